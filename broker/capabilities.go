@@ -1,0 +1,40 @@
+package broker
+
+import "github.com/wary-go/wary/broker/driver"
+
+// Capabilities is what a broker promises for a topic or subscription, as
+// data; see driver.Capabilities for each field. The conformance suite proves
+// every declared field against the live broker.
+type Capabilities = driver.Capabilities
+
+// Re-exported enumerations, so users need not import broker/driver.
+type (
+	OrderingScope = driver.OrderingScope
+	DedupScope    = driver.DedupScope
+	AckModel      = driver.AckModel
+	LimitMode     = driver.LimitMode
+)
+
+// Ordering scopes, dedup scopes, ack models and limit modes.
+const (
+	OrderNone         = driver.OrderNone
+	OrderQueue        = driver.OrderQueue
+	OrderPartition    = driver.OrderPartition
+	OrderMessageGroup = driver.OrderMessageGroup
+	OrderSession      = driver.OrderSession
+
+	DedupNone         = driver.DedupNone
+	DedupQueue        = driver.DedupQueue
+	DedupMessageGroup = driver.DedupMessageGroup
+
+	AckPerMessage = driver.AckPerMessage
+	AckCumulative = driver.AckCumulative
+
+	LimitNone     = driver.LimitNone
+	LimitNative   = driver.LimitNative
+	LimitEmulated = driver.LimitEmulated
+)
+
+// HeaderDeadLetterReason is the header that carries, on a message received
+// from a dead-letter queue, the reason it was dead-lettered.
+const HeaderDeadLetterReason = driver.HeaderDeadLetterReason

@@ -1,0 +1,132 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// Delivery is one delivery of a message: the message, how many times the
+// broker has delivered it, and the means to settle it.
+//
+// Settle each delivery exactly once, with Ack, Nack or DeadLetter. Settling
+// a delivery that is already settled is a no-op that returns nil. A settle
+// that fails leaves the delivery unsettled, so it may be tried again; if
+// the error matches ErrLockLost the broker has already taken the message
+// back and will deliver it again (a consumer that committed its effect
+// before such an error must recognise the redelivery: see package idem).
+type Delivery struct {
+	// Message is the message delivered.
+	Message *Message
+	// Attempt is the 1-based delivery count (see
+	// Capabilities.DeliveryCount for whether the broker counts exactly).
+	Attempt int
+	// Redelivered reports whether the broker delivered the message before.
+	Redelivered bool
+	// PublishTime is when the broker accepted the message, if it says.
+	PublishTime time.Time
+
+	sub   *Subscription
+	ackID driver.AckID
+
+	mu      sync.Mutex
+	settled bool
+	done    func() // called once when settled; set by the handler loop
+}
+
+// Settled reports whether the delivery was settled.
+func (d *Delivery) Settled() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.settled
+}
+
+// Ack acknowledges the delivery: the broker will not deliver it again (for
+// cumulative ack models, once every earlier delivery of its scope is acked
+// too). It returns when the broker confirmed the ack, where the broker
+// confirms acks.
+func (d *Delivery) Ack(ctx context.Context) error {
+	return d.settle(ctx, "ack", func() error {
+		return d.sub.d.SendAcks(ctx, []driver.AckID{d.ackID})
+	})
+}
+
+// Nack returns the delivery to the broker, to be delivered again no sooner
+// than delay from now. A delay above zero needs Capabilities.NackDelay;
+// without it Nack returns an error matching ErrUnsupported and settles
+// nothing.
+func (d *Delivery) Nack(ctx context.Context, delay time.Duration) error {
+	if delay < 0 {
+		delay = 0
+	}
+	if delay > 0 && !d.sub.caps.NackDelay {
+		return newError("nack", driver.Invalid, false, fmt.Errorf("nack with delay: %w", ErrUnsupported))
+	}
+	return d.settle(ctx, "nack", func() error {
+		return d.sub.d.SendNacks(ctx, []driver.AckID{d.ackID}, delay)
+	})
+}
+
+// DeadLetter moves the delivery to the dead-letter queue with reason, which
+// readers of that queue find in the header HeaderDeadLetterReason. It needs
+// Capabilities.DeadLetter; without it, it returns an error matching
+// ErrUnsupported and settles nothing.
+func (d *Delivery) DeadLetter(ctx context.Context, reason string) error {
+	if !d.sub.caps.DeadLetter {
+		return newError("dead-letter", driver.Invalid, false, fmt.Errorf("dead-letter: %w", ErrUnsupported))
+	}
+	return d.settle(ctx, "dead-letter", func() error {
+		return d.sub.d.SendDeadLetters(ctx, []driver.AckID{d.ackID}, reason)
+	})
+}
+
+// ExtendLock keeps the delivery locked for dur from now, so that a slow
+// handler does not see it redelivered elsewhere. It needs
+// Capabilities.LockExtendable (else ErrUnsupported). Extending a settled
+// delivery returns an error matching ErrLockLost.
+func (d *Delivery) ExtendLock(ctx context.Context, dur time.Duration) error {
+	if !d.sub.caps.LockExtendable {
+		return newError("extend-lock", driver.Invalid, false, fmt.Errorf("extend lock: %w", ErrUnsupported))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.settled {
+		return newError("extend-lock", driver.LockLost, false, errors.New("delivery already settled"))
+	}
+	d.sub.mu.RLock()
+	defer d.sub.mu.RUnlock()
+	if d.sub.closed {
+		return newError("extend-lock", driver.Closed, false, errSubClosed)
+	}
+	return wrapErr("extend-lock", d.sub.d.Classify, d.sub.d.ExtendLocks(ctx, []driver.AckID{d.ackID}, dur))
+}
+
+func (d *Delivery) settle(ctx context.Context, op string, f func() error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.settled {
+		return nil
+	}
+	d.sub.mu.RLock()
+	defer d.sub.mu.RUnlock()
+	if d.sub.closed {
+		return newError(op, driver.Closed, false, errSubClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return wrapErr(op, d.sub.d.Classify, err)
+	}
+	err := wrapErr(op, d.sub.d.Classify, f())
+	if err == nil || errors.Is(err, ErrLockLost) {
+		// A lost lock settles the delivery too: the broker has taken it
+		// back, and nothing this consumer does can change that.
+		d.settled = true
+		if d.done != nil {
+			d.done()
+		}
+	}
+	return err
+}

@@ -1,0 +1,188 @@
+package driver
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// OrderingScope says inside which scope the broker delivers messages in the
+// order they were published.
+type OrderingScope int
+
+// Ordering scopes.
+const (
+	// OrderNone: no order is promised.
+	OrderNone OrderingScope = iota
+	// OrderQueue: the whole queue is one scope (a RabbitMQ queue with a
+	// single active consumer).
+	OrderQueue
+	// OrderPartition: per partition, the partition chosen by the key (Kafka).
+	OrderPartition
+	// OrderMessageGroup: per message group (SQS FIFO MessageGroupId).
+	OrderMessageGroup
+	// OrderSession: per session (Service Bus SessionId).
+	OrderSession
+)
+
+func (s OrderingScope) String() string {
+	switch s {
+	case OrderNone:
+		return "none"
+	case OrderQueue:
+		return "queue"
+	case OrderPartition:
+		return "partition"
+	case OrderMessageGroup:
+		return "message group"
+	case OrderSession:
+		return "session"
+	}
+	return fmt.Sprintf("OrderingScope(%d)", int(s))
+}
+
+// DedupScope says over which set of messages the broker suppresses
+// duplicate IDs.
+type DedupScope int
+
+// Dedup scopes.
+const (
+	DedupNone DedupScope = iota
+	// DedupQueue: an ID is unique across the whole queue or entity.
+	DedupQueue
+	// DedupMessageGroup: an ID is unique inside its message group only.
+	DedupMessageGroup
+)
+
+func (s DedupScope) String() string {
+	switch s {
+	case DedupNone:
+		return "none"
+	case DedupQueue:
+		return "queue"
+	case DedupMessageGroup:
+		return "message group"
+	}
+	return fmt.Sprintf("DedupScope(%d)", int(s))
+}
+
+// AckModel says what an acknowledgement covers.
+type AckModel int
+
+// Ack models.
+const (
+	// AckPerMessage: each ack settles exactly its own delivery.
+	AckPerMessage AckModel = iota
+	// AckCumulative: the broker records one position per scope (a Kafka
+	// offset); an ack takes effect only once every earlier delivery of the
+	// same scope is acked, and a crash redelivers everything after the
+	// contiguous acked prefix, acked or not.
+	AckCumulative
+)
+
+func (m AckModel) String() string {
+	if m == AckCumulative {
+		return "cumulative"
+	}
+	return "per message"
+}
+
+// LimitMode says who enforces the delivery limit.
+type LimitMode int
+
+// Delivery limit modes.
+const (
+	LimitNone LimitMode = iota
+	// LimitNative: the broker counts deliveries and dead-letters (SQS
+	// redrive, Service Bus MaxDeliveryCount, RabbitMQ quorum delivery-limit).
+	LimitNative
+	// LimitEmulated: the library counts and dead-letters (Kafka).
+	LimitEmulated
+)
+
+func (m LimitMode) String() string {
+	switch m {
+	case LimitNative:
+		return "native"
+	case LimitEmulated:
+		return "emulated"
+	}
+	return "none"
+}
+
+// Capabilities is what a broker promises, as data. The conformance suite
+// checks every field against the live broker.
+type Capabilities struct {
+	// Ordering is the scope inside which publish order is delivery order.
+	Ordering OrderingScope
+	// OrderingKey names the broker field that Message.Key maps to (for the
+	// docs and error messages), e.g. "MessageGroupId".
+	OrderingKey string
+	// KeyRequired: publishing a message without a Key is an error
+	// (broker.ErrInvalid), detected before anything is sent.
+	KeyRequired bool
+	// HeadOfLine: while a message of a scope is delivered and unsettled, no
+	// later message of the same scope is delivered to any consumer.
+	HeadOfLine bool
+
+	// DedupWindow is how long after a publish the broker silently drops
+	// another publish with the same Message.ID (0: no broker dedup).
+	DedupWindow time.Duration
+	// DedupScope is where an ID must be unique for the window to apply.
+	DedupScope DedupScope
+
+	// AckModel is what an ack covers.
+	AckModel AckModel
+
+	// DeliveryCount: Attempt on received messages is a true count kept by
+	// the broker (or emulated, for LimitEmulated), not a guess.
+	DeliveryCount bool
+	// DeliveryLimit is the number of deliveries after which the message is
+	// dead-lettered instead of delivered again (0: no limit).
+	DeliveryLimit int
+	// DeliveryLimitMode says who enforces DeliveryLimit.
+	DeliveryLimitMode LimitMode
+	// DeadLetter: Delivery.DeadLetter is supported, and dead-lettered
+	// messages can be read, with their reason.
+	DeadLetter bool
+
+	// LockTimeout is how long a delivery stays locked (invisible to other
+	// consumers) before the broker redelivers it (0: until settled or the
+	// consumer goes away).
+	LockTimeout time.Duration
+	// LockExtendable: Delivery.ExtendLock is supported.
+	LockExtendable bool
+	// NackDelay: Delivery.Nack honours a delay; without it only a zero delay
+	// is accepted.
+	NackDelay bool
+
+	// RedeliveryHorizon is how long after its first delivery a copy of a
+	// message can still arrive (retention, replay, delayed retries). An
+	// inbox must keep its records at least this long. 0 means unknown.
+	RedeliveryHorizon time.Duration
+
+	// MaxMessageSize is the largest message, in bytes, counting body, ID,
+	// key and header names and values (0: no limit known).
+	MaxMessageSize int
+	// MaxBatchSize is the largest batch SendBatch accepts (0: no limit).
+	MaxBatchSize int
+}
+
+// String renders the capabilities on one line, for logs and docs.
+func (c Capabilities) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ordering=%s", c.Ordering)
+	if c.OrderingKey != "" {
+		fmt.Fprintf(&b, " key=%s", c.OrderingKey)
+	}
+	if c.KeyRequired {
+		b.WriteString(" key-required")
+	}
+	if c.HeadOfLine {
+		b.WriteString(" head-of-line")
+	}
+	fmt.Fprintf(&b, " dedup=%s/%s ack=%s", c.DedupWindow, c.DedupScope, c.AckModel)
+	fmt.Fprintf(&b, " delivery-limit=%d(%s) dead-letter=%t count=%t", c.DeliveryLimit, c.DeliveryLimitMode, c.DeadLetter, c.DeliveryCount)
+	fmt.Fprintf(&b, " lock=%s extend=%t nack-delay=%t horizon=%s max-size=%d", c.LockTimeout, c.LockExtendable, c.NackDelay, c.RedeliveryHorizon, c.MaxMessageSize)
+	return b.String()
+}

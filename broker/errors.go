@@ -1,0 +1,166 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// Error classes, matched with errors.Is. Every error returned by a Topic,
+// Subscription or Delivery method is an *Error that matches exactly one of
+// the first group (or none, for unclassified failures), and for Publish
+// exactly one of ErrNotSent and ErrMaybeSent.
+var (
+	// ErrNotFound: the topic, queue or subscription does not exist.
+	ErrNotFound = errors.New("wary: not found")
+	// ErrTooLarge: the message exceeds the broker's size limit.
+	ErrTooLarge = errors.New("wary: message too large")
+	// ErrInvalid: the message or request is not valid (missing ordering
+	// key, non-UTF-8 header value, unsupported option).
+	ErrInvalid = errors.New("wary: invalid")
+	// ErrClosed: the topic or subscription was closed.
+	ErrClosed = errors.New("wary: closed")
+	// ErrLockLost: the delivery can no longer be settled (its lock or
+	// visibility expired, its partition was revoked); it will be or was
+	// redelivered.
+	ErrLockLost = errors.New("wary: lock lost")
+	// ErrPermission: credentials or rights are missing.
+	ErrPermission = errors.New("wary: permission denied")
+
+	// ErrRetryable matches transient failures: trying the same call again
+	// may succeed.
+	ErrRetryable = errors.New("wary: retryable")
+
+	// ErrNotSent matches a Publish error after which the broker certainly
+	// has none of the failed messages: it is safe to send them again
+	// without creating duplicates.
+	ErrNotSent = errors.New("wary: certainly not sent")
+	// ErrMaybeSent matches a Publish error after which the broker may have
+	// accepted the messages: sending again may create duplicates, which the
+	// broker's dedup window or the consumer's inbox must absorb.
+	ErrMaybeSent = errors.New("wary: may have been sent")
+)
+
+// ErrUnsupported is errors.ErrUnsupported; a Delivery method the driver's
+// capabilities do not offer (a delayed nack, a lock extension) returns an
+// error matching it, and settles nothing.
+var ErrUnsupported = errors.ErrUnsupported
+
+// Error is the error type of this package. Use errors.Is with the class
+// variables above rather than inspecting its fields; use the As methods of
+// Topic and Subscription (ErrorAs) to reach the SDK's error.
+type Error struct {
+	// Op is the operation that failed: "publish", "receive", "ack", "nack",
+	// "dead-letter", "extend-lock", "open", "close".
+	Op string
+	// Code is the class of the failure.
+	Code driver.ErrorCode
+	// MaybeSent is meaningful for Op "publish" only.
+	MaybeSent bool
+	err       error
+}
+
+func (e *Error) Error() string {
+	s := "wary: " + e.Op
+	if e.Code != driver.Unknown {
+		s += " (" + e.Code.String() + ")"
+	}
+	if e.Op == "publish" {
+		if e.MaybeSent {
+			s += " [may have been sent]"
+		} else {
+			s += " [not sent]"
+		}
+	}
+	if e.err != nil {
+		s += ": " + e.err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the underlying error (a driver's error, or a context error).
+func (e *Error) Unwrap() error { return e.err }
+
+// Is reports whether e belongs to the class target.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrNotFound:
+		return e.Code == driver.NotFound
+	case ErrTooLarge:
+		return e.Code == driver.TooLarge
+	case ErrInvalid:
+		return e.Code == driver.Invalid
+	case ErrClosed:
+		return e.Code == driver.Closed
+	case ErrLockLost:
+		return e.Code == driver.LockLost
+	case ErrPermission:
+		return e.Code == driver.PermissionDenied
+	case ErrRetryable:
+		return e.Code == driver.Unavailable
+	case ErrNotSent:
+		return e.Op == "publish" && !e.MaybeSent
+	case ErrMaybeSent:
+		return e.Op == "publish" && e.MaybeSent
+	case context.Canceled:
+		return e.Code == driver.Canceled
+	case context.DeadlineExceeded, os.ErrDeadlineExceeded:
+		return e.Code == driver.DeadlineExceeded
+	}
+	return false
+}
+
+// newError builds an *Error; a nil classify means the error is ours.
+func newError(op string, code driver.ErrorCode, maybeSent bool, err error) *Error {
+	return &Error{Op: op, Code: code, MaybeSent: maybeSent, err: err}
+}
+
+// wrapErr classifies a driver error. Context errors win over the driver's
+// classification, so callers can rely on errors.Is(err, context.Canceled).
+func wrapErr(op string, classify func(error) driver.ErrorInfo, err error) error {
+	if err == nil {
+		return nil
+	}
+	var be *Error
+	if errors.As(err, &be) {
+		return err
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		info := classify(err)
+		return newError(op, driver.Canceled, info.MaybeSent, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		info := classify(err)
+		return newError(op, driver.DeadlineExceeded, info.MaybeSent, err)
+	}
+	info := classify(err)
+	return newError(op, info.Code, info.MaybeSent, err)
+}
+
+func invalidf(op, format string, args ...any) error {
+	return newError(op, driver.Invalid, false, fmt.Errorf(format, args...))
+}
+
+// Permanent marks a handler error as permanent: the handler loop
+// dead-letters the delivery with the error's text as reason instead of
+// retrying it (where the driver cannot dead-letter, it nacks).
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (p *permanentError) Error() string { return "permanent: " + p.err.Error() }
+func (p *permanentError) Unwrap() error { return p.err }
+
+// IsPermanent reports whether err was marked with Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}

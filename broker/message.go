@@ -1,0 +1,135 @@
+package broker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+	"unicode/utf8"
+
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// Message is one message: a stable logical ID, an ordering key, headers and
+// a body.
+type Message struct {
+	// ID is the message's stable logical ID. Publish fills an empty ID with
+	// a random one (and the caller sees it); a producer that may publish
+	// the same logical message twice (an outbox relay) sets it itself, so
+	// broker dedup and consumer inboxes recognise the copy.
+	ID string
+	// Key is the ordering key: the Kafka record key, SQS MessageGroupId,
+	// Service Bus SessionId, or the key a RabbitMQ partition is chosen by.
+	Key string
+	// Headers are application headers. Values must be valid UTF-8. Names
+	// starting with "wary-" are reserved for the library.
+	Headers map[string]string
+	// Body is the payload: any bytes.
+	Body []byte
+
+	asFunc func(any) bool
+}
+
+// As reaches the driver's own message type on a received message (see each
+// driver's package doc for the types it accepts).
+func (m *Message) As(i any) bool {
+	if m.asFunc == nil {
+		return false
+	}
+	return m.asFunc(i)
+}
+
+// size is the message's size as the portable layer counts it against
+// Capabilities.MaxMessageSize: body, ID, key, and header names and values.
+func (m *Message) size() int {
+	n := len(m.Body) + len(m.ID) + len(m.Key)
+	for k, v := range m.Headers {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// NewID returns a random 128-bit message ID in hex.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func validate(caps driver.Capabilities, m *Message) error {
+	if m == nil {
+		return invalidf("publish", "nil message")
+	}
+	if caps.KeyRequired && m.Key == "" {
+		return invalidf("publish", "message %q has no ordering key, and this broker requires one (%s)", m.ID, caps.OrderingKey)
+	}
+	if !utf8.ValidString(m.ID) || !utf8.ValidString(m.Key) {
+		return invalidf("publish", "message ID and key must be valid UTF-8")
+	}
+	for k, v := range m.Headers {
+		if k == "" || !utf8.ValidString(k) {
+			return invalidf("publish", "message %q: header name %q is empty or not valid UTF-8", m.ID, k)
+		}
+		if !utf8.ValidString(v) {
+			return invalidf("publish", "message %q: header %q has a value that is not valid UTF-8", m.ID, k)
+		}
+	}
+	if caps.MaxMessageSize > 0 {
+		if n := m.size(); n > caps.MaxMessageSize {
+			return newError("publish", driver.TooLarge, false, errTooLarge{id: m.ID, size: n, max: caps.MaxMessageSize})
+		}
+	}
+	return nil
+}
+
+type errTooLarge struct {
+	id        string
+	size, max int
+}
+
+func (e errTooLarge) Error() string {
+	return "message " + quote(e.id) + " is " + itoa(e.size) + " bytes, over the broker's limit of " + itoa(e.max)
+}
+
+func toDriver(m *Message) *driver.Message {
+	return &driver.Message{ID: m.ID, Key: m.Key, Headers: m.Headers, Body: m.Body}
+}
+
+func fromDriver(dm *driver.Message) *Message {
+	return &Message{ID: dm.ID, Key: dm.Key, Headers: dm.Headers, Body: dm.Body, asFunc: dm.AsFunc}
+}
+
+// Backoff is an exponential backoff policy with full jitter.
+type Backoff struct {
+	// Initial is the first delay (default 100ms).
+	Initial time.Duration
+	// Max caps every delay (default 30s).
+	Max time.Duration
+	// Multiplier grows the delay per attempt (default 2).
+	Multiplier float64
+}
+
+// Delay returns the delay before retry number attempt (1-based), without
+// jitter, so that it is predictable and testable.
+func (b Backoff) Delay(attempt int) time.Duration {
+	initial, maxd, mult := b.Initial, b.Max, b.Multiplier
+	if initial <= 0 {
+		initial = 100 * time.Millisecond
+	}
+	if maxd <= 0 {
+		maxd = 30 * time.Second
+	}
+	if mult < 1 {
+		mult = 2
+	}
+	d := float64(initial)
+	for i := 1; i < attempt; i++ {
+		d *= mult
+		if d >= float64(maxd) {
+			return maxd
+		}
+	}
+	if d > float64(maxd) {
+		return maxd
+	}
+	return time.Duration(d)
+}

@@ -1,0 +1,206 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// Handler processes one delivery. If it returns without settling the
+// delivery, the loop settles it: nil acks; an error marked with Permanent
+// dead-letters (or nacks, where the broker cannot dead-letter); any other
+// error nacks with a delay from RunOptions.Backoff. A panic is recovered
+// and treated as an error.
+type Handler func(ctx context.Context, d *Delivery) error
+
+// RunOptions configures Subscription.Run. Nil means defaults.
+type RunOptions struct {
+	// Concurrency is the most handlers running at once (default 1).
+	Concurrency int
+	// PerKey keeps one handler in flight per ordering key: deliveries with
+	// the same non-empty Message.Key run one after another in arrival
+	// order, different keys run in parallel up to Concurrency. Deliveries
+	// without a key run in parallel.
+	PerKey bool
+	// MaxOutstanding bounds how many received, unsettled deliveries the
+	// loop holds (running plus waiting behind their key); default
+	// 2×Concurrency. Nothing more is received until one settles.
+	MaxOutstanding int
+	// Backoff gives the nack delay after a handler error, by attempt, on
+	// brokers with Capabilities.NackDelay (default 100ms doubling to 30s).
+	Backoff Backoff
+}
+
+// Run receives deliveries and calls h for each until ctx is done, the
+// subscription is closed, or receiving fails with an error that is not
+// transient. It waits for running handlers before it returns. It returns
+// nil when ctx was canceled, an error matching ErrClosed when the
+// subscription was closed, and otherwise the receive error.
+//
+// Handlers get a context that is canceled when Run's ctx is; settlement at
+// the end of a handler uses a context that is not, so that work a handler
+// finished is acknowledged.
+func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) error {
+	var o RunOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Concurrency < 1 {
+		o.Concurrency = 1
+	}
+	if o.MaxOutstanding < o.Concurrency {
+		o.MaxOutstanding = 2 * o.Concurrency
+	}
+	r := &runner{
+		sub:         s,
+		h:           h,
+		opts:        o,
+		ctx:         ctx,
+		outstanding: make(chan struct{}, o.MaxOutstanding),
+		workers:     make(chan struct{}, o.Concurrency),
+		keys:        map[string][]*Delivery{},
+	}
+	err := r.loop()
+	r.wg.Wait()
+	return err
+}
+
+type runner struct {
+	sub         *Subscription
+	h           Handler
+	opts        RunOptions
+	ctx         context.Context
+	outstanding chan struct{} // one token per unsettled delivery held
+	workers     chan struct{} // one token per running worker goroutine
+	wg          sync.WaitGroup
+
+	mu   sync.Mutex
+	keys map[string][]*Delivery // active keys: deliveries waiting behind the running one
+}
+
+func (r *runner) loop() error {
+	failures := 0
+	for {
+		// Take one outstanding slot (blocking), then as many more as are free.
+		select {
+		case r.outstanding <- struct{}{}:
+		case <-r.ctx.Done():
+			return nil
+		}
+		n := 1
+	more:
+		for n < r.opts.MaxOutstanding {
+			select {
+			case r.outstanding <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		ds, err := r.sub.Receive(r.ctx, n)
+		for i := len(ds); i < n; i++ {
+			<-r.outstanding
+		}
+		if err != nil {
+			switch {
+			case r.ctx.Err() != nil:
+				return nil
+			case errors.Is(err, ErrRetryable):
+				failures++
+				delay := Backoff{Initial: 50 * time.Millisecond, Max: 5 * time.Second}.Delay(failures)
+				r.sub.logger.Warn("wary: receive failed, retrying", slog.Int("failures", failures), slog.Duration("delay", delay), slog.String("error", err.Error()))
+				t := time.NewTimer(delay)
+				select {
+				case <-r.ctx.Done():
+					t.Stop()
+					return nil
+				case <-t.C:
+				}
+				continue
+			default:
+				return err
+			}
+		}
+		failures = 0
+		for _, d := range ds {
+			r.dispatch(d)
+		}
+	}
+}
+
+// dispatch runs d now, or queues it behind the running delivery of its key.
+func (r *runner) dispatch(d *Delivery) {
+	key := d.Message.Key
+	if r.opts.PerKey && key != "" {
+		r.mu.Lock()
+		if q, busy := r.keys[key]; busy {
+			r.keys[key] = append(q, d)
+			r.mu.Unlock()
+			return
+		}
+		r.keys[key] = nil
+		r.mu.Unlock()
+	}
+	r.workers <- struct{}{} // bounded concurrency; blocks the receive loop
+	r.wg.Add(1)
+	go r.work(key, d)
+}
+
+func (r *runner) work(key string, d *Delivery) {
+	defer r.wg.Done()
+	defer func() { <-r.workers }()
+	for d != nil {
+		r.handle(d)
+		<-r.outstanding
+		d = nil
+		if r.opts.PerKey && key != "" {
+			r.mu.Lock()
+			if q := r.keys[key]; len(q) > 0 {
+				d, r.keys[key] = q[0], q[1:]
+			} else {
+				delete(r.keys, key)
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+func (r *runner) handle(d *Delivery) {
+	err := r.call(d)
+	if d.Settled() {
+		return
+	}
+	// Settle even if Run's context is done: the handler's work is finished.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 30*time.Second)
+	defer cancel()
+	var serr error
+	switch {
+	case err == nil:
+		serr = d.Ack(sctx)
+	case IsPermanent(err) && r.sub.caps.DeadLetter:
+		serr = d.DeadLetter(sctx, err.Error())
+	default:
+		var delay time.Duration
+		if r.sub.caps.NackDelay {
+			delay = r.opts.Backoff.Delay(d.Attempt)
+		}
+		serr = d.Nack(sctx, delay)
+		r.sub.logger.Debug("wary: handler failed", slog.String("message_id", d.Message.ID), slog.Int("attempt", d.Attempt), slog.String("error", err.Error()))
+	}
+	if serr != nil && !errors.Is(serr, ErrClosed) {
+		r.sub.logger.Warn("wary: settle failed", slog.String("message_id", d.Message.ID), slog.String("error", serr.Error()))
+	}
+}
+
+func (r *runner) call(d *Delivery) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return r.h(r.ctx, d)
+}

@@ -1,0 +1,150 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// SubscriptionOptions configures a Subscription. Nil means defaults.
+type SubscriptionOptions struct {
+	// Logger receives receive-retry and handler events. Default:
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Subscription receives deliveries from a broker. Create one with a
+// driver's constructor or OpenSubscription. Several Subscriptions on the
+// same broker subscription are competing consumers. A Subscription is safe
+// for concurrent use.
+type Subscription struct {
+	d      driver.Subscription
+	caps   driver.Capabilities
+	logger *slog.Logger
+
+	closeCtx  context.Context
+	cancel    context.CancelFunc
+	mu        sync.RWMutex // held for reading by every call into the driver
+	closed    bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// NewSubscription wraps a driver subscription. Driver packages call it;
+// users call the driver's constructor.
+func NewSubscription(d driver.Subscription, opts *SubscriptionOptions) *Subscription {
+	if opts == nil {
+		opts = &SubscriptionOptions{}
+	}
+	s := &Subscription{d: d, caps: d.Capabilities(), logger: opts.Logger}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	s.closeCtx, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// Capabilities returns what the broker promises for this subscription.
+func (s *Subscription) Capabilities() Capabilities { return s.caps }
+
+var errSubClosed = errors.New("subscription is closed")
+
+// Receive waits for at least one delivery and returns up to maxMessages of
+// them (maxMessages < 1 means 1). It returns an error matching ErrClosed
+// once the subscription is closed (also when Close is called while Receive
+// waits), and the context's error (matched by errors.Is with
+// context.Canceled or context.DeadlineExceeded) when ctx is done first.
+// Transient driver failures are returned as they are (matching
+// ErrRetryable); Run retries them.
+func (s *Subscription) Receive(ctx context.Context, maxMessages int) ([]*Delivery, error) {
+	if maxMessages < 1 {
+		maxMessages = 1
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, newError("receive", driver.Closed, false, errSubClosed)
+	}
+	rctx, stop := mergeDone(ctx, s.closeCtx)
+	defer stop()
+	for {
+		dms, err := s.d.ReceiveBatch(rctx, maxMessages)
+		if err != nil {
+			if s.closeCtx.Err() != nil && ctx.Err() == nil {
+				return nil, newError("receive", driver.Closed, false, errSubClosed)
+			}
+			return nil, wrapErr("receive", s.d.Classify, err)
+		}
+		if len(dms) > 0 {
+			out := make([]*Delivery, len(dms))
+			for i, dm := range dms {
+				out[i] = s.newDelivery(dm)
+			}
+			return out, nil
+		}
+		if err := rctx.Err(); err != nil {
+			if s.closeCtx.Err() != nil && ctx.Err() == nil {
+				return nil, newError("receive", driver.Closed, false, errSubClosed)
+			}
+			return nil, wrapErr("receive", s.d.Classify, err)
+		}
+	}
+}
+
+func (s *Subscription) newDelivery(dm *driver.Message) *Delivery {
+	attempt := dm.Attempt
+	if attempt < 1 {
+		attempt = 1
+	}
+	return &Delivery{
+		Message:     fromDriver(dm),
+		Attempt:     attempt,
+		Redelivered: dm.Redelivered || attempt > 1,
+		PublishTime: dm.PublishTime,
+		sub:         s,
+		ackID:       dm.AckID,
+	}
+}
+
+// As exposes the driver's own types; see the driver's package doc.
+func (s *Subscription) As(i any) bool { return s.d.As(i) }
+
+// ErrorAs reaches the SDK's error type behind an error this subscription
+// (or one of its deliveries) returned.
+func (s *Subscription) ErrorAs(err error, i any) bool {
+	var be *Error
+	if errors.As(err, &be) {
+		err = be.err
+	}
+	if err == nil {
+		return false
+	}
+	return s.d.ErrorAs(err, i)
+}
+
+// Close stops Receive calls in progress (they return ErrClosed), waits for
+// them, and releases the driver. Deliveries not yet settled go back to the
+// broker as the broker does it (see the driver's doc). Settling after Close
+// returns an error matching ErrClosed. Closing twice returns the first
+// result.
+func (s *Subscription) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.closed = true
+		s.closeErr = wrapErr("close", s.d.Classify, s.d.Close())
+	})
+	return s.closeErr
+}
+
+// mergeDone returns a context done when either a or b is done, carrying a's
+// values.
+func mergeDone(a, b context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(a)
+	stop := context.AfterFunc(b, cancel)
+	return ctx, func() { stop(); cancel() }
+}

@@ -1,0 +1,181 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// TopicOptions configures a Topic. The zero value (or nil) means defaults.
+type TopicOptions struct {
+	// Retry governs how Publish retries transient (ErrRetryable) failures.
+	// Default: 3 attempts in all, backoff from 100ms to 2s.
+	Retry *RetryPolicy
+	// Logger receives retry and close events. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// RetryPolicy bounds the portable layer's retries of transient failures.
+type RetryPolicy struct {
+	// Attempts is the total number of tries, the first included (>= 1).
+	Attempts int
+	Backoff  Backoff
+}
+
+var defaultPublishRetry = RetryPolicy{Attempts: 3, Backoff: Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}}
+
+// Topic publishes messages to a broker. Create one with a driver's
+// constructor (memory.OpenTopic, rabbit.OpenTopic, ...) or with OpenTopic and
+// a URL. A Topic is safe for concurrent use.
+type Topic struct {
+	d      driver.Topic
+	caps   driver.Capabilities
+	retry  RetryPolicy
+	logger *slog.Logger
+
+	mu        sync.RWMutex
+	closed    bool
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+// NewTopic wraps a driver topic. Driver packages call it; users call the
+// driver's constructor.
+func NewTopic(d driver.Topic, opts *TopicOptions) *Topic {
+	if opts == nil {
+		opts = &TopicOptions{}
+	}
+	t := &Topic{d: d, caps: d.Capabilities(), retry: defaultPublishRetry, logger: opts.Logger, closing: make(chan struct{})}
+	if opts.Retry != nil {
+		t.retry = *opts.Retry
+		if t.retry.Attempts < 1 {
+			t.retry.Attempts = 1
+		}
+	}
+	if t.logger == nil {
+		t.logger = slog.Default()
+	}
+	return t
+}
+
+// Capabilities returns what the broker promises for this topic.
+func (t *Topic) Capabilities() Capabilities { return t.caps }
+
+// Publish sends msgs and returns when the broker has durably accepted every
+// one of them, or with an error.
+//
+// Messages are validated first (ordering key present where the broker
+// requires one, header values valid UTF-8, size within
+// Capabilities.MaxMessageSize); if any is invalid, nothing is sent and the
+// error matches ErrInvalid or ErrTooLarge, and ErrNotSent. An empty ID is
+// filled with NewID() before anything is sent.
+//
+// A failure from the broker matches exactly one of ErrNotSent (safe to send
+// again) and ErrMaybeSent (the broker may have some of them). Transient
+// failures are retried per TopicOptions.Retry, with the same IDs. Batches
+// larger than the broker's batch limit are split, and sent in order; an
+// error stops at the first failed batch, so later batches are not sent.
+func (t *Topic) Publish(ctx context.Context, msgs ...*Message) error {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return newError("publish", driver.Closed, false, errors.New("topic is closed"))
+	}
+	for _, m := range msgs {
+		if err := validate(t.caps, m); err != nil {
+			return err
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	dms := make([]*driver.Message, len(msgs))
+	for i, m := range msgs {
+		if m.ID == "" {
+			m.ID = NewID()
+		}
+		dms[i] = toDriver(m)
+	}
+	size := len(dms)
+	if t.caps.MaxBatchSize > 0 {
+		size = t.caps.MaxBatchSize
+	}
+	maybeSent := false
+	for start := 0; start < len(dms); start += size {
+		end := min(start+size, len(dms))
+		if err := t.sendWithRetry(ctx, dms[start:end], &maybeSent); err != nil {
+			if be, ok := err.(*Error); ok && maybeSent {
+				be.MaybeSent = true
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Topic) sendWithRetry(ctx context.Context, batch []*driver.Message, maybeSent *bool) error {
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return wrapErr("publish", t.d.Classify, err)
+		}
+		err := t.d.SendBatch(ctx, batch)
+		if err == nil {
+			return nil
+		}
+		werr := wrapErr("publish", t.d.Classify, err).(*Error)
+		if werr.MaybeSent {
+			*maybeSent = true
+		}
+		if werr.Code != driver.Unavailable || attempt >= t.retry.Attempts {
+			return werr
+		}
+		delay := t.retry.Backoff.Delay(attempt)
+		t.logger.LogAttrs(ctx, slog.LevelWarn, "wary: publish failed, retrying",
+			slog.Int("attempt", attempt), slog.Duration("delay", delay), slog.String("error", err.Error()))
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			werr.err = errors.Join(err, ctx.Err())
+			return werr
+		case <-t.closing:
+			timer.Stop()
+			return werr
+		case <-timer.C:
+		}
+	}
+}
+
+// As exposes the driver's own types (the SDK client or producer); each
+// driver's package doc lists what it accepts.
+func (t *Topic) As(i any) bool { return t.d.As(i) }
+
+// ErrorAs reaches the SDK's error type behind an error this topic returned.
+func (t *Topic) ErrorAs(err error, i any) bool {
+	var be *Error
+	if errors.As(err, &be) {
+		err = be.err
+	}
+	if err == nil {
+		return false
+	}
+	return t.d.ErrorAs(err, i)
+}
+
+// Close waits for Publish calls in flight, then releases the topic's
+// resources. Publish after Close returns an error matching ErrClosed.
+// Closing twice returns nil.
+func (t *Topic) Close() error {
+	t.closeOnce.Do(func() { close(t.closing) })
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	return wrapErr("close", t.d.Classify, t.d.Close())
+}

@@ -1,0 +1,222 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// TopicURLOpener opens a topic from a URL; drivers register one per scheme.
+type TopicURLOpener interface {
+	OpenTopicURL(ctx context.Context, u *url.URL) (*Topic, error)
+}
+
+// SubscriptionURLOpener opens a subscription from a URL.
+type SubscriptionURLOpener interface {
+	OpenSubscriptionURL(ctx context.Context, u *url.URL) (*Subscription, error)
+}
+
+// URLMux maps URL schemes to openers. The zero value is ready to use.
+// Programs that want no process-wide registry create their own URLMux and
+// register openers on it explicitly; nothing requires the default one.
+type URLMux struct {
+	mu     sync.RWMutex
+	topics map[string]TopicURLOpener
+	subs   map[string]SubscriptionURLOpener
+}
+
+var defaultMux = new(URLMux)
+
+// DefaultURLMux returns the URLMux that OpenTopic and OpenSubscription use,
+// on which driver packages register their schemes when imported.
+func DefaultURLMux() *URLMux { return defaultMux }
+
+// RegisterTopic registers o for scheme. It panics if scheme is taken.
+func (m *URLMux) RegisterTopic(scheme string, o TopicURLOpener) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.topics == nil {
+		m.topics = map[string]TopicURLOpener{}
+	}
+	if _, dup := m.topics[scheme]; dup {
+		panic("wary: topic scheme registered twice: " + scheme)
+	}
+	m.topics[scheme] = o
+}
+
+// RegisterSubscription registers o for scheme. It panics if scheme is taken.
+func (m *URLMux) RegisterSubscription(scheme string, o SubscriptionURLOpener) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.subs == nil {
+		m.subs = map[string]SubscriptionURLOpener{}
+	}
+	if _, dup := m.subs[scheme]; dup {
+		panic("wary: subscription scheme registered twice: " + scheme)
+	}
+	m.subs[scheme] = o
+}
+
+// OpenTopic opens the topic the URL names.
+func (m *URLMux) OpenTopic(ctx context.Context, urlstr string) (*Topic, error) {
+	u, err := parseURL(urlstr)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	o, ok := m.topics[u.Scheme]
+	m.mu.RUnlock()
+	if !ok {
+		return nil, unknownScheme(u.Scheme, m.topicSchemes())
+	}
+	return o.OpenTopicURL(ctx, u)
+}
+
+// OpenSubscription opens the subscription the URL names.
+func (m *URLMux) OpenSubscription(ctx context.Context, urlstr string) (*Subscription, error) {
+	u, err := parseURL(urlstr)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	o, ok := m.subs[u.Scheme]
+	m.mu.RUnlock()
+	if !ok {
+		return nil, unknownScheme(u.Scheme, m.subSchemes())
+	}
+	return o.OpenSubscriptionURL(ctx, u)
+}
+
+func (m *URLMux) topicSchemes() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var s []string
+	for k := range m.topics {
+		s = append(s, k)
+	}
+	slices.Sort(s)
+	return s
+}
+
+func (m *URLMux) subSchemes() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var s []string
+	for k := range m.subs {
+		s = append(s, k)
+	}
+	slices.Sort(s)
+	return s
+}
+
+// OpenTopic opens a topic by URL through DefaultURLMux, for example
+// "mem://orders?profile=sqsfifo". Import the driver package (for its side
+// effect, if nothing else) to register its scheme.
+func OpenTopic(ctx context.Context, urlstr string) (*Topic, error) {
+	return defaultMux.OpenTopic(ctx, urlstr)
+}
+
+// OpenSubscription opens a subscription by URL through DefaultURLMux.
+func OpenSubscription(ctx context.Context, urlstr string) (*Subscription, error) {
+	return defaultMux.OpenSubscription(ctx, urlstr)
+}
+
+func parseURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		// url.Error quotes the URL, which may hold a password: drop it.
+		return nil, newError("open", driver.Invalid, false, fmt.Errorf("cannot parse the URL: %v", redactParseErr(err)))
+	}
+	if u.Scheme == "" {
+		return nil, newError("open", driver.Invalid, false, fmt.Errorf("URL %s has no scheme", Redact(u)))
+	}
+	return u, nil
+}
+
+func redactParseErr(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
+
+func unknownScheme(scheme string, known []string) error {
+	return newError("open", driver.Invalid, false, fmt.Errorf("no driver registered for scheme %q (registered: %s); import the driver package", scheme, strings.Join(known, ", ")))
+}
+
+// Redact returns u as a string with any password and any query parameter
+// that looks like a secret replaced by "xxxxx", for logs and errors.
+func Redact(u *url.URL) string {
+	c := *u
+	if c.User != nil {
+		if _, has := c.User.Password(); has {
+			c.User = url.UserPassword(c.User.Username(), "xxxxx")
+		}
+	}
+	q := c.Query()
+	changed := false
+	for k := range q {
+		lk := strings.ToLower(k)
+		if strings.Contains(lk, "password") || strings.Contains(lk, "secret") || strings.Contains(lk, "key") && !strings.Contains(lk, "keyname") || strings.Contains(lk, "token") {
+			q.Set(k, "xxxxx")
+			changed = true
+		}
+	}
+	if changed {
+		c.RawQuery = q.Encode()
+	}
+	return c.String()
+}
+
+// URLParams reads a URL's query parameters for an opener and rejects any
+// the opener did not ask about, as every opener must.
+type URLParams struct {
+	u    *url.URL
+	q    url.Values
+	used map[string]bool
+}
+
+// NewURLParams starts reading u's query.
+func NewURLParams(u *url.URL) *URLParams {
+	return &URLParams{u: u, q: u.Query(), used: map[string]bool{}}
+}
+
+// Get returns the parameter's value ("" when absent) and marks it known.
+func (p *URLParams) Get(name string) string {
+	p.used[name] = true
+	return p.q.Get(name)
+}
+
+// Has reports whether the parameter is present, and marks it known.
+func (p *URLParams) Has(name string) bool {
+	p.used[name] = true
+	_, ok := p.q[name]
+	return ok
+}
+
+// Done returns an error matching ErrInvalid naming every parameter that no
+// Get or Has asked for.
+func (p *URLParams) Done() error {
+	var unknown []string
+	for k := range p.q {
+		if !p.used[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	return newError("open", driver.Invalid, false, fmt.Errorf("unknown URL parameter(s) %s in %s", strings.Join(unknown, ", "), Redact(p.u)))
+}
+
+// Invalidf returns an error matching ErrInvalid, for openers and drivers
+// that reject a configuration.
+func Invalidf(format string, args ...any) error {
+	return newError("open", driver.Invalid, false, fmt.Errorf(format, args...))
+}
