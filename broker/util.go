@@ -2,5 +2,5 @@ package broker
 
 import "strconv"
 
-func itoa(n int) string      { return strconv.Itoa(n) }
+func itoa(n int) string     { return strconv.Itoa(n) }
 func quote(s string) string { return strconv.Quote(s) }
