@@ -1,0 +1,60 @@
+package conformance
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+)
+
+// Harness is how a driver's tests hand the suite its broker.
+type Harness struct {
+	// Name names the run in reports (e.g. "rabbit/quorum").
+	Name string
+	// Setup creates a fresh, empty topic and subscription (or queue) for one
+	// scenario, configured as cfg asks where the broker makes that
+	// configurable, and returns handles to them. The harness registers its
+	// own cleanup with t.Cleanup. Capabilities reported by the fixture's
+	// topic and subscriptions must reflect the configuration actually
+	// applied (e.g. the lock timeout that was set).
+	Setup func(ctx context.Context, t testing.TB, cfg Config) (*Fixture, error)
+	// Wait lets d of broker time pass. Memory drivers on a fake clock
+	// advance it; real brokers sleep. Nil means a context-aware sleep.
+	Wait func(ctx context.Context, d time.Duration)
+	// Quiet is how long a receive must find nothing before the suite
+	// concludes that nothing is deliverable (default 1s).
+	Quiet time.Duration
+	// MaxWait is the most broker time one scenario may wait (for a lock or
+	// dedup window to pass). A scenario that would need longer is reported
+	// as not applicable, with the reason (default 30s).
+	MaxWait time.Duration
+	// OpenMissingTopic opens a topic that does not exist. Nil: the scenario
+	// is reported as not applicable.
+	OpenMissingTopic func(ctx context.Context) (*broker.Topic, error)
+	// OpenMissingSubscription opens a subscription that does not exist.
+	OpenMissingSubscription func(ctx context.Context) (*broker.Subscription, error)
+}
+
+// Config is what a scenario asks of the fixture. A harness applies what its
+// broker can set and ignores the rest; the suite reads the truth from
+// Capabilities.
+type Config struct {
+	// LockTimeout is the lock or visibility timeout wanted (short, e.g. 2s).
+	LockTimeout time.Duration
+	// DeliveryLimit is the delivery limit wanted (e.g. 3).
+	DeliveryLimit int
+	// DedupWindow is the dedup window wanted (short, where configurable).
+	DedupWindow time.Duration
+}
+
+// Fixture is one scenario's topic and subscription.
+type Fixture struct {
+	Topic *broker.Topic
+	// Subscribe opens one more competing consumer on the scenario's
+	// subscription. The suite closes what it opens.
+	Subscribe func(ctx context.Context) (*broker.Subscription, error)
+	// DeadLetters opens a consumer on the subscription's dead-letter queue.
+	// Nil when the driver has none.
+	DeadLetters func(ctx context.Context) (*broker.Subscription, error)
+}
