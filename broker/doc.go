@@ -1,0 +1,65 @@
+// Package broker is wary's portable messaging API: topics to publish to,
+// subscriptions to receive from, and deliveries to settle, over drivers for
+// brokers that promise at-least-once delivery (in-memory, RabbitMQ, Kafka,
+// SQS FIFO, Azure Service Bus).
+//
+// Users hold the concrete types *Topic, *Subscription and *Delivery, made by
+// a driver's constructor (memory.Broker.OpenTopic, rabbit.OpenTopic, ...) or
+// from a URL with OpenTopic and OpenSubscription once the driver package is
+// imported. Drivers implement the small interfaces of package
+// broker/driver; validation, retries, error classification and the handler
+// loop live here, once.
+//
+// # Capabilities
+//
+// Every topic and subscription reports Capabilities: the broker's promise as
+// data, not as behaviour to discover. Ordering scope and key, head-of-line
+// blocking, dedup window and scope, ack model, delivery count and limit,
+// dead-lettering, lock timeout and extension, delayed nacks, redelivery
+// horizon, size and batch limits. The conformance suite proves each field
+// against the live broker. What the broker does not promise is the
+// application's job, and package idem does it.
+//
+// # Delivery
+//
+// Delivery is at least once. A message is delivered again when it is
+// nacked, when its lock (visibility timeout, peek-lock) expires, when the
+// consumer holding it closes or crashes, and, with cumulative acks (Kafka),
+// when any earlier message of its partition was not acked before a crash.
+// Delivery.Attempt counts deliveries where Capabilities.DeliveryCount says
+// the broker counts them. A consumer must therefore be idempotent: see
+// package idem, which records each message ID in the same transaction as
+// the consumer's effect.
+//
+// Settle each delivery once: Ack, Nack (with a delay where NackDelay is
+// declared) or DeadLetter (where DeadLetter is declared; readers of the
+// dead-letter queue find the reason in the header HeaderDeadLetterReason).
+// Settling again is a no-op that returns nil. Ack returns an error, so that
+// "the effect committed but the ack failed" is visible; the redelivery that
+// follows must be recognised as a duplicate.
+//
+// # Ordering
+//
+// Order is kept only inside the declared scope (OrderingScope), for
+// messages with the same Key. Subscription.Run with RunOptions.PerKey runs
+// one handler per key at a time in arrival order, so that order also holds
+// while handlers run in parallel. With HeadOfLine, the broker itself holds
+// back a scope's later messages while one is unsettled.
+//
+// # Dedup
+//
+// A broker with a DedupWindow drops a second publish of the same Message.ID
+// inside the window, silently. Outside the window, and on brokers without
+// one, duplicates reach consumers.
+//
+// # Errors
+//
+// Errors are *Error values classified with errors.Is: ErrNotFound,
+// ErrTooLarge, ErrInvalid, ErrClosed, ErrLockLost, ErrPermission and
+// ErrRetryable, plus context.Canceled and context.DeadlineExceeded. A
+// Publish error matches exactly one of ErrNotSent (safe to send again) and
+// ErrMaybeSent (the broker may have the message). Invalid messages (missing
+// required key, non-UTF-8 header, over the size limit) are rejected before
+// anything is sent. The SDK's own error is reachable with Topic.ErrorAs and
+// Subscription.ErrorAs. Credentials never appear in errors or logs.
+package broker
