@@ -1,0 +1,151 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// stubTopic fails SendBatch with the queued errors, then succeeds.
+type stubTopic struct {
+	caps    driver.Capabilities
+	errs    []error
+	infos   map[error]driver.ErrorInfo
+	batches [][]*driver.Message
+}
+
+func (s *stubTopic) SendBatch(_ context.Context, msgs []*driver.Message) error {
+	s.batches = append(s.batches, msgs)
+	if len(s.errs) > 0 {
+		err := s.errs[0]
+		s.errs = s.errs[1:]
+		return err
+	}
+	return nil
+}
+func (s *stubTopic) Capabilities() driver.Capabilities   { return s.caps }
+func (s *stubTopic) Classify(err error) driver.ErrorInfo { return s.infos[err] }
+func (s *stubTopic) As(any) bool                         { return false }
+func (s *stubTopic) ErrorAs(error, any) bool             { return false }
+func (s *stubTopic) Close() error                        { return nil }
+
+var fastRetry = &TopicOptions{Retry: &RetryPolicy{Attempts: 3, Backoff: Backoff{Initial: time.Microsecond, Max: time.Microsecond}}}
+
+func TestPublishRetriesTransientAndKeepsMaybeSent(t *testing.T) {
+	transient := errors.New("connection reset after write")
+	d := &stubTopic{errs: []error{transient}, infos: map[error]driver.ErrorInfo{transient: {Code: driver.Unavailable, MaybeSent: true}}}
+	top := NewTopic(d, fastRetry)
+	m := &Message{Body: []byte("x")}
+	if err := top.Publish(context.Background(), m); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	if len(d.batches) != 2 || d.batches[0][0].ID != d.batches[1][0].ID || m.ID == "" {
+		t.Fatalf("retry must resend the same ID: %d batches", len(d.batches))
+	}
+}
+
+func TestPublishGivesUpWithMaybeSent(t *testing.T) {
+	maybe := errors.New("confirm timed out")
+	notSent := errors.New("refused before write")
+	d := &stubTopic{errs: []error{maybe, notSent, notSent}, infos: map[error]driver.ErrorInfo{
+		maybe: {Code: driver.Unavailable, MaybeSent: true}, notSent: {Code: driver.Unavailable}}}
+	err := NewTopic(d, fastRetry).Publish(context.Background(), &Message{})
+	if !errors.Is(err, ErrMaybeSent) || errors.Is(err, ErrNotSent) || !errors.Is(err, ErrRetryable) {
+		t.Fatalf("after a maybe-sent attempt the final error must say maybe sent: %v", err)
+	}
+	if len(d.batches) != 3 {
+		t.Fatalf("attempts = %d, want 3", len(d.batches))
+	}
+}
+
+func TestPublishDoesNotRetryPermanent(t *testing.T) {
+	perm := errors.New("no such exchange")
+	d := &stubTopic{errs: []error{perm}, infos: map[error]driver.ErrorInfo{perm: {Code: driver.NotFound}}}
+	err := NewTopic(d, fastRetry).Publish(context.Background(), &Message{})
+	if !errors.Is(err, ErrNotFound) || !errors.Is(err, ErrNotSent) || errors.Is(err, ErrRetryable) || !errors.Is(err, perm) {
+		t.Fatalf("got %v", err)
+	}
+	if len(d.batches) != 1 {
+		t.Fatalf("attempts = %d, want 1", len(d.batches))
+	}
+}
+
+func TestPublishSplitsBatches(t *testing.T) {
+	d := &stubTopic{caps: driver.Capabilities{MaxBatchSize: 10}}
+	msgs := make([]*Message, 25)
+	for i := range msgs {
+		msgs[i] = &Message{Key: "k"}
+	}
+	if err := NewTopic(d, nil).Publish(context.Background(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if got := []int{len(d.batches[0]), len(d.batches[1]), len(d.batches[2])}; len(d.batches) != 3 || got[2] != 5 {
+		t.Fatalf("batches %v", got)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	d := &stubTopic{caps: driver.Capabilities{KeyRequired: true, OrderingKey: "MessageGroupId", MaxMessageSize: 10}}
+	top := NewTopic(d, nil)
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		m    *Message
+		want error
+	}{
+		"no key":       {&Message{ID: "a"}, ErrInvalid},
+		"bad header":   {&Message{ID: "a", Key: "k", Headers: map[string]string{"h": "\xff"}}, ErrInvalid},
+		"empty header": {&Message{ID: "a", Key: "k", Headers: map[string]string{"": "v"}}, ErrInvalid},
+		"too large":    {&Message{ID: "a", Key: "k", Body: make([]byte, 9)}, ErrTooLarge},
+		"nil":          {nil, ErrInvalid},
+	} {
+		err := top.Publish(ctx, tc.m)
+		if !errors.Is(err, tc.want) || !errors.Is(err, ErrNotSent) {
+			t.Errorf("%s: %v, want %v and not sent", name, err, tc.want)
+		}
+	}
+	if len(d.batches) != 0 {
+		t.Fatalf("invalid messages reached the driver")
+	}
+}
+
+func TestURLParamsRejectUnknown(t *testing.T) {
+	u, _ := url.Parse("mem://orders?profile=queue&bogus=1&alsobad=2")
+	p := NewURLParams(u)
+	_ = p.Get("profile")
+	err := p.Done()
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "alsobad, bogus") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestRedactHidesSecrets(t *testing.T) {
+	u, _ := url.Parse("amqp://guest:hunter2@host:5672/?sas_key=abc123&token=tok&SharedAccessKeyName=root")
+	s := Redact(u)
+	for _, secret := range []string{"hunter2", "abc123", "tok&"} {
+		if strings.Contains(s, secret) {
+			t.Fatalf("redacted URL %q still has %q", s, secret)
+		}
+	}
+	if !strings.Contains(s, "root") {
+		t.Fatalf("redacted URL %q lost a non-secret", s)
+	}
+	_, err := OpenTopic(context.Background(), "nosuch://guest:hunter2@host/x")
+	if err == nil || strings.Contains(err.Error(), "hunter2") || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("unknown scheme error %v", err)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}
+	want := []time.Duration{10, 20, 40, 50, 50}
+	for i, w := range want {
+		if got := b.Delay(i + 1); got != w*time.Millisecond {
+			t.Errorf("Delay(%d) = %s, want %s", i+1, got, w*time.Millisecond)
+		}
+	}
+}
