@@ -1,0 +1,301 @@
+// Package sbemu starts wary's Azure Service Bus emulator
+// (conformance/emulators/servicebus, Node + rhea) for tests, or points them at
+// a real namespace when WARY_SERVICEBUS_CONNECTION_STRING is set.
+//
+// The azservicebus SDK honours the port of an "sb://host:port" endpoint when
+// the connection string carries UseDevelopmentEmulator=true, and that flag
+// also turns TLS off (plain amqp://), so no custom dialer is needed: the
+// connection string alone is enough.
+package sbemu
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+// Environment variables the helper reads.
+const (
+	EnvConnectionString = "WARY_SERVICEBUS_CONNECTION_STRING"
+	EnvRequireServices  = "WARY_REQUIRE_SERVICES"
+	EnvDebug            = "WARY_SB_EMULATOR_DEBUG"
+)
+
+// dummyKey is what the emulator's connection string carries: the emulator
+// accepts any token. It is not a secret, but it is never logged either.
+const dummyKey = "ZW11bGF0b3Itbm90LWEtc2VjcmV0"
+
+const readyTimeout = 60 * time.Second
+
+// Emulator is a running emulator, or a real namespace.
+type Emulator struct {
+	// ConnectionString is the connection string to pass to
+	// azservicebus.NewClientFromConnectionString.
+	ConnectionString string
+	// Real is true when the tests run against WARY_SERVICEBUS_CONNECTION_STRING.
+	Real bool
+	// Port is the emulator's port (0 when Real).
+	Port int
+}
+
+// Start starts an emulator serving topology and stops it when the test ends.
+// When WARY_SERVICEBUS_CONNECTION_STRING is set it starts nothing and returns
+// that namespace: the entities must then exist with the names in topology.
+// If node is missing or npm ci fails the test is skipped, or fails when
+// WARY_REQUIRE_SERVICES=1.
+func Start(t testing.TB, topology Topology) *Emulator {
+	t.Helper()
+	if cs := os.Getenv(EnvConnectionString); cs != "" {
+		return &Emulator{ConnectionString: cs, Real: true}
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		unavailable(t, "servicebus emulator: node not found on PATH")
+	}
+	dir, err := Dir()
+	if err != nil {
+		unavailable(t, "servicebus emulator: %v", err)
+	}
+	if err := ensureDeps(dir); err != nil {
+		unavailable(t, "servicebus emulator: npm ci failed: %v", err)
+	}
+	cfg, err := json.Marshal(topology)
+	if err != nil {
+		t.Fatalf("servicebus emulator: topology: %v", err)
+	}
+	cfgPath := filepath.Join(t.TempDir(), "topology.json")
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		t.Fatalf("servicebus emulator: %v", err)
+	}
+	port, stop, err := launch(t, node, dir, cfgPath)
+	if err != nil {
+		unavailable(t, "servicebus emulator: %v", err)
+	}
+	t.Cleanup(stop)
+	return &Emulator{ConnectionString: connectionString(port), Port: port}
+}
+
+// NewClient returns a client for the emulator (or the real namespace),
+// closed when the test ends.
+func (e *Emulator) NewClient(t testing.TB) *azservicebus.Client {
+	t.Helper()
+	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString, e.ClientOptions())
+	if err != nil {
+		t.Fatalf("servicebus client: %v", Redact(err.Error()))
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = client.Close(ctx)
+	})
+	return client
+}
+
+// ClientOptions returns the options a client needs: the port and plain AMQP
+// come from the connection string, so only retries are shortened against
+// the emulator (a refused operation fails fast instead of retrying for
+// minutes).
+func (e *Emulator) ClientOptions() *azservicebus.ClientOptions {
+	if e.Real {
+		return nil
+	}
+	return &azservicebus.ClientOptions{
+		RetryOptions: azservicebus.RetryOptions{
+			MaxRetries:    2,
+			RetryDelay:    50 * time.Millisecond,
+			MaxRetryDelay: 200 * time.Millisecond,
+		},
+	}
+}
+
+func connectionString(port int) string {
+	return "Endpoint=sb://127.0.0.1:" + strconv.Itoa(port) +
+		";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=" + dummyKey +
+		";UseDevelopmentEmulator=true"
+}
+
+// Redact removes a SharedAccessKey or SharedAccessSignature value from s.
+func Redact(s string) string {
+	for _, key := range []string{"SharedAccessKey=", "SharedAccessSignature="} {
+		for from := 0; ; {
+			i := strings.Index(s[from:], key)
+			if i < 0 {
+				break
+			}
+			start := from + i + len(key)
+			end := strings.IndexByte(s[start:], ';')
+			if end < 0 {
+				end = len(s) - start
+			}
+			s = s[:start] + "<redacted>" + s[start+end:]
+			from = start + len("<redacted>")
+		}
+	}
+	return s
+}
+
+func unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv(EnvRequireServices) == "1" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// Dir is the emulator's folder (conformance/emulators/servicebus).
+func Dir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("cannot locate the emulator sources")
+	}
+	dir := filepath.Join(filepath.Dir(file), "..", "servicebus")
+	if _, err := os.Stat(filepath.Join(dir, "package.json")); err != nil {
+		return "", fmt.Errorf("emulator sources not found: %w", err)
+	}
+	return filepath.Clean(dir), nil
+}
+
+func depsPresent(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "node_modules", "rhea", "package.json"))
+	return err == nil
+}
+
+// ensureDeps runs npm ci once, under a file lock shared by every test binary.
+func ensureDeps(dir string) error {
+	if depsPresent(dir) {
+		return nil
+	}
+	unlock, err := lockFile(filepath.Join(dir, ".npm-ci.lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if depsPresent(dir) {
+		return nil
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		return errors.New("npm not found on PATH")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, lastLines(string(out), 5))
+	}
+	if !depsPresent(dir) {
+		return errors.New("npm ci finished but node_modules/rhea is missing")
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// syncBuffer collects the emulator's stderr for failure reports.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf.Len() > 1<<20 {
+		return len(p), nil
+	}
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func launch(t testing.TB, node, dir, cfgPath string) (int, func(), error) {
+	cmd := exec.Command(node, filepath.Join("src", "main.js"),
+		"--config", cfgPath, "--port", "0", "--host", "127.0.0.1", "--exit-on-stdin-close")
+	cmd.Dir = dir
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, nil, err
+	}
+	stderr := &syncBuffer{}
+	if os.Getenv(EnvDebug) != "" {
+		cmd.Stderr = io.MultiWriter(stderr, os.Stderr)
+	} else {
+		cmd.Stderr = stderr
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, nil, err
+	}
+	waited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(waited)
+	}()
+	stop := func() {
+		_ = stdin.Close()
+		_ = cmd.Process.Kill()
+		<-waited
+		if t.Failed() {
+			if s := stderr.String(); s != "" {
+				t.Logf("servicebus emulator stderr:\n%s", s)
+			}
+		}
+	}
+	ready := make(chan int, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			if !sent {
+				if p, ok := strings.CutPrefix(line, "LISTENING "); ok {
+					if port, err := strconv.Atoi(strings.TrimSpace(p)); err == nil {
+						ready <- port
+						sent = true
+					}
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case port := <-ready:
+		return port, stop, nil
+	case <-waited:
+		stop()
+		return 0, nil, fmt.Errorf("exited before it was ready: %s", lastLines(stderr.String(), 10))
+	case <-time.After(readyTimeout):
+		stop()
+		return 0, nil, fmt.Errorf("not ready after %s: %s", readyTimeout, lastLines(stderr.String(), 10))
+	}
+}
