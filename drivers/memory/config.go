@@ -1,0 +1,200 @@
+package memory
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+)
+
+// Profile selects which broker the memory driver imitates.
+type Profile string
+
+// Profiles. See the package doc for what each one promises.
+const (
+	// Queue is a plain work queue: no order, per-message ack, lock
+	// timeout, delivery limit and dead-letter queue (a RabbitMQ quorum
+	// queue, an SQS standard queue).
+	Queue Profile = "queue"
+	// Partitioned imitates Kafka: keyed partitions, cumulative acks,
+	// partitions assigned to the open consumers.
+	Partitioned Profile = "partitioned"
+	// SQSFIFO imitates an SQS FIFO queue: order and head-of-line per
+	// message group, dedup on the message ID.
+	SQSFIFO Profile = "sqsfifo"
+	// ServiceBus imitates a Service Bus queue with sessions: order and
+	// head-of-line per session, duplicate detection on the message ID.
+	ServiceBus Profile = "servicebus"
+)
+
+// ParseProfile parses a profile name (case-insensitive); the empty string
+// is Queue.
+func ParseProfile(s string) (Profile, error) {
+	switch p := Profile(strings.ToLower(strings.TrimSpace(s))); p {
+	case "":
+		return Queue, nil
+	case Queue, Partitioned, SQSFIFO, ServiceBus:
+		return p, nil
+	}
+	return "", errorf(codeInvalid, "unknown profile %q (want queue, partitioned, sqsfifo or servicebus)", s)
+}
+
+// Defaults.
+const (
+	DefaultLockTimeout   = 30 * time.Second
+	DefaultDeliveryLimit = 10
+	DefaultPartitions    = 4
+	DefaultRetention     = 7 * 24 * time.Hour
+)
+
+// TopicConfig configures a topic and, through it, every subscription of the
+// topic. The zero value is a Queue topic with the defaults.
+type TopicConfig struct {
+	// Profile is the broker imitated (default Queue).
+	Profile Profile
+	// LockTimeout is how long a delivery stays locked before it returns to
+	// the queue (default 30s; Partitioned: default 0, meaning no expiry:
+	// records are held until settled or the consumer closes). A negative
+	// value means no expiry for every profile.
+	LockTimeout time.Duration
+	// DeliveryLimit is the number of deliveries after which a message that
+	// returns to the queue goes to the dead-letter queue instead
+	// (0: default 10; -1: no limit).
+	DeliveryLimit int
+	// DedupWindow is how long a message ID is remembered to drop
+	// duplicate publishes (0: SQSFIFO 5m, ServiceBus 10m, others none;
+	// negative: none).
+	DedupWindow time.Duration
+	// Partitions is the number of partitions (Partitioned only, default 4).
+	Partitions int
+	// MaxMessageSize in bytes, counted as broker.Message counts it (0:
+	// default 1 MiB for Queue and Partitioned, 256 KiB for SQSFIFO and
+	// ServiceBus; negative: no limit).
+	MaxMessageSize int
+	// Retention is how long a message is kept after publish before it is
+	// dropped undelivered (default 7 days). It is the capabilities'
+	// RedeliveryHorizon.
+	Retention time.Duration
+}
+
+// normalize returns c with every default filled in, and checks it.
+func (c TopicConfig) normalize() (TopicConfig, error) {
+	p, err := ParseProfile(string(c.Profile))
+	if err != nil {
+		return c, err
+	}
+	c.Profile = p
+	switch {
+	case c.LockTimeout < 0:
+		c.LockTimeout = 0
+	case c.LockTimeout == 0 && p != Partitioned:
+		c.LockTimeout = DefaultLockTimeout
+	}
+	switch {
+	case c.DeliveryLimit == 0:
+		c.DeliveryLimit = DefaultDeliveryLimit
+	case c.DeliveryLimit < 0:
+		c.DeliveryLimit = 0
+	}
+	switch {
+	case c.DedupWindow < 0:
+		c.DedupWindow = 0
+	case c.DedupWindow == 0 && p == SQSFIFO:
+		c.DedupWindow = 5 * time.Minute
+	case c.DedupWindow == 0 && p == ServiceBus:
+		c.DedupWindow = 10 * time.Minute
+	}
+	if p == Partitioned {
+		if c.Partitions == 0 {
+			c.Partitions = DefaultPartitions
+		}
+		if c.Partitions < 0 {
+			return c, errorf(codeInvalid, "partitions must be positive, not %d", c.Partitions)
+		}
+	} else {
+		c.Partitions = 1
+	}
+	switch {
+	case c.MaxMessageSize < 0:
+		c.MaxMessageSize = 0
+	case c.MaxMessageSize == 0 && (p == SQSFIFO || p == ServiceBus):
+		c.MaxMessageSize = 256 << 10
+	case c.MaxMessageSize == 0:
+		c.MaxMessageSize = 1 << 20
+	}
+	if c.Retention <= 0 {
+		c.Retention = DefaultRetention
+	}
+	return c, nil
+}
+
+// Capabilities returns the capabilities that topics and subscriptions with
+// this configuration declare. An invalid configuration (unknown profile)
+// yields the zero Capabilities.
+func (c TopicConfig) Capabilities() broker.Capabilities {
+	n, err := c.normalize()
+	if err != nil {
+		return broker.Capabilities{}
+	}
+	caps := broker.Capabilities{
+		AckModel:          broker.AckPerMessage,
+		DeliveryCount:     true,
+		DeliveryLimit:     n.DeliveryLimit,
+		DeadLetter:        true,
+		LockTimeout:       n.LockTimeout,
+		LockExtendable:    n.LockTimeout > 0,
+		NackDelay:         true,
+		RedeliveryHorizon: n.Retention,
+		MaxMessageSize:    n.MaxMessageSize,
+		DedupWindow:       n.DedupWindow,
+	}
+	if n.DedupWindow > 0 {
+		caps.DedupScope = broker.DedupQueue
+	}
+	if n.DeliveryLimit > 0 {
+		caps.DeliveryLimitMode = broker.LimitNative
+	}
+	switch n.Profile {
+	case Partitioned:
+		caps.Ordering = broker.OrderPartition
+		caps.OrderingKey = "partition key"
+		caps.AckModel = broker.AckCumulative
+		caps.LockExtendable = false
+		if n.DeliveryLimit > 0 {
+			caps.DeliveryLimitMode = broker.LimitEmulated
+		}
+	case SQSFIFO:
+		caps.Ordering = broker.OrderMessageGroup
+		caps.OrderingKey = "MessageGroupId"
+		caps.KeyRequired = true
+		caps.HeadOfLine = true
+		caps.MaxBatchSize = 10
+	case ServiceBus:
+		caps.Ordering = broker.OrderSession
+		caps.OrderingKey = "SessionId"
+		caps.KeyRequired = true
+		caps.HeadOfLine = true
+	}
+	return caps
+}
+
+// deadLetterCaps are the capabilities of a subscription's dead-letter
+// queue: a plain queue without a delivery limit or a queue of its own.
+func deadLetterCaps(n TopicConfig) broker.Capabilities {
+	return broker.Capabilities{
+		Ordering:          broker.OrderNone,
+		AckModel:          broker.AckPerMessage,
+		DeliveryCount:     true,
+		LockTimeout:       n.LockTimeout,
+		LockExtendable:    n.LockTimeout > 0,
+		NackDelay:         true,
+		RedeliveryHorizon: n.Retention,
+		MaxMessageSize:    n.MaxMessageSize,
+	}
+}
+
+func (c TopicConfig) String() string {
+	return fmt.Sprintf("profile=%s lock=%s limit=%d dedup=%s partitions=%d maxsize=%d retention=%s",
+		c.Profile, c.LockTimeout, c.DeliveryLimit, c.DedupWindow, c.Partitions, c.MaxMessageSize, c.Retention)
+}

@@ -1,0 +1,216 @@
+package memory
+
+import (
+	"context"
+	"time"
+
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// topicDriver implements driver.Topic.
+type topicDriver struct {
+	b      *Broker
+	name   string
+	t      *topic // nil: the topic did not exist when opened
+	closed bool   // guarded by b.mu
+}
+
+var _ driver.Topic = (*topicDriver)(nil)
+
+func (d *topicDriver) SendBatch(ctx context.Context, msgs []*driver.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.b.mu.Lock()
+	defer d.b.mu.Unlock()
+	switch {
+	case d.closed:
+		return errTopicClosed
+	case d.b.closed:
+		return errBrokerClosed
+	case d.t == nil:
+		return errorf(codeNotFound, "topic %q does not exist", d.name)
+	}
+	if err := d.t.check(msgs); err != nil {
+		return err
+	}
+	now := d.b.clock.Now()
+	for _, m := range msgs {
+		d.t.publish(m, now)
+	}
+	return nil
+}
+
+func (d *topicDriver) Capabilities() driver.Capabilities {
+	if d.t == nil {
+		return TopicConfig{}.Capabilities()
+	}
+	return d.t.caps
+}
+
+func (d *topicDriver) Classify(err error) driver.ErrorInfo { return classify(err) }
+
+// As accepts **Broker.
+func (d *topicDriver) As(i any) bool { return asBroker(d.b, i) }
+
+func (d *topicDriver) ErrorAs(error, any) bool { return false }
+
+func (d *topicDriver) Close() error {
+	d.b.mu.Lock()
+	defer d.b.mu.Unlock()
+	d.closed = true
+	return nil
+}
+
+func asBroker(b *Broker, i any) bool {
+	p, ok := i.(**Broker)
+	if ok {
+		*p = b
+	}
+	return ok
+}
+
+// subDriver implements driver.Subscription: one consumer handle on a
+// subscription or a dead-letter queue.
+type subDriver struct {
+	b    *Broker
+	desc string
+	q    *queue  // nil: the subscription did not exist when opened
+	h    *handle // nil when q is nil or the broker was closed
+	caps driver.Capabilities
+	// closed is set by Close; guarded by b.mu.
+	closed bool
+}
+
+var _ driver.Subscription = (*subDriver)(nil)
+
+// usable checks that the handle can be used. Called with b.mu held.
+func (s *subDriver) usable() error {
+	switch {
+	case s.closed:
+		return errSubClosed
+	case s.b.closed:
+		return errBrokerClosed
+	case s.q == nil:
+		return errorf(codeNotFound, "subscription %s does not exist", s.desc)
+	case s.h == nil || s.h.closed:
+		return errSubClosed
+	}
+	return nil
+}
+
+func (s *subDriver) ReceiveBatch(ctx context.Context, maxMessages int) ([]*driver.Message, error) {
+	if maxMessages < 1 {
+		maxMessages = 1
+	}
+	clock := s.b.clock
+	// Messages already deliverable are returned even if ctx is done, so a
+	// receive with a done context polls.
+	for {
+		s.b.mu.Lock()
+		if err := s.usable(); err != nil {
+			s.b.mu.Unlock()
+			return nil, err
+		}
+		now := clock.Now()
+		s.q.expire(now)
+		if out := s.q.take(s.h, maxMessages, now); len(out) > 0 {
+			s.b.mu.Unlock()
+			return out, nil
+		}
+		signal, next, done := s.q.signal, s.q.nextDue(now), s.h.done
+		s.b.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+
+		var timer <-chan time.Time
+		if !next.IsZero() {
+			timer = afterAt(clock, next)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-signal:
+		case <-timer:
+		case <-done:
+		case <-s.b.done:
+		}
+	}
+}
+
+// settle runs f on the entry of every id, after applying expired locks.
+// It settles what it can and returns the first error.
+func (s *subDriver) settle(ctx context.Context, ids []driver.AckID, f func(e *entry, now time.Time)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	if err := s.usable(); err != nil {
+		return err
+	}
+	now := s.b.clock.Now()
+	s.q.expire(now)
+	var first error
+	for _, id := range ids {
+		e, err := s.q.lookup(id)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		f(e, now)
+	}
+	s.q.compact()
+	s.q.notify()
+	return first
+}
+
+func (s *subDriver) SendAcks(ctx context.Context, ids []driver.AckID) error {
+	return s.settle(ctx, ids, func(e *entry, _ time.Time) { s.q.settle(e, stAcked) })
+}
+
+func (s *subDriver) SendNacks(ctx context.Context, ids []driver.AckID, delay time.Duration) error {
+	if delay < 0 {
+		delay = 0
+	}
+	return s.settle(ctx, ids, func(e *entry, now time.Time) { s.q.release(e, delay, now) })
+}
+
+func (s *subDriver) SendDeadLetters(ctx context.Context, ids []driver.AckID, reason string) error {
+	if !s.caps.DeadLetter {
+		return errorf(codeInvalid, "%s has no dead-letter queue", s.desc)
+	}
+	return s.settle(ctx, ids, func(e *entry, _ time.Time) { s.q.deadLetter(e, reason) })
+}
+
+func (s *subDriver) ExtendLocks(ctx context.Context, ids []driver.AckID, d time.Duration) error {
+	if !s.caps.LockExtendable {
+		return errorf(codeInvalid, "%s: lock extension is not supported", s.desc)
+	}
+	return s.settle(ctx, ids, func(e *entry, now time.Time) { e.lockUntil = now.Add(d) })
+}
+
+func (s *subDriver) Capabilities() driver.Capabilities { return s.caps }
+
+func (s *subDriver) Classify(err error) driver.ErrorInfo { return classify(err) }
+
+// As accepts **Broker.
+func (s *subDriver) As(i any) bool { return asBroker(s.b, i) }
+
+func (s *subDriver) ErrorAs(error, any) bool { return false }
+
+// Close returns the handle's unsettled deliveries to the queue at once
+// (and, on a Partitioned topic, rewinds its partitions to their commit
+// points and reassigns them).
+func (s *subDriver) Close() error {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	s.closed = true
+	if s.h != nil && !s.b.closed {
+		s.q.close(s.h, s.b.clock.Now())
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package memory
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+)
+
+// Scheme is the URL scheme the package registers on broker.DefaultURLMux.
+const Scheme = "mem"
+
+func init() {
+	o := &URLOpener{}
+	broker.DefaultURLMux().RegisterTopic(Scheme, o)
+	broker.DefaultURLMux().RegisterSubscription(Scheme, o)
+}
+
+// URLOpener opens "mem" URLs on a Broker, creating the topic and
+// subscription named if they do not exist. The one registered on
+// broker.DefaultURLMux uses Default(); register your own on a broker.URLMux
+// to open URLs on another Broker.
+type URLOpener struct {
+	// Broker is the broker opened on (nil: Default()).
+	Broker *Broker
+	// TopicOptions and SubscriptionOptions are passed to the constructors.
+	TopicOptions        *broker.TopicOptions
+	SubscriptionOptions *broker.SubscriptionOptions
+}
+
+func (o *URLOpener) broker() *Broker {
+	if o.Broker != nil {
+		return o.Broker
+	}
+	return Default()
+}
+
+// OpenTopicURL opens mem://TOPIC?PARAMS.
+func (o *URLOpener) OpenTopicURL(_ context.Context, u *url.URL) (*broker.Topic, error) {
+	names, cfg, explicit, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) != 1 {
+		return nil, broker.Invalidf("memory: topic URL %s must name one topic (mem://TOPIC)", broker.Redact(u))
+	}
+	b := o.broker()
+	if err := b.ensure(names[0], "", cfg, explicit); err != nil {
+		return nil, err
+	}
+	return b.OpenTopic(names[0], o.TopicOptions)
+}
+
+// OpenSubscriptionURL opens mem://TOPIC/SUBSCRIPTION?PARAMS.
+func (o *URLOpener) OpenSubscriptionURL(_ context.Context, u *url.URL) (*broker.Subscription, error) {
+	names, cfg, explicit, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) != 2 {
+		return nil, broker.Invalidf("memory: subscription URL %s must name a topic and a subscription (mem://TOPIC/SUBSCRIPTION)", broker.Redact(u))
+	}
+	b := o.broker()
+	if err := b.ensure(names[0], names[1], cfg, explicit); err != nil {
+		return nil, err
+	}
+	return b.OpenSubscription(names[0], names[1], o.SubscriptionOptions)
+}
+
+// ensure creates the topic (with cfg) and the subscription if missing. An
+// existing topic of another profile than an explicit one is an error.
+func (b *Broker) ensure(topicName, sub string, cfg TopicConfig, explicitProfile bool) error {
+	n, err := cfg.normalize()
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errBrokerClosed
+	}
+	t, ok := b.topics[topicName]
+	switch {
+	case !ok:
+		t = newTopic(topicName, n)
+		b.topics[topicName] = t
+	case explicitProfile && t.cfg.Profile != n.Profile:
+		return errorf(codeInvalid, "topic %q exists with profile %s, not %s", topicName, t.cfg.Profile, n.Profile)
+	}
+	if sub != "" {
+		if _, ok := t.subs[sub]; !ok {
+			t.addSub(b, sub)
+		}
+	}
+	return nil
+}
+
+// parseURL reads the names (host and path segments) and the parameters.
+func parseURL(u *url.URL) (names []string, cfg TopicConfig, explicitProfile bool, err error) {
+	if u.Host != "" {
+		names = append(names, u.Host)
+	}
+	for _, s := range strings.Split(strings.Trim(u.Path, "/"), "/") {
+		if s != "" {
+			names = append(names, s)
+		}
+	}
+	p := broker.NewURLParams(u)
+	bad := func(name, why string) error {
+		return broker.Invalidf("memory: URL parameter %s=%q: %s", name, p.Get(name), why)
+	}
+	if p.Has("profile") {
+		explicitProfile = true
+		if cfg.Profile, err = ParseProfile(p.Get("profile")); err != nil {
+			return nil, cfg, false, bad("profile", "want queue, partitioned, sqsfifo or servicebus")
+		}
+	}
+	durations := []struct {
+		name string
+		dst  *time.Duration
+	}{{"lock", &cfg.LockTimeout}, {"dedup", &cfg.DedupWindow}, {"retention", &cfg.Retention}}
+	for _, d := range durations {
+		if v := p.Get(d.name); v != "" {
+			if *d.dst, err = time.ParseDuration(v); err != nil {
+				return nil, cfg, false, bad(d.name, "not a duration")
+			}
+		}
+	}
+	ints := []struct {
+		name string
+		dst  *int
+	}{{"limit", &cfg.DeliveryLimit}, {"partitions", &cfg.Partitions}, {"maxsize", &cfg.MaxMessageSize}}
+	for _, d := range ints {
+		if v := p.Get(d.name); v != "" {
+			if *d.dst, err = strconv.Atoi(v); err != nil {
+				return nil, cfg, false, bad(d.name, "not an integer")
+			}
+		}
+	}
+	if err := p.Done(); err != nil {
+		return nil, cfg, false, err
+	}
+	return names, cfg, explicitProfile, nil
+}
