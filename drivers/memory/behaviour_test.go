@@ -1,0 +1,264 @@
+package memory_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/memory"
+)
+
+func TestDedupWindowBoundary(t *testing.T) {
+	f := newFixture(t, memory.TopicConfig{Profile: memory.SQSFIFO, DedupWindow: time.Minute})
+	s := f.sub()
+	f.publish(msg("a", "g"))
+	f.clock.Advance(time.Minute - 1)
+	f.publish(msg("a", "other-group")) // same ID, another group: still a duplicate
+	f.clock.Advance(1)
+	f.publish(msg("a", "g")) // the window counts from the first publish: accepted
+	d := pollOne(t, s, "a")
+	if err := d.Ack(bg); err != nil {
+		t.Fatal(err)
+	}
+	d = pollOne(t, s, "a")
+	if !d.PublishTime.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("second copy published at %v", d.PublishTime)
+	}
+	if caps := s.Capabilities(); caps.DedupWindow != time.Minute || caps.DedupScope != broker.DedupQueue {
+		t.Fatalf("capabilities %v", caps)
+	}
+}
+
+func TestCopying(t *testing.T) {
+	f := newFixture(t, memory.TopicConfig{})
+	s := f.sub()
+	m := &broker.Message{ID: "a", Headers: map[string]string{"h": "1"}, Body: []byte("abc")}
+	f.publish(m)
+	m.Headers["h"] = "changed"
+	m.Body[0] = 'X'
+	d := pollOne(t, s, "a")
+	if d.Message.Headers["h"] != "1" || string(d.Message.Body) != "abc" {
+		t.Fatalf("the driver kept the caller's message: %+v", d.Message)
+	}
+	d.Message.Headers["h"] = "mutated"
+	d.Message.Body[0] = 'Y'
+	if err := d.Nack(bg, 0); err != nil {
+		t.Fatal(err)
+	}
+	d = pollOne(t, s, "a")
+	if d.Message.Headers["h"] != "1" || string(d.Message.Body) != "abc" {
+		t.Fatalf("a receiver changed the stored message: %+v", d.Message)
+	}
+}
+
+func TestFanOut(t *testing.T) {
+	f := newFixture(t, memory.TopicConfig{})
+	f.publish(msg("before", ""))
+	if err := f.b.CreateSubscription("t", "s2"); err != nil {
+		t.Fatal(err)
+	}
+	f.publish(msg("after", ""))
+	s2, _ := f.b.OpenSubscription("t", "s2", nil)
+	defer s2.Close()
+	pollOne(t, s2, "after")
+	if got := ids(poll(t, f.sub(), 10)); got != "[before#1 after#1]" {
+		t.Fatalf("first subscription got %s", got)
+	}
+}
+
+func TestCloseReturnsInFlight(t *testing.T) {
+	f := newFixture(t, memory.TopicConfig{})
+	a, b := f.sub(), f.sub()
+	f.publish(msg("a", ""))
+	d := pollOne(t, a, "a")
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Ack(bg); !errors.Is(err, broker.ErrClosed) {
+		t.Fatalf("ack after close: %v, want ErrClosed", err)
+	}
+	if d := pollOne(t, b, "a"); d.Attempt != 2 {
+		t.Fatalf("attempt %d", d.Attempt)
+	}
+}
+
+// TestReceiveWakes checks that a blocked receiver wakes on a publish and at
+// a lock expiry, with no polling.
+func TestReceiveWakes(t *testing.T) {
+	f := newFixture(t, memory.TopicConfig{LockTimeout: time.Minute})
+	s := f.sub()
+	got := make(chan []*broker.Delivery)
+	receive := func() {
+		ds, err := s.Receive(bg, 10)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ds
+	}
+	go receive()
+	f.publish(msg("a", ""))
+	if ds := <-got; ids(ds) != "[a#1]" {
+		t.Fatalf("got %s", ids(ds))
+	}
+	go receive()
+	f.clock.WaitForWaiters(1, nil) // the receiver waits for the lock to expire
+	f.clock.Advance(time.Minute)
+	if ds := <-got; ids(ds) != "[a#2]" {
+		t.Fatalf("got %s", ids(ds))
+	}
+}
+
+func TestReceiveReturnsOnCloseAndCancel(t *testing.T) {
+	f := newFixture(t, memory.TopicConfig{})
+	s := f.sub()
+	errc := make(chan error)
+	go func() {
+		_, err := s.Receive(bg, 1)
+		errc <- err
+	}()
+	s.Close()
+	if err := <-errc; !errors.Is(err, broker.ErrClosed) {
+		t.Fatalf("receive during close: %v", err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	go func() {
+		_, err := f.sub().Receive(ctx, 1)
+		errc <- err
+	}()
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("receive with a canceled context: %v", err)
+	}
+	if err := f.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.topic.Publish(bg, msg("x", "")); !errors.Is(err, broker.ErrClosed) {
+		t.Fatalf("publish after broker close: %v", err)
+	}
+}
+
+func TestMissing(t *testing.T) {
+	b := memory.New(nil)
+	top, err := b.OpenTopic("nope", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top.Close()
+	if err := top.Publish(bg, msg("a", "")); !errors.Is(err, broker.ErrNotFound) || !errors.Is(err, broker.ErrNotSent) {
+		t.Fatalf("publish to a missing topic: %v", err)
+	}
+	for _, open := range []func(string, string, *broker.SubscriptionOptions) (*broker.Subscription, error){b.OpenSubscription, b.OpenDeadLetters} {
+		s, err := open("nope", "s", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Receive(bg, 1); !errors.Is(err, broker.ErrNotFound) {
+			t.Fatalf("receive from a missing subscription: %v", err)
+		}
+		s.Close()
+	}
+	if err := b.CreateSubscription("nope", "s"); !errors.Is(err, broker.ErrNotFound) {
+		t.Fatalf("subscription of a missing topic: %v", err)
+	}
+	if err := b.CreateTopic("t", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateTopic("t", nil); !errors.Is(err, broker.ErrInvalid) {
+		t.Fatalf("topic created twice: %v", err)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	f := newFixture(t, memory.TopicConfig{Profile: memory.ServiceBus, MaxMessageSize: 10})
+	if err := f.topic.Publish(bg, msg("a", "")); !errors.Is(err, broker.ErrInvalid) {
+		t.Fatalf("no session: %v", err)
+	}
+	if err := f.topic.Publish(bg, &broker.Message{ID: "a", Key: "k", Body: make([]byte, 9)}); !errors.Is(err, broker.ErrTooLarge) {
+		t.Fatalf("too large: %v", err)
+	}
+}
+
+func TestURLOpener(t *testing.T) {
+	b := memory.New(nil)
+	mux := new(broker.URLMux)
+	o := &memory.URLOpener{Broker: b}
+	mux.RegisterTopic("mem", o)
+	mux.RegisterSubscription("mem", o)
+
+	top, err := mux.OpenTopic(bg, "mem://orders?profile=sqsfifo&lock=2s&limit=3&dedup=1m&maxsize=1024")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top.Close()
+	caps := top.Capabilities()
+	if caps.Ordering != broker.OrderMessageGroup || caps.LockTimeout != 2*time.Second || caps.DeliveryLimit != 3 || caps.DedupWindow != time.Minute || caps.MaxMessageSize != 1024 || caps.MaxBatchSize != 10 {
+		t.Fatalf("capabilities %v", caps)
+	}
+	sub, err := mux.OpenSubscription(bg, "mem://orders/billing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := top.Publish(bg, msg("a", "g")); err != nil {
+		t.Fatal(err)
+	}
+	pollOne(t, sub, "a")
+
+	for _, bad := range []string{
+		"mem://orders?profile=queue", // exists with another profile
+		"mem://x?colour=blue",        // unknown parameter
+		"mem://x?lock=soon",          // not a duration
+		"mem://x?profile=rabbit",     // unknown profile
+		"mem://x/y/z",                // a topic URL names one topic
+	} {
+		if _, err := mux.OpenTopic(bg, bad); !errors.Is(err, broker.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", bad, err)
+		}
+	}
+	if _, err := mux.OpenSubscription(bg, "mem://orders"); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("subscription URL without a subscription: %v", err)
+	}
+
+	// The default mux has the scheme, on Default().
+	u, _ := url.Parse("mem://memory-test-default?profile=partitioned&partitions=2")
+	dt, err := broker.OpenTopic(bg, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dt.Close()
+	var got *memory.Broker
+	if !dt.As(&got) || got != memory.Default() {
+		t.Fatalf("As(**Broker) on a URL-opened topic: %v", got)
+	}
+	if cfg, ok := memory.Default().TopicConfig("memory-test-default"); !ok || cfg.Partitions != 2 || cfg.Profile != memory.Partitioned {
+		t.Fatalf("default broker topic config %v %t", cfg, ok)
+	}
+}
+
+func TestCapabilitiesByProfile(t *testing.T) {
+	for _, tc := range []struct {
+		p        memory.Profile
+		ordering broker.OrderingScope
+		hol, key bool
+		dedup    time.Duration
+		lock     time.Duration
+	}{
+		{memory.Queue, broker.OrderNone, false, false, 0, 30 * time.Second},
+		{memory.Partitioned, broker.OrderPartition, false, false, 0, 0},
+		{memory.SQSFIFO, broker.OrderMessageGroup, true, true, 5 * time.Minute, 30 * time.Second},
+		{memory.ServiceBus, broker.OrderSession, true, true, 10 * time.Minute, 30 * time.Second},
+	} {
+		c := memory.TopicConfig{Profile: tc.p}.Capabilities()
+		if c.Ordering != tc.ordering || c.HeadOfLine != tc.hol || c.KeyRequired != tc.key || c.DedupWindow != tc.dedup ||
+			c.LockTimeout != tc.lock || c.DeliveryLimit != 10 || !c.DeadLetter || !c.NackDelay || !c.DeliveryCount ||
+			c.RedeliveryHorizon != memory.DefaultRetention {
+			t.Errorf("%s: %v", tc.p, c)
+		}
+	}
+	if c := (memory.TopicConfig{DeliveryLimit: -1}).Capabilities(); c.DeliveryLimit != 0 || c.DeliveryLimitMode != broker.LimitNone {
+		t.Errorf("no limit: %v", c)
+	}
+}
