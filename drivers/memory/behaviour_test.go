@@ -109,6 +109,9 @@ func TestReceiveWakes(t *testing.T) {
 	if ds := <-got; ids(ds) != "[a#2]" {
 		t.Fatalf("got %s", ids(ds))
 	}
+	if n := f.clock.Waiters(); n != 0 {
+		t.Fatalf("%d clock waiters left behind by a receiver that returned", n)
+	}
 }
 
 func TestReceiveReturnsOnCloseAndCancel(t *testing.T) {

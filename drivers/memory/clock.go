@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -56,11 +57,17 @@ func (c *FakeClock) After(d time.Duration) <-chan time.Time {
 }
 
 // afterAt is After with an absolute deadline, so that a Broker does not
-// lose a wake-up to an Advance between reading Now and calling After.
-func (c *FakeClock) afterAt(t time.Time) <-chan time.Time {
+// lose a wake-up to an Advance between reading Now and calling After, and
+// with a stop function that withdraws the waiter.
+func (c *FakeClock) afterAt(t time.Time) (<-chan time.Time, func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.afterLocked(t)
+	ch := c.afterLocked(t)
+	return ch, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.waiters = slices.DeleteFunc(c.waiters, func(w fakeWaiter) bool { return w.ch == ch })
+	}
 }
 
 func (c *FakeClock) afterLocked(t time.Time) <-chan time.Time {
@@ -99,7 +106,9 @@ func (c *FakeClock) Advance(d time.Duration) {
 }
 
 // Waiters returns how many After channels are waiting for the clock to
-// advance. Tests use it with WaitForWaiters to know that a receiver is
+// advance. A receiver of a Broker on this clock that waits for a lock
+// expiry or a nack delay counts as one while it waits (and no longer once
+// it returns), so tests can use WaitForWaiters to know that a receiver is
 // blocked before they advance the clock.
 func (c *FakeClock) Waiters() int {
 	c.mu.Lock()
@@ -127,11 +136,15 @@ func (c *FakeClock) WaitForWaiters(n int, done <-chan struct{}) bool {
 	}
 }
 
-// afterAt waits until t on any clock, using the exact deadline where the
-// clock offers it.
-func afterAt(c Clock, t time.Time) <-chan time.Time {
-	if fc, ok := c.(*FakeClock); ok {
-		return fc.afterAt(t)
+// afterAt waits until t on any clock, using the exact deadline and a
+// stoppable timer where the clock offers them.
+func afterAt(c Clock, t time.Time) (<-chan time.Time, func()) {
+	switch c := c.(type) {
+	case *FakeClock:
+		return c.afterAt(t)
+	case realClock:
+		tm := time.NewTimer(time.Until(t))
+		return tm.C, func() { tm.Stop() }
 	}
-	return c.After(t.Sub(c.Now()))
+	return c.After(t.Sub(c.Now())), func() {}
 }

@@ -125,17 +125,20 @@ func (s *subDriver) ReceiveBatch(ctx context.Context, maxMessages int) ([]*drive
 		}
 
 		var timer <-chan time.Time
+		stop := func() {}
 		if !next.IsZero() {
-			timer = afterAt(clock, next)
+			timer, stop = afterAt(clock, next)
 		}
 		select {
 		case <-ctx.Done():
+			stop()
 			return nil, ctx.Err()
 		case <-signal:
 		case <-timer:
 		case <-done:
 		case <-s.b.done:
 		}
+		stop()
 	}
 }
 

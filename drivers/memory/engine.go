@@ -340,7 +340,7 @@ type ackID struct {
 func (q *queue) lookup(id driver.AckID) (*entry, error) {
 	a, ok := id.(ackID)
 	if !ok || a.q != q {
-		return nil, errorf(codeInvalid, "ack ID %v does not belong to subscription %q", id, q.name)
+		return nil, errorf(codeInvalid, "ack ID of type %T does not belong to subscription %q", id, q.name)
 	}
 	if a.e.state != stInflight || a.e.token != a.token {
 		return nil, errStale

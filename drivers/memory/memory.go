@@ -109,9 +109,10 @@ func (b *Broker) TopicConfig(name string) (TopicConfig, bool) {
 	return t.cfg, true
 }
 
-// OpenTopic opens a publisher on a topic. If the topic does not exist, the
-// Topic is returned anyway and every Publish fails with an error matching
-// broker.ErrNotFound. opts nil means defaults.
+// OpenTopic opens a publisher on a topic. The topic is looked up now: if it
+// does not exist, the Topic is returned anyway and every Publish fails with
+// an error matching broker.ErrNotFound (also after the topic is created).
+// opts nil means defaults.
 func (b *Broker) OpenTopic(name string, opts *broker.TopicOptions) (*broker.Topic, error) {
 	b.mu.Lock()
 	t := b.topics[name]
@@ -120,8 +121,9 @@ func (b *Broker) OpenTopic(name string, opts *broker.TopicOptions) (*broker.Topi
 }
 
 // OpenSubscription opens one more competing consumer on a subscription. If
-// the topic or subscription does not exist, the Subscription is returned
-// anyway and every Receive fails with an error matching broker.ErrNotFound.
+// the topic or subscription does not exist now, the Subscription is
+// returned anyway and every Receive fails with an error matching
+// broker.ErrNotFound.
 // On a Partitioned topic, opening a consumer reassigns the partitions.
 func (b *Broker) OpenSubscription(topicName, name string, opts *broker.SubscriptionOptions) (*broker.Subscription, error) {
 	return b.openSub(topicName, name, false, opts), nil
@@ -161,7 +163,7 @@ func (b *Broker) openSub(topicName, name string, dead bool, opts *broker.Subscri
 
 // Close closes the broker: every later call on it, and on topics and
 // subscriptions opened from it, fails with an error matching
-// broker.ErrClosed, and waiting receivers return. Messages are discarded.
+// broker.ErrClosed, and waiting receivers return.
 func (b *Broker) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
