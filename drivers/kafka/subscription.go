@@ -1,0 +1,432 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// SubscriptionOptions configures a subscription. Nil means defaults; every
+// default is given below.
+type SubscriptionOptions struct {
+	// SubscriptionOptions are the portable options (logger).
+	broker.SubscriptionOptions
+
+	// Ordered keeps each partition's order while processing: the next
+	// record of a partition is not handed out before the previous one is
+	// settled (Capabilities.HeadOfLine). Partitions still run concurrently.
+	// Default false: records of a partition are handed out without waiting,
+	// and may be processed concurrently.
+	Ordered bool
+
+	// DeadLetterTopic is the topic that Delivery.DeadLetter and the
+	// delivery limit write to, with the reason in the header
+	// broker.HeaderDeadLetterReason. It must exist. Default "": no
+	// dead-lettering (Capabilities.DeadLetter is false).
+	DeadLetterTopic string
+
+	// DeliveryLimit dead-letters a message, instead of delivering it again,
+	// once it was nacked on its DeliveryLimit-th delivery. The library
+	// counts (Capabilities.DeliveryLimitMode is LimitEmulated); see the
+	// package doc for what the count survives. Needs DeadLetterTopic.
+	// Default 0: no limit.
+	DeliveryLimit int
+
+	// RetryTopic, if set, is where Nack writes a copy of the message (with
+	// its next delivery number and the time it is due in headers) before
+	// committing past the original; the subscription consumes RetryTopic
+	// too. Without it, Nack keeps the record in the consumer and hands it
+	// out again after the delay, and the partition's committed offset stays
+	// before it (the equivalent of pausing and seeking back, without the
+	// refetch). It must exist, and cannot be combined with Ordered (a copy
+	// would overtake the records behind it). Default "".
+	RetryTopic string
+
+	// CommitInterval, if positive, makes Ack return once the ack is
+	// recorded, and commits the acked prefix of every partition in the
+	// background every CommitInterval, on revoke and on Close. A crash
+	// then redelivers up to one interval of acked records. Default 0: Ack
+	// returns after the broker confirmed the offset commit that covers it
+	// (concurrent acks share one commit).
+	CommitInterval time.Duration
+
+	// MaxBufferedPerPartition is how many fetched records the subscription
+	// holds per partition before it pauses fetching that partition.
+	// Default 500.
+	MaxBufferedPerPartition int
+
+	// RevokeTimeout is how long a revoke (a rebalance taking partitions
+	// away) waits for the deliveries in flight on those partitions to be
+	// settled before committing and giving them up; deliveries settled
+	// later fail with broker.ErrLockLost. It must stay well under the
+	// group's rebalance timeout. Default 10s.
+	RevokeTimeout time.Duration
+
+	// SkipCheck skips the check, at open, that the topics exist.
+	SkipCheck bool
+}
+
+// OpenSubscription joins the consumer group group on topic, with a new
+// client built from clientOpts (seed brokers, TLS, SASL, and any other kgo
+// option). The driver adds the group options it relies on, which
+// clientOpts must not set: ConsumerGroup, ConsumeTopics, DisableAutoCommit,
+// BlockRebalanceOnPoll and the OnPartitions callbacks. It sets
+// ConsumeResetOffset to the start of the partition, so that a new group
+// misses nothing; clientOpts may override that. Close closes the client.
+//
+// It returns an error matching broker.ErrNotFound when a topic does not
+// exist, and broker.ErrInvalid for inconsistent options.
+func OpenSubscription(clientOpts []kgo.Opt, group, topic string, opts *SubscriptionOptions) (*broker.Subscription, error) {
+	s, err := newSubscription(context.Background(), clientOpts, group, topic, opts)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewSubscription(s, &s.opts.SubscriptionOptions), nil
+}
+
+type tp struct {
+	topic string
+	part  int32
+}
+
+type subscription struct {
+	cl     *kgo.Client
+	topic  string
+	group  string
+	opts   SubscriptionOptions
+	caps   driver.Capabilities
+	logger *slog.Logger
+
+	pollCtx    context.Context
+	pollCancel context.CancelFunc
+	pollDone   chan struct{}
+	bgDone     chan struct{}
+
+	pauseMu sync.Mutex // orders pause and resume calls into kgo
+
+	mu         sync.Mutex
+	parts      map[tp]*partition
+	order      []*partition // assigned partitions, for round-robin hand-out
+	rr         int
+	wake       chan struct{} // closed and replaced when something changes
+	closing    bool
+	closingCh  chan struct{}
+	fetchErr   error
+	pauseDirty bool
+	markSeq    uint64 // bumped by every settle that may move a commit
+	commitSeq  uint64 // markSeq covered by the last successful commit
+	closeErr   error
+
+	commitMu chan struct{} // one commit at a time; acks queue behind it
+}
+
+func newSubscription(ctx context.Context, clientOpts []kgo.Opt, group, topic string, opts *SubscriptionOptions) (*subscription, error) {
+	if group == "" || topic == "" {
+		return nil, broker.Invalidf("kafka: OpenSubscription needs a group and a topic")
+	}
+	s := &subscription{topic: topic, group: group, parts: map[tp]*partition{}, wake: make(chan struct{}),
+		closingCh: make(chan struct{}), commitMu: make(chan struct{}, 1), pollDone: make(chan struct{}), bgDone: make(chan struct{})}
+	if opts != nil {
+		s.opts = *opts
+	}
+	o := &s.opts
+	switch {
+	case o.DeliveryLimit < 0:
+		return nil, broker.Invalidf("kafka: DeliveryLimit must not be negative")
+	case o.DeliveryLimit > 0 && o.DeadLetterTopic == "":
+		return nil, broker.Invalidf("kafka: DeliveryLimit needs a DeadLetterTopic")
+	case o.RetryTopic != "" && o.Ordered:
+		return nil, broker.Invalidf("kafka: RetryTopic cannot be combined with Ordered: a retried copy would overtake the records behind it")
+	case o.RetryTopic == topic || o.DeadLetterTopic == topic || (o.RetryTopic != "" && o.RetryTopic == o.DeadLetterTopic):
+		return nil, broker.Invalidf("kafka: the topic, RetryTopic and DeadLetterTopic must differ")
+	}
+	if o.MaxBufferedPerPartition <= 0 {
+		o.MaxBufferedPerPartition = 500
+	}
+	if o.RevokeTimeout <= 0 {
+		o.RevokeTimeout = 10 * time.Second
+	}
+	s.logger = o.Logger
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	topics := []string{topic}
+	if o.RetryTopic != "" {
+		topics = append(topics, o.RetryTopic)
+	}
+	all := make([]kgo.Opt, 0, len(clientOpts)+8)
+	all = append(all, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	all = append(all, clientOpts...)
+	all = append(all,
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(topics...),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(s.onAssigned),
+		kgo.OnPartitionsRevoked(s.onRevoked),
+		kgo.OnPartitionsLost(s.onLost),
+	)
+	cl, err := kgo.NewClient(all...)
+	if err != nil {
+		return nil, &openError{code: driver.Invalid, err: fmt.Errorf("kafka: %w", err)}
+	}
+	if err := checkProducer(cl); err != nil && o.DeadLetterTopic+o.RetryTopic != "" {
+		cl.Close()
+		return nil, err
+	}
+	retention := 7 * 24 * time.Hour
+	if !o.SkipCheck {
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		for i, t := range append(topics, o.DeadLetterTopic) {
+			if t == "" {
+				continue
+			}
+			_, r, err := describeTopic(cctx, cl, t)
+			if err != nil {
+				cl.Close()
+				return nil, err
+			}
+			if i == 0 && r > 0 {
+				retention = r
+			}
+		}
+	}
+	s.cl = cl
+	s.caps = driver.Capabilities{
+		Ordering:          driver.OrderPartition,
+		OrderingKey:       "record key",
+		HeadOfLine:        o.Ordered,
+		AckModel:          driver.AckCumulative,
+		DeliveryCount:     o.RetryTopic != "",
+		DeliveryLimit:     o.DeliveryLimit,
+		DeadLetter:        o.DeadLetterTopic != "",
+		NackDelay:         true,
+		RedeliveryHorizon: retention,
+	}
+	if o.DeliveryLimit > 0 {
+		s.caps.DeliveryLimitMode = driver.LimitEmulated
+	}
+	s.pollCtx, s.pollCancel = context.WithCancel(context.Background())
+	go s.pollLoop()
+	go s.background()
+	return s, nil
+}
+
+func (s *subscription) signalLocked() {
+	close(s.wake)
+	s.wake = make(chan struct{})
+}
+
+// pollLoop moves fetched records into the partitions' queues. With
+// BlockRebalanceOnPoll, no rebalance callback runs between a poll and
+// AllowRebalance, so records are never filed under a partition that was
+// revoked meanwhile.
+func (s *subscription) pollLoop() {
+	defer close(s.pollDone)
+	for {
+		fs := s.cl.PollRecords(s.pollCtx, 0)
+		if fs.IsClientClosed() || s.pollCtx.Err() != nil {
+			s.cl.AllowRebalance()
+			return
+		}
+		s.mu.Lock()
+		fs.EachError(func(t string, p int32, err error) {
+			if ke, ok := err.(*kerr.Error); ok && ke.Retriable {
+				return
+			}
+			s.logger.Warn("wary/kafka: fetch failed", slog.String("topic", t), slog.Int("partition", int(p)), slog.String("error", err.Error()))
+			s.fetchErr = err
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			p := s.parts[tp{r.Topic, r.Partition}]
+			if p == nil || p.lost {
+				return // cannot happen with BlockRebalanceOnPoll; never file it elsewhere
+			}
+			p.ingest(r)
+			if len(p.ready) >= s.opts.MaxBufferedPerPartition && !p.paused {
+				s.pauseDirty = true
+			}
+		})
+		s.signalLocked()
+		s.mu.Unlock()
+		s.cl.AllowRebalance()
+		s.syncPauses()
+	}
+}
+
+// syncPauses makes kgo's paused set match the partitions' wishes.
+func (s *subscription) syncPauses() {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	s.mu.Lock()
+	if !s.pauseDirty {
+		s.mu.Unlock()
+		return
+	}
+	s.pauseDirty = false
+	var pause, resume map[string][]int32
+	for _, p := range s.order {
+		n := len(p.ready)
+		switch {
+		case !p.paused && n >= s.opts.MaxBufferedPerPartition:
+			p.paused = true
+			pause = addTP(pause, p.tp)
+		case p.paused && n <= s.opts.MaxBufferedPerPartition/2:
+			p.paused = false
+			resume = addTP(resume, p.tp)
+		}
+	}
+	s.mu.Unlock()
+	if pause != nil {
+		s.cl.PauseFetchPartitions(pause)
+	}
+	if resume != nil {
+		s.cl.ResumeFetchPartitions(resume)
+	}
+}
+
+func addTP(m map[string][]int32, t tp) map[string][]int32 {
+	if m == nil {
+		m = map[string][]int32{}
+	}
+	m[t.topic] = append(m[t.topic], t.part)
+	return m
+}
+
+// background commits every CommitInterval, when set.
+func (s *subscription) background() {
+	defer close(s.bgDone)
+	if s.opts.CommitInterval <= 0 {
+		return
+	}
+	t := time.NewTicker(s.opts.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.closingCh:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := s.commit(ctx); err != nil {
+				s.logger.Warn("wary/kafka: background commit failed", slog.String("group", s.group), slog.String("error", err.Error()))
+			}
+			cancel()
+		}
+	}
+}
+
+// receiveWait is how long ReceiveBatch waits for records before it returns
+// an empty batch.
+const receiveWait = 250 * time.Millisecond
+
+func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*driver.Message, error) {
+	deadline := time.Now().Add(receiveWait)
+	for {
+		now := time.Now()
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			return nil, errClosed
+		}
+		if err := s.fetchErr; err != nil {
+			s.fetchErr = nil
+			s.mu.Unlock()
+			return nil, err
+		}
+		out, next := s.takeLocked(maxMessages, now)
+		wake, dirty := s.wake, s.pauseDirty
+		s.mu.Unlock()
+		if dirty {
+			s.syncPauses()
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+		wait := deadline.Sub(now)
+		if !next.IsZero() && next.Sub(now) < wait {
+			wait = next.Sub(now)
+		}
+		if wait <= 0 && now.After(deadline) {
+			return nil, nil
+		}
+		t := time.NewTimer(max(wait, time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-wake:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// takeLocked hands out up to n records, round-robin over partitions. It
+// returns the earliest time a held-back record becomes due, if any.
+func (s *subscription) takeLocked(n int, now time.Time) (out []*driver.Message, next time.Time) {
+	np := len(s.order)
+	for i := 0; i < np && len(out) < n; i++ {
+		p := s.order[(s.rr+i)%np]
+		if p.lost || p.revoking {
+			continue
+		}
+		before := len(out)
+		var due time.Time
+		out, due = p.take(out, n, now, s.opts.Ordered)
+		if !due.IsZero() && (next.IsZero() || due.Before(next)) {
+			next = due
+		}
+		if p.paused && len(out) > before && len(p.ready) <= s.opts.MaxBufferedPerPartition/2 {
+			s.pauseDirty = true
+		}
+	}
+	if np > 0 {
+		s.rr = (s.rr + 1) % np
+	}
+	return out, next
+}
+
+func (s *subscription) Capabilities() driver.Capabilities { return s.caps }
+func (s *subscription) Classify(err error) driver.ErrorInfo { return classify(err) }
+
+// As accepts **kgo.Client (the subscription's own consumer-group client).
+func (s *subscription) As(i any) bool {
+	if p, ok := i.(**kgo.Client); ok {
+		*p = s.cl
+		return true
+	}
+	return false
+}
+
+func (s *subscription) ErrorAs(err error, i any) bool { return errorAs(err, i) }
+
+// Close stops fetching, leaves the group (committing the acked prefix of
+// every partition on the way out, in the final revoke) and closes the
+// client. Records not acked are redelivered to the group's next owner of
+// their partition.
+func (s *subscription) Close() error {
+	s.mu.Lock()
+	s.closing = true
+	close(s.closingCh)
+	s.signalLocked()
+	s.mu.Unlock()
+	s.pollCancel()
+	<-s.pollDone
+	<-s.bgDone
+	s.cl.CloseAllowingRebalance()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.order {
+		p.lost = true
+	}
+	s.order, s.parts = nil, map[tp]*partition{}
+	return s.closeErr
+}

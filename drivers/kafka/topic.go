@@ -1,0 +1,224 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// Headers the driver writes on records. Other "wary-" headers written by the
+// library (such as HeaderDeadLetterReason) travel as ordinary headers.
+const (
+	// HeaderID carries Message.ID.
+	HeaderID = "wary-id"
+	// HeaderAttempt carries, on retry-topic copies, the delivery number the
+	// copy will be delivered as.
+	HeaderAttempt = "wary-attempt"
+	// HeaderNotBefore carries, on retry-topic copies, the Unix time in
+	// milliseconds before which the copy is not delivered.
+	HeaderNotBefore = "wary-not-before"
+)
+
+// recordOverhead is what the driver reserves, out of the topic's
+// max.message.bytes, for the record batch framing and the ID header name.
+const recordOverhead = 1024
+
+// TopicOptions configures a topic. Nil means defaults.
+type TopicOptions struct {
+	// TopicOptions are the portable options (publish retries, logger).
+	broker.TopicOptions
+	// SkipCheck skips the metadata and config look-up at open. The topic is
+	// then not checked for existence (a missing topic fails at Publish with
+	// ErrNotFound), MaxMessageSize is the client's ProducerBatchMaxBytes
+	// less the driver's overhead, and RedeliveryHorizon is 7 days (Kafka's
+	// default retention).
+	SkipCheck bool
+}
+
+// OpenTopic returns a topic that publishes to the Kafka topic name through
+// client. The client must use idempotent writes and acks from all in-sync
+// replicas (kgo's defaults); OpenTopic returns an error matching
+// broker.ErrInvalid otherwise, and broker.ErrNotFound when the topic does not
+// exist. Closing the returned topic does not close client.
+func OpenTopic(client *kgo.Client, name string, opts *TopicOptions) (*broker.Topic, error) {
+	if opts == nil {
+		opts = &TopicOptions{}
+	}
+	t, err := newTopic(context.Background(), client, name, opts.SkipCheck, false)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewTopic(t, &opts.TopicOptions), nil
+}
+
+type topic struct {
+	cl        *kgo.Client
+	name      string
+	caps      driver.Capabilities
+	ownClient bool
+}
+
+func newTopic(ctx context.Context, cl *kgo.Client, name string, skipCheck, own bool) (*topic, error) {
+	if cl == nil || name == "" {
+		return nil, broker.Invalidf("kafka: OpenTopic needs a client and a topic name")
+	}
+	if err := checkProducer(cl); err != nil {
+		return nil, err
+	}
+	maxBatch := 1000012
+	if v, ok := cl.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok && v > 0 {
+		maxBatch = int(v)
+	}
+	t := &topic{cl: cl, name: name, ownClient: own}
+	maxMsg, retention := maxBatch, 7*24*time.Hour
+	if !skipCheck {
+		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		m, r, err := describeTopic(ctx, cl, name)
+		if err != nil {
+			return nil, err
+		}
+		maxMsg = min(maxMsg, m)
+		if r != 0 {
+			retention = r
+		}
+	}
+	t.caps = driver.Capabilities{
+		Ordering:          driver.OrderPartition,
+		OrderingKey:       "record key",
+		AckModel:          driver.AckCumulative,
+		RedeliveryHorizon: retention,
+		MaxMessageSize:    maxMsg - recordOverhead,
+	}
+	return t, nil
+}
+
+// checkProducer rejects clients that could lose or duplicate records on
+// their own: wary's "published" means written to every in-sync replica.
+func checkProducer(cl *kgo.Client) error {
+	if acks, ok := cl.OptValue(kgo.RequiredAcks).(kgo.Acks); ok && acks != kgo.AllISRAcks() {
+		return broker.Invalidf("kafka: the client must use kgo.RequiredAcks(kgo.AllISRAcks()) (the default)")
+	}
+	if dis, ok := cl.OptValue(kgo.DisableIdempotentWrite).(bool); ok && dis {
+		return broker.Invalidf("kafka: the client must use idempotent writes (do not pass kgo.DisableIdempotentWrite)")
+	}
+	return nil
+}
+
+// describeTopic checks that the topic exists and reads its
+// max.message.bytes and retention.ms.
+func describeTopic(ctx context.Context, cl *kgo.Client, name string) (maxMsg int, retention time.Duration, err error) {
+	adm := kadm.NewClient(cl)
+	md, err := adm.Metadata(ctx, name)
+	if err != nil {
+		return 0, 0, err
+	}
+	td, ok := md.Topics[name]
+	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		return 0, 0, &openError{code: driver.NotFound, err: fmt.Errorf("kafka: topic %q does not exist", name)}
+	}
+	if td.Err != nil {
+		return 0, 0, td.Err
+	}
+	maxMsg = 1048588
+	rcs, err := adm.DescribeTopicConfigs(ctx, name)
+	if err != nil {
+		return 0, 0, err
+	}
+	rc, err := rcs.On(name, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	if rc.Err != nil {
+		return 0, 0, rc.Err
+	}
+	for _, c := range rc.Configs {
+		if c.Value == nil {
+			continue
+		}
+		switch c.Key {
+		case "max.message.bytes":
+			if n, err := strconv.Atoi(*c.Value); err == nil && n > 0 {
+				maxMsg = n
+			}
+		case "retention.ms":
+			if n, err := strconv.ParseInt(*c.Value, 10, 64); err == nil && n > 0 {
+				retention = time.Duration(n) * time.Millisecond
+			}
+		}
+	}
+	return maxMsg, retention, nil
+}
+
+func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
+	recs := make([]*kgo.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = toRecord(t.name, m)
+	}
+	return produce(ctx, t.cl, recs)
+}
+
+// produce writes recs and waits for every produce ack.
+func produce(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
+	results := cl.ProduceSync(ctx, recs...)
+	var first error
+	ok := 0
+	for _, r := range results {
+		if r.Err == nil {
+			ok++
+		} else if first == nil {
+			first = r.Err
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return &produceError{err: first, maybeSent: ok > 0 || maybeSent(first)}
+}
+
+func toRecord(topic string, m *driver.Message) *kgo.Record {
+	r := &kgo.Record{Topic: topic, Value: m.Body}
+	if m.Key != "" {
+		r.Key = []byte(m.Key)
+	}
+	r.Headers = make([]kgo.RecordHeader, 0, len(m.Headers)+1)
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderID, Value: []byte(m.ID)})
+	for k, v := range m.Headers {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+	}
+	if r.Value == nil {
+		r.Value = []byte{}
+	}
+	return r
+}
+
+func (t *topic) Capabilities() driver.Capabilities { return t.caps }
+func (t *topic) Classify(err error) driver.ErrorInfo {
+	return classify(err)
+}
+
+// As accepts **kgo.Client.
+func (t *topic) As(i any) bool {
+	if p, ok := i.(**kgo.Client); ok {
+		*p = t.cl
+		return true
+	}
+	return false
+}
+
+func (t *topic) ErrorAs(err error, i any) bool { return errorAs(err, i) }
+
+func (t *topic) Close() error {
+	if t.ownClient {
+		t.cl.Close()
+	}
+	return nil
+}
