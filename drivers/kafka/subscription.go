@@ -394,7 +394,7 @@ func (s *subscription) takeLocked(n int, now time.Time) (out []*driver.Message, 
 	return out, next
 }
 
-func (s *subscription) Capabilities() driver.Capabilities { return s.caps }
+func (s *subscription) Capabilities() driver.Capabilities   { return s.caps }
 func (s *subscription) Classify(err error) driver.ErrorInfo { return classify(err) }
 
 // As accepts **kgo.Client (the subscription's own consumer-group client).
