@@ -96,7 +96,8 @@ function handle(server, resolved, request, conn) {
         return ok({'session-state': s.state === null ? null : types.wrap_binary(s.state)});
       }
       const state = body['session-state'];
-      s.state = state === null || state === undefined ? null : Buffer.from(state);
+      // the SDK sends nil as an empty binary: both clear the state
+      s.state = state === null || state === undefined || state.length === 0 ? null : Buffer.from(state);
       return ok({});
     }
     case 'com.microsoft:peek-message': {

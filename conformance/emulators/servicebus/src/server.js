@@ -12,6 +12,7 @@ const types = rhea.types;
 const SESSION_FILTER = 'com.microsoft:session-filter';
 const SESSION_FILTER_CODE = 0x137000000C;
 const DEFAULT_ACCEPT_TIMEOUT_MS = 60000;
+const ACCEPT_TIMEOUT_MARGIN_MS = 250;
 
 // rhea decodes incoming messages itself; keep the bytes so the bare message
 // can be stored exactly as sent.
@@ -216,19 +217,24 @@ class Server {
     // turns up or the client's timeout passes.
     sender.state.local_open = false;
     sender.state.open_requests = 0;
+    // The client derives com.microsoft:timeout from its own deadline; answer a
+    // little early so the timeout reaches it before its context expires.
     const props = remote.properties || {};
     const t = Number(props['com.microsoft:timeout']);
-    const timeout = t > 0 ? t : DEFAULT_ACCEPT_TIMEOUT_MS;
-    entity.pendingAccepts.push({
+    const timeout = t > 0 ? Math.max(0, t - ACCEPT_TIMEOUT_MARGIN_MS) : DEFAULT_ACCEPT_TIMEOUT_MS;
+    const pending = {
       consumer,
       deadline: now + timeout,
       done: (err, accepted) => {
+        clearTimeout(pending.timer);
         if (sender.state.remote_open === false) return; // client went away
         sender.state.open();
         finish(err, accepted);
         sender.connection._register();
       },
-    });
+    };
+    pending.timer = setTimeout(() => this.broker.tick(), timeout + 1);
+    entity.pendingAccepts.push(pending);
   }
 
   addConsumer(conn, consumer) {
