@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"testing"
 	"time"
@@ -263,5 +264,57 @@ func TestCapabilitiesByProfile(t *testing.T) {
 	}
 	if c := (memory.TopicConfig{DeliveryLimit: -1}).Capabilities(); c.DeliveryLimit != 0 || c.DeliveryLimitMode != broker.LimitNone {
 		t.Errorf("no limit: %v", c)
+	}
+}
+
+// TestRunCompetingConsumers drives the portable handler loop on the real
+// clock: every message is handled, per-group order holds across consumers.
+func TestRunCompetingConsumers(t *testing.T) {
+	b := memory.New(nil)
+	if err := b.CreateTopic("t", &memory.TopicConfig{Profile: memory.SQSFIFO}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateSubscription("t", "s"); err != nil {
+		t.Fatal(err)
+	}
+	top, _ := b.OpenTopic("t", nil)
+	defer top.Close()
+	const groups, perGroup = 8, 50
+	type seen struct{ group, seq int }
+	handled := make(chan seen, groups*perGroup)
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 3)
+	for range 3 {
+		s, _ := b.OpenSubscription("t", "s", nil)
+		defer s.Close()
+		go func() {
+			done <- s.Run(ctx, func(_ context.Context, d *broker.Delivery) error {
+				var g, n int
+				fmt.Sscanf(d.Message.ID, "g%d-%d", &g, &n)
+				handled <- seen{g, n}
+				return nil
+			}, &broker.RunOptions{Concurrency: 4})
+		}()
+	}
+	for n := range perGroup {
+		for g := range groups {
+			if err := top.Publish(bg, &broker.Message{ID: fmt.Sprintf("g%d-%d", g, n), Key: fmt.Sprint(g)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	next := make([]int, groups)
+	for range groups * perGroup {
+		h := <-handled
+		if h.seq != next[h.group] {
+			t.Fatalf("group %d: handled %d, want %d", h.group, h.seq, next[h.group])
+		}
+		next[h.group]++
+	}
+	cancel()
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -193,7 +193,7 @@ func (s *subDriver) ExtendLocks(ctx context.Context, ids []driver.AckID, d time.
 	if !s.caps.LockExtendable {
 		return errorf(codeInvalid, "%s: lock extension is not supported", s.desc)
 	}
-	return s.settle(ctx, ids, func(e *entry, now time.Time) { e.lockUntil = now.Add(d) })
+	return s.settle(ctx, ids, func(e *entry, now time.Time) { s.q.extend(e, now.Add(d)) })
 }
 
 func (s *subDriver) Capabilities() driver.Capabilities { return s.caps }

@@ -83,6 +83,7 @@ type queue struct {
 	handles     []*handle // open consumers, in open order
 	signal      chan struct{}
 	rr          int
+	checkAt     time.Time // expire has nothing to do before this time
 }
 
 // handle is one open consumer of a queue.
@@ -192,6 +193,7 @@ func (t *topic) publish(m *driver.Message, now time.Time) {
 func (q *queue) push(m *message, p int) {
 	pt := q.parts[p]
 	pt.recs = append(pt.recs, &entry{m: m, part: p})
+	q.schedule(m.published.Add(q.retention))
 	q.notify()
 }
 
@@ -206,9 +208,14 @@ func due(e *entry, now time.Time) bool {
 }
 
 // expire applies the passage of time: expired locks return to the queue,
-// messages past retention are dropped.
+// messages past retention are dropped. It scans only once checkAt, a lower
+// bound of the next such event, has come.
 func (q *queue) expire(now time.Time) {
+	if now.Before(q.checkAt) {
+		return
+	}
 	changed := false
+	q.checkAt = never
 	for _, p := range q.parts {
 		for _, e := range p.recs {
 			switch e.state {
@@ -223,12 +230,36 @@ func (q *queue) expire(now time.Time) {
 					changed = true
 				}
 			}
+			switch e.state {
+			case stInflight:
+				if !e.lockUntil.IsZero() {
+					q.schedule(e.lockUntil)
+				}
+			case stReady, stAcked:
+				q.schedule(e.m.published.Add(q.retention))
+			}
 		}
 	}
 	if changed {
 		q.compact()
 		q.notify()
 	}
+}
+
+// never is a time after every event.
+var never = time.Unix(1<<62, 0)
+
+// schedule records that expire has work to do at t.
+func (q *queue) schedule(t time.Time) {
+	if t.Before(q.checkAt) {
+		q.checkAt = t
+	}
+}
+
+// extend moves the lock of an entry in flight to until.
+func (q *queue) extend(e *entry, until time.Time) {
+	e.lockUntil = until
+	q.schedule(until)
 }
 
 // nextDue returns the earliest future time at which the passage of time
@@ -311,7 +342,7 @@ func (q *queue) take(h *handle, limit int, now time.Time) []*driver.Message {
 		e.owner = h
 		e.lockUntil = time.Time{}
 		if q.lock > 0 {
-			e.lockUntil = now.Add(q.lock)
+			q.extend(e, now.Add(q.lock))
 		}
 		out[i] = &driver.Message{
 			ID:          e.m.id,
@@ -358,6 +389,7 @@ func (q *queue) release(e *entry, delay time.Duration, now time.Time) {
 	}
 	e.state = stReady
 	e.readyAt = now.Add(delay)
+	q.schedule(e.m.published.Add(q.retention))
 }
 
 // deadLetter moves e to the dead-letter queue with reason.
