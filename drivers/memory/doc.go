@@ -44,8 +44,11 @@
 // that no longer holds its lock fails with an error matching
 // broker.ErrLockLost. Bodies and headers are copied on publish and on
 // receive. Messages are dropped, delivered or not, once they are older than
-// TopicConfig.Retention, the declared RedeliveryHorizon. A publish returns
-// once every message is stored.
+// TopicConfig.Retention, the declared RedeliveryHorizon (counted from the
+// original publish, also for dead-lettered copies). A publish returns once
+// every message is stored. A receive waits until a message is deliverable
+// to that consumer; one whose context is already done returns what is
+// deliverable at once, or the context's error (a poll).
 //
 // Queue: no order; messages go out oldest first among those ready;
 // per-message acks; lock timeout 30s by default, extendable; native
