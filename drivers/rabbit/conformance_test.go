@@ -1,0 +1,62 @@
+package rabbit_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/drivers/rabbit"
+)
+
+// harness runs the suite on a fresh exchange and quorum queue(s) per
+// scenario. partitions > 1: partitioned by key.
+func harness(t *testing.T, c *rabbit.Conn, name string, partitions int) conformance.Harness {
+	return conformance.Harness{
+		Name: name,
+		Setup: func(ctx context.Context, tb testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+			q := uniqueName("conf")
+			top := declare(tb, c, rabbit.Topology{
+				Exchange:       q,
+				Queue:          q,
+				Partitions:     partitions,
+				DeliveryLimit:  cfg.DeliveryLimit,
+				DeadLetter:     true,
+				MaxMessageSize: 1 << 20,
+			})
+			topic, err := rabbit.OpenTopic(c, top.Exchange, top.TopicOptions())
+			if err != nil {
+				return nil, err
+			}
+			so := top.SubscriptionOptions()
+			so.Concurrency = 4
+			return &conformance.Fixture{
+				Topic: topic,
+				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
+					return rabbit.OpenSubscription(c, top.Queue, so)
+				},
+				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
+					return rabbit.OpenSubscription(c, top.DeadLetterQueue(), nil)
+				},
+			}, nil
+		},
+		OpenMissingTopic: func(ctx context.Context) (*broker.Topic, error) {
+			return rabbit.OpenTopic(c, uniqueName("missing"), nil)
+		},
+		OpenMissingSubscription: func(ctx context.Context) (*broker.Subscription, error) {
+			return rabbit.OpenSubscription(c, uniqueName("missing"), nil)
+		},
+	}
+}
+
+func TestConformanceQueue(t *testing.T) {
+	c := dial(t)
+	t.Cleanup(func() { _ = c.Close() })
+	conformance.Run(t, harness(t, c, "rabbit/quorum-sac", 0))
+}
+
+func TestConformancePartitioned(t *testing.T) {
+	c := dial(t)
+	t.Cleanup(func() { _ = c.Close() })
+	conformance.Run(t, harness(t, c, "rabbit/partitioned-4", 4))
+}

@@ -1,0 +1,303 @@
+package rabbit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/wary-go/wary/broker"
+)
+
+// ConnOptions configures a Conn. Nil means defaults.
+type ConnOptions struct {
+	// Config is passed to amqp.DialConfig for every (re)connection: TLS,
+	// heartbeat, vhost, client properties. Its Recovery field must be nil:
+	// the Conn owns reconnection. Default: amqp091-go's defaults (10s
+	// heartbeat), a 10s dial timeout.
+	Config *amqp.Config
+	// Backoff paces reconnection attempts after the connection dropped.
+	// Default: 100ms doubling to 5s.
+	Backoff broker.Backoff
+	// ReadyTimeout is how long an operation that needs the connection (a
+	// publish, opening a consumer) waits for a dropped connection to come
+	// back before it fails with a retryable error. Default: 10s.
+	ReadyTimeout time.Duration
+	// Logger receives reconnection events. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Conn is a connection to RabbitMQ that comes back when it drops: a
+// goroutine redials with backoff until Close. Topics and subscriptions
+// opened on it open their channels from whichever connection is current,
+// so several of them share one TCP connection. A Conn is safe for
+// concurrent use. Its String method never shows the password.
+type Conn struct {
+	url    string // secret: holds the password; never printed
+	safe   string // redacted form, for errors and logs
+	cfg    amqp.Config
+	opts   ConnOptions
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	conn   *amqp.Connection // nil while reconnecting
+	ready  chan struct{}    // closed while conn != nil
+	gen    uint64           // connection generation, +1 per successful dial
+	closed bool
+	ctx    context.Context // canceled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Dial connects to the RabbitMQ server at url (amqp:// or amqps://). The
+// first connection is made before Dial returns, so a wrong address or
+// credentials fail here; later drops are repaired in the background.
+func Dial(ctx context.Context, url string, opts *ConnOptions) (*Conn, error) {
+	var o ConnOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 10 * time.Second
+	}
+	if o.Backoff.Initial <= 0 {
+		o.Backoff.Initial = 100 * time.Millisecond
+	}
+	if o.Backoff.Max <= 0 {
+		o.Backoff.Max = 5 * time.Second
+	}
+	c := &Conn{url: url, safe: redactURL(url), opts: o, logger: o.Logger, ready: make(chan struct{})}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	if o.Config != nil {
+		c.cfg = *o.Config
+		if c.cfg.Recovery != nil {
+			return nil, broker.Invalidf("rabbit: ConnOptions.Config.Recovery must be nil: the Conn reconnects by itself")
+		}
+	}
+	conn, err := c.dial(ctx)
+	if err != nil {
+		c.cancel()
+		return nil, err
+	}
+	c.up(conn)
+	return c, nil
+}
+
+// String describes the connection without its password.
+func (c *Conn) String() string { return "rabbit.Conn(" + c.safe + ")" }
+
+func (c *Conn) dial(ctx context.Context) (*amqp.Connection, error) {
+	cfg := c.cfg
+	if cfg.Dial == nil {
+		d := &net.Dialer{Timeout: 10 * time.Second}
+		cfg.Dial = func(network, addr string) (net.Conn, error) {
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			// The handshake must not outlast the dial timeout either;
+			// amqp091-go clears the deadline once the connection is open.
+			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			return conn, nil
+		}
+	}
+	if cfg.Properties == nil {
+		cfg.Properties = amqp.NewConnectionProperties()
+		cfg.Properties.SetClientConnectionName("wary")
+	}
+	conn, err := amqp.DialConfig(c.url, cfg)
+	if err != nil {
+		// amqp091-go's URI errors do not echo the URL; net errors carry
+		// only host and port. Say which server, without the password.
+		return nil, fmt.Errorf("rabbit: dial %s: %w", c.safe, c.scrub(err))
+	}
+	return conn, nil
+}
+
+// up installs conn as the current connection and watches it.
+func (c *Conn) up(conn *amqp.Connection) {
+	notify := conn.NotifyClose(make(chan *amqp.Error, 1))
+	c.mu.Lock()
+	c.conn = conn
+	c.gen++
+	close(c.ready)
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go c.watch(conn, notify)
+}
+
+// watch waits for conn to drop, then redials until it succeeds or the Conn
+// is closed.
+func (c *Conn) watch(conn *amqp.Connection, notify chan *amqp.Error) {
+	defer c.wg.Done()
+	var reason *amqp.Error
+	select {
+	case reason = <-notify:
+	case <-c.ctx.Done():
+		return
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.conn = nil
+	c.ready = make(chan struct{})
+	c.mu.Unlock()
+	c.logger.Warn("wary/rabbit: connection lost, reconnecting", slog.String("server", c.safe), slog.Any("reason", reason))
+	for attempt := 1; ; attempt++ {
+		t := time.NewTimer(c.opts.Backoff.Delay(attempt))
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		next, err := c.dial(c.ctx)
+		if err != nil {
+			c.logger.Warn("wary/rabbit: reconnect failed", slog.Int("attempt", attempt), slog.String("error", err.Error()))
+			continue
+		}
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			_ = next.Close()
+			return
+		}
+		c.mu.Unlock()
+		c.logger.Info("wary/rabbit: reconnected", slog.String("server", c.safe), slog.Int("attempts", attempt))
+		c.up(next)
+		return
+	}
+}
+
+// current returns the connection, waiting up to ReadyTimeout (or ctx) for
+// it to come back if it is down.
+func (c *Conn) current(ctx context.Context) (*amqp.Connection, uint64, error) {
+	var timer *time.Timer
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, 0, errClosed
+		}
+		conn, gen, ready := c.conn, c.gen, c.ready
+		c.mu.Unlock()
+		if conn != nil && !conn.IsClosed() {
+			return conn, gen, nil
+		}
+		if conn != nil {
+			// Closed, but the watcher has not noticed yet: wait for it.
+			ready = nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(c.opts.ReadyTimeout)
+			defer timer.Stop()
+		}
+		poll := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ready:
+		case <-poll.C:
+		case <-ctx.Done():
+			poll.Stop()
+			return nil, 0, ctx.Err()
+		case <-c.ctx.Done():
+			poll.Stop()
+			return nil, 0, errClosed
+		case <-timer.C:
+			poll.Stop()
+			return nil, 0, errNotReady
+		}
+		poll.Stop()
+	}
+}
+
+// channel opens a channel on the current connection.
+func (c *Conn) channel(ctx context.Context) (*amqp.Channel, error) {
+	conn, _, err := c.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return conn.Channel()
+}
+
+// Connection returns the current amqp091-go connection, or nil while the
+// Conn is reconnecting. Do not close it: Close the Conn.
+func (c *Conn) Connection() *amqp.Connection {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn
+}
+
+// Close closes the connection and stops reconnecting. Topics and
+// subscriptions opened on the Conn fail with ErrClosed afterwards; close
+// them first. Closing twice returns nil.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	conn := c.conn
+	c.conn = nil
+	c.cancel()
+	c.mu.Unlock()
+	var err error
+	if conn != nil && !conn.IsClosed() {
+		err = conn.Close()
+		if errors.Is(err, amqp.ErrClosed) {
+			err = nil
+		}
+	}
+	c.wg.Wait()
+	return err
+}
+
+// withChannel runs f on a short-lived channel (for declarations, whose
+// failures close the channel they run on).
+func (c *Conn) withChannel(ctx context.Context, f func(ch *amqp.Channel) error) error {
+	ch, err := c.channel(ctx)
+	if err != nil {
+		return err
+	}
+	err = f(ch)
+	if cerr := ch.Close(); err == nil && cerr != nil && !errors.Is(cerr, amqp.ErrClosed) {
+		err = cerr
+	}
+	return err
+}
+
+// scrub makes sure err's text does not hold the password: url.Parse errors
+// quote the whole URL.
+func (c *Conn) scrub(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = fmt.Errorf("invalid URL: %w", ue.Err)
+	}
+	if u, perr := url.Parse(c.url); perr == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" && strings.Contains(err.Error(), pw) {
+			return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+		}
+	}
+	return err
+}
+
+// redactURL renders an AMQP URL without its password.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "amqp://(unparsable URL)"
+	}
+	return broker.Redact(u)
+}

@@ -1,0 +1,290 @@
+package rabbit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// publisher publishes with confirms on one channel at a time, opening a
+// new channel (on the Conn's current connection) when the last one closed.
+// Topics use one; subscriptions use one for delayed nacks and dead-letters.
+type publisher struct {
+	conn *Conn
+
+	mu     sync.Mutex
+	cur    *confirmChannel
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// outgoing is one message to publish.
+type outgoing struct {
+	exchange, key string
+	pub           amqp.Publishing
+}
+
+// get returns a live confirm channel, opening one if needed.
+func (p *publisher) get(ctx context.Context) (*confirmChannel, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errClosed
+	}
+	if p.cur != nil && !p.cur.dead() {
+		return p.cur, nil
+	}
+	ch, err := p.conn.channel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = ch.Close()
+		return nil, err
+	}
+	cc := &confirmChannel{
+		ch:      ch,
+		pending: map[uint64]*pendingPub{},
+		done:    make(chan struct{}),
+	}
+	// Returns are unbuffered: amqp091-go hands a basic.return to us before
+	// it reads the basic.ack that follows it, so by the time the loop sees
+	// a confirmation it has seen the return for the same message.
+	returns := ch.NotifyReturn(make(chan amqp.Return))
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 256))
+	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		cc.loop(returns, confirms, closes)
+	}()
+	p.cur = cc
+	return cc, nil
+}
+
+// publish sends msgs and waits for every confirm.
+func (p *publisher) publish(ctx context.Context, msgs []outgoing) error {
+	cc, err := p.get(ctx)
+	if err != nil {
+		return notSent(err)
+	}
+	return cc.publish(ctx, msgs)
+}
+
+// close closes the current channel and waits for its loop to end.
+func (p *publisher) close() error {
+	p.mu.Lock()
+	p.closed = true
+	cc := p.cur
+	p.cur = nil
+	p.mu.Unlock()
+	var err error
+	if cc != nil {
+		err = cc.ch.Close()
+		if errors.Is(err, amqp.ErrClosed) {
+			err = nil
+		}
+	}
+	p.wg.Wait()
+	return err
+}
+
+// confirmChannel is a channel in confirm mode and the publishes awaiting a
+// confirm on it.
+type confirmChannel struct {
+	ch *amqp.Channel
+
+	pubMu sync.Mutex // serializes sequence number + publish
+
+	mu      sync.Mutex
+	pending map[uint64]*pendingPub
+	err     error         // why the channel closed
+	done    chan struct{} // closed when the loop ended
+}
+
+type pendingPub struct {
+	id, exchange, key string
+	returned          *returnedError
+	b                 *batchWait
+}
+
+type batchWait struct {
+	mu        sync.Mutex
+	remaining int
+	err       error
+	accepted  bool // some message of the batch was confirmed
+	done      chan struct{}
+}
+
+func (b *batchWait) settle(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+	if err == nil {
+		b.accepted = true
+	}
+	b.remaining--
+	if b.remaining == 0 {
+		close(b.done)
+	}
+}
+
+func (cc *confirmChannel) dead() bool {
+	select {
+	case <-cc.done:
+		return true
+	default:
+		return cc.ch.IsClosed()
+	}
+}
+
+func (cc *confirmChannel) publish(ctx context.Context, msgs []outgoing) error {
+	b := &batchWait{remaining: len(msgs), done: make(chan struct{})}
+	cc.pubMu.Lock()
+	for i := range msgs {
+		m := &msgs[i]
+		cc.mu.Lock()
+		if cc.err != nil {
+			err := cc.err
+			cc.mu.Unlock()
+			cc.pubMu.Unlock()
+			return cc.failRest(b, i, err)
+		}
+		seq := cc.ch.GetNextPublishSeqNo()
+		cc.pending[seq] = &pendingPub{id: m.pub.MessageId, exchange: m.exchange, key: m.key, b: b}
+		cc.mu.Unlock()
+		err := cc.ch.PublishWithContext(ctx, m.exchange, m.key, true, false, m.pub)
+		if err != nil {
+			cc.mu.Lock()
+			delete(cc.pending, seq)
+			cc.mu.Unlock()
+			cc.pubMu.Unlock()
+			if errors.Is(err, amqp.ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				// Nothing of this message was written.
+				return cc.failRest(b, i, err)
+			}
+			// A write error: part of the frame may be out.
+			return cc.failRest(b, i+1, err)
+		}
+	}
+	cc.pubMu.Unlock()
+	select {
+	case <-b.done:
+		var se *sendError
+		if b.err != nil && b.accepted && errors.As(b.err, &se) && !se.maybeSent {
+			// Part of the batch is in the broker: the batch as a whole may
+			// have been sent.
+			return maybeSent(se.err)
+		}
+		return b.err
+	case <-ctx.Done():
+		return maybeSent(ctx.Err())
+	}
+}
+
+// failRest reports the failure of a batch whose first n messages were
+// handed to the broker: if n > 0 they may have been sent.
+func (cc *confirmChannel) failRest(b *batchWait, n int, err error) error {
+	if n == 0 {
+		return notSent(err)
+	}
+	// The first n are pending; their outcome no longer matters to the
+	// caller: the batch failed and some of it may have been sent.
+	return maybeSent(err)
+}
+
+// loop matches returns and confirms to pending publishes until the channel
+// closes, then fails whatever is still pending.
+func (cc *confirmChannel) loop(returns <-chan amqp.Return, confirms <-chan amqp.Confirmation, closes <-chan *amqp.Error) {
+	defer close(cc.done)
+	for {
+		select {
+		case r, ok := <-returns:
+			if !ok {
+				returns = nil
+				continue
+			}
+			cc.onReturn(r)
+		case c, ok := <-confirms:
+			if !ok {
+				cc.shutdown(closes)
+				return
+			}
+			// Take any return that raced into the other channel first.
+			for drained := false; !drained; {
+				select {
+				case r, ok := <-returns:
+					if ok {
+						cc.onReturn(r)
+					} else {
+						returns = nil
+						drained = true
+					}
+				default:
+					drained = true
+				}
+			}
+			cc.onConfirm(c)
+		}
+	}
+}
+
+func (cc *confirmChannel) onReturn(r amqp.Return) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	// The oldest unconfirmed, unreturned publish of the same message ID to
+	// the same exchange and routing key is the one returned.
+	var best uint64
+	var bp *pendingPub
+	for seq, p := range cc.pending {
+		if p.returned == nil && p.id == r.MessageId && p.exchange == r.Exchange && p.key == r.RoutingKey && (bp == nil || seq < best) {
+			best, bp = seq, p
+		}
+	}
+	if bp != nil {
+		bp.returned = &returnedError{exchange: r.Exchange, key: r.RoutingKey, code: r.ReplyCode, text: r.ReplyText}
+	}
+}
+
+func (cc *confirmChannel) onConfirm(c amqp.Confirmation) {
+	cc.mu.Lock()
+	p, ok := cc.pending[c.DeliveryTag]
+	delete(cc.pending, c.DeliveryTag)
+	cc.mu.Unlock()
+	if !ok {
+		return
+	}
+	switch {
+	case p.returned != nil:
+		// Unroutable: the broker dropped it.
+		p.b.settle(notSent(p.returned))
+	case !c.Ack:
+		p.b.settle(maybeSent(nackError{}))
+	default:
+		p.b.settle(nil)
+	}
+}
+
+func (cc *confirmChannel) shutdown(closes <-chan *amqp.Error) {
+	var reason error = amqp.ErrClosed
+	select {
+	case e, ok := <-closes:
+		if ok && e != nil {
+			reason = e
+		}
+	default:
+	}
+	cc.mu.Lock()
+	cc.err = fmt.Errorf("rabbit: publish channel closed before the confirm: %w", reason)
+	pending := cc.pending
+	cc.pending = map[uint64]*pendingPub{}
+	cc.mu.Unlock()
+	for _, p := range pending {
+		p.b.settle(maybeSent(cc.err))
+	}
+}

@@ -1,0 +1,238 @@
+package rabbit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Topology names the exchange and queues a topic and its subscription use,
+// and declares them. Queues are quorum queues (durable, replicated, with a
+// delivery count) with a single active consumer; see the package doc for
+// what each mode promises.
+//
+// Names: the partition queues of a partitioned topology are Queue+".0" to
+// Queue+"."+(Partitions-1); the dead-letter exchange is Queue+".dlx" and
+// its queue Queue+".dlq"; delay queues (made on first use by a nack with a
+// delay) are named after the queue they feed, Queue+".delay.<ms>ms".
+type Topology struct {
+	// Exchange receives the topic's messages. It is declared as a fanout
+	// exchange for a single queue and a direct exchange for partitions.
+	Exchange string
+	// Queue is the subscription's queue (the base name for partitions).
+	Queue string
+	// Partitions > 1 spreads messages over that many queues by a hash of
+	// their key, each with its own single active consumer: order per key
+	// across consumers. 0 or 1: one queue, order per queue.
+	Partitions int
+	// DeliveryLimit is the number of deliveries after which RabbitMQ
+	// dead-letters a message instead of delivering it again (the queue's
+	// x-delivery-limit is DeliveryLimit-1, RabbitMQ counting returns).
+	// 0: no limit.
+	DeliveryLimit int
+	// DeadLetter declares the dead-letter exchange and queue and points the
+	// queues at them.
+	DeadLetter bool
+	// MaxMessageSize is the limit topics and subscriptions declare (not a
+	// server setting). 0: DefaultMaxMessageSize.
+	MaxMessageSize int
+}
+
+// PartitionQueues returns the names of the queues the topology consumes.
+func (t Topology) PartitionQueues() []string {
+	if t.Partitions <= 1 {
+		return []string{t.Queue}
+	}
+	qs := make([]string, t.Partitions)
+	for i := range qs {
+		qs[i] = t.Queue + "." + strconv.Itoa(i)
+	}
+	return qs
+}
+
+// DeadLetterExchange returns the dead-letter exchange's name ("" without
+// DeadLetter).
+func (t Topology) DeadLetterExchange() string {
+	if !t.DeadLetter {
+		return ""
+	}
+	return t.Queue + ".dlx"
+}
+
+// DeadLetterQueue returns the dead-letter queue's name ("" without
+// DeadLetter). Open it with OpenSubscription to read dead letters.
+func (t Topology) DeadLetterQueue() string {
+	if !t.DeadLetter {
+		return ""
+	}
+	return t.Queue + ".dlq"
+}
+
+// TopicOptions returns options for OpenTopic on this topology (NackDelay
+// on: subscriptions of a declared topology make delay queues).
+func (t Topology) TopicOptions() *TopicOptions {
+	return &TopicOptions{
+		Partitions:     t.Partitions,
+		MaxMessageSize: t.MaxMessageSize,
+		DeliveryLimit:  t.DeliveryLimit,
+		DeadLetter:     t.DeadLetter,
+		NackDelay:      true,
+	}
+}
+
+// SubscriptionOptions returns options for OpenSubscription on t.Queue.
+func (t Topology) SubscriptionOptions() *SubscriptionOptions {
+	return &SubscriptionOptions{
+		Partitions:         t.Partitions,
+		DeliveryLimit:      t.DeliveryLimit,
+		DeadLetterExchange: t.DeadLetterExchange(),
+		NackDelay:          true,
+		MaxMessageSize:     t.MaxMessageSize,
+	}
+}
+
+func (t Topology) check() error {
+	switch {
+	case t.Exchange == "" || t.Queue == "":
+		return &invalidError{"topology needs an exchange and a queue name"}
+	case t.Partitions < 0 || t.DeliveryLimit < 0:
+		return &invalidError{"topology partitions and delivery limit must not be negative"}
+	}
+	return nil
+}
+
+// Declare declares t: the exchange, the queue or partition queues bound to
+// it, and the dead-letter exchange and queue. Declaring what already exists
+// with the same arguments is a no-op; with different arguments it fails
+// (RabbitMQ's PRECONDITION_FAILED, ErrInvalid).
+func Declare(ctx context.Context, c *Conn, t Topology) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	return c.withChannel(ctx, func(ch *amqp.Channel) error {
+		if t.DeadLetter {
+			if err := ch.ExchangeDeclare(t.DeadLetterExchange(), amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
+				return err
+			}
+			if _, err := ch.QueueDeclare(t.DeadLetterQueue(), true, false, false, false, amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum}); err != nil {
+				return err
+			}
+			if err := ch.QueueBind(t.DeadLetterQueue(), "", t.DeadLetterExchange(), false, nil); err != nil {
+				return err
+			}
+		}
+		kind := amqp.ExchangeFanout
+		if t.Partitions > 1 {
+			kind = amqp.ExchangeDirect
+		}
+		if err := ch.ExchangeDeclare(t.Exchange, kind, true, false, false, false, nil); err != nil {
+			return err
+		}
+		args := amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum, amqp.SingleActiveConsumerArg: true}
+		if t.DeliveryLimit > 0 {
+			args["x-delivery-limit"] = t.DeliveryLimit - 1
+		}
+		if t.DeadLetter {
+			args["x-dead-letter-exchange"] = t.DeadLetterExchange()
+		}
+		for i, q := range t.PartitionQueues() {
+			if _, err := ch.QueueDeclare(q, true, false, false, false, args); err != nil {
+				return err
+			}
+			key := ""
+			if t.Partitions > 1 {
+				key = strconv.Itoa(i)
+			}
+			if err := ch.QueueBind(q, key, t.Exchange, false, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Delete deletes what Declare declared, and the delay queues subscriptions
+// made, messages included. Missing pieces are skipped.
+func (t Topology) Delete(ctx context.Context, c *Conn) error {
+	if err := t.check(); err != nil {
+		return err
+	}
+	return c.withChannel(ctx, func(ch *amqp.Channel) error {
+		var errs []error
+		for _, q := range t.PartitionQueues() {
+			for _, d := range delayBuckets {
+				if _, err := ch.QueueDelete(delayQueueName(q, d), false, false, false); err != nil {
+					return err
+				}
+			}
+			if _, err := ch.QueueDelete(q, false, false, false); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if t.DeadLetter {
+			if _, err := ch.QueueDelete(t.DeadLetterQueue(), false, false, false); err != nil {
+				errs = append(errs, err)
+			}
+			if err := ch.ExchangeDelete(t.DeadLetterExchange(), false, false); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := ch.ExchangeDelete(t.Exchange, false, false); err != nil {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// delayBuckets are the delays a nack's delay is rounded up to. RabbitMQ
+// expires messages only at the head of a queue, so each delay has its own
+// queue (a 30s message must not hold back a 100ms one).
+var delayBuckets = []time.Duration{
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour,
+	3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
+}
+
+// MaxNackDelay is the longest nack delay; longer delays are cut to it.
+const MaxNackDelay = 24 * time.Hour
+
+// delayBucket rounds d up to a bucket.
+func delayBucket(d time.Duration) time.Duration {
+	for _, b := range delayBuckets {
+		if d <= b {
+			return b
+		}
+	}
+	return delayBuckets[len(delayBuckets)-1]
+}
+
+func delayQueueName(queue string, d time.Duration) string {
+	return fmt.Sprintf("%s.delay.%dms", queue, d.Milliseconds())
+}
+
+func isDelayQueue(name string) bool {
+	i := strings.LastIndex(name, ".delay.")
+	if i < 0 || !strings.HasSuffix(name, "ms") {
+		return false
+	}
+	_, err := strconv.Atoi(name[i+len(".delay.") : len(name)-2])
+	return err == nil
+}
+
+// delayQueueArgs: messages wait ttl, then RabbitMQ dead-letters them
+// through the default exchange straight back to queue. The queue deletes
+// itself after a day without use (subscriptions redeclare it hourly).
+func delayQueueArgs(queue string, ttl time.Duration) amqp.Table {
+	return amqp.Table{
+		"x-message-ttl":             ttl.Milliseconds(),
+		"x-dead-letter-exchange":    "",
+		"x-dead-letter-routing-key": queue,
+		"x-expires":                 (ttl + 24*time.Hour).Milliseconds(),
+	}
+}
