@@ -179,4 +179,3 @@ func (t *topic) Close() error {
 	}
 	return err
 }
-
