@@ -50,6 +50,7 @@ class Entity {
     };
     const headerTtl = stored.header.ttl;
     rec.ttlMs = headerTtl && headerTtl > 0 ? Math.min(headerTtl, this.defaultTtlMs) : this.defaultTtlMs;
+    if (extra && extra.ttlMs) rec.ttlMs = extra.ttlMs; // kept for the record: nothing expires in a dead-letter queue
     if (extra && extra.deliveryCount) rec.deliveryCount = extra.deliveryCount;
     if (extra && extra.enqueuedAt) rec.enqueuedAt = extra.enqueuedAt;
     const sched = codec.mapGet(stored.messageAnnotations, 'x-opt-scheduled-enqueue-time');
@@ -66,6 +67,7 @@ class Entity {
   }
 
   expiresAt(rec) {
+    if (this.isDlq) return FAR_FUTURE;
     return rec.ttlMs >= FAR_FUTURE ? FAR_FUTURE : rec.enqueuedAt + rec.ttlMs;
   }
 
@@ -155,7 +157,7 @@ class Entity {
       codec.mapSet(stored.appProps, 'DeadLetterErrorDescription', codec.types.wrap_string(String(description)), false);
     }
     codec.mapDelete(stored.messageAnnotations || [], 'x-opt-scheduled-enqueue-time');
-    this.dlq.add(stored, now, {deliveryCount: rec.deliveryCount, enqueuedAt: rec.enqueuedAt});
+    this.dlq.add(stored, now, {deliveryCount: rec.deliveryCount, enqueuedAt: rec.enqueuedAt, ttlMs: rec.ttlMs});
     this.broker.kick(this.dlq);
   }
 
