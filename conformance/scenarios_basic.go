@@ -46,7 +46,7 @@ func roundTripFidelity(t *testing.T, e *env) {
 	m1 := e.msg(t, "key-α")
 	m1.Body = body
 	m1.Headers = map[string]string{"content-type": "application/octet-stream", "unicode": "grüße ☃", "empty": ""}
-	m2 := e.msg(t, "key-α")
+	m2 := e.msg(t, "key-β")
 	m2.Body = []byte{}
 	m2.Headers = nil
 	m3 := e.msg(t, "")
