@@ -1,0 +1,103 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/memory"
+)
+
+func Example() {
+	ctx := context.Background()
+	b := memory.New(nil)
+	defer b.Close()
+	_ = b.CreateTopic("orders", &memory.TopicConfig{Profile: memory.Queue})
+	_ = b.CreateSubscription("orders", "billing")
+	topic, _ := b.OpenTopic("orders", nil)
+	defer topic.Close()
+	sub, _ := b.OpenSubscription("orders", "billing", nil)
+	defer sub.Close()
+
+	if err := topic.Publish(ctx, &broker.Message{ID: "order-1/created", Body: []byte("hello")}); err != nil {
+		fmt.Println("publish:", err)
+		return
+	}
+	ds, err := sub.Receive(ctx, 10)
+	if err != nil {
+		fmt.Println("receive:", err)
+		return
+	}
+	for _, d := range ds {
+		fmt.Printf("%s attempt %d: %s\n", d.Message.ID, d.Attempt, d.Message.Body)
+		if err := d.Ack(ctx); err != nil {
+			fmt.Println("ack:", err)
+		}
+	}
+	// Output: order-1/created attempt 1: hello
+}
+
+// Run calls the handler for each delivery and settles it from the result:
+// nil acks, an error nacks with backoff, broker.Permanent dead-letters.
+// PerKey runs one handler per ordering key at a time.
+func ExampleSubscription_Run() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := memory.New(nil)
+	defer b.Close()
+	_ = b.CreateTopic("orders", &memory.TopicConfig{Profile: memory.SQSFIFO})
+	_ = b.CreateSubscription("orders", "shipping")
+	topic, _ := b.OpenTopic("orders", nil)
+	defer topic.Close()
+	sub, _ := b.OpenSubscription("orders", "shipping", nil)
+	defer sub.Close()
+
+	_ = topic.Publish(ctx,
+		&broker.Message{Key: "order-1", Body: []byte("created")},
+		&broker.Message{Key: "order-1", Body: []byte("paid")},
+		&broker.Message{Key: "order-2", Body: []byte("garbage")},
+	)
+	var mu sync.Mutex
+	var seen []string
+	_ = sub.Run(ctx, func(ctx context.Context, d *broker.Delivery) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if string(d.Message.Body) == "garbage" {
+			seen = append(seen, d.Message.Key+": dead-lettered")
+			if len(seen) == 3 {
+				cancel()
+			}
+			return broker.Permanent(errors.New("cannot decode"))
+		}
+		seen = append(seen, d.Message.Key+": "+string(d.Message.Body))
+		if len(seen) == 3 {
+			cancel()
+		}
+		return nil
+	}, &broker.RunOptions{Concurrency: 4, PerKey: true})
+	sort.Strings(seen)
+	for _, s := range seen {
+		fmt.Println(s)
+	}
+	// Output:
+	// order-1: created
+	// order-1: paid
+	// order-2: dead-lettered
+}
+
+// Publish errors say whether the message may have reached the broker.
+func ExampleTopic_Publish_errors() {
+	ctx := context.Background()
+	b := memory.New(nil)
+	defer b.Close()
+	_ = b.CreateTopic("orders", &memory.TopicConfig{Profile: memory.SQSFIFO})
+	topic, _ := b.OpenTopic("orders", nil)
+	defer topic.Close()
+
+	err := topic.Publish(ctx, &broker.Message{Body: []byte("no group")})
+	fmt.Println(errors.Is(err, broker.ErrInvalid), errors.Is(err, broker.ErrNotSent), errors.Is(err, broker.ErrMaybeSent))
+	// Output: true true false
+}
