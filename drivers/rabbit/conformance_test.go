@@ -16,7 +16,7 @@ func harness(t *testing.T, c *rabbit.Conn, name string, partitions int) conforma
 		Name: name,
 		Setup: func(ctx context.Context, tb testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
 			q := uniqueName("conf")
-			top := declare(tb, c, rabbit.Topology{
+			top, _ := declare(tb, c, rabbit.Topology{
 				Exchange:       q,
 				Queue:          q,
 				Partitions:     partitions,

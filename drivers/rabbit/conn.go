@@ -49,7 +49,7 @@ type Conn struct {
 	mu     sync.Mutex
 	conn   *amqp.Connection // nil while reconnecting
 	ready  chan struct{}    // closed while conn != nil
-	gen    uint64           // connection generation, +1 per successful dial
+	gen    uint64           // successful dials
 	closed bool
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -229,6 +229,14 @@ func (c *Conn) channel(ctx context.Context) (*amqp.Channel, error) {
 		return nil, err
 	}
 	return conn.Channel()
+}
+
+// Reconnects returns how many times the Conn reconnected after its
+// connection dropped.
+func (c *Conn) Reconnects() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int(c.gen) - 1
 }
 
 // Connection returns the current amqp091-go connection, or nil while the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -47,20 +48,25 @@ func uniqueName(prefix string) string {
 	return fmt.Sprintf("wary-test.%s.%d.%d", prefix, time.Now().UnixNano(), nameSeq.Add(1))
 }
 
-// declare declares a fresh topology and deletes it at cleanup.
-func declare(t testing.TB, c *rabbit.Conn, top rabbit.Topology) rabbit.Topology {
+// declare declares a fresh topology and deletes it at cleanup, or when
+// the returned function is called, whichever comes first.
+func declare(t testing.TB, c *rabbit.Conn, top rabbit.Topology) (rabbit.Topology, func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := rabbit.Declare(ctx, c, top); err != nil {
 		t.Fatalf("declare: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := top.Delete(ctx, c); err != nil {
-			t.Errorf("delete topology: %v", err)
-		}
-	})
-	return top
+	var once sync.Once
+	del := func() {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := top.Delete(ctx, c); err != nil {
+				t.Errorf("delete topology: %v", err)
+			}
+		})
+	}
+	t.Cleanup(del)
+	return top, del
 }
