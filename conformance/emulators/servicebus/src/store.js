@@ -209,7 +209,7 @@ class Entity {
       s = {lock: null, state: null};
       this.sessions.set(sessionId, s);
     }
-    if (false) {
+    if (s.lock && s.lock.until > now && s.lock.owner !== consumer) {
       return {error: {condition: 'com.microsoft:session-cannot-be-locked',
         description: `The requested session '${sessionId}' cannot be accepted. It may be locked by another receiver.`}};
     }
