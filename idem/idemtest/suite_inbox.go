@@ -1,0 +1,359 @@
+package idemtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem"
+)
+
+func testInbox[Tx any](t *testing.T, f Factory[Tx]) {
+	e := Setup(t, f, "")
+	in := e.Inbox("inbox", nil)
+	q := NewQueue(Caps)
+	sub := q.Subscription()
+	q.Push(Msg("m1", "one", "", 0), Msg("m2", "two", "", 0), Msg("m1", "one again", "", 0))
+	runs := 0
+	h := func(ctx context.Context, tx Tx, d *broker.Delivery) error { runs++; return e.Effect()(ctx, tx, d) }
+	for range 3 {
+		if err := in.Handle(e.Ctx, receive(t, q, sub), h); err != nil {
+			t.Fatalf("Handle: %v", err)
+		}
+	}
+	if runs != 2 {
+		t.Errorf("handler ran %d times, want 2 (the duplicate must not run it)", runs)
+	}
+	if q.Acks("m1") != 2 || q.Acks("m2") != 1 {
+		t.Errorf("acks m1=%d m2=%d, want 2 and 1", q.Acks("m1"), q.Acks("m2"))
+	}
+	e.CheckEffects("m1", "m2")
+	if s := in.Stats(); s.Processed != 2 || s.Duplicates != 1 {
+		t.Errorf("stats %+v", s)
+	}
+	// Another consumer has its own inbox: the same message runs once more.
+	other := e.Inbox("other", nil)
+	q.Push(Msg("m1", "x", "", 0))
+	if err := other.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { runs++; return nil }); err != nil || runs != 3 {
+		t.Errorf("other consumer: err %v, runs %d", err, runs)
+	}
+	// A message without ID cannot be deduplicated: dead-lettered.
+	q.Push(&broker.Message{Body: []byte("no id")})
+	if err := in.Handle(e.Ctx, receive(t, q, sub), h); !errors.Is(err, idem.ErrNoID) || q.DeadLetters("") != 1 {
+		t.Errorf("no ID: err %v, dead-lettered %d", err, q.DeadLetters(""))
+	}
+}
+
+func testHandlerError[Tx any](t *testing.T, f Factory[Tx]) {
+	e := Setup(t, f, "")
+	in := e.Inbox("errs", &idem.Options{Backoff: broker.Backoff{Initial: time.Second, Max: time.Minute}})
+	q := NewQueue(Caps)
+	sub := q.Subscription()
+	boom := errors.New("boom")
+	calls := 0
+	h := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
+		calls++
+		if err := e.Effect()(ctx, tx, d); err != nil {
+			return err
+		}
+		switch calls {
+		case 1:
+			return boom // after writing: the writes must roll back
+		case 2:
+			panic("handler panic")
+		}
+		return nil
+	}
+	q.Push(Msg("m1", "x", "", 0))
+	for i := 1; i <= 3; i++ {
+		err := in.Handle(e.Ctx, receive(t, q, sub), h)
+		switch i {
+		case 1:
+			if !errors.Is(err, boom) {
+				t.Errorf("attempt 1: err %v, want boom", err)
+			}
+		case 2:
+			if err == nil {
+				t.Errorf("attempt 2: panic not reported")
+			}
+		case 3:
+			if err != nil {
+				t.Errorf("attempt 3: %v", err)
+			}
+		}
+		if i < 3 {
+			if n := e.Int(`SELECT count(*) FROM effects`); n != 0 {
+				t.Fatalf("attempt %d failed, yet %d effect rows are visible", i, n)
+			}
+			if q.Acks("m1") != 0 {
+				t.Fatalf("failed attempt was acked")
+			}
+		}
+	}
+	if q.Nacks("m1") != 2 {
+		t.Errorf("nacks %d, want 2", q.Nacks("m1"))
+	}
+	if d := q.NackDelays(); len(d) != 2 || d[0] != time.Second || d[1] != 2*time.Second {
+		t.Errorf("nack delays %v, want [1s 2s] from the backoff policy", d)
+	}
+	e.CheckEffects("m1")
+	// A permanent error dead-letters, never acks.
+	q.Push(Msg("m2", "x", "", 0))
+	err := in.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { return broker.Permanent(boom) })
+	if !errors.Is(err, boom) || q.DeadLetters("m2") != 1 || q.Acks("m2") != 0 {
+		t.Errorf("permanent: err %v, dead %d, acks %d", err, q.DeadLetters("m2"), q.Acks("m2"))
+	}
+	if s := in.Stats(); s.Failed != 3 || s.Processed != 1 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func testAckAfterCommit[Tx any](t *testing.T, f Factory[Tx]) {
+	e := Setup(t, f, "")
+	in := e.Inbox("ackfail", nil)
+	q := NewQueue(Caps)
+	sub := q.Subscription()
+	q.Push(Msg("m1", "x", "", 0))
+	q.FailAcks(1)
+	err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect())
+	if !errors.Is(err, idem.ErrAckAfterCommit) {
+		t.Fatalf("err %v, want ErrAckAfterCommit", err)
+	}
+	if in.Stats().AckFailures != 1 {
+		t.Errorf("AckFailures %d, want 1", in.Stats().AckFailures)
+	}
+	q.Expire() // the lock expires: the broker delivers again
+	ran := false
+	if err := in.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { ran = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if ran || q.Acks("m1") != 1 || in.Stats().Duplicates != 1 {
+		t.Errorf("redelivery: ran %v, acks %d, stats %+v", ran, q.Acks("m1"), in.Stats())
+	}
+	e.CheckEffects("m1")
+}
+
+// ConcurrentMessages and ConcurrentCopies size the concurrency test.
+var (
+	ConcurrentMessages = 1000
+	ConcurrentCopies   = 8
+)
+
+func testConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
+	e := Setup(t, f, "")
+	in := e.Inbox("conc", nil)
+	q := NewQueue(Caps)
+	ids := make([]string, ConcurrentMessages)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("m%05d", i)
+		for range ConcurrentCopies { // adjacent copies go to different workers at once
+			q.Push(Msg(ids[i], "x", "", 0))
+		}
+	}
+	var handled atomic.Int64
+	var wg sync.WaitGroup
+	for range ConcurrentCopies {
+		wg.Go(func() {
+			sub := q.Subscription()
+			for {
+				d, err := q.Receive(e.Ctx, sub)
+				if errors.Is(err, ErrEmpty) {
+					return
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := in.Handle(e.Ctx, d, e.Effect()); err != nil {
+					t.Errorf("Handle %s: %v", d.Message.ID, err)
+				}
+				handled.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if q.Len() != 0 {
+		t.Errorf("%d copies left unsettled", q.Len())
+	}
+	e.CheckEffects(ids...)
+	s := in.Stats()
+	if s.Processed != int64(len(ids)) || s.Duplicates != int64(len(ids)*(ConcurrentCopies-1)) {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+func testBatch[Tx any](t *testing.T, f Factory[Tx]) {
+	e := Setup(t, f, "")
+	in := e.Inbox("batch", nil)
+	q := NewQueue(Caps)
+	sub := q.Subscription()
+	q.Push(Msg("m0", "x", "", 0))
+	if err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect()); err != nil {
+		t.Fatal(err)
+	}
+	// m3 fails; m0 was processed before; m1 appears twice in the batch.
+	for _, id := range []string{"m1", "m2", "m0", "m3", "m1", "m4"} {
+		q.Push(Msg(id, "x", "", 0))
+	}
+	ds, err := sub.Receive(e.Ctx, 10)
+	if err != nil || len(ds) != 6 {
+		t.Fatalf("receive: %d, %v", len(ds), err)
+	}
+	boom := errors.New("boom")
+	h := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
+		if err := e.Effect()(ctx, tx, d); err != nil {
+			return err
+		}
+		if d.Message.ID == "m3" {
+			return boom
+		}
+		return nil
+	}
+	if err := in.HandleBatch(e.Ctx, ds, h); !errors.Is(err, boom) {
+		t.Errorf("HandleBatch: %v, want boom", err)
+	}
+	for id, want := range map[string]int{"m0": 2, "m1": 2, "m2": 1, "m3": 0, "m4": 1} {
+		if q.Acks(id) != want {
+			t.Errorf("acks %s: %d, want %d", id, q.Acks(id), want)
+		}
+	}
+	if q.Nacks("m3") != 1 {
+		t.Errorf("m3 nacks %d", q.Nacks("m3"))
+	}
+	e.CheckEffects("m0", "m1", "m2", "m4")
+	// The failed message alone, next time.
+	ds, _ = sub.Receive(e.Ctx, 10)
+	if err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
+		t.Fatal(err)
+	}
+	e.CheckEffects("m0", "m1", "m2", "m3", "m4")
+	// Commit succeeded, acks failed: every delivery reports it.
+	q.Push(Msg("m5", "x", "", 0), Msg("m6", "x", "", 0))
+	q.FailAcks(2)
+	ds, _ = sub.Receive(e.Ctx, 10)
+	if err := in.HandleBatch(e.Ctx, ds, e.Effect()); !errors.Is(err, idem.ErrAckAfterCommit) {
+		t.Errorf("HandleBatch: %v, want ErrAckAfterCommit", err)
+	}
+	q.Expire()
+	ds, _ = sub.Receive(e.Ctx, 10)
+	if err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
+		t.Fatal(err)
+	}
+	e.CheckEffects("m0", "m1", "m2", "m3", "m4", "m5", "m6")
+}
+
+func testBatchConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
+	e := Setup(t, f, "")
+	in := e.Inbox("bconc", nil)
+	q := NewQueue(Caps)
+	n := ConcurrentMessages / 2
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("m%05d", i)
+	}
+	// Copies in opposite orders, so that batches overlap in both directions.
+	for c := range ConcurrentCopies {
+		for i := range ids {
+			if c%2 == 1 {
+				i = n - 1 - i
+			}
+			q.Push(Msg(ids[i], "x", "", 0))
+		}
+	}
+	var wg sync.WaitGroup
+	for range ConcurrentCopies {
+		wg.Go(func() {
+			sub := q.Subscription()
+			for {
+				ds, err := sub.Receive(e.Ctx, 10)
+				if errors.Is(err, ErrEmpty) {
+					return
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
+					t.Errorf("HandleBatch: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// Store errors (say, a deadlock victim) nack; process what came back.
+	sub := q.Subscription()
+	for q.Len() > 0 {
+		ds, err := sub.Receive(e.Ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
+			t.Errorf("HandleBatch: %v", err)
+		}
+	}
+	e.CheckEffects(ids...)
+	if s := in.Stats(); s.StoreErrors != 0 {
+		t.Errorf("store errors: %d (claims in ID order must not deadlock)", s.StoreErrors)
+	}
+}
+
+func testRetention[Tx any](t *testing.T, f Factory[Tx]) {
+	e := Setup(t, f, "ret_")
+	caps := Caps
+	caps.RedeliveryHorizon = 24 * time.Hour
+	if _, err := idem.NewInbox(e.Store, "r", caps, &idem.Options{Retention: time.Hour}); !errors.Is(err, idem.ErrRetention) {
+		t.Errorf("short retention: err %v, want ErrRetention", err)
+	}
+	if _, err := idem.NewInbox(e.Store, "r", caps, &idem.Options{Retention: time.Hour, AllowShortRetention: true}); err != nil {
+		t.Errorf("short retention with override: %v", err)
+	}
+	if in, err := idem.NewInbox(e.Store, "r", caps, nil); err != nil || in.Retention() != 24*time.Hour {
+		t.Errorf("default retention: %v, %v", in, err)
+	}
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	in, err := idem.NewInbox(e.Store, "r", caps, &idem.Options{Retention: 48 * time.Hour, PurgeBatch: 10, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := e.Inbox("other", &idem.Options{Now: clock})
+	q := NewQueue(caps)
+	sub := q.Subscription()
+	nop := func(context.Context, Tx, *broker.Delivery) error { return nil }
+	for i := range 25 {
+		q.Push(Msg(fmt.Sprintf("old%d", i), "x", "", 0))
+		if err := in.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
+			t.Fatal(err)
+		}
+		q.Push(Msg(fmt.Sprintf("old%d", i), "x", "", 0))
+		if err := other.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = now.Add(47 * time.Hour)
+	for i := range 5 {
+		q.Push(Msg(fmt.Sprintf("new%d", i), "x", "", 0))
+		if err := in.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := in.Purge(e.Ctx); err != nil || n != 0 {
+		t.Errorf("purge before retention: %d, %v", n, err)
+	}
+	now = now.Add(2 * time.Hour) // old ones are 49h old, new ones 2h
+	n, err := in.Purge(e.Ctx)
+	if err != nil || n != 25 {
+		t.Errorf("purge: %d, %v; want 25", n, err)
+	}
+	if c := e.Int(`SELECT count(*) FROM ret_inbox WHERE consumer = 'r'`); c != 5 {
+		t.Errorf("records left: %d, want 5", c)
+	}
+	if c := e.Int(`SELECT count(*) FROM ret_inbox WHERE consumer = 'other'`); c != 25 {
+		t.Errorf("other consumer's records: %d, want 25 (purge is per consumer)", c)
+	}
+}

@@ -1,0 +1,449 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+)
+
+// Handler applies one delivery's effect inside tx, the transaction that also
+// claims the delivery in the inbox. It must do all its writes through tx,
+// must not commit or roll tx back, and must not settle d: the inbox does
+// both. Returning an error rolls everything back.
+type Handler[Tx any] func(ctx context.Context, tx Tx, d *broker.Delivery) error
+
+// Options configures an Inbox. Nil means defaults.
+type Options struct {
+	// Retention is how long inbox records are kept; Purge deletes older
+	// ones. It must be at least the subscription's redelivery horizon
+	// (Capabilities.RedeliveryHorizon), or a redelivered copy would find
+	// no record and run again. Default: the horizon, or 14 days when the
+	// horizon is unknown (0).
+	Retention time.Duration
+	// AllowShortRetention accepts a Retention shorter than the redelivery
+	// horizon. The caller takes on the risk of effects applied twice.
+	AllowShortRetention bool
+	// Backoff gives the retry delay after a failed attempt, by attempt
+	// number (default: 100ms doubling to 30s). On brokers with
+	// Capabilities.NackDelay the delivery is nacked with that delay;
+	// otherwise the inbox waits it out itself (at most half the lock
+	// timeout, and never past ctx) and nacks without delay.
+	Backoff broker.Backoff
+	// MaxAttempts is how many attempts a handler returning a *ParkError
+	// (a gap) gets before the message is parked (default 5).
+	MaxAttempts int
+	// NoHold turns off holding: by default, a message whose aggregate
+	// (HeaderAggregateID) has a parked message is parked behind it without
+	// running the handler, so an aggregate's messages are applied in order
+	// once replayed. With NoHold they are processed as they come.
+	NoHold bool
+	// PurgeBatch is the most records one Purge transaction deletes
+	// (default 1000).
+	PurgeBatch int
+	// SettleTimeout bounds each ack or nack (default 30s). Settlement does
+	// not stop when the ctx passed to Handle is canceled: work that was
+	// committed is acknowledged.
+	SettleTimeout time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives ack-after-commit failures and parking events
+	// (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// DefaultRetention is the retention used when neither Options.Retention nor
+// the broker's redelivery horizon is known.
+const DefaultRetention = 14 * 24 * time.Hour
+
+// ErrRetention matches the error NewInbox returns for a retention shorter
+// than the redelivery horizon.
+var ErrRetention = errors.New("idem: retention shorter than the redelivery horizon")
+
+// ErrAckAfterCommit matches the error Handle returns when the transaction
+// committed but the acknowledgement failed. The effect is in place; the
+// broker will deliver the message again, and the inbox will recognise that
+// copy as a duplicate and acknowledge it without running the handler.
+var ErrAckAfterCommit = errors.New("idem: committed, but the ack failed")
+
+// ErrNoID matches the error for a delivery whose message has no ID, which
+// the inbox cannot deduplicate; such deliveries are dead-lettered (or
+// nacked, where the broker cannot dead-letter).
+var ErrNoID = errors.New("idem: message has no ID")
+
+// Inbox processes deliveries for one named consumer so that each message's
+// effect is committed once: see the package documentation for what that
+// rests on. An Inbox is safe for concurrent use.
+type Inbox[Tx any] struct {
+	store    Store[Tx]
+	consumer string
+	caps     broker.Capabilities
+	o        Options
+	stats    stats
+}
+
+// NewInbox returns an inbox for consumer on store. caps are the
+// capabilities of the subscription the deliveries come from
+// (sub.Capabilities()): the redelivery horizon bounds the retention, and
+// NackDelay and DeadLetter decide how failures are settled.
+func NewInbox[Tx any](store Store[Tx], consumer string, caps broker.Capabilities, opts *Options) (*Inbox[Tx], error) {
+	if store == nil {
+		return nil, errors.New("idem: nil store")
+	}
+	if err := ValidateConsumer(consumer); err != nil {
+		return nil, err
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Retention < 0 {
+		return nil, fmt.Errorf("idem: negative retention %s", o.Retention)
+	}
+	if o.Retention == 0 {
+		o.Retention = caps.RedeliveryHorizon
+		if o.Retention == 0 {
+			o.Retention = DefaultRetention
+		}
+	}
+	if h := caps.RedeliveryHorizon; o.Retention < h && !o.AllowShortRetention {
+		return nil, fmt.Errorf("%w: consumer %q: retention %s < horizon %s (a copy delivered after the inbox record is purged would run again); raise Options.Retention or set Options.AllowShortRetention", ErrRetention, consumer, o.Retention, h)
+	}
+	if o.MaxAttempts < 1 {
+		o.MaxAttempts = 5
+	}
+	if o.PurgeBatch < 1 {
+		o.PurgeBatch = 1000
+	}
+	if o.SettleTimeout <= 0 {
+		o.SettleTimeout = 30 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Inbox[Tx]{store: store, consumer: consumer, caps: caps, o: o}, nil
+}
+
+// Consumer returns the consumer name.
+func (in *Inbox[Tx]) Consumer() string { return in.consumer }
+
+// Store returns the store.
+func (in *Inbox[Tx]) Store() Store[Tx] { return in.store }
+
+// Retention returns the effective retention.
+func (in *Inbox[Tx]) Retention() time.Duration { return in.o.Retention }
+
+// Handler adapts the inbox to broker.Subscription.Run: each delivery goes
+// through Handle with h. Handle settles every delivery itself.
+func (in *Inbox[Tx]) Handler(h Handler[Tx]) broker.Handler {
+	return func(ctx context.Context, d *broker.Delivery) error { return in.Handle(ctx, d, h) }
+}
+
+// Handle processes d: in one transaction it claims (consumer, message ID)
+// and runs h, then commits, then acknowledges d.
+//
+//   - A duplicate (already claimed) is acknowledged without running h.
+//   - A message of an aggregate with a parked message is parked behind it
+//     (unless Options.NoHold) and acknowledged.
+//   - An error from h (or a panic) rolls back and nacks with a delay from
+//     Options.Backoff; it never acknowledges. An error marked with
+//     broker.Permanent dead-letters instead, where the broker can. A
+//     *ParkError retries and then parks (see ParkError).
+//   - If the commit succeeded and the acknowledgement failed, Handle
+//     returns an error matching ErrAckAfterCommit and counts it in
+//     Stats.AckFailures; the redelivery will be a duplicate.
+//
+// Handle returns nil when the delivery was processed, found to be a
+// duplicate, or parked.
+func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[Tx]) error {
+	if d.Message.ID == "" {
+		return in.fail(ctx, d, broker.Permanent(ErrNoID))
+	}
+	tx, err := in.store.Begin(ctx)
+	if err != nil {
+		return in.abort(ctx, []*broker.Delivery{d}, fmt.Errorf("idem: begin: %w", err))
+	}
+	out, err := in.apply(ctx, tx, d, h)
+	if err != nil {
+		_ = in.store.Rollback(context.WithoutCancel(ctx), tx)
+		if errors.Is(err, errStore) {
+			return in.abort(ctx, []*broker.Delivery{d}, err)
+		}
+		return in.fail(ctx, d, err)
+	}
+	if err := in.store.Commit(ctx, tx); err != nil {
+		return in.abort(ctx, []*broker.Delivery{d}, fmt.Errorf("idem: commit: %w", err))
+	}
+	in.count(out)
+	return in.ack(ctx, d)
+}
+
+type outcome int
+
+const (
+	outProcessed outcome = iota
+	outDuplicate
+	outHeld
+)
+
+func (in *Inbox[Tx]) count(o outcome) {
+	switch o {
+	case outProcessed:
+		in.stats.processed.Add(1)
+	case outDuplicate:
+		in.stats.duplicates.Add(1)
+	case outHeld:
+		in.stats.held.Add(1)
+		in.stats.parked.Add(1)
+	}
+}
+
+// errStore marks failures of the store (not of the handler): the whole
+// transaction is abandoned and the deliveries nacked.
+var errStore = errors.New("idem: store")
+
+func storeErr(op string, err error) error { return fmt.Errorf("%w: %s: %w", errStore, op, err) }
+
+// apply claims d and runs h in tx.
+func (in *Inbox[Tx]) apply(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx]) (outcome, error) {
+	claimed, err := in.store.Claim(ctx, tx, in.consumer, d.Message.ID, in.o.Now())
+	if err != nil {
+		return 0, storeErr("claim", err)
+	}
+	return in.run(ctx, tx, d, h, claimed)
+}
+
+// run is apply after the claim.
+func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], claimed bool) (outcome, error) {
+	if !claimed {
+		return outDuplicate, nil
+	}
+	if agg := d.Message.Headers[HeaderAggregateID]; agg != "" && !in.o.NoHold {
+		held, err := in.store.HasParked(ctx, tx, in.consumer, agg)
+		if err != nil {
+			return 0, storeErr("check parked", err)
+		}
+		if held {
+			now := in.o.Now()
+			p := parkedFrom(in.consumer, d, "held behind a parked message of aggregate "+agg, 0, now, now)
+			if err := in.store.Park(ctx, tx, p); err != nil {
+				return 0, storeErr("park", err)
+			}
+			return outHeld, nil
+		}
+	}
+	if d.Attempt > 1 {
+		if err := in.store.ClearFailure(ctx, tx, in.consumer, d.Message.ID); err != nil {
+			return 0, storeErr("clear failure", err)
+		}
+	}
+	if err := call(ctx, tx, d, h); err != nil {
+		return 0, err
+	}
+	return outProcessed, nil
+}
+
+func call[Tx any](ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx]) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("idem: handler panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return h(ctx, tx, d)
+}
+
+// fail settles d after its handler failed with herr (the transaction is
+// already rolled back).
+func (in *Inbox[Tx]) fail(ctx context.Context, d *broker.Delivery, herr error) error {
+	var pe *ParkError
+	if errors.As(herr, &pe) {
+		return in.parkOrRetry(ctx, d, pe)
+	}
+	in.stats.failed.Add(1)
+	herr = fmt.Errorf("idem: consumer %q, message %q, attempt %d: %w", in.consumer, d.Message.ID, d.Attempt, herr)
+	if broker.IsPermanent(herr) && in.caps.DeadLetter {
+		sctx, cancel := in.settleCtx(ctx)
+		defer cancel()
+		if err := d.DeadLetter(sctx, herr.Error()); err != nil {
+			return errors.Join(herr, err)
+		}
+		return herr
+	}
+	if err := in.nack(ctx, d, d.Attempt); err != nil {
+		return errors.Join(herr, err)
+	}
+	return herr
+}
+
+// abort nacks deliveries after a store failure.
+func (in *Inbox[Tx]) abort(ctx context.Context, ds []*broker.Delivery, err error) error {
+	in.stats.storeErrors.Add(1)
+	errs := []error{err}
+	for _, d := range ds {
+		if nerr := in.nack(ctx, d, d.Attempt); nerr != nil {
+			errs = append(errs, nerr)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// parkOrRetry counts a failed attempt and parks the message once it had
+// MaxAttempts of them (at once with pe.Now).
+func (in *Inbox[Tx]) parkOrRetry(ctx context.Context, d *broker.Delivery, pe *ParkError) error {
+	now := in.o.Now()
+	attempts, first := 1, now
+	if !pe.Now {
+		var err error
+		attempts, first, err = in.store.RecordFailure(ctx, in.consumer, d.Message.ID, pe.Reason, now)
+		if err != nil {
+			return in.abort(ctx, []*broker.Delivery{d}, storeErr("record failure", err))
+		}
+		attempts = max(attempts, d.Attempt)
+		if attempts < in.o.MaxAttempts {
+			in.stats.retried.Add(1)
+			rerr := fmt.Errorf("idem: consumer %q, message %q, attempt %d of %d: %w", in.consumer, d.Message.ID, attempts, in.o.MaxAttempts, pe)
+			if err := in.nack(ctx, d, attempts); err != nil {
+				return errors.Join(rerr, err)
+			}
+			return rerr
+		}
+	}
+	tx, err := in.store.Begin(ctx)
+	if err != nil {
+		return in.abort(ctx, []*broker.Delivery{d}, storeErr("begin", err))
+	}
+	err = in.parkTx(ctx, tx, d, pe.Reason, attempts, first, now)
+	if err == nil {
+		err = in.store.Commit(ctx, tx)
+	} else {
+		_ = in.store.Rollback(context.WithoutCancel(ctx), tx)
+	}
+	if err != nil {
+		return in.abort(ctx, []*broker.Delivery{d}, storeErr("park", err))
+	}
+	in.stats.parked.Add(1)
+	in.o.Logger.Warn("idem: message parked", slog.String("consumer", in.consumer), slog.String("message_id", d.Message.ID),
+		slog.String("aggregate_id", d.Message.Headers[HeaderAggregateID]), slog.Int("attempts", attempts), slog.String("reason", pe.Reason))
+	return in.ack(ctx, d)
+}
+
+func (in *Inbox[Tx]) parkTx(ctx context.Context, tx Tx, d *broker.Delivery, reason string, attempts int, first, now time.Time) error {
+	claimed, err := in.store.Claim(ctx, tx, in.consumer, d.Message.ID, now)
+	if err != nil || !claimed {
+		return err // not claimed: a copy was processed or parked meanwhile
+	}
+	if err := in.store.Park(ctx, tx, parkedFrom(in.consumer, d, reason, attempts, first, now)); err != nil {
+		return err
+	}
+	return in.store.ClearFailure(ctx, tx, in.consumer, d.Message.ID)
+}
+
+func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int, first, now time.Time) *Parked {
+	m := d.Message
+	ev, _ := ParseEvent(m)
+	if ev.AggregateID == "" {
+		ev.AggregateID = m.Headers[HeaderAggregateID]
+	}
+	return &Parked{
+		Consumer: consumer, MessageID: m.ID, AggregateID: ev.AggregateID, Version: ev.Version, Sequence: ev.Sequence,
+		Key: m.Key, Headers: m.Headers, Body: m.Body, Reason: reason, Attempts: attempts, FirstSeen: first, LastSeen: now,
+	}
+}
+
+func (in *Inbox[Tx]) settleCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), in.o.SettleTimeout)
+}
+
+func (in *Inbox[Tx]) ack(ctx context.Context, d *broker.Delivery) error {
+	sctx, cancel := in.settleCtx(ctx)
+	defer cancel()
+	if err := d.Ack(sctx); err != nil {
+		in.stats.ackFailures.Add(1)
+		in.o.Logger.Warn("idem: committed, but the ack failed; the redelivery will be recognised as a duplicate",
+			slog.String("consumer", in.consumer), slog.String("message_id", d.Message.ID), slog.String("error", err.Error()))
+		return fmt.Errorf("%w: consumer %q, message %q: %w", ErrAckAfterCommit, in.consumer, d.Message.ID, err)
+	}
+	return nil
+}
+
+// nack returns d for redelivery after the backoff for attempt.
+func (in *Inbox[Tx]) nack(ctx context.Context, d *broker.Delivery, attempt int) error {
+	delay := in.o.Backoff.Delay(max(attempt, 1))
+	if !in.caps.NackDelay {
+		if lt := in.caps.LockTimeout; lt > 0 && delay > lt/2 {
+			delay = lt / 2
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		delay = 0
+	}
+	sctx, cancel := in.settleCtx(ctx)
+	defer cancel()
+	return d.Nack(sctx, delay)
+}
+
+// Stats are an inbox's counters since it was created.
+type Stats struct {
+	Processed   int64 // handler ran and committed
+	Duplicates  int64 // already claimed: acknowledged without running
+	Failed      int64 // handler errors (rolled back, nacked or dead-lettered)
+	Retried     int64 // *ParkError attempts below MaxAttempts (nacked)
+	Parked      int64 // parked, including held
+	Held        int64 // parked behind an already parked message
+	AckFailures int64 // committed, then the ack failed (ErrAckAfterCommit)
+	StoreErrors int64 // begin, claim or commit failed (nacked)
+	Applied     int64 // version checks: applied
+	Stale       int64 // version checks: duplicate or stale
+	Gaps        int64 // version checks: gap or missing aggregate
+	Purged      int64 // inbox records deleted by Purge
+	Replayed    int64 // parked messages replayed successfully
+}
+
+type stats struct {
+	processed, duplicates, failed, retried, parked, held, ackFailures, storeErrors atomic.Int64
+	applied, stale, gaps, purged, replayed                                         atomic.Int64
+}
+
+// Stats returns the inbox's counters.
+func (in *Inbox[Tx]) Stats() Stats {
+	s := &in.stats
+	return Stats{
+		Processed: s.processed.Load(), Duplicates: s.duplicates.Load(), Failed: s.failed.Load(), Retried: s.retried.Load(),
+		Parked: s.parked.Load(), Held: s.held.Load(), AckFailures: s.ackFailures.Load(), StoreErrors: s.storeErrors.Load(),
+		Applied: s.applied.Load(), Stale: s.stale.Load(), Gaps: s.gaps.Load(), Purged: s.purged.Load(), Replayed: s.replayed.Load(),
+	}
+}
+
+// Purge deletes the consumer's inbox records older than the retention, in
+// transactions of at most Options.PurgeBatch records, until none is left or
+// ctx is done. It returns how many it deleted. Run it periodically.
+func (in *Inbox[Tx]) Purge(ctx context.Context) (int, error) {
+	before := in.o.Now().Add(-in.o.Retention)
+	total := 0
+	for {
+		n, err := in.store.Purge(ctx, in.consumer, before, in.o.PurgeBatch)
+		total += n
+		in.stats.purged.Add(int64(n))
+		if err != nil {
+			return total, fmt.Errorf("idem: purge: %w", err)
+		}
+		if n < in.o.PurgeBatch {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}

@@ -1,0 +1,281 @@
+// Package sqlcore is the SQL shared by the PostgreSQL and SQLite stores of
+// package idem. A store supplies a Backend (transactions and a query
+// adapter) and a Dialect; Core implements idem.Store on top of them.
+package sqlcore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/wary-go/wary/idem"
+)
+
+// Querier runs SQL in a transaction or on a pool. Queries are written with
+// $1, $2, ... placeholders; the Dialect rewrites them.
+type Querier interface {
+	Exec(ctx context.Context, q string, args ...any) (int64, error)
+	QueryRow(ctx context.Context, q string, args ...any) Row
+	Query(ctx context.Context, q string, args ...any) (Rows, error)
+}
+
+// Row is one result row.
+type Row interface{ Scan(dest ...any) error }
+
+// Rows is a result set.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// Backend gives Core transactions.
+type Backend[Tx any] interface {
+	Begin(ctx context.Context) (Tx, error)
+	Commit(ctx context.Context, tx Tx) error
+	Rollback(ctx context.Context, tx Tx) error
+	// Q adapts tx.
+	Q(tx Tx) Querier
+}
+
+// Dialect is what differs between the databases.
+type Dialect struct {
+	// Rebind rewrites $N placeholders (nil: none needed).
+	Rebind func(q string) string
+	// Time converts a time to a query argument.
+	Time func(time.Time) any
+	// Quote quotes an identifier, qualified by schema when not empty.
+	Quote func(schema, name string) string
+	// IsNoRows reports whether err means that QueryRow found no row.
+	IsNoRows func(err error) bool
+	// Lock, if not empty, is run with one int64 argument at the start of
+	// the migration transaction to serialise migrators.
+	Lock string
+}
+
+// Core implements idem.Store[Tx].
+type Core[Tx any] struct {
+	b      Backend[Tx]
+	d      Dialect
+	schema string
+	names  map[string]string
+	q      queries
+	cache  sync.Map // idem.VersionTable or idem.StateTable -> [2]string
+}
+
+// Tables lists the table and index names built from the prefix.
+var Tables = []string{"inbox", "parked", "failures", "migrations", "inbox_processed_idx", "parked_aggregate_idx", "failures_seen_idx"}
+
+// New validates schema and prefix and builds Core.
+func New[Tx any](b Backend[Tx], d Dialect, schema, prefix string) (*Core[Tx], error) {
+	if schema != "" {
+		if err := idem.ValidateIdentifier("schema name", schema); err != nil {
+			return nil, err
+		}
+	}
+	if err := idem.ValidatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	if d.Rebind == nil {
+		d.Rebind = func(q string) string { return q }
+	}
+	c := &Core[Tx]{b: b, d: d, schema: schema, names: map[string]string{}}
+	for _, t := range Tables {
+		if strings.HasSuffix(t, "_idx") {
+			c.names[t] = d.Quote("", prefix+t) // index names are not schema-qualified
+		} else {
+			c.names[t] = d.Quote(schema, prefix+t)
+		}
+	}
+	c.q = buildQueries(c.render)
+	return c, nil
+}
+
+// render replaces {{name}} with quoted table and index names and rebinds
+// placeholders.
+func (c *Core[Tx]) render(q string) string {
+	pairs := make([]string, 0, 2*len(c.names))
+	for k, v := range c.names {
+		pairs = append(pairs, "{{"+k+"}}", v)
+	}
+	return c.d.Rebind(strings.NewReplacer(pairs...).Replace(q))
+}
+
+// Name returns the quoted, qualified name of one of Tables.
+func (c *Core[Tx]) Name(table string) string { return c.names[table] }
+
+// Begin starts a transaction.
+func (c *Core[Tx]) Begin(ctx context.Context) (Tx, error) { return c.b.Begin(ctx) }
+
+// Commit commits tx.
+func (c *Core[Tx]) Commit(ctx context.Context, tx Tx) error { return c.b.Commit(ctx, tx) }
+
+// Rollback rolls tx back.
+func (c *Core[Tx]) Rollback(ctx context.Context, tx Tx) error { return c.b.Rollback(ctx, tx) }
+
+// inTx runs f in its own transaction.
+func (c *Core[Tx]) inTx(ctx context.Context, f func(q Querier) error) error {
+	tx, err := c.b.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := f(c.b.Q(tx)); err != nil {
+		_ = c.b.Rollback(context.WithoutCancel(ctx), tx)
+		return err
+	}
+	return c.b.Commit(ctx, tx)
+}
+
+// Claim implements idem.Store.
+func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, consumer, messageID string, at time.Time) (bool, error) {
+	n, err := c.b.Q(tx).Exec(ctx, c.q.claim, consumer, messageID, c.d.Time(at))
+	return n == 1, err
+}
+
+// Purge implements idem.Store.
+func (c *Core[Tx]) Purge(ctx context.Context, consumer string, before time.Time, limit int) (int, error) {
+	var n int64
+	err := c.inTx(ctx, func(q Querier) error {
+		var err error
+		if n, err = q.Exec(ctx, c.q.purge, consumer, c.d.Time(before), limit); err != nil {
+			return err
+		}
+		_, err = q.Exec(ctx, c.q.purgeFailures, consumer, c.d.Time(before), limit)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// RecordFailure implements idem.Store.
+func (c *Core[Tx]) RecordFailure(ctx context.Context, consumer, messageID, reason string, at time.Time) (int, time.Time, error) {
+	var attempts int
+	var first time.Time
+	err := c.inTx(ctx, func(q Querier) error {
+		return q.QueryRow(ctx, c.q.recordFailure, consumer, messageID, c.d.Time(at), reason).Scan(&attempts, timeDest{&first})
+	})
+	return attempts, first, err
+}
+
+// ClearFailure implements idem.Store.
+func (c *Core[Tx]) ClearFailure(ctx context.Context, tx Tx, consumer, messageID string) error {
+	_, err := c.b.Q(tx).Exec(ctx, c.q.clearFailure, consumer, messageID)
+	return err
+}
+
+// HasParked implements idem.Store.
+func (c *Core[Tx]) HasParked(ctx context.Context, tx Tx, consumer, aggregateID string) (bool, error) {
+	var n int64
+	err := c.b.Q(tx).QueryRow(ctx, c.q.hasParked, consumer, aggregateID).Scan(&n)
+	if c.d.IsNoRows(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Park implements idem.Store.
+func (c *Core[Tx]) Park(ctx context.Context, tx Tx, p *idem.Parked) error {
+	h, err := json.Marshal(p.Headers)
+	if err != nil {
+		return err
+	}
+	body := p.Body
+	if body == nil {
+		body = []byte{}
+	}
+	_, err = c.b.Q(tx).Exec(ctx, c.q.park, p.Consumer, p.MessageID, p.AggregateID, p.Version, p.Sequence, p.Key,
+		string(h), body, p.Reason, p.Attempts, c.d.Time(p.FirstSeen), c.d.Time(p.LastSeen))
+	return err
+}
+
+func parkedWhere(f idem.ParkedFilter, args []any) (string, []any) {
+	var w strings.Builder
+	w.WriteString(" WHERE consumer = $1")
+	if f.HasAggregate {
+		args = append(args, f.AggregateID)
+		fmt.Fprintf(&w, " AND aggregate_id = $%d", len(args))
+	}
+	if f.ID != 0 {
+		args = append(args, f.ID)
+		fmt.Fprintf(&w, " AND id = $%d", len(args))
+	}
+	return w.String(), args
+}
+
+// ListParked implements idem.Store.
+func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f idem.ParkedFilter) ([]idem.Parked, error) {
+	where, args := parkedWhere(f, []any{consumer})
+	q := c.q.listParked + where + " ORDER BY aggregate_id, version, sequence, id"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	var out []idem.Parked
+	err := c.inTx(ctx, func(qr Querier) error {
+		rows, err := qr.Query(ctx, c.d.Rebind(q), args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			p := idem.Parked{Consumer: consumer}
+			var h string
+			if err := rows.Scan(&p.ID, &p.MessageID, &p.AggregateID, &p.Version, &p.Sequence, &p.Key, &h, &p.Body,
+				&p.Reason, &p.Attempts, timeDest{&p.FirstSeen}, timeDest{&p.LastSeen}); err != nil {
+				return err
+			}
+			if err := json.Unmarshal([]byte(h), &p.Headers); err != nil {
+				return fmt.Errorf("parked message %d: headers: %w", p.ID, err)
+			}
+			out = append(out, p)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// DeleteParked implements idem.Store.
+func (c *Core[Tx]) DeleteParked(ctx context.Context, tx Tx, consumer string, id int64) (bool, error) {
+	n, err := c.b.Q(tx).Exec(ctx, c.q.deleteParked, consumer, id)
+	return n == 1, err
+}
+
+// UpdateParked implements idem.Store.
+func (c *Core[Tx]) UpdateParked(ctx context.Context, consumer string, id int64, reason string, at time.Time) error {
+	return c.inTx(ctx, func(q Querier) error {
+		_, err := q.Exec(ctx, c.q.updateParked, consumer, id, reason, c.d.Time(at))
+		return err
+	})
+}
+
+// DiscardParked implements idem.Store.
+func (c *Core[Tx]) DiscardParked(ctx context.Context, consumer string, f idem.ParkedFilter) (int, error) {
+	where, args := parkedWhere(f, []any{consumer})
+	var n int64
+	err := c.inTx(ctx, func(q Querier) error {
+		var err error
+		n, err = q.Exec(ctx, c.render("DELETE FROM {{parked}}"+where), args...)
+		return err
+	})
+	return int(n), err
+}
+
+// timeDest scans a time stored as a timestamp or as Unix microseconds.
+type timeDest struct{ t *time.Time }
+
+func (d timeDest) Scan(src any) error {
+	switch v := src.(type) {
+	case time.Time:
+		*d.t = v
+	case int64:
+		*d.t = time.UnixMicro(v)
+	default:
+		return fmt.Errorf("idem: cannot scan %T as a time", src)
+	}
+	return nil
+}

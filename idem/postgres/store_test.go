@@ -1,0 +1,106 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/postgres"
+)
+
+const defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+var (
+	reachOnce sync.Once
+	reachErr  error
+)
+
+// serverURL returns the PostgreSQL URL, or skips t (fails it, with
+// WARY_REQUIRE_SERVICES=1) when the server cannot be reached.
+func serverURL(t testing.TB) string {
+	t.Helper()
+	url, set := os.LookupEnv("WARY_POSTGRES_URL")
+	if !set {
+		url = defaultURL
+	}
+	reachOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var conn *pgx.Conn
+		if conn, reachErr = pgx.Connect(ctx, url); reachErr == nil {
+			reachErr = conn.Ping(ctx)
+			conn.Close(ctx)
+		}
+	})
+	if reachErr != nil {
+		if set || os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("PostgreSQL at WARY_POSTGRES_URL unreachable: %v", reachErr)
+		}
+		t.Skipf("PostgreSQL unreachable at %s (set WARY_POSTGRES_URL, or WARY_REQUIRE_SERVICES=1 to fail): %v", defaultURL, reachErr)
+	}
+	return url
+}
+
+// newPool returns a pool whose search_path is a fresh schema, dropped when
+// t ends, so that parallel test packages do not collide.
+func newPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	url := serverURL(t)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "idemtest_" + hex.EncodeToString(b[:])
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		_, _ = admin.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		admin.Close(ctx)
+	})
+	return pool
+}
+
+type testDB struct{ pool *pgxpool.Pool }
+
+func (d testDB) Open(ctx context.Context, prefix string) (idem.Store[pgx.Tx], error) {
+	return postgres.New(ctx, d.pool, &postgres.Options{Prefix: prefix})
+}
+
+func (testDB) Exec(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
+	_, err := tx.Exec(ctx, q, args...)
+	return err
+}
+
+func (testDB) QueryRow(ctx context.Context, tx pgx.Tx, q string, args ...any) interface{ Scan(...any) error } {
+	return tx.QueryRow(ctx, q, args...)
+}
+
+func newDB(t testing.TB) idemtest.DB[pgx.Tx] { return testDB{newPool(t)} }
+
+func TestStore(t *testing.T) {
+	idemtest.Run(t, newDB)
+}

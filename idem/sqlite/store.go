@@ -1,0 +1,169 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"net/url"
+	"regexp"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/sqlcore"
+)
+
+//go:embed sql/*.sql
+var migrations embed.FS
+
+// Options configures a Store. Nil means defaults.
+type Options struct {
+	// Prefix is prepended to every table and index name the store creates
+	// (default "wary_"). It must be a valid identifier (letters, digits,
+	// underscores) short enough that every name fits in 63 bytes.
+	Prefix string
+	// NoPrefix uses no prefix at all.
+	NoPrefix bool
+	// Schema, if set, qualifies the store's tables with an attached
+	// database's name.
+	Schema string
+	// SkipMigrate leaves the schema alone; call Migrate yourself.
+	SkipMigrate bool
+}
+
+// DefaultPrefix is the default table prefix.
+const DefaultPrefix = "wary_"
+
+// Store is the SQLite store: an idem.Store[*sql.Tx] on a *sql.DB opened
+// with the modernc.org/sqlite driver. It is safe for concurrent use.
+type Store struct {
+	*sqlcore.Core[*sql.Tx]
+	db    *sql.DB
+	owned bool
+}
+
+var _ idem.Store[*sql.Tx] = (*Store)(nil)
+
+// DSN returns the data source name Open uses for the database file path:
+// WAL journal, a busy timeout of 5 seconds, and BEGIN IMMEDIATE for every
+// transaction, so that concurrent writers queue for the write lock instead
+// of failing to upgrade a read lock.
+func DSN(path string) string {
+	return "file:" + (&url.URL{Path: path}).EscapedPath() +
+		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+}
+
+// Open opens (creating if needed) the database file at path with DSN(path)
+// and returns a store on it; Close closes the database.
+func Open(ctx context.Context, path string, opts *Options) (*Store, error) {
+	db, err := sql.Open("sqlite", DSN(path))
+	if err != nil {
+		return nil, err
+	}
+	s, err := New(ctx, db, opts)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+// New returns a store on db and, unless opts.SkipMigrate, creates or
+// migrates its tables. Open db with a DSN that sets a busy timeout and
+// _txlock=immediate (see DSN); without them concurrent transactions fail
+// with SQLITE_BUSY.
+func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("idem/sqlite: nil db")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Prefix == "" && !o.NoPrefix {
+		o.Prefix = DefaultPrefix
+	}
+	core, err := sqlcore.New[*sql.Tx](backend{db}, dialect, o.Schema, o.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{Core: core, db: db}
+	if !o.SkipMigrate {
+		if err := s.Migrate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Migrate creates or upgrades the store's tables from the embedded,
+// versioned SQL files; it is safe to call repeatedly.
+func (s *Store) Migrate(ctx context.Context) error {
+	return s.Core.Migrate(ctx, migrations, "sql")
+}
+
+// DB returns the database.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close closes the database if Open opened it.
+func (s *Store) Close() error {
+	if s.owned {
+		return s.db.Close()
+	}
+	return nil
+}
+
+var placeholder = regexp.MustCompile(`\$(\d+)`)
+
+var dialect = sqlcore.Dialect{
+	Rebind: func(q string) string { return placeholder.ReplaceAllString(q, "?$1") },
+	Time:   func(t time.Time) any { return t.UnixMicro() },
+	Quote: func(schema, name string) string {
+		if schema == "" {
+			return idem.QuoteIdentifier(name)
+		}
+		return idem.QuoteIdentifier(schema) + "." + idem.QuoteIdentifier(name)
+	},
+	IsNoRows: func(err error) bool { return errors.Is(err, sql.ErrNoRows) },
+}
+
+type backend struct{ db *sql.DB }
+
+func (b backend) Begin(ctx context.Context) (*sql.Tx, error) { return b.db.BeginTx(ctx, nil) }
+func (backend) Commit(_ context.Context, tx *sql.Tx) error   { return tx.Commit() }
+func (backend) Rollback(_ context.Context, tx *sql.Tx) error {
+	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return err
+	}
+	return nil
+}
+func (backend) Q(tx *sql.Tx) sqlcore.Querier { return querier{tx} }
+
+type querier struct{ tx *sql.Tx }
+
+func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := q.tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (q querier) QueryRow(ctx context.Context, query string, args ...any) sqlcore.Row {
+	return q.tx.QueryRowContext(ctx, query, args...)
+}
+
+func (q querier) Query(ctx context.Context, query string, args ...any) (sqlcore.Rows, error) {
+	rows, err := q.tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rowsAdapter{rows}, nil
+}
+
+type rowsAdapter struct{ *sql.Rows }
+
+func (r rowsAdapter) Close() { _ = r.Rows.Close() }

@@ -1,0 +1,46 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/sqlite"
+)
+
+type testDB struct {
+	db *sql.DB
+}
+
+var placeholder = regexp.MustCompile(`\$(\d+)`)
+
+func (d testDB) Open(ctx context.Context, prefix string) (idem.Store[*sql.Tx], error) {
+	return sqlite.New(ctx, d.db, &sqlite.Options{Prefix: prefix})
+}
+
+func (d testDB) Exec(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+	_, err := tx.ExecContext(ctx, placeholder.ReplaceAllString(q, "?$1"), args...)
+	return err
+}
+
+func (d testDB) QueryRow(ctx context.Context, tx *sql.Tx, q string, args ...any) interface{ Scan(...any) error } {
+	return tx.QueryRowContext(ctx, placeholder.ReplaceAllString(q, "?$1"), args...)
+}
+
+// newDB opens a fresh database file for t.
+func newDB(t testing.TB) idemtest.DB[*sql.Tx] {
+	db, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(t.TempDir(), "test.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return testDB{db}
+}
+
+func TestStore(t *testing.T) {
+	idemtest.Run(t, newDB)
+}
