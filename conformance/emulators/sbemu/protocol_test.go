@@ -166,4 +166,3 @@ func TestProtocolLockTokenByteOrder(t *testing.T) {
 		t.Fatalf("AcceptMessage: %v", err)
 	}
 }
-
