@@ -111,7 +111,8 @@ func TestSessionNextAvailableTimeout(t *testing.T) {
 }
 
 // A session is locked by one receiver at a time; closing the receiver
-// releases it.
+// releases it, and its unsettled messages come back without a delivery
+// counted (the service counts one only when a session lock expires).
 func TestSessionExclusiveUntilClose(t *testing.T) {
 	_, client := env(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: "excl", RequiresSession: true}}})
 	send(t, client, "excl", sessionMsg("X", "x"))
@@ -128,8 +129,9 @@ func TestSessionExclusiveUntilClose(t *testing.T) {
 	}
 	r2 := acceptSession(t, client, "excl", "X")
 	again := receiveN(t, r2, 1)[0]
-	if string(again.Body) != "x" || again.DeliveryCount <= got.DeliveryCount-1 {
-		t.Fatalf("after close got %q count %d", again.Body, again.DeliveryCount)
+	// closing a session does not count a delivery (only lock expiry does)
+	if string(again.Body) != "x" || again.DeliveryCount != got.DeliveryCount {
+		t.Fatalf("after close got %q count %d, want x with %d", again.Body, again.DeliveryCount, got.DeliveryCount)
 	}
 	if err := r2.CompleteMessage(ctxT(t), again, nil); err != nil {
 		t.Fatalf("CompleteMessage: %v", err)
@@ -207,5 +209,41 @@ func TestSessionRenewAndState(t *testing.T) {
 	}
 	if state, err = r.GetSessionState(ctxT(t), nil); err != nil || len(state) != 0 {
 		t.Fatalf("cleared state %q, %v", state, err)
+	}
+}
+
+// Sessions work the same on a subscription (<topic>/Subscriptions/<sub>).
+func TestSessionOnSubscription(t *testing.T) {
+	_, client := env(t, sbemu.Topology{Topics: []sbemu.Topic{{Name: "st", Subscriptions: []sbemu.Subscription{{Name: "s", RequiresSession: true}}}}})
+	send(t, client, "st", sessionMsg("K", "k1"), sessionMsg("L", "l1"), sessionMsg("K", "k2"))
+	r, err := client.AcceptSessionForSubscription(ctxT(t), "st", "s", "K", nil)
+	if err != nil {
+		t.Fatalf("AcceptSessionForSubscription: %v", err)
+	}
+	defer r.Close(context.Background())
+	got := receiveN(t, r, 2)
+	if bodies(got)[0] != "k1" || bodies(got)[1] != "k2" {
+		t.Fatalf("got %v, want [k1 k2]", bodies(got))
+	}
+	next, err := client.AcceptNextSessionForSubscription(ctxT(t), "st", "s", nil)
+	if err != nil {
+		t.Fatalf("AcceptNextSessionForSubscription: %v", err)
+	}
+	defer next.Close(context.Background())
+	if next.SessionID() != "L" {
+		t.Fatalf("next session %q, want L", next.SessionID())
+	}
+}
+
+// A session-less receiver on a session entity is refused, as the service does.
+func TestSessionRequired(t *testing.T) {
+	_, client := env(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: "needs", RequiresSession: true}}})
+	r, err := client.NewReceiverForQueue("needs", nil)
+	if err != nil {
+		t.Fatalf("NewReceiverForQueue: %v", err)
+	}
+	defer r.Close(context.Background())
+	if _, err := r.ReceiveMessages(ctxT(t), 1, nil); err == nil {
+		t.Fatal("a receiver without a session was allowed on a session queue")
 	}
 }

@@ -213,7 +213,7 @@ class Entity {
       return {error: {condition: 'com.microsoft:session-cannot-be-locked',
         description: `The requested session '${sessionId}' cannot be accepted. It may be locked by another receiver.`}};
     }
-    if (s.lock && s.lock.owner !== consumer) this.releaseSession(sessionId, now);
+    if (s.lock && s.lock.owner !== consumer) this.releaseSession(sessionId, now, true); // expired
     s.lock = {owner: consumer, until: now + this.lockDurationMs};
     return {sessionId, until: s.lock.until};
   }
@@ -229,15 +229,16 @@ class Entity {
   }
 
   // releaseSession drops a session lock: its locked messages become
-  // available again, their delivery counted as an attempt.
-  releaseSession(sessionId, now) {
+  // available again. As in the service, the delivery counts as an attempt
+  // only when the lock expired, not when the receiver closed the session.
+  releaseSession(sessionId, now, countDelivery) {
     const s = this.sessions.get(sessionId);
     if (!s || !s.lock) return;
     const owner = s.lock.owner;
     s.lock = null;
     for (const rec of Array.from(this.messages.values())) {
       if (rec.sessionId === sessionId && rec.lock && rec.lock.consumer === owner) {
-        this.unlock(rec, true, now);
+        this.unlock(rec, !!countDelivery, now);
       }
     }
     this.broker.kick(this);
@@ -251,7 +252,7 @@ class Entity {
     this.consumers = this.consumers.filter((x) => x !== c);
     this.pendingAccepts = this.pendingAccepts.filter((p) => p.consumer !== c);
     if (this.requiresSession && c.sessionId !== undefined && this.sessionHeldBy(c.sessionId, c, now)) {
-      this.releaseSession(c.sessionId, now);
+      this.releaseSession(c.sessionId, now, false);
     }
   }
 
@@ -276,7 +277,7 @@ class Entity {
     for (const [sid, s] of this.sessions) {
       if (s.lock && s.lock.until <= now) {
         const owner = s.lock.owner;
-        this.releaseSession(sid, now);
+        this.releaseSession(sid, now, true);
         if (owner && owner.sessionLost) {
           owner.sessionLost({condition: 'com.microsoft:session-lock-lost',
             description: `The session lock has expired on the MessageSession. Session ${sid}.`});
