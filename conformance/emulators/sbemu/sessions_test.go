@@ -247,3 +247,27 @@ func TestSessionRequired(t *testing.T) {
 		t.Fatal("a receiver without a session was allowed on a session queue")
 	}
 }
+
+// get-message-sessions lists sessions with messages and sessions with state.
+func TestListSessions(t *testing.T) {
+	_, client := env(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: "list", RequiresSession: true}}})
+	send(t, client, "list", sessionMsg("A", "a"), sessionMsg("B", "b"))
+	c := acceptSession(t, client, "list", "C")
+	if err := c.SetSessionState(ctxT(t), []byte("s"), nil); err != nil {
+		t.Fatalf("SetSessionState: %v", err)
+	}
+	seen := map[string]bool{}
+	pager := client.NewListSessionsForQueuePager("list", nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctxT(t))
+		if err != nil {
+			t.Fatalf("list sessions: %v", err)
+		}
+		for _, id := range page.Sessions {
+			seen[id] = true
+		}
+	}
+	if len(seen) != 3 || !seen["A"] || !seen["B"] || !seen["C"] {
+		t.Fatalf("sessions %v, want A B C", seen)
+	}
+}
