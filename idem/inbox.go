@@ -285,7 +285,9 @@ func (in *Inbox[Tx]) fail(ctx context.Context, d *broker.Delivery, herr error) e
 
 // abort nacks deliveries after a store failure.
 func (in *Inbox[Tx]) abort(ctx context.Context, ds []*broker.Delivery, err error) error {
-	in.stats.storeErrors.Add(1)
+	if ctx.Err() == nil {
+		in.stats.storeErrors.Add(1)
+	}
 	errs := []error{err}
 	for _, d := range ds {
 		if nerr := in.nack(ctx, d, d.Attempt); nerr != nil {
@@ -403,7 +405,7 @@ type Stats struct {
 	Parked      int64 // parked, including held
 	Held        int64 // parked behind an already parked message
 	AckFailures int64 // committed, then the ack failed (ErrAckAfterCommit)
-	StoreErrors int64 // begin, claim or commit failed (nacked)
+	StoreErrors int64 // begin, claim or commit failed, ctx not done (nacked)
 	Applied     int64 // version checks: applied
 	Stale       int64 // version checks: duplicate or stale
 	Gaps        int64 // version checks: gap or missing aggregate

@@ -33,7 +33,7 @@ func (d testDB) QueryRow(ctx context.Context, tx *sql.Tx, q string, args ...any)
 
 // newDB opens a fresh database file for t.
 func newDB(t testing.TB) idemtest.DB[*sql.Tx] {
-	db, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(t.TempDir(), "test.db")))
+	db, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(t.TempDir(), "test.db"))+"&_pragma=synchronous(NORMAL)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,199 @@
+package idemtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem"
+)
+
+// Broker is a real driver for the end-to-end scenarios of RunBroker: one
+// topic with one subscription, no broker-side dedup and no delivery limit,
+// on a clock the test controls.
+type Broker struct {
+	// Topic publishes to the subscription.
+	Topic *broker.Topic
+	// Subscribe opens one more consumer on the subscription; the harness
+	// closes it when t ends.
+	Subscribe func(t testing.TB) *broker.Subscription
+	// Advance moves the broker's clock forward: past the lock timeout,
+	// unsettled deliveries become due again.
+	Advance func(d time.Duration)
+	// LockTimeout is the subscription's lock timeout.
+	LockTimeout time.Duration
+}
+
+// RunBroker runs the end-to-end scenarios on a real driver: a consumer
+// that commits and then crashes before its ack, and competing consumers
+// under redelivery, duplicates and handler failures.
+func RunBroker[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) Broker) {
+	t.Run("CrashBeforeAck", func(t *testing.T) { testCrash(t, f, b(t)) })
+	t.Run("RunLoop", func(t *testing.T) { testRunLoop(t, f, b(t)) })
+}
+
+// poll receives what is deliverable now.
+func poll(sub *broker.Subscription, n int) ([]*broker.Delivery, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ds, err := sub.Receive(ctx, n)
+	if errors.Is(err, context.Canceled) {
+		return nil, nil
+	}
+	return ds, err
+}
+
+func testCrash[Tx any](t *testing.T, f Factory[Tx], b Broker) {
+	e := Setup(t, f, "")
+	sub1 := b.Subscribe(t)
+	in, err := idem.NewInbox(e.Store, "crash", sub1.Capabilities(), Quiet(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 10 {
+		ids = append(ids, fmt.Sprintf("m%d", i))
+		if err := b.Topic.Publish(e.Ctx, Msg(ids[i], "x", "", 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs := map[string]int{}
+	crashed := false
+	h := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
+		runs[d.Message.ID]++
+		if err := e.Effect()(ctx, tx, d); err != nil {
+			return err
+		}
+		if d.Message.ID == "m5" && !crashed {
+			crashed = true
+			// The process dies after the commit and before the ack:
+			// its connection to the broker goes away.
+			sub1.Close()
+		}
+		return nil
+	}
+	for done := false; !done; {
+		ds, err := poll(sub1, 1)
+		if err != nil {
+			if !errors.Is(err, broker.ErrClosed) {
+				t.Fatal(err)
+			}
+			break
+		}
+		for _, d := range ds {
+			err := in.Handle(e.Ctx, d, h)
+			if d.Message.ID == "m5" {
+				if !errors.Is(err, idem.ErrAckAfterCommit) {
+					t.Fatalf("m5: err %v, want ErrAckAfterCommit", err)
+				}
+				done = true
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b.Advance(b.LockTimeout + time.Second)
+	sub2 := b.Subscribe(t)
+	for {
+		ds, err := poll(sub2, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			break
+		}
+		for _, d := range ds {
+			if err := in.Handle(e.Ctx, d, h); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if runs["m5"] != 1 {
+		t.Errorf("m5: handler ran %d times, want 1", runs["m5"])
+	}
+	s := in.Stats()
+	if s.AckFailures != 1 || s.Duplicates != 1 || s.Processed != 10 {
+		t.Errorf("stats %+v; want 10 processed, 1 ack failure, 1 duplicate (the redelivered m5)", s)
+	}
+	e.CheckEffects(ids...)
+}
+
+func testRunLoop[Tx any](t *testing.T, f Factory[Tx], b Broker) {
+	e := Setup(t, f, "")
+	const n = 200
+	subs := []*broker.Subscription{b.Subscribe(t), b.Subscribe(t)}
+	in, err := idem.NewInbox(e.Store, "run", subs[0].Capabilities(), Quiet(&idem.Options{Backoff: broker.Backoff{Initial: time.Second}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	attempts := map[string]int{}
+	h := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
+		mu.Lock()
+		attempts[d.Message.ID]++
+		a := attempts[d.Message.ID]
+		mu.Unlock()
+		if err := e.Effect()(ctx, tx, d); err != nil {
+			return err
+		}
+		if d.Message.Body[0] == 'f' && a == 1 {
+			return errors.New("first attempt fails, after writing")
+		}
+		return nil
+	}
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("m%03d", i))
+		body := "ok"
+		if i%5 == 0 {
+			body = "fail once"
+		}
+		m := Msg(ids[i], body, "", 0)
+		// Published twice: a producer retry the broker does not dedup.
+		if err := b.Topic.Publish(e.Ctx, m, Msg(ids[i], body, "", 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(e.Ctx)
+	var wg sync.WaitGroup
+	for _, sub := range subs {
+		wg.Go(func() {
+			if err := sub.Run(ctx, in.Handler(h), &broker.RunOptions{Concurrency: 4}); err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	// Time passes: nack delays run out, and slow deliveries' locks expire
+	// while they are processed, so copies are handled concurrently.
+	deadline := time.Now().Add(60 * time.Second)
+	for e.Int(`SELECT count(*) FROM effects`) < n && time.Now().Before(deadline) {
+		b.Advance(time.Second)
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	// Drain what the broker still holds: every copy is a duplicate.
+	b.Advance(b.LockTimeout + time.Minute)
+	for {
+		ds, err := poll(subs[0], 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			break
+		}
+		if err := in.HandleBatch(e.Ctx, ds, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.CheckEffects(ids...)
+	s := in.Stats()
+	t.Logf("stats: %+v", s)
+	if s.Processed != n || s.Duplicates < n || s.Failed < n/5 {
+		t.Errorf("stats %+v: want %d processed, at least %d duplicates and %d failures", s, n, n, n/5)
+	}
+}
