@@ -115,11 +115,12 @@ func amqpCode(e *amqp.Error) driver.ErrorCode {
 			return driver.TooLarge
 		}
 		return driver.Invalid
-	case amqp.SyntaxError, amqp.CommandInvalid, amqp.NotImplemented, amqp.FrameError:
+	case amqp.SyntaxError, amqp.CommandInvalid, amqp.NotImplemented:
 		return driver.Invalid
 	case amqp.ResourceLocked:
 		return driver.Invalid
-	case amqp.ChannelError, amqp.ConnectionForced, amqp.ResourceError, amqp.InternalError, amqp.UnexpectedFrame:
+	case amqp.ChannelError, amqp.ConnectionForced, amqp.ResourceError, amqp.InternalError, amqp.UnexpectedFrame,
+		amqp.FrameError: // amqp091-go reports I/O errors (a reset connection) as 501
 		return driver.Unavailable
 	}
 	if e.Recover {

@@ -254,19 +254,28 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 	if err != nil {
 		return nil, err
 	}
-	timer := time.NewTimer(receiveWait)
-	defer timer.Stop()
 	var msgs []*driver.Message
 	select {
 	case d, ok := <-c.out:
+		// Something is buffered: no timer needed.
 		if !ok {
 			return nil, s.lost(c)
 		}
 		msgs = append(msgs, s.decode(c, &d))
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-timer.C:
-		return nil, nil
+	default:
+		timer := time.NewTimer(receiveWait)
+		defer timer.Stop()
+		select {
+		case d, ok := <-c.out:
+			if !ok {
+				return nil, s.lost(c)
+			}
+			msgs = append(msgs, s.decode(c, &d))
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+			return nil, nil
+		}
 	}
 	for len(msgs) < maxMessages {
 		select {

@@ -1,0 +1,89 @@
+package rabbit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/wary-go/wary/broker/driver"
+)
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		err       error
+		code      driver.ErrorCode
+		maybeSent bool
+	}{
+		{&amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND - no exchange"}, driver.NotFound, false},
+		{&amqp.Error{Code: amqp.AccessRefused}, driver.PermissionDenied, false},
+		{&amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - inequivalent arg"}, driver.Invalid, false},
+		{&amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - message size 200 is larger than configured max size 100"}, driver.TooLarge, false},
+		{&amqp.Error{Code: amqp.FrameError, Reason: "read tcp: connection reset by peer"}, driver.Unavailable, false},
+		{amqp.ErrClosed, driver.Unavailable, false},
+		{notSent(amqp.ErrClosed), driver.Unavailable, false},
+		{maybeSent(fmt.Errorf("x: %w", &amqp.Error{Code: amqp.ConnectionForced})), driver.Unavailable, true},
+		{maybeSent(context.Canceled), driver.Canceled, true},
+		{notSent(&returnedError{code: amqp.NoRoute, text: "NO_ROUTE"}), driver.NotFound, false},
+		{maybeSent(nackError{}), driver.Unavailable, true},
+		{fmt.Errorf("%w: %w", errLockLost, amqp.ErrClosed), driver.LockLost, false},
+		{errClosed, driver.Closed, false},
+		{errNotReady, driver.Unavailable, false},
+		{&invalidError{"x"}, driver.Invalid, false},
+		{&net.OpError{Op: "dial", Err: errors.New("refused")}, driver.Unavailable, false},
+	} {
+		got := classify(tc.err)
+		if got.Code != tc.code || got.MaybeSent != tc.maybeSent {
+			t.Errorf("classify(%v) = %v/%t, want %v/%t", tc.err, got.Code, got.MaybeSent, tc.code, tc.maybeSent)
+		}
+	}
+}
+
+func TestDelayBuckets(t *testing.T) {
+	for _, tc := range []struct{ in, want time.Duration }{
+		{time.Millisecond, 25 * time.Millisecond},
+		{100 * time.Millisecond, 100 * time.Millisecond},
+		{3 * time.Second, 5 * time.Second},
+		{48 * time.Hour, 24 * time.Hour},
+	} {
+		if got := delayBucket(tc.in); got != tc.want {
+			t.Errorf("delayBucket(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	if !isDelayQueue(delayQueueName("orders.3", time.Second)) || isDelayQueue("orders.delay.x") || isDelayQueue("orders") {
+		t.Errorf("isDelayQueue")
+	}
+}
+
+func TestFromDelivery(t *testing.T) {
+	d := &amqp.Delivery{
+		MessageId:  "m1",
+		RoutingKey: "3",
+		Headers: amqp.Table{
+			"a": "b", "n": int32(7), hdrKey: "customer-1", hdrPrior: int32(2), "x-delivery-count": int64(1),
+			"x-death":              []any{amqp.Table{"reason": "delivery_limit", "queue": "q.0"}, amqp.Table{"reason": "expired", "queue": "q.0.delay.100ms"}},
+			"x-first-death-reason": "expired",
+		},
+	}
+	m, prior := fromDelivery(d, false)
+	if m.Key != "customer-1" || prior != 2 || m.Attempt != 4 {
+		t.Fatalf("key %q prior %d attempt %d", m.Key, prior, m.Attempt)
+	}
+	want := map[string]string{"a": "b", "n": "7", hdrReason: "delivery_limit"}
+	if fmt.Sprint(m.Headers) != fmt.Sprint(want) {
+		t.Fatalf("headers %v, want %v", m.Headers, want)
+	}
+	// Back from a delay queue: not a dead letter.
+	d.Headers["x-death"] = []any{amqp.Table{"reason": "expired", "queue": "q.0.delay.100ms"}}
+	if m, _ := fromDelivery(d, false); m.Headers[hdrReason] != "" {
+		t.Fatalf("a message back from a delay queue reports reason %q", m.Headers[hdrReason])
+	}
+	// Single queue: the key is the routing key.
+	if m, _ := fromDelivery(&amqp.Delivery{RoutingKey: "k"}, true); m.Key != "k" || m.Attempt != 1 {
+		t.Fatalf("key %q attempt %d", m.Key, m.Attempt)
+	}
+}

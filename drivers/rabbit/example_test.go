@@ -1,0 +1,103 @@
+package rabbit_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/rabbit"
+)
+
+func Example() {
+	ctx := context.Background()
+	conn, err := rabbit.Dial(ctx, os.Getenv("WARY_RABBIT_URL"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+
+	// An exchange and a quorum queue with a single active consumer, a
+	// delivery limit of 5 and a dead-letter queue.
+	top := rabbit.Topology{Exchange: "orders", Queue: "orders", DeliveryLimit: 5, DeadLetter: true}
+	if err := rabbit.Declare(ctx, conn, top); err != nil {
+		log.Fatal(err)
+	}
+	topic, err := rabbit.OpenTopic(conn, top.Exchange, top.TopicOptions())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer topic.Close()
+	// Returns once RabbitMQ confirmed the message.
+	if err := topic.Publish(ctx, &broker.Message{Key: "customer-42", Body: []byte(`{"total":12}`)}); err != nil {
+		log.Fatal(err)
+	}
+
+	sub, err := rabbit.OpenSubscription(conn, top.Queue, top.SubscriptionOptions())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	err = sub.Run(ctx, func(ctx context.Context, d *broker.Delivery) error {
+		fmt.Printf("%s (attempt %d): %s\n", d.Message.Key, d.Attempt, d.Message.Body)
+		return nil // ack
+	}, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func Example_partitioned() {
+	ctx := context.Background()
+	conn, err := rabbit.Dial(ctx, os.Getenv("WARY_RABBIT_URL"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+
+	// Order per key across consumers: 8 queues, each with its own single
+	// active consumer; the key's hash picks the queue.
+	top := rabbit.Topology{Exchange: "payments", Queue: "payments", Partitions: 8, DeadLetter: true}
+	topic, err := rabbit.OpenTopic(conn, top.Exchange, &rabbit.TopicOptions{Topology: &top})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer topic.Close()
+	fmt.Println(topic.Capabilities().Ordering)
+}
+
+func ExampleOpenSubscription_deadLetters() {
+	ctx := context.Background()
+	conn, err := rabbit.Dial(ctx, os.Getenv("WARY_RABBIT_URL"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+
+	top := rabbit.Topology{Exchange: "orders", Queue: "orders", DeadLetter: true}
+	dlq, err := rabbit.OpenSubscription(conn, top.DeadLetterQueue(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dlq.Close()
+	ds, err := dlq.Receive(ctx, 10)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, d := range ds {
+		fmt.Println(d.Message.ID, d.Message.Headers[broker.HeaderDeadLetterReason])
+		_ = d.Ack(ctx)
+	}
+}
+
+func ExampleURLOpener() {
+	ctx := context.Background()
+	// The server URL, the exchange as a parameter; the password never
+	// appears in errors or logs.
+	topic, err := broker.OpenTopic(ctx, "amqp://guest:guest@127.0.0.1:5672/?exchange=orders&partitions=8")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer topic.Close()
+}

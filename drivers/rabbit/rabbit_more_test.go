@@ -1,0 +1,294 @@
+package rabbit_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/rabbit"
+)
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// An unroutable message (no queue bound) fails with ErrNotFound, not sent;
+// the topic keeps working.
+func TestUnroutable(t *testing.T) {
+	c := dial(t)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := ctxT(t)
+	// Partitioned exchange with only partitions 0..3 bound: a topic that
+	// thinks there are 8 partitions routes some keys nowhere.
+	top, _ := declare(t, c, rabbit.Topology{Exchange: uniqueName("unroutable"), Queue: uniqueName("unroutable"), Partitions: 4})
+	topic, err := rabbit.OpenTopic(c, top.Exchange, &rabbit.TopicOptions{Partitions: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	var routed, unroutable int
+	for i := 0; i < 16; i++ {
+		err := topic.Publish(ctx, &broker.Message{Key: string(rune('a' + i)), Body: []byte("x")})
+		switch {
+		case err == nil:
+			routed++
+		case errors.Is(err, broker.ErrNotFound) && errors.Is(err, broker.ErrNotSent):
+			unroutable++
+			var r amqp.Return
+			if !topic.ErrorAs(err, &r) || r.ReplyCode != amqp.NoRoute {
+				t.Errorf("ErrorAs(*amqp.Return): %+v", r)
+			}
+		default:
+			t.Fatalf("publish: %v", err)
+		}
+	}
+	if routed == 0 || unroutable == 0 {
+		t.Fatalf("routed %d, unroutable %d: want some of each", routed, unroutable)
+	}
+}
+
+// Nacks with a delay count attempts across the delay queue, and the
+// delivery limit still applies: the message ends in the dead-letter queue
+// with reason delivery_limit after DeliveryLimit deliveries.
+func TestDelayedNacksKeepCountAndLimit(t *testing.T) {
+	c := dial(t)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := ctxT(t)
+	name := uniqueName("delaylimit")
+	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, Partitions: 2, DeliveryLimit: 3, DeadLetter: true})
+	topic, err := rabbit.OpenTopic(c, top.Exchange, top.TopicOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	sub, err := rabbit.OpenSubscription(c, top.Queue, top.SubscriptionOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	m := &broker.Message{ID: "delayed-1", Key: "k-1", Body: []byte("b"), Headers: map[string]string{"h": "v"}}
+	if err := topic.Publish(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	for want := 1; want <= 3; want++ {
+		ds, err := sub.Receive(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := ds[0]
+		if d.Message.ID != m.ID || d.Attempt != want || d.Message.Key != m.Key || d.Message.Headers["h"] != "v" || len(d.Message.Headers) != 1 {
+			t.Fatalf("delivery %d: id %s attempt %d key %q headers %v", want, d.Message.ID, d.Attempt, d.Message.Key, d.Message.Headers)
+		}
+		if err := d.Nack(ctx, 30*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if ds, err := sub.Receive(rctx, 1); err == nil {
+		t.Fatalf("delivered past the limit: %s attempt %d", ds[0].Message.ID, ds[0].Attempt)
+	}
+	dlq, err := rabbit.OpenSubscription(c, top.DeadLetterQueue(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlq.Close()
+	ds, err := dlq.Receive(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ds[0].Message.Headers[broker.HeaderDeadLetterReason]; got != "delivery_limit" || ds[0].Message.Key != m.Key {
+		t.Fatalf("dead letter: reason %q key %q", got, ds[0].Message.Key)
+	}
+	_ = ds[0].Ack(ctx)
+}
+
+// The broker's own limit: a consumer that crashes (closes) with the
+// message counts as a delivery, and after DeliveryLimit of them RabbitMQ
+// dead-letters it with reason delivery_limit.
+func TestNativeLimitOnCrashes(t *testing.T) {
+	c := dial(t)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := ctxT(t)
+	name := uniqueName("crashlimit")
+	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, DeliveryLimit: 2, DeadLetter: true})
+	topic, err := rabbit.OpenTopic(c, top.Exchange, top.TopicOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	if err := topic.Publish(ctx, &broker.Message{ID: "poison", Body: []byte("p")}); err != nil {
+		t.Fatal(err)
+	}
+	for want := 1; want <= 2; want++ {
+		sub, err := rabbit.OpenSubscription(c, top.Queue, top.SubscriptionOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, err := sub.Receive(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ds[0].Attempt != want {
+			t.Fatalf("attempt %d, want %d", ds[0].Attempt, want)
+		}
+		_ = sub.Close() // crash: no settle
+	}
+	dlq, err := rabbit.OpenSubscription(c, top.DeadLetterQueue(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlq.Close()
+	ds, err := dlq.Receive(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ds[0].Message.Headers[broker.HeaderDeadLetterReason]; got != "delivery_limit" {
+		t.Fatalf("reason %q", got)
+	}
+	_ = ds[0].Ack(ctx)
+}
+
+// Settling a delivery whose channel was reset fails with ErrLockLost, and
+// the message comes back on the new channel.
+func TestSettleAfterResetIsLockLost(t *testing.T) {
+	direct := dial(t)
+	t.Cleanup(func() { _ = direct.Close() })
+	proxy, proxyURL := proxied(t)
+	ctx := ctxT(t)
+	name := uniqueName("stale")
+	top, _ := declare(t, direct, rabbit.Topology{Exchange: name, Queue: name})
+	c, err := rabbit.Dial(ctx, proxyURL, &rabbit.ConnOptions{Backoff: broker.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	topic, err := rabbit.OpenTopic(c, top.Exchange, top.TopicOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	sub, err := rabbit.OpenSubscription(c, top.Queue, top.SubscriptionOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := topic.Publish(ctx, &broker.Message{ID: "stale-1", Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := sub.Receive(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The reset fires on traffic: publish during it (the publish fails).
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_ = topic.Publish(ctx, &broker.Message{ID: "during-reset", Body: []byte("y")})
+	}()
+	resetConnections(t, proxy, 300*time.Millisecond)
+	for c.Reconnects() < 1 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("no reconnect")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := ds[0].Ack(ctx); !errors.Is(err, broker.ErrLockLost) {
+		t.Fatalf("ack on a reset channel: %v, want ErrLockLost", err)
+	}
+	for {
+		ds2, err := sub.Receive(ctx, 1)
+		if errors.Is(err, broker.ErrRetryable) {
+			continue // the consumer noticed the reset
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ds2[0].Message.ID == "during-reset" {
+			_ = ds2[0].Ack(ctx)
+			continue
+		}
+		if ds2[0].Message.ID != "stale-1" || !ds2[0].Redelivered {
+			t.Fatalf("got %s redelivered=%t", ds2[0].Message.ID, ds2[0].Redelivered)
+		}
+		if err := ds2[0].Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+}
+
+// Passwords never show: not in Conn.String, not in dial errors, not in URL
+// errors; unknown URL parameters are rejected.
+func TestCredentialsAndURLs(t *testing.T) {
+	ctx := ctxT(t)
+	const secret = "s3cr3t-pa55"
+	_, err := rabbit.Dial(ctx, "amqp://user:"+secret+"@127.0.0.1:1/", nil)
+	if err == nil || strings.Contains(err.Error(), secret) {
+		t.Fatalf("dial error shows the password or is nil: %v", err)
+	}
+	_, err = rabbit.Dial(ctx, "amqp://user:"+secret+"@127.0.0.1:1/%zz", nil)
+	if err == nil || strings.Contains(err.Error(), secret) {
+		t.Fatalf("URL error shows the password or is nil: %v", err)
+	}
+	c := dial(t)
+	t.Cleanup(func() { _ = c.Close() })
+	if u, _ := url.Parse(serverURL()); u.User != nil {
+		if pw, ok := u.User.Password(); ok && strings.Contains(c.String(), ":"+pw+"@") {
+			t.Fatalf("Conn.String shows the password: %s", c)
+		}
+	}
+
+	for _, bad := range []string{
+		"amqp://user:" + secret + "@127.0.0.1:1/?exchange=x&bogus=1",
+		"rabbit://x?partitions=-1",
+		"amqp://user:" + secret + "@127.0.0.1:1/?queue=q&prefetch=lots",
+	} {
+		_, err := broker.OpenTopic(ctx, bad)
+		if bad[:4] == "amqp" && strings.Contains(bad, "queue=") {
+			_, err = broker.OpenSubscription(ctx, bad)
+		}
+		if !errors.Is(err, broker.ErrInvalid) || strings.Contains(err.Error(), secret) {
+			t.Errorf("%s: %v, want ErrInvalid without the password", strings.ReplaceAll(bad, secret, "xxx"), err)
+		}
+	}
+
+	name := uniqueName("url")
+	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, Partitions: 2})
+	u, _ := url.Parse(serverURL())
+	q := url.Values{"exchange": {top.Exchange}, "partitions": {"2"}, "heartbeat": {"5"}}
+	u.RawQuery = q.Encode()
+	topic, err := broker.OpenTopic(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	t.Setenv(rabbit.ServerURLEnv, serverURL())
+	sub, err := broker.OpenSubscription(ctx, "rabbit://"+top.Queue+"?partitions=2&prefetch=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if topic.Capabilities().Ordering != broker.OrderPartition {
+		t.Fatalf("ordering %s", topic.Capabilities().Ordering)
+	}
+	if err := topic.Publish(ctx, &broker.Message{ID: "u1", Key: "k", Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := sub.Receive(ctx, 1)
+	if err != nil || ds[0].Message.ID != "u1" || ds[0].Message.Key != "k" {
+		t.Fatalf("receive: %v", err)
+	}
+	_ = ds[0].Ack(ctx)
+	if _, err := broker.OpenSubscription(ctx, "rabbit://"+uniqueName("missing")); !errors.Is(err, broker.ErrNotFound) {
+		t.Fatalf("missing queue by URL: %v", err)
+	}
+}
