@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -33,6 +34,36 @@ type openError struct {
 
 func (e *openError) Error() string { return e.err.Error() }
 func (e *openError) Unwrap() error { return e.err }
+
+// Is matches the broker's error classes, so that errors from the
+// constructors (which the portable layer does not wrap) match them too.
+func (e *openError) Is(target error) bool {
+	switch target {
+	case broker.ErrNotFound:
+		return e.code == driver.NotFound
+	case broker.ErrInvalid:
+		return e.code == driver.Invalid
+	case broker.ErrPermission:
+		return e.code == driver.PermissionDenied
+	case broker.ErrRetryable:
+		return e.code == driver.Unavailable
+	case broker.ErrClosed:
+		return e.code == driver.Closed
+	}
+	return false
+}
+
+// openErr classifies an error met while opening a topic or subscription.
+func openErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var oe *openError
+	if errors.As(err, &oe) {
+		return err
+	}
+	return &openError{code: classify(err).Code, err: err}
+}
 
 // notSentErrs are broker answers that reject a produce before the append.
 var notSentErrs = []error{
@@ -99,8 +130,8 @@ func classify(err error) driver.ErrorInfo {
 	return info
 }
 
-// errorAs accepts **kerr.Error and *kgo.ErrFirstSeenInvalid... anything
-// errors.As can reach behind err.
+// errorAs sets i to the first error in err's chain that matches it, as
+// errors.As does (e.g. **kerr.Error, *net.OpError).
 func errorAs(err error, i any) bool {
 	if i == nil {
 		return false

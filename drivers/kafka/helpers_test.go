@@ -76,12 +76,28 @@ func (e *testEnv) producer(t testing.TB) *kgo.Client {
 	return cl
 }
 
+// newAdmin returns an admin client closed when t ends (a client opened
+// before conformance.Run would open connections during it, which the
+// suite's leak check would report).
+func (e *testEnv) newAdmin(t testing.TB) *kadm.Client {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
 func (e *testEnv) createTopic(t testing.TB, partitions int32, prefix string) string {
+	return e.createTopicWith(t, e.admin, partitions, prefix)
+}
+
+func (e *testEnv) createTopicWith(t testing.TB, adm *kadm.Client, partitions int32, prefix string) string {
 	t.Helper()
 	name := uniqueName(prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := e.admin.CreateTopic(ctx, partitions, -1, nil, name)
+	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, name)
 	if err == nil {
 		err = resp.Err
 	}
@@ -91,7 +107,7 @@ func (e *testEnv) createTopic(t testing.TB, partitions int32, prefix string) str
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = e.admin.DeleteTopics(ctx, name)
+		_, _ = adm.DeleteTopics(ctx, name)
 	})
 	return name
 }

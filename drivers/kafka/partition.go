@@ -47,13 +47,18 @@ type partition struct {
 	next      int64    // offset after the last fetched record; -1 before any
 	lastEpoch int32    // leader epoch of the last record the commit point passed
 	committed int64    // last committed offset (by this member); -1 unknown
-	paused    bool
-	revoking  bool
-	lost      bool
+	// handedHigh is the highest offset handed out; committedHigh the one
+	// recorded in the last commit's metadata; redeliverUpTo the one read
+	// from the committed metadata at assignment: records up to it were
+	// handed out by an earlier owner, so they are known redeliveries.
+	handedHigh, committedHigh, redeliverUpTo int64
+	paused                                   bool
+	revoking                                 bool
+	lost                                     bool
 }
 
 func newPartition(t tp, retry bool) *partition {
-	return &partition{tp: t, retry: retry, next: -1, committed: -1, lastEpoch: -1}
+	return &partition{tp: t, retry: retry, next: -1, committed: -1, lastEpoch: -1, handedHigh: -1, committedHigh: -1, redeliverUpTo: -1}
 }
 
 func (p *partition) ingest(r *kgo.Record) {
@@ -71,6 +76,9 @@ func (p *partition) ingest(r *kgo.Record) {
 				}
 			}
 		}
+	}
+	if r.Offset <= p.redeliverUpTo {
+		e.attempt++
 	}
 	p.recs = append(p.recs, e)
 	p.ready = append(p.ready, e)
@@ -121,6 +129,8 @@ func (p *partition) handOut(e *entry) *driver.Message {
 	e.seq++
 	p.inflight++
 	r := e.rec
+	p.handedHigh = max(p.handedHigh, r.Offset)
+
 	m := &driver.Message{
 		Body:        bytes.Clone(r.Value),
 		AckID:       &ackID{e: e, seq: e.seq},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -193,9 +194,9 @@ func (s *subscription) commit(ctx context.Context) error {
 		return nil
 	}
 	seq := s.markSeq
-	offsets, parts := s.dirtyLocked(nil)
+	pos := s.dirtyLocked(nil)
 	s.mu.Unlock()
-	if err := s.commitOffsets(ctx, offsets, parts); err != nil {
+	if err := s.commitOffsets(ctx, pos); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -204,9 +205,19 @@ func (s *subscription) commit(ctx context.Context) error {
 	return nil
 }
 
-// dirtyLocked returns the commit positions that moved, of the partitions in
-// only (nil: every owned partition that is not being revoked).
-func (s *subscription) dirtyLocked(only []*partition) (map[string]map[int32]kgo.EpochOffset, map[*partition]int64) {
+// commitPos is one partition's commit: the offset, and the metadata that
+// records the highest offset handed out (for Redelivered after a handover).
+type commitPos struct {
+	eo   kgo.EpochOffset
+	high int64
+}
+
+// metaPrefix starts the offset commit metadata the driver writes.
+const metaPrefix = "wary:h="
+
+// dirtyLocked returns the commits that would record progress, for the
+// partitions in only (nil: every owned partition not being revoked).
+func (s *subscription) dirtyLocked(only []*partition) map[*partition]commitPos {
 	ps := only
 	if ps == nil {
 		for _, p := range s.order {
@@ -215,29 +226,53 @@ func (s *subscription) dirtyLocked(only []*partition) (map[string]map[int32]kgo.
 			}
 		}
 	}
-	var offsets map[string]map[int32]kgo.EpochOffset
-	parts := map[*partition]int64{}
+	var out map[*partition]commitPos
 	for _, p := range ps {
 		eo, ok := p.position()
-		if !ok || eo.Offset <= p.committed {
+		if !ok {
 			continue
 		}
-		if offsets == nil {
-			offsets = map[string]map[int32]kgo.EpochOffset{}
+		high := p.handedHigh
+		if high < eo.Offset {
+			high = -1 // nothing at or after the commit point was handed out
 		}
+		if eo.Offset <= p.committed && (high < 0 || high <= p.committedHigh) {
+			continue
+		}
+		if out == nil {
+			out = map[*partition]commitPos{}
+		}
+		out[p] = commitPos{eo, high}
+	}
+	return out
+}
+
+func (s *subscription) commitOffsets(ctx context.Context, pos map[*partition]commitPos) error {
+	if len(pos) == 0 {
+		return nil
+	}
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	meta := map[tp]string{}
+	for p, c := range pos {
 		if offsets[p.topic] == nil {
 			offsets[p.topic] = map[int32]kgo.EpochOffset{}
 		}
-		offsets[p.topic][p.part] = eo
-		parts[p] = eo.Offset
+		offsets[p.topic][p.part] = c.eo
+		if c.high >= 0 {
+			meta[p.tp] = metaPrefix + strconv.FormatInt(c.high, 10)
+		}
 	}
-	return offsets, parts
-}
-
-func (s *subscription) commitOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, parts map[*partition]int64) error {
-	if len(offsets) == 0 {
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			t := &req.Topics[i]
+			for j := range t.Partitions {
+				if m, ok := meta[tp{t.Topic, t.Partitions[j].Partition}]; ok {
+					t.Partitions[j].Metadata = &m
+				}
+			}
+		}
 		return nil
-	}
+	})
 	var rerr error
 	failed := map[tp]bool{}
 	s.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
@@ -260,13 +295,43 @@ func (s *subscription) commitOffsets(ctx context.Context, offsets map[string]map
 		return rerr
 	}
 	s.mu.Lock()
-	for p, off := range parts {
-		if !failed[p.tp] && off > p.committed {
-			p.committed = off
+	for p, c := range pos {
+		if !failed[p.tp] {
+			p.committed = max(p.committed, c.eo.Offset)
+			p.committedHigh = max(p.committedHigh, c.high)
 		}
 	}
 	s.mu.Unlock()
 	return rerr
+}
+
+// onOffsetsFetched reads the metadata of the committed offsets of newly
+// assigned partitions: records up to the high mark were handed out before.
+func (s *subscription) onOffsetsFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	read := func(topic string, part int32, meta *string) {
+		if meta == nil || !strings.HasPrefix(*meta, metaPrefix) {
+			return
+		}
+		h, err := strconv.ParseInt(strings.TrimPrefix(*meta, metaPrefix), 10, 64)
+		if p := s.parts[tp{topic, part}]; p != nil && err == nil {
+			p.redeliverUpTo = h
+		}
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			read(t.Topic, p.Partition, p.Metadata)
+		}
+	}
+	for _, g := range resp.Groups {
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				read(t.Topic, p.Partition, p.Metadata)
+			}
+		}
+	}
+	return nil
 }
 
 func (s *subscription) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
@@ -318,10 +383,10 @@ func (s *subscription) onRevoked(ctx context.Context, cl *kgo.Client, revoked ma
 		t.Stop()
 		s.mu.Lock()
 	}
-	offsets, parts := s.dirtyLocked(ps)
+	pos := s.dirtyLocked(ps)
 	s.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := s.commitOffsets(cctx, offsets, parts)
+	err := s.commitOffsets(cctx, pos)
 	cancel()
 	s.mu.Lock()
 	if err != nil {

@@ -172,6 +172,7 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, group, topic str
 		kgo.OnPartitionsAssigned(s.onAssigned),
 		kgo.OnPartitionsRevoked(s.onRevoked),
 		kgo.OnPartitionsLost(s.onLost),
+		kgo.OnOffsetsFetched(s.onOffsetsFetched),
 	)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
@@ -181,7 +182,7 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, group, topic str
 		cl.Close()
 		return nil, err
 	}
-	retention := 7 * 24 * time.Hour
+	retention, maxMsg := 7*24*time.Hour, producerBatchMax(cl)
 	if !o.SkipCheck {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
@@ -189,31 +190,21 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, group, topic str
 			if t == "" {
 				continue
 			}
-			_, r, err := describeTopic(cctx, cl, t)
+			m, r, err := describeTopic(cctx, cl, t)
 			if err != nil {
 				cl.Close()
-				return nil, err
+				return nil, openErr(err)
 			}
-			if i == 0 && r > 0 {
-				retention = r
+			if i == 0 {
+				maxMsg = min(maxMsg, m)
+				if r > 0 {
+					retention = r
+				}
 			}
 		}
 	}
 	s.cl = cl
-	s.caps = driver.Capabilities{
-		Ordering:          driver.OrderPartition,
-		OrderingKey:       "record key",
-		HeadOfLine:        o.Ordered,
-		AckModel:          driver.AckCumulative,
-		DeliveryCount:     o.RetryTopic != "",
-		DeliveryLimit:     o.DeliveryLimit,
-		DeadLetter:        o.DeadLetterTopic != "",
-		NackDelay:         true,
-		RedeliveryHorizon: retention,
-	}
-	if o.DeliveryLimit > 0 {
-		s.caps.DeliveryLimitMode = driver.LimitEmulated
-	}
+	s.caps = capsFor(o, maxMsg, retention)
 	s.pollCtx, s.pollCancel = context.WithCancel(context.Background())
 	go s.pollLoop()
 	go s.background()

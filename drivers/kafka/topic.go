@@ -41,6 +41,11 @@ type TopicOptions struct {
 	// less the driver's overhead, and RedeliveryHorizon is 7 days (Kafka's
 	// default retention).
 	SkipCheck bool
+	// Consumers are the options the topic's subscriptions use. Kafka's
+	// delivery promises are made by the consumer, so a topic's
+	// Capabilities describe the path to consumers configured so (ordered or
+	// not, dead-letter topic, delivery limit). Nil: default subscriptions.
+	Consumers *SubscriptionOptions
 }
 
 // OpenTopic returns a topic that publishes to the Kafka topic name through
@@ -52,7 +57,7 @@ func OpenTopic(client *kgo.Client, name string, opts *TopicOptions) (*broker.Top
 	if opts == nil {
 		opts = &TopicOptions{}
 	}
-	t, err := newTopic(context.Background(), client, name, opts.SkipCheck, false)
+	t, err := newTopic(context.Background(), client, name, opts.SkipCheck, false, opts.Consumers)
 	if err != nil {
 		return nil, err
 	}
@@ -66,39 +71,39 @@ type topic struct {
 	ownClient bool
 }
 
-func newTopic(ctx context.Context, cl *kgo.Client, name string, skipCheck, own bool) (*topic, error) {
+func newTopic(ctx context.Context, cl *kgo.Client, name string, skipCheck, own bool, consumers *SubscriptionOptions) (*topic, error) {
 	if cl == nil || name == "" {
 		return nil, broker.Invalidf("kafka: OpenTopic needs a client and a topic name")
 	}
 	if err := checkProducer(cl); err != nil {
 		return nil, err
 	}
-	maxBatch := 1000012
-	if v, ok := cl.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok && v > 0 {
-		maxBatch = int(v)
-	}
 	t := &topic{cl: cl, name: name, ownClient: own}
-	maxMsg, retention := maxBatch, 7*24*time.Hour
+	maxMsg, retention := producerBatchMax(cl), 7*24*time.Hour
 	if !skipCheck {
 		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		m, r, err := describeTopic(ctx, cl, name)
 		if err != nil {
-			return nil, err
+			return nil, openErr(err)
 		}
 		maxMsg = min(maxMsg, m)
 		if r != 0 {
 			retention = r
 		}
 	}
-	t.caps = driver.Capabilities{
-		Ordering:          driver.OrderPartition,
-		OrderingKey:       "record key",
-		AckModel:          driver.AckCumulative,
-		RedeliveryHorizon: retention,
-		MaxMessageSize:    maxMsg - recordOverhead,
+	if consumers == nil {
+		consumers = &SubscriptionOptions{}
 	}
+	t.caps = capsFor(consumers, maxMsg, retention)
 	return t, nil
+}
+
+func producerBatchMax(cl *kgo.Client) int {
+	if v, ok := cl.OptValue(kgo.ProducerBatchMaxBytes).(int32); ok && v > 0 {
+		return int(v)
+	}
+	return 1000012
 }
 
 // checkProducer rejects clients that could lose or duplicate records on

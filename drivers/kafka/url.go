@@ -55,7 +55,7 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 	if err != nil {
 		return nil, broker.Invalidf("kafka: %v", err)
 	}
-	t, err := newTopic(ctx, cl, name, false, true)
+	t, err := newTopic(ctx, cl, name, false, true, nil)
 	if err != nil {
 		cl.Close()
 		return nil, err

@@ -1,0 +1,189 @@
+package kafka_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/drivers/kafka"
+)
+
+// conformancePartitions is the partition count of every scenario's topic.
+const conformancePartitions = 4
+
+func TestConformance(t *testing.T) {
+	for _, mode := range []struct {
+		name    string
+		ordered bool
+	}{{"ordered", true}, {"concurrent", false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			e := newTestEnv(t)
+			conformance.Run(t, e.harness("kafka/"+mode.name, mode.ordered))
+		})
+	}
+}
+
+// harness builds fresh topics and groups per scenario. Consumers use the
+// oldest-member balancer, so that the first consumer a scenario opens owns
+// every partition, as the scenarios that hold a delivery on one consumer
+// and watch another expect; competing consumers under kgo's default
+// cooperative-sticky balancer are proven by TestRebalanceScale.
+//
+// conformance.Run calls Setup once with its own t to read the capabilities
+// and never closes that fixture's topic, whose client would then outlive
+// the suite's goroutine-leak check: the harness releases the first
+// fixture when the second Setup call comes.
+func (e *testEnv) harness(name string, ordered bool) conformance.Harness {
+	var setups int
+	var probe []func()
+	return conformance.Harness{
+		Name:  name,
+		Quiet: time.Second,
+		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+			setups++
+			if setups == 1 {
+				t = &releasing{TB: t, fns: &probe}
+			} else {
+				for _, f := range probe {
+					f()
+				}
+				probe = nil
+			}
+			adm := e.newAdmin(t)
+			topic := e.createTopicWith(t, adm, conformancePartitions, "conf")
+			dlq := e.createTopicWith(t, adm, 1, "conf-dlq")
+			group := uniqueName("group")
+			so := &kafka.SubscriptionOptions{Ordered: ordered, DeadLetterTopic: dlq, DeliveryLimit: cfg.DeliveryLimit}
+			pub, err := kafka.OpenTopic(e.producer(t), topic, &kafka.TopicOptions{Consumers: so})
+			if err != nil {
+				return nil, err
+			}
+			return &conformance.Fixture{
+				Topic: pub,
+				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
+					opts := append(e.clientOpts(), kgo.Balancers(&oldestTakesAll{opened: time.Now().UnixNano()}))
+					s, err := kafka.OpenSubscription(opts, group, topic, so)
+					if err != nil {
+						return nil, err
+					}
+					if err := waitJoined(ctx, adm, s, group); err != nil {
+						s.Close()
+						return nil, err
+					}
+					return s, nil
+				},
+				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
+					return kafka.OpenSubscription(e.clientOpts(), group+"-dlq", dlq, nil)
+				},
+			}, nil
+		},
+		OpenMissingTopic: func(ctx context.Context) (*broker.Topic, error) {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...))
+			if err != nil {
+				return nil, err
+			}
+			t, err := kafka.OpenTopic(cl, uniqueName("missing"), nil)
+			cl.Close()
+			return t, err
+		},
+		OpenMissingSubscription: func(ctx context.Context) (*broker.Subscription, error) {
+			return kafka.OpenSubscription(e.clientOpts(), uniqueName("group"), uniqueName("missing"), nil)
+		},
+	}
+}
+
+// waitJoined waits until s's member is in the group and the group is
+// stable, so that a scenario starts with a settled assignment.
+func waitJoined(ctx context.Context, adm *kadm.Client, s *broker.Subscription, group string) error {
+	var cl *kgo.Client
+	if !s.As(&cl) {
+		return fmt.Errorf("As(*kgo.Client) failed")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		member, gen := cl.GroupMetadata()
+		if gen > 0 {
+			gs, err := adm.DescribeGroups(ctx, group)
+			if err == nil {
+				if g, ok := gs[group]; ok && g.State == "Stable" {
+					for _, m := range g.Members {
+						if m.MemberID == member {
+							return nil
+						}
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("consumer did not join group %s: %w", group, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// oldestTakesAll is an eager balancer that gives every partition to the
+// member that was opened first; the others stand by.
+type oldestTakesAll struct{ opened int64 }
+
+func (*oldestTakesAll) ProtocolName() string { return "wary-oldest-takes-all" }
+func (*oldestTakesAll) IsCooperative() bool  { return false }
+func (b *oldestTakesAll) JoinGroupMetadata(interests []string, _ map[string][]int32, _ int32) []byte {
+	m := kmsg.NewConsumerMemberMetadata()
+	m.Topics = interests
+	m.UserData = binary.BigEndian.AppendUint64(nil, uint64(b.opened))
+	return m.AppendTo(nil)
+}
+func (*oldestTakesAll) ParseSyncAssignment(a []byte) (map[string][]int32, error) {
+	return kgo.ParseConsumerSyncAssignment(a)
+}
+func (b *oldestTakesAll) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
+	cb, err := kgo.NewConsumerBalancer(b, members)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cb, cb.MemberTopics(), nil
+}
+func (*oldestTakesAll) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
+	var oldest *kmsg.JoinGroupResponseMember
+	var oldestAt uint64
+	cb.EachMember(func(m *kmsg.JoinGroupResponseMember, meta *kmsg.ConsumerMemberMetadata) {
+		at := uint64(1<<63 - 1)
+		if len(meta.UserData) == 8 {
+			at = binary.BigEndian.Uint64(meta.UserData)
+		}
+		if oldest == nil || at < oldestAt || at == oldestAt && m.MemberID < oldest.MemberID {
+			oldest, oldestAt = m, at
+		}
+	})
+	plan := cb.NewPlan()
+	for topic, n := range topics {
+		for p := range n {
+			plan.AddPartition(oldest, topic, p)
+		}
+	}
+	return plan
+}
+
+
+// releasing records the cleanups registered on it, to run them early (once).
+type releasing struct {
+	testing.TB
+	fns *[]func()
+}
+
+func (r *releasing) Cleanup(f func()) {
+	var once sync.Once
+	g := func() { once.Do(f) }
+	*r.fns = append([]func(){g}, *r.fns...)
+	r.TB.Cleanup(g)
+}
