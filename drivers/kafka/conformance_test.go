@@ -174,7 +174,6 @@ func (*oldestTakesAll) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 	return plan
 }
 
-
 // releasing records the cleanups registered on it, to run them early (once).
 type releasing struct {
 	testing.TB
