@@ -1,0 +1,95 @@
+package idem_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem"
+)
+
+func TestValidateConsumer(t *testing.T) {
+	for _, ok := range []string{"a", "orders-v2.eu:1", "A_b", strings.Repeat("x", 63), "1st"} {
+		if err := idem.ValidateConsumer(ok); err != nil {
+			t.Errorf("ValidateConsumer(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", `a"b`, "a'b", "a;b", "a\x00b", "a b", "é", "a\tb", strings.Repeat("x", 64)} {
+		err := idem.ValidateConsumer(bad)
+		if !errors.Is(err, idem.ErrInvalidName) {
+			t.Errorf("ValidateConsumer(%q): %v, want ErrInvalidName", bad, err)
+		}
+	}
+}
+
+func TestValidatePrefixAndTables(t *testing.T) {
+	for _, ok := range []string{"", "wary_", "App_", strings.Repeat("p", 63-len("parked_aggregate_idx"))} {
+		if err := idem.ValidatePrefix(ok); err != nil {
+			t.Errorf("ValidatePrefix(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"1x", "a-b", `a"`, "a;", "a\x00", strings.Repeat("p", 64-len("parked_aggregate_idx"))} {
+		if err := idem.ValidatePrefix(bad); !errors.Is(err, idem.ErrInvalidName) {
+			t.Errorf("ValidatePrefix(%q): %v, want ErrInvalidName", bad, err)
+		}
+	}
+	if parts, err := idem.ValidateTableName("app.orders"); err != nil || len(parts) != 2 {
+		t.Errorf("schema-qualified: %v %v", parts, err)
+	}
+	for _, bad := range []string{"a.b.c", ".a", "a.", `a"."b`, "a;drop"} {
+		if _, err := idem.ValidateTableName(bad); !errors.Is(err, idem.ErrInvalidName) {
+			t.Errorf("ValidateTableName(%q): %v", bad, err)
+		}
+	}
+	if got := idem.QuoteIdentifier(`we"ird`); got != `"we""ird"` {
+		t.Errorf("QuoteIdentifier: %s", got)
+	}
+}
+
+func TestParseEvent(t *testing.T) {
+	ev := idem.Event{AggregateID: "a-1", Version: 7, Sequence: 9, Type: "order.placed"}
+	got, err := idem.ParseEvent(&broker.Message{ID: "m", Headers: ev.Headers()})
+	if err != nil || got != ev {
+		t.Errorf("round trip: %+v, %v", got, err)
+	}
+	for _, h := range []map[string]string{
+		nil,
+		{idem.HeaderAggregateVersion: "1"},
+		{idem.HeaderAggregateID: "a", idem.HeaderAggregateVersion: "x"},
+		{idem.HeaderAggregateID: "a", idem.HeaderAggregateVersion: "-1"},
+		{idem.HeaderAggregateID: "a", idem.HeaderSequence: "1.5"},
+	} {
+		if _, err := idem.ParseEvent(&broker.Message{ID: "m", Headers: h}); !errors.Is(err, idem.ErrNoEvent) {
+			t.Errorf("ParseEvent(%v): %v, want ErrNoEvent", h, err)
+		}
+	}
+}
+
+func TestNewInboxRetention(t *testing.T) {
+	var st idem.Store[int] = nilStore{}
+	caps := broker.Capabilities{RedeliveryHorizon: 7 * 24 * time.Hour}
+	if _, err := idem.NewInbox(st, "c", caps, &idem.Options{Retention: time.Hour}); !errors.Is(err, idem.ErrRetention) {
+		t.Errorf("short retention: %v", err)
+	} else if !strings.Contains(err.Error(), "AllowShortRetention") {
+		t.Errorf("error does not say how to override: %v", err)
+	}
+	in, err := idem.NewInbox(st, "c", caps, nil)
+	if err != nil || in.Retention() != caps.RedeliveryHorizon {
+		t.Errorf("default: %v", err)
+	}
+	in, err = idem.NewInbox(st, "c", broker.Capabilities{}, nil)
+	if err != nil || in.Retention() != idem.DefaultRetention {
+		t.Errorf("unknown horizon: %v", err)
+	}
+	if _, err := idem.NewInbox(st, "c", caps, &idem.Options{Retention: -time.Hour}); err == nil {
+		t.Errorf("negative retention accepted")
+	}
+	if _, err := idem.NewInbox[int](nil, "c", caps, nil); err == nil {
+		t.Errorf("nil store accepted")
+	}
+}
+
+// nilStore satisfies Store for constructor tests; its methods are never called.
+type nilStore struct{ idem.Store[int] }

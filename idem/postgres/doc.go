@@ -1,0 +1,27 @@
+// Package postgres is the PostgreSQL store of package idem, on pgx/v5 and
+// pgxpool: its Store implements idem.Store[pgx.Tx], so inbox handlers
+// receive the pgx.Tx in which the delivery was claimed and must make every
+// write through it.
+//
+// New creates the tables (prefix "wary_" by default, in the search_path's
+// first schema or Options.Schema) from the embedded SQL in sql/, and
+// records applied migrations in <prefix>migrations; concurrent migrators
+// are serialised with a transaction-scoped advisory lock.
+//
+// Guarantees: the inbox claim is INSERT ... ON CONFLICT (consumer,
+// message_id) DO NOTHING in the handler's transaction, at the pool's
+// default isolation (READ COMMITTED). A second transaction claiming the
+// same message blocks on the first one's uncommitted row and then either
+// finds the conflict (the first committed: a duplicate) or inserts (the
+// first rolled back). So, with the acknowledgement sent only after the
+// commit and inbox records kept at least the broker's redelivery horizon,
+// each message's effect is committed once per consumer (see package idem).
+// Version checks are a conditional UPDATE; PostgreSQL re-checks its WHERE
+// clause against the newest committed row after waiting for a concurrent
+// writer, so two events of one aggregate cannot both apply on the same
+// version. Batches claim their messages in ID order, so that concurrent
+// batches do not deadlock on each other's claims.
+//
+// Times are stored as timestamptz; the parked messages' headers as JSON
+// text and bodies as bytea.
+package postgres

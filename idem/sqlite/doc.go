@@ -1,0 +1,25 @@
+// Package sqlite is the SQLite store of package idem, on modernc.org/sqlite
+// (no cgo) through database/sql: its Store implements idem.Store[*sql.Tx],
+// so inbox handlers receive the *sql.Tx in which the delivery was claimed
+// and must make every write through it. It is the embedded default: one
+// file, no server.
+//
+// Open opens the database with DSN(path): WAL journal, busy_timeout of 5
+// seconds, and _txlock=immediate, so every transaction takes SQLite's
+// single write lock when it begins (BEGIN IMMEDIATE) and concurrent
+// writers queue for it instead of failing to upgrade a read lock. To use a
+// *sql.DB of your own with New, open it with the same parameters.
+//
+// Guarantees: transactions are serialised by the write lock, so of two
+// copies of a message claimed at the same time, the second begins after
+// the first committed (and finds the claim: a duplicate) or rolled back
+// (and takes it). With the acknowledgement sent only after the commit and
+// inbox records kept at least the broker's redelivery horizon, each
+// message's effect is committed once per consumer (see package idem).
+// Durability of a commit follows the database's synchronous setting (FULL
+// unless the DSN says otherwise).
+//
+// The tables (prefix "wary_" by default) are created from the embedded SQL
+// in sql/ and applied migrations recorded in <prefix>migrations. Times are
+// stored as Unix microseconds.
+package sqlite
