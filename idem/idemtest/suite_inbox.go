@@ -111,6 +111,24 @@ func testHandlerError[Tx any](t *testing.T, f Factory[Tx]) {
 	if s := in.Stats(); s.Failed != 3 || s.Processed != 1 {
 		t.Errorf("stats %+v", s)
 	}
+	// A broker without nack delays: the inbox waits the backoff itself,
+	// capped at half the lock timeout, then nacks without delay.
+	caps := Caps
+	caps.NackDelay, caps.LockTimeout = false, 100*time.Millisecond
+	slow, err := idem.NewInbox(e.Store, "nodelay", caps, Quiet(&idem.Options{Backoff: broker.Backoff{Initial: time.Hour}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q2 := NewQueue(caps)
+	q2.Push(Msg("m3", "x", "", 0))
+	start := time.Now()
+	err = slow.Handle(e.Ctx, receive(t, q2, q2.Subscription()), func(context.Context, Tx, *broker.Delivery) error { return boom })
+	if took := time.Since(start); !errors.Is(err, boom) || took < 50*time.Millisecond || took > 10*time.Second {
+		t.Errorf("no nack delay: err %v after %s", err, took)
+	}
+	if d := q2.NackDelays(); len(d) != 1 || d[0] != 0 {
+		t.Errorf("nack delays %v, want [0]", d)
+	}
 }
 
 func testAckAfterCommit[Tx any](t *testing.T, f Factory[Tx]) {

@@ -1,0 +1,10 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/wary-go/wary/idem/idemtest"
+)
+
+// BenchmarkInbox: messages/s through the inbox vs. the bare transaction.
+func BenchmarkInbox(b *testing.B) { idemtest.Bench(b, newDB) }
