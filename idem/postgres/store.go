@@ -24,8 +24,9 @@ type Options struct {
 	Prefix string
 	// NoPrefix uses no prefix at all (tables "inbox", "parked", ...).
 	NoPrefix bool
-	// Schema, if set, qualifies the store's tables; by default they go to
-	// the first schema of the connection's search_path.
+	// Schema, if set, qualifies the store's tables (and is created if it
+	// does not exist); by default they go to the first schema of the
+	// connection's search_path.
 	Schema string
 	// SkipMigrate leaves the schema alone; call Migrate yourself.
 	SkipMigrate bool
@@ -87,8 +88,9 @@ var dialect = sqlcore.Dialect{
 		}
 		return pgx.Identifier{schema, name}.Sanitize()
 	},
-	IsNoRows: func(err error) bool { return errors.Is(err, pgx.ErrNoRows) },
-	Lock:     "SELECT pg_advisory_xact_lock($1)",
+	IsNoRows:     func(err error) bool { return errors.Is(err, pgx.ErrNoRows) },
+	Lock:         "SELECT pg_advisory_xact_lock($1)",
+	CreateSchema: "CREATE SCHEMA IF NOT EXISTS %s",
 }
 
 type backend struct{ pool *pgxpool.Pool }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"sync"
 	"testing"
@@ -103,4 +104,32 @@ func newDB(t testing.TB) idemtest.DB[pgx.Tx] { return testDB{newPool(t)} }
 
 func TestStore(t *testing.T) {
 	idemtest.Run(t, newDB)
+}
+
+func TestSchemaOption(t *testing.T) {
+	pool := newPool(t)
+	ctx := t.Context()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	schema := "idem_schema_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	st, err := postgres.New(ctx, pool, &postgres.Options{Schema: schema, Prefix: "x_"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'x\_%'`, schema).Scan(&n); err != nil || n != 4 {
+		t.Errorf("tables in %s: %d, %v; want 4", schema, n, err)
+	}
+	tx, err := st.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Rollback(ctx, tx)
+	if ok, err := st.Claim(ctx, tx, "c", "m", time.Now()); !ok || err != nil {
+		t.Errorf("claim: %v %v", ok, err)
+	}
+	if _, err := postgres.New(ctx, pool, &postgres.Options{Schema: `bad"schema`}); !errors.Is(err, idem.ErrInvalidName) {
+		t.Errorf("bad schema: %v", err)
+	}
 }

@@ -52,6 +52,10 @@ type Dialect struct {
 	Quote func(schema, name string) string
 	// IsNoRows reports whether err means that QueryRow found no row.
 	IsNoRows func(err error) bool
+	// CreateSchema, if not empty, is a format for the statement that
+	// creates a schema given its quoted name, run by Migrate first when the
+	// store has a schema.
+	CreateSchema string
 	// Lock, if not empty, is run with one int64 argument at the start of
 	// the migration transaction to serialise migrators.
 	Lock string

@@ -180,6 +180,11 @@ func (c *Core[Tx]) Migrate(ctx context.Context, fsys fs.FS, dir string) error {
 				return fmt.Errorf("idem: migration lock: %w", err)
 			}
 		}
+		if c.schema != "" && c.d.CreateSchema != "" {
+			if _, err := q.Exec(ctx, fmt.Sprintf(c.d.CreateSchema, c.d.Quote("", c.schema))); err != nil {
+				return fmt.Errorf("idem: create schema: %w", err)
+			}
+		}
 		if _, err := q.Exec(ctx, c.render(`CREATE TABLE IF NOT EXISTS {{migrations}} (
 			version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`)); err != nil {
 			return fmt.Errorf("idem: create migrations table: %w", err)

@@ -1,0 +1,66 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/memory"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/sqlite"
+)
+
+func ExampleOpen() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "idem-sqlite")
+	defer os.RemoveAll(dir)
+
+	// Open creates the inbox and park tables (prefix "wary_") on first use.
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "shop.db"), &sqlite.Options{Prefix: "shop_"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	_, _ = store.DB().Exec(`CREATE TABLE shipments (order_id TEXT PRIMARY KEY)`)
+
+	b := memory.New(nil)
+	_ = b.CreateTopic("orders", nil)
+	_ = b.CreateSubscription("orders", "shipping")
+	topic, _ := b.OpenTopic("orders", nil)
+	defer topic.Close()
+	sub, _ := b.OpenSubscription("orders", "shipping", nil)
+	defer sub.Close()
+
+	inbox, err := idem.NewInbox(store, "shipping", sub.Capabilities(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ship := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO shipments (order_id) VALUES (?)`, string(d.Message.Body))
+		return err
+	}
+	_ = topic.Publish(ctx, &broker.Message{ID: "evt-1", Body: []byte("order-1")}, &broker.Message{ID: "evt-1", Body: []byte("order-1")})
+
+	// Run the subscription until both copies are settled.
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = sub.Run(ctx, inbox.Handler(ship), nil)
+	}()
+	for s := inbox.Stats(); s.Processed+s.Duplicates < 2; s = inbox.Stats() {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	var n int
+	_ = store.DB().QueryRow(`SELECT count(*) FROM shipments`).Scan(&n)
+	fmt.Println("shipments:", n, "duplicates:", inbox.Stats().Duplicates)
+	// Output:
+	// shipments: 1 duplicates: 1
+}
