@@ -14,6 +14,10 @@ type Topology struct {
 	// MaxMessageSize is the largest message accepted, in bytes (default
 	// 262144, the Standard tier's limit).
 	MaxMessageSize int
+	// OutgoingWindow is how many deliveries the emulator keeps in flight per
+	// AMQP session (default 65536). Tests lower it to prove that settled
+	// deliveries free their slot.
+	OutgoingWindow int
 }
 
 // Queue is a queue and, implicitly, its dead-letter queue
@@ -61,13 +65,14 @@ type jsonTopology struct {
 	Queues              []jsonEntity `json:"queues"`
 	Topics              []jsonEntity `json:"topics"`
 	MaxMessageSizeBytes int          `json:"maxMessageSizeBytes,omitempty"`
+	OutgoingWindow      int          `json:"outgoingWindow,omitempty"`
 }
 
 func millis(d time.Duration) int64 { return d.Milliseconds() }
 
 // MarshalJSON writes the topology in the emulator's config format.
 func (t Topology) MarshalJSON() ([]byte, error) {
-	out := jsonTopology{Queues: []jsonEntity{}, Topics: []jsonEntity{}, MaxMessageSizeBytes: t.MaxMessageSize}
+	out := jsonTopology{Queues: []jsonEntity{}, Topics: []jsonEntity{}, MaxMessageSizeBytes: t.MaxMessageSize, OutgoingWindow: t.OutgoingWindow}
 	for _, q := range t.Queues {
 		out.Queues = append(out.Queues, jsonEntity{
 			Name:                                  q.Name,

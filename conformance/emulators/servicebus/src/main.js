@@ -57,6 +57,7 @@ async function main() {
   const server = new Server(broker, {
     maxMessageSize: topology.maxMessageSizeBytes,
     maxFrameSize: topology.maxFrameSizeBytes,
+    outgoingWindow: topology.outgoingWindow,
   });
   const port = await server.listen(args.port, args.host);
   const ticker = setInterval(() => broker.tick(), TICK_MS);

@@ -12,6 +12,8 @@ const types = rhea.types;
 const SESSION_FILTER = 'com.microsoft:session-filter';
 const SESSION_FILTER_CODE = 0x137000000C;
 const DEFAULT_ACCEPT_TIMEOUT_MS = 60000;
+const BATCH_FORMAT = 0x80013700;
+const OUTGOING_WINDOW = 1 << 16;
 const ACCEPT_TIMEOUT_MARGIN_MS = 250;
 
 // rhea decodes incoming messages itself; keep the bytes so the bare message
@@ -61,6 +63,39 @@ function pendingTransfers(link) {
   return n;
 }
 
+// batchItems splits a batch (message-format 0x80013700): an envelope whose
+// data sections each hold one encoded message.
+function batchItems(raw) {
+  const envelope = originalDecode(raw);
+  const body = envelope.body;
+  if (!body || body.typecode !== 0x75) throw new Error('batch without data sections');
+  return body.multiple ? body.content : [body.content];
+}
+
+// settleReply settles an outgoing delivery with our outcome. The client
+// (rcv-settle-mode second) waits for this and never settles again, so the
+// delivery is finished on both sides: mark it so rhea frees its slot in the
+// session's outgoing window.
+function settleReply(delivery, state) {
+  delivery.update(true, state);
+  delivery.remote_settled = true;
+}
+
+// forgetDeliveries frees the window slots of a closed link's unsettled
+// deliveries (the client can no longer settle them on this link).
+function forgetDeliveries(link) {
+  const out = link.session && link.session.outgoing;
+  if (!out) return;
+  // (deliveries not yet written stay: rhea writes them in order)
+  for (let id = out.next_delivery_id - out.deliveries.size; id < out.next_pending_delivery; id++) {
+    const d = out.deliveries.by_id(id);
+    if (d && d.link === link && !(d.settled && d.remote_settled)) {
+      d.settled = true;
+      d.remote_settled = true;
+    }
+  }
+}
+
 function sessionFilterOf(source) {
   if (!source || !source.value) return {present: false};
   const filter = source.value[7];
@@ -90,6 +125,7 @@ class Server {
     this.broker = broker;
     this.maxFrameSize = opts.maxFrameSize || 65536;
     this.maxMessageSize = opts.maxMessageSize || 262144;
+    this.outgoingWindow = opts.outgoingWindow || OUTGOING_WINDOW;
     this.container = rhea.create_container({
       id: 'wary-servicebus-emulator',
       sender_options: {autosettle: false, treat_modified_as_released: false},
@@ -101,7 +137,11 @@ class Server {
 
   listen(port, host) {
     return new Promise((resolve, reject) => {
-      const server = this.container.listen({port, host, max_frame_size: this.maxFrameSize});
+      // A delivery whose lock is never settled (the client let it expire)
+      // holds its slot in the session's outgoing window until its link
+      // closes: allow many of them.
+      const server = this.container.listen({port, host, max_frame_size: this.maxFrameSize,
+        session_buffer_size: {outgoing: this.outgoingWindow, incoming: 2048}});
       server.once('listening', () => resolve(server.address().port));
       server.once('error', reject);
       this.server = server;
@@ -178,7 +218,9 @@ class Server {
       name: sender.name,
       sessionId: undefined,
       receiveAndDelete: remote.snd_settle_mode === 1,
-      credit: () => (sender.is_open() ? sender.credit - pendingTransfers(sender) : 0),
+      credit: () => (sender.is_open()
+        ? Math.min(sender.credit - pendingTransfers(sender), sender.session.outgoing.available())
+        : 0),
       deliver: (rec, lock) => this.deliver(consumer, rec, lock),
       sessionLost: (err) => {
         this.dropConsumer(consumer);
@@ -294,18 +336,23 @@ class Server {
         return;
       }
       if (role.sendTarget) {
-        const raw = ctx.message.__raw;
-        const stored = codec.parse(raw);
+        const batch = ctx.format === BATCH_FORMAT;
+        if (ctx.format !== undefined && !batch) {
+          reject('amqp:not-implemented', `message format ${ctx.format} is not supported`);
+          return;
+        }
+        const raw = batch ? ctx.message : ctx.message.__raw;
         if (raw.length > this.maxMessageSize) {
           reject('amqp:link:message-size-exceeded', `The received message (size ${raw.length}) exceeds the limit (${this.maxMessageSize}).`);
           return;
         }
+        const items = (batch ? batchItems(raw) : [raw]).map((b) => codec.parse(b));
         const target = role.sendTarget;
-        if (target.requiresSession && stored.properties.group_id === undefined) {
+        if (target.requiresSession && items.some((m) => m.properties.group_id === undefined)) {
           reject('amqp:not-allowed', `The SessionId was not set on a message, and it cannot be sent to the entity. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value. Entity: ${target.path}`);
           return;
         }
-        this.broker.send(target, stored);
+        for (const stored of items) this.broker.send(target, stored);
         accept();
         return;
       }
@@ -347,31 +394,34 @@ class Server {
     const {entity, rec, lock} = info;
     const now = this.broker.now();
     const state = delivery.remote_state;
+    settleReply(delivery, this.outcomeReply(outcome, entity, rec, lock, state, now));
+    this.broker.kick(entity);
+  }
+
+  // outcomeReply applies a client's outcome and returns the state we settle
+  // the delivery with.
+  outcomeReply(outcome, entity, rec, lock, state, now) {
     if (rec.lock !== lock || !entity.lockValid(rec, now)) {
       const sessionful = entity.requiresSession && rec.sessionId !== undefined;
-      delivery.update(true, rhea.message.rejected({error: sessionful
+      return rhea.message.rejected({error: sessionful
         ? amqpError('com.microsoft:session-lock-lost', 'The session lock has expired on the MessageSession. Accept a new MessageSession.')
-        : amqpError('com.microsoft:message-lock-lost', 'The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.')}).described());
-      return;
+        : amqpError('com.microsoft:message-lock-lost', 'The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue.')}).described();
     }
     switch (outcome) {
       case 'accepted':
         entity.complete(rec);
-        delivery.update(true, rhea.message.accepted().described());
-        break;
+        return rhea.message.accepted().described();
       case 'released':
         entity.unlock(rec, false, now);
-        delivery.update(true, rhea.message.released().described());
-        break;
+        return rhea.message.released().described();
       case 'modified': {
         const props = state && state.message_annotations;
         if (state && state.undeliverable_here) entity.defer(rec, props, now);
         else entity.abandon(rec, props, now);
-        delivery.update(true, rhea.message.modified({delivery_failed: !!(state && state.delivery_failed),
-          undeliverable_here: !!(state && state.undeliverable_here)}).described());
-        break;
+        return rhea.message.modified({delivery_failed: !!(state && state.delivery_failed),
+          undeliverable_here: !!(state && state.undeliverable_here)}).described();
       }
-      case 'rejected': {
+      default: { // rejected
         const err = (state && state.error) || {};
         const infoMap = Object.assign({}, err.info || {});
         const reason = infoMap.DeadLetterReason;
@@ -379,11 +429,9 @@ class Server {
         delete infoMap.DeadLetterReason;
         delete infoMap.DeadLetterErrorDescription;
         entity.deadLetter(rec, reason, description, infoMap, now);
-        delivery.update(true, rhea.message.rejected({}).described());
-        break;
+        return rhea.message.rejected({}).described();
       }
     }
-    this.broker.kick(entity);
   }
 
   dropConsumer(consumer) {
@@ -396,6 +444,7 @@ class Server {
   }
 
   dropLink(sender) {
+    forgetDeliveries(sender);
     if (sender.sb && sender.sb.consumer) this.dropConsumer(sender.sb.consumer);
     if (sender.sb && sender.sb.reply && sender.connection.sb) {
       sender.connection.sb.replyLinks.delete(sender.sb.replyTo);
