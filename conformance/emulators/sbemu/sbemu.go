@@ -84,7 +84,9 @@ func Start(t testing.TB, topology Topology) *Emulator {
 	}
 	port, stop, err := launch(t, node, dir, cfgPath)
 	if err != nil {
-		unavailable(t, "servicebus emulator: %v", err)
+		// node and the dependencies are there: an emulator that does not
+		// start is a bug, not a missing service
+		t.Fatalf("servicebus emulator: %v", err)
 	}
 	t.Cleanup(stop)
 	return &Emulator{ConnectionString: connectionString(port), Port: port}
