@@ -97,7 +97,7 @@ func TestReleaseDoesNotCount(t *testing.T) {
 // Dead-lettering (rejected with com.microsoft:dead-letter) moves the message
 // to <queue>/$DeadLetterQueue with its reason and description.
 func TestDeadLetter(t *testing.T) {
-	_, client := env(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: "dlq"}}})
+	_, client := env(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: "dlq", LockDuration: 7 * time.Second}}})
 	send(t, client, "dlq", msg("poison"))
 	r := queueReceiver(t, client, "dlq", nil)
 	got := receiveN(t, r, 1)[0]
@@ -117,6 +117,10 @@ func TestDeadLetter(t *testing.T) {
 	if dead.DeadLetterReason == nil || *dead.DeadLetterReason != "BadInput" ||
 		dead.DeadLetterErrorDescription == nil || *dead.DeadLetterErrorDescription != "field x missing" {
 		t.Fatalf("reason %v description %v", dead.DeadLetterReason, dead.DeadLetterErrorDescription)
+	}
+	// the dead-letter queue locks for its queue's lock duration (not the 60s default)
+	if dead.LockedUntil == nil || dead.LockedUntil.After(time.Now().Add(7*time.Second)) {
+		t.Fatalf("dead-letter lock until %v, want within the queue's 7s lock duration", dead.LockedUntil)
 	}
 	if dead.ApplicationProperties["stage"] != "parse" {
 		t.Fatalf("properties to modify not applied: %v", dead.ApplicationProperties)

@@ -32,7 +32,8 @@ class Entity {
     this.consumers = [];
     this.pendingAccepts = []; // next-available session receivers waiting
     this.rr = 0;
-    this.dlq = isDlq ? null : new Entity(broker, path + '/$DeadLetterQueue', {}, true);
+    // the dead-letter queue is a sub-queue: it shares the entity's lock duration
+    this.dlq = isDlq ? null : new Entity(broker, path + '/$DeadLetterQueue', {lockDurationMs: this.lockDurationMs}, true);
   }
 
   // add stores a message that was sent to (or fanned out to) this entity.
