@@ -322,7 +322,7 @@ func (in *Inbox[Tx]) parkOrRetry(ctx context.Context, d *broker.Delivery, pe *Pa
 	if err != nil {
 		return in.abort(ctx, []*broker.Delivery{d}, storeErr("begin", err))
 	}
-	err = in.parkTx(ctx, tx, d, pe.Reason, attempts, first, now)
+	parked, err := in.parkTx(ctx, tx, d, pe.Reason, attempts, first, now)
 	if err == nil {
 		err = in.store.Commit(ctx, tx)
 	} else {
@@ -331,21 +331,25 @@ func (in *Inbox[Tx]) parkOrRetry(ctx context.Context, d *broker.Delivery, pe *Pa
 	if err != nil {
 		return in.abort(ctx, []*broker.Delivery{d}, storeErr("park", err))
 	}
+	if !parked { // a copy was processed or parked meanwhile
+		in.stats.duplicates.Add(1)
+		return in.ack(ctx, d)
+	}
 	in.stats.parked.Add(1)
 	in.o.Logger.Warn("idem: message parked", slog.String("consumer", in.consumer), slog.String("message_id", d.Message.ID),
 		slog.String("aggregate_id", d.Message.Headers[HeaderAggregateID]), slog.Int("attempts", attempts), slog.String("reason", pe.Reason))
 	return in.ack(ctx, d)
 }
 
-func (in *Inbox[Tx]) parkTx(ctx context.Context, tx Tx, d *broker.Delivery, reason string, attempts int, first, now time.Time) error {
+func (in *Inbox[Tx]) parkTx(ctx context.Context, tx Tx, d *broker.Delivery, reason string, attempts int, first, now time.Time) (bool, error) {
 	claimed, err := in.store.Claim(ctx, tx, in.consumer, d.Message.ID, now)
 	if err != nil || !claimed {
-		return err // not claimed: a copy was processed or parked meanwhile
+		return false, err
 	}
 	if err := in.store.Park(ctx, tx, parkedFrom(in.consumer, d, reason, attempts, first, now)); err != nil {
-		return err
+		return false, err
 	}
-	return in.store.ClearFailure(ctx, tx, in.consumer, d.Message.ID)
+	return true, in.store.ClearFailure(ctx, tx, in.consumer, d.Message.ID)
 }
 
 func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int, first, now time.Time) *Parked {
