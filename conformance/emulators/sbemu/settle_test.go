@@ -165,6 +165,10 @@ func TestDeferAndReceiveDeferred(t *testing.T) {
 	if deferred[0].LockToken == ([16]byte{}) || deferred[0].State != azservicebus.MessageStateDeferred {
 		t.Fatalf("deferred message: lock token %x state %v", deferred[0].LockToken, deferred[0].State)
 	}
+	// deferring counts as a delivery attempt
+	if deferred[0].DeliveryCount != first.DeliveryCount+1 {
+		t.Fatalf("deferred message delivery count %d, want %d", deferred[0].DeliveryCount, first.DeliveryCount+1)
+	}
 	// settles over $management (update-disposition)
 	if err := r.CompleteMessage(ctxT(t), deferred[0], nil); err != nil {
 		t.Fatalf("CompleteMessage (deferred): %v", err)

@@ -134,11 +134,10 @@ class Entity {
 
   defer(rec, props, now) {
     this.applyProperties(rec, props);
-    // deferral counts as a delivery attempt but never dead-letters
-    if (rec.lock) this.locks.delete(rec.lock.hex);
-    rec.lock = null;
-    rec.deliveryCount++;
     rec.state = 'deferred';
+    // deferral counts a delivery, and past MaxDeliveryCount dead-letters, as
+    // in the service
+    this.unlock(rec, true, now);
   }
 
   deadLetter(rec, reason, description, props, now) {
