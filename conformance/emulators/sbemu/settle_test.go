@@ -3,6 +3,7 @@ package sbemu_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -294,6 +295,16 @@ func TestLargeMessage(t *testing.T) {
 	}
 	if err := r.CompleteMessage(ctxT(t), got, nil); err != nil {
 		t.Fatalf("CompleteMessage: %v", err)
+	}
+	// past the entity's maximum message size (256 KiB, the Standard tier's)
+	sender, err := client.NewSender("large", nil)
+	if err != nil {
+		t.Fatalf("NewSender: %v", err)
+	}
+	defer sender.Close(context.Background())
+	err = sender.SendMessage(ctxT(t), &azservicebus.Message{Body: bytes.Repeat([]byte("x"), 300*1024)}, nil)
+	if !errors.Is(err, azservicebus.ErrMessageTooLarge) {
+		t.Fatalf("sending 300 KiB: %v, want ErrMessageTooLarge", err)
 	}
 }
 
