@@ -1,6 +1,7 @@
 package sbemu_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -59,7 +60,7 @@ func ptr[T any](v T) *T { return &v }
 
 func sbCode(err error) azservicebus.Code {
 	var sbErr *azservicebus.Error
-	if errorsAs(err, &sbErr) {
+	if err != nil && errors.As(err, &sbErr) {
 		return sbErr.Code
 	}
 	return ""
