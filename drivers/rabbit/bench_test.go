@@ -17,13 +17,13 @@ import (
 // confirms (in batches, and one message at a time) and consume with
 // per-message acks and the same prefetch. The two alternate in rounds of
 // benchRound messages inside one benchmark, so that both see the same load
-// on the machine (the server shares it); b.N counts messages per side.
+// on the machine (the server shares it; rounds are short, so that load
+// changes hit both alike); b.N counts messages per side.
 // Each reports wary-msgs/s, amqp091-msgs/s and wary/amqp091 in percent.
 //
 //	go test -run '^$' -bench . -benchtime 20000x ./drivers/rabbit/
 
 const (
-	benchRound    = 1000
 	benchPrefetch = 200
 	benchBody     = 256
 )
@@ -61,11 +61,11 @@ func rawChannel(b *testing.B) *amqp.Channel {
 
 // paired runs wary and raw alternately, n messages each per round, and
 // reports both rates.
-func paired(b *testing.B, wary, raw func(n int)) {
+func paired(b *testing.B, round int, wary, raw func(n int)) {
 	var tw, tr time.Duration
 	b.ResetTimer()
-	for done := 0; done < b.N; done += benchRound {
-		n := min(benchRound, b.N-done)
+	for done := 0; done < b.N; done += round {
+		n := min(round, b.N-done)
 		start := time.Now()
 		wary(n)
 		tw += time.Since(start)
@@ -98,7 +98,7 @@ func BenchmarkPublish(b *testing.B) {
 			}
 			body := make([]byte, benchBody)
 			dcs := make([]*amqp.DeferredConfirmation, 0, batch)
-			paired(b, func(n int) {
+			paired(b, 10*batch, func(n int) {
 				for i := 0; i < n; i += batch {
 					if err := topic.Publish(ctx, benchMessages(min(batch, n-i))...); err != nil {
 						b.Fatal(err)
@@ -164,7 +164,7 @@ func BenchmarkConsume(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	paired(b, func(n int) {
+	paired(b, 400, func(n int) {
 		for got := 0; got < n; {
 			batch, err := sub.Receive(ctx, min(benchPrefetch, n-got))
 			if err != nil {

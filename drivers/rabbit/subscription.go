@@ -246,6 +246,14 @@ func (s *subscription) lost(c *consumer) error {
 // receiveWait is how long ReceiveBatch waits for a first message.
 const receiveWait = 500 * time.Millisecond
 
+// timerPool saves ReceiveBatch a timer allocation per wait. Since Go 1.23
+// a stopped timer's channel holds no stale value, so Reset is safe.
+var timerPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
 func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*driver.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -263,8 +271,12 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 		}
 		msgs = append(msgs, s.decode(c, &d))
 	default:
-		timer := time.NewTimer(receiveWait)
-		defer timer.Stop()
+		timer := timerPool.Get().(*time.Timer)
+		timer.Reset(receiveWait)
+		defer func() {
+			timer.Stop()
+			timerPool.Put(timer)
+		}()
 		select {
 		case d, ok := <-c.out:
 			if !ok {
@@ -301,7 +313,7 @@ type ackID struct {
 	key     string
 	attempt int
 	prior   int
-	d       *amqp.Delivery
+	d       amqp.Delivery
 }
 
 func (s *subscription) decode(c *consumer, d *amqp.Delivery) *driver.Message {
@@ -311,15 +323,19 @@ func (s *subscription) decode(c *consumer, d *amqp.Delivery) *driver.Message {
 		c.tags[d.DeliveryTag] = struct{}{}
 	}
 	c.mu.Unlock()
-	m.AckID = &ackID{c: c, tag: d.DeliveryTag, queue: c.queues[d.ConsumerTag], key: m.Key, attempt: m.Attempt, prior: prior, d: d}
-	m.AsFunc = func(i any) bool {
-		p, ok := i.(**amqp.Delivery)
-		if ok {
-			*p = d
-		}
-		return ok
-	}
+	a := &ackID{c: c, tag: d.DeliveryTag, queue: c.queues[d.ConsumerTag], key: m.Key, attempt: m.Attempt, prior: prior, d: *d}
+	m.AckID = a
+	m.AsFunc = a.as
 	return m
+}
+
+// as is Message.As on received messages: **amqp.Delivery.
+func (a *ackID) as(i any) bool {
+	p, ok := i.(**amqp.Delivery)
+	if ok {
+		*p = &a.d
+	}
+	return ok
 }
 
 // take claims the delivery for settling: false if it was settled already
@@ -401,7 +417,7 @@ func (s *subscription) nack(ctx context.Context, a *ackID, delay time.Duration) 
 	if err != nil {
 		return err
 	}
-	p := republish(a.d, a.key, amqp.Table{hdrPrior: int32(a.attempt)})
+	p := republish(&a.d, a.key, amqp.Table{hdrPrior: int32(a.attempt)})
 	if err := s.pub.publish(ctx, []outgoing{{exchange: "", key: q, pub: p}}); err != nil {
 		var re *returnedError
 		if errors.As(err, &re) {
@@ -461,7 +477,7 @@ func (s *subscription) deadLetter(ctx context.Context, a *ackID, reason string) 
 	if !a.c.has(a.tag) {
 		return errLockLost
 	}
-	p := republish(a.d, a.key, amqp.Table{hdrReason: reason, hdrPrior: int32(a.attempt)})
+	p := republish(&a.d, a.key, amqp.Table{hdrReason: reason, hdrPrior: int32(a.attempt)})
 	if err := s.pub.publish(ctx, []outgoing{{exchange: s.o.DeadLetterExchange, key: a.d.RoutingKey, pub: p}}); err != nil {
 		return err
 	}
