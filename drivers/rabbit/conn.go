@@ -98,6 +98,8 @@ func (c *Conn) String() string { return "rabbit.Conn(" + c.safe + ")" }
 
 func (c *Conn) dial(ctx context.Context) (*amqp.Connection, error) {
 	cfg := c.cfg
+	// DialConfig calls cfg.Dial on this goroutine: no lock needed.
+	var stop func() bool
 	if cfg.Dial == nil {
 		d := &net.Dialer{Timeout: 10 * time.Second}
 		cfg.Dial = func(network, addr string) (net.Conn, error) {
@@ -105,9 +107,10 @@ func (c *Conn) dial(ctx context.Context) (*amqp.Connection, error) {
 			if err != nil {
 				return nil, err
 			}
-			// The handshake must not outlast the dial timeout either;
+			// The handshake must not outlast the dial timeout, nor ctx;
 			// amqp091-go clears the deadline once the connection is open.
 			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			stop = context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 			return conn, nil
 		}
 	}
@@ -116,6 +119,12 @@ func (c *Conn) dial(ctx context.Context) (*amqp.Connection, error) {
 		cfg.Properties.SetClientConnectionName("wary")
 	}
 	conn, err := amqp.DialConfig(c.url, cfg)
+	if stop != nil && !stop() && err == nil {
+		// ctx ended as the handshake finished: the deadline may hit the
+		// open connection. Do not use it.
+		_ = conn.Close()
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		// amqp091-go's URI errors do not echo the URL; net errors carry
 		// only host and port. Say which server, without the password.
