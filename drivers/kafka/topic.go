@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -171,9 +172,23 @@ func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 	return produce(ctx, t.cl, recs)
 }
 
-// produce writes recs and waits for every produce ack.
+// produce writes recs and waits for every produce ack, or for ctx. kgo does
+// not give up an idempotent record once it is in flight, so when ctx ends
+// first the records may still be written: the error says so (MaybeSent),
+// and the records (copies, see toRecord) finish in the background.
 func produce(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
-	results := cl.ProduceSync(ctx, recs...)
+	done := make(chan kgo.ProduceResults, 1)
+	go func() { done <- cl.ProduceSync(ctx, recs...) }()
+	var results kgo.ProduceResults
+	select {
+	case results = <-done:
+	case <-ctx.Done():
+		select {
+		case results = <-done:
+		default:
+			return &produceError{err: fmt.Errorf("kafka: waiting for the produce ack: %w", ctx.Err()), maybeSent: true}
+		}
+	}
 	var first error
 	ok := 0
 	for _, r := range results {
@@ -189,8 +204,10 @@ func produce(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
 	return &produceError{err: first, maybeSent: ok > 0 || maybeSent(first)}
 }
 
+// toRecord copies m into a record (the driver must not keep m's slices,
+// and a record may outlive SendBatch: see produce).
 func toRecord(topic string, m *driver.Message) *kgo.Record {
-	r := &kgo.Record{Topic: topic, Value: m.Body}
+	r := &kgo.Record{Topic: topic, Value: bytes.Clone(m.Body)}
 	if m.Key != "" {
 		r.Key = []byte(m.Key)
 	}
