@@ -39,7 +39,7 @@ func lookupLocked(id driver.AckID, want ...uint8) (*entry, bool) {
 }
 
 func (s *subscription) SendAcks(ctx context.Context, ids []driver.AckID) error {
-	stale := false
+	stale, wake := false, false
 	s.mu.Lock()
 	for _, id := range ids {
 		e, ok := lookupLocked(id, stInFlight, stAcked)
@@ -50,9 +50,13 @@ func (s *subscription) SendAcks(ctx context.Context, ids []driver.AckID) error {
 		if e.state == stInFlight {
 			e.p.settle(e)
 			s.markSeq++
+			// Waiters: an ordered partition's next record, a revoke.
+			wake = wake || s.opts.Ordered || e.p.revoking
 		}
 	}
-	s.signalLocked()
+	if wake {
+		s.signalLocked()
+	}
 	s.mu.Unlock()
 	var err error
 	if s.opts.CommitInterval <= 0 {
