@@ -1,0 +1,123 @@
+// Package kafka is the wary driver for Apache Kafka, on franz-go (kgo).
+//
+// A topic publishes through a *kgo.Client the caller owns:
+//
+//	cl, _ := kgo.NewClient(kgo.SeedBrokers("localhost:9092"))
+//	orders, err := kafka.OpenTopic(cl, "orders", nil)
+//
+// A subscription is a consumer-group member with a client of its own,
+// built from the caller's kgo options (seeds, TLS, SASL):
+//
+//	sub, err := kafka.OpenSubscription([]kgo.Opt{kgo.SeedBrokers("localhost:9092")},
+//		"billing", "orders", &kafka.SubscriptionOptions{Ordered: true, DeadLetterTopic: "orders.dlq", DeliveryLimit: 5})
+//
+// # URLs
+//
+// Importing the package registers the scheme "kafka" on
+// broker.DefaultURLMux:
+//
+//	kafka://orders?brokers=host1:9092,host2:9092                       (topic)
+//	kafka://billing?topic=orders&brokers=host1:9092&ordered=true       (subscription of group billing)
+//
+// brokers defaults to the environment variable KAFKA_BROKERS. Subscription
+// URLs also take dead_letter_topic, delivery_limit, retry_topic and
+// commit_interval (a Go duration), as in SubscriptionOptions. Any other
+// parameter is an error (broker.ErrInvalid). A topic opened by URL owns its
+// client and closes it.
+//
+// # Delivery semantics
+//
+// Publishing: Message.Key is the record key (the default partitioner
+// hashes it to a partition; an empty key spreads records), Message.ID travels
+// in the header "wary-id", headers as record headers. The client must use
+// idempotent writes and acks from all in-sync replicas (kgo's defaults;
+// OpenTopic refuses a client without them), so Publish returns once every
+// in-sync replica has the records. The driver does not retry; kgo retries
+// inside its idempotent producer session, where the broker drops the
+// copies. If ctx ends while records are in flight, Publish returns an
+// error matching broker.ErrMaybeSent (kgo does not abandon an idempotent
+// record in flight: it may still be written).
+//
+// Scope: order per partition (Capabilities.Ordering is OrderPartition; the
+// key chooses the partition). Partitions are consumed concurrently. With
+// SubscriptionOptions.Ordered the next record of a partition is not handed
+// out before the previous one is settled (HeadOfLine); without it the
+// records of a partition are handed out in order without waiting, and may
+// be processed concurrently.
+//
+// Ack model: cumulative (AckCumulative). The driver commits, per partition,
+// the offset of the first record not yet settled: the contiguous settled
+// prefix, never past an unsettled record. A consumer that crashes or closes
+// redelivers (through the group's next owner of the partition) every record
+// after that point, acked or not. By default Ack returns after the broker
+// confirmed the commit that covers it (concurrent acks share one commit);
+// with CommitInterval, Ack returns at once and the commit follows within
+// the interval, on revoke and on Close.
+//
+// Rebalances: on revoke the driver stops handing out the partition's
+// records, waits up to RevokeTimeout for its deliveries in flight to be
+// settled, commits the settled prefix and gives the partition up; a later
+// settle of one of its deliveries fails with broker.ErrLockLost. On a lost
+// partition (the member was fenced) nothing is committed. Every commit
+// carries in its metadata the highest offset handed out, so the next owner
+// flags the records up to it as Redelivered (Attempt 2).
+//
+// Nack: there is no per-record nack in Kafka. Without RetryTopic the record
+// stays in the consumer and is handed out again after the delay, while the
+// partition's commit stays before it (a pause-and-seek-back that needs no
+// refetch); with Ordered the partition waits for it (head-of-line). With
+// RetryTopic the driver writes a copy to that topic, carrying the next
+// delivery number (header "wary-attempt") and the time it is due
+// ("wary-not-before"), then commits past the original; the subscription
+// consumes the retry topic too and holds each copy until it is due.
+//
+// Delivery count and limit: Kafka keeps no count, so the library does
+// (DeliveryLimitMode LimitEmulated). The count lives in the consumer's
+// memory (and in retry-topic headers): a partition handed over by a
+// rebalance or a close restarts it at 2 for records the previous owner
+// handed out, and a crash loses the records handed out since the last
+// commit. Capabilities.DeliveryCount is therefore false. Once a delivery
+// numbered DeliveryLimit or more is nacked, the record is written to
+// DeadLetterTopic instead, with the reason in broker.HeaderDeadLetterReason
+// and its origin ("topic/partition@offset") in HeaderDeadLetterSource.
+// DeadLetter does the same on demand. A dead-letter topic is read with an
+// ordinary subscription.
+//
+// No lock timeout (LockTimeout 0): a record is held until it is settled or
+// its partition is revoked; ExtendLock is not supported. No broker dedup
+// (DedupWindow 0): the idempotent producer only drops its own retries, so
+// consumers recognise copies by Message.ID (package idem). The redelivery
+// horizon is the topic's retention.ms (Kafka's default: 7 days). The
+// largest message is the smaller of the topic's max.message.bytes and the
+// client's ProducerBatchMaxBytes, less 1 KiB for record framing.
+//
+// Topic capabilities: Kafka's promises are made by the consumer, so a
+// topic declares the path to subscriptions configured as
+// TopicOptions.Consumers says (default: default subscriptions).
+//
+// Transactions: kgo's GroupTransactSession makes consume-transform-produce
+// inside Kafka atomic (the produced records and the consumed offsets commit
+// together). This driver does not use it: it covers only writes to Kafka,
+// not a database, so an effect in an external store still needs the inbox
+// (package idem); use kgo.NewGroupTransactSession directly for a pure
+// Kafka-to-Kafka pipeline.
+//
+// # As targets
+//
+// Topic.As and Subscription.As accept **kgo.Client (the subscription's own
+// consumer-group client). Message.As on a received message accepts
+// **kgo.Record. ErrorAs reaches any error in the chain, for example
+// **kerr.Error.
+//
+// # Errors
+//
+// UNKNOWN_TOPIC_OR_PARTITION matches broker.ErrNotFound (OpenTopic and
+// OpenSubscription check that the topics exist), MESSAGE_TOO_LARGE
+// broker.ErrTooLarge, authorization failures broker.ErrPermission,
+// retriable Kafka errors and network errors broker.ErrRetryable. A produce
+// error is ErrNotSent only when the broker rejected the records before the
+// append (too large, unknown topic, invalid, unauthorised); everything else,
+// timeouts included, is ErrMaybeSent. A settle of a delivery whose partition
+// was revoked, or a commit refused because the member left the group
+// (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID), matches broker.ErrLockLost.
+package kafka
