@@ -82,32 +82,40 @@ func isBrokerHeader(k string) bool {
 // the wary-key header says otherwise.
 func fromDelivery(d *amqp.Delivery, keyFromRoutingKey bool) (m *driver.Message, prior int) {
 	m = &driver.Message{ID: d.MessageId, Body: d.Body, Redelivered: d.Redelivered}
-	key, hasKey := d.Headers[hdrKey].(string)
-	switch {
-	case hasKey:
-		m.Key = key
-	case keyFromRoutingKey:
+	if keyFromRoutingKey {
 		m.Key = d.RoutingKey
 	}
-	if p, ok := d.Headers[hdrPrior]; ok {
-		prior = int(toInt(p))
-	}
-	m.Attempt = prior + int(toInt(d.Headers["x-delivery-count"])) + 1
+	var count int64
+	dead := false // RabbitMQ dead-lettered it at some point
 	for k, v := range d.Headers {
-		if isBrokerHeader(k) {
-			continue
-		}
-		if m.Headers == nil {
-			m.Headers = make(map[string]string, len(d.Headers))
-		}
-		m.Headers[k] = headerString(v)
-	}
-	if _, ok := m.Headers[hdrReason]; !ok {
-		if r := deathReason(d.Headers); r != "" {
-			if m.Headers == nil {
-				m.Headers = map[string]string{}
+		switch {
+		case k == hdrKey:
+			if key, ok := v.(string); ok {
+				m.Key = key
 			}
-			m.Headers[hdrReason] = r
+		case k == hdrPrior:
+			prior = int(toInt(v))
+		case k == "x-delivery-count":
+			count = toInt(v)
+		case k == "x-death" || k == "x-first-death-reason":
+			dead = true
+		case isBrokerHeader(k):
+		default:
+			if m.Headers == nil {
+				m.Headers = make(map[string]string, len(d.Headers))
+			}
+			m.Headers[k] = headerString(v)
+		}
+	}
+	m.Attempt = prior + int(count) + 1
+	if dead {
+		if _, ok := m.Headers[hdrReason]; !ok {
+			if r := deathReason(d.Headers); r != "" {
+				if m.Headers == nil {
+					m.Headers = map[string]string{}
+				}
+				m.Headers[hdrReason] = r
+			}
 		}
 	}
 	return m, prior

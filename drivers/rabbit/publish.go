@@ -153,7 +153,7 @@ func (cc *confirmChannel) publish(ctx context.Context, msgs []outgoing) error {
 			err := cc.err
 			cc.mu.Unlock()
 			cc.pubMu.Unlock()
-			return cc.failRest(b, i, err)
+			return failRest(i, err)
 		}
 		seq := cc.ch.GetNextPublishSeqNo()
 		cc.pending[seq] = &pendingPub{id: m.pub.MessageId, exchange: m.exchange, key: m.key, b: b}
@@ -166,10 +166,10 @@ func (cc *confirmChannel) publish(ctx context.Context, msgs []outgoing) error {
 			cc.pubMu.Unlock()
 			if errors.Is(err, amqp.ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				// Nothing of this message was written.
-				return cc.failRest(b, i, err)
+				return failRest(i, err)
 			}
 			// A write error: part of the frame may be out.
-			return cc.failRest(b, i+1, err)
+			return failRest(i+1, err)
 		}
 	}
 	cc.pubMu.Unlock()
@@ -189,7 +189,7 @@ func (cc *confirmChannel) publish(ctx context.Context, msgs []outgoing) error {
 
 // failRest reports the failure of a batch whose first n messages were
 // handed to the broker: if n > 0 they may have been sent.
-func (cc *confirmChannel) failRest(b *batchWait, n int, err error) error {
+func failRest(n int, err error) error {
 	if n == 0 {
 		return notSent(err)
 	}

@@ -42,8 +42,9 @@ type SubscriptionOptions struct {
 	// Default: DefaultMaxMessageSize.
 	MaxMessageSize int
 	// Topology, if not nil, is declared when the subscription opens, and
-	// Partitions, DeliveryLimit, DeadLetterExchange and MaxMessageSize
-	// are taken from it. Its Queue must be the queue opened.
+	// Partitions, DeliveryLimit, DeadLetterExchange, NackDelay (on) and
+	// MaxMessageSize are taken from it, as Topology.SubscriptionOptions
+	// gives them. Its Queue must be the queue opened.
 	Topology *Topology
 	// Broker configures the portable layer (logger).
 	Broker *broker.SubscriptionOptions
@@ -97,6 +98,7 @@ func openSubscription(ctx context.Context, c *Conn, queue string, opts *Subscrip
 		}
 		ts := t.SubscriptionOptions()
 		o.Partitions, o.DeliveryLimit, o.DeadLetterExchange, o.MaxMessageSize = ts.Partitions, ts.DeliveryLimit, ts.DeadLetterExchange, ts.MaxMessageSize
+		o.NackDelay = ts.NackDelay
 	}
 	if o.Concurrency < 1 {
 		o.Concurrency = 1
@@ -138,6 +140,7 @@ type consumer struct {
 	ch     *amqp.Channel
 	out    <-chan amqp.Delivery // closed when the channel closed
 	stop   chan struct{}
+	halt   sync.Once         // closes stop
 	queues map[string]string // consumer tag -> queue
 	closes chan *amqp.Error
 
@@ -217,6 +220,20 @@ func fanIn(c *consumer, srcs []<-chan amqp.Delivery) <-chan amqp.Delivery {
 	return out
 }
 
+// shutdown stops c's forwarders, makes its tags stale and closes its
+// channel (RabbitMQ requeues what it held).
+func (c *consumer) shutdown() error {
+	c.halt.Do(func() { close(c.stop) })
+	c.mu.Lock()
+	c.tags = nil
+	c.mu.Unlock()
+	err := c.ch.Close()
+	if errors.Is(err, amqp.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
 // lost drops c if it is still current and says why it ended.
 func (s *subscription) lost(c *consumer) error {
 	s.mu.Lock()
@@ -224,10 +241,7 @@ func (s *subscription) lost(c *consumer) error {
 		s.cons = nil
 	}
 	s.mu.Unlock()
-	c.mu.Lock()
-	c.tags = nil // every tag of this channel is stale now
-	c.mu.Unlock()
-	_ = c.ch.Close()
+	c.shutdown()
 	var reason error = errConsumerLost
 	select {
 	case e, ok := <-c.closes:
@@ -525,10 +539,7 @@ func (s *subscription) Close() error {
 	s.mu.Unlock()
 	var err error
 	if c != nil {
-		close(c.stop)
-		if cerr := c.ch.Close(); cerr != nil && !errors.Is(cerr, amqp.ErrClosed) {
-			err = cerr
-		}
+		err = c.shutdown()
 	}
 	if perr := s.pub.close(); err == nil {
 		err = perr
