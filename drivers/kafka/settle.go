@@ -100,7 +100,7 @@ func (s *subscription) nack(ctx context.Context, id driver.AckID, delay time.Dur
 	r := copyRecord(e.rec, s.opts.RetryTopic)
 	r.Headers = append(r.Headers,
 		kgo.RecordHeader{Key: HeaderAttempt, Value: []byte(strconv.Itoa(e.attempt + 1))},
-		kgo.RecordHeader{Key: HeaderNotBefore, Value: []byte(strconv.FormatInt(time.Now().Add(delay).UnixMilli(), 10))})
+		kgo.RecordHeader{Key: HeaderNotBefore, Value: []byte(strconv.FormatInt(ceilMilli(time.Now().Add(delay)), 10))})
 	return s.finishCopy(ctx, e, r)
 }
 
@@ -448,4 +448,14 @@ func inflight(ps []*partition) int {
 		n += p.inflight
 	}
 	return n
+}
+
+// ceilMilli is t in Unix milliseconds, rounded up: a copy is never due
+// before the delay.
+func ceilMilli(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
 }
