@@ -82,6 +82,7 @@ func probeCaps(t *testing.T, h *Harness) broker.Capabilities {
 	if err != nil {
 		t.Fatalf("harness setup: %v", err)
 	}
+	defer f.Topic.Close()
 	caps := f.Topic.Capabilities()
 	sub, err := f.Subscribe(ctx)
 	if err != nil {

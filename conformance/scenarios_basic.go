@@ -56,8 +56,10 @@ func roundTripFidelity(t *testing.T, e *env) {
 		t.Fatalf("Publish did not fill the empty message ID")
 	}
 	want := map[string]*broker.Message{m1.ID: m1, m2.ID: m2, m3.ID: m3}
-	ds := e.recv(ctx, t, s, 3)
-	for _, d := range ds {
+	// One at a time, acking each: on a head-of-line broker the keyless
+	// message may share a scope with a keyed one and wait behind it.
+	for len(want) > 0 {
+		d := e.recv(ctx, t, s, 1)[0]
 		w, ok := want[d.Message.ID]
 		if !ok {
 			t.Fatalf("unexpected message %q", d.Message.ID)
@@ -82,8 +84,8 @@ func roundTripFidelity(t *testing.T, e *env) {
 		if d.Attempt != 1 || d.Redelivered {
 			t.Errorf("%s: first delivery has attempt %d, redelivered %t", w.ID, d.Attempt, d.Redelivered)
 		}
+		ackAll(ctx, t, d)
 	}
-	ackAll(ctx, t, ds...)
 }
 
 // ackScenario: an acked message is not delivered again, to this consumer
