@@ -57,8 +57,15 @@ func Run(t *testing.T, h Harness) {
 		h.Wait = sleep
 	}
 	before := goleak.IgnoreCurrent()
-	caps := probeCaps(t, &h)
-	t.Logf("%s: capabilities: %s", h.Name, caps)
+	var caps broker.Capabilities
+	// A subtest of its own, so that what the harness registers for cleanup
+	// is released before the leak check.
+	if !t.Run("capabilities", func(t *testing.T) {
+		caps = probeCaps(t, &h)
+		t.Logf("%s: capabilities: %s", h.Name, caps)
+	}) {
+		t.Fatalf("%s: cannot read the capabilities; no scenario can run", h.Name)
+	}
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
 			if why := s.need(caps, &h); why != "" {
