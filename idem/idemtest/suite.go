@@ -241,6 +241,9 @@ func testNames[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 }
 
+// Migrations is the number of migrations the stores apply.
+const Migrations = 3
+
 func testMigrate[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "mig_")
 	for range 2 {
@@ -248,8 +251,8 @@ func testMigrate[Tx any](t *testing.T, f Factory[Tx]) {
 			t.Fatalf("open again: %v", err)
 		}
 	}
-	if n := e.Int(`SELECT count(*) FROM mig_migrations`); n != 2 {
-		t.Errorf("migrations recorded: %d, want 2", n)
+	if n := e.Int(`SELECT count(*) FROM mig_migrations`); n != Migrations {
+		t.Errorf("migrations recorded: %d, want %d", n, Migrations)
 	}
 	// Concurrent migrators of a new prefix.
 	errs := make(chan error, 4)
@@ -261,8 +264,8 @@ func testMigrate[Tx any](t *testing.T, f Factory[Tx]) {
 			t.Errorf("concurrent open: %v", err)
 		}
 	}
-	if n := e.Int(`SELECT count(*) FROM conc_migrations`); n != 2 {
-		t.Errorf("migrations recorded: %d, want 2", n)
+	if n := e.Int(`SELECT count(*) FROM conc_migrations`); n != Migrations {
+		t.Errorf("migrations recorded: %d, want %d", n, Migrations)
 	}
 	// Two prefixes are independent inboxes.
 	other, err := e.DB.Open(e.Ctx, "other_")

@@ -39,10 +39,12 @@ const DefaultPrefix = "wary_"
 // It is safe for concurrent use.
 type Store struct {
 	*sqlcore.Core[pgx.Tx]
+	*sqlcore.Outbox[pgx.Tx]
 	pool *pgxpool.Pool
 }
 
 var _ idem.Store[pgx.Tx] = (*Store)(nil)
+var _ idem.OutboxStore[pgx.Tx] = (*Store)(nil)
 
 // New returns a store on pool and, unless opts.SkipMigrate, creates or
 // migrates its tables. Migrations are serialised across processes with an
@@ -62,7 +64,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{Core: core, pool: pool}
+	s := &Store{Core: core, Outbox: sqlcore.NewOutbox(core, outboxDialect), pool: pool}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err

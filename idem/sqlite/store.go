@@ -40,11 +40,13 @@ const DefaultPrefix = "wary_"
 // with the modernc.org/sqlite driver. It is safe for concurrent use.
 type Store struct {
 	*sqlcore.Core[*sql.Tx]
+	*sqlcore.Outbox[*sql.Tx]
 	db    *sql.DB
 	owned bool
 }
 
 var _ idem.Store[*sql.Tx] = (*Store)(nil)
+var _ idem.OutboxStore[*sql.Tx] = (*Store)(nil)
 
 // DSN returns the data source name Open uses for the database file path:
 // WAL journal, a busy timeout of 5 seconds, and BEGIN IMMEDIATE for every
@@ -90,7 +92,7 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{Core: core, db: db}
+	s := &Store{Core: core, Outbox: sqlcore.NewOutbox(core, outboxDialect(db)), db: db}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err

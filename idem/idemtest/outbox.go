@@ -1,0 +1,204 @@
+package idemtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/idem"
+)
+
+// OutboxBroker is a real driver for the outbox scenarios: one topic,
+// ordered per Message.Key with head-of-line blocking (an SQS FIFO or
+// Service Bus profile), without broker-side dedup (so that a republished
+// message reaches the consumer and the inbox must absorb it) and without a
+// delivery limit, and one subscription on it.
+type OutboxBroker struct {
+	Topic *broker.Topic
+	// Subscribe opens one more consumer on the subscription; the harness
+	// closes it when t ends.
+	Subscribe func(t testing.TB) *broker.Subscription
+	// MaxMessageSize is the topic's limit; larger messages fail with
+	// broker.ErrTooLarge.
+	MaxMessageSize int
+}
+
+// OutboxCaps says what the store under test can do.
+type OutboxCaps struct {
+	// ConcurrentWriters: transactions that add to the outbox can be open
+	// at the same time and commit in any order, and several relays claim
+	// at once (PostgreSQL). Without it (SQLite), writers are serialised and
+	// relays take turns under a lease.
+	ConcurrentWriters bool
+}
+
+// RunOutbox runs the outbox and relay scenarios on a store implementing
+// idem.OutboxStore[Tx], with b's driver as the broker.
+func RunOutbox[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) OutboxBroker, caps OutboxCaps) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Factory[Tx], OutboxBroker, OutboxCaps)
+	}{
+		{"AddAndRelay", testOutboxAdd[Tx]},
+		{"CrashAfterPublish", testRelayCrash[Tx]},
+		{"OutOfOrderCommits", testOutOfOrder[Tx]},
+		{"ThreeRelays", testThreeRelays[Tx]},
+		{"Poison", testPoison[Tx]},
+		{"HealthAndPurge", testHealthPurge[Tx]},
+		{"Wakeup", testWakeup[Tx]},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f, b(t), caps) })
+	}
+}
+
+// OutboxEnv is an Env whose store has an outbox.
+type OutboxEnv[Tx any] struct {
+	*Env[Tx]
+	OS     idem.OutboxStore[Tx]
+	Outbox *idem.Outbox[Tx]
+}
+
+// SetupOutbox is Setup for the outbox scenarios; it fails t if the store
+// has no outbox.
+func SetupOutbox[Tx any](t testing.TB, f Factory[Tx]) *OutboxEnv[Tx] {
+	t.Helper()
+	e := Setup(t, f, "")
+	st, ok := e.Store.(idem.OutboxStore[Tx])
+	if !ok {
+		t.Fatalf("store %T does not implement idem.OutboxStore", e.Store)
+	}
+	ob, err := idem.NewOutbox(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &OutboxEnv[Tx]{Env: e, OS: st, Outbox: ob}
+}
+
+// Add adds msgs in a transaction of their own and commits.
+func (e *OutboxEnv[Tx]) Add(msgs ...*idem.OutboxMessage) []int64 {
+	e.T.Helper()
+	var seqs []int64
+	e.InTx(func(tx Tx) error {
+		var err error
+		seqs, err = e.Outbox.Add(e.Ctx, tx, msgs...)
+		return err
+	})
+	return seqs
+}
+
+// Relay returns a relay on the env's store with fast test settings
+// (quiet, 5ms polls, 1ms backoff, no purge) over o.
+func (e *OutboxEnv[Tx]) Relay(topic *broker.Topic, o *idem.RelayOptions) *idem.Relay {
+	e.T.Helper()
+	if o == nil {
+		o = &idem.RelayOptions{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = 5 * time.Millisecond
+	}
+	if o.Backoff == (broker.Backoff{}) {
+		o.Backoff = broker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}
+	}
+	if o.PurgeInterval == 0 {
+		o.PurgeInterval = -1
+	}
+	r, err := idem.NewRelay(e.OS, topic, o)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return r
+}
+
+// Rows lists the outbox rows matching f.
+func (e *OutboxEnv[Tx]) Rows(f idem.OutboxFilter) []idem.OutboxRow {
+	e.T.Helper()
+	rows, err := e.OS.ListOutbox(e.Ctx, f)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return rows
+}
+
+// OM is a small outbox message.
+func OM(id, aggregate string, version int64, body string) *idem.OutboxMessage {
+	return &idem.OutboxMessage{ID: id, AggregateID: aggregate, Version: version, Type: "test.event", Payload: []byte(body)}
+}
+
+// Drain receives and acknowledges everything the subscription can deliver
+// now, and returns the deliveries in the order received.
+func Drain(t testing.TB, sub *broker.Subscription) []*broker.Message {
+	t.Helper()
+	var out []*broker.Message
+	for {
+		ds, err := poll(sub, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) == 0 {
+			return out
+		}
+		for _, d := range ds {
+			out = append(out, d.Message)
+			if err := d.Ack(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// ErrFlaky is the error a FlakyTopic fails with (a transient, not-sent
+// failure).
+var ErrFlaky = errors.New("idemtest: publish failed (injected)")
+
+// FlakyTopic wraps inner in a topic that fails, as a transient error
+// certainly not sent, every publish of a batch that contains a message for
+// which fail returns true. Its portable layer does not retry.
+func FlakyTopic(inner *broker.Topic, fail func(m *broker.Message) bool) *broker.Topic {
+	return broker.NewTopic(&flaky{inner: inner, fail: fail}, &broker.TopicOptions{
+		Retry: &broker.RetryPolicy{Attempts: 1}, Logger: slog.New(slog.DiscardHandler)})
+}
+
+type flaky struct {
+	inner *broker.Topic
+	fail  func(m *broker.Message) bool
+	mu    sync.Mutex
+}
+
+func (f *flaky) SendBatch(ctx context.Context, msgs []*driver.Message) error {
+	ms := make([]*broker.Message, len(msgs))
+	for i, m := range msgs {
+		ms[i] = &broker.Message{ID: m.ID, Key: m.Key, Headers: m.Headers, Body: m.Body}
+		f.mu.Lock()
+		bad := f.fail(ms[i])
+		f.mu.Unlock()
+		if bad {
+			return fmt.Errorf("%w: message %s", ErrFlaky, m.ID)
+		}
+	}
+	return f.inner.Publish(ctx, ms...)
+}
+
+func (f *flaky) Capabilities() driver.Capabilities { return f.inner.Capabilities() }
+func (f *flaky) Classify(err error) driver.ErrorInfo {
+	if errors.Is(err, ErrFlaky) {
+		return driver.ErrorInfo{Code: driver.Unavailable}
+	}
+	var be *broker.Error
+	if errors.As(err, &be) {
+		return driver.ErrorInfo{Code: be.Code, MaybeSent: be.MaybeSent}
+	}
+	return driver.ErrorInfo{}
+}
+func (f *flaky) As(any) bool             { return false }
+func (f *flaky) ErrorAs(error, any) bool { return false }
+func (f *flaky) Close() error            { return nil }

@@ -1,0 +1,532 @@
+package sqlcore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wary-go/wary/idem"
+)
+
+// OutboxDialect is what differs between the databases for the outbox.
+type OutboxDialect struct {
+	// SkipLocked claims rows with FOR UPDATE SKIP LOCKED in a transaction
+	// held open while the relay publishes (PostgreSQL). Without it, a
+	// single relay lease serialises relays (SQLite).
+	SkipLocked bool
+	// Notify, if not empty, is run with the channel name as $1 in every
+	// transaction that adds rows (PostgreSQL: SELECT pg_notify($1, '')).
+	Notify string
+	// Read, if set, runs f outside any write transaction. In lease mode a
+	// claim first looks there whether the lease is free and a row is due,
+	// so that idle or waiting relays do not take SQLite's write lock.
+	Read func(ctx context.Context, f func(q Querier) error) error
+}
+
+// Outbox implements idem.OutboxStore[Tx] on a Core.
+type Outbox[Tx any] struct {
+	c       *Core[Tx]
+	d       OutboxDialect
+	channel string
+	q       outboxQueries
+}
+
+type outboxQueries struct {
+	counter, insert, notify, heads, lease, peek, release, sent, failed, health, list, requeue, discard, purge string
+}
+
+const outboxCols = `id, message_id, aggregate_id, version, sequence, type, headers, payload, state, attempts,
+	created_at, next_attempt, last_error, sent_at`
+
+// NewOutbox returns the outbox part of c.
+func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
+	h := fnv.New32a()
+	h.Write([]byte(c.names["outbox"]))
+	o := &Outbox[Tx]{c: c, d: d, channel: fmt.Sprintf("wary_outbox_%08x", h.Sum32())}
+	r := c.render
+	// The head of each aggregate is its lowest unsent (pending or
+	// quarantined) row; it is claimable when it is pending and due.
+	heads := `SELECT o.aggregate_id, o.sequence FROM {{outbox}} o
+		JOIN (SELECT aggregate_id, MIN(sequence) AS sequence FROM {{outbox}} WHERE state IN (0, 2) GROUP BY aggregate_id) h
+		ON o.aggregate_id = h.aggregate_id AND o.sequence = h.sequence
+		WHERE o.state = 0 AND o.next_attempt <= $1
+		ORDER BY o.id LIMIT $2`
+	if d.SkipLocked {
+		heads += ` FOR UPDATE OF o SKIP LOCKED`
+	}
+	o.q = outboxQueries{
+		// Rows are locked in the order of the VALUES list: aggregate order.
+		counter: c.render(`INSERT INTO {{outbox_aggregates}} AS a (aggregate_id, last_sequence) VALUES %s
+			ON CONFLICT (aggregate_id) DO UPDATE SET last_sequence = a.last_sequence + excluded.last_sequence
+			RETURNING aggregate_id, last_sequence`),
+		insert: c.render(`INSERT INTO {{outbox}} (message_id, aggregate_id, version, sequence, type, headers, payload,
+			created_at, next_attempt) VALUES `),
+		notify: d.Notify,
+		heads:  r(heads),
+		lease: r(`INSERT INTO {{relay_lease}} AS l (name, owner, expires_at) VALUES ('outbox', $1, $2)
+			ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+			WHERE l.owner = excluded.owner OR l.expires_at <= $3`),
+		// The lease's owner and expiry ("-" and NULL if there is none),
+		// or "" if no row is pending and due.
+		peek: r(`SELECT COALESCE(l.owner, '-'), l.expires_at FROM (SELECT 1 AS one) x
+			LEFT JOIN {{relay_lease}} l ON l.name = 'outbox'
+			WHERE EXISTS (SELECT 1 FROM {{outbox}} WHERE state = 0 AND next_attempt <= $1)
+			UNION ALL SELECT '', NULL WHERE NOT EXISTS (SELECT 1 FROM {{outbox}} WHERE state = 0 AND next_attempt <= $1)`),
+		release: r(`DELETE FROM {{relay_lease}} WHERE name = 'outbox' AND owner = $1`),
+		sent:    `UPDATE {{outbox}} SET state = 1, sent_at = $1 WHERE state <> 1 AND id IN (`,
+		failed: r(`UPDATE {{outbox}} SET attempts = attempts + 1, last_error = $2, next_attempt = $3, state = $4
+			WHERE id = $1 AND state = 0`),
+		health: r(`SELECT COALESCE(SUM(CASE WHEN state = 0 THEN 1 ELSE 0 END), 0),
+			COALESCE(SUM(CASE WHEN state = 0 AND attempts > 0 THEN 1 ELSE 0 END), 0),
+			COALESCE(SUM(CASE WHEN state = 2 THEN 1 ELSE 0 END), 0), MIN(created_at)
+			FROM {{outbox}} WHERE state IN (0, 2)`),
+		list: r(`SELECT ` + outboxCols + ` FROM {{outbox}}`),
+		requeue: `UPDATE {{outbox}} SET state = 0, attempts = 0, next_attempt = $2, last_error = ''
+			WHERE id = $1 AND state IN (`,
+		discard: `UPDATE {{outbox}} SET state = 3, sent_at = $2 WHERE id = $1 AND state IN (`,
+		purge: r(`DELETE FROM {{outbox}} WHERE id IN (
+			SELECT id FROM {{outbox}} WHERE state IN (1, 3) AND sent_at < $1 LIMIT $2)`),
+	}
+	return o
+}
+
+// Channel is the PostgreSQL notification channel of this outbox.
+func (o *Outbox[Tx]) Channel() string { return o.channel }
+
+// AddOutbox implements idem.OutboxStore.
+func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []idem.OutboxMessage, at time.Time) ([]int64, error) {
+	q := o.c.b.Q(tx)
+	// Lock each aggregate's counter once, in aggregate order.
+	count := map[string]int64{}
+	for _, m := range msgs {
+		count[m.AggregateID]++
+	}
+	aggs := make([]string, 0, len(count))
+	for a := range count {
+		aggs = append(aggs, a)
+	}
+	slices.Sort(aggs)
+	next := map[string]int64{}
+	for chunk := range slices.Chunk(aggs, 500) {
+		args := make([]any, 0, 2*len(chunk))
+		vals := make([]string, len(chunk))
+		for i, a := range chunk {
+			args = append(args, a, count[a])
+			vals[i] = fmt.Sprintf("($%d, $%d)", 2*i+1, 2*i+2)
+		}
+		rs, err := q.Query(ctx, o.c.d.Rebind(fmt.Sprintf(o.q.counter, strings.Join(vals, ", "))), args...)
+		if err != nil {
+			return nil, fmt.Errorf("sequences: %w", err)
+		}
+		for rs.Next() {
+			var a string
+			var last int64
+			if err := rs.Scan(&a, &last); err != nil {
+				rs.Close()
+				return nil, err
+			}
+			next[a] = last - count[a] + 1
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return nil, fmt.Errorf("sequences: %w", err)
+		}
+	}
+	if len(next) != len(aggs) {
+		return nil, fmt.Errorf("sequences: %d counters for %d aggregates", len(next), len(aggs))
+	}
+	seqs := make([]int64, len(msgs))
+	t := o.c.d.Time(at)
+	for start := 0; start < len(msgs); start += 100 {
+		chunk := msgs[start:min(start+100, len(msgs))]
+		args := make([]any, 0, 8*len(chunk))
+		vals := make([]string, len(chunk))
+		for i, m := range chunk {
+			seq := next[m.AggregateID]
+			next[m.AggregateID]++
+			seqs[start+i] = seq
+			h := []byte("{}")
+			if len(m.Headers) > 0 {
+				var err error
+				if h, err = json.Marshal(m.Headers); err != nil {
+					return nil, err
+				}
+			}
+			payload := m.Payload
+			if payload == nil {
+				payload = []byte{}
+			}
+			n := len(args)
+			args = append(args, m.ID, m.AggregateID, m.Version, seq, m.Type, string(h), payload, t)
+			vals[i] = fmt.Sprintf("($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+8)
+		}
+		if _, err := q.Exec(ctx, o.c.d.Rebind(o.q.insert+strings.Join(vals, ", ")), args...); err != nil {
+			return nil, fmt.Errorf("insert: %w", err)
+		}
+	}
+	if o.q.notify != "" {
+		if _, err := q.Exec(ctx, o.q.notify, o.channel); err != nil {
+			return nil, fmt.Errorf("notify: %w", err)
+		}
+	}
+	return seqs, nil
+}
+
+// ClaimOutbox implements idem.RelayStore.
+func (o *Outbox[Tx]) ClaimOutbox(ctx context.Context, r idem.OutboxClaim) (idem.OutboxBatch, error) {
+	if !o.d.SkipLocked && o.d.Read != nil {
+		return o.claimLeased(ctx, r)
+	}
+	tx, err := o.c.b.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q := o.c.b.Q(tx)
+	var rows []idem.OutboxRow
+	ok := true
+	if !o.d.SkipLocked {
+		ok, err = o.takeLease(ctx, q, r)
+	}
+	if ok && err == nil {
+		rows, err = o.claim(ctx, q, r)
+	}
+	if err != nil || len(rows) == 0 || !o.d.SkipLocked {
+		// Lease mode, or nothing claimed: the transaction ends here.
+		if err == nil {
+			err = o.c.b.Commit(ctx, tx)
+		} else {
+			_ = o.c.b.Rollback(context.WithoutCancel(ctx), tx)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &batch[Tx]{o: o, rows: rows}, nil
+	}
+	return &batch[Tx]{o: o, rows: rows, tx: tx, held: true}, nil
+}
+
+func (o *Outbox[Tx]) takeLease(ctx context.Context, q Querier, r idem.OutboxClaim) (bool, error) {
+	n, err := q.Exec(ctx, o.q.lease, r.Owner, o.c.d.Time(r.Now.Add(r.Lease)), o.c.d.Time(r.Now))
+	if err != nil {
+		return false, fmt.Errorf("lease: %w", err)
+	}
+	return n == 1, nil
+}
+
+// claimLeased claims under the relay lease with as little writing as
+// possible: it looks (with a plain read) whether the lease is free or ours
+// and a row is due, takes or renews the lease in a short write transaction
+// only when it is not ours for at least half its length, and reads the rows
+// outside any write transaction. Only the lease holder marks rows, so the
+// rows it read stay its own until it marks them or its lease runs out.
+func (o *Outbox[Tx]) claimLeased(ctx context.Context, r idem.OutboxClaim) (idem.OutboxBatch, error) {
+	var free, renew bool
+	var rows []idem.OutboxRow
+	err := o.d.Read(ctx, func(q Querier) error {
+		var owner string
+		var until time.Time
+		err := q.QueryRow(ctx, o.q.peek, o.c.d.Time(r.Now)).Scan(&owner, nullTimeDest{&until})
+		if err != nil {
+			return err
+		}
+		mine := owner == r.Owner && until.After(r.Now)
+		free = owner == "-" || owner != "" && (mine || !until.After(r.Now)) // "": nothing due
+		renew = !mine || until.Before(r.Now.Add(r.Lease/2))
+		return nil
+	})
+	if err != nil || !free {
+		return &batch[Tx]{o: o}, err
+	}
+	if renew {
+		ok := false
+		err := o.c.inTx(ctx, func(q Querier) error {
+			var err error
+			ok, err = o.takeLease(ctx, q, r)
+			return err
+		})
+		if err != nil || !ok {
+			return &batch[Tx]{o: o}, err
+		}
+	}
+	err = o.d.Read(ctx, func(q Querier) error {
+		var err error
+		rows, err = o.claim(ctx, q, r)
+		return err
+	})
+	return &batch[Tx]{o: o, rows: rows}, err
+}
+
+// claim reads the rows to claim (locking them in SkipLocked mode).
+func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r idem.OutboxClaim) ([]idem.OutboxRow, error) {
+	now := o.c.d.Time(r.Now)
+	limit, per := max(r.Limit, 1), max(r.PerAggregate, 1)
+	hs, err := q.Query(ctx, o.q.heads, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	type head struct {
+		agg string
+		seq int64
+	}
+	var heads []head
+	for hs.Next() {
+		var h head
+		if err := hs.Scan(&h.agg, &h.seq); err != nil {
+			hs.Close()
+			return nil, err
+		}
+		heads = append(heads, h)
+	}
+	hs.Close()
+	if err := hs.Err(); err != nil || len(heads) == 0 {
+		return nil, err
+	}
+	// Each claimed head owns its aggregate: take the pending rows that
+	// follow it too, sharing limit between the aggregates. Sequences have
+	// no gaps, so they are the next per-1.
+	per = min(per, max(1, limit/len(heads)))
+	var args []any
+	var or []string
+	order := map[string]int{}
+	for i, h := range heads {
+		order[h.agg] = i
+		args = append(args, h.agg, h.seq, h.seq+int64(per))
+		n := len(args)
+		or = append(or, fmt.Sprintf("(aggregate_id = $%d AND sequence >= $%d AND sequence < $%d)", n-2, n-1, n))
+	}
+	sel := `SELECT ` + outboxCols + ` FROM {{outbox}} WHERE state = 0 AND (` + strings.Join(or, " OR ") + `)`
+	rs, err := q.Query(ctx, o.c.render(sel), args...)
+	if err != nil {
+		return nil, err
+	}
+	var all []idem.OutboxRow
+	for rs.Next() {
+		var r idem.OutboxRow
+		if err := scanOutbox(rs, &r); err != nil {
+			rs.Close()
+			return nil, err
+		}
+		all = append(all, r)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	// Round-robin over aggregates up to limit rows, then group each
+	// aggregate's rows in sequence order, aggregates in head order.
+	rank := func(r idem.OutboxRow) int64 { return r.Sequence - heads[order[r.AggregateID]].seq }
+	slices.SortFunc(all, func(a, b idem.OutboxRow) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return int(ra - rb)
+		}
+		return order[a.AggregateID] - order[b.AggregateID]
+	})
+	all = all[:min(len(all), limit)]
+	slices.SortFunc(all, func(a, b idem.OutboxRow) int {
+		if oa, ob := order[a.AggregateID], order[b.AggregateID]; oa != ob {
+			return oa - ob
+		}
+		return int(a.Sequence - b.Sequence)
+	})
+	return all, nil
+}
+
+func scanOutbox(rs interface{ Scan(...any) error }, r *idem.OutboxRow, extra ...any) error {
+	var h string
+	var state int
+	dest := []any{&r.RowID, &r.ID, &r.AggregateID, &r.Version, &r.Sequence, &r.Type, &h, &r.Payload, &state, &r.Attempts,
+		timeDest{&r.CreatedAt}, timeDest{&r.NextAttempt}, &r.LastError, nullTimeDest{&r.SentAt}}
+	if err := rs.Scan(append(dest, extra...)...); err != nil {
+		return err
+	}
+	r.State = idem.OutboxState(state)
+	if h != "{}" {
+		if err := json.Unmarshal([]byte(h), &r.Headers); err != nil {
+			return fmt.Errorf("outbox row %d: headers: %w", r.RowID, err)
+		}
+	}
+	return nil
+}
+
+// batch is a claimed batch: in SkipLocked mode it holds the claiming
+// transaction (and the row locks) until Complete or Release.
+type batch[Tx any] struct {
+	o    *Outbox[Tx]
+	rows []idem.OutboxRow
+	tx   Tx
+	held bool
+	done bool
+}
+
+func (b *batch[Tx]) Rows() []idem.OutboxRow { return b.rows }
+
+func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []idem.OutboxFailure, at time.Time) error {
+	if b.done {
+		return fmt.Errorf("idem: outbox batch already finished")
+	}
+	b.done = true
+	if len(sent) == 0 && len(failed) == 0 {
+		return b.Release(ctx)
+	}
+	o := b.o
+	mark := func(q Querier) error {
+		for chunk := range slices.Chunk(sent, 500) {
+			args := []any{o.c.d.Time(at)}
+			ph := make([]string, len(chunk))
+			for i, id := range chunk {
+				args = append(args, id)
+				ph[i] = "$" + strconv.Itoa(len(args))
+			}
+			if _, err := q.Exec(ctx, o.c.render(o.q.sent+strings.Join(ph, ", ")+")"), args...); err != nil {
+				return err
+			}
+		}
+		for _, f := range failed {
+			state := idem.OutboxPending
+			next := f.NextAttempt
+			if f.Quarantine {
+				state, next = idem.OutboxQuarantined, at
+			}
+			if _, err := q.Exec(ctx, o.q.failed, f.RowID, f.Error, o.c.d.Time(next), int(state)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if !b.held {
+		return o.c.inTx(ctx, mark)
+	}
+	if err := mark(o.c.b.Q(b.tx)); err != nil {
+		_ = o.c.b.Rollback(context.WithoutCancel(ctx), b.tx)
+		return err
+	}
+	return o.c.b.Commit(ctx, b.tx)
+}
+
+func (b *batch[Tx]) Release(ctx context.Context) error {
+	b.done = true
+	if b.held {
+		b.held = false
+		return b.o.c.b.Rollback(ctx, b.tx)
+	}
+	return nil
+}
+
+// ReleaseOutbox implements idem.RelayStore.
+func (o *Outbox[Tx]) ReleaseOutbox(ctx context.Context, owner string) error {
+	if o.d.SkipLocked {
+		return nil
+	}
+	return o.c.inTx(ctx, func(q Querier) error {
+		_, err := q.Exec(ctx, o.q.release, owner)
+		return err
+	})
+}
+
+// OutboxHealth implements idem.RelayStore.
+func (o *Outbox[Tx]) OutboxHealth(ctx context.Context, now time.Time) (idem.OutboxHealth, error) {
+	var h idem.OutboxHealth
+	err := o.c.inTx(ctx, func(q Querier) error {
+		return q.QueryRow(ctx, o.q.health).Scan(&h.Backlog, &h.Retrying, &h.Quarantined, nullTimeDest{&h.OldestUnsent})
+	})
+	if err == nil && !h.OldestUnsent.IsZero() {
+		h.OldestUnsentAge = max(now.Sub(h.OldestUnsent), 0)
+	}
+	return h, err
+}
+
+// ListOutbox implements idem.RelayStore.
+func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f idem.OutboxFilter) ([]idem.OutboxRow, error) {
+	var w []string
+	var args []any
+	if len(f.States) > 0 {
+		w = append(w, "state IN ("+states(f.States)+")")
+	}
+	if f.AggregateID != "" {
+		args = append(args, f.AggregateID)
+		w = append(w, "aggregate_id = $1")
+	}
+	q := o.q.list
+	if len(w) > 0 {
+		q += " WHERE " + strings.Join(w, " AND ")
+	}
+	q += " ORDER BY id"
+	if f.Limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+	}
+	var out []idem.OutboxRow
+	err := o.c.inTx(ctx, func(qr Querier) error {
+		rs, err := qr.Query(ctx, o.c.d.Rebind(q), args...)
+		if err != nil {
+			return err
+		}
+		defer rs.Close()
+		for rs.Next() {
+			var r idem.OutboxRow
+			if err := scanOutbox(rs, &r); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rs.Err()
+	})
+	return out, err
+}
+
+func states(ss []idem.OutboxState) string {
+	parts := make([]string, len(ss))
+	for i, s := range ss {
+		parts[i] = strconv.Itoa(int(s))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// SetOutboxState implements idem.RelayStore.
+func (o *Outbox[Tx]) SetOutboxState(ctx context.Context, rowID int64, to idem.OutboxState, at time.Time, from ...idem.OutboxState) (bool, error) {
+	var q string
+	switch to {
+	case idem.OutboxPending:
+		q = o.q.requeue
+	case idem.OutboxDiscarded:
+		q = o.q.discard
+	default:
+		return false, fmt.Errorf("idem: cannot set an outbox row to %s", to)
+	}
+	if len(from) == 0 {
+		return false, nil
+	}
+	var n int64
+	err := o.c.inTx(ctx, func(qr Querier) error {
+		var err error
+		n, err = qr.Exec(ctx, o.c.render(q+states(from)+")"), rowID, o.c.d.Time(at))
+		return err
+	})
+	return n == 1, err
+}
+
+// PurgeOutbox implements idem.RelayStore.
+func (o *Outbox[Tx]) PurgeOutbox(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int64
+	err := o.c.inTx(ctx, func(q Querier) error {
+		var err error
+		n, err = q.Exec(ctx, o.q.purge, o.c.d.Time(before), limit)
+		return err
+	})
+	return int(n), err
+}
+
+// nullTimeDest scans a nullable time; NULL is the zero time.
+type nullTimeDest struct{ t *time.Time }
+
+func (d nullTimeDest) Scan(src any) error {
+	if src == nil {
+		*d.t = time.Time{}
+		return nil
+	}
+	return timeDest(d).Scan(src)
+}

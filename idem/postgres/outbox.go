@@ -1,0 +1,56 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/sqlcore"
+)
+
+// The outbox on PostgreSQL: relays claim rows with FOR UPDATE SKIP LOCKED
+// in a transaction they hold while publishing, and every adding
+// transaction sends a NOTIFY that wakes them.
+var outboxDialect = sqlcore.OutboxDialect{
+	SkipLocked: true,
+	Notify:     "SELECT pg_notify($1, '')",
+}
+
+var _ idem.OutboxListener = (*Store)(nil)
+
+// ListenOutbox implements idem.OutboxListener: it opens a dedicated
+// connection (with the pool's configuration), LISTENs on the outbox's
+// channel, and calls notify once listening and then on every notification,
+// until ctx is done (it returns nil) or the connection fails.
+func (s *Store) ListenOutbox(ctx context.Context, notify func()) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.Channel()}.Sanitize()); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	notify()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		notify()
+	}
+}

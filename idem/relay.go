@@ -1,0 +1,486 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+)
+
+// RelayOptions configures a Relay. Nil means defaults.
+type RelayOptions struct {
+	// Owner names this relay instance in claims and logs (default
+	// "relay-" and a random suffix). Instances sharing a store need
+	// distinct owners.
+	Owner string
+	// BatchSize is the most rows one claim takes (default 100).
+	BatchSize int
+	// PerAggregate is the most rows of one aggregate one claim takes
+	// (default 10); they are published one after the other.
+	PerAggregate int
+	// Concurrency is how many aggregates are published at once (default 8).
+	Concurrency int
+	// PollInterval is how often Run looks for rows when nothing woke it
+	// (default 1s). On PostgreSQL, Run also wakes on NOTIFY.
+	PollInterval time.Duration
+	// NoListen turns off LISTEN/NOTIFY: Run only polls.
+	NoListen bool
+	// MaxAttempts is how many failed publishes quarantine a row (default
+	// 10). A row that can never be published (broker.ErrTooLarge,
+	// broker.ErrInvalid, or an error marked broker.Permanent) is
+	// quarantined at its first failure.
+	MaxAttempts int
+	// Backoff gives the delay before a failed row is tried again, by
+	// attempt (default 1s doubling to 5m).
+	Backoff broker.Backoff
+	// PublishTimeout bounds each Publish call (default 30s).
+	PublishTimeout time.Duration
+	// Lease is how long a lease-based claim (the SQLite store) survives a
+	// relay that stopped without releasing it (default 30s).
+	Lease time.Duration
+	// Retention is how long sent and discarded rows are kept before Purge
+	// deletes them (default 7 days). Run purges every PurgeInterval
+	// (default 10m; negative: never), PurgeBatch rows per transaction
+	// (default 1000).
+	Retention     time.Duration
+	PurgeInterval time.Duration
+	PurgeBatch    int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives failures and quarantines (default slog.Default()).
+	Logger *slog.Logger
+	// AfterPublish, if set, is called after each message was published and
+	// before it is marked sent. An error from it makes the relay act as if
+	// the process died at that point: the claim is released without
+	// marking anything, and RunOnce returns the error. It is a failpoint
+	// for tests; production code leaves it nil.
+	AfterPublish func(m *broker.Message) error
+}
+
+// Relay publishes committed outbox rows to a topic. See the package
+// documentation for its guarantees. A Relay is safe for concurrent use;
+// several relays, in one process or many, may share a store.
+type Relay struct {
+	store RelayStore
+	topic *broker.Topic
+	o     RelayOptions
+	wake  chan struct{}
+	rate  rateMeter
+
+	published, failed, quarantined, claims, crashes atomic.Int64
+	lastErr                                         atomic.Pointer[relayError]
+}
+
+type relayError struct {
+	msg string
+	at  time.Time
+}
+
+// NewRelay returns a relay publishing store's rows to topic.
+func NewRelay(store RelayStore, topic *broker.Topic, opts *RelayOptions) (*Relay, error) {
+	if store == nil || topic == nil {
+		return nil, errors.New("idem: NewRelay needs a store and a topic")
+	}
+	var o RelayOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Owner == "" {
+		o.Owner = "relay-" + broker.NewID()[:12]
+	}
+	def := func(p *int, v int) {
+		if *p < 1 {
+			*p = v
+		}
+	}
+	def(&o.BatchSize, 100)
+	def(&o.PerAggregate, 10)
+	def(&o.Concurrency, 8)
+	def(&o.MaxAttempts, 10)
+	def(&o.PurgeBatch, 1000)
+	defd := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defd(&o.PollInterval, time.Second)
+	defd(&o.PublishTimeout, 30*time.Second)
+	defd(&o.Lease, 30*time.Second)
+	defd(&o.Retention, 7*24*time.Hour)
+	defd(&o.PurgeInterval, 10*time.Minute)
+	if o.Backoff == (broker.Backoff{}) {
+		o.Backoff = broker.Backoff{Initial: time.Second, Max: 5 * time.Minute}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	r := &Relay{store: store, topic: topic, o: o, wake: make(chan struct{}, 1)}
+	r.rate.start = o.Now()
+	return r, nil
+}
+
+// Owner returns the relay's owner name.
+func (r *Relay) Owner() string { return r.o.Owner }
+
+// Wake makes a running Run look for rows now instead of at its next poll.
+// A producer in the same process may call it after committing.
+func (r *Relay) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// OutboxListener is implemented by stores that can wake a relay when outbox
+// rows are committed (PostgreSQL: NOTIFY in the adding transaction, LISTEN
+// on a dedicated connection).
+type OutboxListener interface {
+	// ListenOutbox calls notify once when it starts listening and once per
+	// notification, until ctx is done (it then returns nil) or the
+	// connection fails.
+	ListenOutbox(ctx context.Context, notify func()) error
+}
+
+// Run publishes rows until ctx is done, then releases its claims and
+// returns nil. It claims again at once while there is work, and otherwise
+// waits for a notification (OutboxListener), a Wake, or PollInterval. It
+// purges sent rows older than Retention every PurgeInterval. Errors of the
+// store or the broker are logged and retried after PollInterval; Run
+// returns early only if the topic is closed.
+func (r *Relay) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if l, ok := r.store.(OutboxListener); ok && !r.o.NoListen {
+		wg.Go(func() { r.listen(ctx, l) })
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := r.store.ReleaseOutbox(rctx, r.o.Owner); err != nil {
+			r.o.Logger.Warn("idem: relay: release", slog.String("owner", r.o.Owner), slog.String("error", err.Error()))
+		}
+	}()
+	nextPurge := r.o.Now()
+	for {
+		if r.o.PurgeInterval > 0 && !r.o.Now().Before(nextPurge) {
+			nextPurge = r.o.Now().Add(r.o.PurgeInterval)
+			if _, err := r.Purge(ctx); err != nil && ctx.Err() == nil {
+				r.noteErr("purge", err)
+			}
+		}
+		claimed, _, err := r.runOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, broker.ErrClosed) {
+			return err
+		}
+		if err != nil {
+			r.noteErr("run", err)
+		}
+		if claimed > 0 && err == nil {
+			continue
+		}
+		t := time.NewTimer(r.o.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-r.wake:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+func (r *Relay) listen(ctx context.Context, l OutboxListener) {
+	for attempt := 1; ; attempt++ {
+		err := l.ListenOutbox(ctx, r.Wake)
+		if ctx.Err() != nil {
+			return
+		}
+		r.noteErr("listen", err)
+		if !sleep(ctx, r.o.Backoff.Delay(min(attempt, 8))) {
+			return
+		}
+		r.Wake() // notifications may have been missed meanwhile
+	}
+}
+
+func (r *Relay) noteErr(op string, err error) {
+	if err == nil {
+		err = errors.New("stopped")
+	}
+	r.lastErr.Store(&relayError{msg: op + ": " + err.Error(), at: r.o.Now()})
+	r.o.Logger.Warn("idem: relay: "+op, slog.String("owner", r.o.Owner), slog.String("error", err.Error()))
+}
+
+// RunOnce claims one batch, publishes it and records the outcome. It
+// returns how many rows it published.
+func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	_, n, err := r.runOnce(ctx)
+	return n, err
+}
+
+// Drain runs batches until none is due, then releases its claims (a
+// lease), and returns how many rows it published. Rows backing off after a
+// failure are left for later.
+func (r *Relay) Drain(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		claimed, n, err := r.runOnce(ctx)
+		total += n
+		if err != nil || claimed == 0 {
+			return total, errors.Join(err, r.store.ReleaseOutbox(context.WithoutCancel(ctx), r.o.Owner))
+		}
+	}
+}
+
+type pubResult struct {
+	sent    []int64
+	failed  []OutboxFailure
+	crashed error
+	fatal   error
+}
+
+func (r *Relay) runOnce(ctx context.Context) (claimed, published int, err error) {
+	batch, err := r.store.ClaimOutbox(ctx, OutboxClaim{Owner: r.o.Owner, Now: r.o.Now(), Limit: r.o.BatchSize, PerAggregate: r.o.PerAggregate, Lease: r.o.Lease})
+	if err != nil {
+		return 0, 0, fmt.Errorf("idem: relay: claim: %w", err)
+	}
+	rows := batch.Rows()
+	if len(rows) == 0 {
+		return 0, 0, batch.Release(context.WithoutCancel(ctx))
+	}
+	r.claims.Add(1)
+	var groups [][]OutboxRow
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j].AggregateID == rows[i].AggregateID {
+			j++
+		}
+		groups = append(groups, rows[i:j])
+		i = j
+	}
+	var (
+		mu   sync.Mutex
+		res  pubResult
+		stop atomic.Bool
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range min(r.o.Concurrency, len(groups)) {
+		wg.Go(func() {
+			for {
+				g := int(next.Add(1) - 1)
+				if g >= len(groups) {
+					return
+				}
+				r.publishGroup(ctx, groups[g], &stop, &mu, &res)
+			}
+		})
+	}
+	wg.Wait()
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.PublishTimeout)
+	defer cancel()
+	if res.crashed != nil {
+		r.crashes.Add(1)
+		return len(rows), 0, errors.Join(fmt.Errorf("idem: relay: after publish: %w", res.crashed), batch.Release(fctx))
+	}
+	if err := batch.Complete(fctx, res.sent, res.failed, r.o.Now()); err != nil {
+		return len(rows), 0, fmt.Errorf("idem: relay: mark %d rows sent (they will be published again): %w", len(res.sent), err)
+	}
+	r.published.Add(int64(len(res.sent)))
+	r.rate.add(r.o.Now(), int64(len(res.sent)))
+	return len(rows), len(res.sent), res.fatal
+}
+
+// publishGroup publishes one aggregate's rows in order, stopping at the
+// first failure.
+func (r *Relay) publishGroup(ctx context.Context, rows []OutboxRow, stop *atomic.Bool, mu *sync.Mutex, res *pubResult) {
+	for i := range rows {
+		row := &rows[i]
+		if stop.Load() || ctx.Err() != nil {
+			return
+		}
+		m := row.Message()
+		pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
+		err := r.topic.Publish(pctx, m)
+		cancel()
+		if err == nil && r.o.AfterPublish != nil {
+			if herr := r.o.AfterPublish(m); herr != nil {
+				stop.Store(true)
+				mu.Lock()
+				res.crashed = herr
+				mu.Unlock()
+				return
+			}
+		}
+		mu.Lock()
+		if err == nil {
+			res.sent = append(res.sent, row.RowID)
+			mu.Unlock()
+			continue
+		}
+		switch {
+		case ctx.Err() != nil:
+			// Stopping: not the row's fault.
+		case errors.Is(err, broker.ErrClosed):
+			stop.Store(true)
+			res.fatal = err
+		default:
+			res.failed = append(res.failed, r.failure(row, err))
+		}
+		mu.Unlock()
+		return
+	}
+}
+
+// failure decides what a failed publish of row means: back off, or
+// quarantine.
+func (r *Relay) failure(row *OutboxRow, err error) OutboxFailure {
+	attempts := row.Attempts + 1
+	permanent := errors.Is(err, broker.ErrTooLarge) || errors.Is(err, broker.ErrInvalid) || broker.IsPermanent(err)
+	f := OutboxFailure{RowID: row.RowID, Error: err.Error(), Quarantine: permanent || attempts >= r.o.MaxAttempts}
+	r.failed.Add(1)
+	attrs := []any{slog.String("owner", r.o.Owner), slog.String("message_id", row.ID), slog.String("aggregate_id", row.AggregateID),
+		slog.Int64("sequence", row.Sequence), slog.Int("attempts", attempts), slog.String("error", err.Error())}
+	if f.Quarantine {
+		r.quarantined.Add(1)
+		r.o.Logger.Error("idem: relay: row quarantined; its aggregate is blocked until an operator requeues or discards it", attrs...)
+	} else {
+		f.NextAttempt = r.o.Now().Add(r.o.Backoff.Delay(attempts))
+		r.o.Logger.Warn("idem: relay: publish failed, will retry", attrs...)
+	}
+	r.lastErr.Store(&relayError{msg: "publish " + row.ID + ": " + err.Error(), at: r.o.Now()})
+	return f
+}
+
+// Purge deletes sent and discarded rows older than Retention, in
+// transactions of at most PurgeBatch rows, and returns how many.
+func (r *Relay) Purge(ctx context.Context) (int, error) {
+	before := r.o.Now().Add(-r.o.Retention)
+	total := 0
+	for {
+		n, err := r.store.PurgeOutbox(ctx, before, r.o.PurgeBatch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("idem: relay: purge: %w", err)
+		}
+		if n < r.o.PurgeBatch || ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+	}
+}
+
+// Quarantined lists quarantined rows (at most limit, if positive).
+func (r *Relay) Quarantined(ctx context.Context, limit int) ([]OutboxRow, error) {
+	return r.store.ListOutbox(ctx, OutboxFilter{States: []OutboxState{OutboxQuarantined}, Limit: limit})
+}
+
+// Requeue makes a quarantined row pending again, with its attempts reset,
+// and reports whether it was quarantined.
+func (r *Relay) Requeue(ctx context.Context, rowID int64) (bool, error) {
+	ok, err := r.store.SetOutboxState(ctx, rowID, OutboxPending, r.o.Now(), OutboxQuarantined)
+	if ok {
+		r.Wake()
+	}
+	return ok, err
+}
+
+// Discard gives up on a pending or quarantined row: it is never published,
+// and the later rows of its aggregate flow again. Consumers that check
+// versions will see a gap where it was.
+func (r *Relay) Discard(ctx context.Context, rowID int64) (bool, error) {
+	ok, err := r.store.SetOutboxState(ctx, rowID, OutboxDiscarded, r.o.Now(), OutboxPending, OutboxQuarantined)
+	if ok {
+		r.Wake()
+	}
+	return ok, err
+}
+
+// RelayStats are a relay's counters since it was created.
+type RelayStats struct {
+	Published   int64 // rows published and marked sent
+	Failed      int64 // failed publishes (each retried or quarantined)
+	Quarantines int64 // rows this relay quarantined
+	Claims      int64 // batches claimed with at least one row
+	Crashes     int64 // claims released by the AfterPublish failpoint
+	// Throughput is rows published per second over the last minute (or
+	// since the relay was created, if that is shorter).
+	Throughput float64
+	// LastError is the latest failure ("" if none), at LastErrorAt.
+	LastError   string
+	LastErrorAt time.Time
+}
+
+// Stats returns the relay's counters.
+func (r *Relay) Stats() RelayStats {
+	s := RelayStats{Published: r.published.Load(), Failed: r.failed.Load(), Quarantines: r.quarantined.Load(),
+		Claims: r.claims.Load(), Crashes: r.crashes.Load(), Throughput: r.rate.perSecond(r.o.Now())}
+	if e := r.lastErr.Load(); e != nil {
+		s.LastError, s.LastErrorAt = e.msg, e.at
+	}
+	return s
+}
+
+// RelayHealth is the outbox's backlog with this relay's counters.
+type RelayHealth struct {
+	OutboxHealth
+	RelayStats
+}
+
+// Health reports the backlog (from the store) and this relay's counters.
+// An operator alerts on OldestUnsentAge and Quarantined.
+func (r *Relay) Health(ctx context.Context) (RelayHealth, error) {
+	h, err := r.store.OutboxHealth(ctx, r.o.Now())
+	return RelayHealth{OutboxHealth: h, RelayStats: r.Stats()}, err
+}
+
+// rateMeter counts events per second over the last minute.
+type rateMeter struct {
+	mu      sync.Mutex
+	start   time.Time
+	buckets [60]struct{ sec, n int64 }
+}
+
+func (m *rateMeter) add(now time.Time, n int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := now.Unix()
+	b := &m.buckets[s%60]
+	if b.sec != s {
+		b.sec, b.n = s, 0
+	}
+	b.n += n
+}
+
+func (m *rateMeter) perSecond(now time.Time) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := now.Unix()
+	var n int64
+	for _, b := range m.buckets {
+		if b.sec > s-60 && b.sec <= s {
+			n += b.n
+		}
+	}
+	window := now.Sub(m.start).Seconds()
+	if window > 60 {
+		window = 60
+	}
+	if window < 1 {
+		window = 1
+	}
+	return float64(n) / window
+}
