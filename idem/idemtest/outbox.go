@@ -39,7 +39,8 @@ type OutboxCaps struct {
 }
 
 // RunOutbox runs the outbox and relay scenarios on a store implementing
-// idem.OutboxStore[Tx], with b's driver as the broker.
+// idem.OutboxStore[Tx], with b's driver as the broker, and the
+// idempotency-key scenarios (RunKeys).
 func RunOutbox[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) OutboxBroker, caps OutboxCaps) {
 	tests := []struct {
 		name string
@@ -56,6 +57,7 @@ func RunOutbox[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) OutboxB
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f, b(t), caps) })
 	}
+	RunKeys(t, f)
 }
 
 // OutboxEnv is an Env whose store has an outbox.

@@ -242,7 +242,7 @@ func testNames[Tx any](t *testing.T, f Factory[Tx]) {
 }
 
 // Migrations is the number of migrations the stores apply.
-const Migrations = 3
+const Migrations = 4
 
 func testMigrate[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "mig_")

@@ -45,6 +45,7 @@ type Store struct {
 
 var _ idem.Store[pgx.Tx] = (*Store)(nil)
 var _ idem.OutboxStore[pgx.Tx] = (*Store)(nil)
+var _ idem.KeyStore[pgx.Tx] = (*Store)(nil)
 
 // New returns a store on pool and, unless opts.SkipMigrate, creates or
 // migrates its tables. Migrations are serialised across processes with an

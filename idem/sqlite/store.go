@@ -47,6 +47,7 @@ type Store struct {
 
 var _ idem.Store[*sql.Tx] = (*Store)(nil)
 var _ idem.OutboxStore[*sql.Tx] = (*Store)(nil)
+var _ idem.KeyStore[*sql.Tx] = (*Store)(nil)
 
 // DSN returns the data source name Open uses for the database file path:
 // WAL journal, a busy timeout of 5 seconds, and BEGIN IMMEDIATE for every

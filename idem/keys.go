@@ -1,0 +1,462 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+)
+
+// KeyContract describes how an external provider (a payment gateway, a
+// mailer) treats idempotency keys. It decides when a call may be sent again.
+type KeyContract struct {
+	// Provider names the provider ("payments"); keys are unique per
+	// provider. Same characters as a consumer name.
+	Provider string
+	// Retention is how long the provider remembers a key after it first
+	// saw it (0: for ever). A retry later than Retention minus Margin could
+	// run the operation a second time, so it is not sent: the call goes to
+	// reconciliation instead.
+	Retention time.Duration
+	// Margin is taken off Retention against clock skew and slow calls
+	// (default a tenth of Retention).
+	Margin time.Duration
+	// Replays: a call with a key the provider has seen returns the first
+	// call's outcome instead of running again. Only then is a call whose
+	// outcome is unknown sent again; otherwise it goes to reconciliation,
+	// since a retry could not tell what happened.
+	Replays bool
+}
+
+// KeyState is the state of an idempotency key.
+type KeyState int
+
+// Key states.
+const (
+	// KeyStaged: the key and intent are committed; the call was not
+	// started.
+	KeyStaged KeyState = iota
+	// KeyInFlight: a call was started at LastCallAt and holds the key until
+	// LeaseUntil. Past it, with no outcome recorded, the caller died
+	// during the call (or after it, before recording): the outcome is
+	// unknown.
+	KeyInFlight
+	// KeySucceeded: the provider did it; Result is its answer.
+	KeySucceeded
+	// KeyFailed: the provider refused for good (the call returned an error
+	// marked with broker.Permanent); Error says why.
+	KeyFailed
+	// KeyUnknown: the call failed in a way that leaves the outcome open (a
+	// timeout, a 5xx), and it may not be retried automatically.
+	KeyUnknown
+)
+
+func (s KeyState) String() string {
+	switch s {
+	case KeyStaged:
+		return "staged"
+	case KeyInFlight:
+		return "in flight"
+	case KeySucceeded:
+		return "succeeded"
+	case KeyFailed:
+		return "failed"
+	case KeyUnknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("KeyState(%d)", int(s))
+}
+
+// KeyRecord is an idempotency key as stored.
+type KeyRecord struct {
+	Provider string
+	Key      string
+	// Intent is what the call is to do (the request, as the caller encodes
+	// it), stored with the key.
+	Intent   []byte
+	State    KeyState
+	Result   []byte
+	Error    string
+	Attempts int // calls started
+	// CreatedAt is when the key was staged; FirstCallAt when the provider
+	// could first have seen it (the start of the first call; zero if
+	// none); LastCallAt the start of the latest call; LeaseUntil when an
+	// in-flight call's hold ends; DoneAt when the outcome was recorded.
+	CreatedAt, FirstCallAt, LastCallAt, LeaseUntil, DoneAt time.Time
+}
+
+// KeyOutcome is what a call, or a reconciliation, found.
+type KeyOutcome struct {
+	// State is KeySucceeded, KeyFailed or KeyUnknown; a reconciliation may
+	// also say KeyStaged: the provider never saw the key, so it is safe to
+	// call again (as if for the first time).
+	State  KeyState
+	Result []byte
+	Error  string
+}
+
+// KeyFilter selects idempotency keys of one provider.
+type KeyFilter struct {
+	Provider string
+	// States, if not empty, selects keys in one of these states.
+	States []KeyState
+	// Unresolved selects keys whose outcome is unknown: KeyUnknown, and
+	// KeyInFlight with LeaseUntil not after At.
+	Unresolved bool
+	At         time.Time
+	// Limit, if positive, caps the number of keys.
+	Limit int
+}
+
+// KeyStore is the database side of idempotency keys. idem/postgres and
+// idem/sqlite implement it.
+type KeyStore[Tx any] interface {
+	// StageKey inserts the key with its intent in tx, in state KeyStaged,
+	// unless it exists. It returns the record and whether it inserted it.
+	StageKey(ctx context.Context, tx Tx, provider, key string, intent []byte, at time.Time) (KeyRecord, bool, error)
+	// GetKey reads a key.
+	GetKey(ctx context.Context, provider, key string) (KeyRecord, bool, error)
+	// StartKeyCall moves the key to KeyInFlight, counting one more attempt,
+	// if it is still at attempts and staged, in flight or unknown (so that
+	// two callers cannot both start the same call). It reports whether it
+	// did.
+	StartKeyCall(ctx context.Context, provider, key string, attempts int, at, leaseUntil time.Time) (bool, error)
+	// FinishKeyCall records o for the key if it is still at attempts and in
+	// flight or unknown, and reports whether it did. o.State KeyStaged
+	// resets the key as never called.
+	FinishKeyCall(ctx context.Context, provider, key string, attempts int, o KeyOutcome, at time.Time) (bool, error)
+	// ListKeys lists keys matching f, oldest first.
+	ListKeys(ctx context.Context, f KeyFilter) ([]KeyRecord, error)
+	// PurgeKeys deletes at most limit succeeded or failed keys of provider
+	// done before before, and returns how many.
+	PurgeKeys(ctx context.Context, provider string, before time.Time, limit int) (int, error)
+}
+
+// Errors of Keys.
+var (
+	// ErrKeyNotStaged: Call for a key that was never staged (or whose
+	// staging transaction has not committed).
+	ErrKeyNotStaged = errors.New("idem: idempotency key not staged")
+	// ErrKeyConflict: Stage of an existing key with a different intent;
+	// one key must name one operation.
+	ErrKeyConflict = errors.New("idem: idempotency key staged with another intent")
+	// ErrCallFailed: the call failed for good (now or before).
+	ErrCallFailed = errors.New("idem: external call failed")
+	// ErrOutcomeUnknown: the call failed without saying whether it
+	// happened; Call retries it later if the contract allows.
+	ErrOutcomeUnknown = errors.New("idem: outcome of the external call unknown")
+	// ErrReconcile: the outcome is unknown and a retry is not safe (the
+	// provider does not replay, or has forgotten the key): the key waits
+	// for Reconcile.
+	ErrReconcile = errors.New("idem: external call needs reconciliation")
+	// ErrCallInFlight: another caller holds the key.
+	ErrCallInFlight = errors.New("idem: external call in flight")
+)
+
+// MaxKeyLen is the longest idempotency key accepted (Stripe's limit).
+const MaxKeyLen = 255
+
+// ValidateKey checks an idempotency key: 1 to 255 bytes of printable ASCII
+// without spaces.
+func ValidateKey(key string) error {
+	if key == "" || len(key) > MaxKeyLen {
+		return &nameError{"idempotency key", key, fmt.Sprintf("length %d, want 1 to %d bytes", len(key), MaxKeyLen)}
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c <= ' ' || c > '~' {
+			return &nameError{"idempotency key", key, fmt.Sprintf("character %q at byte %d is not printable ASCII", rune(c), i)}
+		}
+	}
+	return nil
+}
+
+// KeysOptions configures Keys. Nil means defaults.
+type KeysOptions struct {
+	// CallTimeout bounds a call and is how long a started call holds its
+	// key (default 1m): after it, with no outcome recorded, the caller is
+	// presumed dead and the outcome unknown.
+	CallTimeout time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives unknown outcomes (default slog.Default()).
+	Logger *slog.Logger
+	// AfterCall, if set, runs after the call returned and before its
+	// outcome is recorded; an error from it makes Call act as if the
+	// process died there (nothing recorded; Call returns the error). It is
+	// a failpoint for tests.
+	AfterCall func(key string) error
+}
+
+// CallFunc performs an external call with an idempotency key: it must send
+// key to the provider (an Idempotency-Key header, a request ID) so that the
+// provider recognises a retry. It returns the provider's answer; an error
+// marked with broker.Permanent means the operation certainly did not and
+// will not happen (a declined card), any other error leaves the outcome
+// unknown.
+type CallFunc func(ctx context.Context, key string, intent []byte) ([]byte, error)
+
+// Keys makes external calls safe to retry with idempotency keys stored in
+// the database, for one provider. See the package documentation.
+type Keys[Tx any] struct {
+	store KeyStore[Tx]
+	c     KeyContract
+	o     KeysOptions
+}
+
+// NewKeys returns Keys for the provider c describes.
+func NewKeys[Tx any](store KeyStore[Tx], c KeyContract, opts *KeysOptions) (*Keys[Tx], error) {
+	if store == nil {
+		return nil, errors.New("idem: nil store")
+	}
+	if err := validate("provider name", c.Provider, true); err != nil {
+		return nil, err
+	}
+	if c.Retention < 0 || c.Margin < 0 {
+		return nil, fmt.Errorf("idem: provider %q: negative retention or margin", c.Provider)
+	}
+	if c.Margin == 0 {
+		c.Margin = c.Retention / 10
+	}
+	var o KeysOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Keys[Tx]{store: store, c: c, o: o}, nil
+}
+
+// Contract returns the provider's contract.
+func (k *Keys[Tx]) Contract() KeyContract { return k.c }
+
+// Stage stores key with its intent in tx, the transaction that decides the
+// call (and commits it with the rest of the decision). Staging a key again
+// returns the stored record; with a different intent it fails with
+// ErrKeyConflict. Make the call with Call after tx commits, never before.
+func (k *Keys[Tx]) Stage(ctx context.Context, tx Tx, key string, intent []byte) (KeyRecord, error) {
+	if err := ValidateKey(key); err != nil {
+		return KeyRecord{}, err
+	}
+	if intent == nil {
+		intent = []byte{}
+	}
+	rec, created, err := k.store.StageKey(ctx, tx, k.c.Provider, key, intent, k.o.Now())
+	if err != nil {
+		return rec, fmt.Errorf("idem: stage key %q: %w", key, err)
+	}
+	if !created && !bytes.Equal(rec.Intent, intent) {
+		return rec, fmt.Errorf("%w: provider %q, key %q", ErrKeyConflict, k.c.Provider, key)
+	}
+	return rec, nil
+}
+
+// Get reads a key.
+func (k *Keys[Tx]) Get(ctx context.Context, key string) (KeyRecord, bool, error) {
+	return k.store.GetKey(ctx, k.c.Provider, key)
+}
+
+// Call makes the staged call for key, or returns what is known of it:
+//
+//   - succeeded before: the stored record, without calling;
+//   - failed before: ErrCallFailed, without calling;
+//   - staged: the call is started (the start is committed first), run
+//     with the key, and its outcome recorded;
+//   - outcome unknown (an error that is not permanent, or a caller that
+//     died during the call): the call is sent again with the same key only
+//     if the provider replays outcomes and still remembers the key
+//     (KeyContract); otherwise the key is marked KeyUnknown and Call
+//     returns ErrReconcile.
+//
+// An unknown outcome returns ErrOutcomeUnknown. A call in flight elsewhere
+// returns ErrCallInFlight.
+func (k *Keys[Tx]) Call(ctx context.Context, key string, call CallFunc) (KeyRecord, error) {
+	rec, ok, err := k.store.GetKey(ctx, k.c.Provider, key)
+	if err != nil {
+		return rec, fmt.Errorf("idem: key %q: %w", key, err)
+	}
+	if !ok {
+		return rec, fmt.Errorf("%w: provider %q, key %q", ErrKeyNotStaged, k.c.Provider, key)
+	}
+	now := k.o.Now()
+	switch rec.State {
+	case KeySucceeded:
+		return rec, nil
+	case KeyFailed:
+		return rec, fmt.Errorf("%w: provider %q, key %q: %s", ErrCallFailed, k.c.Provider, key, rec.Error)
+	case KeyInFlight:
+		if rec.LeaseUntil.After(now) {
+			return rec, fmt.Errorf("%w: provider %q, key %q, until %s", ErrCallInFlight, k.c.Provider, key, rec.LeaseUntil.Format(time.RFC3339))
+		}
+		fallthrough
+	case KeyUnknown:
+		if why := k.unsafeRetry(rec, now); why != "" {
+			if rec.State == KeyInFlight {
+				if _, err := k.store.FinishKeyCall(ctx, k.c.Provider, key, rec.Attempts, KeyOutcome{State: KeyUnknown, Error: why}, now); err != nil {
+					return rec, err
+				}
+				rec.State = KeyUnknown
+			}
+			return rec, fmt.Errorf("%w: provider %q, key %q: %s", ErrReconcile, k.c.Provider, key, why)
+		}
+	}
+	lease := now.Add(k.o.CallTimeout)
+	started, err := k.store.StartKeyCall(ctx, k.c.Provider, key, rec.Attempts, now, lease)
+	if err != nil {
+		return rec, fmt.Errorf("idem: start call %q: %w", key, err)
+	}
+	if !started {
+		return rec, fmt.Errorf("%w: provider %q, key %q (another caller started it)", ErrCallInFlight, k.c.Provider, key)
+	}
+	rec.State, rec.Attempts, rec.LastCallAt, rec.LeaseUntil = KeyInFlight, rec.Attempts+1, now, lease
+	if rec.FirstCallAt.IsZero() {
+		rec.FirstCallAt = now
+	}
+	cctx, cancel := context.WithTimeout(ctx, k.o.CallTimeout)
+	res, cerr := safeCall(cctx, call, key, rec.Intent)
+	cancel()
+	if k.o.AfterCall != nil {
+		if err := k.o.AfterCall(key); err != nil {
+			return rec, err
+		}
+	}
+	o := KeyOutcome{State: KeySucceeded, Result: res}
+	switch {
+	case cerr == nil:
+	case broker.IsPermanent(cerr):
+		o = KeyOutcome{State: KeyFailed, Error: cerr.Error()}
+	default:
+		o = KeyOutcome{State: KeyUnknown, Error: cerr.Error()}
+	}
+	at := k.o.Now()
+	if _, err := k.store.FinishKeyCall(context.WithoutCancel(ctx), k.c.Provider, key, rec.Attempts, o, at); err != nil {
+		return rec, fmt.Errorf("idem: record outcome of %q (%s): %w", key, o.State, err)
+	}
+	rec.State, rec.Result, rec.Error = o.State, o.Result, o.Error
+	switch o.State {
+	case KeyFailed:
+		rec.DoneAt = at
+		return rec, fmt.Errorf("%w: provider %q, key %q: %w", ErrCallFailed, k.c.Provider, key, cerr)
+	case KeyUnknown:
+		k.o.Logger.Warn("idem: external call outcome unknown", slog.String("provider", k.c.Provider), slog.String("key", key),
+			slog.Int("attempt", rec.Attempts), slog.String("error", cerr.Error()))
+		return rec, fmt.Errorf("%w: provider %q, key %q: %w", ErrOutcomeUnknown, k.c.Provider, key, cerr)
+	}
+	rec.DoneAt = at
+	return rec, nil
+}
+
+// unsafeRetry says why a call with an unknown outcome may not be sent
+// again, or "" if it may.
+func (k *Keys[Tx]) unsafeRetry(rec KeyRecord, now time.Time) string {
+	if !k.c.Replays {
+		return "the provider does not replay outcomes, so a retry cannot tell what happened"
+	}
+	if k.c.Retention > 0 && !rec.FirstCallAt.IsZero() && !now.Before(rec.FirstCallAt.Add(k.c.Retention-k.c.Margin)) {
+		return fmt.Sprintf("the provider may have forgotten the key (first sent %s, kept %s)", rec.FirstCallAt.Format(time.RFC3339), k.c.Retention)
+	}
+	return ""
+}
+
+func safeCall(ctx context.Context, call CallFunc, key string, intent []byte) (res []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("idem: call panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return call(ctx, key, intent)
+}
+
+// CallStaged calls every key that is staged and never called (a caller
+// died between committing the intent and calling), and every key with an
+// unknown outcome that may be retried, up to limit keys (all if limit is
+// not positive). It returns how many calls succeeded and the errors of the
+// others.
+func (k *Keys[Tx]) CallStaged(ctx context.Context, call CallFunc, limit int) (int, error) {
+	recs, err := k.store.ListKeys(ctx, KeyFilter{Provider: k.c.Provider, States: []KeyState{KeyStaged, KeyInFlight, KeyUnknown}, Limit: limit})
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	ok := 0
+	for _, rec := range recs {
+		if rec.State != KeyStaged && k.unsafeRetry(rec, k.o.Now()) != "" {
+			continue // for Reconcile
+		}
+		if rec.State == KeyInFlight && rec.LeaseUntil.After(k.o.Now()) {
+			continue
+		}
+		if _, err := k.Call(ctx, rec.Key, call); err != nil {
+			errs = append(errs, err)
+		} else {
+			ok++
+		}
+	}
+	return ok, errors.Join(errs...)
+}
+
+// Unresolved lists the keys whose outcome is unknown (KeyUnknown, and
+// KeyInFlight past its lease), oldest first, at most limit if positive.
+func (k *Keys[Tx]) Unresolved(ctx context.Context, limit int) ([]KeyRecord, error) {
+	return k.store.ListKeys(ctx, KeyFilter{Provider: k.c.Provider, Unresolved: true, At: k.o.Now(), Limit: limit})
+}
+
+// ReconcileFunc asks the provider what became of rec (by its key) and
+// says so: KeySucceeded or KeyFailed with the provider's answer, KeyStaged
+// if the provider never saw the key (it will be called again), or
+// KeyUnknown (or an error) to leave it for later.
+type ReconcileFunc func(ctx context.Context, rec KeyRecord) (KeyOutcome, error)
+
+// Reconcile runs f on every unresolved key (see Unresolved) and records
+// its answers. It returns how many keys it resolved.
+func (k *Keys[Tx]) Reconcile(ctx context.Context, f ReconcileFunc) (int, error) {
+	recs, err := k.Unresolved(ctx, 0)
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	n := 0
+	for _, rec := range recs {
+		o, err := f(ctx, rec)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("idem: reconcile %q: %w", rec.Key, err))
+			continue
+		}
+		if o.State == KeyUnknown || o.State == KeyInFlight {
+			continue
+		}
+		ok, err := k.store.FinishKeyCall(ctx, k.c.Provider, rec.Key, rec.Attempts, o, k.o.Now())
+		if err != nil {
+			errs = append(errs, err)
+		} else if ok {
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// Purge deletes succeeded and failed keys done before before, in batches of
+// at most batch, and returns how many. Keep keys at least as long as a
+// retry of the operation can come (the provider's retention, the inbox's).
+func (k *Keys[Tx]) Purge(ctx context.Context, before time.Time, batch int) (int, error) {
+	batch = max(batch, 1)
+	total := 0
+	for {
+		n, err := k.store.PurgeKeys(ctx, k.c.Provider, before, batch)
+		total += n
+		if err != nil || n < batch {
+			return total, err
+		}
+	}
+}
