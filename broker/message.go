@@ -94,10 +94,6 @@ func toDriver(m *Message) *driver.Message {
 	return &driver.Message{ID: m.ID, Key: m.Key, Headers: m.Headers, Body: m.Body}
 }
 
-func fromDriver(dm *driver.Message) *Message {
-	return &Message{ID: dm.ID, Key: dm.Key, Headers: dm.Headers, Body: dm.Body, asFunc: dm.AsFunc}
-}
-
 // Backoff is an exponential backoff policy with full jitter.
 type Backoff struct {
 	// Initial is the first delay (default 100ms).

@@ -79,9 +79,17 @@ func (s *Subscription) Receive(ctx context.Context, maxMessages int) ([]*Deliver
 			return nil, wrapErr("receive", s.d.Classify, err)
 		}
 		if len(dms) > 0 {
+			// Deliveries and their messages are allocated in slabs of
+			// up to slabLen (small enough to stay in the allocator's
+			// size classes), not one by one.
 			out := make([]*Delivery, len(dms))
+			var slab []deliveryAndMessage
 			for i, dm := range dms {
-				out[i] = s.newDelivery(dm)
+				if len(slab) == 0 {
+					slab = make([]deliveryAndMessage, min(slabLen, len(dms)-i))
+				}
+				out[i] = s.initDelivery(&slab[0], dm)
+				slab = slab[1:]
 			}
 			return out, nil
 		}
@@ -94,19 +102,29 @@ func (s *Subscription) Receive(ctx context.Context, maxMessages int) ([]*Deliver
 	}
 }
 
-func (s *Subscription) newDelivery(dm *driver.Message) *Delivery {
+// slabLen is how many deliveries Receive allocates at once.
+const slabLen = 64
+
+// deliveryAndMessage holds a Delivery and its Message in one allocation.
+type deliveryAndMessage struct {
+	d Delivery
+	m Message
+}
+
+func (s *Subscription) initDelivery(dm2 *deliveryAndMessage, dm *driver.Message) *Delivery {
 	attempt := dm.Attempt
 	if attempt < 1 {
 		attempt = 1
 	}
-	return &Delivery{
-		Message:     fromDriver(dm),
-		Attempt:     attempt,
-		Redelivered: dm.Redelivered || attempt > 1,
-		PublishTime: dm.PublishTime,
-		sub:         s,
-		ackID:       dm.AckID,
-	}
+	dm2.m = Message{ID: dm.ID, Key: dm.Key, Headers: dm.Headers, Body: dm.Body, asFunc: dm.AsFunc}
+	d := &dm2.d
+	d.Message = &dm2.m
+	d.Attempt = attempt
+	d.Redelivered = dm.Redelivered || attempt > 1
+	d.PublishTime = dm.PublishTime
+	d.sub = s
+	d.ackID[0] = dm.AckID
+	return d
 }
 
 // As exposes the driver's own types; see the driver's package doc.
