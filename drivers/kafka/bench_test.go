@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,66 +90,43 @@ func fill(b *testing.B, e *testEnv, n int) string {
 	return topic
 }
 
+// BenchmarkConsume compares, in alternating rounds of consumeRound
+// messages on two topics filled alike (8 partitions, 100-byte bodies, a
+// wary-id header), a wary subscription and a raw kgo group consumer, each
+// joined before the timer starts: it measures steady-state consumption,
+// not the group join. The raw consumers are
+//
+//   - per-record: PollRecords, then MarkCommitRecords for each record
+//     (what wary's per-delivery Ack does), autocommit of the marks;
+//   - batch: PollRecords, one MarkCommitRecords for the whole batch.
+//
+// wary is Receive(500) and an Ack per delivery with CommitInterval 1s (the
+// same commit cadence as kgo's autocommit of marks: 5s by default, and
+// neither commits in the timed part of a short run).
 func BenchmarkConsume(b *testing.B) {
 	e := newTestEnv(b)
-	b.Run("kgo/poll+mark+autocommit", func(b *testing.B) {
-		topic := fill(b, e, b.N)
-		b.ResetTimer()
-		cl, err := kgo.NewClient(append(e.clientOpts(), kgo.ConsumerGroup(uniqueName("g")), kgo.ConsumeTopics(topic),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AutoCommitMarks())...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cl.Close()
-		got := 0
-		for got < b.N {
-			fs := cl.PollRecords(context.Background(), 500)
-			if err := fs.Err0(); err != nil {
-				b.Fatal(err)
-			}
-			fs.EachRecord(func(r *kgo.Record) { got++ })
-			cl.MarkCommitRecords(fs.Records()...)
-		}
-		if err := cl.CommitMarkedOffsets(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		reportRate(b)
-	})
-	for _, c := range []struct {
-		name string
-		opts kafka.SubscriptionOptions
-		run  bool
-	}{
-		{"wary/receive+ack/commit-interval=1s", kafka.SubscriptionOptions{CommitInterval: time.Second}, false},
-		{"wary/run-concurrency=64/commit-interval=1s", kafka.SubscriptionOptions{CommitInterval: time.Second}, true},
-		{"wary/run-concurrency=64/sync-commit", kafka.SubscriptionOptions{}, true},
-		{"wary/run-concurrency=64/ordered/sync-commit", kafka.SubscriptionOptions{Ordered: true}, true},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			topic := fill(b, e, b.N)
-			b.ResetTimer()
-			sub, err := kafka.OpenSubscription(e.clientOpts(), uniqueName("g"), topic, &c.opts)
+	for _, raw := range []string{"per-record", "batch"} {
+		b.Run("wary-receive+ack/vs/kgo-poll+mark-"+raw, func(b *testing.B) {
+			wtopic, rtopic := fill(b, e, b.N), fill(b, e, b.N)
+			sub, err := kafka.OpenSubscription(e.clientOpts(), uniqueName("g"), wtopic, &kafka.SubscriptionOptions{CommitInterval: time.Second})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer sub.Close()
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if c.run {
-				var got atomic.Int64
-				err := sub.Run(ctx, func(ctx context.Context, d *broker.Delivery) error {
-					if got.Add(1) == int64(b.N) {
-						cancel()
-					}
-					return nil
-				}, &broker.RunOptions{Concurrency: 64, MaxOutstanding: 1024})
-				if err != nil {
-					b.Fatal(err)
-				}
-			} else {
-				got := 0
-				for got < b.N {
-					ds, err := sub.Receive(ctx, 500)
+			cl, err := kgo.NewClient(append(e.clientOpts(), kgo.ConsumerGroup(uniqueName("g")), kgo.ConsumeTopics(rtopic),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AutoCommitMarks())...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			ctx := context.Background()
+			// Warm up both (group join, first fetch) outside the timer.
+			b.N-- // the one record each side consumes here
+			receives := 0
+			wary := func(n int) {
+				for got := 0; got < n; {
+					receives++
+					ds, err := sub.Receive(ctx, min(500, n-got))
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -160,7 +138,97 @@ func BenchmarkConsume(b *testing.B) {
 					got += len(ds)
 				}
 			}
+			kgoRaw := func(n int) {
+				for got := 0; got < n; {
+					fs := cl.PollRecords(ctx, min(500, n-got))
+					if err := fs.Err0(); err != nil {
+						b.Fatal(err)
+					}
+					recs := fs.Records()
+					if raw == "batch" {
+						cl.MarkCommitRecords(recs...)
+					} else {
+						for _, r := range recs {
+							cl.MarkCommitRecords(r)
+						}
+					}
+					got += len(recs)
+				}
+			}
+			wary(1)
+			kgoRaw(1)
+			paired(b, consumeRound, wary, kgoRaw)
+			b.ReportMetric(float64(b.N)/float64(receives), "wary-msgs/receive")
+		})
+	}
+	for _, c := range []struct {
+		name string
+		opts kafka.SubscriptionOptions
+	}{
+		{"wary/run-concurrency=64/commit-interval=1s", kafka.SubscriptionOptions{CommitInterval: time.Second}},
+		{"wary/run-concurrency=64/sync-commit", kafka.SubscriptionOptions{}},
+		{"wary/run-concurrency=64/ordered/sync-commit", kafka.SubscriptionOptions{Ordered: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			topic := fill(b, e, b.N)
+			b.ResetTimer()
+			sub, err := kafka.OpenSubscription(e.clientOpts(), uniqueName("g"), topic, &c.opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sub.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var got atomic.Int64
+			err = sub.Run(ctx, func(ctx context.Context, d *broker.Delivery) error {
+				if got.Add(1) == int64(b.N) {
+					cancel()
+				}
+				return nil
+			}, &broker.RunOptions{Concurrency: 64, MaxOutstanding: 1024})
+			if err != nil {
+				b.Fatal(err)
+			}
 			reportRate(b)
 		})
 	}
+}
+
+// consumeRound is how many messages each side consumes per round.
+const consumeRound = 2000
+
+// paired runs wary and raw alternately, round messages each per round, and
+// reports both rates, their ratio, and the process's CPU per message on
+// each side (user+system; kfake runs in the process, so this includes the
+// broker's share of serving that side).
+func paired(b *testing.B, round int, wary, raw func(n int)) {
+	var tw, tr, cw, cr time.Duration
+	b.ResetTimer()
+	for done := 0; done < b.N; done += round {
+		n := min(round, b.N-done)
+		start, cpu := time.Now(), cpuTime()
+		wary(n)
+		tw += time.Since(start)
+		cw += cpuTime() - cpu
+		start, cpu = time.Now(), cpuTime()
+		raw(n)
+		tr += time.Since(start)
+		cr += cpuTime() - cpu
+	}
+	b.StopTimer()
+	w, r := float64(b.N)/tw.Seconds(), float64(b.N)/tr.Seconds()
+	b.ReportMetric(w, "wary-msgs/s")
+	b.ReportMetric(r, "kgo-msgs/s")
+	b.ReportMetric(100*w/r, "wary/kgo-%")
+	b.ReportMetric(float64(cw.Nanoseconds())/float64(b.N), "wary-cpu-ns/msg")
+	b.ReportMetric(float64(cr.Nanoseconds())/float64(b.N), "kgo-cpu-ns/msg")
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -95,17 +95,55 @@
 // topic declares the path to subscriptions configured as
 // TopicOptions.Consumers says (default: default subscriptions).
 //
-// Transactions: kgo's GroupTransactSession makes consume-transform-produce
-// inside Kafka atomic (the produced records and the consumed offsets commit
-// together). This driver does not use it: it covers only writes to Kafka,
-// not a database, so an effect in an external store still needs the inbox
-// (package idem); use kgo.NewGroupTransactSession directly for a pure
-// Kafka-to-Kafka pipeline.
+// # Transactions
+//
+// OpenTransactSession gives a consume-transform-produce loop with
+// exactly-once effect inside Kafka (kgo's GroupTransactSession):
+//
+//	s, err := kafka.OpenTransactSession(clientOpts, "enricher", "orders", &kafka.TransactOptions{TransactionalID: "enricher-1"})
+//	err = s.Run(ctx, func(ctx context.Context, tx *kafka.Tx) error {
+//		for _, m := range tx.Messages {
+//			if err := tx.Publish("orders.enriched", enrich(m.Message)); err != nil {
+//				return err
+//			}
+//		}
+//		return nil
+//	})
+//
+// Each batch of consumed records (up to TransactOptions.MaxBatch) is one
+// transaction: the records the handler publishes with Tx.Publish and the
+// consumed records' offsets commit atomically, or not at all. A handler
+// error or panic, a failed produce, a refused offset commit or a rebalance
+// during the transaction aborts it; the aborted batch is consumed again
+// (TxMessage.Attempt counts, in memory, as for subscriptions).
+//
+// What it covers: Kafka to Kafka, read under read_committed. Every input
+// record consumed through the group yields its output exactly once for
+// readers in read_committed isolation, across aborts, crashes (an open
+// transaction is fenced by the next holder of the TransactionalID, or
+// aborted by the broker after the transaction timeout) and rebalances
+// (KIP-447: a new owner's offset fetch waits for the pending transaction).
+// Subscriptions of this package read committed by default; the session
+// itself always does, so chained sessions stay exactly-once.
+//
+// What it does not cover: anything outside Kafka. A write to a database,
+// a call to a service or a message to another broker made by the handler
+// is not part of the transaction: an aborted transaction leaves it done,
+// and the redelivered batch does it again. For such an effect use a
+// Subscription with the inbox of package idem (the effect and the inbox
+// record commit in the database's transaction). Readers in
+// read_uncommitted isolation (kgo's default, and the Java client's) see
+// the records of aborted transactions too, so they get duplicates. The
+// handler's input is the batch, so a record on which the handler always
+// fails stops its partition; publish it to a dead-letter topic inside the
+// transaction instead of failing. Message.ID does not change what Kafka
+// does: outputs keep the IDs the handler gives them, for an inbox
+// downstream.
 //
 // # As targets
 //
 // Topic.As and Subscription.As accept **kgo.Client (the subscription's own
-// consumer-group client). Message.As on a received message accepts
+// consumer-group client); TransactSession.Client returns the session's. Message.As on a received message accepts
 // **kgo.Record. ErrorAs reaches any error in the chain, for example
 // **kerr.Error.
 //

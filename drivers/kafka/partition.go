@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"bytes"
 	"slices"
 	"strconv"
 	"time"
@@ -61,8 +60,9 @@ func newPartition(t tp, retry bool) *partition {
 	return &partition{tp: t, retry: retry, next: -1, committed: -1, lastEpoch: -1, handedHigh: -1, committedHigh: -1, redeliverUpTo: -1}
 }
 
-func (p *partition) ingest(r *kgo.Record) {
-	e := &entry{p: p, rec: r, attempt: 1}
+// ingest files r, in e (a slot of the poll's slab of entries).
+func (p *partition) ingest(e *entry, r *kgo.Record) {
+	*e = entry{p: p, rec: r, attempt: 1}
 	if p.retry {
 		for _, h := range r.Headers {
 			switch h.Key {
@@ -85,10 +85,11 @@ func (p *partition) ingest(r *kgo.Record) {
 	p.next = r.Offset + 1
 }
 
-// take appends up to n-len(out) due records to out. Ordered partitions hand
-// out one record at a time. It returns when the first held-back record is
-// due, if one is.
-func (p *partition) take(out []*driver.Message, n int, now time.Time, ordered bool) ([]*driver.Message, time.Time) {
+// take appends up to n-len(out) due entries to out, marking them handed
+// out (materialize makes the messages). Ordered partitions hand out one
+// record at a time. It returns when the first held-back record is due, if
+// one is.
+func (p *partition) take(out []*entry, n int, now time.Time, ordered bool) ([]*entry, time.Time) {
 	if len(p.ready) == 0 {
 		return out, time.Time{}
 	}
@@ -100,8 +101,10 @@ func (p *partition) take(out []*driver.Message, n int, now time.Time, ordered bo
 		if e.notBefore.After(now) {
 			return out, e.notBefore
 		}
+		p.ready[0] = nil
 		p.ready = p.ready[1:]
-		return append(out, p.handOut(e)), time.Time{}
+		p.handOut(e)
+		return append(out, e), time.Time{}
 	}
 	var due time.Time
 	keep := p.ready[:0]
@@ -117,53 +120,122 @@ func (p *partition) take(out []*driver.Message, n int, now time.Time, ordered bo
 			keep = append(keep, e)
 			continue
 		}
-		out = append(out, p.handOut(e))
+		p.handOut(e)
+		out = append(out, e)
 	}
 	clear(p.ready[len(keep):])
 	p.ready = keep
 	return out, due
 }
 
-func (p *partition) handOut(e *entry) *driver.Message {
+func (p *partition) handOut(e *entry) {
 	e.state = stInFlight
 	e.seq++
 	p.inflight++
-	r := e.rec
-	p.handedHigh = max(p.handedHigh, r.Offset)
+	p.handedHigh = max(p.handedHigh, e.rec.Offset)
+}
 
-	m := &driver.Message{
-		Body:        bytes.Clone(r.Value),
-		AckID:       &ackID{e: e, seq: e.seq},
-		Attempt:     e.attempt,
-		Redelivered: e.attempt > 1,
-		PublishTime: r.Timestamp,
-		AsFunc: func(i any) bool {
-			if rp, ok := i.(**kgo.Record); ok {
-				*rp = r
-				return true
+// handout is one hand-out of an entry: the message given to the portable
+// layer and its ack ID, in one allocation (materialize allocates them a
+// batch at a time).
+type handout struct {
+	msg driver.Message
+	id  ackID
+}
+
+// materialize makes the messages for entries just handed out (take). It
+// runs without the subscription's lock: until the messages are returned,
+// nothing else changes the fields it reads (rec, seq, attempt).
+//
+// Allocations are per batch, not per record: one slab of handouts, one
+// buffer for the bodies (each body a capacity-capped window of it, so an
+// append by the user reallocates rather than overwriting a neighbour) and
+// one string for the IDs and keys. What stays per record is the AsFunc
+// closure and a header map, for records with headers other than the
+// driver's.
+func materialize(es []*entry) []*driver.Message {
+	if len(es) == 0 {
+		return nil
+	}
+	nb, ns := 0, 0
+	for _, e := range es {
+		r := e.rec
+		nb += len(r.Value)
+		ns += len(r.Key)
+		for _, h := range r.Headers {
+			if h.Key == HeaderID {
+				ns += len(h.Value)
+				break
 			}
-			return false
-		},
-	}
-	if m.Body == nil {
-		m.Body = []byte{}
-	}
-	if len(r.Key) > 0 {
-		m.Key = string(r.Key)
-	}
-	for _, h := range r.Headers {
-		switch h.Key {
-		case HeaderID:
-			m.ID = string(h.Value)
-		case HeaderAttempt, HeaderNotBefore:
-		default:
-			if m.Headers == nil {
-				m.Headers = make(map[string]string, len(r.Headers))
-			}
-			m.Headers[h.Key] = string(h.Value)
 		}
 	}
-	return m
+	var hs []handout // allocated in slabs of up to slabLen
+	out := make([]*driver.Message, len(es))
+	bodies := make([]byte, 0, nb)
+	sb := make([]byte, 0, ns)
+	type span struct{ id0, id1, k0, k1 int }
+	spans := make([]span, len(es))
+	for i, e := range es {
+		r := e.rec
+		if len(hs) == 0 {
+			hs = make([]handout, min(slabLen, len(es)-i))
+		}
+		h := &hs[0]
+		hs = hs[1:]
+		h.id = ackID{e: e, seq: e.seq}
+		m := &h.msg
+		m.AckID = &h.id
+		m.Attempt = e.attempt
+		m.Redelivered = e.attempt > 1
+		m.PublishTime = r.Timestamp
+		m.AsFunc = recordAs(r)
+		b0 := len(bodies)
+		bodies = append(bodies, r.Value...)
+		m.Body = bodies[b0:len(bodies):len(bodies)]
+		sp := &spans[i]
+		sp.k0 = len(sb)
+		sb = append(sb, r.Key...)
+		sp.k1 = len(sb)
+		sp.id0, sp.id1 = sp.k1, sp.k1
+		for _, hd := range r.Headers {
+			switch hd.Key {
+			case HeaderID:
+				if sp.id0 == sp.id1 {
+					sb = append(sb, hd.Value...)
+					sp.id1 = len(sb)
+				}
+			case HeaderAttempt, HeaderNotBefore:
+			default:
+				if m.Headers == nil {
+					m.Headers = make(map[string]string, len(r.Headers))
+				}
+				m.Headers[hd.Key] = string(hd.Value)
+			}
+		}
+		out[i] = m
+	}
+	str := string(sb)
+	for i := range out {
+		sp := spans[i]
+		out[i].Key = str[sp.k0:sp.k1]
+		out[i].ID = str[sp.id0:sp.id1]
+	}
+	return out
+}
+
+// slabLen is how many handouts (or entries) are allocated at once: enough
+// to make the allocation per batch rather than per record, few enough to
+// stay in the allocator's size classes.
+const slabLen = 64
+
+func recordAs(r *kgo.Record) func(any) bool {
+	return func(i any) bool {
+		if rp, ok := i.(**kgo.Record); ok {
+			*rp = r
+			return true
+		}
+		return false
+	}
 }
 
 // requeue puts a nacked entry back, in offset order, due at notBefore.

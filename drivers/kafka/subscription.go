@@ -79,7 +79,9 @@ type SubscriptionOptions struct {
 // clientOpts must not set: ConsumerGroup, ConsumeTopics, DisableAutoCommit,
 // BlockRebalanceOnPoll and the OnPartitions callbacks. It sets
 // ConsumeResetOffset to the start of the partition, so that a new group
-// misses nothing; clientOpts may override that. Close closes the client.
+// misses nothing, and FetchIsolationLevel to read_committed, so that
+// records of aborted transactions (see TransactSession) are never
+// delivered; clientOpts may override both. Close closes the client.
 //
 // It returns an error matching broker.ErrNotFound when a topic does not
 // exist, and broker.ErrInvalid for inconsistent options.
@@ -162,7 +164,7 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, group, topic str
 		topics = append(topics, o.RetryTopic)
 	}
 	all := make([]kgo.Opt, 0, len(clientOpts)+8)
-	all = append(all, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	all = append(all, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	all = append(all, clientOpts...)
 	all = append(all,
 		kgo.ConsumerGroup(group),
@@ -236,12 +238,20 @@ func (s *subscription) pollLoop() {
 			s.logger.Warn("wary/kafka: fetch failed", slog.String("topic", t), slog.Int("partition", int(p)), slog.String("error", err.Error()))
 			s.fetchErr = err
 		})
+		// Entries are allocated in slabs (see slabLen).
+		left := fs.NumRecords()
+		var slab []entry
 		fs.EachRecord(func(r *kgo.Record) {
+			left--
 			p := s.parts[tp{r.Topic, r.Partition}]
 			if p == nil || p.lost {
 				return // cannot happen with BlockRebalanceOnPoll; never file it elsewhere
 			}
-			p.ingest(r)
+			if len(slab) == 0 {
+				slab = make([]entry, min(slabLen, left+1))
+			}
+			p.ingest(&slab[0], r)
+			slab = slab[1:]
 			if len(p.ready) >= s.opts.MaxBufferedPerPartition && !p.paused {
 				s.pauseDirty = true
 			}
@@ -332,14 +342,14 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 			s.mu.Unlock()
 			return nil, err
 		}
-		out, next := s.takeLocked(maxMessages, now)
+		es, next := s.takeLocked(maxMessages, now)
 		wake, dirty := s.wake, s.pauseDirty
 		s.mu.Unlock()
 		if dirty {
 			s.syncPauses()
 		}
-		if len(out) > 0 {
-			return out, nil
+		if len(es) > 0 {
+			return materialize(es), nil
 		}
 		wait := deadline.Sub(now)
 		if !next.IsZero() && next.Sub(now) < wait {
@@ -362,7 +372,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 
 // takeLocked hands out up to n records, round-robin over partitions. It
 // returns the earliest time a held-back record becomes due, if any.
-func (s *subscription) takeLocked(n int, now time.Time) (out []*driver.Message, next time.Time) {
+func (s *subscription) takeLocked(n int, now time.Time) (out []*entry, next time.Time) {
 	np := len(s.order)
 	for i := 0; i < np && len(out) < n; i++ {
 		p := s.order[(s.rr+i)%np]
