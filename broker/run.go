@@ -177,24 +177,46 @@ func (r *runner) handle(d *Delivery) {
 	// Settle even if Run's context is done: the handler's work is finished.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 30*time.Second)
 	defer cancel()
-	var serr error
-	switch {
-	case err == nil:
-		serr = d.Ack(sctx)
-	case IsPermanent(err) && r.sub.caps.DeadLetter:
-		serr = d.DeadLetter(sctx, err.Error())
-	default:
-		var delay time.Duration
-		if r.sub.caps.NackDelay {
-			delay = r.opts.Backoff.Delay(d.Attempt)
+	settle := func() error {
+		switch {
+		case err == nil:
+			return d.Ack(sctx)
+		case IsPermanent(err) && r.sub.caps.DeadLetter:
+			return d.DeadLetter(sctx, err.Error())
+		default:
+			var delay time.Duration
+			if r.sub.caps.NackDelay {
+				delay = r.opts.Backoff.Delay(d.Attempt)
+			}
+			return d.Nack(sctx, delay)
 		}
-		serr = d.Nack(sctx, delay)
+	}
+	if err != nil {
 		r.sub.logger.Debug("wary: handler failed", slog.String("message_id", d.Message.ID), slog.Int("attempt", d.Attempt), slog.String("error", err.Error()))
+	}
+	// A transient settle failure (a connection being re-established) is
+	// retried a few times; after that the broker's own redelivery (lock
+	// expiry, channel close) takes over.
+	var serr error
+	for try := 1; try <= settleAttempts; try++ {
+		serr = settle()
+		if serr == nil || !errors.Is(serr, ErrRetryable) || try == settleAttempts {
+			break
+		}
+		t := time.NewTimer(Backoff{Initial: 50 * time.Millisecond, Max: time.Second}.Delay(try))
+		select {
+		case <-sctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
 	}
 	if serr != nil && !errors.Is(serr, ErrClosed) {
 		r.sub.logger.Warn("wary: settle failed", slog.String("message_id", d.Message.ID), slog.String("error", serr.Error()))
 	}
 }
+
+// settleAttempts bounds the handler loop's tries at one settlement.
+const settleAttempts = 4
 
 func (r *runner) call(d *Delivery) (err error) {
 	defer func() {
