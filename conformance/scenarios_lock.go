@@ -17,6 +17,12 @@ func init() {
 			}
 			return needWait(c.LockTimeout*2, h, "twice the lock timeout")
 		}, lockExpiry},
+		scenario{"held-without-lock-timeout", func(c broker.Capabilities, _ *Harness) string {
+			if c.LockTimeout > 0 {
+				return "the driver declares a LockTimeout; lock-expiry-redelivers checks it"
+			}
+			return ""
+		}, heldWithoutLock},
 		scenario{"lock-extension", func(c broker.Capabilities, h *Harness) string {
 			if !c.LockExtendable || c.LockTimeout <= 0 {
 				return "the driver does not declare LockExtendable; the scenario checks ExtendLock fails with ErrUnsupported instead"
@@ -86,6 +92,21 @@ func lockExpiry(t *testing.T, e *env) {
 	}
 	ackAll(ctx, t, d2)
 	e.expectNone(ctx, t, s2, "acked after redelivery")
+}
+
+// heldWithoutLock: with no lock timeout declared, an unsettled delivery
+// stays with its consumer however long it takes.
+func heldWithoutLock(t *testing.T, e *env) {
+	ctx, f := e.setup(t)
+	s := e.sub(ctx, t, f)
+	m := e.msg(t, "")
+	publish(ctx, t, f, m)
+	d := e.recv(ctx, t, s, 1)[0]
+	e.wait(ctx, min(e.h.MaxWait, max(3*e.h.Quiet, 3*time.Second)))
+	s2 := e.sub(ctx, t, f)
+	e.expectNone(ctx, t, s2, "no lock timeout is declared, so an unsettled delivery must not move to another consumer")
+	e.expectNone(ctx, t, s, "no lock timeout is declared, so an unsettled delivery must not be redelivered")
+	ackAll(ctx, t, d)
 }
 
 // lockExtension: extending the lock keeps a slow delivery from being
