@@ -140,6 +140,21 @@ func wrapErr(op string, classify func(error) driver.ErrorInfo, err error) error 
 	return newError(op, info.Code, info.MaybeSent, err)
 }
 
+// OpenError classifies a failure met while opening a topic or
+// subscription (Op "open"). Driver constructors return it, so that their
+// errors match the classes above like every other error of this package.
+// An err that is already an *Error is returned unchanged.
+func OpenError(code driver.ErrorCode, err error) error {
+	if err == nil {
+		return nil
+	}
+	var be *Error
+	if errors.As(err, &be) {
+		return err
+	}
+	return newError("open", code, false, err)
+}
+
 func invalidf(op, format string, args ...any) error {
 	return newError(op, driver.Invalid, false, fmt.Errorf(format, args...))
 }

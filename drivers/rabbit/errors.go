@@ -147,38 +147,6 @@ func containsFold(s, sub string) bool {
 	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
 }
 
-// openError is an error from opening a topic or subscription, which the
-// portable layer does not wrap: it matches the broker error classes itself.
-type openError struct {
-	code driver.ErrorCode
-	err  error
-}
-
-func (e *openError) Error() string { return "wary: open (" + e.code.String() + "): " + e.err.Error() }
-func (e *openError) Unwrap() error { return e.err }
-
-// Is matches the broker class of e's code.
-func (e *openError) Is(target error) bool {
-	switch target {
-	case broker.ErrNotFound:
-		return e.code == driver.NotFound
-	case broker.ErrInvalid:
-		return e.code == driver.Invalid
-	case broker.ErrClosed:
-		return e.code == driver.Closed
-	case broker.ErrPermission:
-		return e.code == driver.PermissionDenied
-	case broker.ErrRetryable:
-		return e.code == driver.Unavailable
-	}
-	return false
-}
-
-// openErr wraps an error from opening.
-func openErr(err error) error {
-	var be *broker.Error
-	if errors.As(err, &be) {
-		return err
-	}
-	return &openError{code: code(err), err: err}
-}
+// openErr classifies an error met while opening a topic or subscription,
+// which the portable layer does not wrap.
+func openErr(err error) error { return broker.OpenError(code(err), err) }
