@@ -2,7 +2,9 @@
 // an inbox that makes each message's effect happen once, version checks and
 // state-transition guards that keep duplicate, stale and out-of-order events
 // from overwriting newer state, and a park where what cannot be applied
-// waits for an operator.
+// waits for an operator. On the producer side, a transactional outbox with
+// a relay publishes events committed with the data, and idempotency keys
+// make external calls safe to retry.
 //
 // Package idem knows no database and no broker driver. It works on a
 // Store[Tx], implemented by idem/postgres (Tx is pgx.Tx) and idem/sqlite
@@ -92,6 +94,95 @@
 // applied out of order (Options.NoHold turns this off). An operator lists
 // the park (Inbox.Parked), replays an aggregate in order (Inbox.Replay,
 // Versioned.Replay), or discards messages (Inbox.Discard).
+//
+// # The outbox and the relay
+//
+// The inbox protects a consumer's write; a producer has the opposite
+// problem, the dual write: it must commit its data and publish an event,
+// and a crash between the two loses the event (publish after commit) or
+// announces a change that never happened (publish before). Outbox.Add
+// writes the event to an outbox table in the same transaction as the data
+// (pgx.Tx or *sql.Tx), so both commit or neither does. Each row carries the
+// message ID, the aggregate ID, the aggregate version, a per-aggregate
+// sequence, a type, headers and the payload.
+//
+// The sequence is assigned in the adding transaction from a counter row per
+// aggregate, which that transaction keeps locked until it ends: a second
+// transaction adding to the same aggregate waits, so an aggregate's
+// sequences commit in order, and a rolled-back transaction hands its
+// sequences to the next one. Sequences have no gaps.
+//
+// A Relay publishes committed rows to a *broker.Topic and guarantees:
+//
+//   - Nothing committed is skipped. The relay selects rows by state (the
+//     lowest unsent row of each aggregate), not by a position it has read
+//     up to, so a row that an older transaction commits late is picked up
+//     by the next claim. A rolled-back row never existed.
+//   - Per-aggregate order. Only the lowest unsent row of an aggregate is
+//     claimable, and the rows behind it are published after it, one after
+//     the other, by the relay that holds it. Different aggregates are
+//     published in parallel (RelayOptions.Concurrency), and several relays
+//     share the work: on PostgreSQL they claim with FOR UPDATE SKIP LOCKED
+//     and hold the locks while they publish; on SQLite one relay at a time
+//     holds a lease (RelayOptions.Lease) and the others wait.
+//   - At least once, with a stable ID. A row is marked sent only after the
+//     broker confirmed the publish. A relay that dies in between publishes
+//     the row again after a restart, with the same message ID, which the
+//     broker's dedup window or the consumer's inbox absorbs.
+//   - Failures are contained. A failed publish is retried with backoff
+//     (RelayOptions.Backoff); after MaxAttempts failures, or at once for a
+//     message that can never be published (broker.ErrTooLarge,
+//     broker.ErrInvalid), the row is quarantined. A quarantined row blocks
+//     only its own aggregate, until an operator requeues (Relay.Requeue) or
+//     discards it (Relay.Discard); other aggregates keep flowing.
+//   - An operator can see it. Relay.Health reports the backlog, the age of
+//     the oldest unsent row, the quarantined rows, the relay's throughput
+//     and last error. Relay.Purge (and Run, periodically) deletes sent rows
+//     after RelayOptions.Retention; the sequence counters stay.
+//
+// Relay.Run wakes on PostgreSQL NOTIFY (sent by every adding transaction,
+// received on a dedicated connection) and polls as a fallback; on SQLite it
+// polls, and an in-process producer can call Relay.Wake. A row becomes a
+// message with Message.ID = the row's message ID (the broker's dedup ID),
+// Message.Key = the aggregate ID (the ordering key), the headers
+// HeaderAggregateID, HeaderAggregateVersion, HeaderSequence and HeaderType
+// over the row's own headers, and the payload as body.
+//
+// The order reaches consumers only if the broker keeps it per key (SQS FIFO
+// message groups, Service Bus sessions, Kafka partitions); on other brokers
+// the version check and parking above restore it.
+//
+// # Idempotency keys for external calls
+//
+// A call to an external service (a payment, an e-mail) is outside every
+// transaction; retrying it is safe only if the service recognises the
+// retry. Keys makes that systematic:
+//
+//  1. Keys.Stage stores the key and the intent in the caller's transaction,
+//     with the decision to make the call; nothing is called yet.
+//  2. After that transaction commits, Keys.Call records that the call
+//     starts, makes it with the key, and records the outcome: succeeded
+//     (with the result), failed for good (an error marked with
+//     broker.Permanent), or unknown (any other error). Keys.CallStaged
+//     makes the calls whose caller died between commit and call.
+//  3. Every retry reuses the stored key. A call whose outcome is unknown
+//     (an error, or a caller that died during the call) is sent again only
+//     if the provider's KeyContract says it replays outcomes and the retry
+//     comes before the provider forgets the key (Retention, less Margin).
+//     Otherwise it waits for Keys.Reconcile, which asks a user-supplied
+//     function what became of each unresolved key.
+//
+// The call never runs between staging and commit: a rollback would leave a
+// call that the database does not know about.
+//
+// A key names one logical operation, such as "payment:order-42:attempt-1":
+// the payment attempt, not the order (a second, deliberate attempt gets a
+// new key) and not the request (a retry of the same attempt keeps it).
+// Keys must not contain personal data (names, e-mail addresses, card
+// numbers): they are sent to third parties, who log and keep them beyond
+// any erasure request the application can honour, they appear in logs and
+// error messages on both sides, and they are stored here in plain text and
+// indexed. Use opaque identifiers.
 //
 // # Schema
 //

@@ -22,6 +22,17 @@
 // version. Batches claim their messages in ID order, so that concurrent
 // batches do not deadlock on each other's claims.
 //
+// The Store is also an idem.OutboxStore[pgx.Tx] and an idem.KeyStore[pgx.Tx].
+// Outbox rows get their per-aggregate sequence from a counter row that the
+// adding transaction upserts and keeps locked until it ends, and every
+// adding transaction sends a NOTIFY that relays receive on a dedicated
+// LISTEN connection (ListenOutbox). Relays claim the lowest unsent row of
+// each aggregate with FOR UPDATE SKIP LOCKED, in a transaction they hold
+// while they publish that aggregate's rows, and mark them sent in it: a
+// relay that dies releases its locks with its connection, and another one
+// publishes the rows again. Relays therefore hold a pool connection each
+// while publishing.
+//
 // Times are stored as timestamptz; the parked messages' headers as JSON
 // text and bodies as bytea.
 package postgres

@@ -45,7 +45,7 @@ func scanKey(s interface{ Scan(...any) error }, r *idem.KeyRecord) error {
 
 // GetKey implements idem.KeyStore.
 func (o *Outbox[Tx]) GetKey(ctx context.Context, provider, key string) (rec idem.KeyRecord, ok bool, err error) {
-	err = o.c.inTx(ctx, func(q Querier) error {
+	err = o.read(ctx, func(q Querier) error {
 		rec, ok, err = o.getKey(ctx, q, provider, key)
 		return err
 	})
@@ -123,7 +123,7 @@ func (o *Outbox[Tx]) ListKeys(ctx context.Context, f idem.KeyFilter) ([]idem.Key
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
 	var out []idem.KeyRecord
-	err := o.c.inTx(ctx, func(qr Querier) error {
+	err := o.read(ctx, func(qr Querier) error {
 		rs, err := qr.Query(ctx, o.c.render(q), args...)
 		if err != nil {
 			return err

@@ -417,10 +417,27 @@ func (b *batch[Tx]) Release(ctx context.Context) error {
 	return nil
 }
 
+// read runs f outside a write transaction where the dialect can.
+func (o *Outbox[Tx]) read(ctx context.Context, f func(q Querier) error) error {
+	if o.d.Read != nil {
+		return o.d.Read(ctx, f)
+	}
+	return o.c.inTx(ctx, f)
+}
+
 // ReleaseOutbox implements idem.RelayStore.
 func (o *Outbox[Tx]) ReleaseOutbox(ctx context.Context, owner string) error {
 	if o.d.SkipLocked {
 		return nil
+	}
+	if o.d.Read != nil { // write only if owner holds the lease
+		var n int64
+		err := o.d.Read(ctx, func(q Querier) error {
+			return q.QueryRow(ctx, o.c.render(`SELECT count(*) FROM {{relay_lease}} WHERE name = 'outbox' AND owner = $1`), owner).Scan(&n)
+		})
+		if err != nil || n == 0 {
+			return err
+		}
 	}
 	return o.c.inTx(ctx, func(q Querier) error {
 		_, err := q.Exec(ctx, o.q.release, owner)
@@ -431,7 +448,7 @@ func (o *Outbox[Tx]) ReleaseOutbox(ctx context.Context, owner string) error {
 // OutboxHealth implements idem.RelayStore.
 func (o *Outbox[Tx]) OutboxHealth(ctx context.Context, now time.Time) (idem.OutboxHealth, error) {
 	var h idem.OutboxHealth
-	err := o.c.inTx(ctx, func(q Querier) error {
+	err := o.read(ctx, func(q Querier) error {
 		return q.QueryRow(ctx, o.q.health).Scan(&h.Backlog, &h.Retrying, &h.Quarantined, nullTimeDest{&h.OldestUnsent})
 	})
 	if err == nil && !h.OldestUnsent.IsZero() {
@@ -460,7 +477,7 @@ func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f idem.OutboxFilter) ([]ide
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
 	var out []idem.OutboxRow
-	err := o.c.inTx(ctx, func(qr Querier) error {
+	err := o.read(ctx, func(qr Querier) error {
 		rs, err := qr.Query(ctx, o.c.d.Rebind(q), args...)
 		if err != nil {
 			return err
