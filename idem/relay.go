@@ -70,7 +70,10 @@ type Relay struct {
 	topic *broker.Topic
 	o     RelayOptions
 	wake  chan struct{}
-	rate  rateMeter
+
+	listening atomic.Bool  // a LISTEN connection is open
+	idle      atomic.Int64 // times Run went to wait for work
+	rate      rateMeter
 
 	published, failed, quarantined, claims, crashes atomic.Int64
 	lastErr                                         atomic.Pointer[relayError]
@@ -191,6 +194,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		if claimed > 0 && err == nil {
 			continue
 		}
+		r.idle.Add(1)
 		t := time.NewTimer(r.o.PollInterval)
 		select {
 		case <-ctx.Done():
@@ -205,7 +209,11 @@ func (r *Relay) Run(ctx context.Context) error {
 
 func (r *Relay) listen(ctx context.Context, l OutboxListener) {
 	for attempt := 1; ; attempt++ {
-		err := l.ListenOutbox(ctx, r.Wake)
+		err := l.ListenOutbox(ctx, func() {
+			r.Wake()
+			r.listening.Store(true)
+		})
+		r.listening.Store(false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -419,6 +427,12 @@ type RelayStats struct {
 	// Throughput is rows published per second over the last minute (or
 	// since the relay was created, if that is shorter).
 	Throughput float64
+	// Listening reports whether the relay holds an open LISTEN connection
+	// (stores implementing OutboxListener): new rows wake it at once.
+	Listening bool
+	// Idle counts the times Run found nothing to do and went to wait for a
+	// notification, a Wake or PollInterval.
+	Idle int64
 	// LastError is the latest failure ("" if none), at LastErrorAt.
 	LastError   string
 	LastErrorAt time.Time
@@ -427,7 +441,8 @@ type RelayStats struct {
 // Stats returns the relay's counters.
 func (r *Relay) Stats() RelayStats {
 	s := RelayStats{Published: r.published.Load(), Failed: r.failed.Load(), Quarantines: r.quarantined.Load(),
-		Claims: r.claims.Load(), Crashes: r.crashes.Load(), Throughput: r.rate.perSecond(r.o.Now())}
+		Claims: r.claims.Load(), Crashes: r.crashes.Load(), Throughput: r.rate.perSecond(r.o.Now()),
+		Listening: r.listening.Load(), Idle: r.idle.Load()}
 	if e := r.lastErr.Load(); e != nil {
 		s.LastError, s.LastErrorAt = e.msg, e.at
 	}

@@ -84,10 +84,20 @@ func testWakeup[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCap
 	ctx, cancel := context.WithCancel(e.Ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	// Let Run make its first claims (on start, and when listening begins)
-	// and go to sleep for an hour.
-	time.Sleep(300 * time.Millisecond)
+	// Wait until Run is listening (where the store can) and has gone to
+	// sleep for an hour: from then on only a notification or Wake finds
+	// the row.
 	_, listens := e.OS.(idem.OutboxListener)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		s := r.Stats()
+		if s.Idle > 0 && (s.Listening || !listens) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay did not start listening and go idle within 10s: %+v", s)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	e.Add(OM("w-1", "w", 1, "x"))
 	if !listens {
 		r.Wake() // no NOTIFY: the producer wakes its in-process relay
