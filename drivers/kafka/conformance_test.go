@@ -131,12 +131,16 @@ func waitJoined(ctx context.Context, adm *kadm.Client, s *broker.Subscription, g
 	}
 }
 
-// oldestTakesAll is an eager balancer that gives every partition to the
-// member that was opened first; the others stand by.
+// oldestTakesAll is a cooperative balancer that gives every partition to
+// the member that was opened first; the others stand by. Cooperative, so
+// that a member joining does not revoke (and, after RevokeTimeout, take
+// back) the partitions of the oldest, which keeps its unsettled deliveries
+// (scenario held-without-lock-timeout). It never gives an owned partition
+// to another member, as a cooperative balancer must not.
 type oldestTakesAll struct{ opened int64 }
 
 func (*oldestTakesAll) ProtocolName() string { return "wary-oldest-takes-all" }
-func (*oldestTakesAll) IsCooperative() bool  { return false }
+func (*oldestTakesAll) IsCooperative() bool  { return true }
 func (b *oldestTakesAll) JoinGroupMetadata(interests []string, _ map[string][]int32, _ int32) []byte {
 	m := kmsg.NewConsumerMemberMetadata()
 	m.Topics = interests
