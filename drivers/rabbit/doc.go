@@ -13,6 +13,7 @@
 //
 //	rabbit://orders?partitions=4               topic: exchange "orders", server from WARY_RABBIT_URL
 //	rabbit://orders?delivery_limit=5&nack_delay=true   subscription: queue "orders"
+//	rabbit://orders?partitions=4&assigned=0,1      subscription: partitions 0 and 1 of 4
 //	amqp://user:pass@host:5672/vhost?exchange=orders   topic, server in the URL
 //	amqps://user:pass@host/vhost?queue=orders&prefetch=20   subscription, over TLS
 //
@@ -47,14 +48,35 @@
 //     exchange by the keys "0".."N-1"; the topic picks the partition as
 //     FNV-1a(Key) mod N (FNV-1a of the ID without a key), and each queue
 //     has its own single active consumer: order per key across consumers.
-//     Capabilities.Ordering is OrderPartition. A subscription consumes
-//     every partition queue; RabbitMQ 3.10 makes the first consumer
-//     registered on a queue its active one, so extra subscriptions are hot
-//     standbys rather than a spread of partitions.
+//     Capabilities.Ordering is OrderPartition (whatever share a
+//     subscription consumes: the promise is per partition). By default a
+//     subscription consumes every partition queue; with
+//     SubscriptionOptions.Assigned it consumes only its share of them.
 //
-// In both, HeadOfLine is false: with a prefetch above one, later messages
+// In both modes, HeadOfLine is false: with a prefetch above one, later messages
 // reach the consumer while an earlier one is unsettled (the handler loop's
 // PerKey option keeps handlers serial per key).
+//
+// Scaling out the partitioned mode: RabbitMQ 3.10 (which does not weigh
+// consumer priorities in this choice) makes the first consumer registered on a
+// queue with a single active consumer the active one, and on its
+// departure the next registered. Subscriptions that all consume every
+// partition therefore leave the first of them active on all partitions
+// and the others as hot standbys: failover, no spread. To spread N
+// partitions over M instances, give each instance a share:
+// Assigned = Share(N, M, i) for instance i (or assigned=0,2 in a URL), so
+// that the shares are disjoint and cover every partition. Each partition
+// still has one active consumer, so per-key order holds across instances;
+// handlers run in parallel across partitions. A partition in no running
+// instance's share is not consumed (its messages wait in its queue), so
+// for failover run two instances per share (or more): the one that
+// registered first is active on the share, the others are hot standbys,
+// and when it goes away RabbitMQ requeues what it had not acked and makes
+// the next one active, which receives from where it stopped, in order
+// (with the unacked messages delivered again first). Shares are fixed by
+// configuration: the driver does not rebalance them when instances come
+// and go. An instance may also open several subscriptions, one per share,
+// on one Conn.
 //
 // Acks are per message (AckPerMessage). A delivery stays with its consumer
 // until settled or the channel closes; there is no lock timeout to extend

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,6 +20,16 @@ type SubscriptionOptions struct {
 	// Partitions > 1 consumes the partition queues queue+".0" to
 	// queue+"."+(Partitions-1) (see Topology). Default 0: the one queue.
 	Partitions int
+	// Assigned, with Partitions > 1, is the share of the partitions this
+	// subscription consumes: it registers a consumer on those partition
+	// queues only. Nil: every partition. Each queue keeps its single
+	// active consumer, so two subscriptions with the same share are an
+	// active one and a hot standby, and subscriptions with disjoint
+	// shares receive in parallel; the shares of a deployment must cover
+	// every partition (see Share and the package doc). A partition out of
+	// range, a repeated one, an empty share or a share without Partitions
+	// fails OpenSubscription with broker.ErrInvalid.
+	Assigned []int
 	// Concurrency is how many deliveries the consumer handles at once (as
 	// broker.RunOptions.Concurrency). It sets the default Prefetch.
 	// Default 1.
@@ -51,7 +63,7 @@ type SubscriptionOptions struct {
 }
 
 // OpenSubscription opens a consumer on queue (on each partition queue,
-// with Partitions > 1). Several subscriptions on one queue compete; on a
+// with Partitions > 1, or on those of SubscriptionOptions.Assigned). Several subscriptions on one queue compete; on a
 // queue with a single active consumer only one receives at a time, and the
 // next takes over when it goes away. Consuming starts at once, so a
 // missing queue fails here with ErrNotFound.
@@ -112,9 +124,20 @@ func openSubscription(ctx context.Context, c *Conn, queue string, opts *Subscrip
 	if queue == "" {
 		return nil, broker.Invalidf("rabbit: empty queue name")
 	}
+	if err := checkAssigned(o.Partitions, o.Assigned); err != nil {
+		return nil, err
+	}
+	queues := Topology{Queue: queue, Partitions: o.Partitions}.PartitionQueues()
+	if o.Assigned != nil {
+		o.Assigned = slices.Clone(o.Assigned)
+		queues = make([]string, len(o.Assigned))
+		for i, p := range o.Assigned {
+			queues[i] = queue + "." + strconv.Itoa(p)
+		}
+	}
 	s := &subscription{
 		conn:      c,
-		queues:    Topology{Queue: queue, Partitions: o.Partitions}.PartitionQueues(),
+		queues:    queues,
 		o:         o,
 		keyFromRK: o.Partitions <= 1,
 		pub:       &publisher{conn: c},
@@ -131,6 +154,48 @@ func openSubscription(ctx context.Context, c *Conn, queue string, opts *Subscrip
 		return nil, openErr(err)
 	}
 	return s, nil
+}
+
+// checkAssigned validates a share of partitions (nil: all).
+func checkAssigned(partitions int, assigned []int) error {
+	if assigned == nil {
+		return nil
+	}
+	if partitions <= 1 {
+		return broker.Invalidf("rabbit: SubscriptionOptions.Assigned needs Partitions > 1 (Partitions is %d)", partitions)
+	}
+	if len(assigned) == 0 {
+		return broker.Invalidf("rabbit: SubscriptionOptions.Assigned is empty (nil means every partition)")
+	}
+	seen := make(map[int]bool, len(assigned))
+	for _, p := range assigned {
+		if p < 0 || p >= partitions {
+			return broker.Invalidf("rabbit: assigned partition %d is out of range [0, %d)", p, partitions)
+		}
+		if seen[p] {
+			return broker.Invalidf("rabbit: partition %d is assigned twice", p)
+		}
+		seen[p] = true
+	}
+	return nil
+}
+
+// Share returns the partitions instance i (0 ≤ i < instances) of a
+// deployment of instances subscriptions consumes when the partitions are
+// dealt round robin: those p with p mod instances == i. Use it as
+// SubscriptionOptions.Assigned. The shares of i = 0..instances-1 are
+// disjoint and cover every partition; with more instances than
+// partitions, the extra ones get an empty share (which OpenSubscription
+// rejects). It returns an empty share for invalid arguments.
+func Share(partitions, instances, i int) []int {
+	share := []int{}
+	if instances < 1 || i < 0 || i >= instances {
+		return share
+	}
+	for p := i; p < partitions; p += instances {
+		share = append(share, p)
+	}
+	return share
 }
 
 // consumer is one channel consuming every queue of the subscription. When
@@ -176,6 +241,9 @@ func (s *subscription) consumer(ctx context.Context) (*consumer, error) {
 	srcs := make([]<-chan amqp.Delivery, len(s.queues))
 	for i, q := range s.queues {
 		tag := fmt.Sprintf("wary-%s-%d", broker.NewID()[:12], i)
+		if s.o.Assigned != nil {
+			tag = fmt.Sprintf("wary-%s-%d", broker.NewID()[:12], s.o.Assigned[i])
+		}
 		src, err := ch.Consume(q, tag, false, false, false, false, nil)
 		if err != nil {
 			_ = ch.Close()

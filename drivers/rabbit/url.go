@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/wary-go/wary/broker"
 )
@@ -39,7 +40,9 @@ func init() {
 // delivery_limit, dead_letter (bool), nack_delay (bool), no_check (bool);
 // "exchange" names the exchange in amqp:// URLs.
 //
-// Subscription parameters: partitions, concurrency, prefetch,
+// Subscription parameters: partitions, assigned (the share of
+// partitions, SubscriptionOptions.Assigned: a comma-separated list of
+// partitions and ranges, "0,1" or "0-3,8"), concurrency, prefetch,
 // delivery_limit, dead_letter_exchange, nack_delay (bool),
 // max_message_size; "queue" names the queue in amqp:// URLs.
 //
@@ -104,6 +107,48 @@ func intParam(p *broker.URLParams, name string, dst *int) error {
 	return nil
 }
 
+// partitionsParam reads a list of partitions and ranges ("0,2-4"); an
+// empty list or element, a negative number or a reversed range is an
+// error. Range and repetition are checked against Partitions at open.
+func partitionsParam(p *broker.URLParams, name string, dst *[]int) error {
+	if !p.Has(name) {
+		return nil
+	}
+	v := p.Get(name)
+	bad := func() error {
+		return broker.Invalidf("rabbit: URL parameter %s=%q is not a list of partitions (like 0,1 or 0-3,8)", name, v)
+	}
+	num := func(s string) (int, bool) {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		return n, err == nil && n >= 0
+	}
+	out := []int{}
+	for _, e := range strings.Split(v, ",") {
+		lo, hi, isRange := strings.Cut(e, "-")
+		a, ok := num(lo)
+		if !ok {
+			return bad()
+		}
+		b := a
+		if isRange {
+			if b, ok = num(hi); !ok || b < a {
+				return bad()
+			}
+		}
+		if b-a >= maxURLPartitions || len(out)+b-a >= maxURLPartitions {
+			return bad()
+		}
+		for n := a; n <= b; n++ {
+			out = append(out, n)
+		}
+	}
+	*dst = out
+	return nil
+}
+
+// maxURLPartitions bounds what a URL's list of partitions expands to.
+const maxURLPartitions = 1 << 16
+
 func boolParam(p *broker.URLParams, name string, dst *bool) error {
 	if v := p.Get(name); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -161,12 +206,14 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 	so.DeadLetterExchange = p.Get("dead_letter_exchange")
 	for _, f := range []error{
 		intParam(p, "partitions", &so.Partitions),
+		partitionsParam(p, "assigned", &so.Assigned),
 		intParam(p, "concurrency", &so.Concurrency),
 		intParam(p, "prefetch", &so.Prefetch),
 		intParam(p, "delivery_limit", &so.DeliveryLimit),
 		intParam(p, "max_message_size", &so.MaxMessageSize),
 		boolParam(p, "nack_delay", &so.NackDelay),
 		p.Done(),
+		checkAssigned(so.Partitions, so.Assigned),
 	} {
 		if f != nil {
 			return nil, f
