@@ -2,21 +2,27 @@ package idemtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
 )
 
 // BenchRelay measures rows per second published through the relay to b's
 // topic: b.N rows over 100 aggregates are committed to the outbox first
-// (not timed), then relays (Run) publish them until the backlog is empty. "relay" is one relay with the
-// default options; "relay-batch500" claims 500 rows at a time; "3relays"
-// runs three at once (on a store with a relay lease, they take turns).
+// (not timed), then relays (Run) publish them until the backlog is empty.
+// "relay" is one relay with the default options (batches of 100);
+// "relay-batch1" claims one row at a time; "relay-batch500" claims 500 rows
+// at a time; "3relays" runs three at once (on a store with a relay lease,
+// they take turns).
 func BenchRelay[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB) OutboxBroker) {
 	b.Run("relay", func(b *testing.B) { benchRelay(b, f, br(b), 1, 0) })
+	b.Run("relay-batch1", func(b *testing.B) { benchRelay(b, f, br(b), 1, 1) })
 	b.Run("relay-batch500", func(b *testing.B) { benchRelay(b, f, br(b), 1, 500) })
 	b.Run("3relays", func(b *testing.B) { benchRelay(b, f, br(b), 3, 0) })
 }
@@ -62,4 +68,180 @@ func benchRelay[Tx any](b *testing.B, f Factory[Tx], br OutboxBroker, relays, ba
 	if n := e.Int(`SELECT count(*) FROM wary_outbox WHERE state = 1`); n != int64(b.N) {
 		b.Errorf("%d rows sent, want %d", n, b.N)
 	}
+}
+
+// latencyProducers is how many goroutines share BenchRelayLatency's
+// commits, so that the rate holds when one commit takes longer than the
+// interval between two (a PostgreSQL commit with fsync takes 1-3ms).
+const latencyProducers = 8
+
+// LatencyRate is the rate, in rows per second, at which BenchRelayLatency
+// commits outbox rows.
+const LatencyRate = 1000
+
+// BenchRelayLatency measures commit-to-publish latency under a steady
+// load: producers commit b.N outbox rows (one per transaction, over 100
+// aggregates) on a fixed schedule of LatencyRate rows per second, shared
+// by eight goroutines,
+// while one relay with the default options runs with a PollInterval of a
+// minute, so that what wakes it is the store's NOTIFY (an
+// idem.OutboxListener; wake false) or the producer's Relay.Wake after each
+// commit (wake true, for stores without NOTIFY). A consumer on b's
+// subscription receives and acknowledges.
+//
+// For each row, the commit time is taken when Commit returned; it reports
+// the p50 and p99 of the time until the broker accepted the message (the
+// relay's Publish returned: "p50-publish-ms", "p99-publish-ms") and until
+// the consumer received it ("p50-receive-ms", "p99-receive-ms"), and the
+// maximum receive latency ("max-receive-ms"). Run it with
+// -benchtime=5000x for 5,000 rows (five seconds).
+func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB) OutboxBroker, wake bool) {
+	e := SetupOutbox(b, f)
+	ob := br(b)
+	sub := ob.Subscribe(b)
+	n := b.N
+	var (
+		mu        sync.Mutex
+		committed = make(map[string]time.Time, n)
+		published = make(map[string]time.Time, n)
+		received  = make(map[string]time.Time, n)
+		all       = make(chan struct{})
+	)
+	r := e.Relay(ob.Topic, &idem.RelayOptions{Owner: "latency", PollInterval: time.Minute, AfterPublish: func(m *broker.Message) error {
+		now := time.Now()
+		mu.Lock()
+		if _, ok := published[m.ID]; !ok {
+			published[m.ID] = now
+		}
+		mu.Unlock()
+		return nil
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		if err := r.Run(ctx); err != nil {
+			b.Error(err)
+		}
+	})
+	wg.Go(func() {
+		for {
+			ds, err := sub.Receive(ctx, 10)
+			now := time.Now()
+			if err != nil {
+				if !errors.Is(err, context.Canceled) {
+					b.Error(err)
+				}
+				return
+			}
+			mu.Lock()
+			for _, d := range ds {
+				if _, ok := received[d.Message.ID]; !ok {
+					received[d.Message.ID] = now
+				}
+			}
+			done := len(received) == n
+			mu.Unlock()
+			for _, d := range ds {
+				if err := d.Ack(ctx); err != nil && ctx.Err() == nil {
+					b.Error(err)
+				}
+			}
+			if done {
+				close(all)
+				return
+			}
+		}
+	})
+	if !wake {
+		deadline := time.Now().Add(10 * time.Second)
+		for !r.Stats().Listening {
+			if time.Now().After(deadline) {
+				b.Fatal("the relay is not listening (the store is not an idem.OutboxListener, or LISTEN failed)")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	b.ResetTimer()
+	start := time.Now()
+	interval := time.Second / LatencyRate
+	var producers sync.WaitGroup
+	for p := range latencyProducers {
+		producers.Go(func() {
+			for i := p; i < n; i += latencyProducers {
+				if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+					time.Sleep(d)
+				}
+				id := fmt.Sprintf("m%09d", i)
+				if err := addOne(ctx, e, OM(id, fmt.Sprintf("agg-%03d", i%100), 0, "payload")); err != nil {
+					b.Error(err)
+					return
+				}
+				now := time.Now()
+				mu.Lock()
+				committed[id] = now
+				mu.Unlock()
+				if wake {
+					r.Wake()
+				}
+			}
+		})
+	}
+	producers.Wait()
+	if b.Failed() {
+		return
+	}
+	select {
+	case <-all:
+	case <-time.After(time.Minute):
+		mu.Lock()
+		got := len(received)
+		mu.Unlock()
+		b.Fatalf("after a minute, %d of %d rows received", got, n)
+	}
+	b.StopTimer()
+	cancel()
+	mu.Lock()
+	defer mu.Unlock()
+	lat := func(at map[string]time.Time) []float64 {
+		var out []float64
+		for id, c := range committed {
+			if t, ok := at[id]; ok {
+				out = append(out, float64(t.Sub(c))/float64(time.Millisecond))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	pct := func(s []float64, p float64) float64 {
+		if len(s) == 0 {
+			return 0
+		}
+		return s[min(len(s)-1, int(p*float64(len(s))))]
+	}
+	pub, rec := lat(published), lat(received)
+	if len(pub) != n || len(rec) != n {
+		b.Errorf("%d published and %d received of %d", len(pub), len(rec), n)
+	}
+	b.ReportMetric(pct(pub, 0.50), "p50-publish-ms")
+	b.ReportMetric(pct(pub, 0.99), "p99-publish-ms")
+	b.ReportMetric(pct(rec, 0.50), "p50-receive-ms")
+	b.ReportMetric(pct(rec, 0.99), "p99-receive-ms")
+	b.ReportMetric(pct(rec, 1), "max-receive-ms")
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// addOne commits m in a transaction of its own.
+func addOne[Tx any](ctx context.Context, e *OutboxEnv[Tx], m *idem.OutboxMessage) error {
+	tx, err := e.Store.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := e.Outbox.Add(ctx, tx, m); err != nil {
+		_ = e.Store.Rollback(context.WithoutCancel(ctx), tx)
+		return err
+	}
+	return e.Store.Commit(ctx, tx)
 }
