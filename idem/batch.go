@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/wary-go/wary/broker"
 )
@@ -70,13 +71,31 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Hand
 	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(ds[a].Message.ID, ds[b].Message.ID) })
 	claimed := make([]bool, len(ds))
 	now := in.o.Now()
-	for _, i := range order {
-		ok, err := in.store.Claim(ctx, tx, in.consumer, ds[i].Message.ID, now)
+	if cm, ok := in.store.(claimManyer[Tx]); ok {
+		// One statement for the whole batch.
+		ids := make([]string, 0, len(ds))
+		for _, i := range order {
+			if id := ds[i].Message.ID; len(ids) == 0 || ids[len(ids)-1] != id {
+				ids = append(ids, id)
+			}
+		}
+		got, err := cm.ClaimMany(ctx, tx, in.consumer, ids, now)
 		if err != nil {
 			rollback()
 			return nil, 0, storeErr("claim", err)
 		}
-		claimed[i] = ok
+		for i, d := range ds {
+			claimed[i] = got[d.Message.ID]
+		}
+	} else {
+		for _, i := range order {
+			ok, err := in.store.Claim(ctx, tx, in.consumer, ds[i].Message.ID, now)
+			if err != nil {
+				rollback()
+				return nil, 0, storeErr("claim", err)
+			}
+			claimed[i] = ok
+		}
 	}
 	// A later copy of an ID in the same batch may have sorted first.
 	seen := map[string]int{}
@@ -101,6 +120,14 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Hand
 		return nil, 0, storeErr("commit", err)
 	}
 	return outs, 0, nil
+}
+
+// claimManyer is implemented by stores that claim many messages with one
+// statement (idem/postgres). ids are distinct and sorted; ClaimMany claims
+// them in that order, as Claim would one by one, and returns the set of
+// those it claimed.
+type claimManyer[Tx any] interface {
+	ClaimMany(ctx context.Context, tx Tx, consumer string, ids []string, at time.Time) (map[string]bool, error)
 }
 
 // RunBatch receives up to size deliveries at a time from sub and processes

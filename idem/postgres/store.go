@@ -4,9 +4,12 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem"
@@ -91,9 +94,55 @@ var dialect = sqlcore.Dialect{
 		}
 		return pgx.Identifier{schema, name}.Sanitize()
 	},
-	IsNoRows:     func(err error) bool { return errors.Is(err, pgx.ErrNoRows) },
-	Lock:         "SELECT pg_advisory_xact_lock($1)",
+	IsNoRows: func(err error) bool { return errors.Is(err, pgx.ErrNoRows) },
+	Lock:     "SELECT pg_advisory_xact_lock($1)",
+	ClaimMany: `INSERT INTO {{inbox}} (consumer, message_id, processed_at)
+		SELECT $1, id, $3 FROM unnest($2::text[]) AS ids(id) ORDER BY id COLLATE "C"
+		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`,
 	CreateSchema: "CREATE SCHEMA IF NOT EXISTS %s",
+}
+
+// BeginClaim begins a transaction and claims (consumer, messageID) in it,
+// in one round trip: the claim and BEGIN go to the server as one simple
+// query, "INSERT ...; BEGIN", which PostgreSQL runs as one transaction
+// (statements before a BEGIN in the same query join the transaction it
+// begins). A duplicate fails the INSERT with a unique violation, which
+// ends that implicit transaction and leaves the connection idle; BeginClaim
+// then returns claimed false and no transaction. Concurrent claims of the
+// same pair wait for each other as Claim's do. The inbox uses it for
+// deliveries that need nothing but the claim before their handler. The
+// cost of a duplicate is the server's error log line and a dead row.
+func (s *Store) BeginClaim(ctx context.Context, consumer, messageID string, at time.Time) (pgx.Tx, bool, error) {
+	if strings.ContainsRune(messageID, 0) || !utf8.ValidString(messageID) || !utf8.ValidString(consumer) {
+		// Not expressible as a literal: the ordinary way reports the error.
+		tx, err := s.Begin(ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		ok, err := s.Claim(ctx, tx, consumer, messageID, at)
+		if err != nil || !ok {
+			_ = s.Rollback(context.WithoutCancel(ctx), tx)
+			return nil, false, err
+		}
+		return tx, true, nil
+	}
+	q := "INSERT INTO " + s.Name("inbox") + " (consumer, message_id, processed_at) VALUES (" +
+		literal(consumer) + ", " + literal(messageID) + ", '" + at.UTC().Format("2006-01-02 15:04:05.999999Z07:00") + "'::timestamptz); BEGIN"
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: q})
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return tx, true, nil
+}
+
+// literal quotes s as an escape string constant, which means the same
+// whatever standard_conforming_strings says.
+func literal(s string) string {
+	return "E'" + strings.NewReplacer(`\`, `\\`, "'", "''").Replace(s) + "'"
 }
 
 type backend struct{ pool *pgxpool.Pool }

@@ -56,6 +56,11 @@ type Dialect struct {
 	// creates a schema given its quoted name, run by Migrate first when the
 	// store has a schema.
 	CreateSchema string
+	// ClaimMany, if not empty, is the statement that claims many messages
+	// at once: $1 the consumer, $2 the message IDs as an array, $3 the time;
+	// it inserts them in the order of the IDs and returns the claimed ones.
+	// Without it, ClaimMany claims one by one.
+	ClaimMany string
 	// Lock, if not empty, is run with one int64 argument at the start of
 	// the migration transaction to serialise migrators.
 	Lock string
@@ -98,6 +103,9 @@ func New[Tx any](b Backend[Tx], d Dialect, schema, prefix string) (*Core[Tx], er
 		}
 	}
 	c.q = buildQueries(c.render)
+	if d.ClaimMany != "" {
+		c.q.claimMany = c.render(d.ClaimMany)
+	}
 	return c, nil
 }
 
@@ -140,6 +148,35 @@ func (c *Core[Tx]) inTx(ctx context.Context, f func(q Querier) error) error {
 func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, consumer, messageID string, at time.Time) (bool, error) {
 	n, err := c.b.Q(tx).Exec(ctx, c.q.claim, consumer, messageID, c.d.Time(at))
 	return n == 1, err
+}
+
+// ClaimMany claims the distinct, sorted ids in tx, in that order, and
+// returns the set of those it claimed (the inbox's batch claim).
+func (c *Core[Tx]) ClaimMany(ctx context.Context, tx Tx, consumer string, ids []string, at time.Time) (map[string]bool, error) {
+	got := make(map[string]bool, len(ids))
+	if c.q.claimMany == "" {
+		for _, id := range ids {
+			ok, err := c.Claim(ctx, tx, consumer, id, at)
+			if err != nil {
+				return nil, err
+			}
+			got[id] = ok
+		}
+		return got, nil
+	}
+	rows, err := c.b.Q(tx).Query(ctx, c.q.claimMany, consumer, ids, c.d.Time(at))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		got[id] = true
+	}
+	return got, rows.Err()
 }
 
 // Purge implements idem.Store.

@@ -1,0 +1,61 @@
+package postgres_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/idem/postgres"
+)
+
+// TestBeginClaim: the claim sent with BEGIN takes any message ID as data,
+// a duplicate returns no transaction and leaves the pool's connections
+// usable, and a rolled-back claim can be made again.
+func TestBeginClaim(t *testing.T) {
+	pool := newPool(t)
+	ctx := t.Context()
+	st, err := postgres.New(ctx, pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"m1", `a'b`, `a\'b`, `\`, `'); DROP TABLE wary_inbox; --`, "$$x$$", "é日本", "a\x00b", "bad\xff"}
+	for _, id := range ids {
+		tx, ok, err := st.BeginClaim(ctx, "c", id, time.Now())
+		if id == "a\x00b" || id == "bad\xff" {
+			if err == nil {
+				t.Errorf("%q: claimed %v, want an error", id, ok)
+			}
+			continue
+		}
+		if err != nil || !ok {
+			t.Fatalf("%q: claim: %v %v", id, ok, err)
+		}
+		if err := st.Commit(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		for range 20 { // more than the pool's connections
+			tx, ok, err := st.BeginClaim(ctx, "c", id, time.Now())
+			if err != nil || ok || tx != nil {
+				t.Fatalf("%q again: %v %v %v", id, tx, ok, err)
+			}
+		}
+		var got string
+		if err := pool.QueryRow(ctx, `SELECT message_id FROM wary_inbox WHERE consumer = 'c' AND message_id = $1`, id).Scan(&got); err != nil || got != id {
+			t.Errorf("%q: stored %q, %v", id, got, err)
+		}
+	}
+	tx, ok, err := st.BeginClaim(ctx, "c", "rolled", time.Now())
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if err := st.Rollback(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	tx, ok, err = st.BeginClaim(ctx, "c", "rolled", time.Now())
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	_ = st.Rollback(ctx, tx)
+	if s := pool.Stat(); s.AcquiredConns() != 0 {
+		t.Errorf("%d connections still acquired", s.AcquiredConns())
+	}
+}
