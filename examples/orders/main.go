@@ -1,68 +1,118 @@
-// Command orders runs wary's whole mission end to end on the embedded
-// defaults (SQLite and the in-memory broker), with faults injected:
+// Command orders runs wary's whole mission end to end, with faults
+// injected on purpose, and checks the outcome:
 //
 //   - an order service writes each order change and its event to the
 //     outbox in one transaction;
 //   - the relay publishes the outbox, and crashes once after publishing and
 //     before marking rows sent (so it publishes them again);
-//   - a producer retry publishes one event twice;
+//   - the broker duplicates one event, delivers one order's events out of
+//     order, and redelivers one event a second later (the consumer holding
+//     it died);
 //   - a billing consumer applies the events through the inbox with version
-//     checks, and stages a payment with an idempotency key in the same
-//     transaction;
+//     checks: duplicates are dropped, a gap is retried, and a gap that
+//     stays open is parked with the events behind it, then replayed in
+//     order by an operator; confirming an order stages a payment with an
+//     idempotency key in the same transaction;
 //   - the payment call runs after the commit, and the caller crashes once
 //     after the provider charged and before recording it (so it calls
 //     again, with the same key).
 //
-// At the end it checks the history: nothing lost, no effect applied twice,
-// every order charged once.
+// It prints a report and exits with status 1 if any event was lost, any
+// effect was applied twice, any order was not charged exactly once, or an
+// injected fault did not happen.
+//
+// By default everything is embedded (SQLite and the in-memory broker):
 //
 //	go run ./examples/orders
+//
+// Flags switch to real services:
+//
+//	go run ./examples/orders -postgres postgres://postgres@127.0.0.1:5432/test
+//	go run ./examples/orders -broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=orders'
+//	WARY_RABBIT_URL=amqp://guest:guest@127.0.0.1:5672/ go run ./examples/orders -broker rabbit://orders
+//
+// The PostgreSQL tables go to a fresh schema, and the RabbitMQ exchange and
+// queue (EXCHANGE.billing) are declared, and all are dropped at the end.
 package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"os/signal"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
-	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/sqlite"
 )
 
 func main() {
-	rep, err := run(context.Background(), os.Stdout)
+	var cfg Config
+	flag.StringVar(&cfg.Broker, "broker", "mem://orders", "topic URL: mem://TOPIC, rabbit://EXCHANGE (server in WARY_RABBIT_URL), amqp://USER:PASS@HOST:PORT/?exchange=EXCHANGE, kafka://TOPIC?brokers=HOST:PORT")
+	flag.StringVar(&cfg.Subscription, "subscription", "", "subscription URL (default: derived from -broker)")
+	flag.StringVar(&cfg.Postgres, "postgres", "", "PostgreSQL URL (default: an embedded SQLite database)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt) // Ctrl-C still drops what the run made
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, os.Stdout, cfg)
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err)
+		cancel()
+		os.Exit(1)
 	}
 	if !rep.OK() {
 		os.Exit(1)
 	}
 }
 
-// Report is what run found.
-type Report struct {
-	History       conformance.Report
-	Orders        int
-	Charges       map[string]int // provider effects per payment key
-	ProviderCalls int
-	Duplicates    int64 // copies the inbox dropped
+// Config selects the broker and the database.
+type Config struct {
+	Broker       string // topic URL ("" or mem://...: in memory)
+	Subscription string // subscription URL ("": derived from Broker)
+	Postgres     string // PostgreSQL URL ("": SQLite)
 }
 
-// OK reports whether nothing was lost, no effect was applied twice and
-// every order was charged exactly once.
+// Report is what a run found.
+type Report struct {
+	History conformance.Report
+	Orders  int
+	// Published counts the events the relay published (distinct IDs);
+	// Publishes the messages that reached the broker, copies included.
+	Published, Publishes int
+	// Deliveries counts every delivery; Redeliveries those that came back
+	// after a nack (the inbox's retries and the injected redelivery).
+	Deliveries, Redeliveries int
+	Inbox                    idem.Stats
+	Effects                  int // effects applied (rows in billing_effects)
+	StillParked              int // parked after the operator's replay
+	Charges                  map[string]int
+	ProviderCalls            int
+	Faults                   Faults
+}
+
+// Faults says which injected faults happened.
+type Faults struct {
+	RelayCrash, BrokerDuplicate, Reorder, Redelivery, PaymentCrash bool
+}
+
+func (f Faults) all() bool {
+	return f.RelayCrash && f.BrokerDuplicate && f.Reorder && f.Redelivery && f.PaymentCrash
+}
+
+// OK reports whether nothing was lost, no effect was applied twice, every
+// order was charged exactly once, and every injected fault happened.
 func (r Report) OK() bool {
-	if !r.History.Valid() || len(r.Charges) != r.Orders {
+	if !r.History.Valid() || len(r.Charges) != r.Orders || r.StillParked != 0 || !r.Faults.all() {
 		return false
 	}
 	for _, n := range r.Charges {
@@ -73,73 +123,72 @@ func (r Report) OK() bool {
 	return true
 }
 
-const orders = 5
+// The faults, by message ID.
+const (
+	orders        = 5
+	crashAt       = 4                   // the relay dies after its 4th publish
+	duplicated    = "order-5/confirmed" // the broker delivers it twice
+	reordered     = "order-3/placed"    // the broker delivers it after order-3/confirmed
+	redelivered   = "order-4/placed"    // the consumer dies holding it: back a second later
+	redeliveryGap = time.Second
+	paymentCrash  = "payment:order-2:1" // the caller dies after the provider charged
+)
 
-func run(ctx context.Context, w io.Writer) (Report, error) {
-	var rep Report
-	dir, err := os.MkdirTemp("", "wary-orders")
+// Run runs the mission with cfg's broker and database, writes its report
+// to w, and returns it. An error means the run could not be carried out.
+func Run(ctx context.Context, w io.Writer, cfg Config) (Report, error) {
+	br, err := openBroker(ctx, cfg.Broker, cfg.Subscription)
 	if err != nil {
-		return rep, err
+		return Report{}, err
 	}
-	defer os.RemoveAll(dir)
-	store, err := sqlite.Open(ctx, filepath.Join(dir, "shop.db"), nil)
+	defer br.close()
+	if cfg.Postgres != "" {
+		s, err := openPostgres(ctx, cfg.Postgres)
+		if err != nil {
+			return Report{}, err
+		}
+		defer s.close()
+		return mission(ctx, w, s, br)
+	}
+	s, err := openSQLite(ctx)
 	if err != nil {
-		return rep, err
+		return Report{}, err
 	}
-	defer store.Close()
-	db := store.DB()
+	defer s.close()
+	return mission(ctx, w, s, br)
+}
+
+func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers) (Report, error) {
+	rep := Report{Orders: orders}
+	quiet := slog.New(slog.DiscardHandler)
+	say := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	say("broker:    %s", br.name)
+	say("database:  %s", db.name)
 	for _, q := range []string{
-		`CREATE TABLE orders (id TEXT PRIMARY KEY, version INTEGER NOT NULL, status TEXT NOT NULL, total INTEGER NOT NULL)`,
-		`CREATE TABLE billing_orders (id TEXT PRIMARY KEY, version INTEGER NOT NULL, status TEXT NOT NULL)`,
+		`CREATE TABLE orders (id TEXT PRIMARY KEY, version BIGINT NOT NULL, status TEXT NOT NULL, total BIGINT NOT NULL)`,
+		`CREATE TABLE billing_orders (id TEXT PRIMARY KEY, version BIGINT NOT NULL, status TEXT NOT NULL)`,
 		`CREATE TABLE billing_effects (message_id TEXT NOT NULL)`,
 	} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
+		if err := inTx(ctx, db, func(tx Tx) error { return db.exec(ctx, tx, q) }); err != nil {
 			return rep, err
 		}
 	}
 
-	// The broker: per-order FIFO, no broker-side dedup, so the inbox is
-	// what absorbs duplicates.
-	b := memory.New(nil)
-	defer b.Close()
-	if err := b.CreateTopic("orders", &memory.TopicConfig{Profile: memory.SQSFIFO, DedupWindow: -1}); err != nil {
-		return rep, err
-	}
-	if err := b.CreateSubscription("orders", "billing"); err != nil {
-		return rep, err
-	}
-	topic, err := b.OpenTopic("orders", nil)
-	if err != nil {
-		return rep, err
-	}
-	defer topic.Close()
-	sub, err := b.OpenSubscription("orders", "billing", nil)
-	if err != nil {
-		return rep, err
-	}
-	defer sub.Close()
-
 	// 1. The order service: each change and its event in one transaction.
-	outbox, err := idem.NewOutbox[*sql.Tx](store, nil)
+	outbox, err := idem.NewOutbox[Tx](db.store, nil)
 	if err != nil {
 		return rep, err
 	}
 	change := func(id string, version int64, status string, total int) error {
-		tx, err := store.Begin(ctx)
-		if err != nil {
+		return inTx(ctx, db, func(tx Tx) error {
+			if err := db.exec(ctx, tx, `INSERT INTO orders (id, version, status, total) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (id) DO UPDATE SET version = excluded.version, status = excluded.status`, id, version, status, total); err != nil {
+				return err
+			}
+			_, err := outbox.Add(ctx, tx, &idem.OutboxMessage{ID: id + "/" + status, AggregateID: id, Version: version,
+				Type: "order." + status, Payload: fmt.Appendf(nil, `{"order":%q,"total":%d}`, id, total)})
 			return err
-		}
-		defer store.Rollback(ctx, tx)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, version, status, total) VALUES (?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET version = excluded.version, status = excluded.status`, id, version, status, total); err != nil {
-			return err
-		}
-		_, err = outbox.Add(ctx, tx, &idem.OutboxMessage{ID: id + "/" + status, AggregateID: id, Version: version,
-			Type: "order." + status, Payload: fmt.Appendf(nil, `{"order":%q,"total":%d}`, id, total)})
-		if err != nil {
-			return err
-		}
-		return store.Commit(ctx, tx)
+		})
 	}
 	for i := 1; i <= orders; i++ {
 		id := fmt.Sprintf("order-%d", i)
@@ -150,36 +199,32 @@ func run(ctx context.Context, w io.Writer) (Report, error) {
 			return rep, err
 		}
 	}
-	rep.Orders = orders
-	fmt.Fprintf(w, "orders:    %d placed and confirmed: %d events in the outbox\n", orders, 2*orders)
+	say("orders:    %d placed and confirmed: %d events written to the outbox with the orders", orders, 2*orders)
 
-	// 2. The relay, which dies once after publishing and before marking.
+	// 2. The relay, through a broker that duplicates and reorders, dies
+	// once after publishing and before marking.
 	h := conformance.NewHistory()
-	var mu sync.Mutex
-	published := map[string]*broker.Message{}
-	crashAt, count := 4, 0
-	quiet := slog.New(slog.DiscardHandler)
+	chaos, topic := newChaosTopic(br.topic, duplicated, reordered)
+	count := 0
 	relayOpts := func(failpoint bool) *idem.RelayOptions {
 		return &idem.RelayOptions{Owner: "relay-1", Concurrency: 1, Logger: quiet, AfterPublish: func(m *broker.Message) error {
-			mu.Lock()
-			defer mu.Unlock()
 			h.Sent(m.ID)
-			published[m.ID] = m
 			if count++; failpoint && count == crashAt {
 				return fmt.Errorf("relay process killed after publishing %s", m.ID)
 			}
 			return nil
 		}}
 	}
-	relay, err := idem.NewRelay(store, topic, relayOpts(true))
+	relay, err := idem.NewRelay(db.store, topic, relayOpts(true))
 	if err != nil {
 		return rep, err
 	}
-	if _, err := relay.Drain(ctx); err == nil {
-		return rep, errors.New("the relay failpoint did not fire")
+	if _, err := relay.Drain(ctx); err == nil || relay.Stats().Crashes != 1 {
+		return rep, fmt.Errorf("the relay failpoint did not fire (%v)", err)
 	}
-	fmt.Fprintf(w, "relay:     crashed after publishing %d events, before marking them sent\n", crashAt)
-	restarted, err := idem.NewRelay(store, topic, relayOpts(false))
+	rep.Faults.RelayCrash = true
+	say("relay:     crashed after publishing %d events, before marking them sent (injected)", crashAt)
+	restarted, err := idem.NewRelay(db.store, topic, relayOpts(false))
 	if err != nil {
 		return rep, err
 	}
@@ -187,25 +232,26 @@ func run(ctx context.Context, w io.Writer) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	fmt.Fprintf(w, "relay:     restarted, published %d (%d of them again, with the same IDs)\n", n, crashAt)
-	// A producer retry the broker does not deduplicate.
-	dup := published["order-3/confirmed"]
-	if err := topic.Publish(ctx, &broker.Message{ID: dup.ID, Key: dup.Key, Headers: dup.Headers, Body: dup.Body}); err != nil {
+	if err := chaos.flush(ctx); err != nil {
 		return rep, err
 	}
-	fmt.Fprintf(w, "broker:    a producer retry published %s twice\n", dup.ID)
+	rep.Published, rep.Publishes = n, chaos.publishes
+	rep.Faults.BrokerDuplicate, rep.Faults.Reorder = chaos.fired.duplicate, chaos.fired.reorder
+	say("relay:     restarted and published all %d (the %d it had published again, with the same IDs)", n, crashAt)
+	say("broker:    duplicated %s; delivers %s after the event that follows it (injected)", duplicated, reordered)
 
 	// 3. The billing consumer: inbox, version check, payment staged with
 	// an idempotency key in the same transaction.
-	inbox, err := idem.NewInbox[*sql.Tx](store, "billing", sub.Capabilities(), &idem.Options{Logger: quiet})
+	inbox, err := idem.NewInbox[Tx](db.store, "billing", br.sub.Capabilities(), &idem.Options{Logger: quiet,
+		MaxAttempts: 3, Backoff: broker.Backoff{Initial: 25 * time.Millisecond, Max: 100 * time.Millisecond}})
 	if err != nil {
 		return rep, err
 	}
 	provider := newProvider()
 	crashed := false
-	payments, err := idem.NewKeys[*sql.Tx](store, idem.KeyContract{Provider: "payments", Retention: 24 * time.Hour, Replays: true},
+	payments, err := idem.NewKeys[Tx](db.store, idem.KeyContract{Provider: "payments", Retention: 24 * time.Hour, Replays: true},
 		&idem.KeysOptions{CallTimeout: 50 * time.Millisecond, Logger: quiet, AfterCall: func(key string) error {
-			if key == "payment:order-4:1" && !crashed {
+			if key == paymentCrash && !crashed {
 				crashed = true
 				return errors.New("billing process killed after the provider charged, before recording it")
 			}
@@ -214,16 +260,15 @@ func run(ctx context.Context, w io.Writer) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	apply := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery, ev idem.Event) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO billing_effects (message_id) VALUES (?)`, d.Message.ID); err != nil {
+	apply := func(ctx context.Context, tx Tx, d *broker.Delivery, ev idem.Event) error {
+		if err := db.exec(ctx, tx, `INSERT INTO billing_effects (message_id) VALUES ($1)`, d.Message.ID); err != nil {
 			return err
 		}
 		status := strings.TrimPrefix(ev.Type, "order.")
 		if ev.Version == 1 {
-			_, err := tx.ExecContext(ctx, `INSERT INTO billing_orders (id, version, status) VALUES (?, 1, ?)`, ev.AggregateID, status)
-			return err
+			return db.exec(ctx, tx, `INSERT INTO billing_orders (id, version, status) VALUES ($1, 1, $2)`, ev.AggregateID, status)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE billing_orders SET status = ? WHERE id = ?`, status, ev.AggregateID); err != nil {
+		if err := db.exec(ctx, tx, `UPDATE billing_orders SET status = $1 WHERE id = $2`, status, ev.AggregateID); err != nil {
 			return err
 		}
 		if status == "confirmed" {
@@ -238,61 +283,182 @@ func run(ctx context.Context, w io.Writer) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	for {
-		pctx, cancel := context.WithCancel(ctx)
-		cancel() // a poll: what is deliverable now
-		ds, err := sub.Receive(pctx, 10)
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return rep, err
-		}
-		if len(ds) == 0 {
-			break
-		}
-		for _, d := range ds {
-			h.Delivered(d.Message.ID)
-			if err := billing.Handle(ctx, d); err != nil {
-				return rep, err
-			}
-		}
+	if err := consume(ctx, br.sub, billing, h, &rep); err != nil {
+		return rep, err
 	}
 	s := inbox.Stats()
-	rep.Duplicates = s.Duplicates
-	fmt.Fprintf(w, "billing:   %d events applied, %d duplicate deliveries dropped by the inbox\n", s.Applied, s.Duplicates)
+	say("consumer:  the consumer holding %s died; the broker redelivered it %s later (injected)", redelivered, redeliveryGap)
+	say("billing:   %d applied, %d duplicates dropped, %d version gaps (%d retries), %d parked (%d held behind a gap)",
+		s.Applied, s.Duplicates, s.Gaps, s.Retried, s.Parked, s.Held)
 
-	// 4. The payment calls, after the commits.
+	// 4. The operator replays what was parked, in version order.
+	parked, err := inbox.Parked(ctx, idem.ParkedFilter{})
+	if err != nil {
+		return rep, err
+	}
+	for _, p := range parked {
+		say("parked:    %s (%s)", p.MessageID, p.Reason)
+	}
+	res, err := billing.ReplayAll(ctx)
+	if err != nil {
+		return rep, err
+	}
+	for agg, r := range res {
+		say("operator:  replayed %s: %d applied, %d still parked", agg, r.Replayed, r.Remaining)
+		rep.StillParked += r.Remaining
+	}
+
+	// 5. The payment calls, after the commits.
 	if _, err := payments.CallStaged(ctx, provider.call, 0); err == nil || !crashed {
 		return rep, errors.New("the payment failpoint did not fire")
 	}
-	fmt.Fprintln(w, "payments:  crashed after the provider charged order-4, before recording it")
+	rep.Faults.PaymentCrash = true
+	say("payments:  crashed after the provider charged for %s, before recording it (injected)", strings.TrimSuffix(strings.TrimPrefix(paymentCrash, "payment:"), ":1"))
 	time.Sleep(60 * time.Millisecond) // the dead caller's hold on the key expires
 	if _, err := payments.CallStaged(ctx, provider.call, 0); err != nil {
 		return rep, err
 	}
 	rep.Charges, rep.ProviderCalls = provider.totals()
-	fmt.Fprintf(w, "payments:  retried with the same key: %d calls, %d charges for %d orders\n", rep.ProviderCalls, len(rep.Charges), orders)
+	say("payments:  retried with the same key: %d calls to the provider, %d charges for %d orders", rep.ProviderCalls, len(rep.Charges), orders)
 
-	// 5. The check: committed effects, read back from the database.
-	rows, err := db.QueryContext(ctx, `SELECT message_id FROM billing_effects`)
+	// 6. The check: committed effects, read back from the database.
+	ids, err := db.column(ctx, `SELECT message_id FROM billing_effects`)
 	if err != nil {
 		return rep, err
 	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return rep, err
-		}
-		h.Applied(id)
-	}
-	rows.Close()
+	h.Applied(ids...)
+	rep.Effects = len(ids)
+	rep.Inbox = inbox.Stats()
 	rep.History = h.Check()
-	fmt.Fprintf(w, "history:   %s\n", rep.History)
-	if rep.OK() {
-		fmt.Fprintln(w, "result:    OK: nothing lost, no duplicate effects, every order charged once")
-	} else {
-		fmt.Fprintf(w, "result:    FAILED: charges %v\n", rep.Charges)
-	}
+	writeReport(w, &rep)
 	return rep, nil
+}
+
+// consume delivers to billing until every published event was settled
+// for good (applied, dropped as a duplicate or parked) and nothing more
+// arrives for a moment. The first delivery of the redelivered event is
+// nacked, as if its consumer had died.
+func consume[Tx any](ctx context.Context, sub *broker.Subscription, billing *idem.Versioned[Tx], h *conformance.History, rep *Report) error {
+	done := map[string]bool{}
+	nacked := map[string]int{}
+	injected := false
+	defer func() { rep.Faults.Redelivery = injected && done[redelivered] }()
+	deadline := time.Now().Add(30 * time.Second)
+	var lastErr error
+	for {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("consumer: after 30s, %d of %d events settled (last error: %v)", len(done), rep.Published, lastErr)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		ds, err := sub.Receive(rctx, 10)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if len(ds) == 0 {
+			if len(done) >= rep.Published {
+				return nil
+			}
+			continue
+		}
+		for _, d := range ds {
+			id := d.Message.ID
+			h.Delivered(id)
+			rep.Deliveries++
+			if nacked[id] > 0 {
+				rep.Redeliveries++
+				nacked[id]--
+			}
+			if id == redelivered && !injected {
+				injected = true
+				nacked[id]++
+				if err := d.Nack(ctx, redeliveryGap); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := billing.Handle(ctx, d); err != nil {
+				lastErr = err // nacked by the inbox: a retry
+				nacked[id]++
+				continue
+			}
+			done[id] = true
+		}
+	}
+}
+
+func inTx[Tx any](ctx context.Context, db *shop[Tx], f func(tx Tx) error) error {
+	tx, err := db.store.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		_ = db.store.Rollback(context.WithoutCancel(ctx), tx)
+		return err
+	}
+	return db.store.Commit(ctx, tx)
+}
+
+func writeReport(w io.Writer, r *Report) {
+	h := r.History
+	twice := len(h.DuplicateEffects)
+	fmt.Fprintf(w, "\nreport\n")
+	fmt.Fprintf(w, "  published:  %d events; %d messages reached the broker (%d copies from the relay crash and the broker)\n", r.Published, r.Publishes, r.Publishes-r.Published)
+	fmt.Fprintf(w, "  delivered:  %d deliveries of %d events: %d duplicates, %d redeliveries\n", r.Deliveries, h.Delivered, r.Deliveries-h.Delivered-r.Redeliveries, r.Redeliveries)
+	fmt.Fprintf(w, "  effects:    %d applied for %d events, %d applied twice\n", r.Effects, h.Applied, twice)
+	fmt.Fprintf(w, "  parked:     %d (%d held behind a gap), replayed %d, still parked %d\n", r.Inbox.Parked, r.Inbox.Held, r.Inbox.Replayed, r.StillParked)
+	fmt.Fprintf(w, "  payments:   %d provider calls, %d orders charged, %s\n", r.ProviderCalls, len(r.Charges), chargedOnce(r))
+	f := r.Faults
+	fmt.Fprintf(w, "  faults:     relay crash %s, broker duplicate %s, reorder %s, redelivery %s, payment crash %s\n",
+		yes(f.RelayCrash), yes(f.BrokerDuplicate), yes(f.Reorder), yes(f.Redelivery), yes(f.PaymentCrash))
+	fmt.Fprintf(w, "  history:    %s\n", h)
+	if r.OK() {
+		fmt.Fprintln(w, "result: OK: nothing lost, no effect applied twice, every order charged once")
+		return
+	}
+	var why []string
+	if len(h.Lost) > 0 {
+		why = append(why, fmt.Sprintf("lost %v", h.Lost))
+	}
+	if twice > 0 {
+		why = append(why, fmt.Sprintf("applied twice %v", h.DuplicateEffects))
+	}
+	if len(h.Unexpected) > 0 {
+		why = append(why, fmt.Sprintf("unexpected %v", h.Unexpected))
+	}
+	if r.StillParked > 0 {
+		why = append(why, fmt.Sprintf("%d still parked", r.StillParked))
+	}
+	if !f.all() {
+		why = append(why, "an injected fault did not happen")
+	}
+	if c := chargedOnce(r); c != "each once" {
+		why = append(why, c)
+	}
+	fmt.Fprintf(w, "result: FAILED: %s\n", strings.Join(why, "; "))
+}
+
+func chargedOnce(r *Report) string {
+	bad := []string{}
+	for k, n := range r.Charges {
+		if n != 1 {
+			bad = append(bad, fmt.Sprintf("%s charged %d times", k, n))
+		}
+	}
+	if len(r.Charges) != r.Orders {
+		bad = append(bad, fmt.Sprintf("%d of %d orders charged", len(r.Charges), r.Orders))
+	}
+	if len(bad) == 0 {
+		return "each once"
+	}
+	return strings.Join(bad, ", ")
+}
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "NO"
 }
 
 // provider is a payment provider that honours idempotency keys and replays

@@ -2,13 +2,23 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/drivers/rabbit"
 )
 
-func TestRun(t *testing.T) {
+// run runs the example with cfg and checks its report.
+func run(t *testing.T, cfg Config) {
+	t.Helper()
 	var out bytes.Buffer
-	rep, err := run(t.Context(), &out)
+	rep, err := Run(t.Context(), &out, cfg)
 	t.Log("\n" + out.String())
 	if err != nil {
 		t.Fatal(err)
@@ -17,16 +27,128 @@ func TestRun(t *testing.T) {
 		t.Fatalf("report not OK: %+v", rep)
 	}
 	h := rep.History
-	if h.Sent != 2*orders || h.Delivered != 2*orders || h.Applied != 2*orders || len(h.DuplicateDeliveries) == 0 {
-		t.Errorf("history %s: want %d sent, delivered and applied, with duplicate deliveries", h, 2*orders)
+	if rep.Published != 2*orders || h.Sent != 2*orders || h.Delivered != 2*orders || h.Applied != 2*orders || rep.Effects != 2*orders {
+		t.Errorf("published %d, history %s, %d effects: want %d of each", rep.Published, h, rep.Effects, 2*orders)
 	}
-	if rep.Duplicates != int64(len(h.DuplicateDeliveries)) {
-		t.Errorf("inbox dropped %d duplicates, history shows %d", rep.Duplicates, len(h.DuplicateDeliveries))
+	// The relay's crash republished crashAt events and the broker
+	// duplicated one: each is delivered again and dropped by the inbox.
+	if copies := rep.Publishes - rep.Published; copies != crashAt+1 {
+		t.Errorf("%d copies reached the broker, want %d", copies, crashAt+1)
+	}
+	if rep.Inbox.Duplicates != crashAt+1 || len(h.DuplicateDeliveries) < crashAt+1 {
+		t.Errorf("inbox dropped %d duplicates, history shows %d events delivered twice: want %d", rep.Inbox.Duplicates, len(h.DuplicateDeliveries), crashAt+1)
+	}
+	// The reordered event was a gap retried until its predecessor came;
+	// the redelivered one left a gap open: parked, with the event behind
+	// it held, and replayed.
+	if rep.Redeliveries == 0 || rep.Inbox.Retried == 0 || rep.Inbox.Parked != 2 || rep.Inbox.Held != 1 || rep.Inbox.Replayed != 2 || rep.StillParked != 0 {
+		t.Errorf("redeliveries %d, inbox %+v, still parked %d: want retries, 2 parked (1 held), 2 replayed, none left", rep.Redeliveries, rep.Inbox, rep.StillParked)
 	}
 	if rep.ProviderCalls != orders+1 {
 		t.Errorf("provider calls %d, want %d (one retry with the same key)", rep.ProviderCalls, orders+1)
 	}
-	if !strings.Contains(out.String(), "result:    OK") {
-		t.Errorf("output does not end with OK")
+	for _, want := range []string{"relay crash yes, broker duplicate yes, reorder yes, redelivery yes, payment crash yes", "\nresult: OK"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
+// TestRun is the default run: SQLite and the in-memory broker.
+func TestRun(t *testing.T) { run(t, Config{}) }
+
+func TestPostgres(t *testing.T) {
+	url := service(t, "WARY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", func(ctx context.Context, url string) error {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		return conn.Ping(ctx)
+	})
+	run(t, Config{Postgres: url})
+}
+
+func TestRabbit(t *testing.T) {
+	url := service(t, rabbit.ServerURLEnv, "amqp://guest:guest@127.0.0.1:5672/", func(ctx context.Context, url string) error {
+		c, err := rabbit.Dial(ctx, url, nil)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
+	t.Setenv(rabbit.ServerURLEnv, url)
+	run(t, Config{Broker: "rabbit://wary-orders-test-" + newSuffix()})
+}
+
+// service returns the URL in env, or def when env is unset. It skips t
+// when the service cannot be reached, unless env is set or
+// WARY_REQUIRE_SERVICES=1, which fail t instead.
+func service(t *testing.T, env, def string, reach func(ctx context.Context, url string) error) string {
+	t.Helper()
+	url, set := os.LookupEnv(env)
+	if !set {
+		url = def
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := reach(ctx, url); err != nil {
+		if set || os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("%s unreachable: %v", env, err)
+		}
+		t.Skipf("unreachable at %s (set %s, or WARY_REQUIRE_SERVICES=1 to fail): %v", def, env, err)
+	}
+	return url
+}
+
+// TestReportOK: a lost event, an effect applied twice or a double charge
+// fail the run.
+func TestReportOK(t *testing.T) {
+	good := func() Report {
+		h := conformance.NewHistory()
+		h.Sent("a")
+		h.Delivered("a", "a")
+		h.Applied("a")
+		return Report{History: h.Check(), Orders: 1, Charges: map[string]int{"payment:a:1": 1},
+			Faults: Faults{RelayCrash: true, BrokerDuplicate: true, Reorder: true, Redelivery: true, PaymentCrash: true}}
+	}
+	if r := good(); !r.OK() {
+		t.Fatalf("good report not OK: %+v", r)
+	}
+	bad := map[string]func(r *Report){
+		"lost": func(r *Report) {
+			h := conformance.NewHistory()
+			h.Sent("a", "b")
+			h.Delivered("a")
+			h.Applied("a")
+			r.History = h.Check()
+		},
+		"applied twice": func(r *Report) {
+			h := conformance.NewHistory()
+			h.Sent("a")
+			h.Delivered("a")
+			h.Applied("a", "a")
+			r.History = h.Check()
+		},
+		"charged twice":   func(r *Report) { r.Charges["payment:a:1"] = 2 },
+		"not charged":     func(r *Report) { r.Charges = map[string]int{} },
+		"still parked":    func(r *Report) { r.StillParked = 1 },
+		"no relay crash":  func(r *Report) { r.Faults.RelayCrash = false },
+		"no redelivery":   func(r *Report) { r.Faults.Redelivery = false },
+		"no duplicate":    func(r *Report) { r.Faults.BrokerDuplicate = false },
+		"no reorder":      func(r *Report) { r.Faults.Reorder = false },
+		"no payment fail": func(r *Report) { r.Faults.PaymentCrash = false },
+	}
+	for name, f := range bad {
+		r := good()
+		f(&r)
+		if r.OK() {
+			t.Errorf("%s: report OK", name)
+		}
+		var out bytes.Buffer
+		writeReport(&out, &r)
+		if !strings.Contains(out.String(), "result: FAILED") {
+			t.Errorf("%s: report does not say FAILED:\n%s", name, out.String())
+		}
 	}
 }
