@@ -218,7 +218,7 @@ type claimBeginner[Tx any] interface {
 // handler runs: the held check (it has an aggregate and holding is on) or
 // clearing failures recorded by earlier attempts.
 func (in *Inbox[Tx]) needsChecks(d *broker.Delivery) bool {
-	return d.Attempt > 1 || !in.o.NoHold && d.Message.Headers[HeaderAggregateID] != ""
+	return d.Attempt > 1 || in.holds(d)
 }
 
 type outcome int
@@ -247,8 +247,25 @@ var errStore = errors.New("idem: store")
 
 func storeErr(op string, err error) error { return fmt.Errorf("%w: %s: %w", errStore, op, err) }
 
+// claimChecker is implemented by stores that claim a message and check
+// whether its aggregate has parked messages with one statement
+// (idem/postgres): Claim and HasParked in one.
+type claimChecker[Tx any] interface {
+	ClaimCheck(ctx context.Context, tx Tx, consumer, messageID, aggregateID string, at time.Time) (claimed, held bool, err error)
+}
+
 // apply claims d and runs h in tx.
 func (in *Inbox[Tx]) apply(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx]) (outcome, error) {
+	if cc, ok := in.store.(claimChecker[Tx]); ok && in.holds(d) {
+		claimed, held, err := cc.ClaimCheck(ctx, tx, in.consumer, d.Message.ID, d.Message.Headers[HeaderAggregateID], in.o.Now())
+		if err != nil {
+			return 0, storeErr("claim", err)
+		}
+		if !claimed {
+			return outDuplicate, nil
+		}
+		return in.runChecked(ctx, tx, d, h, held)
+	}
 	claimed, err := in.store.Claim(ctx, tx, in.consumer, d.Message.ID, in.o.Now())
 	if err != nil {
 		return 0, storeErr("claim", err)
@@ -256,24 +273,36 @@ func (in *Inbox[Tx]) apply(ctx context.Context, tx Tx, d *broker.Delivery, h Han
 	return in.run(ctx, tx, d, h, claimed)
 }
 
+// holds reports whether d is subject to holding: it has an aggregate and
+// holding is on.
+func (in *Inbox[Tx]) holds(d *broker.Delivery) bool {
+	return !in.o.NoHold && d.Message.Headers[HeaderAggregateID] != ""
+}
+
 // run is apply after the claim.
 func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], claimed bool) (outcome, error) {
 	if !claimed {
 		return outDuplicate, nil
 	}
-	if agg := d.Message.Headers[HeaderAggregateID]; agg != "" && !in.o.NoHold {
-		held, err := in.store.HasParked(ctx, tx, in.consumer, agg)
-		if err != nil {
+	held := false
+	if in.holds(d) {
+		var err error
+		if held, err = in.store.HasParked(ctx, tx, in.consumer, d.Message.Headers[HeaderAggregateID]); err != nil {
 			return 0, storeErr("check parked", err)
 		}
-		if held {
-			now := in.o.Now()
-			p := parkedFrom(in.consumer, d, "held behind a parked message of aggregate "+agg, 0, now, now)
-			if err := in.store.Park(ctx, tx, p); err != nil {
-				return 0, storeErr("park", err)
-			}
-			return outHeld, nil
+	}
+	return in.runChecked(ctx, tx, d, h, held)
+}
+
+// runChecked is run after the held check.
+func (in *Inbox[Tx]) runChecked(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], held bool) (outcome, error) {
+	if held {
+		now := in.o.Now()
+		p := parkedFrom(in.consumer, d, "held behind a parked message of aggregate "+d.Message.Headers[HeaderAggregateID], 0, now, now)
+		if err := in.store.Park(ctx, tx, p); err != nil {
+			return 0, storeErr("park", err)
 		}
+		return outHeld, nil
 	}
 	if d.Attempt > 1 {
 		if err := in.store.ClearFailure(ctx, tx, in.consumer, d.Message.ID); err != nil {

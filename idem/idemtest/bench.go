@@ -18,16 +18,21 @@ import (
 // per transaction with HandleBatch, each with its own insert; the
 // "parallel8" variants run eight consumers at once. Every variant reports
 // msgs/s; compare the variants of one run, not figures across runs.
-func Bench[Tx any](b *testing.B, f Factory[Tx]) {
-	b.Run("bare", func(b *testing.B) { bench(b, f, 1, 1, false) })
-	b.Run("inbox", func(b *testing.B) { bench(b, f, 1, 1, true) })
-	b.Run("batch100", func(b *testing.B) { bench(b, f, 1, 100, true) })
-	b.Run("bare-parallel8", func(b *testing.B) { bench(b, f, 8, 1, false) })
-	b.Run("inbox-parallel8", func(b *testing.B) { bench(b, f, 8, 1, true) })
-	b.Run("batch100-parallel8", func(b *testing.B) { bench(b, f, 8, 100, true) })
+func Bench[Tx any](b *testing.B, f Factory[Tx]) { BenchCounted(b, f, nil) }
+
+// BenchCounted is Bench for a store whose database counts the statements
+// it is sent (each a round trip): statements returns the count so far, and
+// each variant also reports statements per message ("stmts/msg").
+func BenchCounted[Tx any](b *testing.B, f Factory[Tx], statements func() int64) {
+	b.Run("bare", func(b *testing.B) { bench(b, f, statements, 1, 1, false) })
+	b.Run("inbox", func(b *testing.B) { bench(b, f, statements, 1, 1, true) })
+	b.Run("batch100", func(b *testing.B) { bench(b, f, statements, 1, 100, true) })
+	b.Run("bare-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 1, false) })
+	b.Run("inbox-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 1, true) })
+	b.Run("batch100-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 100, true) })
 }
 
-func bench[Tx any](b *testing.B, f Factory[Tx], workers, batch int, inbox bool) {
+func bench[Tx any](b *testing.B, f Factory[Tx], statements func() int64, workers, batch int, inbox bool) {
 	e := Setup(b, f, "")
 	in := e.Inbox("bench", nil)
 	q := NewQueue(Caps)
@@ -59,6 +64,10 @@ func bench[Tx any](b *testing.B, f Factory[Tx], workers, batch int, inbox bool) 
 		return nil
 	}
 	ctx := b.Context()
+	var before int64
+	if statements != nil {
+		before = statements()
+	}
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for range workers {
@@ -91,6 +100,9 @@ func bench[Tx any](b *testing.B, f Factory[Tx], workers, batch int, inbox bool) 
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	if statements != nil {
+		b.ReportMetric(float64(statements()-before)/float64(b.N), "stmts/msg")
+	}
 	if n := e.Int(`SELECT count(*) FROM effects`); n != int64(b.N) {
 		b.Errorf("%d effects for %d messages", n, b.N)
 	}

@@ -1,10 +1,64 @@
 package postgres_test
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync/atomic"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem/idemtest"
 )
 
-// BenchmarkInbox: messages/s through the inbox vs. the bare transaction.
-func BenchmarkInbox(b *testing.B) { idemtest.Bench(b, newDB) }
+// BenchmarkInbox: messages/s through the inbox vs. the bare transaction,
+// with the statements (each one round trip) sent per message.
+func BenchmarkInbox(b *testing.B) {
+	var n atomic.Int64
+	idemtest.BenchCounted(b, func(t testing.TB) idemtest.DB[pgx.Tx] { return testDB{countingPool(t, &n)} }, n.Load)
+}
+
+// countingPool is newPool with a tracer counting the statements sent.
+func countingPool(t testing.TB, n *atomic.Int64) *pgxpool.Pool {
+	t.Helper()
+	url := serverURL(t)
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	schema := pgx.Identifier{"idembench_" + hex.EncodeToString(r[:])}.Sanitize()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.Tracer = counter{n}
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		_, _ = admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+		admin.Close(ctx)
+	})
+	return pool
+}
+
+type counter struct{ n *atomic.Int64 }
+
+func (c counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}

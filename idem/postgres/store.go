@@ -99,6 +99,10 @@ var dialect = sqlcore.Dialect{
 	ClaimMany: `INSERT INTO {{inbox}} (consumer, message_id, processed_at)
 		SELECT $1, id, $3 FROM unnest($2::text[]) AS ids(id) ORDER BY id COLLATE "C"
 		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`,
+	ClaimCheck: `WITH claim AS (INSERT INTO {{inbox}} (consumer, message_id, processed_at) VALUES ($1, $2, $3)
+			ON CONFLICT (consumer, message_id) DO NOTHING RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM claim),
+			EXISTS (SELECT 1 FROM {{parked}} WHERE consumer = $1 AND aggregate_id = $4)`,
 	CreateSchema: "CREATE SCHEMA IF NOT EXISTS %s",
 }
 

@@ -61,6 +61,11 @@ type Dialect struct {
 	// it inserts them in the order of the IDs and returns the claimed ones.
 	// Without it, ClaimMany claims one by one.
 	ClaimMany string
+	// ClaimCheck, if not empty, is the statement that claims one message
+	// and reports whether its aggregate has parked messages: $1 consumer,
+	// $2 message ID, $3 time, $4 aggregate ID; it returns (claimed, held).
+	// Without it, ClaimCheck runs Claim and then HasParked.
+	ClaimCheck string
 	// Lock, if not empty, is run with one int64 argument at the start of
 	// the migration transaction to serialise migrators.
 	Lock string
@@ -106,6 +111,9 @@ func New[Tx any](b Backend[Tx], d Dialect, schema, prefix string) (*Core[Tx], er
 	if d.ClaimMany != "" {
 		c.q.claimMany = c.render(d.ClaimMany)
 	}
+	if d.ClaimCheck != "" {
+		c.q.claimCheck = c.render(d.ClaimCheck)
+	}
 	return c, nil
 }
 
@@ -148,6 +156,20 @@ func (c *Core[Tx]) inTx(ctx context.Context, f func(q Querier) error) error {
 func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, consumer, messageID string, at time.Time) (bool, error) {
 	n, err := c.b.Q(tx).Exec(ctx, c.q.claim, consumer, messageID, c.d.Time(at))
 	return n == 1, err
+}
+
+// ClaimCheck claims (consumer, messageID) in tx and, if it claimed it,
+// reports whether consumer has a parked message of aggregateID.
+func (c *Core[Tx]) ClaimCheck(ctx context.Context, tx Tx, consumer, messageID, aggregateID string, at time.Time) (claimed, held bool, err error) {
+	if c.q.claimCheck == "" {
+		if claimed, err = c.Claim(ctx, tx, consumer, messageID, at); err != nil || !claimed {
+			return false, false, err
+		}
+		held, err = c.HasParked(ctx, tx, consumer, aggregateID)
+		return claimed, held, err
+	}
+	err = c.b.Q(tx).QueryRow(ctx, c.q.claimCheck, consumer, messageID, c.d.Time(at), aggregateID).Scan(&claimed, &held)
+	return claimed, held && claimed, err
 }
 
 // ClaimMany claims the distinct, sorted ids in tx, in that order, and

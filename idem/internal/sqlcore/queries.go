@@ -17,7 +17,7 @@ import (
 type queries struct {
 	claim, purge, purgeFailures, recordFailure, clearFailure string
 	hasParked, park, listParked, deleteParked, updateParked  string
-	claimMany                                                string
+	claimMany, claimCheck                                    string
 }
 
 func buildQueries(r func(string) string) queries {
