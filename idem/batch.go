@@ -116,7 +116,7 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Hand
 		}
 		outs[i] = out
 	}
-	if err := in.store.Commit(ctx, tx); err != nil {
+	if err := in.commit(ctx, tx); err != nil {
 		return nil, 0, storeErr("commit", err)
 	}
 	return outs, 0, nil

@@ -200,7 +200,7 @@ func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[T
 		}
 		return in.fail(ctx, d, err)
 	}
-	if err := in.store.Commit(ctx, tx); err != nil {
+	if err := in.commit(ctx, tx); err != nil {
 		return in.abort(ctx, []*broker.Delivery{d}, fmt.Errorf("idem: commit: %w", err))
 	}
 	in.count(out)
@@ -388,7 +388,7 @@ func (in *Inbox[Tx]) parkOrRetry(ctx context.Context, d *broker.Delivery, pe *Pa
 	}
 	parked, err := in.parkTx(ctx, tx, d, pe.Reason, attempts, first, now)
 	if err == nil {
-		err = in.store.Commit(ctx, tx)
+		err = in.commit(ctx, tx)
 	} else {
 		_ = in.store.Rollback(context.WithoutCancel(ctx), tx)
 	}
@@ -426,6 +426,16 @@ func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int
 		Consumer: consumer, MessageID: m.ID, AggregateID: ev.AggregateID, Version: ev.Version, Sequence: ev.Sequence,
 		Key: m.Key, Headers: m.Headers, Body: m.Body, Reason: reason, Attempts: attempts, FirstSeen: first, LastSeen: now,
 	}
+}
+
+// commit commits tx. Once the handler has succeeded, the commit is not
+// interrupted when ctx is canceled (it is bounded by SettleTimeout
+// instead): a COMMIT cut off in flight leaves its outcome unknown, and the
+// delivery would be nacked although its effect may be in place.
+func (in *Inbox[Tx]) commit(ctx context.Context, tx Tx) error {
+	cctx, cancel := in.settleCtx(ctx)
+	defer cancel()
+	return in.store.Commit(cctx, tx)
 }
 
 func (in *Inbox[Tx]) settleCtx(ctx context.Context) (context.Context, context.CancelFunc) {
