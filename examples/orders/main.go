@@ -30,9 +30,12 @@
 //	go run ./examples/orders -postgres postgres://postgres@127.0.0.1:5432/test
 //	go run ./examples/orders -broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=orders'
 //	WARY_RABBIT_URL=amqp://guest:guest@127.0.0.1:5672/ go run ./examples/orders -broker rabbit://orders
+//	go run ./examples/orders -broker 'kafka://orders?brokers=127.0.0.1:9092'
 //
-// The PostgreSQL tables go to a fresh schema, and the RabbitMQ exchange and
-// queue (EXCHANGE.billing) are declared, and all are dropped at the end.
+// The PostgreSQL tables go to a fresh schema, dropped at the end. The
+// RabbitMQ exchange and its queue EXCHANGE.billing are declared (after
+// deleting what an earlier run left) and deleted at the end. On Kafka the
+// topic must exist; the subscription is the consumer group billing.
 package main
 
 import (
