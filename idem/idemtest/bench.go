@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem"
 )
 
 // Bench measures messages per second through the inbox against the bare
@@ -30,6 +32,90 @@ func BenchCounted[Tx any](b *testing.B, f Factory[Tx], statements func() int64) 
 	b.Run("bare-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 1, false) })
 	b.Run("inbox-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 1, true) })
 	b.Run("batch100-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 100, true) })
+	b.Run("interleaved", func(b *testing.B) { benchInterleaved(b, f) })
+}
+
+// benchInterleaved measures bare, inbox and batch100 (one consumer each)
+// in turns of 100 messages, b.N messages for each, so that the three
+// share whatever else the machine is doing, and reports their msgs/s and
+// ratios: inbox/bare-% and batch100/inbox-x.
+func benchInterleaved[Tx any](b *testing.B, f Factory[Tx]) {
+	const turn = 100
+	e := Setup(b, f, "")
+	in := e.Inbox("bench", nil)
+	q := NewQueue(Caps)
+	for i := range 3 * b.N {
+		q.Push(&broker.Message{ID: fmt.Sprintf("m%09d", i), Body: []byte("x")})
+	}
+	effect := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
+		return e.DB.Exec(ctx, tx, `INSERT INTO effects (message_id, note) VALUES ($1, $2)`, d.Message.ID, string(d.Message.Body))
+	}
+	ctx := b.Context()
+	sub := q.Subscription()
+	var spent [3]time.Duration // bare, inbox, batch100
+	b.ResetTimer()
+	for done := 0; done < b.N; done += turn {
+		n := min(turn, b.N-done)
+		for mode := range 3 {
+			start := time.Now()
+			size := 1
+			if mode == 2 {
+				size = n
+			}
+			for left := n; left > 0; left -= size {
+				ds, err := sub.Receive(ctx, size)
+				if err == nil {
+					switch mode {
+					case 0:
+						err = bareTx(ctx, e, ds, effect)
+					case 1:
+						err = in.Handle(ctx, ds[0], effect)
+					default:
+						err = in.HandleBatch(ctx, ds, effect)
+					}
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			spent[mode] += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	rate := func(mode int) float64 { return float64(b.N) / spent[mode].Seconds() }
+	b.ReportMetric(rate(0), "bare-msgs/s")
+	b.ReportMetric(rate(1), "inbox-msgs/s")
+	b.ReportMetric(rate(2), "batch100-msgs/s")
+	b.ReportMetric(100*rate(1)/rate(0), "inbox/bare-%")
+	b.ReportMetric(rate(2)/rate(1), "batch100/inbox-x")
+	b.ReportMetric(0, "ns/op")
+	if n := e.Int(`SELECT count(*) FROM effects`); n != int64(3*b.N) {
+		b.Errorf("%d effects for %d messages", n, 3*b.N)
+	}
+}
+
+// bareTx applies ds's effects in one transaction without the inbox, then
+// acknowledges them.
+func bareTx[Tx any](ctx context.Context, e *Env[Tx], ds []*broker.Delivery, effect idem.Handler[Tx]) error {
+	tx, err := e.Store.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		if err := effect(ctx, tx, d); err != nil {
+			_ = e.Store.Rollback(ctx, tx)
+			return err
+		}
+	}
+	if err := e.Store.Commit(ctx, tx); err != nil {
+		return err
+	}
+	for _, d := range ds {
+		if err := d.Ack(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func bench[Tx any](b *testing.B, f Factory[Tx], statements func() int64, workers, batch int, inbox bool) {
@@ -42,27 +128,7 @@ func bench[Tx any](b *testing.B, f Factory[Tx], statements func() int64, workers
 	effect := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
 		return e.DB.Exec(ctx, tx, `INSERT INTO effects (message_id, note) VALUES ($1, $2)`, d.Message.ID, string(d.Message.Body))
 	}
-	bare := func(ctx context.Context, ds []*broker.Delivery) error {
-		tx, err := e.Store.Begin(ctx)
-		if err != nil {
-			return err
-		}
-		for _, d := range ds {
-			if err := effect(ctx, tx, d); err != nil {
-				_ = e.Store.Rollback(ctx, tx)
-				return err
-			}
-		}
-		if err := e.Store.Commit(ctx, tx); err != nil {
-			return err
-		}
-		for _, d := range ds {
-			if err := d.Ack(ctx); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	bare := func(ctx context.Context, ds []*broker.Delivery) error { return bareTx(ctx, e, ds, effect) }
 	ctx := b.Context()
 	var before int64
 	if statements != nil {
