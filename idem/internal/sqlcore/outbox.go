@@ -51,14 +51,10 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 	r := c.render
 	// The head of each aggregate is its lowest unsent (pending or
 	// quarantined) row; it is claimable when it is pending and due.
-	// Pending rows are scanned in id order (outbox_pending_idx) and each is
-	// probed for an earlier unsent row of its aggregate (outbox_unsent_idx),
-	// so a claim costs in proportion to the rows it looks at, not to the
-	// whole backlog.
 	heads := `SELECT o.aggregate_id, o.sequence FROM {{outbox}} o
+		JOIN (SELECT aggregate_id, MIN(sequence) AS sequence FROM {{outbox}} WHERE state IN (0, 2) GROUP BY aggregate_id) h
+		ON o.aggregate_id = h.aggregate_id AND o.sequence = h.sequence
 		WHERE o.state = 0 AND o.next_attempt <= $1
-		AND NOT EXISTS (SELECT 1 FROM {{outbox}} p
-			WHERE p.aggregate_id = o.aggregate_id AND p.sequence < o.sequence AND p.state IN (0, 2))
 		ORDER BY o.id LIMIT $2`
 	if d.SkipLocked {
 		heads += ` FOR UPDATE OF o SKIP LOCKED`
