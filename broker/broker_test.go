@@ -149,3 +149,21 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+func TestClassOfMatchesErrorIs(t *testing.T) {
+	for c := driver.Unknown; c <= driver.PermissionDenied; c++ {
+		class := ClassOf(c)
+		if c == driver.Unknown {
+			if class != nil {
+				t.Fatalf("ClassOf(unknown) = %v, want nil", class)
+			}
+			continue
+		}
+		if class == nil {
+			t.Fatalf("ClassOf(%s) = nil", c)
+		}
+		if err := newError("receive", c, false, errors.New("x")); !errors.Is(err, class) {
+			t.Errorf("an error of code %s does not match ClassOf: %v", c, class)
+		}
+	}
+}

@@ -87,30 +87,43 @@ func (e *Error) Unwrap() error { return e.err }
 // Is reports whether e belongs to the class target.
 func (e *Error) Is(target error) bool {
 	switch target {
-	case ErrNotFound:
-		return e.Code == driver.NotFound
-	case ErrTooLarge:
-		return e.Code == driver.TooLarge
-	case ErrInvalid:
-		return e.Code == driver.Invalid
-	case ErrClosed:
-		return e.Code == driver.Closed
-	case ErrLockLost:
-		return e.Code == driver.LockLost
-	case ErrPermission:
-		return e.Code == driver.PermissionDenied
-	case ErrRetryable:
-		return e.Code == driver.Unavailable
 	case ErrNotSent:
 		return e.Op == "publish" && !e.MaybeSent
 	case ErrMaybeSent:
 		return e.Op == "publish" && e.MaybeSent
-	case context.Canceled:
-		return e.Code == driver.Canceled
 	case context.DeadlineExceeded, os.ErrDeadlineExceeded:
 		return e.Code == driver.DeadlineExceeded
 	}
-	return false
+	return target != nil && target == ClassOf(e.Code)
+}
+
+// ClassOf returns the class variable matching code (ErrNotFound for
+// driver.NotFound, ErrRetryable for driver.Unavailable, context.Canceled
+// for driver.Canceled, ...), or nil for driver.Unknown. Drivers whose own
+// error types must match the classes implement Is as
+// target == broker.ClassOf(code).
+func ClassOf(code driver.ErrorCode) error {
+	switch code {
+	case driver.NotFound:
+		return ErrNotFound
+	case driver.TooLarge:
+		return ErrTooLarge
+	case driver.Invalid:
+		return ErrInvalid
+	case driver.Closed:
+		return ErrClosed
+	case driver.LockLost:
+		return ErrLockLost
+	case driver.PermissionDenied:
+		return ErrPermission
+	case driver.Unavailable:
+		return ErrRetryable
+	case driver.Canceled:
+		return context.Canceled
+	case driver.DeadlineExceeded:
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // newError builds an *Error; a nil classify means the error is ours.

@@ -38,19 +38,7 @@ func (e *openError) Unwrap() error { return e.err }
 // Is matches the broker's error classes, so that errors from the
 // constructors (which the portable layer does not wrap) match them too.
 func (e *openError) Is(target error) bool {
-	switch target {
-	case broker.ErrNotFound:
-		return e.code == driver.NotFound
-	case broker.ErrInvalid:
-		return e.code == driver.Invalid
-	case broker.ErrPermission:
-		return e.code == driver.PermissionDenied
-	case broker.ErrRetryable:
-		return e.code == driver.Unavailable
-	case broker.ErrClosed:
-		return e.code == driver.Closed
-	}
-	return false
+	return target != nil && target == broker.ClassOf(e.code)
 }
 
 // openErr classifies an error met while opening a topic or subscription.

@@ -35,19 +35,7 @@ func (e *memError) Error() string { return "memory: " + e.msg }
 
 // Is matches the broker error class of e's code.
 func (e *memError) Is(target error) bool {
-	switch target {
-	case broker.ErrNotFound:
-		return e.code == driver.NotFound
-	case broker.ErrInvalid:
-		return e.code == driver.Invalid
-	case broker.ErrTooLarge:
-		return e.code == driver.TooLarge
-	case broker.ErrClosed:
-		return e.code == driver.Closed
-	case broker.ErrLockLost:
-		return e.code == driver.LockLost
-	}
-	return false
+	return target != nil && target == broker.ClassOf(e.code)
 }
 
 var (
