@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"math"
 	"net/url"
 	"strings"
 	"testing"
@@ -144,9 +145,31 @@ func TestBackoff(t *testing.T) {
 	b := Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond}
 	want := []time.Duration{10, 20, 40, 50, 50}
 	for i, w := range want {
-		if got := b.Delay(i + 1); got != w*time.Millisecond {
-			t.Errorf("Delay(%d) = %s, want %s", i+1, got, w*time.Millisecond)
+		if got := b.Ceiling(i + 1); got != w*time.Millisecond {
+			t.Errorf("Ceiling(%d) = %s, want %s", i+1, got, w*time.Millisecond)
 		}
+	}
+	// Full jitter: every delay lies in [0, ceiling], and they differ.
+	seen := map[time.Duration]bool{}
+	for i := 0; i < 200; i++ {
+		d := b.Delay(3)
+		if d < 0 || d > 40*time.Millisecond {
+			t.Fatalf("Delay(3) = %s, outside [0, 40ms]", d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 50 {
+		t.Fatalf("Delay(3) took only %d distinct values in 200 draws: no jitter", len(seen))
+	}
+	// Huge attempts and bad multipliers stay bounded and take constant time.
+	for _, m := range []float64{math.NaN(), math.Inf(1), -3, 0} {
+		bb := Backoff{Initial: time.Millisecond, Max: time.Second, Multiplier: m}
+		if got := bb.Ceiling(2); got != 2*time.Millisecond {
+			t.Errorf("multiplier %v: Ceiling(2) = %s, want the default multiplier's 2ms", m, got)
+		}
+	}
+	if got := b.Ceiling(math.MaxInt); got != 50*time.Millisecond {
+		t.Errorf("Ceiling(MaxInt) = %s, want the cap", got)
 	}
 }
 
@@ -165,5 +188,28 @@ func TestClassOfMatchesErrorIs(t *testing.T) {
 		if err := newError("receive", c, false, errors.New("x")); !errors.Is(err, class) {
 			t.Errorf("an error of code %s does not match ClassOf: %v", c, class)
 		}
+	}
+}
+
+func TestURLParamsTypedValues(t *testing.T) {
+	u, _ := url.Parse("mem://t?limit=3&lock=30s&ordered&heartbeat=S3cr3tPW&max=99")
+	p := NewURLParams(u)
+	if got := p.Int("limit", 0, 0, 10); got != 3 {
+		t.Fatalf("limit = %d", got)
+	}
+	if got := p.Duration("lock", 0, 0, time.Hour); got != 30*time.Second {
+		t.Fatalf("lock = %s", got)
+	}
+	if !p.Bool("ordered", false) {
+		t.Fatal("ordered with an empty value should be true")
+	}
+	p.Duration("heartbeat", time.Second, 0, time.Hour)
+	p.Int("max", 0, 0, 10)
+	err := p.Done()
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "heartbeat") || !strings.Contains(err.Error(), "max") {
+		t.Fatalf("Done = %v, want ErrInvalid naming heartbeat and max", err)
+	}
+	if strings.Contains(err.Error(), "S3cr3tPW") {
+		t.Fatalf("Done echoes a value: %v", err)
 	}
 }

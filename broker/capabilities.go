@@ -1,6 +1,10 @@
 package broker
 
-import "github.com/wary-go/wary/broker/driver"
+import (
+	"time"
+
+	"github.com/wary-go/wary/broker/driver"
+)
 
 // Capabilities is what a broker promises for a topic or subscription, as
 // data; see driver.Capabilities for each field. The conformance suite proves
@@ -30,6 +34,9 @@ const (
 	AckPerMessage = driver.AckPerMessage
 	AckCumulative = driver.AckCumulative
 
+	HorizonUnknown   = driver.HorizonUnknown
+	HorizonUnbounded = driver.HorizonUnbounded
+
 	LimitNone     = driver.LimitNone
 	LimitNative   = driver.LimitNative
 	LimitEmulated = driver.LimitEmulated
@@ -38,3 +45,7 @@ const (
 // HeaderDeadLetterReason is the header that carries, on a message received
 // from a dead-letter queue, the reason it was dead-lettered.
 const HeaderDeadLetterReason = driver.HeaderDeadLetterReason
+
+// HorizonString renders a redelivery horizon: "unknown", "unbounded" or
+// the duration.
+func HorizonString(h time.Duration) string { return driver.HorizonString(h) }

@@ -35,10 +35,27 @@ type Delivery struct {
 	// (under mu), so a settle allocates no slice.
 	ackID [1]driver.AckID
 
-	mu      sync.Mutex
-	settled bool
-	done    func() // called once when settled; set by the handler loop
+	mu        sync.Mutex
+	settled   bool
+	ackFailed bool   // an Ack was sent and failed: the handler meant to ack
+	done      func() // called once when settled; set by the handler loop
 }
+
+// NewDetachedDelivery returns a delivery of m that belongs to no
+// subscription: Ack, Nack, DeadLetter and ExtendLock do nothing and return
+// nil (they only mark it settled). It is for code that hands a message to
+// a Handler outside a broker, such as a replay of a parked message (package
+// idem) or a test. attempt below 1 means 1.
+func NewDetachedDelivery(m *Message, attempt int) *Delivery {
+	if attempt < 1 {
+		attempt = 1
+	}
+	return &Delivery{Message: m, Attempt: attempt, Redelivered: attempt > 1}
+}
+
+// Detached reports whether d belongs to no subscription (see
+// NewDetachedDelivery).
+func (d *Delivery) Detached() bool { return d.sub == nil }
 
 // Settled reports whether the delivery was settled.
 func (d *Delivery) Settled() bool {
@@ -63,7 +80,7 @@ func (d *Delivery) Nack(ctx context.Context, delay time.Duration) error {
 	if delay < 0 {
 		delay = 0
 	}
-	if delay > 0 && !d.sub.caps.NackDelay {
+	if delay > 0 && d.sub != nil && !d.sub.caps.NackDelay {
 		return newError("nack", driver.Invalid, false, fmt.Errorf("nack with delay: %w", ErrUnsupported))
 	}
 	return d.settle(ctx, settleNack, delay, "")
@@ -74,7 +91,7 @@ func (d *Delivery) Nack(ctx context.Context, delay time.Duration) error {
 // Capabilities.DeadLetter; without it, it returns an error matching
 // ErrUnsupported and settles nothing.
 func (d *Delivery) DeadLetter(ctx context.Context, reason string) error {
-	if !d.sub.caps.DeadLetter {
+	if d.sub != nil && !d.sub.caps.DeadLetter {
 		return newError("dead-letter", driver.Invalid, false, fmt.Errorf("dead-letter: %w", ErrUnsupported))
 	}
 	return d.settle(ctx, settleDeadLetter, 0, reason)
@@ -85,6 +102,9 @@ func (d *Delivery) DeadLetter(ctx context.Context, reason string) error {
 // Capabilities.LockExtendable (else ErrUnsupported). Extending a settled
 // delivery returns an error matching ErrLockLost.
 func (d *Delivery) ExtendLock(ctx context.Context, dur time.Duration) error {
+	if d.sub == nil {
+		return nil
+	}
 	if !d.sub.caps.LockExtendable {
 		return newError("extend-lock", driver.Invalid, false, fmt.Errorf("extend lock: %w", ErrUnsupported))
 	}
@@ -120,6 +140,13 @@ func (d *Delivery) settle(ctx context.Context, kind settleKind, delay time.Durat
 	if d.settled {
 		return nil
 	}
+	if d.sub == nil { // detached: nothing to tell a broker
+		d.settled = true
+		if d.done != nil {
+			d.done()
+		}
+		return nil
+	}
 	d.sub.mu.RLock()
 	defer d.sub.mu.RUnlock()
 	if d.sub.closed {
@@ -138,6 +165,9 @@ func (d *Delivery) settle(ctx context.Context, kind settleKind, delay time.Durat
 		derr = d.sub.d.SendDeadLetters(ctx, d.ackID[:], reason)
 	}
 	err := wrapErr(op, d.sub.d.Classify, derr)
+	if err != nil && kind == settleAck {
+		d.ackFailed = true
+	}
 	if err == nil || errors.Is(err, ErrLockLost) {
 		// A lost lock settles the delivery too: the broker has taken it
 		// back, and nothing this consumer does can change that.
@@ -147,4 +177,13 @@ func (d *Delivery) settle(ctx context.Context, kind settleKind, delay time.Durat
 		}
 	}
 	return err
+}
+
+// ackWanted reports whether an Ack of d was sent and failed, so that what
+// settles d next should be another Ack, not a Nack: the handler decided to
+// acknowledge (package idem does so only after its commit).
+func (d *Delivery) ackWanted() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ackFailed
 }

@@ -1,8 +1,10 @@
 package broker
 
 import (
-	"crypto/rand"
+	crand "crypto/rand"
 	"encoding/hex"
+	"math"
+	"math/rand/v2"
 	"time"
 	"unicode/utf8"
 
@@ -51,7 +53,7 @@ func (m *Message) size() int {
 // NewID returns a random 128-bit message ID in hex.
 func NewID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	_, _ = crand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 
@@ -94,19 +96,33 @@ func toDriver(m *Message) *driver.Message {
 	return &driver.Message{ID: m.ID, Key: m.Key, Headers: m.Headers, Body: m.Body}
 }
 
-// Backoff is an exponential backoff policy with full jitter.
+// Backoff is an exponential backoff policy with full jitter: the delay
+// before retry n is drawn uniformly from [0, Ceiling(n)], so that clients
+// that failed together do not retry together.
 type Backoff struct {
-	// Initial is the first delay (default 100ms).
+	// Initial is the first ceiling (default 100ms).
 	Initial time.Duration
-	// Max caps every delay (default 30s).
+	// Max caps every ceiling (default 30s).
 	Max time.Duration
-	// Multiplier grows the delay per attempt (default 2).
+	// Multiplier grows the ceiling per attempt (default 2; values below 1,
+	// NaN and infinities mean the default).
 	Multiplier float64
 }
 
-// Delay returns the delay before retry number attempt (1-based), without
-// jitter, so that it is predictable and testable.
+// Delay returns the delay before retry number attempt (1-based): a random
+// duration in [0, Ceiling(attempt)].
 func (b Backoff) Delay(attempt int) time.Duration {
+	c := b.Ceiling(attempt)
+	if c <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(c) + 1))
+}
+
+// Ceiling returns the largest delay before retry number attempt (1-based):
+// Initial × Multiplier^(attempt-1), capped at Max. It is computed in
+// constant time for any attempt.
+func (b Backoff) Ceiling(attempt int) time.Duration {
 	initial, maxd, mult := b.Initial, b.Max, b.Multiplier
 	if initial <= 0 {
 		initial = 100 * time.Millisecond
@@ -114,17 +130,14 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	if maxd <= 0 {
 		maxd = 30 * time.Second
 	}
-	if mult < 1 {
+	if !(mult >= 1) || math.IsInf(mult, 0) {
 		mult = 2
 	}
-	d := float64(initial)
-	for i := 1; i < attempt; i++ {
-		d *= mult
-		if d >= float64(maxd) {
-			return maxd
-		}
+	if attempt < 1 {
+		attempt = 1
 	}
-	if d > float64(maxd) {
+	d := float64(initial) * math.Pow(mult, float64(attempt-1))
+	if math.IsNaN(d) || d >= float64(maxd) {
 		return maxd
 	}
 	return time.Duration(d)

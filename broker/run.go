@@ -14,12 +14,17 @@ import (
 // delivery, the loop settles it: nil acks; an error marked with Permanent
 // dead-letters (or nacks, where the broker cannot dead-letter); any other
 // error nacks with a delay from RunOptions.Backoff. A panic is recovered
-// and treated as an error.
+// and treated as an error. A handler that called Ack, which failed, gets
+// its ack retried whatever it returns: the loop never nacks a delivery its
+// handler chose to acknowledge.
 type Handler func(ctx context.Context, d *Delivery) error
 
 // RunOptions configures Subscription.Run. Nil means defaults.
 type RunOptions struct {
-	// Concurrency is the most handlers running at once (default 1).
+	// Concurrency is the most handlers running at once (default 1). It is
+	// the one setting a consumer's parallelism needs: drivers whose broker
+	// pushes deliveries ahead (RabbitMQ's prefetch) size their buffer from
+	// MaxOutstanding, which follows Concurrency.
 	Concurrency int
 	// PerKey keeps one handler in flight per ordering key: deliveries with
 	// the same non-empty Message.Key run one after another in arrival
@@ -28,7 +33,8 @@ type RunOptions struct {
 	PerKey bool
 	// MaxOutstanding bounds how many received, unsettled deliveries the
 	// loop holds (running plus waiting behind their key); default
-	// 2×Concurrency. Nothing more is received until one settles.
+	// 2×Concurrency. Nothing more is received until one settles. Run
+	// tells a driver that implements driver.Prefetcher to hold this many.
 	MaxOutstanding int
 	// Backoff gives the nack delay after a handler error, by attempt, on
 	// brokers with Capabilities.NackDelay (default 100ms doubling to 30s).
@@ -54,6 +60,9 @@ func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) err
 	}
 	if o.MaxOutstanding < o.Concurrency {
 		o.MaxOutstanding = 2 * o.Concurrency
+	}
+	if err := s.setPrefetch(o.MaxOutstanding); err != nil {
+		return err
 	}
 	r := &runner{
 		sub:         s,
@@ -177,9 +186,13 @@ func (r *runner) handle(d *Delivery) {
 	// Settle even if Run's context is done: the handler's work is finished.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 30*time.Second)
 	defer cancel()
+	// A handler that tried to ack and failed (package idem after its
+	// commit: ErrAckAfterCommit) wanted the delivery acknowledged, whatever
+	// it returned: retry the ack, never nack a committed effect.
+	wantAck := d.ackWanted()
 	settle := func() error {
 		switch {
-		case err == nil:
+		case err == nil || wantAck:
 			return d.Ack(sctx)
 		case IsPermanent(err) && r.sub.caps.DeadLetter:
 			return d.DeadLetter(sctx, err.Error())

@@ -13,11 +13,13 @@ import (
 // stubSub hands out its messages once, then blocks; SendAcks fails with
 // the queued errors first.
 type stubSub struct {
-	mu      sync.Mutex
-	msgs    []*driver.Message
-	ackErrs []error
-	acks    int
-	acked   chan driver.AckID
+	mu       sync.Mutex
+	msgs     []*driver.Message
+	ackErrs  []error
+	acks     int
+	nacks    int
+	acked    chan driver.AckID
+	prefetch []int
 }
 
 var errTransient = errors.New("channel closed, reconnecting")
@@ -50,8 +52,23 @@ func (s *stubSub) SendAcks(_ context.Context, ids []driver.AckID) error {
 	}
 	return nil
 }
-func (s *stubSub) SendNacks(context.Context, []driver.AckID, time.Duration) error { return nil }
-func (s *stubSub) SendDeadLetters(context.Context, []driver.AckID, string) error  { return nil }
+func (s *stubSub) SendNacks(context.Context, []driver.AckID, time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nacks++
+	return nil
+}
+
+// prefetchSub is a stubSub that records SetPrefetch calls.
+type prefetchSub struct{ stubSub }
+
+func (s *prefetchSub) SetPrefetch(n int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prefetch = append(s.prefetch, n)
+	return nil
+}
+func (s *stubSub) SendDeadLetters(context.Context, []driver.AckID, string) error { return nil }
 func (s *stubSub) ExtendLocks(context.Context, []driver.AckID, time.Duration) error {
 	return nil
 }
@@ -88,5 +105,69 @@ func TestRunRetriesTransientSettle(t *testing.T) {
 	}
 	if d.acks != 3 {
 		t.Fatalf("ack attempts = %d, want 3 (two transient failures, then success)", d.acks)
+	}
+}
+
+// A handler that acked after its commit and saw the ack fail (idem's
+// ErrAckAfterCommit) returns an error; the loop must retry the ack, not
+// nack an effect that is in place.
+func TestRunRetriesFailedAckInsteadOfNack(t *testing.T) {
+	d := &stubSub{
+		msgs:    []*driver.Message{{ID: "m1", AckID: 1}},
+		ackErrs: []error{errTransient},
+		acked:   make(chan driver.AckID, 1),
+	}
+	sub := NewSubscription(d, nil)
+	defer sub.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- sub.Run(ctx, func(ctx context.Context, dl *Delivery) error {
+			if err := dl.Ack(ctx); err != nil {
+				return errors.New("committed, but the ack failed")
+			}
+			return nil
+		}, nil)
+	}()
+	if id := <-d.acked; id != 1 {
+		t.Fatalf("acked %v", id)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if d.acks != 2 || d.nacks != 0 {
+		t.Fatalf("acks = %d, nacks = %d; want the failed ack retried (2) and no nack", d.acks, d.nacks)
+	}
+}
+
+func TestRunSetsPrefetchFromConcurrency(t *testing.T) {
+	d := &prefetchSub{stubSub{acked: make(chan driver.AckID, 1)}}
+	sub := NewSubscription(d, nil)
+	defer sub.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := sub.Run(ctx, func(context.Context, *Delivery) error { return nil }, &RunOptions{Concurrency: 8}); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(d.prefetch) != 1 || d.prefetch[0] != 16 {
+		t.Fatalf("SetPrefetch calls = %v, want [16] (2 × Concurrency)", d.prefetch)
+	}
+}
+
+func TestDetachedDelivery(t *testing.T) {
+	d := NewDetachedDelivery(&Message{ID: "x"}, 3)
+	if !d.Detached() || d.Attempt != 3 || !d.Redelivered {
+		t.Fatalf("detached delivery: %+v", d)
+	}
+	ctx := context.Background()
+	if err := d.ExtendLock(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Nack(ctx, time.Minute); err != nil || !d.Settled() {
+		t.Fatalf("Nack: %v, settled %t", err, d.Settled())
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -127,6 +127,20 @@ func (s *Subscription) initDelivery(dm2 *deliveryAndMessage, dm *driver.Message)
 	return d
 }
 
+// setPrefetch passes n to a driver that implements driver.Prefetcher.
+func (s *Subscription) setPrefetch(n int) error {
+	p, ok := s.d.(driver.Prefetcher)
+	if !ok {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return newError("prefetch", driver.Closed, false, errSubClosed)
+	}
+	return wrapErr("prefetch", s.d.Classify, p.SetPrefetch(n))
+}
+
 // As exposes the driver's own types; see the driver's package doc.
 func (s *Subscription) As(i any) bool { return s.d.As(i) }
 

@@ -2,8 +2,25 @@ package driver
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
+)
+
+// Redelivery horizons that are not a length of time.
+const (
+	// HorizonUnknown: the driver could not learn how long copies of a
+	// message can keep arriving (a configuration it did not read). It is
+	// the zero value, so a driver that says nothing says "unknown", never
+	// "no redelivery". An inbox on such a subscription needs an explicit
+	// retention.
+	HorizonUnknown time.Duration = 0
+	// HorizonUnbounded: copies can arrive at any time after the first
+	// delivery (a Kafka topic that keeps records forever, a RabbitMQ
+	// quorum queue that keeps an unacked message until it is settled). An
+	// inbox on such a subscription keeps its records forever unless the
+	// user knowingly accepts a finite retention.
+	HorizonUnbounded time.Duration = math.MaxInt64
 )
 
 // OrderingScope says inside which scope the broker delivers messages in the
@@ -158,7 +175,9 @@ type Capabilities struct {
 
 	// RedeliveryHorizon is how long after its first delivery a copy of a
 	// message can still arrive (retention, replay, delayed retries). An
-	// inbox must keep its records at least this long. 0 means unknown.
+	// inbox must keep its records at least this long. HorizonUnknown (0)
+	// means the driver does not know; HorizonUnbounded means copies can
+	// arrive at any time.
 	RedeliveryHorizon time.Duration
 
 	// MaxMessageSize is the largest message, in bytes, counting body, ID,
@@ -183,6 +202,18 @@ func (c Capabilities) String() string {
 	}
 	fmt.Fprintf(&b, " dedup=%s/%s ack=%s", c.DedupWindow, c.DedupScope, c.AckModel)
 	fmt.Fprintf(&b, " delivery-limit=%d(%s) dead-letter=%t count=%t", c.DeliveryLimit, c.DeliveryLimitMode, c.DeadLetter, c.DeliveryCount)
-	fmt.Fprintf(&b, " lock=%s extend=%t nack-delay=%t horizon=%s max-size=%d", c.LockTimeout, c.LockExtendable, c.NackDelay, c.RedeliveryHorizon, c.MaxMessageSize)
+	fmt.Fprintf(&b, " lock=%s extend=%t nack-delay=%t horizon=%s max-size=%d", c.LockTimeout, c.LockExtendable, c.NackDelay, HorizonString(c.RedeliveryHorizon), c.MaxMessageSize)
 	return b.String()
+}
+
+// HorizonString renders a redelivery horizon: "unknown", "unbounded" or
+// the duration.
+func HorizonString(h time.Duration) string {
+	switch {
+	case h == HorizonUnbounded:
+		return "unbounded"
+	case h <= HorizonUnknown:
+		return "unknown"
+	}
+	return h.String()
 }

@@ -123,6 +123,16 @@ type Subscription interface {
 	Close() error
 }
 
+// Prefetcher is implemented by subscriptions whose broker pushes deliveries
+// to the client ahead of ReceiveBatch and needs a bound on them (RabbitMQ's
+// basic.qos). The portable handler loop calls SetPrefetch with the most
+// deliveries it will hold unsettled (broker.RunOptions.MaxOutstanding)
+// before it receives, so that a user sets concurrency in one place. A
+// driver whose user fixed the bound explicitly may ignore the call. n >= 1.
+type Prefetcher interface {
+	SetPrefetch(n int) error
+}
+
 // HeaderDeadLetterReason is the header in which drivers report, on a message
 // received from a dead-letter queue, why it was dead-lettered.
 const HeaderDeadLetterReason = "wary-dead-letter-reason"
