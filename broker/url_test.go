@@ -12,7 +12,7 @@ import (
 // a URL can carry one.
 var secretURLs = []string{
 	"amqp://guest:S3cr3tPW@host:5672/vhost",
-	"amqp://guest:S3cr/3tPW@h/",            // password with "/": a parse error quoting ":S3cr"
+	"amqp://guest:S3cr/3tPW@h/",             // password with "/": a parse error quoting ":S3cr"
 	"amqp://guest:1234/S3cr3tPW@host:5672/", // "1234" read as a port, the rest as a path
 	"amqp://guest:S3cr3tPW@h:notaport/",
 	"amqp:guest:S3cr3tPW@host",
