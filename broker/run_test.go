@@ -244,3 +244,12 @@ func TestRunBatchNacksOnError(t *testing.T) {
 		t.Fatalf("acks %d nacks %d: want the handler's own ack kept and the other nacked", d.acks, d.nacks)
 	}
 }
+
+func TestExtendLockRejectsNonPositive(t *testing.T) {
+	d := NewDetachedDelivery(&Message{ID: "x"}, 1)
+	for _, dur := range []time.Duration{0, -time.Second} {
+		if err := d.ExtendLock(context.Background(), dur); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ExtendLock(%s) = %v, want ErrInvalid", dur, err)
+		}
+	}
+}
