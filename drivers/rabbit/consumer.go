@@ -49,7 +49,7 @@ func (s *subscription) consumer(ctx context.Context) (*consumer, error) {
 		closes: ch.NotifyClose(make(chan *amqp.Error, 1)),
 		tags:   map[uint64]struct{}{},
 	}
-	if err := ch.Qos(s.o.Prefetch, 0, false); err != nil {
+	if err := ch.Qos(s.prefetch, 0, false); err != nil {
 		_ = ch.Close()
 		return nil, err
 	}

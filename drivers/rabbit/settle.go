@@ -50,13 +50,10 @@ func (s *subscription) SendNacks(ctx context.Context, ids []driver.AckID, delay 
 }
 
 func (s *subscription) nack(ctx context.Context, a *ackID, delay time.Duration) error {
-	limit := s.o.DeliveryLimit
-	if limit > 0 && a.attempt >= limit && (delay > 0 || a.prior > 0) {
+	if s.limit > 0 && a.attempt >= s.limit && (delay > 0 || a.prior > 0) {
 		// The broker's count cannot see this delivery's earlier lives (or
-		// the delay queue would reset it): apply the limit here.
-		if s.o.DeadLetterExchange == "" {
-			return settle(a, func(ch *amqp.Channel) error { return ch.Reject(a.tag, false) })
-		}
+		// the delay queue would reset it): apply the limit here. A limit
+		// comes with a dead-letter exchange (checked at open).
 		return s.deadLetter(ctx, a, "delivery_limit")
 	}
 	if delay <= 0 || !s.o.NackDelay {

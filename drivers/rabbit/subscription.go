@@ -15,6 +15,8 @@ import (
 
 // SubscriptionOptions configures OpenSubscription. Nil means defaults.
 type SubscriptionOptions struct {
+	// SubscriptionOptions are the portable options (logger).
+	broker.SubscriptionOptions
 	// Partitions > 1 consumes the partition queues queue+".0" to
 	// queue+"."+(Partitions-1) (see Topology). Default 0: the one queue.
 	Partitions int
@@ -28,18 +30,21 @@ type SubscriptionOptions struct {
 	// range, a repeated one, an empty share or a share without Partitions
 	// fails OpenSubscription with broker.ErrInvalid.
 	Assigned []int
-	// Concurrency is how many deliveries the consumer handles at once (as
-	// broker.RunOptions.Concurrency). It sets the default Prefetch.
-	// Default 1.
-	Concurrency int
-	// Prefetch is the most unsettled deliveries RabbitMQ hands this
-	// subscription per queue (basic.qos, per consumer): the bound on what
-	// the client buffers. Default 2×Concurrency.
+	// Prefetch, if set, is the most unsettled deliveries RabbitMQ hands
+	// this subscription per queue (basic.qos, per consumer): the bound on
+	// what the client buffers. Default: what Subscription.Run asks for,
+	// broker.RunOptions.MaxOutstanding (2×Concurrency), and 2 for a
+	// subscription read with Receive alone. Set it only to override Run.
 	Prefetch int
 	// DeliveryLimit is the queue's delivery limit in deliveries (its
 	// x-delivery-limit + 1), declared in Capabilities and applied by the
 	// driver to messages that came back through a delay queue, which the
-	// broker's count does not see. 0: no limit.
+	// broker's count does not see. It needs DeadLetterExchange (RabbitMQ
+	// drops a message past the limit of a queue without one), or
+	// OpenSubscription fails with broker.ErrInvalid. 0: the server's
+	// default, which is no limit before RabbitMQ 4.0 and 21 deliveries
+	// from 4.0 (so a subscription without DeadLetterExchange fails there
+	// too); NoDeliveryLimit: the queue has none (x-delivery-limit -1).
 	DeliveryLimit int
 	// DeadLetterExchange, if set, enables Delivery.DeadLetter: the message
 	// is published there with the reason in the wary-dead-letter-reason
@@ -56,49 +61,50 @@ type SubscriptionOptions struct {
 	// MaxMessageSize are taken from it, as Topology.SubscriptionOptions
 	// gives them. Its Queue must be the queue opened.
 	Topology *Topology
-	// Broker configures the portable layer (logger).
-	Broker *broker.SubscriptionOptions
 }
 
-// OpenSubscription opens a consumer on queue (on each partition queue,
-// with Partitions > 1, or on those of SubscriptionOptions.Assigned). Several subscriptions on one queue compete; on a
-// queue with a single active consumer only one receives at a time, and the
-// next takes over when it goes away. Consuming starts at once, so a
-// missing queue fails here with ErrNotFound.
+// OpenSubscription opens a subscription of queue (of each partition
+// queue, with Partitions > 1, or of those of SubscriptionOptions.Assigned).
+// It checks that the queues exist (ErrNotFound if not); the consumer
+// registers on them when the subscription starts receiving (Run, or the
+// first Receive), with the prefetch Run asks for. Several subscriptions on
+// one queue compete; on a queue with a single active consumer only the
+// first to register receives, and the next takes over when it goes away.
 func OpenSubscription(c *Conn, queue string, opts *SubscriptionOptions) (*broker.Subscription, error) {
-	s, err := openSubscription(context.Background(), c, queue, opts)
+	var o SubscriptionOptions
+	if opts != nil {
+		o = *opts
+	}
+	s, err := openSubscription(context.Background(), c, queue, o)
 	if err != nil {
 		return nil, err
 	}
-	var bo *broker.SubscriptionOptions
-	if opts != nil {
-		bo = opts.Broker
-	}
-	return broker.NewSubscription(s, bo), nil
+	return broker.NewSubscription(s, &o.SubscriptionOptions), nil
 }
+
+// defaultPrefetch is the prefetch before Run asks for one.
+const defaultPrefetch = 2
 
 type subscription struct {
 	conn      *Conn
 	queues    []string
 	o         SubscriptionOptions
+	limit     int // the queue's delivery limit (0: none), the server's default resolved
 	caps      driver.Capabilities
 	keyFromRK bool
 	pub       *publisher
 	ownConn   bool
 
-	mu     sync.Mutex
-	cons   *consumer
-	closed bool
+	mu       sync.Mutex
+	cons     *consumer
+	closed   bool
+	prefetch int // basic.qos of the next consumer
 
 	declMu   sync.Mutex
 	declared map[string]time.Time // delay queues, when last declared
 }
 
-func openSubscription(ctx context.Context, c *Conn, queue string, opts *SubscriptionOptions) (*subscription, error) {
-	var o SubscriptionOptions
-	if opts != nil {
-		o = *opts
-	}
+func openSubscription(ctx context.Context, c *Conn, queue string, o SubscriptionOptions) (*subscription, error) {
 	if t := o.Topology; t != nil {
 		if t.Queue != queue {
 			return nil, broker.Invalidf("rabbit: SubscriptionOptions.Topology.Queue is %q, but the queue opened is %q", t.Queue, queue)
@@ -110,17 +116,15 @@ func openSubscription(ctx context.Context, c *Conn, queue string, opts *Subscrip
 		o.Partitions, o.DeliveryLimit, o.DeadLetterExchange, o.MaxMessageSize = ts.Partitions, ts.DeliveryLimit, ts.DeadLetterExchange, ts.MaxMessageSize
 		o.NackDelay = ts.NackDelay
 	}
-	if o.Concurrency < 1 {
-		o.Concurrency = 1
-	}
-	if o.Prefetch < 1 {
-		o.Prefetch = 2 * o.Concurrency
-	}
-	if o.Partitions < 0 || o.DeliveryLimit < 0 {
-		return nil, broker.Invalidf("rabbit: negative Partitions or DeliveryLimit")
+	if o.Partitions < 0 || o.Prefetch < 0 {
+		return nil, broker.Invalidf("rabbit: negative Partitions or Prefetch")
 	}
 	if queue == "" {
 		return nil, broker.Invalidf("rabbit: empty queue name")
+	}
+	ver := c.version()
+	if err := checkLimit("SubscriptionOptions", o.DeliveryLimit, o.DeadLetterExchange != "", ver, true); err != nil {
+		return nil, err
 	}
 	if err := checkAssigned(o.Partitions, o.Assigned); err != nil {
 		return nil, err
@@ -137,21 +141,52 @@ func openSubscription(ctx context.Context, c *Conn, queue string, opts *Subscrip
 		conn:      c,
 		queues:    queues,
 		o:         o,
+		limit:     effectiveLimit(o.DeliveryLimit, ver),
 		keyFromRK: o.Partitions <= 1,
 		pub:       &publisher{conn: c},
+		prefetch:  defaultPrefetch,
 		declared:  map[string]time.Time{},
+	}
+	if o.Prefetch > 0 {
+		s.prefetch = o.Prefetch
 	}
 	s.caps = capsConfig{
 		partitions:     o.Partitions,
 		maxMessageSize: o.MaxMessageSize,
-		deliveryLimit:  o.DeliveryLimit,
+		deliveryLimit:  s.limit,
 		deadLetter:     o.DeadLetterExchange != "",
 		nackDelay:      o.NackDelay,
 	}.capabilities()
-	if _, err := s.consumer(ctx); err != nil {
+	// The queues must exist; the consumer registers when receiving starts.
+	err := c.withChannel(ctx, func(ch *amqp.Channel) error {
+		for _, q := range queues {
+			if _, err := ch.QueueDeclarePassive(q, true, false, false, false, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, openErr(err)
 	}
 	return s, nil
+}
+
+// SetPrefetch implements driver.Prefetcher: Subscription.Run calls it with
+// its MaxOutstanding before it receives, and the consumer registers with
+// that basic.qos (on every channel it opens, after a reconnect too). An
+// explicit SubscriptionOptions.Prefetch wins. RabbitMQ applies a prefetch
+// to consumers registered after it, so a change once the consumer is
+// registered (a second Run with another Concurrency) takes effect on the
+// next channel.
+func (s *subscription) SetPrefetch(n int) error {
+	if s.o.Prefetch > 0 || n < 1 {
+		return nil
+	}
+	s.mu.Lock()
+	s.prefetch = n
+	s.mu.Unlock()
+	return nil
 }
 
 // checkAssigned validates a share of partitions (nil: all).
