@@ -12,7 +12,7 @@
 // logger), as every driver's do; Topology.TopicOptions and
 // Topology.SubscriptionOptions fill in the rest for a declared topology.
 // Concurrency is set once, in broker.RunOptions: Run sizes RabbitMQ's
-// prefetch from it (see Acks below).
+// prefetch from it (see Prefetch under Delivery semantics).
 //
 // # URLs
 //
