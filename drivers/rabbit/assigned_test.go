@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -185,7 +186,6 @@ func TestAssignedSharesSpreadPartitions(t *testing.T) {
 	subs := make([]*broker.Subscription, len(shares))
 	for i, share := range shares {
 		o := top.SubscriptionOptions()
-		o.Concurrency = 4
 		o.Assigned = share
 		subs[i], err = rabbit.OpenSubscription(c, top.Queue, o)
 		if err != nil {
@@ -244,7 +244,6 @@ func TestAssignedStandbyTakesOver(t *testing.T) {
 	shareA, shareB := []int{0, 1}, []int{2, 3}
 	open := func(share []int) *broker.Subscription {
 		o := top.SubscriptionOptions()
-		o.Concurrency = 4
 		o.Assigned = share
 		sub, err := rabbit.OpenSubscription(c, top.Queue, o)
 		if err != nil {
@@ -253,7 +252,8 @@ func TestAssignedStandbyTakesOver(t *testing.T) {
 		t.Cleanup(func() { _ = sub.Close() })
 		return sub
 	}
-	// Registration order decides: active first, then its standby.
+	// Registration order decides: the consumer registers when receiving
+	// starts, so the active one runs first, then its standby.
 	active, standby, other := open(shareA), open(shareA), open(shareB)
 
 	r := newShareRun(t)
@@ -272,11 +272,20 @@ func TestAssignedStandbyTakesOver(t *testing.T) {
 	var gotA, gotS, gotB sync.Map
 	// The active one stops receiving after stopAfter deliveries: its Run
 	// ends once its handlers have settled what it holds.
+	activeReceived := make(chan struct{})
 	errA := runSub(actx, active, r.handler("active", shareA, &gotA, func() {
-		if handledByActive.Add(1) == stopAfter {
+		switch handledByActive.Add(1) {
+		case 1:
+			close(activeReceived)
+		case stopAfter:
 			stopActive()
 		}
 	}))
+	select {
+	case <-activeReceived: // registered
+	case <-ctx.Done():
+		t.Fatal("the active subscription received nothing")
+	}
 	errS := runSub(rctx, standby, r.handler("standby", shareA, &gotS, func() {
 		handledByStandby.Add(1)
 		if !activeClosing.Load() {
@@ -377,8 +386,18 @@ func TestAssignedValidation(t *testing.T) {
 	}
 	defer sub.Close()
 	var ch *amqp.Channel
+	if !sub.As(&ch) || ch != nil {
+		t.Fatal("As(**amqp.Channel): a consumer before receiving started")
+	}
+	// The consumer registers when receiving starts (nothing to receive).
+	rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err = sub.Receive(rctx, 1)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("receive from an empty share: %v", err)
+	}
 	if !sub.As(&ch) || ch == nil {
-		t.Fatal("As(**amqp.Channel)")
+		t.Fatal("As(**amqp.Channel): no consumer after receiving")
 	}
 	for p := range shareParts {
 		q, err := c.Connection().Channel()

@@ -7,7 +7,7 @@ import "github.com/wary-go/wary/broker/driver"
 type capsConfig struct {
 	partitions     int
 	maxMessageSize int
-	deliveryLimit  int
+	deliveryLimit  int // in deliveries, the server's default resolved; 0: none
 	deadLetter     bool
 	nackDelay      bool
 }
@@ -34,8 +34,13 @@ func (c capsConfig) capabilities() driver.Capabilities {
 		LockTimeout:    0,
 		LockExtendable: false,
 		NackDelay:      c.nackDelay,
-		// A message waits in its queue until acked: no horizon is known.
-		RedeliveryHorizon: 0,
+		// Unbounded: a quorum queue keeps a message, and delivers it again,
+		// until it is acked (a consumer may hold it unsettled for as long
+		// as its channel lives), and a delayed nack parks it in a delay
+		// queue for up to MaxNackDelay (24h) each time. No time after its
+		// first delivery bounds when a copy can come back, so an inbox must
+		// keep its records until told otherwise.
+		RedeliveryHorizon: driver.HorizonUnbounded,
 		MaxMessageSize:    c.maxMessageSize,
 		MaxBatchSize:      0,
 	}

@@ -29,14 +29,13 @@ func harness(t *testing.T, c *rabbit.Conn, name string, partitions int) conforma
 				return nil, err
 			}
 			so := top.SubscriptionOptions()
-			so.Concurrency = 4
 			return &conformance.Fixture{
 				Topic: topic,
 				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
 					return rabbit.OpenSubscription(c, top.Queue, so)
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return rabbit.OpenSubscription(c, top.DeadLetterQueue(), nil)
+					return rabbit.OpenSubscription(c, top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions())
 				},
 			}, nil
 		},

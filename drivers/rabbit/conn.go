@@ -14,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 )
 
 // ConnOptions configures a Conn. Nil means defaults.
@@ -50,16 +51,23 @@ type Conn struct {
 	conn   *amqp.Connection // nil while reconnecting
 	ready  chan struct{}    // closed while conn != nil
 	gen    uint64           // successful dials
+	ver    string           // the server's version property, "" if none
 	closed bool
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// Dial connects to the RabbitMQ server at url (amqp:// or amqps://). The
-// first connection is made before Dial returns, so a wrong address or
+// Dial connects to the RabbitMQ server at rawURL (amqp:// or amqps://).
+// The first connection is made before Dial returns, so a wrong address or
 // credentials fail here; later drops are repaired in the background.
-func Dial(ctx context.Context, url string, opts *ConnOptions) (*Conn, error) {
+// Errors are classified as those of OpenTopic: wrong credentials or a
+// vhost the user may not use match broker.ErrPermission, an unreachable
+// server broker.ErrRetryable, a malformed URL or parameter value
+// (heartbeat=soon) broker.ErrInvalid; none shows the password or the
+// value. Dial reads the server's version (Conn.ServerVersion), which
+// decides the default delivery limit of quorum queues.
+func Dial(ctx context.Context, rawURL string, opts *ConnOptions) (*Conn, error) {
 	var o ConnOptions
 	if opts != nil {
 		o = *opts
@@ -73,7 +81,7 @@ func Dial(ctx context.Context, url string, opts *ConnOptions) (*Conn, error) {
 	if o.Backoff.Max <= 0 {
 		o.Backoff.Max = 5 * time.Second
 	}
-	c := &Conn{url: url, safe: redactURL(url), opts: o, logger: o.Logger, ready: make(chan struct{})}
+	c := &Conn{url: rawURL, safe: redactURL(rawURL), opts: o, logger: o.Logger, ready: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if c.logger == nil {
 		c.logger = slog.Default()
@@ -83,6 +91,22 @@ func Dial(ctx context.Context, url string, opts *ConnOptions) (*Conn, error) {
 		if c.cfg.Recovery != nil {
 			return nil, broker.Invalidf("rabbit: ConnOptions.Config.Recovery must be nil: the Conn reconnects by itself")
 		}
+	}
+	if u, err := url.Parse(rawURL); err == nil {
+		// amqp091-go's errors for these echo the value and have no class.
+		p := broker.NewURLParams(u)
+		checkAMQPParams(p)
+		for k := range u.Query() {
+			p.Has(k) // amqp091-go ignores parameters it does not know
+		}
+		if err := p.Done(); err != nil {
+			c.cancel()
+			return nil, err
+		}
+	}
+	if _, err := amqp.ParseURI(rawURL); err != nil {
+		c.cancel()
+		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("rabbit: dial %s: %w", c.safe, c.scrub(err)))
 	}
 	conn, err := c.dial(ctx)
 	if err != nil {
@@ -128,7 +152,9 @@ func (c *Conn) dial(ctx context.Context) (*amqp.Connection, error) {
 	if err != nil {
 		// amqp091-go's URI errors do not echo the URL; net errors carry
 		// only host and port. Say which server, without the password.
-		return nil, fmt.Errorf("rabbit: dial %s: %w", c.safe, c.scrub(err))
+		// Classified as through OpenTopic: a refused login is
+		// ErrPermission, an unreachable server ErrRetryable.
+		return nil, broker.OpenError(code(err), fmt.Errorf("rabbit: dial %s: %w", c.safe, c.scrub(err)))
 	}
 	return conn, nil
 }
@@ -136,8 +162,16 @@ func (c *Conn) dial(ctx context.Context) (*amqp.Connection, error) {
 // up installs conn as the current connection and watches it.
 func (c *Conn) up(conn *amqp.Connection) {
 	notify := conn.NotifyClose(make(chan *amqp.Error, 1))
+	ver := ""
+	switch v := conn.Properties["version"].(type) {
+	case string:
+		ver = v
+	case []byte:
+		ver = string(v)
+	}
 	c.mu.Lock()
 	c.conn = conn
+	c.ver = ver
 	c.gen++
 	close(c.ready)
 	c.mu.Unlock()
@@ -247,6 +281,17 @@ func (c *Conn) Reconnects() int {
 	defer c.mu.Unlock()
 	return int(c.gen) - 1
 }
+
+// ServerVersion returns the RabbitMQ version the server reported when the
+// current (or last) connection opened, "" if it reported none. It decides
+// the delivery limit a quorum queue has by default (see the package doc).
+func (c *Conn) ServerVersion() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ver
+}
+
+func (c *Conn) version() serverVersion { return parseVersion(c.ServerVersion()) }
 
 // Connection returns the current amqp091-go connection, or nil while the
 // Conn is reconnecting. Do not close it: Close the Conn.

@@ -7,12 +7,19 @@
 // one per partition), and a dead-letter exchange and queue; existing
 // topology is used as it is. Many topics and subscriptions share one Conn.
 //
+// Options: TopicOptions and SubscriptionOptions embed the portable
+// broker.TopicOptions and broker.SubscriptionOptions (publish retries,
+// logger), as every driver's do; Topology.TopicOptions and
+// Topology.SubscriptionOptions fill in the rest for a declared topology.
+// Concurrency is set once, in broker.RunOptions: Run sizes RabbitMQ's
+// prefetch from it (see Prefetch under Delivery semantics).
+//
 // # URLs
 //
 // Importing the package registers three schemes on broker.DefaultURLMux:
 //
 //	rabbit://orders?partitions=4               topic: exchange "orders", server from WARY_RABBIT_URL
-//	rabbit://orders?delivery_limit=5&nack_delay=true   subscription: queue "orders"
+//	rabbit://orders?delivery_limit=5&dead_letter_exchange=orders.dlx&nack_delay=true   subscription: queue "orders"
 //	rabbit://orders?partitions=4&assigned=0,1      subscription: partitions 0 and 1 of 4
 //	amqp://user:pass@host:5672/vhost?exchange=orders   topic, server in the URL
 //	amqps://user:pass@host/vhost?queue=orders&prefetch=20   subscription, over TLS
@@ -21,7 +28,8 @@
 // with itself. Parameters are those of TopicOptions and
 // SubscriptionOptions in snake case (see URLOpener); amqp091-go's own URI
 // parameters (heartbeat, connection_timeout, ...) pass through to the
-// connection; any other parameter is an error matching broker.ErrInvalid.
+// connection; any other parameter, or a value of the wrong type, is an
+// error matching broker.ErrInvalid (which does not repeat the value).
 // Passwords never appear in errors or logs: the package prints server URLs
 // through broker.Redact, never amqp091-go's URI.String, which includes the
 // password.
@@ -57,6 +65,10 @@
 // reach the consumer while an earlier one is unsettled (the handler loop's
 // PerKey option keeps handlers serial per key).
 //
+// A subscription registers its consumer when it starts receiving (Run, or
+// its first Receive), not at OpenSubscription, so that the consumer has the
+// prefetch Run asks for.
+//
 // Scaling out the partitioned mode: RabbitMQ 3.10 (which does not weigh
 // consumer priorities in this choice) makes the first consumer registered on a
 // queue with a single active consumer the active one, and on its
@@ -82,8 +94,11 @@
 // until settled or the channel closes; there is no lock timeout to extend
 // (LockTimeout 0, LockExtendable false), other than RabbitMQ's
 // consumer_timeout (30 minutes by default), which closes the channel.
-// Prefetch (basic.qos per consumer) defaults to twice
-// SubscriptionOptions.Concurrency; it bounds what the client buffers, per
+// Prefetch (basic.qos per consumer) is what Subscription.Run asks for
+// through driver.Prefetcher: RunOptions.MaxOutstanding, by default twice
+// RunOptions.Concurrency, on every channel the consumer opens (after a
+// reconnect too); 2 for a subscription read with Receive alone. An explicit
+// SubscriptionOptions.Prefetch wins. It bounds what the client buffers, per
 // queue.
 //
 // Delivery count: Attempt is 1 + the quorum queue's x-delivery-count
@@ -96,7 +111,31 @@
 // (RabbitMQ dead-letters when the count exceeds the limit, so N deliveries
 // in all) and LimitNative. The driver applies the same limit to messages
 // that came back through a delay queue, whose broker count started again.
-// The dead-letter reason is delivery_limit.
+// The dead-letter reason is delivery_limit. Past the limit of a queue
+// without a dead-letter exchange RabbitMQ drops the message, so a
+// DeliveryLimit without one (SubscriptionOptions.DeadLetterExchange,
+// Topology.DeadLetter) fails OpenSubscription, OpenTopic and Declare with
+// ErrInvalid, as Kafka's DeliveryLimit without a DeadLetterTopic does.
+//
+// From RabbitMQ 4.0, quorum queues declared without x-delivery-limit have
+// a default limit of 20 (21 deliveries in Attempt's count). Dial reads the
+// server's version (Conn.ServerVersion; an unreadable one counts as 4.x),
+// and DeliveryLimit 0 means the server's default: none before 4.0; from
+// 4.0, a declared limit of 21, LimitNative, which without a dead-letter
+// exchange is refused as above. A queue meant to have no limit on 4.x is
+// declared with x-delivery-limit -1: Topology does so for
+// DeliveryLimit NoDeliveryLimit, and for its dead-letter queue (open it
+// with Topology.DeadLetterSubscriptionOptions); subscriptions of such a
+// queue say NoDeliveryLimit. A topic only describes its subscriptions: it
+// declares the server's default but refuses only a DeliveryLimit set
+// without DeadLetter.
+//
+// Redelivery horizon: unbounded (broker.HorizonUnbounded). A quorum queue
+// keeps a message until it is acked, however long a consumer holds it
+// unsettled or how often it is requeued, and each delayed nack parks it
+// for up to MaxNackDelay (24h) in a delay queue; no span after its first
+// delivery bounds when a copy may arrive again. An inbox (package idem) in
+// front of a RabbitMQ subscription must keep its records accordingly.
 //
 // Dead letters: Delivery.DeadLetter publishes a copy, with the reason in
 // the wary-dead-letter-reason header, to the dead-letter exchange
@@ -144,6 +183,7 @@
 // ErrInvalid, connection and channel failures (and network errors) to
 // ErrRetryable. A basic.nack on publish matches ErrRetryable and
 // ErrMaybeSent. Settling a delivery whose channel is gone, or that was
-// settled, matches ErrLockLost. Errors from OpenTopic and OpenSubscription
-// match the same classes.
+// settled, matches ErrLockLost. Errors from Dial, OpenTopic and
+// OpenSubscription match the same classes: a login RabbitMQ refuses is
+// ErrPermission on every path.
 package rabbit

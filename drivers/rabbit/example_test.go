@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 
 	"github.com/wary-go/wary/broker"
@@ -39,10 +40,12 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer sub.Close()
+	// Concurrency is set here only: Run raises the consumer's prefetch
+	// (basic.qos) to 2×8 to keep 8 handlers busy.
 	err = sub.Run(ctx, func(ctx context.Context, d *broker.Delivery) error {
 		fmt.Printf("%s (attempt %d): %s\n", d.Message.Key, d.Attempt, d.Message.Body)
 		return nil // ack
-	}, nil)
+	}, &broker.RunOptions{Concurrency: 8})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -76,7 +79,8 @@ func ExampleOpenSubscription_deadLetters() {
 	defer conn.Close()
 
 	top := rabbit.Topology{Exchange: "orders", Queue: "orders", DeadLetter: true}
-	dlq, err := rabbit.OpenSubscription(conn, top.DeadLetterQueue(), nil)
+	// The dead-letter queue has no delivery limit (on RabbitMQ 4.x too).
+	dlq, err := rabbit.OpenSubscription(conn, top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -89,6 +93,27 @@ func ExampleOpenSubscription_deadLetters() {
 		fmt.Println(d.Message.ID, d.Message.Headers[broker.HeaderDeadLetterReason])
 		_ = d.Ack(ctx)
 	}
+}
+
+func ExampleOpenTopic() {
+	ctx := context.Background()
+	conn, err := rabbit.Dial(ctx, os.Getenv("WARY_RABBIT_URL"), nil)
+	if err != nil {
+		log.Fatal(err) // a refused login matches broker.ErrPermission
+	}
+	defer conn.Close()
+
+	// The portable options are embedded, as in every driver's options.
+	topic, err := rabbit.OpenTopic(conn, "audit", &rabbit.TopicOptions{
+		TopicOptions: broker.TopicOptions{Logger: slog.Default()},
+		RoutingKey:   "audit",
+		SkipCheck:    true, // the exchange is declared elsewhere
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer topic.Close()
+	fmt.Println(broker.HorizonString(topic.Capabilities().RedeliveryHorizon))
 }
 
 func ExampleURLOpener() {

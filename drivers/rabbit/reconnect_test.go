@@ -80,13 +80,12 @@ func TestReconnectUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	to := top.TopicOptions()
-	to.Broker = &broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}}
+	to.Retry = &broker.RetryPolicy{Attempts: 1}
 	topic, err := rabbit.OpenTopic(conn, top.Exchange, to)
 	if err != nil {
 		t.Fatal(err)
 	}
 	so := top.SubscriptionOptions()
-	so.Concurrency = 8
 	sub, err := rabbit.OpenSubscription(conn, top.Queue, so)
 	if err != nil {
 		t.Fatal(err)

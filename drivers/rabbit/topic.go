@@ -16,6 +16,8 @@ const DefaultMaxMessageSize = 128 << 20
 
 // TopicOptions configures OpenTopic. Nil means defaults.
 type TopicOptions struct {
+	// TopicOptions are the portable options (publish retries, logger).
+	broker.TopicOptions
 	// Partitions > 1 publishes each message with the routing key
 	// "<partition>", the partition being FNV-1a(Message.Key) mod
 	// Partitions (messages without a key: FNV-1a of their ID), for an
@@ -35,36 +37,36 @@ type TopicOptions struct {
 	// DeliveryLimit, DeadLetter and NackDelay describe the subscriptions
 	// behind the exchange (see SubscriptionOptions). The topic only
 	// declares them in its Capabilities, which then agree with the
-	// subscription's.
+	// subscription's: DeliveryLimit 0 is the server's default (none before
+	// RabbitMQ 4.0, 21 deliveries from 4.0), NoDeliveryLimit none. A
+	// DeliveryLimit above 0 without DeadLetter fails with ErrInvalid.
 	DeliveryLimit int
 	DeadLetter    bool
 	NackDelay     bool
 	// Topology, if not nil, is declared when the topic opens (see
 	// Declare), and the fields above are taken from it.
 	Topology *Topology
-	// NoCheck skips checking, at open, that the exchange exists.
-	NoCheck bool
-	// Broker configures the portable layer (publish retry, logger).
-	Broker *broker.TopicOptions
+	// SkipCheck skips checking, at open, that the exchange exists.
+	SkipCheck bool
 }
 
 // OpenTopic opens a topic that publishes to exchange. Every publish waits
 // for RabbitMQ's publisher confirm, and is mandatory: a message no queue
 // takes is an error (ErrNotFound, certainly not sent).
 //
-// Unless NoCheck, OpenTopic checks that the exchange exists (ErrNotFound if
-// not). The empty name is RabbitMQ's default exchange, which routes to the
-// queue named by the routing key.
+// Unless SkipCheck, OpenTopic checks that the exchange exists (ErrNotFound
+// if not). The empty name is RabbitMQ's default exchange, which routes to
+// the queue named by the routing key.
 func OpenTopic(c *Conn, exchange string, opts *TopicOptions) (*broker.Topic, error) {
-	t, err := openTopic(context.Background(), c, exchange, opts)
+	var o TopicOptions
+	if opts != nil {
+		o = *opts
+	}
+	t, err := openTopic(context.Background(), c, exchange, o)
 	if err != nil {
 		return nil, err
 	}
-	var bo *broker.TopicOptions
-	if opts != nil {
-		bo = opts.Broker
-	}
-	return broker.NewTopic(t, bo), nil
+	return broker.NewTopic(t, &o.TopicOptions), nil
 }
 
 type topic struct {
@@ -77,11 +79,7 @@ type topic struct {
 	ownConn    bool // the URL opener's topic closes its Conn
 }
 
-func openTopic(ctx context.Context, c *Conn, exchange string, opts *TopicOptions) (*topic, error) {
-	var o TopicOptions
-	if opts != nil {
-		o = *opts
-	}
+func openTopic(ctx context.Context, c *Conn, exchange string, o TopicOptions) (*topic, error) {
 	if o.Topology != nil {
 		if err := Declare(ctx, c, *o.Topology); err != nil {
 			return nil, openErr(err)
@@ -93,7 +91,13 @@ func openTopic(ctx context.Context, c *Conn, exchange string, opts *TopicOptions
 	if o.Partitions < 0 {
 		return nil, broker.Invalidf("rabbit: negative Partitions")
 	}
-	if !o.NoCheck && exchange != "" {
+	// A topic only describes its subscriptions: it refuses a configured
+	// limit without a dead-letter exchange, not the server's default.
+	ver := c.version()
+	if err := checkLimit("TopicOptions", o.DeliveryLimit, o.DeadLetter, ver, false); err != nil {
+		return nil, err
+	}
+	if !o.SkipCheck && exchange != "" {
 		err := c.withChannel(ctx, func(ch *amqp.Channel) error {
 			return ch.ExchangeDeclarePassive(exchange, amqp.ExchangeDirect, true, false, false, false, nil)
 		})
@@ -111,7 +115,7 @@ func openTopic(ctx context.Context, c *Conn, exchange string, opts *TopicOptions
 	t.caps = capsConfig{
 		partitions:     o.Partitions,
 		maxMessageSize: o.MaxMessageSize,
-		deliveryLimit:  o.DeliveryLimit,
+		deliveryLimit:  effectiveLimit(o.DeliveryLimit, ver),
 		deadLetter:     o.DeadLetter,
 		nackDelay:      o.NackDelay,
 	}.capabilities()

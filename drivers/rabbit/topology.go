@@ -32,8 +32,12 @@ type Topology struct {
 	Partitions int
 	// DeliveryLimit is the number of deliveries after which RabbitMQ
 	// dead-letters a message instead of delivering it again (the queue's
-	// x-delivery-limit is DeliveryLimit-1, RabbitMQ counting returns).
-	// 0: no limit.
+	// x-delivery-limit is DeliveryLimit-1, RabbitMQ counting returns). It
+	// needs DeadLetter: RabbitMQ drops a message past the limit of a queue
+	// without a dead-letter exchange. 0: the server's default, no limit
+	// before RabbitMQ 4.0 and 21 deliveries from 4.0 (x-delivery-limit 20,
+	// so that Declare refuses a topology without DeadLetter there);
+	// NoDeliveryLimit: none (x-delivery-limit -1 from 4.0).
 	DeliveryLimit int
 	// DeadLetter declares the dead-letter exchange and queue and points the
 	// queues at them.
@@ -85,6 +89,14 @@ func (t Topology) TopicOptions() *TopicOptions {
 	}
 }
 
+// DeadLetterSubscriptionOptions returns options for OpenSubscription on
+// t.DeadLetterQueue(), which has no delivery limit and no dead-letter
+// exchange of its own (Declare gives it x-delivery-limit -1 from RabbitMQ
+// 4.0, so that it keeps what it holds).
+func (t Topology) DeadLetterSubscriptionOptions() *SubscriptionOptions {
+	return &SubscriptionOptions{DeliveryLimit: NoDeliveryLimit, MaxMessageSize: t.MaxMessageSize}
+}
+
 // SubscriptionOptions returns options for OpenSubscription on t.Queue.
 func (t Topology) SubscriptionOptions() *SubscriptionOptions {
 	return &SubscriptionOptions{
@@ -100,18 +112,35 @@ func (t Topology) check() error {
 	switch {
 	case t.Exchange == "" || t.Queue == "":
 		return &invalidError{"topology needs an exchange and a queue name"}
-	case t.Partitions < 0 || t.DeliveryLimit < 0:
-		return &invalidError{"topology partitions and delivery limit must not be negative"}
+	case t.Partitions < 0:
+		return &invalidError{"topology partitions must not be negative"}
 	}
 	return nil
+}
+
+// limitArg is the queue's x-delivery-limit on server v, if it has one.
+func (t Topology) limitArg(v serverVersion) (int, bool) {
+	switch {
+	case t.DeliveryLimit > 0:
+		return t.DeliveryLimit - 1, true
+	case t.DeliveryLimit == NoDeliveryLimit && v.atLeast4():
+		return -1, true // lifts RabbitMQ 4's default
+	}
+	return 0, false
 }
 
 // Declare declares t: the exchange, the queue or partition queues bound to
 // it, and the dead-letter exchange and queue. Declaring what already exists
 // with the same arguments is a no-op; with different arguments it fails
-// (RabbitMQ's PRECONDITION_FAILED, ErrInvalid).
+// (RabbitMQ's PRECONDITION_FAILED, ErrInvalid). A delivery limit without
+// DeadLetter fails with ErrInvalid, the server's default included (from
+// RabbitMQ 4.0; see Topology.DeliveryLimit).
 func Declare(ctx context.Context, c *Conn, t Topology) error {
 	if err := t.check(); err != nil {
+		return err
+	}
+	ver := c.version()
+	if err := checkLimit("Topology", t.DeliveryLimit, t.DeadLetter, ver, true); err != nil {
 		return err
 	}
 	return c.withChannel(ctx, func(ch *amqp.Channel) error {
@@ -119,7 +148,11 @@ func Declare(ctx context.Context, c *Conn, t Topology) error {
 			if err := ch.ExchangeDeclare(t.DeadLetterExchange(), amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
 				return err
 			}
-			if _, err := ch.QueueDeclare(t.DeadLetterQueue(), true, false, false, false, amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum}); err != nil {
+			dlq := amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum}
+			if lim, ok := (Topology{DeliveryLimit: NoDeliveryLimit}).limitArg(ver); ok {
+				dlq["x-delivery-limit"] = lim
+			}
+			if _, err := ch.QueueDeclare(t.DeadLetterQueue(), true, false, false, false, dlq); err != nil {
 				return err
 			}
 			if err := ch.QueueBind(t.DeadLetterQueue(), "", t.DeadLetterExchange(), false, nil); err != nil {
@@ -134,8 +167,8 @@ func Declare(ctx context.Context, c *Conn, t Topology) error {
 			return err
 		}
 		args := amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum, amqp.SingleActiveConsumerArg: true}
-		if t.DeliveryLimit > 0 {
-			args["x-delivery-limit"] = t.DeliveryLimit - 1
+		if lim, ok := t.limitArg(ver); ok {
+			args["x-delivery-limit"] = lim
 		}
 		if t.DeadLetter {
 			args["x-dead-letter-exchange"] = t.DeadLetterExchange()

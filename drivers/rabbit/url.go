@@ -2,6 +2,7 @@ package rabbit
 
 import (
 	"context"
+	"math"
 	"net/url"
 	"os"
 	"strconv"
@@ -37,19 +38,22 @@ func init() {
 // OpenSubscription instead.
 //
 // Topic parameters: partitions, routing_key, max_message_size,
-// delivery_limit, dead_letter (bool), nack_delay (bool), no_check (bool);
-// "exchange" names the exchange in amqp:// URLs.
+// delivery_limit (-1: NoDeliveryLimit), dead_letter (bool), nack_delay
+// (bool), skip_check (bool); "exchange" names the exchange in amqp:// URLs.
 //
 // Subscription parameters: partitions, assigned (the share of
 // partitions, SubscriptionOptions.Assigned: a comma-separated list of
-// partitions and ranges, "0,1" or "0-3,8"), concurrency, prefetch,
-// delivery_limit, dead_letter_exchange, nack_delay (bool),
-// max_message_size; "queue" names the queue in amqp:// URLs.
+// partitions and ranges, "0,1" or "0-3,8"), prefetch, delivery_limit,
+// dead_letter_exchange, nack_delay (bool), max_message_size; "queue" names
+// the queue in amqp:// URLs. Concurrency is not a parameter: it is
+// broker.RunOptions.Concurrency, from which Run sets the prefetch.
 //
 // In amqp:// URLs, amqp091-go's own parameters (heartbeat,
 // connection_timeout, channel_max, auth_mechanism, certfile, keyfile,
 // cacertfile, server_name_indication) go to the connection. Any other
-// parameter is an error.
+// parameter, and a value that is not of the parameter's type (a number,
+// a boolean), is an error matching broker.ErrInvalid that does not repeat
+// the value.
 type URLOpener struct {
 	// ServerURL is the server for rabbit:// URLs. Default: the
 	// environment variable WARY_RABBIT_URL.
@@ -85,6 +89,7 @@ func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *br
 	if name == "" && param == "queue" {
 		return "", "", nil, broker.Invalidf("rabbit: %s needs a %s parameter", broker.Redact(u), param)
 	}
+	checkAMQPParams(p)
 	s := *u
 	q := url.Values{}
 	for _, k := range amqpParams {
@@ -96,15 +101,17 @@ func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *br
 	return s.String(), name, p, nil
 }
 
-func intParam(p *broker.URLParams, name string, dst *int) error {
-	if v := p.Get(name); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return broker.Invalidf("rabbit: URL parameter %s=%q is not a non-negative integer", name, v)
-		}
-		*dst = n
-	}
-	return nil
+// maxURLInt bounds the integer parameters of URLs.
+const maxURLInt = math.MaxInt32
+
+// checkAMQPParams reads amqp091-go's numeric URI parameters with p's typed
+// getters, so that a malformed value is reported by p.Done as ErrInvalid
+// naming the parameter (amqp091-go's own error echoes the value and has no
+// class).
+func checkAMQPParams(p *broker.URLParams) {
+	p.Int("heartbeat", 0, 0, math.MaxUint16)
+	p.Int("connection_timeout", 0, 0, maxURLInt)
+	p.Int("channel_max", 0, 0, math.MaxUint16)
 }
 
 // partitionsParam reads a list of partitions and ranges ("0,2-4"); an
@@ -116,7 +123,7 @@ func partitionsParam(p *broker.URLParams, name string, dst *[]int) error {
 	}
 	v := p.Get(name)
 	bad := func() error {
-		return broker.Invalidf("rabbit: URL parameter %s=%q is not a list of partitions (like 0,1 or 0-3,8)", name, v)
+		return broker.Invalidf("rabbit: URL parameter %s is not a list of partitions (like 0,1 or 0-3,8)", name)
 	}
 	num := func(s string) (int, bool) {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -149,17 +156,6 @@ func partitionsParam(p *broker.URLParams, name string, dst *[]int) error {
 // maxURLPartitions bounds what a URL's list of partitions expands to.
 const maxURLPartitions = 1 << 16
 
-func boolParam(p *broker.URLParams, name string, dst *bool) error {
-	if v := p.Get(name); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return broker.Invalidf("rabbit: URL parameter %s=%q is not a boolean", name, v)
-		}
-		*dst = b
-	}
-	return nil
-}
-
 // OpenTopicURL opens rabbit://EXCHANGE?PARAMS or
 // amqp://USER:PASS@HOST/VHOST?exchange=EXCHANGE&PARAMS.
 func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic, error) {
@@ -169,24 +165,20 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 	}
 	var to TopicOptions
 	to.RoutingKey = p.Get("routing_key")
-	for _, f := range []error{
-		intParam(p, "partitions", &to.Partitions),
-		intParam(p, "max_message_size", &to.MaxMessageSize),
-		intParam(p, "delivery_limit", &to.DeliveryLimit),
-		boolParam(p, "dead_letter", &to.DeadLetter),
-		boolParam(p, "nack_delay", &to.NackDelay),
-		boolParam(p, "no_check", &to.NoCheck),
-		p.Done(),
-	} {
-		if f != nil {
-			return nil, f
-		}
+	to.Partitions = p.Int("partitions", 0, 0, maxURLInt)
+	to.MaxMessageSize = p.Int("max_message_size", 0, 0, maxURLInt)
+	to.DeliveryLimit = p.Int("delivery_limit", 0, NoDeliveryLimit, maxURLInt)
+	to.DeadLetter = p.Bool("dead_letter", false)
+	to.NackDelay = p.Bool("nack_delay", false)
+	to.SkipCheck = p.Bool("skip_check", false)
+	if err := p.Done(); err != nil {
+		return nil, err
 	}
 	c, err := Dial(ctx, server, o.ConnOptions)
 	if err != nil {
 		return nil, openErr(err)
 	}
-	t, err := openTopic(ctx, c, name, &to)
+	t, err := openTopic(ctx, c, name, to)
 	if err != nil {
 		_ = c.Close()
 		return nil, err
@@ -204,26 +196,25 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 	}
 	var so SubscriptionOptions
 	so.DeadLetterExchange = p.Get("dead_letter_exchange")
-	for _, f := range []error{
-		intParam(p, "partitions", &so.Partitions),
+	so.Partitions = p.Int("partitions", 0, 0, maxURLInt)
+	so.Prefetch = p.Int("prefetch", 0, 0, math.MaxUint16)
+	so.DeliveryLimit = p.Int("delivery_limit", 0, NoDeliveryLimit, maxURLInt)
+	so.MaxMessageSize = p.Int("max_message_size", 0, 0, maxURLInt)
+	so.NackDelay = p.Bool("nack_delay", false)
+	for _, err := range []error{
 		partitionsParam(p, "assigned", &so.Assigned),
-		intParam(p, "concurrency", &so.Concurrency),
-		intParam(p, "prefetch", &so.Prefetch),
-		intParam(p, "delivery_limit", &so.DeliveryLimit),
-		intParam(p, "max_message_size", &so.MaxMessageSize),
-		boolParam(p, "nack_delay", &so.NackDelay),
 		p.Done(),
 		checkAssigned(so.Partitions, so.Assigned),
 	} {
-		if f != nil {
-			return nil, f
+		if err != nil {
+			return nil, err
 		}
 	}
 	c, err := Dial(ctx, server, o.ConnOptions)
 	if err != nil {
 		return nil, openErr(err)
 	}
-	s, err := openSubscription(ctx, c, name, &so)
+	s, err := openSubscription(ctx, c, name, so)
 	if err != nil {
 		_ = c.Close()
 		return nil, err

@@ -1,0 +1,255 @@
+package rabbit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// consumer is one channel consuming every queue of the subscription. When
+// the channel closes it is replaced, and delivery tags of the old one are
+// stale (settling them is ErrLockLost).
+type consumer struct {
+	ch     *amqp.Channel
+	out    <-chan amqp.Delivery // closed when the channel closed
+	stop   chan struct{}
+	halt   sync.Once         // closes stop
+	queues map[string]string // consumer tag -> queue
+	closes chan *amqp.Error
+
+	mu   sync.Mutex
+	tags map[uint64]struct{} // unsettled delivery tags
+}
+
+// consumer returns the live consumer, opening one if there is none.
+func (s *subscription) consumer(ctx context.Context) (*consumer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errClosed
+	}
+	if s.cons != nil {
+		return s.cons, nil
+	}
+	ch, err := s.conn.channel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c := &consumer{
+		ch:     ch,
+		stop:   make(chan struct{}),
+		queues: map[string]string{},
+		closes: ch.NotifyClose(make(chan *amqp.Error, 1)),
+		tags:   map[uint64]struct{}{},
+	}
+	if err := ch.Qos(s.prefetch, 0, false); err != nil {
+		_ = ch.Close()
+		return nil, err
+	}
+	srcs := make([]<-chan amqp.Delivery, len(s.queues))
+	for i, q := range s.queues {
+		tag := fmt.Sprintf("wary-%s-%d", broker.NewID()[:12], i)
+		if s.o.Assigned != nil {
+			tag = fmt.Sprintf("wary-%s-%d", broker.NewID()[:12], s.o.Assigned[i])
+		}
+		src, err := ch.Consume(q, tag, false, false, false, false, nil)
+		if err != nil {
+			_ = ch.Close()
+			return nil, err
+		}
+		c.queues[tag] = q
+		srcs[i] = src
+	}
+	if len(srcs) == 1 {
+		c.out = srcs[0]
+	} else {
+		c.out = fanIn(c, srcs)
+	}
+	s.cons = c
+	return c, nil
+}
+
+// fanIn merges the partition consumers into one channel, keeping each
+// queue's order. When one of them ends, it closes the channel, so that the
+// consumer is replaced as a whole.
+func fanIn(c *consumer, srcs []<-chan amqp.Delivery) <-chan amqp.Delivery {
+	out := make(chan amqp.Delivery)
+	var wg sync.WaitGroup
+	for _, src := range srcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range src {
+				select {
+				case out <- d:
+				case <-c.stop:
+					return
+				}
+			}
+			_ = c.ch.Close()
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(out)
+	}()
+	return out
+}
+
+// shutdown stops c's forwarders, makes its tags stale and closes its
+// channel (RabbitMQ requeues what it held).
+func (c *consumer) shutdown() error {
+	c.halt.Do(func() { close(c.stop) })
+	c.mu.Lock()
+	c.tags = nil
+	c.mu.Unlock()
+	err := c.ch.Close()
+	if errors.Is(err, amqp.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+// lost drops c if it is still current and says why it ended.
+func (s *subscription) lost(c *consumer) error {
+	s.mu.Lock()
+	if s.cons == c {
+		s.cons = nil
+	}
+	s.mu.Unlock()
+	c.shutdown()
+	var reason error = errConsumerLost
+	select {
+	case e, ok := <-c.closes:
+		if ok && e != nil {
+			reason = fmt.Errorf("%w: %w", errConsumerLost, e)
+			if code(e) == driver.NotFound {
+				// The queue is gone: say so, rather than "retry".
+				reason = fmt.Errorf("rabbit: consumer closed: %w", e)
+			}
+		}
+	default:
+	}
+	return reason
+}
+
+// receiveWait is how long ReceiveBatch waits for a first message.
+const receiveWait = 500 * time.Millisecond
+
+// timerPool saves ReceiveBatch a timer allocation per wait. Since Go 1.23
+// a stopped timer's channel holds no stale value, so Reset is safe.
+var timerPool = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*driver.Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c, err := s.consumer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var msgs []*driver.Message
+	select {
+	case d, ok := <-c.out:
+		// Something is buffered: no timer needed.
+		if !ok {
+			return nil, s.lost(c)
+		}
+		msgs = append(msgs, s.decode(c, &d))
+	default:
+		timer := timerPool.Get().(*time.Timer)
+		timer.Reset(receiveWait)
+		defer func() {
+			timer.Stop()
+			timerPool.Put(timer)
+		}()
+		select {
+		case d, ok := <-c.out:
+			if !ok {
+				return nil, s.lost(c)
+			}
+			msgs = append(msgs, s.decode(c, &d))
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+			return nil, nil
+		}
+	}
+	for len(msgs) < maxMessages {
+		select {
+		case d, ok := <-c.out:
+			if !ok {
+				_ = s.lost(c)
+				return msgs, nil
+			}
+			msgs = append(msgs, s.decode(c, &d))
+		default:
+			return msgs, nil
+		}
+	}
+	return msgs, nil
+}
+
+// ackID is a delivery's AckID: the consumer (channel) it came on and what
+// a delayed nack or a dead-letter needs to republish it.
+type ackID struct {
+	c       *consumer
+	tag     uint64
+	queue   string
+	key     string
+	attempt int
+	prior   int
+	d       amqp.Delivery
+}
+
+func (s *subscription) decode(c *consumer, d *amqp.Delivery) *driver.Message {
+	m, prior := fromDelivery(d, s.keyFromRK)
+	c.mu.Lock()
+	if c.tags != nil {
+		c.tags[d.DeliveryTag] = struct{}{}
+	}
+	c.mu.Unlock()
+	a := &ackID{c: c, tag: d.DeliveryTag, queue: c.queues[d.ConsumerTag], key: m.Key, attempt: m.Attempt, prior: prior, d: *d}
+	m.AckID = a
+	m.AsFunc = a.as
+	return m
+}
+
+// as is Message.As on received messages: **amqp.Delivery.
+func (a *ackID) as(i any) bool {
+	p, ok := i.(**amqp.Delivery)
+	if ok {
+		*p = &a.d
+	}
+	return ok
+}
+
+// take claims the delivery for settling: false if it was settled already
+// or its channel is gone.
+func (c *consumer) take(tag uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.tags[tag]; !ok {
+		return false
+	}
+	delete(c.tags, tag)
+	return true
+}
+
+func (c *consumer) has(tag uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.tags[tag]
+	return ok
+}

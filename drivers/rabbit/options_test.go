@@ -1,0 +1,156 @@
+package rabbit_test
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/rabbit"
+)
+
+// A delivery limit without a dead-letter exchange would drop messages past
+// it: options, topologies and URLs that ask for one are refused at open
+// with ErrInvalid. On the live server (3.x, no default limit) a queue
+// without a limit needs none, and NoDeliveryLimit says so explicitly.
+func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
+	c := dial(t)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := ctxT(t)
+	ver := c.ServerVersion()
+	if !strings.HasPrefix(ver, "3.") {
+		t.Skipf("server %q: this test expects RabbitMQ 3.x (no default delivery limit)", ver)
+	}
+	name := uniqueName("limit")
+	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, DeadLetter: true})
+
+	invalid := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, broker.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", what, err)
+		}
+	}
+	_, err := rabbit.OpenSubscription(c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: 3})
+	invalid("subscription with a limit and no dead-letter exchange", err)
+	_, err = rabbit.OpenTopic(c, top.Exchange, &rabbit.TopicOptions{DeliveryLimit: 3})
+	invalid("topic with a limit and no dead letters", err)
+	other := uniqueName("limit")
+	err = rabbit.Declare(ctx, c, rabbit.Topology{Exchange: other, Queue: other, DeliveryLimit: 3})
+	invalid("topology with a limit and no dead letters", err)
+	_, err = rabbit.OpenSubscription(c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: -2})
+	invalid("negative limit", err)
+	t.Setenv(rabbit.ServerURLEnv, serverURL())
+	_, err = broker.OpenSubscription(ctx, "rabbit://"+top.Queue+"?delivery_limit=3")
+	invalid("URL with a limit and no dead-letter exchange", err)
+
+	// With a dead-letter exchange the limit is native; without a limit,
+	// on 3.x, there is none, as with NoDeliveryLimit.
+	for _, tc := range []struct {
+		queue string
+		opts  *rabbit.SubscriptionOptions
+		limit int
+	}{
+		{top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: 3, DeadLetterExchange: top.DeadLetterExchange()}, 3},
+		{top.Queue, nil, 0},
+		{top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: rabbit.NoDeliveryLimit}, 0},
+		{top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions(), 0},
+	} {
+		sub, err := rabbit.OpenSubscription(c, tc.queue, tc.opts)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.opts, err)
+		}
+		caps := sub.Capabilities()
+		_ = sub.Close()
+		wantMode := broker.LimitNone
+		if tc.limit > 0 {
+			wantMode = broker.LimitNative
+		}
+		if caps.DeliveryLimit != tc.limit || caps.DeliveryLimitMode != wantMode {
+			t.Errorf("%+v: limit %d mode %s, want %d %s", tc.opts, caps.DeliveryLimit, caps.DeliveryLimitMode, tc.limit, wantMode)
+		}
+	}
+}
+
+// RabbitMQ keeps a message until it is acked, and delay queues hold nacked
+// ones up to a day: the horizon is unbounded, on topic and subscription.
+func TestRedeliveryHorizonUnbounded(t *testing.T) {
+	c := dial(t)
+	t.Cleanup(func() { _ = c.Close() })
+	name := uniqueName("horizon")
+	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, DeliveryLimit: 4, DeadLetter: true})
+	topic, err := rabbit.OpenTopic(c, top.Exchange, top.TopicOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	sub, err := rabbit.OpenSubscription(c, top.Queue, top.SubscriptionOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	for what, caps := range map[string]broker.Capabilities{"topic": topic.Capabilities(), "subscription": sub.Capabilities()} {
+		if caps.RedeliveryHorizon != broker.HorizonUnbounded {
+			t.Errorf("%s: horizon %s, want unbounded", what, broker.HorizonString(caps.RedeliveryHorizon))
+		}
+		if caps.DeliveryLimit != 4 || caps.DeliveryLimitMode != broker.LimitNative || !caps.DeadLetter {
+			t.Errorf("%s: %s", what, caps)
+		}
+	}
+}
+
+// Errors are classified the same on every path, and never show the
+// password or a parameter's value: a refused login is ErrPermission from
+// Dial as from broker.OpenTopic, a malformed parameter value ErrInvalid.
+func TestDialErrorsClassified(t *testing.T) {
+	c := dial(t) // skips without a server
+	_ = c.Close()
+	ctx := ctxT(t)
+	u, err := url.Parse(serverURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "wrong-s3cr3t-pa55"
+	u.User = url.UserPassword(u.User.Username(), secret)
+	wrong := u.String()
+
+	check := func(what string, err error, class error, hidden ...string) {
+		t.Helper()
+		if !errors.Is(err, class) {
+			t.Errorf("%s: %v, want %v", what, err, class)
+			return
+		}
+		for _, h := range hidden {
+			if strings.Contains(err.Error(), h) {
+				t.Errorf("%s: the error shows %q: %v", what, h, err)
+			}
+		}
+	}
+	_, err = rabbit.Dial(ctx, wrong, nil)
+	check("Dial with a wrong password", err, broker.ErrPermission, secret)
+	_, err = broker.OpenTopic(ctx, wrong+"?exchange=x")
+	check("OpenTopic with a wrong password", err, broker.ErrPermission, secret)
+
+	const bad = "notanumber"
+	for _, p := range []string{"heartbeat", "connection_timeout", "channel_max"} {
+		_, err = rabbit.Dial(ctx, wrong+"?"+p+"="+bad, nil)
+		check("Dial with "+p, err, broker.ErrInvalid, secret, bad)
+		if err != nil && !strings.Contains(err.Error(), p) {
+			t.Errorf("Dial with %s: the error does not name it: %v", p, err)
+		}
+		_, err = broker.OpenTopic(ctx, wrong+"?exchange=x&"+p+"="+bad)
+		check("OpenTopic with "+p, err, broker.ErrInvalid, secret, bad)
+	}
+	_, err = rabbit.Dial(ctx, "amqp://user:"+secret+"@127.0.0.1:1/?heartbeat=70000", nil)
+	check("heartbeat out of range", err, broker.ErrInvalid, secret, "70000")
+
+	t.Setenv(rabbit.ServerURLEnv, serverURL())
+	for _, q := range []string{"partitions=" + bad, "skip_check=" + bad, "dead_letter=" + bad, "max_message_size=" + bad, "no_check=true", "delivery_limit=-2"} {
+		_, err := broker.OpenTopic(ctx, "rabbit://x?"+q)
+		check("topic "+q, err, broker.ErrInvalid, bad)
+	}
+	for _, q := range []string{"prefetch=" + bad, "nack_delay=" + bad, "concurrency=4", "partitions=4&assigned=" + bad} {
+		_, err := broker.OpenSubscription(ctx, "rabbit://x?"+q)
+		check("subscription "+q, err, broker.ErrInvalid, bad)
+	}
+}
