@@ -240,3 +240,16 @@ func TestPublishRejectsReservedHeadersAndBadIDs(t *testing.T) {
 		t.Fatalf("event-identity headers and a MaxIDLen ID: %v", err)
 	}
 }
+
+func TestPublishRejectsHeadersOverTheirLimit(t *testing.T) {
+	st := &stubTopic{caps: driver.Capabilities{MaxHeaderSize: 100}}
+	top := NewTopic(st, nil)
+	defer top.Close()
+	err := top.Publish(context.Background(), &Message{ID: "a", Headers: map[string]string{"h": strings.Repeat("v", 100)}})
+	if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrNotSent) || len(st.batches) != 0 {
+		t.Fatalf("Publish = %v (batches %d), want ErrTooLarge and ErrNotSent before sending", err, len(st.batches))
+	}
+	if err := top.Publish(context.Background(), &Message{ID: "b", Headers: map[string]string{"h": strings.Repeat("v", 99)}}); err != nil {
+		t.Fatalf("headers at the limit: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	crand "crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -143,6 +144,15 @@ func validate(caps driver.Capabilities, m *Message) error {
 		}
 		if !utf8.ValidString(v) {
 			return invalidf("publish", "message %q: header %q has a value that is not valid UTF-8", m.ID, k)
+		}
+	}
+	if caps.MaxHeaderSize > 0 {
+		n := 0
+		for k, v := range m.Headers {
+			n += len(k) + len(v)
+		}
+		if n > caps.MaxHeaderSize {
+			return newError("publish", driver.TooLarge, false, fmt.Errorf("message %q: headers take %d bytes, over the broker's header limit of %d", m.ID, n, caps.MaxHeaderSize))
 		}
 	}
 	if caps.MaxMessageSize > 0 {

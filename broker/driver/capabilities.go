@@ -183,6 +183,15 @@ type Capabilities struct {
 	// MaxMessageSize is the largest message, in bytes, counting body, ID,
 	// key and header names and values (0: no limit known).
 	MaxMessageSize int
+	// MaxHeaderSize is the most bytes a message's headers may take,
+	// counting names and values (0: no separate limit). Some brokers hold
+	// headers in a frame of their own (AMQP 0-9-1's content header, bounded
+	// by the connection's frame_max): a larger header block fails the whole
+	// connection, not one message. The portable layer rejects a message over
+	// it before sending (ErrTooLarge); the driver, which knows the encoding
+	// overhead, checks the encoded size too and reports an excess as
+	// TooLarge without sending anything.
+	MaxHeaderSize int
 	// MaxBatchSize is the largest batch SendBatch accepts (0: no limit).
 	MaxBatchSize int
 }
@@ -203,6 +212,9 @@ func (c Capabilities) String() string {
 	fmt.Fprintf(&b, " dedup=%s/%s ack=%s", c.DedupWindow, c.DedupScope, c.AckModel)
 	fmt.Fprintf(&b, " delivery-limit=%d(%s) dead-letter=%t count=%t", c.DeliveryLimit, c.DeliveryLimitMode, c.DeadLetter, c.DeliveryCount)
 	fmt.Fprintf(&b, " lock=%s extend=%t nack-delay=%t horizon=%s max-size=%d", c.LockTimeout, c.LockExtendable, c.NackDelay, HorizonString(c.RedeliveryHorizon), c.MaxMessageSize)
+	if c.MaxHeaderSize > 0 {
+		fmt.Fprintf(&b, " max-header-size=%d", c.MaxHeaderSize)
+	}
 	return b.String()
 }
 
