@@ -8,8 +8,9 @@ import (
 
 // capsFor is what a message path promises: a topic and the subscriptions
 // configured with o. maxMsg is the smaller of the topic's
-// max.message.bytes and the producer's batch limit.
-func capsFor(o *SubscriptionOptions, maxMsg int, retention time.Duration) driver.Capabilities {
+// max.message.bytes and the producer's batch limit; horizon is the path's
+// (see horizonOf and describePath).
+func capsFor(o *SubscriptionOptions, maxMsg int, horizon time.Duration) driver.Capabilities {
 	c := driver.Capabilities{
 		Ordering:    driver.OrderPartition,
 		OrderingKey: "record key",
@@ -22,7 +23,7 @@ func capsFor(o *SubscriptionOptions, maxMsg int, retention time.Duration) driver
 		DeliveryLimit:     o.DeliveryLimit,
 		DeadLetter:        o.DeadLetterTopic != "",
 		NackDelay:         true,
-		RedeliveryHorizon: retention,
+		RedeliveryHorizon: horizon,
 		MaxMessageSize:    maxMsg - recordOverhead,
 	}
 	if o.DeliveryLimit > 0 {

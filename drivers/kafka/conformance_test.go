@@ -62,15 +62,16 @@ func (e *testEnv) harness(name string, ordered bool) conformance.Harness {
 			dlq := e.createTopicWith(t, adm, 1, "conf-dlq")
 			group := uniqueName("group")
 			so := &kafka.SubscriptionOptions{Ordered: ordered, DeadLetterTopic: dlq, DeliveryLimit: cfg.DeliveryLimit}
-			pub, err := kafka.OpenTopic(e.producer(t), topic, &kafka.TopicOptions{Consumers: so})
+			pub, err := kafka.OpenTopic(e.producerOpts(), topic, &kafka.TopicOptions{Consumers: so})
 			if err != nil {
 				return nil, err
 			}
+			t.Cleanup(func() { pub.Close() }) // the topic owns its client
 			return &conformance.Fixture{
 				Topic: pub,
 				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
 					opts := append(e.clientOpts(), kgo.Balancers(&oldestTakesAll{opened: time.Now().UnixNano()}))
-					s, err := kafka.OpenSubscription(opts, group, topic, so)
+					s, err := kafka.OpenSubscription(opts, topic, group, so)
 					if err != nil {
 						return nil, err
 					}
@@ -81,21 +82,15 @@ func (e *testEnv) harness(name string, ordered bool) conformance.Harness {
 					return s, nil
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return kafka.OpenSubscription(e.clientOpts(), group+"-dlq", dlq, nil)
+					return kafka.OpenSubscription(e.clientOpts(), dlq, group+"-dlq", nil)
 				},
 			}, nil
 		},
 		OpenMissingTopic: func(ctx context.Context) (*broker.Topic, error) {
-			cl, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...))
-			if err != nil {
-				return nil, err
-			}
-			t, err := kafka.OpenTopic(cl, uniqueName("missing"), nil)
-			cl.Close()
-			return t, err
+			return kafka.OpenTopic([]kgo.Opt{kgo.SeedBrokers(e.seeds...)}, uniqueName("missing"), nil)
 		},
 		OpenMissingSubscription: func(ctx context.Context) (*broker.Subscription, error) {
-			return kafka.OpenSubscription(e.clientOpts(), uniqueName("group"), uniqueName("missing"), nil)
+			return kafka.OpenSubscription(e.clientOpts(), uniqueName("missing"), uniqueName("group"), nil)
 		},
 	}
 }

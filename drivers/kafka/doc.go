@@ -1,15 +1,20 @@
 // Package kafka is the wary driver for Apache Kafka, on franz-go (kgo).
 //
-// A topic publishes through a *kgo.Client the caller owns:
+// Every constructor takes the same three things in the same order: the
+// kgo options of the client the driver builds and owns (seeds, TLS, SASL,
+// any other kgo option), the names (the topic, then the consumer group
+// that is the subscription), and the options, whose portable part is the
+// embedded broker.TopicOptions or broker.SubscriptionOptions:
 //
-//	cl, _ := kgo.NewClient(kgo.SeedBrokers("localhost:9092"))
-//	orders, err := kafka.OpenTopic(cl, "orders", nil)
+//	seeds := []kgo.Opt{kgo.SeedBrokers("localhost:9092")}
+//	orders, err := kafka.OpenTopic(seeds, "orders", nil)
+//	sub, err := kafka.OpenSubscription(seeds, "orders", "billing",
+//		&kafka.SubscriptionOptions{Ordered: true, DeadLetterTopic: "orders.dlq", DeliveryLimit: 5})
 //
-// A subscription is a consumer-group member with a client of its own,
-// built from the caller's kgo options (seeds, TLS, SASL):
-//
-//	sub, err := kafka.OpenSubscription([]kgo.Opt{kgo.SeedBrokers("localhost:9092")},
-//		"billing", "orders", &kafka.SubscriptionOptions{Ordered: true, DeadLetterTopic: "orders.dlq", DeliveryLimit: 5})
+// The driver owns its clients because a group consumer must install its
+// rebalance callbacks when its client is created, so a shared *kgo.Client
+// cannot serve a subscription; topics do the same, for one shape. Close
+// closes the client; As(**kgo.Client) reaches it.
 //
 // # URLs
 //
@@ -19,11 +24,14 @@
 //	kafka://orders?brokers=host1:9092,host2:9092                       (topic)
 //	kafka://billing?topic=orders&brokers=host1:9092&ordered=true       (subscription of group billing)
 //
-// brokers defaults to the environment variable KAFKA_BROKERS. Subscription
-// URLs also take dead_letter_topic, delivery_limit, retry_topic and
-// commit_interval (a Go duration), as in SubscriptionOptions. Any other
-// parameter is an error (broker.ErrInvalid). A topic opened by URL owns its
-// client and closes it.
+// brokers defaults to the environment variable KAFKA_BROKERS. Both take
+// skip_check (a boolean, as SkipCheck). Subscription URLs also take
+// ordered (a boolean), dead_letter_topic, delivery_limit (an integer),
+// retry_topic and commit_interval (a Go duration, at most 1h), as in
+// SubscriptionOptions. Any other parameter, and a malformed or
+// out-of-range value, is an error matching broker.ErrInvalid that names
+// the parameter and never echoes its value. URLOpener.ClientOpts are the
+// kgo options of every client the opener builds.
 //
 // # Delivery semantics
 //
@@ -31,8 +39,8 @@
 // hashes it to a partition; an empty key spreads records), Message.ID travels
 // in the header "wary-id", headers as record headers. The client must use
 // idempotent writes and acks from all in-sync replicas (kgo's defaults;
-// OpenTopic refuses a client without them), so Publish returns once every
-// in-sync replica has the records. The driver does not retry; kgo retries
+// OpenTopic refuses client options without them), so Publish returns once
+// every in-sync replica has the records. The driver does not retry; kgo retries
 // inside its idempotent producer session, where the broker drops the
 // copies. If ctx ends while records are in flight, Publish returns an
 // error matching broker.ErrMaybeSent (kgo does not abandon an idempotent
@@ -86,10 +94,36 @@
 // No lock timeout (LockTimeout 0): a record is held until it is settled or
 // its partition is revoked; ExtendLock is not supported. No broker dedup
 // (DedupWindow 0): the idempotent producer only drops its own retries, so
-// consumers recognise copies by Message.ID (package idem). The redelivery
-// horizon is the topic's retention.ms (Kafka's default: 7 days). The
-// largest message is the smaller of the topic's max.message.bytes and the
-// client's ProducerBatchMaxBytes, less 1 KiB for record framing.
+// consumers recognise copies by Message.ID (package idem). The largest
+// message is the smaller of the topic's max.message.bytes and the client's
+// ProducerBatchMaxBytes, less 1 KiB for record framing.
+//
+// Redelivery horizon: a consumer whose committed offset is lost or reset
+// (an expired group, a rewind) reads again every record still in the log,
+// so the horizon is how long a record stays there, read from the topic's
+// configs at open. With cleanup.policy delete it is retention.ms plus
+// segment.ms plus 5 minutes: Kafka deletes whole segments once their
+// newest record is past retention.ms, a segment takes records for up to
+// segment.ms, and the broker looks for expired segments every
+// log.retention.check.interval.ms (a broker setting the driver cannot
+// read; 5 minutes by default). Kafka's defaults give 7 + 7 days and 5
+// minutes. With retention.ms=-1, or cleanup.policy compact without delete
+// (the last record of every key is kept), it is HorizonUnbounded. With a
+// RetryTopic it is the larger of the two topics'. Where the configs were
+// not read (SkipCheck, or a principal without DescribeConfigs on the
+// topic) it is HorizonUnknown: the driver does not guess, and an inbox
+// then needs an explicit retention.
+//
+// Failover: a member that dies without leaving the group (a crash, a kill,
+// a partition of the network) keeps its partitions, idle, until its
+// session times out; a member that closes leaves at once. kgo's default
+// session timeout is 45s. The driver's group clients default to
+// DefaultSessionTimeout (10s) with a heartbeat every
+// DefaultHeartbeatInterval (1s): with the effects in an inbox, the
+// duplicates a spurious expiry causes are absorbed, so a faster failover
+// is worth more. The broker must allow it (group.min.session.timeout.ms,
+// 6s by default); kgo.SessionTimeout and kgo.HeartbeatInterval in the
+// client options override it.
 //
 // Topic capabilities: Kafka's promises are made by the consumer, so a
 // topic declares the path to subscriptions configured as
@@ -100,7 +134,7 @@
 // OpenTransactSession gives a consume-transform-produce loop with
 // exactly-once effect inside Kafka (kgo's GroupTransactSession):
 //
-//	s, err := kafka.OpenTransactSession(clientOpts, "enricher", "orders", &kafka.TransactOptions{TransactionalID: "enricher-1"})
+//	s, err := kafka.OpenTransactSession(clientOpts, "orders", "enricher", &kafka.TransactOptions{TransactionalID: "enricher-1"})
 //	err = s.Run(ctx, func(ctx context.Context, tx *kafka.Tx) error {
 //		for _, m := range tx.Messages {
 //			if err := tx.Publish("orders.enriched", enrich(m.Message)); err != nil {
@@ -142,15 +176,20 @@
 //
 // # As targets
 //
-// Topic.As and Subscription.As accept **kgo.Client (the subscription's own
-// consumer-group client); TransactSession.Client returns the session's. Message.As on a received message accepts
-// **kgo.Record. ErrorAs reaches any error in the chain, for example
-// **kerr.Error.
+// Topic.As and Subscription.As accept **kgo.Client: the client the driver
+// built for the topic, or the subscription's consumer-group client (use it
+// for metrics or admin requests; closing it is the driver's).
+// TransactSession.Client returns the session's. Message.As on a received
+// message accepts **kgo.Record. ErrorAs reaches any error in the chain,
+// for example **kerr.Error.
 //
 // # Errors
 //
 // UNKNOWN_TOPIC_OR_PARTITION matches broker.ErrNotFound (OpenTopic and
-// OpenSubscription check that the topics exist), MESSAGE_TOO_LARGE
+// OpenSubscription check that the topics exist, unless SkipCheck; a
+// principal not allowed to read a topic's configs opens it anyway, with an
+// unknown horizon), kgo options the client refuses, and inconsistent
+// options, broker.ErrInvalid, MESSAGE_TOO_LARGE
 // broker.ErrTooLarge, authorization failures broker.ErrPermission,
 // retriable Kafka errors and network errors broker.ErrRetryable. A produce
 // error is ErrNotSent only when the broker rejected the records before the

@@ -11,12 +11,7 @@ import (
 )
 
 func ExampleOpenTopic() {
-	cl, err := kgo.NewClient(kgo.SeedBrokers("localhost:9092"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer cl.Close()
-	orders, err := kafka.OpenTopic(cl, "orders", nil)
+	orders, err := kafka.OpenTopic([]kgo.Opt{kgo.SeedBrokers("localhost:9092")}, "orders", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -28,7 +23,7 @@ func ExampleOpenTopic() {
 }
 
 func ExampleOpenSubscription() {
-	sub, err := kafka.OpenSubscription([]kgo.Opt{kgo.SeedBrokers("localhost:9092")}, "billing", "orders",
+	sub, err := kafka.OpenSubscription([]kgo.Opt{kgo.SeedBrokers("localhost:9092")}, "orders", "billing",
 		&kafka.SubscriptionOptions{Ordered: true, DeadLetterTopic: "orders.dlq", DeliveryLimit: 5})
 	if err != nil {
 		log.Fatal(err)

@@ -144,7 +144,7 @@ func TestFaultCommitFails(t *testing.T) {
 	requireFake(t, e)
 	topic := e.createTopic(t, 2, "fault-commit")
 	group := uniqueName("g")
-	top, err := kafka.OpenTopic(e.producer(t), topic, nil)
+	top, err := kafka.OpenTopic(e.producerOpts(), topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestFaultCommitFails(t *testing.T) {
 	fx := newEffects(t, h)
 
 	fault := e.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: group, Err: kerr.UnknownServerError, Count: -1})
-	a, err := kafka.OpenSubscription(e.clientOpts(), group, topic, nil)
+	a, err := kafka.OpenSubscription(e.clientOpts(), topic, group, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestFaultCommitFails(t *testing.T) {
 	t.Logf("commit fault fired %d times", fault.Hits())
 	fault.Remove()
 
-	b, err := kafka.OpenSubscription(e.clientOpts(), group, topic, nil)
+	b, err := kafka.OpenSubscription(e.clientOpts(), topic, group, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestFaultProduceTimesOutAfterAppend(t *testing.T) {
 	e := newTestEnv(t, kfake.NumBrokers(1))
 	requireFake(t, e)
 	topic := e.createTopic(t, 2, "fault-produce")
-	top, err := kafka.OpenTopic(e.producer(t), topic, &kafka.TopicOptions{TopicOptions: broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}}})
+	top, err := kafka.OpenTopic(e.producerOpts(), topic, &kafka.TopicOptions{TopicOptions: broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestFaultProduceTimesOutAfterAppend(t *testing.T) {
 	ids = append(ids, m.ID)
 
 	fx := newEffects(t, h)
-	sub, err := kafka.OpenSubscription(e.clientOpts(), uniqueName("g"), topic, nil)
+	sub, err := kafka.OpenSubscription(e.clientOpts(), topic, uniqueName("g"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

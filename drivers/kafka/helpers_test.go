@@ -66,9 +66,16 @@ func (e *testEnv) clientOpts() []kgo.Opt {
 	}
 }
 
+// producerOpts are the options for topics' clients in tests: no linger.
+func (e *testEnv) producerOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.SeedBrokers(e.seeds...), kgo.ProducerLinger(0)}
+}
+
+// producer returns a plain client (for writing raw records), closed when t
+// ends.
 func (e *testEnv) producer(t testing.TB) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...), kgo.ProducerLinger(0))
+	cl, err := kgo.NewClient(e.producerOpts()...)
 	if err != nil {
 		t.Fatal(err)
 	}

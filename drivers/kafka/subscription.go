@@ -69,24 +69,54 @@ type SubscriptionOptions struct {
 	// group's rebalance timeout. Default 10s.
 	RevokeTimeout time.Duration
 
-	// SkipCheck skips the check, at open, that the topics exist.
+	// SkipCheck skips the look-up, at open, of the topics (the topic,
+	// RetryTopic and DeadLetterTopic). They are then not checked for
+	// existence, MaxMessageSize is the client's ProducerBatchMaxBytes less
+	// the driver's overhead, and RedeliveryHorizon is HorizonUnknown.
 	SkipCheck bool
 }
 
-// OpenSubscription joins the consumer group group on topic, with a new
-// client built from clientOpts (seed brokers, TLS, SASL, and any other kgo
-// option). The driver adds the group options it relies on, which
-// clientOpts must not set: ConsumerGroup, ConsumeTopics, DisableAutoCommit,
-// BlockRebalanceOnPoll and the OnPartitions callbacks. It sets
-// ConsumeResetOffset to the start of the partition, so that a new group
-// misses nothing, and FetchIsolationLevel to read_committed, so that
-// records of aborted transactions (see TransactSession) are never
-// delivered; clientOpts may override both. Close closes the client.
+// The consumer-group defaults the driver applies before the caller's kgo
+// options (which win). kgo's own default session timeout is 45s: a member
+// that dies without leaving the group (a crash, a kill, a lost network)
+// keeps its partitions idle that long. A subscription's effects belong in
+// an inbox (package idem), which absorbs the duplicates that a spurious
+// expiry (a pause longer than the session) causes, so a faster failover
+// is worth more: the driver sets 10s, with a heartbeat every second. The
+// broker must allow it (group.min.session.timeout.ms, default 6s).
+const (
+	DefaultSessionTimeout    = 10 * time.Second
+	DefaultHeartbeatInterval = time.Second
+)
+
+// groupDefaults are the kgo options every group client of the driver starts
+// with.
+func groupDefaults() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.SessionTimeout(DefaultSessionTimeout),
+		kgo.HeartbeatInterval(DefaultHeartbeatInterval),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	}
+}
+
+// OpenSubscription joins the consumer group named group (the subscription)
+// on topic, with a client of its own built from clientOpts (seed brokers,
+// TLS, SASL, and any other kgo option). The driver adds the group options
+// it relies on, which clientOpts must not set: ConsumerGroup,
+// ConsumeTopics, DisableAutoCommit, BlockRebalanceOnPoll and the
+// OnPartitions callbacks. It sets, before clientOpts so that they may
+// override it: SessionTimeout to DefaultSessionTimeout and
+// HeartbeatInterval to DefaultHeartbeatInterval; ConsumeResetOffset to the
+// start of the partition, so that a new group misses nothing; and
+// FetchIsolationLevel to read_committed, so that records of aborted
+// transactions (see TransactSession) are never delivered. Close closes the
+// client; As(**kgo.Client) reaches it.
 //
 // It returns an error matching broker.ErrNotFound when a topic does not
 // exist, and broker.ErrInvalid for inconsistent options.
-func OpenSubscription(clientOpts []kgo.Opt, group, topic string, opts *SubscriptionOptions) (*broker.Subscription, error) {
-	s, err := newSubscription(context.Background(), clientOpts, group, topic, opts)
+func OpenSubscription(clientOpts []kgo.Opt, topic, group string, opts *SubscriptionOptions) (*broker.Subscription, error) {
+	s, err := newSubscription(context.Background(), clientOpts, topic, group, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -129,9 +159,9 @@ type subscription struct {
 	commitMu chan struct{} // one commit at a time; acks queue behind it
 }
 
-func newSubscription(ctx context.Context, clientOpts []kgo.Opt, group, topic string, opts *SubscriptionOptions) (*subscription, error) {
+func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group string, opts *SubscriptionOptions) (*subscription, error) {
 	if group == "" || topic == "" {
-		return nil, broker.Invalidf("kafka: OpenSubscription needs a group and a topic")
+		return nil, broker.Invalidf("kafka: OpenSubscription needs a topic and a group")
 	}
 	s := &subscription{topic: topic, group: group, parts: map[tp]*partition{}, wake: make(chan struct{}),
 		closingCh: make(chan struct{}), commitMu: make(chan struct{}, 1), pollDone: make(chan struct{}), bgDone: make(chan struct{})}
@@ -163,8 +193,7 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, group, topic str
 	if o.RetryTopic != "" {
 		topics = append(topics, o.RetryTopic)
 	}
-	all := make([]kgo.Opt, 0, len(clientOpts)+8)
-	all = append(all, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	all := groupDefaults()
 	all = append(all, clientOpts...)
 	all = append(all,
 		kgo.ConsumerGroup(group),
@@ -184,29 +213,22 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, group, topic str
 		cl.Close()
 		return nil, err
 	}
-	retention, maxMsg := 7*24*time.Hour, producerBatchMax(cl)
+	maxMsg, horizon := producerBatchMax(cl), broker.HorizonUnknown
 	if !o.SkipCheck {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
-		for i, t := range append(topics, o.DeadLetterTopic) {
-			if t == "" {
-				continue
-			}
-			m, r, err := describeTopic(cctx, cl, t)
-			if err != nil {
-				cl.Close()
-				return nil, openErr(err)
-			}
-			if i == 0 {
-				maxMsg = min(maxMsg, m)
-				if r > 0 {
-					retention = r
-				}
-			}
+		m, h, err := describePath(cctx, cl, topic, o.RetryTopic)
+		if err == nil && o.DeadLetterTopic != "" {
+			_, err = describeTopic(cctx, cl, o.DeadLetterTopic)
 		}
+		if err != nil {
+			cl.Close()
+			return nil, openErr(err)
+		}
+		maxMsg, horizon = min(maxMsg, m), h
 	}
 	s.cl = cl
-	s.caps = capsFor(o, maxMsg, retention)
+	s.caps = capsFor(o, maxMsg, horizon)
 	s.pollCtx, s.pollCancel = context.WithCancel(context.Background())
 	go s.pollLoop()
 	go s.background()

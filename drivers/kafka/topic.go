@@ -3,13 +3,9 @@ package kafka
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
@@ -39,26 +35,28 @@ type TopicOptions struct {
 	// SkipCheck skips the metadata and config look-up at open. The topic is
 	// then not checked for existence (a missing topic fails at Publish with
 	// ErrNotFound), MaxMessageSize is the client's ProducerBatchMaxBytes
-	// less the driver's overhead, and RedeliveryHorizon is 7 days (Kafka's
-	// default retention).
+	// less the driver's overhead, and RedeliveryHorizon is HorizonUnknown.
 	SkipCheck bool
 	// Consumers are the options the topic's subscriptions use. Kafka's
 	// delivery promises are made by the consumer, so a topic's
 	// Capabilities describe the path to consumers configured so (ordered or
-	// not, dead-letter topic, delivery limit). Nil: default subscriptions.
+	// not, dead-letter topic, delivery limit, retry topic). Nil: default
+	// subscriptions.
 	Consumers *SubscriptionOptions
 }
 
-// OpenTopic returns a topic that publishes to the Kafka topic name through
-// client. The client must use idempotent writes and acks from all in-sync
-// replicas (kgo's defaults); OpenTopic returns an error matching
-// broker.ErrInvalid otherwise, and broker.ErrNotFound when the topic does not
-// exist. Closing the returned topic does not close client.
-func OpenTopic(client *kgo.Client, name string, opts *TopicOptions) (*broker.Topic, error) {
+// OpenTopic returns a topic that publishes to the Kafka topic named topic,
+// through a client of its own built from clientOpts (seed brokers, TLS,
+// SASL, and any other kgo option). The client must use idempotent writes
+// and acks from all in-sync replicas (kgo's defaults); OpenTopic returns
+// an error matching broker.ErrInvalid otherwise, and broker.ErrNotFound
+// when the topic does not exist. Close closes the client; As(**kgo.Client)
+// reaches it.
+func OpenTopic(clientOpts []kgo.Opt, topic string, opts *TopicOptions) (*broker.Topic, error) {
 	if opts == nil {
 		opts = &TopicOptions{}
 	}
-	t, err := newTopic(context.Background(), client, name, opts.SkipCheck, false, opts.Consumers)
+	t, err := openTopic(context.Background(), clientOpts, topic, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -66,38 +64,41 @@ func OpenTopic(client *kgo.Client, name string, opts *TopicOptions) (*broker.Top
 }
 
 type topic struct {
-	cl        *kgo.Client
-	name      string
-	caps      driver.Capabilities
-	ownClient bool
+	cl   *kgo.Client
+	name string
+	caps driver.Capabilities
 }
 
-func newTopic(ctx context.Context, cl *kgo.Client, name string, skipCheck, own bool, consumers *SubscriptionOptions) (*topic, error) {
-	if cl == nil || name == "" {
-		return nil, broker.Invalidf("kafka: OpenTopic needs a client and a topic name")
+// openTopic builds the topic's client and checks the topic.
+func openTopic(ctx context.Context, clientOpts []kgo.Opt, name string, opts *TopicOptions) (*topic, error) {
+	if name == "" {
+		return nil, broker.Invalidf("kafka: OpenTopic needs a topic name")
+	}
+	cl, err := kgo.NewClient(clientOpts...)
+	if err != nil {
+		return nil, &openError{code: driver.Invalid, err: fmt.Errorf("kafka: %w", err)}
 	}
 	if err := checkProducer(cl); err != nil {
+		cl.Close()
 		return nil, err
 	}
-	t := &topic{cl: cl, name: name, ownClient: own}
-	maxMsg, retention := producerBatchMax(cl), 7*24*time.Hour
-	if !skipCheck {
-		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		m, r, err := describeTopic(ctx, cl, name)
-		if err != nil {
-			return nil, openErr(err)
-		}
-		maxMsg = min(maxMsg, m)
-		if r != 0 {
-			retention = r
-		}
-	}
+	consumers := opts.Consumers
 	if consumers == nil {
 		consumers = &SubscriptionOptions{}
 	}
-	t.caps = capsFor(consumers, maxMsg, retention)
-	return t, nil
+	maxMsg, horizon := producerBatchMax(cl), broker.HorizonUnknown
+	if !opts.SkipCheck {
+		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		var m int
+		m, horizon, err = describePath(ctx, cl, name, consumers.RetryTopic)
+		if err != nil {
+			cl.Close()
+			return nil, openErr(err)
+		}
+		maxMsg = min(maxMsg, m)
+	}
+	return &topic{cl: cl, name: name, caps: capsFor(consumers, maxMsg, horizon)}, nil
 }
 
 func producerBatchMax(cl *kgo.Client) int {
@@ -117,51 +118,6 @@ func checkProducer(cl *kgo.Client) error {
 		return broker.Invalidf("kafka: the client must use idempotent writes (do not pass kgo.DisableIdempotentWrite)")
 	}
 	return nil
-}
-
-// describeTopic checks that the topic exists and reads its
-// max.message.bytes and retention.ms.
-func describeTopic(ctx context.Context, cl *kgo.Client, name string) (maxMsg int, retention time.Duration, err error) {
-	adm := kadm.NewClient(cl)
-	md, err := adm.Metadata(ctx, name)
-	if err != nil {
-		return 0, 0, err
-	}
-	td, ok := md.Topics[name]
-	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-		return 0, 0, &openError{code: driver.NotFound, err: fmt.Errorf("kafka: topic %q does not exist", name)}
-	}
-	if td.Err != nil {
-		return 0, 0, td.Err
-	}
-	maxMsg = 1048588
-	rcs, err := adm.DescribeTopicConfigs(ctx, name)
-	if err != nil {
-		return 0, 0, err
-	}
-	rc, err := rcs.On(name, nil)
-	if err != nil {
-		return 0, 0, err
-	}
-	if rc.Err != nil {
-		return 0, 0, rc.Err
-	}
-	for _, c := range rc.Configs {
-		if c.Value == nil {
-			continue
-		}
-		switch c.Key {
-		case "max.message.bytes":
-			if n, err := strconv.Atoi(*c.Value); err == nil && n > 0 {
-				maxMsg = n
-			}
-		case "retention.ms":
-			if n, err := strconv.ParseInt(*c.Value, 10, 64); err == nil && n > 0 {
-				retention = time.Duration(n) * time.Millisecond
-			}
-		}
-	}
-	return maxMsg, retention, nil
 }
 
 func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
@@ -227,7 +183,7 @@ func (t *topic) Classify(err error) driver.ErrorInfo {
 	return classify(err)
 }
 
-// As accepts **kgo.Client.
+// As accepts **kgo.Client (the topic's own client).
 func (t *topic) As(i any) bool {
 	if p, ok := i.(**kgo.Client); ok {
 		*p = t.cl
@@ -238,9 +194,8 @@ func (t *topic) As(i any) bool {
 
 func (t *topic) ErrorAs(err error, i any) bool { return errorAs(err, i) }
 
+// Close closes the topic's client.
 func (t *topic) Close() error {
-	if t.ownClient {
-		t.cl.Close()
-	}
+	t.cl.Close()
 	return nil
 }

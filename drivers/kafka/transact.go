@@ -152,17 +152,19 @@ type TransactSession struct {
 	running  bool
 }
 
-// OpenTransactSession joins the consumer group group on topic, with a new
-// transactional client built from clientOpts (seed brokers, TLS, SASL and
-// any other kgo option). The driver adds the options it relies on, which
-// clientOpts must not set: ConsumerGroup, ConsumeTopics, TransactionalID,
-// FetchIsolationLevel (always read_committed: an input record from an
-// aborted transaction is never consumed) and the OnPartitions callbacks.
-// It sets ConsumeResetOffset to the start of the partition; clientOpts may
-// override that. Close closes the client.
-func OpenTransactSession(clientOpts []kgo.Opt, group, topic string, opts *TransactOptions) (*TransactSession, error) {
+// OpenTransactSession joins the consumer group named group on topic, with
+// a new transactional client built from clientOpts (seed brokers, TLS,
+// SASL and any other kgo option). The driver adds the options it relies
+// on, which clientOpts must not set: ConsumerGroup, ConsumeTopics,
+// TransactionalID, FetchIsolationLevel (always read_committed: an input
+// record from an aborted transaction is never consumed) and the
+// OnPartitions callbacks. As for OpenSubscription, it sets SessionTimeout,
+// HeartbeatInterval and ConsumeResetOffset (to the start of the
+// partition) before clientOpts, which may override them. Close closes the
+// client.
+func OpenTransactSession(clientOpts []kgo.Opt, topic, group string, opts *TransactOptions) (*TransactSession, error) {
 	if group == "" || topic == "" {
-		return nil, broker.Invalidf("kafka: OpenTransactSession needs a group and a topic")
+		return nil, broker.Invalidf("kafka: OpenTransactSession needs a topic and a group")
 	}
 	s := &TransactSession{group: group, attempts: map[tp]map[int64]int{}}
 	if opts != nil {
@@ -179,8 +181,7 @@ func OpenTransactSession(clientOpts []kgo.Opt, group, topic string, opts *Transa
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
-	all := make([]kgo.Opt, 0, len(clientOpts)+8)
-	all = append(all, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	all := groupDefaults()
 	all = append(all, clientOpts...)
 	all = append(all,
 		kgo.ConsumerGroup(group),
@@ -201,7 +202,7 @@ func OpenTransactSession(clientOpts []kgo.Opt, group, topic string, opts *Transa
 	if !o.SkipCheck {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		if _, _, err := describeTopic(ctx, sess.Client(), topic); err != nil {
+		if _, err := describeTopic(ctx, sess.Client(), topic); err != nil {
 			sess.Close()
 			return nil, openErr(err)
 		}

@@ -2,9 +2,9 @@ package kafka
 
 import (
 	"context"
+	"math"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -39,32 +39,27 @@ func brokersParam(p *broker.URLParams) ([]string, error) {
 	return strings.Split(v, ","), nil
 }
 
-// OpenTopicURL opens kafka://TOPIC?brokers=HOST:PORT,... The topic owns
-// its client and closes it on Close.
+// OpenTopicURL opens kafka://TOPIC?brokers=HOST:PORT,...&skip_check=BOOL.
+// The topic owns its client and closes it on Close.
 func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic, error) {
 	p := broker.NewURLParams(u)
 	seeds, err := brokersParam(p)
 	if err != nil {
 		return nil, err
 	}
+	to := TopicOptions{SkipCheck: p.Bool("skip_check", false)}
 	if err := p.Done(); err != nil {
 		return nil, err
 	}
-	name := u.Host + strings.TrimPrefix(u.Path, "/")
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, o.ClientOpts...), kgo.SeedBrokers(seeds...))...)
+	t, err := openTopic(ctx, o.clientOpts(seeds), u.Host+strings.TrimPrefix(u.Path, "/"), &to)
 	if err != nil {
-		return nil, broker.Invalidf("kafka: %v", err)
-	}
-	t, err := newTopic(ctx, cl, name, false, true, nil)
-	if err != nil {
-		cl.Close()
 		return nil, err
 	}
 	return broker.NewTopic(t, nil), nil
 }
 
 // OpenSubscriptionURL opens
-// kafka://GROUP?topic=TOPIC&brokers=HOST:PORT,...&ordered=true&dead_letter_topic=T&delivery_limit=N&retry_topic=T&commit_interval=DURATION
+// kafka://GROUP?topic=TOPIC&brokers=HOST:PORT,...&ordered=BOOL&dead_letter_topic=T&delivery_limit=N&retry_topic=T&commit_interval=DURATION&skip_check=BOOL
 func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
 	p := broker.NewURLParams(u)
 	seeds, err := brokersParam(p)
@@ -75,32 +70,25 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 	if topic == "" {
 		return nil, broker.Invalidf("kafka: the URL parameter topic is required")
 	}
-	var so SubscriptionOptions
-	if v := p.Get("ordered"); v != "" {
-		if so.Ordered, err = strconv.ParseBool(v); err != nil {
-			return nil, broker.Invalidf("kafka: ordered=%q is not a boolean", v)
-		}
-	}
-	so.DeadLetterTopic = p.Get("dead_letter_topic")
-	so.RetryTopic = p.Get("retry_topic")
-	if v := p.Get("delivery_limit"); v != "" {
-		if so.DeliveryLimit, err = strconv.Atoi(v); err != nil {
-			return nil, broker.Invalidf("kafka: delivery_limit=%q is not a number", v)
-		}
-	}
-	if v := p.Get("commit_interval"); v != "" {
-		if so.CommitInterval, err = time.ParseDuration(v); err != nil {
-			return nil, broker.Invalidf("kafka: commit_interval=%q is not a duration", v)
-		}
+	so := SubscriptionOptions{
+		Ordered:         p.Bool("ordered", false),
+		DeadLetterTopic: p.Get("dead_letter_topic"),
+		RetryTopic:      p.Get("retry_topic"),
+		DeliveryLimit:   p.Int("delivery_limit", 0, 0, math.MaxInt32),
+		CommitInterval:  p.Duration("commit_interval", 0, 0, time.Hour),
+		SkipCheck:       p.Bool("skip_check", false),
 	}
 	if err := p.Done(); err != nil {
 		return nil, err
 	}
-	group := u.Host + strings.TrimPrefix(u.Path, "/")
-	opts := append(append([]kgo.Opt{}, o.ClientOpts...), kgo.SeedBrokers(seeds...))
-	s, err := newSubscription(ctx, opts, group, topic, &so)
+	s, err := newSubscription(ctx, o.clientOpts(seeds), topic, u.Host+strings.TrimPrefix(u.Path, "/"), &so)
 	if err != nil {
 		return nil, err
 	}
 	return broker.NewSubscription(s, nil), nil
+}
+
+// clientOpts are the opener's options followed by the seed brokers.
+func (o *URLOpener) clientOpts(seeds []string) []kgo.Opt {
+	return append(append([]kgo.Opt{}, o.ClientOpts...), kgo.SeedBrokers(seeds...))
 }

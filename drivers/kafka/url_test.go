@@ -3,10 +3,11 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/drivers/kafka"
+	_ "github.com/wary-go/wary/drivers/kafka"
 )
 
 func TestURLs(t *testing.T) {
@@ -17,9 +18,28 @@ func TestURLs(t *testing.T) {
 	if _, err := broker.OpenTopic(ctx, "kafka://"+topic+"?brokers="+brokers+"&bogus=1"); !errors.Is(err, broker.ErrInvalid) {
 		t.Fatalf("unknown parameter: %v", err)
 	}
-	if _, err := broker.OpenSubscription(ctx, "kafka://g?topic="+topic+"&brokers="+brokers+"&ordered=maybe"); !errors.Is(err, broker.ErrInvalid) {
-		t.Fatalf("bad bool: %v", err)
+	// A malformed value is ErrInvalid, naming the parameter without
+	// echoing the value.
+	for _, q := range []string{"ordered=hunter2", "delivery_limit=hunter2", "delivery_limit=-1", "commit_interval=hunter2", "skip_check=hunter2"} {
+		_, err := broker.OpenSubscription(ctx, "kafka://g?topic="+topic+"&brokers="+brokers+"&"+q)
+		if !errors.Is(err, broker.ErrInvalid) {
+			t.Fatalf("%s: %v, want ErrInvalid", q, err)
+		}
+		if name, _, _ := strings.Cut(q, "="); !strings.Contains(err.Error(), name) || strings.Contains(err.Error(), "hunter2") {
+			t.Fatalf("%s: the error must name the parameter and not echo its value: %v", q, err)
+		}
 	}
+	if _, err := broker.OpenTopic(ctx, "kafka://"+topic+"?brokers="+brokers+"&skip_check=hunter2"); !errors.Is(err, broker.ErrInvalid) || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("skip_check=hunter2 on a topic: %v", err)
+	}
+	skipped, err := broker.OpenTopic(ctx, "kafka://"+uniqueName("absent")+"?brokers="+brokers+"&skip_check=true")
+	if err != nil {
+		t.Fatalf("skip_check=true opens a topic without looking it up: %v", err)
+	}
+	if h := skipped.Capabilities().RedeliveryHorizon; h != broker.HorizonUnknown {
+		t.Fatalf("skip_check=true: horizon %s, want unknown", broker.HorizonString(h))
+	}
+	skipped.Close()
 	top, err := broker.OpenTopic(ctx, "kafka://"+topic+"?brokers="+brokers)
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +63,4 @@ func TestURLs(t *testing.T) {
 	if err := ds[0].Ack(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var sopts kafka.SubscriptionOptions
-	_ = sopts
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,7 +155,7 @@ func TestMissing(t *testing.T) {
 	if err := top.Publish(bg, msg("a", "")); !errors.Is(err, broker.ErrNotFound) || !errors.Is(err, broker.ErrNotSent) {
 		t.Fatalf("publish to a missing topic: %v", err)
 	}
-	for _, open := range []func(string, string, *broker.SubscriptionOptions) (*broker.Subscription, error){b.OpenSubscription, b.OpenDeadLetters} {
+	for _, open := range []func(string, string, *memory.SubscriptionOptions) (*broker.Subscription, error){b.OpenSubscription, b.OpenDeadLetters} {
 		s, err := open("nope", "s", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -176,6 +177,13 @@ func TestMissing(t *testing.T) {
 }
 
 func TestValidation(t *testing.T) {
+	b := memory.New(nil)
+	if err := b.CreateTopic("huge", &memory.TopicConfig{Profile: memory.Partitioned, Partitions: memory.MaxPartitions + 1}); !errors.Is(err, broker.ErrInvalid) {
+		t.Fatalf("a topic of %d partitions: %v, want ErrInvalid", memory.MaxPartitions+1, err)
+	}
+	if err := b.CreateTopic("largest", &memory.TopicConfig{Profile: memory.Partitioned, Partitions: memory.MaxPartitions}); err != nil {
+		t.Fatalf("a topic of MaxPartitions partitions: %v", err)
+	}
 	f := newFixture(t, memory.TopicConfig{Profile: memory.ServiceBus, MaxMessageSize: 10})
 	if err := f.topic.Publish(bg, msg("a", "")); !errors.Is(err, broker.ErrInvalid) {
 		t.Fatalf("no session: %v", err)
@@ -212,14 +220,22 @@ func TestURLOpener(t *testing.T) {
 	pollOne(t, sub, "a")
 
 	for _, bad := range []string{
-		"mem://orders?profile=queue", // exists with another profile
-		"mem://x?colour=blue",        // unknown parameter
-		"mem://x?lock=soon",          // not a duration
-		"mem://x?profile=rabbit",     // unknown profile
-		"mem://x/y/z",                // a topic URL names one topic
+		"mem://orders?profile=queue",                       // exists with another profile
+		"mem://x?colour=blue",                              // unknown parameter
+		"mem://x?lock=soon",                                // not a duration
+		"mem://x?limit=hunter2",                            // not an integer
+		"mem://x?maxsize=1.5",                              // not an integer
+		"mem://x?retention=hunter2",                        // not a duration
+		"mem://x?profile=partitioned&partitions=100000000", // more than MaxPartitions
+		"mem://x?profile=partitioned&partitions=-1",        // not positive
+		"mem://x?profile=rabbit",                           // unknown profile
+		"mem://x/y/z",                                      // a topic URL names one topic
 	} {
-		if _, err := mux.OpenTopic(bg, bad); !errors.Is(err, broker.ErrInvalid) {
+		_, err := mux.OpenTopic(bg, bad)
+		if !errors.Is(err, broker.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", bad, err)
+		} else if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "100000000") || strings.Contains(err.Error(), "rabbit") {
+			t.Errorf("%s: the error echoes the value: %v", bad, err)
 		}
 	}
 	if _, err := mux.OpenSubscription(bg, "mem://orders"); !errors.Is(err, broker.ErrInvalid) {

@@ -45,7 +45,10 @@ const (
 	DefaultLockTimeout   = 30 * time.Second
 	DefaultDeliveryLimit = 10
 	DefaultPartitions    = 4
-	DefaultRetention     = 7 * 24 * time.Hour
+	// MaxPartitions bounds TopicConfig.Partitions (each partition has
+	// state of its own, allocated when the topic is created).
+	MaxPartitions    = 1024
+	DefaultRetention = 7 * 24 * time.Hour
 )
 
 // TopicConfig configures a topic and, through it, every subscription of the
@@ -66,7 +69,8 @@ type TopicConfig struct {
 	// duplicate publishes (0: SQSFIFO 5m, ServiceBus 10m, others none;
 	// negative: none).
 	DedupWindow time.Duration
-	// Partitions is the number of partitions (Partitioned only, default 4).
+	// Partitions is the number of partitions (Partitioned only, default 4,
+	// at most MaxPartitions).
 	Partitions int
 	// MaxMessageSize in bytes, counted as broker.Message counts it (0:
 	// default 1 MiB for Queue and Partitioned, 256 KiB for SQSFIFO and
@@ -109,8 +113,8 @@ func (c TopicConfig) normalize() (TopicConfig, error) {
 		if c.Partitions == 0 {
 			c.Partitions = DefaultPartitions
 		}
-		if c.Partitions < 0 {
-			return c, errorf(codeInvalid, "partitions must be positive, not %d", c.Partitions)
+		if c.Partitions < 0 || c.Partitions > MaxPartitions {
+			return c, errorf(codeInvalid, "partitions must be from 1 to %d, not %d", MaxPartitions, c.Partitions)
 		}
 	} else {
 		c.Partitions = 1

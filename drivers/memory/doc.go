@@ -14,6 +14,12 @@
 // signal (a publish, a settle, a consumer opening or closing) or at the
 // next due time through Clock.After.
 //
+// Broker.OpenTopic, OpenSubscription and OpenDeadLetters take
+// TopicOptions and SubscriptionOptions, which embed the portable
+// broker.TopicOptions and broker.SubscriptionOptions, as every driver's
+// do; the behaviour of a topic and its subscriptions is its TopicConfig,
+// set when the topic is created.
+//
 // # URLs
 //
 // Importing the package registers the scheme "mem" on broker.DefaultURLMux,
@@ -25,10 +31,12 @@
 // The opener creates the topic (with the parameters' configuration) and the
 // subscription if they do not exist. Parameters: profile (queue,
 // partitioned, sqsfifo, servicebus), lock, dedup and retention (Go
-// durations), limit, partitions and maxsize (integers), as in TopicConfig.
-// Unknown parameters, and a profile other than that of an existing topic,
-// are errors matching broker.ErrInvalid; the other parameters of an
-// existing topic are ignored. Use URLOpener to open URLs on another Broker.
+// durations), limit, partitions (1 to MaxPartitions) and maxsize
+// (integers), as in TopicConfig. Unknown parameters, malformed or
+// out-of-range values (the error names the parameter, never its value),
+// and a profile other than that of an existing topic, are errors matching
+// broker.ErrInvalid; the other parameters of an existing topic are
+// ignored. Use URLOpener to open URLs on another Broker.
 // Messages published to a topic that has no subscription yet are dropped,
 // as on any fan-out broker: open the subscription first.
 //

@@ -20,7 +20,9 @@ func ExampleBroker() {
 	if err := b.CreateSubscription("orders", "billing"); err != nil {
 		log.Fatal(err)
 	}
-	topic, _ := b.OpenTopic("orders", nil)
+	// The handle's options embed the portable ones; the topic's behaviour
+	// is its TopicConfig.
+	topic, _ := b.OpenTopic("orders", &memory.TopicOptions{TopicOptions: broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 3}}})
 	defer topic.Close()
 	sub, _ := b.OpenSubscription("orders", "billing", nil)
 	defer sub.Close()

@@ -109,15 +109,35 @@ func (b *Broker) TopicConfig(name string) (TopicConfig, bool) {
 	return t.cfg, true
 }
 
+// TopicOptions configures a topic handle. Nil means defaults. A topic's
+// behaviour is configured on the broker side, per topic (TopicConfig);
+// these are the handle's options.
+type TopicOptions struct {
+	// TopicOptions are the portable options (publish retries, logger).
+	broker.TopicOptions
+}
+
+// SubscriptionOptions configures a subscription handle. Nil means
+// defaults. As for topics, the subscription's behaviour comes from its
+// topic's TopicConfig.
+type SubscriptionOptions struct {
+	// SubscriptionOptions are the portable options (logger).
+	broker.SubscriptionOptions
+}
+
 // OpenTopic opens a publisher on a topic. The topic is looked up now: if it
 // does not exist, the Topic is returned anyway and every Publish fails with
 // an error matching broker.ErrNotFound (also after the topic is created).
 // opts nil means defaults.
-func (b *Broker) OpenTopic(name string, opts *broker.TopicOptions) (*broker.Topic, error) {
+func (b *Broker) OpenTopic(name string, opts *TopicOptions) (*broker.Topic, error) {
 	b.mu.Lock()
 	t := b.topics[name]
 	b.mu.Unlock()
-	return broker.NewTopic(&topicDriver{b: b, name: name, t: t}, opts), nil
+	var po *broker.TopicOptions
+	if opts != nil {
+		po = &opts.TopicOptions
+	}
+	return broker.NewTopic(&topicDriver{b: b, name: name, t: t}, po), nil
 }
 
 // OpenSubscription opens one more competing consumer on a subscription. If
@@ -125,18 +145,18 @@ func (b *Broker) OpenTopic(name string, opts *broker.TopicOptions) (*broker.Topi
 // returned anyway and every Receive fails with an error matching
 // broker.ErrNotFound.
 // On a Partitioned topic, opening a consumer reassigns the partitions.
-func (b *Broker) OpenSubscription(topicName, name string, opts *broker.SubscriptionOptions) (*broker.Subscription, error) {
+func (b *Broker) OpenSubscription(topicName, name string, opts *SubscriptionOptions) (*broker.Subscription, error) {
 	return b.openSub(topicName, name, false, opts), nil
 }
 
 // OpenDeadLetters opens a consumer on the dead-letter queue of a
 // subscription: a plain queue (no order, per-message ack, no delivery
 // limit) whose messages carry the header broker.HeaderDeadLetterReason.
-func (b *Broker) OpenDeadLetters(topicName, name string, opts *broker.SubscriptionOptions) (*broker.Subscription, error) {
+func (b *Broker) OpenDeadLetters(topicName, name string, opts *SubscriptionOptions) (*broker.Subscription, error) {
 	return b.openSub(topicName, name, true, opts), nil
 }
 
-func (b *Broker) openSub(topicName, name string, dead bool, opts *broker.SubscriptionOptions) *broker.Subscription {
+func (b *Broker) openSub(topicName, name string, dead bool, opts *SubscriptionOptions) *broker.Subscription {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := &subDriver{b: b, desc: topicName + "/" + name}
@@ -158,7 +178,11 @@ func (b *Broker) openSub(topicName, name string, dead bool, opts *broker.Subscri
 	if s.q == nil {
 		s.caps = TopicConfig{}.Capabilities()
 	}
-	return broker.NewSubscription(s, opts)
+	var po *broker.SubscriptionOptions
+	if opts != nil {
+		po = &opts.SubscriptionOptions
+	}
+	return broker.NewSubscription(s, po)
 }
 
 // Close closes the broker: every later call on it, and on topics and

@@ -2,8 +2,8 @@ package memory
 
 import (
 	"context"
+	"math"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -27,8 +27,8 @@ type URLOpener struct {
 	// Broker is the broker opened on (nil: Default()).
 	Broker *Broker
 	// TopicOptions and SubscriptionOptions are passed to the constructors.
-	TopicOptions        *broker.TopicOptions
-	SubscriptionOptions *broker.SubscriptionOptions
+	TopicOptions        *TopicOptions
+	SubscriptionOptions *SubscriptionOptions
 }
 
 func (o *URLOpener) broker() *Broker {
@@ -109,37 +109,21 @@ func parseURL(u *url.URL) (names []string, cfg TopicConfig, explicitProfile bool
 		}
 	}
 	p := broker.NewURLParams(u)
-	bad := func(name, why string) error {
-		return broker.Invalidf("memory: URL parameter %s=%q: %s", name, p.Get(name), why)
-	}
 	if p.Has("profile") {
 		explicitProfile = true
 		if cfg.Profile, err = ParseProfile(p.Get("profile")); err != nil {
-			return nil, cfg, false, bad("profile", "want queue, partitioned, sqsfifo or servicebus")
+			// The value is not echoed (see broker.URLParams).
+			return nil, cfg, false, broker.Invalidf("memory: URL parameter profile: want queue, partitioned, sqsfifo or servicebus")
 		}
 	}
-	durations := []struct {
-		name string
-		dst  *time.Duration
-	}{{"lock", &cfg.LockTimeout}, {"dedup", &cfg.DedupWindow}, {"retention", &cfg.Retention}}
-	for _, d := range durations {
-		if v := p.Get(d.name); v != "" {
-			if *d.dst, err = time.ParseDuration(v); err != nil {
-				return nil, cfg, false, bad(d.name, "not a duration")
-			}
-		}
-	}
-	ints := []struct {
-		name string
-		dst  *int
-	}{{"limit", &cfg.DeliveryLimit}, {"partitions", &cfg.Partitions}, {"maxsize", &cfg.MaxMessageSize}}
-	for _, d := range ints {
-		if v := p.Get(d.name); v != "" {
-			if *d.dst, err = strconv.Atoi(v); err != nil {
-				return nil, cfg, false, bad(d.name, "not an integer")
-			}
-		}
-	}
+	// Negative values mean "none", as in TopicConfig.
+	const anyD, anyI = time.Duration(math.MaxInt64), math.MaxInt
+	cfg.LockTimeout = p.Duration("lock", 0, -anyD, anyD)
+	cfg.DedupWindow = p.Duration("dedup", 0, -anyD, anyD)
+	cfg.Retention = p.Duration("retention", 0, -anyD, anyD)
+	cfg.DeliveryLimit = p.Int("limit", 0, -anyI, anyI)
+	cfg.Partitions = p.Int("partitions", 0, 0, MaxPartitions)
+	cfg.MaxMessageSize = p.Int("maxsize", 0, -anyI, anyI)
 	if err := p.Done(); err != nil {
 		return nil, cfg, false, err
 	}

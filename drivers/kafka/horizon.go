@@ -1,0 +1,137 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// retentionCheckInterval is Kafka's default log.retention.check.interval.ms:
+// the broker deletes expired segments only this often. It is a broker
+// setting, which a topic's configs do not show, so the horizon assumes the
+// default.
+const retentionCheckInterval = 5 * time.Minute
+
+// topicInfo is what the driver reads of a topic at open.
+type topicInfo struct {
+	maxMsg  int           // max.message.bytes
+	horizon time.Duration // how long a record can stay readable (see horizonOf)
+}
+
+// describePath checks that topic (and retryTopic, when set) exist, and
+// returns the topic's max.message.bytes and the horizon of the path: the
+// larger of the two topics' horizons (HorizonUnknown if either is
+// unknown).
+func describePath(ctx context.Context, cl *kgo.Client, topic, retryTopic string) (maxMsg int, horizon time.Duration, err error) {
+	ti, err := describeTopic(ctx, cl, topic)
+	if err != nil {
+		return 0, 0, err
+	}
+	if retryTopic == "" {
+		return ti.maxMsg, ti.horizon, nil
+	}
+	ri, err := describeTopic(ctx, cl, retryTopic)
+	if err != nil {
+		return 0, 0, err
+	}
+	return ti.maxMsg, maxHorizon(ti.horizon, ri.horizon), nil
+}
+
+// maxHorizon is the larger of two horizons, unknown if either is.
+func maxHorizon(a, b time.Duration) time.Duration {
+	if a == broker.HorizonUnknown || b == broker.HorizonUnknown {
+		return broker.HorizonUnknown
+	}
+	return max(a, b)
+}
+
+// describeTopic checks that the topic exists and reads its configs. Where
+// the configs may not be read (the principal lacks DescribeConfigs), the
+// topic's max.message.bytes is Kafka's default and its horizon unknown.
+func describeTopic(ctx context.Context, cl *kgo.Client, name string) (topicInfo, error) {
+	adm := kadm.NewClient(cl)
+	md, err := adm.Metadata(ctx, name)
+	if err != nil {
+		return topicInfo{}, err
+	}
+	td, ok := md.Topics[name]
+	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		return topicInfo{}, &openError{code: driver.NotFound, err: fmt.Errorf("kafka: topic %q does not exist", name)}
+	}
+	if td.Err != nil {
+		return topicInfo{}, td.Err
+	}
+	unread := topicInfo{maxMsg: 1048588, horizon: broker.HorizonUnknown}
+	rcs, err := adm.DescribeTopicConfigs(ctx, name)
+	if err != nil {
+		if notPermitted(err) {
+			return unread, nil
+		}
+		return topicInfo{}, err
+	}
+	rc, err := rcs.On(name, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		if notPermitted(err) {
+			return unread, nil
+		}
+		return topicInfo{}, err
+	}
+	cfg := map[string]string{}
+	for _, c := range rc.Configs {
+		if c.Value != nil {
+			cfg[c.Key] = *c.Value
+		}
+	}
+	ti := topicInfo{maxMsg: unread.maxMsg, horizon: horizonOf(cfg)}
+	if n, err := strconv.Atoi(cfg["max.message.bytes"]); err == nil && n > 0 {
+		ti.maxMsg = n
+	}
+	return ti, nil
+}
+
+func notPermitted(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed)
+}
+
+// horizonOf is how long a record of a topic with these configs can stay
+// readable, and so be read again by a consumer whose offset is reset (or
+// rewound): unbounded when retention.ms is -1 or the cleanup policy
+// compacts without deleting (the last record of each key stays for ever);
+// otherwise retention.ms plus segment.ms (Kafka deletes whole segments,
+// once their newest record is past retention, and a segment stays open up
+// to segment.ms) plus the broker's retention check interval. A config that
+// is missing or unreadable makes the horizon unknown.
+func horizonOf(cfg map[string]string) time.Duration {
+	policy := cfg["cleanup.policy"]
+	if strings.Contains(policy, "compact") && !strings.Contains(policy, "delete") {
+		return broker.HorizonUnbounded
+	}
+	retention, err := strconv.ParseInt(strings.TrimSpace(cfg["retention.ms"]), 10, 64)
+	switch {
+	case err != nil:
+		return broker.HorizonUnknown
+	case retention < 0:
+		return broker.HorizonUnbounded
+	}
+	segment, err := strconv.ParseInt(strings.TrimSpace(cfg["segment.ms"]), 10, 64)
+	if err != nil || segment < 0 {
+		return broker.HorizonUnknown
+	}
+	const maxMs = int64(broker.HorizonUnbounded/time.Millisecond) / 4
+	if retention > maxMs || segment > maxMs {
+		return broker.HorizonUnbounded
+	}
+	return time.Duration(retention+segment)*time.Millisecond + retentionCheckInterval
+}
