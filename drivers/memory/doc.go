@@ -93,7 +93,10 @@
 // messages keep their ID, key, headers and body, carry the reason in the
 // header broker.HeaderDeadLetterReason, and start again at attempt 1.
 //
-// Dedup applies per topic, before the fan-out to subscriptions.
+// Dedup applies per topic, before the fan-out to subscriptions. With
+// TopicConfig.DedupScope broker.DedupMessageGroup (any profile), an ID is
+// remembered per Message.Key: the same ID in another group is a new
+// message, as in an SQS FIFO queue with DeduplicationScope messageGroup.
 //
 // # As targets
 //
