@@ -66,8 +66,10 @@
 // acked or not, is delivered again to the next owner, and the old owner's
 // settles of them fail with ErrLockLost. Dead-lettered records count as
 // settled and are not redelivered. Locks do not expire by default
-// (LockTimeout 0) and cannot be extended; the delivery limit is declared
-// emulated (the library's, as with Kafka).
+// (LockTimeout 0) and cannot be extended; the delivery limit is emulated
+// (the library's, as with Kafka): the count lives with the consumer, so
+// after a revoke the next owner delivers a record handed out before as
+// attempt 2, however often it was delivered.
 //
 // SQSFIFO: order and head-of-line per message group (Message.Key, which is
 // required): the earliest unsettled message of a group is delivered first,

@@ -515,5 +515,12 @@ func (q *queue) revoke(p *part, now time.Time) {
 			e.readyAt = time.Time{}
 			p.settled--
 		}
+		// The delivery limit is emulated: the count lives in the consumer
+		// and goes with it. The next owner knows only that a record was
+		// handed out before (Kafka's commit metadata), so it delivers it
+		// as attempt 2.
+		if e.attempt > 1 {
+			e.attempt = 1
+		}
 	}
 }
