@@ -25,10 +25,32 @@ type Harness struct {
 	// Quiet is how long a receive must find nothing before the suite
 	// concludes that nothing is deliverable (default 1s).
 	Quiet time.Duration
-	// MaxWait is the most broker time one scenario may wait (for a lock or
-	// dedup window to pass). A scenario that would need longer is reported
-	// as not applicable, with the reason (default 30s).
+	// MaxWait is the most broker time one scenario may wait (for a lock,
+	// a nack delay or a dedup window to pass; default 30s). A scenario that
+	// would need longer fails: the harness is expected to configure its
+	// broker short enough (Config says how short), unless FixedWaits says
+	// why it cannot.
 	MaxWait time.Duration
+	// FixedWaits, when not empty, says why the broker's lock timeout or
+	// dedup window cannot be configured shorter than MaxWait allows (e.g.
+	// "a real server whose dedup window is fixed at 10 minutes"). A
+	// scenario that would wait longer is then reported as not applicable,
+	// with this reason, instead of failing.
+	FixedWaits string
+	// RedeliveryHorizon is the redelivery horizon the harness configured
+	// on its broker, which the topic and subscriptions must declare: a
+	// retention it set, broker.HorizonUnbounded where the broker keeps a
+	// message until it is settled (a RabbitMQ quorum queue, a Kafka topic
+	// with retention.ms=-1), or broker.HorizonUnknown (the zero value)
+	// where the driver cannot read it. The suite cannot measure a horizon
+	// by waiting, so it compares the declaration with this truth
+	// (scenario redelivery-horizon).
+	RedeliveryHorizon time.Duration
+	// HorizonNotKnown, when not empty, says why the harness cannot state
+	// the horizon its broker applies (e.g. a shared server whose retention
+	// it does not set); scenario redelivery-horizon is then not applicable,
+	// with this reason.
+	HorizonNotKnown string
 	// OpenMissingTopic opens a topic that does not exist. Nil: the scenario
 	// is reported as not applicable.
 	OpenMissingTopic func(ctx context.Context) (*broker.Topic, error)

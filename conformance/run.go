@@ -60,11 +60,21 @@ func Run(t *testing.T, h Harness) {
 	var caps broker.Capabilities
 	// A subtest of its own, so that what the harness registers for cleanup
 	// is released before the leak check.
+	probed := false
 	if !t.Run("capabilities", func(t *testing.T) {
-		caps = probeCaps(t, &h)
+		caps, probed = probeCaps(t, &h), true
 		t.Logf("%s: capabilities: %s", h.Name, caps)
 	}) {
 		t.Fatalf("%s: cannot read the capabilities; no scenario can run", h.Name)
+	}
+	if !probed {
+		// -run selected some scenarios only: probe anyway, releasing what
+		// the harness registers for cleanup at once.
+		early := &cleanupNow{TB: t}
+		func() {
+			defer early.run()
+			caps = probeCaps(early, &h)
+		}()
 	}
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
@@ -82,7 +92,21 @@ func Run(t *testing.T, h Harness) {
 	})
 }
 
-func probeCaps(t *testing.T, h *Harness) broker.Capabilities {
+// cleanupNow collects the cleanups registered on it, to run them early.
+type cleanupNow struct {
+	testing.TB
+	fns []func()
+}
+
+func (c *cleanupNow) Cleanup(f func()) { c.fns = append(c.fns, f) }
+
+func (c *cleanupNow) run() {
+	for i := len(c.fns) - 1; i >= 0; i-- {
+		c.fns[i]()
+	}
+}
+
+func probeCaps(t testing.TB, h *Harness) broker.Capabilities {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	f, err := h.Setup(ctx, t, defaultConfig)
@@ -287,15 +311,36 @@ func sortedIDs(ds []*broker.Delivery) []string {
 	return s
 }
 
-// wait lets d of broker time pass, bounded by the harness's MaxWait check
-// done in need functions.
-func (e *env) wait(ctx context.Context, d time.Duration) { e.h.Wait(ctx, d) }
+// wait lets d of broker time pass. A wait longer than the harness's
+// MaxWait fails the scenario: scenarios that need one are not applicable
+// (needWait) only where the harness says why the broker cannot be
+// configured shorter.
+func (e *env) wait(ctx context.Context, t *testing.T, d time.Duration) {
+	t.Helper()
+	if d > e.h.MaxWait {
+		t.Fatalf("the scenario waits %s of broker time, over the harness's MaxWait (%s): configure the broker shorter "+
+			"(Config asks for a lock timeout of %s and a dedup window of %s), raise MaxWait, or set Harness.FixedWaits "+
+			"to the reason the broker cannot be configured shorter", d, e.h.MaxWait, defaultConfig.LockTimeout, defaultConfig.DedupWindow)
+	}
+	e.h.Wait(ctx, d)
+}
 
 // needWait reports a reason when the scenario would wait longer than the
-// harness allows.
+// harness allows and the harness says its broker cannot be configured
+// shorter. Without that reason the scenario runs, and fails when it
+// waits.
 func needWait(d time.Duration, h *Harness, what string) string {
-	if d > h.MaxWait {
-		return fmt.Sprintf("%s (%s) is longer than the harness's MaxWait (%s)", what, d, h.MaxWait)
+	if d > h.MaxWait && h.FixedWaits != "" {
+		return fmt.Sprintf("%s (%s) is longer than the harness's MaxWait (%s), and the broker cannot be configured shorter: %s", what, d, h.MaxWait, h.FixedWaits)
 	}
 	return ""
+}
+
+// lockWait is how long a scenario waits for a lock to expire: half as long
+// again as the declared lock timeout (0: no lock timeout, no wait).
+func lockWait(c broker.Capabilities) time.Duration { return c.LockTimeout + c.LockTimeout/2 }
+
+// needLockWait is needWait for scenarios that let a lock expire.
+func needLockWait(c broker.Capabilities, h *Harness) string {
+	return needWait(lockWait(c), h, "one and a half lock timeouts")
 }

@@ -14,7 +14,7 @@ import (
 func init() {
 	register(
 		scenario{"round-trip-fidelity", always, roundTripFidelity},
-		scenario{"ack", always, ackScenario},
+		scenario{"ack", needLockWait, ackScenario},
 		scenario{"nack-redelivers", always, nackRedelivers},
 		scenario{"delivery-count", func(c broker.Capabilities, _ *Harness) string {
 			if !c.DeliveryCount {
@@ -103,9 +103,7 @@ func ackScenario(t *testing.T, e *env) {
 	if !d.Settled() {
 		t.Fatalf("delivery not settled after Ack")
 	}
-	if e.caps.LockTimeout > 0 && e.caps.LockTimeout <= e.h.MaxWait {
-		e.wait(ctx, e.caps.LockTimeout+e.caps.LockTimeout/2)
-	}
+	e.wait(ctx, t, lockWait(e.caps))
 	s2 := e.sub(ctx, t, f)
 	e.expectNone(ctx, t, s, "an acked message must not be delivered again")
 	e.expectNone(ctx, t, s2, "an acked message must not be delivered to another consumer")

@@ -15,7 +15,7 @@ func init() {
 			if c.LockTimeout <= 0 {
 				return "the driver declares no LockTimeout (deliveries are held until settled or the consumer goes away)"
 			}
-			return needWait(c.LockTimeout*2, h, "twice the lock timeout")
+			return needLockWait(c, h)
 		}, lockExpiry},
 		scenario{"held-without-lock-timeout", func(c broker.Capabilities, _ *Harness) string {
 			if c.LockTimeout > 0 {
@@ -27,7 +27,7 @@ func init() {
 			if !c.LockExtendable || c.LockTimeout <= 0 {
 				return "the driver does not declare LockExtendable; the scenario checks ExtendLock fails with ErrUnsupported instead"
 			}
-			return needWait(c.LockTimeout*2, h, "twice the lock timeout")
+			return needLockWait(c, h)
 		}, lockExtension},
 		scenario{"lock-extension-unsupported", func(c broker.Capabilities, _ *Harness) string {
 			if c.LockExtendable {
@@ -65,8 +65,8 @@ func init() {
 			}
 			return ""
 		}, deadLetterUnsupported},
-		scenario{"crash-redelivers-unacked", always, crashRedelivers},
-		scenario{"ack-model", always, ackModel},
+		scenario{"crash-redelivers-unacked", needLockWait, crashRedelivers},
+		scenario{"ack-model", needLockWait, ackModel},
 	)
 }
 
@@ -81,7 +81,7 @@ func lockExpiry(t *testing.T, e *env) {
 	m := e.msg(t, "")
 	publish(ctx, t, f, m)
 	d1 := e.recv(ctx, t, s, 1)[0]
-	e.wait(ctx, e.caps.LockTimeout+e.caps.LockTimeout/2)
+	e.wait(ctx, t, lockWait(e.caps))
 	s2 := e.sub(ctx, t, f)
 	d2, _ := e.recvID(ctx, t, s2, m.ID)
 	if !d2.Redelivered || e.caps.DeliveryCount && d2.Attempt != 2 {
@@ -102,7 +102,7 @@ func heldWithoutLock(t *testing.T, e *env) {
 	m := e.msg(t, "")
 	publish(ctx, t, f, m)
 	d := e.recv(ctx, t, s, 1)[0]
-	e.wait(ctx, min(e.h.MaxWait, max(3*e.h.Quiet, 3*time.Second)))
+	e.wait(ctx, t, min(e.h.MaxWait, max(3*e.h.Quiet, 3*time.Second)))
 	s2 := e.sub(ctx, t, f)
 	e.expectNone(ctx, t, s2, "no lock timeout is declared, so an unsettled delivery must not move to another consumer")
 	e.expectNone(ctx, t, s, "no lock timeout is declared, so an unsettled delivery must not be redelivered")
@@ -120,7 +120,7 @@ func lockExtension(t *testing.T, e *env) {
 	if err := d.ExtendLock(ctx, 4*e.caps.LockTimeout); err != nil {
 		t.Fatalf("extend lock: %v", err)
 	}
-	e.wait(ctx, e.caps.LockTimeout+e.caps.LockTimeout/2)
+	e.wait(ctx, t, lockWait(e.caps))
 	s2 := e.sub(ctx, t, f)
 	e.expectNone(ctx, t, s2, "an extended lock must hold the message past the original timeout")
 	ackAll(ctx, t, d)
@@ -155,7 +155,7 @@ func nackWithDelay(t *testing.T, e *env) {
 		t.Fatalf("delivery not settled after Nack")
 	}
 	e.expectNone(ctx, t, s, "a message nacked with a delay must not come back before the delay")
-	e.wait(ctx, delay)
+	e.wait(ctx, t, delay)
 	d2, _ := e.recvID(ctx, t, s, m.ID)
 	if !d2.Redelivered {
 		t.Fatalf("delayed redelivery not flagged as redelivered")
@@ -263,9 +263,7 @@ func crashRedelivers(t *testing.T, e *env) {
 	if err := got[0].Ack(ctx); !errors.Is(err, broker.ErrClosed) {
 		t.Fatalf("ack after close: %v, want ErrClosed", err)
 	}
-	if e.caps.LockTimeout > 0 && e.caps.LockTimeout <= e.h.MaxWait {
-		e.wait(ctx, e.caps.LockTimeout+e.caps.LockTimeout/2)
-	}
+	e.wait(ctx, t, lockWait(e.caps))
 	s2 := e.sub(ctx, t, f)
 	seen := map[string]bool{}
 	for len(seen) < len(msgs) {
@@ -308,9 +306,7 @@ func ackModel(t *testing.T, e *env) {
 	if err := s1.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	if e.caps.LockTimeout > 0 && e.caps.LockTimeout <= e.h.MaxWait {
-		e.wait(ctx, e.caps.LockTimeout+e.caps.LockTimeout/2)
-	}
+	e.wait(ctx, t, lockWait(e.caps))
 	s2 := e.sub(ctx, t, f)
 	want := map[string]bool{m2.ID: true}
 	if e.caps.AckModel == broker.AckCumulative || !ackedThird {

@@ -31,7 +31,7 @@ func init() {
 			if c.DedupWindow <= 0 {
 				return "the driver declares no dedup window"
 			}
-			return needWait(c.DedupWindow*2, h, "twice the dedup window")
+			return needWait(dedupWait(c), h, "one and a half dedup windows")
 		}, dedupAfter},
 		scenario{"competing-consumers-history", always, competingHistory},
 	)
@@ -279,6 +279,8 @@ func dedupWithin(t *testing.T, e *env) {
 	ackAll(ctx, t, d2)
 }
 
+func dedupWait(c broker.Capabilities) time.Duration { return c.DedupWindow + c.DedupWindow/2 }
+
 // dedupAfter: after the window has passed, the same ID is delivered again.
 func dedupAfter(t *testing.T, e *env) {
 	ctx, f := e.setup(t)
@@ -287,7 +289,7 @@ func dedupAfter(t *testing.T, e *env) {
 	publish(ctx, t, f, m)
 	d, _ := e.recvID(ctx, t, s, m.ID)
 	ackAll(ctx, t, d)
-	e.wait(ctx, e.caps.DedupWindow+e.caps.DedupWindow/2)
+	e.wait(ctx, t, dedupWait(e.caps))
 	again := *m
 	publish(ctx, t, f, &again)
 	d2, _ := e.recvID(ctx, t, s, m.ID)

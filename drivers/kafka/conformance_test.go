@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -19,16 +20,58 @@ import (
 // conformancePartitions is the partition count of every scenario's topic.
 const conformancePartitions = 4
 
+// TestConformance runs the suite in both consumer modes, on topics that
+// keep records three days (ordered) and forever (concurrent,
+// retention.ms=-1): the declared RedeliveryHorizon must be the longest a
+// record can stay, which for a finite retention.ms is retention.ms +
+// segment.ms (segments are deleted whole) + the broker's 5-minute
+// retention check.
 func TestConformance(t *testing.T) {
 	for _, mode := range []struct {
-		name    string
-		ordered bool
-	}{{"ordered", true}, {"concurrent", false}} {
+		name      string
+		ordered   bool
+		retention time.Duration // broker.HorizonUnbounded: retention.ms=-1
+	}{{"ordered", true, 72 * time.Hour}, {"concurrent", false, broker.HorizonUnbounded}} {
 		t.Run(mode.name, func(t *testing.T) {
 			e := newTestEnv(t)
-			conformance.Run(t, e.harness("kafka/"+mode.name, mode.ordered))
+			want := mode.retention
+			if want != broker.HorizonUnbounded {
+				want += conformanceSegment + 5*time.Minute
+			}
+			conformance.Run(t, e.harness("kafka/"+mode.name, mode.ordered, mode.retention, want))
 		})
 	}
+}
+
+// conformanceSegment is the segment.ms of every conformance topic.
+const conformanceSegment = time.Hour
+
+// createRetained creates a topic whose retention.ms says how long it keeps
+// records (broker.HorizonUnbounded: -1, forever), with segment.ms
+// conformanceSegment.
+func (e *testEnv) createRetained(t testing.TB, adm *kadm.Client, partitions int32, prefix string, retention time.Duration) string {
+	t.Helper()
+	name := uniqueName(prefix)
+	ms := "-1"
+	if retention != broker.HorizonUnbounded {
+		ms = strconv.FormatInt(retention.Milliseconds(), 10)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	seg := strconv.FormatInt(conformanceSegment.Milliseconds(), 10)
+	resp, err := adm.CreateTopic(ctx, partitions, -1, map[string]*string{"retention.ms": &ms, "segment.ms": &seg}, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = adm.DeleteTopics(ctx, name)
+	})
+	return name
 }
 
 // harness builds fresh topics and groups per scenario. Consumers use the
@@ -41,12 +84,13 @@ func TestConformance(t *testing.T) {
 // and never closes that fixture's topic, whose client would then outlive
 // the suite's goroutine-leak check: the harness releases the first
 // fixture when the second Setup call comes.
-func (e *testEnv) harness(name string, ordered bool) conformance.Harness {
+func (e *testEnv) harness(name string, ordered bool, retention, horizon time.Duration) conformance.Harness {
 	var setups int
 	var probe []func()
 	return conformance.Harness{
-		Name:  name,
-		Quiet: time.Second,
+		Name:              name,
+		Quiet:             time.Second,
+		RedeliveryHorizon: horizon,
 		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
 			setups++
 			if setups == 1 {
@@ -58,8 +102,8 @@ func (e *testEnv) harness(name string, ordered bool) conformance.Harness {
 				probe = nil
 			}
 			adm := e.newAdmin(t)
-			topic := e.createTopicWith(t, adm, conformancePartitions, "conf")
-			dlq := e.createTopicWith(t, adm, 1, "conf-dlq")
+			topic := e.createRetained(t, adm, conformancePartitions, "conf", retention)
+			dlq := e.createRetained(t, adm, 1, "conf-dlq", retention)
 			group := uniqueName("group")
 			so := &kafka.SubscriptionOptions{Ordered: ordered, DeadLetterTopic: dlq, DeliveryLimit: cfg.DeliveryLimit}
 			pub, err := kafka.OpenTopic(e.producerOpts(), topic, &kafka.TopicOptions{Consumers: so})

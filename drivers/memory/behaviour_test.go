@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -332,5 +333,43 @@ func TestRunCompetingConsumers(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestDedupScope checks that a window scoped to the message group drops a
+// repeated ID only inside its group, that the scope is declared, and that
+// an unknown scope is refused.
+func TestDedupScope(t *testing.T) {
+	f := newFixture(t, memory.TopicConfig{Profile: memory.SQSFIFO, DedupWindow: time.Minute, DedupScope: broker.DedupMessageGroup})
+	s := f.sub()
+	f.publish(&broker.Message{ID: "x", Key: "a"}, &broker.Message{ID: "x", Key: "b"}, &broker.Message{ID: "x", Key: "a"})
+	poll, cancel := context.WithCancel(bg)
+	cancel()
+	var keys []string
+	for {
+		ds, _ := s.Receive(poll, 10)
+		if len(ds) == 0 {
+			break
+		}
+		for _, d := range ds {
+			keys = append(keys, d.Message.Key)
+			if err := d.Ack(bg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	slices.Sort(keys)
+	if !slices.Equal(keys, []string{"a", "b"}) {
+		t.Fatalf("delivered keys %v, want [a b]", keys)
+	}
+	if c := s.Capabilities(); c.DedupScope != broker.DedupMessageGroup {
+		t.Fatalf("declared dedup scope %s", c.DedupScope)
+	}
+	if c := (memory.TopicConfig{Profile: memory.SQSFIFO}).Capabilities(); c.DedupScope != broker.DedupQueue {
+		t.Fatalf("default dedup scope %s, want queue", c.DedupScope)
+	}
+	err := memory.New(nil).CreateTopic("bad", &memory.TopicConfig{DedupWindow: time.Minute, DedupScope: 7})
+	if !errors.Is(err, broker.ErrInvalid) {
+		t.Fatalf("unknown dedup scope: %v, want ErrInvalid", err)
 	}
 }

@@ -69,6 +69,11 @@ type TopicConfig struct {
 	// duplicate publishes (0: SQSFIFO 5m, ServiceBus 10m, others none;
 	// negative: none).
 	DedupWindow time.Duration
+	// DedupScope is where a message ID must be unique for DedupWindow to
+	// drop a publish: broker.DedupQueue, the default, across the whole
+	// topic; broker.DedupMessageGroup per Message.Key (as an SQS FIFO queue
+	// with DeduplicationScope messageGroup). Ignored without a window.
+	DedupScope broker.DedupScope
 	// Partitions is the number of partitions (Partitioned only, default 4,
 	// at most MaxPartitions).
 	Partitions int
@@ -108,6 +113,14 @@ func (c TopicConfig) normalize() (TopicConfig, error) {
 		c.DedupWindow = 5 * time.Minute
 	case c.DedupWindow == 0 && p == ServiceBus:
 		c.DedupWindow = 10 * time.Minute
+	}
+	switch {
+	case c.DedupWindow == 0:
+		c.DedupScope = broker.DedupNone
+	case c.DedupScope == broker.DedupNone:
+		c.DedupScope = broker.DedupQueue
+	case c.DedupScope != broker.DedupQueue && c.DedupScope != broker.DedupMessageGroup:
+		return c, errorf(codeInvalid, "unknown dedup scope %d", int(c.DedupScope))
 	}
 	if p == Partitioned {
 		if c.Partitions == 0 {
@@ -152,9 +165,7 @@ func (c TopicConfig) Capabilities() broker.Capabilities {
 		RedeliveryHorizon: n.Retention,
 		MaxMessageSize:    n.MaxMessageSize,
 		DedupWindow:       n.DedupWindow,
-	}
-	if n.DedupWindow > 0 {
-		caps.DedupScope = broker.DedupQueue
+		DedupScope:        n.DedupScope,
 	}
 	if n.DeliveryLimit > 0 {
 		caps.DeliveryLimitMode = broker.LimitNative

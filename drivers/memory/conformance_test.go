@@ -12,19 +12,25 @@ import (
 	"github.com/wary-go/wary/drivers/memory"
 )
 
+// retention is the retention every harness topic is created with, and so
+// the redelivery horizon the suite expects.
+const retention = 72 * time.Hour
+
 // harness runs the suite on one profile, on a fake clock: waiting for a
-// lock or a dedup window to pass costs no real time.
-func harness(p memory.Profile) conformance.Harness {
+// lock or a dedup window to pass costs no real time. scope is the dedup
+// scope of the profiles that dedup (zero: the default, the queue).
+func harness(p memory.Profile, scope broker.DedupScope) conformance.Harness {
 	clock := memory.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	b := memory.New(&memory.Options{Clock: clock})
 	var n atomic.Int64
 	return conformance.Harness{
-		Name: "memory/" + string(p),
+		Name:              "memory/" + string(p),
+		RedeliveryHorizon: retention,
 		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
 			name := fmt.Sprintf("topic-%d", n.Add(1))
-			tc := &memory.TopicConfig{Profile: p, LockTimeout: cfg.LockTimeout, DeliveryLimit: cfg.DeliveryLimit}
+			tc := &memory.TopicConfig{Profile: p, LockTimeout: cfg.LockTimeout, DeliveryLimit: cfg.DeliveryLimit, Retention: retention}
 			if p == memory.SQSFIFO || p == memory.ServiceBus {
-				tc.DedupWindow = cfg.DedupWindow
+				tc.DedupWindow, tc.DedupScope = cfg.DedupWindow, scope
 			}
 			if p == memory.Partitioned {
 				tc.LockTimeout = 0 // held until settled or revoked, as Kafka
@@ -63,6 +69,7 @@ func harness(p memory.Profile) conformance.Harness {
 
 func TestConformance(t *testing.T) {
 	for _, p := range []memory.Profile{memory.Queue, memory.Partitioned, memory.SQSFIFO, memory.ServiceBus} {
-		t.Run(string(p), func(t *testing.T) { conformance.Run(t, harness(p)) })
+		t.Run(string(p), func(t *testing.T) { conformance.Run(t, harness(p, 0)) })
 	}
+	t.Run("sqsfifo-dedup-per-group", func(t *testing.T) { conformance.Run(t, harness(memory.SQSFIFO, broker.DedupMessageGroup)) })
 }

@@ -74,8 +74,10 @@
 // acked or not, is delivered again to the next owner, and the old owner's
 // settles of them fail with ErrLockLost. Dead-lettered records count as
 // settled and are not redelivered. Locks do not expire by default
-// (LockTimeout 0) and cannot be extended; the delivery limit is declared
-// emulated (the library's, as with Kafka).
+// (LockTimeout 0) and cannot be extended; the delivery limit is emulated
+// (the library's, as with Kafka): the count lives with the consumer, so
+// after a revoke the next owner delivers a record handed out before as
+// attempt 2, however often it was delivered.
 //
 // SQSFIFO: order and head-of-line per message group (Message.Key, which is
 // required): the earliest unsettled message of a group is delivered first,
@@ -101,7 +103,10 @@
 // messages keep their ID, key, headers and body, carry the reason in the
 // header broker.HeaderDeadLetterReason, and start again at attempt 1.
 //
-// Dedup applies per topic, before the fan-out to subscriptions.
+// Dedup applies per topic, before the fan-out to subscriptions. With
+// TopicConfig.DedupScope broker.DedupMessageGroup (any profile), an ID is
+// remembered per Message.Key: the same ID in another group is a new
+// message, as in an SQS FIFO queue with DeduplicationScope messageGroup.
 //
 // # As targets
 //

@@ -22,13 +22,17 @@ type topic struct {
 	caps   broker.Capabilities
 	subs   map[string]*queue
 	order  []*queue // subscriptions in creation order
-	dedup  map[string]time.Time
+	dedup  map[dedupKey]time.Time
 	dedupQ []dedupEntry // publish order, for pruning
 	rr     int          // next partition for keyless records
 }
 
+// dedupKey is what must be unique inside the dedup window: the message ID,
+// and with DedupMessageGroup its key.
+type dedupKey struct{ group, id string }
+
 type dedupEntry struct {
-	id string
+	k  dedupKey
 	at time.Time
 }
 
@@ -94,7 +98,7 @@ type handle struct {
 }
 
 func newTopic(name string, cfg TopicConfig) *topic {
-	return &topic{name: name, cfg: cfg, caps: cfg.Capabilities(), subs: map[string]*queue{}, dedup: map[string]time.Time{}}
+	return &topic{name: name, cfg: cfg, caps: cfg.Capabilities(), subs: map[string]*queue{}, dedup: map[dedupKey]time.Time{}}
 }
 
 // addSub creates subscription name of t.
@@ -159,17 +163,21 @@ func (t *topic) publish(m *driver.Message, now time.Time) {
 	if w := t.cfg.DedupWindow; w > 0 && m.ID != "" {
 		for len(t.dedupQ) > 0 && now.Sub(t.dedupQ[0].at) >= w {
 			d := t.dedupQ[0]
-			if at, ok := t.dedup[d.id]; ok && at.Equal(d.at) {
-				delete(t.dedup, d.id)
+			if at, ok := t.dedup[d.k]; ok && at.Equal(d.at) {
+				delete(t.dedup, d.k)
 			}
 			t.dedupQ[0] = dedupEntry{}
 			t.dedupQ = t.dedupQ[1:]
 		}
-		if at, ok := t.dedup[m.ID]; ok && now.Sub(at) < w {
+		k := dedupKey{id: m.ID}
+		if t.cfg.DedupScope == broker.DedupMessageGroup {
+			k.group = m.Key
+		}
+		if at, ok := t.dedup[k]; ok && now.Sub(at) < w {
 			return // accepted and silently dropped
 		}
-		t.dedup[m.ID] = now
-		t.dedupQ = append(t.dedupQ, dedupEntry{id: m.ID, at: now})
+		t.dedup[k] = now
+		t.dedupQ = append(t.dedupQ, dedupEntry{k: k, at: now})
 	}
 	p := 0
 	if n := t.cfg.Partitions; t.cfg.Profile == Partitioned && n > 1 {
@@ -506,6 +514,13 @@ func (q *queue) revoke(p *part, now time.Time) {
 			e.state = stReady
 			e.readyAt = time.Time{}
 			p.settled--
+		}
+		// The delivery limit is emulated: the count lives in the consumer
+		// and goes with it. The next owner knows only that a record was
+		// handed out before (Kafka's commit metadata), so it delivers it
+		// as attempt 2.
+		if e.attempt > 1 {
+			e.attempt = 1
 		}
 	}
 }

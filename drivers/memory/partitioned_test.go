@@ -111,3 +111,30 @@ func TestPartitionedLimitOnClose(t *testing.T) {
 		t.Fatalf("got %s", got)
 	}
 }
+
+// TestPartitionedCountLostOnRevoke checks the emulated delivery count: it
+// lives with the consumer, so after a revoke a record that was delivered
+// three times comes back as attempt 2, not 4.
+func TestPartitionedCountLostOnRevoke(t *testing.T) {
+	f := newFixture(t, memory.TopicConfig{Profile: memory.Partitioned, Partitions: 1})
+	a := f.sub()
+	f.publish(msg("r0", "k"))
+	for want := 1; want <= 3; want++ {
+		d := pollOne(t, a, "r0")
+		if d.Attempt != want {
+			t.Fatalf("delivery %d reports attempt %d", want, d.Attempt)
+		}
+		if want < 3 {
+			if err := d.Nack(bg, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := f.sub()
+	if d := pollOne(t, b, "r0"); d.Attempt != 2 || !d.Redelivered {
+		t.Fatalf("after the revoke: attempt %d redelivered %t, want attempt 2, redelivered", d.Attempt, d.Redelivered)
+	}
+}

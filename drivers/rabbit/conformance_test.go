@@ -11,9 +11,14 @@ import (
 
 // harness runs the suite on a fresh exchange and quorum queue(s) per
 // scenario. partitions > 1: partitioned by key.
+//
+// The queues have no message TTL and no length limit: a quorum queue keeps
+// a message, delivered or not, until it is settled, so copies can arrive at
+// any time and the redelivery horizon is unbounded.
 func harness(t *testing.T, c *rabbit.Conn, name string, partitions int) conformance.Harness {
 	return conformance.Harness{
-		Name: name,
+		Name:              name,
+		RedeliveryHorizon: broker.HorizonUnbounded,
 		Setup: func(ctx context.Context, tb testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
 			q := uniqueName("conf")
 			top, _ := declare(tb, c, rabbit.Topology{
