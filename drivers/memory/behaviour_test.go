@@ -274,7 +274,7 @@ func TestCapabilitiesByProfile(t *testing.T) {
 	} {
 		c := memory.TopicConfig{Profile: tc.p}.Capabilities()
 		if c.Ordering != tc.ordering || c.HeadOfLine != tc.hol || c.KeyRequired != tc.key || c.DedupWindow != tc.dedup ||
-			c.LockTimeout != tc.lock || c.DeliveryLimit != 10 || !c.DeadLetter || !c.NackDelay || !c.DeliveryCount ||
+			c.LockTimeout != tc.lock || c.DeliveryLimit != 10 || !c.DeadLetter || !c.NackDelay || c.DeliveryCount != (tc.p != memory.Partitioned) ||
 			c.RedeliveryHorizon != memory.DefaultRetention {
 			t.Errorf("%s: %v", tc.p, c)
 		}

@@ -176,6 +176,9 @@ func (c TopicConfig) Capabilities() broker.Capabilities {
 		caps.OrderingKey = "partition key"
 		caps.AckModel = broker.AckCumulative
 		caps.LockExtendable = false
+		// As on Kafka, the count is the consumer's: it restarts when a
+		// partition moves to another consumer, so it is not a true count.
+		caps.DeliveryCount = false
 		if n.DeliveryLimit > 0 {
 			caps.DeliveryLimitMode = broker.LimitEmulated
 		}
