@@ -45,11 +45,16 @@
 //     broker delivers again and the claim makes that copy a duplicate.
 //     Handle reports a failed ack as ErrAckAfterCommit and counts it in
 //     Stats.AckFailures.
-//   - Retention at least the redelivery horizon: claims are purged after
-//     Options.Retention (Inbox.Purge), and a copy arriving after that would
-//     run again. NewInbox refuses a retention shorter than the
-//     subscription's Capabilities.RedeliveryHorizon unless
-//     Options.AllowShortRetention says otherwise.
+//   - Retention covering the redelivery horizon: claims are purged after
+//     Options.Retention, and a copy arriving after that would run again.
+//     NewInbox reads the subscription's Capabilities.RedeliveryHorizon:
+//     a finite horizon is the default retention, and a shorter one is
+//     refused; an unbounded horizon (broker.HorizonUnbounded: the broker
+//     may redeliver at any time) keeps claims for ever, and a finite
+//     retention is refused; an unknown horizon (broker.HorizonUnknown)
+//     has no safe default, so NewInbox requires Options.Retention.
+//     Options.AllowShortRetention is the knowing override of both
+//     refusals.
 //
 // The message ID is the producer's stable logical ID (broker.Message.ID);
 // two messages with different IDs are different messages to the inbox,

@@ -21,13 +21,25 @@ type Handler[Tx any] func(ctx context.Context, tx Tx, d *broker.Delivery) error
 // Options configures an Inbox. Nil means defaults.
 type Options struct {
 	// Retention is how long inbox records are kept; Purge deletes older
-	// ones. It must be at least the subscription's redelivery horizon
+	// ones. It must cover the subscription's redelivery horizon
 	// (Capabilities.RedeliveryHorizon), or a redelivered copy would find
-	// no record and run again. Default: the horizon, or 14 days when the
-	// horizon is unknown (0).
+	// no record and run again:
+	//
+	//   - finite horizon: default the horizon; a shorter Retention is
+	//     refused (ErrRetention) unless AllowShortRetention;
+	//   - broker.HorizonUnbounded (the broker may redeliver at any time):
+	//     default 0, which keeps records for ever (Purge deletes nothing
+	//     and Inbox.Retention reports broker.HorizonUnbounded); any finite
+	//     Retention is refused unless AllowShortRetention;
+	//   - broker.HorizonUnknown (the driver cannot tell): there is no
+	//     default, NewInbox requires an explicit Retention (ErrRetention
+	//     otherwise). Choose one longer than any redelivery you expect.
+	//
+	// broker.HorizonUnbounded as Retention keeps records for ever.
 	Retention time.Duration
 	// AllowShortRetention accepts a Retention shorter than the redelivery
-	// horizon. The caller takes on the risk of effects applied twice.
+	// horizon, finite or unbounded. The caller knowingly takes on the risk
+	// of effects applied twice.
 	AllowShortRetention bool
 	// Backoff gives the retry delay after a failed attempt, by attempt
 	// number (default: 100ms doubling to 30s). On brokers with
@@ -57,13 +69,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultRetention is the retention used when neither Options.Retention nor
-// the broker's redelivery horizon is known.
-const DefaultRetention = 14 * 24 * time.Hour
-
-// ErrRetention matches the error NewInbox returns for a retention shorter
-// than the redelivery horizon.
-var ErrRetention = errors.New("idem: retention shorter than the redelivery horizon")
+// ErrRetention matches the error NewInbox returns for a retention that does
+// not cover the redelivery horizon: shorter than a finite horizon, finite
+// under an unbounded one, or missing where the horizon is unknown.
+var ErrRetention = errors.New("idem: retention does not cover the redelivery horizon")
 
 // ErrAckAfterCommit matches the error Handle returns when the transaction
 // committed but the acknowledgement failed. The effect is in place; the
@@ -102,17 +111,8 @@ func NewInbox[Tx any](store Store[Tx], consumer string, caps broker.Capabilities
 	if opts != nil {
 		o = *opts
 	}
-	if o.Retention < 0 {
-		return nil, fmt.Errorf("idem: negative retention %s", o.Retention)
-	}
-	if o.Retention == 0 {
-		o.Retention = caps.RedeliveryHorizon
-		if o.Retention == 0 {
-			o.Retention = DefaultRetention
-		}
-	}
-	if h := caps.RedeliveryHorizon; o.Retention < h && !o.AllowShortRetention {
-		return nil, fmt.Errorf("%w: consumer %q: retention %s < horizon %s (a copy delivered after the inbox record is purged would run again); raise Options.Retention or set Options.AllowShortRetention", ErrRetention, consumer, o.Retention, h)
+	if err := retention(&o, consumer, caps.RedeliveryHorizon); err != nil {
+		return nil, err
 	}
 	if o.MaxAttempts < 1 {
 		o.MaxAttempts = 5
@@ -132,13 +132,30 @@ func NewInbox[Tx any](store Store[Tx], consumer string, caps broker.Capabilities
 	return &Inbox[Tx]{store: store, consumer: consumer, caps: caps, o: o}, nil
 }
 
+// retention sets o.Retention from the horizon h, or refuses it (see
+// Options.Retention).
+func retention(o *Options, consumer string, h time.Duration) error {
+	switch {
+	case o.Retention < 0:
+		return fmt.Errorf("%w: consumer %q: negative retention %s", broker.ErrInvalid, consumer, o.Retention)
+	case h == broker.HorizonUnknown && o.Retention == 0:
+		return fmt.Errorf("%w: consumer %q: the subscription's redelivery horizon is unknown, so no retention is safe by default; set Options.Retention to longer than any redelivery you expect", ErrRetention, consumer)
+	case o.Retention == 0:
+		o.Retention = h // unbounded: keep for ever
+	case h != broker.HorizonUnknown && o.Retention < h && !o.AllowShortRetention:
+		return fmt.Errorf("%w: consumer %q: retention %s < horizon %s (a copy delivered after the inbox record is purged would run again); raise Options.Retention (0 keeps the horizon) or set Options.AllowShortRetention", ErrRetention, consumer, broker.HorizonString(o.Retention), broker.HorizonString(h))
+	}
+	return nil
+}
+
 // Consumer returns the consumer name.
 func (in *Inbox[Tx]) Consumer() string { return in.consumer }
 
 // Store returns the store.
 func (in *Inbox[Tx]) Store() Store[Tx] { return in.store }
 
-// Retention returns the effective retention.
+// Retention returns the effective retention; broker.HorizonUnbounded means
+// records are kept for ever.
 func (in *Inbox[Tx]) Retention() time.Duration { return in.o.Retention }
 
 // Handler adapts the inbox to broker.Subscription.Run: each delivery goes
@@ -510,6 +527,9 @@ func (in *Inbox[Tx]) Stats() Stats {
 // transactions of at most Options.PurgeBatch records, until none is left or
 // ctx is done. It returns how many it deleted. Run it periodically.
 func (in *Inbox[Tx]) Purge(ctx context.Context) (int, error) {
+	if in.o.Retention == broker.HorizonUnbounded {
+		return 0, nil
+	}
 	before := in.o.Now().Add(-in.o.Retention)
 	total := 0
 	for {

@@ -79,12 +79,45 @@ func TestNewInboxRetention(t *testing.T) {
 	if err != nil || in.Retention() != caps.RedeliveryHorizon {
 		t.Errorf("default: %v", err)
 	}
-	in, err = idem.NewInbox(st, "c", broker.Capabilities{}, nil)
-	if err != nil || in.Retention() != idem.DefaultRetention {
-		t.Errorf("unknown horizon: %v", err)
+	if _, err := idem.NewInbox(st, "c", caps, &idem.Options{Retention: time.Hour, AllowShortRetention: true}); err != nil {
+		t.Errorf("short retention with override: %v", err)
 	}
-	if _, err := idem.NewInbox(st, "c", caps, &idem.Options{Retention: -time.Hour}); err == nil {
-		t.Errorf("negative retention accepted")
+
+	// Unknown horizon: no default, an explicit retention is required.
+	unknown := broker.Capabilities{RedeliveryHorizon: broker.HorizonUnknown}
+	if _, err = idem.NewInbox(st, "c", unknown, nil); !errors.Is(err, idem.ErrRetention) {
+		t.Errorf("unknown horizon without retention: %v, want ErrRetention", err)
+	} else if !strings.Contains(err.Error(), "unknown") || !strings.Contains(err.Error(), "Options.Retention") {
+		t.Errorf("error does not say the horizon is unknown and what to set: %v", err)
+	}
+	if in, err = idem.NewInbox(st, "c", unknown, &idem.Options{Retention: time.Minute}); err != nil || in.Retention() != time.Minute {
+		t.Errorf("unknown horizon, explicit retention: %v", err)
+	}
+
+	// Unbounded horizon: default keeps for ever; a finite retention only
+	// with the override.
+	unbounded := broker.Capabilities{RedeliveryHorizon: broker.HorizonUnbounded}
+	if in, err = idem.NewInbox(st, "c", unbounded, nil); err != nil || in.Retention() != broker.HorizonUnbounded {
+		t.Errorf("unbounded horizon default: %v, %v", in, err)
+	}
+	if _, err = idem.NewInbox(st, "c", unbounded, &idem.Options{Retention: 365 * 24 * time.Hour}); !errors.Is(err, idem.ErrRetention) {
+		t.Errorf("finite retention under an unbounded horizon: %v, want ErrRetention", err)
+	}
+	if in, err = idem.NewInbox(st, "c", unbounded, &idem.Options{Retention: time.Hour, AllowShortRetention: true}); err != nil || in.Retention() != time.Hour {
+		t.Errorf("finite retention under an unbounded horizon, with override: %v", err)
+	}
+	if in, err = idem.NewInbox(st, "c", unbounded, &idem.Options{Retention: broker.HorizonUnbounded}); err != nil || in.Retention() != broker.HorizonUnbounded {
+		t.Errorf("unbounded retention: %v", err)
+	}
+	// Purge with an unbounded retention deletes nothing and does not touch
+	// the store (nilStore would panic).
+	in, _ = idem.NewInbox(st, "c", unbounded, nil)
+	if n, err := in.Purge(t.Context()); n != 0 || err != nil {
+		t.Errorf("purge, unbounded: %d, %v", n, err)
+	}
+
+	if _, err := idem.NewInbox(st, "c", caps, &idem.Options{Retention: -time.Hour}); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("negative retention: %v, want ErrInvalid", err)
 	}
 	if _, err := idem.NewInbox[int](nil, "c", caps, nil); err == nil {
 		t.Errorf("nil store accepted")

@@ -374,4 +374,18 @@ func testRetention[Tx any](t *testing.T, f Factory[Tx]) {
 	if c := e.Int(`SELECT count(*) FROM ret_inbox WHERE consumer = 'other'`); c != 25 {
 		t.Errorf("other consumer's records: %d, want 25 (purge is per consumer)", c)
 	}
+
+	// Under an unbounded horizon the default keeps records for ever.
+	caps.RedeliveryHorizon = broker.HorizonUnbounded
+	forever, err := idem.NewInbox(e.Store, "other", caps, &idem.Options{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(10 * 365 * 24 * time.Hour)
+	if n, err := forever.Purge(e.Ctx); err != nil || n != 0 {
+		t.Errorf("purge with unbounded retention: %d, %v; want 0", n, err)
+	}
+	if c := e.Int(`SELECT count(*) FROM ret_inbox WHERE consumer = 'other'`); c != 25 {
+		t.Errorf("records after purge with unbounded retention: %d, want 25", c)
+	}
 }
