@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // HandleBatch processes ds in one transaction, with Handle's guarantees for
@@ -71,7 +71,7 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Hand
 	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(ds[a].Message.ID, ds[b].Message.ID) })
 	claimed := make([]bool, len(ds))
 	now := in.o.Now()
-	if cm, ok := in.store.(claimManyer[Tx]); ok {
+	if cm, ok := in.store.(store.ClaimManyer[Tx]); ok {
 		// One statement for the whole batch.
 		ids := make([]string, 0, len(ds))
 		for _, i := range order {
@@ -120,14 +120,6 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Hand
 		return nil, 0, storeErr("commit", err)
 	}
 	return outs, 0, nil
-}
-
-// claimManyer is implemented by stores that claim many messages with one
-// statement (idem/postgres). ids are distinct and sorted; ClaimMany claims
-// them in that order, as Claim would one by one, and returns the set of
-// those it claimed.
-type claimManyer[Tx any] interface {
-	ClaimMany(ctx context.Context, tx Tx, consumer string, ids []string, at time.Time) (map[string]bool, error)
 }
 
 // RunBatch receives up to size deliveries at a time from sub and processes

@@ -6,9 +6,11 @@
 // a relay publishes events committed with the data, and idempotency keys
 // make external calls safe to retry.
 //
-// Package idem knows no database and no broker driver. It works on a
-// Store[Tx], implemented by idem/postgres (Tx is pgx.Tx) and idem/sqlite
-// (Tx is *sql.Tx), and on *broker.Delivery values from any driver.
+// Package idem knows no database and no broker driver. It works on a store
+// for transactions of type Tx, implemented by idem/postgres (Tx is pgx.Tx)
+// and idem/sqlite (Tx is *sql.Tx) through the interfaces of idem/store, and
+// on *broker.Delivery values from any driver. A handler writes through the
+// Tx it is given, and calls the store's CheckVersion and Transition in it.
 //
 // # The inbox, and what "exactly one effect" rests on
 //

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // Handler applies one delivery's effect inside tx, the transaction that also
@@ -89,7 +90,7 @@ var ErrNoID = errors.New("idem: message has no ID")
 // effect is committed once: see the package documentation for what that
 // rests on. An Inbox is safe for concurrent use.
 type Inbox[Tx any] struct {
-	store    Store[Tx]
+	store    store.Store[Tx]
 	consumer string
 	caps     broker.Capabilities
 	o        Options
@@ -100,8 +101,8 @@ type Inbox[Tx any] struct {
 // capabilities of the subscription the deliveries come from
 // (sub.Capabilities()): the redelivery horizon bounds the retention, and
 // NackDelay and DeadLetter decide how failures are settled.
-func NewInbox[Tx any](store Store[Tx], consumer string, caps broker.Capabilities, opts *Options) (*Inbox[Tx], error) {
-	if store == nil {
+func NewInbox[Tx any](st store.Store[Tx], consumer string, caps broker.Capabilities, opts *Options) (*Inbox[Tx], error) {
+	if st == nil {
 		return nil, errors.New("idem: nil store")
 	}
 	if err := ValidateConsumer(consumer); err != nil {
@@ -129,7 +130,7 @@ func NewInbox[Tx any](store Store[Tx], consumer string, caps broker.Capabilities
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Inbox[Tx]{store: store, consumer: consumer, caps: caps, o: o}, nil
+	return &Inbox[Tx]{store: st, consumer: consumer, caps: caps, o: o}, nil
 }
 
 // retention sets o.Retention from the horizon h, or refuses it (see
@@ -152,7 +153,7 @@ func retention(o *Options, consumer string, h time.Duration) error {
 func (in *Inbox[Tx]) Consumer() string { return in.consumer }
 
 // Store returns the store.
-func (in *Inbox[Tx]) Store() Store[Tx] { return in.store }
+func (in *Inbox[Tx]) Store() store.Store[Tx] { return in.store }
 
 // Retention returns the effective retention; broker.HorizonUnbounded means
 // records are kept for ever.
@@ -189,7 +190,7 @@ func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[T
 		out outcome
 		err error
 	)
-	if bc, ok := in.store.(claimBeginner[Tx]); ok && !in.needsChecks(d) {
+	if bc, ok := in.store.(store.ClaimBeginner[Tx]); ok && !in.needsChecks(d) {
 		// The claim travels with BEGIN: one round trip fewer.
 		var claimed bool
 		tx, claimed, err = bc.BeginClaim(ctx, in.consumer, d.Message.ID, in.o.Now())
@@ -222,13 +223,6 @@ func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[T
 	}
 	in.count(out)
 	return in.ack(ctx, d)
-}
-
-// claimBeginner is implemented by stores that can begin a transaction and
-// claim a message in it in one round trip (idem/postgres). When the message
-// is a duplicate, BeginClaim returns claimed false and no transaction.
-type claimBeginner[Tx any] interface {
-	BeginClaim(ctx context.Context, consumer, messageID string, at time.Time) (tx Tx, claimed bool, err error)
 }
 
 // needsChecks reports whether d needs more than the claim before its
@@ -264,16 +258,9 @@ var errStore = errors.New("idem: store")
 
 func storeErr(op string, err error) error { return fmt.Errorf("%w: %s: %w", errStore, op, err) }
 
-// claimChecker is implemented by stores that claim a message and check
-// whether its aggregate has parked messages with one statement
-// (idem/postgres): Claim and HasParked in one.
-type claimChecker[Tx any] interface {
-	ClaimCheck(ctx context.Context, tx Tx, consumer, messageID, aggregateID string, at time.Time) (claimed, held bool, err error)
-}
-
 // apply claims d and runs h in tx.
 func (in *Inbox[Tx]) apply(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx]) (outcome, error) {
-	if cc, ok := in.store.(claimChecker[Tx]); ok && in.holds(d) {
+	if cc, ok := in.store.(store.ClaimChecker[Tx]); ok && in.holds(d) {
 		claimed, held, err := cc.ClaimCheck(ctx, tx, in.consumer, d.Message.ID, d.Message.Headers[HeaderAggregateID], in.o.Now())
 		if err != nil {
 			return 0, storeErr("claim", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/store"
 )
 
 func TestValidateConsumer(t *testing.T) {
@@ -26,24 +27,24 @@ func TestValidateConsumer(t *testing.T) {
 
 func TestValidatePrefixAndTables(t *testing.T) {
 	for _, ok := range []string{"", "wary_", "App_", strings.Repeat("p", 63-len("parked_aggregate_idx"))} {
-		if err := idem.ValidatePrefix(ok); err != nil {
+		if err := store.ValidatePrefix(ok); err != nil {
 			t.Errorf("ValidatePrefix(%q): %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"1x", "a-b", `a"`, "a;", "a\x00", strings.Repeat("p", 64-len("parked_aggregate_idx"))} {
-		if err := idem.ValidatePrefix(bad); !errors.Is(err, idem.ErrInvalidName) {
+		if err := store.ValidatePrefix(bad); !errors.Is(err, idem.ErrInvalidName) {
 			t.Errorf("ValidatePrefix(%q): %v, want ErrInvalidName", bad, err)
 		}
 	}
-	if parts, err := idem.ValidateTableName("app.orders"); err != nil || len(parts) != 2 {
+	if parts, err := store.ValidateTableName("app.orders"); err != nil || len(parts) != 2 {
 		t.Errorf("schema-qualified: %v %v", parts, err)
 	}
 	for _, bad := range []string{"a.b.c", ".a", "a.", `a"."b`, "a;drop"} {
-		if _, err := idem.ValidateTableName(bad); !errors.Is(err, idem.ErrInvalidName) {
+		if _, err := store.ValidateTableName(bad); !errors.Is(err, idem.ErrInvalidName) {
 			t.Errorf("ValidateTableName(%q): %v", bad, err)
 		}
 	}
-	if got := idem.QuoteIdentifier(`we"ird`); got != `"we""ird"` {
+	if got := store.QuoteIdentifier(`we"ird`); got != `"we""ird"` {
 		t.Errorf("QuoteIdentifier: %s", got)
 	}
 }
@@ -68,7 +69,7 @@ func TestParseEvent(t *testing.T) {
 }
 
 func TestNewInboxRetention(t *testing.T) {
-	var st idem.Store[int] = nilStore{}
+	var st store.Store[int] = nilStore{}
 	caps := broker.Capabilities{RedeliveryHorizon: 7 * 24 * time.Hour}
 	if _, err := idem.NewInbox(st, "c", caps, &idem.Options{Retention: time.Hour}); !errors.Is(err, idem.ErrRetention) {
 		t.Errorf("short retention: %v", err)
@@ -125,4 +126,4 @@ func TestNewInboxRetention(t *testing.T) {
 }
 
 // nilStore satisfies Store for constructor tests; its methods are never called.
-type nilStore struct{ idem.Store[int] }
+type nilStore struct{ store.Store[int] }

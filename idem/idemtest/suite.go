@@ -1,5 +1,5 @@
 // Package idemtest is the store test suite of package idem: Run proves, on
-// any idem.Store, the inbox's effect-once guarantee under concurrent
+// any store.Store, the inbox's effect-once guarantee under concurrent
 // duplicates, crashes between commit and ack and handler failures, version
 // checks, state-transition guards, parking and replay, retention, and name
 // validation. Stores call it from their tests; Queue is the scripted broker
@@ -17,13 +17,14 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // DB is one test's isolated database, as a store package provides it.
 type DB[Tx any] interface {
 	// Open returns a store using table prefix (the store's default when
 	// empty), creating its tables. Invalid prefixes must fail.
-	Open(ctx context.Context, prefix string) (idem.Store[Tx], error)
+	Open(ctx context.Context, prefix string) (store.Store[Tx], error)
 	// Exec runs a statement, written with $1, $2, ... placeholders, in tx.
 	Exec(ctx context.Context, tx Tx, q string, args ...any) error
 	// QueryRow runs a query in tx.
@@ -69,7 +70,7 @@ type Env[Tx any] struct {
 	T     testing.TB
 	Ctx   context.Context
 	DB    DB[Tx]
-	Store idem.Store[Tx]
+	Store store.Store[Tx]
 }
 
 // Setup opens a store with prefix on a fresh database and creates the
@@ -272,7 +273,7 @@ func testMigrate[Tx any](t *testing.T, f Factory[Tx]) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, st := range []idem.Store[Tx]{e.Store, other} {
+	for _, st := range []store.Store[Tx]{e.Store, other} {
 		e.InTx(func(tx Tx) error {
 			ok, err := st.Claim(e.Ctx, tx, "c", "m1", time.Now())
 			if err == nil && !ok {

@@ -98,8 +98,10 @@ func testHandlerError[Tx any](t *testing.T, f Factory[Tx]) {
 	if q.Nacks("m1") != 2 {
 		t.Errorf("nacks %d, want 2", q.Nacks("m1"))
 	}
-	if d := q.NackDelays(); len(d) != 2 || d[0] != time.Second || d[1] != 2*time.Second {
-		t.Errorf("nack delays %v, want [1s 2s] from the backoff policy", d)
+	// Full jitter: each delay is within [0, Ceiling(attempt)] = [0, 1s],
+	// [0, 2s].
+	if d := q.NackDelays(); len(d) != 2 || d[0] < 0 || d[0] > time.Second || d[1] < 0 || d[1] > 2*time.Second {
+		t.Errorf("nack delays %v, want within [0, 1s] and [0, 2s] from the backoff policy", d)
 	}
 	e.CheckEffects("m1")
 	// A permanent error dead-letters, never acks.

@@ -1,4 +1,4 @@
-package idem
+package store
 
 import (
 	"context"
@@ -178,4 +178,28 @@ func (r TransitionResult) String() string {
 type TransitionCheck struct {
 	Result TransitionResult
 	State  string
+}
+
+// ClaimBeginner is implemented by stores that can begin a transaction and
+// claim a message in it in one round trip (idem/postgres). When the message
+// is a duplicate, BeginClaim returns claimed false and no transaction. The
+// inbox uses it for deliveries that need nothing but the claim before
+// their handler.
+type ClaimBeginner[Tx any] interface {
+	BeginClaim(ctx context.Context, consumer, messageID string, at time.Time) (tx Tx, claimed bool, err error)
+}
+
+// ClaimChecker is implemented by stores that claim a message and check
+// whether its aggregate has parked messages with one statement
+// (idem/postgres): Claim and HasParked in one.
+type ClaimChecker[Tx any] interface {
+	ClaimCheck(ctx context.Context, tx Tx, consumer, messageID, aggregateID string, at time.Time) (claimed, held bool, err error)
+}
+
+// ClaimManyer is implemented by stores that claim many messages with one
+// statement (idem/postgres). ids are distinct and sorted; ClaimMany claims
+// them in that order, as Claim would one by one, and returns the set of
+// those it claimed.
+type ClaimManyer[Tx any] interface {
+	ClaimMany(ctx context.Context, tx Tx, consumer string, ids []string, at time.Time) (map[string]bool, error)
 }
