@@ -213,3 +213,30 @@ func TestURLParamsTypedValues(t *testing.T) {
 		t.Fatalf("Done echoes a value: %v", err)
 	}
 }
+
+func TestPublishRejectsReservedHeadersAndBadIDs(t *testing.T) {
+	top := NewTopic(&stubTopic{}, nil)
+	defer top.Close()
+	ctx := context.Background()
+	for name, m := range map[string]*Message{
+		"reserved key header":    {ID: "a", Headers: map[string]string{"wary-key": "spoof"}},
+		"reserved in upper case": {ID: "a", Headers: map[string]string{"WARY-Prior-Attempts": "99"}},
+		"dead-letter reason":     {ID: "a", Headers: map[string]string{HeaderDeadLetterReason: "x"}},
+		"ID with NUL":            {ID: "a\x00b"},
+		"ID with newline":        {ID: "a\nb"},
+		"ID not UTF-8":           {ID: "a\xffb"},
+		"ID over the limit":      {ID: strings.Repeat("i", MaxIDLen+1)},
+		"key not UTF-8":          {ID: "a", Key: "\xff"},
+	} {
+		err := top.Publish(ctx, m)
+		if !errors.Is(err, ErrInvalid) || !errors.Is(err, ErrNotSent) {
+			t.Errorf("%s: Publish = %v, want ErrInvalid and ErrNotSent", name, err)
+		}
+	}
+	ok := &Message{ID: strings.Repeat("i", MaxIDLen), Headers: map[string]string{
+		HeaderAggregateID: "order-1", HeaderAggregateVersion: "2", HeaderSequence: "2", HeaderType: "order.paid", "traceparent": "00-x", "wary": "not the prefix",
+	}}
+	if err := top.Publish(ctx, ok); err != nil {
+		t.Fatalf("event-identity headers and a MaxIDLen ID: %v", err)
+	}
+}

@@ -99,9 +99,15 @@ func (d *Delivery) DeadLetter(ctx context.Context, reason string) error {
 
 // ExtendLock keeps the delivery locked for dur from now, so that a slow
 // handler does not see it redelivered elsewhere. It needs
-// Capabilities.LockExtendable (else ErrUnsupported). Extending a settled
-// delivery returns an error matching ErrLockLost.
+// Capabilities.LockExtendable (else ErrUnsupported) and dur > 0 (else
+// ErrInvalid). Extending a settled delivery returns an error matching
+// ErrLockLost.
 func (d *Delivery) ExtendLock(ctx context.Context, dur time.Duration) error {
+	if dur <= 0 {
+		// A zero or negative extension would release the lock (SQS's
+		// visibility 0): that is Nack's job, not ExtendLock's.
+		return newError("extend-lock", driver.Invalid, false, fmt.Errorf("extend lock by %s: the duration must be positive", dur))
+	}
 	if d.sub == nil {
 		return nil
 	}

@@ -20,6 +20,23 @@
 // against the live broker. What the broker does not promise is the
 // application's job, and package idem does it.
 //
+// A declaration is never a guess. Where a driver cannot learn a value, it
+// says so: a redelivery horizon is HorizonUnknown when the driver could not
+// read the broker's configuration, HorizonUnbounded when copies can arrive
+// at any time (a queue that keeps an unacked message until it is settled,
+// a topic that keeps records forever), and a duration only when the broker
+// enforces one.
+//
+// # Messages
+//
+// A message has a stable logical ID (ValidateID: 1 to MaxIDLen bytes of
+// UTF-8 without control characters; Publish gives an empty ID a random
+// one), an ordering key, headers (UTF-8 names and values; names starting
+// with "wary-" are reserved for wary and its drivers, except the
+// event-identity headers such as HeaderAggregateID) and a body of any
+// bytes. Drivers round-trip all of it unchanged, and trust no reserved
+// header that a producer could have set.
+//
 // # Delivery
 //
 // Delivery is at least once. A message is delivered again when it is
@@ -36,7 +53,12 @@
 // dead-letter queue find the reason in the header HeaderDeadLetterReason).
 // Settling again is a no-op that returns nil. Ack returns an error, so that
 // "the effect committed but the ack failed" is visible; the redelivery that
-// follows must be recognised as a duplicate.
+// follows must be recognised as a duplicate. Subscription.Run (one
+// delivery per handler call) and Subscription.RunBatch (a batch per call)
+// settle what the handler left unsettled, retry transient settle failures,
+// and retry a failed Ack rather than nack a delivery whose handler chose to
+// acknowledge it. RunOptions.Concurrency is the one knob for parallelism:
+// drivers that prefetch (RabbitMQ) size their buffer from it.
 //
 // # Ordering
 //
@@ -59,7 +81,10 @@
 // ErrRetryable, plus context.Canceled and context.DeadlineExceeded. A
 // Publish error matches exactly one of ErrNotSent (safe to send again) and
 // ErrMaybeSent (the broker may have the message). Invalid messages (missing
-// required key, non-UTF-8 header, over the size limit) are rejected before
-// anything is sent. The SDK's own error is reachable with Topic.ErrorAs and
-// Subscription.ErrorAs. Credentials never appear in errors or logs.
+// required key, a bad ID, a non-UTF-8 or reserved header, over the size
+// limit) are rejected before
+// anything is sent. Backoff delays carry full jitter. The SDK's own error is reachable with Topic.ErrorAs and
+// Subscription.ErrorAs. Credentials never appear in errors or logs: URLs
+// are shown through Redact, and a malformed URL parameter is named
+// without its value.
 package broker

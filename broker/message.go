@@ -3,9 +3,12 @@ package broker
 import (
 	crand "crypto/rand"
 	"encoding/hex"
+	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/wary-go/wary/broker/driver"
@@ -22,8 +25,12 @@ type Message struct {
 	// Key is the ordering key: the Kafka record key, SQS MessageGroupId,
 	// Service Bus SessionId, or the key a RabbitMQ partition is chosen by.
 	Key string
-	// Headers are application headers. Values must be valid UTF-8. Names
-	// starting with "wary-" are reserved for the library.
+	// Headers are application headers. Names and values must be valid
+	// UTF-8. Names starting with "wary-" (in any case) are reserved for the
+	// library and its drivers, which set them on the way through a broker;
+	// Publish rejects them, except the event-identity headers a producer may
+	// set (HeaderAggregateID, HeaderAggregateVersion, HeaderSequence,
+	// HeaderType).
 	Headers map[string]string
 	// Body is the payload: any bytes.
 	Body []byte
@@ -38,6 +45,61 @@ func (m *Message) As(i any) bool {
 		return false
 	}
 	return m.asFunc(i)
+}
+
+// MaxIDLen is the longest message ID, in bytes, that Publish accepts.
+// Stores key their inbox records by it, and an index entry must stay well
+// under PostgreSQL's B-tree limit (about 2.7 KB).
+const MaxIDLen = 1024
+
+// ValidateID checks a message ID against the rules every wary component
+// shares: 1 to MaxIDLen bytes of valid UTF-8 without control characters
+// (NUL, newlines, DEL and the C1 range). Publish enforces them (after
+// giving an empty ID a random one); a consumer that receives a message
+// from another producer can check them before storing the ID (package idem
+// does). The error matches ErrInvalid.
+func ValidateID(id string) error {
+	switch {
+	case id == "":
+		return invalidf("id", "message ID is empty")
+	case len(id) > MaxIDLen:
+		return invalidf("id", "message ID is %d bytes, over the limit of %d", len(id), MaxIDLen)
+	case !utf8.ValidString(id):
+		return invalidf("id", "message ID is not valid UTF-8")
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) {
+			return invalidf("id", "message ID holds the control character %U", r)
+		}
+	}
+	return nil
+}
+
+// Event-identity headers: the reserved "wary-" names a producer may set.
+// Package idem's outbox writes them and its version checks read them.
+const (
+	// HeaderAggregateID is the ID of the aggregate (entity) the event
+	// belongs to.
+	HeaderAggregateID = "wary-aggregate-id"
+	// HeaderAggregateVersion is the aggregate's version after the event.
+	HeaderAggregateVersion = "wary-aggregate-version"
+	// HeaderSequence is the event's per-aggregate sequence number.
+	HeaderSequence = "wary-sequence"
+	// HeaderType is the event's type name ("order.cancelled").
+	HeaderType = "wary-type"
+)
+
+// ReservedHeader reports whether a producer may not set the header name:
+// it starts with "wary-" in any case and is not an event-identity header.
+func ReservedHeader(name string) bool {
+	if len(name) < 5 || !strings.EqualFold(name[:5], "wary-") {
+		return false
+	}
+	switch name {
+	case HeaderAggregateID, HeaderAggregateVersion, HeaderSequence, HeaderType:
+		return false
+	}
+	return true
 }
 
 // size is the message's size as the portable layer counts it against
@@ -64,12 +126,20 @@ func validate(caps driver.Capabilities, m *Message) error {
 	if caps.KeyRequired && m.Key == "" {
 		return invalidf("publish", "message %q has no ordering key, and this broker requires one (%s)", m.ID, caps.OrderingKey)
 	}
-	if !utf8.ValidString(m.ID) || !utf8.ValidString(m.Key) {
-		return invalidf("publish", "message ID and key must be valid UTF-8")
+	if m.ID != "" { // an empty ID gets a random one
+		if err := ValidateID(m.ID); err != nil {
+			return invalidf("publish", "%v", errors.Unwrap(err))
+		}
+	}
+	if !utf8.ValidString(m.Key) {
+		return invalidf("publish", "message %q: the key must be valid UTF-8", m.ID)
 	}
 	for k, v := range m.Headers {
 		if k == "" || !utf8.ValidString(k) {
 			return invalidf("publish", "message %q: header name %q is empty or not valid UTF-8", m.ID, k)
+		}
+		if ReservedHeader(k) {
+			return invalidf("publish", "message %q: header %q is reserved (names starting with \"wary-\" are set by wary and its drivers)", m.ID, k)
 		}
 		if !utf8.ValidString(v) {
 			return invalidf("publish", "message %q: header %q has a value that is not valid UTF-8", m.ID, k)

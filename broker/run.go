@@ -39,6 +39,9 @@ type RunOptions struct {
 	// Backoff gives the nack delay after a handler error, by attempt, on
 	// brokers with Capabilities.NackDelay (default 100ms doubling to 30s).
 	Backoff Backoff
+	// BatchSize is, for RunBatch, the most deliveries one call of the
+	// BatchHandler gets (default DefaultBatchSize). Run ignores it.
+	BatchSize int
 }
 
 // Run receives deliveries and calls h for each until ctx is done, the
@@ -51,6 +54,33 @@ type RunOptions struct {
 // the end of a handler uses a context that is not, so that work a handler
 // finished is acknowledged.
 func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) error {
+	return s.run(ctx, h, nil, opts)
+}
+
+// BatchHandler processes a batch of deliveries, in the order they were
+// received. Deliveries it returns without settling are settled by the loop
+// as Handler's are: all acked if it returned nil, otherwise each
+// dead-lettered (an error marked with Permanent) or nacked with a delay
+// from RunOptions.Backoff; a delivery whose Ack was tried and failed has
+// its ack retried. A handler that must treat deliveries differently
+// settles them itself.
+type BatchHandler func(ctx context.Context, ds []*Delivery) error
+
+// RunBatch is Run for handlers that take a batch: each call of h gets the
+// deliveries of one receive, at most RunOptions.BatchSize (default 100) of
+// them. Up to Concurrency batches run at once; MaxOutstanding defaults to
+// BatchSize × Concurrency. PerKey is not supported with Concurrency above 1
+// (ErrInvalid): with one batch at a time, deliveries of a key are handled in
+// arrival order. Everything else (retries of receive and settle failures,
+// what it returns) is as for Run.
+func (s *Subscription) RunBatch(ctx context.Context, h BatchHandler, opts *RunOptions) error {
+	return s.run(ctx, nil, h, opts)
+}
+
+// DefaultBatchSize is RunOptions.BatchSize's default.
+const DefaultBatchSize = 100
+
+func (s *Subscription) run(ctx context.Context, h Handler, bh BatchHandler, opts *RunOptions) error {
 	var o RunOptions
 	if opts != nil {
 		o = *opts
@@ -58,8 +88,18 @@ func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) err
 	if o.Concurrency < 1 {
 		o.Concurrency = 1
 	}
-	if o.MaxOutstanding < o.Concurrency {
-		o.MaxOutstanding = 2 * o.Concurrency
+	per := 1 // deliveries per handler call
+	if bh != nil {
+		if o.BatchSize < 1 {
+			o.BatchSize = DefaultBatchSize
+		}
+		if o.PerKey && o.Concurrency > 1 {
+			return Invalidf("RunBatch: PerKey needs Concurrency 1 (batches of one key would run in parallel)")
+		}
+		per = o.BatchSize
+	}
+	if o.MaxOutstanding < per*o.Concurrency {
+		o.MaxOutstanding = max(2, per) * o.Concurrency
 	}
 	if err := s.setPrefetch(o.MaxOutstanding); err != nil {
 		return err
@@ -67,6 +107,8 @@ func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) err
 	r := &runner{
 		sub:         s,
 		h:           h,
+		bh:          bh,
+		per:         per,
 		opts:        o,
 		ctx:         ctx,
 		outstanding: make(chan struct{}, o.MaxOutstanding),
@@ -80,7 +122,9 @@ func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) err
 
 type runner struct {
 	sub         *Subscription
-	h           Handler
+	h           Handler      // Run
+	bh          BatchHandler // RunBatch
+	per         int          // the most deliveries one handler call takes
 	opts        RunOptions
 	ctx         context.Context
 	outstanding chan struct{} // one token per unsettled delivery held
@@ -102,7 +146,7 @@ func (r *runner) loop() error {
 		}
 		n := 1
 	more:
-		for n < r.opts.MaxOutstanding {
+		for n < r.opts.MaxOutstanding && (r.bh == nil || n < r.per) {
 			select {
 			case r.outstanding <- struct{}{}:
 				n++
@@ -135,6 +179,10 @@ func (r *runner) loop() error {
 			}
 		}
 		failures = 0
+		if r.bh != nil {
+			r.dispatchBatch(ds)
+			continue
+		}
 		for _, d := range ds {
 			r.dispatch(d)
 		}
@@ -178,8 +226,28 @@ func (r *runner) work(key string, d *Delivery) {
 	}
 }
 
+// dispatchBatch runs h on ds in a worker.
+func (r *runner) dispatchBatch(ds []*Delivery) {
+	r.workers <- struct{}{}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer func() { <-r.workers }()
+		err := r.callBatch(ds)
+		for _, d := range ds {
+			r.settleAfter(d, err)
+			<-r.outstanding
+		}
+	}()
+}
+
 func (r *runner) handle(d *Delivery) {
-	err := r.call(d)
+	r.settleAfter(d, r.call(d))
+}
+
+// settleAfter settles d, if its handler left it unsettled, by what the
+// handler returned.
+func (r *runner) settleAfter(d *Delivery, err error) {
 	if d.Settled() {
 		return
 	}
@@ -230,6 +298,15 @@ func (r *runner) handle(d *Delivery) {
 
 // settleAttempts bounds the handler loop's tries at one settlement.
 const settleAttempts = 4
+
+func (r *runner) callBatch(ds []*Delivery) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return r.bh(r.ctx, ds)
+}
 
 func (r *runner) call(d *Delivery) (err error) {
 	defer func() {

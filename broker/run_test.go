@@ -171,3 +171,85 @@ func TestDetachedDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRunBatch(t *testing.T) {
+	var msgs []*driver.Message
+	for i := 0; i < 25; i++ {
+		msgs = append(msgs, &driver.Message{ID: NewID(), AckID: i})
+	}
+	d := &stubSub{msgs: msgs, acked: make(chan driver.AckID, 25)}
+	sub := NewSubscription(d, nil)
+	defer sub.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	var sizes []int
+	done := make(chan error, 1)
+	go func() {
+		done <- sub.RunBatch(ctx, func(ctx context.Context, ds []*Delivery) error {
+			mu.Lock()
+			sizes = append(sizes, len(ds))
+			mu.Unlock()
+			if len(ds) > 10 {
+				t.Errorf("batch of %d, over BatchSize 10", len(ds))
+			}
+			return nil // the loop acks every delivery left unsettled
+		}, &RunOptions{BatchSize: 10})
+	}()
+	for i := 0; i < 25; i++ {
+		if id := <-d.acked; id != i {
+			t.Fatalf("ack %d: got AckID %v, want arrival order", i, id)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("RunBatch: %v", err)
+	}
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	if total != 25 || d.nacks != 0 {
+		t.Fatalf("batches %v (total %d), nacks %d", sizes, total, d.nacks)
+	}
+	if err := sub.RunBatch(context.Background(), func(context.Context, []*Delivery) error { return nil }, &RunOptions{PerKey: true, Concurrency: 2}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("PerKey with Concurrency 2: %v, want ErrInvalid", err)
+	}
+}
+
+func TestRunBatchNacksOnError(t *testing.T) {
+	d := &stubSub{msgs: []*driver.Message{{ID: "a", AckID: 1}, {ID: "b", AckID: 2}}, acked: make(chan driver.AckID, 2)}
+	sub := NewSubscription(d, nil)
+	defer sub.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := make(chan int, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- sub.RunBatch(ctx, func(ctx context.Context, ds []*Delivery) error {
+			if err := ds[0].Ack(ctx); err != nil {
+				return err
+			}
+			calls <- len(ds)
+			return errors.New("second failed")
+		}, &RunOptions{BatchSize: 2})
+	}()
+	if n := <-calls; n != 2 {
+		t.Fatalf("batch of %d, want 2", n)
+	}
+	<-d.acked
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if d.acks != 1 || d.nacks != 1 {
+		t.Fatalf("acks %d nacks %d: want the handler's own ack kept and the other nacked", d.acks, d.nacks)
+	}
+}
+
+func TestExtendLockRejectsNonPositive(t *testing.T) {
+	d := NewDetachedDelivery(&Message{ID: "x"}, 1)
+	for _, dur := range []time.Duration{0, -time.Second} {
+		if err := d.ExtendLock(context.Background(), dur); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ExtendLock(%s) = %v, want ErrInvalid", dur, err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -131,8 +132,10 @@ func OpenSubscription(ctx context.Context, urlstr string) (*Subscription, error)
 func parseURL(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		// url.Error quotes the URL, which may hold a password: drop it.
-		return nil, newError("open", driver.Invalid, false, fmt.Errorf("cannot parse the URL: %v", redactParseErr(err)))
+		// url.Error quotes the URL, and its inner error quotes the part
+		// that failed (a port, an escape), which may be a piece of a
+		// password: keep only the kind of failure.
+		return nil, newError("open", driver.Invalid, false, fmt.Errorf("cannot parse the URL %s: %s", RedactString(s), parseFailure(err)))
 	}
 	if u.Scheme == "" {
 		return nil, newError("open", driver.Invalid, false, fmt.Errorf("URL %s has no scheme", Redact(u)))
@@ -140,39 +143,140 @@ func parseURL(s string) (*url.URL, error) {
 	return u, nil
 }
 
-func redactParseErr(err error) error {
+// parseFailure is url.Parse's error without the text it quotes.
+func parseFailure(err error) string {
 	if ue, ok := err.(*url.Error); ok {
-		return ue.Err
+		err = ue.Err
 	}
-	return err
+	return quoted.ReplaceAllString(err.Error(), `"…"`)
 }
+
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
 func unknownScheme(scheme string, known []string) error {
 	return newError("open", driver.Invalid, false, fmt.Errorf("no driver registered for scheme %q (registered: %s); import the driver package", scheme, strings.Join(known, ", ")))
 }
 
-// Redact returns u as a string with any password and any query parameter
-// that looks like a secret replaced by "xxxxx", for logs and errors.
+const redacted = "xxxxx"
+
+// Redact returns u as a string for logs and errors, with every secret
+// replaced by "xxxxx": the password (also in the opaque form
+// "amqp:user:pass@host"), the value of every query parameter whose name
+// suggests a secret (password, pass, pwd, secret, token, auth, credential,
+// key, sig, sas and the like), every query pair that cannot be parsed
+// (it could be any of those), and the fragment.
 func Redact(u *url.URL) string {
+	if u.User == nil && u.Opaque == "" && strings.Contains(u.Path, "@") {
+		// "amqp://guest:1234/pw@host/" parses as host "guest:1234" and
+		// path "/pw@host/": a password holding "/" that was not escaped.
+		return redactRaw(u.String())
+	}
 	c := *u
 	if c.User != nil {
 		if _, has := c.User.Password(); has {
-			c.User = url.UserPassword(c.User.Username(), "xxxxx")
+			c.User = url.UserPassword(c.User.Username(), redacted)
 		}
 	}
-	q := c.Query()
-	changed := false
-	for k := range q {
-		lk := strings.ToLower(k)
-		if strings.Contains(lk, "password") || strings.Contains(lk, "secret") || strings.Contains(lk, "key") && !strings.Contains(lk, "keyname") || strings.Contains(lk, "token") {
-			q.Set(k, "xxxxx")
-			changed = true
+	if c.Opaque != "" {
+		c.Opaque = redactOpaque(c.Opaque)
+	}
+	c.RawQuery = redactQuery(c.RawQuery)
+	c.Fragment, c.RawFragment = "", ""
+	out := c.String()
+	if u.Fragment != "" || u.RawFragment != "" {
+		out += "#" + redacted
+	}
+	return out
+}
+
+// RedactString is Redact for a URL that may not parse: it redacts what it
+// can recognise (userinfo before the last "@" of the authority, query
+// values) and never returns the input's secrets.
+func RedactString(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return Redact(u)
+	}
+	return redactRaw(s)
+}
+
+func redactRaw(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		scheme, rest = "", s
+	}
+	rest, query, hasQuery := strings.Cut(rest, "?")
+	// A password may hold "/", "?" or "#": everything up to the last "@"
+	// before the query is userinfo.
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		user, _, _ := strings.Cut(rest[:at], ":")
+		if strings.ContainsAny(user, "/#") {
+			user = redacted
+		}
+		rest = user + ":" + redacted + rest[at:]
+	}
+	if i := strings.Index(rest, "#"); i >= 0 {
+		rest, query, hasQuery = rest[:i]+"#"+redacted, "", false
+	}
+	out := rest
+	if scheme != "" {
+		out = scheme + "://" + rest
+	}
+	if hasQuery {
+		if i := strings.Index(query, "#"); i >= 0 {
+			return out + "?" + redactQuery(query[:i]) + "#" + redacted
+		}
+		out += "?" + redactQuery(query)
+	}
+	return out
+}
+
+func redactOpaque(o string) string {
+	at := strings.LastIndex(o, "@")
+	if at < 0 {
+		return o
+	}
+	user, _, hasPass := strings.Cut(o[:at], ":")
+	if !hasPass {
+		return o
+	}
+	return user + ":" + redacted + o[at:]
+}
+
+// redactQuery redacts a raw query pair by pair, keeping the others as they
+// were written.
+func redactQuery(raw string) string {
+	if raw == "" {
+		return raw
+	}
+	pairs := strings.FieldsFunc(raw, func(r rune) bool { return r == '&' || r == ';' })
+	for i, pair := range pairs {
+		k, _, _ := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			pairs[i] = redacted
+			continue
+		}
+		if _, v, _ := strings.Cut(pair, "="); v != "" {
+			if _, err := url.QueryUnescape(v); err != nil || secretParam(name) {
+				pairs[i] = k + "=" + redacted
+			}
 		}
 	}
-	if changed {
-		c.RawQuery = q.Encode()
+	return strings.Join(pairs, "&")
+}
+
+// secretParam reports whether a query parameter's name suggests a secret.
+func secretParam(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range []string{"pass", "pwd", "secret", "token", "auth", "cred", "private", "signature"} {
+		if strings.Contains(n, w) {
+			return true
+		}
 	}
-	return c.String()
+	if strings.Contains(n, "key") && !strings.HasSuffix(n, "keyname") {
+		return true
+	}
+	return n == "sig" || n == "sas" || strings.HasPrefix(n, "sas") || strings.HasPrefix(n, "sig") || strings.HasSuffix(n, "sig")
 }
 
 // URLParams reads a URL's query parameters for an opener and rejects any
@@ -189,9 +293,25 @@ type URLParams struct {
 	bad  []string // "name (want ...)" for malformed values
 }
 
-// NewURLParams starts reading u's query.
+// NewURLParams starts reading u's query. A query that does not parse as
+// a whole (a malformed escape, a ";" separator) is reported by Done as
+// ErrInvalid: a parameter is never dropped without a word.
 func NewURLParams(u *url.URL) *URLParams {
-	return &URLParams{u: u, q: u.Query(), used: map[string]bool{}}
+	q, err := url.ParseQuery(u.RawQuery)
+	p := &URLParams{u: u, q: q, used: map[string]bool{}}
+	if err != nil {
+		p.bad = append(p.bad, "the query (malformed: "+parseFailure(err)+")")
+	}
+	return p
+}
+
+// NoUserinfo records, for Done, that u carries a user or password that
+// the opener does not use; an opener whose scheme takes no credentials
+// calls it, so that they are not ignored without a word.
+func (p *URLParams) NoUserinfo() {
+	if p.u.User != nil {
+		p.bad = append(p.bad, "userinfo (this scheme takes no user or password in the URL)")
+	}
 }
 
 // Get returns the parameter's value ("" when absent) and marks it known.

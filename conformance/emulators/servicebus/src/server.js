@@ -1,6 +1,7 @@
 'use strict';
 // The AMQP side: connections, links, transfers and dispositions.
 
+require('./guard.js'); // before rhea decodes anything
 const rhea = require('rhea');
 const terminus = require('rhea/lib/terminus.js');
 const codec = require('./codec.js');

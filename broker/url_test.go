@@ -1,0 +1,135 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// secretURLs hold the secret "S3cr3tPW" (or a piece of it) in every place
+// a URL can carry one.
+var secretURLs = []string{
+	"amqp://guest:S3cr3tPW@host:5672/vhost",
+	"amqp://guest:S3cr/3tPW@h/",             // password with "/": a parse error quoting ":S3cr"
+	"amqp://guest:1234/S3cr3tPW@host:5672/", // "1234" read as a port, the rest as a path
+	"amqp://guest:S3cr3tPW@h:notaport/",
+	"amqp:guest:S3cr3tPW@host",
+	"amqp://h/?password=S3cr3tPW",
+	"amqp://h/?pass=S3cr3tPW&x=1",
+	"amqp://h/?pwd=S3cr3tPW",
+	"amqp://h/?passwd=S3cr3tPW",
+	"amqp://h/?auth=S3cr3tPW",
+	"amqp://h/?credentials=S3cr3tPW",
+	"amqp://h/?sig=S3cr3tPW",
+	"amqp://h/?sas=S3cr3tPW",
+	"amqp://h/?SharedAccessKey=S3cr3tPW&SharedAccessKeyName=root",
+	"amqp://h/?api_token=S3cr3tPW",
+	"amqp://h/?password=S3cr3tPW%zz",
+	"amqp://h/?passw%zzord=S3cr3tPW",
+	"amqp://h/?x=1;password=S3cr3tPW",
+	"amqp://h/#S3cr3tPW",
+	"amqp://h/?a=1#S3cr3tPW",
+	"amqp://guest:S3cr3tPW@h:5672/?x=%zz",
+	"amqp://guest:S3cr3tPW@[::1/",
+	"amqp://guest:S3cr3tPW\x7f@host/",
+}
+
+func hasSecret(s string) bool {
+	return strings.Contains(s, "S3cr") || strings.Contains(s, "3tPW")
+}
+
+func TestRedactHidesEverySecret(t *testing.T) {
+	for _, raw := range secretURLs {
+		if got := RedactString(raw); hasSecret(got) {
+			t.Errorf("RedactString(%q) = %q", raw, got)
+		}
+		if u, err := url.Parse(raw); err == nil {
+			if got := Redact(u); hasSecret(got) {
+				t.Errorf("Redact(%q) = %q", raw, got)
+			}
+		}
+		for _, open := range []func() error{
+			func() error { _, err := OpenTopic(context.Background(), raw); return err },
+			func() error { _, err := OpenSubscription(context.Background(), raw); return err },
+		} {
+			err := open()
+			if err == nil {
+				t.Errorf("open %q: no error", raw)
+				continue
+			}
+			if hasSecret(err.Error()) {
+				t.Errorf("open %q: error %q holds the secret", raw, err)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("open %q: %v is not ErrInvalid", raw, err)
+			}
+		}
+	}
+}
+
+func TestRedactKeepsWhatIsNotSecret(t *testing.T) {
+	u, _ := url.Parse("amqp://guest:pw@host:5672/vhost?exchange=orders&assigned=0,1&SharedAccessKeyName=root")
+	got := Redact(u)
+	for _, keep := range []string{"guest", "host:5672", "/vhost", "exchange=orders", "assigned=0,1", "SharedAccessKeyName=root"} {
+		if !strings.Contains(got, keep) {
+			t.Errorf("Redact = %q lost %q", got, keep)
+		}
+	}
+}
+
+func TestURLParamsMalformedQuery(t *testing.T) {
+	for _, raw := range []string{"mem://t?profile=sqsfifo;limit=3", "mem://t?profile=queue&bogus=%zz"} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := NewURLParams(u)
+		_ = p.Get("profile")
+		_ = p.Get("limit")
+		_ = p.Get("bogus")
+		if err := p.Done(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Done = %v, want ErrInvalid for the malformed query", raw, err)
+		}
+	}
+	u, _ := url.Parse("mem://user:pw@t")
+	p := NewURLParams(u)
+	p.NoUserinfo()
+	if err := p.Done(); !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "pw") {
+		t.Errorf("userinfo on a scheme without credentials: %v", err)
+	}
+}
+
+// FuzzRedact: no input makes Redact, RedactString or an opener's error
+// show a password that the URL carries.
+func FuzzRedact(f *testing.F) {
+	for _, s := range secretURLs {
+		f.Add(strings.ReplaceAll(s, "S3cr3tPW", "pw"), "S3cr3tPW")
+	}
+	f.Add("kafka://a/b?brokers=h:9092", "zz9Qsecret")
+	f.Fuzz(func(t *testing.T, template, secret string) {
+		if len(secret) < 6 || strings.ContainsAny(secret, "%") {
+			return
+		}
+		// The secret may occur in the rest of the output by chance (the
+		// host, an error's words): that is no leak. A leak is an output
+		// that holds it under this password and not under another.
+		shows := func(password string) (redacted, openErr bool) {
+			raw := "amqp://u:" + url.PathEscape(password) + "@" + template
+			has := func(s string) bool {
+				return strings.Contains(s, secret) || strings.Contains(s, url.PathEscape(secret))
+			}
+			_, err := OpenTopic(context.Background(), raw)
+			return has(RedactString(raw)), err != nil && has(err.Error())
+		}
+		r1, e1 := shows(secret)
+		r2, e2 := shows("Zq0000000")
+		if r1 && !r2 {
+			t.Fatalf("RedactString shows the password %q of %q", secret, template)
+		}
+		if e1 && !e2 {
+			t.Fatalf("an open error shows the password %q of %q", secret, template)
+		}
+	})
+}
