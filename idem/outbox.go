@@ -21,18 +21,29 @@ var ErrInvalidMessage = errors.New("idem: invalid outbox message")
 // Outbox adds messages to the outbox inside the caller's transaction.
 type Outbox[Tx any] struct {
 	store store.OutboxStore[Tx]
-	now   func() time.Time
+	o     OutboxOptions
 }
 
-// NewOutbox returns an outbox on store; now is the clock (nil: time.Now).
-func NewOutbox[Tx any](st store.OutboxStore[Tx], now func() time.Time) (*Outbox[Tx], error) {
+// OutboxOptions configures an Outbox. Nil means defaults.
+type OutboxOptions struct {
+	// Now is the clock that stamps added rows (default time.Now).
+	Now func() time.Time
+}
+
+// NewOutbox returns an outbox on st, the store that also runs the
+// caller's transactions.
+func NewOutbox[Tx any](st store.OutboxStore[Tx], opts *OutboxOptions) (*Outbox[Tx], error) {
 	if st == nil {
-		return nil, errors.New("idem: nil store")
+		return nil, fmt.Errorf("%w: nil store", broker.ErrInvalid)
 	}
-	if now == nil {
-		now = time.Now
+	var o OutboxOptions
+	if opts != nil {
+		o = *opts
 	}
-	return &Outbox[Tx]{store: st, now: now}, nil
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Outbox[Tx]{store: st, o: o}, nil
 }
 
 // Store returns the store.
@@ -64,7 +75,7 @@ func (o *Outbox[Tx]) Add(ctx context.Context, tx Tx, msgs ...*OutboxMessage) ([]
 		}
 		rows[i] = *m
 	}
-	seqs, err := o.store.AddOutbox(ctx, tx, rows, o.now())
+	seqs, err := o.store.AddOutbox(ctx, tx, rows, o.o.Now())
 	if err != nil {
 		return nil, fmt.Errorf("idem: outbox add: %w", err)
 	}

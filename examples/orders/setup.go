@@ -19,9 +19,9 @@ import (
 	_ "github.com/wary-go/wary/drivers/kafka" // registers kafka://
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/drivers/rabbit" // registers rabbit://, amqp://, amqps://
-	"github.com/wary-go/wary/idem/store"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // shopStore is what the example needs of a store: the inbox, the outbox

@@ -85,7 +85,7 @@ func testCrash[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 			break
 		}
 		for _, d := range ds {
-			err := in.Handle(e.Ctx, d, h)
+			_, err := in.Handle(e.Ctx, d, h)
 			if d.Message.ID == "m5" {
 				if !errors.Is(err, idem.ErrAckAfterCommit) {
 					t.Fatalf("m5: err %v, want ErrAckAfterCommit", err)
@@ -107,7 +107,7 @@ func testCrash[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 			break
 		}
 		for _, d := range ds {
-			if err := in.Handle(e.Ctx, d, h); err != nil {
+			if _, err := in.Handle(e.Ctx, d, h); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -162,7 +162,7 @@ func testRunLoop[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 	var wg sync.WaitGroup
 	for _, sub := range subs {
 		wg.Go(func() {
-			if err := sub.Run(ctx, in.Handler(h), &broker.RunOptions{Concurrency: 4}); err != nil {
+			if err := sub.Run(ctx, in.Wrap(h), &broker.RunOptions{Concurrency: 4}); err != nil {
 				t.Errorf("Run: %v", err)
 			}
 		})
@@ -186,7 +186,7 @@ func testRunLoop[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 		if len(ds) == 0 {
 			break
 		}
-		if err := in.HandleBatch(e.Ctx, ds, h); err != nil {
+		if _, err := in.HandleBatch(e.Ctx, ds, h); err != nil {
 			t.Fatal(err)
 		}
 	}

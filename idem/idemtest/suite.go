@@ -53,6 +53,9 @@ func Run[Tx any](t *testing.T, f Factory[Tx]) {
 		{"Transition", testTransition[Tx]},
 		{"Parking", testParking[Tx]},
 		{"Retention", testRetention[Tx]},
+		{"PurgeSchedule", testPurgeSchedule[Tx]},
+		{"ReplayAll", testReplayAll[Tx]},
+		{"BatchResults", testBatchResults[Tx]},
 		{"Property", testProperty[Tx]},
 	}
 	for _, tc := range tests {
@@ -220,8 +223,8 @@ func testNames[Tx any](t *testing.T, f Factory[Tx]) {
 		{Table: "aggs", IDColumn: "id", VersionColumn: strings.Repeat("v", 64)},
 		{Table: "a.b.c", IDColumn: "id", VersionColumn: "version"},
 	} {
-		if _, err := idem.NewVersioned(in, table, func(context.Context, Tx, *broker.Delivery, idem.Event) error { return nil }); !errors.Is(err, idem.ErrInvalidName) {
-			t.Errorf("NewVersioned(%+v): err = %v, want ErrInvalidName", table, err)
+		if _, err := in.Versioned(table, func(context.Context, Tx, *broker.Delivery, idem.Event) error { return nil }); !errors.Is(err, idem.ErrInvalidName) {
+			t.Errorf("Versioned(%+v): err = %v, want ErrInvalidName", table, err)
 		}
 		e.InTx(func(tx Tx) error {
 			if _, err := e.Store.CheckVersion(e.Ctx, tx, table, "a", 1); !errors.Is(err, idem.ErrInvalidName) {

@@ -22,7 +22,7 @@ func testInbox[Tx any](t *testing.T, f Factory[Tx]) {
 	runs := 0
 	h := func(ctx context.Context, tx Tx, d *broker.Delivery) error { runs++; return e.Effect()(ctx, tx, d) }
 	for range 3 {
-		if err := in.Handle(e.Ctx, receive(t, q, sub), h); err != nil {
+		if _, err := in.Handle(e.Ctx, receive(t, q, sub), h); err != nil {
 			t.Fatalf("Handle: %v", err)
 		}
 	}
@@ -39,12 +39,12 @@ func testInbox[Tx any](t *testing.T, f Factory[Tx]) {
 	// Another consumer has its own inbox: the same message runs once more.
 	other := e.Inbox("other", nil)
 	q.Push(Msg("m1", "x", "", 0))
-	if err := other.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { runs++; return nil }); err != nil || runs != 3 {
+	if _, err := other.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { runs++; return nil }); err != nil || runs != 3 {
 		t.Errorf("other consumer: err %v, runs %d", err, runs)
 	}
 	// A message without ID cannot be deduplicated: dead-lettered.
 	q.Push(&broker.Message{Body: []byte("no id")})
-	if err := in.Handle(e.Ctx, receive(t, q, sub), h); !errors.Is(err, idem.ErrNoID) || q.DeadLetters("") != 1 {
+	if _, err := in.Handle(e.Ctx, receive(t, q, sub), h); !errors.Is(err, idem.ErrNoID) || q.DeadLetters("") != 1 {
 		t.Errorf("no ID: err %v, dead-lettered %d", err, q.DeadLetters(""))
 	}
 }
@@ -71,7 +71,7 @@ func testHandlerError[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 	q.Push(Msg("m1", "x", "", 0))
 	for i := 1; i <= 3; i++ {
-		err := in.Handle(e.Ctx, receive(t, q, sub), h)
+		_, err := in.Handle(e.Ctx, receive(t, q, sub), h)
 		switch i {
 		case 1:
 			if !errors.Is(err, boom) {
@@ -106,7 +106,7 @@ func testHandlerError[Tx any](t *testing.T, f Factory[Tx]) {
 	e.CheckEffects("m1")
 	// A permanent error dead-letters, never acks.
 	q.Push(Msg("m2", "x", "", 0))
-	err := in.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { return broker.Permanent(boom) })
+	_, err := in.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { return broker.Permanent(boom) })
 	if !errors.Is(err, boom) || q.DeadLetters("m2") != 1 || q.Acks("m2") != 0 {
 		t.Errorf("permanent: err %v, dead %d, acks %d", err, q.DeadLetters("m2"), q.Acks("m2"))
 	}
@@ -124,7 +124,7 @@ func testHandlerError[Tx any](t *testing.T, f Factory[Tx]) {
 	q2 := NewQueue(caps)
 	q2.Push(Msg("m3", "x", "", 0))
 	start := time.Now()
-	err = slow.Handle(e.Ctx, receive(t, q2, q2.Subscription()), func(context.Context, Tx, *broker.Delivery) error { return boom })
+	_, err = slow.Handle(e.Ctx, receive(t, q2, q2.Subscription()), func(context.Context, Tx, *broker.Delivery) error { return boom })
 	if took := time.Since(start); !errors.Is(err, boom) || took < 50*time.Millisecond || took > 10*time.Second {
 		t.Errorf("no nack delay: err %v after %s", err, took)
 	}
@@ -140,7 +140,7 @@ func testAckAfterCommit[Tx any](t *testing.T, f Factory[Tx]) {
 	sub := q.Subscription()
 	q.Push(Msg("m1", "x", "", 0))
 	q.FailAcks(1)
-	err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect())
+	_, err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect())
 	if !errors.Is(err, idem.ErrAckAfterCommit) {
 		t.Fatalf("err %v, want ErrAckAfterCommit", err)
 	}
@@ -149,7 +149,7 @@ func testAckAfterCommit[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 	q.Expire() // the lock expires: the broker delivers again
 	ran := false
-	if err := in.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { ran = true; return nil }); err != nil {
+	if _, err := in.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { ran = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if ran || q.Acks("m1") != 1 || in.Stats().Duplicates != 1 {
@@ -189,7 +189,7 @@ func testConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 					t.Error(err)
 					return
 				}
-				if err := in.Handle(e.Ctx, d, e.Effect()); err != nil {
+				if _, err := in.Handle(e.Ctx, d, e.Effect()); err != nil {
 					t.Errorf("Handle %s: %v", d.Message.ID, err)
 				}
 				handled.Add(1)
@@ -213,7 +213,7 @@ func testBatch[Tx any](t *testing.T, f Factory[Tx]) {
 	q := NewQueue(Caps)
 	sub := q.Subscription()
 	q.Push(Msg("m0", "x", "", 0))
-	if err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect()); err != nil {
+	if _, err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect()); err != nil {
 		t.Fatal(err)
 	}
 	// m3 fails; m0 was processed before; m1 appears twice in the batch.
@@ -234,7 +234,7 @@ func testBatch[Tx any](t *testing.T, f Factory[Tx]) {
 		}
 		return nil
 	}
-	if err := in.HandleBatch(e.Ctx, ds, h); !errors.Is(err, boom) {
+	if _, err := in.HandleBatch(e.Ctx, ds, h); !errors.Is(err, boom) {
 		t.Errorf("HandleBatch: %v, want boom", err)
 	}
 	for id, want := range map[string]int{"m0": 2, "m1": 2, "m2": 1, "m3": 0, "m4": 1} {
@@ -248,7 +248,7 @@ func testBatch[Tx any](t *testing.T, f Factory[Tx]) {
 	e.CheckEffects("m0", "m1", "m2", "m4")
 	// The failed message alone, next time.
 	ds, _ = sub.Receive(e.Ctx, 10)
-	if err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
+	if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
 		t.Fatal(err)
 	}
 	e.CheckEffects("m0", "m1", "m2", "m3", "m4")
@@ -256,12 +256,12 @@ func testBatch[Tx any](t *testing.T, f Factory[Tx]) {
 	q.Push(Msg("m5", "x", "", 0), Msg("m6", "x", "", 0))
 	q.FailAcks(2)
 	ds, _ = sub.Receive(e.Ctx, 10)
-	if err := in.HandleBatch(e.Ctx, ds, e.Effect()); !errors.Is(err, idem.ErrAckAfterCommit) {
+	if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); !errors.Is(err, idem.ErrAckAfterCommit) {
 		t.Errorf("HandleBatch: %v, want ErrAckAfterCommit", err)
 	}
 	q.Expire()
 	ds, _ = sub.Receive(e.Ctx, 10)
-	if err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
+	if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
 		t.Fatal(err)
 	}
 	e.CheckEffects("m0", "m1", "m2", "m3", "m4", "m5", "m6")
@@ -298,7 +298,7 @@ func testBatchConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 					t.Error(err)
 					return
 				}
-				if err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
+				if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
 					t.Errorf("HandleBatch: %v", err)
 				}
 			}
@@ -312,7 +312,7 @@ func testBatchConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
+		if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
 			t.Errorf("HandleBatch: %v", err)
 		}
 	}
@@ -347,18 +347,18 @@ func testRetention[Tx any](t *testing.T, f Factory[Tx]) {
 	nop := func(context.Context, Tx, *broker.Delivery) error { return nil }
 	for i := range 25 {
 		q.Push(Msg(fmt.Sprintf("old%d", i), "x", "", 0))
-		if err := in.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
+		if _, err := in.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
 			t.Fatal(err)
 		}
 		q.Push(Msg(fmt.Sprintf("old%d", i), "x", "", 0))
-		if err := other.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
+		if _, err := other.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
 			t.Fatal(err)
 		}
 	}
 	now = now.Add(47 * time.Hour)
 	for i := range 5 {
 		q.Push(Msg(fmt.Sprintf("new%d", i), "x", "", 0))
-		if err := in.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
+		if _, err := in.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -166,7 +166,7 @@ func testRelayCrash[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 		}
 		for _, d := range ds {
 			h.Delivered(d.Message.ID)
-			if err := in.Handle(e.Ctx, d, apply); err != nil {
+			if _, err := in.Handle(e.Ctx, d, apply); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -69,6 +69,11 @@ func (s *Store) ListParked(ctx context.Context, consumer string, f store.ParkedF
 	return s.core.ListParked(ctx, consumer, f)
 }
 
+// CountParked implements [store.Store].
+func (s *Store) CountParked(ctx context.Context, consumer string, f store.ParkedFilter) (int, error) {
+	return s.core.CountParked(ctx, consumer, f)
+}
+
 // DeleteParked implements [store.Store].
 func (s *Store) DeleteParked(ctx context.Context, tx pgx.Tx, consumer string, id int64) (bool, error) {
 	return s.core.DeleteParked(ctx, tx, consumer, id)

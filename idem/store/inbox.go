@@ -51,9 +51,13 @@ type Store[Tx any] interface {
 	HasParked(ctx context.Context, tx Tx, consumer, aggregateID string) (bool, error)
 	// Park stores p, in tx (p.ID is ignored).
 	Park(ctx context.Context, tx Tx, p *Parked) error
-	// ListParked lists consumer's parked messages matching f, of each
-	// aggregate in replay order (version, then sequence, then parking order).
+	// ListParked lists consumer's parked messages matching f, by aggregate
+	// ID and, within an aggregate, in replay order (version, then
+	// sequence, then parking order).
 	ListParked(ctx context.Context, consumer string, f ParkedFilter) ([]Parked, error)
+	// CountParked counts consumer's parked messages matching f (Limit
+	// ignored).
+	CountParked(ctx context.Context, consumer string, f ParkedFilter) (int, error)
 	// DeleteParked deletes the parked message with the given ID, in tx, and
 	// reports whether it was there. Concurrent deleters of the same ID: one
 	// gets true, the others wait and get false.
@@ -95,6 +99,11 @@ type ParkedFilter struct {
 	// no aggregate ID).
 	AggregateID  string
 	HasAggregate bool
+	// AfterAggregate, with HasAfter, selects the messages of aggregates
+	// whose ID sorts after AfterAggregate in the order ListParked lists
+	// aggregates (the database's): a cursor for paging through aggregates.
+	AfterAggregate string
+	HasAfter       bool
 	// ID, if not zero, selects one parked message.
 	ID int64
 	// Limit, if positive, caps the number of rows.

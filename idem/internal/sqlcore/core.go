@@ -266,6 +266,10 @@ func parkedWhere(f store.ParkedFilter, args []any) (string, []any) {
 		args = append(args, f.AggregateID)
 		fmt.Fprintf(&w, " AND aggregate_id = $%d", len(args))
 	}
+	if f.HasAfter {
+		args = append(args, f.AfterAggregate)
+		fmt.Fprintf(&w, " AND aggregate_id > $%d", len(args))
+	}
 	if f.ID != 0 {
 		args = append(args, f.ID)
 		fmt.Fprintf(&w, " AND id = $%d", len(args))
@@ -302,6 +306,16 @@ func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f store.Park
 		return rows.Err()
 	})
 	return out, err
+}
+
+// CountParked implements store.Store.
+func (c *Core[Tx]) CountParked(ctx context.Context, consumer string, f store.ParkedFilter) (int, error) {
+	where, args := parkedWhere(f, []any{consumer})
+	var n int64
+	err := c.inTx(ctx, func(q Querier) error {
+		return q.QueryRow(ctx, c.render("SELECT count(*) FROM {{parked}}"+where), args...).Scan(&n)
+	})
+	return int(n), err
 }
 
 // DeleteParked implements store.Store.
