@@ -527,7 +527,7 @@ type Stats struct {
 	Applied     int64 // version checks: applied
 	Stale       int64 // handler returned SkipStale (version checks: duplicate or stale)
 	Gaps        int64 // version checks: gap or missing aggregate
-	Purged      int64 // inbox records deleted by Purge
+	Purged      int64 // inbox records deleted (Purge and the scheduled purge)
 	Replayed    int64 // parked messages replayed successfully
 }
 

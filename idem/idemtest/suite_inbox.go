@@ -21,9 +21,13 @@ func testInbox[Tx any](t *testing.T, f Factory[Tx]) {
 	q.Push(Msg("m1", "one", "", 0), Msg("m2", "two", "", 0), Msg("m1", "one again", "", 0))
 	runs := 0
 	h := func(ctx context.Context, tx Tx, d *broker.Delivery) error { runs++; return e.Effect()(ctx, tx, d) }
-	for range 3 {
-		if _, err := in.Handle(e.Ctx, receive(t, q, sub), h); err != nil {
+	for _, want := range []idem.Result{idem.ResultApplied, idem.ResultApplied, idem.ResultDuplicate} {
+		r, err := in.Handle(e.Ctx, receive(t, q, sub), h)
+		if err != nil {
 			t.Fatalf("Handle: %v", err)
+		}
+		if r != want {
+			t.Errorf("result %v, want %v", r, want)
 		}
 	}
 	if runs != 2 {
@@ -176,6 +180,8 @@ func testConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 		}
 	}
 	var handled atomic.Int64
+	var mu sync.Mutex
+	results := map[string][]idem.Result{}
 	var wg sync.WaitGroup
 	for range ConcurrentCopies {
 		wg.Go(func() {
@@ -189,9 +195,13 @@ func testConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 					t.Error(err)
 					return
 				}
-				if _, err := in.Handle(e.Ctx, d, e.Effect()); err != nil {
+				r, err := in.Handle(e.Ctx, d, e.Effect())
+				if err != nil {
 					t.Errorf("Handle %s: %v", d.Message.ID, err)
 				}
+				mu.Lock()
+				results[d.Message.ID] = append(results[d.Message.ID], r)
+				mu.Unlock()
 				handled.Add(1)
 			}
 		})
@@ -201,6 +211,21 @@ func testConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 		t.Errorf("%d copies left unsettled", q.Len())
 	}
 	e.CheckEffects(ids...)
+	// Each message: exactly one copy applied, every other a duplicate.
+	for _, id := range ids {
+		applied, dups := 0, 0
+		for _, r := range results[id] {
+			switch r {
+			case idem.ResultApplied:
+				applied++
+			case idem.ResultDuplicate:
+				dups++
+			}
+		}
+		if applied != 1 || dups != ConcurrentCopies-1 {
+			t.Errorf("%s: results %v, want one applied and %d duplicates", id, results[id], ConcurrentCopies-1)
+		}
+	}
 	s := in.Stats()
 	if s.Processed != int64(len(ids)) || s.Duplicates != int64(len(ids)*(ConcurrentCopies-1)) {
 		t.Errorf("stats %+v", s)
