@@ -1,6 +1,7 @@
 // Command inbox consumes versioned account events through the inbox and
 // version checks of package idem, on a SQLite store (a temporary file) and
-// the in-memory broker, and prints what happened to each delivery:
+// the in-memory broker, and prints what happened to each delivery (the
+// idem.Result that Inbox.Handle returns):
 //
 //   - a redelivered copy of an event (same message ID) is a duplicate: the
 //     inbox acknowledges it without running the handler;
