@@ -67,7 +67,8 @@ type Options struct {
 	// come back full the next call deletes the next one. Only one call
 	// purges at a time; the others do not wait. A failed purge is logged
 	// and tried again after the interval. With an unbounded retention
-	// nothing is purged.
+	// nothing is purged; an inbox that handles nothing purges nothing
+	// until its next delivery.
 	PurgeInterval time.Duration
 	// SettleTimeout bounds each ack or nack (default 30s). Settlement does
 	// not stop when the ctx passed to Handle is canceled: work that was

@@ -137,7 +137,9 @@ const replayPasses = 3
 // retry them); errors are joined. When a pass replayed anything, it goes
 // over the park again (at most three passes in all), so that messages
 // parked meanwhile, also of aggregates it had already replayed, are not
-// left behind.
+// left behind. A message held by a delivery whose transaction commits
+// after the last pass looked is still parked when ReplayAll returns; list
+// the park (Parked) to be sure it is empty.
 func (in *Inbox[Tx]) ReplayAll(ctx context.Context, h Handler[Tx]) (map[string]ReplayResult, error) {
 	out := map[string]ReplayResult{}
 	var errs []error
