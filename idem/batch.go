@@ -3,12 +3,11 @@ package idem
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // HandleBatch processes ds in one transaction, with Handle's guarantees for
@@ -19,44 +18,59 @@ import (
 // that delivery is settled as Handle would settle it, and the batch is tried
 // again without it, so one failing message does not sink the rest.
 //
-// The returned error joins the failures of individual deliveries (handler
-// errors, ErrAckAfterCommit); it is nil when every delivery was processed,
-// found to be a duplicate, or parked.
-func (in *Inbox[Tx]) HandleBatch(ctx context.Context, ds []*broker.Delivery, h Handler[Tx]) error {
+// It returns the result of each delivery, in the order of ds, and an error
+// joining the failures of individual deliveries (handler and store errors,
+// ErrAckAfterCommit); the error is nil when every delivery was applied,
+// found to be a duplicate or stale, or parked.
+func (in *Inbox[Tx]) HandleBatch(ctx context.Context, ds []*broker.Delivery, h Handler[Tx]) ([]Result, error) {
+	in.purgeDue(ctx)
+	res := make([]Result, len(ds))
 	var errs []error
-	pending := make([]*broker.Delivery, 0, len(ds))
-	for _, d := range ds {
+	pending := make([]int, 0, len(ds)) // indexes into ds
+	for i, d := range ds {
 		if d.Message.ID == "" {
-			errs = append(errs, in.fail(ctx, d, broker.Permanent(ErrNoID)))
+			r, err := in.fail(ctx, d, broker.Permanent(ErrNoID))
+			res[i] = r
+			errs = append(errs, err)
 			continue
 		}
-		pending = append(pending, d)
+		pending = append(pending, i)
 	}
 	for len(pending) > 0 {
-		outs, failed, err := in.tryBatch(ctx, pending, h)
+		batch := make([]*broker.Delivery, len(pending))
+		for k, i := range pending {
+			batch[k] = ds[i]
+		}
+		outs, failed, err := in.tryBatch(ctx, batch, h)
 		if errors.Is(err, errStore) {
-			return errors.Join(append(errs, in.abort(ctx, pending, err))...)
+			for _, i := range pending {
+				res[i] = ResultFailed
+			}
+			return res, errors.Join(append(errs, in.abort(ctx, batch, err))...)
 		}
 		if err != nil {
-			errs = append(errs, in.fail(ctx, pending[failed], err))
-			pending = slices.Delete(slices.Clone(pending), failed, failed+1)
+			r, ferr := in.fail(ctx, batch[failed], err)
+			res[pending[failed]] = r
+			errs = append(errs, ferr)
+			pending = slices.Delete(pending, failed, failed+1)
 			continue
 		}
-		for i, d := range pending {
-			in.count(outs[i])
+		for k, d := range batch {
+			in.count(outs[k])
+			res[pending[k]] = outs[k]
 			if err := in.ack(ctx, d); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		break
 	}
-	return errors.Join(errs...)
+	return res, errors.Join(errs...)
 }
 
 // tryBatch runs one attempt at the batch. On a handler error it returns the
 // index of the failing delivery; on a store error, an error matching
 // errStore. The transaction is committed only when every handler succeeded.
-func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Handler[Tx]) ([]outcome, int, error) {
+func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Handler[Tx]) ([]Result, int, error) {
 	tx, err := in.store.Begin(ctx)
 	if err != nil {
 		return nil, 0, storeErr("begin", err)
@@ -71,7 +85,7 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Hand
 	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(ds[a].Message.ID, ds[b].Message.ID) })
 	claimed := make([]bool, len(ds))
 	now := in.o.Now()
-	if cm, ok := in.store.(claimManyer[Tx]); ok {
+	if cm, ok := in.store.(store.ClaimManyer[Tx]); ok {
 		// One statement for the whole batch.
 		ids := make([]string, 0, len(ds))
 		for _, i := range order {
@@ -107,7 +121,7 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Hand
 		seen[d.Message.ID] = i
 	}
 
-	outs := make([]outcome, len(ds))
+	outs := make([]Result, len(ds))
 	for i, d := range ds {
 		out, err := in.run(ctx, tx, d, h, claimed[i])
 		if err != nil {
@@ -120,41 +134,4 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Hand
 		return nil, 0, storeErr("commit", err)
 	}
 	return outs, 0, nil
-}
-
-// claimManyer is implemented by stores that claim many messages with one
-// statement (idem/postgres). ids are distinct and sorted; ClaimMany claims
-// them in that order, as Claim would one by one, and returns the set of
-// those it claimed.
-type claimManyer[Tx any] interface {
-	ClaimMany(ctx context.Context, tx Tx, consumer string, ids []string, at time.Time) (map[string]bool, error)
-}
-
-// RunBatch receives up to size deliveries at a time from sub and processes
-// each batch with HandleBatch, until ctx is done (it then returns nil) or
-// receiving fails with an error that is not transient. Failures of
-// individual deliveries are logged, not returned: they were settled.
-func (in *Inbox[Tx]) RunBatch(ctx context.Context, sub *broker.Subscription, size int, h Handler[Tx]) error {
-	failures := 0
-	for {
-		ds, err := sub.Receive(ctx, size)
-		if err != nil {
-			switch {
-			case ctx.Err() != nil:
-				return nil
-			case errors.Is(err, broker.ErrRetryable):
-				failures++
-				if !sleep(ctx, broker.Backoff{Max: 5e9}.Delay(failures)) {
-					return nil
-				}
-				continue
-			default:
-				return fmt.Errorf("idem: receive: %w", err)
-			}
-		}
-		failures = 0
-		if err := in.HandleBatch(ctx, ds, h); err != nil {
-			in.o.Logger.Debug("idem: batch had failures", "consumer", in.consumer, "error", err.Error())
-		}
-	}
 }

@@ -6,9 +6,11 @@
 // a relay publishes events committed with the data, and idempotency keys
 // make external calls safe to retry.
 //
-// Package idem knows no database and no broker driver. It works on a
-// Store[Tx], implemented by idem/postgres (Tx is pgx.Tx) and idem/sqlite
-// (Tx is *sql.Tx), and on *broker.Delivery values from any driver.
+// Package idem knows no database and no broker driver. It works on a store
+// for transactions of type Tx, implemented by idem/postgres (Tx is pgx.Tx)
+// and idem/sqlite (Tx is *sql.Tx) through the interfaces of idem/store, and
+// on *broker.Delivery values from any driver. A handler writes through the
+// Tx it is given, and calls the store's CheckVersion and Transition in it.
 //
 // # The inbox, and what "exactly one effect" rests on
 //
@@ -45,20 +47,42 @@
 //     broker delivers again and the claim makes that copy a duplicate.
 //     Handle reports a failed ack as ErrAckAfterCommit and counts it in
 //     Stats.AckFailures.
-//   - Retention at least the redelivery horizon: claims are purged after
-//     Options.Retention (Inbox.Purge), and a copy arriving after that would
-//     run again. NewInbox refuses a retention shorter than the
-//     subscription's Capabilities.RedeliveryHorizon unless
-//     Options.AllowShortRetention says otherwise.
+//   - Retention covering the redelivery horizon: claims are purged after
+//     Options.Retention, and a copy arriving after that would run again.
+//     NewInbox reads the subscription's Capabilities.RedeliveryHorizon:
+//     a finite horizon is the default retention, and a shorter one is
+//     refused; an unbounded horizon (broker.HorizonUnbounded: the broker
+//     may redeliver at any time) keeps claims for ever, and a finite
+//     retention is refused; an unknown horizon (broker.HorizonUnknown)
+//     has no safe default, so NewInbox requires Options.Retention.
+//     Options.AllowShortRetention is the knowing override of both
+//     refusals.
 //
 // The message ID is the producer's stable logical ID (broker.Message.ID);
 // two messages with different IDs are different messages to the inbox,
 // even with the same body. Events that carry an aggregate version are also
 // protected across IDs by the version check below.
 //
-// HandleBatch claims and applies up to N deliveries in one transaction with
-// the same guarantees, which raises throughput where commits are expensive.
-// If one handler fails, the batch is rolled back and retried without it.
+// # Handlers, and what Handle did
+//
+// A Handler[Tx] is the user's code: func(ctx, tx, delivery) error, writing
+// through tx. The inbox runs it: Inbox.Handle for one delivery, and
+// Inbox.Wrap(h), the broker.Handler to pass to Subscription.Run. Handle
+// returns a Result saying what happened (ResultApplied, ResultDuplicate,
+// ResultStale, ResultGapRetried, ResultParked, ResultHeld, ResultFailed,
+// ResultDeadLettered), so callers and tests need not infer it. A handler
+// that finds a message stale by the state returns SkipStale: nothing is
+// applied, the claim commits, Handle says ResultStale.
+//
+// Inbox.HandleBatch claims and applies up to N deliveries in one
+// transaction with the same guarantees, which raises throughput where
+// commits are expensive, and returns each delivery's Result. If one handler
+// fails, the batch is rolled back and retried without it.
+// Inbox.WrapBatch(h) is the broker.BatchHandler for Subscription.RunBatch.
+//
+// Claims are purged after the retention by the inbox itself, lazily, from
+// Handle and HandleBatch at most once per Options.PurgeInterval (no
+// goroutine; see there), or by Inbox.Purge.
 //
 // # Version checks
 //
@@ -71,9 +95,11 @@
 // and, when no row matched, reads the current version to tell the cases
 // apart: VersionStale (current >= v: a duplicate or an older event;
 // acknowledge, do not apply), VersionGap (current < v-1: an earlier event
-// is missing) and VersionMissing (no row). Versioned wraps this in an inbox
-// handler: applied events run the user's Apply in the same transaction;
-// a gap is retried with backoff and parked after Options.MaxAttempts.
+// is missing) and VersionMissing (no row). Inbox.Versioned(table, apply)
+// returns the Handler that does this in the inbox transaction: applied
+// events run the user's Apply; a stale one is skipped (ResultStale); a gap
+// is retried with backoff (ResultGapRetried) and parked after
+// Options.MaxAttempts (ResultParked).
 //
 // # State-transition guards
 //
@@ -92,8 +118,11 @@
 // acknowledged, and claimed in the inbox. While an aggregate has a parked
 // message, its later messages are parked behind it instead of being
 // applied out of order (Options.NoHold turns this off). An operator lists
-// the park (Inbox.Parked), replays an aggregate in order (Inbox.Replay,
-// Versioned.Replay), or discards messages (Inbox.Discard).
+// the park (Inbox.Parked), replays an aggregate in order with the handler
+// the messages were parked by (Inbox.Replay; Inbox.ReplayAll for every
+// aggregate, a page at a time), or discards messages (Inbox.Discard).
+// Replayed messages reach the handler as detached deliveries
+// (broker.NewDetachedDelivery).
 //
 // # The outbox and the relay
 //

@@ -35,13 +35,13 @@ func ExampleInbox_HandleBatch() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := inbox.HandleBatch(ctx, ds, invoice); err != nil {
+	results, err := inbox.HandleBatch(ctx, ds, invoice)
+	if err != nil {
 		log.Fatal(err)
 	}
 	var n int
 	_ = store.DB().QueryRow(`SELECT count(*) FROM invoices`).Scan(&n)
-	s := inbox.Stats()
-	fmt.Printf("deliveries: %d, invoices: %d, duplicates: %d\n", len(ds), n, s.Duplicates)
+	fmt.Printf("results: %v; invoices: %d\n", results, n)
 	// Output:
-	// deliveries: 4, invoices: 3, duplicates: 1
+	// results: [applied applied duplicate applied]; invoices: 3
 }

@@ -65,19 +65,22 @@ func Example() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		if err := inbox.Handle(ctx, ds[0], invoice); err != nil {
+		r, err := inbox.Handle(ctx, ds[0], invoice)
+		if err != nil {
 			log.Fatal(err)
 		}
+		fmt.Println(ds[0].Message.ID, r)
 	}
 	var n int
 	_ = store.DB().QueryRow(`SELECT count(*) FROM invoices`).Scan(&n)
-	s := inbox.Stats()
-	fmt.Printf("invoices: %d, processed: %d, duplicates: %d\n", n, s.Processed, s.Duplicates)
+	fmt.Printf("invoices: %d\n", n)
 	// Output:
-	// invoices: 1, processed: 1, duplicates: 1
+	// order-1-placed applied
+	// order-1-placed duplicate
+	// invoices: 1
 }
 
-func ExampleVersioned() {
+func ExampleInbox_Versioned() {
 	ctx := context.Background()
 	store, topic, sub, cleanup := setup(ctx)
 	defer cleanup()
@@ -96,7 +99,10 @@ func ExampleVersioned() {
 		_, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance + 10 WHERE id = ?`, ev.AggregateID)
 		return err
 	}
-	v, _ := idem.NewVersioned(inbox, table, apply)
+	versioned, err := inbox.Versioned(table, apply)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	event := func(version int64) *broker.Message {
 		ev := idem.Event{AggregateID: "acct-1", Version: version, Type: "deposit"}
@@ -105,7 +111,8 @@ func ExampleVersioned() {
 	deliver := func(m *broker.Message) {
 		_ = topic.Publish(ctx, m)
 		ds, _ := sub.Receive(ctx, 1)
-		_ = v.Handle(ctx, ds[0])
+		r, _ := inbox.Handle(ctx, ds[0], versioned)
+		fmt.Println(ds[0].Message.ID, r)
 	}
 	// v1, then v3 before v2 (a gap: parked), then v2 (held behind v3).
 	deliver(event(1))
@@ -116,17 +123,21 @@ func ExampleVersioned() {
 		fmt.Printf("parked %s (version %d): %s\n", p.MessageID, p.Version, p.Reason)
 	}
 	// An operator replays the aggregate in version order.
-	res, _ := v.Replay(ctx, "acct-1")
+	res, _ := inbox.Replay(ctx, "acct-1", versioned)
 	// v1 again under a new ID, as a producer replaying its log would send
 	// it: stale, acknowledged, not applied.
 	deliver(&broker.Message{ID: "replayed", Headers: event(1).Headers})
 	var version, balance int
 	_ = store.DB().QueryRow(`SELECT version, balance FROM accounts WHERE id = 'acct-1'`).Scan(&version, &balance)
-	fmt.Printf("replayed %d; version %d, balance %d; stale events ignored: %d\n", res.Replayed, version, balance, inbox.Stats().Stale)
+	fmt.Printf("replayed %d; version %d, balance %d\n", res.Replayed, version, balance)
 	// Output:
+	// acct-1-v1 applied
+	// acct-1-v3 parked
+	// acct-1-v2 held
 	// parked acct-1-v2 (version 2): held behind a parked message of aggregate acct-1
 	// parked acct-1-v3 (version 3): gap: aggregate "acct-1" at version 1, event version 3
-	// replayed 2; version 3, balance 20; stale events ignored: 1
+	// replayed stale
+	// replayed 2; version 3, balance 20
 }
 
 func ExampleStore_transition() {

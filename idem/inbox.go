@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // Handler applies one delivery's effect inside tx, the transaction that also
@@ -21,13 +22,25 @@ type Handler[Tx any] func(ctx context.Context, tx Tx, d *broker.Delivery) error
 // Options configures an Inbox. Nil means defaults.
 type Options struct {
 	// Retention is how long inbox records are kept; Purge deletes older
-	// ones. It must be at least the subscription's redelivery horizon
+	// ones. It must cover the subscription's redelivery horizon
 	// (Capabilities.RedeliveryHorizon), or a redelivered copy would find
-	// no record and run again. Default: the horizon, or 14 days when the
-	// horizon is unknown (0).
+	// no record and run again:
+	//
+	//   - finite horizon: default the horizon; a shorter Retention is
+	//     refused (ErrRetention) unless AllowShortRetention;
+	//   - broker.HorizonUnbounded (the broker may redeliver at any time):
+	//     default 0, which keeps records for ever (Purge deletes nothing
+	//     and Inbox.Retention reports broker.HorizonUnbounded); any finite
+	//     Retention is refused unless AllowShortRetention;
+	//   - broker.HorizonUnknown (the driver cannot tell): there is no
+	//     default, NewInbox requires an explicit Retention (ErrRetention
+	//     otherwise). Choose one longer than any redelivery you expect.
+	//
+	// broker.HorizonUnbounded as Retention keeps records for ever.
 	Retention time.Duration
 	// AllowShortRetention accepts a Retention shorter than the redelivery
-	// horizon. The caller takes on the risk of effects applied twice.
+	// horizon, finite or unbounded. The caller knowingly takes on the risk
+	// of effects applied twice.
 	AllowShortRetention bool
 	// Backoff gives the retry delay after a failed attempt, by attempt
 	// number (default: 100ms doubling to 30s). On brokers with
@@ -46,6 +59,17 @@ type Options struct {
 	// PurgeBatch is the most records one Purge transaction deletes
 	// (default 1000).
 	PurgeBatch int
+	// PurgeInterval is how often the inbox purges its expired records by
+	// itself (default 10 minutes; negative: never, call Purge yourself).
+	// The purge is lazy and runs no goroutine: the first Handle or
+	// HandleBatch call after the interval has passed deletes one batch
+	// (at most PurgeBatch records) before its own work, and while batches
+	// come back full the next call deletes the next one. Only one call
+	// purges at a time; the others do not wait. A failed purge is logged
+	// and tried again after the interval. With an unbounded retention
+	// nothing is purged; an inbox that handles nothing purges nothing
+	// until its next delivery.
+	PurgeInterval time.Duration
 	// SettleTimeout bounds each ack or nack (default 30s). Settlement does
 	// not stop when the ctx passed to Handle is canceled: work that was
 	// committed is acknowledged.
@@ -57,13 +81,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultRetention is the retention used when neither Options.Retention nor
-// the broker's redelivery horizon is known.
-const DefaultRetention = 14 * 24 * time.Hour
-
-// ErrRetention matches the error NewInbox returns for a retention shorter
-// than the redelivery horizon.
-var ErrRetention = errors.New("idem: retention shorter than the redelivery horizon")
+// ErrRetention matches the error NewInbox returns for a retention that does
+// not cover the redelivery horizon: shorter than a finite horizon, finite
+// under an unbounded one, or missing where the horizon is unknown.
+var ErrRetention = errors.New("idem: retention does not cover the redelivery horizon")
 
 // ErrAckAfterCommit matches the error Handle returns when the transaction
 // committed but the acknowledgement failed. The effect is in place; the
@@ -80,19 +101,23 @@ var ErrNoID = errors.New("idem: message has no ID")
 // effect is committed once: see the package documentation for what that
 // rests on. An Inbox is safe for concurrent use.
 type Inbox[Tx any] struct {
-	store    Store[Tx]
+	store    store.Store[Tx]
 	consumer string
 	caps     broker.Capabilities
 	o        Options
 	stats    stats
+	// nextPurge is when the lazy purge is due (Unix nanoseconds); purging
+	// is held by the call that runs it.
+	nextPurge atomic.Int64
+	purging   atomic.Bool
 }
 
 // NewInbox returns an inbox for consumer on store. caps are the
 // capabilities of the subscription the deliveries come from
 // (sub.Capabilities()): the redelivery horizon bounds the retention, and
 // NackDelay and DeadLetter decide how failures are settled.
-func NewInbox[Tx any](store Store[Tx], consumer string, caps broker.Capabilities, opts *Options) (*Inbox[Tx], error) {
-	if store == nil {
+func NewInbox[Tx any](st store.Store[Tx], consumer string, caps broker.Capabilities, opts *Options) (*Inbox[Tx], error) {
+	if st == nil {
 		return nil, errors.New("idem: nil store")
 	}
 	if err := ValidateConsumer(consumer); err != nil {
@@ -102,23 +127,17 @@ func NewInbox[Tx any](store Store[Tx], consumer string, caps broker.Capabilities
 	if opts != nil {
 		o = *opts
 	}
-	if o.Retention < 0 {
-		return nil, fmt.Errorf("idem: negative retention %s", o.Retention)
-	}
-	if o.Retention == 0 {
-		o.Retention = caps.RedeliveryHorizon
-		if o.Retention == 0 {
-			o.Retention = DefaultRetention
-		}
-	}
-	if h := caps.RedeliveryHorizon; o.Retention < h && !o.AllowShortRetention {
-		return nil, fmt.Errorf("%w: consumer %q: retention %s < horizon %s (a copy delivered after the inbox record is purged would run again); raise Options.Retention or set Options.AllowShortRetention", ErrRetention, consumer, o.Retention, h)
+	if err := retention(&o, consumer, caps.RedeliveryHorizon); err != nil {
+		return nil, err
 	}
 	if o.MaxAttempts < 1 {
 		o.MaxAttempts = 5
 	}
 	if o.PurgeBatch < 1 {
 		o.PurgeBatch = 1000
+	}
+	if o.PurgeInterval == 0 {
+		o.PurgeInterval = 10 * time.Minute
 	}
 	if o.SettleTimeout <= 0 {
 		o.SettleTimeout = 30 * time.Second
@@ -129,89 +148,116 @@ func NewInbox[Tx any](store Store[Tx], consumer string, caps broker.Capabilities
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Inbox[Tx]{store: store, consumer: consumer, caps: caps, o: o}, nil
+	return &Inbox[Tx]{store: st, consumer: consumer, caps: caps, o: o}, nil
+}
+
+// retention sets o.Retention from the horizon h, or refuses it (see
+// Options.Retention).
+func retention(o *Options, consumer string, h time.Duration) error {
+	switch {
+	case o.Retention < 0:
+		return fmt.Errorf("%w: consumer %q: negative retention %s", broker.ErrInvalid, consumer, o.Retention)
+	case h == broker.HorizonUnknown && o.Retention == 0:
+		return fmt.Errorf("%w: consumer %q: the subscription's redelivery horizon is unknown, so no retention is safe by default; set Options.Retention to longer than any redelivery you expect", ErrRetention, consumer)
+	case o.Retention == 0:
+		o.Retention = h // unbounded: keep for ever
+	case h != broker.HorizonUnknown && o.Retention < h && !o.AllowShortRetention:
+		return fmt.Errorf("%w: consumer %q: retention %s < horizon %s (a copy delivered after the inbox record is purged would run again); raise Options.Retention (0 keeps the horizon) or set Options.AllowShortRetention", ErrRetention, consumer, broker.HorizonString(o.Retention), broker.HorizonString(h))
+	}
+	return nil
 }
 
 // Consumer returns the consumer name.
 func (in *Inbox[Tx]) Consumer() string { return in.consumer }
 
 // Store returns the store.
-func (in *Inbox[Tx]) Store() Store[Tx] { return in.store }
+func (in *Inbox[Tx]) Store() store.Store[Tx] { return in.store }
 
-// Retention returns the effective retention.
+// Retention returns the effective retention; broker.HorizonUnbounded means
+// records are kept for ever.
 func (in *Inbox[Tx]) Retention() time.Duration { return in.o.Retention }
 
-// Handler adapts the inbox to broker.Subscription.Run: each delivery goes
-// through Handle with h. Handle settles every delivery itself.
-func (in *Inbox[Tx]) Handler(h Handler[Tx]) broker.Handler {
-	return func(ctx context.Context, d *broker.Delivery) error { return in.Handle(ctx, d, h) }
+// Wrap adapts the inbox to broker.Subscription.Run: each delivery goes
+// through Handle with h. Handle settles every delivery itself; the error it
+// returns goes to Run (which retries an acknowledgement that failed after
+// the commit, see ErrAckAfterCommit).
+func (in *Inbox[Tx]) Wrap(h Handler[Tx]) broker.Handler {
+	return func(ctx context.Context, d *broker.Delivery) error {
+		_, err := in.Handle(ctx, d, h)
+		return err
+	}
+}
+
+// WrapBatch adapts the inbox to broker.Subscription.RunBatch: each batch
+// goes through HandleBatch with h, in one transaction. HandleBatch settles
+// every delivery itself.
+func (in *Inbox[Tx]) WrapBatch(h Handler[Tx]) broker.BatchHandler {
+	return func(ctx context.Context, ds []*broker.Delivery) error {
+		_, err := in.HandleBatch(ctx, ds, h)
+		return err
+	}
 }
 
 // Handle processes d: in one transaction it claims (consumer, message ID)
-// and runs h, then commits, then acknowledges d.
+// and runs h, then commits, then acknowledges d. It returns what it did
+// (see Result):
 //
-//   - A duplicate (already claimed) is acknowledged without running h.
-//   - A message of an aggregate with a parked message is parked behind it
-//     (unless Options.NoHold) and acknowledged.
-//   - An error from h (or a panic) rolls back and nacks with a delay from
-//     Options.Backoff; it never acknowledges. An error marked with
-//     broker.Permanent dead-letters instead, where the broker can. A
-//     *ParkError retries and then parks (see ParkError).
-//   - If the commit succeeded and the acknowledgement failed, Handle
-//     returns an error matching ErrAckAfterCommit and counts it in
-//     Stats.AckFailures; the redelivery will be a duplicate.
+//   - ResultApplied: h ran and committed; ResultStale: h returned
+//     SkipStale, and the claim committed.
+//   - ResultDuplicate: already claimed; acknowledged without running h.
+//   - ResultHeld: the message's aggregate has a parked message, so it was
+//     parked behind it (unless Options.NoHold) and acknowledged.
+//   - ResultFailed: h failed (or panicked), or the store did: rolled back
+//     and nacked with a delay from Options.Backoff, never acknowledged;
+//     the error is returned. ResultDeadLettered: h's error was marked with
+//     broker.Permanent and the broker can dead-letter.
+//   - ResultGapRetried, ResultParked: h returned a *ParkError: retried
+//     with backoff, then parked (see ParkError).
 //
-// Handle returns nil when the delivery was processed, found to be a
-// duplicate, or parked.
-func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[Tx]) error {
+// If the commit succeeded and the acknowledgement failed, Handle returns
+// the result with an error matching ErrAckAfterCommit and counts it in
+// Stats.AckFailures; the redelivery will be a duplicate.
+func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[Tx]) (Result, error) {
+	in.purgeDue(ctx)
 	if d.Message.ID == "" {
 		return in.fail(ctx, d, broker.Permanent(ErrNoID))
 	}
 	var (
 		tx  Tx
-		out outcome
+		out Result
 		err error
 	)
-	if bc, ok := in.store.(claimBeginner[Tx]); ok && !in.needsChecks(d) {
+	if bc, ok := in.store.(store.ClaimBeginner[Tx]); ok && !in.needsChecks(d) {
 		// The claim travels with BEGIN: one round trip fewer.
 		var claimed bool
 		tx, claimed, err = bc.BeginClaim(ctx, in.consumer, d.Message.ID, in.o.Now())
 		if err != nil {
-			return in.abort(ctx, []*broker.Delivery{d}, storeErr("begin and claim", err))
+			return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, storeErr("begin and claim", err))
 		}
 		if !claimed { // nothing was begun
-			in.count(outDuplicate)
-			return in.ack(ctx, d)
+			in.count(ResultDuplicate)
+			return ResultDuplicate, in.ack(ctx, d)
 		}
-		if err = call(ctx, tx, d, h); err == nil {
-			out = outProcessed
-		}
+		out, err = call(ctx, tx, d, h)
 	} else {
 		tx, err = in.store.Begin(ctx)
 		if err != nil {
-			return in.abort(ctx, []*broker.Delivery{d}, fmt.Errorf("idem: begin: %w", err))
+			return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, fmt.Errorf("idem: begin: %w", err))
 		}
 		out, err = in.apply(ctx, tx, d, h)
 	}
 	if err != nil {
 		_ = in.store.Rollback(context.WithoutCancel(ctx), tx)
 		if errors.Is(err, errStore) {
-			return in.abort(ctx, []*broker.Delivery{d}, err)
+			return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, err)
 		}
 		return in.fail(ctx, d, err)
 	}
 	if err := in.commit(ctx, tx); err != nil {
-		return in.abort(ctx, []*broker.Delivery{d}, fmt.Errorf("idem: commit: %w", err))
+		return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, fmt.Errorf("idem: commit: %w", err))
 	}
 	in.count(out)
-	return in.ack(ctx, d)
-}
-
-// claimBeginner is implemented by stores that can begin a transaction and
-// claim a message in it in one round trip (idem/postgres). When the message
-// is a duplicate, BeginClaim returns claimed false and no transaction.
-type claimBeginner[Tx any] interface {
-	BeginClaim(ctx context.Context, consumer, messageID string, at time.Time) (tx Tx, claimed bool, err error)
+	return out, in.ack(ctx, d)
 }
 
 // needsChecks reports whether d needs more than the claim before its
@@ -221,21 +267,17 @@ func (in *Inbox[Tx]) needsChecks(d *broker.Delivery) bool {
 	return d.Attempt > 1 || in.holds(d)
 }
 
-type outcome int
-
-const (
-	outProcessed outcome = iota
-	outDuplicate
-	outHeld
-)
-
-func (in *Inbox[Tx]) count(o outcome) {
-	switch o {
-	case outProcessed:
+// count counts a committed result.
+func (in *Inbox[Tx]) count(r Result) {
+	switch r {
+	case ResultApplied:
 		in.stats.processed.Add(1)
-	case outDuplicate:
+	case ResultStale:
+		in.stats.processed.Add(1)
+		in.stats.stale.Add(1)
+	case ResultDuplicate:
 		in.stats.duplicates.Add(1)
-	case outHeld:
+	case ResultHeld:
 		in.stats.held.Add(1)
 		in.stats.parked.Add(1)
 	}
@@ -247,22 +289,15 @@ var errStore = errors.New("idem: store")
 
 func storeErr(op string, err error) error { return fmt.Errorf("%w: %s: %w", errStore, op, err) }
 
-// claimChecker is implemented by stores that claim a message and check
-// whether its aggregate has parked messages with one statement
-// (idem/postgres): Claim and HasParked in one.
-type claimChecker[Tx any] interface {
-	ClaimCheck(ctx context.Context, tx Tx, consumer, messageID, aggregateID string, at time.Time) (claimed, held bool, err error)
-}
-
 // apply claims d and runs h in tx.
-func (in *Inbox[Tx]) apply(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx]) (outcome, error) {
-	if cc, ok := in.store.(claimChecker[Tx]); ok && in.holds(d) {
+func (in *Inbox[Tx]) apply(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx]) (Result, error) {
+	if cc, ok := in.store.(store.ClaimChecker[Tx]); ok && in.holds(d) {
 		claimed, held, err := cc.ClaimCheck(ctx, tx, in.consumer, d.Message.ID, d.Message.Headers[HeaderAggregateID], in.o.Now())
 		if err != nil {
 			return 0, storeErr("claim", err)
 		}
 		if !claimed {
-			return outDuplicate, nil
+			return ResultDuplicate, nil
 		}
 		return in.runChecked(ctx, tx, d, h, held)
 	}
@@ -280,9 +315,9 @@ func (in *Inbox[Tx]) holds(d *broker.Delivery) bool {
 }
 
 // run is apply after the claim.
-func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], claimed bool) (outcome, error) {
+func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], claimed bool) (Result, error) {
 	if !claimed {
-		return outDuplicate, nil
+		return ResultDuplicate, nil
 	}
 	held := false
 	if in.holds(d) {
@@ -295,38 +330,44 @@ func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handl
 }
 
 // runChecked is run after the held check.
-func (in *Inbox[Tx]) runChecked(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], held bool) (outcome, error) {
+func (in *Inbox[Tx]) runChecked(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], held bool) (Result, error) {
 	if held {
 		now := in.o.Now()
 		p := parkedFrom(in.consumer, d, "held behind a parked message of aggregate "+d.Message.Headers[HeaderAggregateID], 0, now, now)
 		if err := in.store.Park(ctx, tx, p); err != nil {
 			return 0, storeErr("park", err)
 		}
-		return outHeld, nil
+		return ResultHeld, nil
 	}
 	if d.Attempt > 1 {
 		if err := in.store.ClearFailure(ctx, tx, in.consumer, d.Message.ID); err != nil {
 			return 0, storeErr("clear failure", err)
 		}
 	}
-	if err := call(ctx, tx, d, h); err != nil {
-		return 0, err
-	}
-	return outProcessed, nil
+	return call(ctx, tx, d, h)
 }
 
-func call[Tx any](ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx]) (err error) {
+// call runs h, turning a panic into an error and SkipStale into
+// ResultStale.
+func call[Tx any](ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx]) (r Result, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("idem: handler panic: %v\n%s", p, debug.Stack())
+			r, err = 0, fmt.Errorf("idem: handler panic: %v\n%s", p, debug.Stack())
 		}
 	}()
-	return h(ctx, tx, d)
+	switch err := h(ctx, tx, d); {
+	case err == nil:
+		return ResultApplied, nil
+	case errors.Is(err, SkipStale):
+		return ResultStale, nil
+	default:
+		return 0, err
+	}
 }
 
 // fail settles d after its handler failed with herr (the transaction is
 // already rolled back).
-func (in *Inbox[Tx]) fail(ctx context.Context, d *broker.Delivery, herr error) error {
+func (in *Inbox[Tx]) fail(ctx context.Context, d *broker.Delivery, herr error) (Result, error) {
 	var pe *ParkError
 	if errors.As(herr, &pe) {
 		return in.parkOrRetry(ctx, d, pe)
@@ -337,14 +378,14 @@ func (in *Inbox[Tx]) fail(ctx context.Context, d *broker.Delivery, herr error) e
 		sctx, cancel := in.settleCtx(ctx)
 		defer cancel()
 		if err := d.DeadLetter(sctx, herr.Error()); err != nil {
-			return errors.Join(herr, err)
+			return ResultDeadLettered, errors.Join(herr, err)
 		}
-		return herr
+		return ResultDeadLettered, herr
 	}
 	if err := in.nack(ctx, d, d.Attempt); err != nil {
-		return errors.Join(herr, err)
+		return ResultFailed, errors.Join(herr, err)
 	}
-	return herr
+	return ResultFailed, herr
 }
 
 // abort nacks deliveries after a store failure.
@@ -363,28 +404,28 @@ func (in *Inbox[Tx]) abort(ctx context.Context, ds []*broker.Delivery, err error
 
 // parkOrRetry counts a failed attempt and parks the message once it had
 // MaxAttempts of them (at once with pe.Now).
-func (in *Inbox[Tx]) parkOrRetry(ctx context.Context, d *broker.Delivery, pe *ParkError) error {
+func (in *Inbox[Tx]) parkOrRetry(ctx context.Context, d *broker.Delivery, pe *ParkError) (Result, error) {
 	now := in.o.Now()
 	attempts, first := 1, now
 	if !pe.Now {
 		var err error
 		attempts, first, err = in.store.RecordFailure(ctx, in.consumer, d.Message.ID, pe.Reason, now)
 		if err != nil {
-			return in.abort(ctx, []*broker.Delivery{d}, storeErr("record failure", err))
+			return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, storeErr("record failure", err))
 		}
 		attempts = max(attempts, d.Attempt)
 		if attempts < in.o.MaxAttempts {
 			in.stats.retried.Add(1)
 			rerr := fmt.Errorf("idem: consumer %q, message %q, attempt %d of %d: %w", in.consumer, d.Message.ID, attempts, in.o.MaxAttempts, pe)
 			if err := in.nack(ctx, d, attempts); err != nil {
-				return errors.Join(rerr, err)
+				return ResultGapRetried, errors.Join(rerr, err)
 			}
-			return rerr
+			return ResultGapRetried, rerr
 		}
 	}
 	tx, err := in.store.Begin(ctx)
 	if err != nil {
-		return in.abort(ctx, []*broker.Delivery{d}, storeErr("begin", err))
+		return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, storeErr("begin", err))
 	}
 	parked, err := in.parkTx(ctx, tx, d, pe.Reason, attempts, first, now)
 	if err == nil {
@@ -393,16 +434,16 @@ func (in *Inbox[Tx]) parkOrRetry(ctx context.Context, d *broker.Delivery, pe *Pa
 		_ = in.store.Rollback(context.WithoutCancel(ctx), tx)
 	}
 	if err != nil {
-		return in.abort(ctx, []*broker.Delivery{d}, storeErr("park", err))
+		return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, storeErr("park", err))
 	}
 	if !parked { // a copy was processed or parked meanwhile
 		in.stats.duplicates.Add(1)
-		return in.ack(ctx, d)
+		return ResultDuplicate, in.ack(ctx, d)
 	}
 	in.stats.parked.Add(1)
 	in.o.Logger.Warn("idem: message parked", slog.String("consumer", in.consumer), slog.String("message_id", d.Message.ID),
 		slog.String("aggregate_id", d.Message.Headers[HeaderAggregateID]), slog.Int("attempts", attempts), slog.String("reason", pe.Reason))
-	return in.ack(ctx, d)
+	return ResultParked, in.ack(ctx, d)
 }
 
 func (in *Inbox[Tx]) parkTx(ctx context.Context, tx Tx, d *broker.Delivery, reason string, attempts int, first, now time.Time) (bool, error) {
@@ -485,9 +526,9 @@ type Stats struct {
 	AckFailures int64 // committed, then the ack failed (ErrAckAfterCommit)
 	StoreErrors int64 // begin, claim or commit failed, ctx not done (nacked)
 	Applied     int64 // version checks: applied
-	Stale       int64 // version checks: duplicate or stale
+	Stale       int64 // handler returned SkipStale (version checks: duplicate or stale)
 	Gaps        int64 // version checks: gap or missing aggregate
-	Purged      int64 // inbox records deleted by Purge
+	Purged      int64 // inbox records deleted (Purge and the scheduled purge)
 	Replayed    int64 // parked messages replayed successfully
 }
 
@@ -508,8 +549,13 @@ func (in *Inbox[Tx]) Stats() Stats {
 
 // Purge deletes the consumer's inbox records older than the retention, in
 // transactions of at most Options.PurgeBatch records, until none is left or
-// ctx is done. It returns how many it deleted. Run it periodically.
+// ctx is done. It returns how many it deleted. The inbox also purges by
+// itself (see Options.PurgeInterval); call Purge where that is turned off,
+// or to purge at once. With an unbounded retention it deletes nothing.
 func (in *Inbox[Tx]) Purge(ctx context.Context) (int, error) {
+	if in.o.Retention == broker.HorizonUnbounded {
+		return 0, nil
+	}
 	before := in.o.Now().Add(-in.o.Retention)
 	total := 0
 	for {
@@ -526,4 +572,33 @@ func (in *Inbox[Tx]) Purge(ctx context.Context) (int, error) {
 			return total, err
 		}
 	}
+}
+
+// purgeDue runs one purge batch if the lazy purge is due (see
+// Options.PurgeInterval) and no other call is running one.
+func (in *Inbox[Tx]) purgeDue(ctx context.Context) {
+	if in.o.PurgeInterval < 0 || in.o.Retention == broker.HorizonUnbounded {
+		return
+	}
+	now := in.o.Now()
+	if now.UnixNano() < in.nextPurge.Load() || !in.purging.CompareAndSwap(false, true) {
+		return
+	}
+	defer in.purging.Store(false)
+	if now.UnixNano() < in.nextPurge.Load() { // another call just purged
+		return
+	}
+	n, err := in.store.Purge(ctx, in.consumer, now.Add(-in.o.Retention), in.o.PurgeBatch)
+	in.stats.purged.Add(int64(n))
+	next := now.Add(in.o.PurgeInterval)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			in.o.Logger.Warn("idem: purge failed; retrying after the interval", slog.String("consumer", in.consumer),
+				slog.String("error", err.Error()))
+		}
+	case n >= in.o.PurgeBatch:
+		next = now // more to delete: the next call continues
+	}
+	in.nextPurge.Store(next.UnixNano())
 }

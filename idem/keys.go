@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // KeyContract describes how an external provider (a payment gateway, a
@@ -33,110 +34,6 @@ type KeyContract struct {
 	Replays bool
 }
 
-// KeyState is the state of an idempotency key.
-type KeyState int
-
-// Key states.
-const (
-	// KeyStaged: the key and intent are committed; the call was not
-	// started.
-	KeyStaged KeyState = iota
-	// KeyInFlight: a call was started at LastCallAt and holds the key until
-	// LeaseUntil. Past it, with no outcome recorded, the caller died
-	// during the call (or after it, before recording): the outcome is
-	// unknown.
-	KeyInFlight
-	// KeySucceeded: the provider did it; Result is its answer.
-	KeySucceeded
-	// KeyFailed: the provider refused for good (the call returned an error
-	// marked with broker.Permanent); Error says why.
-	KeyFailed
-	// KeyUnknown: the call failed in a way that leaves the outcome open (a
-	// timeout, a 5xx), and it may not be retried automatically.
-	KeyUnknown
-)
-
-func (s KeyState) String() string {
-	switch s {
-	case KeyStaged:
-		return "staged"
-	case KeyInFlight:
-		return "in flight"
-	case KeySucceeded:
-		return "succeeded"
-	case KeyFailed:
-		return "failed"
-	case KeyUnknown:
-		return "unknown"
-	}
-	return fmt.Sprintf("KeyState(%d)", int(s))
-}
-
-// KeyRecord is an idempotency key as stored.
-type KeyRecord struct {
-	Provider string
-	Key      string
-	// Intent is what the call is to do (the request, as the caller encodes
-	// it), stored with the key.
-	Intent   []byte
-	State    KeyState
-	Result   []byte
-	Error    string
-	Attempts int // calls started
-	// CreatedAt is when the key was staged; FirstCallAt when the provider
-	// could first have seen it (the start of the first call; zero if
-	// none); LastCallAt the start of the latest call; LeaseUntil when an
-	// in-flight call's hold ends; DoneAt when the outcome was recorded.
-	CreatedAt, FirstCallAt, LastCallAt, LeaseUntil, DoneAt time.Time
-}
-
-// KeyOutcome is what a call, or a reconciliation, found.
-type KeyOutcome struct {
-	// State is KeySucceeded, KeyFailed or KeyUnknown; a reconciliation may
-	// also say KeyStaged: the provider never saw the key, so it is safe to
-	// call again (as if for the first time).
-	State  KeyState
-	Result []byte
-	Error  string
-}
-
-// KeyFilter selects idempotency keys of one provider.
-type KeyFilter struct {
-	Provider string
-	// States, if not empty, selects keys in one of these states.
-	States []KeyState
-	// Unresolved selects keys whose outcome is unknown: KeyUnknown, and
-	// KeyInFlight with LeaseUntil not after At.
-	Unresolved bool
-	At         time.Time
-	// Limit, if positive, caps the number of keys.
-	Limit int
-}
-
-// KeyStore is the database side of idempotency keys. idem/postgres and
-// idem/sqlite implement it.
-type KeyStore[Tx any] interface {
-	// StageKey inserts the key with its intent in tx, in state KeyStaged,
-	// unless it exists. It returns the record and whether it inserted it.
-	StageKey(ctx context.Context, tx Tx, provider, key string, intent []byte, at time.Time) (KeyRecord, bool, error)
-	// GetKey reads a key.
-	GetKey(ctx context.Context, provider, key string) (KeyRecord, bool, error)
-	// StartKeyCall moves the key to KeyInFlight, counting one more attempt,
-	// if it is still at attempts and staged, in flight or unknown (so that
-	// two callers cannot both start the same call). It reports whether it
-	// did.
-	StartKeyCall(ctx context.Context, provider, key string, attempts int, at, leaseUntil time.Time) (bool, error)
-	// FinishKeyCall records o for the key if it is still at attempts and in
-	// flight or unknown, and reports whether it did. o.State KeyStaged
-	// resets the key as never called.
-	FinishKeyCall(ctx context.Context, provider, key string, attempts int, o KeyOutcome, at time.Time) (bool, error)
-	// ListKeys lists keys matching f, oldest first.
-	ListKeys(ctx context.Context, f KeyFilter) ([]KeyRecord, error)
-	// PurgeKeys deletes at most limit succeeded or failed keys of provider
-	// done before before, and returns how many.
-	PurgeKeys(ctx context.Context, provider string, before time.Time, limit int) (int, error)
-}
-
 // Errors of Keys.
 var (
 	// ErrKeyNotStaged: Call for a key that was never staged (or whose
@@ -157,23 +54,6 @@ var (
 	// ErrCallInFlight: another caller holds the key.
 	ErrCallInFlight = errors.New("idem: external call in flight")
 )
-
-// MaxKeyLen is the longest idempotency key accepted (Stripe's limit).
-const MaxKeyLen = 255
-
-// ValidateKey checks an idempotency key: 1 to 255 bytes of printable ASCII
-// without spaces.
-func ValidateKey(key string) error {
-	if key == "" || len(key) > MaxKeyLen {
-		return &nameError{"idempotency key", key, fmt.Sprintf("length %d, want 1 to %d bytes", len(key), MaxKeyLen)}
-	}
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c <= ' ' || c > '~' {
-			return &nameError{"idempotency key", key, fmt.Sprintf("character %q at byte %d is not printable ASCII", rune(c), i)}
-		}
-	}
-	return nil
-}
 
 // KeysOptions configures Keys. Nil means defaults.
 type KeysOptions struct {
@@ -203,17 +83,17 @@ type CallFunc func(ctx context.Context, key string, intent []byte) ([]byte, erro
 // Keys makes external calls safe to retry with idempotency keys stored in
 // the database, for one provider. See the package documentation.
 type Keys[Tx any] struct {
-	store KeyStore[Tx]
+	store store.KeyStore[Tx]
 	c     KeyContract
 	o     KeysOptions
 }
 
 // NewKeys returns Keys for the provider c describes.
-func NewKeys[Tx any](store KeyStore[Tx], c KeyContract, opts *KeysOptions) (*Keys[Tx], error) {
-	if store == nil {
+func NewKeys[Tx any](st store.KeyStore[Tx], c KeyContract, opts *KeysOptions) (*Keys[Tx], error) {
+	if st == nil {
 		return nil, errors.New("idem: nil store")
 	}
-	if err := validate("provider name", c.Provider, true); err != nil {
+	if err := store.ValidateProvider(c.Provider); err != nil {
 		return nil, err
 	}
 	if c.Retention < 0 || c.Margin < 0 {
@@ -235,7 +115,7 @@ func NewKeys[Tx any](store KeyStore[Tx], c KeyContract, opts *KeysOptions) (*Key
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Keys[Tx]{store: store, c: c, o: o}, nil
+	return &Keys[Tx]{store: st, c: c, o: o}, nil
 }
 
 // Contract returns the provider's contract.
@@ -384,7 +264,7 @@ func safeCall(ctx context.Context, call CallFunc, key string, intent []byte) (re
 // not positive). It returns how many calls succeeded and the errors of the
 // others.
 func (k *Keys[Tx]) CallStaged(ctx context.Context, call CallFunc, limit int) (int, error) {
-	recs, err := k.store.ListKeys(ctx, KeyFilter{Provider: k.c.Provider, States: []KeyState{KeyStaged, KeyInFlight, KeyUnknown}, Limit: limit})
+	recs, err := k.store.ListKeys(ctx, store.KeyFilter{Provider: k.c.Provider, States: []KeyState{KeyStaged, KeyInFlight, KeyUnknown}, Limit: limit})
 	if err != nil {
 		return 0, err
 	}
@@ -409,7 +289,7 @@ func (k *Keys[Tx]) CallStaged(ctx context.Context, call CallFunc, limit int) (in
 // Unresolved lists the keys whose outcome is unknown (KeyUnknown, and
 // KeyInFlight past its lease), oldest first, at most limit if positive.
 func (k *Keys[Tx]) Unresolved(ctx context.Context, limit int) ([]KeyRecord, error) {
-	return k.store.ListKeys(ctx, KeyFilter{Provider: k.c.Provider, Unresolved: true, At: k.o.Now(), Limit: limit})
+	return k.store.ListKeys(ctx, store.KeyFilter{Provider: k.c.Provider, Unresolved: true, At: k.o.Now(), Limit: limit})
 }
 
 // ReconcileFunc asks the provider what became of rec (by its key) and

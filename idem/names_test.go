@@ -8,6 +8,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/store"
 )
 
 func TestValidateConsumer(t *testing.T) {
@@ -26,24 +27,24 @@ func TestValidateConsumer(t *testing.T) {
 
 func TestValidatePrefixAndTables(t *testing.T) {
 	for _, ok := range []string{"", "wary_", "App_", strings.Repeat("p", 63-len("parked_aggregate_idx"))} {
-		if err := idem.ValidatePrefix(ok); err != nil {
+		if err := store.ValidatePrefix(ok); err != nil {
 			t.Errorf("ValidatePrefix(%q): %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"1x", "a-b", `a"`, "a;", "a\x00", strings.Repeat("p", 64-len("parked_aggregate_idx"))} {
-		if err := idem.ValidatePrefix(bad); !errors.Is(err, idem.ErrInvalidName) {
+		if err := store.ValidatePrefix(bad); !errors.Is(err, idem.ErrInvalidName) {
 			t.Errorf("ValidatePrefix(%q): %v, want ErrInvalidName", bad, err)
 		}
 	}
-	if parts, err := idem.ValidateTableName("app.orders"); err != nil || len(parts) != 2 {
+	if parts, err := store.ValidateTableName("app.orders"); err != nil || len(parts) != 2 {
 		t.Errorf("schema-qualified: %v %v", parts, err)
 	}
 	for _, bad := range []string{"a.b.c", ".a", "a.", `a"."b`, "a;drop"} {
-		if _, err := idem.ValidateTableName(bad); !errors.Is(err, idem.ErrInvalidName) {
+		if _, err := store.ValidateTableName(bad); !errors.Is(err, idem.ErrInvalidName) {
 			t.Errorf("ValidateTableName(%q): %v", bad, err)
 		}
 	}
-	if got := idem.QuoteIdentifier(`we"ird`); got != `"we""ird"` {
+	if got := store.QuoteIdentifier(`we"ird`); got != `"we""ird"` {
 		t.Errorf("QuoteIdentifier: %s", got)
 	}
 }
@@ -68,7 +69,7 @@ func TestParseEvent(t *testing.T) {
 }
 
 func TestNewInboxRetention(t *testing.T) {
-	var st idem.Store[int] = nilStore{}
+	var st store.Store[int] = nilStore{}
 	caps := broker.Capabilities{RedeliveryHorizon: 7 * 24 * time.Hour}
 	if _, err := idem.NewInbox(st, "c", caps, &idem.Options{Retention: time.Hour}); !errors.Is(err, idem.ErrRetention) {
 		t.Errorf("short retention: %v", err)
@@ -79,12 +80,45 @@ func TestNewInboxRetention(t *testing.T) {
 	if err != nil || in.Retention() != caps.RedeliveryHorizon {
 		t.Errorf("default: %v", err)
 	}
-	in, err = idem.NewInbox(st, "c", broker.Capabilities{}, nil)
-	if err != nil || in.Retention() != idem.DefaultRetention {
-		t.Errorf("unknown horizon: %v", err)
+	if _, err := idem.NewInbox(st, "c", caps, &idem.Options{Retention: time.Hour, AllowShortRetention: true}); err != nil {
+		t.Errorf("short retention with override: %v", err)
 	}
-	if _, err := idem.NewInbox(st, "c", caps, &idem.Options{Retention: -time.Hour}); err == nil {
-		t.Errorf("negative retention accepted")
+
+	// Unknown horizon: no default, an explicit retention is required.
+	unknown := broker.Capabilities{RedeliveryHorizon: broker.HorizonUnknown}
+	if _, err = idem.NewInbox(st, "c", unknown, nil); !errors.Is(err, idem.ErrRetention) {
+		t.Errorf("unknown horizon without retention: %v, want ErrRetention", err)
+	} else if !strings.Contains(err.Error(), "unknown") || !strings.Contains(err.Error(), "Options.Retention") {
+		t.Errorf("error does not say the horizon is unknown and what to set: %v", err)
+	}
+	if in, err = idem.NewInbox(st, "c", unknown, &idem.Options{Retention: time.Minute}); err != nil || in.Retention() != time.Minute {
+		t.Errorf("unknown horizon, explicit retention: %v", err)
+	}
+
+	// Unbounded horizon: default keeps for ever; a finite retention only
+	// with the override.
+	unbounded := broker.Capabilities{RedeliveryHorizon: broker.HorizonUnbounded}
+	if in, err = idem.NewInbox(st, "c", unbounded, nil); err != nil || in.Retention() != broker.HorizonUnbounded {
+		t.Errorf("unbounded horizon default: %v, %v", in, err)
+	}
+	if _, err = idem.NewInbox(st, "c", unbounded, &idem.Options{Retention: 365 * 24 * time.Hour}); !errors.Is(err, idem.ErrRetention) {
+		t.Errorf("finite retention under an unbounded horizon: %v, want ErrRetention", err)
+	}
+	if in, err = idem.NewInbox(st, "c", unbounded, &idem.Options{Retention: time.Hour, AllowShortRetention: true}); err != nil || in.Retention() != time.Hour {
+		t.Errorf("finite retention under an unbounded horizon, with override: %v", err)
+	}
+	if in, err = idem.NewInbox(st, "c", unbounded, &idem.Options{Retention: broker.HorizonUnbounded}); err != nil || in.Retention() != broker.HorizonUnbounded {
+		t.Errorf("unbounded retention: %v", err)
+	}
+	// Purge with an unbounded retention deletes nothing and does not touch
+	// the store (nilStore would panic).
+	in, _ = idem.NewInbox(st, "c", unbounded, nil)
+	if n, err := in.Purge(t.Context()); n != 0 || err != nil {
+		t.Errorf("purge, unbounded: %d, %v", n, err)
+	}
+
+	if _, err := idem.NewInbox(st, "c", caps, &idem.Options{Retention: -time.Hour}); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("negative retention: %v, want ErrInvalid", err)
 	}
 	if _, err := idem.NewInbox[int](nil, "c", caps, nil); err == nil {
 		t.Errorf("nil store accepted")
@@ -92,4 +126,4 @@ func TestNewInboxRetention(t *testing.T) {
 }
 
 // nilStore satisfies Store for constructor tests; its methods are never called.
-type nilStore struct{ idem.Store[int] }
+type nilStore struct{ store.Store[int] }

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
 )
 
-// Parked lists the consumer's parked messages matching f, each aggregate's
-// in replay order.
+// Parked lists the consumer's parked messages matching f, by aggregate and
+// each aggregate's in replay order. Set f.Limit to bound the listing; the
+// bodies are loaded.
 func (in *Inbox[Tx]) Parked(ctx context.Context, f ParkedFilter) ([]Parked, error) {
 	return in.store.ListParked(ctx, in.consumer, f)
 }
@@ -27,8 +26,8 @@ func (in *Inbox[Tx]) Discard(ctx context.Context, f ParkedFilter) (int, error) {
 
 // ReplayResult says what a replay did.
 type ReplayResult struct {
-	// Replayed counts parked messages whose handler succeeded (which, for
-	// a versioned handler, includes stale copies it skipped).
+	// Replayed counts parked messages whose handler succeeded, including
+	// those it found stale (SkipStale).
 	Replayed int
 	// Remaining counts the aggregate's messages still parked.
 	Remaining int
@@ -37,31 +36,38 @@ type ReplayResult struct {
 	Stopped *Parked
 }
 
+// replayPage is how many parked messages a replay loads at a time.
+const replayPage = 100
+
 // Replay applies the parked messages of one aggregate (aggregateID, or the
-// messages without one for "") in order: version, then sequence, then
-// parking order. Each runs in its own transaction, which also deletes it
-// from the park; the inbox claim made when it was parked stays. Replay
-// stops at the first message whose handler returns an error (a gap that is
-// still open returns a *ParkError): that message and the ones after it stay
-// parked, its reason and attempts updated, and Stopped says which. A
-// *ParkError stop is not an error of Replay; other handler errors are
-// returned. Messages parked while Replay runs are replayed too.
+// messages without one for "") with h, in order: version, then sequence,
+// then parking order. It loads them a page at a time. Each runs in its own
+// transaction, which also deletes it from the park; the inbox claim made
+// when it was parked stays. Replay stops at the first message whose handler
+// returns an error (a gap that is still open returns a *ParkError): that
+// message and the ones after it stay parked, its reason and attempts
+// updated, and Stopped says which. A *ParkError stop is not an error of
+// Replay; other handler errors are returned. Messages of the aggregate
+// parked while Replay runs (held behind the ones it replays) are replayed
+// too: Replay ends when the aggregate has none left.
 //
-// The handler receives a detached delivery: settling it has no effect.
-// Its Attempt is the message's failed attempts plus one.
+// h is the handler the messages were parked by (for versioned events, the
+// one Versioned returned). It receives a detached delivery
+// (broker.NewDetachedDelivery): settling it has no effect. Its Attempt is
+// the message's failed attempts plus one.
 func (in *Inbox[Tx]) Replay(ctx context.Context, aggregateID string, h Handler[Tx]) (ReplayResult, error) {
 	var res ReplayResult
 	f := ParkedFilter{AggregateID: aggregateID, HasAggregate: true}
 	for {
-		list, err := in.store.ListParked(ctx, in.consumer, f)
+		page, err := in.store.ListParked(ctx, in.consumer, ParkedFilter{AggregateID: aggregateID, HasAggregate: true, Limit: replayPage})
 		if err != nil {
 			return res, fmt.Errorf("idem: replay: %w", err)
 		}
-		if len(list) == 0 {
+		if len(page) == 0 {
 			return res, nil
 		}
-		for i := range list {
-			p := &list[i]
+		for i := range page {
+			p := &page[i]
 			done, herr := in.replayOne(ctx, p, h)
 			if herr == nil {
 				if done {
@@ -69,12 +75,15 @@ func (in *Inbox[Tx]) Replay(ctx context.Context, aggregateID string, h Handler[T
 				}
 				continue
 			}
-			res.Remaining = len(list) - i
 			if errors.Is(herr, errStore) {
+				res.Remaining, _ = in.store.CountParked(ctx, in.consumer, f)
 				return res, herr
 			}
 			now := in.o.Now()
 			if err := in.store.UpdateParked(ctx, in.consumer, p.ID, herr.Error(), now); err != nil {
+				return res, fmt.Errorf("idem: replay: %w", err)
+			}
+			if res.Remaining, err = in.store.CountParked(ctx, in.consumer, f); err != nil {
 				return res, fmt.Errorf("idem: replay: %w", err)
 			}
 			p.Reason, p.Attempts, p.LastSeen = herr.Error(), p.Attempts+1, now
@@ -105,80 +114,63 @@ func (in *Inbox[Tx]) replayOne(ctx context.Context, p *Parked, h Handler[Tx]) (b
 		}
 		return false, nil
 	}
-	d, err := detached(ctx, p)
-	if err == nil {
-		err = call(ctx, tx, d, h)
-	}
-	if err != nil {
+	m := &broker.Message{ID: p.MessageID, Key: p.Key, Headers: p.Headers, Body: p.Body}
+	if _, err := call(ctx, tx, broker.NewDetachedDelivery(m, p.Attempts+1), h); err != nil {
 		_ = in.store.Rollback(context.WithoutCancel(ctx), tx)
 		return false, err
 	}
-	if err := in.store.Commit(ctx, tx); err != nil {
+	if err := in.commit(ctx, tx); err != nil {
 		return false, storeErr("commit", err)
 	}
 	in.stats.replayed.Add(1)
 	return true, nil
 }
 
+// replayPasses bounds how often ReplayAll goes over the park again for
+// messages parked while it ran.
+const replayPasses = 3
+
 // ReplayAll replays every aggregate that has parked messages, as Replay
-// does, and returns the results by aggregate ID. It continues past
-// aggregates that stop; errors are joined.
+// does, and returns the results by aggregate ID. It goes through the
+// aggregates in order with a cursor, never loading more than a page of
+// messages at a time. It continues past aggregates that stop (and does not
+// retry them); errors are joined. When a pass replayed anything, it goes
+// over the park again (at most three passes in all), so that messages
+// parked meanwhile, also of aggregates it had already replayed, are not
+// left behind. A message held by a delivery whose transaction commits
+// after the last pass looked is still parked when ReplayAll returns; list
+// the park (Parked) to be sure it is empty.
 func (in *Inbox[Tx]) ReplayAll(ctx context.Context, h Handler[Tx]) (map[string]ReplayResult, error) {
-	list, err := in.store.ListParked(ctx, in.consumer, ParkedFilter{})
-	if err != nil {
-		return nil, fmt.Errorf("idem: replay: %w", err)
-	}
 	out := map[string]ReplayResult{}
 	var errs []error
-	for _, p := range list {
-		if _, done := out[p.AggregateID]; done {
-			continue
+	for range replayPasses {
+		replayed := 0
+		f := ParkedFilter{Limit: 1}
+		for {
+			next, err := in.store.ListParked(ctx, in.consumer, f)
+			if err != nil {
+				return out, errors.Join(append(errs, fmt.Errorf("idem: replay: %w", err))...)
+			}
+			if len(next) == 0 {
+				break
+			}
+			agg := next[0].AggregateID
+			f.AfterAggregate, f.HasAfter = agg, true
+			prev, seen := out[agg]
+			if seen && (prev.Stopped != nil || prev.Remaining > 0) {
+				continue // stopped in an earlier pass: left for the operator
+			}
+			r, err := in.Replay(ctx, agg, h)
+			r.Replayed += prev.Replayed
+			out[agg] = r
+			replayed += r.Replayed - prev.Replayed
+			if err != nil {
+				errs = append(errs, err)
+			}
 		}
-		r, err := in.Replay(ctx, p.AggregateID, h)
-		out[p.AggregateID] = r
-		if err != nil {
-			errs = append(errs, err)
+		if replayed == 0 {
+			break
 		}
 	}
 	return out, errors.Join(errs...)
 }
-
-// detached builds a delivery for a parked message whose settlement goes
-// nowhere.
-func detached(ctx context.Context, p *Parked) (*broker.Delivery, error) {
-	rs := &replaySub{msg: &driver.Message{
-		ID: p.MessageID, Key: p.Key, Headers: p.Headers, Body: p.Body,
-		AckID: p.ID, Attempt: p.Attempts + 1, Redelivered: true, PublishTime: p.FirstSeen,
-	}}
-	sub := broker.NewSubscription(rs, &broker.SubscriptionOptions{Logger: slog.New(slog.DiscardHandler)})
-	ds, err := sub.Receive(ctx, 1)
-	if err != nil {
-		return nil, err
-	}
-	return ds[0], nil
-}
-
-// replaySub is a driver.Subscription that yields one message once and
-// ignores settlement.
-type replaySub struct {
-	msg *driver.Message
-}
-
-func (r *replaySub) ReceiveBatch(ctx context.Context, _ int) ([]*driver.Message, error) {
-	if r.msg == nil {
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
-	m := r.msg
-	r.msg = nil
-	return []*driver.Message{m}, nil
-}
-func (*replaySub) SendAcks(context.Context, []driver.AckID) error                   { return nil }
-func (*replaySub) SendNacks(context.Context, []driver.AckID, time.Duration) error   { return nil }
-func (*replaySub) SendDeadLetters(context.Context, []driver.AckID, string) error    { return nil }
-func (*replaySub) ExtendLocks(context.Context, []driver.AckID, time.Duration) error { return nil }
-func (*replaySub) Capabilities() driver.Capabilities                                { return driver.Capabilities{} }
-func (*replaySub) Classify(error) driver.ErrorInfo                                  { return driver.ErrorInfo{} }
-func (*replaySub) As(any) bool                                                      { return false }
-func (*replaySub) ErrorAs(error, any) bool                                          { return false }
-func (*replaySub) Close() error                                                     { return nil }

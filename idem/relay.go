@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // RelayOptions configures a Relay. Nil means defaults.
@@ -66,7 +67,7 @@ type RelayOptions struct {
 // documentation for its guarantees. A Relay is safe for concurrent use;
 // several relays, in one process or many, may share a store.
 type Relay struct {
-	store RelayStore
+	store store.RelayStore
 	topic *broker.Topic
 	o     RelayOptions
 	wake  chan struct{}
@@ -85,8 +86,8 @@ type relayError struct {
 }
 
 // NewRelay returns a relay publishing store's rows to topic.
-func NewRelay(store RelayStore, topic *broker.Topic, opts *RelayOptions) (*Relay, error) {
-	if store == nil || topic == nil {
+func NewRelay(st store.RelayStore, topic *broker.Topic, opts *RelayOptions) (*Relay, error) {
+	if st == nil || topic == nil {
 		return nil, errors.New("idem: NewRelay needs a store and a topic")
 	}
 	var o RelayOptions
@@ -125,7 +126,7 @@ func NewRelay(store RelayStore, topic *broker.Topic, opts *RelayOptions) (*Relay
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Relay{store: store, topic: topic, o: o, wake: make(chan struct{}, 1)}
+	r := &Relay{store: st, topic: topic, o: o, wake: make(chan struct{}, 1)}
 	r.rate.start = o.Now()
 	return r, nil
 }
@@ -142,16 +143,6 @@ func (r *Relay) Wake() {
 	}
 }
 
-// OutboxListener is implemented by stores that can wake a relay when outbox
-// rows are committed (PostgreSQL: NOTIFY in the adding transaction, LISTEN
-// on a dedicated connection).
-type OutboxListener interface {
-	// ListenOutbox calls notify once when it starts listening and once per
-	// notification, until ctx is done (it then returns nil) or the
-	// connection fails.
-	ListenOutbox(ctx context.Context, notify func()) error
-}
-
 // Run publishes rows until ctx is done, then releases its claims and
 // returns nil. It claims again at once while there is work, and otherwise
 // waits for a notification (OutboxListener), a Wake, or PollInterval. It
@@ -163,7 +154,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if l, ok := r.store.(OutboxListener); ok && !r.o.NoListen {
+	if l, ok := r.store.(store.OutboxListener); ok && !r.o.NoListen {
 		wg.Go(func() { r.listen(ctx, l) })
 	}
 	defer func() {
@@ -207,7 +198,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
-func (r *Relay) listen(ctx context.Context, l OutboxListener) {
+func (r *Relay) listen(ctx context.Context, l store.OutboxListener) {
 	for attempt := 1; ; attempt++ {
 		err := l.ListenOutbox(ctx, func() {
 			r.Wake()
@@ -256,13 +247,13 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 
 type pubResult struct {
 	sent    []int64
-	failed  []OutboxFailure
+	failed  []store.OutboxFailure
 	crashed error
 	fatal   error
 }
 
 func (r *Relay) runOnce(ctx context.Context) (claimed, published int, err error) {
-	batch, err := r.store.ClaimOutbox(ctx, OutboxClaim{Owner: r.o.Owner, Now: r.o.Now(), Limit: r.o.BatchSize, PerAggregate: r.o.PerAggregate, Lease: r.o.Lease})
+	batch, err := r.store.ClaimOutbox(ctx, store.OutboxClaim{Owner: r.o.Owner, Now: r.o.Now(), Limit: r.o.BatchSize, PerAggregate: r.o.PerAggregate, Lease: r.o.Lease})
 	if err != nil {
 		return 0, 0, fmt.Errorf("idem: relay: claim: %w", err)
 	}
@@ -321,7 +312,7 @@ func (r *Relay) publishGroup(ctx context.Context, rows []OutboxRow, stop *atomic
 		if stop.Load() || ctx.Err() != nil {
 			return
 		}
-		m := row.Message()
+		m := rowMessage(row)
 		pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
 		err := r.topic.Publish(pctx, m)
 		cancel()
@@ -356,10 +347,10 @@ func (r *Relay) publishGroup(ctx context.Context, rows []OutboxRow, stop *atomic
 
 // failure decides what a failed publish of row means: back off, or
 // quarantine.
-func (r *Relay) failure(row *OutboxRow, err error) OutboxFailure {
+func (r *Relay) failure(row *OutboxRow, err error) store.OutboxFailure {
 	attempts := row.Attempts + 1
 	permanent := errors.Is(err, broker.ErrTooLarge) || errors.Is(err, broker.ErrInvalid) || broker.IsPermanent(err)
-	f := OutboxFailure{RowID: row.RowID, Error: err.Error(), Quarantine: permanent || attempts >= r.o.MaxAttempts}
+	f := store.OutboxFailure{RowID: row.RowID, Error: err.Error(), Quarantine: permanent || attempts >= r.o.MaxAttempts}
 	r.failed.Add(1)
 	attrs := []any{slog.String("owner", r.o.Owner), slog.String("message_id", row.ID), slog.String("aggregate_id", row.AggregateID),
 		slog.Int64("sequence", row.Sequence), slog.Int("attempts", attempts), slog.String("error", err.Error())}
@@ -393,7 +384,7 @@ func (r *Relay) Purge(ctx context.Context) (int, error) {
 
 // Quarantined lists quarantined rows (at most limit, if positive).
 func (r *Relay) Quarantined(ctx context.Context, limit int) ([]OutboxRow, error) {
-	return r.store.ListOutbox(ctx, OutboxFilter{States: []OutboxState{OutboxQuarantined}, Limit: limit})
+	return r.store.ListOutbox(ctx, store.OutboxFilter{States: []OutboxState{OutboxQuarantined}, Limit: limit})
 }
 
 // Requeue makes a quarantined row pending again, with its attempts reset,
@@ -498,4 +489,19 @@ func (m *rateMeter) perSecond(now time.Time) float64 {
 		window = 1
 	}
 	return float64(n) / window
+}
+
+// rowMessage returns the broker message the relay publishes for r: ID, key,
+// the event headers (HeaderAggregateID, HeaderAggregateVersion when not 0,
+// HeaderSequence, HeaderType when set) merged over r's headers, and the
+// payload as body.
+func rowMessage(r *OutboxRow) *broker.Message {
+	h := make(map[string]string, len(r.Headers)+4)
+	for k, v := range r.Headers {
+		h[k] = v
+	}
+	for k, v := range (Event{AggregateID: r.AggregateID, Version: r.Version, Sequence: r.Sequence, Type: r.Type}).Headers() {
+		h[k] = v
+	}
+	return &broker.Message{ID: r.ID, Key: r.AggregateID, Headers: h, Body: r.Payload}
 }

@@ -47,7 +47,7 @@ func (e *effects) handler(t *testing.T, sub *broker.Subscription) broker.Handler
 	if err != nil {
 		t.Fatal(err)
 	}
-	ih := in.Handler(func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+	ih := in.Wrap(func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
 		_, err := tx.ExecContext(ctx, "INSERT INTO effects (id) VALUES (?)", d.Message.ID)
 		return err
 	})

@@ -1,6 +1,7 @@
 // Command inbox consumes versioned account events through the inbox and
 // version checks of package idem, on a SQLite store (a temporary file) and
-// the in-memory broker, and prints what happened to each delivery:
+// the in-memory broker, and prints what happened to each delivery (the
+// idem.Result that Inbox.Handle returns):
 //
 //   - a redelivered copy of an event (same message ID) is a duplicate: the
 //     inbox acknowledges it without running the handler;
@@ -45,6 +46,16 @@ func main() {
 func event(id, account string, version int64, amount int) *broker.Message {
 	ev := idem.Event{AggregateID: account, Version: version, Type: "account.deposited"}
 	return &broker.Message{ID: id, Key: account, Headers: ev.Headers(), Body: []byte(strconv.Itoa(amount))}
+}
+
+// outcomes explains the results Handle returns in this demo.
+var outcomes = map[idem.Result]string{
+	idem.ResultApplied:    "version checked, applied",
+	idem.ResultDuplicate:  "acknowledged, handler not run",
+	idem.ResultStale:      "acknowledged, not applied",
+	idem.ResultHeld:       "parked behind the aggregate's parked event",
+	idem.ResultParked:     "gap still open after 2 attempts",
+	idem.ResultGapRetried: "retried later",
 }
 
 func run(ctx context.Context, w io.Writer) error {
@@ -104,13 +115,17 @@ func run(ctx context.Context, w io.Writer) error {
 		}
 		return err
 	}
-	v, err := idem.NewVersioned(inbox, accounts, apply)
+	// The version check is a handler: check, then apply, in the inbox
+	// transaction.
+	versioned, err := inbox.Versioned(accounts, apply)
 	if err != nil {
 		return err
 	}
 
 	// deliver publishes m and handles its deliveries (a retried one comes
-	// back after the backoff) until it is settled for good.
+	// back after the backoff) until it is settled for good. Handle says
+	// what it did; a consumer normally runs sub.Run(ctx,
+	// inbox.Wrap(versioned), nil) instead.
 	deliver := func(m *broker.Message) error {
 		if err := topic.Publish(ctx, m); err != nil {
 			return err
@@ -121,28 +136,13 @@ func run(ctx context.Context, w io.Writer) error {
 				return err
 			}
 			d := ds[0]
-			before := inbox.Stats()
-			herr := v.Handle(ctx, d)
-			after := inbox.Stats()
-			var what string
-			switch {
-			case after.Applied > before.Applied:
-				what = "applied"
-			case after.Duplicates > before.Duplicates:
-				what = "duplicate: acknowledged, handler not run"
-			case after.Stale > before.Stale:
-				what = "stale: acknowledged, not applied"
-			case after.Held > before.Held:
-				what = "held: parked behind the aggregate's parked event"
-			case after.Parked > before.Parked:
-				what = "parked: gap still open after 2 attempts"
-			case after.Retried > before.Retried:
-				what = "gap: retried later"
-			default:
-				return fmt.Errorf("%s: unexpected outcome: %v", d.Message.ID, herr)
+			r, herr := inbox.Handle(ctx, d, versioned)
+			what, ok := outcomes[r]
+			if !ok {
+				return fmt.Errorf("%s: unexpected outcome %v: %v", d.Message.ID, r, herr)
 			}
-			fmt.Fprintf(w, "%-10s %s v%s attempt %d: %s\n", d.Message.ID, d.Message.Key, d.Message.Headers[idem.HeaderAggregateVersion], d.Attempt, what)
-			if after.Retried == before.Retried {
+			fmt.Fprintf(w, "%-10s %s v%s attempt %d: %s: %s\n", d.Message.ID, d.Message.Key, d.Message.Headers[idem.HeaderAggregateVersion], d.Attempt, r, what)
+			if r != idem.ResultGapRetried {
 				return nil
 			}
 		}
@@ -170,7 +170,7 @@ func run(ctx context.Context, w io.Writer) error {
 	for _, p := range parked {
 		fmt.Fprintf(w, "parked     %s v%d (%s): %s\n", p.AggregateID, p.Version, p.MessageID, p.Reason)
 	}
-	res, err := v.Replay(ctx, "acct-B")
+	res, err := inbox.Replay(ctx, "acct-B", versioned)
 	if err != nil {
 		return err
 	}

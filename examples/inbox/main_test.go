@@ -10,13 +10,13 @@ func TestRun(t *testing.T) {
 	if err := run(t.Context(), &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	want := `evt-1      acct-A v1 attempt 1: applied
-evt-2      acct-A v2 attempt 1: applied
+	want := `evt-1      acct-A v1 attempt 1: applied: version checked, applied
+evt-2      acct-A v2 attempt 1: applied: version checked, applied
 evt-2      acct-A v2 attempt 1: duplicate: acknowledged, handler not run
-evt-3      acct-B v1 attempt 1: applied
-evt-4      acct-A v3 attempt 1: applied
+evt-3      acct-B v1 attempt 1: applied: version checked, applied
+evt-4      acct-A v3 attempt 1: applied: version checked, applied
 evt-9      acct-A v2 attempt 1: stale: acknowledged, not applied
-evt-6      acct-B v3 attempt 1: gap: retried later
+evt-6      acct-B v3 attempt 1: gap retried: retried later
 evt-6      acct-B v3 attempt 2: parked: gap still open after 2 attempts
 evt-5      acct-B v2 attempt 1: held: parked behind the aggregate's parked event
 parked     acct-B v2 (evt-5): held behind a parked message of aggregate acct-B

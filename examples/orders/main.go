@@ -245,8 +245,15 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 
 	// 3. The billing consumer: inbox, version check, payment staged with
 	// an idempotency key in the same transaction.
-	inbox, err := idem.NewInbox[Tx](db.store, "billing", br.sub.Capabilities(), &idem.Options{Logger: quiet,
-		MaxAttempts: 3, Backoff: broker.Backoff{Initial: 25 * time.Millisecond, Max: 100 * time.Millisecond}})
+	inboxOpts := &idem.Options{Logger: quiet,
+		MaxAttempts: 3, Backoff: broker.Backoff{Initial: 25 * time.Millisecond, Max: 100 * time.Millisecond}}
+	if br.sub.Capabilities().RedeliveryHorizon == broker.HorizonUnknown {
+		// The driver cannot say how late a copy may come: the inbox needs
+		// a retention chosen by us (a finite horizon is the default, an
+		// unbounded one keeps claims for ever).
+		inboxOpts.Retention = 7 * 24 * time.Hour
+	}
+	inbox, err := idem.NewInbox[Tx](db.store, "billing", br.sub.Capabilities(), inboxOpts)
 	if err != nil {
 		return rep, err
 	}
@@ -282,11 +289,11 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 		}
 		return nil
 	}
-	billing, err := idem.NewVersioned(inbox, idem.VersionTable{Table: "billing_orders", IDColumn: "id", VersionColumn: "version"}, apply)
+	billing, err := inbox.Versioned(idem.VersionTable{Table: "billing_orders", IDColumn: "id", VersionColumn: "version"}, apply)
 	if err != nil {
 		return rep, err
 	}
-	if err := consume(ctx, br.sub, billing, h, &rep); err != nil {
+	if err := consume(ctx, br.sub, inbox, billing, h, &rep); err != nil {
 		return rep, err
 	}
 	s := inbox.Stats()
@@ -302,7 +309,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	for _, p := range parked {
 		say("parked:    %s (%s)", p.MessageID, p.Reason)
 	}
-	res, err := billing.ReplayAll(ctx)
+	res, err := inbox.ReplayAll(ctx, billing)
 	if err != nil {
 		return rep, err
 	}
@@ -341,7 +348,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 // for good (applied, dropped as a duplicate or parked) and nothing more
 // arrives for a moment. The first delivery of the redelivered event is
 // nacked, as if its consumer had died.
-func consume[Tx any](ctx context.Context, sub *broker.Subscription, billing *idem.Versioned[Tx], h *conformance.History, rep *Report) error {
+func consume[Tx any](ctx context.Context, sub *broker.Subscription, inbox *idem.Inbox[Tx], billing idem.Handler[Tx], h *conformance.History, rep *Report) error {
 	done := map[string]bool{}
 	nacked := map[string]int{}
 	injected := false
@@ -380,12 +387,16 @@ func consume[Tx any](ctx context.Context, sub *broker.Subscription, billing *ide
 				}
 				continue
 			}
-			if err := billing.Handle(ctx, d); err != nil {
+			switch r, err := inbox.Handle(ctx, d, billing); r {
+			case idem.ResultGapRetried, idem.ResultFailed:
 				lastErr = err // nacked by the inbox: a retry
 				nacked[id]++
-				continue
+			default: // applied, duplicate, stale, parked, held
+				if err != nil && !errors.Is(err, idem.ErrAckAfterCommit) {
+					return err
+				}
+				done[id] = true
 			}
-			done[id] = true
 		}
 	}
 }

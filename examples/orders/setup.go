@@ -19,17 +19,17 @@ import (
 	_ "github.com/wary-go/wary/drivers/kafka" // registers kafka://
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/drivers/rabbit" // registers rabbit://, amqp://, amqps://
-	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // shopStore is what the example needs of a store: the inbox, the outbox
 // and idempotency keys.
 type shopStore[Tx any] interface {
-	idem.Store[Tx]
-	idem.OutboxStore[Tx]
-	idem.KeyStore[Tx]
+	store.Store[Tx]
+	store.OutboxStore[Tx]
+	store.KeyStore[Tx]
 }
 
 // shop is the example's database: the store, and the domain SQL on it

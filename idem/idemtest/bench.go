@@ -69,9 +69,9 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx]) {
 					case 0:
 						err = bareTx(ctx, e, ds, effect)
 					case 1:
-						err = in.Handle(ctx, ds[0], effect)
+						_, err = in.Handle(ctx, ds[0], effect)
 					default:
-						err = in.HandleBatch(ctx, ds, effect)
+						_, err = in.HandleBatch(ctx, ds, effect)
 					}
 				}
 				if err != nil {
@@ -152,9 +152,9 @@ func bench[Tx any](b *testing.B, f Factory[Tx], statements func() int64, workers
 				case !inbox:
 					err = bare(ctx, ds)
 				case batch == 1:
-					err = in.Handle(ctx, ds[0], effect)
+					_, err = in.Handle(ctx, ds[0], effect)
 				default:
-					err = in.HandleBatch(ctx, ds, effect)
+					_, err = in.HandleBatch(ctx, ds, effect)
 				}
 				if err != nil {
 					b.Error(err)

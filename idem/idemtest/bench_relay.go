@@ -85,7 +85,7 @@ const LatencyRate = 1000
 // by eight goroutines,
 // while one relay with the default options runs with a PollInterval of a
 // minute, so that what wakes it is the store's NOTIFY (an
-// idem.OutboxListener; wake false) or the producer's Relay.Wake after each
+// store.OutboxListener; wake false) or the producer's Relay.Wake after each
 // commit (wake true, for stores without NOTIFY). A consumer on b's
 // subscription receives and acknowledges.
 //
@@ -159,7 +159,7 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 		deadline := time.Now().Add(10 * time.Second)
 		for !r.Stats().Listening {
 			if time.Now().After(deadline) {
-				b.Fatal("the relay is not listening (the store is not an idem.OutboxListener, or LISTEN failed)")
+				b.Fatal("the relay is not listening (the store is not a store.OutboxListener, or LISTEN failed)")
 			}
 			time.Sleep(time.Millisecond)
 		}

@@ -34,6 +34,55 @@ type Broker struct {
 func RunBroker[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) Broker) {
 	t.Run("CrashBeforeAck", func(t *testing.T) { testCrash(t, f, b(t)) })
 	t.Run("RunLoop", func(t *testing.T) { testRunLoop(t, f, b(t)) })
+	t.Run("RunBatch", func(t *testing.T) { testRunBatch(t, f, b(t)) })
+}
+
+// testRunBatch runs Subscription.RunBatch with Inbox.WrapBatch: every
+// message published twice has one effect, and every delivery is settled
+// by the inbox (the loop has nothing left to ack or nack).
+func testRunBatch[Tx any](t *testing.T, f Factory[Tx], b Broker) {
+	e := Setup(t, f, "")
+	const n = 60
+	sub := b.Subscribe(t)
+	in, err := idem.NewInbox(e.Store, "runbatch", sub.Capabilities(), Quiet(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("m%03d", i))
+		m := Msg(ids[i], "x", "", 0)
+		if err := b.Topic.Publish(e.Ctx, m, Msg(ids[i], "x", "", 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settled := make(chan int, 2*n)
+	bh := in.WrapBatch(e.Effect())
+	ctx, cancel := context.WithCancel(e.Ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- sub.RunBatch(ctx, func(ctx context.Context, ds []*broker.Delivery) error {
+			err := bh(ctx, ds)
+			for _, d := range ds {
+				if !d.Settled() {
+					t.Errorf("%s: left unsettled by the inbox", d.Message.ID)
+				}
+			}
+			settled <- len(ds)
+			return err
+		}, &broker.RunOptions{BatchSize: 16})
+	}()
+	for got := 0; got < 2*n; {
+		got += <-settled
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("RunBatch: %v", err)
+	}
+	e.CheckEffects(ids...)
+	if s := in.Stats(); s.Processed != n || s.Duplicates != n {
+		t.Errorf("stats %+v: want %d processed and %d duplicates", s, n, n)
+	}
 }
 
 // poll receives what is deliverable now.
@@ -85,7 +134,7 @@ func testCrash[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 			break
 		}
 		for _, d := range ds {
-			err := in.Handle(e.Ctx, d, h)
+			_, err := in.Handle(e.Ctx, d, h)
 			if d.Message.ID == "m5" {
 				if !errors.Is(err, idem.ErrAckAfterCommit) {
 					t.Fatalf("m5: err %v, want ErrAckAfterCommit", err)
@@ -107,7 +156,7 @@ func testCrash[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 			break
 		}
 		for _, d := range ds {
-			if err := in.Handle(e.Ctx, d, h); err != nil {
+			if _, err := in.Handle(e.Ctx, d, h); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -162,7 +211,7 @@ func testRunLoop[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 	var wg sync.WaitGroup
 	for _, sub := range subs {
 		wg.Go(func() {
-			if err := sub.Run(ctx, in.Handler(h), &broker.RunOptions{Concurrency: 4}); err != nil {
+			if err := sub.Run(ctx, in.Wrap(h), &broker.RunOptions{Concurrency: 4}); err != nil {
 				t.Errorf("Run: %v", err)
 			}
 		})
@@ -186,7 +235,7 @@ func testRunLoop[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 		if len(ds) == 0 {
 			break
 		}
-		if err := in.HandleBatch(e.Ctx, ds, h); err != nil {
+		if _, err := in.HandleBatch(e.Ctx, ds, h); err != nil {
 			t.Fatal(err)
 		}
 	}

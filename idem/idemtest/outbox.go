@@ -12,6 +12,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // OutboxBroker is a real driver for the outbox scenarios: one topic,
@@ -39,7 +40,7 @@ type OutboxCaps struct {
 }
 
 // RunOutbox runs the outbox and relay scenarios on a store implementing
-// idem.OutboxStore[Tx], with b's driver as the broker, and the
+// store.OutboxStore[Tx], with b's driver as the broker, and the
 // idempotency-key scenarios (RunKeys).
 func RunOutbox[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) OutboxBroker, caps OutboxCaps) {
 	tests := []struct {
@@ -63,7 +64,7 @@ func RunOutbox[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) OutboxB
 // OutboxEnv is an Env whose store has an outbox.
 type OutboxEnv[Tx any] struct {
 	*Env[Tx]
-	OS     idem.OutboxStore[Tx]
+	OS     store.OutboxStore[Tx]
 	Outbox *idem.Outbox[Tx]
 }
 
@@ -72,9 +73,9 @@ type OutboxEnv[Tx any] struct {
 func SetupOutbox[Tx any](t testing.TB, f Factory[Tx]) *OutboxEnv[Tx] {
 	t.Helper()
 	e := Setup(t, f, "")
-	st, ok := e.Store.(idem.OutboxStore[Tx])
+	st, ok := e.Store.(store.OutboxStore[Tx])
 	if !ok {
-		t.Fatalf("store %T does not implement idem.OutboxStore", e.Store)
+		t.Fatalf("store %T does not implement store.OutboxStore", e.Store)
 	}
 	ob, err := idem.NewOutbox(st, nil)
 	if err != nil {
@@ -122,7 +123,7 @@ func (e *OutboxEnv[Tx]) Relay(topic *broker.Topic, o *idem.RelayOptions) *idem.R
 }
 
 // Rows lists the outbox rows matching f.
-func (e *OutboxEnv[Tx]) Rows(f idem.OutboxFilter) []idem.OutboxRow {
+func (e *OutboxEnv[Tx]) Rows(f store.OutboxFilter) []idem.OutboxRow {
 	e.T.Helper()
 	rows, err := e.OS.ListOutbox(e.Ctx, f)
 	if err != nil {

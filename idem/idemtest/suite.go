@@ -1,5 +1,5 @@
 // Package idemtest is the store test suite of package idem: Run proves, on
-// any idem.Store, the inbox's effect-once guarantee under concurrent
+// any store.Store, the inbox's effect-once guarantee under concurrent
 // duplicates, crashes between commit and ack and handler failures, version
 // checks, state-transition guards, parking and replay, retention, and name
 // validation. Stores call it from their tests; Queue is the scripted broker
@@ -17,13 +17,14 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // DB is one test's isolated database, as a store package provides it.
 type DB[Tx any] interface {
 	// Open returns a store using table prefix (the store's default when
 	// empty), creating its tables. Invalid prefixes must fail.
-	Open(ctx context.Context, prefix string) (idem.Store[Tx], error)
+	Open(ctx context.Context, prefix string) (store.Store[Tx], error)
 	// Exec runs a statement, written with $1, $2, ... placeholders, in tx.
 	Exec(ctx context.Context, tx Tx, q string, args ...any) error
 	// QueryRow runs a query in tx.
@@ -52,6 +53,9 @@ func Run[Tx any](t *testing.T, f Factory[Tx]) {
 		{"Transition", testTransition[Tx]},
 		{"Parking", testParking[Tx]},
 		{"Retention", testRetention[Tx]},
+		{"PurgeSchedule", testPurgeSchedule[Tx]},
+		{"ReplayAll", testReplayAll[Tx]},
+		{"BatchResults", testBatchResults[Tx]},
 		{"Property", testProperty[Tx]},
 	}
 	for _, tc := range tests {
@@ -69,7 +73,7 @@ type Env[Tx any] struct {
 	T     testing.TB
 	Ctx   context.Context
 	DB    DB[Tx]
-	Store idem.Store[Tx]
+	Store store.Store[Tx]
 }
 
 // Setup opens a store with prefix on a fresh database and creates the
@@ -219,8 +223,8 @@ func testNames[Tx any](t *testing.T, f Factory[Tx]) {
 		{Table: "aggs", IDColumn: "id", VersionColumn: strings.Repeat("v", 64)},
 		{Table: "a.b.c", IDColumn: "id", VersionColumn: "version"},
 	} {
-		if _, err := idem.NewVersioned(in, table, func(context.Context, Tx, *broker.Delivery, idem.Event) error { return nil }); !errors.Is(err, idem.ErrInvalidName) {
-			t.Errorf("NewVersioned(%+v): err = %v, want ErrInvalidName", table, err)
+		if _, err := in.Versioned(table, func(context.Context, Tx, *broker.Delivery, idem.Event) error { return nil }); !errors.Is(err, idem.ErrInvalidName) {
+			t.Errorf("Versioned(%+v): err = %v, want ErrInvalidName", table, err)
 		}
 		e.InTx(func(tx Tx) error {
 			if _, err := e.Store.CheckVersion(e.Ctx, tx, table, "a", 1); !errors.Is(err, idem.ErrInvalidName) {
@@ -272,7 +276,7 @@ func testMigrate[Tx any](t *testing.T, f Factory[Tx]) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, st := range []idem.Store[Tx]{e.Store, other} {
+	for _, st := range []store.Store[Tx]{e.Store, other} {
 		e.InTx(func(tx Tx) error {
 			ok, err := st.Claim(e.Ctx, tx, "c", "m1", time.Now())
 			if err == nil && !ok {

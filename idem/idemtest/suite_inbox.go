@@ -21,9 +21,13 @@ func testInbox[Tx any](t *testing.T, f Factory[Tx]) {
 	q.Push(Msg("m1", "one", "", 0), Msg("m2", "two", "", 0), Msg("m1", "one again", "", 0))
 	runs := 0
 	h := func(ctx context.Context, tx Tx, d *broker.Delivery) error { runs++; return e.Effect()(ctx, tx, d) }
-	for range 3 {
-		if err := in.Handle(e.Ctx, receive(t, q, sub), h); err != nil {
+	for _, want := range []idem.Result{idem.ResultApplied, idem.ResultApplied, idem.ResultDuplicate} {
+		r, err := in.Handle(e.Ctx, receive(t, q, sub), h)
+		if err != nil {
 			t.Fatalf("Handle: %v", err)
+		}
+		if r != want {
+			t.Errorf("result %v, want %v", r, want)
 		}
 	}
 	if runs != 2 {
@@ -39,12 +43,12 @@ func testInbox[Tx any](t *testing.T, f Factory[Tx]) {
 	// Another consumer has its own inbox: the same message runs once more.
 	other := e.Inbox("other", nil)
 	q.Push(Msg("m1", "x", "", 0))
-	if err := other.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { runs++; return nil }); err != nil || runs != 3 {
+	if _, err := other.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { runs++; return nil }); err != nil || runs != 3 {
 		t.Errorf("other consumer: err %v, runs %d", err, runs)
 	}
 	// A message without ID cannot be deduplicated: dead-lettered.
 	q.Push(&broker.Message{Body: []byte("no id")})
-	if err := in.Handle(e.Ctx, receive(t, q, sub), h); !errors.Is(err, idem.ErrNoID) || q.DeadLetters("") != 1 {
+	if _, err := in.Handle(e.Ctx, receive(t, q, sub), h); !errors.Is(err, idem.ErrNoID) || q.DeadLetters("") != 1 {
 		t.Errorf("no ID: err %v, dead-lettered %d", err, q.DeadLetters(""))
 	}
 }
@@ -71,7 +75,7 @@ func testHandlerError[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 	q.Push(Msg("m1", "x", "", 0))
 	for i := 1; i <= 3; i++ {
-		err := in.Handle(e.Ctx, receive(t, q, sub), h)
+		_, err := in.Handle(e.Ctx, receive(t, q, sub), h)
 		switch i {
 		case 1:
 			if !errors.Is(err, boom) {
@@ -98,13 +102,15 @@ func testHandlerError[Tx any](t *testing.T, f Factory[Tx]) {
 	if q.Nacks("m1") != 2 {
 		t.Errorf("nacks %d, want 2", q.Nacks("m1"))
 	}
-	if d := q.NackDelays(); len(d) != 2 || d[0] != time.Second || d[1] != 2*time.Second {
-		t.Errorf("nack delays %v, want [1s 2s] from the backoff policy", d)
+	// Full jitter: each delay is within [0, Ceiling(attempt)] = [0, 1s],
+	// [0, 2s].
+	if d := q.NackDelays(); len(d) != 2 || d[0] < 0 || d[0] > time.Second || d[1] < 0 || d[1] > 2*time.Second {
+		t.Errorf("nack delays %v, want within [0, 1s] and [0, 2s] from the backoff policy", d)
 	}
 	e.CheckEffects("m1")
 	// A permanent error dead-letters, never acks.
 	q.Push(Msg("m2", "x", "", 0))
-	err := in.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { return broker.Permanent(boom) })
+	_, err := in.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { return broker.Permanent(boom) })
 	if !errors.Is(err, boom) || q.DeadLetters("m2") != 1 || q.Acks("m2") != 0 {
 		t.Errorf("permanent: err %v, dead %d, acks %d", err, q.DeadLetters("m2"), q.Acks("m2"))
 	}
@@ -122,7 +128,7 @@ func testHandlerError[Tx any](t *testing.T, f Factory[Tx]) {
 	q2 := NewQueue(caps)
 	q2.Push(Msg("m3", "x", "", 0))
 	start := time.Now()
-	err = slow.Handle(e.Ctx, receive(t, q2, q2.Subscription()), func(context.Context, Tx, *broker.Delivery) error { return boom })
+	_, err = slow.Handle(e.Ctx, receive(t, q2, q2.Subscription()), func(context.Context, Tx, *broker.Delivery) error { return boom })
 	if took := time.Since(start); !errors.Is(err, boom) || took < 50*time.Millisecond || took > 10*time.Second {
 		t.Errorf("no nack delay: err %v after %s", err, took)
 	}
@@ -138,7 +144,7 @@ func testAckAfterCommit[Tx any](t *testing.T, f Factory[Tx]) {
 	sub := q.Subscription()
 	q.Push(Msg("m1", "x", "", 0))
 	q.FailAcks(1)
-	err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect())
+	_, err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect())
 	if !errors.Is(err, idem.ErrAckAfterCommit) {
 		t.Fatalf("err %v, want ErrAckAfterCommit", err)
 	}
@@ -147,7 +153,7 @@ func testAckAfterCommit[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 	q.Expire() // the lock expires: the broker delivers again
 	ran := false
-	if err := in.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { ran = true; return nil }); err != nil {
+	if _, err := in.Handle(e.Ctx, receive(t, q, sub), func(context.Context, Tx, *broker.Delivery) error { ran = true; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if ran || q.Acks("m1") != 1 || in.Stats().Duplicates != 1 {
@@ -174,6 +180,8 @@ func testConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 		}
 	}
 	var handled atomic.Int64
+	var mu sync.Mutex
+	results := map[string][]idem.Result{}
 	var wg sync.WaitGroup
 	for range ConcurrentCopies {
 		wg.Go(func() {
@@ -187,9 +195,13 @@ func testConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 					t.Error(err)
 					return
 				}
-				if err := in.Handle(e.Ctx, d, e.Effect()); err != nil {
+				r, err := in.Handle(e.Ctx, d, e.Effect())
+				if err != nil {
 					t.Errorf("Handle %s: %v", d.Message.ID, err)
 				}
+				mu.Lock()
+				results[d.Message.ID] = append(results[d.Message.ID], r)
+				mu.Unlock()
 				handled.Add(1)
 			}
 		})
@@ -199,6 +211,21 @@ func testConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 		t.Errorf("%d copies left unsettled", q.Len())
 	}
 	e.CheckEffects(ids...)
+	// Each message: exactly one copy applied, every other a duplicate.
+	for _, id := range ids {
+		applied, dups := 0, 0
+		for _, r := range results[id] {
+			switch r {
+			case idem.ResultApplied:
+				applied++
+			case idem.ResultDuplicate:
+				dups++
+			}
+		}
+		if applied != 1 || dups != ConcurrentCopies-1 {
+			t.Errorf("%s: results %v, want one applied and %d duplicates", id, results[id], ConcurrentCopies-1)
+		}
+	}
 	s := in.Stats()
 	if s.Processed != int64(len(ids)) || s.Duplicates != int64(len(ids)*(ConcurrentCopies-1)) {
 		t.Errorf("stats %+v", s)
@@ -211,7 +238,7 @@ func testBatch[Tx any](t *testing.T, f Factory[Tx]) {
 	q := NewQueue(Caps)
 	sub := q.Subscription()
 	q.Push(Msg("m0", "x", "", 0))
-	if err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect()); err != nil {
+	if _, err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect()); err != nil {
 		t.Fatal(err)
 	}
 	// m3 fails; m0 was processed before; m1 appears twice in the batch.
@@ -232,7 +259,7 @@ func testBatch[Tx any](t *testing.T, f Factory[Tx]) {
 		}
 		return nil
 	}
-	if err := in.HandleBatch(e.Ctx, ds, h); !errors.Is(err, boom) {
+	if _, err := in.HandleBatch(e.Ctx, ds, h); !errors.Is(err, boom) {
 		t.Errorf("HandleBatch: %v, want boom", err)
 	}
 	for id, want := range map[string]int{"m0": 2, "m1": 2, "m2": 1, "m3": 0, "m4": 1} {
@@ -246,7 +273,7 @@ func testBatch[Tx any](t *testing.T, f Factory[Tx]) {
 	e.CheckEffects("m0", "m1", "m2", "m4")
 	// The failed message alone, next time.
 	ds, _ = sub.Receive(e.Ctx, 10)
-	if err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
+	if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
 		t.Fatal(err)
 	}
 	e.CheckEffects("m0", "m1", "m2", "m3", "m4")
@@ -254,12 +281,12 @@ func testBatch[Tx any](t *testing.T, f Factory[Tx]) {
 	q.Push(Msg("m5", "x", "", 0), Msg("m6", "x", "", 0))
 	q.FailAcks(2)
 	ds, _ = sub.Receive(e.Ctx, 10)
-	if err := in.HandleBatch(e.Ctx, ds, e.Effect()); !errors.Is(err, idem.ErrAckAfterCommit) {
+	if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); !errors.Is(err, idem.ErrAckAfterCommit) {
 		t.Errorf("HandleBatch: %v, want ErrAckAfterCommit", err)
 	}
 	q.Expire()
 	ds, _ = sub.Receive(e.Ctx, 10)
-	if err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
+	if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
 		t.Fatal(err)
 	}
 	e.CheckEffects("m0", "m1", "m2", "m3", "m4", "m5", "m6")
@@ -296,7 +323,7 @@ func testBatchConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 					t.Error(err)
 					return
 				}
-				if err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
+				if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
 					t.Errorf("HandleBatch: %v", err)
 				}
 			}
@@ -310,7 +337,7 @@ func testBatchConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
+		if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
 			t.Errorf("HandleBatch: %v", err)
 		}
 	}
@@ -345,18 +372,18 @@ func testRetention[Tx any](t *testing.T, f Factory[Tx]) {
 	nop := func(context.Context, Tx, *broker.Delivery) error { return nil }
 	for i := range 25 {
 		q.Push(Msg(fmt.Sprintf("old%d", i), "x", "", 0))
-		if err := in.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
+		if _, err := in.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
 			t.Fatal(err)
 		}
 		q.Push(Msg(fmt.Sprintf("old%d", i), "x", "", 0))
-		if err := other.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
+		if _, err := other.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
 			t.Fatal(err)
 		}
 	}
 	now = now.Add(47 * time.Hour)
 	for i := range 5 {
 		q.Push(Msg(fmt.Sprintf("new%d", i), "x", "", 0))
-		if err := in.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
+		if _, err := in.Handle(e.Ctx, receive(t, q, sub), nop); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -373,5 +400,19 @@ func testRetention[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 	if c := e.Int(`SELECT count(*) FROM ret_inbox WHERE consumer = 'other'`); c != 25 {
 		t.Errorf("other consumer's records: %d, want 25 (purge is per consumer)", c)
+	}
+
+	// Under an unbounded horizon the default keeps records for ever.
+	caps.RedeliveryHorizon = broker.HorizonUnbounded
+	forever, err := idem.NewInbox(e.Store, "other", caps, &idem.Options{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(10 * 365 * 24 * time.Hour)
+	if n, err := forever.Purge(e.Ctx); err != nil || n != 0 {
+		t.Errorf("purge with unbounded retention: %d, %v; want 0", n, err)
+	}
+	if c := e.Int(`SELECT count(*) FROM ret_inbox WHERE consumer = 'other'`); c != 25 {
+		t.Errorf("records after purge with unbounded retention: %d, want 25", c)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // FakeProvider is an external service that honours idempotency keys: the
@@ -85,7 +86,7 @@ func (p *FakeProvider) Effects(key string) int {
 func (p *FakeProvider) SetDown(down bool) { p.mu.Lock(); defer p.mu.Unlock(); p.down = down }
 
 // RunKeys runs the idempotency-key scenarios on a store implementing
-// idem.KeyStore[Tx].
+// store.KeyStore[Tx].
 func RunKeys[Tx any](t *testing.T, f Factory[Tx]) {
 	t.Run("Keys", func(t *testing.T) { testKeys(t, f) })
 	t.Run("KeysCrashAfterCall", func(t *testing.T) { testKeysCrash(t, f) })
@@ -94,15 +95,15 @@ func RunKeys[Tx any](t *testing.T, f Factory[Tx]) {
 
 type keysEnv[Tx any] struct {
 	*Env[Tx]
-	ks    idem.KeyStore[Tx]
+	ks    store.KeyStore[Tx]
 	clock *fakeNow
 }
 
 func setupKeys[Tx any](t *testing.T, f Factory[Tx]) *keysEnv[Tx] {
 	e := Setup(t, f, "")
-	ks, ok := e.Store.(idem.KeyStore[Tx])
+	ks, ok := e.Store.(store.KeyStore[Tx])
 	if !ok {
-		t.Fatalf("store %T does not implement idem.KeyStore", e.Store)
+		t.Fatalf("store %T does not implement store.KeyStore", e.Store)
 	}
 	return &keysEnv[Tx]{Env: e, ks: ks, clock: &fakeNow{t: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}}
 }

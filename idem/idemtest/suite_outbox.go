@@ -15,6 +15,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/store"
 )
 
 func ids(msgs []*broker.Message) []string {
@@ -104,7 +105,7 @@ func testOutboxAdd[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbox
 			}
 		}
 	}
-	for _, row := range e.Rows(idem.OutboxFilter{}) {
+	for _, row := range e.Rows(store.OutboxFilter{}) {
 		if row.State != idem.OutboxSent || row.SentAt.IsZero() || row.ID == "rolled-back" {
 			t.Errorf("row %+v", row)
 		}
@@ -138,7 +139,7 @@ func testRelayCrash[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 	if crashedID == "" || r1.Stats().Crashes != 1 {
 		t.Fatalf("the failpoint did not fire (stats %+v)", r1.Stats())
 	}
-	if n := len(e.Rows(idem.OutboxFilter{States: []idem.OutboxState{idem.OutboxPending}})); n != 10 {
+	if n := len(e.Rows(store.OutboxFilter{States: []idem.OutboxState{idem.OutboxPending}})); n != 10 {
 		t.Fatalf("%d rows pending after the crash, want 10 (nothing marked sent)", n)
 	}
 	// The process restarts (same relay name) and publishes everything
@@ -165,7 +166,7 @@ func testRelayCrash[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 		}
 		for _, d := range ds {
 			h.Delivered(d.Message.ID)
-			if err := in.Handle(e.Ctx, d, apply); err != nil {
+			if _, err := in.Handle(e.Ctx, d, apply); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -279,7 +280,7 @@ func testOutOfOrder[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps Ou
 	if len(msgs) != 4 || !slices.Equal(got["a"], []string{"a-1", "a-2"}) || !slices.Equal(got["b"], []string{"b-1"}) || !slices.Equal(got["d"], []string{"d-1"}) {
 		t.Errorf("received %v", ids(msgs))
 	}
-	for _, row := range e.Rows(idem.OutboxFilter{}) {
+	for _, row := range e.Rows(store.OutboxFilter{}) {
 		if strings.HasSuffix(row.ID, "rolled-back") || row.State != idem.OutboxSent {
 			t.Errorf("row %s in state %s", row.ID, row.State)
 		}
@@ -420,7 +421,7 @@ func testPoison[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCap
 	}
 	row := func(id string) idem.OutboxRow {
 		t.Helper()
-		for _, r := range e.Rows(idem.OutboxFilter{}) {
+		for _, r := range e.Rows(store.OutboxFilter{}) {
 			if r.ID == id {
 				return r
 			}

@@ -50,7 +50,7 @@ func testProperty[Tx any](t *testing.T, f Factory[Tx]) {
 		if err != nil {
 			rt.Fatal(err)
 		}
-		v, err := idem.NewVersioned(in, AggTable, e.ApplyAgg())
+		v, err := in.Versioned(AggTable, e.ApplyAgg())
 		if err != nil {
 			rt.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func testProperty[Tx any](t *testing.T, f Factory[Tx]) {
 					rt.Fatalf("receive: %v", err)
 				}
 				var pe *idem.ParkError
-				if err := v.Handle(ctx, d); err != nil && !errors.As(err, &pe) {
+				if _, err := in.Handle(ctx, d, v); err != nil && !errors.As(err, &pe) {
 					rt.Fatalf("Handle %s: %v", d.Message.ID, err)
 				}
 			}
@@ -82,7 +82,7 @@ func testProperty[Tx any](t *testing.T, f Factory[Tx]) {
 		if s.Gaps > 0 && s.Parked == 0 && s.Retried == 0 {
 			rt.Fatalf("gaps seen but neither retried nor parked: %+v", s)
 		}
-		res, err := v.ReplayAll(ctx)
+		res, err := in.ReplayAll(ctx, v)
 		if err != nil {
 			rt.Fatalf("replay: %v", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // fakeNow is a clock for relays and outboxes.
@@ -26,7 +27,7 @@ func testHealthPurge[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outb
 	e := SetupOutbox(t, f)
 	sub := b.Subscribe(t)
 	clock := &fakeNow{t: time.Date(2031, 3, 1, 12, 0, 0, 0, time.UTC)}
-	ob, err := idem.NewOutbox(e.OS, clock.Now)
+	ob, err := idem.NewOutbox(e.OS, &idem.OutboxOptions{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func testHealthPurge[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outb
 	if n, err := r.Purge(e.Ctx); n != 3 || err != nil {
 		t.Errorf("Purge after the retention: %d, %v; want 3 (in batches of 2)", n, err)
 	}
-	if rows := e.Rows(idem.OutboxFilter{}); len(rows) != 0 {
+	if rows := e.Rows(store.OutboxFilter{}); len(rows) != 0 {
 		t.Errorf("%d rows left", len(rows))
 	}
 	// The counter survives the purge: sequences go on.
@@ -87,7 +88,7 @@ func testWakeup[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCap
 	// Wait until Run is listening (where the store can) and has gone to
 	// sleep for an hour: from then on only a notification or Wake finds
 	// the row.
-	_, listens := e.OS.(idem.OutboxListener)
+	_, listens := e.OS.(store.OutboxListener)
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		s := r.Stats()
 		if s.Idle > 0 && (s.Listening || !listens) {

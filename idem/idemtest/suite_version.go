@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,18 +93,31 @@ func testTransition[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 }
 
-func handleAll[Tx any](t testing.TB, v *idem.Versioned[Tx], q *Queue, sub *broker.Subscription) {
+// handleAll handles every queued delivery with h and returns each one's
+// message ID and result, in order ("e1 applied").
+func handleAll[Tx any](t testing.TB, in *idem.Inbox[Tx], h idem.Handler[Tx], q *Queue, sub *broker.Subscription) []string {
 	t.Helper()
+	var got []string
 	for q.Len() > 0 {
 		d, err := q.Receive(t.Context(), sub)
 		if err != nil {
 			t.Fatalf("receive: %v", err)
 		}
-		err = v.Handle(t.Context(), d)
+		r, err := in.Handle(t.Context(), d, h)
 		var pe *idem.ParkError
 		if err != nil && !errors.As(err, &pe) && !broker.IsPermanent(err) {
 			t.Fatalf("Handle %s: %v", d.Message.ID, err)
 		}
+		got = append(got, d.Message.ID+" "+r.String())
+	}
+	return got
+}
+
+// wantResults compares handleAll's results.
+func wantResults(t testing.TB, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("results:\n got  %s\n want %s", strings.Join(got, ", "), strings.Join(want, ", "))
 	}
 }
 
@@ -111,7 +125,7 @@ func testVersioned[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "")
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	in := e.Inbox("ver", &idem.Options{MaxAttempts: 3, Now: func() time.Time { now = now.Add(time.Second); return now }})
-	v, err := idem.NewVersioned(in, AggTable, e.ApplyAgg())
+	v, err := in.Versioned(AggTable, e.ApplyAgg())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +133,7 @@ func testVersioned[Tx any](t *testing.T, f Factory[Tx]) {
 	sub := q.Subscription()
 	// v1, v2, v2 again (same ID), v2 replayed with a new ID, v1 stale.
 	q.Push(Msg("e1", "a", "A", 1), Msg("e2", "b", "A", 2), Msg("e2", "b", "A", 2), Msg("e2'", "b", "A", 2), Msg("e1'", "a", "A", 1))
-	handleAll(t, v, q, sub)
+	wantResults(t, handleAll(t, in, v, q, sub), "e1 applied", "e2 applied", "e2 duplicate", "e2' stale", "e1' stale")
 	if s := e.String(`SELECT state FROM aggs WHERE id = 'A'`); s != "a,b" {
 		t.Errorf("state %q, want a,b", s)
 	}
@@ -129,12 +143,12 @@ func testVersioned[Tx any](t *testing.T, f Factory[Tx]) {
 	// v4 before v3: a gap, retried MaxAttempts times, then parked; v5 is
 	// held behind it, v3 too; replay applies them in order.
 	q.Push(Msg("e4", "d", "A", 4))
-	handleAll(t, v, q, sub)
+	wantResults(t, handleAll(t, in, v, q, sub), "e4 gap retried", "e4 gap retried", "e4 parked")
 	if q.Nacks("e4") != 2 || q.Acks("e4") != 1 {
 		t.Errorf("gap: nacks %d, acks %d; want 2 retries, then parked and acked", q.Nacks("e4"), q.Acks("e4"))
 	}
 	q.Push(Msg("e5", "e", "A", 5), Msg("e3", "c", "A", 3), Msg("e4", "d", "A", 4))
-	handleAll(t, v, q, sub)
+	wantResults(t, handleAll(t, in, v, q, sub), "e5 held", "e3 held", "e4 duplicate")
 	parked, err := in.Parked(e.Ctx, idem.ParkedFilter{})
 	if err != nil || len(parked) != 3 {
 		t.Fatalf("parked: %d, %v", len(parked), err)
@@ -153,7 +167,7 @@ func testVersioned[Tx any](t *testing.T, f Factory[Tx]) {
 	if s := e.String(`SELECT state FROM aggs WHERE id = 'A'`); s != "a,b" {
 		t.Errorf("state while parked %q, want a,b", s)
 	}
-	res, err := v.Replay(e.Ctx, "A")
+	res, err := in.Replay(e.Ctx, "A", v)
 	if err != nil || res.Replayed != 3 || res.Remaining != 0 || res.Stopped != nil {
 		t.Errorf("replay: %+v, %v", res, err)
 	}
@@ -163,7 +177,7 @@ func testVersioned[Tx any](t *testing.T, f Factory[Tx]) {
 	// A version 2 event for an aggregate that does not exist: missing,
 	// retried, parked; a message without a version is rejected.
 	q.Push(Msg("b2", "x", "B", 2), &broker.Message{ID: "bad", Headers: map[string]string{idem.HeaderAggregateID: "B"}})
-	handleAll(t, v, q, sub)
+	wantResults(t, handleAll(t, in, v, q, sub), "b2 gap retried", "bad dead-lettered", "b2 gap retried", "b2 parked")
 	if q.DeadLetters("bad") != 1 {
 		t.Errorf("event without version: dead letters %d", q.DeadLetters("bad"))
 	}
@@ -172,7 +186,7 @@ func testVersioned[Tx any](t *testing.T, f Factory[Tx]) {
 		t.Fatalf("parked for B: %+v", parked)
 	}
 	// Replaying while the gap is open stops and counts the attempt.
-	res, err = v.Replay(e.Ctx, "B")
+	res, err = in.Replay(e.Ctx, "B", v)
 	if err != nil || res.Replayed != 0 || res.Remaining != 1 || res.Stopped == nil || res.Stopped.Attempts != 4 {
 		t.Errorf("replay with open gap: %+v, %v", res, err)
 	}
@@ -199,7 +213,7 @@ func testParking[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 	q.Push(Msg("p1", "park", "X", 1), Msg("p2", "ok", "X", 2), Msg("p3", "ok", "Y", 1), Msg("p4", "park", "", 0))
 	for q.Len() > 0 {
-		if err := in.Handle(e.Ctx, receive(t, q, sub), h); err != nil {
+		if _, err := in.Handle(e.Ctx, receive(t, q, sub), h); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -226,7 +240,7 @@ func testParking[Tx any](t *testing.T, f Factory[Tx]) {
 	// Copies of parked or discarded messages are duplicates.
 	q.Push(Msg("p1", "park", "X", 1), Msg("p4", "park", "", 0))
 	for q.Len() > 0 {
-		if err := in.Handle(e.Ctx, receive(t, q, sub), h); err != nil {
+		if _, err := in.Handle(e.Ctx, receive(t, q, sub), h); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -235,7 +249,7 @@ func testParking[Tx any](t *testing.T, f Factory[Tx]) {
 	free := e.Inbox("free", &idem.Options{NoHold: true})
 	q.Push(Msg("f1", "park", "Z", 1), Msg("f2", "ok", "Z", 2))
 	for q.Len() > 0 {
-		if err := free.Handle(e.Ctx, receive(t, q, sub), h); err != nil {
+		if _, err := free.Handle(e.Ctx, receive(t, q, sub), h); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -249,7 +263,7 @@ func testParking[Tx any](t *testing.T, f Factory[Tx]) {
 		return fmt.Errorf("wrapped: %w", &idem.ParkError{Reason: "later"})
 	}
 	for q.Len() > 0 {
-		_ = in.Handle(e.Ctx, receive(t, q, sub), retry)
+		_, _ = in.Handle(e.Ctx, receive(t, q, sub), retry)
 	}
 	if q.Nacks("r1") != 1 || q.Acks("r1") != 1 {
 		t.Errorf("retry then park: nacks %d acks %d", q.Nacks("r1"), q.Acks("r1"))

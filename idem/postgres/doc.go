@@ -1,5 +1,5 @@
 // Package postgres is the PostgreSQL store of package idem, on pgx/v5 and
-// pgxpool: its Store implements idem.Store[pgx.Tx], so inbox handlers
+// pgxpool: its Store implements idem/store.Store[pgx.Tx], so inbox handlers
 // receive the pgx.Tx in which the delivery was claimed and must make every
 // write through it.
 //
@@ -35,7 +35,7 @@
 // (the handlers' statements, BEGIN, one claim, COMMIT). A duplicate found
 // by BeginClaim leaves an error line in the server's log and a dead row.
 //
-// The Store is also an idem.OutboxStore[pgx.Tx] and an idem.KeyStore[pgx.Tx].
+// The Store is also a store.OutboxStore[pgx.Tx] and a store.KeyStore[pgx.Tx].
 // Outbox rows get their per-aggregate sequence from a counter row that the
 // adding transaction upserts and keeps locked until it ends, and every
 // adding transaction sends a NOTIFY that relays receive on a dedicated

@@ -42,11 +42,9 @@ func ExampleNew() {
 		_, err := tx.Exec(ctx, `INSERT INTO payments (message_id, body) VALUES ($1, $2)`, d.Message.ID, d.Message.Body)
 		return err
 	}
-	// Purge inbox records past the retention now and then (here: once).
-	if _, err := inbox.Purge(ctx); err != nil {
-		log.Print(err)
-	}
-	if err := sub.Run(ctx, inbox.Handler(record), &broker.RunOptions{Concurrency: 8}); err != nil {
+	// The inbox purges records past the retention by itself as it handles
+	// deliveries (Options.PurgeInterval).
+	if err := sub.Run(ctx, inbox.Wrap(record), &broker.RunOptions{Concurrency: 8}); err != nil {
 		log.Fatal(err)
 	}
 }

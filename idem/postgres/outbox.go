@@ -6,8 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // The outbox on PostgreSQL: relays claim rows with FOR UPDATE SKIP LOCKED
@@ -18,9 +18,9 @@ var outboxDialect = sqlcore.OutboxDialect{
 	Notify:     "SELECT pg_notify($1, '')",
 }
 
-var _ idem.OutboxListener = (*Store)(nil)
+var _ store.OutboxListener = (*Store)(nil)
 
-// ListenOutbox implements idem.OutboxListener: it opens a dedicated
+// ListenOutbox implements store.OutboxListener: it opens a dedicated
 // connection (with the pool's configuration), LISTENs on the outbox's
 // channel, and calls notify once listening and then on every notification,
 // until ctx is done (it returns nil) or the connection fails.
@@ -37,7 +37,7 @@ func (s *Store) ListenOutbox(ctx context.Context, notify func()) error {
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.Channel()}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.outbox.Channel()}.Sanitize()); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
+	"github.com/wary-go/wary/idem/store"
 )
 
 //go:embed sql/*.sql
@@ -38,17 +38,25 @@ type Options struct {
 // DefaultPrefix is the default table prefix.
 const DefaultPrefix = "wary_"
 
-// Store is the PostgreSQL store: an idem.Store[pgx.Tx] on a pgxpool.Pool.
-// It is safe for concurrent use.
+// Store is the PostgreSQL store on a pgxpool.Pool. It implements the
+// interfaces of idem/store for pgx.Tx (Store, OutboxStore, KeyStore, and
+// the optional ClaimBeginner, ClaimChecker, ClaimManyer and
+// OutboxListener): hand it to idem.NewInbox, idem.NewOutbox, idem.NewRelay
+// and idem.NewKeys. Handlers call CheckVersion and Transition on it inside
+// the inbox transaction; the other methods are the inbox's and relay's. It
+// is safe for concurrent use.
 type Store struct {
-	*sqlcore.Core[pgx.Tx]
-	*sqlcore.Outbox[pgx.Tx]
-	pool *pgxpool.Pool
+	core   *sqlcore.Core[pgx.Tx]
+	outbox *sqlcore.Outbox[pgx.Tx]
+	pool   *pgxpool.Pool
 }
 
-var _ idem.Store[pgx.Tx] = (*Store)(nil)
-var _ idem.OutboxStore[pgx.Tx] = (*Store)(nil)
-var _ idem.KeyStore[pgx.Tx] = (*Store)(nil)
+var _ store.Store[pgx.Tx] = (*Store)(nil)
+var _ store.OutboxStore[pgx.Tx] = (*Store)(nil)
+var _ store.KeyStore[pgx.Tx] = (*Store)(nil)
+var _ store.ClaimBeginner[pgx.Tx] = (*Store)(nil)
+var _ store.ClaimChecker[pgx.Tx] = (*Store)(nil)
+var _ store.ClaimManyer[pgx.Tx] = (*Store)(nil)
 
 // New returns a store on pool and, unless opts.SkipMigrate, creates or
 // migrates its tables. Migrations are serialised across processes with an
@@ -68,7 +76,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{Core: core, Outbox: sqlcore.NewOutbox(core, outboxDialect), pool: pool}
+	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, outboxDialect), pool: pool}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
@@ -80,7 +88,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 // Migrate creates or upgrades the store's tables from the embedded,
 // versioned SQL files; it is safe to call concurrently and repeatedly.
 func (s *Store) Migrate(ctx context.Context) error {
-	return s.Core.Migrate(ctx, migrations, "sql")
+	return s.core.Migrate(ctx, migrations, "sql")
 }
 
 // Pool returns the pool.
@@ -106,7 +114,7 @@ var dialect = sqlcore.Dialect{
 	CreateSchema: "CREATE SCHEMA IF NOT EXISTS %s",
 }
 
-// BeginClaim begins a transaction and claims (consumer, messageID) in it,
+// BeginClaim implements [store.ClaimBeginner]: it begins a transaction and claims (consumer, messageID) in it,
 // in one round trip: the claim and BEGIN go to the server as one simple
 // query, "INSERT ...; BEGIN", which PostgreSQL runs as one transaction
 // (statements before a BEGIN in the same query join the transaction it
@@ -130,7 +138,7 @@ func (s *Store) BeginClaim(ctx context.Context, consumer, messageID string, at t
 		}
 		return tx, true, nil
 	}
-	q := "INSERT INTO " + s.Name("inbox") + " (consumer, message_id, processed_at) VALUES (" +
+	q := "INSERT INTO " + s.core.Name("inbox") + " (consumer, message_id, processed_at) VALUES (" +
 		literal(consumer) + ", " + literal(messageID) + ", '" + at.UTC().Format("2006-01-02 15:04:05.999999Z07:00") + "'::timestamptz); BEGIN"
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: q})
 	var pe *pgconn.PgError

@@ -16,6 +16,7 @@ import (
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/postgres"
+	"github.com/wary-go/wary/idem/store"
 )
 
 const defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -87,7 +88,7 @@ func newPool(t testing.TB) *pgxpool.Pool {
 
 type testDB struct{ pool *pgxpool.Pool }
 
-func (d testDB) Open(ctx context.Context, prefix string) (idem.Store[pgx.Tx], error) {
+func (d testDB) Open(ctx context.Context, prefix string) (store.Store[pgx.Tx], error) {
 	return postgres.New(ctx, d.pool, &postgres.Options{Prefix: prefix})
 }
 

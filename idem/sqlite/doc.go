@@ -1,5 +1,5 @@
 // Package sqlite is the SQLite store of package idem, on modernc.org/sqlite
-// (no cgo) through database/sql: its Store implements idem.Store[*sql.Tx],
+// (no cgo) through database/sql: its Store implements idem/store.Store[*sql.Tx],
 // so inbox handlers receive the *sql.Tx in which the delivery was claimed
 // and must make every write through it. It is the embedded default: one
 // file, no server.
@@ -19,7 +19,7 @@
 // Durability of a commit follows the database's synchronous setting (FULL
 // unless the DSN says otherwise).
 //
-// The Store is also an idem.OutboxStore[*sql.Tx] and an idem.KeyStore[*sql.Tx].
+// The Store is also a store.OutboxStore[*sql.Tx] and a store.KeyStore[*sql.Tx].
 // Writers are serialised, so outbox sequences commit in order. SQLite has
 // no SKIP LOCKED: one relay at a time claims rows under a lease (a row in
 // <prefix>relay_lease, taken for idem.RelayOptions.Lease and renewed while

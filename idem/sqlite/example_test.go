@@ -7,7 +7,6 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
@@ -46,21 +45,26 @@ func ExampleOpen() {
 	}
 	_ = topic.Publish(ctx, &broker.Message{ID: "evt-1", Body: []byte("order-1")}, &broker.Message{ID: "evt-1", Body: []byte("order-1")})
 
-	// Run the subscription until both copies are settled.
+	// Run the subscription until both copies are settled; a production
+	// consumer passes inbox.Wrap(ship) to Run and runs until shut down.
 	ctx, cancel := context.WithCancel(ctx)
+	results := make(chan idem.Result, 2)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = sub.Run(ctx, inbox.Handler(ship), nil)
+		_ = sub.Run(ctx, func(ctx context.Context, d *broker.Delivery) error {
+			r, err := inbox.Handle(ctx, d, ship)
+			results <- r
+			return err
+		}, nil)
 	}()
-	for s := inbox.Stats(); s.Processed+s.Duplicates < 2; s = inbox.Stats() {
-		time.Sleep(time.Millisecond)
-	}
+	fmt.Println(<-results, <-results)
 	cancel()
 	<-done
 	var n int
 	_ = store.DB().QueryRow(`SELECT count(*) FROM shipments`).Scan(&n)
-	fmt.Println("shipments:", n, "duplicates:", inbox.Stats().Duplicates)
+	fmt.Println("shipments:", n)
 	// Output:
-	// shipments: 1 duplicates: 1
+	// applied duplicate
+	// shipments: 1
 }

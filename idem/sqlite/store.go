@@ -11,8 +11,8 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
-	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
+	"github.com/wary-go/wary/idem/store"
 )
 
 //go:embed sql/*.sql
@@ -36,18 +36,22 @@ type Options struct {
 // DefaultPrefix is the default table prefix.
 const DefaultPrefix = "wary_"
 
-// Store is the SQLite store: an idem.Store[*sql.Tx] on a *sql.DB opened
-// with the modernc.org/sqlite driver. It is safe for concurrent use.
+// Store is the SQLite store on a *sql.DB opened with the modernc.org/sqlite
+// driver. It implements the interfaces of idem/store for *sql.Tx (Store,
+// OutboxStore, KeyStore): hand it to idem.NewInbox, idem.NewOutbox,
+// idem.NewRelay and idem.NewKeys. Handlers call CheckVersion and Transition
+// on it inside the inbox transaction; the other methods are the inbox's and
+// relay's. It is safe for concurrent use.
 type Store struct {
-	*sqlcore.Core[*sql.Tx]
-	*sqlcore.Outbox[*sql.Tx]
-	db    *sql.DB
-	owned bool
+	core   *sqlcore.Core[*sql.Tx]
+	outbox *sqlcore.Outbox[*sql.Tx]
+	db     *sql.DB
+	owned  bool
 }
 
-var _ idem.Store[*sql.Tx] = (*Store)(nil)
-var _ idem.OutboxStore[*sql.Tx] = (*Store)(nil)
-var _ idem.KeyStore[*sql.Tx] = (*Store)(nil)
+var _ store.Store[*sql.Tx] = (*Store)(nil)
+var _ store.OutboxStore[*sql.Tx] = (*Store)(nil)
+var _ store.KeyStore[*sql.Tx] = (*Store)(nil)
 
 // DSN returns the data source name Open uses for the database file path:
 // WAL journal, a busy timeout of 5 seconds, and BEGIN IMMEDIATE for every
@@ -93,7 +97,7 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{Core: core, Outbox: sqlcore.NewOutbox(core, outboxDialect(db)), db: db}
+	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, outboxDialect(db)), db: db}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
@@ -105,7 +109,7 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
 // Migrate creates or upgrades the store's tables from the embedded,
 // versioned SQL files; it is safe to call repeatedly.
 func (s *Store) Migrate(ctx context.Context) error {
-	return s.Core.Migrate(ctx, migrations, "sql")
+	return s.core.Migrate(ctx, migrations, "sql")
 }
 
 // DB returns the database.
@@ -126,9 +130,9 @@ var dialect = sqlcore.Dialect{
 	Time:   func(t time.Time) any { return t.UnixMicro() },
 	Quote: func(schema, name string) string {
 		if schema == "" {
-			return idem.QuoteIdentifier(name)
+			return store.QuoteIdentifier(name)
 		}
-		return idem.QuoteIdentifier(schema) + "." + idem.QuoteIdentifier(name)
+		return store.QuoteIdentifier(schema) + "." + store.QuoteIdentifier(name)
 	},
 	IsNoRows: func(err error) bool { return errors.Is(err, sql.ErrNoRows) },
 }

@@ -7,9 +7,9 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/sqlite"
+	"github.com/wary-go/wary/idem/store"
 )
 
 type testDB struct {
@@ -18,7 +18,7 @@ type testDB struct {
 
 var placeholder = regexp.MustCompile(`\$(\d+)`)
 
-func (d testDB) Open(ctx context.Context, prefix string) (idem.Store[*sql.Tx], error) {
+func (d testDB) Open(ctx context.Context, prefix string) (store.Store[*sql.Tx], error) {
 	return sqlite.New(ctx, d.db, &sqlite.Options{Prefix: prefix})
 }
 

@@ -1,6 +1,6 @@
 // Package sqlcore is the SQL shared by the PostgreSQL and SQLite stores of
 // package idem. A store supplies a Backend (transactions and a query
-// adapter) and a Dialect; Core implements idem.Store on top of them.
+// adapter) and a Dialect; Core implements store.Store on top of them.
 package sqlcore
 
 import (
@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // Querier runs SQL in a transaction or on a pool. Queries are written with
@@ -71,14 +71,14 @@ type Dialect struct {
 	Lock string
 }
 
-// Core implements idem.Store[Tx].
+// Core implements store.Store[Tx].
 type Core[Tx any] struct {
 	b      Backend[Tx]
 	d      Dialect
 	schema string
 	names  map[string]string
 	q      queries
-	cache  sync.Map // idem.VersionTable or idem.StateTable -> [2]string
+	cache  sync.Map // store.VersionTable or store.StateTable -> [2]string
 }
 
 // Tables lists the table and index names built from the prefix.
@@ -89,11 +89,11 @@ var Tables = []string{"inbox", "parked", "failures", "migrations", "inbox_proces
 // New validates schema and prefix and builds Core.
 func New[Tx any](b Backend[Tx], d Dialect, schema, prefix string) (*Core[Tx], error) {
 	if schema != "" {
-		if err := idem.ValidateIdentifier("schema name", schema); err != nil {
+		if err := store.ValidateIdentifier("schema name", schema); err != nil {
 			return nil, err
 		}
 	}
-	if err := idem.ValidatePrefix(prefix); err != nil {
+	if err := store.ValidatePrefix(prefix); err != nil {
 		return nil, err
 	}
 	if d.Rebind == nil {
@@ -152,7 +152,7 @@ func (c *Core[Tx]) inTx(ctx context.Context, f func(q Querier) error) error {
 	return c.b.Commit(ctx, tx)
 }
 
-// Claim implements idem.Store.
+// Claim implements store.Store.
 func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, consumer, messageID string, at time.Time) (bool, error) {
 	n, err := c.b.Q(tx).Exec(ctx, c.q.claim, consumer, messageID, c.d.Time(at))
 	return n == 1, err
@@ -201,7 +201,7 @@ func (c *Core[Tx]) ClaimMany(ctx context.Context, tx Tx, consumer string, ids []
 	return got, rows.Err()
 }
 
-// Purge implements idem.Store.
+// Purge implements store.Store.
 func (c *Core[Tx]) Purge(ctx context.Context, consumer string, before time.Time, limit int) (int, error) {
 	var n int64
 	err := c.inTx(ctx, func(q Querier) error {
@@ -218,7 +218,7 @@ func (c *Core[Tx]) Purge(ctx context.Context, consumer string, before time.Time,
 	return int(n), nil
 }
 
-// RecordFailure implements idem.Store.
+// RecordFailure implements store.Store.
 func (c *Core[Tx]) RecordFailure(ctx context.Context, consumer, messageID, reason string, at time.Time) (int, time.Time, error) {
 	var attempts int
 	var first time.Time
@@ -228,13 +228,13 @@ func (c *Core[Tx]) RecordFailure(ctx context.Context, consumer, messageID, reaso
 	return attempts, first, err
 }
 
-// ClearFailure implements idem.Store.
+// ClearFailure implements store.Store.
 func (c *Core[Tx]) ClearFailure(ctx context.Context, tx Tx, consumer, messageID string) error {
 	_, err := c.b.Q(tx).Exec(ctx, c.q.clearFailure, consumer, messageID)
 	return err
 }
 
-// HasParked implements idem.Store.
+// HasParked implements store.Store.
 func (c *Core[Tx]) HasParked(ctx context.Context, tx Tx, consumer, aggregateID string) (bool, error) {
 	var n int64
 	err := c.b.Q(tx).QueryRow(ctx, c.q.hasParked, consumer, aggregateID).Scan(&n)
@@ -244,8 +244,8 @@ func (c *Core[Tx]) HasParked(ctx context.Context, tx Tx, consumer, aggregateID s
 	return err == nil, err
 }
 
-// Park implements idem.Store.
-func (c *Core[Tx]) Park(ctx context.Context, tx Tx, p *idem.Parked) error {
+// Park implements store.Store.
+func (c *Core[Tx]) Park(ctx context.Context, tx Tx, p *store.Parked) error {
 	h, err := json.Marshal(p.Headers)
 	if err != nil {
 		return err
@@ -259,12 +259,16 @@ func (c *Core[Tx]) Park(ctx context.Context, tx Tx, p *idem.Parked) error {
 	return err
 }
 
-func parkedWhere(f idem.ParkedFilter, args []any) (string, []any) {
+func parkedWhere(f store.ParkedFilter, args []any) (string, []any) {
 	var w strings.Builder
 	w.WriteString(" WHERE consumer = $1")
 	if f.HasAggregate {
 		args = append(args, f.AggregateID)
 		fmt.Fprintf(&w, " AND aggregate_id = $%d", len(args))
+	}
+	if f.HasAfter {
+		args = append(args, f.AfterAggregate)
+		fmt.Fprintf(&w, " AND aggregate_id > $%d", len(args))
 	}
 	if f.ID != 0 {
 		args = append(args, f.ID)
@@ -273,14 +277,14 @@ func parkedWhere(f idem.ParkedFilter, args []any) (string, []any) {
 	return w.String(), args
 }
 
-// ListParked implements idem.Store.
-func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f idem.ParkedFilter) ([]idem.Parked, error) {
+// ListParked implements store.Store.
+func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f store.ParkedFilter) ([]store.Parked, error) {
 	where, args := parkedWhere(f, []any{consumer})
 	q := c.q.listParked + where + " ORDER BY aggregate_id, version, sequence, id"
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
-	var out []idem.Parked
+	var out []store.Parked
 	err := c.inTx(ctx, func(qr Querier) error {
 		rows, err := qr.Query(ctx, c.d.Rebind(q), args...)
 		if err != nil {
@@ -288,7 +292,7 @@ func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f idem.Parke
 		}
 		defer rows.Close()
 		for rows.Next() {
-			p := idem.Parked{Consumer: consumer}
+			p := store.Parked{Consumer: consumer}
 			var h string
 			if err := rows.Scan(&p.ID, &p.MessageID, &p.AggregateID, &p.Version, &p.Sequence, &p.Key, &h, &p.Body,
 				&p.Reason, &p.Attempts, timeDest{&p.FirstSeen}, timeDest{&p.LastSeen}); err != nil {
@@ -304,13 +308,23 @@ func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f idem.Parke
 	return out, err
 }
 
-// DeleteParked implements idem.Store.
+// CountParked implements store.Store.
+func (c *Core[Tx]) CountParked(ctx context.Context, consumer string, f store.ParkedFilter) (int, error) {
+	where, args := parkedWhere(f, []any{consumer})
+	var n int64
+	err := c.inTx(ctx, func(q Querier) error {
+		return q.QueryRow(ctx, c.render("SELECT count(*) FROM {{parked}}"+where), args...).Scan(&n)
+	})
+	return int(n), err
+}
+
+// DeleteParked implements store.Store.
 func (c *Core[Tx]) DeleteParked(ctx context.Context, tx Tx, consumer string, id int64) (bool, error) {
 	n, err := c.b.Q(tx).Exec(ctx, c.q.deleteParked, consumer, id)
 	return n == 1, err
 }
 
-// UpdateParked implements idem.Store.
+// UpdateParked implements store.Store.
 func (c *Core[Tx]) UpdateParked(ctx context.Context, consumer string, id int64, reason string, at time.Time) error {
 	return c.inTx(ctx, func(q Querier) error {
 		_, err := q.Exec(ctx, c.q.updateParked, consumer, id, reason, c.d.Time(at))
@@ -318,8 +332,8 @@ func (c *Core[Tx]) UpdateParked(ctx context.Context, consumer string, id int64, 
 	})
 }
 
-// DiscardParked implements idem.Store.
-func (c *Core[Tx]) DiscardParked(ctx context.Context, consumer string, f idem.ParkedFilter) (int, error) {
+// DiscardParked implements store.Store.
+func (c *Core[Tx]) DiscardParked(ctx context.Context, consumer string, f store.ParkedFilter) (int, error) {
 	where, args := parkedWhere(f, []any{consumer})
 	var n int64
 	err := c.inTx(ctx, func(q Querier) error {

@@ -8,26 +8,26 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/store"
 )
 
 const keyCols = `provider, idem_key, intent, state, attempts, result, error, created_at, first_call_at, last_call_at,
 	lease_until, done_at`
 
-// StageKey implements idem.KeyStore.
-func (o *Outbox[Tx]) StageKey(ctx context.Context, tx Tx, provider, key string, intent []byte, at time.Time) (idem.KeyRecord, bool, error) {
+// StageKey implements store.KeyStore.
+func (o *Outbox[Tx]) StageKey(ctx context.Context, tx Tx, provider, key string, intent []byte, at time.Time) (store.KeyRecord, bool, error) {
 	q := o.c.b.Q(tx)
 	n, err := q.Exec(ctx, o.c.render(`INSERT INTO {{idempotency_keys}} (provider, idem_key, intent, state, created_at)
 		VALUES ($1, $2, $3, 0, $4) ON CONFLICT (provider, idem_key) DO NOTHING`), provider, key, intent, o.c.d.Time(at))
 	if err != nil {
-		return idem.KeyRecord{}, false, err
+		return store.KeyRecord{}, false, err
 	}
 	rec, _, err := o.getKey(ctx, q, provider, key)
 	return rec, n == 1, err
 }
 
-func (o *Outbox[Tx]) getKey(ctx context.Context, q Querier, provider, key string) (idem.KeyRecord, bool, error) {
-	var r idem.KeyRecord
+func (o *Outbox[Tx]) getKey(ctx context.Context, q Querier, provider, key string) (store.KeyRecord, bool, error) {
+	var r store.KeyRecord
 	err := scanKey(q.QueryRow(ctx, o.c.render(`SELECT `+keyCols+` FROM {{idempotency_keys}} WHERE provider = $1 AND idem_key = $2`), provider, key), &r)
 	if o.c.d.IsNoRows(err) {
 		return r, false, nil
@@ -35,16 +35,16 @@ func (o *Outbox[Tx]) getKey(ctx context.Context, q Querier, provider, key string
 	return r, err == nil, err
 }
 
-func scanKey(s interface{ Scan(...any) error }, r *idem.KeyRecord) error {
+func scanKey(s interface{ Scan(...any) error }, r *store.KeyRecord) error {
 	var state int
 	err := s.Scan(&r.Provider, &r.Key, &r.Intent, &state, &r.Attempts, &r.Result, &r.Error, timeDest{&r.CreatedAt},
 		nullTimeDest{&r.FirstCallAt}, nullTimeDest{&r.LastCallAt}, nullTimeDest{&r.LeaseUntil}, nullTimeDest{&r.DoneAt})
-	r.State = idem.KeyState(state)
+	r.State = store.KeyState(state)
 	return err
 }
 
-// GetKey implements idem.KeyStore.
-func (o *Outbox[Tx]) GetKey(ctx context.Context, provider, key string) (rec idem.KeyRecord, ok bool, err error) {
+// GetKey implements store.KeyStore.
+func (o *Outbox[Tx]) GetKey(ctx context.Context, provider, key string) (rec store.KeyRecord, ok bool, err error) {
 	err = o.read(ctx, func(q Querier) error {
 		rec, ok, err = o.getKey(ctx, q, provider, key)
 		return err
@@ -52,7 +52,7 @@ func (o *Outbox[Tx]) GetKey(ctx context.Context, provider, key string) (rec idem
 	return rec, ok, err
 }
 
-// StartKeyCall implements idem.KeyStore.
+// StartKeyCall implements store.KeyStore.
 func (o *Outbox[Tx]) StartKeyCall(ctx context.Context, provider, key string, attempts int, at, leaseUntil time.Time) (bool, error) {
 	var n int64
 	err := o.c.inTx(ctx, func(q Querier) error {
@@ -66,18 +66,18 @@ func (o *Outbox[Tx]) StartKeyCall(ctx context.Context, provider, key string, att
 	return n == 1, err
 }
 
-// FinishKeyCall implements idem.KeyStore.
-func (o *Outbox[Tx]) FinishKeyCall(ctx context.Context, provider, key string, attempts int, out idem.KeyOutcome, at time.Time) (bool, error) {
+// FinishKeyCall implements store.KeyStore.
+func (o *Outbox[Tx]) FinishKeyCall(ctx context.Context, provider, key string, attempts int, out store.KeyOutcome, at time.Time) (bool, error) {
 	var q string
 	args := []any{provider, key, attempts}
 	switch out.State {
-	case idem.KeyStaged: // the provider never saw it: as if never called
+	case store.KeyStaged: // the provider never saw it: as if never called
 		q = `UPDATE {{idempotency_keys}} SET state = 0, first_call_at = NULL, lease_until = NULL, error = $4`
 		args = append(args, out.Error)
-	case idem.KeySucceeded, idem.KeyFailed:
+	case store.KeySucceeded, store.KeyFailed:
 		q = `UPDATE {{idempotency_keys}} SET state = $4, result = $5, error = $6, done_at = $7, lease_until = NULL`
 		args = append(args, int(out.State), nonNil(out.Result), out.Error, o.c.d.Time(at))
-	case idem.KeyUnknown:
+	case store.KeyUnknown:
 		q = `UPDATE {{idempotency_keys}} SET state = 4, error = $4, lease_until = NULL`
 		args = append(args, out.Error)
 	default:
@@ -100,8 +100,8 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// ListKeys implements idem.KeyStore.
-func (o *Outbox[Tx]) ListKeys(ctx context.Context, f idem.KeyFilter) ([]idem.KeyRecord, error) {
+// ListKeys implements store.KeyStore.
+func (o *Outbox[Tx]) ListKeys(ctx context.Context, f store.KeyFilter) ([]store.KeyRecord, error) {
 	q := `SELECT ` + keyCols + ` FROM {{idempotency_keys}} WHERE provider = $1`
 	args := []any{f.Provider}
 	if len(f.States) > 0 {
@@ -122,7 +122,7 @@ func (o *Outbox[Tx]) ListKeys(ctx context.Context, f idem.KeyFilter) ([]idem.Key
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
-	var out []idem.KeyRecord
+	var out []store.KeyRecord
 	err := o.read(ctx, func(qr Querier) error {
 		rs, err := qr.Query(ctx, o.c.render(q), args...)
 		if err != nil {
@@ -130,7 +130,7 @@ func (o *Outbox[Tx]) ListKeys(ctx context.Context, f idem.KeyFilter) ([]idem.Key
 		}
 		defer rs.Close()
 		for rs.Next() {
-			var r idem.KeyRecord
+			var r store.KeyRecord
 			if err := scanKey(rs, &r); err != nil {
 				return err
 			}
@@ -141,7 +141,7 @@ func (o *Outbox[Tx]) ListKeys(ctx context.Context, f idem.KeyFilter) ([]idem.Key
 	return out, err
 }
 
-// PurgeKeys implements idem.KeyStore.
+// PurgeKeys implements store.KeyStore.
 func (o *Outbox[Tx]) PurgeKeys(ctx context.Context, provider string, before time.Time, limit int) (int, error) {
 	var n int64
 	err := o.c.inTx(ctx, func(q Querier) error {

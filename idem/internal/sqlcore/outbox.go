@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // OutboxDialect is what differs between the databases for the outbox.
@@ -28,7 +28,7 @@ type OutboxDialect struct {
 	Read func(ctx context.Context, f func(q Querier) error) error
 }
 
-// Outbox implements idem.OutboxStore[Tx] on a Core.
+// Outbox implements store.OutboxStore[Tx] on a Core.
 type Outbox[Tx any] struct {
 	c       *Core[Tx]
 	d       OutboxDialect
@@ -98,8 +98,8 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 // Channel is the PostgreSQL notification channel of this outbox.
 func (o *Outbox[Tx]) Channel() string { return o.channel }
 
-// AddOutbox implements idem.OutboxStore.
-func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []idem.OutboxMessage, at time.Time) ([]int64, error) {
+// AddOutbox implements store.OutboxStore.
+func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []store.OutboxMessage, at time.Time) ([]int64, error) {
 	q := o.c.b.Q(tx)
 	// Lock each aggregate's counter once, in aggregate order.
 	count := map[string]int64{}
@@ -177,8 +177,8 @@ func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []idem.OutboxMes
 	return seqs, nil
 }
 
-// ClaimOutbox implements idem.RelayStore.
-func (o *Outbox[Tx]) ClaimOutbox(ctx context.Context, r idem.OutboxClaim) (idem.OutboxBatch, error) {
+// ClaimOutbox implements store.RelayStore.
+func (o *Outbox[Tx]) ClaimOutbox(ctx context.Context, r store.OutboxClaim) (store.OutboxBatch, error) {
 	if !o.d.SkipLocked && o.d.Read != nil {
 		return o.claimLeased(ctx, r)
 	}
@@ -187,7 +187,7 @@ func (o *Outbox[Tx]) ClaimOutbox(ctx context.Context, r idem.OutboxClaim) (idem.
 		return nil, err
 	}
 	q := o.c.b.Q(tx)
-	var rows []idem.OutboxRow
+	var rows []store.OutboxRow
 	ok := true
 	if !o.d.SkipLocked {
 		ok, err = o.takeLease(ctx, q, r)
@@ -210,7 +210,7 @@ func (o *Outbox[Tx]) ClaimOutbox(ctx context.Context, r idem.OutboxClaim) (idem.
 	return &batch[Tx]{o: o, rows: rows, tx: tx, held: true}, nil
 }
 
-func (o *Outbox[Tx]) takeLease(ctx context.Context, q Querier, r idem.OutboxClaim) (bool, error) {
+func (o *Outbox[Tx]) takeLease(ctx context.Context, q Querier, r store.OutboxClaim) (bool, error) {
 	n, err := q.Exec(ctx, o.q.lease, r.Owner, o.c.d.Time(r.Now.Add(r.Lease)), o.c.d.Time(r.Now))
 	if err != nil {
 		return false, fmt.Errorf("lease: %w", err)
@@ -224,9 +224,9 @@ func (o *Outbox[Tx]) takeLease(ctx context.Context, q Querier, r idem.OutboxClai
 // only when it is not ours for at least half its length, and reads the rows
 // outside any write transaction. Only the lease holder marks rows, so the
 // rows it read stay its own until it marks them or its lease runs out.
-func (o *Outbox[Tx]) claimLeased(ctx context.Context, r idem.OutboxClaim) (idem.OutboxBatch, error) {
+func (o *Outbox[Tx]) claimLeased(ctx context.Context, r store.OutboxClaim) (store.OutboxBatch, error) {
 	var free, renew bool
-	var rows []idem.OutboxRow
+	var rows []store.OutboxRow
 	err := o.d.Read(ctx, func(q Querier) error {
 		var owner string
 		var until time.Time
@@ -262,7 +262,7 @@ func (o *Outbox[Tx]) claimLeased(ctx context.Context, r idem.OutboxClaim) (idem.
 }
 
 // claim reads the rows to claim (locking them in SkipLocked mode).
-func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r idem.OutboxClaim) ([]idem.OutboxRow, error) {
+func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) ([]store.OutboxRow, error) {
 	now := o.c.d.Time(r.Now)
 	limit, per := max(r.Limit, 1), max(r.PerAggregate, 1)
 	hs, err := q.Query(ctx, o.q.heads, now, limit)
@@ -304,9 +304,9 @@ func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r idem.OutboxClaim) (
 	if err != nil {
 		return nil, err
 	}
-	var all []idem.OutboxRow
+	var all []store.OutboxRow
 	for rs.Next() {
-		var r idem.OutboxRow
+		var r store.OutboxRow
 		if err := scanOutbox(rs, &r); err != nil {
 			rs.Close()
 			return nil, err
@@ -319,15 +319,15 @@ func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r idem.OutboxClaim) (
 	}
 	// Round-robin over aggregates up to limit rows, then group each
 	// aggregate's rows in sequence order, aggregates in head order.
-	rank := func(r idem.OutboxRow) int64 { return r.Sequence - heads[order[r.AggregateID]].seq }
-	slices.SortFunc(all, func(a, b idem.OutboxRow) int {
+	rank := func(r store.OutboxRow) int64 { return r.Sequence - heads[order[r.AggregateID]].seq }
+	slices.SortFunc(all, func(a, b store.OutboxRow) int {
 		if ra, rb := rank(a), rank(b); ra != rb {
 			return int(ra - rb)
 		}
 		return order[a.AggregateID] - order[b.AggregateID]
 	})
 	all = all[:min(len(all), limit)]
-	slices.SortFunc(all, func(a, b idem.OutboxRow) int {
+	slices.SortFunc(all, func(a, b store.OutboxRow) int {
 		if oa, ob := order[a.AggregateID], order[b.AggregateID]; oa != ob {
 			return oa - ob
 		}
@@ -336,7 +336,7 @@ func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r idem.OutboxClaim) (
 	return all, nil
 }
 
-func scanOutbox(rs interface{ Scan(...any) error }, r *idem.OutboxRow, extra ...any) error {
+func scanOutbox(rs interface{ Scan(...any) error }, r *store.OutboxRow, extra ...any) error {
 	var h string
 	var state int
 	dest := []any{&r.RowID, &r.ID, &r.AggregateID, &r.Version, &r.Sequence, &r.Type, &h, &r.Payload, &state, &r.Attempts,
@@ -344,7 +344,7 @@ func scanOutbox(rs interface{ Scan(...any) error }, r *idem.OutboxRow, extra ...
 	if err := rs.Scan(append(dest, extra...)...); err != nil {
 		return err
 	}
-	r.State = idem.OutboxState(state)
+	r.State = store.OutboxState(state)
 	if h != "{}" {
 		if err := json.Unmarshal([]byte(h), &r.Headers); err != nil {
 			return fmt.Errorf("outbox row %d: headers: %w", r.RowID, err)
@@ -357,15 +357,15 @@ func scanOutbox(rs interface{ Scan(...any) error }, r *idem.OutboxRow, extra ...
 // transaction (and the row locks) until Complete or Release.
 type batch[Tx any] struct {
 	o    *Outbox[Tx]
-	rows []idem.OutboxRow
+	rows []store.OutboxRow
 	tx   Tx
 	held bool
 	done bool
 }
 
-func (b *batch[Tx]) Rows() []idem.OutboxRow { return b.rows }
+func (b *batch[Tx]) Rows() []store.OutboxRow { return b.rows }
 
-func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []idem.OutboxFailure, at time.Time) error {
+func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []store.OutboxFailure, at time.Time) error {
 	if b.done {
 		return fmt.Errorf("idem: outbox batch already finished")
 	}
@@ -387,10 +387,10 @@ func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []idem.Ou
 			}
 		}
 		for _, f := range failed {
-			state := idem.OutboxPending
+			state := store.OutboxPending
 			next := f.NextAttempt
 			if f.Quarantine {
-				state, next = idem.OutboxQuarantined, at
+				state, next = store.OutboxQuarantined, at
 			}
 			if _, err := q.Exec(ctx, o.q.failed, f.RowID, f.Error, o.c.d.Time(next), int(state)); err != nil {
 				return err
@@ -425,7 +425,7 @@ func (o *Outbox[Tx]) read(ctx context.Context, f func(q Querier) error) error {
 	return o.c.inTx(ctx, f)
 }
 
-// ReleaseOutbox implements idem.RelayStore.
+// ReleaseOutbox implements store.RelayStore.
 func (o *Outbox[Tx]) ReleaseOutbox(ctx context.Context, owner string) error {
 	if o.d.SkipLocked {
 		return nil
@@ -445,9 +445,9 @@ func (o *Outbox[Tx]) ReleaseOutbox(ctx context.Context, owner string) error {
 	})
 }
 
-// OutboxHealth implements idem.RelayStore.
-func (o *Outbox[Tx]) OutboxHealth(ctx context.Context, now time.Time) (idem.OutboxHealth, error) {
-	var h idem.OutboxHealth
+// OutboxHealth implements store.RelayStore.
+func (o *Outbox[Tx]) OutboxHealth(ctx context.Context, now time.Time) (store.OutboxHealth, error) {
+	var h store.OutboxHealth
 	err := o.read(ctx, func(q Querier) error {
 		return q.QueryRow(ctx, o.q.health).Scan(&h.Backlog, &h.Retrying, &h.Quarantined, nullTimeDest{&h.OldestUnsent})
 	})
@@ -457,8 +457,8 @@ func (o *Outbox[Tx]) OutboxHealth(ctx context.Context, now time.Time) (idem.Outb
 	return h, err
 }
 
-// ListOutbox implements idem.RelayStore.
-func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f idem.OutboxFilter) ([]idem.OutboxRow, error) {
+// ListOutbox implements store.RelayStore.
+func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f store.OutboxFilter) ([]store.OutboxRow, error) {
 	var w []string
 	var args []any
 	if len(f.States) > 0 {
@@ -476,7 +476,7 @@ func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f idem.OutboxFilter) ([]ide
 	if f.Limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
-	var out []idem.OutboxRow
+	var out []store.OutboxRow
 	err := o.read(ctx, func(qr Querier) error {
 		rs, err := qr.Query(ctx, o.c.d.Rebind(q), args...)
 		if err != nil {
@@ -484,7 +484,7 @@ func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f idem.OutboxFilter) ([]ide
 		}
 		defer rs.Close()
 		for rs.Next() {
-			var r idem.OutboxRow
+			var r store.OutboxRow
 			if err := scanOutbox(rs, &r); err != nil {
 				return err
 			}
@@ -495,7 +495,7 @@ func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f idem.OutboxFilter) ([]ide
 	return out, err
 }
 
-func states(ss []idem.OutboxState) string {
+func states(ss []store.OutboxState) string {
 	parts := make([]string, len(ss))
 	for i, s := range ss {
 		parts[i] = strconv.Itoa(int(s))
@@ -503,13 +503,13 @@ func states(ss []idem.OutboxState) string {
 	return strings.Join(parts, ", ")
 }
 
-// SetOutboxState implements idem.RelayStore.
-func (o *Outbox[Tx]) SetOutboxState(ctx context.Context, rowID int64, to idem.OutboxState, at time.Time, from ...idem.OutboxState) (bool, error) {
+// SetOutboxState implements store.RelayStore.
+func (o *Outbox[Tx]) SetOutboxState(ctx context.Context, rowID int64, to store.OutboxState, at time.Time, from ...store.OutboxState) (bool, error) {
 	var q string
 	switch to {
-	case idem.OutboxPending:
+	case store.OutboxPending:
 		q = o.q.requeue
-	case idem.OutboxDiscarded:
+	case store.OutboxDiscarded:
 		q = o.q.discard
 	default:
 		return false, fmt.Errorf("idem: cannot set an outbox row to %s", to)
@@ -526,7 +526,7 @@ func (o *Outbox[Tx]) SetOutboxState(ctx context.Context, rowID int64, to idem.Ou
 	return n == 1, err
 }
 
-// PurgeOutbox implements idem.RelayStore.
+// PurgeOutbox implements store.RelayStore.
 func (o *Outbox[Tx]) PurgeOutbox(ctx context.Context, before time.Time, limit int) (int, error) {
 	var n int64
 	err := o.c.inTx(ctx, func(q Querier) error {

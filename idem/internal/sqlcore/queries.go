@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/store"
 )
 
 type queries struct {
@@ -47,7 +47,7 @@ func buildQueries(r func(string) string) queries {
 
 // quoteTable quotes a validated, possibly schema-qualified, table name.
 func (c *Core[Tx]) quoteTable(name string) (string, error) {
-	parts, err := idem.ValidateTableName(name)
+	parts, err := store.ValidateTableName(name)
 	if err != nil {
 		return "", err
 	}
@@ -57,12 +57,12 @@ func (c *Core[Tx]) quoteTable(name string) (string, error) {
 	return c.d.Quote("", parts[0]), nil
 }
 
-// CheckVersion implements idem.Store.
-func (c *Core[Tx]) CheckVersion(ctx context.Context, tx Tx, t idem.VersionTable, id string, version int64) (idem.VersionCheck, error) {
+// CheckVersion implements store.Store.
+func (c *Core[Tx]) CheckVersion(ctx context.Context, tx Tx, t store.VersionTable, id string, version int64) (store.VersionCheck, error) {
 	qs, ok := c.cache.Load(t)
 	if !ok {
 		if err := t.Validate(); err != nil {
-			return idem.VersionCheck{}, err
+			return store.VersionCheck{}, err
 		}
 		tbl, _ := c.quoteTable(t.Table)
 		idc, vc := c.d.Quote("", t.IDColumn), c.d.Quote("", t.VersionColumn)
@@ -76,35 +76,35 @@ func (c *Core[Tx]) CheckVersion(ctx context.Context, tx Tx, t idem.VersionTable,
 	db := c.b.Q(tx)
 	n, err := db.Exec(ctx, q[0], id, version, version-1)
 	if err != nil {
-		return idem.VersionCheck{}, err
+		return store.VersionCheck{}, err
 	}
 	if n == 1 {
-		return idem.VersionCheck{Result: idem.VersionApplied, Current: version}, nil
+		return store.VersionCheck{Result: store.VersionApplied, Current: version}, nil
 	}
 	var cur int64
 	err = db.QueryRow(ctx, q[1], id).Scan(&cur)
 	switch {
 	case c.d.IsNoRows(err):
-		return idem.VersionCheck{Result: idem.VersionMissing}, nil
+		return store.VersionCheck{Result: store.VersionMissing}, nil
 	case err != nil:
-		return idem.VersionCheck{}, err
+		return store.VersionCheck{}, err
 	case cur >= version:
-		return idem.VersionCheck{Result: idem.VersionStale, Current: cur}, nil
+		return store.VersionCheck{Result: store.VersionStale, Current: cur}, nil
 	case cur == version-1:
 		// Updated by a transaction that committed between our two
 		// statements: treat as a gap, so that the retry applies it.
 		fallthrough
 	default:
-		return idem.VersionCheck{Result: idem.VersionGap, Current: cur}, nil
+		return store.VersionCheck{Result: store.VersionGap, Current: cur}, nil
 	}
 }
 
-// Transition implements idem.Store.
-func (c *Core[Tx]) Transition(ctx context.Context, tx Tx, t idem.StateTable, id, to string, from ...string) (idem.TransitionCheck, error) {
+// Transition implements store.Store.
+func (c *Core[Tx]) Transition(ctx context.Context, tx Tx, t store.StateTable, id, to string, from ...string) (store.TransitionCheck, error) {
 	qs, ok := c.cache.Load(t)
 	if !ok {
 		if err := t.Validate(); err != nil {
-			return idem.TransitionCheck{}, err
+			return store.TransitionCheck{}, err
 		}
 		tbl, _ := c.quoteTable(t.Table)
 		idc, sc := c.d.Quote("", t.IDColumn), c.d.Quote("", t.StateColumn)
@@ -131,23 +131,23 @@ func (c *Core[Tx]) Transition(ctx context.Context, tx Tx, t idem.StateTable, id,
 		}
 		n, err := db.Exec(ctx, c.d.Rebind(q[0]+strings.Join(ph, ", ")+")"), args...)
 		if err != nil {
-			return idem.TransitionCheck{}, err
+			return store.TransitionCheck{}, err
 		}
 		if n == 1 {
-			return idem.TransitionCheck{Result: idem.TransitionApplied, State: to}, nil
+			return store.TransitionCheck{Result: store.TransitionApplied, State: to}, nil
 		}
 	}
 	var cur string
 	err := db.QueryRow(ctx, q[1], id).Scan(&cur)
 	switch {
 	case c.d.IsNoRows(err):
-		return idem.TransitionCheck{Result: idem.TransitionMissing}, nil
+		return store.TransitionCheck{Result: store.TransitionMissing}, nil
 	case err != nil:
-		return idem.TransitionCheck{}, err
+		return store.TransitionCheck{}, err
 	case cur == to:
-		return idem.TransitionCheck{Result: idem.TransitionAlready, State: cur}, nil
+		return store.TransitionCheck{Result: store.TransitionAlready, State: cur}, nil
 	}
-	return idem.TransitionCheck{Result: idem.TransitionInvalid, State: cur}, nil
+	return store.TransitionCheck{Result: store.TransitionInvalid, State: cur}, nil
 }
 
 // Migrate applies the migrations in dir of fsys that are not applied yet,

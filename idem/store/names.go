@@ -1,4 +1,4 @@
-package idem
+package store
 
 import (
 	"errors"
@@ -40,6 +40,12 @@ func ValidateIdentifier(what, s string) error {
 // spaces and other characters are rejected.
 func ValidateConsumer(s string) error {
 	return validate("consumer name", s, true)
+}
+
+// ValidateProvider checks an idempotency-key provider name, with the rules
+// of ValidateConsumer.
+func ValidateProvider(s string) error {
+	return validate("provider name", s, true)
 }
 
 func validate(what, s string, consumer bool) error {
@@ -151,4 +157,21 @@ func (t StateTable) Validate() error {
 func QuoteIdentifier(s string) string {
 	s = strings.ReplaceAll(s, "\x00", "")
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// MaxKeyLen is the longest idempotency key accepted (Stripe's limit).
+const MaxKeyLen = 255
+
+// ValidateKey checks an idempotency key: 1 to 255 bytes of printable ASCII
+// without spaces.
+func ValidateKey(key string) error {
+	if key == "" || len(key) > MaxKeyLen {
+		return &nameError{"idempotency key", key, fmt.Sprintf("length %d, want 1 to %d bytes", len(key), MaxKeyLen)}
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c <= ' ' || c > '~' {
+			return &nameError{"idempotency key", key, fmt.Sprintf("character %q at byte %d is not printable ASCII", rune(c), i)}
+		}
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package idem
+package store
 
 import (
 	"context"
@@ -51,9 +51,13 @@ type Store[Tx any] interface {
 	HasParked(ctx context.Context, tx Tx, consumer, aggregateID string) (bool, error)
 	// Park stores p, in tx (p.ID is ignored).
 	Park(ctx context.Context, tx Tx, p *Parked) error
-	// ListParked lists consumer's parked messages matching f, of each
-	// aggregate in replay order (version, then sequence, then parking order).
+	// ListParked lists consumer's parked messages matching f, by aggregate
+	// ID and, within an aggregate, in replay order (version, then
+	// sequence, then parking order).
 	ListParked(ctx context.Context, consumer string, f ParkedFilter) ([]Parked, error)
+	// CountParked counts consumer's parked messages matching f (Limit
+	// ignored).
+	CountParked(ctx context.Context, consumer string, f ParkedFilter) (int, error)
 	// DeleteParked deletes the parked message with the given ID, in tx, and
 	// reports whether it was there. Concurrent deleters of the same ID: one
 	// gets true, the others wait and get false.
@@ -95,6 +99,11 @@ type ParkedFilter struct {
 	// no aggregate ID).
 	AggregateID  string
 	HasAggregate bool
+	// AfterAggregate, with HasAfter, selects the messages of aggregates
+	// whose ID sorts after AfterAggregate in the order ListParked lists
+	// aggregates (the database's): a cursor for paging through aggregates.
+	AfterAggregate string
+	HasAfter       bool
 	// ID, if not zero, selects one parked message.
 	ID int64
 	// Limit, if positive, caps the number of rows.
@@ -178,4 +187,28 @@ func (r TransitionResult) String() string {
 type TransitionCheck struct {
 	Result TransitionResult
 	State  string
+}
+
+// ClaimBeginner is implemented by stores that can begin a transaction and
+// claim a message in it in one round trip (idem/postgres). When the message
+// is a duplicate, BeginClaim returns claimed false and no transaction. The
+// inbox uses it for deliveries that need nothing but the claim before
+// their handler.
+type ClaimBeginner[Tx any] interface {
+	BeginClaim(ctx context.Context, consumer, messageID string, at time.Time) (tx Tx, claimed bool, err error)
+}
+
+// ClaimChecker is implemented by stores that claim a message and check
+// whether its aggregate has parked messages with one statement
+// (idem/postgres): Claim and HasParked in one.
+type ClaimChecker[Tx any] interface {
+	ClaimCheck(ctx context.Context, tx Tx, consumer, messageID, aggregateID string, at time.Time) (claimed, held bool, err error)
+}
+
+// ClaimManyer is implemented by stores that claim many messages with one
+// statement (idem/postgres). ids are distinct and sorted; ClaimMany claims
+// them in that order, as Claim would one by one, and returns the set of
+// those it claimed.
+type ClaimManyer[Tx any] interface {
+	ClaimMany(ctx context.Context, tx Tx, consumer string, ids []string, at time.Time) (map[string]bool, error)
 }

@@ -1,0 +1,22 @@
+// Package store is the service provider interface of package idem: what a
+// database store implements so that the inbox, the outbox and its relay,
+// and idempotency keys can run on it, as package broker/driver is for
+// broker drivers. idem/postgres and idem/sqlite implement it (sharing
+// idem/internal/sqlcore); users of those stores need not import this
+// package, and package idem re-exports, as type aliases, the types a user
+// handles (Parked, VersionTable, OutboxRow, KeyRecord, ...).
+//
+// A store is three interfaces over one transaction type Tx: Store (inbox
+// claims, version checks, state-transition guards, failures and the park),
+// OutboxStore (adding rows in the caller's transaction, and RelayStore,
+// claiming and settling them), and KeyStore (idempotency keys). Methods
+// that take a Tx run inside the caller's transaction; the others run their
+// own. Optional interfaces (ClaimBeginner, ClaimChecker, ClaimManyer,
+// OutboxListener) let a store save round trips or wake relays; the inbox
+// and relay use them when present.
+//
+// The names a store puts into SQL (table prefixes, the user's table and
+// column names of VersionTable and StateTable) must be checked with the
+// Validate functions of this package and quoted (QuoteIdentifier).
+// Implementations must pass the suites of idem/idemtest.
+package store
