@@ -8,21 +8,23 @@ import (
 	"github.com/wary-go/wary/broker"
 )
 
-// Message headers that carry an event's identity. The outbox writes them;
-// any producer may. Values are decimal integers where noted.
+// Message headers that carry an event's identity (the broker package's
+// event-identity headers, the reserved "wary-" names a producer may set).
+// The outbox writes them; any producer may. Values are decimal integers
+// where noted.
 const (
 	// HeaderAggregateID is the ID of the aggregate (entity) the event
 	// belongs to. Parking holds later messages of the same aggregate behind
 	// a parked one.
-	HeaderAggregateID = "wary-aggregate-id"
+	HeaderAggregateID = broker.HeaderAggregateID
 	// HeaderAggregateVersion is the aggregate's version after the event:
 	// 1 for the event that creates it, then 2, 3, ... without holes.
-	HeaderAggregateVersion = "wary-aggregate-version"
+	HeaderAggregateVersion = broker.HeaderAggregateVersion
 	// HeaderSequence is the event's per-aggregate sequence number, which
 	// orders events that do not bump the version.
-	HeaderSequence = "wary-sequence"
+	HeaderSequence = broker.HeaderSequence
 	// HeaderType is the event's type name ("order.cancelled").
-	HeaderType = "wary-type"
+	HeaderType = broker.HeaderType
 )
 
 // Event is the identity of an event, read from a message's headers.
