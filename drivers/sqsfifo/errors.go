@@ -1,6 +1,7 @@
 package sqsfifo
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -163,6 +164,13 @@ func classify(err error) driver.ErrorInfo {
 	if err == nil {
 		return driver.ErrorInfo{}
 	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// A bare context error: the driver or the portable layer stopped
+		// before calling SQS. Wrapped in an SDK operation error: the
+		// request may have been written.
+		var oe *smithy.OperationError
+		return driver.ErrorInfo{Code: driver.Canceled, MaybeSent: errors.As(err, &oe)}
+	}
 	var ce *classedError
 	if errors.As(err, &ce) {
 		return driver.ErrorInfo{Code: ce.code}
@@ -239,3 +247,5 @@ func dialFailed(err error) bool {
 }
 
 func errorAs(err error, i any) bool { return errors.As(err, i) }
+
+var errClosed = &classedError{driver.Closed, errors.New("subscription is closed")}

@@ -2,12 +2,9 @@ package sqsfifo
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -70,8 +67,18 @@ func OpenDeadLetters(client *sqs.Client, queueURLOrName string, opts *Subscripti
 	if qu.dlqURL == "" {
 		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q has no RedrivePolicy, hence no dead-letter queue", queueURLOrName))
 	}
-	return OpenSubscription(client, qu.dlqURL, opts)
+	s, err := openSubscription(ctx, client, qu.dlqURL, o)
+	if err != nil {
+		return nil, err
+	}
+	s.defaultReason = RedriveReason
+	return broker.NewSubscription(s, &o.SubscriptionOptions), nil
 }
+
+// RedriveReason is the dead-letter reason OpenDeadLetters reports for a
+// message that carries none: SQS's redrive moved it after maxReceiveCount
+// receives, and records no reason.
+const RedriveReason = "SQS redrive: received maxReceiveCount times without being deleted"
 
 func openSubscription(ctx context.Context, client *sqs.Client, q string, o SubscriptionOptions) (*subscription, error) {
 	if o.WaitTime < 0 || o.WaitTime > 20*time.Second {
@@ -84,20 +91,19 @@ func openSubscription(ctx context.Context, client *sqs.Client, q string, o Subsc
 	if err != nil {
 		return nil, err
 	}
-	return &subscription{q: qu, wait: int32(ceilSeconds(o.WaitTime))}, nil
+	s := &subscription{q: qu, wait: int32(ceilSeconds(o.WaitTime))}
+	s.bg, s.stopBG = context.WithCancel(context.Background())
+	return s, nil
 }
 
 type subscription struct {
 	q    *queue
 	wait int32
+	// defaultReason, on a dead-letter queue opened by OpenDeadLetters, is
+	// the reason reported for messages without one.
+	defaultReason string
 
-	mu sync.Mutex
-	// retryAttempt is the ReceiveRequestAttemptId of a receive that
-	// failed (or was canceled) and whose answer was not seen: the next
-	// receive reuses it once, so that SQS returns the messages it may
-	// have made invisible for that attempt instead of hiding their groups
-	// until the visibility timeout.
-	retryAttempt string
+	receiver
 }
 
 // ackID is a delivery's receipt handle, with the message for DeadLetter.
@@ -108,65 +114,6 @@ type ackID struct {
 
 func ceilSeconds(d time.Duration) int {
 	return int((d + time.Second - 1) / time.Second)
-}
-
-func newAttemptID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-var receiveAttrs = []types.MessageSystemAttributeName{
-	types.MessageSystemAttributeNameApproximateReceiveCount,
-	types.MessageSystemAttributeNameSentTimestamp,
-	types.MessageSystemAttributeNameMessageGroupId,
-	types.MessageSystemAttributeNameMessageDeduplicationId,
-}
-
-func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*driver.Message, error) {
-	s.mu.Lock()
-	attempt := s.retryAttempt
-	s.retryAttempt = ""
-	s.mu.Unlock()
-	if attempt == "" {
-		attempt = newAttemptID()
-	}
-	out, err := s.q.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-		QueueUrl:                    aws.String(s.q.url),
-		MaxNumberOfMessages:         int32(min(max(maxMessages, 1), MaxBatchSize)),
-		WaitTimeSeconds:             s.wait,
-		MessageSystemAttributeNames: receiveAttrs,
-		MessageAttributeNames:       []string{"All"},
-		ReceiveRequestAttemptId:     aws.String(attempt),
-	})
-	if err != nil {
-		s.mu.Lock()
-		s.retryAttempt = attempt
-		s.mu.Unlock()
-		return nil, err
-	}
-	msgs := make([]*driver.Message, 0, len(out.Messages))
-	for _, raw := range out.Messages {
-		m, err := decode(raw)
-		if err != nil {
-			// A message the driver cannot read is still delivered, raw,
-			// so that the handler can dead-letter it.
-			m = &driver.Message{ID: aws.ToString(raw.MessageId), Body: []byte(aws.ToString(raw.Body)),
-				Key: raw.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)], Attempt: 1,
-				Headers: map[string]string{"wary-decode-error": err.Error()}}
-		}
-		raw := raw
-		m.AckID = &ackID{handle: aws.ToString(raw.ReceiptHandle), raw: raw}
-		m.AsFunc = func(i any) bool {
-			if p, ok := i.(*types.Message); ok {
-				*p = raw
-				return true
-			}
-			return false
-		}
-		msgs = append(msgs, m)
-	}
-	return msgs, nil
 }
 
 func handles(ids []driver.AckID) []*ackID {
@@ -305,4 +252,6 @@ func (s *subscription) ErrorAs(err error, i any) bool       { return errorAs(err
 // As accepts **sqs.Client and *QueueURL.
 func (s *subscription) As(i any) bool { return s.q.as(i) }
 
-func (s *subscription) Close() error { return nil }
+// Close waits for a receive still in flight (at most WaitTime), then makes
+// the messages it brought, which no caller has seen, visible again.
+func (s *subscription) Close() error { return s.closeReceiver() }
