@@ -46,7 +46,7 @@ type poll struct {
 
 type received struct {
 	raw types.Message
-	at  time.Time // when the poll started: the visibility clock runs from about then
+	at  time.Time // when the poll returned: the visibility clock runs from about then
 }
 
 var receiveAttrs = []types.MessageSystemAttributeName{
@@ -69,7 +69,7 @@ func (s *subscription) start(maxMessages int) *poll {
 	if id == "" {
 		id = newAttemptID()
 	}
-	p := &poll{done: make(chan struct{}), id: id, at: time.Now()}
+	p := &poll{done: make(chan struct{}), id: id}
 	s.inflight = p
 	s.wg.Add(1)
 	go func() {
@@ -83,6 +83,7 @@ func (s *subscription) start(maxMessages int) *poll {
 			MessageAttributeNames:       []string{"All"},
 			ReceiveRequestAttemptId:     aws.String(id),
 		})
+		p.at = time.Now() // SQS started the visibility timeout about now
 		if err != nil {
 			p.err = err
 			return
