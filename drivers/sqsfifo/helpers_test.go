@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,10 +25,51 @@ type testEnv struct {
 	client *sqs.Client
 }
 
+// shared is the fauxqs most tests of the package use, started on first
+// use and stopped by TestMain.
+var shared struct {
+	once sync.Once
+	srv  *sqsemu.Server
+	stop func()
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.stop != nil {
+		shared.stop()
+	}
+	os.Exit(code)
+}
+
+// newTestEnv returns the shared server, or, when opts ask for something
+// (a shortened dedup window), a server of the test's own.
 func newTestEnv(t testing.TB, opts sqsemu.Options) *testEnv {
 	t.Helper()
-	srv := sqsemu.Start(t, opts)
+	var srv *sqsemu.Server
+	if opts == (sqsemu.Options{}) {
+		shared.once.Do(func() { shared.srv, shared.stop, shared.err = sqsemu.Launch(opts) })
+		if shared.err != nil {
+			var u *sqsemu.UnavailableError
+			if errors.As(shared.err, &u) {
+				sqsemu.Unavailable(t, "%v", shared.err)
+			}
+			t.Fatal(shared.err)
+		}
+		srv = shared.srv
+	} else {
+		srv = sqsemu.Start(t, opts)
+	}
 	return &testEnv{srv: srv, client: srv.NewClient(t, nil)}
+}
+
+// realOnly skips a test of what fauxqs does not do unless
+// WARY_SQS_ENDPOINT is set, before any server is started.
+func realOnly(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv(sqsemu.EnvEndpoint) == "" {
+		t.Skipf("fauxqs %s; runs only with %s set (LocalStack or AWS)", what, sqsemu.EnvEndpoint)
+	}
 }
 
 func uniqueName(prefix string) string {

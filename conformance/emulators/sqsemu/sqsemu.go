@@ -70,30 +70,54 @@ type Server struct {
 // missing the test is skipped, or fails with WARY_REQUIRE_SERVICES=1.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
+	s, stop, err := Launch(opts)
+	if err != nil {
+		var u *UnavailableError
+		if errors.As(err, &u) {
+			Unavailable(t, "%v", err)
+		}
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(stop)
+	return s
+}
+
+// UnavailableError says that fauxqs cannot run here (npm, Node or the
+// launcher missing): tests skip, unless WARY_REQUIRE_SERVICES=1.
+type UnavailableError struct{ Err error }
+
+func (e *UnavailableError) Error() string { return "fauxqs unavailable: " + e.Err.Error() }
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Launch is Start for a TestMain or a benchmark setup: it returns the
+// server and the function that stops it. An *UnavailableError means that
+// fauxqs cannot run here.
+func Launch(opts Options) (*Server, func(), error) {
 	if ep := os.Getenv(EnvEndpoint); ep != "" {
-		return &Server{Endpoint: ep, Real: true, DedupWindow: 5 * time.Minute}
+		return &Server{Endpoint: ep, Real: true, DedupWindow: 5 * time.Minute}, func() {}, nil
 	}
 	dir, err := Dir()
 	if err != nil {
-		unavailable(t, "fauxqs: %v", err)
+		return nil, nil, &UnavailableError{err}
 	}
 	if err := EnsureDeps(dir); err != nil {
-		unavailable(t, "fauxqs: npm ci failed: %v", err)
+		return nil, nil, &UnavailableError{fmt.Errorf("npm ci failed: %w", err)}
 	}
 	node, err := nodeBinary(dir)
 	if err != nil {
-		unavailable(t, "fauxqs: %v", err)
+		return nil, nil, &UnavailableError{err}
 	}
-	port, stop, err := launch(t, node, dir, opts)
+	port, stop, err := launch(node, dir, opts)
 	if err != nil {
-		t.Fatalf("fauxqs: %v", err)
+		// Node and the dependencies are there: a launcher that does not
+		// start is a bug, not a missing service.
+		return nil, nil, fmt.Errorf("fauxqs: %w", err)
 	}
-	t.Cleanup(stop)
 	w := opts.DedupWindow
 	if w <= 0 {
 		w = 5 * time.Minute
 	}
-	return &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), Port: port, DedupWindow: w}
+	return &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), Port: port, DedupWindow: w}, stop, nil
 }
 
 // NewClient returns an SQS client for the server. Against fauxqs it uses
@@ -132,7 +156,8 @@ func (s *Server) Client(ctx context.Context, mod func(*sqs.Options)) (*sqs.Clien
 	}), nil
 }
 
-func unavailable(t testing.TB, format string, args ...any) {
+// Unavailable skips the test, or fails it with WARY_REQUIRE_SERVICES=1.
+func Unavailable(t testing.TB, format string, args ...any) {
 	t.Helper()
 	if os.Getenv(EnvRequireServices) == "1" {
 		t.Fatalf(format, args...)
@@ -234,7 +259,7 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func launch(t testing.TB, node, dir string, opts Options) (int, func(), error) {
+func launch(node, dir string, opts Options) (int, func(), error) {
 	args := []string{"--no-warnings", "launcher.mjs", "--port", "0"}
 	if opts.DedupWindow > 0 {
 		args = append(args, "--dedup-window-ms", strconv.FormatInt(opts.DedupWindow.Milliseconds(), 10))
@@ -270,11 +295,6 @@ func launch(t testing.TB, node, dir string, opts Options) (int, func(), error) {
 		case <-time.After(5 * time.Second):
 			_ = cmd.Process.Kill()
 			<-waited
-		}
-		if t.Failed() {
-			if s := stderr.String(); s != "" {
-				t.Logf("fauxqs stderr:\n%s", s)
-			}
 		}
 	}
 	ready := make(chan int, 1)
