@@ -166,9 +166,10 @@ const redacted = "xxxxx"
 // key, sig, sas and the like), every query pair that cannot be parsed
 // (it could be any of those), and the fragment.
 func Redact(u *url.URL) string {
-	if u.User == nil && u.Opaque == "" && strings.Contains(u.Path, "@") {
+	if u.Opaque == "" && strings.Contains(u.EscapedPath()+u.RawQuery+u.EscapedFragment(), "@") {
 		// "amqp://guest:1234/pw@host/" parses as host "guest:1234" and
-		// path "/pw@host/": a password holding "/" that was not escaped.
+		// path "/pw@host/": a password holding "/", "?" or "#" that was
+		// not escaped. Redact as if everything up to the "@" were userinfo.
 		return redactRaw(u.String())
 	}
 	c := *u
@@ -200,46 +201,62 @@ func RedactString(s string) string {
 }
 
 func redactRaw(s string) string {
-	scheme, rest, ok := strings.Cut(s, "://")
-	if !ok {
-		scheme, rest = "", s
+	if scheme, rest, ok := strings.Cut(s, "://"); ok {
+		return scheme + "://" + redactRest(rest)
 	}
-	rest, query, hasQuery := strings.Cut(rest, "?")
-	// A password may hold "/", "?" or "#": everything up to the last "@"
-	// before the query is userinfo.
-	if at := strings.LastIndex(rest, "@"); at >= 0 {
-		user, _, _ := strings.Cut(rest[:at], ":")
-		if strings.ContainsAny(user, "/#") {
-			user = redacted
-		}
-		rest = user + ":" + redacted + rest[at:]
+	if scheme, rest, ok := strings.Cut(s, ":"); ok && !strings.ContainsAny(scheme, "/?#@") {
+		return scheme + ":" + redactOpaque(rest)
 	}
-	if i := strings.Index(rest, "#"); i >= 0 {
-		rest, query, hasQuery = rest[:i]+"#"+redacted, "", false
-	}
-	out := rest
-	if scheme != "" {
-		out = scheme + "://" + rest
-	}
-	if hasQuery {
-		if i := strings.Index(query, "#"); i >= 0 {
-			return out + "?" + redactQuery(query[:i]) + "#" + redacted
-		}
-		out += "?" + redactQuery(query)
-	}
-	return out
+	return redactRest(s)
 }
 
+// redactRest redacts what follows a URL's scheme. A password may hold
+// "/" or "@": everything up to the last "@" is taken as userinfo; when a
+// "?" or "#" comes before that "@", nothing is shown at all. After the
+// userinfo, the fragment is dropped and the query redacted.
+func redactRest(rest string) string {
+	head := ""
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if q := strings.IndexAny(rest, "?#"); q >= 0 && q < at {
+			// An "@" after a "?" or "#": a password holding them, or an
+			// "@" in a query or fragment. Which part is the host cannot
+			// be told, so none of it is shown.
+			return redacted
+		}
+		user, _, _ := strings.Cut(rest[:at], ":")
+		if strings.ContainsAny(user, "/?#") {
+			user = redacted
+		}
+		head, rest = user+":"+redacted+"@", rest[at+1:]
+	}
+	frag := ""
+	if i := strings.Index(rest, "#"); i >= 0 {
+		rest, frag = rest[:i], "#"+redacted
+	}
+	if path, query, ok := strings.Cut(rest, "?"); ok {
+		rest = path + "?" + redactQuery(query)
+	}
+	return head + rest + frag
+}
+
+// redactOpaque redacts an opaque URL body ("user:pass@host",
+// "user:pass"): without an "@", all after the first ":" is taken as a
+// password.
 func redactOpaque(o string) string {
-	at := strings.LastIndex(o, "@")
-	if at < 0 {
-		return o
+	if strings.Contains(o, "@") {
+		return redactRest(o)
 	}
-	user, _, hasPass := strings.Cut(o[:at], ":")
-	if !hasPass {
-		return o
+	body, query, hasQuery := strings.Cut(o, "?")
+	if i := strings.Index(body, "#"); i >= 0 {
+		body, query, hasQuery = body[:i]+"#"+redacted, "", false
 	}
-	return user + ":" + redacted + o[at:]
+	if user, _, ok := strings.Cut(body, ":"); ok {
+		body = user + ":" + redacted
+	}
+	if hasQuery {
+		return body + "?" + redactQuery(strings.SplitN(query, "#", 2)[0])
+	}
+	return body
 }
 
 // redactQuery redacts a raw query pair by pair, keeping the others as they
@@ -393,7 +410,9 @@ func (p *URLParams) Done() error {
 		return nil
 	}
 	slices.Sort(unknown)
-	return newError("open", driver.Invalid, false, fmt.Errorf("unknown URL parameter(s) %s in %s", strings.Join(unknown, ", "), Redact(p.u)))
+	bare := *p.u // the query would echo the values
+	bare.RawQuery, bare.ForceQuery = "", false
+	return newError("open", driver.Invalid, false, fmt.Errorf("unknown URL parameter(s) %s in %s", strings.Join(unknown, ", "), Redact(&bare)))
 }
 
 // Invalidf returns an error matching ErrInvalid, for openers and drivers

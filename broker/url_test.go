@@ -34,6 +34,12 @@ var secretURLs = []string{
 	"amqp://guest:S3cr3tPW@h:5672/?x=%zz",
 	"amqp://guest:S3cr3tPW@[::1/",
 	"amqp://guest:S3cr3tPW\x7f@host/",
+	"amqps://u:S3cr3tPW?w#x@h/v",
+	"amqp:0:S3cr3tPW?x=%zz",
+	"rabbit://?:S3cr3tPW@h?0",
+	"amqp://u:S3cr#3tPW@h/",
+	"mem://h@?%0#@S3cr3tPW",
+	"mem:x@?%0#@S3cr3tPW",
 }
 
 func hasSecret(s string) bool {
@@ -132,4 +138,12 @@ func FuzzRedact(f *testing.F) {
 			t.Fatalf("an open error shows the password %q of %q", secret, template)
 		}
 	})
+}
+
+func TestUnknownParameterErrorShowsNoValue(t *testing.T) {
+	u, _ := url.Parse("mem://x?colour=S3cr3tPW")
+	err := NewURLParams(u).Done()
+	if !errors.Is(err, ErrInvalid) || hasSecret(err.Error()) || !strings.Contains(err.Error(), "colour") {
+		t.Fatalf("Done = %v", err)
+	}
 }

@@ -18,7 +18,8 @@ import (
 	"github.com/wary-go/wary/broker"
 	_ "github.com/wary-go/wary/drivers/kafka" // registers kafka://
 	"github.com/wary-go/wary/drivers/memory"
-	"github.com/wary-go/wary/drivers/rabbit" // registers rabbit://, amqp://, amqps://
+	"github.com/wary-go/wary/drivers/rabbit"  // registers rabbit://, amqp://, amqps://
+	"github.com/wary-go/wary/drivers/sqsfifo" // registers sqsfifo://
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
 	"github.com/wary-go/wary/idem/store"
@@ -160,6 +161,11 @@ type brokers struct {
 //     a queue EXCHANGE.billing are declared (after deleting what an earlier
 //     run left) and deleted at close.
 //   - kafka://TOPIC?brokers=HOST:PORT: consumer group billing.
+//   - sqsfifo://QUEUE.fifo?region=REGION&endpoint=URL: the existing FIFO
+//     queue, published to and consumed from (credentials from the AWS
+//     SDK's default chain). Use a fresh queue for each run: SQS drops
+//     messages whose IDs it saw in the last 5 minutes, and the run's IDs
+//     are always the same.
 func openBroker(ctx context.Context, topicURL, subURL string) (*brokers, error) {
 	if topicURL == "" {
 		topicURL = "mem://orders"
@@ -229,6 +235,10 @@ func openBroker(ctx context.Context, topicURL, subURL string) (*brokers, error) 
 			q.Set("topic", u.Host+strings.TrimPrefix(u.Path, "/"))
 			s := url.URL{Scheme: u.Scheme, Host: "billing", RawQuery: q.Encode()}
 			subURL = s.String()
+		}
+	case sqsfifo.Scheme:
+		if subURL == "" {
+			subURL = topicURL // one queue: the topic and the subscription
 		}
 	default:
 		if subURL == "" {

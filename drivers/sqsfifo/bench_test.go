@@ -1,0 +1,168 @@
+package sqsfifo_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/conformance/emulators/sqsemu"
+	"github.com/wary-go/wary/drivers/sqsfifo"
+)
+
+// The benchmarks compare wary with the raw SDK doing the same work on the
+// same kind of queue (FIFO, 16 message groups): publish in batches of ten
+// (SendMessageBatch with group, deduplication ID and one String attribute)
+// and consume (ReceiveMessage of up to ten, then delete each message). The
+// two alternate in rounds inside one benchmark, so that both see the same
+// load on the machine; b.N counts messages per side. Each reports
+// wary-msgs/s, sdk-msgs/s and wary/sdk in percent.
+//
+//	go test -run '^$' -bench . -benchtime 2000x ./drivers/sqsfifo/
+
+const (
+	benchGroups = 16
+	benchBody   = 256
+)
+
+var benchSeq atomic.Int64
+
+func benchID() string {
+	return "b" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.FormatInt(benchSeq.Add(1), 10)
+}
+
+func benchMessages(n int) []*broker.Message {
+	body := make([]byte, benchBody)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	msgs := make([]*broker.Message, n)
+	for i := range msgs {
+		msgs[i] = &broker.Message{ID: benchID(), Key: "g" + strconv.Itoa(i%benchGroups), Body: body, Headers: map[string]string{"h": "v"}}
+	}
+	return msgs
+}
+
+func rawSend(ctx context.Context, b *testing.B, c *sqs.Client, url string, n int) {
+	body := string(benchMessages(1)[0].Body)
+	entries := make([]types.SendMessageBatchRequestEntry, 0, 10)
+	for i := 0; i < n; i += 10 {
+		entries = entries[:0]
+		for j := i; j < min(i+10, n); j++ {
+			entries = append(entries, types.SendMessageBatchRequestEntry{
+				Id: aws.String(strconv.Itoa(j - i)), MessageBody: aws.String(body),
+				MessageGroupId: aws.String("g" + strconv.Itoa(j%benchGroups)), MessageDeduplicationId: aws.String(benchID()),
+				MessageAttributes: map[string]types.MessageAttributeValue{"h": {DataType: aws.String("String"), StringValue: aws.String("v")}},
+			})
+		}
+		out, err := c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: entries})
+		if err != nil || len(out.Failed) > 0 {
+			b.Fatalf("raw send: %v %v", err, out)
+		}
+	}
+}
+
+// paired runs wary and raw alternately, round messages each, and reports
+// both rates.
+func paired(b *testing.B, round int, wary, raw func(n int)) {
+	var tw, tr, cw, cr time.Duration
+	b.ResetTimer()
+	for done := 0; done < b.N; done += round {
+		n := min(round, b.N-done)
+		start, cpu := time.Now(), cpuTime()
+		wary(n)
+		tw += time.Since(start)
+		cw += cpuTime() - cpu
+		start, cpu = time.Now(), cpuTime()
+		raw(n)
+		tr += time.Since(start)
+		cr += cpuTime() - cpu
+	}
+	b.StopTimer()
+	w, r := float64(b.N)/tw.Seconds(), float64(b.N)/tr.Seconds()
+	b.ReportMetric(w, "wary-msgs/s")
+	b.ReportMetric(r, "sdk-msgs/s")
+	b.ReportMetric(100*w/r, "wary/sdk-%")
+	b.ReportMetric(float64(cw.Microseconds())/float64(b.N), "wary-cpu-µs/msg")
+	b.ReportMetric(float64(cr.Microseconds())/float64(b.N), "sdk-cpu-µs/msg")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func BenchmarkPublish(b *testing.B) {
+	e := newTestEnv(b, sqsemu.Options{})
+	ctx := context.Background()
+	wurl, _ := e.createQueue(b, queueSpec{namePrefix: "bench"})
+	rurl, _ := e.createQueue(b, queueSpec{namePrefix: "bench"})
+	topic, err := sqsfifo.OpenTopic(e.client, wurl, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer topic.Close()
+	paired(b, 100, func(n int) {
+		for i := 0; i < n; i += 10 {
+			if err := topic.Publish(ctx, benchMessages(min(10, n-i))...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}, func(n int) { rawSend(ctx, b, e.client, rurl, n) })
+}
+
+func BenchmarkConsume(b *testing.B) {
+	e := newTestEnv(b, sqsemu.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	wurl, _ := e.createQueue(b, queueSpec{namePrefix: "bench"})
+	rurl, _ := e.createQueue(b, queueSpec{namePrefix: "bench"})
+	rawSend(ctx, b, e.client, wurl, b.N)
+	rawSend(ctx, b, e.client, rurl, b.N)
+	sub, err := sqsfifo.OpenSubscription(e.client, wurl, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Close()
+	paired(b, 100, func(n int) {
+		for got := 0; got < n; {
+			ds, err := sub.Receive(ctx, min(10, n-got))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, d := range ds {
+				if err := d.Ack(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			got += len(ds)
+		}
+	}, func(n int) {
+		for got := 0; got < n; {
+			out, err := e.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+				QueueUrl: aws.String(rurl), MaxNumberOfMessages: int32(min(10, n-got)), WaitTimeSeconds: 1,
+				MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
+				MessageAttributeNames:       []string{"All"},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, m := range out.Messages {
+				if _, err := e.client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(rurl), ReceiptHandle: m.ReceiptHandle}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			got += len(out.Messages)
+		}
+	})
+}

@@ -1,0 +1,244 @@
+package sqsfifo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	smithy "github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
+)
+
+func TestValidAWSID(t *testing.T) {
+	for s, want := range map[string]bool{
+		"":                                      false,
+		"a":                                     true,
+		"order-42_x.y:z":                        true,
+		`!"#$%&'()*+,-./:;<=>?@[\]^_` + "`{|}~": true,
+		"with space":                            false,
+		"é":                                     false,
+		strings.Repeat("a", 128):                true,
+		strings.Repeat("a", 129):                false,
+		"tab\there":                             false,
+		"del\x7f":                               false,
+	} {
+		if got := ValidAWSID(s); got != want {
+			t.Errorf("ValidAWSID(%q) = %t, want %t", s, got, want)
+		}
+	}
+}
+
+func TestMapID(t *testing.T) {
+	if MapID("ok-id") != "ok-id" {
+		t.Fatal("a valid ID must pass unchanged")
+	}
+	a, b := MapID("id with space"), MapID("id with space")
+	if a != b || !ValidAWSID(a) || !strings.HasPrefix(a, mappedPrefix) {
+		t.Fatalf("MapID not deterministic or not valid: %q %q", a, b)
+	}
+	if MapID("id with space") == MapID("id with spacf") {
+		t.Fatal("different IDs mapped alike")
+	}
+	long := strings.Repeat("x", 300)
+	if m := MapID(long); len(m) > maxAWSID || !ValidAWSID(m) {
+		t.Fatalf("long ID mapped to %q", m)
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	cases := []*driver.Message{
+		{ID: "a", Key: "g", Body: []byte("plain text\twith\nlines"), Headers: map[string]string{"x": "1", "empty": "", "uni": "grüße ☃"}},
+		{ID: "binary", Key: "g", Body: []byte{0, 1, 2, 0xff, 0xfe, 0x80}},
+		{ID: "empty", Key: "g", Body: []byte{}},
+		{ID: "nil", Key: "g"},
+		{ID: "emoji 😀 id", Key: "key ☃ with spaces", Body: []byte("smile 😀")},
+		{ID: "nonchar", Key: "g", Body: []byte("\uFFFE")},
+		{ID: "ctl", Key: "g", Body: []byte("bell\x07")},
+		{ID: "hdr", Key: "g", Body: []byte("x"), Headers: map[string]string{"v": "\uFFFF emoji 😀"}},
+	}
+	for _, m := range cases {
+		o, err := encode(m)
+		if err != nil {
+			t.Fatalf("%q: %v", m.ID, err)
+		}
+		if o.body == "" || !textSafe(o.body) || !ValidAWSID(o.group) || !ValidAWSID(o.dedup) {
+			t.Fatalf("%q: encoded to fields SQS refuses: body %q group %q dedup %q", m.ID, o.body, o.group, o.dedup)
+		}
+		if len(o.attrs) > 10 {
+			t.Fatalf("%q: %d attributes", m.ID, len(o.attrs))
+		}
+		for k, v := range o.attrs {
+			if v.StringValue != nil && (*v.StringValue == "" || !textSafe(*v.StringValue)) {
+				t.Fatalf("%q: String attribute %s = %q is not SQS text", m.ID, k, *v.StringValue)
+			}
+		}
+		raw := types.Message{
+			MessageId: aws.String("mid"), Body: aws.String(o.body), MessageAttributes: o.attrs,
+			Attributes: map[string]string{"MessageGroupId": o.group, "MessageDeduplicationId": o.dedup,
+				"ApproximateReceiveCount": "2", "SentTimestamp": "1700000000000"},
+		}
+		got, err := decode(raw)
+		if err != nil {
+			t.Fatalf("%q: decode: %v", m.ID, err)
+		}
+		if got.ID != m.ID || got.Key != m.Key || !bytes.Equal(got.Body, m.Body) || got.Attempt != 2 || !got.Redelivered {
+			t.Fatalf("%q: decoded %+v", m.ID, got)
+		}
+		if len(got.Headers) != len(m.Headers) {
+			t.Fatalf("%q: headers %v, want %v", m.ID, got.Headers, m.Headers)
+		}
+		for k, v := range m.Headers {
+			if got.Headers[k] != v {
+				t.Fatalf("%q: header %q = %q, want %q", m.ID, k, got.Headers[k], v)
+			}
+		}
+		if got.PublishTime.UnixMilli() != 1700000000000 {
+			t.Fatalf("publish time %v", got.PublishTime)
+		}
+	}
+}
+
+func TestEncodeTextBodyIsRaw(t *testing.T) {
+	o, err := encode(&driver.Message{ID: "a", Key: "g", Body: []byte(`{"order":42}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.body != `{"order":42}` || len(o.attrs) != 0 {
+		t.Fatalf("a text body must go as it is, without attributes: %q %v", o.body, o.attrs)
+	}
+	if o.size != len(o.body) {
+		t.Fatalf("size %d", o.size)
+	}
+	if _, err := encode(&driver.Message{ID: "a", Body: []byte("x")}); !errors.Is(err, broker.ErrInvalid) {
+		t.Fatalf("no key: %v", err)
+	}
+}
+
+func TestDecodeForeignMessage(t *testing.T) {
+	raw := types.Message{
+		MessageId: aws.String("m-1"), Body: aws.String("hello"),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			"trace":  {DataType: aws.String("String"), StringValue: aws.String("abc")},
+			"n":      {DataType: aws.String("Number"), StringValue: aws.String("7")},
+			"blob":   {DataType: aws.String("Binary"), BinaryValue: []byte{1}},
+			AttrBody: {DataType: aws.String("String"), StringValue: aws.String("zstd")},
+		},
+		Attributes: map[string]string{"MessageGroupId": "g"},
+	}
+	if _, err := decode(raw); err == nil {
+		t.Fatal("an unknown body encoding must be an error")
+	}
+	delete(raw.MessageAttributes, AttrBody)
+	m, err := decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.ID != "m-1" || m.Headers["trace"] != "abc" || m.Headers["n"] != "7" || len(m.Headers) != 2 || m.Attempt != 1 {
+		t.Fatalf("decoded %+v", m)
+	}
+}
+
+func TestCapsFromAttributes(t *testing.T) {
+	a := map[string]string{
+		"FifoQueue": "true", "VisibilityTimeout": "45", "MaximumMessageSize": "262144",
+		"MessageRetentionPeriod": "86400", "DeduplicationScope": "messageGroup",
+		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:d.fifo","maxReceiveCount":5}`,
+	}
+	c, maxSize, err := capsFromAttributes(a, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := driver.Capabilities{
+		Ordering: driver.OrderMessageGroup, OrderingKey: "MessageGroupId", KeyRequired: true, HeadOfLine: true,
+		DedupWindow: 5 * time.Minute, DedupScope: driver.DedupMessageGroup, AckModel: driver.AckPerMessage,
+		DeliveryCount: true, DeliveryLimit: 5, DeliveryLimitMode: driver.LimitNative, DeadLetter: true,
+		LockTimeout: 45 * time.Second, LockExtendable: true, NackDelay: true,
+		RedeliveryHorizon: 24 * time.Hour, MaxMessageSize: 262144 - attrReserve, MaxBatchSize: 10,
+	}
+	if c != want || maxSize != 262144 {
+		t.Fatalf("caps\n got %s\nwant %s", c, want)
+	}
+	delete(a, "RedrivePolicy")
+	delete(a, "DeduplicationScope")
+	c, _, _ = capsFromAttributes(a, 3*time.Second)
+	if c.DeadLetter || c.DeliveryLimit != 0 || c.DeliveryLimitMode != driver.LimitNone || c.DedupScope != driver.DedupQueue || c.DedupWindow != 3*time.Second {
+		t.Fatalf("without redrive: %s", c)
+	}
+	a["RedrivePolicy"] = `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:0:d.fifo","maxReceiveCount":"x"}`
+	if _, _, err := capsFromAttributes(a, 0); err == nil {
+		t.Fatal("a malformed maxReceiveCount must be refused")
+	}
+	a["VisibilityTimeout"] = "-1"
+	if _, _, err := capsFromAttributes(a, 0); err == nil {
+		t.Fatal("a malformed VisibilityTimeout must be refused")
+	}
+}
+
+func apiErr(code string, fault smithy.ErrorFault) error {
+	return &smithy.OperationError{ServiceID: "SQS", OperationName: "X",
+		Err: &smithy.GenericAPIError{Code: code, Message: "m", Fault: fault}}
+}
+
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		err   error
+		code  driver.ErrorCode
+		maybe bool
+	}{
+		{apiErr("AWS.SimpleQueueService.NonExistentQueue", smithy.FaultClient), driver.NotFound, false},
+		{apiErr("QueueDoesNotExist", smithy.FaultClient), driver.NotFound, false},
+		{apiErr("AccessDenied", smithy.FaultClient), driver.PermissionDenied, false},
+		{apiErr("InvalidClientTokenId", smithy.FaultClient), driver.PermissionDenied, false},
+		{apiErr("ThrottlingException", smithy.FaultClient), driver.Unavailable, false},
+		{apiErr("RequestThrottled", smithy.FaultClient), driver.Unavailable, false},
+		{apiErr("InternalError", smithy.FaultServer), driver.Unavailable, true},
+		{apiErr("ReceiptHandleIsInvalid", smithy.FaultClient), driver.LockLost, false},
+		{&smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "Value x for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired."}, driver.LockLost, false},
+		{apiErr("InvalidParameterValue", smithy.FaultClient), driver.Invalid, false},
+		{apiErr("BatchRequestTooLong", smithy.FaultClient), driver.TooLarge, false},
+		{&smithyhttp.RequestSendError{Err: syscall.ECONNRESET}, driver.Unavailable, true},
+		{&smithyhttp.RequestSendError{Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}, driver.Unavailable, false},
+		{context.Canceled, driver.Canceled, false},
+		{&smithy.OperationError{Err: context.Canceled}, driver.Canceled, true},
+		{tooLargeErr(errors.New("x")), driver.TooLarge, false},
+		{errClosed, driver.Closed, false},
+		{&EntryError{Code: "InternalError", SenderFault: false}, driver.Unavailable, false},
+		{&EntryError{Code: "InvalidParameterValue", SenderFault: true}, driver.Invalid, false},
+	} {
+		got := classify(c.err)
+		if got.Code != c.code || got.MaybeSent != c.maybe {
+			t.Errorf("classify(%v) = %s maybe=%t, want %s maybe=%t", c.err, got.Code, got.MaybeSent, c.code, c.maybe)
+		}
+	}
+}
+
+func TestClassifyBatchError(t *testing.T) {
+	refused := &BatchError{Entries: []EntryStatus{{ID: "a", Status: NotSent, Code: "InvalidParameterValue", SenderFault: true}},
+		Err: &EntryError{Code: "InvalidParameterValue", SenderFault: true}}
+	if got := classify(refused); got.Code != driver.Invalid || got.MaybeSent {
+		t.Fatalf("all refused by the sender's fault: %+v", got)
+	}
+	partial := &BatchError{Entries: []EntryStatus{{ID: "a", Status: Sent}, {ID: "b", Status: NotSent, Code: "InternalError"}},
+		Err: &EntryError{Code: "InternalError"}}
+	if got := classify(partial); got.Code != driver.Unavailable || !got.MaybeSent {
+		t.Fatalf("partly sent, SQS's fault: %+v", got)
+	}
+	if msg := partial.Error(); !strings.Contains(msg, "1 sent, 1 not sent, 0 maybe sent") {
+		t.Fatalf("message %q", msg)
+	}
+	var be *BatchError
+	if !errors.As(fmt.Errorf("wrapped: %w", partial), &be) || be.Entries[1].Status != NotSent {
+		t.Fatal("BatchError not reachable")
+	}
+}

@@ -1,0 +1,205 @@
+package sqsfifo_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/conformance/emulators/sqsemu"
+	"github.com/wary-go/wary/drivers/sqsfifo"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/sqlite"
+)
+
+// proxied starts an in-process toxiproxy in front of the server and returns
+// it with a client that goes through it. The client does not retry (the
+// SDK's retryer is off): the portable layer's retries are under test.
+func proxied(t *testing.T, e *testEnv) (*toxiproxy.Proxy, *sqs.Client) {
+	t.Helper()
+	u, err := url.Parse(e.srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, "sqs", "127.0.0.1:0", u.Host)
+	if err := p.Start(); err != nil {
+		t.Fatalf("toxiproxy: %v", err)
+	}
+	t.Cleanup(p.Stop)
+	through := *e.srv
+	through.Endpoint = u.Scheme + "://" + p.Listen
+	c := through.NewClient(t, func(o *sqs.Options) { o.Retryer = aws.NopRetryer{} })
+	return p, c
+}
+
+func addResets(t *testing.T, p *toxiproxy.Proxy) {
+	t.Helper()
+	for _, stream := range []string{"downstream", "upstream"} {
+		js := fmt.Sprintf(`{"name":"reset_%s","type":"reset_peer","stream":%q,"attributes":{"timeout":0}}`, stream, stream)
+		if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+			t.Fatalf("add toxic: %v", err)
+		}
+	}
+}
+
+func removeResets(t *testing.T, p *toxiproxy.Proxy) {
+	t.Helper()
+	for _, stream := range []string{"downstream", "upstream"} {
+		if err := p.Toxics.RemoveToxic(context.Background(), "reset_"+stream); err != nil {
+			t.Fatalf("remove toxic: %v", err)
+		}
+	}
+}
+
+// TestConnectionResetMidBatch publishes 40 batches of 10 messages (8
+// groups) through toxiproxy while a consumer runs an idem inbox on SQLite,
+// and resets every connection (TCP RST on data, both ways) in the middle:
+// the batch in flight fails as retryable, publishing it again succeeds
+// (SQS drops the copies of what got through), nothing is lost, and each
+// message's effect is applied exactly once.
+func TestConnectionResetMidBatch(t *testing.T) {
+	e := newTestEnv(t, sqsemu.Options{})
+	if e.srv.Real {
+		t.Skip("toxiproxy needs a plain-HTTP endpoint; WARY_SQS_ENDPOINT set")
+	}
+	proxy, client := proxied(t, e)
+	qurl, _ := e.createQueue(t, queueSpec{visibility: 5 * time.Second, maxReceive: 50})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "inbox.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := store.DB().ExecContext(ctx, `CREATE TABLE effects (id TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	once := &broker.RetryPolicy{Attempts: 1}
+	top, err := sqsfifo.OpenTopic(client, qurl, &sqsfifo.TopicOptions{TopicOptions: broker.TopicOptions{Retry: once}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top.Close()
+	sub, err := sqsfifo.OpenSubscription(client, qurl, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	inbox, err := idem.NewInbox(store, "fault", sub.Capabilities(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := conformance.NewHistory()
+	apply := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO effects (id) VALUES (?)`, d.Message.ID)
+		return err
+	}
+	handler := inbox.Wrap(apply)
+	runCtx, stopRun := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = sub.Run(runCtx, func(ctx context.Context, d *broker.Delivery) error {
+			h.Delivered(d.Message.ID)
+			return handler(ctx, d)
+		}, &broker.RunOptions{Concurrency: 4, PerKey: true})
+	}()
+
+	const batches, per, groups = 40, 10, 8
+	publish := func(b int) (failures int) {
+		msgs := make([]*broker.Message, per)
+		ids := make([]string, per)
+		for i := range msgs {
+			n := b*per + i
+			ids[i] = fmt.Sprintf("m-%04d", n)
+			msgs[i] = &broker.Message{ID: ids[i], Key: fmt.Sprintf("g%d", n%groups), Body: []byte("effect " + ids[i])}
+		}
+		for {
+			err := top.Publish(ctx, msgs...)
+			if err == nil {
+				h.Sent(ids...)
+				return failures
+			}
+			failures++
+			if !errors.Is(err, broker.ErrRetryable) {
+				t.Fatalf("batch %d: %v, want a retryable failure", b, err)
+			}
+			if errors.Is(err, broker.ErrMaybeSent) {
+				h.MaybeSent(ids...)
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("batch %d never published: %v", b, err)
+			}
+		}
+	}
+	for b := 0; b < batches/2; b++ {
+		publish(b)
+	}
+	// The fault: every connection reset, for the next batch's first try.
+	addResets(t, proxy)
+	failed := make(chan int, 1)
+	go func() {
+		defer close(failed)
+		failed <- publish(batches / 2)
+	}()
+	time.Sleep(300 * time.Millisecond) // the fault's duration
+	removeResets(t, proxy)
+	if n := <-failed; n == 0 {
+		t.Fatal("the reset did not fire: the batch in flight did not fail")
+	}
+	for b := batches/2 + 1; b < batches; b++ {
+		publish(b)
+	}
+
+	want := batches * per
+	for {
+		s := inbox.Stats()
+		if s.Processed >= int64(want) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("processed %d of %d: %s", s.Processed, want, h.Check())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	stopRun()
+	wg.Wait()
+	rows, err := store.DB().QueryContext(ctx, `SELECT id, count(*) FROM effects GROUP BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			h.Applied(id)
+		}
+	}
+	rep := h.Check()
+	t.Logf("%s; inbox %+v", rep, inbox.Stats())
+	if !rep.Valid() {
+		t.Fatalf("history invalid: %s", rep)
+	}
+}

@@ -1,0 +1,212 @@
+package sqsfifo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// Limits of SQS that no queue attribute reports.
+const (
+	// DefaultDedupWindow is SQS's deduplication interval, fixed by AWS.
+	DefaultDedupWindow = 5 * time.Minute
+	// MaxBatchSize is the most entries of one SendMessageBatch,
+	// DeleteMessageBatch or ReceiveMessage.
+	MaxBatchSize = 10
+	// MaxVisibility is the longest visibility timeout (12 hours).
+	MaxVisibility = 12 * time.Hour
+	// attrReserve is what the declared MaxMessageSize keeps free, below
+	// the queue's MaximumMessageSize, for the attributes the driver adds
+	// (their names, types and the JSON framing of the headers).
+	attrReserve = 256
+)
+
+// queue is an opened queue: its URL and what its attributes promise.
+type queue struct {
+	client  *sqs.Client
+	url     string
+	maxSize int // the queue's MaximumMessageSize
+	caps    driver.Capabilities
+	dlqURL  string // from the RedrivePolicy; "" without one
+}
+
+// isURL reports whether s is a queue URL rather than a name.
+func isURL(s string) bool {
+	return strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://")
+}
+
+func openCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 30*time.Second)
+}
+
+// resolve returns the URL of queueURLOrName.
+func resolve(ctx context.Context, c *sqs.Client, q string) (string, error) {
+	if q == "" {
+		return "", broker.OpenError(driver.Invalid, errors.New("sqsfifo: empty queue name"))
+	}
+	if isURL(q) {
+		return q, nil
+	}
+	if !strings.HasSuffix(q, ".fifo") {
+		return "", broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q is not a FIFO queue (FIFO queue names end in .fifo)", q))
+	}
+	out, err := c.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(q)})
+	if err != nil {
+		return "", openErr(fmt.Errorf("sqsfifo: queue %q: %w", q, err))
+	}
+	return aws.ToString(out.QueueUrl), nil
+}
+
+func openErr(err error) error { return broker.OpenError(classify(err).Code, err) }
+
+// openQueue resolves the queue, reads its attributes and derives the
+// capabilities. A queue that is not FIFO is refused (ErrInvalid).
+func openQueue(ctx context.Context, c *sqs.Client, q string, dedupWindow time.Duration) (*queue, error) {
+	if c == nil {
+		return nil, broker.OpenError(driver.Invalid, errors.New("sqsfifo: nil *sqs.Client"))
+	}
+	url, err := resolve(ctx, c, q)
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(url),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll},
+	})
+	if err != nil {
+		return nil, openErr(fmt.Errorf("sqsfifo: queue %q: %w", q, err))
+	}
+	a := out.Attributes
+	if a[string(types.QueueAttributeNameFifoQueue)] != "true" {
+		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q is a standard queue; this driver serves FIFO queues only", q))
+	}
+	qu := &queue{client: c, url: url}
+	qu.caps, qu.maxSize, err = capsFromAttributes(a, dedupWindow)
+	if err != nil {
+		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q: %w", q, err))
+	}
+	if arn := redriveTarget(a); arn != "" {
+		if qu.dlqURL, err = urlOfARN(ctx, c, arn); err != nil {
+			return nil, openErr(fmt.Errorf("sqsfifo: queue %q: its dead-letter queue: %w", q, err))
+		}
+	}
+	return qu, nil
+}
+
+type redrivePolicy struct {
+	DeadLetterTargetArn string `json:"deadLetterTargetArn"`
+	MaxReceiveCount     any    `json:"maxReceiveCount"` // a number or a string
+}
+
+func parseRedrive(a map[string]string) (redrivePolicy, bool) {
+	var rp redrivePolicy
+	s := a[string(types.QueueAttributeNameRedrivePolicy)]
+	if s == "" || json.Unmarshal([]byte(s), &rp) != nil || rp.DeadLetterTargetArn == "" {
+		return rp, false
+	}
+	return rp, true
+}
+
+func redriveTarget(a map[string]string) string {
+	rp, ok := parseRedrive(a)
+	if !ok {
+		return ""
+	}
+	return rp.DeadLetterTargetArn
+}
+
+// urlOfARN finds the URL of the queue arn:aws:sqs:REGION:ACCOUNT:NAME.
+func urlOfARN(ctx context.Context, c *sqs.Client, arn string) (string, error) {
+	parts := strings.Split(arn, ":")
+	if len(parts) < 6 {
+		return "", invalidErr(fmt.Errorf("malformed queue ARN %q", arn))
+	}
+	in := &sqs.GetQueueUrlInput{QueueName: aws.String(parts[len(parts)-1])}
+	if acct := parts[4]; acct != "" {
+		in.QueueOwnerAWSAccountId = aws.String(acct)
+	}
+	out, err := c.GetQueueUrl(ctx, in)
+	if err != nil {
+		return "", err
+	}
+	return aws.ToString(out.QueueUrl), nil
+}
+
+func attrInt(a map[string]string, name types.QueueAttributeName, def int) (int, error) {
+	s, ok := a[string(name)]
+	if !ok || s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("attribute %s is not a non-negative integer", name)
+	}
+	return n, nil
+}
+
+// capsFromAttributes derives the capabilities from a FIFO queue's
+// attributes (GetQueueAttributes "All").
+func capsFromAttributes(a map[string]string, dedupWindow time.Duration) (driver.Capabilities, int, error) {
+	vis, err := attrInt(a, types.QueueAttributeNameVisibilityTimeout, 30)
+	if err != nil {
+		return driver.Capabilities{}, 0, err
+	}
+	maxSize, err := attrInt(a, types.QueueAttributeNameMaximumMessageSize, 262144)
+	if err != nil {
+		return driver.Capabilities{}, 0, err
+	}
+	retention, err := attrInt(a, types.QueueAttributeNameMessageRetentionPeriod, 345600)
+	if err != nil {
+		return driver.Capabilities{}, 0, err
+	}
+	if dedupWindow <= 0 {
+		dedupWindow = DefaultDedupWindow
+	}
+	caps := driver.Capabilities{
+		Ordering:    driver.OrderMessageGroup,
+		OrderingKey: "MessageGroupId",
+		KeyRequired: true,
+		// A group's next message is not delivered while an earlier one
+		// is in flight (received, not deleted, visibility not expired).
+		HeadOfLine:  true,
+		DedupWindow: dedupWindow,
+		DedupScope:  driver.DedupQueue,
+		AckModel:    driver.AckPerMessage,
+		// ApproximateReceiveCount: SQS's own count (approximate only in
+		// that it counts receives the client may not have seen).
+		DeliveryCount:  true,
+		DeadLetter:     false,
+		LockTimeout:    time.Duration(vis) * time.Second,
+		LockExtendable: true,
+		NackDelay:      true,
+		// A copy can arrive as long as SQS keeps the message: until the
+		// retention period after it was sent.
+		RedeliveryHorizon: time.Duration(retention) * time.Second,
+		MaxMessageSize:    max(maxSize-attrReserve, 1),
+		MaxBatchSize:      MaxBatchSize,
+	}
+	if a[string(types.QueueAttributeNameDeduplicationScope)] == "messageGroup" {
+		caps.DedupScope = driver.DedupMessageGroup
+	}
+	if rp, ok := parseRedrive(a); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(fmt.Sprint(rp.MaxReceiveCount)))
+		if err != nil || n < 1 {
+			return driver.Capabilities{}, 0, errors.New("RedrivePolicy has no valid maxReceiveCount")
+		}
+		caps.DeliveryLimit = n
+		caps.DeliveryLimitMode = driver.LimitNative
+		caps.DeadLetter = true
+	}
+	return caps, maxSize, nil
+}

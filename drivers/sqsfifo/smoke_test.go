@@ -1,0 +1,80 @@
+package sqsfifo_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/conformance/emulators/sqsemu"
+	"github.com/wary-go/wary/drivers/sqsfifo"
+)
+
+func TestRoundTrip(t *testing.T) {
+	e := newTestEnv(t, sqsemu.Options{})
+	url, _ := e.createQueue(t, queueSpec{visibility: 5 * time.Second, maxReceive: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	top, err := sqsfifo.OpenTopic(e.client, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top.Close()
+	sub, err := sqsfifo.OpenSubscription(e.client, url, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	t.Logf("caps: %s", top.Capabilities())
+	msgs := []*broker.Message{
+		{ID: "plain-1", Key: "g1", Body: []byte("hello"), Headers: map[string]string{"a": "b", "empty": ""}},
+		{ID: "id with spaces é", Key: "key with space ☃", Body: []byte{0, 1, 2, 0xff, 0xfe}},
+		{ID: "empty-body", Key: "g1", Body: []byte{}},
+		{ID: "emoji", Key: "g2", Body: []byte("smile 😀")},
+	}
+	if err := top.Publish(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*broker.Delivery{}
+	for len(got) < len(msgs) {
+		ds, err := sub.Receive(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			got[d.Message.ID] = d
+			if err := d.Ack(ctx); err != nil {
+				t.Fatalf("ack %s: %v", d.Message.ID, err)
+			}
+		}
+	}
+	for _, m := range msgs {
+		d := got[m.ID]
+		if d == nil {
+			t.Fatalf("%q not received", m.ID)
+		}
+		if d.Message.Key != m.Key || !bytes.Equal(d.Message.Body, m.Body) || d.Attempt != 1 {
+			t.Errorf("%q: got key %q body %q attempt %d", m.ID, d.Message.Key, d.Message.Body, d.Attempt)
+		}
+		for k, v := range m.Headers {
+			if d.Message.Headers[k] != v {
+				t.Errorf("%q: header %q = %q, want %q", m.ID, k, d.Message.Headers[k], v)
+			}
+		}
+	}
+}
+
+func TestStandardQueueRefused(t *testing.T) {
+	e := newTestEnv(t, sqsemu.Options{})
+	url, _ := e.createQueue(t, queueSpec{standard: true})
+	_, err := sqsfifo.OpenTopic(e.client, url, nil)
+	if !errors.Is(err, broker.ErrInvalid) {
+		t.Fatalf("open a standard queue: %v, want ErrInvalid", err)
+	}
+	_, err = sqsfifo.OpenSubscription(e.client, "missing-"+uniqueName("q")+".fifo", nil)
+	if !errors.Is(err, broker.ErrNotFound) {
+		t.Fatalf("open a missing queue: %v, want ErrNotFound", err)
+	}
+}

@@ -1,0 +1,257 @@
+package sqsfifo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// DefaultWaitTime is how long one receive long-polls by default.
+const DefaultWaitTime = 2 * time.Second
+
+// SubscriptionOptions configures OpenSubscription. Nil means defaults.
+type SubscriptionOptions struct {
+	// SubscriptionOptions are the portable options (logger).
+	broker.SubscriptionOptions
+	// WaitTime is how long one ReceiveMessage waits for messages (long
+	// polling), rounded up to whole seconds, at most 20 s. Default:
+	// DefaultWaitTime.
+	WaitTime time.Duration
+	// DedupWindow is the deduplication window the subscription declares
+	// (as TopicOptions.DedupWindow).
+	DedupWindow time.Duration
+}
+
+// OpenSubscription opens a consumer of the FIFO queue queueURLOrName.
+// Several subscriptions on one queue are competing consumers. The client
+// is the caller's and is not closed with the subscription.
+func OpenSubscription(client *sqs.Client, queueURLOrName string, opts *SubscriptionOptions) (*broker.Subscription, error) {
+	var o SubscriptionOptions
+	if opts != nil {
+		o = *opts
+	}
+	ctx, cancel := openCtx()
+	defer cancel()
+	s, err := openSubscription(ctx, client, queueURLOrName, o)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewSubscription(s, &o.SubscriptionOptions), nil
+}
+
+// OpenDeadLetters opens a consumer of the dead-letter queue that the
+// RedrivePolicy of queueURLOrName names (ErrInvalid if it has none).
+// Messages dead-lettered by Delivery.DeadLetter carry their reason in the
+// header wary-dead-letter-reason; those SQS moved after maxReceiveCount
+// receives have none.
+func OpenDeadLetters(client *sqs.Client, queueURLOrName string, opts *SubscriptionOptions) (*broker.Subscription, error) {
+	ctx, cancel := openCtx()
+	defer cancel()
+	var o SubscriptionOptions
+	if opts != nil {
+		o = *opts
+	}
+	qu, err := openQueue(ctx, client, queueURLOrName, o.DedupWindow)
+	if err != nil {
+		return nil, err
+	}
+	if qu.dlqURL == "" {
+		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q has no RedrivePolicy, hence no dead-letter queue", queueURLOrName))
+	}
+	s, err := openSubscription(ctx, client, qu.dlqURL, o)
+	if err != nil {
+		return nil, err
+	}
+	s.defaultReason = RedriveReason
+	return broker.NewSubscription(s, &o.SubscriptionOptions), nil
+}
+
+// RedriveReason is the dead-letter reason OpenDeadLetters reports for a
+// message that carries none: SQS's redrive moved it after maxReceiveCount
+// receives, and records no reason.
+const RedriveReason = "SQS redrive: received maxReceiveCount times without being deleted"
+
+func openSubscription(ctx context.Context, client *sqs.Client, q string, o SubscriptionOptions) (*subscription, error) {
+	if o.WaitTime < 0 || o.WaitTime > 20*time.Second {
+		return nil, broker.OpenError(driver.Invalid, errors.New("sqsfifo: WaitTime must be between 0 and 20s"))
+	}
+	if o.WaitTime == 0 {
+		o.WaitTime = DefaultWaitTime
+	}
+	qu, err := openQueue(ctx, client, q, o.DedupWindow)
+	if err != nil {
+		return nil, err
+	}
+	s := &subscription{q: qu, wait: int32(ceilSeconds(o.WaitTime))}
+	s.bg, s.stopBG = context.WithCancel(context.Background())
+	return s, nil
+}
+
+type subscription struct {
+	q    *queue
+	wait int32
+	// defaultReason, on a dead-letter queue opened by OpenDeadLetters, is
+	// the reason reported for messages without one.
+	defaultReason string
+
+	receiver
+}
+
+// ackID is a delivery's receipt handle, with the message for DeadLetter.
+type ackID struct {
+	handle string
+	raw    types.Message
+}
+
+func ceilSeconds(d time.Duration) int {
+	return int((d + time.Second - 1) / time.Second)
+}
+
+func handles(ids []driver.AckID) []*ackID {
+	out := make([]*ackID, 0, len(ids))
+	for _, id := range ids {
+		if a, ok := id.(*ackID); ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// SendAcks deletes the messages (DeleteMessageBatch).
+func (s *subscription) SendAcks(ctx context.Context, ids []driver.AckID) error {
+	hs := handles(ids)
+	for start := 0; start < len(hs); start += MaxBatchSize {
+		part := hs[start:min(start+MaxBatchSize, len(hs))]
+		entries := make([]types.DeleteMessageBatchRequestEntry, len(part))
+		for i, h := range part {
+			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h.handle)}
+		}
+		res, err := s.q.client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(s.q.url), Entries: entries})
+		if err != nil {
+			return err
+		}
+		if err := entryFailure(res.Failed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func entryFailure(failed []types.BatchResultErrorEntry) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	f := failed[0]
+	return &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+}
+
+// changeVisibility sets the visibility of the deliveries to d from now.
+func (s *subscription) changeVisibility(ctx context.Context, ids []driver.AckID, d time.Duration) error {
+	if d > MaxVisibility {
+		return invalidErr(fmt.Errorf("visibility %s is over SQS's maximum of %s", d, MaxVisibility))
+	}
+	secs := int32(ceilSeconds(d))
+	hs := handles(ids)
+	for start := 0; start < len(hs); start += MaxBatchSize {
+		part := hs[start:min(start+MaxBatchSize, len(hs))]
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(part))
+		for i, h := range part {
+			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h.handle), VisibilityTimeout: secs}
+		}
+		res, err := s.q.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(s.q.url), Entries: entries})
+		if err != nil {
+			return err
+		}
+		if err := entryFailure(res.Failed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SendNacks makes the deliveries visible again after delay
+// (ChangeMessageVisibility; 0 releases them at once). The message keeps
+// its place at the head of its group, which waits for it.
+func (s *subscription) SendNacks(ctx context.Context, ids []driver.AckID, delay time.Duration) error {
+	return s.changeVisibility(ctx, ids, delay)
+}
+
+// ExtendLocks sets the visibility timeout of the deliveries to d from now.
+func (s *subscription) ExtendLocks(ctx context.Context, ids []driver.AckID, d time.Duration) error {
+	return s.changeVisibility(ctx, ids, d)
+}
+
+// SendDeadLetters sends a copy of each message to the dead-letter queue
+// with the reason attribute, then deletes the original. The two steps are
+// not atomic: a failure between them leaves the message in both queues
+// (the original comes back after its visibility timeout and a second
+// DeadLetter sends a copy with the same MessageDeduplicationId, which SQS
+// drops within its 5-minute window), never in neither.
+func (s *subscription) SendDeadLetters(ctx context.Context, ids []driver.AckID, reason string) error {
+	if s.q.dlqURL == "" {
+		return invalidErr(errors.New("the queue has no RedrivePolicy, hence no dead-letter queue"))
+	}
+	for _, h := range handles(ids) {
+		if err := s.copyToDLQ(ctx, h, reason); err != nil {
+			return err
+		}
+		if err := deleteHook(ctx); err != nil {
+			return err
+		}
+		if _, err := s.q.client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.q.url), ReceiptHandle: aws.String(h.handle)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteHook runs between the copy and the delete; tests replace it to
+// prove what a crash there leaves behind.
+var deleteHook = func(context.Context) error { return nil }
+
+func (s *subscription) copyToDLQ(ctx context.Context, h *ackID, reason string) error {
+	attrs := make(map[string]types.MessageAttributeValue, len(h.raw.MessageAttributes)+1)
+	for k, v := range h.raw.MessageAttributes {
+		attrs[k] = types.MessageAttributeValue{DataType: v.DataType, StringValue: v.StringValue, BinaryValue: v.BinaryValue}
+	}
+	if reason != "" {
+		attrs[AttrDeadLetterReason] = textAttr(reason)
+	} else {
+		delete(attrs, AttrDeadLetterReason)
+	}
+	if len(attrs) > 10 {
+		return invalidErr(fmt.Errorf("message %q already has %d attributes: no room for the dead-letter reason under SQS's limit of 10", aws.ToString(h.raw.MessageId), len(attrs)-1))
+	}
+	in := &sqs.SendMessageInput{
+		QueueUrl:               aws.String(s.q.dlqURL),
+		MessageBody:            h.raw.Body,
+		MessageAttributes:      attrs,
+		MessageGroupId:         aws.String(h.raw.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]),
+		MessageDeduplicationId: aws.String(h.raw.Attributes[string(types.MessageSystemAttributeNameMessageDeduplicationId)]),
+	}
+	if aws.ToString(in.MessageDeduplicationId) == "" {
+		in.MessageDeduplicationId = aws.String(MapID(aws.ToString(h.raw.MessageId)))
+	}
+	_, err := s.q.client.SendMessage(ctx, in)
+	return err
+}
+
+func (s *subscription) Capabilities() driver.Capabilities   { return s.q.caps }
+func (s *subscription) Classify(err error) driver.ErrorInfo { return classify(err) }
+func (s *subscription) ErrorAs(err error, i any) bool       { return errorAs(err, i) }
+
+// As accepts **sqs.Client and *QueueURL.
+func (s *subscription) As(i any) bool { return s.q.as(i) }
+
+// Close waits for a receive still in flight (at most WaitTime), then makes
+// the messages it brought, which no caller has seen, visible again.
+func (s *subscription) Close() error { return s.closeReceiver() }
