@@ -21,6 +21,9 @@ import (
 // that scenario is reported as not applicable.
 const confDedupWindow = 3 * time.Second
 
+// confRetention is the MessageRetentionPeriod of every conformance queue.
+const confRetention = 2 * 24 * time.Hour
+
 // TestConformance runs the conformance suite on fresh FIFO queues (with a
 // FIFO dead-letter queue and a RedrivePolicy) per scenario, on fauxqs or
 // on WARY_SQS_ENDPOINT.
@@ -45,13 +48,16 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Harness{
 		Name:  name,
 		Quiet: time.Second,
+		// Every queue keeps messages confRetention: the horizon the
+		// driver must read from MessageRetentionPeriod.
+		RedeliveryHorizon: confRetention,
 		Setup: func(ctx context.Context, tb testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
 			tb.Cleanup(tr.CloseIdleConnections)
 			// At least 3s: the head-of-line scenario holds a delivery
 			// through two Quiet periods (2s) and must not see its lock
 			// expire meanwhile.
 			lock := max(cfg.LockTimeout, 3*time.Second)
-			url, _ := e.createQueue(tb, queueSpec{visibility: lock, maxReceive: max(cfg.DeliveryLimit, 1), namePrefix: "conf"})
+			url, _ := e.createQueue(tb, queueSpec{visibility: lock, maxReceive: max(cfg.DeliveryLimit, 1), retention: confRetention, namePrefix: "conf"})
 			top, err := sqsfifo.OpenTopic(client, url, to)
 			if err != nil {
 				return nil, err
