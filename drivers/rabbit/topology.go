@@ -94,7 +94,7 @@ func (t Topology) TopicOptions() *TopicOptions {
 // exchange of its own (Declare gives it x-delivery-limit -1 from RabbitMQ
 // 4.0, so that it keeps what it holds).
 func (t Topology) DeadLetterSubscriptionOptions() *SubscriptionOptions {
-	return &SubscriptionOptions{DeliveryLimit: NoDeliveryLimit, MaxMessageSize: t.MaxMessageSize}
+	return &SubscriptionOptions{DeliveryLimit: NoDeliveryLimit, MaxMessageSize: t.MaxMessageSize, DeadLettersFrom: t.DeadLetterExchange()}
 }
 
 // SubscriptionOptions returns options for OpenSubscription on t.Queue.

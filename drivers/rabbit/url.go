@@ -44,7 +44,8 @@ func init() {
 // Subscription parameters: partitions, assigned (the share of
 // partitions, SubscriptionOptions.Assigned: a comma-separated list of
 // partitions and ranges, "0,1" or "0-3,8"), prefetch, delivery_limit,
-// dead_letter_exchange, nack_delay (bool), max_message_size; "queue" names
+// dead_letter_exchange, dead_letters_from, nack_delay (bool),
+// max_message_size; "queue" names
 // the queue in amqp:// URLs. Concurrency is not a parameter: it is
 // broker.RunOptions.Concurrency, from which Run sets the prefetch.
 //
@@ -61,6 +62,14 @@ type URLOpener struct {
 	// ConnOptions are used for every connection. Nil: defaults.
 	ConnOptions *ConnOptions
 }
+
+// String describes o without the password of its ServerURL.
+func (o URLOpener) String() string {
+	return "rabbit.URLOpener{ServerURL: " + strconv.Quote(broker.RedactString(o.ServerURL)) + "}"
+}
+
+// GoString is String: %#v must not print ServerURL's password either.
+func (o URLOpener) GoString() string { return o.String() }
 
 var amqpParams = []string{"heartbeat", "connection_timeout", "channel_max", "auth_mechanism", "certfile", "keyfile", "cacertfile", "server_name_indication"}
 
@@ -196,6 +205,7 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 	}
 	var so SubscriptionOptions
 	so.DeadLetterExchange = p.Get("dead_letter_exchange")
+	so.DeadLettersFrom = p.Get("dead_letters_from")
 	so.Partitions = p.Int("partitions", 0, 0, maxURLInt)
 	so.Prefetch = p.Int("prefetch", 0, 0, math.MaxUint16)
 	so.DeliveryLimit = p.Int("delivery_limit", 0, NoDeliveryLimit, maxURLInt)
