@@ -400,5 +400,22 @@ func (c *Conn) scrub(err error) error {
 // quotedText matches a quoted string in an error's text.
 var quotedText = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
-// redactURL renders an AMQP URL without its password.
-func redactURL(s string) string { return broker.RedactString(s) }
+// redactURL renders an AMQP URL without its password. A URL that does not
+// parse, or whose "@" does not end a parsed userinfo (a password holding
+// "/", "?" or "#" that was not escaped), shows only its scheme: which part
+// of it is the password cannot be told.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err == nil && (u.User != nil || !strings.Contains(s, "@")) {
+		return broker.Redact(u)
+	}
+	scheme, _, ok := strings.Cut(s, "://")
+	if !ok || scheme == "" || strings.ContainsFunc(scheme, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '+' || r == '-' || r == '.')
+	}) {
+		return "(unparsable URL)"
+	}
+	return scheme + "://" + redactedText
+}
+
+const redactedText = "xxxxx"

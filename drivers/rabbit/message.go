@@ -114,7 +114,8 @@ type origin struct {
 //     death-reason) only on a message that reached the queue through
 //     origin.deadLettersFrom;
 //   - wary-key as the key on a partitioned queue only if the key hashes to
-//     the queue's partition (otherwise the message has no key).
+//     the queue's partition (otherwise the message has no key); a key, from
+//     wary-key or the routing key, only if it is valid UTF-8.
 //
 // Every other reserved header (wary-...) is dropped. prior is the trusted
 // wary-prior-attempts.
@@ -134,7 +135,9 @@ func fromDelivery(d *amqp.Delivery, o origin) (m *driver.Message, prior int) {
 		}
 	case hasKey:
 		m.Key = key
-	case !viaLadder:
+	case !viaLadder && utf8.ValidString(d.RoutingKey):
+		// Keys are UTF-8: another producer's routing key that is not is
+		// no key wary could have sent.
 		m.Key = d.RoutingKey
 	}
 	var count int64

@@ -77,7 +77,14 @@ var amqpParams = []string{"heartbeat", "connection_timeout", "channel_max", "aut
 // rabbit://, from param for amqp://) and the parameters.
 func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *broker.URLParams, err error) {
 	p = broker.NewURLParams(u)
+	if u.Scheme != Scheme && (u.Opaque != "" || u.User == nil && strings.Contains(u.Path+u.RawQuery+u.Fragment, "@")) {
+		// "amqp:user:pass@host", or a password holding "/", "?" or "#"
+		// that was not escaped: which part is the password cannot be told,
+		// and later errors would repeat it.
+		return "", "", nil, broker.Invalidf("rabbit: %s is not amqp://user:pass@host:port/vhost?params (percent-encode reserved characters of the password)", redactU(u))
+	}
 	if u.Scheme == Scheme {
+		p.NoUserinfo() // the server comes from ServerURL
 		name = u.Host
 		if u.Path != "" && u.Path != "/" {
 			name += u.Path
@@ -90,13 +97,13 @@ func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *br
 			server = os.Getenv(ServerURLEnv)
 		}
 		if server == "" {
-			return "", "", nil, broker.Invalidf("rabbit: %s names no server: set URLOpener.ServerURL or %s", broker.Redact(u), ServerURLEnv)
+			return "", "", nil, broker.Invalidf("rabbit: %s names no server: set URLOpener.ServerURL or %s", redactU(u), ServerURLEnv)
 		}
 		return server, name, p, nil
 	}
 	name = p.Get(param)
 	if name == "" && param == "queue" {
-		return "", "", nil, broker.Invalidf("rabbit: %s needs a %s parameter", broker.Redact(u), param)
+		return "", "", nil, broker.Invalidf("rabbit: %s needs a %s parameter", redactU(u), param)
 	}
 	checkAMQPParams(p)
 	s := *u
@@ -108,6 +115,16 @@ func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *br
 	}
 	s.RawQuery = q.Encode()
 	return s.String(), name, p, nil
+}
+
+// redactU renders u for errors without its secrets: as redactURL, and an
+// opaque URL ("amqp:user:pass@host", or one whose password holds a "#"
+// that was not escaped) as its scheme alone.
+func redactU(u *url.URL) string {
+	if u.Opaque != "" {
+		return u.Scheme + ":" + redactedText
+	}
+	return redactURL(u.String())
 }
 
 // maxURLInt bounds the integer parameters of URLs.
