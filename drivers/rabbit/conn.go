@@ -41,7 +41,7 @@ type ConnOptions struct {
 // goroutine redials with backoff until Close. Topics and subscriptions
 // opened on it open their channels from whichever connection is current,
 // so several of them share one TCP connection. A Conn is safe for
-// concurrent use. Its String method never shows the password.
+// concurrent use. Its String and GoString methods never show the password.
 type Conn struct {
 	url    string // secret: holds the password; never printed
 	safe   string // redacted form, for errors and logs
