@@ -96,12 +96,13 @@ func Dial(ctx context.Context, rawURL string, opts *ConnOptions) (*Conn, error) 
 		}
 	}
 	if u, err := url.Parse(rawURL); err == nil {
-		if u.User == nil && strings.Contains(u.Path, "@") {
+		if ambiguousURL(u) {
 			// "amqp://guest:1234/pw@host/": a password holding "/" that
 			// was not escaped reads as host "guest:1234" and vhost
-			// "pw@host", which the server's errors would repeat.
+			// "pw@host", which the server's errors would repeat; the
+			// opaque "amqp:user:pass@host" is no AMQP URI.
 			c.cancel()
-			return nil, broker.Invalidf("rabbit: dial %s: the URL's path holds \"@\": percent-encode a \"/\" in the password", c.safe)
+			return nil, broker.Invalidf("rabbit: dial %s: not amqp://[user:pass@]host:port/vhost (percent-encode reserved characters of the user and password, and an \"@\" elsewhere)", c.safe)
 		}
 		// amqp091-go's errors for these echo the value and have no class.
 		p := broker.NewURLParams(u)
@@ -406,8 +407,11 @@ var quotedText = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 // of it is the password cannot be told.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
-	if err == nil && (u.User != nil || !strings.Contains(s, "@")) {
+	if err == nil && u.Opaque == "" && (u.User != nil || !strings.Contains(s, "@")) {
 		return broker.Redact(u)
+	}
+	if err == nil && u.Opaque != "" && u.Scheme != "" {
+		return u.Scheme + ":" + redactedText
 	}
 	scheme, _, ok := strings.Cut(s, "://")
 	if !ok || scheme == "" || strings.ContainsFunc(scheme, func(r rune) bool {

@@ -77,11 +77,16 @@ var amqpParams = []string{"heartbeat", "connection_timeout", "channel_max", "aut
 // rabbit://, from param for amqp://) and the parameters.
 func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *broker.URLParams, err error) {
 	p = broker.NewURLParams(u)
-	if u.Scheme != Scheme && (u.Opaque != "" || u.User == nil && strings.Contains(u.Path+u.RawQuery+u.Fragment, "@")) {
-		// "amqp:user:pass@host", or a password holding "/", "?" or "#"
+	ambiguous := ambiguousURL(u)
+	if u.Scheme == Scheme {
+		// rabbit:NAME is fine, unless it holds an "@".
+		ambiguous = u.User == nil && strings.Contains(u.Opaque+u.Path+u.RawQuery+u.Fragment, "@")
+	}
+	if ambiguous {
+		// "amqp:user:pass@host", or userinfo holding a "/", "?" or "#"
 		// that was not escaped: which part is the password cannot be told,
 		// and later errors would repeat it.
-		return "", "", nil, broker.Invalidf("rabbit: %s is not amqp://user:pass@host:port/vhost?params (percent-encode reserved characters of the password)", redactU(u))
+		return "", "", nil, broker.Invalidf("rabbit: %s is not %s://[user:pass@]host:port/vhost?params (percent-encode reserved characters of the user and password, and an \"@\" elsewhere)", redactU(u), u.Scheme)
 	}
 	if u.Scheme == Scheme {
 		p.NoUserinfo() // the server comes from ServerURL
@@ -115,6 +120,13 @@ func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *br
 	}
 	s.RawQuery = q.Encode()
 	return s.String(), name, p, nil
+}
+
+// ambiguousURL reports a URL whose userinfo cannot be told from the rest:
+// opaque ("amqp:user:pass@host"), or with an "@" outside a parsed
+// userinfo (a "/", "?" or "#" in a password that was not escaped).
+func ambiguousURL(u *url.URL) bool {
+	return u.Opaque != "" || u.User == nil && strings.Contains(u.Path+u.RawQuery+u.Fragment, "@")
 }
 
 // redactU renders u for errors without its secrets: as redactURL, and an
