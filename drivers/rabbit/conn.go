@@ -407,7 +407,7 @@ var quotedText = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 // of it is the password cannot be told.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
-	if err == nil && u.Opaque == "" && (u.User != nil || !strings.Contains(s, "@")) {
+	if err == nil && !ambiguousURL(u) {
 		return broker.Redact(u)
 	}
 	if err == nil && u.Opaque != "" && u.Scheme != "" {

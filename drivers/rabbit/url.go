@@ -80,7 +80,7 @@ func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *br
 	ambiguous := ambiguousURL(u)
 	if u.Scheme == Scheme {
 		// rabbit:NAME is fine, unless it holds an "@".
-		ambiguous = u.User == nil && strings.Contains(u.Opaque+u.Path+u.RawQuery+u.Fragment, "@")
+		ambiguous = strings.Contains(u.Opaque+u.EscapedPath()+u.RawQuery+u.EscapedFragment(), "@")
 	}
 	if ambiguous {
 		// "amqp:user:pass@host", or userinfo holding a "/", "?" or "#"
@@ -123,10 +123,11 @@ func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *br
 }
 
 // ambiguousURL reports a URL whose userinfo cannot be told from the rest:
-// opaque ("amqp:user:pass@host"), or with an "@" outside a parsed
-// userinfo (a "/", "?" or "#" in a password that was not escaped).
+// opaque ("amqp:user:pass@host"), or with an unescaped "@" after its
+// authority (a "/", "?" or "#" in a user or password that was not
+// escaped; an "@" in a vhost or parameter is written %40).
 func ambiguousURL(u *url.URL) bool {
-	return u.Opaque != "" || u.User == nil && strings.Contains(u.Path+u.RawQuery+u.Fragment, "@")
+	return u.Opaque != "" || strings.Contains(u.EscapedPath()+u.RawQuery+u.EscapedFragment(), "@")
 }
 
 // redactU renders u for errors without its secrets: as redactURL, and an
