@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -281,6 +282,35 @@ func TestFormatNeverShowsPassword(t *testing.T) {
 			if strings.Contains(s, secret) || strings.Contains(s, ":"+pw+"@") {
 				t.Errorf("%s of %T shows the password: %s", verb, v, s)
 			}
+		}
+	}
+}
+
+// A URL whose password cannot be told from the rest (the opaque form, or
+// an unescaped "/", "?" or "#" in it) fails with ErrInvalid without
+// showing any of the password, from Dial and from the URL opener.
+func TestAmbiguousURLsInvalid(t *testing.T) {
+	ctx := ctxT(t)
+	const secret = "S3cr3tPW"
+	for _, raw := range []string{
+		"amqp://guest:S3cr/3tPW@127.0.0.1:1/",
+		"amqp://guest:1234/S3cr3tPW@127.0.0.1:1/",
+		"amqp:guest:S3cr3tPW@127.0.0.1:1",
+		"amqp:guest:S3cr3tPW",
+		"amqps://u:S3cr?3tPW@127.0.0.1:1/",
+		"amqp://@/:S3cr3tPW@127.0.0.1:1/?exchange=x",
+	} {
+		_, err := rabbit.Dial(ctx, raw, nil)
+		if err == nil || strings.Contains(err.Error(), "S3cr") || strings.Contains(err.Error(), "3tPW") {
+			t.Errorf("Dial: %v", err)
+		}
+		u, perr := url.Parse(raw)
+		if perr != nil {
+			continue // broker.OpenTopic refuses it before any opener
+		}
+		_, err = (&rabbit.URLOpener{}).OpenTopicURL(ctx, u)
+		if !errors.Is(err, broker.ErrInvalid) || strings.Contains(err.Error(), "S3cr") || strings.Contains(err.Error(), "3tPW") {
+			t.Errorf("OpenTopicURL(%s): %v", strings.ReplaceAll(raw, secret, "xxx"), err)
 		}
 	}
 }
