@@ -94,7 +94,7 @@ type handle struct {
 }
 
 func newTopic(name string, cfg TopicConfig) *topic {
-	return &topic{name: name, cfg: cfg, caps: cfg.Capabilities(), subs: map[string]*queue{}, dedup: map[string]time.Time{}}
+	return &topic{name: name, cfg: cfg, caps: cfg.caps(), subs: map[string]*queue{}, dedup: map[string]time.Time{}}
 }
 
 // addSub creates subscription name of t.
@@ -111,7 +111,7 @@ func newQueue(b *Broker, name string, cfg TopicConfig, dead bool) *queue {
 		q.parts = []*part{{}}
 		return q
 	}
-	q.caps = cfg.Capabilities()
+	q.caps = cfg.caps()
 	q.limit = cfg.DeliveryLimit
 	q.partitioned = cfg.Profile == Partitioned
 	q.hol = cfg.Profile == SQSFIFO || cfg.Profile == ServiceBus
