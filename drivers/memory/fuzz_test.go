@@ -67,26 +67,40 @@ func FuzzURLOpener(f *testing.F) {
 }
 
 // secretOnlyInValues reports whether secret, long enough to be told from
-// an error's words, lies in u only where nothing may show it: the password
-// and the query values (not the names an error may quote: the host, the
-// path, the user name, the parameter names).
+// an error's words, lies in u's password, a query value or the fragment,
+// and nowhere an error may show (the URL without its password, query and
+// fragment; the parameter names).
 func secretOnlyInValues(u *url.URL, secret string) bool {
 	if len(secret) < 6 || u == nil {
 		return false
 	}
-	names := u.Host + " " + u.Path + " " + u.Opaque + " " + u.Scheme
+	bare := *u
+	bare.RawQuery, bare.ForceQuery, bare.Fragment, bare.RawFragment = "", false, "", ""
+	values := []string{u.Fragment}
 	if u.User != nil {
-		names += " " + u.User.Username()
+		bare.User = url.User(u.User.Username())
+		pw, _ := u.User.Password()
+		values = append(values, pw)
 	}
-	if q, err := url.ParseQuery(u.RawQuery); err == nil {
-		for k := range q {
-			names += " " + k
+	shown := bare.String()
+	for _, pair := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, v, _ := strings.Cut(pair, "=")
+		shown += " " + k
+		if uk, err := url.QueryUnescape(k); err == nil {
+			shown += " " + uk
 		}
-	} else {
-		for _, pair := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
-			k, _, _ := strings.Cut(pair, "=")
-			names += " " + k
+		values = append(values, v)
+		if uv, err := url.QueryUnescape(v); err == nil {
+			values = append(values, uv)
 		}
 	}
-	return !strings.Contains(names, secret)
+	if strings.Contains(shown, secret) {
+		return false
+	}
+	for _, v := range values {
+		if strings.Contains(v, secret) {
+			return true
+		}
+	}
+	return false
 }
