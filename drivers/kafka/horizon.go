@@ -65,7 +65,7 @@ func describeTopic(ctx context.Context, cl *kgo.Client, name string) (topicInfo,
 	}
 	td, ok := md.Topics[name]
 	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-		return topicInfo{}, &openError{code: driver.NotFound, err: fmt.Errorf("kafka: topic %q does not exist", name)}
+		return topicInfo{}, &codedError{code: driver.NotFound, err: fmt.Errorf("kafka: topic %q does not exist", name)}
 	}
 	if td.Err != nil {
 		return topicInfo{}, td.Err

@@ -116,7 +116,7 @@ func (s *subscription) SendDeadLetters(ctx context.Context, ids []driver.AckID, 
 
 func (s *subscription) deadLetter(ctx context.Context, id driver.AckID, reason string) error {
 	if s.opts.DeadLetterTopic == "" {
-		return &openError{code: driver.Invalid, err: errors.New("kafka: no DeadLetterTopic configured")}
+		return &codedError{code: driver.Invalid, err: errors.New("kafka: no DeadLetterTopic configured")}
 	}
 	s.mu.Lock()
 	e, ok := lookupLocked(id, stInFlight)
@@ -176,7 +176,7 @@ func copyRecord(r *kgo.Record, topic string) *kgo.Record {
 }
 
 func (s *subscription) ExtendLocks(context.Context, []driver.AckID, time.Duration) error {
-	return &openError{code: driver.Invalid, err: errors.New("kafka: records are held until settled; there is no lock to extend")}
+	return &codedError{code: driver.Invalid, err: errors.New("kafka: records are held until settled; there is no lock to extend")}
 }
 
 // commit commits the acked prefix of every owned partition that moved, and

@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -160,8 +159,11 @@ type subscription struct {
 }
 
 func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group string, opts *SubscriptionOptions) (*subscription, error) {
-	if group == "" || topic == "" {
-		return nil, broker.Invalidf("kafka: OpenSubscription needs a topic and a group")
+	if group == "" {
+		return nil, broker.Invalidf("kafka: OpenSubscription needs a group")
+	}
+	if err := checkTopicName("topic", topic); err != nil {
+		return nil, err
 	}
 	s := &subscription{topic: topic, group: group, parts: map[tp]*partition{}, wake: make(chan struct{}),
 		closingCh: make(chan struct{}), commitMu: make(chan struct{}, 1), pollDone: make(chan struct{}), bgDone: make(chan struct{})}
@@ -169,6 +171,9 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 		s.opts = *opts
 	}
 	o := &s.opts
+	if err := checkTopicNames(o); err != nil {
+		return nil, err
+	}
 	switch {
 	case o.DeliveryLimit < 0:
 		return nil, broker.Invalidf("kafka: DeliveryLimit must not be negative")
@@ -205,9 +210,9 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 		kgo.OnPartitionsLost(s.onLost),
 		kgo.OnOffsetsFetched(s.onOffsetsFetched),
 	)
-	cl, err := kgo.NewClient(all...)
+	cl, auth, err := newClient(all)
 	if err != nil {
-		return nil, &openError{code: driver.Invalid, err: fmt.Errorf("kafka: %w", err)}
+		return nil, err
 	}
 	if err := checkProducer(cl); err != nil && o.DeadLetterTopic+o.RetryTopic != "" {
 		cl.Close()
@@ -223,7 +228,7 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 		}
 		if err != nil {
 			cl.Close()
-			return nil, openErr(err)
+			return nil, openFailure(err, auth)
 		}
 		maxMsg, horizon = min(maxMsg, m), h
 	}

@@ -71,20 +71,23 @@ type topic struct {
 
 // openTopic builds the topic's client and checks the topic.
 func openTopic(ctx context.Context, clientOpts []kgo.Opt, name string, opts *TopicOptions) (*topic, error) {
-	if name == "" {
-		return nil, broker.Invalidf("kafka: OpenTopic needs a topic name")
-	}
-	cl, err := kgo.NewClient(clientOpts...)
-	if err != nil {
-		return nil, &openError{code: driver.Invalid, err: fmt.Errorf("kafka: %w", err)}
-	}
-	if err := checkProducer(cl); err != nil {
-		cl.Close()
+	if err := checkTopicName("topic", name); err != nil {
 		return nil, err
 	}
 	consumers := opts.Consumers
 	if consumers == nil {
 		consumers = &SubscriptionOptions{}
+	}
+	if err := checkTopicNames(consumers); err != nil {
+		return nil, err
+	}
+	cl, auth, err := newClient(clientOpts)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkProducer(cl); err != nil {
+		cl.Close()
+		return nil, err
 	}
 	maxMsg, horizon := producerBatchMax(cl), broker.HorizonUnknown
 	if !opts.SkipCheck {
@@ -94,7 +97,7 @@ func openTopic(ctx context.Context, clientOpts []kgo.Opt, name string, opts *Top
 		m, horizon, err = describePath(ctx, cl, name, consumers.RetryTopic)
 		if err != nil {
 			cl.Close()
-			return nil, openErr(err)
+			return nil, openFailure(err, auth)
 		}
 		maxMsg = min(maxMsg, m)
 	}

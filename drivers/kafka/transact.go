@@ -116,7 +116,7 @@ func (tx *Tx) Publish(topic string, msgs ...*broker.Message) error {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	if tx.closed {
-		return &openError{code: driver.Closed, err: errors.New("kafka: Tx.Publish after the handler returned")}
+		return &codedError{code: driver.Closed, err: errors.New("kafka: Tx.Publish after the handler returned")}
 	}
 	for _, r := range recs {
 		tx.pending.Add(1)
@@ -163,8 +163,11 @@ type TransactSession struct {
 // partition) before clientOpts, which may override them. Close closes the
 // client.
 func OpenTransactSession(clientOpts []kgo.Opt, topic, group string, opts *TransactOptions) (*TransactSession, error) {
-	if group == "" || topic == "" {
-		return nil, broker.Invalidf("kafka: OpenTransactSession needs a topic and a group")
+	if group == "" {
+		return nil, broker.Invalidf("kafka: OpenTransactSession needs a group")
+	}
+	if err := checkTopicName("topic", topic); err != nil {
+		return nil, err
 	}
 	s := &TransactSession{group: group, attempts: map[tp]map[int64]int{}}
 	if opts != nil {
@@ -191,9 +194,10 @@ func OpenTransactSession(clientOpts []kgo.Opt, topic, group string, opts *Transa
 		kgo.OnPartitionsRevoked(s.forget),
 		kgo.OnPartitionsLost(s.forget),
 	)
-	sess, err := kgo.NewGroupTransactSession(all...)
+	auth := new(authWatch)
+	sess, err := kgo.NewGroupTransactSession(append(all, kgo.WithHooks(auth))...)
 	if err != nil {
-		return nil, &openError{code: driver.Invalid, err: fmt.Errorf("kafka: %w", err)}
+		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("kafka: %w", err))
 	}
 	if err := checkProducer(sess.Client()); err != nil {
 		sess.Close()
@@ -204,7 +208,7 @@ func OpenTransactSession(clientOpts []kgo.Opt, topic, group string, opts *Transa
 		defer cancel()
 		if _, err := describeTopic(ctx, sess.Client(), topic); err != nil {
 			sess.Close()
-			return nil, openErr(err)
+			return nil, openFailure(err, auth)
 		}
 	}
 	s.sess = sess
@@ -259,7 +263,7 @@ func (s *TransactSession) Run(ctx context.Context, h TxHandler) error {
 		}
 		fs := s.sess.PollRecords(ctx, s.opts.MaxBatch)
 		if fs.IsClientClosed() {
-			return &openError{code: driver.Closed, err: errors.New("kafka: transact session is closed")}
+			return &codedError{code: driver.Closed, err: errors.New("kafka: transact session is closed")}
 		}
 		if ctx.Err() != nil {
 			return nil
