@@ -38,7 +38,10 @@ func TestOpenErrors(t *testing.T) {
 			_, err := kafka.OpenTopic(append(e.producerOpts(), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()), topic, nil)
 			return err
 		}, broker.ErrInvalid},
-		{"bad kgo option", func() error { _, err := kafka.OpenTopic(append(e.producerOpts(), kgo.ProducerBatchMaxBytes(1)), topic, nil); return err }, broker.ErrInvalid},
+		{"bad kgo option", func() error {
+			_, err := kafka.OpenTopic(append(e.producerOpts(), kgo.ProducerBatchMaxBytes(1)), topic, nil)
+			return err
+		}, broker.ErrInvalid},
 		{"limit without dead-letter topic", func() error {
 			_, err := kafka.OpenSubscription(e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{DeliveryLimit: 3})
 			return err
