@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -79,6 +80,9 @@ func (s *subscription) SendNacks(ctx context.Context, ids []driver.AckID, delay 
 }
 
 func (s *subscription) nack(ctx context.Context, id driver.AckID, delay time.Duration) error {
+	if delay > s.opts.MaxNackDelay {
+		return &codedError{code: driver.Invalid, err: fmt.Errorf("kafka: nack delay %s is over the subscription's MaxNackDelay (%s)", delay, s.opts.MaxNackDelay)}
+	}
 	s.mu.Lock()
 	e, ok := lookupLocked(id, stInFlight)
 	if !ok {
@@ -346,7 +350,7 @@ func (s *subscription) onAssigned(_ context.Context, cl *kgo.Client, assigned ma
 			if old := s.parts[t]; old != nil {
 				s.dropLocked(old)
 			}
-			p := newPartition(t, topic == s.opts.RetryTopic && topic != "")
+			p := newPartition(t, topic == s.opts.RetryTopic && topic != "", s.opts.DeliveryLimit, s.opts.MaxNackDelay)
 			s.parts[t] = p
 			s.order = append(s.order, p)
 		}

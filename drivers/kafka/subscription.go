@@ -56,6 +56,14 @@ type SubscriptionOptions struct {
 	// (concurrent acks share one commit).
 	CommitInterval time.Duration
 
+	// MaxNackDelay is the longest delay Nack accepts; a longer one is
+	// ErrInvalid, and the delivery stays unsettled. A nacked record is held
+	// by the consumer until it is due, and a record of RetryTopic whose
+	// due-time header is later than MaxNackDelay from now (which only a
+	// producer other than the driver can write) is due at that bound.
+	// Default DefaultMaxNackDelay.
+	MaxNackDelay time.Duration
+
 	// MaxBufferedPerPartition is how many fetched records the subscription
 	// holds per partition before it pauses fetching that partition.
 	// Default 500.
@@ -74,6 +82,9 @@ type SubscriptionOptions struct {
 	// the driver's overhead, and RedeliveryHorizon is HorizonUnknown.
 	SkipCheck bool
 }
+
+// DefaultMaxNackDelay is SubscriptionOptions.MaxNackDelay's default.
+const DefaultMaxNackDelay = 24 * time.Hour
 
 // The consumer-group defaults the driver applies before the caller's kgo
 // options (which win). kgo's own default session timeout is 45s: a member
@@ -187,6 +198,9 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 	if o.MaxBufferedPerPartition <= 0 {
 		o.MaxBufferedPerPartition = 500
 	}
+	if o.MaxNackDelay <= 0 {
+		o.MaxNackDelay = DefaultMaxNackDelay
+	}
 	if o.RevokeTimeout <= 0 {
 		o.RevokeTimeout = 10 * time.Second
 	}
@@ -266,7 +280,7 @@ func (s *subscription) pollLoop() {
 			s.fetchErr = err
 		})
 		// Entries are allocated in slabs (see slabLen).
-		left := fs.NumRecords()
+		left, now := fs.NumRecords(), time.Now()
 		var slab []entry
 		fs.EachRecord(func(r *kgo.Record) {
 			left--
@@ -277,7 +291,7 @@ func (s *subscription) pollLoop() {
 			if len(slab) == 0 {
 				slab = make([]entry, min(slabLen, left+1))
 			}
-			p.ingest(&slab[0], r)
+			p.ingest(&slab[0], r, now)
 			slab = slab[1:]
 			if len(p.ready) >= s.opts.MaxBufferedPerPartition && !p.paused {
 				s.pauseDirty = true
