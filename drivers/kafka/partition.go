@@ -40,15 +40,15 @@ type ackID struct {
 // the same partition gets a new one, so old ack IDs go stale.
 type partition struct {
 	tp
-	retry     bool     // a retry-topic partition: attempt and due time come from headers
+	retry     bool          // a retry-topic partition: attempt and due time come from headers
 	limit     int           // the subscription's DeliveryLimit (0: none)
 	maxDelay  time.Duration // the subscription's MaxNackDelay
-	recs      []*entry // every record not yet below the commit point, in offset order
-	ready     []*entry // records to hand out, in offset order
-	inflight  int      // entries in stInFlight or stSettling
-	next      int64    // offset after the last fetched record; -1 before any
-	lastEpoch int32    // leader epoch of the last record the commit point passed
-	committed int64    // last committed offset (by this member); -1 unknown
+	recs      []*entry      // every record not yet below the commit point, in offset order
+	ready     []*entry      // records to hand out, in offset order
+	inflight  int           // entries in stInFlight or stSettling
+	next      int64         // offset after the last fetched record; -1 before any
+	lastEpoch int32         // leader epoch of the last record the commit point passed
+	committed int64         // last committed offset (by this member); -1 unknown
 	// handedHigh is the highest offset handed out; committedHigh the one
 	// recorded in the last commit's metadata; redeliverUpTo the one read
 	// from the committed metadata at assignment: records up to it were
