@@ -102,6 +102,9 @@ func (b *Broker) ensure(topicName, sub string, cfg TopicConfig, explicitProfile 
 
 // parseURL reads the names (host and path segments) and the parameters.
 func parseURL(u *url.URL) (names []string, cfg TopicConfig, explicitProfile bool, err error) {
+	if u.Fragment != "" || u.RawFragment != "" {
+		return nil, cfg, false, broker.Invalidf("memory: the URL has a fragment")
+	}
 	if u.Host != "" {
 		names = append(names, u.Host)
 	}
