@@ -130,6 +130,9 @@ func (s *subscription) deadLetter(ctx context.Context, id driver.AckID, reason s
 	}
 	e.state = stSettling
 	s.mu.Unlock()
+	if len(reason) > maxReasonLen {
+		reason = strings.ToValidUTF8(reason[:maxReasonLen-len("…")], "") + "…"
+	}
 	r := copyRecord(e.rec, s.opts.DeadLetterTopic)
 	src := e.rec.Topic + "/" + strconv.Itoa(int(e.rec.Partition)) + "@" + strconv.FormatInt(e.rec.Offset, 10)
 	r.Headers = append(r.Headers,
