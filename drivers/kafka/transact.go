@@ -88,24 +88,33 @@ type TxMessage struct {
 // become visible, to read_committed consumers, only if the transaction
 // commits. A message without an ID gets a random one, as with
 // Topic.Publish. Publish returns an error matching broker.ErrInvalid for a
-// message that Topic.Publish would reject (header values not UTF-8), and
+// message that Topic.Publish would reject (an invalid ID, a header value
+// not UTF-8, a reserved "wary-" header name) or an invalid topic name, and
 // broker.ErrClosed once the handler has returned. A record that fails to be
 // written aborts the transaction.
 func (tx *Tx) Publish(topic string, msgs ...*broker.Message) error {
-	if topic == "" {
-		return broker.Invalidf("kafka: Tx.Publish needs a topic")
+	if err := checkTopicName("Tx.Publish topic", topic); err != nil {
+		return err
 	}
 	recs := make([]*kgo.Record, 0, len(msgs))
 	for _, m := range msgs {
 		if m == nil {
 			return broker.Invalidf("kafka: Tx.Publish: nil message")
 		}
-		if !utf8.ValidString(m.ID) || !utf8.ValidString(m.Key) {
-			return broker.Invalidf("kafka: Tx.Publish: message ID and key must be valid UTF-8")
+		if m.ID != "" {
+			if err := broker.ValidateID(m.ID); err != nil {
+				return broker.Invalidf("kafka: Tx.Publish: %v", errors.Unwrap(err))
+			}
+		}
+		if !utf8.ValidString(m.Key) {
+			return broker.Invalidf("kafka: Tx.Publish: message %q: the key must be valid UTF-8", m.ID)
 		}
 		for k, v := range m.Headers {
 			if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) {
 				return broker.Invalidf("kafka: Tx.Publish: message %q: header %q: names and values must be non-empty, valid UTF-8", m.ID, k)
+			}
+			if broker.ReservedHeader(k) {
+				return broker.Invalidf("kafka: Tx.Publish: message %q: header %q is reserved (names starting with \"wary-\" are set by wary and its drivers)", m.ID, k)
 			}
 		}
 		if m.ID == "" {
