@@ -116,7 +116,11 @@
 // (ErrNotSent) before producing: a message with many small headers may be
 // refused below MaxMessageSize, and a published message can always be
 // retried and dead-lettered (reasons are cut to 512 bytes). Kafka has no
-// separate header limit (MaxHeaderSize 0).
+// separate header limit (MaxHeaderSize 0). The driver's clients fill a
+// record batch for a topic only up to the topic's max.message.bytes, read
+// at open (kgo would fill it up to ProducerBatchMaxBytes, and the broker
+// refuse the whole batch); kgo.ProducerBatchMaxBytes in the client options
+// overrides it.
 //
 // Redelivery horizon: a consumer whose committed offset is lost or reset
 // (an expired group, a rewind) reads again every record still in the log,

@@ -86,11 +86,13 @@ func (w *authWatch) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E
 	w.failed.Store(e.WriteErr == nil && (errors.Is(e.ReadErr, io.EOF) || errors.Is(e.ReadErr, io.ErrUnexpectedEOF) || errors.Is(e.ReadErr, syscall.ECONNRESET)))
 }
 
-// newClient is kgo.NewClient with auth watching the SASL exchanges; an
-// option kgo rejects is ErrInvalid.
-func newClient(opts []kgo.Opt) (*kgo.Client, *authWatch, error) {
+// newClient is kgo.NewClient with auth watching the SASL exchanges and
+// the batch limits of lim (before opts); an option kgo rejects is
+// ErrInvalid.
+func newClient(opts []kgo.Opt, lim *batchLimits) (*kgo.Client, *authWatch, error) {
 	w := new(authWatch)
-	cl, err := kgo.NewClient(append(opts[:len(opts):len(opts)], kgo.WithHooks(w))...)
+	all := append([]kgo.Opt{kgo.ProducerBatchMaxBytesFn(lim.fn)}, opts...)
+	cl, err := kgo.NewClient(append(all, kgo.WithHooks(w))...)
 	if err != nil {
 		return nil, nil, broker.OpenError(driver.Invalid, fmt.Errorf("kafka: %w", err))
 	}

@@ -224,7 +224,8 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 		kgo.OnPartitionsLost(s.onLost),
 		kgo.OnOffsetsFetched(s.onOffsetsFetched),
 	)
-	cl, auth, err := newClient(all)
+	lim := new(batchLimits)
+	cl, auth, err := newClient(all, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -236,9 +237,9 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 	if !o.SkipCheck {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
-		m, h, err := describePath(cctx, cl, topic, o.RetryTopic)
+		m, h, err := describePath(cctx, cl, lim, topic, o.RetryTopic)
 		if err == nil && o.DeadLetterTopic != "" {
-			_, err = describeTopic(cctx, cl, o.DeadLetterTopic)
+			_, err = describeTopic(cctx, cl, lim, o.DeadLetterTopic)
 		}
 		if err != nil {
 			cl.Close()

@@ -149,7 +149,8 @@ func openTopic(ctx context.Context, clientOpts []kgo.Opt, name string, opts *Top
 	if err := checkTopicNames(consumers); err != nil {
 		return nil, err
 	}
-	cl, auth, err := newClient(clientOpts)
+	lim := new(batchLimits)
+	cl, auth, err := newClient(clientOpts, lim)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +163,7 @@ func openTopic(ctx context.Context, clientOpts []kgo.Opt, name string, opts *Top
 		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		var m int
-		m, horizon, err = describePath(ctx, cl, name, consumers.RetryTopic)
+		m, horizon, err = describePath(ctx, cl, lim, name, consumers.RetryTopic)
 		if err != nil {
 			cl.Close()
 			return nil, openFailure(err, auth)

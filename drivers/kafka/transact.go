@@ -215,7 +215,7 @@ func OpenTransactSession(clientOpts []kgo.Opt, topic, group string, opts *Transa
 	if !o.SkipCheck {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		if _, err := describeTopic(ctx, sess.Client(), topic); err != nil {
+		if _, err := describeTopic(ctx, sess.Client(), nil, topic); err != nil {
 			sess.Close()
 			return nil, openFailure(err, auth)
 		}
