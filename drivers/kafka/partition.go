@@ -223,10 +223,12 @@ func materialize(es []*entry) []*driver.Message {
 		sb = append(sb, r.Key...)
 		sp.k1 = len(sb)
 		sp.id0, sp.id1 = sp.k1, sp.k1
+		hasID := false // the first ID header counts, as in the sizing above
 		for _, hd := range r.Headers {
 			switch hd.Key {
 			case HeaderID:
-				if sp.id0 == sp.id1 {
+				if !hasID {
+					hasID = true
 					sb = append(sb, hd.Value...)
 					sp.id1 = len(sb)
 				}
