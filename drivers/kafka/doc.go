@@ -24,13 +24,17 @@
 //	kafka://orders?brokers=host1:9092,host2:9092                       (topic)
 //	kafka://billing?topic=orders&brokers=host1:9092&ordered=true       (subscription of group billing)
 //
+// The host is the one name (the topic, or the group); a path (kafka://a/b),
+// a fragment or userinfo is an error matching broker.ErrInvalid:
+// credentials go in URLOpener.ClientOpts. Topic names (in the URL or the
+// options) must be valid Kafka topic names, checked at open.
 // brokers defaults to the environment variable KAFKA_BROKERS. Both take
 // skip_check (a boolean, as SkipCheck). Subscription URLs also take
 // ordered (a boolean), dead_letter_topic, delivery_limit (an integer),
 // retry_topic and commit_interval (a Go duration, at most 1h), as in
 // SubscriptionOptions. Any other parameter, and a malformed or
 // out-of-range value, is an error matching broker.ErrInvalid that names
-// the parameter and never echoes its value. URLOpener.ClientOpts are the
+// the parameter and never echoes its value (nor any other's). URLOpener.ClientOpts are the
 // kgo options of every client the opener builds.
 //
 // # Delivery semantics
@@ -77,7 +81,14 @@
 // RetryTopic the driver writes a copy to that topic, carrying the next
 // delivery number (header "wary-attempt") and the time it is due
 // ("wary-not-before"), then commits past the original; the subscription
-// consumes the retry topic too and holds each copy until it is due.
+// consumes the retry topic too and holds each copy until it is due. A nack
+// delay over SubscriptionOptions.MaxNackDelay (default 24h) is refused.
+//
+// Retry headers are trusted only as far as the driver could have written
+// them: on the subscription's topic they are ignored (any producer may set
+// them), and on the retry topic (which other producers may write too) the
+// delivery number is bounded by the delivery limit and the due time by
+// MaxNackDelay from the fetch. They never reach Message.Headers.
 //
 // Delivery count and limit: Kafka keeps no count, so the library does
 // (DeliveryLimitMode LimitEmulated). The count lives in the consumer's
@@ -94,9 +105,22 @@
 // No lock timeout (LockTimeout 0): a record is held until it is settled or
 // its partition is revoked; ExtendLock is not supported. No broker dedup
 // (DedupWindow 0): the idempotent producer only drops its own retries, so
-// consumers recognise copies by Message.ID (package idem). The largest
-// message is the smaller of the topic's max.message.bytes and the client's
-// ProducerBatchMaxBytes, less 1 KiB for record framing.
+// consumers recognise copies by Message.ID (package idem).
+//
+// Size: MaxMessageSize is the smaller of the topic's max.message.bytes and
+// the client's ProducerBatchMaxBytes, less 1 KiB, counted as the portable
+// layer counts (body, ID, key, header names and values). Publish then
+// checks the record's exact encoded size (each header costs two varint
+// lengths; the batch header, the ID header) with room for what a retry or
+// dead-letter copy adds, and refuses an excess with broker.ErrTooLarge
+// (ErrNotSent) before producing: a message with many small headers may be
+// refused below MaxMessageSize, and a published message can always be
+// retried and dead-lettered (reasons are cut to 512 bytes). Kafka has no
+// separate header limit (MaxHeaderSize 0). The driver's clients fill a
+// record batch for a topic only up to the topic's max.message.bytes, read
+// at open (kgo would fill it up to ProducerBatchMaxBytes, and the broker
+// refuse the whole batch); kgo.ProducerBatchMaxBytes in the client options
+// overrides it.
 //
 // Redelivery horizon: a consumer whose committed offset is lost or reset
 // (an expired group, a rewind) reads again every record still in the log,
@@ -184,6 +208,12 @@
 // for example **kerr.Error.
 //
 // # Errors
+//
+// The constructors' errors are *broker.Error (Op "open"), classified as
+// below. A rejected SASL login matches broker.ErrPermission and says that
+// authentication failed (whether the broker answered
+// SASL_AUTHENTICATION_FAILED or closed the connection, which kgo reports
+// as a bare EOF); no error holds the credentials.
 //
 // UNKNOWN_TOPIC_OR_PARTITION matches broker.ErrNotFound (OpenTopic and
 // OpenSubscription check that the topics exist, unless SkipCheck; a

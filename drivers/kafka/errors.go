@@ -1,11 +1,17 @@
 package kafka
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
@@ -26,31 +32,71 @@ type produceError struct {
 func (e *produceError) Error() string { return e.err.Error() }
 func (e *produceError) Unwrap() error { return e.err }
 
-// openError is an error the driver classifies itself.
-type openError struct {
+// codedError is an error the driver classifies itself.
+type codedError struct {
 	code driver.ErrorCode
 	err  error
 }
 
-func (e *openError) Error() string { return e.err.Error() }
-func (e *openError) Unwrap() error { return e.err }
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
 
-// Is matches the broker's error classes, so that errors from the
-// constructors (which the portable layer does not wrap) match them too.
-func (e *openError) Is(target error) bool {
+// Is matches the broker's error classes.
+func (e *codedError) Is(target error) bool {
 	return target != nil && target == broker.ClassOf(e.code)
 }
 
-// openErr classifies an error met while opening a topic or subscription.
-func openErr(err error) error {
-	if err == nil {
+// openFailure classifies an error met while opening a topic or
+// subscription, as a *broker.Error of Op "open". auth, if not nil, watched
+// the client's SASL exchanges.
+func openFailure(err error, auth *authWatch) error {
+	var be *broker.Error
+	switch {
+	case err == nil:
 		return nil
-	}
-	var oe *openError
-	if errors.As(err, &oe) {
+	case errors.As(err, &be):
 		return err
+	case errors.Is(err, kerr.SaslAuthenticationFailed):
+		return broker.OpenError(driver.PermissionDenied, fmt.Errorf("kafka: SASL authentication failed: %w", err))
+	case auth != nil && auth.failed.Load():
+		// Brokers (kfake, and Kafka on some paths) close the connection
+		// instead of answering a failed SASLAuthenticate, which kgo reports
+		// as a bare EOF.
+		return broker.OpenError(driver.PermissionDenied, fmt.Errorf("kafka: SASL authentication failed: the broker closed the connection in answer to the credentials (check the mechanism, user and password): %w", err))
+	case errors.Is(err, context.Canceled):
+		return broker.OpenError(driver.Canceled, fmt.Errorf("kafka: open: %w", err))
+	case errors.Is(err, context.DeadlineExceeded):
+		return broker.OpenError(driver.DeadlineExceeded, fmt.Errorf("kafka: open: %w", err))
 	}
-	return &openError{code: classify(err).Code, err: err}
+	var ce *codedError
+	if errors.As(err, &ce) {
+		return broker.OpenError(ce.code, err)
+	}
+	return broker.OpenError(classify(err).Code, fmt.Errorf("kafka: open: %w", err))
+}
+
+// authWatch is a kgo hook that records whether the last SASL exchange of a
+// client ended with the broker closing the connection.
+type authWatch struct{ failed atomic.Bool }
+
+func (w *authWatch) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
+	if key != int16(kmsg.SASLAuthenticate) {
+		return
+	}
+	w.failed.Store(e.WriteErr == nil && (errors.Is(e.ReadErr, io.EOF) || errors.Is(e.ReadErr, io.ErrUnexpectedEOF) || errors.Is(e.ReadErr, syscall.ECONNRESET)))
+}
+
+// newClient is kgo.NewClient with auth watching the SASL exchanges and
+// the batch limits of lim (before opts); an option kgo rejects is
+// ErrInvalid.
+func newClient(opts []kgo.Opt, lim *batchLimits) (*kgo.Client, *authWatch, error) {
+	w := new(authWatch)
+	all := append([]kgo.Opt{kgo.ProducerBatchMaxBytesFn(lim.fn)}, opts...)
+	cl, err := kgo.NewClient(append(all, kgo.WithHooks(w))...)
+	if err != nil {
+		return nil, nil, broker.OpenError(driver.Invalid, fmt.Errorf("kafka: %w", err))
+	}
+	return cl, w, nil
 }
 
 // notSentErrs are broker answers that reject a produce before the append.
@@ -79,7 +125,7 @@ func classify(err error) driver.ErrorInfo {
 	if errors.As(err, &pe) {
 		info.MaybeSent = pe.maybeSent
 	}
-	var oe *openError
+	var oe *codedError
 	var ke *kerr.Error
 	var ne net.Error
 	switch {
@@ -126,4 +172,35 @@ func errorAs(err error, i any) bool {
 	}
 	defer func() { _ = recover() }() // errors.As panics on a non-pointer target
 	return errors.As(err, i)
+}
+
+// checkTopicName checks name against Kafka's rules for topic names (1 to
+// 249 characters from a-z, A-Z, 0-9, ".", "_" and "-"; not "." or ".."),
+// which the broker would otherwise apply at the first produce or fetch,
+// or silently through auto-creation. The name is not echoed: from a URL,
+// it is a parameter's value.
+func checkTopicName(role, name string) error {
+	ok := name != "" && len(name) <= 249 && name != "." && name != ".."
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
+	}
+	if !ok {
+		return broker.Invalidf("kafka: the %s name is not a valid Kafka topic name (1 to 249 characters from a-z, A-Z, 0-9, \".\", \"_\" and \"-\", not \".\" or \"..\")", role)
+	}
+	return nil
+}
+
+// checkTopicNames checks the names of a subscription's retry and
+// dead-letter topics, where set.
+func checkTopicNames(o *SubscriptionOptions) error {
+	if o.RetryTopic != "" {
+		if err := checkTopicName("RetryTopic", o.RetryTopic); err != nil {
+			return err
+		}
+	}
+	if o.DeadLetterTopic != "" {
+		return checkTopicName("DeadLetterTopic", o.DeadLetterTopic)
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -31,15 +32,15 @@ type topicInfo struct {
 // returns the topic's max.message.bytes and the horizon of the path: the
 // larger of the two topics' horizons (HorizonUnknown if either is
 // unknown).
-func describePath(ctx context.Context, cl *kgo.Client, topic, retryTopic string) (maxMsg int, horizon time.Duration, err error) {
-	ti, err := describeTopic(ctx, cl, topic)
+func describePath(ctx context.Context, cl *kgo.Client, lim *batchLimits, topic, retryTopic string) (maxMsg int, horizon time.Duration, err error) {
+	ti, err := describeTopic(ctx, cl, lim, topic)
 	if err != nil {
 		return 0, 0, err
 	}
 	if retryTopic == "" {
 		return ti.maxMsg, ti.horizon, nil
 	}
-	ri, err := describeTopic(ctx, cl, retryTopic)
+	ri, err := describeTopic(ctx, cl, lim, retryTopic)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -57,7 +58,9 @@ func maxHorizon(a, b time.Duration) time.Duration {
 // describeTopic checks that the topic exists and reads its configs. Where
 // the configs may not be read (the principal lacks DescribeConfigs), the
 // topic's max.message.bytes is Kafka's default and its horizon unknown.
-func describeTopic(ctx context.Context, cl *kgo.Client, name string) (topicInfo, error) {
+// The max.message.bytes read is recorded in lim (if not nil), for the
+// client's batches to the topic.
+func describeTopic(ctx context.Context, cl *kgo.Client, lim *batchLimits, name string) (topicInfo, error) {
 	adm := kadm.NewClient(cl)
 	md, err := adm.Metadata(ctx, name)
 	if err != nil {
@@ -65,7 +68,7 @@ func describeTopic(ctx context.Context, cl *kgo.Client, name string) (topicInfo,
 	}
 	td, ok := md.Topics[name]
 	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-		return topicInfo{}, &openError{code: driver.NotFound, err: fmt.Errorf("kafka: topic %q does not exist", name)}
+		return topicInfo{}, &codedError{code: driver.NotFound, err: fmt.Errorf("kafka: topic %q does not exist", name)}
 	}
 	if td.Err != nil {
 		return topicInfo{}, td.Err
@@ -97,6 +100,7 @@ func describeTopic(ctx context.Context, cl *kgo.Client, name string) (topicInfo,
 	ti := topicInfo{maxMsg: unread.maxMsg, horizon: horizonOf(cfg)}
 	if n, err := strconv.Atoi(cfg["max.message.bytes"]); err == nil && n > 0 {
 		ti.maxMsg = n
+		lim.set(name, n)
 	}
 	return ti, nil
 }
@@ -134,4 +138,27 @@ func horizonOf(cfg map[string]string) time.Duration {
 		return broker.HorizonUnbounded
 	}
 	return time.Duration(retention+segment)*time.Millisecond + retentionCheckInterval
+}
+
+// batchLimits are the max.message.bytes of the topics a client produces
+// to, read at open. kgo fills a record batch up to ProducerBatchMaxBytes
+// (1,000,012 by default) whatever the topic's own limit, and the broker
+// then refuses the whole batch: records that each fit would fail together.
+// The driver's clients take their batch limit per topic from here (fn, as
+// kgo.ProducerBatchMaxBytesFn, before the caller's options, which may
+// override it). kgo reads it when it first produces to a topic, after the
+// open.
+type batchLimits struct{ m sync.Map } // topic name → int32
+
+func (l *batchLimits) set(topic string, n int) {
+	if l != nil {
+		l.m.Store(topic, int32(min(max(n, 512), 1<<30)))
+	}
+}
+
+func (l *batchLimits) fn(topic string) int32 {
+	if v, ok := l.m.Load(topic); ok {
+		return v.(int32)
+	}
+	return 1000012 // kgo's default
 }

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -39,13 +40,15 @@ type ackID struct {
 // the same partition gets a new one, so old ack IDs go stale.
 type partition struct {
 	tp
-	retry     bool     // a retry-topic partition: attempt and due time come from headers
-	recs      []*entry // every record not yet below the commit point, in offset order
-	ready     []*entry // records to hand out, in offset order
-	inflight  int      // entries in stInFlight or stSettling
-	next      int64    // offset after the last fetched record; -1 before any
-	lastEpoch int32    // leader epoch of the last record the commit point passed
-	committed int64    // last committed offset (by this member); -1 unknown
+	retry     bool          // a retry-topic partition: attempt and due time come from headers
+	limit     int           // the subscription's DeliveryLimit (0: none)
+	maxDelay  time.Duration // the subscription's MaxNackDelay
+	recs      []*entry      // every record not yet below the commit point, in offset order
+	ready     []*entry      // records to hand out, in offset order
+	inflight  int           // entries in stInFlight or stSettling
+	next      int64         // offset after the last fetched record; -1 before any
+	lastEpoch int32         // leader epoch of the last record the commit point passed
+	committed int64         // last committed offset (by this member); -1 unknown
 	// handedHigh is the highest offset handed out; committedHigh the one
 	// recorded in the last commit's metadata; redeliverUpTo the one read
 	// from the committed metadata at assignment: records up to it were
@@ -56,33 +59,56 @@ type partition struct {
 	lost                                     bool
 }
 
-func newPartition(t tp, retry bool) *partition {
-	return &partition{tp: t, retry: retry, next: -1, committed: -1, lastEpoch: -1, handedHigh: -1, committedHigh: -1, redeliverUpTo: -1}
+func newPartition(t tp, retry bool, limit int, maxDelay time.Duration) *partition {
+	return &partition{tp: t, retry: retry, limit: limit, maxDelay: maxDelay, next: -1, committed: -1, lastEpoch: -1, handedHigh: -1, committedHigh: -1, redeliverUpTo: -1}
 }
 
-// ingest files r, in e (a slot of the poll's slab of entries).
-func (p *partition) ingest(e *entry, r *kgo.Record) {
+// ingest files r, in e (a slot of the poll's slab of entries), received
+// at now.
+func (p *partition) ingest(e *entry, r *kgo.Record, now time.Time) {
 	*e = entry{p: p, rec: r, attempt: 1}
 	if p.retry {
-		for _, h := range r.Headers {
-			switch h.Key {
-			case HeaderAttempt:
-				if n, err := strconv.Atoi(string(h.Value)); err == nil && n > 1 {
-					e.attempt = n
-				}
-			case HeaderNotBefore:
-				if ms, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
-					e.notBefore = time.UnixMilli(ms)
-				}
-			}
-		}
+		e.attempt, e.notBefore = retryHeaders(r.Headers, p.limit, now.Add(p.maxDelay))
 	}
-	if r.Offset <= p.redeliverUpTo {
+	if r.Offset <= p.redeliverUpTo && e.attempt < maxAttempt {
 		e.attempt++
 	}
 	p.recs = append(p.recs, e)
 	p.ready = append(p.ready, e)
 	p.next = r.Offset + 1
+}
+
+// maxAttempt bounds delivery numbers, so that counting never overflows.
+const maxAttempt = math.MaxInt32
+
+// retryHeaders reads the delivery number and due time that the driver
+// wrote on a retry-topic copy (see nack), trusting them only as far as the
+// driver could have set them, since any producer with write access to the
+// retry topic can write these headers too: the attempt is from 1 to the
+// delivery limit (to maxAttempt without one), and the due time at most
+// latest (the subscription's MaxNackDelay from now). A value that does not parse is ignored (attempt
+// 1, due now); the last of repeated headers counts, as the driver strips
+// earlier ones when it copies a record. Records of the subscription's own
+// topic never reach here: there, these headers are ignored.
+func retryHeaders(hs []kgo.RecordHeader, limit int, latest time.Time) (attempt int, notBefore time.Time) {
+	attempt = 1
+	hi := maxAttempt
+	if limit > 0 {
+		hi = limit
+	}
+	for _, h := range hs {
+		switch h.Key {
+		case HeaderAttempt:
+			if n, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil && n >= 1 {
+				attempt = int(min(n, int64(hi)))
+			}
+		case HeaderNotBefore:
+			if ms, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
+				notBefore = time.UnixMilli(min(ms, ceilMilli(latest)))
+			}
+		}
+	}
+	return attempt, notBefore
 }
 
 // take appends up to n-len(out) due entries to out, marking them handed
@@ -197,10 +223,12 @@ func materialize(es []*entry) []*driver.Message {
 		sb = append(sb, r.Key...)
 		sp.k1 = len(sb)
 		sp.id0, sp.id1 = sp.k1, sp.k1
+		hasID := false // the first ID header counts, as in the sizing above
 		for _, hd := range r.Headers {
 			switch hd.Key {
 			case HeaderID:
-				if sp.id0 == sp.id1 {
+				if !hasID {
+					hasID = true
 					sb = append(sb, hd.Value...)
 					sp.id1 = len(sb)
 				}
@@ -242,7 +270,9 @@ func recordAs(r *kgo.Record) func(any) bool {
 func (p *partition) requeue(e *entry, notBefore time.Time) {
 	e.state = stReady
 	e.notBefore = notBefore
-	e.attempt++
+	if e.attempt < maxAttempt {
+		e.attempt++
+	}
 	p.inflight--
 	i, _ := slices.BinarySearchFunc(p.ready, e.rec.Offset, func(x *entry, off int64) int {
 		switch {

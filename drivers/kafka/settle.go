@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -79,6 +80,9 @@ func (s *subscription) SendNacks(ctx context.Context, ids []driver.AckID, delay 
 }
 
 func (s *subscription) nack(ctx context.Context, id driver.AckID, delay time.Duration) error {
+	if delay > s.opts.MaxNackDelay {
+		return &codedError{code: driver.Invalid, err: fmt.Errorf("kafka: nack delay %s is over the subscription's MaxNackDelay (%s)", delay, s.opts.MaxNackDelay)}
+	}
 	s.mu.Lock()
 	e, ok := lookupLocked(id, stInFlight)
 	if !ok {
@@ -116,7 +120,7 @@ func (s *subscription) SendDeadLetters(ctx context.Context, ids []driver.AckID, 
 
 func (s *subscription) deadLetter(ctx context.Context, id driver.AckID, reason string) error {
 	if s.opts.DeadLetterTopic == "" {
-		return &openError{code: driver.Invalid, err: errors.New("kafka: no DeadLetterTopic configured")}
+		return &codedError{code: driver.Invalid, err: errors.New("kafka: no DeadLetterTopic configured")}
 	}
 	s.mu.Lock()
 	e, ok := lookupLocked(id, stInFlight)
@@ -126,6 +130,9 @@ func (s *subscription) deadLetter(ctx context.Context, id driver.AckID, reason s
 	}
 	e.state = stSettling
 	s.mu.Unlock()
+	if len(reason) > maxReasonLen {
+		reason = strings.ToValidUTF8(reason[:maxReasonLen-len("…")], "") + "…"
+	}
 	r := copyRecord(e.rec, s.opts.DeadLetterTopic)
 	src := e.rec.Topic + "/" + strconv.Itoa(int(e.rec.Partition)) + "@" + strconv.FormatInt(e.rec.Offset, 10)
 	r.Headers = append(r.Headers,
@@ -176,7 +183,7 @@ func copyRecord(r *kgo.Record, topic string) *kgo.Record {
 }
 
 func (s *subscription) ExtendLocks(context.Context, []driver.AckID, time.Duration) error {
-	return &openError{code: driver.Invalid, err: errors.New("kafka: records are held until settled; there is no lock to extend")}
+	return &codedError{code: driver.Invalid, err: errors.New("kafka: records are held until settled; there is no lock to extend")}
 }
 
 // commit commits the acked prefix of every owned partition that moved, and
@@ -346,7 +353,7 @@ func (s *subscription) onAssigned(_ context.Context, cl *kgo.Client, assigned ma
 			if old := s.parts[t]; old != nil {
 				s.dropLocked(old)
 			}
-			p := newPartition(t, topic == s.opts.RetryTopic && topic != "")
+			p := newPartition(t, topic == s.opts.RetryTopic && topic != "", s.opts.DeliveryLimit, s.opts.MaxNackDelay)
 			s.parts[t] = p
 			s.order = append(s.order, p)
 		}

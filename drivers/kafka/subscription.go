@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -57,6 +56,14 @@ type SubscriptionOptions struct {
 	// (concurrent acks share one commit).
 	CommitInterval time.Duration
 
+	// MaxNackDelay is the longest delay Nack accepts; a longer one is
+	// ErrInvalid, and the delivery stays unsettled. A nacked record is held
+	// by the consumer until it is due, and a record of RetryTopic whose
+	// due-time header is later than MaxNackDelay from now (which only a
+	// producer other than the driver can write) is due at that bound.
+	// Default DefaultMaxNackDelay.
+	MaxNackDelay time.Duration
+
 	// MaxBufferedPerPartition is how many fetched records the subscription
 	// holds per partition before it pauses fetching that partition.
 	// Default 500.
@@ -75,6 +82,9 @@ type SubscriptionOptions struct {
 	// the driver's overhead, and RedeliveryHorizon is HorizonUnknown.
 	SkipCheck bool
 }
+
+// DefaultMaxNackDelay is SubscriptionOptions.MaxNackDelay's default.
+const DefaultMaxNackDelay = 24 * time.Hour
 
 // The consumer-group defaults the driver applies before the caller's kgo
 // options (which win). kgo's own default session timeout is 45s: a member
@@ -160,8 +170,11 @@ type subscription struct {
 }
 
 func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group string, opts *SubscriptionOptions) (*subscription, error) {
-	if group == "" || topic == "" {
-		return nil, broker.Invalidf("kafka: OpenSubscription needs a topic and a group")
+	if group == "" {
+		return nil, broker.Invalidf("kafka: OpenSubscription needs a group")
+	}
+	if err := checkTopicName("topic", topic); err != nil {
+		return nil, err
 	}
 	s := &subscription{topic: topic, group: group, parts: map[tp]*partition{}, wake: make(chan struct{}),
 		closingCh: make(chan struct{}), commitMu: make(chan struct{}, 1), pollDone: make(chan struct{}), bgDone: make(chan struct{})}
@@ -169,6 +182,9 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 		s.opts = *opts
 	}
 	o := &s.opts
+	if err := checkTopicNames(o); err != nil {
+		return nil, err
+	}
 	switch {
 	case o.DeliveryLimit < 0:
 		return nil, broker.Invalidf("kafka: DeliveryLimit must not be negative")
@@ -181,6 +197,9 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 	}
 	if o.MaxBufferedPerPartition <= 0 {
 		o.MaxBufferedPerPartition = 500
+	}
+	if o.MaxNackDelay <= 0 {
+		o.MaxNackDelay = DefaultMaxNackDelay
 	}
 	if o.RevokeTimeout <= 0 {
 		o.RevokeTimeout = 10 * time.Second
@@ -205,9 +224,10 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 		kgo.OnPartitionsLost(s.onLost),
 		kgo.OnOffsetsFetched(s.onOffsetsFetched),
 	)
-	cl, err := kgo.NewClient(all...)
+	lim := new(batchLimits)
+	cl, auth, err := newClient(all, lim)
 	if err != nil {
-		return nil, &openError{code: driver.Invalid, err: fmt.Errorf("kafka: %w", err)}
+		return nil, err
 	}
 	if err := checkProducer(cl); err != nil && o.DeadLetterTopic+o.RetryTopic != "" {
 		cl.Close()
@@ -217,13 +237,13 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 	if !o.SkipCheck {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
-		m, h, err := describePath(cctx, cl, topic, o.RetryTopic)
+		m, h, err := describePath(cctx, cl, lim, topic, o.RetryTopic)
 		if err == nil && o.DeadLetterTopic != "" {
-			_, err = describeTopic(cctx, cl, o.DeadLetterTopic)
+			_, err = describeTopic(cctx, cl, lim, o.DeadLetterTopic)
 		}
 		if err != nil {
 			cl.Close()
-			return nil, openErr(err)
+			return nil, openFailure(err, auth)
 		}
 		maxMsg, horizon = min(maxMsg, m), h
 	}
@@ -261,7 +281,7 @@ func (s *subscription) pollLoop() {
 			s.fetchErr = err
 		})
 		// Entries are allocated in slabs (see slabLen).
-		left := fs.NumRecords()
+		left, now := fs.NumRecords(), time.Now()
 		var slab []entry
 		fs.EachRecord(func(r *kgo.Record) {
 			left--
@@ -272,7 +292,7 @@ func (s *subscription) pollLoop() {
 			if len(slab) == 0 {
 				slab = make([]entry, min(slabLen, left+1))
 			}
-			p.ingest(&slab[0], r)
+			p.ingest(&slab[0], r, now)
 			slab = slab[1:]
 			if len(p.ready) >= s.opts.MaxBufferedPerPartition && !p.paused {
 				s.pauseDirty = true

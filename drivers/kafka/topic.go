@@ -24,9 +24,76 @@ const (
 	HeaderNotBefore = "wary-not-before"
 )
 
-// recordOverhead is what the driver reserves, out of the topic's
-// max.message.bytes, for the record batch framing and the ID header name.
-const recordOverhead = 1024
+// Record sizes. Kafka's max.message.bytes bounds a record batch: its
+// header, then each record with its framing (varint lengths of the record,
+// key, value, header count and each header's name and value). Capabilities
+// declare MaxMessageSize as max.message.bytes less recordOverhead, counted
+// as the portable layer counts (body, ID, key, header names and values);
+// SendBatch then checks the record's exact encoded size, with room for
+// what the driver adds when it copies the record to the retry or
+// dead-letter topic, so that a published message can always be retried
+// and dead-lettered. A message with many headers may so be refused
+// (ErrTooLarge) below MaxMessageSize.
+const (
+	// recordOverhead is the driver's reserve out of max.message.bytes.
+	recordOverhead = 1024
+	// batchOverhead is a v2 record batch's header.
+	batchOverhead = 61
+	// maxReasonLen bounds the dead-letter reason written on copies (a
+	// longer one is cut).
+	maxReasonLen = 512
+	// maxSourceLen bounds HeaderDeadLetterSource's value: a topic name (at
+	// most 249 bytes), "/", a partition and "@", an offset.
+	maxSourceLen = 249 + 1 + 10 + 1 + 19
+	// copyReserve is the most a copy adds to a record: the dead-letter
+	// headers (more than the retry ones), plus a byte each for the
+	// header count's and the record length's varints to grow.
+	copyReserve = 2 + (1 + len(driver.HeaderDeadLetterReason) + 2 + maxReasonLen) + (1 + len(HeaderDeadLetterSource) + 2 + maxSourceLen)
+)
+
+// recordSize is the size r takes alone in a record batch, batch header
+// included, as kgo encodes it (the first record of a batch has zero
+// timestamp and offset deltas).
+func recordSize(r *kgo.Record) int {
+	n := 1 + varintLen(0) + varintLen(0) // attributes, timestamp delta, offset delta
+	n += bytesLen(r.Key) + bytesLen(r.Value) + varintLen(int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		n += varintLen(int64(len(h.Key))) + len(h.Key) + bytesLen(h.Value)
+	}
+	return batchOverhead + varintLen(int64(n)) + n
+}
+
+// bytesLen is the encoded size of a nullable byte string.
+func bytesLen(b []byte) int {
+	if b == nil {
+		return varintLen(-1)
+	}
+	return varintLen(int64(len(b))) + len(b)
+}
+
+// varintLen is the size of v as a zigzag varint.
+func varintLen(v int64) int {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
+}
+
+// checkSize refuses, before anything is sent, records that would not fit
+// in maxMsg (with room for the driver's copies).
+func checkSize(recs []*kgo.Record, ids []string, maxMsg int) error {
+	for i, r := range recs {
+		if n := recordSize(r); n+copyReserve > maxMsg {
+			return &produceError{err: &codedError{code: driver.TooLarge, err: fmt.Errorf(
+				"kafka: message %q encodes to %d bytes (key, value and headers with their framing, the driver's ID header and the batch header); with the %d bytes the driver keeps for retry and dead-letter copies, it is over the limit of %d",
+				ids[i], n, copyReserve, maxMsg)}}
+		}
+	}
+	return nil
+}
 
 // TopicOptions configures a topic. Nil means defaults.
 type TopicOptions struct {
@@ -64,41 +131,46 @@ func OpenTopic(clientOpts []kgo.Opt, topic string, opts *TopicOptions) (*broker.
 }
 
 type topic struct {
-	cl   *kgo.Client
-	name string
-	caps driver.Capabilities
+	cl     *kgo.Client
+	name   string
+	caps   driver.Capabilities
+	maxMsg int // the largest record batch (see recordSize)
 }
 
 // openTopic builds the topic's client and checks the topic.
 func openTopic(ctx context.Context, clientOpts []kgo.Opt, name string, opts *TopicOptions) (*topic, error) {
-	if name == "" {
-		return nil, broker.Invalidf("kafka: OpenTopic needs a topic name")
-	}
-	cl, err := kgo.NewClient(clientOpts...)
-	if err != nil {
-		return nil, &openError{code: driver.Invalid, err: fmt.Errorf("kafka: %w", err)}
-	}
-	if err := checkProducer(cl); err != nil {
-		cl.Close()
+	if err := checkTopicName("topic", name); err != nil {
 		return nil, err
 	}
 	consumers := opts.Consumers
 	if consumers == nil {
 		consumers = &SubscriptionOptions{}
 	}
+	if err := checkTopicNames(consumers); err != nil {
+		return nil, err
+	}
+	lim := new(batchLimits)
+	cl, auth, err := newClient(clientOpts, lim)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkProducer(cl); err != nil {
+		cl.Close()
+		return nil, err
+	}
 	maxMsg, horizon := producerBatchMax(cl), broker.HorizonUnknown
 	if !opts.SkipCheck {
 		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		var m int
-		m, horizon, err = describePath(ctx, cl, name, consumers.RetryTopic)
+		m, horizon, err = describePath(ctx, cl, lim, name, consumers.RetryTopic)
 		if err != nil {
 			cl.Close()
-			return nil, openErr(err)
+			return nil, openFailure(err, auth)
 		}
 		maxMsg = min(maxMsg, m)
 	}
-	return &topic{cl: cl, name: name, caps: capsFor(consumers, maxMsg, horizon)}, nil
+	return &topic{cl: cl, name: name, caps: capsFor(consumers, maxMsg, horizon), maxMsg: maxMsg}, nil
 }
 
 func producerBatchMax(cl *kgo.Client) int {
@@ -122,8 +194,12 @@ func checkProducer(cl *kgo.Client) error {
 
 func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 	recs := make([]*kgo.Record, len(msgs))
+	ids := make([]string, len(msgs))
 	for i, m := range msgs {
-		recs[i] = toRecord(t.name, m)
+		recs[i], ids[i] = toRecord(t.name, m), m.ID
+	}
+	if err := checkSize(recs, ids, t.maxMsg); err != nil {
+		return err
 	}
 	return produce(ctx, t.cl, recs)
 }

@@ -88,24 +88,33 @@ type TxMessage struct {
 // become visible, to read_committed consumers, only if the transaction
 // commits. A message without an ID gets a random one, as with
 // Topic.Publish. Publish returns an error matching broker.ErrInvalid for a
-// message that Topic.Publish would reject (header values not UTF-8), and
+// message that Topic.Publish would reject (an invalid ID, a header value
+// not UTF-8, a reserved "wary-" header name) or an invalid topic name, and
 // broker.ErrClosed once the handler has returned. A record that fails to be
 // written aborts the transaction.
 func (tx *Tx) Publish(topic string, msgs ...*broker.Message) error {
-	if topic == "" {
-		return broker.Invalidf("kafka: Tx.Publish needs a topic")
+	if err := checkTopicName("Tx.Publish topic", topic); err != nil {
+		return err
 	}
 	recs := make([]*kgo.Record, 0, len(msgs))
 	for _, m := range msgs {
 		if m == nil {
 			return broker.Invalidf("kafka: Tx.Publish: nil message")
 		}
-		if !utf8.ValidString(m.ID) || !utf8.ValidString(m.Key) {
-			return broker.Invalidf("kafka: Tx.Publish: message ID and key must be valid UTF-8")
+		if m.ID != "" {
+			if err := broker.ValidateID(m.ID); err != nil {
+				return broker.Invalidf("kafka: Tx.Publish: %v", errors.Unwrap(err))
+			}
+		}
+		if !utf8.ValidString(m.Key) {
+			return broker.Invalidf("kafka: Tx.Publish: message %q: the key must be valid UTF-8", m.ID)
 		}
 		for k, v := range m.Headers {
 			if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) {
 				return broker.Invalidf("kafka: Tx.Publish: message %q: header %q: names and values must be non-empty, valid UTF-8", m.ID, k)
+			}
+			if broker.ReservedHeader(k) {
+				return broker.Invalidf("kafka: Tx.Publish: message %q: header %q is reserved (names starting with \"wary-\" are set by wary and its drivers)", m.ID, k)
 			}
 		}
 		if m.ID == "" {
@@ -116,7 +125,7 @@ func (tx *Tx) Publish(topic string, msgs ...*broker.Message) error {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
 	if tx.closed {
-		return &openError{code: driver.Closed, err: errors.New("kafka: Tx.Publish after the handler returned")}
+		return &codedError{code: driver.Closed, err: errors.New("kafka: Tx.Publish after the handler returned")}
 	}
 	for _, r := range recs {
 		tx.pending.Add(1)
@@ -163,8 +172,11 @@ type TransactSession struct {
 // partition) before clientOpts, which may override them. Close closes the
 // client.
 func OpenTransactSession(clientOpts []kgo.Opt, topic, group string, opts *TransactOptions) (*TransactSession, error) {
-	if group == "" || topic == "" {
-		return nil, broker.Invalidf("kafka: OpenTransactSession needs a topic and a group")
+	if group == "" {
+		return nil, broker.Invalidf("kafka: OpenTransactSession needs a group")
+	}
+	if err := checkTopicName("topic", topic); err != nil {
+		return nil, err
 	}
 	s := &TransactSession{group: group, attempts: map[tp]map[int64]int{}}
 	if opts != nil {
@@ -191,9 +203,10 @@ func OpenTransactSession(clientOpts []kgo.Opt, topic, group string, opts *Transa
 		kgo.OnPartitionsRevoked(s.forget),
 		kgo.OnPartitionsLost(s.forget),
 	)
-	sess, err := kgo.NewGroupTransactSession(all...)
+	auth := new(authWatch)
+	sess, err := kgo.NewGroupTransactSession(append(all, kgo.WithHooks(auth))...)
 	if err != nil {
-		return nil, &openError{code: driver.Invalid, err: fmt.Errorf("kafka: %w", err)}
+		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("kafka: %w", err))
 	}
 	if err := checkProducer(sess.Client()); err != nil {
 		sess.Close()
@@ -202,9 +215,9 @@ func OpenTransactSession(clientOpts []kgo.Opt, topic, group string, opts *Transa
 	if !o.SkipCheck {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		if _, err := describeTopic(ctx, sess.Client(), topic); err != nil {
+		if _, err := describeTopic(ctx, sess.Client(), nil, topic); err != nil {
 			sess.Close()
-			return nil, openErr(err)
+			return nil, openFailure(err, auth)
 		}
 	}
 	s.sess = sess
@@ -259,7 +272,7 @@ func (s *TransactSession) Run(ctx context.Context, h TxHandler) error {
 		}
 		fs := s.sess.PollRecords(ctx, s.opts.MaxBatch)
 		if fs.IsClientClosed() {
-			return &openError{code: driver.Closed, err: errors.New("kafka: transact session is closed")}
+			return &codedError{code: driver.Closed, err: errors.New("kafka: transact session is closed")}
 		}
 		if ctx.Err() != nil {
 			return nil

@@ -199,8 +199,18 @@ func TestTransactSession(t *testing.T) {
 	if err := kept.Publish(out, &broker.Message{ID: "late"}); !errors.Is(err, broker.ErrClosed) {
 		t.Errorf("Publish after the handler: %v, want ErrClosed", err)
 	}
-	if err := kept.Publish(out, &broker.Message{Headers: map[string]string{"h": "\xff"}}); !errors.Is(err, broker.ErrInvalid) {
-		t.Errorf("Publish with a non-UTF-8 header: %v, want ErrInvalid", err)
+	for name, c := range map[string]struct {
+		topic string
+		m     *broker.Message
+	}{
+		"non-UTF-8 header":    {out, &broker.Message{Headers: map[string]string{"h": "\xff"}}},
+		"reserved header":     {out, &broker.Message{Headers: map[string]string{kafka.HeaderAttempt: "7"}}},
+		"ID with a NUL":       {out, &broker.Message{ID: "a\x00b"}},
+		"topic name with a /": {"a/b", &broker.Message{ID: "x"}},
+	} {
+		if err := kept.Publish(c.topic, c.m); !errors.Is(err, broker.ErrInvalid) {
+			t.Errorf("Publish with a %s: %v, want ErrInvalid", name, err)
+		}
 	}
 }
 

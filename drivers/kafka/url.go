@@ -5,6 +5,8 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +30,23 @@ type URLOpener struct {
 	ClientOpts []kgo.Opt
 }
 
+// urlName is the one name a kafka:// URL carries: its host, the topic (for
+// a topic) or the group (for a subscription). A path (kafka://a/b once
+// opened topic "ab"), a fragment or userinfo (credentials go in
+// URLOpener.ClientOpts) is ErrInvalid.
+func urlName(u *url.URL, p *broker.URLParams, what string) (string, error) {
+	p.NoUserinfo()
+	switch {
+	case u.Opaque != "" || u.Host == "":
+		return "", broker.Invalidf("kafka: the URL names no %s (kafka://%s?...)", what, strings.ToUpper(what))
+	case u.Path != "" && u.Path != "/", u.RawPath != "":
+		return "", broker.Invalidf("kafka: the URL has a path: it names one %s, as its host (kafka://%s?...)", what, strings.ToUpper(what))
+	case u.Fragment != "" || u.RawFragment != "":
+		return "", broker.Invalidf("kafka: the URL has a fragment")
+	}
+	return u.Host, nil
+}
+
 func brokersParam(p *broker.URLParams) ([]string, error) {
 	v := p.Get("brokers")
 	if v == "" {
@@ -36,22 +55,31 @@ func brokersParam(p *broker.URLParams) ([]string, error) {
 	if v == "" {
 		return nil, broker.Invalidf("kafka: no brokers: set the URL parameter brokers or the environment variable KAFKA_BROKERS")
 	}
-	return strings.Split(v, ","), nil
+	seeds := strings.Split(v, ",")
+	if kgo.ValidateOpts(kgo.SeedBrokers(seeds...)) != nil {
+		// kgo's error quotes the address: the value is not echoed.
+		return nil, broker.Invalidf("kafka: the brokers (URL parameter brokers or KAFKA_BROKERS) are not a list of HOST:PORT")
+	}
+	return seeds, nil
 }
 
 // OpenTopicURL opens kafka://TOPIC?brokers=HOST:PORT,...&skip_check=BOOL.
 // The topic owns its client and closes it on Close.
 func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic, error) {
 	p := broker.NewURLParams(u)
+	name, err := urlName(u, p, "topic")
+	if err != nil {
+		return nil, err
+	}
 	seeds, err := brokersParam(p)
 	if err != nil {
 		return nil, err
 	}
 	to := TopicOptions{SkipCheck: p.Bool("skip_check", false)}
-	if err := p.Done(); err != nil {
+	if err := paramsDone(p, u, topicParams); err != nil {
 		return nil, err
 	}
-	t, err := openTopic(ctx, o.clientOpts(seeds), u.Host+strings.TrimPrefix(u.Path, "/"), &to)
+	t, err := openTopic(ctx, o.clientOpts(seeds), name, &to)
 	if err != nil {
 		return nil, err
 	}
@@ -62,6 +90,10 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 // kafka://GROUP?topic=TOPIC&brokers=HOST:PORT,...&ordered=BOOL&dead_letter_topic=T&delivery_limit=N&retry_topic=T&commit_interval=DURATION&skip_check=BOOL
 func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
 	p := broker.NewURLParams(u)
+	group, err := urlName(u, p, "group")
+	if err != nil {
+		return nil, err
+	}
 	seeds, err := brokersParam(p)
 	if err != nil {
 		return nil, err
@@ -78,10 +110,10 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 		CommitInterval:  p.Duration("commit_interval", 0, 0, time.Hour),
 		SkipCheck:       p.Bool("skip_check", false),
 	}
-	if err := p.Done(); err != nil {
+	if err := paramsDone(p, u, subscriptionParams); err != nil {
 		return nil, err
 	}
-	s, err := newSubscription(ctx, o.clientOpts(seeds), topic, u.Host+strings.TrimPrefix(u.Path, "/"), &so)
+	s, err := newSubscription(ctx, o.clientOpts(seeds), topic, group, &so)
 	if err != nil {
 		return nil, err
 	}
@@ -91,4 +123,36 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 // clientOpts are the opener's options followed by the seed brokers.
 func (o *URLOpener) clientOpts(seeds []string) []kgo.Opt {
 	return append(append([]kgo.Opt{}, o.ClientOpts...), kgo.SeedBrokers(seeds...))
+}
+
+// The parameters each opener reads.
+var (
+	topicParams        = []string{"brokers", "skip_check"}
+	subscriptionParams = []string{"brokers", "topic", "ordered", "dead_letter_topic", "delivery_limit", "retry_topic", "commit_interval", "skip_check"}
+)
+
+// paramsDone is p.Done, except that unknown parameters are named without
+// the URL: broker.URLParams.Done shows the (redacted) URL with the values
+// of parameters whose names do not look secret, and a password given to a
+// mistyped parameter must not reach an error.
+func paramsDone(p *broker.URLParams, u *url.URL, known []string) error {
+	err := p.Done()
+	if err == nil {
+		return nil
+	}
+	q, qerr := url.ParseQuery(u.RawQuery)
+	if qerr != nil {
+		return err // Done does not show a malformed query
+	}
+	var unknown []string
+	for k := range q {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, strconv.Quote(k))
+		}
+	}
+	if len(unknown) == 0 {
+		return err // malformed values: Done names them without the query
+	}
+	slices.Sort(unknown)
+	return broker.Invalidf("kafka: unknown URL parameter(s) %s", strings.Join(unknown, ", "))
 }

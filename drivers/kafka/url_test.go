@@ -32,6 +32,22 @@ func TestURLs(t *testing.T) {
 	if _, err := broker.OpenTopic(ctx, "kafka://"+topic+"?brokers="+brokers+"&skip_check=hunter2"); !errors.Is(err, broker.ErrInvalid) || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("skip_check=hunter2 on a topic: %v", err)
 	}
+	// One name, no path; no userinfo (credentials go in
+	// URLOpener.ClientOpts); no value echoed.
+	for _, raw := range []string{
+		"kafka://" + topic[:3] + "/" + topic[3:] + "?brokers=" + brokers, // once opened the topic named by joining them
+		"kafka://user:hunter2@" + topic + "?brokers=" + brokers,
+		"kafka://user@" + topic + "?brokers=" + brokers,
+		"kafka://" + topic + "?brokers=" + brokers + "&colour=hunter2",
+	} {
+		if _, err := broker.OpenTopic(ctx, raw); !errors.Is(err, broker.ErrInvalid) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: %v, want ErrInvalid without the value", raw, err)
+		}
+		sraw := strings.Replace(raw, "?", "?topic="+topic+"&", 1)
+		if _, err := broker.OpenSubscription(ctx, sraw); !errors.Is(err, broker.ErrInvalid) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: %v, want ErrInvalid without the value", sraw, err)
+		}
+	}
 	skipped, err := broker.OpenTopic(ctx, "kafka://"+uniqueName("absent")+"?brokers="+brokers+"&skip_check=true")
 	if err != nil {
 		t.Fatalf("skip_check=true opens a topic without looking it up: %v", err)

@@ -222,7 +222,9 @@ func TestURLOpener(t *testing.T) {
 
 	for _, bad := range []string{
 		"mem://orders?profile=queue",                       // exists with another profile
-		"mem://x?colour=blue",                              // unknown parameter
+		"mem://x?colour=hunter2",                           // unknown parameter
+		"mem://user:hunter2@x",                             // userinfo: the scheme takes none
+		"mem://user@x",                                     // userinfo: the scheme takes none
 		"mem://x?lock=soon",                                // not a duration
 		"mem://x?limit=hunter2",                            // not an integer
 		"mem://x?maxsize=1.5",                              // not an integer

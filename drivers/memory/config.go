@@ -146,6 +146,24 @@ func (c TopicConfig) normalize() (TopicConfig, error) {
 	return c, nil
 }
 
+// external is the normalized configuration n as callers write it: a
+// setting that is none is -1 rather than zero (which reads as "default").
+func (n TopicConfig) external() TopicConfig {
+	if n.LockTimeout == 0 {
+		n.LockTimeout = -1
+	}
+	if n.DeliveryLimit == 0 {
+		n.DeliveryLimit = -1
+	}
+	if n.DedupWindow == 0 {
+		n.DedupWindow = -1
+	}
+	if n.MaxMessageSize == 0 {
+		n.MaxMessageSize = -1
+	}
+	return n
+}
+
 // Capabilities returns the capabilities that topics and subscriptions with
 // this configuration declare. An invalid configuration (unknown profile)
 // yields the zero Capabilities.
@@ -154,6 +172,12 @@ func (c TopicConfig) Capabilities() broker.Capabilities {
 	if err != nil {
 		return broker.Capabilities{}
 	}
+	return n.caps()
+}
+
+// caps are the capabilities of a normalized configuration, in which zero
+// means none (normalizing it again would read that zero as "default").
+func (n TopicConfig) caps() broker.Capabilities {
 	caps := broker.Capabilities{
 		AckModel:          broker.AckPerMessage,
 		DeliveryCount:     true,

@@ -34,8 +34,9 @@
 // durations), limit, partitions (1 to MaxPartitions) and maxsize
 // (integers), as in TopicConfig. Unknown parameters, malformed or
 // out-of-range values (the error names the parameter, never its value),
-// and a profile other than that of an existing topic, are errors matching
-// broker.ErrInvalid; the other parameters of an existing topic are
+// a profile other than that of an existing topic, userinfo (the scheme
+// takes no credentials) and a fragment, are errors matching
+// broker.ErrInvalid, which never show a parameter's value; the other parameters of an existing topic are
 // ignored. Use URLOpener to open URLs on another Broker.
 // Messages published to a topic that has no subscription yet are dropped,
 // as on any fan-out broker: open the subscription first.

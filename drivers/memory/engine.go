@@ -98,7 +98,7 @@ type handle struct {
 }
 
 func newTopic(name string, cfg TopicConfig) *topic {
-	return &topic{name: name, cfg: cfg, caps: cfg.Capabilities(), subs: map[string]*queue{}, dedup: map[dedupKey]time.Time{}}
+	return &topic{name: name, cfg: cfg, caps: cfg.caps(), subs: map[string]*queue{}, dedup: map[dedupKey]time.Time{}}
 }
 
 // addSub creates subscription name of t.
@@ -115,7 +115,7 @@ func newQueue(b *Broker, name string, cfg TopicConfig, dead bool) *queue {
 		q.parts = []*part{{}}
 		return q
 	}
-	q.caps = cfg.Capabilities()
+	q.caps = cfg.caps()
 	q.limit = cfg.DeliveryLimit
 	q.partitioned = cfg.Profile == Partitioned
 	q.hol = cfg.Profile == SQSFIFO || cfg.Profile == ServiceBus

@@ -98,7 +98,10 @@ func (b *Broker) CreateSubscription(topicName, name string) error {
 }
 
 // TopicConfig returns the configuration of a topic with its defaults
-// filled in, and whether the topic exists.
+// filled in, and whether the topic exists. A setting that is none (no lock
+// expiry, no delivery limit, no dedup window, no size limit) is negative,
+// as in the TopicConfig given to CreateTopic, so that the result creates
+// an identical topic and its Capabilities are the topic's.
 func (b *Broker) TopicConfig(name string) (TopicConfig, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -106,7 +109,7 @@ func (b *Broker) TopicConfig(name string) (TopicConfig, bool) {
 	if !ok {
 		return TopicConfig{}, false
 	}
-	return t.cfg, true
+	return t.cfg.external(), true
 }
 
 // TopicOptions configures a topic handle. Nil means defaults. A topic's

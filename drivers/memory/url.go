@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,7 +47,7 @@ func (o *URLOpener) OpenTopicURL(_ context.Context, u *url.URL) (*broker.Topic, 
 		return nil, err
 	}
 	if len(names) != 1 {
-		return nil, broker.Invalidf("memory: topic URL %s must name one topic (mem://TOPIC)", broker.Redact(u))
+		return nil, broker.Invalidf("memory: a topic URL names one topic (mem://TOPIC)")
 	}
 	b := o.broker()
 	if err := b.ensure(names[0], "", cfg, explicit); err != nil {
@@ -61,7 +63,7 @@ func (o *URLOpener) OpenSubscriptionURL(_ context.Context, u *url.URL) (*broker.
 		return nil, err
 	}
 	if len(names) != 2 {
-		return nil, broker.Invalidf("memory: subscription URL %s must name a topic and a subscription (mem://TOPIC/SUBSCRIPTION)", broker.Redact(u))
+		return nil, broker.Invalidf("memory: a subscription URL names a topic and a subscription (mem://TOPIC/SUBSCRIPTION)")
 	}
 	b := o.broker()
 	if err := b.ensure(names[0], names[1], cfg, explicit); err != nil {
@@ -100,6 +102,9 @@ func (b *Broker) ensure(topicName, sub string, cfg TopicConfig, explicitProfile 
 
 // parseURL reads the names (host and path segments) and the parameters.
 func parseURL(u *url.URL) (names []string, cfg TopicConfig, explicitProfile bool, err error) {
+	if u.Fragment != "" || u.RawFragment != "" {
+		return nil, cfg, false, broker.Invalidf("memory: the URL has a fragment")
+	}
 	if u.Host != "" {
 		names = append(names, u.Host)
 	}
@@ -109,6 +114,7 @@ func parseURL(u *url.URL) (names []string, cfg TopicConfig, explicitProfile bool
 		}
 	}
 	p := broker.NewURLParams(u)
+	p.NoUserinfo()
 	if p.Has("profile") {
 		explicitProfile = true
 		if cfg.Profile, err = ParseProfile(p.Get("profile")); err != nil {
@@ -124,8 +130,37 @@ func parseURL(u *url.URL) (names []string, cfg TopicConfig, explicitProfile bool
 	cfg.DeliveryLimit = p.Int("limit", 0, -anyI, anyI)
 	cfg.Partitions = p.Int("partitions", 0, 0, MaxPartitions)
 	cfg.MaxMessageSize = p.Int("maxsize", 0, -anyI, anyI)
-	if err := p.Done(); err != nil {
+	if err := paramsDone(p, u, urlParams); err != nil {
 		return nil, cfg, false, err
 	}
 	return names, cfg, explicitProfile, nil
+}
+
+// urlParams are the parameters parseURL reads.
+var urlParams = []string{"profile", "lock", "dedup", "retention", "limit", "partitions", "maxsize"}
+
+// paramsDone is p.Done, except that unknown parameters are named without
+// the URL: broker.URLParams.Done shows the (redacted) URL with the values
+// of parameters whose names do not look secret, and a password given to a
+// mistyped parameter must not reach an error.
+func paramsDone(p *broker.URLParams, u *url.URL, known []string) error {
+	err := p.Done()
+	if err == nil {
+		return nil
+	}
+	q, qerr := url.ParseQuery(u.RawQuery)
+	if qerr != nil {
+		return err // Done does not show a malformed query
+	}
+	var unknown []string
+	for k := range q {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, strconv.Quote(k))
+		}
+	}
+	if len(unknown) == 0 {
+		return err // malformed values: Done names them without the query
+	}
+	slices.Sort(unknown)
+	return broker.Invalidf("memory: unknown URL parameter(s) %s", strings.Join(unknown, ", "))
 }

@@ -10,6 +10,7 @@ type capsConfig struct {
 	deliveryLimit  int // in deliveries, the server's default resolved; 0: none
 	deadLetter     bool
 	nackDelay      bool
+	frameMax       int // the connection's negotiated frame_max (0: unlimited)
 }
 
 func (c capsConfig) capabilities() driver.Capabilities {
@@ -42,7 +43,12 @@ func (c capsConfig) capabilities() driver.Capabilities {
 		// keep its records until told otherwise.
 		RedeliveryHorizon: driver.HorizonUnbounded,
 		MaxMessageSize:    c.maxMessageSize,
-		MaxBatchSize:      0,
+		// Properties and headers travel in one frame of at most frame_max
+		// bytes; a larger one closes the connection. The budget is
+		// frame_max less headerReserve (see there for the rule); each
+		// publish also checks the exact encoded size.
+		MaxHeaderSize: headerBudget(c.frameMax),
+		MaxBatchSize:  0,
 	}
 	if c.partitions > 1 {
 		caps.Ordering = driver.OrderPartition

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,7 +41,7 @@ type ConnOptions struct {
 // goroutine redials with backoff until Close. Topics and subscriptions
 // opened on it open their channels from whichever connection is current,
 // so several of them share one TCP connection. A Conn is safe for
-// concurrent use. Its String method never shows the password.
+// concurrent use. Its String and GoString methods never show the password.
 type Conn struct {
 	url    string // secret: holds the password; never printed
 	safe   string // redacted form, for errors and logs
@@ -52,6 +54,7 @@ type Conn struct {
 	ready  chan struct{}    // closed while conn != nil
 	gen    uint64           // successful dials
 	ver    string           // the server's version property, "" if none
+	frame  int              // negotiated frame_max (0: unlimited)
 	closed bool
 	ctx    context.Context // canceled by Close
 	cancel context.CancelFunc
@@ -93,6 +96,14 @@ func Dial(ctx context.Context, rawURL string, opts *ConnOptions) (*Conn, error) 
 		}
 	}
 	if u, err := url.Parse(rawURL); err == nil {
+		if ambiguousURL(u) {
+			// "amqp://guest:1234/pw@host/": a password holding "/" that
+			// was not escaped reads as host "guest:1234" and vhost
+			// "pw@host", which the server's errors would repeat; the
+			// opaque "amqp:user:pass@host" is no AMQP URI.
+			c.cancel()
+			return nil, broker.Invalidf("rabbit: dial %s: not amqp://[user:pass@]host:port/vhost (percent-encode reserved characters of the user and password, and an \"@\" elsewhere)", c.safe)
+		}
 		// amqp091-go's errors for these echo the value and have no class.
 		p := broker.NewURLParams(u)
 		checkAMQPParams(p)
@@ -119,6 +130,10 @@ func Dial(ctx context.Context, rawURL string, opts *ConnOptions) (*Conn, error) 
 
 // String describes the connection without its password.
 func (c *Conn) String() string { return "rabbit.Conn(" + c.safe + ")" }
+
+// GoString is String, so that %#v does not print the Conn's fields (its
+// URL holds the password).
+func (c *Conn) GoString() string { return "&" + c.String() }
 
 func (c *Conn) dial(ctx context.Context) (*amqp.Connection, error) {
 	cfg := c.cfg
@@ -172,6 +187,7 @@ func (c *Conn) up(conn *amqp.Connection) {
 	c.mu.Lock()
 	c.conn = conn
 	c.ver = ver
+	c.frame = max(conn.Config.FrameSize, 0)
 	c.gen++
 	close(c.ready)
 	c.mu.Unlock()
@@ -267,11 +283,32 @@ func (c *Conn) current(ctx context.Context) (*amqp.Connection, uint64, error) {
 
 // channel opens a channel on the current connection.
 func (c *Conn) channel(ctx context.Context) (*amqp.Channel, error) {
+	ch, _, err := c.channelFrame(ctx)
+	return ch, err
+}
+
+// channelFrame opens a channel on the current connection and returns the
+// connection's negotiated frame_max (0: unlimited).
+func (c *Conn) channelFrame(ctx context.Context) (*amqp.Channel, int, error) {
 	conn, _, err := c.current(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return conn.Channel()
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, 0, err
+	}
+	return ch, max(conn.Config.FrameSize, 0), nil
+}
+
+// FrameMax returns the frame_max negotiated with the server on the current
+// (or last) connection, in bytes (0: unlimited). A message's properties and
+// headers travel in one frame, so it bounds them: Capabilities.MaxHeaderSize
+// is derived from it.
+func (c *Conn) FrameMax() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.frame
 }
 
 // Reconnects returns how many times the Conn reconnected after its
@@ -341,11 +378,17 @@ func (c *Conn) withChannel(ctx context.Context, f func(ch *amqp.Channel) error) 
 }
 
 // scrub makes sure err's text does not hold the password: url.Parse errors
-// quote the whole URL.
+// quote the whole URL, and their inner error the part that failed (a
+// port, an escape), which may be a piece of a password; strconv's quote
+// the number.
 func (c *Conn) scrub(err error) error {
 	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = fmt.Errorf("invalid URL: %w", ue.Err)
+	var ne *strconv.NumError
+	switch {
+	case errors.As(err, &ue):
+		return errors.New("invalid URL: " + quotedText.ReplaceAllString(ue.Err.Error(), `"…"`))
+	case errors.As(err, &ne):
+		return errors.New("invalid number in the URL: " + ne.Err.Error())
 	}
 	if u, perr := url.Parse(c.url); perr == nil && u.User != nil {
 		if pw, ok := u.User.Password(); ok && pw != "" && strings.Contains(err.Error(), pw) {
@@ -355,11 +398,28 @@ func (c *Conn) scrub(err error) error {
 	return err
 }
 
-// redactURL renders an AMQP URL without its password.
+// quotedText matches a quoted string in an error's text.
+var quotedText = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// redactURL renders an AMQP URL without its password. A URL that does not
+// parse, or whose "@" does not end a parsed userinfo (a password holding
+// "/", "?" or "#" that was not escaped), shows only its scheme: which part
+// of it is the password cannot be told.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
-	if err != nil {
-		return "amqp://(unparsable URL)"
+	if err == nil && !ambiguousURL(u) {
+		return broker.Redact(u)
 	}
-	return broker.Redact(u)
+	if err == nil && u.Opaque != "" && u.Scheme != "" {
+		return u.Scheme + ":" + redactedText
+	}
+	scheme, _, ok := strings.Cut(s, "://")
+	if !ok || scheme == "" || strings.ContainsFunc(scheme, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '+' || r == '-' || r == '.')
+	}) {
+		return "(unparsable URL)"
+	}
+	return scheme + "://" + redactedText
 }
+
+const redactedText = "xxxxx"

@@ -214,7 +214,7 @@ type ackID struct {
 }
 
 func (s *subscription) decode(c *consumer, d *amqp.Delivery) *driver.Message {
-	m, prior := fromDelivery(d, s.keyFromRK)
+	m, prior := fromDelivery(d, s.origins[c.queues[d.ConsumerTag]])
 	c.mu.Lock()
 	if c.tags != nil {
 		c.tags[d.DeliveryTag] = struct{}{}

@@ -30,9 +30,14 @@
 // parameters (heartbeat, connection_timeout, ...) pass through to the
 // connection; any other parameter, or a value of the wrong type, is an
 // error matching broker.ErrInvalid (which does not repeat the value).
-// Passwords never appear in errors or logs: the package prints server URLs
+// Passwords never appear in errors, logs or fmt's output (Conn and
+// URLOpener have String and GoString): the package prints server URLs
 // through broker.Redact, never amqp091-go's URI.String, which includes the
-// password.
+// password. An amqp:// URL whose password is ambiguous (the opaque form
+// amqp:user:pass@host, or a "/", "?" or "#" in the password that was not
+// percent-encoded, which leaves an "@" outside the userinfo) fails with
+// ErrInvalid, showing only its scheme; so does a rabbit:// URL with a user
+// or password (its server comes from WARY_RABBIT_URL).
 //
 // # Delivery semantics
 //
@@ -45,6 +50,23 @@
 // ErrNotSent. If the channel or connection drops before the confirm, the
 // error matches ErrMaybeSent and ErrRetryable. RabbitMQ has no broker-side
 // dedup: DedupWindow is 0, consumers need an inbox (package idem).
+//
+// Header budget: AMQP 0-9-1 sends a message's properties and headers in
+// one frame, bounded by the connection's negotiated frame_max (Conn.FrameMax,
+// 128 KiB by default), and RabbitMQ answers a larger one by closing the
+// whole connection: every channel on it, and the lock of every unsettled
+// delivery. Capabilities.MaxHeaderSize is frame_max less 4 KiB (the frame's
+// fixed parts, the properties the driver sets or copies, and its own
+// headers), which broker.Publish checks header names and values against;
+// every publish then computes the exact encoded size of the content header
+// (each header's encoding, the key when it travels in wary-key) and refuses
+// a message that does not fit with ErrTooLarge and ErrNotSent, before
+// sending any of the batch. A delayed nack or dead-letter of a delivery
+// whose own headers leave no room for the driver's (only another producer
+// can send one) falls back to a plain requeue, or to a reject without
+// requeue, which RabbitMQ dead-letters through the queue's own
+// x-dead-letter-exchange (reason rejected). Dead-letter reasons are cut to
+// 1 KiB.
 //
 // Ordering, in two modes:
 //
@@ -101,9 +123,9 @@
 // SubscriptionOptions.Prefetch wins. It bounds what the client buffers, per
 // queue.
 //
-// Delivery count: Attempt is 1 + the quorum queue's x-delivery-count
-// (absent on a first delivery), plus the deliveries a message had before a
-// delayed nack (carried in the wary-prior-attempts header). Nack without a
+// Delivery count: Attempt is 1 + the quorum queue's x-delivery-count on a
+// redelivery, plus the deliveries a message had before a delayed nack
+// (carried in the wary-prior-attempts header); see Trusted headers. Nack without a
 // delay is basic.reject with requeue, one message at a time (multi-message
 // nacks do not count toward the limit on newer servers).
 //
@@ -142,9 +164,10 @@
 // (SubscriptionOptions.DeadLetterExchange), waits for its confirm, then
 // acks the original (AMQP 0-9-1's reject carries no reason). A crash
 // between the two leaves a duplicate in the dead-letter queue, never a
-// loss. Messages read from any queue carry wary-dead-letter-reason: ours,
-// or RabbitMQ's latest x-death reason (delivery_limit, rejected, expired,
-// maxlen).
+// loss. Messages read from a dead-letter queue opened with
+// SubscriptionOptions.DeadLettersFrom (Topology.DeadLetterSubscriptionOptions
+// sets it) carry wary-dead-letter-reason: ours, or RabbitMQ's latest x-death
+// reason (delivery_limit, rejected, expired, maxlen).
 //
 // Nack with a delay (SubscriptionOptions.NackDelay): the message is
 // published, with confirm, to a delay queue next to its queue, named
@@ -166,6 +189,40 @@
 // old channel were requeued by RabbitMQ, and settling them fails with
 // ErrLockLost.
 //
+// # Trusted headers
+//
+// Anyone allowed to publish to an exchange can set any header, so the
+// driver reads its own bookkeeping only from signals RabbitMQ or wary set,
+// and drops every other reserved header (wary-..., except the
+// event-identity ones such as broker.HeaderAggregateID) and RabbitMQ's
+// (x-delivery-count, x-death, x-first-death-*, x-last-death-*) from
+// Message.Headers:
+//
+//   - x-delivery-count counts only on a redelivery (the AMQP redelivered
+//     flag, which only the broker sets; a quorum queue overwrites a
+//     producer's x-delivery-count on every delivery), and there as at
+//     least 1; a first delivery is attempt 1 whatever its headers say.
+//   - wary-prior-attempts counts only on a message back from one of its
+//     queue's own delay queues (through the default exchange, routed to
+//     the queue, its latest x-death an expiry in "<queue>.delay.<n>ms"),
+//     or on one that reached a dead-letter queue through the exchange
+//     named by DeadLettersFrom.
+//   - A dead-letter reason is reported only on a message that reached the
+//     queue through DeadLettersFrom.
+//   - On a partitioned queue, wary-key is the key only if it hashes to the
+//     queue's partition (otherwise the message has no key), so that no
+//     producer can put a key in another partition's order. On one queue,
+//     the key is the producer's choice anyway (the routing key, or
+//     wary-key when set). A key that is not valid UTF-8 is dropped.
+//   - Every count is bounded (at most 2^20), so Attempt cannot overflow or
+//     go negative.
+//
+// Routes and exchanges are what RabbitMQ's permissions protect: a producer
+// allowed to write to the default exchange (amq.default) can send a message
+// that looks like one back from a delay queue, and one allowed to write to
+// a dead-letter exchange a dead letter. Give other producers write
+// permission on their exchanges only.
+//
 // # As
 //
 // Topic.As accepts **rabbit.Conn and **amqp091.Connection (the current
@@ -178,7 +235,8 @@
 //
 // RabbitMQ's reply codes map to classes: 404 NOT_FOUND and 312 NO_ROUTE to
 // ErrNotFound, 403 ACCESS_REFUSED and 530 NOT_ALLOWED to ErrPermission,
-// 311 and a 406 about the message size to ErrTooLarge, other 406
+// 311 and a 406 about the message size to ErrTooLarge (as is a message
+// whose content header would exceed frame_max, refused before sending), other 406
 // PRECONDITION_FAILED (a declaration that disagrees with the queue) to
 // ErrInvalid, connection and channel failures (and network errors) to
 // ErrRetryable. A basic.nack on publish matches ErrRetryable and

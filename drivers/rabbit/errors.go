@@ -91,6 +91,8 @@ func code(err error) driver.ErrorCode {
 		return driver.NotFound
 	case errors.As(err, new(*invalidError)):
 		return driver.Invalid
+	case errors.As(err, new(*tooLargeError)):
+		return driver.TooLarge
 	case errors.As(err, &ae):
 		return amqpCode(ae)
 	case errors.As(err, &ne):

@@ -61,15 +61,18 @@ func TestDelayBuckets(t *testing.T) {
 
 func TestFromDelivery(t *testing.T) {
 	d := &amqp.Delivery{
-		MessageId:  "m1",
-		RoutingKey: "3",
+		MessageId:   "m1",
+		Exchange:    "q.dlx",
+		RoutingKey:  "3",
+		Redelivered: true,
 		Headers: amqp.Table{
 			"a": "b", "n": int32(7), hdrKey: "customer-1", hdrPrior: int32(2), "x-delivery-count": int64(1),
 			"x-death":              []any{amqp.Table{"reason": "delivery_limit", "queue": "q.0"}, amqp.Table{"reason": "expired", "queue": "q.0.delay.100ms"}},
 			"x-first-death-reason": "expired",
 		},
 	}
-	m, prior := fromDelivery(d, false)
+	dlq := origin{queue: "q.dlq", deadLettersFrom: "q.dlx"}
+	m, prior := fromDelivery(d, dlq)
 	if m.Key != "customer-1" || prior != 2 || m.Attempt != 4 {
 		t.Fatalf("key %q prior %d attempt %d", m.Key, prior, m.Attempt)
 	}
@@ -79,11 +82,22 @@ func TestFromDelivery(t *testing.T) {
 	}
 	// Back from a delay queue: not a dead letter.
 	d.Headers["x-death"] = []any{amqp.Table{"reason": "expired", "queue": "q.0.delay.100ms"}}
-	if m, _ := fromDelivery(d, false); m.Headers[hdrReason] != "" {
+	if m, _ := fromDelivery(d, dlq); m.Headers[hdrReason] != "" {
 		t.Fatalf("a message back from a delay queue reports reason %q", m.Headers[hdrReason])
 	}
+	// Back from its own delay queue through the default exchange: the
+	// prior attempts count; the same headers through another exchange do not.
+	back := &amqp.Delivery{MessageId: "m2", RoutingKey: "q.0", Headers: amqp.Table{hdrKey: "k", hdrPrior: int32(3),
+		"x-death": []any{amqp.Table{"reason": "expired", "queue": "q.0.delay.100ms"}}}}
+	if m, prior := fromDelivery(back, origin{queue: "q.0"}); prior != 3 || m.Attempt != 4 || m.Key != "k" {
+		t.Fatalf("from the delay queue: prior %d attempt %d key %q", prior, m.Attempt, m.Key)
+	}
+	back.Exchange = "orders"
+	if m, prior := fromDelivery(back, origin{queue: "q.0"}); prior != 0 || m.Attempt != 1 {
+		t.Fatalf("forged delay-queue return: prior %d attempt %d", prior, m.Attempt)
+	}
 	// Single queue: the key is the routing key.
-	if m, _ := fromDelivery(&amqp.Delivery{RoutingKey: "k"}, true); m.Key != "k" || m.Attempt != 1 {
+	if m, _ := fromDelivery(&amqp.Delivery{RoutingKey: "k"}, origin{queue: "q"}); m.Key != "k" || m.Attempt != 1 {
 		t.Fatalf("key %q attempt %d", m.Key, m.Attempt)
 	}
 }

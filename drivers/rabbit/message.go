@@ -2,12 +2,14 @@ package rabbit
 
 import (
 	"fmt"
-	"strconv"
+	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -69,56 +71,121 @@ func toPublishing(m *driver.Message, keyHeader bool) amqp.Publishing {
 }
 
 // isBrokerHeader reports headers RabbitMQ adds (delivery count,
-// dead-lettering history) and ours, which are not the user's.
+// dead-lettering history) and those reserved for wary, which are not the
+// user's: they never reach Message.Headers as they arrived, and a copy
+// (delayed nack, dead letter) does not carry them over.
 func isBrokerHeader(k string) bool {
 	switch k {
-	case "x-delivery-count", "x-death", hdrKey, hdrPrior:
+	case "x-delivery-count", "x-death":
 		return true
 	}
-	return strings.HasPrefix(k, "x-first-death-") || strings.HasPrefix(k, "x-last-death-")
+	return strings.HasPrefix(k, "x-first-death-") || strings.HasPrefix(k, "x-last-death-") || broker.ReservedHeader(k)
 }
 
-// fromDelivery decodes d. keyFromRoutingKey: Key is the routing key unless
-// the wary-key header says otherwise.
-func fromDelivery(d *amqp.Delivery, keyFromRoutingKey bool) (m *driver.Message, prior int) {
+// maxCount bounds the delivery counts read from headers (x-delivery-count,
+// wary-prior-attempts), so that Attempt cannot overflow or go negative.
+const maxCount = 1 << 20
+
+// origin is what a subscription knows of where a delivery comes from; it
+// decides which headers of the delivery to trust (see the package doc,
+// Trusted headers).
+type origin struct {
+	// queue is the queue the delivery was consumed from.
+	queue string
+	// partitions > 1: queue is partition number partition of them, and
+	// the key travels in the wary-key header. Otherwise the key is the
+	// routing key, or the wary-key header when there is one.
+	partitions, partition int
+	// deadLettersFrom is the exchange through which dead letters reach
+	// the queue ("": the queue is not a dead-letter queue).
+	deadLettersFrom string
+}
+
+// fromDelivery decodes d, trusting only what RabbitMQ or wary itself set:
+//   - x-delivery-count only on a redelivery (d.Redelivered, which only
+//     the broker sets; a quorum queue overwrites a producer's count), at
+//     least 1 there, at most maxCount;
+//   - wary-prior-attempts only on a message that came back from one of
+//     the queue's delay queues (through the default exchange, routed to
+//     the queue, its latest x-death an expiry from "<queue>.delay.<n>ms")
+//     or that reached a dead-letter queue through its dead-letter exchange;
+//     at most maxCount;
+//   - a dead-letter reason (wary-dead-letter-reason, x-death, x-first-
+//     death-reason) only on a message that reached the queue through
+//     origin.deadLettersFrom;
+//   - wary-key as the key on a partitioned queue only if the key hashes to
+//     the queue's partition (otherwise the message has no key); a key, from
+//     wary-key or the routing key, only if it is valid UTF-8.
+//
+// Every other reserved header (wary-...) is dropped. prior is the trusted
+// wary-prior-attempts.
+func fromDelivery(d *amqp.Delivery, o origin) (m *driver.Message, prior int) {
 	m = &driver.Message{ID: d.MessageId, Body: d.Body, Redelivered: d.Redelivered}
-	if keyFromRoutingKey {
+	viaLadder := d.Exchange == "" && d.RoutingKey == o.queue && o.queue != "" && fromDelayQueue(d.Headers, o.queue)
+	viaDLX := o.deadLettersFrom != "" && d.Exchange == o.deadLettersFrom
+	key, hasKey := "", false
+	if k, ok := d.Headers[hdrKey].(string); ok && utf8.ValidString(k) {
+		key, hasKey = k, true
+	}
+	switch {
+	case o.partitions > 1:
+		m.Key = key
+		if partition(&driver.Message{ID: d.MessageId, Key: key}, o.partitions) != o.partition {
+			m.Key = "" // not where its key would put it: not its key
+		}
+	case hasKey:
+		m.Key = key
+	case !viaLadder && utf8.ValidString(d.RoutingKey):
+		// Keys are UTF-8: another producer's routing key that is not is
+		// no key wary could have sent.
 		m.Key = d.RoutingKey
 	}
 	var count int64
-	dead := false // RabbitMQ dead-lettered it at some point
+	if d.Redelivered {
+		count = max(min(toInt(d.Headers["x-delivery-count"]), maxCount), 1)
+	}
+	if viaLadder || viaDLX {
+		prior = int(max(min(toInt(d.Headers[hdrPrior]), maxCount), 0))
+	}
 	for k, v := range d.Headers {
-		switch {
-		case k == hdrKey:
-			if key, ok := v.(string); ok {
-				m.Key = key
-			}
-		case k == hdrPrior:
-			prior = int(toInt(v))
-		case k == "x-delivery-count":
-			count = toInt(v)
-		case k == "x-death" || k == "x-first-death-reason":
-			dead = true
-		case isBrokerHeader(k):
-		default:
-			if m.Headers == nil {
-				m.Headers = make(map[string]string, len(d.Headers))
-			}
-			m.Headers[k] = headerString(v)
+		if isBrokerHeader(k) {
+			continue
 		}
+		if m.Headers == nil {
+			m.Headers = make(map[string]string, len(d.Headers))
+		}
+		m.Headers[k] = headerString(v)
 	}
 	m.Attempt = prior + int(count) + 1
-	if dead {
-		if _, ok := m.Headers[hdrReason]; !ok {
-			if r := deathReason(d.Headers); r != "" {
-				if m.Headers == nil {
-					m.Headers = map[string]string{}
-				}
-				m.Headers[hdrReason] = r
+	if viaDLX {
+		r, _ := d.Headers[hdrReason].(string)
+		if r == "" {
+			r = deathReason(d.Headers)
+		}
+		if r != "" {
+			if m.Headers == nil {
+				m.Headers = map[string]string{}
 			}
+			m.Headers[hdrReason] = r
 		}
 	}
 	return m, prior
+}
+
+// fromDelayQueue reports whether the latest x-death of h is an expiry in
+// one of queue's delay queues.
+func fromDelayQueue(h amqp.Table, queue string) bool {
+	deaths, ok := h["x-death"].([]any)
+	if !ok || len(deaths) == 0 {
+		return false
+	}
+	last, ok := deaths[0].(amqp.Table)
+	if !ok {
+		return false
+	}
+	reason, _ := last["reason"].(string)
+	q, _ := last["queue"].(string)
+	return reason == "expired" && strings.HasPrefix(q, queue+".delay.") && isDelayQueue(q) && strings.Count(q[len(queue):], ".") == 2
 }
 
 // deathReason is why RabbitMQ last dead-lettered the message ("" if it did
@@ -159,9 +226,11 @@ func toInt(v any) int64 {
 		return int64(n)
 	case uint32:
 		return int64(n)
-	case string:
-		i, _ := strconv.ParseInt(n, 10, 64)
-		return i
+	case uint64:
+		if n > math.MaxInt64 {
+			return math.MaxInt64
+		}
+		return int64(n)
 	}
 	return 0
 }
@@ -187,6 +256,8 @@ func headerString(v any) string {
 // bookkeeping headers, with the key and extra headers set.
 func republish(d *amqp.Delivery, key string, extra amqp.Table) amqp.Publishing {
 	h := make(amqp.Table, len(d.Headers)+len(extra)+1)
+	// Reserved and broker headers of the delivery are not carried over:
+	// the copy carries what the driver trusted (key, attempts) and sets.
 	for k, v := range d.Headers {
 		if !isBrokerHeader(k) {
 			h[k] = v

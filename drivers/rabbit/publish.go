@@ -37,7 +37,7 @@ func (p *publisher) get(ctx context.Context) (*confirmChannel, error) {
 	if p.cur != nil && !p.cur.dead() {
 		return p.cur, nil
 	}
-	ch, err := p.conn.channel(ctx)
+	ch, frameMax, err := p.conn.channelFrame(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -46,9 +46,10 @@ func (p *publisher) get(ctx context.Context) (*confirmChannel, error) {
 		return nil, err
 	}
 	cc := &confirmChannel{
-		ch:      ch,
-		pending: map[uint64]*pendingPub{},
-		done:    make(chan struct{}),
+		ch:       ch,
+		frameMax: frameMax,
+		pending:  map[uint64]*pendingPub{},
+		done:     make(chan struct{}),
 	}
 	// Returns are unbuffered: amqp091-go hands a basic.return to us before
 	// it reads the basic.ack that follows it, so by the time the loop sees
@@ -95,7 +96,8 @@ func (p *publisher) close() error {
 // confirmChannel is a channel in confirm mode and the publishes awaiting a
 // confirm on it.
 type confirmChannel struct {
-	ch *amqp.Channel
+	ch       *amqp.Channel
+	frameMax int // the connection's frame_max (0: unlimited)
 
 	pubMu sync.Mutex // serializes sequence number + publish
 
@@ -144,6 +146,13 @@ func (cc *confirmChannel) dead() bool {
 }
 
 func (cc *confirmChannel) publish(ctx context.Context, msgs []outgoing) error {
+	// A content header over frame_max would make RabbitMQ close the whole
+	// connection: refuse the batch before sending any of it.
+	for i := range msgs {
+		if err := checkFrame(&msgs[i].pub, cc.frameMax); err != nil {
+			return notSent(err)
+		}
+	}
 	b := &batchWait{remaining: len(msgs), done: make(chan struct{})}
 	cc.pubMu.Lock()
 	for i := range msgs {

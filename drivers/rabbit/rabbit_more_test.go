@@ -96,7 +96,7 @@ func TestDelayedNacksKeepCountAndLimit(t *testing.T) {
 	if ds, err := sub.Receive(rctx, 1); err == nil {
 		t.Fatalf("delivered past the limit: %s attempt %d", ds[0].Message.ID, ds[0].Attempt)
 	}
-	dlq, err := rabbit.OpenSubscription(c, top.DeadLetterQueue(), nil)
+	dlq, err := rabbit.OpenSubscription(c, top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestNativeLimitOnCrashes(t *testing.T) {
 		}
 		_ = sub.Close() // crash: no settle
 	}
-	dlq, err := rabbit.OpenSubscription(c, top.DeadLetterQueue(), nil)
+	dlq, err := rabbit.OpenSubscription(c, top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

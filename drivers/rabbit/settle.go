@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -70,6 +71,12 @@ func (s *subscription) nack(ctx context.Context, a *ackID, delay time.Duration) 
 	}
 	p := republish(&a.d, a.key, amqp.Table{hdrPrior: int32(a.attempt)})
 	if err := s.pub.publish(ctx, []outgoing{{exchange: "", key: q, pub: p}}); err != nil {
+		if errors.As(err, new(*tooLargeError)) {
+			// The delivery's own headers leave no room for the driver's in
+			// a frame (only a foreign producer sends such a message):
+			// requeue it without the delay rather than fail the nack.
+			return settle(a, func(ch *amqp.Channel) error { return ch.Reject(a.tag, true) })
+		}
 		var re *returnedError
 		if errors.As(err, &re) {
 			s.forgetDelayQueue(q)
@@ -128,8 +135,15 @@ func (s *subscription) deadLetter(ctx context.Context, a *ackID, reason string) 
 	if !a.c.has(a.tag) {
 		return errLockLost
 	}
-	p := republish(&a.d, a.key, amqp.Table{hdrReason: reason, hdrPrior: int32(a.attempt)})
+	p := republish(&a.d, a.key, amqp.Table{hdrReason: cutReason(reason), hdrPrior: int32(a.attempt)})
 	if err := s.pub.publish(ctx, []outgoing{{exchange: s.o.DeadLetterExchange, key: a.d.RoutingKey, pub: p}}); err != nil {
+		if errors.As(err, new(*tooLargeError)) {
+			// No room for the copy's headers in a frame (a foreign
+			// producer's message at the limit): reject it without requeue,
+			// which RabbitMQ dead-letters through the queue's own
+			// x-dead-letter-exchange (reason "rejected").
+			return settle(a, func(ch *amqp.Channel) error { return ch.Reject(a.tag, false) })
+		}
 		return err
 	}
 	return settle(a, func(ch *amqp.Channel) error { return ch.Ack(a.tag, false) })
@@ -137,4 +151,17 @@ func (s *subscription) deadLetter(ctx context.Context, a *ackID, reason string) 
 
 func (s *subscription) ExtendLocks(context.Context, []driver.AckID, time.Duration) error {
 	return &invalidError{"RabbitMQ has no lock to extend"}
+}
+
+// cutReason bounds a dead-letter reason to maxReasonLen bytes, on a rune
+// boundary, so that it fits the reserve of the header budget.
+func cutReason(r string) string {
+	if len(r) <= maxReasonLen {
+		return r
+	}
+	n := maxReasonLen
+	for i := 0; i < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(r[n]); i++ {
+		n--
+	}
+	return r[:n]
 }

@@ -50,6 +50,15 @@ type SubscriptionOptions struct {
 	// is published there with the reason in the wary-dead-letter-reason
 	// header, then acked. It should be the queue's x-dead-letter-exchange.
 	DeadLetterExchange string
+	// DeadLettersFrom names the exchange through which dead letters reach
+	// this queue, when it is a dead-letter queue (Topology's DLQ: its
+	// DeadLetterExchange; Topology.DeadLetterSubscriptionOptions sets it).
+	// Only messages that arrived through it carry a dead-letter reason
+	// (wary-dead-letter-reason: wary's, or RabbitMQ's x-death) and keep
+	// counting attempts from their earlier lives (see Trusted headers in
+	// the package doc). "": the queue is not a dead-letter queue, and no
+	// message read from it reports a reason.
+	DeadLettersFrom string
 	// NackDelay enables Nack with a delay, through delay queues the
 	// subscription declares next to each queue (see the package doc).
 	NackDelay bool
@@ -86,14 +95,14 @@ func OpenSubscription(c *Conn, queue string, opts *SubscriptionOptions) (*broker
 const defaultPrefetch = 2
 
 type subscription struct {
-	conn      *Conn
-	queues    []string
-	o         SubscriptionOptions
-	limit     int // the queue's delivery limit (0: none), the server's default resolved
-	caps      driver.Capabilities
-	keyFromRK bool
-	pub       *publisher
-	ownConn   bool
+	conn    *Conn
+	queues  []string
+	o       SubscriptionOptions
+	limit   int // the queue's delivery limit (0: none), the server's default resolved
+	caps    driver.Capabilities
+	origins map[string]origin // by queue
+	pub     *publisher
+	ownConn bool
 
 	mu       sync.Mutex
 	cons     *consumer
@@ -138,14 +147,24 @@ func openSubscription(ctx context.Context, c *Conn, queue string, o Subscription
 		}
 	}
 	s := &subscription{
-		conn:      c,
-		queues:    queues,
-		o:         o,
-		limit:     effectiveLimit(o.DeliveryLimit, ver),
-		keyFromRK: o.Partitions <= 1,
-		pub:       &publisher{conn: c},
-		prefetch:  defaultPrefetch,
-		declared:  map[string]time.Time{},
+		conn:     c,
+		queues:   queues,
+		o:        o,
+		limit:    effectiveLimit(o.DeliveryLimit, ver),
+		origins:  make(map[string]origin, len(queues)),
+		pub:      &publisher{conn: c},
+		prefetch: defaultPrefetch,
+		declared: map[string]time.Time{},
+	}
+	for i, q := range queues {
+		org := origin{queue: q, deadLettersFrom: o.DeadLettersFrom}
+		if o.Partitions > 1 {
+			org.partitions, org.partition = o.Partitions, i
+			if o.Assigned != nil {
+				org.partition = o.Assigned[i]
+			}
+		}
+		s.origins[q] = org
 	}
 	if o.Prefetch > 0 {
 		s.prefetch = o.Prefetch
@@ -156,6 +175,7 @@ func openSubscription(ctx context.Context, c *Conn, queue string, o Subscription
 		deliveryLimit:  s.limit,
 		deadLetter:     o.DeadLetterExchange != "",
 		nackDelay:      o.NackDelay,
+		frameMax:       c.FrameMax(),
 	}.capabilities()
 	// The queues must exist; the consumer registers when receiving starts.
 	err := c.withChannel(ctx, func(ch *amqp.Channel) error {

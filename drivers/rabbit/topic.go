@@ -118,6 +118,7 @@ func openTopic(ctx context.Context, c *Conn, exchange string, o TopicOptions) (*
 		deliveryLimit:  effectiveLimit(o.DeliveryLimit, ver),
 		deadLetter:     o.DeadLetter,
 		nackDelay:      o.NackDelay,
+		frameMax:       c.FrameMax(),
 	}.capabilities()
 	return t, nil
 }

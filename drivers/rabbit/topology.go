@@ -90,11 +90,12 @@ func (t Topology) TopicOptions() *TopicOptions {
 }
 
 // DeadLetterSubscriptionOptions returns options for OpenSubscription on
-// t.DeadLetterQueue(), which has no delivery limit and no dead-letter
-// exchange of its own (Declare gives it x-delivery-limit -1 from RabbitMQ
+// t.DeadLetterQueue(), with DeadLettersFrom its dead-letter exchange (so
+// that its messages report their reason), which has no delivery limit and
+// no dead-letter exchange of its own (Declare gives it x-delivery-limit -1 from RabbitMQ
 // 4.0, so that it keeps what it holds).
 func (t Topology) DeadLetterSubscriptionOptions() *SubscriptionOptions {
-	return &SubscriptionOptions{DeliveryLimit: NoDeliveryLimit, MaxMessageSize: t.MaxMessageSize}
+	return &SubscriptionOptions{DeliveryLimit: NoDeliveryLimit, MaxMessageSize: t.MaxMessageSize, DeadLettersFrom: t.DeadLetterExchange()}
 }
 
 // SubscriptionOptions returns options for OpenSubscription on t.Queue.

@@ -44,7 +44,8 @@ func init() {
 // Subscription parameters: partitions, assigned (the share of
 // partitions, SubscriptionOptions.Assigned: a comma-separated list of
 // partitions and ranges, "0,1" or "0-3,8"), prefetch, delivery_limit,
-// dead_letter_exchange, nack_delay (bool), max_message_size; "queue" names
+// dead_letter_exchange, dead_letters_from, nack_delay (bool),
+// max_message_size; "queue" names
 // the queue in amqp:// URLs. Concurrency is not a parameter: it is
 // broker.RunOptions.Concurrency, from which Run sets the prefetch.
 //
@@ -62,13 +63,33 @@ type URLOpener struct {
 	ConnOptions *ConnOptions
 }
 
+// String describes o without the password of its ServerURL.
+func (o URLOpener) String() string {
+	return "rabbit.URLOpener{ServerURL: " + strconv.Quote(broker.RedactString(o.ServerURL)) + "}"
+}
+
+// GoString is String: %#v must not print ServerURL's password either.
+func (o URLOpener) GoString() string { return o.String() }
+
 var amqpParams = []string{"heartbeat", "connection_timeout", "channel_max", "auth_mechanism", "certfile", "keyfile", "cacertfile", "server_name_indication"}
 
 // target splits u into the server URL, the entity name (from the host for
 // rabbit://, from param for amqp://) and the parameters.
 func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *broker.URLParams, err error) {
 	p = broker.NewURLParams(u)
+	ambiguous := ambiguousURL(u)
 	if u.Scheme == Scheme {
+		// rabbit:NAME is fine, unless it holds an "@".
+		ambiguous = strings.Contains(u.Opaque+u.EscapedPath()+u.RawQuery+u.EscapedFragment(), "@")
+	}
+	if ambiguous {
+		// "amqp:user:pass@host", or userinfo holding a "/", "?" or "#"
+		// that was not escaped: which part is the password cannot be told,
+		// and later errors would repeat it.
+		return "", "", nil, broker.Invalidf("rabbit: %s is not %s://[user:pass@]host:port/vhost?params (percent-encode reserved characters of the user and password, and an \"@\" elsewhere)", redactU(u), u.Scheme)
+	}
+	if u.Scheme == Scheme {
+		p.NoUserinfo() // the server comes from ServerURL
 		name = u.Host
 		if u.Path != "" && u.Path != "/" {
 			name += u.Path
@@ -81,13 +102,13 @@ func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *br
 			server = os.Getenv(ServerURLEnv)
 		}
 		if server == "" {
-			return "", "", nil, broker.Invalidf("rabbit: %s names no server: set URLOpener.ServerURL or %s", broker.Redact(u), ServerURLEnv)
+			return "", "", nil, broker.Invalidf("rabbit: %s names no server: set URLOpener.ServerURL or %s", redactU(u), ServerURLEnv)
 		}
 		return server, name, p, nil
 	}
 	name = p.Get(param)
 	if name == "" && param == "queue" {
-		return "", "", nil, broker.Invalidf("rabbit: %s needs a %s parameter", broker.Redact(u), param)
+		return "", "", nil, broker.Invalidf("rabbit: %s needs a %s parameter", redactU(u), param)
 	}
 	checkAMQPParams(p)
 	s := *u
@@ -99,6 +120,24 @@ func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *br
 	}
 	s.RawQuery = q.Encode()
 	return s.String(), name, p, nil
+}
+
+// ambiguousURL reports a URL whose userinfo cannot be told from the rest:
+// opaque ("amqp:user:pass@host"), or with an unescaped "@" after its
+// authority (a "/", "?" or "#" in a user or password that was not
+// escaped; an "@" in a vhost or parameter is written %40).
+func ambiguousURL(u *url.URL) bool {
+	return u.Opaque != "" || strings.Contains(u.EscapedPath()+u.RawQuery+u.EscapedFragment(), "@")
+}
+
+// redactU renders u for errors without its secrets: as redactURL, and an
+// opaque URL ("amqp:user:pass@host", or one whose password holds a "#"
+// that was not escaped) as its scheme alone.
+func redactU(u *url.URL) string {
+	if u.Opaque != "" {
+		return u.Scheme + ":" + redactedText
+	}
+	return redactURL(u.String())
 }
 
 // maxURLInt bounds the integer parameters of URLs.
@@ -196,6 +235,7 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 	}
 	var so SubscriptionOptions
 	so.DeadLetterExchange = p.Get("dead_letter_exchange")
+	so.DeadLettersFrom = p.Get("dead_letters_from")
 	so.Partitions = p.Int("partitions", 0, 0, maxURLInt)
 	so.Prefetch = p.Int("prefetch", 0, 0, math.MaxUint16)
 	so.DeliveryLimit = p.Int("delivery_limit", 0, NoDeliveryLimit, maxURLInt)

@@ -1,0 +1,81 @@
+package kafka_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/kafka"
+)
+
+// TestOpenErrors: the constructors' errors are *broker.Error, classified:
+// a missing topic is ErrNotFound, an inconsistent option ErrInvalid.
+func TestOpenErrors(t *testing.T) {
+	e := newTestEnv(t)
+	topic := e.createTopic(t, 1, "openerr")
+	absent := uniqueName("absent")
+	for _, c := range []struct {
+		name  string
+		open  func() error
+		class error
+	}{
+		{"absent topic", func() error { _, err := kafka.OpenTopic(e.producerOpts(), absent, nil); return err }, broker.ErrNotFound},
+		{"absent subscription topic", func() error {
+			_, err := kafka.OpenSubscription(e.clientOpts(), absent, uniqueName("g"), nil)
+			return err
+		}, broker.ErrNotFound},
+		{"absent dead-letter topic", func() error {
+			_, err := kafka.OpenSubscription(e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetterTopic: absent})
+			return err
+		}, broker.ErrNotFound},
+		{"acks", func() error {
+			_, err := kafka.OpenTopic(append(e.producerOpts(), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()), topic, nil)
+			return err
+		}, broker.ErrInvalid},
+		{"bad kgo option", func() error {
+			_, err := kafka.OpenTopic(append(e.producerOpts(), kgo.ProducerBatchMaxBytes(1)), topic, nil)
+			return err
+		}, broker.ErrInvalid},
+		{"limit without dead-letter topic", func() error {
+			_, err := kafka.OpenSubscription(e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{DeliveryLimit: 3})
+			return err
+		}, broker.ErrInvalid},
+		{"topic name with a slash", func() error { _, err := kafka.OpenTopic(e.producerOpts(), "a/b", nil); return err }, broker.ErrInvalid},
+		{"retry topic name too long", func() error {
+			_, err := kafka.OpenSubscription(e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{RetryTopic: strings.Repeat("r", 250)})
+			return err
+		}, broker.ErrInvalid},
+	} {
+		err := c.open()
+		var be *broker.Error
+		if !errors.As(err, &be) || be.Op != "open" || !errors.Is(err, c.class) {
+			t.Errorf("%s: %v (%T), want a *broker.Error of op open matching %v", c.name, err, err, c.class)
+		}
+	}
+}
+
+// TestSASLFailure: a wrong SASL password is ErrPermission, says that
+// authentication failed, and does not show the password.
+func TestSASLFailure(t *testing.T) {
+	e := newTestEnv(t, kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "right-pw"), kfake.Superuser("SCRAM-SHA-256", "admin", "right-pw"))
+	const wrong = "Wr0ngPassw0rd"
+	for _, mech := range []kgo.Opt{
+		kgo.SASL(plain.Auth{User: "admin", Pass: wrong}.AsMechanism()),
+		kgo.SASL(scram.Auth{User: "admin", Pass: wrong}.AsSha256Mechanism()),
+	} {
+		opts := []kgo.Opt{kgo.SeedBrokers(e.seeds...), mech, kgo.RetryTimeout(5 * time.Second)}
+		_, terr := kafka.OpenTopic(opts, "t", nil)
+		_, serr := kafka.OpenSubscription(opts, "t", "g", nil)
+		for _, err := range []error{terr, serr} {
+			if !errors.Is(err, broker.ErrPermission) || !strings.Contains(err.Error(), "authentication failed") || strings.Contains(err.Error(), wrong) {
+				t.Errorf("wrong SASL password: %v, want ErrPermission saying authentication failed, without the password", err)
+			}
+		}
+	}
+}

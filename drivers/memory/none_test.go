@@ -1,0 +1,82 @@
+package memory_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/memory"
+)
+
+// TestNoneDeclaredAndBehaved: each negative ("none") value of TopicConfig
+// is declared as none in the topic's and the subscription's capabilities
+// (and TopicConfig.Capabilities), and behaves as none.
+func TestNoneDeclaredAndBehaved(t *testing.T) {
+	check := func(t *testing.T, f *fixture, s *broker.Subscription, cfg memory.TopicConfig, ok func(broker.Capabilities) bool) {
+		t.Helper()
+		got, _ := f.b.TopicConfig("t")
+		for name, c := range map[string]broker.Capabilities{
+			"topic": f.topic.Capabilities(), "subscription": s.Capabilities(), "TopicConfig": cfg.Capabilities(),
+			"Broker.TopicConfig": got.Capabilities(),
+		} {
+			if !ok(c) {
+				t.Errorf("%s capabilities declare a default: %v", name, c)
+			}
+		}
+	}
+	t.Run("lock", func(t *testing.T) {
+		cfg := memory.TopicConfig{LockTimeout: -1}
+		f := newFixture(t, cfg)
+		s := f.sub()
+		check(t, f, s, cfg, func(c broker.Capabilities) bool { return c.LockTimeout == 0 && !c.LockExtendable })
+		f.publish(msg("a", ""))
+		pollOne(t, s, "a")
+		f.clock.Advance(24 * time.Hour)
+		if ds := poll(t, s, 10); len(ds) != 0 {
+			t.Fatalf("the lock expired: %s", ids(ds))
+		}
+	})
+	t.Run("limit", func(t *testing.T) {
+		cfg := memory.TopicConfig{DeliveryLimit: -1}
+		f := newFixture(t, cfg)
+		s := f.sub()
+		check(t, f, s, cfg, func(c broker.Capabilities) bool {
+			return c.DeliveryLimit == 0 && c.DeliveryLimitMode == broker.LimitNone
+		})
+		f.publish(msg("a", ""))
+		for i := 1; i <= memory.DefaultDeliveryLimit+2; i++ {
+			d := pollOne(t, s, "a")
+			if d.Attempt != i {
+				t.Fatalf("attempt %d, want %d", d.Attempt, i)
+			}
+			if err := d.Nack(bg, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ds := poll(t, f.dlq(), 10); len(ds) != 0 {
+			t.Fatalf("dead-lettered: %s", ids(ds))
+		}
+	})
+	t.Run("dedup", func(t *testing.T) {
+		cfg := memory.TopicConfig{Profile: memory.SQSFIFO, DedupWindow: -1}
+		f := newFixture(t, cfg)
+		s := f.sub()
+		check(t, f, s, cfg, func(c broker.Capabilities) bool { return c.DedupWindow == 0 && c.DedupScope == broker.DedupNone })
+		f.publish(msg("a", "g"))
+		f.publish(msg("a", "g"))
+		for range 2 {
+			d := pollOne(t, s, "a")
+			if err := d.Ack(bg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	t.Run("maxsize", func(t *testing.T) {
+		cfg := memory.TopicConfig{MaxMessageSize: -1}
+		f := newFixture(t, cfg)
+		s := f.sub()
+		check(t, f, s, cfg, func(c broker.Capabilities) bool { return c.MaxMessageSize == 0 })
+		f.publish(&broker.Message{ID: "a", Body: make([]byte, 2<<20)})
+		pollOne(t, s, "a")
+	})
+}
