@@ -39,6 +39,13 @@ type RunOptions struct {
 	// Backoff gives the nack delay after a handler error, by attempt, on
 	// brokers with Capabilities.NackDelay (default 100ms doubling to 30s).
 	Backoff Backoff
+	// MaxLockRenewal bounds how long the loop keeps renewing the locks of
+	// deliveries whose handler is still running, on brokers whose locks
+	// expire and can be extended (Capabilities.LockExtendable): every half
+	// LockTimeout it extends them by LockTimeout. Default
+	// DefaultMaxLockRenewal; negative turns renewal off. A handler that
+	// runs longer loses its lock, and the broker delivers the message again.
+	MaxLockRenewal time.Duration
 	// BatchSize is, for RunBatch, the most deliveries one call of the
 	// BatchHandler gets (default DefaultBatchSize). Run ignores it.
 	BatchSize int
@@ -233,7 +240,9 @@ func (r *runner) dispatchBatch(ds []*Delivery) {
 	go func() {
 		defer r.wg.Done()
 		defer func() { <-r.workers }()
+		stop := r.renewLocks(ds)
 		err := r.callBatch(ds)
+		stop()
 		for _, d := range ds {
 			r.settleAfter(d, err)
 			<-r.outstanding
@@ -242,7 +251,10 @@ func (r *runner) dispatchBatch(ds []*Delivery) {
 }
 
 func (r *runner) handle(d *Delivery) {
-	r.settleAfter(d, r.call(d))
+	stop := r.renewLocks([]*Delivery{d})
+	err := r.call(d)
+	stop()
+	r.settleAfter(d, err)
 }
 
 // settleAfter settles d, if its handler left it unsettled, by what the

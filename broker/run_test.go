@@ -253,3 +253,47 @@ func TestExtendLockRejectsNonPositive(t *testing.T) {
 		}
 	}
 }
+
+// lockSub is a stubSub whose locks expire and can be extended; it reports
+// every extension.
+type lockSub struct {
+	stubSub
+	extended chan time.Duration
+}
+
+func (s *lockSub) Capabilities() driver.Capabilities {
+	return driver.Capabilities{LockTimeout: 20 * time.Millisecond, LockExtendable: true}
+}
+
+func (s *lockSub) ExtendLocks(_ context.Context, _ []driver.AckID, d time.Duration) error {
+	select {
+	case s.extended <- d:
+	default:
+	}
+	return nil
+}
+
+// While a handler runs, Run keeps its delivery's lock: the handler returns
+// only after it has seen three renewals, each by the lock timeout.
+func TestRunRenewsLocksWhileHandling(t *testing.T) {
+	d := &lockSub{stubSub: stubSub{msgs: []*driver.Message{{ID: "m1", AckID: 1}}, acked: make(chan driver.AckID, 1)}, extended: make(chan time.Duration, 1)}
+	sub := NewSubscription(d, nil)
+	defer sub.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- sub.Run(ctx, func(ctx context.Context, _ *Delivery) error {
+			for i := 0; i < 3; i++ {
+				if got := <-d.extended; got != 20*time.Millisecond {
+					t.Errorf("extended by %s, want the lock timeout", got)
+				}
+			}
+			return nil
+		}, nil)
+	}()
+	<-d.acked
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

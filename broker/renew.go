@@ -1,0 +1,57 @@
+package broker
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// DefaultMaxLockRenewal is RunOptions.MaxLockRenewal's default.
+const DefaultMaxLockRenewal = time.Hour
+
+// renewLocks keeps the locks of ds while their handler runs, on brokers
+// whose locks expire and can be extended (Capabilities.LockExtendable with
+// a LockTimeout): every half lock timeout it extends each unsettled
+// delivery by the lock timeout, until stop is called or MaxLockRenewal has
+// passed (a handler stuck past it lets the broker redeliver). stop waits
+// for the renewing goroutine.
+func (r *runner) renewLocks(ds []*Delivery) (stop func()) {
+	caps := r.sub.caps
+	if !caps.LockExtendable || caps.LockTimeout <= 0 || r.opts.MaxLockRenewal < 0 {
+		return func() {}
+	}
+	limit := r.opts.MaxLockRenewal
+	if limit == 0 {
+		limit = DefaultMaxLockRenewal
+	}
+	every := max(caps.LockTimeout/2, time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), limit)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			for _, d := range ds {
+				if d.Settled() {
+					continue
+				}
+				ectx, ecancel := context.WithTimeout(ctx, every)
+				err := d.ExtendLock(ectx, caps.LockTimeout)
+				ecancel()
+				if err != nil && ctx.Err() == nil {
+					r.sub.logger.Debug("wary: lock renewal failed", slog.String("message_id", d.Message.ID), slog.String("error", err.Error()))
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
