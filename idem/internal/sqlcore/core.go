@@ -263,16 +263,13 @@ func parkedWhere(f store.ParkedFilter, args []any) (string, []any) {
 	var w strings.Builder
 	w.WriteString(" WHERE consumer = $1")
 	if f.HasAggregate {
-		args = append(args, f.AggregateID)
-		fmt.Fprintf(&w, " AND aggregate_id = $%d", len(args))
+		w.WriteString(" AND aggregate_id = " + bind(&args, f.AggregateID))
 	}
 	if f.HasAfter {
-		args = append(args, f.AfterAggregate)
-		fmt.Fprintf(&w, " AND aggregate_id > $%d", len(args))
+		w.WriteString(" AND aggregate_id > " + bind(&args, f.AfterAggregate))
 	}
 	if f.ID != 0 {
-		args = append(args, f.ID)
-		fmt.Fprintf(&w, " AND id = $%d", len(args))
+		w.WriteString(" AND id = " + bind(&args, f.ID))
 	}
 	return w.String(), args
 }
@@ -282,7 +279,7 @@ func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f store.Park
 	where, args := parkedWhere(f, []any{consumer})
 	q := c.q.listParked + where + " ORDER BY aggregate_id, version, sequence, id"
 	if f.Limit > 0 {
-		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+		q += " LIMIT " + bind(&args, f.Limit)
 	}
 	var out []store.Parked
 	err := c.inTx(ctx, func(qr Querier) error {
