@@ -44,6 +44,7 @@ func Run[Tx any](t *testing.T, f Factory[Tx]) {
 		{"Migrate", testMigrate[Tx]},
 		{"Inbox", testInbox[Tx]},
 		{"HandlerError", testHandlerError[Tx]},
+		{"PoisonID", testPoisonID[Tx]},
 		{"AckAfterCommit", testAckAfterCommit[Tx]},
 		{"ConcurrentDuplicates", testConcurrent[Tx]},
 		{"Batch", testBatch[Tx]},

@@ -195,16 +195,28 @@ type querier struct{ tx pgx.Tx }
 
 func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	tag, err := q.tx.Exec(ctx, sql, args...)
-	return tag.RowsAffected(), err
+	return tag.RowsAffected(), classify(err)
 }
 
 func (q querier) QueryRow(ctx context.Context, sql string, args ...any) sqlcore.Row {
-	return q.tx.QueryRow(ctx, sql, args...)
+	return row{q.tx.QueryRow(ctx, sql, args...)}
 }
 
 func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlcore.Rows, error) {
-	return q.tx.Query(ctx, sql, args...)
+	r, err := q.tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return rows{r}, nil
 }
+
+type row struct{ pgx.Row }
+
+func (r row) Scan(dest ...any) error { return classify(r.Row.Scan(dest...)) }
+
+type rows struct{ pgx.Rows }
+
+func (r rows) Err() error { return classify(r.Rows.Err()) }
 
 // classify marks the errors of PostgreSQL refusing a value of one message
 // as store.ErrData (and broker.Permanent): data exceptions (SQLSTATE class
