@@ -143,6 +143,15 @@ func NewInbox[Tx any](st store.Store[Tx], consumer string, caps broker.Capabilit
 	if err := retention(&o, consumer, caps.RedeliveryHorizon); err != nil {
 		return nil, err
 	}
+	c := optionCheck{what: fmt.Sprintf("consumer %q: inbox options", consumer)}
+	c.backoff("Backoff", o.Backoff)
+	c.count("MaxAttempts", o.MaxAttempts)
+	c.count("PurgeBatch", o.PurgeBatch)
+	c.duration("PurgeInterval", o.PurgeInterval, true)
+	c.duration("SettleTimeout", o.SettleTimeout, false)
+	if err := c.err(); err != nil {
+		return nil, err
+	}
 	if o.MaxAttempts < 1 {
 		o.MaxAttempts = 5
 	}
