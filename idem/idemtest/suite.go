@@ -45,6 +45,7 @@ func Run[Tx any](t *testing.T, f Factory[Tx]) {
 		{"Inbox", testInbox[Tx]},
 		{"HandlerError", testHandlerError[Tx]},
 		{"PoisonID", testPoisonID[Tx]},
+		{"ParkedHeaders", testParkedHeaders[Tx]},
 		{"AckAfterCommit", testAckAfterCommit[Tx]},
 		{"ConcurrentDuplicates", testConcurrent[Tx]},
 		{"Batch", testBatch[Tx]},
