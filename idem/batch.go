@@ -28,8 +28,8 @@ func (in *Inbox[Tx]) HandleBatch(ctx context.Context, ds []*broker.Delivery, h H
 	var errs []error
 	pending := make([]int, 0, len(ds)) // indexes into ds
 	for i, d := range ds {
-		if d.Message.ID == "" {
-			r, err := in.fail(ctx, d, broker.Permanent(ErrNoID))
+		if err := checkID(d.Message.ID); err != nil {
+			r, err := in.poison(ctx, d, err)
 			res[i] = r
 			errs = append(errs, err)
 			continue
@@ -42,6 +42,16 @@ func (in *Inbox[Tx]) HandleBatch(ctx context.Context, ds []*broker.Delivery, h H
 			batch[k] = ds[i]
 		}
 		outs, failed, err := in.tryBatch(ctx, batch, h)
+		if errors.Is(err, errStore) && broker.IsPermanent(err) {
+			// The store refused a value of one of the messages: handle
+			// them one by one, which settles that one for good.
+			for _, i := range pending {
+				r, err := in.Handle(ctx, ds[i], h)
+				res[i] = r
+				errs = append(errs, err)
+			}
+			return res, errors.Join(errs...)
+		}
 		if errors.Is(err, errStore) {
 			for _, i := range pending {
 				res[i] = ResultFailed

@@ -63,6 +63,16 @@
 // even with the same body. Events that carry an aggregate version are also
 // protected across IDs by the version check below.
 //
+// A message that cannot be claimed is settled for good rather than
+// retried for ever, so that it never stalls the messages behind it: one
+// whose ID breaks broker.ValidateID's rules (empty, over broker.MaxIDLen
+// bytes, not UTF-8, control characters: Publish refuses such IDs, but a
+// foreign producer can still send them; ErrInvalidID), and one with a
+// value the store refuses (store.ErrData: a NUL byte in PostgreSQL, an
+// index row over its limit). It is dead-lettered with the reason where the
+// broker can, and parked otherwise. Connection failures and every other
+// store error stay transient: the delivery is nacked and tried again.
+//
 // # Handlers, and what Handle did
 //
 // A Handler[Tx] is the user's code: func(ctx, tx, delivery) error, writing

@@ -93,9 +93,22 @@ var ErrRetention = errors.New("idem: retention does not cover the redelivery hor
 var ErrAckAfterCommit = errors.New("idem: committed, but the ack failed")
 
 // ErrNoID matches the error for a delivery whose message has no ID, which
-// the inbox cannot deduplicate; such deliveries are dead-lettered (or
-// nacked, where the broker cannot dead-letter).
-var ErrNoID = errors.New("idem: message has no ID")
+// the inbox cannot deduplicate; it also matches ErrInvalidID. Such
+// deliveries are dead-lettered (or parked, see ErrInvalidID).
+var ErrNoID = fmt.Errorf("%w: message has no ID", ErrInvalidID)
+
+// ErrInvalidID matches the error for a delivery whose message ID breaks the
+// rules of broker.ValidateID (empty, over broker.MaxIDLen bytes, not UTF-8,
+// or with control characters). Publish refuses such IDs, but a foreign
+// producer can still send them, and a store may be unable to keep them (a
+// NUL byte in PostgreSQL). The inbox checks every ID before claiming it and
+// settles such a message for good instead of retrying it for ever: it
+// dead-letters it with the reason where the broker can (ResultDeadLettered),
+// and otherwise parks it (ResultParked) under a stand-in ID derived from
+// the original ("wary-invalid-id:" and the SHA-256 of its bytes, so that
+// copies are duplicates; a fresh random one for a message without an ID).
+// The error matches broker.ErrInvalid too.
+var ErrInvalidID = errors.New("idem: invalid message ID")
 
 // Inbox processes deliveries for one named consumer so that each message's
 // effect is committed once: see the package documentation for what that
@@ -128,6 +141,15 @@ func NewInbox[Tx any](st store.Store[Tx], consumer string, caps broker.Capabilit
 		o = *opts
 	}
 	if err := retention(&o, consumer, caps.RedeliveryHorizon); err != nil {
+		return nil, err
+	}
+	c := optionCheck{what: fmt.Sprintf("consumer %q: inbox options", consumer)}
+	c.backoff("Backoff", o.Backoff)
+	c.count("MaxAttempts", o.MaxAttempts)
+	c.count("PurgeBatch", o.PurgeBatch)
+	c.duration("PurgeInterval", o.PurgeInterval, true)
+	c.duration("SettleTimeout", o.SettleTimeout, false)
+	if err := c.err(); err != nil {
 		return nil, err
 	}
 	if o.MaxAttempts < 1 {
@@ -211,6 +233,10 @@ func (in *Inbox[Tx]) WrapBatch(h Handler[Tx]) broker.BatchHandler {
 //     and nacked with a delay from Options.Backoff, never acknowledged;
 //     the error is returned. ResultDeadLettered: h's error was marked with
 //     broker.Permanent and the broker can dead-letter.
+//   - A message that cannot be claimed, because its ID breaks the ID rules
+//     (ErrInvalidID) or the store refused one of its values
+//     (store.ErrData), is not retried: ResultDeadLettered, or ResultParked
+//     where the broker cannot dead-letter (see ErrInvalidID).
 //   - ResultGapRetried, ResultParked: h returned a *ParkError: retried
 //     with backoff, then parked (see ParkError).
 //
@@ -219,8 +245,8 @@ func (in *Inbox[Tx]) WrapBatch(h Handler[Tx]) broker.BatchHandler {
 // Stats.AckFailures; the redelivery will be a duplicate.
 func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[Tx]) (Result, error) {
 	in.purgeDue(ctx)
-	if d.Message.ID == "" {
-		return in.fail(ctx, d, broker.Permanent(ErrNoID))
+	if err := checkID(d.Message.ID); err != nil {
+		return in.poison(ctx, d, err)
 	}
 	var (
 		tx  Tx
@@ -232,6 +258,9 @@ func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[T
 		var claimed bool
 		tx, claimed, err = bc.BeginClaim(ctx, in.consumer, d.Message.ID, in.o.Now())
 		if err != nil {
+			if broker.IsPermanent(err) { // the store refused a value of this message
+				return in.poison(ctx, d, storeErr("begin and claim", err))
+			}
 			return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, storeErr("begin and claim", err))
 		}
 		if !claimed { // nothing was begun
@@ -249,6 +278,9 @@ func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[T
 	if err != nil {
 		_ = in.store.Rollback(context.WithoutCancel(ctx), tx)
 		if errors.Is(err, errStore) {
+			if broker.IsPermanent(err) { // the store refused a value of this message
+				return in.poison(ctx, d, err)
+			}
 			return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, err)
 		}
 		return in.fail(ctx, d, err)

@@ -96,15 +96,22 @@ func NewKeys[Tx any](st store.KeyStore[Tx], c KeyContract, opts *KeysOptions) (*
 	if err := store.ValidateProvider(c.Provider); err != nil {
 		return nil, err
 	}
-	if c.Retention < 0 || c.Margin < 0 {
-		return nil, fmt.Errorf("idem: provider %q: negative retention or margin", c.Provider)
-	}
-	if c.Margin == 0 {
-		c.Margin = c.Retention / 10
-	}
 	var o KeysOptions
 	if opts != nil {
 		o = *opts
+	}
+	oc := optionCheck{what: fmt.Sprintf("provider %q: key contract and options", c.Provider)}
+	oc.duration("Retention", c.Retention, false)
+	oc.duration("Margin", c.Margin, false)
+	if c.Retention > 0 && c.Margin >= c.Retention {
+		oc.bad("Margin", "is not below Retention")
+	}
+	oc.duration("CallTimeout", o.CallTimeout, false)
+	if err := oc.err(); err != nil {
+		return nil, err
+	}
+	if c.Margin == 0 {
+		c.Margin = c.Retention / 10
 	}
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = time.Minute

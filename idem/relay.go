@@ -97,6 +97,21 @@ func NewRelay(st store.RelayStore, topic *broker.Topic, opts *RelayOptions) (*Re
 	if o.Owner == "" {
 		o.Owner = "relay-" + broker.NewID()[:12]
 	}
+	c := optionCheck{what: "relay options"}
+	c.count("BatchSize", o.BatchSize)
+	c.count("PerAggregate", o.PerAggregate)
+	c.count("Concurrency", o.Concurrency)
+	c.count("MaxAttempts", o.MaxAttempts)
+	c.count("PurgeBatch", o.PurgeBatch)
+	c.duration("PollInterval", o.PollInterval, false)
+	c.duration("PublishTimeout", o.PublishTimeout, false)
+	c.duration("Lease", o.Lease, false)
+	c.duration("Retention", o.Retention, false)
+	c.duration("PurgeInterval", o.PurgeInterval, true)
+	c.backoff("Backoff", o.Backoff)
+	if err := c.err(); err != nil {
+		return nil, err
+	}
 	def := func(p *int, v int) {
 		if *p < 1 {
 			*p = v

@@ -28,7 +28,9 @@ const (
 	// with backoff, to be parked after Options.MaxAttempts.
 	ResultGapRetried
 	// ResultParked: the message was parked (a *ParkError out of attempts,
-	// or with ParkError.Now) and acknowledged.
+	// or with ParkError.Now; or it could not be claimed, see ErrInvalidID
+	// and store.ErrData, and the broker cannot dead-letter) and
+	// acknowledged.
 	ResultParked
 	// ResultHeld: the message's aggregate has a parked message, so it was
 	// parked behind it without running the handler, and acknowledged.
@@ -37,8 +39,10 @@ const (
 	// nacked with backoff; Handle returns the error.
 	ResultFailed
 	// ResultDeadLettered: the handler returned an error marked with
-	// broker.Permanent (or the message had no ID) and the broker can
-	// dead-letter: dead-lettered, never applied.
+	// broker.Permanent, or the message could not be claimed (its ID breaks
+	// the ID rules, ErrInvalidID, or the store refused one of its values,
+	// store.ErrData), and the broker can dead-letter: dead-lettered with
+	// the reason, never applied.
 	ResultDeadLettered
 )
 

@@ -26,6 +26,9 @@ type Broker struct {
 	Advance func(d time.Duration)
 	// LockTimeout is the subscription's lock timeout.
 	LockTimeout time.Duration
+	// DeadLetters, if not nil, opens a consumer on the subscription's
+	// dead-letter queue (the PoisonID scenario needs it).
+	DeadLetters func(t testing.TB) *broker.Subscription
 }
 
 // RunBroker runs the end-to-end scenarios on a real driver: a consumer
@@ -35,6 +38,7 @@ func RunBroker[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) Broker)
 	t.Run("CrashBeforeAck", func(t *testing.T) { testCrash(t, f, b(t)) })
 	t.Run("RunLoop", func(t *testing.T) { testRunLoop(t, f, b(t)) })
 	t.Run("RunBatch", func(t *testing.T) { testRunBatch(t, f, b(t)) })
+	t.Run("PoisonID", func(t *testing.T) { testBrokerPoison(t, f, b(t)) })
 }
 
 // testRunBatch runs Subscription.RunBatch with Inbox.WrapBatch: every

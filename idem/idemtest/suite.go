@@ -44,6 +44,8 @@ func Run[Tx any](t *testing.T, f Factory[Tx]) {
 		{"Migrate", testMigrate[Tx]},
 		{"Inbox", testInbox[Tx]},
 		{"HandlerError", testHandlerError[Tx]},
+		{"PoisonID", testPoisonID[Tx]},
+		{"ParkedHeaders", testParkedHeaders[Tx]},
 		{"AckAfterCommit", testAckAfterCommit[Tx]},
 		{"ConcurrentDuplicates", testConcurrent[Tx]},
 		{"Batch", testBatch[Tx]},

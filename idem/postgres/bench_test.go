@@ -20,7 +20,8 @@ func BenchmarkInbox(b *testing.B) {
 	idemtest.BenchCounted(b, func(t testing.TB) idemtest.DB[pgx.Tx] { return testDB{countingPool(t, &n)} }, n.Load)
 }
 
-// countingPool is newPool with a tracer counting the statements sent.
+// countingPool is newPool with a tracer counting the round trips: each
+// statement sent alone, and each batch (one pipeline, one round trip).
 func countingPool(t testing.TB, n *atomic.Int64) *pgxpool.Pool {
 	t.Helper()
 	url := serverURL(t)
@@ -62,3 +63,11 @@ func (c counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQu
 }
 
 func (counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c counter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+
+func (counter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}

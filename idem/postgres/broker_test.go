@@ -12,8 +12,8 @@ import (
 // delivery limit) on a fake clock.
 func memoryBroker(t testing.TB) idemtest.Broker {
 	const lock = 5 * time.Second
-	topic, subscribe, clock := memoryTopic(t, &memory.TopicConfig{Profile: memory.Queue, LockTimeout: lock, DeliveryLimit: -1})
-	return idemtest.Broker{Topic: topic, Subscribe: subscribe, Advance: clock.Advance, LockTimeout: lock}
+	topic, subscribe, clock, dead := memoryTopic(t, &memory.TopicConfig{Profile: memory.Queue, LockTimeout: lock, DeliveryLimit: -1})
+	return idemtest.Broker{Topic: topic, Subscribe: subscribe, Advance: clock.Advance, LockTimeout: lock, DeadLetters: dead}
 }
 
 func TestStoreWithMemoryBroker(t *testing.T) {

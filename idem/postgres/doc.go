@@ -25,8 +25,8 @@
 // Round trips: a delivery that needs nothing but the claim before its
 // handler (no aggregate header, or Options.NoHold, and a first attempt)
 // is claimed in the round trip that begins the transaction (BeginClaim:
-// "INSERT ...; BEGIN" as one simple query, with the claim as a plain
-// INSERT whose unique violation means duplicate), so the inbox adds no
+// a parameterised INSERT and BEGIN sent as one pipeline, the claim's unique
+// violation meaning duplicate), so the inbox adds no
 // round trip to the handler's own and the commit: three in all for a
 // handler of one statement, as many as the same transaction without the
 // inbox. A delivery with an aggregate claims and checks for parked
@@ -34,6 +34,9 @@
 // claims all its messages with one INSERT ... SELECT unnest($2::text[])
 // (the handlers' statements, BEGIN, one claim, COMMIT). A duplicate found
 // by BeginClaim leaves an error line in the server's log and a dead row.
+// No statement is built from a value: message IDs, keys and every other
+// value travel as bound parameters, so no session setting (client_encoding,
+// backslash_quote, standard_conforming_strings) changes what they mean.
 //
 // The Store is also a store.OutboxStore[pgx.Tx] and a store.KeyStore[pgx.Tx].
 // Outbox rows get their per-aggregate sequence from a counter row that the

@@ -10,8 +10,9 @@ import (
 
 // memoryTopic creates topic "events" with one subscription on a fresh
 // in-memory broker with a fake clock, and returns the topic, an opener of
-// competing consumers (closed at cleanup) and the clock.
-func memoryTopic(t testing.TB, cfg *memory.TopicConfig) (*broker.Topic, func(testing.TB) *broker.Subscription, *memory.FakeClock) {
+// competing consumers (closed at cleanup), the clock and an opener of
+// consumers on the subscription's dead-letter queue.
+func memoryTopic(t testing.TB, cfg *memory.TopicConfig) (*broker.Topic, func(testing.TB) *broker.Subscription, *memory.FakeClock, func(testing.TB) *broker.Subscription) {
 	clock := memory.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	b := memory.New(&memory.Options{Clock: clock})
 	if err := b.CreateTopic("events", cfg); err != nil {
@@ -33,5 +34,13 @@ func memoryTopic(t testing.TB, cfg *memory.TopicConfig) (*broker.Topic, func(tes
 		t.Cleanup(func() { sub.Close() })
 		return sub
 	}
-	return topic, subscribe, clock
+	deadLetters := func(t testing.TB) *broker.Subscription {
+		sub, err := b.OpenDeadLetters("events", "consumer", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sub.Close() })
+		return sub
+	}
+	return topic, subscribe, clock, deadLetters
 }

@@ -20,7 +20,7 @@ import (
 // of at most 4 KiB.
 func outboxBroker(t testing.TB) idemtest.OutboxBroker {
 	const maxSize = 4 << 10
-	topic, subscribe, _ := memoryTopic(t, &memory.TopicConfig{Profile: memory.SQSFIFO, DedupWindow: -1, DeliveryLimit: -1, MaxMessageSize: maxSize})
+	topic, subscribe, _, _ := memoryTopic(t, &memory.TopicConfig{Profile: memory.SQSFIFO, DedupWindow: -1, DeliveryLimit: -1, MaxMessageSize: maxSize})
 	return idemtest.OutboxBroker{Topic: topic, Subscribe: subscribe, MaxMessageSize: maxSize}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -49,6 +48,9 @@ type Store struct {
 	core   *sqlcore.Core[pgx.Tx]
 	outbox *sqlcore.Outbox[pgx.Tx]
 	pool   *pgxpool.Pool
+	// claimSQL is BeginClaim's INSERT (without ON CONFLICT: a duplicate
+	// must fail it, so that BEGIN does not run).
+	claimSQL string
 }
 
 var _ store.Store[pgx.Tx] = (*Store)(nil)
@@ -76,7 +78,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, outboxDialect), pool: pool}
+	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, outboxDialect), pool: pool,
+		claimSQL: "INSERT INTO " + core.Name("inbox") + " (consumer, message_id, processed_at) VALUES ($1, $2, $3)"}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
@@ -114,47 +117,66 @@ var dialect = sqlcore.Dialect{
 	CreateSchema: "CREATE SCHEMA IF NOT EXISTS %s",
 }
 
-// BeginClaim implements [store.ClaimBeginner]: it begins a transaction and claims (consumer, messageID) in it,
-// in one round trip: the claim and BEGIN go to the server as one simple
-// query, "INSERT ...; BEGIN", which PostgreSQL runs as one transaction
-// (statements before a BEGIN in the same query join the transaction it
-// begins). A duplicate fails the INSERT with a unique violation, which
-// ends that implicit transaction and leaves the connection idle; BeginClaim
-// then returns claimed false and no transaction. Concurrent claims of the
-// same pair wait for each other as Claim's do. The inbox uses it for
-// deliveries that need nothing but the claim before their handler. The
-// cost of a duplicate is the server's error log line and a dead row.
+// BeginClaim implements [store.ClaimBeginner]: it begins a transaction and
+// claims (consumer, messageID) in it, in one round trip. The claim, a
+// parameterised INSERT, and BEGIN go to the server together as one pipeline
+// (a pgx.Batch whose first query is the claim, sent with Batch.BeginTx so
+// that it hands back the transaction), ended by one Sync. PostgreSQL runs
+// statements before a BEGIN in the same implicit transaction as part of the
+// block BEGIN opens. No SQL text is built from the consumer or the message
+// ID: they travel as bound parameters, whatever the session's encoding and
+// string settings.
+//
+// A duplicate fails the INSERT with a unique violation; the server skips
+// BEGIN, the Sync ends the implicit transaction and the connection goes
+// back to the pool idle; BeginClaim returns claimed false and no
+// transaction. Concurrent claims of the same pair wait for each other as
+// Claim's do. The inbox uses it for deliveries that need nothing but the
+// claim before their handler. The cost of a duplicate is the server's error
+// log line and a dead row.
+//
+// With a pool whose DefaultQueryExecMode is the simple protocol (which
+// interpolates arguments into the SQL text on the client), BeginClaim does
+// not batch: it begins, then claims.
 func (s *Store) BeginClaim(ctx context.Context, consumer, messageID string, at time.Time) (pgx.Tx, bool, error) {
-	if strings.ContainsRune(messageID, 0) || !utf8.ValidString(messageID) || !utf8.ValidString(consumer) {
-		// Not expressible as a literal: the ordinary way reports the error.
-		tx, err := s.Begin(ctx)
-		if err != nil {
-			return nil, false, err
-		}
-		ok, err := s.Claim(ctx, tx, consumer, messageID, at)
-		if err != nil || !ok {
-			_ = s.Rollback(context.WithoutCancel(ctx), tx)
-			return nil, false, err
-		}
-		return tx, true, nil
+	if s.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
+		return s.beginThenClaim(ctx, consumer, messageID, at)
 	}
-	q := "INSERT INTO " + s.core.Name("inbox") + " (consumer, message_id, processed_at) VALUES (" +
-		literal(consumer) + ", " + literal(messageID) + ", '" + at.UTC().Format("2006-01-02 15:04:05.999999Z07:00") + "'::timestamptz); BEGIN"
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: q})
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
-		return nil, false, nil
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{BeginQuery: s.claimSQL})
+	b.QueuedQueries[0].Arguments = []any{consumer, messageID, at}
+	b.Queue("BEGIN")
+	br := s.pool.SendBatch(ctx, b)
+	tx := br.Tx()
+	err := br.Close()
+	if err == nil && tx.Conn().PgConn().TxStatus() != 'T' {
+		err = errors.New("idem/postgres: the claim batch left no transaction open")
 	}
 	if err != nil {
-		return nil, false, err
+		// Releases the connection: closed already (ErrTxClosed) when the
+		// claim failed, since the Sync ended the implicit transaction.
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
+			return nil, false, nil
+		}
+		return nil, false, classify(err)
 	}
 	return tx, true, nil
 }
 
-// literal quotes s as an escape string constant, which means the same
-// whatever standard_conforming_strings says.
-func literal(s string) string {
-	return "E'" + strings.NewReplacer(`\`, `\\`, "'", "''").Replace(s) + "'"
+// beginThenClaim is BeginClaim in two round trips.
+func (s *Store) beginThenClaim(ctx context.Context, consumer, messageID string, at time.Time) (pgx.Tx, bool, error) {
+	tx, err := s.Begin(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	ok, err := s.Claim(ctx, tx, consumer, messageID, at)
+	if err != nil || !ok {
+		_ = s.Rollback(context.WithoutCancel(ctx), tx)
+		return nil, false, err
+	}
+	return tx, true, nil
 }
 
 type backend struct{ pool *pgxpool.Pool }
@@ -173,13 +195,42 @@ type querier struct{ tx pgx.Tx }
 
 func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	tag, err := q.tx.Exec(ctx, sql, args...)
-	return tag.RowsAffected(), err
+	return tag.RowsAffected(), classify(err)
 }
 
 func (q querier) QueryRow(ctx context.Context, sql string, args ...any) sqlcore.Row {
-	return q.tx.QueryRow(ctx, sql, args...)
+	return row{q.tx.QueryRow(ctx, sql, args...)}
 }
 
 func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlcore.Rows, error) {
-	return q.tx.Query(ctx, sql, args...)
+	r, err := q.tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return rows{r}, nil
+}
+
+type row struct{ pgx.Row }
+
+func (r row) Scan(dest ...any) error { return classify(r.Row.Scan(dest...)) }
+
+type rows struct{ pgx.Rows }
+
+func (r rows) Err() error { return classify(r.Rows.Err()) }
+
+// classify marks the errors of PostgreSQL refusing a value of one message
+// as store.ErrData (and broker.Permanent): data exceptions (SQLSTATE class
+// 22: an invalid byte sequence, a value too long, a character with no
+// equivalent in the client encoding) and 54000 program_limit_exceeded (an
+// index row over its size limit). Retrying the same message cannot succeed.
+// Everything else, connection failures first, is left as it is (transient).
+func classify(err error) error {
+	var pe *pgconn.PgError
+	if err == nil || !errors.As(err, &pe) {
+		return err
+	}
+	if strings.HasPrefix(pe.Code, "22") || pe.Code == "54000" {
+		return store.DataError(err)
+	}
+	return err
 }

@@ -56,6 +56,12 @@ func serverURL(t testing.TB) string {
 // t ends, so that parallel test packages do not collide.
 func newPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
+	return newPoolParams(t, nil)
+}
+
+// newPoolParams is newPool with extra run-time parameters for its sessions.
+func newPoolParams(t testing.TB, params map[string]string) *pgxpool.Pool {
+	t.Helper()
 	url := serverURL(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -73,6 +79,9 @@ func newPool(t testing.TB) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	for k, v := range params {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	cfg.MaxConns = 16
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

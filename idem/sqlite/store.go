@@ -9,7 +9,7 @@ import (
 	"regexp"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/store"
@@ -154,21 +154,36 @@ type querier struct{ tx *sql.Tx }
 func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
 	res, err := q.tx.ExecContext(ctx, query, args...)
 	if err != nil {
-		return 0, err
+		return 0, classify(err)
 	}
 	return res.RowsAffected()
 }
 
 func (q querier) QueryRow(ctx context.Context, query string, args ...any) sqlcore.Row {
-	return q.tx.QueryRowContext(ctx, query, args...)
+	return row{q.tx.QueryRowContext(ctx, query, args...)}
 }
 
 func (q querier) Query(ctx context.Context, query string, args ...any) (sqlcore.Rows, error) {
 	rows, err := q.tx.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
 	return rowsAdapter{rows}, nil
+}
+
+type row struct{ *sql.Row }
+
+func (r row) Scan(dest ...any) error { return classify(r.Row.Scan(dest...)) }
+
+// classify marks SQLITE_TOOBIG (a string or blob over the database's
+// limit) as store.ErrData, an error of the message's own values that no
+// retry fixes; every other error is left as it is.
+func classify(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) && se.Code()&0xff == 18 { // SQLITE_TOOBIG
+		return store.DataError(err)
+	}
+	return err
 }
 
 type rowsAdapter struct{ *sql.Rows }

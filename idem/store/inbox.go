@@ -77,7 +77,9 @@ type Parked struct {
 	AggregateID string // from HeaderAggregateID, or empty
 	Version     int64  // from HeaderAggregateVersion, or 0
 	Sequence    int64  // from HeaderSequence, or 0
-	// Key, Headers and Body are the message as it was delivered.
+	// Key, Headers and Body are the message as it was delivered. Stores
+	// keep Headers and Body byte for byte, also names and values that are
+	// not UTF-8 (the SQL stores write such headers base64-encoded).
 	Key     string
 	Headers map[string]string
 	Body    []byte

@@ -5,7 +5,6 @@ package sqlcore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -246,7 +245,7 @@ func (c *Core[Tx]) HasParked(ctx context.Context, tx Tx, consumer, aggregateID s
 
 // Park implements store.Store.
 func (c *Core[Tx]) Park(ctx context.Context, tx Tx, p *store.Parked) error {
-	h, err := json.Marshal(p.Headers)
+	h, err := encodeHeaders(p.Headers)
 	if err != nil {
 		return err
 	}
@@ -255,7 +254,7 @@ func (c *Core[Tx]) Park(ctx context.Context, tx Tx, p *store.Parked) error {
 		body = []byte{}
 	}
 	_, err = c.b.Q(tx).Exec(ctx, c.q.park, p.Consumer, p.MessageID, p.AggregateID, p.Version, p.Sequence, p.Key,
-		string(h), body, p.Reason, p.Attempts, c.d.Time(p.FirstSeen), c.d.Time(p.LastSeen))
+		h, body, p.Reason, p.Attempts, c.d.Time(p.FirstSeen), c.d.Time(p.LastSeen))
 	return err
 }
 
@@ -263,16 +262,13 @@ func parkedWhere(f store.ParkedFilter, args []any) (string, []any) {
 	var w strings.Builder
 	w.WriteString(" WHERE consumer = $1")
 	if f.HasAggregate {
-		args = append(args, f.AggregateID)
-		fmt.Fprintf(&w, " AND aggregate_id = $%d", len(args))
+		w.WriteString(" AND aggregate_id = " + bind(&args, f.AggregateID))
 	}
 	if f.HasAfter {
-		args = append(args, f.AfterAggregate)
-		fmt.Fprintf(&w, " AND aggregate_id > $%d", len(args))
+		w.WriteString(" AND aggregate_id > " + bind(&args, f.AfterAggregate))
 	}
 	if f.ID != 0 {
-		args = append(args, f.ID)
-		fmt.Fprintf(&w, " AND id = $%d", len(args))
+		w.WriteString(" AND id = " + bind(&args, f.ID))
 	}
 	return w.String(), args
 }
@@ -282,7 +278,7 @@ func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f store.Park
 	where, args := parkedWhere(f, []any{consumer})
 	q := c.q.listParked + where + " ORDER BY aggregate_id, version, sequence, id"
 	if f.Limit > 0 {
-		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+		q += " LIMIT " + bind(&args, f.Limit)
 	}
 	var out []store.Parked
 	err := c.inTx(ctx, func(qr Querier) error {
@@ -298,7 +294,7 @@ func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f store.Park
 				&p.Reason, &p.Attempts, timeDest{&p.FirstSeen}, timeDest{&p.LastSeen}); err != nil {
 				return err
 			}
-			if err := json.Unmarshal([]byte(h), &p.Headers); err != nil {
+			if p.Headers, err = decodeHeaders(h); err != nil {
 				return fmt.Errorf("parked message %d: headers: %w", p.ID, err)
 			}
 			out = append(out, p)

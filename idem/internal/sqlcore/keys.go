@@ -110,17 +110,16 @@ func (o *Outbox[Tx]) ListKeys(ctx context.Context, f store.KeyFilter) ([]store.K
 			if i > 0 {
 				q += ", "
 			}
-			q += fmt.Sprint(int(s))
+			q += bind(&args, int(s))
 		}
 		q += `)`
 	}
 	if f.Unresolved {
-		args = append(args, o.c.d.Time(f.At))
-		q += ` AND (state = 4 OR state = 1 AND lease_until <= $2)`
+		q += ` AND (state = 4 OR state = 1 AND lease_until <= ` + bind(&args, o.c.d.Time(f.At)) + `)`
 	}
 	q += ` ORDER BY created_at, idem_key`
 	if f.Limit > 0 {
-		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+		q += " LIMIT " + bind(&args, f.Limit)
 	}
 	var out []store.KeyRecord
 	err := o.read(ctx, func(qr Querier) error {

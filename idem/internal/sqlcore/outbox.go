@@ -462,11 +462,10 @@ func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f store.OutboxFilter) ([]st
 	var w []string
 	var args []any
 	if len(f.States) > 0 {
-		w = append(w, "state IN ("+states(f.States)+")")
+		w = append(w, "state IN ("+states(&args, f.States)+")")
 	}
 	if f.AggregateID != "" {
-		args = append(args, f.AggregateID)
-		w = append(w, "aggregate_id = $1")
+		w = append(w, "aggregate_id = "+bind(&args, f.AggregateID))
 	}
 	q := o.q.list
 	if len(w) > 0 {
@@ -474,7 +473,7 @@ func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f store.OutboxFilter) ([]st
 	}
 	q += " ORDER BY id"
 	if f.Limit > 0 {
-		q += fmt.Sprintf(" LIMIT %d", f.Limit)
+		q += " LIMIT " + bind(&args, f.Limit)
 	}
 	var out []store.OutboxRow
 	err := o.read(ctx, func(qr Querier) error {
@@ -495,12 +494,20 @@ func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f store.OutboxFilter) ([]st
 	return out, err
 }
 
-func states(ss []store.OutboxState) string {
+// states appends ss to args and returns their placeholders.
+func states(args *[]any, ss []store.OutboxState) string {
 	parts := make([]string, len(ss))
 	for i, s := range ss {
-		parts[i] = strconv.Itoa(int(s))
+		parts[i] = bind(args, int(s))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// bind appends v to args and returns its placeholder: SQL text is never
+// built from a value.
+func bind(args *[]any, v any) string {
+	*args = append(*args, v)
+	return "$" + strconv.Itoa(len(*args))
 }
 
 // SetOutboxState implements store.RelayStore.
@@ -520,7 +527,8 @@ func (o *Outbox[Tx]) SetOutboxState(ctx context.Context, rowID int64, to store.O
 	var n int64
 	err := o.c.inTx(ctx, func(qr Querier) error {
 		var err error
-		n, err = qr.Exec(ctx, o.c.render(q+states(from)+")"), rowID, o.c.d.Time(at))
+		args := []any{rowID, o.c.d.Time(at)}
+		n, err = qr.Exec(ctx, o.c.render(q+states(&args, from)+")"), args...)
 		return err
 	})
 	return n == 1, err
