@@ -30,7 +30,6 @@ func waitPending(t *testing.T, emu *sbemu.Emulator, path string, n int) {
 	}
 }
 
-
 // The administration client creates queues, topics and subscriptions at run
 // time, reads back their properties, and deletes them; a deleted entity is
 // reported missing (GetQueue returns nil) and can be created again, empty.
