@@ -25,12 +25,14 @@ type sessionPool struct {
 	errs chan error
 	wg   sync.WaitGroup
 
-	mu   sync.Mutex
-	held map[*heldSession]struct{}
+	mu      sync.Mutex
+	held    map[*heldSession]struct{}
+	waiters int           // receive calls waiting for a message
+	wake    chan struct{} // closed when a receive call starts waiting
 }
 
 func newSessionPool(s *subscription) *sessionPool {
-	p := &sessionPool{s: s, out: make(chan *driver.Message), errs: make(chan error, 1), held: map[*heldSession]struct{}{}}
+	p := &sessionPool{s: s, out: make(chan *driver.Message), errs: make(chan error, 1), held: map[*heldSession]struct{}{}, wake: make(chan struct{})}
 	for i := 0; i < s.o.MaxSessions; i++ {
 		p.wg.Add(1)
 		go p.slot()
@@ -44,6 +46,7 @@ type heldSession struct {
 	ctx     context.Context // ends when the session is released or lost
 	cancel  context.CancelFunc
 	done    chan struct{} // the delivery handed out was settled
+	current *delivery     // the delivery handed out, until settled
 	lostMu  sync.Mutex
 	wasLost bool
 }
@@ -92,6 +95,11 @@ func (p *sessionPool) slot() {
 	ctx := p.s.ctx
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
+		// accept a session only while someone receives: a consumer that
+		// does not receive must not hold sessions others could serve
+		if !p.awaitDemand(ctx) {
+			return
+		}
 		r, err := p.accept(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -118,6 +126,22 @@ func (p *sessionPool) slot() {
 	}
 }
 
+func (p *sessionPool) awaitDemand(ctx context.Context) bool {
+	for {
+		p.mu.Lock()
+		n, wake := p.waiters, p.wake
+		p.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
 // hold serves one session until it goes idle, is lost, or the pool closes.
 func (p *sessionPool) hold(parent context.Context, r *azservicebus.SessionReceiver) {
 	h := &heldSession{r: r, done: make(chan struct{}, 1)}
@@ -128,6 +152,12 @@ func (p *sessionPool) hold(parent context.Context, r *azservicebus.SessionReceiv
 	defer func() {
 		h.cancel()
 		cctx, cancel := context.WithTimeout(context.Background(), p.s.o.SettleTimeout)
+		// a delivery handed out and not settled is abandoned, so that its
+		// delivery counts as a crashed consumer's would (closing the
+		// receiver alone releases it uncounted)
+		if d := h.current; d != nil && !h.lost() && d.finish() {
+			_ = r.AbandonMessage(cctx, d.rm, nil)
+		}
 		_ = r.Close(cctx) // releases the session
 		cancel()
 		p.mu.Lock()
@@ -149,13 +179,20 @@ func (p *sessionPool) hold(parent context.Context, r *azservicebus.SessionReceiv
 			return // idle: release the session
 		}
 		m := p.s.wrap(msgs[0], r, h)
+		idle := time.NewTimer(p.s.o.SessionIdle)
 		select {
 		case p.out <- m:
+			idle.Stop()
+		case <-idle.C:
+			return // nobody takes it: release the session, uncounted
 		case <-h.ctx.Done():
+			idle.Stop()
 			return // closing or lost: the message returns with the session
 		}
+		h.current = m.AckID.(*delivery)
 		select {
 		case <-h.done:
+			h.current = nil
 		case <-h.ctx.Done():
 			return
 		}
@@ -188,6 +225,16 @@ func (p *sessionPool) renew(h *heldSession) {
 func (p *sessionPool) receive(ctx context.Context, max int) ([]*driver.Message, error) {
 	t := time.NewTimer(p.s.o.ReceiveWait)
 	defer t.Stop()
+	p.mu.Lock()
+	p.waiters++
+	close(p.wake)
+	p.wake = make(chan struct{})
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.waiters--
+		p.mu.Unlock()
+	}()
 	var out []*driver.Message
 	select {
 	case m := <-p.out:
