@@ -106,6 +106,7 @@ type subscription struct {
 	sessions bool
 
 	recv     *azservicebus.Receiver // without sessions
+	fetch    *fetcher
 	pool     *sessionPool           // with sessions
 	senderMu sync.Mutex
 	sender   *azservicebus.Sender // for Nack(delay) copies, opened on first use
@@ -175,6 +176,7 @@ func openSubscription(ctx context.Context, client *azservicebus.Client, entity s
 	if err != nil {
 		return nil, broker.OpenError(code(err), err)
 	}
+	s.fetch = newFetcher(s.ctx, s.recv)
 	return s, nil
 }
 
@@ -216,13 +218,8 @@ func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]*driver.Mes
 	if s.pool != nil {
 		return s.pool.receive(ctx, max)
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.o.ReceiveWait)
-	defer cancel()
-	msgs, err := s.recv.ReceiveMessages(wctx, max, nil)
-	if err != nil && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
+	msgs, err := s.fetch.receive(ctx, max, s.o.ReceiveWait)
+	if err != nil {
 		return nil, err
 	}
 	out := make([]*driver.Message, 0, len(msgs))
