@@ -107,7 +107,7 @@ type subscription struct {
 
 	recv     *azservicebus.Receiver // without sessions
 	fetch    *fetcher
-	pool     *sessionPool           // with sessions
+	pool     *sessionPool // with sessions
 	senderMu sync.Mutex
 	sender   *azservicebus.Sender // for Nack(delay) copies, opened on first use
 
