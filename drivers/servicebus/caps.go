@@ -122,6 +122,11 @@ func readQueue(ctx context.Context, ac *admin.Client, name string) (EntityProper
 		return EntityProperties{}, notFound("queue", name)
 	}
 	p := q.QueueProperties
+	if p.LockDuration == nil && p.MaxDeliveryCount == nil {
+		// the administration API answers a topic's name with the topic's
+		// entry, which the SDK reads as a queue without properties
+		return EntityProperties{}, notFound("queue", name)
+	}
 	var e EntityProperties
 	var errs []error
 	e.RequiresSession = deref(p.RequiresSession)

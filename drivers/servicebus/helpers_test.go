@@ -40,7 +40,21 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	emu := sbemu.Start(t, sbemu.Topology{MaxMessageSize: 1 << 20})
-	return &env{emu: emu, client: emu.NewClient(t), admin: emu.AdminClient(t)}
+	e := &env{emu: emu, client: emu.NewClient(t), admin: emu.AdminClient(t)}
+	// open the client's connection now, so that its goroutines exist
+	// before a conformance run starts counting leaks
+	q := e.createQueue(t, entityConfig{})
+	sender, err := e.client.NewSender(q, nil)
+	if err != nil {
+		t.Fatalf("NewSender: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sender.SendMessage(ctx, &azservicebus.Message{Body: []byte("warm up")}, nil); err != nil {
+		t.Fatalf("warm-up send: %v", err)
+	}
+	_ = sender.Close(ctx)
+	return e
 }
 
 // entityConfig is what a test asks of a fresh entity.

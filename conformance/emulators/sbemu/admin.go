@@ -51,8 +51,12 @@ func (l loopbackTransport) Do(req *http.Request) (*http.Response, error) {
 	r := req.Clone(req.Context())
 	r.URL = &u
 	r.Host = req.URL.Host
-	return http.DefaultClient.Do(r)
+	return loopbackClient.Do(r)
 }
+
+// loopbackClient keeps no idle connections, so that tests checking for
+// leaked goroutines do not find its keep-alive loops.
+var loopbackClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 // EntityState is what the emulator reports about an entity's receivers.
 type EntityState struct {
@@ -74,7 +78,7 @@ func (e *Emulator) State(ctx context.Context, path string) (EntityState, error) 
 	if err != nil {
 		return st, err
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := loopbackClient.Do(req)
 	if err != nil {
 		return st, err
 	}
