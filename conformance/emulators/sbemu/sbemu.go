@@ -49,8 +49,11 @@ type Emulator struct {
 	ConnectionString string
 	// Real is true when the tests run against WARY_SERVICEBUS_CONNECTION_STRING.
 	Real bool
-	// Port is the emulator's port (0 when Real).
+	// Port is the emulator's AMQP port (0 when Real).
 	Port int
+	// AdminPort is the port of the emulator's administration API over
+	// plain HTTP (0 when Real); AdminClient points azservicebus/admin at it.
+	AdminPort int
 }
 
 // Start starts an emulator serving topology and stops it when the test ends.
@@ -82,14 +85,14 @@ func Start(t testing.TB, topology Topology) *Emulator {
 	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
 		t.Fatalf("servicebus emulator: %v", err)
 	}
-	port, stop, err := launch(t, node, dir, cfgPath)
+	port, adminPort, stop, err := launch(t, node, dir, cfgPath)
 	if err != nil {
 		// node and the dependencies are there: an emulator that does not
 		// start is a bug, not a missing service
 		t.Fatalf("servicebus emulator: %v", err)
 	}
 	t.Cleanup(stop)
-	return &Emulator{ConnectionString: connectionString(port), Port: port}
+	return &Emulator{ConnectionString: connectionString(port), Port: port, AdminPort: adminPort}
 }
 
 // NewClient returns a client for the emulator (or the real namespace),
@@ -237,17 +240,17 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func launch(t testing.TB, node, dir, cfgPath string) (int, func(), error) {
+func launch(t testing.TB, node, dir, cfgPath string) (int, int, func(), error) {
 	cmd := exec.Command(node, filepath.Join("src", "main.js"),
 		"--config", cfgPath, "--port", "0", "--host", "127.0.0.1", "--exit-on-stdin-close")
 	cmd.Dir = dir
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
 	stderr := &syncBuffer{}
 	if os.Getenv(EnvDebug) != "" {
@@ -256,7 +259,7 @@ func launch(t testing.TB, node, dir, cfgPath string) (int, func(), error) {
 		cmd.Stderr = stderr
 	}
 	if err := cmd.Start(); err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
 	waited := make(chan struct{})
 	go func() {
@@ -273,31 +276,34 @@ func launch(t testing.TB, node, dir, cfgPath string) (int, func(), error) {
 			}
 		}
 	}
-	ready := make(chan int, 1)
+	type ports struct{ amqp, admin int }
+	ready := make(chan ports, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		sent := false
+		admin := 0
 		for sc.Scan() {
 			line := sc.Text()
-			if !sent {
-				if p, ok := strings.CutPrefix(line, "LISTENING "); ok {
-					if port, err := strconv.Atoi(strings.TrimSpace(p)); err == nil {
-						ready <- port
-						sent = true
-					}
+			if p, ok := strings.CutPrefix(line, "ADMIN "); ok && !sent {
+				admin, _ = strconv.Atoi(strings.TrimSpace(p))
+			}
+			if p, ok := strings.CutPrefix(line, "LISTENING "); ok && !sent {
+				if port, err := strconv.Atoi(strings.TrimSpace(p)); err == nil {
+					ready <- ports{port, admin}
+					sent = true
 				}
 			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
 	select {
-	case port := <-ready:
-		return port, stop, nil
+	case p := <-ready:
+		return p.amqp, p.admin, stop, nil
 	case <-waited:
 		stop()
-		return 0, nil, fmt.Errorf("exited before it was ready: %s", lastLines(stderr.String(), 10))
+		return 0, 0, nil, fmt.Errorf("exited before it was ready: %s", lastLines(stderr.String(), 10))
 	case <-time.After(readyTimeout):
 		stop()
-		return 0, nil, fmt.Errorf("not ready after %s: %s", readyTimeout, lastLines(stderr.String(), 10))
+		return 0, 0, nil, fmt.Errorf("not ready after %s: %s", readyTimeout, lastLines(stderr.String(), 10))
 	}
 }

@@ -271,3 +271,38 @@ func TestListSessions(t *testing.T) {
 		t.Fatalf("sessions %v, want A B C", seen)
 	}
 }
+
+// A next-available accept the client gave up on (its context cancelled
+// before any session turned up) must not lock the next session that gets a
+// message: a named accept of that session succeeds at once.
+func TestSessionCancelledAcceptLeavesNoLock(t *testing.T) {
+	emu, client := env(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: "cancelled", RequiresSession: true, LockDuration: 30 * time.Second}}})
+	if emu.Real {
+		t.Skip("a cancelled accept on the service is abandoned the same way; the check is for the emulator")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	_, err := client.AcceptNextSessionForQueue(ctx, "cancelled", &azservicebus.SessionReceiverOptions{})
+	cancel()
+	if err == nil {
+		t.Fatal("AcceptNextSessionForQueue on an empty queue returned a session")
+	}
+	// a context cancelled well before the server's timeout
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := client.AcceptNextSessionForQueue(ctx2, "cancelled", nil)
+		done <- err
+	}()
+	// the cancelled accept's attach must have reached the emulator: wait
+	// until the emulator reports it pending
+	waitPending(t, emu, "cancelled", 1)
+	cancel2()
+	if err := <-done; err == nil {
+		t.Fatal("cancelled AcceptNextSessionForQueue returned a session")
+	}
+	send(t, client, "cancelled", sessionMsg("late", "m"))
+	r := acceptSession(t, client, "cancelled", "late")
+	if got := receiveN(t, r, 1)[0]; string(got.Body) != "m" {
+		t.Fatalf("got %q", got.Body)
+	}
+}

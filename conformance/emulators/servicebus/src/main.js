@@ -3,26 +3,29 @@
 // Azure Service Bus emulator for wary's tests.
 //
 //   node src/main.js --config topology.json [--port 0] [--host 127.0.0.1]
-//                    [--exit-on-stdin-close]
+//                    [--admin-port 0] [--exit-on-stdin-close]
 //
-// Prints "LISTENING <port>" on stdout once it accepts connections.
+// Prints "ADMIN <port>" (the administration API over HTTP) and then
+// "LISTENING <port>" (AMQP) on stdout once it accepts connections.
 
 const fs = require('fs');
 const {Broker} = require('./store.js');
 const {Server} = require('./server.js');
+const {Admin} = require('./admin.js');
 
 const TICK_MS = 20;
 
 function parseArgs(argv) {
-  const out = {port: 0, host: '127.0.0.1', config: null, exitOnStdinClose: false};
+  const out = {port: 0, adminPort: 0, host: '127.0.0.1', config: null, exitOnStdinClose: false};
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--port') out.port = Number(argv[++i]);
     else if (a === '--host') out.host = argv[++i];
+    else if (a === '--admin-port') out.adminPort = Number(argv[++i]);
     else if (a === '--config') out.config = argv[++i];
     else if (a === '--exit-on-stdin-close') out.exitOnStdinClose = true;
     else if (a === '--help' || a === '-h') {
-      process.stdout.write('usage: main.js --config topology.json [--port N] [--host H] [--exit-on-stdin-close]\n');
+      process.stdout.write('usage: main.js --config topology.json [--port N] [--admin-port N] [--host H] [--exit-on-stdin-close]\n');
       process.exit(0);
     } else {
       throw new Error(`unknown argument ${a}`);
@@ -60,6 +63,8 @@ async function main() {
     outgoingWindow: topology.outgoingWindow,
   });
   const port = await server.listen(args.port, args.host);
+  const admin = new Admin(broker, server, {maxMessageSize: topology.maxMessageSizeBytes});
+  const adminPort = await admin.listen(args.adminPort, args.host);
   const ticker = setInterval(() => broker.tick(), TICK_MS);
   const stop = () => {
     clearInterval(ticker);
@@ -72,7 +77,7 @@ async function main() {
     process.stdin.on('error', stop);
     process.stdin.resume();
   }
-  process.stdout.write(`LISTENING ${port}\n`);
+  process.stdout.write(`ADMIN ${adminPort}\nLISTENING ${port}\n`);
 }
 
 main().catch((err) => {

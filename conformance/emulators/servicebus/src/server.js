@@ -268,6 +268,10 @@ class Server {
     const pending = {
       consumer,
       deadline: now + timeout,
+      // A client that gave up (its context cancelled) abandons the link
+      // without a detach, or ends its AMQP session: such an accept must
+      // never take a session lock.
+      alive: () => !consumer.dropped && sender.is_remote_open() && !sender.connection.is_closed(),
       done: (err, accepted) => {
         clearTimeout(pending.timer);
         if (sender.state.remote_open === false) return; // client went away
@@ -456,6 +460,24 @@ class Server {
     if (!conn || !conn.sb) return;
     for (const consumer of Array.from(conn.sb.consumers)) {
       if (!session || consumer.link.session === session) this.dropConsumer(consumer);
+    }
+    // next-available accepts still waiting on this connection or session
+    for (const e of this.broker.allEntities()) {
+      const gone = e.pendingAccepts.filter((p) => p.consumer.link.connection === conn &&
+        (!session || p.consumer.link.session === session));
+      for (const p of gone) this.dropConsumer(p.consumer);
+    }
+  }
+
+  // closeEntity detaches every receiver of a deleted entity (and of its
+  // dead-letter queue) with amqp:not-found.
+  closeEntity(entity) {
+    const err = amqpError('amqp:not-found', `The messaging entity '${entity.path}' could not be found.`);
+    for (const e of [entity, entity.dlq]) {
+      if (!e) continue;
+      for (const p of e.pendingAccepts.slice()) p.done(err);
+      e.pendingAccepts = [];
+      for (const c of e.consumers.slice()) c.sessionLost(err);
     }
   }
 

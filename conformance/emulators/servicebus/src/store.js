@@ -34,6 +34,7 @@ class Entity {
     this.rr = 0;
     // the dead-letter queue is a sub-queue: it shares the entity's lock duration
     this.dlq = isDlq ? null : new Entity(broker, path + '/$DeadLetterQueue', {lockDurationMs: this.lockDurationMs}, true);
+    this.cfg = cfg;
   }
 
   // add stores a message that was sent to (or fanned out to) this entity.
@@ -284,6 +285,7 @@ class Entity {
         }
       }
     }
+    this.pendingAccepts = this.pendingAccepts.filter((p) => !p.alive || p.alive());
     for (const p of this.pendingAccepts.slice()) {
       if (p.deadline <= now) {
         this.pendingAccepts = this.pendingAccepts.filter((x) => x !== p);
@@ -296,6 +298,7 @@ class Entity {
 
   // pump hands available messages to consumers with credit, round robin.
   pump(now) {
+    this.pendingAccepts = this.pendingAccepts.filter((p) => !p.alive || p.alive());
     for (const p of this.pendingAccepts.slice()) {
       const r = this.acceptSession(p.consumer, null, now);
       if (!r) break;
@@ -344,17 +347,71 @@ class Broker {
     this.dedup = new Map(); // send target path -> Map(messageId -> time)
     this.kicked = new Set();
     this.kickScheduled = false;
-    for (const q of topology.queues || []) {
-      this.queues.set(q.name.toLowerCase(), new Entity(this, q.name, q, false));
-    }
+    for (const q of topology.queues || []) this.createQueue(q);
     for (const t of topology.topics || []) {
-      const topic = new Topic(t.name, t);
-      for (const s of t.subscriptions || []) {
-        const path = `${t.name}/Subscriptions/${s.name}`;
-        topic.subscriptions.set(s.name.toLowerCase(), new Entity(this, path, s, false));
-      }
-      this.topics.set(t.name.toLowerCase(), topic);
+      this.createTopic(t);
+      for (const s of t.subscriptions || []) this.createSubscription(t.name, s);
     }
+  }
+
+  // createQueue, createTopic and createSubscription add an entity at run
+  // time (the topology file and the administration API both use them).
+  // They return the entity, or null when the name is taken.
+  createQueue(cfg) {
+    const key = cfg.name.toLowerCase();
+    if (this.queues.has(key) || this.topics.has(key)) return null;
+    const q = new Entity(this, cfg.name, cfg, false);
+    this.queues.set(key, q);
+    return q;
+  }
+
+  createTopic(cfg) {
+    const key = cfg.name.toLowerCase();
+    if (this.queues.has(key) || this.topics.has(key)) return null;
+    const t = new Topic(cfg.name, cfg);
+    this.topics.set(key, t);
+    return t;
+  }
+
+  createSubscription(topicName, cfg) {
+    const t = this.topics.get(topicName.toLowerCase());
+    if (!t) return undefined;
+    const key = cfg.name.toLowerCase();
+    if (t.subscriptions.has(key)) return null;
+    const s = new Entity(this, `${t.path}/Subscriptions/${cfg.name}`, cfg, false);
+    t.subscriptions.set(key, s);
+    return s;
+  }
+
+  // deleteEntity removes a queue, a topic (with its subscriptions) or a
+  // subscription; its receivers lose their links. Returns false when absent.
+  deleteEntity(path, closeConsumers) {
+    const parts = path.toLowerCase().split('/');
+    let gone = [];
+    if (parts.length === 1) {
+      const q = this.queues.get(parts[0]);
+      const t = this.topics.get(parts[0]);
+      if (q) {
+        this.queues.delete(parts[0]);
+        gone = [q];
+      } else if (t) {
+        this.topics.delete(parts[0]);
+        gone = Array.from(t.subscriptions.values());
+      } else {
+        return false;
+      }
+    } else if (parts.length === 3 && parts[1] === 'subscriptions') {
+      const t = this.topics.get(parts[0]);
+      const s = t && t.subscriptions.get(parts[2]);
+      if (!s) return false;
+      t.subscriptions.delete(parts[2]);
+      gone = [s];
+    } else {
+      return false;
+    }
+    if (parts.length === 1) this.dedup.delete(this.dedupKeyOf(parts[0]));
+    if (closeConsumers) for (const e of gone) closeConsumers(e);
+    return true;
   }
 
   // resolve maps a link address to {send, receive} targets.
@@ -384,6 +441,10 @@ class Broker {
     return null;
   }
 
+  dedupKeyOf(path) {
+    return path.toLowerCase();
+  }
+
   allEntities() {
     const out = [];
     for (const q of this.queues.values()) out.push(q);
@@ -401,8 +462,9 @@ class Broker {
     const id = stored.properties.message_id;
     if (window > 0 && id !== undefined && id !== null) {
       const key = String(id);
-      let seen = this.dedup.get(target.path);
-      if (!seen) this.dedup.set(target.path, (seen = new Map()));
+      const dkey = this.dedupKeyOf(target.path);
+      let seen = this.dedup.get(dkey);
+      if (!seen) this.dedup.set(dkey, (seen = new Map()));
       const at = seen.get(key);
       if (at !== undefined && now - at < window) return [];
       seen.set(key, now);

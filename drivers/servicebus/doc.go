@@ -1,0 +1,138 @@
+// Package servicebus is the wary driver for Azure Service Bus, on the
+// azservicebus SDK.
+//
+// Every constructor takes the same three things in the same order: the
+// SDK client (the caller's, shared and not closed by the driver), the
+// entity's name, and the options, whose portable part is the embedded
+// broker.TopicOptions or broker.SubscriptionOptions:
+//
+//	client, err := azservicebus.NewClientFromConnectionString(cs, nil)
+//	ac, err := admin.NewClientFromConnectionString(cs, nil)
+//	orders, err := servicebus.OpenTopic(client, "orders", &servicebus.TopicOptions{Admin: ac})
+//	sub, err := servicebus.OpenSubscription(client, "orders/Subscriptions/billing",
+//		&servicebus.SubscriptionOptions{Admin: ac})
+//
+// OpenTopic sends to a queue or a topic. OpenSubscription receives from a
+// queue ("orders"), a topic subscription ("orders/Subscriptions/billing",
+// the SDK's own path form, so one string names it everywhere), or the
+// dead-letter queue of either (".../$DeadLetterQueue").
+//
+// Capabilities come from the entity: with an administration client
+// (Options.Admin) the driver reads the lock duration, RequiresSession,
+// the duplicate detection window, MaxDeliveryCount, the size limit and the
+// default time to live when it opens, and a missing entity is
+// ErrNotFound. Without one (a principal without Manage rights) it
+// believes Options.Entity, the service's defaults filling what is zero. A
+// topic does not know its subscriptions: sessions, lock duration and
+// MaxDeliveryCount of a topic's subscriptions are always declared through
+// TopicOptions.Entity.
+//
+// # URLs
+//
+// Importing the package registers the scheme "servicebus" on
+// broker.DefaultURLMux:
+//
+//	servicebus://orders                                  (queue or topic)
+//	servicebus://orders/Subscriptions/billing?max_sessions=16
+//	servicebus://orders/$DeadLetterQueue
+//
+// The connection string comes from the environment variable
+// WARY_SERVICEBUS_CONNECTION_STRING (or URLOpener.ConnectionString), never
+// from the URL, and is never printed: errors that could quote it have its
+// SharedAccessKey removed. URLOpener documents the parameters; a topic or
+// subscription opened by URL owns its client and closes it.
+//
+// # Delivery semantics
+//
+// Publishing: Message.ID is the MessageId (at most 128 characters, as the
+// service allows), headers are application properties with string values,
+// the body is the message body. On an entity that requires sessions
+// Message.Key is the SessionId and is required (Capabilities.KeyRequired;
+// the portable layer refuses a message without one before sending);
+// elsewhere the key travels in the application property "wary-key".
+// Headers are validated before anything is sent (the SDK reports a
+// property that is not valid UTF-8 as a lost connection). A message whose
+// encoding exceeds the entity's limit is ErrTooLarge, nothing sent;
+// Capabilities.MaxMessageSize keeps 2 KiB of the limit for the encoding.
+// A batch goes out as few SDK batches as the limit allows; each is
+// accepted or refused whole.
+//
+// Duplicate detection: on an entity with duplicate detection the service
+// drops, silently, a message whose MessageId it saw within the window
+// (Capabilities.DedupWindow, scope the entity).
+//
+// Sessions: a subscription on an entity that requires sessions holds up to
+// MaxSessions sessions at once (AcceptNextSession, default 8), so one
+// consumer serves many sessions and several consumers share them; the
+// service gives each session to one receiver at a time. Within a session
+// the driver receives one message at a time and hands out the next only
+// after the previous one is settled (HeadOfLine, order per session). It
+// never receives in batches there: the SDK can release part of a batch,
+// and those messages come back behind later ones (measured on azservicebus
+// v1.11, and described by the SDK's maintainers for the service). The
+// session lock is renewed while the session is held, so a delivery stays
+// with its consumer until it is settled or the consumer goes away
+// (LockTimeout 0): a consumer that dies loses the session when its lock
+// expires (the entity's lock duration), and another consumer takes the
+// session with its unsettled message first. A session with no message
+// for SessionIdle is released, so other sessions get a turn.
+//
+// Without sessions: peek-lock with the entity's lock duration
+// (Capabilities.LockTimeout); an unsettled delivery returns when its lock
+// expires, counted. ExtendLock renews the lock (RenewMessageLock) now and
+// again every third of the lock duration until the requested time has
+// passed or the delivery is settled (the service renews by its lock
+// duration, not by an arbitrary one).
+//
+// Nack: without a delay, Abandon (the service counts the delivery and
+// redelivers at once; in a session, first). On a queue without sessions a
+// delay is honoured (NackDelay) by scheduling a copy at now+delay
+// (ScheduleMessages) and then completing the original: the copy has a
+// fresh MessageId (duplicate detection would drop the original's), and
+// carries the original ID in "wary-id" and the deliveries so far in
+// "wary-attempts", because a scheduled copy's DeliveryCount starts at 1;
+// Message.ID and the Attempt the driver reports continue across the copy.
+// A Nack whose attempts reach MaxDeliveryCount dead-letters instead, with
+// reason MaxDeliveryCountExceeded, as the service would. A crash between
+// the two steps delivers the message twice, never zero times. Topic
+// subscriptions and sessions do not delay (NackDelay false): a copy sent
+// to a topic reaches every subscription, and a copy in a session goes
+// behind the session's later messages.
+//
+// Delivery limit: native (MaxDeliveryCount); past it the service moves the
+// message to the dead-letter queue with reason MaxDeliveryCountExceeded.
+// DeadLetter(reason) dead-letters with DeadLetterReason = reason; a
+// subscription on ".../$DeadLetterQueue" reports it in the header
+// wary-dead-letter-reason. Attempt is DeliveryCount (plus "wary-attempts"
+// on a copy).
+//
+// Redelivery horizon: the entity's default time to live (a message cannot
+// live longer; a delayed copy expires when its original would have);
+// broker.HorizonUnbounded when messages never expire (the service's
+// default), broker.HorizonUnknown when declared without one.
+//
+// Settle calls are bounded by SettleTimeout (default 10s): after a session
+// lock is lost the SDK retries a settle through the old receiver until its
+// context ends.
+//
+// # As targets
+//
+// Topic.As: **azservicebus.Sender, **azservicebus.Client.
+// Subscription.As: **azservicebus.Client, and without sessions
+// **azservicebus.Receiver. Message.As on received messages:
+// **azservicebus.ReceivedMessage. ErrorAs: **azservicebus.Error,
+// **amqp.Error, **amqp.LinkError, **amqp.ConnError, **amqp.SessionError
+// (github.com/Azure/go-amqp).
+//
+// # Errors
+//
+// The SDK maps only the administration API's 404 to CodeNotFound; link and
+// settle failures arrive as AMQP conditions, which the driver classifies:
+// amqp:not-found is ErrNotFound; com.microsoft:message-lock-lost and
+// session-lock-lost (and settling a delivery twice) are ErrLockLost;
+// com.microsoft:session-cannot-be-locked, server-busy, timeouts and lost
+// connections are retryable (ErrUnavailable); amqp:unauthorized-access is
+// ErrPermission; amqp:link:message-size-exceeded is ErrTooLarge;
+// amqp:not-allowed and invalid-field are ErrInvalid. A failed send after
+// the message was written is reported as maybe sent.
+package servicebus

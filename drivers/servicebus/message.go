@@ -1,0 +1,170 @@
+package servicebus
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// Application properties the driver sets on its way through Service Bus,
+// removed from Headers on receipt.
+const (
+	// propKey carries Message.Key on entities without sessions (on session
+	// entities the key is the SessionId).
+	propKey = "wary-key"
+	// propID carries Message.ID on a copy scheduled by Nack with a delay,
+	// whose own MessageId is fresh so that duplicate detection keeps it.
+	propID = "wary-id"
+	// propAttempts counts the deliveries before a scheduled copy: the
+	// copy's DeliveryCount restarts at 1.
+	propAttempts = "wary-attempts"
+)
+
+// Service Bus limits on identifiers.
+const (
+	// MaxIDLen is the longest MessageId Service Bus accepts (128
+	// characters); Message.ID is its MessageId.
+	MaxIDLen = 128
+	// MaxSessionIDLen is the longest SessionId (128 characters).
+	MaxSessionIDLen = 128
+)
+
+func checkMessage(m *driver.Message, sessions bool) error {
+	if n := utf8.RuneCountInString(m.ID); n > MaxIDLen {
+		return broker.Invalidf("servicebus: message ID is %d characters, over Service Bus's MessageId limit of %d", n, MaxIDLen)
+	}
+	if sessions && m.Key == "" {
+		return broker.Invalidf("servicebus: message %q has no Key, and the entity requires sessions (Key is the SessionId)", m.ID)
+	}
+	if n := utf8.RuneCountInString(m.Key); sessions && n > MaxSessionIDLen {
+		return broker.Invalidf("servicebus: message %q: key is %d characters, over Service Bus's SessionId limit of %d", m.ID, n, MaxSessionIDLen)
+	}
+	// The SDK reports a property that is not valid UTF-8 as a lost
+	// connection: refuse it here (the portable layer checks it too).
+	for k, v := range m.Headers {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return broker.Invalidf("servicebus: message %q: header names and values must be valid UTF-8", m.ID)
+		}
+	}
+	return nil
+}
+
+// toSB converts an outgoing message.
+func toSB(m *driver.Message, sessions bool) *azservicebus.Message {
+	id := m.ID
+	out := &azservicebus.Message{MessageID: &id, Body: m.Body}
+	if len(m.Headers) > 0 || (!sessions && m.Key != "") {
+		out.ApplicationProperties = make(map[string]any, len(m.Headers)+1)
+		for k, v := range m.Headers {
+			out.ApplicationProperties[k] = v
+		}
+	}
+	if sessions {
+		key := m.Key
+		out.SessionID = &key
+	} else if m.Key != "" {
+		out.ApplicationProperties[propKey] = m.Key
+	}
+	return out
+}
+
+// fromSB converts a received message. attempts is DeliveryCount plus the
+// deliveries counted before a scheduled copy was made.
+func fromSB(rm *azservicebus.ReceivedMessage) *driver.Message {
+	m := &driver.Message{ID: rm.MessageID, Body: rm.Body}
+	prior := 0
+	for k, v := range rm.ApplicationProperties {
+		switch k {
+		case propKey:
+			m.Key = fmt.Sprint(v)
+			continue
+		case propID:
+			m.ID = fmt.Sprint(v)
+			continue
+		case propAttempts:
+			prior = attemptsOf(v)
+			continue
+		case "DeadLetterReason", "DeadLetterErrorDescription":
+			if rm.DeadLetterReason != nil {
+				continue // reported as HeaderDeadLetterReason
+			}
+		}
+		if m.Headers == nil {
+			m.Headers = make(map[string]string, len(rm.ApplicationProperties))
+		}
+		if s, ok := v.(string); ok {
+			m.Headers[k] = s
+		} else {
+			m.Headers[k] = fmt.Sprint(v)
+		}
+	}
+	if rm.SessionID != nil {
+		m.Key = *rm.SessionID
+	}
+	if rm.DeadLetterReason != nil {
+		if m.Headers == nil {
+			m.Headers = map[string]string{}
+		}
+		m.Headers[driver.HeaderDeadLetterReason] = *rm.DeadLetterReason
+	}
+	m.Attempt = prior + int(rm.DeliveryCount)
+	if m.Attempt < 1 {
+		m.Attempt = 1
+	}
+	m.Redelivered = m.Attempt > 1
+	if rm.EnqueuedTime != nil {
+		m.PublishTime = *rm.EnqueuedTime
+	}
+	m.AsFunc = func(i any) bool {
+		p, ok := i.(**azservicebus.ReceivedMessage)
+		if ok {
+			*p = rm
+		}
+		return ok
+	}
+	return m
+}
+
+func attemptsOf(v any) int {
+	switch n := v.(type) {
+	case int64:
+		return int(n)
+	case int32:
+		return int(n)
+	case int:
+		return n
+	case string:
+		i, _ := strconv.Atoi(n)
+		return i
+	}
+	return 0
+}
+
+// copyForRetry is the copy Nack schedules: the same body, key and headers,
+// a fresh MessageId (duplicate detection would drop the original's), the
+// original ID and the deliveries so far in properties.
+func copyForRetry(rm *azservicebus.ReceivedMessage, attempts int) *azservicebus.Message {
+	props := make(map[string]any, len(rm.ApplicationProperties)+2)
+	for k, v := range rm.ApplicationProperties {
+		props[k] = v
+	}
+	if _, ok := props[propID]; !ok {
+		props[propID] = rm.MessageID
+	}
+	props[propAttempts] = int64(attempts)
+	id := broker.NewID()
+	return &azservicebus.Message{
+		MessageID:             &id,
+		Body:                  rm.Body,
+		ApplicationProperties: props,
+		SessionID:             rm.SessionID,
+		ContentType:           rm.ContentType,
+		CorrelationID:         rm.CorrelationID,
+		Subject:               rm.Subject,
+	}
+}

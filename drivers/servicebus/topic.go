@@ -1,0 +1,226 @@
+package servicebus
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// TopicOptions configures OpenTopic. Nil means defaults.
+type TopicOptions struct {
+	// TopicOptions are the portable options (publish retries, logger).
+	broker.TopicOptions
+	// Admin, if not nil, reads the queue's or topic's properties when the
+	// topic opens (and reports a missing entity as ErrNotFound). Sessions,
+	// lock duration and MaxDeliveryCount of a topic's subscriptions are
+	// not the topic's: they come from Entity.
+	Admin *admin.Client
+	// Entity declares the entity's properties where Admin cannot read
+	// them (all of them without Admin).
+	Entity EntityProperties
+	// CloseClient: Close also closes the client (the URL opener's topics
+	// own theirs).
+	CloseClient bool
+}
+
+// OpenTopic opens a topic that sends to entity, a queue or a topic of the
+// client's namespace. Every send waits for the service's acceptance.
+func OpenTopic(client *azservicebus.Client, entity string, opts *TopicOptions) (*broker.Topic, error) {
+	var o TopicOptions
+	if opts != nil {
+		o = *opts
+	}
+	t, err := openTopic(context.Background(), client, entity, o)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewTopic(t, &o.TopicOptions), nil
+}
+
+type topic struct {
+	client   *azservicebus.Client
+	entity   string
+	sender   *azservicebus.Sender
+	sessions bool
+	caps     driver.Capabilities
+	maxBytes uint64
+	ownsCli  bool
+
+	closeOnce sync.Once
+}
+
+func openTopic(ctx context.Context, client *azservicebus.Client, entity string, o TopicOptions) (*topic, error) {
+	if client == nil {
+		return nil, broker.Invalidf("servicebus: nil client")
+	}
+	if entity == "" {
+		return nil, broker.Invalidf("servicebus: empty entity name")
+	}
+	if err := o.Entity.validate(); err != nil {
+		return nil, err
+	}
+	props := o.Entity
+	if o.Admin != nil {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		read, err := readQueue(ctx, o.Admin, entity)
+		if errors.Is(err, errNotFound) {
+			read, err = readTopic(ctx, o.Admin, entity)
+			read.topic = true
+			// a topic's subscriptions carry these
+			read.RequiresSession, read.LockDuration, read.MaxDeliveryCount = props.RequiresSession, props.LockDuration, props.MaxDeliveryCount
+		}
+		if err != nil {
+			return nil, broker.OpenError(code(err), err)
+		}
+		props = read
+	}
+	isQueue := true
+	if o.Admin != nil {
+		isQueue = !props.topic
+	} else if o.Entity.Topic {
+		isQueue = false
+	}
+	props = props.withDefaults()
+	sender, err := client.NewSender(entity, nil)
+	if err != nil {
+		return nil, broker.OpenError(code(err), err)
+	}
+	return &topic{
+		client:   client,
+		entity:   entity,
+		sender:   sender,
+		sessions: props.RequiresSession,
+		caps:     entityCaps(props, isQueue, false),
+		maxBytes: uint64(props.MaxMessageSize),
+		ownsCli:  o.CloseClient,
+	}, nil
+}
+
+// SendBatch sends msgs in as few batches as the size limit allows. Each
+// batch is accepted or refused as a whole; a failure after earlier batches
+// were accepted is reported as maybe sent.
+func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
+	for _, m := range msgs {
+		if err := checkMessage(m, t.sessions); err != nil {
+			return err
+		}
+	}
+	// one message alone: no batch envelope
+	if len(msgs) == 1 {
+		return t.sendOne(ctx, msgs[0])
+	}
+	batch, err := t.sender.NewMessageBatch(ctx, &azservicebus.MessageBatchOptions{MaxBytes: t.maxBytes})
+	if err != nil {
+		return &sendError{err: err}
+	}
+	sent := false
+	flush := func() error {
+		if batch.NumMessages() == 0 {
+			return nil
+		}
+		if err := t.sender.SendMessageBatch(ctx, batch, nil); err != nil {
+			return &sendError{err: err, maybeSent: true}
+		}
+		sent = true
+		batch, err = t.sender.NewMessageBatch(ctx, &azservicebus.MessageBatchOptions{MaxBytes: t.maxBytes})
+		if err != nil {
+			return &sendError{err: err, maybeSent: sent}
+		}
+		return nil
+	}
+	for _, m := range msgs {
+		err := batch.AddMessage(toSB(m, t.sessions), nil)
+		if errors.Is(err, azservicebus.ErrMessageTooLarge) {
+			if batch.NumMessages() == 0 {
+				return &sendError{err: errors.Join(errTooLarge, err), maybeSent: sent}
+			}
+			if err := flush(); err != nil {
+				return err
+			}
+			err = batch.AddMessage(toSB(m, t.sessions), nil)
+			if err != nil {
+				return &sendError{err: errors.Join(errTooLarge, err), maybeSent: sent}
+			}
+		} else if err != nil {
+			return &sendError{err: err, maybeSent: sent}
+		}
+	}
+	return flush()
+}
+
+// encodedBound is an upper bound of a message's AMQP encoding: its fields
+// plus generous framing (every string with a 5-byte constructor, the
+// properties and annotations sections).
+func encodedBound(m *driver.Message) uint64 {
+	n := len(m.Body) + len(m.ID) + len(m.Key) + 512
+	for k, v := range m.Headers {
+		n += len(k) + len(v) + 16
+	}
+	return uint64(n)
+}
+
+func (t *topic) sendOne(ctx context.Context, m *driver.Message) error {
+	sm := toSB(m, t.sessions)
+	if encodedBound(m) <= t.maxBytes {
+		if err := t.sender.SendMessage(ctx, sm, nil); err != nil {
+			return &sendError{err: err, maybeSent: true}
+		}
+		return nil
+	}
+	// near the limit, a batch of one measures the encoded size without
+	// sending
+	batch, err := t.sender.NewMessageBatch(ctx, &azservicebus.MessageBatchOptions{MaxBytes: t.maxBytes})
+	if err != nil {
+		return &sendError{err: err}
+	}
+	if err := batch.AddMessage(sm, nil); err != nil {
+		if errors.Is(err, azservicebus.ErrMessageTooLarge) {
+			return &sendError{err: errors.Join(errTooLarge, err)}
+		}
+		return &sendError{err: err}
+	}
+	if err := t.sender.SendMessage(ctx, sm, nil); err != nil {
+		return &sendError{err: err, maybeSent: true}
+	}
+	return nil
+}
+
+func (t *topic) Capabilities() driver.Capabilities { return t.caps }
+
+func (t *topic) Classify(err error) driver.ErrorInfo { return classify(err) }
+
+// As accepts **azservicebus.Sender and **azservicebus.Client.
+func (t *topic) As(i any) bool {
+	switch p := i.(type) {
+	case **azservicebus.Sender:
+		*p = t.sender
+		return true
+	case **azservicebus.Client:
+		*p = t.client
+		return true
+	}
+	return false
+}
+
+func (t *topic) ErrorAs(err error, i any) bool { return errorAs(err, i) }
+
+func (t *topic) Close() error {
+	var err error
+	t.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = t.sender.Close(ctx)
+		if t.ownsCli {
+			err = errors.Join(err, t.client.Close(ctx))
+		}
+	})
+	return err
+}

@@ -1,0 +1,166 @@
+package servicebus
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/wary-go/wary/broker"
+)
+
+// Scheme is the URL scheme the package registers on broker.DefaultURLMux.
+const Scheme = "servicebus"
+
+// ConnectionStringEnv names the environment variable that holds the
+// connection string for servicebus:// URLs (and that the package's tests
+// read).
+const ConnectionStringEnv = "WARY_SERVICEBUS_CONNECTION_STRING"
+
+func init() {
+	o := &URLOpener{}
+	broker.DefaultURLMux().RegisterTopic(Scheme, o)
+	broker.DefaultURLMux().RegisterSubscription(Scheme, o)
+}
+
+// URLOpener opens servicebus:// URLs. Each topic or subscription it opens
+// has a client of its own, closed with it.
+//
+// The URL names the entity: servicebus://orders (a queue or topic),
+// servicebus://orders/Subscriptions/billing, either followed by
+// /$DeadLetterQueue for subscriptions. Parameters: read_entity (a boolean,
+// default true: read the entity's properties through the administration
+// API; false: take them from the parameters below), sessions (bool),
+// lock_duration, dedup_window, ttl (Go durations), max_delivery_count,
+// max_message_size (integers), topic (bool, with read_entity=false: the
+// entity is a topic); for subscriptions also max_sessions,
+// session_idle, receive_wait and settle_timeout. Any other parameter, and
+// a malformed value, is an error matching broker.ErrInvalid that names the
+// parameter and never echoes its value.
+type URLOpener struct {
+	// ConnectionString for the namespace. Default: the environment
+	// variable WARY_SERVICEBUS_CONNECTION_STRING. It is never printed.
+	ConnectionString string
+	// ClientOptions and AdminOptions are passed to the clients it builds.
+	ClientOptions *azservicebus.ClientOptions
+	AdminOptions  *admin.ClientOptions
+}
+
+func (o *URLOpener) clients(u *url.URL, p *broker.URLParams) (string, *azservicebus.Client, *admin.Client, error) {
+	p.NoUserinfo()
+	entity := u.Host + u.Path
+	if u.Opaque != "" {
+		entity = u.Opaque
+	}
+	entity = strings.Trim(entity, "/")
+	cs := o.ConnectionString
+	if cs == "" {
+		cs = os.Getenv(ConnectionStringEnv)
+	}
+	if cs == "" {
+		return "", nil, nil, broker.Invalidf("servicebus: %s names no namespace: set URLOpener.ConnectionString or %s", broker.Redact(u), ConnectionStringEnv)
+	}
+	if entity == "" {
+		return "", nil, nil, broker.Invalidf("servicebus: %s names no entity", broker.Redact(u))
+	}
+	client, err := azservicebus.NewClientFromConnectionString(cs, o.ClientOptions)
+	if err != nil {
+		// the SDK's message may quote the connection string
+		return "", nil, nil, broker.Invalidf("servicebus: the connection string does not parse: %s", broker.RedactString(redactKey(err.Error())))
+	}
+	var ac *admin.Client
+	if p.Bool("read_entity", true) {
+		ac, err = admin.NewClientFromConnectionString(cs, o.AdminOptions)
+		if err != nil {
+			_ = client.Close(context.Background())
+			return "", nil, nil, broker.Invalidf("servicebus: the connection string does not parse: %s", broker.RedactString(redactKey(err.Error())))
+		}
+	}
+	return entity, client, ac, nil
+}
+
+// redactKey removes SharedAccessKey and SharedAccessSignature values.
+func redactKey(s string) string {
+	for _, key := range []string{"SharedAccessKey=", "SharedAccessSignature="} {
+		for from := 0; ; {
+			i := strings.Index(s[from:], key)
+			if i < 0 {
+				break
+			}
+			start := from + i + len(key)
+			end := strings.IndexByte(s[start:], ';')
+			if end < 0 {
+				end = len(s) - start
+			}
+			s = s[:start] + "<redacted>" + s[start+end:]
+			from = start + len("<redacted>")
+		}
+	}
+	return s
+}
+
+func entityParams(p *broker.URLParams) EntityProperties {
+	const maxInt32 = 1<<31 - 1
+	return EntityProperties{
+		RequiresSession:          p.Bool("sessions", false),
+		LockDuration:             p.Duration("lock_duration", 0, time.Second, 5*time.Minute),
+		DuplicateDetectionWindow: p.Duration("dedup_window", 0, 0, 7*24*time.Hour),
+		DefaultMessageTimeToLive: p.Duration("ttl", 0, 0, broker.HorizonUnbounded),
+		MaxDeliveryCount:         p.Int("max_delivery_count", 0, 1, maxInt32),
+		MaxMessageSize:           p.Int("max_message_size", 0, sizeHeadroom+1, maxInt32),
+		Topic:                    p.Bool("topic", false),
+	}
+}
+
+// OpenTopicURL opens the queue or topic the URL names.
+func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic, error) {
+	p := broker.NewURLParams(u)
+	entity, client, ac, err := o.clients(u, p)
+	if err != nil {
+		return nil, err
+	}
+	opts := &TopicOptions{Admin: ac, Entity: entityParams(p), CloseClient: true}
+	if err := p.Done(); err != nil {
+		_ = client.Close(ctx)
+		return nil, err
+	}
+	t, err := openTopic(ctx, client, entity, *opts)
+	if err != nil {
+		_ = client.Close(ctx)
+		return nil, err
+	}
+	return broker.NewTopic(t, &opts.TopicOptions), nil
+}
+
+// OpenSubscriptionURL opens the queue, subscription or dead-letter queue
+// the URL names.
+func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
+	p := broker.NewURLParams(u)
+	entity, client, ac, err := o.clients(u, p)
+	if err != nil {
+		return nil, err
+	}
+	opts := &SubscriptionOptions{
+		Admin:         ac,
+		Entity:        entityParams(p),
+		MaxSessions:   p.Int("max_sessions", 0, 1, 1000),
+		SessionIdle:   p.Duration("session_idle", 0, time.Millisecond, time.Hour),
+		ReceiveWait:   p.Duration("receive_wait", 0, time.Millisecond, time.Minute),
+		SettleTimeout: p.Duration("settle_timeout", 0, time.Millisecond, 10*time.Minute),
+		CloseClient:   true,
+	}
+	if err := p.Done(); err != nil {
+		_ = client.Close(ctx)
+		return nil, err
+	}
+	s, err := openSubscription(ctx, client, entity, *opts)
+	if err != nil {
+		_ = client.Close(ctx)
+		return nil, err
+	}
+	return broker.NewSubscription(s, &opts.SubscriptionOptions), nil
+}
