@@ -10,7 +10,6 @@ package sbemu
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,11 +21,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/wary-go/wary/conformance/emulators/internal/nodeproc"
 )
 
 // Environment variables the helper reads.
@@ -68,14 +68,14 @@ func Start(t testing.TB, topology Topology) *Emulator {
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		unavailable(t, "servicebus emulator: node not found on PATH")
+		nodeproc.Unavailable(t, "servicebus emulator: node not found on PATH")
 	}
 	dir, err := Dir()
 	if err != nil {
-		unavailable(t, "servicebus emulator: %v", err)
+		nodeproc.Unavailable(t, "servicebus emulator: %v", err)
 	}
-	if err := ensureDeps(dir); err != nil {
-		unavailable(t, "servicebus emulator: npm ci failed: %v", err)
+	if err := nodeproc.EnsureDeps(dir, "rhea"); err != nil {
+		nodeproc.Unavailable(t, "servicebus emulator: npm ci failed: %v", err)
 	}
 	cfg, err := json.Marshal(topology)
 	if err != nil {
@@ -154,14 +154,6 @@ func Redact(s string) string {
 	return s
 }
 
-func unavailable(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv(EnvRequireServices) == "1" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
-
 // Dir is the emulator's folder (conformance/emulators/servicebus).
 func Dir() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
@@ -173,71 +165,6 @@ func Dir() (string, error) {
 		return "", fmt.Errorf("emulator sources not found: %w", err)
 	}
 	return filepath.Clean(dir), nil
-}
-
-func depsPresent(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, "node_modules", "rhea", "package.json"))
-	return err == nil
-}
-
-// ensureDeps runs npm ci once, under a file lock shared by every test binary.
-func ensureDeps(dir string) error {
-	if depsPresent(dir) {
-		return nil
-	}
-	unlock, err := lockFile(filepath.Join(dir, ".npm-ci.lock"))
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if depsPresent(dir) {
-		return nil
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		return errors.New("npm not found on PATH")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%w: %s", err, lastLines(string(out), 5))
-	}
-	if !depsPresent(dir) {
-		return errors.New("npm ci finished but node_modules/rhea is missing")
-	}
-	return nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
-}
-
-// syncBuffer collects the emulator's stderr for failure reports.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() > 1<<20 {
-		return len(p), nil
-	}
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func launch(t testing.TB, node, dir, cfgPath string) (int, int, func(), error) {
@@ -252,7 +179,7 @@ func launch(t testing.TB, node, dir, cfgPath string) (int, int, func(), error) {
 	if err != nil {
 		return 0, 0, nil, err
 	}
-	stderr := &syncBuffer{}
+	stderr := &nodeproc.SyncBuffer{}
 	if os.Getenv(EnvDebug) != "" {
 		cmd.Stderr = io.MultiWriter(stderr, os.Stderr)
 	} else {
@@ -301,9 +228,9 @@ func launch(t testing.TB, node, dir, cfgPath string) (int, int, func(), error) {
 		return p.amqp, p.admin, stop, nil
 	case <-waited:
 		stop()
-		return 0, 0, nil, fmt.Errorf("exited before it was ready: %s", lastLines(stderr.String(), 10))
+		return 0, 0, nil, fmt.Errorf("exited before it was ready: %s", nodeproc.LastLines(stderr.String(), 10))
 	case <-time.After(readyTimeout):
 		stop()
-		return 0, 0, nil, fmt.Errorf("not ready after %s: %s", readyTimeout, lastLines(stderr.String(), 10))
+		return 0, 0, nil, fmt.Errorf("not ready after %s: %s", readyTimeout, nodeproc.LastLines(stderr.String(), 10))
 	}
 }

