@@ -31,11 +31,15 @@
 //	go run ./examples/orders -broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=orders'
 //	WARY_RABBIT_URL=amqp://guest:guest@127.0.0.1:5672/ go run ./examples/orders -broker rabbit://orders
 //	go run ./examples/orders -broker 'kafka://orders?brokers=127.0.0.1:9092'
+//	go run ./examples/orders -broker 'sqsfifo://orders.fifo?region=us-east-1&endpoint=http://127.0.0.1:4566'
+//	WARY_SERVICEBUS_CONNECTION_STRING='Endpoint=sb://…' go run ./examples/orders -broker servicebus://orders
 //
 // The PostgreSQL tables go to a fresh schema, dropped at the end. The
 // RabbitMQ exchange and its queue EXCHANGE.billing are declared (after
 // deleting what an earlier run left) and deleted at the end. On Kafka the
-// topic must exist; the subscription is the consumer group billing.
+// topic must exist; the subscription is the consumer group billing. The
+// SQS FIFO queue and the Service Bus queue must exist, and are both the
+// topic and the subscription.
 package main
 
 import (
@@ -59,7 +63,7 @@ import (
 
 func main() {
 	var cfg Config
-	flag.StringVar(&cfg.Broker, "broker", "mem://orders", "topic URL: mem://TOPIC, rabbit://EXCHANGE (server in WARY_RABBIT_URL), amqp://USER:PASS@HOST:PORT/?exchange=EXCHANGE, kafka://TOPIC?brokers=HOST:PORT")
+	flag.StringVar(&cfg.Broker, "broker", "mem://orders", "topic URL: mem://TOPIC, rabbit://EXCHANGE (server in WARY_RABBIT_URL), amqp://USER:PASS@HOST:PORT/?exchange=EXCHANGE, kafka://TOPIC?brokers=HOST:PORT, sqsfifo://QUEUE.fifo?region=R&endpoint=URL, servicebus://QUEUE (connection string in WARY_SERVICEBUS_CONNECTION_STRING)")
 	flag.StringVar(&cfg.Subscription, "subscription", "", "subscription URL (default: derived from -broker)")
 	flag.StringVar(&cfg.Postgres, "postgres", "", "PostgreSQL URL (default: an embedded SQLite database)")
 	flag.Parse()

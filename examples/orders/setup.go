@@ -18,8 +18,9 @@ import (
 	"github.com/wary-go/wary/broker"
 	_ "github.com/wary-go/wary/drivers/kafka" // registers kafka://
 	"github.com/wary-go/wary/drivers/memory"
-	"github.com/wary-go/wary/drivers/rabbit"  // registers rabbit://, amqp://, amqps://
-	"github.com/wary-go/wary/drivers/sqsfifo" // registers sqsfifo://
+	"github.com/wary-go/wary/drivers/rabbit"     // registers rabbit://, amqp://, amqps://
+	"github.com/wary-go/wary/drivers/servicebus" // registers servicebus://
+	"github.com/wary-go/wary/drivers/sqsfifo"    // registers sqsfifo://
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
 	"github.com/wary-go/wary/idem/store"
@@ -166,6 +167,12 @@ type brokers struct {
 //     SDK's default chain). Use a fresh queue for each run: SQS drops
 //     messages whose IDs it saw in the last 5 minutes, and the run's IDs
 //     are always the same.
+//   - servicebus://QUEUE?PARAMS (connection string in
+//     WARY_SERVICEBUS_CONNECTION_STRING): the existing queue, published to
+//     and consumed from; a session queue needs sessions=true. PARAMS as
+//     the servicebus driver's URL opener takes them (read_entity=false
+//     with the entity's properties for a namespace without the
+//     administration API, such as an emulator).
 func openBroker(ctx context.Context, topicURL, subURL string) (*brokers, error) {
 	if topicURL == "" {
 		topicURL = "mem://orders"
@@ -236,7 +243,7 @@ func openBroker(ctx context.Context, topicURL, subURL string) (*brokers, error) 
 			s := url.URL{Scheme: u.Scheme, Host: "billing", RawQuery: q.Encode()}
 			subURL = s.String()
 		}
-	case sqsfifo.Scheme:
+	case sqsfifo.Scheme, servicebus.Scheme:
 		if subURL == "" {
 			subURL = topicURL // one queue: the topic and the subscription
 		}
