@@ -348,33 +348,18 @@ func (in *Inbox[Tx]) holds(d *broker.Delivery) bool {
 
 // run is apply after the claim.
 func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], claimed bool) (Result, error) {
-	if !claimed {
-		return ResultDuplicate, nil
+	r, ok, err := in.prepare(ctx, tx, d, claimed)
+	if err != nil || !ok {
+		return r, err
 	}
-	held := false
-	if in.holds(d) {
-		var err error
-		if held, err = in.store.HasParked(ctx, tx, in.consumer, d.Message.Headers[HeaderAggregateID]); err != nil {
-			return 0, storeErr("check parked", err)
-		}
-	}
-	return in.runChecked(ctx, tx, d, h, held)
+	return call(ctx, tx, d, h)
 }
 
 // runChecked is run after the held check.
 func (in *Inbox[Tx]) runChecked(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], held bool) (Result, error) {
-	if held {
-		now := in.o.Now()
-		p := parkedFrom(in.consumer, d, "held behind a parked message of aggregate "+d.Message.Headers[HeaderAggregateID], 0, now, now)
-		if err := in.store.Park(ctx, tx, p); err != nil {
-			return 0, storeErr("park", err)
-		}
-		return ResultHeld, nil
-	}
-	if d.Attempt > 1 {
-		if err := in.store.ClearFailure(ctx, tx, in.consumer, d.Message.ID); err != nil {
-			return 0, storeErr("clear failure", err)
-		}
+	r, ok, err := in.prepareChecked(ctx, tx, d, held)
+	if err != nil || !ok {
+		return r, err
 	}
 	return call(ctx, tx, d, h)
 }
