@@ -66,7 +66,8 @@ func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) err
 
 // BatchHandler processes a batch of deliveries, in the order they were
 // received. Deliveries it returns without settling are settled by the loop
-// as Handler's are: all acked if it returned nil, otherwise each
+// as Handler's are: all acked if it returned nil (with one driver call, see
+// AckAll), otherwise each
 // dead-lettered (an error marked with Permanent) or nacked with a delay
 // from RunOptions.Backoff; a delivery whose Ack was tried and failed has
 // its ack retried. A handler that must treat deliveries differently
@@ -243,6 +244,13 @@ func (r *runner) dispatchBatch(ds []*Delivery) {
 		stop := r.renewLocks(ds)
 		err := r.callBatch(ds)
 		stop()
+		if err == nil {
+			// One driver call for the batch's acks; what fails is retried
+			// one by one below.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 30*time.Second)
+			AckAll(sctx, ds)
+			cancel()
+		}
 		for _, d := range ds {
 			r.settleAfter(d, err)
 			<-r.outstanding

@@ -28,6 +28,7 @@ type Subscription struct {
 	closeCtx  context.Context
 	cancel    context.CancelFunc
 	mu        sync.RWMutex // held for reading by every call into the driver
+	ackMu     sync.Mutex   // held by AckAll while it holds deliveries' locks
 	closed    bool
 	closeOnce sync.Once
 	closeErr  error

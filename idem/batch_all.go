@@ -259,13 +259,16 @@ func deliveryErrors(err error, index map[*broker.Delivery]int) (named map[int]er
 	return named, whole
 }
 
-// ackAll acknowledges ds after their transaction committed, and returns
-// the failures (each matching ErrAckAfterCommit).
+// ackAll acknowledges ds after their transaction committed, with one
+// driver call (broker.AckAll), and returns the failures (each matching
+// ErrAckAfterCommit).
 func (in *Inbox[Tx]) ackAll(ctx context.Context, ds []*broker.Delivery) []error {
+	sctx, cancel := in.settleCtx(ctx)
+	defer cancel()
 	var errs []error
-	for _, d := range ds {
-		if err := in.ack(ctx, d); err != nil {
-			errs = append(errs, err)
+	for i, err := range broker.AckAll(sctx, ds) {
+		if err != nil {
+			errs = append(errs, in.ackFailed(ds[i], err))
 		}
 	}
 	return errs

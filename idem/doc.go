@@ -95,7 +95,7 @@
 // once: Inbox.HandleBatchAll claims the batch, calls it once with the
 // deliveries to apply (duplicates and held messages left out), so that it
 // writes them with one multi-row statement or one pgx.Batch, commits, and
-// acknowledges the batch.
+// acknowledges the batch with one call to the broker (broker.AckAll).
 // Inbox.VersionedBatch is its version check, and Inbox.WrapBatchAll the
 // broker.BatchHandler. A batch handler names the delivery an error
 // belongs to with *DeliveryError (SkipStale for a stale one); when it

@@ -504,12 +504,18 @@ func (in *Inbox[Tx]) ack(ctx context.Context, d *broker.Delivery) error {
 	sctx, cancel := in.settleCtx(ctx)
 	defer cancel()
 	if err := d.Ack(sctx); err != nil {
-		in.stats.ackFailures.Add(1)
-		in.o.Logger.Warn("idem: committed, but the ack failed; the redelivery will be recognised as a duplicate",
-			slog.String("consumer", in.consumer), slog.String("message_id", d.Message.ID), slog.String("error", err.Error()))
-		return fmt.Errorf("%w: consumer %q, message %q: %w", ErrAckAfterCommit, in.consumer, d.Message.ID, err)
+		return in.ackFailed(d, err)
 	}
 	return nil
+}
+
+// ackFailed counts and logs the failed ack of d after its commit, and
+// returns the error for it, matching ErrAckAfterCommit.
+func (in *Inbox[Tx]) ackFailed(d *broker.Delivery, err error) error {
+	in.stats.ackFailures.Add(1)
+	in.o.Logger.Warn("idem: committed, but the ack failed; the redelivery will be recognised as a duplicate",
+		slog.String("consumer", in.consumer), slog.String("message_id", d.Message.ID), slog.String("error", err.Error()))
+	return fmt.Errorf("%w: consumer %q, message %q: %w", ErrAckAfterCommit, in.consumer, d.Message.ID, err)
 }
 
 // nack returns d for redelivery after the backoff for attempt.
