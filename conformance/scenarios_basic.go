@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wary-go/wary/broker"
 )
@@ -111,20 +112,29 @@ func ackScenario(t *testing.T, e *env) {
 }
 
 // ackAllScenario: broker.AckAll acknowledges several deliveries with one
-// driver call (SendAcks with all their IDs), leaving out one settled
-// before: none is delivered again.
+// driver call (SendAcks with all their IDs), leaving out those settled
+// before: none is delivered again. It acks what arrives, so that a driver
+// that holds one unsettled delivery per scope (Kafka in order, RabbitMQ's
+// prefetch) gets its next.
 func ackAllScenario(t *testing.T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	var msgs []*broker.Message
-	for i := range 5 { // a key each: no head-of-line wait between them
+	for i := range 3 { // a key each: no head-of-line wait between them
 		msgs = append(msgs, e.msg(t, fmt.Sprint("ack-all-", i)))
 	}
 	publish(ctx, t, f, msgs...)
-	ds := e.recv(ctx, t, s, len(msgs))
-	ackAll(ctx, t, ds[1])
-	if errs := broker.AckAll(ctx, ds); errs != nil {
-		t.Fatalf("AckAll: %v", errors.Join(errs...))
+	ds := e.recv(ctx, t, s, 1)
+	ackAll(ctx, t, ds...)
+	for len(ds) < len(msgs) {
+		got := recvWithin(ctx, t, s, len(msgs)-len(ds), 3*time.Second)
+		if len(got) == 0 {
+			t.Fatalf("received %d of %d deliveries", len(ds), len(msgs))
+		}
+		ds = append(ds, got...)
+		if errs := broker.AckAll(ctx, ds); errs != nil {
+			t.Fatalf("AckAll: %v", errors.Join(errs...))
+		}
 	}
 	for _, d := range ds {
 		if !d.Settled() {
