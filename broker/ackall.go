@@ -22,6 +22,12 @@ import (
 // again. Deliveries of several subscriptions, detached deliveries and the
 // same delivery twice are allowed.
 func AckAll(ctx context.Context, ds []*Delivery) []error {
+	if len(ds) == 1 {
+		if err := ds[0].Ack(ctx); err != nil {
+			return []error{err}
+		}
+		return nil
+	}
 	errs := make([]error, len(ds))
 	failed := false
 	bySub := map[*Subscription][]int{}

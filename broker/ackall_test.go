@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/wary-go/wary/broker/driver"
 )
@@ -90,5 +93,85 @@ func TestAckAll(t *testing.T) {
 	d.msgs = []*driver.Message{{ID: "late", AckID: 9}}
 	if errs := AckAll(ctx, []*Delivery{{Message: &Message{ID: "y"}, sub: sub}}); !errors.Is(errs[0], ErrClosed) {
 		t.Errorf("closed: %v", errs)
+	}
+}
+
+// gateSub is a stubSub whose first SendAcks waits for gate, recording the
+// IDs of each call.
+type gateSub struct {
+	stubSub
+	entered chan struct{}
+	gate    chan struct{}
+	calls   chan []driver.AckID
+}
+
+func (s *gateSub) SendAcks(_ context.Context, ids []driver.AckID) error {
+	s.calls <- append([]driver.AckID(nil), ids...)
+	if ids[0] == 0 {
+		close(s.entered)
+		<-s.gate
+	}
+	return nil
+}
+
+// TestRunGroupsConcurrentAcks: acks of handlers that finish while another
+// ack is in flight go out together, in one driver call, after it.
+func TestRunGroupsConcurrentAcks(t *testing.T) {
+	var msgs []*driver.Message
+	for i := range 4 {
+		msgs = append(msgs, &driver.Message{ID: fmt.Sprint("m", i), AckID: i})
+	}
+	d := &gateSub{stubSub: stubSub{msgs: msgs}, entered: make(chan struct{}), gate: make(chan struct{}), calls: make(chan []driver.AckID, 4)}
+	sub := NewSubscription(d, nil)
+	defer sub.Close()
+	queued := make(chan struct{}, 4)
+	sub.ackQueued = func() { queued <- struct{}{} }
+	ctx, cancel := context.WithCancel(context.Background())
+	var open sync.Once
+	openGate := func() { open.Do(func() { close(d.gate) }) }
+	defer func() { openGate(); cancel() }() // before Close, also on failure
+	started := make(chan struct{}, 4)
+	first := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- sub.Run(ctx, func(ctx context.Context, dl *Delivery) error {
+			started <- struct{}{}
+			if dl.Message.ID != "m0" {
+				<-first // the others finish once m0's ack is in flight
+			}
+			return nil
+		}, &RunOptions{Concurrency: 4})
+	}()
+	for range 4 {
+		<-started
+	}
+	// m0 first: its ack goes alone and waits at the gate.
+	// (The other three wait for first.)
+	<-d.entered
+	close(first)
+	for i := range 3 {
+		select {
+		case <-queued:
+		case <-time.After(10 * time.Second): // a bound on failure, not a wait
+			t.Fatalf("%d of 3 acks waited to join a group", i)
+		}
+	}
+	openGate()
+	if got := fmt.Sprint(<-d.calls); got != "[0]" {
+		t.Errorf("first call %s, want [0]", got)
+	}
+	second := <-d.calls
+	slices.SortFunc(second, func(a, b driver.AckID) int { return a.(int) - b.(int) })
+	if got := fmt.Sprint(second); got != "[1 2 3]" {
+		t.Errorf("second call %s, want the three acks issued meanwhile, [1 2 3]", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-d.calls:
+		t.Errorf("a third call: %v", c)
+	default:
 	}
 }

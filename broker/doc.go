@@ -66,7 +66,9 @@
 // on RabbitMQ where no other delivery of the channel lies between the tags,
 // DeleteMessageBatch calls of ten on SQS; Service Bus settles each message
 // by its lock token. RunBatch acknowledges a batch whose handler returned
-// nil with AckAll, and package idem its committed batches.
+// nil with AckAll, and package idem its committed batches; Run groups the
+// acks of handlers that finish while another ack is in flight into one
+// AckAll (an ack issued alone goes out at once: grouping adds no delay).
 //
 // # Ordering
 //
