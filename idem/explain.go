@@ -259,7 +259,7 @@ func (e *explainer) transport() {
 	if c.DeliveryLimit <= 0 {
 		v = VerdictBroken
 		e.finding("transport", "no delivery limit: a message whose handler always fails is redelivered for ever and holds its scope",
-			"configure one on the broker (RabbitMQ quorum queue x-delivery-limit, SQS redrive maxReceiveCount, Service Bus MaxDeliveryCount, Kafka retry and DLQ topics, memory delivery_limit)")
+			"configure one on the broker (RabbitMQ quorum queue x-delivery-limit, SQS redrive maxReceiveCount, Service Bus MaxDeliveryCount, Kafka retry and dead-letter topics, the memory driver's limit=N)")
 	}
 	if e.p.Outbox && c.DedupWindow > 0 && !e.p.Inbox {
 		if span := RetrySpan(e.p.Relay); c.DedupWindow < span {

@@ -198,9 +198,10 @@ func (a *app) outboxSet(verb string, to store.OutboxState) *cobra.Command {
 					skipped = append(skipped, id)
 				}
 			}
-			res := map[string][]int64{verb + "d": done, "skipped": skipped}
+			past := strings.TrimSuffix(verb, "e") + "ed"
+			res := map[string][]int64{past: done, "skipped": skipped}
 			return a.report(res, func(w io.Writer) {
-				fmt.Fprintf(w, "%sd %d row(s)", verb, len(done))
+				fmt.Fprintf(w, "%s %d row(s)", past, len(done))
 				if len(skipped) > 0 {
 					fmt.Fprintf(w, "; skipped %v (no such row, or not in a state %s applies to)", skipped, verb)
 				}
