@@ -75,7 +75,7 @@ func nackDelay(h *Harness) time.Duration { return max(3*h.Quiet, 2*time.Second) 
 // lockExpiry: a delivery left unsettled past the lock timeout is delivered
 // again (to any consumer), counted as a new attempt; a late settle of the
 // old delivery does not lose the new one.
-func lockExpiry(t *testing.T, e *env) {
+func lockExpiry(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -96,7 +96,7 @@ func lockExpiry(t *testing.T, e *env) {
 
 // heldWithoutLock: with no lock timeout declared, an unsettled delivery
 // stays with its consumer however long it takes.
-func heldWithoutLock(t *testing.T, e *env) {
+func heldWithoutLock(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -111,7 +111,7 @@ func heldWithoutLock(t *testing.T, e *env) {
 
 // lockExtension: extending the lock keeps a slow delivery from being
 // redelivered past the original timeout.
-func lockExtension(t *testing.T, e *env) {
+func lockExtension(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -129,7 +129,7 @@ func lockExtension(t *testing.T, e *env) {
 	}
 }
 
-func lockExtensionUnsupported(t *testing.T, e *env) {
+func lockExtensionUnsupported(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -141,7 +141,7 @@ func lockExtensionUnsupported(t *testing.T, e *env) {
 }
 
 // nackWithDelay: a nacked message comes back no sooner than the delay.
-func nackWithDelay(t *testing.T, e *env) {
+func nackWithDelay(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -163,7 +163,7 @@ func nackWithDelay(t *testing.T, e *env) {
 	ackAll(ctx, t, d2)
 }
 
-func nackDelayUnsupported(t *testing.T, e *env) {
+func nackDelayUnsupported(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -178,7 +178,7 @@ func nackDelayUnsupported(t *testing.T, e *env) {
 
 // deliveryLimit: after DeliveryLimit deliveries the message is
 // dead-lettered with a reason instead of delivered again.
-func deliveryLimit(t *testing.T, e *env) {
+func deliveryLimit(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -209,7 +209,7 @@ func deliveryLimit(t *testing.T, e *env) {
 
 // deadLetter: DeadLetter moves the message to the dead-letter queue with
 // its reason, and it is not delivered again on the subscription.
-func deadLetter(t *testing.T, e *env) {
+func deadLetter(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -231,7 +231,7 @@ func deadLetter(t *testing.T, e *env) {
 	e.expectNone(ctx, t, s, "a dead-lettered message must not be delivered again")
 }
 
-func deadLetterUnsupported(t *testing.T, e *env) {
+func deadLetterUnsupported(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -244,7 +244,7 @@ func deadLetterUnsupported(t *testing.T, e *env) {
 // crashRedelivers: a consumer that closes (crashes) with unsettled
 // deliveries loses nothing: another consumer gets them, flagged as
 // redelivered.
-func crashRedelivers(t *testing.T, e *env) {
+func crashRedelivers(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s1, err := f.Subscribe(ctx)
 	if err != nil {
@@ -280,7 +280,7 @@ func crashRedelivers(t *testing.T, e *env) {
 // scope and crashes holding the second. Per-message acks: only the second
 // comes back. Cumulative acks: the second and third come back (the
 // commit point cannot pass the second), the first does not.
-func ackModel(t *testing.T, e *env) {
+func ackModel(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s1, err := f.Subscribe(ctx)
 	if err != nil {

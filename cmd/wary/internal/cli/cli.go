@@ -40,6 +40,9 @@ type IO struct {
 	Out, Err io.Writer
 	// Getenv reads the environment (default os.Getenv).
 	Getenv func(string) string
+	// Harnesses adds probe harnesses, by URL scheme, to the built-in ones
+	// (a test's own driver, say).
+	Harnesses map[string]HarnessFunc
 }
 
 // errFinding makes Run exit with ExitFinding; the command already printed
@@ -85,7 +88,7 @@ func redactErr(err error) string {
 	s := err.Error()
 	fields := strings.Fields(s)
 	for _, f := range fields {
-		if strings.Contains(f, "://") {
+		if strings.Contains(f, "://") && strings.ContainsAny(f, "@?#") { // only these can hold a secret
 			s = strings.ReplaceAll(s, f, broker.RedactString(strings.Trim(f, `"'(),;`)))
 		}
 	}

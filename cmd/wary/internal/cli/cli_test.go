@@ -17,9 +17,10 @@ import (
 // wary runs the command tree in process with env as its whole
 // environment and stdin as its input.
 type wary struct {
-	t     *testing.T
-	env   map[string]string
-	stdin string
+	t         *testing.T
+	env       map[string]string
+	stdin     string
+	harnesses map[string]cli.HarnessFunc
 }
 
 type result struct {
@@ -34,7 +35,7 @@ func (w *wary) run(args ...string) result {
 	var out, errout bytes.Buffer
 	ctx, cancel := context.WithTimeout(w.t.Context(), 2*time.Minute)
 	defer cancel()
-	code := cli.Run(ctx, args, cli.IO{In: strings.NewReader(w.stdin), Out: &out, Err: &errout, Getenv: func(k string) string { return w.env[k] }})
+	code := cli.Run(ctx, args, cli.IO{In: strings.NewReader(w.stdin), Out: &out, Err: &errout, Getenv: func(k string) string { return w.env[k] }, Harnesses: w.harnesses})
 	return result{code, out.String(), errout.String()}
 }
 

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -102,4 +103,14 @@ func TestExplainRabbit(t *testing.T) {
 	w := newWary(t)
 	r := w.want(cli.ExitOK, append([]string{"explain", "--broker", topicURL, "--subscription", subURL, "--consumer", "billing"}, args...)...)
 	r.has(t, "order per queue", "dead-letters after 5 deliveries (native)", "now: outbox backlog 0, 0 quarantined", `now: 0 parked message(s) of consumer "billing"`)
+}
+
+// TestProbeRabbit: the RabbitMQ driver keeps what it declares, measured
+// on scratch queues that probe creates and deletes.
+func TestProbeRabbit(t *testing.T) {
+	rabbitTopology(t) // skips when RabbitMQ is unreachable; sets WARY_RABBIT_URL
+	w := newWary(t)
+	w.env[cli.EnvRabbit] = os.Getenv(rabbit.ServerURLEnv)
+	r := w.want(cli.ExitOK, "probe", "rabbit://scratch", "--only", "order-within-scope,delivery-limit-dead-letters,dead-letter-with-reason")
+	r.has(t, "order per queue", "limit 3 (native)", "dead-letter yes", "every observation matches the declaration")
 }
