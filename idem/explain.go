@@ -216,7 +216,7 @@ func (e *explainer) publication() {
 	}
 	r := e.relay()
 	e.line("publication", VerdictOK, "outbox in the domain transaction, relay publishes each committed event at least once, in aggregate order; a row failing %d times (for up to %s) is quarantined and blocks only its aggregate",
-		r.MaxAttempts, RetrySpan(e.p.Relay).Round(time.Second))
+		r.MaxAttempts, short(RetrySpan(e.p.Relay).Round(time.Second)))
 	e.reconcile("quarantined outbox rows (wary outbox list --state quarantined; requeue or discard)")
 }
 
@@ -233,7 +233,7 @@ func (e *explainer) transport() {
 		parts = append(parts, fmt.Sprintf("order per %s (key %s)", c.Ordering, key))
 	}
 	if c.DedupWindow > 0 {
-		parts = append(parts, fmt.Sprintf("dedup of IDs for %s per %s", c.DedupWindow, c.DedupScope))
+		parts = append(parts, fmt.Sprintf("dedup of IDs for %s per %s", short(c.DedupWindow), c.DedupScope))
 	} else {
 		parts = append(parts, "no broker dedup")
 	}
@@ -250,11 +250,11 @@ func (e *explainer) transport() {
 		if c.LockExtendable {
 			ext = ", extendable"
 		}
-		parts = append(parts, fmt.Sprintf("lock %s%s", c.LockTimeout, ext))
+		parts = append(parts, fmt.Sprintf("lock %s%s", short(c.LockTimeout), ext))
 	} else {
 		parts = append(parts, "held until settled")
 	}
-	parts = append(parts, "redelivery horizon "+broker.HorizonString(c.RedeliveryHorizon))
+	parts = append(parts, "redelivery horizon "+horizon(c.RedeliveryHorizon))
 	v := VerdictOK
 	if c.DeliveryLimit <= 0 {
 		v = VerdictBroken
@@ -264,7 +264,7 @@ func (e *explainer) transport() {
 	if e.p.Outbox && c.DedupWindow > 0 && !e.p.Inbox {
 		if span := RetrySpan(e.p.Relay); c.DedupWindow < span {
 			v = VerdictBroken
-			e.finding("transport", fmt.Sprintf("the broker's dedup window (%s) is shorter than the relay's retry span (%s): a row republished later reaches the consumer twice, and nothing downstream drops it", c.DedupWindow, span.Round(time.Second)),
+			e.finding("transport", fmt.Sprintf("the broker's dedup window (%s) is shorter than the relay's retry span (%s): a row republished later reaches the consumer twice, and nothing downstream drops it", short(c.DedupWindow), short(span.Round(time.Second))),
 				"consume through an idem.Inbox, or lower RelayOptions.MaxAttempts and Backoff.Max so that the span fits in the window")
 		}
 	}
@@ -331,14 +331,14 @@ func (e *explainer) consumption() {
 		ret = h
 	case h != broker.HorizonUnknown && ret < h:
 		v = VerdictBroken
-		e.finding("consumption", fmt.Sprintf("inbox retention %s is shorter than the redelivery horizon %s: a copy arriving after its record is purged runs again", broker.HorizonString(ret), broker.HorizonString(h)),
+		e.finding("consumption", fmt.Sprintf("inbox retention %s is shorter than the redelivery horizon %s: a copy arriving after its record is purged runs again", horizon(ret), horizon(h)),
 			"raise Options.Retention to the horizon (0 keeps it) and drop AllowShortRetention")
 	}
 	maxAttempts := o.MaxAttempts
 	if maxAttempts < 1 {
 		maxAttempts = 5
 	}
-	text := fmt.Sprintf("inbox %q claims each message ID in the handler's transaction, records kept %s (horizon %s)", e.p.Consumer, broker.HorizonString(ret), broker.HorizonString(h))
+	text := fmt.Sprintf("inbox %q claims each message ID in the handler's transaction, records kept %s (horizon %s)", e.p.Consumer, horizon(ret), horizon(h))
 	if e.p.Versioned {
 		text += fmt.Sprintf("; version checks ack duplicates and stale events, retry gaps %d times, then park the aggregate", maxAttempts)
 		e.reconcile("parked messages (wary parked list; replay or discard)")
@@ -358,7 +358,7 @@ func (e *explainer) effects() {
 	for _, k := range e.p.Keys {
 		kept := "for ever"
 		if k.Retention > 0 {
-			kept = k.Retention.String()
+			kept = short(k.Retention)
 		}
 		if k.Replays {
 			parts = append(parts, fmt.Sprintf("%s (remembers keys %s and replays outcomes: unknown outcomes are retried within that)", k.Provider, kept))
@@ -414,4 +414,24 @@ func logStatement(l *slog.Logger, msg string, s Statement, attrs ...any) {
 		level = slog.LevelWarn
 	}
 	l.Log(context.Background(), level, msg, append(attrs, slog.Any("guarantee", s))...)
+}
+
+// horizon renders a redelivery horizon or retention for people.
+func horizon(d time.Duration) string {
+	if d == broker.HorizonUnknown || d == broker.HorizonUnbounded {
+		return broker.HorizonString(d)
+	}
+	return short(d)
+}
+
+// short renders d without zero minutes and seconds: "168h", "1m", "13m31s".
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }

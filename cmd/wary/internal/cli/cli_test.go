@@ -152,7 +152,7 @@ func TestExplainFlagsMisconfiguration(t *testing.T) {
 	r := w.want(cli.ExitFinding, "explain", "--broker", topic, "--config", cfg)
 	r.has(t, "MISCONFIGURED (transport): no delivery limit", "fix: configure one on the broker",
 		"MISCONFIGURED (order): 4 concurrent handlers without PerKey", "fix: set broker.RunOptions.PerKey",
-		"MISCONFIGURED (consumption): inbox retention 1h0m0s is shorter than the redelivery horizon 72h0m0s",
+		"MISCONFIGURED (consumption): inbox retention 1h is shorter than the redelivery horizon 72h",
 		"MISCONFIGURED (effects): handlers make external calls without idempotency keys")
 	var st struct {
 		Lines    []struct{ Stage, Verdict string }
@@ -183,8 +183,28 @@ func TestExplainDedupWindowShorterThanRelay(t *testing.T) {
 	w := newWary(t)
 	topic := "mem://" + unique("explain") + "?profile=sqsfifo&dedup=1m"
 	r := w.want(cli.ExitFinding, "explain", "--broker", topic, "--outbox", "--inbox=false")
-	r.has(t, "the broker's dedup window (1m0s) is shorter than the relay's retry span")
+	r.has(t, "the broker's dedup window (1m) is shorter than the relay's retry span")
 	// With an inbox, the window is not relied on.
 	r = w.want(cli.ExitOK, "explain", "--broker", topic, "--outbox", "--inbox", "--consumer", "c")
-	r.has(t, "dedup of IDs for 1m0s per queue")
+	r.has(t, "dedup of IDs for 1m per queue")
+}
+
+// TestREADMEExplainOrders: the README shows what wary explain prints for
+// the orders example's setup.
+func TestREADMEExplainOrders(t *testing.T) {
+	readme, err := os.ReadFile("../../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cmd = "$ go run ./cmd/wary explain --broker mem://orders --config examples/orders/pipeline.json\n"
+	_, block, ok := strings.Cut(string(readme), cmd)
+	if !ok {
+		t.Fatalf("README.md lacks %q", cmd)
+	}
+	block, _, _ = strings.Cut(block, "```")
+	w := newWary(t)
+	r := w.want(cli.ExitOK, "explain", "--broker", "mem://orders", "--config", "../../../../examples/orders/pipeline.json")
+	if r.out != block {
+		t.Fatalf("README.md shows\n%s\nwary explain prints\n%s", block, r.out)
+	}
 }
