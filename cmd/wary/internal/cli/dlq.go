@@ -24,7 +24,7 @@ type dlqFlags struct {
 
 func (f *dlqFlags) add(c *cobra.Command) {
 	c.Flags().IntVar(&f.limit, "limit", 100, "read at most this many dead letters")
-	c.Flags().DurationVar(&f.wait, "wait", 3*time.Second, "stop reading after the queue stayed empty this long")
+	c.Flags().DurationVar(&f.wait, "wait", 3*time.Second, "how long to wait for the first dead letters")
 }
 
 func (a *app) dlqCmd() *cobra.Command {
@@ -65,12 +65,17 @@ func toDeadJSON(d *broker.Delivery) deadJSON {
 	return deadJSON{MessageID: m.ID, Key: m.Key, Reason: m.Headers[broker.HeaderDeadLetterReason], Attempt: d.Attempt, Headers: m.Headers, Body: body, Encoding: enc}
 }
 
-// readDead receives up to f.limit deliveries, until the queue stayed
-// empty for f.wait.
+// readDead receives up to f.limit deliveries: it waits f.wait for the
+// first ones (a consumer may take that long to join), and then stops when
+// the queue stayed empty for a second (or f.wait, if shorter).
 func readDead(ctx context.Context, s *broker.Subscription, f *dlqFlags) ([]*broker.Delivery, error) {
 	var out []*broker.Delivery
 	for len(out) < f.limit {
-		rctx, cancel := context.WithTimeout(ctx, f.wait)
+		idle := f.wait
+		if len(out) > 0 {
+			idle = min(f.wait, time.Second)
+		}
+		rctx, cancel := context.WithTimeout(ctx, idle)
 		ds, err := s.Receive(rctx, min(f.limit-len(out), 100))
 		cancel()
 		if err != nil {

@@ -92,7 +92,7 @@ func TestPostgresOutbox(t *testing.T) {
 
 func TestRabbitDLQ(t *testing.T) {
 	top, topicURL, sub, _, dlqURL := rabbitTopology(t)
-	dlqWalkthrough(t, newWary(t), top, topicURL, sub, dlqURL)
+	dlqWalkthrough(t, newWary(t), top, topicURL, sub, dlqURL, "1s")
 }
 
 // TestExplainRabbit: explain reads the capabilities of a live RabbitMQ
