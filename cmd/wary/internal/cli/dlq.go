@@ -167,6 +167,7 @@ func (a *app) dlqMove(verb string) *cobra.Command {
 					return err
 				}
 				defer t.Close()
+				a.warnDedup(t)
 			}
 			ds, err := readDead(ctx, s, &f)
 			if err != nil {

@@ -174,6 +174,7 @@ message whose gap is still open is parked again when it comes back.`,
 				return err
 			}
 			defer t.Close()
+			a.warnDedup(t)
 			by := replayedBy()
 			res := replayJSON{Replayed: []parkedJSON{}}
 			for _, agg := range aggs {
@@ -329,6 +330,15 @@ func printParked(w io.Writer, ps []parkedJSON) {
 		p := ps[i]
 		return []any{p.ID, p.Consumer, p.MessageID, p.AggregateID, p.Version, p.Sequence, p.Attempts, p.LastSeen.Format(time.RFC3339), p.Reason}
 	})
+}
+
+// warnDedup tells the operator, on stderr, that a topic with a dedup
+// window drops a replayed message whose ID it saw within the window.
+func (a *app) warnDedup(t *broker.Topic) {
+	if w := t.Capabilities().DedupWindow; w > 0 {
+		fmt.Fprintf(a.io.Err, "note: this broker drops a message whose ID it saw in the last %s (per %s): a message first published less than %s ago is dropped, not replayed\n",
+			w, t.Capabilities().DedupScope, w)
+	}
 }
 
 // replayedBy says who replays: user@host and the time.
