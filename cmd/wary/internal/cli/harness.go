@@ -11,8 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/drivers/kafka"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
@@ -28,6 +32,7 @@ var harnesses = map[string]HarnessFunc{
 	memory.Scheme:     memHarness,
 	rabbit.Scheme:     rabbitHarness,
 	rabbit.SchemeAMQP: rabbitHarness, rabbit.SchemeAMQPS: rabbitHarness,
+	"kafka": kafkaHarness,
 }
 
 func scratchName(prefix string) string {
@@ -184,4 +189,71 @@ func (a *app) harnessFor(ctx context.Context, raw string) (conformance.Harness, 
 		return conformance.Harness{}, nil, fmt.Errorf("probe cannot create scratch queues for %s:// yet (it can for %s)", u.Scheme, strings.Join(sortedStrings(known), ", "))
 	}
 	return f(ctx, u, a.io.Getenv)
+}
+
+// kafkaHarness probes a Kafka cluster (brokers= or $WARY_KAFKA_BROKERS):
+// each scenario gets a scratch topic of four partitions that keeps
+// records forever (retention.ms=-1, so the horizon is unbounded), a
+// dead-letter topic and a consumer group, deleted when it ends. ordered=
+// chooses the consumer mode.
+func kafkaHarness(ctx context.Context, u *url.URL, getenv func(string) string) (conformance.Harness, func(), error) {
+	q := u.Query()
+	seeds := q.Get("brokers")
+	if seeds == "" {
+		seeds = getenv(EnvKafka)
+	}
+	if seeds == "" {
+		return conformance.Harness{}, nil, fmt.Errorf("probe %s: name the brokers with brokers= or $%s", broker.Redact(u), EnvKafka)
+	}
+	ordered := q.Get("ordered") == "true"
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(seeds, ",")...)}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return conformance.Harness{}, nil, fmt.Errorf("Kafka %s: %w", seeds, err)
+	}
+	adm := kadm.NewClient(cl)
+	forever := "-1"
+	create := func(t testing.TB, name string, partitions int32) error {
+		resp, err := adm.CreateTopic(ctx, partitions, -1, map[string]*string{"retention.ms": &forever}, name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			return fmt.Errorf("create topic %s: %w", name, err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, _ = adm.DeleteTopics(ctx, name)
+		})
+		return nil
+	}
+	h := conformance.Harness{
+		Name:              "probe " + broker.Redact(u),
+		RedeliveryHorizon: broker.HorizonUnbounded,
+		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+			name := scratchName("wary-probe")
+			if err := create(t, name, 4); err != nil {
+				return nil, err
+			}
+			if err := create(t, name+"-dlq", 1); err != nil {
+				return nil, err
+			}
+			so := &kafka.SubscriptionOptions{Ordered: ordered, DeadLetterTopic: name + "-dlq", DeliveryLimit: cfg.DeliveryLimit}
+			top, err := kafka.OpenTopic(append(opts, kgo.ProducerLinger(0)), name, &kafka.TopicOptions{Consumers: so})
+			if err != nil {
+				return nil, err
+			}
+			return &conformance.Fixture{
+				Topic: top,
+				Subscribe: func(context.Context) (*broker.Subscription, error) {
+					return kafka.OpenSubscription(opts, name, name+"-group", so)
+				},
+				DeadLetters: func(context.Context) (*broker.Subscription, error) {
+					return kafka.OpenSubscription(opts, name+"-dlq", name+"-dlq-group", nil)
+				},
+			}, nil
+		},
+	}
+	return h, cl.Close, nil
 }

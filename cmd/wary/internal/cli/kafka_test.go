@@ -37,3 +37,13 @@ func TestKafkaExplainAndDLQ(t *testing.T) {
 	sub := mustOpenSub(t, subURL+"&brokers="+seeds)
 	dlqWalkthrough(t, w, top, "kafka://orders", sub, "kafka://ops?topic=orders-dlq", "10s")
 }
+
+// TestProbeKafka: the Kafka driver keeps what it declares, measured on
+// scratch topics that probe creates and deletes.
+func TestProbeKafka(t *testing.T) {
+	seeds := kfakeCluster(t)
+	w := newWary(t)
+	w.env[cli.EnvKafka] = seeds
+	r := w.want(cli.ExitOK, "probe", "kafka://scratch")
+	r.has(t, "order per partition", "every observation matches the declaration")
+}

@@ -33,10 +33,13 @@ and what was observed, and exits 1 if any observation contradicts the
 declaration.
 
 URLs: mem://NAME?profile=P&... (the memory driver, on a clock of its own),
-rabbit://NAME (server in $WARY_RABBIT_URL; partitions=N), or
-amqp://USER:PASS@HOST:PORT/VHOST.`,
+rabbit://NAME (server in $WARY_RABBIT_URL; partitions=N),
+amqp://USER:PASS@HOST:PORT/VHOST, or kafka://NAME (brokers= or
+$WARY_KAFKA_BROKERS; ordered=true for the ordered consumer mode).
+sqsfifo:// and servicebus:// are not probed yet.`,
 		Example: `  wary probe 'mem://scratch?profile=sqsfifo'
-  wary probe rabbit://scratch --only order-within-scope,delivery-limit-dead-letters --json`,
+  wary probe rabbit://scratch --only order-within-scope,delivery-limit-dead-letters --json
+  wary probe 'kafka://scratch?brokers=127.0.0.1:9092&ordered=true'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
