@@ -187,6 +187,10 @@ func (a *app) dlqMove(verb string) *cobra.Command {
 					others = append(others, d)
 				}
 			}
+			if s.Capabilities().AckModel == broker.AckCumulative && !prefix(ds, chosen) {
+				release(ds)
+				return fmt.Errorf("this dead-letter queue acknowledges cumulatively (a Kafka topic): removing a dead letter removes every earlier one, so choose the first ones in order, or --all")
+			}
 			release(others)
 			if len(chosen) > 0 {
 				if err := a.confirm(fmt.Sprintf("%s %d dead letter(s)", verb, len(chosen))); err != nil {
@@ -232,4 +236,14 @@ func (a *app) dlqMove(verb string) *cobra.Command {
 		c.Short = "Remove dead letters for good"
 	}
 	return c
+}
+
+// prefix reports whether chosen are the first deliveries of ds, in order.
+func prefix(ds, chosen []*broker.Delivery) bool {
+	for i, d := range chosen {
+		if ds[i] != d {
+			return false
+		}
+	}
+	return true
 }

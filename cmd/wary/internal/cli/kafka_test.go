@@ -36,6 +36,20 @@ func TestKafkaExplainAndDLQ(t *testing.T) {
 	top := mustOpenTopic(t, "kafka://orders?brokers="+seeds)
 	sub := mustOpenSub(t, subURL+"&brokers="+seeds)
 	dlqWalkthrough(t, w, top, "kafka://orders", sub, "kafka://ops?topic=orders-dlq", "10s")
+
+	// Acks are cumulative: removing the second dead letter would remove
+	// the first too, so only the first ones in order can be chosen.
+	publish(t, top, event("k-1", "order-9", 1), event("k-2", "order-9", 2))
+	for _, d := range receive(t, sub, 2) {
+		if err := d.DeadLetter(t.Context(), "poison"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = w.want(cli.ExitError, "dlq", "discard", "kafka://ops?topic=orders-dlq", "--id", "k-2", "--yes", "--wait", "10s")
+	if !strings.Contains(r.errout, "choose the first ones in order") {
+		t.Errorf("stderr %q does not explain the refusal", r.errout)
+	}
+	w.want(cli.ExitOK, "dlq", "discard", "kafka://ops?topic=orders-dlq", "--id", "k-1", "--id", "k-2", "--yes", "--wait", "10s").has(t, "discard: 2 dead letter(s)")
 }
 
 // TestProbeKafka: the Kafka driver keeps what it declares, measured on
