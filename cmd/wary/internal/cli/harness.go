@@ -19,6 +19,7 @@ import (
 	"github.com/wary-go/wary/drivers/kafka"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/drivers/rabbit"
+	"github.com/wary-go/wary/drivers/sqsfifo"
 )
 
 // HarnessFunc builds the conformance harness with which probe measures
@@ -32,7 +33,8 @@ var harnesses = map[string]HarnessFunc{
 	memory.Scheme:     memHarness,
 	rabbit.Scheme:     rabbitHarness,
 	rabbit.SchemeAMQP: rabbitHarness, rabbit.SchemeAMQPS: rabbitHarness,
-	"kafka": kafkaHarness,
+	"kafka":        kafkaHarness,
+	sqsfifo.Scheme: sqsHarness,
 }
 
 func scratchName(prefix string) string {

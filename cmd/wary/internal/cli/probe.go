@@ -35,8 +35,10 @@ declaration.
 URLs: mem://NAME?profile=P&... (the memory driver, on a clock of its own),
 rabbit://NAME (server in $WARY_RABBIT_URL; partitions=N),
 amqp://USER:PASS@HOST:PORT/VHOST, or kafka://NAME (brokers= or
-$WARY_KAFKA_BROKERS; ordered=true for the ordered consumer mode).
-sqsfifo:// and servicebus:// are not probed yet.`,
+$WARY_KAFKA_BROKERS; ordered=true for the ordered consumer mode), or
+sqsfifo://NAME?region=R (endpoint= or $WARY_SQS_ENDPOINT; dedup_window=
+when the server's is shorter than AWS's 5 minutes). servicebus:// is not
+probed yet.`,
 		Example: `  wary probe 'mem://scratch?profile=sqsfifo'
   wary probe rabbit://scratch --only order-within-scope,delivery-limit-dead-letters --json
   wary probe 'kafka://scratch?brokers=127.0.0.1:9092&ordered=true'`,

@@ -55,3 +55,21 @@ func TestSQSDLQ(t *testing.T) {
 	sub := mustOpenSub(t, "sqsfifo://"+name+".fifo"+q+"&endpoint="+srv.Endpoint+"&wait_time=1s")
 	dlqWalkthrough(t, w, top, "sqsfifo://"+name+".fifo"+q, sub, "sqsfifo://"+name+"-dlq.fifo"+q, "5s")
 }
+
+// TestProbeSQS: the SQS FIFO driver keeps what it declares on fauxqs,
+// measured on scratch queues that probe creates and deletes.
+func TestProbeSQS(t *testing.T) {
+	srv := sqsemu.Start(t, sqsemu.Options{DedupWindow: 3 * time.Second})
+	if srv.Real {
+		t.Skip("runs on fauxqs with a shortened dedup window")
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	w := newWary(t)
+	w.env[cli.EnvSQS] = srv.Endpoint
+	r := w.want(cli.ExitOK, "probe", "sqsfifo://scratch?region="+sqsemu.Region+"&dedup_window=3s",
+		"--only", "order-within-scope,head-of-line,dedup-within-window,dedup-expires-after-window,delivery-limit-dead-letters,lock-expiry-redelivers")
+	r.has(t, "order per message group", "dedup 3s per queue", "limit 3 (native)", "lock 3s", "every observation matches the declaration")
+}
