@@ -14,12 +14,12 @@ import (
 	"github.com/wary-go/wary/conformance/emulators/sqsemu"
 )
 
-// TestSQSDLQ: dead letters of an SQS FIFO queue (fauxqs) are listed,
-// replayed and discarded through sqsfifo:// URLs.
-func TestSQSDLQ(t *testing.T) {
-	// A one-second dedup window, so that the replay (same ID) is not
-	// dropped as a duplicate of the first publish a few commands earlier.
-	srv := sqsemu.Start(t, sqsemu.Options{DedupWindow: time.Second})
+// fauxqs starts fauxqs with a shortened dedup window, and dummy
+// credentials in the environment for the SDK's default chain, which
+// sqsfifo:// URLs use. It skips with WARY_SQS_ENDPOINT set: the tests need
+// a window shorter than SQS's 5 minutes.
+func fauxqs(t *testing.T, window time.Duration) *sqsemu.Server {
+	srv := sqsemu.Start(t, sqsemu.Options{DedupWindow: window})
 	if srv.Real {
 		t.Skip("runs on fauxqs: it needs a dedup window shorter than SQS's 5 minutes")
 	}
@@ -27,6 +27,15 @@ func TestSQSDLQ(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
 	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	return srv
+}
+
+// TestSQSDLQ: dead letters of an SQS FIFO queue (fauxqs) are listed,
+// replayed and discarded through sqsfifo:// URLs.
+func TestSQSDLQ(t *testing.T) {
+	// A one-second dedup window, so that the replay (same ID) is not
+	// dropped as a duplicate of the first publish a few commands earlier.
+	srv := fauxqs(t, time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	c := srv.NewClient(t, nil)
@@ -59,14 +68,7 @@ func TestSQSDLQ(t *testing.T) {
 // TestProbeSQS: the SQS FIFO driver keeps what it declares on fauxqs,
 // measured on scratch queues that probe creates and deletes.
 func TestProbeSQS(t *testing.T) {
-	srv := sqsemu.Start(t, sqsemu.Options{DedupWindow: 3 * time.Second})
-	if srv.Real {
-		t.Skip("runs on fauxqs with a shortened dedup window")
-	}
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
-	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	srv := fauxqs(t, 3*time.Second)
 	w := newWary(t)
 	w.env[cli.EnvSQS] = srv.Endpoint
 	r := w.want(cli.ExitOK, "probe", "sqsfifo://scratch?region="+sqsemu.Region+"&dedup_window=3s",
