@@ -146,7 +146,13 @@ in replay order (version, sequence, parking order), forgets their inbox
 claims, and publishes them to --to with their original ID, key and
 headers plus wary-replayed-by; all in one store transaction per
 aggregate, committed only after the broker confirmed every publish. A
-message whose gap is still open is parked again when it comes back.`,
+message whose gap is still open is parked again when it comes back.
+
+Nothing is lost: a failed publish leaves the messages parked. But a
+consumer on PostgreSQL that receives a replayed message before the
+replay's transaction commits can hold it again (its claim-and-check
+statement still sees the park): run "wary parked list" afterwards, and
+replay again if the aggregate is back.`,
 		Example: `  wary parked replay --consumer billing --aggregate order-3 --to 'mem://orders' --sqlite shop.db --yes`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {

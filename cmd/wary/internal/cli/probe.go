@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -55,7 +56,7 @@ probed yet.`,
 				return err
 			}
 			defer closeH()
-			sp := &spinner{w: a.io.Err}
+			sp := &spinner{w: a.io.Err, tty: isTerminal(a.io.Err)}
 			caps, results, err := conformance.Probe(ctx, h, sp, only...)
 			sp.stop()
 			if err != nil {
@@ -152,9 +153,21 @@ func declared(scenario string, c broker.Capabilities) string {
 	return "-"
 }
 
-// spinner shows, on stderr, which scenario runs and for how long.
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// spinner shows, on stderr, which scenario runs and for how long; when
+// stderr is not a terminal, only a line per finished scenario.
 type spinner struct {
 	w    io.Writer
+	tty  bool
 	mu   sync.Mutex
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -162,6 +175,9 @@ type spinner struct {
 
 func (s *spinner) Start(scenario string) {
 	s.stop()
+	if !s.tty {
+		return
+	}
 	s.done = make(chan struct{})
 	start := time.Now()
 	s.wg.Go(func() {
@@ -185,7 +201,10 @@ func (s *spinner) Done(r conformance.Result) {
 	s.stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	fmt.Fprintf(s.w, "\r%-48s %s\n", r.Scenario, r.Outcome)
+	if s.tty {
+		fmt.Fprint(s.w, "\r")
+	}
+	fmt.Fprintf(s.w, "%-48s %s\n", r.Scenario, r.Outcome)
 }
 
 func (s *spinner) stop() {
