@@ -33,15 +33,17 @@ func (a *app) dlqCmd() *cobra.Command {
 		Short: "List, replay or discard dead-lettered messages",
 		Long: `URL is a subscription URL that reads a dead-letter queue:
   mem://TOPIC/SUBSCRIPTION/dead-letters               (the memory driver, in this process)
-  rabbit://DLQ_QUEUE?dead_letters_from=QUEUE          (a RabbitMQ dead-letter queue)
+  rabbit://Q.dlq?dead_letters_from=Q.dlx              (a RabbitMQ dead-letter queue)
   kafka://GROUP?topic=DLQ_TOPIC                       (a Kafka dead-letter topic)
   sqsfifo://DLQ.fifo                                  (an SQS FIFO dead-letter queue)
   servicebus://QUEUE/$DeadLetterQueue                 (a Service Bus dead-letter sub-queue)
 list reads dead letters and puts them back (nothing is removed). replay
 publishes the selected ones to --to with their original ID, key and
 headers plus wary-replayed-by (who, when, and the dead-letter reason),
-then removes them from the dead-letter queue. discard removes them.`,
-		Example: `  wary dlq list 'rabbit://orders.billing.dlq?dead_letters_from=orders.billing'
+then removes them from the dead-letter queue. discard removes them.
+On a Kafka dead-letter topic (cumulative acknowledgements) only the
+first dead letters, in order, can be chosen.`,
+		Example: `  wary dlq list 'rabbit://orders.billing.dlq?dead_letters_from=orders.billing.dlx'
   wary dlq replay 'mem://orders/billing/dead-letters' --id order-3/placed --to mem://orders --yes
   wary dlq discard 'servicebus://orders/$DeadLetterQueue' --all --yes`,
 	}
@@ -145,7 +147,7 @@ func (a *app) dlqMove(verb string) *cobra.Command {
 	c := &cobra.Command{
 		Use:   verb + " URL (--id ID... | --all)",
 		Short: "Replay dead letters to a topic with their original ID and headers",
-		Example: fmt.Sprintf(`  wary dlq %s 'rabbit://orders.billing.dlq?dead_letters_from=orders.billing' --id order-3/placed`, verb) +
+		Example: fmt.Sprintf(`  wary dlq %s 'rabbit://orders.billing.dlq?dead_letters_from=orders.billing.dlx' --id order-3/placed`, verb) +
 			map[string]string{"replay": " --to rabbit://orders", "discard": " --yes"}[verb],
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
