@@ -88,6 +88,11 @@ const (
 	HeaderSequence = "wary-sequence"
 	// HeaderType is the event's type name ("order.cancelled").
 	HeaderType = "wary-type"
+	// HeaderReplayedBy records, on a message an operator moved back from a
+	// dead-letter queue or a park (cmd/wary), who did it, when, and why
+	// the message had been set aside ("alice@host 2026-12-01T03:12:00Z:
+	// delivery_limit").
+	HeaderReplayedBy = "wary-replayed-by"
 )
 
 // ReservedHeader reports whether a producer may not set the header name:
@@ -97,7 +102,7 @@ func ReservedHeader(name string) bool {
 		return false
 	}
 	switch name {
-	case HeaderAggregateID, HeaderAggregateVersion, HeaderSequence, HeaderType:
+	case HeaderAggregateID, HeaderAggregateVersion, HeaderSequence, HeaderType, HeaderReplayedBy:
 		return false
 	}
 	return true

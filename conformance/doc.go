@@ -56,6 +56,11 @@
 // History, missing entities, invalid input, cancellation, close, and
 // goroutine leaks. Scenarios returns their names.
 //
+// Probe runs the same scenarios outside of go test, for an operator's
+// tool (cmd/wary probe): each scenario's outcome (kept, broken with the
+// failure, or not applicable) goes to a Reporter as it ends, and a broken
+// promise does not stop the others.
+//
 // History and OrderLog are the checkers the scenarios use, exported for
 // end-to-end tests: History counts per message ID what was sent, delivered
 // and applied, and reports lost and unexpected messages, duplicate

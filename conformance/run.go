@@ -20,7 +20,7 @@ import (
 type scenario struct {
 	name string
 	need func(c broker.Capabilities, h *Harness) string
-	run  func(t *testing.T, e *env)
+	run  func(t testing.TB, e *env)
 }
 
 // always applies.
@@ -47,15 +47,7 @@ func Scenarios() []string {
 // alone (not t.Parallel with other broker tests).
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	if h.Quiet <= 0 {
-		h.Quiet = time.Second
-	}
-	if h.MaxWait <= 0 {
-		h.MaxWait = 30 * time.Second
-	}
-	if h.Wait == nil {
-		h.Wait = sleep
-	}
+	h.defaults()
 	before := goleak.IgnoreCurrent()
 	var caps broker.Capabilities
 	// A subtest of its own, so that what the harness registers for cleanup
@@ -126,6 +118,19 @@ func probeCaps(t testing.TB, h *Harness) broker.Capabilities {
 	return caps
 }
 
+// defaults fills in the harness fields left zero.
+func (h *Harness) defaults() {
+	if h.Quiet <= 0 {
+		h.Quiet = time.Second
+	}
+	if h.MaxWait <= 0 {
+		h.MaxWait = 30 * time.Second
+	}
+	if h.Wait == nil {
+		h.Wait = sleep
+	}
+}
+
 var defaultConfig = Config{LockTimeout: 2 * time.Second, DeliveryLimit: 3, DedupWindow: 3 * time.Second}
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -146,7 +151,7 @@ type env struct {
 
 // setup builds a fresh fixture with the default config, checks it declares
 // the probed capabilities, and returns it with a context for the scenario.
-func (e *env) setup(t *testing.T) (context.Context, *Fixture) {
+func (e *env) setup(t testing.TB) (context.Context, *Fixture) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute+2*e.h.MaxWait)
 	t.Cleanup(cancel)
@@ -162,7 +167,7 @@ func (e *env) setup(t *testing.T) (context.Context, *Fixture) {
 }
 
 // sub opens one more consumer and closes it at cleanup.
-func (e *env) sub(ctx context.Context, t *testing.T, f *Fixture) *broker.Subscription {
+func (e *env) sub(ctx context.Context, t testing.TB, f *Fixture) *broker.Subscription {
 	t.Helper()
 	s, err := f.Subscribe(ctx)
 	if err != nil {
@@ -173,7 +178,7 @@ func (e *env) sub(ctx context.Context, t *testing.T, f *Fixture) *broker.Subscri
 }
 
 // dlq opens the dead-letter queue.
-func (e *env) dlq(ctx context.Context, t *testing.T, f *Fixture) *broker.Subscription {
+func (e *env) dlq(ctx context.Context, t testing.TB, f *Fixture) *broker.Subscription {
 	t.Helper()
 	if f.DeadLetters == nil {
 		t.Fatalf("the driver declares dead-lettering but the fixture has no DeadLetters opener")
@@ -188,7 +193,7 @@ func (e *env) dlq(ctx context.Context, t *testing.T, f *Fixture) *broker.Subscri
 
 // msg builds a message with a unique ID, the key (or a default one where
 // the broker requires keys) and a body naming it.
-func (e *env) msg(t *testing.T, key string) *broker.Message {
+func (e *env) msg(t testing.TB, key string) *broker.Message {
 	n := e.n.Add(1)
 	id := fmt.Sprintf("%s-%d-%d", sanitize(t.Name()), time.Now().UnixNano(), n)
 	if key == "" && e.caps.KeyRequired {
@@ -210,7 +215,7 @@ func sanitize(s string) string {
 	return string(b)
 }
 
-func publish(ctx context.Context, t *testing.T, f *Fixture, msgs ...*broker.Message) {
+func publish(ctx context.Context, t testing.TB, f *Fixture, msgs ...*broker.Message) {
 	t.Helper()
 	if err := f.Topic.Publish(ctx, msgs...); err != nil {
 		t.Fatalf("publish: %v", err)
@@ -219,7 +224,7 @@ func publish(ctx context.Context, t *testing.T, f *Fixture, msgs ...*broker.Mess
 
 // recvWithin receives until n deliveries arrived or d passed, and returns
 // what arrived.
-func recvWithin(ctx context.Context, t *testing.T, s *broker.Subscription, n int, d time.Duration) []*broker.Delivery {
+func recvWithin(ctx context.Context, t testing.TB, s *broker.Subscription, n int, d time.Duration) []*broker.Delivery {
 	t.Helper()
 	rctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -239,7 +244,7 @@ func recvWithin(ctx context.Context, t *testing.T, s *broker.Subscription, n int
 
 // recv receives exactly n deliveries within the scenario's patience or
 // fails.
-func (e *env) recv(ctx context.Context, t *testing.T, s *broker.Subscription, n int) []*broker.Delivery {
+func (e *env) recv(ctx context.Context, t testing.TB, s *broker.Subscription, n int) []*broker.Delivery {
 	t.Helper()
 	ds := recvWithin(ctx, t, s, n, 30*time.Second)
 	if len(ds) < n {
@@ -250,7 +255,7 @@ func (e *env) recv(ctx context.Context, t *testing.T, s *broker.Subscription, n 
 
 // recvID receives until the delivery of id arrives, settling nothing, and
 // returns it with the others received on the way.
-func (e *env) recvID(ctx context.Context, t *testing.T, s *broker.Subscription, id string) (*broker.Delivery, []*broker.Delivery) {
+func (e *env) recvID(ctx context.Context, t testing.TB, s *broker.Subscription, id string) (*broker.Delivery, []*broker.Delivery) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	var others []*broker.Delivery
@@ -268,7 +273,7 @@ func (e *env) recvID(ctx context.Context, t *testing.T, s *broker.Subscription, 
 
 // expectNone fails if anything is delivered within the harness's Quiet
 // period; what arrives is nacked so that it is not held.
-func (e *env) expectNone(ctx context.Context, t *testing.T, s *broker.Subscription, why string) {
+func (e *env) expectNone(ctx context.Context, t testing.TB, s *broker.Subscription, why string) {
 	t.Helper()
 	ds := recvWithin(ctx, t, s, 1, e.h.Quiet)
 	if len(ds) > 0 {
@@ -284,7 +289,7 @@ func ids(ds []*broker.Delivery) []string {
 	return out
 }
 
-func ackAll(ctx context.Context, t *testing.T, ds ...*broker.Delivery) {
+func ackAll(ctx context.Context, t testing.TB, ds ...*broker.Delivery) {
 	t.Helper()
 	for _, d := range ds {
 		if err := d.Ack(ctx); err != nil {
@@ -293,7 +298,7 @@ func ackAll(ctx context.Context, t *testing.T, ds ...*broker.Delivery) {
 	}
 }
 
-func mustIs(t *testing.T, err error, targets ...error) {
+func mustIs(t testing.TB, err error, targets ...error) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("got no error, want one matching %v", targets)
@@ -315,7 +320,7 @@ func sortedIDs(ds []*broker.Delivery) []string {
 // MaxWait fails the scenario: scenarios that need one are not applicable
 // (needWait) only where the harness says why the broker cannot be
 // configured shorter.
-func (e *env) wait(ctx context.Context, t *testing.T, d time.Duration) {
+func (e *env) wait(ctx context.Context, t testing.TB, d time.Duration) {
 	t.Helper()
 	if d > e.h.MaxWait {
 		t.Fatalf("the scenario waits %s of broker time, over the harness's MaxWait (%s): configure the broker shorter "+

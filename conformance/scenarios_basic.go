@@ -38,7 +38,7 @@ func init() {
 
 // roundTripFidelity: binary body (every byte value, not UTF-8), headers,
 // ID and key come back unchanged; a first delivery says so.
-func roundTripFidelity(t *testing.T, e *env) {
+func roundTripFidelity(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	body := make([]byte, 512)
@@ -92,7 +92,7 @@ func roundTripFidelity(t *testing.T, e *env) {
 
 // ackScenario: an acked message is not delivered again, to this consumer
 // or another, even after the lock timeout has passed.
-func ackScenario(t *testing.T, e *env) {
+func ackScenario(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -116,7 +116,7 @@ func ackScenario(t *testing.T, e *env) {
 // before: none is delivered again. It acks what arrives, so that a driver
 // that holds one unsettled delivery per scope (Kafka in order, RabbitMQ's
 // prefetch) gets its next.
-func ackAllScenario(t *testing.T, e *env) {
+func ackAllScenario(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	var msgs []*broker.Message
@@ -148,7 +148,7 @@ func ackAllScenario(t *testing.T, e *env) {
 }
 
 // nackRedelivers: Nack(0) redelivers the message, flagged as a redelivery.
-func nackRedelivers(t *testing.T, e *env) {
+func nackRedelivers(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -168,7 +168,7 @@ func nackRedelivers(t *testing.T, e *env) {
 }
 
 // deliveryCount: the attempt number counts deliveries exactly: 1, 2, 3.
-func deliveryCount(t *testing.T, e *env) {
+func deliveryCount(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -194,7 +194,7 @@ func deliveryCount(t *testing.T, e *env) {
 
 // doubleSettle: a second Ack, a Nack or DeadLetter after Ack are no-ops
 // that return nil and do not redeliver.
-func doubleSettle(t *testing.T, e *env) {
+func doubleSettle(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -218,7 +218,7 @@ func doubleSettle(t *testing.T, e *env) {
 // keyRequired: where the driver declares KeyRequired, a message without a
 // key fails at publish with ErrInvalid and nothing is sent; where it does
 // not, such a message is delivered.
-func keyRequired(t *testing.T, e *env) {
+func keyRequired(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -238,7 +238,7 @@ func keyRequired(t *testing.T, e *env) {
 
 // invalidHeader: a non-UTF-8 header value fails at publish with
 // ErrInvalid, nothing of the batch is sent, and later messages still flow.
-func invalidHeader(t *testing.T, e *env) {
+func invalidHeader(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	good := e.msg(t, "")
@@ -255,7 +255,7 @@ func invalidHeader(t *testing.T, e *env) {
 // oversized: a message over MaxMessageSize fails with ErrTooLarge before
 // anything is sent; a message at the limit goes through, and the stream is
 // not stalled.
-func oversized(t *testing.T, e *env) {
+func oversized(t testing.TB, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	big := e.msg(t, "")

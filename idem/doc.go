@@ -236,6 +236,21 @@
 // error messages on both sides, and they are stored here in plain text and
 // indexed. Use opaque identifiers.
 //
+// # What a pipeline guarantees
+//
+// Explain states a pipeline's end-to-end guarantee from a Pipeline value
+// (the subscription's capabilities, whether an outbox, an inbox and
+// version checks are used, handler concurrency, idempotency-key
+// contracts): five lines with a verdict each (publication, transport,
+// order, consumption, external effects), what is left to reconciliation,
+// and the misconfigurations found, each with its fix (a retention shorter
+// than the redelivery horizon, no delivery limit, ordering needed on a
+// broker without a scope, concurrent handlers without PerKey, a broker
+// dedup window shorter than the relay's retry span). NewInbox and
+// Relay.Run log their side of it once through their Logger, at Warn when
+// something is misconfigured. The wary command (cmd/wary explain) prints
+// the same statement for a live broker and store.
+//
 // # Schema
 //
 // The stores create and migrate their tables from embedded, versioned SQL

@@ -170,6 +170,7 @@ func NewInbox[Tx any](st store.Store[Tx], consumer string, caps broker.Capabilit
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	logStatement(o.Logger, "idem: inbox started", explainPart(Pipeline{Caps: caps, Inbox: true, Consumer: consumer, InboxOptions: &o}, "transport", "consumption"), slog.String("consumer", consumer))
 	return &Inbox[Tx]{store: st, consumer: consumer, caps: caps, o: o}, nil
 }
 

@@ -3,15 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/rabbit"
+	"github.com/wary-go/wary/internal/servicetest"
 )
 
 // run runs the example with cfg and checks its report.
@@ -67,7 +66,7 @@ func runDedup(t *testing.T, cfg Config, brokerDedups bool) {
 func TestRun(t *testing.T) { run(t, Config{}) }
 
 func TestPostgres(t *testing.T) {
-	url := service(t, "WARY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", func(ctx context.Context, url string) error {
+	url := servicetest.URL(t, "WARY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", func(ctx context.Context, url string) error {
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
 			return err
@@ -79,7 +78,7 @@ func TestPostgres(t *testing.T) {
 }
 
 func TestRabbit(t *testing.T) {
-	url := service(t, rabbit.ServerURLEnv, "amqp://guest:guest@127.0.0.1:5672/", func(ctx context.Context, url string) error {
+	url := servicetest.URL(t, rabbit.ServerURLEnv, "amqp://guest:guest@127.0.0.1:5672/", func(ctx context.Context, url string) error {
 		c, err := rabbit.Dial(ctx, url, nil)
 		if err != nil {
 			return err
@@ -88,26 +87,6 @@ func TestRabbit(t *testing.T) {
 	})
 	t.Setenv(rabbit.ServerURLEnv, url)
 	run(t, Config{Broker: "rabbit://wary-orders-test-" + newSuffix()})
-}
-
-// service returns the URL in env, or def when env is unset. It skips t
-// when the service cannot be reached, unless env is set or
-// WARY_REQUIRE_SERVICES=1, which fail t instead.
-func service(t *testing.T, env, def string, reach func(ctx context.Context, url string) error) string {
-	t.Helper()
-	url, set := os.LookupEnv(env)
-	if !set {
-		url = def
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	if err := reach(ctx, url); err != nil {
-		if set || os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("%s unreachable: %v", env, err)
-		}
-		t.Skipf("unreachable at %s (set %s, or WARY_REQUIRE_SERVICES=1 to fail): %v", def, env, err)
-	}
-	return url
 }
 
 // TestReportOK: a lost event, an effect applied twice or a double charge

@@ -1,0 +1,210 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/cmd/wary/internal/cli"
+)
+
+// wary runs the command tree in process with env as its whole
+// environment and stdin as its input.
+type wary struct {
+	t         *testing.T
+	env       map[string]string
+	stdin     string
+	harnesses map[string]cli.HarnessFunc
+}
+
+type result struct {
+	code        int
+	out, errout string
+}
+
+func newWary(t *testing.T) *wary { return &wary{t: t, env: map[string]string{}} }
+
+func (w *wary) run(args ...string) result {
+	w.t.Helper()
+	var out, errout bytes.Buffer
+	ctx, cancel := context.WithTimeout(w.t.Context(), 2*time.Minute)
+	defer cancel()
+	code := cli.Run(ctx, args, cli.IO{In: strings.NewReader(w.stdin), Out: &out, Err: &errout, Getenv: func(k string) string { return w.env[k] }, Harnesses: w.harnesses})
+	return result{code, out.String(), errout.String()}
+}
+
+// want runs args and fails unless the exit code is code.
+func (w *wary) want(code int, args ...string) result {
+	w.t.Helper()
+	r := w.run(args...)
+	if r.code != code {
+		w.t.Fatalf("wary %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, code, r.out, r.errout)
+	}
+	return r
+}
+
+func (r result) has(t *testing.T, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(r.out, p) {
+			t.Errorf("stdout lacks %q:\n%s", p, r.out)
+		}
+	}
+}
+
+func (r result) json(t *testing.T, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(r.out), v); err != nil {
+		t.Fatalf("stdout is not the JSON wanted (%v):\n%s", err, r.out)
+	}
+}
+
+var seq atomic.Int64
+
+// unique returns a name no other test of this run uses.
+func unique(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), seq.Add(1))
+}
+
+// TestHelpEveryCommand: every command has --help with an example.
+func TestHelpEveryCommand(t *testing.T) {
+	w := newWary(t)
+	for _, cmd := range [][]string{{}, {"explain"}, {"probe"}, {"parked"}, {"parked", "list"}, {"parked", "show"}, {"parked", "replay"},
+		{"parked", "discard"}, {"outbox"}, {"outbox", "status"}, {"outbox", "list"}, {"outbox", "requeue"}, {"outbox", "discard"},
+		{"dlq"}, {"dlq", "list"}, {"dlq", "replay"}, {"dlq", "discard"}} {
+		r := w.want(cli.ExitOK, append(cmd, "--help")...)
+		if !strings.Contains(r.out, "Examples:\n  wary ") {
+			t.Errorf("wary %s --help has no example:\n%s", strings.Join(cmd, " "), r.out)
+		}
+	}
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	w := newWary(t)
+	for _, args := range [][]string{
+		{"explain"}, // --broker is required
+		{"explain", "--broker", "mem://x", "--no-such-flag"},
+		{"no-such-command"},
+		{"parked", "show", "notanumber", "--consumer", "c", "--sqlite", "x.db"},
+		{"parked", "list"}, // no store named
+		{"outbox", "list", "--state", "lost", "--sqlite", "x.db"},
+		{"explain", "--broker", "nosuchscheme://x", "--inbox=false"},
+	} {
+		r := w.want(cli.ExitError, args...)
+		if !strings.HasPrefix(r.errout, "wary: ") {
+			t.Errorf("wary %v: stderr %q does not say what went wrong", args, r.errout)
+		}
+	}
+}
+
+// TestPasswordsNeverPrinted: a connection error names the server, never
+// its password.
+func TestPasswordsNeverPrinted(t *testing.T) {
+	w := newWary(t)
+	for _, args := range [][]string{
+		{"outbox", "status", "--postgres", "postgres://admin:s3cr3tpw@127.0.0.1:1/db?connect_timeout=1"},
+		{"explain", "--broker", "amqp://guest:s3cr3tpw@127.0.0.1:1/?exchange=x", "--inbox=false"},
+	} {
+		r := w.want(cli.ExitError, args...)
+		if strings.Contains(r.out+r.errout, "s3cr3tpw") {
+			t.Errorf("wary %v printed the password:\n%s%s", args, r.out, r.errout)
+		}
+		if !strings.Contains(r.errout, "xxxxx") {
+			t.Errorf("wary %v: want the redacted URL in %q", args, r.errout)
+		}
+	}
+	w.env[cli.EnvPostgres] = "postgres://admin:s3cr3tpw@127.0.0.1:1/db?connect_timeout=1"
+	if r := w.want(cli.ExitError, "parked", "list"); strings.Contains(r.errout, "s3cr3tpw") {
+		t.Errorf("the password from %s was printed: %s", cli.EnvPostgres, r.errout)
+	}
+}
+
+// TestExplainSound: an outbox, an inbox with version checks, PerKey
+// handlers on an ordered broker with a delivery limit: five lines, no
+// finding, exit 0.
+func TestExplainSound(t *testing.T) {
+	w := newWary(t)
+	topic := "mem://" + unique("explain") + "?profile=partitioned&limit=5"
+	r := w.want(cli.ExitOK, "explain", "--broker", topic, "--outbox", "--inbox", "--consumer", "billing", "--ordered", "--versioned",
+		"--concurrency", "4", "--per-key")
+	r.has(t, "publication: [ok]", "transport:   [ok]", "order per partition", "order:       [ok]", "PerKey serialises",
+		"consumption: [ok]", "effects:     [ok]", "parked messages", "no misconfiguration found")
+}
+
+// TestExplainFlagsMisconfiguration: a pipeline with every mistake explain
+// knows, each flagged with its fix, and exit 1.
+func TestExplainFlagsMisconfiguration(t *testing.T) {
+	w := newWary(t)
+	cfg := t.TempDir() + "/pipeline.json"
+	if err := os.WriteFile(cfg, []byte(`{"outbox": true, "inbox": true, "consumer": "billing", "ordered": true, "concurrency": 4,
+		"retention": "1h", "allow_short_retention": true, "keys": [{"provider": "mailer"}], "unkeyed_calls": true}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A partitioned broker without a delivery limit (limit=-1), a 72h
+	// horizon.
+	topic := "mem://" + unique("explain") + "?profile=partitioned&limit=-1&retention=72h"
+	r := w.want(cli.ExitFinding, "explain", "--broker", topic, "--config", cfg)
+	r.has(t, "MISCONFIGURED (transport): no delivery limit", "fix: configure one on the broker",
+		"MISCONFIGURED (order): 4 concurrent handlers without PerKey", "fix: set broker.RunOptions.PerKey",
+		"MISCONFIGURED (consumption): inbox retention 1h is shorter than the redelivery horizon 72h",
+		"MISCONFIGURED (effects): handlers make external calls without idempotency keys")
+	var st struct {
+		Lines    []struct{ Stage, Verdict string }
+		Findings []struct{ Stage, Problem, Fix string }
+	}
+	w.want(cli.ExitFinding, "explain", "--broker", topic, "--config", cfg, "--json").json(t, &st)
+	if len(st.Lines) != 5 || len(st.Findings) != 4 {
+		t.Fatalf("JSON statement: %d lines, %d findings; want 5 and 4: %+v", len(st.Lines), len(st.Findings), st)
+	}
+	for _, f := range st.Findings {
+		if f.Fix == "" {
+			t.Errorf("finding %q has no fix", f.Problem)
+		}
+	}
+
+	// Ordering needed on a broker without a scope, a direct publish, no
+	// inbox.
+	unordered := "mem://" + unique("explain") + "?profile=queue"
+	r = w.want(cli.ExitFinding, "explain", "--broker", unordered, "--ordered", "--inbox=false")
+	r.has(t, "MISCONFIGURED (order): ordering is needed but the broker declares no ordering scope",
+		"MISCONFIGURED (publication)", "MISCONFIGURED (consumption): deliveries are handled without an inbox")
+}
+
+// TestExplainDedupWindowShorterThanRelay: a broker dedup window shorter
+// than the relay's retry span, with nothing downstream to catch the
+// duplicate.
+func TestExplainDedupWindowShorterThanRelay(t *testing.T) {
+	w := newWary(t)
+	topic := "mem://" + unique("explain") + "?profile=sqsfifo&dedup=1m"
+	r := w.want(cli.ExitFinding, "explain", "--broker", topic, "--outbox", "--inbox=false")
+	r.has(t, "the broker's dedup window (1m) is shorter than the relay's retry span")
+	// With an inbox, the window is not relied on.
+	r = w.want(cli.ExitOK, "explain", "--broker", topic, "--outbox", "--inbox", "--consumer", "c")
+	r.has(t, "dedup of IDs for 1m per queue")
+}
+
+// TestREADMEExplainOrders: the README shows what wary explain prints for
+// the orders example's setup.
+func TestREADMEExplainOrders(t *testing.T) {
+	readme, err := os.ReadFile("../../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cmd = "$ go run ./cmd/wary explain --broker mem://orders --config examples/orders/pipeline.json\n"
+	_, block, ok := strings.Cut(string(readme), cmd)
+	if !ok {
+		t.Fatalf("README.md lacks %q", cmd)
+	}
+	block, _, _ = strings.Cut(block, "```")
+	w := newWary(t)
+	r := w.want(cli.ExitOK, "explain", "--broker", "mem://orders", "--config", "../../../../examples/orders/pipeline.json")
+	if r.out != block {
+		t.Fatalf("README.md shows\n%s\nwary explain prints\n%s", block, r.out)
+	}
+}

@@ -1,0 +1,251 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wary-go/wary/broker"
+)
+
+type dlqFlags struct {
+	limit int
+	wait  time.Duration
+	ids   []string
+	all   bool
+	to    string
+}
+
+func (f *dlqFlags) add(c *cobra.Command) {
+	c.Flags().IntVar(&f.limit, "limit", 100, "read at most this many dead letters")
+	c.Flags().DurationVar(&f.wait, "wait", 3*time.Second, "how long to wait for the first dead letters")
+}
+
+func (a *app) dlqCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "dlq",
+		Short: "List, replay or discard dead-lettered messages",
+		Long: `URL is a subscription URL that reads a dead-letter queue:
+  mem://TOPIC/SUBSCRIPTION/dead-letters               (the memory driver, in this process)
+  rabbit://Q.dlq?dead_letters_from=Q.dlx              (a RabbitMQ dead-letter queue)
+  kafka://GROUP?topic=DLQ_TOPIC                       (a Kafka dead-letter topic)
+  sqsfifo://DLQ.fifo                                  (an SQS FIFO dead-letter queue)
+  servicebus://QUEUE/$DeadLetterQueue                 (a Service Bus dead-letter sub-queue)
+list reads dead letters and puts them back (nothing is removed). replay
+publishes the selected ones to --to with their original ID, key and
+headers plus wary-replayed-by (who, when, and the dead-letter reason),
+then removes them from the dead-letter queue. discard removes them.
+On a Kafka dead-letter topic (cumulative acknowledgements) only the
+first dead letters, in order, can be chosen.`,
+		Example: `  wary dlq list 'rabbit://orders.billing.dlq?dead_letters_from=orders.billing.dlx'
+  wary dlq replay 'mem://orders/billing/dead-letters' --id order-3/placed --to mem://orders --yes
+  wary dlq discard 'servicebus://orders/$DeadLetterQueue' --all --yes`,
+	}
+	c.AddCommand(a.dlqList(), a.dlqMove("replay"), a.dlqMove("discard"))
+	return c
+}
+
+type deadJSON struct {
+	MessageID string            `json:"message_id"`
+	Key       string            `json:"key"`
+	Reason    string            `json:"reason"`
+	Attempt   int               `json:"attempt"`
+	Headers   map[string]string `json:"headers"`
+	Body      string            `json:"body"`
+	Encoding  string            `json:"body_encoding"`
+}
+
+func toDeadJSON(d *broker.Delivery) deadJSON {
+	m := d.Message
+	body, enc := bodyText(m.Body)
+	return deadJSON{MessageID: m.ID, Key: m.Key, Reason: m.Headers[broker.HeaderDeadLetterReason], Attempt: d.Attempt, Headers: m.Headers, Body: body, Encoding: enc}
+}
+
+// readDead receives up to f.limit deliveries: it waits f.wait for the
+// first ones (a consumer may take that long to join), and then stops when
+// the queue stayed empty for a second (or f.wait, if shorter).
+func readDead(ctx context.Context, s *broker.Subscription, f *dlqFlags) ([]*broker.Delivery, error) {
+	var out []*broker.Delivery
+	for len(out) < f.limit {
+		idle := f.wait
+		if len(out) > 0 {
+			idle = min(f.wait, time.Second)
+		}
+		rctx, cancel := context.WithTimeout(ctx, idle)
+		ds, err := s.Receive(rctx, min(f.limit-len(out), 100))
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return out, nil
+			}
+			return out, err
+		}
+		out = append(out, ds...)
+	}
+	return out, nil
+}
+
+// release puts deliveries back on the queue.
+func release(ds []*broker.Delivery) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, d := range ds {
+		_ = d.Nack(ctx, 0)
+	}
+}
+
+func printDead(w io.Writer, ds []deadJSON) {
+	if len(ds) == 0 {
+		fmt.Fprintln(w, "no dead letters")
+		return
+	}
+	table(w, "MESSAGE | KEY | ATTEMPT | REASON | HEADERS", len(ds), func(i int) []any {
+		d := ds[i]
+		return []any{d.MessageID, d.Key, d.Attempt, d.Reason, len(d.Headers)}
+	})
+}
+
+func (a *app) dlqList() *cobra.Command {
+	var f dlqFlags
+	c := &cobra.Command{
+		Use:     "list URL",
+		Short:   "List dead letters with their reason (exit 1 if there are any); nothing is removed",
+		Example: `  wary dlq list 'mem://orders/billing/dead-letters' --json`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			s, err := a.openSubscription(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			ds, err := readDead(ctx, s, &f)
+			defer release(ds)
+			if err != nil {
+				return err
+			}
+			out := make([]deadJSON, 0, len(ds))
+			for _, d := range ds {
+				out = append(out, toDeadJSON(d))
+			}
+			return a.report(out, func(w io.Writer) { printDead(w, out) }, len(out) > 0)
+		},
+	}
+	f.add(c)
+	return c
+}
+
+// dlqMove is replay or discard.
+func (a *app) dlqMove(verb string) *cobra.Command {
+	var f dlqFlags
+	c := &cobra.Command{
+		Use:   verb + " URL (--id ID... | --all)",
+		Short: "Replay dead letters to a topic with their original ID and headers",
+		Example: fmt.Sprintf(`  wary dlq %s 'rabbit://orders.billing.dlq?dead_letters_from=orders.billing.dlx' --id order-3/placed`, verb) +
+			map[string]string{"replay": " --to rabbit://orders", "discard": " --yes"}[verb],
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if !f.all && len(f.ids) == 0 {
+				return fmt.Errorf("choose what to %s: --id ID (repeatable) or --all", verb)
+			}
+			if verb == "replay" && f.to == "" {
+				return errors.New("replay needs --to TOPIC_URL, the topic the consumer reads from")
+			}
+			ctx := c.Context()
+			s, err := a.openSubscription(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			var t *broker.Topic
+			if verb == "replay" {
+				if t, err = a.openTopic(ctx, f.to); err != nil {
+					return err
+				}
+				defer t.Close()
+				a.warnDedup(t)
+			}
+			ds, err := readDead(ctx, s, &f)
+			if err != nil {
+				release(ds)
+				return err
+			}
+			want := map[string]bool{}
+			for _, id := range f.ids {
+				want[id] = true
+			}
+			var chosen, others []*broker.Delivery
+			for _, d := range ds {
+				if f.all || want[d.Message.ID] {
+					chosen = append(chosen, d)
+					delete(want, d.Message.ID)
+				} else {
+					others = append(others, d)
+				}
+			}
+			if s.Capabilities().AckModel == broker.AckCumulative && !prefix(ds, chosen) {
+				release(ds)
+				return fmt.Errorf("this dead-letter queue acknowledges cumulatively (a Kafka topic): removing a dead letter removes every earlier one, so choose the first ones in order, or --all")
+			}
+			release(others)
+			if len(chosen) > 0 {
+				if err := a.confirm(fmt.Sprintf("%s %d dead letter(s)", verb, len(chosen))); err != nil {
+					release(chosen)
+					return err
+				}
+			}
+			done := []deadJSON{}
+			by := replayedBy()
+			for i, d := range chosen {
+				if t != nil {
+					m := d.Message
+					err := t.Publish(ctx, &broker.Message{ID: m.ID, Key: m.Key, Headers: stamp(m.Headers, by, m.Headers[broker.HeaderDeadLetterReason]), Body: m.Body})
+					if err != nil {
+						release(chosen[i:])
+						return fmt.Errorf("replay %s (left in the dead-letter queue): %w", m.ID, err)
+					}
+				}
+				if err := d.Ack(ctx); err != nil {
+					release(chosen[i+1:])
+					return fmt.Errorf("%s %s: removing it from the dead-letter queue failed (a replayed message may be replayed again): %w", verb, d.Message.ID, err)
+				}
+				done = append(done, toDeadJSON(d))
+			}
+			missing := slices.Sorted(maps.Keys(want))
+			res := map[string]any{verb + "ed": done, "not_found": missing}
+			return a.report(res, func(w io.Writer) {
+				fmt.Fprintf(w, "%s: %d dead letter(s)\n", verb, len(done))
+				printDead(w, done)
+				if len(missing) > 0 {
+					fmt.Fprintf(w, "not found: %v\n", missing)
+				}
+			}, len(missing) > 0)
+		},
+	}
+	f.add(c)
+	a.yesFlag(c)
+	c.Flags().StringArrayVar(&f.ids, "id", nil, "message ID to "+verb+" (repeatable)")
+	c.Flags().BoolVar(&f.all, "all", false, verb+" every dead letter read")
+	if verb == "replay" {
+		c.Flags().StringVar(&f.to, "to", "", "topic URL to replay to (required)")
+	} else {
+		c.Short = "Remove dead letters for good"
+	}
+	return c
+}
+
+// prefix reports whether chosen are the first deliveries of ds, in order.
+func prefix(ds, chosen []*broker.Delivery) bool {
+	for i, d := range chosen {
+		if ds[i] != d {
+			return false
+		}
+	}
+	return true
+}

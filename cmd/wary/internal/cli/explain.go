@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/store"
+)
+
+// pipelineConfig is the --config file: how the application uses wary,
+// which the broker and the store cannot tell.
+type pipelineConfig struct {
+	Outbox       *bool       `json:"outbox"`
+	Inbox        *bool       `json:"inbox"`
+	Consumer     string      `json:"consumer"`
+	Versioned    bool        `json:"versioned"`
+	Ordered      bool        `json:"ordered"`
+	Concurrency  int         `json:"concurrency"`
+	PerKey       bool        `json:"per_key"`
+	Retention    duration    `json:"retention"`
+	AllowShort   bool        `json:"allow_short_retention"`
+	MaxAttempts  int         `json:"max_attempts"`
+	Relay        relayConfig `json:"relay"`
+	Keys         []keyConfig `json:"keys"`
+	UnkeyedCalls bool        `json:"unkeyed_calls"`
+}
+
+type relayConfig struct {
+	MaxAttempts    int      `json:"max_attempts"`
+	BackoffInitial duration `json:"backoff_initial"`
+	BackoffMax     duration `json:"backoff_max"`
+	PublishTimeout duration `json:"publish_timeout"`
+}
+
+type keyConfig struct {
+	Provider  string   `json:"provider"`
+	Retention duration `json:"retention"`
+	Replays   bool     `json:"replays"`
+}
+
+// duration is a time.Duration written as "30s" in JSON.
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration such as \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = duration(v)
+	return nil
+}
+
+type explainFlags struct {
+	store                         storeFlags
+	broker, sub, consumer, config string
+	outbox, inbox                 bool
+	versioned, ordered, perKey    bool
+	concurrency                   int
+	retention                     time.Duration
+}
+
+func (a *app) explainCmd() *cobra.Command {
+	var f explainFlags
+	c := &cobra.Command{
+		Use:   "explain --broker URL [--postgres URL | --sqlite FILE] [--consumer NAME] [--config FILE]",
+		Short: "State a pipeline's end-to-end guarantee and flag its misconfigurations",
+		Long: `explain states what one pipeline guarantees, as five lines with a verdict
+each (publication, transport, order, consumption, external effects), and
+what is left to reconciliation. The transport line comes from the
+capabilities the live broker declares. Misconfigurations are flagged with
+their fix, and make the command exit 1.
+
+What the broker and the store cannot tell (handler concurrency, whether
+the domain needs order, idempotency-key contracts) comes from flags or
+from a JSON --config file:
+  {"consumer": "billing", "versioned": true, "ordered": true,
+   "concurrency": 4, "per_key": true, "retention": "72h",
+   "relay": {"max_attempts": 10, "backoff_max": "5m"},
+   "keys": [{"provider": "payments", "retention": "24h", "replays": true}]}
+With a store (--postgres or --sqlite), the outbox and the inbox are
+assumed, and what is stuck in them now is counted.`,
+		Example: `  wary explain --broker 'mem://orders?profile=queue&limit=5' --sqlite shop.db --consumer billing --ordered --versioned
+  wary explain --broker rabbit://orders --subscription 'rabbit://orders.billing?nack_delay=true' --postgres "$WARY_POSTGRES_URL" --config pipeline.json --json`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			p, err := a.pipeline(c, &f)
+			if err != nil {
+				return err
+			}
+			st, err := a.explain(c.Context(), &f, p)
+			if err != nil {
+				return err
+			}
+			return a.report(st, func(w io.Writer) { fmt.Fprint(w, st) }, !st.OK())
+		},
+	}
+	f.store.add(c)
+	c.Flags().StringVar(&f.broker, "broker", "", "topic URL of the broker (required)")
+	c.Flags().StringVar(&f.sub, "subscription", "", "subscription URL whose capabilities the consumer sees (default: the topic's)")
+	c.Flags().StringVar(&f.consumer, "consumer", "", "the inbox's consumer name")
+	c.Flags().StringVar(&f.config, "config", "", "JSON file describing how the application uses wary")
+	c.Flags().BoolVar(&f.outbox, "outbox", false, "events go through an outbox and relay (default: true with a store)")
+	c.Flags().BoolVar(&f.inbox, "inbox", false, "deliveries go through an inbox (default: true with a store)")
+	c.Flags().BoolVar(&f.versioned, "versioned", false, "handlers check aggregate versions")
+	c.Flags().BoolVar(&f.ordered, "ordered", false, "the domain needs each aggregate's events in order")
+	c.Flags().BoolVar(&f.perKey, "per-key", false, "handlers run with RunOptions.PerKey")
+	c.Flags().IntVar(&f.concurrency, "concurrency", 0, "handlers running at once (default 1)")
+	c.Flags().DurationVar(&f.retention, "retention", 0, "inbox retention (default: the redelivery horizon)")
+	_ = c.MarkFlagRequired("broker")
+	return c
+}
+
+// pipeline builds the Pipeline from --config and the flags (flags win).
+func (a *app) pipeline(c *cobra.Command, f *explainFlags) (idem.Pipeline, error) {
+	var cfg pipelineConfig
+	if f.config != "" {
+		b, err := os.ReadFile(f.config)
+		if err != nil {
+			return idem.Pipeline{}, fmt.Errorf("--config: %w", err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return idem.Pipeline{}, fmt.Errorf("--config %s: %w", f.config, err)
+		}
+	}
+	withStore := a.storeGiven(&f.store)
+	pick := func(flag string, flagV bool, cfgV *bool) bool {
+		switch {
+		case c.Flags().Changed(flag):
+			return flagV
+		case cfgV != nil:
+			return *cfgV
+		}
+		return withStore
+	}
+	p := idem.Pipeline{
+		Outbox:       pick("outbox", f.outbox, cfg.Outbox),
+		Inbox:        pick("inbox", f.inbox, cfg.Inbox),
+		Consumer:     cfg.Consumer,
+		Versioned:    cfg.Versioned || f.versioned,
+		NeedOrder:    cfg.Ordered || f.ordered,
+		Concurrency:  cfg.Concurrency,
+		PerKey:       cfg.PerKey || f.perKey,
+		UnkeyedCalls: cfg.UnkeyedCalls,
+		InboxOptions: &idem.Options{Retention: time.Duration(cfg.Retention), AllowShortRetention: cfg.AllowShort, MaxAttempts: cfg.MaxAttempts},
+		Relay: &idem.RelayOptions{MaxAttempts: cfg.Relay.MaxAttempts, PublishTimeout: time.Duration(cfg.Relay.PublishTimeout),
+			Backoff: broker.Backoff{Initial: time.Duration(cfg.Relay.BackoffInitial), Max: time.Duration(cfg.Relay.BackoffMax)}},
+	}
+	if f.consumer != "" {
+		p.Consumer = f.consumer
+	}
+	if f.concurrency != 0 {
+		p.Concurrency = f.concurrency
+	}
+	if f.retention != 0 {
+		p.InboxOptions.Retention = f.retention
+	}
+	for _, k := range cfg.Keys {
+		p.Keys = append(p.Keys, idem.KeyContract{Provider: k.Provider, Retention: time.Duration(k.Retention), Replays: k.Replays})
+	}
+	if p.Inbox && p.Consumer == "" {
+		return p, errors.New("name the inbox's consumer with --consumer (or \"consumer\" in --config), or pass --inbox=false")
+	}
+	return p, nil
+}
+
+// explain reads the live capabilities (and the store's backlog) and
+// states the guarantee.
+func (a *app) explain(ctx context.Context, f *explainFlags, p idem.Pipeline) (idem.Statement, error) {
+	subURL := f.sub
+	var caps broker.Capabilities
+	if subURL != "" {
+		s, err := a.openSubscription(ctx, subURL)
+		if err != nil {
+			return idem.Statement{}, err
+		}
+		caps = s.Capabilities()
+		_ = s.Close()
+	} else {
+		t, err := a.openTopic(ctx, f.broker)
+		if err != nil {
+			return idem.Statement{}, err
+		}
+		caps = t.Capabilities()
+		_ = t.Close()
+	}
+	p.Caps = caps
+	p.Broker = broker.RedactString(f.broker)
+	st := idem.Explain(p)
+	if !a.storeGiven(&f.store) {
+		return st, nil
+	}
+	d, err := a.openStore(ctx, &f.store)
+	if err != nil {
+		return st, err
+	}
+	defer d.close()
+	if p.Outbox {
+		h, err := d.OutboxHealth(ctx, time.Now())
+		if err != nil {
+			return st, fmt.Errorf("outbox: %w", err)
+		}
+		st.Reconcile = append(st.Reconcile, fmt.Sprintf("now: outbox backlog %d, %d quarantined, oldest unsent %s", h.Backlog, h.Quarantined, age(h.OldestUnsentAge, h.OldestUnsent)))
+	}
+	if p.Inbox {
+		n, err := d.CountParked(ctx, p.Consumer, store.ParkedFilter{})
+		if err != nil {
+			return st, fmt.Errorf("parked: %w", err)
+		}
+		st.Reconcile = append(st.Reconcile, fmt.Sprintf("now: %d parked message(s) of consumer %q", n, p.Consumer))
+	}
+	return st, nil
+}
+
+func age(d time.Duration, since time.Time) string {
+	if since.IsZero() {
+		return "none"
+	}
+	return d.Round(time.Second).String() + " old"
+}

@@ -1,0 +1,261 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/drivers/kafka"
+	"github.com/wary-go/wary/drivers/memory"
+	"github.com/wary-go/wary/drivers/rabbit"
+	"github.com/wary-go/wary/drivers/sqsfifo"
+)
+
+// HarnessFunc builds the conformance harness with which probe measures
+// the broker a URL names: its Setup creates a scratch topic and
+// subscription for each scenario, and deletes them when the scenario
+// ends. close releases what the harness holds.
+type HarnessFunc func(ctx context.Context, u *url.URL, getenv func(string) string) (h conformance.Harness, close func(), err error)
+
+// harnesses are the built-in probe harnesses, by URL scheme.
+var harnesses = map[string]HarnessFunc{
+	memory.Scheme:     memHarness,
+	rabbit.Scheme:     rabbitHarness,
+	rabbit.SchemeAMQP: rabbitHarness, rabbit.SchemeAMQPS: rabbitHarness,
+	"kafka":        kafkaHarness,
+	sqsfifo.Scheme: sqsHarness,
+}
+
+func scratchName(prefix string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// memHarness probes the memory driver on a broker of its own, on a fake
+// clock (waits cost no time), with the profile and parameters of the URL;
+// the lock timeout, delivery limit and dedup window the scenarios ask
+// for are applied where the URL does not set them.
+func memHarness(_ context.Context, u *url.URL, _ func(string) string) (conformance.Harness, func(), error) {
+	clock := memory.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b := memory.New(&memory.Options{Clock: clock})
+	mux := new(broker.URLMux)
+	o := &memory.URLOpener{Broker: b}
+	mux.RegisterTopic(memory.Scheme, o)
+	mux.RegisterSubscription(memory.Scheme, o)
+	user := u.Query()
+	horizon := memory.DefaultRetention
+	if r := user.Get("retention"); r != "" {
+		d, err := time.ParseDuration(r)
+		if err != nil {
+			return conformance.Harness{}, nil, fmt.Errorf("probe: retention: %w", err)
+		}
+		horizon = d
+	}
+	profile, err := memory.ParseProfile(user.Get("profile"))
+	if err != nil {
+		return conformance.Harness{}, nil, err
+	}
+	h := conformance.Harness{
+		Name:              "probe " + broker.Redact(u),
+		RedeliveryHorizon: horizon,
+		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+			q := u.Query()
+			def := func(k, v string) {
+				if !q.Has(k) {
+					q.Set(k, v)
+				}
+			}
+			if profile != memory.Partitioned {
+				def("lock", cfg.LockTimeout.String())
+			}
+			def("limit", strconv.Itoa(cfg.DeliveryLimit))
+			if profile == memory.SQSFIFO || profile == memory.ServiceBus {
+				def("dedup", cfg.DedupWindow.String())
+			}
+			name := scratchName("probe")
+			top, err := mux.OpenTopic(ctx, (&url.URL{Scheme: memory.Scheme, Host: name, RawQuery: q.Encode()}).String())
+			if err != nil {
+				return nil, err
+			}
+			subURL := (&url.URL{Scheme: memory.Scheme, Host: name, Path: "/sub", RawQuery: q.Encode()}).String()
+			// Create the subscription now: what is published before the
+			// first consumer opens must reach it.
+			first, err := mux.OpenSubscription(ctx, subURL)
+			if err != nil {
+				top.Close()
+				return nil, err
+			}
+			first.Close()
+			return &conformance.Fixture{
+				Topic:     top,
+				Subscribe: func(ctx context.Context) (*broker.Subscription, error) { return mux.OpenSubscription(ctx, subURL) },
+				DeadLetters: func(context.Context) (*broker.Subscription, error) {
+					return b.OpenDeadLetters(name, "sub", nil)
+				},
+			}, nil
+		},
+		Wait:    func(_ context.Context, d time.Duration) { clock.Advance(d) },
+		Quiet:   100 * time.Millisecond,
+		MaxWait: 24 * time.Hour,
+	}
+	return h, func() { b.Close() }, nil
+}
+
+// rabbitHarness probes a RabbitMQ server: each scenario gets a scratch
+// exchange and quorum queue (with a dead-letter queue, and the URL's
+// partitions), deleted when it ends. The server is the amqp:// URL, or
+// $WARY_RABBIT_URL for rabbit:// URLs.
+func rabbitHarness(ctx context.Context, u *url.URL, getenv func(string) string) (conformance.Harness, func(), error) {
+	q := u.Query()
+	server := getenv(EnvRabbit)
+	if u.Scheme != rabbit.Scheme {
+		s := *u
+		s.RawQuery = ""
+		server = s.String()
+	}
+	if server == "" {
+		return conformance.Harness{}, nil, fmt.Errorf("probe %s: name the server in $%s, or give an amqp:// URL", broker.Redact(u), EnvRabbit)
+	}
+	partitions := 0
+	if p := q.Get("partitions"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return conformance.Harness{}, nil, fmt.Errorf("probe: partitions: want a count")
+		}
+		partitions = n
+	}
+	conn, err := rabbit.Dial(ctx, server, nil)
+	if err != nil {
+		return conformance.Harness{}, nil, fmt.Errorf("RabbitMQ %s: %w", broker.RedactString(server), err)
+	}
+	h := conformance.Harness{
+		Name:              "probe " + broker.Redact(u),
+		RedeliveryHorizon: broker.HorizonUnbounded, // quorum queues keep a message until it is settled
+		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+			name := scratchName("wary-probe")
+			topo := rabbit.Topology{Exchange: name, Queue: name, Partitions: partitions, DeliveryLimit: cfg.DeliveryLimit, DeadLetter: true}
+			if err := rabbit.Declare(ctx, conn, topo); err != nil {
+				return nil, err
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_ = topo.Delete(ctx, conn)
+			})
+			top, err := rabbit.OpenTopic(conn, topo.Exchange, topo.TopicOptions())
+			if err != nil {
+				return nil, err
+			}
+			return &conformance.Fixture{
+				Topic: top,
+				Subscribe: func(context.Context) (*broker.Subscription, error) {
+					return rabbit.OpenSubscription(conn, topo.Queue, topo.SubscriptionOptions())
+				},
+				DeadLetters: func(context.Context) (*broker.Subscription, error) {
+					return rabbit.OpenSubscription(conn, topo.DeadLetterQueue(), topo.DeadLetterSubscriptionOptions())
+				},
+			}, nil
+		},
+	}
+	return h, func() { conn.Close() }, nil
+}
+
+// harnessFor finds the harness for a probe URL: the run's own (IO.Harnesses)
+// first, then the built-in ones.
+func (a *app) harnessFor(ctx context.Context, raw string) (conformance.Harness, func(), error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return conformance.Harness{}, nil, fmt.Errorf("%s is not a broker URL", broker.RedactString(raw))
+	}
+	f, ok := a.io.Harnesses[u.Scheme]
+	if !ok {
+		f, ok = harnesses[u.Scheme]
+	}
+	if !ok {
+		var known []string
+		for s := range harnesses {
+			known = append(known, s+"://")
+		}
+		return conformance.Harness{}, nil, fmt.Errorf("probe cannot create scratch queues for %s:// yet (it can for %s)", u.Scheme, strings.Join(sortedStrings(known), ", "))
+	}
+	return f(ctx, u, a.io.Getenv)
+}
+
+// kafkaHarness probes a Kafka cluster (brokers= or $WARY_KAFKA_BROKERS):
+// each scenario gets a scratch topic of four partitions that keeps
+// records forever (retention.ms=-1, so the horizon is unbounded), a
+// dead-letter topic and a consumer group, deleted when it ends. ordered=
+// chooses the consumer mode.
+func kafkaHarness(ctx context.Context, u *url.URL, getenv func(string) string) (conformance.Harness, func(), error) {
+	q := u.Query()
+	seeds := q.Get("brokers")
+	if seeds == "" {
+		seeds = getenv(EnvKafka)
+	}
+	if seeds == "" {
+		return conformance.Harness{}, nil, fmt.Errorf("probe %s: name the brokers with brokers= or $%s", broker.Redact(u), EnvKafka)
+	}
+	ordered := q.Get("ordered") == "true"
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(seeds, ",")...)}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return conformance.Harness{}, nil, fmt.Errorf("Kafka %s: %w", seeds, err)
+	}
+	adm := kadm.NewClient(cl)
+	forever := "-1"
+	create := func(t testing.TB, name string, partitions int32) error {
+		resp, err := adm.CreateTopic(ctx, partitions, -1, map[string]*string{"retention.ms": &forever}, name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			return fmt.Errorf("create topic %s: %w", name, err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, _ = adm.DeleteTopics(ctx, name)
+		})
+		return nil
+	}
+	h := conformance.Harness{
+		Name:              "probe " + broker.Redact(u),
+		RedeliveryHorizon: broker.HorizonUnbounded,
+		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+			name := scratchName("wary-probe")
+			if err := create(t, name, 4); err != nil {
+				return nil, err
+			}
+			if err := create(t, name+"-dlq", 1); err != nil {
+				return nil, err
+			}
+			so := &kafka.SubscriptionOptions{Ordered: ordered, DeadLetterTopic: name + "-dlq", DeliveryLimit: cfg.DeliveryLimit}
+			top, err := kafka.OpenTopic(append(opts, kgo.ProducerLinger(0)), name, &kafka.TopicOptions{Consumers: so})
+			if err != nil {
+				return nil, err
+			}
+			return &conformance.Fixture{
+				Topic: top,
+				Subscribe: func(context.Context) (*broker.Subscription, error) {
+					return kafka.OpenSubscription(opts, name, name+"-group", so)
+				},
+				DeadLetters: func(context.Context) (*broker.Subscription, error) {
+					return kafka.OpenSubscription(opts, name+"-dlq", name+"-dlq-group", nil)
+				},
+			}, nil
+		},
+	}
+	return h, cl.Close, nil
+}

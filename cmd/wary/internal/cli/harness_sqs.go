@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/drivers/sqsfifo"
+)
+
+// sqsRetention is the MessageRetentionPeriod of probe queues, and so the
+// horizon the driver must declare.
+const sqsRetention = 4 * 24 * time.Hour
+
+// sqsHarness probes SQS FIFO (region=, endpoint= or $WARY_SQS_ENDPOINT,
+// credentials from the SDK's default chain): each scenario gets a scratch
+// FIFO queue with a FIFO dead-letter queue and a RedrivePolicy, deleted
+// when it ends. dedup_window= is the window the server applies (AWS's is
+// 5 minutes, too long to wait out: that scenario is then not applicable).
+func sqsHarness(ctx context.Context, u *url.URL, getenv func(string) string) (conformance.Harness, func(), error) {
+	q := u.Query()
+	endpoint := q.Get("endpoint")
+	if endpoint == "" {
+		endpoint = getenv(EnvSQS)
+	}
+	window := 5 * time.Minute
+	if w := q.Get("dedup_window"); w != "" {
+		d, err := time.ParseDuration(w)
+		if err != nil {
+			return conformance.Harness{}, nil, fmt.Errorf("probe: dedup_window: %w", err)
+		}
+		window = d
+	}
+	var lo []func(*config.LoadOptions) error
+	if r := q.Get("region"); r != "" {
+		lo = append(lo, config.WithRegion(r))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, lo...)
+	if err != nil {
+		return conformance.Harness{}, nil, fmt.Errorf("probe: AWS configuration: %w", err)
+	}
+	client := sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+	})
+	create := func(ctx context.Context, t testing.TB, name string, attrs map[string]string) (string, error) {
+		attrs["FifoQueue"] = "true"
+		attrs["MessageRetentionPeriod"] = strconv.Itoa(int(sqsRetention / time.Second))
+		out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+		if err != nil {
+			return "", fmt.Errorf("create queue %s: %w", name, err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, _ = client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
+		})
+		return aws.ToString(out.QueueUrl), nil
+	}
+	so := &sqsfifo.SubscriptionOptions{WaitTime: time.Second, DedupWindow: window}
+	h := conformance.Harness{
+		Name:              "probe " + broker.Redact(u),
+		Quiet:             time.Second,
+		RedeliveryHorizon: sqsRetention,
+		FixedWaits:        "the server's deduplication window is fixed (AWS: 5 minutes); give dedup_window= if yours is shorter",
+		Setup: func(ctx context.Context, t testing.TB, c conformance.Config) (*conformance.Fixture, error) {
+			name := scratchName("wary-probe")
+			dlq, err := create(ctx, t, name+"-dlq.fifo", map[string]string{})
+			if err != nil {
+				return nil, err
+			}
+			a, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq),
+				AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+			if err != nil {
+				return nil, err
+			}
+			// At least 3s: head-of-line holds a delivery through two Quiet
+			// periods and must not see its lock expire meanwhile.
+			lock := max(c.LockTimeout, 3*time.Second)
+			main, err := create(ctx, t, name+".fifo", map[string]string{
+				"VisibilityTimeout": strconv.Itoa(int(lock / time.Second)),
+				"RedrivePolicy":     fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, a.Attributes["QueueArn"], max(c.DeliveryLimit, 1)),
+			})
+			if err != nil {
+				return nil, err
+			}
+			top, err := sqsfifo.OpenTopic(client, main, &sqsfifo.TopicOptions{DedupWindow: window})
+			if err != nil {
+				return nil, err
+			}
+			return &conformance.Fixture{
+				Topic:       top,
+				Subscribe:   func(context.Context) (*broker.Subscription, error) { return sqsfifo.OpenSubscription(client, main, so) },
+				DeadLetters: func(context.Context) (*broker.Subscription, error) { return sqsfifo.OpenDeadLetters(client, main, so) },
+			}, nil
+		},
+	}
+	return h, func() {}, nil
+}

@@ -1,0 +1,375 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
+)
+
+type parkedFlags struct {
+	store               storeFlags
+	consumer, aggregate string
+	hasAggregate, all   bool
+	id                  int64
+	limit               int
+	to                  string
+}
+
+func (f *parkedFlags) filter(c *cobra.Command) store.ParkedFilter {
+	return store.ParkedFilter{AggregateID: f.aggregate, HasAggregate: c.Flags().Changed("aggregate"), ID: f.id, Limit: f.limit}
+}
+
+func (a *app) parkedCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "parked",
+		Short: "List, show, replay or discard messages an inbox parked",
+		Long: `An inbox parks a message whose version gap did not close after its
+retries, and holds the later messages of the same aggregate behind it.
+These commands show the park and put messages back: replay moves an
+aggregate's parked messages back to the broker, in order, with their
+original IDs and headers and a wary-replayed-by header, forgetting their
+inbox claims so that the consumer processes them again.`,
+		Example: `  wary parked list --sqlite shop.db
+  wary parked show 7 --consumer billing --sqlite shop.db
+  wary parked replay --consumer billing --aggregate order-3 --to rabbit://orders --postgres "$WARY_POSTGRES_URL"
+  wary parked discard --consumer billing --id 7 --yes --sqlite shop.db`,
+	}
+	c.AddCommand(a.parkedList(), a.parkedShow(), a.parkedReplay(), a.parkedDiscard())
+	return c
+}
+
+func (a *app) parkedList() *cobra.Command {
+	var f parkedFlags
+	c := &cobra.Command{
+		Use:   "list [--consumer NAME] [--aggregate ID]",
+		Short: "List parked messages (exit 1 if there are any)",
+		Example: `  wary parked list --sqlite shop.db
+  wary parked list --consumer billing --aggregate order-3 --json --postgres "$WARY_POSTGRES_URL"`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx := c.Context()
+			d, err := a.openStore(ctx, &f.store)
+			if err != nil {
+				return err
+			}
+			defer d.close()
+			consumers := []string{f.consumer}
+			if f.consumer == "" {
+				m, err := d.ParkedConsumers(ctx)
+				if err != nil {
+					return err
+				}
+				consumers = slices.Sorted(maps.Keys(m))
+			}
+			out := []parkedJSON{}
+			for _, cons := range consumers {
+				ps, err := d.ListParked(ctx, cons, f.filter(c))
+				if err != nil {
+					return err
+				}
+				for _, p := range ps {
+					out = append(out, toParkedJSON(cons, p, false))
+				}
+			}
+			return a.report(out, func(w io.Writer) { printParked(w, out) }, len(out) > 0)
+		},
+	}
+	f.store.add(c)
+	c.Flags().StringVar(&f.consumer, "consumer", "", "only this consumer's messages")
+	c.Flags().StringVar(&f.aggregate, "aggregate", "", "only this aggregate's messages (\"\" for those without one)")
+	c.Flags().IntVar(&f.limit, "limit", 0, "at most this many messages per consumer")
+	return c
+}
+
+func (a *app) parkedShow() *cobra.Command {
+	var f parkedFlags
+	c := &cobra.Command{
+		Use:     "show ID --consumer NAME",
+		Short:   "Show one parked message with its headers and body",
+		Example: `  wary parked show 7 --consumer billing --sqlite shop.db --json`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			id, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || id <= 0 {
+				return fmt.Errorf("ID %q is not a parked message's number (see wary parked list)", args[0])
+			}
+			ctx := c.Context()
+			d, err := a.openStore(ctx, &f.store)
+			if err != nil {
+				return err
+			}
+			defer d.close()
+			ps, err := d.ListParked(ctx, f.consumer, store.ParkedFilter{ID: id})
+			if err != nil {
+				return err
+			}
+			if len(ps) == 0 {
+				return fmt.Errorf("consumer %q has no parked message %d", f.consumer, id)
+			}
+			p := toParkedJSON(f.consumer, ps[0], true)
+			return a.out(p, func(w io.Writer) {
+				printParked(w, []parkedJSON{p})
+				fmt.Fprintln(w, "headers:")
+				for _, k := range slices.Sorted(maps.Keys(p.Headers)) {
+					fmt.Fprintf(w, "  %s: %s\n", k, p.Headers[k])
+				}
+				fmt.Fprintf(w, "body (%s):\n%s\n", p.BodyEncoding, p.Body)
+			})
+		},
+	}
+	f.store.add(c)
+	c.Flags().StringVar(&f.consumer, "consumer", "", "the consumer (required)")
+	_ = c.MarkFlagRequired("consumer")
+	return c
+}
+
+func (a *app) parkedReplay() *cobra.Command {
+	var f parkedFlags
+	c := &cobra.Command{
+		Use:   "replay --consumer NAME (--aggregate ID | --all) --to TOPIC_URL",
+		Short: "Move parked messages back to the broker, in order, for the consumer to process again",
+		Long: `replay takes each selected aggregate's parked messages out of the park,
+in replay order (version, sequence, parking order), forgets their inbox
+claims, and publishes them to --to with their original ID, key and
+headers plus wary-replayed-by; all in one store transaction per
+aggregate, committed only after the broker confirmed every publish. A
+message whose gap is still open is parked again when it comes back.
+
+Nothing is lost: a failed publish leaves the messages parked. But a
+consumer on PostgreSQL that receives a replayed message before the
+replay's transaction commits can hold it again (its claim-and-check
+statement still sees the park): run "wary parked list" afterwards, and
+replay again if the aggregate is back.`,
+		Example: `  wary parked replay --consumer billing --aggregate order-3 --to 'mem://orders' --sqlite shop.db --yes`,
+		Args:    cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if !f.all && !c.Flags().Changed("aggregate") {
+				return errors.New("choose what to replay: --aggregate ID or --all")
+			}
+			ctx := c.Context()
+			d, err := a.openStore(ctx, &f.store)
+			if err != nil {
+				return err
+			}
+			defer d.close()
+			aggs, err := parkedAggregates(ctx, d, f.consumer, f.filter(c))
+			if err != nil {
+				return err
+			}
+			if len(aggs) == 0 {
+				return a.out(replayJSON{Replayed: []parkedJSON{}}, func(w io.Writer) { fmt.Fprintln(w, "nothing parked to replay") })
+			}
+			if err := a.confirm(fmt.Sprintf("replay the parked messages of %d aggregate(s) of consumer %q to %s", len(aggs), f.consumer, broker.RedactString(f.to))); err != nil {
+				return err
+			}
+			t, err := a.openTopic(ctx, f.to)
+			if err != nil {
+				return err
+			}
+			defer t.Close()
+			a.warnDedup(t)
+			by := replayedBy()
+			res := replayJSON{Replayed: []parkedJSON{}}
+			for _, agg := range aggs {
+				ps, err := d.ListParked(ctx, f.consumer, store.ParkedFilter{AggregateID: agg, HasAggregate: true})
+				if err != nil {
+					return err
+				}
+				err = d.unpark(ctx, f.consumer, ps, func(ctx context.Context) error {
+					msgs := make([]*broker.Message, len(ps))
+					for i, p := range ps {
+						msgs[i] = &broker.Message{ID: p.MessageID, Key: p.Key, Headers: stamp(p.Headers, by, p.Reason), Body: p.Body}
+					}
+					return t.Publish(ctx, msgs...)
+				})
+				if err != nil {
+					return fmt.Errorf("replay of aggregate %q (its messages stay parked): %w", agg, err)
+				}
+				for _, p := range ps {
+					res.Replayed = append(res.Replayed, toParkedJSON(f.consumer, p, false))
+				}
+			}
+			return a.out(res, func(w io.Writer) {
+				fmt.Fprintf(w, "replayed %d message(s) of %d aggregate(s) to %s\n", len(res.Replayed), len(aggs), broker.RedactString(f.to))
+			})
+		},
+	}
+	f.store.add(c)
+	a.yesFlag(c)
+	c.Flags().StringVar(&f.consumer, "consumer", "", "the consumer (required)")
+	c.Flags().StringVar(&f.aggregate, "aggregate", "", "replay this aggregate's messages")
+	c.Flags().BoolVar(&f.all, "all", false, "replay every aggregate's messages")
+	c.Flags().StringVar(&f.to, "to", "", "topic URL the consumer reads from (required)")
+	_ = c.MarkFlagRequired("consumer")
+	_ = c.MarkFlagRequired("to")
+	return c
+}
+
+type replayJSON struct {
+	Replayed []parkedJSON `json:"replayed"`
+}
+
+// parkedAggregates lists the distinct aggregates of the consumer's
+// parked messages that f selects, in the store's order.
+func parkedAggregates(ctx context.Context, d db, consumer string, f store.ParkedFilter) ([]string, error) {
+	if f.HasAggregate {
+		n, err := d.CountParked(ctx, consumer, f)
+		if err != nil || n == 0 {
+			return nil, err
+		}
+		return []string{f.AggregateID}, nil
+	}
+	var out []string
+	cur := store.ParkedFilter{Limit: 1}
+	for {
+		ps, err := d.ListParked(ctx, consumer, cur)
+		if err != nil {
+			return nil, err
+		}
+		if len(ps) == 0 {
+			return out, nil
+		}
+		out = append(out, ps[0].AggregateID)
+		cur.AfterAggregate, cur.HasAfter = ps[0].AggregateID, true
+	}
+}
+
+func (a *app) parkedDiscard() *cobra.Command {
+	var f parkedFlags
+	c := &cobra.Command{
+		Use:   "discard --consumer NAME (--id N | --aggregate ID | --all)",
+		Short: "Delete parked messages for good; their effects are never applied",
+		Example: `  wary parked discard --consumer billing --id 7 --sqlite shop.db
+  wary parked discard --consumer billing --aggregate order-3 --yes --postgres "$WARY_POSTGRES_URL"`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			flt := f.filter(c)
+			if !f.all && !flt.HasAggregate && flt.ID == 0 {
+				return errors.New("choose what to discard: --id N, --aggregate ID or --all")
+			}
+			ctx := c.Context()
+			d, err := a.openStore(ctx, &f.store)
+			if err != nil {
+				return err
+			}
+			defer d.close()
+			n, err := d.CountParked(ctx, f.consumer, flt)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				if err := a.confirm(fmt.Sprintf("discard %d parked message(s) of consumer %q for good", n, f.consumer)); err != nil {
+					return err
+				}
+				if n, err = d.DiscardParked(ctx, f.consumer, flt); err != nil {
+					return err
+				}
+			}
+			return a.out(map[string]int{"discarded": n}, func(w io.Writer) { fmt.Fprintf(w, "discarded %d parked message(s)\n", n) })
+		},
+	}
+	f.store.add(c)
+	a.yesFlag(c)
+	c.Flags().StringVar(&f.consumer, "consumer", "", "the consumer (required)")
+	c.Flags().StringVar(&f.aggregate, "aggregate", "", "discard this aggregate's messages")
+	c.Flags().Int64Var(&f.id, "id", 0, "discard this parked message")
+	c.Flags().BoolVar(&f.all, "all", false, "discard all the consumer's parked messages")
+	_ = c.MarkFlagRequired("consumer")
+	return c
+}
+
+// parkedJSON is a parked message as printed.
+type parkedJSON struct {
+	ID           int64             `json:"id"`
+	Consumer     string            `json:"consumer"`
+	MessageID    string            `json:"message_id"`
+	AggregateID  string            `json:"aggregate_id"`
+	Version      int64             `json:"version"`
+	Sequence     int64             `json:"sequence"`
+	Key          string            `json:"key"`
+	Reason       string            `json:"reason"`
+	Attempts     int               `json:"attempts"`
+	FirstSeen    time.Time         `json:"first_seen"`
+	LastSeen     time.Time         `json:"last_seen"`
+	Headers      map[string]string `json:"headers,omitempty"`
+	Body         string            `json:"body,omitempty"`
+	BodyEncoding string            `json:"body_encoding,omitempty"`
+}
+
+func toParkedJSON(consumer string, p store.Parked, full bool) parkedJSON {
+	j := parkedJSON{ID: p.ID, Consumer: consumer, MessageID: p.MessageID, AggregateID: p.AggregateID, Version: p.Version,
+		Sequence: p.Sequence, Key: p.Key, Reason: p.Reason, Attempts: p.Attempts, FirstSeen: p.FirstSeen, LastSeen: p.LastSeen}
+	if full {
+		j.Headers = p.Headers
+		j.Body, j.BodyEncoding = bodyText(p.Body)
+	}
+	return j
+}
+
+// bodyText is the body as text when it is UTF-8, else base64.
+func bodyText(b []byte) (string, string) {
+	if utf8.Valid(b) {
+		return string(b), "utf-8"
+	}
+	return base64Std(b), "base64"
+}
+
+func printParked(w io.Writer, ps []parkedJSON) {
+	if len(ps) == 0 {
+		fmt.Fprintln(w, "nothing parked")
+		return
+	}
+	table(w, "ID | CONSUMER | MESSAGE | AGGREGATE | VERSION | SEQ | ATTEMPTS | LAST SEEN | REASON", len(ps), func(i int) []any {
+		p := ps[i]
+		return []any{p.ID, p.Consumer, p.MessageID, p.AggregateID, p.Version, p.Sequence, p.Attempts, p.LastSeen.Format(time.RFC3339), p.Reason}
+	})
+}
+
+// warnDedup tells the operator, on stderr, that a topic with a dedup
+// window drops a replayed message whose ID it saw within the window.
+func (a *app) warnDedup(t *broker.Topic) {
+	if w := t.Capabilities().DedupWindow; w > 0 {
+		fmt.Fprintf(a.io.Err, "note: this broker drops a message whose ID it saw in the last %s (per %s): a message first published less than %s ago is dropped, not replayed\n",
+			w, t.Capabilities().DedupScope, w)
+	}
+}
+
+// replayedBy says who replays: user@host and the time.
+func replayedBy() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s@%s %s", name, host, time.Now().UTC().Format(time.RFC3339))
+}
+
+// stamp copies h without wary's reserved headers other than the
+// event-identity ones (a dead-letter reason, say), and adds
+// wary-replayed-by with who, and why the message had been set aside.
+func stamp(h map[string]string, by, reason string) map[string]string {
+	out := make(map[string]string, len(h)+1)
+	for k, v := range h {
+		if !broker.ReservedHeader(k) {
+			out[k] = v
+		}
+	}
+	if reason != "" {
+		by += ": " + reason
+	}
+	out[broker.HeaderReplayedBy] = by
+	return out
+}

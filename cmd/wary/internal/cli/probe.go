@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/conformance"
+)
+
+func sortedStrings(s []string) []string { slices.Sort(s); return s }
+
+func (a *app) probeCmd() *cobra.Command {
+	var only []string
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   "probe URL",
+		Short: "Measure a live broker's promises on scratch queues and compare them with its declaration",
+		Long: `probe runs the conformance scenarios (package conformance) against the
+broker the URL names, each on a scratch topic and queue it creates and
+deletes: order within a scope under competing consumers, dedup of a
+republished ID inside and after the declared window, lock expiry and
+redelivery, the delivery limit to the dead-letter queue with its reason,
+nack delay, and the rest. It prints, for each, what the broker declares
+and what was observed, and exits 1 if any observation contradicts the
+declaration.
+
+URLs: mem://NAME?profile=P&... (the memory driver, on a clock of its own),
+rabbit://NAME (server in $WARY_RABBIT_URL; partitions=N),
+amqp://USER:PASS@HOST:PORT/VHOST, or kafka://NAME (brokers= or
+$WARY_KAFKA_BROKERS; ordered=true for the ordered consumer mode), or
+sqsfifo://NAME?region=R (endpoint= or $WARY_SQS_ENDPOINT; dedup_window=
+when the server's is shorter than AWS's 5 minutes). servicebus:// is not
+probed yet.`,
+		Example: `  wary probe 'mem://scratch?profile=sqsfifo'
+  wary probe rabbit://scratch --only order-within-scope,delivery-limit-dead-letters --json
+  wary probe 'kafka://scratch?brokers=127.0.0.1:9092&ordered=true'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx := c.Context()
+			if timeout > 0 {
+				var cancel func()
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			h, closeH, err := a.harnessFor(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			defer closeH()
+			sp := &spinner{w: a.io.Err, tty: isTerminal(a.io.Err)}
+			caps, results, err := conformance.Probe(ctx, h, sp, only...)
+			sp.stop()
+			if err != nil {
+				return err
+			}
+			broken := false
+			rows := make([]probeRow, 0, len(results))
+			for _, r := range results {
+				broken = broken || r.Outcome == conformance.Broken
+				rows = append(rows, probeRow{Result: r, Declared: declared(r.Scenario, caps)})
+			}
+			res := probeJSON{Broker: broker.RedactString(args[0]), Capabilities: caps.String(), Results: rows, Broken: broken}
+			return a.report(res, func(w io.Writer) {
+				fmt.Fprintf(w, "broker %s declares: %s\n", res.Broker, res.Capabilities)
+				table(w, "SCENARIO | DECLARED | OBSERVED", len(rows), func(i int) []any {
+					r := rows[i]
+					obs := string(r.Outcome)
+					if r.Outcome == conformance.Broken {
+						obs = "BROKEN: " + r.Detail
+					} else if r.Outcome == conformance.NotApplicable {
+						obs = "n/a (" + r.Detail + ")"
+					}
+					return []any{r.Scenario, r.Declared, obs}
+				})
+				if broken {
+					fmt.Fprintln(w, "the broker does not keep what it declares")
+				} else {
+					fmt.Fprintln(w, "every observation matches the declaration")
+				}
+			}, broken)
+		},
+	}
+	c.Flags().StringSliceVar(&only, "only", nil, "run only these scenarios (comma-separated): "+strings.Join(conformance.Scenarios(), ", "))
+	c.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
+	return c
+}
+
+type probeRow struct {
+	conformance.Result
+	Declared string `json:"declared"`
+}
+
+type probeJSON struct {
+	Broker       string     `json:"broker"`
+	Capabilities string     `json:"capabilities"`
+	Results      []probeRow `json:"results"`
+	Broken       bool       `json:"broken"`
+}
+
+// declared says which part of the declaration a scenario checks.
+func declared(scenario string, c broker.Capabilities) string {
+	yes := func(b bool) string {
+		if b {
+			return "yes"
+		}
+		return "no"
+	}
+	switch {
+	case scenario == "order-within-scope" || scenario == "competing-consumers-history" || scenario == "per-key-serial-handler":
+		return "order per " + c.Ordering.String()
+	case scenario == "head-of-line":
+		return "head-of-line " + yes(c.HeadOfLine)
+	case strings.HasPrefix(scenario, "dedup"):
+		if c.DedupWindow <= 0 {
+			return "no dedup"
+		}
+		return fmt.Sprintf("dedup %s per %s", c.DedupWindow, c.DedupScope)
+	case strings.HasPrefix(scenario, "lock-extension"):
+		return "lock extendable " + yes(c.LockExtendable)
+	case strings.HasPrefix(scenario, "lock") || scenario == "held-without-lock-timeout" || scenario == "crash-redelivers-unacked" || scenario == "ack":
+		if c.LockTimeout <= 0 {
+			return "held until settled"
+		}
+		return "lock " + c.LockTimeout.String()
+	case strings.HasPrefix(scenario, "nack-delay"):
+		return "nack delay " + yes(c.NackDelay)
+	case scenario == "delivery-limit-dead-letters":
+		return fmt.Sprintf("limit %d (%s)", c.DeliveryLimit, c.DeliveryLimitMode)
+	case strings.HasPrefix(scenario, "dead-letter"):
+		return "dead-letter " + yes(c.DeadLetter)
+	case strings.HasPrefix(scenario, "delivery-count"):
+		return "delivery count " + yes(c.DeliveryCount)
+	case scenario == "ack-model":
+		return "ack " + c.AckModel.String()
+	case scenario == "redelivery-horizon":
+		return "horizon " + broker.HorizonString(c.RedeliveryHorizon)
+	case scenario == "oversized-rejected":
+		return fmt.Sprintf("max size %d", c.MaxMessageSize)
+	case scenario == "key-required":
+		return "key required " + yes(c.KeyRequired)
+	case scenario == "max-batch-size-split":
+		return fmt.Sprintf("max batch %d", c.MaxBatchSize)
+	}
+	return "-"
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// spinner shows, on stderr, which scenario runs and for how long; when
+// stderr is not a terminal, only a line per finished scenario.
+type spinner struct {
+	w    io.Writer
+	tty  bool
+	mu   sync.Mutex
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func (s *spinner) Start(scenario string) {
+	s.stop()
+	if !s.tty {
+		return
+	}
+	s.done = make(chan struct{})
+	start := time.Now()
+	s.wg.Go(func() {
+		frames := `|/-\`
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			s.mu.Lock()
+			fmt.Fprintf(s.w, "\r%c %-40s %5.1fs", frames[i%len(frames)], scenario, time.Since(start).Seconds())
+			s.mu.Unlock()
+			select {
+			case <-s.done:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+}
+
+func (s *spinner) Done(r conformance.Result) {
+	s.stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tty {
+		fmt.Fprint(s.w, "\r")
+	}
+	fmt.Fprintf(s.w, "%-48s %s\n", r.Scenario, r.Outcome)
+}
+
+func (s *spinner) stop() {
+	if s.done != nil {
+		close(s.done)
+		s.wg.Wait()
+		s.done = nil
+	}
+}

@@ -1,0 +1,77 @@
+package cli_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/wary-go/wary/cmd/wary/internal/cli"
+	"github.com/wary-go/wary/conformance/emulators/sqsemu"
+)
+
+// fauxqs starts fauxqs with a shortened dedup window, and dummy
+// credentials in the environment for the SDK's default chain, which
+// sqsfifo:// URLs use. It skips with WARY_SQS_ENDPOINT set: the tests need
+// a window shorter than SQS's 5 minutes.
+func fauxqs(t *testing.T, window time.Duration) *sqsemu.Server {
+	srv := sqsemu.Start(t, sqsemu.Options{DedupWindow: window})
+	if srv.Real {
+		t.Skip("runs on fauxqs: it needs a dedup window shorter than SQS's 5 minutes")
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret")
+	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+	return srv
+}
+
+// TestSQSDLQ: dead letters of an SQS FIFO queue (fauxqs) are listed,
+// replayed and discarded through sqsfifo:// URLs.
+func TestSQSDLQ(t *testing.T) {
+	// A one-second dedup window, so that the replay (same ID) is not
+	// dropped as a duplicate of the first publish a few commands earlier.
+	srv := fauxqs(t, time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c := srv.NewClient(t, nil)
+	name := unique("wary-cli")
+	create := func(name string, attrs map[string]string) string {
+		attrs["FifoQueue"] = "true"
+		out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+		return aws.ToString(out.QueueUrl)
+	}
+	dlq := create(name+"-dlq.fifo", map[string]string{})
+	a, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(name+".fifo", map[string]string{"VisibilityTimeout": "30",
+		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"5"}`, a.Attributes["QueueArn"])})
+
+	w := newWary(t)
+	w.env[cli.EnvSQS] = srv.Endpoint
+	q := "?region=" + sqsemu.Region
+	top := mustOpenTopic(t, "sqsfifo://"+name+".fifo"+q+"&endpoint="+srv.Endpoint)
+	sub := mustOpenSub(t, "sqsfifo://"+name+".fifo"+q+"&endpoint="+srv.Endpoint+"&wait_time=1s")
+	dlqWalkthrough(t, w, top, "sqsfifo://"+name+".fifo"+q, sub, "sqsfifo://"+name+"-dlq.fifo"+q, "5s")
+}
+
+// TestProbeSQS: the SQS FIFO driver keeps what it declares on fauxqs,
+// measured on scratch queues that probe creates and deletes.
+func TestProbeSQS(t *testing.T) {
+	srv := fauxqs(t, 3*time.Second)
+	w := newWary(t)
+	w.env[cli.EnvSQS] = srv.Endpoint
+	r := w.want(cli.ExitOK, "probe", "sqsfifo://scratch?region="+sqsemu.Region+"&dedup_window=3s",
+		"--only", "order-within-scope,head-of-line,dedup-within-window,dedup-expires-after-window,delivery-limit-dead-letters,lock-expiry-redelivers")
+	r.has(t, "order per message group", "dedup 3s per queue", "limit 3 (native)", "lock 3s", "every observation matches the declaration")
+}

@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/postgres"
+	"github.com/wary-go/wary/idem/sqlite"
+	"github.com/wary-go/wary/idem/store"
+)
+
+// storeFlags select the database of the store.
+type storeFlags struct {
+	postgres, sqlite, schema, prefix string
+}
+
+func (f *storeFlags) add(c *cobra.Command) {
+	c.Flags().StringVar(&f.postgres, "postgres", "", "PostgreSQL URL of the store (default $"+EnvPostgres+")")
+	c.Flags().StringVar(&f.sqlite, "sqlite", "", "SQLite file of the store (instead of --postgres)")
+	c.Flags().StringVar(&f.schema, "schema", "", "schema of the store's tables (default: the search_path's first)")
+	c.Flags().StringVar(&f.prefix, "prefix", "", "table prefix of the store (default wary_)")
+}
+
+// given reports whether a store was named.
+func (a *app) storeGiven(f *storeFlags) bool {
+	return f.sqlite != "" || a.envDefault(f.postgres, EnvPostgres) != ""
+}
+
+// adminStore is what the command needs of a store.
+type adminStore[Tx any] interface {
+	store.Store[Tx]
+	store.RelayStore
+	store.Admin[Tx]
+}
+
+// db is a store with its transaction type hidden.
+type db interface {
+	store.RelayStore
+	ListParked(ctx context.Context, consumer string, f store.ParkedFilter) ([]store.Parked, error)
+	CountParked(ctx context.Context, consumer string, f store.ParkedFilter) (int, error)
+	DiscardParked(ctx context.Context, consumer string, f store.ParkedFilter) (int, error)
+	ParkedConsumers(ctx context.Context) (map[string]int, error)
+	// unpark deletes ps from the park and forgets their inbox claims, calls
+	// publish, and commits only if publish succeeded: a message is never
+	// both gone from the park and not sent.
+	unpark(ctx context.Context, consumer string, ps []store.Parked, publish func(context.Context) error) error
+	close()
+}
+
+type sqlDB[Tx any] struct {
+	adminStore[Tx]
+	closeFn func()
+}
+
+func (d sqlDB[Tx]) close() { d.closeFn() }
+
+func (d sqlDB[Tx]) unpark(ctx context.Context, consumer string, ps []store.Parked, publish func(context.Context) error) (err error) {
+	tx, err := d.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = d.Rollback(context.WithoutCancel(ctx), tx)
+		}
+	}()
+	for _, p := range ps {
+		ok, err := d.DeleteParked(ctx, tx, consumer, p.ID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("parked message %d (%s) is gone: replayed or discarded meanwhile", p.ID, p.MessageID)
+		}
+		if _, err := d.Unclaim(ctx, tx, consumer, p.MessageID); err != nil {
+			return err
+		}
+	}
+	if err := publish(ctx); err != nil {
+		return err
+	}
+	return d.Commit(ctx, tx)
+}
+
+// openStore opens the store the flags name, without migrating it.
+func (a *app) openStore(ctx context.Context, f *storeFlags) (db, error) {
+	pgURL := a.envDefault(f.postgres, EnvPostgres)
+	switch {
+	case f.sqlite != "" && f.postgres != "":
+		return nil, errors.New("give --postgres or --sqlite, not both")
+	case f.sqlite != "":
+		if _, err := os.Stat(f.sqlite); err != nil {
+			return nil, fmt.Errorf("--sqlite: %w", err)
+		}
+		s, err := sqlite.Open(ctx, f.sqlite, &sqlite.Options{Schema: f.schema, Prefix: f.prefix, SkipMigrate: true})
+		if err != nil {
+			return nil, fmt.Errorf("open SQLite store %s: %w", f.sqlite, err)
+		}
+		return sqlDB[*sql.Tx]{adminStore: s, closeFn: func() { s.Close() }}, nil
+	case pgURL != "":
+		pool, err := pgxpool.New(ctx, pgURL)
+		if err != nil {
+			return nil, fmt.Errorf("PostgreSQL %s: %s", broker.RedactString(pgURL), redactErr(err))
+		}
+		if err := pool.Ping(ctx); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("PostgreSQL %s: %s", broker.RedactString(pgURL), redactErr(err))
+		}
+		s, err := postgres.New(ctx, pool, &postgres.Options{Schema: f.schema, Prefix: f.prefix, SkipMigrate: true})
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		return sqlDB[pgx.Tx]{adminStore: s, closeFn: pool.Close}, nil
+	}
+	return nil, fmt.Errorf("name the store: --postgres URL (or $%s) or --sqlite FILE", EnvPostgres)
+}

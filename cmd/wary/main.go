@@ -1,0 +1,28 @@
+// Command wary is the operator's command for wary pipelines: it states a
+// pipeline's end-to-end guarantee (explain), measures a live broker's
+// promises (probe), and shows and puts back what is stuck: parked
+// messages, outbox rows and dead letters.
+//
+// Install it with
+//
+//	go install github.com/wary-go/wary/cmd/wary@latest
+//
+// and run "wary --help". Exit codes: 0 when all is well, 1 when the
+// command found something (a misconfiguration, a broken promise, parked
+// messages), 2 for a usage or connection error.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+
+	"github.com/wary-go/wary/cmd/wary/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := cli.Run(ctx, os.Args[1:], cli.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,437 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+)
+
+// Pipeline describes one pipeline, from the producer's transaction to the
+// consumer's effects, for Explain. The zero value is a direct publish to a
+// broker that promises nothing, consumed without an inbox.
+type Pipeline struct {
+	// Broker names the broker for the statement (a URL already redacted
+	// with broker.Redact; never one with a password).
+	Broker string
+	// Caps are the capabilities of the subscription the consumer reads
+	// (sub.Capabilities()), as the live broker declares them.
+	Caps broker.Capabilities
+	// Outbox: events are written in the domain transaction through an
+	// Outbox and published by a Relay. Without it a producer publishes
+	// directly: a dual write.
+	Outbox bool
+	// Relay is the relay's configuration (nil: the defaults), from which
+	// Explain computes how long the relay may republish a row.
+	Relay *RelayOptions
+	// Inbox: the consumer processes deliveries through an Inbox. Without
+	// it every redelivery runs the handler again.
+	Inbox bool
+	// Consumer names the inbox's consumer.
+	Consumer string
+	// InboxOptions are the inbox's options (nil: the defaults).
+	InboxOptions *Options
+	// Versioned: handlers check aggregate versions (Versioned,
+	// CheckVersion), so duplicates and stale events are told apart and
+	// gaps are retried, then parked.
+	Versioned bool
+	// NeedOrder: the domain needs each aggregate's events applied in
+	// order.
+	NeedOrder bool
+	// Concurrency is how many handlers run at once (RunOptions.Concurrency;
+	// 0 means 1), and PerKey whether they are serialised per key.
+	Concurrency int
+	PerKey      bool
+	// Keys are the contracts of the providers the handlers call with
+	// idempotency keys (Keys), and UnkeyedCalls says that handlers make
+	// external calls without one.
+	Keys         []KeyContract
+	UnkeyedCalls bool
+}
+
+// Verdict grades one line of a Statement.
+type Verdict string
+
+// Verdicts, from best to worst.
+const (
+	// VerdictOK: the stage keeps its promise as configured.
+	VerdictOK Verdict = "ok"
+	// VerdictWeak: the stage holds, but leaves something to an operator or
+	// to reconciliation.
+	VerdictWeak Verdict = "weak"
+	// VerdictBroken: effects can be lost, duplicated or reordered.
+	VerdictBroken Verdict = "broken"
+)
+
+// Line is one stage of the statement.
+type Line struct {
+	Stage   string  `json:"stage"`
+	Verdict Verdict `json:"verdict"`
+	Text    string  `json:"text"`
+}
+
+// Finding is a misconfiguration, with the fix.
+type Finding struct {
+	Stage   string `json:"stage"`
+	Problem string `json:"problem"`
+	Fix     string `json:"fix"`
+}
+
+// Statement is a pipeline's end-to-end guarantee: five lines (publication,
+// transport, order, consumption, external effects), what is left to
+// reconciliation, and the misconfigurations found. Its String form is for
+// people and logs; it marshals to JSON for scripts.
+type Statement struct {
+	Broker    string    `json:"broker,omitempty"`
+	Lines     []Line    `json:"lines"`
+	Reconcile []string  `json:"reconciliation"`
+	Findings  []Finding `json:"findings"`
+}
+
+// OK reports whether Explain found no misconfiguration.
+func (s Statement) OK() bool { return len(s.Findings) == 0 }
+
+// String renders the statement, one line per stage.
+func (s Statement) String() string {
+	var b strings.Builder
+	if s.Broker != "" {
+		fmt.Fprintf(&b, "pipeline on %s\n", s.Broker)
+	}
+	for _, l := range s.Lines {
+		fmt.Fprintf(&b, "%-12s [%s] %s\n", l.Stage+":", l.Verdict, l.Text)
+	}
+	if len(s.Reconcile) > 0 {
+		b.WriteString("left to reconciliation:\n")
+		for _, r := range s.Reconcile {
+			fmt.Fprintf(&b, "  - %s\n", r)
+		}
+	}
+	if len(s.Findings) == 0 {
+		b.WriteString("no misconfiguration found\n")
+	}
+	for _, f := range s.Findings {
+		fmt.Fprintf(&b, "MISCONFIGURED (%s): %s\n  fix: %s\n", f.Stage, f.Problem, f.Fix)
+	}
+	return b.String()
+}
+
+// MarshalJSON keeps empty lists as [] rather than null.
+func (s Statement) MarshalJSON() ([]byte, error) {
+	type plain Statement
+	p := plain(s)
+	if p.Reconcile == nil {
+		p.Reconcile = []string{}
+	}
+	if p.Findings == nil {
+		p.Findings = []Finding{}
+	}
+	return json.Marshal(p)
+}
+
+// LogValue logs the statement as a group of its lines and findings.
+func (s Statement) LogValue() slog.Value {
+	attrs := make([]slog.Attr, 0, len(s.Lines)+2)
+	for _, l := range s.Lines {
+		attrs = append(attrs, slog.String(l.Stage, string(l.Verdict)+": "+l.Text))
+	}
+	if len(s.Reconcile) > 0 {
+		attrs = append(attrs, slog.String("reconciliation", strings.Join(s.Reconcile, "; ")))
+	}
+	for i, f := range s.Findings {
+		attrs = append(attrs, slog.String(fmt.Sprintf("misconfigured.%d", i+1), f.Problem+"; fix: "+f.Fix))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// Explain states what p guarantees end to end, stage by stage, and flags
+// its misconfigurations with their fix. It reads nothing but p: give it the
+// capabilities the live subscription declares.
+func Explain(p Pipeline) Statement {
+	e := explainer{p: p, st: Statement{Broker: p.Broker}}
+	e.publication()
+	e.transport()
+	e.order()
+	e.consumption()
+	e.effects()
+	return e.st
+}
+
+type explainer struct {
+	p  Pipeline
+	st Statement
+}
+
+func (e *explainer) line(stage string, v Verdict, format string, args ...any) {
+	e.st.Lines = append(e.st.Lines, Line{Stage: stage, Verdict: v, Text: fmt.Sprintf(format, args...)})
+}
+
+func (e *explainer) finding(stage, problem, fix string) {
+	e.st.Findings = append(e.st.Findings, Finding{Stage: stage, Problem: problem, Fix: fix})
+}
+
+func (e *explainer) reconcile(format string, args ...any) {
+	e.st.Reconcile = append(e.st.Reconcile, fmt.Sprintf(format, args...))
+}
+
+// relay returns the relay's options with NewRelay's defaults applied.
+func (e *explainer) relay() RelayOptions {
+	var o RelayOptions
+	if e.p.Relay != nil {
+		o = *e.p.Relay
+	}
+	if o.MaxAttempts < 1 {
+		o.MaxAttempts = 10
+	}
+	if o.Backoff == (broker.Backoff{}) {
+		o.Backoff = broker.Backoff{Initial: time.Second, Max: 5 * time.Minute}
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = 30 * time.Second
+	}
+	return o
+}
+
+// RetrySpan is the longest a relay with options o (nil: the defaults) may
+// go on publishing one row: every attempt's timeout and every backoff
+// ceiling up to the attempt that quarantines it. A broker's dedup window
+// shorter than this lets a republished row through as a second message.
+func RetrySpan(o *RelayOptions) time.Duration {
+	r := (&explainer{p: Pipeline{Relay: o}}).relay()
+	span := time.Duration(r.MaxAttempts) * r.PublishTimeout
+	for a := 1; a < r.MaxAttempts; a++ {
+		span += r.Backoff.Ceiling(a)
+	}
+	return span
+}
+
+func (e *explainer) publication() {
+	if !e.p.Outbox {
+		e.line("publication", VerdictBroken, "direct publish after commit: a dual write; a crash between the commit and the publish loses the event, and a publish before a rollback sends one that never happened")
+		e.finding("publication", "events are published directly, not through an outbox", "write them with idem.NewOutbox(...).Add in the domain transaction and run an idem.NewRelay")
+		return
+	}
+	r := e.relay()
+	e.line("publication", VerdictOK, "outbox in the domain transaction, relay publishes each committed event at least once, in aggregate order; a row failing %d times (for up to %s) is quarantined and blocks only its aggregate",
+		r.MaxAttempts, short(RetrySpan(e.p.Relay).Round(time.Second)))
+	e.reconcile("quarantined outbox rows (wary outbox list --state quarantined; requeue or discard)")
+}
+
+func (e *explainer) transport() {
+	c := e.p.Caps
+	var parts []string
+	if c.Ordering == broker.OrderNone {
+		parts = append(parts, "no order")
+	} else {
+		key := c.OrderingKey
+		if key == "" {
+			key = "Message.Key"
+		}
+		parts = append(parts, fmt.Sprintf("order per %s (key %s)", c.Ordering, key))
+	}
+	if c.DedupWindow > 0 {
+		parts = append(parts, fmt.Sprintf("dedup of IDs for %s per %s", short(c.DedupWindow), c.DedupScope))
+	} else {
+		parts = append(parts, "no broker dedup")
+	}
+	switch {
+	case c.DeliveryLimit > 0 && c.DeadLetter:
+		parts = append(parts, fmt.Sprintf("dead-letters after %d deliveries (%s)", c.DeliveryLimit, c.DeliveryLimitMode))
+	case c.DeliveryLimit > 0:
+		parts = append(parts, fmt.Sprintf("drops after %d deliveries (%s)", c.DeliveryLimit, c.DeliveryLimitMode))
+	default:
+		parts = append(parts, "no delivery limit")
+	}
+	if c.LockTimeout > 0 {
+		ext := ""
+		if c.LockExtendable {
+			ext = ", extendable"
+		}
+		parts = append(parts, fmt.Sprintf("lock %s%s", short(c.LockTimeout), ext))
+	} else {
+		parts = append(parts, "held until settled")
+	}
+	parts = append(parts, "redelivery horizon "+horizon(c.RedeliveryHorizon))
+	v := VerdictOK
+	if c.DeliveryLimit <= 0 {
+		v = VerdictBroken
+		e.finding("transport", "no delivery limit: a message whose handler always fails is redelivered for ever and holds its scope",
+			"configure one on the broker (RabbitMQ quorum queue x-delivery-limit, SQS redrive maxReceiveCount, Service Bus MaxDeliveryCount, Kafka retry and dead-letter topics, the memory driver's limit=N)")
+	}
+	if e.p.Outbox && c.DedupWindow > 0 && !e.p.Inbox {
+		if span := RetrySpan(e.p.Relay); c.DedupWindow < span {
+			v = VerdictBroken
+			e.finding("transport", fmt.Sprintf("the broker's dedup window (%s) is shorter than the relay's retry span (%s): a row republished later reaches the consumer twice, and nothing downstream drops it", short(c.DedupWindow), short(span.Round(time.Second))),
+				"consume through an idem.Inbox, or lower RelayOptions.MaxAttempts and Backoff.Max so that the span fits in the window")
+		}
+	}
+	if c.DeadLetter {
+		e.reconcile("dead-lettered messages (wary dlq list; replay or discard)")
+	}
+	e.line("transport", v, "at least once; %s", strings.Join(parts, ", "))
+}
+
+func (e *explainer) order() {
+	c := e.p.Caps
+	conc := max(e.p.Concurrency, 1)
+	if !e.p.NeedOrder {
+		e.line("order", VerdictOK, "not needed by the domain (%d handler(s) at once)", conc)
+		return
+	}
+	v, text := VerdictOK, ""
+	switch {
+	case c.Ordering == broker.OrderNone && e.p.Versioned && e.p.Inbox:
+		v, text = VerdictWeak, "the broker keeps no order; version checks detect gaps, retry them and park the aggregate until the missing event arrives and it is replayed"
+	case c.Ordering == broker.OrderNone:
+		v, text = VerdictBroken, "needed, but the broker keeps no order and nothing checks versions: events of an aggregate are applied in any order"
+		e.finding("order", "ordering is needed but the broker declares no ordering scope",
+			"use an ordered broker (RabbitMQ single-active-consumer queue, Kafka keyed partitions, SQS FIFO message groups, Service Bus sessions), or check versions (idem.Versioned) in an inbox")
+	case conc > 1 && !e.p.PerKey && !c.HeadOfLine:
+		v, text = VerdictBroken, fmt.Sprintf("the broker orders per %s, but %d concurrent handlers without PerKey apply an aggregate's events in any order", c.Ordering, conc)
+		e.finding("order", fmt.Sprintf("%d concurrent handlers without PerKey on a broker without head-of-line blocking", conc),
+			"set broker.RunOptions.PerKey (one handler per key at a time), or run one handler")
+	default:
+		how := "one handler at a time"
+		switch {
+		case c.HeadOfLine:
+			how = "the broker holds a scope while a message of it is unsettled"
+		case conc > 1:
+			how = "PerKey serialises each key's handlers"
+		}
+		text = fmt.Sprintf("per aggregate: the outbox keys messages by aggregate, the broker orders per %s, %s", c.Ordering, how)
+		if e.p.Versioned {
+			text += "; version checks catch what still arrives out of order"
+		}
+	}
+	e.line("order", v, "%s", text)
+}
+
+func (e *explainer) consumption() {
+	c := e.p.Caps
+	if !e.p.Inbox {
+		e.line("consumption", VerdictBroken, "no inbox: every redelivery and broker duplicate runs the handler again")
+		e.finding("consumption", "deliveries are handled without an inbox", "wrap the handler in idem.NewInbox(store, consumer, sub.Capabilities(), opts).Handle")
+		return
+	}
+	var o Options
+	if e.p.InboxOptions != nil {
+		o = *e.p.InboxOptions
+	}
+	v := VerdictOK
+	h := c.RedeliveryHorizon
+	ret := o.Retention
+	switch {
+	case h == broker.HorizonUnknown && ret == 0:
+		v = VerdictBroken
+		e.finding("consumption", "the redelivery horizon is unknown and no retention is set: NewInbox refuses to start", "set Options.Retention to longer than any redelivery you expect")
+	case ret == 0:
+		ret = h
+	case h != broker.HorizonUnknown && ret < h:
+		v = VerdictBroken
+		e.finding("consumption", fmt.Sprintf("inbox retention %s is shorter than the redelivery horizon %s: a copy arriving after its record is purged runs again", horizon(ret), horizon(h)),
+			"raise Options.Retention to the horizon (0 keeps it) and drop AllowShortRetention")
+	}
+	maxAttempts := o.MaxAttempts
+	if maxAttempts < 1 {
+		maxAttempts = 5
+	}
+	text := fmt.Sprintf("inbox %q claims each message ID in the handler's transaction, records kept %s (horizon %s)", e.p.Consumer, horizon(ret), horizon(h))
+	if e.p.Versioned {
+		text += fmt.Sprintf("; version checks ack duplicates and stale events, retry gaps %d times, then park the aggregate", maxAttempts)
+		e.reconcile("parked messages (wary parked list; replay or discard)")
+	} else {
+		text += "; no version checks: an event older than the aggregate's state is applied over it"
+	}
+	e.line("consumption", v, "%s", text)
+}
+
+func (e *explainer) effects() {
+	if len(e.p.Keys) == 0 && !e.p.UnkeyedCalls {
+		e.line("effects", VerdictOK, "no external calls declared: every effect is in the consumer's transaction, applied once")
+		return
+	}
+	var parts []string
+	v := VerdictOK
+	for _, k := range e.p.Keys {
+		kept := "for ever"
+		if k.Retention > 0 {
+			kept = short(k.Retention)
+		}
+		if k.Replays {
+			parts = append(parts, fmt.Sprintf("%s (remembers keys %s and replays outcomes: unknown outcomes are retried within that)", k.Provider, kept))
+		} else {
+			v = VerdictWeak
+			parts = append(parts, fmt.Sprintf("%s (does not replay outcomes: an unknown outcome waits for reconciliation)", k.Provider))
+		}
+		e.reconcile("idempotency keys of %s whose outcome is unknown (Keys.Unresolved, Keys.Reconcile)", k.Provider)
+	}
+	text := "external calls with idempotency keys stored before the call: " + strings.Join(parts, "; ")
+	if e.p.UnkeyedCalls {
+		v = VerdictBroken
+		text = "external calls without idempotency keys run again on every retry and redelivery"
+		if len(parts) > 0 {
+			text += "; keyed: " + strings.Join(parts, "; ")
+		}
+		e.finding("effects", "handlers make external calls without idempotency keys", "stage a key with idem.NewKeys(...).Stage in the handler's transaction and make the call with Keys.Call")
+	}
+	e.line("effects", v, "%s", text)
+}
+
+// explainPart is Explain restricted to the given stages, for the statement
+// an inbox or a relay logs at start-up, which knows only its own side.
+func explainPart(p Pipeline, stages ...string) Statement {
+	full := Explain(p)
+	keep := func(stage string) bool {
+		for _, s := range stages {
+			if s == stage {
+				return true
+			}
+		}
+		return false
+	}
+	out := Statement{Broker: full.Broker}
+	for _, l := range full.Lines {
+		if keep(l.Stage) {
+			out.Lines = append(out.Lines, l)
+		}
+	}
+	for _, f := range full.Findings {
+		if keep(f.Stage) {
+			out.Findings = append(out.Findings, f)
+		}
+	}
+	return out
+}
+
+// logStatement logs a start-up statement once: at Info, or at Warn when it
+// has findings.
+func logStatement(l *slog.Logger, msg string, s Statement, attrs ...any) {
+	level := slog.LevelInfo
+	if !s.OK() {
+		level = slog.LevelWarn
+	}
+	l.Log(context.Background(), level, msg, append(attrs, slog.Any("guarantee", s))...)
+}
+
+// horizon renders a redelivery horizon or retention for people.
+func horizon(d time.Duration) string {
+	if d == broker.HorizonUnknown || d == broker.HorizonUnbounded {
+		return broker.HorizonString(d)
+	}
+	return short(d)
+}
+
+// short renders d without zero minutes and seconds: "168h", "1m", "13m31s".
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
