@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/wary-go/wary/idem/store"
@@ -34,10 +35,44 @@ type Outbox[Tx any] struct {
 	d       OutboxDialect
 	channel string
 	q       outboxQueries
+
+	mu     sync.Mutex
+	cursor string // the aggregate the next claim starts after ("": the first)
+}
+
+// headsQuery finds claimable heads without reading the backlog: a
+// recursive skip scan over the unsent-rows index visits one aggregate per
+// step (the next aggregate ID with an unsent row after $1, and below $5 if
+// below), at most $2 of them, and takes each one's lowest unsent row if it
+// is pending and due at $3, up to $4 heads. Its cost grows with the
+// aggregates visited, not with their rows: a claim that starts where the
+// last one stopped visits about as many aggregates as it claims, plus
+// those whose head another relay holds or that back off. With SkipLocked
+// the heads are locked, and a head another relay holds is skipped; the
+// lock is taken on the latest row version, so a head marked sent since the
+// statement began is skipped too (state is checked again).
+func headsQuery(skipLocked, below bool) string {
+	bound := ""
+	if below {
+		bound = " AND aggregate_id < $5"
+	}
+	q := `WITH RECURSIVE a(agg, n) AS (
+		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > $1` + bound + `), 1
+		UNION ALL
+		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > a.agg` + bound + `), a.n + 1
+		FROM a WHERE a.agg IS NOT NULL AND a.n < $2)
+	SELECT o.aggregate_id, o.sequence FROM a JOIN {{outbox}} o ON o.aggregate_id = a.agg
+		AND o.sequence = (SELECT MIN(sequence) FROM {{outbox}} WHERE aggregate_id = a.agg AND state IN (0, 2))
+	WHERE o.state = 0 AND o.next_attempt <= $3
+	ORDER BY a.n LIMIT $4`
+	if skipLocked {
+		q += ` FOR UPDATE OF o SKIP LOCKED`
+	}
+	return q
 }
 
 type outboxQueries struct {
-	counter, insert, notify, heads, lease, peek, release, sent, failed, health, list, requeue, discard, purge string
+	counter, insert, notify, heads, headsBelow, lease, peek, release, sent, failed, health, list, requeue, discard, purge string
 }
 
 const outboxCols = `id, message_id, aggregate_id, version, sequence, type, headers, payload, state, attempts,
@@ -49,16 +84,7 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 	h.Write([]byte(c.names["outbox"]))
 	o := &Outbox[Tx]{c: c, d: d, channel: fmt.Sprintf("wary_outbox_%08x", h.Sum32())}
 	r := c.render
-	// The head of each aggregate is its lowest unsent (pending or
-	// quarantined) row; it is claimable when it is pending and due.
-	heads := `SELECT o.aggregate_id, o.sequence FROM {{outbox}} o
-		JOIN (SELECT aggregate_id, MIN(sequence) AS sequence FROM {{outbox}} WHERE state IN (0, 2) GROUP BY aggregate_id) h
-		ON o.aggregate_id = h.aggregate_id AND o.sequence = h.sequence
-		WHERE o.state = 0 AND o.next_attempt <= $1
-		ORDER BY o.id LIMIT $2`
-	if d.SkipLocked {
-		heads += ` FOR UPDATE OF o SKIP LOCKED`
-	}
+	o.q.heads, o.q.headsBelow = r(headsQuery(d.SkipLocked, false)), r(headsQuery(d.SkipLocked, true))
 	o.q = outboxQueries{
 		// Rows are locked in the order of the VALUES list: aggregate order.
 		counter: c.render(`INSERT INTO {{outbox_aggregates}} AS a (aggregate_id, last_sequence) VALUES %s
@@ -66,8 +92,9 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 			RETURNING aggregate_id, last_sequence`),
 		insert: c.render(`INSERT INTO {{outbox}} (message_id, aggregate_id, version, sequence, type, headers, payload,
 			created_at, next_attempt) VALUES `),
-		notify: d.Notify,
-		heads:  r(heads),
+		notify:     d.Notify,
+		heads:      o.q.heads,
+		headsBelow: o.q.headsBelow,
 		lease: r(`INSERT INTO {{relay_lease}} AS l (name, owner, expires_at) VALUES ('outbox', $1, $2)
 			ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
 			WHERE l.owner = excluded.owner OR l.expires_at <= $3`),
@@ -261,31 +288,59 @@ func (o *Outbox[Tx]) claimLeased(ctx context.Context, r store.OutboxClaim) (stor
 	return &batch[Tx]{o: o, rows: rows}, err
 }
 
-// claim reads the rows to claim (locking them in SkipLocked mode).
-func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) ([]store.OutboxRow, error) {
-	now := o.c.d.Time(r.Now)
-	limit, per := max(r.Limit, 1), max(r.PerAggregate, 1)
-	hs, err := q.Query(ctx, o.q.heads, now, limit)
+type head struct {
+	agg string
+	seq int64
+}
+
+// visit is how many aggregates a claim of limit heads looks at, at most:
+// enough to step over those whose head is held or backing off.
+func visit(limit int) int { return 4*limit + 16 }
+
+// heads runs a heads query.
+func (o *Outbox[Tx]) heads(ctx context.Context, q Querier, query string, args []any) ([]head, error) {
+	hs, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
-	type head struct {
-		agg string
-		seq int64
-	}
+	defer hs.Close()
 	var heads []head
 	for hs.Next() {
 		var h head
 		if err := hs.Scan(&h.agg, &h.seq); err != nil {
-			hs.Close()
 			return nil, err
 		}
 		heads = append(heads, h)
 	}
-	hs.Close()
-	if err := hs.Err(); err != nil || len(heads) == 0 {
+	return heads, hs.Err()
+}
+
+// claim reads the rows to claim (locking them in SkipLocked mode), starting
+// after the aggregate where the last claim stopped, so that every
+// aggregate's turn comes.
+func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) ([]store.OutboxRow, error) {
+	now := o.c.d.Time(r.Now)
+	limit, per := max(r.Limit, 1), max(r.PerAggregate, 1)
+	o.mu.Lock()
+	from := o.cursor
+	o.mu.Unlock()
+	heads, err := o.heads(ctx, q, o.q.heads, []any{from, visit(limit), now, limit})
+	if err == nil && len(heads) < limit && from != "" {
+		// Wrap around: the aggregates before where this claim started.
+		var more []head
+		more, err = o.heads(ctx, q, o.q.headsBelow, []any{"", visit(limit), now, limit - len(heads), from})
+		heads = append(heads, more...)
+	}
+	if err != nil || len(heads) == 0 {
 		return nil, err
 	}
+	o.mu.Lock()
+	if len(heads) == limit {
+		o.cursor = heads[len(heads)-1].agg
+	} else {
+		o.cursor = ""
+	}
+	o.mu.Unlock()
 	// Each claimed head owns its aggregate: take the pending rows that
 	// follow it too, sharing limit between the aggregates. Sequences have
 	// no gaps, so they are the next per-1.
