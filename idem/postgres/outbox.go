@@ -54,3 +54,9 @@ func (s *Store) ListenOutbox(ctx context.Context, notify func()) error {
 		notify()
 	}
 }
+
+var _ store.ConcurrentClaimer = (*Store)(nil)
+
+// ConcurrentClaims implements store.ConcurrentClaimer: claims lock their
+// heads, so a relay may hold several batches at once.
+func (s *Store) ConcurrentClaims() bool { return true }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -187,4 +188,27 @@ type OutboxListener interface {
 	// notification, until ctx is done (it then returns nil) or the
 	// connection fails.
 	ListenOutbox(ctx context.Context, notify func()) error
+}
+
+// ErrLeaseLost is returned by OutboxBatch.Complete of a store that claims
+// by lease when the lease ran out or another relay took it: nothing was
+// marked, and the rows will be published again by the new holder.
+var ErrLeaseLost = errors.New("idem/store: the relay lease was lost; nothing marked")
+
+// ConcurrentClaimer is implemented by stores whose claims exclude each
+// other while they are held (PostgreSQL: the claiming transaction locks
+// the heads), so that one relay may hold several batches at once and keep
+// claiming while earlier ones are being published. A store without it
+// (SQLite's lease) is claimed one batch at a time.
+type ConcurrentClaimer interface {
+	ConcurrentClaims() bool
+}
+
+// LeasedBatch is implemented by batches of a store that claims by lease.
+// The store renews the lease while the batch is held; LeaseLost is closed
+// when a renewal found the lease gone, and the relay then stops publishing
+// the batch (its Complete returns ErrLeaseLost).
+type LeasedBatch interface {
+	OutboxBatch
+	LeaseLost() <-chan struct{}
 }
