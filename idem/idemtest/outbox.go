@@ -53,6 +53,7 @@ func RunOutbox[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) OutboxB
 		{"ThreeRelays", testThreeRelays[Tx]},
 		{"Poison", testPoison[Tx]},
 		{"WindowFailure", testWindowFailure[Tx]},
+		{"LeaseHolds", testLeaseHolds[Tx]},
 		{"HealthAndPurge", testHealthPurge[Tx]},
 		{"Wakeup", testWakeup[Tx]},
 	}
@@ -183,14 +184,32 @@ func WindowTopic(inner *broker.Topic, fail func(m *broker.Message) bool) *broker
 		Retry: &broker.RetryPolicy{Attempts: 1}, Logger: slog.New(slog.DiscardHandler)})
 }
 
+// SlowTopic wraps inner in a topic that takes perMessage for each message
+// before it publishes a batch, and calls seen with each message it
+// publishes: a slow broker that counts.
+func SlowTopic(inner *broker.Topic, perMessage time.Duration, seen func(m *broker.Message)) *broker.Topic {
+	return broker.NewTopic(&flaky{inner: inner, fail: func(m *broker.Message) bool { seen(m); return false }, slow: perMessage},
+		&broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}, Logger: slog.New(slog.DiscardHandler)})
+}
+
 type flaky struct {
 	inner   *broker.Topic
 	fail    func(m *broker.Message) bool
 	partial bool // the other messages of a failed batch go through
+	slow    time.Duration
 	mu      sync.Mutex
 }
 
 func (f *flaky) SendBatch(ctx context.Context, msgs []*driver.Message) error {
+	if f.slow > 0 {
+		t := time.NewTimer(f.slow * time.Duration(len(msgs)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 	var ok []*broker.Message
 	var failed error
 	for _, m := range msgs {

@@ -1,6 +1,7 @@
 package sqlcore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -72,7 +73,7 @@ func headsQuery(skipLocked, below bool) string {
 }
 
 type outboxQueries struct {
-	counter, insert, notify, heads, headsBelow, lease, peek, release, sent, failed, health, list, requeue, discard, purge string
+	counter, insert, notify, heads, headsBelow, lease, peek, release, renew, sent, failed, health, list, requeue, discard, purge string
 }
 
 const outboxCols = `id, message_id, aggregate_id, version, sequence, type, headers, payload, state, attempts,
@@ -105,6 +106,7 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 			WHERE EXISTS (SELECT 1 FROM {{outbox}} WHERE state = 0 AND next_attempt <= $1)
 			UNION ALL SELECT '', NULL WHERE NOT EXISTS (SELECT 1 FROM {{outbox}} WHERE state = 0 AND next_attempt <= $1)`),
 		release: r(`DELETE FROM {{relay_lease}} WHERE name = 'outbox' AND owner = $1`),
+		renew:   r(`UPDATE {{relay_lease}} SET expires_at = $2 WHERE name = 'outbox' AND owner = $1 AND expires_at > $3`),
 		sent:    `UPDATE {{outbox}} SET state = 1, sent_at = $1 WHERE state <> 1 AND id IN (`,
 		failed: r(`UPDATE {{outbox}} SET attempts = attempts + 1, last_error = $2, next_attempt = $3, state = $4
 			WHERE id = $1 AND state = 0`),
@@ -237,57 +239,6 @@ func (o *Outbox[Tx]) ClaimOutbox(ctx context.Context, r store.OutboxClaim) (stor
 	return &batch[Tx]{o: o, rows: rows, tx: tx, held: true}, nil
 }
 
-func (o *Outbox[Tx]) takeLease(ctx context.Context, q Querier, r store.OutboxClaim) (bool, error) {
-	n, err := q.Exec(ctx, o.q.lease, r.Owner, o.c.d.Time(r.Now.Add(r.Lease)), o.c.d.Time(r.Now))
-	if err != nil {
-		return false, fmt.Errorf("lease: %w", err)
-	}
-	return n == 1, nil
-}
-
-// claimLeased claims under the relay lease with as little writing as
-// possible: it looks (with a plain read) whether the lease is free or ours
-// and a row is due, takes or renews the lease in a short write transaction
-// only when it is not ours for at least half its length, and reads the rows
-// outside any write transaction. Only the lease holder marks rows, so the
-// rows it read stay its own until it marks them or its lease runs out.
-func (o *Outbox[Tx]) claimLeased(ctx context.Context, r store.OutboxClaim) (store.OutboxBatch, error) {
-	var free, renew bool
-	var rows []store.OutboxRow
-	err := o.d.Read(ctx, func(q Querier) error {
-		var owner string
-		var until time.Time
-		err := q.QueryRow(ctx, o.q.peek, o.c.d.Time(r.Now)).Scan(&owner, nullTimeDest{&until})
-		if err != nil {
-			return err
-		}
-		mine := owner == r.Owner && until.After(r.Now)
-		free = owner == "-" || owner != "" && (mine || !until.After(r.Now)) // "": nothing due
-		renew = !mine || until.Before(r.Now.Add(r.Lease/2))
-		return nil
-	})
-	if err != nil || !free {
-		return &batch[Tx]{o: o}, err
-	}
-	if renew {
-		ok := false
-		err := o.c.inTx(ctx, func(q Querier) error {
-			var err error
-			ok, err = o.takeLease(ctx, q, r)
-			return err
-		})
-		if err != nil || !ok {
-			return &batch[Tx]{o: o}, err
-		}
-	}
-	err = o.d.Read(ctx, func(q Querier) error {
-		var err error
-		rows, err = o.claim(ctx, q, r)
-		return err
-	})
-	return &batch[Tx]{o: o, rows: rows}, err
-}
-
 type head struct {
 	agg string
 	seq int64
@@ -411,11 +362,12 @@ func scanOutbox(rs interface{ Scan(...any) error }, r *store.OutboxRow, extra ..
 // batch is a claimed batch: in SkipLocked mode it holds the claiming
 // transaction (and the row locks) until Complete or Release.
 type batch[Tx any] struct {
-	o    *Outbox[Tx]
-	rows []store.OutboxRow
-	tx   Tx
-	held bool
-	done bool
+	o      *Outbox[Tx]
+	rows   []store.OutboxRow
+	tx     Tx
+	held   bool
+	done   bool
+	keeper *leaseKeeper[Tx] // lease mode: renews the lease while held
 }
 
 func (b *batch[Tx]) Rows() []store.OutboxRow { return b.rows }
@@ -429,7 +381,17 @@ func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []store.O
 		return b.Release(ctx)
 	}
 	o := b.o
+	if b.keeper != nil {
+		b.keeper.halt()
+	}
 	mark := func(q Querier) error {
+		if b.keeper != nil {
+			// Only the lease holder marks: check and extend it in the
+			// marking transaction.
+			if ok, err := b.keeper.renew(ctx, q, at); err != nil || !ok {
+				return cmp.Or(err, store.ErrLeaseLost)
+			}
+		}
 		for chunk := range slices.Chunk(sent, 500) {
 			args := []any{o.c.d.Time(at)}
 			ph := make([]string, len(chunk))
@@ -465,6 +427,9 @@ func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []store.O
 
 func (b *batch[Tx]) Release(ctx context.Context) error {
 	b.done = true
+	if b.keeper != nil {
+		b.keeper.halt()
+	}
 	if b.held {
 		b.held = false
 		return b.o.c.b.Rollback(ctx, b.tx)
