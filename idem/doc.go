@@ -198,9 +198,15 @@
 //     and last error. Relay.Purge (and Run, periodically) deletes sent rows
 //     after RelayOptions.Retention; the sequence counters stay.
 //
-// Relay.Run wakes on PostgreSQL NOTIFY (sent by every adding transaction,
-// received on a dedicated connection) and polls as a fallback; on SQLite it
-// polls, and an in-process producer can call Relay.Wake. A row becomes a
+// Relay.Run wakes on PostgreSQL NOTIFY (received on a dedicated
+// connection) and polls as a fallback; on SQLite it polls, and an
+// in-process producer can call Relay.Wake. PostgreSQL serialises the
+// commits of notifying transactions, so an adding transaction notifies
+// only while a relay waits for it: a relay that finds nothing sets a wake
+// flag (store.OutboxIdler), and clears it when it finds work again. While
+// a transaction that read the flag unset may still commit (it holds a
+// shared advisory lock the relay cannot then take), the relay does not
+// wait but looks again within a millisecond. A row becomes a
 // message with Message.ID = the row's message ID (the broker's dedup ID),
 // Message.Key = the aggregate ID (the ordering key), the headers
 // HeaderAggregateID, HeaderAggregateVersion, HeaderSequence and HeaderType

@@ -85,6 +85,7 @@ type Relay struct {
 	wakeCh chan struct{} // closed and replaced by Wake
 
 	listening atomic.Bool  // a LISTEN connection is open
+	waiting   atomic.Bool  // this relay set the store's wake flag (OutboxIdler)
 	idle      atomic.Int64 // times Run went to wait for work
 	rate      rateMeter
 
@@ -247,10 +248,21 @@ func (r *Relay) work(ctx context.Context, purge bool) error {
 			r.noteErr("run", err)
 		}
 		if claimed > 0 && err == nil {
+			r.busy(ctx)
 			continue
 		}
+		wait := r.o.PollInterval
+		if purge && err == nil {
+			switch again := r.goIdle(ctx); {
+			case again == 0:
+			case again < 0:
+				continue // claim once more: rows committed before the flag
+			default:
+				wait = again
+			}
+		}
 		r.idle.Add(1)
-		t := time.NewTimer(r.o.PollInterval)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -259,6 +271,48 @@ func (r *Relay) work(ctx context.Context, purge bool) error {
 			t.Stop()
 		case <-t.C:
 		}
+	}
+}
+
+// busyPoll is how soon a relay that found nothing looks again while an
+// adding transaction that did not notify may still commit.
+const busyPoll = time.Millisecond
+
+// goIdle is called by the first claim loop when it found nothing. On a
+// store whose producers notify only while a relay waits
+// (store.OutboxIdler), and while the relay listens, it asks for
+// notifications. It returns -1 if the flag was just set (claim once more:
+// rows may have committed before it), a short wait if producers that did
+// not notify are still in flight (poll), and 0 to wait as usual.
+func (r *Relay) goIdle(ctx context.Context) time.Duration {
+	idler, ok := r.store.(store.OutboxIdler)
+	if !ok || r.waiting.Load() || !r.listening.Load() {
+		return 0
+	}
+	set, err := idler.IdleOutbox(ctx)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			r.noteErr("idle", err)
+		}
+		return 0
+	case !set:
+		return min(busyPoll, r.o.PollInterval)
+	}
+	r.waiting.Store(true)
+	return -1
+}
+
+// busy clears the wake flag after the relay found work while it had set
+// it: producers stop notifying while relays are busy.
+func (r *Relay) busy(ctx context.Context) {
+	idler, ok := r.store.(store.OutboxIdler)
+	if !ok || !r.waiting.Swap(false) {
+		return
+	}
+	if err := idler.BusyOutbox(ctx); err != nil && ctx.Err() == nil {
+		r.waiting.Store(true) // still set, as far as we know
+		r.noteErr("busy", err)
 	}
 }
 

@@ -212,3 +212,18 @@ type LeasedBatch interface {
 	OutboxBatch
 	LeaseLost() <-chan struct{}
 }
+
+// OutboxIdler is implemented by stores whose adding transactions notify
+// listening relays only while one waits (PostgreSQL: the commits of
+// notifying transactions are serialised, which would halve the producers'
+// commit rate). A relay that found nothing calls IdleOutbox before it
+// waits; a relay that claimed rows after waiting calls BusyOutbox.
+type OutboxIdler interface {
+	// IdleOutbox makes adding transactions notify from now on. It returns
+	// false (and changes nothing) while an adding transaction that did not
+	// notify may still commit: the relay should look again soon instead of
+	// waiting for a notification.
+	IdleOutbox(ctx context.Context) (bool, error)
+	// BusyOutbox makes adding transactions stop notifying.
+	BusyOutbox(ctx context.Context) error
+}

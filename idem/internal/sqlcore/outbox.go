@@ -22,8 +22,16 @@ type OutboxDialect struct {
 	// single relay lease serialises relays (SQLite).
 	SkipLocked bool
 	// Notify, if not empty, is run with the channel name as $1 in every
-	// transaction that adds rows (PostgreSQL: SELECT pg_notify($1, '')).
+	// transaction that adds rows (PostgreSQL: SELECT pg_notify($1, '')
+	// FROM the wake flag WHERE idle).
 	Notify string
+	// WakeShared and WakeTry, if set, make Notify conditional on the wake
+	// flag (outbox_wake.idle): WakeShared takes a shared transaction lock
+	// on $1 (the adding transaction runs it just before Notify, whose
+	// fresh snapshot then reads the flag), WakeTry tries the same lock
+	// exclusively and reports whether it got it (IdleOutbox). PostgreSQL:
+	// advisory locks.
+	WakeShared, WakeTry string
 	// Read, if set, runs f outside any write transaction. In lease mode a
 	// claim first looks there whether the lease is free and a row is due,
 	// so that idle or waiting relays do not take SQLite's write lock.
@@ -35,6 +43,7 @@ type Outbox[Tx any] struct {
 	c       *Core[Tx]
 	d       OutboxDialect
 	channel string
+	wakeKey int64 // the advisory lock of the wake flag
 	q       outboxQueries
 
 	mu     sync.Mutex
@@ -73,7 +82,7 @@ func headsQuery(skipLocked, below bool) string {
 }
 
 type outboxQueries struct {
-	counter, insert, notify, heads, headsBelow, lease, peek, release, renew, sent, failed, health, list, requeue, discard, purge string
+	counter, insert, notify, heads, headsBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, sent, failed, health, list, requeue, discard, purge string
 }
 
 const outboxCols = `id, message_id, aggregate_id, version, sequence, type, headers, payload, state, attempts,
@@ -84,6 +93,9 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 	h := fnv.New32a()
 	h.Write([]byte(c.names["outbox"]))
 	o := &Outbox[Tx]{c: c, d: d, channel: fmt.Sprintf("wary_outbox_%08x", h.Sum32())}
+	k := fnv.New64a()
+	k.Write([]byte("wary-outbox-wake:" + c.names["outbox"]))
+	o.wakeKey = int64(k.Sum64())
 	r := c.render
 	o.q.heads, o.q.headsBelow = r(headsQuery(d.SkipLocked, false)), r(headsQuery(d.SkipLocked, true))
 	o.q = outboxQueries{
@@ -93,7 +105,10 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 			RETURNING aggregate_id, last_sequence`),
 		insert: c.render(`INSERT INTO {{outbox}} (message_id, aggregate_id, version, sequence, type, headers, payload,
 			created_at, next_attempt) VALUES `),
-		notify:     d.Notify,
+		notify:     r(d.Notify),
+		wakeShared: d.WakeShared,
+		wakeTry:    d.WakeTry,
+		setIdle:    r(`UPDATE {{outbox_wake}} SET idle = $1 WHERE name = 'outbox' AND idle <> $1`),
 		heads:      o.q.heads,
 		headsBelow: o.q.headsBelow,
 		lease: r(`INSERT INTO {{relay_lease}} AS l (name, owner, expires_at) VALUES ('outbox', $1, $2)
@@ -196,6 +211,11 @@ func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []store.OutboxMe
 		}
 		if _, err := q.Exec(ctx, o.c.d.Rebind(o.q.insert+strings.Join(vals, ", ")), args...); err != nil {
 			return nil, fmt.Errorf("insert: %w", err)
+		}
+	}
+	if o.q.wakeShared != "" {
+		if _, err := q.Exec(ctx, o.q.wakeShared, o.wakeKey); err != nil {
+			return nil, fmt.Errorf("wake lock: %w", err)
 		}
 	}
 	if o.q.notify != "" {

@@ -132,3 +132,34 @@ func (k *leaseKeeper[Tx]) halt() {
 	k.once.Do(func() { close(k.stop) })
 	<-k.done
 }
+
+// IdleOutbox implements store.OutboxIdler: if no adding transaction is
+// between its wake lock and its end, it sets the wake flag, so that every
+// transaction adding rows from now on notifies, and reports true. Those
+// that held the lock read the flag unset and did not notify; they have all
+// ended, so a claim made after IdleOutbox returns true sees their rows.
+func (o *Outbox[Tx]) IdleOutbox(ctx context.Context) (bool, error) {
+	if o.q.wakeTry == "" {
+		return false, nil
+	}
+	var ok bool
+	err := o.c.inTx(ctx, func(q Querier) error {
+		if err := q.QueryRow(ctx, o.q.wakeTry, o.wakeKey).Scan(&ok); err != nil || !ok {
+			return err
+		}
+		_, err := q.Exec(ctx, o.q.setIdle, true)
+		return err
+	})
+	return ok && err == nil, err
+}
+
+// BusyOutbox implements store.OutboxIdler: it clears the wake flag.
+func (o *Outbox[Tx]) BusyOutbox(ctx context.Context) error {
+	if o.q.wakeTry == "" {
+		return nil
+	}
+	return o.c.inTx(ctx, func(q Querier) error {
+		_, err := q.Exec(ctx, o.q.setIdle, false)
+		return err
+	})
+}
