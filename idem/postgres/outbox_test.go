@@ -94,7 +94,7 @@ func listening(ctx context.Context, t *testing.T) (*postgres.Store, *idem.Outbox
 }
 
 // newListenStore opens a store in a schema of its own, dropped at cleanup.
-func newListenStore(ctx context.Context, t *testing.T) *postgres.Store {
+func newListenStore(ctx context.Context, t testing.TB) *postgres.Store {
 	pool := newPool(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
