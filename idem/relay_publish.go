@@ -48,7 +48,6 @@ func (r *Relay) runOnce(ctx context.Context) (claimed, published int, err error)
 	if lb, ok := batch.(store.LeasedBatch); ok {
 		select {
 		case <-lb.LeaseLost():
-			r.noteErr("lease", store.ErrLeaseLost)
 			return len(rows), 0, errors.Join(fmt.Errorf("idem: relay: %w", store.ErrLeaseLost), batch.Release(context.WithoutCancel(ctx)))
 		default:
 		}

@@ -76,7 +76,7 @@ func testWindowFailure[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Ou
 // over a batch in flight: every row is published exactly once. (On
 // PostgreSQL the row locks give the same.)
 func testLeaseHolds[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCaps) {
-	const rows, lease = 100, 250 * time.Millisecond
+	const rows, lease = 100, 2 * time.Second
 	e := SetupOutbox(t, f)
 	var msgs []*idem.OutboxMessage
 	for i := range rows {
@@ -85,8 +85,8 @@ func testLeaseHolds[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 	e.Add(msgs...)
 	var mu sync.Mutex
 	published := map[string]int{}
-	// A batch of 25 takes 500ms, two leases.
-	topic := SlowTopic(b.Topic, 20*time.Millisecond, func(m *broker.Message) {
+	// A batch of 50 takes 3s, one and a half leases.
+	topic := SlowTopic(b.Topic, 60*time.Millisecond, func(m *broker.Message) {
 		mu.Lock()
 		published[m.ID]++
 		mu.Unlock()
@@ -96,7 +96,7 @@ func testLeaseHolds[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 	var wg sync.WaitGroup
 	var relays []*idem.Relay
 	for i := range 2 {
-		r := e.Relay(topic, &idem.RelayOptions{Owner: fmt.Sprintf("lease-%d", i), Lease: lease, BatchSize: 25, PerAggregate: 5})
+		r := e.Relay(topic, &idem.RelayOptions{Owner: fmt.Sprintf("lease-%d", i), Lease: lease, BatchSize: 50, PerAggregate: 5})
 		relays = append(relays, r)
 		wg.Go(func() {
 			if err := r.Run(ctx); err != nil {
