@@ -171,12 +171,31 @@
 //     up to, so a row that an older transaction commits late is picked up
 //     by the next claim. A rolled-back row never existed.
 //   - Per-aggregate order. Only the lowest unsent row of an aggregate is
-//     claimable, and the rows behind it are published after it, one after
-//     the other, by the relay that holds it. Different aggregates are
-//     published in parallel (RelayOptions.Concurrency), and several relays
-//     share the work: on PostgreSQL they claim with FOR UPDATE SKIP LOCKED
-//     and hold the locks while they publish; on SQLite one relay at a time
-//     holds a lease (RelayOptions.Lease) and the others wait.
+//     claimable, and the rows behind it are published after it, in
+//     sequence order, by the relay that holds it. A claimed batch is handed
+//     to the topic in one Publish call, so the driver keeps the whole batch
+//     in flight (RabbitMQ: confirms outstanding on one channel; Kafka: one
+//     produce), and Run claims the next batch while earlier ones wait for
+//     the broker (RelayOptions.Pipeline). Several relays share the work: on
+//     PostgreSQL they claim with FOR UPDATE SKIP LOCKED and hold the locks
+//     while they publish; on SQLite one relay at a time holds a lease
+//     (RelayOptions.Lease), renewed while it publishes, and the others
+//     wait. A relay whose lease was taken stops publishing and marks
+//     nothing. A claim finds the aggregates' heads through the index of
+//     unsent rows, one aggregate per step, starting where the last claim
+//     stopped: its cost does not grow with the backlog, and every
+//     aggregate's turn comes.
+//   - A failure in a batch. When a batch's Publish fails, the relay does
+//     not know which of its messages reached the broker: it publishes the
+//     batch again aggregate by aggregate (RelayOptions.Concurrency at a
+//     time), each aggregate's rows one after the other, and stops an
+//     aggregate at its first failure. That row and its aggregate's later
+//     rows stay unsent and go again after it; the other rows are marked
+//     sent. A consumer may then see, for that aggregate, rows twice (those
+//     before the failure), and rows after the failed one before it (the
+//     broker took them in the first attempt): a version check sees such a
+//     later version as a gap and holds it (see Version checks), and the
+//     inbox acknowledges the copies that follow as duplicates.
 //   - At least once, with a stable ID. A row is marked sent only after the
 //     broker confirmed the publish. A relay that dies in between publishes
 //     the row again after a restart, with the same message ID, which the
@@ -192,9 +211,15 @@
 //     and last error. Relay.Purge (and Run, periodically) deletes sent rows
 //     after RelayOptions.Retention; the sequence counters stay.
 //
-// Relay.Run wakes on PostgreSQL NOTIFY (sent by every adding transaction,
-// received on a dedicated connection) and polls as a fallback; on SQLite it
-// polls, and an in-process producer can call Relay.Wake. A row becomes a
+// Relay.Run wakes on PostgreSQL NOTIFY (received on a dedicated
+// connection) and polls as a fallback; on SQLite it polls, and an
+// in-process producer can call Relay.Wake. PostgreSQL serialises the
+// commits of notifying transactions, so an adding transaction notifies
+// only while a relay waits for it: a relay that finds nothing sets a wake
+// flag (store.OutboxIdler), and clears it when it finds work again. While
+// a transaction that read the flag unset may still commit (it holds a
+// shared advisory lock the relay cannot then take), the relay does not
+// wait but looks again within a millisecond. A row becomes a
 // message with Message.ID = the row's message ID (the broker's dedup ID),
 // Message.Key = the aggregate ID (the ordering key), the headers
 // HeaderAggregateID, HeaderAggregateVersion, HeaderSequence and HeaderType

@@ -24,8 +24,18 @@ type RelayOptions struct {
 	// PerAggregate is the most rows of one aggregate one claim takes
 	// (default 10); they are published one after the other.
 	PerAggregate int
-	// Concurrency is how many aggregates are published at once (default 8).
+	// Concurrency is how many aggregates are published at once when a
+	// batch has to be published aggregate by aggregate, after a failure
+	// (default 8).
 	Concurrency int
+	// Pipeline is how many claimed batches Run publishes at once (default
+	// 2): it claims the next batch while earlier ones wait for the broker's
+	// confirms. Only stores whose claims exclude each other
+	// (store.ConcurrentClaimer: PostgreSQL) pipeline; on others Run holds
+	// one batch at a time. On PostgreSQL each batch in flight holds a
+	// pooled connection until it is marked: keep Pipeline well below the
+	// pool's size.
+	Pipeline int
 	// PollInterval is how often Run looks for rows when nothing woke it
 	// (default 1s). On PostgreSQL, Run also wakes on NOTIFY.
 	PollInterval time.Duration
@@ -70,9 +80,12 @@ type Relay struct {
 	store store.RelayStore
 	topic *broker.Topic
 	o     RelayOptions
-	wake  chan struct{}
+
+	wakeMu sync.Mutex
+	wakeCh chan struct{} // closed and replaced by Wake
 
 	listening atomic.Bool  // a LISTEN connection is open
+	waiting   atomic.Bool  // this relay set the store's wake flag (OutboxIdler)
 	idle      atomic.Int64 // times Run went to wait for work
 	rate      rateMeter
 
@@ -101,6 +114,7 @@ func NewRelay(st store.RelayStore, topic *broker.Topic, opts *RelayOptions) (*Re
 	c.count("BatchSize", o.BatchSize)
 	c.count("PerAggregate", o.PerAggregate)
 	c.count("Concurrency", o.Concurrency)
+	c.count("Pipeline", o.Pipeline)
 	c.count("MaxAttempts", o.MaxAttempts)
 	c.count("PurgeBatch", o.PurgeBatch)
 	c.duration("PollInterval", o.PollInterval, false)
@@ -120,6 +134,7 @@ func NewRelay(st store.RelayStore, topic *broker.Topic, opts *RelayOptions) (*Re
 	def(&o.BatchSize, 100)
 	def(&o.PerAggregate, 10)
 	def(&o.Concurrency, 8)
+	def(&o.Pipeline, 2)
 	def(&o.MaxAttempts, 10)
 	def(&o.PurgeBatch, 1000)
 	defd := func(p *time.Duration, v time.Duration) {
@@ -141,7 +156,7 @@ func NewRelay(st store.RelayStore, topic *broker.Topic, opts *RelayOptions) (*Re
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Relay{store: st, topic: topic, o: o, wake: make(chan struct{}, 1)}
+	r := &Relay{store: st, topic: topic, o: o, wakeCh: make(chan struct{})}
 	r.rate.start = o.Now()
 	return r, nil
 }
@@ -152,18 +167,27 @@ func (r *Relay) Owner() string { return r.o.Owner }
 // Wake makes a running Run look for rows now instead of at its next poll.
 // A producer in the same process may call it after committing.
 func (r *Relay) Wake() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	r.wakeMu.Lock()
+	close(r.wakeCh)
+	r.wakeCh = make(chan struct{})
+	r.wakeMu.Unlock()
+}
+
+// woken returns a channel closed by the next Wake.
+func (r *Relay) woken() <-chan struct{} {
+	r.wakeMu.Lock()
+	defer r.wakeMu.Unlock()
+	return r.wakeCh
 }
 
 // Run publishes rows until ctx is done, then releases its claims and
-// returns nil. It claims again at once while there is work, and otherwise
-// waits for a notification (OutboxListener), a Wake, or PollInterval. It
-// purges sent rows older than Retention every PurgeInterval. Errors of the
-// store or the broker are logged and retried after PollInterval; Run
-// returns early only if the topic is closed.
+// returns nil. It runs RelayOptions.Pipeline claim loops (one on a store
+// that claims by lease): each claims a batch, publishes it and marks it,
+// claims again at once while there is work, and otherwise waits for a
+// notification (OutboxListener), a Wake, or PollInterval. It purges sent
+// rows older than Retention every PurgeInterval. Errors of the store or
+// the broker are logged and retried after PollInterval; Run returns early
+// only if the topic is closed.
 func (r *Relay) Run(ctx context.Context) error {
 	logStatement(r.o.Logger, "idem: relay started", explainPart(Pipeline{Caps: r.topic.Capabilities(), Outbox: true, Relay: &r.o, Inbox: true}, "publication", "transport"), slog.String("owner", r.o.Owner))
 	var wg sync.WaitGroup
@@ -180,14 +204,40 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.o.Logger.Warn("idem: relay: release", slog.String("owner", r.o.Owner), slog.String("error", err.Error()))
 		}
 	}()
+	depth := 1
+	if cc, ok := r.store.(store.ConcurrentClaimer); ok && cc.ConcurrentClaims() {
+		depth = r.o.Pipeline
+	}
+	var workers sync.WaitGroup
+	var fatal atomic.Pointer[error]
+	for i := range depth {
+		workers.Go(func() {
+			if err := r.work(ctx, i == 0); err != nil {
+				fatal.CompareAndSwap(nil, &err)
+				cancel()
+			}
+		})
+	}
+	workers.Wait()
+	if err := fatal.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// work is one of Run's claim loops: it claims a batch, publishes it and
+// marks it, again at once while there is work, and otherwise waits for a
+// Wake or PollInterval. The first loop also purges.
+func (r *Relay) work(ctx context.Context, purge bool) error {
 	nextPurge := r.o.Now()
 	for {
-		if r.o.PurgeInterval > 0 && !r.o.Now().Before(nextPurge) {
+		if purge && r.o.PurgeInterval > 0 && !r.o.Now().Before(nextPurge) {
 			nextPurge = r.o.Now().Add(r.o.PurgeInterval)
 			if _, err := r.Purge(ctx); err != nil && ctx.Err() == nil {
 				r.noteErr("purge", err)
 			}
 		}
+		woken := r.woken() // before the claim: a Wake during it is not lost
 		claimed, _, err := r.runOnce(ctx)
 		if ctx.Err() != nil {
 			return nil
@@ -199,18 +249,71 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.noteErr("run", err)
 		}
 		if claimed > 0 && err == nil {
+			r.busy(ctx)
 			continue
 		}
+		wait := r.o.PollInterval
+		if purge && err == nil {
+			switch again := r.goIdle(ctx); {
+			case again == 0:
+			case again < 0:
+				continue // claim once more: rows committed before the flag
+			default:
+				wait = again
+			}
+		}
 		r.idle.Add(1)
-		t := time.NewTimer(r.o.PollInterval)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
-		case <-r.wake:
+		case <-woken:
 			t.Stop()
 		case <-t.C:
 		}
+	}
+}
+
+// busyPoll is how soon a relay that found nothing looks again while an
+// adding transaction that did not notify may still commit.
+const busyPoll = time.Millisecond
+
+// goIdle is called by the first claim loop when it found nothing. On a
+// store whose producers notify only while a relay waits
+// (store.OutboxIdler), and while the relay listens, it asks for
+// notifications. It returns -1 if the flag was just set (claim once more:
+// rows may have committed before it), a short wait if producers that did
+// not notify are still in flight (poll), and 0 to wait as usual.
+func (r *Relay) goIdle(ctx context.Context) time.Duration {
+	idler, ok := r.store.(store.OutboxIdler)
+	if !ok || r.waiting.Load() || !r.listening.Load() {
+		return 0
+	}
+	set, err := idler.IdleOutbox(ctx)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			r.noteErr("idle", err)
+		}
+		return 0
+	case !set:
+		return min(busyPoll, r.o.PollInterval)
+	}
+	r.waiting.Store(true)
+	return -1
+}
+
+// busy clears the wake flag after the relay found work while it had set
+// it: producers stop notifying while relays are busy.
+func (r *Relay) busy(ctx context.Context) {
+	idler, ok := r.store.(store.OutboxIdler)
+	if !ok || !r.waiting.Swap(false) {
+		return
+	}
+	if err := idler.BusyOutbox(ctx); err != nil && ctx.Err() == nil {
+		r.waiting.Store(true) // still set, as far as we know
+		r.noteErr("busy", err)
 	}
 }
 
@@ -259,126 +362,6 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 			return total, errors.Join(err, r.store.ReleaseOutbox(context.WithoutCancel(ctx), r.o.Owner))
 		}
 	}
-}
-
-type pubResult struct {
-	sent    []int64
-	failed  []store.OutboxFailure
-	crashed error
-	fatal   error
-}
-
-func (r *Relay) runOnce(ctx context.Context) (claimed, published int, err error) {
-	batch, err := r.store.ClaimOutbox(ctx, store.OutboxClaim{Owner: r.o.Owner, Now: r.o.Now(), Limit: r.o.BatchSize, PerAggregate: r.o.PerAggregate, Lease: r.o.Lease})
-	if err != nil {
-		return 0, 0, fmt.Errorf("idem: relay: claim: %w", err)
-	}
-	rows := batch.Rows()
-	if len(rows) == 0 {
-		return 0, 0, batch.Release(context.WithoutCancel(ctx))
-	}
-	r.claims.Add(1)
-	var groups [][]OutboxRow
-	for i := 0; i < len(rows); {
-		j := i + 1
-		for j < len(rows) && rows[j].AggregateID == rows[i].AggregateID {
-			j++
-		}
-		groups = append(groups, rows[i:j])
-		i = j
-	}
-	var (
-		mu   sync.Mutex
-		res  pubResult
-		stop atomic.Bool
-		next atomic.Int64
-		wg   sync.WaitGroup
-	)
-	for range min(r.o.Concurrency, len(groups)) {
-		wg.Go(func() {
-			for {
-				g := int(next.Add(1) - 1)
-				if g >= len(groups) {
-					return
-				}
-				r.publishGroup(ctx, groups[g], &stop, &mu, &res)
-			}
-		})
-	}
-	wg.Wait()
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.PublishTimeout)
-	defer cancel()
-	if res.crashed != nil {
-		r.crashes.Add(1)
-		return len(rows), 0, errors.Join(fmt.Errorf("idem: relay: after publish: %w", res.crashed), batch.Release(fctx))
-	}
-	if err := batch.Complete(fctx, res.sent, res.failed, r.o.Now()); err != nil {
-		return len(rows), 0, fmt.Errorf("idem: relay: mark %d rows sent (they will be published again): %w", len(res.sent), err)
-	}
-	r.published.Add(int64(len(res.sent)))
-	r.rate.add(r.o.Now(), int64(len(res.sent)))
-	return len(rows), len(res.sent), res.fatal
-}
-
-// publishGroup publishes one aggregate's rows in order, stopping at the
-// first failure.
-func (r *Relay) publishGroup(ctx context.Context, rows []OutboxRow, stop *atomic.Bool, mu *sync.Mutex, res *pubResult) {
-	for i := range rows {
-		row := &rows[i]
-		if stop.Load() || ctx.Err() != nil {
-			return
-		}
-		m := rowMessage(row)
-		pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
-		err := r.topic.Publish(pctx, m)
-		cancel()
-		if err == nil && r.o.AfterPublish != nil {
-			if herr := r.o.AfterPublish(m); herr != nil {
-				stop.Store(true)
-				mu.Lock()
-				res.crashed = herr
-				mu.Unlock()
-				return
-			}
-		}
-		mu.Lock()
-		if err == nil {
-			res.sent = append(res.sent, row.RowID)
-			mu.Unlock()
-			continue
-		}
-		switch {
-		case ctx.Err() != nil:
-			// Stopping: not the row's fault.
-		case errors.Is(err, broker.ErrClosed):
-			stop.Store(true)
-			res.fatal = err
-		default:
-			res.failed = append(res.failed, r.failure(row, err))
-		}
-		mu.Unlock()
-		return
-	}
-}
-
-// failure decides what a failed publish of row means: back off, or
-// quarantine.
-func (r *Relay) failure(row *OutboxRow, err error) store.OutboxFailure {
-	attempts := row.Attempts + 1
-	permanent := errors.Is(err, broker.ErrTooLarge) || errors.Is(err, broker.ErrInvalid) || broker.IsPermanent(err)
-	f := store.OutboxFailure{RowID: row.RowID, Error: err.Error(), Quarantine: permanent || attempts >= r.o.MaxAttempts}
-	r.failed.Add(1)
-	attrs := []any{slog.String("owner", r.o.Owner), slog.String("message_id", row.ID), slog.String("aggregate_id", row.AggregateID),
-		slog.Int64("sequence", row.Sequence), slog.Int("attempts", attempts), slog.String("error", err.Error())}
-	if f.Quarantine {
-		r.quarantined.Add(1)
-		r.o.Logger.Error("idem: relay: row quarantined; its aggregate is blocked until an operator requeues or discards it", attrs...)
-	} else {
-		f.NextAttempt = r.o.Now().Add(r.o.Backoff.Delay(attempts))
-		r.o.Logger.Warn("idem: relay: publish failed, will retry", attrs...)
-	}
-	r.lastErr.Store(&relayError{msg: "publish " + row.ID + ": " + err.Error(), at: r.o.Now()})
-	return f
 }
 
 // Purge deletes sent and discarded rows older than Retention, in
@@ -505,19 +488,4 @@ func (m *rateMeter) perSecond(now time.Time) float64 {
 		window = 1
 	}
 	return float64(n) / window
-}
-
-// rowMessage returns the broker message the relay publishes for r: ID, key,
-// the event headers (HeaderAggregateID, HeaderAggregateVersion when not 0,
-// HeaderSequence, HeaderType when set) merged over r's headers, and the
-// payload as body.
-func rowMessage(r *OutboxRow) *broker.Message {
-	h := make(map[string]string, len(r.Headers)+4)
-	for k, v := range r.Headers {
-		h[k] = v
-	}
-	for k, v := range (Event{AggregateID: r.AggregateID, Version: r.Version, Sequence: r.Sequence, Type: r.Type}).Headers() {
-		h[k] = v
-	}
-	return &broker.Message{ID: r.ID, Key: r.AggregateID, Headers: h, Body: r.Payload}
 }

@@ -245,3 +245,42 @@ func addOne[Tx any](ctx context.Context, e *OutboxEnv[Tx], m *idem.OutboxMessage
 	}
 	return e.Store.Commit(ctx, tx)
 }
+
+// BenchRelayBacklog measures the claim's dependence on the backlog: two
+// outboxes hold small and large pending rows over 100 aggregates
+// (committed first, not timed), and a relay on each claims and publishes
+// one row at a time (BatchSize 1, RunOnce), in interleaved rounds of 100
+// rows. It reports both rates and large/small-%: a claim whose cost
+// does not grow with the backlog keeps it near 100.
+func BenchRelayBacklog[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB) OutboxBroker, small, large int) {
+	fill := func(n int) *idem.Relay {
+		e := SetupOutbox(b, f)
+		for start := 0; start < n; start += 500 {
+			var msgs []*idem.OutboxMessage
+			for i := start; i < min(start+500, n); i++ {
+				msgs = append(msgs, OM(fmt.Sprintf("m%09d", i), fmt.Sprintf("agg-%03d", i%100), 0, "payload"))
+			}
+			e.Add(msgs...)
+		}
+		return e.Relay(br(b).Topic, &idem.RelayOptions{Owner: fmt.Sprintf("backlog-%d", n), BatchSize: 1})
+	}
+	rs := []*idem.Relay{fill(small), fill(large)}
+	ctx := context.Background()
+	var took [2]time.Duration
+	b.ResetTimer()
+	for done := 0; done < b.N; done += 100 {
+		for i, r := range rs {
+			start := time.Now()
+			for range min(100, b.N-done) {
+				if n, err := r.RunOnce(ctx); n != 1 || err != nil {
+					b.Fatalf("RunOnce: %d, %v", n, err)
+				}
+			}
+			took[i] += time.Since(start)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/took[0].Seconds(), "small-rows/s")
+	b.ReportMetric(float64(b.N)/took[1].Seconds(), "large-rows/s")
+	b.ReportMetric(100*took[0].Seconds()/took[1].Seconds(), "large/small-%")
+}

@@ -52,6 +52,8 @@ func RunOutbox[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) OutboxB
 		{"OutOfOrderCommits", testOutOfOrder[Tx]},
 		{"ThreeRelays", testThreeRelays[Tx]},
 		{"Poison", testPoison[Tx]},
+		{"WindowFailure", testWindowFailure[Tx]},
+		{"LeaseHolds", testLeaseHolds[Tx]},
 		{"HealthAndPurge", testHealthPurge[Tx]},
 		{"Wakeup", testWakeup[Tx]},
 	}
@@ -171,24 +173,63 @@ func FlakyTopic(inner *broker.Topic, fail func(m *broker.Message) bool) *broker.
 		Retry: &broker.RetryPolicy{Attempts: 1}, Logger: slog.New(slog.DiscardHandler)})
 }
 
+// WindowTopic wraps inner in a topic that behaves like a broker with many
+// publishes in flight (RabbitMQ with a window of confirms): in a batch
+// that contains messages for which fail returns true, those are lost and
+// every other message of the batch is delivered, and the batch fails with
+// a transient error that may have sent some of it. Its portable layer does
+// not retry.
+func WindowTopic(inner *broker.Topic, fail func(m *broker.Message) bool) *broker.Topic {
+	return broker.NewTopic(&flaky{inner: inner, fail: fail, partial: true}, &broker.TopicOptions{
+		Retry: &broker.RetryPolicy{Attempts: 1}, Logger: slog.New(slog.DiscardHandler)})
+}
+
+// SlowTopic wraps inner in a topic that takes perMessage for each message
+// before it publishes a batch, and calls seen with each message it
+// publishes: a slow broker that counts.
+func SlowTopic(inner *broker.Topic, perMessage time.Duration, seen func(m *broker.Message)) *broker.Topic {
+	return broker.NewTopic(&flaky{inner: inner, fail: func(m *broker.Message) bool { seen(m); return false }, slow: perMessage},
+		&broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}, Logger: slog.New(slog.DiscardHandler)})
+}
+
 type flaky struct {
-	inner *broker.Topic
-	fail  func(m *broker.Message) bool
-	mu    sync.Mutex
+	inner   *broker.Topic
+	fail    func(m *broker.Message) bool
+	partial bool // the other messages of a failed batch go through
+	slow    time.Duration
+	mu      sync.Mutex
 }
 
 func (f *flaky) SendBatch(ctx context.Context, msgs []*driver.Message) error {
-	ms := make([]*broker.Message, len(msgs))
-	for i, m := range msgs {
-		ms[i] = &broker.Message{ID: m.ID, Key: m.Key, Headers: m.Headers, Body: m.Body}
-		f.mu.Lock()
-		bad := f.fail(ms[i])
-		f.mu.Unlock()
-		if bad {
-			return fmt.Errorf("%w: message %s", ErrFlaky, m.ID)
+	if f.slow > 0 {
+		t := time.NewTimer(f.slow * time.Duration(len(msgs)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
 		}
 	}
-	return f.inner.Publish(ctx, ms...)
+	var ok []*broker.Message
+	var failed error
+	for _, m := range msgs {
+		bm := &broker.Message{ID: m.ID, Key: m.Key, Headers: m.Headers, Body: m.Body}
+		f.mu.Lock()
+		bad := f.fail(bm)
+		f.mu.Unlock()
+		switch {
+		case !bad:
+			ok = append(ok, bm)
+		case !f.partial:
+			return fmt.Errorf("%w: message %s", ErrFlaky, m.ID)
+		case failed == nil:
+			failed = fmt.Errorf("%w: message %s", ErrFlaky, m.ID)
+		}
+	}
+	if err := f.inner.Publish(ctx, ok...); err != nil {
+		return err
+	}
+	return failed
 }
 
 func (f *flaky) Capabilities() driver.Capabilities { return f.inner.Capabilities() }

@@ -250,18 +250,23 @@ func testNames[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 }
 
-// Migrations is the number of migrations the stores apply.
+// Migrations is the number of migrations every store applies at least
+// (PostgreSQL has one more: the relay's wake flag).
 const Migrations = 4
 
 func testMigrate[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "mig_")
+	want := e.Int(`SELECT count(*) FROM mig_migrations`)
+	if want < Migrations {
+		t.Errorf("migrations recorded: %d, want at least %d", want, Migrations)
+	}
 	for range 2 {
 		if _, err := e.DB.Open(e.Ctx, "mig_"); err != nil {
 			t.Fatalf("open again: %v", err)
 		}
 	}
-	if n := e.Int(`SELECT count(*) FROM mig_migrations`); n != Migrations {
-		t.Errorf("migrations recorded: %d, want %d", n, Migrations)
+	if n := e.Int(`SELECT count(*) FROM mig_migrations`); n != want {
+		t.Errorf("migrations recorded after opening again: %d, want %d", n, want)
 	}
 	// Concurrent migrators of a new prefix.
 	errs := make(chan error, 4)
@@ -273,8 +278,8 @@ func testMigrate[Tx any](t *testing.T, f Factory[Tx]) {
 			t.Errorf("concurrent open: %v", err)
 		}
 	}
-	if n := e.Int(`SELECT count(*) FROM conc_migrations`); n != Migrations {
-		t.Errorf("migrations recorded: %d, want %d", n, Migrations)
+	if n := e.Int(`SELECT count(*) FROM conc_migrations`); n != want {
+		t.Errorf("migrations recorded by concurrent migrators: %d, want %d", n, want)
 	}
 	// Two prefixes are independent inboxes.
 	other, err := e.DB.Open(e.Ctx, "other_")

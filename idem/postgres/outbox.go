@@ -11,11 +11,18 @@ import (
 )
 
 // The outbox on PostgreSQL: relays claim rows with FOR UPDATE SKIP LOCKED
-// in a transaction they hold while publishing, and every adding
-// transaction sends a NOTIFY that wakes them.
+// in a transaction they hold while publishing. An adding transaction sends
+// a NOTIFY only while a relay waits for one (the wake flag is set): the
+// commits of notifying transactions are serialised, so while relays are
+// busy they poll instead. Before reading the flag, the adding transaction
+// takes a shared advisory lock that a relay going idle must get
+// exclusively (Store.IdleOutbox), so that no transaction that read the
+// flag unset commits after the relay's last look.
 var outboxDialect = sqlcore.OutboxDialect{
 	SkipLocked: true,
-	Notify:     "SELECT pg_notify($1, '')",
+	Notify:     "SELECT pg_notify($1, '') FROM {{outbox_wake}} WHERE name = 'outbox' AND idle",
+	WakeShared: "SELECT pg_advisory_xact_lock_shared($1)",
+	WakeTry:    "SELECT pg_try_advisory_xact_lock($1)",
 }
 
 var _ store.OutboxListener = (*Store)(nil)
@@ -54,3 +61,17 @@ func (s *Store) ListenOutbox(ctx context.Context, notify func()) error {
 		notify()
 	}
 }
+
+var _ store.ConcurrentClaimer = (*Store)(nil)
+
+// ConcurrentClaims implements store.ConcurrentClaimer: claims lock their
+// heads, so a relay may hold several batches at once.
+func (s *Store) ConcurrentClaims() bool { return true }
+
+var _ store.OutboxIdler = (*Store)(nil)
+
+// IdleOutbox implements store.OutboxIdler.
+func (s *Store) IdleOutbox(ctx context.Context) (bool, error) { return s.outbox.IdleOutbox(ctx) }
+
+// BusyOutbox implements store.OutboxIdler.
+func (s *Store) BusyOutbox(ctx context.Context) error { return s.outbox.BusyOutbox(ctx) }

@@ -36,20 +36,7 @@ func TestOutbox(t *testing.T) {
 func TestListenOutboxNotifies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store := newListenStore(ctx, t)
-	calls := make(chan struct{}, 16)
-	lctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- store.ListenOutbox(lctx, func() { calls <- struct{}{} }) }()
-	select {
-	case <-calls: // listening
-	case <-ctx.Done():
-		t.Fatal("ListenOutbox did not start listening")
-	}
-	outbox, err := idem.NewOutbox[pgx.Tx](store, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, outbox, calls, stop := listening(ctx, t)
 	add := func(commit bool) {
 		tx, err := store.Begin(ctx)
 		if err != nil {
@@ -78,13 +65,36 @@ func TestListenOutboxNotifies(t *testing.T) {
 		t.Fatalf("%d extra notifications (a rolled-back Add must not notify)", n)
 	}
 	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("ListenOutbox: %v", err)
+}
+
+// listening opens a store in a schema of its own, with an outbox, and
+// listens on it: calls receives one value per notification. stop ends the
+// listener and checks it ended without an error.
+func listening(ctx context.Context, t *testing.T) (*postgres.Store, *idem.Outbox[pgx.Tx], chan struct{}, func()) {
+	store := newListenStore(ctx, t)
+	calls := make(chan struct{}, 16)
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- store.ListenOutbox(lctx, func() { calls <- struct{}{} }) }()
+	select {
+	case <-calls: // listening
+	case <-ctx.Done():
+		t.Fatal("ListenOutbox did not start listening")
+	}
+	outbox, err := idem.NewOutbox[pgx.Tx](store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, outbox, calls, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ListenOutbox: %v", err)
+		}
 	}
 }
 
 // newListenStore opens a store in a schema of its own, dropped at cleanup.
-func newListenStore(ctx context.Context, t *testing.T) *postgres.Store {
+func newListenStore(ctx context.Context, t testing.TB) *postgres.Store {
 	pool := newPool(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -95,4 +105,73 @@ func newListenStore(ctx context.Context, t *testing.T) *postgres.Store {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// TestWakeFlag proves the producers' side of the wake-up: an adding
+// transaction notifies only while the wake flag is set, and IdleOutbox does
+// not set the flag while a transaction that read it unset may still
+// commit, so that a relay going idle never sleeps through a row.
+func TestWakeFlag(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store, outbox, calls, stop := listening(ctx, t)
+	add := func() pgx.Tx {
+		tx, err := store.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := outbox.Add(ctx, tx, &idem.OutboxMessage{AggregateID: "w", Type: "x", Payload: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}
+	if err := store.BusyOutbox(ctx); err != nil {
+		t.Fatal(err)
+	}
+	inFlight := add() // reads the flag unset: will not notify
+	defer func() { _ = inFlight.Rollback(context.Background()) }()
+	if ok, err := store.IdleOutbox(ctx); ok || err != nil {
+		t.Fatalf("IdleOutbox with a non-notifying producer in flight: %v, %v; want false", ok, err)
+	}
+	if err := store.Commit(ctx, inFlight); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := store.IdleOutbox(ctx); !ok || err != nil {
+		t.Fatalf("IdleOutbox with no producer in flight: %v, %v; want true", ok, err)
+	}
+	// The flag is set now: the next adding transaction notifies (and the
+	// one before did not, or this would not be the first call).
+	if err := store.Commit(ctx, add()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-calls:
+	case <-ctx.Done():
+		t.Fatal("no notification while the flag is set")
+	}
+	if err := store.BusyOutbox(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Commit(ctx, add()); err != nil {
+		t.Fatal(err)
+	}
+	// A notification from the last commit would arrive before this one
+	// (notifications are delivered in commit order).
+	if err := store.Commit(ctx, func() pgx.Tx {
+		tx, err := store.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "NOTIFY "+pgx.Identifier{postgres.OutboxChannel(store)}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+		return tx
+	}()); err != nil {
+		t.Fatal(err)
+	}
+	<-calls // the marker
+	if n := len(calls); n != 0 {
+		t.Fatalf("%d notifications while the flag was unset", n)
+	}
+	stop()
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -187,4 +188,42 @@ type OutboxListener interface {
 	// notification, until ctx is done (it then returns nil) or the
 	// connection fails.
 	ListenOutbox(ctx context.Context, notify func()) error
+}
+
+// ErrLeaseLost is returned by OutboxBatch.Complete of a store that claims
+// by lease when the lease ran out or another relay took it: nothing was
+// marked, and the rows will be published again by the new holder.
+var ErrLeaseLost = errors.New("idem/store: the relay lease was lost; nothing marked")
+
+// ConcurrentClaimer is implemented by stores whose claims exclude each
+// other while they are held (PostgreSQL: the claiming transaction locks
+// the heads), so that one relay may hold several batches at once and keep
+// claiming while earlier ones are being published. A store without it
+// (SQLite's lease) is claimed one batch at a time.
+type ConcurrentClaimer interface {
+	ConcurrentClaims() bool
+}
+
+// LeasedBatch is implemented by batches of a store that claims by lease.
+// The store renews the lease while the batch is held; LeaseLost is closed
+// when a renewal found the lease gone, and the relay then stops publishing
+// the batch (its Complete returns ErrLeaseLost).
+type LeasedBatch interface {
+	OutboxBatch
+	LeaseLost() <-chan struct{}
+}
+
+// OutboxIdler is implemented by stores whose adding transactions notify
+// listening relays only while one waits (PostgreSQL: the commits of
+// notifying transactions are serialised, which would halve the producers'
+// commit rate). A relay that found nothing calls IdleOutbox before it
+// waits; a relay that claimed rows after waiting calls BusyOutbox.
+type OutboxIdler interface {
+	// IdleOutbox makes adding transactions notify from now on. It returns
+	// false (and changes nothing) while an adding transaction that did not
+	// notify may still commit: the relay should look again soon instead of
+	// waiting for a notification.
+	IdleOutbox(ctx context.Context) (bool, error)
+	// BusyOutbox makes adding transactions stop notifying.
+	BusyOutbox(ctx context.Context) error
 }

@@ -82,7 +82,7 @@ type Core[Tx any] struct {
 
 // Tables lists the table and index names built from the prefix.
 var Tables = []string{"inbox", "parked", "failures", "migrations", "inbox_processed_idx", "parked_aggregate_idx", "failures_seen_idx",
-	"outbox", "outbox_aggregates", "relay_lease", "outbox_pending_idx", "outbox_unsent_idx", "outbox_sent_idx",
+	"outbox", "outbox_aggregates", "relay_lease", "outbox_wake", "outbox_pending_idx", "outbox_unsent_idx", "outbox_sent_idx",
 	"idempotency_keys", "keys_state_idx"}
 
 // New validates schema and prefix and builds Core.

@@ -1,6 +1,7 @@
 package sqlcore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/wary-go/wary/idem/store"
@@ -20,8 +22,16 @@ type OutboxDialect struct {
 	// single relay lease serialises relays (SQLite).
 	SkipLocked bool
 	// Notify, if not empty, is run with the channel name as $1 in every
-	// transaction that adds rows (PostgreSQL: SELECT pg_notify($1, '')).
+	// transaction that adds rows (PostgreSQL: SELECT pg_notify($1, '')
+	// FROM the wake flag WHERE idle).
 	Notify string
+	// WakeShared and WakeTry, if set, make Notify conditional on the wake
+	// flag (outbox_wake.idle): WakeShared takes a shared transaction lock
+	// on $1 (the adding transaction runs it just before Notify, whose
+	// fresh snapshot then reads the flag), WakeTry tries the same lock
+	// exclusively and reports whether it got it (IdleOutbox). PostgreSQL:
+	// advisory locks.
+	WakeShared, WakeTry string
 	// Read, if set, runs f outside any write transaction. In lease mode a
 	// claim first looks there whether the lease is free and a row is due,
 	// so that idle or waiting relays do not take SQLite's write lock.
@@ -33,11 +43,46 @@ type Outbox[Tx any] struct {
 	c       *Core[Tx]
 	d       OutboxDialect
 	channel string
+	wakeKey int64 // the advisory lock of the wake flag
 	q       outboxQueries
+
+	mu     sync.Mutex
+	cursor string // the aggregate the next claim starts after ("": the first)
+}
+
+// headsQuery finds claimable heads without reading the backlog: a
+// recursive skip scan over the unsent-rows index visits one aggregate per
+// step (the next aggregate ID with an unsent row after $1, and below $5 if
+// below), at most $2 of them, and takes each one's lowest unsent row if it
+// is pending and due at $3, up to $4 heads. Its cost grows with the
+// aggregates visited, not with their rows: a claim that starts where the
+// last one stopped visits about as many aggregates as it claims, plus
+// those whose head another relay holds or that back off. With SkipLocked
+// the heads are locked, and a head another relay holds is skipped; the
+// lock is taken on the latest row version, so a head marked sent since the
+// statement began is skipped too (state is checked again).
+func headsQuery(skipLocked, below bool) string {
+	bound := ""
+	if below {
+		bound = " AND aggregate_id < $5"
+	}
+	q := `WITH RECURSIVE a(agg, n) AS (
+		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > $1` + bound + `), 1
+		UNION ALL
+		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > a.agg` + bound + `), a.n + 1
+		FROM a WHERE a.agg IS NOT NULL AND a.n < $2)
+	SELECT o.aggregate_id, o.sequence FROM a JOIN {{outbox}} o ON o.aggregate_id = a.agg
+		AND o.sequence = (SELECT MIN(sequence) FROM {{outbox}} WHERE aggregate_id = a.agg AND state IN (0, 2))
+	WHERE o.state = 0 AND o.next_attempt <= $3
+	ORDER BY a.n LIMIT $4`
+	if skipLocked {
+		q += ` FOR UPDATE OF o SKIP LOCKED`
+	}
+	return q
 }
 
 type outboxQueries struct {
-	counter, insert, notify, heads, lease, peek, release, sent, failed, health, list, requeue, discard, purge string
+	counter, insert, notify, heads, headsBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, sent, failed, health, list, requeue, discard, purge string
 }
 
 const outboxCols = `id, message_id, aggregate_id, version, sequence, type, headers, payload, state, attempts,
@@ -48,17 +93,11 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 	h := fnv.New32a()
 	h.Write([]byte(c.names["outbox"]))
 	o := &Outbox[Tx]{c: c, d: d, channel: fmt.Sprintf("wary_outbox_%08x", h.Sum32())}
+	k := fnv.New64a()
+	k.Write([]byte("wary-outbox-wake:" + c.names["outbox"]))
+	o.wakeKey = int64(k.Sum64())
 	r := c.render
-	// The head of each aggregate is its lowest unsent (pending or
-	// quarantined) row; it is claimable when it is pending and due.
-	heads := `SELECT o.aggregate_id, o.sequence FROM {{outbox}} o
-		JOIN (SELECT aggregate_id, MIN(sequence) AS sequence FROM {{outbox}} WHERE state IN (0, 2) GROUP BY aggregate_id) h
-		ON o.aggregate_id = h.aggregate_id AND o.sequence = h.sequence
-		WHERE o.state = 0 AND o.next_attempt <= $1
-		ORDER BY o.id LIMIT $2`
-	if d.SkipLocked {
-		heads += ` FOR UPDATE OF o SKIP LOCKED`
-	}
+	o.q.heads, o.q.headsBelow = r(headsQuery(d.SkipLocked, false)), r(headsQuery(d.SkipLocked, true))
 	o.q = outboxQueries{
 		// Rows are locked in the order of the VALUES list: aggregate order.
 		counter: c.render(`INSERT INTO {{outbox_aggregates}} AS a (aggregate_id, last_sequence) VALUES %s
@@ -66,8 +105,12 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 			RETURNING aggregate_id, last_sequence`),
 		insert: c.render(`INSERT INTO {{outbox}} (message_id, aggregate_id, version, sequence, type, headers, payload,
 			created_at, next_attempt) VALUES `),
-		notify: d.Notify,
-		heads:  r(heads),
+		notify:     r(d.Notify),
+		wakeShared: d.WakeShared,
+		wakeTry:    d.WakeTry,
+		setIdle:    r(`UPDATE {{outbox_wake}} SET idle = $1 WHERE name = 'outbox' AND idle <> $1`),
+		heads:      o.q.heads,
+		headsBelow: o.q.headsBelow,
 		lease: r(`INSERT INTO {{relay_lease}} AS l (name, owner, expires_at) VALUES ('outbox', $1, $2)
 			ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
 			WHERE l.owner = excluded.owner OR l.expires_at <= $3`),
@@ -78,6 +121,7 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 			WHERE EXISTS (SELECT 1 FROM {{outbox}} WHERE state = 0 AND next_attempt <= $1)
 			UNION ALL SELECT '', NULL WHERE NOT EXISTS (SELECT 1 FROM {{outbox}} WHERE state = 0 AND next_attempt <= $1)`),
 		release: r(`DELETE FROM {{relay_lease}} WHERE name = 'outbox' AND owner = $1`),
+		renew:   r(`UPDATE {{relay_lease}} SET expires_at = $2 WHERE name = 'outbox' AND owner = $1 AND expires_at > $3`),
 		sent:    `UPDATE {{outbox}} SET state = 1, sent_at = $1 WHERE state <> 1 AND id IN (`,
 		failed: r(`UPDATE {{outbox}} SET attempts = attempts + 1, last_error = $2, next_attempt = $3, state = $4
 			WHERE id = $1 AND state = 0`),
@@ -169,6 +213,11 @@ func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []store.OutboxMe
 			return nil, fmt.Errorf("insert: %w", err)
 		}
 	}
+	if o.q.wakeShared != "" {
+		if _, err := q.Exec(ctx, o.q.wakeShared, o.wakeKey); err != nil {
+			return nil, fmt.Errorf("wake lock: %w", err)
+		}
+	}
 	if o.q.notify != "" {
 		if _, err := q.Exec(ctx, o.q.notify, o.channel); err != nil {
 			return nil, fmt.Errorf("notify: %w", err)
@@ -210,82 +259,59 @@ func (o *Outbox[Tx]) ClaimOutbox(ctx context.Context, r store.OutboxClaim) (stor
 	return &batch[Tx]{o: o, rows: rows, tx: tx, held: true}, nil
 }
 
-func (o *Outbox[Tx]) takeLease(ctx context.Context, q Querier, r store.OutboxClaim) (bool, error) {
-	n, err := q.Exec(ctx, o.q.lease, r.Owner, o.c.d.Time(r.Now.Add(r.Lease)), o.c.d.Time(r.Now))
-	if err != nil {
-		return false, fmt.Errorf("lease: %w", err)
-	}
-	return n == 1, nil
+type head struct {
+	agg string
+	seq int64
 }
 
-// claimLeased claims under the relay lease with as little writing as
-// possible: it looks (with a plain read) whether the lease is free or ours
-// and a row is due, takes or renews the lease in a short write transaction
-// only when it is not ours for at least half its length, and reads the rows
-// outside any write transaction. Only the lease holder marks rows, so the
-// rows it read stay its own until it marks them or its lease runs out.
-func (o *Outbox[Tx]) claimLeased(ctx context.Context, r store.OutboxClaim) (store.OutboxBatch, error) {
-	var free, renew bool
-	var rows []store.OutboxRow
-	err := o.d.Read(ctx, func(q Querier) error {
-		var owner string
-		var until time.Time
-		err := q.QueryRow(ctx, o.q.peek, o.c.d.Time(r.Now)).Scan(&owner, nullTimeDest{&until})
-		if err != nil {
-			return err
-		}
-		mine := owner == r.Owner && until.After(r.Now)
-		free = owner == "-" || owner != "" && (mine || !until.After(r.Now)) // "": nothing due
-		renew = !mine || until.Before(r.Now.Add(r.Lease/2))
-		return nil
-	})
-	if err != nil || !free {
-		return &batch[Tx]{o: o}, err
-	}
-	if renew {
-		ok := false
-		err := o.c.inTx(ctx, func(q Querier) error {
-			var err error
-			ok, err = o.takeLease(ctx, q, r)
-			return err
-		})
-		if err != nil || !ok {
-			return &batch[Tx]{o: o}, err
-		}
-	}
-	err = o.d.Read(ctx, func(q Querier) error {
-		var err error
-		rows, err = o.claim(ctx, q, r)
-		return err
-	})
-	return &batch[Tx]{o: o, rows: rows}, err
-}
+// visit is how many aggregates a claim of limit heads looks at, at most:
+// enough to step over those whose head is held or backing off.
+func visit(limit int) int { return 4*limit + 16 }
 
-// claim reads the rows to claim (locking them in SkipLocked mode).
-func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) ([]store.OutboxRow, error) {
-	now := o.c.d.Time(r.Now)
-	limit, per := max(r.Limit, 1), max(r.PerAggregate, 1)
-	hs, err := q.Query(ctx, o.q.heads, now, limit)
+// heads runs a heads query.
+func (o *Outbox[Tx]) heads(ctx context.Context, q Querier, query string, args []any) ([]head, error) {
+	hs, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
-	type head struct {
-		agg string
-		seq int64
-	}
+	defer hs.Close()
 	var heads []head
 	for hs.Next() {
 		var h head
 		if err := hs.Scan(&h.agg, &h.seq); err != nil {
-			hs.Close()
 			return nil, err
 		}
 		heads = append(heads, h)
 	}
-	hs.Close()
-	if err := hs.Err(); err != nil || len(heads) == 0 {
+	return heads, hs.Err()
+}
+
+// claim reads the rows to claim (locking them in SkipLocked mode), starting
+// after the aggregate where the last claim stopped, so that every
+// aggregate's turn comes.
+func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) ([]store.OutboxRow, error) {
+	now := o.c.d.Time(r.Now)
+	limit, per := max(r.Limit, 1), max(r.PerAggregate, 1)
+	o.mu.Lock()
+	from := o.cursor
+	o.mu.Unlock()
+	heads, err := o.heads(ctx, q, o.q.heads, []any{from, visit(limit), now, limit})
+	if err == nil && len(heads) < limit && from != "" {
+		// Wrap around: the aggregates before where this claim started.
+		var more []head
+		more, err = o.heads(ctx, q, o.q.headsBelow, []any{"", visit(limit), now, limit - len(heads), from})
+		heads = append(heads, more...)
+	}
+	if err != nil || len(heads) == 0 {
 		return nil, err
 	}
+	o.mu.Lock()
+	if len(heads) == limit {
+		o.cursor = heads[len(heads)-1].agg
+	} else {
+		o.cursor = ""
+	}
+	o.mu.Unlock()
 	// Each claimed head owns its aggregate: take the pending rows that
 	// follow it too, sharing limit between the aggregates. Sequences have
 	// no gaps, so they are the next per-1.
@@ -356,11 +382,12 @@ func scanOutbox(rs interface{ Scan(...any) error }, r *store.OutboxRow, extra ..
 // batch is a claimed batch: in SkipLocked mode it holds the claiming
 // transaction (and the row locks) until Complete or Release.
 type batch[Tx any] struct {
-	o    *Outbox[Tx]
-	rows []store.OutboxRow
-	tx   Tx
-	held bool
-	done bool
+	o      *Outbox[Tx]
+	rows   []store.OutboxRow
+	tx     Tx
+	held   bool
+	done   bool
+	keeper *leaseKeeper[Tx] // lease mode: renews the lease while held
 }
 
 func (b *batch[Tx]) Rows() []store.OutboxRow { return b.rows }
@@ -374,7 +401,17 @@ func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []store.O
 		return b.Release(ctx)
 	}
 	o := b.o
+	if b.keeper != nil {
+		b.keeper.halt()
+	}
 	mark := func(q Querier) error {
+		if b.keeper != nil {
+			// Only the lease holder marks: check and extend it in the
+			// marking transaction.
+			if ok, err := b.keeper.renew(ctx, q, at); err != nil || !ok {
+				return cmp.Or(err, store.ErrLeaseLost)
+			}
+		}
 		for chunk := range slices.Chunk(sent, 500) {
 			args := []any{o.c.d.Time(at)}
 			ph := make([]string, len(chunk))
@@ -410,6 +447,9 @@ func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []store.O
 
 func (b *batch[Tx]) Release(ctx context.Context) error {
 	b.done = true
+	if b.keeper != nil {
+		b.keeper.halt()
+	}
 	if b.held {
 		b.held = false
 		return b.o.c.b.Rollback(ctx, b.tx)

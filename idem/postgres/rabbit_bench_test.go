@@ -1,0 +1,181 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/rabbit"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/idemtest"
+)
+
+// rabbitURL is the RabbitMQ the benchmarks use.
+func rabbitURL() string {
+	if u := os.Getenv("WARY_RABBIT_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+// rabbitQueue connects to the local RabbitMQ and declares a fresh quorum
+// queue (single active consumer) behind a fanout exchange of the same
+// name, deleted at cleanup. It skips t (fails with WARY_REQUIRE_SERVICES=1)
+// when RabbitMQ is unreachable.
+func rabbitQueue(t testing.TB) (*rabbit.Conn, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := rabbit.Dial(ctx, rabbitURL(), nil)
+	if err != nil {
+		if os.Getenv("WARY_RABBIT_URL") == "" && os.Getenv("WARY_REQUIRE_SERVICES") != "1" {
+			t.Skipf("RabbitMQ unreachable (set WARY_RABBIT_URL, or WARY_REQUIRE_SERVICES=1 to fail): %v", err)
+		}
+		t.Fatalf("RabbitMQ: %v", err)
+	}
+	name := fmt.Sprintf("wary-bench.relay.%d", time.Now().UnixNano())
+	top := rabbit.Topology{Exchange: name, Queue: name}
+	if err := rabbit.Declare(ctx, c, top); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = top.Delete(dctx, c)
+		c.Close()
+	})
+	return c, name
+}
+
+// rabbitBroker is a topic and subscription on a fresh rabbitQueue.
+func rabbitBroker(t testing.TB) idemtest.OutboxBroker {
+	c, name := rabbitQueue(t)
+	topic, err := rabbit.OpenTopic(c, name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { topic.Close() })
+	return idemtest.OutboxBroker{Topic: topic, MaxMessageSize: 1 << 20, Subscribe: func(t testing.TB) *broker.Subscription {
+		sub, err := rabbit.OpenSubscription(c, name, &rabbit.SubscriptionOptions{Prefetch: 200})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sub.Close() })
+		return sub
+	}}
+}
+
+// BenchmarkRelayLatencyRabbit: commit-to-publish latency at 1,000 rows/s
+// from 8 producers, to a RabbitMQ quorum queue with confirms, the relay
+// woken by the wake flag and LISTEN/NOTIFY. Run with -benchtime=5000x.
+func BenchmarkRelayLatencyRabbit(b *testing.B) {
+	idemtest.BenchRelayLatency(b, newDB, rabbitBroker, false)
+}
+
+// BenchmarkRelayRabbit: rows/s the relay (Run, default options)
+// publishes to a RabbitMQ quorum queue with confirms, over 100 aggregates
+// and over distinct aggregates, in interleaved rounds of 5,000 with raw
+// amqp091-go publishing as many messages of the same size with 256
+// confirms in flight on one channel to another quorum queue. Each round's
+// rows are committed first (not timed), in transactions of 100. Run with
+// -benchtime=20000x.
+func BenchmarkRelayRabbit(b *testing.B) {
+	for _, aggs := range []int{100, 0} {
+		name := "100aggregates"
+		if aggs == 0 {
+			name = "distinct"
+		}
+		b.Run(name, func(b *testing.B) { benchRelayRabbit(b, aggs) })
+	}
+}
+
+func benchRelayRabbit(b *testing.B, aggs int) {
+	const round = 5000
+	ob := rabbitBroker(b)
+	_, exchange := rabbitQueue(b)
+	e := idemtest.SetupOutbox(b, newDB)
+	conn, err := amqp.Dial(rabbitURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		b.Fatal(err)
+	}
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 256))
+	body := []byte("payload")
+	seq := 0
+	var tw, tr time.Duration
+	b.ResetTimer()
+	for done := 0; done < b.N; done += round {
+		n := min(round, b.N-done)
+		b.StopTimer()
+		for start := 0; start < n; start += 100 {
+			var msgs []*idem.OutboxMessage
+			for i := start; i < min(start+100, n); i++ {
+				agg := fmt.Sprintf("agg-%d-%d", done, i)
+				if aggs > 0 {
+					agg = fmt.Sprintf("agg-%03d", i%aggs)
+				}
+				msgs = append(msgs, idemtest.OM(fmt.Sprintf("m%09d", seq), agg, 0, string(body)))
+				seq++
+			}
+			e.Add(msgs...)
+		}
+		r := e.Relay(ob.Topic, &idem.RelayOptions{Owner: "bench", Pipeline: benchPipeline, BatchSize: benchBatch})
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		b.StartTimer()
+		start := time.Now()
+		go func() { defer close(stopped); _ = r.Run(ctx) }()
+		for r.Stats().Published < int64(n) {
+			time.Sleep(time.Millisecond)
+		}
+		tw += time.Since(start)
+		cancel()
+		<-stopped
+		start = time.Now()
+		out := 0
+		for i := range n {
+			if out == 256 {
+				if c := <-confirms; !c.Ack {
+					b.Fatal("nack")
+				}
+				out--
+			}
+			err := ch.PublishWithContext(context.Background(), exchange, "", false, false, amqp.Publishing{
+				MessageId: fmt.Sprintf("r%09d", done+i), Body: body, DeliveryMode: amqp.Persistent})
+			if err != nil {
+				b.Fatal(err)
+			}
+			out++
+		}
+		for ; out > 0; out-- {
+			if c := <-confirms; !c.Ack {
+				b.Fatal("nack")
+			}
+		}
+		tr += time.Since(start)
+	}
+	b.StopTimer()
+	w, r := float64(b.N)/tw.Seconds(), float64(b.N)/tr.Seconds()
+	b.ReportMetric(w, "wary-msgs/s")
+	b.ReportMetric(r, "raw256-msgs/s")
+	b.ReportMetric(100*w/r, "wary/raw256-%")
+}
+
+var benchPipeline, benchBatch = envInt("WARY_BENCH_PIPELINE"), envInt("WARY_BENCH_BATCH")
+
+func envInt(name string) int {
+	n, _ := strconv.Atoi(os.Getenv(name))
+	return n
+}

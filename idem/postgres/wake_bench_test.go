@@ -1,0 +1,101 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/postgres"
+)
+
+// BenchmarkProducerCommits: the commit rate of 8 producers, each
+// committing transactions of one outbox row, on three stores in
+// interleaved rounds of 2,000 commits: "nowake" runs no wake-up statement
+// and no relay; "poll" runs no wake-up statement, with a relay polling
+// every millisecond and publishing the rows (to the memory broker); "wake"
+// is the store as shipped, with a relay listening and publishing the rows;
+// "notifyall" notifies on every commit (the wake flag stays set: no relay
+// clears it), as the outbox did before the flag. wake/nowake-% is the
+// target (>= 90); wake/poll-% compares with a relay that is never
+// notified.
+func BenchmarkProducerCommits(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nowake, poll, wake, all := newListenStore(ctx, b), newListenStore(ctx, b), newListenStore(ctx, b), newListenStore(ctx, b)
+	postgres.NoWake(nowake)
+	postgres.NoWake(poll)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	relay := func(st *postgres.Store, o *idem.RelayOptions) *idem.Relay {
+		o.PurgeInterval, o.Logger = -1, slog.New(slog.DiscardHandler)
+		r, err := idem.NewRelay(st, outboxBroker(b).Topic, o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() { _ = r.Run(ctx) })
+		return r
+	}
+	relay(poll, &idem.RelayOptions{Owner: "poll", NoListen: true, PollInterval: time.Millisecond})
+	r := relay(wake, &idem.RelayOptions{Owner: "wake"})
+	for deadline := time.Now().Add(10 * time.Second); !r.Stats().Listening; {
+		if time.Now().After(deadline) {
+			b.Fatal("the relay is not listening")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	const producers, round = 8, 2000
+	stores := []*postgres.Store{nowake, poll, wake, all}
+	var took [4]time.Duration
+	seq := 0
+	b.ResetTimer()
+	for done := 0; done < b.N; done += round {
+		n := min(round, b.N-done)
+		for i, st := range stores {
+			ob, err := idem.NewOutbox[pgx.Tx](st, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			var pw sync.WaitGroup
+			for p := range producers {
+				pw.Go(func() {
+					for j := p; j < n; j += producers {
+						tx, err := st.Begin(ctx)
+						if err == nil {
+							_, err = ob.Add(ctx, tx, &idem.OutboxMessage{AggregateID: fmt.Sprintf("agg-%d-%d", seq, j%1000), Type: "t", Payload: []byte("x")})
+							if err == nil {
+								err = st.Commit(ctx, tx)
+							} else {
+								_ = st.Rollback(ctx, tx)
+							}
+						}
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			pw.Wait()
+			took[i] += time.Since(start)
+		}
+		seq++
+	}
+	b.StopTimer()
+	rate := func(d time.Duration) float64 { return float64(b.N) / d.Seconds() }
+	b.ReportMetric(rate(took[0]), "nowake-commits/s")
+	b.ReportMetric(rate(took[1]), "poll-commits/s")
+	b.ReportMetric(rate(took[2]), "wake-commits/s")
+	b.ReportMetric(rate(took[3]), "notifyall-commits/s")
+	b.ReportMetric(100*took[0].Seconds()/took[2].Seconds(), "wake/nowake-%")
+	b.ReportMetric(100*took[1].Seconds()/took[2].Seconds(), "wake/poll-%")
+	b.ReportMetric(100*took[0].Seconds()/took[3].Seconds(), "notifyall/nowake-%")
+	b.ReportMetric(float64(r.Stats().Published), "relay-published")
+}

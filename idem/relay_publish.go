@@ -1,0 +1,213 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
+)
+
+type pubResult struct {
+	sent    []int64
+	failed  []store.OutboxFailure
+	crashed error
+	fatal   error
+}
+
+func (r *Relay) runOnce(ctx context.Context) (claimed, published int, err error) {
+	batch, err := r.store.ClaimOutbox(ctx, store.OutboxClaim{Owner: r.o.Owner, Now: r.o.Now(), Limit: r.o.BatchSize, PerAggregate: r.o.PerAggregate, Lease: r.o.Lease})
+	if err != nil {
+		return 0, 0, fmt.Errorf("idem: relay: claim: %w", err)
+	}
+	rows := batch.Rows()
+	if len(rows) == 0 {
+		return 0, 0, batch.Release(context.WithoutCancel(ctx))
+	}
+	r.claims.Add(1)
+	pctx := ctx
+	if lb, ok := batch.(store.LeasedBatch); ok {
+		// The store renews its lease while the batch is held; if it is lost,
+		// another relay has the rows: stop publishing them.
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-lb.LeaseLost():
+				cancel()
+			case <-pctx.Done():
+			}
+		}()
+	}
+	res := r.publishBatch(pctx, rows)
+	if lb, ok := batch.(store.LeasedBatch); ok {
+		select {
+		case <-lb.LeaseLost():
+			return len(rows), 0, errors.Join(fmt.Errorf("idem: relay: %w", store.ErrLeaseLost), batch.Release(context.WithoutCancel(ctx)))
+		default:
+		}
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.PublishTimeout)
+	defer cancel()
+	if res.crashed != nil {
+		r.crashes.Add(1)
+		return len(rows), 0, errors.Join(fmt.Errorf("idem: relay: after publish: %w", res.crashed), batch.Release(fctx))
+	}
+	if err := batch.Complete(fctx, res.sent, res.failed, r.o.Now()); err != nil {
+		return len(rows), 0, fmt.Errorf("idem: relay: mark %d rows sent (they will be published again): %w", len(res.sent), err)
+	}
+	r.published.Add(int64(len(res.sent)))
+	r.rate.add(r.o.Now(), int64(len(res.sent)))
+	return len(rows), len(res.sent), res.fatal
+}
+
+// publishBatch publishes a claimed batch (each aggregate's rows in
+// sequence order, aggregates one after the other) with one Publish call,
+// so that the driver keeps the whole batch in flight (RabbitMQ: confirms
+// outstanding on one channel; Kafka: one produce of all records). If that
+// fails, the error does not say which messages went through: the batch is
+// published again aggregate by aggregate (Concurrency at a time), each
+// aggregate's rows one after the other, stopping at its first failure, so
+// that a failed row's later rows are not marked sent. Rows before the
+// failure were perhaps already delivered by the first attempt, and rows
+// after it perhaps too: see the package documentation for what a consumer
+// may then see.
+func (r *Relay) publishBatch(ctx context.Context, rows []OutboxRow) pubResult {
+	var res pubResult
+	if len(rows) > 1 {
+		msgs := make([]*broker.Message, len(rows))
+		for i := range rows {
+			msgs[i] = rowMessage(&rows[i])
+		}
+		pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
+		err := r.topic.Publish(pctx, msgs...)
+		cancel()
+		switch {
+		case err == nil:
+			for i, m := range msgs {
+				if r.o.AfterPublish != nil {
+					if herr := r.o.AfterPublish(m); herr != nil {
+						res.crashed = herr
+						return res
+					}
+				}
+				res.sent = append(res.sent, rows[i].RowID)
+			}
+			return res
+		case ctx.Err() != nil:
+			return res // stopping: nothing is marked
+		case errors.Is(err, broker.ErrClosed):
+			res.fatal = err
+			return res
+		}
+	}
+	var groups [][]OutboxRow
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j].AggregateID == rows[i].AggregateID {
+			j++
+		}
+		groups = append(groups, rows[i:j])
+		i = j
+	}
+	var (
+		mu   sync.Mutex
+		stop atomic.Bool
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range min(r.o.Concurrency, len(groups)) {
+		wg.Go(func() {
+			for {
+				g := int(next.Add(1) - 1)
+				if g >= len(groups) {
+					return
+				}
+				r.publishGroup(ctx, groups[g], &stop, &mu, &res)
+			}
+		})
+	}
+	wg.Wait()
+	return res
+}
+
+// publishGroup publishes one aggregate's rows in order, stopping at the
+// first failure.
+func (r *Relay) publishGroup(ctx context.Context, rows []OutboxRow, stop *atomic.Bool, mu *sync.Mutex, res *pubResult) {
+	for i := range rows {
+		row := &rows[i]
+		if stop.Load() || ctx.Err() != nil {
+			return
+		}
+		m := rowMessage(row)
+		pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
+		err := r.topic.Publish(pctx, m)
+		cancel()
+		if err == nil && r.o.AfterPublish != nil {
+			if herr := r.o.AfterPublish(m); herr != nil {
+				stop.Store(true)
+				mu.Lock()
+				res.crashed = herr
+				mu.Unlock()
+				return
+			}
+		}
+		mu.Lock()
+		if err == nil {
+			res.sent = append(res.sent, row.RowID)
+			mu.Unlock()
+			continue
+		}
+		switch {
+		case ctx.Err() != nil:
+			// Stopping: not the row's fault.
+		case errors.Is(err, broker.ErrClosed):
+			stop.Store(true)
+			res.fatal = err
+		default:
+			res.failed = append(res.failed, r.failure(row, err))
+		}
+		mu.Unlock()
+		return
+	}
+}
+
+// failure decides what a failed publish of row means: back off, or
+// quarantine.
+func (r *Relay) failure(row *OutboxRow, err error) store.OutboxFailure {
+	attempts := row.Attempts + 1
+	permanent := errors.Is(err, broker.ErrTooLarge) || errors.Is(err, broker.ErrInvalid) || broker.IsPermanent(err)
+	f := store.OutboxFailure{RowID: row.RowID, Error: err.Error(), Quarantine: permanent || attempts >= r.o.MaxAttempts}
+	r.failed.Add(1)
+	attrs := []any{slog.String("owner", r.o.Owner), slog.String("message_id", row.ID), slog.String("aggregate_id", row.AggregateID),
+		slog.Int64("sequence", row.Sequence), slog.Int("attempts", attempts), slog.String("error", err.Error())}
+	if f.Quarantine {
+		r.quarantined.Add(1)
+		r.o.Logger.Error("idem: relay: row quarantined; its aggregate is blocked until an operator requeues or discards it", attrs...)
+	} else {
+		f.NextAttempt = r.o.Now().Add(r.o.Backoff.Delay(attempts))
+		r.o.Logger.Warn("idem: relay: publish failed, will retry", attrs...)
+	}
+	r.lastErr.Store(&relayError{msg: "publish " + row.ID + ": " + err.Error(), at: r.o.Now()})
+	return f
+}
+
+// rowMessage returns the broker message the relay publishes for r: ID, key,
+// the event headers (HeaderAggregateID, HeaderAggregateVersion when not 0,
+// HeaderSequence, HeaderType when set) merged over r's headers, and the
+// payload as body.
+func rowMessage(r *OutboxRow) *broker.Message {
+	h := make(map[string]string, len(r.Headers)+4)
+	for k, v := range r.Headers {
+		h[k] = v
+	}
+	for k, v := range (Event{AggregateID: r.AggregateID, Version: r.Version, Sequence: r.Sequence, Type: r.Type}).Headers() {
+		h[k] = v
+	}
+	return &broker.Message{ID: r.ID, Key: r.AggregateID, Headers: h, Body: r.Payload}
+}
