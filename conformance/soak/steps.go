@@ -92,9 +92,18 @@ func (r *runner) run(ctx context.Context) error {
 		}
 	}
 	r.target.Store(int64(r.cfg.Messages))
+	last, lastAt := -1, time.Now()
 	return r.until(ctx, r.cfg.Timeout, "every effect applied", 0, func() (bool, error) {
 		got, err := r.applied(ctx)
-		return got >= r.cfg.Messages, err
+		if err != nil {
+			return false, err
+		}
+		if got != last {
+			last, lastAt = got, time.Now()
+		} else if time.Since(lastAt) > StallTimeout {
+			return false, fmt.Errorf("soak: stalled at %d of %d effects applied for %s", got, r.cfg.Messages, StallTimeout)
+		}
+		return got >= r.cfg.Messages, nil
 	})
 }
 
