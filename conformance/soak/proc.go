@@ -34,9 +34,10 @@ type worker struct {
 	stderrAt string
 }
 
-// startWorker starts spec as a child process of exe, or, when mux is not
-// nil, as a goroutine opening its URL on mux.
-func startWorker(spec workerSpec, exe string, mux *broker.URLMux) (*worker, error) {
+// startWorker starts spec as a child process of exe with env added to its
+// environment, or, when mux is not nil, as a goroutine opening its URL on
+// mux (env is then the caller's business).
+func startWorker(spec workerSpec, exe string, env []string, mux *broker.URLMux) (*worker, error) {
 	w := &worker{spec: spec, done: make(chan struct{})}
 	if mux != nil {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -61,7 +62,7 @@ func startWorker(spec workerSpec, exe string, mux *broker.URLMux) (*worker, erro
 		return nil, err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), ChildEnv+"="+string(js))
+	cmd.Env = append(append(os.Environ(), env...), ChildEnv+"="+string(js))
 	cmd.Stdout, cmd.Stderr = errf, errf
 	cmd.SysProcAttr = childAttr()
 	stdin, err := cmd.StdinPipe()

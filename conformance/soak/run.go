@@ -31,6 +31,9 @@ type Target struct {
 	// BrokerAddr, if set, is the broker's HOST:PORT: workers reach it
 	// through a toxiproxy, and broker-reset cuts their connections there.
 	BrokerAddr string
+	// Env is set in the workers' environment ("{broker}" replaced as in
+	// the URLs): a connection string that a driver reads from there.
+	Env map[string]string
 	// BrokerReset cuts the workers' broker connections where BrokerAddr
 	// cannot (Kafka advertises its own addresses); it returns how many
 	// connections it cut.
@@ -135,6 +138,7 @@ type runner struct {
 	topicURL  string
 	subURL    string
 	exe       string
+	env       []string // KEY=VALUE for the workers
 	arm       string
 	ids       []string
 	written   atomic.Int64
@@ -197,6 +201,12 @@ func (r *runner) setup(ctx context.Context) error {
 		r.topicURL = strings.ReplaceAll(r.topicURL, "{broker}", r.brProxy.Addr())
 		r.subURL = strings.ReplaceAll(r.subURL, "{broker}", r.brProxy.Addr())
 	}
+	for k, v := range r.t.Env {
+		if r.brProxy != nil {
+			v = strings.ReplaceAll(v, "{broker}", r.brProxy.Addr())
+		}
+		r.env = append(r.env, k+"="+v)
+	}
 	r.arm = filepath.Join(r.cfg.Dir, "slow.arm")
 	return nil
 }
@@ -249,7 +259,7 @@ func (r *runner) start(role string) (*worker, error) {
 			spec.Arm, spec.SlowFor = r.arm, 2*r.t.LockTimeout+500*time.Millisecond
 		}
 	}
-	w, err := startWorker(spec, r.exe, r.t.InProcess)
+	w, err := startWorker(spec, r.exe, r.env, r.t.InProcess)
 	if err != nil {
 		return nil, err
 	}

@@ -14,14 +14,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/conformance/emulators/sbemu"
+	"github.com/wary-go/wary/conformance/emulators/sqsemu"
 	"github.com/wary-go/wary/conformance/soak"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/drivers/rabbit"
+	"github.com/wary-go/wary/drivers/servicebus"
 )
 
 // TestMain lets the test binary be the soak's worker processes too.
@@ -243,6 +248,54 @@ func TestSoakKafka(t *testing.T) {
 		},
 		NotApplicable: map[soak.Kind]string{
 			soak.LockExpiry: "Kafka has no per-message lock: a partition is held by its group member until it leaves or its session times out",
+		},
+	})
+}
+
+func TestSoakSQSFIFO(t *testing.T) {
+	srv := sqsemu.Start(t, sqsemu.Options{})
+	if srv.Real {
+		t.Skip("the soak needs the emulator's port behind a proxy, not " + sqsemu.EnvEndpoint)
+	}
+	client := srv.NewClient(t, nil)
+	name := fmt.Sprintf("wary-soak-%d.fifo", time.Now().UnixNano())
+	const lock = 5 * time.Second
+	// No redrive policy: no delivery limit.
+	if _, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: map[string]string{
+		"FifoQueue": "true", "VisibilityTimeout": strconv.Itoa(int(lock / time.Second)),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// The workers find credentials in the SDK's default chain; fauxqs
+	// accepts any.
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	queueURL := "sqsfifo://" + name + "?" + "region=" + sqsemu.Region + "&endpoint=http://{broker}"
+	soakRun(t, soak.Target{
+		Name: "sqsfifo (fauxqs)", TopicURL: queueURL, SubscriptionURL: queueURL,
+		BrokerAddr: fmt.Sprintf("127.0.0.1:%d", srv.Port), LockTimeout: lock,
+		NotApplicable: map[soak.Kind]string{
+			soak.BrokerRestart: "fauxqs keeps its queues in memory: a restart loses them, which SQS never does",
+		},
+	})
+}
+
+func TestSoakServiceBus(t *testing.T) {
+	const lock = 5 * time.Second
+	// Gap retries count as deliveries: a high limit, so that none is
+	// dead-lettered for them.
+	e := sbemu.Start(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: "soak", LockDuration: lock, MaxDeliveryCount: 1000}}})
+	if e.Real {
+		t.Skip("the soak needs the emulator's port behind a proxy, not " + sbemu.EnvConnectionString)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", e.Port)
+	queueURL := "servicebus://soak?read_entity=false&lock_duration=5s&max_delivery_count=1000"
+	soakRun(t, soak.Target{
+		Name: "servicebus (emulator)", TopicURL: queueURL, SubscriptionURL: queueURL,
+		BrokerAddr: addr, LockTimeout: lock,
+		Env: map[string]string{servicebus.ConnectionStringEnv: strings.Replace(e.ConnectionString, addr, "{broker}", 1)},
+		NotApplicable: map[soak.Kind]string{
+			soak.BrokerRestart: "the emulator keeps its entities in memory: a restart loses them, which Service Bus never does",
 		},
 	})
 }
