@@ -75,6 +75,10 @@ type Config struct {
 	Timeout time.Duration
 	// Logf receives progress lines (default: none).
 	Logf func(format string, args ...any)
+
+	// unsafe makes consumers apply effects without the inbox and the
+	// version check: the soak's own tests use it to see a run fail.
+	unsafe bool
 }
 
 // StallTimeout is how long the end of a run may see no new effect before
@@ -250,7 +254,7 @@ func (r *runner) start(role string) (*worker, error) {
 	r.seq++
 	name := fmt.Sprintf("%s%d", role, r.seq)
 	spec := workerSpec{Role: role, Name: name, Postgres: r.workerPG, Schema: r.schema,
-		Log: filepath.Join(r.cfg.Dir, name+".log"), Concurrency: r.t.Concurrency}
+		Log: filepath.Join(r.cfg.Dir, name+".log"), Concurrency: r.t.Concurrency, Unsafe: r.cfg.unsafe}
 	if role == roleRelay {
 		spec.URL, spec.Concurrency = r.topicURL, 8
 	} else {

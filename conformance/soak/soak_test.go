@@ -101,7 +101,7 @@ func soakDir(t *testing.T) string {
 
 // soakRun runs target and fails t unless the report is OK.
 func soakRun(t *testing.T, target soak.Target) {
-	cfg := soak.Config{Messages: *messages, Seed: *seed, Postgres: postgresURL(t), Dir: soakDir(t), Timeout: 15 * time.Minute, Logf: t.Logf}
+	cfg := soak.Config{Messages: *messages, Seed: *seed, Postgres: postgresURL(t), Dir: soakDir(t), Timeout: 5*time.Minute + time.Duration(*messages)*25*time.Millisecond, Logf: t.Logf}
 	if cfg.Seed == 0 {
 		cfg.Seed = uint64(time.Now().UnixNano())
 	}
@@ -115,9 +115,10 @@ func soakRun(t *testing.T, target soak.Target) {
 	}
 }
 
-func TestSoakMemory(t *testing.T) {
+// memoryTarget is the memory driver, its broker in this process.
+func memoryTarget(t *testing.T) soak.Target {
 	b := memory.New(nil)
-	defer b.Close()
+	t.Cleanup(func() { b.Close() })
 	o := &memory.URLOpener{Broker: b}
 	mux := new(broker.URLMux)
 	mux.RegisterTopic(memory.Scheme, o)
@@ -133,14 +134,49 @@ func TestSoakMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	sub.Close()
-	soakRun(t, soak.Target{
+	return soak.Target{
 		Name: "memory", TopicURL: "mem://soak?lock=3s&limit=-1", SubscriptionURL: subURL,
 		InProcess: mux, LockTimeout: 3 * time.Second,
 		NotApplicable: map[soak.Kind]string{
 			soak.BrokerReset:   "the broker lives in the test process: there is no connection to cut",
 			soak.BrokerRestart: "the broker lives in the test process",
 		},
-	})
+	}
+}
+
+func TestSoakMemory(t *testing.T) { soakRun(t, memoryTarget(t)) }
+
+// selfTestConfig is a short memory run for the tests of the soak itself.
+func selfTestConfig(t *testing.T) soak.Config {
+	return soak.Config{Messages: 500, Seed: 7, Postgres: postgresURL(t), Dir: t.TempDir(), Timeout: 5 * time.Minute, Logf: t.Logf}
+}
+
+// A consumer without the inbox and the version check applies redelivered
+// messages again: the run must fail on duplicated effects.
+func TestSoakFailsOnDuplicateEffects(t *testing.T) {
+	rep, err := soak.Run(t.Context(), soak.Unsafe(selfTestConfig(t)), memoryTarget(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + rep.String())
+	if rep.OK() || len(rep.History.DuplicateEffects) == 0 {
+		t.Fatalf("an unsafe consumer passed the soak (duplicated effects %d)", len(rep.History.DuplicateEffects))
+	}
+}
+
+// A scheduled fault that is not seen to fire fails the run.
+func TestSoakFailsOnUnfiredFault(t *testing.T) {
+	target := memoryTarget(t)
+	delete(target.NotApplicable, soak.BrokerRestart)
+	target.BrokerRestart = func(context.Context) (int, error) { return 0, nil } // does nothing
+	rep, err := soak.Run(t.Context(), selfTestConfig(t), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + rep.String())
+	if rep.OK() || len(rep.NotFired) != 1 || !strings.Contains(rep.NotFired[0], string(soak.BrokerRestart)) {
+		t.Fatalf("a fault that did nothing: OK %v, not fired %q", rep.OK(), rep.NotFired)
+	}
 }
 
 func TestSoakRabbit(t *testing.T) {

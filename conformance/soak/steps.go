@@ -70,10 +70,10 @@ func (r *runner) run(ctx context.Context) error {
 		at := int(math.Ceil(s.at * n))
 		r.target.Store(max(r.target.Load(), int64(min(r.cfg.Messages, at+r.cfg.Messages/20))))
 		// While a fault is carried out, messages keep coming, but not
-		// past the next fault's point.
+		// far past the next fault's point.
 		r.limit = int64(r.cfg.Messages)
 		if i+1 < len(plan) {
-			r.limit = max(r.target.Load(), int64(plan[i+1].at*n))
+			r.limit = min(r.limit, max(r.target.Load(), int64(plan[i+1].at*n))+100)
 		}
 		err := r.until(ctx, r.cfg.Timeout, fmt.Sprintf("%d messages applied", at), 0, func() (bool, error) {
 			got, err := r.applied(ctx)
