@@ -29,7 +29,9 @@ import (
 	"github.com/wary-go/wary/drivers/servicebus"
 )
 
-// TestMain lets the test binary be the soak's worker processes too.
+// TestMain lets the test binary be the soak's worker processes too. The
+// soaks run in parallel: each has its own broker (or queue) and schema, and
+// much of their time is spent waiting for faults to play out.
 func TestMain(m *testing.M) {
 	soak.ChildMain()
 	os.Exit(m.Run())
@@ -144,7 +146,10 @@ func memoryTarget(t *testing.T) soak.Target {
 	}
 }
 
-func TestSoakMemory(t *testing.T) { soakRun(t, memoryTarget(t)) }
+func TestSoakMemory(t *testing.T) {
+	t.Parallel()
+	soakRun(t, memoryTarget(t))
+}
 
 // selfTestConfig is a short memory run for the tests of the soak itself.
 func selfTestConfig(t *testing.T) soak.Config {
@@ -154,6 +159,7 @@ func selfTestConfig(t *testing.T) soak.Config {
 // A consumer without the inbox and the version check applies redelivered
 // messages again: the run must fail on duplicated effects.
 func TestSoakFailsOnDuplicateEffects(t *testing.T) {
+	t.Parallel()
 	rep, err := soak.Run(t.Context(), soak.Unsafe(selfTestConfig(t)), memoryTarget(t))
 	if err != nil {
 		t.Fatal(err)
@@ -166,9 +172,11 @@ func TestSoakFailsOnDuplicateEffects(t *testing.T) {
 
 // A scheduled fault that is not seen to fire fails the run.
 func TestSoakFailsOnUnfiredFault(t *testing.T) {
+	t.Parallel()
 	target := memoryTarget(t)
 	delete(target.NotApplicable, soak.BrokerRestart)
 	target.BrokerRestart = func(context.Context) (int, error) { return 0, nil } // does nothing
+	target.LockTimeout, target.NotApplicable[soak.LockExpiry] = 0, "not needed here"
 	rep, err := soak.Run(t.Context(), selfTestConfig(t), target)
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +188,7 @@ func TestSoakFailsOnUnfiredFault(t *testing.T) {
 }
 
 func TestSoakRabbit(t *testing.T) {
+	t.Parallel()
 	raw := service(t, rabbit.ServerURLEnv, "amqp://guest:guest@127.0.0.1:5672/", func(ctx context.Context, u string) error {
 		c, err := rabbit.Dial(ctx, u, nil)
 		if err != nil {
@@ -222,6 +231,7 @@ func TestSoakRabbit(t *testing.T) {
 func unescapeBroker(s string) string { return strings.ReplaceAll(s, "%7Bbroker%7D", "{broker}") }
 
 func TestSoakKafka(t *testing.T) {
+	t.Parallel()
 	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.GroupMinSessionTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -289,6 +299,7 @@ func TestSoakKafka(t *testing.T) {
 }
 
 func TestSoakSQSFIFO(t *testing.T) {
+	t.Parallel()
 	srv := sqsemu.Start(t, sqsemu.Options{})
 	if srv.Real {
 		t.Skip("the soak needs the emulator's port behind a proxy, not " + sqsemu.EnvEndpoint)
@@ -302,14 +313,13 @@ func TestSoakSQSFIFO(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	// The workers find credentials in the SDK's default chain; fauxqs
-	// accepts any.
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	queueURL := "sqsfifo://" + name + "?" + "region=" + sqsemu.Region + "&endpoint=http://{broker}"
 	soakRun(t, soak.Target{
 		Name: "sqsfifo (fauxqs)", TopicURL: queueURL, SubscriptionURL: queueURL,
 		BrokerAddr: fmt.Sprintf("127.0.0.1:%d", srv.Port), LockTimeout: lock,
+		// The workers find credentials in the SDK's default chain;
+		// fauxqs accepts any.
+		Env: map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"},
 		NotApplicable: map[soak.Kind]string{
 			soak.BrokerRestart: "fauxqs keeps its queues in memory: a restart loses them, which SQS never does",
 		},
@@ -317,6 +327,7 @@ func TestSoakSQSFIFO(t *testing.T) {
 }
 
 func TestSoakServiceBus(t *testing.T) {
+	t.Parallel()
 	const lock = 5 * time.Second
 	// Gap retries count as deliveries: a high limit, so that none is
 	// dead-lettered for them.
