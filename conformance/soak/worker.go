@@ -1,0 +1,288 @@
+package soak
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/kafka"
+	_ "github.com/wary-go/wary/drivers/rabbit"     // registers rabbit:// and amqp://
+	_ "github.com/wary-go/wary/drivers/servicebus" // registers servicebus://
+	_ "github.com/wary-go/wary/drivers/sqsfifo"    // registers sqsfifo://
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/postgres"
+)
+
+// ChildEnv is the environment variable that makes ChildMain run a worker:
+// Run sets it, as JSON, on the child processes it starts.
+const ChildEnv = "WARY_SOAK_CHILD"
+
+// Worker roles.
+const (
+	roleConsumer = "consumer"
+	roleRelay    = "relay"
+)
+
+// Log line kinds written by workers.
+const (
+	lineDelivery  = 'D' // a delivery reached the handler
+	linePublished = 'P' // the relay published a message
+	lineSlowStart = 'S' // the slow handler started sleeping, holding the claim
+	lineSlowEnd   = 'E' // the slow handler woke up
+)
+
+// workerSpec is what a worker needs; a child process reads it from ChildEnv.
+type workerSpec struct {
+	Role        string
+	Name        string
+	Postgres    string // through the PostgreSQL proxy
+	Schema      string
+	URL         string // the topic (relay) or subscription (consumer) URL
+	Log         string
+	Arm         string        // the lock-expiry trigger file
+	SlowFor     time.Duration // how long the armed handler sleeps
+	Concurrency int
+	Unsafe      bool // no inbox, no version check (Config.unsafe)
+}
+
+// ChildMain runs the worker that ChildEnv describes, if it is set, and
+// exits the process; without ChildEnv it returns at once. Call it first in
+// the main (or TestMain) of a binary that calls Run.
+func ChildMain() {
+	v, ok := os.LookupEnv(ChildEnv)
+	if !ok {
+		return
+	}
+	var spec workerSpec
+	if err := json.Unmarshal([]byte(v), &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "soak child: %s: %v\n", ChildEnv, err)
+		os.Exit(2)
+	}
+	// The parent holds our stdin open; EOF means it is gone.
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		fmt.Fprintln(os.Stderr, "soak child: parent gone")
+		os.Exit(3)
+	}()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := runWorker(ctx, spec, childMux(spec.URL), nil); err != nil {
+		fmt.Fprintf(os.Stderr, "soak child %s: %v\n", spec.Name, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// childMux returns the mux a child opens url with: the default one, except
+// for Kafka, whose group clients get a short session timeout so that a
+// killed consumer's partitions move on quickly.
+func childMux(url string) *broker.URLMux {
+	if !strings.HasPrefix(url, "kafka:") {
+		return broker.DefaultURLMux()
+	}
+	o := &kafka.URLOpener{ClientOpts: []kgo.Opt{
+		kgo.SessionTimeout(3 * time.Second), kgo.HeartbeatInterval(300 * time.Millisecond),
+		kgo.FetchMaxWait(200 * time.Millisecond), kgo.ProducerLinger(0),
+	}}
+	m := new(broker.URLMux)
+	m.RegisterTopic("kafka", o)
+	m.RegisterSubscription("kafka", o)
+	return m
+}
+
+// eventLog appends one line per event to a worker's log file.
+type eventLog struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func openLog(path string) (*eventLog, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &eventLog{f: f}, nil
+}
+
+// line writes kind, the wall-clock time and id, with one write call.
+func (l *eventLog) line(kind byte, id string) {
+	b := fmt.Appendf(nil, "%c %d %s\n", kind, time.Now().UnixNano(), id)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = l.f.Write(b)
+}
+
+func (l *eventLog) Close() error { return l.f.Close() }
+
+// stateTable is the consumer's version table; effectsTable records every
+// applied effect in commit order, without a unique constraint, so that an
+// effect applied twice shows.
+const (
+	stateTable   = "soak_state"
+	effectsTable = "soak_effects"
+)
+
+// openStore opens a pool on the run's schema and the idem store on it.
+func openStore(ctx context.Context, rawURL, schema string, maxConns int32) (*postgres.Store, error) {
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("postgres URL: %w", err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := postgres.New(ctx, pool, nil)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// runWorker runs spec's role until ctx is done. opened, if set, receives
+// the subscription or topic once open (the in-process "kill" closes it).
+func runWorker(ctx context.Context, spec workerSpec, mux *broker.URLMux, opened func(io.Closer)) error {
+	lg, err := openLog(spec.Log)
+	if err != nil {
+		return err
+	}
+	defer lg.Close()
+	st, err := openStore(ctx, spec.Postgres, spec.Schema, int32(spec.Concurrency)+4)
+	if err != nil {
+		return err
+	}
+	defer st.Pool().Close()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	if spec.Role == roleRelay {
+		return runRelay(ctx, spec, mux, st, lg, logger, opened)
+	}
+	return runConsumer(ctx, spec, mux, st, lg, logger, opened)
+}
+
+func runRelay(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *postgres.Store, lg *eventLog, logger *slog.Logger, opened func(io.Closer)) error {
+	topic, err := mux.OpenTopic(ctx, spec.URL)
+	if err != nil {
+		return err
+	}
+	defer topic.Close()
+	if opened != nil {
+		opened(topic)
+	}
+	r, err := idem.NewRelay(st, topic, &idem.RelayOptions{
+		Owner: spec.Name, Concurrency: spec.Concurrency, PollInterval: 200 * time.Millisecond,
+		MaxAttempts: math.MaxInt32, Backoff: broker.Backoff{Initial: 50 * time.Millisecond, Max: time.Second},
+		PublishTimeout: 10 * time.Second, PurgeInterval: -1, Logger: logger,
+		AfterPublish: func(m *broker.Message) error { lg.line(linePublished, m.ID); return nil },
+	})
+	if err != nil {
+		return err
+	}
+	err = r.Run(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *postgres.Store, lg *eventLog, logger *slog.Logger, opened func(io.Closer)) error {
+	sub, err := mux.OpenSubscription(ctx, spec.URL)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	if opened != nil {
+		opened(sub)
+	}
+	in, err := idem.NewInbox(st, "soak", sub.Capabilities(), &idem.Options{
+		Retention: 24 * time.Hour, AllowShortRetention: true, PurgeInterval: -1,
+		Backoff:     broker.Backoff{Initial: 20 * time.Millisecond, Max: 250 * time.Millisecond},
+		MaxAttempts: math.MaxInt32, SettleTimeout: 10 * time.Second, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	apply := func(ctx context.Context, tx pgx.Tx, d *broker.Delivery, ev idem.Event) error {
+		if ev.Version == 1 {
+			if _, err := tx.Exec(ctx, "INSERT INTO "+stateTable+" (id, version) VALUES ($1, 1)", ev.AggregateID); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO "+effectsTable+" (msg_id, agg, version) VALUES ($1, $2, $3)", d.Message.ID, ev.AggregateID, ev.Version); err != nil {
+			return err
+		}
+		return slowIfArmed(ctx, spec, lg, d.Message.ID)
+	}
+	h, err := in.Versioned(idem.VersionTable{Table: stateTable, IDColumn: "id", VersionColumn: "version"}, apply)
+	if err != nil {
+		return err
+	}
+	wrapped := in.Wrap(h)
+	if spec.Unsafe {
+		wrapped = func(ctx context.Context, d *broker.Delivery) error {
+			ev, err := idem.ParseEvent(d.Message)
+			if err != nil {
+				return err
+			}
+			err = pgx.BeginFunc(ctx, st.Pool(), func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, "INSERT INTO "+effectsTable+" (msg_id, agg, version) VALUES ($1, $2, $3)", d.Message.ID, ev.AggregateID, ev.Version)
+				if err != nil {
+					return err
+				}
+				return slowIfArmed(ctx, spec, lg, d.Message.ID)
+			})
+			if err == nil {
+				err = d.Ack(ctx)
+			}
+			return err
+		}
+	}
+	err = sub.Run(ctx, func(ctx context.Context, d *broker.Delivery) error {
+		lg.line(lineDelivery, d.Message.ID+" "+strconv.Itoa(d.Attempt))
+		return wrapped(ctx, d)
+	}, &broker.RunOptions{Concurrency: spec.Concurrency, PerKey: true, MaxLockRenewal: -1})
+	if ctx.Err() != nil || errors.Is(err, broker.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// slowIfArmed makes this handler the slow one if the trigger file exists
+// and this process wins the rename: it sleeps past the lock timeout inside
+// the inbox transaction, holding the claim, so that the broker delivers the
+// message again meanwhile.
+func slowIfArmed(ctx context.Context, spec workerSpec, lg *eventLog, id string) error {
+	if spec.Arm == "" {
+		return nil
+	}
+	if err := os.Rename(spec.Arm, fmt.Sprintf("%s.%s.%d", spec.Arm, spec.Name, os.Getpid())); err != nil {
+		return nil // not armed, or another handler won
+	}
+	lg.line(lineSlowStart, id)
+	t := time.NewTimer(spec.SlowFor)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	lg.line(lineSlowEnd, id)
+	return ctx.Err()
+}
