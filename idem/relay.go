@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -61,6 +64,11 @@ type RelayOptions struct {
 	// marking anything, and RunOnce returns the error. It is a failpoint
 	// for tests; production code leaves it nil.
 	AfterPublish func(m *broker.Message) error
+	// TracerProvider receives the relay's "publish" spans, and
+	// MeterProvider its latency histograms and the outbox's backlog gauges
+	// (see the package doc, Telemetry). Default: the global providers.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // Relay publishes committed outbox rows to a topic. See the package
@@ -75,6 +83,7 @@ type Relay struct {
 	listening atomic.Bool  // a LISTEN connection is open
 	idle      atomic.Int64 // times Run went to wait for work
 	rate      rateMeter
+	tel       *relayTel
 
 	published, failed, quarantined, claims, crashes atomic.Int64
 	lastErr                                         atomic.Pointer[relayError]
@@ -143,6 +152,7 @@ func NewRelay(st store.RelayStore, topic *broker.Topic, opts *RelayOptions) (*Re
 	}
 	r := &Relay{store: st, topic: topic, o: o, wake: make(chan struct{}, 1)}
 	r.rate.start = o.Now()
+	newRelayTel(r)
 	return r, nil
 }
 
@@ -169,6 +179,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer r.observeOutbox()()
 	if l, ok := r.store.(store.OutboxListener); ok && !r.o.NoListen {
 		wg.Go(func() { r.listen(ctx, l) })
 	}
@@ -329,7 +340,9 @@ func (r *Relay) publishGroup(ctx context.Context, rows []OutboxRow, stop *atomic
 		}
 		m := rowMessage(row)
 		pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
+		pctx, ps := r.tel.startPublish(pctx, row)
 		err := r.topic.Publish(pctx, m)
+		r.tel.endPublish(pctx, ps, row, r.o.Now(), err)
 		cancel()
 		if err == nil && r.o.AfterPublish != nil {
 			if herr := r.o.AfterPublish(m); herr != nil {
