@@ -16,7 +16,7 @@ import (
 // its tracer, the attributes naming its destination, and its counters,
 // whose attribute sets are built once so that counting allocates nothing.
 type tel struct {
-	tracer trace.Tracer
+	tracer wotel.Tracer
 	dest   string
 	attrs  []attribute.KeyValue // messaging.system, messaging.destination.name
 
@@ -40,7 +40,7 @@ func newTel(d any, tp trace.TracerProvider, mp metric.MeterProvider, topic bool)
 	if ds, ok := d.(driver.Describer); ok {
 		system, dest = ds.Describe()
 	}
-	t := &tel{tracer: wotel.Tracer(tp), dest: dest, attrs: []attribute.KeyValue{wotel.System.String(system), wotel.Destination.String(dest)}}
+	t := &tel{tracer: wotel.NewTracer(tp), dest: dest, attrs: []attribute.KeyValue{wotel.System.String(system), wotel.Destination.String(dest)}}
 	m := wotel.Meter(mp)
 	set := attribute.NewSet(t.attrs...)
 	t.countOpt = []metric.AddOption{metric.WithAttributeSet(set)}
@@ -79,6 +79,9 @@ func (t *tel) settledOne(ctx context.Context, kind settleKind) {
 // context, which the span links to instead). The users' header maps are
 // not modified.
 func (t *tel) startSend(ctx context.Context, dms []*driver.Message) (context.Context, trace.Span) {
+	if !t.tracer.On(ctx) {
+		return ctx, nil
+	}
 	ctx, span := t.tracer.Start(ctx, "send "+t.dest, trace.WithSpanKind(trace.SpanKindProducer))
 	if !span.SpanContext().IsValid() {
 		return ctx, span
@@ -105,8 +108,12 @@ func (t *tel) startSend(ctx context.Context, dms []*driver.Message) (context.Con
 	return ctx, span
 }
 
-// endSpan records err, if any, on span and ends it.
+// endSpan records err, if any, on span and ends it. A nil span (tracing
+// off) is left alone.
 func endSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
 	if err != nil {
 		wotel.Error(span, err, errorType(err))
 	}
@@ -126,11 +133,20 @@ func errorType(err error) string {
 // which it also links to, as the messaging conventions describe for
 // single-message processing.
 func (t *tel) startProcess(ctx context.Context, d *Delivery) (context.Context, trace.Span) {
+	if t.tracer.Off() {
+		return ctx, nil
+	}
+	sc := wotel.Extract(d.Message.Headers)
+	if sc.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	if !t.tracer.On(ctx) {
+		return ctx, nil // the handler still sees the message's context
+	}
 	var opts [3]trace.SpanStartOption
 	o := opts[:0]
 	o = append(o, trace.WithSpanKind(trace.SpanKindConsumer))
-	if sc := wotel.Extract(d.Message.Headers); sc.IsValid() {
-		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	if sc.IsValid() {
 		o = append(o, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
 	ctx, span := t.tracer.Start(ctx, "process "+t.dest, o...)
@@ -147,6 +163,9 @@ func (t *tel) startProcess(ctx context.Context, d *Delivery) (context.Context, t
 // RunBatch: its parent is Run's context, and it links to each message's
 // creation context.
 func (t *tel) startProcessBatch(ctx context.Context, ds []*Delivery) (context.Context, trace.Span) {
+	if !t.tracer.On(ctx) {
+		return ctx, nil
+	}
 	ctx, span := t.tracer.Start(ctx, "process "+t.dest, trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
 		span.SetAttributes(t.attrs...)

@@ -21,7 +21,7 @@ import (
 
 // memBroker opens orders and orders/billing on the memory broker, with
 // the providers given (nil: the global ones).
-func memBroker(t *testing.T, tp trace.TracerProvider, mp metric.MeterProvider) (*broker.Topic, *broker.Subscription) {
+func memBroker(t testing.TB, tp trace.TracerProvider, mp metric.MeterProvider) (*broker.Topic, *broker.Subscription) {
 	t.Helper()
 	b := memory.New(nil)
 	t.Cleanup(func() { _ = b.Close() })

@@ -60,14 +60,20 @@ func eventAttrs(aggregateID string, version int64) []attribute.KeyValue {
 // startAdd starts the create span of each row and records its context in
 // the row's headers (a copy: the caller's map is not modified). The
 // returned function ends the spans with the outcome of the write.
-func startAdd(ctx context.Context, tracer trace.Tracer, rows []OutboxMessage) func(error) {
+func startAdd(ctx context.Context, tracer wotel.Tracer, rows []OutboxMessage) func(error) {
+	if tracer.Off() {
+		return noEnd
+	}
 	var spans []trace.Span
 	for i := range rows {
 		r := &rows[i]
 		pctx := wotel.Parent(ctx, r.Headers)
+		if !tracer.On(pctx) {
+			return noEnd
+		}
 		sctx, span := tracer.Start(pctx, "create", trace.WithSpanKind(trace.SpanKindProducer))
 		if !span.SpanContext().IsValid() {
-			return func(error) {} // nothing traces: no span has a context
+			return noEnd // nothing traces: no span has a context
 		}
 		if span.IsRecording() {
 			span.SetAttributes(wotel.OperationType.String("create"), wotel.OperationName.String("create"), wotel.MessageID.String(r.ID))
@@ -84,9 +90,12 @@ func startAdd(ctx context.Context, tracer trace.Tracer, rows []OutboxMessage) fu
 	}
 }
 
+// noEnd is startAdd's result when nothing traces.
+var noEnd = func(error) {}
+
 // relayTel is a relay's instrumentation.
 type relayTel struct {
-	tracer      trace.Tracer
+	tracer      wotel.Tracer
 	meter       metric.Meter
 	publishDur  metric.Float64Histogram
 	commitToPub metric.Float64Histogram
@@ -105,7 +114,7 @@ const (
 
 func newRelayTel(r *Relay) {
 	m := wotel.Meter(r.o.MeterProvider)
-	t := &relayTel{tracer: wotel.Tracer(r.o.TracerProvider), meter: m}
+	t := &relayTel{tracer: wotel.NewTracer(r.o.TracerProvider), meter: m}
 	// A provider's errors leave no-op instruments: all a library can do.
 	t.publishDur, _ = m.Float64Histogram(metricRelayPublish, metric.WithUnit("s"),
 		metric.WithDescription("Duration of the relay's Publish call for one outbox row, by outcome (error.type on failure)."))
@@ -148,7 +157,7 @@ func (r *Relay) observeOutbox() (stop func()) {
 
 // relaySpan is one row's publish, between startPublish and endPublish.
 type relaySpan struct {
-	span  trace.Span
+	span  trace.Span // nil when tracing is off
 	start time.Time
 }
 
@@ -156,8 +165,14 @@ type relaySpan struct {
 // context stored with it.
 func (t *relayTel) startPublish(ctx context.Context, row *OutboxRow) (context.Context, relaySpan) {
 	start := time.Now()
+	if t.tracer.Off() {
+		return ctx, relaySpan{start: start}
+	}
 	if sc := wotel.Extract(row.Headers); sc.IsValid() {
 		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	if !t.tracer.On(ctx) {
+		return ctx, relaySpan{start: start}
 	}
 	ctx, span := t.tracer.Start(ctx, "publish")
 	if span.IsRecording() {
@@ -172,20 +187,24 @@ func (t *relayTel) startPublish(ctx context.Context, row *OutboxRow) (context.Co
 func (t *relayTel) endPublish(ctx context.Context, s relaySpan, row *OutboxRow, now time.Time, err error) {
 	if err != nil {
 		t.publishDur.Record(ctx, time.Since(s.start).Seconds(), t.failOpt...)
-		wotel.Error(s.span, err, "")
-		s.span.End()
+		if s.span != nil {
+			wotel.Error(s.span, err, "")
+			s.span.End()
+		}
 		return
 	}
 	t.publishDur.Record(ctx, time.Since(s.start).Seconds(), t.okOpt...)
 	if !row.CreatedAt.IsZero() {
 		t.commitToPub.Record(ctx, max(now.Sub(row.CreatedAt), 0).Seconds(), t.okOpt...)
 	}
-	s.span.End()
+	if s.span != nil {
+		s.span.End()
+	}
 }
 
 // inboxTel is an inbox's instrumentation.
 type inboxTel struct {
-	tracer   trace.Tracer
+	tracer   wotel.Tracer
 	name     string // "inbox CONSUMER"
 	consumer attribute.KeyValue
 
@@ -221,7 +240,7 @@ func resultName(r Result) string {
 }
 
 func newInboxTel[Tx any](in *Inbox[Tx]) {
-	t := &inboxTel{tracer: wotel.Tracer(in.o.TracerProvider), name: "inbox " + in.consumer, consumer: wotel.Consumer.String(in.consumer)}
+	t := &inboxTel{tracer: wotel.NewTracer(in.o.TracerProvider), name: "inbox " + in.consumer, consumer: wotel.Consumer.String(in.consumer)}
 	in.tel = t
 	m := wotel.Meter(in.o.MeterProvider)
 	// A provider's errors leave no-op instruments: all a library can do.
@@ -263,7 +282,14 @@ func (t *inboxTel) ackFailed(ctx context.Context) { t.ackFail.Add(ctx, 1, t.plai
 // startHandle starts the inbox span of d: a child of ctx's span, or of the
 // message's creation context when ctx has none.
 func (t *inboxTel) startHandle(ctx context.Context, d *broker.Delivery) (context.Context, trace.Span) {
-	ctx, span := t.tracer.Start(wotel.Parent(ctx, d.Message.Headers), t.name)
+	if t.tracer.Off() {
+		return ctx, nil
+	}
+	ctx = wotel.Parent(ctx, d.Message.Headers)
+	if !t.tracer.On(ctx) {
+		return ctx, nil
+	}
+	ctx, span := t.tracer.Start(ctx, t.name)
 	if span.IsRecording() {
 		span.SetAttributes(t.consumer, wotel.MessageID.String(d.Message.ID))
 		h := d.Message.Headers
@@ -278,6 +304,9 @@ func (t *inboxTel) startHandle(ctx context.Context, d *broker.Delivery) (context
 // endHandle counts the result, records it on the span and ends it.
 func (t *inboxTel) endHandle(ctx context.Context, span trace.Span, r Result, err error) {
 	t.result(ctx, r)
+	if span == nil {
+		return
+	}
 	if span.IsRecording() {
 		span.SetAttributes(wotel.InboxResult.String(resultName(r)))
 		wotel.Error(span, err, "")

@@ -25,7 +25,7 @@ var ErrInvalidMessage = errors.New("idem: invalid outbox message")
 type Outbox[Tx any] struct {
 	store  store.OutboxStore[Tx]
 	o      OutboxOptions
-	tracer trace.Tracer
+	tracer wotel.Tracer
 }
 
 // OutboxOptions configures an Outbox. Nil means defaults.
@@ -51,7 +51,7 @@ func NewOutbox[Tx any](st store.OutboxStore[Tx], opts *OutboxOptions) (*Outbox[T
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Outbox[Tx]{store: st, o: o, tracer: wotel.Tracer(o.TracerProvider)}, nil
+	return &Outbox[Tx]{store: st, o: o, tracer: wotel.NewTracer(o.TracerProvider)}, nil
 }
 
 // Store returns the store.

@@ -6,6 +6,7 @@ package wotel
 
 import (
 	"context"
+	"fmt"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // Scope is the instrumentation scope name of every tracer and meter wary
@@ -48,14 +50,59 @@ const (
 // the global propagator is), so every driver carries the same two headers.
 var prop = propagation.TraceContext{}
 
-// Tracer returns the wary tracer of tp, or of the global provider if tp is
-// nil.
-func Tracer(tp trace.TracerProvider) trace.Tracer {
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	return tp.Tracer(Scope)
+// Tracer is wary's tracer from one provider, with a cheap test of whether
+// tracing is on at all, so that instrumentation costs nothing when it is
+// not.
+type Tracer struct {
+	tracer trace.Tracer
+	global bool // from the global provider
 }
+
+// NewTracer returns the wary tracer of tp, or of the global provider if tp
+// is nil. A no-op provider (go.opentelemetry.io/otel/trace/noop) turns
+// tracing off.
+func NewTracer(tp trace.TracerProvider) Tracer {
+	if tp == nil {
+		return Tracer{tracer: otel.GetTracerProvider().Tracer(Scope), global: true}
+	}
+	if _, ok := tp.(noop.TracerProvider); ok {
+		return Tracer{}
+	}
+	return Tracer{tracer: tp.Tracer(Scope)}
+}
+
+// On reports whether spans started in ctx may be recorded or carry a
+// context: false for a no-op provider, and for the global provider while
+// no SDK was installed and ctx holds no span context (a caller that traces
+// with a provider of its own still has its context propagated).
+func (t Tracer) On(ctx context.Context) bool {
+	switch {
+	case t.tracer == nil:
+		return false
+	case t.global && initialTP != nil && otel.GetTracerProvider() == initialTP:
+		return trace.SpanContextFromContext(ctx).IsValid()
+	}
+	return true
+}
+
+// Off reports whether tracing is off for good (a no-op provider).
+func (t Tracer) Off() bool { return t.tracer == nil }
+
+// Start starts a span (see trace.Tracer); call it only when On.
+func (t Tracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	return t.tracer.Start(ctx, name, opts...)
+}
+
+// initialTP is the global tracer provider as the otel package starts it (a
+// no-op that delegates to the SDK once one is installed), or nil if an SDK
+// was installed before this package was initialised.
+var initialTP = func() trace.TracerProvider {
+	tp := otel.GetTracerProvider()
+	if fmt.Sprintf("%T", tp) != "*global.tracerProvider" {
+		return nil
+	}
+	return tp
+}()
 
 // Meter returns the wary meter of mp, or of the global provider if mp is
 // nil.
