@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
@@ -31,12 +32,15 @@ type pipeline struct {
 	st     *sqlite.Store
 	outbox *idem.Outbox[*sql.Tx]
 	relay  *idem.Relay
+	topic  *broker.Topic
 	sub    *broker.Subscription
 	inbox  *idem.Inbox[*sql.Tx]
 	spent  time.Duration
 }
 
-func newPipeline(b *testing.B, name string, tp trace.TracerProvider, mp metric.MeterProvider) *pipeline {
+var quiet = slog.New(slog.DiscardHandler)
+
+func newPipeline(b testing.TB, name string, tp trace.TracerProvider, mp metric.MeterProvider) *pipeline {
 	ctx := context.Background()
 	db, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(b.TempDir(), "bench.db"))+"&_pragma=synchronous(NORMAL)")
 	if err != nil {
@@ -63,14 +67,15 @@ func newPipeline(b *testing.B, name string, tp trace.TracerProvider, mp metric.M
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &pipeline{name: name, db: db, st: st, sub: sub}
+	b.Cleanup(func() { topic.Close(); sub.Close() })
+	p := &pipeline{name: name, db: db, st: st, topic: topic, sub: sub}
 	if p.outbox, err = idem.NewOutbox[*sql.Tx](st, &idem.OutboxOptions{TracerProvider: tp}); err != nil {
 		b.Fatal(err)
 	}
-	if p.relay, err = idem.NewRelay(st, topic, &idem.RelayOptions{TracerProvider: tp, MeterProvider: mp, NoListen: true, PurgeInterval: -1}); err != nil {
+	if p.relay, err = idem.NewRelay(st, topic, &idem.RelayOptions{TracerProvider: tp, MeterProvider: mp, NoListen: true, PurgeInterval: -1, Logger: quiet}); err != nil {
 		b.Fatal(err)
 	}
-	if p.inbox, err = idem.NewInbox[*sql.Tx](st, "consumer", sub.Capabilities(), &idem.Options{TracerProvider: tp, MeterProvider: mp, PurgeInterval: -1}); err != nil {
+	if p.inbox, err = idem.NewInbox[*sql.Tx](st, "consumer", sub.Capabilities(), &idem.Options{TracerProvider: tp, MeterProvider: mp, PurgeInterval: -1, Logger: quiet}); err != nil {
 		b.Fatal(err)
 	}
 	return p

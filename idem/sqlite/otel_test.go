@@ -8,13 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/sqlite"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // TestRelayOutboxGauges: while Run runs, the outbox's backlog and oldest
@@ -120,4 +125,191 @@ func TestRelayOutboxGauges(t *testing.T) {
 	if g := gauges(); len(g) != 0 {
 		t.Errorf("gauges %v after Run returned, want none", g)
 	}
+}
+
+// telemetry is an SDK tracer provider with a span recorder and an SDK
+// meter provider with a manual reader.
+func telemetry(t *testing.T) (*sdktrace.TracerProvider, *tracetest.SpanRecorder, *sdkmetric.MeterProvider, func() map[string]int64) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	// counters: int64 sums by name and the wary.inbox.result or
+	// wary.settlement attribute, and histogram counts by name.
+	counters := func() map[string]int64 {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				switch d := m.Data.(type) {
+				case metricdata.Sum[int64]:
+					for _, p := range d.DataPoints {
+						k := m.Name
+						for _, a := range []attribute.Key{"wary.inbox.result", "wary.settlement"} {
+							if v, ok := p.Attributes.Value(a); ok {
+								k += "{" + v.AsString() + "}"
+							}
+						}
+						out[k] += p.Value
+					}
+				case metricdata.Histogram[float64]:
+					for _, p := range d.DataPoints {
+						out[m.Name] += int64(p.Count)
+					}
+				}
+			}
+		}
+		return out
+	}
+	return tp, rec, mp, counters
+}
+
+// TestTraceThroughRun: an event added under a caller's span, published by
+// the relay and consumed by Subscription.Run through Inbox.Wrap forms one
+// trace: caller → create → publish → send, and create → process → inbox →
+// claim, handler, commit. A second copy shows as
+// wary.inbox.result=duplicate, without a handler span; the counters agree.
+func TestTraceThroughRun(t *testing.T) {
+	tp, rec, mp, counters := telemetry(t)
+	p := newPipeline(t, "sdk", tp, mp)
+	ctx := t.Context()
+	cctx, caller := tp.Tracer("test").Start(ctx, "caller")
+	tx, err := p.st.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.outbox.Add(cctx, tx, &idem.OutboxMessage{ID: "e1", AggregateID: "a", Version: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.st.Commit(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	caller.End()
+	if n, err := p.relay.Drain(ctx); err != nil || n != 1 {
+		t.Fatalf("drain: %d, %v", n, err)
+	}
+	// A copy, as a relay that crashed before marking the row would send
+	// (with the row's creation context; its send span is a root).
+	rows, err := p.st.ListOutbox(ctx, store.OutboxFilter{})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("outbox rows %v, %v", rows, err)
+	}
+	if err := p.topic.Publish(ctx, &broker.Message{ID: rows[0].ID, Key: rows[0].AggregateID, Headers: rows[0].Headers}); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var results []idem.Result
+	h := func(context.Context, *sql.Tx, *broker.Delivery) error { return nil }
+	err = p.sub.Run(rctx, func(ctx context.Context, d *broker.Delivery) error {
+		r, err := p.inbox.Handle(ctx, d, h)
+		if results = append(results, r); len(results) == 2 {
+			cancel()
+		}
+		return err
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 2 || results[0] != idem.ResultApplied || results[1] != idem.ResultDuplicate {
+		t.Fatalf("results %v, want applied then duplicate", results)
+	}
+
+	spans := rec.Ended()
+	byName := map[string][]sdktrace.ReadOnlySpan{}
+	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, s := range spans {
+		byName[s.Name()] = append(byName[s.Name()], s)
+		byID[s.SpanContext().SpanID()] = s
+		if s.SpanContext().TraceID() != caller.SpanContext().TraceID() && (s.Name() != "send events" || s.Parent().IsValid()) {
+			t.Errorf("span %q is in another trace", s.Name())
+		}
+	}
+	parent := func(s sdktrace.ReadOnlySpan) string {
+		if p, ok := byID[s.Parent().SpanID()]; ok {
+			return p.Name()
+		}
+		return "?"
+	}
+	want := map[string]struct {
+		n      int
+		parent string
+	}{
+		"create": {1, "caller"}, "publish": {1, "create"}, "send events": {2, "?"}, "process events/consumer": {2, "create"},
+		"inbox consumer": {2, "process events/consumer"}, "inbox claim": {2, "inbox consumer"}, "handler": {1, "inbox consumer"},
+		"inbox commit": {2, "inbox consumer"},
+	}
+	for name, w := range want {
+		got := byName[name]
+		if len(got) != w.n {
+			t.Errorf("%d %q spans, want %d", len(got), name, w.n)
+			continue
+		}
+		for _, s := range got {
+			if name == "send events" {
+				continue // the relay's is under publish, the copy's is a root
+			}
+			if parent(s) != w.parent {
+				t.Errorf("%q span's parent is %q, want %q", name, parent(s), w.parent)
+			}
+		}
+	}
+	for _, s := range byName["inbox consumer"] {
+		r := attrValue(s.Attributes(), "wary.inbox.result").AsString()
+		for _, c := range byName["handler"] {
+			if c.Parent().SpanID() == s.SpanContext().SpanID() && r != "applied" {
+				t.Errorf("inbox span with result %q has a handler span", r)
+			}
+		}
+	}
+	if got := counters(); got["wary.inbox.results{applied}"] != 1 || got["wary.inbox.results{duplicate}"] != 1 ||
+		got["messaging.client.consumed.messages"] != 2 || got["messaging.client.sent.messages"] != 2 ||
+		got["wary.messages.settled{ack}"] != 2 || got["wary.relay.publish.duration"] != 1 || got["wary.relay.commit_to_publish.duration"] != 1 {
+		t.Errorf("metrics %v", got)
+	}
+}
+
+// TestAckAfterCommitMetric: a commit whose ack fails counts in
+// wary.inbox.ack_after_commit.
+func TestAckAfterCommitMetric(t *testing.T) {
+	_, _, mp, counters := telemetry(t)
+	p := newPipeline(t, "metrics", nil, mp)
+	ctx := t.Context()
+	tx, err := p.st.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.outbox.Add(ctx, tx, &idem.OutboxMessage{ID: "e1", AggregateID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.st.Commit(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.relay.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := p.sub.Receive(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.sub.Close() // the ack after the commit fails
+	r, err := p.inbox.Handle(ctx, ds[0], func(context.Context, *sql.Tx, *broker.Delivery) error { return nil })
+	if r != idem.ResultApplied || !errors.Is(err, idem.ErrAckAfterCommit) {
+		t.Fatalf("Handle: %v, %v; want applied and ErrAckAfterCommit", r, err)
+	}
+	if got := counters(); got["wary.inbox.ack_after_commit"] != 1 || got["wary.inbox.results{applied}"] != 1 {
+		t.Errorf("metrics %v, want one ack after commit, one applied", got)
+	}
+}
+
+func attrValue(attrs []attribute.KeyValue, key attribute.Key) attribute.Value {
+	for _, kv := range attrs {
+		if kv.Key == key {
+			return kv.Value
+		}
+	}
+	return attribute.Value{}
 }
