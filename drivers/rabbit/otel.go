@@ -1,6 +1,15 @@
 package rabbit
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/wary-go/wary/broker/driver"
+)
+
+var (
+	_ driver.Describer = (*topic)(nil)
+	_ driver.Describer = (*subscription)(nil)
+)
 
 // Describe names the exchange for telemetry (driver.Describer).
 func (t *topic) Describe() (system, destination string) { return "rabbitmq", t.exchange }

@@ -1,5 +1,12 @@
 package servicebus
 
+import "github.com/wary-go/wary/broker/driver"
+
+var (
+	_ driver.Describer = (*topic)(nil)
+	_ driver.Describer = (*subscription)(nil)
+)
+
 // Describe names the queue or topic for telemetry (driver.Describer).
 func (t *topic) Describe() (system, destination string) { return "servicebus", t.entity }
 

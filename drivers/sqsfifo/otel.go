@@ -1,6 +1,15 @@
 package sqsfifo
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/wary-go/wary/broker/driver"
+)
+
+var (
+	_ driver.Describer = (*topic)(nil)
+	_ driver.Describer = (*subscription)(nil)
+)
 
 // queueName is the last path segment of the queue URL: the queue's name,
 // without the account and endpoint.
