@@ -50,7 +50,9 @@ func TestTelemetryKafkaFake(t *testing.T) {
 	runTraced(t, Config{Broker: "kafka://orders?brokers=" + strings.Join(c.ListenAddrs(), ",")}, "kafka", "orders")
 }
 
-func runTraced(t *testing.T, cfg Config, system, dest string) { runTracedDedup(t, cfg, system, dest, false) }
+func runTraced(t *testing.T, cfg Config, system, dest string) {
+	runTracedDedup(t, cfg, system, dest, false)
+}
 
 // runTracedDedup is runTraced on a broker that drops copies inside its
 // deduplication window (SQS FIFO): no duplicate reaches the inbox.
