@@ -406,15 +406,14 @@ func (in *Inbox[Tx]) runChecked(ctx context.Context, tx Tx, d *broker.Delivery, 
 // call runs h, turning a panic into an error and SkipStale into
 // ResultStale.
 func call[Tx any](ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx]) (r Result, err error) {
+	ctx, span := childSpan(ctx, "handler")
 	defer func() {
 		if p := recover(); p != nil {
 			r, err = 0, fmt.Errorf("idem: handler panic: %v\n%s", p, debug.Stack())
 		}
+		endChild(span, err)
 	}()
-	hctx, span := childSpan(ctx, "handler")
-	herr := h(hctx, tx, d)
-	endChild(span, herr)
-	switch err := herr; {
+	switch err := h(ctx, tx, d); {
 	case err == nil:
 		return ResultApplied, nil
 	case errors.Is(err, SkipStale):
