@@ -60,6 +60,16 @@
 // acknowledge it. RunOptions.Concurrency is the one knob for parallelism:
 // drivers that prefetch (RabbitMQ) size their buffer from it.
 //
+// AckAll acknowledges many deliveries with one driver call
+// (driver.Subscription.SendAcks with all their IDs), with Ack's guarantees
+// and an outcome per delivery: one offset commit on Kafka, one multiple ack
+// on RabbitMQ where no other delivery of the channel lies between the tags,
+// DeleteMessageBatch calls of ten on SQS; Service Bus settles each message
+// by its lock token. RunBatch acknowledges a batch whose handler returned
+// nil with AckAll, and package idem its committed batches; Run groups the
+// acks of handlers that finish while another ack is in flight into one
+// AckAll (an ack issued alone goes out at once: grouping adds no delay).
+//
 // # Ordering
 //
 // Order is kept only inside the declared scope (OrderingScope), for

@@ -13,14 +13,8 @@ import (
 
 func Example() {
 	ctx := context.Background()
-	b := memory.New(nil)
-	defer b.Close()
-	_ = b.CreateTopic("orders", &memory.TopicConfig{Profile: memory.Queue})
-	_ = b.CreateSubscription("orders", "billing")
-	topic, _ := b.OpenTopic("orders", nil)
-	defer topic.Close()
-	sub, _ := b.OpenSubscription("orders", "billing", nil)
-	defer sub.Close()
+	topic, sub, done := orders()
+	defer done()
 
 	if err := topic.Publish(ctx, &broker.Message{ID: "order-1/created", Body: []byte("hello")}); err != nil {
 		fmt.Println("publish:", err)
@@ -100,4 +94,45 @@ func ExampleTopic_Publish_errors() {
 	err := topic.Publish(ctx, &broker.Message{Body: []byte("no group")})
 	fmt.Println(errors.Is(err, broker.ErrInvalid), errors.Is(err, broker.ErrNotSent), errors.Is(err, broker.ErrMaybeSent))
 	// Output: true true false
+}
+
+func ExampleAckAll() {
+	ctx := context.Background()
+	topic, sub, done := orders()
+	defer done()
+	for i := range 3 {
+		_ = topic.Publish(ctx, &broker.Message{ID: fmt.Sprintf("order-%d/created", i), Body: []byte("x")})
+	}
+	ds, err := sub.Receive(ctx, 10)
+	if err != nil {
+		fmt.Println("receive:", err)
+		return
+	}
+	// The batch is processed, then acknowledged with one driver call.
+	if errs := broker.AckAll(ctx, ds); errs != nil {
+		for i, err := range errs {
+			if err != nil {
+				fmt.Println(ds[i].Message.ID, err) // the others are acknowledged
+			}
+		}
+		return
+	}
+	fmt.Println("acknowledged:", len(ds), ds[0].Settled())
+	// Output:
+	// acknowledged: 3 true
+}
+
+// orders returns a topic and a subscription of the examples' in-memory
+// broker, and the function that closes them.
+func orders() (*broker.Topic, *broker.Subscription, func()) {
+	b := memory.New(nil)
+	_ = b.CreateTopic("orders", &memory.TopicConfig{Profile: memory.Queue})
+	_ = b.CreateSubscription("orders", "billing")
+	topic, _ := b.OpenTopic("orders", nil)
+	sub, _ := b.OpenSubscription("orders", "billing", nil)
+	return topic, sub, func() {
+		_ = sub.Close()
+		_ = topic.Close()
+		_ = b.Close()
+	}
 }

@@ -151,27 +151,7 @@ func TestRunTelemetry(t *testing.T) {
 		t.Errorf("process span of m2 should be a child of the carried context")
 	}
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(t.Context(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int64{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if s, ok := m.Data.(metricdata.Sum[int64]); ok {
-				for _, p := range s.DataPoints {
-					k := m.Name
-					if v, ok := p.Attributes.Value("wary.settlement"); ok {
-						k += "{" + v.AsString() + "}"
-					}
-					if v, _ := p.Attributes.Value("messaging.destination.name"); v.AsString() == "" {
-						t.Errorf("%s without messaging.destination.name", k)
-					}
-					got[k] += p.Value
-				}
-			}
-		}
-	}
+	got := settledCounts(t, reader)
 	want := map[string]int64{"messaging.client.sent.messages": 2, "messaging.client.consumed.messages": 3,
 		"wary.messages.settled{ack}": 2, "wary.messages.settled{nack}": 1}
 	for k, v := range want {
@@ -184,7 +164,7 @@ func TestRunTelemetry(t *testing.T) {
 // TestRunBatchTelemetry: one process span per batch, linking to each
 // message's context.
 func TestRunBatchTelemetry(t *testing.T) {
-	topic, sub, rec, _, _ := telBroker(t)
+	topic, sub, rec, reader, _ := telBroker(t)
 	if err := topic.Publish(t.Context(), &broker.Message{ID: "a"}, &broker.Message{ID: "b"}); err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +189,10 @@ func TestRunBatchTelemetry(t *testing.T) {
 	if links != 2 {
 		t.Errorf("batch process spans link to %d message contexts, want 2", links)
 	}
+	// The batch is acked with AckAll: each ack counts.
+	if got := settledCounts(t, reader)["wary.messages.settled{ack}"]; got != 2 {
+		t.Errorf("wary.messages.settled{ack} = %d, want 2", got)
+	}
 }
 
 // TestPublishWithoutTracing: with no provider set (the global no-op one)
@@ -225,4 +209,33 @@ func TestPublishWithoutTracing(t *testing.T) {
 	if len(ds[0].Message.Headers) != 0 {
 		t.Errorf("headers %v, want none", ds[0].Message.Headers)
 	}
+}
+
+// settledCounts reads reader's int64 sums by name, with the
+// wary.settlement attribute as NAME{VALUE}; every point must name its
+// destination.
+func settledCounts(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if s, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, p := range s.DataPoints {
+					k := m.Name
+					if v, ok := p.Attributes.Value("wary.settlement"); ok {
+						k += "{" + v.AsString() + "}"
+					}
+					if v, _ := p.Attributes.Value("messaging.destination.name"); v.AsString() == "" {
+						t.Errorf("%s without messaging.destination.name", k)
+					}
+					got[k] += p.Value
+				}
+			}
+		}
+	}
+	return got
 }

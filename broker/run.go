@@ -11,7 +11,9 @@ import (
 )
 
 // Handler processes one delivery. If it returns without settling the
-// delivery, the loop settles it: nil acks; an error marked with Permanent
+// delivery, the loop settles it: nil acks (the acks of handlers that
+// finish while another ack is in flight go out together after it, with
+// one driver call, see AckAll); an error marked with Permanent
 // dead-letters (or nacks, where the broker cannot dead-letter); any other
 // error nacks with a delay from RunOptions.Backoff. A panic is recovered
 // and treated as an error. A handler that called Ack, which failed, gets
@@ -66,7 +68,8 @@ func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) err
 
 // BatchHandler processes a batch of deliveries, in the order they were
 // received. Deliveries it returns without settling are settled by the loop
-// as Handler's are: all acked if it returned nil, otherwise each
+// as Handler's are: all acked if it returned nil (with one driver call, see
+// AckAll), otherwise each
 // dead-lettered (an error marked with Permanent) or nacked with a delay
 // from RunOptions.Backoff; a delivery whose Ack was tried and failed has
 // its ack retried. A handler that must treat deliveries differently
@@ -121,6 +124,7 @@ func (s *Subscription) run(ctx context.Context, h Handler, bh BatchHandler, opts
 		outstanding: make(chan struct{}, o.MaxOutstanding),
 		workers:     make(chan struct{}, o.Concurrency),
 		keys:        map[string][]*Delivery{},
+		acks:        ackGroup{queued: s.ackQueued},
 	}
 	err := r.loop()
 	r.wg.Wait()
@@ -140,6 +144,8 @@ type runner struct {
 
 	mu   sync.Mutex
 	keys map[string][]*Delivery // active keys: deliveries waiting behind the running one
+
+	acks ackGroup // the acks of concurrent handlers, grouped
 }
 
 func (r *runner) loop() error {
@@ -244,6 +250,13 @@ func (r *runner) dispatchBatch(ds []*Delivery) {
 		ctx, span := r.sub.tel.startProcessBatch(r.ctx, ds)
 		err := r.callBatch(ctx, ds)
 		stop()
+		if err == nil {
+			// One driver call for the batch's acks; what fails is retried
+			// one by one below.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 30*time.Second)
+			AckAll(sctx, ds)
+			cancel()
+		}
 		for _, d := range ds {
 			r.settleAfter(d, err)
 			<-r.outstanding
@@ -277,7 +290,7 @@ func (r *runner) settleAfter(d *Delivery, err error) {
 	settle := func() error {
 		switch {
 		case err == nil || wantAck:
-			return d.Ack(sctx)
+			return r.acks.ack(sctx, d)
 		case IsPermanent(err) && r.sub.caps.DeadLetter:
 			return d.DeadLetter(sctx, err.Error())
 		default:

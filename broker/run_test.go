@@ -211,6 +211,9 @@ func TestRunBatch(t *testing.T) {
 	if total != 25 || d.nacks != 0 {
 		t.Fatalf("batches %v (total %d), nacks %d", sizes, total, d.nacks)
 	}
+	if d.acks != len(sizes) {
+		t.Errorf("%d SendAcks calls for %d batches, want one per batch", d.acks, len(sizes))
+	}
 	if err := sub.RunBatch(context.Background(), func(context.Context, []*Delivery) error { return nil }, &RunOptions{PerKey: true, Concurrency: 2}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("PerKey with Concurrency 2: %v, want ErrInvalid", err)
 	}

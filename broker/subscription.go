@@ -37,6 +37,8 @@ type Subscription struct {
 	closeCtx  context.Context
 	cancel    context.CancelFunc
 	mu        sync.RWMutex // held for reading by every call into the driver
+	ackMu     sync.Mutex   // held by AckAll while it holds deliveries' locks
+	ackQueued func()       // tests: called when Run's ack waits to join a group
 	closed    bool
 	closeOnce sync.Once
 	closeErr  error

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wary-go/wary/broker"
 )
@@ -15,6 +16,7 @@ func init() {
 	register(
 		scenario{"round-trip-fidelity", always, roundTripFidelity},
 		scenario{"ack", needLockWait, ackScenario},
+		scenario{"ack-all", needLockWait, ackAllScenario},
 		scenario{"nack-redelivers", always, nackRedelivers},
 		scenario{"delivery-count", func(c broker.Capabilities, _ *Harness) string {
 			if !c.DeliveryCount {
@@ -107,6 +109,42 @@ func ackScenario(t *testing.T, e *env) {
 	s2 := e.sub(ctx, t, f)
 	e.expectNone(ctx, t, s, "an acked message must not be delivered again")
 	e.expectNone(ctx, t, s2, "an acked message must not be delivered to another consumer")
+}
+
+// ackAllScenario: broker.AckAll acknowledges several deliveries with one
+// driver call (SendAcks with all their IDs), leaving out those settled
+// before: none is delivered again. It acks what arrives, so that a driver
+// that holds one unsettled delivery per scope (Kafka in order, RabbitMQ's
+// prefetch) gets its next.
+func ackAllScenario(t *testing.T, e *env) {
+	ctx, f := e.setup(t)
+	s := e.sub(ctx, t, f)
+	var msgs []*broker.Message
+	for i := range 3 { // a key each: no head-of-line wait between them
+		msgs = append(msgs, e.msg(t, fmt.Sprint("ack-all-", i)))
+	}
+	publish(ctx, t, f, msgs...)
+	ds := e.recv(ctx, t, s, 1)
+	ackAll(ctx, t, ds...)
+	for len(ds) < len(msgs) {
+		got := recvWithin(ctx, t, s, len(msgs)-len(ds), 3*time.Second)
+		if len(got) == 0 {
+			t.Fatalf("received %d of %d deliveries", len(ds), len(msgs))
+		}
+		ds = append(ds, got...)
+		if errs := broker.AckAll(ctx, ds); errs != nil {
+			t.Fatalf("AckAll: %v", errors.Join(errs...))
+		}
+	}
+	for _, d := range ds {
+		if !d.Settled() {
+			t.Fatalf("%s not settled after AckAll", d.Message.ID)
+		}
+	}
+	e.wait(ctx, t, lockWait(e.caps))
+	s2 := e.sub(ctx, t, f)
+	e.expectNone(ctx, t, s, "a message acked by AckAll must not be delivered again")
+	e.expectNone(ctx, t, s2, "a message acked by AckAll must not be delivered to another consumer")
 }
 
 // nackRedelivers: Nack(0) redelivers the message, flagged as a redelivery.

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -17,6 +18,12 @@ func init() {
 			}
 			return needLockWait(c, h)
 		}, lockExpiry},
+		scenario{"ack-all-with-expired-lock", func(c broker.Capabilities, h *Harness) string {
+			if c.LockTimeout <= 0 {
+				return "the driver declares no LockTimeout"
+			}
+			return needLockWait(c, h)
+		}, ackAllExpired},
 		scenario{"held-without-lock-timeout", func(c broker.Capabilities, _ *Harness) string {
 			if c.LockTimeout > 0 {
 				return "the driver declares a LockTimeout; lock-expiry-redelivers checks it"
@@ -72,16 +79,23 @@ func init() {
 
 func nackDelay(h *Harness) time.Duration { return max(3*h.Quiet, 2*time.Second) }
 
+// expired publishes m, receives it on s and lets the lock of that delivery,
+// d1, expire.
+func (e *env) expired(t *testing.T) (ctx context.Context, f *Fixture, s *broker.Subscription, m *broker.Message, d1 *broker.Delivery) {
+	ctx, f = e.setup(t)
+	s = e.sub(ctx, t, f)
+	m = e.msg(t, "")
+	publish(ctx, t, f, m)
+	d1 = e.recv(ctx, t, s, 1)[0]
+	e.wait(ctx, t, lockWait(e.caps))
+	return ctx, f, s, m, d1
+}
+
 // lockExpiry: a delivery left unsettled past the lock timeout is delivered
 // again (to any consumer), counted as a new attempt; a late settle of the
 // old delivery does not lose the new one.
 func lockExpiry(t *testing.T, e *env) {
-	ctx, f := e.setup(t)
-	s := e.sub(ctx, t, f)
-	m := e.msg(t, "")
-	publish(ctx, t, f, m)
-	d1 := e.recv(ctx, t, s, 1)[0]
-	e.wait(ctx, t, lockWait(e.caps))
+	ctx, f, _, m, d1 := e.expired(t)
 	s2 := e.sub(ctx, t, f)
 	d2, _ := e.recvID(ctx, t, s2, m.ID)
 	if !d2.Redelivered || e.caps.DeliveryCount && d2.Attempt != 2 {
@@ -92,6 +106,20 @@ func lockExpiry(t *testing.T, e *env) {
 	}
 	ackAll(ctx, t, d2)
 	e.expectNone(ctx, t, s2, "acked after redelivery")
+}
+
+// ackAllExpired: one driver call acking a delivery whose lock expired and
+// the message's redelivery reports each alone: the late one nil or
+// ErrLockLost, the redelivery acknowledged, and the message not delivered
+// again.
+func ackAllExpired(t *testing.T, e *env) {
+	ctx, _, s, m, d1 := e.expired(t)
+	d2, _ := e.recvID(ctx, t, s, m.ID)
+	errs := broker.AckAll(ctx, []*broker.Delivery{d1, d2})
+	if errs != nil && (errs[0] != nil && !errors.Is(errs[0], broker.ErrLockLost) || errs[1] != nil) {
+		t.Fatalf("AckAll of an expired delivery and its redelivery: %v; want nil or ErrLockLost, then nil", errs)
+	}
+	e.expectNone(ctx, t, s, "acked after redelivery, in one call with the expired delivery")
 }
 
 // heldWithoutLock: with no lock timeout declared, an unsettled delivery

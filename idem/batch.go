@@ -24,31 +24,16 @@ import (
 // found to be a duplicate or stale, or parked.
 func (in *Inbox[Tx]) HandleBatch(ctx context.Context, ds []*broker.Delivery, h Handler[Tx]) ([]Result, error) {
 	res, err := in.handleBatch(ctx, ds, h)
-	for _, r := range res {
-		in.tel.result(ctx, r)
-	}
+	in.tel.batch(ctx, res)
 	return res, err
 }
 
 func (in *Inbox[Tx]) handleBatch(ctx context.Context, ds []*broker.Delivery, h Handler[Tx]) ([]Result, error) {
 	in.purgeDue(ctx)
 	res := make([]Result, len(ds))
-	var errs []error
-	pending := make([]int, 0, len(ds)) // indexes into ds
-	for i, d := range ds {
-		if err := checkID(d.Message.ID); err != nil {
-			r, err := in.poison(ctx, d, err)
-			res[i] = r
-			errs = append(errs, err)
-			continue
-		}
-		pending = append(pending, i)
-	}
+	pending, errs := in.checkIDs(ctx, ds, res)
 	for len(pending) > 0 {
-		batch := make([]*broker.Delivery, len(pending))
-		for k, i := range pending {
-			batch[k] = ds[i]
-		}
+		batch := pick(ds, pending)
 		outs, failed, err := in.tryBatch(ctx, batch, h)
 		if errors.Is(err, errStore) && broker.IsPermanent(err) {
 			// The store refused a value of one of the messages: handle
@@ -73,13 +58,11 @@ func (in *Inbox[Tx]) handleBatch(ctx context.Context, ds []*broker.Delivery, h H
 			pending = slices.Delete(pending, failed, failed+1)
 			continue
 		}
-		for k, d := range batch {
+		for k := range batch {
 			in.count(outs[k])
 			res[pending[k]] = outs[k]
-			if err := in.ack(ctx, d); err != nil {
-				errs = append(errs, err)
-			}
 		}
+		errs = append(errs, in.ackAll(ctx, batch)...)
 		break
 	}
 	return res, errors.Join(errs...)
@@ -95,6 +78,31 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Hand
 	}
 	rollback := func() { _ = in.store.Rollback(context.WithoutCancel(ctx), tx) }
 
+	claimed, err := in.claimAll(ctx, tx, ds)
+	if err != nil {
+		rollback()
+		return nil, 0, err
+	}
+	outs := make([]Result, len(ds))
+	for i, d := range ds {
+		out, err := in.run(ctx, tx, d, h, claimed[i])
+		if err != nil {
+			rollback()
+			return nil, i, err
+		}
+		outs[i] = out
+	}
+	if err := in.commit(ctx, tx); err != nil {
+		return nil, 0, storeErr("commit", err)
+	}
+	return outs, 0, nil
+}
+
+// claimAll claims ds in tx, in message-ID order (so that concurrent batches
+// cannot deadlock on each other's claims), and reports which were claimed:
+// of several copies of an ID in ds, at most the first. An error matches
+// errStore.
+func (in *Inbox[Tx]) claimAll(ctx context.Context, tx Tx, ds []*broker.Delivery) ([]bool, error) {
 	// Claim in ID order; the first copy of an ID in the batch wins.
 	order := make([]int, len(ds))
 	for i := range order {
@@ -113,8 +121,7 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Hand
 		}
 		got, err := cm.ClaimMany(ctx, tx, in.consumer, ids, now)
 		if err != nil {
-			rollback()
-			return nil, 0, storeErr("claim", err)
+			return nil, storeErr("claim", err)
 		}
 		for i, d := range ds {
 			claimed[i] = got[d.Message.ID]
@@ -123,8 +130,7 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Hand
 		for _, i := range order {
 			ok, err := in.store.Claim(ctx, tx, in.consumer, ds[i].Message.ID, now)
 			if err != nil {
-				rollback()
-				return nil, 0, storeErr("claim", err)
+				return nil, storeErr("claim", err)
 			}
 			claimed[i] = ok
 		}
@@ -139,17 +145,5 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Hand
 		seen[d.Message.ID] = i
 	}
 
-	outs := make([]Result, len(ds))
-	for i, d := range ds {
-		out, err := in.run(ctx, tx, d, h, claimed[i])
-		if err != nil {
-			rollback()
-			return nil, i, err
-		}
-		outs[i] = out
-	}
-	if err := in.commit(ctx, tx); err != nil {
-		return nil, 0, storeErr("commit", err)
-	}
-	return outs, 0, nil
+	return claimed, nil
 }

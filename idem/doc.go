@@ -90,6 +90,19 @@
 // fails, the batch is rolled back and retried without it.
 // Inbox.WrapBatch(h) is the broker.BatchHandler for Subscription.RunBatch.
 //
+// HandleBatch still runs the handler once per message, so the handler's own
+// writes cost a round trip each. A BatchHandler[Tx] takes the batch at
+// once: Inbox.HandleBatchAll claims the batch, calls it once with the
+// deliveries to apply (duplicates and held messages left out), so that it
+// writes them with one multi-row statement or one pgx.Batch, commits, and
+// acknowledges the batch with one call to the broker (broker.AckAll).
+// Inbox.VersionedBatch is its version check, and Inbox.WrapBatchAll the
+// broker.BatchHandler. A batch handler names the delivery an error
+// belongs to with *DeliveryError (SkipStale for a stale one); when it
+// fails without naming one, the batch is rolled back and its messages are
+// handled one per transaction, so that one bad message does not hold the
+// others back.
+//
 // Claims are purged after the retention by the inbox itself, lazily, from
 // Handle and HandleBatch at most once per Options.PurgeInterval (no
 // goroutine; see there), or by Inbox.Purge.
@@ -257,9 +270,9 @@
 //     HandleBatch starts no span of its own.
 //
 // Metrics: wary.inbox.results (by wary.consumer and wary.inbox.result,
-// counted by Handle and HandleBatch, plus "replayed" for parked messages
-// replayed), wary.inbox.ack_after_commit (ErrAckAfterCommit) and
-// wary.inbox.parked (parked and held);
+// counted by Handle, HandleBatch and HandleBatchAll, plus "replayed" for
+// parked messages replayed), wary.inbox.ack_after_commit
+// (ErrAckAfterCommit) and wary.inbox.parked (parked and held);
 // the relay's wary.relay.publish.duration (each Publish, error.type on
 // failure) and wary.relay.commit_to_publish.duration (row creation to
 // confirmed publish) histograms, in seconds; and, while Relay.Run runs,

@@ -372,33 +372,18 @@ func (in *Inbox[Tx]) holds(d *broker.Delivery) bool {
 
 // run is apply after the claim.
 func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], claimed bool) (Result, error) {
-	if !claimed {
-		return ResultDuplicate, nil
+	r, ok, err := in.prepare(ctx, tx, d, claimed)
+	if err != nil || !ok {
+		return r, err
 	}
-	held := false
-	if in.holds(d) {
-		var err error
-		if held, err = in.store.HasParked(ctx, tx, in.consumer, d.Message.Headers[HeaderAggregateID]); err != nil {
-			return 0, storeErr("check parked", err)
-		}
-	}
-	return in.runChecked(ctx, tx, d, h, held)
+	return call(ctx, tx, d, h)
 }
 
 // runChecked is run after the held check.
 func (in *Inbox[Tx]) runChecked(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], held bool) (Result, error) {
-	if held {
-		now := in.o.Now()
-		p := parkedFrom(in.consumer, d, "held behind a parked message of aggregate "+d.Message.Headers[HeaderAggregateID], 0, now, now)
-		if err := in.store.Park(ctx, tx, p); err != nil {
-			return 0, storeErr("park", err)
-		}
-		return ResultHeld, nil
-	}
-	if d.Attempt > 1 {
-		if err := in.store.ClearFailure(ctx, tx, in.consumer, d.Message.ID); err != nil {
-			return 0, storeErr("clear failure", err)
-		}
+	r, ok, err := in.prepareChecked(ctx, tx, d, held)
+	if err != nil || !ok {
+		return r, err
 	}
 	return call(ctx, tx, d, h)
 }
@@ -548,13 +533,19 @@ func (in *Inbox[Tx]) ack(ctx context.Context, d *broker.Delivery) error {
 	sctx, cancel := in.settleCtx(ctx)
 	defer cancel()
 	if err := d.Ack(sctx); err != nil {
-		in.stats.ackFailures.Add(1)
-		in.tel.ackFailed(ctx)
-		in.o.Logger.Warn("idem: committed, but the ack failed; the redelivery will be recognised as a duplicate",
-			slog.String("consumer", in.consumer), slog.String("message_id", d.Message.ID), slog.String("error", err.Error()))
-		return fmt.Errorf("%w: consumer %q, message %q: %w", ErrAckAfterCommit, in.consumer, d.Message.ID, err)
+		return in.ackFailed(d, err)
 	}
 	return nil
+}
+
+// ackFailed counts and logs the failed ack of d after its commit, and
+// returns the error for it, matching ErrAckAfterCommit.
+func (in *Inbox[Tx]) ackFailed(d *broker.Delivery, err error) error {
+	in.stats.ackFailures.Add(1)
+	in.tel.ackFailed(context.Background())
+	in.o.Logger.Warn("idem: committed, but the ack failed; the redelivery will be recognised as a duplicate",
+		slog.String("consumer", in.consumer), slog.String("message_id", d.Message.ID), slog.String("error", err.Error()))
+	return fmt.Errorf("%w: consumer %q, message %q: %w", ErrAckAfterCommit, in.consumer, d.Message.ID, err)
 }
 
 // nack returns d for redelivery after the backoff for attempt.

@@ -273,6 +273,13 @@ func (t *inboxTel) result(ctx context.Context, r Result) {
 	}
 }
 
+// batch counts the results of a batch.
+func (t *inboxTel) batch(ctx context.Context, rs []Result) {
+	for _, r := range rs {
+		t.result(ctx, r)
+	}
+}
+
 // replayed counts a parked message replayed.
 func (t *inboxTel) replayed(ctx context.Context) { t.results.Add(ctx, 1, t.replayOpt...) }
 

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/wary-go/wary/broker"
@@ -49,32 +50,97 @@ func (in *Inbox[Tx]) Versioned(table VersionTable, apply Apply[Tx]) (Handler[Tx]
 // checkVersion runs the version check for d in tx, then apply when it
 // passes.
 func (in *Inbox[Tx]) checkVersion(ctx context.Context, tx Tx, d *broker.Delivery, table VersionTable, apply Apply[Tx]) error {
+	ev, err := in.version(ctx, tx, d, table)
+	if err != nil {
+		return err
+	}
+	if err := apply(ctx, tx, d, ev); err != nil {
+		return err
+	}
+	in.stats.applied.Add(1)
+	return nil
+}
+
+// version runs the version check for d in tx. It returns d's event and nil
+// when the event is to be applied; SkipStale for a stale one; a *ParkError
+// for a gap or a missing aggregate; a permanent error for a message without
+// valid event headers; and any other error for a failed check.
+func (in *Inbox[Tx]) version(ctx context.Context, tx Tx, d *broker.Delivery, table VersionTable) (Event, error) {
 	ev, err := ParseEvent(d.Message)
 	if err == nil && ev.Version < 1 {
 		err = fmt.Errorf("%w: message %q has no %s header", ErrNoEvent, d.Message.ID, HeaderAggregateVersion)
 	}
 	if err != nil {
-		return broker.Permanent(err)
+		return ev, broker.Permanent(err)
 	}
 	c, err := in.store.CheckVersion(ctx, tx, table, ev.AggregateID, ev.Version)
 	if err != nil {
-		return fmt.Errorf("idem: version check: %w", err)
+		return ev, fmt.Errorf("idem: version check: %w", err)
 	}
-	st := &in.stats
 	switch {
 	case c.Result == VersionApplied, c.Result == VersionMissing && ev.Version == 1:
-		if err := apply(ctx, tx, d, ev); err != nil {
-			return err
-		}
-		st.applied.Add(1)
-		return nil
+		return ev, nil
 	case c.Result == VersionStale:
-		return SkipStale
+		return ev, SkipStale
 	case c.Result == VersionMissing:
-		st.gaps.Add(1)
-		return &ParkError{Reason: fmt.Sprintf("missing aggregate: %q has no row, event version %d", ev.AggregateID, ev.Version)}
+		in.stats.gaps.Add(1)
+		return ev, &ParkError{Reason: fmt.Sprintf("missing aggregate: %q has no row, event version %d", ev.AggregateID, ev.Version)}
 	default:
-		st.gaps.Add(1)
-		return &ParkError{Reason: fmt.Sprintf("gap: aggregate %q at version %d, event version %d", ev.AggregateID, c.Current, ev.Version)}
+		in.stats.gaps.Add(1)
+		return ev, &ParkError{Reason: fmt.Sprintf("gap: aggregate %q at version %d, event version %d", ev.AggregateID, c.Current, ev.Version)}
 	}
+}
+
+// ApplyBatch applies the effects of events, inside the inbox transaction,
+// after their version checks passed: evs[i] is the event of ds[i]. It
+// follows Apply's rules for each event, and may write them all with one
+// statement.
+type ApplyBatch[Tx any] func(ctx context.Context, tx Tx, ds []*broker.Delivery, evs []Event) error
+
+// VersionedBatch is Versioned for HandleBatchAll: the returned BatchHandler
+// checks the version of every delivery it is given (one Store.CheckVersion
+// each, in the order received, so that consecutive versions of an
+// aggregate in one batch pass), then calls apply once with the events that
+// passed. A stale event is reported as stale (ResultStale); a gap or a
+// missing aggregate, and a message without valid event headers, fail that
+// delivery alone (retried then parked, or dead-lettered), and the rest of
+// the batch is tried again without it.
+func (in *Inbox[Tx]) VersionedBatch(table VersionTable, apply ApplyBatch[Tx]) (BatchHandler[Tx], error) {
+	if err := table.Validate(); err != nil {
+		return nil, err
+	}
+	if apply == nil {
+		return nil, fmt.Errorf("%w: nil apply function", broker.ErrInvalid)
+	}
+	return func(ctx context.Context, tx Tx, ds []*broker.Delivery) error {
+		var (
+			keep    []*broker.Delivery
+			evs     []Event
+			skipped []error
+			failed  []error
+		)
+		for _, d := range ds {
+			ev, err := in.version(ctx, tx, d, table)
+			switch {
+			case err == nil:
+				keep, evs = append(keep, d), append(evs, ev)
+			case errors.Is(err, SkipStale):
+				skipped = append(skipped, &DeliveryError{Delivery: d, Err: err})
+			case broker.IsPermanent(err), errors.As(err, new(*ParkError)):
+				failed = append(failed, &DeliveryError{Delivery: d, Err: err})
+			default:
+				return err
+			}
+		}
+		if len(failed) > 0 {
+			return errors.Join(failed...)
+		}
+		if len(keep) > 0 {
+			if err := apply(ctx, tx, keep, evs); err != nil {
+				return err
+			}
+			in.stats.applied.Add(int64(len(keep)))
+		}
+		return errors.Join(skipped...)
+	}, nil
 }

@@ -94,7 +94,10 @@ type Subscription interface {
 	ReceiveBatch(ctx context.Context, maxMessages int) ([]*Message, error)
 	// SendAcks acknowledges the deliveries: the broker will not deliver them
 	// again (for cumulative ack models, once every earlier delivery of the
-	// same scope is acknowledged too).
+	// same scope is acknowledged too). The portable layer passes many IDs
+	// at once (broker.AckAll), so drivers settle them with as few broker
+	// calls as the broker allows, and report outcomes that differ between
+	// deliveries with a *BatchError (a nil return means all were acked).
 	SendAcks(ctx context.Context, ids []AckID) error
 	// SendNacks returns the deliveries to the broker for redelivery no
 	// sooner than delay from now. Delay is zero unless

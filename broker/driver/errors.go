@@ -1,5 +1,10 @@
 package driver
 
+import (
+	"fmt"
+	"slices"
+)
+
 // ErrorCode classifies a driver error.
 type ErrorCode int
 
@@ -45,4 +50,51 @@ type ErrorInfo struct {
 	// broker (a timeout waiting for a confirm, a connection lost after the
 	// write). It is false when the driver knows nothing was sent.
 	MaybeSent bool
+}
+
+// BatchError is what a settle method (SendAcks, SendNacks,
+// SendDeadLetters, ExtendLocks) returns when the deliveries it was given
+// did not all fare alike: Errs[i] is the outcome for ids[i], nil for one
+// settled. Any other error a settle method returns is the outcome for
+// every id. The portable layer classifies each error of Errs with
+// Classify, so that, say, one delivery whose lock was lost is reported as
+// LockLost while the others of the call are acknowledged.
+type BatchError struct {
+	Errs []error
+}
+
+func (e *BatchError) Error() string {
+	n, first := 0, error(nil)
+	for _, err := range e.Errs {
+		if err != nil {
+			if n++; first == nil {
+				first = err
+			}
+		}
+	}
+	return fmt.Sprintf("%d of %d deliveries failed, first: %v", n, len(e.Errs), first)
+}
+
+// Unwrap returns the errors of Errs that are not nil.
+func (e *BatchError) Unwrap() []error {
+	var out []error
+	for _, err := range e.Errs {
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// BatchErrors returns the error for a settle of len(errs) ids whose
+// outcomes are errs: nil when every one is nil, errs[0] for a single id,
+// and a *BatchError otherwise.
+func BatchErrors(errs []error) error {
+	switch {
+	case !slices.ContainsFunc(errs, func(err error) bool { return err != nil }):
+		return nil
+	case len(errs) == 1:
+		return errs[0]
+	}
+	return &BatchError{Errs: errs}
 }

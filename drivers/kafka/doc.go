@@ -62,7 +62,8 @@
 // prefix, never past an unsettled record. A consumer that crashes or closes
 // redelivers (through the group's next owner of the partition) every record
 // after that point, acked or not. By default Ack returns after the broker
-// confirmed the commit that covers it (concurrent acks share one commit);
+// confirmed the commit that covers it (concurrent acks share one commit,
+// and broker.AckAll or a RunBatch batch makes one commit for all its acks);
 // with CommitInterval, Ack returns at once and the commit follows within
 // the interval, on revoke and on Close.
 //

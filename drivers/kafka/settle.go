@@ -39,13 +39,21 @@ func lookupLocked(id driver.AckID, want ...uint8) (*entry, bool) {
 	return e, false
 }
 
+// SendAcks marks every delivery of ids acked and commits them all with one
+// offset commit (or leaves that to the background commit, with
+// CommitInterval). A stale delivery among them is reported alone, as
+// LockLost, in a *driver.BatchError.
 func (s *subscription) SendAcks(ctx context.Context, ids []driver.AckID) error {
-	stale, wake := false, false
+	var stale []bool // by index into ids, when one is
+	wake := false
 	s.mu.Lock()
-	for _, id := range ids {
+	for i, id := range ids {
 		e, ok := lookupLocked(id, stInFlight, stAcked)
 		if !ok {
-			stale = true
+			if stale == nil {
+				stale = make([]bool, len(ids))
+			}
+			stale[i] = true
 			continue
 		}
 		if e.state == stInFlight {
@@ -63,10 +71,17 @@ func (s *subscription) SendAcks(ctx context.Context, ids []driver.AckID) error {
 	if s.opts.CommitInterval <= 0 {
 		err = s.commit(ctx)
 	}
-	if err == nil && stale {
-		err = errLockLost
+	if stale == nil {
+		return err
 	}
-	return err
+	errs := make([]error, len(ids))
+	for i := range ids {
+		errs[i] = err
+		if stale[i] {
+			errs[i] = errLockLost
+		}
+	}
+	return driver.BatchErrors(errs)
 }
 
 func (s *subscription) SendNacks(ctx context.Context, ids []driver.AckID, delay time.Duration) error {

@@ -155,20 +155,21 @@ func (s *subDriver) settle(ctx context.Context, ids []driver.AckID, f func(e *en
 	}
 	now := s.b.clock.Now()
 	s.q.expire(now)
-	var first error
-	for _, id := range ids {
+	var errs []error // by index into ids, once one failed
+	for i, id := range ids {
 		e, err := s.q.lookup(id)
 		if err != nil {
-			if first == nil {
-				first = err
+			if errs == nil {
+				errs = make([]error, len(ids))
 			}
+			errs[i] = err
 			continue
 		}
 		f(e, now)
 	}
 	s.q.compact()
 	s.q.notify()
-	return first
+	return driver.BatchErrors(errs)
 }
 
 func (s *subDriver) SendAcks(ctx context.Context, ids []driver.AckID) error {

@@ -261,3 +261,32 @@ func TestSQSFIFOHeadOfLine(t *testing.T) {
 	}
 	pollOne(t, s1, "a3")
 }
+
+// TestAckAllLockLostAlone: of a batch acked with broker.AckAll (one
+// SendAcks), the delivery whose lock expired is reported alone as
+// ErrLockLost; the others are acknowledged and never come back.
+func TestAckAllLockLostAlone(t *testing.T) {
+	f := newFixture(t, memory.TopicConfig{LockTimeout: 10 * time.Second})
+	s := f.sub()
+	f.publish(msg("a", ""))
+	old := pollOne(t, s, "a")
+	f.clock.Advance(6 * time.Second)
+	f.publish(msg("b", ""), msg("c", ""))
+	fresh := poll(t, s, 10)
+	if len(fresh) != 2 {
+		t.Fatalf("got %s, want b and c", ids(fresh))
+	}
+	f.clock.Advance(5 * time.Second) // a's lock expired, b's and c's hold
+	errs := broker.AckAll(bg, []*broker.Delivery{fresh[0], old, fresh[1]})
+	if len(errs) != 3 || errs[0] != nil || !errors.Is(errs[1], broker.ErrLockLost) || errs[2] != nil {
+		t.Fatalf("AckAll: %v, want [nil ErrLockLost nil]", errs)
+	}
+	again := pollOne(t, s, "a") // only a comes back
+	if err := again.Ack(bg); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Hour)
+	if ds := poll(t, s, 10); len(ds) != 0 {
+		t.Fatalf("acked messages delivered again: %s", ids(ds))
+	}
+}

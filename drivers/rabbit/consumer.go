@@ -26,6 +26,13 @@ type consumer struct {
 
 	mu   sync.Mutex
 	tags map[uint64]struct{} // unsettled delivery tags
+	// sending holds the tags taken for settling whose frame is not sent
+	// yet: a multiple ack must not cover them (see SendAcks).
+	sending map[uint64]struct{}
+	// registered counts the tags put in tags, maxTag is the highest: all
+	// tags up to maxTag have been registered when the two are equal
+	// (RabbitMQ numbers a channel's deliveries 1, 2, 3, ...).
+	registered, maxTag uint64
 }
 
 // consumer returns the live consumer, opening one if there is none.
@@ -48,6 +55,8 @@ func (s *subscription) consumer(ctx context.Context) (*consumer, error) {
 		queues: map[string]string{},
 		closes: ch.NotifyClose(make(chan *amqp.Error, 1)),
 		tags:   map[uint64]struct{}{},
+
+		sending: map[uint64]struct{}{},
 	}
 	if err := ch.Qos(s.prefetch, 0, false); err != nil {
 		_ = ch.Close()
@@ -218,6 +227,8 @@ func (s *subscription) decode(c *consumer, d *amqp.Delivery) *driver.Message {
 	c.mu.Lock()
 	if c.tags != nil {
 		c.tags[d.DeliveryTag] = struct{}{}
+		c.registered++
+		c.maxTag = max(c.maxTag, d.DeliveryTag)
 	}
 	c.mu.Unlock()
 	a := &ackID{c: c, tag: d.DeliveryTag, queue: c.queues[d.ConsumerTag], key: m.Key, attempt: m.Attempt, prior: prior, d: *d}
@@ -244,7 +255,17 @@ func (c *consumer) take(tag uint64) bool {
 		return false
 	}
 	delete(c.tags, tag)
+	c.sending[tag] = struct{}{}
 	return true
+}
+
+// sent ends the settling of tags that take (or takeAll) claimed.
+func (c *consumer) sent(tags ...uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range tags {
+		delete(c.sending, t)
+	}
 }
 
 func (c *consumer) has(tag uint64) bool {

@@ -18,6 +18,7 @@ func settle(a *ackID, f func(ch *amqp.Channel) error) error {
 	if !a.c.take(a.tag) {
 		return errLockLost
 	}
+	defer a.c.sent(a.tag)
 	if err := f(a.c.ch); err != nil {
 		if errors.Is(err, amqp.ErrClosed) || a.c.ch.IsClosed() {
 			return fmt.Errorf("%w: %w", errLockLost, err)
@@ -25,18 +26,6 @@ func settle(a *ackID, f func(ch *amqp.Channel) error) error {
 		return err
 	}
 	return nil
-}
-
-func (s *subscription) SendAcks(ctx context.Context, ids []driver.AckID) error {
-	var first error
-	for _, id := range ids {
-		a := id.(*ackID)
-		err := settle(a, func(ch *amqp.Channel) error { return ch.Ack(a.tag, false) })
-		if first == nil {
-			first = err
-		}
-	}
-	return first
 }
 
 func (s *subscription) SendNacks(ctx context.Context, ids []driver.AckID, delay time.Duration) error {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -95,6 +96,9 @@ func OpenSubscription(c *Conn, queue string, opts *SubscriptionOptions) (*broker
 const defaultPrefetch = 2
 
 type subscription struct {
+	// ackFramesSent counts basic.ack frames SendAcks sent (for tests).
+	ackFramesSent atomic.Int64
+
 	conn    *Conn
 	queues  []string
 	o       SubscriptionOptions
@@ -260,6 +264,9 @@ func (s *subscription) ErrorAs(err error, i any) bool       { return errorAs(err
 // none).
 func (s *subscription) As(i any) bool {
 	switch p := i.(type) {
+	case **subscription: // for the package's tests only
+		*p = s
+		return true
 	case **Conn:
 		*p = s.conn
 		return true

@@ -113,7 +113,9 @@
 //
 // Settle calls are bounded by SettleTimeout (default 10s): after a session
 // lock is lost the SDK retries a settle through the old receiver until its
-// context ends.
+// context ends. Service Bus settles by lock token, one message per call, so
+// many acks at once (broker.AckAll, RunBatch) are still one call each; each
+// delivery's outcome is reported alone.
 //
 // # As targets
 //

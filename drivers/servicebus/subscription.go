@@ -238,36 +238,31 @@ func (s *subscription) wrap(rm *azservicebus.ReceivedMessage, by settler, sess *
 // settle runs op on each delivery, bounded by SettleTimeout, and returns
 // the first error.
 func (s *subscription) settle(ctx context.Context, ids []driver.AckID, op func(context.Context, *delivery) error) error {
-	var first error
-	for _, id := range ids {
+	// One call to the service per delivery: Service Bus settles by lock
+	// token, one at a time. Each delivery's outcome is its own.
+	errs := make([]error, len(ids))
+	for i, id := range ids {
 		d, ok := id.(*delivery)
 		if !ok {
 			return broker.Invalidf("servicebus: foreign AckID %T", id)
 		}
 		if !d.finish() {
-			if first == nil {
-				first = errLockLost
-			}
+			errs[i] = errLockLost
 			continue
 		}
 		if d.sess != nil && d.sess.lost() {
 			d.sess.settled(d)
-			if first == nil {
-				first = errLockLost
-			}
+			errs[i] = errLockLost
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, s.o.SettleTimeout)
-		err := op(sctx, d)
+		errs[i] = op(sctx, d)
 		cancel()
 		if d.sess != nil {
 			d.sess.settled(d)
 		}
-		if err != nil && first == nil {
-			first = err
-		}
 	}
-	return first
+	return driver.BatchErrors(errs)
 }
 
 func (s *subscription) SendAcks(ctx context.Context, ids []driver.AckID) error {

@@ -45,6 +45,8 @@
 //     5 minutes (fixed by AWS; TopicOptions.DedupWindow declares another
 //     window for an emulator), across the queue, or inside the message
 //     group when the queue's DeduplicationScope is messageGroup.
+//   - Ack is DeleteMessageBatch, ten per call for many acks at once
+//     (broker.AckAll, RunBatch); an entry SQS refuses fails alone.
 //   - Lock: the queue's VisibilityTimeout is LockTimeout; ExtendLock and
 //     Nack(delay) are ChangeMessageVisibility (up to 12 hours; Nack(0)
 //     releases at once). A nacked message stays at the head of its group,

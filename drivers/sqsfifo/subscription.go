@@ -126,24 +126,42 @@ func handles(ids []driver.AckID) []*ackID {
 	return out
 }
 
-// SendAcks deletes the messages (DeleteMessageBatch).
+// SendAcks deletes the messages, ten per DeleteMessageBatch call. Each
+// delivery's outcome is its own: an entry SQS refuses (an expired receipt
+// handle, say) fails alone, and a failed call fails only its ten.
 func (s *subscription) SendAcks(ctx context.Context, ids []driver.AckID) error {
-	hs := handles(ids)
-	for start := 0; start < len(hs); start += MaxBatchSize {
-		part := hs[start:min(start+MaxBatchSize, len(hs))]
-		entries := make([]types.DeleteMessageBatchRequestEntry, len(part))
-		for i, h := range part {
-			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h.handle)}
+	errs := make([]error, len(ids))
+	for start := 0; start < len(ids); start += MaxBatchSize {
+		part := ids[start:min(start+MaxBatchSize, len(ids))]
+		entries := make([]types.DeleteMessageBatchRequestEntry, 0, len(part))
+		for i, id := range part {
+			a, ok := id.(*ackID)
+			if !ok {
+				errs[start+i] = invalidErr(fmt.Errorf("foreign AckID %T", id))
+				continue
+			}
+			entries = append(entries, types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(start + i)), ReceiptHandle: aws.String(a.handle)})
+		}
+		if len(entries) == 0 {
+			continue
 		}
 		res, err := s.q.client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(s.q.url), Entries: entries})
 		if err != nil {
-			return err
+			for _, e := range entries {
+				i, _ := strconv.Atoi(aws.ToString(e.Id))
+				errs[i] = err
+			}
+			continue
 		}
-		if err := entryFailure(res.Failed); err != nil {
-			return err
+		for _, f := range res.Failed {
+			i, err := strconv.Atoi(aws.ToString(f.Id))
+			if err != nil || i < start || i >= start+len(part) {
+				return fmt.Errorf("sqsfifo: DeleteMessageBatch answered for an entry it was not sent (%q)", aws.ToString(f.Id))
+			}
+			errs[i] = entryFailure([]types.BatchResultErrorEntry{f})
 		}
 	}
-	return nil
+	return driver.BatchErrors(errs)
 }
 
 func entryFailure(failed []types.BatchResultErrorEntry) error {

@@ -37,14 +37,16 @@ type Broker struct {
 func RunBroker[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) Broker) {
 	t.Run("CrashBeforeAck", func(t *testing.T) { testCrash(t, f, b(t)) })
 	t.Run("RunLoop", func(t *testing.T) { testRunLoop(t, f, b(t)) })
-	t.Run("RunBatch", func(t *testing.T) { testRunBatch(t, f, b(t)) })
+	t.Run("RunBatch", func(t *testing.T) { testRunBatch(t, f, b(t), false) })
+	t.Run("RunBatchAll", func(t *testing.T) { testRunBatch(t, f, b(t), true) })
 	t.Run("PoisonID", func(t *testing.T) { testBrokerPoison(t, f, b(t)) })
 }
 
-// testRunBatch runs Subscription.RunBatch with Inbox.WrapBatch: every
-// message published twice has one effect, and every delivery is settled
-// by the inbox (the loop has nothing left to ack or nack).
-func testRunBatch[Tx any](t *testing.T, f Factory[Tx], b Broker) {
+// testRunBatch runs Subscription.RunBatch with Inbox.WrapBatch (or, with
+// all, Inbox.WrapBatchAll and a batch handler): every message published
+// twice has one effect, and every delivery is settled by the inbox (the
+// loop has nothing left to ack or nack).
+func testRunBatch[Tx any](t *testing.T, f Factory[Tx], b Broker, all bool) {
 	e := Setup(t, f, "")
 	const n = 60
 	sub := b.Subscribe(t)
@@ -62,6 +64,9 @@ func testRunBatch[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 	}
 	settled := make(chan int, 2*n)
 	bh := in.WrapBatch(e.Effect())
+	if all {
+		bh = in.WrapBatchAll(e.EffectAll())
+	}
 	ctx, cancel := context.WithCancel(e.Ctx)
 	done := make(chan error, 1)
 	go func() {

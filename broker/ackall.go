@@ -1,0 +1,141 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// AckAll acknowledges ds as Ack acknowledges each of them, but with one
+// driver call for all the deliveries of a subscription
+// (driver.Subscription.SendAcks with every ID): one offset commit on Kafka,
+// one multiple ack on RabbitMQ where the delivery tags allow it,
+// DeleteMessageBatch calls of ten on SQS. It returns when the broker
+// confirmed the acks, where the broker confirms acks, as Ack does.
+//
+// It returns nil when every delivery was acknowledged (or was settled
+// already), and otherwise one error per delivery, in the order of ds, nil
+// for those acknowledged. Each error is what Ack would have returned for
+// that delivery alone: one whose lock was lost matches ErrLockLost (and is
+// settled), and one that failed otherwise stays unsettled and may be acked
+// again. Deliveries of several subscriptions, detached deliveries and the
+// same delivery twice are allowed.
+func AckAll(ctx context.Context, ds []*Delivery) []error {
+	if len(ds) == 1 {
+		if err := ds[0].Ack(ctx); err != nil {
+			return []error{err}
+		}
+		return nil
+	}
+	errs := make([]error, len(ds))
+	failed := false
+	bySub := map[*Subscription][]int{}
+	var subs []*Subscription
+	for i, d := range ds {
+		if d.sub == nil {
+			errs[i] = d.Ack(ctx)
+			failed = failed || errs[i] != nil
+			continue
+		}
+		if _, ok := bySub[d.sub]; !ok {
+			subs = append(subs, d.sub)
+		}
+		bySub[d.sub] = append(bySub[d.sub], i)
+	}
+	for _, s := range subs {
+		if s.ackAll(ctx, ds, bySub[s], errs) {
+			failed = true
+		}
+	}
+	if !failed {
+		return nil
+	}
+	return errs
+}
+
+// ackAll acks ds[at...], all of s, with one SendAcks, setting their
+// errors in errs. It reports whether one failed.
+func (s *Subscription) ackAll(ctx context.Context, ds []*Delivery, at []int, errs []error) bool {
+	// One AckAll at a time per subscription holds several deliveries'
+	// locks, so that two of them cannot wait for each other. Everything
+	// else holds at most one, and takes it before s.mu as this does.
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
+	locked := make(map[*Delivery]bool, len(at))
+	var live []int // indexes into ds, unsettled, each delivery once
+	for _, i := range at {
+		d := ds[i]
+		if locked[d] {
+			continue // a copy of a delivery seen before: its outcome below
+		}
+		d.mu.Lock()
+		locked[d] = true
+		if !d.settled {
+			live = append(live, i)
+		}
+	}
+	defer func() {
+		for d := range locked {
+			d.mu.Unlock()
+		}
+	}()
+	if len(live) > 0 {
+		s.sendAcks(ctx, ds, live, errs)
+	}
+	failed := false
+	first := map[*Delivery]int{}
+	for _, i := range at { // copies share the outcome of their first
+		if j, dup := first[ds[i]]; dup {
+			errs[i] = errs[j]
+		} else {
+			first[ds[i]] = i
+		}
+		failed = failed || errs[i] != nil
+	}
+	return failed
+}
+
+// sendAcks acks ds[live...] (locked, unsettled) with one driver call.
+func (s *Subscription) sendAcks(ctx context.Context, ds []*Delivery, live []int, errs []error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var all error
+	var each []error
+	switch {
+	case s.closed:
+		all = newError("ack", driver.Closed, false, errSubClosed)
+	case ctx.Err() != nil:
+		all = wrapErr("ack", s.d.Classify, ctx.Err())
+	default:
+		ids := make([]driver.AckID, len(live))
+		for k, i := range live {
+			ids[k] = ds[i].ackID[0]
+		}
+		derr := s.d.SendAcks(ctx, ids)
+		var be *driver.BatchError
+		if errors.As(derr, &be) && len(be.Errs) == len(ids) {
+			each = be.Errs
+		} else {
+			all = derr
+		}
+	}
+	for k, i := range live {
+		d, err := ds[i], all
+		if each != nil {
+			err = each[k]
+		}
+		if err = wrapErr("ack", s.d.Classify, err); err != nil {
+			d.ackFailed = true
+		} else {
+			s.tel.settledOne(ctx, settleAck)
+		}
+		if err == nil || errors.Is(err, ErrLockLost) {
+			d.settled = true
+			if d.done != nil {
+				d.done()
+			}
+		}
+		errs[i] = err
+	}
+}
