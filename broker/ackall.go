@@ -127,6 +127,8 @@ func (s *Subscription) sendAcks(ctx context.Context, ds []*Delivery, live []int,
 		}
 		if err = wrapErr("ack", s.d.Classify, err); err != nil {
 			d.ackFailed = true
+		} else {
+			s.tel.settledOne(ctx, settleAck)
 		}
 		if err == nil || errors.Is(err, ErrLockLost) {
 			d.settled = true

@@ -174,6 +174,9 @@ func (d *Delivery) settle(ctx context.Context, kind settleKind, delay time.Durat
 	if err != nil && kind == settleAck {
 		d.ackFailed = true
 	}
+	if err == nil {
+		d.sub.tel.settledOne(ctx, kind)
+	}
 	if err == nil || errors.Is(err, ErrLockLost) {
 		// A lost lock settles the delivery too: the broker has taken it
 		// back, and nothing this consumer does can change that.

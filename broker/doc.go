@@ -97,4 +97,33 @@
 // Subscription.ErrorAs. Credentials never appear in errors or logs: URLs
 // are shown through Redact, and a malformed URL parameter is named
 // without its value.
+//
+// # Telemetry
+//
+// Topics and subscriptions report OpenTelemetry spans and metrics through
+// the providers in TopicOptions and SubscriptionOptions (TracerProvider,
+// MeterProvider; default the global ones, which do nothing until an
+// application installs an SDK). The package uses only the OpenTelemetry
+// API. Names follow the messaging semantic conventions: messaging.system
+// and messaging.destination.name come from the driver (see
+// driver.Describer).
+//
+//   - Publish starts a "send DESTINATION" span (kind producer) under the
+//     caller's span, and writes its context into each message that carries
+//     no W3C traceparent header as traceparent and tracestate (the caller's
+//     header map is not modified; the two headers are not counted against
+//     the size limits Publish checks). A message that carries a context
+//     already (from package idem's outbox) keeps it, and the span links to
+//     it. With no tracing anywhere, nothing is added.
+//   - Run starts a "process DESTINATION" span (kind consumer) for each
+//     delivery, a child of the message's context that also links to it;
+//     the handler's ctx holds it, and it ends after the delivery is
+//     settled, with the handler's error. RunBatch starts one per batch
+//     under Run's ctx, linking to every message's context. Receive starts
+//     no span.
+//   - Counters, by messaging.system and messaging.destination.name:
+//     messaging.client.sent.messages (messages Publish delivered to the
+//     broker), messaging.client.consumed.messages (deliveries Receive
+//     returned, redeliveries included), wary.messages.settled (successful
+//     settlements, by wary.settlement: ack, nack, dead_letter).
 package broker

@@ -247,7 +247,8 @@ func (r *runner) dispatchBatch(ds []*Delivery) {
 		defer r.wg.Done()
 		defer func() { <-r.workers }()
 		stop := r.renewLocks(ds)
-		err := r.callBatch(ds)
+		ctx, span := r.sub.tel.startProcessBatch(r.ctx, ds)
+		err := r.callBatch(ctx, ds)
 		stop()
 		if err == nil {
 			// One driver call for the batch's acks; what fails is retried
@@ -260,14 +261,17 @@ func (r *runner) dispatchBatch(ds []*Delivery) {
 			r.settleAfter(d, err)
 			<-r.outstanding
 		}
+		endSpan(span, err)
 	}()
 }
 
 func (r *runner) handle(d *Delivery) {
 	stop := r.renewLocks([]*Delivery{d})
-	err := r.call(d)
+	ctx, span := r.sub.tel.startProcess(r.ctx, d)
+	err := r.call(ctx, d)
 	stop()
 	r.settleAfter(d, err)
+	endSpan(span, err)
 }
 
 // settleAfter settles d, if its handler left it unsettled, by what the
@@ -324,20 +328,20 @@ func (r *runner) settleAfter(d *Delivery, err error) {
 // settleAttempts bounds the handler loop's tries at one settlement.
 const settleAttempts = 4
 
-func (r *runner) callBatch(ds []*Delivery) (err error) {
+func (r *runner) callBatch(ctx context.Context, ds []*Delivery) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panic: %v\n%s", p, debug.Stack())
 		}
 	}()
-	return r.bh(r.ctx, ds)
+	return r.bh(ctx, ds)
 }
 
-func (r *runner) call(d *Delivery) (err error) {
+func (r *runner) call(ctx context.Context, d *Delivery) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panic: %v\n%s", p, debug.Stack())
 		}
 	}()
-	return r.h(r.ctx, d)
+	return r.h(ctx, d)
 }

@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"sync"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -14,6 +17,11 @@ type SubscriptionOptions struct {
 	// Logger receives receive-retry and handler events. Default:
 	// slog.Default().
 	Logger *slog.Logger
+	// TracerProvider and MeterProvider receive the subscription's spans
+	// and metrics (see the package doc, Telemetry). Default: the global
+	// providers (otel.GetTracerProvider, otel.GetMeterProvider).
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // Subscription receives deliveries from a broker. Create one with a
@@ -24,6 +32,7 @@ type Subscription struct {
 	d      driver.Subscription
 	caps   driver.Capabilities
 	logger *slog.Logger
+	tel    *tel
 
 	closeCtx  context.Context
 	cancel    context.CancelFunc
@@ -42,6 +51,7 @@ func NewSubscription(d driver.Subscription, opts *SubscriptionOptions) *Subscrip
 		opts = &SubscriptionOptions{}
 	}
 	s := &Subscription{d: d, caps: d.Capabilities(), logger: opts.Logger}
+	s.tel = newTel(d, opts.TracerProvider, opts.MeterProvider, false)
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
@@ -93,6 +103,7 @@ func (s *Subscription) Receive(ctx context.Context, maxMessages int) ([]*Deliver
 				out[i] = s.initDelivery(&slab[0], dm)
 				slab = slab[1:]
 			}
+			s.tel.counted(ctx, len(out))
 			return out, nil
 		}
 		if err := rctx.Err(); err != nil {

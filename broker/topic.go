@@ -7,6 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -17,6 +20,11 @@ type TopicOptions struct {
 	Retry *RetryPolicy
 	// Logger receives retry and close events. Default: slog.Default().
 	Logger *slog.Logger
+	// TracerProvider and MeterProvider receive the topic's spans and
+	// metrics (see the package doc, Telemetry). Default: the global
+	// providers (otel.GetTracerProvider, otel.GetMeterProvider).
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // RetryPolicy bounds the portable layer's retries of transient failures.
@@ -36,6 +44,7 @@ type Topic struct {
 	caps   driver.Capabilities
 	retry  RetryPolicy
 	logger *slog.Logger
+	tel    *tel
 
 	mu        sync.RWMutex
 	closed    bool
@@ -50,6 +59,7 @@ func NewTopic(d driver.Topic, opts *TopicOptions) *Topic {
 		opts = &TopicOptions{}
 	}
 	t := &Topic{d: d, caps: d.Capabilities(), retry: defaultPublishRetry, logger: opts.Logger, closing: make(chan struct{})}
+	t.tel = newTel(d, opts.TracerProvider, opts.MeterProvider, true)
 	if opts.Retry != nil {
 		t.retry = *opts.Retry
 		if t.retry.Attempts < 1 {
@@ -79,7 +89,7 @@ func (t *Topic) Capabilities() Capabilities { return t.caps }
 // failures are retried per TopicOptions.Retry, with the same IDs. Batches
 // larger than the broker's batch limit are split, and sent in order; an
 // error stops at the first failed batch, so later batches are not sent.
-func (t *Topic) Publish(ctx context.Context, msgs ...*Message) error {
+func (t *Topic) Publish(ctx context.Context, msgs ...*Message) (err error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if t.closed {
@@ -100,6 +110,8 @@ func (t *Topic) Publish(ctx context.Context, msgs ...*Message) error {
 		}
 		dms[i] = toDriver(m)
 	}
+	ctx, span := t.tel.startSend(ctx, dms)
+	defer func() { endSpan(span, err) }()
 	size := len(dms)
 	if t.caps.MaxBatchSize > 0 {
 		size = t.caps.MaxBatchSize
@@ -113,6 +125,7 @@ func (t *Topic) Publish(ctx context.Context, msgs ...*Message) error {
 			}
 			return err
 		}
+		t.tel.counted(ctx, end-start)
 	}
 	return nil
 }

@@ -23,6 +23,12 @@ import (
 // ErrAckAfterCommit); the error is nil when every delivery was applied,
 // found to be a duplicate or stale, or parked.
 func (in *Inbox[Tx]) HandleBatch(ctx context.Context, ds []*broker.Delivery, h Handler[Tx]) ([]Result, error) {
+	res, err := in.handleBatch(ctx, ds, h)
+	in.tel.batch(ctx, res)
+	return res, err
+}
+
+func (in *Inbox[Tx]) handleBatch(ctx context.Context, ds []*broker.Delivery, h Handler[Tx]) ([]Result, error) {
 	in.purgeDue(ctx)
 	res := make([]Result, len(ds))
 	pending, errs := in.checkIDs(ctx, ds, res)
@@ -33,7 +39,7 @@ func (in *Inbox[Tx]) HandleBatch(ctx context.Context, ds []*broker.Delivery, h H
 			// The store refused a value of one of the messages: handle
 			// them one by one, which settles that one for good.
 			for _, i := range pending {
-				r, err := in.Handle(ctx, ds[i], h)
+				r, err := in.handle(ctx, ds[i], h)
 				res[i] = r
 				errs = append(errs, err)
 			}

@@ -81,6 +81,12 @@ func (in *Inbox[Tx]) WrapBatchAll(bh BatchHandler[Tx]) broker.BatchHandler {
 // deliveries, as HandleBatch's; it is nil when every delivery was applied,
 // stale, a duplicate, held or parked.
 func (in *Inbox[Tx]) HandleBatchAll(ctx context.Context, ds []*broker.Delivery, bh BatchHandler[Tx]) ([]Result, error) {
+	res, err := in.handleBatchAll(ctx, ds, bh)
+	in.tel.batch(ctx, res)
+	return res, err
+}
+
+func (in *Inbox[Tx]) handleBatchAll(ctx context.Context, ds []*broker.Delivery, bh BatchHandler[Tx]) ([]Result, error) {
 	in.purgeDue(ctx)
 	res := make([]Result, len(ds))
 	pending, errs := in.checkIDs(ctx, ds, res)
@@ -102,7 +108,7 @@ func (in *Inbox[Tx]) HandleBatchAll(ctx context.Context, ds []*broker.Delivery, 
 			// The store refused a value of one of the messages, or the
 			// handler failed without saying for which: one at a time.
 			for k, d := range batch {
-				r, err := in.HandleBatchAll(ctx, []*broker.Delivery{d}, bh)
+				r, err := in.handleBatchAll(ctx, []*broker.Delivery{d}, bh)
 				res[pending[k]] = r[0]
 				errs = append(errs, err)
 			}

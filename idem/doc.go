@@ -285,4 +285,37 @@
 // validated (letters, digits, underscores; consumers also "-", "." and
 // ":"; at most 63 bytes, the length at which PostgreSQL would silently cut
 // it) and quoted.
+//
+// # Telemetry
+//
+// The outbox, the relay and the inbox report OpenTelemetry spans and
+// metrics through the providers in OutboxOptions, RelayOptions and Options
+// (default: the global ones); only the OpenTelemetry API is used. One
+// event's spans form one trace, from the transaction that wrote it to the
+// commit of its effect:
+//
+//   - Outbox.Add starts a "create" span (kind producer) per message under
+//     the caller's span and stores its context with the row, in the row's
+//     headers, as the W3C traceparent and tracestate (no schema change; a
+//     row given a traceparent of its own keeps it, as the parent);
+//   - the relay's "publish" span is a child of that stored context, around
+//     Topic.Publish, whose "send" span (package broker) is its child; the
+//     message carries the creation context through every driver;
+//   - Inbox.Handle's "inbox CONSUMER" span is a child of the span in its
+//     ctx (Subscription.Run's "process" span), or else of the message's
+//     creation context; "inbox claim", "handler" and "inbox commit" are its
+//     children. It carries wary.inbox.result (applied, duplicate, stale,
+//     gap, parked, held, failed, dead_lettered), wary.consumer,
+//     messaging.message.id, wary.aggregate.id and wary.aggregate.version.
+//     HandleBatch starts no span of its own.
+//
+// Metrics: wary.inbox.results (by wary.consumer and wary.inbox.result,
+// counted by Handle, HandleBatch and HandleBatchAll, plus "replayed" for
+// parked messages replayed), wary.inbox.ack_after_commit
+// (ErrAckAfterCommit) and wary.inbox.parked (parked and held);
+// the relay's wary.relay.publish.duration (each Publish, error.type on
+// failure) and wary.relay.commit_to_publish.duration (row creation to
+// confirmed publish) histograms, in seconds; and, while Relay.Run runs,
+// the gauges wary.outbox.backlog, wary.outbox.oldest_unsent.age (seconds)
+// and wary.outbox.quarantined, read with OutboxHealth at each collection.
 package idem

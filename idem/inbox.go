@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -79,6 +82,11 @@ type Options struct {
 	// Logger receives ack-after-commit failures and parking events
 	// (default slog.Default()).
 	Logger *slog.Logger
+	// TracerProvider receives Handle's spans, and MeterProvider the
+	// inbox's result counters (see the package doc, Telemetry). Default:
+	// the global providers.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // ErrRetention matches the error NewInbox returns for a retention that does
@@ -123,6 +131,7 @@ type Inbox[Tx any] struct {
 	// is held by the call that runs it.
 	nextPurge atomic.Int64
 	purging   atomic.Bool
+	tel       *inboxTel
 }
 
 // NewInbox returns an inbox for consumer on store. caps are the
@@ -171,7 +180,9 @@ func NewInbox[Tx any](st store.Store[Tx], consumer string, caps broker.Capabilit
 		o.Logger = slog.Default()
 	}
 	logStatement(o.Logger, "idem: inbox started", explainPart(Pipeline{Caps: caps, Inbox: true, Consumer: consumer, InboxOptions: &o}, "transport", "consumption"), slog.String("consumer", consumer))
-	return &Inbox[Tx]{store: st, consumer: consumer, caps: caps, o: o}, nil
+	in := &Inbox[Tx]{store: st, consumer: consumer, caps: caps, o: o}
+	newInboxTel(in)
+	return in, nil
 }
 
 // retention sets o.Retention from the horizon h, or refuses it (see
@@ -245,6 +256,13 @@ func (in *Inbox[Tx]) WrapBatch(h Handler[Tx]) broker.BatchHandler {
 // the result with an error matching ErrAckAfterCommit and counts it in
 // Stats.AckFailures; the redelivery will be a duplicate.
 func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[Tx]) (Result, error) {
+	ctx, span := in.tel.startHandle(ctx, d)
+	r, err := in.handle(ctx, d, h)
+	in.tel.endHandle(ctx, span, r, err)
+	return r, err
+}
+
+func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[Tx]) (Result, error) {
 	in.purgeDue(ctx)
 	if err := checkID(d.Message.ID); err != nil {
 		return in.poison(ctx, d, err)
@@ -257,7 +275,9 @@ func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[T
 	if bc, ok := in.store.(store.ClaimBeginner[Tx]); ok && !in.needsChecks(d) {
 		// The claim travels with BEGIN: one round trip fewer.
 		var claimed bool
-		tx, claimed, err = bc.BeginClaim(ctx, in.consumer, d.Message.ID, in.o.Now())
+		cctx, span := childSpan(ctx, "inbox claim")
+		tx, claimed, err = bc.BeginClaim(cctx, in.consumer, d.Message.ID, in.o.Now())
+		endChild(span, err)
 		if err != nil {
 			if broker.IsPermanent(err) { // the store refused a value of this message
 				return in.poison(ctx, d, storeErr("begin and claim", err))
@@ -325,7 +345,9 @@ func storeErr(op string, err error) error { return fmt.Errorf("%w: %s: %w", errS
 // apply claims d and runs h in tx.
 func (in *Inbox[Tx]) apply(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx]) (Result, error) {
 	if cc, ok := in.store.(store.ClaimChecker[Tx]); ok && in.holds(d) {
-		claimed, held, err := cc.ClaimCheck(ctx, tx, in.consumer, d.Message.ID, d.Message.Headers[HeaderAggregateID], in.o.Now())
+		cctx, span := childSpan(ctx, "inbox claim")
+		claimed, held, err := cc.ClaimCheck(cctx, tx, in.consumer, d.Message.ID, d.Message.Headers[HeaderAggregateID], in.o.Now())
+		endChild(span, err)
 		if err != nil {
 			return 0, storeErr("claim", err)
 		}
@@ -334,7 +356,9 @@ func (in *Inbox[Tx]) apply(ctx context.Context, tx Tx, d *broker.Delivery, h Han
 		}
 		return in.runChecked(ctx, tx, d, h, held)
 	}
-	claimed, err := in.store.Claim(ctx, tx, in.consumer, d.Message.ID, in.o.Now())
+	cctx, span := childSpan(ctx, "inbox claim")
+	claimed, err := in.store.Claim(cctx, tx, in.consumer, d.Message.ID, in.o.Now())
+	endChild(span, err)
 	if err != nil {
 		return 0, storeErr("claim", err)
 	}
@@ -368,10 +392,12 @@ func (in *Inbox[Tx]) runChecked(ctx context.Context, tx Tx, d *broker.Delivery, 
 // call runs h, turning a panic into an error and SkipStale into
 // ResultStale.
 func call[Tx any](ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx]) (r Result, err error) {
+	ctx, span := childSpan(ctx, "handler")
 	defer func() {
 		if p := recover(); p != nil {
 			r, err = 0, fmt.Errorf("idem: handler panic: %v\n%s", p, debug.Stack())
 		}
+		endChild(span, err)
 	}()
 	switch err := h(ctx, tx, d); {
 	case err == nil:
@@ -494,7 +520,10 @@ func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int
 func (in *Inbox[Tx]) commit(ctx context.Context, tx Tx) error {
 	cctx, cancel := in.settleCtx(ctx)
 	defer cancel()
-	return in.store.Commit(cctx, tx)
+	cctx, span := childSpan(cctx, "inbox commit")
+	err := in.store.Commit(cctx, tx)
+	endChild(span, err)
+	return err
 }
 
 func (in *Inbox[Tx]) settleCtx(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -514,6 +543,7 @@ func (in *Inbox[Tx]) ack(ctx context.Context, d *broker.Delivery) error {
 // returns the error for it, matching ErrAckAfterCommit.
 func (in *Inbox[Tx]) ackFailed(d *broker.Delivery, err error) error {
 	in.stats.ackFailures.Add(1)
+	in.tel.ackFailed(context.Background())
 	in.o.Logger.Warn("idem: committed, but the ack failed; the redelivery will be recognised as a duplicate",
 		slog.String("consumer", in.consumer), slog.String("message_id", d.Message.ID), slog.String("error", err.Error()))
 	return fmt.Errorf("%w: consumer %q, message %q: %w", ErrAckAfterCommit, in.consumer, d.Message.ID, err)

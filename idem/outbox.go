@@ -9,8 +9,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/internal/wotel"
 )
 
 // ErrInvalidMessage matches the error Outbox.Add returns for a message it
@@ -20,14 +23,19 @@ var ErrInvalidMessage = errors.New("idem: invalid outbox message")
 
 // Outbox adds messages to the outbox inside the caller's transaction.
 type Outbox[Tx any] struct {
-	store store.OutboxStore[Tx]
-	o     OutboxOptions
+	store  store.OutboxStore[Tx]
+	o      OutboxOptions
+	tracer wotel.Tracer
 }
 
 // OutboxOptions configures an Outbox. Nil means defaults.
 type OutboxOptions struct {
 	// Now is the clock that stamps added rows (default time.Now).
 	Now func() time.Time
+	// TracerProvider receives the "create" span of each added message,
+	// whose context is stored with the row (see the package doc,
+	// Telemetry). Default: the global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // NewOutbox returns an outbox on st, the store that also runs the
@@ -43,7 +51,7 @@ func NewOutbox[Tx any](st store.OutboxStore[Tx], opts *OutboxOptions) (*Outbox[T
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Outbox[Tx]{store: st, o: o}, nil
+	return &Outbox[Tx]{store: st, o: o, tracer: wotel.NewTracer(o.TracerProvider)}, nil
 }
 
 // Store returns the store.
@@ -75,7 +83,9 @@ func (o *Outbox[Tx]) Add(ctx context.Context, tx Tx, msgs ...*OutboxMessage) ([]
 		}
 		rows[i] = *m
 	}
+	end := startAdd(ctx, o.tracer, rows)
 	seqs, err := o.store.AddOutbox(ctx, tx, rows, o.o.Now())
+	end(err)
 	if err != nil {
 		return nil, fmt.Errorf("idem: outbox add: %w", err)
 	}

@@ -123,6 +123,7 @@ func (in *Inbox[Tx]) replayOne(ctx context.Context, p *Parked, h Handler[Tx]) (b
 		return false, storeErr("commit", err)
 	}
 	in.stats.replayed.Add(1)
+	in.tel.replayed(ctx)
 	return true, nil
 }
 

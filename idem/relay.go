@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -71,6 +74,11 @@ type RelayOptions struct {
 	// marking anything, and RunOnce returns the error. It is a failpoint
 	// for tests; production code leaves it nil.
 	AfterPublish func(m *broker.Message) error
+	// TracerProvider receives the relay's "publish" spans, and
+	// MeterProvider its latency histograms and the outbox's backlog gauges
+	// (see the package doc, Telemetry). Default: the global providers.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // Relay publishes committed outbox rows to a topic. See the package
@@ -88,6 +96,7 @@ type Relay struct {
 	waiting   atomic.Bool  // this relay set the store's wake flag (OutboxIdler)
 	idle      atomic.Int64 // times Run went to wait for work
 	rate      rateMeter
+	tel       *relayTel
 
 	published, failed, quarantined, claims, crashes atomic.Int64
 	lastErr                                         atomic.Pointer[relayError]
@@ -158,6 +167,7 @@ func NewRelay(st store.RelayStore, topic *broker.Topic, opts *RelayOptions) (*Re
 	}
 	r := &Relay{store: st, topic: topic, o: o, wakeCh: make(chan struct{})}
 	r.rate.start = o.Now()
+	newRelayTel(r)
 	return r, nil
 }
 
@@ -194,6 +204,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer r.observeOutbox()()
 	if l, ok := r.store.(store.OutboxListener); ok && !r.o.NoListen {
 		wg.Go(func() { r.listen(ctx, l) })
 	}

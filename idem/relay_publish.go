@@ -84,9 +84,17 @@ func (r *Relay) publishBatch(ctx context.Context, rows []OutboxRow) pubResult {
 		for i := range rows {
 			msgs[i] = rowMessage(&rows[i])
 		}
+		spans := make([]relaySpan, len(rows))
+		for i := range rows {
+			_, spans[i] = r.tel.startPublish(ctx, &rows[i])
+		}
 		pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
 		err := r.topic.Publish(pctx, msgs...)
 		cancel()
+		now := r.o.Now()
+		for i := range rows {
+			r.tel.endPublish(ctx, spans[i], &rows[i], now, err)
+		}
 		switch {
 		case err == nil:
 			for i, m := range msgs {
@@ -146,7 +154,9 @@ func (r *Relay) publishGroup(ctx context.Context, rows []OutboxRow, stop *atomic
 		}
 		m := rowMessage(row)
 		pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
+		pctx, ps := r.tel.startPublish(pctx, row)
 		err := r.topic.Publish(pctx, m)
+		r.tel.endPublish(pctx, ps, row, r.o.Now(), err)
 		cancel()
 		if err == nil && r.o.AfterPublish != nil {
 			if herr := r.o.AfterPublish(m); herr != nil {

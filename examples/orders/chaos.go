@@ -6,6 +6,9 @@ import (
 	"log/slog"
 	"sync"
 
+	mnoop "go.opentelemetry.io/otel/metric/noop"
+	tnoop "go.opentelemetry.io/otel/trace/noop"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
@@ -33,8 +36,10 @@ type chaosTopic struct {
 
 func newChaosTopic(inner *broker.Topic, duplicate, reorder string) (*chaosTopic, *broker.Topic) {
 	c := &chaosTopic{inner: inner, duplicate: duplicate, reorder: reorder, seen: map[string]int{}}
-	// One attempt: the relay decides about retries.
-	return c, broker.NewTopic(c, &broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}, Logger: slog.New(slog.DiscardHandler)})
+	// One attempt: the relay decides about retries. The wrapper is not a
+	// broker: only the real topic reports spans and metrics.
+	return c, broker.NewTopic(c, &broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}, Logger: slog.New(slog.DiscardHandler),
+		TracerProvider: tnoop.NewTracerProvider(), MeterProvider: mnoop.NewMeterProvider()})
 }
 
 func (c *chaosTopic) SendBatch(ctx context.Context, msgs []*driver.Message) error {

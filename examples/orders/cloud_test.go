@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,13 +23,39 @@ import (
 func TestServiceBusEmulator(t *testing.T) {
 	emu := sbemu.Start(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: "orders", LockDuration: 5 * time.Second, MaxDeliveryCount: 10}}})
 	t.Setenv(servicebus.ConnectionStringEnv, emu.ConnectionString)
-	run(t, Config{Broker: "servicebus://orders?read_entity=false&lock_duration=5s&max_delivery_count=10"})
+	run(t, Config{Broker: serviceBusURL})
+}
+
+const serviceBusURL = "servicebus://orders?read_entity=false&lock_duration=5s&max_delivery_count=10"
+
+// TestTelemetryServiceBus is TestServiceBusEmulator with OpenTelemetry on
+// (see runTraced): the trace context travels in application properties.
+func TestTelemetryServiceBus(t *testing.T) {
+	emu := sbemu.Start(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: "orders", LockDuration: 5 * time.Second, MaxDeliveryCount: 10}}})
+	t.Setenv(servicebus.ConnectionStringEnv, emu.ConnectionString)
+	runTraced(t, Config{Broker: serviceBusURL}, "servicebus", "orders")
 }
 
 // TestSQSFIFO runs the example on a FIFO queue of fauxqs, the SQS
 // emulator. Credentials come from the SDK's default chain, as a user's
 // would.
 func TestSQSFIFO(t *testing.T) {
+	// SQS drops the relay's and the broker's copies (same deduplication
+	// IDs, inside five minutes): the inbox sees none of them.
+	runDedup(t, Config{Broker: sqsQueue(t)}, true)
+}
+
+// TestTelemetrySQSFIFO is TestSQSFIFO with OpenTelemetry on (see
+// runTraced): the trace context travels in message attributes.
+func TestTelemetrySQSFIFO(t *testing.T) {
+	u := sqsQueue(t)
+	name := strings.TrimPrefix(u[:strings.IndexByte(u, '?')], "sqsfifo://")
+	runTracedDedup(t, Config{Broker: u}, "aws_sqs", name, true)
+}
+
+// sqsQueue starts fauxqs, creates a fresh FIFO queue and returns its
+// sqsfifo:// URL.
+func sqsQueue(t *testing.T) string {
 	srv := sqsemu.Start(t, sqsemu.Options{})
 	client := srv.NewClient(t, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -42,7 +69,5 @@ func TestSQSFIFO(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	q := url.Values{"region": {sqsemu.Region}, "endpoint": {srv.Endpoint}}
-	// SQS drops the relay's and the broker's copies (same deduplication
-	// IDs, inside five minutes): the inbox sees none of them.
-	runDedup(t, Config{Broker: "sqsfifo://" + name + "?" + q.Encode()}, true)
+	return "sqsfifo://" + name + "?" + q.Encode()
 }

@@ -25,6 +25,12 @@
 //
 //	go run ./examples/orders
 //
+// With -trace it also prints the OpenTelemetry spans of one order
+// (order-1), from Outbox.Add through the relay and the broker to the inbox
+// commit, as a tree and with the stdout exporter:
+//
+//	go run ./examples/orders -trace
+//
 // Flags switch to real services:
 //
 //	go run ./examples/orders -postgres postgres://postgres@127.0.0.1:5432/test
@@ -56,6 +62,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem"
@@ -66,7 +74,12 @@ func main() {
 	flag.StringVar(&cfg.Broker, "broker", "mem://orders", "topic URL: mem://TOPIC, rabbit://EXCHANGE (server in WARY_RABBIT_URL), amqp://USER:PASS@HOST:PORT/?exchange=EXCHANGE, kafka://TOPIC?brokers=HOST:PORT, sqsfifo://QUEUE.fifo?region=R&endpoint=URL, servicebus://QUEUE (connection string in WARY_SERVICEBUS_CONNECTION_STRING)")
 	flag.StringVar(&cfg.Subscription, "subscription", "", "subscription URL (default: derived from -broker)")
 	flag.StringVar(&cfg.Postgres, "postgres", "", "PostgreSQL URL (default: an embedded SQLite database)")
+	traceFlag := flag.Bool("trace", false, "print the OpenTelemetry spans of one order (order-1), from Outbox.Add to the inbox commit, with the stdout exporter")
 	flag.Parse()
+	var tr *traced
+	if *traceFlag {
+		tr = installTracing()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt) // Ctrl-C still drops what the run made
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -76,6 +89,11 @@ func main() {
 		log.Print(err)
 		cancel()
 		os.Exit(1)
+	}
+	if tr != nil {
+		if err := tr.print(ctx, os.Stdout, "order-1"); err != nil {
+			log.Print(err)
+		}
 	}
 	if !rep.OK() {
 		os.Exit(1)
@@ -92,7 +110,10 @@ type Config struct {
 // Report is what a run found.
 type Report struct {
 	History conformance.Report
-	Orders  int
+	// Totals are the history's counts with copies (the metrics count
+	// those).
+	Totals conformance.Totals
+	Orders int
 	// Published counts the events the relay published (distinct IDs);
 	// Publishes the messages that reached the broker, copies included.
 	Published, Publishes int
@@ -187,6 +208,10 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 		return rep, err
 	}
 	change := func(id string, version int64, status string, total int) error {
+		// The order service's own span: Outbox.Add records its context
+		// with the row (a no-op unless tracing is on, see -trace).
+		ctx, span := otel.Tracer("orders").Start(ctx, "order "+status)
+		defer span.End()
 		return inTx(ctx, db, func(tx Tx) error {
 			if err := db.exec(ctx, tx, `INSERT INTO orders (id, version, status, total) VALUES ($1, $2, $3, $4)
 				ON CONFLICT (id) DO UPDATE SET version = excluded.version, status = excluded.status`, id, version, status, total); err != nil {
@@ -344,6 +369,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	rep.Effects = len(ids)
 	rep.Inbox = inbox.Stats()
 	rep.History = h.Check()
+	rep.Totals = h.Totals()
 	writeReport(w, &rep)
 	return rep, nil
 }

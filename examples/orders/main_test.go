@@ -78,6 +78,14 @@ func TestPostgres(t *testing.T) {
 }
 
 func TestRabbit(t *testing.T) {
+	setRabbit(t)
+	run(t, Config{Broker: "rabbit://wary-orders-test-" + newSuffix()})
+}
+
+// setRabbit points WARY_RABBIT_URL at a reachable RabbitMQ, or skips t
+// (fails it under WARY_REQUIRE_SERVICES=1).
+func setRabbit(t *testing.T) {
+	t.Helper()
 	url := servicetest.URL(t, rabbit.ServerURLEnv, "amqp://guest:guest@127.0.0.1:5672/", func(ctx context.Context, url string) error {
 		c, err := rabbit.Dial(ctx, url, nil)
 		if err != nil {
@@ -86,7 +94,6 @@ func TestRabbit(t *testing.T) {
 		return c.Close()
 	})
 	t.Setenv(rabbit.ServerURLEnv, url)
-	run(t, Config{Broker: "rabbit://wary-orders-test-" + newSuffix()})
 }
 
 // TestReportOK: a lost event, an effect applied twice or a double charge
