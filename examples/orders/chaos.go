@@ -16,19 +16,23 @@ import (
 // chaosTopic wraps a real topic and misbehaves on purpose, the way an
 // at-least-once broker may:
 //
-//   - duplicate: the first publish of this message ID reaches the broker
-//     twice;
-//   - reorder: the first publish of this message ID is held back and
-//     reaches the broker only after the next message with the same key.
+//   - duplicate: the first publish of this message ID once armed reaches
+//     the broker twice;
+//   - reorder: the first publish of this message ID once armed is held
+//     back and reaches the broker only after the next message with the
+//     same key.
 //
-// It counts what reached the broker.
+// It is armed after the relay's crash, so that the faults do not depend
+// on which rows the crashed relay's batch held. It counts what reached
+// the broker.
 type chaosTopic struct {
 	inner     *broker.Topic
 	duplicate string
 	reorder   string
 
 	mu        sync.Mutex
-	seen      map[string]int // publishes asked for, by ID
+	armed     bool
+	seen      map[string]int // publishes asked for once armed, by ID
 	publishes int            // messages that reached the broker
 	held      *broker.Message
 	fired     struct{ duplicate, reorder bool }
@@ -46,8 +50,11 @@ func (c *chaosTopic) SendBatch(ctx context.Context, msgs []*driver.Message) erro
 	for _, dm := range msgs {
 		m := &broker.Message{ID: dm.ID, Key: dm.Key, Headers: dm.Headers, Body: dm.Body}
 		c.mu.Lock()
-		c.seen[m.ID]++
-		first := c.seen[m.ID] == 1
+		first := false
+		if c.armed {
+			c.seen[m.ID]++
+			first = c.seen[m.ID] == 1
+		}
 		var out []*broker.Message
 		switch {
 		case first && m.ID == c.reorder:
@@ -74,6 +81,13 @@ func (c *chaosTopic) SendBatch(ctx context.Context, msgs []*driver.Message) erro
 		}
 	}
 	return nil
+}
+
+// arm starts the faults.
+func (c *chaosTopic) arm() {
+	c.mu.Lock()
+	c.armed = true
+	c.mu.Unlock()
 }
 
 // flush publishes a message still held back (its key had no later
