@@ -1,9 +1,12 @@
 package cli_test
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/cmd/wary/internal/cli"
 	"github.com/wary-go/wary/conformance/emulators/sbemu"
 	"github.com/wary-go/wary/drivers/servicebus"
 )
@@ -26,4 +29,37 @@ func TestServiceBusDLQ(t *testing.T) {
 	top := mustOpenTopic(t, "servicebus://"+name+q)
 	sub := mustOpenSub(t, "servicebus://"+name+q)
 	dlqWalkthrough(t, newWary(t), top, "servicebus://"+name+q, sub, "servicebus://"+name+"/$DeadLetterQueue"+q, "10s")
+}
+
+// TestProbeServiceBus: the Service Bus driver keeps what it declares on our
+// emulator, on scratch queues (plain and session) that probe creates and
+// deletes through the administration API, which --servicebus-admin-endpoint
+// reaches on the emulator's own port.
+func TestProbeServiceBus(t *testing.T) {
+	emu := sbemu.Start(t, sbemu.Topology{})
+	if emu.Real {
+		t.Skip("runs on the emulator, whose administration port it names")
+	}
+	w := newWary(t)
+	w.env[cli.EnvServiceBus] = emu.ConnectionString
+	admin := "http://127.0.0.1:" + strconv.Itoa(emu.AdminPort)
+	only := "order-within-scope,dedup-within-window,delivery-limit-dead-letters,lock-expiry-redelivers"
+	for _, c := range []struct{ url, order, lock string }{
+		{"servicebus://scratch", "order per none", "lock 5s"},
+		// a session's lock is renewed while its receiver holds it
+		{"servicebus://scratch?sessions=true", "order per session", "held until settled"},
+	} {
+		r := w.want(cli.ExitOK, "probe", c.url, "--servicebus-admin-endpoint", admin, "--only", only)
+		r.has(t, c.order, c.lock, "dedup 3s per queue", "limit 3 (native)", "every observation matches the declaration")
+		if strings.Contains(r.out+r.errout, "RootManageSharedAccessKey;SharedAccessKey") {
+			t.Errorf("the connection string is printed")
+		}
+	}
+	// Without the endpoint the administration API is not reached: a
+	// connection error, not a finding.
+	w.env[cli.EnvServiceBusAdmin] = "http://10.0.0.1:1"
+	r := w.want(cli.ExitError, "probe", "servicebus://scratch", "--only", only)
+	if !strings.Contains(r.errout, "loopback") {
+		t.Errorf("stderr does not say why: %s", r.errout)
+	}
 }
