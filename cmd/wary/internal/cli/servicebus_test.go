@@ -1,12 +1,16 @@
 package cli_test
 
 import (
+	"context"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
+	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/conformance/emulators/sbemu"
 	"github.com/wary-go/wary/drivers/servicebus"
 )
@@ -62,4 +66,46 @@ func TestProbeServiceBus(t *testing.T) {
 	if !strings.Contains(r.errout, "loopback") {
 		t.Errorf("stderr does not say why: %s", r.errout)
 	}
+}
+
+// TestProbeServiceBusCatchesALie: a Service Bus queue behind drivers that
+// declare two deliveries more than its MaxDeliveryCount is caught, exit 1.
+func TestProbeServiceBusCatchesALie(t *testing.T) {
+	emu := sbemu.Start(t, sbemu.Topology{})
+	if emu.Real {
+		t.Skip("runs on the emulator, whose administration port it names")
+	}
+	w := newWary(t)
+	w.env[cli.EnvServiceBus] = emu.ConnectionString
+	w.env[cli.EnvServiceBusAdmin] = "http://127.0.0.1:" + strconv.Itoa(emu.AdminPort)
+	w.harnesses = map[string]cli.HarnessFunc{"sbliar": func(ctx context.Context, u *url.URL, getenv func(string) string) (conformance.Harness, func(), error) {
+		real := *u
+		real.Scheme = servicebus.Scheme
+		h, closeH, err := cli.ServiceBusHarness(ctx, &real, getenv)
+		if err != nil {
+			return h, closeH, err
+		}
+		setup := h.Setup
+		h.Setup = func(ctx context.Context, tb testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+			f, err := setup(ctx, tb, cfg)
+			if err != nil {
+				return nil, err
+			}
+			caps := f.Topic.Capabilities()
+			caps.DeliveryLimit += 2
+			subscribe := f.Subscribe
+			f.Topic = broker.NewTopic(&lyingTopic{t: f.Topic, caps: caps}, nil)
+			f.Subscribe = func(ctx context.Context) (*broker.Subscription, error) {
+				s, err := subscribe(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return broker.NewSubscription(&lyingSub{s: s, caps: caps}, nil), nil
+			}
+			return f, nil
+		}
+		return h, closeH, nil
+	}}
+	r := w.want(cli.ExitFinding, "probe", "sbliar://scratch", "--only", "delivery-limit-dead-letters")
+	r.has(t, "limit 5 (native)", "BROKEN: ", "the broker does not keep what it declares")
 }
