@@ -35,18 +35,25 @@ func TestServiceBusDLQ(t *testing.T) {
 	dlqWalkthrough(t, newWary(t), top, "servicebus://"+name+q, sub, "servicebus://"+name+"/$DeadLetterQueue"+q, "10s")
 }
 
-// TestProbeServiceBus: the Service Bus driver keeps what it declares on our
-// emulator, on scratch queues (plain and session) that probe creates and
-// deletes through the administration API, which --servicebus-admin-endpoint
-// reaches on the emulator's own port.
-func TestProbeServiceBus(t *testing.T) {
+// sbProbe starts our emulator (with no entities: probe creates them) and
+// returns a command whose namespace is the emulator, and the emulator's
+// administration endpoint.
+func sbProbe(t *testing.T) (*wary, string) {
 	emu := sbemu.Start(t, sbemu.Topology{})
 	if emu.Real {
 		t.Skip("runs on the emulator, whose administration port it names")
 	}
 	w := newWary(t)
 	w.env[cli.EnvServiceBus] = emu.ConnectionString
-	admin := "http://127.0.0.1:" + strconv.Itoa(emu.AdminPort)
+	return w, "http://127.0.0.1:" + strconv.Itoa(emu.AdminPort)
+}
+
+// TestProbeServiceBus: the Service Bus driver keeps what it declares on our
+// emulator, on scratch queues (plain and session) that probe creates and
+// deletes through the administration API, which --servicebus-admin-endpoint
+// reaches on the emulator's own port.
+func TestProbeServiceBus(t *testing.T) {
+	w, admin := sbProbe(t)
 	only := "order-within-scope,dedup-within-window,delivery-limit-dead-letters,lock-expiry-redelivers"
 	for _, c := range []struct{ url, order, lock string }{
 		{"servicebus://scratch", "order per none", "lock 5s"},
@@ -71,13 +78,8 @@ func TestProbeServiceBus(t *testing.T) {
 // TestProbeServiceBusCatchesALie: a Service Bus queue behind drivers that
 // declare two deliveries more than its MaxDeliveryCount is caught, exit 1.
 func TestProbeServiceBusCatchesALie(t *testing.T) {
-	emu := sbemu.Start(t, sbemu.Topology{})
-	if emu.Real {
-		t.Skip("runs on the emulator, whose administration port it names")
-	}
-	w := newWary(t)
-	w.env[cli.EnvServiceBus] = emu.ConnectionString
-	w.env[cli.EnvServiceBusAdmin] = "http://127.0.0.1:" + strconv.Itoa(emu.AdminPort)
+	w, admin := sbProbe(t)
+	w.env[cli.EnvServiceBusAdmin] = admin
 	w.harnesses = map[string]cli.HarnessFunc{"sbliar": func(ctx context.Context, u *url.URL, getenv func(string) string) (conformance.Harness, func(), error) {
 		real := *u
 		real.Scheme = servicebus.Scheme
