@@ -89,7 +89,13 @@ func serviceBusHarness(ctx context.Context, u *url.URL, getenv func(string) stri
 			if err != nil {
 				return nil, err
 			}
-			top, err := servicebus.OpenTopic(client, send, &servicebus.TopicOptions{Admin: adm})
+			topts := &servicebus.TopicOptions{Admin: adm}
+			if topic {
+				// A topic does not know its subscriptions' properties: they
+				// are declared to it.
+				topts.Entity = servicebus.EntityProperties{RequiresSession: sessions, LockDuration: max(cfg.LockTimeout, minLock), MaxDeliveryCount: cfg.DeliveryLimit}
+			}
+			top, err := servicebus.OpenTopic(client, send, topts)
 			if err != nil {
 				return nil, err
 			}
@@ -124,7 +130,7 @@ func serviceBusHarness(ctx context.Context, u *url.URL, getenv func(string) stri
 // path to receive from.
 func createScratch(ctx context.Context, t testing.TB, adm *admin.Client, sessions, topic bool, cfg conformance.Config) (send, path string, err error) {
 	name := scratchName("wary-probe")
-	lock := max(cfg.LockTimeout, 5*time.Second)
+	lock := max(cfg.LockTimeout, minLock)
 	var limit *int32
 	if cfg.DeliveryLimit > 0 {
 		limit = to(int32(cfg.DeliveryLimit))
@@ -161,6 +167,9 @@ func createScratch(ctx context.Context, t testing.TB, adm *admin.Client, session
 	}
 	return name, name + "/Subscriptions/probe", nil
 }
+
+// minLock is the service's shortest lock duration.
+const minLock = 5 * time.Second
 
 func to[T any](v T) *T { return &v }
 

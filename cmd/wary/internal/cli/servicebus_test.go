@@ -59,15 +59,19 @@ func TestProbeServiceBus(t *testing.T) {
 		{"servicebus://scratch", "order per none", "lock 5s"},
 		// a session's lock is renewed while its receiver holds it
 		{"servicebus://scratch?sessions=true", "order per session", "held until settled"},
+		{"servicebus://scratch?topic=true", "order per none", "lock 5s"},
 	} {
 		r := w.want(cli.ExitOK, "probe", c.url, "--servicebus-admin-endpoint", admin, "--only", only)
-		r.has(t, c.order, c.lock, "dedup 3s per queue", "limit 3 (native)", "every observation matches the declaration")
+		r.has(t, c.order, c.lock, "dedup 3s per ", "limit 3 (native)", "every observation matches the declaration")
 		if strings.Contains(r.out+r.errout, "RootManageSharedAccessKey;SharedAccessKey") {
 			t.Errorf("the connection string is printed")
 		}
 	}
-	// Without the endpoint the administration API is not reached: a
-	// connection error, not a finding.
+	if r := w.want(cli.ExitError, "probe", "servicebus://scratch?partitions=2", "--servicebus-admin-endpoint", admin); !strings.Contains(r.errout, "partitions: unknown parameter") {
+		t.Errorf("stderr does not name the parameter: %s", r.errout)
+	}
+	// Plain http to an address that is not loopback would carry the
+	// namespace's token in the clear: refused, a usage error.
 	w.env[cli.EnvServiceBusAdmin] = "http://10.0.0.1:1"
 	r := w.want(cli.ExitError, "probe", "servicebus://scratch", "--only", only)
 	if !strings.Contains(r.errout, "loopback") {
