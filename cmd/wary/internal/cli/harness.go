@@ -19,6 +19,7 @@ import (
 	"github.com/wary-go/wary/drivers/kafka"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/drivers/rabbit"
+	"github.com/wary-go/wary/drivers/servicebus"
 	"github.com/wary-go/wary/drivers/sqsfifo"
 )
 
@@ -33,8 +34,9 @@ var harnesses = map[string]HarnessFunc{
 	memory.Scheme:     memHarness,
 	rabbit.Scheme:     rabbitHarness,
 	rabbit.SchemeAMQP: rabbitHarness, rabbit.SchemeAMQPS: rabbitHarness,
-	"kafka":        kafkaHarness,
-	sqsfifo.Scheme: sqsHarness,
+	"kafka":           kafkaHarness,
+	sqsfifo.Scheme:    sqsHarness,
+	servicebus.Scheme: serviceBusHarness,
 }
 
 func scratchName(prefix string) string {

@@ -21,6 +21,7 @@ func sortedStrings(s []string) []string { slices.Sort(s); return s }
 func (a *app) probeCmd() *cobra.Command {
 	var only []string
 	var timeout time.Duration
+	var sbAdmin string
 	c := &cobra.Command{
 		Use:   "probe URL",
 		Short: "Measure a live broker's promises on scratch queues and compare them with its declaration",
@@ -38,11 +39,16 @@ rabbit://NAME (server in $WARY_RABBIT_URL; partitions=N),
 amqp://USER:PASS@HOST:PORT/VHOST, or kafka://NAME (brokers= or
 $WARY_KAFKA_BROKERS; ordered=true for the ordered consumer mode), or
 sqsfifo://NAME?region=R (endpoint= or $WARY_SQS_ENDPOINT; dedup_window=
-when the server's is shorter than AWS's 5 minutes). servicebus:// is not
-probed yet.`,
+when the server's is shorter than AWS's 5 minutes), or
+servicebus://NAME?sessions=B&topic=B (namespace in
+$WARY_SERVICEBUS_CONNECTION_STRING; a session queue, or a topic with one
+subscription). An emulator serves the administration API on a port of its
+own: --servicebus-admin-endpoint (or $WARY_SERVICEBUS_ADMIN_ENDPOINT) sends
+the administration requests there, over plain HTTP on loopback only.`,
 		Example: `  wary probe 'mem://scratch?profile=sqsfifo'
   wary probe rabbit://scratch --only order-within-scope,delivery-limit-dead-letters --json
-  wary probe 'kafka://scratch?brokers=127.0.0.1:9092&ordered=true'`,
+  wary probe 'kafka://scratch?brokers=127.0.0.1:9092&ordered=true'
+  wary probe 'servicebus://scratch?sessions=true' --servicebus-admin-endpoint http://127.0.0.1:5300`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
@@ -50,6 +56,15 @@ probed yet.`,
 				var cancel func()
 				ctx, cancel = context.WithTimeout(ctx, timeout)
 				defer cancel()
+			}
+			if sbAdmin != "" {
+				getenv := a.io.Getenv
+				a.io.Getenv = func(k string) string {
+					if k == EnvServiceBusAdmin {
+						return sbAdmin
+					}
+					return getenv(k)
+				}
 			}
 			h, closeH, err := a.harnessFor(ctx, args[0])
 			if err != nil {
@@ -90,6 +105,7 @@ probed yet.`,
 		},
 	}
 	c.Flags().StringSliceVar(&only, "only", nil, "run only these scenarios (comma-separated): "+strings.Join(conformance.Scenarios(), ", "))
+	c.Flags().StringVar(&sbAdmin, "servicebus-admin-endpoint", "", "send Service Bus administration requests to this endpoint, an emulator's (default $"+EnvServiceBusAdmin+")")
 	c.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "give up after this long")
 	return c
 }

@@ -1,0 +1,226 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/drivers/servicebus"
+)
+
+// EnvServiceBusAdmin names the environment variable that gives
+// --servicebus-admin-endpoint's default.
+const EnvServiceBusAdmin = "WARY_SERVICEBUS_ADMIN_ENDPOINT"
+
+// serviceBusHarness probes a Service Bus namespace (the connection string
+// in $WARY_SERVICEBUS_CONNECTION_STRING): each scenario gets a scratch
+// queue, created and deleted through the administration API, with the
+// lock duration (at least 5s, the service's minimum), MaxDeliveryCount
+// (so its dead-letter sub-queue receives what exceeds it) and duplicate
+// detection window the scenario asks for; sessions=true makes it a
+// session queue, topic=true a topic with one subscription. The driver
+// declares what it reads back from the entity. Entities have no message
+// TTL, so the horizon is unbounded.
+//
+// An emulator serves the administration API apart from AMQP, over plain
+// HTTP: admin_endpoint (--servicebus-admin-endpoint or
+// $WARY_SERVICEBUS_ADMIN_ENDPOINT) sends the administration client's
+// requests there; the harness then takes the server for an emulator,
+// which accepts windows shorter than the service's minimums.
+func serviceBusHarness(ctx context.Context, u *url.URL, getenv func(string) string) (conformance.Harness, func(), error) {
+	q := u.Query()
+	cs := getenv(EnvServiceBus)
+	if cs == "" {
+		return conformance.Harness{}, nil, fmt.Errorf("probe %s: name the namespace in $%s", broker.Redact(u), EnvServiceBus)
+	}
+	var sessions, topic bool
+	for k, v := range q {
+		var err error
+		switch k {
+		case "sessions":
+			sessions, err = strconv.ParseBool(v[0])
+		case "topic":
+			topic, err = strconv.ParseBool(v[0])
+		default:
+			err = errors.New("unknown parameter (want sessions, topic)")
+		}
+		if err != nil {
+			return conformance.Harness{}, nil, fmt.Errorf("probe %s: %s: %w", broker.Redact(u), k, err)
+		}
+	}
+	ao, closeTransport, err := adminOptions(getenv(EnvServiceBusAdmin))
+	if err != nil {
+		return conformance.Harness{}, nil, fmt.Errorf("probe: --servicebus-admin-endpoint: %w", err)
+	}
+	adm, err := admin.NewClientFromConnectionString(cs, ao)
+	if err != nil {
+		closeTransport()
+		return conformance.Harness{}, nil, errors.New("probe: the Service Bus connection string does not parse") // the SDK's message may quote it
+	}
+	client, err := azservicebus.NewClientFromConnectionString(cs, nil)
+	if err != nil {
+		closeTransport()
+		return conformance.Harness{}, nil, errors.New("probe: the Service Bus connection string does not parse")
+	}
+	// One call up front, so that an unreachable administration API is a
+	// connection error (exit 2) rather than every scenario failing.
+	if _, err := adm.GetQueue(ctx, scratchName("wary-probe"), nil); err != nil { // absent: nil, nil
+		_ = client.Close(ctx)
+		closeTransport()
+		return conformance.Harness{}, nil, fmt.Errorf("probe %s: the administration API does not answer (give --servicebus-admin-endpoint for an emulator): %w", broker.Redact(u), err)
+	}
+	h := conformance.Harness{
+		Name:              "probe " + broker.Redact(u),
+		RedeliveryHorizon: broker.HorizonUnbounded,
+		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+			send, path, err := createScratch(ctx, t, adm, sessions, topic, cfg)
+			if err != nil {
+				return nil, err
+			}
+			topts := &servicebus.TopicOptions{Admin: adm}
+			if topic {
+				// A topic does not know its subscriptions' properties: they
+				// are declared to it.
+				topts.Entity = servicebus.EntityProperties{RequiresSession: sessions, LockDuration: max(cfg.LockTimeout, minLock), MaxDeliveryCount: cfg.DeliveryLimit}
+			}
+			top, err := servicebus.OpenTopic(client, send, topts)
+			if err != nil {
+				return nil, err
+			}
+			so := &servicebus.SubscriptionOptions{Admin: adm, SessionIdle: 500 * time.Millisecond, ReceiveWait: 500 * time.Millisecond}
+			return &conformance.Fixture{
+				Topic: top,
+				Subscribe: func(context.Context) (*broker.Subscription, error) {
+					return servicebus.OpenSubscription(client, path, so)
+				},
+				DeadLetters: func(context.Context) (*broker.Subscription, error) {
+					return servicebus.OpenSubscription(client, path+"/$DeadLetterQueue", so)
+				},
+			}, nil
+		},
+	}
+	if ao == nil {
+		// A namespace (not an emulator): locks are at least 5s and the
+		// duplicate detection window at least 20s.
+		h.FixedWaits = "the service's lock duration is at least 5s and its duplicate detection window at least 20s"
+		h.MaxWait = 45 * time.Second
+	}
+	return h, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = client.Close(ctx)
+		closeTransport()
+	}, nil
+}
+
+// createScratch creates a scratch queue, or topic and subscription, for a
+// scenario, deleted when it ends; it returns the entity to send to and the
+// path to receive from.
+func createScratch(ctx context.Context, t testing.TB, adm *admin.Client, sessions, topic bool, cfg conformance.Config) (send, path string, err error) {
+	name := scratchName("wary-probe")
+	lock := max(cfg.LockTimeout, minLock)
+	var limit *int32
+	if cfg.DeliveryLimit > 0 {
+		limit = to(int32(cfg.DeliveryLimit))
+	}
+	var dedup *bool
+	var window *string
+	if cfg.DedupWindow > 0 {
+		dedup, window = to(true), isoDuration(cfg.DedupWindow)
+	}
+	del := func(f func(context.Context) error) {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = f(ctx)
+		})
+	}
+	if !topic {
+		p := &admin.QueueProperties{RequiresSession: to(sessions), LockDuration: isoDuration(lock), MaxDeliveryCount: limit,
+			RequiresDuplicateDetection: dedup, DuplicateDetectionHistoryTimeWindow: window}
+		if _, err := adm.CreateQueue(ctx, name, &admin.CreateQueueOptions{Properties: p}); err != nil {
+			return "", "", fmt.Errorf("create queue %s: %w", name, err)
+		}
+		del(func(ctx context.Context) error { _, err := adm.DeleteQueue(ctx, name, nil); return err })
+		return name, name, nil
+	}
+	tp := &admin.TopicProperties{RequiresDuplicateDetection: dedup, DuplicateDetectionHistoryTimeWindow: window}
+	if _, err := adm.CreateTopic(ctx, name, &admin.CreateTopicOptions{Properties: tp}); err != nil {
+		return "", "", fmt.Errorf("create topic %s: %w", name, err)
+	}
+	del(func(ctx context.Context) error { _, err := adm.DeleteTopic(ctx, name, nil); return err })
+	sp := &admin.SubscriptionProperties{RequiresSession: to(sessions), LockDuration: isoDuration(lock), MaxDeliveryCount: limit}
+	if _, err := adm.CreateSubscription(ctx, name, "probe", &admin.CreateSubscriptionOptions{Properties: sp}); err != nil {
+		return "", "", fmt.Errorf("create subscription %s/probe: %w", name, err)
+	}
+	return name, name + "/Subscriptions/probe", nil
+}
+
+// minLock is the service's shortest lock duration.
+const minLock = 5 * time.Second
+
+func to[T any](v T) *T { return &v }
+
+// isoDuration writes d as the administration API wants it (ISO 8601).
+func isoDuration(d time.Duration) *string {
+	s := "PT" + strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "S"
+	return &s
+}
+
+// adminOptions returns the administration client's options for endpoint:
+// none when it is empty; otherwise a transport that sends the client's
+// requests, addressed to https://NAMESPACE/, to endpoint instead (an
+// emulator's administration port). Plain http is accepted only on a
+// loopback address: the requests carry a token signed with the
+// namespace's key.
+func adminOptions(endpoint string) (*admin.ClientOptions, func(), error) {
+	if endpoint == "" {
+		return nil, func() {}, nil
+	}
+	e, err := url.Parse(endpoint)
+	if err != nil || e.Host == "" || (e.Scheme != "http" && e.Scheme != "https") || e.User != nil || (e.Path != "" && e.Path != "/") || e.RawQuery != "" {
+		return nil, nil, fmt.Errorf("%q is not an endpoint (want http://127.0.0.1:PORT or https://HOST[:PORT])", broker.RedactString(endpoint))
+	}
+	if e.Scheme == "http" && !loopback(e.Hostname()) {
+		return nil, nil, fmt.Errorf("plain http is accepted only on a loopback address (requests carry a token), not %s", e.Hostname())
+	}
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	tr := redirect{scheme: e.Scheme, host: e.Host, client: hc}
+	return &admin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}}, hc.CloseIdleConnections, nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// redirect is an azcore transport that sends each request to scheme://host,
+// keeping its path, query and Host header.
+type redirect struct {
+	scheme, host string
+	client       *http.Client
+}
+
+func (r redirect) Do(req *http.Request) (*http.Response, error) {
+	u := *req.URL
+	u.Scheme, u.Host = r.scheme, r.host
+	out := req.Clone(req.Context())
+	out.URL = &u
+	out.Host = req.URL.Host
+	return r.client.Do(out)
+}
