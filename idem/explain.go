@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"time"
 
@@ -201,11 +202,37 @@ func (e *explainer) relay() RelayOptions {
 // shorter than this lets a republished row through as a second message.
 func RetrySpan(o *RelayOptions) time.Duration {
 	r := (&explainer{p: Pipeline{Relay: o}}).relay()
-	span := time.Duration(r.MaxAttempts) * r.PublishTimeout
+	span := satMul(r.PublishTimeout, r.MaxAttempts)
+	// The ceilings grow to Backoff's cap and stay there: sum them until
+	// then, and the rest in one step (MaxAttempts may be huge).
 	for a := 1; a < r.MaxAttempts; a++ {
-		span += r.Backoff.Ceiling(a)
+		c := r.Backoff.Ceiling(a)
+		if c == r.Backoff.Ceiling(a+1) {
+			return satAdd(span, satMul(c, r.MaxAttempts-a))
+		}
+		span = satAdd(span, c)
 	}
 	return span
+}
+
+// satMul is d×n, or the largest Duration if that overflows.
+func satMul(d time.Duration, n int) time.Duration {
+	if d <= 0 || n <= 0 {
+		return 0
+	}
+	if int64(n) > math.MaxInt64/int64(d) {
+		return math.MaxInt64
+	}
+	return d * time.Duration(n)
+}
+
+// satAdd is a+b for non-negative a and b, or the largest Duration if that
+// overflows.
+func satAdd(a, b time.Duration) time.Duration {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 func (e *explainer) publication() {

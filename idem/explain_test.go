@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -139,5 +140,18 @@ func TestInboxAndRelayLogTheirGuarantee(t *testing.T) {
 	out = buf.String()
 	if strings.Count(out, "idem: relay started") != 1 || !strings.Contains(out, "level=INFO") || !strings.Contains(out, "guarantee.publication=") {
 		t.Fatalf("relay start-up log:\n%s", out)
+	}
+}
+
+// RetrySpan is computed at once for a relay that retries (almost) for
+// ever, and saturates instead of overflowing.
+func TestRetrySpanHugeMaxAttempts(t *testing.T) {
+	o := &idem.RelayOptions{MaxAttempts: math.MaxInt32, PublishTimeout: 10 * time.Second, Backoff: broker.Backoff{Initial: 50 * time.Millisecond, Max: time.Second}}
+	if got := idem.RetrySpan(o); got != math.MaxInt64 {
+		t.Errorf("RetrySpan = %v, want the largest Duration", got)
+	}
+	o = &idem.RelayOptions{MaxAttempts: 4, PublishTimeout: time.Second, Backoff: broker.Backoff{Initial: time.Second, Max: 2 * time.Second}}
+	if got, want := idem.RetrySpan(o), 4*time.Second+time.Second+2*time.Second+2*time.Second; got != want {
+		t.Errorf("RetrySpan = %v, want %v", got, want)
 	}
 }

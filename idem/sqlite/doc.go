@@ -4,7 +4,7 @@
 // and must make every write through it. It is the embedded default: one
 // file, no server.
 //
-// Open opens the database with DSN(path): WAL journal, busy_timeout of 5
+// Open opens the database with DSN(path): WAL journal, busy_timeout of 15
 // seconds, and _txlock=immediate, so every transaction takes SQLite's
 // single write lock when it begins (BEGIN IMMEDIATE) and concurrent
 // writers queue for it instead of failing to upgrade a read lock. To use a

@@ -59,7 +59,7 @@ var _ store.KeyStore[*sql.Tx] = (*Store)(nil)
 // of failing to upgrade a read lock.
 func DSN(path string) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() +
-		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+		"?_pragma=busy_timeout(15000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 }
 
 // Open opens (creating if needed) the database file at path with DSN(path)
