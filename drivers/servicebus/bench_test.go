@@ -2,8 +2,6 @@ package servicebus_test
 
 import (
 	"context"
-	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -11,6 +9,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/internal/benchpair"
 )
 
 // The benchmarks compare wary with the raw azservicebus SDK doing the same
@@ -28,50 +27,6 @@ import (
 
 const benchRound = 100
 
-func paired(b *testing.B, wary, raw func(n int)) {
-	var tw, tr, cw, cr time.Duration
-	var rw, rr []float64
-	b.ResetTimer()
-	for done := 0; done < b.N; done += benchRound {
-		n := min(benchRound, b.N-done)
-		start, cpu := time.Now(), cpuTime()
-		wary(n)
-		d := time.Since(start)
-		tw, cw = tw+d, cw+cpuTime()-cpu
-		rw = append(rw, float64(n)/d.Seconds())
-		start, cpu = time.Now(), cpuTime()
-		raw(n)
-		d = time.Since(start)
-		tr, cr = tr+d, cr+cpuTime()-cpu
-		rr = append(rr, float64(n)/d.Seconds())
-	}
-	b.StopTimer()
-	w, r := float64(b.N)/tw.Seconds(), float64(b.N)/tr.Seconds()
-	b.ReportMetric(w, "wary-msgs/s")
-	b.ReportMetric(r, "sdk-msgs/s")
-	b.ReportMetric(100*w/r, "wary/sdk-%")
-	b.ReportMetric(100*median(rw)/median(rr), "median-wary/sdk-%")
-	b.ReportMetric(float64(cw.Microseconds())/float64(b.N), "wary-cpu-µs/msg")
-	b.ReportMetric(float64(cr.Microseconds())/float64(b.N), "sdk-cpu-µs/msg")
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 var benchBody = make([]byte, 256)
 
 func BenchmarkPublish(b *testing.B) {
@@ -87,7 +42,7 @@ func BenchmarkPublish(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sender.Close(ctx)
-	paired(b, func(n int) {
+	benchpair.Run(b, benchRound, func(n int) {
 		for range n {
 			if err := topic.Publish(ctx, &broker.Message{Body: benchBody}); err != nil {
 				b.Fatal(err)
@@ -141,7 +96,7 @@ func BenchmarkConsume(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer r.Close(ctx)
-	paired(b, func(n int) {
+	benchpair.Run(b, benchRound, func(n int) {
 		for got := 0; got < n; {
 			ds, err := sub.Receive(ctx, n-got)
 			if err != nil {

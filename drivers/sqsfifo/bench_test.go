@@ -2,10 +2,8 @@ package sqsfifo_test
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance/emulators/sqsemu"
 	"github.com/wary-go/wary/drivers/sqsfifo"
+	"github.com/wary-go/wary/internal/benchpair"
 )
 
 // The benchmarks compare wary with the raw SDK doing the same work on the
@@ -70,59 +69,12 @@ func rawSend(ctx context.Context, b *testing.B, c *sqs.Client, url string, n int
 	}
 }
 
-// paired runs wary and raw alternately, round messages each, and reports
-// both rates: the mean over all rounds and the median of the per-round
-// rates. The median is the figure to compare on fauxqs: now and then a
-// ReceiveMessage answer fails mid-body on this machine ("use of closed
-// network connection", seen with the raw SDK alone and a plain net/http
-// transport), the SDK retries it, and fauxqs, which ignores
-// ReceiveRequestAttemptId, keeps the first attempt's messages invisible
-// for the visibility timeout; that one round then stalls, on either side.
-func paired(b *testing.B, round int, wary, raw func(n int)) {
-	var tw, tr, cw, cr time.Duration
-	var rw, rr []float64
-	b.ResetTimer()
-	for done := 0; done < b.N; done += round {
-		n := min(round, b.N-done)
-		start, cpu := time.Now(), cpuTime()
-		wary(n)
-		d := time.Since(start)
-		tw += d
-		rw = append(rw, float64(n)/d.Seconds())
-		cw += cpuTime() - cpu
-		start, cpu = time.Now(), cpuTime()
-		raw(n)
-		d = time.Since(start)
-		tr += d
-		rr = append(rr, float64(n)/d.Seconds())
-		cr += cpuTime() - cpu
-	}
-	b.StopTimer()
-	w, r := float64(b.N)/tw.Seconds(), float64(b.N)/tr.Seconds()
-	b.ReportMetric(w, "wary-msgs/s")
-	b.ReportMetric(r, "sdk-msgs/s")
-	b.ReportMetric(100*w/r, "wary/sdk-%")
-	b.ReportMetric(100*median(rw)/median(rr), "median-wary/sdk-%")
-	b.ReportMetric(float64(cw.Microseconds())/float64(b.N), "wary-cpu-µs/msg")
-	b.ReportMetric(float64(cr.Microseconds())/float64(b.N), "sdk-cpu-µs/msg")
-}
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
+// The median of per-round rates is the figure to compare on fauxqs: now
+// and then a ReceiveMessage answer fails mid-body on this machine ("use of
+// closed network connection", seen with the raw SDK alone and a plain
+// net/http transport), the SDK retries it, and fauxqs, which ignores
+// ReceiveRequestAttemptId, keeps the first attempt's messages invisible for
+// the visibility timeout; that one round then stalls, on either side.
 
 func BenchmarkPublish(b *testing.B) {
 	e := newTestEnv(b, sqsemu.Options{})
@@ -134,7 +86,7 @@ func BenchmarkPublish(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer topic.Close()
-	paired(b, 100, func(n int) {
+	benchpair.Run(b, 100, func(n int) {
 		for i := 0; i < n; i += 10 {
 			if err := topic.Publish(ctx, benchMessages(min(10, n-i))...); err != nil {
 				b.Fatal(err)
@@ -156,7 +108,7 @@ func BenchmarkConsume(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer sub.Close()
-	paired(b, 100, func(n int) {
+	benchpair.Run(b, 100, func(n int) {
 		for got := 0; got < n; {
 			ds, err := sub.Receive(ctx, min(10, n-got))
 			if err != nil {
