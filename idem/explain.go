@@ -365,6 +365,18 @@ func (e *explainer) consumption() {
 	if maxAttempts < 1 {
 		maxAttempts = 5
 	}
+	if e.p.Versioned && c.DeliveryLimit > 0 && maxAttempts > c.DeliveryLimit {
+		// Each gap retry is a nack, so a broker delivery: the broker's
+		// limit comes first and the message leaves the queue unparked.
+		fate := "dead-lettered"
+		if !c.DeadLetter {
+			fate, v = "dropped", VerdictBroken
+		} else if v == VerdictOK {
+			v = VerdictWeak
+		}
+		e.finding("consumption", fmt.Sprintf("version checks retry a gap up to %d times but the broker ends a message after %d deliveries (each retry is one): an event waiting for its predecessor is %s instead of parked", maxAttempts, c.DeliveryLimit, fate),
+			fmt.Sprintf("set Options.MaxAttempts to at most %d, or raise the broker's delivery limit", c.DeliveryLimit))
+	}
 	text := fmt.Sprintf("inbox %q claims each message ID in the handler's transaction, records kept %s (horizon %s)", e.p.Consumer, horizon(ret), horizon(h))
 	if e.p.Versioned {
 		text += fmt.Sprintf("; version checks ack duplicates and stale events, retry gaps %d times, then park the aggregate", maxAttempts)

@@ -60,6 +60,10 @@ func TestExplainFindings(t *testing.T) {
 			InboxOptions: &idem.Options{Retention: time.Hour, AllowShortRetention: true}}, []string{"consumption"}},
 		{"unknown horizon, no retention", idem.Pipeline{Caps: broker.Capabilities{DeliveryLimit: 3}, Outbox: true, Inbox: true, Consumer: "c"}, []string{"consumption"}},
 		{"dedup window shorter than the relay's span", idem.Pipeline{Caps: dedup(withLimit(partitioned), time.Minute), Outbox: true}, []string{"transport", "consumption"}},
+		{"gap retries beyond the delivery limit", idem.Pipeline{Caps: unordered(withLimit(partitioned)), Outbox: true, Inbox: true, Consumer: "c", NeedOrder: true, Versioned: true,
+			InboxOptions: &idem.Options{MaxAttempts: 6}}, []string{"consumption"}},
+		{"gap retries within the delivery limit", idem.Pipeline{Caps: unordered(withLimit(partitioned)), Outbox: true, Inbox: true, Consumer: "c", NeedOrder: true, Versioned: true,
+			InboxOptions: &idem.Options{MaxAttempts: 5}}, nil},
 		{"unkeyed external calls", idem.Pipeline{Caps: withLimit(partitioned), Outbox: true, Inbox: true, Consumer: "c", UnkeyedCalls: true}, []string{"effects"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

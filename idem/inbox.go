@@ -52,7 +52,11 @@ type Options struct {
 	// timeout, and never past ctx) and nacks without delay.
 	Backoff broker.Backoff
 	// MaxAttempts is how many attempts a handler returning a *ParkError
-	// (a gap) gets before the message is parked (default 5).
+	// (a gap) gets before the message is parked (default 5). Each retry
+	// is a nack, so a broker delivery: keep MaxAttempts at or below the
+	// broker's delivery limit (Capabilities.DeliveryLimit), or the broker
+	// dead-letters a waiting event before the inbox parks it (Explain
+	// flags it).
 	MaxAttempts int
 	// NoHold turns off holding: by default, a message whose aggregate
 	// (HeaderAggregateID) has a parked message is parked behind it without
