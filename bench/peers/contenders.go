@@ -23,10 +23,11 @@ import (
 // relay (Run, default options) publishes to the queue's exchange through
 // drivers/rabbit (publisher confirms).
 func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange string, sc Scenario, n int, cons *consumer) (Result, error) {
-	st, err := postgres.New(ctx, pool, nil)
+	pst, err := postgres.New(ctx, pool, nil)
 	if err != nil {
 		return Result{}, err
 	}
+	st := &timedStore{Store: pst}
 	ob, err := idem.NewOutbox(st, nil)
 	if err != nil {
 		return Result{}, err
@@ -74,7 +75,7 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 	if err != nil {
 		return Result{}, fmt.Errorf("%w (relay: %+v)", err, relay.Stats())
 	}
-	return Result{Events: n, Total: at.Sub(start), Produce: produced}, nil
+	return Result{Events: n, Total: at.Sub(start), Produce: produced, Relay: st.timing().String()}, nil
 }
 
 // watermillPoll is the SQL subscriber's poll interval when it finds no

@@ -72,6 +72,8 @@ type Result struct {
 	// Produce runs from the start until the last producer transaction
 	// committed (zero for raw).
 	Produce time.Duration
+	// Relay is how wary's relay spent its claims (wary only).
+	Relay string
 }
 
 // Rate is events per second end to end.

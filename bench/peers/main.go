@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -29,9 +30,22 @@ func main() {
 	flag.StringVar(&cfg.PostgresURL, "pg", env("WARY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL")
 	flag.StringVar(&cfg.RabbitURL, "amqp", env("WARY_RABBIT_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
 	only := flag.String("only", "", "run only the scenarios whose name contains this")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the sitting to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "peers:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := sitting(context.Background(), os.Stdout, cfg, *rounds, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -72,6 +86,9 @@ func sitting(ctx context.Context, w io.Writer, cfg Config, rounds int, only stri
 			results[sc] = append(results[sc], res)
 			fmt.Fprintf(w, "# round %d  %-45s %7.0f msgs/s  commits %7.0f ev/s  tail %6.0f ms  load %s\n",
 				r+1, sc.Name(), res.Rate(), res.CommitRate(), ms(res.Tail()), loadavg())
+			if res.Relay != "" {
+				fmt.Fprintf(w, "#          relay: %s\n", res.Relay)
+			}
 		}
 	}
 	table(w, scs, results)
