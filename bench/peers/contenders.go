@@ -37,7 +37,8 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 		return Result{}, err
 	}
 	defer topic.Close()
-	relay, err := idem.NewRelay(st, topic, &idem.RelayOptions{Owner: "peers", Logger: slog.New(slog.DiscardHandler)})
+	relay, err := idem.NewRelay(st, topic, &idem.RelayOptions{Owner: "peers", Logger: slog.New(slog.DiscardHandler),
+		BatchSize: s.cfg.RelayBatch, Pipeline: s.cfg.RelayPipeline})
 	if err != nil {
 		return Result{}, err
 	}

@@ -26,6 +26,9 @@ type Config struct {
 	WatermillEvents int
 	// Producers is how many goroutines commit the events concurrently.
 	Producers int
+	// RelayBatch and RelayPipeline set wary's RelayOptions.BatchSize and
+	// Pipeline (0: the library's defaults).
+	RelayBatch, RelayPipeline int
 	// Timeout bounds one run.
 	Timeout time.Duration
 }
