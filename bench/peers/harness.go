@@ -77,6 +77,11 @@ type Result struct {
 	Produce time.Duration
 	// Relay is how wary's relay spent its claims (wary only).
 	Relay string
+	// OldestXact is the age of the oldest transaction open on the server
+	// (any database, any client), sampled every 100 ms during the run.
+	// Watermill's subscriber reads only rows of transactions older than
+	// the oldest open one, so a long transaction elsewhere stalls it.
+	OldestXact time.Duration
 }
 
 // Rate is events per second end to end.
@@ -168,13 +173,59 @@ func (s *Sitting) Run(ctx context.Context, sc Scenario) (Result, error) {
 		return Result{}, err
 	}
 	defer drop()
+	oldest := s.watchXacts(ctx)
+	var res Result
 	switch sc.Contender {
 	case "wary":
-		return s.runWary(ctx, pool, name, sc, n, cons)
+		res, err = s.runWary(ctx, pool, name, sc, n, cons)
 	case "watermill":
-		return s.runWatermill(ctx, pool, name, sc, n, cons)
+		res, err = s.runWatermill(ctx, pool, name, sc, n, cons)
+	default:
+		err = fmt.Errorf("unknown contender %q", sc.Contender)
 	}
-	return Result{}, fmt.Errorf("unknown contender %q", sc.Contender)
+	res.OldestXact = oldest()
+	return res, err
+}
+
+// watchXacts samples the age of the oldest open transaction on the server
+// every 100 ms until the returned function is called, which returns the
+// largest age seen.
+func (s *Sitting) watchXacts(ctx context.Context) func() time.Duration {
+	ctx, cancel := context.WithCancel(ctx)
+	var (
+		wg  sync.WaitGroup
+		max time.Duration
+	)
+	wg.Go(func() {
+		conn, err := pgx.Connect(ctx, s.cfg.PostgresURL)
+		if err != nil {
+			return
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var age float64
+			err := conn.QueryRow(ctx, `SELECT coalesce(extract(epoch FROM max(now() - xact_start)), 0)::float8
+				FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL)`).Scan(&age)
+			if err == nil {
+				max = maxDur(max, time.Duration(age*float64(time.Second)))
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return func() time.Duration { cancel(); wg.Wait(); return max }
+}
+
+func maxDur(a, b time.Duration) time.Duration {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 // freshPool returns a pool whose search_path is a new schema, and a

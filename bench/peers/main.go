@@ -86,8 +86,8 @@ func sitting(ctx context.Context, w io.Writer, cfg Config, rounds int, only stri
 				return fmt.Errorf("round %d, %s: %w", r+1, sc.Name(), err)
 			}
 			results[sc] = append(results[sc], res)
-			fmt.Fprintf(w, "# round %d  %-45s %7.0f msgs/s  commits %7.0f ev/s  tail %6.0f ms  load %s\n",
-				r+1, sc.Name(), res.Rate(), res.CommitRate(), ms(res.Tail()), loadavg())
+			fmt.Fprintf(w, "# round %d  %-45s %7.0f msgs/s  commits %7.0f ev/s  tail %6.0f ms  oldest xact %5.1f s  load %s\n",
+				r+1, sc.Name(), res.Rate(), res.CommitRate(), ms(res.Tail()), res.OldestXact.Seconds(), loadavg())
 			if res.Relay != "" {
 				fmt.Fprintf(w, "#          relay: %s\n", res.Relay)
 			}
