@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/components/forwarder"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/wary-go/wary/drivers/rabbit"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/postgres"
+)
+
+// runWary: producers Add to wary's outbox in their transactions while one
+// relay (Run, default options) publishes to the queue's exchange through
+// drivers/rabbit (publisher confirms).
+func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange string, sc Scenario, n int, cons *consumer) (Result, error) {
+	pst, err := postgres.New(ctx, pool, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	st := &timedStore{Store: pst}
+	ob, err := idem.NewOutbox(st, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	topic, err := rabbit.OpenTopic(s.wconn, exchange, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	defer topic.Close()
+	relay, err := idem.NewRelay(st, topic, &idem.RelayOptions{Owner: "peers", Logger: slog.New(slog.DiscardHandler),
+		BatchSize: s.cfg.RelayBatch, Pipeline: s.cfg.RelayPipeline})
+	if err != nil {
+		return Result{}, err
+	}
+	rctx, stopRelay := context.WithCancel(ctx)
+	relayErr := make(chan error, 1)
+	go func() { relayErr <- relay.Run(rctx) }()
+	defer func() { stopRelay(); <-relayErr }()
+	// Start timing once the relay waits for work, as a deployed relay does.
+	for !relay.Stats().Listening {
+		select {
+		case err := <-relayErr:
+			return Result{}, fmt.Errorf("relay stopped: %w", err)
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	run := s.seq
+	start := time.Now()
+	err = s.produce(ctx, pool, n, sc.PerTx, func(ctx context.Context, tx pgx.Tx, first, last int) error {
+		msgs := make([]*idem.OutboxMessage, 0, last-first)
+		for i := first; i < last; i++ {
+			agg := aggregate(run, i, sc.Aggs)
+			msgs = append(msgs, &idem.OutboxMessage{ID: fmt.Sprintf("w%09d", i), AggregateID: agg,
+				Type: "order.placed", Payload: payload(i, agg)})
+		}
+		_, err := ob.Add(ctx, tx, msgs...)
+		return err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	produced := time.Since(start)
+	at, err := cons.wait(ctx, n)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w (relay: %+v)", err, relay.Stats())
+	}
+	return Result{Events: n, Total: at.Sub(start), Produce: produced, Relay: st.timing().String()}, nil
+}
+
+// watermillPoll is the SQL subscriber's poll interval when it finds no
+// rows (Watermill's default is 1 s; a user after latency lowers it).
+const watermillPoll = 10 * time.Millisecond
+
+// runWatermill: producers publish through a forwarder.Publisher wrapping a
+// watermill-sql Publisher bound to their transaction (the forwarder's
+// outbox topic), while a forwarder.Forwarder, reading that topic with a
+// watermill-sql Subscriber, publishes each message to the queue's exchange
+// with a watermill-amqp Publisher waiting for publisher confirms.
+func (s *Sitting) runWatermill(ctx context.Context, pool *pgxpool.Pool, exchange string, sc Scenario, n int, cons *consumer) (Result, error) {
+	logger := watermill.NopLogger{}
+	schema := wsql.DefaultPostgreSQLSchema{}
+	const outboxTopic = "outbox"
+	sub, err := wsql.NewSubscriber(wsql.BeginnerFromPgx(pool), wsql.SubscriberConfig{
+		SchemaAdapter:    schema,
+		OffsetsAdapter:   wsql.DefaultPostgreSQLOffsetsAdapter{},
+		InitializeSchema: true,
+		PollInterval:     watermillPoll,
+	}, logger)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := sub.SubscribeInitialize(outboxTopic); err != nil {
+		return Result{}, fmt.Errorf("watermill-sql schema: %w", err)
+	}
+	pub, err := wamqp.NewPublisher(wamqp.Config{
+		Connection: wamqp.ConnectionConfig{AmqpURI: s.cfg.RabbitURL},
+		Marshaler:  wamqp.DefaultMarshaler{},
+		Exchange:   wamqp.ExchangeConfig{GenerateName: wamqp.GenerateExchangeNameTopicName, Type: "fanout", Durable: true},
+		Publish: wamqp.PublishConfig{
+			GenerateRoutingKey: func(string) string { return "" },
+			ConfirmDelivery:    true,
+			ChannelPoolSize:    1,
+		},
+		TopologyBuilder: &wamqp.DefaultTopologyBuilder{},
+	}, logger)
+	if err != nil {
+		return Result{}, err
+	}
+	defer pub.Close()
+	fwd, err := forwarder.NewForwarder(sub, pub, logger, forwarder.Config{ForwarderTopic: outboxTopic})
+	if err != nil {
+		return Result{}, err
+	}
+	fctx, stopFwd := context.WithCancel(ctx)
+	fwdErr := make(chan error, 1)
+	go func() { fwdErr <- fwd.Run(fctx) }()
+	defer func() { stopFwd(); _ = fwd.Close(); <-fwdErr }()
+	select {
+	case <-fwd.Running():
+	case err := <-fwdErr:
+		return Result{}, fmt.Errorf("forwarder stopped: %w", err)
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	start := time.Now()
+	err = s.produce(ctx, pool, n, sc.PerTx, func(ctx context.Context, tx pgx.Tx, first, last int) error {
+		sp, err := wsql.NewPublisher(wsql.TxFromPgx(tx), wsql.PublisherConfig{SchemaAdapter: schema}, logger)
+		if err != nil {
+			return err
+		}
+		msgs := make([]*message.Message, 0, last-first)
+		for i := first; i < last; i++ {
+			agg := aggregate(0, i, sc.Aggs)
+			m := message.NewMessage(fmt.Sprintf("m%09d", i), payload(i, agg))
+			m.Metadata.Set("aggregate_id", agg)
+			m.SetContext(ctx)
+			msgs = append(msgs, m)
+		}
+		return forwarder.NewPublisher(sp, forwarder.PublisherConfig{ForwarderTopic: outboxTopic}).Publish(exchange, msgs...)
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	produced := time.Since(start)
+	at, err := cons.wait(ctx, n)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Events: n, Total: at.Sub(start), Produce: produced}, nil
+}

@@ -1,0 +1,190 @@
+// Command peers measures, end to end, how fast events committed by
+// producers in PostgreSQL reach a consumer of a RabbitMQ quorum queue
+// through wary's outbox relay, through Watermill's forwarder (watermill-sql
+// outbox, watermill-amqp publisher with confirms), and, as the broker's
+// ceiling, how fast raw amqp091-go publishes as many messages with 256
+// confirms in flight. Runs are interleaved round by round; it prints every
+// run and then a Markdown table of medians. See README.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+)
+
+func main() {
+	cfg := Config{}
+	rounds := flag.Int("rounds", 3, "interleaved rounds")
+	flag.IntVar(&cfg.Events, "events", 10000, "events per wary and raw run")
+	flag.IntVar(&cfg.WatermillEvents, "watermill-events", 0, "events per Watermill run (0: -events)")
+	flag.IntVar(&cfg.Producers, "producers", 8, "concurrent producer goroutines")
+	flag.IntVar(&cfg.RelayBatch, "relay-batch", 0, "wary relay BatchSize (0: default, 100)")
+	flag.IntVar(&cfg.RelayPipeline, "relay-pipeline", 0, "wary relay Pipeline (0: default, 2)")
+	flag.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "limit for one run")
+	flag.StringVar(&cfg.PostgresURL, "pg", env("WARY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL")
+	flag.StringVar(&cfg.RabbitURL, "amqp", env("WARY_RABBIT_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
+	only := flag.String("only", "", "run only the scenarios whose name contains this")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the sitting to this file")
+	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "peers:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := sitting(context.Background(), os.Stdout, cfg, *rounds, *only); err != nil {
+		fmt.Fprintln(os.Stderr, "peers:", err)
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// sitting runs rounds interleaved rounds of the scenarios and writes every
+// run and the table of medians to w.
+func sitting(ctx context.Context, w io.Writer, cfg Config, rounds int, only string) error {
+	s, err := Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var scs []Scenario
+	for _, sc := range Scenarios() {
+		if strings.Contains(sc.Name(), only) {
+			scs = append(scs, sc)
+		}
+	}
+	fmt.Fprintf(w, "# %s, load %s; %d events per run (Watermill %d), %d producers, %d rounds\n",
+		time.Now().UTC().Format(time.DateTime), loadavg(), s.cfg.Events, s.cfg.WatermillEvents, s.cfg.Producers, rounds)
+	results := make(map[Scenario][]Result)
+	for r := range rounds {
+		// Rotate the order each round so that no contender always runs
+		// first (on a fresher machine) or last.
+		order := append(slices.Clone(scs[r%len(scs):]), scs[:r%len(scs)]...)
+		for _, sc := range order {
+			res, err := s.Run(ctx, sc)
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", r+1, sc.Name(), err)
+			}
+			results[sc] = append(results[sc], res)
+			fmt.Fprintf(w, "# round %d  %-45s %7.0f msgs/s  commits %7.0f ev/s  tail %6.0f ms  oldest xact %5.1f s  load %s\n",
+				r+1, sc.Name(), res.Rate(), res.CommitRate(), ms(res.Tail()), res.OldestXact.Seconds(), loadavg())
+			if res.Relay != "" {
+				fmt.Fprintf(w, "#          relay: %s\n", res.Relay)
+			}
+		}
+	}
+	table(w, scs, results)
+	return nil
+}
+
+// table writes the Markdown table: median msgs/s (range), the producers'
+// commit rate, the tail after the last commit, and per-round ratios of
+// each wary row to Watermill at the same transaction size and to raw.
+func table(w io.Writer, scs []Scenario, results map[Scenario][]Result) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| scenario | msgs/s, median (min–max) | producers' commits, events/s | last commit → all received, ms | vs Watermill | vs raw |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	raw := results[Scenario{Contender: "raw"}]
+	for _, sc := range scs {
+		rs := results[sc]
+		rate := median(rs, Result.Rate)
+		lo, hi := minmax(rs, Result.Rate)
+		commits, tail := "–", "–"
+		if sc.Contender != "raw" {
+			commits = fmt.Sprintf("%.0f", median(rs, Result.CommitRate))
+			tail = fmt.Sprintf("%.0f", median(rs, func(r Result) float64 { return ms(r.Tail()) }))
+		}
+		vsW, vsR := "–", "–"
+		if sc.Contender == "wary" {
+			if wm := results[Scenario{"watermill", sc.PerTx, 100}]; len(wm) > 0 {
+				vsW = fmt.Sprintf("%.1f×", ratio(rs, wm))
+			}
+			if len(raw) > 0 {
+				vsR = fmt.Sprintf("%.0f%%", 100*ratio(rs, raw))
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s (%s–%s) | %s | %s | %s | %s |\n", sc.Name(), num(rate), num(lo), num(hi), commits, tail, vsW, vsR)
+	}
+}
+
+// ratio is the median over rounds of a's rate over b's in the same round.
+func ratio(a, b []Result) float64 {
+	var rs []float64
+	for i := range min(len(a), len(b)) {
+		rs = append(rs, a[i].Rate()/b[i].Rate())
+	}
+	return med(rs)
+}
+
+func median(rs []Result, f func(Result) float64) float64 {
+	var xs []float64
+	for _, r := range rs {
+		xs = append(xs, f(r))
+	}
+	return med(xs)
+}
+
+func med(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	if len(xs)%2 == 1 {
+		return xs[len(xs)/2]
+	}
+	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+}
+
+func minmax(rs []Result, f func(Result) float64) (float64, float64) {
+	var xs []float64
+	for _, r := range rs {
+		xs = append(xs, f(r))
+	}
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	return slices.Min(xs), slices.Max(xs)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// num formats a rate with thousands separators.
+func num(x float64) string {
+	s := fmt.Sprintf("%.0f", x)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// loadavg is the 1-minute load average (from /proc/loadavg, or uptime).
+func loadavg() string {
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			return f[0]
+		}
+	}
+	out, _ := exec.Command("uptime").Output()
+	return strings.TrimSpace(string(out))
+}
