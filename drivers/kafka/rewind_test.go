@@ -9,25 +9,24 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/kafka"
 )
 
-// TestRewindAfterDataLoss: a leader moves (a new leader epoch) while the
-// consumer sits at the end of the partition. kfake then answers the
-// client's OffsetForLeaderEpoch, for the epoch it consumed at, with "epoch
-// unknown" (UNDEFINED_EPOCH_OFFSET: kfake only knows epochs that have
-// records, where Kafka records each epoch's start when the leader is
-// elected), and kgo, unable to tell where the logs diverge, reports
-// ErrDataLoss and resets the partition to ConsumeResetOffset (offset 3
-// here) and reads it again from there. The subscription goes on (it used
-// to fail Receive with the error, and the soak's consumers exited): the
-// records from 3 are delivered again, flagged as redeliveries; the
-// deliveries of them from before the reset are stale (ErrLockLost), while
-// the one below 3, still unsettled, stays valid; and the commit point
-// follows the records fetched again, never the stale ones.
+// TestRewindAfterDataLoss: a leader moves (a new leader epoch) and the new
+// leader's log ends before what the consumer had read (an unclean election:
+// records 3 to 9 are gone, here by an OffsetForLeaderEpoch answer the test
+// writes). kgo reports ErrDataLoss, moves the partition back to 3 and reads
+// it from there. The subscription goes on (it used to fail Receive with the
+// error, and the soak's consumers exited): the records from 3 are delivered
+// again, flagged as redeliveries; the deliveries of records at or after 3
+// from before the rewind are stale (ErrLockLost), while the one below 3,
+// still unsettled, stays valid and holds the commit point; and the commit
+// point follows the records fetched again, never the stale deliveries.
+// kfake gets there by itself after any leader move of a partition read to
+// its end (see TestSoakKafka), through a reset to the start instead.
 func TestRewindAfterDataLoss(t *testing.T) {
 	e := newTestEnv(t, kfake.NumBrokers(1))
 	requireFake(t, e)
@@ -46,13 +45,7 @@ func TestRewindAfterDataLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The group starts at 0 (a committed offset), so that the reset
-	// offset applies only to the reset after the leader move.
-	if _, err := e.admin.CommitOffsets(ctx, group, kadm.OffsetsFromRecords(kgo.Record{Topic: topic, Partition: 0, Offset: -1, LeaderEpoch: -1})); err != nil {
-		t.Fatal(err)
-	}
-	opts := append(e.clientOpts(), kgo.ConsumeResetOffset(kgo.NewOffset().At(resetTo)))
-	sub, err := kafka.OpenSubscription(opts, topic, group, nil)
+	sub, err := kafka.OpenSubscription(e.clientOpts(), topic, group, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +72,24 @@ func TestRewindAfterDataLoss(t *testing.T) {
 		t.Fatal(errs)
 	}
 
-	e.fake.ShufflePartitionLeaders() // a new epoch, no record written in it
+	// The client validates its position with the new leader, which says
+	// that the epoch it consumed at ended at offset 3.
+	e.fake.ControlKey(int16(kmsg.OffsetForLeaderEpoch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		req := kr.(*kmsg.OffsetForLeaderEpochRequest)
+		resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, rp.LeaderEpoch, resetTo
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	e.fake.ShufflePartitionLeaders()
 
 	again := receive(n - resetTo)
 	for i, d := range again {
