@@ -234,14 +234,14 @@ func TestSoakRabbit(t *testing.T) {
 func unescapeBroker(s string) string { return strings.ReplaceAll(s, "%7Bbroker%7D", "{broker}") }
 
 func TestSoakKafka(t *testing.T) {
-	// Open finding (issue 17): after kfake's leader and coordinator moves,
-	// franz-go reports "lost records ... reset to offset 0" and one CI run
-	// at 2,000 messages ended with 264 messages never applied. Until that
-	// is explained (kfake's log on a moved leader, or the driver's commits),
-	// this soak runs only when asked for.
-	if os.Getenv("WARY_SOAK_KAFKA") != "1" {
-		t.Skip("soak kafka: set WARY_SOAK_KAFKA=1 (open finding: records lost after kfake leader moves, issue 17)")
-	}
+	// Issue 17 (see the README): after BrokerRestart's leader moves, kfake
+	// answers OffsetForLeaderEpoch for the epoch a consumer at the end of a
+	// partition consumed at as "unknown" (pkg/kfake
+	// 23_offset_for_leader_epoch.go, "Requested epoch is not yet known"),
+	// and kgo reports ErrDataLoss and rewinds the partition to its start:
+	// the driver reads it again, the inbox absorbs the copies. The
+	// workers' rebalance timeout works around kfake's dropped JoinGroup
+	// (see childMux).
 	t.Parallel()
 	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.GroupMinSessionTimeout(time.Second))
 	if err != nil {

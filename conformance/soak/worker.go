@@ -91,13 +91,25 @@ func ChildMain() {
 
 // childMux returns the mux a child opens url with: the default one, except
 // for Kafka, whose group clients get a short session timeout so that a
-// killed consumer's partitions move on quickly.
+// killed consumer's partitions move on quickly, and a rebalance timeout of
+// 20s instead of kgo's 60s. The latter works around kfake: it expires a
+// member parked in JoinGroup when the rebalance waits longer than that
+// member's session (for a member killed after it heartbeated), and drops
+// the parked request unanswered (pkg/kfake groups.go, handleJoin parks the
+// member without renewing its session; removeMember never replies), where
+// Kafka keeps a member awaiting join alive. kgo waits for the JoinGroup
+// response for the rebalance timeout plus 10s, blocking commits meanwhile:
+// the consumer sat 70s on partitions the group had given away, and when it
+// was the one left after the last rebalance the run stalled (issue 17).
+// With 20s, it rejoins after 30s. The rebalance timeout stays well above
+// the subscription's RevokeTimeout (10s).
 func childMux(url string) *broker.URLMux {
 	if !strings.HasPrefix(url, "kafka:") {
 		return broker.DefaultURLMux()
 	}
 	o := &kafka.URLOpener{ClientOpts: []kgo.Opt{
 		kgo.SessionTimeout(3 * time.Second), kgo.HeartbeatInterval(300 * time.Millisecond),
+		kgo.RebalanceTimeout(20 * time.Second),
 		kgo.FetchMaxWait(200 * time.Millisecond), kgo.ProducerLinger(0),
 	}}
 	m := new(broker.URLMux)

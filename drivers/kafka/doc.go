@@ -75,6 +75,19 @@
 // carries in its metadata the highest offset handed out, so the next owner
 // flags the records up to it as Redelivered (Attempt 2).
 //
+// Data loss: when kgo reports that the broker lost records this member had
+// consumed (kgo.ErrDataLoss, after an unclean leader election, or when the
+// new leader cannot say where its log and the consumed one diverge), it
+// has already moved the partition back, to where the logs agree or to the
+// reset offset (the start of the partition), and reads it again from
+// there. The subscription logs a warning and goes on: the records from
+// that point are delivered again (flagged as redeliveries), the
+// deliveries of records at or after it that were handed out before become
+// stale (a settle fails with broker.ErrLockLost, as after a revoke), the
+// records below it stay as they were, and the next commit moves the
+// committed offset back to the new commit point. An inbox absorbs the
+// copies.
+//
 // Nack: there is no per-record nack in Kafka. Without RetryTopic the record
 // stays in the consumer and is handed out again after the delay, while the
 // partition's commit stays before it (a pause-and-seek-back that needs no

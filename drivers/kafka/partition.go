@@ -78,6 +78,51 @@ func (p *partition) ingest(e *entry, r *kgo.Record, now time.Time) {
 	p.next = r.Offset + 1
 }
 
+// rewind forgets the entries at and after off, because kgo moved the
+// partition's position back to off: after an ErrDataLoss (the broker lost
+// records this member consumed, or could not say where the log diverged
+// from the one consumed), kgo resets the partition to where the surviving
+// log ends, or to the reset offset (the start of the partition), and
+// fetches from there. The records from off are the log's now, and they are
+// fetched again; the entries held below off stay, as they are still in the
+// log. Deliveries of the forgotten entries go stale (their settles fail
+// with ErrLockLost, as after a revoke), so that the commit point follows
+// the records fetched from off: had an old entry at or after off stayed,
+// its ack could carry the commit point past new records below it that were
+// never processed. The committed offset is forgotten too, so that the next
+// commit moves it back to the commit point, and the records up to the
+// highest offset handed out are flagged as redelivered. It reports whether
+// records ready to hand out were dropped.
+func (p *partition) rewind(off int64) (droppedReady bool) {
+	keep := p.recs[:0]
+	for _, e := range p.recs {
+		if e.rec.Offset < off {
+			keep = append(keep, e)
+			continue
+		}
+		if e.state == stInFlight || e.state == stSettling {
+			p.inflight--
+		}
+		e.state = stAcked // a copy being written finishes without settling
+		e.seq++           // ack IDs handed out go stale
+	}
+	clear(p.recs[len(keep):])
+	p.recs = keep
+	ready := p.ready[:0]
+	for _, e := range p.ready {
+		if e.rec.Offset < off {
+			ready = append(ready, e)
+		}
+	}
+	droppedReady = len(ready) < len(p.ready)
+	clear(p.ready[len(ready):])
+	p.ready = ready
+	p.redeliverUpTo = max(p.redeliverUpTo, p.handedHigh)
+	p.next = off
+	p.committed, p.lastEpoch = -1, -1
+	return droppedReady
+}
+
 // maxAttempt bounds delivery numbers, so that counting never overflows.
 const maxAttempt = math.MaxInt32
 

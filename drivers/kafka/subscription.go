@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -277,6 +278,14 @@ func (s *subscription) pollLoop() {
 			if ke, ok := err.(*kerr.Error); ok && ke.Retriable {
 				return
 			}
+			if dl := (*kgo.ErrDataLoss)(nil); errors.As(err, &dl) {
+				// kgo has moved the partition's position already (back,
+				// usually); the records from there follow, and the
+				// partition rewinds to the first of them (see rewind).
+				s.logger.Warn("wary/kafka: the broker reports records lost; the partition is read again from the offset it reset to",
+					slog.String("topic", t), slog.Int("partition", int(p)), slog.Int64("consumed_to", dl.ConsumedTo), slog.Int64("reset_to", dl.ResetTo))
+				return
+			}
 			s.logger.Warn("wary/kafka: fetch failed", slog.String("topic", t), slog.Int("partition", int(p)), slog.String("error", err.Error()))
 			s.fetchErr = err
 		})
@@ -288,6 +297,12 @@ func (s *subscription) pollLoop() {
 			p := s.parts[tp{r.Topic, r.Partition}]
 			if p == nil || p.lost {
 				return // cannot happen with BlockRebalanceOnPoll; never file it elsewhere
+			}
+			if r.Offset < p.next {
+				if p.rewind(r.Offset) && p.paused {
+					s.pauseDirty = true
+				}
+				s.markSeq++ // the committed offset must move back too
 			}
 			if len(slab) == 0 {
 				slab = make([]entry, min(slabLen, left+1))

@@ -52,8 +52,8 @@ type Outbox[Tx any] struct {
 
 // headsQuery finds claimable heads without reading the backlog: a
 // recursive skip scan over the unsent-rows index visits one aggregate per
-// step (the next aggregate ID with an unsent row after $1, and below $5 if
-// below), at most $2 of them, and takes each one's lowest unsent row if it
+// step (the next aggregate ID with an unsent row after $1, and at most $5
+// if below), at most $2 of them, and takes each one's lowest unsent row if it
 // is pending and due at $3, up to $4 heads. Its cost grows with the
 // aggregates visited, not with their rows: a claim that starts where the
 // last one stopped visits about as many aggregates as it claims, plus
@@ -64,7 +64,7 @@ type Outbox[Tx any] struct {
 func headsQuery(skipLocked, below bool) string {
 	bound := ""
 	if below {
-		bound = " AND aggregate_id < $5"
+		bound = " AND aggregate_id <= $5"
 	}
 	q := `WITH RECURSIVE a(agg, n) AS (
 		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > $1` + bound + `), 1
@@ -297,7 +297,8 @@ func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) 
 	o.mu.Unlock()
 	heads, err := o.heads(ctx, q, o.q.heads, []any{from, visit(limit), now, limit})
 	if err == nil && len(heads) < limit && from != "" {
-		// Wrap around: the aggregates before where this claim started.
+		// Wrap around: the aggregates up to where this claim started, that
+		// one included (its next rows may be all that is left).
 		var more []head
 		more, err = o.heads(ctx, q, o.q.headsBelow, []any{"", visit(limit), now, limit - len(heads), from})
 		heads = append(heads, more...)
