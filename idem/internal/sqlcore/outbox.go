@@ -21,17 +21,24 @@ type OutboxDialect struct {
 	// held open while the relay publishes (PostgreSQL). Without it, a
 	// single relay lease serialises relays (SQLite).
 	SkipLocked bool
-	// Notify, if not empty, is run with the channel name as $1 in every
-	// transaction that adds rows (PostgreSQL: SELECT pg_notify($1, '')
-	// FROM the wake flag WHERE idle).
-	Notify string
-	// WakeShared and WakeTry, if set, make Notify conditional on the wake
-	// flag (outbox_wake.idle): WakeShared takes a shared transaction lock
-	// on $1 (the adding transaction runs it just before Notify, whose
-	// fresh snapshot then reads the flag), WakeTry tries the same lock
-	// exclusively and reports whether it got it (IdleOutbox). PostgreSQL:
-	// advisory locks.
+	// Notify, if not empty, is the statement that notifies waiting relays,
+	// appended to the statement that inserts an adding transaction's (last)
+	// rows: the channel name's placeholder is %s (PostgreSQL: SELECT
+	// pg_notify(%s, '') WHERE a relay waits). WakeShared, if set, makes it
+	// safe to skip the notification while no relay waits: it is an
+	// expression, with the wake lock's key as %s, that takes a shared
+	// transaction lock, evaluated by the adding transaction's first
+	// statement, so that Notify, a later statement, reads the wake flags
+	// with a snapshot taken after the lock was granted. WakeTry tries the
+	// same lock exclusively (also an expression, reporting whether it got
+	// it), in IdleOutbox's single statement. PostgreSQL: advisory locks.
+	// See IdleOutbox for why this is enough.
+	Notify              string
 	WakeShared, WakeTry string
+	// Auto, if set, runs f with every statement its own transaction (no
+	// BEGIN and COMMIT round trips); the wake flags' statements run so.
+	// Required with WakeTry.
+	Auto func(ctx context.Context, f func(q Querier) error) error
 	// Read, if set, runs f outside any write transaction. In lease mode a
 	// claim first looks there whether the lease is free and a row is due,
 	// so that idle or waiting relays do not take SQLite's write lock.
@@ -82,7 +89,7 @@ func headsQuery(skipLocked, below bool) string {
 }
 
 type outboxQueries struct {
-	counter, insert, notify, heads, headsBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, sent, failed, health, list, requeue, discard, purge string
+	counter, insert, notify, heads, headsBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, renewIdle, setBusy, sent, failed, health, list, requeue, discard, purge string
 }
 
 const outboxCols = `id, message_id, aggregate_id, version, sequence, type, headers, payload, state, attempts,
@@ -108,7 +115,20 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 		notify:     r(d.Notify),
 		wakeShared: d.WakeShared,
 		wakeTry:    d.WakeTry,
-		setIdle:    r(`UPDATE {{outbox_wake}} SET idle = $1 WHERE name = 'outbox' AND idle <> $1`),
+		// A waiting relay's flag is its own row (PostgreSQL only: the only
+		// store with WakeTry), which lasts $3 seconds unless renewed. One
+		// statement tries the wake lock ($1) and, if it got it, sweeps the
+		// flags that ran out and sets relay $2's.
+		setIdle: r(`WITH l AS (SELECT ` + fmt.Sprintf(cmp.Or(d.WakeTry, "%s"), "$1") + ` AS ok),
+			s AS (DELETE FROM {{outbox_wake}} WHERE (SELECT ok FROM l) AND name NOT IN ('outbox', $2)
+				AND expires_at < clock_timestamp()),
+			i AS (INSERT INTO {{outbox_wake}} (name, idle, expires_at)
+				SELECT $2, TRUE, clock_timestamp() + make_interval(secs => $3) FROM l WHERE ok
+				ON CONFLICT (name) DO UPDATE SET idle = TRUE, expires_at = excluded.expires_at)
+			SELECT ok FROM l`),
+		renewIdle: r(`UPDATE {{outbox_wake}} SET expires_at = clock_timestamp() + make_interval(secs => $2)
+			WHERE name = $1 AND idle`),
+		setBusy:    r(`UPDATE {{outbox_wake}} SET idle = FALSE WHERE name = $1 AND idle`),
 		heads:      o.q.heads,
 		headsBelow: o.q.headsBelow,
 		lease: r(`INSERT INTO {{relay_lease}} AS l (name, owner, expires_at) VALUES ('outbox', $1, $2)
@@ -157,20 +177,30 @@ func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []store.OutboxMe
 	slices.Sort(aggs)
 	next := map[string]int64{}
 	for chunk := range slices.Chunk(aggs, 500) {
-		args := make([]any, 0, 2*len(chunk))
+		args := make([]any, 0, 2*len(chunk)+1)
 		vals := make([]string, len(chunk))
 		for i, a := range chunk {
 			args = append(args, a, count[a])
 			vals[i] = fmt.Sprintf("($%d, $%d)", 2*i+1, 2*i+2)
 		}
-		rs, err := q.Query(ctx, o.c.d.Rebind(fmt.Sprintf(o.q.counter, strings.Join(vals, ", "))), args...)
+		stmt := fmt.Sprintf(o.q.counter, strings.Join(vals, ", "))
+		var lock []any
+		if o.q.wakeShared != "" && len(next) == 0 {
+			// The first statement takes the shared wake lock (see
+			// IdleOutbox): once, in an init plan of the RETURNING list.
+			args = append(args, o.wakeKey)
+			stmt = "WITH wake AS (SELECT " + fmt.Sprintf(o.q.wakeShared, "$"+strconv.Itoa(len(args))) + ") " +
+				stmt + ", (SELECT 1 FROM wake)"
+			lock = []any{new(int)}
+		}
+		rs, err := q.Query(ctx, o.c.d.Rebind(stmt), args...)
 		if err != nil {
 			return nil, fmt.Errorf("sequences: %w", err)
 		}
 		for rs.Next() {
 			var a string
 			var last int64
-			if err := rs.Scan(&a, &last); err != nil {
+			if err := rs.Scan(append([]any{&a, &last}, lock...)...); err != nil {
 				rs.Close()
 				return nil, err
 			}
@@ -209,18 +239,16 @@ func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []store.OutboxMe
 			args = append(args, m.ID, m.AggregateID, m.Version, seq, m.Type, string(h), payload, t)
 			vals[i] = fmt.Sprintf("($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+8)
 		}
-		if _, err := q.Exec(ctx, o.c.d.Rebind(o.q.insert+strings.Join(vals, ", ")), args...); err != nil {
+		stmt := o.q.insert + strings.Join(vals, ", ")
+		if o.q.notify != "" && start+100 >= len(msgs) {
+			// The last insert notifies if a relay waits: a statement after
+			// the one that took the wake lock, so its snapshot, taken after
+			// the lock was granted, sees every flag set before.
+			args = append(args, o.channel)
+			stmt = "WITH ins AS (" + stmt + ") " + fmt.Sprintf(o.q.notify, "$"+strconv.Itoa(len(args)))
+		}
+		if _, err := q.Exec(ctx, o.c.d.Rebind(stmt), args...); err != nil {
 			return nil, fmt.Errorf("insert: %w", err)
-		}
-	}
-	if o.q.wakeShared != "" {
-		if _, err := q.Exec(ctx, o.q.wakeShared, o.wakeKey); err != nil {
-			return nil, fmt.Errorf("wake lock: %w", err)
-		}
-	}
-	if o.q.notify != "" {
-		if _, err := q.Exec(ctx, o.q.notify, o.channel); err != nil {
-			return nil, fmt.Errorf("notify: %w", err)
 		}
 	}
 	return seqs, nil
