@@ -20,7 +20,7 @@ import (
 // and no relay; "poll" runs no wake-up statement, with a relay polling
 // every millisecond and publishing the rows (to the memory broker); "wake"
 // is the store as shipped, with a relay listening and publishing the rows;
-// "notifyall" notifies on every commit (the wake flag stays set: no relay
+// "notifyall" notifies on every commit (a wake flag is set and no relay
 // clears it), as the outbox did before the flag. wake/nowake-% is the
 // target (>= 90); wake/poll-% compares with a relay that is never
 // notified.
@@ -41,6 +41,10 @@ func BenchmarkProducerCommits(b *testing.B) {
 		}
 		wg.Go(func() { _ = r.Run(ctx) })
 		return r
+	}
+	// A wake flag no relay clears: every adding transaction notifies.
+	if ok, err := all.IdleOutbox(ctx, "notifyall", time.Hour); !ok || err != nil {
+		b.Fatalf("IdleOutbox: %v, %v", ok, err)
 	}
 	relay(poll, &idem.RelayOptions{Owner: "poll", NoListen: true, PollInterval: time.Millisecond})
 	r := relay(wake, &idem.RelayOptions{Owner: "wake"})

@@ -57,39 +57,54 @@ type Outbox[Tx any] struct {
 	cursor string // the aggregate the next claim starts after ("": the first)
 }
 
-// headsQuery finds claimable heads without reading the backlog: a
-// recursive skip scan over the unsent-rows index visits one aggregate per
-// step (the next aggregate ID with an unsent row after $1, and below $5 if
-// below), at most $2 of them, and takes each one's lowest unsent row if it
-// is pending and due at $3, up to $4 heads. Its cost grows with the
-// aggregates visited, not with their rows: a claim that starts where the
-// last one stopped visits about as many aggregates as it claims, plus
-// those whose head another relay holds or that back off. With SkipLocked
-// the heads are locked, and a head another relay holds is skipped; the
-// lock is taken on the latest row version, so a head marked sent since the
-// statement began is skipped too (state is checked again).
-func headsQuery(skipLocked, below bool) string {
-	bound := ""
+// claimQuery claims in one statement. Its CTE h finds claimable heads
+// without reading the backlog: a recursive skip scan over the
+// unsent-rows index visits one aggregate per step (the next aggregate ID
+// with an unsent row after $1, and below $5 if below), at most $2 of them,
+// and takes each one's lowest unsent row if it is pending and due at $3,
+// up to $4 heads. Its cost grows with the aggregates visited, not with
+// their rows: a claim that starts where the last one stopped visits about
+// as many aggregates as it claims, plus those whose head another relay
+// holds or that back off. With SkipLocked the heads are locked, and a head
+// another relay holds is skipped; the lock is taken on the latest row
+// version, so a head marked sent since the statement began is skipped too
+// (state is checked again). The statement returns, with each head's
+// sequence and rank, the pending rows that follow each head, at most the
+// last parameter per aggregate and $4 / heads: a claimed head owns its
+// aggregate (its later rows are marked only by a relay holding it), so
+// the statement's snapshot shows them as they are.
+func claimQuery(skipLocked, below bool) string {
+	bound, per := "", "$5"
 	if below {
-		bound = " AND aggregate_id < $5"
+		bound, per = " AND aggregate_id < $5", "$6"
 	}
 	q := `WITH RECURSIVE a(agg, n) AS (
 		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > $1` + bound + `), 1
 		UNION ALL
 		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > a.agg` + bound + `), a.n + 1
-		FROM a WHERE a.agg IS NOT NULL AND a.n < $2)
-	SELECT o.aggregate_id, o.sequence FROM a JOIN {{outbox}} o ON o.aggregate_id = a.agg
+		FROM a WHERE a.agg IS NOT NULL AND a.n < $2),
+	h AS (SELECT o.aggregate_id AS agg, o.sequence AS seq, a.n AS n FROM a JOIN {{outbox}} o ON o.aggregate_id = a.agg
 		AND o.sequence = (SELECT MIN(sequence) FROM {{outbox}} WHERE aggregate_id = a.agg AND state IN (0, 2))
 	WHERE o.state = 0 AND o.next_attempt <= $3
 	ORDER BY a.n LIMIT $4`
 	if skipLocked {
 		q += ` FOR UPDATE OF o SKIP LOCKED`
 	}
+	cols := strings.Split(outboxCols, ",")
+	for i, c := range cols {
+		cols[i] = "r." + strings.TrimSpace(c)
+	}
+	q += `),
+	k AS (SELECT COUNT(*) AS heads FROM h)
+	SELECT ` + strings.Join(cols, ", ") + `, h.seq, h.n FROM h CROSS JOIN k JOIN {{outbox}} r ON r.aggregate_id = h.agg
+		AND r.sequence >= h.seq
+		AND r.sequence < h.seq + CASE WHEN ` + per + ` * k.heads < $4 THEN ` + per + ` ELSE $4 / k.heads END
+	WHERE r.state = 0`
 	return q
 }
 
 type outboxQueries struct {
-	counter, insert, notify, heads, headsBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, renewIdle, setBusy, sent, failed, health, list, requeue, discard, purge string
+	counter, insert, notify, claim, claimBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, renewIdle, setBusy, sent, failed, health, list, requeue, discard, purge string
 }
 
 const outboxCols = `id, message_id, aggregate_id, version, sequence, type, headers, payload, state, attempts,
@@ -104,7 +119,7 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 	k.Write([]byte("wary-outbox-wake:" + c.names["outbox"]))
 	o.wakeKey = int64(k.Sum64())
 	r := c.render
-	o.q.heads, o.q.headsBelow = r(headsQuery(d.SkipLocked, false)), r(headsQuery(d.SkipLocked, true))
+	o.q.claim, o.q.claimBelow = r(claimQuery(d.SkipLocked, false)), r(claimQuery(d.SkipLocked, true))
 	o.q = outboxQueries{
 		// Rows are locked in the order of the VALUES list: aggregate order.
 		counter: c.render(`INSERT INTO {{outbox_aggregates}} AS a (aggregate_id, last_sequence) VALUES %s
@@ -129,8 +144,8 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 		renewIdle: r(`UPDATE {{outbox_wake}} SET expires_at = clock_timestamp() + make_interval(secs => $2)
 			WHERE name = $1 AND idle`),
 		setBusy:    r(`UPDATE {{outbox_wake}} SET idle = FALSE WHERE name = $1 AND idle`),
-		heads:      o.q.heads,
-		headsBelow: o.q.headsBelow,
+		claim:      o.q.claim,
+		claimBelow: o.q.claimBelow,
 		lease: r(`INSERT INTO {{relay_lease}} AS l (name, owner, expires_at) VALUES ('outbox', $1, $2)
 			ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
 			WHERE l.owner = excluded.owner OR l.expires_at <= $3`),
@@ -287,35 +302,43 @@ func (o *Outbox[Tx]) ClaimOutbox(ctx context.Context, r store.OutboxClaim) (stor
 	return &batch[Tx]{o: o, rows: rows, tx: tx, held: true}, nil
 }
 
-type head struct {
-	agg string
-	seq int64
-}
-
 // visit is how many aggregates a claim of limit heads looks at, at most:
 // enough to step over those whose head is held or backing off.
 func visit(limit int) int { return 4*limit + 16 }
 
-// heads runs a heads query.
-func (o *Outbox[Tx]) heads(ctx context.Context, q Querier, query string, args []any) ([]head, error) {
-	hs, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer hs.Close()
-	var heads []head
-	for hs.Next() {
-		var h head
-		if err := hs.Scan(&h.agg, &h.seq); err != nil {
-			return nil, err
-		}
-		heads = append(heads, h)
-	}
-	return heads, hs.Err()
+// claimed is a claim query's rows with their heads' sequences and ranks.
+type claimed struct {
+	rows  []store.OutboxRow
+	heads int
+	seq   map[string]int64 // each aggregate's head
+	rank  map[string]int   // each aggregate's order in the claim
 }
 
-// claim reads the rows to claim (locking them in SkipLocked mode), starting
-// after the aggregate where the last claim stopped, so that every
+// run runs a claim query, adding to c.
+func (c *claimed) run(ctx context.Context, q Querier, query string, args []any) error {
+	rs, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	base := len(c.rank)
+	for rs.Next() {
+		var r store.OutboxRow
+		var seq, n int64
+		if err := scanOutbox(rs, &r, &seq, &n); err != nil {
+			return err
+		}
+		if _, ok := c.seq[r.AggregateID]; !ok {
+			c.seq[r.AggregateID], c.rank[r.AggregateID] = seq, base+int(n)
+			c.heads++
+		}
+		c.rows = append(c.rows, r)
+	}
+	return rs.Err()
+}
+
+// claim reads the rows to claim (locking their heads in SkipLocked mode),
+// starting after the aggregate where the last claim stopped, so that every
 // aggregate's turn comes.
 func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) ([]store.OutboxRow, error) {
 	now := o.c.d.Time(r.Now)
@@ -323,57 +346,32 @@ func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) 
 	o.mu.Lock()
 	from := o.cursor
 	o.mu.Unlock()
-	heads, err := o.heads(ctx, q, o.q.heads, []any{from, visit(limit), now, limit})
-	if err == nil && len(heads) < limit && from != "" {
+	c := &claimed{seq: map[string]int64{}, rank: map[string]int{}}
+	err := c.run(ctx, q, o.q.claim, []any{from, visit(limit), now, limit, per})
+	if err == nil && c.heads < limit && from != "" {
 		// Wrap around: the aggregates before where this claim started.
-		var more []head
-		more, err = o.heads(ctx, q, o.q.headsBelow, []any{"", visit(limit), now, limit - len(heads), from})
-		heads = append(heads, more...)
+		err = c.run(ctx, q, o.q.claimBelow, []any{"", visit(limit), now, limit - c.heads, from, per})
 	}
-	if err != nil || len(heads) == 0 {
+	if err != nil || c.heads == 0 {
 		return nil, err
 	}
+	last, top := "", -1 // the last head in the claim's order
+	for a, n := range c.rank {
+		if n > top {
+			last, top = a, n
+		}
+	}
 	o.mu.Lock()
-	if len(heads) == limit {
-		o.cursor = heads[len(heads)-1].agg
+	if c.heads == limit {
+		o.cursor = last
 	} else {
 		o.cursor = ""
 	}
 	o.mu.Unlock()
-	// Each claimed head owns its aggregate: take the pending rows that
-	// follow it too, sharing limit between the aggregates. Sequences have
-	// no gaps, so they are the next per-1.
-	per = min(per, max(1, limit/len(heads)))
-	var args []any
-	var or []string
-	order := map[string]int{}
-	for i, h := range heads {
-		order[h.agg] = i
-		args = append(args, h.agg, h.seq, h.seq+int64(per))
-		n := len(args)
-		or = append(or, fmt.Sprintf("(aggregate_id = $%d AND sequence >= $%d AND sequence < $%d)", n-2, n-1, n))
-	}
-	sel := `SELECT ` + outboxCols + ` FROM {{outbox}} WHERE state = 0 AND (` + strings.Join(or, " OR ") + `)`
-	rs, err := q.Query(ctx, o.c.render(sel), args...)
-	if err != nil {
-		return nil, err
-	}
-	var all []store.OutboxRow
-	for rs.Next() {
-		var r store.OutboxRow
-		if err := scanOutbox(rs, &r); err != nil {
-			rs.Close()
-			return nil, err
-		}
-		all = append(all, r)
-	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
-		return nil, err
-	}
 	// Round-robin over aggregates up to limit rows, then group each
 	// aggregate's rows in sequence order, aggregates in head order.
-	rank := func(r store.OutboxRow) int64 { return r.Sequence - heads[order[r.AggregateID]].seq }
+	all, order := c.rows, c.rank
+	rank := func(r store.OutboxRow) int64 { return r.Sequence - c.seq[r.AggregateID] }
 	slices.SortFunc(all, func(a, b store.OutboxRow) int {
 		if ra, rb := rank(a), rank(b); ra != rb {
 			return int(ra - rb)
