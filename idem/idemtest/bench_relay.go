@@ -202,6 +202,16 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 		b.Fatalf("after a minute, %d of %d rows received", got, n)
 	}
 	b.StopTimer()
+	// The consumer may receive a message before its confirm reaches the
+	// relay: wait for the last AfterPublish calls.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		mu.Lock()
+		got := len(published)
+		mu.Unlock()
+		if got == n {
+			break
+		}
+	}
 	cancel()
 	mu.Lock()
 	defer mu.Unlock()
