@@ -222,7 +222,10 @@
 // statement that inserts its rows, so the wake-up costs it no round trip.
 // While a transaction that read the flags unset may still commit (it holds
 // a shared advisory lock the relay cannot then take), the relay does not
-// wait but looks again within a millisecond. A row becomes a
+// wait but looks again within a millisecond; and a relay that had work
+// polls every millisecond until ten claims in a row found nothing before
+// it sets its flag, so that a steady stream of commits is polled for, not
+// notified. A row becomes a
 // message with Message.ID = the row's message ID (the broker's dedup ID),
 // Message.Key = the aggregate ID (the ordering key), the headers
 // HeaderAggregateID, HeaderAggregateVersion, HeaderSequence and HeaderType

@@ -95,6 +95,7 @@ type Relay struct {
 	listening atomic.Bool  // a LISTEN connection is open
 	waiting   atomic.Bool  // this relay set the store's wake flag (OutboxIdler)
 	idle      atomic.Int64 // times Run went to wait for work
+	empty     atomic.Int64 // claims in a row that found nothing, since the relay had work
 	rate      rateMeter
 	tel       *relayTel
 
@@ -166,6 +167,7 @@ func NewRelay(st store.RelayStore, topic *broker.Topic, opts *RelayOptions) (*Re
 		o.Logger = slog.Default()
 	}
 	r := &Relay{store: st, topic: topic, o: o, wakeCh: make(chan struct{})}
+	r.empty.Store(idleAfter) // no work yet: ask for notifications at once
 	r.rate.start = o.Now()
 	newRelayTel(r)
 	return r, nil
@@ -261,6 +263,7 @@ func (r *Relay) work(ctx context.Context, purge bool) error {
 			r.noteErr("run", err)
 		}
 		if claimed > 0 && err == nil {
+			r.empty.Store(0)
 			r.busy(ctx)
 			continue
 		}
@@ -290,8 +293,15 @@ func (r *Relay) work(ctx context.Context, purge bool) error {
 }
 
 // busyPoll is how soon a relay that found nothing looks again while an
-// adding transaction that did not notify may still commit.
+// adding transaction that did not notify may still commit, or while it has
+// not yet found nothing idleAfter times in a row since it last had work:
+// under a steady stream of commits a relay polls rather than ask for
+// notifications, whose commits are serialised.
 const busyPoll = time.Millisecond
+
+// idleAfter is how many claims in a row must find nothing before a relay
+// that had work asks for notifications (about as many milliseconds).
+const idleAfter = 10
 
 // goIdle is called by a claim loop that found nothing. On a
 // store whose producers notify only while a relay waits
@@ -304,6 +314,9 @@ func (r *Relay) goIdle(ctx context.Context) time.Duration {
 	idler, ok := r.store.(store.OutboxIdler)
 	if !ok || !r.listening.Load() {
 		return 0
+	}
+	if !r.waiting.Load() && r.empty.Add(1) < idleAfter {
+		return min(busyPoll, r.o.PollInterval)
 	}
 	if r.waiting.Load() {
 		set, err := idler.RenewIdleOutbox(ctx, r.o.Owner, r.wakeTTL())
