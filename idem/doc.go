@@ -215,11 +215,17 @@
 // connection) and polls as a fallback; on SQLite it polls, and an
 // in-process producer can call Relay.Wake. PostgreSQL serialises the
 // commits of notifying transactions, so an adding transaction notifies
-// only while a relay waits for it: a relay that finds nothing sets a wake
-// flag (store.OutboxIdler), and clears it when it finds work again. While
-// a transaction that read the flag unset may still commit (it holds a
-// shared advisory lock the relay cannot then take), the relay does not
-// wait but looks again within a millisecond. A row becomes a
+// only while a relay waits for it: a relay that finds nothing sets its
+// own wake flag (store.OutboxIdler), and clears it when it finds work
+// again; another relay's flag stays set, so a relay waiting while another
+// is busy is still woken. The adding transaction reads the flags in the
+// statement that inserts its rows, so the wake-up costs it no round trip.
+// While a transaction that read the flags unset may still commit (it holds
+// a shared advisory lock the relay cannot then take), the relay does not
+// wait but looks again within a millisecond; and a relay that had work
+// polls every millisecond until ten claims in a row found nothing before
+// it sets its flag, so that a steady stream of commits is polled for, not
+// notified. A row becomes a
 // message with Message.ID = the row's message ID (the broker's dedup ID),
 // Message.Key = the aggregate ID (the ordering key), the headers
 // HeaderAggregateID, HeaderAggregateVersion, HeaderSequence and HeaderType

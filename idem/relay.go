@@ -95,6 +95,7 @@ type Relay struct {
 	listening atomic.Bool  // a LISTEN connection is open
 	waiting   atomic.Bool  // this relay set the store's wake flag (OutboxIdler)
 	idle      atomic.Int64 // times Run went to wait for work
+	empty     atomic.Int64 // claims in a row that found nothing, since the relay had work
 	rate      rateMeter
 	tel       *relayTel
 
@@ -166,6 +167,7 @@ func NewRelay(st store.RelayStore, topic *broker.Topic, opts *RelayOptions) (*Re
 		o.Logger = slog.Default()
 	}
 	r := &Relay{store: st, topic: topic, o: o, wakeCh: make(chan struct{})}
+	r.empty.Store(idleAfter) // no work yet: ask for notifications at once
 	r.rate.start = o.Now()
 	newRelayTel(r)
 	return r, nil
@@ -211,6 +213,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
+		r.busy(rctx) // a stopped relay waits for no notification
 		if err := r.store.ReleaseOutbox(rctx, r.o.Owner); err != nil {
 			r.o.Logger.Warn("idem: relay: release", slog.String("owner", r.o.Owner), slog.String("error", err.Error()))
 		}
@@ -260,11 +263,14 @@ func (r *Relay) work(ctx context.Context, purge bool) error {
 			r.noteErr("run", err)
 		}
 		if claimed > 0 && err == nil {
+			r.empty.Store(0)
 			r.busy(ctx)
 			continue
 		}
 		wait := r.o.PollInterval
-		if purge && err == nil {
+		if err == nil {
+			// Every loop: another one may have cleared the relay's flag
+			// (busy) after this one last looked at it.
 			switch again := r.goIdle(ctx); {
 			case again == 0:
 			case again < 0:
@@ -287,21 +293,45 @@ func (r *Relay) work(ctx context.Context, purge bool) error {
 }
 
 // busyPoll is how soon a relay that found nothing looks again while an
-// adding transaction that did not notify may still commit.
+// adding transaction that did not notify may still commit, or while it has
+// not yet found nothing idleAfter times in a row since it last had work:
+// under a steady stream of commits a relay polls rather than ask for
+// notifications, whose commits are serialised.
 const busyPoll = time.Millisecond
 
-// goIdle is called by the first claim loop when it found nothing. On a
+// idleAfter is how many claims in a row must find nothing before a relay
+// that had work asks for notifications (about as many milliseconds).
+const idleAfter = 10
+
+// goIdle is called by a claim loop that found nothing. On a
 // store whose producers notify only while a relay waits
-// (store.OutboxIdler), and while the relay listens, it asks for
-// notifications. It returns -1 if the flag was just set (claim once more:
-// rows may have committed before it), a short wait if producers that did
-// not notify are still in flight (poll), and 0 to wait as usual.
+// (store.OutboxIdler), and while the relay listens, it sets the relay's
+// wake flag, or renews it if it is set. It returns -1 if the flag was just
+// set (claim once more: rows may have committed before it), a short wait
+// if producers that did not notify are still in flight (poll), and 0 to
+// wait as usual.
 func (r *Relay) goIdle(ctx context.Context) time.Duration {
 	idler, ok := r.store.(store.OutboxIdler)
-	if !ok || r.waiting.Load() || !r.listening.Load() {
+	if !ok || !r.listening.Load() {
 		return 0
 	}
-	set, err := idler.IdleOutbox(ctx)
+	if !r.waiting.Load() && r.empty.Add(1) < idleAfter {
+		return min(busyPoll, r.o.PollInterval)
+	}
+	if r.waiting.Load() {
+		set, err := idler.RenewIdleOutbox(ctx, r.o.Owner, r.wakeTTL())
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				r.noteErr("idle", err)
+			}
+			return 0
+		case set:
+			return 0
+		}
+		r.waiting.Store(false) // swept: set it again
+	}
+	set, err := idler.IdleOutbox(ctx, r.o.Owner, r.wakeTTL())
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
@@ -315,14 +345,21 @@ func (r *Relay) goIdle(ctx context.Context) time.Duration {
 	return -1
 }
 
-// busy clears the wake flag after the relay found work while it had set
-// it: producers stop notifying while relays are busy.
+// wakeTTL is how long the relay's wake flag lasts unless renewed: the
+// relay renews it each time it wakes and finds nothing, at least every
+// PollInterval, so only a relay that stopped (or stalled that long) loses
+// it.
+func (r *Relay) wakeTTL() time.Duration { return 2*r.o.PollInterval + 30*time.Second }
+
+// busy clears the relay's wake flag after it found work while the flag was
+// set: producers stop notifying while relays are busy (another relay's
+// flag is its own, and stays set).
 func (r *Relay) busy(ctx context.Context) {
 	idler, ok := r.store.(store.OutboxIdler)
 	if !ok || !r.waiting.Swap(false) {
 		return
 	}
-	if err := idler.BusyOutbox(ctx); err != nil && ctx.Err() == nil {
+	if err := idler.BusyOutbox(ctx, r.o.Owner); err != nil && ctx.Err() == nil {
 		r.waiting.Store(true) // still set, as far as we know
 		r.noteErr("busy", err)
 	}

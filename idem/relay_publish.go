@@ -29,6 +29,14 @@ func (r *Relay) runOnce(ctx context.Context) (claimed, published int, err error)
 		return 0, 0, batch.Release(context.WithoutCancel(ctx))
 	}
 	r.claims.Add(1)
+	if r.waiting.Load() {
+		// Work again: producers stop notifying now, not after the batch
+		// (their notifying commits are serialised). Concurrently with the
+		// publish; a loop claims again before it waits (goIdle).
+		cleared := make(chan struct{})
+		go func() { defer close(cleared); r.busy(ctx) }()
+		defer func() { <-cleared }()
+	}
 	pctx := ctx
 	if lb, ok := batch.(store.LeasedBatch); ok {
 		// The store renews its lease while the batch is held; if it is lost,

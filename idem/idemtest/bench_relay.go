@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -94,7 +96,8 @@ const LatencyRate = 1000
 // relay's Publish returned: "p50-publish-ms", "p99-publish-ms") and until
 // the consumer received it ("p50-receive-ms", "p99-receive-ms"), and the
 // maximum receive latency ("max-receive-ms"). Run it with
-// -benchtime=5000x for 5,000 rows (five seconds).
+// -benchtime=5000x for 5,000 rows (five seconds). WARY_BENCH_PIPELINE sets
+// RelayOptions.Pipeline.
 func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB) OutboxBroker, wake bool) {
 	e := SetupOutbox(b, f)
 	ob := br(b)
@@ -107,7 +110,8 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 		received  = make(map[string]time.Time, n)
 		all       = make(chan struct{})
 	)
-	r := e.Relay(ob.Topic, &idem.RelayOptions{Owner: "latency", PollInterval: time.Minute, AfterPublish: func(m *broker.Message) error {
+	pipeline, _ := strconv.Atoi(os.Getenv("WARY_BENCH_PIPELINE")) // 0: the default
+	r := e.Relay(ob.Topic, &idem.RelayOptions{Owner: "latency", PollInterval: time.Minute, Pipeline: pipeline, AfterPublish: func(m *broker.Message) error {
 		now := time.Now()
 		mu.Lock()
 		if _, ok := published[m.ID]; !ok {
@@ -202,6 +206,16 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 		b.Fatalf("after a minute, %d of %d rows received", got, n)
 	}
 	b.StopTimer()
+	// The consumer may receive a message before its confirm reaches the
+	// relay: wait for the last AfterPublish calls.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		mu.Lock()
+		got := len(published)
+		mu.Unlock()
+		if got == n {
+			break
+		}
+	}
 	cancel()
 	mu.Lock()
 	defer mu.Unlock()

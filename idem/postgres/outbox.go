@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/store"
@@ -12,17 +13,24 @@ import (
 
 // The outbox on PostgreSQL: relays claim rows with FOR UPDATE SKIP LOCKED
 // in a transaction they hold while publishing. An adding transaction sends
-// a NOTIFY only while a relay waits for one (the wake flag is set): the
-// commits of notifying transactions are serialised, so while relays are
-// busy they poll instead. Before reading the flag, the adding transaction
+// a NOTIFY only while a relay waits for one (a relay's wake flag is set):
+// the commits of notifying transactions are serialised, so while relays
+// are busy they poll instead. The adding transaction's first statement
 // takes a shared advisory lock that a relay going idle must get
-// exclusively (Store.IdleOutbox), so that no transaction that read the
-// flag unset commits after the relay's last look.
-var outboxDialect = sqlcore.OutboxDialect{
-	SkipLocked: true,
-	Notify:     "SELECT pg_notify($1, '') FROM {{outbox_wake}} WHERE name = 'outbox' AND idle",
-	WakeShared: "SELECT pg_advisory_xact_lock_shared($1)",
-	WakeTry:    "SELECT pg_try_advisory_xact_lock($1)",
+// exclusively (Store.IdleOutbox), and its last insert reads the flags and
+// notifies, with no statement of its own: a NOTIFY costs no round trip.
+// See sqlcore's IdleOutbox for why no commit is slept through.
+func outboxDialect(pool *pgxpool.Pool) sqlcore.OutboxDialect {
+	return sqlcore.OutboxDialect{
+		SkipLocked: true,
+		Notify: `SELECT pg_notify(%s, '') WHERE current_setting('transaction_isolation') <> 'read committed'
+			OR EXISTS (SELECT 1 FROM {{outbox_wake}} WHERE idle)`,
+		WakeShared: "pg_advisory_xact_lock_shared(%s)",
+		WakeTry:    "pg_try_advisory_xact_lock(%s)",
+		Auto: func(ctx context.Context, f func(q sqlcore.Querier) error) error {
+			return f(querier{pool})
+		},
+	}
 }
 
 var _ store.OutboxListener = (*Store)(nil)
@@ -71,7 +79,16 @@ func (s *Store) ConcurrentClaims() bool { return true }
 var _ store.OutboxIdler = (*Store)(nil)
 
 // IdleOutbox implements store.OutboxIdler.
-func (s *Store) IdleOutbox(ctx context.Context) (bool, error) { return s.outbox.IdleOutbox(ctx) }
+func (s *Store) IdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
+	return s.outbox.IdleOutbox(ctx, owner, ttl)
+}
+
+// RenewIdleOutbox implements store.OutboxIdler.
+func (s *Store) RenewIdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
+	return s.outbox.RenewIdleOutbox(ctx, owner, ttl)
+}
 
 // BusyOutbox implements store.OutboxIdler.
-func (s *Store) BusyOutbox(ctx context.Context) error { return s.outbox.BusyOutbox(ctx) }
+func (s *Store) BusyOutbox(ctx context.Context, owner string) error {
+	return s.outbox.BusyOutbox(ctx, owner)
+}

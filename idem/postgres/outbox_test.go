@@ -37,6 +37,9 @@ func TestListenOutboxNotifies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	store, outbox, calls, stop := listening(ctx, t)
+	if ok, err := store.IdleOutbox(ctx, "t", time.Minute); !ok || err != nil { // a relay waits
+		t.Fatalf("IdleOutbox: %v, %v", ok, err)
+	}
 	add := func(commit bool) {
 		tx, err := store.Begin(ctx)
 		if err != nil {
@@ -71,7 +74,11 @@ func TestListenOutboxNotifies(t *testing.T) {
 // listens on it: calls receives one value per notification. stop ends the
 // listener and checks it ended without an error.
 func listening(ctx context.Context, t *testing.T) (*postgres.Store, *idem.Outbox[pgx.Tx], chan struct{}, func()) {
-	store := newListenStore(ctx, t)
+	return listeningOn(ctx, t, newListenStore(ctx, t))
+}
+
+// listeningOn is listening on store.
+func listeningOn(ctx context.Context, t *testing.T, store *postgres.Store) (*postgres.Store, *idem.Outbox[pgx.Tx], chan struct{}, func()) {
 	calls := make(chan struct{}, 16)
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -95,6 +102,12 @@ func listening(ctx context.Context, t *testing.T) (*postgres.Store, *idem.Outbox
 
 // newListenStore opens a store in a schema of its own, dropped at cleanup.
 func newListenStore(ctx context.Context, t testing.TB) *postgres.Store {
+	st, _ := newListenStoreSchema(ctx, t)
+	return st
+}
+
+// newListenStoreSchema is newListenStore, and the store's schema.
+func newListenStoreSchema(ctx context.Context, t testing.TB) (*postgres.Store, string) {
 	pool := newPool(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -104,7 +117,7 @@ func newListenStore(ctx context.Context, t testing.TB) *postgres.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st
+	return st, schema
 }
 
 // TestWakeFlag proves the producers' side of the wake-up: an adding
@@ -125,18 +138,18 @@ func TestWakeFlag(t *testing.T) {
 		}
 		return tx
 	}
-	if err := store.BusyOutbox(ctx); err != nil {
+	if err := store.BusyOutbox(ctx, "w"); err != nil {
 		t.Fatal(err)
 	}
 	inFlight := add() // reads the flag unset: will not notify
 	defer func() { _ = inFlight.Rollback(context.Background()) }()
-	if ok, err := store.IdleOutbox(ctx); ok || err != nil {
+	if ok, err := store.IdleOutbox(ctx, "w", time.Minute); ok || err != nil {
 		t.Fatalf("IdleOutbox with a non-notifying producer in flight: %v, %v; want false", ok, err)
 	}
 	if err := store.Commit(ctx, inFlight); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := store.IdleOutbox(ctx); !ok || err != nil {
+	if ok, err := store.IdleOutbox(ctx, "w", time.Minute); !ok || err != nil {
 		t.Fatalf("IdleOutbox with no producer in flight: %v, %v; want true", ok, err)
 	}
 	// The flag is set now: the next adding transaction notifies (and the
@@ -149,7 +162,7 @@ func TestWakeFlag(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no notification while the flag is set")
 	}
-	if err := store.BusyOutbox(ctx); err != nil {
+	if err := store.BusyOutbox(ctx, "w"); err != nil {
 		t.Fatal(err)
 	}
 	if err := store.Commit(ctx, add()); err != nil {

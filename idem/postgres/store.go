@@ -78,7 +78,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, outboxDialect), pool: pool,
+	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, outboxDialect(pool)), pool: pool,
 		claimSQL: "INSERT INTO " + core.Name("inbox") + " (consumer, message_id, processed_at) VALUES ($1, $2, $3)"}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
@@ -191,7 +191,15 @@ func (backend) Rollback(ctx context.Context, tx pgx.Tx) error {
 }
 func (backend) Q(tx pgx.Tx) sqlcore.Querier { return querier{tx} }
 
-type querier struct{ tx pgx.Tx }
+// querier runs statements in a transaction, or on the pool (each its own
+// transaction).
+type querier struct {
+	tx interface {
+		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	}
+}
 
 func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	tag, err := q.tx.Exec(ctx, sql, args...)

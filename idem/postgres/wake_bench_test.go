@@ -18,9 +18,10 @@ import (
 // committing transactions of one outbox row, on three stores in
 // interleaved rounds of 2,000 commits: "nowake" runs no wake-up statement
 // and no relay; "poll" runs no wake-up statement, with a relay polling
-// every millisecond and publishing the rows (to the memory broker); "wake"
+// every millisecond and publishing the rows (to the memory broker), during
+// its round only; "wake"
 // is the store as shipped, with a relay listening and publishing the rows;
-// "notifyall" notifies on every commit (the wake flag stays set: no relay
+// "notifyall" notifies on every commit (a wake flag is set and no relay
 // clears it), as the outbox did before the flag. wake/nowake-% is the
 // target (>= 90); wake/poll-% compares with a relay that is never
 // notified.
@@ -42,8 +43,18 @@ func BenchmarkProducerCommits(b *testing.B) {
 		wg.Go(func() { _ = r.Run(ctx) })
 		return r
 	}
-	relay(poll, &idem.RelayOptions{Owner: "poll", NoListen: true, PollInterval: time.Millisecond})
+	// A wake flag no relay clears: every adding transaction notifies.
+	if ok, err := all.IdleOutbox(ctx, "notifyall", time.Hour); !ok || err != nil {
+		b.Fatalf("IdleOutbox: %v, %v", ok, err)
+	}
 	r := relay(wake, &idem.RelayOptions{Owner: "wake"})
+	drained := func(r *idem.Relay, n int64) {
+		for deadline := time.Now().Add(time.Minute); r.Stats().Published < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("relay %s: %d of %d rows published after a minute", r.Owner(), r.Stats().Published, n)
+			}
+		}
+	}
 	for deadline := time.Now().Add(10 * time.Second); !r.Stats().Listening; {
 		if time.Now().After(deadline) {
 			b.Fatal("the relay is not listening")
@@ -52,7 +63,19 @@ func BenchmarkProducerCommits(b *testing.B) {
 	}
 	const producers, round = 8, 2000
 	stores := []*postgres.Store{nowake, poll, wake, all}
+	startPoll := func() (*idem.Relay, func()) {
+		pr, err := idem.NewRelay(poll, outboxBroker(b).Topic, &idem.RelayOptions{Owner: "poll", NoListen: true,
+			PollInterval: time.Millisecond, PurgeInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		stopped := make(chan struct{})
+		go func() { defer close(stopped); _ = pr.Run(pctx) }()
+		return pr, func() { cancel(); <-stopped }
+	}
 	var took [4]time.Duration
+	var wakeRows int64
 	seq := 0
 	b.ResetTimer()
 	for done := 0; done < b.N; done += round {
@@ -61,6 +84,14 @@ func BenchmarkProducerCommits(b *testing.B) {
 			ob, err := idem.NewOutbox[pgx.Tx](st, nil)
 			if err != nil {
 				b.Fatal(err)
+			}
+			// The polling relay runs during its own round only (its polls
+			// would load the others), and each relay publishes its round's
+			// rows before the next round starts.
+			var pr *idem.Relay
+			stopPoll := func() {}
+			if st == poll {
+				pr, stopPoll = startPoll()
 			}
 			start := time.Now()
 			var pw sync.WaitGroup
@@ -85,6 +116,16 @@ func BenchmarkProducerCommits(b *testing.B) {
 			}
 			pw.Wait()
 			took[i] += time.Since(start)
+			b.StopTimer()
+			switch st {
+			case poll:
+				drained(pr, int64(n))
+				stopPoll()
+			case wake:
+				wakeRows += int64(n)
+				drained(r, wakeRows)
+			}
+			b.StartTimer()
 		}
 		seq++
 	}

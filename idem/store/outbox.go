@@ -216,14 +216,22 @@ type LeasedBatch interface {
 // OutboxIdler is implemented by stores whose adding transactions notify
 // listening relays only while one waits (PostgreSQL: the commits of
 // notifying transactions are serialised, which would halve the producers'
-// commit rate). A relay that found nothing calls IdleOutbox before it
-// waits; a relay that claimed rows after waiting calls BusyOutbox.
+// commit rate). Each relay has its own wake flag, named by its owner: a
+// relay that finds work clears only its own, so another relay waiting
+// meanwhile is still notified. A relay that found nothing calls
+// IdleOutbox before it waits, and RenewIdleOutbox while it keeps waiting
+// (a flag not renewed within its ttl belongs to a relay that stopped, and
+// may be deleted); a relay that claimed rows after waiting, or stops,
+// calls BusyOutbox.
 type OutboxIdler interface {
-	// IdleOutbox makes adding transactions notify from now on. It returns
-	// false (and changes nothing) while an adding transaction that did not
-	// notify may still commit: the relay should look again soon instead of
-	// waiting for a notification.
-	IdleOutbox(ctx context.Context) (bool, error)
-	// BusyOutbox makes adding transactions stop notifying.
-	BusyOutbox(ctx context.Context) error
+	// IdleOutbox sets owner's flag, for ttl: adding transactions notify
+	// from now on. It returns false (and changes nothing) while an adding
+	// transaction that did not notify may still commit: the relay should
+	// look again soon instead of waiting for a notification.
+	IdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error)
+	// RenewIdleOutbox extends owner's flag by ttl and reports whether it
+	// was still set (if not, the relay calls IdleOutbox again).
+	RenewIdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error)
+	// BusyOutbox clears owner's flag.
+	BusyOutbox(ctx context.Context, owner string) error
 }

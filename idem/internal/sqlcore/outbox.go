@@ -21,17 +21,24 @@ type OutboxDialect struct {
 	// held open while the relay publishes (PostgreSQL). Without it, a
 	// single relay lease serialises relays (SQLite).
 	SkipLocked bool
-	// Notify, if not empty, is run with the channel name as $1 in every
-	// transaction that adds rows (PostgreSQL: SELECT pg_notify($1, '')
-	// FROM the wake flag WHERE idle).
-	Notify string
-	// WakeShared and WakeTry, if set, make Notify conditional on the wake
-	// flag (outbox_wake.idle): WakeShared takes a shared transaction lock
-	// on $1 (the adding transaction runs it just before Notify, whose
-	// fresh snapshot then reads the flag), WakeTry tries the same lock
-	// exclusively and reports whether it got it (IdleOutbox). PostgreSQL:
-	// advisory locks.
+	// Notify, if not empty, is the statement that notifies waiting relays,
+	// appended to the statement that inserts an adding transaction's (last)
+	// rows: the channel name's placeholder is %s (PostgreSQL: SELECT
+	// pg_notify(%s, '') WHERE a relay waits). WakeShared, if set, makes it
+	// safe to skip the notification while no relay waits: it is an
+	// expression, with the wake lock's key as %s, that takes a shared
+	// transaction lock, evaluated by the adding transaction's first
+	// statement, so that Notify, a later statement, reads the wake flags
+	// with a snapshot taken after the lock was granted. WakeTry tries the
+	// same lock exclusively (also an expression, reporting whether it got
+	// it), in IdleOutbox's single statement. PostgreSQL: advisory locks.
+	// See IdleOutbox for why this is enough.
+	Notify              string
 	WakeShared, WakeTry string
+	// Auto, if set, runs f with every statement its own transaction (no
+	// BEGIN and COMMIT round trips); the wake flags' statements run so.
+	// Required with WakeTry.
+	Auto func(ctx context.Context, f func(q Querier) error) error
 	// Read, if set, runs f outside any write transaction. In lease mode a
 	// claim first looks there whether the lease is free and a row is due,
 	// so that idle or waiting relays do not take SQLite's write lock.
@@ -50,39 +57,8 @@ type Outbox[Tx any] struct {
 	cursor string // the aggregate the next claim starts after ("": the first)
 }
 
-// headsQuery finds claimable heads without reading the backlog: a
-// recursive skip scan over the unsent-rows index visits one aggregate per
-// step (the next aggregate ID with an unsent row after $1, and at most $5
-// if below), at most $2 of them, and takes each one's lowest unsent row if it
-// is pending and due at $3, up to $4 heads. Its cost grows with the
-// aggregates visited, not with their rows: a claim that starts where the
-// last one stopped visits about as many aggregates as it claims, plus
-// those whose head another relay holds or that back off. With SkipLocked
-// the heads are locked, and a head another relay holds is skipped; the
-// lock is taken on the latest row version, so a head marked sent since the
-// statement began is skipped too (state is checked again).
-func headsQuery(skipLocked, below bool) string {
-	bound := ""
-	if below {
-		bound = " AND aggregate_id <= $5"
-	}
-	q := `WITH RECURSIVE a(agg, n) AS (
-		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > $1` + bound + `), 1
-		UNION ALL
-		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > a.agg` + bound + `), a.n + 1
-		FROM a WHERE a.agg IS NOT NULL AND a.n < $2)
-	SELECT o.aggregate_id, o.sequence FROM a JOIN {{outbox}} o ON o.aggregate_id = a.agg
-		AND o.sequence = (SELECT MIN(sequence) FROM {{outbox}} WHERE aggregate_id = a.agg AND state IN (0, 2))
-	WHERE o.state = 0 AND o.next_attempt <= $3
-	ORDER BY a.n LIMIT $4`
-	if skipLocked {
-		q += ` FOR UPDATE OF o SKIP LOCKED`
-	}
-	return q
-}
-
 type outboxQueries struct {
-	counter, insert, notify, heads, headsBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, sent, failed, health, list, requeue, discard, purge string
+	counter, insert, notify, claim, claimBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, renewIdle, setBusy, sent, failed, health, list, requeue, discard, purge string
 }
 
 const outboxCols = `id, message_id, aggregate_id, version, sequence, type, headers, payload, state, attempts,
@@ -97,7 +73,7 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 	k.Write([]byte("wary-outbox-wake:" + c.names["outbox"]))
 	o.wakeKey = int64(k.Sum64())
 	r := c.render
-	o.q.heads, o.q.headsBelow = r(headsQuery(d.SkipLocked, false)), r(headsQuery(d.SkipLocked, true))
+	o.q.claim, o.q.claimBelow = r(claimQuery(d.SkipLocked, false)), r(claimQuery(d.SkipLocked, true))
 	o.q = outboxQueries{
 		// Rows are locked in the order of the VALUES list: aggregate order.
 		counter: c.render(`INSERT INTO {{outbox_aggregates}} AS a (aggregate_id, last_sequence) VALUES %s
@@ -108,9 +84,22 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 		notify:     r(d.Notify),
 		wakeShared: d.WakeShared,
 		wakeTry:    d.WakeTry,
-		setIdle:    r(`UPDATE {{outbox_wake}} SET idle = $1 WHERE name = 'outbox' AND idle <> $1`),
-		heads:      o.q.heads,
-		headsBelow: o.q.headsBelow,
+		// A waiting relay's flag is its own row (PostgreSQL only: the only
+		// store with WakeTry), which lasts $3 seconds unless renewed. One
+		// statement tries the wake lock ($1) and, if it got it, sweeps the
+		// flags that ran out and sets relay $2's.
+		setIdle: r(`WITH l AS (SELECT ` + fmt.Sprintf(cmp.Or(d.WakeTry, "%s"), "$1") + ` AS ok),
+			s AS (DELETE FROM {{outbox_wake}} WHERE (SELECT ok FROM l) AND name NOT IN ('outbox', $2)
+				AND expires_at < clock_timestamp()),
+			i AS (INSERT INTO {{outbox_wake}} (name, idle, expires_at)
+				SELECT $2, TRUE, clock_timestamp() + make_interval(secs => $3) FROM l WHERE ok
+				ON CONFLICT (name) DO UPDATE SET idle = TRUE, expires_at = excluded.expires_at)
+			SELECT ok FROM l`),
+		renewIdle: r(`UPDATE {{outbox_wake}} SET expires_at = clock_timestamp() + make_interval(secs => $2)
+			WHERE name = $1 AND idle`),
+		setBusy:    r(`UPDATE {{outbox_wake}} SET idle = FALSE WHERE name = $1 AND idle`),
+		claim:      o.q.claim,
+		claimBelow: o.q.claimBelow,
 		lease: r(`INSERT INTO {{relay_lease}} AS l (name, owner, expires_at) VALUES ('outbox', $1, $2)
 			ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
 			WHERE l.owner = excluded.owner OR l.expires_at <= $3`),
@@ -157,20 +146,30 @@ func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []store.OutboxMe
 	slices.Sort(aggs)
 	next := map[string]int64{}
 	for chunk := range slices.Chunk(aggs, 500) {
-		args := make([]any, 0, 2*len(chunk))
+		args := make([]any, 0, 2*len(chunk)+1)
 		vals := make([]string, len(chunk))
 		for i, a := range chunk {
 			args = append(args, a, count[a])
 			vals[i] = fmt.Sprintf("($%d, $%d)", 2*i+1, 2*i+2)
 		}
-		rs, err := q.Query(ctx, o.c.d.Rebind(fmt.Sprintf(o.q.counter, strings.Join(vals, ", "))), args...)
+		stmt := fmt.Sprintf(o.q.counter, strings.Join(vals, ", "))
+		var lock []any
+		if o.q.wakeShared != "" && len(next) == 0 {
+			// The first statement takes the shared wake lock (see
+			// IdleOutbox): once, in an init plan of the RETURNING list.
+			args = append(args, o.wakeKey)
+			stmt = "WITH wake AS (SELECT " + fmt.Sprintf(o.q.wakeShared, "$"+strconv.Itoa(len(args))) + ") " +
+				stmt + ", (SELECT 1 FROM wake)"
+			lock = []any{new(int)}
+		}
+		rs, err := q.Query(ctx, o.c.d.Rebind(stmt), args...)
 		if err != nil {
 			return nil, fmt.Errorf("sequences: %w", err)
 		}
 		for rs.Next() {
 			var a string
 			var last int64
-			if err := rs.Scan(&a, &last); err != nil {
+			if err := rs.Scan(append([]any{&a, &last}, lock...)...); err != nil {
 				rs.Close()
 				return nil, err
 			}
@@ -209,18 +208,16 @@ func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []store.OutboxMe
 			args = append(args, m.ID, m.AggregateID, m.Version, seq, m.Type, string(h), payload, t)
 			vals[i] = fmt.Sprintf("($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+8)
 		}
-		if _, err := q.Exec(ctx, o.c.d.Rebind(o.q.insert+strings.Join(vals, ", ")), args...); err != nil {
+		stmt := o.q.insert + strings.Join(vals, ", ")
+		if o.q.notify != "" && start+100 >= len(msgs) {
+			// The last insert notifies if a relay waits: a statement after
+			// the one that took the wake lock, so its snapshot, taken after
+			// the lock was granted, sees every flag set before.
+			args = append(args, o.channel)
+			stmt = "WITH ins AS (" + stmt + ") " + fmt.Sprintf(o.q.notify, "$"+strconv.Itoa(len(args)))
+		}
+		if _, err := q.Exec(ctx, o.c.d.Rebind(stmt), args...); err != nil {
 			return nil, fmt.Errorf("insert: %w", err)
-		}
-	}
-	if o.q.wakeShared != "" {
-		if _, err := q.Exec(ctx, o.q.wakeShared, o.wakeKey); err != nil {
-			return nil, fmt.Errorf("wake lock: %w", err)
-		}
-	}
-	if o.q.notify != "" {
-		if _, err := q.Exec(ctx, o.q.notify, o.channel); err != nil {
-			return nil, fmt.Errorf("notify: %w", err)
 		}
 	}
 	return seqs, nil
@@ -257,110 +254,6 @@ func (o *Outbox[Tx]) ClaimOutbox(ctx context.Context, r store.OutboxClaim) (stor
 		return &batch[Tx]{o: o, rows: rows}, nil
 	}
 	return &batch[Tx]{o: o, rows: rows, tx: tx, held: true}, nil
-}
-
-type head struct {
-	agg string
-	seq int64
-}
-
-// visit is how many aggregates a claim of limit heads looks at, at most:
-// enough to step over those whose head is held or backing off.
-func visit(limit int) int { return 4*limit + 16 }
-
-// heads runs a heads query.
-func (o *Outbox[Tx]) heads(ctx context.Context, q Querier, query string, args []any) ([]head, error) {
-	hs, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer hs.Close()
-	var heads []head
-	for hs.Next() {
-		var h head
-		if err := hs.Scan(&h.agg, &h.seq); err != nil {
-			return nil, err
-		}
-		heads = append(heads, h)
-	}
-	return heads, hs.Err()
-}
-
-// claim reads the rows to claim (locking them in SkipLocked mode), starting
-// after the aggregate where the last claim stopped, so that every
-// aggregate's turn comes.
-func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) ([]store.OutboxRow, error) {
-	now := o.c.d.Time(r.Now)
-	limit, per := max(r.Limit, 1), max(r.PerAggregate, 1)
-	o.mu.Lock()
-	from := o.cursor
-	o.mu.Unlock()
-	heads, err := o.heads(ctx, q, o.q.heads, []any{from, visit(limit), now, limit})
-	if err == nil && len(heads) < limit && from != "" {
-		// Wrap around: the aggregates up to where this claim started, that
-		// one included (its next rows may be all that is left).
-		var more []head
-		more, err = o.heads(ctx, q, o.q.headsBelow, []any{"", visit(limit), now, limit - len(heads), from})
-		heads = append(heads, more...)
-	}
-	if err != nil || len(heads) == 0 {
-		return nil, err
-	}
-	o.mu.Lock()
-	if len(heads) == limit {
-		o.cursor = heads[len(heads)-1].agg
-	} else {
-		o.cursor = ""
-	}
-	o.mu.Unlock()
-	// Each claimed head owns its aggregate: take the pending rows that
-	// follow it too, sharing limit between the aggregates. Sequences have
-	// no gaps, so they are the next per-1.
-	per = min(per, max(1, limit/len(heads)))
-	var args []any
-	var or []string
-	order := map[string]int{}
-	for i, h := range heads {
-		order[h.agg] = i
-		args = append(args, h.agg, h.seq, h.seq+int64(per))
-		n := len(args)
-		or = append(or, fmt.Sprintf("(aggregate_id = $%d AND sequence >= $%d AND sequence < $%d)", n-2, n-1, n))
-	}
-	sel := `SELECT ` + outboxCols + ` FROM {{outbox}} WHERE state = 0 AND (` + strings.Join(or, " OR ") + `)`
-	rs, err := q.Query(ctx, o.c.render(sel), args...)
-	if err != nil {
-		return nil, err
-	}
-	var all []store.OutboxRow
-	for rs.Next() {
-		var r store.OutboxRow
-		if err := scanOutbox(rs, &r); err != nil {
-			rs.Close()
-			return nil, err
-		}
-		all = append(all, r)
-	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
-		return nil, err
-	}
-	// Round-robin over aggregates up to limit rows, then group each
-	// aggregate's rows in sequence order, aggregates in head order.
-	rank := func(r store.OutboxRow) int64 { return r.Sequence - heads[order[r.AggregateID]].seq }
-	slices.SortFunc(all, func(a, b store.OutboxRow) int {
-		if ra, rb := rank(a), rank(b); ra != rb {
-			return int(ra - rb)
-		}
-		return order[a.AggregateID] - order[b.AggregateID]
-	})
-	all = all[:min(len(all), limit)]
-	slices.SortFunc(all, func(a, b store.OutboxRow) int {
-		if oa, ob := order[a.AggregateID], order[b.AggregateID]; oa != ob {
-			return oa - ob
-		}
-		return int(a.Sequence - b.Sequence)
-	})
-	return all, nil
 }
 
 func scanOutbox(rs interface{ Scan(...any) error }, r *store.OutboxRow, extra ...any) error {

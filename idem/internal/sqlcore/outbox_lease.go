@@ -134,32 +134,77 @@ func (k *leaseKeeper[Tx]) halt() {
 }
 
 // IdleOutbox implements store.OutboxIdler: if no adding transaction is
-// between its wake lock and its end, it sets the wake flag, so that every
-// transaction adding rows from now on notifies, and reports true. Those
-// that held the lock read the flag unset and did not notify; they have all
-// ended, so a claim made after IdleOutbox returns true sees their rows.
-func (o *Outbox[Tx]) IdleOutbox(ctx context.Context) (bool, error) {
+// between its wake lock and its end, it sets owner's wake flag (a row of
+// the wake table, lasting ttl unless renewed), so that every transaction
+// adding rows from now on notifies, and reports true. It also deletes the
+// flags of relays that stopped renewing theirs (they crashed).
+//
+// Why a relay that goes idle never sleeps through a commit. An adding
+// transaction A takes the wake lock shared in its first statement S1 (the
+// sequence counters) and holds it until it ends; it reads the flags in a
+// later statement S2 (its last insert), which in READ COMMITTED takes a
+// snapshot of its own after S1 returned, and notifies if one is set.
+// IdleOutbox (transaction I) gets the lock exclusively only if no
+// transaction holds it shared, and sets the flag while holding it. Either:
+//   - A was granted the lock before I tried: I got it, so A had ended
+//     before I committed, and the claim the relay makes after IdleOutbox
+//     returns true (Relay.goIdle claims once more) sees A's rows; or
+//   - A asked for the lock after I got it: S1 waits until I ends, and
+//     PostgreSQL releases a transaction's locks only after its commit is
+//     visible, so S2's snapshot sees the flag set and A notifies at its
+//     commit; the relay listens (it goes idle only while listening) and
+//     its flag stays set until it claims rows again (only it clears its
+//     own flag), after which it claims once more before it waits.
+//
+// Under REPEATABLE READ or SERIALIZABLE, S2 reuses the transaction's
+// first snapshot, perhaps taken before I committed: such a transaction
+// always notifies (the Notify statement checks the isolation level).
+// A relay's flag that the sweep deleted (it did not renew it within ttl:
+// it was stalled that long) costs that relay notifications until it
+// renews, and it then finds the flag gone and sets it again (RenewIdle);
+// meanwhile it still polls. A crashed relay's flag costs only needless
+// notifications, until another relay sweeps it.
+func (o *Outbox[Tx]) IdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
 	if o.q.wakeTry == "" {
 		return false, nil
 	}
 	var ok bool
-	err := o.c.inTx(ctx, func(q Querier) error {
-		if err := q.QueryRow(ctx, o.q.wakeTry, o.wakeKey).Scan(&ok); err != nil || !ok {
-			return err
-		}
-		_, err := q.Exec(ctx, o.q.setIdle, true)
-		return err
+	err := o.d.Auto(ctx, func(q Querier) error {
+		return q.QueryRow(ctx, o.q.setIdle, o.wakeKey, wakeName(owner), ttl.Seconds()).Scan(&ok)
 	})
 	return ok && err == nil, err
 }
 
-// BusyOutbox implements store.OutboxIdler: it clears the wake flag.
-func (o *Outbox[Tx]) BusyOutbox(ctx context.Context) error {
+// RenewIdleOutbox implements store.OutboxIdler: it extends owner's wake
+// flag by ttl, and reports false if it is not set (it was swept).
+func (o *Outbox[Tx]) RenewIdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
+	if o.q.wakeTry == "" {
+		return false, nil
+	}
+	var n int64
+	err := o.d.Auto(ctx, func(q Querier) error {
+		var err error
+		n, err = q.Exec(ctx, o.q.renewIdle, wakeName(owner), ttl.Seconds())
+		return err
+	})
+	return n == 1, err
+}
+
+// BusyOutbox implements store.OutboxIdler: it clears owner's wake flag;
+// other relays' flags stay set.
+func (o *Outbox[Tx]) BusyOutbox(ctx context.Context, owner string) error {
 	if o.q.wakeTry == "" {
 		return nil
 	}
-	return o.c.inTx(ctx, func(q Querier) error {
-		_, err := q.Exec(ctx, o.q.setIdle, false)
+	return o.d.Auto(ctx, func(q Querier) error {
+		_, err := q.Exec(ctx, o.q.setBusy, wakeName(owner))
 		return err
 	})
 }
+
+// wakeName is the wake table's row of a relay ("outbox" is the single flag
+// of earlier versions).
+func wakeName(owner string) string { return "relay:" + owner }
+
+// WakeKey is the advisory lock key of the wake flags, for the tests.
+func (o *Outbox[Tx]) WakeKey() int64 { return o.wakeKey }

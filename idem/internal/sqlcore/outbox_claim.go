@@ -1,0 +1,144 @@
+package sqlcore
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/wary-go/wary/idem/store"
+)
+
+// claimQuery claims in one statement. Its CTE h finds claimable heads
+// without reading the backlog: a recursive skip scan over the
+// unsent-rows index visits one aggregate per step (the next aggregate ID
+// with an unsent row after $1, and at most $5 if below), at most $2 of them,
+// and takes each one's lowest unsent row if it is pending and due at $3,
+// up to $4 heads. Its cost grows with the aggregates visited, not with
+// their rows: a claim that starts where the last one stopped visits about
+// as many aggregates as it claims, plus those whose head another relay
+// holds or that back off. With SkipLocked the heads are locked, and a head
+// another relay holds is skipped; the lock is taken on the latest row
+// version, so a head marked sent since the statement began is skipped too
+// (state is checked again). The statement returns, with each head's
+// sequence and rank, the pending rows that follow each head, at most the
+// last parameter per aggregate and $4 / heads: a claimed head owns its
+// aggregate (its later rows are marked only by a relay holding it), so
+// the statement's snapshot shows them as they are.
+func claimQuery(skipLocked, below bool) string {
+	bound, per := "", "$5"
+	if below {
+		bound, per = " AND aggregate_id <= $5", "$6"
+	}
+	q := `WITH RECURSIVE a(agg, n) AS (
+		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > $1` + bound + `), 1
+		UNION ALL
+		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > a.agg` + bound + `), a.n + 1
+		FROM a WHERE a.agg IS NOT NULL AND a.n < $2),
+	h AS (SELECT o.aggregate_id AS agg, o.sequence AS seq, a.n AS n FROM a JOIN {{outbox}} o ON o.aggregate_id = a.agg
+		AND o.sequence = (SELECT MIN(sequence) FROM {{outbox}} WHERE aggregate_id = a.agg AND state IN (0, 2))
+	WHERE o.state = 0 AND o.next_attempt <= $3
+	ORDER BY a.n LIMIT $4`
+	if skipLocked {
+		q += ` FOR UPDATE OF o SKIP LOCKED`
+	}
+	cols := strings.Split(outboxCols, ",")
+	for i, c := range cols {
+		cols[i] = "r." + strings.TrimSpace(c)
+	}
+	q += `),
+	k AS (SELECT COUNT(*) AS heads FROM h)
+	SELECT ` + strings.Join(cols, ", ") + `, h.seq, h.n FROM h CROSS JOIN k JOIN {{outbox}} r ON r.aggregate_id = h.agg
+		AND r.sequence >= h.seq
+		AND r.sequence < h.seq + CASE WHEN ` + per + ` * k.heads < $4 THEN ` + per + ` ELSE $4 / k.heads END
+	WHERE r.state = 0`
+	return q
+}
+
+// visit is how many aggregates a claim of limit heads looks at, at most:
+// enough to step over those whose head is held or backing off.
+func visit(limit int) int { return 4*limit + 16 }
+
+// claimed is a claim query's rows with their heads' sequences and ranks.
+type claimed struct {
+	rows  []store.OutboxRow
+	heads int
+	seq   map[string]int64 // each aggregate's head
+	rank  map[string]int   // each aggregate's order in the claim
+	top   int              // the highest rank
+}
+
+// run runs a claim query, adding to c.
+func (c *claimed) run(ctx context.Context, q Querier, query string, args []any) error {
+	rs, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	base := c.top // ranks of a second query follow the first's
+	for rs.Next() {
+		var r store.OutboxRow
+		var seq, n int64
+		if err := scanOutbox(rs, &r, &seq, &n); err != nil {
+			return err
+		}
+		if _, ok := c.seq[r.AggregateID]; !ok {
+			c.seq[r.AggregateID], c.rank[r.AggregateID] = seq, base+int(n)
+			c.heads++
+			c.top = max(c.top, base+int(n))
+		}
+		c.rows = append(c.rows, r)
+	}
+	return rs.Err()
+}
+
+// claim reads the rows to claim (locking their heads in SkipLocked mode),
+// starting after the aggregate where the last claim stopped, so that every
+// aggregate's turn comes.
+func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) ([]store.OutboxRow, error) {
+	now := o.c.d.Time(r.Now)
+	limit, per := max(r.Limit, 1), max(r.PerAggregate, 1)
+	o.mu.Lock()
+	from := o.cursor
+	o.mu.Unlock()
+	c := &claimed{seq: map[string]int64{}, rank: map[string]int{}}
+	err := c.run(ctx, q, o.q.claim, []any{from, visit(limit), now, limit, per})
+	if err == nil && c.heads < limit && from != "" {
+		// Wrap around: the aggregates up to where this claim started, that
+		// one included (its next rows may be all that is left).
+		err = c.run(ctx, q, o.q.claimBelow, []any{"", visit(limit), now, limit - c.heads, from, per})
+	}
+	if err != nil || c.heads == 0 {
+		return nil, err
+	}
+	last := "" // the last head in the claim's order
+	for a, n := range c.rank {
+		if n == c.top {
+			last = a
+		}
+	}
+	o.mu.Lock()
+	if c.heads == limit {
+		o.cursor = last
+	} else {
+		o.cursor = ""
+	}
+	o.mu.Unlock()
+	// Round-robin over aggregates up to limit rows, then group each
+	// aggregate's rows in sequence order, aggregates in head order.
+	all, order := c.rows, c.rank
+	rank := func(r store.OutboxRow) int64 { return r.Sequence - c.seq[r.AggregateID] }
+	slices.SortFunc(all, func(a, b store.OutboxRow) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return int(ra - rb)
+		}
+		return order[a.AggregateID] - order[b.AggregateID]
+	})
+	all = all[:min(len(all), limit)]
+	slices.SortFunc(all, func(a, b store.OutboxRow) int {
+		if oa, ob := order[a.AggregateID], order[b.AggregateID]; oa != ob {
+			return oa - ob
+		}
+		return int(a.Sequence - b.Sequence)
+	})
+	return all, nil
+}
