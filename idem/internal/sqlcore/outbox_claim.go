@@ -24,6 +24,15 @@ import (
 // last parameter per aggregate and $4 / heads: a claimed head owns its
 // aggregate (its later rows are marked only by a relay holding it), so
 // the statement's snapshot shows them as they are.
+//
+// The heads carry no ORDER BY: the recursive scan yields aggregates in
+// step order and the nested loop keeps it, so LIMIT stops the scan after
+// $4 heads (an ORDER BY sorted all $2 visited aggregates first: 416
+// index steps for a claim of 100 on distinct aggregates, 9-11 ms instead
+// of 2-3). Should a plan ever yield them in another order, the claim
+// still holds only true heads; the cursor (the highest rank claimed) may
+// then pass over some, which the wrap-around reaches. k is materialized:
+// inlined, its count of h ran once per joined row.
 func claimQuery(skipLocked, below bool) string {
 	bound, per := "", "$5"
 	if below {
@@ -37,7 +46,7 @@ func claimQuery(skipLocked, below bool) string {
 	h AS (SELECT o.aggregate_id AS agg, o.sequence AS seq, a.n AS n FROM a JOIN {{outbox}} o ON o.aggregate_id = a.agg
 		AND o.sequence = (SELECT MIN(sequence) FROM {{outbox}} WHERE aggregate_id = a.agg AND state IN (0, 2))
 	WHERE o.state = 0 AND o.next_attempt <= $3
-	ORDER BY a.n LIMIT $4`
+	LIMIT $4`
 	if skipLocked {
 		q += ` FOR UPDATE OF o SKIP LOCKED`
 	}
@@ -46,7 +55,7 @@ func claimQuery(skipLocked, below bool) string {
 		cols[i] = "r." + strings.TrimSpace(c)
 	}
 	q += `),
-	k AS (SELECT COUNT(*) AS heads FROM h)
+	k AS MATERIALIZED (SELECT COUNT(*) AS heads FROM h)
 	SELECT ` + strings.Join(cols, ", ") + `, h.seq, h.n FROM h CROSS JOIN k JOIN {{outbox}} r ON r.aggregate_id = h.agg
 		AND r.sequence >= h.seq
 		AND r.sequence < h.seq + CASE WHEN ` + per + ` * k.heads < $4 THEN ` + per + ` ELSE $4 / k.heads END
