@@ -94,7 +94,11 @@
 // Message.ID and the Attempt the driver reports continue across the copy.
 // A Nack whose attempts reach MaxDeliveryCount dead-letters instead, with
 // reason MaxDeliveryCountExceeded, as the service would. A crash between
-// the two steps delivers the message twice, never zero times. Topic
+// the two steps delivers the message twice, never zero times. A delayed
+// Nack after the lock has ended (by this client's clock, from receipt or
+// the last renewal plus LockDuration) schedules nothing and returns
+// ErrLockLost: the service redelivers the original already, and a copy
+// would be a second delivery. Topic
 // subscriptions and sessions do not delay (NackDelay false): a copy sent
 // to a topic reaches every subscription, and a copy in a session goes
 // behind the session's later messages.

@@ -198,6 +198,27 @@ type delivery struct {
 	mu      sync.Mutex
 	settled bool
 	renewal context.CancelFunc // ExtendLock's renewer
+	// lockedUntil is this client's estimate of when the message lock
+	// ends: receipt or the last renewal plus the entity's LockDuration,
+	// by the local clock, so never earlier than the service's end if
+	// LockDuration is right. Zero on session entities.
+	lockedUntil time.Time
+}
+
+// lockExpired reports whether the message lock has certainly ended.
+func (d *delivery) lockExpired(now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.lockedUntil.IsZero() && now.After(d.lockedUntil)
+}
+
+// renewed records a successful renewal that started at start.
+func (d *delivery) renewed(start time.Time, lock time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.lockedUntil.IsZero() {
+		d.lockedUntil = start.Add(lock)
+	}
 }
 
 // finish marks the delivery settled; false if it was already.
@@ -231,7 +252,11 @@ func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]*driver.Mes
 
 func (s *subscription) wrap(rm *azservicebus.ReceivedMessage, by settler, sess *heldSession) *driver.Message {
 	m := fromSB(rm)
-	m.AckID = &delivery{rm: rm, by: by, sess: sess, attempts: m.Attempt}
+	d := &delivery{rm: rm, by: by, sess: sess, attempts: m.Attempt}
+	if sess == nil {
+		d.lockedUntil = time.Now().Add(s.props.LockDuration)
+	}
+	m.AckID = d
 	return m
 }
 
@@ -284,6 +309,11 @@ func (s *subscription) SendNacks(ctx context.Context, ids []driver.AckID, delay 
 		if d.attempts >= s.props.MaxDeliveryCount {
 			reason := "MaxDeliveryCountExceeded"
 			return d.by.DeadLetterMessage(ctx, d.rm, &azservicebus.DeadLetterOptions{Reason: &reason})
+		}
+		if d.lockExpired(time.Now()) {
+			// The service redelivers the original already: a scheduled
+			// copy would be a second one (its complete would fail).
+			return errLockLost
 		}
 		at := time.Now().Add(delay)
 		cp := copyForRetry(d.rm, d.attempts)
@@ -349,11 +379,13 @@ func (s *subscription) ExtendLocks(ctx context.Context, ids []driver.AckID, dur 
 			return errLockLost
 		}
 		rctx, cancel := context.WithTimeout(ctx, s.o.SettleTimeout)
+		start := time.Now()
 		err := s.recv.RenewMessageLock(rctx, d.rm, nil)
 		cancel()
 		if err != nil {
 			return err
 		}
+		d.renewed(start, s.props.LockDuration)
 		s.renewUntil(d, time.Now().Add(dur))
 	}
 	return nil
@@ -383,8 +415,12 @@ func (s *subscription) renewUntil(d *delivery, until time.Time) {
 				return
 			}
 			rctx, rcancel := context.WithTimeout(ctx, s.o.SettleTimeout)
+			start := time.Now()
 			err := s.recv.RenewMessageLock(rctx, d.rm, nil)
 			rcancel()
+			if err == nil {
+				d.renewed(start, s.props.LockDuration)
+			}
 			if err != nil && code(err) == driver.LockLost {
 				return
 			}
