@@ -47,6 +47,11 @@ type heldSession struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // the delivery handed out was settled
 	current *delivery     // the delivery handed out, until settled
+	// sdk serialises the calls on r: the SDK's receiver is not safe for
+	// concurrent use when a call recovers its links (the recovery and
+	// RenewSessionLock both write the receiver's lockedUntil; seen by the
+	// race detector after a connection reset).
+	sdk     sync.Mutex
 	lostMu  sync.Mutex
 	wasLost bool
 }
@@ -155,10 +160,12 @@ func (p *sessionPool) hold(parent context.Context, r *azservicebus.SessionReceiv
 		// a delivery handed out and not settled is abandoned, so that its
 		// delivery counts as a crashed consumer's would (closing the
 		// receiver alone releases it uncounted)
+		h.sdk.Lock()
 		if d := h.current; d != nil && !h.lost() && d.finish() {
 			_ = r.AbandonMessage(cctx, d.rm, nil)
 		}
 		_ = r.Close(cctx) // releases the session
+		h.sdk.Unlock()
 		cancel()
 		p.mu.Lock()
 		delete(p.held, h)
@@ -166,9 +173,7 @@ func (p *sessionPool) hold(parent context.Context, r *azservicebus.SessionReceiv
 	}()
 	go p.renew(h)
 	for h.ctx.Err() == nil {
-		rctx, cancel := context.WithTimeout(h.ctx, p.s.o.SessionIdle)
-		msgs, err := r.ReceiveMessages(rctx, 1, nil)
-		cancel()
+		msgs, err := p.receiveOne(h)
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			if h.ctx.Err() == nil && code(err) == driver.LockLost {
 				h.markLost()
@@ -199,6 +204,27 @@ func (p *sessionPool) hold(parent context.Context, r *azservicebus.SessionReceiv
 	}
 }
 
+// receiveOne waits up to SessionIdle for the session's next message, in
+// slices short enough that renew, waiting for h.sdk, keeps the lock.
+func (p *sessionPool) receiveOne(h *heldSession) ([]*azservicebus.ReceivedMessage, error) {
+	slice := min(p.s.o.SessionIdle, max(p.s.props.LockDuration/6, 100*time.Millisecond))
+	deadline := time.Now().Add(p.s.o.SessionIdle)
+	for {
+		wait := min(slice, time.Until(deadline))
+		if wait <= 0 || h.ctx.Err() != nil {
+			return nil, nil
+		}
+		rctx, cancel := context.WithTimeout(h.ctx, wait)
+		h.sdk.Lock()
+		msgs, err := h.r.ReceiveMessages(rctx, 1, nil)
+		h.sdk.Unlock()
+		cancel()
+		if len(msgs) > 0 || (err != nil && !errors.Is(err, context.DeadlineExceeded)) {
+			return msgs, err
+		}
+	}
+}
+
 // renew keeps the session lock while the session is held.
 func (p *sessionPool) renew(h *heldSession) {
 	every := p.s.props.LockDuration / 3
@@ -211,7 +237,9 @@ func (p *sessionPool) renew(h *heldSession) {
 		case <-t.C:
 		}
 		rctx, cancel := context.WithTimeout(h.ctx, min(p.s.o.SettleTimeout, every))
+		h.sdk.Lock()
 		err := h.r.RenewSessionLock(rctx, nil)
+		h.sdk.Unlock()
 		cancel()
 		if err != nil && h.ctx.Err() == nil && code(err) != driver.Unavailable && code(err) != driver.DeadlineExceeded {
 			h.markLost()

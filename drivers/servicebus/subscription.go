@@ -281,7 +281,13 @@ func (s *subscription) settle(ctx context.Context, ids []driver.AckID, op func(c
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, s.o.SettleTimeout)
+		if d.sess != nil {
+			d.sess.sdk.Lock()
+		}
 		errs[i] = op(sctx, d)
+		if d.sess != nil {
+			d.sess.sdk.Unlock()
+		}
 		cancel()
 		if d.sess != nil {
 			d.sess.settled(d)
