@@ -27,6 +27,7 @@ import (
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/internal/servicetest"
 )
 
 // TestMain lets the test binary be the soak's worker processes too. The
@@ -54,28 +55,8 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// service returns the URL in env, or def when env is unset. It skips t
-// when the service cannot be reached, unless env is set or
-// WARY_REQUIRE_SERVICES=1, which fail t instead.
-func service(t *testing.T, env, def string, reach func(ctx context.Context, url string) error) string {
-	t.Helper()
-	u, set := os.LookupEnv(env)
-	if !set {
-		u = def
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	if err := reach(ctx, u); err != nil {
-		if set || os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("%s unreachable: %v", env, err)
-		}
-		t.Skipf("unreachable at %s (set %s, or WARY_REQUIRE_SERVICES=1 to fail): %v", def, env, err)
-	}
-	return u
-}
-
 func postgresURL(t *testing.T) string {
-	return service(t, "WARY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", func(ctx context.Context, u string) error {
+	return servicetest.URL(t, "WARY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", func(ctx context.Context, u string) error {
 		c, err := pgx.Connect(ctx, u)
 		if err != nil {
 			return err
@@ -190,7 +171,7 @@ func TestSoakFailsOnUnfiredFault(t *testing.T) {
 
 func TestSoakRabbit(t *testing.T) {
 	t.Parallel()
-	raw := service(t, rabbit.ServerURLEnv, "amqp://guest:guest@127.0.0.1:5672/", func(ctx context.Context, u string) error {
+	raw := servicetest.URL(t, rabbit.ServerURLEnv, "amqp://guest:guest@127.0.0.1:5672/", func(ctx context.Context, u string) error {
 		c, err := rabbit.Dial(ctx, u, nil)
 		if err != nil {
 			return err

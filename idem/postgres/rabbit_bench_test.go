@@ -99,18 +99,7 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 	ob := rabbitBroker(b)
 	_, exchange := rabbitQueue(b)
 	e := idemtest.SetupOutbox(b, newDB)
-	conn, err := amqp.Dial(rabbitURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := ch.Confirm(false); err != nil {
-		b.Fatal(err)
-	}
+	ch := confirmChannel(b)
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 256))
 	body := []byte("payload")
 	seq := 0
@@ -178,4 +167,22 @@ var benchPipeline, benchBatch = envInt("WARY_BENCH_PIPELINE"), envInt("WARY_BENC
 func envInt(name string) int {
 	n, _ := strconv.Atoi(os.Getenv(name))
 	return n
+}
+
+// confirmChannel is a raw amqp091-go channel in confirm mode on its own
+// connection, closed at cleanup.
+func confirmChannel(b testing.TB) *amqp.Channel {
+	conn, err := amqp.Dial(rabbitURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		b.Fatal(err)
+	}
+	return ch
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/wary-go/wary/idem/idemtest"
 )
 
 // BenchmarkRabbitConfirmLatency is the floor under
@@ -19,18 +21,7 @@ import (
 // -benchtime=5000x.
 func BenchmarkRabbitConfirmLatency(b *testing.B) {
 	_, exchange := rabbitQueue(b)
-	conn, err := amqp.Dial(rabbitURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := ch.Confirm(false); err != nil {
-		b.Fatal(err)
-	}
+	ch := confirmChannel(b)
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, b.N+1))
 	n := b.N
 	sent := make([]time.Time, n)
@@ -54,7 +45,7 @@ func BenchmarkRabbitConfirmLatency(b *testing.B) {
 	})
 	b.ResetTimer()
 	start := time.Now()
-	interval := time.Second / 1000
+	interval := time.Second / idemtest.LatencyRate
 	for i := range n {
 		at := start.Add(time.Duration(i) * interval)
 		if d := time.Until(at); d > 0 {
