@@ -14,3 +14,6 @@ func killGroup(pid int) {
 		_ = p.Kill()
 	}
 }
+
+// quitSignal: without SIGQUIT, a child is killed and prints nothing.
+var quitSignal = os.Kill

@@ -10,3 +10,6 @@ func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: tru
 
 // killGroup sends SIGKILL to the process group led by pid.
 func killGroup(pid int) { _ = syscall.Kill(-pid, syscall.SIGKILL) }
+
+// quitSignal makes a Go child print every goroutine's stack and exit.
+var quitSignal = syscall.SIGQUIT

@@ -101,7 +101,7 @@ func (r *runner) run(ctx context.Context) error {
 		if got != last {
 			last, lastAt = got, time.Now()
 		} else if time.Since(lastAt) > StallTimeout {
-			return false, fmt.Errorf("soak: stalled at %d of %d effects applied for %s", got, r.cfg.Messages, StallTimeout)
+			return false, fmt.Errorf("soak: stalled at %d of %d effects applied for %s; the consumers' goroutines:%s", got, r.cfg.Messages, StallTimeout, r.dumpStacks())
 		}
 		return got >= r.cfg.Messages, nil
 	})

@@ -77,6 +77,18 @@
 // session with its unsettled message first. A session with no message
 // for SessionIdle is released, so other sessions get a turn.
 //
+// A held session is given up as lost when a call on it reports that
+// another receiver holds it (session-cannot-be-locked), or when renewals
+// have failed until its lock has certainly ended (the start of the accept
+// or of the last successful renewal plus the lock duration, by this
+// client's clock). The SDK treats a lost session lock as recoverable and
+// retries it (it re-attaches the session's link), so after a lost
+// connection its calls can keep running out of time without a definite
+// answer; without this rule a consumer would hold such sessions, and the
+// messages it handed out, indefinitely. Settling a delivery of a lost
+// session reports ErrLockLost at once, a settle in progress is stopped,
+// and the service redelivers the message to the session's next holder.
+//
 // Without sessions: peek-lock with the entity's lock duration
 // (Capabilities.LockTimeout); an unsettled delivery returns when its lock
 // expires, counted. ExtendLock renews the lock (RenewMessageLock) now and
@@ -136,7 +148,8 @@
 // settle failures arrive as AMQP conditions, which the driver classifies:
 // amqp:not-found is ErrNotFound; com.microsoft:message-lock-lost and
 // session-lock-lost (and settling a delivery twice) are ErrLockLost;
-// com.microsoft:session-cannot-be-locked, server-busy, timeouts and lost
+// com.microsoft:session-cannot-be-locked (from an accept; from a call on a
+// held session it is ErrLockLost), server-busy, timeouts and lost
 // connections are retryable (ErrUnavailable); amqp:unauthorized-access is
 // ErrPermission; amqp:link:message-size-exceeded is ErrTooLarge;
 // amqp:not-allowed and invalid-field are ErrInvalid. A failed send after

@@ -122,17 +122,33 @@ func TestFaultConnectionReset(t *testing.T) {
 }
 
 func resetFor(t *testing.T, p *toxiproxy.Proxy, d time.Duration) {
+	if err := addResets(p); err != nil {
+		t.Error(err)
+		return
+	}
+	time.Sleep(d) // the outage's length, not a synchronisation
+	if err := removeResets(p); err != nil {
+		t.Error(err)
+	}
+}
+
+// addResets makes the proxy reset every connection through it, both ways,
+// new ones too, until removeResets.
+func addResets(p *toxiproxy.Proxy) error {
 	for _, stream := range []string{"downstream", "upstream"} {
 		js := fmt.Sprintf(`{"name":"reset_%s","type":"reset_peer","stream":%q,"attributes":{"timeout":0}}`, stream, stream)
 		if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
-			t.Errorf("add toxic: %v", err)
-			return
+			return fmt.Errorf("add toxic: %w", err)
 		}
 	}
-	time.Sleep(d) // the outage's length, not a synchronisation
+	return nil
+}
+
+func removeResets(p *toxiproxy.Proxy) error {
 	for _, stream := range []string{"downstream", "upstream"} {
 		if err := p.Toxics.RemoveToxic(context.Background(), "reset_"+stream); err != nil {
-			t.Errorf("remove toxic: %v", err)
+			return fmt.Errorf("remove toxic: %w", err)
 		}
 	}
+	return nil
 }

@@ -3,10 +3,12 @@ package servicebus
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/go-amqp"
 
 	"github.com/wary-go/wary/broker/driver"
 )
@@ -51,22 +53,39 @@ type heldSession struct {
 	// concurrent use when a call recovers its links (the recovery and
 	// RenewSessionLock both write the receiver's lockedUntil; seen by the
 	// race detector after a connection reset).
-	sdk     sync.Mutex
-	lostMu  sync.Mutex
-	wasLost bool
+	sdk sync.Mutex
+	// lostCtx ends when the session lock is known to be lost: settles
+	// in progress stop, later ones report ErrLockLost at once.
+	lostCtx    context.Context
+	markLostFn context.CancelFunc
+
+	mu sync.Mutex
+	// lockedUntil is when the session lock certainly ends unless renewed:
+	// the start of the accept or of the last successful renewal plus the
+	// entity's LockDuration, by the local clock.
+	lockedUntil time.Time
 }
 
-func (h *heldSession) lost() bool {
-	h.lostMu.Lock()
-	defer h.lostMu.Unlock()
-	return h.wasLost
-}
+func (h *heldSession) lost() bool { return h.lostCtx.Err() != nil }
 
 func (h *heldSession) markLost() {
-	h.lostMu.Lock()
-	h.wasLost = true
-	h.lostMu.Unlock()
+	h.markLostFn()
 	h.cancel()
+}
+
+// renewed records a successful renewal (or the accept) that started at
+// start.
+func (h *heldSession) renewed(start time.Time, lock time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lockedUntil = start.Add(lock)
+}
+
+// expired reports whether the session lock has certainly ended.
+func (h *heldSession) expired(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return now.After(h.lockedUntil)
 }
 
 func (h *heldSession) settled(*delivery) {
@@ -105,6 +124,7 @@ func (p *sessionPool) slot() {
 		if !p.awaitDemand(ctx) {
 			return
 		}
+		start := time.Now()
 		r, err := p.accept(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -127,7 +147,7 @@ func (p *sessionPool) slot() {
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		p.hold(ctx, r)
+		p.hold(ctx, r, start)
 	}
 }
 
@@ -148,9 +168,13 @@ func (p *sessionPool) awaitDemand(ctx context.Context) bool {
 }
 
 // hold serves one session until it goes idle, is lost, or the pool closes.
-func (p *sessionPool) hold(parent context.Context, r *azservicebus.SessionReceiver) {
+// accepted is when the accept began: the session lock lasts at least
+// LockDuration from then.
+func (p *sessionPool) hold(parent context.Context, r *azservicebus.SessionReceiver, accepted time.Time) {
 	h := &heldSession{r: r, done: make(chan struct{}, 1)}
 	h.ctx, h.cancel = context.WithCancel(parent)
+	h.lostCtx, h.markLostFn = context.WithCancel(context.Background())
+	h.renewed(accepted, p.s.props.LockDuration)
 	p.mu.Lock()
 	p.held[h] = struct{}{}
 	p.mu.Unlock()
@@ -175,7 +199,7 @@ func (p *sessionPool) hold(parent context.Context, r *azservicebus.SessionReceiv
 	for h.ctx.Err() == nil {
 		msgs, err := p.receiveOne(h)
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			if h.ctx.Err() == nil && code(err) == driver.LockLost {
+			if h.ctx.Err() == nil && (code(err) == driver.LockLost || takenElsewhere(err)) {
 				h.markLost()
 			}
 			return
@@ -225,7 +249,13 @@ func (p *sessionPool) receiveOne(h *heldSession) ([]*azservicebus.ReceivedMessag
 	}
 }
 
-// renew keeps the session lock while the session is held.
+// renew keeps the session lock while the session is held. A renewal that
+// fails after the lock has certainly ended marks the session lost: after a
+// connection loss the SDK retries a lost session lock as recoverable (it
+// re-attaches the session's link, which fails while another receiver
+// holds the session), so every call just runs out of time, and a holder
+// that waited for a definite answer would keep the session's slot, and the
+// message it handed out, forever.
 func (p *sessionPool) renew(h *heldSession) {
 	every := p.s.props.LockDuration / 3
 	t := time.NewTicker(every)
@@ -238,10 +268,18 @@ func (p *sessionPool) renew(h *heldSession) {
 		}
 		rctx, cancel := context.WithTimeout(h.ctx, min(p.s.o.SettleTimeout, every))
 		h.sdk.Lock()
+		start := time.Now()
 		err := h.r.RenewSessionLock(rctx, nil)
 		h.sdk.Unlock()
 		cancel()
-		if err != nil && h.ctx.Err() == nil && code(err) != driver.Unavailable && code(err) != driver.DeadlineExceeded {
+		if err == nil {
+			h.renewed(start, p.s.props.LockDuration)
+			continue
+		}
+		if h.ctx.Err() != nil {
+			return
+		}
+		if (code(err) != driver.Unavailable && code(err) != driver.DeadlineExceeded) || takenElsewhere(err) || h.expired(time.Now()) {
 			h.markLost()
 			return
 		}
@@ -296,4 +334,17 @@ func (p *sessionPool) close(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 	}
+}
+
+// takenElsewhere reports whether err says that another receiver holds the
+// session (com.microsoft:session-cannot-be-locked, which the SDK can
+// return from any call on a session receiver whose link it re-attached).
+// For a session this receiver held, the lock is lost; only for an accept
+// does it mean "try later".
+func takenElsewhere(err error) bool {
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		return string(ae.Condition) == condSessionCannotLock
+	}
+	return err != nil && strings.Contains(err.Error(), condSessionCannotLock)
 }

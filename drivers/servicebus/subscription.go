@@ -280,20 +280,40 @@ func (s *subscription) settle(ctx context.Context, ids []driver.AckID, op func(c
 			errs[i] = errLockLost
 			continue
 		}
-		sctx, cancel := context.WithTimeout(ctx, s.o.SettleTimeout)
-		if d.sess != nil {
-			d.sess.sdk.Lock()
+		if d.sess == nil {
+			sctx, cancel := context.WithTimeout(ctx, s.o.SettleTimeout)
+			errs[i] = op(sctx, d)
+			cancel()
+			continue
 		}
-		errs[i] = op(sctx, d)
-		if d.sess != nil {
-			d.sess.sdk.Unlock()
-		}
-		cancel()
-		if d.sess != nil {
-			d.sess.settled(d)
-		}
+		errs[i] = s.settleInSession(ctx, d, op)
+		d.sess.settled(d)
 	}
 	return driver.BatchErrors(errs)
+}
+
+// settleInSession runs op on a delivery of a held session, stopped when
+// the session is found lost (renew marks it lost once its lock has
+// certainly ended): the settle cannot succeed then, and the SDK would
+// retry it until SettleTimeout.
+func (s *subscription) settleInSession(ctx context.Context, d *delivery, op func(context.Context, *delivery) error) error {
+	sctx, cancel := context.WithTimeout(ctx, s.o.SettleTimeout)
+	defer cancel()
+	stop := context.AfterFunc(d.sess.lostCtx, cancel)
+	defer stop()
+	d.sess.sdk.Lock()
+	defer d.sess.sdk.Unlock()
+	if d.sess.lost() {
+		return errLockLost
+	}
+	err := op(sctx, d)
+	if err != nil && takenElsewhere(err) {
+		d.sess.markLost()
+	}
+	if err != nil && d.sess.lost() {
+		return errLockLost
+	}
+	return err
 }
 
 func (s *subscription) SendAcks(ctx context.Context, ids []driver.AckID) error {
