@@ -79,8 +79,8 @@
 //
 // A held session is given up as lost when a call on it reports that
 // another receiver holds it (session-cannot-be-locked), or when renewals
-// have failed until its lock has certainly ended (the start of the accept
-// or of the last successful renewal plus the lock duration, by this
+// have failed until its lock has ended (the accept's return or the start
+// of the last successful renewal, plus the lock duration, by this
 // client's clock). The SDK treats a lost session lock as recoverable and
 // retries it (it re-attaches the session's link), so after a lost
 // connection its calls can keep running out of time without a definite

@@ -60,9 +60,9 @@ type heldSession struct {
 	markLostFn context.CancelFunc
 
 	mu sync.Mutex
-	// lockedUntil is when the session lock certainly ends unless renewed:
-	// the start of the accept or of the last successful renewal plus the
-	// entity's LockDuration, by the local clock.
+	// lockedUntil is when the session lock ends unless renewed, as this
+	// client estimates it: the accept's return or the start of the last
+	// successful renewal plus the entity's LockDuration, by the local clock.
 	lockedUntil time.Time
 }
 
@@ -81,7 +81,7 @@ func (h *heldSession) renewed(start time.Time, lock time.Duration) {
 	h.lockedUntil = start.Add(lock)
 }
 
-// expired reports whether the session lock has certainly ended.
+// expired reports whether the session lock has ended by that estimate.
 func (h *heldSession) expired(now time.Time) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -124,7 +124,6 @@ func (p *sessionPool) slot() {
 		if !p.awaitDemand(ctx) {
 			return
 		}
-		start := time.Now()
 		r, err := p.accept(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -147,7 +146,7 @@ func (p *sessionPool) slot() {
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		p.hold(ctx, r, start)
+		p.hold(ctx, r, time.Now())
 	}
 }
 
@@ -168,8 +167,10 @@ func (p *sessionPool) awaitDemand(ctx context.Context) bool {
 }
 
 // hold serves one session until it goes idle, is lost, or the pool closes.
-// accepted is when the accept began: the session lock lasts at least
-// LockDuration from then.
+// accepted is when the accept returned: an accept waits until a session
+// is free, so the lock's start is known only to lie before then (within a
+// network latency); the estimate errs, by that latency, on the side of
+// keeping a session.
 func (p *sessionPool) hold(parent context.Context, r *azservicebus.SessionReceiver, accepted time.Time) {
 	h := &heldSession{r: r, done: make(chan struct{}, 1)}
 	h.ctx, h.cancel = context.WithCancel(parent)
@@ -249,13 +250,13 @@ func (p *sessionPool) receiveOne(h *heldSession) ([]*azservicebus.ReceivedMessag
 	}
 }
 
-// renew keeps the session lock while the session is held. A renewal that
-// fails after the lock has certainly ended marks the session lost: after a
-// connection loss the SDK retries a lost session lock as recoverable (it
-// re-attaches the session's link, which fails while another receiver
-// holds the session), so every call just runs out of time, and a holder
-// that waited for a definite answer would keep the session's slot, and the
-// message it handed out, forever.
+// renew keeps the session lock while the session is held. A renewal that fails
+// after the lock has ended (by the estimate in lockedUntil) marks the session
+// lost: after a connection loss the SDK retries a lost session lock as
+// recoverable (it re-attaches the session's link, which fails while another
+// receiver holds the session), so every call just runs out of time, and a
+// holder that waited for a definite answer would keep the session's slot, and
+// the message it handed out, forever.
 func (p *sessionPool) renew(h *heldSession) {
 	every := p.s.props.LockDuration / 3
 	t := time.NewTicker(every)

@@ -12,15 +12,14 @@ import (
 	"github.com/wary-go/wary/drivers/servicebus"
 )
 
-// A consumer's connection is reset while it holds a session and a
-// message of it, and another receiver takes the session before the
-// connection comes back. The SDK then retries the lost session as
-// recoverable (re-attaching its link fails while the other holds it), so
-// no call gives a definite answer. Once the session lock has certainly
-// ended, the driver must give the session up: the unsettled message's Ack
-// reports ErrLockLost, and the slot serves other sessions again. (Found by
-// the soak: eight such sessions held a consumer's eight slots, each Ack
-// waited out SettleTimeout, and the run stalled.)
+// A consumer's connection is reset while it holds a session and a message of
+// it, and another receiver takes the session before the connection comes back.
+// The SDK then retries the lost session as recoverable (re-attaching its link
+// fails while the other holds it), so no call gives a definite answer. Once
+// the session lock has ended, the driver must give the session up: the
+// unsettled message's Ack reports ErrLockLost, and the slot serves other
+// sessions again. (Found by the soak: eight such sessions held a consumer's
+// eight slots, each Ack waited out SettleTimeout, and the run stalled.)
 func TestSessionLostAfterConnectionReset(t *testing.T) {
 	e := newEnv(t)
 	if e.emu.Real {

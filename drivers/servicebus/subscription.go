@@ -292,10 +292,10 @@ func (s *subscription) settle(ctx context.Context, ids []driver.AckID, op func(c
 	return driver.BatchErrors(errs)
 }
 
-// settleInSession runs op on a delivery of a held session, stopped when
-// the session is found lost (renew marks it lost once its lock has
-// certainly ended): the settle cannot succeed then, and the SDK would
-// retry it until SettleTimeout.
+// settleInSession runs op on a delivery of a held session, stopped when the
+// session is found lost (renew marks it lost once its lock has ended by this
+// client's estimate): the settle cannot succeed then, and the SDK would retry
+// it until SettleTimeout.
 func (s *subscription) settleInSession(ctx context.Context, d *delivery, op func(context.Context, *delivery) error) error {
 	sctx, cancel := context.WithTimeout(ctx, s.o.SettleTimeout)
 	defer cancel()
