@@ -118,9 +118,9 @@ func (h *held) CommitWith(ctx context.Context, stmts []sqlcore.Stmt) error {
 	}
 	if err != nil {
 		if h.c.Conn().PgConn().TxStatus() != 'I' {
-			// A mark failed: COMMIT did not run. Roll back (or the
-			// pool closes the connection, which does).
-			_, _ = h.c.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			// A mark failed: COMMIT did not run. Roll back (if that
+			// fails too, the pool closes the connection, which does).
+			_, _ = h.c.Exec(ctx, "ROLLBACK")
 		}
 		return classify(err)
 	}
