@@ -51,6 +51,13 @@
 // publishes the rows again. Relays therefore hold a pool connection each
 // while publishing.
 //
+// A relay's batch costs two round trips: BEGIN goes to the server with
+// the claim statement as one pipeline, and the statement that marks the
+// batch sent (one UPDATE over an array of row IDs, whatever their number)
+// with COMMIT as another. The server skips the rest of a pipeline after a
+// statement that failed, so a failed mark never commits; the relay then
+// rolls back and the rows go again.
+//
 // Times are stored as timestamptz; the parked messages' headers as JSON
 // text and bodies as bytea.
 package postgres

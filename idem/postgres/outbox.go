@@ -30,6 +30,7 @@ func outboxDialect(pool *pgxpool.Pool) sqlcore.OutboxDialect {
 		Auto: func(ctx context.Context, f func(q sqlcore.Querier) error) error {
 			return f(querier{pool})
 		},
+		MarkSent: `UPDATE {{outbox}} SET state = 1, sent_at = $1 WHERE id = ANY($2::bigint[]) AND state <> 1`,
 	}
 }
 

@@ -43,6 +43,11 @@ type OutboxDialect struct {
 	// claim first looks there whether the lease is free and a row is due,
 	// so that idle or waiting relays do not take SQLite's write lock.
 	Read func(ctx context.Context, f func(q Querier) error) error
+	// MarkSent, if not empty, is the statement that marks a batch's rows
+	// sent: $1 the time, $2 the row IDs as an array. Without it, rows are
+	// marked with an IN list per 500 (a statement of its own text for each
+	// count).
+	MarkSent string
 }
 
 // Outbox implements store.OutboxStore[Tx] on a Core.
@@ -52,6 +57,8 @@ type Outbox[Tx any] struct {
 	channel string
 	wakeKey int64 // the advisory lock of the wake flag
 	q       outboxQueries
+	// markSent is the dialect's MarkSent, rendered.
+	markSent string
 
 	mu     sync.Mutex
 	cursor string // the aggregate the next claim starts after ("": the first)
@@ -125,6 +132,7 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 		purge: r(`DELETE FROM {{outbox}} WHERE id IN (
 			SELECT id FROM {{outbox}} WHERE state IN (1, 3) AND sent_at < $1 LIMIT $2)`),
 	}
+	o.markSent = r(d.MarkSent)
 	return o
 }
 
@@ -225,35 +233,45 @@ func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []store.OutboxMe
 
 // ClaimOutbox implements store.RelayStore.
 func (o *Outbox[Tx]) ClaimOutbox(ctx context.Context, r store.OutboxClaim) (store.OutboxBatch, error) {
-	if !o.d.SkipLocked && o.d.Read != nil {
+	if o.d.SkipLocked {
+		return o.claimHeld(ctx, r)
+	}
+	if o.d.Read != nil {
 		return o.claimLeased(ctx, r)
 	}
-	tx, err := o.c.b.Begin(ctx)
+	var rows []store.OutboxRow
+	err := o.c.inTx(ctx, func(q Querier) error {
+		ok, err := o.takeLease(ctx, q, r)
+		if ok && err == nil {
+			rows, err = o.claim(ctx, q, r)
+		}
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	q := o.c.b.Q(tx)
-	var rows []store.OutboxRow
-	ok := true
-	if !o.d.SkipLocked {
-		ok, err = o.takeLease(ctx, q, r)
+	return &batch[Tx]{o: o, rows: rows}, nil
+}
+
+// claimHeld claims in a transaction that the batch holds, with the heads'
+// locks, until Complete or Release; on a Holder, BEGIN goes with the claim
+// statement. A claim that finds nothing rolls back (it wrote nothing).
+func (o *Outbox[Tx]) claimHeld(ctx context.Context, r store.OutboxClaim) (store.OutboxBatch, error) {
+	h, err := o.c.hold(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if ok && err == nil {
-		rows, err = o.claim(ctx, q, r)
-	}
-	if err != nil || len(rows) == 0 || !o.d.SkipLocked {
-		// Lease mode, or nothing claimed: the transaction ends here.
-		if err == nil {
-			err = o.c.b.Commit(ctx, tx)
-		} else {
-			_ = o.c.b.Rollback(context.WithoutCancel(ctx), tx)
+	rows, err := o.claim(ctx, h, r)
+	if err != nil || len(rows) == 0 {
+		if rerr := h.Rollback(context.WithoutCancel(ctx)); err == nil {
+			err = rerr
 		}
 		if err != nil {
 			return nil, err
 		}
-		return &batch[Tx]{o: o, rows: rows}, nil
+		return &batch[Tx]{o: o}, nil
 	}
-	return &batch[Tx]{o: o, rows: rows, tx: tx, held: true}, nil
+	return &batch[Tx]{o: o, rows: rows, h: h}, nil
 }
 
 func scanOutbox(rs interface{ Scan(...any) error }, r *store.OutboxRow, extra ...any) error {
@@ -278,8 +296,7 @@ func scanOutbox(rs interface{ Scan(...any) error }, r *store.OutboxRow, extra ..
 type batch[Tx any] struct {
 	o      *Outbox[Tx]
 	rows   []store.OutboxRow
-	tx     Tx
-	held   bool
+	h      Held // the claiming transaction, if held
 	done   bool
 	keeper *leaseKeeper[Tx] // lease mode: renews the lease while held
 }
@@ -298,7 +315,15 @@ func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []store.O
 	if b.keeper != nil {
 		b.keeper.halt()
 	}
-	mark := func(q Querier) error {
+	stmts := o.markStmts(sent, failed, at)
+	if b.h != nil {
+		// One round trip on a Holder: the marks, then COMMIT, which a
+		// failed mark keeps from running.
+		h := b.h
+		b.h = nil
+		return h.CommitWith(ctx, stmts)
+	}
+	return o.c.inTx(ctx, func(q Querier) error {
 		if b.keeper != nil {
 			// Only the lease holder marks: check and extend it in the
 			// marking transaction.
@@ -306,6 +331,23 @@ func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []store.O
 				return cmp.Or(err, store.ErrLeaseLost)
 			}
 		}
+		for _, s := range stmts {
+			if _, err := q.Exec(ctx, s.SQL, s.Args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// markStmts are the statements that mark sent as sent and record failed.
+func (o *Outbox[Tx]) markStmts(sent []int64, failed []store.OutboxFailure, at time.Time) []Stmt {
+	var stmts []Stmt
+	switch {
+	case len(sent) == 0:
+	case o.markSent != "":
+		stmts = append(stmts, Stmt{o.markSent, []any{o.c.d.Time(at), sent}})
+	default:
 		for chunk := range slices.Chunk(sent, 500) {
 			args := []any{o.c.d.Time(at)}
 			ph := make([]string, len(chunk))
@@ -313,30 +355,18 @@ func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []store.O
 				args = append(args, id)
 				ph[i] = "$" + strconv.Itoa(len(args))
 			}
-			if _, err := q.Exec(ctx, o.c.render(o.q.sent+strings.Join(ph, ", ")+")"), args...); err != nil {
-				return err
-			}
+			stmts = append(stmts, Stmt{o.c.render(o.q.sent + strings.Join(ph, ", ") + ")"), args})
 		}
-		for _, f := range failed {
-			state := store.OutboxPending
-			next := f.NextAttempt
-			if f.Quarantine {
-				state, next = store.OutboxQuarantined, at
-			}
-			if _, err := q.Exec(ctx, o.q.failed, f.RowID, f.Error, o.c.d.Time(next), int(state)); err != nil {
-				return err
-			}
+	}
+	for _, f := range failed {
+		state := store.OutboxPending
+		next := f.NextAttempt
+		if f.Quarantine {
+			state, next = store.OutboxQuarantined, at
 		}
-		return nil
+		stmts = append(stmts, Stmt{o.q.failed, []any{f.RowID, f.Error, o.c.d.Time(next), int(state)}})
 	}
-	if !b.held {
-		return o.c.inTx(ctx, mark)
-	}
-	if err := mark(o.c.b.Q(b.tx)); err != nil {
-		_ = o.c.b.Rollback(context.WithoutCancel(ctx), b.tx)
-		return err
-	}
-	return o.c.b.Commit(ctx, b.tx)
+	return stmts
 }
 
 func (b *batch[Tx]) Release(ctx context.Context) error {
@@ -344,9 +374,9 @@ func (b *batch[Tx]) Release(ctx context.Context) error {
 	if b.keeper != nil {
 		b.keeper.halt()
 	}
-	if b.held {
-		b.held = false
-		return b.o.c.b.Rollback(ctx, b.tx)
+	if h := b.h; h != nil {
+		b.h = nil
+		return h.Rollback(ctx)
 	}
 	return nil
 }
