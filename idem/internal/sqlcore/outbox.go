@@ -68,7 +68,7 @@ type Outbox[Tx any] struct {
 }
 
 type outboxQueries struct {
-	counter, insert, notify, addOne, wakeNotify, claim, claimBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, renewIdle, setBusy, sent, failed, health, list, requeue, discard, purge string
+	counter, insert, notify, addOne, addSingle, wakeNotify, claim, claimBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, renewIdle, setBusy, sent, failed, health, list, requeue, discard, purge string
 }
 
 const outboxCols = `id, message_id, aggregate_id, version, sequence, type, headers, payload, state, attempts,
@@ -142,6 +142,11 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 			wake = "(SELECT " + fmt.Sprintf(d.WakeNotify, "$11::bigint", "$12::text") + ")"
 		}
 		o.q.addOne = r(fmt.Sprintf(addOne, wake))
+		wake = "NULL"
+		if d.WakeNotify != "" {
+			wake = fmt.Sprintf(d.WakeNotify, "$8::bigint", "$9::text")
+		}
+		o.q.addSingle = r(fmt.Sprintf(addSingle, wake))
 	}
 	return o
 }
