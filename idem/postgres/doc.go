@@ -43,7 +43,7 @@
 // adding transaction upserts and keeps locked until it ends; Outbox.Add
 // upserts the counters (in aggregate order), inserts the rows and runs the
 // relays' wake-up in one statement, one round trip whatever the number of
-// rows (the values travel as arrays). An adding
+// rows (a one-row add binds scalars, a larger one arrays). An adding
 // transaction sends a NOTIFY, which relays receive on a dedicated LISTEN
 // connection (ListenOutbox), only while a relay waits for one (each
 // relay's wake flag is a row of the unlogged <prefix>outbox_wake, see

@@ -25,14 +25,20 @@ import (
 //
 // c upserts the counters in the order of $1, which is aggregate order:
 // INSERT ... SELECT processes the rows the ORDER BY hands it one at a
-// time, and ON CONFLICT locks each counter row as it meets it, so two
+// time (the planner may drop the sort: WITH ORDINALITY already yields that
+// order), and ON CONFLICT locks each counter row as it meets it, so two
 // adding transactions lock their common counters in the same order and
-// cannot deadlock (as the VALUES list of the two-statement path does). A
-// data-modifying WITH clause runs exactly once and to completion whether
-// or not the main query reads it, and every other part of the statement
-// reads c's RETURNING rows, so a row's sequence is its counter's new value
-// minus back. The main query returns one row per aggregate, for the
-// caller's sequences, with the number of rows inserted.
+// cannot deadlock, as with the VALUES list of the two-statement path
+// (TestAddLocksCountersInOrder in idem/postgres fails if they are locked
+// in reverse). PostgreSQL's documentation ("Data-Modifying Statements in
+// WITH", https://www.postgresql.org/docs/current/queries-with.html): such
+// a statement is executed exactly once and always to completion, whether
+// or not the primary query reads its output; all parts of the statement
+// see the same snapshot, so ins sees c's effect only through c's RETURNING
+// rows, which is how it computes a row's sequence: its counter's new
+// value minus back. The main query returns one row per aggregate, for the
+// caller's sequences, with the number of rows inserted; the wake-up (%s,
+// an uncorrelated subquery) is evaluated once, for the first row.
 const addOne = `WITH c AS (
 		INSERT INTO {{outbox_aggregates}} AS a (aggregate_id, last_sequence)
 		SELECT u.aggregate_id, u.n FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS u(aggregate_id, n, i)
