@@ -219,7 +219,9 @@
 // own wake flag (store.OutboxIdler), and clears it when it finds work
 // again; another relay's flag stays set, so a relay waiting while another
 // is busy is still woken. The adding transaction reads the flags in the
-// statement that inserts its rows, so the wake-up costs it no round trip.
+// statement that inserts its rows, so the wake-up costs it no round trip;
+// on PostgreSQL that statement is the whole add (sequence counters, rows
+// and wake-up in one round trip).
 // While a transaction that read the flags unset may still commit (it holds
 // a shared advisory lock the relay cannot then take), the relay does not
 // wait but looks again within a millisecond; and a relay that had work

@@ -40,7 +40,10 @@
 //
 // The Store is also a store.OutboxStore[pgx.Tx] and a store.KeyStore[pgx.Tx].
 // Outbox rows get their per-aggregate sequence from a counter row that the
-// adding transaction upserts and keeps locked until it ends. An adding
+// adding transaction upserts and keeps locked until it ends; Outbox.Add
+// upserts the counters (in aggregate order), inserts the rows and runs the
+// relays' wake-up in one statement, one round trip whatever the number of
+// rows (a one-row add binds scalars, a larger one arrays). An adding
 // transaction sends a NOTIFY, which relays receive on a dedicated LISTEN
 // connection (ListenOutbox), only while a relay waits for one (each
 // relay's wake flag is a row of the unlogged <prefix>outbox_wake, see

@@ -8,9 +8,26 @@ var Classify = classify
 // OutboxChannel is the store's notification channel, for the tests.
 func OutboxChannel(s *Store) string { return s.outbox.Channel() }
 
-// NoWake makes s's adding transactions run no wake-up statement at all
-// (no advisory lock, no flag, no NOTIFY), for the benchmarks.
-func NoWake(s *Store) { s.outbox = sqlcore.NewOutbox(s.core, sqlcore.OutboxDialect{SkipLocked: true}) }
+// NoWake makes s's adding transactions run no wake-up at all (no advisory
+// lock, no flag, no NOTIFY), for the benchmarks: one statement each.
+func NoWake(s *Store) {
+	s.outbox = sqlcore.NewOutbox(s.core, sqlcore.OutboxDialect{SkipLocked: true, OneStatementAdd: true})
+}
+
+// TwoStatementAdd makes s's adding transactions run the two statements of
+// earlier versions (the counters with the wake lock, then the rows with
+// the wake-up), for the tests and benchmarks.
+func TwoStatementAdd(s *Store) {
+	d := outboxDialect(s.pool)
+	d.OneStatementAdd, d.WakeNotify = false, ""
+	s.outbox = sqlcore.NewOutbox(s.core, d)
+}
 
 // WakeKey is the advisory lock key of s's wake flags.
 func WakeKey(s *Store) int64 { return s.outbox.WakeKey() }
+
+// NoWakeTwoStatements is NoWake with the two statements per add of earlier
+// versions, for the benchmarks.
+func NoWakeTwoStatements(s *Store) {
+	s.outbox = sqlcore.NewOutbox(s.core, sqlcore.OutboxDialect{SkipLocked: true})
+}

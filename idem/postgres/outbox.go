@@ -15,11 +15,13 @@ import (
 // in a transaction they hold while publishing. An adding transaction sends
 // a NOTIFY only while a relay waits for one (a relay's wake flag is set):
 // the commits of notifying transactions are serialised, so while relays
-// are busy they poll instead. The adding transaction's first statement
-// takes a shared advisory lock that a relay going idle must get
-// exclusively (Store.IdleOutbox), and its last insert reads the flags and
-// notifies, with no statement of its own: a NOTIFY costs no round trip.
-// See sqlcore's IdleOutbox for why no commit is slept through.
+// are busy they poll instead. An add is one statement (one round trip,
+// whatever its size): it upserts the sequence counters, inserts the rows
+// and calls <prefix>outbox_wake_notify (migration 007), a VOLATILE
+// PL/pgSQL function that takes a shared advisory lock that a relay going
+// idle must get exclusively (Store.IdleOutbox), and then, in a query with
+// a snapshot of its own, reads the flags and notifies. See sqlcore's
+// IdleOutbox and addOneStatement for why no commit is slept through.
 func outboxDialect(pool *pgxpool.Pool) sqlcore.OutboxDialect {
 	return sqlcore.OutboxDialect{
 		SkipLocked: true,
@@ -27,6 +29,11 @@ func outboxDialect(pool *pgxpool.Pool) sqlcore.OutboxDialect {
 			OR EXISTS (SELECT 1 FROM {{outbox_wake}} WHERE idle)`,
 		WakeShared: "pg_advisory_xact_lock_shared(%s)",
 		WakeTry:    "pg_try_advisory_xact_lock(%s)",
+		// One statement per add: the counters, the rows and the wake-up
+		// (migration 007's function: the lock, then the flags with a
+		// snapshot of their own).
+		OneStatementAdd: true,
+		WakeNotify:      "{{outbox_wake_notify}}(%s, %s)",
 		Auto: func(ctx context.Context, f func(q sqlcore.Querier) error) error {
 			return f(querier{pool})
 		},

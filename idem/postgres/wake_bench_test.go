@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,22 +16,27 @@ import (
 )
 
 // BenchmarkProducerCommits: the commit rate of 8 producers, each
-// committing transactions of one outbox row, on three stores in
-// interleaved rounds of 2,000 commits: "nowake" runs no wake-up statement
-// and no relay; "poll" runs no wake-up statement, with a relay polling
-// every millisecond and publishing the rows (to the memory broker), during
-// its round only; "wake"
-// is the store as shipped, with a relay listening and publishing the rows;
-// "notifyall" notifies on every commit (a wake flag is set and no relay
-// clears it), as the outbox did before the flag. wake/nowake-% is the
-// target (>= 90); wake/poll-% compares with a relay that is never
-// notified.
+// committing transactions of one outbox row, on six stores in interleaved
+// rounds of 2,000 commits, the order rotated each round: "nowake" runs no
+// wake-up at all and no relay;
+// "poll" runs no wake-up, with a relay polling every millisecond and
+// publishing the rows (to the memory broker), during its round only;
+// "wake" is the store as shipped (one statement per add), with a relay
+// listening and publishing the rows; "notifyall" notifies on every commit
+// (a wake flag is set and no relay clears it), as the outbox did before
+// the flag. "nowake2" and "wake2" are "nowake" and "wake" with the two
+// statements per add of earlier versions (the counters, then the rows).
+// wake/nowake-% is the target (>= 90); wake/poll-% compares with a relay
+// that is never notified; wake/wake2-% is the one-statement add's gain.
 func BenchmarkProducerCommits(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	nowake, poll, wake, all := newListenStore(ctx, b), newListenStore(ctx, b), newListenStore(ctx, b), newListenStore(ctx, b)
+	nowake2, wake2 := newListenStore(ctx, b), newListenStore(ctx, b)
 	postgres.NoWake(nowake)
 	postgres.NoWake(poll)
+	postgres.NoWakeTwoStatements(nowake2)
+	postgres.TwoStatementAdd(wake2)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -48,6 +54,7 @@ func BenchmarkProducerCommits(b *testing.B) {
 		b.Fatalf("IdleOutbox: %v, %v", ok, err)
 	}
 	r := relay(wake, &idem.RelayOptions{Owner: "wake"})
+	r2 := relay(wake2, &idem.RelayOptions{Owner: "wake2"})
 	drained := func(r *idem.Relay, n int64) {
 		for deadline := time.Now().Add(time.Minute); r.Stats().Published < n; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
@@ -55,14 +62,32 @@ func BenchmarkProducerCommits(b *testing.B) {
 			}
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); !r.Stats().Listening; {
+	for deadline := time.Now().Add(10 * time.Second); !r.Stats().Listening || !r2.Stats().Listening; {
 		if time.Now().After(deadline) {
 			b.Fatal("the relay is not listening")
 		}
 		time.Sleep(time.Millisecond)
 	}
+	// Count the notifying commits of wake and wake2.
+	notified := func(st *postgres.Store) *atomic.Int64 {
+		var n atomic.Int64
+		ready := make(chan struct{})
+		wg.Go(func() {
+			_ = st.ListenOutbox(ctx, func() {
+				select {
+				case <-ready:
+					n.Add(1)
+				default:
+					close(ready)
+				}
+			})
+		})
+		<-ready
+		return &n
+	}
+	n1, n2 := notified(wake), notified(wake2)
 	const producers, round = 8, 2000
-	stores := []*postgres.Store{nowake, poll, wake, all}
+	stores := []*postgres.Store{nowake, poll, wake, all, nowake2, wake2}
 	startPoll := func() (*idem.Relay, func()) {
 		pr, err := idem.NewRelay(poll, outboxBroker(b).Topic, &idem.RelayOptions{Owner: "poll", NoListen: true,
 			PollInterval: time.Millisecond, PurgeInterval: -1, Logger: slog.New(slog.DiscardHandler)})
@@ -74,13 +99,18 @@ func BenchmarkProducerCommits(b *testing.B) {
 		go func() { defer close(stopped); _ = pr.Run(pctx) }()
 		return pr, func() { cancel(); <-stopped }
 	}
-	var took [4]time.Duration
-	var wakeRows int64
+	var took [6]time.Duration
+	var wakeRows, wake2Rows int64
 	seq := 0
 	b.ResetTimer()
 	for done := 0; done < b.N; done += round {
 		n := min(round, b.N-done)
-		for i, st := range stores {
+		for k := range stores {
+			// The order rotates each round, so that no store always
+			// follows the same one (autovacuum after the polling relay's
+			// round, say).
+			i := (k + seq) % len(stores)
+			st := stores[i]
 			ob, err := idem.NewOutbox[pgx.Tx](st, nil)
 			if err != nil {
 				b.Fatal(err)
@@ -124,6 +154,9 @@ func BenchmarkProducerCommits(b *testing.B) {
 			case wake:
 				wakeRows += int64(n)
 				drained(r, wakeRows)
+			case wake2:
+				wake2Rows += int64(n)
+				drained(r2, wake2Rows)
 			}
 			b.StartTimer()
 		}
@@ -135,8 +168,16 @@ func BenchmarkProducerCommits(b *testing.B) {
 	b.ReportMetric(rate(took[1]), "poll-commits/s")
 	b.ReportMetric(rate(took[2]), "wake-commits/s")
 	b.ReportMetric(rate(took[3]), "notifyall-commits/s")
+	b.ReportMetric(rate(took[4]), "nowake2-commits/s")
+	b.ReportMetric(rate(took[5]), "wake2-commits/s")
+	b.ReportMetric(100*took[5].Seconds()/took[2].Seconds(), "wake/wake2-%")
+	b.ReportMetric(100*took[4].Seconds()/took[0].Seconds(), "nowake/nowake2-%")
 	b.ReportMetric(100*took[0].Seconds()/took[2].Seconds(), "wake/nowake-%")
 	b.ReportMetric(100*took[1].Seconds()/took[2].Seconds(), "wake/poll-%")
 	b.ReportMetric(100*took[0].Seconds()/took[3].Seconds(), "notifyall/nowake-%")
 	b.ReportMetric(float64(r.Stats().Published), "relay-published")
+	b.ReportMetric(float64(n1.Load()), "wake-notifies")
+	b.ReportMetric(float64(n2.Load()), "wake2-notifies")
+	b.ReportMetric(float64(r.Stats().Claims), "wake-claims")
+	b.ReportMetric(float64(r2.Stats().Claims), "wake2-claims")
 }

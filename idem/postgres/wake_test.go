@@ -23,7 +23,14 @@ import (
 // the wake lock while a relay going idle holds it waits until that relay
 // has set its flag and committed, and then notifies, although the flag was
 // unset when the adding transaction began.
+// Adds of one row and of several take different statements.
 func TestWakeAddWaitsForIdle(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprint("rows=", n), func(t *testing.T) { testWakeAddWaitsForIdle(t, n) })
+	}
+}
+
+func testWakeAddWaitsForIdle(t *testing.T, rows int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, schema := newListenStoreSchema(ctx, t)
@@ -50,7 +57,11 @@ func TestWakeAddWaitsForIdle(t *testing.T) {
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	added := make(chan error, 1)
 	go func() {
-		_, err := outbox.Add(ctx, tx, &idem.OutboxMessage{AggregateID: "a", Type: "x", Payload: []byte("{}")})
+		msgs := make([]*idem.OutboxMessage, rows)
+		for i := range msgs {
+			msgs[i] = &idem.OutboxMessage{AggregateID: fmt.Sprint("a", i%2), Type: "x", Payload: []byte("{}")}
+		}
+		_, err := outbox.Add(ctx, tx, msgs...)
 		added <- err
 	}()
 	// Its first statement waits for the lock.

@@ -80,10 +80,12 @@ type Core[Tx any] struct {
 	cache  sync.Map // store.VersionTable or store.StateTable -> [2]string
 }
 
-// Tables lists the table and index names built from the prefix.
+// Tables lists the table, index and function names built from the prefix
+// (PostgreSQL's outbox_wake_notify is a function, schema-qualified like a
+// table).
 var Tables = []string{"inbox", "parked", "failures", "migrations", "inbox_processed_idx", "parked_aggregate_idx", "failures_seen_idx",
 	"outbox", "outbox_aggregates", "relay_lease", "outbox_wake", "outbox_pending_idx", "outbox_unsent_idx", "outbox_sent_idx",
-	"idempotency_keys", "keys_state_idx"}
+	"idempotency_keys", "keys_state_idx", "outbox_wake_notify"}
 
 // New validates schema and prefix and builds Core.
 func New[Tx any](b Backend[Tx], d Dialect, schema, prefix string) (*Core[Tx], error) {

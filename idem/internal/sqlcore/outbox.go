@@ -35,6 +35,16 @@ type OutboxDialect struct {
 	// See IdleOutbox for why this is enough.
 	Notify              string
 	WakeShared, WakeTry string
+	// OneStatementAdd makes AddOutbox one statement (PostgreSQL: addSingle
+	// for one row, addOne with arrays for more, both data-modifying WITH
+	// clauses) instead of a counter upsert and inserts. WakeNotify, if set, is then the wake-up in that statement:
+	// an expression, with the wake lock's key and the channel as its two
+	// %s, that takes the wake lock shared and then notifies if a relay
+	// waits, reading the flags with a snapshot taken after the lock was
+	// granted (a VOLATILE function; see addOneStatement). Notify and
+	// WakeShared are then not used by AddOutbox.
+	OneStatementAdd bool
+	WakeNotify      string
 	// Auto, if set, runs f with every statement its own transaction (no
 	// BEGIN and COMMIT round trips); the wake flags' statements run so.
 	// Required with WakeTry.
@@ -65,7 +75,7 @@ type Outbox[Tx any] struct {
 }
 
 type outboxQueries struct {
-	counter, insert, notify, claim, claimBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, renewIdle, setBusy, sent, failed, health, list, requeue, discard, purge string
+	counter, insert, notify, addOne, addSingle, wakeNotify, claim, claimBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, renewIdle, setBusy, sent, failed, health, list, requeue, discard, purge string
 }
 
 const outboxCols = `id, message_id, aggregate_id, version, sequence, type, headers, payload, state, attempts,
@@ -89,6 +99,7 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 		insert: c.render(`INSERT INTO {{outbox}} (message_id, aggregate_id, version, sequence, type, headers, payload,
 			created_at, next_attempt) VALUES `),
 		notify:     r(d.Notify),
+		wakeNotify: d.WakeNotify,
 		wakeShared: d.WakeShared,
 		wakeTry:    d.WakeTry,
 		// A waiting relay's flag is its own row (PostgreSQL only: the only
@@ -133,6 +144,18 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 			SELECT id FROM {{outbox}} WHERE state IN (1, 3) AND sent_at < $1 LIMIT $2)`),
 	}
 	o.markSent = r(d.MarkSent)
+	if d.OneStatementAdd {
+		wake := "NULL"
+		if d.WakeNotify != "" {
+			wake = "(SELECT " + fmt.Sprintf(d.WakeNotify, "$11::bigint", "$12::text") + ")"
+		}
+		o.q.addOne = r(fmt.Sprintf(addOne, wake))
+		wake = "NULL"
+		if d.WakeNotify != "" {
+			wake = fmt.Sprintf(d.WakeNotify, "$8::bigint", "$9::text")
+		}
+		o.q.addSingle = r(fmt.Sprintf(addSingle, wake))
+	}
 	return o
 }
 
@@ -142,6 +165,12 @@ func (o *Outbox[Tx]) Channel() string { return o.channel }
 // AddOutbox implements store.OutboxStore.
 func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []store.OutboxMessage, at time.Time) ([]int64, error) {
 	q := o.c.b.Q(tx)
+	if o.q.addOne != "" {
+		if len(msgs) == 0 {
+			return []int64{}, nil
+		}
+		return o.addOneStatement(ctx, q, msgs, at)
+	}
 	// Lock each aggregate's counter once, in aggregate order.
 	count := map[string]int64{}
 	for _, m := range msgs {

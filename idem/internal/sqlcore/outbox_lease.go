@@ -156,9 +156,15 @@ func (k *leaseKeeper[Tx]) halt() {
 //     its flag stays set until it claims rows again (only it clears its
 //     own flag), after which it claims once more before it waits.
 //
+// Where the add is one statement (OneStatementAdd, PostgreSQL), S1 and S2
+// are two commands of the VOLATILE function that statement calls
+// (WakeNotify): the function's second command takes a snapshot of its own
+// after its first returned, as S2 does here (see addOneStatement).
+//
 // Under REPEATABLE READ or SERIALIZABLE, S2 reuses the transaction's
 // first snapshot, perhaps taken before I committed: such a transaction
-// always notifies (the Notify statement checks the isolation level).
+// always notifies (the Notify statement, or WakeNotify's function,
+// checks the isolation level).
 // A relay's flag that the sweep deleted (it did not renew it within ttl:
 // it was stalled that long) costs that relay notifications until it
 // renews, and it then finds the flag gone and sets it again (RenewIdle);
