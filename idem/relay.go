@@ -22,7 +22,11 @@ type RelayOptions struct {
 	// "relay-" and a random suffix). Instances sharing a store need
 	// distinct owners.
 	Owner string
-	// BatchSize is the most rows one claim takes (default 100).
+	// BatchSize is the most rows one claim takes (default 500). A claim
+	// takes what is due, up to this: under a steady trickle batches stay
+	// small, and a backlog drains in fewer round trips and confirm waits
+	// (BENCHMARKS.md: 500 against 100, 1.3-1.7x the throughput to RabbitMQ,
+	// the same commit-to-publish latency at 1,000 rows/s).
 	BatchSize int
 	// PerAggregate is the most rows of one aggregate one claim takes
 	// (default 10); they are published one after the other.
@@ -141,7 +145,7 @@ func NewRelay(st store.RelayStore, topic *broker.Topic, opts *RelayOptions) (*Re
 			*p = v
 		}
 	}
-	def(&o.BatchSize, 100)
+	def(&o.BatchSize, 500)
 	def(&o.PerAggregate, 10)
 	def(&o.Concurrency, 8)
 	def(&o.Pipeline, 2)

@@ -26,7 +26,7 @@ func main() {
 	flag.IntVar(&cfg.Events, "events", 10000, "events per wary and raw run")
 	flag.IntVar(&cfg.WatermillEvents, "watermill-events", 0, "events per Watermill run (0: -events)")
 	flag.IntVar(&cfg.Producers, "producers", 8, "concurrent producer goroutines")
-	flag.IntVar(&cfg.RelayBatch, "relay-batch", 0, "wary relay BatchSize (0: default, 100)")
+	flag.IntVar(&cfg.RelayBatch, "relay-batch", 0, "wary relay BatchSize (0: default, 500)")
 	flag.IntVar(&cfg.RelayPipeline, "relay-pipeline", 0, "wary relay Pipeline (0: default, 2)")
 	flag.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "limit for one run")
 	flag.StringVar(&cfg.PostgresURL, "pg", env("WARY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL")

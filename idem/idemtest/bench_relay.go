@@ -18,7 +18,7 @@ import (
 // BenchRelay measures rows per second published through the relay to b's
 // topic: b.N rows over 100 aggregates are committed to the outbox first
 // (not timed), then relays (Run) publish them until the backlog is empty.
-// "relay" is one relay with the default options (batches of 100);
+// "relay" is one relay with the default options (batches of 500);
 // "relay-batch1" claims one row at a time; "relay-batch500" claims 500 rows
 // at a time; "3relays" runs three at once (on a store with a relay lease,
 // they take turns).
