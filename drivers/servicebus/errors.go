@@ -113,21 +113,11 @@ func code(err error) driver.ErrorCode {
 	case errors.Is(err, context.DeadlineExceeded):
 		return driver.DeadlineExceeded
 	}
-	var ae *amqp.Error
-	if errors.As(err, &ae) {
-		if c, ok := conditionCodes[string(ae.Condition)]; ok {
-			return c
-		}
+	if c, ok := conditionCodes[condition(err)]; ok {
+		return c
 	}
 	var sbe *azservicebus.Error
 	if errors.As(err, &sbe) {
-		// the SDK's error does not unwrap: read the condition from its text
-		msg := sbe.Error()
-		for cond, c := range conditionCodes {
-			if strings.Contains(msg, cond) {
-				return c
-			}
-		}
 		switch sbe.Code {
 		case azservicebus.CodeLockLost:
 			return driver.LockLost
@@ -150,6 +140,33 @@ func code(err error) driver.ErrorCode {
 	}
 	return driver.Unknown
 }
+
+// condition is the AMQP condition err carries ("" if none): an
+// *amqp.Error's, or one of conditionCodes named in the text of an
+// *azservicebus.Error, which does not unwrap.
+func condition(err error) string {
+	var ae *amqp.Error
+	if errors.As(err, &ae) {
+		return string(ae.Condition)
+	}
+	var sbe *azservicebus.Error
+	if errors.As(err, &sbe) {
+		msg := sbe.Error()
+		for cond := range conditionCodes {
+			if strings.Contains(msg, cond) {
+				return cond
+			}
+		}
+	}
+	return ""
+}
+
+// takenElsewhere reports whether err says that another receiver holds the
+// session (com.microsoft:session-cannot-be-locked, which the SDK can
+// return from any call on a session receiver whose link it re-attached).
+// For a session this receiver held, the lock is lost; only for an accept
+// does it mean "try later".
+func takenElsewhere(err error) bool { return condition(err) == condSessionCannotLock }
 
 // errorAs reaches *azservicebus.Error and go-amqp's error types.
 func errorAs(err error, i any) bool {

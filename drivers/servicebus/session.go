@@ -3,12 +3,10 @@ package servicebus
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/Azure/go-amqp"
 
 	"github.com/wary-go/wary/broker/driver"
 )
@@ -59,11 +57,9 @@ type heldSession struct {
 	lostCtx    context.Context
 	markLostFn context.CancelFunc
 
-	mu sync.Mutex
-	// lockedUntil is when the session lock ends unless renewed, as this
-	// client estimates it: the accept's return or the start of the last
-	// successful renewal plus the entity's LockDuration, by the local clock.
-	lockedUntil time.Time
+	// lock is the session lock's end as this client estimates it, from
+	// the accept's return or the start of the last successful renewal.
+	lock lockEstimate
 }
 
 func (h *heldSession) lost() bool { return h.lostCtx.Err() != nil }
@@ -71,21 +67,6 @@ func (h *heldSession) lost() bool { return h.lostCtx.Err() != nil }
 func (h *heldSession) markLost() {
 	h.markLostFn()
 	h.cancel()
-}
-
-// renewed records a successful renewal (or the accept) that started at
-// start.
-func (h *heldSession) renewed(start time.Time, lock time.Duration) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.lockedUntil = start.Add(lock)
-}
-
-// expired reports whether the session lock has ended by that estimate.
-func (h *heldSession) expired(now time.Time) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return now.After(h.lockedUntil)
 }
 
 func (h *heldSession) settled(*delivery) {
@@ -175,7 +156,7 @@ func (p *sessionPool) hold(parent context.Context, r *azservicebus.SessionReceiv
 	h := &heldSession{r: r, done: make(chan struct{}, 1)}
 	h.ctx, h.cancel = context.WithCancel(parent)
 	h.lostCtx, h.markLostFn = context.WithCancel(context.Background())
-	h.renewed(accepted, p.s.props.LockDuration)
+	h.lock.renewed(accepted, p.s.props.LockDuration)
 	p.mu.Lock()
 	p.held[h] = struct{}{}
 	p.mu.Unlock()
@@ -251,7 +232,7 @@ func (p *sessionPool) receiveOne(h *heldSession) ([]*azservicebus.ReceivedMessag
 }
 
 // renew keeps the session lock while the session is held. A renewal that fails
-// after the lock has ended (by the estimate in lockedUntil) marks the session
+// after the lock has ended (by the estimate in h.lock) marks the session
 // lost: after a connection loss the SDK retries a lost session lock as
 // recoverable (it re-attaches the session's link, which fails while another
 // receiver holds the session), so every call just runs out of time, and a
@@ -274,13 +255,13 @@ func (p *sessionPool) renew(h *heldSession) {
 		h.sdk.Unlock()
 		cancel()
 		if err == nil {
-			h.renewed(start, p.s.props.LockDuration)
+			h.lock.renewed(start, p.s.props.LockDuration)
 			continue
 		}
 		if h.ctx.Err() != nil {
 			return
 		}
-		if (code(err) != driver.Unavailable && code(err) != driver.DeadlineExceeded) || takenElsewhere(err) || h.expired(time.Now()) {
+		if (code(err) != driver.Unavailable && code(err) != driver.DeadlineExceeded) || takenElsewhere(err) || h.lock.expired(time.Now()) {
 			h.markLost()
 			return
 		}
@@ -335,17 +316,4 @@ func (p *sessionPool) close(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 	}
-}
-
-// takenElsewhere reports whether err says that another receiver holds the
-// session (com.microsoft:session-cannot-be-locked, which the SDK can
-// return from any call on a session receiver whose link it re-attached).
-// For a session this receiver held, the lock is lost; only for an accept
-// does it mean "try later".
-func takenElsewhere(err error) bool {
-	var ae *amqp.Error
-	if errors.As(err, &ae) {
-		return string(ae.Condition) == condSessionCannotLock
-	}
-	return err != nil && strings.Contains(err.Error(), condSessionCannotLock)
 }

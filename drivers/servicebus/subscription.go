@@ -198,27 +198,36 @@ type delivery struct {
 	mu      sync.Mutex
 	settled bool
 	renewal context.CancelFunc // ExtendLock's renewer
-	// lockedUntil is this client's estimate of when the message lock
-	// ends: receipt or the last renewal plus the entity's LockDuration,
-	// by the local clock, so never earlier than the service's end if
-	// LockDuration is right. Zero on session entities.
-	lockedUntil time.Time
+	// lock is the message lock's end as this client estimates it, from
+	// receipt or the last renewal; unset on session entities, where the
+	// session's lock holds the message.
+	lock lockEstimate
 }
 
-// lockExpired reports whether the message lock has certainly ended.
-func (d *delivery) lockExpired(now time.Time) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return !d.lockedUntil.IsZero() && now.After(d.lockedUntil)
+// lockEstimate is this client's estimate of when a message or session lock
+// ends unless renewed: when it was granted or last renewed plus the
+// entity's LockDuration, by the local clock. A renewal counts from the
+// start of its call; a message from its receipt and a session from the
+// accept's return (see hold), which may be later than the service's moment
+// by a network latency.
+type lockEstimate struct {
+	mu    sync.Mutex
+	until time.Time
 }
 
-// renewed records a successful renewal that started at start.
-func (d *delivery) renewed(start time.Time, lock time.Duration) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.lockedUntil.IsZero() {
-		d.lockedUntil = start.Add(lock)
-	}
+// renewed records a grant or renewal made at start.
+func (l *lockEstimate) renewed(start time.Time, lock time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.until = start.Add(lock)
+}
+
+// expired reports whether the lock has ended by the estimate (never while
+// unset).
+func (l *lockEstimate) expired(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.until.IsZero() && now.After(l.until)
 }
 
 // finish marks the delivery settled; false if it was already.
@@ -254,7 +263,7 @@ func (s *subscription) wrap(rm *azservicebus.ReceivedMessage, by settler, sess *
 	m := fromSB(rm)
 	d := &delivery{rm: rm, by: by, sess: sess, attempts: m.Attempt}
 	if sess == nil {
-		d.lockedUntil = time.Now().Add(s.props.LockDuration)
+		d.lock.renewed(time.Now(), s.props.LockDuration)
 	}
 	m.AckID = d
 	return m
@@ -336,7 +345,7 @@ func (s *subscription) SendNacks(ctx context.Context, ids []driver.AckID, delay 
 			reason := "MaxDeliveryCountExceeded"
 			return d.by.DeadLetterMessage(ctx, d.rm, &azservicebus.DeadLetterOptions{Reason: &reason})
 		}
-		if d.lockExpired(time.Now()) {
+		if d.lock.expired(time.Now()) {
 			// The service redelivers the original already: a scheduled
 			// copy would be a second one (its complete would fail).
 			return errLockLost
@@ -411,7 +420,7 @@ func (s *subscription) ExtendLocks(ctx context.Context, ids []driver.AckID, dur 
 		if err != nil {
 			return err
 		}
-		d.renewed(start, s.props.LockDuration)
+		d.lock.renewed(start, s.props.LockDuration)
 		s.renewUntil(d, time.Now().Add(dur))
 	}
 	return nil
@@ -445,7 +454,7 @@ func (s *subscription) renewUntil(d *delivery, until time.Time) {
 			err := s.recv.RenewMessageLock(rctx, d.rm, nil)
 			rcancel()
 			if err == nil {
-				d.renewed(start, s.props.LockDuration)
+				d.lock.renewed(start, s.props.LockDuration)
 			}
 			if err != nil && code(err) == driver.LockLost {
 				return

@@ -1,6 +1,9 @@
 package sqlcore
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Stmt is a statement with its arguments.
 type Stmt struct {
@@ -73,9 +76,5 @@ func (h *txHeld[Tx]) Rollback(ctx context.Context) error {
 	return h.c.b.Rollback(ctx, h.tx)
 }
 
-type heldError string
-
-func (e heldError) Error() string { return string(e) }
-
 // errHeldOver is CommitWith's error on a transaction already over.
-const errHeldOver = heldError("idem: the outbox batch's transaction is already over")
+var errHeldOver = errors.New("idem: the outbox batch's transaction is already over")

@@ -230,19 +230,12 @@ func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []store.OutboxMe
 			seq := next[m.AggregateID]
 			next[m.AggregateID]++
 			seqs[start+i] = seq
-			h := []byte("{}")
-			if len(m.Headers) > 0 {
-				var err error
-				if h, err = json.Marshal(m.Headers); err != nil {
-					return nil, err
-				}
-			}
-			payload := m.Payload
-			if payload == nil {
-				payload = []byte{}
+			h, err := headerText(m.Headers)
+			if err != nil {
+				return nil, err
 			}
 			n := len(args)
-			args = append(args, m.ID, m.AggregateID, m.Version, seq, m.Type, string(h), payload, t)
+			args = append(args, m.ID, m.AggregateID, m.Version, seq, m.Type, h, payloadOf(m), t)
 			vals[i] = fmt.Sprintf("($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8, n+8)
 		}
 		stmt := o.q.insert + strings.Join(vals, ", ")
