@@ -239,3 +239,35 @@ func settledCounts(t *testing.T, reader *sdkmetric.ManualReader) map[string]int6
 	}
 	return got
 }
+
+// TestDeadLetterCounted: a delivery the application dead-letters counts in
+// wary.messages.settled{dead_letter}, with its destination.
+func TestDeadLetterCounted(t *testing.T) {
+	topic, sub, _, reader, _ := telBroker(t)
+	if err := topic.Publish(t.Context(), &broker.Message{ID: "poison"}, &broker.Message{ID: "fine"}); err != nil {
+		t.Fatal(err)
+	}
+	var ds []*broker.Delivery
+	for len(ds) < 2 {
+		got, err := sub.Receive(t.Context(), 2-len(ds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, got...)
+	}
+	for _, d := range ds {
+		var err error
+		if d.Message.ID == "poison" {
+			err = d.DeadLetter(t.Context(), "cannot parse")
+		} else {
+			err = d.Ack(t.Context())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := settledCounts(t, reader)
+	if got["wary.messages.settled{dead_letter}"] != 1 || got["wary.messages.settled{ack}"] != 1 || got["messaging.client.consumed.messages"] != 2 {
+		t.Errorf("metrics %v, want one dead_letter, one ack, two consumed", got)
+	}
+}
