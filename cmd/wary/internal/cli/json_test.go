@@ -115,3 +115,41 @@ func TestParkedReplayInVersionOrder(t *testing.T) {
 		t.Errorf("the consumer received %v, want %v (version order)", got, want)
 	}
 }
+
+// TestDestructiveCommandsAsk: outbox discard, parked discard and dlq
+// discard ask first; an answer other than yes changes nothing.
+func TestDestructiveCommandsAsk(t *testing.T) {
+	ctx := t.Context()
+	p := sqlitePipe(t)
+	addRow(t, p.store, "order-5")
+	in, err := idem.NewInbox(p.store, "billing", p.sub.Capabilities(), &idem.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, p.topic, event("order-6/placed", "order-6", 1))
+	if r, _ := in.Handle(ctx, receive(t, p.sub, 1)[0], func(context.Context, *sql.Tx, *broker.Delivery) error {
+		return &idem.ParkError{Reason: "parked by the test", Now: true}
+	}); r != idem.ResultParked {
+		t.Fatalf("handle: %v, want parked", r)
+	}
+	publish(t, p.topic, event("order-7/placed", "order-7", 1))
+	if err := receive(t, p.sub, 1)[0].DeadLetter(ctx, "poison"); err != nil {
+		t.Fatal(err)
+	}
+	dlq := p.topicURL + "/billing/dead-letters"
+
+	w := newWary(t)
+	w.stdin = "n\n"
+	for _, args := range [][]string{
+		p.args("outbox", "discard", "1"),
+		p.args("parked", "discard", "--consumer", "billing", "--all"),
+		{"dlq", "discard", dlq, "--all", "--wait", "1s"},
+	} {
+		if r := w.want(cli.ExitError, args...); !strings.Contains(r.errout, "[y/N]") || !strings.Contains(r.errout, "not confirmed") {
+			t.Errorf("wary %s: stderr %q does not ask, or does not say it did nothing", strings.Join(args, " "), r.errout)
+		}
+	}
+	w.want(cli.ExitOK, p.args("outbox", "list", "--state", "pending")...).has(t, "order-5")
+	w.want(cli.ExitFinding, p.args("parked", "list")...).has(t, "order-6/placed")
+	w.want(cli.ExitFinding, "dlq", "list", dlq, "--wait", "1s").has(t, "order-7/placed")
+}

@@ -160,24 +160,31 @@ func parkedWalkthrough[Tx any](t *testing.T, w *wary, p *pipe[Tx]) {
 	w.want(cli.ExitOK, p.args("parked", "list")...)
 }
 
-// outboxWalkthrough: a quarantined row seen, requeued, discarded.
-func outboxWalkthrough[Tx any](t *testing.T, w *wary, p *pipe[Tx]) {
+// addRow commits one outbox row of aggregate agg.
+func addRow[Tx any](t *testing.T, st shopStore[Tx], agg string) {
+	t.Helper()
 	ctx := t.Context()
-	ob, err := idem.NewOutbox(p.store, nil)
+	ob, err := idem.NewOutbox(st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := p.store.Begin(ctx)
+	tx, err := st.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	agg := unique("order")
 	if _, err := ob.Add(ctx, tx, &idem.OutboxMessage{AggregateID: agg, Version: 1, Type: "order.placed", Payload: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.store.Commit(ctx, tx); err != nil {
+	if err := st.Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// outboxWalkthrough: a quarantined row seen, requeued, discarded.
+func outboxWalkthrough[Tx any](t *testing.T, w *wary, p *pipe[Tx]) {
+	ctx := t.Context()
+	agg := unique("order")
+	addRow(t, p.store, agg)
 	// A topic that takes no message this large: the relay quarantines
 	// the row at its first failure.
 	small := mustOpenTopic(t, "mem://"+unique("small")+"?maxsize=10")
