@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/idemtest"
 )
 
@@ -84,7 +83,7 @@ func confirmLatency(b *testing.B, loaded bool) {
 					if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
 						time.Sleep(d)
 					}
-					if err := addRow(ctx, e, idemtest.OM(fmt.Sprintf("m%09d", i), fmt.Sprintf("agg-%03d", i%100), 0, "payload")); err != nil {
+					if err := idemtest.AddOne(ctx, e, idemtest.OM(fmt.Sprintf("m%09d", i), fmt.Sprintf("agg-%03d", i%100), 0, "payload")); err != nil {
 						b.Error(err)
 						return
 					}
@@ -115,15 +114,3 @@ func confirmLatency(b *testing.B, loaded bool) {
 	b.ReportMetric(pct(1), "max-confirm-ms")
 }
 
-// addRow commits m in a transaction of its own.
-func addRow(ctx context.Context, e *idemtest.OutboxEnv[pgx.Tx], m *idem.OutboxMessage) error {
-	tx, err := e.Store.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	if _, err := e.Outbox.Add(ctx, tx, m); err != nil {
-		_ = e.Store.Rollback(context.WithoutCancel(ctx), tx)
-		return err
-	}
-	return e.Store.Commit(ctx, tx)
-}
