@@ -113,4 +113,3 @@ func confirmLatency(b *testing.B, loaded bool) {
 	b.ReportMetric(pct(0.99), "p99-confirm-ms")
 	b.ReportMetric(pct(1), "max-confirm-ms")
 }
-
