@@ -96,6 +96,10 @@ type Relay struct {
 	wakeMu sync.Mutex
 	wakeCh chan struct{} // closed and replaced by Wake
 
+	flightMu sync.Mutex
+	inFlight int           // batches claimed and not yet marked or released
+	landed   chan struct{} // closed and replaced when one of them is
+
 	listening atomic.Bool  // a LISTEN connection is open
 	waiting   atomic.Bool  // this relay set the store's wake flag (OutboxIdler)
 	idle      atomic.Int64 // times Run went to wait for work
@@ -170,7 +174,7 @@ func NewRelay(st store.RelayStore, topic *broker.Topic, opts *RelayOptions) (*Re
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Relay{store: st, topic: topic, o: o, wakeCh: make(chan struct{})}
+	r := &Relay{store: st, topic: topic, o: o, wakeCh: make(chan struct{}), landed: make(chan struct{})}
 	r.empty.Store(idleAfter) // no work yet: ask for notifications at once
 	r.rate.start = o.Now()
 	newRelayTel(r)
@@ -196,11 +200,39 @@ func (r *Relay) woken() <-chan struct{} {
 	return r.wakeCh
 }
 
+// takeOff notes a claimed batch in flight; the function it returns notes
+// that the batch was marked or released.
+func (r *Relay) takeOff() (land func()) {
+	r.flightMu.Lock()
+	r.inFlight++
+	r.flightMu.Unlock()
+	return func() {
+		r.flightMu.Lock()
+		r.inFlight--
+		close(r.landed)
+		r.landed = make(chan struct{})
+		r.flightMu.Unlock()
+	}
+}
+
+// aloft returns a channel closed when the next of the relay's batches in
+// flight is marked or released, or nil if none is in flight.
+func (r *Relay) aloft() <-chan struct{} {
+	r.flightMu.Lock()
+	defer r.flightMu.Unlock()
+	if r.inFlight == 0 {
+		return nil
+	}
+	return r.landed
+}
+
 // Run publishes rows until ctx is done, then releases its claims and
 // returns nil. It runs RelayOptions.Pipeline claim loops (one on a store
 // that claims by lease): each claims a batch, publishes it and marks it,
 // claims again at once while there is work, and otherwise waits for a
-// notification (OutboxListener), a Wake, or PollInterval. It purges sent
+// notification (OutboxListener), a Wake, or PollInterval. A loop that
+// found nothing while another loop's batch is in flight waits for that
+// batch to be marked (at most PollInterval), and claims again. It purges sent
 // rows older than Retention every PurgeInterval. Errors of the store or
 // the broker are logged and retried after PollInterval; Run returns early
 // only if the topic is closed.
@@ -269,6 +301,24 @@ func (r *Relay) work(ctx context.Context, purge bool) error {
 		if claimed > 0 && err == nil {
 			r.empty.Store(0)
 			r.busy(ctx)
+			continue
+		}
+		if landed := r.aloft(); landed != nil && err == nil {
+			// Another loop's batch is in flight: its loop claims again as
+			// soon as it is marked, and this one too. Until then a claim
+			// mostly finds the heads that batch holds (on few aggregates,
+			// all of them), at the cost of a full one. PollInterval bounds
+			// the wait, for a batch whose publish hangs.
+			t := time.NewTimer(r.o.PollInterval)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-landed:
+			case <-woken:
+			case <-t.C:
+			}
+			t.Stop()
 			continue
 		}
 		wait := r.o.PollInterval

@@ -179,7 +179,7 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 					time.Sleep(d)
 				}
 				id := fmt.Sprintf("m%09d", i)
-				if err := addOne(ctx, e, OM(id, fmt.Sprintf("agg-%03d", i%100), 0, "payload")); err != nil {
+				if err := AddOne(ctx, e, OM(id, fmt.Sprintf("agg-%03d", i%100), 0, "payload")); err != nil {
 					b.Error(err)
 					return
 				}
@@ -247,8 +247,8 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
 }
 
-// addOne commits m in a transaction of its own.
-func addOne[Tx any](ctx context.Context, e *OutboxEnv[Tx], m *idem.OutboxMessage) error {
+// AddOne commits m in a transaction of its own.
+func AddOne[Tx any](ctx context.Context, e *OutboxEnv[Tx], m *idem.OutboxMessage) error {
 	tx, err := e.Store.Begin(ctx)
 	if err != nil {
 		return err

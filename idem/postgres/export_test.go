@@ -1,6 +1,12 @@
 package postgres
 
-import "github.com/wary-go/wary/idem/internal/sqlcore"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/wary-go/wary/idem/internal/sqlcore"
+)
 
 // Classify is classify, for the tests.
 var Classify = classify
@@ -30,4 +36,18 @@ func WakeKey(s *Store) int64 { return s.outbox.WakeKey() }
 // versions, for the benchmarks.
 func NoWakeTwoStatements(s *Store) {
 	s.outbox = sqlcore.NewOutbox(s.core, sqlcore.OutboxDialect{SkipLocked: true})
+}
+
+// CommitHeld runs stmts in a relay batch's held transaction on pool and
+// commits it the way a batch's mark does.
+func CommitHeld(ctx context.Context, pool *pgxpool.Pool, stmts ...string) error {
+	h, err := backend{pool}.Hold(ctx)
+	if err != nil {
+		return err
+	}
+	var ss []sqlcore.Stmt
+	for _, s := range stmts {
+		ss = append(ss, sqlcore.Stmt{SQL: s})
+	}
+	return h.CommitWith(ctx, ss)
 }

@@ -137,3 +137,41 @@ func TestHeldBatchFailedMark(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldCommitsAsynchronously: a relay batch's transaction commits with
+// synchronous_commit off (its marks may be lost in a server crash, which
+// republishes the rows), and only that transaction: the setting does not
+// outlive it on the pooled connection that producers use next.
+func TestHeldCommitsAsynchronously(t *testing.T) {
+	pool := newPool(t)
+	ctx := t.Context()
+	if _, err := pool.Exec(ctx, "CREATE TABLE probe (setting text)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.CommitHeld(ctx, pool, "INSERT INTO probe SELECT current_setting('synchronous_commit')"); err != nil {
+		t.Fatal(err)
+	}
+	var inBatch string
+	if err := pool.QueryRow(ctx, "SELECT setting FROM probe").Scan(&inBatch); err != nil {
+		t.Fatal(err)
+	}
+	if inBatch != "off" {
+		t.Fatalf("synchronous_commit in the batch's transaction: %q, want off", inBatch)
+	}
+	// The batch's connection is idle in the pool again, among these.
+	conns := pool.AcquireAllIdle(ctx)
+	if len(conns) == 0 {
+		t.Fatal("no idle connection")
+	}
+	for _, c := range conns {
+		var after string
+		err := c.QueryRow(ctx, "SHOW synchronous_commit").Scan(&after)
+		c.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after != "on" {
+			t.Fatalf("synchronous_commit on a pooled connection after the batch: %q, want on", after)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/idem/idemtest"
@@ -19,8 +20,37 @@ import (
 // second), one channel in confirm mode, each message's latency from its
 // scheduled time to its confirm (no consumer). Run with
 // -benchtime=5000x.
-func BenchmarkRabbitConfirmLatency(b *testing.B) {
+func BenchmarkRabbitConfirmLatency(b *testing.B) { confirmLatency(b, false) }
+
+// BenchmarkRabbitConfirmLatencyLoaded is BenchmarkRabbitConfirmLatency
+// under the rest of BenchmarkRelayLatencyRabbit's load: a consumer
+// receives and acknowledges the messages, and eight producers commit
+// outbox rows (one per transaction, 100 aggregates) at the same rate to
+// PostgreSQL, where no relay reads them. It is the floor a relay's
+// publish meets on a machine that also runs the producers' database.
+func BenchmarkRabbitConfirmLatencyLoaded(b *testing.B) { confirmLatency(b, true) }
+
+func confirmLatency(b *testing.B, loaded bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	_, exchange := rabbitQueue(b)
+	var e *idemtest.OutboxEnv[pgx.Tx]
+	if loaded {
+		e = idemtest.SetupOutbox(b, newDB)
+		cch := confirmChannel(b)
+		if err := cch.Qos(200, 0, false); err != nil {
+			b.Fatal(err)
+		}
+		dels, err := cch.Consume(exchange, "", false, false, false, false, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			for d := range dels {
+				_ = d.Ack(false)
+			}
+		}()
+	}
 	ch := confirmChannel(b)
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, b.N+1))
 	n := b.N
@@ -46,6 +76,21 @@ func BenchmarkRabbitConfirmLatency(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	interval := time.Second / idemtest.LatencyRate
+	if loaded {
+		for p := range 8 {
+			wg.Go(func() {
+				for i := p; i < n; i += 8 {
+					if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+						time.Sleep(d)
+					}
+					if err := idemtest.AddOne(ctx, e, idemtest.OM(fmt.Sprintf("m%09d", i), fmt.Sprintf("agg-%03d", i%100), 0, "payload")); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+	}
 	for i := range n {
 		at := start.Add(time.Duration(i) * interval)
 		if d := time.Until(at); d > 0 {
