@@ -125,5 +125,9 @@
 //     messaging.client.sent.messages (messages Publish delivered to the
 //     broker), messaging.client.consumed.messages (deliveries Receive
 //     returned, redeliveries included), wary.messages.settled (successful
-//     settlements, by wary.settlement: ack, nack, dead_letter).
+//     settlements, by wary.settlement: ack, nack, dead_letter). A
+//     dead_letter is one the application settled with DeadLetter; a
+//     message the broker moves to its dead-letter queue by itself (at its
+//     delivery limit, or when its lock or TTL runs out) is not seen by the
+//     client and not counted: count those on the broker's side.
 package broker
