@@ -23,11 +23,7 @@ import (
 func TestSessionOrderAtVolume(t *testing.T) {
 	e := newEnv(t)
 	q := e.createQueue(t, entityConfig{sessions: true, lock: 5 * time.Second})
-	topic, err := servicebus.OpenTopic(e.client, q, &servicebus.TopicOptions{Admin: e.admin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer topic.Close()
+	topic := e.openTopic(t, q)
 	const sessions, per = 16, 12
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -88,11 +84,7 @@ func TestSessionTakenOverAfterConsumerDies(t *testing.T) {
 		t.Skip("needs the emulator's port behind a proxy")
 	}
 	q := e.createQueue(t, entityConfig{sessions: true, lock: 2 * time.Second})
-	topic, err := servicebus.OpenTopic(e.client, q, &servicebus.TopicOptions{Admin: e.admin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer topic.Close()
+	topic := e.openTopic(t, q)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := 0; i < 3; i++ {
@@ -161,11 +153,7 @@ func TestSessionTakenOverAfterConsumerDies(t *testing.T) {
 func TestSessionReleasedWhenIdle(t *testing.T) {
 	e := newEnv(t)
 	q := e.createQueue(t, entityConfig{sessions: true, lock: 30 * time.Second})
-	topic, err := servicebus.OpenTopic(e.client, q, &servicebus.TopicOptions{Admin: e.admin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer topic.Close()
+	topic := e.openTopic(t, q)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	publish := func(key string) {
