@@ -2,10 +2,8 @@ package kafka_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -16,78 +14,8 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/kafka"
-	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/sqlite"
+	"github.com/wary-go/wary/internal/effecttest"
 )
-
-// effects is an inbox on SQLite whose handler's effect is a row in the
-// table effects, written in the inbox's transaction.
-type effects struct {
-	store *sqlite.Store
-	h     *conformance.History
-}
-
-func newEffects(t *testing.T, h *conformance.History) *effects {
-	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "inbox.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.DB().ExecContext(ctx, "CREATE TABLE effects (id TEXT NOT NULL)"); err != nil {
-		t.Fatal(err)
-	}
-	return &effects{store: st, h: h}
-}
-
-// handler returns the inbox's handler for sub, recording deliveries.
-func (e *effects) handler(t *testing.T, sub *broker.Subscription) broker.Handler {
-	in, err := idem.NewInbox[*sql.Tx](e.store, "kafka-fault", sub.Capabilities(), &idem.Options{Backoff: broker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ih := in.Wrap(func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
-		_, err := tx.ExecContext(ctx, "INSERT INTO effects (id) VALUES (?)", d.Message.ID)
-		return err
-	})
-	return func(ctx context.Context, d *broker.Delivery) error {
-		e.h.Delivered(d.Message.ID)
-		return ih(ctx, d)
-	}
-}
-
-// applied copies the committed effects into the history and returns how
-// many distinct IDs have one.
-func (e *effects) applied(t *testing.T) int {
-	t.Helper()
-	rows, err := e.store.DB().Query("SELECT id, COUNT(*) FROM effects GROUP BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var id string
-		var c int
-		if err := rows.Scan(&id, &c); err != nil {
-			t.Fatal(err)
-		}
-		for range c {
-			e.h.Applied(id)
-		}
-		n++
-	}
-	return n
-}
-
-func (e *effects) count(t *testing.T) int {
-	var n int
-	if err := e.store.DB().QueryRow("SELECT COUNT(DISTINCT id) FROM effects").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
 
 // runUntil runs sub's handler loop until cond holds (checked every 20ms) or
 // 60s pass.
@@ -151,14 +79,14 @@ func TestFaultCommitFails(t *testing.T) {
 	defer top.Close()
 	h := conformance.NewHistory()
 	ids := publishN(t, top, h, 40, "commit")
-	fx := newEffects(t, h)
+	fx := effecttest.New(t, h)
 
 	fault := e.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: group, Err: kerr.UnknownServerError, Count: -1})
 	a, err := kafka.OpenSubscription(e.clientOpts(), topic, group, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runUntil(t, a, fx.handler(t, a), func() bool { return fx.count(t) == len(ids) })
+	runUntil(t, a, fx.Handler(t, "kafka-fault", a.Capabilities()), func() bool { return fx.Count(t) == len(ids) })
 	if err := a.Close(); err == nil {
 		t.Errorf("close committed nothing, but reported no error")
 	}
@@ -173,11 +101,11 @@ func TestFaultCommitFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	runUntil(t, b, fx.handler(t, b), func() bool {
+	runUntil(t, b, fx.Handler(t, "kafka-fault", b.Capabilities()), func() bool {
 		r := h.Check()
 		return len(r.DuplicateDeliveries) == len(ids)
 	})
-	fx.applied(t)
+	fx.Applied(t)
 	r := h.Check()
 	t.Logf("history: %s", r)
 	if !r.Valid() || r.Applied != len(ids) {
@@ -237,14 +165,14 @@ func TestFaultProduceTimesOutAfterAppend(t *testing.T) {
 	}
 	ids = append(ids, m.ID)
 
-	fx := newEffects(t, h)
+	fx := effecttest.New(t, h)
 	sub, err := kafka.OpenSubscription(e.clientOpts(), topic, uniqueName("g"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	runUntil(t, sub, fx.handler(t, sub), func() bool { return fx.count(t) == len(ids) })
-	fx.applied(t)
+	runUntil(t, sub, fx.Handler(t, "kafka-fault", sub.Capabilities()), func() bool { return fx.Count(t) == len(ids) })
+	fx.Applied(t)
 	r := h.Check()
 	t.Logf("history: %s", r)
 	if !r.Valid() {

@@ -12,9 +12,10 @@ import (
 
 // harness runs the suite on fresh entities per scenario, created through
 // the administration client (the emulator's, or the namespace's when
-// WARY_SERVICEBUS_CONNECTION_STRING is set). Entities have no message TTL:
-// a message stays until settled or dead-lettered, so the redelivery horizon
-// is unbounded.
+// WARY_SERVICEBUS_CONNECTION_STRING is set; for Microsoft's emulator
+// WARY_SERVICEBUS_ADMIN_ENDPOINT names its administration API). Entities
+// have no message TTL: a message stays until settled or dead-lettered, so
+// the redelivery horizon is unbounded.
 func harness(t *testing.T, e *env, name string, sessions, topicSub bool) conformance.Harness {
 	h := conformance.Harness{
 		Name:              name,

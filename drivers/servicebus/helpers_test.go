@@ -11,7 +11,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance/emulators/sbemu"
+	"github.com/wary-go/wary/drivers/servicebus"
 )
 
 var nameSeq atomic.Int64
@@ -123,4 +125,16 @@ func (e *env) createSubscription(t testing.TB, c entityConfig) (topic, path stri
 		_, _ = e.admin.DeleteTopic(ctx, topic, nil)
 	})
 	return topic, topic + "/Subscriptions/sub"
+}
+
+// openTopic opens the driver's topic on a queue the test created, closed
+// when the test ends.
+func (e *env) openTopic(t testing.TB, q string) *broker.Topic {
+	t.Helper()
+	topic, err := servicebus.OpenTopic(e.client, q, &servicebus.TopicOptions{Admin: e.admin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { topic.Close() })
+	return topic
 }

@@ -21,11 +21,7 @@ func TestNackAfterLockExpiryMakesNoCopy(t *testing.T) {
 		t.Skip("reads the emulator's entity state")
 	}
 	q := e.createQueue(t, entityConfig{lock: time.Second})
-	topic, err := servicebus.OpenTopic(e.client, q, &servicebus.TopicOptions{Admin: e.admin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer topic.Close()
+	topic := e.openTopic(t, q)
 	sub, err := servicebus.OpenSubscription(e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin})
 	if err != nil {
 		t.Fatal(err)

@@ -26,11 +26,7 @@ func TestSessionLostAfterConnectionReset(t *testing.T) {
 		t.Skip("needs the emulator's port behind a proxy")
 	}
 	q := e.createQueue(t, entityConfig{sessions: true, lock: 2 * time.Second})
-	topic, err := servicebus.OpenTopic(e.client, q, &servicebus.TopicOptions{Admin: e.admin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer topic.Close()
+	topic := e.openTopic(t, q)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := topic.Publish(ctx, &broker.Message{Key: "S1", Body: []byte("0")}); err != nil {

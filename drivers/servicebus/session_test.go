@@ -23,11 +23,7 @@ import (
 func TestSessionOrderAtVolume(t *testing.T) {
 	e := newEnv(t)
 	q := e.createQueue(t, entityConfig{sessions: true, lock: 5 * time.Second})
-	topic, err := servicebus.OpenTopic(e.client, q, &servicebus.TopicOptions{Admin: e.admin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer topic.Close()
+	topic := e.openTopic(t, q)
 	const sessions, per = 16, 12
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -88,11 +84,7 @@ func TestSessionTakenOverAfterConsumerDies(t *testing.T) {
 		t.Skip("needs the emulator's port behind a proxy")
 	}
 	q := e.createQueue(t, entityConfig{sessions: true, lock: 2 * time.Second})
-	topic, err := servicebus.OpenTopic(e.client, q, &servicebus.TopicOptions{Admin: e.admin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer topic.Close()
+	topic := e.openTopic(t, q)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := 0; i < 3; i++ {
@@ -153,4 +145,48 @@ func TestSessionTakenOverAfterConsumerDies(t *testing.T) {
 	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer ccancel()
 	_ = clientA.Close(cctx)
+}
+
+// A consumer that may hold one session at a time releases a session with
+// no message for SessionIdle, so that the next session gets its turn (and
+// the released one can be taken again).
+func TestSessionReleasedWhenIdle(t *testing.T) {
+	e := newEnv(t)
+	q := e.createQueue(t, entityConfig{sessions: true, lock: 30 * time.Second})
+	topic := e.openTopic(t, q)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	publish := func(key string) {
+		if err := topic.Publish(ctx, &broker.Message{Key: key, Body: []byte(key)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("S1")
+	publish("S2")
+	sub, err := servicebus.OpenSubscription(e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin, MaxSessions: 1, SessionIdle: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var got []string
+	receive := func() {
+		ds, err := sub.Receive(ctx, 1)
+		if err != nil {
+			t.Fatalf("after %v: %v (a held session with no message was not released)", got, err)
+		}
+		got = append(got, ds[0].Message.Key)
+		if err := ds[0].Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receive()
+	receive()
+	if got[0] == got[1] {
+		t.Fatalf("got %v, want both sessions", got)
+	}
+	publish(got[0])
+	receive()
+	if got[2] != got[0] {
+		t.Fatalf("got %v", got)
+	}
 }

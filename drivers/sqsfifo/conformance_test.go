@@ -41,13 +41,15 @@ func TestConformance(t *testing.T) {
 	e.client = client
 	so := &sqsfifo.SubscriptionOptions{WaitTime: time.Second, DedupWindow: e.srv.DedupWindow}
 	to := &sqsfifo.TopicOptions{DedupWindow: e.srv.DedupWindow}
-	name := "sqsfifo/fauxqs"
+	name, fixed := "sqsfifo/fauxqs", ""
 	if e.srv.Real {
 		name = "sqsfifo/" + e.srv.Endpoint
+		fixed = "SQS's deduplication window is fixed at 5 minutes"
 	}
 	conformance.Run(t, conformance.Harness{
-		Name:  name,
-		Quiet: time.Second,
+		Name:       name,
+		Quiet:      time.Second,
+		FixedWaits: fixed,
 		// Every queue keeps messages confRetention: the horizon the
 		// driver must read from MessageRetentionPeriod.
 		RedeliveryHorizon: confRetention,

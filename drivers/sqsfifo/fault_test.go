@@ -123,7 +123,9 @@ func TestConnectionResetMidBatch(t *testing.T) {
 	}()
 
 	const batches, per, groups = 40, 10, 8
-	publish := func(b int) (failures int) {
+	// publish publishes batch b until it succeeds; onFailure, if not nil,
+	// runs after its first failure.
+	publish := func(b int, onFailure func()) (failures int) {
 		msgs := make([]*broker.Message, per)
 		ids := make([]string, per)
 		for i := range msgs {
@@ -138,6 +140,10 @@ func TestConnectionResetMidBatch(t *testing.T) {
 				return failures
 			}
 			failures++
+			if onFailure != nil {
+				onFailure()
+				onFailure = nil
+			}
 			if !errors.Is(err, broker.ErrRetryable) {
 				t.Fatalf("batch %d: %v, want a retryable failure", b, err)
 			}
@@ -150,22 +156,16 @@ func TestConnectionResetMidBatch(t *testing.T) {
 		}
 	}
 	for b := 0; b < batches/2; b++ {
-		publish(b)
+		publish(b, nil)
 	}
-	// The fault: every connection reset, for the next batch's first try.
+	// The fault: every connection reset, the consumer's too, until the
+	// next batch has failed once.
 	addResets(t, proxy)
-	failed := make(chan int, 1)
-	go func() {
-		defer close(failed)
-		failed <- publish(batches / 2)
-	}()
-	time.Sleep(300 * time.Millisecond) // the fault's duration
-	removeResets(t, proxy)
-	if n := <-failed; n == 0 {
+	if n := publish(batches/2, func() { removeResets(t, proxy) }); n == 0 {
 		t.Fatal("the reset did not fire: the batch in flight did not fail")
 	}
 	for b := batches/2 + 1; b < batches; b++ {
-		publish(b)
+		publish(b, nil)
 	}
 
 	want := batches * per

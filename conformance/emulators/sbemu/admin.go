@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,41 +18,65 @@ import (
 // namespace). The SDK addresses https://<namespace>/; against the emulator a
 // transport sends those requests over plain HTTP to AdminPort on loopback,
 // where the emulator serves the administration API's subset for queues,
-// topics and subscriptions (create, get, delete).
+// topics and subscriptions (create, get, delete). Against
+// WARY_SERVICEBUS_CONNECTION_STRING they go to WARY_SERVICEBUS_ADMIN_ENDPOINT
+// when it is set (Microsoft's emulator), else to the namespace.
 func (e *Emulator) AdminClient(t testing.TB) *admin.Client {
 	t.Helper()
-	var opts *admin.ClientOptions
-	if !e.Real {
-		opts = &admin.ClientOptions{ClientOptions: azcore.ClientOptions{
-			Transport: loopbackTransport{port: e.AdminPort},
-		}}
-	}
-	c, err := admin.NewClientFromConnectionString(e.ConnectionString, opts)
+	c, err := admin.NewClientFromConnectionString(e.ConnectionString, e.AdminClientOptions())
 	if err != nil {
 		t.Fatalf("servicebus admin client: %v", Redact(err.Error()))
 	}
 	return c
 }
 
-// AdminClientOptions returns the options that point an admin client at the
-// emulator (nil for a real namespace).
+// AdminClientOptions returns the options that send an admin client's
+// requests to AdminEndpoint (nil when it is empty: a namespace's own
+// https endpoint).
 func (e *Emulator) AdminClientOptions() *admin.ClientOptions {
-	if e.Real {
+	if e.AdminEndpoint == "" {
 		return nil
 	}
-	return &admin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: loopbackTransport{port: e.AdminPort}}}
+	u, err := url.Parse(e.AdminEndpoint)
+	if err != nil {
+		return nil // Start checked it
+	}
+	return &admin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: redirect{scheme: u.Scheme, host: u.Host}}}
 }
 
-type loopbackTransport struct{ port int }
+// adminEndpoint checks an administration endpoint: http(s)://HOST[:PORT],
+// plain http only on a loopback address, since the requests carry a token
+// signed with the namespace's key. The error never repeats the value.
+func adminEndpoint(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return fmt.Errorf("%s is not an endpoint (want http://127.0.0.1:PORT or https://HOST[:PORT])", EnvAdminEndpoint)
+	}
+	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		return fmt.Errorf("%s: plain http is accepted only on a loopback address (requests carry a token)", EnvAdminEndpoint)
+	}
+	return nil
+}
 
-func (l loopbackTransport) Do(req *http.Request) (*http.Response, error) {
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// redirect is an azcore transport that sends each request to scheme://host,
+// keeping its path, query and Host header.
+type redirect struct{ scheme, host string }
+
+func (r redirect) Do(req *http.Request) (*http.Response, error) {
 	u := *req.URL
-	u.Scheme = "http"
-	u.Host = "127.0.0.1:" + strconv.Itoa(l.port)
-	r := req.Clone(req.Context())
-	r.URL = &u
-	r.Host = req.URL.Host
-	return loopbackClient.Do(r)
+	u.Scheme, u.Host = r.scheme, r.host
+	out := req.Clone(req.Context())
+	out.URL = &u
+	out.Host = req.URL.Host
+	return loopbackClient.Do(out)
 }
 
 // loopbackClient keeps no idle connections, so that tests checking for

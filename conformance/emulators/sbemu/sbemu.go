@@ -32,8 +32,13 @@ import (
 // Environment variables the helper reads.
 const (
 	EnvConnectionString = "WARY_SERVICEBUS_CONNECTION_STRING"
-	EnvRequireServices  = "WARY_REQUIRE_SERVICES"
-	EnvDebug            = "WARY_SB_EMULATOR_DEBUG"
+	// EnvAdminEndpoint, with EnvConnectionString, is where administration
+	// requests go instead of https://<namespace>/: Microsoft's emulator
+	// serves the administration API over plain HTTP on a port of its own
+	// (5300), which a connection string cannot name.
+	EnvAdminEndpoint   = "WARY_SERVICEBUS_ADMIN_ENDPOINT"
+	EnvRequireServices = "WARY_REQUIRE_SERVICES"
+	EnvDebug           = "WARY_SB_EMULATOR_DEBUG"
 )
 
 // dummyKey is what the emulator's connection string carries: the emulator
@@ -52,8 +57,13 @@ type Emulator struct {
 	// Port is the emulator's AMQP port (0 when Real).
 	Port int
 	// AdminPort is the port of the emulator's administration API over
-	// plain HTTP (0 when Real); AdminClient points azservicebus/admin at it.
+	// plain HTTP (0 when Real).
 	AdminPort int
+	// AdminEndpoint is where AdminClient sends administration requests:
+	// http://127.0.0.1:AdminPort for the emulator,
+	// WARY_SERVICEBUS_ADMIN_ENDPOINT when Real, empty for the namespace's
+	// own https endpoint.
+	AdminEndpoint string
 }
 
 // Start starts an emulator serving topology and stops it when the test ends.
@@ -64,7 +74,13 @@ type Emulator struct {
 func Start(t testing.TB, topology Topology) *Emulator {
 	t.Helper()
 	if cs := os.Getenv(EnvConnectionString); cs != "" {
-		return &Emulator{ConnectionString: cs, Real: true}
+		ep := os.Getenv(EnvAdminEndpoint)
+		if ep != "" {
+			if err := adminEndpoint(ep); err != nil {
+				t.Fatalf("servicebus: %v", err)
+			}
+		}
+		return &Emulator{ConnectionString: cs, Real: true, AdminEndpoint: ep}
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -92,7 +108,8 @@ func Start(t testing.TB, topology Topology) *Emulator {
 		t.Fatalf("servicebus emulator: %v", err)
 	}
 	t.Cleanup(stop)
-	return &Emulator{ConnectionString: connectionString(port), Port: port, AdminPort: adminPort}
+	return &Emulator{ConnectionString: connectionString(port), Port: port, AdminPort: adminPort,
+		AdminEndpoint: "http://127.0.0.1:" + strconv.Itoa(adminPort)}
 }
 
 // NewClient returns a client for the emulator (or the real namespace),

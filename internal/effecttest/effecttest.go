@@ -1,0 +1,98 @@
+// Package effecttest is an idem inbox on SQLite whose business effect is a
+// row per message ID, for the drivers' fault tests: they record in a
+// conformance.History what they sent, what the broker delivered and, from
+// the committed rows, what was applied, and check that nothing was lost
+// and no effect was applied twice.
+package effecttest
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/sqlite"
+)
+
+// Effects is an inbox store on SQLite (in the test's temporary folder)
+// with the table effects (id), and the history it records into.
+type Effects struct {
+	Store *sqlite.Store
+	H     *conformance.History
+}
+
+// New opens the store, closed when the test ends.
+func New(t testing.TB, h *conformance.History) *Effects {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "inbox.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.DB().ExecContext(ctx, "CREATE TABLE effects (id TEXT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	return &Effects{Store: st, H: h}
+}
+
+// Handler returns the handler of an inbox named name for a subscription
+// with these capabilities: it records each delivery in the history, and
+// the inbox inserts the message's row in its own transaction.
+func (e *Effects) Handler(t testing.TB, name string, caps broker.Capabilities) broker.Handler {
+	t.Helper()
+	in, err := idem.NewInbox[*sql.Tx](e.Store, name, caps, &idem.Options{Backoff: broker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ih := in.Wrap(func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO effects (id) VALUES (?)", d.Message.ID)
+		return err
+	})
+	return func(ctx context.Context, d *broker.Delivery) error {
+		e.H.Delivered(d.Message.ID)
+		return ih(ctx, d)
+	}
+}
+
+// Count returns how many distinct message IDs have an effect.
+func (e *Effects) Count(t testing.TB) int {
+	t.Helper()
+	var n int
+	if err := e.Store.DB().QueryRow("SELECT COUNT(DISTINCT id) FROM effects").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Applied copies the committed effects into the history (once per row, so
+// a twice-applied effect shows) and returns how many distinct IDs have one.
+// Call it once, after the consumers have stopped.
+func (e *Effects) Applied(t testing.TB) int {
+	t.Helper()
+	rows, err := e.Store.DB().Query("SELECT id, COUNT(*) FROM effects GROUP BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id string
+		var c int
+		if err := rows.Scan(&id, &c); err != nil {
+			t.Fatal(err)
+		}
+		for range c {
+			e.H.Applied(id)
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
