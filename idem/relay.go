@@ -96,9 +96,9 @@ type Relay struct {
 	wakeMu sync.Mutex
 	wakeCh chan struct{} // closed and replaced by Wake
 
-	flightMu sync.Mutex
-	inFlight int           // batches claimed and not yet marked or released
-	landed   chan struct{} // closed and replaced when one of them is
+	flightMu  sync.Mutex
+	fullAloft int           // full batches claimed and not yet marked or released
+	landed    chan struct{} // closed and replaced when one of them is
 
 	listening atomic.Bool  // a LISTEN connection is open
 	waiting   atomic.Bool  // this relay set the store's wake flag (OutboxIdler)
@@ -200,27 +200,31 @@ func (r *Relay) woken() <-chan struct{} {
 	return r.wakeCh
 }
 
-// takeOff notes a claimed batch in flight; the function it returns notes
-// that the batch was marked or released.
-func (r *Relay) takeOff() (land func()) {
+// takeOff notes a claimed batch in flight, if it is full (BatchSize
+// rows: more may be waiting behind it); the function it returns notes that
+// the batch was marked or released.
+func (r *Relay) takeOff(rows int) (land func()) {
+	if rows < r.o.BatchSize {
+		return func() {}
+	}
 	r.flightMu.Lock()
-	r.inFlight++
+	r.fullAloft++
 	r.flightMu.Unlock()
 	return func() {
 		r.flightMu.Lock()
-		r.inFlight--
+		r.fullAloft--
 		close(r.landed)
 		r.landed = make(chan struct{})
 		r.flightMu.Unlock()
 	}
 }
 
-// aloft returns a channel closed when the next of the relay's batches in
-// flight is marked or released, or nil if none is in flight.
+// aloft returns a channel closed when the next of the relay's full
+// batches in flight is marked or released, or nil if none is in flight.
 func (r *Relay) aloft() <-chan struct{} {
 	r.flightMu.Lock()
 	defer r.flightMu.Unlock()
-	if r.inFlight == 0 {
+	if r.fullAloft == 0 {
 		return nil
 	}
 	return r.landed
@@ -231,8 +235,9 @@ func (r *Relay) aloft() <-chan struct{} {
 // that claims by lease): each claims a batch, publishes it and marks it,
 // claims again at once while there is work, and otherwise waits for a
 // notification (OutboxListener), a Wake, or PollInterval. A loop that
-// found nothing while another loop's batch is in flight waits for that
-// batch to be marked (at most PollInterval), and claims again. It purges sent
+// found nothing while another loop's full batch (BatchSize rows) is in
+// flight waits for that batch to be marked (at most PollInterval), and
+// claims again. It purges sent
 // rows older than Retention every PurgeInterval. Errors of the store or
 // the broker are logged and retried after PollInterval; Run returns early
 // only if the topic is closed.
@@ -304,11 +309,14 @@ func (r *Relay) work(ctx context.Context, purge bool) error {
 			continue
 		}
 		if landed := r.aloft(); landed != nil && err == nil {
-			// Another loop's batch is in flight: its loop claims again as
-			// soon as it is marked, and this one too. Until then a claim
-			// mostly finds the heads that batch holds (on few aggregates,
-			// all of them), at the cost of a full one. PollInterval bounds
-			// the wait, for a batch whose publish hangs.
+			// Another loop's full batch is in flight: there is a backlog,
+			// and this claim found nothing because that batch holds its
+			// heads (on few aggregates, all of them). Until it is marked,
+			// claims would find the same, each at the cost of a full one;
+			// then its loop claims again, and this one too. PollInterval
+			// bounds the wait, for a batch whose publish hangs. (Behind a
+			// smaller batch the relay keeps up, and a claim that found
+			// nothing found nothing new: poll as usual.)
 			t := time.NewTimer(r.o.PollInterval)
 			select {
 			case <-ctx.Done():

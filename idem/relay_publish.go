@@ -29,7 +29,7 @@ func (r *Relay) runOnce(ctx context.Context) (claimed, published int, err error)
 		return 0, 0, batch.Release(context.WithoutCancel(ctx))
 	}
 	r.claims.Add(1)
-	defer r.takeOff()()
+	defer r.takeOff(len(rows))()
 	if r.waiting.Load() {
 		// Work again: producers stop notifying now, not after the batch
 		// (their notifying commits are serialised). Concurrently with the

@@ -18,13 +18,23 @@ import (
 // TestRelayWaitsForBatchInFlight: a relay with two claim loops, under a
 // steady stream of adds (the store never lets it set its wake flag, as
 // when adding transactions are always in flight, so it polls every
-// millisecond), one loop holding a batch in flight (its publish blocked).
-// The other loop's claim finds nothing (the batch holds the only
-// aggregate's head), and it then waits for the batch to be marked instead
-// of claiming again every millisecond: on few aggregates such claims find
-// the heads the batch holds, each at the cost of a full claim. Before, the
-// other loop claimed about every millisecond while the batch was held.
+// millisecond), one loop holding a full batch in flight (BatchSize 1; its
+// publish blocked). The other loop's claim finds nothing (the batch holds
+// the only aggregate's head), and it then waits for the batch to be marked
+// instead of claiming again every millisecond: on few aggregates such
+// claims find the heads the batch holds, each at the cost of a full claim.
+// Before, the other loop claimed about every millisecond while the batch
+// was held.
+//
+// Behind a batch that is not full (BatchSize 2) the relay keeps up with the
+// adds, a claim that found nothing found nothing new, and the other loop
+// polls as before.
 func TestRelayWaitsForBatchInFlight(t *testing.T) {
+	t.Run("full", func(t *testing.T) { relayWaitsForBatch(t, 1) })
+	t.Run("not full", func(t *testing.T) { relayWaitsForBatch(t, 2) })
+}
+
+func relayWaitsForBatch(t *testing.T, batchSize int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	st := newListenStore(ctx, t)
@@ -35,7 +45,7 @@ func TestRelayWaitsForBatchInFlight(t *testing.T) {
 	cs := &claimCounter{Store: st, reached: map[int64]chan struct{}{}}
 	rctx, stop := context.WithCancel(ctx)
 	g := &gate{entered: make(chan string, 1), release: make(chan struct{}), ctx: rctx}
-	r, err := idem.NewRelay(cs, outboxBroker(t).Topic, &idem.RelayOptions{Owner: "r", PollInterval: time.Minute, Pipeline: 2,
+	r, err := idem.NewRelay(cs, outboxBroker(t).Topic, &idem.RelayOptions{Owner: "r", PollInterval: time.Minute, Pipeline: 2, BatchSize: batchSize,
 		PurgeInterval: -1, AfterPublish: g.after, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -68,10 +78,19 @@ func TestRelayWaitsForBatchInFlight(t *testing.T) {
 	// before the batch counted as in flight); a second one while b:1 is
 	// held is the polling this test rules out. No signal tells that a loop
 	// waits, so the test gives it well over a hundred poll intervals.
-	select {
-	case <-cs.at(cs.claims.Load() + 2):
-		t.Fatal("a claim loop claimed again while the other's batch was in flight")
-	case <-time.After(300 * time.Millisecond):
+	again := cs.at(cs.claims.Load() + 2)
+	if batchSize > 1 {
+		select {
+		case <-again:
+		case <-ctx.Done():
+			t.Fatal("behind a batch that is not full, the other loop stopped polling")
+		}
+	} else {
+		select {
+		case <-again:
+			t.Fatal("a claim loop claimed again while the other's full batch was in flight")
+		case <-time.After(300 * time.Millisecond):
+		}
 	}
 	close(g.release)
 	waitFor(ctx, t, "b:1 marked", func() bool { return r.Stats().Published == 1 })
