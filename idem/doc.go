@@ -228,12 +228,11 @@
 // polls every millisecond until ten claims in a row found nothing before
 // it sets its flag, so that a steady stream of commits is polled for, not
 // notified. With several claim loops (RelayOptions.Pipeline), a loop that
-// found nothing while another's full batch (BatchSize rows, so a backlog)
-// is in flight does not poll: it waits until that batch is marked (at
-// most PollInterval), since on few aggregates its claims would find only
-// the heads that batch holds, each at the cost of a full claim. A row
-// becomes a
-// message with Message.ID = the row's message ID (the broker's dedup ID),
+// found nothing while another's large batch (at least half of BatchSize
+// rows: the relay is behind) is in flight does not poll: it waits until
+// that batch is marked (at most PollInterval), since on few aggregates
+// its claims would find only the heads that batch holds, each at the cost
+// of a full claim. A row becomes a message with Message.ID = the row's message ID (the broker's dedup ID),
 // Message.Key = the aggregate ID (the ordering key), the headers
 // HeaderAggregateID, HeaderAggregateVersion, HeaderSequence and HeaderType
 // over the row's own headers, and the payload as body.

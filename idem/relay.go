@@ -96,9 +96,9 @@ type Relay struct {
 	wakeMu sync.Mutex
 	wakeCh chan struct{} // closed and replaced by Wake
 
-	flightMu  sync.Mutex
-	fullAloft int           // full batches claimed and not yet marked or released
-	landed    chan struct{} // closed and replaced when one of them is
+	flightMu sync.Mutex
+	bigAloft int           // large batches claimed and not yet marked or released
+	landed   chan struct{} // closed and replaced when one of them is
 
 	listening atomic.Bool  // a LISTEN connection is open
 	waiting   atomic.Bool  // this relay set the store's wake flag (OutboxIdler)
@@ -200,31 +200,31 @@ func (r *Relay) woken() <-chan struct{} {
 	return r.wakeCh
 }
 
-// takeOff notes a claimed batch in flight, if it is full (BatchSize
-// rows: more may be waiting behind it); the function it returns notes that
-// the batch was marked or released.
+// takeOff notes a claimed batch in flight, if it is large (at least
+// half of BatchSize rows: the relay is behind, with a backlog); the
+// function it returns notes that the batch was marked or released.
 func (r *Relay) takeOff(rows int) (land func()) {
-	if rows < r.o.BatchSize {
+	if 2*rows < r.o.BatchSize {
 		return func() {}
 	}
 	r.flightMu.Lock()
-	r.fullAloft++
+	r.bigAloft++
 	r.flightMu.Unlock()
 	return func() {
 		r.flightMu.Lock()
-		r.fullAloft--
+		r.bigAloft--
 		close(r.landed)
 		r.landed = make(chan struct{})
 		r.flightMu.Unlock()
 	}
 }
 
-// aloft returns a channel closed when the next of the relay's full
+// aloft returns a channel closed when the next of the relay's large
 // batches in flight is marked or released, or nil if none is in flight.
 func (r *Relay) aloft() <-chan struct{} {
 	r.flightMu.Lock()
 	defer r.flightMu.Unlock()
-	if r.fullAloft == 0 {
+	if r.bigAloft == 0 {
 		return nil
 	}
 	return r.landed
@@ -235,8 +235,8 @@ func (r *Relay) aloft() <-chan struct{} {
 // that claims by lease): each claims a batch, publishes it and marks it,
 // claims again at once while there is work, and otherwise waits for a
 // notification (OutboxListener), a Wake, or PollInterval. A loop that
-// found nothing while another loop's full batch (BatchSize rows) is in
-// flight waits for that batch to be marked (at most PollInterval), and
+// found nothing while another loop's large batch (at least half of
+// BatchSize rows) is in flight waits for that batch to be marked (at most PollInterval), and
 // claims again. It purges sent
 // rows older than Retention every PurgeInterval. Errors of the store or
 // the broker are logged and retried after PollInterval; Run returns early
@@ -309,14 +309,14 @@ func (r *Relay) work(ctx context.Context, purge bool) error {
 			continue
 		}
 		if landed := r.aloft(); landed != nil && err == nil {
-			// Another loop's full batch is in flight: there is a backlog,
-			// and this claim found nothing because that batch holds its
-			// heads (on few aggregates, all of them). Until it is marked,
-			// claims would find the same, each at the cost of a full one;
-			// then its loop claims again, and this one too. PollInterval
-			// bounds the wait, for a batch whose publish hangs. (Behind a
-			// smaller batch the relay keeps up, and a claim that found
-			// nothing found nothing new: poll as usual.)
+			// Another loop's large batch is in flight: the relay is
+			// behind, and this claim found nothing because that batch
+			// holds the heads (on few aggregates, all of them). Until it
+			// is marked, claims would find the same, each at the cost of a
+			// full one; then its loop claims again, and this one too.
+			// PollInterval bounds the wait, for a batch whose publish
+			// hangs. (Behind small batches the relay keeps up, and a claim
+			// that found nothing found nothing new: poll as usual.)
 			t := time.NewTimer(r.o.PollInterval)
 			select {
 			case <-ctx.Done():

@@ -18,7 +18,7 @@ import (
 // TestRelayWaitsForBatchInFlight: a relay with two claim loops, under a
 // steady stream of adds (the store never lets it set its wake flag, as
 // when adding transactions are always in flight, so it polls every
-// millisecond), one loop holding a full batch in flight (BatchSize 1; its
+// millisecond), one loop holding a large batch in flight (BatchSize 1; its
 // publish blocked). The other loop's claim finds nothing (the batch holds
 // the only aggregate's head), and it then waits for the batch to be marked
 // instead of claiming again every millisecond: on few aggregates such
@@ -26,12 +26,12 @@ import (
 // Before, the other loop claimed about every millisecond while the batch
 // was held.
 //
-// Behind a batch that is not full (BatchSize 2) the relay keeps up with the
+// Behind a small batch (one row, BatchSize 3) the relay keeps up with the
 // adds, a claim that found nothing found nothing new, and the other loop
 // polls as before.
 func TestRelayWaitsForBatchInFlight(t *testing.T) {
-	t.Run("full", func(t *testing.T) { relayWaitsForBatch(t, 1) })
-	t.Run("not full", func(t *testing.T) { relayWaitsForBatch(t, 2) })
+	t.Run("large", func(t *testing.T) { relayWaitsForBatch(t, 1) })
+	t.Run("small", func(t *testing.T) { relayWaitsForBatch(t, 3) })
 }
 
 func relayWaitsForBatch(t *testing.T, batchSize int) {
@@ -83,12 +83,12 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 		select {
 		case <-again:
 		case <-ctx.Done():
-			t.Fatal("behind a batch that is not full, the other loop stopped polling")
+			t.Fatal("behind a small batch, the other loop stopped polling")
 		}
 	} else {
 		select {
 		case <-again:
-			t.Fatal("a claim loop claimed again while the other's full batch was in flight")
+			t.Fatal("a claim loop claimed again while the other's large batch was in flight")
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
