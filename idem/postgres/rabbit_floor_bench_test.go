@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/idem/idemtest"
 )
 
@@ -23,8 +24,8 @@ import (
 func BenchmarkRabbitConfirmLatency(b *testing.B) { confirmLatency(b, false) }
 
 // BenchmarkRabbitConfirmLatencyLoaded is BenchmarkRabbitConfirmLatency
-// under the rest of BenchmarkRelayLatencyRabbit's load: a consumer
-// receives and acknowledges the messages, and eight producers commit
+// under the rest of BenchmarkRelayLatencyRabbit's load: the same consumer
+// (a wary subscription) receives and acknowledges the messages, and eight producers commit
 // outbox rows (one per transaction, 100 aggregates) at the same rate to
 // PostgreSQL, where no relay reads them. It is the floor a relay's
 // publish meets on a machine that also runs the producers' database.
@@ -33,23 +34,31 @@ func BenchmarkRabbitConfirmLatencyLoaded(b *testing.B) { confirmLatency(b, true)
 func confirmLatency(b *testing.B, loaded bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, exchange := rabbitQueue(b)
+	c, exchange := rabbitQueue(b)
 	var e *idemtest.OutboxEnv[pgx.Tx]
+	var consumer sync.WaitGroup
+	defer consumer.Wait()
+	defer cancel()
 	if loaded {
 		e = idemtest.SetupOutbox(b, newDB)
-		cch := confirmChannel(b)
-		if err := cch.Qos(200, 0, false); err != nil {
-			b.Fatal(err)
-		}
-		dels, err := cch.Consume(exchange, "", false, false, false, false, nil)
+		// The relay benchmark's consumer: a wary subscription, its acks
+		// as the driver sends them.
+		sub, err := rabbit.OpenSubscription(c, exchange, &rabbit.SubscriptionOptions{Prefetch: 200})
 		if err != nil {
 			b.Fatal(err)
 		}
-		go func() {
-			for d := range dels {
-				_ = d.Ack(false)
+		b.Cleanup(func() { sub.Close() })
+		consumer.Go(func() {
+			for {
+				ds, err := sub.Receive(ctx, 10)
+				if err != nil {
+					return
+				}
+				for _, d := range ds {
+					_ = d.Ack(ctx)
+				}
 			}
-		}()
+		})
 	}
 	ch := confirmChannel(b)
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, b.N+1))
