@@ -236,11 +236,11 @@ func (r *Relay) aloft() <-chan struct{} {
 // claims again at once while there is work, and otherwise waits for a
 // notification (OutboxListener), a Wake, or PollInterval. A loop that
 // found nothing while another loop's large batch (at least half of
-// BatchSize rows) is in flight waits for that batch to be marked (at most PollInterval), and
-// claims again. It purges sent
-// rows older than Retention every PurgeInterval. Errors of the store or
-// the broker are logged and retried after PollInterval; Run returns early
-// only if the topic is closed.
+// BatchSize rows) is in flight waits for that batch to be marked (at most
+// PollInterval), and claims again. It purges sent rows older than
+// Retention every PurgeInterval. Errors of the store or the broker are
+// logged and retried after PollInterval; Run returns early only if the
+// topic is closed.
 func (r *Relay) Run(ctx context.Context) error {
 	logStatement(r.o.Logger, "idem: relay started", explainPart(Pipeline{Caps: r.topic.Capabilities(), Outbox: true, Relay: &r.o, Inbox: true}, "publication", "transport"), slog.String("owner", r.o.Owner))
 	var wg sync.WaitGroup
