@@ -200,36 +200,6 @@ func (r *Relay) woken() <-chan struct{} {
 	return r.wakeCh
 }
 
-// takeOff notes a claimed batch in flight, if it is large (at least
-// half of BatchSize rows: the relay is behind, with a backlog); the
-// function it returns notes that the batch was marked or released.
-func (r *Relay) takeOff(rows int) (land func()) {
-	if 2*rows < r.o.BatchSize {
-		return func() {}
-	}
-	r.flightMu.Lock()
-	r.bigAloft++
-	r.flightMu.Unlock()
-	return func() {
-		r.flightMu.Lock()
-		r.bigAloft--
-		close(r.landed)
-		r.landed = make(chan struct{})
-		r.flightMu.Unlock()
-	}
-}
-
-// aloft returns a channel closed when the next of the relay's large
-// batches in flight is marked or released, or nil if none is in flight.
-func (r *Relay) aloft() <-chan struct{} {
-	r.flightMu.Lock()
-	defer r.flightMu.Unlock()
-	if r.bigAloft == 0 {
-		return nil
-	}
-	return r.landed
-}
-
 // Run publishes rows until ctx is done, then releases its claims and
 // returns nil. It runs RelayOptions.Pipeline claim loops (one on a store
 // that claims by lease): each claims a batch, publishes it and marks it,

@@ -75,6 +75,36 @@ func (r *Relay) runOnce(ctx context.Context) (claimed, published int, err error)
 	return len(rows), len(res.sent), res.fatal
 }
 
+// takeOff notes a claimed batch in flight, if it is large (at least
+// half of BatchSize rows: the relay is behind, with a backlog); the
+// function it returns notes that the batch was marked or released.
+func (r *Relay) takeOff(rows int) (land func()) {
+	if 2*rows < r.o.BatchSize {
+		return func() {}
+	}
+	r.flightMu.Lock()
+	r.bigAloft++
+	r.flightMu.Unlock()
+	return func() {
+		r.flightMu.Lock()
+		r.bigAloft--
+		close(r.landed)
+		r.landed = make(chan struct{})
+		r.flightMu.Unlock()
+	}
+}
+
+// aloft returns a channel closed when the next of the relay's large
+// batches in flight is marked or released, or nil if none is in flight.
+func (r *Relay) aloft() <-chan struct{} {
+	r.flightMu.Lock()
+	defer r.flightMu.Unlock()
+	if r.bigAloft == 0 {
+		return nil
+	}
+	return r.landed
+}
+
 // publishBatch publishes a claimed batch (each aggregate's rows in
 // sequence order, aggregates one after the other) with one Publish call,
 // so that the driver keeps the whole batch in flight (RabbitMQ: confirms
