@@ -93,12 +93,9 @@ type Relay struct {
 	topic *broker.Topic
 	o     RelayOptions
 
-	wakeMu sync.Mutex
-	wakeCh chan struct{} // closed and replaced by Wake
-
-	flightMu sync.Mutex
-	bigAloft int           // large batches claimed and not yet marked or released
-	landed   chan struct{} // closed and replaced when one of them is
+	wake     broadcast    // fired by Wake
+	landed   broadcast    // fired when a large batch is marked or released
+	bigAloft atomic.Int64 // large batches claimed and not yet marked or released
 
 	listening atomic.Bool  // a LISTEN connection is open
 	waiting   atomic.Bool  // this relay set the store's wake flag (OutboxIdler)
@@ -174,7 +171,7 @@ func NewRelay(st store.RelayStore, topic *broker.Topic, opts *RelayOptions) (*Re
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Relay{store: st, topic: topic, o: o, wakeCh: make(chan struct{}), landed: make(chan struct{})}
+	r := &Relay{store: st, topic: topic, o: o}
 	r.empty.Store(idleAfter) // no work yet: ask for notifications at once
 	r.rate.start = o.Now()
 	newRelayTel(r)
@@ -187,17 +184,36 @@ func (r *Relay) Owner() string { return r.o.Owner }
 // Wake makes a running Run look for rows now instead of at its next poll.
 // A producer in the same process may call it after committing.
 func (r *Relay) Wake() {
-	r.wakeMu.Lock()
-	close(r.wakeCh)
-	r.wakeCh = make(chan struct{})
-	r.wakeMu.Unlock()
+	r.wake.fire()
 }
 
 // woken returns a channel closed by the next Wake.
-func (r *Relay) woken() <-chan struct{} {
-	r.wakeMu.Lock()
-	defer r.wakeMu.Unlock()
-	return r.wakeCh
+func (r *Relay) woken() <-chan struct{} { return r.wake.wait() }
+
+// broadcast wakes every goroutine waiting on it each time it fires.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{} // closed by the next fire (nil: nobody waits yet)
+}
+
+// wait returns a channel that the next fire closes.
+func (b *broadcast) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}
+
+// fire closes the channel of every wait before it.
+func (b *broadcast) fire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
+	}
 }
 
 // Run publishes rows until ctx is done, then releases its claims and

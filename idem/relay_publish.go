@@ -82,27 +82,21 @@ func (r *Relay) takeOff(rows int) (land func()) {
 	if 2*rows < r.o.BatchSize {
 		return func() {}
 	}
-	r.flightMu.Lock()
-	r.bigAloft++
-	r.flightMu.Unlock()
+	r.bigAloft.Add(1)
 	return func() {
-		r.flightMu.Lock()
-		r.bigAloft--
-		close(r.landed)
-		r.landed = make(chan struct{})
-		r.flightMu.Unlock()
+		r.bigAloft.Add(-1)
+		r.landed.fire()
 	}
 }
 
 // aloft returns a channel closed when the next of the relay's large
 // batches in flight is marked or released, or nil if none is in flight.
 func (r *Relay) aloft() <-chan struct{} {
-	r.flightMu.Lock()
-	defer r.flightMu.Unlock()
-	if r.bigAloft == 0 {
+	landed := r.landed.wait() // before the count: a landing after it closes landed
+	if r.bigAloft.Load() == 0 {
 		return nil
 	}
-	return r.landed
+	return landed
 }
 
 // publishBatch publishes a claimed batch (each aggregate's rows in

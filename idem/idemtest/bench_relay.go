@@ -72,10 +72,10 @@ func benchRelay[Tx any](b *testing.B, f Factory[Tx], br OutboxBroker, relays, ba
 	}
 }
 
-// latencyProducers is how many goroutines share BenchRelayLatency's
+// LatencyProducers is how many goroutines share BenchRelayLatency's
 // commits, so that the rate holds when one commit takes longer than the
 // interval between two (a PostgreSQL commit with fsync takes 1-3ms).
-const latencyProducers = 8
+const LatencyProducers = 8
 
 // LatencyRate is the rate, in rows per second, at which BenchRelayLatency
 // commits outbox rows.
@@ -172,9 +172,9 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 	start := time.Now()
 	interval := time.Second / LatencyRate
 	var producers sync.WaitGroup
-	for p := range latencyProducers {
+	for p := range LatencyProducers {
 		producers.Go(func() {
-			for i := p; i < n; i += latencyProducers {
+			for i := p; i < n; i += LatencyProducers {
 				if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
 					time.Sleep(d)
 				}

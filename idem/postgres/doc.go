@@ -60,6 +60,7 @@
 // with COMMIT as another. The server skips the rest of a pipeline after a
 // statement that failed, so a failed mark never commits; the relay then
 // rolls back and the rows go again.
+//
 // The batch's transaction commits with synchronous_commit off: its commit
 // waits for no WAL flush. A server crash can lose such a commit (never a
 // producer's): the batch's rows are then unsent again and published

@@ -25,20 +25,19 @@ func BenchmarkRabbitConfirmLatency(b *testing.B) { confirmLatency(b, false) }
 
 // BenchmarkRabbitConfirmLatencyLoaded is BenchmarkRabbitConfirmLatency
 // under the rest of BenchmarkRelayLatencyRabbit's load: the same consumer
-// (a wary subscription) receives and acknowledges the messages, and eight producers commit
-// outbox rows (one per transaction, 100 aggregates) at the same rate to
-// PostgreSQL, where no relay reads them. It is the floor a relay's
+// (a wary subscription) receives and acknowledges the messages, and
+// LatencyProducers producers commit outbox rows (one per transaction, 100
+// aggregates) at the same rate to PostgreSQL, where no relay reads them. It is the floor a relay's
 // publish meets on a machine that also runs the producers' database.
 func BenchmarkRabbitConfirmLatencyLoaded(b *testing.B) { confirmLatency(b, true) }
 
 func confirmLatency(b *testing.B, loaded bool) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	c, exchange := rabbitQueue(b)
 	var e *idemtest.OutboxEnv[pgx.Tx]
 	var consumer sync.WaitGroup
 	defer consumer.Wait()
-	defer cancel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // before consumer.Wait
 	if loaded {
 		e = idemtest.SetupOutbox(b, newDB)
 		// The relay benchmark's consumer: a wary subscription, its acks
@@ -86,9 +85,9 @@ func confirmLatency(b *testing.B, loaded bool) {
 	start := time.Now()
 	interval := time.Second / idemtest.LatencyRate
 	if loaded {
-		for p := range 8 {
+		for p := range idemtest.LatencyProducers {
 			wg.Go(func() {
-				for i := p; i < n; i += 8 {
+				for i := p; i < n; i += idemtest.LatencyProducers {
 					if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
 						time.Sleep(d)
 					}

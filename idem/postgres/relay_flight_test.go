@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,7 +41,7 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := &claimCounter{Store: st, reached: map[int64]chan struct{}{}}
+	cs := &claimCounter{Store: st, started: make(chan struct{}, 1024)}
 	rctx, stop := context.WithCancel(ctx)
 	g := &gate{entered: make(chan string, 1), release: make(chan struct{}), ctx: rctx}
 	r, err := idem.NewRelay(cs, outboxBroker(t).Topic, &idem.RelayOptions{Owner: "r", PollInterval: time.Minute, Pipeline: 2, BatchSize: batchSize,
@@ -78,16 +77,33 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 	// before the batch counted as in flight); a second one while b:1 is
 	// held is the polling this test rules out. No signal tells that a loop
 	// waits, so the test gives it well over a hundred poll intervals.
-	again := cs.at(cs.claims.Load() + 2)
+	for drained := false; !drained; { // the claims made before b:1 was held
+		select {
+		case <-cs.started:
+		default:
+			drained = true
+		}
+	}
+	twoClaims := make(chan struct{})
+	go func() {
+		for range 2 {
+			select {
+			case <-cs.started:
+			case <-rctx.Done():
+				return
+			}
+		}
+		close(twoClaims)
+	}()
 	if batchSize > 1 {
 		select {
-		case <-again:
+		case <-twoClaims:
 		case <-ctx.Done():
 			t.Fatal("behind a small batch, the other loop stopped polling")
 		}
 	} else {
 		select {
-		case <-again:
+		case <-twoClaims:
 			t.Fatal("a claim loop claimed again while the other's large batch was in flight")
 		case <-time.After(300 * time.Millisecond):
 		}
@@ -96,26 +112,18 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 	waitFor(ctx, t, "b:1 marked", func() bool { return r.Stats().Published == 1 })
 }
 
-// claimCounter counts a store's claims, and closes at(n) when the n-th
-// starts. It never lets a relay set its wake flag.
+// claimCounter tells of each claim a relay starts on its store (dropped
+// while started is full), and never lets the relay set its wake flag.
 type claimCounter struct {
 	*postgres.Store
-	claims  atomic.Int64
-	mu      sync.Mutex
-	reached map[int64]chan struct{}
+	started chan struct{}
 }
 
 func (s *claimCounter) ClaimOutbox(ctx context.Context, c idemstore.OutboxClaim) (idemstore.OutboxBatch, error) {
-	n := s.claims.Add(1)
-	s.mu.Lock()
-	if ch, ok := s.reached[n]; ok {
-		close(ch)
-	} else {
-		ch = make(chan struct{})
-		close(ch)
-		s.reached[n] = ch
+	select {
+	case s.started <- struct{}{}:
+	default:
 	}
-	s.mu.Unlock()
 	return s.Store.ClaimOutbox(ctx, c)
 }
 
@@ -123,20 +131,4 @@ func (s *claimCounter) ClaimOutbox(ctx context.Context, c idemstore.OutboxClaim)
 // are in flight.
 func (s *claimCounter) IdleOutbox(context.Context, string, time.Duration) (bool, error) {
 	return false, nil
-}
-
-func (s *claimCounter) at(n int64) <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.claims.Load() >= n {
-		ch := make(chan struct{})
-		close(ch)
-		return ch
-	}
-	ch, ok := s.reached[n]
-	if !ok {
-		ch = make(chan struct{})
-		s.reached[n] = ch
-	}
-	return ch
 }
