@@ -62,6 +62,16 @@ func newPool(t testing.TB) *pgxpool.Pool {
 // newPoolParams is newPool with extra run-time parameters for its sessions.
 func newPoolParams(t testing.TB, params map[string]string) *pgxpool.Pool {
 	t.Helper()
+	return newPoolConfig(t, func(cfg *pgxpool.Config) {
+		for k, v := range params {
+			cfg.ConnConfig.RuntimeParams[k] = v
+		}
+	})
+}
+
+// newPoolConfig is newPool with its configuration passed to set first.
+func newPoolConfig(t testing.TB, set func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
 	url := serverURL(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -79,10 +89,8 @@ func newPoolParams(t testing.TB, params map[string]string) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	for k, v := range params {
-		cfg.ConnConfig.RuntimeParams[k] = v
-	}
 	cfg.MaxConns = 16
+	set(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
