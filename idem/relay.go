@@ -37,7 +37,10 @@ type RelayOptions struct {
 	Concurrency int
 	// Pipeline is how many claimed batches Run publishes at once (default
 	// 2): it claims the next batch while earlier ones wait for the broker's
-	// confirms. Only stores whose claims exclude each other
+	// confirms. While the relay is behind, each claim takes its share of
+	// the aggregates with due rows (1/Pipeline of them, PerAggregate rows
+	// each, up to BatchSize), so that on few aggregates every batch in
+	// flight holds heads of its own rather than one holding them all. Only stores whose claims exclude each other
 	// (store.ConcurrentClaimer: PostgreSQL) pipeline; on others Run holds
 	// one batch at a time. On PostgreSQL each batch in flight holds a
 	// pooled connection until it is marked: keep Pipeline well below the
@@ -96,6 +99,11 @@ type Relay struct {
 	wake     broadcast    // fired by Wake
 	landed   broadcast    // fired when a large batch is marked or released
 	bigAloft atomic.Int64 // large batches claimed and not yet marked or released
+
+	depth      int          // claim loops (Run), 1 when claims do not pipeline
+	behind     atomic.Bool  // the last batch claimed was large
+	aggs       atomic.Int64 // aggregates with due rows, as last seen (share)
+	headsAloft atomic.Int64 // aggregates held by batches in flight
 
 	listening atomic.Bool  // a LISTEN connection is open
 	waiting   atomic.Bool  // this relay set the store's wake flag (OutboxIdler)
@@ -171,7 +179,10 @@ func NewRelay(st store.RelayStore, topic *broker.Topic, opts *RelayOptions) (*Re
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Relay{store: st, topic: topic, o: o}
+	r := &Relay{store: st, topic: topic, o: o, depth: 1}
+	if cc, ok := st.(store.ConcurrentClaimer); ok && cc.ConcurrentClaims() {
+		r.depth = o.Pipeline
+	}
 	r.empty.Store(idleAfter) // no work yet: ask for notifications at once
 	r.rate.start = o.Now()
 	newRelayTel(r)
@@ -245,10 +256,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.o.Logger.Warn("idem: relay: release", slog.String("owner", r.o.Owner), slog.String("error", err.Error()))
 		}
 	}()
-	depth := 1
-	if cc, ok := r.store.(store.ConcurrentClaimer); ok && cc.ConcurrentClaims() {
-		depth = r.o.Pipeline
-	}
+	depth := r.depth
 	var workers sync.WaitGroup
 	var fatal atomic.Pointer[error]
 	for i := range depth {

@@ -20,16 +20,18 @@ type pubResult struct {
 }
 
 func (r *Relay) runOnce(ctx context.Context) (claimed, published int, err error) {
-	batch, err := r.store.ClaimOutbox(ctx, store.OutboxClaim{Owner: r.o.Owner, Now: r.o.Now(), Limit: r.o.BatchSize, PerAggregate: r.o.PerAggregate, Lease: r.o.Lease})
+	aggs := r.share()
+	batch, err := r.store.ClaimOutbox(ctx, store.OutboxClaim{Owner: r.o.Owner, Now: r.o.Now(), Limit: r.o.BatchSize, PerAggregate: r.o.PerAggregate, Aggregates: aggs, Lease: r.o.Lease})
 	if err != nil {
 		return 0, 0, fmt.Errorf("idem: relay: claim: %w", err)
 	}
 	rows := batch.Rows()
+	heads := r.noteHeads(rows, aggs)
 	if len(rows) == 0 {
 		return 0, 0, batch.Release(context.WithoutCancel(ctx))
 	}
 	r.claims.Add(1)
-	defer r.takeOff(len(rows))()
+	defer r.takeOff(len(rows), heads)()
 	if r.waiting.Load() {
 		// Work again: producers stop notifying now, not after the batch
 		// (their notifying commits are serialised). Concurrently with the
@@ -75,18 +77,68 @@ func (r *Relay) runOnce(ctx context.Context) (claimed, published int, err error)
 	return len(rows), len(res.sent), res.fatal
 }
 
-// takeOff notes a claimed batch in flight, if it is large (at least
-// half of BatchSize rows: the relay is behind, with a backlog); the
-// function it returns notes that the batch was marked or released.
-func (r *Relay) takeOff(rows int) (land func()) {
-	if 2*rows < r.o.BatchSize {
-		return func() {}
+// takeOff notes a claimed batch of heads aggregates in flight, and
+// whether it is large (at least half of BatchSize rows: the relay is
+// behind, with a backlog); the function it returns notes that the batch
+// was marked or released.
+func (r *Relay) takeOff(rows, heads int) (land func()) {
+	r.headsAloft.Add(int64(heads))
+	big := 2*rows >= r.o.BatchSize
+	r.behind.Store(big)
+	if !big {
+		return func() { r.headsAloft.Add(-int64(heads)) }
 	}
 	r.bigAloft.Add(1)
 	return func() {
+		r.headsAloft.Add(-int64(heads))
 		r.bigAloft.Add(-1)
 		r.landed.fire()
 	}
+}
+
+// share returns the most aggregates the next claim should take (0: as
+// many as BatchSize). While the relay is behind on a store whose claims
+// pipeline, a claim takes its share of the aggregates with due rows (as
+// many as were last seen, divided by Pipeline), so that each claim loop
+// has a batch in flight. Otherwise, on few aggregates, one batch would
+// hold every aggregate's head, and the other loops would find nothing
+// until it is marked: the broker would wait for each claim and each mark.
+// The batch still fills up to BatchSize rows, PerAggregate per aggregate.
+func (r *Relay) share() int {
+	if r.depth < 2 || !r.behind.Load() {
+		return 0
+	}
+	seen := int(r.aggs.Load())
+	if seen == 0 {
+		return 0
+	}
+	return (seen + r.depth - 1) / r.depth
+}
+
+// noteHeads counts the aggregates (heads) a claim of at most limit
+// aggregates (0: BatchSize) took, and updates how many aggregates have due
+// rows (counting those the relay's batches in flight hold): if the claim
+// took fewer than it could, it saw them all; if it took as many as it
+// could, there may be more, and the count at least doubles, so that a
+// share that became too small grows back (to BatchSize, where share no
+// longer bounds a claim).
+func (r *Relay) noteHeads(rows []OutboxRow, limit int) int {
+	heads := 0
+	for i := range rows {
+		if i == 0 || rows[i].AggregateID != rows[i-1].AggregateID {
+			heads++
+		}
+	}
+	if limit == 0 {
+		limit = r.o.BatchSize
+	}
+	seen := int64(heads) + r.headsAloft.Load()
+	if heads < limit {
+		r.aggs.Store(seen)
+	} else if a := r.aggs.Load(); 2*seen > a {
+		r.aggs.Store(2 * seen)
+	}
+	return heads
 }
 
 // aloft returns a channel closed when the next of the relay's large

@@ -57,6 +57,7 @@ func RunOutbox[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) OutboxB
 		{"HealthAndPurge", testHealthPurge[Tx]},
 		{"Wakeup", testWakeup[Tx]},
 		{"CursorAggregate", testCursorAggregate[Tx]},
+		{"ClaimAggregates", testClaimAggregates[Tx]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f, b(t), caps) })

@@ -517,3 +517,46 @@ func testCursorAggregate[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ 
 		t.Fatalf("second claim: %d published, %v; want b-2", n, err)
 	}
 }
+
+// testClaimAggregates: OutboxClaim.Aggregates bounds the heads a claim
+// takes, and their rows still fill the batch up to Limit, PerAggregate
+// each; the next claim takes the aggregates after them.
+func testClaimAggregates[Tx any](t *testing.T, f Factory[Tx], _ OutboxBroker, _ OutboxCaps) {
+	e := SetupOutbox(t, f)
+	var msgs []*idem.OutboxMessage
+	for seq := 1; seq <= 12; seq++ {
+		for a := range 6 {
+			msgs = append(msgs, OM(fmt.Sprintf("%c-%d", 'a'+a, seq), string(rune('a'+a)), int64(seq), "x"))
+		}
+	}
+	e.Add(msgs...)
+	claim := func(aggregates int, want string) {
+		t.Helper()
+		b, err := e.OS.ClaimOutbox(e.Ctx, store.OutboxClaim{Owner: "share", Now: time.Now(), Limit: 24, PerAggregate: 10, Aggregates: aggregates})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		var order []string
+		for _, r := range b.Rows() {
+			if got[r.AggregateID] == 0 {
+				order = append(order, r.AggregateID)
+			}
+			got[r.AggregateID]++
+		}
+		if err := b.Release(e.Ctx); err != nil {
+			t.Fatal(err)
+		}
+		s := ""
+		for _, a := range order {
+			s += fmt.Sprintf("%s:%d ", a, got[a])
+		}
+		if s != want {
+			t.Errorf("claim of 24 rows, at most %d aggregates: %q, want %q", aggregates, s, want)
+		}
+	}
+	claim(0, "a:4 b:4 c:4 d:4 e:4 f:4 ") // every head, rows shared out
+	claim(3, "a:8 b:8 c:8 ")             // three heads, the rows theirs
+	claim(3, "d:8 e:8 f:8 ")             // the next three
+	claim(2, "a:10 b:10 ")               // PerAggregate bounds each
+}

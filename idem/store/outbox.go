@@ -130,6 +130,10 @@ type OutboxClaim struct {
 	Now          time.Time
 	Limit        int
 	PerAggregate int
+	// Aggregates, if positive and below Limit, is the most aggregates
+	// (heads) the claim takes; their rows still fill up to Limit, at most
+	// PerAggregate each.
+	Aggregates int
 	// Lease is how long a store that claims by lease (SQLite) keeps the
 	// claim when its owner goes silent.
 	Lease time.Duration

@@ -18,7 +18,8 @@ import (
 // as many aggregates as it claims, plus those whose head another relay
 // holds or that back off. The statement returns, with each head's
 // sequence and rank, the pending rows that follow each head, at most the
-// last parameter per aggregate and $4 / heads: a claimed head owns its
+// next-to-last parameter per aggregate and the last (the rows wanted) /
+// heads: a claimed head owns its
 // aggregate (its later rows are marked only by a relay holding it), so
 // the statement's snapshot shows them as they are.
 //
@@ -43,9 +44,9 @@ import (
 // then pass over some, which the wrap-around reaches. k is materialized:
 // inlined, its count of h ran once per joined row.
 func claimQuery(skipLocked, below bool) string {
-	bound, per := "", "$5"
+	bound, per, rows := "", "$5", "$6"
 	if below {
-		bound, per = " AND aggregate_id <= $5", "$6"
+		bound, per, rows = " AND aggregate_id <= $5", "$6", "$7"
 	}
 	q := `WITH RECURSIVE a(agg, n) AS (
 		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > $1` + bound + `), 1
@@ -64,7 +65,7 @@ func claimQuery(skipLocked, below bool) string {
 			AND o.state = 0 AND o.next_attempt <= $3
 		FOR UPDATE SKIP LOCKED) o
 	LIMIT $4),
-	k AS MATERIALIZED (SELECT CASE WHEN ` + per + ` * COUNT(*) < $4 THEN ` + per + ` ELSE $4 / GREATEST(COUNT(*), 1) END AS take FROM h)
+	k AS MATERIALIZED (SELECT CASE WHEN ` + per + ` * COUNT(*) < ` + rows + ` THEN ` + per + ` ELSE ` + rows + ` / GREATEST(COUNT(*), 1) END AS take FROM h)
 	SELECT ` + strings.Join(cols, ", ") + `, h.seq, h.n FROM h CROSS JOIN k CROSS JOIN LATERAL (
 		SELECT * FROM {{outbox}} r WHERE r.aggregate_id = h.agg AND r.sequence >= h.seq AND r.sequence < h.seq + k.take
 			AND r.state = 0
@@ -78,7 +79,7 @@ func claimQuery(skipLocked, below bool) string {
 	k AS MATERIALIZED (SELECT COUNT(*) AS heads FROM h)
 	SELECT ` + strings.Join(cols, ", ") + `, h.seq, h.n FROM h CROSS JOIN k JOIN {{outbox}} r ON r.aggregate_id = h.agg
 		AND r.sequence >= h.seq
-		AND r.sequence < h.seq + CASE WHEN ` + per + ` * k.heads < $4 THEN ` + per + ` ELSE $4 / k.heads END
+		AND r.sequence < h.seq + CASE WHEN ` + per + ` * k.heads < ` + rows + ` THEN ` + per + ` ELSE ` + rows + ` / k.heads END
 	WHERE r.state = 0`
 }
 
@@ -124,16 +125,20 @@ func (c *claimed) run(ctx context.Context, q Querier, query string, args []any) 
 // aggregate's turn comes.
 func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) ([]store.OutboxRow, error) {
 	now := o.c.d.Time(r.Now)
-	limit, per := max(r.Limit, 1), max(r.PerAggregate, 1)
+	rows, per := max(r.Limit, 1), max(r.PerAggregate, 1)
+	limit := rows // heads
+	if r.Aggregates > 0 {
+		limit = min(limit, r.Aggregates)
+	}
 	o.mu.Lock()
 	from := o.cursor
 	o.mu.Unlock()
 	c := &claimed{seq: map[string]int64{}, rank: map[string]int{}}
-	err := c.run(ctx, q, o.q.claim, []any{from, visit(limit), now, limit, per})
-	if err == nil && c.heads < limit && from != "" {
+	err := c.run(ctx, q, o.q.claim, []any{from, visit(limit), now, limit, per, rows})
+	if err == nil && c.heads < limit && len(c.rows) < rows && from != "" {
 		// Wrap around: the aggregates up to where this claim started, that
 		// one included (its next rows may be all that is left).
-		err = c.run(ctx, q, o.q.claimBelow, []any{"", visit(limit), now, limit - c.heads, from, per})
+		err = c.run(ctx, q, o.q.claimBelow, []any{"", visit(limit), now, limit - c.heads, from, per, rows - len(c.rows)})
 	}
 	if err != nil || c.heads == 0 {
 		return nil, err
@@ -151,7 +156,7 @@ func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) 
 		o.cursor = ""
 	}
 	o.mu.Unlock()
-	// Round-robin over aggregates up to limit rows, then group each
+	// Round-robin over aggregates up to rows rows, then group each
 	// aggregate's rows in sequence order, aggregates in head order.
 	all, order := c.rows, c.rank
 	rank := func(r store.OutboxRow) int64 { return r.Sequence - c.seq[r.AggregateID] }
@@ -161,7 +166,7 @@ func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) 
 		}
 		return order[a.AggregateID] - order[b.AggregateID]
 	})
-	all = all[:min(len(all), limit)]
+	all = all[:min(len(all), rows)]
 	slices.SortFunc(all, func(a, b store.OutboxRow) int {
 		if oa, ob := order[a.AggregateID], order[b.AggregateID]; oa != ob {
 			return oa - ob
