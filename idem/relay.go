@@ -40,11 +40,11 @@ type RelayOptions struct {
 	// confirms. While the relay is behind, each claim takes its share of
 	// the aggregates with due rows (1/Pipeline of them, PerAggregate rows
 	// each, up to BatchSize), so that on few aggregates every batch in
-	// flight holds heads of its own rather than one holding them all. Only stores whose claims exclude each other
-	// (store.ConcurrentClaimer: PostgreSQL) pipeline; on others Run holds
-	// one batch at a time. On PostgreSQL each batch in flight holds a
-	// pooled connection until it is marked: keep Pipeline well below the
-	// pool's size.
+	// flight holds heads of its own rather than one holding them all.
+	// Only stores whose claims exclude each other (store.ConcurrentClaimer:
+	// PostgreSQL) pipeline; on others Run holds one batch at a time. On
+	// PostgreSQL each batch in flight holds a pooled connection until it
+	// is marked: keep Pipeline well below the pool's size.
 	Pipeline int
 	// PollInterval is how often Run looks for rows when nothing woke it
 	// (default 1s). On PostgreSQL, Run also wakes on NOTIFY.

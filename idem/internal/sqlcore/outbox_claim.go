@@ -17,11 +17,11 @@ import (
 // their rows: a claim that starts where the last one stopped visits about
 // as many aggregates as it claims, plus those whose head another relay
 // holds or that back off. The statement returns, with each head's
-// sequence and rank, the pending rows that follow each head, at most the
-// next-to-last parameter per aggregate and the last (the rows wanted) /
-// heads: a claimed head owns its
-// aggregate (its later rows are marked only by a relay holding it), so
-// the statement's snapshot shows them as they are.
+// sequence and rank, the pending rows that follow each head: per
+// aggregate at most the next-to-last parameter, and the last one (the
+// rows wanted) divided by the heads. A claimed head owns its aggregate
+// (its later rows are marked only by a relay holding it), so the
+// statement's snapshot shows them as they are.
 //
 // With SkipLocked (PostgreSQL) the heads are locked, and a head another
 // relay holds is skipped; the lock is taken on the latest row version, so
