@@ -245,6 +245,7 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 	b.ReportMetric(pct(rec, 0.99), "p99-receive-ms")
 	b.ReportMetric(pct(rec, 1), "max-receive-ms")
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(r.Stats().Claims)/b.Elapsed().Seconds(), "claims/s")
 }
 
 // AddOne commits m in a transaction of its own.
