@@ -54,10 +54,14 @@ func claimQuery(skipLocked, below bool) string {
 		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > a.agg` + bound + `), a.n + 1
 		FROM a WHERE a.agg IS NOT NULL AND a.n < $2),`
 	head := `(SELECT MIN(sequence) FROM {{outbox}} WHERE aggregate_id = a.agg AND state IN (0, 2))`
+	// k: how many rows each head takes (no division when there is no head).
+	k := `k AS MATERIALIZED (SELECT CASE WHEN ` + per + ` * COUNT(*) < ` + rows + ` THEN ` + per + ` ELSE ` + rows + ` / COUNT(*) END AS take FROM h)`
 	cols := strings.Split(outboxCols, ",")
 	for i, c := range cols {
 		cols[i] = "r." + strings.TrimSpace(c)
 	}
+	sel := `
+	SELECT ` + strings.Join(cols, ", ") + `, h.seq, h.n FROM h CROSS JOIN k `
 	if skipLocked {
 		return q + `
 	h AS (SELECT o.aggregate_id AS agg, o.sequence AS seq, a.n AS n FROM a CROSS JOIN LATERAL (
@@ -65,8 +69,7 @@ func claimQuery(skipLocked, below bool) string {
 			AND o.state = 0 AND o.next_attempt <= $3
 		FOR UPDATE SKIP LOCKED) o
 	LIMIT $4),
-	k AS MATERIALIZED (SELECT CASE WHEN ` + per + ` * COUNT(*) < ` + rows + ` THEN ` + per + ` ELSE ` + rows + ` / GREATEST(COUNT(*), 1) END AS take FROM h)
-	SELECT ` + strings.Join(cols, ", ") + `, h.seq, h.n FROM h CROSS JOIN k CROSS JOIN LATERAL (
+	` + k + sel + `CROSS JOIN LATERAL (
 		SELECT * FROM {{outbox}} r WHERE r.aggregate_id = h.agg AND r.sequence >= h.seq AND r.sequence < h.seq + k.take
 			AND r.state = 0
 		ORDER BY r.sequence LIMIT k.take) r`
@@ -76,10 +79,8 @@ func claimQuery(skipLocked, below bool) string {
 		AND o.sequence = ` + head + `
 	WHERE o.state = 0 AND o.next_attempt <= $3
 	LIMIT $4),
-	k AS MATERIALIZED (SELECT COUNT(*) AS heads FROM h)
-	SELECT ` + strings.Join(cols, ", ") + `, h.seq, h.n FROM h CROSS JOIN k JOIN {{outbox}} r ON r.aggregate_id = h.agg
-		AND r.sequence >= h.seq
-		AND r.sequence < h.seq + CASE WHEN ` + per + ` * k.heads < ` + rows + ` THEN ` + per + ` ELSE ` + rows + ` / k.heads END
+	` + k + sel + `JOIN {{outbox}} r ON r.aggregate_id = h.agg
+		AND r.sequence >= h.seq AND r.sequence < h.seq + k.take
 	WHERE r.state = 0`
 }
 
