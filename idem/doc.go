@@ -232,7 +232,10 @@
 // rows: the relay is behind) is in flight does not poll: it waits until
 // that batch is marked (at most PollInterval), since on few aggregates
 // its claims would find only the heads that batch holds, each at the cost
-// of a full claim. A row becomes a message with Message.ID = the row's message ID (the broker's dedup ID),
+// of a full claim. While the relay is behind, each claim takes its share
+// of the aggregates with due rows (1/Pipeline of them), so that every
+// loop has a batch in flight. A row becomes a message with Message.ID =
+// the row's message ID (the broker's dedup ID),
 // Message.Key = the aggregate ID (the ordering key), the headers
 // HeaderAggregateID, HeaderAggregateVersion, HeaderSequence and HeaderType
 // over the row's own headers, and the payload as body.

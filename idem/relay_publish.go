@@ -85,14 +85,15 @@ func (r *Relay) takeOff(rows, heads int) (land func()) {
 	r.headsAloft.Add(int64(heads))
 	big := 2*rows >= r.o.BatchSize
 	r.behind.Store(big)
-	if !big {
-		return func() { r.headsAloft.Add(-int64(heads)) }
+	if big {
+		r.bigAloft.Add(1)
 	}
-	r.bigAloft.Add(1)
 	return func() {
 		r.headsAloft.Add(-int64(heads))
-		r.bigAloft.Add(-1)
-		r.landed.fire()
+		if big {
+			r.bigAloft.Add(-1)
+			r.landed.fire()
+		}
 	}
 }
 

@@ -39,10 +39,11 @@ type OutboxDialect struct {
 	// for one row, addOne with arrays for more, both data-modifying WITH
 	// clauses) instead of a counter upsert and inserts. WakeNotify, if
 	// set, is then the wake-up in that statement: an expression, with the
-	// wake lock's key and the channel as its two %s, that takes the wake lock shared and then notifies if a relay
-	// waits, reading the flags with a snapshot taken after the lock was
-	// granted (a VOLATILE function; see addOneStatement). Notify and
-	// WakeShared are then not used by AddOutbox.
+	// wake lock's key and the channel as its two %s, that takes the wake
+	// lock shared and then notifies if a relay waits, reading the flags
+	// with a snapshot taken after the lock was granted (a VOLATILE
+	// function; see addOneStatement). Notify and WakeShared are then not
+	// used by AddOutbox.
 	OneStatementAdd bool
 	WakeNotify      string
 	// Auto, if set, runs f with every statement its own transaction (no
