@@ -72,10 +72,10 @@ func benchRelay[Tx any](b *testing.B, f Factory[Tx], br OutboxBroker, relays, ba
 	}
 }
 
-// LatencyProducers is how many goroutines share BenchRelayLatency's
+// latencyProducers is how many goroutines share BenchRelayLatency's
 // commits, so that the rate holds when one commit takes longer than the
 // interval between two (a PostgreSQL commit with fsync takes 1-3ms).
-const LatencyProducers = 8
+const latencyProducers = 8
 
 // LatencyRate is the rate, in rows per second, at which BenchRelayLatency
 // commits outbox rows.
@@ -169,33 +169,17 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 		}
 	}
 	b.ResetTimer()
-	start := time.Now()
-	interval := time.Second / LatencyRate
-	var producers sync.WaitGroup
-	for p := range LatencyProducers {
-		producers.Go(func() {
-			for i := p; i < n; i += LatencyProducers {
-				if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
-					time.Sleep(d)
-				}
-				id := fmt.Sprintf("m%09d", i)
-				if err := AddOne(ctx, e, OM(id, fmt.Sprintf("agg-%03d", i%100), 0, "payload")); err != nil {
-					b.Error(err)
-					return
-				}
-				now := time.Now()
-				mu.Lock()
-				committed[id] = now
-				mu.Unlock()
-				if wake {
-					r.Wake()
-				}
-			}
-		})
-	}
-	producers.Wait()
-	if b.Failed() {
-		return
+	err := ProduceAtLatencyRate(ctx, e, time.Now(), n, func(id string) {
+		now := time.Now()
+		mu.Lock()
+		committed[id] = now
+		mu.Unlock()
+		if wake {
+			r.Wake()
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
 	}
 	select {
 	case <-all:
@@ -248,8 +232,39 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 	b.ReportMetric(float64(r.Stats().Claims)/b.Elapsed().Seconds(), "claims/s")
 }
 
-// AddOne commits m in a transaction of its own.
-func AddOne[Tx any](ctx context.Context, e *OutboxEnv[Tx], m *idem.OutboxMessage) error {
+// ProduceAtLatencyRate commits n outbox rows, one per transaction, on 100
+// aggregates, from latencyProducers goroutines: row i ("m%09d") at start +
+// i/LatencyRate. After each commit it calls committed, if set, with the
+// row's message ID. It returns when every row is committed, or with the
+// first error.
+func ProduceAtLatencyRate[Tx any](ctx context.Context, e *OutboxEnv[Tx], start time.Time, n int, committed func(id string)) error {
+	interval := time.Second / LatencyRate
+	errs := make(chan error, latencyProducers)
+	var producers sync.WaitGroup
+	for p := range latencyProducers {
+		producers.Go(func() {
+			for i := p; i < n; i += latencyProducers {
+				if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+					time.Sleep(d)
+				}
+				id := fmt.Sprintf("m%09d", i)
+				if err := addOne(ctx, e, OM(id, fmt.Sprintf("agg-%03d", i%100), 0, "payload")); err != nil {
+					errs <- err
+					return
+				}
+				if committed != nil {
+					committed(id)
+				}
+			}
+		})
+	}
+	producers.Wait()
+	close(errs)
+	return <-errs
+}
+
+// addOne commits m in a transaction of its own.
+func addOne[Tx any](ctx context.Context, e *OutboxEnv[Tx], m *idem.OutboxMessage) error {
 	tx, err := e.Store.Begin(ctx)
 	if err != nil {
 		return err

@@ -2,8 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"sync/atomic"
 	"testing"
 
@@ -24,35 +22,7 @@ func BenchmarkInbox(b *testing.B) {
 // statement sent alone, and each batch (one pipeline, one round trip).
 func countingPool(t testing.TB, n *atomic.Int64) *pgxpool.Pool {
 	t.Helper()
-	url := serverURL(t)
-	var r [6]byte
-	_, _ = rand.Read(r[:])
-	schema := pgx.Identifier{"idembench_" + hex.EncodeToString(r[:])}.Sanitize()
-	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.ConnConfig.Tracer = counter{n}
-	cfg.MaxConns = 16
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		pool.Close()
-		_, _ = admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-		admin.Close(ctx)
-	})
-	return pool
+	return newPoolConfig(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = counter{n} })
 }
 
 type counter struct{ n *atomic.Int64 }

@@ -25,10 +25,11 @@ func BenchmarkRabbitConfirmLatency(b *testing.B) { confirmLatency(b, false) }
 
 // BenchmarkRabbitConfirmLatencyLoaded is BenchmarkRabbitConfirmLatency
 // under the rest of BenchmarkRelayLatencyRabbit's load: the same consumer
-// (a wary subscription) receives and acknowledges the messages, and
-// LatencyProducers producers commit outbox rows (one per transaction, 100
-// aggregates) at the same rate to PostgreSQL, where no relay reads them. It is the floor a relay's
-// publish meets on a machine that also runs the producers' database.
+// (a wary subscription) receives and acknowledges the messages, and its
+// producers commit outbox rows at the same rate to PostgreSQL
+// (idemtest.ProduceAtLatencyRate), where no relay reads them.
+// It is the floor a relay's publish meets on a machine that also runs the
+// producers' database.
 func BenchmarkRabbitConfirmLatencyLoaded(b *testing.B) { confirmLatency(b, true) }
 
 func confirmLatency(b *testing.B, loaded bool) {
@@ -85,19 +86,11 @@ func confirmLatency(b *testing.B, loaded bool) {
 	start := time.Now()
 	interval := time.Second / idemtest.LatencyRate
 	if loaded {
-		for p := range idemtest.LatencyProducers {
-			wg.Go(func() {
-				for i := p; i < n; i += idemtest.LatencyProducers {
-					if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
-						time.Sleep(d)
-					}
-					if err := idemtest.AddOne(ctx, e, idemtest.OM(fmt.Sprintf("m%09d", i), fmt.Sprintf("agg-%03d", i%100), 0, "payload")); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		}
+		wg.Go(func() {
+			if err := idemtest.ProduceAtLatencyRate(ctx, e, start, n, nil); err != nil {
+				b.Error(err)
+			}
+		})
 	}
 	for i := range n {
 		at := start.Add(time.Duration(i) * interval)
