@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"testing"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 )
 
@@ -33,51 +31,7 @@ func (e *Emulator) AdminClient(t testing.TB) *admin.Client {
 // AdminClientOptions returns the options that send an admin client's
 // requests to AdminEndpoint (nil when it is empty: a namespace's own
 // https endpoint).
-func (e *Emulator) AdminClientOptions() *admin.ClientOptions {
-	if e.AdminEndpoint == "" {
-		return nil
-	}
-	u, err := url.Parse(e.AdminEndpoint)
-	if err != nil {
-		return nil // Start checked it
-	}
-	return &admin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: redirect{scheme: u.Scheme, host: u.Host}}}
-}
-
-// adminEndpoint checks an administration endpoint: http(s)://HOST[:PORT],
-// plain http only on a loopback address, since the requests carry a token
-// signed with the namespace's key. The error never repeats the value.
-func adminEndpoint(s string) error {
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-		return fmt.Errorf("%s is not an endpoint (want http://127.0.0.1:PORT or https://HOST[:PORT])", EnvAdminEndpoint)
-	}
-	if u.Scheme == "http" && !isLoopback(u.Hostname()) {
-		return fmt.Errorf("%s: plain http is accepted only on a loopback address (requests carry a token)", EnvAdminEndpoint)
-	}
-	return nil
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// redirect is an azcore transport that sends each request to scheme://host,
-// keeping its path, query and Host header.
-type redirect struct{ scheme, host string }
-
-func (r redirect) Do(req *http.Request) (*http.Response, error) {
-	u := *req.URL
-	u.Scheme, u.Host = r.scheme, r.host
-	out := req.Clone(req.Context())
-	out.URL = &u
-	out.Host = req.URL.Host
-	return loopbackClient.Do(out)
-}
+func (e *Emulator) AdminClientOptions() *admin.ClientOptions { return e.adminOpts }
 
 // loopbackClient keeps no idle connections, so that tests checking for
 // leaked goroutines do not find its keep-alive loops.

@@ -25,8 +25,10 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/wary-go/wary/conformance/emulators/internal/nodeproc"
+	"github.com/wary-go/wary/internal/sbadmin"
 )
 
 // Environment variables the helper reads.
@@ -36,7 +38,7 @@ const (
 	// requests go instead of https://<namespace>/: Microsoft's emulator
 	// serves the administration API over plain HTTP on a port of its own
 	// (5300), which a connection string cannot name.
-	EnvAdminEndpoint   = "WARY_SERVICEBUS_ADMIN_ENDPOINT"
+	EnvAdminEndpoint   = sbadmin.EnvEndpoint
 	EnvRequireServices = "WARY_REQUIRE_SERVICES"
 	EnvDebug           = "WARY_SB_EMULATOR_DEBUG"
 )
@@ -64,6 +66,8 @@ type Emulator struct {
 	// WARY_SERVICEBUS_ADMIN_ENDPOINT when Real, empty for the namespace's
 	// own https endpoint.
 	AdminEndpoint string
+
+	adminOpts *admin.ClientOptions // sends the admin client to AdminEndpoint
 }
 
 // Start starts an emulator serving topology and stops it when the test ends.
@@ -75,12 +79,11 @@ func Start(t testing.TB, topology Topology) *Emulator {
 	t.Helper()
 	if cs := os.Getenv(EnvConnectionString); cs != "" {
 		ep := os.Getenv(EnvAdminEndpoint)
-		if ep != "" {
-			if err := adminEndpoint(ep); err != nil {
-				t.Fatalf("servicebus: %v", err)
-			}
+		opts, _, err := sbadmin.Options(ep) // its transport keeps no idle connections
+		if err != nil {
+			t.Fatalf("servicebus: %s: %v", EnvAdminEndpoint, err)
 		}
-		return &Emulator{ConnectionString: cs, Real: true, AdminEndpoint: ep}
+		return &Emulator{ConnectionString: cs, Real: true, AdminEndpoint: ep, adminOpts: opts}
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -108,8 +111,12 @@ func Start(t testing.TB, topology Topology) *Emulator {
 		t.Fatalf("servicebus emulator: %v", err)
 	}
 	t.Cleanup(stop)
-	return &Emulator{ConnectionString: connectionString(port), Port: port, AdminPort: adminPort,
-		AdminEndpoint: "http://127.0.0.1:" + strconv.Itoa(adminPort)}
+	ep := "http://127.0.0.1:" + strconv.Itoa(adminPort)
+	opts, _, err := sbadmin.Options(ep)
+	if err != nil {
+		t.Fatalf("servicebus emulator: %v", err)
+	}
+	return &Emulator{ConnectionString: connectionString(port), Port: port, AdminPort: adminPort, AdminEndpoint: ep, adminOpts: opts}
 }
 
 // NewClient returns a client for the emulator (or the real namespace),

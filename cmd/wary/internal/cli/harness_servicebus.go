@@ -4,25 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"net/url"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/internal/sbadmin"
 )
 
 // EnvServiceBusAdmin names the environment variable that gives
 // --servicebus-admin-endpoint's default.
-const EnvServiceBusAdmin = "WARY_SERVICEBUS_ADMIN_ENDPOINT"
+const EnvServiceBusAdmin = sbadmin.EnvEndpoint
 
 // serviceBusHarness probes a Service Bus namespace (the connection string
 // in $WARY_SERVICEBUS_CONNECTION_STRING): each scenario gets a scratch
@@ -60,7 +58,7 @@ func serviceBusHarness(ctx context.Context, u *url.URL, getenv func(string) stri
 			return conformance.Harness{}, nil, fmt.Errorf("probe %s: %s: %w", broker.Redact(u), k, err)
 		}
 	}
-	ao, closeTransport, err := adminOptions(getenv(EnvServiceBusAdmin))
+	ao, closeTransport, err := sbadmin.Options(getenv(EnvServiceBusAdmin))
 	if err != nil {
 		return conformance.Harness{}, nil, fmt.Errorf("probe: --servicebus-admin-endpoint: %w", err)
 	}
@@ -177,50 +175,4 @@ func to[T any](v T) *T { return &v }
 func isoDuration(d time.Duration) *string {
 	s := "PT" + strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "S"
 	return &s
-}
-
-// adminOptions returns the administration client's options for endpoint:
-// none when it is empty; otherwise a transport that sends the client's
-// requests, addressed to https://NAMESPACE/, to endpoint instead (an
-// emulator's administration port). Plain http is accepted only on a
-// loopback address: the requests carry a token signed with the
-// namespace's key.
-func adminOptions(endpoint string) (*admin.ClientOptions, func(), error) {
-	if endpoint == "" {
-		return nil, func() {}, nil
-	}
-	e, err := url.Parse(endpoint)
-	if err != nil || e.Host == "" || (e.Scheme != "http" && e.Scheme != "https") || e.User != nil || (e.Path != "" && e.Path != "/") || e.RawQuery != "" {
-		return nil, nil, fmt.Errorf("%q is not an endpoint (want http://127.0.0.1:PORT or https://HOST[:PORT])", broker.RedactString(endpoint))
-	}
-	if e.Scheme == "http" && !loopback(e.Hostname()) {
-		return nil, nil, fmt.Errorf("plain http is accepted only on a loopback address (requests carry a token), not %s", e.Hostname())
-	}
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	tr := redirect{scheme: e.Scheme, host: e.Host, client: hc}
-	return &admin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}}, hc.CloseIdleConnections, nil
-}
-
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// redirect is an azcore transport that sends each request to scheme://host,
-// keeping its path, query and Host header.
-type redirect struct {
-	scheme, host string
-	client       *http.Client
-}
-
-func (r redirect) Do(req *http.Request) (*http.Response, error) {
-	u := *req.URL
-	u.Scheme, u.Host = r.scheme, r.host
-	out := req.Clone(req.Context())
-	out.URL = &u
-	out.Host = req.URL.Host
-	return r.client.Do(out)
 }
