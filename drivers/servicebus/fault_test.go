@@ -117,15 +117,7 @@ func TestFaultConnectionReset(t *testing.T) {
 			t.Fatalf("the reset did not fire: publish %s succeeded", id)
 		}
 	}
-	for eff.Count(t) < n {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%d of %d effects applied: %s", eff.Count(t), n, h.Check())
-		case err := <-runDone:
-			t.Fatalf("Run ended early: %v", err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	eff.WaitCount(ctx, t, n, runDone)
 	stop()
 	if err := <-runDone; err != nil && ctx.Err() == nil && rctx.Err() == nil {
 		t.Fatalf("Run: %v", err)

@@ -2,13 +2,10 @@ package sqsfifo_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,8 +19,7 @@ import (
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/conformance/emulators/sqsemu"
 	"github.com/wary-go/wary/drivers/sqsfifo"
-	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/sqlite"
+	"github.com/wary-go/wary/internal/effecttest"
 )
 
 // proxied starts an in-process toxiproxy in front of the server and returns
@@ -82,14 +78,6 @@ func TestConnectionResetMidBatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "inbox.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	if _, err := store.DB().ExecContext(ctx, `CREATE TABLE effects (id TEXT NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
 	once := &broker.RetryPolicy{Attempts: 1}
 	top, err := sqsfifo.OpenTopic(client, qurl, &sqsfifo.TopicOptions{TopicOptions: broker.TopicOptions{Retry: once}})
 	if err != nil {
@@ -101,26 +89,13 @@ func TestConnectionResetMidBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	inbox, err := idem.NewInbox(store, "fault", sub.Capabilities(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := conformance.NewHistory()
-	apply := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO effects (id) VALUES (?)`, d.Message.ID)
-		return err
-	}
-	handler := inbox.Wrap(apply)
+	eff := effecttest.New(t, h)
+	handler := eff.Handler(t, "fault", sub.Capabilities())
 	runCtx, stopRun := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = sub.Run(runCtx, func(ctx context.Context, d *broker.Delivery) error {
-			h.Delivered(d.Message.ID)
-			return handler(ctx, d)
-		}, &broker.RunOptions{Concurrency: 4, PerKey: true})
-	}()
+	defer stopRun()
+	runDone := make(chan error, 1)
+	go func() { runDone <- sub.Run(runCtx, handler, &broker.RunOptions{Concurrency: 4, PerKey: true}) }()
 
 	const batches, per, groups = 40, 10, 8
 	// publish publishes batch b until it succeeds; onFailure, if not nil,
@@ -168,37 +143,14 @@ func TestConnectionResetMidBatch(t *testing.T) {
 		publish(b, nil)
 	}
 
-	want := batches * per
-	for {
-		s := inbox.Stats()
-		if s.Processed >= int64(want) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("processed %d of %d: %s", s.Processed, want, h.Check())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	eff.WaitCount(ctx, t, batches*per, runDone)
 	stopRun()
-	wg.Wait()
-	rows, err := store.DB().QueryContext(ctx, `SELECT id, count(*) FROM effects GROUP BY id`)
-	if err != nil {
-		t.Fatal(err)
+	if err := <-runDone; err != nil && runCtx.Err() == nil {
+		t.Fatalf("Run: %v", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var n int
-		if err := rows.Scan(&id, &n); err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i < n; i++ {
-			h.Applied(id)
-		}
-	}
+	eff.Applied(t)
 	rep := h.Check()
-	t.Logf("%s; inbox %+v", rep, inbox.Stats())
+	t.Logf("%s", rep)
 	if !rep.Valid() {
 		t.Fatalf("history invalid: %s", rep)
 	}

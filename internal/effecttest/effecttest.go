@@ -21,8 +21,8 @@ import (
 // Effects is an inbox store on SQLite (in the test's temporary folder)
 // with the table effects (id), and the history it records into.
 type Effects struct {
-	Store *sqlite.Store
-	H     *conformance.History
+	store *sqlite.Store
+	h     *conformance.History
 }
 
 // New opens the store, closed when the test ends.
@@ -37,7 +37,7 @@ func New(t testing.TB, h *conformance.History) *Effects {
 	if _, err := st.DB().ExecContext(ctx, "CREATE TABLE effects (id TEXT NOT NULL)"); err != nil {
 		t.Fatal(err)
 	}
-	return &Effects{Store: st, H: h}
+	return &Effects{store: st, h: h}
 }
 
 // Handler returns the handler of an inbox named name for a subscription
@@ -45,7 +45,7 @@ func New(t testing.TB, h *conformance.History) *Effects {
 // the inbox inserts the message's row in its own transaction.
 func (e *Effects) Handler(t testing.TB, name string, caps broker.Capabilities) broker.Handler {
 	t.Helper()
-	in, err := idem.NewInbox[*sql.Tx](e.Store, name, caps, &idem.Options{Backoff: broker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
+	in, err := idem.NewInbox[*sql.Tx](e.store, name, caps, &idem.Options{Backoff: broker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func (e *Effects) Handler(t testing.TB, name string, caps broker.Capabilities) b
 		return err
 	})
 	return func(ctx context.Context, d *broker.Delivery) error {
-		e.H.Delivered(d.Message.ID)
+		e.h.Delivered(d.Message.ID)
 		return ih(ctx, d)
 	}
 }
@@ -63,7 +63,7 @@ func (e *Effects) Handler(t testing.TB, name string, caps broker.Capabilities) b
 func (e *Effects) Count(t testing.TB) int {
 	t.Helper()
 	var n int
-	if err := e.Store.DB().QueryRow("SELECT COUNT(DISTINCT id) FROM effects").Scan(&n); err != nil {
+	if err := e.store.DB().QueryRow("SELECT COUNT(DISTINCT id) FROM effects").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -74,7 +74,7 @@ func (e *Effects) Count(t testing.TB) int {
 // Call it once, after the consumers have stopped.
 func (e *Effects) Applied(t testing.TB) int {
 	t.Helper()
-	rows, err := e.Store.DB().Query("SELECT id, COUNT(*) FROM effects GROUP BY id")
+	rows, err := e.store.DB().Query("SELECT id, COUNT(*) FROM effects GROUP BY id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func (e *Effects) Applied(t testing.TB) int {
 			t.Fatal(err)
 		}
 		for range c {
-			e.H.Applied(id)
+			e.h.Applied(id)
 		}
 		n++
 	}
@@ -95,4 +95,20 @@ func (e *Effects) Applied(t testing.TB) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// WaitCount waits until n distinct IDs have an effect, looking every 20 ms
+// (the inbox's commits give no signal), and fails t if ctx ends first, or
+// if runDone (when not nil) yields first: the consumer stopped.
+func (e *Effects) WaitCount(ctx context.Context, t testing.TB, n int, runDone <-chan error) {
+	t.Helper()
+	for e.Count(t) < n {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d of %d effects applied: %s", e.Count(t), n, e.h.Check())
+		case err := <-runDone:
+			t.Fatalf("the consumer stopped with %d of %d effects applied: %v", e.Count(t), n, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/sqlite"
 )
 
 // TestJSONEveryDataCommand: every command that prints data prints one JSON
@@ -53,16 +51,7 @@ func TestJSONEveryDataCommand(t *testing.T) {
 // them in the order replay published them.
 func TestParkedReplayInVersionOrder(t *testing.T) {
 	ctx := t.Context()
-	path := filepath.Join(t.TempDir(), "shop.db")
-	st, err := sqlite.Open(ctx, path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	name := unique("orders")
-	topicURL := "mem://" + name + "?profile=partitioned"
-	p := &pipe[*sql.Tx]{store: st, storeArgs: []string{"--sqlite", path}, topicURL: topicURL,
-		topic: mustOpenTopic(t, topicURL), sub: mustOpenSub(t, "mem://"+name+"/billing?profile=partitioned")}
+	p := sqlitePipeQuery(t, "?profile=partitioned")
 	in, err := idem.NewInbox(p.store, "billing", p.sub.Capabilities(), &idem.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +87,7 @@ func TestParkedReplayInVersionOrder(t *testing.T) {
 			MessageID string `json:"message_id"`
 		} `json:"replayed"`
 	}
-	w.want(cli.ExitOK, p.args("parked", "replay", "--consumer", "billing", "--aggregate", "order-1", "--to", topicURL, "--yes", "--json")...).json(t, &res)
+	w.want(cli.ExitOK, p.args("parked", "replay", "--consumer", "billing", "--aggregate", "order-1", "--to", p.topicURL, "--yes", "--json")...).json(t, &res)
 	want := []string{"order-1/v1", "order-1/v2", "order-1/v3"}
 	var got []string
 	for _, r := range res.Replayed {

@@ -3,7 +3,6 @@ package cli_test
 import (
 	"context"
 	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +44,7 @@ func sbProbe(t *testing.T) (*wary, string) {
 	}
 	w := newWary(t)
 	w.env[cli.EnvServiceBus] = emu.ConnectionString
-	return w, "http://127.0.0.1:" + strconv.Itoa(emu.AdminPort)
+	return w, emu.AdminEndpoint
 }
 
 // TestProbeServiceBus: the Service Bus driver keeps what it declares on our
