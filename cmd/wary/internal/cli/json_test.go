@@ -15,7 +15,8 @@ import (
 )
 
 // TestJSONEveryDataCommand: every command that prints data prints one JSON
-// document on stdout with --json, and nothing else, whatever its exit code.
+// document on stdout with --json, and nothing else, whatever its exit code
+// (parked show, which needs a parked row, in TestParkedReplayInVersionOrder).
 func TestJSONEveryDataCommand(t *testing.T) {
 	p := sqlitePipe(t)
 	w := newWary(t)
