@@ -2,11 +2,38 @@ package conformance
 
 import (
 	"context"
-	"testing"
 	"time"
 
 	"github.com/wary-go/wary/broker"
 )
+
+// T is what a scenario and a harness use of the test they run in: the
+// part of testing.TB the suite needs. *testing.T implements it under
+// Run; under Probe the suite hands in a reporter of its own, so that a
+// program probing a live broker does not link package testing. FailNow,
+// Fatal, Fatalf, SkipNow, Skip and Skipf end the calling goroutine, as in
+// go test, and so may only be called from the goroutine running the
+// scenario or the harness's Setup.
+type T interface {
+	Helper()
+	Name() string
+	Context() context.Context
+	Cleanup(func())
+	Log(args ...any)
+	Logf(format string, args ...any)
+	Error(args ...any)
+	Errorf(format string, args ...any)
+	Fail()
+	FailNow()
+	Failed() bool
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skip(args ...any)
+	Skipf(format string, args ...any)
+	SkipNow()
+	Skipped() bool
+	TempDir() string
+}
 
 // Harness is how a driver's tests hand the suite its broker.
 type Harness struct {
@@ -18,7 +45,7 @@ type Harness struct {
 	// own cleanup with t.Cleanup. Capabilities reported by the fixture's
 	// topic and subscriptions must reflect the configuration actually
 	// applied (e.g. the lock timeout that was set).
-	Setup func(ctx context.Context, t testing.TB, cfg Config) (*Fixture, error)
+	Setup func(ctx context.Context, t T, cfg Config) (*Fixture, error)
 	// Wait lets d of broker time pass. Memory drivers on a fake clock
 	// advance it; real brokers sleep. Nil means a context-aware sleep.
 	Wait func(ctx context.Context, d time.Duration)

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/wary-go/wary/broker"
@@ -58,7 +57,7 @@ func Probe(ctx context.Context, h Harness, r Reporter, names ...string) (broker.
 	}
 	h.defaults()
 	var caps broker.Capabilities
-	pt := runProbe(ctx, "capabilities", func(t testing.TB) { caps = probeCaps(t, &h) })
+	pt := runProbe(ctx, "capabilities", func(t T) { caps = probeCaps(t, &h) })
 	if pt.failed {
 		return caps, nil, fmt.Errorf("conformance: cannot read the capabilities: %s", pt.log())
 	}
@@ -77,7 +76,7 @@ func Probe(ctx context.Context, h Harness, r Reporter, names ...string) (broker.
 		} else {
 			start := time.Now()
 			e := &env{h: &h, caps: caps}
-			pt := runProbe(ctx, s.name, func(t testing.TB) { s.run(t, e) })
+			pt := runProbe(ctx, s.name, func(t T) { s.run(t, e) })
 			res.Took = time.Since(start)
 			switch {
 			case pt.failed:
@@ -96,7 +95,7 @@ func Probe(ctx context.Context, h Harness, r Reporter, names ...string) (broker.
 
 // runProbe runs f with a probeT in a goroutine of its own (FailNow and
 // SkipNow end it with runtime.Goexit, as in go test), then its cleanups.
-func runProbe(ctx context.Context, name string, f func(t testing.TB)) *probeT {
+func runProbe(ctx context.Context, name string, f func(t T)) *probeT {
 	t := &probeT{name: name, ctx: ctx}
 	done := make(chan struct{})
 	go func() {
@@ -113,11 +112,9 @@ func runProbe(ctx context.Context, name string, f func(t testing.TB)) *probeT {
 	return t
 }
 
-// probeT is the testing.TB a Probe hands scenarios and harnesses. The
-// embedded TB is nil: a method a scenario calls that probeT does not
-// define panics, which runProbe reports as a failure.
+// probeT is the T a Probe hands scenarios and harnesses: the reporter
+// that records a scenario's logs, failure or skip instead of go test.
 type probeT struct {
-	testing.TB
 	name string
 	ctx  context.Context
 
@@ -205,10 +202,6 @@ func (t *probeT) TempDir() string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
-}
-
-func (t *probeT) Setenv(string, string) {
-	t.Fatalf("Setenv is not available in a probe")
 }
 
 // log is what the scenario logged, failures included.

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"go.uber.org/goleak"
@@ -20,7 +19,7 @@ import (
 type scenario struct {
 	name string
 	need func(c broker.Capabilities, h *Harness) string
-	run  func(t testing.TB, e *env)
+	run  func(t T, e *env)
 }
 
 // always applies.
@@ -44,8 +43,15 @@ func Scenarios() []string {
 // reported as skipped with "not applicable:" and the reason; every other
 // scenario must pass. Run checks at the end that the scenarios left no
 // goroutine running (go.uber.org/goleak), so call it from a test that runs
-// alone (not t.Parallel with other broker tests).
-func Run(t *testing.T, h Harness) {
+// alone (not t.Parallel with other broker tests). P is *testing.T:
+//
+//	func TestConformance(t *testing.T) { conformance.Run(t, harness) }
+//
+// Run is go test's reporter over the scenarios, as Probe is an operator's.
+func Run[P interface {
+	T
+	Run(name string, f func(t P)) bool
+}](t P, h Harness) {
 	t.Helper()
 	h.defaults()
 	before := goleak.IgnoreCurrent()
@@ -53,7 +59,7 @@ func Run(t *testing.T, h Harness) {
 	// A subtest of its own, so that what the harness registers for cleanup
 	// is released before the leak check.
 	probed := false
-	if !t.Run("capabilities", func(t *testing.T) {
+	if !t.Run("capabilities", func(t P) {
 		caps, probed = probeCaps(t, &h), true
 		t.Logf("%s: capabilities: %s", h.Name, caps)
 	}) {
@@ -62,14 +68,14 @@ func Run(t *testing.T, h Harness) {
 	if !probed {
 		// -run selected some scenarios only: probe anyway, releasing what
 		// the harness registers for cleanup at once.
-		early := &cleanupNow{TB: t}
+		early := &cleanupNow{T: t}
 		func() {
 			defer early.run()
 			caps = probeCaps(early, &h)
 		}()
 	}
 	for _, s := range scenarios {
-		t.Run(s.name, func(t *testing.T) {
+		t.Run(s.name, func(t P) {
 			if why := s.need(caps, &h); why != "" {
 				t.Skipf("not applicable: %s", why)
 			}
@@ -77,7 +83,7 @@ func Run(t *testing.T, h Harness) {
 			s.run(t, e)
 		})
 	}
-	t.Run("no-goroutine-leak", func(t *testing.T) {
+	t.Run("no-goroutine-leak", func(t P) {
 		if err := goleak.Find(before); err != nil {
 			t.Fatalf("goroutines left running after the scenarios closed everything they opened: %v", err)
 		}
@@ -86,7 +92,7 @@ func Run(t *testing.T, h Harness) {
 
 // cleanupNow collects the cleanups registered on it, to run them early.
 type cleanupNow struct {
-	testing.TB
+	T
 	fns []func()
 }
 
@@ -98,7 +104,7 @@ func (c *cleanupNow) run() {
 	}
 }
 
-func probeCaps(t testing.TB, h *Harness) broker.Capabilities {
+func probeCaps(t T, h *Harness) broker.Capabilities {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	f, err := h.Setup(ctx, t, defaultConfig)
@@ -151,7 +157,7 @@ type env struct {
 
 // setup builds a fresh fixture with the default config, checks it declares
 // the probed capabilities, and returns it with a context for the scenario.
-func (e *env) setup(t testing.TB) (context.Context, *Fixture) {
+func (e *env) setup(t T) (context.Context, *Fixture) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute+2*e.h.MaxWait)
 	t.Cleanup(cancel)
@@ -167,7 +173,7 @@ func (e *env) setup(t testing.TB) (context.Context, *Fixture) {
 }
 
 // sub opens one more consumer and closes it at cleanup.
-func (e *env) sub(ctx context.Context, t testing.TB, f *Fixture) *broker.Subscription {
+func (e *env) sub(ctx context.Context, t T, f *Fixture) *broker.Subscription {
 	t.Helper()
 	s, err := f.Subscribe(ctx)
 	if err != nil {
@@ -178,7 +184,7 @@ func (e *env) sub(ctx context.Context, t testing.TB, f *Fixture) *broker.Subscri
 }
 
 // dlq opens the dead-letter queue.
-func (e *env) dlq(ctx context.Context, t testing.TB, f *Fixture) *broker.Subscription {
+func (e *env) dlq(ctx context.Context, t T, f *Fixture) *broker.Subscription {
 	t.Helper()
 	if f.DeadLetters == nil {
 		t.Fatalf("the driver declares dead-lettering but the fixture has no DeadLetters opener")
@@ -193,7 +199,7 @@ func (e *env) dlq(ctx context.Context, t testing.TB, f *Fixture) *broker.Subscri
 
 // msg builds a message with a unique ID, the key (or a default one where
 // the broker requires keys) and a body naming it.
-func (e *env) msg(t testing.TB, key string) *broker.Message {
+func (e *env) msg(t T, key string) *broker.Message {
 	n := e.n.Add(1)
 	id := fmt.Sprintf("%s-%d-%d", sanitize(t.Name()), time.Now().UnixNano(), n)
 	if key == "" && e.caps.KeyRequired {
@@ -215,7 +221,7 @@ func sanitize(s string) string {
 	return string(b)
 }
 
-func publish(ctx context.Context, t testing.TB, f *Fixture, msgs ...*broker.Message) {
+func publish(ctx context.Context, t T, f *Fixture, msgs ...*broker.Message) {
 	t.Helper()
 	if err := f.Topic.Publish(ctx, msgs...); err != nil {
 		t.Fatalf("publish: %v", err)
@@ -224,7 +230,7 @@ func publish(ctx context.Context, t testing.TB, f *Fixture, msgs ...*broker.Mess
 
 // recvWithin receives until n deliveries arrived or d passed, and returns
 // what arrived.
-func recvWithin(ctx context.Context, t testing.TB, s *broker.Subscription, n int, d time.Duration) []*broker.Delivery {
+func recvWithin(ctx context.Context, t T, s *broker.Subscription, n int, d time.Duration) []*broker.Delivery {
 	t.Helper()
 	rctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -244,7 +250,7 @@ func recvWithin(ctx context.Context, t testing.TB, s *broker.Subscription, n int
 
 // recv receives exactly n deliveries within the scenario's patience or
 // fails.
-func (e *env) recv(ctx context.Context, t testing.TB, s *broker.Subscription, n int) []*broker.Delivery {
+func (e *env) recv(ctx context.Context, t T, s *broker.Subscription, n int) []*broker.Delivery {
 	t.Helper()
 	ds := recvWithin(ctx, t, s, n, 30*time.Second)
 	if len(ds) < n {
@@ -255,7 +261,7 @@ func (e *env) recv(ctx context.Context, t testing.TB, s *broker.Subscription, n 
 
 // recvID receives until the delivery of id arrives, settling nothing, and
 // returns it with the others received on the way.
-func (e *env) recvID(ctx context.Context, t testing.TB, s *broker.Subscription, id string) (*broker.Delivery, []*broker.Delivery) {
+func (e *env) recvID(ctx context.Context, t T, s *broker.Subscription, id string) (*broker.Delivery, []*broker.Delivery) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	var others []*broker.Delivery
@@ -273,7 +279,7 @@ func (e *env) recvID(ctx context.Context, t testing.TB, s *broker.Subscription, 
 
 // expectNone fails if anything is delivered within the harness's Quiet
 // period; what arrives is nacked so that it is not held.
-func (e *env) expectNone(ctx context.Context, t testing.TB, s *broker.Subscription, why string) {
+func (e *env) expectNone(ctx context.Context, t T, s *broker.Subscription, why string) {
 	t.Helper()
 	ds := recvWithin(ctx, t, s, 1, e.h.Quiet)
 	if len(ds) > 0 {
@@ -289,7 +295,7 @@ func ids(ds []*broker.Delivery) []string {
 	return out
 }
 
-func ackAll(ctx context.Context, t testing.TB, ds ...*broker.Delivery) {
+func ackAll(ctx context.Context, t T, ds ...*broker.Delivery) {
 	t.Helper()
 	for _, d := range ds {
 		if err := d.Ack(ctx); err != nil {
@@ -298,7 +304,7 @@ func ackAll(ctx context.Context, t testing.TB, ds ...*broker.Delivery) {
 	}
 }
 
-func mustIs(t testing.TB, err error, targets ...error) {
+func mustIs(t T, err error, targets ...error) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("got no error, want one matching %v", targets)
@@ -320,7 +326,7 @@ func sortedIDs(ds []*broker.Delivery) []string {
 // MaxWait fails the scenario: scenarios that need one are not applicable
 // (needWait) only where the harness says why the broker cannot be
 // configured shorter.
-func (e *env) wait(ctx context.Context, t testing.TB, d time.Duration) {
+func (e *env) wait(ctx context.Context, t T, d time.Duration) {
 	t.Helper()
 	if d > e.h.MaxWait {
 		t.Fatalf("the scenario waits %s of broker time, over the harness's MaxWait (%s): configure the broker shorter "+

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/wary-go/wary/broker"
@@ -38,7 +37,7 @@ func init() {
 
 // roundTripFidelity: binary body (every byte value, not UTF-8), headers,
 // ID and key come back unchanged; a first delivery says so.
-func roundTripFidelity(t testing.TB, e *env) {
+func roundTripFidelity(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	body := make([]byte, 512)
@@ -92,7 +91,7 @@ func roundTripFidelity(t testing.TB, e *env) {
 
 // ackScenario: an acked message is not delivered again, to this consumer
 // or another, even after the lock timeout has passed.
-func ackScenario(t testing.TB, e *env) {
+func ackScenario(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -116,7 +115,7 @@ func ackScenario(t testing.TB, e *env) {
 // before: none is delivered again. It acks what arrives, so that a driver
 // that holds one unsettled delivery per scope (Kafka in order, RabbitMQ's
 // prefetch) gets its next.
-func ackAllScenario(t testing.TB, e *env) {
+func ackAllScenario(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	var msgs []*broker.Message
@@ -148,7 +147,7 @@ func ackAllScenario(t testing.TB, e *env) {
 }
 
 // nackRedelivers: Nack(0) redelivers the message, flagged as a redelivery.
-func nackRedelivers(t testing.TB, e *env) {
+func nackRedelivers(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -168,7 +167,7 @@ func nackRedelivers(t testing.TB, e *env) {
 }
 
 // deliveryCount: the attempt number counts deliveries exactly: 1, 2, 3.
-func deliveryCount(t testing.TB, e *env) {
+func deliveryCount(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -194,7 +193,7 @@ func deliveryCount(t testing.TB, e *env) {
 
 // doubleSettle: a second Ack, a Nack or DeadLetter after Ack are no-ops
 // that return nil and do not redeliver.
-func doubleSettle(t testing.TB, e *env) {
+func doubleSettle(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -218,7 +217,7 @@ func doubleSettle(t testing.TB, e *env) {
 // keyRequired: where the driver declares KeyRequired, a message without a
 // key fails at publish with ErrInvalid and nothing is sent; where it does
 // not, such a message is delivered.
-func keyRequired(t testing.TB, e *env) {
+func keyRequired(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -238,7 +237,7 @@ func keyRequired(t testing.TB, e *env) {
 
 // invalidHeader: a non-UTF-8 header value fails at publish with
 // ErrInvalid, nothing of the batch is sent, and later messages still flow.
-func invalidHeader(t testing.TB, e *env) {
+func invalidHeader(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	good := e.msg(t, "")
@@ -255,7 +254,7 @@ func invalidHeader(t testing.TB, e *env) {
 // oversized: a message over MaxMessageSize fails with ErrTooLarge before
 // anything is sent; a message at the limit goes through, and the stream is
 // not stalled.
-func oversized(t testing.TB, e *env) {
+func oversized(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	big := e.msg(t, "")

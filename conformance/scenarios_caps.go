@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
-	"testing"
 	"time"
 
 	"github.com/wary-go/wary/broker"
@@ -44,7 +43,7 @@ func init() {
 // settled, unknown only where the harness says the driver cannot read it.
 // An inbox sizes its retention from this value, so a horizon shorter than
 // the broker's lets a late copy run its effect twice.
-func redeliveryHorizon(t testing.TB, e *env) {
+func redeliveryHorizon(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	want := e.h.RedeliveryHorizon
@@ -71,7 +70,7 @@ const batchUnlimited = 100
 // inside each key. A declared limit higher than the broker's fails the
 // publish; a lower one or none where there is one shows as a failed or
 // partial publish.
-func batchSplit(t testing.TB, e *env) {
+func batchSplit(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	n := batchUnlimited
@@ -135,7 +134,7 @@ func batchSplit(t testing.TB, e *env) {
 // group. A window scoped to the queue drops both repeats: one copy
 // arrives. No window (DedupNone): all three arrive. A window declared
 // without a scope, or a scope without a window, fails.
-func dedupScope(t testing.TB, e *env) {
+func dedupScope(t T, e *env) {
 	ctx, f := e.setup(t)
 	c := e.caps
 	var want int
@@ -201,7 +200,7 @@ const restarts = 2
 // redelivery, as Kafka's does from its commit metadata, but cannot know
 // how often it was delivered). One restart cannot tell the modes apart
 // (both may say 2), which is why the scenario restarts twice.
-func countAcrossRestarts(t testing.TB, e *env) {
+func countAcrossRestarts(t T, e *env) {
 	c := e.caps
 	switch {
 	case c.DeliveryLimit == 0:

@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"errors"
-	"testing"
 	"time"
 
 	"github.com/wary-go/wary/broker"
@@ -31,7 +30,7 @@ func init() {
 // failFast is how long a not-found answer may take.
 const failFast = 15 * time.Second
 
-func missingTopic(t testing.TB, e *env) {
+func missingTopic(t T, e *env) {
 	ctx, cancel := context.WithTimeout(context.Background(), failFast)
 	defer cancel()
 	top, err := e.h.OpenMissingTopic(ctx)
@@ -46,7 +45,7 @@ func missingTopic(t testing.TB, e *env) {
 	mustIs(t, err, broker.ErrNotFound)
 }
 
-func missingSubscription(t testing.TB, e *env) {
+func missingSubscription(t T, e *env) {
 	ctx, cancel := context.WithTimeout(context.Background(), failFast)
 	defer cancel()
 	s, err := e.h.OpenMissingSubscription(ctx)
@@ -63,7 +62,7 @@ func missingSubscription(t testing.TB, e *env) {
 // canceledContext: a canceled context fails Publish before anything is
 // sent (context.Canceled, ErrNotSent) and ends Receive with
 // context.Canceled; a deadline ends Receive with DeadlineExceeded.
-func canceledContext(t testing.TB, e *env) {
+func canceledContext(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	cctx, cancel := context.WithCancel(ctx)
@@ -95,7 +94,7 @@ func canceledContext(t testing.TB, e *env) {
 
 // closedScenario: Close unblocks a waiting Receive with ErrClosed; calls
 // after Close fail with ErrClosed; closing twice is harmless.
-func closedScenario(t testing.TB, e *env) {
+func closedScenario(t T, e *env) {
 	ctx, f := e.setup(t)
 	s, err := f.Subscribe(ctx)
 	if err != nil {

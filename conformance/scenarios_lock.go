@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/wary-go/wary/broker"
@@ -81,7 +80,7 @@ func nackDelay(h *Harness) time.Duration { return max(3*h.Quiet, 2*time.Second) 
 
 // expired publishes m, receives it on s and lets the lock of that delivery,
 // d1, expire.
-func (e *env) expired(t testing.TB) (ctx context.Context, f *Fixture, s *broker.Subscription, m *broker.Message, d1 *broker.Delivery) {
+func (e *env) expired(t T) (ctx context.Context, f *Fixture, s *broker.Subscription, m *broker.Message, d1 *broker.Delivery) {
 	ctx, f = e.setup(t)
 	s = e.sub(ctx, t, f)
 	m = e.msg(t, "")
@@ -94,7 +93,7 @@ func (e *env) expired(t testing.TB) (ctx context.Context, f *Fixture, s *broker.
 // lockExpiry: a delivery left unsettled past the lock timeout is delivered
 // again (to any consumer), counted as a new attempt; a late settle of the
 // old delivery does not lose the new one.
-func lockExpiry(t testing.TB, e *env) {
+func lockExpiry(t T, e *env) {
 	ctx, f, _, m, d1 := e.expired(t)
 	s2 := e.sub(ctx, t, f)
 	d2, _ := e.recvID(ctx, t, s2, m.ID)
@@ -112,7 +111,7 @@ func lockExpiry(t testing.TB, e *env) {
 // the message's redelivery reports each alone: the late one nil or
 // ErrLockLost, the redelivery acknowledged, and the message not delivered
 // again.
-func ackAllExpired(t testing.TB, e *env) {
+func ackAllExpired(t T, e *env) {
 	ctx, _, s, m, d1 := e.expired(t)
 	d2, _ := e.recvID(ctx, t, s, m.ID)
 	errs := broker.AckAll(ctx, []*broker.Delivery{d1, d2})
@@ -124,7 +123,7 @@ func ackAllExpired(t testing.TB, e *env) {
 
 // heldWithoutLock: with no lock timeout declared, an unsettled delivery
 // stays with its consumer however long it takes.
-func heldWithoutLock(t testing.TB, e *env) {
+func heldWithoutLock(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -139,7 +138,7 @@ func heldWithoutLock(t testing.TB, e *env) {
 
 // lockExtension: extending the lock keeps a slow delivery from being
 // redelivered past the original timeout.
-func lockExtension(t testing.TB, e *env) {
+func lockExtension(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -157,7 +156,7 @@ func lockExtension(t testing.TB, e *env) {
 	}
 }
 
-func lockExtensionUnsupported(t testing.TB, e *env) {
+func lockExtensionUnsupported(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -169,7 +168,7 @@ func lockExtensionUnsupported(t testing.TB, e *env) {
 }
 
 // nackWithDelay: a nacked message comes back no sooner than the delay.
-func nackWithDelay(t testing.TB, e *env) {
+func nackWithDelay(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -191,7 +190,7 @@ func nackWithDelay(t testing.TB, e *env) {
 	ackAll(ctx, t, d2)
 }
 
-func nackDelayUnsupported(t testing.TB, e *env) {
+func nackDelayUnsupported(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -206,7 +205,7 @@ func nackDelayUnsupported(t testing.TB, e *env) {
 
 // deliveryLimit: after DeliveryLimit deliveries the message is
 // dead-lettered with a reason instead of delivered again.
-func deliveryLimit(t testing.TB, e *env) {
+func deliveryLimit(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -237,7 +236,7 @@ func deliveryLimit(t testing.TB, e *env) {
 
 // deadLetter: DeadLetter moves the message to the dead-letter queue with
 // its reason, and it is not delivered again on the subscription.
-func deadLetter(t testing.TB, e *env) {
+func deadLetter(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -259,7 +258,7 @@ func deadLetter(t testing.TB, e *env) {
 	e.expectNone(ctx, t, s, "a dead-lettered message must not be delivered again")
 }
 
-func deadLetterUnsupported(t testing.TB, e *env) {
+func deadLetterUnsupported(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "")
@@ -272,7 +271,7 @@ func deadLetterUnsupported(t testing.TB, e *env) {
 // crashRedelivers: a consumer that closes (crashes) with unsettled
 // deliveries loses nothing: another consumer gets them, flagged as
 // redelivered.
-func crashRedelivers(t testing.TB, e *env) {
+func crashRedelivers(t T, e *env) {
 	ctx, f := e.setup(t)
 	s1, err := f.Subscribe(ctx)
 	if err != nil {
@@ -308,7 +307,7 @@ func crashRedelivers(t testing.TB, e *env) {
 // scope and crashes holding the second. Per-message acks: only the second
 // comes back. Cumulative acks: the second and third come back (the
 // commit point cannot pass the second), the first does not.
-func ackModel(t testing.TB, e *env) {
+func ackModel(t T, e *env) {
 	ctx, f := e.setup(t)
 	s1, err := f.Subscribe(ctx)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/wary-go/wary/broker"
@@ -52,7 +51,7 @@ func seqOf(d *broker.Delivery) int {
 // consumed by 4 competing consumers running the handler loop with per-key
 // serial handling: inside every key, messages are first handled in publish
 // order, and where the broker declares head-of-line, never two at once.
-func orderWithinScope(t testing.TB, e *env) {
+func orderWithinScope(t T, e *env) {
 	ctx, f := e.setup(t)
 	var subs []*broker.Subscription
 	for i := 0; i < orderWorkers; i++ {
@@ -100,7 +99,7 @@ func orderWithinScope(t testing.TB, e *env) {
 
 // runUntil runs the handler loop on every subscription until want distinct
 // messages were handled, recording deliveries in h.
-func (e *env) runUntil(ctx context.Context, t testing.TB, subs []*broker.Subscription, want int, h *History, fn broker.Handler, opts *broker.RunOptions) {
+func (e *env) runUntil(ctx context.Context, t T, subs []*broker.Subscription, want int, h *History, fn broker.Handler, opts *broker.RunOptions) {
 	t.Helper()
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -160,7 +159,7 @@ func (e *env) runUntil(ctx context.Context, t testing.TB, subs []*broker.Subscri
 
 // headOfLine: while the first message of a scope is held unsettled, no
 // consumer gets the second; once it is acked, the second is delivered.
-func headOfLine(t testing.TB, e *env) {
+func headOfLine(t T, e *env) {
 	ctx, f := e.setup(t)
 	a := e.sub(ctx, t, f)
 	b := e.sub(ctx, t, f)
@@ -181,7 +180,7 @@ func headOfLine(t testing.TB, e *env) {
 }
 
 // recvEither receives from a and b alternately until id arrives.
-func (e *env) recvEither(ctx context.Context, t testing.TB, a, b *broker.Subscription, id string) *broker.Delivery {
+func (e *env) recvEither(ctx context.Context, t T, a, b *broker.Subscription, id string) *broker.Delivery {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -201,7 +200,7 @@ func (e *env) recvEither(ctx context.Context, t testing.TB, a, b *broker.Subscri
 // perKeySerial: the handler loop with PerKey runs one handler per key at a
 // time, in arrival order, and different keys in parallel (proven by a
 // handler of one key waiting for a handler of another key to start).
-func perKeySerial(t testing.TB, e *env) {
+func perKeySerial(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	const keys, per = 4, 6
@@ -261,7 +260,7 @@ func perKeySerial(t testing.TB, e *env) {
 
 // dedupWithin: publishing the same ID twice inside the declared window
 // delivers it once; with no declared window, twice.
-func dedupWithin(t testing.TB, e *env) {
+func dedupWithin(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "dedup")
@@ -282,7 +281,7 @@ func dedupWithin(t testing.TB, e *env) {
 func dedupWait(c broker.Capabilities) time.Duration { return c.DedupWindow + c.DedupWindow/2 }
 
 // dedupAfter: after the window has passed, the same ID is delivered again.
-func dedupAfter(t testing.TB, e *env) {
+func dedupAfter(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
 	m := e.msg(t, "dedup")
@@ -299,7 +298,7 @@ func dedupAfter(t testing.TB, e *env) {
 // competingHistory: 4 consumers share 200 messages; every handler fails
 // the first attempt of every fifth message. The history checker finds
 // nothing lost and nothing unexpected.
-func competingHistory(t testing.TB, e *env) {
+func competingHistory(t T, e *env) {
 	ctx, f := e.setup(t)
 	var subs []*broker.Subscription
 	for i := 0; i < 4; i++ {

@@ -49,7 +49,7 @@ const conformanceSegment = time.Hour
 // createRetained creates a topic whose retention.ms says how long it keeps
 // records (broker.HorizonUnbounded: -1, forever), with segment.ms
 // conformanceSegment.
-func (e *testEnv) createRetained(t testing.TB, adm *kadm.Client, partitions int32, prefix string, retention time.Duration) string {
+func (e *testEnv) createRetained(t conformance.T, adm *kadm.Client, partitions int32, prefix string, retention time.Duration) string {
 	t.Helper()
 	name := uniqueName(prefix)
 	ms := "-1"
@@ -91,10 +91,10 @@ func (e *testEnv) harness(name string, ordered bool, retention, horizon time.Dur
 		Name:              name,
 		Quiet:             time.Second,
 		RedeliveryHorizon: horizon,
-		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+		Setup: func(ctx context.Context, t conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			setups++
 			if setups == 1 {
-				t = &releasing{TB: t, fns: &probe}
+				t = &releasing{T: t, fns: &probe}
 			} else {
 				for _, f := range probe {
 					f()
@@ -219,7 +219,7 @@ func (*oldestTakesAll) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32
 
 // releasing records the cleanups registered on it, to run them early (once).
 type releasing struct {
-	testing.TB
+	conformance.T
 	fns *[]func()
 }
 
@@ -227,5 +227,5 @@ func (r *releasing) Cleanup(f func()) {
 	var once sync.Once
 	g := func() { once.Do(f) }
 	*r.fns = append([]func(){g}, *r.fns...)
-	r.TB.Cleanup(g)
+	r.T.Cleanup(g)
 }

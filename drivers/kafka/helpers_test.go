@@ -6,12 +6,13 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wary-go/wary/conformance"
 )
 
 // testEnv is a Kafka cluster for tests: an in-process kfake cluster, or the
@@ -31,7 +32,7 @@ func uniqueName(prefix string) string {
 	return fmt.Sprintf("wary-%s-%d-%d", prefix, time.Now().UnixNano()%1e9, nameSeq.Add(1))
 }
 
-func newTestEnv(t testing.TB, fakeOpts ...kfake.Opt) *testEnv {
+func newTestEnv(t conformance.T, fakeOpts ...kfake.Opt) *testEnv {
 	t.Helper()
 	e := &testEnv{}
 	if v := os.Getenv("WARY_KAFKA_BROKERS"); v != "" && len(fakeOpts) == 0 {
@@ -73,7 +74,7 @@ func (e *testEnv) producerOpts() []kgo.Opt {
 
 // producer returns a plain client (for writing raw records), closed when t
 // ends.
-func (e *testEnv) producer(t testing.TB) *kgo.Client {
+func (e *testEnv) producer(t conformance.T) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(e.producerOpts()...)
 	if err != nil {
@@ -86,7 +87,7 @@ func (e *testEnv) producer(t testing.TB) *kgo.Client {
 // newAdmin returns an admin client closed when t ends (a client opened
 // before conformance.Run would open connections during it, which the
 // suite's leak check would report).
-func (e *testEnv) newAdmin(t testing.TB) *kadm.Client {
+func (e *testEnv) newAdmin(t conformance.T) *kadm.Client {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...))
 	if err != nil {
 		t.Fatal(err)
@@ -95,11 +96,11 @@ func (e *testEnv) newAdmin(t testing.TB) *kadm.Client {
 	return kadm.NewClient(cl)
 }
 
-func (e *testEnv) createTopic(t testing.TB, partitions int32, prefix string) string {
+func (e *testEnv) createTopic(t conformance.T, partitions int32, prefix string) string {
 	return e.createTopicWith(t, e.admin, partitions, prefix)
 }
 
-func (e *testEnv) createTopicWith(t testing.TB, adm *kadm.Client, partitions int32, prefix string) string {
+func (e *testEnv) createTopicWith(t conformance.T, adm *kadm.Client, partitions int32, prefix string) string {
 	t.Helper()
 	name := uniqueName(prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -26,7 +26,7 @@ func harness(p memory.Profile, scope broker.DedupScope) conformance.Harness {
 	return conformance.Harness{
 		Name:              "memory/" + string(p),
 		RedeliveryHorizon: retention,
-		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+		Setup: func(ctx context.Context, t conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			name := fmt.Sprintf("topic-%d", n.Add(1))
 			tc := &memory.TopicConfig{Profile: p, LockTimeout: cfg.LockTimeout, DeliveryLimit: cfg.DeliveryLimit, Retention: retention}
 			if p == memory.SQSFIFO || p == memory.ServiceBus {

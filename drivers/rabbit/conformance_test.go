@@ -19,7 +19,7 @@ func harness(t *testing.T, c *rabbit.Conn, name string, partitions int) conforma
 	return conformance.Harness{
 		Name:              name,
 		RedeliveryHorizon: broker.HorizonUnbounded,
-		Setup: func(ctx context.Context, tb testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+		Setup: func(ctx context.Context, tb conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			q := uniqueName("conf")
 			top, _ := declare(tb, c, rabbit.Topology{
 				Exchange:       q,

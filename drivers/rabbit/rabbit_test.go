@@ -6,9 +6,9 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
+	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
 
@@ -22,12 +22,12 @@ func serverURL() string {
 
 // dial connects to the test server, or skips (fails with
 // WARY_REQUIRE_SERVICES=1) when it is unreachable.
-func dial(t testing.TB) *rabbit.Conn {
+func dial(t conformance.T) *rabbit.Conn {
 	t.Helper()
 	return dialURL(t, serverURL())
 }
 
-func dialURL(t testing.TB, url string) *rabbit.Conn {
+func dialURL(t conformance.T, url string) *rabbit.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -50,7 +50,7 @@ func uniqueName(prefix string) string {
 
 // declare declares a fresh topology and deletes it at cleanup, or when
 // the returned function is called, whichever comes first.
-func declare(t testing.TB, c *rabbit.Conn, top rabbit.Topology) (rabbit.Topology, func()) {
+func declare(t conformance.T, c *rabbit.Conn, top rabbit.Topology) (rabbit.Topology, func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

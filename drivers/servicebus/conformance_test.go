@@ -20,7 +20,7 @@ func harness(t *testing.T, e *env, name string, sessions, topicSub bool) conform
 	h := conformance.Harness{
 		Name:              name,
 		RedeliveryHorizon: broker.HorizonUnbounded,
-		Setup: func(ctx context.Context, tb testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+		Setup: func(ctx context.Context, tb conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			c := entityConfig{sessions: sessions, lock: cfg.LockTimeout, deliveryLimit: cfg.DeliveryLimit, dedup: cfg.DedupWindow}
 			if c.lock > 0 && c.lock < 5*time.Second {
 				c.lock = 5 * time.Second // the service's minimum; shorter locks expire under -race while a batch is acked

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"strconv"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/conformance/emulators/sbemu"
 	"github.com/wary-go/wary/drivers/servicebus"
 )
@@ -39,7 +39,7 @@ type env struct {
 	admin  *admin.Client
 }
 
-func newEnv(t testing.TB) *env {
+func newEnv(t conformance.T) *env {
 	t.Helper()
 	emu := sbemu.Start(t, sbemu.Topology{MaxMessageSize: 1 << 20})
 	e := &env{emu: emu, client: emu.NewClient(t), admin: emu.AdminClient(t)}
@@ -83,7 +83,7 @@ func (c entityConfig) queueProps() *admin.QueueProperties {
 }
 
 // createQueue creates a fresh queue, deleted when the test ends.
-func (e *env) createQueue(t testing.TB, c entityConfig) string {
+func (e *env) createQueue(t conformance.T, c entityConfig) string {
 	t.Helper()
 	name := uniqueName("q")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -101,7 +101,7 @@ func (e *env) createQueue(t testing.TB, c entityConfig) string {
 
 // createSubscription creates a fresh topic and one subscription; it
 // returns the topic and the subscription's path.
-func (e *env) createSubscription(t testing.TB, c entityConfig) (topic, path string) {
+func (e *env) createSubscription(t conformance.T, c entityConfig) (topic, path string) {
 	t.Helper()
 	topic = uniqueName("t")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -129,7 +129,7 @@ func (e *env) createSubscription(t testing.TB, c entityConfig) (topic, path stri
 
 // openTopic opens the driver's topic on a queue the test created, closed
 // when the test ends.
-func (e *env) openTopic(t testing.TB, q string) *broker.Topic {
+func (e *env) openTopic(t conformance.T, q string) *broker.Topic {
 	t.Helper()
 	topic, err := servicebus.OpenTopic(e.client, q, &servicebus.TopicOptions{Admin: e.admin})
 	if err != nil {

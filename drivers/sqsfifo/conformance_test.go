@@ -53,7 +53,7 @@ func TestConformance(t *testing.T) {
 		// Every queue keeps messages confRetention: the horizon the
 		// driver must read from MessageRetentionPeriod.
 		RedeliveryHorizon: confRetention,
-		Setup: func(ctx context.Context, tb testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+		Setup: func(ctx context.Context, tb conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			tb.Cleanup(tr.CloseIdleConnections)
 			// At least 3s: the head-of-line scenario holds a delivery
 			// through two Quiet periods (2s) and must not see its lock

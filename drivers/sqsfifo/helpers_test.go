@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/conformance/emulators/sqsemu"
 )
 
@@ -44,7 +45,7 @@ func TestMain(m *testing.M) {
 
 // newTestEnv returns the shared server, or, when opts ask for something
 // (a shortened dedup window), a server of the test's own.
-func newTestEnv(t testing.TB, opts sqsemu.Options) *testEnv {
+func newTestEnv(t conformance.T, opts sqsemu.Options) *testEnv {
 	t.Helper()
 	var srv *sqsemu.Server
 	if opts == (sqsemu.Options{}) {
@@ -92,7 +93,7 @@ type queueSpec struct {
 
 // createQueue creates a queue (and its DLQ), deleted at cleanup; it
 // returns the queue's URL and the DLQ's ("" without).
-func (e *testEnv) createQueue(t testing.TB, spec queueSpec) (string, string) {
+func (e *testEnv) createQueue(t conformance.T, spec queueSpec) (string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -151,7 +152,7 @@ func (e *testEnv) createQueue(t testing.TB, spec queueSpec) (string, string) {
 	return url, dlqURL
 }
 
-func (e *testEnv) deleteAtCleanup(t testing.TB, url string) {
+func (e *testEnv) deleteAtCleanup(t conformance.T, url string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -161,7 +162,7 @@ func (e *testEnv) deleteAtCleanup(t testing.TB, url string) {
 
 // count returns how many messages the queue holds (visible or not), read
 // through the raw SDK.
-func (e *testEnv) count(ctx context.Context, t testing.TB, url string) int {
+func (e *testEnv) count(ctx context.Context, t conformance.T, url string) int {
 	t.Helper()
 	out, err := e.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages,

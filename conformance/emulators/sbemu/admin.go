@@ -7,9 +7,10 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/wary-go/wary/conformance"
 )
 
 // AdminClient returns an administration client for the emulator (or the real
@@ -19,7 +20,7 @@ import (
 // topics and subscriptions (create, get, delete). Against
 // WARY_SERVICEBUS_CONNECTION_STRING they go to WARY_SERVICEBUS_ADMIN_ENDPOINT
 // when it is set (Microsoft's emulator), else to the namespace.
-func (e *Emulator) AdminClient(t testing.TB) *admin.Client {
+func (e *Emulator) AdminClient(t conformance.T) *admin.Client {
 	t.Helper()
 	c, err := admin.NewClientFromConnectionString(e.ConnectionString, e.AdminClientOptions())
 	if err != nil {

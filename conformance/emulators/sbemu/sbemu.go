@@ -21,12 +21,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
+	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/conformance/emulators/internal/nodeproc"
 	"github.com/wary-go/wary/internal/sbadmin"
 )
@@ -75,7 +75,7 @@ type Emulator struct {
 // that namespace: the entities must then exist with the names in topology.
 // If node is missing or npm ci fails the test is skipped, or fails when
 // WARY_REQUIRE_SERVICES=1.
-func Start(t testing.TB, topology Topology) *Emulator {
+func Start(t conformance.T, topology Topology) *Emulator {
 	t.Helper()
 	if cs := os.Getenv(EnvConnectionString); cs != "" {
 		ep := os.Getenv(EnvAdminEndpoint)
@@ -121,7 +121,7 @@ func Start(t testing.TB, topology Topology) *Emulator {
 
 // NewClient returns a client for the emulator (or the real namespace),
 // closed when the test ends.
-func (e *Emulator) NewClient(t testing.TB) *azservicebus.Client {
+func (e *Emulator) NewClient(t conformance.T) *azservicebus.Client {
 	t.Helper()
 	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString, e.ClientOptions())
 	if err != nil {
@@ -191,7 +191,7 @@ func Dir() (string, error) {
 	return filepath.Clean(dir), nil
 }
 
-func launch(t testing.TB, node, dir, cfgPath string) (int, int, func(), error) {
+func launch(t conformance.T, node, dir, cfgPath string) (int, int, func(), error) {
 	cmd := exec.Command(node, filepath.Join("src", "main.js"),
 		"--config", cfgPath, "--port", "0", "--host", "127.0.0.1", "--exit-on-stdin-close")
 	cmd.Dir = dir

@@ -17,7 +17,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/conformance/emulators/internal/nodeproc"
 )
 
@@ -67,7 +67,7 @@ type Server struct {
 // Start starts fauxqs and stops it when the test ends. With
 // WARY_SQS_ENDPOINT set it starts nothing. If npm or the dependencies are
 // missing the test is skipped, or fails with WARY_REQUIRE_SERVICES=1.
-func Start(t testing.TB, opts Options) *Server {
+func Start(t conformance.T, opts Options) *Server {
 	t.Helper()
 	s, stop, err := Launch(opts)
 	if err != nil {
@@ -123,7 +123,7 @@ func Launch(opts Options) (*Server, func(), error) {
 // static dummy credentials; against WARY_SQS_ENDPOINT the default chain.
 // mod, if not nil, adjusts the client's options (an HTTP client through a
 // proxy, say).
-func (s *Server) NewClient(t testing.TB, mod func(*sqs.Options)) *sqs.Client {
+func (s *Server) NewClient(t conformance.T, mod func(*sqs.Options)) *sqs.Client {
 	t.Helper()
 	c, err := s.Client(context.Background(), mod)
 	if err != nil {
@@ -156,7 +156,7 @@ func (s *Server) Client(ctx context.Context, mod func(*sqs.Options)) (*sqs.Clien
 }
 
 // Unavailable skips the test, or fails it with WARY_REQUIRE_SERVICES=1.
-func Unavailable(t testing.TB, format string, args ...any) {
+func Unavailable(t conformance.T, format string, args ...any) {
 	t.Helper()
 	nodeproc.Unavailable(t, format, args...)
 }

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -72,7 +71,7 @@ func memHarness(_ context.Context, u *url.URL, _ func(string) string) (conforman
 	h := conformance.Harness{
 		Name:              "probe " + broker.Redact(u),
 		RedeliveryHorizon: horizon,
-		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+		Setup: func(ctx context.Context, t conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			q := u.Query()
 			def := func(k, v string) {
 				if !q.Has(k) {
@@ -145,7 +144,7 @@ func rabbitHarness(ctx context.Context, u *url.URL, getenv func(string) string) 
 	h := conformance.Harness{
 		Name:              "probe " + broker.Redact(u),
 		RedeliveryHorizon: broker.HorizonUnbounded, // quorum queues keep a message until it is settled
-		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+		Setup: func(ctx context.Context, t conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			name := scratchName("wary-probe")
 			topo := rabbit.Topology{Exchange: name, Queue: name, Partitions: partitions, DeliveryLimit: cfg.DeliveryLimit, DeadLetter: true}
 			if err := rabbit.Declare(ctx, conn, topo); err != nil {
@@ -217,7 +216,7 @@ func kafkaHarness(ctx context.Context, u *url.URL, getenv func(string) string) (
 	}
 	adm := kadm.NewClient(cl)
 	forever := "-1"
-	create := func(t testing.TB, name string, partitions int32) error {
+	create := func(t conformance.T, name string, partitions int32) error {
 		resp, err := adm.CreateTopic(ctx, partitions, -1, map[string]*string{"retention.ms": &forever}, name)
 		if err == nil {
 			err = resp.Err
@@ -235,7 +234,7 @@ func kafkaHarness(ctx context.Context, u *url.URL, getenv func(string) string) (
 	h := conformance.Harness{
 		Name:              "probe " + broker.Redact(u),
 		RedeliveryHorizon: broker.HorizonUnbounded,
-		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+		Setup: func(ctx context.Context, t conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			name := scratchName("wary-probe")
 			if err := create(t, name, 4); err != nil {
 				return nil, err

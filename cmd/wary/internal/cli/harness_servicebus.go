@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -82,7 +81,7 @@ func serviceBusHarness(ctx context.Context, u *url.URL, getenv func(string) stri
 	h := conformance.Harness{
 		Name:              "probe " + broker.Redact(u),
 		RedeliveryHorizon: broker.HorizonUnbounded,
-		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+		Setup: func(ctx context.Context, t conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			send, path, err := createScratch(ctx, t, adm, sessions, topic, cfg)
 			if err != nil {
 				return nil, err
@@ -126,7 +125,7 @@ func serviceBusHarness(ctx context.Context, u *url.URL, getenv func(string) stri
 // createScratch creates a scratch queue, or topic and subscription, for a
 // scenario, deleted when it ends; it returns the entity to send to and the
 // path to receive from.
-func createScratch(ctx context.Context, t testing.TB, adm *admin.Client, sessions, topic bool, cfg conformance.Config) (send, path string, err error) {
+func createScratch(ctx context.Context, t conformance.T, adm *admin.Client, sessions, topic bool, cfg conformance.Config) (send, path string, err error) {
 	name := scratchName("wary-probe")
 	lock := max(cfg.LockTimeout, minLock)
 	var limit *int32

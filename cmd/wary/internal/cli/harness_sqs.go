@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -54,7 +53,7 @@ func sqsHarness(ctx context.Context, u *url.URL, getenv func(string) string) (co
 			o.BaseEndpoint = aws.String(endpoint)
 		}
 	})
-	create := func(ctx context.Context, t testing.TB, name string, attrs map[string]string) (string, error) {
+	create := func(ctx context.Context, t conformance.T, name string, attrs map[string]string) (string, error) {
 		attrs["FifoQueue"] = "true"
 		attrs["MessageRetentionPeriod"] = strconv.Itoa(int(sqsRetention / time.Second))
 		out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
@@ -74,7 +73,7 @@ func sqsHarness(ctx context.Context, u *url.URL, getenv func(string) string) (co
 		Quiet:             time.Second,
 		RedeliveryHorizon: sqsRetention,
 		FixedWaits:        "the server's deduplication window is fixed (AWS: 5 minutes); give dedup_window= if yours is shorter",
-		Setup: func(ctx context.Context, t testing.TB, c conformance.Config) (*conformance.Fixture, error) {
+		Setup: func(ctx context.Context, t conformance.T, c conformance.Config) (*conformance.Fixture, error) {
 			name := scratchName("wary-probe")
 			dlq, err := create(ctx, t, name+"-dlq.fifo", map[string]string{})
 			if err != nil {

@@ -25,7 +25,7 @@ func liarHarness(_ context.Context, _ *url.URL, _ func(string) string) (conforma
 	h := conformance.Harness{
 		Name:              "liar",
 		RedeliveryHorizon: memory.DefaultRetention,
-		Setup: func(ctx context.Context, t testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+		Setup: func(ctx context.Context, t conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			n++
 			name := "liar-" + time.Now().Format("150405.000000000") + "-" + string(rune('a'+n%26))
 			if err := b.CreateTopic(name, &memory.TopicConfig{Profile: memory.Queue, LockTimeout: cfg.LockTimeout, DeliveryLimit: cfg.DeliveryLimit}); err != nil {

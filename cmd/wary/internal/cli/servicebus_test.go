@@ -91,7 +91,7 @@ func TestProbeServiceBusCatchesALie(t *testing.T) {
 			return h, closeH, err
 		}
 		setup := h.Setup
-		h.Setup = func(ctx context.Context, tb testing.TB, cfg conformance.Config) (*conformance.Fixture, error) {
+		h.Setup = func(ctx context.Context, tb conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			f, err := setup(ctx, tb, cfg)
 			if err != nil {
 				return nil, err

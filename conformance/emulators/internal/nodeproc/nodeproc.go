@@ -14,15 +14,16 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"testing"
 	"time"
+
+	"github.com/wary-go/wary/conformance"
 )
 
 // EnvRequireServices set to "1" turns "emulator unavailable" into a failure.
 const EnvRequireServices = "WARY_REQUIRE_SERVICES"
 
 // Unavailable skips the test, or fails it with WARY_REQUIRE_SERVICES=1.
-func Unavailable(t testing.TB, format string, args ...any) {
+func Unavailable(t conformance.T, format string, args ...any) {
 	t.Helper()
 	if os.Getenv(EnvRequireServices) == "1" {
 		t.Fatalf(format, args...)
