@@ -1,17 +1,27 @@
 # The one test command the README names; .ci/run calls it.
 GO ?= go
 
-.PHONY: test vet bench quickstart
+# Every Go module of the repository (README, "Layout"): the library, the
+# drivers that are modules of their own, the command, the examples, the test
+# rig and the peer benchmarks.
+MODULES := . drivers/kafka drivers/sqsfifo drivers/servicebus cmd/wary examples rig bench/peers
+
+.PHONY: test vet bench quickstart tidy
 
 test:
-	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 30m ./...
+	@set -e; for m in $(MODULES); do \
+	  echo "== $$m"; \
+	  (cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 30m ./...); \
+	done
 
 vet:
-	$(GO) vet ./...
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchtime 2s ./...); done
+
+tidy:
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
 
 quickstart:
-	$(GO) run ./examples/quickstart
+	cd examples && $(GO) run ./quickstart

@@ -119,3 +119,8 @@ func (e *testEnv) createTopicWith(t conformance.T, adm *kadm.Client, partitions 
 	})
 	return name
 }
+func requireFake(t conformance.T, e *testEnv) {
+	if e.fake == nil {
+		t.Skip("fault injection needs kfake (WARY_KAFKA_BROKERS is set)")
+	}
+}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
-	"github.com/wary-go/wary/conformance/emulators/sbemu"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 )
 
 var nameSeq atomic.Int64

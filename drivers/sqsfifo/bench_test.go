@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/conformance/emulators/sqsemu"
 	"github.com/wary-go/wary/drivers/sqsfifo"
+	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 	"github.com/wary-go/wary/internal/benchpair"
 )
 

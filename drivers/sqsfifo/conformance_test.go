@@ -10,8 +10,8 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
-	"github.com/wary-go/wary/conformance/emulators/sqsemu"
 	"github.com/wary-go/wary/drivers/sqsfifo"
+	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 )
 
 // confDedupWindow is the deduplication window the conformance run's fauxqs

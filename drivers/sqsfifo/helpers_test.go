@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wary-go/wary/conformance"
-	"github.com/wary-go/wary/conformance/emulators/sqsemu"
+	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 )
 
 // testEnv is one emulator (or WARY_SQS_ENDPOINT) and a client.

@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/conformance/emulators/sqsemu"
 	"github.com/wary-go/wary/drivers/sqsfifo"
+	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 )
 
 // The tests in this file prove what fauxqs does not do; they run only

