@@ -1,4 +1,4 @@
-package sqlite_test
+package telemetry_test
 
 import (
 	"context"
@@ -300,11 +300,3 @@ func collect(t *testing.T, reader *sdkmetric.ManualReader) map[string]float64 {
 	return out
 }
 
-func attrValue(attrs []attribute.KeyValue, key attribute.Key) attribute.Value {
-	for _, kv := range attrs {
-		if kv.Key == key {
-			return kv.Value
-		}
-	}
-	return attribute.Value{}
-}

@@ -1,4 +1,4 @@
-package broker_test
+package telemetry_test
 
 import (
 	"context"

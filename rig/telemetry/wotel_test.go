@@ -1,4 +1,4 @@
-package wotel
+package telemetry_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/wary-go/wary/internal/wotel"
 )
 
 // TestTracerOn: tracing is off with a no-op provider, and with the global
@@ -21,17 +23,17 @@ func TestTracerOn(t *testing.T) {
 	sctx, span := sdk.Tracer("t").Start(ctx, "caller")
 	defer span.End()
 
-	if tr := NewTracer(noop.NewTracerProvider()); !tr.Off() || tr.On(sctx) {
+	if tr := wotel.NewTracer(noop.NewTracerProvider()); !tr.Off() || tr.On(sctx) {
 		t.Error("a no-op provider must turn tracing off")
 	}
-	global := NewTracer(nil)
+	global := wotel.NewTracer(nil)
 	if global.On(ctx) {
 		t.Error("global provider without an SDK: On must be false for a ctx without a span")
 	}
 	if !global.On(sctx) {
 		t.Error("global provider without an SDK: On must be true for a ctx with a span (its context is propagated)")
 	}
-	if !NewTracer(sdk).On(ctx) {
+	if !wotel.NewTracer(sdk).On(ctx) {
 		t.Error("an SDK provider given: On must be true")
 	}
 	otel.SetTracerProvider(sdk)
@@ -41,17 +43,17 @@ func TestTracerOn(t *testing.T) {
 	}
 
 	h := map[string]string{"a": "b"}
-	out := Inject(sctx, h)
-	if len(h) != 1 || out[HeaderTraceparent] == "" {
+	out := wotel.Inject(sctx, h)
+	if len(h) != 1 || out[wotel.HeaderTraceparent] == "" {
 		t.Fatalf("Inject: caller's map %v, result %v", h, out)
 	}
-	if got := Extract(out); !got.Equal(trace.SpanContextFromContext(sctx).WithRemote(true)) {
+	if got := wotel.Extract(out); !got.Equal(trace.SpanContextFromContext(sctx).WithRemote(true)) {
 		t.Errorf("Extract = %v, want %v", got, trace.SpanContextFromContext(sctx))
 	}
-	if Extract(map[string]string{HeaderTraceparent: "garbage"}).IsValid() {
+	if wotel.Extract(map[string]string{wotel.HeaderTraceparent: "garbage"}).IsValid() {
 		t.Error("a malformed traceparent must give no context")
 	}
-	if got := Inject(ctx, h); len(got) != 1 {
+	if got := wotel.Inject(ctx, h); len(got) != 1 {
 		t.Errorf("Inject without a span context added %v", got)
 	}
 }

@@ -1,4 +1,4 @@
-package sqlite_test
+package telemetry_test
 
 import (
 	"context"
