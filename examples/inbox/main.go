@@ -13,7 +13,7 @@
 //
 // It exits with status 1 when the final state is not the expected one.
 //
-//	go run ./examples/inbox
+//	go -C examples run ./inbox
 package main
 
 import (

@@ -23,22 +23,22 @@
 //
 // By default everything is embedded (SQLite and the in-memory broker):
 //
-//	go run ./examples/orders
+//	go -C examples run ./orders
 //
 // With -trace it also prints the OpenTelemetry spans of one order
 // (order-1), from Outbox.Add through the relay and the broker to the inbox
 // commit, as a tree and with the stdout exporter:
 //
-//	go run ./examples/orders -trace
+//	go -C examples run ./orders -trace
 //
 // Flags switch to real services:
 //
-//	go run ./examples/orders -postgres postgres://postgres@127.0.0.1:5432/test
-//	go run ./examples/orders -broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=orders'
-//	WARY_RABBIT_URL=amqp://guest:guest@127.0.0.1:5672/ go run ./examples/orders -broker rabbit://orders
-//	go run ./examples/orders -broker 'kafka://orders?brokers=127.0.0.1:9092'
-//	go run ./examples/orders -broker 'sqsfifo://orders.fifo?region=us-east-1&endpoint=http://127.0.0.1:4566'
-//	WARY_SERVICEBUS_CONNECTION_STRING='Endpoint=sb://…' go run ./examples/orders -broker servicebus://orders
+//	go -C examples run ./orders -postgres postgres://postgres@127.0.0.1:5432/test
+//	go -C examples run ./orders -broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=orders'
+//	WARY_RABBIT_URL=amqp://guest:guest@127.0.0.1:5672/ go -C examples run ./orders -broker rabbit://orders
+//	go -C examples run ./orders -broker 'kafka://orders?brokers=127.0.0.1:9092'
+//	go -C examples run ./orders -broker 'sqsfifo://orders.fifo?region=us-east-1&endpoint=http://127.0.0.1:4566'
+//	WARY_SERVICEBUS_CONNECTION_STRING='Endpoint=sb://…' go -C examples run ./orders -broker servicebus://orders
 //
 // The PostgreSQL tables go to a fresh schema, dropped at the end. The
 // RabbitMQ exchange and its queue EXCHANGE.billing are declared (after

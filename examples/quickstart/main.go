@@ -4,7 +4,7 @@
 // prints what happened: one duplicate dropped by the broker's dedup window,
 // one handler failure retried, per-order sequence kept.
 //
-//	go run ./examples/quickstart
+//	go -C examples run ./quickstart
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Package sbemu starts wary's Azure Service Bus emulator
-// (conformance/emulators/servicebus, Node + rhea) for tests, or points them at
+// (the Node + rhea program in its folder emulator) for tests, or points them at
 // a real namespace when WARY_SERVICEBUS_CONNECTION_STRING is set.
 //
 // The azservicebus SDK honours the port of an "sb://host:port" endpoint when

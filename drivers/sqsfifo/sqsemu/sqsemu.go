@@ -161,7 +161,7 @@ func Unavailable(t conformance.T, format string, args ...any) {
 	nodeproc.Unavailable(t, format, args...)
 }
 
-// Dir is the launcher's folder (conformance/emulators/fauxqs).
+// Dir is the launcher's folder: this package's own, which holds its package.json.
 func Dir() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
