@@ -11,6 +11,10 @@
 // and idem/sqlite (Tx is *sql.Tx) through the interfaces of idem/store, and
 // on *broker.Delivery values from any driver. A handler writes through the
 // Tx it is given, and calls the store's CheckVersion and Transition in it.
+// The runnable examples of this package's flows (the inbox, batches,
+// version checks, the outbox and relay, idempotency keys, Explain) are in
+// idem/sqlite, whose store they run on: that way a user of idem alone does
+// not download SQLite.
 //
 // # The inbox, and what "exactly one effect" rests on
 //

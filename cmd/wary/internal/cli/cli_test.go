@@ -196,7 +196,7 @@ func TestREADMEExplainOrders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const cmd = "$ go run ./cmd/wary explain --broker mem://orders --config examples/orders/pipeline.json\n"
+	const cmd = "$ wary explain --broker mem://orders --config examples/orders/pipeline.json\n"
 	_, block, ok := strings.Cut(string(readme), cmd)
 	if !ok {
 		t.Fatalf("README.md lacks %q", cmd)
