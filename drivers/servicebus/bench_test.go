@@ -9,6 +9,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 	"github.com/wary-go/wary/internal/benchpair"
 )
 
@@ -32,12 +33,12 @@ var benchBody = make([]byte, 256)
 func BenchmarkPublish(b *testing.B) {
 	e := newEnv(b)
 	ctx := context.Background()
-	topic, err := servicebus.OpenTopic(e.client, e.createQueue(b, entityConfig{}), &servicebus.TopicOptions{Admin: e.admin})
+	topic, err := servicebus.OpenTopic(e.client, e.createQueue(b, sbemu.Entity{}), &servicebus.TopicOptions{Admin: e.admin})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer topic.Close()
-	sender, err := e.client.NewSender(e.createQueue(b, entityConfig{}), nil)
+	sender, err := e.client.NewSender(e.createQueue(b, sbemu.Entity{}), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func BenchmarkConsume(b *testing.B) {
 			}
 		}
 	}
-	wq, rq := e.createQueue(b, entityConfig{}), e.createQueue(b, entityConfig{})
+	wq, rq := e.createQueue(b, sbemu.Entity{}), e.createQueue(b, sbemu.Entity{})
 	fill(wq)
 	fill(rq)
 	sub, err := servicebus.OpenSubscription(e.client, wq, &servicebus.SubscriptionOptions{Admin: e.admin})

@@ -8,6 +8,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 )
 
 // harness runs the suite on fresh entities per scenario, created through
@@ -21,9 +22,9 @@ func harness(t *testing.T, e *env, name string, sessions, topicSub bool) conform
 		Name:              name,
 		RedeliveryHorizon: broker.HorizonUnbounded,
 		Setup: func(ctx context.Context, tb conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
-			c := entityConfig{sessions: sessions, lock: cfg.LockTimeout, deliveryLimit: cfg.DeliveryLimit, dedup: cfg.DedupWindow}
-			if c.lock > 0 && c.lock < 5*time.Second {
-				c.lock = 5 * time.Second // the service's minimum; shorter locks expire under -race while a batch is acked
+			c := sbemu.Entity{Sessions: sessions, Lock: cfg.LockTimeout, DeliveryLimit: cfg.DeliveryLimit, Dedup: cfg.DedupWindow}
+			if c.Lock > 0 && c.Lock < 5*time.Second {
+				c.Lock = 5 * time.Second // the service's minimum; shorter locks expire under -race while a batch is acked
 			}
 			var sendTo, path string
 			if topicSub {
@@ -38,7 +39,7 @@ func harness(t *testing.T, e *env, name string, sessions, topicSub bool) conform
 			// scenario and never closed as leaked
 			client := e.emu.NewClient(tb)
 			// a topic's subscriptions' properties are declared to it
-			decl := servicebus.EntityProperties{RequiresSession: sessions, LockDuration: c.lock, MaxDeliveryCount: c.deliveryLimit}
+			decl := servicebus.EntityProperties{RequiresSession: sessions, LockDuration: c.Lock, MaxDeliveryCount: c.DeliveryLimit}
 			topic, err := servicebus.OpenTopic(client, sendTo, &servicebus.TopicOptions{Admin: e.admin, Entity: decl})
 			if err != nil {
 				return nil, err
@@ -55,10 +56,10 @@ func harness(t *testing.T, e *env, name string, sessions, topicSub bool) conform
 			}, nil
 		},
 		OpenMissingTopic: func(ctx context.Context) (*broker.Topic, error) {
-			return servicebus.OpenTopic(e.client, uniqueName("missing"), &servicebus.TopicOptions{Admin: e.admin})
+			return servicebus.OpenTopic(e.client, sbemu.UniqueName("missing"), &servicebus.TopicOptions{Admin: e.admin})
 		},
 		OpenMissingSubscription: func(ctx context.Context) (*broker.Subscription, error) {
-			return servicebus.OpenSubscription(e.client, uniqueName("missing"), &servicebus.SubscriptionOptions{Admin: e.admin})
+			return servicebus.OpenSubscription(e.client, sbemu.UniqueName("missing"), &servicebus.SubscriptionOptions{Admin: e.admin})
 		},
 	}
 	if e.emu.Real {

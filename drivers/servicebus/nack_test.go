@@ -8,6 +8,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 )
 
 // TestNackAfterLockExpiryMakesNoCopy: Nack(delay) on a queue without
@@ -20,7 +21,7 @@ func TestNackAfterLockExpiryMakesNoCopy(t *testing.T) {
 	if e.emu.Real {
 		t.Skip("reads the emulator's entity state")
 	}
-	q := e.createQueue(t, entityConfig{lock: time.Second})
+	q := e.createQueue(t, sbemu.Entity{Lock: time.Second})
 	topic := e.openTopic(t, q)
 	sub, err := servicebus.OpenSubscription(e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 )
 
 // URLs: the entity from the URL, the connection string from the opener (or
@@ -15,7 +16,7 @@ import (
 // and the SAS key appears in no error.
 func TestURLOpener(t *testing.T) {
 	e := newEnv(t)
-	q := e.createQueue(t, entityConfig{sessions: true, lock: 5 * 1e9})
+	q := e.createQueue(t, sbemu.Entity{Sessions: true, Lock: 5 * 1e9})
 	mux := new(broker.URLMux)
 	o := &servicebus.URLOpener{ConnectionString: e.emu.ConnectionString, ClientOptions: e.emu.ClientOptions(), AdminOptions: e.emu.AdminClientOptions()}
 	mux.RegisterTopic(servicebus.Scheme, o)

@@ -79,8 +79,8 @@ func rawSend(ctx context.Context, b *testing.B, c *sqs.Client, url string, n int
 func BenchmarkPublish(b *testing.B) {
 	e := newTestEnv(b, sqsemu.Options{})
 	ctx := context.Background()
-	wurl, _ := e.createQueue(b, queueSpec{namePrefix: "bench"})
-	rurl, _ := e.createQueue(b, queueSpec{namePrefix: "bench"})
+	wurl, _ := e.createQueue(b, sqsemu.QueueSpec{NamePrefix: "bench"})
+	rurl, _ := e.createQueue(b, sqsemu.QueueSpec{NamePrefix: "bench"})
 	topic, err := sqsfifo.OpenTopic(e.client, wurl, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -99,8 +99,8 @@ func BenchmarkConsume(b *testing.B) {
 	e := newTestEnv(b, sqsemu.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	wurl, _ := e.createQueue(b, queueSpec{namePrefix: "bench"})
-	rurl, _ := e.createQueue(b, queueSpec{namePrefix: "bench"})
+	wurl, _ := e.createQueue(b, sqsemu.QueueSpec{NamePrefix: "bench"})
+	rurl, _ := e.createQueue(b, sqsemu.QueueSpec{NamePrefix: "bench"})
 	rawSend(ctx, b, e.client, wurl, b.N)
 	rawSend(ctx, b, e.client, rurl, b.N)
 	sub, err := sqsfifo.OpenSubscription(e.client, wurl, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})

@@ -59,7 +59,7 @@ func TestConformance(t *testing.T) {
 			// through two Quiet periods (2s) and must not see its lock
 			// expire meanwhile.
 			lock := max(cfg.LockTimeout, 3*time.Second)
-			url, _ := e.createQueue(tb, queueSpec{visibility: lock, maxReceive: max(cfg.DeliveryLimit, 1), retention: confRetention, namePrefix: "conf"})
+			url, _ := e.createQueue(tb, sqsemu.QueueSpec{Visibility: lock, MaxReceive: max(cfg.DeliveryLimit, 1), Retention: confRetention, NamePrefix: "conf"})
 			top, err := sqsfifo.OpenTopic(client, url, to)
 			if err != nil {
 				return nil, err
@@ -75,10 +75,10 @@ func TestConformance(t *testing.T) {
 			}, nil
 		},
 		OpenMissingTopic: func(ctx context.Context) (*broker.Topic, error) {
-			return sqsfifo.OpenTopic(client, uniqueName("missing")+".fifo", to)
+			return sqsfifo.OpenTopic(client, sqsemu.UniqueName("missing")+".fifo", to)
 		},
 		OpenMissingSubscription: func(ctx context.Context) (*broker.Subscription, error) {
-			return sqsfifo.OpenSubscription(client, uniqueName("missing")+".fifo", so)
+			return sqsfifo.OpenSubscription(client, sqsemu.UniqueName("missing")+".fifo", so)
 		},
 	})
 }

@@ -2,15 +2,11 @@ package sqsfifo_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -73,91 +69,11 @@ func realOnly(t *testing.T, what string) {
 	}
 }
 
-func uniqueName(prefix string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return prefix + "-" + hex.EncodeToString(b[:])
-}
-
-// queueSpec is what createQueue makes.
-type queueSpec struct {
-	visibility   time.Duration // default 30s
-	maxReceive   int           // > 0: a FIFO DLQ and a RedrivePolicy
-	standard     bool          // a standard queue (to prove it is refused)
-	dedupScope   string        // "queue" or "messageGroup"
-	retention    time.Duration
-	maxSize      int
-	contentDedup bool
-	namePrefix   string
-}
-
-// createQueue creates a queue (and its DLQ), deleted at cleanup; it
-// returns the queue's URL and the DLQ's ("" without).
-func (e *testEnv) createQueue(t conformance.T, spec queueSpec) (string, string) {
+// createQueue creates a queue (and its DLQ) on e's server, deleted at
+// cleanup; it returns the queue's URL and the DLQ's ("" without).
+func (e *testEnv) createQueue(t conformance.T, spec sqsemu.QueueSpec) (string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	prefix := spec.namePrefix
-	if prefix == "" {
-		prefix = "wary"
-	}
-	name := uniqueName(prefix)
-	attrs := map[string]string{}
-	if !spec.standard {
-		name += ".fifo"
-		attrs["FifoQueue"] = "true"
-		if spec.contentDedup {
-			attrs["ContentBasedDeduplication"] = "true"
-		}
-		if spec.dedupScope != "" {
-			attrs["DeduplicationScope"] = spec.dedupScope
-			if spec.dedupScope == "messageGroup" {
-				attrs["FifoThroughputLimit"] = "perMessageGroupId"
-			}
-		}
-	}
-	if spec.visibility > 0 {
-		attrs["VisibilityTimeout"] = strconv.Itoa(int(spec.visibility / time.Second))
-	}
-	if spec.retention > 0 {
-		attrs["MessageRetentionPeriod"] = strconv.Itoa(int(spec.retention / time.Second))
-	}
-	if spec.maxSize > 0 {
-		attrs["MaximumMessageSize"] = strconv.Itoa(spec.maxSize)
-	}
-	var dlqURL string
-	if spec.maxReceive > 0 {
-		dlqName := "dlq-" + name
-		dlq, err := e.client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(dlqName),
-			Attributes: map[string]string{"FifoQueue": "true"}})
-		if err != nil {
-			t.Fatalf("create DLQ: %v", err)
-		}
-		dlqURL = aws.ToString(dlq.QueueUrl)
-		e.deleteAtCleanup(t, dlqURL)
-		a, err := e.client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl,
-			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
-		if err != nil {
-			t.Fatalf("DLQ ARN: %v", err)
-		}
-		attrs["RedrivePolicy"] = fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`,
-			a.Attributes["QueueArn"], spec.maxReceive)
-	}
-	out, err := e.client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
-	if err != nil {
-		t.Fatalf("create queue: %v", err)
-	}
-	url := aws.ToString(out.QueueUrl)
-	e.deleteAtCleanup(t, url)
-	return url, dlqURL
-}
-
-func (e *testEnv) deleteAtCleanup(t conformance.T, url string) {
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = e.client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
-	})
+	return sqsemu.CreateQueue(t, e.client, spec)
 }
 
 // count returns how many messages the queue holds (visible or not), read

@@ -27,7 +27,7 @@ import (
 func TestGroupScopedDedup(t *testing.T) {
 	realOnly(t, "deduplicates across groups whatever DeduplicationScope says")
 	e := newTestEnv(t, sqsemu.Options{})
-	url, _ := e.createQueue(t, queueSpec{visibility: 10 * time.Second, dedupScope: "messageGroup"})
+	url, _ := e.createQueue(t, sqsemu.QueueSpec{Visibility: 10 * time.Second, DedupScope: "messageGroup"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	top, err := sqsfifo.OpenTopic(e.client, url, nil)
@@ -68,7 +68,7 @@ func TestGroupScopedDedup(t *testing.T) {
 func TestManyOfAGroupPerReceive(t *testing.T) {
 	realOnly(t, "returns at most one message of a group per receive")
 	e := newTestEnv(t, sqsemu.Options{})
-	url, _ := e.createQueue(t, queueSpec{visibility: 30 * time.Second})
+	url, _ := e.createQueue(t, sqsemu.QueueSpec{Visibility: 30 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	top, err := sqsfifo.OpenTopic(e.client, url, nil)
@@ -139,7 +139,7 @@ func (l *lossyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestReceiveAttemptIDRecoversLostAnswer(t *testing.T) {
 	realOnly(t, "ignores ReceiveRequestAttemptId")
 	e := newTestEnv(t, sqsemu.Options{})
-	url, _ := e.createQueue(t, queueSpec{visibility: 30 * time.Second})
+	url, _ := e.createQueue(t, sqsemu.QueueSpec{Visibility: 30 * time.Second})
 	lt := &lossyTransport{base: http.DefaultTransport}
 	client := e.srv.NewClient(t, func(o *sqs.Options) {
 		o.HTTPClient = &http.Client{Transport: lt}

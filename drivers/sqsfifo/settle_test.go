@@ -18,7 +18,7 @@ import (
 // deduplication ID) and none in the queue. Never none anywhere.
 func TestDeadLetterCrashBetweenCopyAndDelete(t *testing.T) {
 	e := newTestEnv(t, sqsemu.Options{})
-	url, dlqURL := e.createQueue(t, queueSpec{visibility: 2 * time.Second, maxReceive: 5})
+	url, dlqURL := e.createQueue(t, sqsemu.QueueSpec{Visibility: 2 * time.Second, MaxReceive: 5})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	top, err := sqsfifo.OpenTopic(e.client, url, nil)
@@ -90,7 +90,7 @@ func receiveOne(ctx context.Context, t *testing.T, s *broker.Subscription) *brok
 // extend the lock (ErrLockLost), and the second delivery acks.
 func TestSettleAfterVisibility(t *testing.T) {
 	e := newTestEnv(t, sqsemu.Options{})
-	url, _ := e.createQueue(t, queueSpec{visibility: time.Second})
+	url, _ := e.createQueue(t, sqsemu.QueueSpec{Visibility: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	top, err := sqsfifo.OpenTopic(e.client, url, nil)

@@ -14,7 +14,7 @@ import (
 
 func TestRoundTrip(t *testing.T) {
 	e := newTestEnv(t, sqsemu.Options{})
-	url, _ := e.createQueue(t, queueSpec{visibility: 5 * time.Second, maxReceive: 3})
+	url, _ := e.createQueue(t, sqsemu.QueueSpec{Visibility: 5 * time.Second, MaxReceive: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	top, err := sqsfifo.OpenTopic(e.client, url, nil)
@@ -68,12 +68,12 @@ func TestRoundTrip(t *testing.T) {
 
 func TestStandardQueueRefused(t *testing.T) {
 	e := newTestEnv(t, sqsemu.Options{})
-	url, _ := e.createQueue(t, queueSpec{standard: true})
+	url, _ := e.createQueue(t, sqsemu.QueueSpec{Standard: true})
 	_, err := sqsfifo.OpenTopic(e.client, url, nil)
 	if !errors.Is(err, broker.ErrInvalid) {
 		t.Fatalf("open a standard queue: %v, want ErrInvalid", err)
 	}
-	_, err = sqsfifo.OpenSubscription(e.client, "missing-"+uniqueName("q")+".fifo", nil)
+	_, err = sqsfifo.OpenSubscription(e.client, "missing-"+sqsemu.UniqueName("q")+".fifo", nil)
 	if !errors.Is(err, broker.ErrNotFound) {
 		t.Fatalf("open a missing queue: %v, want ErrNotFound", err)
 	}

@@ -45,7 +45,7 @@ func TestURLOpen(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-secret-never-printed")
 	t.Setenv("AWS_CONFIG_FILE", "/nonexistent")
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-	url, _ := e.createQueue(t, queueSpec{visibility: 5 * time.Second})
+	url, _ := e.createQueue(t, sqsemu.QueueSpec{Visibility: 5 * time.Second})
 	name := url[strings.LastIndex(url, "/")+1:]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

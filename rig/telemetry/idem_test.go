@@ -299,4 +299,3 @@ func collect(t *testing.T, reader *sdkmetric.ManualReader) map[string]float64 {
 	}
 	return out
 }
-

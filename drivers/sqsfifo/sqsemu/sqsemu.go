@@ -8,6 +8,8 @@ package sqsemu
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/internal/nodeproc"
@@ -251,4 +254,102 @@ func launch(node, dir string, opts Options) (int, func(), error) {
 		stop()
 		return 0, nil, fmt.Errorf("not ready after %s: %s", readyTimeout, nodeproc.LastLines(stderr.String(), 10))
 	}
+}
+
+// QueueSpec is what CreateQueue makes: a FIFO queue unless Standard, with
+// the attributes whose fields are set (zero: the server's default).
+type QueueSpec struct {
+	// Visibility is the visibility timeout (default 30s).
+	Visibility time.Duration
+	// MaxReceive > 0 adds a FIFO dead-letter queue and a RedrivePolicy
+	// with this maxReceiveCount.
+	MaxReceive int
+	// Standard makes a standard queue (which the driver refuses).
+	Standard bool
+	// DedupScope is "queue" or "messageGroup" (the latter with
+	// FifoThroughputLimit perMessageGroupId).
+	DedupScope string
+	// Retention is the MessageRetentionPeriod.
+	Retention time.Duration
+	// MaxSize is the MaximumMessageSize in bytes.
+	MaxSize int
+	// ContentDedup turns on ContentBasedDeduplication.
+	ContentDedup bool
+	// NamePrefix starts the queue's random name (default "wary").
+	NamePrefix string
+}
+
+// CreateQueue creates a queue as spec says (and its dead-letter queue)
+// through client, deletes both when the test ends, and returns the queue's
+// URL and the dead-letter queue's ("" without).
+func CreateQueue(t conformance.T, client *sqs.Client, spec QueueSpec) (url, dlqURL string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prefix := spec.NamePrefix
+	if prefix == "" {
+		prefix = "wary"
+	}
+	name := UniqueName(prefix)
+	attrs := map[string]string{}
+	if !spec.Standard {
+		name += ".fifo"
+		attrs["FifoQueue"] = "true"
+		if spec.ContentDedup {
+			attrs["ContentBasedDeduplication"] = "true"
+		}
+		if spec.DedupScope != "" {
+			attrs["DeduplicationScope"] = spec.DedupScope
+			if spec.DedupScope == "messageGroup" {
+				attrs["FifoThroughputLimit"] = "perMessageGroupId"
+			}
+		}
+	}
+	if spec.Visibility > 0 {
+		attrs["VisibilityTimeout"] = strconv.Itoa(int(spec.Visibility / time.Second))
+	}
+	if spec.Retention > 0 {
+		attrs["MessageRetentionPeriod"] = strconv.Itoa(int(spec.Retention / time.Second))
+	}
+	if spec.MaxSize > 0 {
+		attrs["MaximumMessageSize"] = strconv.Itoa(spec.MaxSize)
+	}
+	if spec.MaxReceive > 0 {
+		dlq, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("dlq-" + name),
+			Attributes: map[string]string{"FifoQueue": "true"}})
+		if err != nil {
+			t.Fatalf("create DLQ: %v", err)
+		}
+		dlqURL = aws.ToString(dlq.QueueUrl)
+		deleteAtCleanup(t, client, dlqURL)
+		a, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl,
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+		if err != nil {
+			t.Fatalf("DLQ ARN: %v", err)
+		}
+		attrs["RedrivePolicy"] = fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`,
+			a.Attributes["QueueArn"], spec.MaxReceive)
+	}
+	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+	if err != nil {
+		t.Fatalf("create queue: %v", err)
+	}
+	url = aws.ToString(out.QueueUrl)
+	deleteAtCleanup(t, client, url)
+	return url, dlqURL
+}
+
+func deleteAtCleanup(t conformance.T, client *sqs.Client, url string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
+	})
+}
+
+// UniqueName returns prefix and a random suffix.
+func UniqueName(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
 }

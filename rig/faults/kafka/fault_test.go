@@ -63,7 +63,6 @@ func publishN(t *testing.T, top *broker.Topic, h *conformance.History, n int, pr
 // inbox keeps each effect to one.
 func TestFaultCommitFails(t *testing.T) {
 	e := newTestEnv(t, kfake.NumBrokers(1))
-	requireFake(t, e)
 	topic := e.createTopic(t, 2, "fault-commit")
 	group := uniqueName("g")
 	top, err := kafka.OpenTopic(e.producerOpts(), topic, nil)
@@ -114,7 +113,6 @@ func TestFaultCommitFails(t *testing.T) {
 // is absorbed by the inbox: nothing lost, each effect once.
 func TestFaultProduceTimesOutAfterAppend(t *testing.T) {
 	e := newTestEnv(t, kfake.NumBrokers(1))
-	requireFake(t, e)
 	topic := e.createTopic(t, 2, "fault-produce")
 	top, err := kafka.OpenTopic(e.producerOpts(), topic, &kafka.TopicOptions{TopicOptions: broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}}})
 	if err != nil {

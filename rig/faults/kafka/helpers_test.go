@@ -3,100 +3,68 @@ package kafka_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/wary-go/wary/conformance"
 )
 
-// testEnv is a Kafka cluster for tests: an in-process kfake cluster, or the
-// cluster WARY_KAFKA_BROKERS names.
+// testEnv is an in-process kfake cluster, whose faults the tests inject.
 type testEnv struct {
-	seeds   []string
-	fake    *kfake.Cluster // nil on a real cluster
-	admin   *kadm.Client
-	adminCl *kgo.Client
+	seeds []string
+	fake  *kfake.Cluster
+	admin *kadm.Client
 }
 
 var nameSeq atomic.Int64
 
-// uniqueName returns a topic or group name not used before in this process
-// (nor, with the time in it, by an earlier run on a real cluster).
+// uniqueName returns a topic or group name not used before in this process.
 func uniqueName(prefix string) string {
-	return fmt.Sprintf("wary-%s-%d-%d", prefix, time.Now().UnixNano()%1e9, nameSeq.Add(1))
+	return fmt.Sprintf("wary-%s-%d", prefix, nameSeq.Add(1))
 }
 
-func newTestEnv(t conformance.T, fakeOpts ...kfake.Opt) *testEnv {
+func newTestEnv(t *testing.T, fakeOpts ...kfake.Opt) *testEnv {
 	t.Helper()
-	e := &testEnv{}
-	if v := os.Getenv("WARY_KAFKA_BROKERS"); v != "" && len(fakeOpts) == 0 {
-		e.seeds = strings.Split(v, ",")
-	} else {
-		c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second)}, fakeOpts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		e.fake = c
-		e.seeds = c.ListenAddrs()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(time.Second)}, fakeOpts...)...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...))
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	e.adminCl = cl
-	e.admin = kadm.NewClient(cl)
-	return e
+	return &testEnv{seeds: c.ListenAddrs(), fake: c, admin: kadm.NewClient(cl)}
 }
 
-// clientOpts are the options for consumer clients in tests: quick
-// heartbeats so that rebalances settle fast.
+// clientOpts are the consumers' options: quick heartbeats, so that
+// rebalances settle fast.
 func (e *testEnv) clientOpts() []kgo.Opt {
-	return []kgo.Opt{
-		kgo.SeedBrokers(e.seeds...),
-		kgo.HeartbeatInterval(200 * time.Millisecond),
-		kgo.SessionTimeout(6 * time.Second),
-		kgo.FetchMaxWait(500 * time.Millisecond),
-	}
+	return []kgo.Opt{kgo.SeedBrokers(e.seeds...), kgo.HeartbeatInterval(200 * time.Millisecond),
+		kgo.SessionTimeout(6 * time.Second), kgo.FetchMaxWait(500 * time.Millisecond)}
 }
 
-// producerOpts are the options for topics' clients in tests: no linger.
+// producerOpts are the topics' options: no linger.
 func (e *testEnv) producerOpts() []kgo.Opt {
 	return []kgo.Opt{kgo.SeedBrokers(e.seeds...), kgo.ProducerLinger(0)}
 }
 
-func (e *testEnv) createTopic(t conformance.T, partitions int32, prefix string) string {
-	return e.createTopicWith(t, e.admin, partitions, prefix)
-}
-
-func (e *testEnv) createTopicWith(t conformance.T, adm *kadm.Client, partitions int32, prefix string) string {
+// createTopic creates a topic with partitions, deleted when t ends.
+func (e *testEnv) createTopic(t *testing.T, partitions int32, prefix string) string {
 	t.Helper()
 	name := uniqueName(prefix)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, partitions, -1, nil, name)
+	resp, err := e.admin.CreateTopic(ctx, partitions, -1, nil, name)
 	if err == nil {
 		err = resp.Err
 	}
 	if err != nil {
 		t.Fatalf("create topic %s: %v", name, err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = adm.DeleteTopics(ctx, name)
-	})
 	return name
-}
-func requireFake(t conformance.T, e *testEnv) {
-	if e.fake == nil {
-		t.Skip("fault injection needs kfake (WARY_KAFKA_BROKERS is set)")
-	}
 }

@@ -24,7 +24,7 @@ import (
 // returns it with the server URL rewritten to go through it.
 func proxied(t *testing.T) (*toxiproxy.Proxy, string) {
 	t.Helper()
-	u, err := url.Parse(serverURL())
+	u, err := url.Parse(serverURL(t))
 	if err != nil {
 		t.Fatalf("WARY_RABBIT_URL: %v", err)
 	}
@@ -290,10 +290,4 @@ func TestSettleAfterResetIsLockLost(t *testing.T) {
 		}
 		break
 	}
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 	"github.com/wary-go/wary/rig/effecttest"
 )
 
@@ -52,7 +53,7 @@ func TestFaultConnectionReset(t *testing.T) {
 	if e.emu.Real {
 		t.Skip("needs the emulator's port behind a proxy")
 	}
-	q := e.createQueue(t, entityConfig{lock: 5 * time.Second, dedup: time.Minute})
+	q := e.createQueue(t, sbemu.Entity{Lock: 5 * time.Second, Dedup: time.Minute})
 	p, client := proxiedClient(t, e)
 	// One try per Publish: the test retries, and sees the failures.
 	topic, err := servicebus.OpenTopic(client, q, &servicebus.TopicOptions{Admin: e.admin,

@@ -1,12 +1,6 @@
 package servicebus_test
 
 import (
-	"context"
-	"fmt"
-	"strconv"
-	"sync/atomic"
-	"time"
-
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
@@ -15,21 +9,6 @@ import (
 	"github.com/wary-go/wary/drivers/servicebus"
 	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 )
-
-var nameSeq atomic.Int64
-
-// uniqueName returns a fresh entity name (letters, digits and dashes).
-func uniqueName(prefix string) string {
-	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e9, nameSeq.Add(1))
-}
-
-// isoDuration writes d as the administration API wants it.
-func isoDuration(d time.Duration) *string {
-	s := "PT" + strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "S"
-	return &s
-}
-
-func ptr[T any](v T) *T { return &v }
 
 // env is one emulator (or the namespace of WARY_SERVICEBUS_CONNECTION_STRING)
 // with a client and an administration client.
@@ -42,61 +21,13 @@ type env struct {
 func newEnv(t conformance.T) *env {
 	t.Helper()
 	emu := sbemu.Start(t, sbemu.Topology{MaxMessageSize: 1 << 20})
-	e := &env{emu: emu, client: emu.NewClient(t), admin: emu.AdminClient(t)}
-	// open the client's connection now, so that its goroutines exist
-	// before a conformance run starts counting leaks
-	q := e.createQueue(t, entityConfig{})
-	sender, err := e.client.NewSender(q, nil)
-	if err != nil {
-		t.Fatalf("NewSender: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := sender.SendMessage(ctx, &azservicebus.Message{Body: []byte("warm up")}, nil); err != nil {
-		t.Fatalf("warm-up send: %v", err)
-	}
-	_ = sender.Close(ctx)
-	return e
-}
-
-// entityConfig is what a test asks of a fresh entity.
-type entityConfig struct {
-	sessions      bool
-	lock          time.Duration
-	deliveryLimit int
-	dedup         time.Duration
-}
-
-func (c entityConfig) queueProps() *admin.QueueProperties {
-	p := &admin.QueueProperties{RequiresSession: ptr(c.sessions)}
-	if c.lock > 0 {
-		p.LockDuration = isoDuration(c.lock)
-	}
-	if c.deliveryLimit > 0 {
-		p.MaxDeliveryCount = ptr(int32(c.deliveryLimit))
-	}
-	if c.dedup > 0 {
-		p.RequiresDuplicateDetection = ptr(true)
-		p.DuplicateDetectionHistoryTimeWindow = isoDuration(c.dedup)
-	}
-	return p
+	return &env{emu: emu, client: emu.NewClient(t), admin: emu.AdminClient(t)}
 }
 
 // createQueue creates a fresh queue, deleted when the test ends.
-func (e *env) createQueue(t conformance.T, c entityConfig) string {
+func (e *env) createQueue(t conformance.T, c sbemu.Entity) string {
 	t.Helper()
-	name := uniqueName("q")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := e.admin.CreateQueue(ctx, name, &admin.CreateQueueOptions{Properties: c.queueProps()}); err != nil {
-		t.Fatalf("CreateQueue: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = e.admin.DeleteQueue(ctx, name, nil)
-	})
-	return name
+	return sbemu.CreateQueue(t, e.admin, c)
 }
 
 // openTopic opens the driver's topic on a queue the test created, closed

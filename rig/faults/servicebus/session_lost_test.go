@@ -10,6 +10,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 )
 
 // A consumer's connection is reset while it holds a session and a message of
@@ -25,7 +26,7 @@ func TestSessionLostAfterConnectionReset(t *testing.T) {
 	if e.emu.Real {
 		t.Skip("needs the emulator's port behind a proxy")
 	}
-	q := e.createQueue(t, entityConfig{sessions: true, lock: 2 * time.Second})
+	q := e.createQueue(t, sbemu.Entity{Sessions: true, Lock: 2 * time.Second})
 	topic := e.openTopic(t, q)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

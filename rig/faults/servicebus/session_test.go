@@ -16,13 +16,14 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 )
 
 // Order at volume: 16 sessions × 12 messages, 4 consumers holding sessions
 // concurrently; every session's messages are handled in publish order.
 func TestSessionOrderAtVolume(t *testing.T) {
 	e := newEnv(t)
-	q := e.createQueue(t, entityConfig{sessions: true, lock: 5 * time.Second})
+	q := e.createQueue(t, sbemu.Entity{Sessions: true, Lock: 5 * time.Second})
 	topic := e.openTopic(t, q)
 	const sessions, per = 16, 12
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -83,7 +84,7 @@ func TestSessionTakenOverAfterConsumerDies(t *testing.T) {
 	if e.emu.Real {
 		t.Skip("needs the emulator's port behind a proxy")
 	}
-	q := e.createQueue(t, entityConfig{sessions: true, lock: 2 * time.Second})
+	q := e.createQueue(t, sbemu.Entity{Sessions: true, Lock: 2 * time.Second})
 	topic := e.openTopic(t, q)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -152,7 +153,7 @@ func TestSessionTakenOverAfterConsumerDies(t *testing.T) {
 // the released one can be taken again).
 func TestSessionReleasedWhenIdle(t *testing.T) {
 	e := newEnv(t)
-	q := e.createQueue(t, entityConfig{sessions: true, lock: 30 * time.Second})
+	q := e.createQueue(t, sbemu.Entity{Sessions: true, Lock: 30 * time.Second})
 	topic := e.openTopic(t, q)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

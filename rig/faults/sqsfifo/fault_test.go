@@ -74,7 +74,7 @@ func TestConnectionResetMidBatch(t *testing.T) {
 		t.Skip("toxiproxy needs a plain-HTTP endpoint; WARY_SQS_ENDPOINT set")
 	}
 	proxy, client := proxied(t, e)
-	qurl, _ := e.createQueue(t, queueSpec{visibility: 5 * time.Second, maxReceive: 50})
+	qurl, _ := e.createQueue(t, sqsemu.QueueSpec{Visibility: 5 * time.Second, MaxReceive: 50})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
