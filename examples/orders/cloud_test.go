@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/wary-go/wary/drivers/servicebus"
 	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
-	"github.com/wary-go/wary/drivers/servicebus"
 )
 
 // TestServiceBusEmulator runs the example on a Service Bus queue of the
