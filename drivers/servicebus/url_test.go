@@ -3,6 +3,7 @@ package servicebus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -62,5 +63,10 @@ func TestURLOpener(t *testing.T) {
 	mux.RegisterTopic("sbbad", bad)
 	if _, err := mux.OpenTopic(ctx, "sbbad://x"); err == nil || strings.Contains(err.Error(), "hushhush") {
 		t.Fatalf("bad connection string: %v", err)
+	}
+	for _, s := range []string{fmt.Sprint(bad), fmt.Sprintf("%v %+v %#v %s", *bad, *bad, *bad, *bad)} {
+		if strings.Contains(s, "hushhush") || !strings.Contains(s, "Endpoint=nonsense") {
+			t.Errorf("the opener prints as %q: want its endpoint and not its key", s)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 )
 
@@ -24,7 +25,7 @@ func (e *Emulator) AdminClient(t conformance.T) *admin.Client {
 	t.Helper()
 	c, err := admin.NewClientFromConnectionString(e.ConnectionString, e.AdminClientOptions())
 	if err != nil {
-		t.Fatalf("servicebus admin client: %v", Redact(err.Error()))
+		t.Fatalf("servicebus admin client: %v", broker.RedactString(err.Error()))
 	}
 	return c
 }

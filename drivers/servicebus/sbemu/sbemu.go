@@ -26,6 +26,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/servicebus"
 	"github.com/wary-go/wary/internal/nodeproc"
@@ -125,7 +126,7 @@ func (e *Emulator) NewClient(t conformance.T) *azservicebus.Client {
 	t.Helper()
 	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString, e.ClientOptions())
 	if err != nil {
-		t.Fatalf("servicebus client: %v", Redact(err.Error()))
+		t.Fatalf("servicebus client: %v", broker.RedactString(err.Error()))
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -156,26 +157,6 @@ func connectionString(port int) string {
 	return "Endpoint=sb://127.0.0.1:" + strconv.Itoa(port) +
 		";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=" + dummyKey +
 		";UseDevelopmentEmulator=true"
-}
-
-// Redact removes a SharedAccessKey or SharedAccessSignature value from s.
-func Redact(s string) string {
-	for _, key := range []string{"SharedAccessKey=", "SharedAccessSignature="} {
-		for from := 0; ; {
-			i := strings.Index(s[from:], key)
-			if i < 0 {
-				break
-			}
-			start := from + i + len(key)
-			end := strings.IndexByte(s[start:], ';')
-			if end < 0 {
-				end = len(s) - start
-			}
-			s = s[:start] + "<redacted>" + s[start+end:]
-			from = start + len("<redacted>")
-		}
-	}
-	return s
 }
 
 // Dir is the emulator's folder (its emulator folder, beside this file).

@@ -83,17 +83,9 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 	return ExitError
 }
 
-// redactErr renders err without any URL secret it might quote.
-func redactErr(err error) string {
-	s := err.Error()
-	fields := strings.Fields(s)
-	for _, f := range fields {
-		if strings.Contains(f, "://") && strings.ContainsAny(f, "@?#") { // only these can hold a secret
-			s = strings.ReplaceAll(s, f, broker.RedactString(strings.Trim(f, `"'(),;`)))
-		}
-	}
-	return s
-}
+// redactErr renders err without any secret it might quote: URLs,
+// keyword/value connection strings, shared access keys.
+func redactErr(err error) string { return broker.RedactString(err.Error()) }
 
 func (a *app) root() *cobra.Command {
 	root := &cobra.Command{

@@ -119,9 +119,34 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 			t.Errorf("wary %v: want the redacted URL in %q", args, r.errout)
 		}
 	}
-	w.env[cli.EnvPostgres] = "postgres://admin:s3cr3tpw@127.0.0.1:1/db?connect_timeout=1"
-	if r := w.want(cli.ExitError, "parked", "list"); strings.Contains(r.errout, "s3cr3tpw") {
-		t.Errorf("the password from %s was printed: %s", cli.EnvPostgres, r.errout)
+	for _, pg := range []string{
+		"postgres://admin:s3cr3tpw@127.0.0.1:1/db?connect_timeout=1",
+		"host=127.0.0.1 port=1 user=postgres password=s3cr3tpw connect_timeout=1",
+		"host=127.0.0.1 port=1 user=postgres password='s3cr3tpw and more' connect_timeout=1",
+		"host=127.0.0.1 port=1 user=postgres sslpassword=s3cr3tpw connect_timeout=1",
+	} {
+		for _, args := range [][]string{{"parked", "list"}, {"outbox", "status", "--json"}, {"outbox", "status", "--postgres", pg}} {
+			w.env[cli.EnvPostgres] = pg
+			r := w.want(cli.ExitError, args...)
+			if strings.Contains(r.out+r.errout, "s3cr3tpw") {
+				t.Errorf("wary %v with %s=%q printed the password:\n%s%s", args, cli.EnvPostgres, pg, r.out, r.errout)
+			}
+			if !strings.Contains(r.errout, "127.0.0.1") {
+				t.Errorf("wary %v: want the server named in %q", args, r.errout)
+			}
+		}
+	}
+	delete(w.env, cli.EnvPostgres)
+	w.env[cli.EnvServiceBus] = "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=k;SharedAccessKey=s3cr3tpw;UseDevelopmentEmulator=true"
+	for _, args := range [][]string{
+		{"explain", "--broker", "servicebus://orders", "--inbox=false"},
+		{"explain", "--broker", "servicebus://orders", "--inbox=false", "--json"},
+		{"dlq", "list", "--subscription", "servicebus://orders"},
+	} {
+		r := w.run(args...)
+		if strings.Contains(r.out+r.errout, "s3cr3tpw") {
+			t.Errorf("wary %v printed the shared access key:\n%s%s", args, r.out, r.errout)
+		}
 	}
 }
 

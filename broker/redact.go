@@ -1,0 +1,223 @@
+package broker
+
+import (
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+const redacted = "xxxxx"
+
+// Redact returns u as a string for logs and errors, with every secret
+// replaced by "xxxxx": the password (also in the opaque form
+// "amqp:user:pass@host"), the value of every query parameter whose name
+// suggests a secret (password, pass, pwd, secret, token, auth, credential,
+// key, sig, sas and the like), every query pair that cannot be parsed
+// (it could be any of those), and the fragment.
+func Redact(u *url.URL) string {
+	if u.Opaque == "" && strings.Contains(u.EscapedPath()+u.RawQuery+u.EscapedFragment(), "@") {
+		// "amqp://guest:1234/pw@host/" parses as host "guest:1234" and
+		// path "/pw@host/": a password holding "/", "?" or "#" that was
+		// not escaped. Redact as if everything up to the "@" were userinfo.
+		return redactRaw(u.String())
+	}
+	c := *u
+	if c.User != nil {
+		if _, has := c.User.Password(); has {
+			c.User = url.UserPassword(c.User.Username(), redacted)
+		}
+	}
+	if c.Opaque != "" {
+		c.Opaque = redactOpaque(c.Opaque)
+	}
+	c.RawQuery = redactQuery(c.RawQuery)
+	c.Fragment, c.RawFragment = "", ""
+	out := c.String()
+	if u.Fragment != "" || u.RawFragment != "" {
+		out += "#" + redacted
+	}
+	return out
+}
+
+// RedactString returns s for logs and errors with every secret it
+// recognises replaced by "xxxxx". s may be:
+//   - a URL, which may not parse (as Redact; userinfo before the last "@" of
+//     the authority and secret query values are hidden even then);
+//   - a keyword/value connection string, separated by spaces or ";":
+//     PostgreSQL's "host=h user=u password='p w'" (quoted values and
+//     backslash escapes as libpq reads them), Service Bus's
+//     "Endpoint=sb://ns/;SharedAccessKeyName=n;SharedAccessKey=k";
+//   - any text quoting those, such as an error message.
+//
+// A keyword or query parameter is secret when its name suggests one
+// (password, pass, pwd, secret, token, auth, credential, key except
+// *KeyName, sig, sas, signature and the like).
+func RedactString(s string) string {
+	if oneURL.MatchString(s) {
+		if u, err := url.Parse(s); err == nil {
+			return Redact(u)
+		}
+		return redactRaw(s)
+	}
+	s = redactKeyValues(s)
+	return urlInText.ReplaceAllStringFunc(s, func(u string) string {
+		body := strings.TrimRight(u, ".,;:)]}'\"`")
+		return RedactString(body) + u[len(body):]
+	})
+}
+
+var (
+	// oneURL: the whole of s is one URL (a scheme, then no white space).
+	oneURL = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:[^\s]*$`)
+	// keyword: "name=" at the start of s or after white space, ";", "&",
+	// "?", a quote or a bracket.
+	keyword = regexp.MustCompile(`(?:^|[\s;&?'"` + "`" + `(\[{,])([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*=[ \t]*`)
+	// urlInText: a URL inside text, up to white space or a quote.
+	urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s'"<>` + "`" + `]+`)
+)
+
+// redactKeyValues replaces the value of every secret keyword=value in s,
+// reading values as libpq and Service Bus do: quoted ('...' or "...", with
+// backslash escapes, up to the closing quote or the end), or unquoted up to
+// white space, or up to a ";" that starts the next keyword=value.
+func redactKeyValues(s string) string {
+	ms := keyword.FindAllStringSubmatchIndex(s, -1)
+	var b strings.Builder
+	last := 0
+	for _, m := range ms {
+		from := m[1] // where the value starts
+		if from < last || !secretParam(s[m[2]:m[3]]) {
+			continue
+		}
+		b.WriteString(s[last:from])
+		b.WriteString(redacted)
+		last = valueEnd(s, from)
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// valueEnd returns where the keyword value starting at s[from] ends.
+func valueEnd(s string, from int) int {
+	if from < len(s) && (s[from] == '\'' || s[from] == '"') {
+		q := s[from]
+		for i := from + 1; i < len(s); i++ {
+			switch s[i] {
+			case '\\':
+				i++
+			case q:
+				return i + 1
+			}
+		}
+		return len(s)
+	}
+	for i := from; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\':
+			i++
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f':
+			return i
+		case c == ';':
+			if loc := keyword.FindStringIndex(s[i:]); loc != nil && loc[0] == 0 {
+				return i
+			}
+		}
+	}
+	return len(s)
+}
+
+func redactRaw(s string) string {
+	if scheme, rest, ok := strings.Cut(s, "://"); ok {
+		return scheme + "://" + redactRest(rest)
+	}
+	if scheme, rest, ok := strings.Cut(s, ":"); ok && !strings.ContainsAny(scheme, "/?#@") {
+		return scheme + ":" + redactOpaque(rest)
+	}
+	return redactRest(s)
+}
+
+// redactRest redacts what follows a URL's scheme. A password may hold
+// "/" or "@": everything up to the last "@" is taken as userinfo; when a
+// "?" or "#" comes before that "@", nothing is shown at all. After the
+// userinfo, the fragment is dropped and the query redacted.
+func redactRest(rest string) string {
+	head := ""
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if q := strings.IndexAny(rest, "?#"); q >= 0 && q < at {
+			// An "@" after a "?" or "#": a password holding them, or an
+			// "@" in a query or fragment. Which part is the host cannot
+			// be told, so none of it is shown.
+			return redacted
+		}
+		user, _, _ := strings.Cut(rest[:at], ":")
+		if strings.ContainsAny(user, "/?#") {
+			user = redacted
+		}
+		head, rest = user+":"+redacted+"@", rest[at+1:]
+	}
+	frag := ""
+	if i := strings.Index(rest, "#"); i >= 0 {
+		rest, frag = rest[:i], "#"+redacted
+	}
+	if path, query, ok := strings.Cut(rest, "?"); ok {
+		rest = path + "?" + redactQuery(query)
+	}
+	return head + rest + frag
+}
+
+// redactOpaque redacts an opaque URL body ("user:pass@host",
+// "user:pass"): without an "@", all after the first ":" is taken as a
+// password.
+func redactOpaque(o string) string {
+	if strings.Contains(o, "@") {
+		return redactRest(o)
+	}
+	body, query, hasQuery := strings.Cut(o, "?")
+	if i := strings.Index(body, "#"); i >= 0 {
+		body, query, hasQuery = body[:i]+"#"+redacted, "", false
+	}
+	if user, _, ok := strings.Cut(body, ":"); ok {
+		body = user + ":" + redacted
+	}
+	if hasQuery {
+		return body + "?" + redactQuery(strings.SplitN(query, "#", 2)[0])
+	}
+	return body
+}
+
+// redactQuery redacts a raw query pair by pair, keeping the others as they
+// were written.
+func redactQuery(raw string) string {
+	if raw == "" {
+		return raw
+	}
+	pairs := strings.FieldsFunc(raw, func(r rune) bool { return r == '&' || r == ';' })
+	for i, pair := range pairs {
+		k, _, _ := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			pairs[i] = redacted
+			continue
+		}
+		if _, v, _ := strings.Cut(pair, "="); v != "" {
+			if _, err := url.QueryUnescape(v); err != nil || secretParam(name) {
+				pairs[i] = k + "=" + redacted
+			}
+		}
+	}
+	return strings.Join(pairs, "&")
+}
+
+// secretParam reports whether a query parameter's name suggests a secret.
+func secretParam(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range []string{"pass", "pwd", "secret", "token", "auth", "cred", "private", "signature"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	if strings.Contains(n, "key") && !strings.HasSuffix(n, "keyname") {
+		return true
+	}
+	return n == "sig" || n == "sas" || strings.HasPrefix(n, "sas") || strings.HasPrefix(n, "sig") || strings.HasSuffix(n, "sig")
+}
