@@ -126,7 +126,7 @@ func (e *testEnv) harness(name string, ordered bool, retention, horizon time.Dur
 					return s, nil
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return kafka.OpenSubscription(e.clientOpts(), dlq, group+"-dlq", nil)
+					return kafka.OpenSubscription(e.clientOpts(), dlq, group+"-dlq", &kafka.SubscriptionOptions{DeadLetters: true})
 				},
 			}, nil
 		},

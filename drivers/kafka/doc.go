@@ -30,8 +30,8 @@
 // options) must be valid Kafka topic names, checked at open.
 // brokers defaults to the environment variable KAFKA_BROKERS. Both take
 // skip_check (a boolean, as SkipCheck). Subscription URLs also take
-// ordered (a boolean), dead_letter_topic, delivery_limit (an integer),
-// retry_topic and commit_interval (a Go duration, at most 1h), as in
+// ordered (a boolean), dead_letter_topic, dead_letters (a boolean),
+// delivery_limit (an integer), retry_topic and commit_interval (a Go duration, at most 1h), as in
 // SubscriptionOptions. Any other parameter, and a malformed or
 // out-of-range value, is an error matching broker.ErrInvalid that names
 // the parameter and never echoes its value (nor any other's). URLOpener.ClientOpts are the
@@ -113,8 +113,11 @@
 // numbered DeliveryLimit or more is nacked, the record is written to
 // DeadLetterTopic instead, with the reason in broker.HeaderDeadLetterReason
 // and its origin ("topic/partition@offset") in HeaderDeadLetterSource.
-// DeadLetter does the same on demand. A dead-letter topic is read with an
-// ordinary subscription.
+// DeadLetter does the same on demand. A dead-letter topic is read with a
+// subscription opened with SubscriptionOptions.DeadLetters (URL parameter
+// dead_letters=true), which reports those two headers; any other
+// subscription drops them, and every reserved (wary-...) header the driver
+// does not read, since another producer could have written them.
 //
 // No lock timeout (LockTimeout 0): a record is held until it is settled or
 // its partition is revoked; ExtendLock is not supported. No broker dedup

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -223,8 +224,11 @@ type handout struct {
 // append by the user reallocates rather than overwriting a neighbour) and
 // one string for the IDs and keys. What stays per record is the AsFunc
 // closure and a header map, for records with headers other than the
-// driver's.
-func materialize(es []*entry) []*driver.Message {
+// driver's. Reserved headers (wary-...) that the driver does not read are
+// dropped: another producer could have set them. With deadLetters (the
+// records are dead letters this driver wrote), the dead-letter reason and
+// source are kept.
+func materialize(es []*entry, deadLetters bool) []*driver.Message {
 	if len(es) == 0 {
 		return nil
 	}
@@ -278,7 +282,17 @@ func materialize(es []*entry) []*driver.Message {
 					sp.id1 = len(sb)
 				}
 			case HeaderAttempt, HeaderNotBefore:
+			case driver.HeaderDeadLetterReason, HeaderDeadLetterSource:
+				if deadLetters {
+					if m.Headers == nil {
+						m.Headers = make(map[string]string, len(r.Headers))
+					}
+					m.Headers[hd.Key] = string(hd.Value)
+				}
 			default:
+				if broker.ReservedHeader(hd.Key) {
+					continue
+				}
 				if m.Headers == nil {
 					m.Headers = make(map[string]string, len(r.Headers))
 				}

@@ -65,7 +65,7 @@ func TestRetryTopic(t *testing.T) {
 	if ds, err := sub.Receive(qctx, 1); err == nil {
 		t.Fatalf("delivered past the limit: %s attempt %d", ds[0].Message.ID, ds[0].Attempt)
 	}
-	dl, err := kafka.OpenSubscription(e.clientOpts(), dlq, uniqueName("g"), nil)
+	dl, err := kafka.OpenSubscription(e.clientOpts(), dlq, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetters: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,3 +94,68 @@ func TestSpoofedRetryHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestForeignDeadLetterHeadersDropped: another producer's record that
+// carries the driver's dead-letter headers (and any other reserved one)
+// does not read as a dead letter: the headers are dropped, the producer's
+// own and the event-identity headers kept. A subscription opened on a
+// dead-letter topic (DeadLetters) reports the reason and source of the
+// dead letters the driver wrote.
+func TestForeignDeadLetterHeadersDropped(t *testing.T) {
+	e := newTestEnv(t)
+	topic := e.createTopic(t, 1, "foreign-main")
+	dlq := e.createTopic(t, 1, "foreign-dlq")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	raw := e.producer(t)
+	if err := raw.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x"), Headers: []kgo.RecordHeader{
+		{Key: kafka.HeaderID, Value: []byte("foreign-1")},
+		{Key: broker.HeaderDeadLetterReason, Value: []byte("forged")},
+		{Key: kafka.HeaderDeadLetterSource, Value: []byte("forged/0@1")},
+		{Key: "wary-anything", Value: []byte("forged")},
+		{Key: broker.HeaderAggregateID, Value: []byte("order-1")},
+		{Key: "app", Value: []byte("kept")},
+	}}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := kafka.OpenSubscription(e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetterTopic: dlq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	ds, err := sub.Receive(ctx, 1)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("receive: %v %v", ds, err)
+	}
+	m := ds[0].Message
+	for k := range m.Headers {
+		if broker.ReservedHeader(k) {
+			t.Errorf("the reserved header %q reached the consumer", k)
+		}
+	}
+	if m.ID != "foreign-1" || m.Headers["app"] != "kept" || m.Headers[broker.HeaderAggregateID] != "order-1" {
+		t.Errorf("message %q %v: the producer's own ID and headers were lost", m.ID, m.Headers)
+	}
+	if err := ds[0].DeadLetter(ctx, "poison"); err != nil {
+		t.Fatal(err)
+	}
+	dl, err := kafka.OpenSubscription(e.clientOpts(), dlq, uniqueName("g"), deadLetters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	ds, err = dl.Receive(ctx, 1)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("receive the dead letter: %v %v", ds, err)
+	}
+	h := ds[0].Message.Headers
+	if h[broker.HeaderDeadLetterReason] != "poison" || !strings.HasPrefix(h[kafka.HeaderDeadLetterSource], topic+"/0@") {
+		t.Errorf("dead letter headers %v: want the reason and source the driver wrote", h)
+	}
+	if h["app"] != "kept" || h["wary-anything"] != "" {
+		t.Errorf("dead letter headers %v: want the producer's own, and no other reserved one", h)
+	}
+}
+
+// deadLetters opens a subscription on a dead-letter topic.
+var deadLetters = &kafka.SubscriptionOptions{DeadLetters: true}

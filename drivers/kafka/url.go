@@ -85,7 +85,7 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 }
 
 // OpenSubscriptionURL opens
-// kafka://GROUP?topic=TOPIC&brokers=HOST:PORT,...&ordered=BOOL&dead_letter_topic=T&delivery_limit=N&retry_topic=T&commit_interval=DURATION&skip_check=BOOL
+// kafka://GROUP?topic=TOPIC&brokers=HOST:PORT,...&ordered=BOOL&dead_letter_topic=T&dead_letters=BOOL&delivery_limit=N&retry_topic=T&commit_interval=DURATION&skip_check=BOOL
 func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
 	p := broker.NewURLParams(u)
 	group, err := urlName(u, p, "group")
@@ -103,6 +103,7 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 	so := SubscriptionOptions{
 		Ordered:         p.Bool("ordered", false),
 		DeadLetterTopic: p.Get("dead_letter_topic"),
+		DeadLetters:     p.Bool("dead_letters", false),
 		RetryTopic:      p.Get("retry_topic"),
 		DeliveryLimit:   p.Int("delivery_limit", 0, 0, math.MaxInt32),
 		CommitInterval:  p.Duration("commit_interval", 0, 0, time.Hour),

@@ -122,6 +122,13 @@
 // wary-dead-letter-reason. Attempt is DeliveryCount (plus "wary-attempts"
 // on a copy).
 //
+// Trusted headers: "wary-id" and "wary-attempts" are read only on a copy
+// that Nack scheduled (the service stamps its ScheduledEnqueueTime) or on a
+// message read from a dead-letter queue; the dead-letter reason only on a
+// message read from a dead-letter queue (the service keeps it in an
+// application property that any producer can set). Every other reserved
+// property (wary-...) that another producer set is dropped on receipt.
+//
 // Redelivery horizon: the entity's default time to live (a message cannot
 // live longer; a delayed copy expires when its original would have);
 // broker.HorizonUnbounded when messages never expire (the service's

@@ -73,26 +73,37 @@ func toSB(m *driver.Message, sessions bool) *azservicebus.Message {
 	return out
 }
 
-// fromSB converts a received message. attempts is DeliveryCount plus the
-// deliveries counted before a scheduled copy was made.
-func fromSB(rm *azservicebus.ReceivedMessage) *driver.Message {
+// fromSB converts a received message, trusting only what Service Bus or
+// the driver itself set (see the package doc, Trusted headers):
+//   - "wary-id" and "wary-attempts" only on a copy that Nack scheduled (the
+//     service stamps ScheduledEnqueueTime on it) or on a message read from
+//     a dead-letter queue (a copy that was dead-lettered later);
+//   - the dead-letter reason only on a message read from a dead-letter
+//     queue (the SDK reads DeadLetterReason from application properties,
+//     which any producer can set);
+//   - "wary-key" as the key on entities without sessions.
+//
+// Every other reserved property (wary-...) is dropped. Attempt is
+// DeliveryCount plus the deliveries counted before a scheduled copy.
+func fromSB(rm *azservicebus.ReceivedMessage, deadLetters bool) *driver.Message {
 	m := &driver.Message{ID: rm.MessageID, Body: rm.Body}
+	ours := deadLetters || rm.ScheduledEnqueueTime != nil
 	prior := 0
 	for k, v := range rm.ApplicationProperties {
-		switch k {
-		case propKey:
+		switch {
+		case k == propKey:
 			m.Key = fmt.Sprint(v)
 			continue
-		case propID:
+		case k == propID && ours:
 			m.ID = fmt.Sprint(v)
 			continue
-		case propAttempts:
-			prior = attemptsOf(v)
+		case k == propAttempts && ours:
+			prior = min(max(attemptsOf(v), 0), maxAttempts)
 			continue
-		case "DeadLetterReason", "DeadLetterErrorDescription":
-			if rm.DeadLetterReason != nil {
-				continue // reported as HeaderDeadLetterReason
-			}
+		case (k == "DeadLetterReason" || k == "DeadLetterErrorDescription") && deadLetters && rm.DeadLetterReason != nil:
+			continue // reported as HeaderDeadLetterReason
+		case broker.ReservedHeader(k):
+			continue // not the driver's: no producer may speak for wary
 		}
 		if m.Headers == nil {
 			m.Headers = make(map[string]string, len(rm.ApplicationProperties))
@@ -106,7 +117,7 @@ func fromSB(rm *azservicebus.ReceivedMessage) *driver.Message {
 	if rm.SessionID != nil {
 		m.Key = *rm.SessionID
 	}
-	if rm.DeadLetterReason != nil {
+	if deadLetters && rm.DeadLetterReason != nil {
 		if m.Headers == nil {
 			m.Headers = map[string]string{}
 		}
@@ -129,6 +140,10 @@ func fromSB(rm *azservicebus.ReceivedMessage) *driver.Message {
 	}
 	return m
 }
+
+// maxAttempts bounds the count read from "wary-attempts", so that Attempt
+// cannot overflow.
+const maxAttempts = 1 << 20
 
 func attemptsOf(v any) int {
 	switch n := v.(type) {

@@ -260,7 +260,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, max int) ([]*driver.Mes
 }
 
 func (s *subscription) wrap(rm *azservicebus.ReceivedMessage, by settler, sess *heldSession) *driver.Message {
-	m := fromSB(rm)
+	m := fromSB(rm, s.path.dlq)
 	d := &delivery{rm: rm, by: by, sess: sess, attempts: m.Attempt}
 	if sess == nil {
 		d.lock.renewed(time.Now(), s.props.LockDuration)

@@ -62,7 +62,10 @@
 //     are not atomic: a failure between them leaves the message in both
 //     queues, never in neither; the original comes back after its
 //     visibility timeout, and dead-lettering it again within 5 minutes
-//     sends a copy that SQS deduplicates.
+//     sends a copy that SQS deduplicates. Only a subscription opened by
+//     OpenDeadLetters reports that attribute; elsewhere, and as a header
+//     inside wary-headers, it is dropped on receipt, as is every reserved
+//     (wary-...) name another producer could have set.
 //   - Redelivery horizon: the queue's MessageRetentionPeriod.
 //   - Size: the queue's MaximumMessageSize, less 256 bytes kept for the
 //     driver's attributes, is MaxMessageSize; SendBatch measures the
@@ -111,7 +114,7 @@
 // Message.As on received messages accepts *types.Message (the SDK's
 // message, with its receipt handle and attributes). ErrorAs reaches the
 // SDK's errors (smithy.APIError, *smithy.OperationError, the
-// service/sqs/types error types) and the driver's *BatchError.
+// service/sqs/types error types) and the driver's *EntryError.
 //
 // # Errors
 //
@@ -122,13 +125,15 @@
 // validation errors are broker.ErrInvalid. The driver does not retry; the
 // SDK's retryer (the client's) does, then the portable layer.
 //
-// A batch whose messages did not all succeed fails with a *BatchError,
-// which says per message whether it was sent, certainly not sent (SQS
-// refused the entry, or the driver never sent it) or may have been sent
-// (the connection failed after the request was written). The whole error
-// is broker.ErrMaybeSent when any message may be on the queue, and
-// retryable when a failure was SQS's or the network's: publishing the
-// batch again then sends the missing messages, and SQS drops the copies
-// of the others by their deduplication IDs. A retry may put a group's
-// refused message after a later one of the same group that was accepted.
+// A Publish whose messages did not all succeed says, in
+// broker.Error.Messages, what became of each: nil for one SQS accepted, an
+// error matching broker.ErrNotSent for one SQS refused (its *EntryError,
+// with SQS's code, is retryable when SQS blamed itself) or the driver never
+// sent (a message of the same batch broke a rule first, or an earlier
+// request failed), and broker.ErrMaybeSent for one whose request failed
+// after it was written. The whole error is broker.ErrMaybeSent when any
+// message may be on the queue. A partly failed batch is not sent again by
+// the portable layer: sending the refused messages again is the caller's
+// choice, and may put a group's refused message after a later one of the
+// same group that was accepted.
 package sqsfifo

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -209,14 +210,17 @@ func attrSize(name string, v types.MessageAttributeValue) int {
 
 // decode maps a received SQS message to a driver message. Attributes other
 // than the driver's own, of type String or Number, become headers, so that
-// messages from producers that do not use wary read naturally.
-func decode(raw types.Message) (*driver.Message, error) {
+// messages from producers that do not use wary read naturally. Reserved
+// headers (wary-...) that another producer could have set are dropped; the
+// dead-letter reason is kept only when deadLetters (a dead-letter queue,
+// where the driver wrote it).
+func decode(raw types.Message, deadLetters bool) (*driver.Message, error) {
 	m := &driver.Message{
 		ID:      raw.Attributes[string(types.MessageSystemAttributeNameMessageDeduplicationId)],
 		Key:     raw.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)],
 		Headers: map[string]string{},
 	}
-	var enc string
+	var enc, reason string
 	for k, a := range raw.MessageAttributes {
 		v, ok := attrText(a)
 		if !ok {
@@ -234,7 +238,7 @@ func decode(raw types.Message) (*driver.Message, error) {
 		case AttrBody:
 			enc = v
 		case AttrDeadLetterReason:
-			m.Headers[AttrDeadLetterReason] = v
+			reason = v
 		default:
 			dt := aws.ToString(a.DataType)
 			if a.StringValue != nil && (strings.HasPrefix(dt, "String") || strings.HasPrefix(dt, "Number")) {
@@ -243,6 +247,14 @@ func decode(raw types.Message) (*driver.Message, error) {
 				}
 			}
 		}
+	}
+	for k := range m.Headers {
+		if broker.ReservedHeader(k) {
+			delete(m.Headers, k)
+		}
+	}
+	if deadLetters && reason != "" {
+		m.Headers[AttrDeadLetterReason] = reason
 	}
 	if m.ID == "" {
 		m.ID = aws.ToString(raw.MessageId)

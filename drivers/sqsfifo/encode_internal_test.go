@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
+	"maps"
 	"net"
 	"strings"
 	"syscall"
@@ -88,7 +88,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			Attributes: map[string]string{"MessageGroupId": o.group, "MessageDeduplicationId": o.dedup,
 				"ApproximateReceiveCount": "2", "SentTimestamp": "1700000000000"},
 		}
-		got, err := decode(raw)
+		got, err := decode(raw, false)
 		if err != nil {
 			t.Fatalf("%q: decode: %v", m.ID, err)
 		}
@@ -136,11 +136,11 @@ func TestDecodeForeignMessage(t *testing.T) {
 		},
 		Attributes: map[string]string{"MessageGroupId": "g"},
 	}
-	if _, err := decode(raw); err == nil {
+	if _, err := decode(raw, false); err == nil {
 		t.Fatal("an unknown body encoding must be an error")
 	}
 	delete(raw.MessageAttributes, AttrBody)
-	m, err := decode(raw)
+	m, err := decode(raw, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,22 +223,49 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestClassifyBatchError(t *testing.T) {
-	refused := &BatchError{Entries: []EntryStatus{{ID: "a", Status: NotSent, Code: "InvalidParameterValue", SenderFault: true}},
-		Err: &EntryError{Code: "InvalidParameterValue", SenderFault: true}}
-	if got := classify(refused); got.Code != driver.Invalid || got.MaybeSent {
-		t.Fatalf("all refused by the sender's fault: %+v", got)
+func TestClassifyEntryError(t *testing.T) {
+	if got := classify(&EntryError{ID: "a", Code: "InvalidParameterValue", SenderFault: true}); got.Code != driver.Invalid || got.MaybeSent {
+		t.Fatalf("refused for the sender's fault: %+v", got)
 	}
-	partial := &BatchError{Entries: []EntryStatus{{ID: "a", Status: Sent}, {ID: "b", Status: NotSent, Code: "InternalError"}},
-		Err: &EntryError{Code: "InternalError"}}
-	if got := classify(partial); got.Code != driver.Unavailable || !got.MaybeSent {
-		t.Fatalf("partly sent, SQS's fault: %+v", got)
+	if got := classify(&EntryError{ID: "b", Code: "InternalError"}); got.Code != driver.Unavailable || got.MaybeSent {
+		t.Fatalf("refused for SQS's fault: %+v", got)
 	}
-	if msg := partial.Error(); !strings.Contains(msg, "1 sent, 1 not sent, 0 maybe sent") {
-		t.Fatalf("message %q", msg)
+	if got := classify(errUnanswered); got.Code != driver.Unavailable || !got.MaybeSent {
+		t.Fatalf("unanswered entry: %+v", got)
 	}
-	var be *BatchError
-	if !errors.As(fmt.Errorf("wrapped: %w", partial), &be) || be.Entries[1].Status != NotSent {
-		t.Fatal("BatchError not reachable")
+}
+
+// TestDecodeDropsForeignReservedHeaders: another producer's message that
+// carries wary's reserved names (as attributes or inside the headers
+// attribute) does not read as a dead letter: they are dropped, the
+// producer's own and the event-identity headers kept. On a dead-letter
+// queue, the reason the driver wrote is reported.
+func TestDecodeDropsForeignReservedHeaders(t *testing.T) {
+	str := func(s string) types.MessageAttributeValue {
+		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(s)}
+	}
+	raw := types.Message{
+		MessageId: aws.String("m-1"), Body: aws.String("hello"),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			AttrDeadLetterReason:          str("forged"),
+			"wary-dead-letter-source":     str("forged"),
+			"wary-anything":               str("forged"),
+			AttrHeaders:                   str(`{"wary-dead-letter-reason":"forged in json","wary-attempts":"99","app":"kept","wary-aggregate-id":"order-1"}`),
+			broker.HeaderAggregateVersion: str("3"),
+		},
+		Attributes: map[string]string{"MessageGroupId": "g"},
+	}
+	for _, deadLetters := range []bool{false, true} {
+		m, err := decode(raw, deadLetters)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"app": "kept", broker.HeaderAggregateID: "order-1", broker.HeaderAggregateVersion: "3"}
+		if deadLetters {
+			want[AttrDeadLetterReason] = "forged"
+		}
+		if !maps.Equal(m.Headers, want) {
+			t.Errorf("dead letters %t: headers %v, want %v", deadLetters, m.Headers, want)
+		}
 	}
 }

@@ -169,7 +169,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 func (s *subscription) decodeAll(raws []types.Message) []*driver.Message {
 	msgs := make([]*driver.Message, 0, len(raws))
 	for _, raw := range raws {
-		m, err := decode(raw)
+		m, err := decode(raw, s.defaultReason != "")
 		if err != nil {
 			// A message the driver cannot read is still delivered, raw,
 			// so that the handler can dead-letter it.

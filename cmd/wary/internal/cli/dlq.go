@@ -34,7 +34,7 @@ func (a *app) dlqCmd() *cobra.Command {
 		Long: `URL is a subscription URL that reads a dead-letter queue:
   mem://TOPIC/SUBSCRIPTION/dead-letters               (the memory driver, in this process)
   rabbit://Q.dlq?dead_letters_from=Q.dlx              (a RabbitMQ dead-letter queue)
-  kafka://GROUP?topic=DLQ_TOPIC                       (a Kafka dead-letter topic)
+  kafka://GROUP?topic=DLQ_TOPIC&dead_letters=true     (a Kafka dead-letter topic)
   sqsfifo://DLQ.fifo                                  (an SQS FIFO dead-letter queue)
   servicebus://QUEUE/$DeadLetterQueue                 (a Service Bus dead-letter sub-queue)
 list reads dead letters and puts them back (nothing is removed). replay

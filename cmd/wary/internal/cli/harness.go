@@ -253,7 +253,7 @@ func kafkaHarness(ctx context.Context, u *url.URL, getenv func(string) string) (
 					return kafka.OpenSubscription(opts, name, name+"-group", so)
 				},
 				DeadLetters: func(context.Context) (*broker.Subscription, error) {
-					return kafka.OpenSubscription(opts, name+"-dlq", name+"-dlq-group", nil)
+					return kafka.OpenSubscription(opts, name+"-dlq", name+"-dlq-group", &kafka.SubscriptionOptions{DeadLetters: true})
 				},
 			}, nil
 		},

@@ -35,7 +35,7 @@ func TestKafkaExplainAndDLQ(t *testing.T) {
 
 	top := mustOpenTopic(t, "kafka://orders?brokers="+seeds)
 	sub := mustOpenSub(t, subURL+"&brokers="+seeds)
-	dlqWalkthrough(t, w, top, "kafka://orders", sub, "kafka://ops?topic=orders-dlq", "10s")
+	dlqWalkthrough(t, w, top, "kafka://orders", sub, "kafka://ops?topic=orders-dlq&dead_letters=true", "10s")
 
 	// Acks are cumulative: removing the second dead letter would remove
 	// the first too, so only the first ones in order can be chosen.
@@ -45,11 +45,11 @@ func TestKafkaExplainAndDLQ(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r = w.want(cli.ExitError, "dlq", "discard", "kafka://ops?topic=orders-dlq", "--id", "k-2", "--yes", "--wait", "10s")
+	r = w.want(cli.ExitError, "dlq", "discard", "kafka://ops?topic=orders-dlq&dead_letters=true", "--id", "k-2", "--yes", "--wait", "10s")
 	if !strings.Contains(r.errout, "choose the first ones in order") {
 		t.Errorf("stderr %q does not explain the refusal", r.errout)
 	}
-	w.want(cli.ExitOK, "dlq", "discard", "kafka://ops?topic=orders-dlq", "--id", "k-1", "--id", "k-2", "--yes", "--wait", "10s").has(t, "discard: 2 dead letter(s)")
+	w.want(cli.ExitOK, "dlq", "discard", "kafka://ops?topic=orders-dlq&dead_letters=true", "--id", "k-1", "--id", "k-2", "--yes", "--wait", "10s").has(t, "discard: 2 dead letter(s)")
 }
 
 // TestProbeKafka: the Kafka driver keeps what it declares, measured on
