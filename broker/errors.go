@@ -58,9 +58,18 @@ type Error struct {
 	Op string
 	// Code is the class of the failure.
 	Code driver.ErrorCode
-	// MaybeSent is meaningful for Op "publish" only.
+	// MaybeSent is meaningful for Op "publish" only. It is true when any
+	// message of the call reached, or may have reached, the broker:
+	// publishing them all again may then create duplicates.
 	MaybeSent bool
-	err       error
+	// Messages, for a Publish of more than one message, says what became
+	// of each, in the order given: nil for a message the broker accepted,
+	// otherwise that message's own *Error, which matches ErrNotSent or
+	// ErrMaybeSent and its class (ErrTooLarge, ErrInvalid, ...). A message
+	// the driver did not send because another was refused first, or
+	// because an earlier batch of the call failed, matches ErrNotSent.
+	Messages []error
+	err      error
 }
 
 func (e *Error) Error() string {
@@ -69,9 +78,12 @@ func (e *Error) Error() string {
 		s += " (" + e.Code.String() + ")"
 	}
 	if e.Op == "publish" {
-		if e.MaybeSent {
+		switch sent, failed := e.counts(); {
+		case sent > 0:
+			s += fmt.Sprintf(" [%d of %d sent, %d failed]", sent, len(e.Messages), failed)
+		case e.MaybeSent:
 			s += " [may have been sent]"
-		} else {
+		default:
 			s += " [not sent]"
 		}
 	}
@@ -79,6 +91,18 @@ func (e *Error) Error() string {
 		s += ": " + e.err.Error()
 	}
 	return s
+}
+
+// counts returns how many of Messages were accepted and how many failed.
+func (e *Error) counts() (sent, failed int) {
+	for _, err := range e.Messages {
+		if err == nil {
+			sent++
+		} else {
+			failed++
+		}
+	}
+	return sent, failed
 }
 
 // Unwrap returns the underlying error (a driver's error, or a context error).
@@ -139,7 +163,16 @@ func wrapErr(op string, classify func(error) driver.ErrorInfo, err error) error 
 	}
 	var be *Error
 	if errors.As(err, &be) {
+		if be.Op != op {
+			// A driver built it with a helper of another op (Invalidf's
+			// "open"): the class holds, the op and the sent bit are ours.
+			return newError(op, be.Code, be.MaybeSent && op == "publish", err)
+		}
 		return err
+	}
+	var dbe *driver.BatchError
+	if op == "publish" && errors.As(err, &dbe) {
+		return batchError(classify, dbe, err)
 	}
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -191,4 +224,36 @@ func (p *permanentError) Unwrap() error { return p.err }
 func IsPermanent(err error) bool {
 	var p *permanentError
 	return errors.As(err, &p)
+}
+
+// batchError classifies a SendBatch *driver.BatchError message by message:
+// the error's class is that of the first message refused on its own
+// account (not one left unsent because another was refused), and it may
+// have been sent when any message was accepted or may have been.
+// Publish fills in Messages.
+func batchError(classify func(error) driver.ErrorInfo, dbe *driver.BatchError, err error) *Error {
+	out := newError("publish", driver.Unknown, false, err)
+	out.Messages = make([]error, len(dbe.Errs))
+	classed := false
+	for i, e := range dbe.Errs {
+		if e == nil {
+			out.MaybeSent = true
+			continue
+		}
+		me := messageError(classify, e)
+		out.Messages[i] = me
+		out.MaybeSent = out.MaybeSent || me.MaybeSent
+		if !classed && !errors.Is(e, driver.ErrNotAttempted) {
+			out.Code, classed = me.Code, true
+		}
+	}
+	return out
+}
+
+// messageError classifies one message's error of a SendBatch.
+func messageError(classify func(error) driver.ErrorInfo, err error) *Error {
+	if errors.Is(err, driver.ErrNotAttempted) {
+		return newError("publish", driver.Unknown, false, err)
+	}
+	return wrapErr("publish", classify, err).(*Error)
 }

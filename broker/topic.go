@@ -120,14 +120,46 @@ func (t *Topic) Publish(ctx context.Context, msgs ...*Message) (err error) {
 	for start := 0; start < len(dms); start += size {
 		end := min(start+size, len(dms))
 		if err := t.sendWithRetry(ctx, dms[start:end], &maybeSent); err != nil {
-			if be, ok := err.(*Error); ok && maybeSent {
+			be := err.(*Error)
+			if maybeSent {
 				be.MaybeSent = true
 			}
-			return err
+			if len(dms) > 1 {
+				placeMessages(be, len(dms), start, end)
+			}
+			return be
 		}
 		t.tel.counted(ctx, end-start)
 	}
 	return nil
+}
+
+// errEarlierBatch is the outcome of the messages of a Publish after a
+// batch that failed: they were not sent.
+var errEarlierBatch = newError("publish", driver.Unknown, false, errors.New("not sent: an earlier batch of the call failed"))
+
+// placeMessages sets be.Messages for a Publish of n messages whose batch
+// [start, end) failed with be, the batches before it accepted: nil for
+// those, the batch's own per-message errors (or be itself for each of its
+// messages when the driver did not tell them apart), and errEarlierBatch
+// for the rest.
+func placeMessages(be *Error, n, start, end int) {
+	msgs := make([]error, n)
+	own := newError(be.Op, be.Code, be.MaybeSent, be.err) // the batch's error, before the call's
+	for i := start; i < end; i++ {
+		if be.Messages != nil {
+			msgs[i] = be.Messages[i-start]
+		} else {
+			msgs[i] = own
+		}
+	}
+	for i := end; i < n; i++ {
+		msgs[i] = errEarlierBatch
+	}
+	if start > 0 {
+		be.MaybeSent = true
+	}
+	be.Messages = msgs
 }
 
 func (t *Topic) sendWithRetry(ctx context.Context, batch []*driver.Message, maybeSent *bool) error {
@@ -143,7 +175,10 @@ func (t *Topic) sendWithRetry(ctx context.Context, batch []*driver.Message, mayb
 		if werr.MaybeSent {
 			*maybeSent = true
 		}
-		if werr.Code != driver.Unavailable || attempt >= t.retry.Attempts {
+		if werr.Code != driver.Unavailable || werr.Messages != nil || attempt >= t.retry.Attempts {
+			// A batch that partly failed is not sent again: its error says
+			// which messages to send again, and sending the others again
+			// would duplicate them.
 			return werr
 		}
 		delay := t.retry.Backoff.Delay(attempt)

@@ -67,7 +67,9 @@ type Topic interface {
 	// response), or with an error. len(msgs) is never more than
 	// Capabilities().MaxBatchSize when that is positive. SendBatch must not
 	// retry and must not keep msgs after it returns. The portable layer has
-	// already validated the messages against Capabilities.
+	// already validated the messages against Capabilities. When the
+	// messages did not all fare alike (some accepted, one refused as too
+	// large once encoded), it returns a *BatchError saying which.
 	SendBatch(ctx context.Context, msgs []*Message) error
 	// Capabilities describes what the broker promises for this topic. It must
 	// return the same value on every call.

@@ -1,9 +1,15 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 )
+
+// ErrNotAttempted is the outcome, in a SendBatch *BatchError, of a message
+// the driver did not send because another message of the batch was refused
+// first. The portable layer reports it as certainly not sent.
+var ErrNotAttempted = errors.New("not sent: another message of the batch was refused first")
 
 // ErrorCode classifies a driver error.
 type ErrorCode int
@@ -52,13 +58,16 @@ type ErrorInfo struct {
 	MaybeSent bool
 }
 
-// BatchError is what a settle method (SendAcks, SendNacks,
-// SendDeadLetters, ExtendLocks) returns when the deliveries it was given
-// did not all fare alike: Errs[i] is the outcome for ids[i], nil for one
-// settled. Any other error a settle method returns is the outcome for
-// every id. The portable layer classifies each error of Errs with
+// BatchError is what SendBatch or a settle method (SendAcks, SendNacks,
+// SendDeadLetters, ExtendLocks) returns when the messages or deliveries it
+// was given did not all fare alike: Errs[i] is the outcome for msgs[i] or
+// ids[i], nil for one sent or settled. Any other error is the outcome for
+// every one. The portable layer classifies each error of Errs with
 // Classify, so that, say, one delivery whose lock was lost is reported as
-// LockLost while the others of the call are acknowledged.
+// LockLost while the others of the call are acknowledged, and one message
+// too large as TooLarge (not sent) while the others of its batch were
+// sent. A message SendBatch did not send because another was refused
+// first has ErrNotAttempted.
 type BatchError struct {
 	Errs []error
 }
@@ -72,7 +81,7 @@ func (e *BatchError) Error() string {
 			}
 		}
 	}
-	return fmt.Sprintf("%d of %d deliveries failed, first: %v", n, len(e.Errs), first)
+	return fmt.Sprintf("%d of %d failed, first: %v", n, len(e.Errs), first)
 }
 
 // Unwrap returns the errors of Errs that are not nil.
@@ -86,14 +95,15 @@ func (e *BatchError) Unwrap() []error {
 	return out
 }
 
-// BatchErrors returns the error for a settle of len(errs) ids whose
-// outcomes are errs: nil when every one is nil, errs[0] for a single id,
-// and a *BatchError otherwise.
+// BatchErrors returns the error for a send or settle of len(errs)
+// messages or ids whose outcomes are errs: nil when every one is nil,
+// errs[0] when every one is errs[0] (a single id, a request that failed as
+// a whole), and a *BatchError otherwise.
 func BatchErrors(errs []error) error {
 	switch {
 	case !slices.ContainsFunc(errs, func(err error) bool { return err != nil }):
 		return nil
-	case len(errs) == 1:
+	case !slices.ContainsFunc(errs, func(err error) bool { return err != errs[0] }):
 		return errs[0]
 	}
 	return &BatchError{Errs: errs}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -76,15 +77,63 @@ func openFailure(err error, auth *authWatch) error {
 }
 
 // authWatch is a kgo hook that records whether the last SASL exchange of a
-// client ended with the broker closing the connection.
-type authWatch struct{ failed atomic.Bool }
+// client ended with the broker closing the connection. kgo retries such a
+// connection until the caller's deadline; rejected lets a waiting produce
+// stop at once.
+type authWatch struct {
+	failed atomic.Bool
+	mu     sync.Mutex
+	// rej is closed while the last exchange failed, and replaced when one
+	// succeeds.
+	rej chan struct{}
+}
 
 func (w *authWatch) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e kgo.BrokerE2E) {
 	if key != int16(kmsg.SASLAuthenticate) {
 		return
 	}
-	w.failed.Store(e.WriteErr == nil && (errors.Is(e.ReadErr, io.EOF) || errors.Is(e.ReadErr, io.ErrUnexpectedEOF) || errors.Is(e.ReadErr, syscall.ECONNRESET)))
+	failed := e.WriteErr == nil && (errors.Is(e.ReadErr, io.EOF) || errors.Is(e.ReadErr, io.ErrUnexpectedEOF) || errors.Is(e.ReadErr, syscall.ECONNRESET))
+	w.failed.Store(failed)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch closed := w.rej != nil && isClosed(w.rej); {
+	case failed && !closed:
+		if w.rej == nil {
+			w.rej = make(chan struct{})
+		}
+		close(w.rej)
+	case !failed && closed:
+		w.rej = nil
+	}
 }
+
+// rejected returns a channel closed once the broker rejects the client's
+// SASL login (nil for a nil watch: never).
+func (w *authWatch) rejected() <-chan struct{} {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rej == nil {
+		w.rej = make(chan struct{})
+	}
+	return w.rej
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// errLoginRejected ends a produce that waits on a client whose SASL login
+// the broker rejects. The client keeps the records and would send them once
+// a login succeeds: they may have been sent.
+var errLoginRejected = &codedError{code: driver.PermissionDenied, err: errors.New("kafka: SASL authentication failed: the broker closed the connection in answer to the credentials (check the mechanism, user and password)")}
 
 // newClient is kgo.NewClient with auth watching the SASL exchanges and
 // the batch limits of lim (before opts); an option kgo rejects is

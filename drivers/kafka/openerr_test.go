@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -77,5 +78,26 @@ func TestSASLFailure(t *testing.T) {
 				t.Errorf("wrong SASL password: %v, want ErrPermission saying authentication failed, without the password", err)
 			}
 		}
+	}
+}
+
+// TestSASLFailurePublish: a topic opened without the checks (SkipCheck)
+// whose login the broker rejects fails its publish with ErrPermission
+// when the broker answers, long before the caller's deadline, saying that
+// authentication failed and not showing the password.
+func TestSASLFailurePublish(t *testing.T) {
+	e := newTestEnv(t, kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "right-pw"))
+	const wrong = "Wr0ngPassw0rd"
+	top, err := kafka.OpenTopic([]kgo.Opt{kgo.SeedBrokers(e.seeds...), kgo.SASL(plain.Auth{User: "admin", Pass: wrong}.AsMechanism())},
+		"t", &kafka.TopicOptions{SkipCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err = top.Publish(ctx, &broker.Message{ID: "m", Body: []byte("x")})
+	if !errors.Is(err, broker.ErrPermission) || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "authentication failed") || strings.Contains(err.Error(), wrong) {
+		t.Fatalf("publish with a rejected login: %v, want ErrPermission saying authentication failed, without the password", err)
 	}
 }

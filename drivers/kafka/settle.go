@@ -159,7 +159,7 @@ func (s *subscription) deadLetter(ctx context.Context, id driver.AckID, reason s
 // finishCopy writes r (a retry or dead-letter copy of e), then settles e as
 // acked. If the write fails, e is in flight again and the caller may retry.
 func (s *subscription) finishCopy(ctx context.Context, e *entry, r *kgo.Record) error {
-	if err := produce(ctx, s.cl, []*kgo.Record{r}); err != nil {
+	if err := produce(ctx, s.cl, s.auth, []*kgo.Record{r}); err != nil {
 		s.mu.Lock()
 		if e.state == stSettling {
 			e.state = stInFlight

@@ -55,6 +55,15 @@ func TestRecordFraming(t *testing.T) {
 	if !errors.Is(err, broker.ErrTooLarge) || !errors.Is(err, broker.ErrNotSent) {
 		t.Fatalf("600 headers: %v, want ErrTooLarge and ErrNotSent", err)
 	}
+	// In a batch, the others are not sent either, and say so message by
+	// message.
+	err = top.Publish(ctx, &broker.Message{ID: "fine"}, many)
+	var be *broker.Error
+	if !errors.Is(err, broker.ErrTooLarge) || !errors.Is(err, broker.ErrNotSent) || !errors.As(err, &be) || len(be.Messages) != 2 ||
+		!errors.Is(be.Messages[0], broker.ErrNotSent) || errors.Is(be.Messages[0], broker.ErrTooLarge) ||
+		!errors.Is(be.Messages[1], broker.ErrNotSent) || !errors.Is(be.Messages[1], broker.ErrTooLarge) {
+		t.Fatalf("a batch with 600 headers in its second message: %v (%v), want the second too large, neither sent", err, be)
+	}
 	ends, err := e.admin.ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +93,7 @@ func TestRecordFraming(t *testing.T) {
 	if err := ds[0].DeadLetter(ctx, reason); err != nil {
 		t.Fatalf("dead-lettering a message of MaxMessageSize with a long reason: %v", err)
 	}
-	dl, err := kafka.OpenSubscription(e.clientOpts(), dlq, uniqueName("g"), nil)
+	dl, err := kafka.OpenSubscription(e.clientOpts(), dlq, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetters: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,15 @@ type SubscriptionOptions struct {
 	// dead-lettering (Capabilities.DeadLetter is false).
 	DeadLetterTopic string
 
+	// DeadLetters says that the topic is a dead-letter topic this driver
+	// writes (another subscription's DeadLetterTopic): the reason and
+	// origin of each dead letter are reported in the headers
+	// broker.HeaderDeadLetterReason and HeaderDeadLetterSource. Otherwise
+	// those headers, which any producer could write, are dropped on
+	// receipt, as every reserved header the driver does not read is.
+	// Default false.
+	DeadLetters bool
+
 	// DeliveryLimit dead-letters a message, instead of delivering it again,
 	// once it was nacked on its DeliveryLimit-th delivery. The library
 	// counts (Capabilities.DeliveryLimitMode is LimitEmulated); see the
@@ -141,6 +150,7 @@ type tp struct {
 
 type subscription struct {
 	cl     *kgo.Client
+	auth   *authWatch
 	topic  string
 	group  string
 	opts   SubscriptionOptions
@@ -248,7 +258,7 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 		}
 		maxMsg, horizon = min(maxMsg, m), h
 	}
-	s.cl = cl
+	s.cl, s.auth = cl, auth
 	s.caps = capsFor(o, maxMsg, horizon)
 	s.pollCtx, s.pollCancel = context.WithCancel(context.Background())
 	go s.pollLoop()
@@ -406,7 +416,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 			s.syncPauses()
 		}
 		if len(es) > 0 {
-			return materialize(es), nil
+			return materialize(es, s.opts.DeadLetters), nil
 		}
 		wait := deadline.Sub(now)
 		if !next.IsZero() && next.Sub(now) < wait {

@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -84,12 +85,19 @@ func varintLen(v int64) int {
 
 // checkSize refuses, before anything is sent, records that would not fit
 // in maxMsg (with room for the driver's copies).
+// A message over the limit is refused, and the others are not sent
+// (driver.ErrNotAttempted), in a *driver.BatchError.
 func checkSize(recs []*kgo.Record, ids []string, maxMsg int) error {
 	for i, r := range recs {
 		if n := recordSize(r); n+copyReserve > maxMsg {
-			return &produceError{err: &codedError{code: driver.TooLarge, err: fmt.Errorf(
+			errs := make([]error, len(recs))
+			for j := range errs {
+				errs[j] = driver.ErrNotAttempted
+			}
+			errs[i] = &produceError{err: &codedError{code: driver.TooLarge, err: fmt.Errorf(
 				"kafka: message %q encodes to %d bytes (key, value and headers with their framing, the driver's ID header and the batch header); with the %d bytes the driver keeps for retry and dead-letter copies, it is over the limit of %d",
 				ids[i], n, copyReserve, maxMsg)}}
+			return driver.BatchErrors(errs)
 		}
 	}
 	return nil
@@ -135,6 +143,7 @@ type topic struct {
 	name   string
 	caps   driver.Capabilities
 	maxMsg int // the largest record batch (see recordSize)
+	auth   *authWatch
 }
 
 // openTopic builds the topic's client and checks the topic.
@@ -170,7 +179,7 @@ func openTopic(ctx context.Context, clientOpts []kgo.Opt, name string, opts *Top
 		}
 		maxMsg = min(maxMsg, m)
 	}
-	return &topic{cl: cl, name: name, caps: capsFor(consumers, maxMsg, horizon), maxMsg: maxMsg}, nil
+	return &topic{cl: cl, name: name, caps: capsFor(consumers, maxMsg, horizon), maxMsg: maxMsg, auth: auth}, nil
 }
 
 func producerBatchMax(cl *kgo.Client) int {
@@ -201,19 +210,22 @@ func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 	if err := checkSize(recs, ids, t.maxMsg); err != nil {
 		return err
 	}
-	return produce(ctx, t.cl, recs)
+	return produce(ctx, t.cl, t.auth, recs)
 }
 
-// produce writes recs and waits for every produce ack, or for ctx. kgo does
-// not give up an idempotent record once it is in flight, so when ctx ends
-// first the records may still be written: the error says so (MaybeSent),
-// and the records (copies, see toRecord) finish in the background.
-func produce(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
+// produce writes recs and waits for every produce ack, for ctx, or for the
+// broker to reject the client's SASL login (auth). kgo does not give up an
+// idempotent record once it is in flight, so when ctx ends first the
+// records may still be written: the error says so (MaybeSent), and the
+// records (copies, see toRecord) finish in the background.
+func produce(ctx context.Context, cl *kgo.Client, auth *authWatch, recs []*kgo.Record) error {
 	done := make(chan kgo.ProduceResults, 1)
 	go func() { done <- cl.ProduceSync(ctx, recs...) }()
 	var results kgo.ProduceResults
 	select {
 	case results = <-done:
+	case <-auth.rejected():
+		return &produceError{err: errLoginRejected, maybeSent: true}
 	case <-ctx.Done():
 		select {
 		case results = <-done:
@@ -221,19 +233,31 @@ func produce(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) error {
 			return &produceError{err: fmt.Errorf("kafka: waiting for the produce ack: %w", ctx.Err()), maybeSent: true}
 		}
 	}
-	var first error
-	ok := 0
+	// ProduceSync answers in the order the records finish: match them.
+	at := make(map[*kgo.Record]int, len(recs))
+	for i, r := range recs {
+		at[r] = i
+	}
+	errs := make([]error, len(recs))
 	for _, r := range results {
-		if r.Err == nil {
-			ok++
-		} else if first == nil {
-			first = r.Err
+		if i, ok := at[r.Record]; ok {
+			errs[i] = r.Err
 		}
 	}
-	if first == nil {
-		return nil
+	// One error for all (a refused login, a missing topic): the produce
+	// failed as a whole.
+	if err := driver.BatchErrors(errs); err == nil || !errors.As(err, new(*driver.BatchError)) {
+		if err != nil {
+			err = &produceError{err: err, maybeSent: maybeSent(err)}
+		}
+		return err
 	}
-	return &produceError{err: first, maybeSent: ok > 0 || maybeSent(first)}
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = &produceError{err: err, maybeSent: maybeSent(err)}
+		}
+	}
+	return &driver.BatchError{Errs: errs}
 }
 
 // toRecord copies m into a record (the driver must not keep m's slices,

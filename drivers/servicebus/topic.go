@@ -105,12 +105,29 @@ func openTopic(ctx context.Context, client *azservicebus.Client, entity string, 
 }
 
 // SendBatch sends msgs in as few batches as the size limit allows. Each
-// batch is accepted or refused as a whole; a failure after earlier batches
-// were accepted is reported as maybe sent.
+// batch is accepted or refused as a whole. When the messages fare
+// differently (earlier batches accepted, a message too large once
+// encoded), a *driver.BatchError says which: nil for an accepted one, the
+// failure for those of the failed batch or the refused message, and
+// driver.ErrNotAttempted for the rest.
 func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
-	for _, m := range msgs {
+	errs := make([]error, len(msgs))
+	// fail records err for message i and driver.ErrNotAttempted for every
+	// message from `from` on that has no outcome yet.
+	fail := func(from, i int, err error) error {
+		for j := from; j < len(errs); j++ {
+			if errs[j] == nil {
+				errs[j] = driver.ErrNotAttempted
+			}
+		}
+		if i >= 0 {
+			errs[i] = err
+		}
+		return driver.BatchErrors(errs)
+	}
+	for i, m := range msgs {
 		if err := checkMessage(m, t.sessions); err != nil {
-			return err
+			return fail(0, i, err)
 		}
 	}
 	// one message alone: no batch envelope
@@ -121,39 +138,41 @@ func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 	if err != nil {
 		return &sendError{err: err}
 	}
-	sent := false
-	flush := func() error {
+	first := 0 // the first message of the batch being filled
+	flush := func(end int) error {
 		if batch.NumMessages() == 0 {
 			return nil
 		}
 		if err := t.sender.SendMessageBatch(ctx, batch, nil); err != nil {
-			return &sendError{err: err, maybeSent: true}
+			se := &sendError{err: err, maybeSent: true}
+			for j := first; j < end; j++ {
+				errs[j] = se
+			}
+			return fail(end, -1, nil)
 		}
-		sent = true
+		first = end
 		batch, err = t.sender.NewMessageBatch(ctx, &azservicebus.MessageBatchOptions{MaxBytes: t.maxBytes})
 		if err != nil {
-			return &sendError{err: err, maybeSent: sent}
+			return fail(end, end, &sendError{err: err})
 		}
 		return nil
 	}
-	for _, m := range msgs {
+	for i, m := range msgs {
 		err := batch.AddMessage(toSB(m, t.sessions), nil)
-		if errors.Is(err, azservicebus.ErrMessageTooLarge) {
-			if batch.NumMessages() == 0 {
-				return &sendError{err: errors.Join(errTooLarge, err), maybeSent: sent}
-			}
-			if err := flush(); err != nil {
+		if errors.Is(err, azservicebus.ErrMessageTooLarge) && batch.NumMessages() > 0 {
+			if err := flush(i); err != nil {
 				return err
 			}
 			err = batch.AddMessage(toSB(m, t.sessions), nil)
-			if err != nil {
-				return &sendError{err: errors.Join(errTooLarge, err), maybeSent: sent}
-			}
-		} else if err != nil {
-			return &sendError{err: err, maybeSent: sent}
+		}
+		switch {
+		case errors.Is(err, azservicebus.ErrMessageTooLarge):
+			return fail(first, i, &sendError{err: errors.Join(errTooLarge, err)})
+		case err != nil:
+			return fail(first, i, &sendError{err: err})
 		}
 	}
-	return flush()
+	return flush(len(msgs))
 }
 
 // encodedBound is an upper bound of a message's AMQP encoding: its fields

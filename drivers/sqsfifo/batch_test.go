@@ -98,37 +98,36 @@ func msgs(n, size int) []*broker.Message {
 }
 
 // TestBatchPartialFailure: SQS refuses one entry of a batch for its own
-// fault: the error is a *BatchError saying which were sent, may-have-been
-// sent as a whole, and retryable.
+// fault: the publish may have been sent as a whole, and says message by
+// message which were sent, and that the refused one was not, retryable,
+// with SQS's code behind it; the batch is not sent again.
 func TestBatchPartialFailure(t *testing.T) {
 	f := &fakeSQS{maxSize: "262144", refuse: func(req, i int) (bool, bool) { return i == 1, false }}
-	once := &sqsfifo.TopicOptions{TopicOptions: broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}}}
-	top, err := sqsfifo.OpenTopic(fakeClient(t, f), "https://sqs.example/000/q.fifo", once)
+	top, err := sqsfifo.OpenTopic(fakeClient(t, f), "https://sqs.example/000/q.fifo", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer top.Close()
 	err = top.Publish(context.Background(), msgs(3, 10)...)
-	if !errors.Is(err, broker.ErrMaybeSent) || !errors.Is(err, broker.ErrRetryable) {
-		t.Fatalf("partial failure: %v, want ErrMaybeSent and ErrRetryable", err)
+	var be *broker.Error
+	if !errors.As(err, &be) || !errors.Is(err, broker.ErrMaybeSent) || errors.Is(err, broker.ErrNotSent) || len(be.Messages) != 3 {
+		t.Fatalf("partial failure: %v, want ErrMaybeSent with 3 Messages", err)
 	}
-	var be *sqsfifo.BatchError
-	if !top.ErrorAs(err, &be) {
-		t.Fatalf("no *BatchError behind %v", err)
+	if be.Messages[0] != nil || be.Messages[2] != nil {
+		t.Fatalf("messages 0 and 2 were sent: %v", be.Messages)
 	}
-	want := []sqsfifo.SendStatus{sqsfifo.Sent, sqsfifo.NotSent, sqsfifo.Sent}
-	for i, s := range be.Entries {
-		if s.Status != want[i] || s.ID != msgs(3, 10)[i].ID {
-			t.Fatalf("entry %d: %+v, want %s", i, s, want[i])
-		}
+	var ee *sqsfifo.EntryError
+	if m := be.Messages[1]; !errors.Is(m, broker.ErrNotSent) || !errors.Is(m, broker.ErrRetryable) || !top.ErrorAs(m, &ee) ||
+		ee.Code != "InternalError" || ee.SenderFault || ee.ID != msgs(3, 10)[1].ID {
+		t.Fatalf("refused entry: %v (%+v)", m, ee)
 	}
-	if be.Entries[1].Code != "InternalError" || be.Entries[1].SenderFault {
-		t.Fatalf("refused entry %+v", be.Entries[1])
+	if len(f.batches) != 1 {
+		t.Fatalf("%d requests, want 1: a partly failed batch is not sent again", len(f.batches))
 	}
 
 	// Refused for the sender's fault only: not sent, not retryable.
 	f2 := &fakeSQS{maxSize: "262144", refuse: func(req, i int) (bool, bool) { return true, true }}
-	top2, err := sqsfifo.OpenTopic(fakeClient(t, f2), "https://sqs.example/000/q.fifo", once)
+	top2, err := sqsfifo.OpenTopic(fakeClient(t, f2), "https://sqs.example/000/q.fifo", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,14 +164,18 @@ func TestBatchSplitBySize(t *testing.T) {
 	f.batches = nil
 	f.fail = func(req int) bool { return req == 1 }
 	err = top.Publish(context.Background(), msgs(5, 400)...)
-	var be *sqsfifo.BatchError
-	if !top.ErrorAs(err, &be) || !errors.Is(err, broker.ErrMaybeSent) || !errors.Is(err, broker.ErrRetryable) {
+	var be *broker.Error
+	if !errors.As(err, &be) || !errors.Is(err, broker.ErrMaybeSent) || len(be.Messages) != 5 {
 		t.Fatalf("second request failed: %v", err)
 	}
-	want := []sqsfifo.SendStatus{sqsfifo.Sent, sqsfifo.Sent, sqsfifo.MaybeSent, sqsfifo.MaybeSent, sqsfifo.NotSent}
-	for i, s := range be.Entries {
-		if s.Status != want[i] {
-			t.Fatalf("entry %d: %s, want %s (%v)", i, s.Status, want[i], be)
+	for i, m := range be.Messages {
+		switch {
+		case i < 2 && m != nil:
+			t.Errorf("message %d was sent: %v", i, m)
+		case (i == 2 || i == 3) && !errors.Is(m, broker.ErrMaybeSent):
+			t.Errorf("message %d was in the failed request: %v, want maybe sent", i, m)
+		case i == 4 && !errors.Is(m, broker.ErrNotSent):
+			t.Errorf("message %d was not attempted: %v, want not sent", i, m)
 		}
 	}
 	// A body whose base64 form is over the queue's limit: refused before

@@ -32,82 +32,21 @@ func (e *classedError) Is(target error) bool {
 func invalidErr(err error) error  { return &classedError{driver.Invalid, err} }
 func tooLargeErr(err error) error { return &classedError{driver.TooLarge, err} }
 
-// SendStatus is what became of one message of a failed batch.
-type SendStatus int
-
-// Send statuses.
-const (
-	// Sent: SQS accepted the message.
-	Sent SendStatus = iota
-	// NotSent: SQS certainly does not have the message (it refused the
-	// entry, or the driver never sent it).
-	NotSent
-	// MaybeSent: the request carrying the message failed in a way that
-	// leaves SQS's answer unknown (a connection lost after the write).
-	MaybeSent
-)
-
-func (s SendStatus) String() string {
-	switch s {
-	case Sent:
-		return "sent"
-	case NotSent:
-		return "not sent"
-	}
-	return "maybe sent"
-}
-
-// EntryStatus is the outcome of one message of a batch.
-type EntryStatus struct {
-	// ID is the message's wary ID.
-	ID     string
-	Status SendStatus
-	// Code is SQS's error code for a refused entry ("" otherwise), and
-	// SenderFault whether SQS blamed the request rather than itself.
-	Code        string
-	SenderFault bool
-}
-
-// BatchError reports a publish of which not every message succeeded:
-// Entries has one element per message, in the order given, saying which
-// were sent, certainly not sent, or may have been sent. Reach it with
-// Topic.ErrorAs(err, &batchErr) where batchErr is a *sqsfifo.BatchError.
-// As a whole it is ErrMaybeSent when any entry is Sent or MaybeSent, and
-// retryable when a failure is SQS's own or the network's: publishing the
-// batch again is then safe, SQS's deduplication dropping the copies of
-// those that were sent (within its 5-minute window).
-type BatchError struct {
-	Entries []EntryStatus
-	// Err is the first failure: the request's error, or an *EntryError.
-	Err error
-}
-
-// EntryError is SQS's refusal of one entry of a batch.
+// EntryError is SQS's refusal of one message of a batch: reach it with
+// Topic.ErrorAs on that message's error in broker.Error.Messages. It is
+// retryable when SQS blamed itself rather than the request.
 type EntryError struct {
+	// ID is the message's wary ID.
+	ID string
+	// Code and Message are SQS's, and SenderFault whether it blamed the
+	// request.
 	Code, Message string
 	SenderFault   bool
 }
 
 func (e *EntryError) Error() string {
-	return fmt.Sprintf("entry refused: %s: %s", e.Code, e.Message)
+	return fmt.Sprintf("message %q refused: %s: %s", e.ID, e.Code, e.Message)
 }
-
-func (e *BatchError) Error() string {
-	var sent, not, maybe int
-	for _, s := range e.Entries {
-		switch s.Status {
-		case Sent:
-			sent++
-		case NotSent:
-			not++
-		default:
-			maybe++
-		}
-	}
-	return fmt.Sprintf("sqsfifo: batch of %d: %d sent, %d not sent, %d maybe sent: %v", len(e.Entries), sent, not, maybe, e.Err)
-}
-
-func (e *BatchError) Unwrap() error { return e.Err }
 
 // Error codes of SQS (JSON protocol, with their Query protocol aliases).
 var (
@@ -175,18 +114,8 @@ func classify(err error) driver.ErrorInfo {
 	if errors.As(err, &ce) {
 		return driver.ErrorInfo{Code: ce.code}
 	}
-	var be *BatchError
-	if errors.As(err, &be) {
-		info := classify(be.Err)
-		for _, s := range be.Entries {
-			if s.Status != NotSent {
-				info.MaybeSent = true
-			}
-			if s.Status == NotSent && s.Code != "" && !s.SenderFault {
-				info.Code = driver.Unavailable
-			}
-		}
-		return info
+	if errors.Is(err, errUnanswered) {
+		return driver.ErrorInfo{Code: driver.Unavailable, MaybeSent: true}
 	}
 	var ee *EntryError
 	if errors.As(err, &ee) {

@@ -32,10 +32,13 @@ func ExampleOpenTopic() {
 		Key:  "order-42",
 		Body: []byte(`{"order":42,"status":"placed"}`),
 	})
-	var be *sqsfifo.BatchError
-	if orders.ErrorAs(err, &be) {
-		for _, e := range be.Entries {
-			log.Printf("%s: %s", e.ID, e.Status)
+	var be *broker.Error
+	if errors.As(err, &be) {
+		for i, e := range be.Messages { // nil: sent
+			var refused *sqsfifo.EntryError
+			if orders.ErrorAs(e, &refused) {
+				log.Printf("message %d refused by SQS: %s", i, refused.Code)
+			}
 		}
 	}
 }

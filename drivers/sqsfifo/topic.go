@@ -2,7 +2,9 @@ package sqsfifo
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -58,21 +60,26 @@ type topic struct {
 // SendBatch encodes every message first (nothing is sent if one breaks a
 // rule), then sends them with SendMessageBatch, in requests of at most ten
 // entries whose payloads together fit in the queue's MaximumMessageSize.
+// When the messages fare differently it returns a *driver.BatchError: nil
+// for an entry SQS accepted, an *EntryError for one it refused, the
+// request's error for the entries of a failed request, and
+// driver.ErrNotAttempted for those not sent because of another.
 func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 	out := make([]outgoing, len(msgs))
+	errs := make([]error, len(msgs))
 	for i, m := range msgs {
 		o, err := encode(m)
-		if err != nil {
-			return err
+		if err == nil && o.size > t.q.maxSize {
+			err = tooLargeErr(fmt.Errorf("message %q is %d bytes once encoded (body and attributes), over the queue's MaximumMessageSize of %d", m.ID, o.size, t.q.maxSize))
 		}
-		if o.size > t.q.maxSize {
-			return tooLargeErr(fmt.Errorf("message %q is %d bytes once encoded (body and attributes), over the queue's MaximumMessageSize of %d", m.ID, o.size, t.q.maxSize))
+		if err != nil {
+			for j := range errs {
+				errs[j] = driver.ErrNotAttempted
+			}
+			errs[i] = err
+			return driver.BatchErrors(errs)
 		}
 		out[i] = o
-	}
-	status := make([]EntryStatus, len(out))
-	for i, o := range out {
-		status[i] = EntryStatus{ID: o.id, Status: NotSent}
 	}
 	for start := 0; start < len(out); {
 		end, size := start, 0
@@ -80,36 +87,24 @@ func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 			size += out[end].size
 			end++
 		}
-		if err := t.send(ctx, out[start:end], status[start:end]); err != nil {
-			if start == 0 && end == len(out) && allStatus(status, NotSent, MaybeSent) {
-				// One request, failed as a whole: its error says it all.
-				if _, isEntry := err.(*EntryError); !isEntry {
-					return err
-				}
+		if failed := t.send(ctx, out[start:end], errs[start:end]); failed {
+			for i := end; i < len(errs); i++ {
+				errs[i] = driver.ErrNotAttempted
 			}
-			return &BatchError{Entries: status, Err: err}
+			return driver.BatchErrors(errs)
 		}
 		start = end
 	}
 	return nil
 }
 
-func allStatus(s []EntryStatus, ok ...SendStatus) bool {
-	for _, e := range s {
-		found := false
-		for _, o := range ok {
-			found = found || e.Status == o
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
+// errUnanswered is the outcome of an entry that SendMessageBatch's answer
+// does not mention: SQS may have it.
+var errUnanswered = errors.New("sqsfifo: SendMessageBatch did not answer for this entry")
 
-// send sends one request's worth and fills status. It returns the
-// request's error, or the first refused entry's.
-func (t *topic) send(ctx context.Context, out []outgoing, status []EntryStatus) error {
+// send sends one request's worth and records each entry's outcome in
+// errs (nil: sent). It reports whether any entry failed.
+func (t *topic) send(ctx context.Context, out []outgoing, errs []error) bool {
 	entries := make([]types.SendMessageBatchRequestEntry, len(out))
 	for i, o := range out {
 		entries[i] = types.SendMessageBatchRequestEntry{
@@ -122,38 +117,25 @@ func (t *topic) send(ctx context.Context, out []outgoing, status []EntryStatus) 
 	}
 	res, err := t.q.client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(t.q.url), Entries: entries})
 	if err != nil {
-		st := NotSent
-		if classify(err).MaybeSent {
-			st = MaybeSent
+		for i := range errs {
+			errs[i] = err
 		}
-		for i := range status {
-			status[i].Status = st
-		}
-		return err
+		return true
 	}
-	for i := range status {
-		status[i].Status = MaybeSent // an entry SQS does not mention
+	for i := range errs {
+		errs[i] = errUnanswered
 	}
 	for _, s := range res.Successful {
-		if i, ok := entryIndex(s.Id, len(status)); ok {
-			status[i].Status = Sent
+		if i, ok := entryIndex(s.Id, len(errs)); ok {
+			errs[i] = nil
 		}
 	}
-	var first error
 	for _, f := range res.Failed {
-		i, ok := entryIndex(f.Id, len(status))
-		if !ok {
-			continue
-		}
-		status[i] = EntryStatus{ID: status[i].ID, Status: NotSent, Code: aws.ToString(f.Code), SenderFault: f.SenderFault}
-		if first == nil {
-			first = &EntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+		if i, ok := entryIndex(f.Id, len(errs)); ok {
+			errs[i] = &EntryError{ID: out[i].id, Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
 		}
 	}
-	if first == nil && !allStatus(status, Sent) {
-		first = fmt.Errorf("sqsfifo: SendMessageBatch answered for %d of %d entries", len(res.Successful)+len(res.Failed), len(status))
-	}
-	return first
+	return slices.ContainsFunc(errs, func(err error) bool { return err != nil })
 }
 
 func entryIndex(id *string, n int) (int, bool) {

@@ -1,0 +1,107 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// TestPublishSaysWhichMessagesWereSent: a Publish of 25 messages in
+// batches of 10 whose second batch fails says which were accepted (the
+// first batch), which failed and how (each message's own class when the
+// driver tells them apart), and which were not attempted; as a whole it
+// may have been sent, never "not sent", and the partly failed batch is not
+// sent again.
+func TestPublishSaysWhichMessagesWereSent(t *testing.T) {
+	tooBig := errors.New("message 13 is over the limit once encoded")
+	transient := errors.New("connection reset")
+	infos := map[error]driver.ErrorInfo{tooBig: {Code: driver.TooLarge}, transient: {Code: driver.Unavailable}}
+	msgs := func() []*Message {
+		out := make([]*Message, 25)
+		for i := range out {
+			out[i] = &Message{Key: "k"}
+		}
+		return out
+	}
+	wantNotSent := func(t *testing.T, err error, i int, class error) {
+		t.Helper()
+		if !errors.Is(err, ErrNotSent) || (class != nil && !errors.Is(err, class)) {
+			t.Errorf("message %d: %v, want not sent and %v", i, err, class)
+		}
+	}
+
+	// The driver tells the messages of the failed batch apart.
+	errs := make([]error, 10)
+	errs[0], errs[1] = nil, nil // 10, 11 accepted
+	errs[2] = driver.ErrNotAttempted
+	errs[3] = tooBig
+	for i := 4; i < 10; i++ {
+		errs[i] = driver.ErrNotAttempted
+	}
+	d := &stubTopic{caps: driver.Capabilities{MaxBatchSize: 10}, infos: infos,
+		errs: []error{nil, &driver.BatchError{Errs: errs}}}
+	err := NewTopic(d, fastRetry).Publish(context.Background(), msgs()...)
+	var be *Error
+	if !errors.As(err, &be) || len(be.Messages) != 25 {
+		t.Fatalf("got %v, want an *Error with 25 Messages", err)
+	}
+	if errors.Is(err, ErrNotSent) || !errors.Is(err, ErrMaybeSent) || !errors.Is(err, ErrTooLarge) {
+		t.Errorf("partly sent: %v, want ErrMaybeSent and ErrTooLarge, not ErrNotSent", err)
+	}
+	for i, e := range be.Messages {
+		switch {
+		case i < 12:
+			if e != nil {
+				t.Errorf("message %d was accepted, got %v", i, e)
+			}
+		case i == 13:
+			wantNotSent(t, e, i, ErrTooLarge)
+		default:
+			wantNotSent(t, e, i, nil)
+			if errors.Is(e, ErrTooLarge) {
+				t.Errorf("message %d: %v, its own class is not its neighbour's", i, e)
+			}
+		}
+	}
+	if len(d.batches) != 2 {
+		t.Errorf("%d batches sent, want 2 (a partly failed batch is not sent again)", len(d.batches))
+	}
+
+	// The driver does not tell them apart: the batch's error is each of
+	// its messages' error.
+	d = &stubTopic{caps: driver.Capabilities{MaxBatchSize: 10}, infos: infos, errs: []error{nil, transient, transient, transient}}
+	err = NewTopic(d, fastRetry).Publish(context.Background(), msgs()...)
+	if !errors.As(err, &be) || len(be.Messages) != 25 || errors.Is(err, ErrNotSent) || !errors.Is(err, ErrRetryable) {
+		t.Fatalf("second batch failed: %v", err)
+	}
+	for i, e := range be.Messages {
+		if (i < 10) != (e == nil) {
+			t.Errorf("message %d: %v", i, e)
+		}
+		if i >= 10 {
+			wantNotSent(t, e, i, nil)
+		}
+	}
+
+	// The first batch fails: nothing was sent, and the error says so.
+	d = &stubTopic{caps: driver.Capabilities{MaxBatchSize: 10}, infos: infos, errs: []error{tooBig}}
+	err = NewTopic(d, fastRetry).Publish(context.Background(), msgs()...)
+	if !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrTooLarge) || !errors.As(err, &be) || len(be.Messages) != 25 {
+		t.Fatalf("first batch refused: %v", err)
+	}
+}
+
+// TestPublishErrorOfAnotherOp: a driver that refuses a message with an
+// error built for another op (Invalidf's "open") still gives a publish
+// error that says "not sent".
+func TestPublishErrorOfAnotherOp(t *testing.T) {
+	bad := Invalidf("servicebus: message ID is 129 characters, over Service Bus's MessageId limit of 128")
+	d := &stubTopic{errs: []error{bad}}
+	err := NewTopic(d, fastRetry).Publish(context.Background(), &Message{Key: "k"})
+	var be *Error
+	if !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrInvalid) || !errors.As(err, &be) || be.Op != "publish" {
+		t.Fatalf("got %v, want a publish error, not sent, invalid", err)
+	}
+}
