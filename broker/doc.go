@@ -89,14 +89,18 @@
 // Errors are *Error values classified with errors.Is: ErrNotFound,
 // ErrTooLarge, ErrInvalid, ErrClosed, ErrLockLost, ErrPermission and
 // ErrRetryable, plus context.Canceled and context.DeadlineExceeded. A
-// Publish error matches exactly one of ErrNotSent (safe to send again) and
-// ErrMaybeSent (the broker may have the message). Invalid messages (missing
-// required key, a bad ID, a non-UTF-8 or reserved header, over the size
-// limit) are rejected before
-// anything is sent. Backoff delays carry full jitter. The SDK's own error is reachable with Topic.ErrorAs and
-// Subscription.ErrorAs. Credentials never appear in errors or logs: URLs
-// are shown through Redact, and a malformed URL parameter is named
-// without its value.
+// Publish error matches exactly one of ErrNotSent (none of the messages is
+// on the broker: safe to send again) and ErrMaybeSent (the broker may have
+// some). When the messages of a Publish fared differently (some accepted,
+// one refused as too large once encoded), Error.Messages says what became
+// of each; Publish sends again, up to the retry policy, only the messages
+// that failed for a transient reason, never one the broker accepted.
+// Invalid messages (missing required key, a bad ID, a non-UTF-8 or
+// reserved header, over the size limit) are rejected before anything is
+// sent. Backoff delays carry full jitter. The SDK's own error is reachable
+// with Topic.ErrorAs and Subscription.ErrorAs. Credentials never appear in
+// errors or logs: connection strings are shown through RedactString, and a
+// malformed URL parameter is named without its value.
 //
 // # Telemetry
 //

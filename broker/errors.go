@@ -226,28 +226,38 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
-// batchError classifies a SendBatch *driver.BatchError message by message:
-// the error's class is that of the first message refused on its own
-// account (not one left unsent because another was refused), and it may
-// have been sent when any message was accepted or may have been.
-// Publish fills in Messages.
+// batchError classifies a SendBatch *driver.BatchError message by
+// message; Publish places the messages in the call.
 func batchError(classify func(error) driver.ErrorInfo, dbe *driver.BatchError, err error) *Error {
 	out := newError("publish", driver.Unknown, false, err)
 	out.Messages = make([]error, len(dbe.Errs))
-	classed := false
 	for i, e := range dbe.Errs {
-		if e == nil {
-			out.MaybeSent = true
-			continue
-		}
-		me := messageError(classify, e)
-		out.Messages[i] = me
-		out.MaybeSent = out.MaybeSent || me.MaybeSent
-		if !classed && !errors.Is(e, driver.ErrNotAttempted) {
-			out.Code, classed = me.Code, true
+		if e != nil {
+			out.Messages[i] = messageError(classify, e)
 		}
 	}
+	out.summarize()
 	return out
+}
+
+// summarize sets e's class from its Messages: that of the first message
+// refused on its own account (not one left unsent because another was
+// refused), and may-have-been-sent when any message was accepted or may
+// have been.
+func (e *Error) summarize() {
+	classed := false
+	for _, m := range e.Messages {
+		var me *Error
+		switch {
+		case m == nil:
+			e.MaybeSent = true
+		case errors.As(m, &me):
+			e.MaybeSent = e.MaybeSent || me.MaybeSent
+			if !classed && !errors.Is(m, driver.ErrNotAttempted) {
+				e.Code, classed = me.Code, true
+			}
+		}
+	}
 }
 
 // messageError classifies one message's error of a SendBatch.

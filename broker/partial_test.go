@@ -105,3 +105,20 @@ func TestPublishErrorOfAnotherOp(t *testing.T) {
 		t.Fatalf("got %v, want a publish error, not sent, invalid", err)
 	}
 }
+
+// TestPublishRetriesOnlyWhatFailed: a batch whose messages failed for a
+// transient reason, the driver saying which were accepted, is sent again
+// without those: nothing is sent twice, and the publish succeeds.
+func TestPublishRetriesOnlyWhatFailed(t *testing.T) {
+	transient := errors.New("connection reset")
+	errs := []error{nil, transient, driver.ErrNotAttempted}
+	d := &stubTopic{infos: map[error]driver.ErrorInfo{transient: {Code: driver.Unavailable}},
+		errs: []error{&driver.BatchError{Errs: errs}}}
+	msgs := []*Message{{ID: "a"}, {ID: "b"}, {ID: "c"}}
+	if err := NewTopic(d, fastRetry).Publish(context.Background(), msgs...); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	if len(d.batches) != 2 || len(d.batches[1]) != 2 || d.batches[1][0].ID != "b" || d.batches[1][1].ID != "c" {
+		t.Fatalf("batches %v, want [a b c] then [b c]", d.batches)
+	}
+}

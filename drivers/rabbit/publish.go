@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/wary-go/wary/broker/driver"
 )
 
 // publisher publishes with confirms on one channel at a time, opening a
@@ -111,29 +113,47 @@ type pendingPub struct {
 	id, exchange, key string
 	returned          *returnedError
 	b                 *batchWait
+	i                 int // the message's index in its batch
 }
 
+// batchWait collects the outcome of each message of a batch.
 type batchWait struct {
 	mu        sync.Mutex
 	remaining int
-	err       error
-	accepted  bool // some message of the batch was confirmed
+	errs      []error // errs[i]: message i's outcome once settled (nil: confirmed)
+	settled   []bool
 	done      chan struct{}
 }
 
-func (b *batchWait) settle(err error) {
+func newBatchWait(n int) *batchWait {
+	return &batchWait{remaining: n, errs: make([]error, n), settled: make([]bool, n), done: make(chan struct{})}
+}
+
+func (b *batchWait) settle(i int, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err != nil && b.err == nil {
-		b.err = err
+	if b.settled[i] {
+		return
 	}
-	if err == nil {
-		b.accepted = true
-	}
+	b.errs[i], b.settled[i] = err, true
 	b.remaining--
 	if b.remaining == 0 {
 		close(b.done)
 	}
+}
+
+// result is the batch's error: each message's outcome, those not settled
+// yet taking unsettled (the batch's own failure).
+func (b *batchWait) result(unsettled error) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	errs := slices.Clone(b.errs)
+	for i, ok := range b.settled {
+		if !ok {
+			errs[i] = unsettled
+		}
+	}
+	return driver.BatchErrors(errs)
 }
 
 func (cc *confirmChannel) dead() bool {
@@ -150,10 +170,10 @@ func (cc *confirmChannel) publish(ctx context.Context, msgs []outgoing) error {
 	// connection: refuse the batch before sending any of it.
 	for i := range msgs {
 		if err := checkFrame(&msgs[i].pub, cc.frameMax); err != nil {
-			return notSent(err)
+			return refuse(len(msgs), i, notSent(err))
 		}
 	}
-	b := &batchWait{remaining: len(msgs), done: make(chan struct{})}
+	b := newBatchWait(len(msgs))
 	cc.pubMu.Lock()
 	for i := range msgs {
 		m := &msgs[i]
@@ -162,10 +182,10 @@ func (cc *confirmChannel) publish(ctx context.Context, msgs []outgoing) error {
 			err := cc.err
 			cc.mu.Unlock()
 			cc.pubMu.Unlock()
-			return failRest(i, err)
+			return failRest(b, i, err)
 		}
 		seq := cc.ch.GetNextPublishSeqNo()
-		cc.pending[seq] = &pendingPub{id: m.pub.MessageId, exchange: m.exchange, key: m.key, b: b}
+		cc.pending[seq] = &pendingPub{id: m.pub.MessageId, exchange: m.exchange, key: m.key, b: b, i: i}
 		cc.mu.Unlock()
 		err := cc.ch.PublishWithContext(ctx, m.exchange, m.key, true, false, m.pub)
 		if err != nil {
@@ -175,36 +195,41 @@ func (cc *confirmChannel) publish(ctx context.Context, msgs []outgoing) error {
 			cc.pubMu.Unlock()
 			if errors.Is(err, amqp.ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				// Nothing of this message was written.
-				return failRest(i, err)
+				return failRest(b, i, err)
 			}
 			// A write error: part of the frame may be out.
-			return failRest(i+1, err)
+			b.settle(i, maybeSent(err))
+			return failRest(b, i+1, err)
 		}
 	}
 	cc.pubMu.Unlock()
 	select {
 	case <-b.done:
-		var se *sendError
-		if b.err != nil && b.accepted && errors.As(b.err, &se) && !se.maybeSent {
-			// Part of the batch is in the broker: the batch as a whole may
-			// have been sent.
-			return maybeSent(se.err)
-		}
-		return b.err
+		return b.result(nil)
 	case <-ctx.Done():
-		return maybeSent(ctx.Err())
+		return b.result(maybeSent(ctx.Err()))
 	}
 }
 
-// failRest reports the failure of a batch whose first n messages were
-// handed to the broker: if n > 0 they may have been sent.
-func failRest(n int, err error) error {
-	if n == 0 {
-		return notSent(err)
+// failRest reports the failure, with err, of a batch whose first n
+// messages were handed to the broker: those not confirmed yet may have
+// been sent, the others were not.
+func failRest(b *batchWait, n int, err error) error {
+	for i := n; i < len(b.errs); i++ {
+		b.settle(i, notSent(err))
 	}
-	// The first n are pending; their outcome no longer matters to the
-	// caller: the batch failed and some of it may have been sent.
-	return maybeSent(err)
+	return b.result(maybeSent(err))
+}
+
+// refuse is the error of a batch of n messages of which message i broke a
+// rule before anything was sent.
+func refuse(n, i int, err error) error {
+	errs := make([]error, n)
+	for j := range errs {
+		errs[j] = driver.ErrNotAttempted
+	}
+	errs[i] = err
+	return driver.BatchErrors(errs)
 }
 
 // loop matches returns and confirms to pending publishes until the channel
@@ -271,11 +296,11 @@ func (cc *confirmChannel) onConfirm(c amqp.Confirmation) {
 	switch {
 	case p.returned != nil:
 		// Unroutable: the broker dropped it.
-		p.b.settle(notSent(p.returned))
+		p.b.settle(p.i, notSent(p.returned))
 	case !c.Ack:
-		p.b.settle(maybeSent(nackError{}))
+		p.b.settle(p.i, maybeSent(nackError{}))
 	default:
-		p.b.settle(nil)
+		p.b.settle(p.i, nil)
 	}
 }
 
@@ -294,6 +319,6 @@ func (cc *confirmChannel) shutdown(closes <-chan *amqp.Error) {
 	cc.pending = map[uint64]*pendingPub{}
 	cc.mu.Unlock()
 	for _, p := range pending {
-		p.b.settle(maybeSent(cc.err))
+		p.b.settle(p.i, maybeSent(cc.err))
 	}
 }

@@ -150,7 +150,7 @@ func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 	for i, m := range msgs {
 		key, inHeader := t.route(m)
 		if err := checkMessage(m, key); err != nil {
-			return notSent(err)
+			return refuse(len(msgs), i, notSent(err))
 		}
 		out[i] = outgoing{exchange: t.exchange, key: key, pub: toPublishing(m, inHeader)}
 	}

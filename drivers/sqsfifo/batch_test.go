@@ -98,12 +98,14 @@ func msgs(n, size int) []*broker.Message {
 }
 
 // TestBatchPartialFailure: SQS refuses one entry of a batch for its own
-// fault: the publish may have been sent as a whole, and says message by
-// message which were sent, and that the refused one was not, retryable,
-// with SQS's code behind it; the batch is not sent again.
+// fault: without retries, the publish may have been sent as a whole, and
+// says message by message which were sent, and that the refused one was
+// not, retryable, with SQS's code behind it. With retries, only the
+// refused message is sent again.
 func TestBatchPartialFailure(t *testing.T) {
-	f := &fakeSQS{maxSize: "262144", refuse: func(req, i int) (bool, bool) { return i == 1, false }}
-	top, err := sqsfifo.OpenTopic(fakeClient(t, f), "https://sqs.example/000/q.fifo", nil)
+	f := &fakeSQS{maxSize: "262144", refuse: func(req, i int) (bool, bool) { return req == 0 && i == 1, false }}
+	once := &sqsfifo.TopicOptions{TopicOptions: broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}}}
+	top, err := sqsfifo.OpenTopic(fakeClient(t, f), "https://sqs.example/000/q.fifo", once)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +124,19 @@ func TestBatchPartialFailure(t *testing.T) {
 		t.Fatalf("refused entry: %v (%+v)", m, ee)
 	}
 	if len(f.batches) != 1 {
-		t.Fatalf("%d requests, want 1: a partly failed batch is not sent again", len(f.batches))
+		t.Fatalf("%d requests, want 1", len(f.batches))
+	}
+	retrying, err := sqsfifo.OpenTopic(fakeClient(t, f), "https://sqs.example/000/q.fifo", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer retrying.Close()
+	f.batches = nil
+	if err := retrying.Publish(context.Background(), msgs(3, 10)...); err != nil {
+		t.Fatalf("publish with retries: %v", err)
+	}
+	if len(f.batches) != 2 || len(f.batches[1]) != 1 {
+		t.Fatalf("requests of %d entries, want 3 then the refused one alone", len(f.batches))
 	}
 
 	// Refused for the sender's fault only: not sent, not retryable.

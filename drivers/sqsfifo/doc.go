@@ -132,8 +132,8 @@
 // sent (a message of the same batch broke a rule first, or an earlier
 // request failed), and broker.ErrMaybeSent for one whose request failed
 // after it was written. The whole error is broker.ErrMaybeSent when any
-// message may be on the queue. A partly failed batch is not sent again by
-// the portable layer: sending the refused messages again is the caller's
-// choice, and may put a group's refused message after a later one of the
-// same group that was accepted.
+// message may be on the queue. The portable layer sends again, up to its
+// retry policy, only the messages that failed for a transient reason; that
+// may put a group's refused message after a later one of the same group
+// that was accepted.
 package sqsfifo

@@ -1,0 +1,138 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// sendWithRetry sends batch, and sends again what failed for a transient
+// reason (ErrRetryable) up to the retry policy's attempts: the whole batch
+// when it failed as a whole, only its failed messages when the driver said
+// which were accepted (those are not sent twice). maybeSent is set when
+// any attempt may have reached the broker.
+func (t *Topic) sendWithRetry(ctx context.Context, batch []*driver.Message, maybeSent *bool) error {
+	todo := batch
+	at := make([]int, len(batch)) // at[i]: todo[i]'s index in batch
+	for i := range at {
+		at[i] = i
+	}
+	var outcome []error // per message of batch, once an attempt told them apart
+	for attempt := 1; ; attempt++ {
+		var werr *Error
+		var raw error
+		if raw = ctx.Err(); raw == nil {
+			raw = t.d.SendBatch(ctx, todo)
+		}
+		if raw != nil {
+			werr = wrapErr("publish", t.d.Classify, raw).(*Error)
+			if werr.MaybeSent {
+				*maybeSent = true
+			}
+		}
+		if outcome != nil || (werr != nil && werr.Messages != nil) {
+			if outcome == nil {
+				outcome = make([]error, len(batch))
+			}
+			for i, j := range at {
+				switch {
+				case werr == nil:
+					outcome[j] = nil
+				case werr.Messages != nil:
+					outcome[j] = werr.Messages[i]
+				default:
+					outcome[j] = werr
+				}
+			}
+		}
+		if werr == nil && outcome == nil {
+			return nil
+		}
+		if werr == nil || !retryable(werr) || attempt >= t.retry.Attempts {
+			return batchOutcome(werr, outcome)
+		}
+		if outcome != nil { // send again only what failed
+			todo, at = todo[:0:0], at[:0:0]
+			for j, e := range outcome {
+				if e != nil {
+					todo, at = append(todo, batch[j]), append(at, j)
+				}
+			}
+		}
+		delay := t.retry.Backoff.Delay(attempt)
+		t.logger.LogAttrs(ctx, slog.LevelWarn, "wary: publish failed, retrying",
+			slog.Int("attempt", attempt), slog.Int("messages", len(todo)), slog.Duration("delay", delay), slog.String("error", raw.Error()))
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			werr.err = errors.Join(raw, ctx.Err())
+			return batchOutcome(werr, outcome)
+		case <-t.closing:
+			timer.Stop()
+			return batchOutcome(werr, outcome)
+		case <-timer.C:
+		}
+	}
+}
+
+// retryable reports whether a failed send is worth sending again: it
+// failed as a whole for a transient reason, or every message that failed
+// did (or was not attempted because of one that did).
+func retryable(e *Error) bool {
+	if e.Messages == nil {
+		return e.Code == driver.Unavailable
+	}
+	return !slices.ContainsFunc(e.Messages, func(m error) bool {
+		var me *Error
+		return m != nil && errors.As(m, &me) && me.Code != driver.Unavailable && !errors.Is(m, driver.ErrNotAttempted)
+	})
+}
+
+// batchOutcome is the error of a batch after its last attempt, last: with
+// outcome (per message, over every attempt) when the attempts told the
+// messages apart, nil when every message was accepted in the end.
+func batchOutcome(last *Error, outcome []error) error {
+	if outcome == nil {
+		return last
+	}
+	if !slices.ContainsFunc(outcome, func(e error) bool { return e != nil }) {
+		return nil
+	}
+	out := newError("publish", driver.Unknown, false, last.err)
+	out.Messages = outcome
+	out.summarize()
+	return out
+}
+
+// errEarlierBatch is the outcome of the messages of a Publish after a
+// batch that failed: they were not sent.
+var errEarlierBatch = newError("publish", driver.Unknown, false, errors.New("not sent: an earlier batch of the call failed"))
+
+// placeMessages sets be.Messages for a Publish of n messages whose batch
+// [start, end) failed with be, the batches before it accepted: nil for
+// those, the batch's own per-message errors (or be itself for each of its
+// messages when the driver did not tell them apart), and errEarlierBatch
+// for the rest.
+func placeMessages(be *Error, n, start, end int) {
+	msgs := make([]error, n)
+	own := newError(be.Op, be.Code, be.MaybeSent, be.err) // the batch's error, before the call's
+	for i := start; i < end; i++ {
+		if be.Messages != nil {
+			msgs[i] = be.Messages[i-start]
+		} else {
+			msgs[i] = own
+		}
+	}
+	for i := end; i < n; i++ {
+		msgs[i] = errEarlierBatch
+	}
+	if start > 0 {
+		be.MaybeSent = true
+	}
+	be.Messages = msgs
+}
