@@ -53,6 +53,28 @@ func TestUnroutable(t *testing.T) {
 	if routed == 0 || unroutable == 0 {
 		t.Fatalf("routed %d, unroutable %d: want some of each", routed, unroutable)
 	}
+	// The same 16 in one Publish: each message's own outcome, the routed
+	// ones accepted, the call as a whole maybe sent.
+	msgs := make([]*broker.Message, 16)
+	for i := range msgs {
+		msgs[i] = &broker.Message{Key: string(rune('a' + i)), Body: []byte("x")}
+	}
+	err = topic.Publish(ctx, msgs...)
+	var be *broker.Error
+	if !errors.As(err, &be) || len(be.Messages) != 16 || !errors.Is(err, broker.ErrMaybeSent) || !errors.Is(err, broker.ErrNotFound) {
+		t.Fatalf("batch: %v, want maybe sent, not found, with 16 Messages", err)
+	}
+	n := 0
+	for i, m := range be.Messages {
+		if m == nil {
+			n++
+		} else if !errors.Is(m, broker.ErrNotFound) || !errors.Is(m, broker.ErrNotSent) {
+			t.Errorf("message %d: %v, want not found, not sent", i, m)
+		}
+	}
+	if n != routed {
+		t.Errorf("%d messages of the batch accepted, want the %d routed alone", n, routed)
+	}
 }
 
 // Nacks with a delay count attempts across the delay queue, and the
