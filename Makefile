@@ -6,9 +6,12 @@ GO ?= go
 # rig and the peer benchmarks.
 MODULES := . drivers/kafka drivers/sqsfifo drivers/servicebus cmd/wary examples rig bench/peers
 
-.PHONY: test vet bench quickstart tidy
+# staticcheck, pinned; go run fetches it through the module proxy.
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-test:
+.PHONY: test vet lint bench quickstart tidy
+
+test: lint
 	@set -e; for m in $(MODULES); do \
 	  echo "== $$m"; \
 	  (cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 30m ./...); \
@@ -16,6 +19,9 @@ test:
 
 vet:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+
+lint:
+	@set -e; for m in $(MODULES); do echo "== staticcheck $$m"; (cd $$m && $(STATICCHECK) ./...); done
 
 bench:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchtime 2s ./...); done

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -314,12 +313,6 @@ func mustIs(t T, err error, targets ...error) {
 			t.Fatalf("error %q does not match %v", err, target)
 		}
 	}
-}
-
-func sortedIDs(ds []*broker.Delivery) []string {
-	s := ids(ds)
-	slices.Sort(s)
-	return s
 }
 
 // wait lets d of broker time pass. A wait longer than the harness's

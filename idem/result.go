@@ -74,4 +74,6 @@ func (r Result) String() string {
 // applied nothing. It is not a failure: the transaction, with the claim,
 // commits, the delivery is acknowledged, and Handle reports ResultStale.
 // Wrapped, it is matched with errors.Is.
+//
+//lint:ignore ST1012 a signal like fs.SkipDir, not a failure
 var SkipStale = errors.New("idem: duplicate or stale, not applied")

@@ -220,7 +220,7 @@
 // Topic.As and Subscription.As accept **kgo.Client: the client the driver
 // built for the topic, or the subscription's consumer-group client (use it
 // for metrics or admin requests; closing it is the driver's).
-// TransactSession.Client returns the session's. Message.As on a received
+// TransactSession.As accepts it too, for the session's. Message.As on a received
 // message accepts **kgo.Record. ErrorAs reaches any error in the chain,
 // for example **kerr.Error.
 //

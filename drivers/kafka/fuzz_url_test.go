@@ -35,7 +35,7 @@ func FuzzURLOpener(f *testing.F) {
 	cancel()
 	o := new(kafka.URLOpener)
 	f.Fuzz(func(t *testing.T, template, secret string, sub bool) {
-		open := func(secret string) (error, *url.URL) {
+		open := func(secret string) (*url.URL, error) {
 			u, err := url.Parse(strings.ReplaceAll(template, "SECRET", secret))
 			if err != nil {
 				return nil, nil // the mux refuses it before any opener
@@ -45,15 +45,15 @@ func FuzzURLOpener(f *testing.F) {
 				if err == nil {
 					s.Close()
 				}
-				return err, u
+				return u, err
 			}
 			top, err := o.OpenTopicURL(ctx, u)
 			if err == nil {
 				top.Close()
 			}
-			return err, u
+			return u, err
 		}
-		err, u := open(secret)
+		u, err := open(secret)
 		if err == nil || errors.Is(err, context.Canceled) {
 			return
 		}
@@ -63,7 +63,7 @@ func FuzzURLOpener(f *testing.F) {
 		if !secretOnlyInValues(u, secret) {
 			return
 		}
-		other, _ := open("Zq0000000")
+		_, other := open("Zq0000000")
 		if strings.Contains(err.Error(), secret) && (other == nil || !strings.Contains(other.Error(), secret)) {
 			t.Fatalf("%s: the error shows the password or a parameter value %q: %v", u, secret, err)
 		}

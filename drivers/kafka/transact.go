@@ -235,9 +235,16 @@ func (s *TransactSession) forget(_ context.Context, _ *kgo.Client, m map[string]
 	}
 }
 
-// Client returns the session's kgo client (for metrics or admin
-// requests; do not use it to produce or to end transactions).
-func (s *TransactSession) Client() *kgo.Client { return s.sess.Client() }
+// As accepts **kgo.Client: the session's transactional client (for
+// metrics or admin requests; do not use it to produce or to end
+// transactions, and do not close it).
+func (s *TransactSession) As(i any) bool {
+	if p, ok := i.(**kgo.Client); ok {
+		*p = s.sess.Client()
+		return true
+	}
+	return false
+}
 
 // Run consumes up to MaxBatch records at a time, and for each batch begins
 // a transaction, calls h, and ends the transaction: with a commit if h

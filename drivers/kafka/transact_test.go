@@ -165,6 +165,10 @@ func TestTransactSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	var cl *kgo.Client
+	if !s.As(&cl) || cl == nil || s.As(new(int)) {
+		t.Fatal("As(**kgo.Client) must give the session's client, and refuse other targets")
+	}
 	var handled, txs atomic.Int64
 	runTx(t, s, func(ctx context.Context, tx *kafka.Tx) error {
 		txs.Add(1)

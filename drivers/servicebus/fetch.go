@@ -21,7 +21,6 @@ type fetcher struct {
 	ctx  context.Context
 	mu   sync.Mutex
 	busy bool
-	want int
 	buf  []*azservicebus.ReceivedMessage
 	err  error
 	cond chan struct{} // closed when buf or err changes

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -165,8 +164,6 @@ type outgoing struct {
 	attrs map[string]types.MessageAttributeValue
 	size  int // as SQS counts it: body plus attribute names, types and values
 }
-
-var errTooLargeEncoded = errors.New("message too large once encoded")
 
 // encode maps m to SQS's fields and checks AWS's input rules that the
 // portable layer does not know.

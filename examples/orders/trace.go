@@ -55,7 +55,7 @@ func orderSpans(spans []sdktrace.ReadOnlySpan, aggregate string) []sdktrace.Read
 func attr(s sdktrace.ReadOnlySpan, key string) string {
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

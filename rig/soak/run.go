@@ -171,7 +171,7 @@ func (r *runner) setup(ctx context.Context) error {
 	}
 	u, err := url.Parse(r.cfg.Postgres)
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("soak: the PostgreSQL URL must be postgres://HOST:PORT/...")
+		return errors.New("soak: the PostgreSQL URL must be postgres://HOST:PORT/DB")
 	}
 	if r.admin, err = pgx.Connect(ctx, r.cfg.Postgres); err != nil {
 		return err

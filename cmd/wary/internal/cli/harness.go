@@ -212,7 +212,7 @@ func kafkaHarness(ctx context.Context, u *url.URL, getenv func(string) string) (
 	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(seeds, ",")...)}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return conformance.Harness{}, nil, fmt.Errorf("Kafka %s: %w", seeds, err)
+		return conformance.Harness{}, nil, fmt.Errorf("kafka client for %s: %w", seeds, err)
 	}
 	adm := kadm.NewClient(cl)
 	forever := "-1"

@@ -22,7 +22,7 @@ import (
 type parkedFlags struct {
 	store               storeFlags
 	consumer, aggregate string
-	hasAggregate, all   bool
+	all                 bool
 	id                  int64
 	limit               int
 	to                  string
