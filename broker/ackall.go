@@ -132,9 +132,6 @@ func (s *Subscription) sendAcks(ctx context.Context, ds []*Delivery, live []int,
 		}
 		if err == nil || errors.Is(err, ErrLockLost) {
 			d.settled = true
-			if d.done != nil {
-				d.done()
-			}
 		}
 		errs[i] = err
 	}

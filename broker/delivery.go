@@ -37,8 +37,7 @@ type Delivery struct {
 
 	mu        sync.Mutex
 	settled   bool
-	ackFailed bool   // an Ack was sent and failed: the handler meant to ack
-	done      func() // called once when settled; set by the handler loop
+	ackFailed bool // an Ack was sent and failed: the handler meant to ack
 }
 
 // NewDetachedDelivery returns a delivery of m that belongs to no
@@ -148,9 +147,6 @@ func (d *Delivery) settle(ctx context.Context, kind settleKind, delay time.Durat
 	}
 	if d.sub == nil { // detached: nothing to tell a broker
 		d.settled = true
-		if d.done != nil {
-			d.done()
-		}
 		return nil
 	}
 	d.sub.mu.RLock()
@@ -181,9 +177,6 @@ func (d *Delivery) settle(ctx context.Context, kind settleKind, delay time.Durat
 		// A lost lock settles the delivery too: the broker has taken it
 		// back, and nothing this consumer does can change that.
 		d.settled = true
-		if d.done != nil {
-			d.done()
-		}
 	}
 	return err
 }
