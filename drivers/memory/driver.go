@@ -106,39 +106,58 @@ func (s *subDriver) ReceiveBatch(ctx context.Context, maxMessages int) ([]*drive
 	clock := s.b.clock
 	// Messages already deliverable are returned even if ctx is done, so a
 	// receive with a done context polls.
+	woken := false
 	for {
 		s.b.mu.Lock()
 		if err := s.usable(); err != nil {
+			if woken && s.q != nil {
+				s.q.notify() // the turn was ours: pass it on
+			}
 			s.b.mu.Unlock()
 			return nil, err
 		}
 		now := clock.Now()
 		s.q.expire(now)
 		if out := s.q.take(s.h, maxMessages, now); len(out) > 0 {
+			s.q.taken()
 			s.b.mu.Unlock()
 			return out, nil
 		}
-		signal, next, done := s.q.signal, s.q.nextDue(now), s.h.done
-		s.b.mu.Unlock()
+		if woken {
+			s.q.wakes++
+		}
 		if err := ctx.Err(); err != nil {
+			s.b.mu.Unlock()
 			return nil, err
 		}
+		signal, next, done := s.q.wait(), s.q.nextDue(now), s.h.done
+		s.b.mu.Unlock()
 
 		var timer <-chan time.Time
 		stop := func() {}
 		if !next.IsZero() {
 			timer, stop = afterAt(clock, next)
 		}
+		woken = false
 		select {
 		case <-ctx.Done():
 			stop()
+			s.b.mu.Lock()
+			s.q.leave(signal)
+			s.b.mu.Unlock()
 			return nil, ctx.Err()
 		case <-signal:
+			woken = true
 		case <-timer:
 		case <-done:
 		case <-s.b.done:
 		}
 		stop()
+		if !woken {
+			s.b.mu.Lock()
+			s.q.leave(signal)
+			s.b.mu.Unlock()
+		}
 	}
 }
 

@@ -80,14 +80,24 @@ type queue struct {
 	dlq         *queue // nil for a dead-letter queue
 	partitioned bool
 	hol         bool // one message in flight per key, in order
+	// live counts, on a hol queue, the unsettled entries of each key, so
+	// that take stops once every key is blocked.
+	live map[string]int
 	lock        time.Duration
 	limit       int
 	retention   time.Duration
 	parts       []*part
 	handles     []*handle // open consumers, in open order
-	signal      chan struct{}
-	rr          int
-	checkAt     time.Time // expire has nothing to do before this time
+	// signal wakes every receiver waiting on a partitioned queue, whose
+	// receivers own different partitions.
+	signal chan struct{}
+	// waiters are the receivers waiting on any other queue, in arrival
+	// order. Any of them can take what any other can, so notify wakes one,
+	// which wakes the next once it took something (see wait).
+	waiters []chan struct{}
+	wakes   int // receivers woken that found nothing to take (tests)
+	rr      int
+	checkAt time.Time // expire has nothing to do before this time
 }
 
 // handle is one open consumer of a queue.
@@ -119,6 +129,9 @@ func newQueue(b *Broker, name string, cfg TopicConfig, dead bool) *queue {
 	q.limit = cfg.DeliveryLimit
 	q.partitioned = cfg.Profile == Partitioned
 	q.hol = cfg.Profile == SQSFIFO || cfg.Profile == ServiceBus
+	if q.hol {
+		q.live = map[string]int{}
+	}
 	q.parts = make([]*part, cfg.Partitions)
 	for i := range q.parts {
 		q.parts[i] = &part{}
@@ -201,14 +214,59 @@ func (t *topic) publish(m *driver.Message, now time.Time) {
 func (q *queue) push(m *message, p int) {
 	pt := q.parts[p]
 	pt.recs = append(pt.recs, &entry{m: m, part: p})
+	if q.hol {
+		q.live[m.key]++
+	}
 	q.schedule(m.published.Add(q.retention))
 	q.notify()
 }
 
-// notify wakes every receiver waiting on q.
+// notify tells q's waiting receivers that something changed: on a
+// partitioned queue it wakes all of them, elsewhere the first, which passes
+// the turn on (taken) once it took something. Waking every receiver of a
+// queue that holds one message group would wake them all to find nothing
+// after every settle.
 func (q *queue) notify() {
-	close(q.signal)
-	q.signal = make(chan struct{})
+	if q.partitioned {
+		close(q.signal)
+		q.signal = make(chan struct{})
+		return
+	}
+	if len(q.waiters) > 0 {
+		close(q.waiters[0])
+		q.waiters[0] = nil
+		q.waiters = q.waiters[1:]
+	}
+}
+
+// wait returns the channel a receiver waits on for notify.
+func (q *queue) wait() chan struct{} {
+	if q.partitioned {
+		return q.signal
+	}
+	c := make(chan struct{})
+	q.waiters = append(q.waiters, c)
+	return c
+}
+
+// leave is called by a receiver that stops waiting on c without taking
+// anything: if notify had chosen it, the turn passes to the next one.
+func (q *queue) leave(c chan struct{}) {
+	if q.partitioned {
+		return
+	}
+	if i := slices.Index(q.waiters, c); i >= 0 {
+		q.waiters = slices.Delete(q.waiters, i, i+1)
+		return
+	}
+	q.notify()
+}
+
+// taken is called by a receiver that took messages: others may find more.
+func (q *queue) taken() {
+	if !q.partitioned {
+		q.notify()
+	}
 }
 
 func due(e *entry, now time.Time) bool {
@@ -330,6 +388,9 @@ func (q *queue) take(h *handle, limit int, now time.Time) []*driver.Message {
 			if due(e, now) {
 				got = append(got, e)
 			}
+			if len(blocked) == len(q.live) {
+				break // every key's head seen: nothing behind them may go
+			}
 		}
 	default:
 		for _, e := range q.parts[0].recs {
@@ -422,6 +483,11 @@ func (q *queue) settle(e *entry, st state) {
 	p := q.parts[e.part]
 	if was < stAcked {
 		p.settled++
+		if q.hol {
+			if q.live[e.m.key]--; q.live[e.m.key] <= 0 {
+				delete(q.live, e.m.key)
+			}
+		}
 	}
 	// Entries are not cleared from the backing array: callers may be
 	// ranging over it.
