@@ -76,7 +76,7 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Hand
 	if err != nil {
 		return nil, 0, storeErr("begin", err)
 	}
-	rollback := func() { _ = in.store.Rollback(context.WithoutCancel(ctx), tx) }
+	rollback := func() { in.rollback(ctx, tx) }
 
 	claimed, err := in.claimAll(ctx, tx, ds)
 	if err != nil {

@@ -172,7 +172,7 @@ func (in *Inbox[Tx]) tryAll(ctx context.Context, ds []*broker.Delivery, bh Batch
 	if err != nil {
 		return nil, nil, storeErr("begin", err)
 	}
-	rollback := func() { _ = in.store.Rollback(context.WithoutCancel(ctx), tx) }
+	rollback := func() { in.rollback(ctx, tx) }
 	claimed, err := in.claimAll(ctx, tx, ds)
 	if err != nil {
 		rollback()

@@ -77,9 +77,10 @@ type Options struct {
 	// nothing is purged; an inbox that handles nothing purges nothing
 	// until its next delivery.
 	PurgeInterval time.Duration
-	// SettleTimeout bounds each ack or nack (default 30s). Settlement does
-	// not stop when the ctx passed to Handle is canceled: work that was
-	// committed is acknowledged.
+	// SettleTimeout bounds each commit, rollback, ack or nack (default
+	// 30s). None of them stops when the ctx passed to Handle is canceled:
+	// work that succeeded is committed and acknowledged, work that failed
+	// is rolled back.
 	SettleTimeout time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -301,7 +302,7 @@ func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[T
 		out, err = in.apply(ctx, tx, d, h)
 	}
 	if err != nil {
-		_ = in.store.Rollback(context.WithoutCancel(ctx), tx)
+		in.rollback(ctx, tx)
 		if errors.Is(err, errStore) {
 			if broker.IsPermanent(err) { // the store refused a value of this message
 				return in.poison(ctx, d, err)
@@ -479,7 +480,7 @@ func (in *Inbox[Tx]) parkOrRetry(ctx context.Context, d *broker.Delivery, pe *Pa
 	if err == nil {
 		err = in.commit(ctx, tx)
 	} else {
-		_ = in.store.Rollback(context.WithoutCancel(ctx), tx)
+		in.rollback(ctx, tx)
 	}
 	if err != nil {
 		return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, storeErr("park", err))
@@ -532,6 +533,15 @@ func (in *Inbox[Tx]) commit(ctx context.Context, tx Tx) error {
 
 func (in *Inbox[Tx]) settleCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), in.o.SettleTimeout)
+}
+
+// rollback rolls tx back, even when ctx ended, bounded by SettleTimeout as
+// commits and acks are: a store that does not answer cannot hold the
+// handler loop.
+func (in *Inbox[Tx]) rollback(ctx context.Context, tx Tx) {
+	rctx, cancel := in.settleCtx(ctx)
+	defer cancel()
+	_ = in.store.Rollback(rctx, tx)
 }
 
 func (in *Inbox[Tx]) ack(ctx context.Context, d *broker.Delivery) error {

@@ -125,9 +125,6 @@ func NewKeys[Tx any](st store.KeyStore[Tx], c KeyContract, opts *KeysOptions) (*
 	return &Keys[Tx]{store: st, c: c, o: o}, nil
 }
 
-// Contract returns the provider's contract.
-func (k *Keys[Tx]) Contract() KeyContract { return k.c }
-
 // Stage stores key with its intent in tx, the transaction that decides the
 // call (and commits it with the rest of the decision). Staging a key again
 // returns the stored record; with a different intent it fails with

@@ -54,9 +54,6 @@ func NewOutbox[Tx any](st store.OutboxStore[Tx], opts *OutboxOptions) (*Outbox[T
 	return &Outbox[Tx]{store: st, o: o, tracer: wotel.NewTracer(o.TracerProvider)}, nil
 }
 
-// Store returns the store.
-func (o *Outbox[Tx]) Store() store.OutboxStore[Tx] { return o.store }
-
 // Add writes msgs to the outbox in tx, the transaction that also writes the
 // domain change they announce, and returns their per-aggregate sequences.
 // Messages with an empty ID get one (written back into msgs). The rows

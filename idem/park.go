@@ -108,7 +108,7 @@ func (in *Inbox[Tx]) replayOne(ctx context.Context, p *Parked, h Handler[Tx]) (b
 	}
 	ok, err := in.store.DeleteParked(ctx, tx, in.consumer, p.ID)
 	if err != nil || !ok {
-		_ = in.store.Rollback(context.WithoutCancel(ctx), tx)
+		in.rollback(ctx, tx)
 		if err != nil {
 			return false, storeErr("unpark", err)
 		}
@@ -116,7 +116,7 @@ func (in *Inbox[Tx]) replayOne(ctx context.Context, p *Parked, h Handler[Tx]) (b
 	}
 	m := &broker.Message{ID: p.MessageID, Key: p.Key, Headers: p.Headers, Body: p.Body}
 	if _, err := call(ctx, tx, broker.NewDetachedDelivery(m, p.Attempts+1), h); err != nil {
-		_ = in.store.Rollback(context.WithoutCancel(ctx), tx)
+		in.rollback(ctx, tx)
 		return false, err
 	}
 	if err := in.commit(ctx, tx); err != nil {

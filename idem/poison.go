@@ -77,7 +77,7 @@ func (in *Inbox[Tx]) poison(ctx context.Context, d *broker.Delivery, cause error
 	if err == nil {
 		err = in.commit(ctx, tx)
 	} else {
-		_ = in.store.Rollback(context.WithoutCancel(ctx), tx)
+		in.rollback(ctx, tx)
 	}
 	if err != nil {
 		return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, errors.Join(herr, storeErr("park", err)))

@@ -139,8 +139,15 @@ var dialect = sqlcore.Dialect{
 
 type backend struct{ db *sql.DB }
 
-func (b backend) Begin(ctx context.Context) (*sql.Tx, error) { return b.db.BeginTx(ctx, nil) }
-func (backend) Commit(_ context.Context, tx *sql.Tx) error   { return tx.Commit() }
+// Begin begins a transaction that ends only by Commit or Rollback:
+// database/sql would roll it back when the context given to BeginTx ends,
+// and a handler that succeeded must keep its effect although the caller's
+// context ended before the commit (the inbox bounds the commit itself).
+// The statements of the transaction still honour their own contexts.
+func (b backend) Begin(ctx context.Context) (*sql.Tx, error) {
+	return b.db.BeginTx(context.WithoutCancel(ctx), nil)
+}
+func (backend) Commit(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
 func (backend) Rollback(_ context.Context, tx *sql.Tx) error {
 	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
 		return err
