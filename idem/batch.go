@@ -23,6 +23,7 @@ import (
 // ErrAckAfterCommit); the error is nil when every delivery was applied,
 // found to be a duplicate or stale, or parked.
 func (in *Inbox[Tx]) HandleBatch(ctx context.Context, ds []*broker.Delivery, h Handler[Tx]) ([]Result, error) {
+	in.logStart()
 	res, err := in.handleBatch(ctx, ds, h)
 	in.tel.batch(ctx, res)
 	return res, err

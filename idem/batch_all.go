@@ -81,6 +81,7 @@ func (in *Inbox[Tx]) WrapBatchAll(bh BatchHandler[Tx]) broker.BatchHandler {
 // deliveries, as HandleBatch's; it is nil when every delivery was applied,
 // stale, a duplicate, held or parked.
 func (in *Inbox[Tx]) HandleBatchAll(ctx context.Context, ds []*broker.Delivery, bh BatchHandler[Tx]) ([]Result, error) {
+	in.logStart()
 	res, err := in.handleBatchAll(ctx, ds, bh)
 	in.tel.batch(ctx, res)
 	return res, err

@@ -445,6 +445,14 @@ func explainPart(p Pipeline, stages ...string) Statement {
 	return out
 }
 
+// Statement is this relay's part of the guarantee, as built: the
+// publication its options give and the transport its topic's capabilities
+// give.
+func (r *Relay) Statement() Statement {
+	o := r.o
+	return explainPart(Pipeline{Caps: r.topic.Capabilities(), Outbox: true, Relay: &o, Inbox: true}, "publication", "transport")
+}
+
 // logStatement logs a start-up statement once: at Info, or at Warn when it
 // has findings.
 func logStatement(l *slog.Logger, msg string, s Statement, attrs ...any) {

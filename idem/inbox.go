@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -137,6 +138,9 @@ type Inbox[Tx any] struct {
 	nextPurge atomic.Int64
 	purging   atomic.Bool
 	tel       *inboxTel
+	// versioned: Versioned or VersionedBatch built a handler of this inbox.
+	versioned atomic.Bool
+	logged    sync.Once
 }
 
 // NewInbox returns an inbox for consumer on store. caps are the
@@ -184,10 +188,28 @@ func NewInbox[Tx any](st store.Store[Tx], consumer string, caps broker.Capabilit
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	logStatement(o.Logger, "idem: inbox started", explainPart(Pipeline{Caps: caps, Inbox: true, Consumer: consumer, InboxOptions: &o}, "transport", "consumption"), slog.String("consumer", consumer))
 	in := &Inbox[Tx]{store: st, consumer: consumer, caps: caps, o: o}
 	newInboxTel(in)
 	return in, nil
+}
+
+// Statement is this inbox's part of the guarantee, as built: the transport
+// its subscription's capabilities give, and the consumption its options
+// and handlers give (version checks once Versioned or VersionedBatch built
+// a handler of it).
+func (in *Inbox[Tx]) Statement() Statement {
+	o := in.o
+	return explainPart(Pipeline{Caps: in.caps, Inbox: true, Consumer: in.consumer, InboxOptions: &o, Versioned: in.versioned.Load()},
+		"transport", "consumption")
+}
+
+// logStart logs the inbox's statement once, when it first handles a
+// delivery: by then its handlers are built, so the statement says what
+// they do (at Warn when it has findings).
+func (in *Inbox[Tx]) logStart() {
+	in.logged.Do(func() {
+		logStatement(in.o.Logger, "idem: inbox started", in.Statement(), slog.String("consumer", in.consumer))
+	})
 }
 
 // retention sets o.Retention from the horizon h, or refuses it (see
@@ -261,6 +283,7 @@ func (in *Inbox[Tx]) WrapBatch(h Handler[Tx]) broker.BatchHandler {
 // the result with an error matching ErrAckAfterCommit and counts it in
 // Stats.AckFailures; the redelivery will be a duplicate.
 func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[Tx]) (Result, error) {
+	in.logStart()
 	ctx, span := in.tel.startHandle(ctx, d)
 	r, err := in.handle(ctx, d, h)
 	in.tel.endHandle(ctx, span, r, err)

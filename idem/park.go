@@ -56,6 +56,7 @@ const replayPage = 100
 // (broker.NewDetachedDelivery): settling it has no effect. Its Attempt is
 // the message's failed attempts plus one.
 func (in *Inbox[Tx]) Replay(ctx context.Context, aggregateID string, h Handler[Tx]) (ReplayResult, error) {
+	in.logStart()
 	var res ReplayResult
 	f := ParkedFilter{AggregateID: aggregateID, HasAggregate: true}
 	for {
@@ -142,6 +143,7 @@ const replayPasses = 3
 // after the last pass looked is still parked when ReplayAll returns; list
 // the park (Parked) to be sure it is empty.
 func (in *Inbox[Tx]) ReplayAll(ctx context.Context, h Handler[Tx]) (map[string]ReplayResult, error) {
+	in.logStart()
 	out := map[string]ReplayResult{}
 	var errs []error
 	for range replayPasses {

@@ -239,7 +239,7 @@ func (b *broadcast) fire() {
 // logged and retried after PollInterval; Run returns early only if the
 // topic is closed.
 func (r *Relay) Run(ctx context.Context) error {
-	logStatement(r.o.Logger, "idem: relay started", explainPart(Pipeline{Caps: r.topic.Capabilities(), Outbox: true, Relay: &r.o, Inbox: true}, "publication", "transport"), slog.String("owner", r.o.Owner))
+	logStatement(r.o.Logger, "idem: relay started", r.Statement(), slog.String("owner", r.o.Owner))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)

@@ -42,6 +42,7 @@ func (in *Inbox[Tx]) Versioned(table VersionTable, apply Apply[Tx]) (Handler[Tx]
 	if apply == nil {
 		return nil, fmt.Errorf("%w: nil apply function", broker.ErrInvalid)
 	}
+	in.versioned.Store(true)
 	return func(ctx context.Context, tx Tx, d *broker.Delivery) error {
 		return in.checkVersion(ctx, tx, d, table, apply)
 	}, nil
@@ -112,6 +113,7 @@ func (in *Inbox[Tx]) VersionedBatch(table VersionTable, apply ApplyBatch[Tx]) (B
 	if apply == nil {
 		return nil, fmt.Errorf("%w: nil apply function", broker.ErrInvalid)
 	}
+	in.versioned.Store(true)
 	return func(ctx context.Context, tx Tx, ds []*broker.Delivery) error {
 		var (
 			keep    []*broker.Delivery

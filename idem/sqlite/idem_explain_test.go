@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -106,8 +107,9 @@ func dedup(c broker.Capabilities, w time.Duration) broker.Capabilities {
 	return c
 }
 
-// TestInboxAndRelayLogTheirGuarantee: NewInbox and Relay.Run log the
-// statement of their side once; a misconfiguration makes it a warning.
+// TestInboxAndRelayLogTheirGuarantee: an inbox, when it first handles a
+// delivery, and Relay.Run log the statement of their side once; a
+// misconfiguration makes it a warning.
 func TestInboxAndRelayLogTheirGuarantee(t *testing.T) {
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "x.db"), nil)
@@ -118,8 +120,18 @@ func TestInboxAndRelayLogTheirGuarantee(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	noLimit := broker.Capabilities{RedeliveryHorizon: time.Hour}
-	if _, err := idem.NewInbox(st, "billing", noLimit, &idem.Options{Logger: logger}); err != nil {
+	in, err := idem.NewInbox(st, "billing", noLimit, &idem.Options{Logger: logger})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if buf.Len() != 0 {
+		t.Fatalf("NewInbox logged before its handlers were built:\n%s", buf.String())
+	}
+	nop := func(context.Context, *sql.Tx, *broker.Delivery) error { return nil }
+	for _, id := range []string{"m1", "m2"} {
+		if _, err := in.Handle(ctx, broker.NewDetachedDelivery(&broker.Message{ID: id}, 1), nop); err != nil {
+			t.Fatal(err)
+		}
 	}
 	out := buf.String()
 	if strings.Count(out, "idem: inbox started") != 1 || !strings.Contains(out, "level=WARN") ||
@@ -157,5 +169,52 @@ func TestRetrySpanHugeMaxAttempts(t *testing.T) {
 	o = &idem.RelayOptions{MaxAttempts: 4, PublishTimeout: time.Second, Backoff: broker.Backoff{Initial: time.Second, Max: 2 * time.Second}}
 	if got, want := idem.RetrySpan(o), 4*time.Second+time.Second+2*time.Second+2*time.Second; got != want {
 		t.Errorf("RetrySpan = %v, want %v", got, want)
+	}
+}
+
+// TestStatementFromBuiltObjects: an inbox's statement says what the
+// program built, without the caller describing it: building a version-
+// checking handler turns version checks on in the statement and in the
+// start-up log.
+func TestStatementFromBuiltObjects(t *testing.T) {
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "x.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	caps := broker.Capabilities{RedeliveryHorizon: time.Hour, DeliveryLimit: 10, DeadLetter: true}
+	consumption := func(s idem.Statement) string {
+		for _, l := range s.Lines {
+			if l.Stage == "consumption" {
+				return l.Text
+			}
+		}
+		t.Fatalf("no consumption line in %v", s)
+		return ""
+	}
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	plain, err := idem.NewInbox(st, "plain", caps, &idem.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := consumption(plain.Statement()); !strings.Contains(c, "no version checks") {
+		t.Errorf("inbox without version checks: %q", c)
+	}
+	versioned, err := idem.NewInbox(st, "versioned", caps, &idem.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := versioned.Versioned(idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"}, func(context.Context, *sql.Tx, *broker.Delivery, idem.Event) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := consumption(versioned.Statement()); strings.Contains(c, "no version checks") || !strings.Contains(c, "version checks ack duplicates") {
+		t.Errorf("inbox with a versioned handler: %q", c)
+	}
+	_, _ = versioned.Handle(ctx, broker.NewDetachedDelivery(&broker.Message{ID: "x"}, 1), h)
+	if out := buf.String(); !strings.Contains(out, "version checks ack duplicates") || strings.Contains(out, "no version checks") {
+		t.Errorf("the versioned inbox's start-up log does not say what it does:\n%s", out)
 	}
 }
