@@ -216,33 +216,19 @@
 //     after RelayOptions.Retention; the sequence counters stay.
 //
 // Relay.Run wakes on PostgreSQL NOTIFY (received on a dedicated
-// connection) and polls as a fallback; on SQLite it polls, and an
-// in-process producer can call Relay.Wake. PostgreSQL serialises the
-// commits of notifying transactions, so an adding transaction notifies
-// only while a relay waits for it: a relay that finds nothing sets its
-// own wake flag (store.OutboxIdler), and clears it when it finds work
-// again; another relay's flag stays set, so a relay waiting while another
-// is busy is still woken. The adding transaction reads the flags in the
-// statement that inserts its rows, so the wake-up costs it no round trip;
-// on PostgreSQL that statement is the whole add (sequence counters, rows
-// and wake-up in one round trip).
-// While a transaction that read the flags unset may still commit (it holds
-// a shared advisory lock the relay cannot then take), the relay does not
-// wait but looks again within a millisecond; and a relay that had work
-// polls every millisecond until ten claims in a row found nothing before
-// it sets its flag, so that a steady stream of commits is polled for, not
-// notified. With several claim loops (RelayOptions.Pipeline), a loop that
-// found nothing while another's large batch (at least half of BatchSize
-// rows: the relay is behind) is in flight does not poll: it waits until
-// that batch is marked (at most PollInterval), since on few aggregates
-// its claims would find only the heads that batch holds, each at the cost
-// of a full claim. While the relay is behind, each claim takes its share
-// of the aggregates with due rows (1/Pipeline of them), so that every
-// loop has a batch in flight. A row becomes a message with Message.ID =
-// the row's message ID (the broker's dedup ID),
-// Message.Key = the aggregate ID (the ordering key), the headers
-// HeaderAggregateID, HeaderAggregateVersion, HeaderSequence and HeaderType
-// over the row's own headers, and the payload as body.
+// connection) and polls as a fallback, so that while the store answers a
+// committed row that is due is claimed within RelayOptions.PollInterval;
+// on SQLite it polls, and an in-process producer can call Relay.Wake.
+// Producers notify only while a relay waits for them, in the statement
+// that adds their rows (PostgreSQL serialises the commits of notifying
+// transactions). How the relay chooses between polling and waiting, and
+// how its claim loops (RelayOptions.Pipeline) share a backlog, is tuning
+// that may change: the comments in relay.go describe it.
+//
+// A row becomes a message with Message.ID = the row's message ID (the
+// broker's dedup ID), Message.Key = the aggregate ID (the ordering key),
+// the headers HeaderAggregateID, HeaderAggregateVersion, HeaderSequence
+// and HeaderType over the row's own headers, and the payload as body.
 //
 // The order reaches consumers only if the broker keeps it per key (SQS FIFO
 // message groups, Service Bus sessions, Kafka partitions); on other brokers
