@@ -17,7 +17,7 @@ import (
 // database/sql rolls back a transaction whose BeginTx context ends, so the
 // store must not begin it under the caller's cancellation.
 func TestHandlerSucceededKeepsEffectWhenCanceled(t *testing.T) {
-	store, topic, sub, cleanup := setup(t.Context())
+	store, _, sub, cleanup := setup(t.Context())
 	defer cleanup()
 	if _, err := store.DB().Exec(`CREATE TABLE invoices (order_id TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
@@ -26,15 +26,9 @@ func TestHandlerSucceededKeepsEffectWhenCanceled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := topic.Publish(t.Context(), &broker.Message{ID: "order-1-placed", Body: []byte("order-1")}); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := sub.Receive(t.Context(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := broker.NewDetachedDelivery(&broker.Message{ID: "order-1-placed", Body: []byte("order-1")}, 1)
 	ctx, cancel := context.WithCancel(t.Context())
-	r, err := inbox.Handle(ctx, ds[0], func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+	r, err := inbox.Handle(ctx, d, func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO invoices (order_id) VALUES (?)`, string(d.Message.Body)); err != nil {
 			return err
 		}
@@ -69,22 +63,15 @@ func (s *deadlineStore) Rollback(ctx context.Context, tx *sql.Tx) error {
 // the handler's context ended, and is bounded (by SettleTimeout), so that
 // a store that does not answer cannot hold the handler loop.
 func TestRollbackBounded(t *testing.T) {
-	s, topic, sub, cleanup := setup(t.Context())
+	s, _, sub, cleanup := setup(t.Context())
 	defer cleanup()
 	st := &deadlineStore{Store: s}
 	inbox, err := idem.NewInbox(st, "billing", sub.Capabilities(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := topic.Publish(t.Context(), &broker.Message{ID: "m", Body: []byte("x")}); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := sub.Receive(t.Context(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithCancel(t.Context())
-	_, _ = inbox.Handle(ctx, ds[0], func(context.Context, *sql.Tx, *broker.Delivery) error {
+	_, _ = inbox.Handle(ctx, broker.NewDetachedDelivery(&broker.Message{ID: "m"}, 1), func(context.Context, *sql.Tx, *broker.Delivery) error {
 		cancel()
 		return errors.New("handler failed")
 	})
