@@ -39,7 +39,7 @@ func FuzzRecordToMessage(f *testing.F) {
 		e := new(entry)
 		p.ingest(e, r, now)
 		p.handOut(e)
-		m := materialize([]*entry{e}, false)[0]
+		m := materialize(snapshot([]*entry{e}), false)[0]
 
 		hi := maxAttempt
 		if limit > 0 {

@@ -30,6 +30,26 @@ type entry struct {
 	notBefore time.Time // not handed out before (nack delay, retry topic)
 }
 
+// handed is an entry as it was handed out. Its seq and attempt are read
+// under the subscription's lock: a rewind (a revoke, a broker restart) may
+// change them as soon as the lock is released, while the message is still
+// being built.
+type handed struct {
+	e       *entry
+	seq     uint32
+	attempt int
+}
+
+// snapshot records es as handed out. Called with the subscription's lock
+// held (or on entries no other goroutine sees).
+func snapshot(es []*entry) []handed {
+	out := make([]handed, len(es))
+	for i, e := range es {
+		out[i] = handed{e: e, seq: e.seq, attempt: e.attempt}
+	}
+	return out
+}
+
 // ackID is the driver.AckID of one hand-out of an entry.
 type ackID struct {
 	e   *entry
@@ -228,13 +248,13 @@ type handout struct {
 // dropped: another producer could have set them. With deadLetters (the
 // records are dead letters this driver wrote), the dead-letter reason and
 // source are kept.
-func materialize(es []*entry, deadLetters bool) []*driver.Message {
+func materialize(es []handed, deadLetters bool) []*driver.Message {
 	if len(es) == 0 {
 		return nil
 	}
 	nb, ns := 0, 0
-	for _, e := range es {
-		r := e.rec
+	for _, x := range es {
+		r := x.e.rec
 		nb += len(r.Value)
 		ns += len(r.Key)
 		for _, h := range r.Headers {
@@ -250,18 +270,18 @@ func materialize(es []*entry, deadLetters bool) []*driver.Message {
 	sb := make([]byte, 0, ns)
 	type span struct{ id0, id1, k0, k1 int }
 	spans := make([]span, len(es))
-	for i, e := range es {
-		r := e.rec
+	for i, x := range es {
+		r := x.e.rec
 		if len(hs) == 0 {
 			hs = make([]handout, min(slabLen, len(es)-i))
 		}
 		h := &hs[0]
 		hs = hs[1:]
-		h.id = ackID{e: e, seq: e.seq}
+		h.id = ackID{e: x.e, seq: x.seq}
 		m := &h.msg
 		m.AckID = &h.id
-		m.Attempt = e.attempt
-		m.Redelivered = e.attempt > 1
+		m.Attempt = x.attempt
+		m.Redelivered = x.attempt > 1
 		m.PublishTime = r.Timestamp
 		m.AsFunc = recordAs(r)
 		b0 := len(bodies)

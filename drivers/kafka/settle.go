@@ -115,10 +115,11 @@ func (s *subscription) nack(ctx context.Context, id driver.AckID, delay time.Dur
 		return nil
 	}
 	e.state = stSettling
+	next := e.attempt + 1 // read under the lock: a rewind may change e
 	s.mu.Unlock()
 	r := copyRecord(e.rec, s.opts.RetryTopic)
 	r.Headers = append(r.Headers,
-		kgo.RecordHeader{Key: HeaderAttempt, Value: []byte(strconv.Itoa(e.attempt + 1))},
+		kgo.RecordHeader{Key: HeaderAttempt, Value: []byte(strconv.Itoa(next))},
 		kgo.RecordHeader{Key: HeaderNotBefore, Value: []byte(strconv.FormatInt(ceilMilli(time.Now().Add(delay)), 10))})
 	return s.finishCopy(ctx, e, r)
 }

@@ -410,13 +410,14 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 			return nil, err
 		}
 		es, next := s.takeLocked(maxMessages, now)
+		taken := snapshot(es)
 		wake, dirty := s.wake, s.pauseDirty
 		s.mu.Unlock()
 		if dirty {
 			s.syncPauses()
 		}
-		if len(es) > 0 {
-			return materialize(es, s.opts.DeadLetters), nil
+		if len(taken) > 0 {
+			return materialize(taken, s.opts.DeadLetters), nil
 		}
 		wait := deadline.Sub(now)
 		if !next.IsZero() && next.Sub(now) < wait {

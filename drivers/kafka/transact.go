@@ -337,7 +337,7 @@ func (s *TransactSession) transact(ctx context.Context, recs []*kgo.Record, h Tx
 		tx.Messages[i] = &TxMessage{Attempt: attempt, Redelivered: attempt > 1, Record: r}
 	}
 	s.mu.Unlock()
-	for i, dm := range materialize(recordEntries(recs), false) {
+	for i, dm := range materialize(snapshot(recordEntries(recs)), false) {
 		tx.Messages[i].Message = &broker.Message{ID: dm.ID, Key: dm.Key, Headers: dm.Headers, Body: dm.Body}
 	}
 
