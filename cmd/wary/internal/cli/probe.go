@@ -85,7 +85,8 @@ the administration requests there, over plain HTTP on loopback only.`,
 			}
 			res := probeJSON{Broker: broker.RedactString(args[0]), Capabilities: caps.String(), Results: rows, Broken: broken}
 			return a.report(res, func(w io.Writer) {
-				fmt.Fprintf(w, "broker %s declares: %s\n", res.Broker, res.Capabilities)
+				fmt.Fprintf(w, "probe of %s, measured on scratch entities it created and deleted (not on that entity itself)\n", res.Broker)
+				fmt.Fprintf(w, "the scratch entities declare: %s\n", res.Capabilities)
 				table(w, "SCENARIO | DECLARED | OBSERVED", len(rows), func(i int) []any {
 					r := rows[i]
 					obs := string(r.Outcome)
@@ -213,12 +214,16 @@ func (s *spinner) Start(scenario string) {
 	})
 }
 
+// Done ends a scenario's progress: on a terminal the spinner's line is
+// erased (the table that follows on stdout shows the outcome, and a
+// terminal shows both streams); elsewhere, a log, a line per scenario.
 func (s *spinner) Done(r conformance.Result) {
 	s.stop()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tty {
-		fmt.Fprint(s.w, "\r")
+		fmt.Fprintf(s.w, "\r%60s\r", "")
+		return
 	}
 	fmt.Fprintf(s.w, "%-48s %s\n", r.Scenario, r.Outcome)
 }
