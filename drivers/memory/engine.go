@@ -82,12 +82,12 @@ type queue struct {
 	hol         bool // one message in flight per key, in order
 	// live counts, on a hol queue, the unsettled entries of each key, so
 	// that take stops once every key is blocked.
-	live map[string]int
-	lock        time.Duration
-	limit       int
-	retention   time.Duration
-	parts       []*part
-	handles     []*handle // open consumers, in open order
+	live      map[string]int
+	lock      time.Duration
+	limit     int
+	retention time.Duration
+	parts     []*part
+	handles   []*handle // open consumers, in open order
 	// signal wakes every receiver waiting on a partitioned queue, whose
 	// receivers own different partitions.
 	signal chan struct{}

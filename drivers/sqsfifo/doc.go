@@ -28,7 +28,9 @@
 // (environment, shared files, SSO, instance and container roles); URLs
 // carry no credentials, and the driver never prints any. Parameters:
 // region, endpoint, dedup_window (a Go duration) and, for subscriptions,
-// wait_time (a Go duration, at most 20s). Any other parameter, and a
+// wait_time (a Go duration, at most 20s) and dead_letters (a boolean: the
+// queue is a dead-letter queue, read as OpenDeadLetters reads it, reasons
+// reported). Any other parameter, and a
 // malformed value, is an error matching broker.ErrInvalid that names the
 // parameter and never echoes its value.
 //

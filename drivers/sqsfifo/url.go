@@ -114,6 +114,7 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 	var so SubscriptionOptions
 	so.DedupWindow = p.Duration("dedup_window", 0, 0, 24*time.Hour)
 	so.WaitTime = p.Duration("wait_time", 0, 0, 20*time.Second)
+	deadLetters := p.Bool("dead_letters", false)
 	if err := p.Done(); err != nil {
 		return nil, err
 	}
@@ -124,6 +125,9 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 	s, err := openSubscription(ctx, c, name, so)
 	if err != nil {
 		return nil, err
+	}
+	if deadLetters { // the queue is a dead-letter queue, as OpenDeadLetters opens
+		s.defaultReason = RedriveReason
 	}
 	return broker.NewSubscription(s, nil), nil
 }

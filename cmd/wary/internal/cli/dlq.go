@@ -35,7 +35,7 @@ func (a *app) dlqCmd() *cobra.Command {
   mem://TOPIC/SUBSCRIPTION/dead-letters               (the memory driver, in this process)
   rabbit://Q.dlq?dead_letters_from=Q.dlx              (a RabbitMQ dead-letter queue)
   kafka://GROUP?topic=DLQ_TOPIC&dead_letters=true     (a Kafka dead-letter topic)
-  sqsfifo://DLQ.fifo                                  (an SQS FIFO dead-letter queue)
+  sqsfifo://DLQ.fifo?dead_letters=true                (an SQS FIFO dead-letter queue)
   servicebus://QUEUE/$DeadLetterQueue                 (a Service Bus dead-letter sub-queue)
 list reads dead letters and puts them back (nothing is removed). replay
 publishes the selected ones to --to with their original ID, key and

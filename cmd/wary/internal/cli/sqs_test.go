@@ -62,7 +62,7 @@ func TestSQSDLQ(t *testing.T) {
 	q := "?region=" + sqsemu.Region
 	top := mustOpenTopic(t, "sqsfifo://"+name+".fifo"+q+"&endpoint="+srv.Endpoint)
 	sub := mustOpenSub(t, "sqsfifo://"+name+".fifo"+q+"&endpoint="+srv.Endpoint+"&wait_time=1s")
-	dlqWalkthrough(t, w, top, "sqsfifo://"+name+".fifo"+q, sub, "sqsfifo://"+name+"-dlq.fifo"+q, "5s")
+	dlqWalkthrough(t, w, top, "sqsfifo://"+name+".fifo"+q, sub, "sqsfifo://"+name+"-dlq.fifo"+q+"&dead_letters=true", "5s")
 }
 
 // TestProbeSQS: the SQS FIFO driver keeps what it declares on fauxqs,
