@@ -89,8 +89,8 @@ func (c *Command) WaitLine(prefix string, timeout time.Duration) []string {
 
 // Interrupt sends SIGINT to the command's process group and waits for
 // the command to exit, failing the test unless it exits within timeout;
-// it returns the command's error (nil for exit 0) and its stderr.
-func (c *Command) Interrupt(timeout time.Duration) (error, string) {
+// it returns the command's stderr and its error (nil for exit 0).
+func (c *Command) Interrupt(timeout time.Duration) (string, error) {
 	c.t.Helper()
 	if err := syscall.Kill(-c.cmd.Process.Pid, syscall.SIGINT); err != nil {
 		c.t.Fatalf("SIGINT: %v", err)
@@ -104,10 +104,10 @@ func (c *Command) Interrupt(timeout time.Duration) (error, string) {
 	select {
 	case err := <-errc:
 		close(c.done)
-		return err, c.stderr.String()
+		return c.stderr.String(), err
 	case <-time.After(timeout):
 		c.t.Fatalf("still running %s after SIGINT; stderr:\n%s", timeout, LastLines(c.stderr.String(), 20))
-		return nil, ""
+		return "", nil
 	}
 }
 

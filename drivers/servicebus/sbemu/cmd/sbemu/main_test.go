@@ -66,7 +66,7 @@ func TestReadmeCommand(t *testing.T) {
 	roundTrip(t, urls["queue orders"], urls["queue orders"], &broker.Message{ID: "order-1", Key: "order-1", Body: []byte("placed")})
 	roundTrip(t, urls["topic events"], urls["subscription events/Subscriptions/audit"], &broker.Message{ID: "event-1", Key: "order-1", Body: []byte("audited")})
 
-	if _, stderr := cmd.Interrupt(30 * time.Second); !strings.Contains(stderr, "sbemu: interrupt: stopping") {
+	if stderr, _ := cmd.Interrupt(30 * time.Second); !strings.Contains(stderr, "sbemu: interrupt: stopping") {
 		t.Fatalf("after SIGINT the command did not say it stopped; stderr:\n%s", stderr)
 	}
 	if !cmd.GroupGone() {

@@ -93,7 +93,7 @@ func TestReadmeCommand(t *testing.T) {
 	// go run itself exits 1 when its group is interrupted, whatever its
 	// child returns: what counts is that the command stopped, said so,
 	// and took fauxqs with it.
-	if _, stderr := cmd.Interrupt(30 * time.Second); !strings.Contains(stderr, "fauxqs: interrupt: stopping") {
+	if stderr, _ := cmd.Interrupt(30 * time.Second); !strings.Contains(stderr, "fauxqs: interrupt: stopping") {
 		t.Fatalf("after SIGINT the command did not say it stopped; stderr:\n%s", stderr)
 	}
 	if !cmd.GroupGone() {
