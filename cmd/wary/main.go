@@ -9,7 +9,8 @@
 //
 // and run "wary --help". Exit codes: 0 when all is well, 1 when the
 // command found something (a misconfiguration, a broken promise, parked
-// messages), 2 for a usage or connection error.
+// messages), 2 for a usage or connection error, 3 when the operator
+// answered no at a confirmation prompt (nothing was changed).
 package main
 
 import (

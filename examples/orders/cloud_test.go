@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -70,4 +72,25 @@ func sqsQueue(t *testing.T) string {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
 	q := url.Values{"region": {sqsemu.Region}, "endpoint": {srv.Endpoint}}
 	return "sqsfifo://" + name + "?" + q.Encode()
+}
+
+// TestSQSFIFOSecondRunExplainsDedupWindow: a second run on the same queue
+// inside SQS's 5-minute window publishes only IDs the broker already saw,
+// so nothing arrives; the run says so, with the window and what to do,
+// instead of "0 of N events settled (last error: <nil>)".
+func TestSQSFIFOSecondRunExplainsDedupWindow(t *testing.T) {
+	cfg := Config{Broker: sqsQueue(t)}
+	runDedup(t, cfg, true)
+	cfg.SettleTimeout = 5 * time.Second // nothing will come: the first run's IDs are all inside the window
+	var out bytes.Buffer
+	_, err := Run(t.Context(), &out, cfg)
+	var dw *DedupWindowError
+	if !errors.As(err, &dw) {
+		t.Fatalf("second run: %v, want a DedupWindowError\n%s", err, out.String())
+	}
+	for _, want := range []string{"none of", "events arrived", "in the last 5m0s (per queue)", "same every run", "fresh queue"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("second run's error lacks %q: %v", want, err)
+		}
+	}
 }

@@ -105,6 +105,9 @@ type Config struct {
 	Broker       string // topic URL ("" or mem://...: in memory)
 	Subscription string // subscription URL ("": derived from Broker)
 	Postgres     string // PostgreSQL URL ("": SQLite)
+	// SettleTimeout is how long the consumer waits for every event to be
+	// settled (0: 30s).
+	SettleTimeout time.Duration
 }
 
 // Report is what a run found.
@@ -170,6 +173,7 @@ func Run(ctx context.Context, w io.Writer, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	defer br.close()
+	br.settle = cfg.SettleTimeout
 	if cfg.Postgres != "" {
 		s, err := openPostgres(ctx, cfg.Postgres)
 		if err != nil {
@@ -326,7 +330,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	if err != nil {
 		return rep, err
 	}
-	if err := consume(ctx, br.sub, inbox, billing, h, &rep); err != nil {
+	if err := consume(ctx, br.sub, inbox, billing, h, &rep, br.settle); err != nil {
 		return rep, err
 	}
 	s := inbox.Stats()
@@ -378,20 +382,43 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	return rep, nil
 }
 
+// DedupWindowError says that nothing arrived on a broker that drops a
+// message whose ID it saw within its deduplication window (SQS FIFO): the
+// run's event IDs are the same every run, so a run inside the window of
+// an earlier one on the same queue publishes only copies the broker drops.
+type DedupWindowError struct {
+	Window    time.Duration
+	Scope     string
+	Published int
+	Waited    time.Duration
+}
+
+func (e *DedupWindowError) Error() string {
+	return fmt.Sprintf("consumer: after %s, none of %d events arrived. This broker drops a message whose ID it saw in the last %s (per %s), "+
+		"and this example's event IDs are the same every run: a run less than %s after an earlier one on the same queue publishes only copies that the broker drops. "+
+		"Wait %s, or run on a fresh queue (SQS: a new QUEUE.fifo)", e.Waited, e.Published, e.Window, e.Scope, e.Window, e.Window)
+}
+
 // consume delivers to billing until every published event was settled
 // for good (applied, dropped as a duplicate or parked) and nothing more
 // arrives for a moment. The first delivery of the redelivered event is
 // nacked, as if its consumer had died.
-func consume[Tx any](ctx context.Context, sub *broker.Subscription, inbox *idem.Inbox[Tx], billing idem.Handler[Tx], h *conformance.History, rep *Report) error {
+func consume[Tx any](ctx context.Context, sub *broker.Subscription, inbox *idem.Inbox[Tx], billing idem.Handler[Tx], h *conformance.History, rep *Report, timeout time.Duration) error {
 	done := map[string]bool{}
 	nacked := map[string]int{}
 	injected := false
 	defer func() { rep.Faults.Redelivery = injected && done[redelivered] }()
-	deadline := time.Now().Add(30 * time.Second)
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	deadline := time.Now().Add(timeout)
 	var lastErr error
 	for {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("consumer: after 30s, %d of %d events settled (last error: %v)", len(done), rep.Published, lastErr)
+			if w := sub.Capabilities().DedupWindow; rep.Deliveries == 0 && w > 0 {
+				return &DedupWindowError{Window: w, Scope: sub.Capabilities().DedupScope.String(), Published: rep.Published, Waited: timeout}
+			}
+			return fmt.Errorf("consumer: after %s, %d of %d events settled (last error: %v)", timeout, len(done), rep.Published, lastErr)
 		}
 		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		ds, err := sub.Receive(rctx, 10)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -150,6 +151,8 @@ type brokers struct {
 	topic *broker.Topic
 	sub   *broker.Subscription
 	close func()
+	// settle is Config.SettleTimeout.
+	settle time.Duration
 }
 
 // openBroker opens the topic at topicURL and the billing subscription on

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/url"
 	"regexp"
+	"strconv"
 	"time"
 
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -53,13 +54,18 @@ var _ store.Store[*sql.Tx] = (*Store)(nil)
 var _ store.OutboxStore[*sql.Tx] = (*Store)(nil)
 var _ store.KeyStore[*sql.Tx] = (*Store)(nil)
 
+// busyTimeout is how long a statement waits for another connection's lock
+// (SQLite's busy_timeout) before it fails with SQLITE_BUSY.
+const busyTimeout = 15 * time.Second
+
 // DSN returns the data source name Open uses for the database file path:
-// WAL journal, a busy timeout of 5 seconds, and BEGIN IMMEDIATE for every
+// WAL journal, a busy timeout of 15 seconds, and BEGIN IMMEDIATE for every
 // transaction, so that concurrent writers queue for the write lock instead
 // of failing to upgrade a read lock.
 func DSN(path string) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() +
-		"?_pragma=busy_timeout(15000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+		"?_pragma=busy_timeout(" + strconv.FormatInt(busyTimeout.Milliseconds(), 10) + ")" +
+		"&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 }
 
 // Open opens (creating if needed) the database file at path with DSN(path)

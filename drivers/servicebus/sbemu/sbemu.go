@@ -86,38 +86,77 @@ func Start(t conformance.T, topology Topology) *Emulator {
 		}
 		return &Emulator{ConnectionString: cs, Real: true, AdminEndpoint: ep, adminOpts: opts}
 	}
+	e, stop, err := Launch(topology)
+	if err != nil {
+		var u *UnavailableError
+		if errors.As(err, &u) {
+			nodeproc.Unavailable(t, "%v", err)
+		}
+		// node and the dependencies are there: an emulator that does not
+		// start is a bug, not a missing service
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() {
+		if stderr := stop(); t.Failed() && stderr != "" {
+			t.Logf("servicebus emulator stderr:\n%s", stderr)
+		}
+	})
+	return e
+}
+
+// UnavailableError says that the emulator cannot run here (node, npm or
+// its sources missing): tests skip, unless WARY_REQUIRE_SERVICES=1.
+type UnavailableError struct{ Err error }
+
+func (e *UnavailableError) Error() string { return "servicebus emulator unavailable: " + e.Err.Error() }
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Launch starts the emulator serving topology on loopback (running npm ci
+// in Dir first if node_modules is missing), whatever the environment
+// says, and returns it with the function that stops it and returns what
+// it wrote on stderr. An *UnavailableError means it cannot run here.
+func Launch(topology Topology) (*Emulator, func() string, error) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		nodeproc.Unavailable(t, "servicebus emulator: node not found on PATH")
+		return nil, nil, &UnavailableError{errors.New("node not found on PATH")}
 	}
 	dir, err := Dir()
 	if err != nil {
-		nodeproc.Unavailable(t, "servicebus emulator: %v", err)
+		return nil, nil, &UnavailableError{err}
 	}
 	if err := nodeproc.EnsureDeps(dir, "rhea"); err != nil {
-		nodeproc.Unavailable(t, "servicebus emulator: npm ci failed: %v", err)
+		return nil, nil, &UnavailableError{fmt.Errorf("npm ci failed: %w", err)}
 	}
 	cfg, err := json.Marshal(topology)
 	if err != nil {
-		t.Fatalf("servicebus emulator: topology: %v", err)
+		return nil, nil, fmt.Errorf("servicebus emulator: topology: %w", err)
 	}
-	cfgPath := filepath.Join(t.TempDir(), "topology.json")
-	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
-		t.Fatalf("servicebus emulator: %v", err)
-	}
-	port, adminPort, stop, err := launch(t, node, dir, cfgPath)
+	tmp, err := os.MkdirTemp("", "sbemu-")
 	if err != nil {
-		// node and the dependencies are there: an emulator that does not
-		// start is a bug, not a missing service
-		t.Fatalf("servicebus emulator: %v", err)
+		return nil, nil, fmt.Errorf("servicebus emulator: %w", err)
 	}
-	t.Cleanup(stop)
+	cfgPath := filepath.Join(tmp, "topology.json")
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, nil, fmt.Errorf("servicebus emulator: %w", err)
+	}
+	port, adminPort, stop, err := launch(node, dir, cfgPath)
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, nil, fmt.Errorf("servicebus emulator: %w", err)
+	}
+	stopAll := func() string {
+		s := stop()
+		_ = os.RemoveAll(tmp)
+		return s
+	}
 	ep := "http://127.0.0.1:" + strconv.Itoa(adminPort)
 	opts, _, err := servicebus.AdminClientOptions(ep)
 	if err != nil {
-		t.Fatalf("servicebus emulator: %v", err)
+		stopAll()
+		return nil, nil, fmt.Errorf("servicebus emulator: %w", err)
 	}
-	return &Emulator{ConnectionString: connectionString(port), Port: port, AdminPort: adminPort, AdminEndpoint: ep, adminOpts: opts}
+	return &Emulator{ConnectionString: connectionString(port), Port: port, AdminPort: adminPort, AdminEndpoint: ep, adminOpts: opts}, stopAll, nil
 }
 
 // NewClient returns a client for the emulator (or the real namespace),
@@ -172,7 +211,7 @@ func Dir() (string, error) {
 	return filepath.Clean(dir), nil
 }
 
-func launch(t conformance.T, node, dir, cfgPath string) (int, int, func(), error) {
+func launch(node, dir, cfgPath string) (int, int, func() string, error) {
 	cmd := exec.Command(node, filepath.Join("src", "main.js"),
 		"--config", cfgPath, "--port", "0", "--host", "127.0.0.1", "--exit-on-stdin-close")
 	cmd.Dir = dir
@@ -198,15 +237,11 @@ func launch(t conformance.T, node, dir, cfgPath string) (int, int, func(), error
 		_ = cmd.Wait()
 		close(waited)
 	}()
-	stop := func() {
+	stop := func() string {
 		_ = stdin.Close()
 		_ = cmd.Process.Kill()
 		<-waited
-		if t.Failed() {
-			if s := stderr.String(); s != "" {
-				t.Logf("servicebus emulator stderr:\n%s", s)
-			}
-		}
+		return stderr.String()
 	}
 	type ports struct{ amqp, admin int }
 	ready := make(chan ports, 1)

@@ -98,6 +98,13 @@ func Launch(opts Options) (*Server, func(), error) {
 	if ep := os.Getenv(EnvEndpoint); ep != "" {
 		return &Server{Endpoint: ep, Real: true, DedupWindow: 5 * time.Minute}, func() {}, nil
 	}
+	return LaunchFauxqs(opts)
+}
+
+// LaunchFauxqs is Launch without WARY_SQS_ENDPOINT: it always starts
+// fauxqs (running npm ci in Dir first if node_modules is missing) and
+// returns it with the function that stops it.
+func LaunchFauxqs(opts Options) (*Server, func(), error) {
 	dir, err := Dir()
 	if err != nil {
 		return nil, nil, &UnavailableError{err}
@@ -291,6 +298,27 @@ func CreateQueue(t conformance.T, client *sqs.Client, spec QueueSpec) (url, dlqU
 		prefix = "wary"
 	}
 	name := UniqueName(prefix)
+	url, dlqURL, err := createQueue(ctx, client, name, "dlq-"+name+".fifo", spec, func(u string) { deleteAtCleanup(t, client, u) })
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return url, dlqURL
+}
+
+// CreateNamedQueue creates the queue name (".fifo" is added to a FIFO
+// queue's name that lacks it) as spec says, and its dead-letter queue
+// "<name>-dlq.fifo" when spec.MaxReceive > 0; spec.NamePrefix is
+// ignored. It returns both URLs ("" without a dead-letter queue) and
+// deletes nothing.
+func CreateNamedQueue(ctx context.Context, client *sqs.Client, name string, spec QueueSpec) (url, dlqURL string, err error) {
+	name = strings.TrimSuffix(name, ".fifo")
+	return createQueue(ctx, client, name, name+"-dlq.fifo", spec, func(string) {})
+}
+
+// createQueue creates queue name (".fifo" added unless spec.Standard) and,
+// with spec.MaxReceive > 0, the FIFO dead-letter queue dlqName first;
+// created is called with the URL of each queue made.
+func createQueue(ctx context.Context, client *sqs.Client, name, dlqName string, spec QueueSpec, created func(url string)) (url, dlqURL string, err error) {
 	attrs := map[string]string{}
 	if !spec.Standard {
 		name += ".fifo"
@@ -315,28 +343,28 @@ func CreateQueue(t conformance.T, client *sqs.Client, spec QueueSpec) (url, dlqU
 		attrs["MaximumMessageSize"] = strconv.Itoa(spec.MaxSize)
 	}
 	if spec.MaxReceive > 0 {
-		dlq, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("dlq-" + name),
+		dlq, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(dlqName),
 			Attributes: map[string]string{"FifoQueue": "true"}})
 		if err != nil {
-			t.Fatalf("create DLQ: %v", err)
+			return "", "", fmt.Errorf("create DLQ: %w", err)
 		}
 		dlqURL = aws.ToString(dlq.QueueUrl)
-		deleteAtCleanup(t, client, dlqURL)
+		created(dlqURL)
 		a, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl,
 			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
 		if err != nil {
-			t.Fatalf("DLQ ARN: %v", err)
+			return "", "", fmt.Errorf("DLQ ARN: %w", err)
 		}
 		attrs["RedrivePolicy"] = fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`,
 			a.Attributes["QueueArn"], spec.MaxReceive)
 	}
 	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
 	if err != nil {
-		t.Fatalf("create queue: %v", err)
+		return "", "", fmt.Errorf("create queue: %w", err)
 	}
 	url = aws.ToString(out.QueueUrl)
-	deleteAtCleanup(t, client, url)
-	return url, dlqURL
+	created(url)
+	return url, dlqURL, nil
 }
 
 func deleteAtCleanup(t conformance.T, client *sqs.Client, url string) {

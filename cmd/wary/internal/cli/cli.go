@@ -23,6 +23,10 @@ const (
 	ExitOK      = 0 // all is well
 	ExitFinding = 1 // the command found something: a misconfiguration, a broken promise, something stuck
 	ExitError   = 2 // a usage or connection error
+	// ExitDeclined: the operator answered no at a confirmation prompt, so
+	// nothing was changed. Not an error, but not the action asked for
+	// either: a script can tell it apart from 0 (done) and 2 (failed).
+	ExitDeclined = 3
 )
 
 // Environment variables that give connection strings when no flag does.
@@ -48,6 +52,10 @@ type IO struct {
 // errFinding makes Run exit with ExitFinding; the command already printed
 // what it found.
 var errFinding = errors.New("finding")
+
+// errDeclined makes Run exit with ExitDeclined; confirm already said that
+// nothing was done.
+var errDeclined = errors.New("declined")
 
 // app is one run's state, shared by the commands.
 type app struct {
@@ -78,6 +86,8 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 		return ExitOK
 	case errors.Is(err, errFinding):
 		return ExitFinding
+	case errors.Is(err, errDeclined):
+		return ExitDeclined
 	}
 	fmt.Fprintf(stdio.Err, "wary: %s\n", redactErr(err))
 	return ExitError
@@ -105,7 +115,8 @@ Connection strings come from flags or from the environment:
 Passwords are never printed.
 
 Exit codes: 0 all is well, 1 something was found (a misconfiguration,
-a broken promise, something stuck), 2 a usage or connection error.`,
+a broken promise, something stuck), 2 a usage or connection error,
+3 declined at a confirmation prompt (nothing was changed).`,
 		Example: `  wary explain --broker 'rabbit://orders?delivery_limit=5' --postgres "$WARY_POSTGRES_URL" --outbox --inbox --consumer billing
   wary parked list --sqlite shop.db
   wary probe 'mem://scratch?profile=sqsfifo'`,
@@ -117,7 +128,7 @@ a broken promise, something stuck), 2 a usage or connection error.`,
 		return fmt.Errorf("%w (see %s --help)", err, c.CommandPath())
 	})
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print data as JSON")
-	root.AddCommand(a.explainCmd(), a.parkedCmd(), a.outboxCmd(), a.dlqCmd(), a.probeCmd())
+	root.AddCommand(a.explainCmd(), a.parkedCmd(), a.outboxCmd(), a.dlqCmd(), a.probeCmd(), a.versionCmd())
 	return root
 }
 
@@ -144,7 +155,8 @@ func (a *app) confirm(what string) error {
 	case "y", "yes":
 		return nil
 	}
-	return errors.New("not confirmed (answer y, or pass --yes)")
+	fmt.Fprintln(a.io.Err, "not confirmed: nothing was changed (answer y, or pass --yes)")
+	return errDeclined
 }
 
 // yesFlag adds --yes to a destructive command.

@@ -135,7 +135,7 @@ func TestDestructiveCommandsAsk(t *testing.T) {
 		p.args("parked", "discard", "--consumer", "billing", "--all"),
 		{"dlq", "discard", dlq, "--all", "--wait", "1s"},
 	} {
-		if r := w.want(cli.ExitError, args...); !strings.Contains(r.errout, "[y/N]") || !strings.Contains(r.errout, "not confirmed") {
+		if r := w.want(cli.ExitDeclined, args...); !strings.Contains(r.errout, "[y/N]") || !strings.Contains(r.errout, "nothing was changed") {
 			t.Errorf("wary %s: stderr %q does not ask, or does not say it did nothing", strings.Join(args, " "), r.errout)
 		}
 	}

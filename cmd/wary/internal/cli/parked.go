@@ -43,7 +43,7 @@ aggregate's parked messages back to the broker, in order, with their
 original IDs and headers and a wary-replayed-by header, forgetting their
 inbox claims so that the consumer processes them again.`,
 		Example: `  wary parked list --sqlite shop.db
-  wary parked show 7 --consumer billing --sqlite shop.db
+  wary parked show 7 --sqlite shop.db
   wary parked replay --consumer billing --aggregate order-3 --to rabbit://orders --postgres "$WARY_POSTGRES_URL"
   wary parked discard --consumer billing --id 7 --yes --sqlite shop.db`,
 	}
@@ -97,9 +97,12 @@ func (a *app) parkedList() *cobra.Command {
 func (a *app) parkedShow() *cobra.Command {
 	var f parkedFlags
 	c := &cobra.Command{
-		Use:     "show ID --consumer NAME",
-		Short:   "Show one parked message with its headers and body",
-		Example: `  wary parked show 7 --consumer billing --sqlite shop.db --json`,
+		Use:   "show ID [--consumer NAME]",
+		Short: "Show one parked message with its headers and body",
+		Long: `show prints one parked message, with its headers and body, by the ID
+that "wary parked list" prints. IDs are unique across consumers, so
+--consumer is needed only to check that the message is that consumer's.`,
+		Example: `  wary parked show 7 --sqlite shop.db --json`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			id, err := strconv.ParseInt(args[0], 10, 64)
@@ -112,28 +115,50 @@ func (a *app) parkedShow() *cobra.Command {
 				return err
 			}
 			defer d.close()
-			ps, err := d.ListParked(ctx, f.consumer, store.ParkedFilter{ID: id})
+			cons, p, err := findParked(ctx, d, f.consumer, id)
 			if err != nil {
 				return err
 			}
-			if len(ps) == 0 {
-				return fmt.Errorf("consumer %q has no parked message %d", f.consumer, id)
-			}
-			p := toParkedJSON(f.consumer, ps[0], true)
-			return a.out(p, func(w io.Writer) {
-				printParked(w, []parkedJSON{p})
+			j := toParkedJSON(cons, p, true)
+			return a.out(j, func(w io.Writer) {
+				printParked(w, []parkedJSON{j})
 				fmt.Fprintln(w, "headers:")
-				for _, k := range slices.Sorted(maps.Keys(p.Headers)) {
-					fmt.Fprintf(w, "  %s: %s\n", k, p.Headers[k])
+				for _, k := range slices.Sorted(maps.Keys(j.Headers)) {
+					fmt.Fprintf(w, "  %s: %s\n", k, j.Headers[k])
 				}
-				fmt.Fprintf(w, "body (%s):\n%s\n", p.BodyEncoding, p.Body)
+				fmt.Fprintf(w, "body (%s):\n%s\n", j.BodyEncoding, j.Body)
 			})
 		},
 	}
 	f.store.add(c)
-	c.Flags().StringVar(&f.consumer, "consumer", "", "the consumer (required)")
-	_ = c.MarkFlagRequired("consumer")
+	c.Flags().StringVar(&f.consumer, "consumer", "", "only if it is this consumer's message")
 	return c
+}
+
+// findParked returns parked message id and its consumer: consumer's, or,
+// with consumer "", whichever consumer's it is (IDs are unique).
+func findParked(ctx context.Context, d db, consumer string, id int64) (string, store.Parked, error) {
+	consumers := []string{consumer}
+	if consumer == "" {
+		m, err := d.ParkedConsumers(ctx)
+		if err != nil {
+			return "", store.Parked{}, err
+		}
+		consumers = slices.Sorted(maps.Keys(m))
+	}
+	for _, cons := range consumers {
+		ps, err := d.ListParked(ctx, cons, store.ParkedFilter{ID: id})
+		if err != nil {
+			return "", store.Parked{}, err
+		}
+		if len(ps) > 0 {
+			return cons, ps[0], nil
+		}
+	}
+	if consumer != "" {
+		return "", store.Parked{}, fmt.Errorf("consumer %q has no parked message %d (see wary parked list)", consumer, id)
+	}
+	return "", store.Parked{}, fmt.Errorf("no parked message %d (see wary parked list)", id)
 }
 
 func (a *app) parkedReplay() *cobra.Command {

@@ -115,6 +115,9 @@ func (a *app) openStore(ctx context.Context, f *storeFlags) (db, error) {
 			return nil, fmt.Errorf("PostgreSQL %s: %s", broker.RedactString(pgURL), redactErr(err))
 		}
 		s, err := postgres.New(ctx, pool, &postgres.Options{Schema: f.schema, Prefix: f.prefix, SkipMigrate: true})
+		if err == nil {
+			err = pgStoreExists(ctx, pool, f)
+		}
 		if err != nil {
 			pool.Close()
 			return nil, err
@@ -122,4 +125,36 @@ func (a *app) openStore(ctx context.Context, f *storeFlags) (db, error) {
 		return sqlDB[pgx.Tx]{adminStore: s, closeFn: pool.Close}, nil
 	}
 	return nil, fmt.Errorf("name the store: --postgres URL (or $%s) or --sqlite FILE", EnvPostgres)
+}
+
+// pgStoreExists fails, naming the schema and the table it looked for and
+// how to fix it, unless the store's tables are where the flags say: a
+// wrong --schema or --prefix would otherwise surface as a bare
+// "relation does not exist (SQLSTATE 42P01)" from the first query.
+func pgStoreExists(ctx context.Context, pool *pgxpool.Pool, f *storeFlags) error {
+	prefix := f.prefix
+	if prefix == "" {
+		prefix = postgres.DefaultPrefix
+	}
+	schema := f.schema
+	if schema == "" {
+		if err := pool.QueryRow(ctx, "SELECT coalesce(current_schema(), '')").Scan(&schema); err != nil {
+			return fmt.Errorf("PostgreSQL: read the current schema: %s", redactErr(err))
+		}
+	}
+	table := pgx.Identifier{schema, prefix + "migrations"}.Sanitize()
+	var found bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&found); err != nil {
+		return fmt.Errorf("PostgreSQL: look for %s: %s", table, redactErr(err))
+	}
+	if found {
+		return nil
+	}
+	where := fmt.Sprintf("schema %q", schema)
+	if f.schema == "" {
+		where += " (the search_path's first; --schema names another)"
+	}
+	return fmt.Errorf("no wary store in %s with prefix %q: table %s does not exist; "+
+		"pass the --schema and --prefix your program gives postgres.Options, "+
+		"or start the program once so that postgres.New creates the tables", where, prefix, table)
 }

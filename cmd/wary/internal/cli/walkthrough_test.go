@@ -115,13 +115,21 @@ func parkedWalkthrough[Tx any](t *testing.T, w *wary, p *pipe[Tx]) {
 	if len(listed) != 2 || listed[0].MessageID != "order-1/placed" {
 		t.Fatalf("parked list --json: %+v, want order-1/placed then order-1/paid", listed)
 	}
-	r = w.want(cli.ExitOK, p.args("parked", "show", strconv.FormatInt(listed[0].ID, 10), "--consumer", consumer)...)
-	r.has(t, "traceparent: 00-order-1/placed", "body of order-1/placed")
+	// IDs are unique: show needs no --consumer, and with one it checks it.
+	r = w.want(cli.ExitOK, p.args("parked", "show", strconv.FormatInt(listed[0].ID, 10))...)
+	r.has(t, "traceparent: 00-order-1/placed", "body of order-1/placed", consumer)
+	w.want(cli.ExitOK, p.args("parked", "show", strconv.FormatInt(listed[0].ID, 10), "--consumer", consumer)...).has(t, "order-1/placed")
+	if r := w.want(cli.ExitError, p.args("parked", "show", strconv.FormatInt(listed[0].ID, 10), "--consumer", "someone-else")...); !strings.Contains(r.errout, `consumer "someone-else" has no parked message`) {
+		t.Errorf("show with another consumer: stderr %q", r.errout)
+	}
+	if r := w.want(cli.ExitError, p.args("parked", "show", "999999")...); !strings.Contains(r.errout, "no parked message 999999") {
+		t.Errorf("show of a missing ID: stderr %q", r.errout)
+	}
 
 	// Replay asks first; "no" leaves everything parked.
 	w.stdin = "no\n"
 	replay := p.args("parked", "replay", "--consumer", consumer, "--aggregate", "order-1", "--to", p.topicURL)
-	if r := w.want(cli.ExitError, replay...); !strings.Contains(r.errout, "not confirmed") {
+	if r := w.want(cli.ExitDeclined, replay...); !strings.Contains(r.errout, "not confirmed") {
 		t.Errorf("stderr %q does not say the replay was not confirmed", r.errout)
 	}
 	w.stdin = "y\n"
