@@ -122,3 +122,24 @@ func TestPublishRetriesOnlyWhatFailed(t *testing.T) {
 		t.Fatalf("batches %v, want [a b c] then [b c]", d.batches)
 	}
 }
+
+// TestPublishMaybeSentSticks: a message that an attempt may have
+// delivered stays "may have been sent" when a later attempt of it is
+// refused before sending: sending it again could duplicate it.
+func TestPublishMaybeSentSticks(t *testing.T) {
+	lost := errors.New("connection lost after the write")
+	refused := errors.New("refused before the write")
+	d := &stubTopic{infos: map[error]driver.ErrorInfo{lost: {Code: driver.Unavailable, MaybeSent: true}, refused: {Code: driver.Unavailable}},
+		errs: []error{&driver.BatchError{Errs: []error{nil, lost}}, refused, refused}}
+	err := NewTopic(d, fastRetry).Publish(context.Background(), &Message{ID: "a"}, &Message{ID: "b"})
+	var be *Error
+	if !errors.As(err, &be) || len(be.Messages) != 2 || be.Messages[0] != nil {
+		t.Fatalf("got %v, want a sent, b failed", err)
+	}
+	if !errors.Is(be.Messages[1], ErrMaybeSent) || errors.Is(be.Messages[1], ErrNotSent) {
+		t.Fatalf("b: %v, want may have been sent (its first attempt may have delivered it)", be.Messages[1])
+	}
+	if len(d.batches) != 3 || len(d.batches[1]) != 1 || d.batches[1][0].ID != "b" {
+		t.Fatalf("batches %v, want [a b] then [b] twice", d.batches)
+	}
+}

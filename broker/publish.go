@@ -13,15 +13,19 @@ import (
 // sendWithRetry sends batch, and sends again what failed for a transient
 // reason (ErrRetryable) up to the retry policy's attempts: the whole batch
 // when it failed as a whole, only its failed messages when the driver said
-// which were accepted (those are not sent twice). maybeSent is set when
-// any attempt may have reached the broker.
-func (t *Topic) sendWithRetry(ctx context.Context, batch []*driver.Message, maybeSent *bool) error {
+// which were accepted (those are not sent twice). A message that any
+// attempt may have delivered stays "may have been sent" whatever a later
+// attempt says of it.
+func (t *Topic) sendWithRetry(ctx context.Context, batch []*driver.Message) error {
 	todo := batch
 	at := make([]int, len(batch)) // at[i]: todo[i]'s index in batch
 	for i := range at {
 		at[i] = i
 	}
-	var outcome []error // per message of batch, once an attempt told them apart
+	var (
+		outcome []error // per message of batch, once an attempt told them apart
+		maybe   []bool  // per message of batch: an attempt may have delivered it
+	)
 	for attempt := 1; ; attempt++ {
 		var werr *Error
 		var raw error
@@ -30,8 +34,17 @@ func (t *Topic) sendWithRetry(ctx context.Context, batch []*driver.Message, mayb
 		}
 		if raw != nil {
 			werr = wrapErr("publish", t.d.Classify, raw).(*Error)
-			if werr.MaybeSent {
-				*maybeSent = true
+			if maybe == nil {
+				maybe = make([]bool, len(batch))
+			}
+			for i, j := range at {
+				var me *Error
+				switch {
+				case werr.Messages == nil:
+					maybe[j] = maybe[j] || werr.MaybeSent
+				case errors.As(werr.Messages[i], &me):
+					maybe[j] = maybe[j] || me.MaybeSent
+				}
 			}
 		}
 		if outcome != nil || (werr != nil && werr.Messages != nil) {
@@ -53,7 +66,7 @@ func (t *Topic) sendWithRetry(ctx context.Context, batch []*driver.Message, mayb
 			return nil
 		}
 		if werr == nil || !retryable(werr) || attempt >= t.retry.Attempts {
-			return batchOutcome(werr, outcome)
+			return batchOutcome(werr, outcome, maybe)
 		}
 		if outcome != nil { // send again only what failed
 			todo, at = todo[:0:0], at[:0:0]
@@ -71,10 +84,10 @@ func (t *Topic) sendWithRetry(ctx context.Context, batch []*driver.Message, mayb
 		case <-ctx.Done():
 			timer.Stop()
 			werr.err = errors.Join(raw, ctx.Err())
-			return batchOutcome(werr, outcome)
+			return batchOutcome(werr, outcome, maybe)
 		case <-t.closing:
 			timer.Stop()
-			return batchOutcome(werr, outcome)
+			return batchOutcome(werr, outcome, maybe)
 		case <-timer.C:
 		}
 	}
@@ -95,13 +108,24 @@ func retryable(e *Error) bool {
 
 // batchOutcome is the error of a batch after its last attempt, last: with
 // outcome (per message, over every attempt) when the attempts told the
-// messages apart, nil when every message was accepted in the end.
-func batchOutcome(last *Error, outcome []error) error {
+// messages apart, nil when every message was accepted in the end. A
+// message that maybe says an attempt may have delivered is reported as
+// may have been sent.
+func batchOutcome(last *Error, outcome []error, maybe []bool) error {
 	if outcome == nil {
+		if slices.Contains(maybe, true) {
+			last.MaybeSent = true
+		}
 		return last
 	}
 	if !slices.ContainsFunc(outcome, func(e error) bool { return e != nil }) {
 		return nil
+	}
+	for j, e := range outcome {
+		var me *Error
+		if e != nil && maybe[j] && errors.As(e, &me) && !me.MaybeSent {
+			outcome[j] = newError(me.Op, me.Code, true, me.err)
+		}
 	}
 	out := newError("publish", driver.Unknown, false, last.err)
 	out.Messages = outcome
@@ -120,7 +144,7 @@ var errEarlierBatch = newError("publish", driver.Unknown, false, errors.New("not
 // for the rest.
 func placeMessages(be *Error, n, start, end int) {
 	msgs := make([]error, n)
-	own := newError(be.Op, be.Code, be.MaybeSent, be.err) // the batch's error, before the call's
+	own := newError(be.Op, be.Code, be.MaybeSent, be.err) // the batch's error, before the earlier batches count
 	for i := start; i < end; i++ {
 		if be.Messages != nil {
 			msgs[i] = be.Messages[i-start]

@@ -116,14 +116,10 @@ func (t *Topic) Publish(ctx context.Context, msgs ...*Message) (err error) {
 	if t.caps.MaxBatchSize > 0 {
 		size = t.caps.MaxBatchSize
 	}
-	maybeSent := false
 	for start := 0; start < len(dms); start += size {
 		end := min(start+size, len(dms))
-		if err := t.sendWithRetry(ctx, dms[start:end], &maybeSent); err != nil {
+		if err := t.sendWithRetry(ctx, dms[start:end]); err != nil {
 			be := err.(*Error)
-			if maybeSent {
-				be.MaybeSent = true
-			}
 			if len(dms) > 1 {
 				placeMessages(be, len(dms), start, end)
 			}
