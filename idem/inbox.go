@@ -147,9 +147,10 @@ type Inbox[Tx any] struct {
 // capabilities of the subscription the deliveries come from
 // (sub.Capabilities()): the redelivery horizon bounds the retention, and
 // NackDelay and DeadLetter decide how failures are settled.
-func NewInbox[Tx any](st store.Store[Tx], consumer string, caps broker.Capabilities, opts *Options) (*Inbox[Tx], error) {
-	if st == nil {
-		return nil, errors.New("idem: nil store")
+func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Capabilities, opts *Options) (*Inbox[Tx], error) {
+	st, err := driverOf(p)
+	if err != nil {
+		return nil, err
 	}
 	if err := ValidateConsumer(consumer); err != nil {
 		return nil, err
@@ -230,9 +231,6 @@ func retention(o *Options, consumer string, h time.Duration) error {
 
 // Consumer returns the consumer name.
 func (in *Inbox[Tx]) Consumer() string { return in.consumer }
-
-// Store returns the store.
-func (in *Inbox[Tx]) Store() store.Store[Tx] { return in.store }
 
 // Retention returns the effective retention; broker.HorizonUnbounded means
 // records are kept for ever.

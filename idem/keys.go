@@ -89,9 +89,10 @@ type Keys[Tx any] struct {
 }
 
 // NewKeys returns Keys for the provider c describes.
-func NewKeys[Tx any](st store.KeyStore[Tx], c KeyContract, opts *KeysOptions) (*Keys[Tx], error) {
-	if st == nil {
-		return nil, errors.New("idem: nil store")
+func NewKeys[Tx any](p store.Provider[Tx], c KeyContract, opts *KeysOptions) (*Keys[Tx], error) {
+	st, err := driverOf(p)
+	if err != nil {
+		return nil, err
 	}
 	if err := store.ValidateProvider(c.Provider); err != nil {
 		return nil, err

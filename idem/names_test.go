@@ -69,7 +69,7 @@ func TestParseEvent(t *testing.T) {
 }
 
 func TestNewInboxRetention(t *testing.T) {
-	var st store.Store[int] = nilStore{}
+	var st store.Provider[int] = nilStore{}
 	caps := broker.Capabilities{RedeliveryHorizon: 7 * 24 * time.Hour}
 	if _, err := idem.NewInbox(st, "c", caps, &idem.Options{Retention: time.Hour}); !errors.Is(err, idem.ErrRetention) {
 		t.Errorf("short retention: %v", err)
@@ -125,5 +125,10 @@ func TestNewInboxRetention(t *testing.T) {
 	}
 }
 
-// nilStore satisfies Store for constructor tests; its methods are never called.
-type nilStore struct{ store.Store[int] }
+// nilStore satisfies Provider for constructor tests; its driver's methods
+// are never called.
+type nilStore struct{ intDriver }
+
+type intDriver = store.Driver[int]
+
+func (s nilStore) Driver() store.Driver[int] { return s }

@@ -40,9 +40,10 @@ type OutboxOptions struct {
 
 // NewOutbox returns an outbox on st, the store that also runs the
 // caller's transactions.
-func NewOutbox[Tx any](st store.OutboxStore[Tx], opts *OutboxOptions) (*Outbox[Tx], error) {
-	if st == nil {
-		return nil, fmt.Errorf("%w: nil store", broker.ErrInvalid)
+func NewOutbox[Tx any](p store.Provider[Tx], opts *OutboxOptions) (*Outbox[Tx], error) {
+	st, err := driverOf(p)
+	if err != nil {
+		return nil, err
 	}
 	var o OutboxOptions
 	if opts != nil {

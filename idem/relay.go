@@ -122,9 +122,13 @@ type relayError struct {
 }
 
 // NewRelay returns a relay publishing store's rows to topic.
-func NewRelay(st store.RelayStore, topic *broker.Topic, opts *RelayOptions) (*Relay, error) {
-	if st == nil || topic == nil {
-		return nil, errors.New("idem: NewRelay needs a store and a topic")
+func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOptions) (*Relay, error) {
+	if topic == nil {
+		return nil, fmt.Errorf("%w: NewRelay needs a topic", broker.ErrInvalid)
+	}
+	st, err := driverOf(p)
+	if err != nil {
+		return nil, err
 	}
 	var o RelayOptions
 	if opts != nil {

@@ -27,7 +27,7 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 	if err != nil {
 		return Result{}, err
 	}
-	st := &timedStore{Store: pst}
+	st := newTimedStore(pst)
 	ob, err := idem.NewOutbox(st, nil)
 	if err != nil {
 		return Result{}, err

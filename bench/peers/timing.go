@@ -6,19 +6,39 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/store"
 )
 
 // timedStore is the PostgreSQL store with the relay's claims timed: how
 // long each claim, the publishing of its batch (from the claim's return to
-// Complete) and Complete (mark sent) take. Embedding keeps every optional
-// interface of the store (listener, wake flag, concurrent claims).
+// Complete) and Complete (mark sent) take. It wraps the store's driver
+// with every optional interface the PostgreSQL driver has (listener, wake
+// flag, concurrent claims, one-round-trip claims), so that the relay runs
+// as it does on the store itself.
 type timedStore struct {
-	*postgres.Store
+	pgDriver
 	mu sync.Mutex
 	t  relayTiming
 }
+
+type pgDriver interface {
+	store.Driver[pgx.Tx]
+	store.OutboxListener
+	store.OutboxIdler
+	store.ConcurrentClaimer
+	store.ClaimBeginner[pgx.Tx]
+	store.ClaimChecker[pgx.Tx]
+	store.ClaimManyer[pgx.Tx]
+}
+
+func newTimedStore(s *postgres.Store) *timedStore {
+	return &timedStore{pgDriver: s.Driver().(pgDriver)}
+}
+
+// Driver implements store.Provider: the relay runs on the timed driver.
+func (s *timedStore) Driver() store.Driver[pgx.Tx] { return s }
 
 // relayTiming adds up the relay's claims.
 type relayTiming struct {
@@ -29,7 +49,7 @@ type relayTiming struct {
 
 func (s *timedStore) ClaimOutbox(ctx context.Context, r store.OutboxClaim) (store.OutboxBatch, error) {
 	start := time.Now()
-	b, err := s.Store.ClaimOutbox(ctx, r)
+	b, err := s.pgDriver.ClaimOutbox(ctx, r)
 	took := time.Since(start)
 	if err != nil {
 		return b, err

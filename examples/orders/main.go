@@ -463,15 +463,7 @@ func consume[Tx any](ctx context.Context, sub *broker.Subscription, inbox *idem.
 }
 
 func inTx[Tx any](ctx context.Context, db *shop[Tx], f func(tx Tx) error) error {
-	tx, err := db.store.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	if err := f(tx); err != nil {
-		_ = db.store.Rollback(context.WithoutCancel(ctx), tx)
-		return err
-	}
-	return db.store.Commit(ctx, tx)
+	return db.inTx(ctx, f)
 }
 
 func writeReport(w io.Writer, r *Report) {

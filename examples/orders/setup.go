@@ -27,20 +27,14 @@ import (
 	"github.com/wary-go/wary/idem/store"
 )
 
-// shopStore is what the example needs of a store: the inbox, the outbox
-// and idempotency keys.
-type shopStore[Tx any] interface {
-	store.Store[Tx]
-	store.OutboxStore[Tx]
-	store.KeyStore[Tx]
-}
-
 // shop is the example's database: the store, and the domain SQL on it
 // (written with $1 placeholders).
 type shop[Tx any] struct {
 	name  string
-	store shopStore[Tx]
-	exec  func(ctx context.Context, tx Tx, q string, args ...any) error
+	store store.Provider[Tx]
+	// inTx runs f in a transaction of the database and commits it.
+	inTx func(ctx context.Context, f func(tx Tx) error) error
+	exec func(ctx context.Context, tx Tx, q string, args ...any) error
 	// column reads one text column of every row q returns.
 	column func(ctx context.Context, q string) ([]string, error)
 	close  func()
@@ -69,6 +63,17 @@ func openSQLite(ctx context.Context) (*shop[*sql.Tx], error) {
 	return &shop[*sql.Tx]{
 		name:  "SQLite (embedded, a temporary file)",
 		store: store,
+		inTx: func(ctx context.Context, f func(tx *sql.Tx) error) error {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			if err := f(tx); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			return tx.Commit()
+		},
 		exec: func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
 			_, err := tx.ExecContext(ctx, placeholder.ReplaceAllString(q, "?$1"), args...)
 			return err
@@ -129,6 +134,9 @@ func openPostgres(ctx context.Context, rawURL string) (*shop[pgx.Tx], error) {
 	return &shop[pgx.Tx]{
 		name:  fmt.Sprintf("PostgreSQL (%s:%d/%s, schema %s)", host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, schema),
 		store: store,
+		inTx: func(ctx context.Context, f func(tx pgx.Tx) error) error {
+			return pgx.BeginFunc(ctx, pool, f)
+		},
 		exec: func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
 			_, err := tx.Exec(ctx, q, args...)
 			return err

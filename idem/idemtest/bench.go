@@ -108,17 +108,17 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx]) {
 // bareTx applies ds's effects in one transaction without the inbox, then
 // acknowledges them.
 func bareTx[Tx any](ctx context.Context, e *Env[Tx], ds []*broker.Delivery, effect idem.Handler[Tx]) error {
-	tx, err := e.Store.Begin(ctx)
+	tx, err := e.Driver.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	for _, d := range ds {
 		if err := effect(ctx, tx, d); err != nil {
-			_ = e.Store.Rollback(ctx, tx)
+			_ = e.Driver.Rollback(ctx, tx)
 			return err
 		}
 	}
-	if err := e.Store.Commit(ctx, tx); err != nil {
+	if err := e.Driver.Commit(ctx, tx); err != nil {
 		return err
 	}
 	for _, d := range ds {

@@ -265,15 +265,15 @@ func ProduceAtLatencyRate[Tx any](ctx context.Context, e *OutboxEnv[Tx], start t
 
 // addOne commits m in a transaction of its own.
 func addOne[Tx any](ctx context.Context, e *OutboxEnv[Tx], m *idem.OutboxMessage) error {
-	tx, err := e.Store.Begin(ctx)
+	tx, err := e.Driver.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	if _, err := e.Outbox.Add(ctx, tx, m); err != nil {
-		_ = e.Store.Rollback(context.WithoutCancel(ctx), tx)
+		_ = e.Driver.Rollback(context.WithoutCancel(ctx), tx)
 		return err
 	}
-	return e.Store.Commit(ctx, tx)
+	return e.Driver.Commit(ctx, tx)
 }
 
 // BenchRelayBacklog measures the claim's dependence on the backlog: two

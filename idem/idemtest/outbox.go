@@ -68,7 +68,7 @@ func RunOutbox[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) OutboxB
 // OutboxEnv is an Env whose store has an outbox.
 type OutboxEnv[Tx any] struct {
 	*Env[Tx]
-	OS     store.OutboxStore[Tx]
+	OS     store.Driver[Tx]
 	Outbox *idem.Outbox[Tx]
 }
 
@@ -77,15 +77,11 @@ type OutboxEnv[Tx any] struct {
 func SetupOutbox[Tx any](t testing.TB, f Factory[Tx]) *OutboxEnv[Tx] {
 	t.Helper()
 	e := Setup(t, f, "")
-	st, ok := e.Store.(store.OutboxStore[Tx])
-	if !ok {
-		t.Fatalf("store %T does not implement store.OutboxStore", e.Store)
-	}
-	ob, err := idem.NewOutbox(st, nil)
+	ob, err := idem.NewOutbox(e.Store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &OutboxEnv[Tx]{Env: e, OS: st, Outbox: ob}
+	return &OutboxEnv[Tx]{Env: e, OS: e.Driver, Outbox: ob}
 }
 
 // Add adds msgs in a transaction of their own and commits.
@@ -119,7 +115,7 @@ func (e *OutboxEnv[Tx]) Relay(topic *broker.Topic, o *idem.RelayOptions) *idem.R
 	if o.PurgeInterval == 0 {
 		o.PurgeInterval = -1
 	}
-	r, err := idem.NewRelay(e.OS, topic, o)
+	r, err := idem.NewRelay(e.Store, topic, o)
 	if err != nil {
 		e.T.Fatal(err)
 	}

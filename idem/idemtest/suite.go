@@ -24,7 +24,7 @@ import (
 type DB[Tx any] interface {
 	// Open returns a store using table prefix (the store's default when
 	// empty), creating its tables. Invalid prefixes must fail.
-	Open(ctx context.Context, prefix string) (store.Store[Tx], error)
+	Open(ctx context.Context, prefix string) (store.Provider[Tx], error)
 	// Exec runs a statement, written with $1, $2, ... placeholders, in tx.
 	Exec(ctx context.Context, tx Tx, q string, args ...any) error
 	// QueryRow runs a query in tx.
@@ -78,7 +78,9 @@ type Env[Tx any] struct {
 	T     testing.TB
 	Ctx   context.Context
 	DB    DB[Tx]
-	Store store.Store[Tx]
+	Store store.Provider[Tx]
+	// Driver is Store's driver, whose methods the scenarios call directly.
+	Driver store.Driver[Tx]
 }
 
 // Setup opens a store with prefix on a fresh database and creates the
@@ -91,7 +93,7 @@ func Setup[Tx any](t testing.TB, f Factory[Tx], prefix string) *Env[Tx] {
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	e := &Env[Tx]{T: t, Ctx: ctx, DB: db, Store: st}
+	e := &Env[Tx]{T: t, Ctx: ctx, DB: db, Store: st, Driver: st.Driver()}
 	e.Exec(`CREATE TABLE effects (message_id TEXT NOT NULL, note TEXT NOT NULL)`)
 	e.Exec(`CREATE TABLE counter (id TEXT PRIMARY KEY, n BIGINT NOT NULL)`)
 	e.Exec(`INSERT INTO counter (id, n) VALUES ('c', 0)`)
@@ -109,15 +111,15 @@ func (e *Env[Tx]) Exec(q string, args ...any) {
 // InTx runs f in a transaction and commits.
 func (e *Env[Tx]) InTx(f func(tx Tx) error) {
 	e.T.Helper()
-	tx, err := e.Store.Begin(e.Ctx)
+	tx, err := e.Driver.Begin(e.Ctx)
 	if err != nil {
 		e.T.Fatalf("begin: %v", err)
 	}
 	if err := f(tx); err != nil {
-		_ = e.Store.Rollback(e.Ctx, tx)
+		_ = e.Driver.Rollback(e.Ctx, tx)
 		e.T.Fatalf("in tx: %v", err)
 	}
-	if err := e.Store.Commit(e.Ctx, tx); err != nil {
+	if err := e.Driver.Commit(e.Ctx, tx); err != nil {
 		e.T.Fatalf("commit: %v", err)
 	}
 }
@@ -232,14 +234,14 @@ func testNames[Tx any](t *testing.T, f Factory[Tx]) {
 			t.Errorf("Versioned(%+v): err = %v, want ErrInvalidName", table, err)
 		}
 		e.InTx(func(tx Tx) error {
-			if _, err := e.Store.CheckVersion(e.Ctx, tx, table, "a", 1); !errors.Is(err, idem.ErrInvalidName) {
+			if _, err := e.Driver.CheckVersion(e.Ctx, tx, table, "a", 1); !errors.Is(err, idem.ErrInvalidName) {
 				t.Errorf("CheckVersion(%+v): err = %v, want ErrInvalidName", table, err)
 			}
 			return nil
 		})
 	}
 	e.InTx(func(tx Tx) error {
-		_, err := e.Store.Transition(e.Ctx, tx, idem.StateTable{Table: "orders", IDColumn: "id", StateColumn: `status"`}, "a", "x")
+		_, err := e.Driver.Transition(e.Ctx, tx, idem.StateTable{Table: "orders", IDColumn: "id", StateColumn: `status"`}, "a", "x")
 		if !errors.Is(err, idem.ErrInvalidName) {
 			t.Errorf("Transition with a quote in a column: err = %v, want ErrInvalidName", err)
 		}
@@ -286,7 +288,7 @@ func testMigrate[Tx any](t *testing.T, f Factory[Tx]) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, st := range []store.Store[Tx]{e.Store, other} {
+	for _, st := range []store.Driver[Tx]{e.Driver, other.Driver()} {
 		e.InTx(func(tx Tx) error {
 			ok, err := st.Claim(e.Ctx, tx, "c", "m1", time.Now())
 			if err == nil && !ok {

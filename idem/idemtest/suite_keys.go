@@ -95,22 +95,18 @@ func RunKeys[Tx any](t *testing.T, f Factory[Tx]) {
 
 type keysEnv[Tx any] struct {
 	*Env[Tx]
-	ks    store.KeyStore[Tx]
+	ks    store.Driver[Tx]
 	clock *fakeNow
 }
 
 func setupKeys[Tx any](t *testing.T, f Factory[Tx]) *keysEnv[Tx] {
 	e := Setup(t, f, "")
-	ks, ok := e.Store.(store.KeyStore[Tx])
-	if !ok {
-		t.Fatalf("store %T does not implement store.KeyStore", e.Store)
-	}
-	return &keysEnv[Tx]{Env: e, ks: ks, clock: &fakeNow{t: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}}
+	return &keysEnv[Tx]{Env: e, ks: e.Driver, clock: &fakeNow{t: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}}
 }
 
 func (e *keysEnv[Tx]) keys(c idem.KeyContract, afterCall func(string) error) *idem.Keys[Tx] {
 	e.T.Helper()
-	k, err := idem.NewKeys(e.ks, c, &idem.KeysOptions{Now: e.clock.Now, CallTimeout: time.Minute,
+	k, err := idem.NewKeys(e.Store, c, &idem.KeysOptions{Now: e.clock.Now, CallTimeout: time.Minute,
 		Logger: slog.New(slog.DiscardHandler), AfterCall: afterCall})
 	if err != nil {
 		e.T.Fatal(err)
@@ -135,15 +131,15 @@ func testKeys[Tx any](t *testing.T, f Factory[Tx]) {
 			return nil
 		})
 	}
-	if _, err := idem.NewKeys(e.ks, idem.KeyContract{Provider: "bad name"}, nil); !errors.Is(err, idem.ErrInvalidName) {
+	if _, err := idem.NewKeys(e.Store, idem.KeyContract{Provider: "bad name"}, nil); !errors.Is(err, idem.ErrInvalidName) {
 		t.Errorf("bad provider name: %v", err)
 	}
 	// A rolled-back stage leaves nothing to call.
-	tx, _ := e.Store.Begin(e.Ctx)
+	tx, _ := e.Driver.Begin(e.Ctx)
 	if _, err := k.Stage(e.Ctx, tx, "payment:order-1:attempt-1", []byte("100 EUR")); err != nil {
 		t.Fatal(err)
 	}
-	_ = e.Store.Rollback(e.Ctx, tx)
+	_ = e.Driver.Rollback(e.Ctx, tx)
 	if _, err := k.Call(e.Ctx, "payment:order-1:attempt-1", p.Call); !errors.Is(err, idem.ErrKeyNotStaged) {
 		t.Errorf("Call of a rolled-back key: %v, want ErrKeyNotStaged", err)
 	}

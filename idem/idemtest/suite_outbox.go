@@ -52,14 +52,14 @@ func testOutboxAdd[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbox
 		}
 		return nil
 	})
-	tx, err := e.Store.Begin(e.Ctx)
+	tx, err := e.Driver.Begin(e.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Outbox.Add(e.Ctx, tx, OM("rolled-back", "a", 1, "x")); err != nil {
 		t.Fatal(err)
 	}
-	_ = e.Store.Rollback(e.Ctx, tx)
+	_ = e.Driver.Rollback(e.Ctx, tx)
 
 	gen := &idem.OutboxMessage{AggregateID: "a", Version: 2, Type: "order.paid",
 		Headers: map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, Payload: []byte("two")}
@@ -190,7 +190,7 @@ func testOutOfOrder[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps Ou
 	sub := b.Subscribe(t)
 	r := e.Relay(b.Topic, nil)
 	begin := func() Tx {
-		tx, err := e.Store.Begin(e.Ctx)
+		tx, err := e.Driver.Begin(e.Ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +213,7 @@ func testOutOfOrder[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps Ou
 	// sequence is given to the next row of the aggregate.
 	tx := begin()
 	add(tx, OM("d-rolled-back", "d", 1, "x"))
-	_ = e.Store.Rollback(e.Ctx, tx)
+	_ = e.Driver.Rollback(e.Ctx, tx)
 	if caps.ConcurrentWriters {
 		t1 := begin() // the older transaction, which commits late
 		if s := add(t1, OM("a-1", "a", 1, "x")); s[0] != 1 {
@@ -221,7 +221,7 @@ func testOutOfOrder[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps Ou
 		}
 		t2 := begin()
 		add(t2, OM("b-1", "b", 1, "x"))
-		if err := e.Store.Commit(e.Ctx, t2); err != nil {
+		if err := e.Driver.Commit(e.Ctx, t2); err != nil {
 			t.Fatal(err)
 		}
 		t3 := begin() // will roll back
@@ -231,12 +231,12 @@ func testOutOfOrder[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps Ou
 		done := make(chan error, 1)
 		var seq4 []int64
 		go func() {
-			t4, err := e.Store.Begin(e.Ctx)
+			t4, err := e.Driver.Begin(e.Ctx)
 			if err == nil {
 				if seq4, err = e.Outbox.Add(e.Ctx, t4, OM("a-2", "a", 2, "x")); err == nil {
-					err = e.Store.Commit(e.Ctx, t4)
+					err = e.Driver.Commit(e.Ctx, t4)
 				} else {
-					_ = e.Store.Rollback(e.Ctx, t4)
+					_ = e.Driver.Rollback(e.Ctx, t4)
 				}
 			}
 			done <- err
@@ -246,11 +246,11 @@ func testOutOfOrder[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps Ou
 			t.Fatalf("a second writer of aggregate a did not wait for the first (err %v)", err)
 		case <-time.After(200 * time.Millisecond):
 		}
-		if err := e.Store.Rollback(e.Ctx, t3); err != nil {
+		if err := e.Driver.Rollback(e.Ctx, t3); err != nil {
 			t.Fatal(err)
 		}
 		drain(0)
-		if err := e.Store.Commit(e.Ctx, t1); err != nil { // late commit of the oldest row
+		if err := e.Driver.Commit(e.Ctx, t1); err != nil { // late commit of the oldest row
 			t.Fatal(err)
 		}
 		if err := <-done; err != nil {
@@ -266,7 +266,7 @@ func testOutOfOrder[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps Ou
 		e.Add(OM("b-1", "b", 1, "x"))
 		tx := begin()
 		add(tx, OM("c-rolled-back", "c", 1, "x"))
-		_ = e.Store.Rollback(e.Ctx, tx)
+		_ = e.Driver.Rollback(e.Ctx, tx)
 		drain(2)
 		e.Add(OM("a-2", "a", 2, "x"))
 		drain(1)
@@ -352,12 +352,12 @@ func testThreeRelays[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps O
 				for j := i; j < min(i+perTx*producers, rows); j += producers {
 					batch = append(batch, OM(fmt.Sprintf("r%05d", j), fmt.Sprintf("agg-%03d", rnd.IntN(aggs)), 0, "x"))
 				}
-				tx, err := e.Store.Begin(ctx)
+				tx, err := e.Driver.Begin(ctx)
 				if err == nil {
 					if _, err = e.Outbox.Add(ctx, tx, batch...); err == nil {
-						err = e.Store.Commit(ctx, tx)
+						err = e.Driver.Commit(ctx, tx)
 					} else {
-						_ = e.Store.Rollback(ctx, tx)
+						_ = e.Driver.Rollback(ctx, tx)
 					}
 				}
 				if err != nil {

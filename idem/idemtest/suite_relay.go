@@ -27,7 +27,7 @@ func testHealthPurge[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outb
 	e := SetupOutbox(t, f)
 	sub := b.Subscribe(t)
 	clock := &fakeNow{t: time.Date(2031, 3, 1, 12, 0, 0, 0, time.UTC)}
-	ob, err := idem.NewOutbox(e.OS, &idem.OutboxOptions{Now: clock.Now})
+	ob, err := idem.NewOutbox(e.Store, &idem.OutboxOptions{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func testReplayAll[Tx any](t *testing.T, f Factory[Tx]) {
 	park := func(tx Tx, id, agg string, version int64) error {
 		m := Msg(id, "x", agg, version)
 		now := time.Now()
-		return e.Store.Park(e.Ctx, tx, &idem.Parked{Consumer: "replay", MessageID: id, AggregateID: agg, Version: version, Sequence: version,
+		return e.Driver.Park(e.Ctx, tx, &idem.Parked{Consumer: "replay", MessageID: id, AggregateID: agg, Version: version, Sequence: version,
 			Key: agg, Headers: m.Headers, Body: m.Body, Reason: "test", FirstSeen: now, LastSeen: now})
 	}
 	e.InTx(func(tx Tx) error {

@@ -45,7 +45,7 @@ func testVersionCheck[Tx any](t *testing.T, f Factory[Tx]) {
 		{`a' OR '1'='1`, 6, idem.VersionMissing, 0},
 	} {
 		e.InTx(func(tx Tx) error {
-			got, err := e.Store.CheckVersion(e.Ctx, tx, AggTable, c.id, c.version)
+			got, err := e.Driver.CheckVersion(e.Ctx, tx, AggTable, c.id, c.version)
 			if err != nil {
 				return err
 			}
@@ -78,7 +78,7 @@ func testTransition[Tx any](t *testing.T, f Factory[Tx]) {
 		{"o2", "shipped", nil, idem.TransitionAlready, "shipped"},
 	} {
 		e.InTx(func(tx Tx) error {
-			got, err := e.Store.Transition(e.Ctx, tx, table, c.id, c.to, c.from...)
+			got, err := e.Driver.Transition(e.Ctx, tx, table, c.id, c.to, c.from...)
 			if err != nil {
 				return err
 			}

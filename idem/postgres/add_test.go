@@ -25,8 +25,8 @@ import (
 func TestAddLocksCountersInOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, _ := newListenStoreSchema(ctx, t)
-	outbox, err := idem.NewOutbox[pgx.Tx](store, nil)
+	pg, _ := newListenStoreSchema(ctx, t)
+	outbox, err := idem.NewOutbox[pgx.Tx](pg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestAddLocksCountersInOrder(t *testing.T) {
 	}()
 	begin := func() (pgx.Tx, int32) {
 		t.Helper()
-		tx, err := store.Begin(ctx)
+		tx, err := pg.Driver().Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +71,7 @@ func TestAddLocksCountersInOrder(t *testing.T) {
 	}
 	waiting := func(pid int32) bool {
 		var n int
-		if err := store.Pool().QueryRow(ctx, "SELECT cardinality(pg_blocking_pids($1))", pid).Scan(&n); err != nil {
+		if err := pg.Pool().QueryRow(ctx, "SELECT cardinality(pg_blocking_pids($1))", pid).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n > 0
@@ -144,7 +144,7 @@ func TestAddOneAndTwoStatements(t *testing.T) {
 				Headers: map[string]string{"h": fmt.Sprint(i)}, Payload: []byte(fmt.Sprint(i))}
 		}
 		msgs[0].Payload = nil
-		tx, err := st.Begin(ctx)
+		tx, err := st.Driver().Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestAddOneAndTwoStatements(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		if err := st.Commit(ctx, tx); err != nil {
+		if err := st.Driver().Commit(ctx, tx); err != nil {
 			t.Fatal(err)
 		}
 		for i, m := range msgs {
@@ -224,14 +224,14 @@ func BenchmarkAddSerial(b *testing.B) {
 	outboxes := make([]*idem.Outbox[pgx.Tx], len(stores))
 	add := func(i, j int) {
 		st := stores[i]
-		tx, err := st.Begin(ctx)
+		tx, err := st.Driver().Begin(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if _, err := outboxes[i].Add(ctx, tx, &idem.OutboxMessage{AggregateID: fmt.Sprint("agg-", j%100), Type: "t", Payload: []byte("x")}); err != nil {
 			b.Fatal(err)
 		}
-		if err := st.Commit(ctx, tx); err != nil {
+		if err := st.Driver().Commit(ctx, tx); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -37,7 +37,7 @@ func TestClaimReadsWhatItClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	const aggs, perAgg = 100, 200 // a backlog of 20,000 rows
-	tx, err := st.Begin(ctx)
+	tx, err := st.Driver().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,13 +45,13 @@ func TestClaimReadsWhatItClaims(t *testing.T) {
 	for i := range aggs * perAgg {
 		msgs = append(msgs, store.OutboxMessage{ID: fmt.Sprintf("m%d", i), AggregateID: fmt.Sprintf("agg-%03d", i%aggs), Payload: []byte("{}")})
 	}
-	if _, err := st.AddOutbox(ctx, tx, msgs, time.Now()); err != nil {
+	if _, err := st.Driver().AddOutbox(ctx, tx, msgs, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Commit(ctx, tx); err != nil {
+	if err := st.Driver().Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-	b, err := st.ClaimOutbox(ctx, store.OutboxClaim{Owner: "plan", Now: time.Now(), Limit: 500, PerAggregate: 10})
+	b, err := st.Driver().ClaimOutbox(ctx, store.OutboxClaim{Owner: "plan", Now: time.Now(), Limit: 500, PerAggregate: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

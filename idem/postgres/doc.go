@@ -1,7 +1,10 @@
 // Package postgres is the PostgreSQL store of package idem, on pgx/v5 and
-// pgxpool: its Store implements idem/store.Store[pgx.Tx], so inbox handlers
+// pgxpool. Its Store is what a program hands idem's constructors
+// (idem.NewInbox and the others); its driver, which implements
+// idem/store.Driver[pgx.Tx], stays behind Store.Driver. Inbox handlers
 // receive the pgx.Tx in which the delivery was claimed and must make every
-// write through it.
+// write through it; the program's own transactions (adding to the outbox)
+// are the pool's.
 //
 // New creates the tables (prefix "wary_" by default, in the search_path's
 // first schema or Options.Schema) from the embedded SQL in sql/, and

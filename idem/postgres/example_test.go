@@ -24,7 +24,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	store, err := postgres.New(ctx, pool, &postgres.Options{Schema: "billing"})
+	st, err := postgres.New(ctx, pool, &postgres.Options{Schema: "billing"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer sub.Close()
-	inbox, err := idem.NewInbox(store, "ledger", sub.Capabilities(), nil)
+	inbox, err := idem.NewInbox(st, "ledger", sub.Capabilities(), nil)
 	if err != nil {
 		log.Fatal(err)
 	}

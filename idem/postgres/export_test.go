@@ -12,30 +12,30 @@ import (
 var Classify = classify
 
 // OutboxChannel is the store's notification channel, for the tests.
-func OutboxChannel(s *Store) string { return s.outbox.Channel() }
+func OutboxChannel(s *Store) string { return s.d.Outbox.Channel() }
 
 // NoWake makes s's adding transactions run no wake-up at all (no advisory
 // lock, no flag, no NOTIFY), for the benchmarks: one statement each.
 func NoWake(s *Store) {
-	s.outbox = sqlcore.NewOutbox(s.core, sqlcore.OutboxDialect{SkipLocked: true, OneStatementAdd: true})
+	s.d.Outbox = sqlcore.NewOutbox(s.d.Core, sqlcore.OutboxDialect{SkipLocked: true, OneStatementAdd: true})
 }
 
 // TwoStatementAdd makes s's adding transactions run the two statements of
 // earlier versions (the counters with the wake lock, then the rows with
 // the wake-up), for the tests and benchmarks.
 func TwoStatementAdd(s *Store) {
-	d := outboxDialect(s.pool)
+	d := outboxDialect(s.d.pool)
 	d.OneStatementAdd, d.WakeNotify = false, ""
-	s.outbox = sqlcore.NewOutbox(s.core, d)
+	s.d.Outbox = sqlcore.NewOutbox(s.d.Core, d)
 }
 
 // WakeKey is the advisory lock key of s's wake flags.
-func WakeKey(s *Store) int64 { return s.outbox.WakeKey() }
+func WakeKey(s *Store) int64 { return s.d.Outbox.WakeKey() }
 
 // NoWakeTwoStatements is NoWake with the two statements per add of earlier
 // versions, for the benchmarks.
 func NoWakeTwoStatements(s *Store) {
-	s.outbox = sqlcore.NewOutbox(s.core, sqlcore.OutboxDialect{SkipLocked: true})
+	s.d.Outbox = sqlcore.NewOutbox(s.d.Core, sqlcore.OutboxDialect{SkipLocked: true})
 }
 
 // CommitHeld runs stmts in a relay batch's held transaction on pool and

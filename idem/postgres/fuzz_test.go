@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/idem/store"
+
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/wary-go/wary/idem/postgres"
@@ -53,20 +56,20 @@ func FuzzClaim(f *testing.F) {
 		for i, s := range sessions {
 			for range 2 { // the second time, a claimed ID is a duplicate
 				now := time.Now()
-				tx, ok, err := s.fast.BeginClaim(ctx, "c", id, now)
+				tx, ok, err := s.fast.Driver().(store.ClaimBeginner[pgx.Tx]).BeginClaim(ctx, "c", id, now)
 				if ok {
-					err = s.fast.Commit(ctx, tx)
+					err = s.fast.Driver().Commit(ctx, tx)
 				}
 				fast := outcome(ok, err)
-				ptx, err := s.plain.Begin(ctx)
+				ptx, err := s.plain.Driver().Begin(ctx)
 				if err != nil {
 					t.Fatal(err)
 				}
-				ok, err = s.plain.Claim(ctx, ptx, "c", id, now)
+				ok, err = s.plain.Driver().Claim(ctx, ptx, "c", id, now)
 				if ok && err == nil {
-					err = s.plain.Commit(ctx, ptx)
+					err = s.plain.Driver().Commit(ctx, ptx)
 				} else {
-					_ = s.plain.Rollback(ctx, ptx)
+					_ = s.plain.Driver().Rollback(ctx, ptx)
 				}
 				if plain := outcome(ok, err); fast != plain {
 					t.Fatalf("session %d, ID %q: BeginClaim %s, parameterised claim %s", i, id, fast, plain)

@@ -21,7 +21,7 @@ func heldStore(t *testing.T, pool *pgxpool.Pool, n int) *postgres.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := st.Begin(ctx)
+	tx, err := st.Driver().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,10 +29,10 @@ func heldStore(t *testing.T, pool *pgxpool.Pool, n int) *postgres.Store {
 	for i := range n {
 		msgs = append(msgs, store.OutboxMessage{ID: fmt.Sprintf("m%d", i), AggregateID: string(rune('a' + i%2)), Payload: []byte("{}")})
 	}
-	if _, err := st.AddOutbox(ctx, tx, msgs, time.Now()); err != nil {
+	if _, err := st.Driver().AddOutbox(ctx, tx, msgs, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Commit(ctx, tx); err != nil {
+	if err := st.Driver().Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -42,7 +42,7 @@ func heldStore(t *testing.T, pool *pgxpool.Pool, n int) *postgres.Store {
 // IDs.
 func claimAll(t *testing.T, st *postgres.Store, owner string, want int) (store.OutboxBatch, []int64) {
 	t.Helper()
-	b, err := st.ClaimOutbox(t.Context(), store.OutboxClaim{Owner: owner, Now: time.Now(), Limit: 100, PerAggregate: 10})
+	b, err := st.Driver().ClaimOutbox(t.Context(), store.OutboxClaim{Owner: owner, Now: time.Now(), Limit: 100, PerAggregate: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func claimAll(t *testing.T, st *postgres.Store, owner string, want int) (store.O
 // sentRows checks that st has want rows sent.
 func sentRows(t *testing.T, st *postgres.Store, want int) {
 	t.Helper()
-	rows, err := st.ListOutbox(t.Context(), store.OutboxFilter{States: []store.OutboxState{store.OutboxSent}})
+	rows, err := st.Driver().ListOutbox(t.Context(), store.OutboxFilter{States: []store.OutboxState{store.OutboxSent}})
 	if err != nil || len(rows) != want {
 		t.Errorf("sent rows: %d, %v; want %d", len(rows), err, want)
 	}

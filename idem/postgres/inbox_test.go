@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/wary-go/wary/idem/store"
+
 	"github.com/wary-go/wary/idem/postgres"
 )
 
@@ -19,7 +22,7 @@ func TestBeginClaim(t *testing.T) {
 	}
 	ids := []string{"m1", `a'b`, `a\'b`, `\`, `'); DROP TABLE wary_inbox; --`, "$$x$$", "é日本", "a\x00b", "bad\xff"}
 	for _, id := range ids {
-		tx, ok, err := st.BeginClaim(ctx, "c", id, time.Now())
+		tx, ok, err := st.Driver().(store.ClaimBeginner[pgx.Tx]).BeginClaim(ctx, "c", id, time.Now())
 		if id == "a\x00b" || id == "bad\xff" {
 			if err == nil {
 				t.Errorf("%q: claimed %v, want an error", id, ok)
@@ -29,11 +32,11 @@ func TestBeginClaim(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("%q: claim: %v %v", id, ok, err)
 		}
-		if err := st.Commit(ctx, tx); err != nil {
+		if err := st.Driver().Commit(ctx, tx); err != nil {
 			t.Fatal(err)
 		}
 		for range 20 { // more than the pool's connections
-			tx, ok, err := st.BeginClaim(ctx, "c", id, time.Now())
+			tx, ok, err := st.Driver().(store.ClaimBeginner[pgx.Tx]).BeginClaim(ctx, "c", id, time.Now())
 			if err != nil || ok || tx != nil {
 				t.Fatalf("%q again: %v %v %v", id, tx, ok, err)
 			}
@@ -43,18 +46,18 @@ func TestBeginClaim(t *testing.T) {
 			t.Errorf("%q: stored %q, %v", id, got, err)
 		}
 	}
-	tx, ok, err := st.BeginClaim(ctx, "c", "rolled", time.Now())
+	tx, ok, err := st.Driver().(store.ClaimBeginner[pgx.Tx]).BeginClaim(ctx, "c", "rolled", time.Now())
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if err := st.Rollback(ctx, tx); err != nil {
+	if err := st.Driver().Rollback(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-	tx, ok, err = st.BeginClaim(ctx, "c", "rolled", time.Now())
+	tx, ok, err = st.Driver().(store.ClaimBeginner[pgx.Tx]).BeginClaim(ctx, "c", "rolled", time.Now())
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	_ = st.Rollback(ctx, tx)
+	_ = st.Driver().Rollback(ctx, tx)
 	if s := pool.Stat(); s.AcquiredConns() != 0 {
 		t.Errorf("%d connections still acquired", s.AcquiredConns())
 	}

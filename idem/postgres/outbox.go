@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem/internal/sqlcore"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // The outbox on PostgreSQL: relays claim rows with FOR UPDATE SKIP LOCKED
@@ -41,13 +40,11 @@ func outboxDialect(pool *pgxpool.Pool) sqlcore.OutboxDialect {
 	}
 }
 
-var _ store.OutboxListener = (*Store)(nil)
-
 // ListenOutbox implements store.OutboxListener: it opens a dedicated
 // connection (with the pool's configuration), LISTENs on the outbox's
 // channel, and calls notify once listening and then on every notification,
 // until ctx is done (it returns nil) or the connection fails.
-func (s *Store) ListenOutbox(ctx context.Context, notify func()) error {
+func (s *driver) ListenOutbox(ctx context.Context, notify func()) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		if ctx.Err() != nil {
@@ -60,7 +57,7 @@ func (s *Store) ListenOutbox(ctx context.Context, notify func()) error {
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.outbox.Channel()}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.Outbox.Channel()}.Sanitize()); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -78,25 +75,6 @@ func (s *Store) ListenOutbox(ctx context.Context, notify func()) error {
 	}
 }
 
-var _ store.ConcurrentClaimer = (*Store)(nil)
-
 // ConcurrentClaims implements store.ConcurrentClaimer: claims lock their
 // heads, so a relay may hold several batches at once.
-func (s *Store) ConcurrentClaims() bool { return true }
-
-var _ store.OutboxIdler = (*Store)(nil)
-
-// IdleOutbox implements store.OutboxIdler.
-func (s *Store) IdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
-	return s.outbox.IdleOutbox(ctx, owner, ttl)
-}
-
-// RenewIdleOutbox implements store.OutboxIdler.
-func (s *Store) RenewIdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
-	return s.outbox.RenewIdleOutbox(ctx, owner, ttl)
-}
-
-// BusyOutbox implements store.OutboxIdler.
-func (s *Store) BusyOutbox(ctx context.Context, owner string) error {
-	return s.outbox.BusyOutbox(ctx, owner)
-}
+func (s *driver) ConcurrentClaims() bool { return true }

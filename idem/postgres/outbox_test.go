@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/idem/store"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/drivers/memory"
@@ -36,12 +38,12 @@ func TestOutbox(t *testing.T) {
 func TestListenOutboxNotifies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, outbox, calls, stop := listening(ctx, t)
-	if ok, err := store.IdleOutbox(ctx, "t", time.Minute); !ok || err != nil { // a relay waits
+	pg, outbox, calls, stop := listening(ctx, t)
+	if ok, err := pg.Driver().(store.OutboxIdler).IdleOutbox(ctx, "t", time.Minute); !ok || err != nil { // a relay waits
 		t.Fatalf("IdleOutbox: %v, %v", ok, err)
 	}
 	add := func(commit bool) {
-		tx, err := store.Begin(ctx)
+		tx, err := pg.Driver().Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,9 +51,9 @@ func TestListenOutboxNotifies(t *testing.T) {
 			t.Fatal(err)
 		}
 		if commit {
-			err = store.Commit(ctx, tx)
+			err = pg.Driver().Commit(ctx, tx)
 		} else {
-			err = store.Rollback(ctx, tx)
+			err = pg.Driver().Rollback(ctx, tx)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -77,22 +79,22 @@ func listening(ctx context.Context, t *testing.T) (*postgres.Store, *idem.Outbox
 	return listeningOn(ctx, t, newListenStore(ctx, t))
 }
 
-// listeningOn is listening on store.
-func listeningOn(ctx context.Context, t *testing.T, store *postgres.Store) (*postgres.Store, *idem.Outbox[pgx.Tx], chan struct{}, func()) {
+// listeningOn is listening on pg.
+func listeningOn(ctx context.Context, t *testing.T, pg *postgres.Store) (*postgres.Store, *idem.Outbox[pgx.Tx], chan struct{}, func()) {
 	calls := make(chan struct{}, 16)
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- store.ListenOutbox(lctx, func() { calls <- struct{}{} }) }()
+	go func() { done <- pg.Driver().(store.OutboxListener).ListenOutbox(lctx, func() { calls <- struct{}{} }) }()
 	select {
 	case <-calls: // listening
 	case <-ctx.Done():
 		t.Fatal("ListenOutbox did not start listening")
 	}
-	outbox, err := idem.NewOutbox[pgx.Tx](store, nil)
+	outbox, err := idem.NewOutbox[pgx.Tx](pg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return store, outbox, calls, func() {
+	return pg, outbox, calls, func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("ListenOutbox: %v", err)
@@ -127,9 +129,9 @@ func newListenStoreSchema(ctx context.Context, t testing.TB) (*postgres.Store, s
 func TestWakeFlag(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, outbox, calls, stop := listening(ctx, t)
+	pg, outbox, calls, stop := listening(ctx, t)
 	add := func() pgx.Tx {
-		tx, err := store.Begin(ctx)
+		tx, err := pg.Driver().Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,23 +140,23 @@ func TestWakeFlag(t *testing.T) {
 		}
 		return tx
 	}
-	if err := store.BusyOutbox(ctx, "w"); err != nil {
+	if err := pg.Driver().(store.OutboxIdler).BusyOutbox(ctx, "w"); err != nil {
 		t.Fatal(err)
 	}
 	inFlight := add() // reads the flag unset: will not notify
 	defer func() { _ = inFlight.Rollback(context.Background()) }()
-	if ok, err := store.IdleOutbox(ctx, "w", time.Minute); ok || err != nil {
+	if ok, err := pg.Driver().(store.OutboxIdler).IdleOutbox(ctx, "w", time.Minute); ok || err != nil {
 		t.Fatalf("IdleOutbox with a non-notifying producer in flight: %v, %v; want false", ok, err)
 	}
-	if err := store.Commit(ctx, inFlight); err != nil {
+	if err := pg.Driver().Commit(ctx, inFlight); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := store.IdleOutbox(ctx, "w", time.Minute); !ok || err != nil {
+	if ok, err := pg.Driver().(store.OutboxIdler).IdleOutbox(ctx, "w", time.Minute); !ok || err != nil {
 		t.Fatalf("IdleOutbox with no producer in flight: %v, %v; want true", ok, err)
 	}
 	// The flag is set now: the next adding transaction notifies (and the
 	// one before did not, or this would not be the first call).
-	if err := store.Commit(ctx, add()); err != nil {
+	if err := pg.Driver().Commit(ctx, add()); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -162,20 +164,20 @@ func TestWakeFlag(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no notification while the flag is set")
 	}
-	if err := store.BusyOutbox(ctx, "w"); err != nil {
+	if err := pg.Driver().(store.OutboxIdler).BusyOutbox(ctx, "w"); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Commit(ctx, add()); err != nil {
+	if err := pg.Driver().Commit(ctx, add()); err != nil {
 		t.Fatal(err)
 	}
 	// A notification from the last commit would arrive before this one
 	// (notifications are delivered in commit order).
-	if err := store.Commit(ctx, func() pgx.Tx {
-		tx, err := store.Begin(ctx)
+	if err := pg.Driver().Commit(ctx, func() pgx.Tx {
+		tx, err := pg.Driver().Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Exec(ctx, "NOTIFY "+pgx.Identifier{postgres.OutboxChannel(store)}.Sanitize()); err != nil {
+		if _, err := tx.Exec(ctx, "NOTIFY "+pgx.Identifier{postgres.OutboxChannel(pg)}.Sanitize()); err != nil {
 			t.Fatal(err)
 		}
 		return tx

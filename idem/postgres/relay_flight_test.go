@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/postgres"
 	idemstore "github.com/wary-go/wary/idem/store"
 )
 
@@ -41,7 +40,7 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := &claimCounter{Store: st, started: make(chan struct{}, 1024)}
+	cs := &claimCounter{pgDriver: st.Driver().(pgDriver), started: make(chan struct{}, 1024)}
 	rctx, stop := context.WithCancel(ctx)
 	g := &gate{entered: make(chan string, 1), release: make(chan struct{}), ctx: rctx}
 	r, err := idem.NewRelay(cs, outboxBroker(t).Topic, &idem.RelayOptions{Owner: "r", PollInterval: time.Minute, Pipeline: 2, BatchSize: batchSize,
@@ -58,14 +57,14 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 		}
 	})
 	waitFor(ctx, t, "the relay listening", func() bool { return r.Stats().Listening })
-	tx, err := st.Begin(ctx)
+	tx, err := st.Driver().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := outbox.Add(ctx, tx, &idem.OutboxMessage{AggregateID: "b", Type: "x", Payload: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Commit(ctx, tx); err != nil {
+	if err := st.Driver().Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -115,16 +114,18 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 // claimCounter tells of each claim a relay starts on its store (dropped
 // while started is full), and never lets the relay set its wake flag.
 type claimCounter struct {
-	*postgres.Store
+	pgDriver
 	started chan struct{}
 }
+
+func (s *claimCounter) Driver() idemstore.Driver[pgx.Tx] { return s }
 
 func (s *claimCounter) ClaimOutbox(ctx context.Context, c idemstore.OutboxClaim) (idemstore.OutboxBatch, error) {
 	select {
 	case s.started <- struct{}{}:
 	default:
 	}
-	return s.Store.ClaimOutbox(ctx, c)
+	return s.pgDriver.ClaimOutbox(ctx, c)
 }
 
 // IdleOutbox never sets the relay's flag, as when adding transactions

@@ -37,28 +37,38 @@ type Options struct {
 // DefaultPrefix is the default table prefix.
 const DefaultPrefix = "wary_"
 
-// Store is the PostgreSQL store on a pgxpool.Pool. It implements the
-// interfaces of idem/store for pgx.Tx (Store, OutboxStore, KeyStore, and
-// the optional ClaimBeginner, ClaimChecker, ClaimManyer and
-// OutboxListener): hand it to idem.NewInbox, idem.NewOutbox, idem.NewRelay
-// and idem.NewKeys. Handlers call CheckVersion and Transition on it inside
-// the inbox transaction; the other methods are the inbox's and relay's. It
+// Store is the PostgreSQL store on a pgxpool.Pool: hand it to
+// idem.NewInbox, idem.NewOutbox, idem.NewRelay and idem.NewKeys. Handlers
+// call CheckVersion and Transition on it inside the inbox transaction. It
 // is safe for concurrent use.
 type Store struct {
-	core   *sqlcore.Core[pgx.Tx]
-	outbox *sqlcore.Outbox[pgx.Tx]
-	pool   *pgxpool.Pool
+	d *driver
+}
+
+// driver implements store.Driver[pgx.Tx] and the optional ClaimBeginner,
+// ClaimChecker, ClaimManyer, OutboxListener, OutboxIdler and
+// ConcurrentClaimer: the shared SQL of sqlcore, and what only PostgreSQL
+// does (the claim pipelined with BEGIN, LISTEN/NOTIFY).
+type driver struct {
+	*sqlcore.Core[pgx.Tx]
+	*sqlcore.Outbox[pgx.Tx]
+	pool *pgxpool.Pool
 	// claimSQL is BeginClaim's INSERT (without ON CONFLICT: a duplicate
 	// must fail it, so that BEGIN does not run).
 	claimSQL string
 }
 
-var _ store.Store[pgx.Tx] = (*Store)(nil)
-var _ store.OutboxStore[pgx.Tx] = (*Store)(nil)
-var _ store.KeyStore[pgx.Tx] = (*Store)(nil)
-var _ store.ClaimBeginner[pgx.Tx] = (*Store)(nil)
-var _ store.ClaimChecker[pgx.Tx] = (*Store)(nil)
-var _ store.ClaimManyer[pgx.Tx] = (*Store)(nil)
+var _ store.Driver[pgx.Tx] = (*driver)(nil)
+var _ store.ClaimBeginner[pgx.Tx] = (*driver)(nil)
+var _ store.ClaimChecker[pgx.Tx] = (*driver)(nil)
+var _ store.ClaimManyer[pgx.Tx] = (*driver)(nil)
+var _ store.OutboxListener = (*driver)(nil)
+var _ store.OutboxIdler = (*driver)(nil)
+var _ store.ConcurrentClaimer = (*driver)(nil)
+
+// Driver implements [store.Provider]: it returns the store's driver, for
+// idem's constructors. Applications do not call it.
+func (s *Store) Driver() store.Driver[pgx.Tx] { return s.d }
 
 // New returns a store on pool and, unless opts.SkipMigrate, creates or
 // migrates its tables. Migrations are serialised across processes with an
@@ -78,8 +88,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, outboxDialect(pool)), pool: pool,
-		claimSQL: "INSERT INTO " + core.Name("inbox") + " (consumer, message_id, processed_at) VALUES ($1, $2, $3)"}
+	s := &Store{d: &driver{Core: core, Outbox: sqlcore.NewOutbox(core, outboxDialect(pool)), pool: pool,
+		claimSQL: "INSERT INTO " + core.Name("inbox") + " (consumer, message_id, processed_at) VALUES ($1, $2, $3)"}}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
@@ -91,11 +101,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 // Migrate creates or upgrades the store's tables from the embedded,
 // versioned SQL files; it is safe to call concurrently and repeatedly.
 func (s *Store) Migrate(ctx context.Context) error {
-	return s.core.Migrate(ctx, migrations, "sql")
+	return s.d.Core.Migrate(ctx, migrations, "sql")
 }
 
 // Pool returns the pool.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+func (s *Store) Pool() *pgxpool.Pool { return s.d.pool }
 
 var dialect = sqlcore.Dialect{
 	Time: func(t time.Time) any { return t },
@@ -138,7 +148,7 @@ var dialect = sqlcore.Dialect{
 // With a pool whose DefaultQueryExecMode is the simple protocol (which
 // interpolates arguments into the SQL text on the client), BeginClaim does
 // not batch: it begins, then claims.
-func (s *Store) BeginClaim(ctx context.Context, consumer, messageID string, at time.Time) (pgx.Tx, bool, error) {
+func (s *driver) BeginClaim(ctx context.Context, consumer, messageID string, at time.Time) (pgx.Tx, bool, error) {
 	if s.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
 		return s.beginThenClaim(ctx, consumer, messageID, at)
 	}
@@ -166,7 +176,7 @@ func (s *Store) BeginClaim(ctx context.Context, consumer, messageID string, at t
 }
 
 // beginThenClaim is BeginClaim in two round trips.
-func (s *Store) beginThenClaim(ctx context.Context, consumer, messageID string, at time.Time) (pgx.Tx, bool, error) {
+func (s *driver) beginThenClaim(ctx context.Context, consumer, messageID string, at time.Time) (pgx.Tx, bool, error) {
 	tx, err := s.Begin(ctx)
 	if err != nil {
 		return nil, false, err
@@ -241,4 +251,17 @@ func classify(err error) error {
 		return store.DataError(err)
 	}
 	return err
+}
+
+// CheckVersion is the conditional update of a version check, in tx (see
+// idem.Inbox.Versioned, which calls it for each event): it sets t's version
+// column to version where the ID is id and the version is version-1.
+func (s *Store) CheckVersion(ctx context.Context, tx pgx.Tx, t store.VersionTable, id string, version int64) (store.VersionCheck, error) {
+	return s.d.CheckVersion(ctx, tx, t, id, version)
+}
+
+// Transition is the state-transition guard, in tx: it sets t's state
+// column to to where the ID is id and the state is one of from.
+func (s *Store) Transition(ctx context.Context, tx pgx.Tx, t store.StateTable, id, to string, from ...string) (store.TransitionCheck, error) {
+	return s.d.Transition(ctx, tx, t, id, to, from...)
 }

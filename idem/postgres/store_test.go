@@ -105,7 +105,7 @@ func newPoolConfig(t testing.TB, set func(*pgxpool.Config)) *pgxpool.Pool {
 
 type testDB struct{ pool *pgxpool.Pool }
 
-func (d testDB) Open(ctx context.Context, prefix string) (store.Store[pgx.Tx], error) {
+func (d testDB) Open(ctx context.Context, prefix string) (store.Provider[pgx.Tx], error) {
 	return postgres.New(ctx, d.pool, &postgres.Options{Prefix: prefix})
 }
 
@@ -139,12 +139,12 @@ func TestSchemaOption(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'x\_%'`, schema).Scan(&n); err != nil || n != 8 {
 		t.Errorf("tables in %s: %d, %v; want 8", schema, n, err)
 	}
-	tx, err := st.Begin(ctx)
+	tx, err := st.Driver().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Rollback(ctx, tx)
-	if ok, err := st.Claim(ctx, tx, "c", "m", time.Now()); !ok || err != nil {
+	defer st.Driver().Rollback(ctx, tx)
+	if ok, err := st.Driver().Claim(ctx, tx, "c", "m", time.Now()); !ok || err != nil {
 		t.Errorf("claim: %v %v", ok, err)
 	}
 	if _, err := postgres.New(ctx, pool, &postgres.Options{Schema: `bad"schema`}); !errors.Is(err, idem.ErrInvalidName) {

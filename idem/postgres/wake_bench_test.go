@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/idem/store"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/idem"
@@ -50,7 +52,7 @@ func BenchmarkProducerCommits(b *testing.B) {
 		return r
 	}
 	// A wake flag no relay clears: every adding transaction notifies.
-	if ok, err := all.IdleOutbox(ctx, "notifyall", time.Hour); !ok || err != nil {
+	if ok, err := all.Driver().(store.OutboxIdler).IdleOutbox(ctx, "notifyall", time.Hour); !ok || err != nil {
 		b.Fatalf("IdleOutbox: %v, %v", ok, err)
 	}
 	r := relay(wake, &idem.RelayOptions{Owner: "wake"})
@@ -73,7 +75,7 @@ func BenchmarkProducerCommits(b *testing.B) {
 		var n atomic.Int64
 		ready := make(chan struct{})
 		wg.Go(func() {
-			_ = st.ListenOutbox(ctx, func() {
+			_ = st.Driver().(store.OutboxListener).ListenOutbox(ctx, func() {
 				select {
 				case <-ready:
 					n.Add(1)
@@ -128,13 +130,13 @@ func BenchmarkProducerCommits(b *testing.B) {
 			for p := range producers {
 				pw.Go(func() {
 					for j := p; j < n; j += producers {
-						tx, err := st.Begin(ctx)
+						tx, err := st.Driver().Begin(ctx)
 						if err == nil {
 							_, err = ob.Add(ctx, tx, &idem.OutboxMessage{AggregateID: fmt.Sprintf("agg-%d-%d", seq, j%1000), Type: "t", Payload: []byte("x")})
 							if err == nil {
-								err = st.Commit(ctx, tx)
+								err = st.Driver().Commit(ctx, tx)
 							} else {
-								_ = st.Rollback(ctx, tx)
+								_ = st.Driver().Rollback(ctx, tx)
 							}
 						}
 						if err != nil {

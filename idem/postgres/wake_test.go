@@ -34,10 +34,10 @@ func testWakeAddWaitsForIdle(t *testing.T, rows int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, schema := newListenStoreSchema(ctx, t)
-	store, outbox, calls, stop := listeningOn(ctx, t, st)
-	key := postgres.WakeKey(store)
+	pg, outbox, calls, stop := listeningOn(ctx, t, st)
+	key := postgres.WakeKey(pg)
 	// A relay going idle, stopped between its lock and its commit.
-	idle, err := store.Begin(ctx)
+	idle, err := pg.Driver().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func testWakeAddWaitsForIdle(t *testing.T, rows int) {
 		t.Fatal(err)
 	}
 	// A producer begins (reading no flag yet) and adds a row.
-	tx, err := store.Begin(ctx)
+	tx, err := pg.Driver().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func testWakeAddWaitsForIdle(t *testing.T, rows int) {
 	// Its first statement waits for the lock.
 	for {
 		var waiting int
-		err := store.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+		err := pg.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
 			AND classid = (($1::bigint >> 32) & 4294967295)::oid AND objid = ($1::bigint & 4294967295)::oid AND objsubid = 1`,
 			key).Scan(&waiting)
 		if err != nil {
@@ -106,23 +106,23 @@ func testWakeAddWaitsForIdle(t *testing.T, rows int) {
 func TestWakeFlagPerRelay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store := newListenStore(ctx, t)
-	outbox, err := idem.NewOutbox[pgx.Tx](store, nil)
+	pg := newListenStore(ctx, t)
+	outbox, err := idem.NewOutbox[pgx.Tx](pg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pgx.ConnectConfig(ctx, store.Pool().Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(ctx, pg.Pool().Config().ConnConfig.Copy())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	channel := pgx.Identifier{postgres.OutboxChannel(store)}.Sanitize()
+	channel := pgx.Identifier{postgres.OutboxChannel(pg)}.Sanitize()
 	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		t.Fatal(err)
 	}
 	add := func(opts pgx.TxOptions) {
 		t.Helper()
-		tx, err := store.Pool().BeginTx(ctx, opts)
+		tx, err := pg.Pool().BeginTx(ctx, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +136,7 @@ func TestWakeFlagPerRelay(t *testing.T) {
 	notified := func(want bool) {
 		t.Helper()
 		// A marker: notifications arrive in commit order.
-		if _, err := store.Pool().Exec(ctx, "NOTIFY "+channel+", 'marker'"); err != nil {
+		if _, err := pg.Pool().Exec(ctx, "NOTIFY "+channel+", 'marker'"); err != nil {
 			t.Fatal(err)
 		}
 		got := false
@@ -156,12 +156,12 @@ func TestWakeFlagPerRelay(t *testing.T) {
 	}
 	mustIdle := func(owner string, ttl time.Duration) {
 		t.Helper()
-		if ok, err := store.IdleOutbox(ctx, owner, ttl); !ok || err != nil {
+		if ok, err := pg.Driver().(idemstore.OutboxIdler).IdleOutbox(ctx, owner, ttl); !ok || err != nil {
 			t.Fatalf("IdleOutbox(%s): %v, %v", owner, ok, err)
 		}
 	}
 	for _, owner := range []string{"a", "b"} {
-		if err := store.BusyOutbox(ctx, owner); err != nil {
+		if err := pg.Driver().(idemstore.OutboxIdler).BusyOutbox(ctx, owner); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,12 +169,12 @@ func TestWakeFlagPerRelay(t *testing.T) {
 	notified(false)
 	mustIdle("a", time.Minute)
 	mustIdle("b", time.Minute)
-	if err := store.BusyOutbox(ctx, "b"); err != nil { // b found work; a still waits
+	if err := pg.Driver().(idemstore.OutboxIdler).BusyOutbox(ctx, "b"); err != nil { // b found work; a still waits
 		t.Fatal(err)
 	}
 	add(pgx.TxOptions{})
 	notified(true)
-	if err := store.BusyOutbox(ctx, "a"); err != nil {
+	if err := pg.Driver().(idemstore.OutboxIdler).BusyOutbox(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
 	add(pgx.TxOptions{})
@@ -185,13 +185,13 @@ func TestWakeFlagPerRelay(t *testing.T) {
 	// gone.
 	mustIdle("a", -time.Second)
 	mustIdle("b", time.Minute)
-	if ok, err := store.RenewIdleOutbox(ctx, "a", time.Minute); ok || err != nil {
+	if ok, err := pg.Driver().(idemstore.OutboxIdler).RenewIdleOutbox(ctx, "a", time.Minute); ok || err != nil {
 		t.Fatalf("RenewIdleOutbox of a swept flag: %v, %v; want false", ok, err)
 	}
-	if ok, err := store.RenewIdleOutbox(ctx, "b", time.Minute); !ok || err != nil {
+	if ok, err := pg.Driver().(idemstore.OutboxIdler).RenewIdleOutbox(ctx, "b", time.Minute); !ok || err != nil {
 		t.Fatalf("RenewIdleOutbox of a set flag: %v, %v; want true", ok, err)
 	}
-	if err := store.BusyOutbox(ctx, "b"); err != nil {
+	if err := pg.Driver().(idemstore.OutboxIdler).BusyOutbox(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
 	add(pgx.TxOptions{})
@@ -218,7 +218,7 @@ func (g *gate) after(m *broker.Message) error {
 	return nil
 }
 
-// TestRelayWakesWhileAnotherIsBusy: with two relays on one store, one busy
+// TestRelayWakesWhileAnotherIsBusy: with two relays on one pg, one busy
 // publishing (it found work after waiting, and cleared its wake flag) and
 // the other waiting, a commit wakes the waiting one. Both poll once a
 // minute, so the row arrives within the test's deadline only if the
@@ -226,22 +226,22 @@ func (g *gate) after(m *broker.Message) error {
 func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	store := newListenStore(ctx, t)
-	outbox, err := idem.NewOutbox[pgx.Tx](store, nil)
+	pg := newListenStore(ctx, t)
+	outbox, err := idem.NewOutbox[pgx.Tx](pg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	topic := outboxBroker(t).Topic
 	add := func(agg string) {
 		t.Helper()
-		tx, err := store.Begin(ctx)
+		tx, err := pg.Driver().Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := outbox.Add(ctx, tx, &idem.OutboxMessage{AggregateID: agg, Type: "x", Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Commit(ctx, tx); err != nil {
+		if err := pg.Driver().Commit(ctx, tx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -249,7 +249,7 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stopRelays()
-	start := func(owner string, st idemstore.RelayStore, after func(*broker.Message) error) *idem.Relay {
+	start := func(owner string, st idemstore.Provider[pgx.Tx], after func(*broker.Message) error) *idem.Relay {
 		r, err := idem.NewRelay(st, topic, &idem.RelayOptions{Owner: owner, PollInterval: time.Minute, Pipeline: 1,
 			PurgeInterval: -1, AfterPublish: after, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
@@ -272,12 +272,12 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 			t.Fatal("the busy relay did not publish a b row")
 		}
 	}
-	busy := start("busy", store, g.after)
+	busy := start("busy", pg, g.after)
 	add("b") // b:1 wakes busy, which holds it
 	entered()
 	// The waiter renews its flag just before it waits, when it found
 	// nothing (b:1 is held).
-	ws := &renewCounter{Store: store}
+	ws := &renewCounter{pgDriver: pg.Driver().(pgDriver)}
 	waiter := start("waiter", ws, nil)
 	waitFor(ctx, t, "the waiter waiting", func() bool { return ws.renewals.Load() > 0 })
 	n := ws.renewals.Load()
@@ -298,12 +298,22 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 // renewCounter counts a relay's renewals of its wake flag: a relay renews
 // it just before it waits.
 type renewCounter struct {
-	*postgres.Store
+	pgDriver
 	renewals atomic.Int64
 }
 
+// pgDriver is the PostgreSQL store's driver with its optional interfaces.
+type pgDriver interface {
+	idemstore.Driver[pgx.Tx]
+	idemstore.OutboxIdler
+	idemstore.OutboxListener
+	idemstore.ConcurrentClaimer
+}
+
+func (s *renewCounter) Driver() idemstore.Driver[pgx.Tx] { return s }
+
 func (s *renewCounter) RenewIdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
-	ok, err := s.Store.RenewIdleOutbox(ctx, owner, ttl)
+	ok, err := s.pgDriver.RenewIdleOutbox(ctx, owner, ttl)
 	if ok {
 		s.renewals.Add(1)
 	}
@@ -318,12 +328,12 @@ func (s *renewCounter) RenewIdleOutbox(ctx context.Context, owner string, ttl ti
 func TestRelayNeverSleepsThroughCommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	store := newListenStore(ctx, t)
-	outbox, err := idem.NewOutbox[pgx.Tx](store, nil)
+	pg := newListenStore(ctx, t)
+	outbox, err := idem.NewOutbox[pgx.Tx](pg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := idem.NewRelay(store, outboxBroker(t).Topic, &idem.RelayOptions{PollInterval: time.Minute, PurgeInterval: -1,
+	r, err := idem.NewRelay(pg, outboxBroker(t).Topic, &idem.RelayOptions{PollInterval: time.Minute, PurgeInterval: -1,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -343,14 +353,14 @@ func TestRelayNeverSleepsThroughCommit(t *testing.T) {
 		// Vary the moment of the commit against the relay's going idle
 		// (a few milliseconds after the last publish), not a wait for it.
 		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
-		tx, err := store.Begin(ctx)
+		tx, err := pg.Driver().Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := outbox.Add(ctx, tx, &idem.OutboxMessage{AggregateID: fmt.Sprint("a", i%7), Type: "x", Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Commit(ctx, tx); err != nil {
+		if err := pg.Driver().Commit(ctx, tx); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(ctx, t, fmt.Sprintf("row %d published", i+1), func() bool { return r.Stats().Published == int64(i+1) })

@@ -8,7 +8,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/sqlite"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // TestHandlerSucceededKeepsEffectWhenCanceled: a handler that returned nil
@@ -17,12 +17,12 @@ import (
 // database/sql rolls back a transaction whose BeginTx context ends, so the
 // store must not begin it under the caller's cancellation.
 func TestHandlerSucceededKeepsEffectWhenCanceled(t *testing.T) {
-	store, _, sub, cleanup := setup(t.Context())
+	s, _, sub, cleanup := setup(t.Context())
 	defer cleanup()
-	if _, err := store.DB().Exec(`CREATE TABLE invoices (order_id TEXT NOT NULL)`); err != nil {
+	if _, err := s.DB().Exec(`CREATE TABLE invoices (order_id TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	inbox, err := idem.NewInbox(store, "billing", sub.Capabilities(), nil)
+	inbox, err := idem.NewInbox(s, "billing", sub.Capabilities(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,16 +39,20 @@ func TestHandlerSucceededKeepsEffectWhenCanceled(t *testing.T) {
 		t.Fatalf("Handle: %v %v, want applied", r, err)
 	}
 	var n int
-	if err := store.DB().QueryRow(`SELECT count(*) FROM invoices`).Scan(&n); err != nil || n != 1 {
+	if err := s.DB().QueryRow(`SELECT count(*) FROM invoices`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("invoices: %d (%v), want the handler's one", n, err)
 	}
 }
 
 // deadlineStore is a store whose Rollback reports whether it was bounded.
 type deadlineStore struct {
-	*sqlite.Store
+	sqlDriver
 	bounded, unbounded int
 }
+
+type sqlDriver = store.Driver[*sql.Tx]
+
+func (s *deadlineStore) Driver() store.Driver[*sql.Tx] { return s }
 
 func (s *deadlineStore) Rollback(ctx context.Context, tx *sql.Tx) error {
 	if _, ok := ctx.Deadline(); ok && ctx.Err() == nil {
@@ -56,7 +60,7 @@ func (s *deadlineStore) Rollback(ctx context.Context, tx *sql.Tx) error {
 	} else {
 		s.unbounded++
 	}
-	return s.Store.Rollback(ctx, tx)
+	return s.sqlDriver.Rollback(ctx, tx)
 }
 
 // TestRollbackBounded: the rollback after a failed handler runs although
@@ -65,7 +69,7 @@ func (s *deadlineStore) Rollback(ctx context.Context, tx *sql.Tx) error {
 func TestRollbackBounded(t *testing.T) {
 	s, _, sub, cleanup := setup(t.Context())
 	defer cleanup()
-	st := &deadlineStore{Store: s}
+	st := &deadlineStore{sqlDriver: s.Driver()}
 	inbox, err := idem.NewInbox(st, "billing", sub.Capabilities(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -20,12 +20,12 @@ func ExampleOpen() {
 	defer os.RemoveAll(dir)
 
 	// Open creates the inbox and park tables (prefix "wary_") on first use.
-	store, err := sqlite.Open(ctx, filepath.Join(dir, "shop.db"), &sqlite.Options{Prefix: "shop_"})
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "shop.db"), &sqlite.Options{Prefix: "shop_"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer store.Close()
-	_, _ = store.DB().Exec(`CREATE TABLE shipments (order_id TEXT PRIMARY KEY)`)
+	defer st.Close()
+	_, _ = st.DB().Exec(`CREATE TABLE shipments (order_id TEXT PRIMARY KEY)`)
 
 	b := memory.New(nil)
 	_ = b.CreateTopic("orders", nil)
@@ -35,7 +35,7 @@ func ExampleOpen() {
 	sub, _ := b.OpenSubscription("orders", "shipping", nil)
 	defer sub.Close()
 
-	inbox, err := idem.NewInbox(store, "shipping", sub.Capabilities(), nil)
+	inbox, err := idem.NewInbox(st, "shipping", sub.Capabilities(), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func ExampleOpen() {
 	cancel()
 	<-done
 	var n int
-	_ = store.DB().QueryRow(`SELECT count(*) FROM shipments`).Scan(&n)
+	_ = st.DB().QueryRow(`SELECT count(*) FROM shipments`).Scan(&n)
 	fmt.Println("shipments:", n)
 	// Output:
 	// applied duplicate

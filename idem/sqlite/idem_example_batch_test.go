@@ -15,11 +15,11 @@ import (
 // billing sets up the examples below: a billing inbox with an invoices
 // table, and the deliveries of three orders, one of them sent twice.
 func billing(ctx context.Context) (*idem.Inbox[*sql.Tx], *sqlite.Store, []*broker.Delivery, func()) {
-	store, topic, sub, cleanup := setup(ctx)
-	if _, err := store.DB().Exec(`CREATE TABLE invoices (order_id TEXT NOT NULL)`); err != nil {
+	st, topic, sub, cleanup := setup(ctx)
+	if _, err := st.DB().Exec(`CREATE TABLE invoices (order_id TEXT NOT NULL)`); err != nil {
 		log.Fatal(err)
 	}
-	inbox, err := idem.NewInbox(store, "billing", sub.Capabilities(), nil)
+	inbox, err := idem.NewInbox(st, "billing", sub.Capabilities(), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -30,12 +30,12 @@ func billing(ctx context.Context) (*idem.Inbox[*sql.Tx], *sqlite.Store, []*broke
 	if err != nil {
 		log.Fatal(err)
 	}
-	return inbox, store, ds, cleanup
+	return inbox, st, ds, cleanup
 }
 
 func Example_inboxHandleBatch() {
 	ctx := context.Background()
-	inbox, store, ds, cleanup := billing(ctx)
+	inbox, st, ds, cleanup := billing(ctx)
 	defer cleanup()
 	invoice := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO invoices (order_id) VALUES (?)`, string(d.Message.Body))
@@ -49,7 +49,7 @@ func Example_inboxHandleBatch() {
 		log.Fatal(err)
 	}
 	var n int
-	_ = store.DB().QueryRow(`SELECT count(*) FROM invoices`).Scan(&n)
+	_ = st.DB().QueryRow(`SELECT count(*) FROM invoices`).Scan(&n)
 	fmt.Printf("results: %v; invoices: %d\n", results, n)
 	// Output:
 	// results: [applied applied duplicate applied]; invoices: 3
@@ -57,7 +57,7 @@ func Example_inboxHandleBatch() {
 
 func Example_inboxHandleBatchAll() {
 	ctx := context.Background()
-	inbox, store, ds, cleanup := billing(ctx)
+	inbox, st, ds, cleanup := billing(ctx)
 	defer cleanup()
 	// The batch handler gets the deliveries to apply, the duplicate left
 	// out, and writes them with one statement.
@@ -75,7 +75,7 @@ func Example_inboxHandleBatchAll() {
 		log.Fatal(err)
 	}
 	var n int
-	_ = store.DB().QueryRow(`SELECT count(*) FROM invoices`).Scan(&n)
+	_ = st.DB().QueryRow(`SELECT count(*) FROM invoices`).Scan(&n)
 	fmt.Printf("results: %v; invoices: %d\n", results, n)
 	// Output:
 	// results: [applied applied duplicate applied]; invoices: 3

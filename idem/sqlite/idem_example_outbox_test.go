@@ -12,18 +12,18 @@ import (
 
 func Example_outbox() {
 	ctx := context.Background()
-	store, topic, sub, cleanup := setup(ctx)
+	st, topic, sub, cleanup := setup(ctx)
 	defer cleanup()
-	if _, err := store.DB().Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, version INTEGER NOT NULL, status TEXT NOT NULL)`); err != nil {
+	if _, err := st.DB().Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, version INTEGER NOT NULL, status TEXT NOT NULL)`); err != nil {
 		log.Fatal(err)
 	}
-	outbox, err := idem.NewOutbox[*sql.Tx](store, nil)
+	outbox, err := idem.NewOutbox[*sql.Tx](st, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 
 	// The order and its event commit together, or not at all.
-	tx, err := store.Begin(ctx)
+	tx, err := st.DB().BeginTx(ctx, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -36,13 +36,13 @@ func Example_outbox() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := store.Commit(ctx, tx); err != nil {
+	if err := tx.Commit(); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("sequence:", seqs[0])
 
 	// The relay publishes committed rows (Run does it continuously).
-	relay, err := idem.NewRelay(store, topic, nil)
+	relay, err := idem.NewRelay(st, topic, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -68,11 +68,11 @@ func Example_outbox() {
 
 func Example_keys() {
 	ctx := context.Background()
-	store, _, _, cleanup := setup(ctx)
+	st, _, _, cleanup := setup(ctx)
 	defer cleanup()
 
 	// The provider keeps keys for a day and replays the first result.
-	payments, err := idem.NewKeys[*sql.Tx](store, idem.KeyContract{Provider: "payments", Retention: 24 * time.Hour, Replays: true}, nil)
+	payments, err := idem.NewKeys[*sql.Tx](st, idem.KeyContract{Provider: "payments", Retention: 24 * time.Hour, Replays: true}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -84,14 +84,14 @@ func Example_keys() {
 	}
 
 	// Stage the payment in the transaction that decides it...
-	tx, err := store.Begin(ctx)
+	tx, err := st.DB().BeginTx(ctx, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	if _, err := payments.Stage(ctx, tx, "payment:order-1:attempt-1", []byte(`{"amount":42}`)); err != nil {
 		log.Fatal(err)
 	}
-	if err := store.Commit(ctx, tx); err != nil {
+	if err := tx.Commit(); err != nil {
 		log.Fatal(err)
 	}
 	// ...and call after the commit. A second Call (a retry, a duplicate

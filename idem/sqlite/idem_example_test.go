@@ -22,7 +22,7 @@ func setup(ctx context.Context) (*sqlite.Store, *broker.Topic, *broker.Subscript
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), nil)
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -31,23 +31,23 @@ func setup(ctx context.Context) (*sqlite.Store, *broker.Topic, *broker.Subscript
 	_ = b.CreateSubscription("orders", "billing")
 	topic, _ := b.OpenTopic("orders", nil)
 	sub, _ := b.OpenSubscription("orders", "billing", nil)
-	return store, topic, sub, func() {
+	return st, topic, sub, func() {
 		sub.Close()
 		topic.Close()
-		store.Close()
+		st.Close()
 		os.RemoveAll(dir)
 	}
 }
 
 func Example_inbox() {
 	ctx := context.Background()
-	store, topic, sub, cleanup := setup(ctx)
+	st, topic, sub, cleanup := setup(ctx)
 	defer cleanup()
-	if _, err := store.DB().Exec(`CREATE TABLE invoices (order_id TEXT NOT NULL, amount INTEGER NOT NULL)`); err != nil {
+	if _, err := st.DB().Exec(`CREATE TABLE invoices (order_id TEXT NOT NULL, amount INTEGER NOT NULL)`); err != nil {
 		log.Fatal(err)
 	}
 
-	inbox, err := idem.NewInbox(store, "billing", sub.Capabilities(), nil)
+	inbox, err := idem.NewInbox(st, "billing", sub.Capabilities(), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func Example_inbox() {
 		fmt.Println(ds[0].Message.ID, r)
 	}
 	var n int
-	_ = store.DB().QueryRow(`SELECT count(*) FROM invoices`).Scan(&n)
+	_ = st.DB().QueryRow(`SELECT count(*) FROM invoices`).Scan(&n)
 	fmt.Printf("invoices: %d\n", n)
 	// Output:
 	// order-1-placed applied
@@ -82,11 +82,11 @@ func Example_inbox() {
 
 func Example_inboxVersioned() {
 	ctx := context.Background()
-	store, topic, sub, cleanup := setup(ctx)
+	st, topic, sub, cleanup := setup(ctx)
 	defer cleanup()
-	_, _ = store.DB().Exec(`CREATE TABLE accounts (id TEXT PRIMARY KEY, version INTEGER NOT NULL, balance INTEGER NOT NULL)`)
+	_, _ = st.DB().Exec(`CREATE TABLE accounts (id TEXT PRIMARY KEY, version INTEGER NOT NULL, balance INTEGER NOT NULL)`)
 
-	inbox, _ := idem.NewInbox(store, "ledger", sub.Capabilities(), &idem.Options{
+	inbox, _ := idem.NewInbox(st, "ledger", sub.Capabilities(), &idem.Options{
 		MaxAttempts: 1, // park a gap at once (the default retries 5 times with backoff)
 		Logger:      slog.New(slog.DiscardHandler),
 	})
@@ -128,7 +128,7 @@ func Example_inboxVersioned() {
 	// it: stale, acknowledged, not applied.
 	deliver(&broker.Message{ID: "replayed", Headers: event(1).Headers})
 	var version, balance int
-	_ = store.DB().QueryRow(`SELECT version, balance FROM accounts WHERE id = 'acct-1'`).Scan(&version, &balance)
+	_ = st.DB().QueryRow(`SELECT version, balance FROM accounts WHERE id = 'acct-1'`).Scan(&version, &balance)
 	fmt.Printf("replayed %d; version %d, balance %d\n", res.Replayed, version, balance)
 	// Output:
 	// acct-1-v1 applied
@@ -142,21 +142,21 @@ func Example_inboxVersioned() {
 
 func ExampleStore_transition() {
 	ctx := context.Background()
-	store, _, _, cleanup := setup(ctx)
+	st, _, _, cleanup := setup(ctx)
 	defer cleanup()
-	_, _ = store.DB().Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL);
+	_, _ = st.DB().Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL);
 		INSERT INTO orders VALUES ('o-1', 'pending'), ('o-2', 'shipped')`)
 	orders := idem.StateTable{Table: "orders", IDColumn: "id", StateColumn: "status"}
 
 	// Inside an inbox handler, with its transaction: cancel only while
 	// pending (or already cancelled).
 	for _, id := range []string{"o-1", "o-1", "o-2"} {
-		tx, _ := store.Begin(ctx)
-		c, err := store.Transition(ctx, tx, orders, id, "cancelled", "pending", "cancelled")
+		tx, _ := st.DB().BeginTx(ctx, nil)
+		c, err := st.Transition(ctx, tx, orders, id, "cancelled", "pending", "cancelled")
 		if err != nil {
 			log.Fatal(err)
 		}
-		_ = store.Commit(ctx, tx)
+		_ = tx.Commit()
 		fmt.Printf("%s: %s (state %s)\n", id, c.Result, c.State)
 	}
 	// Output:

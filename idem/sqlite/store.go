@@ -38,21 +38,51 @@ type Options struct {
 const DefaultPrefix = "wary_"
 
 // Store is the SQLite store on a *sql.DB opened with the modernc.org/sqlite
-// driver. It implements the interfaces of idem/store for *sql.Tx (Store,
-// OutboxStore, KeyStore): hand it to idem.NewInbox, idem.NewOutbox,
-// idem.NewRelay and idem.NewKeys. Handlers call CheckVersion and Transition
-// on it inside the inbox transaction; the other methods are the inbox's and
-// relay's. It is safe for concurrent use.
+// driver: hand it to idem.NewInbox, idem.NewOutbox, idem.NewRelay and
+// idem.NewKeys. Handlers call CheckVersion and Transition on it inside the
+// inbox transaction. It is safe for concurrent use.
 type Store struct {
 	core   *sqlcore.Core[*sql.Tx]
 	outbox *sqlcore.Outbox[*sql.Tx]
+	d      *driver
 	db     *sql.DB
 	owned  bool
 }
 
-var _ store.Store[*sql.Tx] = (*Store)(nil)
-var _ store.OutboxStore[*sql.Tx] = (*Store)(nil)
-var _ store.KeyStore[*sql.Tx] = (*Store)(nil)
+// driver implements store.Driver[*sql.Tx] and the optional ClaimChecker
+// and ClaimManyer with the shared SQL of sqlcore. The outbox half is held
+// by its interfaces, so that the PostgreSQL-only optional interfaces of
+// sqlcore.Outbox (OutboxIdler) are not promoted: SQLite has no LISTEN.
+type driver struct {
+	*sqlcore.Core[*sql.Tx]
+	outboxDriver
+}
+
+type outboxDriver interface {
+	store.OutboxStore[*sql.Tx]
+	store.KeyStore[*sql.Tx]
+}
+
+var _ store.Driver[*sql.Tx] = (*driver)(nil)
+var _ store.ClaimChecker[*sql.Tx] = (*driver)(nil)
+var _ store.ClaimManyer[*sql.Tx] = (*driver)(nil)
+
+// Driver implements [store.Provider]: it returns the store's driver, for
+// idem's constructors. Applications do not call it.
+func (s *Store) Driver() store.Driver[*sql.Tx] { return s.d }
+
+// CheckVersion is the conditional update of a version check, in tx (see
+// idem.Inbox.Versioned, which calls it for each event): it sets t's version
+// column to version where the ID is id and the version is version-1.
+func (s *Store) CheckVersion(ctx context.Context, tx *sql.Tx, t store.VersionTable, id string, version int64) (store.VersionCheck, error) {
+	return s.core.CheckVersion(ctx, tx, t, id, version)
+}
+
+// Transition is the state-transition guard, in tx: it sets t's state
+// column to to where the ID is id and the state is one of from.
+func (s *Store) Transition(ctx context.Context, tx *sql.Tx, t store.StateTable, id, to string, from ...string) (store.TransitionCheck, error) {
+	return s.core.Transition(ctx, tx, t, id, to, from...)
+}
 
 // busyTimeout is how long a statement waits for another connection's lock
 // (SQLite's busy_timeout) before it fails with SQLITE_BUSY.
@@ -104,6 +134,7 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, outboxDialect(db)), db: db}
+	s.d = &driver{Core: core, outboxDriver: s.outbox}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err

@@ -18,7 +18,7 @@ type testDB struct {
 
 var placeholder = regexp.MustCompile(`\$(\d+)`)
 
-func (d testDB) Open(ctx context.Context, prefix string) (store.Store[*sql.Tx], error) {
+func (d testDB) Open(ctx context.Context, prefix string) (store.Provider[*sql.Tx], error) {
 	return sqlite.New(ctx, d.db, &sqlite.Options{Prefix: prefix})
 }
 

@@ -3,10 +3,12 @@
 // and idempotency keys can run on it, as package broker/driver is for
 // broker drivers. idem/postgres and idem/sqlite implement it (sharing
 // idem/internal/sqlcore); users of those stores need not import this
-// package, and package idem re-exports, as type aliases, the types a user
-// handles (Parked, VersionTable, OutboxRow, KeyRecord, ...).
+// package.
 //
-// A store is three interfaces over one transaction type Tx: Store (inbox
+// A store package hands its users a type that implements Provider, whose
+// one method returns the Driver, so that the driver's methods stay off the
+// user's type. A Driver is four interfaces over one transaction type Tx:
+// Admin (the operator's command), Store (inbox
 // claims, version checks, state-transition guards, failures and the park),
 // OutboxStore (adding rows in the caller's transaction, and RelayStore,
 // claiming and settling them), and KeyStore (idempotency keys). Methods

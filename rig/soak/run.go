@@ -334,7 +334,7 @@ func (r *runner) until(ctx context.Context, d time.Duration, what string, trickl
 		if time.Now().After(nextLog) {
 			nextLog = time.Now().Add(10 * time.Second)
 			got, _ := r.applied(ctx)
-			h, _ := r.st.OutboxHealth(ctx, time.Now())
+			h, _ := r.st.Driver().OutboxHealth(ctx, time.Now())
 			r.cfg.Logf("soak %s: waiting for %s: %d written, %d unsent, %d applied", r.t.Name, what, r.written.Load(), h.Backlog, got)
 		}
 		if err := r.restartEnded(); err != nil {

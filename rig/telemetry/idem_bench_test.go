@@ -86,14 +86,14 @@ func (p *pipeline) events(b *testing.B, first, n int) {
 	ctx := context.Background()
 	start := time.Now()
 	for i := first; i < first+n; i++ {
-		tx, err := p.st.Begin(ctx)
+		tx, err := p.st.Driver().Begin(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if _, err := p.outbox.Add(ctx, tx, &idem.OutboxMessage{ID: fmt.Sprint("e", i), AggregateID: fmt.Sprint("a", i%10), Version: int64(i + 1)}); err != nil {
 			b.Fatal(err)
 		}
-		if err := p.st.Commit(ctx, tx); err != nil {
+		if err := p.st.Driver().Commit(ctx, tx); err != nil {
 			b.Fatal(err)
 		}
 	}

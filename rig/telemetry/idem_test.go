@@ -53,7 +53,7 @@ func TestRelayOutboxGauges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := st.Begin(ctx)
+	tx, err := st.Driver().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestRelayOutboxGauges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := st.Commit(ctx, tx); err != nil {
+	if err := st.Driver().Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -129,14 +129,14 @@ func TestTraceThroughRun(t *testing.T) {
 	p := newPipeline(t, "sdk", tp, mp)
 	ctx := t.Context()
 	cctx, caller := tp.Tracer("test").Start(ctx, "caller")
-	tx, err := p.st.Begin(ctx)
+	tx, err := p.st.Driver().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.outbox.Add(cctx, tx, &idem.OutboxMessage{ID: "e1", AggregateID: "a", Version: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.st.Commit(ctx, tx); err != nil {
+	if err := p.st.Driver().Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	caller.End()
@@ -145,7 +145,7 @@ func TestTraceThroughRun(t *testing.T) {
 	}
 	// A copy, as a relay that crashed before marking the row would send
 	// (with the row's creation context; its send span is a root).
-	rows, err := p.st.ListOutbox(ctx, store.OutboxFilter{})
+	rows, err := p.st.Driver().ListOutbox(ctx, store.OutboxFilter{})
 	if err != nil || len(rows) != 1 {
 		t.Fatalf("outbox rows %v, %v", rows, err)
 	}
@@ -230,14 +230,14 @@ func TestAckAfterCommitMetric(t *testing.T) {
 	_, _, mp, counters := telemetry(t)
 	p := newPipeline(t, "metrics", nil, mp)
 	ctx := t.Context()
-	tx, err := p.st.Begin(ctx)
+	tx, err := p.st.Driver().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.outbox.Add(ctx, tx, &idem.OutboxMessage{ID: "e1", AggregateID: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.st.Commit(ctx, tx); err != nil {
+	if err := p.st.Driver().Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.relay.Drain(ctx); err != nil {

@@ -34,13 +34,6 @@ func (a *app) storeGiven(f *storeFlags) bool {
 	return f.sqlite != "" || a.envDefault(f.postgres, EnvPostgres) != ""
 }
 
-// adminStore is what the command needs of a store.
-type adminStore[Tx any] interface {
-	store.Store[Tx]
-	store.RelayStore
-	store.Admin[Tx]
-}
-
 // db is a store with its transaction type hidden.
 type db interface {
 	store.RelayStore
@@ -56,7 +49,7 @@ type db interface {
 }
 
 type sqlDB[Tx any] struct {
-	adminStore[Tx]
+	store.Driver[Tx]
 	closeFn func()
 }
 
@@ -104,7 +97,7 @@ func (a *app) openStore(ctx context.Context, f *storeFlags) (db, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open SQLite store %s: %w", f.sqlite, err)
 		}
-		return sqlDB[*sql.Tx]{adminStore: s, closeFn: func() { s.Close() }}, nil
+		return sqlDB[*sql.Tx]{Driver: s.Driver(), closeFn: func() { s.Close() }}, nil
 	case pgURL != "":
 		pool, err := pgxpool.New(ctx, pgURL)
 		if err != nil {
@@ -122,7 +115,7 @@ func (a *app) openStore(ctx context.Context, f *storeFlags) (db, error) {
 			pool.Close()
 			return nil, err
 		}
-		return sqlDB[pgx.Tx]{adminStore: s, closeFn: pool.Close}, nil
+		return sqlDB[pgx.Tx]{Driver: s.Driver(), closeFn: pool.Close}, nil
 	}
 	return nil, fmt.Errorf("name the store: --postgres URL (or $%s) or --sqlite FILE", EnvPostgres)
 }

@@ -20,8 +20,7 @@ var quiet = slog.New(slog.DiscardHandler)
 
 // shopStore is what the walkthroughs need of a store.
 type shopStore[Tx any] interface {
-	store.Store[Tx]
-	store.OutboxStore[Tx]
+	store.Provider[Tx]
 }
 
 // pipe is one pipeline under test: a store (and the flags that name it
@@ -176,14 +175,14 @@ func addRow[Tx any](t *testing.T, st shopStore[Tx], agg string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := st.Begin(ctx)
+	tx, err := st.Driver().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ob.Add(ctx, tx, &idem.OutboxMessage{AggregateID: agg, Version: 1, Type: "order.placed", Payload: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Commit(ctx, tx); err != nil {
+	if err := st.Driver().Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 }
