@@ -39,13 +39,14 @@ func Unavailable(t TB, format string, args ...any) {
 
 // EnsureDeps runs `npm ci` in dir once, under a file lock shared by every
 // test binary, unless node_modules/<pkg>/package.json is already there.
+// The check too is made under the lock: npm writes pkg's package.json
+// before it has finished writing the rest (the node binary among them), so
+// a process that looked without the lock could start a half-installed
+// emulator ("text file busy").
 func EnsureDeps(dir, pkg string) error {
 	present := func() bool {
 		_, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json"))
 		return err == nil
-	}
-	if present() {
-		return nil
 	}
 	unlock, err := lockFile(filepath.Join(dir, ".npm-ci.lock"))
 	if err != nil {
