@@ -83,7 +83,7 @@ type CallFunc func(ctx context.Context, key string, intent []byte) ([]byte, erro
 // Keys makes external calls safe to retry with idempotency keys stored in
 // the database, for one provider. See the package documentation.
 type Keys[Tx any] struct {
-	store store.KeyStore[Tx]
+	store keyStore[Tx]
 	c     KeyContract
 	o     KeysOptions
 }
@@ -123,7 +123,7 @@ func NewKeys[Tx any](p store.Provider[Tx], c KeyContract, opts *KeysOptions) (*K
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Keys[Tx]{store: st, c: c, o: o}, nil
+	return &Keys[Tx]{store: keyStore[Tx]{st}, c: c, o: o}, nil
 }
 
 // Stage stores key with its intent in tx, the transaction that decides the
@@ -269,7 +269,7 @@ func safeCall(ctx context.Context, call CallFunc, key string, intent []byte) (re
 // not positive). It returns how many calls succeeded and the errors of the
 // others.
 func (k *Keys[Tx]) CallStaged(ctx context.Context, call CallFunc, limit int) (int, error) {
-	recs, err := k.store.ListKeys(ctx, store.KeyFilter{Provider: k.c.Provider, States: []KeyState{KeyStaged, KeyInFlight, KeyUnknown}, Limit: limit})
+	recs, err := k.store.ListKeys(ctx, store.KeyFilter{Provider: k.c.Provider, States: []store.KeyState{store.KeyStaged, store.KeyInFlight, store.KeyUnknown}, Limit: limit})
 	if err != nil {
 		return 0, err
 	}

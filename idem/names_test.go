@@ -132,3 +132,11 @@ type nilStore struct{ intDriver }
 type intDriver = store.Driver[int]
 
 func (s nilStore) Driver() store.Driver[int] { return s }
+
+// TestLimitsAgree: the limits idem states are the ones its stores check.
+func TestLimitsAgree(t *testing.T) {
+	if idem.MaxNameLen != store.MaxNameLen || idem.MaxKeyLen != store.MaxKeyLen {
+		t.Errorf("idem says names up to %d and keys up to %d bytes; the stores check %d and %d",
+			idem.MaxNameLen, idem.MaxKeyLen, store.MaxNameLen, store.MaxKeyLen)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
 	"github.com/wary-go/wary/internal/wotel"
 )
 
@@ -60,7 +61,7 @@ func eventAttrs(aggregateID string, version int64) []attribute.KeyValue {
 // startAdd starts the create span of each row and records its context in
 // the row's headers (a copy: the caller's map is not modified). The
 // returned function ends the spans with the outcome of the write.
-func startAdd(ctx context.Context, tracer wotel.Tracer, rows []OutboxMessage) func(error) {
+func startAdd(ctx context.Context, tracer wotel.Tracer, rows []store.OutboxMessage) func(error) {
 	if tracer.Off() {
 		return noEnd
 	}
@@ -163,7 +164,7 @@ type relaySpan struct {
 
 // startPublish starts the publish span of row, a child of the creation
 // context stored with it.
-func (t *relayTel) startPublish(ctx context.Context, row *OutboxRow) (context.Context, relaySpan) {
+func (t *relayTel) startPublish(ctx context.Context, row *store.OutboxRow) (context.Context, relaySpan) {
 	start := time.Now()
 	if t.tracer.Off() {
 		return ctx, relaySpan{start: start}
@@ -184,7 +185,7 @@ func (t *relayTel) startPublish(ctx context.Context, row *OutboxRow) (context.Co
 }
 
 // endPublish ends the span and records the latencies.
-func (t *relayTel) endPublish(ctx context.Context, s relaySpan, row *OutboxRow, now time.Time, err error) {
+func (t *relayTel) endPublish(ctx context.Context, s relaySpan, row *store.OutboxRow, now time.Time, err error) {
 	if err != nil {
 		t.publishDur.Record(ctx, time.Since(s.start).Seconds(), t.failOpt...)
 		if s.span != nil {

@@ -71,7 +71,7 @@ func (o *Outbox[Tx]) Add(ctx context.Context, tx Tx, msgs ...*OutboxMessage) ([]
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	rows := make([]OutboxMessage, len(msgs))
+	rows := make([]store.OutboxMessage, len(msgs))
 	for i, m := range msgs {
 		if err := validateOutbox(m); err != nil {
 			return nil, err
@@ -79,7 +79,7 @@ func (o *Outbox[Tx]) Add(ctx context.Context, tx Tx, msgs ...*OutboxMessage) ([]
 		if m.ID == "" {
 			m.ID = broker.NewID()
 		}
-		rows[i] = *m
+		rows[i] = store.OutboxMessage(*m)
 	}
 	end := startAdd(ctx, o.tracer, rows)
 	seqs, err := o.store.AddOutbox(ctx, tx, rows, o.o.Now())

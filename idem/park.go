@@ -7,13 +7,15 @@ import (
 	"log/slog"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // Parked lists the consumer's parked messages matching f, by aggregate and
 // each aggregate's in replay order. Set f.Limit to bound the listing; the
 // bodies are loaded.
 func (in *Inbox[Tx]) Parked(ctx context.Context, f ParkedFilter) ([]Parked, error) {
-	return in.store.ListParked(ctx, in.consumer, f)
+	ps, err := in.store.ListParked(ctx, in.consumer, store.ParkedFilter(f))
+	return parkedList(ps), err
 }
 
 // Discard deletes the parked messages matching f (all of the consumer's,
@@ -21,7 +23,7 @@ func (in *Inbox[Tx]) Parked(ctx context.Context, f ParkedFilter) ([]Parked, erro
 // never applied; the inbox keeps their claims, so copies still arriving are
 // duplicates.
 func (in *Inbox[Tx]) Discard(ctx context.Context, f ParkedFilter) (int, error) {
-	return in.store.DiscardParked(ctx, in.consumer, f)
+	return in.store.DiscardParked(ctx, in.consumer, store.ParkedFilter(f))
 }
 
 // ReplayResult says what a replay did.
@@ -58,9 +60,9 @@ const replayPage = 100
 func (in *Inbox[Tx]) Replay(ctx context.Context, aggregateID string, h Handler[Tx]) (ReplayResult, error) {
 	in.logStart()
 	var res ReplayResult
-	f := ParkedFilter{AggregateID: aggregateID, HasAggregate: true}
+	f := store.ParkedFilter{AggregateID: aggregateID, HasAggregate: true}
 	for {
-		page, err := in.store.ListParked(ctx, in.consumer, ParkedFilter{AggregateID: aggregateID, HasAggregate: true, Limit: replayPage})
+		page, err := in.store.ListParked(ctx, in.consumer, store.ParkedFilter{AggregateID: aggregateID, HasAggregate: true, Limit: replayPage})
 		if err != nil {
 			return res, fmt.Errorf("idem: replay: %w", err)
 		}
@@ -88,7 +90,8 @@ func (in *Inbox[Tx]) Replay(ctx context.Context, aggregateID string, h Handler[T
 				return res, fmt.Errorf("idem: replay: %w", err)
 			}
 			p.Reason, p.Attempts, p.LastSeen = herr.Error(), p.Attempts+1, now
-			res.Stopped = p
+			stopped := Parked(*p)
+			res.Stopped = &stopped
 			in.o.Logger.Info("idem: replay stopped", slog.String("consumer", in.consumer), slog.String("message_id", p.MessageID),
 				slog.String("aggregate_id", p.AggregateID), slog.String("reason", p.Reason))
 			var pe *ParkError
@@ -102,7 +105,7 @@ func (in *Inbox[Tx]) Replay(ctx context.Context, aggregateID string, h Handler[T
 
 // replayOne deletes p from the park and runs h, in one transaction. It
 // reports false when p was gone (replayed concurrently).
-func (in *Inbox[Tx]) replayOne(ctx context.Context, p *Parked, h Handler[Tx]) (bool, error) {
+func (in *Inbox[Tx]) replayOne(ctx context.Context, p *store.Parked, h Handler[Tx]) (bool, error) {
 	tx, err := in.store.Begin(ctx)
 	if err != nil {
 		return false, storeErr("begin", err)
@@ -148,7 +151,7 @@ func (in *Inbox[Tx]) ReplayAll(ctx context.Context, h Handler[Tx]) (map[string]R
 	var errs []error
 	for range replayPasses {
 		replayed := 0
-		f := ParkedFilter{Limit: 1}
+		f := store.ParkedFilter{Limit: 1}
 		for {
 			next, err := in.store.ListParked(ctx, in.consumer, f)
 			if err != nil {

@@ -491,13 +491,14 @@ func (r *Relay) Purge(ctx context.Context) (int, error) {
 
 // Quarantined lists quarantined rows (at most limit, if positive).
 func (r *Relay) Quarantined(ctx context.Context, limit int) ([]OutboxRow, error) {
-	return r.store.ListOutbox(ctx, store.OutboxFilter{States: []OutboxState{OutboxQuarantined}, Limit: limit})
+	rows, err := r.store.ListOutbox(ctx, store.OutboxFilter{States: []store.OutboxState{store.OutboxQuarantined}, Limit: limit})
+	return outboxRows(rows), err
 }
 
 // Requeue makes a quarantined row pending again, with its attempts reset,
 // and reports whether it was quarantined.
 func (r *Relay) Requeue(ctx context.Context, rowID int64) (bool, error) {
-	ok, err := r.store.SetOutboxState(ctx, rowID, OutboxPending, r.o.Now(), OutboxQuarantined)
+	ok, err := r.store.SetOutboxState(ctx, rowID, store.OutboxPending, r.o.Now(), store.OutboxQuarantined)
 	if ok {
 		r.Wake()
 	}
@@ -508,7 +509,7 @@ func (r *Relay) Requeue(ctx context.Context, rowID int64) (bool, error) {
 // and the later rows of its aggregate flow again. Consumers that check
 // versions will see a gap where it was.
 func (r *Relay) Discard(ctx context.Context, rowID int64) (bool, error) {
-	ok, err := r.store.SetOutboxState(ctx, rowID, OutboxDiscarded, r.o.Now(), OutboxPending, OutboxQuarantined)
+	ok, err := r.store.SetOutboxState(ctx, rowID, store.OutboxDiscarded, r.o.Now(), store.OutboxPending, store.OutboxQuarantined)
 	if ok {
 		r.Wake()
 	}
@@ -557,7 +558,7 @@ type RelayHealth struct {
 // An operator alerts on OldestUnsentAge and Quarantined.
 func (r *Relay) Health(ctx context.Context) (RelayHealth, error) {
 	h, err := r.store.OutboxHealth(ctx, r.o.Now())
-	return RelayHealth{OutboxHealth: h, RelayStats: r.Stats()}, err
+	return RelayHealth{OutboxHealth: OutboxHealth(h), RelayStats: r.Stats()}, err
 }
 
 // rateMeter counts events per second over the last minute.

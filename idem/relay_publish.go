@@ -123,7 +123,7 @@ func (r *Relay) share() int {
 // could, there may be more, and the count at least doubles, so that a
 // share that became too small grows back (to BatchSize, where share no
 // longer bounds a claim).
-func (r *Relay) noteHeads(rows []OutboxRow, limit int) int {
+func (r *Relay) noteHeads(rows []store.OutboxRow, limit int) int {
 	heads := 0
 	for i := range rows {
 		if i == 0 || rows[i].AggregateID != rows[i-1].AggregateID {
@@ -163,7 +163,7 @@ func (r *Relay) aloft() <-chan struct{} {
 // failure were perhaps already delivered by the first attempt, and rows
 // after it perhaps too: see the package documentation for what a consumer
 // may then see.
-func (r *Relay) publishBatch(ctx context.Context, rows []OutboxRow) pubResult {
+func (r *Relay) publishBatch(ctx context.Context, rows []store.OutboxRow) pubResult {
 	var res pubResult
 	if len(rows) > 1 {
 		msgs := make([]*broker.Message, len(rows))
@@ -200,7 +200,7 @@ func (r *Relay) publishBatch(ctx context.Context, rows []OutboxRow) pubResult {
 			return res
 		}
 	}
-	var groups [][]OutboxRow
+	var groups [][]store.OutboxRow
 	for i := 0; i < len(rows); {
 		j := i + 1
 		for j < len(rows) && rows[j].AggregateID == rows[i].AggregateID {
@@ -232,7 +232,7 @@ func (r *Relay) publishBatch(ctx context.Context, rows []OutboxRow) pubResult {
 
 // publishGroup publishes one aggregate's rows in order, stopping at the
 // first failure.
-func (r *Relay) publishGroup(ctx context.Context, rows []OutboxRow, stop *atomic.Bool, mu *sync.Mutex, res *pubResult) {
+func (r *Relay) publishGroup(ctx context.Context, rows []store.OutboxRow, stop *atomic.Bool, mu *sync.Mutex, res *pubResult) {
 	for i := range rows {
 		row := &rows[i]
 		if stop.Load() || ctx.Err() != nil {
@@ -275,7 +275,7 @@ func (r *Relay) publishGroup(ctx context.Context, rows []OutboxRow, stop *atomic
 
 // failure decides what a failed publish of row means: back off, or
 // quarantine.
-func (r *Relay) failure(row *OutboxRow, err error) store.OutboxFailure {
+func (r *Relay) failure(row *store.OutboxRow, err error) store.OutboxFailure {
 	attempts := row.Attempts + 1
 	permanent := errors.Is(err, broker.ErrTooLarge) || errors.Is(err, broker.ErrInvalid) || broker.IsPermanent(err)
 	f := store.OutboxFailure{RowID: row.RowID, Error: err.Error(), Quarantine: permanent || attempts >= r.o.MaxAttempts}
@@ -297,7 +297,7 @@ func (r *Relay) failure(row *OutboxRow, err error) store.OutboxFailure {
 // the event headers (HeaderAggregateID, HeaderAggregateVersion when not 0,
 // HeaderSequence, HeaderType when set) merged over r's headers, and the
 // payload as body.
-func rowMessage(r *OutboxRow) *broker.Message {
+func rowMessage(r *store.OutboxRow) *broker.Message {
 	h := make(map[string]string, len(r.Headers)+4)
 	for k, v := range r.Headers {
 		h[k] = v

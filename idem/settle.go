@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // fail settles d after its handler failed with herr (the transaction is
@@ -103,13 +104,13 @@ func (in *Inbox[Tx]) parkTx(ctx context.Context, tx Tx, d *broker.Delivery, reas
 	return true, in.store.ClearFailure(ctx, tx, in.consumer, d.Message.ID)
 }
 
-func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int, first, now time.Time) *Parked {
+func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int, first, now time.Time) *store.Parked {
 	m := d.Message
 	ev, _ := ParseEvent(m)
 	if ev.AggregateID == "" {
 		ev.AggregateID = m.Headers[HeaderAggregateID]
 	}
-	return &Parked{
+	return &store.Parked{
 		Consumer: consumer, MessageID: m.ID, AggregateID: ev.AggregateID, Version: ev.Version, Sequence: ev.Sequence,
 		Key: m.Key, Headers: m.Headers, Body: m.Body, Reason: reason, Attempts: attempts, FirstSeen: first, LastSeen: now,
 	}

@@ -1,90 +1,326 @@
 package idem
 
-import "github.com/wary-go/wary/idem/store"
+import (
+	"fmt"
+	"time"
 
-// The types below are defined by idem/store, the stores' interface, and
-// re-exported here for users of the inbox, the outbox and Keys.
+	"github.com/wary-go/wary/idem/store"
+)
 
-// Parked is a message that could not be applied and waits for an operator
-// (Inbox.Parked).
-type Parked = store.Parked
+// The types below are what a program handles of the inbox, the outbox and
+// Keys. The stores' driver interface (idem/store) has its own, converted
+// at the boundary (convert.go), so that each type here is defined once and
+// its fields show in go doc.
+
+// Parked is a message that could not be applied and waits for an operator.
+type Parked struct {
+	// ID identifies the parked message in the store.
+	ID          int64
+	Consumer    string
+	MessageID   string
+	AggregateID string // from HeaderAggregateID, or empty
+	Version     int64  // from HeaderAggregateVersion, or 0
+	Sequence    int64  // from HeaderSequence, or 0
+	// Key, Headers and Body are the message as it was delivered. Stores
+	// keep Headers and Body byte for byte, also names and values that are
+	// not UTF-8 (the SQL stores write such headers base64-encoded).
+	Key     string
+	Headers map[string]string
+	Body    []byte
+	// Reason says why the message was parked (or, after a failed replay,
+	// why the replay stopped).
+	Reason string
+	// Attempts counts the failed attempts: deliveries before parking plus
+	// failed replays.
+	Attempts int
+	// FirstSeen is the first failed attempt; LastSeen the latest.
+	FirstSeen time.Time
+	LastSeen  time.Time
+}
 
 // ParkedFilter selects parked messages. The zero value selects all.
-type ParkedFilter = store.ParkedFilter
+type ParkedFilter struct {
+	// AggregateID, with HasAggregate, selects one aggregate's messages
+	// (an empty AggregateID with HasAggregate selects messages that carry
+	// no aggregate ID).
+	AggregateID  string
+	HasAggregate bool
+	// AfterAggregate, with HasAfter, selects the messages of aggregates
+	// whose ID sorts after AfterAggregate in the order ListParked lists
+	// aggregates (the database's): a cursor for paging through aggregates.
+	AfterAggregate string
+	HasAfter       bool
+	// ID, if not zero, selects one parked message.
+	ID int64
+	// Limit, if positive, caps the number of rows.
+	Limit int
+}
 
-// VersionTable names the consumer's state table and columns a version
-// check updates (Inbox.Versioned, Store.CheckVersion).
-type VersionTable = store.VersionTable
+// VersionTable names the table, and its columns, that a version check
+// updates: the consumer's own state table, one row per aggregate.
+type VersionTable struct {
+	// Table is the table name, optionally schema-qualified ("app.orders").
+	Table string
+	// IDColumn holds the aggregate ID (a text or UUID column).
+	IDColumn string
+	// VersionColumn holds the aggregate's version (an integer column).
+	VersionColumn string
+}
 
-// StateTable names the table and columns a state-transition guard updates
-// (Store.Transition).
-type StateTable = store.StateTable
+// StateTable names the table, and its columns, that a state-transition guard
+// updates.
+type StateTable struct {
+	// Table is the table name, optionally schema-qualified.
+	Table string
+	// IDColumn holds the entity ID (a text or UUID column).
+	IDColumn string
+	// StateColumn holds the state, as text.
+	StateColumn string
+}
+
+// Validate checks every name of t: the table name, optionally
+// schema-qualified, and the columns.
+func (t VersionTable) Validate() error { return store.VersionTable(t).Validate() }
+
+// Validate checks every name of t.
+func (t StateTable) Validate() error { return store.StateTable(t).Validate() }
 
 // VersionResult is the outcome of a version check.
-type VersionResult = store.VersionResult
+type VersionResult int
 
-// VersionCheck is a version check's outcome and the aggregate's version.
-type VersionCheck = store.VersionCheck
-
-// Version check outcomes (see store.VersionResult).
+// Version check outcomes.
 const (
-	VersionApplied = store.VersionApplied
-	VersionStale   = store.VersionStale
-	VersionGap     = store.VersionGap
-	VersionMissing = store.VersionMissing
+	// VersionApplied: the aggregate was at version-1 and is now at version;
+	// apply the event's effect in the same transaction.
+	VersionApplied VersionResult = iota + 1
+	// VersionStale: the aggregate is already at version or later. The event
+	// is a duplicate or arrived after a newer one; it must not be applied.
+	VersionStale
+	// VersionGap: the aggregate is below version-1: at least one earlier
+	// event has not been applied yet.
+	VersionGap
+	// VersionMissing: there is no row for the aggregate.
+	VersionMissing
 )
+
+func (r VersionResult) String() string {
+	switch r {
+	case VersionApplied:
+		return "applied"
+	case VersionStale:
+		return "duplicate or stale"
+	case VersionGap:
+		return "gap"
+	case VersionMissing:
+		return "missing aggregate"
+	}
+	return fmt.Sprintf("VersionResult(%d)", int(r))
+}
+
+// VersionCheck is a version check's outcome and the aggregate's version as
+// read (after the update, for VersionApplied; 0 for VersionMissing).
+type VersionCheck struct {
+	Result  VersionResult
+	Current int64
+}
 
 // TransitionResult is the outcome of a state-transition guard.
-type TransitionResult = store.TransitionResult
+type TransitionResult int
 
-// TransitionCheck is a guard's outcome and the state as read.
-type TransitionCheck = store.TransitionCheck
-
-// Transition outcomes (see store.TransitionResult).
+// Transition outcomes.
 const (
-	TransitionApplied = store.TransitionApplied
-	TransitionAlready = store.TransitionAlready
-	TransitionInvalid = store.TransitionInvalid
-	TransitionMissing = store.TransitionMissing
+	// TransitionApplied: the entity was in an allowed source state and is
+	// now in the target state.
+	TransitionApplied TransitionResult = iota + 1
+	// TransitionAlready: the entity was already in the target state; the
+	// event is a duplicate.
+	TransitionAlready
+	// TransitionInvalid: the entity is in a state the target cannot be
+	// reached from (a cancellation after shipping): the event is stale and
+	// must not overwrite the newer state.
+	TransitionInvalid
+	// TransitionMissing: there is no row for the entity.
+	TransitionMissing
 )
 
-// OutboxMessage is one event written to the outbox (Outbox.Add).
-type OutboxMessage = store.OutboxMessage
+func (r TransitionResult) String() string {
+	switch r {
+	case TransitionApplied:
+		return "applied"
+	case TransitionAlready:
+		return "already in target state"
+	case TransitionInvalid:
+		return "invalid transition"
+	case TransitionMissing:
+		return "missing"
+	}
+	return fmt.Sprintf("TransitionResult(%d)", int(r))
+}
 
-// OutboxRow is an outbox message as stored (Relay.Quarantined).
-type OutboxRow = store.OutboxRow
+// TransitionCheck is a guard's outcome and the state as read (the new
+// state for TransitionApplied, "" for TransitionMissing).
+type TransitionCheck struct {
+	Result TransitionResult
+	State  string
+}
+
+// OutboxMessage is one event written to the outbox in the domain
+// transaction.
+type OutboxMessage struct {
+	// ID is the message's stable logical ID, which becomes broker.Message.ID
+	// (the broker's dedup ID and the consumer inbox's key). Empty: Add
+	// fills it with broker.NewID(); the caller sees it.
+	ID string
+	// AggregateID identifies the aggregate (entity) the event belongs to;
+	// required. It becomes broker.Message.Key, the ordering key, and the
+	// header HeaderAggregateID.
+	AggregateID string
+	// Version is the aggregate's version after the event (HeaderAggregateVersion),
+	// or 0 for events that do not bump it.
+	Version int64
+	// Type is the event type name (HeaderType), optional.
+	Type string
+	// Headers are extra application headers (a W3C traceparent, say).
+	// Values must be valid UTF-8; the four event headers of this package
+	// are written by the relay and may not be set here.
+	Headers map[string]string
+	// Payload is the message body.
+	Payload []byte
+}
 
 // OutboxState is the state of an outbox row.
-type OutboxState = store.OutboxState
+type OutboxState int
 
-// Outbox row states (see store.OutboxState).
+// Outbox row states.
 const (
-	OutboxPending     = store.OutboxPending
-	OutboxSent        = store.OutboxSent
-	OutboxQuarantined = store.OutboxQuarantined
-	OutboxDiscarded   = store.OutboxDiscarded
+	// OutboxPending: committed and not yet published (or published, and
+	// the relay crashed before marking it).
+	OutboxPending OutboxState = iota
+	// OutboxSent: published; the broker confirmed it.
+	OutboxSent
+	// OutboxQuarantined: publishing failed permanently or too often. The
+	// row blocks the later rows of its aggregate until an operator
+	// requeues or discards it.
+	OutboxQuarantined
+	// OutboxDiscarded: an operator gave up on the row; it no longer blocks
+	// its aggregate and is never published.
+	OutboxDiscarded
 )
 
-// OutboxHealth is the outbox's backlog (part of RelayHealth).
-type OutboxHealth = store.OutboxHealth
+func (s OutboxState) String() string {
+	switch s {
+	case OutboxPending:
+		return "pending"
+	case OutboxSent:
+		return "sent"
+	case OutboxQuarantined:
+		return "quarantined"
+	case OutboxDiscarded:
+		return "discarded"
+	}
+	return fmt.Sprintf("OutboxState(%d)", int(s))
+}
 
-// KeyRecord is an idempotency key as stored.
-type KeyRecord = store.KeyRecord
+// OutboxRow is an outbox message as stored.
+type OutboxRow struct {
+	OutboxMessage
+	// RowID identifies the row in the store (increasing in insertion order).
+	RowID int64
+	// Sequence is the row's per-aggregate sequence: 1, 2, 3, ... in commit
+	// order, without gaps (HeaderSequence).
+	Sequence  int64
+	State     OutboxState
+	CreatedAt time.Time
+	// Attempts counts failed publish attempts.
+	Attempts int
+	// NextAttempt is when a pending row that failed may be tried again.
+	NextAttempt time.Time
+	// LastError is the last publish failure.
+	LastError string
+	// SentAt is when the row was marked sent (or discarded).
+	SentAt time.Time
+}
+
+// OutboxHealth is the outbox's backlog.
+type OutboxHealth struct {
+	// Backlog counts pending rows (due or backing off).
+	Backlog int64
+	// Retrying counts pending rows that failed at least once.
+	Retrying int64
+	// Quarantined counts quarantined rows.
+	Quarantined int64
+	// OldestUnsent is the creation time of the oldest pending or
+	// quarantined row (zero if none), and OldestUnsentAge its age.
+	OldestUnsent    time.Time
+	OldestUnsentAge time.Duration
+}
 
 // KeyState is the state of an idempotency key.
-type KeyState = store.KeyState
+type KeyState int
 
-// Key states (see store.KeyState).
+// Key states.
 const (
-	KeyStaged    = store.KeyStaged
-	KeyInFlight  = store.KeyInFlight
-	KeySucceeded = store.KeySucceeded
-	KeyFailed    = store.KeyFailed
-	KeyUnknown   = store.KeyUnknown
+	// KeyStaged: the key and intent are committed; the call was not
+	// started.
+	KeyStaged KeyState = iota
+	// KeyInFlight: a call was started at LastCallAt and holds the key until
+	// LeaseUntil. Past it, with no outcome recorded, the caller died
+	// during the call (or after it, before recording): the outcome is
+	// unknown.
+	KeyInFlight
+	// KeySucceeded: the provider did it; Result is its answer.
+	KeySucceeded
+	// KeyFailed: the provider refused for good (the call returned an error
+	// marked with broker.Permanent); Error says why.
+	KeyFailed
+	// KeyUnknown: the call failed in a way that leaves the outcome open (a
+	// timeout, a 5xx), and it may not be retried automatically.
+	KeyUnknown
 )
 
+func (s KeyState) String() string {
+	switch s {
+	case KeyStaged:
+		return "staged"
+	case KeyInFlight:
+		return "in flight"
+	case KeySucceeded:
+		return "succeeded"
+	case KeyFailed:
+		return "failed"
+	case KeyUnknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("KeyState(%d)", int(s))
+}
+
+// KeyRecord is an idempotency key as stored.
+type KeyRecord struct {
+	Provider string
+	Key      string
+	// Intent is what the call is to do (the request, as the caller encodes
+	// it), stored with the key.
+	Intent   []byte
+	State    KeyState
+	Result   []byte
+	Error    string
+	Attempts int // calls started
+	// CreatedAt is when the key was staged; FirstCallAt when the provider
+	// could first have seen it (the start of the first call; zero if
+	// none); LastCallAt the start of the latest call; LeaseUntil when an
+	// in-flight call's hold ends; DoneAt when the outcome was recorded.
+	CreatedAt, FirstCallAt, LastCallAt, LeaseUntil, DoneAt time.Time
+}
+
 // KeyOutcome is what a call, or a reconciliation, found.
-type KeyOutcome = store.KeyOutcome
+type KeyOutcome struct {
+	// State is KeySucceeded, KeyFailed or KeyUnknown; a reconciliation may
+	// also say KeyStaged: the provider never saw the key, so it is safe to
+	// call again (as if for the first time).
+	State  KeyState
+	Result []byte
+	Error  string
+}
 
 // ErrInvalidName matches every error returned for a consumer name, table
 // prefix, table or column name, or idempotency key that is not accepted.
@@ -93,10 +329,10 @@ var ErrInvalidName = store.ErrInvalidName
 // MaxNameLen is the longest name, in bytes, accepted for a consumer, a
 // table prefix or a composed table name (PostgreSQL would silently cut a
 // longer one).
-const MaxNameLen = store.MaxNameLen
+const MaxNameLen = 63
 
 // MaxKeyLen is the longest idempotency key accepted (Stripe's limit).
-const MaxKeyLen = store.MaxKeyLen
+const MaxKeyLen = 255
 
 // ValidateConsumer checks a consumer name: 1 to 63 bytes of ASCII letters,
 // digits and the characters "_", "-", "." and ":".

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // Apply applies an event's effect, inside the inbox transaction, after its
@@ -74,7 +75,8 @@ func (in *Inbox[Tx]) version(ctx context.Context, tx Tx, d *broker.Delivery, tab
 	if err != nil {
 		return ev, broker.Permanent(err)
 	}
-	c, err := in.store.CheckVersion(ctx, tx, table, ev.AggregateID, ev.Version)
+	sc, err := in.store.CheckVersion(ctx, tx, store.VersionTable(table), ev.AggregateID, ev.Version)
+	c := versionCheck(sc)
 	if err != nil {
 		return ev, fmt.Errorf("idem: version check: %w", err)
 	}

@@ -123,7 +123,7 @@ func (e *OutboxEnv[Tx]) Relay(topic *broker.Topic, o *idem.RelayOptions) *idem.R
 }
 
 // Rows lists the outbox rows matching f.
-func (e *OutboxEnv[Tx]) Rows(f store.OutboxFilter) []idem.OutboxRow {
+func (e *OutboxEnv[Tx]) Rows(f store.OutboxFilter) []store.OutboxRow {
 	e.T.Helper()
 	rows, err := e.OS.ListOutbox(e.Ctx, f)
 	if err != nil {

@@ -234,14 +234,14 @@ func testNames[Tx any](t *testing.T, f Factory[Tx]) {
 			t.Errorf("Versioned(%+v): err = %v, want ErrInvalidName", table, err)
 		}
 		e.InTx(func(tx Tx) error {
-			if _, err := e.Driver.CheckVersion(e.Ctx, tx, table, "a", 1); !errors.Is(err, idem.ErrInvalidName) {
+			if _, err := e.Driver.CheckVersion(e.Ctx, tx, store.VersionTable(table), "a", 1); !errors.Is(err, idem.ErrInvalidName) {
 				t.Errorf("CheckVersion(%+v): err = %v, want ErrInvalidName", table, err)
 			}
 			return nil
 		})
 	}
 	e.InTx(func(tx Tx) error {
-		_, err := e.Driver.Transition(e.Ctx, tx, idem.StateTable{Table: "orders", IDColumn: "id", StateColumn: `status"`}, "a", "x")
+		_, err := e.Driver.Transition(e.Ctx, tx, store.StateTable{Table: "orders", IDColumn: "id", StateColumn: `status"`}, "a", "x")
 		if !errors.Is(err, idem.ErrInvalidName) {
 			t.Errorf("Transition with a quote in a column: err = %v, want ErrInvalidName", err)
 		}

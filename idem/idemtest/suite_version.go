@@ -10,6 +10,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // AggTable is the version table of the domain table aggs.
@@ -45,11 +46,11 @@ func testVersionCheck[Tx any](t *testing.T, f Factory[Tx]) {
 		{`a' OR '1'='1`, 6, idem.VersionMissing, 0},
 	} {
 		e.InTx(func(tx Tx) error {
-			got, err := e.Driver.CheckVersion(e.Ctx, tx, AggTable, c.id, c.version)
+			got, err := e.Driver.CheckVersion(e.Ctx, tx, store.VersionTable(AggTable), c.id, c.version)
 			if err != nil {
 				return err
 			}
-			if got.Result != c.want || got.Current != c.cur {
+			if idem.VersionResult(got.Result) != c.want || got.Current != c.cur {
 				t.Errorf("CheckVersion(%q, %d) = %v/%d, want %v/%d", c.id, c.version, got.Result, got.Current, c.want, c.cur)
 			}
 			return nil
@@ -78,11 +79,11 @@ func testTransition[Tx any](t *testing.T, f Factory[Tx]) {
 		{"o2", "shipped", nil, idem.TransitionAlready, "shipped"},
 	} {
 		e.InTx(func(tx Tx) error {
-			got, err := e.Driver.Transition(e.Ctx, tx, table, c.id, c.to, c.from...)
+			got, err := e.Driver.Transition(e.Ctx, tx, store.StateTable(table), c.id, c.to, c.from...)
 			if err != nil {
 				return err
 			}
-			if got.Result != c.want || got.State != c.state {
+			if idem.TransitionResult(got.Result) != c.want || got.State != c.state {
 				t.Errorf("Transition(%s -> %s from %v) = %v/%q, want %v/%q", c.id, c.to, c.from, got.Result, got.State, c.want, c.state)
 			}
 			return nil

@@ -33,12 +33,12 @@ func testWindowFailure[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Ou
 	if n, err := r.Drain(e.Ctx); n != 4 || err != nil {
 		t.Fatalf("Drain: %d, %v; want 4 (a-1, a-2, b-1, b-2)", n, err)
 	}
-	state := map[string]idem.OutboxRow{}
+	state := map[string]store.OutboxRow{}
 	for _, row := range e.Rows(store.OutboxFilter{}) {
 		state[row.ID] = row
 	}
-	for id, want := range map[string]idem.OutboxState{"a-1": idem.OutboxSent, "a-2": idem.OutboxSent, "a-3": idem.OutboxPending,
-		"a-4": idem.OutboxPending, "a-5": idem.OutboxPending, "b-1": idem.OutboxSent, "b-2": idem.OutboxSent} {
+	for id, want := range map[string]store.OutboxState{"a-1": store.OutboxSent, "a-2": store.OutboxSent, "a-3": store.OutboxPending,
+		"a-4": store.OutboxPending, "a-5": store.OutboxPending, "b-1": store.OutboxSent, "b-2": store.OutboxSent} {
 		if got := state[id].State; got != want {
 			t.Errorf("%s: %s, want %s", id, got, want)
 		}
@@ -64,7 +64,7 @@ func testWindowFailure[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Ou
 		t.Errorf("a's deliveries after the failure %v, want [a-3 a-4 a-5]", again)
 	}
 	for _, row := range e.Rows(store.OutboxFilter{}) {
-		if row.State != idem.OutboxSent {
+		if row.State != store.OutboxSent {
 			t.Errorf("%s: %s, want sent", row.ID, row.State)
 		}
 	}

@@ -41,7 +41,8 @@
 // value travel as bound parameters, so no session setting (client_encoding,
 // backslash_quote, standard_conforming_strings) changes what they mean.
 //
-// The Store is also a store.OutboxStore[pgx.Tx] and a store.KeyStore[pgx.Tx].
+// The outbox (idem.NewOutbox, idem.NewRelay) and idempotency keys
+// (idem.NewKeys) run on the same Store.
 // Outbox rows get their per-aggregate sequence from a counter row that the
 // adding transaction upserts and keeps locked until it ends; Outbox.Add
 // upserts the counters (in aggregate order), inserts the rows and runs the

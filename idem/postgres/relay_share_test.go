@@ -6,6 +6,7 @@ import (
 
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/store"
 	idemstore "github.com/wary-go/wary/idem/store"
 )
 
@@ -29,7 +30,7 @@ func TestRelayClaimsItsShare(t *testing.T) {
 	r := e.Relay(outboxBroker(t).Topic, &idem.RelayOptions{BatchSize: 24, PerAggregate: 10, Pipeline: 2})
 	sent := func() string {
 		n := map[string]int{}
-		for _, row := range e.Rows(idemstore.OutboxFilter{States: []idem.OutboxState{idem.OutboxSent}}) {
+		for _, row := range e.Rows(idemstore.OutboxFilter{States: []store.OutboxState{store.OutboxSent}}) {
 			n[row.AggregateID]++
 		}
 		return fmt.Sprintf("a:%d b:%d c:%d d:%d e:%d f:%d", n["a"], n["b"], n["c"], n["d"], n["e"], n["f"])

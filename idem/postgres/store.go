@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -256,12 +257,16 @@ func classify(err error) error {
 // CheckVersion is the conditional update of a version check, in tx (see
 // idem.Inbox.Versioned, which calls it for each event): it sets t's version
 // column to version where the ID is id and the version is version-1.
-func (s *Store) CheckVersion(ctx context.Context, tx pgx.Tx, t store.VersionTable, id string, version int64) (store.VersionCheck, error) {
-	return s.d.CheckVersion(ctx, tx, t, id, version)
+// See idem.VersionResult for the outcomes.
+func (s *Store) CheckVersion(ctx context.Context, tx pgx.Tx, t idem.VersionTable, id string, version int64) (idem.VersionCheck, error) {
+	c, err := s.d.CheckVersion(ctx, tx, store.VersionTable(t), id, version)
+	return idem.VersionCheck{Result: idem.VersionResult(c.Result), Current: c.Current}, err
 }
 
 // Transition is the state-transition guard, in tx: it sets t's state
-// column to to where the ID is id and the state is one of from.
-func (s *Store) Transition(ctx context.Context, tx pgx.Tx, t store.StateTable, id, to string, from ...string) (store.TransitionCheck, error) {
-	return s.d.Transition(ctx, tx, t, id, to, from...)
+// column to to where the ID is id and the state is one of from. See
+// idem.TransitionResult for the outcomes.
+func (s *Store) Transition(ctx context.Context, tx pgx.Tx, t idem.StateTable, id, to string, from ...string) (idem.TransitionCheck, error) {
+	c, err := s.d.Transition(ctx, tx, store.StateTable(t), id, to, from...)
+	return idem.TransitionCheck{Result: idem.TransitionResult(c.Result), State: c.State}, err
 }

@@ -22,7 +22,8 @@
 // Durability of a commit follows the database's synchronous setting (FULL
 // unless the DSN says otherwise).
 //
-// The Store is also a store.OutboxStore[*sql.Tx] and a store.KeyStore[*sql.Tx].
+// The outbox (idem.NewOutbox, idem.NewRelay) and idempotency keys
+// (idem.NewKeys) run on the same Store.
 // Writers are serialised, so outbox sequences commit in order. SQLite has
 // no SKIP LOCKED: one relay at a time claims rows under a lease (a row in
 // <prefix>relay_lease, taken for idem.RelayOptions.Lease and renewed while

@@ -12,6 +12,7 @@ import (
 
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -74,14 +75,18 @@ func (s *Store) Driver() store.Driver[*sql.Tx] { return s.d }
 // CheckVersion is the conditional update of a version check, in tx (see
 // idem.Inbox.Versioned, which calls it for each event): it sets t's version
 // column to version where the ID is id and the version is version-1.
-func (s *Store) CheckVersion(ctx context.Context, tx *sql.Tx, t store.VersionTable, id string, version int64) (store.VersionCheck, error) {
-	return s.core.CheckVersion(ctx, tx, t, id, version)
+// See idem.VersionResult for the outcomes.
+func (s *Store) CheckVersion(ctx context.Context, tx *sql.Tx, t idem.VersionTable, id string, version int64) (idem.VersionCheck, error) {
+	c, err := s.core.CheckVersion(ctx, tx, store.VersionTable(t), id, version)
+	return idem.VersionCheck{Result: idem.VersionResult(c.Result), Current: c.Current}, err
 }
 
 // Transition is the state-transition guard, in tx: it sets t's state
-// column to to where the ID is id and the state is one of from.
-func (s *Store) Transition(ctx context.Context, tx *sql.Tx, t store.StateTable, id, to string, from ...string) (store.TransitionCheck, error) {
-	return s.core.Transition(ctx, tx, t, id, to, from...)
+// column to to where the ID is id and the state is one of from. See
+// idem.TransitionResult for the outcomes.
+func (s *Store) Transition(ctx context.Context, tx *sql.Tx, t idem.StateTable, id, to string, from ...string) (idem.TransitionCheck, error) {
+	c, err := s.core.Transition(ctx, tx, store.StateTable(t), id, to, from...)
+	return idem.TransitionCheck{Result: idem.TransitionResult(c.Result), State: c.State}, err
 }
 
 // busyTimeout is how long a statement waits for another connection's lock
