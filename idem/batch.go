@@ -73,18 +73,18 @@ func (in *Inbox[Tx]) handleBatch(ctx context.Context, ds []*broker.Delivery, h H
 // index of the failing delivery; on a store error, an error matching
 // errStore. The transaction is committed only when every handler succeeded.
 func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Handler[Tx]) ([]Result, int, error) {
-	tx, err := in.store.Begin(ctx)
+	tx, began, claimed, err := in.beginClaim(ctx, ds)
 	if err != nil {
-		return nil, 0, storeErr("begin", err)
-	}
-	rollback := func() { in.rollback(ctx, tx) }
-
-	claimed, err := in.claimAll(ctx, tx, ds)
-	if err != nil {
-		rollback()
-		return nil, 0, err
+		return nil, 0, storeErr("begin and claim", err)
 	}
 	outs := make([]Result, len(ds))
+	if !began { // duplicates all, and nothing was begun
+		for i := range outs {
+			outs[i] = ResultDuplicate
+		}
+		return outs, 0, nil
+	}
+	rollback := func() { in.rollback(ctx, tx) }
 	for i, d := range ds {
 		out, err := in.run(ctx, tx, d, h, claimed[i])
 		if err != nil {
@@ -99,52 +99,49 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, ds []*broker.Delivery, h Hand
 	return outs, 0, nil
 }
 
-// claimAll claims ds in tx, in message-ID order (so that concurrent batches
-// cannot deadlock on each other's claims), and reports which were claimed:
-// of several copies of an ID in ds, at most the first. An error matches
-// errStore.
-func (in *Inbox[Tx]) claimAll(ctx context.Context, tx Tx, ds []*broker.Delivery) ([]bool, error) {
-	// Claim in ID order; the first copy of an ID in the batch wins.
+// beginClaim begins the transaction of ds and claims them in it: their
+// distinct IDs in ID order (so that concurrent batches cannot deadlock on
+// each other's claims), with the held check for those subject to holding.
+// It answers per delivery: of several copies of an ID in ds, only the
+// first can be New. If began is false nothing was claimed.
+func (in *Inbox[Tx]) beginClaim(ctx context.Context, ds []*broker.Delivery) (tx Tx, began bool, claims []store.Claimed, err error) {
 	order := make([]int, len(ds))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(ds[a].Message.ID, ds[b].Message.ID) })
-	claimed := make([]bool, len(ds))
-	now := in.o.Now()
-	if cm, ok := in.store.(store.ClaimManyer[Tx]); ok {
-		// One statement for the whole batch.
-		ids := make([]string, 0, len(ds))
-		for _, i := range order {
-			if id := ds[i].Message.ID; len(ids) == 0 || ids[len(ids)-1] != id {
-				ids = append(ids, id)
-			}
-		}
-		got, err := cm.ClaimMany(ctx, tx, in.consumer, ids, now)
-		if err != nil {
-			return nil, storeErr("claim", err)
-		}
-		for i, d := range ds {
-			claimed[i] = got[d.Message.ID]
-		}
-	} else {
-		for _, i := range order {
-			ok, err := in.store.Claim(ctx, tx, in.consumer, ds[i].Message.ID, now)
-			if err != nil {
-				return nil, storeErr("claim", err)
-			}
-			claimed[i] = ok
-		}
-	}
-	// A later copy of an ID in the same batch may have sorted first.
-	seen := map[string]int{}
-	for i, d := range ds {
-		if j, dup := seen[d.Message.ID]; dup {
-			claimed[i], claimed[j] = false, claimed[j] || claimed[i]
+	r := store.ClaimRequest{Consumer: in.consumer, At: in.o.Now()}
+	aggs := make([]string, 0, len(ds))
+	held := false
+	pos := make(map[string]int, len(ds)) // ID -> index in r.IDs
+	for _, i := range order {
+		d := ds[i]
+		if _, dup := pos[d.Message.ID]; dup {
 			continue
 		}
-		seen[d.Message.ID] = i
+		pos[d.Message.ID] = len(r.IDs)
+		r.IDs = append(r.IDs, d.Message.ID)
+		agg := ""
+		if in.holds(d) {
+			agg, held = d.Message.Headers[HeaderAggregateID], true
+		}
+		aggs = append(aggs, agg)
 	}
-
-	return claimed, nil
+	if held {
+		r.Aggregates = aggs
+	}
+	cctx, span := childSpan(ctx, "inbox claim")
+	tx, began, got, err := in.store.BeginClaim(cctx, r)
+	endChild(span, err)
+	if err != nil || !began {
+		return tx, false, nil, err
+	}
+	claims = make([]store.Claimed, len(ds))
+	for i, d := range ds {
+		if j, ok := pos[d.Message.ID]; ok {
+			claims[i] = got[j]
+			delete(pos, d.Message.ID) // later copies are duplicates
+		}
+	}
+	return tx, true, claims, nil
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // BatchHandler applies the effects of several deliveries inside tx, the
@@ -169,17 +170,18 @@ func (in *Inbox[Tx]) checkIDs(ctx context.Context, ds []*broker.Delivery, res []
 // none); on a store error, an error matching errStore. The transaction is
 // committed only when bh succeeded.
 func (in *Inbox[Tx]) tryAll(ctx context.Context, ds []*broker.Delivery, bh BatchHandler[Tx]) ([]Result, map[int]error, error) {
-	tx, err := in.store.Begin(ctx)
+	tx, began, claimed, err := in.beginClaim(ctx, ds)
 	if err != nil {
-		return nil, nil, storeErr("begin", err)
-	}
-	rollback := func() { in.rollback(ctx, tx) }
-	claimed, err := in.claimAll(ctx, tx, ds)
-	if err != nil {
-		rollback()
-		return nil, nil, err
+		return nil, nil, storeErr("begin and claim", err)
 	}
 	outs := make([]Result, len(ds))
+	if !began { // duplicates all, and nothing was begun
+		for i := range outs {
+			outs[i] = ResultDuplicate
+		}
+		return outs, nil, nil
+	}
+	rollback := func() { in.rollback(ctx, tx) }
 	var apply []*broker.Delivery
 	index := map[*broker.Delivery]int{}
 	for i, d := range ds {
@@ -281,26 +283,16 @@ func (in *Inbox[Tx]) ackAll(ctx context.Context, ds []*broker.Delivery) []error 
 	return errs
 }
 
-// prepare does, in tx, what comes between d's claim and its handler: it
-// reports ResultDuplicate when d was not claimed, parks d behind a parked
-// message of its aggregate (ResultHeld), and clears the failures of earlier
-// attempts. ok says that the handler is to run.
-func (in *Inbox[Tx]) prepare(ctx context.Context, tx Tx, d *broker.Delivery, claimed bool) (r Result, ok bool, err error) {
-	if !claimed {
+// prepare is what runs in d's transaction after its claim c and before
+// its handler: a duplicate is reported (ok false); a message held behind a
+// parked one of its aggregate is parked too (ResultHeld, ok false); a
+// message with failed attempts has them forgotten. ok true: run the
+// handler.
+func (in *Inbox[Tx]) prepare(ctx context.Context, tx Tx, d *broker.Delivery, c store.Claimed) (r Result, ok bool, err error) {
+	if !c.New {
 		return ResultDuplicate, false, nil
 	}
-	held := false
-	if in.holds(d) {
-		if held, err = in.store.HasParked(ctx, tx, in.consumer, d.Message.Headers[HeaderAggregateID]); err != nil {
-			return 0, false, storeErr("check parked", err)
-		}
-	}
-	return in.prepareChecked(ctx, tx, d, held)
-}
-
-// prepareChecked is prepare after the held check.
-func (in *Inbox[Tx]) prepareChecked(ctx context.Context, tx Tx, d *broker.Delivery, held bool) (Result, bool, error) {
-	if held {
+	if c.Held {
 		now := in.o.Now()
 		p := parkedFrom(in.consumer, d, "held behind a parked message of aggregate "+d.Message.Headers[HeaderAggregateID], 0, now, now)
 		if err := in.store.Park(ctx, tx, p); err != nil {

@@ -293,35 +293,18 @@ func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[T
 	if err := checkID(d.Message.ID); err != nil {
 		return in.poison(ctx, d, err)
 	}
-	var (
-		tx  Tx
-		out Result
-		err error
-	)
-	if bc, ok := in.store.(store.ClaimBeginner[Tx]); ok && !in.needsChecks(d) {
-		// The claim travels with BEGIN: one round trip fewer.
-		var claimed bool
-		cctx, span := childSpan(ctx, "inbox claim")
-		tx, claimed, err = bc.BeginClaim(cctx, in.consumer, d.Message.ID, in.o.Now())
-		endChild(span, err)
-		if err != nil {
-			if broker.IsPermanent(err) { // the store refused a value of this message
-				return in.poison(ctx, d, storeErr("begin and claim", err))
-			}
-			return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, storeErr("begin and claim", err))
+	tx, began, claims, err := in.beginClaim(ctx, []*broker.Delivery{d})
+	if err != nil {
+		if broker.IsPermanent(err) { // the store refused a value of this message
+			return in.poison(ctx, d, storeErr("begin and claim", err))
 		}
-		if !claimed { // nothing was begun
-			in.count(ResultDuplicate)
-			return ResultDuplicate, in.ack(ctx, d)
-		}
-		out, err = call(ctx, tx, d, h)
-	} else {
-		tx, err = in.store.Begin(ctx)
-		if err != nil {
-			return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, fmt.Errorf("idem: begin: %w", err))
-		}
-		out, err = in.apply(ctx, tx, d, h)
+		return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, storeErr("begin and claim", err))
 	}
+	if !began { // a duplicate, and nothing was begun
+		in.count(ResultDuplicate)
+		return ResultDuplicate, in.ack(ctx, d)
+	}
+	out, err := in.run(ctx, tx, d, h, claims[0])
 	if err != nil {
 		in.rollback(ctx, tx)
 		if errors.Is(err, errStore) {
@@ -337,13 +320,6 @@ func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[T
 	}
 	in.count(out)
 	return out, in.ack(ctx, d)
-}
-
-// needsChecks reports whether d needs more than the claim before its
-// handler runs: the held check (it has an aggregate and holding is on) or
-// clearing failures recorded by earlier attempts.
-func (in *Inbox[Tx]) needsChecks(d *broker.Delivery) bool {
-	return d.Attempt > 1 || in.holds(d)
 }
 
 // count counts a committed result.
@@ -368,47 +344,15 @@ var errStore = errors.New("idem: store")
 
 func storeErr(op string, err error) error { return fmt.Errorf("%w: %s: %w", errStore, op, err) }
 
-// apply claims d and runs h in tx.
-func (in *Inbox[Tx]) apply(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx]) (Result, error) {
-	if cc, ok := in.store.(store.ClaimChecker[Tx]); ok && in.holds(d) {
-		cctx, span := childSpan(ctx, "inbox claim")
-		claimed, held, err := cc.ClaimCheck(cctx, tx, in.consumer, d.Message.ID, d.Message.Headers[HeaderAggregateID], in.o.Now())
-		endChild(span, err)
-		if err != nil {
-			return 0, storeErr("claim", err)
-		}
-		if !claimed {
-			return ResultDuplicate, nil
-		}
-		return in.runChecked(ctx, tx, d, h, held)
-	}
-	cctx, span := childSpan(ctx, "inbox claim")
-	claimed, err := in.store.Claim(cctx, tx, in.consumer, d.Message.ID, in.o.Now())
-	endChild(span, err)
-	if err != nil {
-		return 0, storeErr("claim", err)
-	}
-	return in.run(ctx, tx, d, h, claimed)
-}
-
 // holds reports whether d is subject to holding: it has an aggregate and
 // holding is on.
 func (in *Inbox[Tx]) holds(d *broker.Delivery) bool {
 	return !in.o.NoHold && d.Message.Headers[HeaderAggregateID] != ""
 }
 
-// run is apply after the claim.
-func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], claimed bool) (Result, error) {
-	r, ok, err := in.prepare(ctx, tx, d, claimed)
-	if err != nil || !ok {
-		return r, err
-	}
-	return call(ctx, tx, d, h)
-}
-
-// runChecked is run after the held check.
-func (in *Inbox[Tx]) runChecked(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], held bool) (Result, error) {
-	r, ok, err := in.prepareChecked(ctx, tx, d, held)
+// run runs h for d in tx, after d's claim c.
+func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], c store.Claimed) (Result, error) {
+	r, ok, err := in.prepare(ctx, tx, d, c)
 	if err != nil || !ok {
 		return r, err
 	}

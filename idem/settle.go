@@ -94,8 +94,8 @@ func (in *Inbox[Tx]) parkOrRetry(ctx context.Context, d *broker.Delivery, pe *Pa
 }
 
 func (in *Inbox[Tx]) parkTx(ctx context.Context, tx Tx, d *broker.Delivery, reason string, attempts int, first, now time.Time) (bool, error) {
-	claimed, err := in.store.Claim(ctx, tx, in.consumer, d.Message.ID, now)
-	if err != nil || !claimed {
+	c, err := in.store.Claim(ctx, tx, store.ClaimRequest{Consumer: in.consumer, IDs: []string{d.Message.ID}, At: now})
+	if err != nil || !c[0].New {
 		return false, err
 	}
 	if err := in.store.Park(ctx, tx, parkedFrom(in.consumer, d, reason, attempts, first, now)); err != nil {

@@ -15,7 +15,7 @@ import (
 // long each claim, the publishing of its batch (from the claim's return to
 // Complete) and Complete (mark sent) take. It wraps the store's driver
 // with every optional interface the PostgreSQL driver has (listener, wake
-// flag, concurrent claims, one-round-trip claims), so that the relay runs
+// flag, concurrent claims), so that the relay runs
 // as it does on the store itself.
 type timedStore struct {
 	pgDriver
@@ -28,9 +28,6 @@ type pgDriver interface {
 	store.OutboxListener
 	store.OutboxIdler
 	store.ConcurrentClaimer
-	store.ClaimBeginner[pgx.Tx]
-	store.ClaimChecker[pgx.Tx]
-	store.ClaimManyer[pgx.Tx]
 }
 
 func newTimedStore(s *postgres.Store) *timedStore {

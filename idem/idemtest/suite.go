@@ -42,6 +42,7 @@ func Run[Tx any](t *testing.T, f Factory[Tx]) {
 	}{
 		{"Names", testNames[Tx]},
 		{"Migrate", testMigrate[Tx]},
+		{"Claim", testClaim[Tx]},
 		{"Inbox", testInbox[Tx]},
 		{"HandlerError", testHandlerError[Tx]},
 		{"PoisonID", testPoisonID[Tx]},
@@ -290,8 +291,8 @@ func testMigrate[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 	for _, st := range []store.Driver[Tx]{e.Driver, other.Driver()} {
 		e.InTx(func(tx Tx) error {
-			ok, err := st.Claim(e.Ctx, tx, "c", "m1", time.Now())
-			if err == nil && !ok {
+			c, err := st.Claim(e.Ctx, tx, store.ClaimRequest{Consumer: "c", IDs: []string{"m1"}, At: time.Now()})
+			if err == nil && !c[0].New {
 				err = fmt.Errorf("claim in a fresh inbox failed")
 			}
 			return err

@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/idem/store"
-
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/wary-go/wary/idem/postgres"
@@ -56,7 +53,7 @@ func FuzzClaim(f *testing.F) {
 		for i, s := range sessions {
 			for range 2 { // the second time, a claimed ID is a duplicate
 				now := time.Now()
-				tx, ok, err := s.fast.Driver().(store.ClaimBeginner[pgx.Tx]).BeginClaim(ctx, "c", id, now)
+				tx, ok, err := beginClaim(ctx, s.fast, "c", id, now)
 				if ok {
 					err = s.fast.Driver().Commit(ctx, tx)
 				}
@@ -65,7 +62,7 @@ func FuzzClaim(f *testing.F) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ok, err = s.plain.Driver().Claim(ctx, ptx, "c", id, now)
+				ok, err = claimOne(ctx, s.plain, ptx, "c", id, now)
 				if ok && err == nil {
 					err = s.plain.Driver().Commit(ctx, ptx)
 				} else {

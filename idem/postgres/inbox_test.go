@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func TestBeginClaim(t *testing.T) {
 	}
 	ids := []string{"m1", `a'b`, `a\'b`, `\`, `'); DROP TABLE wary_inbox; --`, "$$x$$", "é日本", "a\x00b", "bad\xff"}
 	for _, id := range ids {
-		tx, ok, err := st.Driver().(store.ClaimBeginner[pgx.Tx]).BeginClaim(ctx, "c", id, time.Now())
+		tx, ok, err := beginClaim(ctx, st, "c", id, time.Now())
 		if id == "a\x00b" || id == "bad\xff" {
 			if err == nil {
 				t.Errorf("%q: claimed %v, want an error", id, ok)
@@ -36,7 +37,7 @@ func TestBeginClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 20 { // more than the pool's connections
-			tx, ok, err := st.Driver().(store.ClaimBeginner[pgx.Tx]).BeginClaim(ctx, "c", id, time.Now())
+			tx, ok, err := beginClaim(ctx, st, "c", id, time.Now())
 			if err != nil || ok || tx != nil {
 				t.Fatalf("%q again: %v %v %v", id, tx, ok, err)
 			}
@@ -46,14 +47,14 @@ func TestBeginClaim(t *testing.T) {
 			t.Errorf("%q: stored %q, %v", id, got, err)
 		}
 	}
-	tx, ok, err := st.Driver().(store.ClaimBeginner[pgx.Tx]).BeginClaim(ctx, "c", "rolled", time.Now())
+	tx, ok, err := beginClaim(ctx, st, "c", "rolled", time.Now())
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if err := st.Driver().Rollback(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-	tx, ok, err = st.Driver().(store.ClaimBeginner[pgx.Tx]).BeginClaim(ctx, "c", "rolled", time.Now())
+	tx, ok, err = beginClaim(ctx, st, "c", "rolled", time.Now())
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
@@ -61,4 +62,17 @@ func TestBeginClaim(t *testing.T) {
 	if s := pool.Stat(); s.AcquiredConns() != 0 {
 		t.Errorf("%d connections still acquired", s.AcquiredConns())
 	}
+}
+
+// beginClaim is the driver's BeginClaim of one message; ok: it began a
+// transaction and claimed the message.
+func beginClaim(ctx context.Context, st *postgres.Store, consumer, id string, at time.Time) (tx pgx.Tx, ok bool, err error) {
+	tx, began, c, err := st.Driver().BeginClaim(ctx, store.ClaimRequest{Consumer: consumer, IDs: []string{id}, At: at})
+	return tx, began && c[0].New, err
+}
+
+// claimOne is the driver's Claim of one message in tx.
+func claimOne(ctx context.Context, st *postgres.Store, tx pgx.Tx, consumer, id string, at time.Time) (bool, error) {
+	c, err := st.Driver().Claim(ctx, tx, store.ClaimRequest{Consumer: consumer, IDs: []string{id}, At: at})
+	return err == nil && c[0].New, err
 }

@@ -46,10 +46,9 @@ type Store struct {
 	d *driver
 }
 
-// driver implements store.Driver[pgx.Tx] and the optional ClaimBeginner,
-// ClaimChecker, ClaimManyer, OutboxListener, OutboxIdler and
-// ConcurrentClaimer: the shared SQL of sqlcore, and what only PostgreSQL
-// does (the claim pipelined with BEGIN, LISTEN/NOTIFY).
+// driver implements store.Driver[pgx.Tx] and the optional OutboxListener,
+// OutboxIdler and ConcurrentClaimer: the shared SQL of sqlcore, and what
+// only PostgreSQL does (the claim pipelined with BEGIN, LISTEN/NOTIFY).
 type driver struct {
 	*sqlcore.Core[pgx.Tx]
 	*sqlcore.Outbox[pgx.Tx]
@@ -60,9 +59,6 @@ type driver struct {
 }
 
 var _ store.Driver[pgx.Tx] = (*driver)(nil)
-var _ store.ClaimBeginner[pgx.Tx] = (*driver)(nil)
-var _ store.ClaimChecker[pgx.Tx] = (*driver)(nil)
-var _ store.ClaimManyer[pgx.Tx] = (*driver)(nil)
 var _ store.OutboxListener = (*driver)(nil)
 var _ store.OutboxIdler = (*driver)(nil)
 var _ store.ConcurrentClaimer = (*driver)(nil)
@@ -128,8 +124,9 @@ var dialect = sqlcore.Dialect{
 	CreateSchema: "CREATE SCHEMA IF NOT EXISTS %s",
 }
 
-// BeginClaim implements [store.ClaimBeginner]: it begins a transaction and
-// claims (consumer, messageID) in it, in one round trip. The claim, a
+// BeginClaim implements [store.Store]. A claim of one message without a
+// held check begins a transaction and claims the message in it in one
+// round trip; other claims begin, then claim (sqlcore). The claim, a
 // parameterised INSERT, and BEGIN go to the server together as one pipeline
 // (a pgx.Batch whose first query is the claim, sent with Batch.BeginTx so
 // that it hands back the transaction), ended by one Sync. PostgreSQL runs
@@ -140,22 +137,22 @@ var dialect = sqlcore.Dialect{
 //
 // A duplicate fails the INSERT with a unique violation; the server skips
 // BEGIN, the Sync ends the implicit transaction and the connection goes
-// back to the pool idle; BeginClaim returns claimed false and no
-// transaction. Concurrent claims of the same pair wait for each other as
-// Claim's do. The inbox uses it for deliveries that need nothing but the
-// claim before their handler. The cost of a duplicate is the server's error
+// back to the pool idle; BeginClaim returns began false, no transaction
+// and the message not New. Concurrent claims of the same message wait for
+// each other as Claim's do. The cost of a duplicate is the server's error
 // log line and a dead row.
 //
 // With a pool whose DefaultQueryExecMode is the simple protocol (which
 // interpolates arguments into the SQL text on the client), BeginClaim does
 // not batch: it begins, then claims.
-func (s *driver) BeginClaim(ctx context.Context, consumer, messageID string, at time.Time) (pgx.Tx, bool, error) {
-	if s.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
-		return s.beginThenClaim(ctx, consumer, messageID, at)
+func (s *driver) BeginClaim(ctx context.Context, r store.ClaimRequest) (pgx.Tx, bool, []store.Claimed, error) {
+	if len(r.IDs) != 1 || r.Aggregates != nil && r.Aggregates[0] != "" ||
+		s.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
+		return s.Core.BeginClaim(ctx, r)
 	}
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{BeginQuery: s.claimSQL})
-	b.QueuedQueries[0].Arguments = []any{consumer, messageID, at}
+	b.QueuedQueries[0].Arguments = []any{r.Consumer, r.IDs[0], r.At}
 	b.Queue("BEGIN")
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
@@ -169,25 +166,11 @@ func (s *driver) BeginClaim(ctx context.Context, consumer, messageID string, at 
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
-			return nil, false, nil
+			return nil, false, []store.Claimed{{}}, nil
 		}
-		return nil, false, classify(err)
+		return nil, false, nil, classify(err)
 	}
-	return tx, true, nil
-}
-
-// beginThenClaim is BeginClaim in two round trips.
-func (s *driver) beginThenClaim(ctx context.Context, consumer, messageID string, at time.Time) (pgx.Tx, bool, error) {
-	tx, err := s.Begin(ctx)
-	if err != nil {
-		return nil, false, err
-	}
-	ok, err := s.Claim(ctx, tx, consumer, messageID, at)
-	if err != nil || !ok {
-		_ = s.Rollback(context.WithoutCancel(ctx), tx)
-		return nil, false, err
-	}
-	return tx, true, nil
+	return tx, true, []store.Claimed{{New: true}}, nil
 }
 
 type backend struct{ pool *pgxpool.Pool }

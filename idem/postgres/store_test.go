@@ -144,7 +144,7 @@ func TestSchemaOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Driver().Rollback(ctx, tx)
-	if ok, err := st.Driver().Claim(ctx, tx, "c", "m", time.Now()); !ok || err != nil {
+	if ok, err := claimOne(ctx, st, tx, "c", "m", time.Now()); !ok || err != nil {
 		t.Errorf("claim: %v %v", ok, err)
 	}
 	if _, err := postgres.New(ctx, pool, &postgres.Options{Schema: `bad"schema`}); !errors.Is(err, idem.ErrInvalidName) {

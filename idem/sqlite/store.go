@@ -50,8 +50,8 @@ type Store struct {
 	owned  bool
 }
 
-// driver implements store.Driver[*sql.Tx] and the optional ClaimChecker
-// and ClaimManyer with the shared SQL of sqlcore. The outbox half is held
+// driver implements store.Driver[*sql.Tx] with the shared SQL of sqlcore.
+// The outbox half is held
 // by its interfaces, so that the PostgreSQL-only optional interfaces of
 // sqlcore.Outbox (OutboxIdler) are not promoted: SQLite has no LISTEN.
 type driver struct {
@@ -65,8 +65,6 @@ type outboxDriver interface {
 }
 
 var _ store.Driver[*sql.Tx] = (*driver)(nil)
-var _ store.ClaimChecker[*sql.Tx] = (*driver)(nil)
-var _ store.ClaimManyer[*sql.Tx] = (*driver)(nil)
 
 // Driver implements [store.Provider]: it returns the store's driver, for
 // idem's constructors. Applications do not call it.

@@ -13,9 +13,10 @@
 // OutboxStore (adding rows in the caller's transaction, and RelayStore,
 // claiming and settling them), and KeyStore (idempotency keys). Methods
 // that take a Tx run inside the caller's transaction; the others run their
-// own. Optional interfaces (ClaimBeginner, ClaimChecker, ClaimManyer,
-// OutboxListener) let a store save round trips or wake relays; the inbox
-// and relay use them when present.
+// own. The inbox enters a delivery's transaction one way, BeginClaim,
+// which a store may make cheaper than Begin and Claim. Optional interfaces
+// (OutboxListener, OutboxIdler, ConcurrentClaimer) let a store wake relays
+// or let them claim concurrently; the relay uses them when present.
 //
 // The names a store puts into SQL (table prefixes, the user's table and
 // column names of VersionTable and StateTable) must be checked with the

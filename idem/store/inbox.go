@@ -21,12 +21,20 @@ type Store[Tx any] interface {
 	// an error.
 	Rollback(ctx context.Context, tx Tx) error
 
-	// Claim records (consumer, messageID) as processed at at, in tx. It
-	// returns false if the pair was already recorded (by a committed
-	// transaction, or earlier in tx). Two concurrent transactions claiming
-	// the same pair: the second waits until the first ends, then fails to
-	// claim (first committed) or claims (first rolled back).
-	Claim(ctx context.Context, tx Tx, consumer, messageID string, at time.Time) (bool, error)
+	// Claim records r's messages as processed by r.Consumer at r.At, in
+	// tx, in the order of r.IDs, and answers for each (see Claimed). A
+	// message recorded before (by a committed transaction, or earlier in
+	// tx) is not claimed again. Two concurrent transactions claiming the
+	// same message: the second waits until the first ends, then fails to
+	// claim it (first committed) or claims it (first rolled back).
+	Claim(ctx context.Context, tx Tx, r ClaimRequest) ([]Claimed, error)
+	// BeginClaim begins a transaction and claims r in it, as Claim does:
+	// the inbox's one way into a delivery's transaction, which a store may
+	// make cheaper than Begin and Claim (PostgreSQL sends the claim with
+	// BEGIN, in one round trip). If it claimed none of r's messages it may
+	// begin nothing and return began false: there is no transaction to
+	// commit or roll back.
+	BeginClaim(ctx context.Context, r ClaimRequest) (tx Tx, began bool, claims []Claimed, err error)
 	// Purge deletes at most limit inbox records of consumer claimed before
 	// before (and failure records last seen before it), in its own
 	// transaction, and returns how many inbox records it deleted.
@@ -46,9 +54,6 @@ type Store[Tx any] interface {
 	RecordFailure(ctx context.Context, consumer, messageID, reason string, at time.Time) (attempts int, firstSeen time.Time, err error)
 	// ClearFailure forgets the failures of messageID, in tx.
 	ClearFailure(ctx context.Context, tx Tx, consumer, messageID string) error
-	// HasParked reports, in tx, whether consumer has a parked message of
-	// aggregateID.
-	HasParked(ctx context.Context, tx Tx, consumer, aggregateID string) (bool, error)
 	// Park stores p, in tx (p.ID is ignored).
 	Park(ctx context.Context, tx Tx, p *Parked) error
 	// ListParked lists consumer's parked messages matching f, by aggregate
@@ -191,26 +196,27 @@ type TransitionCheck struct {
 	State  string
 }
 
-// ClaimBeginner is implemented by stores that can begin a transaction and
-// claim a message in it in one round trip (idem/postgres). When the message
-// is a duplicate, BeginClaim returns claimed false and no transaction. The
-// inbox uses it for deliveries that need nothing but the claim before
-// their handler.
-type ClaimBeginner[Tx any] interface {
-	BeginClaim(ctx context.Context, consumer, messageID string, at time.Time) (tx Tx, claimed bool, err error)
+// ClaimRequest names the messages a claim records for a consumer.
+type ClaimRequest struct {
+	Consumer string
+	// IDs are distinct message IDs, in the order to claim them (the inbox
+	// sorts them, so that concurrent claims of overlapping sets cannot
+	// deadlock on each other).
+	IDs []string
+	// Aggregates, if not nil, holds an aggregate ID for each of IDs (""
+	// for none): for each message claimed with one, the answer says
+	// whether Consumer has a parked message of that aggregate.
+	Aggregates []string
+	// At is the time recorded.
+	At time.Time
 }
 
-// ClaimChecker is implemented by stores that claim a message and check
-// whether its aggregate has parked messages with one statement
-// (idem/postgres): Claim and HasParked in one.
-type ClaimChecker[Tx any] interface {
-	ClaimCheck(ctx context.Context, tx Tx, consumer, messageID, aggregateID string, at time.Time) (claimed, held bool, err error)
-}
-
-// ClaimManyer is implemented by stores that claim many messages with one
-// statement (idem/postgres). ids are distinct and sorted; ClaimMany claims
-// them in that order, as Claim would one by one, and returns the set of
-// those it claimed.
-type ClaimManyer[Tx any] interface {
-	ClaimMany(ctx context.Context, tx Tx, consumer string, ids []string, at time.Time) (map[string]bool, error)
+// Claimed is a claim's answer for one message.
+type Claimed struct {
+	// New: this claim recorded the message; false: it was recorded
+	// before (a duplicate).
+	New bool
+	// Held: New, and the consumer has a parked message of the message's
+	// aggregate (ClaimRequest.Aggregates), so it must wait behind it.
+	Held bool
 }

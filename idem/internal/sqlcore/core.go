@@ -58,12 +58,12 @@ type Dialect struct {
 	// ClaimMany, if not empty, is the statement that claims many messages
 	// at once: $1 the consumer, $2 the message IDs as an array, $3 the time;
 	// it inserts them in the order of the IDs and returns the claimed ones.
-	// Without it, ClaimMany claims one by one.
+	// Without it, Claim claims one by one.
 	ClaimMany string
 	// ClaimCheck, if not empty, is the statement that claims one message
 	// and reports whether its aggregate has parked messages: $1 consumer,
 	// $2 message ID, $3 time, $4 aggregate ID; it returns (claimed, held).
-	// Without it, ClaimCheck runs Claim and then HasParked.
+	// Without it, Claim claims, then looks for a parked message.
 	ClaimCheck string
 	// Lock, if not empty, is run with one int64 argument at the start of
 	// the migration transaction to serialise migrators.
@@ -153,41 +153,71 @@ func (c *Core[Tx]) inTx(ctx context.Context, f func(q Querier) error) error {
 	return c.b.Commit(ctx, tx)
 }
 
-// Claim implements store.Store.
-func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, consumer, messageID string, at time.Time) (bool, error) {
-	n, err := c.b.Q(tx).Exec(ctx, c.q.claim, consumer, messageID, c.d.Time(at))
-	return n == 1, err
-}
-
-// ClaimCheck claims (consumer, messageID) in tx and, if it claimed it,
-// reports whether consumer has a parked message of aggregateID.
-func (c *Core[Tx]) ClaimCheck(ctx context.Context, tx Tx, consumer, messageID, aggregateID string, at time.Time) (claimed, held bool, err error) {
-	if c.q.claimCheck == "" {
-		if claimed, err = c.Claim(ctx, tx, consumer, messageID, at); err != nil || !claimed {
-			return false, false, err
+// Claim implements store.Store: one statement for a single message (with
+// its held check, given ClaimCheck), one for many (given ClaimMany) and
+// then a held check per claimed message with an aggregate.
+func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, r store.ClaimRequest) ([]store.Claimed, error) {
+	out := make([]store.Claimed, len(r.IDs))
+	agg := func(i int) string {
+		if r.Aggregates == nil {
+			return ""
 		}
-		held, err = c.HasParked(ctx, tx, consumer, aggregateID)
-		return claimed, held, err
+		return r.Aggregates[i]
 	}
-	err = c.b.Q(tx).QueryRow(ctx, c.q.claimCheck, consumer, messageID, c.d.Time(at), aggregateID).Scan(&claimed, &held)
-	return claimed, held && claimed, err
-}
-
-// ClaimMany claims the distinct, sorted ids in tx, in that order, and
-// returns the set of those it claimed (the inbox's batch claim).
-func (c *Core[Tx]) ClaimMany(ctx context.Context, tx Tx, consumer string, ids []string, at time.Time) (map[string]bool, error) {
-	got := make(map[string]bool, len(ids))
-	if c.q.claimMany == "" {
-		for _, id := range ids {
-			ok, err := c.Claim(ctx, tx, consumer, id, at)
+	at := c.d.Time(r.At)
+	switch {
+	case len(r.IDs) == 1 && agg(0) != "" && c.q.claimCheck != "":
+		var claimed, held bool
+		err := c.b.Q(tx).QueryRow(ctx, c.q.claimCheck, r.Consumer, r.IDs[0], at, agg(0)).Scan(&claimed, &held)
+		out[0] = store.Claimed{New: claimed, Held: claimed && held}
+		return out, err
+	case len(r.IDs) > 1 && c.q.claimMany != "":
+		got, err := c.claimMany(ctx, tx, r.Consumer, r.IDs, at)
+		if err != nil {
+			return nil, err
+		}
+		for i, id := range r.IDs {
+			out[i].New = got[id]
+		}
+	default:
+		for i, id := range r.IDs {
+			n, err := c.b.Q(tx).Exec(ctx, c.q.claim, r.Consumer, id, at)
 			if err != nil {
 				return nil, err
 			}
-			got[id] = ok
+			out[i].New = n == 1
 		}
-		return got, nil
 	}
-	rows, err := c.b.Q(tx).Query(ctx, c.q.claimMany, consumer, ids, c.d.Time(at))
+	for i := range out {
+		if out[i].New && agg(i) != "" {
+			held, err := c.hasParked(ctx, tx, r.Consumer, agg(i))
+			if err != nil {
+				return nil, err
+			}
+			out[i].Held = held
+		}
+	}
+	return out, nil
+}
+
+// BeginClaim implements store.Store: Begin, then Claim.
+func (c *Core[Tx]) BeginClaim(ctx context.Context, r store.ClaimRequest) (tx Tx, began bool, claims []store.Claimed, err error) {
+	if tx, err = c.Begin(ctx); err != nil {
+		return tx, false, nil, err
+	}
+	if claims, err = c.Claim(ctx, tx, r); err != nil {
+		_ = c.Rollback(context.WithoutCancel(ctx), tx)
+		var zero Tx
+		return zero, false, nil, err
+	}
+	return tx, true, claims, nil
+}
+
+// claimMany claims ids in tx with the dialect's ClaimMany statement and
+// returns the set of those it claimed.
+func (c *Core[Tx]) claimMany(ctx context.Context, tx Tx, consumer string, ids []string, at any) (map[string]bool, error) {
+	got := make(map[string]bool, len(ids))
+	rows, err := c.b.Q(tx).Query(ctx, c.q.claimMany, consumer, ids, at)
 	if err != nil {
 		return nil, err
 	}
@@ -235,8 +265,9 @@ func (c *Core[Tx]) ClearFailure(ctx context.Context, tx Tx, consumer, messageID 
 	return err
 }
 
-// HasParked implements store.Store.
-func (c *Core[Tx]) HasParked(ctx context.Context, tx Tx, consumer, aggregateID string) (bool, error) {
+// hasParked reports, in tx, whether consumer has a parked message of
+// aggregateID.
+func (c *Core[Tx]) hasParked(ctx context.Context, tx Tx, consumer, aggregateID string) (bool, error) {
 	var n int64
 	err := c.b.Q(tx).QueryRow(ctx, c.q.hasParked, consumer, aggregateID).Scan(&n)
 	if c.d.IsNoRows(err) {
