@@ -223,7 +223,8 @@
 // that adds their rows (PostgreSQL serialises the commits of notifying
 // transactions). How the relay chooses between polling and waiting, and
 // how its claim loops (RelayOptions.Pipeline) share a backlog, is tuning
-// that may change: the comments in relay.go describe it.
+// that may change: the comments in relay.go and, for PostgreSQL, in
+// idem/postgres/wake.go describe it.
 //
 // A row becomes a message with Message.ID = the row's message ID (the
 // broker's dedup ID), Message.Key = the aggregate ID (the ordering key),

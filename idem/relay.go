@@ -105,10 +105,9 @@ type Relay struct {
 	aggs       atomic.Int64 // aggregates with due rows, as last seen (share)
 	headsAloft atomic.Int64 // aggregates held by batches in flight
 
-	listening atomic.Bool  // a LISTEN connection is open
-	waiting   atomic.Bool  // this relay set the store's wake flag (OutboxIdler)
+	waker     store.Wake   // the store's wake-up (store.Waker), or nil
+	listening atomic.Bool  // the wake-up listens
 	idle      atomic.Int64 // times Run went to wait for work
-	empty     atomic.Int64 // claims in a row that found nothing, since the relay had work
 	rate      rateMeter
 	tel       *relayTel
 
@@ -187,7 +186,12 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 	if cc, ok := st.(store.ConcurrentClaimer); ok && cc.ConcurrentClaims() {
 		r.depth = o.Pipeline
 	}
-	r.empty.Store(idleAfter) // no work yet: ask for notifications at once
+	if w, ok := st.(store.Waker); ok && !o.NoListen {
+		// The wake-up lasts unless renewed: the relay renews it each time
+		// it wakes and finds nothing, at least every PollInterval, so only
+		// a relay that stopped (or stalled that long) loses it.
+		r.waker = w.Waker(o.Owner, 2*o.PollInterval+30*time.Second)
+	}
 	r.rate.start = o.Now()
 	newRelayTel(r)
 	return r, nil
@@ -235,7 +239,8 @@ func (b *broadcast) fire() {
 // returns nil. It runs RelayOptions.Pipeline claim loops (one on a store
 // that claims by lease): each claims a batch, publishes it and marks it,
 // claims again at once while there is work, and otherwise waits for a
-// notification (OutboxListener), a Wake, or PollInterval. A loop that
+// notification (a store that wakes relays, store.Waker), a Wake, or
+// PollInterval. A loop that
 // found nothing while another loop's large batch (at least half of
 // BatchSize rows) is in flight waits for that batch to be marked (at most
 // PollInterval), and claims again. It purges sent rows older than
@@ -249,8 +254,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer r.observeOutbox()()
-	if l, ok := r.store.(store.OutboxListener); ok && !r.o.NoListen {
-		wg.Go(func() { r.listen(ctx, l) })
+	if r.waker != nil {
+		wg.Go(func() { r.listen(ctx) })
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -302,8 +307,6 @@ func (r *Relay) work(ctx context.Context, purge bool) error {
 			r.noteErr("run", err)
 		}
 		if claimed > 0 && err == nil {
-			r.empty.Store(0)
-			r.busy(ctx)
 			continue
 		}
 		if landed := r.aloft(); landed != nil && err == nil {
@@ -352,82 +355,40 @@ func (r *Relay) work(ctx context.Context, purge bool) error {
 	}
 }
 
-// busyPoll is how soon a relay that found nothing looks again while an
-// adding transaction that did not notify may still commit, or while it has
-// not yet found nothing idleAfter times in a row since it last had work:
-// under a steady stream of commits a relay polls rather than ask for
-// notifications, whose commits are serialised.
-const busyPoll = time.Millisecond
-
-// idleAfter is how many claims in a row must find nothing before a relay
-// that had work asks for notifications (about as many milliseconds).
-const idleAfter = 10
-
-// goIdle is called by a claim loop that found nothing. On a
-// store whose producers notify only while a relay waits
-// (store.OutboxIdler), and while the relay listens, it sets the relay's
-// wake flag, or renews it if it is set. It returns -1 if the flag was just
-// set (claim once more: rows may have committed before it), a short wait
-// if producers that did not notify are still in flight (poll), and 0 to
-// wait as usual.
+// goIdle is called by a claim loop that found nothing. While the relay
+// listens, its store's wake-up (store.Wake.Idle) says how long to wait:
+// -1 to claim once more, 0 to wait as usual, or a shorter wait.
 func (r *Relay) goIdle(ctx context.Context) time.Duration {
-	idler, ok := r.store.(store.OutboxIdler)
-	if !ok || !r.listening.Load() {
+	if r.waker == nil || !r.listening.Load() {
 		return 0
 	}
-	if !r.waiting.Load() && r.empty.Add(1) < idleAfter {
-		return min(busyPoll, r.o.PollInterval)
-	}
-	if r.waiting.Load() {
-		set, err := idler.RenewIdleOutbox(ctx, r.o.Owner, r.wakeTTL())
-		switch {
-		case err != nil:
-			if ctx.Err() == nil {
-				r.noteErr("idle", err)
-			}
-			return 0
-		case set:
-			return 0
-		}
-		r.waiting.Store(false) // swept: set it again
-	}
-	set, err := idler.IdleOutbox(ctx, r.o.Owner, r.wakeTTL())
-	switch {
-	case err != nil:
+	d, err := r.waker.Idle(ctx)
+	if err != nil {
 		if ctx.Err() == nil {
 			r.noteErr("idle", err)
 		}
 		return 0
-	case !set:
-		return min(busyPoll, r.o.PollInterval)
 	}
-	r.waiting.Store(true)
-	return -1
+	if d > 0 {
+		d = min(d, r.o.PollInterval)
+	}
+	return d
 }
 
-// wakeTTL is how long the relay's wake flag lasts unless renewed: the
-// relay renews it each time it wakes and finds nothing, at least every
-// PollInterval, so only a relay that stopped (or stalled that long) loses
-// it.
-func (r *Relay) wakeTTL() time.Duration { return 2*r.o.PollInterval + 30*time.Second }
-
-// busy clears the relay's wake flag after it found work while the flag was
-// set: producers stop notifying while relays are busy (another relay's
-// flag is its own, and stays set).
+// busy tells the store's wake-up that the relay found work (or stops):
+// producers stop waking it.
 func (r *Relay) busy(ctx context.Context) {
-	idler, ok := r.store.(store.OutboxIdler)
-	if !ok || !r.waiting.Swap(false) {
+	if r.waker == nil {
 		return
 	}
-	if err := idler.BusyOutbox(ctx, r.o.Owner); err != nil && ctx.Err() == nil {
-		r.waiting.Store(true) // still set, as far as we know
+	if err := r.waker.Busy(ctx); err != nil && ctx.Err() == nil {
 		r.noteErr("busy", err)
 	}
 }
 
-func (r *Relay) listen(ctx context.Context, l store.OutboxListener) {
+func (r *Relay) listen(ctx context.Context) {
 	for attempt := 1; ; attempt++ {
-		err := l.ListenOutbox(ctx, func() {
+		err := r.waker.Listen(ctx, func() {
 			r.Wake()
 			r.listening.Store(true)
 		})
@@ -526,8 +487,8 @@ type RelayStats struct {
 	// Throughput is rows published per second over the last minute (or
 	// since the relay was created, if that is shorter).
 	Throughput float64
-	// Listening reports whether the relay holds an open LISTEN connection
-	// (stores implementing OutboxListener): new rows wake it at once.
+	// Listening reports whether the relay's store wakes it when rows are
+	// committed (PostgreSQL: an open LISTEN connection).
 	Listening bool
 	// Idle counts the times Run found nothing to do and went to wait for a
 	// notification, a Wake or PollInterval.

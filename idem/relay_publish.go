@@ -32,7 +32,7 @@ func (r *Relay) runOnce(ctx context.Context) (claimed, published int, err error)
 	}
 	r.claims.Add(1)
 	defer r.takeOff(len(rows), heads)()
-	if r.waiting.Load() {
+	if r.waker != nil {
 		// Work again: producers stop notifying now, not after the batch
 		// (their notifying commits are serialised). Concurrently with the
 		// publish; a loop claims again before it waits (goIdle).

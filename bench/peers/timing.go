@@ -25,8 +25,7 @@ type timedStore struct {
 
 type pgDriver interface {
 	store.Driver[pgx.Tx]
-	store.OutboxListener
-	store.OutboxIdler
+	store.Waker
 	store.ConcurrentClaimer
 }
 

@@ -87,7 +87,7 @@ const LatencyRate = 1000
 // by eight goroutines,
 // while one relay with the default options runs with a PollInterval of a
 // minute, so that what wakes it is the store's NOTIFY (an
-// store.OutboxListener; wake false) or the producer's Relay.Wake after each
+// store.Waker; wake false) or the producer's Relay.Wake after each
 // commit (wake true, for stores without NOTIFY). A consumer on b's
 // subscription receives and acknowledges.
 //
@@ -163,7 +163,7 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 		deadline := time.Now().Add(10 * time.Second)
 		for !r.Stats().Listening {
 			if time.Now().After(deadline) {
-				b.Fatal("the relay is not listening (the store is not a store.OutboxListener, or LISTEN failed)")
+				b.Fatal("the relay is not listening (the store is not a store.Waker, or it failed to listen)")
 			}
 			time.Sleep(time.Millisecond)
 		}

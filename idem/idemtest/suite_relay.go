@@ -88,7 +88,7 @@ func testWakeup[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCap
 	// Wait until Run is listening (where the store can) and has gone to
 	// sleep for an hour: from then on only a notification or Wake finds
 	// the row.
-	_, listens := e.OS.(store.OutboxListener)
+	_, listens := e.OS.(store.Waker)
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		s := r.Stats()
 		if s.Idle > 0 && (s.Listening || !listens) {

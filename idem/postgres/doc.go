@@ -49,9 +49,9 @@
 // relays' wake-up in one statement, one round trip whatever the number of
 // rows (a one-row add binds scalars, a larger one arrays). An adding
 // transaction sends a NOTIFY, which relays receive on a dedicated LISTEN
-// connection (ListenOutbox), only while a relay waits for one (each
-// relay's wake flag is a row of the unlogged <prefix>outbox_wake, see
-// IdleOutbox): notifying commits are serialised by PostgreSQL. Relays claim the lowest unsent row of
+// connection, only while a relay waits for one (each relay's wake flag is
+// a row of the unlogged <prefix>outbox_wake, see wake.go): notifying
+// commits are serialised by PostgreSQL. Relays claim the lowest unsent row of
 // each aggregate with FOR UPDATE SKIP LOCKED, in a transaction they hold
 // while they publish that aggregate's rows, and mark them sent in it: a
 // relay that dies releases its locks with its connection, and another one

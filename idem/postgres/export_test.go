@@ -2,10 +2,12 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem/internal/sqlcore"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // Classify is classify, for the tests.
@@ -51,3 +53,7 @@ func CommitHeld(ctx context.Context, pool *pgxpool.Pool, stmts ...string) error 
 	}
 	return h.CommitWith(ctx, ss)
 }
+
+// NewWake is the relay wake-up on s, for tests whose store wrappers count
+// or refuse its calls.
+func NewWake(s wakeStore, owner string, ttl time.Duration) store.Wake { return newWake(s, owner, ttl) }

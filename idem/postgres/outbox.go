@@ -40,7 +40,7 @@ func outboxDialect(pool *pgxpool.Pool) sqlcore.OutboxDialect {
 	}
 }
 
-// ListenOutbox implements store.OutboxListener: it opens a dedicated
+// ListenOutbox is store.Wake.Listen: it opens a dedicated
 // connection (with the pool's configuration), LISTENs on the outbox's
 // channel, and calls notify once listening and then on every notification,
 // until ctx is done (it returns nil) or the connection fails.

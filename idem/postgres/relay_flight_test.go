@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/postgres"
 	idemstore "github.com/wary-go/wary/idem/store"
 )
 
@@ -119,6 +120,11 @@ type claimCounter struct {
 }
 
 func (s *claimCounter) Driver() idemstore.Driver[pgx.Tx] { return s }
+
+// Waker is the driver's, on the wrapper whose flag is never set.
+func (s *claimCounter) Waker(owner string, ttl time.Duration) idemstore.Wake {
+	return postgres.NewWake(s, owner, ttl)
+}
 
 func (s *claimCounter) ClaimOutbox(ctx context.Context, c idemstore.OutboxClaim) (idemstore.OutboxBatch, error) {
 	select {

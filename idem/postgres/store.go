@@ -46,9 +46,9 @@ type Store struct {
 	d *driver
 }
 
-// driver implements store.Driver[pgx.Tx] and the optional OutboxListener,
-// OutboxIdler and ConcurrentClaimer: the shared SQL of sqlcore, and what
-// only PostgreSQL does (the claim pipelined with BEGIN, LISTEN/NOTIFY).
+// driver implements store.Driver[pgx.Tx] and the optional Waker and
+// ConcurrentClaimer: the shared SQL of sqlcore, and what only PostgreSQL
+// does (the claim pipelined with BEGIN, LISTEN/NOTIFY).
 type driver struct {
 	*sqlcore.Core[pgx.Tx]
 	*sqlcore.Outbox[pgx.Tx]
@@ -59,8 +59,6 @@ type driver struct {
 }
 
 var _ store.Driver[pgx.Tx] = (*driver)(nil)
-var _ store.OutboxListener = (*driver)(nil)
-var _ store.OutboxIdler = (*driver)(nil)
 var _ store.ConcurrentClaimer = (*driver)(nil)
 
 // Driver implements [store.Provider]: it returns the store's driver, for

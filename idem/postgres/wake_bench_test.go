@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/idem/store"
-
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/idem"
@@ -52,7 +50,7 @@ func BenchmarkProducerCommits(b *testing.B) {
 		return r
 	}
 	// A wake flag no relay clears: every adding transaction notifies.
-	if ok, err := all.Driver().(store.OutboxIdler).IdleOutbox(ctx, "notifyall", time.Hour); !ok || err != nil {
+	if ok, err := all.Driver().(idler).IdleOutbox(ctx, "notifyall", time.Hour); !ok || err != nil {
 		b.Fatalf("IdleOutbox: %v, %v", ok, err)
 	}
 	r := relay(wake, &idem.RelayOptions{Owner: "wake"})
@@ -75,7 +73,7 @@ func BenchmarkProducerCommits(b *testing.B) {
 		var n atomic.Int64
 		ready := make(chan struct{})
 		wg.Go(func() {
-			_ = st.Driver().(store.OutboxListener).ListenOutbox(ctx, func() {
+			_ = st.Driver().(listener).ListenOutbox(ctx, func() {
 				select {
 				case <-ready:
 					n.Add(1)

@@ -156,12 +156,12 @@ func TestWakeFlagPerRelay(t *testing.T) {
 	}
 	mustIdle := func(owner string, ttl time.Duration) {
 		t.Helper()
-		if ok, err := pg.Driver().(idemstore.OutboxIdler).IdleOutbox(ctx, owner, ttl); !ok || err != nil {
+		if ok, err := pg.Driver().(idler).IdleOutbox(ctx, owner, ttl); !ok || err != nil {
 			t.Fatalf("IdleOutbox(%s): %v, %v", owner, ok, err)
 		}
 	}
 	for _, owner := range []string{"a", "b"} {
-		if err := pg.Driver().(idemstore.OutboxIdler).BusyOutbox(ctx, owner); err != nil {
+		if err := pg.Driver().(idler).BusyOutbox(ctx, owner); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,12 +169,12 @@ func TestWakeFlagPerRelay(t *testing.T) {
 	notified(false)
 	mustIdle("a", time.Minute)
 	mustIdle("b", time.Minute)
-	if err := pg.Driver().(idemstore.OutboxIdler).BusyOutbox(ctx, "b"); err != nil { // b found work; a still waits
+	if err := pg.Driver().(idler).BusyOutbox(ctx, "b"); err != nil { // b found work; a still waits
 		t.Fatal(err)
 	}
 	add(pgx.TxOptions{})
 	notified(true)
-	if err := pg.Driver().(idemstore.OutboxIdler).BusyOutbox(ctx, "a"); err != nil {
+	if err := pg.Driver().(idler).BusyOutbox(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
 	add(pgx.TxOptions{})
@@ -185,13 +185,13 @@ func TestWakeFlagPerRelay(t *testing.T) {
 	// gone.
 	mustIdle("a", -time.Second)
 	mustIdle("b", time.Minute)
-	if ok, err := pg.Driver().(idemstore.OutboxIdler).RenewIdleOutbox(ctx, "a", time.Minute); ok || err != nil {
+	if ok, err := pg.Driver().(idler).RenewIdleOutbox(ctx, "a", time.Minute); ok || err != nil {
 		t.Fatalf("RenewIdleOutbox of a swept flag: %v, %v; want false", ok, err)
 	}
-	if ok, err := pg.Driver().(idemstore.OutboxIdler).RenewIdleOutbox(ctx, "b", time.Minute); !ok || err != nil {
+	if ok, err := pg.Driver().(idler).RenewIdleOutbox(ctx, "b", time.Minute); !ok || err != nil {
 		t.Fatalf("RenewIdleOutbox of a set flag: %v, %v; want true", ok, err)
 	}
-	if err := pg.Driver().(idemstore.OutboxIdler).BusyOutbox(ctx, "b"); err != nil {
+	if err := pg.Driver().(idler).BusyOutbox(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
 	add(pgx.TxOptions{})
@@ -305,12 +305,30 @@ type renewCounter struct {
 // pgDriver is the PostgreSQL store's driver with its optional interfaces.
 type pgDriver interface {
 	idemstore.Driver[pgx.Tx]
-	idemstore.OutboxIdler
-	idemstore.OutboxListener
+	idemstore.Waker
 	idemstore.ConcurrentClaimer
+	idler
+	listener
+}
+
+// idler and listener are the PostgreSQL driver's wake flag and LISTEN,
+// which its relays' wake-up uses.
+type idler interface {
+	IdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error)
+	RenewIdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error)
+	BusyOutbox(ctx context.Context, owner string) error
+}
+
+type listener interface {
+	ListenOutbox(ctx context.Context, notify func()) error
 }
 
 func (s *renewCounter) Driver() idemstore.Driver[pgx.Tx] { return s }
+
+// Waker is the driver's, on the counting wrapper.
+func (s *renewCounter) Waker(owner string, ttl time.Duration) idemstore.Wake {
+	return postgres.NewWake(s, owner, ttl)
+}
 
 func (s *renewCounter) RenewIdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
 	ok, err := s.pgDriver.RenewIdleOutbox(ctx, owner, ttl)

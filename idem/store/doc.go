@@ -15,7 +15,7 @@
 // that take a Tx run inside the caller's transaction; the others run their
 // own. The inbox enters a delivery's transaction one way, BeginClaim,
 // which a store may make cheaper than Begin and Claim. Optional interfaces
-// (OutboxListener, OutboxIdler, ConcurrentClaimer) let a store wake relays
+// (Waker, ConcurrentClaimer) let a store wake relays
 // or let them claim concurrently; the relay uses them when present.
 //
 // The names a store puts into SQL (table prefixes, the user's table and

@@ -184,16 +184,6 @@ type OutboxHealth struct {
 	OldestUnsentAge time.Duration
 }
 
-// OutboxListener is implemented by stores that can wake a relay when outbox
-// rows are committed (PostgreSQL: NOTIFY in the adding transaction, LISTEN
-// on a dedicated connection).
-type OutboxListener interface {
-	// ListenOutbox calls notify once when it starts listening and once per
-	// notification, until ctx is done (it then returns nil) or the
-	// connection fails.
-	ListenOutbox(ctx context.Context, notify func()) error
-}
-
 // ErrLeaseLost is returned by OutboxBatch.Complete of a store that claims
 // by lease when the lease ran out or another relay took it: nothing was
 // marked, and the rows will be published again by the new holder.
@@ -217,25 +207,29 @@ type LeasedBatch interface {
 	LeaseLost() <-chan struct{}
 }
 
-// OutboxIdler is implemented by stores whose adding transactions notify
-// listening relays only while one waits (PostgreSQL: the commits of
-// notifying transactions are serialised, which would halve the producers'
-// commit rate). Each relay has its own wake flag, named by its owner: a
-// relay that finds work clears only its own, so another relay waiting
-// meanwhile is still notified. A relay that found nothing calls
-// IdleOutbox before it waits, and RenewIdleOutbox while it keeps waiting
-// (a flag not renewed within its ttl belongs to a relay that stopped, and
-// may be deleted); a relay that claimed rows after waiting, or stops,
-// calls BusyOutbox.
-type OutboxIdler interface {
-	// IdleOutbox sets owner's flag, for ttl: adding transactions notify
-	// from now on. It returns false (and changes nothing) while an adding
-	// transaction that did not notify may still commit: the relay should
-	// look again soon instead of waiting for a notification.
-	IdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error)
-	// RenewIdleOutbox extends owner's flag by ttl and reports whether it
-	// was still set (if not, the relay calls IdleOutbox again).
-	RenewIdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error)
-	// BusyOutbox clears owner's flag.
-	BusyOutbox(ctx context.Context, owner string) error
+// Waker is implemented by stores whose adding transactions can wake a
+// relay that waits for rows (PostgreSQL: NOTIFY, LISTEN). A relay calls
+// Waker once, with its owner name and how long its wake-up may be left
+// unrenewed before the store may take it for a stopped relay's, and uses
+// the Wake from its claim loops.
+type Waker interface {
+	Waker(owner string, ttl time.Duration) Wake
+}
+
+// Wake is one relay's wake-up. Its methods are safe for concurrent use.
+type Wake interface {
+	// Listen calls notify once when it starts listening and once per
+	// wake-up, until ctx is done (it then returns nil) or listening fails
+	// (the relay listens again after a backoff).
+	Listen(ctx context.Context, notify func()) error
+	// Idle is called, while listening, by a claim loop that found
+	// nothing, before it waits. It returns how long the loop may wait
+	// before it claims again: 0 for as long as the relay polls (a
+	// notification will wake it), a positive duration to poll sooner, a
+	// negative one to claim again at once.
+	Idle(ctx context.Context) (time.Duration, error)
+	// Busy is called when a claim found rows, and when the relay stops:
+	// the relay waits no more. It returns at once when it has nothing to
+	// undo.
+	Busy(ctx context.Context) error
 }
