@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/keys"
 )
 
 // Pipeline describes one pipeline, from the producer's transaction to the
@@ -48,9 +49,9 @@ type Pipeline struct {
 	Concurrency int
 	PerKey      bool
 	// Keys are the contracts of the providers the handlers call with
-	// idempotency keys (Keys), and UnkeyedCalls says that handlers make
+	// idempotency keys (idem/keys), and UnkeyedCalls says that handlers make
 	// external calls without one.
-	Keys         []KeyContract
+	Keys         []keys.Contract
 	UnkeyedCalls bool
 }
 
@@ -405,7 +406,7 @@ func (e *explainer) effects() {
 			v = VerdictWeak
 			parts = append(parts, fmt.Sprintf("%s (does not replay outcomes: an unknown outcome waits for reconciliation)", k.Provider))
 		}
-		e.reconcile("idempotency keys of %s whose outcome is unknown (Keys.Unresolved, Keys.Reconcile)", k.Provider)
+		e.reconcile("idempotency keys of %s whose outcome is unknown (keys.Caller: Unresolved, Reconcile)", k.Provider)
 	}
 	text := "external calls with idempotency keys stored before the call: " + strings.Join(parts, "; ")
 	if e.p.UnkeyedCalls {
@@ -414,7 +415,7 @@ func (e *explainer) effects() {
 		if len(parts) > 0 {
 			text += "; keyed: " + strings.Join(parts, "; ")
 		}
-		e.finding("effects", "handlers make external calls without idempotency keys", "stage a key with idem.NewKeys(...).Stage in the handler's transaction and make the call with Keys.Call")
+		e.finding("effects", "handlers make external calls without idempotency keys", "stage a key with keys.New(...).Stage in the handler's transaction and make the call with Caller.Call")
 	}
 	e.line("effects", v, "%s", text)
 }

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -148,7 +149,7 @@ type Inbox[Tx any] struct {
 // (sub.Capabilities()): the redelivery horizon bounds the retention, and
 // NackDelay and DeadLetter decide how failures are settled.
 func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Capabilities, opts *Options) (*Inbox[Tx], error) {
-	st, err := driverOf(p)
+	st, err := check.Driver(p)
 	if err != nil {
 		return nil, err
 	}
@@ -162,13 +163,13 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Capabil
 	if err := retention(&o, consumer, caps.RedeliveryHorizon); err != nil {
 		return nil, err
 	}
-	c := optionCheck{what: fmt.Sprintf("consumer %q: inbox options", consumer)}
-	c.backoff("Backoff", o.Backoff)
-	c.count("MaxAttempts", o.MaxAttempts)
-	c.count("PurgeBatch", o.PurgeBatch)
-	c.duration("PurgeInterval", o.PurgeInterval, true)
-	c.duration("SettleTimeout", o.SettleTimeout, false)
-	if err := c.err(); err != nil {
+	c := check.Options{What: fmt.Sprintf("consumer %q: inbox options", consumer)}
+	c.Backoff("Backoff", o.Backoff)
+	c.Count("MaxAttempts", o.MaxAttempts)
+	c.Count("PurgeBatch", o.PurgeBatch)
+	c.Duration("PurgeInterval", o.PurgeInterval, true)
+	c.Duration("SettleTimeout", o.SettleTimeout, false)
+	if err := c.Err(); err != nil {
 		return nil, err
 	}
 	if o.MaxAttempts < 1 {

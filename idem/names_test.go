@@ -8,6 +8,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -135,8 +136,8 @@ func (s nilStore) Driver() store.Driver[int] { return s }
 
 // TestLimitsAgree: the limits idem states are the ones its stores check.
 func TestLimitsAgree(t *testing.T) {
-	if idem.MaxNameLen != store.MaxNameLen || idem.MaxKeyLen != store.MaxKeyLen {
+	if idem.MaxNameLen != store.MaxNameLen || keys.MaxLen != store.MaxKeyLen {
 		t.Errorf("idem says names up to %d and keys up to %d bytes; the stores check %d and %d",
-			idem.MaxNameLen, idem.MaxKeyLen, store.MaxNameLen, store.MaxKeyLen)
+			idem.MaxNameLen, keys.MaxLen, store.MaxNameLen, store.MaxKeyLen)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/store"
 	"github.com/wary-go/wary/internal/wotel"
 )
@@ -41,7 +42,7 @@ type OutboxOptions struct {
 // NewOutbox returns an outbox on st, the store that also runs the
 // caller's transactions.
 func NewOutbox[Tx any](p store.Provider[Tx], opts *OutboxOptions) (*Outbox[Tx], error) {
-	st, err := driverOf(p)
+	st, err := check.Driver(p)
 	if err != nil {
 		return nil, err
 	}

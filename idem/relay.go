@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -125,7 +126,7 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 	if topic == nil {
 		return nil, fmt.Errorf("%w: NewRelay needs a topic", broker.ErrInvalid)
 	}
-	st, err := driverOf(p)
+	st, err := check.Driver(p)
 	if err != nil {
 		return nil, err
 	}
@@ -136,20 +137,20 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 	if o.Owner == "" {
 		o.Owner = "relay-" + broker.NewID()[:12]
 	}
-	c := optionCheck{what: "relay options"}
-	c.count("BatchSize", o.BatchSize)
-	c.count("PerAggregate", o.PerAggregate)
-	c.count("Concurrency", o.Concurrency)
-	c.count("Pipeline", o.Pipeline)
-	c.count("MaxAttempts", o.MaxAttempts)
-	c.count("PurgeBatch", o.PurgeBatch)
-	c.duration("PollInterval", o.PollInterval, false)
-	c.duration("PublishTimeout", o.PublishTimeout, false)
-	c.duration("Lease", o.Lease, false)
-	c.duration("Retention", o.Retention, false)
-	c.duration("PurgeInterval", o.PurgeInterval, true)
-	c.backoff("Backoff", o.Backoff)
-	if err := c.err(); err != nil {
+	c := check.Options{What: "relay options"}
+	c.Count("BatchSize", o.BatchSize)
+	c.Count("PerAggregate", o.PerAggregate)
+	c.Count("Concurrency", o.Concurrency)
+	c.Count("Pipeline", o.Pipeline)
+	c.Count("MaxAttempts", o.MaxAttempts)
+	c.Count("PurgeBatch", o.PurgeBatch)
+	c.Duration("PollInterval", o.PollInterval, false)
+	c.Duration("PublishTimeout", o.PublishTimeout, false)
+	c.Duration("Lease", o.Lease, false)
+	c.Duration("Retention", o.Retention, false)
+	c.Duration("PurgeInterval", o.PurgeInterval, true)
+	c.Backoff("Backoff", o.Backoff)
+	if err := c.Err(); err != nil {
 		return nil, err
 	}
 	def := func(p *int, v int) {

@@ -7,8 +7,8 @@ import (
 	"github.com/wary-go/wary/idem/store"
 )
 
-// The types below are what a program handles of the inbox, the outbox and
-// Keys. The stores' driver interface (idem/store) has its own, converted
+// The types below are what a program handles of the inbox and the
+// outbox. The stores' driver interface (idem/store) has its own, converted
 // at the boundary (convert.go), so that each type here is defined once and
 // its fields show in go doc.
 
@@ -255,73 +255,6 @@ type OutboxHealth struct {
 	OldestUnsentAge time.Duration
 }
 
-// KeyState is the state of an idempotency key.
-type KeyState int
-
-// Key states.
-const (
-	// KeyStaged: the key and intent are committed; the call was not
-	// started.
-	KeyStaged KeyState = iota
-	// KeyInFlight: a call was started at LastCallAt and holds the key until
-	// LeaseUntil. Past it, with no outcome recorded, the caller died
-	// during the call (or after it, before recording): the outcome is
-	// unknown.
-	KeyInFlight
-	// KeySucceeded: the provider did it; Result is its answer.
-	KeySucceeded
-	// KeyFailed: the provider refused for good (the call returned an error
-	// marked with broker.Permanent); Error says why.
-	KeyFailed
-	// KeyUnknown: the call failed in a way that leaves the outcome open (a
-	// timeout, a 5xx), and it may not be retried automatically.
-	KeyUnknown
-)
-
-func (s KeyState) String() string {
-	switch s {
-	case KeyStaged:
-		return "staged"
-	case KeyInFlight:
-		return "in flight"
-	case KeySucceeded:
-		return "succeeded"
-	case KeyFailed:
-		return "failed"
-	case KeyUnknown:
-		return "unknown"
-	}
-	return fmt.Sprintf("KeyState(%d)", int(s))
-}
-
-// KeyRecord is an idempotency key as stored.
-type KeyRecord struct {
-	Provider string
-	Key      string
-	// Intent is what the call is to do (the request, as the caller encodes
-	// it), stored with the key.
-	Intent   []byte
-	State    KeyState
-	Result   []byte
-	Error    string
-	Attempts int // calls started
-	// CreatedAt is when the key was staged; FirstCallAt when the provider
-	// could first have seen it (the start of the first call; zero if
-	// none); LastCallAt the start of the latest call; LeaseUntil when an
-	// in-flight call's hold ends; DoneAt when the outcome was recorded.
-	CreatedAt, FirstCallAt, LastCallAt, LeaseUntil, DoneAt time.Time
-}
-
-// KeyOutcome is what a call, or a reconciliation, found.
-type KeyOutcome struct {
-	// State is KeySucceeded, KeyFailed or KeyUnknown; a reconciliation may
-	// also say KeyStaged: the provider never saw the key, so it is safe to
-	// call again (as if for the first time).
-	State  KeyState
-	Result []byte
-	Error  string
-}
-
 // ErrInvalidName matches every error returned for a consumer name, table
 // prefix, table or column name, or idempotency key that is not accepted.
 var ErrInvalidName = store.ErrInvalidName
@@ -331,13 +264,6 @@ var ErrInvalidName = store.ErrInvalidName
 // longer one).
 const MaxNameLen = 63
 
-// MaxKeyLen is the longest idempotency key accepted (Stripe's limit).
-const MaxKeyLen = 255
-
 // ValidateConsumer checks a consumer name: 1 to 63 bytes of ASCII letters,
 // digits and the characters "_", "-", "." and ":".
 func ValidateConsumer(s string) error { return store.ValidateConsumer(s) }
-
-// ValidateKey checks an idempotency key: 1 to 255 bytes of printable ASCII
-// without spaces.
-func ValidateKey(key string) error { return store.ValidateKey(key) }

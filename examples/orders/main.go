@@ -67,6 +67,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/keys"
 )
 
 func main() {
@@ -296,8 +297,8 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	}
 	provider := newProvider()
 	crashed := false
-	payments, err := idem.NewKeys[Tx](db.store, idem.KeyContract{Provider: "payments", Retention: 24 * time.Hour, Replays: true},
-		&idem.KeysOptions{CallTimeout: 50 * time.Millisecond, Logger: quiet, AfterCall: func(key string) error {
+	payments, err := keys.New[Tx](db.store, keys.Contract{Provider: "payments", Retention: 24 * time.Hour, Replays: true},
+		&keys.Options{CallTimeout: 50 * time.Millisecond, Logger: quiet, AfterCall: func(key string) error {
 			if key == paymentCrash && !crashed {
 				crashed = true
 				return errors.New("billing process killed after the provider charged, before recording it")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -34,7 +35,7 @@ func NewFakeProvider(replays bool) *FakeProvider {
 	return &FakeProvider{Replays: replays, calls: map[string]int{}, effects: map[string]int{}, results: map[string][]byte{}}
 }
 
-// Call is an idem.CallFunc.
+// Call is an keys.CallFunc.
 func (p *FakeProvider) Call(_ context.Context, key string, intent []byte) ([]byte, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -66,12 +67,12 @@ func (p *FakeProvider) Lookup(key string) ([]byte, bool) {
 	return res, ok
 }
 
-// Reconcile is an idem.ReconcileFunc asking Lookup.
-func (p *FakeProvider) Reconcile(_ context.Context, rec idem.KeyRecord) (idem.KeyOutcome, error) {
+// Reconcile is an keys.ReconcileFunc asking Lookup.
+func (p *FakeProvider) Reconcile(_ context.Context, rec keys.Record) (keys.Outcome, error) {
 	if res, ok := p.Lookup(rec.Key); ok {
-		return idem.KeyOutcome{State: idem.KeySucceeded, Result: res}, nil
+		return keys.Outcome{State: keys.Succeeded, Result: res}, nil
 	}
-	return idem.KeyOutcome{State: idem.KeyStaged, Error: "provider never saw the key"}, nil
+	return keys.Outcome{State: keys.Staged, Error: "provider never saw the key"}, nil
 }
 
 // Calls and Effects count per key.
@@ -104,9 +105,9 @@ func setupKeys[Tx any](t *testing.T, f Factory[Tx]) *keysEnv[Tx] {
 	return &keysEnv[Tx]{Env: e, ks: e.Driver, clock: &fakeNow{t: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}}
 }
 
-func (e *keysEnv[Tx]) keys(c idem.KeyContract, afterCall func(string) error) *idem.Keys[Tx] {
+func (e *keysEnv[Tx]) keys(c keys.Contract, afterCall func(string) error) *keys.Caller[Tx] {
 	e.T.Helper()
-	k, err := idem.NewKeys(e.Store, c, &idem.KeysOptions{Now: e.clock.Now, CallTimeout: time.Minute,
+	k, err := keys.New(e.Store, c, &keys.Options{Now: e.clock.Now, CallTimeout: time.Minute,
 		Logger: slog.New(slog.DiscardHandler), AfterCall: afterCall})
 	if err != nil {
 		e.T.Fatal(err)
@@ -114,7 +115,7 @@ func (e *keysEnv[Tx]) keys(c idem.KeyContract, afterCall func(string) error) *id
 	return k
 }
 
-func (e *keysEnv[Tx]) stage(k *idem.Keys[Tx], key, intent string) {
+func (e *keysEnv[Tx]) stage(k *keys.Caller[Tx], key, intent string) {
 	e.T.Helper()
 	e.InTx(func(tx Tx) error { _, err := k.Stage(e.Ctx, tx, key, []byte(intent)); return err })
 }
@@ -122,8 +123,8 @@ func (e *keysEnv[Tx]) stage(k *idem.Keys[Tx], key, intent string) {
 func testKeys[Tx any](t *testing.T, f Factory[Tx]) {
 	e := setupKeys(t, f)
 	p := NewFakeProvider(true)
-	k := e.keys(idem.KeyContract{Provider: "payments", Retention: 24 * time.Hour, Replays: true}, nil)
-	for _, bad := range []string{"", "has space", "é", "tab\t", strings.Repeat("k", idem.MaxKeyLen+1)} {
+	k := e.keys(keys.Contract{Provider: "payments", Retention: 24 * time.Hour, Replays: true}, nil)
+	for _, bad := range []string{"", "has space", "é", "tab\t", strings.Repeat("k", keys.MaxLen+1)} {
 		e.InTx(func(tx Tx) error {
 			if _, err := k.Stage(e.Ctx, tx, bad, nil); !errors.Is(err, idem.ErrInvalidName) {
 				t.Errorf("Stage(%q): %v, want ErrInvalidName", bad, err)
@@ -131,7 +132,7 @@ func testKeys[Tx any](t *testing.T, f Factory[Tx]) {
 			return nil
 		})
 	}
-	if _, err := idem.NewKeys(e.Store, idem.KeyContract{Provider: "bad name"}, nil); !errors.Is(err, idem.ErrInvalidName) {
+	if _, err := keys.New(e.Store, keys.Contract{Provider: "bad name"}, nil); !errors.Is(err, idem.ErrInvalidName) {
 		t.Errorf("bad provider name: %v", err)
 	}
 	// A rolled-back stage leaves nothing to call.
@@ -140,19 +141,19 @@ func testKeys[Tx any](t *testing.T, f Factory[Tx]) {
 		t.Fatal(err)
 	}
 	_ = e.Driver.Rollback(e.Ctx, tx)
-	if _, err := k.Call(e.Ctx, "payment:order-1:attempt-1", p.Call); !errors.Is(err, idem.ErrKeyNotStaged) {
+	if _, err := k.Call(e.Ctx, "payment:order-1:attempt-1", p.Call); !errors.Is(err, keys.ErrNotStaged) {
 		t.Errorf("Call of a rolled-back key: %v, want ErrKeyNotStaged", err)
 	}
 	e.stage(k, "payment:order-1:attempt-1", "100 EUR")
 	e.stage(k, "payment:order-1:attempt-1", "100 EUR") // staging again is harmless
 	e.InTx(func(tx Tx) error {
-		if _, err := k.Stage(e.Ctx, tx, "payment:order-1:attempt-1", []byte("200 EUR")); !errors.Is(err, idem.ErrKeyConflict) {
+		if _, err := k.Stage(e.Ctx, tx, "payment:order-1:attempt-1", []byte("200 EUR")); !errors.Is(err, keys.ErrConflict) {
 			t.Errorf("Stage with another intent: %v, want ErrKeyConflict", err)
 		}
 		return nil
 	})
 	rec, err := k.Call(e.Ctx, "payment:order-1:attempt-1", p.Call)
-	if err != nil || rec.State != idem.KeySucceeded || string(rec.Result) != "receipt:payment:order-1:attempt-1:100 EUR" || rec.Attempts != 1 {
+	if err != nil || rec.State != keys.Succeeded || string(rec.Result) != "receipt:payment:order-1:attempt-1:100 EUR" || rec.Attempts != 1 {
 		t.Fatalf("Call: %+v, %v", rec, err)
 	}
 	again, err := k.Call(e.Ctx, "payment:order-1:attempt-1", p.Call)
@@ -161,10 +162,10 @@ func testKeys[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 	// A permanent failure is recorded and not retried.
 	e.stage(k, "payment:order-2:attempt-1", "decline")
-	if _, err := k.Call(e.Ctx, "payment:order-2:attempt-1", p.Call); !errors.Is(err, idem.ErrCallFailed) {
+	if _, err := k.Call(e.Ctx, "payment:order-2:attempt-1", p.Call); !errors.Is(err, keys.ErrCallFailed) {
 		t.Errorf("declined: %v, want ErrCallFailed", err)
 	}
-	if _, err := k.Call(e.Ctx, "payment:order-2:attempt-1", p.Call); !errors.Is(err, idem.ErrCallFailed) || p.Calls("payment:order-2:attempt-1") != 1 {
+	if _, err := k.Call(e.Ctx, "payment:order-2:attempt-1", p.Call); !errors.Is(err, keys.ErrCallFailed) || p.Calls("payment:order-2:attempt-1") != 1 {
 		t.Errorf("declined again: %v, %d calls", err, p.Calls("payment:order-2:attempt-1"))
 	}
 	// Concurrent callers of one staged key: one call reaches the provider.
@@ -172,7 +173,7 @@ func testKeys[Tx any](t *testing.T, f Factory[Tx]) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			if _, err := k.Call(e.Ctx, "payment:order-3:attempt-1", p.Call); err != nil && !errors.Is(err, idem.ErrCallInFlight) {
+			if _, err := k.Call(e.Ctx, "payment:order-3:attempt-1", p.Call); err != nil && !errors.Is(err, keys.ErrInFlight) {
 				t.Errorf("concurrent Call: %v", err)
 			}
 		})
@@ -197,7 +198,7 @@ func testKeysCrash[Tx any](t *testing.T, f Factory[Tx]) {
 	p := NewFakeProvider(true)
 	crash := errors.New("the caller dies after the call, before recording it")
 	crashes := 0
-	k := e.keys(idem.KeyContract{Provider: "payments", Retention: 24 * time.Hour, Replays: true}, func(string) error {
+	k := e.keys(keys.Contract{Provider: "payments", Retention: 24 * time.Hour, Replays: true}, func(string) error {
 		if crashes == 0 {
 			crashes++
 			return crash
@@ -218,11 +219,11 @@ func testKeysCrash[Tx any](t *testing.T, f Factory[Tx]) {
 		t.Fatalf("Call: %v; the failpoint must fire", err)
 	}
 	rec, _, _ := k.Get(e.Ctx, key)
-	if rec.State != idem.KeyInFlight || p.Effects(key) != 1 {
+	if rec.State != keys.InFlight || p.Effects(key) != 1 {
 		t.Fatalf("after the crash: %+v, effects %d", rec, p.Effects(key))
 	}
 	// The restarted process retries at once: the key is still held.
-	if _, err := k.Call(e.Ctx, key, p.Call); !errors.Is(err, idem.ErrCallInFlight) {
+	if _, err := k.Call(e.Ctx, key, p.Call); !errors.Is(err, keys.ErrInFlight) {
 		t.Errorf("retry within the call timeout: %v, want ErrCallInFlight", err)
 	}
 	e.clock.Advance(2 * time.Minute)
@@ -234,7 +235,7 @@ func testKeysCrash[Tx any](t *testing.T, f Factory[Tx]) {
 		t.Fatalf("CallStaged: %d, %v", n, err)
 	}
 	rec, _, _ = k.Get(e.Ctx, key)
-	if rec.State != idem.KeySucceeded || rec.Attempts != 2 || string(rec.Result) != "receipt:"+key+":42 EUR" {
+	if rec.State != keys.Succeeded || rec.Attempts != 2 || string(rec.Result) != "receipt:"+key+":42 EUR" {
 		t.Errorf("after the retry: %+v", rec)
 	}
 	if p.Calls(key) != 2 || p.Effects(key) != 1 {
@@ -261,13 +262,13 @@ func testKeysReconcile[Tx any](t *testing.T, f Factory[Tx]) {
 		}
 		return nil
 	}
-	mail := e.keys(idem.KeyContract{Provider: "mailer", Retention: time.Hour}, crashOnce)
+	mail := e.keys(keys.Contract{Provider: "mailer", Retention: time.Hour}, crashOnce)
 	e.stage(mail, "mail:order-9:confirmation", "to customer of order-9")
 	if _, err := mail.Call(e.Ctx, "mail:order-9:confirmation", noReplay.Call); err == nil {
 		t.Fatal("the failpoint did not fire")
 	}
 	e.clock.Advance(2 * time.Minute)
-	if _, err := mail.Call(e.Ctx, "mail:order-9:confirmation", noReplay.Call); !errors.Is(err, idem.ErrReconcile) {
+	if _, err := mail.Call(e.Ctx, "mail:order-9:confirmation", noReplay.Call); !errors.Is(err, keys.ErrReconcile) {
 		t.Errorf("retry without replay: %v, want ErrReconcile", err)
 	}
 	if n, _ := mail.CallStaged(e.Ctx, noReplay.Call, 0); n != 0 || noReplay.Calls("mail:order-9:confirmation") != 1 {
@@ -276,7 +277,7 @@ func testKeysReconcile[Tx any](t *testing.T, f Factory[Tx]) {
 	if n, err := mail.Reconcile(e.Ctx, noReplay.Reconcile); n != 1 || err != nil {
 		t.Errorf("Reconcile: %d, %v", n, err)
 	}
-	if rec, _, _ := mail.Get(e.Ctx, "mail:order-9:confirmation"); rec.State != idem.KeySucceeded || noReplay.Effects("mail:order-9:confirmation") != 1 {
+	if rec, _, _ := mail.Get(e.Ctx, "mail:order-9:confirmation"); rec.State != keys.Succeeded || noReplay.Effects("mail:order-9:confirmation") != 1 {
 		t.Errorf("after Reconcile: %+v", rec)
 	}
 
@@ -284,22 +285,22 @@ func testKeysReconcile[Tx any](t *testing.T, f Factory[Tx]) {
 	// that goes to reconciliation; the provider never saw the key (the
 	// call timed out before reaching it), so the call is made again.
 	p := NewFakeProvider(true)
-	pay := e.keys(idem.KeyContract{Provider: "payments", Retention: time.Hour, Replays: true}, nil)
+	pay := e.keys(keys.Contract{Provider: "payments", Retention: time.Hour, Replays: true}, nil)
 	const key = "payment:order-10:attempt-1"
 	e.stage(pay, key, "9 EUR")
 	p.SetDown(true)
-	if _, err := pay.Call(e.Ctx, key, p.Call); !errors.Is(err, idem.ErrOutcomeUnknown) {
+	if _, err := pay.Call(e.Ctx, key, p.Call); !errors.Is(err, keys.ErrOutcomeUnknown) {
 		t.Fatalf("Call while down: %v, want ErrOutcomeUnknown", err)
 	}
 	p.SetDown(false)
 	e.clock.Advance(2 * time.Hour)
-	if _, err := pay.Call(e.Ctx, key, p.Call); !errors.Is(err, idem.ErrReconcile) || p.Calls(key) != 0 {
+	if _, err := pay.Call(e.Ctx, key, p.Call); !errors.Is(err, keys.ErrReconcile) || p.Calls(key) != 0 {
 		t.Errorf("retry after the provider's retention: %v (%d calls); want ErrReconcile and no call", err, p.Calls(key))
 	}
 	if n, err := pay.Reconcile(e.Ctx, p.Reconcile); n != 1 || err != nil {
 		t.Errorf("Reconcile: %d, %v", n, err)
 	}
-	if rec, _, _ := pay.Get(e.Ctx, key); rec.State != idem.KeyStaged || !rec.FirstCallAt.IsZero() {
+	if rec, _, _ := pay.Get(e.Ctx, key); rec.State != keys.Staged || !rec.FirstCallAt.IsZero() {
 		t.Errorf("reconciled as never seen: %+v", rec)
 	}
 	if n, err := pay.CallStaged(e.Ctx, p.Call, 0); n != 1 || err != nil || p.Effects(key) != 1 {

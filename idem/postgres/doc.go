@@ -42,7 +42,7 @@
 // backslash_quote, standard_conforming_strings) changes what they mean.
 //
 // The outbox (idem.NewOutbox, idem.NewRelay) and idempotency keys
-// (idem.NewKeys) run on the same Store.
+// (idem/keys) run on the same Store.
 // Outbox rows get their per-aggregate sequence from a counter row that the
 // adding transaction upserts and keeps locked until it ends; Outbox.Add
 // upserts the counters (in aggregate order), inserts the rows and runs the

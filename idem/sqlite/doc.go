@@ -23,7 +23,7 @@
 // unless the DSN says otherwise).
 //
 // The outbox (idem.NewOutbox, idem.NewRelay) and idempotency keys
-// (idem.NewKeys) run on the same Store.
+// (idem/keys) run on the same Store.
 // Writers are serialised, so outbox sequences commit in order. SQLite has
 // no SKIP LOCKED: one relay at a time claims rows under a lease (a row in
 // <prefix>relay_lease, taken for idem.RelayOptions.Lease and renewed while

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/keys"
 )
 
 func Example_outbox() {
@@ -72,7 +73,7 @@ func Example_keys() {
 	defer cleanup()
 
 	// The provider keeps keys for a day and replays the first result.
-	payments, err := idem.NewKeys[*sql.Tx](st, idem.KeyContract{Provider: "payments", Retention: 24 * time.Hour, Replays: true}, nil)
+	payments, err := keys.New[*sql.Tx](st, keys.Contract{Provider: "payments", Retention: 24 * time.Hour, Replays: true}, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

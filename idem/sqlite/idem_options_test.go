@@ -11,6 +11,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/sqlite"
 )
 
@@ -41,9 +42,9 @@ func TestOptionsValidated(t *testing.T) {
 	caps := broker.Capabilities{RedeliveryHorizon: time.Hour, DeadLetter: true}
 	inbox := func(o idem.Options) error { _, err := idem.NewInbox(st, "c", caps, &o); return err }
 	relay := func(o idem.RelayOptions) error { _, err := idem.NewRelay(st, topic, &o); return err }
-	keys := func(c idem.KeyContract, o idem.KeysOptions) error {
+	newKeys := func(c keys.Contract, o keys.Options) error {
 		c.Provider = "p"
-		_, err := idem.NewKeys(st, c, &o)
+		_, err := keys.New(st, c, &o)
 		return err
 	}
 	neg := -time.Second
@@ -75,12 +76,12 @@ func TestOptionsValidated(t *testing.T) {
 		"relay MaxAttempts":          {relay(idem.RelayOptions{MaxAttempts: -1}), false},
 		"relay PurgeBatch":           {relay(idem.RelayOptions{PurgeBatch: -1}), false},
 		"relay Backoff":              {relay(idem.RelayOptions{Backoff: broker.Backoff{Initial: neg}}), false},
-		"keys defaults":              {keys(idem.KeyContract{}, idem.KeysOptions{}), true},
-		"keys Retention and Margin":  {keys(idem.KeyContract{Retention: time.Hour, Margin: time.Minute}, idem.KeysOptions{}), true},
-		"keys Retention":             {keys(idem.KeyContract{Retention: neg}, idem.KeysOptions{}), false},
-		"keys Margin":                {keys(idem.KeyContract{Retention: time.Hour, Margin: neg}, idem.KeysOptions{}), false},
-		"keys Margin over Retention": {keys(idem.KeyContract{Retention: time.Hour, Margin: time.Hour}, idem.KeysOptions{}), false},
-		"keys CallTimeout":           {keys(idem.KeyContract{}, idem.KeysOptions{CallTimeout: neg}), false},
+		"keys defaults":              {newKeys(keys.Contract{}, keys.Options{}), true},
+		"keys Retention and Margin":  {newKeys(keys.Contract{Retention: time.Hour, Margin: time.Minute}, keys.Options{}), true},
+		"keys Retention":             {newKeys(keys.Contract{Retention: neg}, keys.Options{}), false},
+		"keys Margin":                {newKeys(keys.Contract{Retention: time.Hour, Margin: neg}, keys.Options{}), false},
+		"keys Margin over Retention": {newKeys(keys.Contract{Retention: time.Hour, Margin: time.Hour}, keys.Options{}), false},
+		"keys CallTimeout":           {newKeys(keys.Contract{}, keys.Options{CallTimeout: neg}), false},
 	} {
 		if tc.valid && tc.err != nil {
 			t.Errorf("%s: %v, want accepted", name, tc.err)

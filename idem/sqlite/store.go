@@ -40,7 +40,7 @@ const DefaultPrefix = "wary_"
 
 // Store is the SQLite store on a *sql.DB opened with the modernc.org/sqlite
 // driver: hand it to idem.NewInbox, idem.NewOutbox, idem.NewRelay and
-// idem.NewKeys. Handlers call CheckVersion and Transition on it inside the
+// keys.New. Handlers call CheckVersion and Transition on it inside the
 // inbox transaction. It is safe for concurrent use.
 type Store struct {
 	core   *sqlcore.Core[*sql.Tx]

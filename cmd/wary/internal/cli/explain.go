@@ -14,6 +14,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -171,7 +172,7 @@ func (a *app) pipeline(c *cobra.Command, f *explainFlags) (idem.Pipeline, error)
 		p.InboxOptions.Retention = f.retention
 	}
 	for _, k := range cfg.Keys {
-		p.Keys = append(p.Keys, idem.KeyContract{Provider: k.Provider, Retention: time.Duration(k.Retention), Replays: k.Replays})
+		p.Keys = append(p.Keys, keys.Contract{Provider: k.Provider, Retention: time.Duration(k.Retention), Replays: k.Replays})
 	}
 	if p.Inbox && p.Consumer == "" {
 		return p, errors.New("name the inbox's consumer with --consumer (or \"consumer\" in --config), or pass --inbox=false")

@@ -1,4 +1,4 @@
-package idem
+package keys
 
 import (
 	"bytes"
@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/store"
 )
 
-// KeyContract describes how an external provider (a payment gateway, a
+// Contract describes how an external provider (a payment gateway, a
 // mailer) treats idempotency keys. It decides when a call may be sent again.
-type KeyContract struct {
+type Contract struct {
 	// Provider names the provider ("payments"); keys are unique per
 	// provider. Same characters as a consumer name.
 	Provider string
@@ -34,14 +35,14 @@ type KeyContract struct {
 	Replays bool
 }
 
-// Errors of Keys.
+// Errors of a Caller.
 var (
-	// ErrKeyNotStaged: Call for a key that was never staged (or whose
+	// ErrNotStaged: Call for a key that was never staged (or whose
 	// staging transaction has not committed).
-	ErrKeyNotStaged = errors.New("idem: idempotency key not staged")
-	// ErrKeyConflict: Stage of an existing key with a different intent;
+	ErrNotStaged = errors.New("idem: idempotency key not staged")
+	// ErrConflict: Stage of an existing key with a different intent;
 	// one key must name one operation.
-	ErrKeyConflict = errors.New("idem: idempotency key staged with another intent")
+	ErrConflict = errors.New("idem: idempotency key staged with another intent")
 	// ErrCallFailed: the call failed for good (now or before).
 	ErrCallFailed = errors.New("idem: external call failed")
 	// ErrOutcomeUnknown: the call failed without saying whether it
@@ -51,12 +52,12 @@ var (
 	// provider does not replay, or has forgotten the key): the key waits
 	// for Reconcile.
 	ErrReconcile = errors.New("idem: external call needs reconciliation")
-	// ErrCallInFlight: another caller holds the key.
-	ErrCallInFlight = errors.New("idem: external call in flight")
+	// ErrInFlight: another caller holds the key.
+	ErrInFlight = errors.New("idem: external call in flight")
 )
 
-// KeysOptions configures Keys. Nil means defaults.
-type KeysOptions struct {
+// Options configures a Caller. Nil means defaults.
+type Options struct {
 	// CallTimeout bounds a call and is how long a started call holds its
 	// key (default 1m): after it, with no outcome recorded, the caller is
 	// presumed dead and the outcome unknown.
@@ -80,35 +81,35 @@ type KeysOptions struct {
 // unknown.
 type CallFunc func(ctx context.Context, key string, intent []byte) ([]byte, error)
 
-// Keys makes external calls safe to retry with idempotency keys stored in
+// Caller makes external calls safe to retry with idempotency keys stored in
 // the database, for one provider. See the package documentation.
-type Keys[Tx any] struct {
+type Caller[Tx any] struct {
 	store keyStore[Tx]
-	c     KeyContract
-	o     KeysOptions
+	c     Contract
+	o     Options
 }
 
-// NewKeys returns Keys for the provider c describes.
-func NewKeys[Tx any](p store.Provider[Tx], c KeyContract, opts *KeysOptions) (*Keys[Tx], error) {
-	st, err := driverOf(p)
+// New returns a Caller for the provider c describes.
+func New[Tx any](p store.Provider[Tx], c Contract, opts *Options) (*Caller[Tx], error) {
+	st, err := check.Driver(p)
 	if err != nil {
 		return nil, err
 	}
 	if err := store.ValidateProvider(c.Provider); err != nil {
 		return nil, err
 	}
-	var o KeysOptions
+	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	oc := optionCheck{what: fmt.Sprintf("provider %q: key contract and options", c.Provider)}
-	oc.duration("Retention", c.Retention, false)
-	oc.duration("Margin", c.Margin, false)
+	oc := check.Options{What: fmt.Sprintf("provider %q: key contract and options", c.Provider)}
+	oc.Duration("Retention", c.Retention, false)
+	oc.Duration("Margin", c.Margin, false)
 	if c.Retention > 0 && c.Margin >= c.Retention {
-		oc.bad("Margin", "is not below Retention")
+		oc.Bad("Margin", "is not below Retention")
 	}
-	oc.duration("CallTimeout", o.CallTimeout, false)
-	if err := oc.err(); err != nil {
+	oc.Duration("CallTimeout", o.CallTimeout, false)
+	if err := oc.Err(); err != nil {
 		return nil, err
 	}
 	if c.Margin == 0 {
@@ -123,16 +124,16 @@ func NewKeys[Tx any](p store.Provider[Tx], c KeyContract, opts *KeysOptions) (*K
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Keys[Tx]{store: keyStore[Tx]{st}, c: c, o: o}, nil
+	return &Caller[Tx]{store: keyStore[Tx]{st}, c: c, o: o}, nil
 }
 
 // Stage stores key with its intent in tx, the transaction that decides the
 // call (and commits it with the rest of the decision). Staging a key again
 // returns the stored record; with a different intent it fails with
-// ErrKeyConflict. Make the call with Call after tx commits, never before.
-func (k *Keys[Tx]) Stage(ctx context.Context, tx Tx, key string, intent []byte) (KeyRecord, error) {
-	if err := ValidateKey(key); err != nil {
-		return KeyRecord{}, err
+// ErrConflict. Make the call with Call after tx commits, never before.
+func (k *Caller[Tx]) Stage(ctx context.Context, tx Tx, key string, intent []byte) (Record, error) {
+	if err := Validate(key); err != nil {
+		return Record{}, err
 	}
 	if intent == nil {
 		intent = []byte{}
@@ -142,13 +143,13 @@ func (k *Keys[Tx]) Stage(ctx context.Context, tx Tx, key string, intent []byte) 
 		return rec, fmt.Errorf("idem: stage key %q: %w", key, err)
 	}
 	if !created && !bytes.Equal(rec.Intent, intent) {
-		return rec, fmt.Errorf("%w: provider %q, key %q", ErrKeyConflict, k.c.Provider, key)
+		return rec, fmt.Errorf("%w: provider %q, key %q", ErrConflict, k.c.Provider, key)
 	}
 	return rec, nil
 }
 
 // Get reads a key.
-func (k *Keys[Tx]) Get(ctx context.Context, key string) (KeyRecord, bool, error) {
+func (k *Caller[Tx]) Get(ctx context.Context, key string) (Record, bool, error) {
 	return k.store.GetKey(ctx, k.c.Provider, key)
 }
 
@@ -161,37 +162,37 @@ func (k *Keys[Tx]) Get(ctx context.Context, key string) (KeyRecord, bool, error)
 //   - outcome unknown (an error that is not permanent, or a caller that
 //     died during the call): the call is sent again with the same key only
 //     if the provider replays outcomes and still remembers the key
-//     (KeyContract); otherwise the key is marked KeyUnknown and Call
+//     (Contract); otherwise the key is marked Unknown and Call
 //     returns ErrReconcile.
 //
 // An unknown outcome returns ErrOutcomeUnknown. A call in flight elsewhere
-// returns ErrCallInFlight.
-func (k *Keys[Tx]) Call(ctx context.Context, key string, call CallFunc) (KeyRecord, error) {
+// returns ErrInFlight.
+func (k *Caller[Tx]) Call(ctx context.Context, key string, call CallFunc) (Record, error) {
 	rec, ok, err := k.store.GetKey(ctx, k.c.Provider, key)
 	if err != nil {
 		return rec, fmt.Errorf("idem: key %q: %w", key, err)
 	}
 	if !ok {
-		return rec, fmt.Errorf("%w: provider %q, key %q", ErrKeyNotStaged, k.c.Provider, key)
+		return rec, fmt.Errorf("%w: provider %q, key %q", ErrNotStaged, k.c.Provider, key)
 	}
 	now := k.o.Now()
 	switch rec.State {
-	case KeySucceeded:
+	case Succeeded:
 		return rec, nil
-	case KeyFailed:
+	case Failed:
 		return rec, fmt.Errorf("%w: provider %q, key %q: %s", ErrCallFailed, k.c.Provider, key, rec.Error)
-	case KeyInFlight:
+	case InFlight:
 		if rec.LeaseUntil.After(now) {
-			return rec, fmt.Errorf("%w: provider %q, key %q, until %s", ErrCallInFlight, k.c.Provider, key, rec.LeaseUntil.Format(time.RFC3339))
+			return rec, fmt.Errorf("%w: provider %q, key %q, until %s", ErrInFlight, k.c.Provider, key, rec.LeaseUntil.Format(time.RFC3339))
 		}
 		fallthrough
-	case KeyUnknown:
+	case Unknown:
 		if why := k.unsafeRetry(rec, now); why != "" {
-			if rec.State == KeyInFlight {
-				if _, err := k.store.FinishKeyCall(ctx, k.c.Provider, key, rec.Attempts, KeyOutcome{State: KeyUnknown, Error: why}, now); err != nil {
+			if rec.State == InFlight {
+				if _, err := k.store.FinishKeyCall(ctx, k.c.Provider, key, rec.Attempts, Outcome{State: Unknown, Error: why}, now); err != nil {
 					return rec, err
 				}
-				rec.State = KeyUnknown
+				rec.State = Unknown
 			}
 			return rec, fmt.Errorf("%w: provider %q, key %q: %s", ErrReconcile, k.c.Provider, key, why)
 		}
@@ -202,9 +203,9 @@ func (k *Keys[Tx]) Call(ctx context.Context, key string, call CallFunc) (KeyReco
 		return rec, fmt.Errorf("idem: start call %q: %w", key, err)
 	}
 	if !started {
-		return rec, fmt.Errorf("%w: provider %q, key %q (another caller started it)", ErrCallInFlight, k.c.Provider, key)
+		return rec, fmt.Errorf("%w: provider %q, key %q (another caller started it)", ErrInFlight, k.c.Provider, key)
 	}
-	rec.State, rec.Attempts, rec.LastCallAt, rec.LeaseUntil = KeyInFlight, rec.Attempts+1, now, lease
+	rec.State, rec.Attempts, rec.LastCallAt, rec.LeaseUntil = InFlight, rec.Attempts+1, now, lease
 	if rec.FirstCallAt.IsZero() {
 		rec.FirstCallAt = now
 	}
@@ -216,13 +217,13 @@ func (k *Keys[Tx]) Call(ctx context.Context, key string, call CallFunc) (KeyReco
 			return rec, err
 		}
 	}
-	o := KeyOutcome{State: KeySucceeded, Result: res}
+	o := Outcome{State: Succeeded, Result: res}
 	switch {
 	case cerr == nil:
 	case broker.IsPermanent(cerr):
-		o = KeyOutcome{State: KeyFailed, Error: cerr.Error()}
+		o = Outcome{State: Failed, Error: cerr.Error()}
 	default:
-		o = KeyOutcome{State: KeyUnknown, Error: cerr.Error()}
+		o = Outcome{State: Unknown, Error: cerr.Error()}
 	}
 	at := k.o.Now()
 	if _, err := k.store.FinishKeyCall(context.WithoutCancel(ctx), k.c.Provider, key, rec.Attempts, o, at); err != nil {
@@ -230,10 +231,10 @@ func (k *Keys[Tx]) Call(ctx context.Context, key string, call CallFunc) (KeyReco
 	}
 	rec.State, rec.Result, rec.Error = o.State, o.Result, o.Error
 	switch o.State {
-	case KeyFailed:
+	case Failed:
 		rec.DoneAt = at
 		return rec, fmt.Errorf("%w: provider %q, key %q: %w", ErrCallFailed, k.c.Provider, key, cerr)
-	case KeyUnknown:
+	case Unknown:
 		k.o.Logger.Warn("idem: external call outcome unknown", slog.String("provider", k.c.Provider), slog.String("key", key),
 			slog.Int("attempt", rec.Attempts), slog.String("error", cerr.Error()))
 		return rec, fmt.Errorf("%w: provider %q, key %q: %w", ErrOutcomeUnknown, k.c.Provider, key, cerr)
@@ -244,7 +245,7 @@ func (k *Keys[Tx]) Call(ctx context.Context, key string, call CallFunc) (KeyReco
 
 // unsafeRetry says why a call with an unknown outcome may not be sent
 // again, or "" if it may.
-func (k *Keys[Tx]) unsafeRetry(rec KeyRecord, now time.Time) string {
+func (k *Caller[Tx]) unsafeRetry(rec Record, now time.Time) string {
 	if !k.c.Replays {
 		return "the provider does not replay outcomes, so a retry cannot tell what happened"
 	}
@@ -268,7 +269,7 @@ func safeCall(ctx context.Context, call CallFunc, key string, intent []byte) (re
 // unknown outcome that may be retried, up to limit keys (all if limit is
 // not positive). It returns how many calls succeeded and the errors of the
 // others.
-func (k *Keys[Tx]) CallStaged(ctx context.Context, call CallFunc, limit int) (int, error) {
+func (k *Caller[Tx]) CallStaged(ctx context.Context, call CallFunc, limit int) (int, error) {
 	recs, err := k.store.ListKeys(ctx, store.KeyFilter{Provider: k.c.Provider, States: []store.KeyState{store.KeyStaged, store.KeyInFlight, store.KeyUnknown}, Limit: limit})
 	if err != nil {
 		return 0, err
@@ -276,10 +277,10 @@ func (k *Keys[Tx]) CallStaged(ctx context.Context, call CallFunc, limit int) (in
 	var errs []error
 	ok := 0
 	for _, rec := range recs {
-		if rec.State != KeyStaged && k.unsafeRetry(rec, k.o.Now()) != "" {
+		if rec.State != Staged && k.unsafeRetry(rec, k.o.Now()) != "" {
 			continue // for Reconcile
 		}
-		if rec.State == KeyInFlight && rec.LeaseUntil.After(k.o.Now()) {
+		if rec.State == InFlight && rec.LeaseUntil.After(k.o.Now()) {
 			continue
 		}
 		if _, err := k.Call(ctx, rec.Key, call); err != nil {
@@ -291,21 +292,21 @@ func (k *Keys[Tx]) CallStaged(ctx context.Context, call CallFunc, limit int) (in
 	return ok, errors.Join(errs...)
 }
 
-// Unresolved lists the keys whose outcome is unknown (KeyUnknown, and
-// KeyInFlight past its lease), oldest first, at most limit if positive.
-func (k *Keys[Tx]) Unresolved(ctx context.Context, limit int) ([]KeyRecord, error) {
+// Unresolved lists the keys whose outcome is unknown (Unknown, and
+// InFlight past its lease), oldest first, at most limit if positive.
+func (k *Caller[Tx]) Unresolved(ctx context.Context, limit int) ([]Record, error) {
 	return k.store.ListKeys(ctx, store.KeyFilter{Provider: k.c.Provider, Unresolved: true, At: k.o.Now(), Limit: limit})
 }
 
 // ReconcileFunc asks the provider what became of rec (by its key) and
-// says so: KeySucceeded or KeyFailed with the provider's answer, KeyStaged
+// says so: Succeeded or Failed with the provider's answer, Staged
 // if the provider never saw the key (it will be called again), or
-// KeyUnknown (or an error) to leave it for later.
-type ReconcileFunc func(ctx context.Context, rec KeyRecord) (KeyOutcome, error)
+// Unknown (or an error) to leave it for later.
+type ReconcileFunc func(ctx context.Context, rec Record) (Outcome, error)
 
 // Reconcile runs f on every unresolved key (see Unresolved) and records
 // its answers. It returns how many keys it resolved.
-func (k *Keys[Tx]) Reconcile(ctx context.Context, f ReconcileFunc) (int, error) {
+func (k *Caller[Tx]) Reconcile(ctx context.Context, f ReconcileFunc) (int, error) {
 	recs, err := k.Unresolved(ctx, 0)
 	if err != nil {
 		return 0, err
@@ -318,7 +319,7 @@ func (k *Keys[Tx]) Reconcile(ctx context.Context, f ReconcileFunc) (int, error) 
 			errs = append(errs, fmt.Errorf("idem: reconcile %q: %w", rec.Key, err))
 			continue
 		}
-		if o.State == KeyUnknown || o.State == KeyInFlight {
+		if o.State == Unknown || o.State == InFlight {
 			continue
 		}
 		ok, err := k.store.FinishKeyCall(ctx, k.c.Provider, rec.Key, rec.Attempts, o, k.o.Now())
@@ -334,7 +335,7 @@ func (k *Keys[Tx]) Reconcile(ctx context.Context, f ReconcileFunc) (int, error) 
 // Purge deletes succeeded and failed keys done before before, in batches of
 // at most batch, and returns how many. Keep keys at least as long as a
 // retry of the operation can come (the provider's retention, the inbox's).
-func (k *Keys[Tx]) Purge(ctx context.Context, before time.Time, batch int) (int, error) {
+func (k *Caller[Tx]) Purge(ctx context.Context, before time.Time, batch int) (int, error) {
 	batch = max(batch, 1)
 	total := 0
 	for {
