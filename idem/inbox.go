@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -57,8 +58,8 @@ type Options struct {
 	// (a gap) gets before the message is parked (default 5). Each retry
 	// is a nack, so a broker delivery: keep MaxAttempts at or below the
 	// broker's delivery limit (Capabilities.DeliveryLimit), or the broker
-	// dead-letters a waiting event before the inbox parks it (Explain
-	// flags it).
+	// dead-letters a waiting event before the inbox parks it (the
+	// statement, Inbox.Statement, flags it).
 	MaxAttempts int
 	// NoHold turns off holding: by default, a message whose aggregate
 	// (HeaderAggregateID) has a parked message is parked behind it without
@@ -199,10 +200,10 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Capabil
 // its subscription's capabilities give, and the consumption its options
 // and handlers give (version checks once Versioned or VersionedBatch built
 // a handler of it).
-func (in *Inbox[Tx]) Statement() Statement {
-	o := in.o
-	return explainPart(Pipeline{Caps: in.caps, Inbox: true, Consumer: in.consumer, InboxOptions: &o, Versioned: in.versioned.Load()},
-		"transport", "consumption")
+func (in *Inbox[Tx]) Statement() guarantee.Statement {
+	p := guarantee.Pipeline{Caps: in.caps, Inbox: &guarantee.Inbox{Consumer: in.consumer, Retention: in.o.Retention,
+		MaxAttempts: in.o.MaxAttempts, Versioned: in.versioned.Load()}}
+	return guarantee.Explain(p).Stages("transport", "consumption")
 }
 
 // logStart logs the inbox's statement once, when it first handles a
@@ -210,7 +211,8 @@ func (in *Inbox[Tx]) Statement() Statement {
 // they do (at Warn when it has findings).
 func (in *Inbox[Tx]) logStart() {
 	in.logged.Do(func() {
-		logStatement(in.o.Logger, "idem: inbox started", in.Statement(), slog.String("consumer", in.consumer))
+		st := in.Statement()
+		in.o.Logger.Log(context.Background(), st.Level(), "idem: inbox started", slog.String("consumer", in.consumer), slog.Any("guarantee", st))
 	})
 }
 

@@ -3,14 +3,12 @@ package idem
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/idem/store"
 	"github.com/wary-go/wary/internal/wotel"
 )
 
@@ -46,160 +44,6 @@ func endChild(span trace.Span, err error) {
 	if span.IsRecording() {
 		wotel.Error(span, err, "")
 		span.End()
-	}
-}
-
-// eventAttrs are wary.aggregate.id and wary.aggregate.version.
-func eventAttrs(aggregateID string, version int64) []attribute.KeyValue {
-	a := []attribute.KeyValue{wotel.AggregateID.String(aggregateID)}
-	if version != 0 {
-		a = append(a, wotel.AggregateVersion.Int64(version))
-	}
-	return a
-}
-
-// startAdd starts the create span of each row and records its context in
-// the row's headers (a copy: the caller's map is not modified). The
-// returned function ends the spans with the outcome of the write.
-func startAdd(ctx context.Context, tracer wotel.Tracer, rows []store.OutboxMessage) func(error) {
-	if tracer.Off() {
-		return noEnd
-	}
-	var spans []trace.Span
-	for i := range rows {
-		r := &rows[i]
-		pctx := wotel.Parent(ctx, r.Headers)
-		if !tracer.On(pctx) {
-			return noEnd
-		}
-		sctx, span := tracer.Start(pctx, "create", trace.WithSpanKind(trace.SpanKindProducer))
-		if !span.SpanContext().IsValid() {
-			return noEnd // nothing traces: no span has a context
-		}
-		if span.IsRecording() {
-			span.SetAttributes(wotel.OperationType.String("create"), wotel.OperationName.String("create"), wotel.MessageID.String(r.ID))
-			span.SetAttributes(eventAttrs(r.AggregateID, r.Version)...)
-		}
-		r.Headers = wotel.Inject(sctx, r.Headers)
-		spans = append(spans, span)
-	}
-	return func(err error) {
-		for _, s := range spans {
-			wotel.Error(s, err, "")
-			s.End()
-		}
-	}
-}
-
-// noEnd is startAdd's result when nothing traces.
-var noEnd = func(error) {}
-
-// relayTel is a relay's instrumentation.
-type relayTel struct {
-	tracer      wotel.Tracer
-	meter       metric.Meter
-	publishDur  metric.Float64Histogram
-	commitToPub metric.Float64Histogram
-	okOpt       []metric.RecordOption
-	failOpt     []metric.RecordOption
-}
-
-// Relay metric names.
-const (
-	metricRelayPublish     = "wary.relay.publish.duration"
-	metricRelayCommitToPub = "wary.relay.commit_to_publish.duration"
-	metricOutboxBacklog    = "wary.outbox.backlog"
-	metricOutboxOldest     = "wary.outbox.oldest_unsent.age"
-	metricOutboxQuarantine = "wary.outbox.quarantined"
-)
-
-func newRelayTel(r *Relay) {
-	m := wotel.Meter(r.o.MeterProvider)
-	t := &relayTel{tracer: wotel.NewTracer(r.o.TracerProvider), meter: m}
-	// A provider's errors leave no-op instruments: all a library can do.
-	t.publishDur, _ = m.Float64Histogram(metricRelayPublish, metric.WithUnit("s"),
-		metric.WithDescription("Duration of the relay's Publish call for one outbox row, by outcome (error.type on failure)."))
-	t.commitToPub, _ = m.Float64Histogram(metricRelayCommitToPub, metric.WithUnit("s"),
-		metric.WithDescription("Time from an outbox row's creation (its transaction) to its confirmed publish."))
-	t.okOpt = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet())}
-	t.failOpt = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(wotel.ErrorType.String("publish")))}
-	r.tel = t
-}
-
-// observeOutbox registers the outbox gauges, read from the store at each
-// collection, until the returned function is called (Run does, when it
-// returns): a relay that is not running reports no backlog.
-func (r *Relay) observeOutbox() (stop func()) {
-	m := r.tel.meter
-	backlog, _ := m.Int64ObservableGauge(metricOutboxBacklog, metric.WithUnit("{row}"),
-		metric.WithDescription("Outbox rows committed and not yet published (pending, due or backing off)."))
-	oldest, _ := m.Float64ObservableGauge(metricOutboxOldest, metric.WithUnit("s"),
-		metric.WithDescription("Age of the oldest unsent (pending or quarantined) outbox row; 0 when none."))
-	quar, _ := m.Int64ObservableGauge(metricOutboxQuarantine, metric.WithUnit("{row}"),
-		metric.WithDescription("Quarantined outbox rows, each blocking its aggregate."))
-	if backlog == nil || oldest == nil || quar == nil {
-		return func() {}
-	}
-	reg, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		h, err := r.store.OutboxHealth(ctx, r.o.Now())
-		if err != nil {
-			return err
-		}
-		o.ObserveInt64(backlog, h.Backlog)
-		o.ObserveFloat64(oldest, h.OldestUnsentAge.Seconds())
-		o.ObserveInt64(quar, h.Quarantined)
-		return nil
-	}, backlog, oldest, quar)
-	if err != nil {
-		return func() {}
-	}
-	return func() { _ = reg.Unregister() }
-}
-
-// relaySpan is one row's publish, between startPublish and endPublish.
-type relaySpan struct {
-	span  trace.Span // nil when tracing is off
-	start time.Time
-}
-
-// startPublish starts the publish span of row, a child of the creation
-// context stored with it.
-func (t *relayTel) startPublish(ctx context.Context, row *store.OutboxRow) (context.Context, relaySpan) {
-	start := time.Now()
-	if t.tracer.Off() {
-		return ctx, relaySpan{start: start}
-	}
-	if sc := wotel.Extract(row.Headers); sc.IsValid() {
-		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
-	}
-	if !t.tracer.On(ctx) {
-		return ctx, relaySpan{start: start}
-	}
-	ctx, span := t.tracer.Start(ctx, "publish")
-	if span.IsRecording() {
-		span.SetAttributes(wotel.OperationType.String("send"), wotel.OperationName.String("publish"), wotel.MessageID.String(row.ID),
-			wotel.Sequence.Int64(row.Sequence))
-		span.SetAttributes(eventAttrs(row.AggregateID, row.Version)...)
-	}
-	return ctx, relaySpan{span: span, start: start}
-}
-
-// endPublish ends the span and records the latencies.
-func (t *relayTel) endPublish(ctx context.Context, s relaySpan, row *store.OutboxRow, now time.Time, err error) {
-	if err != nil {
-		t.publishDur.Record(ctx, time.Since(s.start).Seconds(), t.failOpt...)
-		if s.span != nil {
-			wotel.Error(s.span, err, "")
-			s.span.End()
-		}
-		return
-	}
-	t.publishDur.Record(ctx, time.Since(s.start).Seconds(), t.okOpt...)
-	if !row.CreatedAt.IsZero() {
-		t.commitToPub.Record(ctx, max(now.Sub(row.CreatedAt), 0).Seconds(), t.okOpt...)
-	}
-	if s.span != nil {
-		s.span.End()
 	}
 }
 
@@ -303,7 +147,7 @@ func (t *inboxTel) startHandle(ctx context.Context, d *broker.Delivery) (context
 		h := d.Message.Headers
 		if id := h[HeaderAggregateID]; id != "" {
 			v, _ := strconv.ParseInt(h[HeaderAggregateVersion], 10, 64)
-			span.SetAttributes(eventAttrs(id, v)...)
+			span.SetAttributes(wotel.EventAttrs(id, v)...)
 		}
 	}
 	return ctx, span

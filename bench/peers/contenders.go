@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/drivers/rabbit"
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
 
@@ -28,7 +28,7 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 		return Result{}, err
 	}
 	st := newTimedStore(pst)
-	ob, err := idem.NewOutbox(st, nil)
+	ob, err := outbox.New(st, nil)
 	if err != nil {
 		return Result{}, err
 	}
@@ -37,7 +37,7 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 		return Result{}, err
 	}
 	defer topic.Close()
-	relay, err := idem.NewRelay(st, topic, &idem.RelayOptions{Owner: "peers", Logger: slog.New(slog.DiscardHandler),
+	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Owner: "peers", Logger: slog.New(slog.DiscardHandler),
 		BatchSize: s.cfg.RelayBatch, Pipeline: s.cfg.RelayPipeline})
 	if err != nil {
 		return Result{}, err
@@ -59,10 +59,10 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 	run := s.seq
 	start := time.Now()
 	err = s.produce(ctx, pool, n, sc.PerTx, func(ctx context.Context, tx pgx.Tx, first, last int) error {
-		msgs := make([]*idem.OutboxMessage, 0, last-first)
+		msgs := make([]*outbox.Message, 0, last-first)
 		for i := first; i < last; i++ {
 			agg := aggregate(run, i, sc.Aggs)
-			msgs = append(msgs, &idem.OutboxMessage{ID: fmt.Sprintf("w%09d", i), AggregateID: agg,
+			msgs = append(msgs, &outbox.Message{ID: fmt.Sprintf("w%09d", i), AggregateID: agg,
 				Type: "order.placed", Payload: payload(i, agg)})
 		}
 		_, err := ob.Add(ctx, tx, msgs...)

@@ -68,6 +68,7 @@ import (
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/keys"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 func main() {
@@ -208,7 +209,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	}
 
 	// 1. The order service: each change and its event in one transaction.
-	outbox, err := idem.NewOutbox[Tx](db.store, nil)
+	box, err := outbox.New[Tx](db.store, nil)
 	if err != nil {
 		return rep, err
 	}
@@ -222,7 +223,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 				ON CONFLICT (id) DO UPDATE SET version = excluded.version, status = excluded.status`, id, version, status, total); err != nil {
 				return err
 			}
-			_, err := outbox.Add(ctx, tx, &idem.OutboxMessage{ID: id + "/" + status, AggregateID: id, Version: version,
+			_, err := box.Add(ctx, tx, &outbox.Message{ID: id + "/" + status, AggregateID: id, Version: version,
 				Type: "order." + status, Payload: fmt.Appendf(nil, `{"order":%q,"total":%d}`, id, total)})
 			return err
 		})
@@ -243,11 +244,11 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	h := conformance.NewHistory()
 	chaos, topic := newChaosTopic(br.topic, duplicated, reordered)
 	count := 0
-	relayOpts := func(failpoint bool) *idem.RelayOptions {
+	relayOpts := func(failpoint bool) *outbox.RelayOptions {
 		// Batches of crashAt rows: the relay publishes a claimed batch in
 		// one call, so the crash leaves exactly one batch published and
 		// not marked.
-		return &idem.RelayOptions{Owner: "relay-1", Concurrency: 1, BatchSize: crashAt, Logger: quiet, AfterPublish: func(m *broker.Message) error {
+		return &outbox.RelayOptions{Owner: "relay-1", Concurrency: 1, BatchSize: crashAt, Logger: quiet, AfterPublish: func(m *broker.Message) error {
 			h.Sent(m.ID)
 			if count++; failpoint && count == crashAt {
 				return fmt.Errorf("relay process killed after publishing %s", m.ID)
@@ -255,7 +256,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 			return nil
 		}}
 	}
-	relay, err := idem.NewRelay(db.store, topic, relayOpts(true))
+	relay, err := outbox.NewRelay(db.store, topic, relayOpts(true))
 	if err != nil {
 		return rep, err
 	}
@@ -265,7 +266,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	rep.Faults.RelayCrash = true
 	say("relay:     crashed after publishing %d events, before marking them sent (injected)", crashAt)
 	chaos.arm()
-	restarted, err := idem.NewRelay(db.store, topic, relayOpts(false))
+	restarted, err := outbox.NewRelay(db.store, topic, relayOpts(false))
 	if err != nil {
 		return rep, err
 	}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // BenchRelay measures rows per second published through the relay to b's
@@ -32,15 +32,15 @@ func BenchRelay[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB) Outbo
 func benchRelay[Tx any](b *testing.B, f Factory[Tx], br OutboxBroker, relays, batch int) {
 	e := SetupOutbox(b, f)
 	for start := 0; start < b.N; start += 500 {
-		var msgs []*idem.OutboxMessage
+		var msgs []*outbox.Message
 		for i := start; i < min(start+500, b.N); i++ {
 			msgs = append(msgs, OM(fmt.Sprintf("m%09d", i), fmt.Sprintf("agg-%03d", i%100), 0, "payload"))
 		}
 		e.Add(msgs...)
 	}
-	rs := make([]*idem.Relay, relays)
+	rs := make([]*outbox.Relay, relays)
 	for i := range rs {
-		rs[i] = e.Relay(br.Topic, &idem.RelayOptions{Owner: fmt.Sprintf("bench-%d", i), BatchSize: batch})
+		rs[i] = e.Relay(br.Topic, &outbox.RelayOptions{Owner: fmt.Sprintf("bench-%d", i), BatchSize: batch})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -111,7 +111,7 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 		all       = make(chan struct{})
 	)
 	pipeline, _ := strconv.Atoi(os.Getenv("WARY_BENCH_PIPELINE")) // 0: the default
-	r := e.Relay(ob.Topic, &idem.RelayOptions{Owner: "latency", PollInterval: time.Minute, Pipeline: pipeline, AfterPublish: func(m *broker.Message) error {
+	r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "latency", PollInterval: time.Minute, Pipeline: pipeline, AfterPublish: func(m *broker.Message) error {
 		now := time.Now()
 		mu.Lock()
 		if _, ok := published[m.ID]; !ok {
@@ -264,7 +264,7 @@ func ProduceAtLatencyRate[Tx any](ctx context.Context, e *OutboxEnv[Tx], start t
 }
 
 // addOne commits m in a transaction of its own.
-func addOne[Tx any](ctx context.Context, e *OutboxEnv[Tx], m *idem.OutboxMessage) error {
+func addOne[Tx any](ctx context.Context, e *OutboxEnv[Tx], m *outbox.Message) error {
 	tx, err := e.Driver.Begin(ctx)
 	if err != nil {
 		return err
@@ -283,18 +283,18 @@ func addOne[Tx any](ctx context.Context, e *OutboxEnv[Tx], m *idem.OutboxMessage
 // rows. It reports both rates and large/small-%: a claim whose cost
 // does not grow with the backlog keeps it near 100.
 func BenchRelayBacklog[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB) OutboxBroker, small, large int) {
-	fill := func(n int) *idem.Relay {
+	fill := func(n int) *outbox.Relay {
 		e := SetupOutbox(b, f)
 		for start := 0; start < n; start += 500 {
-			var msgs []*idem.OutboxMessage
+			var msgs []*outbox.Message
 			for i := start; i < min(start+500, n); i++ {
 				msgs = append(msgs, OM(fmt.Sprintf("m%09d", i), fmt.Sprintf("agg-%03d", i%100), 0, "payload"))
 			}
 			e.Add(msgs...)
 		}
-		return e.Relay(br(b).Topic, &idem.RelayOptions{Owner: fmt.Sprintf("backlog-%d", n), BatchSize: 1})
+		return e.Relay(br(b).Topic, &outbox.RelayOptions{Owner: fmt.Sprintf("backlog-%d", n), BatchSize: 1})
 	}
-	rs := []*idem.Relay{fill(small), fill(large)}
+	rs := []*outbox.Relay{fill(small), fill(large)}
 	ctx := context.Background()
 	var took [2]time.Duration
 	b.ResetTimer()

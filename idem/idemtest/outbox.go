@@ -11,7 +11,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -69,7 +69,7 @@ func RunOutbox[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) OutboxB
 type OutboxEnv[Tx any] struct {
 	*Env[Tx]
 	OS     store.Driver[Tx]
-	Outbox *idem.Outbox[Tx]
+	Outbox *outbox.Outbox[Tx]
 }
 
 // SetupOutbox is Setup for the outbox scenarios; it fails t if the store
@@ -77,7 +77,7 @@ type OutboxEnv[Tx any] struct {
 func SetupOutbox[Tx any](t testing.TB, f Factory[Tx]) *OutboxEnv[Tx] {
 	t.Helper()
 	e := Setup(t, f, "")
-	ob, err := idem.NewOutbox(e.Store, nil)
+	ob, err := outbox.New(e.Store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func SetupOutbox[Tx any](t testing.TB, f Factory[Tx]) *OutboxEnv[Tx] {
 }
 
 // Add adds msgs in a transaction of their own and commits.
-func (e *OutboxEnv[Tx]) Add(msgs ...*idem.OutboxMessage) []int64 {
+func (e *OutboxEnv[Tx]) Add(msgs ...*outbox.Message) []int64 {
 	e.T.Helper()
 	var seqs []int64
 	e.InTx(func(tx Tx) error {
@@ -98,10 +98,10 @@ func (e *OutboxEnv[Tx]) Add(msgs ...*idem.OutboxMessage) []int64 {
 
 // Relay returns a relay on the env's store with fast test settings
 // (quiet, 5ms polls, 1ms backoff, no purge) over o.
-func (e *OutboxEnv[Tx]) Relay(topic *broker.Topic, o *idem.RelayOptions) *idem.Relay {
+func (e *OutboxEnv[Tx]) Relay(topic *broker.Topic, o *outbox.RelayOptions) *outbox.Relay {
 	e.T.Helper()
 	if o == nil {
-		o = &idem.RelayOptions{}
+		o = &outbox.RelayOptions{}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -115,7 +115,7 @@ func (e *OutboxEnv[Tx]) Relay(topic *broker.Topic, o *idem.RelayOptions) *idem.R
 	if o.PurgeInterval == 0 {
 		o.PurgeInterval = -1
 	}
-	r, err := idem.NewRelay(e.Store, topic, o)
+	r, err := outbox.NewRelay(e.Store, topic, o)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -133,8 +133,8 @@ func (e *OutboxEnv[Tx]) Rows(f store.OutboxFilter) []store.OutboxRow {
 }
 
 // OM is a small outbox message.
-func OM(id, aggregate string, version int64, body string) *idem.OutboxMessage {
-	return &idem.OutboxMessage{ID: id, AggregateID: aggregate, Version: version, Type: "test.event", Payload: []byte(body)}
+func OM(id, aggregate string, version int64, body string) *outbox.Message {
+	return &outbox.Message{ID: id, AggregateID: aggregate, Version: version, Type: "test.event", Payload: []byte(body)}
 }
 
 // Drain receives and acknowledges everything the subscription can deliver

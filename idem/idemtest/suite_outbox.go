@@ -15,6 +15,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -39,14 +40,14 @@ func testOutboxAdd[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbox
 	e := SetupOutbox(t, f)
 	sub := b.Subscribe(t)
 	e.InTx(func(tx Tx) error {
-		for _, m := range []*idem.OutboxMessage{
+		for _, m := range []*outbox.Message{
 			{ID: "no-aggregate"},
 			{AggregateID: "a", Headers: map[string]string{idem.HeaderSequence: "1"}},
 			{AggregateID: "a", Headers: map[string]string{"Wary-Type": "x"}},
 			{AggregateID: "a", Version: -1},
 			{AggregateID: "a", Headers: map[string]string{"h": "\xff"}},
 		} {
-			if _, err := e.Outbox.Add(e.Ctx, tx, m); !errors.Is(err, idem.ErrInvalidMessage) {
+			if _, err := e.Outbox.Add(e.Ctx, tx, m); !errors.Is(err, outbox.ErrInvalidMessage) {
 				t.Errorf("Add(%+v): err %v, want ErrInvalidMessage", m, err)
 			}
 		}
@@ -61,7 +62,7 @@ func testOutboxAdd[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbox
 	}
 	_ = e.Driver.Rollback(e.Ctx, tx)
 
-	gen := &idem.OutboxMessage{AggregateID: "a", Version: 2, Type: "order.paid",
+	gen := &outbox.Message{AggregateID: "a", Version: 2, Type: "order.paid",
 		Headers: map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, Payload: []byte("two")}
 	if seqs := e.Add(OM("a-1", "a", 1, "one"), OM("b-1", "b", 1, "uno"), gen); !slices.Equal(seqs, []int64{1, 1, 2}) {
 		t.Errorf("sequences %v, want [1 1 2]", seqs)
@@ -125,7 +126,7 @@ func testRelayCrash[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 	crash := errors.New("the relay process dies after publishing, before marking sent")
 	var published atomic.Int64
 	var crashedID string
-	r1 := e.Relay(b.Topic, &idem.RelayOptions{Owner: "relay-1", Concurrency: 1, AfterPublish: func(m *broker.Message) error {
+	r1 := e.Relay(b.Topic, &outbox.RelayOptions{Owner: "relay-1", Concurrency: 1, AfterPublish: func(m *broker.Message) error {
 		h.Sent(m.ID)
 		if published.Add(1) == 3 {
 			crashedID = m.ID
@@ -144,7 +145,7 @@ func testRelayCrash[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 	}
 	// The process restarts (same relay name) and publishes everything
 	// again, with the same IDs.
-	r2 := e.Relay(b.Topic, &idem.RelayOptions{Owner: "relay-1", AfterPublish: func(m *broker.Message) error { h.Sent(m.ID); return nil }})
+	r2 := e.Relay(b.Topic, &outbox.RelayOptions{Owner: "relay-1", AfterPublish: func(m *broker.Message) error { h.Sent(m.ID); return nil }})
 	if n, err := r2.Drain(e.Ctx); n != 10 || err != nil {
 		t.Fatalf("Drain after restart: %d, %v; want 10", n, err)
 	}
@@ -196,7 +197,7 @@ func testOutOfOrder[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps Ou
 		}
 		return tx
 	}
-	add := func(tx Tx, m *idem.OutboxMessage) []int64 {
+	add := func(tx Tx, m *outbox.Message) []int64 {
 		seqs, err := e.Outbox.Add(e.Ctx, tx, m)
 		if err != nil {
 			t.Fatal(err)
@@ -329,9 +330,9 @@ func testThreeRelays[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps O
 			}
 		})
 	}
-	var relays []*idem.Relay
+	var relays []*outbox.Relay
 	for i := range 3 {
-		r := e.Relay(b.Topic, &idem.RelayOptions{Owner: fmt.Sprintf("relay-%d", i), PollInterval: poll, BatchSize: batch, AfterPublish: func(m *broker.Message) error {
+		r := e.Relay(b.Topic, &outbox.RelayOptions{Owner: fmt.Sprintf("relay-%d", i), PollInterval: poll, BatchSize: batch, AfterPublish: func(m *broker.Message) error {
 			h.Sent(m.ID)
 			return nil
 		}})
@@ -348,7 +349,7 @@ func testThreeRelays[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps O
 		pw.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(p), 7))
 			for i := p; i < rows; i += perTx * producers {
-				var batch []*idem.OutboxMessage
+				var batch []*outbox.Message
 				for j := i; j < min(i+perTx*producers, rows); j += producers {
 					batch = append(batch, OM(fmt.Sprintf("r%05d", j), fmt.Sprintf("agg-%03d", rnd.IntN(aggs)), 0, "x"))
 				}
@@ -415,7 +416,7 @@ func testPoison[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCap
 	big := strings.Repeat("x", b.MaxMessageSize+1)
 	e.Add(OM("p-1", "p", 1, "ok"), OM("p-2", "p", 2, big), OM("p-3", "p", 3, "ok"))
 	e.Add(OM("q-1", "q", 1, "ok"), OM("q-2", "q", 2, "ok"))
-	r := e.Relay(b.Topic, &idem.RelayOptions{MaxAttempts: 3})
+	r := e.Relay(b.Topic, &outbox.RelayOptions{MaxAttempts: 3})
 	if n, err := r.Drain(e.Ctx); n != 3 || err != nil {
 		t.Fatalf("Drain: %d, %v; want 3 (p-1, q-1, q-2)", n, err)
 	}
@@ -448,7 +449,7 @@ func testPoison[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCap
 	// MaxAttempts, while other aggregates flow.
 	var healed atomic.Bool
 	ft := FlakyTopic(b.Topic, func(m *broker.Message) bool { return m.ID == "r-1" && !healed.Load() })
-	rf := e.Relay(ft, &idem.RelayOptions{MaxAttempts: 3})
+	rf := e.Relay(ft, &outbox.RelayOptions{MaxAttempts: 3})
 	e.Add(OM("r-1", "r", 1, "ok"), OM("r-2", "r", 2, "ok"))
 	e.Add(OM("s-1", "s", 1, "ok"))
 	for deadline := time.Now().Add(10 * time.Second); row("r-1").State != store.OutboxQuarantined && time.Now().Before(deadline); {
@@ -509,7 +510,7 @@ func testPoison[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCap
 func testCursorAggregate[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCaps) {
 	e := SetupOutbox(t, f)
 	e.Add(OM("a-1", "a", 1, "x"), OM("b-1", "b", 1, "x"), OM("b-2", "b", 2, "x"))
-	r := e.Relay(b.Topic, &idem.RelayOptions{BatchSize: 2})
+	r := e.Relay(b.Topic, &outbox.RelayOptions{BatchSize: 2})
 	if n, err := r.RunOnce(e.Ctx); n != 2 || err != nil {
 		t.Fatalf("first claim: %d published, %v; want a-1 and b-1", n, err)
 	}
@@ -523,7 +524,7 @@ func testCursorAggregate[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ 
 // each; the next claim takes the aggregates after them.
 func testClaimAggregates[Tx any](t *testing.T, f Factory[Tx], _ OutboxBroker, _ OutboxCaps) {
 	e := SetupOutbox(t, f)
-	var msgs []*idem.OutboxMessage
+	var msgs []*outbox.Message
 	for seq := 1; seq <= 12; seq++ {
 		for a := range 6 {
 			msgs = append(msgs, OM(fmt.Sprintf("%c-%d", 'a'+a, seq), string(rune('a'+a)), int64(seq), "x"))

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -27,18 +27,18 @@ func testHealthPurge[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outb
 	e := SetupOutbox(t, f)
 	sub := b.Subscribe(t)
 	clock := &fakeNow{t: time.Date(2031, 3, 1, 12, 0, 0, 0, time.UTC)}
-	ob, err := idem.NewOutbox(e.Store, &idem.OutboxOptions{Now: clock.Now})
+	ob, err := outbox.New(e.Store, &outbox.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	add := func(msgs ...*idem.OutboxMessage) []int64 {
+	add := func(msgs ...*outbox.Message) []int64 {
 		var seqs []int64
 		e.InTx(func(tx Tx) error { seqs, err = ob.Add(e.Ctx, tx, msgs...); return err })
 		return seqs
 	}
 	add(OM("a-1", "a", 1, "x"), OM("a-2", "a", 2, "x"), OM("a-3", "a", 3, "x"))
 	clock.Advance(10 * time.Minute)
-	r := e.Relay(b.Topic, &idem.RelayOptions{Now: clock.Now, PurgeBatch: 2})
+	r := e.Relay(b.Topic, &outbox.RelayOptions{Now: clock.Now, PurgeBatch: 2})
 	h, err := r.Health(e.Ctx)
 	if err != nil || h.Backlog != 3 || h.OldestUnsentAge != 10*time.Minute || h.Quarantined != 0 || h.Retrying != 0 {
 		t.Errorf("health %+v, %v; want backlog 3, oldest 10m", h, err)
@@ -81,7 +81,7 @@ func testHealthPurge[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outb
 func testWakeup[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCaps) {
 	e := SetupOutbox(t, f)
 	sub := b.Subscribe(t)
-	r := e.Relay(b.Topic, &idem.RelayOptions{PollInterval: time.Hour})
+	r := e.Relay(b.Topic, &outbox.RelayOptions{PollInterval: time.Hour})
 	ctx, cancel := context.WithCancel(e.Ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -29,7 +29,7 @@ func testWindowFailure[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Ou
 	failing.Store(true)
 	topic := WindowTopic(b.Topic, func(m *broker.Message) bool { return failing.Load() && m.ID == "a-3" })
 	clock := &fakeNow{t: time.Now()}
-	r := e.Relay(topic, &idem.RelayOptions{Now: clock.Now, Backoff: broker.Backoff{Initial: time.Hour, Max: time.Hour}})
+	r := e.Relay(topic, &outbox.RelayOptions{Now: clock.Now, Backoff: broker.Backoff{Initial: time.Hour, Max: time.Hour}})
 	if n, err := r.Drain(e.Ctx); n != 4 || err != nil {
 		t.Fatalf("Drain: %d, %v; want 4 (a-1, a-2, b-1, b-2)", n, err)
 	}
@@ -78,7 +78,7 @@ func testWindowFailure[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Ou
 func testLeaseHolds[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCaps) {
 	const rows, lease = 100, 2 * time.Second
 	e := SetupOutbox(t, f)
-	var msgs []*idem.OutboxMessage
+	var msgs []*outbox.Message
 	for i := range rows {
 		msgs = append(msgs, OM(fmt.Sprintf("l%03d", i), fmt.Sprintf("agg-%02d", i%20), 0, "x"))
 	}
@@ -94,9 +94,9 @@ func testLeaseHolds[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 	ctx, cancel := context.WithCancel(e.Ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	var relays []*idem.Relay
+	var relays []*outbox.Relay
 	for i := range 2 {
-		r := e.Relay(topic, &idem.RelayOptions{Owner: fmt.Sprintf("lease-%d", i), Lease: lease, BatchSize: 50, PerAggregate: 5})
+		r := e.Relay(topic, &outbox.RelayOptions{Owner: fmt.Sprintf("lease-%d", i), Lease: lease, BatchSize: 50, PerAggregate: 5})
 		relays = append(relays, r)
 		wg.Go(func() {
 			if err := r.Run(ctx); err != nil {

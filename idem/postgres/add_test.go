@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
 
@@ -26,7 +26,7 @@ func TestAddLocksCountersInOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pg, _ := newListenStoreSchema(ctx, t)
-	outbox, err := idem.NewOutbox[pgx.Tx](pg, nil)
+	box, err := outbox.New[pgx.Tx](pg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +60,11 @@ func TestAddLocksCountersInOrder(t *testing.T) {
 	add := func(tx pgx.Tx, aggs ...string) chan added {
 		ch := make(chan added, 1)
 		wg.Go(func() {
-			msgs := make([]*idem.OutboxMessage, len(aggs))
+			msgs := make([]*outbox.Message, len(aggs))
 			for i, a := range aggs {
-				msgs[i] = &idem.OutboxMessage{AggregateID: a, Type: "x", Payload: []byte("{}")}
+				msgs[i] = &outbox.Message{AggregateID: a, Type: "x", Payload: []byte("{}")}
 			}
-			seqs, err := outbox.Add(ctx, tx, msgs...)
+			seqs, err := box.Add(ctx, tx, msgs...)
 			ch <- added{seqs, err}
 		})
 		return ch
@@ -133,14 +133,14 @@ func TestAddOneAndTwoStatements(t *testing.T) {
 	postgres.TwoStatementAdd(two)
 	next := map[string]int64{}
 	for round, st := range []*postgres.Store{one, two, one, two} {
-		outbox, err := idem.NewOutbox[pgx.Tx](st, nil)
+		box, err := outbox.New[pgx.Tx](st, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := 1 + round*1500 // 1, 1501, 3001, 4501 rows
-		msgs := make([]*idem.OutboxMessage, n)
+		msgs := make([]*outbox.Message, n)
 		for i := range msgs {
-			msgs[i] = &idem.OutboxMessage{AggregateID: fmt.Sprint("agg-", (i*7)%(1+round*300)), Type: "x",
+			msgs[i] = &outbox.Message{AggregateID: fmt.Sprint("agg-", (i*7)%(1+round*300)), Type: "x",
 				Headers: map[string]string{"h": fmt.Sprint(i)}, Payload: []byte(fmt.Sprint(i))}
 		}
 		msgs[0].Payload = nil
@@ -148,7 +148,7 @@ func TestAddOneAndTwoStatements(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		seqs, err := outbox.Add(ctx, tx, msgs...)
+		seqs, err := box.Add(ctx, tx, msgs...)
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
@@ -221,14 +221,14 @@ func BenchmarkAddSerial(b *testing.B) {
 	postgres.TwoStatementAdd(stores[1])
 	postgres.NoWake(stores[2])
 	postgres.NoWakeTwoStatements(stores[3])
-	outboxes := make([]*idem.Outbox[pgx.Tx], len(stores))
+	outboxes := make([]*outbox.Outbox[pgx.Tx], len(stores))
 	add := func(i, j int) {
 		st := stores[i]
 		tx, err := st.Driver().Begin(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := outboxes[i].Add(ctx, tx, &idem.OutboxMessage{AggregateID: fmt.Sprint("agg-", j%100), Type: "t", Payload: []byte("x")}); err != nil {
+		if _, err := outboxes[i].Add(ctx, tx, &outbox.Message{AggregateID: fmt.Sprint("agg-", j%100), Type: "t", Payload: []byte("x")}); err != nil {
 			b.Fatal(err)
 		}
 		if err := st.Driver().Commit(ctx, tx); err != nil {
@@ -239,7 +239,7 @@ func BenchmarkAddSerial(b *testing.B) {
 	pids := make([]uint32, len(stores))
 	for i, st := range stores {
 		var err error
-		if outboxes[i], err = idem.NewOutbox[pgx.Tx](st, nil); err != nil {
+		if outboxes[i], err = outbox.New[pgx.Tx](st, nil); err != nil {
 			b.Fatal(err)
 		}
 		add(i, 0)

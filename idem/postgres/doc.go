@@ -41,7 +41,7 @@
 // value travel as bound parameters, so no session setting (client_encoding,
 // backslash_quote, standard_conforming_strings) changes what they mean.
 //
-// The outbox (idem.NewOutbox, idem.NewRelay) and idempotency keys
+// The outbox (outbox.New, outbox.NewRelay) and idempotency keys
 // (idem/keys) run on the same Store.
 // Outbox rows get their per-aggregate sequence from a counter row that the
 // adding transaction upserts and keeps locked until it ends; Outbox.Add

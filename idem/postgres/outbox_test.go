@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/drivers/memory"
-	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
 
@@ -36,7 +36,7 @@ func TestOutbox(t *testing.T) {
 func TestListenOutboxNotifies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pg, outbox, calls, stop := listening(ctx, t)
+	pg, box, calls, stop := listening(ctx, t)
 	if ok, err := pg.Driver().(idler).IdleOutbox(ctx, "t", time.Minute); !ok || err != nil { // a relay waits
 		t.Fatalf("IdleOutbox: %v, %v", ok, err)
 	}
@@ -45,7 +45,7 @@ func TestListenOutboxNotifies(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := outbox.Add(ctx, tx, &idem.OutboxMessage{AggregateID: "n", Type: "x", Payload: []byte("{}")}); err != nil {
+		if _, err := box.Add(ctx, tx, &outbox.Message{AggregateID: "n", Type: "x", Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
 		if commit {
@@ -73,12 +73,12 @@ func TestListenOutboxNotifies(t *testing.T) {
 // listening opens a store in a schema of its own, with an outbox, and
 // listens on it: calls receives one value per notification. stop ends the
 // listener and checks it ended without an error.
-func listening(ctx context.Context, t *testing.T) (*postgres.Store, *idem.Outbox[pgx.Tx], chan struct{}, func()) {
+func listening(ctx context.Context, t *testing.T) (*postgres.Store, *outbox.Outbox[pgx.Tx], chan struct{}, func()) {
 	return listeningOn(ctx, t, newListenStore(ctx, t))
 }
 
 // listeningOn is listening on pg.
-func listeningOn(ctx context.Context, t *testing.T, pg *postgres.Store) (*postgres.Store, *idem.Outbox[pgx.Tx], chan struct{}, func()) {
+func listeningOn(ctx context.Context, t *testing.T, pg *postgres.Store) (*postgres.Store, *outbox.Outbox[pgx.Tx], chan struct{}, func()) {
 	calls := make(chan struct{}, 16)
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -88,11 +88,11 @@ func listeningOn(ctx context.Context, t *testing.T, pg *postgres.Store) (*postgr
 	case <-ctx.Done():
 		t.Fatal("ListenOutbox did not start listening")
 	}
-	outbox, err := idem.NewOutbox[pgx.Tx](pg, nil)
+	box, err := outbox.New[pgx.Tx](pg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pg, outbox, calls, func() {
+	return pg, box, calls, func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("ListenOutbox: %v", err)
@@ -127,13 +127,13 @@ func newListenStoreSchema(ctx context.Context, t testing.TB) (*postgres.Store, s
 func TestWakeFlag(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pg, outbox, calls, stop := listening(ctx, t)
+	pg, box, calls, stop := listening(ctx, t)
 	add := func() pgx.Tx {
 		tx, err := pg.Driver().Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := outbox.Add(ctx, tx, &idem.OutboxMessage{AggregateID: "w", Type: "x", Payload: []byte("{}")}); err != nil {
+		if _, err := box.Add(ctx, tx, &outbox.Message{AggregateID: "w", Type: "x", Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
 		return tx

@@ -12,8 +12,8 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/rabbit"
-	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // rabbitURL is the RabbitMQ the benchmarks use.
@@ -109,7 +109,7 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 		n := min(round, b.N-done)
 		b.StopTimer()
 		for start := 0; start < n; start += 100 {
-			var msgs []*idem.OutboxMessage
+			var msgs []*outbox.Message
 			for i := start; i < min(start+100, n); i++ {
 				agg := fmt.Sprintf("agg-%d-%d", done, i)
 				if aggs > 0 {
@@ -120,7 +120,7 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 			}
 			e.Add(msgs...)
 		}
-		r := e.Relay(ob.Topic, &idem.RelayOptions{Owner: "bench", Pipeline: benchPipeline, BatchSize: benchBatch})
+		r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "bench", Pipeline: benchPipeline, BatchSize: benchBatch})
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan struct{})
 		b.StartTimer()

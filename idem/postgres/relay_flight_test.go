@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 	idemstore "github.com/wary-go/wary/idem/store"
 )
@@ -37,14 +37,14 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	st := newListenStore(ctx, t)
-	outbox, err := idem.NewOutbox[pgx.Tx](st, nil)
+	box, err := outbox.New[pgx.Tx](st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cs := &claimCounter{pgDriver: st.Driver().(pgDriver), started: make(chan struct{}, 1024)}
 	rctx, stop := context.WithCancel(ctx)
 	g := &gate{entered: make(chan string, 1), release: make(chan struct{}), ctx: rctx}
-	r, err := idem.NewRelay(cs, outboxBroker(t).Topic, &idem.RelayOptions{Owner: "r", PollInterval: time.Minute, Pipeline: 2, BatchSize: batchSize,
+	r, err := outbox.NewRelay(cs, outboxBroker(t).Topic, &outbox.RelayOptions{Owner: "r", PollInterval: time.Minute, Pipeline: 2, BatchSize: batchSize,
 		PurgeInterval: -1, AfterPublish: g.after, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := outbox.Add(ctx, tx, &idem.OutboxMessage{AggregateID: "b", Type: "x", Payload: []byte("{}")}); err != nil {
+	if _, err := box.Add(ctx, tx, &outbox.Message{AggregateID: "b", Type: "x", Payload: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Driver().Commit(ctx, tx); err != nil {

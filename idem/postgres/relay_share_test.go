@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/idemtest"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/outbox"
 	idemstore "github.com/wary-go/wary/idem/store"
 )
 
@@ -20,17 +19,17 @@ import (
 // the batch was marked.
 func TestRelayClaimsItsShare(t *testing.T) {
 	e := idemtest.SetupOutbox(t, newDB)
-	var msgs []*idem.OutboxMessage
+	var msgs []*outbox.Message
 	for seq := 1; seq <= 20; seq++ {
 		for a := range 6 {
 			msgs = append(msgs, idemtest.OM(fmt.Sprintf("%c-%d", 'a'+a, seq), string(rune('a'+a)), int64(seq), "x"))
 		}
 	}
 	e.Add(msgs...)
-	r := e.Relay(outboxBroker(t).Topic, &idem.RelayOptions{BatchSize: 24, PerAggregate: 10, Pipeline: 2})
+	r := e.Relay(outboxBroker(t).Topic, &outbox.RelayOptions{BatchSize: 24, PerAggregate: 10, Pipeline: 2})
 	sent := func() string {
 		n := map[string]int{}
-		for _, row := range e.Rows(idemstore.OutboxFilter{States: []store.OutboxState{store.OutboxSent}}) {
+		for _, row := range e.Rows(idemstore.OutboxFilter{States: []idemstore.OutboxState{idemstore.OutboxSent}}) {
 			n[row.AggregateID]++
 		}
 		return fmt.Sprintf("a:%d b:%d c:%d d:%d e:%d f:%d", n["a"], n["b"], n["c"], n["d"], n["e"], n["f"])

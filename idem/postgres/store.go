@@ -39,7 +39,7 @@ type Options struct {
 const DefaultPrefix = "wary_"
 
 // Store is the PostgreSQL store on a pgxpool.Pool: hand it to
-// idem.NewInbox, idem.NewOutbox, idem.NewRelay and keys.New. Handlers
+// idem.NewInbox, outbox.New, outbox.NewRelay and keys.New. Handlers
 // call CheckVersion and Transition on it inside the inbox transaction. It
 // is safe for concurrent use.
 type Store struct {

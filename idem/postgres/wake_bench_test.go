@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
 
@@ -40,9 +40,9 @@ func BenchmarkProducerCommits(b *testing.B) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	relay := func(st *postgres.Store, o *idem.RelayOptions) *idem.Relay {
+	relay := func(st *postgres.Store, o *outbox.RelayOptions) *outbox.Relay {
 		o.PurgeInterval, o.Logger = -1, slog.New(slog.DiscardHandler)
-		r, err := idem.NewRelay(st, outboxBroker(b).Topic, o)
+		r, err := outbox.NewRelay(st, outboxBroker(b).Topic, o)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -53,9 +53,9 @@ func BenchmarkProducerCommits(b *testing.B) {
 	if ok, err := all.Driver().(idler).IdleOutbox(ctx, "notifyall", time.Hour); !ok || err != nil {
 		b.Fatalf("IdleOutbox: %v, %v", ok, err)
 	}
-	r := relay(wake, &idem.RelayOptions{Owner: "wake"})
-	r2 := relay(wake2, &idem.RelayOptions{Owner: "wake2"})
-	drained := func(r *idem.Relay, n int64) {
+	r := relay(wake, &outbox.RelayOptions{Owner: "wake"})
+	r2 := relay(wake2, &outbox.RelayOptions{Owner: "wake2"})
+	drained := func(r *outbox.Relay, n int64) {
 		for deadline := time.Now().Add(time.Minute); r.Stats().Published < n; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				b.Fatalf("relay %s: %d of %d rows published after a minute", r.Owner(), r.Stats().Published, n)
@@ -88,8 +88,8 @@ func BenchmarkProducerCommits(b *testing.B) {
 	n1, n2 := notified(wake), notified(wake2)
 	const producers, round = 8, 2000
 	stores := []*postgres.Store{nowake, poll, wake, all, nowake2, wake2}
-	startPoll := func() (*idem.Relay, func()) {
-		pr, err := idem.NewRelay(poll, outboxBroker(b).Topic, &idem.RelayOptions{Owner: "poll", NoListen: true,
+	startPoll := func() (*outbox.Relay, func()) {
+		pr, err := outbox.NewRelay(poll, outboxBroker(b).Topic, &outbox.RelayOptions{Owner: "poll", NoListen: true,
 			PollInterval: time.Millisecond, PurgeInterval: -1, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
@@ -111,14 +111,14 @@ func BenchmarkProducerCommits(b *testing.B) {
 			// round, say).
 			i := (k + seq) % len(stores)
 			st := stores[i]
-			ob, err := idem.NewOutbox[pgx.Tx](st, nil)
+			ob, err := outbox.New[pgx.Tx](st, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
 			// The polling relay runs during its own round only (its polls
 			// would load the others), and each relay publishes its round's
 			// rows before the next round starts.
-			var pr *idem.Relay
+			var pr *outbox.Relay
 			stopPoll := func() {}
 			if st == poll {
 				pr, stopPoll = startPoll()
@@ -130,7 +130,7 @@ func BenchmarkProducerCommits(b *testing.B) {
 					for j := p; j < n; j += producers {
 						tx, err := st.Driver().Begin(ctx)
 						if err == nil {
-							_, err = ob.Add(ctx, tx, &idem.OutboxMessage{AggregateID: fmt.Sprintf("agg-%d-%d", seq, j%1000), Type: "t", Payload: []byte("x")})
+							_, err = ob.Add(ctx, tx, &outbox.Message{AggregateID: fmt.Sprintf("agg-%d-%d", seq, j%1000), Type: "t", Payload: []byte("x")})
 							if err == nil {
 								err = st.Driver().Commit(ctx, tx)
 							} else {

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 	idemstore "github.com/wary-go/wary/idem/store"
 )
@@ -34,7 +34,7 @@ func testWakeAddWaitsForIdle(t *testing.T, rows int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, schema := newListenStoreSchema(ctx, t)
-	pg, outbox, calls, stop := listeningOn(ctx, t, st)
+	pg, box, calls, stop := listeningOn(ctx, t, st)
 	key := postgres.WakeKey(pg)
 	// A relay going idle, stopped between its lock and its commit.
 	idle, err := pg.Driver().Begin(ctx)
@@ -57,11 +57,11 @@ func testWakeAddWaitsForIdle(t *testing.T, rows int) {
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	added := make(chan error, 1)
 	go func() {
-		msgs := make([]*idem.OutboxMessage, rows)
+		msgs := make([]*outbox.Message, rows)
 		for i := range msgs {
-			msgs[i] = &idem.OutboxMessage{AggregateID: fmt.Sprint("a", i%2), Type: "x", Payload: []byte("{}")}
+			msgs[i] = &outbox.Message{AggregateID: fmt.Sprint("a", i%2), Type: "x", Payload: []byte("{}")}
 		}
-		_, err := outbox.Add(ctx, tx, msgs...)
+		_, err := box.Add(ctx, tx, msgs...)
 		added <- err
 	}()
 	// Its first statement waits for the lock.
@@ -107,7 +107,7 @@ func TestWakeFlagPerRelay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pg := newListenStore(ctx, t)
-	outbox, err := idem.NewOutbox[pgx.Tx](pg, nil)
+	box, err := outbox.New[pgx.Tx](pg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestWakeFlagPerRelay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := outbox.Add(ctx, tx, &idem.OutboxMessage{AggregateID: "w", Type: "x", Payload: []byte("{}")}); err != nil {
+		if _, err := box.Add(ctx, tx, &outbox.Message{AggregateID: "w", Type: "x", Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
 		if err := tx.Commit(ctx); err != nil {
@@ -227,7 +227,7 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	pg := newListenStore(ctx, t)
-	outbox, err := idem.NewOutbox[pgx.Tx](pg, nil)
+	box, err := outbox.New[pgx.Tx](pg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := outbox.Add(ctx, tx, &idem.OutboxMessage{AggregateID: agg, Type: "x", Payload: []byte("{}")}); err != nil {
+		if _, err := box.Add(ctx, tx, &outbox.Message{AggregateID: agg, Type: "x", Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
 		if err := pg.Driver().Commit(ctx, tx); err != nil {
@@ -249,8 +249,8 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stopRelays()
-	start := func(owner string, st idemstore.Provider[pgx.Tx], after func(*broker.Message) error) *idem.Relay {
-		r, err := idem.NewRelay(st, topic, &idem.RelayOptions{Owner: owner, PollInterval: time.Minute, Pipeline: 1,
+	start := func(owner string, st idemstore.Provider[pgx.Tx], after func(*broker.Message) error) *outbox.Relay {
+		r, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Owner: owner, PollInterval: time.Minute, Pipeline: 1,
 			PurgeInterval: -1, AfterPublish: after, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -347,11 +347,11 @@ func TestRelayNeverSleepsThroughCommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	pg := newListenStore(ctx, t)
-	outbox, err := idem.NewOutbox[pgx.Tx](pg, nil)
+	box, err := outbox.New[pgx.Tx](pg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := idem.NewRelay(pg, outboxBroker(t).Topic, &idem.RelayOptions{PollInterval: time.Minute, PurgeInterval: -1,
+	r, err := outbox.NewRelay(pg, outboxBroker(t).Topic, &outbox.RelayOptions{PollInterval: time.Minute, PurgeInterval: -1,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -375,7 +375,7 @@ func TestRelayNeverSleepsThroughCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := outbox.Add(ctx, tx, &idem.OutboxMessage{AggregateID: fmt.Sprint("a", i%7), Type: "x", Payload: []byte("{}")}); err != nil {
+		if _, err := box.Add(ctx, tx, &outbox.Message{AggregateID: fmt.Sprint("a", i%7), Type: "x", Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
 		if err := pg.Driver().Commit(ctx, tx); err != nil {

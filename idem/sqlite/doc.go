@@ -22,16 +22,16 @@
 // Durability of a commit follows the database's synchronous setting (FULL
 // unless the DSN says otherwise).
 //
-// The outbox (idem.NewOutbox, idem.NewRelay) and idempotency keys
+// The outbox (outbox.New, outbox.NewRelay) and idempotency keys
 // (idem/keys) run on the same Store.
 // Writers are serialised, so outbox sequences commit in order. SQLite has
 // no SKIP LOCKED: one relay at a time claims rows under a lease (a row in
-// <prefix>relay_lease, taken for idem.RelayOptions.Lease and renewed while
+// <prefix>relay_lease, taken for outbox.RelayOptions.Lease and renewed while
 // the relay works); other relays check the lease with a plain read, without
 // taking the write lock, and wait. A relay that stops releases the lease;
 // one that dies holds it until it expires, or until it restarts with the
 // same owner name. There is no NOTIFY: relays poll, and an in-process
-// producer can call idem.Relay.Wake after committing.
+// producer can call outbox.Relay.Wake after committing.
 //
 // The tables (prefix "wary_" by default) are created from the embedded SQL
 // in sql/ and applied migrations recorded in <prefix>migrations. Times are

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/keys"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 func Example_outbox() {
@@ -18,7 +19,7 @@ func Example_outbox() {
 	if _, err := st.DB().Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, version INTEGER NOT NULL, status TEXT NOT NULL)`); err != nil {
 		log.Fatal(err)
 	}
-	outbox, err := idem.NewOutbox[*sql.Tx](st, nil)
+	box, err := outbox.New[*sql.Tx](st, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func Example_outbox() {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, version, status) VALUES ('order-1', 1, 'placed')`); err != nil {
 		log.Fatal(err)
 	}
-	seqs, err := outbox.Add(ctx, tx, &idem.OutboxMessage{
+	seqs, err := box.Add(ctx, tx, &outbox.Message{
 		ID: "order-1/placed", AggregateID: "order-1", Version: 1, Type: "order.placed", Payload: []byte(`{"total":42}`),
 	})
 	if err != nil {
@@ -43,7 +44,7 @@ func Example_outbox() {
 	fmt.Println("sequence:", seqs[0])
 
 	// The relay publishes committed rows (Run does it continuously).
-	relay, err := idem.NewRelay(st, topic, nil)
+	relay, err := outbox.NewRelay(st, topic, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/guarantee"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/sqlite"
 )
 
@@ -28,8 +30,7 @@ func Example_explain() {
 	_ = b.CreateSubscription("orders", "billing")
 	sub, _ := b.OpenSubscription("orders", "billing", nil)
 	defer sub.Close()
-	st := idem.Explain(idem.Pipeline{Caps: sub.Capabilities(), Outbox: true, Inbox: true, Consumer: "billing",
-		Versioned: true, NeedOrder: true, Concurrency: 4})
+	st := guarantee.Explain(guarantee.Pipeline{Caps: sub.Capabilities(), NeedOrder: true, Concurrency: 4, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "billing", Versioned: true}})
 	for _, l := range st.Lines {
 		fmt.Printf("%s: %s\n", l.Stage, l.Verdict)
 	}
@@ -47,28 +48,25 @@ func TestExplainFindings(t *testing.T) {
 	partitioned := broker.Capabilities{Ordering: broker.OrderPartition, OrderingKey: "key", RedeliveryHorizon: 72 * time.Hour}
 	for _, c := range []struct {
 		name string
-		p    idem.Pipeline
+		p    guarantee.Pipeline
 		want []string // the findings' stages, in order
 	}{
-		{"sound", idem.Pipeline{Caps: withLimit(partitioned), Outbox: true, Inbox: true, Consumer: "c", NeedOrder: true, Concurrency: 4, PerKey: true}, nil},
-		{"direct publish, no inbox", idem.Pipeline{Caps: withLimit(partitioned)}, []string{"publication", "consumption"}},
-		{"no delivery limit", idem.Pipeline{Caps: partitioned, Outbox: true, Inbox: true, Consumer: "c"}, []string{"transport"}},
-		{"concurrent without PerKey", idem.Pipeline{Caps: withLimit(partitioned), Outbox: true, Inbox: true, Consumer: "c", NeedOrder: true, Concurrency: 2}, []string{"order"}},
-		{"head-of-line needs no PerKey", idem.Pipeline{Caps: hol(withLimit(partitioned)), Outbox: true, Inbox: true, Consumer: "c", NeedOrder: true, Concurrency: 2}, nil},
-		{"order on an unordered broker", idem.Pipeline{Caps: unordered(withLimit(partitioned)), Outbox: true, Inbox: true, Consumer: "c", NeedOrder: true}, []string{"order"}},
-		{"version checks make up for it", idem.Pipeline{Caps: unordered(withLimit(partitioned)), Outbox: true, Inbox: true, Consumer: "c", NeedOrder: true, Versioned: true}, nil},
-		{"short retention", idem.Pipeline{Caps: withLimit(partitioned), Outbox: true, Inbox: true, Consumer: "c",
-			InboxOptions: &idem.Options{Retention: time.Hour, AllowShortRetention: true}}, []string{"consumption"}},
-		{"unknown horizon, no retention", idem.Pipeline{Caps: broker.Capabilities{DeliveryLimit: 3}, Outbox: true, Inbox: true, Consumer: "c"}, []string{"consumption"}},
-		{"dedup window shorter than the relay's span", idem.Pipeline{Caps: dedup(withLimit(partitioned), time.Minute), Outbox: true}, []string{"transport", "consumption"}},
-		{"gap retries beyond the delivery limit", idem.Pipeline{Caps: unordered(withLimit(partitioned)), Outbox: true, Inbox: true, Consumer: "c", NeedOrder: true, Versioned: true,
-			InboxOptions: &idem.Options{MaxAttempts: 6}}, []string{"consumption"}},
-		{"gap retries within the delivery limit", idem.Pipeline{Caps: unordered(withLimit(partitioned)), Outbox: true, Inbox: true, Consumer: "c", NeedOrder: true, Versioned: true,
-			InboxOptions: &idem.Options{MaxAttempts: 5}}, nil},
-		{"unkeyed external calls", idem.Pipeline{Caps: withLimit(partitioned), Outbox: true, Inbox: true, Consumer: "c", UnkeyedCalls: true}, []string{"effects"}},
+		{"sound", guarantee.Pipeline{Caps: withLimit(partitioned), NeedOrder: true, Concurrency: 4, PerKey: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, nil},
+		{"direct publish, no inbox", guarantee.Pipeline{Caps: withLimit(partitioned)}, []string{"publication", "consumption"}},
+		{"no delivery limit", guarantee.Pipeline{Caps: partitioned, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"transport"}},
+		{"concurrent without PerKey", guarantee.Pipeline{Caps: withLimit(partitioned), NeedOrder: true, Concurrency: 2, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"order"}},
+		{"head-of-line needs no PerKey", guarantee.Pipeline{Caps: hol(withLimit(partitioned)), NeedOrder: true, Concurrency: 2, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, nil},
+		{"order on an unordered broker", guarantee.Pipeline{Caps: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"order"}},
+		{"version checks make up for it", guarantee.Pipeline{Caps: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", Versioned: true}}, nil},
+		{"short retention", guarantee.Pipeline{Caps: withLimit(partitioned), Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", Retention: time.Hour}}, []string{"consumption"}},
+		{"unknown horizon, no retention", guarantee.Pipeline{Caps: broker.Capabilities{DeliveryLimit: 3}, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"consumption"}},
+		{"dedup window shorter than the relay's span", guarantee.Pipeline{Caps: dedup(withLimit(partitioned), time.Minute), Outbox: &guarantee.Outbox{}}, []string{"transport", "consumption"}},
+		{"gap retries beyond the delivery limit", guarantee.Pipeline{Caps: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", MaxAttempts: 6, Versioned: true}}, []string{"consumption"}},
+		{"gap retries within the delivery limit", guarantee.Pipeline{Caps: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", MaxAttempts: 5, Versioned: true}}, nil},
+		{"unkeyed external calls", guarantee.Pipeline{Caps: withLimit(partitioned), UnkeyedCalls: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"effects"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			st := idem.Explain(c.p)
+			st := guarantee.Explain(c.p)
 			if len(st.Lines) != 5 {
 				t.Fatalf("%d lines, want 5:\n%s", len(st.Lines), st)
 			}
@@ -146,7 +144,7 @@ func TestInboxAndRelayLogTheirGuarantee(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	relay, err := idem.NewRelay(st, top, &idem.RelayOptions{Logger: logger, PollInterval: time.Hour})
+	relay, err := outbox.NewRelay(st, top, &outbox.RelayOptions{Logger: logger, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,12 +160,12 @@ func TestInboxAndRelayLogTheirGuarantee(t *testing.T) {
 // RetrySpan is computed at once for a relay that retries (almost) for
 // ever, and saturates instead of overflowing.
 func TestRetrySpanHugeMaxAttempts(t *testing.T) {
-	o := &idem.RelayOptions{MaxAttempts: math.MaxInt32, PublishTimeout: 10 * time.Second, Backoff: broker.Backoff{Initial: 50 * time.Millisecond, Max: time.Second}}
-	if got := idem.RetrySpan(o); got != math.MaxInt64 {
+	o := &guarantee.Outbox{MaxAttempts: math.MaxInt32, PublishTimeout: 10 * time.Second, Backoff: broker.Backoff{Initial: 50 * time.Millisecond, Max: time.Second}}
+	if got := o.RetrySpan(); got != math.MaxInt64 {
 		t.Errorf("RetrySpan = %v, want the largest Duration", got)
 	}
-	o = &idem.RelayOptions{MaxAttempts: 4, PublishTimeout: time.Second, Backoff: broker.Backoff{Initial: time.Second, Max: 2 * time.Second}}
-	if got, want := idem.RetrySpan(o), 4*time.Second+time.Second+2*time.Second+2*time.Second; got != want {
+	o = &guarantee.Outbox{MaxAttempts: 4, PublishTimeout: time.Second, Backoff: broker.Backoff{Initial: time.Second, Max: 2 * time.Second}}
+	if got, want := o.RetrySpan(), 4*time.Second+time.Second+2*time.Second+2*time.Second; got != want {
 		t.Errorf("RetrySpan = %v, want %v", got, want)
 	}
 }
@@ -184,7 +182,7 @@ func TestStatementFromBuiltObjects(t *testing.T) {
 	}
 	defer st.Close()
 	caps := broker.Capabilities{RedeliveryHorizon: time.Hour, DeliveryLimit: 10, DeadLetter: true}
-	consumption := func(s idem.Statement) string {
+	consumption := func(s guarantee.Statement) string {
 		for _, l := range s.Lines {
 			if l.Stage == "consumption" {
 				return l.Text

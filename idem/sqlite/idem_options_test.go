@@ -12,6 +12,7 @@ import (
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/keys"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/sqlite"
 )
 
@@ -41,7 +42,7 @@ func TestOptionsValidated(t *testing.T) {
 	t.Cleanup(func() { topic.Close() })
 	caps := broker.Capabilities{RedeliveryHorizon: time.Hour, DeadLetter: true}
 	inbox := func(o idem.Options) error { _, err := idem.NewInbox(st, "c", caps, &o); return err }
-	relay := func(o idem.RelayOptions) error { _, err := idem.NewRelay(st, topic, &o); return err }
+	relay := func(o outbox.RelayOptions) error { _, err := outbox.NewRelay(st, topic, &o); return err }
 	newKeys := func(c keys.Contract, o keys.Options) error {
 		c.Provider = "p"
 		_, err := keys.New(st, c, &o)
@@ -64,18 +65,18 @@ func TestOptionsValidated(t *testing.T) {
 		"inbox Backoff NaN":          {inbox(idem.Options{Backoff: broker.Backoff{Multiplier: math.NaN()}}), false},
 		"inbox Backoff Inf":          {inbox(idem.Options{Backoff: broker.Backoff{Multiplier: math.Inf(1)}}), false},
 		"inbox Backoff negative":     {inbox(idem.Options{Backoff: broker.Backoff{Multiplier: -2}}), false},
-		"relay defaults":             {relay(idem.RelayOptions{}), true},
-		"relay PurgeInterval never":  {relay(idem.RelayOptions{PurgeInterval: neg}), true},
-		"relay PollInterval":         {relay(idem.RelayOptions{PollInterval: neg}), false},
-		"relay PublishTimeout":       {relay(idem.RelayOptions{PublishTimeout: neg}), false},
-		"relay Lease":                {relay(idem.RelayOptions{Lease: neg}), false},
-		"relay Retention":            {relay(idem.RelayOptions{Retention: neg}), false},
-		"relay BatchSize":            {relay(idem.RelayOptions{BatchSize: -1}), false},
-		"relay PerAggregate":         {relay(idem.RelayOptions{PerAggregate: -1}), false},
-		"relay Concurrency":          {relay(idem.RelayOptions{Concurrency: -1}), false},
-		"relay MaxAttempts":          {relay(idem.RelayOptions{MaxAttempts: -1}), false},
-		"relay PurgeBatch":           {relay(idem.RelayOptions{PurgeBatch: -1}), false},
-		"relay Backoff":              {relay(idem.RelayOptions{Backoff: broker.Backoff{Initial: neg}}), false},
+		"relay defaults":             {relay(outbox.RelayOptions{}), true},
+		"relay PurgeInterval never":  {relay(outbox.RelayOptions{PurgeInterval: neg}), true},
+		"relay PollInterval":         {relay(outbox.RelayOptions{PollInterval: neg}), false},
+		"relay PublishTimeout":       {relay(outbox.RelayOptions{PublishTimeout: neg}), false},
+		"relay Lease":                {relay(outbox.RelayOptions{Lease: neg}), false},
+		"relay Retention":            {relay(outbox.RelayOptions{Retention: neg}), false},
+		"relay BatchSize":            {relay(outbox.RelayOptions{BatchSize: -1}), false},
+		"relay PerAggregate":         {relay(outbox.RelayOptions{PerAggregate: -1}), false},
+		"relay Concurrency":          {relay(outbox.RelayOptions{Concurrency: -1}), false},
+		"relay MaxAttempts":          {relay(outbox.RelayOptions{MaxAttempts: -1}), false},
+		"relay PurgeBatch":           {relay(outbox.RelayOptions{PurgeBatch: -1}), false},
+		"relay Backoff":              {relay(outbox.RelayOptions{Backoff: broker.Backoff{Initial: neg}}), false},
 		"keys defaults":              {newKeys(keys.Contract{}, keys.Options{}), true},
 		"keys Retention and Margin":  {newKeys(keys.Contract{Retention: time.Hour, Margin: time.Minute}, keys.Options{}), true},
 		"keys Retention":             {newKeys(keys.Contract{Retention: neg}, keys.Options{}), false},

@@ -39,7 +39,7 @@ type Options struct {
 const DefaultPrefix = "wary_"
 
 // Store is the SQLite store on a *sql.DB opened with the modernc.org/sqlite
-// driver: hand it to idem.NewInbox, idem.NewOutbox, idem.NewRelay and
+// driver: hand it to idem.NewInbox, outbox.New, outbox.NewRelay and
 // keys.New. Handlers call CheckVersion and Transition on it inside the
 // inbox transaction. It is safe for concurrent use.
 type Store struct {

@@ -164,3 +164,12 @@ func Error(span trace.Span, err error, errType string) {
 		span.SetAttributes(ErrorType.String(errType))
 	}
 }
+
+// EventAttrs are wary.aggregate.id and wary.aggregate.version.
+func EventAttrs(aggregateID string, version int64) []attribute.KeyValue {
+	a := []attribute.KeyValue{AggregateID.String(aggregateID)}
+	if version != 0 {
+		a = append(a, AggregateVersion.Int64(version))
+	}
+	return a
+}

@@ -1,7 +1,7 @@
 // Package soak runs wary end to end under faults and checks the history:
 // a producer writes versioned events through the transactional outbox
-// (idem.Outbox on PostgreSQL), relays publish them to a broker
-// (idem.Relay), and consumers apply them through the inbox with version
+// (outbox.Outbox on PostgreSQL), relays publish them to a broker
+// (outbox.Relay), and consumers apply them through the inbox with version
 // checks (idem.Inbox.Versioned), while a fault schedule derived from a seed
 // kills and disturbs them.
 //

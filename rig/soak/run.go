@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
 
@@ -274,7 +274,7 @@ func (r *runner) start(role string) (*worker, error) {
 // produce writes the events through the outbox, 100 per transaction, but
 // never beyond r.target, which the schedule raises as it goes.
 func (r *runner) produce(ctx context.Context) error {
-	ob, err := idem.NewOutbox(r.st, nil)
+	ob, err := outbox.New(r.st, nil)
 	if err != nil {
 		return err
 	}
@@ -292,9 +292,9 @@ func (r *runner) produce(ctx context.Context) error {
 			}
 			continue
 		}
-		msgs := make([]*idem.OutboxMessage, 0, end-i)
+		msgs := make([]*outbox.Message, 0, end-i)
 		for j := i; j < end; j++ {
-			msgs = append(msgs, &idem.OutboxMessage{ID: fmt.Sprintf("soak-%s-%07d", run, j),
+			msgs = append(msgs, &outbox.Message{ID: fmt.Sprintf("soak-%s-%07d", run, j),
 				AggregateID: fmt.Sprintf("agg-%04d", j%aggs), Version: int64(j/aggs + 1), Type: "soak.event",
 				Payload: fmt.Appendf(nil, `{"n":%d}`, j)})
 		}

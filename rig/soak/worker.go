@@ -26,6 +26,7 @@ import (
 	_ "github.com/wary-go/wary/drivers/servicebus" // registers servicebus://
 	_ "github.com/wary-go/wary/drivers/sqsfifo"    // registers sqsfifo://
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
 
@@ -199,7 +200,7 @@ func runRelay(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *post
 	if opened != nil {
 		opened(topic)
 	}
-	r, err := idem.NewRelay(st, topic, &idem.RelayOptions{
+	r, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{
 		Owner: spec.Name, Concurrency: spec.Concurrency, PollInterval: 200 * time.Millisecond,
 		MaxAttempts: math.MaxInt32, Backoff: broker.Backoff{Initial: 50 * time.Millisecond, Max: time.Second},
 		PublishTimeout: 10 * time.Second, PurgeInterval: -1, Logger: logger,

@@ -20,6 +20,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/sqlite"
 )
 
@@ -27,15 +28,15 @@ import (
 // one pair of providers: Outbox.Add in its own transaction, the relay's
 // Drain, Receive, and Inbox.Handle (claim and commit, no other write).
 type pipeline struct {
-	name   string
-	db     *sql.DB
-	st     *sqlite.Store
-	outbox *idem.Outbox[*sql.Tx]
-	relay  *idem.Relay
-	topic  *broker.Topic
-	sub    *broker.Subscription
-	inbox  *idem.Inbox[*sql.Tx]
-	spent  time.Duration
+	name  string
+	db    *sql.DB
+	st    *sqlite.Store
+	box   *outbox.Outbox[*sql.Tx]
+	relay *outbox.Relay
+	topic *broker.Topic
+	sub   *broker.Subscription
+	inbox *idem.Inbox[*sql.Tx]
+	spent time.Duration
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -69,10 +70,10 @@ func newPipeline(b testing.TB, name string, tp trace.TracerProvider, mp metric.M
 	}
 	b.Cleanup(func() { topic.Close(); sub.Close() })
 	p := &pipeline{name: name, db: db, st: st, topic: topic, sub: sub}
-	if p.outbox, err = idem.NewOutbox[*sql.Tx](st, &idem.OutboxOptions{TracerProvider: tp}); err != nil {
+	if p.box, err = outbox.New[*sql.Tx](st, &outbox.Options{TracerProvider: tp}); err != nil {
 		b.Fatal(err)
 	}
-	if p.relay, err = idem.NewRelay(st, topic, &idem.RelayOptions{TracerProvider: tp, MeterProvider: mp, NoListen: true, PurgeInterval: -1, Logger: quiet}); err != nil {
+	if p.relay, err = outbox.NewRelay(st, topic, &outbox.RelayOptions{TracerProvider: tp, MeterProvider: mp, NoListen: true, PurgeInterval: -1, Logger: quiet}); err != nil {
 		b.Fatal(err)
 	}
 	if p.inbox, err = idem.NewInbox[*sql.Tx](st, "consumer", sub.Capabilities(), &idem.Options{TracerProvider: tp, MeterProvider: mp, PurgeInterval: -1, Logger: quiet}); err != nil {
@@ -90,7 +91,7 @@ func (p *pipeline) events(b *testing.B, first, n int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := p.outbox.Add(ctx, tx, &idem.OutboxMessage{ID: fmt.Sprint("e", i), AggregateID: fmt.Sprint("a", i%10), Version: int64(i + 1)}); err != nil {
+		if _, err := p.box.Add(ctx, tx, &outbox.Message{ID: fmt.Sprint("e", i), AggregateID: fmt.Sprint("a", i%10), Version: int64(i + 1)}); err != nil {
 			b.Fatal(err)
 		}
 		if err := p.st.Driver().Commit(ctx, tx); err != nil {

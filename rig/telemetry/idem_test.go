@@ -19,6 +19,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/sqlite"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -49,7 +50,7 @@ func TestRelayOutboxGauges(t *testing.T) {
 
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	outbox, err := idem.NewOutbox[*sql.Tx](st, &idem.OutboxOptions{Now: func() time.Time { return now.Add(-time.Minute) }})
+	box, err := outbox.New[*sql.Tx](st, &outbox.Options{Now: func() time.Time { return now.Add(-time.Minute) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestRelayOutboxGauges(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"a", "b", "c"} {
-		if _, err := outbox.Add(ctx, tx, &idem.OutboxMessage{ID: id, AggregateID: id}); err != nil {
+		if _, err := box.Add(ctx, tx, &outbox.Message{ID: id, AggregateID: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -72,7 +73,7 @@ func TestRelayOutboxGauges(t *testing.T) {
 	published := make(chan struct{})
 	release := make(chan struct{})
 	stop := errors.New("stop")
-	relay, err := idem.NewRelay(st, topic, &idem.RelayOptions{MeterProvider: mp, Now: clock, Concurrency: 1, PerAggregate: 1, BatchSize: 1,
+	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{MeterProvider: mp, Now: clock, Concurrency: 1, PerAggregate: 1, BatchSize: 1,
 		NoListen: true, PurgeInterval: -1, AfterPublish: func(*broker.Message) error {
 			select {
 			case published <- struct{}{}:
@@ -133,7 +134,7 @@ func TestTraceThroughRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.outbox.Add(cctx, tx, &idem.OutboxMessage{ID: "e1", AggregateID: "a", Version: 1}); err != nil {
+	if _, err := p.box.Add(cctx, tx, &outbox.Message{ID: "e1", AggregateID: "a", Version: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.st.Driver().Commit(ctx, tx); err != nil {
@@ -234,7 +235,7 @@ func TestAckAfterCommitMetric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.outbox.Add(ctx, tx, &idem.OutboxMessage{ID: "e1", AggregateID: "a"}); err != nil {
+	if _, err := p.box.Add(ctx, tx, &outbox.Message{ID: "e1", AggregateID: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.st.Driver().Commit(ctx, tx); err != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -126,17 +126,17 @@ assumed, and what is stuck in them now is counted.`,
 }
 
 // pipeline builds the Pipeline from --config and the flags (flags win).
-func (a *app) pipeline(c *cobra.Command, f *explainFlags) (idem.Pipeline, error) {
+func (a *app) pipeline(c *cobra.Command, f *explainFlags) (guarantee.Pipeline, error) {
 	var cfg pipelineConfig
 	if f.config != "" {
 		b, err := os.ReadFile(f.config)
 		if err != nil {
-			return idem.Pipeline{}, fmt.Errorf("--config: %w", err)
+			return guarantee.Pipeline{}, fmt.Errorf("--config: %w", err)
 		}
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&cfg); err != nil {
-			return idem.Pipeline{}, fmt.Errorf("--config %s: %w", f.config, err)
+			return guarantee.Pipeline{}, fmt.Errorf("--config %s: %w", f.config, err)
 		}
 	}
 	withStore := a.storeGiven(&f.store)
@@ -149,32 +149,33 @@ func (a *app) pipeline(c *cobra.Command, f *explainFlags) (idem.Pipeline, error)
 		}
 		return withStore
 	}
-	p := idem.Pipeline{
-		Outbox:       pick("outbox", f.outbox, cfg.Outbox),
-		Inbox:        pick("inbox", f.inbox, cfg.Inbox),
-		Consumer:     cfg.Consumer,
-		Versioned:    cfg.Versioned || f.versioned,
+	p := guarantee.Pipeline{
 		NeedOrder:    cfg.Ordered || f.ordered,
 		Concurrency:  cfg.Concurrency,
 		PerKey:       cfg.PerKey || f.perKey,
 		UnkeyedCalls: cfg.UnkeyedCalls,
-		InboxOptions: &idem.Options{Retention: time.Duration(cfg.Retention), AllowShortRetention: cfg.AllowShort, MaxAttempts: cfg.MaxAttempts},
-		Relay: &idem.RelayOptions{MaxAttempts: cfg.Relay.MaxAttempts, PublishTimeout: time.Duration(cfg.Relay.PublishTimeout),
-			Backoff: broker.Backoff{Initial: time.Duration(cfg.Relay.BackoffInitial), Max: time.Duration(cfg.Relay.BackoffMax)}},
 	}
-	if f.consumer != "" {
-		p.Consumer = f.consumer
+	if pick("outbox", f.outbox, cfg.Outbox) {
+		p.Outbox = &guarantee.Outbox{MaxAttempts: cfg.Relay.MaxAttempts, PublishTimeout: time.Duration(cfg.Relay.PublishTimeout),
+			Backoff: broker.Backoff{Initial: time.Duration(cfg.Relay.BackoffInitial), Max: time.Duration(cfg.Relay.BackoffMax)}}
+	}
+	if pick("inbox", f.inbox, cfg.Inbox) {
+		p.Inbox = &guarantee.Inbox{Consumer: cfg.Consumer, Retention: time.Duration(cfg.Retention), MaxAttempts: cfg.MaxAttempts,
+			Versioned: cfg.Versioned || f.versioned}
+		if f.consumer != "" {
+			p.Inbox.Consumer = f.consumer
+		}
+		if f.retention != 0 {
+			p.Inbox.Retention = f.retention
+		}
 	}
 	if f.concurrency != 0 {
 		p.Concurrency = f.concurrency
 	}
-	if f.retention != 0 {
-		p.InboxOptions.Retention = f.retention
-	}
 	for _, k := range cfg.Keys {
 		p.Keys = append(p.Keys, keys.Contract{Provider: k.Provider, Retention: time.Duration(k.Retention), Replays: k.Replays})
 	}
-	if p.Inbox && p.Consumer == "" {
+	if p.Inbox != nil && p.Inbox.Consumer == "" {
 		return p, errors.New("name the inbox's consumer with --consumer (or \"consumer\" in --config), or pass --inbox=false")
 	}
 	return p, nil
@@ -182,27 +183,27 @@ func (a *app) pipeline(c *cobra.Command, f *explainFlags) (idem.Pipeline, error)
 
 // explain reads the live capabilities (and the store's backlog) and
 // states the guarantee.
-func (a *app) explain(ctx context.Context, f *explainFlags, p idem.Pipeline) (idem.Statement, error) {
+func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline) (guarantee.Statement, error) {
 	subURL := f.sub
 	var caps broker.Capabilities
 	if subURL != "" {
 		s, err := a.openSubscription(ctx, subURL)
 		if err != nil {
-			return idem.Statement{}, err
+			return guarantee.Statement{}, err
 		}
 		caps = s.Capabilities()
 		_ = s.Close()
 	} else {
 		t, err := a.openTopic(ctx, f.broker)
 		if err != nil {
-			return idem.Statement{}, err
+			return guarantee.Statement{}, err
 		}
 		caps = t.Capabilities()
 		_ = t.Close()
 	}
 	p.Caps = caps
 	p.Broker = broker.RedactString(f.broker)
-	st := idem.Explain(p)
+	st := guarantee.Explain(p)
 	if !a.storeGiven(&f.store) {
 		return st, nil
 	}
@@ -211,19 +212,19 @@ func (a *app) explain(ctx context.Context, f *explainFlags, p idem.Pipeline) (id
 		return st, err
 	}
 	defer d.close()
-	if p.Outbox {
+	if p.Outbox != nil {
 		h, err := d.OutboxHealth(ctx, time.Now())
 		if err != nil {
 			return st, fmt.Errorf("outbox: %w", err)
 		}
 		st.Reconcile = append(st.Reconcile, fmt.Sprintf("now: outbox backlog %d, %d quarantined, oldest unsent %s", h.Backlog, h.Quarantined, age(h.OldestUnsentAge, h.OldestUnsent)))
 	}
-	if p.Inbox {
-		n, err := d.CountParked(ctx, p.Consumer, store.ParkedFilter{})
+	if p.Inbox != nil {
+		n, err := d.CountParked(ctx, p.Inbox.Consumer, store.ParkedFilter{})
 		if err != nil {
 			return st, fmt.Errorf("parked: %w", err)
 		}
-		st.Reconcile = append(st.Reconcile, fmt.Sprintf("now: %d parked message(s) of consumer %q", n, p.Consumer))
+		st.Reconcile = append(st.Reconcile, fmt.Sprintf("now: %d parked message(s) of consumer %q", n, p.Inbox.Consumer))
 	}
 	return st, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -171,7 +172,7 @@ func parkedWalkthrough[Tx any](t *testing.T, w *wary, p *pipe[Tx]) {
 func addRow[Tx any](t *testing.T, st shopStore[Tx], agg string) {
 	t.Helper()
 	ctx := t.Context()
-	ob, err := idem.NewOutbox(st, nil)
+	ob, err := outbox.New(st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func addRow[Tx any](t *testing.T, st shopStore[Tx], agg string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ob.Add(ctx, tx, &idem.OutboxMessage{AggregateID: agg, Version: 1, Type: "order.placed", Payload: []byte("{}")}); err != nil {
+	if _, err := ob.Add(ctx, tx, &outbox.Message{AggregateID: agg, Version: 1, Type: "order.placed", Payload: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Driver().Commit(ctx, tx); err != nil {
@@ -195,7 +196,7 @@ func outboxWalkthrough[Tx any](t *testing.T, w *wary, p *pipe[Tx]) {
 	// A topic that takes no message this large: the relay quarantines
 	// the row at its first failure.
 	small := mustOpenTopic(t, "mem://"+unique("small")+"?maxsize=10")
-	relay, err := idem.NewRelay(p.store, small, &idem.RelayOptions{Logger: quiet})
+	relay, err := outbox.NewRelay(p.store, small, &outbox.RelayOptions{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

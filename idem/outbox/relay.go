@@ -1,4 +1,4 @@
-package idem
+package outbox
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -198,6 +199,15 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 	return r, nil
 }
 
+// Statement is this relay's part of the guarantee, as built: the
+// publication its options give and the transport its topic's capabilities
+// give.
+func (r *Relay) Statement() guarantee.Statement {
+	p := guarantee.Pipeline{Caps: r.topic.Capabilities(), Inbox: &guarantee.Inbox{},
+		Outbox: &guarantee.Outbox{MaxAttempts: r.o.MaxAttempts, Backoff: r.o.Backoff, PublishTimeout: r.o.PublishTimeout}}
+	return guarantee.Explain(p).Stages("publication", "transport")
+}
+
 // Owner returns the relay's owner name.
 func (r *Relay) Owner() string { return r.o.Owner }
 
@@ -249,7 +259,8 @@ func (b *broadcast) fire() {
 // logged and retried after PollInterval; Run returns early only if the
 // topic is closed.
 func (r *Relay) Run(ctx context.Context) error {
-	logStatement(r.o.Logger, "idem: relay started", r.Statement(), slog.String("owner", r.o.Owner))
+	st := r.Statement()
+	r.o.Logger.Log(ctx, st.Level(), "idem: relay started", slog.String("owner", r.o.Owner), slog.Any("guarantee", st))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -452,9 +463,9 @@ func (r *Relay) Purge(ctx context.Context) (int, error) {
 }
 
 // Quarantined lists quarantined rows (at most limit, if positive).
-func (r *Relay) Quarantined(ctx context.Context, limit int) ([]OutboxRow, error) {
-	rows, err := r.store.ListOutbox(ctx, store.OutboxFilter{States: []store.OutboxState{store.OutboxQuarantined}, Limit: limit})
-	return outboxRows(rows), err
+func (r *Relay) Quarantined(ctx context.Context, limit int) ([]Row, error) {
+	rs, err := r.store.ListOutbox(ctx, store.OutboxFilter{States: []store.OutboxState{store.OutboxQuarantined}, Limit: limit})
+	return rows(rs), err
 }
 
 // Requeue makes a quarantined row pending again, with its attempts reset,
@@ -512,7 +523,7 @@ func (r *Relay) Stats() RelayStats {
 
 // RelayHealth is the outbox's backlog with this relay's counters.
 type RelayHealth struct {
-	OutboxHealth
+	Health
 	RelayStats
 }
 
@@ -520,7 +531,7 @@ type RelayHealth struct {
 // An operator alerts on OldestUnsentAge and Quarantined.
 func (r *Relay) Health(ctx context.Context) (RelayHealth, error) {
 	h, err := r.store.OutboxHealth(ctx, r.o.Now())
-	return RelayHealth{OutboxHealth: OutboxHealth(h), RelayStats: r.Stats()}, err
+	return RelayHealth{Health: Health(h), RelayStats: r.Stats()}, err
 }
 
 // rateMeter counts events per second over the last minute.

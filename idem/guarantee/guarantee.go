@@ -1,11 +1,25 @@
-package idem
+// Package guarantee states what a pipeline guarantees end to end, from the
+// producer's transaction to the consumer's effects, and finds its
+// misconfigurations: five lines with a verdict each (publication,
+// transport, order, consumption, external effects), what is left to
+// reconciliation, and each misconfiguration with its fix (a retention
+// shorter than the redelivery horizon, no delivery limit, ordering needed
+// on a broker without a scope, concurrent handlers without PerKey, a
+// broker dedup window shorter than the relay's retry span).
+//
+// A program gets its statement from what it built: an inbox's
+// (idem.Inbox.Statement) and a relay's (outbox.Relay.Statement), which
+// they also log once when they start, at Warn when something is
+// misconfigured. Explain states a pipeline described by hand, as the wary
+// command (cmd/wary explain) does for a live broker and store.
+package guarantee
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,24 +37,13 @@ type Pipeline struct {
 	// Caps are the capabilities of the subscription the consumer reads
 	// (sub.Capabilities()), as the live broker declares them.
 	Caps broker.Capabilities
-	// Outbox: events are written in the domain transaction through an
-	// Outbox and published by a Relay. Without it a producer publishes
-	// directly: a dual write.
-	Outbox bool
-	// Relay is the relay's configuration (nil: the defaults), from which
-	// Explain computes how long the relay may republish a row.
-	Relay *RelayOptions
-	// Inbox: the consumer processes deliveries through an Inbox. Without
-	// it every redelivery runs the handler again.
-	Inbox bool
-	// Consumer names the inbox's consumer.
-	Consumer string
-	// InboxOptions are the inbox's options (nil: the defaults).
-	InboxOptions *Options
-	// Versioned: handlers check aggregate versions (Versioned,
-	// CheckVersion), so duplicates and stale events are told apart and
-	// gaps are retried, then parked.
-	Versioned bool
+	// Outbox, if set: events are written in the domain transaction through
+	// an outbox and published by a relay that retries as it says. Nil: a
+	// producer publishes directly, a dual write.
+	Outbox *Outbox
+	// Inbox, if set: the consumer processes deliveries through an inbox
+	// configured as it says. Nil: every redelivery runs the handler again.
+	Inbox *Inbox
 	// NeedOrder: the domain needs each aggregate's events applied in
 	// order.
 	NeedOrder bool
@@ -49,10 +52,38 @@ type Pipeline struct {
 	Concurrency int
 	PerKey      bool
 	// Keys are the contracts of the providers the handlers call with
-	// idempotency keys (idem/keys), and UnkeyedCalls says that handlers make
-	// external calls without one.
+	// idempotency keys (idem/keys), and UnkeyedCalls says that handlers
+	// make external calls without one.
 	Keys         []keys.Contract
 	UnkeyedCalls bool
+}
+
+// Outbox is how a pipeline's relay retries a row it fails to publish
+// (outbox.RelayOptions); a zero field means the relay's default.
+type Outbox struct {
+	// MaxAttempts failed publishes quarantine a row (default 10).
+	MaxAttempts int
+	// Backoff spaces the attempts (default 1s, up to 5m).
+	Backoff broker.Backoff
+	// PublishTimeout bounds each attempt (default 30s).
+	PublishTimeout time.Duration
+}
+
+// Inbox is how a pipeline's consumer uses its inbox (idem.Options, and
+// its handlers); a zero field means the inbox's default.
+type Inbox struct {
+	// Consumer names the inbox's consumer.
+	Consumer string
+	// Retention is how long claims are kept (default: the subscription's
+	// redelivery horizon).
+	Retention time.Duration
+	// MaxAttempts is how many times a gap is retried before the message
+	// is parked (default 5).
+	MaxAttempts int
+	// Versioned: handlers check aggregate versions (idem.Inbox.Versioned,
+	// CheckVersion), so duplicates and stale events are told apart and
+	// gaps are retried, then parked.
+	Versioned bool
 }
 
 // Verdict grades one line of a Statement.
@@ -179,12 +210,14 @@ func (e *explainer) reconcile(format string, args ...any) {
 	e.st.Reconcile = append(e.st.Reconcile, fmt.Sprintf(format, args...))
 }
 
-// relay returns the relay's options with NewRelay's defaults applied.
-func (e *explainer) relay() RelayOptions {
-	var o RelayOptions
-	if e.p.Relay != nil {
-		o = *e.p.Relay
+// withDefaults returns o (nil: the zero value) with the relay's defaults
+// applied.
+func (o *Outbox) withDefaults() Outbox {
+	var r Outbox
+	if o != nil {
+		r = *o
 	}
+	o = &r
 	if o.MaxAttempts < 1 {
 		o.MaxAttempts = 10
 	}
@@ -194,15 +227,15 @@ func (e *explainer) relay() RelayOptions {
 	if o.PublishTimeout <= 0 {
 		o.PublishTimeout = 30 * time.Second
 	}
-	return o
+	return r
 }
 
-// RetrySpan is the longest a relay with options o (nil: the defaults) may
-// go on publishing one row: every attempt's timeout and every backoff
+// RetrySpan is the longest a relay retrying as o says (nil: the defaults)
+// may go on publishing one row: every attempt's timeout and every backoff
 // ceiling up to the attempt that quarantines it. A broker's dedup window
 // shorter than this lets a republished row through as a second message.
-func RetrySpan(o *RelayOptions) time.Duration {
-	r := (&explainer{p: Pipeline{Relay: o}}).relay()
+func (o *Outbox) RetrySpan() time.Duration {
+	r := o.withDefaults()
 	span := satMul(r.PublishTimeout, r.MaxAttempts)
 	// The ceilings grow to Backoff's cap and stay there: sum them until
 	// then, and the rest in one step (MaxAttempts may be huge).
@@ -237,14 +270,14 @@ func satAdd(a, b time.Duration) time.Duration {
 }
 
 func (e *explainer) publication() {
-	if !e.p.Outbox {
+	if e.p.Outbox == nil {
 		e.line("publication", VerdictBroken, "direct publish after commit: a dual write; a crash between the commit and the publish loses the event, and a publish before a rollback sends one that never happened")
-		e.finding("publication", "events are published directly, not through an outbox", "write them with idem.NewOutbox(...).Add in the domain transaction and run an idem.NewRelay")
+		e.finding("publication", "events are published directly, not through an outbox", "write them with outbox.New(...).Add in the domain transaction and run an outbox.NewRelay")
 		return
 	}
-	r := e.relay()
+	r := e.p.Outbox.withDefaults()
 	e.line("publication", VerdictOK, "outbox in the domain transaction, relay publishes each committed event at least once, in aggregate order; a row failing %d times (for up to %s) is quarantined and blocks only its aggregate",
-		r.MaxAttempts, short(RetrySpan(e.p.Relay).Round(time.Second)))
+		r.MaxAttempts, short(e.p.Outbox.RetrySpan().Round(time.Second)))
 	e.reconcile("quarantined outbox rows (wary outbox list --state quarantined; requeue or discard)")
 }
 
@@ -289,11 +322,11 @@ func (e *explainer) transport() {
 		e.finding("transport", "no delivery limit: a message whose handler always fails is redelivered for ever and holds its scope",
 			"configure one on the broker (RabbitMQ quorum queue x-delivery-limit, SQS redrive maxReceiveCount, Service Bus MaxDeliveryCount, Kafka retry and dead-letter topics, the memory driver's limit=N)")
 	}
-	if e.p.Outbox && c.DedupWindow > 0 && !e.p.Inbox {
-		if span := RetrySpan(e.p.Relay); c.DedupWindow < span {
+	if e.p.Outbox != nil && c.DedupWindow > 0 && e.p.Inbox == nil {
+		if span := e.p.Outbox.RetrySpan(); c.DedupWindow < span {
 			v = VerdictBroken
 			e.finding("transport", fmt.Sprintf("the broker's dedup window (%s) is shorter than the relay's retry span (%s): a row republished later reaches the consumer twice, and nothing downstream drops it", short(c.DedupWindow), short(span.Round(time.Second))),
-				"consume through an idem.Inbox, or lower RelayOptions.MaxAttempts and Backoff.Max so that the span fits in the window")
+				"consume through an idem.Inbox, or lower outbox.RelayOptions.MaxAttempts and Backoff.Max so that the span fits in the window")
 		}
 	}
 	if c.DeadLetter {
@@ -311,7 +344,7 @@ func (e *explainer) order() {
 	}
 	v, text := VerdictOK, ""
 	switch {
-	case c.Ordering == broker.OrderNone && e.p.Versioned && e.p.Inbox:
+	case c.Ordering == broker.OrderNone && e.p.versioned():
 		v, text = VerdictWeak, "the broker keeps no order; version checks detect gaps, retry them and park the aggregate until the missing event arrives and it is replayed"
 	case c.Ordering == broker.OrderNone:
 		v, text = VerdictBroken, "needed, but the broker keeps no order and nothing checks versions: events of an aggregate are applied in any order"
@@ -330,7 +363,7 @@ func (e *explainer) order() {
 			how = "PerKey serialises each key's handlers"
 		}
 		text = fmt.Sprintf("per aggregate: the outbox keys messages by aggregate, the broker orders per %s, %s", c.Ordering, how)
-		if e.p.Versioned {
+		if e.p.versioned() {
 			text += "; version checks catch what still arrives out of order"
 		}
 	}
@@ -339,15 +372,12 @@ func (e *explainer) order() {
 
 func (e *explainer) consumption() {
 	c := e.p.Caps
-	if !e.p.Inbox {
+	if e.p.Inbox == nil {
 		e.line("consumption", VerdictBroken, "no inbox: every redelivery and broker duplicate runs the handler again")
 		e.finding("consumption", "deliveries are handled without an inbox", "wrap the handler in idem.NewInbox(store, consumer, sub.Capabilities(), opts).Handle")
 		return
 	}
-	var o Options
-	if e.p.InboxOptions != nil {
-		o = *e.p.InboxOptions
-	}
+	o := *e.p.Inbox
 	v := VerdictOK
 	h := c.RedeliveryHorizon
 	ret := o.Retention
@@ -366,7 +396,7 @@ func (e *explainer) consumption() {
 	if maxAttempts < 1 {
 		maxAttempts = 5
 	}
-	if e.p.Versioned && c.DeliveryLimit > 0 && maxAttempts > c.DeliveryLimit {
+	if o.Versioned && c.DeliveryLimit > 0 && maxAttempts > c.DeliveryLimit {
 		// Each gap retry is a nack, so a broker delivery: the broker's
 		// limit comes first and the message leaves the queue unparked.
 		fate := "dead-lettered"
@@ -378,8 +408,8 @@ func (e *explainer) consumption() {
 		e.finding("consumption", fmt.Sprintf("version checks retry a gap up to %d times but the broker ends a message after %d deliveries (each retry is one): an event waiting for its predecessor is %s instead of parked", maxAttempts, c.DeliveryLimit, fate),
 			fmt.Sprintf("set Options.MaxAttempts to at most %d, or raise the broker's delivery limit", c.DeliveryLimit))
 	}
-	text := fmt.Sprintf("inbox %q claims each message ID in the handler's transaction, records kept %s (horizon %s)", e.p.Consumer, horizon(ret), horizon(h))
-	if e.p.Versioned {
+	text := fmt.Sprintf("inbox %q claims each message ID in the handler's transaction, records kept %s (horizon %s)", o.Consumer, horizon(ret), horizon(h))
+	if o.Versioned {
 		text += fmt.Sprintf("; version checks ack duplicates and stale events, retry gaps %d times, then park the aggregate", maxAttempts)
 		e.reconcile("parked messages (wary parked list; replay or discard)")
 	} else {
@@ -420,48 +450,33 @@ func (e *explainer) effects() {
 	e.line("effects", v, "%s", text)
 }
 
-// explainPart is Explain restricted to the given stages, for the statement
-// an inbox or a relay logs at start-up, which knows only its own side.
-func explainPart(p Pipeline, stages ...string) Statement {
-	full := Explain(p)
-	keep := func(stage string) bool {
-		for _, s := range stages {
-			if s == stage {
-				return true
-			}
-		}
-		return false
-	}
-	out := Statement{Broker: full.Broker}
-	for _, l := range full.Lines {
-		if keep(l.Stage) {
+// Stages is s restricted to the given stages' lines and findings, for
+// the statement an inbox or a relay logs at start-up, which knows only its
+// own side.
+func (s Statement) Stages(stages ...string) Statement {
+	out := Statement{Broker: s.Broker}
+	for _, l := range s.Lines {
+		if slices.Contains(stages, l.Stage) {
 			out.Lines = append(out.Lines, l)
 		}
 	}
-	for _, f := range full.Findings {
-		if keep(f.Stage) {
+	for _, f := range s.Findings {
+		if slices.Contains(stages, f.Stage) {
 			out.Findings = append(out.Findings, f)
 		}
 	}
 	return out
 }
 
-// Statement is this relay's part of the guarantee, as built: the
-// publication its options give and the transport its topic's capabilities
-// give.
-func (r *Relay) Statement() Statement {
-	o := r.o
-	return explainPart(Pipeline{Caps: r.topic.Capabilities(), Outbox: true, Relay: &o, Inbox: true}, "publication", "transport")
-}
+// versioned reports whether the pipeline's inbox checks versions.
+func (p Pipeline) versioned() bool { return p.Inbox != nil && p.Inbox.Versioned }
 
-// logStatement logs a start-up statement once: at Info, or at Warn when it
-// has findings.
-func logStatement(l *slog.Logger, msg string, s Statement, attrs ...any) {
-	level := slog.LevelInfo
-	if !s.OK() {
-		level = slog.LevelWarn
+// Level is the level to log s at: Info, or Warn when it has findings.
+func (s Statement) Level() slog.Level {
+	if s.OK() {
+		return slog.LevelInfo
 	}
-	l.Log(context.Background(), level, msg, append(attrs, slog.Any("guarantee", s))...)
+	return slog.LevelWarn
 }
 
 // horizon renders a redelivery horizon or retention for people.

@@ -1,4 +1,4 @@
-package idem
+package outbox
 
 import (
 	"context"
@@ -25,12 +25,12 @@ var ErrInvalidMessage = errors.New("idem: invalid outbox message")
 // Outbox adds messages to the outbox inside the caller's transaction.
 type Outbox[Tx any] struct {
 	store  store.OutboxStore[Tx]
-	o      OutboxOptions
+	o      Options
 	tracer wotel.Tracer
 }
 
-// OutboxOptions configures an Outbox. Nil means defaults.
-type OutboxOptions struct {
+// Options configures an Outbox. Nil means defaults.
+type Options struct {
 	// Now is the clock that stamps added rows (default time.Now).
 	Now func() time.Time
 	// TracerProvider receives the "create" span of each added message,
@@ -39,14 +39,14 @@ type OutboxOptions struct {
 	TracerProvider trace.TracerProvider
 }
 
-// NewOutbox returns an outbox on st, the store that also runs the
+// New returns an outbox on st, the store that also runs the
 // caller's transactions.
-func NewOutbox[Tx any](p store.Provider[Tx], opts *OutboxOptions) (*Outbox[Tx], error) {
+func New[Tx any](p store.Provider[Tx], opts *Options) (*Outbox[Tx], error) {
 	st, err := check.Driver(p)
 	if err != nil {
 		return nil, err
 	}
-	var o OutboxOptions
+	var o Options
 	if opts != nil {
 		o = *opts
 	}
@@ -68,7 +68,7 @@ func NewOutbox[Tx any](p store.Provider[Tx], opts *OutboxOptions) (*Outbox[Tx], 
 // locked in aggregate order, and transactions that add to several
 // aggregates in different orders across calls can deadlock (the database
 // aborts one).
-func (o *Outbox[Tx]) Add(ctx context.Context, tx Tx, msgs ...*OutboxMessage) ([]int64, error) {
+func (o *Outbox[Tx]) Add(ctx context.Context, tx Tx, msgs ...*Message) ([]int64, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
@@ -91,9 +91,9 @@ func (o *Outbox[Tx]) Add(ctx context.Context, tx Tx, msgs ...*OutboxMessage) ([]
 	return seqs, nil
 }
 
-var reservedHeaders = []string{HeaderAggregateID, HeaderAggregateVersion, HeaderSequence, HeaderType}
+var reservedHeaders = []string{broker.HeaderAggregateID, broker.HeaderAggregateVersion, broker.HeaderSequence, broker.HeaderType}
 
-func validateOutbox(m *OutboxMessage) error {
+func validateOutbox(m *Message) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: message %q: %s", ErrInvalidMessage, m.ID, fmt.Sprintf(format, args...))
 	}

@@ -1,10 +1,11 @@
-package idem
+package outbox
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -294,16 +295,23 @@ func (r *Relay) failure(row *store.OutboxRow, err error) store.OutboxFailure {
 }
 
 // rowMessage returns the broker message the relay publishes for r: ID, key,
-// the event headers (HeaderAggregateID, HeaderAggregateVersion when not 0,
-// HeaderSequence, HeaderType when set) merged over r's headers, and the
+// the event headers (broker.HeaderAggregateID, broker.HeaderAggregateVersion when not 0,
+// broker.HeaderSequence, broker.HeaderType when set) merged over r's headers, and the
 // payload as body.
 func rowMessage(r *store.OutboxRow) *broker.Message {
 	h := make(map[string]string, len(r.Headers)+4)
 	for k, v := range r.Headers {
 		h[k] = v
 	}
-	for k, v := range (Event{AggregateID: r.AggregateID, Version: r.Version, Sequence: r.Sequence, Type: r.Type}).Headers() {
-		h[k] = v
+	h[broker.HeaderAggregateID] = r.AggregateID
+	if r.Version != 0 {
+		h[broker.HeaderAggregateVersion] = strconv.FormatInt(r.Version, 10)
+	}
+	if r.Sequence != 0 {
+		h[broker.HeaderSequence] = strconv.FormatInt(r.Sequence, 10)
+	}
+	if r.Type != "" {
+		h[broker.HeaderType] = r.Type
 	}
 	return &broker.Message{ID: r.ID, Key: r.AggregateID, Headers: h, Body: r.Payload}
 }

@@ -1,0 +1,97 @@
+package outbox
+
+import (
+	"fmt"
+	"time"
+)
+
+// Message is one event written to the outbox in the domain
+// transaction.
+type Message struct {
+	// ID is the message's stable logical ID, which becomes broker.Message.ID
+	// (the broker's dedup ID and the consumer inbox's key). Empty: Add
+	// fills it with broker.NewID(); the caller sees it.
+	ID string
+	// AggregateID identifies the aggregate (entity) the event belongs to;
+	// required. It becomes broker.Message.Key, the ordering key, and the
+	// header broker.HeaderAggregateID.
+	AggregateID string
+	// Version is the aggregate's version after the event (broker.HeaderAggregateVersion),
+	// or 0 for events that do not bump it.
+	Version int64
+	// Type is the event type name (broker.HeaderType), optional.
+	Type string
+	// Headers are extra application headers (a W3C traceparent, say).
+	// Values must be valid UTF-8; the four event headers of this package
+	// are written by the relay and may not be set here.
+	Headers map[string]string
+	// Payload is the message body.
+	Payload []byte
+}
+
+// State is the state of an outbox row.
+type State int
+
+// Outbox row states.
+const (
+	// Pending: committed and not yet published (or published, and
+	// the relay crashed before marking it).
+	Pending State = iota
+	// Sent: published; the broker confirmed it.
+	Sent
+	// Quarantined: publishing failed permanently or too often. The
+	// row blocks the later rows of its aggregate until an operator
+	// requeues or discards it.
+	Quarantined
+	// Discarded: an operator gave up on the row; it no longer blocks
+	// its aggregate and is never published.
+	Discarded
+)
+
+func (s State) String() string {
+	switch s {
+	case Pending:
+		return "pending"
+	case Sent:
+		return "sent"
+	case Quarantined:
+		return "quarantined"
+	case Discarded:
+		return "discarded"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Row is an outbox message as stored.
+type Row struct {
+	Message
+	// RowID identifies the row in the store (increasing in insertion order).
+	RowID int64
+	// Sequence is the row's per-aggregate sequence: 1, 2, 3, ... in commit
+	// order, without gaps (broker.HeaderSequence).
+	Sequence  int64
+	State     State
+	CreatedAt time.Time
+	// Attempts counts failed publish attempts.
+	Attempts int
+	// NextAttempt is when a pending row that failed may be tried again.
+	NextAttempt time.Time
+	// LastError is the last publish failure.
+	LastError string
+	// SentAt is when the row was marked sent (or discarded).
+	SentAt time.Time
+}
+
+// Health is the outbox's backlog.
+type Health struct {
+	// Backlog counts pending rows (due or backing off).
+	Backlog int64
+	// Retrying counts pending rows that failed at least once.
+	Retrying int64
+	// Quarantined counts quarantined rows.
+	Quarantined int64
+	// OldestUnsent is the creation time of the oldest pending or
+	// quarantined row (zero if none), and OldestUnsentAge its age.
+	OldestUnsent    time.Time
+	OldestUnsentAge time.Duration
+}
