@@ -7,14 +7,13 @@
 // idempotency keys (package idem/keys) make external calls safe to retry.
 //
 // Package idem knows no database and no broker driver. It works on a store
-// for transactions of type Tx, implemented by idem/postgres (Tx is pgx.Tx)
-// and idem/sqlite (Tx is *sql.Tx) through the interfaces of idem/store, and
-// on *broker.Delivery values from any driver. A handler writes through the
-// Tx it is given, and calls the store's CheckVersion and Transition in it.
-// The runnable examples of this package's flows (the inbox, batches,
-// version checks, the outbox and relay, idempotency keys, the guarantee) are in
-// idem/sqlite, whose store they run on: that way a user of idem alone does
-// not download SQLite.
+// for transactions of type Tx, idem/postgres (Tx is pgx.Tx) or idem/sqlite
+// (Tx is *sql.Tx), and on *broker.Delivery values from any driver. A
+// handler writes through the Tx it is given, and calls the store's
+// CheckVersion and Transition in it. The runnable examples of these flows
+// (the inbox, batches, version checks, the outbox and relay, idempotency
+// keys, the guarantee) are in idem/sqlite, whose store they run on: that
+// way a user of idem alone does not download SQLite.
 //
 // # The inbox, and what "exactly one effect" rests on
 //
@@ -172,7 +171,8 @@
 // # Telemetry
 //
 // The outbox, the relay and the inbox report OpenTelemetry spans and
-// metrics through the providers in OutboxOptions, RelayOptions and Options
+// metrics through the providers in outbox.Options, outbox.RelayOptions and
+// Options
 // (default: the global ones); only the OpenTelemetry API is used. One
 // event's spans form one trace, from the transaction that wrote it to the
 // commit of its effect:
@@ -200,5 +200,6 @@
 // failure) and wary.relay.commit_to_publish.duration (row creation to
 // confirmed publish) histograms, in seconds; and, while Relay.Run runs,
 // the gauges wary.outbox.backlog, wary.outbox.oldest_unsent.age (seconds)
-// and wary.outbox.quarantined, read with OutboxHealth at each collection.
+// and wary.outbox.quarantined, read with the store's outbox health at each
+// collection.
 package idem

@@ -33,10 +33,10 @@ func (r *Relay) runOnce(ctx context.Context) (claimed, published int, err error)
 	}
 	r.claims.Add(1)
 	defer r.takeOff(len(rows), heads)()
-	if r.waker != nil {
-		// Work again: producers stop notifying now, not after the batch
-		// (their notifying commits are serialised). Concurrently with the
-		// publish; a loop claims again before it waits (goIdle).
+	if r.waker != nil && r.idled.Swap(false) {
+		// Work again after idling: producers stop notifying now, not after
+		// the batch (their notifying commits are serialised). Concurrently
+		// with the publish; a loop claims again before it waits (goIdle).
 		cleared := make(chan struct{})
 		go func() { defer close(cleared); r.busy(ctx) }()
 		defer func() { <-cleared }()

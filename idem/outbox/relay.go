@@ -108,6 +108,7 @@ type Relay struct {
 	headsAloft atomic.Int64 // aggregates held by batches in flight
 
 	waker     store.Wake   // the store's wake-up (store.Waker), or nil
+	idled     atomic.Bool  // the wake-up was told the relay is idle since it was last told it is busy
 	listening atomic.Bool  // the wake-up listens
 	idle      atomic.Int64 // times Run went to wait for work
 	rate      rateMeter
@@ -185,6 +186,7 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 		o.Logger = slog.Default()
 	}
 	r := &Relay{store: st, topic: topic, o: o, depth: 1}
+	r.idled.Store(true) // the wake-up learns of the first work
 	if cc, ok := st.(store.ConcurrentClaimer); ok && cc.ConcurrentClaims() {
 		r.depth = o.Pipeline
 	}
@@ -374,6 +376,7 @@ func (r *Relay) goIdle(ctx context.Context) time.Duration {
 	if r.waker == nil || !r.listening.Load() {
 		return 0
 	}
+	r.idled.Store(true)
 	d, err := r.waker.Idle(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
