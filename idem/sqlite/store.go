@@ -53,7 +53,7 @@ type Store struct {
 // driver implements store.Driver[*sql.Tx] with the shared SQL of sqlcore.
 // The outbox half is held
 // by its interfaces, so that the PostgreSQL-only optional interfaces of
-// sqlcore.Outbox (OutboxIdler) are not promoted: SQLite has no LISTEN.
+// sqlcore.Outbox (its wake flag) are not promoted: SQLite has no LISTEN.
 type driver struct {
 	*sqlcore.Core[*sql.Tx]
 	outboxDriver

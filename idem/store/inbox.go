@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// Store is the database side of the safety net, for transactions of type Tx
+// Store is the inbox's side of a Driver, for transactions of type Tx
 // (pgx.Tx for idem/postgres, *sql.Tx for idem/sqlite). The methods that take
 // a Tx run inside the caller's transaction; the others run their own.
-// Implementations are safe for concurrent use. Users normally get a Store
-// from a store package and never call these methods except CheckVersion and
-// Transition, which handlers call inside their transaction.
+// Implementations are safe for concurrent use. Programs do not call them:
+// idem does, and the store packages' own types offer the version check and
+// the state guard to handlers.
 type Store[Tx any] interface {
 	// Begin starts a read-write transaction.
 	Begin(ctx context.Context) (Tx, error)

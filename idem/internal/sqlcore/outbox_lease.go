@@ -133,7 +133,7 @@ func (k *leaseKeeper[Tx]) halt() {
 	<-k.done
 }
 
-// IdleOutbox implements store.OutboxIdler: if no adding transaction is
+// IdleOutbox is for idem/postgres's wake-up: if no adding transaction is
 // between its wake lock and its end, it sets owner's wake flag (a row of
 // the wake table, lasting ttl unless renewed), so that every transaction
 // adding rows from now on notifies, and reports true. It also deletes the
@@ -181,7 +181,7 @@ func (o *Outbox[Tx]) IdleOutbox(ctx context.Context, owner string, ttl time.Dura
 	return ok && err == nil, err
 }
 
-// RenewIdleOutbox implements store.OutboxIdler: it extends owner's wake
+// RenewIdleOutbox (idem/postgres's wake-up) extends owner's wake
 // flag by ttl, and reports false if it is not set (it was swept).
 func (o *Outbox[Tx]) RenewIdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error) {
 	if o.q.wakeTry == "" {
@@ -196,7 +196,7 @@ func (o *Outbox[Tx]) RenewIdleOutbox(ctx context.Context, owner string, ttl time
 	return n == 1, err
 }
 
-// BusyOutbox implements store.OutboxIdler: it clears owner's wake flag;
+// BusyOutbox (idem/postgres's wake-up) clears owner's wake flag;
 // other relays' flags stay set.
 func (o *Outbox[Tx]) BusyOutbox(ctx context.Context, owner string) error {
 	if o.q.wakeTry == "" {
