@@ -11,10 +11,12 @@
 //	sub, err := kafka.OpenSubscription(seeds, "orders", "billing",
 //		&kafka.SubscriptionOptions{Ordered: true, DeadLetterTopic: "orders.dlq", DeliveryLimit: 5})
 //
-// The driver owns its clients because a group consumer must install its
-// rebalance callbacks when its client is created, so a shared *kgo.Client
-// cannot serve a subscription; topics do the same, for one shape. Close
-// closes the client; As(**kgo.Client) reaches it.
+// A subscription's client is the driver's own, because a group consumer
+// must install its rebalance callbacks when its client is created, so a
+// shared *kgo.Client cannot serve it. A topic can publish through the
+// program's client instead (NewTopic(cl, "orders", nil)), which it leaves
+// open; a topic the driver built closes its client. As(**kgo.Client)
+// reaches the client either way.
 //
 // # URLs
 //

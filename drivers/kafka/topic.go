@@ -138,16 +138,68 @@ func OpenTopic(clientOpts []kgo.Opt, topic string, opts *TopicOptions) (*broker.
 	return broker.NewTopic(t, &opts.TopicOptions), nil
 }
 
+// NewTopic returns a topic that publishes to the Kafka topic named topic
+// through cl, a client the program already runs. Close leaves cl open: it
+// is the program's. cl must use idempotent writes and acks from all
+// in-sync replicas (kgo's defaults); NewTopic returns an error matching
+// broker.ErrInvalid otherwise, and broker.ErrNotFound when the topic does
+// not exist. Two things the driver does on a client of its own are then
+// the client's: a rejected SASL login ends a publish only when its context
+// does (the error says the messages may have been sent), and the size of a
+// produce request is the client's kgo.ProducerBatchMaxBytes (a message too
+// large for the topic's max.message.bytes is still refused before it is
+// produced, with broker.ErrTooLarge).
+//
+// Subscriptions take client options (OpenSubscription), not a client: a
+// consumer group's settings and rebalance callbacks are fixed when kgo
+// builds the client, and the driver's delivery guarantees rest on its own.
+func NewTopic(cl *kgo.Client, topic string, opts *TopicOptions) (*broker.Topic, error) {
+	if cl == nil {
+		return nil, broker.Invalidf("kafka: NewTopic needs a client")
+	}
+	if opts == nil {
+		opts = &TopicOptions{}
+	}
+	t, err := topicOn(context.Background(), cl, nil, new(batchLimits), topic, opts)
+	if err != nil {
+		return nil, err
+	}
+	t.borrowed = true
+	return broker.NewTopic(t, &opts.TopicOptions), nil
+}
+
 type topic struct {
 	cl     *kgo.Client
 	name   string
 	caps   driver.Capabilities
 	maxMsg int // the largest record batch (see recordSize)
 	auth   *authWatch
+	// borrowed: cl is the program's (NewTopic), not closed with the topic.
+	borrowed bool
 }
 
 // openTopic builds the topic's client and checks the topic.
 func openTopic(ctx context.Context, clientOpts []kgo.Opt, name string, opts *TopicOptions) (*topic, error) {
+	if err := checkTopicName("topic", name); err != nil {
+		return nil, err
+	}
+	lim := new(batchLimits)
+	cl, auth, err := newClient(clientOpts, lim)
+	if err != nil {
+		return nil, err
+	}
+	t, err := topicOn(ctx, cl, auth, lim, name, opts)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// topicOn checks cl and the topic, and returns the topic on cl (auth and
+// lim are the driver's hooks on a client of its own, nil and unused on the
+// program's).
+func topicOn(ctx context.Context, cl *kgo.Client, auth *authWatch, lim *batchLimits, name string, opts *TopicOptions) (*topic, error) {
 	if err := checkTopicName("topic", name); err != nil {
 		return nil, err
 	}
@@ -158,26 +210,18 @@ func openTopic(ctx context.Context, clientOpts []kgo.Opt, name string, opts *Top
 	if err := checkTopicNames(consumers); err != nil {
 		return nil, err
 	}
-	lim := new(batchLimits)
-	cl, auth, err := newClient(clientOpts, lim)
-	if err != nil {
-		return nil, err
-	}
 	if err := checkProducer(cl); err != nil {
-		cl.Close()
 		return nil, err
 	}
 	maxMsg, horizon := producerBatchMax(cl), broker.HorizonUnknown
 	if !opts.SkipCheck {
 		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
-		var m int
-		m, horizon, err = describePath(ctx, cl, lim, name, consumers.RetryTopic)
+		m, h, err := describePath(ctx, cl, lim, name, consumers.RetryTopic)
 		if err != nil {
-			cl.Close()
 			return nil, openFailure(err, auth)
 		}
-		maxMsg = min(maxMsg, m)
+		maxMsg, horizon = min(maxMsg, m), h
 	}
 	return &topic{cl: cl, name: name, caps: capsFor(consumers, maxMsg, horizon), maxMsg: maxMsg, auth: auth}, nil
 }
@@ -296,6 +340,8 @@ func (t *topic) ErrorAs(err error, i any) bool { return errorAs(err, i) }
 
 // Close closes the topic's client.
 func (t *topic) Close() error {
-	t.cl.Close()
+	if !t.borrowed {
+		t.cl.Close()
+	}
 	return nil
 }

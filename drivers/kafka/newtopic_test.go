@@ -1,0 +1,84 @@
+package kafka_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/kafka"
+)
+
+// TestNewTopicOnTheProgramsClient: a topic on a client the program runs
+// publishes through it, leaves it open when closed, and refuses a client
+// that could lose or duplicate records, as OpenTopic does.
+func TestNewTopicOnTheProgramsClient(t *testing.T) {
+	e := newTestEnv(t)
+	name := e.createTopic(t, 2, "borrowed")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := e.producer(t)
+	pub, err := kafka.NewTopic(cl, name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []*broker.Message
+	for i := range 3 {
+		msgs = append(msgs, &broker.Message{ID: fmt.Sprint("m", i), Key: fmt.Sprint("k", i), Body: []byte("x")})
+	}
+	if err := pub.Publish(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	var got *kgo.Client
+	if !pub.As(&got) || got != cl {
+		t.Errorf("As(**kgo.Client) = %v, want the program's client", got)
+	}
+	if err := pub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: name, Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatalf("the program's client after the topic closed: %v", err)
+	}
+	sub, err := kafka.OpenSubscription(e.clientOpts(), name, uniqueName("g"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	seen := map[string]bool{}
+	for len(seen) < 3 {
+		ds, err := sub.Receive(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			seen[d.Message.ID] = true
+			if err := d.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, m := range msgs {
+		if !seen[m.ID] {
+			t.Errorf("%s not received (got %v)", m.ID, seen)
+		}
+	}
+
+	lossy, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lossy.Close()
+	if _, err := kafka.NewTopic(lossy, name, nil); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("NewTopic on a client with leader acks: %v, want ErrInvalid", err)
+	}
+	if _, err := kafka.NewTopic(cl, uniqueName("missing"), nil); !errors.Is(err, broker.ErrNotFound) {
+		t.Errorf("NewTopic of a missing topic: %v, want ErrNotFound", err)
+	}
+	if _, err := kafka.NewTopic(nil, name, nil); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("NewTopic without a client: %v, want ErrInvalid", err)
+	}
+}
