@@ -252,14 +252,11 @@ func (b *broadcast) fire() {
 // returns nil. It runs RelayOptions.Pipeline claim loops (one on a store
 // that claims by lease): each claims a batch, publishes it and marks it,
 // claims again at once while there is work, and otherwise waits for a
-// notification (a store that wakes relays, store.Waker), a Wake, or
-// PollInterval. A loop that
-// found nothing while another loop's large batch (at least half of
-// BatchSize rows) is in flight waits for that batch to be marked (at most
-// PollInterval), and claims again. It purges sent rows older than
-// Retention every PurgeInterval. Errors of the store or the broker are
-// logged and retried after PollInterval; Run returns early only if the
-// topic is closed.
+// notification (a store that wakes relays, store.Waker), a Wake, or at
+// most PollInterval (see pace for the whole policy). It purges sent rows
+// older than Retention every PurgeInterval. Errors of the store or the
+// broker are logged and retried after PollInterval; Run returns early only
+// if the topic is closed.
 func (r *Relay) Run(ctx context.Context) error {
 	st := r.Statement()
 	r.o.Logger.Log(ctx, st.Level(), "idem: relay started", slog.String("owner", r.o.Owner), slog.Any("guarantee", st))
@@ -298,8 +295,8 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // work is one of Run's claim loops: it claims a batch, publishes it and
-// marks it, again at once while there is work, and otherwise waits for a
-// Wake or PollInterval. The first loop also purges.
+// marks it, and claims again or waits as pace says. The first loop also
+// purges.
 func (r *Relay) work(ctx context.Context, purge bool) error {
 	nextPurge := r.o.Now()
 	for {
@@ -320,52 +317,23 @@ func (r *Relay) work(ctx context.Context, purge bool) error {
 		if err != nil {
 			r.noteErr("run", err)
 		}
-		if claimed > 0 && err == nil {
+		p := pace(r.o.PollInterval, claimed, err, r.aloft, func() time.Duration { return r.goIdle(ctx) })
+		if p.again {
 			continue
 		}
-		if landed := r.aloft(); landed != nil && err == nil {
-			// Another loop's large batch is in flight: the relay is
-			// behind, and this claim found nothing because that batch
-			// holds the heads (on few aggregates, all of them). Until it
-			// is marked, claims would find the same, each at the cost of a
-			// full one; then its loop claims again, and this one too.
-			// PollInterval bounds the wait, for a batch whose publish
-			// hangs. (Behind small batches the relay keeps up, and a claim
-			// that found nothing found nothing new: poll as usual.)
-			t := time.NewTimer(r.o.PollInterval)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-landed:
-			case <-woken:
-			case <-t.C:
-			}
-			t.Stop()
-			continue
+		if p.idle {
+			r.idle.Add(1)
 		}
-		wait := r.o.PollInterval
-		if err == nil {
-			// Every loop: another one may have cleared the relay's flag
-			// (busy) after this one last looked at it.
-			switch again := r.goIdle(ctx); {
-			case again == 0:
-			case again < 0:
-				continue // claim once more: rows committed before the flag
-			default:
-				wait = again
-			}
-		}
-		r.idle.Add(1)
-		t := time.NewTimer(wait)
+		t := time.NewTimer(p.wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
+		case <-p.landed:
 		case <-woken:
-			t.Stop()
 		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 
