@@ -130,7 +130,7 @@ func (s *subDriver) ReceiveBatch(ctx context.Context, maxMessages int) ([]*drive
 			s.b.mu.Unlock()
 			return nil, err
 		}
-		signal, next, done := s.q.wait(), s.q.nextDue(now), s.h.done
+		signal, next, done := s.q.wait(woken), s.q.nextDue(now), s.h.done
 		s.b.mu.Unlock()
 
 		var timer <-chan time.Time

@@ -239,13 +239,20 @@ func (q *queue) notify() {
 	}
 }
 
-// wait returns the channel a receiver waits on for notify.
-func (q *queue) wait() chan struct{} {
+// wait returns the channel a receiver waits on for notify. A receiver that
+// was woken and found nothing to take keeps its place at the front (first):
+// sent to the back, it could lose every turn to a receiver that comes back
+// quicker, and a consumer that joins a queue would never receive.
+func (q *queue) wait(first bool) chan struct{} {
 	if q.partitioned {
 		return q.signal
 	}
 	c := make(chan struct{})
-	q.waiters = append(q.waiters, c)
+	if first {
+		q.waiters = slices.Insert(q.waiters, 0, c)
+	} else {
+		q.waiters = append(q.waiters, c)
+	}
 	return c
 }
 

@@ -102,7 +102,7 @@ func TestNotifyWakesOne(t *testing.T) {
 		q := newQueue(b, "q", TopicConfig{Profile: c.profile, Partitions: 4}, false)
 		ws := make([]chan struct{}, 50)
 		for i := range ws {
-			ws[i] = q.wait()
+			ws[i] = q.wait(false)
 		}
 		q.notify()
 		if n := woken(ws); n != c.want {
@@ -140,5 +140,29 @@ func BenchmarkOneGroupManyConsumers(b *testing.B) {
 			}
 			b.ReportMetric(float64(futile)/float64(b.N*5000), "futile-wakes/msg")
 		})
+	}
+}
+
+// TestWokenReceiverKeepsItsPlace: a receiver woken to find nothing (the
+// one before it took the message) waits again at the front of the line, so
+// a receiver that comes straight back for more does not take every turn.
+// At the back, a consumer joining a busy queue never received (the soak's
+// rebalance 1→3 saw two of three consumers idle for a minute).
+func TestWokenReceiverKeepsItsPlace(t *testing.T) {
+	b := New(nil)
+	defer b.Close()
+	q := newQueue(b, "q", TopicConfig{Profile: Queue}, false)
+	busy, joined := q.wait(false), q.wait(false)
+	q.notify() // a message: busy's turn
+	<-busy
+	q.taken() // busy took it and passes the turn on
+	<-joined
+	busy = q.wait(false)  // busy is back for more before joined looks
+	joined = q.wait(true) // joined found nothing
+	q.notify()            // the next message
+	select {
+	case <-joined:
+	case <-busy:
+		t.Fatal("the receiver that had the last message has the next turn too; the one woken for nothing lost its place")
 	}
 }
