@@ -14,7 +14,7 @@ import (
 
 // stubTopic fails SendBatch with the queued errors, then succeeds.
 type stubTopic struct {
-	caps    driver.Capabilities
+	caps    driver.TopicCapabilities
 	errs    []error
 	infos   map[error]driver.ErrorInfo
 	batches [][]*driver.Message
@@ -29,11 +29,11 @@ func (s *stubTopic) SendBatch(_ context.Context, msgs []*driver.Message) error {
 	}
 	return nil
 }
-func (s *stubTopic) Capabilities() driver.Capabilities   { return s.caps }
-func (s *stubTopic) Classify(err error) driver.ErrorInfo { return s.infos[err] }
-func (s *stubTopic) As(any) bool                         { return false }
-func (s *stubTopic) ErrorAs(error, any) bool             { return false }
-func (s *stubTopic) Close() error                        { return nil }
+func (s *stubTopic) Capabilities() driver.TopicCapabilities { return s.caps }
+func (s *stubTopic) Classify(err error) driver.ErrorInfo    { return s.infos[err] }
+func (s *stubTopic) As(any) bool                            { return false }
+func (s *stubTopic) ErrorAs(error, any) bool                { return false }
+func (s *stubTopic) Close() error                           { return nil }
 
 var fastRetry = &TopicOptions{Retry: &RetryPolicy{Attempts: 3, Backoff: Backoff{Initial: time.Microsecond, Max: time.Microsecond}}}
 
@@ -77,7 +77,7 @@ func TestPublishDoesNotRetryPermanent(t *testing.T) {
 }
 
 func TestPublishSplitsBatches(t *testing.T) {
-	d := &stubTopic{caps: driver.Capabilities{MaxBatchSize: 10}}
+	d := &stubTopic{caps: driver.TopicCapabilities{MaxBatchSize: 10}}
 	msgs := make([]*Message, 25)
 	for i := range msgs {
 		msgs[i] = &Message{Key: "k"}
@@ -91,7 +91,7 @@ func TestPublishSplitsBatches(t *testing.T) {
 }
 
 func TestValidation(t *testing.T) {
-	d := &stubTopic{caps: driver.Capabilities{KeyRequired: true, OrderingKey: "MessageGroupId", MaxMessageSize: 10}}
+	d := &stubTopic{caps: driver.TopicCapabilities{KeyRequired: true, OrderingKey: "MessageGroupId", MaxMessageSize: 10}}
 	top := NewTopic(d, nil)
 	ctx := context.Background()
 	for name, tc := range map[string]struct {
@@ -242,7 +242,7 @@ func TestPublishRejectsReservedHeadersAndBadIDs(t *testing.T) {
 }
 
 func TestPublishRejectsHeadersOverTheirLimit(t *testing.T) {
-	st := &stubTopic{caps: driver.Capabilities{MaxHeaderSize: 100}}
+	st := &stubTopic{caps: driver.TopicCapabilities{MaxHeaderSize: 100}}
 	top := NewTopic(st, nil)
 	defer top.Close()
 	err := top.Publish(context.Background(), &Message{ID: "a", Headers: map[string]string{"h": strings.Repeat("v", 100)}})

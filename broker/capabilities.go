@@ -6,10 +6,18 @@ import (
 	"github.com/wary-go/wary/broker/driver"
 )
 
-// Capabilities is what a broker promises for a topic or subscription, as
-// data; see driver.Capabilities for each field. The conformance suite proves
-// every declared field against the live broker.
-type Capabilities = driver.Capabilities
+// TopicCapabilities is what a broker promises a publisher on a topic (keys,
+// dedup, sizes and batches), as data; see driver.TopicCapabilities for each
+// field. The conformance suite proves every declared field against the
+// live broker.
+type TopicCapabilities = driver.TopicCapabilities
+
+// SubscriptionCapabilities is what a broker promises a consumer of a
+// subscription (order as delivered, acks, the delivery count and limit,
+// dead letters, locks, nack delays, the redelivery horizon), as data; see
+// driver.SubscriptionCapabilities for each field. The conformance suite
+// proves every declared field against the live broker.
+type SubscriptionCapabilities = driver.SubscriptionCapabilities
 
 // Re-exported enumerations, so users need not import broker/driver.
 type (

@@ -23,7 +23,7 @@ type Delivery struct {
 	// Message is the message delivered.
 	Message *Message
 	// Attempt is the 1-based delivery count (see
-	// Capabilities.DeliveryCount for whether the broker counts exactly).
+	// SubscriptionCapabilities.DeliveryCount for whether the broker counts exactly).
 	Attempt int
 	// Redelivered reports whether the broker delivered the message before.
 	Redelivered bool
@@ -72,7 +72,7 @@ func (d *Delivery) Ack(ctx context.Context) error {
 }
 
 // Nack returns the delivery to the broker, to be delivered again no sooner
-// than delay from now. A delay above zero needs Capabilities.NackDelay;
+// than delay from now. A delay above zero needs SubscriptionCapabilities.NackDelay;
 // without it Nack returns an error matching ErrUnsupported and settles
 // nothing.
 func (d *Delivery) Nack(ctx context.Context, delay time.Duration) error {
@@ -87,7 +87,7 @@ func (d *Delivery) Nack(ctx context.Context, delay time.Duration) error {
 
 // DeadLetter moves the delivery to the dead-letter queue with reason, which
 // readers of that queue find in the header HeaderDeadLetterReason. It needs
-// Capabilities.DeadLetter; without it, it returns an error matching
+// SubscriptionCapabilities.DeadLetter; without it, it returns an error matching
 // ErrUnsupported and settles nothing.
 func (d *Delivery) DeadLetter(ctx context.Context, reason string) error {
 	if d.sub != nil && !d.sub.caps.DeadLetter {
@@ -98,7 +98,7 @@ func (d *Delivery) DeadLetter(ctx context.Context, reason string) error {
 
 // ExtendLock keeps the delivery locked for dur from now, so that a slow
 // handler does not see it redelivered elsewhere. It needs
-// Capabilities.LockExtendable (else ErrUnsupported) and dur > 0 (else
+// SubscriptionCapabilities.LockExtendable (else ErrUnsupported) and dur > 0 (else
 // ErrInvalid). Extending a settled delivery returns an error matching
 // ErrLockLost.
 func (d *Delivery) ExtendLock(ctx context.Context, dur time.Duration) error {

@@ -12,12 +12,17 @@
 //
 // # Capabilities
 //
-// Every topic and subscription reports Capabilities: the broker's promise as
-// data, not as behaviour to discover. Ordering scope and key, head-of-line
-// blocking, dedup window and scope, ack model, delivery count and limit,
-// dead-lettering, lock timeout and extension, delayed nacks, redelivery
-// horizon, size and batch limits. The conformance suite proves each field
-// against the live broker. What the broker does not promise is the
+// Every topic and subscription reports its Capabilities: the broker's
+// promise as data, not as behaviour to discover, each half on the side that
+// owns it. A Topic's TopicCapabilities are what a publisher is promised:
+// the key and whether it is required, the dedup window and scope, size and
+// batch limits. A Subscription's SubscriptionCapabilities are what a
+// consumer is promised: the ordering scope and head-of-line blocking as
+// delivered, the ack model, the delivery count and limit, dead-lettering,
+// the lock timeout and its extension, delayed nacks, the redelivery
+// horizon. No topic declares a consumer's facts. The conformance suite
+// proves each field against the live broker, through the side that
+// declares it. What the broker does not promise is the
 // application's job, and package idem does it.
 //
 // A declaration is never a guess. Where a driver cannot learn a value, it
@@ -43,7 +48,7 @@
 // nacked, when its lock (visibility timeout, peek-lock) expires, when the
 // consumer holding it closes or crashes, and, with cumulative acks (Kafka),
 // when any earlier message of its partition was not acked before a crash.
-// Delivery.Attempt counts deliveries where Capabilities.DeliveryCount says
+// Delivery.Attempt counts deliveries where SubscriptionCapabilities.DeliveryCount says
 // the broker counts them. A consumer must therefore be idempotent: see
 // package idem, which records each message ID in the same transaction as
 // the consumer's effect.

@@ -20,7 +20,7 @@ func FuzzPublishValidation(f *testing.F) {
 	f.Add("", "\xff", "WARY-x", "\xfe", []byte(nil), true)
 	f.Add("ok", "k", "wary-aggregate-id", "order-1", []byte("b"), true)
 	f.Fuzz(func(t *testing.T, id, key, hname, hval string, body []byte, keyRequired bool) {
-		caps := driver.Capabilities{KeyRequired: keyRequired, MaxMessageSize: 4096}
+		caps := driver.TopicCapabilities{KeyRequired: keyRequired, MaxMessageSize: 4096}
 		st := &stubTopic{caps: caps}
 		top := NewTopic(st, nil)
 		defer top.Close()

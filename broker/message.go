@@ -109,7 +109,7 @@ func ReservedHeader(name string) bool {
 }
 
 // size is the message's size as the portable layer counts it against
-// Capabilities.MaxMessageSize: body, ID, key, and header names and values.
+// TopicCapabilities.MaxMessageSize: body, ID, key, and header names and values.
 func (m *Message) size() int {
 	n := len(m.Body) + len(m.ID) + len(m.Key)
 	for k, v := range m.Headers {
@@ -125,7 +125,7 @@ func NewID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func validate(caps driver.Capabilities, m *Message) error {
+func validate(caps driver.TopicCapabilities, m *Message) error {
 	if m == nil {
 		return invalidf("publish", "nil message")
 	}

@@ -40,7 +40,7 @@ func TestPublishSaysWhichMessagesWereSent(t *testing.T) {
 	for i := 4; i < 10; i++ {
 		errs[i] = driver.ErrNotAttempted
 	}
-	d := &stubTopic{caps: driver.Capabilities{MaxBatchSize: 10}, infos: infos,
+	d := &stubTopic{caps: driver.TopicCapabilities{MaxBatchSize: 10}, infos: infos,
 		errs: []error{nil, &driver.BatchError{Errs: errs}}}
 	err := NewTopic(d, fastRetry).Publish(context.Background(), msgs()...)
 	var be *Error
@@ -71,7 +71,7 @@ func TestPublishSaysWhichMessagesWereSent(t *testing.T) {
 
 	// The driver does not tell them apart: the batch's error is each of
 	// its messages' error.
-	d = &stubTopic{caps: driver.Capabilities{MaxBatchSize: 10}, infos: infos, errs: []error{nil, transient, transient, transient}}
+	d = &stubTopic{caps: driver.TopicCapabilities{MaxBatchSize: 10}, infos: infos, errs: []error{nil, transient, transient, transient}}
 	err = NewTopic(d, fastRetry).Publish(context.Background(), msgs()...)
 	if !errors.As(err, &be) || len(be.Messages) != 25 || errors.Is(err, ErrNotSent) || !errors.Is(err, ErrRetryable) {
 		t.Fatalf("second batch failed: %v", err)
@@ -86,7 +86,7 @@ func TestPublishSaysWhichMessagesWereSent(t *testing.T) {
 	}
 
 	// The first batch fails: nothing was sent, and the error says so.
-	d = &stubTopic{caps: driver.Capabilities{MaxBatchSize: 10}, infos: infos, errs: []error{tooBig}}
+	d = &stubTopic{caps: driver.TopicCapabilities{MaxBatchSize: 10}, infos: infos, errs: []error{tooBig}}
 	err = NewTopic(d, fastRetry).Publish(context.Background(), msgs()...)
 	if !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrTooLarge) || !errors.As(err, &be) || len(be.Messages) != 25 {
 		t.Fatalf("first batch refused: %v", err)

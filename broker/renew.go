@@ -10,7 +10,7 @@ import (
 const DefaultMaxLockRenewal = time.Hour
 
 // renewLocks keeps the locks of ds while their handler runs, on brokers
-// whose locks expire and can be extended (Capabilities.LockExtendable with
+// whose locks expire and can be extended (SubscriptionCapabilities.LockExtendable with
 // a LockTimeout): every half lock timeout it extends each unsettled
 // delivery by the lock timeout, until stop is called or MaxLockRenewal has
 // passed (a handler stuck past it lets the broker redeliver). stop waits

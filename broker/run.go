@@ -39,11 +39,11 @@ type RunOptions struct {
 	// tells a driver that implements driver.Prefetcher to hold this many.
 	MaxOutstanding int
 	// Backoff gives the nack delay after a handler error, by attempt, on
-	// brokers with Capabilities.NackDelay (default 100ms doubling to 30s).
+	// brokers with SubscriptionCapabilities.NackDelay (default 100ms doubling to 30s).
 	Backoff Backoff
 	// MaxLockRenewal bounds how long the loop keeps renewing the locks of
 	// deliveries whose handler is still running, on brokers whose locks
-	// expire and can be extended (Capabilities.LockExtendable): every half
+	// expire and can be extended (SubscriptionCapabilities.LockExtendable): every half
 	// LockTimeout it extends them by LockTimeout. Default
 	// DefaultMaxLockRenewal; negative turns renewal off. A handler that
 	// runs longer loses its lock, and the broker delivers the message again.

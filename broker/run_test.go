@@ -72,7 +72,9 @@ func (s *stubSub) SendDeadLetters(context.Context, []driver.AckID, string) error
 func (s *stubSub) ExtendLocks(context.Context, []driver.AckID, time.Duration) error {
 	return nil
 }
-func (s *stubSub) Capabilities() driver.Capabilities { return driver.Capabilities{} }
+func (s *stubSub) Capabilities() driver.SubscriptionCapabilities {
+	return driver.SubscriptionCapabilities{}
+}
 func (s *stubSub) Classify(err error) driver.ErrorInfo {
 	if errors.Is(err, errTransient) {
 		return driver.ErrorInfo{Code: driver.Unavailable}
@@ -264,8 +266,8 @@ type lockSub struct {
 	extended chan time.Duration
 }
 
-func (s *lockSub) Capabilities() driver.Capabilities {
-	return driver.Capabilities{LockTimeout: 20 * time.Millisecond, LockExtendable: true}
+func (s *lockSub) Capabilities() driver.SubscriptionCapabilities {
+	return driver.SubscriptionCapabilities{LockTimeout: 20 * time.Millisecond, LockExtendable: true}
 }
 
 func (s *lockSub) ExtendLocks(_ context.Context, _ []driver.AckID, d time.Duration) error {

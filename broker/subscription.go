@@ -30,7 +30,7 @@ type SubscriptionOptions struct {
 // for concurrent use.
 type Subscription struct {
 	d      driver.Subscription
-	caps   driver.Capabilities
+	caps   driver.SubscriptionCapabilities
 	logger *slog.Logger
 	tel    *tel
 
@@ -60,7 +60,7 @@ func NewSubscription(d driver.Subscription, opts *SubscriptionOptions) *Subscrip
 }
 
 // Capabilities returns what the broker promises for this subscription.
-func (s *Subscription) Capabilities() Capabilities { return s.caps }
+func (s *Subscription) Capabilities() SubscriptionCapabilities { return s.caps }
 
 var errSubClosed = errors.New("subscription is closed")
 

@@ -41,7 +41,7 @@ var defaultPublishRetry = RetryPolicy{Attempts: 3, Backoff: Backoff{Initial: 100
 // a URL. A Topic is safe for concurrent use.
 type Topic struct {
 	d      driver.Topic
-	caps   driver.Capabilities
+	caps   driver.TopicCapabilities
 	retry  RetryPolicy
 	logger *slog.Logger
 	tel    *tel
@@ -73,14 +73,14 @@ func NewTopic(d driver.Topic, opts *TopicOptions) *Topic {
 }
 
 // Capabilities returns what the broker promises for this topic.
-func (t *Topic) Capabilities() Capabilities { return t.caps }
+func (t *Topic) Capabilities() TopicCapabilities { return t.caps }
 
 // Publish sends msgs and returns when the broker has durably accepted every
 // one of them, or with an error.
 //
 // Messages are validated first (ordering key present where the broker
 // requires one, header values valid UTF-8, size within
-// Capabilities.MaxMessageSize); if any is invalid, nothing is sent and the
+// TopicCapabilities.MaxMessageSize); if any is invalid, nothing is sent and the
 // error matches ErrInvalid or ErrTooLarge, and ErrNotSent. An empty ID is
 // filled with NewID() before anything is sent.
 //

@@ -8,7 +8,11 @@
 //		conformance.Run(t, conformance.Harness{Name: "mydriver", Setup: setup})
 //	}
 //
-// Run reads the driver's Capabilities and runs every scenario as a subtest.
+// Run reads the driver's capabilities, each half from the side that
+// declares it (TopicCapabilities from the fixture's topic,
+// SubscriptionCapabilities from a subscription; every later fixture and
+// subscription must declare the same), and runs every scenario as a
+// subtest.
 // A scenario whose capability is declared must pass; one whose capability is
 // not declared is reported by name as "not applicable" with the reason, and
 // where the absence itself is observable (no dedup window: a repeated ID is
@@ -23,7 +27,7 @@
 // only where Harness.FixedWaits says why the broker cannot be configured
 // shorter is it reported as not applicable instead.
 //
-// Every field of Capabilities is proven by a scenario named after what it
+// Every field of both halves is proven by a scenario named after what it
 // checks:
 //
 //   - Ordering: order-within-scope, per-key-serial-handler (OrderingKey

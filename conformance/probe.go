@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/wary-go/wary/broker"
 )
 
 // Outcome is what one scenario of a Probe found.
@@ -49,14 +47,14 @@ type Reporter interface {
 // the harness's fixture declares, and an error only when those cannot be
 // read or a name is unknown. Unlike Run, it does not check for leaked
 // goroutines, and ctx bounds the whole probe.
-func Probe(ctx context.Context, h Harness, r Reporter, names ...string) (broker.Capabilities, []Result, error) {
+func Probe(ctx context.Context, h Harness, r Reporter, names ...string) (Capabilities, []Result, error) {
 	for _, n := range names {
 		if !slices.Contains(Scenarios(), n) {
-			return broker.Capabilities{}, nil, fmt.Errorf("conformance: no scenario %q (scenarios: %s)", n, strings.Join(Scenarios(), ", "))
+			return Capabilities{}, nil, fmt.Errorf("conformance: no scenario %q (scenarios: %s)", n, strings.Join(Scenarios(), ", "))
 		}
 	}
 	h.defaults()
-	var caps broker.Capabilities
+	var caps Capabilities
 	pt := runProbe(ctx, "capabilities", func(t T) { caps = probeCaps(t, &h) })
 	if pt.failed {
 		return caps, nil, fmt.Errorf("conformance: cannot read the capabilities: %s", pt.log())

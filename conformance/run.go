@@ -17,12 +17,12 @@ import (
 // the capabilities, or the reason it does not.
 type scenario struct {
 	name string
-	need func(c broker.Capabilities, h *Harness) string
+	need func(c Capabilities, h *Harness) string
 	run  func(t T, e *env)
 }
 
 // always applies.
-func always(broker.Capabilities, *Harness) string { return "" }
+func always(Capabilities, *Harness) string { return "" }
 
 var scenarios []scenario
 
@@ -54,7 +54,7 @@ func Run[P interface {
 	t.Helper()
 	h.defaults()
 	before := goleak.IgnoreCurrent()
-	var caps broker.Capabilities
+	var caps Capabilities
 	// A subtest of its own, so that what the harness registers for cleanup
 	// is released before the leak check.
 	probed := false
@@ -103,7 +103,23 @@ func (c *cleanupNow) run() {
 	}
 }
 
-func probeCaps(t T, h *Harness) broker.Capabilities {
+// Capabilities are the two halves of a fixture's promise, each read from
+// the side that owns it: the topic's (publish) and the subscription's
+// (delivery). Scenarios check each field against the live broker through
+// the side that declares it.
+type Capabilities struct {
+	broker.TopicCapabilities
+	broker.SubscriptionCapabilities
+}
+
+// String renders both halves on one line.
+func (c Capabilities) String() string {
+	return "topic: " + c.TopicCapabilities.String() + "; subscription: " + c.SubscriptionCapabilities.String()
+}
+
+// probeCaps reads the topic's half from a fixture's topic and the
+// subscription's half from a subscription opened on it.
+func probeCaps(t T, h *Harness) Capabilities {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	f, err := h.Setup(ctx, t, defaultConfig)
@@ -111,16 +127,12 @@ func probeCaps(t T, h *Harness) broker.Capabilities {
 		t.Fatalf("harness setup: %v", err)
 	}
 	defer f.Topic.Close()
-	caps := f.Topic.Capabilities()
 	sub, err := f.Subscribe(ctx)
 	if err != nil {
 		t.Fatalf("harness subscribe: %v", err)
 	}
 	defer sub.Close()
-	if sc := sub.Capabilities(); sc != caps {
-		t.Fatalf("topic and subscription declare different capabilities:\n topic: %s\n   sub: %s", caps, sc)
-	}
-	return caps
+	return Capabilities{f.Topic.Capabilities(), sub.Capabilities()}
 }
 
 // defaults fills in the harness fields left zero.
@@ -150,7 +162,7 @@ func sleep(ctx context.Context, d time.Duration) {
 // env is one scenario's view of the harness.
 type env struct {
 	h    *Harness
-	caps broker.Capabilities
+	caps Capabilities
 	n    atomic.Int64
 }
 
@@ -165,13 +177,14 @@ func (e *env) setup(t T) (context.Context, *Fixture) {
 		t.Fatalf("setup: %v", err)
 	}
 	t.Cleanup(func() { _ = f.Topic.Close() })
-	if c := f.Topic.Capabilities(); c != e.caps {
-		t.Fatalf("fixture declares other capabilities than the first: %s", c)
+	if c := f.Topic.Capabilities(); c != e.caps.TopicCapabilities {
+		t.Fatalf("fixture's topic declares other capabilities than the first: %s", c)
 	}
 	return ctx, f
 }
 
-// sub opens one more consumer and closes it at cleanup.
+// sub opens one more consumer, checks it declares the probed delivery
+// half, and closes it at cleanup.
 func (e *env) sub(ctx context.Context, t T, f *Fixture) *broker.Subscription {
 	t.Helper()
 	s, err := f.Subscribe(ctx)
@@ -179,6 +192,9 @@ func (e *env) sub(ctx context.Context, t T, f *Fixture) *broker.Subscription {
 		t.Fatalf("subscribe: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
+	if c := s.Capabilities(); c != e.caps.SubscriptionCapabilities {
+		t.Fatalf("fixture's subscription declares other capabilities than the first: %s", c)
+	}
 	return s
 }
 
@@ -342,9 +358,9 @@ func needWait(d time.Duration, h *Harness, what string) string {
 
 // lockWait is how long a scenario waits for a lock to expire: half as long
 // again as the declared lock timeout (0: no lock timeout, no wait).
-func lockWait(c broker.Capabilities) time.Duration { return c.LockTimeout + c.LockTimeout/2 }
+func lockWait(c Capabilities) time.Duration { return c.LockTimeout + c.LockTimeout/2 }
 
 // needLockWait is needWait for scenarios that let a lock expire.
-func needLockWait(c broker.Capabilities, h *Harness) string {
+func needLockWait(c Capabilities, h *Harness) string {
 	return needWait(lockWait(c), h, "one and a half lock timeouts")
 }

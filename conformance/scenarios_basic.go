@@ -17,7 +17,7 @@ func init() {
 		scenario{"ack", needLockWait, ackScenario},
 		scenario{"ack-all", needLockWait, ackAllScenario},
 		scenario{"nack-redelivers", always, nackRedelivers},
-		scenario{"delivery-count", func(c broker.Capabilities, _ *Harness) string {
+		scenario{"delivery-count", func(c Capabilities, _ *Harness) string {
 			if !c.DeliveryCount {
 				return "the driver does not declare DeliveryCount"
 			}
@@ -26,7 +26,7 @@ func init() {
 		scenario{"double-settle-is-noop", always, doubleSettle},
 		scenario{"key-required", always, keyRequired},
 		scenario{"invalid-header-rejected", always, invalidHeader},
-		scenario{"oversized-rejected", func(c broker.Capabilities, _ *Harness) string {
+		scenario{"oversized-rejected", func(c Capabilities, _ *Harness) string {
 			if c.MaxMessageSize <= 0 {
 				return "the driver declares no MaxMessageSize"
 			}

@@ -17,7 +17,7 @@ import (
 
 func init() {
 	register(
-		scenario{"redelivery-horizon", func(_ broker.Capabilities, h *Harness) string {
+		scenario{"redelivery-horizon", func(_ Capabilities, h *Harness) string {
 			if h.HorizonNotKnown != "" {
 				return "the harness cannot state the horizon its broker applies: " + h.HorizonNotKnown
 			}
@@ -25,7 +25,7 @@ func init() {
 		}, redeliveryHorizon},
 		scenario{"max-batch-size-split", always, batchSplit},
 		scenario{"dedup-scope", always, dedupScope},
-		scenario{"delivery-count-across-restarts", func(c broker.Capabilities, h *Harness) string {
+		scenario{"delivery-count-across-restarts", func(c Capabilities, h *Harness) string {
 			if c.DeliveryLimitMode == broker.LimitNone && c.DeliveryLimit == 0 {
 				return "the driver declares no delivery limit, so no DeliveryLimitMode"
 			}
@@ -37,8 +37,8 @@ func init() {
 	)
 }
 
-// redeliveryHorizon (RedeliveryHorizon): the topic and a subscription
-// declare the horizon the harness configured on its broker: a retention
+// redeliveryHorizon (RedeliveryHorizon): a subscription declares the
+// horizon the harness configured on its broker: a retention
 // it set, unbounded where the broker keeps messages until they are
 // settled, unknown only where the harness says the driver cannot read it.
 // An inbox sizes its retention from this value, so a horizon shorter than
@@ -46,15 +46,9 @@ func init() {
 func redeliveryHorizon(t T, e *env) {
 	ctx, f := e.setup(t)
 	s := e.sub(ctx, t, f)
-	want := e.h.RedeliveryHorizon
-	for _, x := range []struct {
-		what string
-		got  time.Duration
-	}{{"topic", f.Topic.Capabilities().RedeliveryHorizon}, {"subscription", s.Capabilities().RedeliveryHorizon}} {
-		if x.got != want {
-			t.Errorf("the %s declares RedeliveryHorizon %s, but the broker is configured for %s (Harness.RedeliveryHorizon)",
-				x.what, broker.HorizonString(x.got), broker.HorizonString(want))
-		}
+	if got, want := s.Capabilities().RedeliveryHorizon, e.h.RedeliveryHorizon; got != want {
+		t.Errorf("the subscription declares RedeliveryHorizon %s, but the broker is configured for %s (Harness.RedeliveryHorizon)",
+			broker.HorizonString(got), broker.HorizonString(want))
 	}
 }
 

@@ -10,13 +10,13 @@ import (
 
 func init() {
 	register(
-		scenario{"missing-topic-not-found", func(_ broker.Capabilities, h *Harness) string {
+		scenario{"missing-topic-not-found", func(_ Capabilities, h *Harness) string {
 			if h.OpenMissingTopic == nil {
 				return "the harness cannot open a missing topic"
 			}
 			return ""
 		}, missingTopic},
-		scenario{"missing-subscription-not-found", func(_ broker.Capabilities, h *Harness) string {
+		scenario{"missing-subscription-not-found", func(_ Capabilities, h *Harness) string {
 			if h.OpenMissingSubscription == nil {
 				return "the harness cannot open a missing subscription"
 			}

@@ -11,61 +11,61 @@ import (
 
 func init() {
 	register(
-		scenario{"lock-expiry-redelivers", func(c broker.Capabilities, h *Harness) string {
+		scenario{"lock-expiry-redelivers", func(c Capabilities, h *Harness) string {
 			if c.LockTimeout <= 0 {
 				return "the driver declares no LockTimeout (deliveries are held until settled or the consumer goes away)"
 			}
 			return needLockWait(c, h)
 		}, lockExpiry},
-		scenario{"ack-all-with-expired-lock", func(c broker.Capabilities, h *Harness) string {
+		scenario{"ack-all-with-expired-lock", func(c Capabilities, h *Harness) string {
 			if c.LockTimeout <= 0 {
 				return "the driver declares no LockTimeout"
 			}
 			return needLockWait(c, h)
 		}, ackAllExpired},
-		scenario{"held-without-lock-timeout", func(c broker.Capabilities, _ *Harness) string {
+		scenario{"held-without-lock-timeout", func(c Capabilities, _ *Harness) string {
 			if c.LockTimeout > 0 {
 				return "the driver declares a LockTimeout; lock-expiry-redelivers checks it"
 			}
 			return ""
 		}, heldWithoutLock},
-		scenario{"lock-extension", func(c broker.Capabilities, h *Harness) string {
+		scenario{"lock-extension", func(c Capabilities, h *Harness) string {
 			if !c.LockExtendable || c.LockTimeout <= 0 {
 				return "the driver does not declare LockExtendable; the scenario checks ExtendLock fails with ErrUnsupported instead"
 			}
 			return needLockWait(c, h)
 		}, lockExtension},
-		scenario{"lock-extension-unsupported", func(c broker.Capabilities, _ *Harness) string {
+		scenario{"lock-extension-unsupported", func(c Capabilities, _ *Harness) string {
 			if c.LockExtendable {
 				return "the driver declares LockExtendable"
 			}
 			return ""
 		}, lockExtensionUnsupported},
-		scenario{"nack-delay", func(c broker.Capabilities, h *Harness) string {
+		scenario{"nack-delay", func(c Capabilities, h *Harness) string {
 			if !c.NackDelay {
 				return "the driver does not declare NackDelay"
 			}
 			return needWait(nackDelay(h), h, "the nack delay")
 		}, nackWithDelay},
-		scenario{"nack-delay-unsupported", func(c broker.Capabilities, _ *Harness) string {
+		scenario{"nack-delay-unsupported", func(c Capabilities, _ *Harness) string {
 			if c.NackDelay {
 				return "the driver declares NackDelay"
 			}
 			return ""
 		}, nackDelayUnsupported},
-		scenario{"delivery-limit-dead-letters", func(c broker.Capabilities, _ *Harness) string {
+		scenario{"delivery-limit-dead-letters", func(c Capabilities, _ *Harness) string {
 			if c.DeliveryLimit <= 0 {
 				return "the driver declares no DeliveryLimit"
 			}
 			return ""
 		}, deliveryLimit},
-		scenario{"dead-letter-with-reason", func(c broker.Capabilities, _ *Harness) string {
+		scenario{"dead-letter-with-reason", func(c Capabilities, _ *Harness) string {
 			if !c.DeadLetter {
 				return "the driver does not declare DeadLetter; the scenario checks DeadLetter fails with ErrUnsupported instead"
 			}
 			return ""
 		}, deadLetter},
-		scenario{"dead-letter-unsupported", func(c broker.Capabilities, _ *Harness) string {
+		scenario{"dead-letter-unsupported", func(c Capabilities, _ *Harness) string {
 			if c.DeadLetter {
 				return "the driver declares DeadLetter"
 			}

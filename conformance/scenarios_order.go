@@ -12,13 +12,13 @@ import (
 
 func init() {
 	register(
-		scenario{"order-within-scope", func(c broker.Capabilities, _ *Harness) string {
+		scenario{"order-within-scope", func(c Capabilities, _ *Harness) string {
 			if c.Ordering == broker.OrderNone {
 				return "the driver declares no ordering scope"
 			}
 			return ""
 		}, orderWithinScope},
-		scenario{"head-of-line", func(c broker.Capabilities, _ *Harness) string {
+		scenario{"head-of-line", func(c Capabilities, _ *Harness) string {
 			if !c.HeadOfLine {
 				return "the driver does not declare HeadOfLine"
 			}
@@ -26,7 +26,7 @@ func init() {
 		}, headOfLine},
 		scenario{"per-key-serial-handler", always, perKeySerial},
 		scenario{"dedup-within-window", always, dedupWithin},
-		scenario{"dedup-expires-after-window", func(c broker.Capabilities, h *Harness) string {
+		scenario{"dedup-expires-after-window", func(c Capabilities, h *Harness) string {
 			if c.DedupWindow <= 0 {
 				return "the driver declares no dedup window"
 			}
@@ -278,7 +278,7 @@ func dedupWithin(t T, e *env) {
 	ackAll(ctx, t, d2)
 }
 
-func dedupWait(c broker.Capabilities) time.Duration { return c.DedupWindow + c.DedupWindow/2 }
+func dedupWait(c Capabilities) time.Duration { return c.DedupWindow + c.DedupWindow/2 }
 
 // dedupAfter: after the window has passed, the same ID is delivered again.
 func dedupAfter(t T, e *env) {

@@ -52,7 +52,7 @@
 //     Stats.AckFailures.
 //   - Retention covering the redelivery horizon: claims are purged after
 //     Options.Retention, and a copy arriving after that would run again.
-//     NewInbox reads the subscription's Capabilities.RedeliveryHorizon:
+//     NewInbox reads the subscription's SubscriptionCapabilities.RedeliveryHorizon:
 //     a finite horizon is the default retention, and a shorter one is
 //     refused; an unbounded horizon (broker.HorizonUnbounded: the broker
 //     may redeliver at any time) keeps claims for ever, and a finite

@@ -29,7 +29,7 @@ type Handler[Tx any] func(ctx context.Context, tx Tx, d *broker.Delivery) error
 type Options struct {
 	// Retention is how long inbox records are kept; Purge deletes older
 	// ones. It must cover the subscription's redelivery horizon
-	// (Capabilities.RedeliveryHorizon), or a redelivered copy would find
+	// (SubscriptionCapabilities.RedeliveryHorizon), or a redelivered copy would find
 	// no record and run again:
 	//
 	//   - finite horizon: default the horizon; a shorter Retention is
@@ -50,14 +50,14 @@ type Options struct {
 	AllowShortRetention bool
 	// Backoff gives the retry delay after a failed attempt, by attempt
 	// number (default: 100ms doubling to 30s). On brokers with
-	// Capabilities.NackDelay the delivery is nacked with that delay;
+	// SubscriptionCapabilities.NackDelay the delivery is nacked with that delay;
 	// otherwise the inbox waits it out itself (at most half the lock
 	// timeout, and never past ctx) and nacks without delay.
 	Backoff broker.Backoff
 	// MaxAttempts is how many attempts a handler returning a *ParkError
 	// (a gap) gets before the message is parked (default 5). Each retry
 	// is a nack, so a broker delivery: keep MaxAttempts at or below the
-	// broker's delivery limit (Capabilities.DeliveryLimit), or the broker
+	// broker's delivery limit (SubscriptionCapabilities.DeliveryLimit), or the broker
 	// dead-letters a waiting event before the inbox parks it (the
 	// statement, Inbox.Statement, flags it).
 	MaxAttempts int
@@ -132,7 +132,7 @@ var ErrInvalidID = errors.New("idem: invalid message ID")
 type Inbox[Tx any] struct {
 	store    store.Store[Tx]
 	consumer string
-	caps     broker.Capabilities
+	caps     broker.SubscriptionCapabilities
 	o        Options
 	stats    stats
 	// nextPurge is when the lazy purge is due (Unix nanoseconds); purging
@@ -149,7 +149,7 @@ type Inbox[Tx any] struct {
 // capabilities of the subscription the deliveries come from
 // (sub.Capabilities()): the redelivery horizon bounds the retention, and
 // NackDelay and DeadLetter decide how failures are settled.
-func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Capabilities, opts *Options) (*Inbox[Tx], error) {
+func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.SubscriptionCapabilities, opts *Options) (*Inbox[Tx], error) {
 	st, err := check.Driver(p)
 	if err != nil {
 		return nil, err
@@ -201,7 +201,7 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Capabil
 // and handlers give (version checks once Versioned or VersionedBatch built
 // a handler of it).
 func (in *Inbox[Tx]) Statement() guarantee.Statement {
-	p := guarantee.Pipeline{Caps: in.caps, Inbox: &guarantee.Inbox{Consumer: in.consumer, Retention: in.o.Retention,
+	p := guarantee.Pipeline{Subscription: &in.caps, Inbox: &guarantee.Inbox{Consumer: in.consumer, Retention: in.o.Retention,
 		MaxAttempts: in.o.MaxAttempts, Versioned: in.versioned.Load()}}
 	return guarantee.Explain(p).Stages("transport", "consumption")
 }

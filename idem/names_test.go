@@ -71,7 +71,7 @@ func TestParseEvent(t *testing.T) {
 
 func TestNewInboxRetention(t *testing.T) {
 	var st store.Provider[int] = nilStore{}
-	caps := broker.Capabilities{RedeliveryHorizon: 7 * 24 * time.Hour}
+	caps := broker.SubscriptionCapabilities{RedeliveryHorizon: 7 * 24 * time.Hour}
 	if _, err := idem.NewInbox(st, "c", caps, &idem.Options{Retention: time.Hour}); !errors.Is(err, idem.ErrRetention) {
 		t.Errorf("short retention: %v", err)
 	} else if !strings.Contains(err.Error(), "AllowShortRetention") {
@@ -86,7 +86,7 @@ func TestNewInboxRetention(t *testing.T) {
 	}
 
 	// Unknown horizon: no default, an explicit retention is required.
-	unknown := broker.Capabilities{RedeliveryHorizon: broker.HorizonUnknown}
+	unknown := broker.SubscriptionCapabilities{RedeliveryHorizon: broker.HorizonUnknown}
 	if _, err = idem.NewInbox(st, "c", unknown, nil); !errors.Is(err, idem.ErrRetention) {
 		t.Errorf("unknown horizon without retention: %v, want ErrRetention", err)
 	} else if !strings.Contains(err.Error(), "unknown") || !strings.Contains(err.Error(), "Options.Retention") {
@@ -98,7 +98,7 @@ func TestNewInboxRetention(t *testing.T) {
 
 	// Unbounded horizon: default keeps for ever; a finite retention only
 	// with the override.
-	unbounded := broker.Capabilities{RedeliveryHorizon: broker.HorizonUnbounded}
+	unbounded := broker.SubscriptionCapabilities{RedeliveryHorizon: broker.HorizonUnbounded}
 	if in, err = idem.NewInbox(st, "c", unbounded, nil); err != nil || in.Retention() != broker.HorizonUnbounded {
 		t.Errorf("unbounded horizon default: %v, %v", in, err)
 	}

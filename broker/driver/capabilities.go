@@ -127,26 +127,71 @@ func (m LimitMode) String() string {
 	return "none"
 }
 
-// Capabilities is what a broker promises, as data. The conformance suite
-// checks every field against the live broker.
-type Capabilities struct {
-	// Ordering is the scope inside which publish order is delivery order.
-	Ordering OrderingScope
+// TopicCapabilities is what a broker promises to a publisher, as data:
+// the publish half of its promise. What a consumer is promised is the
+// subscription's half, SubscriptionCapabilities, declared by the side that
+// owns it. The conformance suite checks every field against the live
+// broker.
+type TopicCapabilities struct {
 	// OrderingKey names the broker field that Message.Key maps to (for the
 	// docs and error messages), e.g. "MessageGroupId".
 	OrderingKey string
 	// KeyRequired: publishing a message without a Key is an error
 	// (broker.ErrInvalid), detected before anything is sent.
 	KeyRequired bool
-	// HeadOfLine: while a message of a scope is delivered and unsettled, no
-	// later message of the same scope is delivered to any consumer.
-	HeadOfLine bool
 
 	// DedupWindow is how long after a publish the broker silently drops
 	// another publish with the same Message.ID (0: no broker dedup).
 	DedupWindow time.Duration
 	// DedupScope is where an ID must be unique for the window to apply.
 	DedupScope DedupScope
+
+	// MaxMessageSize is the largest message, in bytes, counting body, ID,
+	// key and header names and values (0: no limit known).
+	MaxMessageSize int
+	// MaxHeaderSize is the most bytes a message's headers may take,
+	// counting names and values (0: no separate limit). Some brokers hold
+	// headers in a frame of their own (AMQP 0-9-1's content header, bounded
+	// by the connection's frame_max): a larger header block fails the whole
+	// connection, not one message. The portable layer rejects a message over
+	// it before sending (ErrTooLarge); the driver, which knows the encoding
+	// overhead, checks the encoded size too and reports an excess as
+	// TooLarge without sending anything.
+	MaxHeaderSize int
+	// MaxBatchSize is the largest batch SendBatch accepts (0: no limit).
+	MaxBatchSize int
+}
+
+// String renders the capabilities on one line, for logs and docs.
+func (c TopicCapabilities) String() string {
+	var b strings.Builder
+	if c.OrderingKey != "" {
+		fmt.Fprintf(&b, "key=%s ", c.OrderingKey)
+	}
+	if c.KeyRequired {
+		b.WriteString("key-required ")
+	}
+	fmt.Fprintf(&b, "dedup=%s/%s max-size=%d", c.DedupWindow, c.DedupScope, c.MaxMessageSize)
+	if c.MaxHeaderSize > 0 {
+		fmt.Fprintf(&b, " max-header-size=%d", c.MaxHeaderSize)
+	}
+	if c.MaxBatchSize > 0 {
+		fmt.Fprintf(&b, " max-batch=%d", c.MaxBatchSize)
+	}
+	return b.String()
+}
+
+// SubscriptionCapabilities is what a broker promises to a consumer, as
+// data: the delivery half of its promise (order as delivered, what an ack
+// covers, the delivery count and limit, dead letters, locks, nack delays,
+// how long copies keep coming). The conformance suite checks every field
+// against the live broker.
+type SubscriptionCapabilities struct {
+	// Ordering is the scope inside which publish order is delivery order.
+	Ordering OrderingScope
+	// HeadOfLine: while a message of a scope is delivered and unsettled, no
+	// later message of the same scope is delivered to any consumer.
+	HeadOfLine bool
 
 	// AckModel is what an ack covers.
 	AckModel AckModel
@@ -179,42 +224,17 @@ type Capabilities struct {
 	// means the driver does not know; HorizonUnbounded means copies can
 	// arrive at any time.
 	RedeliveryHorizon time.Duration
-
-	// MaxMessageSize is the largest message, in bytes, counting body, ID,
-	// key and header names and values (0: no limit known).
-	MaxMessageSize int
-	// MaxHeaderSize is the most bytes a message's headers may take,
-	// counting names and values (0: no separate limit). Some brokers hold
-	// headers in a frame of their own (AMQP 0-9-1's content header, bounded
-	// by the connection's frame_max): a larger header block fails the whole
-	// connection, not one message. The portable layer rejects a message over
-	// it before sending (ErrTooLarge); the driver, which knows the encoding
-	// overhead, checks the encoded size too and reports an excess as
-	// TooLarge without sending anything.
-	MaxHeaderSize int
-	// MaxBatchSize is the largest batch SendBatch accepts (0: no limit).
-	MaxBatchSize int
 }
 
 // String renders the capabilities on one line, for logs and docs.
-func (c Capabilities) String() string {
+func (c SubscriptionCapabilities) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "ordering=%s", c.Ordering)
-	if c.OrderingKey != "" {
-		fmt.Fprintf(&b, " key=%s", c.OrderingKey)
-	}
-	if c.KeyRequired {
-		b.WriteString(" key-required")
-	}
 	if c.HeadOfLine {
 		b.WriteString(" head-of-line")
 	}
-	fmt.Fprintf(&b, " dedup=%s/%s ack=%s", c.DedupWindow, c.DedupScope, c.AckModel)
-	fmt.Fprintf(&b, " delivery-limit=%d(%s) dead-letter=%t count=%t", c.DeliveryLimit, c.DeliveryLimitMode, c.DeadLetter, c.DeliveryCount)
-	fmt.Fprintf(&b, " lock=%s extend=%t nack-delay=%t horizon=%s max-size=%d", c.LockTimeout, c.LockExtendable, c.NackDelay, HorizonString(c.RedeliveryHorizon), c.MaxMessageSize)
-	if c.MaxHeaderSize > 0 {
-		fmt.Fprintf(&b, " max-header-size=%d", c.MaxHeaderSize)
-	}
+	fmt.Fprintf(&b, " ack=%s delivery-limit=%d(%s) dead-letter=%t count=%t", c.AckModel, c.DeliveryLimit, c.DeliveryLimitMode, c.DeadLetter, c.DeliveryCount)
+	fmt.Fprintf(&b, " lock=%s extend=%t nack-delay=%t horizon=%s", c.LockTimeout, c.LockExtendable, c.NackDelay, HorizonString(c.RedeliveryHorizon))
 	return b.String()
 }
 

@@ -47,7 +47,7 @@ type Message struct {
 	// AckID identifies this delivery for SendAcks and friends.
 	AckID AckID
 	// Attempt is the 1-based delivery count as the broker reports it (or as
-	// the driver emulates it, if Capabilities.DeliveryCount says so). A
+	// the driver emulates it, if SubscriptionCapabilities.DeliveryCount says so). A
 	// driver that cannot know it reports 1 for first deliveries and 2 for
 	// known redeliveries.
 	Attempt int
@@ -71,9 +71,10 @@ type Topic interface {
 	// messages did not all fare alike (some accepted, one refused as too
 	// large once encoded), it returns a *BatchError saying which.
 	SendBatch(ctx context.Context, msgs []*Message) error
-	// Capabilities describes what the broker promises for this topic. It must
-	// return the same value on every call.
-	Capabilities() Capabilities
+	// Capabilities describes what the broker promises a publisher on this
+	// topic: the publish half only. It must return the same value on every
+	// call.
+	Capabilities() TopicCapabilities
 	// Classify maps an error returned by this driver to its class and says
 	// whether the failed send may nevertheless have reached the broker.
 	Classify(err error) ErrorInfo
@@ -113,9 +114,10 @@ type Subscription interface {
 	// ExtendLocks keeps the deliveries locked (invisible to other consumers)
 	// for d from now. Called only when Capabilities().LockExtendable is true.
 	ExtendLocks(ctx context.Context, ids []AckID, d time.Duration) error
-	// Capabilities describes what the broker promises for this subscription.
-	// It must return the same value on every call.
-	Capabilities() Capabilities
+	// Capabilities describes what the broker promises a consumer of this
+	// subscription: the delivery half only. It must return the same value on
+	// every call.
+	Capabilities() SubscriptionCapabilities
 	// Classify maps an error returned by this driver to its class.
 	Classify(err error) ErrorInfo
 	// As converts i to a driver-specific type.

@@ -106,7 +106,7 @@ func (e *testEnv) harness(name string, ordered bool, retention, horizon time.Dur
 			dlq := e.createRetained(t, adm, 1, "conf-dlq", retention)
 			group := uniqueName("group")
 			so := &kafka.SubscriptionOptions{Ordered: ordered, DeadLetterTopic: dlq, DeliveryLimit: cfg.DeliveryLimit}
-			pub, err := kafka.OpenTopic(e.producerOpts(), topic, &kafka.TopicOptions{Consumers: so})
+			pub, err := kafka.OpenTopic(e.producerOpts(), topic, nil)
 			if err != nil {
 				return nil, err
 			}

@@ -52,7 +52,7 @@
 // error matching broker.ErrMaybeSent (kgo does not abandon an idempotent
 // record in flight: it may still be written).
 //
-// Scope: order per partition (Capabilities.Ordering is OrderPartition; the
+// Scope: order per partition (SubscriptionCapabilities.Ordering is OrderPartition; the
 // key chooses the partition). Partitions are consumed concurrently. With
 // SubscriptionOptions.Ordered the next record of a partition is not handed
 // out before the previous one is settled (HeadOfLine); without it the
@@ -111,7 +111,7 @@
 // memory (and in retry-topic headers): a partition handed over by a
 // rebalance or a close restarts it at 2 for records the previous owner
 // handed out, and a crash loses the records handed out since the last
-// commit. Capabilities.DeliveryCount is therefore false. Once a delivery
+// commit. SubscriptionCapabilities.DeliveryCount is therefore false. Once a delivery
 // numbered DeliveryLimit or more is nacked, the record is written to
 // DeadLetterTopic instead, with the reason in broker.HeaderDeadLetterReason
 // and its origin ("topic/partition@offset") in HeaderDeadLetterSource.
@@ -168,9 +168,11 @@
 // 6s by default); kgo.SessionTimeout and kgo.HeartbeatInterval in the
 // client options override it.
 //
-// Topic capabilities: Kafka's promises are made by the consumer, so a
-// topic declares the path to subscriptions configured as
-// TopicOptions.Consumers says (default: default subscriptions).
+// Capabilities by side: a topic declares what a producer is promised (the
+// record key, the size limit); Kafka's delivery promises (order as
+// delivered, the delivery limit, dead letters, the redelivery horizon of
+// the topic and its retry topic) are made by the consumer, and its
+// subscription declares them.
 //
 // # Transactions
 //

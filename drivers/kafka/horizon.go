@@ -29,22 +29,21 @@ type topicInfo struct {
 }
 
 // describePath checks that topic (and retryTopic, when set) exist, and
-// returns the topic's max.message.bytes and the horizon of the path: the
-// larger of the two topics' horizons (HorizonUnknown if either is
-// unknown).
-func describePath(ctx context.Context, cl *kgo.Client, lim *batchLimits, topic, retryTopic string) (maxMsg int, horizon time.Duration, err error) {
+// returns the horizon of the path: the larger of the two topics' horizons
+// (HorizonUnknown if either is unknown).
+func describePath(ctx context.Context, cl *kgo.Client, lim *batchLimits, topic, retryTopic string) (horizon time.Duration, err error) {
 	ti, err := describeTopic(ctx, cl, lim, topic)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	if retryTopic == "" {
-		return ti.maxMsg, ti.horizon, nil
+		return ti.horizon, nil
 	}
 	ri, err := describeTopic(ctx, cl, lim, retryTopic)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	return ti.maxMsg, maxHorizon(ti.horizon, ri.horizon), nil
+	return maxHorizon(ti.horizon, ri.horizon), nil
 }
 
 // maxHorizon is the larger of two horizons, unknown if either is.

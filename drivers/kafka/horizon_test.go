@@ -74,14 +74,6 @@ func TestRedeliveryHorizon(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			so := &kafka.SubscriptionOptions{RetryTopic: c.retry, SkipCheck: c.skip}
-			top, err := kafka.OpenTopic(e.producerOpts(), c.topic, &kafka.TopicOptions{SkipCheck: c.skip, Consumers: so})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer top.Close()
-			if got := top.Capabilities().RedeliveryHorizon; got != c.want {
-				t.Errorf("topic horizon %s, want %s", broker.HorizonString(got), broker.HorizonString(c.want))
-			}
 			sub, err := kafka.OpenSubscription(e.clientOpts(), c.topic, uniqueName("g"), so)
 			if err != nil {
 				t.Fatal(err)
@@ -99,13 +91,13 @@ func TestRedeliveryHorizon(t *testing.T) {
 		requireFake(t, e)
 		f := e.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.DescribeConfigs}, Resource: hour, Err: kerr.TopicAuthorizationFailed, Count: -1})
 		defer f.Remove()
-		top, err := kafka.OpenTopic(e.producerOpts(), hour, nil)
+		direct, err := kafka.OpenSubscription(e.clientOpts(), hour, uniqueName("g"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer top.Close()
-		if got := top.Capabilities().RedeliveryHorizon; got != broker.HorizonUnknown {
-			t.Errorf("topic horizon %s, want unknown", broker.HorizonString(got))
+		defer direct.Close()
+		if got := direct.Capabilities().RedeliveryHorizon; got != broker.HorizonUnknown {
+			t.Errorf("subscription horizon %s, want unknown", broker.HorizonString(got))
 		}
 		sub, err := kafka.OpenSubscription(e.clientOpts(), def, uniqueName("g"), &kafka.SubscriptionOptions{RetryTopic: hour})
 		if err != nil {

@@ -20,7 +20,7 @@ func TestRetryTopic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	so := &kafka.SubscriptionOptions{RetryTopic: retry, DeadLetterTopic: dlq, DeliveryLimit: 3}
-	top, err := kafka.OpenTopic(e.producerOpts(), topic, &kafka.TopicOptions{Consumers: so})
+	top, err := kafka.OpenTopic(e.producerOpts(), topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

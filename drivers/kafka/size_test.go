@@ -34,7 +34,7 @@ func TestRecordFraming(t *testing.T) {
 		t.Fatal(err)
 	}
 	so := &kafka.SubscriptionOptions{DeadLetterTopic: dlq}
-	top, err := kafka.OpenTopic(e.producerOpts(), topic, &kafka.TopicOptions{Consumers: so})
+	top, err := kafka.OpenTopic(e.producerOpts(), topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ type SubscriptionOptions struct {
 
 	// Ordered keeps each partition's order while processing: the next
 	// record of a partition is not handed out before the previous one is
-	// settled (Capabilities.HeadOfLine). Partitions still run concurrently.
+	// settled (SubscriptionCapabilities.HeadOfLine). Partitions still run concurrently.
 	// Default false: records of a partition are handed out without waiting,
 	// and may be processed concurrently.
 	Ordered bool
@@ -29,7 +29,7 @@ type SubscriptionOptions struct {
 	// DeadLetterTopic is the topic that Delivery.DeadLetter and the
 	// delivery limit write to, with the reason in the header
 	// broker.HeaderDeadLetterReason. It must exist. Default "": no
-	// dead-lettering (Capabilities.DeadLetter is false).
+	// dead-lettering (SubscriptionCapabilities.DeadLetter is false).
 	DeadLetterTopic string
 
 	// DeadLetters says that the topic is a dead-letter topic this driver
@@ -43,7 +43,7 @@ type SubscriptionOptions struct {
 
 	// DeliveryLimit dead-letters a message, instead of delivering it again,
 	// once it was nacked on its DeliveryLimit-th delivery. The library
-	// counts (Capabilities.DeliveryLimitMode is LimitEmulated); see the
+	// counts (SubscriptionCapabilities.DeliveryLimitMode is LimitEmulated); see the
 	// package doc for what the count survives. Needs DeadLetterTopic.
 	// Default 0: no limit.
 	DeliveryLimit int
@@ -154,7 +154,7 @@ type subscription struct {
 	topic  string
 	group  string
 	opts   SubscriptionOptions
-	caps   driver.Capabilities
+	caps   driver.SubscriptionCapabilities
 	logger *slog.Logger
 
 	pollCtx    context.Context
@@ -244,11 +244,11 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 		cl.Close()
 		return nil, err
 	}
-	maxMsg, horizon := producerBatchMax(cl), broker.HorizonUnknown
+	horizon := broker.HorizonUnknown
 	if !o.SkipCheck {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
-		m, h, err := describePath(cctx, cl, lim, topic, o.RetryTopic)
+		h, err := describePath(cctx, cl, lim, topic, o.RetryTopic)
 		if err == nil && o.DeadLetterTopic != "" {
 			_, err = describeTopic(cctx, cl, lim, o.DeadLetterTopic)
 		}
@@ -256,10 +256,10 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 			cl.Close()
 			return nil, openFailure(err, auth)
 		}
-		maxMsg, horizon = min(maxMsg, m), h
+		horizon = h
 	}
 	s.cl, s.auth = cl, auth
-	s.caps = capsFor(o, maxMsg, horizon)
+	s.caps = subCaps(o, horizon)
 	s.pollCtx, s.pollCancel = context.WithCancel(context.Background())
 	go s.pollLoop()
 	go s.background()
@@ -463,8 +463,8 @@ func (s *subscription) takeLocked(n int, now time.Time) (out []*entry, next time
 	return out, next
 }
 
-func (s *subscription) Capabilities() driver.Capabilities   { return s.caps }
-func (s *subscription) Classify(err error) driver.ErrorInfo { return classify(err) }
+func (s *subscription) Capabilities() driver.SubscriptionCapabilities { return s.caps }
+func (s *subscription) Classify(err error) driver.ErrorInfo           { return classify(err) }
 
 // As accepts **kgo.Client (the subscription's own consumer-group client).
 func (s *subscription) As(i any) bool {

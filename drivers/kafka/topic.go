@@ -109,15 +109,9 @@ type TopicOptions struct {
 	broker.TopicOptions
 	// SkipCheck skips the metadata and config look-up at open. The topic is
 	// then not checked for existence (a missing topic fails at Publish with
-	// ErrNotFound), MaxMessageSize is the client's ProducerBatchMaxBytes
-	// less the driver's overhead, and RedeliveryHorizon is HorizonUnknown.
+	// ErrNotFound), and MaxMessageSize is the client's
+	// ProducerBatchMaxBytes less the driver's overhead.
 	SkipCheck bool
-	// Consumers are the options the topic's subscriptions use. Kafka's
-	// delivery promises are made by the consumer, so a topic's
-	// Capabilities describe the path to consumers configured so (ordered or
-	// not, dead-letter topic, delivery limit, retry topic). Nil: default
-	// subscriptions.
-	Consumers *SubscriptionOptions
 }
 
 // OpenTopic returns a topic that publishes to the Kafka topic named topic,
@@ -171,7 +165,7 @@ func NewTopic(cl *kgo.Client, topic string, opts *TopicOptions) (*broker.Topic, 
 type topic struct {
 	cl     *kgo.Client
 	name   string
-	caps   driver.Capabilities
+	caps   driver.TopicCapabilities
 	maxMsg int // the largest record batch (see recordSize)
 	auth   *authWatch
 	// borrowed: cl is the program's (NewTopic), not closed with the topic.
@@ -203,27 +197,20 @@ func topicOn(ctx context.Context, cl *kgo.Client, auth *authWatch, lim *batchLim
 	if err := checkTopicName("topic", name); err != nil {
 		return nil, err
 	}
-	consumers := opts.Consumers
-	if consumers == nil {
-		consumers = &SubscriptionOptions{}
-	}
-	if err := checkTopicNames(consumers); err != nil {
-		return nil, err
-	}
 	if err := checkProducer(cl); err != nil {
 		return nil, err
 	}
-	maxMsg, horizon := producerBatchMax(cl), broker.HorizonUnknown
+	maxMsg := producerBatchMax(cl)
 	if !opts.SkipCheck {
 		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
-		m, h, err := describePath(ctx, cl, lim, name, consumers.RetryTopic)
+		ti, err := describeTopic(ctx, cl, lim, name)
 		if err != nil {
 			return nil, openFailure(err, auth)
 		}
-		maxMsg, horizon = min(maxMsg, m), h
+		maxMsg = min(maxMsg, ti.maxMsg)
 	}
-	return &topic{cl: cl, name: name, caps: capsFor(consumers, maxMsg, horizon), maxMsg: maxMsg, auth: auth}, nil
+	return &topic{cl: cl, name: name, caps: topicCaps(maxMsg), maxMsg: maxMsg, auth: auth}, nil
 }
 
 func producerBatchMax(cl *kgo.Client) int {
@@ -322,7 +309,7 @@ func toRecord(topic string, m *driver.Message) *kgo.Record {
 	return r
 }
 
-func (t *topic) Capabilities() driver.Capabilities { return t.caps }
+func (t *topic) Capabilities() driver.TopicCapabilities { return t.caps }
 func (t *topic) Classify(err error) driver.ErrorInfo {
 	return classify(err)
 }

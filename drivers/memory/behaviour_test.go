@@ -30,7 +30,7 @@ func TestDedupWindowBoundary(t *testing.T) {
 	if !d.PublishTime.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("second copy published at %v", d.PublishTime)
 	}
-	if caps := s.Capabilities(); caps.DedupWindow != time.Minute || caps.DedupScope != broker.DedupQueue {
+	if caps := f.topic.Capabilities(); caps.DedupWindow != time.Minute || caps.DedupScope != broker.DedupQueue {
 		t.Fatalf("capabilities %v", caps)
 	}
 }
@@ -206,15 +206,17 @@ func TestURLOpener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer top.Close()
-	caps := top.Capabilities()
-	if caps.Ordering != broker.OrderMessageGroup || caps.LockTimeout != 2*time.Second || caps.DeliveryLimit != 3 || caps.DedupWindow != time.Minute || caps.MaxMessageSize != 1024 || caps.MaxBatchSize != 10 {
-		t.Fatalf("capabilities %v", caps)
+	if caps := top.Capabilities(); caps.DedupWindow != time.Minute || caps.MaxMessageSize != 1024 || caps.MaxBatchSize != 10 || !caps.KeyRequired {
+		t.Fatalf("topic capabilities %v", caps)
 	}
 	sub, err := mux.OpenSubscription(bg, "mem://orders/billing")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
+	if caps := sub.Capabilities(); caps.Ordering != broker.OrderMessageGroup || caps.LockTimeout != 2*time.Second || caps.DeliveryLimit != 3 {
+		t.Fatalf("subscription capabilities %v", caps)
+	}
 	if err := top.Publish(bg, msg("a", "g")); err != nil {
 		t.Fatal(err)
 	}
@@ -274,14 +276,14 @@ func TestCapabilitiesByProfile(t *testing.T) {
 		{memory.SQSFIFO, broker.OrderMessageGroup, true, true, 5 * time.Minute, 30 * time.Second},
 		{memory.ServiceBus, broker.OrderSession, true, true, 10 * time.Minute, 30 * time.Second},
 	} {
-		c := memory.TopicConfig{Profile: tc.p}.Capabilities()
+		c := both{memory.TopicConfig{Profile: tc.p}.TopicCapabilities(), memory.TopicConfig{Profile: tc.p}.SubscriptionCapabilities()}
 		if c.Ordering != tc.ordering || c.HeadOfLine != tc.hol || c.KeyRequired != tc.key || c.DedupWindow != tc.dedup ||
 			c.LockTimeout != tc.lock || c.DeliveryLimit != 10 || !c.DeadLetter || !c.NackDelay || c.DeliveryCount != (tc.p != memory.Partitioned) ||
 			c.RedeliveryHorizon != memory.DefaultRetention {
 			t.Errorf("%s: %v", tc.p, c)
 		}
 	}
-	if c := (memory.TopicConfig{DeliveryLimit: -1}).Capabilities(); c.DeliveryLimit != 0 || c.DeliveryLimitMode != broker.LimitNone {
+	if c := (memory.TopicConfig{DeliveryLimit: -1}).SubscriptionCapabilities(); c.DeliveryLimit != 0 || c.DeliveryLimitMode != broker.LimitNone {
 		t.Errorf("no limit: %v", c)
 	}
 }
@@ -364,10 +366,10 @@ func TestDedupScope(t *testing.T) {
 	if !slices.Equal(keys, []string{"a", "b"}) {
 		t.Fatalf("delivered keys %v, want [a b]", keys)
 	}
-	if c := s.Capabilities(); c.DedupScope != broker.DedupMessageGroup {
+	if c := f.topic.Capabilities(); c.DedupScope != broker.DedupMessageGroup {
 		t.Fatalf("declared dedup scope %s", c.DedupScope)
 	}
-	if c := (memory.TopicConfig{Profile: memory.SQSFIFO}).Capabilities(); c.DedupScope != broker.DedupQueue {
+	if c := (memory.TopicConfig{Profile: memory.SQSFIFO}).TopicCapabilities(); c.DedupScope != broker.DedupQueue {
 		t.Fatalf("default dedup scope %s, want queue", c.DedupScope)
 	}
 	err := memory.New(nil).CreateTopic("bad", &memory.TopicConfig{DedupWindow: time.Minute, DedupScope: 7})

@@ -164,21 +164,53 @@ func (n TopicConfig) external() TopicConfig {
 	return n
 }
 
-// Capabilities returns the capabilities that topics and subscriptions with
-// this configuration declare. An invalid configuration (unknown profile)
-// yields the zero Capabilities.
-func (c TopicConfig) Capabilities() broker.Capabilities {
+// TopicCapabilities returns what topics with this configuration promise a
+// publisher. An invalid configuration (unknown profile) yields the zero
+// value.
+func (c TopicConfig) TopicCapabilities() broker.TopicCapabilities {
 	n, err := c.normalize()
 	if err != nil {
-		return broker.Capabilities{}
+		return broker.TopicCapabilities{}
 	}
-	return n.caps()
+	return n.topicCaps()
 }
 
-// caps are the capabilities of a normalized configuration, in which zero
-// means none (normalizing it again would read that zero as "default").
-func (n TopicConfig) caps() broker.Capabilities {
-	caps := broker.Capabilities{
+// SubscriptionCapabilities returns what subscriptions of topics with this
+// configuration promise a consumer. An invalid configuration (unknown
+// profile) yields the zero value.
+func (c TopicConfig) SubscriptionCapabilities() broker.SubscriptionCapabilities {
+	n, err := c.normalize()
+	if err != nil {
+		return broker.SubscriptionCapabilities{}
+	}
+	return n.subCaps()
+}
+
+// topicCaps and subCaps are the capabilities of a normalized
+// configuration, in which zero means none (normalizing it again would read
+// that zero as "default").
+func (n TopicConfig) topicCaps() broker.TopicCapabilities {
+	caps := broker.TopicCapabilities{
+		MaxMessageSize: n.MaxMessageSize,
+		DedupWindow:    n.DedupWindow,
+		DedupScope:     n.DedupScope,
+	}
+	switch n.Profile {
+	case Partitioned:
+		caps.OrderingKey = "partition key"
+	case SQSFIFO:
+		caps.OrderingKey = "MessageGroupId"
+		caps.KeyRequired = true
+		caps.MaxBatchSize = 10
+	case ServiceBus:
+		caps.OrderingKey = "SessionId"
+		caps.KeyRequired = true
+	}
+	return caps
+}
+
+func (n TopicConfig) subCaps() broker.SubscriptionCapabilities {
+	caps := broker.SubscriptionCapabilities{
 		AckModel:          broker.AckPerMessage,
 		DeliveryCount:     true,
 		DeliveryLimit:     n.DeliveryLimit,
@@ -187,9 +219,6 @@ func (n TopicConfig) caps() broker.Capabilities {
 		LockExtendable:    n.LockTimeout > 0,
 		NackDelay:         true,
 		RedeliveryHorizon: n.Retention,
-		MaxMessageSize:    n.MaxMessageSize,
-		DedupWindow:       n.DedupWindow,
-		DedupScope:        n.DedupScope,
 	}
 	if n.DeliveryLimit > 0 {
 		caps.DeliveryLimitMode = broker.LimitNative
@@ -197,7 +226,6 @@ func (n TopicConfig) caps() broker.Capabilities {
 	switch n.Profile {
 	case Partitioned:
 		caps.Ordering = broker.OrderPartition
-		caps.OrderingKey = "partition key"
 		caps.AckModel = broker.AckCumulative
 		caps.LockExtendable = false
 		// As on Kafka, the count is the consumer's: it restarts when a
@@ -208,14 +236,9 @@ func (n TopicConfig) caps() broker.Capabilities {
 		}
 	case SQSFIFO:
 		caps.Ordering = broker.OrderMessageGroup
-		caps.OrderingKey = "MessageGroupId"
-		caps.KeyRequired = true
 		caps.HeadOfLine = true
-		caps.MaxBatchSize = 10
 	case ServiceBus:
 		caps.Ordering = broker.OrderSession
-		caps.OrderingKey = "SessionId"
-		caps.KeyRequired = true
 		caps.HeadOfLine = true
 	}
 	return caps
@@ -223,8 +246,8 @@ func (n TopicConfig) caps() broker.Capabilities {
 
 // deadLetterCaps are the capabilities of a subscription's dead-letter
 // queue: a plain queue without a delivery limit or a queue of its own.
-func deadLetterCaps(n TopicConfig) broker.Capabilities {
-	return broker.Capabilities{
+func deadLetterCaps(n TopicConfig) broker.SubscriptionCapabilities {
+	return broker.SubscriptionCapabilities{
 		Ordering:          broker.OrderNone,
 		AckModel:          broker.AckPerMessage,
 		DeliveryCount:     true,
@@ -232,7 +255,6 @@ func deadLetterCaps(n TopicConfig) broker.Capabilities {
 		LockExtendable:    n.LockTimeout > 0,
 		NackDelay:         true,
 		RedeliveryHorizon: n.Retention,
-		MaxMessageSize:    n.MaxMessageSize,
 	}
 }
 

@@ -41,9 +41,9 @@ func (d *topicDriver) SendBatch(ctx context.Context, msgs []*driver.Message) err
 	return nil
 }
 
-func (d *topicDriver) Capabilities() driver.Capabilities {
+func (d *topicDriver) Capabilities() driver.TopicCapabilities {
 	if d.t == nil {
-		return TopicConfig{}.Capabilities()
+		return TopicConfig{}.TopicCapabilities()
 	}
 	return d.t.caps
 }
@@ -77,7 +77,7 @@ type subDriver struct {
 	desc string
 	q    *queue  // nil: the subscription did not exist when opened
 	h    *handle // nil when q is nil or the broker was closed
-	caps driver.Capabilities
+	caps driver.SubscriptionCapabilities
 	// closed is set by Close; guarded by b.mu.
 	closed bool
 }
@@ -216,7 +216,7 @@ func (s *subDriver) ExtendLocks(ctx context.Context, ids []driver.AckID, d time.
 	return s.settle(ctx, ids, func(e *entry, now time.Time) { s.q.extend(e, now.Add(d)) })
 }
 
-func (s *subDriver) Capabilities() driver.Capabilities { return s.caps }
+func (s *subDriver) Capabilities() driver.SubscriptionCapabilities { return s.caps }
 
 func (s *subDriver) Classify(err error) driver.ErrorInfo { return classify(err) }
 

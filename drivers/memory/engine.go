@@ -19,7 +19,7 @@ import (
 type topic struct {
 	name   string
 	cfg    TopicConfig // normalized
-	caps   broker.Capabilities
+	caps   broker.TopicCapabilities
 	subs   map[string]*queue
 	order  []*queue // subscriptions in creation order
 	dedup  map[dedupKey]time.Time
@@ -76,7 +76,7 @@ type part struct {
 type queue struct {
 	b           *Broker
 	name        string
-	caps        broker.Capabilities
+	caps        broker.SubscriptionCapabilities
 	dlq         *queue // nil for a dead-letter queue
 	partitioned bool
 	hol         bool // one message in flight per key, in order
@@ -108,7 +108,7 @@ type handle struct {
 }
 
 func newTopic(name string, cfg TopicConfig) *topic {
-	return &topic{name: name, cfg: cfg, caps: cfg.caps(), subs: map[string]*queue{}, dedup: map[dedupKey]time.Time{}}
+	return &topic{name: name, cfg: cfg, caps: cfg.topicCaps(), subs: map[string]*queue{}, dedup: map[dedupKey]time.Time{}}
 }
 
 // addSub creates subscription name of t.
@@ -125,7 +125,7 @@ func newQueue(b *Broker, name string, cfg TopicConfig, dead bool) *queue {
 		q.parts = []*part{{}}
 		return q
 	}
-	q.caps = cfg.caps()
+	q.caps = cfg.subCaps()
 	q.limit = cfg.DeliveryLimit
 	q.partitioned = cfg.Profile == Partitioned
 	q.hol = cfg.Profile == SQSFIFO || cfg.Profile == ServiceBus

@@ -47,7 +47,7 @@ func ExampleBroker() {
 			}
 		}
 	}
-	fmt.Println(sub.Capabilities().Ordering, sub.Capabilities().DedupWindow)
+	fmt.Println(sub.Capabilities().Ordering, topic.Capabilities().DedupWindow)
 	// Output:
 	// o-1 created attempt 1
 	// o-2 paid attempt 1

@@ -179,7 +179,7 @@ func (b *Broker) openSub(topicName, name string, dead bool, opts *SubscriptionOp
 		}
 	}
 	if s.q == nil {
-		s.caps = TopicConfig{}.Capabilities()
+		s.caps = TopicConfig{}.SubscriptionCapabilities()
 	}
 	var po *broker.SubscriptionOptions
 	if opts != nil {

@@ -8,16 +8,23 @@ import (
 	"github.com/wary-go/wary/drivers/memory"
 )
 
+// both are a topic's and a subscription's halves, for checks on either.
+type both struct {
+	broker.TopicCapabilities
+	broker.SubscriptionCapabilities
+}
+
 // TestNoneDeclaredAndBehaved: each negative ("none") value of TopicConfig
-// is declared as none in the topic's and the subscription's capabilities
-// (and TopicConfig.Capabilities), and behaves as none.
+// is declared as none by the side that owns it: the topic's or the
+// subscription's capabilities (and TopicConfig's), and behaves as none.
 func TestNoneDeclaredAndBehaved(t *testing.T) {
-	check := func(t *testing.T, f *fixture, s *broker.Subscription, cfg memory.TopicConfig, ok func(broker.Capabilities) bool) {
+	check := func(t *testing.T, f *fixture, s *broker.Subscription, cfg memory.TopicConfig, ok func(both) bool) {
 		t.Helper()
 		got, _ := f.b.TopicConfig("t")
-		for name, c := range map[string]broker.Capabilities{
-			"topic": f.topic.Capabilities(), "subscription": s.Capabilities(), "TopicConfig": cfg.Capabilities(),
-			"Broker.TopicConfig": got.Capabilities(),
+		for name, c := range map[string]both{
+			"topic and subscription": {f.topic.Capabilities(), s.Capabilities()},
+			"TopicConfig":            {cfg.TopicCapabilities(), cfg.SubscriptionCapabilities()},
+			"Broker.TopicConfig":     {got.TopicCapabilities(), got.SubscriptionCapabilities()},
 		} {
 			if !ok(c) {
 				t.Errorf("%s capabilities declare a default: %v", name, c)
@@ -28,7 +35,7 @@ func TestNoneDeclaredAndBehaved(t *testing.T) {
 		cfg := memory.TopicConfig{LockTimeout: -1}
 		f := newFixture(t, cfg)
 		s := f.sub()
-		check(t, f, s, cfg, func(c broker.Capabilities) bool { return c.LockTimeout == 0 && !c.LockExtendable })
+		check(t, f, s, cfg, func(c both) bool { return c.LockTimeout == 0 && !c.LockExtendable })
 		f.publish(msg("a", ""))
 		pollOne(t, s, "a")
 		f.clock.Advance(24 * time.Hour)
@@ -40,7 +47,7 @@ func TestNoneDeclaredAndBehaved(t *testing.T) {
 		cfg := memory.TopicConfig{DeliveryLimit: -1}
 		f := newFixture(t, cfg)
 		s := f.sub()
-		check(t, f, s, cfg, func(c broker.Capabilities) bool {
+		check(t, f, s, cfg, func(c both) bool {
 			return c.DeliveryLimit == 0 && c.DeliveryLimitMode == broker.LimitNone
 		})
 		f.publish(msg("a", ""))
@@ -61,7 +68,7 @@ func TestNoneDeclaredAndBehaved(t *testing.T) {
 		cfg := memory.TopicConfig{Profile: memory.SQSFIFO, DedupWindow: -1}
 		f := newFixture(t, cfg)
 		s := f.sub()
-		check(t, f, s, cfg, func(c broker.Capabilities) bool { return c.DedupWindow == 0 && c.DedupScope == broker.DedupNone })
+		check(t, f, s, cfg, func(c both) bool { return c.DedupWindow == 0 && c.DedupScope == broker.DedupNone })
 		f.publish(msg("a", "g"))
 		f.publish(msg("a", "g"))
 		for range 2 {
@@ -75,7 +82,7 @@ func TestNoneDeclaredAndBehaved(t *testing.T) {
 		cfg := memory.TopicConfig{MaxMessageSize: -1}
 		f := newFixture(t, cfg)
 		s := f.sub()
-		check(t, f, s, cfg, func(c broker.Capabilities) bool { return c.MaxMessageSize == 0 })
+		check(t, f, s, cfg, func(c both) bool { return c.MaxMessageSize == 0 })
 		f.publish(&broker.Message{ID: "a", Body: make([]byte, 2<<20)})
 		pollOne(t, s, "a")
 	})

@@ -2,29 +2,48 @@ package rabbit
 
 import "github.com/wary-go/wary/broker/driver"
 
-// capsConfig is what decides the capabilities; topic and subscription
-// derive theirs from the same fields, so that they agree.
-type capsConfig struct {
-	partitions     int
-	maxMessageSize int
-	deliveryLimit  int // in deliveries, the server's default resolved; 0: none
-	deadLetter     bool
-	nackDelay      bool
-	frameMax       int // the connection's negotiated frame_max (0: unlimited)
+// topicCaps is what a topic publishing to partitions queues (0 or 1: one
+// queue) with a size limit over a connection of frameMax (0: unlimited)
+// promises a publisher.
+func topicCaps(partitions, maxMessageSize, frameMax int) driver.TopicCapabilities {
+	caps := driver.TopicCapabilities{
+		OrderingKey:    "routing key (one queue, single active consumer)",
+		DedupWindow:    0, // RabbitMQ has no broker-side dedup
+		DedupScope:     driver.DedupNone,
+		MaxMessageSize: maxMessageSize,
+		// Properties and headers travel in one frame of at most frame_max
+		// bytes; a larger one closes the connection. The budget is
+		// frame_max less headerReserve (see there for the rule); each
+		// publish also checks the exact encoded size.
+		MaxHeaderSize: headerBudget(frameMax),
+		MaxBatchSize:  0,
+	}
+	if partitions > 1 {
+		caps.OrderingKey = "key hash to a partition queue (single active consumer each)"
+	}
+	if caps.MaxMessageSize <= 0 {
+		caps.MaxMessageSize = DefaultMaxMessageSize
+	}
+	return caps
 }
 
-func (c capsConfig) capabilities() driver.Capabilities {
-	caps := driver.Capabilities{
+// subCaps is the delivery half of the promise.
+type subCaps struct {
+	partitions    int
+	deliveryLimit int // in deliveries, the server's default resolved; 0: none
+	deadLetter    bool
+	nackDelay     bool
+}
+
+func (c subCaps) capabilities() driver.SubscriptionCapabilities {
+	caps := driver.SubscriptionCapabilities{
 		// A queue with a single active consumer delivers in queue order;
 		// one queue per partition keeps order per key.
-		Ordering:    driver.OrderQueue,
-		OrderingKey: "routing key (one queue, single active consumer)",
+		Ordering: driver.OrderQueue,
 		// With a prefetch above one, later messages reach the consumer
 		// while an earlier one is unsettled.
-		HeadOfLine:  false,
-		DedupWindow: 0, // RabbitMQ has no broker-side dedup
-		DedupScope:  driver.DedupNone,
-		AckModel:    driver.AckPerMessage,
+		HeadOfLine: false,
+		AckModel:   driver.AckPerMessage,
 		// Quorum queues count returns in x-delivery-count.
 		DeliveryCount: true,
 		DeliveryLimit: c.deliveryLimit,
@@ -42,23 +61,12 @@ func (c capsConfig) capabilities() driver.Capabilities {
 		// first delivery bounds when a copy can come back, so an inbox must
 		// keep its records until told otherwise.
 		RedeliveryHorizon: driver.HorizonUnbounded,
-		MaxMessageSize:    c.maxMessageSize,
-		// Properties and headers travel in one frame of at most frame_max
-		// bytes; a larger one closes the connection. The budget is
-		// frame_max less headerReserve (see there for the rule); each
-		// publish also checks the exact encoded size.
-		MaxHeaderSize: headerBudget(c.frameMax),
-		MaxBatchSize:  0,
 	}
 	if c.partitions > 1 {
 		caps.Ordering = driver.OrderPartition
-		caps.OrderingKey = "key hash to a partition queue (single active consumer each)"
 	}
 	if c.deliveryLimit > 0 {
 		caps.DeliveryLimitMode = driver.LimitNative
-	}
-	if caps.MaxMessageSize <= 0 {
-		caps.MaxMessageSize = DefaultMaxMessageSize
 	}
 	return caps
 }

@@ -55,7 +55,7 @@
 // one frame, bounded by the connection's negotiated frame_max (Conn.FrameMax,
 // 128 KiB by default), and RabbitMQ answers a larger one by closing the
 // whole connection: every channel on it, and the lock of every unsettled
-// delivery. Capabilities.MaxHeaderSize is frame_max less 4 KiB (the frame's
+// delivery. TopicCapabilities.MaxHeaderSize is frame_max less 4 KiB (the frame's
 // fixed parts, the properties the driver sets or copies, and its own
 // headers), which broker.Publish checks header names and values against;
 // every publish then computes the exact encoded size of the content header
@@ -73,12 +73,12 @@
 //   - One queue with x-single-active-consumer (Topology.Partitions 0):
 //     scope queue. Whatever the number of subscriptions, one consumer
 //     receives at a time, in queue order; the next takes over when it goes
-//     away. Capabilities.Ordering is OrderQueue.
+//     away. SubscriptionCapabilities.Ordering is OrderQueue.
 //   - Partitioned (Partitions N > 1): N quorum queues bound to a direct
 //     exchange by the keys "0".."N-1"; the topic picks the partition as
 //     FNV-1a(Key) mod N (FNV-1a of the ID without a key), and each queue
 //     has its own single active consumer: order per key across consumers.
-//     Capabilities.Ordering is OrderPartition (whatever share a
+//     SubscriptionCapabilities.Ordering is OrderPartition (whatever share a
 //     subscription consumes: the promise is per partition). By default a
 //     subscription consumes every partition queue; with
 //     SubscriptionOptions.Assigned it consumes only its share of them.
@@ -140,7 +140,7 @@
 // The dead-letter reason is delivery_limit. Past the limit of a queue
 // without a dead-letter exchange RabbitMQ drops the message, so a
 // DeliveryLimit without one (SubscriptionOptions.DeadLetterExchange,
-// Topology.DeadLetter) fails OpenSubscription, OpenTopic and Declare with
+// Topology.DeadLetter) fails OpenSubscription and Declare with
 // ErrInvalid, as Kafka's DeliveryLimit without a DeadLetterTopic does.
 //
 // From RabbitMQ 4.0, quorum queues declared without x-delivery-limit have
@@ -152,9 +152,9 @@
 // declared with x-delivery-limit -1: Topology does so for
 // DeliveryLimit NoDeliveryLimit, and for its dead-letter queue (open it
 // with Topology.DeadLetterSubscriptionOptions); subscriptions of such a
-// queue say NoDeliveryLimit. A topic only describes its subscriptions: it
-// declares the server's default but refuses only a DeliveryLimit set
-// without DeadLetter.
+// queue say NoDeliveryLimit. A topic declares none of this: the delivery
+// limit, dead letters and nack delays are the subscription's capabilities
+// (the queue's), and a topic's are the publisher's (key, sizes).
 //
 // Redelivery horizon: unbounded (broker.HorizonUnbounded). A quorum queue
 // keeps a message until it is acked, however long a consumer holds it

@@ -67,7 +67,7 @@ func Example_partitioned() {
 		log.Fatal(err)
 	}
 	defer topic.Close()
-	fmt.Println(topic.Capabilities().Ordering)
+	fmt.Println(topic.Capabilities().OrderingKey)
 }
 
 func ExampleOpenSubscription_deadLetters() {
@@ -113,7 +113,7 @@ func ExampleOpenTopic() {
 		log.Fatal(err)
 	}
 	defer topic.Close()
-	fmt.Println(broker.HorizonString(topic.Capabilities().RedeliveryHorizon))
+	fmt.Println(topic.Capabilities().MaxMessageSize)
 }
 
 func ExampleURLOpener() {

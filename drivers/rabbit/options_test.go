@@ -33,8 +33,6 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 	}
 	_, err := rabbit.OpenSubscription(c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: 3})
 	invalid("subscription with a limit and no dead-letter exchange", err)
-	_, err = rabbit.OpenTopic(c, top.Exchange, &rabbit.TopicOptions{DeliveryLimit: 3})
-	invalid("topic with a limit and no dead letters", err)
 	other := uniqueName("limit")
 	err = rabbit.Declare(ctx, c, rabbit.Topology{Exchange: other, Queue: other, DeliveryLimit: 3})
 	invalid("topology with a limit and no dead letters", err)
@@ -73,29 +71,23 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 }
 
 // RabbitMQ keeps a message until it is acked, and delay queues hold nacked
-// ones up to a day: the horizon is unbounded, on topic and subscription.
+// ones up to a day: the subscription declares an unbounded horizon.
 func TestRedeliveryHorizonUnbounded(t *testing.T) {
 	c := dial(t)
 	t.Cleanup(func() { _ = c.Close() })
 	name := uniqueName("horizon")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, DeliveryLimit: 4, DeadLetter: true})
-	topic, err := rabbit.OpenTopic(c, top.Exchange, top.TopicOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer topic.Close()
 	sub, err := rabbit.OpenSubscription(c, top.Queue, top.SubscriptionOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	for what, caps := range map[string]broker.Capabilities{"topic": topic.Capabilities(), "subscription": sub.Capabilities()} {
-		if caps.RedeliveryHorizon != broker.HorizonUnbounded {
-			t.Errorf("%s: horizon %s, want unbounded", what, broker.HorizonString(caps.RedeliveryHorizon))
-		}
-		if caps.DeliveryLimit != 4 || caps.DeliveryLimitMode != broker.LimitNative || !caps.DeadLetter {
-			t.Errorf("%s: %s", what, caps)
-		}
+	caps := sub.Capabilities()
+	if caps.RedeliveryHorizon != broker.HorizonUnbounded {
+		t.Errorf("horizon %s, want unbounded", broker.HorizonString(caps.RedeliveryHorizon))
+	}
+	if caps.DeliveryLimit != 4 || caps.DeliveryLimitMode != broker.LimitNative || !caps.DeadLetter {
+		t.Errorf("%s", caps)
 	}
 }
 

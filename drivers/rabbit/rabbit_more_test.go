@@ -230,8 +230,8 @@ func TestCredentialsAndURLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	if topic.Capabilities().Ordering != broker.OrderPartition {
-		t.Fatalf("ordering %s", topic.Capabilities().Ordering)
+	if sub.Capabilities().Ordering != broker.OrderPartition || !strings.Contains(topic.Capabilities().OrderingKey, "partition") {
+		t.Fatalf("ordering %s, key %s", sub.Capabilities().Ordering, topic.Capabilities().OrderingKey)
 	}
 	if err := topic.Publish(ctx, &broker.Message{ID: "u1", Key: "k", Body: []byte("x")}); err != nil {
 		t.Fatal(err)

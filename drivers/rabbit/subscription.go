@@ -63,13 +63,9 @@ type SubscriptionOptions struct {
 	// NackDelay enables Nack with a delay, through delay queues the
 	// subscription declares next to each queue (see the package doc).
 	NackDelay bool
-	// MaxMessageSize is declared in Capabilities, as TopicOptions'.
-	// Default: DefaultMaxMessageSize.
-	MaxMessageSize int
 	// Topology, if not nil, is declared when the subscription opens, and
-	// Partitions, DeliveryLimit, DeadLetterExchange, NackDelay (on) and
-	// MaxMessageSize are taken from it, as Topology.SubscriptionOptions
-	// gives them. Its Queue must be the queue opened.
+	// Partitions, DeliveryLimit, DeadLetterExchange and NackDelay (on) are
+	// taken from it, as Topology.SubscriptionOptions gives them. Its Queue must be the queue opened.
 	Topology *Topology
 }
 
@@ -103,7 +99,7 @@ type subscription struct {
 	queues  []string
 	o       SubscriptionOptions
 	limit   int // the queue's delivery limit (0: none), the server's default resolved
-	caps    driver.Capabilities
+	caps    driver.SubscriptionCapabilities
 	origins map[string]origin // by queue
 	pub     *publisher
 	ownConn bool
@@ -126,7 +122,7 @@ func openSubscription(ctx context.Context, c *Conn, queue string, o Subscription
 			return nil, openErr(err)
 		}
 		ts := t.SubscriptionOptions()
-		o.Partitions, o.DeliveryLimit, o.DeadLetterExchange, o.MaxMessageSize = ts.Partitions, ts.DeliveryLimit, ts.DeadLetterExchange, ts.MaxMessageSize
+		o.Partitions, o.DeliveryLimit, o.DeadLetterExchange = ts.Partitions, ts.DeliveryLimit, ts.DeadLetterExchange
 		o.NackDelay = ts.NackDelay
 	}
 	if o.Partitions < 0 || o.Prefetch < 0 {
@@ -136,7 +132,7 @@ func openSubscription(ctx context.Context, c *Conn, queue string, o Subscription
 		return nil, broker.Invalidf("rabbit: empty queue name")
 	}
 	ver := c.version()
-	if err := checkLimit("SubscriptionOptions", o.DeliveryLimit, o.DeadLetterExchange != "", ver, true); err != nil {
+	if err := checkLimit("SubscriptionOptions", o.DeliveryLimit, o.DeadLetterExchange != "", ver); err != nil {
 		return nil, err
 	}
 	if err := checkAssigned(o.Partitions, o.Assigned); err != nil {
@@ -173,13 +169,11 @@ func openSubscription(ctx context.Context, c *Conn, queue string, o Subscription
 	if o.Prefetch > 0 {
 		s.prefetch = o.Prefetch
 	}
-	s.caps = capsConfig{
-		partitions:     o.Partitions,
-		maxMessageSize: o.MaxMessageSize,
-		deliveryLimit:  s.limit,
-		deadLetter:     o.DeadLetterExchange != "",
-		nackDelay:      o.NackDelay,
-		frameMax:       c.FrameMax(),
+	s.caps = subCaps{
+		partitions:    o.Partitions,
+		deliveryLimit: s.limit,
+		deadLetter:    o.DeadLetterExchange != "",
+		nackDelay:     o.NackDelay,
 	}.capabilities()
 	// The queues must exist; the consumer registers when receiving starts.
 	err := c.withChannel(ctx, func(ch *amqp.Channel) error {
@@ -255,9 +249,9 @@ func Share(partitions, instances, i int) []int {
 	return share
 }
 
-func (s *subscription) Capabilities() driver.Capabilities   { return s.caps }
-func (s *subscription) Classify(err error) driver.ErrorInfo { return classify(err) }
-func (s *subscription) ErrorAs(err error, i any) bool       { return errorAs(err, i) }
+func (s *subscription) Capabilities() driver.SubscriptionCapabilities { return s.caps }
+func (s *subscription) Classify(err error) driver.ErrorInfo           { return classify(err) }
+func (s *subscription) ErrorAs(err error, i any) bool                 { return errorAs(err, i) }
 
 // As accepts **rabbit.Conn, **amqp.Connection (current, nil while
 // reconnecting) and **amqp.Channel (the consumer's current channel, nil if

@@ -34,17 +34,8 @@ type TopicOptions struct {
 	// server's default; set it to the server's max_message_size if that
 	// was changed.
 	MaxMessageSize int
-	// DeliveryLimit, DeadLetter and NackDelay describe the subscriptions
-	// behind the exchange (see SubscriptionOptions). The topic only
-	// declares them in its Capabilities, which then agree with the
-	// subscription's: DeliveryLimit 0 is the server's default (none before
-	// RabbitMQ 4.0, 21 deliveries from 4.0), NoDeliveryLimit none. A
-	// DeliveryLimit above 0 without DeadLetter fails with ErrInvalid.
-	DeliveryLimit int
-	DeadLetter    bool
-	NackDelay     bool
 	// Topology, if not nil, is declared when the topic opens (see
-	// Declare), and the fields above are taken from it.
+	// Declare), and Partitions and MaxMessageSize are taken from it.
 	Topology *Topology
 	// SkipCheck skips checking, at open, that the exchange exists.
 	SkipCheck bool
@@ -74,7 +65,7 @@ type topic struct {
 	exchange   string
 	partitions int
 	routingKey string
-	caps       driver.Capabilities
+	caps       driver.TopicCapabilities
 	pub        *publisher
 	ownConn    bool // the URL opener's topic closes its Conn
 }
@@ -86,16 +77,9 @@ func openTopic(ctx context.Context, c *Conn, exchange string, o TopicOptions) (*
 		}
 		tt := o.Topology.TopicOptions()
 		o.Partitions, o.MaxMessageSize = tt.Partitions, tt.MaxMessageSize
-		o.DeliveryLimit, o.DeadLetter, o.NackDelay = tt.DeliveryLimit, tt.DeadLetter, tt.NackDelay
 	}
 	if o.Partitions < 0 {
 		return nil, broker.Invalidf("rabbit: negative Partitions")
-	}
-	// A topic only describes its subscriptions: it refuses a configured
-	// limit without a dead-letter exchange, not the server's default.
-	ver := c.version()
-	if err := checkLimit("TopicOptions", o.DeliveryLimit, o.DeadLetter, ver, false); err != nil {
-		return nil, err
 	}
 	if !o.SkipCheck && exchange != "" {
 		err := c.withChannel(ctx, func(ch *amqp.Channel) error {
@@ -112,14 +96,7 @@ func openTopic(ctx context.Context, c *Conn, exchange string, o TopicOptions) (*
 		routingKey: o.RoutingKey,
 		pub:        &publisher{conn: c},
 	}
-	t.caps = capsConfig{
-		partitions:     o.Partitions,
-		maxMessageSize: o.MaxMessageSize,
-		deliveryLimit:  effectiveLimit(o.DeliveryLimit, ver),
-		deadLetter:     o.DeadLetter,
-		nackDelay:      o.NackDelay,
-		frameMax:       c.FrameMax(),
-	}.capabilities()
+	t.caps = topicCaps(o.Partitions, o.MaxMessageSize, c.FrameMax())
 	return t, nil
 }
 
@@ -157,9 +134,9 @@ func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 	return t.pub.publish(ctx, out)
 }
 
-func (t *topic) Capabilities() driver.Capabilities   { return t.caps }
-func (t *topic) Classify(err error) driver.ErrorInfo { return classify(err) }
-func (t *topic) ErrorAs(err error, i any) bool       { return errorAs(err, i) }
+func (t *topic) Capabilities() driver.TopicCapabilities { return t.caps }
+func (t *topic) Classify(err error) driver.ErrorInfo    { return classify(err) }
+func (t *topic) ErrorAs(err error, i any) bool          { return errorAs(err, i) }
 
 // As accepts **rabbit.Conn and **amqp.Connection (the current connection,
 // nil while reconnecting).

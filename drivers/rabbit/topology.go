@@ -77,15 +77,12 @@ func (t Topology) DeadLetterQueue() string {
 	return t.Queue + ".dlq"
 }
 
-// TopicOptions returns options for OpenTopic on this topology (NackDelay
-// on: subscriptions of a declared topology make delay queues).
+// TopicOptions returns options for OpenTopic on this topology: its
+// partitions and size limit.
 func (t Topology) TopicOptions() *TopicOptions {
 	return &TopicOptions{
 		Partitions:     t.Partitions,
 		MaxMessageSize: t.MaxMessageSize,
-		DeliveryLimit:  t.DeliveryLimit,
-		DeadLetter:     t.DeadLetter,
-		NackDelay:      true,
 	}
 }
 
@@ -95,7 +92,7 @@ func (t Topology) TopicOptions() *TopicOptions {
 // no dead-letter exchange of its own (Declare gives it x-delivery-limit -1 from RabbitMQ
 // 4.0, so that it keeps what it holds).
 func (t Topology) DeadLetterSubscriptionOptions() *SubscriptionOptions {
-	return &SubscriptionOptions{DeliveryLimit: NoDeliveryLimit, MaxMessageSize: t.MaxMessageSize, DeadLettersFrom: t.DeadLetterExchange()}
+	return &SubscriptionOptions{DeliveryLimit: NoDeliveryLimit, DeadLettersFrom: t.DeadLetterExchange()}
 }
 
 // SubscriptionOptions returns options for OpenSubscription on t.Queue.
@@ -105,7 +102,6 @@ func (t Topology) SubscriptionOptions() *SubscriptionOptions {
 		DeliveryLimit:      t.DeliveryLimit,
 		DeadLetterExchange: t.DeadLetterExchange(),
 		NackDelay:          true,
-		MaxMessageSize:     t.MaxMessageSize,
 	}
 }
 
@@ -141,7 +137,7 @@ func Declare(ctx context.Context, c *Conn, t Topology) error {
 		return err
 	}
 	ver := c.version()
-	if err := checkLimit("Topology", t.DeliveryLimit, t.DeadLetter, ver, true); err != nil {
+	if err := checkLimit("Topology", t.DeliveryLimit, t.DeadLetter, ver); err != nil {
 		return err
 	}
 	return c.withChannel(ctx, func(ch *amqp.Channel) error {

@@ -37,16 +37,16 @@ func init() {
 // its own Conn, closed with it; share a Conn by calling OpenTopic and
 // OpenSubscription instead.
 //
-// Topic parameters: partitions, routing_key, max_message_size,
-// delivery_limit (-1: NoDeliveryLimit), dead_letter (bool), nack_delay
-// (bool), skip_check (bool); "exchange" names the exchange in amqp:// URLs.
+// Topic parameters (the publisher's side): partitions, routing_key,
+// max_message_size, skip_check (bool); "exchange" names the exchange in
+// amqp:// URLs.
 //
-// Subscription parameters: partitions, assigned (the share of
-// partitions, SubscriptionOptions.Assigned: a comma-separated list of
-// partitions and ranges, "0,1" or "0-3,8"), prefetch, delivery_limit,
-// dead_letter_exchange, dead_letters_from, nack_delay (bool),
-// max_message_size; "queue" names
-// the queue in amqp:// URLs. Concurrency is not a parameter: it is
+// Subscription parameters (the consumer's side): partitions, assigned
+// (the share of partitions, SubscriptionOptions.Assigned: a
+// comma-separated list of partitions and ranges, "0,1" or "0-3,8"),
+// prefetch, delivery_limit (-1: NoDeliveryLimit), dead_letter_exchange,
+// dead_letters_from, nack_delay (bool); "queue" names the queue in amqp://
+// URLs. Concurrency is not a parameter: it is
 // broker.RunOptions.Concurrency, from which Run sets the prefetch.
 //
 // In amqp:// URLs, amqp091-go's own parameters (heartbeat,
@@ -206,9 +206,6 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 	to.RoutingKey = p.Get("routing_key")
 	to.Partitions = p.Int("partitions", 0, 0, maxURLInt)
 	to.MaxMessageSize = p.Int("max_message_size", 0, 0, maxURLInt)
-	to.DeliveryLimit = p.Int("delivery_limit", 0, NoDeliveryLimit, maxURLInt)
-	to.DeadLetter = p.Bool("dead_letter", false)
-	to.NackDelay = p.Bool("nack_delay", false)
 	to.SkipCheck = p.Bool("skip_check", false)
 	if err := p.Done(); err != nil {
 		return nil, err
@@ -239,7 +236,6 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 	so.Partitions = p.Int("partitions", 0, 0, maxURLInt)
 	so.Prefetch = p.Int("prefetch", 0, 0, math.MaxUint16)
 	so.DeliveryLimit = p.Int("delivery_limit", 0, NoDeliveryLimit, maxURLInt)
-	so.MaxMessageSize = p.Int("max_message_size", 0, 0, maxURLInt)
 	so.NackDelay = p.Bool("nack_delay", false)
 	for _, err := range []error{
 		partitionsParam(p, "assigned", &so.Assigned),

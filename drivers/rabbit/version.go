@@ -88,9 +88,8 @@ func effectiveLimit(limit int, v serverVersion) int {
 // queue dead-letters (deadLetter) on server v. A message past the delivery
 // limit of a queue without a dead-letter exchange is dropped by RabbitMQ,
 // so a limit without one is refused, whether configured or the server's
-// default (with implicit true; the topic, which only describes its
-// subscriptions, passes false and refuses only a configured one).
-func checkLimit(what string, limit int, deadLetter bool, v serverVersion, implicit bool) error {
+// default.
+func checkLimit(what string, limit int, deadLetter bool, v serverVersion) error {
 	switch {
 	case limit < NoDeliveryLimit:
 		return broker.Invalidf("rabbit: %s.DeliveryLimit %d is negative (NoDeliveryLimit is -1)", what, limit)
@@ -98,7 +97,7 @@ func checkLimit(what string, limit int, deadLetter bool, v serverVersion, implic
 		return nil
 	case limit > 0:
 		return broker.Invalidf("rabbit: %s.DeliveryLimit needs a dead-letter exchange: past the limit RabbitMQ drops the message", what)
-	case implicit && serverDefaultLimit(v) > 0:
+	case serverDefaultLimit(v) > 0:
 		return broker.Invalidf("rabbit: quorum queues on RabbitMQ %s have a default delivery limit (%d deliveries) past which RabbitMQ drops a message without a dead-letter exchange: configure one, or declare the queue with x-delivery-limit -1 and set %s.DeliveryLimit to NoDeliveryLimit",
 			v, serverDefaultLimit(v), what)
 	}

@@ -49,7 +49,7 @@ func TestVersionCapabilities(t *testing.T) {
 		for _, c := range []struct {
 			limit      int
 			deadLetter bool
-			wantLimit  int  // Capabilities.DeliveryLimit
+			wantLimit  int  // SubscriptionCapabilities.DeliveryLimit
 			refused    bool // by OpenSubscription and Declare
 		}{
 			{0, true, tc.defLimit, false},
@@ -60,14 +60,14 @@ func TestVersionCapabilities(t *testing.T) {
 			{NoDeliveryLimit, true, 0, false},
 			{-2, true, 0, true},
 		} {
-			err := checkLimit("SubscriptionOptions", c.limit, c.deadLetter, v, true)
+			err := checkLimit("SubscriptionOptions", c.limit, c.deadLetter, v)
 			if refused := err != nil; refused != c.refused || refused && !errors.Is(err, broker.ErrInvalid) {
 				t.Errorf("%q limit %d dead-letter %t: %v, want refused %t (ErrInvalid)", tc.version, c.limit, c.deadLetter, err, c.refused)
 			}
 			if c.refused {
 				continue
 			}
-			caps := capsConfig{deliveryLimit: effectiveLimit(c.limit, v), deadLetter: c.deadLetter}.capabilities()
+			caps := subCaps{deliveryLimit: effectiveLimit(c.limit, v), deadLetter: c.deadLetter}.capabilities()
 			wantMode := driver.LimitNone
 			if c.wantLimit > 0 {
 				wantMode = driver.LimitNative
@@ -78,14 +78,6 @@ func TestVersionCapabilities(t *testing.T) {
 			if caps.RedeliveryHorizon != driver.HorizonUnbounded {
 				t.Errorf("horizon %s, want unbounded", driver.HorizonString(caps.RedeliveryHorizon))
 			}
-		}
-		// A topic only describes: it refuses a configured limit without a
-		// dead-letter exchange, not the server's default.
-		if err := checkLimit("TopicOptions", 0, false, v, false); err != nil {
-			t.Errorf("%q: topic with the default limit refused: %v", tc.version, err)
-		}
-		if err := checkLimit("TopicOptions", 3, false, v, false); !errors.Is(err, broker.ErrInvalid) {
-			t.Errorf("%q: topic with a limit and no dead letters: %v, want ErrInvalid", tc.version, err)
 		}
 	}
 

@@ -15,7 +15,7 @@ import (
 )
 
 // Service Bus defaults, used for what neither the administration client
-// nor EntityProperties says.
+// nor entityProps says.
 const (
 	DefaultLockDuration     = 60 * time.Second
 	DefaultMaxDeliveryCount = 10
@@ -29,37 +29,64 @@ const (
 // that still does not fit is refused as too large before sending.
 const sizeHeadroom = 2048
 
-// EntityProperties describes the entity behind a topic or subscription,
-// for its Capabilities. With an administration client (TopicOptions.Admin,
-// SubscriptionOptions.Admin) the driver reads them from the namespace and
+// TopicProperties describes the entity a topic sends to, a queue or a
+// topic, for what it promises a publisher (TopicCapabilities). With an
+// administration client (TopicOptions.Admin) the driver reads them from
+// the namespace and ignores these, but for RequiresSession of a topic's
+// subscriptions; without one it believes these. Zero fields take the
+// service's defaults.
+type TopicProperties struct {
+	// RequiresSession: the queue, or the topic's subscriptions, require
+	// sessions. Message.Key is then the SessionId, required on every
+	// message.
+	RequiresSession bool
+	// DuplicateDetectionWindow is the duplicate detection history window of
+	// the queue or topic (0: no duplicate detection).
+	DuplicateDetectionWindow time.Duration
+	// MaxMessageSize in bytes (default 256 KiB, the Standard tier).
+	MaxMessageSize int
+}
+
+// SubscriptionProperties describes the entity a subscription receives
+// from, a queue or a topic subscription, for what it promises a consumer
+// (SubscriptionCapabilities). With an administration client
+// (SubscriptionOptions.Admin) the driver reads them from the namespace and
 // ignores these; without one it believes these. Zero fields take the
 // service's defaults.
-type EntityProperties struct {
-	// RequiresSession: the queue or subscription requires sessions (for a
-	// topic: its subscriptions do). Message.Key is then the SessionId,
-	// required on every message.
+type SubscriptionProperties struct {
+	// RequiresSession: the queue or subscription requires sessions: order
+	// and head-of-line blocking per session.
 	RequiresSession bool
 	// LockDuration is the peek-lock duration (default 60s).
 	LockDuration time.Duration
 	// MaxDeliveryCount (default 10).
 	MaxDeliveryCount int
-	// DuplicateDetectionWindow is the duplicate detection history window of
-	// the queue or topic (0: no duplicate detection).
-	DuplicateDetectionWindow time.Duration
 	// DefaultMessageTimeToLive bounds how long a message lives, and so the
 	// redelivery horizon (0: unknown; broker.HorizonUnbounded: messages
 	// never expire, the service's default).
 	DefaultMessageTimeToLive time.Duration
-	// MaxMessageSize in bytes (default 256 KiB, the Standard tier).
-	MaxMessageSize int
-	// Topic: OpenTopic's entity is a topic, not a queue (Nack then cannot
-	// delay: see the package doc). Read from the namespace with Admin.
-	Topic bool
-
-	topic bool // read through Admin
 }
 
-func (p EntityProperties) withDefaults() EntityProperties {
+// entityProps is what the driver knows of an entity, from either side's
+// properties or the administration client.
+type entityProps struct {
+	RequiresSession          bool
+	LockDuration             time.Duration
+	MaxDeliveryCount         int
+	DuplicateDetectionWindow time.Duration
+	DefaultMessageTimeToLive time.Duration
+	MaxMessageSize           int
+}
+
+func (p TopicProperties) entity() entityProps {
+	return entityProps{RequiresSession: p.RequiresSession, DuplicateDetectionWindow: p.DuplicateDetectionWindow, MaxMessageSize: p.MaxMessageSize}
+}
+
+func (p SubscriptionProperties) entity() entityProps {
+	return entityProps{RequiresSession: p.RequiresSession, LockDuration: p.LockDuration, MaxDeliveryCount: p.MaxDeliveryCount, DefaultMessageTimeToLive: p.DefaultMessageTimeToLive}
+}
+
+func (p entityProps) withDefaults() entityProps {
 	if p.LockDuration <= 0 {
 		p.LockDuration = DefaultLockDuration
 	}
@@ -72,20 +99,34 @@ func (p EntityProperties) withDefaults() EntityProperties {
 	return p
 }
 
-func (p EntityProperties) validate() error {
+func (p entityProps) validate() error {
 	if p.LockDuration < 0 || p.MaxDeliveryCount < 0 || p.DuplicateDetectionWindow < 0 || p.DefaultMessageTimeToLive < 0 || p.MaxMessageSize < 0 {
-		return broker.Invalidf("servicebus: negative EntityProperties field")
+		return broker.Invalidf("servicebus: negative entity property")
 	}
 	if p.MaxMessageSize > 0 && p.MaxMessageSize <= sizeHeadroom {
-		return broker.Invalidf("servicebus: EntityProperties.MaxMessageSize %d is too small", p.MaxMessageSize)
+		return broker.Invalidf("servicebus: TopicProperties.MaxMessageSize %d is too small", p.MaxMessageSize)
 	}
 	return nil
 }
 
-// capabilities derives what the entity promises. nackDelay: Nack(delay) is
-// served by scheduling a copy (queues without sessions).
-func (p EntityProperties) capabilities(nackDelay bool) driver.Capabilities {
-	c := driver.Capabilities{
+// topicCaps derives what the entity promises a publisher.
+func (p entityProps) topicCaps() driver.TopicCapabilities {
+	c := driver.TopicCapabilities{MaxMessageSize: p.MaxMessageSize - sizeHeadroom}
+	if p.RequiresSession {
+		c.OrderingKey = "SessionId"
+		c.KeyRequired = true
+	}
+	if p.DuplicateDetectionWindow > 0 {
+		c.DedupWindow = p.DuplicateDetectionWindow
+		c.DedupScope = driver.DedupQueue
+	}
+	return c
+}
+
+// capabilities derives what the entity promises a consumer. nackDelay:
+// Nack(delay) is served by scheduling a copy (queues without sessions).
+func (p entityProps) capabilities(nackDelay bool) driver.SubscriptionCapabilities {
+	c := driver.SubscriptionCapabilities{
 		Ordering:          driver.OrderNone,
 		AckModel:          driver.AckPerMessage,
 		DeliveryCount:     true,
@@ -96,38 +137,31 @@ func (p EntityProperties) capabilities(nackDelay bool) driver.Capabilities {
 		LockExtendable:    true,
 		NackDelay:         nackDelay,
 		RedeliveryHorizon: p.DefaultMessageTimeToLive,
-		MaxMessageSize:    p.MaxMessageSize - sizeHeadroom,
 	}
 	if p.RequiresSession {
 		c.Ordering = driver.OrderSession
-		c.OrderingKey = "SessionId"
-		c.KeyRequired = true
 		c.HeadOfLine = true
-	}
-	if p.DuplicateDetectionWindow > 0 {
-		c.DedupWindow = p.DuplicateDetectionWindow
-		c.DedupScope = driver.DedupQueue
 	}
 	return c
 }
 
-// readQueue, readTopic and readSubscription fill EntityProperties from the
+// readQueue, readTopic and readSubscription fill entityProps from the
 // administration client. A missing entity is ErrNotFound.
-func readQueue(ctx context.Context, ac *admin.Client, name string) (EntityProperties, error) {
+func readQueue(ctx context.Context, ac *admin.Client, name string) (entityProps, error) {
 	q, err := ac.GetQueue(ctx, name, nil)
 	if err != nil {
-		return EntityProperties{}, fmt.Errorf("servicebus: reading queue %q: %w", name, err)
+		return entityProps{}, fmt.Errorf("servicebus: reading queue %q: %w", name, err)
 	}
 	if q == nil {
-		return EntityProperties{}, notFound("queue", name)
+		return entityProps{}, notFound("queue", name)
 	}
 	p := q.QueueProperties
 	if p.LockDuration == nil && p.MaxDeliveryCount == nil {
 		// the administration API answers a topic's name with the topic's
 		// entry, which the SDK reads as a queue without properties
-		return EntityProperties{}, notFound("queue", name)
+		return entityProps{}, notFound("queue", name)
 	}
-	var e EntityProperties
+	var e entityProps
 	var errs []error
 	e.RequiresSession = deref(p.RequiresSession)
 	e.LockDuration = durationOf(p.LockDuration, &errs)
@@ -142,16 +176,16 @@ func readQueue(ctx context.Context, ac *admin.Client, name string) (EntityProper
 	return e, firstErr(errs)
 }
 
-func readTopic(ctx context.Context, ac *admin.Client, name string) (EntityProperties, error) {
+func readTopic(ctx context.Context, ac *admin.Client, name string) (entityProps, error) {
 	t, err := ac.GetTopic(ctx, name, nil)
 	if err != nil {
-		return EntityProperties{}, fmt.Errorf("servicebus: reading topic %q: %w", name, err)
+		return entityProps{}, fmt.Errorf("servicebus: reading topic %q: %w", name, err)
 	}
 	if t == nil {
-		return EntityProperties{}, notFound("topic", name)
+		return entityProps{}, notFound("topic", name)
 	}
 	p := t.TopicProperties
-	var e EntityProperties
+	var e entityProps
 	var errs []error
 	if deref(p.RequiresDuplicateDetection) {
 		e.DuplicateDetectionWindow = durationOf(p.DuplicateDetectionHistoryTimeWindow, &errs)
@@ -165,7 +199,7 @@ func readTopic(ctx context.Context, ac *admin.Client, name string) (EntityProper
 
 // readSubscription reads the subscription and its topic (duplicate
 // detection and size are the topic's; the effective TTL is the smaller).
-func readSubscription(ctx context.Context, ac *admin.Client, topicName, sub string) (EntityProperties, error) {
+func readSubscription(ctx context.Context, ac *admin.Client, topicName, sub string) (entityProps, error) {
 	e, err := readTopic(ctx, ac, topicName)
 	if err != nil {
 		return e, err
@@ -238,16 +272,14 @@ func durationOf(s *string, errs *[]error) time.Duration {
 }
 
 // entityCaps is what a queue (isQueue) or a topic subscription, or the
-// dead-letter queue of either, promises; a topic declares what its
-// subscriptions promise.
-func entityCaps(p EntityProperties, isQueue, dlq bool) driver.Capabilities {
+// dead-letter queue of either, promises a consumer.
+func entityCaps(p entityProps, isQueue, dlq bool) driver.SubscriptionCapabilities {
 	switch {
 	case dlq:
 		// a dead-letter queue has no sessions, no limit and no dead-letter
 		// queue of its own; its messages do not expire
 		c := p.capabilities(false)
-		c.Ordering, c.OrderingKey, c.KeyRequired, c.HeadOfLine = driver.OrderNone, "", false, false
-		c.DedupWindow, c.DedupScope = 0, driver.DedupNone
+		c.Ordering, c.HeadOfLine = driver.OrderNone, false
 		c.DeliveryLimit, c.DeliveryLimitMode, c.DeadLetter = 0, driver.LimitNone, false
 		c.RedeliveryHorizon = broker.HorizonUnbounded
 		return c

@@ -38,8 +38,9 @@ func harness(t *testing.T, e *env, name string, sessions, topicSub bool) conform
 			// and the suite counts the goroutines of a connection opened in a
 			// scenario and never closed as leaked
 			client := e.emu.NewClient(tb)
-			// a topic's subscriptions' properties are declared to it
-			decl := servicebus.EntityProperties{RequiresSession: sessions, LockDuration: c.Lock, MaxDeliveryCount: c.DeliveryLimit}
+			// whether a topic's subscriptions require sessions is declared
+			// to it (the key is then required)
+			decl := servicebus.TopicProperties{RequiresSession: sessions}
 			topic, err := servicebus.OpenTopic(client, sendTo, &servicebus.TopicOptions{Admin: e.admin, Entity: decl})
 			if err != nil {
 				return nil, err

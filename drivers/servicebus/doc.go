@@ -17,14 +17,16 @@
 // the SDK's own path form, so one string names it everywhere), or the
 // dead-letter queue of either (".../$DeadLetterQueue").
 //
-// Capabilities come from the entity: with an administration client
-// (Options.Admin) the driver reads the lock duration, RequiresSession,
-// the duplicate detection window, MaxDeliveryCount, the size limit and the
-// default time to live when it opens, and a missing entity is
-// ErrNotFound. Without one (a principal without Manage rights) it
-// believes Options.Entity, the service's defaults filling what is zero. A
-// topic does not know its subscriptions: sessions, lock duration and
-// MaxDeliveryCount of a topic's subscriptions are always declared through
+// Capabilities come from the entity, each side's from its own: with an
+// administration client (Options.Admin) a topic reads RequiresSession,
+// the duplicate detection window and the size limit (what a publisher is
+// promised), and a subscription RequiresSession, the lock duration,
+// MaxDeliveryCount and the default time to live (what a consumer is
+// promised), when it opens; a missing entity is ErrNotFound. Without one
+// (a principal without Manage rights) each believes its Options.Entity
+// (TopicProperties, SubscriptionProperties), the service's defaults
+// filling what is zero. A topic entity does not know whether its
+// subscriptions require sessions (and so a key): that is declared through
 // TopicOptions.Entity.
 //
 // # URLs
@@ -47,19 +49,19 @@
 // Publishing: Message.ID is the MessageId (at most 128 characters, as the
 // service allows), headers are application properties with string values,
 // the body is the message body. On an entity that requires sessions
-// Message.Key is the SessionId and is required (Capabilities.KeyRequired;
+// Message.Key is the SessionId and is required (TopicCapabilities.KeyRequired;
 // the portable layer refuses a message without one before sending);
 // elsewhere the key travels in the application property "wary-key".
 // Headers are validated before anything is sent (the SDK reports a
 // property that is not valid UTF-8 as a lost connection). A message whose
 // encoding exceeds the entity's limit is ErrTooLarge, nothing sent;
-// Capabilities.MaxMessageSize keeps 2 KiB of the limit for the encoding.
+// TopicCapabilities.MaxMessageSize keeps 2 KiB of the limit for the encoding.
 // A batch goes out as few SDK batches as the limit allows; each is
 // accepted or refused whole.
 //
 // Duplicate detection: on an entity with duplicate detection the service
 // drops, silently, a message whose MessageId it saw within the window
-// (Capabilities.DedupWindow, scope the entity).
+// (TopicCapabilities.DedupWindow, scope the entity).
 //
 // Sessions: a subscription on an entity that requires sessions holds up to
 // MaxSessions sessions at once (AcceptNextSession, default 8), so one
@@ -90,7 +92,7 @@
 // and the service redelivers the message to the session's next holder.
 //
 // Without sessions: peek-lock with the entity's lock duration
-// (Capabilities.LockTimeout); an unsettled delivery returns when its lock
+// (SubscriptionCapabilities.LockTimeout); an unsettled delivery returns when its lock
 // expires, counted. ExtendLock renews the lock (RenewMessageLock) now and
 // again every third of the lock duration until the requested time has
 // passed or the delivery is settled (the service renews by its lock

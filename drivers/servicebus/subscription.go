@@ -22,7 +22,7 @@ type SubscriptionOptions struct {
 	// subscription opens (a missing entity is ErrNotFound).
 	Admin *admin.Client
 	// Entity declares the entity's properties when Admin is nil.
-	Entity EntityProperties
+	Entity SubscriptionProperties
 	// MaxSessions is how many sessions one subscription holds at once, on
 	// an entity that requires sessions (default 8): each is a session
 	// receiver accepted with AcceptNextSession.
@@ -100,9 +100,9 @@ func OpenSubscription(client *azservicebus.Client, entity string, opts *Subscrip
 type subscription struct {
 	client   *azservicebus.Client
 	path     entityPath
-	caps     driver.Capabilities
+	caps     driver.SubscriptionCapabilities
 	o        SubscriptionOptions
-	props    EntityProperties
+	props    entityProps
 	sessions bool
 
 	recv     *azservicebus.Receiver // without sessions
@@ -127,7 +127,8 @@ func openSubscription(ctx context.Context, client *azservicebus.Client, entity s
 	if o.MaxSessions < 0 || o.SessionIdle < 0 || o.ReceiveWait < 0 || o.SettleTimeout < 0 {
 		return nil, broker.Invalidf("servicebus: negative SubscriptionOptions field")
 	}
-	if err := o.Entity.validate(); err != nil {
+	props := o.Entity.entity()
+	if err := props.validate(); err != nil {
 		return nil, err
 	}
 	if o.MaxSessions == 0 {
@@ -142,7 +143,6 @@ func openSubscription(ctx context.Context, client *azservicebus.Client, entity s
 	if o.SettleTimeout == 0 {
 		o.SettleTimeout = 10 * time.Second
 	}
-	props := o.Entity
 	if o.Admin != nil {
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -463,7 +463,7 @@ func (s *subscription) renewUntil(d *delivery, until time.Time) {
 	}()
 }
 
-func (s *subscription) Capabilities() driver.Capabilities { return s.caps }
+func (s *subscription) Capabilities() driver.SubscriptionCapabilities { return s.caps }
 
 func (s *subscription) Classify(err error) driver.ErrorInfo { return classify(err) }
 

@@ -18,13 +18,13 @@ type TopicOptions struct {
 	// TopicOptions are the portable options (publish retries, logger).
 	broker.TopicOptions
 	// Admin, if not nil, reads the queue's or topic's properties when the
-	// topic opens (and reports a missing entity as ErrNotFound). Sessions,
-	// lock duration and MaxDeliveryCount of a topic's subscriptions are
-	// not the topic's: they come from Entity.
+	// topic opens (and reports a missing entity as ErrNotFound). Whether a
+	// topic's subscriptions require sessions is not the topic's: it comes
+	// from Entity.
 	Admin *admin.Client
 	// Entity declares the entity's properties where Admin cannot read
 	// them (all of them without Admin).
-	Entity EntityProperties
+	Entity TopicProperties
 	// CloseClient: Close also closes the client (the URL opener's topics
 	// own theirs).
 	CloseClient bool
@@ -49,7 +49,7 @@ type topic struct {
 	entity   string
 	sender   *azservicebus.Sender
 	sessions bool
-	caps     driver.Capabilities
+	caps     driver.TopicCapabilities
 	maxBytes uint64
 	ownsCli  bool
 
@@ -63,30 +63,23 @@ func openTopic(ctx context.Context, client *azservicebus.Client, entity string, 
 	if entity == "" {
 		return nil, broker.Invalidf("servicebus: empty entity name")
 	}
-	if err := o.Entity.validate(); err != nil {
+	props := o.Entity.entity()
+	if err := props.validate(); err != nil {
 		return nil, err
 	}
-	props := o.Entity
 	if o.Admin != nil {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		read, err := readQueue(ctx, o.Admin, entity)
 		if errors.Is(err, errNotFound) {
 			read, err = readTopic(ctx, o.Admin, entity)
-			read.topic = true
-			// a topic's subscriptions carry these
-			read.RequiresSession, read.LockDuration, read.MaxDeliveryCount = props.RequiresSession, props.LockDuration, props.MaxDeliveryCount
+			// a topic's subscriptions carry this
+			read.RequiresSession = props.RequiresSession
 		}
 		if err != nil {
 			return nil, broker.OpenError(code(err), err)
 		}
 		props = read
-	}
-	isQueue := true
-	if o.Admin != nil {
-		isQueue = !props.topic
-	} else if o.Entity.Topic {
-		isQueue = false
 	}
 	props = props.withDefaults()
 	sender, err := client.NewSender(entity, nil)
@@ -98,7 +91,7 @@ func openTopic(ctx context.Context, client *azservicebus.Client, entity string, 
 		entity:   entity,
 		sender:   sender,
 		sessions: props.RequiresSession,
-		caps:     entityCaps(props, isQueue, false),
+		caps:     props.topicCaps(),
 		maxBytes: uint64(props.MaxMessageSize),
 		ownsCli:  o.CloseClient,
 	}, nil
@@ -212,7 +205,7 @@ func (t *topic) sendOne(ctx context.Context, m *driver.Message) error {
 	return nil
 }
 
-func (t *topic) Capabilities() driver.Capabilities { return t.caps }
+func (t *topic) Capabilities() driver.TopicCapabilities { return t.caps }
 
 func (t *topic) Classify(err error) driver.ErrorInfo { return classify(err) }
 

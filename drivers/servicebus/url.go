@@ -35,13 +35,16 @@ func init() {
 // servicebus://orders/Subscriptions/billing, either followed by
 // /$DeadLetterQueue for subscriptions. Parameters: read_entity (a boolean,
 // default true: read the entity's properties through the administration
-// API; false: take them from the parameters below), sessions (bool),
-// lock_duration, dedup_window, ttl (Go durations), max_delivery_count,
-// max_message_size (integers), topic (bool, with read_entity=false: the
-// entity is a topic); for subscriptions also max_sessions,
-// session_idle, receive_wait and settle_timeout. Any other parameter, and
-// a malformed value, is an error matching broker.ErrInvalid that names the
-// parameter and never echoes its value.
+// API; false: take them from the parameters below) and sessions (bool);
+// the publisher's side, TopicProperties: dedup_window (a Go duration),
+// max_message_size (an integer); the consumer's side,
+// SubscriptionProperties: lock_duration, ttl (Go durations),
+// max_delivery_count (an integer); for subscriptions also max_sessions,
+// session_idle, receive_wait and settle_timeout. So that one URL names a
+// queue for both sides, a topic's URL accepts the consumer's side's
+// parameters and a subscription's the publisher's, checked but not used.
+// Any other parameter, and a malformed value, is an error matching
+// broker.ErrInvalid that names the parameter and never echoes its value.
 type URLOpener struct {
 	// ConnectionString for the namespace. Default: the environment
 	// variable WARY_SERVICEBUS_CONNECTION_STRING. It is never printed.
@@ -93,16 +96,25 @@ func (o *URLOpener) clients(u *url.URL, p *broker.URLParams) (string, *azservice
 	return entity, client, ac, nil
 }
 
-func entityParams(p *broker.URLParams) EntityProperties {
-	const maxInt32 = 1<<31 - 1
-	return EntityProperties{
+const maxInt32 = 1<<31 - 1
+
+// topicParams reads a topic URL's entity parameters (the publisher's side).
+func topicParams(p *broker.URLParams) TopicProperties {
+	return TopicProperties{
+		RequiresSession:          p.Bool("sessions", false),
+		DuplicateDetectionWindow: p.Duration("dedup_window", 0, 0, 7*24*time.Hour),
+		MaxMessageSize:           p.Int("max_message_size", 0, sizeHeadroom+1, maxInt32),
+	}
+}
+
+// subscriptionParams reads a subscription URL's entity parameters (the
+// consumer's side).
+func subscriptionParams(p *broker.URLParams) SubscriptionProperties {
+	return SubscriptionProperties{
 		RequiresSession:          p.Bool("sessions", false),
 		LockDuration:             p.Duration("lock_duration", 0, time.Second, 5*time.Minute),
-		DuplicateDetectionWindow: p.Duration("dedup_window", 0, 0, 7*24*time.Hour),
 		DefaultMessageTimeToLive: p.Duration("ttl", 0, 0, broker.HorizonUnbounded),
 		MaxDeliveryCount:         p.Int("max_delivery_count", 0, 1, maxInt32),
-		MaxMessageSize:           p.Int("max_message_size", 0, sizeHeadroom+1, maxInt32),
-		Topic:                    p.Bool("topic", false),
 	}
 }
 
@@ -113,7 +125,10 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 	if err != nil {
 		return nil, err
 	}
-	opts := &TopicOptions{Admin: ac, Entity: entityParams(p), CloseClient: true}
+	opts := &TopicOptions{Admin: ac, Entity: topicParams(p), CloseClient: true}
+	// One URL names a queue for both sides: a topic's URL may carry the
+	// consumer's parameters, which are checked but are not the topic's.
+	_ = subscriptionParams(p)
 	if err := p.Done(); err != nil {
 		_ = client.Close(ctx)
 		return nil, err
@@ -136,13 +151,14 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 	}
 	opts := &SubscriptionOptions{
 		Admin:         ac,
-		Entity:        entityParams(p),
+		Entity:        subscriptionParams(p),
 		MaxSessions:   p.Int("max_sessions", 0, 1, 1000),
 		SessionIdle:   p.Duration("session_idle", 0, time.Millisecond, time.Hour),
 		ReceiveWait:   p.Duration("receive_wait", 0, time.Millisecond, time.Minute),
 		SettleTimeout: p.Duration("settle_timeout", 0, time.Millisecond, 10*time.Minute),
 		CloseClient:   true,
 	}
+	_ = topicParams(p) // the publisher's side, as a topic's URL accepts the consumer's
 	if err := p.Done(); err != nil {
 		_ = client.Close(ctx)
 		return nil, err

@@ -155,32 +155,36 @@ func TestCapsFromAttributes(t *testing.T) {
 		"MessageRetentionPeriod": "86400", "DeduplicationScope": "messageGroup",
 		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:d.fifo","maxReceiveCount":5}`,
 	}
-	c, maxSize, err := capsFromAttributes(a, 0)
+	tc, c, maxSize, err := capsFromAttributes(a, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := driver.Capabilities{
-		Ordering: driver.OrderMessageGroup, OrderingKey: "MessageGroupId", KeyRequired: true, HeadOfLine: true,
-		DedupWindow: 5 * time.Minute, DedupScope: driver.DedupMessageGroup, AckModel: driver.AckPerMessage,
+	wantTopic := driver.TopicCapabilities{
+		OrderingKey: "MessageGroupId", KeyRequired: true,
+		DedupWindow: 5 * time.Minute, DedupScope: driver.DedupMessageGroup,
+		MaxMessageSize: 262144 - attrReserve, MaxBatchSize: 10,
+	}
+	want := driver.SubscriptionCapabilities{
+		Ordering: driver.OrderMessageGroup, HeadOfLine: true, AckModel: driver.AckPerMessage,
 		DeliveryCount: true, DeliveryLimit: 5, DeliveryLimitMode: driver.LimitNative, DeadLetter: true,
 		LockTimeout: 45 * time.Second, LockExtendable: true, NackDelay: true,
-		RedeliveryHorizon: 24 * time.Hour, MaxMessageSize: 262144 - attrReserve, MaxBatchSize: 10,
+		RedeliveryHorizon: 24 * time.Hour,
 	}
-	if c != want || maxSize != 262144 {
-		t.Fatalf("caps\n got %s\nwant %s", c, want)
+	if tc != wantTopic || c != want || maxSize != 262144 {
+		t.Fatalf("caps\n got %s; %s\nwant %s; %s", tc, c, wantTopic, want)
 	}
 	delete(a, "RedrivePolicy")
 	delete(a, "DeduplicationScope")
-	c, _, _ = capsFromAttributes(a, 3*time.Second)
-	if c.DeadLetter || c.DeliveryLimit != 0 || c.DeliveryLimitMode != driver.LimitNone || c.DedupScope != driver.DedupQueue || c.DedupWindow != 3*time.Second {
-		t.Fatalf("without redrive: %s", c)
+	tc, c, _, _ = capsFromAttributes(a, 3*time.Second)
+	if c.DeadLetter || c.DeliveryLimit != 0 || c.DeliveryLimitMode != driver.LimitNone || tc.DedupScope != driver.DedupQueue || tc.DedupWindow != 3*time.Second {
+		t.Fatalf("without redrive: %s; %s", tc, c)
 	}
 	a["RedrivePolicy"] = `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:0:d.fifo","maxReceiveCount":"x"}`
-	if _, _, err := capsFromAttributes(a, 0); err == nil {
+	if _, _, _, err := capsFromAttributes(a, 0); err == nil {
 		t.Fatal("a malformed maxReceiveCount must be refused")
 	}
 	a["VisibilityTimeout"] = "-1"
-	if _, _, err := capsFromAttributes(a, 0); err == nil {
+	if _, _, _, err := capsFromAttributes(a, 0); err == nil {
 		t.Fatal("a malformed VisibilityTimeout must be refused")
 	}
 }

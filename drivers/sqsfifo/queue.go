@@ -37,8 +37,11 @@ type queue struct {
 	client  *sqs.Client
 	url     string
 	maxSize int // the queue's MaximumMessageSize
-	caps    driver.Capabilities
-	dlqURL  string // from the RedrivePolicy; "" without one
+	// The queue's attributes give both halves: what it promises a
+	// producer (topic) and a consumer (sub).
+	topic  driver.TopicCapabilities
+	sub    driver.SubscriptionCapabilities
+	dlqURL string // from the RedrivePolicy; "" without one
 }
 
 // isURL reports whether s is a queue URL rather than a name.
@@ -92,7 +95,7 @@ func openQueue(ctx context.Context, c *sqs.Client, q string, dedupWindow time.Du
 		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q is a standard queue; this driver serves FIFO queues only", q))
 	}
 	qu := &queue{client: c, url: url}
-	qu.caps, qu.maxSize, err = capsFromAttributes(a, dedupWindow)
+	qu.topic, qu.sub, qu.maxSize, err = capsFromAttributes(a, dedupWindow)
 	if err != nil {
 		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q: %w", q, err))
 	}
@@ -155,34 +158,43 @@ func attrInt(a map[string]string, name types.QueueAttributeName, def int) (int, 
 	return n, nil
 }
 
-// capsFromAttributes derives the capabilities from a FIFO queue's
-// attributes (GetQueueAttributes "All").
-func capsFromAttributes(a map[string]string, dedupWindow time.Duration) (driver.Capabilities, int, error) {
+// capsFromAttributes derives both halves of the capabilities from a FIFO
+// queue's attributes (GetQueueAttributes "All"), and its
+// MaximumMessageSize.
+func capsFromAttributes(a map[string]string, dedupWindow time.Duration) (driver.TopicCapabilities, driver.SubscriptionCapabilities, int, error) {
+	var none driver.SubscriptionCapabilities
 	vis, err := attrInt(a, types.QueueAttributeNameVisibilityTimeout, 30)
 	if err != nil {
-		return driver.Capabilities{}, 0, err
+		return driver.TopicCapabilities{}, none, 0, err
 	}
 	maxSize, err := attrInt(a, types.QueueAttributeNameMaximumMessageSize, 262144)
 	if err != nil {
-		return driver.Capabilities{}, 0, err
+		return driver.TopicCapabilities{}, none, 0, err
 	}
 	retention, err := attrInt(a, types.QueueAttributeNameMessageRetentionPeriod, 345600)
 	if err != nil {
-		return driver.Capabilities{}, 0, err
+		return driver.TopicCapabilities{}, none, 0, err
 	}
 	if dedupWindow <= 0 {
 		dedupWindow = DefaultDedupWindow
 	}
-	caps := driver.Capabilities{
-		Ordering:    driver.OrderMessageGroup,
-		OrderingKey: "MessageGroupId",
-		KeyRequired: true,
+	tc := driver.TopicCapabilities{
+		OrderingKey:    "MessageGroupId",
+		KeyRequired:    true,
+		DedupWindow:    dedupWindow,
+		DedupScope:     driver.DedupQueue,
+		MaxMessageSize: max(maxSize-attrReserve, 1),
+		MaxBatchSize:   MaxBatchSize,
+	}
+	if a[string(types.QueueAttributeNameDeduplicationScope)] == "messageGroup" {
+		tc.DedupScope = driver.DedupMessageGroup
+	}
+	caps := driver.SubscriptionCapabilities{
+		Ordering: driver.OrderMessageGroup,
 		// A group's next message is not delivered while an earlier one
 		// is in flight (received, not deleted, visibility not expired).
-		HeadOfLine:  true,
-		DedupWindow: dedupWindow,
-		DedupScope:  driver.DedupQueue,
-		AckModel:    driver.AckPerMessage,
+		HeadOfLine: true,
+		AckModel:   driver.AckPerMessage,
 		// ApproximateReceiveCount: SQS's own count (approximate only in
 		// that it counts receives the client may not have seen).
 		DeliveryCount:  true,
@@ -193,20 +205,15 @@ func capsFromAttributes(a map[string]string, dedupWindow time.Duration) (driver.
 		// A copy can arrive as long as SQS keeps the message: until the
 		// retention period after it was sent.
 		RedeliveryHorizon: time.Duration(retention) * time.Second,
-		MaxMessageSize:    max(maxSize-attrReserve, 1),
-		MaxBatchSize:      MaxBatchSize,
-	}
-	if a[string(types.QueueAttributeNameDeduplicationScope)] == "messageGroup" {
-		caps.DedupScope = driver.DedupMessageGroup
 	}
 	if rp, ok := parseRedrive(a); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(fmt.Sprint(rp.MaxReceiveCount)))
 		if err != nil || n < 1 {
-			return driver.Capabilities{}, 0, errors.New("RedrivePolicy has no valid maxReceiveCount")
+			return driver.TopicCapabilities{}, none, 0, errors.New("RedrivePolicy has no valid maxReceiveCount")
 		}
 		caps.DeliveryLimit = n
 		caps.DeliveryLimitMode = driver.LimitNative
 		caps.DeadLetter = true
 	}
-	return caps, maxSize, nil
+	return tc, caps, maxSize, nil
 }

@@ -115,7 +115,7 @@ func (s *subscription) collect(p *poll) error {
 // again once it expires, and a handler would have little time left.
 func (s *subscription) take(n int) []types.Message {
 	var out []types.Message
-	fresh := s.q.caps.LockTimeout / 2
+	fresh := s.q.sub.LockTimeout / 2
 	for len(s.stash) > 0 && len(out) < n {
 		r := s.stash[0]
 		s.stash = s.stash[1:]

@@ -263,9 +263,9 @@ func (s *subscription) copyToDLQ(ctx context.Context, h *ackID, reason string) e
 	return err
 }
 
-func (s *subscription) Capabilities() driver.Capabilities   { return s.q.caps }
-func (s *subscription) Classify(err error) driver.ErrorInfo { return classify(err) }
-func (s *subscription) ErrorAs(err error, i any) bool       { return errorAs(err, i) }
+func (s *subscription) Capabilities() driver.SubscriptionCapabilities { return s.q.sub }
+func (s *subscription) Classify(err error) driver.ErrorInfo           { return classify(err) }
+func (s *subscription) ErrorAs(err error, i any) bool                 { return errorAs(err, i) }
 
 // As accepts **sqs.Client and *QueueURL.
 func (s *subscription) As(i any) bool { return s.q.as(i) }

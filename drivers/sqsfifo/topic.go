@@ -143,9 +143,9 @@ func entryIndex(id *string, n int) (int, bool) {
 	return i, err == nil && i >= 0 && i < n
 }
 
-func (t *topic) Capabilities() driver.Capabilities   { return t.q.caps }
-func (t *topic) Classify(err error) driver.ErrorInfo { return classify(err) }
-func (t *topic) ErrorAs(err error, i any) bool       { return errorAs(err, i) }
+func (t *topic) Capabilities() driver.TopicCapabilities { return t.q.topic }
+func (t *topic) Classify(err error) driver.ErrorInfo    { return classify(err) }
+func (t *topic) ErrorAs(err error, i any) bool          { return errorAs(err, i) }
 
 // As accepts **sqs.Client and *QueueURL.
 func (t *topic) As(i any) bool { return t.q.as(i) }

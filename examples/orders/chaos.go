@@ -109,7 +109,7 @@ func (c *chaosTopic) flush(ctx context.Context) error {
 	return nil
 }
 
-func (c *chaosTopic) Capabilities() driver.Capabilities { return c.inner.Capabilities() }
+func (c *chaosTopic) Capabilities() driver.TopicCapabilities { return c.inner.Capabilities() }
 func (c *chaosTopic) Classify(err error) driver.ErrorInfo {
 	var be *broker.Error
 	if errors.As(err, &be) {

@@ -332,7 +332,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	if err != nil {
 		return rep, err
 	}
-	if err := consume(ctx, br.sub, inbox, billing, h, &rep, br.settle); err != nil {
+	if err := consume(ctx, br.sub, br.topic.Capabilities(), inbox, billing, h, &rep, br.settle); err != nil {
 		return rep, err
 	}
 	s := inbox.Stats()
@@ -405,7 +405,7 @@ func (e *DedupWindowError) Error() string {
 // for good (applied, dropped as a duplicate or parked) and nothing more
 // arrives for a moment. The first delivery of the redelivered event is
 // nacked, as if its consumer had died.
-func consume[Tx any](ctx context.Context, sub *broker.Subscription, inbox *idem.Inbox[Tx], billing idem.Handler[Tx], h *conformance.History, rep *Report, timeout time.Duration) error {
+func consume[Tx any](ctx context.Context, sub *broker.Subscription, pub broker.TopicCapabilities, inbox *idem.Inbox[Tx], billing idem.Handler[Tx], h *conformance.History, rep *Report, timeout time.Duration) error {
 	done := map[string]bool{}
 	nacked := map[string]int{}
 	injected := false
@@ -417,8 +417,8 @@ func consume[Tx any](ctx context.Context, sub *broker.Subscription, inbox *idem.
 	var lastErr error
 	for {
 		if time.Now().After(deadline) {
-			if w := sub.Capabilities().DedupWindow; rep.Deliveries == 0 && w > 0 {
-				return &DedupWindowError{Window: w, Scope: sub.Capabilities().DedupScope.String(), Published: rep.Published, Waited: timeout}
+			if w := pub.DedupWindow; rep.Deliveries == 0 && w > 0 {
+				return &DedupWindowError{Window: w, Scope: pub.DedupScope.String(), Published: rep.Published, Waited: timeout}
 			}
 			return fmt.Errorf("consumer: after %s, %d of %d events settled (last error: %v)", timeout, len(done), rep.Published, lastErr)
 		}

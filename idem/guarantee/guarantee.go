@@ -34,9 +34,17 @@ type Pipeline struct {
 	// Broker names the broker for the statement (a URL already redacted
 	// with broker.Redact; never one with a password).
 	Broker string
-	// Caps are the capabilities of the subscription the consumer reads
-	// (sub.Capabilities()), as the live broker declares them.
-	Caps broker.Capabilities
+	// Topic is the publish half of the broker's promise, as the topic the
+	// events are published to declares it (topic.Capabilities()): the
+	// key, the dedup window. Nil: not stated, as in a consumer's own
+	// statement.
+	Topic *broker.TopicCapabilities
+	// Subscription is the delivery half, as the subscription the consumer
+	// reads declares it (sub.Capabilities()): order as delivered, the
+	// delivery limit, dead letters, locks, the redelivery horizon. Nil: not
+	// stated, as in a relay's own statement; the stages that need it say
+	// so, and find nothing in it.
+	Subscription *broker.SubscriptionCapabilities
 	// Outbox, if set: events are written in the domain transaction through
 	// an outbox and published by a relay that retries as it says. Nil: a
 	// producer publishes directly, a dual write.
@@ -182,7 +190,8 @@ func (s Statement) LogValue() slog.Value {
 
 // Explain states what p guarantees end to end, stage by stage, and flags
 // its misconfigurations with their fix. It reads nothing but p: give it the
-// capabilities the live subscription declares.
+// capabilities the live topic and subscription declare, each half from
+// its own side.
 func Explain(p Pipeline) Statement {
 	e := explainer{p: p, st: Statement{Broker: p.Broker}}
 	e.publication()
@@ -282,22 +291,50 @@ func (e *explainer) publication() {
 }
 
 func (e *explainer) transport() {
-	c := e.p.Caps
+	t, c := e.p.Topic, e.p.Subscription
 	var parts []string
-	if c.Ordering == broker.OrderNone {
+	v := VerdictOK
+	key := ""
+	if t != nil {
+		key = t.OrderingKey
+	}
+	switch {
+	case c == nil && key != "":
+		parts = append(parts, "keyed by "+key)
+	case c == nil:
+	case c.Ordering == broker.OrderNone:
 		parts = append(parts, "no order")
-	} else {
-		key := c.OrderingKey
-		if key == "" {
-			key = "Message.Key"
-		}
+	case key != "":
 		parts = append(parts, fmt.Sprintf("order per %s (key %s)", c.Ordering, key))
+	default:
+		parts = append(parts, fmt.Sprintf("order per %s", c.Ordering))
 	}
-	if c.DedupWindow > 0 {
-		parts = append(parts, fmt.Sprintf("dedup of IDs for %s per %s", short(c.DedupWindow), c.DedupScope))
+	if t != nil {
+		if t.DedupWindow > 0 {
+			parts = append(parts, fmt.Sprintf("dedup of IDs for %s per %s", short(t.DedupWindow), t.DedupScope))
+		} else {
+			parts = append(parts, "no broker dedup")
+		}
+		if e.p.Outbox != nil && t.DedupWindow > 0 && e.p.Inbox == nil {
+			if span := e.p.Outbox.RetrySpan(); t.DedupWindow < span {
+				v = VerdictBroken
+				e.finding("transport", fmt.Sprintf("the broker's dedup window (%s) is shorter than the relay's retry span (%s): a row republished later reaches the consumer twice, and nothing downstream drops it", short(t.DedupWindow), short(span.Round(time.Second))),
+					"consume through an idem.Inbox, or lower outbox.RelayOptions.MaxAttempts and Backoff.Max so that the span fits in the window")
+			}
+		}
+	}
+	if c != nil {
+		parts = append(parts, e.delivery(c, &v)...)
 	} else {
-		parts = append(parts, "no broker dedup")
+		parts = append(parts, "delivery not stated here (the consumer's subscription states it)")
 	}
+	e.line("transport", v, "at least once; %s", strings.Join(parts, ", "))
+}
+
+// delivery is the transport's delivery half after the order (limit, lock,
+// horizon), which may lower v.
+func (e *explainer) delivery(c *broker.SubscriptionCapabilities, v *Verdict) []string {
+	var parts []string
 	switch {
 	case c.DeliveryLimit > 0 && c.DeadLetter:
 		parts = append(parts, fmt.Sprintf("dead-letters after %d deliveries (%s)", c.DeliveryLimit, c.DeliveryLimitMode))
@@ -316,30 +353,26 @@ func (e *explainer) transport() {
 		parts = append(parts, "held until settled")
 	}
 	parts = append(parts, "redelivery horizon "+horizon(c.RedeliveryHorizon))
-	v := VerdictOK
 	if c.DeliveryLimit <= 0 {
-		v = VerdictBroken
+		*v = VerdictBroken
 		e.finding("transport", "no delivery limit: a message whose handler always fails is redelivered for ever and holds its scope",
 			"configure one on the broker (RabbitMQ quorum queue x-delivery-limit, SQS redrive maxReceiveCount, Service Bus MaxDeliveryCount, Kafka retry and dead-letter topics, the memory driver's limit=N)")
-	}
-	if e.p.Outbox != nil && c.DedupWindow > 0 && e.p.Inbox == nil {
-		if span := e.p.Outbox.RetrySpan(); c.DedupWindow < span {
-			v = VerdictBroken
-			e.finding("transport", fmt.Sprintf("the broker's dedup window (%s) is shorter than the relay's retry span (%s): a row republished later reaches the consumer twice, and nothing downstream drops it", short(c.DedupWindow), short(span.Round(time.Second))),
-				"consume through an idem.Inbox, or lower outbox.RelayOptions.MaxAttempts and Backoff.Max so that the span fits in the window")
-		}
 	}
 	if c.DeadLetter {
 		e.reconcile("dead-lettered messages (wary dlq list; replay or discard)")
 	}
-	e.line("transport", v, "at least once; %s", strings.Join(parts, ", "))
+	return parts
 }
 
 func (e *explainer) order() {
-	c := e.p.Caps
+	c := e.p.Subscription
 	conc := max(e.p.Concurrency, 1)
 	if !e.p.NeedOrder {
 		e.line("order", VerdictOK, "not needed by the domain (%d handler(s) at once)", conc)
+		return
+	}
+	if c == nil {
+		e.line("order", VerdictWeak, "needed; the order the broker delivers in is not stated here (the consumer's subscription states it)")
 		return
 	}
 	v, text := VerdictOK, ""
@@ -371,7 +404,13 @@ func (e *explainer) order() {
 }
 
 func (e *explainer) consumption() {
-	c := e.p.Caps
+	// Without the subscription's half, the horizon and the delivery limit
+	// are unknown here, and nothing is found in them.
+	var c broker.SubscriptionCapabilities
+	known := e.p.Subscription != nil
+	if known {
+		c = *e.p.Subscription
+	}
 	if e.p.Inbox == nil {
 		e.line("consumption", VerdictBroken, "no inbox: every redelivery and broker duplicate runs the handler again")
 		e.finding("consumption", "deliveries are handled without an inbox", "wrap the handler in idem.NewInbox(store, consumer, sub.Capabilities(), opts).Handle")
@@ -382,7 +421,7 @@ func (e *explainer) consumption() {
 	h := c.RedeliveryHorizon
 	ret := o.Retention
 	switch {
-	case h == broker.HorizonUnknown && ret == 0:
+	case h == broker.HorizonUnknown && ret == 0 && known:
 		v = VerdictBroken
 		e.finding("consumption", "the redelivery horizon is unknown and no retention is set: NewInbox refuses to start", "set Options.Retention to longer than any redelivery you expect")
 	case ret == 0:
@@ -396,7 +435,7 @@ func (e *explainer) consumption() {
 	if maxAttempts < 1 {
 		maxAttempts = 5
 	}
-	if o.Versioned && c.DeliveryLimit > 0 && maxAttempts > c.DeliveryLimit {
+	if o.Versioned && known && c.DeliveryLimit > 0 && maxAttempts > c.DeliveryLimit {
 		// Each gap retry is a nack, so a broker delivery: the broker's
 		// limit comes first and the message leaves the queue unparked.
 		fate := "dead-lettered"

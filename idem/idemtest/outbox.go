@@ -230,7 +230,7 @@ func (f *flaky) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 	return failed
 }
 
-func (f *flaky) Capabilities() driver.Capabilities { return f.inner.Capabilities() }
+func (f *flaky) Capabilities() driver.TopicCapabilities { return f.inner.Capabilities() }
 func (f *flaky) Classify(err error) driver.ErrorInfo {
 	if errors.Is(err, ErrFlaky) {
 		return driver.ErrorInfo{Code: driver.Unavailable}

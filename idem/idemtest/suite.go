@@ -70,7 +70,7 @@ func Run[Tx any](t *testing.T, f Factory[Tx]) {
 }
 
 // Caps are the capabilities of the Queue the suite uses.
-var Caps = broker.Capabilities{DeliveryCount: true, DeadLetter: true, NackDelay: true, RedeliveryHorizon: time.Hour}
+var Caps = broker.SubscriptionCapabilities{DeliveryCount: true, DeadLetter: true, NackDelay: true, RedeliveryHorizon: time.Hour}
 
 // Env is a test's database, store and domain tables: effects (a log with
 // no unique constraint), counter (one row "c", not idempotent), aggs

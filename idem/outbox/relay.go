@@ -202,10 +202,11 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 }
 
 // Statement is this relay's part of the guarantee, as built: the
-// publication its options give and the transport its topic's capabilities
-// give.
+// publication its options give and the publish half of the transport its
+// topic's capabilities give (the delivery half is the consumer's).
 func (r *Relay) Statement() guarantee.Statement {
-	p := guarantee.Pipeline{Caps: r.topic.Capabilities(), Inbox: &guarantee.Inbox{},
+	tc := r.topic.Capabilities()
+	p := guarantee.Pipeline{Topic: &tc, Inbox: &guarantee.Inbox{},
 		Outbox: &guarantee.Outbox{MaxAttempts: r.o.MaxAttempts, Backoff: r.o.Backoff, PublishTimeout: r.o.PublishTimeout}}
 	return guarantee.Explain(p).Stages("publication", "transport")
 }

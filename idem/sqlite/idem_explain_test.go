@@ -28,9 +28,12 @@ func Example_explain() {
 	defer b.Close()
 	_ = b.CreateTopic("orders", &memory.TopicConfig{Profile: memory.SQSFIFO, DeliveryLimit: 5, Retention: 96 * time.Hour})
 	_ = b.CreateSubscription("orders", "billing")
+	top, _ := b.OpenTopic("orders", nil)
+	defer top.Close()
 	sub, _ := b.OpenSubscription("orders", "billing", nil)
 	defer sub.Close()
-	st := guarantee.Explain(guarantee.Pipeline{Caps: sub.Capabilities(), NeedOrder: true, Concurrency: 4, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "billing", Versioned: true}})
+	tc, sc := top.Capabilities(), sub.Capabilities()
+	st := guarantee.Explain(guarantee.Pipeline{Topic: &tc, Subscription: &sc, NeedOrder: true, Concurrency: 4, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "billing", Versioned: true}})
 	for _, l := range st.Lines {
 		fmt.Printf("%s: %s\n", l.Stage, l.Verdict)
 	}
@@ -45,25 +48,27 @@ func Example_explain() {
 }
 
 func TestExplainFindings(t *testing.T) {
-	partitioned := broker.Capabilities{Ordering: broker.OrderPartition, OrderingKey: "key", RedeliveryHorizon: 72 * time.Hour}
+	partitioned := broker.SubscriptionCapabilities{Ordering: broker.OrderPartition, RedeliveryHorizon: 72 * time.Hour}
+	keyed := &broker.TopicCapabilities{OrderingKey: "key"}
 	for _, c := range []struct {
 		name string
 		p    guarantee.Pipeline
 		want []string // the findings' stages, in order
 	}{
-		{"sound", guarantee.Pipeline{Caps: withLimit(partitioned), NeedOrder: true, Concurrency: 4, PerKey: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, nil},
-		{"direct publish, no inbox", guarantee.Pipeline{Caps: withLimit(partitioned)}, []string{"publication", "consumption"}},
-		{"no delivery limit", guarantee.Pipeline{Caps: partitioned, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"transport"}},
-		{"concurrent without PerKey", guarantee.Pipeline{Caps: withLimit(partitioned), NeedOrder: true, Concurrency: 2, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"order"}},
-		{"head-of-line needs no PerKey", guarantee.Pipeline{Caps: hol(withLimit(partitioned)), NeedOrder: true, Concurrency: 2, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, nil},
-		{"order on an unordered broker", guarantee.Pipeline{Caps: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"order"}},
-		{"version checks make up for it", guarantee.Pipeline{Caps: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", Versioned: true}}, nil},
-		{"short retention", guarantee.Pipeline{Caps: withLimit(partitioned), Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", Retention: time.Hour}}, []string{"consumption"}},
-		{"unknown horizon, no retention", guarantee.Pipeline{Caps: broker.Capabilities{DeliveryLimit: 3}, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"consumption"}},
-		{"dedup window shorter than the relay's span", guarantee.Pipeline{Caps: dedup(withLimit(partitioned), time.Minute), Outbox: &guarantee.Outbox{}}, []string{"transport", "consumption"}},
-		{"gap retries beyond the delivery limit", guarantee.Pipeline{Caps: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", MaxAttempts: 6, Versioned: true}}, []string{"consumption"}},
-		{"gap retries within the delivery limit", guarantee.Pipeline{Caps: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", MaxAttempts: 5, Versioned: true}}, nil},
-		{"unkeyed external calls", guarantee.Pipeline{Caps: withLimit(partitioned), UnkeyedCalls: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"effects"}},
+		{"sound", guarantee.Pipeline{Topic: keyed, Subscription: withLimit(partitioned), NeedOrder: true, Concurrency: 4, PerKey: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, nil},
+		{"direct publish, no inbox", guarantee.Pipeline{Subscription: withLimit(partitioned)}, []string{"publication", "consumption"}},
+		{"no delivery limit", guarantee.Pipeline{Subscription: &partitioned, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"transport"}},
+		{"concurrent without PerKey", guarantee.Pipeline{Subscription: withLimit(partitioned), NeedOrder: true, Concurrency: 2, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"order"}},
+		{"head-of-line needs no PerKey", guarantee.Pipeline{Subscription: hol(withLimit(partitioned)), NeedOrder: true, Concurrency: 2, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, nil},
+		{"order on an unordered broker", guarantee.Pipeline{Subscription: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"order"}},
+		{"version checks make up for it", guarantee.Pipeline{Subscription: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", Versioned: true}}, nil},
+		{"short retention", guarantee.Pipeline{Subscription: withLimit(partitioned), Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", Retention: time.Hour}}, []string{"consumption"}},
+		{"unknown horizon, no retention", guarantee.Pipeline{Subscription: &broker.SubscriptionCapabilities{DeliveryLimit: 3}, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"consumption"}},
+		{"dedup window shorter than the relay's span", guarantee.Pipeline{Topic: dedup(time.Minute), Subscription: withLimit(partitioned), Outbox: &guarantee.Outbox{}}, []string{"transport", "consumption"}},
+		{"gap retries beyond the delivery limit", guarantee.Pipeline{Subscription: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", MaxAttempts: 6, Versioned: true}}, []string{"consumption"}},
+		{"gap retries within the delivery limit", guarantee.Pipeline{Subscription: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", MaxAttempts: 5, Versioned: true}}, nil},
+		{"the publish half alone finds nothing in delivery", guarantee.Pipeline{Topic: keyed, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, nil},
+		{"unkeyed external calls", guarantee.Pipeline{Subscription: withLimit(partitioned), UnkeyedCalls: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"effects"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st := guarantee.Explain(c.p)
@@ -91,18 +96,22 @@ func TestExplainFindings(t *testing.T) {
 	}
 }
 
-func withLimit(c broker.Capabilities) broker.Capabilities {
+func withLimit(c broker.SubscriptionCapabilities) *broker.SubscriptionCapabilities {
 	c.DeliveryLimit, c.DeliveryLimitMode, c.DeadLetter = 5, broker.LimitNative, true
-	return c
+	return &c
 }
-func hol(c broker.Capabilities) broker.Capabilities { c.HeadOfLine = true; return c }
-func unordered(c broker.Capabilities) broker.Capabilities {
-	c.Ordering, c.OrderingKey = broker.OrderNone, ""
-	return c
+func hol(c *broker.SubscriptionCapabilities) *broker.SubscriptionCapabilities {
+	h := *c
+	h.HeadOfLine = true
+	return &h
 }
-func dedup(c broker.Capabilities, w time.Duration) broker.Capabilities {
-	c.DedupWindow, c.DedupScope = w, broker.DedupQueue
-	return c
+func unordered(c *broker.SubscriptionCapabilities) *broker.SubscriptionCapabilities {
+	u := *c
+	u.Ordering = broker.OrderNone
+	return &u
+}
+func dedup(w time.Duration) *broker.TopicCapabilities {
+	return &broker.TopicCapabilities{DedupWindow: w, DedupScope: broker.DedupQueue}
 }
 
 // TestInboxAndRelayLogTheirGuarantee: an inbox, when it first handles a
@@ -117,7 +126,7 @@ func TestInboxAndRelayLogTheirGuarantee(t *testing.T) {
 	defer st.Close()
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
-	noLimit := broker.Capabilities{RedeliveryHorizon: time.Hour}
+	noLimit := broker.SubscriptionCapabilities{RedeliveryHorizon: time.Hour}
 	in, err := idem.NewInbox(st, "billing", noLimit, &idem.Options{Logger: logger})
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +164,11 @@ func TestInboxAndRelayLogTheirGuarantee(t *testing.T) {
 	if strings.Count(out, "idem: relay started") != 1 || !strings.Contains(out, "level=INFO") || !strings.Contains(out, "guarantee.publication=") {
 		t.Fatalf("relay start-up log:\n%s", out)
 	}
+	// The relay states its topic's half (the key, the dedup window), not
+	// the consumers' delivery limit, which its topic no longer declares.
+	if !strings.Contains(out, "keyed by MessageGroupId") || strings.Contains(out, "deliveries") || !strings.Contains(out, "delivery not stated here") {
+		t.Fatalf("the relay's transport line states the subscription's half:\n%s", out)
+	}
 }
 
 // RetrySpan is computed at once for a relay that retries (almost) for
@@ -181,7 +195,7 @@ func TestStatementFromBuiltObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	caps := broker.Capabilities{RedeliveryHorizon: time.Hour, DeliveryLimit: 10, DeadLetter: true}
+	caps := broker.SubscriptionCapabilities{RedeliveryHorizon: time.Hour, DeliveryLimit: 10, DeadLetter: true}
 	consumption := func(s guarantee.Statement) string {
 		for _, l := range s.Lines {
 			if l.Stage == "consumption" {

@@ -43,7 +43,7 @@ func New(t testing.TB, h *conformance.History) *Effects {
 // Handler returns the handler of an inbox named name for a subscription
 // with these capabilities: it records each delivery in the history, and
 // the inbox inserts the message's row in its own transaction.
-func (e *Effects) Handler(t testing.TB, name string, caps broker.Capabilities) broker.Handler {
+func (e *Effects) Handler(t testing.TB, name string, caps broker.SubscriptionCapabilities) broker.Handler {
 	t.Helper()
 	in, err := idem.NewInbox[*sql.Tx](e.store, name, caps, &idem.Options{Backoff: broker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
 	if err != nil {

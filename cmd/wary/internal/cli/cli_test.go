@@ -88,13 +88,14 @@ func TestHelpEveryCommand(t *testing.T) {
 func TestUsageErrorsExit2(t *testing.T) {
 	w := newWary(t)
 	for _, args := range [][]string{
-		{"explain"}, // --broker is required
-		{"explain", "--broker", "mem://x", "--no-such-flag"},
+		{"explain"},                        // --broker is required
+		{"explain", "--broker", "mem://x"}, // so is --subscription
+		{"explain", "--broker", "mem://x", "--subscription", "mem://x/s", "--no-such-flag"},
 		{"no-such-command"},
 		{"parked", "show", "notanumber", "--consumer", "c", "--sqlite", "x.db"},
 		{"parked", "list"}, // no store named
 		{"outbox", "list", "--state", "lost", "--sqlite", "x.db"},
-		{"explain", "--broker", "nosuchscheme://x", "--inbox=false"},
+		{"explain", "--broker", "nosuchscheme://x", "--subscription", "nosuchscheme://x", "--inbox=false"},
 	} {
 		r := w.want(cli.ExitError, args...)
 		if !strings.HasPrefix(r.errout, "wary: ") {
@@ -109,7 +110,7 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 	w := newWary(t)
 	for _, args := range [][]string{
 		{"outbox", "status", "--postgres", "postgres://admin:s3cr3tpw@127.0.0.1:1/db?connect_timeout=1"},
-		{"explain", "--broker", "amqp://guest:s3cr3tpw@127.0.0.1:1/?exchange=x", "--inbox=false"},
+		{"explain", "--broker", "amqp://guest:s3cr3tpw@127.0.0.1:1/?exchange=x", "--subscription", "amqp://guest:s3cr3tpw@127.0.0.1:1/?queue=x", "--inbox=false"},
 	} {
 		r := w.want(cli.ExitError, args...)
 		if strings.Contains(r.out+r.errout, "s3cr3tpw") {
@@ -139,8 +140,8 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 	delete(w.env, cli.EnvPostgres)
 	w.env[cli.EnvServiceBus] = "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=k;SharedAccessKey=s3cr3tpw;UseDevelopmentEmulator=true"
 	for _, args := range [][]string{
-		{"explain", "--broker", "servicebus://orders", "--inbox=false"},
-		{"explain", "--broker", "servicebus://orders", "--inbox=false", "--json"},
+		{"explain", "--broker", "servicebus://orders", "--subscription", "servicebus://orders", "--inbox=false"},
+		{"explain", "--broker", "servicebus://orders", "--subscription", "servicebus://orders", "--inbox=false", "--json"},
 		{"dlq", "list", "--subscription", "servicebus://orders"},
 	} {
 		r := w.run(args...)
@@ -150,13 +151,19 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 	}
 }
 
+// sub is the URL of subscription "billing" of the memory topic's URL.
+func sub(topicURL string) string {
+	name, _, _ := strings.Cut(strings.TrimPrefix(topicURL, "mem://"), "?")
+	return "mem://" + name + "/billing"
+}
+
 // TestExplainSound: an outbox, an inbox with version checks, PerKey
 // handlers on an ordered broker with a delivery limit: five lines, no
 // finding, exit 0.
 func TestExplainSound(t *testing.T) {
 	w := newWary(t)
 	topic := "mem://" + unique("explain") + "?profile=partitioned&limit=5"
-	r := w.want(cli.ExitOK, "explain", "--broker", topic, "--outbox", "--inbox", "--consumer", "billing", "--ordered", "--versioned",
+	r := w.want(cli.ExitOK, "explain", "--broker", topic, "--subscription", sub(topic), "--outbox", "--inbox", "--consumer", "billing", "--ordered", "--versioned",
 		"--concurrency", "4", "--per-key")
 	r.has(t, "publication: [ok]", "transport:   [ok]", "order per partition", "order:       [ok]", "PerKey serialises",
 		"consumption: [ok]", "effects:     [ok]", "parked messages", "no misconfiguration found")
@@ -174,7 +181,7 @@ func TestExplainFlagsMisconfiguration(t *testing.T) {
 	// A partitioned broker without a delivery limit (limit=-1), a 72h
 	// horizon.
 	topic := "mem://" + unique("explain") + "?profile=partitioned&limit=-1&retention=72h"
-	r := w.want(cli.ExitFinding, "explain", "--broker", topic, "--config", cfg)
+	r := w.want(cli.ExitFinding, "explain", "--broker", topic, "--subscription", sub(topic), "--config", cfg)
 	r.has(t, "MISCONFIGURED (transport): no delivery limit", "fix: configure one on the broker",
 		"MISCONFIGURED (order): 4 concurrent handlers without PerKey", "fix: set broker.RunOptions.PerKey",
 		"MISCONFIGURED (consumption): inbox retention 1h is shorter than the redelivery horizon 72h",
@@ -183,7 +190,7 @@ func TestExplainFlagsMisconfiguration(t *testing.T) {
 		Lines    []struct{ Stage, Verdict string }
 		Findings []struct{ Stage, Problem, Fix string }
 	}
-	w.want(cli.ExitFinding, "explain", "--broker", topic, "--config", cfg, "--json").json(t, &st)
+	w.want(cli.ExitFinding, "explain", "--broker", topic, "--subscription", sub(topic), "--config", cfg, "--json").json(t, &st)
 	if len(st.Lines) != 5 || len(st.Findings) != 4 {
 		t.Fatalf("JSON statement: %d lines, %d findings; want 5 and 4: %+v", len(st.Lines), len(st.Findings), st)
 	}
@@ -196,7 +203,7 @@ func TestExplainFlagsMisconfiguration(t *testing.T) {
 	// Ordering needed on a broker without a scope, a direct publish, no
 	// inbox.
 	unordered := "mem://" + unique("explain") + "?profile=queue"
-	r = w.want(cli.ExitFinding, "explain", "--broker", unordered, "--ordered", "--inbox=false")
+	r = w.want(cli.ExitFinding, "explain", "--broker", unordered, "--subscription", sub(unordered), "--ordered", "--inbox=false")
 	r.has(t, "MISCONFIGURED (order): ordering is needed but the broker declares no ordering scope",
 		"MISCONFIGURED (publication)", "MISCONFIGURED (consumption): deliveries are handled without an inbox")
 }
@@ -207,10 +214,10 @@ func TestExplainFlagsMisconfiguration(t *testing.T) {
 func TestExplainDedupWindowShorterThanRelay(t *testing.T) {
 	w := newWary(t)
 	topic := "mem://" + unique("explain") + "?profile=sqsfifo&dedup=1m"
-	r := w.want(cli.ExitFinding, "explain", "--broker", topic, "--outbox", "--inbox=false")
+	r := w.want(cli.ExitFinding, "explain", "--broker", topic, "--subscription", sub(topic), "--outbox", "--inbox=false")
 	r.has(t, "the broker's dedup window (1m) is shorter than the relay's retry span")
 	// With an inbox, the window is not relied on.
-	r = w.want(cli.ExitOK, "explain", "--broker", topic, "--outbox", "--inbox", "--consumer", "c")
+	r = w.want(cli.ExitOK, "explain", "--broker", topic, "--subscription", sub(topic), "--outbox", "--inbox", "--consumer", "c")
 	r.has(t, "dedup of IDs for 1m per queue")
 }
 
@@ -221,14 +228,14 @@ func TestREADMEExplainOrders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const cmd = "$ wary explain --broker mem://orders --config examples/orders/pipeline.json\n"
+	const cmd = "$ wary explain --broker mem://orders --subscription mem://orders/billing --config examples/orders/pipeline.json\n"
 	_, block, ok := strings.Cut(string(readme), cmd)
 	if !ok {
 		t.Fatalf("README.md lacks %q", cmd)
 	}
 	block, _, _ = strings.Cut(block, "```")
 	w := newWary(t)
-	r := w.want(cli.ExitOK, "explain", "--broker", "mem://orders", "--config", "../../../../examples/orders/pipeline.json")
+	r := w.want(cli.ExitOK, "explain", "--broker", "mem://orders", "--subscription", "mem://orders/billing", "--config", "../../../../examples/orders/pipeline.json")
 	if r.out != block {
 		t.Fatalf("README.md shows\n%s\nwary explain prints\n%s", block, r.out)
 	}

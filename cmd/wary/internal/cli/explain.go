@@ -77,13 +77,16 @@ type explainFlags struct {
 func (a *app) explainCmd() *cobra.Command {
 	var f explainFlags
 	c := &cobra.Command{
-		Use:   "explain --broker URL [--postgres URL | --sqlite FILE] [--consumer NAME] [--config FILE]",
+		Use:   "explain --broker URL --subscription URL [--postgres URL | --sqlite FILE] [--consumer NAME] [--config FILE]",
 		Short: "State a pipeline's end-to-end guarantee and flag its misconfigurations",
 		Long: `explain states what one pipeline guarantees, as five lines with a verdict
 each (publication, transport, order, consumption, external effects), and
 what is left to reconciliation. The transport line comes from the
-capabilities the live broker declares. Misconfigurations are flagged with
-their fix, and make the command exit 1.
+capabilities the live broker declares, each half from its own side: what a
+publisher is promised (the key, the dedup window) from the topic --broker
+names, what a consumer is promised (order, the delivery limit, locks, the
+redelivery horizon) from the subscription --subscription names.
+Misconfigurations are flagged with their fix, and make the command exit 1.
 
 What the broker and the store cannot tell (handler concurrency, whether
 the domain needs order, idempotency-key contracts) comes from flags or
@@ -94,7 +97,7 @@ from a JSON --config file:
    "keys": [{"provider": "payments", "retention": "24h", "replays": true}]}
 With a store (--postgres or --sqlite), the outbox and the inbox are
 assumed, and what is stuck in them now is counted.`,
-		Example: `  wary explain --broker 'mem://orders?profile=queue&limit=5' --sqlite shop.db --consumer billing --ordered --versioned
+		Example: `  wary explain --broker 'mem://orders?profile=queue&limit=5' --subscription mem://orders/billing --sqlite shop.db --consumer billing --ordered --versioned
   wary explain --broker rabbit://orders --subscription 'rabbit://orders.billing?nack_delay=true' --postgres "$WARY_POSTGRES_URL" --config pipeline.json --json`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -110,8 +113,8 @@ assumed, and what is stuck in them now is counted.`,
 		},
 	}
 	f.store.add(c)
-	c.Flags().StringVar(&f.broker, "broker", "", "topic URL of the broker (required)")
-	c.Flags().StringVar(&f.sub, "subscription", "", "subscription URL whose capabilities the consumer sees (default: the topic's)")
+	c.Flags().StringVar(&f.broker, "broker", "", "URL of the topic the events are published to (required)")
+	c.Flags().StringVar(&f.sub, "subscription", "", "URL of the subscription the consumer reads (required)")
 	c.Flags().StringVar(&f.consumer, "consumer", "", "the inbox's consumer name")
 	c.Flags().StringVar(&f.config, "config", "", "JSON file describing how the application uses wary")
 	c.Flags().BoolVar(&f.outbox, "outbox", false, "events go through an outbox and relay (default: true with a store)")
@@ -122,6 +125,7 @@ assumed, and what is stuck in them now is counted.`,
 	c.Flags().IntVar(&f.concurrency, "concurrency", 0, "handlers running at once (default 1)")
 	c.Flags().DurationVar(&f.retention, "retention", 0, "inbox retention (default: the redelivery horizon)")
 	_ = c.MarkFlagRequired("broker")
+	_ = c.MarkFlagRequired("subscription")
 	return c
 }
 
@@ -184,24 +188,23 @@ func (a *app) pipeline(c *cobra.Command, f *explainFlags) (guarantee.Pipeline, e
 // explain reads the live capabilities (and the store's backlog) and
 // states the guarantee.
 func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline) (guarantee.Statement, error) {
-	subURL := f.sub
-	var caps broker.Capabilities
-	if subURL != "" {
-		s, err := a.openSubscription(ctx, subURL)
-		if err != nil {
-			return guarantee.Statement{}, err
-		}
-		caps = s.Capabilities()
-		_ = s.Close()
-	} else {
-		t, err := a.openTopic(ctx, f.broker)
-		if err != nil {
-			return guarantee.Statement{}, err
-		}
-		caps = t.Capabilities()
-		_ = t.Close()
+	// Each half of the broker's promise is read from its own side: the
+	// publish half from the topic, the delivery half from the consumer's
+	// subscription.
+	t, err := a.openTopic(ctx, f.broker)
+	if err != nil {
+		return guarantee.Statement{}, err
 	}
-	p.Caps = caps
+	tc := t.Capabilities()
+	_ = t.Close()
+	p.Topic = &tc
+	s, err := a.openSubscription(ctx, f.sub)
+	if err != nil {
+		return guarantee.Statement{}, err
+	}
+	sc := s.Capabilities()
+	_ = s.Close()
+	p.Subscription = &sc
 	p.Broker = broker.RedactString(f.broker)
 	st := guarantee.Explain(p)
 	if !a.storeGiven(&f.store) {

@@ -243,7 +243,7 @@ func kafkaHarness(ctx context.Context, u *url.URL, getenv func(string) string) (
 				return nil, err
 			}
 			so := &kafka.SubscriptionOptions{Ordered: ordered, DeadLetterTopic: name + "-dlq", DeliveryLimit: cfg.DeliveryLimit}
-			top, err := kafka.OpenTopic(append(opts, kgo.ProducerLinger(0)), name, &kafka.TopicOptions{Consumers: so})
+			top, err := kafka.OpenTopic(append(opts, kgo.ProducerLinger(0)), name, nil)
 			if err != nil {
 				return nil, err
 			}

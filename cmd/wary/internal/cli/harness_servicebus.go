@@ -87,9 +87,9 @@ func serviceBusHarness(ctx context.Context, u *url.URL, getenv func(string) stri
 			}
 			topts := &servicebus.TopicOptions{Admin: adm}
 			if topic {
-				// A topic does not know its subscriptions' properties: they
-				// are declared to it.
-				topts.Entity = servicebus.EntityProperties{RequiresSession: sessions, LockDuration: max(cfg.LockTimeout, minLock), MaxDeliveryCount: cfg.DeliveryLimit}
+				// A topic does not know whether its subscriptions require
+				// sessions (and so a key): that is declared to it.
+				topts.Entity = servicebus.TopicProperties{RequiresSession: sessions}
 			}
 			top, err := servicebus.OpenTopic(client, send, topts)
 			if err != nil {

@@ -25,8 +25,8 @@ func TestJSONEveryDataCommand(t *testing.T) {
 		code int
 		args []string
 	}{
-		{cli.ExitOK, p.args("explain", "--broker", p.topicURL, "--consumer", "billing")},
-		{cli.ExitFinding, []string{"explain", "--broker", p.topicURL, "--inbox=false"}}, // a dual write
+		{cli.ExitOK, p.args("explain", "--broker", p.topicURL, "--subscription", p.topicURL+"/billing", "--consumer", "billing")},
+		{cli.ExitFinding, []string{"explain", "--broker", p.topicURL, "--subscription", p.topicURL + "/billing", "--inbox=false"}}, // a dual write
 		{cli.ExitOK, []string{"probe", "mem://scratch", "--only", "round-trip-fidelity"}},
 		{cli.ExitOK, p.args("parked", "list")},
 		{cli.ExitOK, p.args("parked", "replay", "--consumer", "billing", "--all", "--to", p.topicURL, "--yes")},

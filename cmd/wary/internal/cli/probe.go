@@ -124,7 +124,7 @@ type probeJSON struct {
 }
 
 // declared says which part of the declaration a scenario checks.
-func declared(scenario string, c broker.Capabilities) string {
+func declared(scenario string, c conformance.Capabilities) string {
 	yes := func(b bool) string {
 		if b {
 			return "yes"

@@ -39,8 +39,10 @@ func liarHarness(_ context.Context, _ *url.URL, _ func(string) string) (conforma
 				return nil, err
 			}
 			caps := top.Capabilities()
-			caps.Ordering, caps.OrderingKey, caps.HeadOfLine = broker.OrderMessageGroup, "MessageGroupId", true
+			caps.OrderingKey = "MessageGroupId"
 			caps.DedupWindow, caps.DedupScope = time.Minute, broker.DedupQueue
+			subCaps := memory.TopicConfig{Profile: memory.Queue, LockTimeout: cfg.LockTimeout, DeliveryLimit: cfg.DeliveryLimit}.SubscriptionCapabilities()
+			subCaps.Ordering, subCaps.HeadOfLine = broker.OrderMessageGroup, true
 			return &conformance.Fixture{
 				Topic: broker.NewTopic(&lyingTopic{t: top, caps: caps}, nil),
 				Subscribe: func(context.Context) (*broker.Subscription, error) {
@@ -48,7 +50,7 @@ func liarHarness(_ context.Context, _ *url.URL, _ func(string) string) (conforma
 					if err != nil {
 						return nil, err
 					}
-					return broker.NewSubscription(&lyingSub{s: s, caps: caps}, nil), nil
+					return broker.NewSubscription(&lyingSub{s: s, caps: subCaps}, nil), nil
 				},
 				DeadLetters: func(context.Context) (*broker.Subscription, error) { return b.OpenDeadLetters(name, "sub", nil) },
 			}, nil
@@ -77,7 +79,7 @@ func classify(err error) driver.ErrorInfo {
 // lyingTopic publishes through a real topic and declares caps.
 type lyingTopic struct {
 	t    *broker.Topic
-	caps driver.Capabilities
+	caps driver.TopicCapabilities
 }
 
 func (l *lyingTopic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
@@ -87,16 +89,16 @@ func (l *lyingTopic) SendBatch(ctx context.Context, msgs []*driver.Message) erro
 	}
 	return l.t.Publish(ctx, out...)
 }
-func (l *lyingTopic) Capabilities() driver.Capabilities   { return l.caps }
-func (l *lyingTopic) Classify(err error) driver.ErrorInfo { return classify(err) }
-func (l *lyingTopic) As(any) bool                         { return false }
-func (l *lyingTopic) ErrorAs(error, any) bool             { return false }
-func (l *lyingTopic) Close() error                        { return l.t.Close() }
+func (l *lyingTopic) Capabilities() driver.TopicCapabilities { return l.caps }
+func (l *lyingTopic) Classify(err error) driver.ErrorInfo    { return classify(err) }
+func (l *lyingTopic) As(any) bool                            { return false }
+func (l *lyingTopic) ErrorAs(error, any) bool                { return false }
+func (l *lyingTopic) Close() error                           { return l.t.Close() }
 
 // lyingSub receives through a real subscription and declares caps.
 type lyingSub struct {
 	s    *broker.Subscription
-	caps driver.Capabilities
+	caps driver.SubscriptionCapabilities
 }
 
 func (l *lyingSub) ReceiveBatch(ctx context.Context, n int) ([]*driver.Message, error) {
@@ -129,11 +131,11 @@ func (l *lyingSub) SendDeadLetters(ctx context.Context, ids []driver.AckID, reas
 func (l *lyingSub) ExtendLocks(ctx context.Context, ids []driver.AckID, dur time.Duration) error {
 	return l.each(ids, func(d *broker.Delivery) error { return d.ExtendLock(ctx, dur) })
 }
-func (l *lyingSub) Capabilities() driver.Capabilities   { return l.caps }
-func (l *lyingSub) Classify(err error) driver.ErrorInfo { return classify(err) }
-func (l *lyingSub) As(any) bool                         { return false }
-func (l *lyingSub) ErrorAs(error, any) bool             { return false }
-func (l *lyingSub) Close() error                        { return l.s.Close() }
+func (l *lyingSub) Capabilities() driver.SubscriptionCapabilities { return l.caps }
+func (l *lyingSub) Classify(err error) driver.ErrorInfo           { return classify(err) }
+func (l *lyingSub) As(any) bool                                   { return false }
+func (l *lyingSub) ErrorAs(error, any) bool                       { return false }
+func (l *lyingSub) Close() error                                  { return l.s.Close() }
 
 // TestProbeCatchesALie: a broker that declares a dedup window it does
 // not keep is caught, with exit 1; what it keeps is reported kept.

@@ -96,15 +96,14 @@ func TestProbeServiceBusCatchesALie(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			caps := f.Topic.Capabilities()
-			caps.DeliveryLimit += 2
 			subscribe := f.Subscribe
-			f.Topic = broker.NewTopic(&lyingTopic{t: f.Topic, caps: caps}, nil)
 			f.Subscribe = func(ctx context.Context) (*broker.Subscription, error) {
 				s, err := subscribe(ctx)
 				if err != nil {
 					return nil, err
 				}
+				caps := s.Capabilities()
+				caps.DeliveryLimit += 2
 				return broker.NewSubscription(&lyingSub{s: s, caps: caps}, nil), nil
 			}
 			return f, nil

@@ -95,7 +95,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 				j = len(top.Topics)
 				topics[strings.ToLower(t)] = j
 				top.Topics = append(top.Topics, sbemu.Topic{Name: t})
-				urls = append(urls, fmt.Sprintf("topic servicebus://%s?topic=true&%s", t, params))
+				urls = append(urls, fmt.Sprintf("topic servicebus://%s?%s", t, params))
 			}
 			sessions := i == 1
 			top.Topics[j].Subscriptions = append(top.Topics[j].Subscriptions, sbemu.Subscription{Name: s, RequiresSession: sessions,
