@@ -51,7 +51,16 @@ type RunOptions struct {
 	// BatchSize is, for RunBatch, the most deliveries one call of the
 	// BatchHandler gets (default DefaultBatchSize). Run ignores it.
 	BatchSize int
+	// DrainTimeout bounds the drain that follows the end of Run's ctx:
+	// handlers in flight then keep a live context for up to DrainTimeout
+	// to finish (and commit), and are settled as usual; past it their
+	// context is canceled. Default DefaultDrainTimeout; negative cancels
+	// handlers at once.
+	DrainTimeout time.Duration
 }
+
+// DefaultDrainTimeout is RunOptions.DrainTimeout's default.
+const DefaultDrainTimeout = 10 * time.Second
 
 // Run receives deliveries and calls h for each until ctx is done, the
 // subscription is closed, or receiving fails with an error that is not
@@ -59,9 +68,16 @@ type RunOptions struct {
 // nil when ctx was canceled, an error matching ErrClosed when the
 // subscription was closed, and otherwise the receive error.
 //
-// Handlers get a context that is canceled when Run's ctx is; settlement at
-// the end of a handler uses a context that is not, so that work a handler
-// finished is acknowledged.
+// When Run stops, it drains: it receives nothing more and starts no
+// handler; deliveries received but not yet started (waiting behind their
+// key, or for a free handler) are released at once with Nack, without
+// delay, so that the broker delivers them again (their delivery counts
+// as an attempt); handlers in flight keep a live context for up to
+// RunOptions.DrainTimeout to finish, and are settled by what they return.
+// Past DrainTimeout their context is canceled, and Run returns when they
+// do: a handler that ignores its context holds Run. Settlement always
+// uses a context of its own, so that work a handler finished is
+// acknowledged.
 func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) error {
 	return s.run(ctx, h, nil, opts)
 }
@@ -114,6 +130,8 @@ func (s *Subscription) run(ctx context.Context, h Handler, bh BatchHandler, opts
 	if err := s.setPrefetch(o.MaxOutstanding); err != nil {
 		return err
 	}
+	// Handlers run on a context of their own, canceled by the drain.
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &runner{
 		sub:         s,
 		h:           h,
@@ -121,14 +139,42 @@ func (s *Subscription) run(ctx context.Context, h Handler, bh BatchHandler, opts
 		per:         per,
 		opts:        o,
 		ctx:         ctx,
+		hctx:        hctx,
 		outstanding: make(chan struct{}, o.MaxOutstanding),
 		workers:     make(chan struct{}, o.Concurrency),
 		keys:        map[string][]*Delivery{},
 		acks:        ackGroup{queued: s.ackQueued},
 	}
 	err := r.loop()
-	r.wg.Wait()
+	r.drain(hcancel)
 	return err
+}
+
+// drain waits for the handlers in flight, canceling their context once
+// DrainTimeout has passed.
+func (r *runner) drain(hcancel context.CancelFunc) {
+	defer hcancel()
+	done := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(done)
+	}()
+	wait := r.opts.DrainTimeout
+	if wait == 0 {
+		wait = DefaultDrainTimeout
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			r.sub.logger.Warn("wary: handlers still running after the drain timeout; canceling them", slog.Duration("drain_timeout", wait))
+		}
+	}
+	hcancel()
+	<-done
 }
 
 type runner struct {
@@ -137,9 +183,10 @@ type runner struct {
 	bh          BatchHandler // RunBatch
 	per         int          // the most deliveries one handler call takes
 	opts        RunOptions
-	ctx         context.Context
-	outstanding chan struct{} // one token per unsettled delivery held
-	workers     chan struct{} // one token per running worker goroutine
+	ctx         context.Context // Run's: receiving stops when it ends
+	hctx        context.Context // the handlers': live until the drain ends
+	outstanding chan struct{}   // one token per unsettled delivery held
+	workers     chan struct{}   // one token per running worker goroutine
 	wg          sync.WaitGroup
 
 	mu   sync.Mutex
@@ -202,6 +249,37 @@ func (r *runner) loop() error {
 	}
 }
 
+// stopping reports whether Run's ctx has ended: nothing more starts.
+func (r *runner) stopping() bool { return r.ctx.Err() != nil }
+
+// release gives back a delivery that will not be handled because Run is
+// stopping: a nack without delay, so that the broker delivers it again.
+func (r *runner) release(d *Delivery) {
+	if !d.Settled() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 30*time.Second)
+		if err := d.Nack(sctx, 0); err != nil && !errors.Is(err, ErrClosed) {
+			r.sub.logger.Warn("wary: releasing a delivery at shutdown failed", slog.String("message_id", d.Message.ID), slog.String("error", err.Error()))
+		}
+		cancel()
+	}
+	<-r.outstanding
+}
+
+// acquire takes a worker slot, waiting for one; false when Run stopped
+// meanwhile (the slot is then not taken).
+func (r *runner) acquire() bool {
+	select {
+	case r.workers <- struct{}{}:
+	case <-r.ctx.Done():
+		return false
+	}
+	if r.stopping() {
+		<-r.workers
+		return false
+	}
+	return true
+}
+
 // dispatch runs d now, or queues it behind the running delivery of its key.
 func (r *runner) dispatch(d *Delivery) {
 	key := d.Message.Key
@@ -215,9 +293,36 @@ func (r *runner) dispatch(d *Delivery) {
 		r.keys[key] = nil
 		r.mu.Unlock()
 	}
-	r.workers <- struct{}{} // bounded concurrency; blocks the receive loop
+	if !r.acquire() { // bounded concurrency; blocks the receive loop
+		r.release(d)
+		r.next(key) // and what queued behind it meanwhile
+		return
+	}
 	r.wg.Add(1)
 	go r.work(key, d)
+}
+
+// next returns the delivery waiting first behind key, or nil, forgetting
+// the key when none waits. Once Run is stopping it releases every waiting
+// delivery of key instead.
+func (r *runner) next(key string) *Delivery {
+	if !r.opts.PerKey || key == "" {
+		return nil
+	}
+	r.mu.Lock()
+	q := r.keys[key]
+	if len(q) > 0 && !r.stopping() {
+		d := q[0]
+		r.keys[key] = q[1:]
+		r.mu.Unlock()
+		return d
+	}
+	delete(r.keys, key)
+	r.mu.Unlock()
+	for _, d := range q {
+		r.release(d)
+	}
+	return nil
 }
 
 func (r *runner) work(key string, d *Delivery) {
@@ -226,28 +331,24 @@ func (r *runner) work(key string, d *Delivery) {
 	for d != nil {
 		r.handle(d)
 		<-r.outstanding
-		d = nil
-		if r.opts.PerKey && key != "" {
-			r.mu.Lock()
-			if q := r.keys[key]; len(q) > 0 {
-				d, r.keys[key] = q[0], q[1:]
-			} else {
-				delete(r.keys, key)
-			}
-			r.mu.Unlock()
-		}
+		d = r.next(key)
 	}
 }
 
 // dispatchBatch runs h on ds in a worker.
 func (r *runner) dispatchBatch(ds []*Delivery) {
-	r.workers <- struct{}{}
+	if !r.acquire() {
+		for _, d := range ds {
+			r.release(d)
+		}
+		return
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		defer func() { <-r.workers }()
 		stop := r.renewLocks(ds)
-		ctx, span := r.sub.tel.startProcessBatch(r.ctx, ds)
+		ctx, span := r.sub.tel.startProcessBatch(r.hctx, ds)
 		err := r.callBatch(ctx, ds)
 		stop()
 		if err == nil {
@@ -267,7 +368,7 @@ func (r *runner) dispatchBatch(ds []*Delivery) {
 
 func (r *runner) handle(d *Delivery) {
 	stop := r.renewLocks([]*Delivery{d})
-	ctx, span := r.sub.tel.startProcess(r.ctx, d)
+	ctx, span := r.sub.tel.startProcess(r.hctx, d)
 	err := r.call(ctx, d)
 	stop()
 	r.settleAfter(d, err)
