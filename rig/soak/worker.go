@@ -268,10 +268,12 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 			return d.Ack(ctx)
 		}
 	}
+	// No drain: a consumer that stops, killed or closed, cuts its handlers
+	// off (on the memory target a kill is this cancel).
 	err = sub.Run(ctx, func(ctx context.Context, d *broker.Delivery) error {
 		lg.line(lineDelivery, d.Message.ID+" "+strconv.Itoa(d.Attempt))
 		return wrapped(ctx, d)
-	}, &broker.RunOptions{Concurrency: spec.Concurrency, PerKey: true, MaxLockRenewal: -1})
+	}, &broker.RunOptions{Concurrency: spec.Concurrency, PerKey: true, MaxLockRenewal: -1, DrainTimeout: -1})
 	if ctx.Err() != nil || errors.Is(err, broker.ErrClosed) {
 		return nil
 	}
