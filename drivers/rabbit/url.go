@@ -267,7 +267,7 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 	}
 	if dlq == "" {
 		if dlx != top.DeadLetterExchange() {
-			return nil, broker.Invalidf("rabbit: the dead_letter_exchange of queue %q is not the topology's (%s): name its dead-letter queue with the URL parameter dead_letter_queue", name, top.DeadLetterExchange())
+			return nil, broker.Invalidf("rabbit: the URL's dead_letter_exchange is not the topology's (the queue's name followed by .dlx): name the dead-letter queue with the URL parameter dead_letter_queue")
 		}
 		dlq = top.DeadLetterQueue()
 	}
