@@ -55,7 +55,9 @@
 //
 // Settle each delivery once: Ack, Nack (with a delay where NackDelay is
 // declared) or DeadLetter (where DeadLetter is declared; readers of the
-// dead-letter queue find the reason in the header HeaderDeadLetterReason).
+// dead-letter queue find the reason in the header HeaderDeadLetterReason;
+// OpenDeadLetters opens that queue from the consumer's own subscription
+// URL, whatever the driver).
 // Settling again is a no-op that returns nil. Ack returns an error, so that
 // "the effect committed but the ack failed" is visible; the redelivery that
 // follows must be recognised as a duplicate. Subscription.Run (one

@@ -136,3 +136,54 @@ func orders() (*broker.Topic, *broker.Subscription, func()) {
 		_ = b.Close()
 	}
 }
+
+// OpenDeadLetters takes the consumer's own subscription URL and reads the
+// dead letters of that subscription, each with its reason, whatever the
+// driver keeps them in.
+func ExampleOpenDeadLetters() {
+	ctx := context.Background()
+	const subURL = "mem://example-dead-letters/billing"
+	sub, err := broker.OpenSubscription(ctx, subURL)
+	if err != nil {
+		fmt.Println("open:", err)
+		return
+	}
+	defer sub.Close()
+	topic, err := broker.OpenTopic(ctx, "mem://example-dead-letters")
+	if err != nil {
+		fmt.Println("open:", err)
+		return
+	}
+	defer topic.Close()
+	if err := topic.Publish(ctx, &broker.Message{ID: "order-2/created", Body: []byte("{")}); err != nil {
+		fmt.Println("publish:", err)
+		return
+	}
+	ds, err := sub.Receive(ctx, 1)
+	if err != nil {
+		fmt.Println("receive:", err)
+		return
+	}
+	if err := ds[0].DeadLetter(ctx, "cannot parse the body"); err != nil {
+		fmt.Println("dead-letter:", err)
+		return
+	}
+
+	dead, err := broker.OpenDeadLetters(ctx, subURL)
+	if err != nil {
+		fmt.Println("open dead letters:", err)
+		return
+	}
+	defer dead.Close()
+	ds, err = dead.Receive(ctx, 1)
+	if err != nil {
+		fmt.Println("receive:", err)
+		return
+	}
+	d := ds[0]
+	fmt.Printf("%s: %s\n", d.Message.ID, d.Message.Headers[broker.HeaderDeadLetterReason])
+	if err := d.Ack(ctx); err != nil {
+		fmt.Println("ack:", err)
+	}
+	// Output: order-2/created: cannot parse the body
+}

@@ -24,6 +24,26 @@ type SubscriptionURLOpener interface {
 	OpenSubscriptionURL(ctx context.Context, u *url.URL) (*Subscription, error)
 }
 
+// DeadLetterURLOpener opens the dead letters of the subscription a URL
+// names. A driver's SubscriptionURLOpener implements it when the driver
+// can find a subscription's dead-letter queue from the subscription's own
+// URL; URLMux.OpenDeadLetters finds it on the opener registered with
+// RegisterSubscription, so a scheme needs no second registration, and an
+// opener cannot support dead letters for a scheme it does not open
+// subscriptions of.
+//
+// OpenDeadLettersURL receives the URL of the consumer's subscription (the
+// one OpenSubscriptionURL accepts, with the same parameters), not the
+// dead-letter queue's: the driver derives the queue as its own
+// Delivery.DeadLetter and delivery limit name it. The subscription it
+// returns reads that queue, and each delivery's message carries its reason
+// in the header HeaderDeadLetterReason. Errors match the classes of this
+// package as OpenSubscriptionURL's do; a URL whose subscription has no
+// dead-letter queue is ErrInvalid.
+type DeadLetterURLOpener interface {
+	OpenDeadLettersURL(ctx context.Context, u *url.URL) (*Subscription, error)
+}
+
 // URLMux maps URL schemes to openers. The zero value is ready to use.
 // Programs that want no process-wide registry create their own URLMux and
 // register openers on it explicitly; nothing requires the default one.
@@ -35,8 +55,9 @@ type URLMux struct {
 
 var defaultMux = new(URLMux)
 
-// DefaultURLMux returns the URLMux that OpenTopic and OpenSubscription use,
-// on which driver packages register their schemes when imported.
+// DefaultURLMux returns the URLMux that OpenTopic, OpenSubscription and
+// OpenDeadLetters use, on which driver packages register their schemes
+// when imported.
 func DefaultURLMux() *URLMux { return defaultMux }
 
 // RegisterTopic registers o for scheme. It panics if scheme is taken.
@@ -53,6 +74,8 @@ func (m *URLMux) RegisterTopic(scheme string, o TopicURLOpener) {
 }
 
 // RegisterSubscription registers o for scheme. It panics if scheme is taken.
+// If o also implements DeadLetterURLOpener, OpenDeadLetters uses it for
+// scheme.
 func (m *URLMux) RegisterSubscription(scheme string, o SubscriptionURLOpener) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -95,6 +118,36 @@ func (m *URLMux) OpenSubscription(ctx context.Context, urlstr string) (*Subscrip
 	return o.OpenSubscriptionURL(ctx, u)
 }
 
+// OpenDeadLetters opens the dead letters of the subscription the URL
+// names. The URL is the consumer's own subscription URL, as given to
+// OpenSubscription (for example "mem://orders/billing" or
+// "rabbit://orders.billing?dead_letter_exchange=orders.billing.dlx"), not
+// the dead-letter queue's: the driver derives the queue from it (see each
+// driver's OpenDeadLettersURL). Every delivery of the subscription
+// returned carries its dead-letter reason in the header
+// HeaderDeadLetterReason.
+//
+// A scheme with no registered driver is ErrInvalid; a driver whose opener
+// does not implement DeadLetterURLOpener gives an error matching
+// ErrUnsupported.
+func (m *URLMux) OpenDeadLetters(ctx context.Context, urlstr string) (*Subscription, error) {
+	u, err := parseURL(urlstr)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	o, ok := m.subs[u.Scheme]
+	m.mu.RUnlock()
+	if !ok {
+		return nil, unknownScheme(u.Scheme, m.subSchemes())
+	}
+	d, ok := o.(DeadLetterURLOpener)
+	if !ok {
+		return nil, newError("open", driver.Unknown, false, fmt.Errorf("the driver of scheme %q cannot open dead letters from a subscription URL: %w", u.Scheme, ErrUnsupported))
+	}
+	return d.OpenDeadLettersURL(ctx, u)
+}
+
 func (m *URLMux) topicSchemes() []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -127,6 +180,13 @@ func OpenTopic(ctx context.Context, urlstr string) (*Topic, error) {
 // OpenSubscription opens a subscription by URL through DefaultURLMux.
 func OpenSubscription(ctx context.Context, urlstr string) (*Subscription, error) {
 	return defaultMux.OpenSubscription(ctx, urlstr)
+}
+
+// OpenDeadLetters opens, through DefaultURLMux, the dead letters of the
+// subscription that the URL names (the consumer's own subscription URL);
+// see URLMux.OpenDeadLetters.
+func OpenDeadLetters(ctx context.Context, urlstr string) (*Subscription, error) {
+	return defaultMux.OpenDeadLetters(ctx, urlstr)
 }
 
 func parseURL(s string) (*url.URL, error) {

@@ -147,3 +147,67 @@ func TestUnknownParameterErrorShowsNoValue(t *testing.T) {
 		t.Fatalf("Done = %v", err)
 	}
 }
+
+// subOpener opens nothing; it records the URL it was given.
+type subOpener struct{ got *url.URL }
+
+func (o *subOpener) OpenSubscriptionURL(_ context.Context, u *url.URL) (*Subscription, error) {
+	return nil, errors.New("not a subscription opener in this test")
+}
+
+// deadOpener also opens dead letters.
+type deadOpener struct{ subOpener }
+
+func (o *deadOpener) OpenDeadLettersURL(_ context.Context, u *url.URL) (*Subscription, error) {
+	o.got = u
+	return nil, nil
+}
+
+// TestOpenDeadLetters: the mux hands the consumer's subscription URL, as
+// given, to the opener registered for its scheme; a scheme without
+// DeadLetterURLOpener is ErrUnsupported, an unknown one ErrInvalid.
+func TestOpenDeadLetters(t *testing.T) {
+	var m URLMux
+	dead, plain := &deadOpener{}, &subOpener{}
+	m.RegisterSubscription("dead", dead)
+	m.RegisterSubscription("plain", plain)
+	ctx := context.Background()
+
+	if _, err := m.OpenDeadLetters(ctx, "dead://orders/billing?limit=3"); err != nil {
+		t.Fatalf("OpenDeadLetters: %v", err)
+	}
+	if dead.got == nil || dead.got.String() != "dead://orders/billing?limit=3" {
+		t.Fatalf("the opener got %v, want the subscription URL as given", dead.got)
+	}
+
+	_, err := m.OpenDeadLetters(ctx, "plain://orders/billing")
+	if !errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"plain"`) {
+		t.Errorf("scheme without DeadLetterURLOpener: %v, want ErrUnsupported naming the scheme", err)
+	}
+	var be *Error
+	if !errors.As(err, &be) || be.Op != "open" {
+		t.Errorf("scheme without DeadLetterURLOpener: %#v is not an *Error of op open", err)
+	}
+
+	_, err = m.OpenDeadLetters(ctx, "nosuch://orders/billing")
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "nosuch") || !strings.Contains(err.Error(), "dead, plain") {
+		t.Errorf("unknown scheme: %v, want ErrInvalid naming it and the registered schemes", err)
+	}
+
+	for _, raw := range secretURLs {
+		_, err := m.OpenDeadLetters(ctx, raw)
+		if err == nil || hasSecret(err.Error()) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("OpenDeadLetters(%q) = %v, want ErrInvalid without the secret", raw, err)
+		}
+	}
+}
+
+// TestOpenDeadLettersDefaultMux: the package-level function uses the
+// default mux, which reports an unknown scheme as its OpenSubscription does.
+func TestOpenDeadLettersDefaultMux(t *testing.T) {
+	_, err := OpenDeadLetters(context.Background(), "nosuch://t/s")
+	_, want := OpenSubscription(context.Background(), "nosuch://t/s")
+	if !errors.Is(err, ErrInvalid) || err.Error() != want.Error() {
+		t.Errorf("OpenDeadLetters = %v, want %v", err, want)
+	}
+}

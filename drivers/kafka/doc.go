@@ -37,7 +37,9 @@
 // SubscriptionOptions. Any other parameter, and a malformed or
 // out-of-range value, is an error matching broker.ErrInvalid that names
 // the parameter and never echoes its value (nor any other's). URLOpener.ClientOpts are the
-// kgo options of every client the opener builds.
+// kgo options of every client the opener builds. broker.OpenDeadLetters on
+// a subscription's URL reads its dead_letter_topic as the group
+// GROUP.dead-letters (see URLOpener.OpenDeadLettersURL).
 //
 // # Delivery semantics
 //
@@ -117,7 +119,8 @@
 // and its origin ("topic/partition@offset") in HeaderDeadLetterSource.
 // DeadLetter does the same on demand. A dead-letter topic is read with a
 // subscription opened with SubscriptionOptions.DeadLetters (URL parameter
-// dead_letters=true), which reports those two headers; any other
+// dead_letters=true, or broker.OpenDeadLetters on the consumer's own
+// URL), which reports those two headers; any other
 // subscription drops them, and every reserved (wary-...) header the driver
 // does not read, since another producer could have written them.
 //

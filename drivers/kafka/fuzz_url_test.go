@@ -35,39 +35,56 @@ func FuzzURLOpener(f *testing.F) {
 	cancel()
 	o := new(kafka.URLOpener)
 	f.Fuzz(func(t *testing.T, template, secret string, sub bool) {
-		open := func(secret string) (*url.URL, error) {
-			u, err := url.Parse(strings.ReplaceAll(template, "SECRET", secret))
-			if err != nil {
-				return nil, nil // the mux refuses it before any opener
+		kinds := []string{"topic"}
+		if sub {
+			kinds = []string{"subscription", "dead letters"}
+		}
+		for _, kind := range kinds {
+			checkURLOpener(t, ctx, o, kind, template, secret)
+		}
+	})
+}
+
+// checkURLOpener opens the fuzzed URL as kind (topic, subscription or
+// dead letters) and checks FuzzURLOpener's promises.
+func checkURLOpener(t *testing.T, ctx context.Context, o *kafka.URLOpener, kind, template, secret string) {
+	open := func(secret string) (*url.URL, error) {
+		u, err := url.Parse(strings.ReplaceAll(template, "SECRET", secret))
+		if err != nil {
+			return nil, nil // the mux refuses it before any opener
+		}
+		switch kind {
+		case "subscription", "dead letters":
+			openURL := o.OpenSubscriptionURL
+			if kind == "dead letters" {
+				openURL = o.OpenDeadLettersURL
 			}
-			if sub {
-				s, err := o.OpenSubscriptionURL(ctx, u)
-				if err == nil {
-					s.Close()
-				}
-				return u, err
-			}
-			top, err := o.OpenTopicURL(ctx, u)
+			s, err := openURL(ctx, u)
 			if err == nil {
-				top.Close()
+				s.Close()
 			}
 			return u, err
 		}
-		u, err := open(secret)
-		if err == nil || errors.Is(err, context.Canceled) {
-			return
+		top, err := o.OpenTopicURL(ctx, u)
+		if err == nil {
+			top.Close()
 		}
-		if !errors.Is(err, broker.ErrInvalid) {
-			t.Fatalf("%s: %v does not match ErrInvalid", u, err)
-		}
-		if !secretOnlyInValues(u, secret) {
-			return
-		}
-		_, other := open("Zq0000000")
-		if strings.Contains(err.Error(), secret) && (other == nil || !strings.Contains(other.Error(), secret)) {
-			t.Fatalf("%s: the error shows the password or a parameter value %q: %v", u, secret, err)
-		}
-	})
+		return u, err
+	}
+	u, err := open(secret)
+	if err == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	if !errors.Is(err, broker.ErrInvalid) {
+		t.Fatalf("%s %s: %v does not match ErrInvalid", kind, u, err)
+	}
+	if !secretOnlyInValues(u, secret) {
+		return
+	}
+	_, other := open("Zq0000000")
+	if strings.Contains(err.Error(), secret) && (other == nil || !strings.Contains(other.Error(), secret)) {
+		t.Fatalf("%s %s: the error shows the password or a parameter value %q: %v", kind, u, secret, err)
+	}
 }
 
 // secretOnlyInValues reports whether secret, long enough to be told from

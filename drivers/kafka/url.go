@@ -87,20 +87,66 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 // OpenSubscriptionURL opens
 // kafka://GROUP?topic=TOPIC&brokers=HOST:PORT,...&ordered=BOOL&dead_letter_topic=T&dead_letters=BOOL&delivery_limit=N&retry_topic=T&commit_interval=DURATION&skip_check=BOOL
 func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
+	group, seeds, topic, so, err := subscriptionURL(u)
+	if err != nil {
+		return nil, err
+	}
+	s, err := newSubscription(ctx, o.clientOpts(seeds), topic, group, &so)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewSubscription(s, nil), nil
+}
+
+// DeadLetterGroupSuffix makes the consumer group that
+// OpenDeadLettersURL reads a dead-letter topic with: the subscription's
+// group followed by ".dead-letters".
+const DeadLetterGroupSuffix = ".dead-letters"
+
+// OpenDeadLettersURL opens the dead-letter topic of the subscription that
+// kafka://GROUP?topic=TOPIC&dead_letter_topic=DLT&... names (the
+// consumer's own URL, with the same parameters): a subscription of the
+// group GROUP+DeadLetterGroupSuffix on DLT, with
+// SubscriptionOptions.DeadLetters, so that each dead letter reports its
+// reason and origin. The same brokers, ClientOpts and skip_check apply;
+// the consumer's other options (ordered, delivery_limit, retry_topic,
+// commit_interval) are checked but do not apply. Acks commit the group's
+// offsets, cumulatively as on any Kafka subscription. Every subscription
+// dead-lettering to DLT writes to the same topic, so the reader sees the
+// dead letters of each (HeaderDeadLetterSource tells where a record came
+// from). A URL without dead_letter_topic is ErrInvalid: that subscription
+// dead-letters nothing.
+func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
+	group, seeds, _, so, err := subscriptionURL(u)
+	if err != nil {
+		return nil, err
+	}
+	if so.DeadLetterTopic == "" {
+		return nil, broker.Invalidf("kafka: the subscription of group %q has no dead_letter_topic in its URL, hence no dead letters", group)
+	}
+	dso := SubscriptionOptions{DeadLetters: true, SkipCheck: so.SkipCheck}
+	s, err := newSubscription(ctx, o.clientOpts(seeds), so.DeadLetterTopic, group+DeadLetterGroupSuffix, &dso)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewSubscription(s, nil), nil
+}
+
+// subscriptionURL reads a subscription URL: the group, the seed brokers,
+// the topic and the options.
+func subscriptionURL(u *url.URL) (group string, seeds []string, topic string, so SubscriptionOptions, err error) {
 	p := broker.NewURLParams(u)
-	group, err := urlName(u, p, "group")
-	if err != nil {
-		return nil, err
+	if group, err = urlName(u, p, "group"); err != nil {
+		return "", nil, "", so, err
 	}
-	seeds, err := brokersParam(p)
-	if err != nil {
-		return nil, err
+	if seeds, err = brokersParam(p); err != nil {
+		return "", nil, "", so, err
 	}
-	topic := p.Get("topic")
+	topic = p.Get("topic")
 	if topic == "" {
-		return nil, broker.Invalidf("kafka: the URL parameter topic is required")
+		return "", nil, "", so, broker.Invalidf("kafka: the URL parameter topic is required")
 	}
-	so := SubscriptionOptions{
+	so = SubscriptionOptions{
 		Ordered:         p.Bool("ordered", false),
 		DeadLetterTopic: p.Get("dead_letter_topic"),
 		DeadLetters:     p.Bool("dead_letters", false),
@@ -110,13 +156,9 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 		SkipCheck:       p.Bool("skip_check", false),
 	}
 	if err := p.Done(); err != nil {
-		return nil, err
+		return "", nil, "", so, err
 	}
-	s, err := newSubscription(ctx, o.clientOpts(seeds), topic, group, &so)
-	if err != nil {
-		return nil, err
-	}
-	return broker.NewSubscription(s, nil), nil
+	return group, seeds, topic, so, nil
 }
 
 // clientOpts are the opener's options followed by the seed brokers.

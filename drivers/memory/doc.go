@@ -37,7 +37,9 @@
 // a profile other than that of an existing topic, userinfo (the scheme
 // takes no credentials) and a fragment, are errors matching
 // broker.ErrInvalid, which never show a parameter's value; the other parameters of an existing topic are
-// ignored. Use URLOpener to open URLs on another Broker.
+// ignored. broker.OpenDeadLetters("mem://orders/billing") opens the
+// subscription's dead letters (Broker.OpenDeadLetters) from the same URL.
+// Use URLOpener to open URLs on another Broker.
 // Messages published to a topic that has no subscription yet are dropped,
 // as on any fan-out broker: open the subscription first.
 //

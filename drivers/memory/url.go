@@ -70,6 +70,26 @@ func (o *URLOpener) OpenSubscriptionURL(_ context.Context, u *url.URL) (*broker.
 	return b.OpenSubscription(names[0], names[1], o.SubscriptionOptions)
 }
 
+// OpenDeadLettersURL opens the dead letters of the subscription that
+// mem://TOPIC/SUBSCRIPTION?PARAMS names, as Broker.OpenDeadLetters does:
+// the URL is the consumer's own, with the same parameters, and the topic
+// and subscription are created if they do not exist, as
+// OpenSubscriptionURL creates them.
+func (o *URLOpener) OpenDeadLettersURL(_ context.Context, u *url.URL) (*broker.Subscription, error) {
+	names, cfg, explicit, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) != 2 {
+		return nil, broker.Invalidf("memory: the dead letters of a subscription are opened by its URL (mem://TOPIC/SUBSCRIPTION)")
+	}
+	b := o.broker()
+	if err := b.ensure(names[0], names[1], cfg, explicit); err != nil {
+		return nil, err
+	}
+	return b.OpenDeadLetters(names[0], names[1], o.SubscriptionOptions)
+}
+
 // ensure creates the topic (with cfg) and the subscription if missing. An
 // existing topic of another profile than an explicit one is an error.
 func (b *Broker) ensure(topicName, sub string, cfg TopicConfig, explicitProfile bool) error {

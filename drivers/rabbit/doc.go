@@ -25,7 +25,10 @@
 //	amqps://user:pass@host/vhost?queue=orders&prefetch=20   subscription, over TLS
 //
 // Each URL-opened topic or subscription dials its own Conn and closes it
-// with itself. Parameters are those of TopicOptions and
+// with itself. broker.OpenDeadLetters on a subscription's URL opens its
+// dead-letter queue, Topology's QUEUE.dlq, or the one the URL's
+// dead_letter_queue names (see URLOpener.OpenDeadLettersURL).
+// Parameters are those of TopicOptions and
 // SubscriptionOptions in snake case (see URLOpener); amqp091-go's own URI
 // parameters (heartbeat, connection_timeout, ...) pass through to the
 // connection; any other parameter, or a value of the wrong type, is an

@@ -225,5 +225,11 @@ func FuzzURLOpener(f *testing.F) {
 		} else {
 			check("subscription", err)
 		}
+		if sb, err := o.OpenDeadLettersURL(ctx, u); err == nil {
+			_ = sb.Close()
+			t.Fatal("dead letters opened without a network")
+		} else {
+			check("dead letters", err)
+		}
 	})
 }

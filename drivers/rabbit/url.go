@@ -45,9 +45,10 @@ func init() {
 // (the share of partitions, SubscriptionOptions.Assigned: a
 // comma-separated list of partitions and ranges, "0,1" or "0-3,8"),
 // prefetch, delivery_limit (-1: NoDeliveryLimit), dead_letter_exchange,
-// dead_letters_from, nack_delay (bool); "queue" names the queue in amqp://
-// URLs. Concurrency is not a parameter: it is
-// broker.RunOptions.Concurrency, from which Run sets the prefetch.
+// dead_letters_from, nack_delay (bool), and dead_letter_queue (read by
+// OpenDeadLettersURL only); "queue" names the queue in amqp:// URLs.
+// Concurrency is not a parameter: it is broker.RunOptions.Concurrency,
+// from which Run sets the prefetch.
 //
 // In amqp:// URLs, amqp091-go's own parameters (heartbeat,
 // connection_timeout, channel_max, auth_mechanism, certfile, keyfile,
@@ -226,13 +227,64 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 // OpenSubscriptionURL opens rabbit://QUEUE?PARAMS or
 // amqp://USER:PASS@HOST/VHOST?queue=QUEUE&PARAMS.
 func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
-	server, name, p, err := o.target(u, "queue")
+	server, name, so, _, err := o.subscriptionURL(u)
 	if err != nil {
 		return nil, err
 	}
-	var so SubscriptionOptions
+	return o.openSubscription(ctx, server, name, so)
+}
+
+// OpenDeadLettersURL opens the dead-letter queue of the subscription that
+// rabbit://QUEUE?PARAMS or amqp://USER:PASS@HOST/VHOST?queue=QUEUE&PARAMS
+// names: the consumer's own URL, with the same parameters.
+//
+// The dead-letter exchange is the URL's dead_letter_exchange, or
+// Topology's name for it (QUEUE.dlx) when the URL has none; the
+// dead-letter queue is the URL's dead_letter_queue, or Topology's name
+// (QUEUE.dlq) when the exchange is Topology's. AMQP 0-9-1 cannot read a
+// queue's arguments or an exchange's bindings, so a dead-letter exchange
+// named otherwise needs dead_letter_queue in the URL (ErrInvalid without
+// it); OpenSubscriptionURL accepts and ignores that parameter, so that
+// the consumer's URL can carry it. The queue is read as
+// Topology.DeadLetterSubscriptionOptions reads it: no delivery limit,
+// DeadLettersFrom the dead-letter exchange, so that each message reports
+// its reason. Of the other parameters, prefetch applies; partitions and
+// assigned are checked but do not apply (a partitioned topology has one
+// dead-letter queue), nor do delivery_limit, nack_delay and
+// dead_letters_from. A missing queue is ErrNotFound.
+func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
+	server, name, so, dlq, err := o.subscriptionURL(u)
+	if err != nil {
+		return nil, err
+	}
+	top := Topology{Queue: name, DeadLetter: true}
+	dlx := so.DeadLetterExchange
+	if dlx == "" {
+		dlx = top.DeadLetterExchange()
+	}
+	if dlq == "" {
+		if dlx != top.DeadLetterExchange() {
+			return nil, broker.Invalidf("rabbit: the URL's dead_letter_exchange is not the topology's (the queue's name followed by .dlx): name the dead-letter queue with the URL parameter dead_letter_queue")
+		}
+		dlq = top.DeadLetterQueue()
+	}
+	return o.openSubscription(ctx, server, dlq, SubscriptionOptions{
+		DeliveryLimit:   NoDeliveryLimit,
+		DeadLettersFrom: dlx,
+		Prefetch:        so.Prefetch,
+	})
+}
+
+// subscriptionURL reads a subscription URL: the server, the queue, the
+// options, and the dead_letter_queue parameter (for OpenDeadLettersURL).
+func (o *URLOpener) subscriptionURL(u *url.URL) (server, name string, so SubscriptionOptions, dlq string, err error) {
+	server, name, p, err := o.target(u, "queue")
+	if err != nil {
+		return "", "", so, "", err
+	}
 	so.DeadLetterExchange = p.Get("dead_letter_exchange")
 	so.DeadLettersFrom = p.Get("dead_letters_from")
+	dlq = p.Get("dead_letter_queue")
 	so.Partitions = p.Int("partitions", 0, 0, maxURLInt)
 	so.Prefetch = p.Int("prefetch", 0, 0, math.MaxUint16)
 	so.DeliveryLimit = p.Int("delivery_limit", 0, NoDeliveryLimit, maxURLInt)
@@ -243,9 +295,14 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 		checkAssigned(so.Partitions, so.Assigned),
 	} {
 		if err != nil {
-			return nil, err
+			return "", "", so, "", err
 		}
 	}
+	return server, name, so, dlq, nil
+}
+
+// openSubscription dials a Conn of the subscription's own and opens it.
+func (o *URLOpener) openSubscription(ctx context.Context, server, name string, so SubscriptionOptions) (*broker.Subscription, error) {
 	c, err := Dial(ctx, server, o.ConnOptions)
 	if err != nil {
 		return nil, openErr(err)

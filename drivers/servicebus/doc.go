@@ -120,7 +120,8 @@
 // Delivery limit: native (MaxDeliveryCount); past it the service moves the
 // message to the dead-letter queue with reason MaxDeliveryCountExceeded.
 // DeadLetter(reason) dead-letters with DeadLetterReason = reason; a
-// subscription on ".../$DeadLetterQueue" reports it in the header
+// subscription on ".../$DeadLetterQueue" (which broker.OpenDeadLetters
+// opens from the consumer's own URL) reports it in the header
 // wary-dead-letter-reason. Attempt is DeliveryCount (plus "wary-attempts"
 // on a copy).
 //

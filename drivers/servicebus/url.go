@@ -33,18 +33,20 @@ func init() {
 //
 // The URL names the entity: servicebus://orders (a queue or topic),
 // servicebus://orders/Subscriptions/billing, either followed by
-// /$DeadLetterQueue for subscriptions. Parameters: read_entity (a boolean,
-// default true: read the entity's properties through the administration
-// API; false: take them from the parameters below) and sessions (bool);
-// the publisher's side, TopicProperties: dedup_window (a Go duration),
-// max_message_size (an integer); the consumer's side,
-// SubscriptionProperties: lock_duration, ttl (Go durations),
-// max_delivery_count (an integer); for subscriptions also max_sessions,
-// session_idle, receive_wait and settle_timeout. So that one URL names a
-// queue for both sides, a topic's URL accepts the consumer's side's
-// parameters and a subscription's the publisher's, checked but not used.
-// Any other parameter, and a malformed value, is an error matching
-// broker.ErrInvalid that names the parameter and never echoes its value.
+// /$DeadLetterQueue for subscriptions; OpenDeadLettersURL (behind
+// broker.OpenDeadLetters) appends /$DeadLetterQueue to the consumer's own
+// URL. Parameters: read_entity (a boolean, default true: read the entity's
+// properties through the administration API; false: take them from the
+// parameters below) and sessions (bool); the publisher's side,
+// TopicProperties: dedup_window (a Go duration), max_message_size (an
+// integer); the consumer's side, SubscriptionProperties: lock_duration,
+// ttl (Go durations), max_delivery_count (an integer); for subscriptions
+// also max_sessions, session_idle, receive_wait and settle_timeout. So
+// that one URL names a queue for both sides, a topic's URL accepts the
+// consumer's side's parameters and a subscription's the publisher's,
+// checked but not used. Any other parameter, and a malformed value, is an
+// error matching broker.ErrInvalid that names the parameter and never
+// echoes its value.
 type URLOpener struct {
 	// ConnectionString for the namespace. Default: the environment
 	// variable WARY_SERVICEBUS_CONNECTION_STRING. It is never printed.
@@ -144,6 +146,23 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 // OpenSubscriptionURL opens the queue, subscription or dead-letter queue
 // the URL names.
 func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
+	return o.openSubscriptionURL(ctx, u, false)
+}
+
+// OpenDeadLettersURL opens the dead-letter queue of the queue or topic
+// subscription the URL names (the consumer's own URL, with the same
+// parameters): servicebus://QUEUE opens QUEUE/$DeadLetterQueue, and
+// servicebus://TOPIC/Subscriptions/SUB opens
+// TOPIC/Subscriptions/SUB/$DeadLetterQueue, as OpenSubscriptionURL opens
+// them. A URL that names a dead-letter queue already is ErrInvalid: a
+// dead-letter queue has none of its own.
+func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
+	return o.openSubscriptionURL(ctx, u, true)
+}
+
+// openSubscriptionURL opens the entity the URL names, or with dead its
+// dead-letter queue.
+func (o *URLOpener) openSubscriptionURL(ctx context.Context, u *url.URL, dead bool) (*broker.Subscription, error) {
 	p := broker.NewURLParams(u)
 	entity, client, ac, err := o.clients(u, p)
 	if err != nil {
@@ -159,7 +178,11 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 		CloseClient:   true,
 	}
 	_ = topicParams(p) // the publisher's side, as a topic's URL accepts the consumer's
-	if err := p.Done(); err != nil {
+	err = p.Done()
+	if err == nil && dead {
+		entity, err = deadLetterEntity(entity)
+	}
+	if err != nil {
 		_ = client.Close(ctx)
 		return nil, err
 	}
@@ -169,4 +192,17 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 		return nil, err
 	}
 	return broker.NewSubscription(s, &opts.SubscriptionOptions), nil
+}
+
+// deadLetterEntity returns the path of entity's dead-letter queue.
+func deadLetterEntity(entity string) (string, error) {
+	e, err := parseEntity(entity)
+	if err != nil {
+		return "", err
+	}
+	if e.dlq {
+		return "", broker.Invalidf("servicebus: %q is a dead-letter queue, which has no dead-letter queue of its own: open the dead letters of the queue or subscription it belongs to", entity)
+	}
+	e.dlq = true
+	return e.String(), nil
 }

@@ -32,7 +32,9 @@
 // queue is a dead-letter queue, read as OpenDeadLetters reads it, reasons
 // reported). Any other parameter, and a
 // malformed value, is an error matching broker.ErrInvalid that names the
-// parameter and never echoes its value.
+// parameter and never echoes its value. broker.OpenDeadLetters on a
+// subscription's URL opens the dead-letter queue its RedrivePolicy names,
+// as OpenDeadLetters does (see URLOpener.OpenDeadLettersURL).
 //
 // # Delivery semantics
 //

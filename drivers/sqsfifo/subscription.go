@@ -60,19 +60,28 @@ func OpenDeadLetters(client *sqs.Client, queueURLOrName string, opts *Subscripti
 	if opts != nil {
 		o = *opts
 	}
-	qu, err := openQueue(ctx, client, queueURLOrName, o.DedupWindow)
+	s, err := openDeadLetters(ctx, client, queueURLOrName, o)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewSubscription(s, &o.SubscriptionOptions), nil
+}
+
+// openDeadLetters opens the dead-letter queue that q's RedrivePolicy names.
+func openDeadLetters(ctx context.Context, client *sqs.Client, q string, o SubscriptionOptions) (*subscription, error) {
+	qu, err := openQueue(ctx, client, q, o.DedupWindow)
 	if err != nil {
 		return nil, err
 	}
 	if qu.dlqURL == "" {
-		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q has no RedrivePolicy, hence no dead-letter queue", queueURLOrName))
+		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q has no RedrivePolicy, hence no dead-letter queue", q))
 	}
 	s, err := openSubscription(ctx, client, qu.dlqURL, o)
 	if err != nil {
 		return nil, err
 	}
 	s.defaultReason = RedriveReason
-	return broker.NewSubscription(s, &o.SubscriptionOptions), nil
+	return s, nil
 }
 
 // RedriveReason is the dead-letter reason OpenDeadLetters reports for a

@@ -106,19 +106,7 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 
 // OpenSubscriptionURL opens sqsfifo://NAME.fifo?PARAMS.
 func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
-	p := broker.NewURLParams(u)
-	name, region, endpoint, err := target(u, p)
-	if err != nil {
-		return nil, err
-	}
-	var so SubscriptionOptions
-	so.DedupWindow = p.Duration("dedup_window", 0, 0, 24*time.Hour)
-	so.WaitTime = p.Duration("wait_time", 0, 0, 20*time.Second)
-	deadLetters := p.Bool("dead_letters", false)
-	if err := p.Done(); err != nil {
-		return nil, err
-	}
-	c, err := o.newClient(ctx, region, endpoint)
+	name, c, so, deadLetters, err := o.subscriptionURL(ctx, u)
 	if err != nil {
 		return nil, err
 	}
@@ -130,4 +118,45 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 		s.defaultReason = RedriveReason
 	}
 	return broker.NewSubscription(s, nil), nil
+}
+
+// OpenDeadLettersURL opens, as OpenDeadLetters does, the dead-letter queue
+// of the queue that sqsfifo://NAME.fifo?PARAMS names (the consumer's own
+// URL, with the same parameters): the queue its RedrivePolicy's
+// deadLetterTargetArn names, read with GetQueueAttributes. wait_time and
+// dedup_window apply to it; a queue without a RedrivePolicy is ErrInvalid,
+// a missing one ErrNotFound. Messages SQS moved after maxReceiveCount
+// receives carry the reason RedriveReason.
+func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
+	name, c, so, _, err := o.subscriptionURL(ctx, u)
+	if err != nil {
+		return nil, err
+	}
+	s, err := openDeadLetters(ctx, c, name, so)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewSubscription(s, nil), nil
+}
+
+// subscriptionURL reads a subscription URL: the queue, a client for its
+// region and endpoint, the options and the dead_letters parameter.
+func (o *URLOpener) subscriptionURL(ctx context.Context, u *url.URL) (string, *sqs.Client, SubscriptionOptions, bool, error) {
+	var so SubscriptionOptions
+	p := broker.NewURLParams(u)
+	name, region, endpoint, err := target(u, p)
+	if err != nil {
+		return "", nil, so, false, err
+	}
+	so.DedupWindow = p.Duration("dedup_window", 0, 0, 24*time.Hour)
+	so.WaitTime = p.Duration("wait_time", 0, 0, 20*time.Second)
+	deadLetters := p.Bool("dead_letters", false)
+	if err := p.Done(); err != nil {
+		return "", nil, so, false, err
+	}
+	c, err := o.newClient(ctx, region, endpoint)
+	if err != nil {
+		return "", nil, so, false, err
+	}
+	return name, c, so, deadLetters, nil
 }

@@ -4,19 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"strings"
 
 	"github.com/wary-go/wary/broker"
-	_ "github.com/wary-go/wary/drivers/kafka" // registers kafka://
-	"github.com/wary-go/wary/drivers/memory"
+	_ "github.com/wary-go/wary/drivers/kafka"      // registers kafka://
+	_ "github.com/wary-go/wary/drivers/memory"     // registers mem://
 	_ "github.com/wary-go/wary/drivers/rabbit"     // registers rabbit://, amqp://, amqps://
 	_ "github.com/wary-go/wary/drivers/servicebus" // registers servicebus://
 	_ "github.com/wary-go/wary/drivers/sqsfifo"    // registers sqsfifo://
 )
-
-// memDeadLetters is the last path segment that names a memory
-// subscription's dead-letter queue: mem://TOPIC/SUB/dead-letters.
-const memDeadLetters = "dead-letters"
 
 // withEnv completes a broker URL from the environment: kafka:// without
 // brokers= gets $WARY_KAFKA_BROKERS, sqsfifo:// without endpoint= gets
@@ -58,22 +53,30 @@ func (a *app) openTopic(ctx context.Context, raw string) (*broker.Topic, error) 
 	return t, nil
 }
 
-// openSubscription opens a subscription URL; for mem:// a third path
-// segment "dead-letters" opens the subscription's dead-letter queue.
+// openSubscription opens a subscription URL.
 func (a *app) openSubscription(ctx context.Context, raw string) (*broker.Subscription, error) {
 	s, err := a.withEnv(raw)
 	if err != nil {
 		return nil, err
 	}
-	if u, _ := url.Parse(s); u.Scheme == memory.Scheme {
-		names := strings.Split(strings.Trim(u.Host+u.Path, "/"), "/")
-		if len(names) == 3 && names[2] == memDeadLetters {
-			return memory.Default().OpenDeadLetters(names[0], names[1], nil)
-		}
-	}
 	sub, err := broker.OpenSubscription(ctx, s)
 	if err != nil {
 		return nil, fmt.Errorf("open subscription %s: %w", broker.RedactString(raw), err)
+	}
+	return sub, nil
+}
+
+// openDeadLetters opens the dead letters of the subscription a consumer's
+// subscription URL names, through broker.OpenDeadLetters, for every
+// driver.
+func (a *app) openDeadLetters(ctx context.Context, raw string) (*broker.Subscription, error) {
+	s, err := a.withEnv(raw)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := broker.OpenDeadLetters(ctx, s)
+	if err != nil {
+		return nil, fmt.Errorf("open the dead letters of subscription %s: %w", broker.RedactString(raw), err)
 	}
 	return sub, nil
 }

@@ -240,3 +240,19 @@ func TestREADMEExplainOrders(t *testing.T) {
 		t.Fatalf("README.md shows\n%s\nwary explain prints\n%s", block, r.out)
 	}
 }
+
+// TestDLQURLs: dlq takes the consumer's subscription URL; a dead-letter
+// queue's own URL in the memory driver's former form, and a scheme no
+// driver registers, are refused with the reason.
+func TestDLQURLs(t *testing.T) {
+	w := newWary(t)
+	for _, c := range []struct{ url, why string }{
+		{"mem://" + unique("orders") + "/billing/dead-letters", "mem://TOPIC/SUBSCRIPTION"},
+		{"nosuch://orders/billing", `no driver registered for scheme "nosuch"`},
+	} {
+		r := w.want(cli.ExitError, "dlq", "list", c.url, "--wait", "100ms")
+		if !strings.Contains(r.errout, c.why) || !strings.Contains(r.errout, "open the dead letters of subscription") {
+			t.Errorf("wary dlq list %s: stderr %q, want %q", c.url, r.errout, c.why)
+		}
+	}
+}

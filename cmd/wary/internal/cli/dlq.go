@@ -31,21 +31,29 @@ func (a *app) dlqCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "dlq",
 		Short: "List, replay or discard dead-lettered messages",
-		Long: `URL is a subscription URL that reads a dead-letter queue:
-  mem://TOPIC/SUBSCRIPTION/dead-letters               (the memory driver, in this process)
-  rabbit://Q.dlq?dead_letters_from=Q.dlx              (a RabbitMQ dead-letter queue)
-  kafka://GROUP?topic=DLQ_TOPIC&dead_letters=true     (a Kafka dead-letter topic)
-  sqsfifo://DLQ.fifo?dead_letters=true                (an SQS FIFO dead-letter queue)
-  servicebus://QUEUE/$DeadLetterQueue                 (a Service Bus dead-letter sub-queue)
+		Long: `SUBSCRIPTION_URL is the consumer's own subscription URL, the one its configuration
+holds; wary opens the dead letters of that subscription, wherever its
+driver keeps them:
+  mem://TOPIC/SUBSCRIPTION
+      the subscription's dead-letter queue (the memory driver, in this process)
+  rabbit://QUEUE?dead_letter_exchange=QUEUE.dlx
+      QUEUE.dlq, the topology's dead-letter queue (add dead_letter_queue=NAME
+      when the dead-letter exchange is not QUEUE.dlx)
+  kafka://GROUP?topic=TOPIC&dead_letter_topic=DLT
+      the topic DLT, read by the consumer group GROUP.dead-letters
+  sqsfifo://QUEUE.fifo
+      the queue that the RedrivePolicy of QUEUE.fifo names
+  servicebus://QUEUE, servicebus://TOPIC/Subscriptions/SUB
+      its dead-letter sub-queue ($DeadLetterQueue)
 list reads dead letters and puts them back (nothing is removed). replay
 publishes the selected ones to --to with their original ID, key and
 headers plus wary-replayed-by (who, when, and the dead-letter reason),
 then removes them from the dead-letter queue. discard removes them.
 On a Kafka dead-letter topic (cumulative acknowledgements) only the
 first dead letters, in order, can be chosen.`,
-		Example: `  wary dlq list 'rabbit://orders.billing.dlq?dead_letters_from=orders.billing.dlx'
-  wary dlq replay 'mem://orders/billing/dead-letters' --id order-3/placed --to mem://orders --yes
-  wary dlq discard 'servicebus://orders/$DeadLetterQueue' --all --yes`,
+		Example: `  wary dlq list 'rabbit://orders.billing?dead_letter_exchange=orders.billing.dlx'
+  wary dlq replay 'mem://orders/billing' --id order-3/placed --to mem://orders --yes
+  wary dlq discard 'servicebus://orders/Subscriptions/billing' --all --yes`,
 	}
 	c.AddCommand(a.dlqList(), a.dlqMove("replay"), a.dlqMove("discard"))
 	return c
@@ -114,13 +122,13 @@ func printDead(w io.Writer, ds []deadJSON) {
 func (a *app) dlqList() *cobra.Command {
 	var f dlqFlags
 	c := &cobra.Command{
-		Use:     "list URL",
+		Use:     "list SUBSCRIPTION_URL",
 		Short:   "List dead letters with their reason (exit 1 if there are any); nothing is removed",
-		Example: `  wary dlq list 'mem://orders/billing/dead-letters' --json`,
+		Example: `  wary dlq list 'mem://orders/billing' --json`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx := c.Context()
-			s, err := a.openSubscription(ctx, args[0])
+			s, err := a.openDeadLetters(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -145,9 +153,9 @@ func (a *app) dlqList() *cobra.Command {
 func (a *app) dlqMove(verb string) *cobra.Command {
 	var f dlqFlags
 	c := &cobra.Command{
-		Use:   verb + " URL (--id ID... | --all)",
+		Use:   verb + " SUBSCRIPTION_URL (--id ID... | --all)",
 		Short: "Replay dead letters to a topic with their original ID and headers",
-		Example: fmt.Sprintf(`  wary dlq %s 'rabbit://orders.billing.dlq?dead_letters_from=orders.billing.dlx' --id order-3/placed`, verb) +
+		Example: fmt.Sprintf(`  wary dlq %s 'rabbit://orders.billing?dead_letter_exchange=orders.billing.dlx' --id order-3/placed`, verb) +
 			map[string]string{"replay": " --to rabbit://orders", "discard": " --yes"}[verb],
 		Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -158,7 +166,7 @@ func (a *app) dlqMove(verb string) *cobra.Command {
 				return errors.New("replay needs --to TOPIC_URL, the topic the consumer reads from")
 			}
 			ctx := c.Context()
-			s, err := a.openSubscription(ctx, args[0])
+			s, err := a.openDeadLetters(ctx, args[0])
 			if err != nil {
 				return err
 			}

@@ -20,7 +20,7 @@ import (
 func TestJSONEveryDataCommand(t *testing.T) {
 	p := sqlitePipe(t)
 	w := newWary(t)
-	dlq := p.topicURL + "/billing/dead-letters"
+	dlq := p.topicURL + "/billing"
 	for _, c := range []struct {
 		code int
 		args []string
@@ -126,7 +126,7 @@ func TestDestructiveCommandsAsk(t *testing.T) {
 	if err := receive(t, p.sub, 1)[0].DeadLetter(ctx, "poison"); err != nil {
 		t.Fatal(err)
 	}
-	dlq := p.topicURL + "/billing/dead-letters"
+	dlq := p.topicURL + "/billing"
 
 	w := newWary(t)
 	w.stdin = "n\n"

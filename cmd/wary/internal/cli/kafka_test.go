@@ -23,7 +23,8 @@ func kfakeCluster(t *testing.T, topics ...string) string {
 
 // TestKafkaExplainAndDLQ: explain reads a Kafka consumer's capabilities
 // (the library's delivery limit and dead-letter topic), and dead letters
-// on the dead-letter topic are listed, replayed and discarded.
+// on the dead-letter topic are listed, replayed and discarded through the
+// consumer's subscription URL.
 func TestKafkaExplainAndDLQ(t *testing.T) {
 	seeds := kfakeCluster(t, "orders", "orders-dlq")
 	w := newWary(t)
@@ -35,7 +36,7 @@ func TestKafkaExplainAndDLQ(t *testing.T) {
 
 	top := mustOpenTopic(t, "kafka://orders?brokers="+seeds)
 	sub := mustOpenSub(t, subURL+"&brokers="+seeds)
-	dlqWalkthrough(t, w, top, "kafka://orders", sub, "kafka://ops?topic=orders-dlq&dead_letters=true", "10s")
+	dlqWalkthrough(t, w, top, "kafka://orders", sub, subURL, "10s")
 
 	// Acks are cumulative: removing the second dead letter would remove
 	// the first too, so only the first ones in order can be chosen.
@@ -45,11 +46,11 @@ func TestKafkaExplainAndDLQ(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	r = w.want(cli.ExitError, "dlq", "discard", "kafka://ops?topic=orders-dlq&dead_letters=true", "--id", "k-2", "--yes", "--wait", "10s")
+	r = w.want(cli.ExitError, "dlq", "discard", subURL, "--id", "k-2", "--yes", "--wait", "10s")
 	if !strings.Contains(r.errout, "choose the first ones in order") {
 		t.Errorf("stderr %q does not explain the refusal", r.errout)
 	}
-	w.want(cli.ExitOK, "dlq", "discard", "kafka://ops?topic=orders-dlq&dead_letters=true", "--id", "k-1", "--id", "k-2", "--yes", "--wait", "10s").has(t, "discard: 2 dead letter(s)")
+	w.want(cli.ExitOK, "dlq", "discard", subURL, "--id", "k-1", "--id", "k-2", "--yes", "--wait", "10s").has(t, "discard: 2 dead letter(s)")
 }
 
 // TestProbeKafka: the Kafka driver keeps what it declares, measured on

@@ -15,8 +15,8 @@ import (
 )
 
 // TestServiceBusDLQ: the dead-letter sub-queue of a Service Bus queue
-// (our emulator) is listed, replayed and discarded through servicebus://
-// URLs, the namespace in WARY_SERVICEBUS_CONNECTION_STRING.
+// (our emulator) is listed, replayed and discarded through the queue's
+// servicebus:// URL, the namespace in WARY_SERVICEBUS_CONNECTION_STRING.
 func TestServiceBusDLQ(t *testing.T) {
 	name := unique("orders")
 	// On our emulator, a message read from a dead-letter queue and
@@ -31,7 +31,7 @@ func TestServiceBusDLQ(t *testing.T) {
 	q := "?read_entity=false&lock_duration=2s&max_delivery_count=5"
 	top := mustOpenTopic(t, "servicebus://"+name+q)
 	sub := mustOpenSub(t, "servicebus://"+name+q)
-	dlqWalkthrough(t, newWary(t), top, "servicebus://"+name+q, sub, "servicebus://"+name+"/$DeadLetterQueue"+q, "10s")
+	dlqWalkthrough(t, newWary(t), top, "servicebus://"+name+q, sub, "servicebus://"+name+q, "10s")
 }
 
 // sbProbe starts our emulator (with no entities: probe creates them) and

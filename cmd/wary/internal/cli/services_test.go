@@ -46,7 +46,7 @@ func pgStore(t *testing.T) (*postgres.Store, []string) {
 // rabbitTopology declares an exchange and a quorum queue with a delivery
 // limit and a dead-letter queue, deleted at cleanup, and returns the
 // topic and subscription on them and the URLs wary opens them with.
-func rabbitTopology(t *testing.T) (top *broker.Topic, topicURL string, sub *broker.Subscription, subURL, dlqURL string) {
+func rabbitTopology(t *testing.T) (top *broker.Topic, topicURL string, sub *broker.Subscription, subURL string) {
 	url := servicetest.URL(t, rabbit.ServerURLEnv, "amqp://guest:guest@127.0.0.1:5672/", func(ctx context.Context, url string) error {
 		c, err := rabbit.Dial(ctx, url, nil)
 		if err != nil {
@@ -76,12 +76,12 @@ func rabbitTopology(t *testing.T) (top *broker.Topic, topicURL string, sub *brok
 	}
 	t.Cleanup(func() { sub.Close() })
 	subURL = "rabbit://" + topo.Queue + "?delivery_limit=5&dead_letter_exchange=" + topo.DeadLetterExchange()
-	return top, "rabbit://" + topo.Exchange, sub, subURL, "rabbit://" + topo.DeadLetterQueue() + "?dead_letters_from=" + topo.DeadLetterExchange() + "&delivery_limit=-1"
+	return top, "rabbit://" + topo.Exchange, sub, subURL
 }
 
 func TestPostgresRabbitParked(t *testing.T) {
 	st, args := pgStore(t)
-	top, topicURL, sub, _, _ := rabbitTopology(t)
+	top, topicURL, sub, _ := rabbitTopology(t)
 	parkedWalkthrough(t, newWary(t), &pipe[pgx.Tx]{store: st, storeArgs: args, topicURL: topicURL, topic: top, sub: sub})
 }
 
@@ -91,15 +91,15 @@ func TestPostgresOutbox(t *testing.T) {
 }
 
 func TestRabbitDLQ(t *testing.T) {
-	top, topicURL, sub, _, dlqURL := rabbitTopology(t)
-	dlqWalkthrough(t, newWary(t), top, topicURL, sub, dlqURL, "1s")
+	top, topicURL, sub, subURL := rabbitTopology(t)
+	dlqWalkthrough(t, newWary(t), top, topicURL, sub, subURL, "1s")
 }
 
 // TestExplainRabbit: explain reads the capabilities of a live RabbitMQ
 // queue and of the PostgreSQL store's backlog.
 func TestExplainRabbit(t *testing.T) {
 	_, args := pgStore(t)
-	_, topicURL, _, subURL, _ := rabbitTopology(t)
+	_, topicURL, _, subURL := rabbitTopology(t)
 	w := newWary(t)
 	r := w.want(cli.ExitOK, append([]string{"explain", "--broker", topicURL, "--subscription", subURL, "--consumer", "billing"}, args...)...)
 	r.has(t, "order per queue", "dead-letters after 5 deliveries (native)", "now: outbox backlog 0, 0 quarantined", `now: 0 parked message(s) of consumer "billing"`)

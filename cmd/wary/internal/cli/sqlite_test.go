@@ -32,5 +32,5 @@ func TestSQLiteOutbox(t *testing.T) { outboxWalkthrough(t, newWary(t), sqlitePip
 
 func TestMemoryDLQ(t *testing.T) {
 	p := sqlitePipe(t)
-	dlqWalkthrough(t, newWary(t), p.topic, p.topicURL, p.sub, p.topicURL+"/billing/dead-letters", "1s")
+	dlqWalkthrough(t, newWary(t), p.topic, p.topicURL, p.sub, p.topicURL+"/billing", "1s")
 }

@@ -31,7 +31,7 @@ func fauxqs(t *testing.T, window time.Duration) *sqsemu.Server {
 }
 
 // TestSQSDLQ: dead letters of an SQS FIFO queue (fauxqs) are listed,
-// replayed and discarded through sqsfifo:// URLs.
+// replayed and discarded through the source queue's sqsfifo:// URL.
 func TestSQSDLQ(t *testing.T) {
 	// A one-second dedup window, so that the replay (same ID) is not
 	// dropped as a duplicate of the first publish a few commands earlier.
@@ -62,7 +62,7 @@ func TestSQSDLQ(t *testing.T) {
 	q := "?region=" + sqsemu.Region
 	top := mustOpenTopic(t, "sqsfifo://"+name+".fifo"+q+"&endpoint="+srv.Endpoint)
 	sub := mustOpenSub(t, "sqsfifo://"+name+".fifo"+q+"&endpoint="+srv.Endpoint+"&wait_time=1s")
-	dlqWalkthrough(t, w, top, "sqsfifo://"+name+".fifo"+q, sub, "sqsfifo://"+name+"-dlq.fifo"+q+"&dead_letters=true", "5s")
+	dlqWalkthrough(t, w, top, "sqsfifo://"+name+".fifo"+q, sub, "sqsfifo://"+name+".fifo"+q, "5s")
 }
 
 // TestProbeSQS: the SQS FIFO driver keeps what it declares on fauxqs,

@@ -225,8 +225,9 @@ func outboxWalkthrough[Tx any](t *testing.T, w *wary, p *pipe[Tx]) {
 // dlqWalkthrough: a dead letter seen, replayed with its ID and headers,
 // another discarded.
 //
+// subURL is the consumer's subscription URL, which the dlq commands take;
 // wait is how long each command waits for dead letters to arrive.
-func dlqWalkthrough(t *testing.T, w *wary, top *broker.Topic, topicURL string, sub *broker.Subscription, dlqURL, wait string) {
+func dlqWalkthrough(t *testing.T, w *wary, top *broker.Topic, topicURL string, sub *broker.Subscription, subURL, wait string) {
 	ctx := t.Context()
 	id := unique("dead")
 	publish(t, top, event(id, "order-9", 1))
@@ -235,10 +236,10 @@ func dlqWalkthrough(t *testing.T, w *wary, top *broker.Topic, topicURL string, s
 		t.Fatal(err)
 	}
 	for range 2 { // list puts them back
-		w.want(cli.ExitFinding, "dlq", "list", dlqURL, "--wait", wait).has(t, id, "poison: cannot parse")
+		w.want(cli.ExitFinding, "dlq", "list", subURL, "--wait", wait).has(t, id, "poison: cannot parse")
 	}
-	w.want(cli.ExitFinding, "dlq", "replay", dlqURL, "--id", "no-such-id", "--to", topicURL, "--yes", "--wait", wait).has(t, "not found: [no-such-id]")
-	w.want(cli.ExitOK, "dlq", "replay", dlqURL, "--id", id, "--to", topicURL, "--yes", "--wait", wait).has(t, "replay: 1 dead letter(s)")
+	w.want(cli.ExitFinding, "dlq", "replay", subURL, "--id", "no-such-id", "--to", topicURL, "--yes", "--wait", wait).has(t, "not found: [no-such-id]")
+	w.want(cli.ExitOK, "dlq", "replay", subURL, "--id", id, "--to", topicURL, "--yes", "--wait", wait).has(t, "replay: 1 dead letter(s)")
 	back := receive(t, sub, 1)[0]
 	m := back.Message
 	if m.ID != id || string(m.Body) != "body of "+id || m.Headers["traceparent"] != "00-"+id || m.Key != "order-9" {
@@ -250,8 +251,8 @@ func dlqWalkthrough(t *testing.T, w *wary, top *broker.Topic, topicURL string, s
 	if err := back.DeadLetter(ctx, "still poison"); err != nil {
 		t.Fatal(err)
 	}
-	w.want(cli.ExitOK, "dlq", "discard", dlqURL, "--all", "--yes", "--wait", wait).has(t, "discard: 1 dead letter(s)", id)
-	w.want(cli.ExitOK, "dlq", "list", dlqURL, "--wait", wait).has(t, "no dead letters")
+	w.want(cli.ExitOK, "dlq", "discard", subURL, "--all", "--yes", "--wait", wait).has(t, "discard: 1 dead letter(s)", id)
+	w.want(cli.ExitOK, "dlq", "list", subURL, "--wait", wait).has(t, "no dead letters")
 }
 
 func mustOpenTopic(t *testing.T, u string) *broker.Topic {
