@@ -77,6 +77,17 @@
 // acks of handlers that finish while another ack is in flight into one
 // AckAll (an ack issued alone goes out at once: grouping adds no delay).
 //
+// # Handlers
+//
+// A Handler processes one delivery; a Middleware wraps one in another
+// (Chain, Timeout). Typed decodes each body into a value with a Codec
+// (JSON by default; NewMessage encodes one): a body that does not decode
+// is an error matching ErrUndecodable, marked Permanent, so Run
+// dead-letters it with the reason instead of retrying it. When Run's
+// context ends it drains: nothing new starts, deliveries waiting behind
+// their key are released, and handlers in flight keep a live context for
+// up to RunOptions.DrainTimeout.
+//
 // # Ordering
 //
 // Order is kept only inside the declared scope (OrderingScope), for

@@ -31,7 +31,7 @@ type Message struct {
 	// library and its drivers, which set them on the way through a broker;
 	// Publish rejects them, except the event-identity headers a producer may
 	// set (HeaderAggregateID, HeaderAggregateVersion, HeaderSequence,
-	// HeaderType).
+	// HeaderType, HeaderReplayedBy, HeaderContentType).
 	Headers map[string]string
 	// Body is the payload: any bytes.
 	Body []byte
@@ -93,6 +93,9 @@ const (
 	// the message had been set aside ("alice@host 2026-12-01T03:12:00Z:
 	// delivery_limit").
 	HeaderReplayedBy = "wary-replayed-by"
+	// HeaderContentType names the body's encoding (Codec.ContentType), as
+	// NewMessage sets it and Decode checks it.
+	HeaderContentType = "wary-content-type"
 )
 
 // ReservedHeader reports whether a producer may not set the header name:
@@ -102,7 +105,7 @@ func ReservedHeader(name string) bool {
 		return false
 	}
 	switch name {
-	case HeaderAggregateID, HeaderAggregateVersion, HeaderSequence, HeaderType, HeaderReplayedBy:
+	case HeaderAggregateID, HeaderAggregateVersion, HeaderSequence, HeaderType, HeaderReplayedBy, HeaderContentType:
 		return false
 	}
 	return true

@@ -13,11 +13,15 @@ import (
 )
 
 // fail settles d after its handler failed with herr (the transaction is
-// already rolled back).
+// already rolled back). A body the handler could not decode
+// (broker.ErrUndecodable) is poison: no retry can fix it.
 func (in *Inbox[Tx]) fail(ctx context.Context, d *broker.Delivery, herr error) (Result, error) {
 	var pe *ParkError
 	if errors.As(herr, &pe) {
 		return in.parkOrRetry(ctx, d, pe)
+	}
+	if errors.Is(herr, broker.ErrUndecodable) {
+		return in.poison(ctx, d, herr)
 	}
 	in.stats.failed.Add(1)
 	herr = fmt.Errorf("idem: consumer %q, message %q, attempt %d: %w", in.consumer, d.Message.ID, d.Attempt, herr)

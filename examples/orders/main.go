@@ -224,7 +224,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 				return err
 			}
 			_, err := box.Add(ctx, tx, &outbox.Message{ID: id + "/" + status, AggregateID: id, Version: version,
-				Type: "order." + status, Payload: fmt.Appendf(nil, `{"order":%q,"total":%d}`, id, total)})
+				Type: "order." + status, Payload: fmt.Appendf(nil, `{"order":%q,"total":%d}`, id, total)}) // an OrderEvent
 			return err
 		})
 	}
@@ -310,6 +310,12 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 		return rep, err
 	}
 	apply := func(ctx context.Context, tx Tx, d *broker.Delivery, ev idem.Event) error {
+		// The body, typed: one that does not decode is dead-lettered (or
+		// parked) with the reason, never retried.
+		order, err := broker.Decode[OrderEvent](broker.JSON{}, d)
+		if err != nil {
+			return err
+		}
 		if err := db.exec(ctx, tx, `INSERT INTO billing_effects (message_id) VALUES ($1)`, d.Message.ID); err != nil {
 			return err
 		}
@@ -323,7 +329,8 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 		if status == "confirmed" {
 			// One payment attempt of this order: the key names the
 			// operation, never the customer.
-			_, err := payments.Stage(ctx, tx, "payment:"+ev.AggregateID+":1", d.Message.Body)
+			charge := fmt.Appendf(nil, `{"order":%q,"amount":%d}`, order.Order, order.Total)
+			_, err := payments.Stage(ctx, tx, "payment:"+ev.AggregateID+":1", charge)
 			return err
 		}
 		return nil
@@ -531,6 +538,12 @@ func yes(b bool) string {
 }
 
 // provider is a payment provider that honours idempotency keys and replays
+// OrderEvent is the body of every order event, in JSON.
+type OrderEvent struct {
+	Order string `json:"order"`
+	Total int    `json:"total"`
+}
+
 // the first result.
 type provider struct {
 	mu      sync.Mutex

@@ -1,0 +1,90 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Codec encodes values into message bodies and decodes them back. JSON is
+// the default; a codec for protobuf or another encoding implements these
+// three methods.
+type Codec interface {
+	// ContentType names the encoding ("application/json"). NewMessage
+	// records it in HeaderContentType, and Decode refuses a message whose
+	// header names another one.
+	ContentType() string
+	// Marshal encodes v.
+	Marshal(v any) ([]byte, error)
+	// Unmarshal decodes data into v, a pointer.
+	Unmarshal(data []byte, v any) error
+}
+
+// JSON is the JSON codec (encoding/json). Decoding is strict about the
+// body's syntax and lenient about fields: unknown fields are ignored and
+// missing ones keep their zero value, as encoding/json does.
+type JSON struct{}
+
+// ContentType returns "application/json".
+func (JSON) ContentType() string { return "application/json" }
+
+// Marshal encodes v with encoding/json.
+func (JSON) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Unmarshal decodes data with encoding/json.
+func (JSON) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// ErrUndecodable matches the error of a message body the codec cannot
+// decode (or whose HeaderContentType names another encoding). It is marked
+// Permanent: retrying cannot help, so Run dead-letters the delivery with
+// the error as its reason (where the broker cannot dead-letter, it nacks
+// it, and the broker's delivery limit ends it), and an inbox (package
+// idem) dead-letters or parks it. Neither drops it, and neither holds up
+// other messages for it.
+var ErrUndecodable = errors.New("wary: undecodable message")
+
+// NewMessage returns a message whose body is v encoded with c (nil: JSON),
+// with c's content type in HeaderContentType. id and key are the message's
+// ID and ordering key.
+func NewMessage[T any](c Codec, id, key string, v T) (*Message, error) {
+	if c == nil {
+		c = JSON{}
+	}
+	body, err := c.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("wary: encode message %q as %s: %w", id, c.ContentType(), err)
+	}
+	return &Message{ID: id, Key: key, Headers: map[string]string{HeaderContentType: c.ContentType()}, Body: body}, nil
+}
+
+// Decode decodes d's body with c (nil: JSON) into a T. A body that does not
+// decode, or a HeaderContentType other than c's, is an error matching
+// ErrUndecodable, marked Permanent, that says why and names the message.
+func Decode[T any](c Codec, d *Delivery) (T, error) {
+	var v T
+	if c == nil {
+		c = JSON{}
+	}
+	if ct, ok := d.Message.Headers[HeaderContentType]; ok && ct != c.ContentType() {
+		return v, Permanent(fmt.Errorf("%w: message %q is %s, not %s", ErrUndecodable, d.Message.ID, ct, c.ContentType()))
+	}
+	if err := c.Unmarshal(d.Message.Body, &v); err != nil {
+		return v, Permanent(fmt.Errorf("%w: message %q as %T (%s): %w", ErrUndecodable, d.Message.ID, v, c.ContentType(), err))
+	}
+	return v, nil
+}
+
+// Typed returns a Handler that decodes each delivery's body into a T with
+// c (nil: JSON) and calls h with it. A body that does not decode never
+// reaches h: the Handler returns Decode's error (ErrUndecodable, Permanent),
+// and Run dead-letters the delivery with it as the reason.
+func Typed[T any](c Codec, h func(ctx context.Context, d *Delivery, v T) error) Handler {
+	return func(ctx context.Context, d *Delivery) error {
+		v, err := Decode[T](c, d)
+		if err != nil {
+			return err
+		}
+		return h(ctx, d, v)
+	}
+}
