@@ -31,6 +31,9 @@ type Delivery struct {
 	PublishTime time.Time
 
 	sub *Subscription
+	// backoff is RunOptions.Backoff for a delivery Run handed out, else
+	// the zero value (the default policy).
+	backoff Backoff
 	// ackID holds the delivery's driver.AckID; settling passes ackID[:]
 	// (under mu), so a settle allocates no slice.
 	ackID [1]driver.AckID
@@ -83,6 +86,53 @@ func (d *Delivery) Nack(ctx context.Context, delay time.Duration) error {
 		return newError("nack", driver.Invalid, false, fmt.Errorf("nack with delay: %w", ErrUnsupported))
 	}
 	return d.settle(ctx, settleNack, delay, "")
+}
+
+// SettleTimeout is how long a settle of d may take once its handler has
+// returned: its subscription's SubscriptionOptions.SettleTimeout
+// (DefaultSettleTimeout for a detached delivery). Run and Retry bound
+// theirs with it, and so does package idem's inbox.
+func (d *Delivery) SettleTimeout() time.Duration {
+	if d.sub == nil {
+		return DefaultSettleTimeout
+	}
+	return d.sub.settleTimeout
+}
+
+// Retry returns the delivery to the broker after a failed attempt (the
+// attempt-th; below 1: d.Attempt), to be delivered again after the backoff
+// for that attempt: RunOptions.Backoff for a delivery Run handed out, the
+// default policy (100ms doubling to 30s) for one from Receive.
+// Where the broker cannot delay a nack (no SubscriptionCapabilities.
+// NackDelay), Retry waits the delay out itself, up to half the lock timeout
+// and no longer than ctx, and nacks without delay. The nack is sent even
+// when ctx has ended, bounded by SubscriptionOptions.SettleTimeout. Run
+// retries a failed handler's delivery so, and so does package idem's
+// inbox, whose retries therefore follow the RunOptions.Backoff of the Run
+// that runs it. A detached delivery is only marked settled.
+func (d *Delivery) Retry(ctx context.Context, attempt int) error {
+	if d.sub == nil {
+		return d.Nack(ctx, 0)
+	}
+	if attempt < 1 {
+		attempt = d.Attempt
+	}
+	delay := d.backoff.Delay(max(attempt, 1))
+	if !d.sub.caps.NackDelay {
+		if lt := d.sub.caps.LockTimeout; lt > 0 && delay > lt/2 {
+			delay = lt / 2
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		delay = 0
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.sub.settleTimeout)
+	defer cancel()
+	return d.Nack(sctx, delay)
 }
 
 // DeadLetter moves the delivery to the dead-letter queue with reason, which

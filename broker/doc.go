@@ -85,8 +85,8 @@
 // is an error matching ErrUndecodable, marked Permanent, so Run
 // dead-letters it with the reason instead of retrying it. When Run's
 // context ends it drains: nothing new starts, deliveries waiting behind
-// their key are released, and handlers in flight keep a live context for
-// up to RunOptions.DrainTimeout.
+// their key are left to come back when the subscription closes, and
+// handlers in flight keep a live context for up to RunOptions.DrainTimeout.
 //
 // # Ordering
 //

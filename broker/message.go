@@ -197,6 +197,21 @@ type Backoff struct {
 	Multiplier float64
 }
 
+// check reports a Backoff that cannot be used (a negative duration, Max
+// below Initial, a Multiplier that is negative or not finite) as an error
+// matching ErrInvalid that names what (the field holding it).
+func (b Backoff) check(what string) error {
+	switch {
+	case b.Initial < 0 || b.Max < 0:
+		return Invalidf("%s: a negative duration", what)
+	case b.Initial > 0 && b.Max > 0 && b.Max < b.Initial:
+		return Invalidf("%s: Max is below Initial", what)
+	case b.Multiplier < 0 || math.IsNaN(b.Multiplier) || math.IsInf(b.Multiplier, 0):
+		return Invalidf("%s: Multiplier is negative or not a finite number", what)
+	}
+	return nil
+}
+
 // Delay returns the delay before retry number attempt (1-based): a random
 // duration in [0, Ceiling(attempt)].
 func (b Backoff) Delay(attempt int) time.Duration {

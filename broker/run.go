@@ -15,8 +15,8 @@ import (
 // finish while another ack is in flight go out together after it, with
 // one driver call, see AckAll); an error marked with Permanent
 // dead-letters (or nacks, where the broker cannot dead-letter); any other
-// error nacks with a delay from RunOptions.Backoff. A panic is recovered
-// and treated as an error. A handler that called Ack, which failed, gets
+// error is retried (Delivery.Retry, after RunOptions.Backoff). A panic is
+// recovered and treated as an error. A handler that called Ack, which failed, gets
 // its ack retried whatever it returns: the loop never nacks a delivery its
 // handler chose to acknowledge.
 type Handler func(ctx context.Context, d *Delivery) error
@@ -38,8 +38,13 @@ type RunOptions struct {
 	// 2×Concurrency. Nothing more is received until one settles. Run
 	// tells a driver that implements driver.Prefetcher to hold this many.
 	MaxOutstanding int
-	// Backoff gives the nack delay after a handler error, by attempt, on
-	// brokers with SubscriptionCapabilities.NackDelay (default 100ms doubling to 30s).
+	// Backoff spaces the redeliveries of a delivery whose handler failed,
+	// by attempt (default 100ms doubling to 30s): the delay Delivery.Retry
+	// asks for on a delivery Run hands out, with which Run retries a
+	// failed handler's delivery and package idem's inbox retries what it
+	// retries. It is the one home of that delay. A Backoff that cannot be
+	// used (a negative duration) makes Run return an error matching
+	// ErrInvalid.
 	Backoff Backoff
 	// MaxLockRenewal bounds how long the loop keeps renewing the locks of
 	// deliveries whose handler is still running, on brokers whose locks
@@ -70,9 +75,10 @@ const DefaultDrainTimeout = 10 * time.Second
 //
 // When Run stops, it drains: it receives nothing more and starts no
 // handler; deliveries received but not yet started (waiting behind their
-// key, or for a free handler) are released at once with Nack, without
-// delay, so that the broker delivers them again (their delivery counts
-// as an attempt); handlers in flight keep a live context for up to
+// key, or for a free handler) are left unsettled, and come back when the
+// subscription closes (or their lock expires), in their order: a nack
+// would put them behind later messages on some brokers (a RabbitMQ quorum
+// queue requeues at its tail); handlers in flight keep a live context for up to
 // RunOptions.DrainTimeout to finish, and are settled by what they return.
 // Past DrainTimeout their context is canceled, and Run returns when they
 // do: a handler that ignores its context holds Run. Settlement always
@@ -86,8 +92,8 @@ func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) err
 // received. Deliveries it returns without settling are settled by the loop
 // as Handler's are: all acked if it returned nil (with one driver call, see
 // AckAll), otherwise each
-// dead-lettered (an error marked with Permanent) or nacked with a delay
-// from RunOptions.Backoff; a delivery whose Ack was tried and failed has
+// dead-lettered (an error marked with Permanent) or retried
+// (Delivery.Retry); a delivery whose Ack was tried and failed has
 // its ack retried. A handler that must treat deliveries differently
 // settles them itself.
 type BatchHandler func(ctx context.Context, ds []*Delivery) error
@@ -110,6 +116,9 @@ func (s *Subscription) run(ctx context.Context, h Handler, bh BatchHandler, opts
 	var o RunOptions
 	if opts != nil {
 		o = *opts
+	}
+	if err := o.Backoff.check("RunOptions.Backoff"); err != nil {
+		return err
 	}
 	if o.Concurrency < 1 {
 		o.Concurrency = 1
@@ -239,6 +248,9 @@ func (r *runner) loop() error {
 			}
 		}
 		failures = 0
+		for _, d := range ds {
+			d.backoff = r.opts.Backoff
+		}
 		if r.bh != nil {
 			r.dispatchBatch(ds)
 			continue
@@ -252,16 +264,12 @@ func (r *runner) loop() error {
 // stopping reports whether Run's ctx has ended: nothing more starts.
 func (r *runner) stopping() bool { return r.ctx.Err() != nil }
 
-// release gives back a delivery that will not be handled because Run is
-// stopping: a nack without delay, so that the broker delivers it again.
-func (r *runner) release(d *Delivery) {
-	if !d.Settled() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 30*time.Second)
-		if err := d.Nack(sctx, 0); err != nil && !errors.Is(err, ErrClosed) {
-			r.sub.logger.Warn("wary: releasing a delivery at shutdown failed", slog.String("message_id", d.Message.ID), slog.String("error", err.Error()))
-		}
-		cancel()
-	}
+// release lets go of a delivery that will not be handled because Run is
+// stopping. It stays unsettled: the broker delivers it again once the
+// subscription closes or its lock expires, in its place (a nack would
+// requeue it behind later messages on a RabbitMQ quorum queue, and break
+// the order of its key).
+func (r *runner) release(*Delivery) {
 	<-r.outstanding
 }
 
@@ -309,20 +317,22 @@ func (r *runner) next(key string) *Delivery {
 	if !r.opts.PerKey || key == "" {
 		return nil
 	}
-	r.mu.Lock()
-	q := r.keys[key]
-	if len(q) > 0 && !r.stopping() {
+	for {
+		r.mu.Lock()
+		q := r.keys[key]
+		if len(q) == 0 {
+			delete(r.keys, key)
+			r.mu.Unlock()
+			return nil
+		}
 		d := q[0]
 		r.keys[key] = q[1:]
 		r.mu.Unlock()
-		return d
-	}
-	delete(r.keys, key)
-	r.mu.Unlock()
-	for _, d := range q {
+		if !r.stopping() {
+			return d
+		}
 		r.release(d)
 	}
-	return nil
 }
 
 func (r *runner) work(key string, d *Delivery) {
@@ -354,7 +364,7 @@ func (r *runner) dispatchBatch(ds []*Delivery) {
 		if err == nil {
 			// One driver call for the batch's acks; what fails is retried
 			// one by one below.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 30*time.Second)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.sub.settleTimeout)
 			AckAll(sctx, ds)
 			cancel()
 		}
@@ -382,7 +392,7 @@ func (r *runner) settleAfter(d *Delivery, err error) {
 		return
 	}
 	// Settle even if Run's context is done: the handler's work is finished.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 30*time.Second)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.sub.settleTimeout)
 	defer cancel()
 	// A handler that tried to ack and failed (package idem after its
 	// commit: ErrAckAfterCommit) wanted the delivery acknowledged, whatever
@@ -395,11 +405,7 @@ func (r *runner) settleAfter(d *Delivery, err error) {
 		case IsPermanent(err) && r.sub.caps.DeadLetter:
 			return d.DeadLetter(sctx, err.Error())
 		default:
-			var delay time.Duration
-			if r.sub.caps.NackDelay {
-				delay = r.opts.Backoff.Delay(d.Attempt)
-			}
-			return d.Nack(sctx, delay)
+			return d.Retry(r.hctx, d.Attempt)
 		}
 	}
 	if err != nil {

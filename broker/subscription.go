@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -22,7 +23,17 @@ type SubscriptionOptions struct {
 	// providers (otel.GetTracerProvider, otel.GetMeterProvider).
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
+	// SettleTimeout bounds each ack, nack or dead-letter that Run,
+	// Delivery.Retry and package idem's inbox send once a handler has
+	// returned; they are sent even when the handler's context has ended
+	// (default DefaultSettleTimeout; a driver may have its own default, and
+	// bound its own calls with it too). It is the one home of that bound
+	// (Delivery.SettleTimeout reads it).
+	SettleTimeout time.Duration
 }
+
+// DefaultSettleTimeout is SubscriptionOptions.SettleTimeout's default.
+const DefaultSettleTimeout = 30 * time.Second
 
 // Subscription receives deliveries from a broker. Create one with a
 // driver's constructor or OpenSubscription. Several Subscriptions on the
@@ -32,7 +43,9 @@ type Subscription struct {
 	d      driver.Subscription
 	caps   driver.SubscriptionCapabilities
 	logger *slog.Logger
-	tel    *tel
+	// settleTimeout is SubscriptionOptions.SettleTimeout.
+	settleTimeout time.Duration
+	tel           *tel
 
 	closeCtx  context.Context
 	cancel    context.CancelFunc
@@ -50,7 +63,10 @@ func NewSubscription(d driver.Subscription, opts *SubscriptionOptions) *Subscrip
 	if opts == nil {
 		opts = &SubscriptionOptions{}
 	}
-	s := &Subscription{d: d, caps: d.Capabilities(), logger: opts.Logger}
+	s := &Subscription{d: d, caps: d.Capabilities(), logger: opts.Logger, settleTimeout: opts.SettleTimeout}
+	if s.settleTimeout <= 0 {
+		s.settleTimeout = DefaultSettleTimeout
+	}
 	s.tel = newTel(d, opts.TracerProvider, opts.MeterProvider, false)
 	if s.logger == nil {
 		s.logger = slog.Default()

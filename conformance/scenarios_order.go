@@ -334,7 +334,7 @@ func competingHistory(t T, e *env) {
 		}
 		h.Applied(d.Message.ID)
 		return nil
-	}, &broker.RunOptions{Concurrency: 4, PerKey: true, Backoff: broker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
+	}, &broker.RunOptions{Concurrency: 4, PerKey: true})
 	if failures != 40 {
 		t.Fatalf("the injected failure fired %d times, want 40", failures)
 	}

@@ -272,7 +272,10 @@ func deliveryErrors(err error, index map[*broker.Delivery]int) (named map[int]er
 // driver call (broker.AckAll), and returns the failures (each matching
 // ErrAckAfterCommit).
 func (in *Inbox[Tx]) ackAll(ctx context.Context, ds []*broker.Delivery) []error {
-	sctx, cancel := in.settleCtx(ctx)
+	if len(ds) == 0 {
+		return nil
+	}
+	sctx, cancel := settleCtx(ctx, ds[0])
 	defer cancel()
 	var errs []error
 	for i, err := range broker.AckAll(sctx, ds) {

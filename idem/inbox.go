@@ -48,12 +48,6 @@ type Options struct {
 	// horizon, finite or unbounded. The caller knowingly takes on the risk
 	// of effects applied twice.
 	AllowShortRetention bool
-	// Backoff gives the retry delay after a failed attempt, by attempt
-	// number (default: 100ms doubling to 30s). On brokers with
-	// SubscriptionCapabilities.NackDelay the delivery is nacked with that delay;
-	// otherwise the inbox waits it out itself (at most half the lock
-	// timeout, and never past ctx) and nacks without delay.
-	Backoff broker.Backoff
 	// MaxAttempts is how many attempts a handler returning a *ParkError
 	// (a gap) gets before the message is parked (default 5). Each retry
 	// is a nack, so a broker delivery: keep MaxAttempts at or below the
@@ -80,11 +74,12 @@ type Options struct {
 	// nothing is purged; an inbox that handles nothing purges nothing
 	// until its next delivery.
 	PurgeInterval time.Duration
-	// SettleTimeout bounds each commit, rollback, ack or nack (default
-	// 30s). None of them stops when the ctx passed to Handle is canceled:
-	// work that succeeded is committed and acknowledged, work that failed
-	// is rolled back.
-	SettleTimeout time.Duration
+	// CommitTimeout bounds each commit and rollback of the inbox's
+	// transactions (default 30s); its acks, nacks and dead-letters are
+	// bounded by the delivery's broker.Delivery.SettleTimeout. None of them
+	// stops when the ctx passed to Handle is canceled: work that succeeded
+	// is committed and acknowledged, work that failed is rolled back.
+	CommitTimeout time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Logger receives ack-after-commit failures and parking events
@@ -165,11 +160,10 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Subscri
 		return nil, err
 	}
 	c := check.Options{What: fmt.Sprintf("consumer %q: inbox options", consumer)}
-	c.Backoff("Backoff", o.Backoff)
 	c.Count("MaxAttempts", o.MaxAttempts)
 	c.Count("PurgeBatch", o.PurgeBatch)
 	c.Duration("PurgeInterval", o.PurgeInterval, true)
-	c.Duration("SettleTimeout", o.SettleTimeout, false)
+	c.Duration("CommitTimeout", o.CommitTimeout, false)
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
@@ -182,8 +176,8 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Subscri
 	if o.PurgeInterval == 0 {
 		o.PurgeInterval = 10 * time.Minute
 	}
-	if o.SettleTimeout <= 0 {
-		o.SettleTimeout = 30 * time.Second
+	if o.CommitTimeout <= 0 {
+		o.CommitTimeout = 30 * time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -270,7 +264,7 @@ func (in *Inbox[Tx]) WrapBatch(h Handler[Tx]) broker.BatchHandler {
 //   - ResultHeld: the message's aggregate has a parked message, so it was
 //     parked behind it (unless Options.NoHold) and acknowledged.
 //   - ResultFailed: h failed (or panicked), or the store did: rolled back
-//     and nacked with a delay from Options.Backoff, never acknowledged;
+//     and retried (broker.Delivery.Retry, after the Run's RunOptions.Backoff), never acknowledged;
 //     the error is returned. ResultDeadLettered: h's error was marked with
 //     broker.Permanent and the broker can dead-letter.
 //   - A message that cannot be claimed, because its ID breaks the ID rules

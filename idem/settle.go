@@ -26,7 +26,7 @@ func (in *Inbox[Tx]) fail(ctx context.Context, d *broker.Delivery, herr error) (
 	in.stats.failed.Add(1)
 	herr = fmt.Errorf("idem: consumer %q, message %q, attempt %d: %w", in.consumer, d.Message.ID, d.Attempt, herr)
 	if broker.IsPermanent(herr) && in.caps.DeadLetter {
-		sctx, cancel := in.settleCtx(ctx)
+		sctx, cancel := settleCtx(ctx, d)
 		defer cancel()
 		if err := d.DeadLetter(sctx, herr.Error()); err != nil {
 			return ResultDeadLettered, errors.Join(herr, err)
@@ -121,11 +121,11 @@ func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int
 }
 
 // commit commits tx. Once the handler has succeeded, the commit is not
-// interrupted when ctx is canceled (it is bounded by SettleTimeout
+// interrupted when ctx is canceled (it is bounded by CommitTimeout
 // instead): a COMMIT cut off in flight leaves its outcome unknown, and the
 // delivery would be nacked although its effect may be in place.
 func (in *Inbox[Tx]) commit(ctx context.Context, tx Tx) error {
-	cctx, cancel := in.settleCtx(ctx)
+	cctx, cancel := in.commitCtx(ctx)
 	defer cancel()
 	cctx, span := childSpan(cctx, "inbox commit")
 	err := in.store.Commit(cctx, tx)
@@ -133,21 +133,28 @@ func (in *Inbox[Tx]) commit(ctx context.Context, tx Tx) error {
 	return err
 }
 
-func (in *Inbox[Tx]) settleCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), in.o.SettleTimeout)
+// commitCtx is ctx without its cancellation, bounded by CommitTimeout:
+// for commits and rollbacks.
+func (in *Inbox[Tx]) commitCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), in.o.CommitTimeout)
 }
 
-// rollback rolls tx back, even when ctx ended, bounded by SettleTimeout as
-// commits and acks are: a store that does not answer cannot hold the
-// handler loop.
+// settleCtx is ctx without its cancellation, bounded by d's
+// SettleTimeout: for acks, nacks and dead-letters.
+func settleCtx(ctx context.Context, d *broker.Delivery) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d.SettleTimeout())
+}
+
+// rollback rolls tx back, even when ctx ended, bounded by CommitTimeout as
+// commits are: a store that does not answer cannot hold the handler loop.
 func (in *Inbox[Tx]) rollback(ctx context.Context, tx Tx) {
-	rctx, cancel := in.settleCtx(ctx)
+	rctx, cancel := in.commitCtx(ctx)
 	defer cancel()
 	_ = in.store.Rollback(rctx, tx)
 }
 
 func (in *Inbox[Tx]) ack(ctx context.Context, d *broker.Delivery) error {
-	sctx, cancel := in.settleCtx(ctx)
+	sctx, cancel := settleCtx(ctx, d)
 	defer cancel()
 	if err := d.Ack(sctx); err != nil {
 		return in.ackFailed(d, err)
@@ -165,24 +172,10 @@ func (in *Inbox[Tx]) ackFailed(d *broker.Delivery, err error) error {
 	return fmt.Errorf("%w: consumer %q, message %q: %w", ErrAckAfterCommit, in.consumer, d.Message.ID, err)
 }
 
-// nack returns d for redelivery after the backoff for attempt.
+// nack returns d for redelivery after the subscription's backoff for
+// attempt (broker.Delivery.Retry).
 func (in *Inbox[Tx]) nack(ctx context.Context, d *broker.Delivery, attempt int) error {
-	delay := in.o.Backoff.Delay(max(attempt, 1))
-	if !in.caps.NackDelay {
-		if lt := in.caps.LockTimeout; lt > 0 && delay > lt/2 {
-			delay = lt / 2
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
-		delay = 0
-	}
-	sctx, cancel := in.settleCtx(ctx)
-	defer cancel()
-	return d.Nack(sctx, delay)
+	return d.Retry(ctx, attempt)
 }
 
 // Stats are an inbox's counters since it was created.

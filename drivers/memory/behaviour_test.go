@@ -279,7 +279,7 @@ func TestCapabilitiesByProfile(t *testing.T) {
 		c := both{memory.TopicConfig{Profile: tc.p}.TopicCapabilities(), memory.TopicConfig{Profile: tc.p}.SubscriptionCapabilities()}
 		if c.Ordering != tc.ordering || c.HeadOfLine != tc.hol || c.KeyRequired != tc.key || c.DedupWindow != tc.dedup ||
 			c.LockTimeout != tc.lock || c.DeliveryLimit != 10 || !c.DeadLetter || !c.NackDelay || c.DeliveryCount != (tc.p != memory.Partitioned) ||
-			c.RedeliveryHorizon != memory.DefaultRetention {
+			c.RedeliveryHorizon != memory.DefaultMessageRetention {
 			t.Errorf("%s: %v", tc.p, c)
 		}
 	}

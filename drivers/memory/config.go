@@ -47,8 +47,8 @@ const (
 	DefaultPartitions    = 4
 	// MaxPartitions bounds TopicConfig.Partitions (each partition has
 	// state of its own, allocated when the topic is created).
-	MaxPartitions    = 1024
-	DefaultRetention = 7 * 24 * time.Hour
+	MaxPartitions           = 1024
+	DefaultMessageRetention = 7 * 24 * time.Hour
 )
 
 // TopicConfig configures a topic and, through it, every subscription of the
@@ -81,10 +81,10 @@ type TopicConfig struct {
 	// default 1 MiB for Queue and Partitioned, 256 KiB for SQSFIFO and
 	// ServiceBus; negative: no limit).
 	MaxMessageSize int
-	// Retention is how long a message is kept after publish before it is
+	// MessageRetention is how long a message is kept after publish before it is
 	// dropped undelivered (default 7 days). It is the capabilities'
 	// RedeliveryHorizon.
-	Retention time.Duration
+	MessageRetention time.Duration
 }
 
 // normalize returns c with every default filled in, and checks it.
@@ -140,8 +140,8 @@ func (c TopicConfig) normalize() (TopicConfig, error) {
 	case c.MaxMessageSize == 0:
 		c.MaxMessageSize = 1 << 20
 	}
-	if c.Retention <= 0 {
-		c.Retention = DefaultRetention
+	if c.MessageRetention <= 0 {
+		c.MessageRetention = DefaultMessageRetention
 	}
 	return c, nil
 }
@@ -218,7 +218,7 @@ func (n TopicConfig) subCaps() broker.SubscriptionCapabilities {
 		LockTimeout:       n.LockTimeout,
 		LockExtendable:    n.LockTimeout > 0,
 		NackDelay:         true,
-		RedeliveryHorizon: n.Retention,
+		RedeliveryHorizon: n.MessageRetention,
 	}
 	if n.DeliveryLimit > 0 {
 		caps.DeliveryLimitMode = broker.LimitNative
@@ -254,11 +254,11 @@ func deadLetterCaps(n TopicConfig) broker.SubscriptionCapabilities {
 		LockTimeout:       n.LockTimeout,
 		LockExtendable:    n.LockTimeout > 0,
 		NackDelay:         true,
-		RedeliveryHorizon: n.Retention,
+		RedeliveryHorizon: n.MessageRetention,
 	}
 }
 
 func (c TopicConfig) String() string {
 	return fmt.Sprintf("profile=%s lock=%s limit=%d dedup=%s partitions=%d maxsize=%d retention=%s",
-		c.Profile, c.LockTimeout, c.DeliveryLimit, c.DedupWindow, c.Partitions, c.MaxMessageSize, c.Retention)
+		c.Profile, c.LockTimeout, c.DeliveryLimit, c.DedupWindow, c.Partitions, c.MaxMessageSize, c.MessageRetention)
 }

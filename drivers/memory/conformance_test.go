@@ -28,7 +28,7 @@ func harness(p memory.Profile, scope broker.DedupScope) conformance.Harness {
 		RedeliveryHorizon: retention,
 		Setup: func(ctx context.Context, t conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			name := fmt.Sprintf("topic-%d", n.Add(1))
-			tc := &memory.TopicConfig{Profile: p, LockTimeout: cfg.LockTimeout, DeliveryLimit: cfg.DeliveryLimit, Retention: retention}
+			tc := &memory.TopicConfig{Profile: p, LockTimeout: cfg.LockTimeout, DeliveryLimit: cfg.DeliveryLimit, MessageRetention: retention}
 			if p == memory.SQSFIFO || p == memory.ServiceBus {
 				tc.DedupWindow, tc.DedupScope = cfg.DedupWindow, scope
 			}

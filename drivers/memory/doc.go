@@ -55,7 +55,7 @@
 // that no longer holds its lock fails with an error matching
 // broker.ErrLockLost. Bodies and headers are copied on publish and on
 // receive. Messages are dropped, delivered or not, once they are older than
-// TopicConfig.Retention, the declared RedeliveryHorizon (counted from the
+// TopicConfig.MessageRetention, the declared RedeliveryHorizon (counted from the
 // original publish, also for dead-lettered copies). A publish returns once
 // every message is stored. A receive waits until a message is deliverable
 // to that consumer; one whose context is already done returns what is

@@ -119,7 +119,7 @@ func (t *topic) addSub(b *Broker, name string) {
 }
 
 func newQueue(b *Broker, name string, cfg TopicConfig, dead bool) *queue {
-	q := &queue{b: b, name: name, lock: cfg.LockTimeout, retention: cfg.Retention, signal: make(chan struct{})}
+	q := &queue{b: b, name: name, lock: cfg.LockTimeout, retention: cfg.MessageRetention, signal: make(chan struct{})}
 	if dead {
 		q.caps = deadLetterCaps(cfg)
 		q.parts = []*part{{}}

@@ -144,7 +144,7 @@ func parseURL(u *url.URL) (names []string, cfg TopicConfig, explicitProfile bool
 	const anyD, anyI = time.Duration(math.MaxInt64), math.MaxInt
 	cfg.LockTimeout = p.Duration("lock", 0, -anyD, anyD)
 	cfg.DedupWindow = p.Duration("dedup", 0, -anyD, anyD)
-	cfg.Retention = p.Duration("retention", 0, -anyD, anyD)
+	cfg.MessageRetention = p.Duration("retention", 0, -anyD, anyD)
 	cfg.DeliveryLimit = p.Int("limit", 0, -anyI, anyI)
 	cfg.Partitions = p.Int("partitions", 0, 0, MaxPartitions)
 	cfg.MaxMessageSize = p.Int("maxsize", 0, -anyI, anyI)

@@ -19,6 +19,10 @@ import (
 const (
 	DefaultLockDuration     = 60 * time.Second
 	DefaultMaxDeliveryCount = 10
+	// DefaultSettleTimeout is this driver's default of
+	// broker.SubscriptionOptions.SettleTimeout, which also bounds its
+	// settle, renew and schedule calls.
+	DefaultSettleTimeout = 10 * time.Second
 	// DefaultMaxMessageSize is the Standard tier's limit (256 KiB).
 	DefaultMaxMessageSize = 256 << 10
 )

@@ -137,7 +137,8 @@
 // broker.HorizonUnbounded when messages never expire (the service's
 // default), broker.HorizonUnknown when declared without one.
 //
-// Settle calls are bounded by SettleTimeout (default 10s): after a session
+// Settle calls are bounded by broker.SubscriptionOptions.SettleTimeout
+// (this driver's default: DefaultSettleTimeout, 10s): after a session
 // lock is lost the SDK retries a settle through the old receiver until its
 // context ends. Service Bus settles by lock token, one message per call, so
 // many acks at once (broker.AckAll, RunBatch) are still one call each; each

@@ -34,10 +34,6 @@ type SubscriptionOptions struct {
 	// ReceiveWait is how long one receive waits for a first message before
 	// it returns empty (default 1s).
 	ReceiveWait time.Duration
-	// SettleTimeout bounds every settle, renew and schedule call (default
-	// 10s): after a session lock is lost the SDK retries a settle until its
-	// context ends.
-	SettleTimeout time.Duration
 	// CloseClient: Close also closes the client (the URL opener's
 	// subscriptions own theirs).
 	CloseClient bool
@@ -94,7 +90,7 @@ func OpenSubscription(client *azservicebus.Client, entity string, opts *Subscrip
 	if err != nil {
 		return nil, err
 	}
-	return broker.NewSubscription(s, &o.SubscriptionOptions), nil
+	return broker.NewSubscription(s, &s.o.SubscriptionOptions), nil
 }
 
 type subscription struct {
@@ -141,7 +137,10 @@ func openSubscription(ctx context.Context, client *azservicebus.Client, entity s
 		o.ReceiveWait = time.Second
 	}
 	if o.SettleTimeout == 0 {
-		o.SettleTimeout = 10 * time.Second
+		// broker.SubscriptionOptions.SettleTimeout also bounds the
+		// driver's settle, renew and schedule calls: after a session lock
+		// is lost the SDK retries a settle until its context ends.
+		o.SettleTimeout = DefaultSettleTimeout
 	}
 	if o.Admin != nil {
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -174,9 +174,9 @@ func (o *URLOpener) openSubscriptionURL(ctx context.Context, u *url.URL, dead bo
 		MaxSessions:   p.Int("max_sessions", 0, 1, 1000),
 		SessionIdle:   p.Duration("session_idle", 0, time.Millisecond, time.Hour),
 		ReceiveWait:   p.Duration("receive_wait", 0, time.Millisecond, time.Minute),
-		SettleTimeout: p.Duration("settle_timeout", 0, time.Millisecond, 10*time.Minute),
 		CloseClient:   true,
 	}
+	opts.SettleTimeout = p.Duration("settle_timeout", 0, time.Millisecond, 10*time.Minute)
 	_ = topicParams(p) // the publisher's side, as a topic's URL accepts the consumer's
 	err = p.Done()
 	if err == nil && dead {
@@ -191,7 +191,7 @@ func (o *URLOpener) openSubscriptionURL(ctx context.Context, u *url.URL, dead bo
 		_ = client.Close(ctx)
 		return nil, err
 	}
-	return broker.NewSubscription(s, &opts.SubscriptionOptions), nil
+	return broker.NewSubscription(s, &s.o.SubscriptionOptions), nil
 }
 
 // deadLetterEntity returns the path of entity's dead-letter queue.

@@ -94,7 +94,6 @@ func run(ctx context.Context, w io.Writer) error {
 
 	inbox, err := idem.NewInbox(store, "ledger", sub.Capabilities(), &idem.Options{
 		MaxAttempts: 2, // park a gap after two attempts (default 5)
-		Backoff:     broker.Backoff{Initial: 5 * time.Millisecond, Max: 5 * time.Millisecond},
 		Logger:      slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

@@ -285,7 +285,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	// 3. The billing consumer: inbox, version check, payment staged with
 	// an idempotency key in the same transaction.
 	inboxOpts := &idem.Options{Logger: quiet,
-		MaxAttempts: 3, Backoff: broker.Backoff{Initial: 25 * time.Millisecond, Max: 100 * time.Millisecond}}
+		MaxAttempts: 3}
 	if br.sub.Capabilities().RedeliveryHorizon == broker.HorizonUnknown {
 		// The driver cannot say how late a copy may come: the inbox needs
 		// a retention chosen by us (a finite horizon is the default, an

@@ -55,7 +55,7 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx]) {
 		return e.DB.Exec(ctx, tx, `INSERT INTO effects (message_id, note) VALUES ($1, $2)`, d.Message.ID, string(d.Message.Body))
 	}
 	ctx := b.Context()
-	sub := q.Subscription()
+	sub := q.Subscription(nil)
 	all := func(ctx context.Context, tx Tx, ds []*broker.Delivery) error {
 		return e.DB.Exec(ctx, tx, InsertEffects(len(ds)), EffectArgs(ds)...)
 	}
@@ -156,7 +156,7 @@ func bench[Tx any](b *testing.B, f Factory[Tx], statements func() int64, workers
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			sub := q.Subscription()
+			sub := q.Subscription(nil)
 			for {
 				ds, err := sub.Receive(ctx, batch)
 				if errors.Is(err, ErrEmpty) {

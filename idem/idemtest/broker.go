@@ -184,7 +184,7 @@ func testRunLoop[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 	e := Setup(t, f, "")
 	const n = 200
 	subs := []*broker.Subscription{b.Subscribe(t), b.Subscribe(t)}
-	in, err := idem.NewInbox(e.Store, "run", subs[0].Capabilities(), Quiet(&idem.Options{Backoff: broker.Backoff{Initial: time.Second}}))
+	in, err := idem.NewInbox(e.Store, "run", subs[0].Capabilities(), Quiet(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

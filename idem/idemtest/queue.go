@@ -105,9 +105,17 @@ func (q *Queue) NackDelays() []time.Duration {
 	return append([]time.Duration(nil), q.delays...)
 }
 
-// Subscription returns a subscription on the queue.
-func (q *Queue) Subscription() *broker.Subscription {
-	return broker.NewSubscription(queueSub{q}, &broker.SubscriptionOptions{Logger: slog.New(slog.DiscardHandler)})
+// Subscription returns a subscription on the queue with opts (nil:
+// defaults, and a logger that discards).
+func (q *Queue) Subscription(opts *broker.SubscriptionOptions) *broker.Subscription {
+	o := broker.SubscriptionOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return broker.NewSubscription(queueSub{q}, &o)
 }
 
 // Receive takes one delivery; it fails the test's expectations loudly.

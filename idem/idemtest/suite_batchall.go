@@ -58,7 +58,7 @@ func testBatchAll[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "")
 	in := e.Inbox("ball", nil)
 	q := NewQueue(Caps)
-	sub := q.Subscription()
+	sub := q.Subscription(nil)
 	q.Push(Msg("m0", "x", "", 0))
 	if _, err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect()); err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func testBatchAllErrors[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "")
 	in := e.Inbox("ballerr", nil)
 	q := NewQueue(Caps)
-	sub := q.Subscription()
+	sub := q.Subscription(nil)
 	boom := errors.New("boom")
 
 	// Failing for every message: nothing is applied, claimed or acked.
@@ -155,7 +155,7 @@ func testBatchAllErrors[Tx any](t *testing.T, f Factory[Tx]) {
 
 	// A named failure: that one nacked (or dead-lettered), the rest applied.
 	q = NewQueue(Caps)
-	sub = q.Subscription()
+	sub = q.Subscription(nil)
 	q.Push(Msg("b1", "x", "", 0), Msg("b2", "bad", "", 0), Msg("b3", "perm", "", 0), Msg("b4", "x", "", 0))
 	calls = 0
 	named := func(ctx context.Context, tx Tx, ds []*broker.Delivery) error {
@@ -188,7 +188,7 @@ func testBatchAllErrors[Tx any](t *testing.T, f Factory[Tx]) {
 
 	// Unnamed, for one message only (a panic here): isolated.
 	q = NewQueue(Caps)
-	sub = q.Subscription()
+	sub = q.Subscription(nil)
 	q.Push(Msg("c1", "x", "", 0), Msg("c2", "panic", "", 0), Msg("c3", "x", "", 0))
 	panics := func(ctx context.Context, tx Tx, ds []*broker.Delivery) error {
 		if err := e.EffectAll()(ctx, tx, ds); err != nil {
@@ -212,7 +212,7 @@ func testVersionedBatch[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "")
 	in := e.Inbox("vbatch", nil)
 	q := NewQueue(Caps)
-	sub := q.Subscription()
+	sub := q.Subscription(nil)
 	var applied [][]string
 	bh, err := in.VersionedBatch(AggTable, func(ctx context.Context, tx Tx, ds []*broker.Delivery, evs []idem.Event) error {
 		var ids []string

@@ -31,7 +31,7 @@ func testParkedHeaders[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 	q := NewQueue(Caps)
 	q.Push(&broker.Message{ID: "h1", Headers: maps.Clone(want), Body: []byte("x")})
-	d := receive(t, q, q.Subscription())
+	d := receive(t, q, q.Subscription(nil))
 	r, err := in.Handle(e.Ctx, d, func(context.Context, Tx, *broker.Delivery) error {
 		return &idem.ParkError{Reason: "park it", Now: true}
 	})

@@ -17,7 +17,7 @@ func testInbox[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "")
 	in := e.Inbox("inbox", nil)
 	q := NewQueue(Caps)
-	sub := q.Subscription()
+	sub := q.Subscription(nil)
 	q.Push(Msg("m1", "one", "", 0), Msg("m2", "two", "", 0), Msg("m1", "one again", "", 0))
 	runs := 0
 	h := func(ctx context.Context, tx Tx, d *broker.Delivery) error { runs++; return e.Effect()(ctx, tx, d) }
@@ -55,9 +55,9 @@ func testInbox[Tx any](t *testing.T, f Factory[Tx]) {
 
 func testHandlerError[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "")
-	in := e.Inbox("errs", &idem.Options{Backoff: broker.Backoff{Initial: time.Second, Max: time.Minute}})
+	in := e.Inbox("errs", nil)
 	q := NewQueue(Caps)
-	sub := q.Subscription()
+	sub := q.Subscription(nil)
 	boom := errors.New("boom")
 	calls := 0
 	h := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
@@ -102,10 +102,11 @@ func testHandlerError[Tx any](t *testing.T, f Factory[Tx]) {
 	if q.Nacks("m1") != 2 {
 		t.Errorf("nacks %d, want 2", q.Nacks("m1"))
 	}
-	// Full jitter: each delay is within [0, Ceiling(attempt)] = [0, 1s],
-	// [0, 2s].
-	if d := q.NackDelays(); len(d) != 2 || d[0] < 0 || d[0] > time.Second || d[1] < 0 || d[1] > 2*time.Second {
-		t.Errorf("nack delays %v, want within [0, 1s] and [0, 2s] from the backoff policy", d)
+	// Full jitter, the default policy of a delivery from Receive
+	// (broker.Delivery.Retry): each delay is within [0, Ceiling(attempt)]
+	// = [0, 100ms], [0, 200ms].
+	if d := q.NackDelays(); len(d) != 2 || d[0] < 0 || d[0] > 100*time.Millisecond || d[1] < 0 || d[1] > 200*time.Millisecond {
+		t.Errorf("nack delays %v, want within [0, 100ms] and [0, 200ms] from the backoff policy", d)
 	}
 	e.CheckEffects("m1")
 	// A permanent error dead-letters, never acks.
@@ -117,19 +118,20 @@ func testHandlerError[Tx any](t *testing.T, f Factory[Tx]) {
 	if s := in.Stats(); s.Failed != 3 || s.Processed != 1 {
 		t.Errorf("stats %+v", s)
 	}
-	// A broker without nack delays: the inbox waits the backoff itself,
-	// capped at half the lock timeout, then nacks without delay.
+	// A broker without nack delays: the inbox waits the backoff itself
+	// (at most half the lock timeout: broker's TestRetryWithoutNackDelay),
+	// then nacks without delay.
 	caps := Caps
 	caps.NackDelay, caps.LockTimeout = false, 100*time.Millisecond
-	slow, err := idem.NewInbox(e.Store, "nodelay", caps, Quiet(&idem.Options{Backoff: broker.Backoff{Initial: time.Hour}}))
+	slow, err := idem.NewInbox(e.Store, "nodelay", caps, Quiet(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	q2 := NewQueue(caps)
 	q2.Push(Msg("m3", "x", "", 0))
 	start := time.Now()
-	_, err = slow.Handle(e.Ctx, receive(t, q2, q2.Subscription()), func(context.Context, Tx, *broker.Delivery) error { return boom })
-	if took := time.Since(start); !errors.Is(err, boom) || took < 50*time.Millisecond || took > 10*time.Second {
+	_, err = slow.Handle(e.Ctx, receive(t, q2, q2.Subscription(nil)), func(context.Context, Tx, *broker.Delivery) error { return boom })
+	if took := time.Since(start); !errors.Is(err, boom) || took > 10*time.Second {
 		t.Errorf("no nack delay: err %v after %s", err, took)
 	}
 	if d := q2.NackDelays(); len(d) != 1 || d[0] != 0 {
@@ -141,7 +143,7 @@ func testAckAfterCommit[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "")
 	in := e.Inbox("ackfail", nil)
 	q := NewQueue(Caps)
-	sub := q.Subscription()
+	sub := q.Subscription(nil)
 	q.Push(Msg("m1", "x", "", 0))
 	q.FailAcks(1)
 	_, err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect())
@@ -185,7 +187,7 @@ func testConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 	var wg sync.WaitGroup
 	for range ConcurrentCopies {
 		wg.Go(func() {
-			sub := q.Subscription()
+			sub := q.Subscription(nil)
 			for {
 				d, err := q.Receive(e.Ctx, sub)
 				if errors.Is(err, ErrEmpty) {
@@ -236,7 +238,7 @@ func testBatch[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "")
 	in := e.Inbox("batch", nil)
 	q := NewQueue(Caps)
-	sub := q.Subscription()
+	sub := q.Subscription(nil)
 	q.Push(Msg("m0", "x", "", 0))
 	if _, err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect()); err != nil {
 		t.Fatal(err)
@@ -314,7 +316,7 @@ func testBatchConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 	var wg sync.WaitGroup
 	for range ConcurrentCopies {
 		wg.Go(func() {
-			sub := q.Subscription()
+			sub := q.Subscription(nil)
 			for {
 				ds, err := sub.Receive(e.Ctx, 10)
 				if errors.Is(err, ErrEmpty) {
@@ -332,7 +334,7 @@ func testBatchConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 	wg.Wait()
 	// Store errors (say, a deadlock victim) nack; process what came back.
-	sub := q.Subscription()
+	sub := q.Subscription(nil)
 	for q.Len() > 0 {
 		ds, err := sub.Receive(e.Ctx, 10)
 		if err != nil {
@@ -369,7 +371,7 @@ func testRetention[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 	other := e.Inbox("other", &idem.Options{Now: clock})
 	q := NewQueue(caps)
-	sub := q.Subscription()
+	sub := q.Subscription(nil)
 	nop := func(context.Context, Tx, *broker.Delivery) error { return nil }
 	for i := range 25 {
 		q.Push(Msg(fmt.Sprintf("old%d", i), "x", "", 0))

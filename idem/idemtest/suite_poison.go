@@ -34,7 +34,7 @@ func testPoisonID[Tx any](t *testing.T, f Factory[Tx]) {
 				t.Fatal(err)
 			}
 			q := NewQueue(caps)
-			sub := q.Subscription()
+			sub := q.Subscription(nil)
 			var good []string
 			for i, id := range PoisonIDs {
 				g := fmt.Sprintf("%s-good-%d", consumer, i)

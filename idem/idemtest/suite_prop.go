@@ -57,7 +57,7 @@ func testProperty[Tx any](t *testing.T, f Factory[Tx]) {
 		q := NewQueue(Caps)
 		q.Push(msgs...)
 		q.SetPick(func(n int) int { return rapid.IntRange(0, n-1).Draw(rt, "pick") })
-		sub := q.Subscription()
+		sub := q.Subscription(nil)
 		drain := func() {
 			for q.Len() > 0 {
 				d, err := q.Receive(ctx, sub)

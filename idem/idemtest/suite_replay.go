@@ -88,7 +88,7 @@ func testPurgeSchedule[Tx any](t *testing.T, f Factory[Tx]) {
 	in := e.Inbox("sched", &idem.Options{Retention: time.Hour, PurgeBatch: 10, PurgeInterval: 10 * time.Minute, Now: clock})
 	off := e.Inbox("off", &idem.Options{Retention: time.Hour, PurgeInterval: -1, Now: clock})
 	q := NewQueue(Caps)
-	sub := q.Subscription()
+	sub := q.Subscription(nil)
 	nop := func(context.Context, Tx, *broker.Delivery) error { return nil }
 	handle := func(in *idem.Inbox[Tx], id string) {
 		t.Helper()
@@ -128,7 +128,7 @@ func testBatchResults[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "")
 	in := e.Inbox("bres", &idem.Options{MaxAttempts: 2})
 	q := NewQueue(Caps)
-	sub := q.Subscription()
+	sub := q.Subscription(nil)
 	q.Push(Msg("m1", "x", "", 0))
 	if r, err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect()); err != nil || r != idem.ResultApplied {
 		t.Fatalf("Handle: %v, %v", r, err)

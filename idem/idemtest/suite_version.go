@@ -131,7 +131,7 @@ func testVersioned[Tx any](t *testing.T, f Factory[Tx]) {
 		t.Fatal(err)
 	}
 	q := NewQueue(Caps)
-	sub := q.Subscription()
+	sub := q.Subscription(nil)
 	// v1, v2, v2 again (same ID), v2 replayed with a new ID, v1 stale.
 	q.Push(Msg("e1", "a", "A", 1), Msg("e2", "b", "A", 2), Msg("e2", "b", "A", 2), Msg("e2'", "b", "A", 2), Msg("e1'", "a", "A", 1))
 	wantResults(t, handleAll(t, in, v, q, sub), "e1 applied", "e2 applied", "e2 duplicate", "e2' stale", "e1' stale")
@@ -201,7 +201,7 @@ func testParking[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "")
 	in := e.Inbox("park", &idem.Options{MaxAttempts: 2})
 	q := NewQueue(Caps)
-	sub := q.Subscription()
+	sub := q.Subscription(nil)
 	reason := "needs a human"
 	h := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
 		if err := e.Effect()(ctx, tx, d); err != nil {

@@ -63,7 +63,7 @@
 //   - An operator can see it. Relay.Health reports the backlog, the age of
 //     the oldest unsent row, the quarantined rows, the relay's throughput
 //     and last error. Relay.Purge (and Run, periodically) deletes sent rows
-//     after RelayOptions.Retention; the sequence counters stay.
+//     after RelayOptions.KeepSent; the sequence counters stay.
 //
 // Relay.Run wakes on PostgreSQL NOTIFY (received on a dedicated
 // connection) and polls as a fallback, so that while the store answers a

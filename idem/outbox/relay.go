@@ -66,11 +66,11 @@ type RelayOptions struct {
 	// Lease is how long a lease-based claim (the SQLite store) survives a
 	// relay that stopped without releasing it (default 30s).
 	Lease time.Duration
-	// Retention is how long sent and discarded rows are kept before Purge
+	// KeepSent is how long sent and discarded rows are kept before Purge
 	// deletes them (default 7 days). Run purges every PurgeInterval
 	// (default 10m; negative: never), PurgeBatch rows per transaction
 	// (default 1000).
-	Retention     time.Duration
+	KeepSent      time.Duration
 	PurgeInterval time.Duration
 	PurgeBatch    int
 	// Now is the clock (default time.Now).
@@ -149,7 +149,7 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 	c.Duration("PollInterval", o.PollInterval, false)
 	c.Duration("PublishTimeout", o.PublishTimeout, false)
 	c.Duration("Lease", o.Lease, false)
-	c.Duration("Retention", o.Retention, false)
+	c.Duration("Retention", o.KeepSent, false)
 	c.Duration("PurgeInterval", o.PurgeInterval, true)
 	c.Backoff("Backoff", o.Backoff)
 	if err := c.Err(); err != nil {
@@ -174,7 +174,7 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 	defd(&o.PollInterval, time.Second)
 	defd(&o.PublishTimeout, 30*time.Second)
 	defd(&o.Lease, 30*time.Second)
-	defd(&o.Retention, 7*24*time.Hour)
+	defd(&o.KeepSent, 7*24*time.Hour)
 	defd(&o.PurgeInterval, 10*time.Minute)
 	if o.Backoff == (broker.Backoff{}) {
 		o.Backoff = broker.Backoff{Initial: time.Second, Max: 5 * time.Minute}
@@ -255,7 +255,7 @@ func (b *broadcast) fire() {
 // claims again at once while there is work, and otherwise waits for a
 // notification (a store that wakes relays, store.Waker), a Wake, or at
 // most PollInterval (see pace for the whole policy). It purges sent rows
-// older than Retention every PurgeInterval. Errors of the store or the
+// older than KeepSent every PurgeInterval. Errors of the store or the
 // broker are logged and retried after PollInterval; Run returns early only
 // if the topic is closed.
 func (r *Relay) Run(ctx context.Context) error {
@@ -417,10 +417,10 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 	}
 }
 
-// Purge deletes sent and discarded rows older than Retention, in
+// Purge deletes sent and discarded rows older than KeepSent, in
 // transactions of at most PurgeBatch rows, and returns how many.
 func (r *Relay) Purge(ctx context.Context) (int, error) {
-	before := r.o.Now().Add(-r.o.Retention)
+	before := r.o.Now().Add(-r.o.KeepSent)
 	total := 0
 	for {
 		n, err := r.store.PurgeOutbox(ctx, before, r.o.PurgeBatch)

@@ -38,7 +38,7 @@ func TestClaimUnderSJIS(t *testing.T) {
 			}
 			q := idemtest.NewQueue(idemtest.Caps)
 			q.Push(&broker.Message{ID: hostileID, Body: []byte("x")}, &broker.Message{ID: hostileID, Body: []byte("x")})
-			sub := q.Subscription()
+			sub := q.Subscription(nil)
 			ran := 0
 			h := func(context.Context, pgx.Tx, *broker.Delivery) error { ran++; return nil }
 			for i, want := range []idem.Result{idem.ResultApplied, idem.ResultDuplicate} {

@@ -51,7 +51,7 @@ func TestUnstorableAggregateID(t *testing.T) {
 	}
 	q := idemtest.NewQueue(idemtest.Caps)
 	q.Push(&broker.Message{ID: "m1", Headers: map[string]string{idem.HeaderAggregateID: "a\x00b"}})
-	d, err := q.Receive(ctx, q.Subscription())
+	d, err := q.Receive(ctx, q.Subscription(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func (s *deadlineStore) Rollback(ctx context.Context, tx *sql.Tx) error {
 }
 
 // TestRollbackBounded: the rollback after a failed handler runs although
-// the handler's context ended, and is bounded (by SettleTimeout), so that
+// the handler's context ended, and is bounded (by CommitTimeout), so that
 // a store that does not answer cannot hold the handler loop.
 func TestRollbackBounded(t *testing.T) {
 	s, _, sub, cleanup := setup(t.Context())

@@ -26,7 +26,7 @@ import (
 func Example_explain() {
 	b := memory.New(nil)
 	defer b.Close()
-	_ = b.CreateTopic("orders", &memory.TopicConfig{Profile: memory.SQSFIFO, DeliveryLimit: 5, Retention: 96 * time.Hour})
+	_ = b.CreateTopic("orders", &memory.TopicConfig{Profile: memory.SQSFIFO, DeliveryLimit: 5, MessageRetention: 96 * time.Hour})
 	_ = b.CreateSubscription("orders", "billing")
 	top, _ := b.OpenTopic("orders", nil)
 	defer top.Close()

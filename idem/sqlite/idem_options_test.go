@@ -3,7 +3,6 @@ package sqlite_test
 import (
 	"database/sql"
 	"errors"
-	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -58,19 +57,13 @@ func TestOptionsValidated(t *testing.T) {
 		"inbox Retention":            {inbox(idem.Options{Retention: neg}), false},
 		"inbox MaxAttempts":          {inbox(idem.Options{MaxAttempts: -1}), false},
 		"inbox PurgeBatch":           {inbox(idem.Options{PurgeBatch: -1}), false},
-		"inbox SettleTimeout":        {inbox(idem.Options{SettleTimeout: neg}), false},
-		"inbox Backoff.Initial":      {inbox(idem.Options{Backoff: broker.Backoff{Initial: neg}}), false},
-		"inbox Backoff.Max":          {inbox(idem.Options{Backoff: broker.Backoff{Max: neg}}), false},
-		"inbox Backoff.Max<Initial":  {inbox(idem.Options{Backoff: broker.Backoff{Initial: time.Minute, Max: time.Second}}), false},
-		"inbox Backoff NaN":          {inbox(idem.Options{Backoff: broker.Backoff{Multiplier: math.NaN()}}), false},
-		"inbox Backoff Inf":          {inbox(idem.Options{Backoff: broker.Backoff{Multiplier: math.Inf(1)}}), false},
-		"inbox Backoff negative":     {inbox(idem.Options{Backoff: broker.Backoff{Multiplier: -2}}), false},
+		"inbox CommitTimeout":        {inbox(idem.Options{CommitTimeout: neg}), false},
 		"relay defaults":             {relay(outbox.RelayOptions{}), true},
 		"relay PurgeInterval never":  {relay(outbox.RelayOptions{PurgeInterval: neg}), true},
 		"relay PollInterval":         {relay(outbox.RelayOptions{PollInterval: neg}), false},
 		"relay PublishTimeout":       {relay(outbox.RelayOptions{PublishTimeout: neg}), false},
 		"relay Lease":                {relay(outbox.RelayOptions{Lease: neg}), false},
-		"relay Retention":            {relay(outbox.RelayOptions{Retention: neg}), false},
+		"relay Retention":            {relay(outbox.RelayOptions{KeepSent: neg}), false},
 		"relay BatchSize":            {relay(outbox.RelayOptions{BatchSize: -1}), false},
 		"relay PerAggregate":         {relay(outbox.RelayOptions{PerAggregate: -1}), false},
 		"relay Concurrency":          {relay(outbox.RelayOptions{Concurrency: -1}), false},

@@ -45,7 +45,7 @@ func New(t testing.TB, h *conformance.History) *Effects {
 // the inbox inserts the message's row in its own transaction.
 func (e *Effects) Handler(t testing.TB, name string, caps broker.SubscriptionCapabilities) broker.Handler {
 	t.Helper()
-	in, err := idem.NewInbox[*sql.Tx](e.store, name, caps, &idem.Options{Backoff: broker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
+	in, err := idem.NewInbox[*sql.Tx](e.store, name, caps, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -227,8 +227,7 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 	}
 	in, err := idem.NewInbox(st, "soak", sub.Capabilities(), &idem.Options{
 		Retention: 24 * time.Hour, AllowShortRetention: true, PurgeInterval: -1,
-		Backoff:     broker.Backoff{Initial: 20 * time.Millisecond, Max: 250 * time.Millisecond},
-		MaxAttempts: math.MaxInt32, SettleTimeout: 10 * time.Second, Logger: logger,
+		MaxAttempts: math.MaxInt32, CommitTimeout: 10 * time.Second, Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -273,7 +272,8 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 	err = sub.Run(ctx, func(ctx context.Context, d *broker.Delivery) error {
 		lg.line(lineDelivery, d.Message.ID+" "+strconv.Itoa(d.Attempt))
 		return wrapped(ctx, d)
-	}, &broker.RunOptions{Concurrency: spec.Concurrency, PerKey: true, MaxLockRenewal: -1, DrainTimeout: -1})
+	}, &broker.RunOptions{Concurrency: spec.Concurrency, PerKey: true, MaxLockRenewal: -1, DrainTimeout: -1,
+		Backoff: broker.Backoff{Initial: 20 * time.Millisecond, Max: 250 * time.Millisecond}})
 	if ctx.Err() != nil || errors.Is(err, broker.ErrClosed) {
 		return nil
 	}

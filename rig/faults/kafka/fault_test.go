@@ -27,7 +27,7 @@ func runUntil(t *testing.T, sub *broker.Subscription, h broker.Handler, cond fun
 	var runErr error
 	go func() {
 		defer wg.Done()
-		runErr = sub.Run(ctx, h, &broker.RunOptions{Concurrency: 4})
+		runErr = sub.Run(ctx, h, &broker.RunOptions{Concurrency: 4, Backoff: broker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for !cond() && time.Now().Before(deadline) {

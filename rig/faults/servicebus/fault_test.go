@@ -76,7 +76,9 @@ func TestFaultConnectionReset(t *testing.T) {
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	runDone := make(chan error, 1)
-	go func() { runDone <- sub.Run(rctx, handler, &broker.RunOptions{Concurrency: 4}) }()
+	go func() {
+		runDone <- sub.Run(rctx, handler, &broker.RunOptions{Concurrency: 4, Backoff: broker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
+	}()
 
 	failures := 0
 	for i := 0; i < n; i++ {

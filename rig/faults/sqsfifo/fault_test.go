@@ -95,7 +95,9 @@ func TestConnectionResetMidBatch(t *testing.T) {
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	runDone := make(chan error, 1)
-	go func() { runDone <- sub.Run(runCtx, handler, &broker.RunOptions{Concurrency: 4, PerKey: true}) }()
+	go func() {
+		runDone <- sub.Run(runCtx, handler, &broker.RunOptions{Concurrency: 4, PerKey: true, Backoff: broker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
+	}()
 
 	const batches, per, groups = 40, 10, 8
 	// publish publishes batch b until it succeeds; onFailure, if not nil,

@@ -56,7 +56,7 @@ func memHarness(_ context.Context, u *url.URL, _ func(string) string) (conforman
 	mux.RegisterTopic(memory.Scheme, o)
 	mux.RegisterSubscription(memory.Scheme, o)
 	user := u.Query()
-	horizon := memory.DefaultRetention
+	horizon := memory.DefaultMessageRetention
 	if r := user.Get("retention"); r != "" {
 		d, err := time.ParseDuration(r)
 		if err != nil {

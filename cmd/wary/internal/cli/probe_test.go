@@ -24,7 +24,7 @@ func liarHarness(_ context.Context, _ *url.URL, _ func(string) string) (conforma
 	n := 0
 	h := conformance.Harness{
 		Name:              "liar",
-		RedeliveryHorizon: memory.DefaultRetention,
+		RedeliveryHorizon: memory.DefaultMessageRetention,
 		Setup: func(ctx context.Context, t conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			n++
 			name := "liar-" + time.Now().Format("150405.000000000") + "-" + string(rune('a'+n%26))
