@@ -8,14 +8,13 @@ import (
 	"log/slog"
 	"path/filepath"
 	"regexp"
+	"testing"
 	"time"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/sqlite"
-
-	"testing"
 )
 
 // Options configures a Kit. Nil means defaults: every fault on, the Queue
