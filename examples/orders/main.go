@@ -198,11 +198,9 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	say := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	say("broker:    %s", br.name)
 	say("database:  %s", db.name)
-	for _, q := range []string{
+	for _, q := range append([]string{
 		`CREATE TABLE orders (id TEXT PRIMARY KEY, version BIGINT NOT NULL, status TEXT NOT NULL, total BIGINT NOT NULL)`,
-		`CREATE TABLE billing_orders (id TEXT PRIMARY KEY, version BIGINT NOT NULL, status TEXT NOT NULL)`,
-		`CREATE TABLE billing_effects (message_id TEXT NOT NULL)`,
-	} {
+	}, billingTables...) {
 		if err := inTx(ctx, db, func(tx Tx) error { return db.exec(ctx, tx, q) }); err != nil {
 			return rep, err
 		}
@@ -309,33 +307,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	if err != nil {
 		return rep, err
 	}
-	apply := func(ctx context.Context, tx Tx, d *broker.Delivery, ev idem.Event) error {
-		// The body, typed: one that does not decode is dead-lettered (or
-		// parked) with the reason, never retried.
-		order, err := broker.Decode[OrderEvent](broker.JSON{}, d)
-		if err != nil {
-			return err
-		}
-		if err := db.exec(ctx, tx, `INSERT INTO billing_effects (message_id) VALUES ($1)`, d.Message.ID); err != nil {
-			return err
-		}
-		status := strings.TrimPrefix(ev.Type, "order.")
-		if ev.Version == 1 {
-			return db.exec(ctx, tx, `INSERT INTO billing_orders (id, version, status) VALUES ($1, 1, $2)`, ev.AggregateID, status)
-		}
-		if err := db.exec(ctx, tx, `UPDATE billing_orders SET status = $1 WHERE id = $2`, status, ev.AggregateID); err != nil {
-			return err
-		}
-		if status == "confirmed" {
-			// One payment attempt of this order: the key names the
-			// operation, never the customer.
-			charge := fmt.Appendf(nil, `{"order":%q,"amount":%d}`, order.Order, order.Total)
-			_, err := payments.Stage(ctx, tx, "payment:"+ev.AggregateID+":1", charge)
-			return err
-		}
-		return nil
-	}
-	billing, err := inbox.Versioned(idem.VersionTable{Table: "billing_orders", IDColumn: "id", VersionColumn: "version"}, apply)
+	billing, err := inbox.Versioned(billingVersions, billingApply(db.exec, payments))
 	if err != nil {
 		return rep, err
 	}
@@ -389,6 +361,50 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	rep.Totals = h.Totals()
 	writeReport(w, &rep)
 	return rep, nil
+}
+
+// billingTables are the billing consumer's tables: its view of each
+// order, and one row per effect applied (which the report counts).
+var billingTables = []string{
+	`CREATE TABLE billing_orders (id TEXT PRIMARY KEY, version BIGINT NOT NULL, status TEXT NOT NULL)`,
+	`CREATE TABLE billing_effects (message_id TEXT NOT NULL)`,
+}
+
+// billingVersions is the table the billing consumer's version checks
+// update.
+var billingVersions = idem.VersionTable{Table: "billing_orders", IDColumn: "id", VersionColumn: "version"}
+
+// billingApply is the billing consumer's Apply, run in the inbox
+// transaction after the version check: it records the effect, keeps the
+// order's status, and stages one payment per confirmed order with an
+// idempotency key. exec runs SQL written with $1 placeholders in tx.
+func billingApply[Tx any](exec func(ctx context.Context, tx Tx, q string, args ...any) error, payments *keys.Caller[Tx]) idem.Apply[Tx] {
+	return func(ctx context.Context, tx Tx, d *broker.Delivery, ev idem.Event) error {
+		// The body, typed: one that does not decode is dead-lettered (or
+		// parked) with the reason, never retried.
+		order, err := broker.Decode[OrderEvent](broker.JSON{}, d)
+		if err != nil {
+			return err
+		}
+		if err := exec(ctx, tx, `INSERT INTO billing_effects (message_id) VALUES ($1)`, d.Message.ID); err != nil {
+			return err
+		}
+		status := strings.TrimPrefix(ev.Type, "order.")
+		if ev.Version == 1 {
+			return exec(ctx, tx, `INSERT INTO billing_orders (id, version, status) VALUES ($1, 1, $2)`, ev.AggregateID, status)
+		}
+		if err := exec(ctx, tx, `UPDATE billing_orders SET status = $1 WHERE id = $2`, status, ev.AggregateID); err != nil {
+			return err
+		}
+		if status == "confirmed" {
+			// One payment attempt of this order: the key names the
+			// operation, never the customer.
+			charge := fmt.Appendf(nil, `{"order":%q,"amount":%d}`, order.Order, order.Total)
+			_, err := payments.Stage(ctx, tx, "payment:"+ev.AggregateID+":1", charge)
+			return err
+		}
+		return nil
+	}
 }
 
 // DedupWindowError says that nothing arrived on a broker that drops a

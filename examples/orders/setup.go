@@ -48,6 +48,12 @@ func newSuffix() string {
 
 var placeholder = regexp.MustCompile(`\$(\d+)`)
 
+// execSQLite runs q, written with $1 placeholders, in tx.
+func execSQLite(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+	_, err := tx.ExecContext(ctx, placeholder.ReplaceAllString(q, "?$1"), args...)
+	return err
+}
+
 // openSQLite opens a fresh SQLite database in a temporary directory.
 func openSQLite(ctx context.Context) (*shop[*sql.Tx], error) {
 	dir, err := os.MkdirTemp("", "wary-orders")
@@ -74,10 +80,7 @@ func openSQLite(ctx context.Context) (*shop[*sql.Tx], error) {
 			}
 			return tx.Commit()
 		},
-		exec: func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
-			_, err := tx.ExecContext(ctx, placeholder.ReplaceAllString(q, "?$1"), args...)
-			return err
-		},
+		exec: execSQLite,
 		column: func(ctx context.Context, q string) ([]string, error) {
 			rows, err := db.QueryContext(ctx, q)
 			if err != nil {

@@ -73,7 +73,10 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) []byte {
 // lower floors than its own (and its own folder). internal holds the
 // ground helpers (OpenTelemetry glue, the service finders); conformance is
 // the suite over broker that the drivers' emulators and idem's store suite
-// stand on; drivers and idem never import each other.
+// stand on; drivers and idem never import each other. testkit, the kit
+// for users' handler tests, stands on drivers (memory) and idem (the inbox,
+// sqlite) beside cmd and examples: nothing below it imports it, and the
+// examples' tests (test files aside here) may.
 var floors = map[string]int{
 	"internal":    0,
 	"broker":      1,
@@ -82,6 +85,7 @@ var floors = map[string]int{
 	"idem":        3,
 	"cmd":         4,
 	"examples":    4,
+	"testkit":     4,
 	"rig":         5,
 	"bench":       5,
 }

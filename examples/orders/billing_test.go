@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/idem/keys"
+	"github.com/wary-go/wary/testkit"
+)
+
+// TestBillingHandler runs the billing consumer's handler through the test
+// kit: every event twice, reordered, the transaction rolled back once after
+// the handler succeeded and the ack lost once after the commit. Each event's
+// effect happens once, each order ends confirmed, and each is charged once.
+func TestBillingHandler(t *testing.T) {
+	kit := testkit.New(t, nil)
+	for _, q := range billingTables {
+		if _, err := kit.DB().Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	payments, err := keys.New(kit.Store(), keys.Contract{Provider: "payments", Retention: 24 * time.Hour, Replays: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	billing, err := kit.Inbox().Versioned(billingVersions, billingApply(execSQLite, payments))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []testkit.Event
+	for _, id := range []string{"order-1", "order-2", "order-3"} {
+		body := fmt.Appendf(nil, `{"order":%q,"total":42}`, id) // an OrderEvent
+		events = append(events,
+			testkit.Event{AggregateID: id, Version: 1, Type: "order.placed", Body: body},
+			testkit.Event{AggregateID: id, Version: 2, Type: "order.confirmed", Body: body})
+	}
+	t.Log(kit.Run(billing, events...))
+
+	kit.AssertOnce(t, testkit.CountRows(`SELECT message_id FROM billing_effects`))
+	kit.AssertRows(t, `SELECT id, version, status FROM billing_orders ORDER BY id`,
+		"order-1 2 confirmed", "order-2 2 confirmed", "order-3 2 confirmed")
+	provider := newProvider()
+	if _, err := payments.CallStaged(t.Context(), provider.call, 0); err != nil {
+		t.Fatal(err)
+	}
+	charges, _ := provider.totals()
+	kit.AssertOnce(t, func(context.Context, *sql.DB) (map[string]int, error) { return charges, nil },
+		"payment:order-1:1", "payment:order-2:1", "payment:order-3:1")
+}

@@ -1,0 +1,80 @@
+// Package testkit runs a user's inbox handler through the faults of an
+// at-least-once broker, and checks that each effect happened once.
+//
+// A Kit is a consumer set up as wary runs one, on the embedded defaults:
+// an SQLite database in t.TempDir() with the store's tables (DB, Store),
+// a topic and a subscription of the memory broker on a fake clock, and an
+// inbox for the consumer (Inbox), with which the test builds its handler,
+// plain or with Inbox.Versioned. Run publishes the test's events and
+// delivers them to the handler through Inbox.Handle, with faults injected:
+//
+//   - duplicates: every message is published twice, with the same ID;
+//   - reorders: messages reach the broker in a shuffled order, the same for
+//     the same Options.Seed. On the Queue profile (no order, the default),
+//     any message may overtake any other, and every aggregate with two or
+//     more events has at least one of them overtaken by a later one; on the
+//     ordered profiles each key keeps the order of the events given to Run
+//     (the broker promises it) and the keys interleave;
+//   - a crash before commit: the first time the handler succeeds for a
+//     message, the kit fails the delivery after it, so that the inbox rolls
+//     the transaction back and the broker delivers the message again (as if
+//     the process died before COMMIT);
+//   - a crash between commit and ack: the first time the handler's effect
+//     for a message commits, the acknowledgement is lost and the broker
+//     delivers the message again (the inbox reports idem.ErrAckAfterCommit).
+//
+// All four are on unless Options turns them off. A test of a ledger's
+// handler, for example:
+//
+//	func TestLedger(t *testing.T) {
+//		kit := testkit.New(t, nil)
+//		createTables(t, kit.DB()) // the test's own schema
+//		h, err := kit.Inbox().Versioned(idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"}, apply)
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		rep := kit.Run(h,
+//			testkit.Event{AggregateID: "acct-1", Version: 1, Type: "opened", Body: []byte("100")},
+//			testkit.Event{AggregateID: "acct-1", Version: 2, Type: "deposited", Body: []byte("5")})
+//		t.Log(rep)
+//		kit.AssertOnce(t, testkit.CountRows(`SELECT message_id FROM ledger_effects`))
+//		kit.AssertRows(t, `SELECT id, version, balance FROM accounts`, "acct-1 2 105")
+//	}
+//
+// Run returns a Report of what happened: deliveries, the result of each (duplicates dropped, stale
+// events, gaps retried, parked, held), the faults injected, the handler's
+// failures, the park and the dead letters. AssertOnce then reads the
+// effects back (a Count, such as CountRows over an effects table) and fails
+// the test for each effect that happened twice or not at all, saying what
+// the kit saw of it (the handler ran after a rollback, the message is
+// parked or dead-lettered, the handler's last error); AssertRows checks the
+// final state, which catches a stale event applied over newer state.
+//
+// # What a test may rely on
+//
+//   - Determinism: with the same Options, events and handler, Run delivers
+//     the same messages in the same order with the same results. The
+//     broker's clock is fake and moves only when nothing is deliverable;
+//     every retry (the inbox's backoff, a gap) comes back after one step of
+//     it, and the kit never sleeps.
+//   - One delivery at a time: the handler runs on the goroutine that called
+//     Run, never concurrently with itself.
+//   - The real pieces: the inbox, the version checks, parking and the SQLite
+//     store are the library's own, unchanged; only the delivery path is
+//     wrapped, to lose acknowledgements and make the retries' delays
+//     deterministic. The memory broker's deduplication window is off, so that
+//     copies reach the inbox.
+//   - Settled for good: Run returns when nothing is left to deliver. What the
+//     inbox parked stays parked (Report.Parked; replay it with
+//     Kit.Inbox().Replay or ReplayAll and the same handler, as an operator
+//     would); what was dead-lettered is in Report.DeadLetters.
+//   - A write outside the transaction fails fast: the database's busy timeout
+//     is short, since the kit never has two transactions at once, so a
+//     handler that writes through the *sql.DB instead of its tx finds the
+//     database locked at once (SQLITE_BUSY). The kit dead-letters that
+//     message with the reason instead of retrying it, and AssertOnce names
+//     the cause.
+//
+// The Kit is for one test; its database and broker are closed when the test
+// ends. It is not safe for concurrent use.
+package testkit

@@ -1,0 +1,326 @@
+package testkit_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/memory"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/testkit"
+)
+
+// recorder is a testing.TB that records the failures an assertion
+// reports instead of failing the test, so that a test can check that the
+// kit catches a bad handler (and fail itself when it stops catching it).
+type recorder struct {
+	testing.TB
+	mu   sync.Mutex
+	errs []string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) Error(args ...any) { r.Errorf("%s", fmt.Sprint(args...)) }
+
+// Fatalf records the failure and ends the goroutine, as testing.T's does:
+// call the code under test in a goroutine of its own.
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	runtime.Goexit()
+}
+
+func (r *recorder) Fatal(args ...any) {
+	r.Error(args...)
+	runtime.Goexit()
+}
+
+func (r *recorder) FailNow() {
+	r.Errorf("FailNow")
+	runtime.Goexit()
+}
+
+func (r *recorder) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.errs) > 0
+}
+
+// caught fails t unless r recorded a failure containing each of want.
+func (r *recorder) caught(t *testing.T, want ...string) {
+	t.Helper()
+	all := strings.Join(r.errs, "\n")
+	if len(r.errs) == 0 {
+		t.Fatal("the kit reported no failure")
+	}
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("the kit's failures lack %q:\n%s", w, all)
+		}
+	}
+	t.Logf("the kit reported, as it should:\n%s", all)
+}
+
+const schema = `
+CREATE TABLE accounts (id TEXT PRIMARY KEY, version INTEGER NOT NULL, balance INTEGER NOT NULL);
+CREATE TABLE effects (message_id TEXT NOT NULL);
+CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL);`
+
+func newKit(t *testing.T, opts *testkit.Options) *testkit.Kit {
+	t.Helper()
+	kit := testkit.New(t, opts)
+	if _, err := kit.DB().ExecContext(t.Context(), schema); err != nil {
+		t.Fatal(err)
+	}
+	return kit
+}
+
+// deposits returns versions 1..n of each account, depositing 10*version.
+func deposits(accounts []string, n int) []testkit.Event {
+	var evs []testkit.Event
+	for _, a := range accounts {
+		for v := int64(1); v <= int64(n); v++ {
+			evs = append(evs, testkit.Event{AggregateID: a, Version: v, Type: "deposited", Body: []byte(strconv.FormatInt(10*v, 10))})
+		}
+	}
+	return evs
+}
+
+// ledger is a correct versioned handler: every write through tx, after
+// the version check.
+func ledger(t *testing.T, kit *testkit.Kit) idem.Handler[*sql.Tx] {
+	t.Helper()
+	h, err := kit.Inbox().Versioned(idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"},
+		func(ctx context.Context, tx *sql.Tx, d *broker.Delivery, ev idem.Event) error {
+			amount, err := strconv.Atoi(string(d.Message.Body))
+			if err != nil {
+				return broker.Permanent(err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO effects (message_id) VALUES (?)`, d.Message.ID); err != nil {
+				return err
+			}
+			if ev.Version == 1 {
+				_, err = tx.ExecContext(ctx, `INSERT INTO accounts (id, version, balance) VALUES (?, 1, ?)`, ev.AggregateID, amount)
+			} else {
+				_, err = tx.ExecContext(ctx, `UPDATE accounts SET balance = balance + ? WHERE id = ?`, amount, ev.AggregateID)
+			}
+			return err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+var effects = testkit.CountRows(`SELECT message_id FROM effects`)
+
+// TestVersionedHandlerPasses: a correct versioned handler passes under
+// every fault, on every profile, and each fault happened.
+func TestVersionedHandlerPasses(t *testing.T) {
+	accounts := []string{"acct-A", "acct-B", "acct-C", "acct-D"}
+	for _, p := range []memory.Profile{memory.Queue, memory.Partitioned, memory.SQSFIFO, memory.ServiceBus} {
+		t.Run(string(p), func(t *testing.T) {
+			kit := newKit(t, &testkit.Options{Profile: p})
+			evs := deposits(accounts, 4)
+			rep := kit.Run(ledger(t, kit), evs...)
+			t.Log(rep)
+			n := len(evs)
+			if rep.Published != 2*n || rep.CrashesBeforeCommit != n || rep.CrashesAfterCommit != n || rep.Late == 0 {
+				t.Errorf("published %d, crashes %d before and %d after commit, %d late: want %d, %d, %d, some",
+					rep.Published, rep.CrashesBeforeCommit, rep.CrashesAfterCommit, rep.Late, 2*n, n, n)
+			}
+			// Each ID: one applied, its copy and the redelivery after the
+			// lost ack dropped as duplicates.
+			if rep.Results[idem.ResultApplied] != n || rep.Results[idem.ResultDuplicate] != 2*n {
+				t.Errorf("results %v: want %d applied, %d duplicates", rep.Results, n, 2*n)
+			}
+			if p == memory.Queue && rep.Results[idem.ResultGapRetried] == 0 {
+				t.Errorf("no gap retried on a broker without order: the reorders did not reach the handler")
+			}
+			if len(rep.Failures)+len(rep.Parked)+len(rep.DeadLetters) != 0 {
+				t.Errorf("failures, park or dead letters:\n%s", rep)
+			}
+			kit.AssertOnce(t, effects)
+			kit.AssertRows(t, `SELECT id, version, balance FROM accounts ORDER BY id`,
+				"acct-A 4 100", "acct-B 4 100", "acct-C 4 100", "acct-D 4 100")
+		})
+	}
+}
+
+// TestWriteOutsideTransactionCaught: a handler that writes its effect
+// through the *sql.DB instead of its tx fails AssertOnce, which names the
+// cause.
+func TestWriteOutsideTransactionCaught(t *testing.T) {
+	kit := newKit(t, nil)
+	db := kit.DB()
+	bad := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+		_, err := db.ExecContext(ctx, `INSERT INTO effects (message_id) VALUES (?)`, d.Message.ID)
+		return err
+	}
+	rep := kit.Run(bad, deposits([]string{"acct-A", "acct-B"}, 2)...)
+	if len(rep.DeadLetters) == 0 {
+		t.Errorf("nothing dead-lettered:\n%s", rep)
+	}
+	rec := &recorder{TB: t}
+	kit.AssertOnce(rec, effects)
+	rec.caught(t, `effect "acct-A/1" happened 0 times, want once`, "outside the transaction it is given")
+}
+
+// TestEffectOutsideDatabaseCaught: a handler whose effect is outside its
+// transaction (here a map, as an e-mail or an HTTP call would be) fails
+// AssertOnce through the crash before commit; without that fault it passes,
+// which is why the fault is on by default.
+func TestEffectOutsideDatabaseCaught(t *testing.T) {
+	for _, noCrash := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoCrashBeforeCommit=%v", noCrash), func(t *testing.T) {
+			kit := newKit(t, &testkit.Options{NoCrashBeforeCommit: noCrash})
+			sent := map[string]int{}
+			mail := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+				sent[d.Message.ID]++ // not undone by a rollback
+				return nil
+			}
+			kit.Run(mail, deposits([]string{"acct-A", "acct-B"}, 2)...)
+			rec := &recorder{TB: t}
+			kit.AssertOnce(rec, func(context.Context, *sql.DB) (map[string]int, error) { return sent, nil })
+			if noCrash {
+				if rec.Failed() {
+					t.Errorf("without the crash before commit, the kit failed: %v", rec.errs)
+				}
+				return
+			}
+			rec.caught(t, `effect "acct-A/1" happened 2 times, want once`, "an effect written outside the transaction it is given stays")
+		})
+	}
+}
+
+// TestStaleOverNewerCaught: a handler without version checks applies
+// whatever comes last; under reorders a stale event overwrites newer state,
+// and AssertRows sees it. Without reorders it passes.
+func TestStaleOverNewerCaught(t *testing.T) {
+	ids := []string{"order-1", "order-2", "order-3", "order-4"}
+	var evs []testkit.Event
+	var want []string
+	for _, id := range ids {
+		evs = append(evs, testkit.Event{AggregateID: id, Version: 1, Type: "placed"}, testkit.Event{AggregateID: id, Version: 2, Type: "confirmed"})
+		want = append(want, id+" confirmed")
+	}
+	status := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO orders (id, status) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET status = excluded.status`,
+			d.Message.Headers[idem.HeaderAggregateID], d.Message.Headers[idem.HeaderType])
+		return err
+	}
+	for _, noReorder := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoReorder=%v", noReorder), func(t *testing.T) {
+			kit := newKit(t, &testkit.Options{NoReorder: noReorder})
+			rep := kit.Run(status, evs...)
+			kit.AssertOnce(t, testkit.CountRows(`SELECT id FROM orders`), ids...) // one row each: the inbox is not the problem
+			rec := &recorder{TB: t}
+			kit.AssertRows(rec, `SELECT id, status FROM orders ORDER BY id`, want...)
+			if noReorder {
+				if rec.Failed() || rep.Late != 0 {
+					t.Errorf("in order, the kit failed (%d late): %v", rep.Late, rec.errs)
+				}
+				return
+			}
+			rec.caught(t, " placed\n")
+		})
+	}
+}
+
+// TestParkVisibleAndReplayable: a gap that stays open is parked, with what
+// comes behind it held; the report shows the park, AssertOnce names it, and
+// the inbox replays it with the same handler.
+func TestParkVisibleAndReplayable(t *testing.T) {
+	kit := newKit(t, &testkit.Options{MaxAttempts: 3})
+	h := ledger(t, kit)
+	evs := deposits([]string{"acct-A"}, 3)
+	rep := kit.Run(h, evs[0], evs[2]) // version 2 is late
+	if len(rep.Parked) != 1 || rep.Parked[0].MessageID != "acct-A/3" || rep.Results[idem.ResultParked] != 1 {
+		t.Fatalf("want acct-A/3 parked:\n%s", rep)
+	}
+	rec := &recorder{TB: t}
+	kit.AssertOnce(rec, effects)
+	rec.caught(t, `effect "acct-A/3" happened 0 times`, "it is parked", "Kit.Inbox().Replay")
+
+	rep = kit.Run(h, evs[1]) // held behind the parked version 3
+	if len(rep.Parked) != 2 || rep.Results[idem.ResultHeld] != 1 {
+		t.Fatalf("want acct-A/2 held behind acct-A/3:\n%s", rep)
+	}
+	res, err := kit.Inbox().Replay(t.Context(), "acct-A", h)
+	if err != nil || res.Replayed != 2 || res.Remaining != 0 {
+		t.Fatalf("replay: %+v, %v", res, err)
+	}
+	kit.AssertOnce(t, effects)
+	kit.AssertRows(t, `SELECT id, version, balance FROM accounts`, "acct-A 3 60")
+}
+
+// TestDeterministic: the same seed gives the same run; another seed
+// another order.
+func TestDeterministic(t *testing.T) {
+	run := func(seed uint64) *testkit.Report {
+		kit := newKit(t, &testkit.Options{Seed: seed})
+		return kit.Run(ledger(t, kit), deposits([]string{"acct-A", "acct-B", "acct-C"}, 3)...)
+	}
+	a, b, c := run(7), run(7), run(8)
+	if !slices.Equal(a.Order, b.Order) || a.String() != b.String() {
+		t.Errorf("seed 7 twice:\n%v\n%s\n%v\n%s", a.Order, a, b.Order, b)
+	}
+	if slices.Equal(a.Order, c.Order) {
+		t.Errorf("seeds 7 and 8 give the same order %v", a.Order)
+	}
+}
+
+// TestUnexpectedEffect: an effect for a key nobody expects fails
+// AssertOnce; a plain message (no aggregate) is delivered as given.
+func TestUnexpectedEffect(t *testing.T) {
+	kit := newKit(t, &testkit.Options{NoDuplicates: true})
+	twice := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO effects (message_id) VALUES (?), (?)`, d.Message.ID, d.Message.ID+"-extra")
+		return err
+	}
+	rep := kit.Run(twice, testkit.Event{ID: "m-1", Body: []byte("x")})
+	if rep.Results[idem.ResultApplied] != 1 {
+		t.Fatalf("want m-1 applied:\n%s", rep)
+	}
+	rec := &recorder{TB: t}
+	kit.AssertOnce(rec, effects)
+	rec.caught(t, `effect "m-1-extra" happened once, want none`)
+}
+
+// TestEventErrors: an event the kit cannot publish fails the test
+// (FailNow) with the reason.
+func TestEventErrors(t *testing.T) {
+	for _, c := range []struct {
+		ev  testkit.Event
+		why string
+	}{
+		{testkit.Event{Body: []byte("x")}, "event 0 (\"\"): no ID"},
+		{testkit.Event{ID: "x", Version: 2}, "version 2 without an AggregateID"},
+		{testkit.Event{AggregateID: "a"}, "no ID"},
+		{testkit.Event{ID: "bad\nid"}, "invalid"},
+	} {
+		rec := &recorder{TB: t}
+		done := make(chan struct{})
+		go func() { // FailNow ends this goroutine
+			defer close(done)
+			kit := testkit.New(rec, nil)
+			kit.Run(func(context.Context, *sql.Tx, *broker.Delivery) error { return nil }, c.ev)
+			rec.Errorf("Run returned")
+		}()
+		<-done
+		rec.caught(t, c.why)
+	}
+}
