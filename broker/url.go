@@ -105,17 +105,26 @@ func (m *URLMux) OpenTopic(ctx context.Context, urlstr string) (*Topic, error) {
 
 // OpenSubscription opens the subscription the URL names.
 func (m *URLMux) OpenSubscription(ctx context.Context, urlstr string) (*Subscription, error) {
-	u, err := parseURL(urlstr)
+	u, o, err := m.subOpener(urlstr)
 	if err != nil {
 		return nil, err
+	}
+	return o.OpenSubscriptionURL(ctx, u)
+}
+
+// subOpener parses urlstr and finds the subscription opener of its scheme.
+func (m *URLMux) subOpener(urlstr string) (*url.URL, SubscriptionURLOpener, error) {
+	u, err := parseURL(urlstr)
+	if err != nil {
+		return nil, nil, err
 	}
 	m.mu.RLock()
 	o, ok := m.subs[u.Scheme]
 	m.mu.RUnlock()
 	if !ok {
-		return nil, unknownScheme(u.Scheme, m.subSchemes())
+		return nil, nil, unknownScheme(u.Scheme, m.subSchemes())
 	}
-	return o.OpenSubscriptionURL(ctx, u)
+	return u, o, nil
 }
 
 // OpenDeadLetters opens the dead letters of the subscription the URL
@@ -131,15 +140,9 @@ func (m *URLMux) OpenSubscription(ctx context.Context, urlstr string) (*Subscrip
 // does not implement DeadLetterURLOpener gives an error matching
 // ErrUnsupported.
 func (m *URLMux) OpenDeadLetters(ctx context.Context, urlstr string) (*Subscription, error) {
-	u, err := parseURL(urlstr)
+	u, o, err := m.subOpener(urlstr)
 	if err != nil {
 		return nil, err
-	}
-	m.mu.RLock()
-	o, ok := m.subs[u.Scheme]
-	m.mu.RUnlock()
-	if !ok {
-		return nil, unknownScheme(u.Scheme, m.subSchemes())
 	}
 	d, ok := o.(DeadLetterURLOpener)
 	if !ok {
