@@ -195,7 +195,7 @@ func TestSoakRabbit(t *testing.T) {
 	defer func() { _ = topo.Delete(context.WithoutCancel(t.Context()), conn) }()
 	proxied := *u
 	proxied.Host = "{broker}"
-	q := url.Values{"exchange": {topo.Exchange}, "delivery_limit": {"-1"}}
+	q := url.Values{"exchange": {topo.Exchange}}
 	proxied.RawQuery = q.Encode()
 	topicURL := proxied.String()
 	proxied.RawQuery = url.Values{"queue": {topo.Queue}, "delivery_limit": {"-1"}}.Encode()
