@@ -16,9 +16,9 @@ import (
 // one driver call, see AckAll); an error marked with Permanent
 // dead-letters (or nacks, where the broker cannot dead-letter); any other
 // error is retried (Delivery.Retry, after RunOptions.Backoff). A panic is
-// recovered and treated as an error. A handler that called Ack, which failed, gets
-// its ack retried whatever it returns: the loop never nacks a delivery its
-// handler chose to acknowledge.
+// recovered and treated as an error. A handler that called Ack, which
+// failed, gets its ack retried whatever it returns: the loop never nacks a
+// delivery its handler chose to acknowledge.
 type Handler func(ctx context.Context, d *Delivery) error
 
 // RunOptions configures Subscription.Run. Nil means defaults.
@@ -76,10 +76,11 @@ const DefaultDrainTimeout = 10 * time.Second
 // When Run stops, it drains: it receives nothing more and starts no
 // handler; deliveries received but not yet started (waiting behind their
 // key, or for a free handler) are left unsettled, and come back when the
-// subscription closes (or their lock expires), in their order: a nack
-// would put them behind later messages on some brokers (a RabbitMQ quorum
-// queue requeues at its tail); handlers in flight keep a live context for up to
-// RunOptions.DrainTimeout to finish, and are settled by what they return.
+// subscription closes (or their lock expires), in their order (a nack
+// would put them behind later messages on some brokers: a RabbitMQ quorum
+// queue requeues at its tail); handlers in flight keep a live context for
+// up to RunOptions.DrainTimeout to finish, and are settled by what they
+// return.
 // Past DrainTimeout their context is canceled, and Run returns when they
 // do: a handler that ignores its context holds Run. Settlement always
 // uses a context of its own, so that work a handler finished is
@@ -269,7 +270,7 @@ func (r *runner) stopping() bool { return r.ctx.Err() != nil }
 // subscription closes or its lock expires, in its place (a nack would
 // requeue it behind later messages on a RabbitMQ quorum queue, and break
 // the order of its key).
-func (r *runner) release(*Delivery) {
+func (r *runner) release() {
 	<-r.outstanding
 }
 
@@ -302,7 +303,7 @@ func (r *runner) dispatch(d *Delivery) {
 		r.mu.Unlock()
 	}
 	if !r.acquire() { // bounded concurrency; blocks the receive loop
-		r.release(d)
+		r.release()
 		r.next(key) // and what queued behind it meanwhile
 		return
 	}
@@ -317,22 +318,20 @@ func (r *runner) next(key string) *Delivery {
 	if !r.opts.PerKey || key == "" {
 		return nil
 	}
-	for {
-		r.mu.Lock()
-		q := r.keys[key]
-		if len(q) == 0 {
-			delete(r.keys, key)
-			r.mu.Unlock()
-			return nil
-		}
+	r.mu.Lock()
+	q := r.keys[key]
+	if len(q) > 0 && !r.stopping() {
 		d := q[0]
 		r.keys[key] = q[1:]
 		r.mu.Unlock()
-		if !r.stopping() {
-			return d
-		}
-		r.release(d)
+		return d
 	}
+	delete(r.keys, key)
+	r.mu.Unlock()
+	for range q {
+		r.release()
+	}
+	return nil
 }
 
 func (r *runner) work(key string, d *Delivery) {
@@ -348,8 +347,8 @@ func (r *runner) work(key string, d *Delivery) {
 // dispatchBatch runs h on ds in a worker.
 func (r *runner) dispatchBatch(ds []*Delivery) {
 	if !r.acquire() {
-		for _, d := range ds {
-			r.release(d)
+		for range ds {
+			r.release()
 		}
 		return
 	}

@@ -35,7 +35,8 @@
 // rolled back). A handler error (or panic) rolls back the claim together
 // with the handler's writes, so the copy that comes next runs the handler
 // again; the failed delivery is retried (broker.Delivery.Retry: after the
-// RunOptions.Backoff of the Run that handed it out) and never acknowledged (an error marked with broker.Permanent is
+// RunOptions.Backoff of the Run that handed it out) and never acknowledged
+// (an error marked with broker.Permanent is
 // dead-lettered instead, where the broker can).
 //
 // The guarantee is exactly one committed effect per message ID and

@@ -33,7 +33,7 @@ func (in *Inbox[Tx]) fail(ctx context.Context, d *broker.Delivery, herr error) (
 		}
 		return ResultDeadLettered, herr
 	}
-	if err := in.nack(ctx, d, d.Attempt); err != nil {
+	if err := d.Retry(ctx, d.Attempt); err != nil {
 		return ResultFailed, errors.Join(herr, err)
 	}
 	return ResultFailed, herr
@@ -46,7 +46,7 @@ func (in *Inbox[Tx]) abort(ctx context.Context, ds []*broker.Delivery, err error
 	}
 	errs := []error{err}
 	for _, d := range ds {
-		if nerr := in.nack(ctx, d, d.Attempt); nerr != nil {
+		if nerr := d.Retry(ctx, d.Attempt); nerr != nil {
 			errs = append(errs, nerr)
 		}
 	}
@@ -68,7 +68,7 @@ func (in *Inbox[Tx]) parkOrRetry(ctx context.Context, d *broker.Delivery, pe *Pa
 		if attempts < in.o.MaxAttempts {
 			in.stats.retried.Add(1)
 			rerr := fmt.Errorf("idem: consumer %q, message %q, attempt %d of %d: %w", in.consumer, d.Message.ID, attempts, in.o.MaxAttempts, pe)
-			if err := in.nack(ctx, d, attempts); err != nil {
+			if err := d.Retry(ctx, attempts); err != nil {
 				return ResultGapRetried, errors.Join(rerr, err)
 			}
 			return ResultGapRetried, rerr
@@ -170,12 +170,6 @@ func (in *Inbox[Tx]) ackFailed(d *broker.Delivery, err error) error {
 	in.o.Logger.Warn("idem: committed, but the ack failed; the redelivery will be recognised as a duplicate",
 		slog.String("consumer", in.consumer), slog.String("message_id", d.Message.ID), slog.String("error", err.Error()))
 	return fmt.Errorf("%w: consumer %q, message %q: %w", ErrAckAfterCommit, in.consumer, d.Message.ID, err)
-}
-
-// nack returns d for redelivery after the subscription's backoff for
-// attempt (broker.Delivery.Retry).
-func (in *Inbox[Tx]) nack(ctx context.Context, d *broker.Delivery, attempt int) error {
-	return d.Retry(ctx, attempt)
 }
 
 // Stats are an inbox's counters since it was created.

@@ -169,12 +169,12 @@ func (o *URLOpener) openSubscriptionURL(ctx context.Context, u *url.URL, dead bo
 		return nil, err
 	}
 	opts := &SubscriptionOptions{
-		Admin:         ac,
-		Entity:        subscriptionParams(p),
-		MaxSessions:   p.Int("max_sessions", 0, 1, 1000),
-		SessionIdle:   p.Duration("session_idle", 0, time.Millisecond, time.Hour),
-		ReceiveWait:   p.Duration("receive_wait", 0, time.Millisecond, time.Minute),
-		CloseClient:   true,
+		Admin:       ac,
+		Entity:      subscriptionParams(p),
+		MaxSessions: p.Int("max_sessions", 0, 1, 1000),
+		SessionIdle: p.Duration("session_idle", 0, time.Millisecond, time.Hour),
+		ReceiveWait: p.Duration("receive_wait", 0, time.Millisecond, time.Minute),
+		CloseClient: true,
 	}
 	opts.SettleTimeout = p.Duration("settle_timeout", 0, time.Millisecond, 10*time.Minute)
 	_ = topicParams(p) // the publisher's side, as a topic's URL accepts the consumer's
