@@ -11,7 +11,7 @@
 // (Tx is *sql.Tx), and on *broker.Delivery values from any driver. A
 // handler writes through the Tx it is given, and calls the store's
 // CheckVersion and Transition in it. The runnable examples of these flows
-// (the inbox, batches, version checks, the outbox and relay, idempotency
+// (the inbox, shared transactions, version checks, the outbox and relay, idempotency
 // keys, the guarantee) are in idem/sqlite, whose store they run on: that
 // way a user of idem alone does not download SQLite.
 //
@@ -79,37 +79,37 @@
 //
 // # Handlers, and what Handle did
 //
-// A Handler[Tx] is the user's code: func(ctx, tx, delivery) error, writing
-// through tx. The inbox runs it: Inbox.Handle for one delivery, and
-// Inbox.Wrap(h), the broker.Handler to pass to Subscription.Run. Handle
-// returns a Result saying what happened (ResultApplied, ResultDuplicate,
+// A Handler[Tx] is the user's code, the one handler shape of this package:
+// func(ctx, tx, delivery) error, writing through tx. The inbox runs it:
+// Inbox.Wrap(h) is the broker.Handler to pass to Subscription.Run (the one
+// handler loop; broker.Chain adds middleware around it), and Inbox.Handle
+// handles one delivery, for those who Receive themselves. Handle returns
+// a Result saying what happened (ResultApplied, ResultDuplicate,
 // ResultStale, ResultGapRetried, ResultParked, ResultHeld, ResultFailed,
 // ResultDeadLettered), so callers and tests need not infer it. A handler
 // that finds a message stale by the state returns SkipStale: nothing is
-// applied, the claim commits, Handle says ResultStale.
+// applied, the claim commits, Handle says ResultStale. Typed decodes each
+// body into a Go value before the handler sees it; a body that does not
+// decode is dead-lettered (or parked) with the reason, never retried.
 //
-// Inbox.HandleBatch claims and applies up to N deliveries in one
-// transaction with the same guarantees, which raises throughput where
-// commits are expensive, and returns each delivery's Result. If one handler
-// fails, the batch is rolled back and retried without it.
-// Inbox.WrapBatch(h) is the broker.BatchHandler for Subscription.RunBatch.
+// What an inbox does around the handler is set once, in its Options:
+// version checks (Options.Versions), shared transactions (Options.Batch),
+// parking (MaxAttempts, NoHold), retention. So a consumer is one line:
 //
-// HandleBatch still runs the handler once per message, so the handler's own
-// writes cost a round trip each. A BatchHandler[Tx] takes the batch at
-// once: Inbox.HandleBatchAll claims the batch, calls it once with the
-// deliveries to apply (duplicates and held messages left out), so that it
-// writes them with one multi-row statement or one pgx.Batch, commits, and
-// acknowledges the batch with one call to the broker (broker.AckAll).
-// Inbox.VersionedBatch is its version check, and Inbox.WrapBatchAll the
-// broker.BatchHandler. A batch handler names the delivery an error
-// belongs to with *DeliveryError (SkipStale for a stale one); when it
-// fails without naming one, the batch is rolled back and its messages are
-// handled one per transaction, so that one bad message does not hold the
-// others back.
+//	sub.Run(ctx, inbox.Wrap(handler), &broker.RunOptions{Concurrency: 8})
+//
+// With Options.Batch above 1, concurrent Handle calls share transactions:
+// while one transaction is in flight the calls that arrive wait, and the
+// next one claims up to Batch of them with one statement, runs each
+// handler in turn, commits once and acknowledges them with one call to the
+// broker (broker.AckAll). A lone call waits for nothing. Each delivery
+// keeps its own Result; when one handler fails, the transaction is rolled
+// back, that delivery is settled alone, and the rest is tried again
+// without it. Stats.Commits counts the transactions.
 //
 // Claims are purged after the retention by the inbox itself, lazily, from
-// Handle and HandleBatch at most once per Options.PurgeInterval (no
-// goroutine; see there), or by Inbox.Purge.
+// Handle at most once per Options.PurgeInterval (no goroutine; see
+// there), or by Inbox.Purge.
 //
 // # Version checks
 //
@@ -122,11 +122,11 @@
 // and, when no row matched, reads the current version to tell the cases
 // apart: VersionStale (current >= v: a duplicate or an older event;
 // acknowledge, do not apply), VersionGap (current < v-1: an earlier event
-// is missing) and VersionMissing (no row). Inbox.Versioned(table, apply)
-// returns the Handler that does this in the inbox transaction: applied
-// events run the user's Apply; a stale one is skipped (ResultStale); a gap
-// is retried with backoff (ResultGapRetried) and parked after
-// Options.MaxAttempts (ResultParked).
+// is missing) and VersionMissing (no row). With Options.Versions naming the table, the
+// inbox does this in its transaction before every handler call: an event
+// to apply runs the handler (which reads it with ParseEvent); a stale one
+// is skipped (ResultStale); a gap is retried with backoff
+// (ResultGapRetried) and parked after Options.MaxAttempts (ResultParked).
 //
 // # State-transition guards
 //
@@ -146,7 +146,8 @@
 // message, its later messages are parked behind it instead of being
 // applied out of order (Options.NoHold turns this off). An operator lists
 // the park (Inbox.Parked), replays an aggregate in order with the handler
-// the messages were parked by (Inbox.Replay; Inbox.ReplayAll for every
+// the messages were parked by, behind the same version checks
+// (Inbox.Replay; Inbox.ReplayAll for every
 // aggregate, a page at a time), or discards messages (Inbox.Discard).
 // Replayed messages reach the handler as detached deliveries
 // (broker.NewDetachedDelivery).
@@ -191,10 +192,12 @@
 //     children. It carries wary.inbox.result (applied, duplicate, stale,
 //     gap, parked, held, failed, dead_lettered), wary.consumer,
 //     messaging.message.id, wary.aggregate.id and wary.aggregate.version.
-//     HandleBatch starts no span of its own.
+//     In a shared transaction (Options.Batch) each call keeps its span and
+//     its "handler" child; "inbox claim" and "inbox commit" are children
+//     of the span of the call that led the transaction.
 //
 // Metrics: wary.inbox.results (by wary.consumer and wary.inbox.result,
-// counted by Handle, HandleBatch and HandleBatchAll, plus "replayed" for
+// counted by Handle, plus "replayed" for
 // parked messages replayed), wary.inbox.ack_after_commit
 // (ErrAckAfterCommit) and wary.inbox.parked (parked and held);
 // the relay's wary.relay.publish.duration (each Publish, error.type on

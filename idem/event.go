@@ -94,8 +94,8 @@ func (ev Event) Headers() map[string]string {
 // back and then either park the message at once (Now) or retry it with
 // backoff, parking it after Options.MaxAttempts failed attempts. A parked
 // message counts as consumed: it is acknowledged, recorded in the inbox,
-// and waits in the park for an operator. Versioned handlers return one for
-// a gap or a missing aggregate.
+// and waits in the park for an operator. The version checks
+// (Options.Versions) return one for a gap or a missing aggregate.
 type ParkError struct {
 	// Reason is stored with the parked message.
 	Reason string

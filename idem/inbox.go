@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,41 @@ type Options struct {
 	// dead-letters a waiting event before the inbox parks it (the
 	// statement, Inbox.Statement, flags it).
 	MaxAttempts int
+	// Versions turns on version checks: each delivery must carry a
+	// versioned event (HeaderAggregateID and HeaderAggregateVersion),
+	// checked against the consumer's state table (Store.CheckVersion) in
+	// the inbox transaction before the handler runs:
+	//
+	//   - the next version (or version 1 of an aggregate without a row):
+	//     the handler runs and Handle reports ResultApplied. For version 1
+	//     it must insert the row with version 1; for later ones the
+	//     version column is already updated, and it writes the rest of
+	//     the state. It reads the event with ParseEvent(d.Message).
+	//   - a duplicate or an older event: the handler does not run; the
+	//     claim commits and Handle reports ResultStale.
+	//   - a gap (a newer version than the next, or a version above 1 of an
+	//     aggregate without a row): retried with backoff
+	//     (ResultGapRetried), then parked after MaxAttempts attempts
+	//     (ResultParked); later events of the aggregate are held behind it
+	//     (ResultHeld, unless NoHold) until an operator replays them
+	//     (Replay, ReplayAll), through the same checks.
+	//   - a message without valid event headers: dead-lettered as
+	//     permanent (parked where the broker cannot dead-letter).
+	//
+	// The zero VersionTable: no version checks. NewInbox refuses invalid
+	// names (ErrInvalidName).
+	Versions VersionTable
+	// Batch is the most deliveries one transaction holds (default 1).
+	// Above 1, concurrent calls of Handle (a Run with Concurrency above 1
+	// over Wrap) share transactions: while one is in flight the calls
+	// that arrive wait, and the next transaction takes up to Batch of
+	// them, claimed with one statement and committed with one commit. A
+	// lone call waits for nothing. One transaction is in flight at a
+	// time, so Batch is for handlers that only write through tx; set
+	// RunOptions.Concurrency to Batch or more to fill it. Each delivery
+	// keeps Handle's guarantees and result: a failing one is rolled back
+	// and settled alone, and the others are tried again without it.
+	Batch int
 	// NoHold turns off holding: by default, a message whose aggregate
 	// (HeaderAggregateID) has a parked message is parked behind it without
 	// running the handler, so an aggregate's messages are applied in order
@@ -65,8 +101,8 @@ type Options struct {
 	PurgeBatch int
 	// PurgeInterval is how often the inbox purges its expired records by
 	// itself (default 10 minutes; negative: never, call Purge yourself).
-	// The purge is lazy and runs no goroutine: the first Handle or
-	// HandleBatch call after the interval has passed deletes one batch
+	// The purge is lazy and runs no goroutine: the first Handle call
+	// after the interval has passed deletes one batch
 	// (at most PurgeBatch records) before its own work, and while batches
 	// come back full the next call deletes the next one. Only one call
 	// purges at a time; the others do not wait. A failed purge is logged
@@ -135,8 +171,7 @@ type Inbox[Tx any] struct {
 	nextPurge atomic.Int64
 	purging   atomic.Bool
 	tel       *inboxTel
-	// versioned: Versioned or VersionedBatch built a handler of this inbox.
-	versioned atomic.Bool
+	group     group[Tx]
 	logged    sync.Once
 }
 
@@ -160,7 +195,13 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Subscri
 		return nil, err
 	}
 	c := check.Options{What: fmt.Sprintf("consumer %q: inbox options", consumer)}
+	if o.hasVersions() {
+		if err := o.Versions.Validate(); err != nil {
+			return nil, fmt.Errorf("consumer %q: Options.Versions: %w", consumer, err)
+		}
+	}
 	c.Count("MaxAttempts", o.MaxAttempts)
+	c.Count("Batch", o.Batch)
 	c.Count("PurgeBatch", o.PurgeBatch)
 	c.Duration("PurgeInterval", o.PurgeInterval, true)
 	c.Duration("CommitTimeout", o.CommitTimeout, false)
@@ -190,23 +231,54 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Subscri
 	return in, nil
 }
 
+// hasVersions reports whether o turns version checks on.
+func (o *Options) hasVersions() bool { return o.Versions != VersionTable{} }
+
 // Statement is this inbox's part of the guarantee, as built: the transport
 // its subscription's capabilities give, and the consumption its options
-// and handlers give (version checks once Versioned or VersionedBatch built
-// a handler of it).
+// give.
 func (in *Inbox[Tx]) Statement() guarantee.Statement {
 	p := guarantee.Pipeline{Subscription: &in.caps, Inbox: &guarantee.Inbox{Consumer: in.consumer, Retention: in.o.Retention,
-		MaxAttempts: in.o.MaxAttempts, Versioned: in.versioned.Load()}}
+		MaxAttempts: in.o.MaxAttempts, Versioned: in.o.hasVersions()}}
 	return guarantee.Explain(p).Stages("transport", "consumption")
 }
 
 // logStart logs the inbox's statement once, when it first handles a
-// delivery: by then its handlers are built, so the statement says what
-// they do (at Warn when it has findings).
+// delivery, as one sentence (at Warn when it has findings, naming each;
+// Inbox.Statement and wary explain give the whole statement and the
+// fixes).
 func (in *Inbox[Tx]) logStart() {
 	in.logged.Do(func() {
 		st := in.Statement()
-		in.o.Logger.Log(context.Background(), st.Level(), "idem: inbox started", slog.String("consumer", in.consumer), slog.Any("guarantee", st))
+		var b strings.Builder
+		fmt.Fprintf(&b, "idem: inbox %q started: each message ID applied once", in.consumer)
+		if in.o.hasVersions() {
+			fmt.Fprintf(&b, ", versions checked in %s", in.o.Versions.Table)
+		}
+		if in.o.Retention == broker.HorizonUnbounded {
+			b.WriteString(", records kept for ever")
+		} else {
+			d := in.o.Retention.String() // 1h0m0s: 1h
+			if strings.HasSuffix(d, "m0s") {
+				d = strings.TrimSuffix(d, "0s")
+			}
+			if strings.HasSuffix(d, "h0m") {
+				d = strings.TrimSuffix(d, "0m")
+			}
+			fmt.Fprintf(&b, ", records kept %s", d)
+		}
+		if n := len(st.Findings); n > 0 {
+			fmt.Fprintf(&b, "; %d misconfigured: ", n)
+			for i, f := range st.Findings {
+				if i > 0 {
+					b.WriteString("; ")
+				}
+				head, _, _ := strings.Cut(f.Problem, ": ")
+				b.WriteString(head)
+			}
+			b.WriteString(" (Inbox.Statement or wary explain gives the fix)")
+		}
+		in.o.Logger.Log(context.Background(), st.Level(), b.String(), slog.String("consumer", in.consumer))
 	})
 }
 
@@ -244,16 +316,6 @@ func (in *Inbox[Tx]) Wrap(h Handler[Tx]) broker.Handler {
 	}
 }
 
-// WrapBatch adapts the inbox to broker.Subscription.RunBatch: each batch
-// goes through HandleBatch with h, in one transaction. HandleBatch settles
-// every delivery itself.
-func (in *Inbox[Tx]) WrapBatch(h Handler[Tx]) broker.BatchHandler {
-	return func(ctx context.Context, ds []*broker.Delivery) error {
-		_, err := in.HandleBatch(ctx, ds, h)
-		return err
-	}
-}
-
 // Handle processes d: in one transaction it claims (consumer, message ID)
 // and runs h, then commits, then acknowledges d. It returns what it did
 // (see Result):
@@ -277,10 +339,23 @@ func (in *Inbox[Tx]) WrapBatch(h Handler[Tx]) broker.BatchHandler {
 // If the commit succeeded and the acknowledgement failed, Handle returns
 // the result with an error matching ErrAckAfterCommit and counts it in
 // Stats.AckFailures; the redelivery will be a duplicate.
+//
+// With Options.Versions, h runs behind the version checks; with
+// Options.Batch above 1, d may share its transaction with deliveries of
+// concurrent calls.
 func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[Tx]) (Result, error) {
 	in.logStart()
 	ctx, span := in.tel.startHandle(ctx, d)
-	r, err := in.handle(ctx, d, h)
+	h = in.versioned(h)
+	var r Result
+	var err error
+	if in.o.Batch > 1 {
+		it := &item[Tx]{ctx: ctx, d: d, h: h}
+		in.handleGrouped(it)
+		r, err = it.res, it.err
+	} else {
+		r, err = in.handle(ctx, d, h)
+	}
 	in.tel.endHandle(ctx, span, r, err)
 	return r, err
 }
@@ -315,6 +390,7 @@ func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[T
 	if err := in.commit(ctx, tx); err != nil {
 		return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, fmt.Errorf("idem: commit: %w", err))
 	}
+	in.stats.commits.Add(1)
 	in.count(out)
 	return out, in.ack(ctx, d)
 }

@@ -68,7 +68,7 @@ const (
 	metricInboxParked     = "wary.inbox.parked"
 )
 
-// allResults are the Results Handle and HandleBatch return.
+// allResults are the Results Handle returns.
 var allResults = []Result{ResultApplied, ResultDuplicate, ResultStale, ResultGapRetried, ResultParked, ResultHeld, ResultFailed, ResultDeadLettered}
 
 // resultName is a Result's wary.inbox.result value.
@@ -115,13 +115,6 @@ func (t *inboxTel) result(ctx context.Context, r Result) {
 	t.results.Add(ctx, 1, o...)
 	if r == ResultParked || r == ResultHeld {
 		t.parked.Add(ctx, 1, t.plainOpt...)
-	}
-}
-
-// batch counts the results of a batch.
-func (t *inboxTel) batch(ctx context.Context, rs []Result) {
-	for _, r := range rs {
-		t.result(ctx, r)
 	}
 }
 

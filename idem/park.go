@@ -53,8 +53,8 @@ const replayPage = 100
 // parked while Replay runs (held behind the ones it replays) are replayed
 // too: Replay ends when the aggregate has none left.
 //
-// h is the handler the messages were parked by (for versioned events, the
-// one Versioned returned). It receives a detached delivery
+// h is the handler the messages were parked by; with Options.Versions it
+// runs behind the version checks, as in Handle. It receives a detached delivery
 // (broker.NewDetachedDelivery): settling it has no effect. Its Attempt is
 // the message's failed attempts plus one.
 func (in *Inbox[Tx]) Replay(ctx context.Context, aggregateID string, h Handler[Tx]) (ReplayResult, error) {
@@ -119,7 +119,7 @@ func (in *Inbox[Tx]) replayOne(ctx context.Context, p *store.Parked, h Handler[T
 		return false, nil
 	}
 	m := &broker.Message{ID: p.MessageID, Key: p.Key, Headers: p.Headers, Body: p.Body}
-	if _, err := call(ctx, tx, broker.NewDetachedDelivery(m, p.Attempts+1), h); err != nil {
+	if _, err := call(ctx, tx, broker.NewDetachedDelivery(m, p.Attempts+1), in.versioned(h)); err != nil {
 		in.rollback(ctx, tx)
 		return false, err
 	}

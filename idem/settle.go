@@ -172,7 +172,8 @@ func (in *Inbox[Tx]) ackFailed(d *broker.Delivery, err error) error {
 	return fmt.Errorf("%w: consumer %q, message %q: %w", ErrAckAfterCommit, in.consumer, d.Message.ID, err)
 }
 
-// Stats are an inbox's counters since it was created.
+// Stats are an inbox's counters since it was created, and one gauge
+// (Waiting).
 type Stats struct {
 	Processed   int64 // handler ran and committed
 	Duplicates  int64 // already claimed: acknowledged without running
@@ -187,11 +188,17 @@ type Stats struct {
 	Gaps        int64 // version checks: gap or missing aggregate
 	Purged      int64 // inbox records deleted (Purge and the scheduled purge)
 	Replayed    int64 // parked messages replayed successfully
+	// Commits counts the transactions Handle committed; with Options.Batch
+	// above 1, Processed+Duplicates+Held over Commits is the mean batch.
+	Commits int64
+	// Waiting is how many Handle calls wait, now, to join the next
+	// transaction (Options.Batch above 1).
+	Waiting int64
 }
 
 type stats struct {
 	processed, duplicates, failed, retried, parked, held, ackFailures, storeErrors atomic.Int64
-	applied, stale, gaps, purged, replayed                                         atomic.Int64
+	applied, stale, gaps, purged, replayed, commits, waiting                       atomic.Int64
 }
 
 // Stats returns the inbox's counters.
@@ -201,6 +208,7 @@ func (in *Inbox[Tx]) Stats() Stats {
 		Processed: s.processed.Load(), Duplicates: s.duplicates.Load(), Failed: s.failed.Load(), Retried: s.retried.Load(),
 		Parked: s.parked.Load(), Held: s.held.Load(), AckFailures: s.ackFailures.Load(), StoreErrors: s.storeErrors.Load(),
 		Applied: s.applied.Load(), Stale: s.stale.Load(), Gaps: s.gaps.Load(), Purged: s.purged.Load(), Replayed: s.replayed.Load(),
+		Commits: s.commits.Load(), Waiting: s.waiting.Load(),
 	}
 }
 

@@ -4,9 +4,10 @@
 // A Kit is a consumer set up as wary runs one, on the embedded defaults:
 // an SQLite database in t.TempDir() with the store's tables (DB, Store),
 // a topic and a subscription of the memory broker on a fake clock, and an
-// inbox for the consumer (Inbox), with which the test builds its handler,
-// plain or with Inbox.Versioned. Run publishes the test's events and
-// delivers them to the handler through Inbox.Handle, with faults injected:
+// inbox for the consumer (Inbox), with version checks if Options.Versions
+// names the state table (idem.Options.Versions). Run publishes the test's
+// events and delivers them to the test's handler through Inbox.Handle,
+// behind the version checks if there are any, with faults injected:
 //
 //   - duplicates: every message is published twice, with the same ID;
 //   - reorders: messages reach the broker in a shuffled order, the same for
@@ -27,13 +28,11 @@
 // handler, for example:
 //
 //	func TestLedger(t *testing.T) {
-//		kit := testkit.New(t, nil)
+//		kit := testkit.New(t, &testkit.Options{
+//			Versions: idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"},
+//		})
 //		createTables(t, kit.DB()) // the test's own schema
-//		h, err := kit.Inbox().Versioned(idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"}, apply)
-//		if err != nil {
-//			t.Fatal(err)
-//		}
-//		rep := kit.Run(h,
+//		rep := kit.Run(apply, // an idem.Handler[*sql.Tx], reading the event with idem.ParseEvent
 //			testkit.Event{AggregateID: "acct-1", Version: 1, Type: "opened", Body: []byte("100")},
 //			testkit.Event{AggregateID: "acct-1", Version: 2, Type: "deposited", Body: []byte("5")})
 //		t.Log(rep)

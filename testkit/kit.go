@@ -34,6 +34,13 @@ type Options struct {
 	NoReorder           bool
 	NoCrashBeforeCommit bool
 	NoCrashAfterCommit  bool
+	// Versions is the inbox's idem.Options.Versions: the state table
+	// whose version column the inbox checks each event against, in its
+	// transaction, before the handler runs (the zero VersionTable: no
+	// version checks). Set, every handler given to Run, and to the
+	// inbox's Replay and ReplayAll, runs behind the checks. New fails the
+	// test for an invalid name.
+	Versions idem.VersionTable
 	// MaxAttempts is the inbox's idem.Options.MaxAttempts: how many
 	// deliveries a gap gets before it is parked (default 10). Every retry
 	// waits one step of the fake clock, during which the rest of what is
@@ -149,6 +156,7 @@ func New(t testing.TB, opts *Options) *Kit {
 	t.Cleanup(func() { k.faulty.Close() })
 
 	k.inbox, err = idem.NewInbox(k.store, o.Consumer, k.faulty.Capabilities(), &idem.Options{
+		Versions:    o.Versions,
 		MaxAttempts: o.MaxAttempts,
 		Now:         k.clock.Now,
 		Logger:      o.Logger,
@@ -169,8 +177,8 @@ func (k *Kit) DB() *sql.DB { return k.store.DB() }
 // take.
 func (k *Kit) Store() *sqlite.Store { return k.store }
 
-// Inbox returns the consumer's inbox: build versioned handlers with
-// Inbox().Versioned, list the park with Parked, replay it with Replay or
+// Inbox returns the consumer's inbox (with the version checks of
+// Options.Versions): list the park with Parked, replay it with Replay or
 // ReplayAll, read Stats.
 func (k *Kit) Inbox() *idem.Inbox[*sql.Tx] { return k.inbox }
 

@@ -99,43 +99,55 @@ func deposits(accounts []string, n int) []testkit.Event {
 	return evs
 }
 
-// ledger is a correct versioned handler: every write through tx, after
-// the version check.
-func ledger(t *testing.T, kit *testkit.Kit) idem.Handler[*sql.Tx] {
+// accounts is the ledger's state table, whose versions the kit's inbox
+// checks (Options.Versions).
+var accounts = idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"}
+
+// versionedKit is newKit with version checks on accounts.
+func versionedKit(t *testing.T, opts *testkit.Options) *testkit.Kit {
 	t.Helper()
-	h, err := kit.Inbox().Versioned(idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"},
-		func(ctx context.Context, tx *sql.Tx, d *broker.Delivery, ev idem.Event) error {
-			amount, err := strconv.Atoi(string(d.Message.Body))
-			if err != nil {
-				return broker.Permanent(err)
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO effects (message_id) VALUES (?)`, d.Message.ID); err != nil {
-				return err
-			}
-			if ev.Version == 1 {
-				_, err = tx.ExecContext(ctx, `INSERT INTO accounts (id, version, balance) VALUES (?, 1, ?)`, ev.AggregateID, amount)
-			} else {
-				_, err = tx.ExecContext(ctx, `UPDATE accounts SET balance = balance + ? WHERE id = ?`, amount, ev.AggregateID)
-			}
-			return err
-		})
-	if err != nil {
-		t.Fatal(err)
+	var o testkit.Options
+	if opts != nil {
+		o = *opts
 	}
-	return h
+	o.Versions = accounts
+	return newKit(t, &o)
+}
+
+// ledger is a correct handler for a kit with version checks on accounts
+// (versionedKit): every write through tx, after the version check.
+func ledger(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+	ev, err := idem.ParseEvent(d.Message)
+	if err != nil {
+		return err
+	}
+	amount, err := strconv.Atoi(string(d.Message.Body))
+	if err != nil {
+		return broker.Permanent(err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO effects (message_id) VALUES (?)`, d.Message.ID); err != nil {
+		return err
+	}
+	if ev.Version == 1 {
+		_, err = tx.ExecContext(ctx, `INSERT INTO accounts (id, version, balance) VALUES (?, 1, ?)`, ev.AggregateID, amount)
+	} else {
+		_, err = tx.ExecContext(ctx, `UPDATE accounts SET balance = balance + ? WHERE id = ?`, amount, ev.AggregateID)
+	}
+	return err
 }
 
 var effects = testkit.CountRows(`SELECT message_id FROM effects`)
 
-// TestVersionedHandlerPasses: a correct versioned handler passes under
-// every fault, on every profile, and each fault happened.
+// TestVersionedHandlerPasses: a correct handler behind the kit's version
+// checks passes under every fault, on every profile, and each fault
+// happened.
 func TestVersionedHandlerPasses(t *testing.T) {
-	accounts := []string{"acct-A", "acct-B", "acct-C", "acct-D"}
+	ids := []string{"acct-A", "acct-B", "acct-C", "acct-D"}
 	for _, p := range []memory.Profile{memory.Queue, memory.Partitioned, memory.SQSFIFO, memory.ServiceBus} {
 		t.Run(string(p), func(t *testing.T) {
-			kit := newKit(t, &testkit.Options{Profile: p})
-			evs := deposits(accounts, 4)
-			rep := kit.Run(ledger(t, kit), evs...)
+			kit := versionedKit(t, &testkit.Options{Profile: p})
+			evs := deposits(ids, 4)
+			rep := kit.Run(ledger, evs...)
 			t.Log(rep)
 			n := len(evs)
 			if rep.Published != 2*n || rep.CrashesBeforeCommit != n || rep.CrashesAfterCommit != n || rep.Late == 0 {
@@ -244,8 +256,8 @@ func TestStaleOverNewerCaught(t *testing.T) {
 // comes behind it held; the report shows the park, AssertOnce names it, and
 // the inbox replays it with the same handler.
 func TestParkVisibleAndReplayable(t *testing.T) {
-	kit := newKit(t, &testkit.Options{MaxAttempts: 3})
-	h := ledger(t, kit)
+	kit := versionedKit(t, &testkit.Options{MaxAttempts: 3})
+	h := ledger
 	evs := deposits([]string{"acct-A"}, 3)
 	rep := kit.Run(h, evs[0], evs[2]) // version 2 is late
 	if len(rep.Parked) != 1 || rep.Parked[0].MessageID != "acct-A/3" || rep.Results[idem.ResultParked] != 1 {
@@ -271,8 +283,8 @@ func TestParkVisibleAndReplayable(t *testing.T) {
 // another order.
 func TestDeterministic(t *testing.T) {
 	run := func(seed uint64) *testkit.Report {
-		kit := newKit(t, &testkit.Options{Seed: seed})
-		return kit.Run(ledger(t, kit), deposits([]string{"acct-A", "acct-B", "acct-C"}, 3)...)
+		kit := versionedKit(t, &testkit.Options{Seed: seed})
+		return kit.Run(ledger, deposits([]string{"acct-A", "acct-B", "acct-C"}, 3)...)
 	}
 	a, b, c := run(7), run(7), run(8)
 	if !slices.Equal(a.Order, b.Order) || a.String() != b.String() {
@@ -323,4 +335,18 @@ func TestEventErrors(t *testing.T) {
 		<-done
 		rec.caught(t, c.why)
 	}
+}
+
+// TestInvalidVersions: a version table the inbox refuses fails the test
+// (FailNow) when the kit is built.
+func TestInvalidVersions(t *testing.T) {
+	rec := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() { // FailNow ends this goroutine
+		defer close(done)
+		testkit.New(rec, &testkit.Options{Versions: idem.VersionTable{Table: "accounts; DROP TABLE x", IDColumn: "id", VersionColumn: "version"}})
+		rec.Errorf("New returned")
+	}()
+	<-done
+	rec.caught(t, "testkit: create the inbox", "Options.Versions")
 }

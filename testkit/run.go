@@ -17,10 +17,12 @@ var errCrashBeforeCommit = errors.New("testkit: injected crash before the commit
 
 // Run publishes events, with the faults the Options ask for, and delivers
 // them one at a time to h through the kit's inbox (Inbox.Handle), until
-// nothing is left to deliver. h is the test's handler: plain, or built with
-// Kit.Inbox().Versioned. Run fails the test (FailNow) for an event it cannot
-// publish and for a broker or store failure of its own; what h does is in
-// the Report, for the test's assertions (AssertOnce, AssertRows).
+// nothing is left to deliver. h is the test's handler; with
+// Options.Versions it runs behind the inbox's version checks, and reads
+// each event with idem.ParseEvent. Run fails the test (FailNow) for an
+// event it cannot publish and for a broker or store failure of its own;
+// what h does is in the Report, for the test's assertions (AssertOnce,
+// AssertRows).
 //
 // A test may call Run again, with the same or another handler: the
 // database, the inbox's claims and the park carry over, so a second Run of

@@ -92,17 +92,24 @@ func run(ctx context.Context, w io.Writer) error {
 	}
 	defer sub.Close()
 
+	// The version checks are the inbox's: each delivery's version is
+	// checked against the accounts table, in the inbox transaction,
+	// before the handler runs.
 	inbox, err := idem.NewInbox(store, "ledger", sub.Capabilities(), &idem.Options{
+		Versions:    idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"},
 		MaxAttempts: 2, // park a gap after two attempts (default 5)
 		Logger:      slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		return err
 	}
-	accounts := idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"}
 	// apply runs inside the inbox transaction, after the version check
 	// passed: version 1 opens the account, later versions deposit.
-	apply := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery, ev idem.Event) error {
+	apply := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+		ev, err := idem.ParseEvent(d.Message) // parses: the version check read it
+		if err != nil {
+			return err
+		}
 		amount, err := strconv.Atoi(string(d.Message.Body))
 		if err != nil {
 			return broker.Permanent(err)
@@ -114,17 +121,11 @@ func run(ctx context.Context, w io.Writer) error {
 		}
 		return err
 	}
-	// The version check is a handler: check, then apply, in the inbox
-	// transaction.
-	versioned, err := inbox.Versioned(accounts, apply)
-	if err != nil {
-		return err
-	}
 
 	// deliver publishes m and handles its deliveries (a retried one comes
 	// back after the backoff) until it is settled for good. Handle says
 	// what it did; a consumer normally runs sub.Run(ctx,
-	// inbox.Wrap(versioned), nil) instead.
+	// inbox.Wrap(apply), nil) instead.
 	deliver := func(m *broker.Message) error {
 		if err := topic.Publish(ctx, m); err != nil {
 			return err
@@ -135,7 +136,7 @@ func run(ctx context.Context, w io.Writer) error {
 				return err
 			}
 			d := ds[0]
-			r, herr := inbox.Handle(ctx, d, versioned)
+			r, herr := inbox.Handle(ctx, d, apply)
 			what, ok := outcomes[r]
 			if !ok {
 				return fmt.Errorf("%s: unexpected outcome %v: %v", d.Message.ID, r, herr)
@@ -169,7 +170,7 @@ func run(ctx context.Context, w io.Writer) error {
 	for _, p := range parked {
 		fmt.Fprintf(w, "parked     %s v%d (%s): %s\n", p.AggregateID, p.Version, p.MessageID, p.Reason)
 	}
-	res, err := inbox.Replay(ctx, "acct-B", versioned)
+	res, err := inbox.Replay(ctx, "acct-B", apply)
 	if err != nil {
 		return err
 	}

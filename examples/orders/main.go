@@ -283,7 +283,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	// 3. The billing consumer: inbox, version check, payment staged with
 	// an idempotency key in the same transaction.
 	inboxOpts := &idem.Options{Logger: quiet,
-		MaxAttempts: 3}
+		MaxAttempts: 3, Versions: billingVersions}
 	if br.sub.Capabilities().RedeliveryHorizon == broker.HorizonUnknown {
 		// The driver cannot say how late a copy may come: the inbox needs
 		// a retention chosen by us (a finite horizon is the default, an
@@ -307,10 +307,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	if err != nil {
 		return rep, err
 	}
-	billing, err := inbox.Versioned(billingVersions, billingApply(db.exec, payments))
-	if err != nil {
-		return rep, err
-	}
+	billing := billingApply(db.exec, payments) // behind the inbox's version checks (Options.Versions)
 	if err := consume(ctx, br.sub, br.topic.Capabilities(), inbox, billing, h, &rep, br.settle); err != nil {
 		return rep, err
 	}
@@ -371,15 +368,22 @@ var billingTables = []string{
 }
 
 // billingVersions is the table the billing consumer's version checks
-// update.
+// update (its inbox's Options.Versions).
 var billingVersions = idem.VersionTable{Table: "billing_orders", IDColumn: "id", VersionColumn: "version"}
 
-// billingApply is the billing consumer's Apply, run in the inbox
-// transaction after the version check: it records the effect, keeps the
-// order's status, and stages one payment per confirmed order with an
-// idempotency key. exec runs SQL written with $1 placeholders in tx.
-func billingApply[Tx any](exec func(ctx context.Context, tx Tx, q string, args ...any) error, payments *keys.Caller[Tx]) idem.Apply[Tx] {
-	return func(ctx context.Context, tx Tx, d *broker.Delivery, ev idem.Event) error {
+// billingApply is the billing consumer's handler, run in the inbox
+// transaction after the version check (its inbox's Options.Versions is
+// billingVersions): it records the effect, keeps the order's status, and
+// stages one payment per confirmed order with an idempotency key. exec
+// runs SQL written with $1 placeholders in tx.
+func billingApply[Tx any](exec func(ctx context.Context, tx Tx, q string, args ...any) error, payments *keys.Caller[Tx]) idem.Handler[Tx] {
+	return func(ctx context.Context, tx Tx, d *broker.Delivery) error {
+		// The event's identity: aggregate, version, type (the version
+		// check already read it, so it parses).
+		ev, err := idem.ParseEvent(d.Message)
+		if err != nil {
+			return err
+		}
 		// The body, typed: one that does not decode is dead-lettered (or
 		// parked) with the reason, never retried.
 		order, err := broker.Decode[OrderEvent](broker.JSON{}, d)

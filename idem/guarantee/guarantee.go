@@ -88,7 +88,7 @@ type Inbox struct {
 	// MaxAttempts is how many times a gap is retried before the message
 	// is parked (default 5).
 	MaxAttempts int
-	// Versioned: handlers check aggregate versions (idem.Inbox.Versioned,
+	// Versioned: the inbox checks aggregate versions (idem.Options.Versions,
 	// CheckVersion), so duplicates and stale events are told apart and
 	// gaps are retried, then parked.
 	Versioned bool
@@ -382,7 +382,7 @@ func (e *explainer) order() {
 	case c.Ordering == broker.OrderNone:
 		v, text = VerdictBroken, "needed, but the broker keeps no order and nothing checks versions: events of an aggregate are applied in any order"
 		e.finding("order", "ordering is needed but the broker declares no ordering scope",
-			"use an ordered broker (RabbitMQ single-active-consumer queue, Kafka keyed partitions, SQS FIFO message groups, Service Bus sessions), or check versions (idem.Versioned) in an inbox")
+			"use an ordered broker (RabbitMQ single-active-consumer queue, Kafka keyed partitions, SQS FIFO message groups, Service Bus sessions), or check versions in an inbox (idem.Options.Versions)")
 	case conc > 1 && !e.p.PerKey && !c.HeadOfLine:
 		v, text = VerdictBroken, fmt.Sprintf("the broker orders per %s, but %d concurrent handlers without PerKey apply an aggregate's events in any order", c.Ordering, conc)
 		e.finding("order", fmt.Sprintf("%d concurrent handlers without PerKey on a broker without head-of-line blocking", conc),
@@ -413,7 +413,7 @@ func (e *explainer) consumption() {
 	}
 	if e.p.Inbox == nil {
 		e.line("consumption", VerdictBroken, "no inbox: every redelivery and broker duplicate runs the handler again")
-		e.finding("consumption", "deliveries are handled without an inbox", "wrap the handler in idem.NewInbox(store, consumer, sub.Capabilities(), opts).Handle")
+		e.finding("consumption", "deliveries are handled without an inbox", "wrap the handler in an inbox: sub.Run(ctx, idem.NewInbox(store, consumer, sub.Capabilities(), opts).Wrap(h), runOpts)")
 		return
 	}
 	o := *e.p.Inbox

@@ -16,12 +16,13 @@ import (
 // transaction: each message is received from a Queue, its effect (one row
 // inserted) is written in a transaction, and it is acknowledged. "bare"
 // does exactly that without the inbox (Store.Begin, the insert, Commit: the
-// floor); "inbox" adds the claim (Handle); "batch100" applies 100 messages
-// per transaction with HandleBatch, each with its own insert;
-// "batchall100" applies 100 messages per transaction with HandleBatchAll,
-// with one multi-row insert (EffectAll without the counter); the
-// "parallel8" variants run eight consumers at once. Every variant reports
-// msgs/s; compare the variants of one run, not figures across runs.
+// floor); "inbox" adds the claim (Handle); "bare100" is bare with 100
+// messages per transaction; "batch100" is the inbox with Options.Batch 100
+// and 100 concurrent callers of Handle (a Run with Concurrency 100), so
+// that up to 100 messages share a transaction, each with its own insert;
+// the "parallel8" variants run eight consumers at once. Every variant
+// reports msgs/s; compare the variants of one run, not figures across
+// runs.
 func Bench[Tx any](b *testing.B, f Factory[Tx]) { BenchCounted(b, f, nil) }
 
 // BenchCounted is Bench for a store whose database counts the statements
@@ -30,23 +31,23 @@ func Bench[Tx any](b *testing.B, f Factory[Tx]) { BenchCounted(b, f, nil) }
 func BenchCounted[Tx any](b *testing.B, f Factory[Tx], statements func() int64) {
 	b.Run("bare", func(b *testing.B) { bench(b, f, statements, 1, 1, false) })
 	b.Run("inbox", func(b *testing.B) { bench(b, f, statements, 1, 1, true) })
+	b.Run("bare100", func(b *testing.B) { bench(b, f, statements, 1, 100, false) })
 	b.Run("batch100", func(b *testing.B) { bench(b, f, statements, 1, 100, true) })
-	b.Run("batchall100", func(b *testing.B) { bench(b, f, statements, 1, -100, true) })
 	b.Run("bare-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 1, false) })
 	b.Run("inbox-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 1, true) })
 	b.Run("batch100-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 100, true) })
-	b.Run("batchall100-parallel8", func(b *testing.B) { bench(b, f, statements, 8, -100, true) })
 	b.Run("interleaved", func(b *testing.B) { benchInterleaved(b, f) })
 }
 
-// benchInterleaved measures bare, inbox, batch100 and batchall100 (one
+// benchInterleaved measures bare, inbox, bare100 and batch100 (one
 // consumer each) in turns of 100 messages, b.N messages for each, so that
 // they share whatever else the machine is doing, and reports their msgs/s
-// and ratios: inbox/bare-%, batch100/inbox-x and batchall100/inbox-x.
+// and ratios: inbox/bare-%, batch100/inbox-x and batch100/bare100-%.
 func benchInterleaved[Tx any](b *testing.B, f Factory[Tx]) {
 	const turn, modes = 100, 4
 	e := Setup(b, f, "")
 	in := e.Inbox("bench", nil)
+	grouped := e.Inbox("bench-grouped", &idem.Options{Batch: turn})
 	q := NewQueue(Caps)
 	for i := range modes * b.N {
 		q.Push(&broker.Message{ID: fmt.Sprintf("m%09d", i), Body: []byte("x")})
@@ -56,36 +57,39 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx]) {
 	}
 	ctx := b.Context()
 	sub := q.Subscription(nil)
-	all := func(ctx context.Context, tx Tx, ds []*broker.Delivery) error {
-		return e.DB.Exec(ctx, tx, InsertEffects(len(ds)), EffectArgs(ds)...)
-	}
-	var spent [modes]time.Duration // bare, inbox, batch100, batchall100
+	var spent [modes]time.Duration // bare, inbox, bare100, batch100
 	b.ResetTimer()
 	for done := 0; done < b.N; done += turn {
 		n := min(turn, b.N-done)
 		for mode := range modes {
 			start := time.Now()
-			size := 1
-			if mode >= 2 {
-				size = n
-			}
-			for left := n; left > 0; left -= size {
-				ds, err := sub.Receive(ctx, size)
-				if err == nil {
-					switch mode {
-					case 0:
+			var err error
+			switch mode {
+			case 0, 1:
+				for range n {
+					ds, rerr := sub.Receive(ctx, 1)
+					if err = rerr; err != nil {
+						break
+					}
+					if mode == 0 {
 						err = bareTx(ctx, e, ds, effect)
-					case 1:
+					} else {
 						_, err = in.Handle(ctx, ds[0], effect)
-					case 2:
-						_, err = in.HandleBatch(ctx, ds, effect)
-					default:
-						_, err = in.HandleBatchAll(ctx, ds, all)
+					}
+					if err != nil {
+						break
 					}
 				}
-				if err != nil {
-					b.Fatal(err)
+			case 2:
+				var ds []*broker.Delivery
+				if ds, err = sub.Receive(ctx, n); err == nil {
+					err = bareTx(ctx, e, ds, effect)
 				}
+			default:
+				err = handleConcurrently(ctx, grouped, sub, n, effect)
+			}
+			if err != nil {
+				b.Fatal(err)
 			}
 			spent[mode] += time.Since(start)
 		}
@@ -94,15 +98,31 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx]) {
 	rate := func(mode int) float64 { return float64(b.N) / spent[mode].Seconds() }
 	b.ReportMetric(rate(0), "bare-msgs/s")
 	b.ReportMetric(rate(1), "inbox-msgs/s")
-	b.ReportMetric(rate(2), "batch100-msgs/s")
+	b.ReportMetric(rate(2), "bare100-msgs/s")
+	b.ReportMetric(rate(3), "batch100-msgs/s")
 	b.ReportMetric(100*rate(1)/rate(0), "inbox/bare-%")
-	b.ReportMetric(rate(3), "batchall100-msgs/s")
-	b.ReportMetric(rate(2)/rate(1), "batch100/inbox-x")
-	b.ReportMetric(rate(3)/rate(1), "batchall100/inbox-x")
+	b.ReportMetric(rate(3)/rate(1), "batch100/inbox-x")
+	b.ReportMetric(100*rate(3)/rate(2), "batch100/bare100-%")
 	b.ReportMetric(0, "ns/op")
 	if n := e.Int(`SELECT count(*) FROM effects`); n != int64(modes*b.N) {
 		b.Errorf("%d effects for %d messages", n, modes*b.N)
 	}
+}
+
+// handleConcurrently receives n messages and handles each in a goroutine
+// of its own through in, as a Run with Concurrency n would.
+func handleConcurrently[Tx any](ctx context.Context, in *idem.Inbox[Tx], sub *broker.Subscription, n int, h idem.Handler[Tx]) error {
+	ds, err := sub.Receive(ctx, n)
+	if err != nil {
+		return err
+	}
+	errs := make([]error, len(ds))
+	var wg sync.WaitGroup
+	for i, d := range ds {
+		wg.Go(func() { _, errs[i] = in.Handle(ctx, d, h) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // bareTx applies ds's effects in one transaction without the inbox, then
@@ -129,13 +149,13 @@ func bareTx[Tx any](ctx context.Context, e *Env[Tx], ds []*broker.Delivery, effe
 	return nil
 }
 
-// bench runs workers consumers taking batch messages at a time (a negative
-// batch: -batch at a time through HandleBatchAll).
+// bench runs workers consumers. A bare consumer takes batch messages per
+// transaction; an inbox consumer with batch above 1 is batch goroutines
+// calling Handle one message at a time on an inbox with Options.Batch
+// batch, as a Run with Concurrency batch would.
 func bench[Tx any](b *testing.B, f Factory[Tx], statements func() int64, workers, batch int, inbox bool) {
-	batchAll := batch < 0
-	batch = max(batch, -batch)
 	e := Setup(b, f, "")
-	in := e.Inbox("bench", nil)
+	in := e.Inbox("bench", &idem.Options{Batch: batch})
 	q := NewQueue(Caps)
 	for i := range b.N {
 		q.Push(&broker.Message{ID: fmt.Sprintf("m%09d", i), Body: []byte("x")})
@@ -143,45 +163,47 @@ func bench[Tx any](b *testing.B, f Factory[Tx], statements func() int64, workers
 	effect := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
 		return e.DB.Exec(ctx, tx, `INSERT INTO effects (message_id, note) VALUES ($1, $2)`, d.Message.ID, string(d.Message.Body))
 	}
-	bare := func(ctx context.Context, ds []*broker.Delivery) error { return bareTx(ctx, e, ds, effect) }
-	all := func(ctx context.Context, tx Tx, ds []*broker.Delivery) error {
-		return e.DB.Exec(ctx, tx, InsertEffects(len(ds)), EffectArgs(ds)...)
-	}
 	ctx := b.Context()
 	var before int64
 	if statements != nil {
 		before = statements()
 	}
+	callers, take := 1, batch
+	if inbox {
+		callers, take = batch, 1
+	}
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for range workers {
-		wg.Go(func() {
-			sub := q.Subscription(nil)
-			for {
-				ds, err := sub.Receive(ctx, batch)
-				if errors.Is(err, ErrEmpty) {
-					return
+		// One inbox per consumer: its transactions are its own.
+		in := in
+		if inbox && workers > 1 {
+			in = e.Inbox("bench", &idem.Options{Batch: batch})
+		}
+		for range callers {
+			wg.Go(func() {
+				sub := q.Subscription(nil)
+				for {
+					ds, err := sub.Receive(ctx, take)
+					if errors.Is(err, ErrEmpty) {
+						return
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if inbox {
+						_, err = in.Handle(ctx, ds[0], effect)
+					} else {
+						err = bareTx(ctx, e, ds, effect)
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
 				}
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				switch {
-				case !inbox:
-					err = bare(ctx, ds)
-				case batchAll:
-					_, err = in.HandleBatchAll(ctx, ds, all)
-				case batch == 1:
-					_, err = in.Handle(ctx, ds[0], effect)
-				default:
-					_, err = in.HandleBatch(ctx, ds, effect)
-				}
-				if err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
+			})
+		}
 	}
 	wg.Wait()
 	b.StopTimer()

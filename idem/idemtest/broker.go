@@ -37,20 +37,19 @@ type Broker struct {
 func RunBroker[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) Broker) {
 	t.Run("CrashBeforeAck", func(t *testing.T) { testCrash(t, f, b(t)) })
 	t.Run("RunLoop", func(t *testing.T) { testRunLoop(t, f, b(t)) })
-	t.Run("RunBatch", func(t *testing.T) { testRunBatch(t, f, b(t), false) })
-	t.Run("RunBatchAll", func(t *testing.T) { testRunBatch(t, f, b(t), true) })
+	t.Run("RunGrouped", func(t *testing.T) { testRunGrouped(t, f, b(t)) })
 	t.Run("PoisonID", func(t *testing.T) { testBrokerPoison(t, f, b(t)) })
 }
 
-// testRunBatch runs Subscription.RunBatch with Inbox.WrapBatch (or, with
-// all, Inbox.WrapBatchAll and a batch handler): every message published
-// twice has one effect, and every delivery is settled by the inbox (the
-// loop has nothing left to ack or nack).
-func testRunBatch[Tx any](t *testing.T, f Factory[Tx], b Broker, all bool) {
+// testRunGrouped runs Subscription.Run with Inbox.Wrap over an inbox whose
+// concurrent deliveries share transactions (Options.Batch): every message
+// published twice has one effect, and every delivery is settled by the
+// inbox (the loop has nothing left to ack or nack).
+func testRunGrouped[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 	e := Setup(t, f, "")
 	const n = 60
 	sub := b.Subscribe(t)
-	in, err := idem.NewInbox(e.Store, "runbatch", sub.Capabilities(), Quiet(nil))
+	in, err := idem.NewInbox(e.Store, "rungrouped", sub.Capabilities(), Quiet(&idem.Options{Batch: 16}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,35 +62,32 @@ func testRunBatch[Tx any](t *testing.T, f Factory[Tx], b Broker, all bool) {
 		}
 	}
 	settled := make(chan int, 2*n)
-	bh := in.WrapBatch(e.Effect())
-	if all {
-		bh = in.WrapBatchAll(e.EffectAll())
-	}
+	h := in.Wrap(e.Effect())
 	ctx, cancel := context.WithCancel(e.Ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- sub.RunBatch(ctx, func(ctx context.Context, ds []*broker.Delivery) error {
-			err := bh(ctx, ds)
-			for _, d := range ds {
-				if !d.Settled() {
-					t.Errorf("%s: left unsettled by the inbox", d.Message.ID)
-				}
+		done <- sub.Run(ctx, func(ctx context.Context, d *broker.Delivery) error {
+			err := h(ctx, d)
+			if !d.Settled() {
+				t.Errorf("%s: left unsettled by the inbox", d.Message.ID)
 			}
-			settled <- len(ds)
+			settled <- 1
 			return err
-		}, &broker.RunOptions{BatchSize: 16})
+		}, &broker.RunOptions{Concurrency: 16})
 	}()
 	for got := 0; got < 2*n; {
 		got += <-settled
 	}
 	cancel()
 	if err := <-done; err != nil {
-		t.Errorf("RunBatch: %v", err)
+		t.Errorf("Run: %v", err)
 	}
 	e.CheckEffects(ids...)
-	if s := in.Stats(); s.Processed != n || s.Duplicates != n {
+	s := in.Stats()
+	if s.Processed != n || s.Duplicates != n {
 		t.Errorf("stats %+v: want %d processed and %d duplicates", s, n, n)
 	}
+	t.Logf("%d deliveries in %d transactions", 2*n, s.Commits)
 }
 
 // poll receives what is deliverable now.
@@ -244,8 +240,10 @@ func testRunLoop[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 		if len(ds) == 0 {
 			break
 		}
-		if _, err := in.HandleBatch(e.Ctx, ds, h); err != nil {
-			t.Fatal(err)
+		for _, d := range ds {
+			if _, err := in.Handle(e.Ctx, d, h); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	e.CheckEffects(ids...)

@@ -127,6 +127,23 @@ func (q *Queue) Receive(ctx context.Context, sub *broker.Subscription) (*broker.
 	return ds[0], nil
 }
 
+// Drain receives on a subscription of its own until the queue is empty,
+// passing each delivery to f, and returns the first error other than
+// ErrEmpty. Several goroutines may drain one queue at once.
+func (q *Queue) Drain(ctx context.Context, f func(*broker.Delivery)) error {
+	sub := q.Subscription(nil)
+	for {
+		d, err := q.Receive(ctx, sub)
+		if errors.Is(err, ErrEmpty) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		f(d)
+	}
+}
+
 type queueSub struct{ q *Queue }
 
 func (s queueSub) ReceiveBatch(ctx context.Context, max int) ([]*driver.Message, error) {

@@ -49,11 +49,10 @@ func Run[Tx any](t *testing.T, f Factory[Tx]) {
 		{"ParkedHeaders", testParkedHeaders[Tx]},
 		{"AckAfterCommit", testAckAfterCommit[Tx]},
 		{"ConcurrentDuplicates", testConcurrent[Tx]},
-		{"Batch", testBatch[Tx]},
-		{"BatchConcurrent", testBatchConcurrent[Tx]},
-		{"BatchAll", testBatchAll[Tx]},
-		{"BatchAllErrors", testBatchAllErrors[Tx]},
-		{"VersionedBatch", testVersionedBatch[Tx]},
+		{"Group", testGroup[Tx]},
+		{"GroupErrors", testGroupErrors[Tx]},
+		{"GroupVersioned", testGroupVersioned[Tx]},
+		{"GroupConcurrent", testGroupConcurrent[Tx]},
 		{"VersionCheck", testVersionCheck[Tx]},
 		{"Versioned", testVersioned[Tx]},
 		{"Transition", testTransition[Tx]},
@@ -61,7 +60,7 @@ func Run[Tx any](t *testing.T, f Factory[Tx]) {
 		{"Retention", testRetention[Tx]},
 		{"PurgeSchedule", testPurgeSchedule[Tx]},
 		{"ReplayAll", testReplayAll[Tx]},
-		{"BatchResults", testBatchResults[Tx]},
+		{"GroupResults", testGroupResults[Tx]},
 		{"Property", testProperty[Tx]},
 	}
 	for _, tc := range tests {
@@ -224,15 +223,14 @@ func testNames[Tx any](t *testing.T, f Factory[Tx]) {
 			t.Errorf("Open(prefix %q): err = %v, want ErrInvalidName", prefix, err)
 		}
 	}
-	in := e.Inbox("names", nil)
 	for _, table := range []idem.VersionTable{
 		{Table: `aggs"; DROP TABLE effects; --`, IDColumn: "id", VersionColumn: "version"},
 		{Table: "aggs", IDColumn: "id\x00", VersionColumn: "version"},
 		{Table: "aggs", IDColumn: "id", VersionColumn: strings.Repeat("v", 64)},
 		{Table: "a.b.c", IDColumn: "id", VersionColumn: "version"},
 	} {
-		if _, err := in.Versioned(table, func(context.Context, Tx, *broker.Delivery, idem.Event) error { return nil }); !errors.Is(err, idem.ErrInvalidName) {
-			t.Errorf("Versioned(%+v): err = %v, want ErrInvalidName", table, err)
+		if _, err := idem.NewInbox(e.Store, "names", Caps, Quiet(&idem.Options{Versions: table})); !errors.Is(err, idem.ErrInvalidName) {
+			t.Errorf("NewInbox with Versions %+v: err = %v, want ErrInvalidName", table, err)
 		}
 		e.InTx(func(tx Tx) error {
 			if _, err := e.Driver.CheckVersion(e.Ctx, tx, store.VersionTable(table), "a", 1); !errors.Is(err, idem.ErrInvalidName) {

@@ -187,16 +187,7 @@ func testConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 	var wg sync.WaitGroup
 	for range ConcurrentCopies {
 		wg.Go(func() {
-			sub := q.Subscription(nil)
-			for {
-				d, err := q.Receive(e.Ctx, sub)
-				if errors.Is(err, ErrEmpty) {
-					return
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
+			err := q.Drain(e.Ctx, func(d *broker.Delivery) {
 				r, err := in.Handle(e.Ctx, d, e.Effect())
 				if err != nil {
 					t.Errorf("Handle %s: %v", d.Message.ID, err)
@@ -205,6 +196,9 @@ func testConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 				results[d.Message.ID] = append(results[d.Message.ID], r)
 				mu.Unlock()
 				handled.Add(1)
+			})
+			if err != nil {
+				t.Error(err)
 			}
 		})
 	}
@@ -231,122 +225,6 @@ func testConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 	s := in.Stats()
 	if s.Processed != int64(len(ids)) || s.Duplicates != int64(len(ids)*(ConcurrentCopies-1)) {
 		t.Errorf("stats %+v", s)
-	}
-}
-
-func testBatch[Tx any](t *testing.T, f Factory[Tx]) {
-	e := Setup(t, f, "")
-	in := e.Inbox("batch", nil)
-	q := NewQueue(Caps)
-	sub := q.Subscription(nil)
-	q.Push(Msg("m0", "x", "", 0))
-	if _, err := in.Handle(e.Ctx, receive(t, q, sub), e.Effect()); err != nil {
-		t.Fatal(err)
-	}
-	// m3 fails; m0 was processed before; m1 appears twice in the batch.
-	for _, id := range []string{"m1", "m2", "m0", "m3", "m1", "m4"} {
-		q.Push(Msg(id, "x", "", 0))
-	}
-	ds, err := sub.Receive(e.Ctx, 10)
-	if err != nil || len(ds) != 6 {
-		t.Fatalf("receive: %d, %v", len(ds), err)
-	}
-	boom := errors.New("boom")
-	h := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
-		if err := e.Effect()(ctx, tx, d); err != nil {
-			return err
-		}
-		if d.Message.ID == "m3" {
-			return boom
-		}
-		return nil
-	}
-	if _, err := in.HandleBatch(e.Ctx, ds, h); !errors.Is(err, boom) {
-		t.Errorf("HandleBatch: %v, want boom", err)
-	}
-	for id, want := range map[string]int{"m0": 2, "m1": 2, "m2": 1, "m3": 0, "m4": 1} {
-		if q.Acks(id) != want {
-			t.Errorf("acks %s: %d, want %d", id, q.Acks(id), want)
-		}
-	}
-	if q.Nacks("m3") != 1 {
-		t.Errorf("m3 nacks %d", q.Nacks("m3"))
-	}
-	e.CheckEffects("m0", "m1", "m2", "m4")
-	// The failed message alone, next time.
-	ds, _ = sub.Receive(e.Ctx, 10)
-	if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
-		t.Fatal(err)
-	}
-	e.CheckEffects("m0", "m1", "m2", "m3", "m4")
-	// Commit succeeded, the batch's ack (one call) failed: every delivery
-	// reports it.
-	q.Push(Msg("m5", "x", "", 0), Msg("m6", "x", "", 0))
-	q.FailAcks(1)
-	ds, _ = sub.Receive(e.Ctx, 10)
-	if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); !errors.Is(err, idem.ErrAckAfterCommit) {
-		t.Errorf("HandleBatch: %v, want ErrAckAfterCommit", err)
-	}
-	q.Expire()
-	ds, _ = sub.Receive(e.Ctx, 10)
-	if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
-		t.Fatal(err)
-	}
-	e.CheckEffects("m0", "m1", "m2", "m3", "m4", "m5", "m6")
-}
-
-func testBatchConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
-	e := Setup(t, f, "")
-	in := e.Inbox("bconc", nil)
-	q := NewQueue(Caps)
-	n := ConcurrentMessages / 2
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("m%05d", i)
-	}
-	// Copies in opposite orders, so that batches overlap in both directions.
-	for c := range ConcurrentCopies {
-		for i := range ids {
-			if c%2 == 1 {
-				i = n - 1 - i
-			}
-			q.Push(Msg(ids[i], "x", "", 0))
-		}
-	}
-	var wg sync.WaitGroup
-	for range ConcurrentCopies {
-		wg.Go(func() {
-			sub := q.Subscription(nil)
-			for {
-				ds, err := sub.Receive(e.Ctx, 10)
-				if errors.Is(err, ErrEmpty) {
-					return
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
-					t.Errorf("HandleBatch: %v", err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	// Store errors (say, a deadlock victim) nack; process what came back.
-	sub := q.Subscription(nil)
-	for q.Len() > 0 {
-		ds, err := sub.Receive(e.Ctx, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := in.HandleBatch(e.Ctx, ds, e.Effect()); err != nil {
-			t.Errorf("HandleBatch: %v", err)
-		}
-	}
-	e.CheckEffects(ids...)
-	if s := in.Stats(); s.StoreErrors != 0 {
-		t.Errorf("store errors: %d (claims in ID order must not deadlock)", s.StoreErrors)
 	}
 }
 

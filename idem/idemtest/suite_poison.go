@@ -29,7 +29,7 @@ func testPoisonID[Tx any](t *testing.T, f Factory[Tx]) {
 			caps := Caps
 			caps.DeadLetter = dlq
 			consumer := fmt.Sprintf("poison-%v-%v", dlq, batch)
-			in, err := idem.NewInbox(e.Store, consumer, caps, Quiet(nil))
+			in, err := idem.NewInbox(e.Store, consumer, caps, Quiet(&idem.Options{Batch: 2 * len(PoisonIDs)}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,9 +70,9 @@ func testPoisonID[Tx any](t *testing.T, f Factory[Tx]) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rs, err := in.HandleBatch(e.Ctx, ds, h)
+				rs, errs := InGroup(t, in, ds, h)
 				for i, d := range ds {
-					check(d, rs[i], err)
+					check(d, rs[i], errs[i])
 				}
 			} else {
 				for range 2 * len(PoisonIDs) {

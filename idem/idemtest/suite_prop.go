@@ -46,14 +46,11 @@ func testProperty[Tx any](t *testing.T, f Factory[Tx]) {
 			}
 			msgs = append(msgs, &m)
 		}
-		in, err := idem.NewInbox(e.Store, fmt.Sprintf("prop%d", iter), Caps, Quiet(&idem.Options{MaxAttempts: 3}))
+		in, err := idem.NewInbox(e.Store, fmt.Sprintf("prop%d", iter), Caps, Quiet(&idem.Options{MaxAttempts: 3, Versions: AggTable}))
 		if err != nil {
 			rt.Fatal(err)
 		}
-		v, err := in.Versioned(AggTable, e.ApplyAgg())
-		if err != nil {
-			rt.Fatal(err)
-		}
+		v := e.ApplyAgg()
 		q := NewQueue(Caps)
 		q.Push(msgs...)
 		q.SetPick(func(n int) int { return rapid.IntRange(0, n-1).Draw(rt, "pick") })

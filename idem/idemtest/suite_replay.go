@@ -123,10 +123,11 @@ func testPurgeSchedule[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 }
 
-// testBatchResults: HandleBatch reports each delivery's result in order.
-func testBatchResults[Tx any](t *testing.T, f Factory[Tx]) {
+// testGroupResults: deliveries sharing a transaction (Options.Batch) each
+// get their own result.
+func testGroupResults[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "")
-	in := e.Inbox("bres", &idem.Options{MaxAttempts: 2})
+	in := e.Inbox("bres", &idem.Options{MaxAttempts: 2, Batch: 8})
 	q := NewQueue(Caps)
 	sub := q.Subscription(nil)
 	q.Push(Msg("m1", "x", "", 0))
@@ -154,11 +155,11 @@ func testBatchResults[Tx any](t *testing.T, f Factory[Tx]) {
 	for range 8 {
 		ds = append(ds, receive(t, q, sub))
 	}
-	res, err := in.HandleBatch(e.Ctx, ds, h)
-	if err == nil {
-		t.Errorf("HandleBatch: no error for the failures")
+	res, errs := InGroup(t, in, ds, h)
+	if errs[3] == nil || errs[4] == nil {
+		t.Errorf("no error for the failures: %v", errs)
 	}
-	// k2 is held: k was parked in its own transaction before the batch
+	// k2 is held: k was parked in its own transaction before the one
 	// that includes k2 committed.
 	want := []idem.Result{idem.ResultDuplicate, idem.ResultApplied, idem.ResultStale, idem.ResultFailed,
 		idem.ResultDeadLettered, idem.ResultGapRetried, idem.ResultParked, idem.ResultHeld}

@@ -18,8 +18,12 @@ var AggTable = idem.VersionTable{Table: "aggs", IDColumn: "id", VersionColumn: "
 
 // ApplyAgg applies an event to aggs: version 1 creates the row with the
 // body as state; later versions append ",body".
-func (e *Env[Tx]) ApplyAgg() idem.Apply[Tx] {
-	return func(ctx context.Context, tx Tx, d *broker.Delivery, ev idem.Event) error {
+func (e *Env[Tx]) ApplyAgg() idem.Handler[Tx] {
+	return func(ctx context.Context, tx Tx, d *broker.Delivery) error {
+		ev, err := idem.ParseEvent(d.Message)
+		if err != nil {
+			return err
+		}
 		if ev.Version == 1 {
 			return e.DB.Exec(ctx, tx, `INSERT INTO aggs (id, version, state) VALUES ($1, 1, $2)`, ev.AggregateID, string(d.Message.Body))
 		}
@@ -125,11 +129,8 @@ func wantResults(t testing.TB, got []string, want ...string) {
 func testVersioned[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "")
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	in := e.Inbox("ver", &idem.Options{MaxAttempts: 3, Now: func() time.Time { now = now.Add(time.Second); return now }})
-	v, err := in.Versioned(AggTable, e.ApplyAgg())
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := e.Inbox("ver", &idem.Options{MaxAttempts: 3, Versions: AggTable, Now: func() time.Time { now = now.Add(time.Second); return now }})
+	v := e.ApplyAgg()
 	q := NewQueue(Caps)
 	sub := q.Subscription(nil)
 	// v1, v2, v2 again (same ID), v2 replayed with a new ID, v1 stale.

@@ -236,8 +236,9 @@ func classify(err error) error {
 }
 
 // CheckVersion is the conditional update of a version check, in tx (see
-// idem.Inbox.Versioned, which calls it for each event): it sets t's version
-// column to version where the ID is id and the version is version-1.
+// idem.Options.Versions: an inbox with version checks calls it for each
+// event): it sets t's version column to version where the ID is id and the
+// version is version-1.
 // See idem.VersionResult for the outcomes.
 func (s *Store) CheckVersion(ctx context.Context, tx pgx.Tx, t idem.VersionTable, id string, version int64) (idem.VersionCheck, error) {
 	c, err := s.d.CheckVersion(ctx, tx, store.VersionTable(t), id, version)

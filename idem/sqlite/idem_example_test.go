@@ -86,22 +86,28 @@ func Example_inboxVersioned() {
 	defer cleanup()
 	_, _ = st.DB().Exec(`CREATE TABLE accounts (id TEXT PRIMARY KEY, version INTEGER NOT NULL, balance INTEGER NOT NULL)`)
 
-	inbox, _ := idem.NewInbox(st, "ledger", sub.Capabilities(), &idem.Options{
+	// Each event's version is checked against the accounts table before
+	// the handler runs.
+	inbox, err := idem.NewInbox(st, "ledger", sub.Capabilities(), &idem.Options{
+		Versions:    idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"},
 		MaxAttempts: 1, // park a gap at once (the default retries 5 times with backoff)
 		Logger:      slog.New(slog.DiscardHandler),
 	})
-	table := idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"}
-	apply := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery, ev idem.Event) error {
-		if ev.Version == 1 { // the event that creates the aggregate
-			_, err := tx.ExecContext(ctx, `INSERT INTO accounts (id, version, balance) VALUES (?, 1, 0)`, ev.AggregateID)
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE accounts SET balance = balance + 10 WHERE id = ?`, ev.AggregateID)
-		return err
-	}
-	versioned, err := inbox.Versioned(table, apply)
 	if err != nil {
 		log.Fatal(err)
+	}
+	// apply runs for the next version of an aggregate only.
+	apply := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+		ev, err := idem.ParseEvent(d.Message)
+		if err != nil {
+			return err
+		}
+		if ev.Version == 1 { // the event that creates the aggregate
+			_, err = tx.ExecContext(ctx, `INSERT INTO accounts (id, version, balance) VALUES (?, 1, 0)`, ev.AggregateID)
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE accounts SET balance = balance + 10 WHERE id = ?`, ev.AggregateID)
+		return err
 	}
 
 	event := func(version int64) *broker.Message {
@@ -111,7 +117,7 @@ func Example_inboxVersioned() {
 	deliver := func(m *broker.Message) {
 		_ = topic.Publish(ctx, m)
 		ds, _ := sub.Receive(ctx, 1)
-		r, _ := inbox.Handle(ctx, ds[0], versioned)
+		r, _ := inbox.Handle(ctx, ds[0], apply)
 		fmt.Println(ds[0].Message.ID, r)
 	}
 	// v1, then v3 before v2 (a gap: parked), then v2 (held behind v3).
@@ -123,7 +129,7 @@ func Example_inboxVersioned() {
 		fmt.Printf("parked %s (version %d): %s\n", p.MessageID, p.Version, p.Reason)
 	}
 	// An operator replays the aggregate in version order.
-	res, _ := inbox.Replay(ctx, "acct-1", versioned)
+	res, _ := inbox.Replay(ctx, "acct-1", apply)
 	// v1 again under a new ID, as a producer replaying its log would send
 	// it: stale, acknowledged, not applied.
 	deliver(&broker.Message{ID: "replayed", Headers: event(1).Headers})

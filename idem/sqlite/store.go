@@ -71,8 +71,9 @@ var _ store.Driver[*sql.Tx] = (*driver)(nil)
 func (s *Store) Driver() store.Driver[*sql.Tx] { return s.d }
 
 // CheckVersion is the conditional update of a version check, in tx (see
-// idem.Inbox.Versioned, which calls it for each event): it sets t's version
-// column to version where the ID is id and the version is version-1.
+// idem.Options.Versions: an inbox with version checks calls it for each
+// event): it sets t's version column to version where the ID is id and the
+// version is version-1.
 // See idem.VersionResult for the outcomes.
 func (s *Store) CheckVersion(ctx context.Context, tx *sql.Tx, t idem.VersionTable, id string, version int64) (idem.VersionCheck, error) {
 	c, err := s.core.CheckVersion(ctx, tx, store.VersionTable(t), id, version)

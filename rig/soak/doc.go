@@ -2,8 +2,8 @@
 // a producer writes versioned events through the transactional outbox
 // (outbox.Outbox on PostgreSQL), relays publish them to a broker
 // (outbox.Relay), and consumers apply them through the inbox with version
-// checks (idem.Inbox.Versioned), while a fault schedule derived from a seed
-// kills and disturbs them.
+// checks (idem.Options.Versions), while a fault schedule derived from a
+// seed kills and disturbs them.
 //
 // # Faults
 //

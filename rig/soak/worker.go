@@ -226,13 +226,19 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 		opened(sub)
 	}
 	in, err := idem.NewInbox(st, "soak", sub.Capabilities(), &idem.Options{
+		Versions:  idem.VersionTable{Table: stateTable, IDColumn: "id", VersionColumn: "version"},
 		Retention: 24 * time.Hour, AllowShortRetention: true, PurgeInterval: -1,
 		MaxAttempts: math.MaxInt32, CommitTimeout: 10 * time.Second, Logger: logger,
 	})
 	if err != nil {
 		return err
 	}
-	apply := func(ctx context.Context, tx pgx.Tx, d *broker.Delivery, ev idem.Event) error {
+	// apply runs behind the inbox's version checks (Options.Versions).
+	apply := func(ctx context.Context, tx pgx.Tx, d *broker.Delivery) error {
+		ev, err := idem.ParseEvent(d.Message)
+		if err != nil {
+			return err
+		}
 		if ev.Version == 1 {
 			if _, err := tx.Exec(ctx, "INSERT INTO "+stateTable+" (id, version) VALUES ($1, 1)", ev.AggregateID); err != nil {
 				return err
@@ -243,11 +249,7 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 		}
 		return slowIfArmed(ctx, spec, lg, d.Message.ID)
 	}
-	h, err := in.Versioned(idem.VersionTable{Table: stateTable, IDColumn: "id", VersionColumn: "version"}, apply)
-	if err != nil {
-		return err
-	}
-	wrapped := in.Wrap(h)
+	wrapped := in.Wrap(apply)
 	if spec.Unsafe {
 		wrapped = func(ctx context.Context, d *broker.Delivery) error {
 			ev, err := idem.ParseEvent(d.Message)

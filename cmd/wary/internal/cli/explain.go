@@ -119,7 +119,7 @@ assumed, and what is stuck in them now is counted.`,
 	c.Flags().StringVar(&f.config, "config", "", "JSON file describing how the application uses wary")
 	c.Flags().BoolVar(&f.outbox, "outbox", false, "events go through an outbox and relay (default: true with a store)")
 	c.Flags().BoolVar(&f.inbox, "inbox", false, "deliveries go through an inbox (default: true with a store)")
-	c.Flags().BoolVar(&f.versioned, "versioned", false, "handlers check aggregate versions")
+	c.Flags().BoolVar(&f.versioned, "versioned", false, "the inbox checks aggregate versions (idem.Options.Versions)")
 	c.Flags().BoolVar(&f.ordered, "ordered", false, "the domain needs each aggregate's events in order")
 	c.Flags().BoolVar(&f.perKey, "per-key", false, "handlers run with RunOptions.PerKey")
 	c.Flags().IntVar(&f.concurrency, "concurrency", 0, "handlers running at once (default 1)")
