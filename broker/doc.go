@@ -60,22 +60,22 @@
 // URL, whatever the driver).
 // Settling again is a no-op that returns nil. Ack returns an error, so that
 // "the effect committed but the ack failed" is visible; the redelivery that
-// follows must be recognised as a duplicate. Subscription.Run (one
-// delivery per handler call) and Subscription.RunBatch (a batch per call)
-// settle what the handler left unsettled, retry transient settle failures,
-// and retry a failed Ack rather than nack a delivery whose handler chose to
-// acknowledge it. RunOptions.Concurrency is the one knob for parallelism:
-// drivers that prefetch (RabbitMQ) size their buffer from it.
+// follows must be recognised as a duplicate. Subscription.Run, the one
+// handler loop, settles what the handler left unsettled, retries transient
+// settle failures, and retries a failed Ack rather than nack a delivery
+// whose handler chose to acknowledge it. RunOptions.Concurrency is the one
+// knob for parallelism: drivers that prefetch (RabbitMQ) size their buffer
+// from it.
 //
 // AckAll acknowledges many deliveries with one driver call
 // (driver.Subscription.SendAcks with all their IDs), with Ack's guarantees
 // and an outcome per delivery: one offset commit on Kafka, one multiple ack
 // on RabbitMQ where no other delivery of the channel lies between the tags,
 // DeleteMessageBatch calls of ten on SQS; Service Bus settles each message
-// by its lock token. RunBatch acknowledges a batch whose handler returned
-// nil with AckAll, and package idem its committed batches; Run groups the
-// acks of handlers that finish while another ack is in flight into one
-// AckAll (an ack issued alone goes out at once: grouping adds no delay).
+// by its lock token. Package idem acknowledges its committed transactions
+// with AckAll; Run groups the acks of handlers that finish while another
+// ack is in flight into one AckAll (an ack issued alone goes out at once:
+// grouping adds no delay).
 //
 // # Handlers
 //
@@ -140,9 +140,7 @@
 //   - Run starts a "process DESTINATION" span (kind consumer) for each
 //     delivery, a child of the message's context that also links to it;
 //     the handler's ctx holds it, and it ends after the delivery is
-//     settled, with the handler's error. RunBatch starts one per batch
-//     under Run's ctx, linking to every message's context. Receive starts
-//     no span.
+//     settled, with the handler's error. Receive starts no span.
 //   - Counters, by messaging.system and messaging.destination.name:
 //     messaging.client.sent.messages (messages Publish delivered to the
 //     broker), messaging.client.consumed.messages (deliveries Receive

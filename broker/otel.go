@@ -159,26 +159,6 @@ func (t *tel) startProcess(ctx context.Context, d *Delivery) (context.Context, t
 	return ctx, span
 }
 
-// startProcessBatch starts the consumer span of a batch handled by
-// RunBatch: its parent is Run's context, and it links to each message's
-// creation context.
-func (t *tel) startProcessBatch(ctx context.Context, ds []*Delivery) (context.Context, trace.Span) {
-	if !t.tracer.On(ctx) {
-		return ctx, nil
-	}
-	ctx, span := t.tracer.Start(ctx, "process "+t.dest, trace.WithSpanKind(trace.SpanKindConsumer))
-	if span.IsRecording() {
-		span.SetAttributes(t.attrs...)
-		span.SetAttributes(wotel.OperationType.String("process"), wotel.OperationName.String("process"), wotel.BatchCount.Int(len(ds)))
-		for _, d := range ds {
-			if sc := wotel.Extract(d.Message.Headers); sc.IsValid() {
-				span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{wotel.MessageID.String(d.Message.ID)}})
-			}
-		}
-	}
-	return ctx, span
-}
-
 // setEventAttrs sets wary.aggregate.id and wary.aggregate.version from the
 // event-identity headers, where present.
 func setEventAttrs(span trace.Span, h map[string]string) {

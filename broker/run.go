@@ -53,9 +53,6 @@ type RunOptions struct {
 	// DefaultMaxLockRenewal; negative turns renewal off. A handler that
 	// runs longer loses its lock, and the broker delivers the message again.
 	MaxLockRenewal time.Duration
-	// BatchSize is, for RunBatch, the most deliveries one call of the
-	// BatchHandler gets (default DefaultBatchSize). Run ignores it.
-	BatchSize int
 	// DrainTimeout bounds the drain that follows the end of Run's ctx:
 	// handlers in flight then keep a live context for up to DrainTimeout
 	// to finish (and commit), and are settled as usual; past it their
@@ -86,34 +83,6 @@ const DefaultDrainTimeout = 10 * time.Second
 // uses a context of its own, so that work a handler finished is
 // acknowledged.
 func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) error {
-	return s.run(ctx, h, nil, opts)
-}
-
-// BatchHandler processes a batch of deliveries, in the order they were
-// received. Deliveries it returns without settling are settled by the loop
-// as Handler's are: all acked if it returned nil (with one driver call, see
-// AckAll), otherwise each
-// dead-lettered (an error marked with Permanent) or retried
-// (Delivery.Retry); a delivery whose Ack was tried and failed has
-// its ack retried. A handler that must treat deliveries differently
-// settles them itself.
-type BatchHandler func(ctx context.Context, ds []*Delivery) error
-
-// RunBatch is Run for handlers that take a batch: each call of h gets the
-// deliveries of one receive, at most RunOptions.BatchSize (default 100) of
-// them. Up to Concurrency batches run at once; MaxOutstanding defaults to
-// BatchSize × Concurrency. PerKey is not supported with Concurrency above 1
-// (ErrInvalid): with one batch at a time, deliveries of a key are handled in
-// arrival order. Everything else (retries of receive and settle failures,
-// what it returns) is as for Run.
-func (s *Subscription) RunBatch(ctx context.Context, h BatchHandler, opts *RunOptions) error {
-	return s.run(ctx, nil, h, opts)
-}
-
-// DefaultBatchSize is RunOptions.BatchSize's default.
-const DefaultBatchSize = 100
-
-func (s *Subscription) run(ctx context.Context, h Handler, bh BatchHandler, opts *RunOptions) error {
 	var o RunOptions
 	if opts != nil {
 		o = *opts
@@ -124,18 +93,8 @@ func (s *Subscription) run(ctx context.Context, h Handler, bh BatchHandler, opts
 	if o.Concurrency < 1 {
 		o.Concurrency = 1
 	}
-	per := 1 // deliveries per handler call
-	if bh != nil {
-		if o.BatchSize < 1 {
-			o.BatchSize = DefaultBatchSize
-		}
-		if o.PerKey && o.Concurrency > 1 {
-			return Invalidf("RunBatch: PerKey needs Concurrency 1 (batches of one key would run in parallel)")
-		}
-		per = o.BatchSize
-	}
-	if o.MaxOutstanding < per*o.Concurrency {
-		o.MaxOutstanding = max(2, per) * o.Concurrency
+	if o.MaxOutstanding < o.Concurrency {
+		o.MaxOutstanding = 2 * o.Concurrency
 	}
 	if err := s.setPrefetch(o.MaxOutstanding); err != nil {
 		return err
@@ -145,8 +104,6 @@ func (s *Subscription) run(ctx context.Context, h Handler, bh BatchHandler, opts
 	r := &runner{
 		sub:         s,
 		h:           h,
-		bh:          bh,
-		per:         per,
 		opts:        o,
 		ctx:         ctx,
 		hctx:        hctx,
@@ -189,9 +146,7 @@ func (r *runner) drain(hcancel context.CancelFunc) {
 
 type runner struct {
 	sub         *Subscription
-	h           Handler      // Run
-	bh          BatchHandler // RunBatch
-	per         int          // the most deliveries one handler call takes
+	h           Handler
 	opts        RunOptions
 	ctx         context.Context // Run's: receiving stops when it ends
 	hctx        context.Context // the handlers': live until the drain ends
@@ -216,7 +171,7 @@ func (r *runner) loop() error {
 		}
 		n := 1
 	more:
-		for n < r.opts.MaxOutstanding && (r.bh == nil || n < r.per) {
+		for n < r.opts.MaxOutstanding {
 			select {
 			case r.outstanding <- struct{}{}:
 				n++
@@ -251,10 +206,6 @@ func (r *runner) loop() error {
 		failures = 0
 		for _, d := range ds {
 			d.backoff = r.opts.Backoff
-		}
-		if r.bh != nil {
-			r.dispatchBatch(ds)
-			continue
 		}
 		for _, d := range ds {
 			r.dispatch(d)
@@ -344,37 +295,6 @@ func (r *runner) work(key string, d *Delivery) {
 	}
 }
 
-// dispatchBatch runs h on ds in a worker.
-func (r *runner) dispatchBatch(ds []*Delivery) {
-	if !r.acquire() {
-		for range ds {
-			r.release()
-		}
-		return
-	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer func() { <-r.workers }()
-		stop := r.renewLocks(ds)
-		ctx, span := r.sub.tel.startProcessBatch(r.hctx, ds)
-		err := r.callBatch(ctx, ds)
-		stop()
-		if err == nil {
-			// One driver call for the batch's acks; what fails is retried
-			// one by one below.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.sub.settleTimeout)
-			AckAll(sctx, ds)
-			cancel()
-		}
-		for _, d := range ds {
-			r.settleAfter(d, err)
-			<-r.outstanding
-		}
-		endSpan(span, err)
-	}()
-}
-
 func (r *runner) handle(d *Delivery) {
 	stop := r.renewLocks([]*Delivery{d})
 	ctx, span := r.sub.tel.startProcess(r.hctx, d)
@@ -433,15 +353,6 @@ func (r *runner) settleAfter(d *Delivery, err error) {
 
 // settleAttempts bounds the handler loop's tries at one settlement.
 const settleAttempts = 4
-
-func (r *runner) callBatch(ctx context.Context, ds []*Delivery) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("handler panic: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return r.bh(ctx, ds)
-}
 
 func (r *runner) call(ctx context.Context, d *Delivery) (err error) {
 	defer func() {

@@ -67,9 +67,10 @@
 // redelivers (through the group's next owner of the partition) every record
 // after that point, acked or not. By default Ack returns after the broker
 // confirmed the commit that covers it (concurrent acks share one commit,
-// and broker.AckAll or a RunBatch batch makes one commit for all its acks);
-// with CommitInterval, Ack returns at once and the commit follows within
-// the interval, on revoke and on Close.
+// and broker.AckAll makes one commit for all its acks: the acks Run groups,
+// or those of one of package idem's grouped transactions,
+// idem.Options.Batch); with CommitInterval, Ack returns at once and the
+// commit follows within the interval, on revoke and on Close.
 //
 // Rebalances: on revoke the driver stops handing out the partition's
 // records, waits up to RevokeTimeout for its deliveries in flight to be

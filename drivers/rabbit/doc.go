@@ -115,11 +115,13 @@
 // and go. An instance may also open several subscriptions, one per share,
 // on one Conn.
 //
-// Acks are per message (AckPerMessage). Many acked at once (broker.AckAll,
-// RunBatch) go as one basic.ack with multiple=true up to the highest tag
-// below which every delivery of the channel still unsettled is among them,
-// and single acks for the rest, so that no delivery the caller did not
-// name is ever acknowledged. A delivery stays with its consumer
+// Acks are per message (AckPerMessage). Many acked at once with
+// broker.AckAll (as Run groups the acks of concurrent handlers, and package
+// idem those of a grouped transaction, idem.Options.Batch) go as one
+// basic.ack with multiple=true up to the highest tag below which every
+// delivery of the channel still unsettled is among them, and single acks
+// for the rest, so that no delivery the caller did not name is ever
+// acknowledged. A delivery stays with its consumer
 // until settled or the channel closes; there is no lock timeout to extend
 // (LockTimeout 0, LockExtendable false), other than RabbitMQ's
 // consumer_timeout (30 minutes by default), which closes the channel.

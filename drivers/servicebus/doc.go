@@ -141,8 +141,10 @@
 // (this driver's default: DefaultSettleTimeout, 10s): after a session
 // lock is lost the SDK retries a settle through the old receiver until its
 // context ends. Service Bus settles by lock token, one message per call, so
-// many acks at once (broker.AckAll, RunBatch) are still one call each; each
-// delivery's outcome is reported alone.
+// many acks at once with broker.AckAll (as Run groups the acks of
+// concurrent handlers, and package idem those of a grouped transaction,
+// idem.Options.Batch) are still one call each; each delivery's outcome is
+// reported alone.
 //
 // # As targets
 //

@@ -50,7 +50,9 @@
 //     window for an emulator), across the queue, or inside the message
 //     group when the queue's DeduplicationScope is messageGroup.
 //   - Ack is DeleteMessageBatch, ten per call for many acks at once
-//     (broker.AckAll, RunBatch); an entry SQS refuses fails alone.
+//     (broker.AckAll, as Run groups the acks of concurrent handlers, and
+//     package idem those of a grouped transaction, idem.Options.Batch); an
+//     entry SQS refuses fails alone.
 //   - Lock: the queue's VisibilityTimeout is LockTimeout; ExtendLock and
 //     Nack(delay) are ChangeMessageVisibility (up to 12 hours; Nack(0)
 //     releases at once). A nacked message stays at the head of its group,

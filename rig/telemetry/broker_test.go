@@ -161,35 +161,14 @@ func TestRunTelemetry(t *testing.T) {
 	}
 }
 
-// TestRunBatchTelemetry: one process span per batch, linking to each
-// message's context.
-func TestRunBatchTelemetry(t *testing.T) {
-	topic, sub, rec, reader, _ := telBroker(t)
-	if err := topic.Publish(t.Context(), &broker.Message{ID: "a"}, &broker.Message{ID: "b"}); err != nil {
-		t.Fatal(err)
+// TestAckAllCounted: AckAll acknowledges several deliveries with one driver
+// call, and each ack counts in wary.messages.settled{ack}.
+func TestAckAllCounted(t *testing.T) {
+	topic, sub, _, reader, _ := telBroker(t)
+	ds := publishReceive(t, topic, sub, "a", "b")
+	if errs := broker.AckAll(t.Context(), ds); errs != nil {
+		t.Fatal(errs)
 	}
-	rctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	n := 0
-	err := sub.RunBatch(rctx, func(ctx context.Context, ds []*broker.Delivery) error {
-		if n += len(ds); n == 2 {
-			cancel()
-		}
-		return nil
-	}, &broker.RunOptions{BatchSize: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	links := 0
-	for _, s := range rec.Ended() {
-		if s.Name() == "process orders/billing" {
-			links += len(s.Links())
-		}
-	}
-	if links != 2 {
-		t.Errorf("batch process spans link to %d message contexts, want 2", links)
-	}
-	// The batch is acked with AckAll: each ack counts.
 	if got := settledCounts(t, reader)["wary.messages.settled{ack}"]; got != 2 {
 		t.Errorf("wary.messages.settled{ack} = %d, want 2", got)
 	}
@@ -244,17 +223,7 @@ func settledCounts(t *testing.T, reader *sdkmetric.ManualReader) map[string]int6
 // wary.messages.settled{dead_letter}, with its destination.
 func TestDeadLetterCounted(t *testing.T) {
 	topic, sub, _, reader, _ := telBroker(t)
-	if err := topic.Publish(t.Context(), &broker.Message{ID: "poison"}, &broker.Message{ID: "fine"}); err != nil {
-		t.Fatal(err)
-	}
-	var ds []*broker.Delivery
-	for len(ds) < 2 {
-		got, err := sub.Receive(t.Context(), 2-len(ds))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ds = append(ds, got...)
-	}
+	ds := publishReceive(t, topic, sub, "poison", "fine")
 	for _, d := range ds {
 		var err error
 		if d.Message.ID == "poison" {
@@ -270,4 +239,25 @@ func TestDeadLetterCounted(t *testing.T) {
 	if got["wary.messages.settled{dead_letter}"] != 1 || got["wary.messages.settled{ack}"] != 1 || got["messaging.client.consumed.messages"] != 2 {
 		t.Errorf("metrics %v, want one dead_letter, one ack, two consumed", got)
 	}
+}
+
+// publishReceive publishes messages with the IDs given and receives them.
+func publishReceive(t *testing.T, topic *broker.Topic, sub *broker.Subscription, ids ...string) []*broker.Delivery {
+	t.Helper()
+	msgs := make([]*broker.Message, len(ids))
+	for i, id := range ids {
+		msgs[i] = &broker.Message{ID: id}
+	}
+	if err := topic.Publish(t.Context(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	var ds []*broker.Delivery
+	for len(ds) < len(ids) {
+		got, err := sub.Receive(t.Context(), len(ids)-len(ds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, got...)
+	}
+	return ds
 }
