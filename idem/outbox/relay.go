@@ -149,7 +149,7 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 	c.Duration("PollInterval", o.PollInterval, false)
 	c.Duration("PublishTimeout", o.PublishTimeout, false)
 	c.Duration("Lease", o.Lease, false)
-	c.Duration("Retention", o.KeepSent, false)
+	c.Duration("KeepSent", o.KeepSent, false)
 	c.Duration("PurgeInterval", o.PurgeInterval, true)
 	c.Backoff("Backoff", o.Backoff)
 	if err := c.Err(); err != nil {
