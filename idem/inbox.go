@@ -87,9 +87,13 @@ type Options struct {
 	// them, claimed with one statement and committed with one commit. A
 	// lone call waits for nothing. One transaction is in flight at a
 	// time, so Batch is for handlers that only write through tx; set
-	// RunOptions.Concurrency to Batch or more to fill it. Each delivery
-	// keeps Handle's guarantees and result: a failing one is rolled back
-	// and settled alone, and the others are tried again without it.
+	// RunOptions.Concurrency to Batch or more. At Batch, the calls of one
+	// transaction come back while the next runs, so transactions hold
+	// about Batch/2 deliveries; 2×Batch fills them, which changes the
+	// rate little, since each delivery's own writes cost more than the
+	// commits (BENCHMARKS.md). Each delivery keeps Handle's guarantees
+	// and result: a failing one is rolled back and settled alone, and the
+	// others are tried again without it.
 	Batch int
 	// NoHold turns off holding: by default, a message whose aggregate
 	// (HeaderAggregateID) has a parked message is parked behind it without

@@ -174,12 +174,14 @@ func bench[Tx any](b *testing.B, f Factory[Tx], statements func() int64, workers
 	}
 	b.ResetTimer()
 	var wg sync.WaitGroup
+	var inboxes []*idem.Inbox[Tx]
 	for range workers {
 		// One inbox per consumer: its transactions are its own.
 		in := in
 		if inbox && workers > 1 {
 			in = e.Inbox("bench", &idem.Options{Batch: batch})
 		}
+		inboxes = append(inboxes, in)
 		for range callers {
 			wg.Go(func() {
 				sub := q.Subscription(nil)
@@ -210,6 +212,13 @@ func bench[Tx any](b *testing.B, f Factory[Tx], statements func() int64, workers
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	if statements != nil {
 		b.ReportMetric(float64(statements()-before)/float64(b.N), "stmts/msg")
+	}
+	if inbox {
+		var commits int64
+		for _, in := range inboxes {
+			commits += in.Stats().Commits
+		}
+		b.ReportMetric(float64(b.N)/float64(commits), "msgs/commit")
 	}
 	if n := e.Int(`SELECT count(*) FROM effects`); n != int64(b.N) {
 		b.Errorf("%d effects for %d messages", n, b.N)
