@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -177,7 +178,7 @@ func (e *env) setup(t T) (context.Context, *Fixture) {
 		t.Fatalf("setup: %v", err)
 	}
 	t.Cleanup(func() { _ = f.Topic.Close() })
-	if c := f.Topic.Capabilities(); c != e.caps.TopicCapabilities {
+	if c := f.Topic.Capabilities(); !reflect.DeepEqual(c, e.caps.TopicCapabilities) {
 		t.Fatalf("fixture's topic declares other capabilities than the first: %s", c)
 	}
 	return ctx, f
@@ -192,7 +193,7 @@ func (e *env) sub(ctx context.Context, t T, f *Fixture) *broker.Subscription {
 		t.Fatalf("subscribe: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	if c := s.Capabilities(); c != e.caps.SubscriptionCapabilities {
+	if c := s.Capabilities(); !reflect.DeepEqual(c, e.caps.SubscriptionCapabilities) {
 		t.Fatalf("fixture's subscription declares other capabilities than the first: %s", c)
 	}
 	return s

@@ -282,6 +282,15 @@ func (in *Inbox[Tx]) logStart() {
 			}
 			b.WriteString(" (Inbox.Statement or wary explain gives the fix)")
 		}
+		if n := len(st.Unread); n > 0 {
+			fmt.Fprintf(&b, "; %d broker setting(s) could not be read: ", n)
+			for i, u := range in.caps.Source.Unread {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(string(u.Setting))
+			}
+		}
 		in.o.Logger.Log(context.Background(), st.Level(), b.String(), slog.String("consumer", in.consumer))
 	})
 }

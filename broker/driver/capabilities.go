@@ -160,6 +160,10 @@ type TopicCapabilities struct {
 	MaxHeaderSize int
 	// MaxBatchSize is the largest batch SendBatch accepts (0: no limit).
 	MaxBatchSize int
+
+	// Source says which of these the driver read from the broker, which
+	// it could not, and where the URL or options disagree with the broker.
+	Source Source
 }
 
 // String renders the capabilities on one line, for logs and docs.
@@ -224,6 +228,10 @@ type SubscriptionCapabilities struct {
 	// means the driver does not know; HorizonUnbounded means copies can
 	// arrive at any time.
 	RedeliveryHorizon time.Duration
+
+	// Source says which of these the driver read from the broker, which
+	// it could not, and where the URL or options disagree with the broker.
+	Source Source
 }
 
 // String renders the capabilities on one line, for logs and docs.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"net"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -170,7 +171,7 @@ func TestCapsFromAttributes(t *testing.T) {
 		LockTimeout: 45 * time.Second, LockExtendable: true, NackDelay: true,
 		RedeliveryHorizon: 24 * time.Hour,
 	}
-	if tc != wantTopic || c != want || maxSize != 262144 {
+	if !reflect.DeepEqual(tc, wantTopic) || !reflect.DeepEqual(c, want) || maxSize != 262144 {
 		t.Fatalf("caps\n got %s; %s\nwant %s; %s", tc, c, wantTopic, want)
 	}
 	delete(a, "RedrivePolicy")

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/idem/keys"
 )
 
@@ -131,6 +132,10 @@ type Statement struct {
 	Lines     []Line    `json:"lines"`
 	Reconcile []string  `json:"reconciliation"`
 	Findings  []Finding `json:"findings"`
+	// Unread are the broker's settings its driver could not read (each
+	// with how to make it readable): the statement does not take the
+	// URL's or options' word for them. They are not findings.
+	Unread []Finding `json:"unread"`
 }
 
 // OK reports whether Explain found no misconfiguration.
@@ -151,6 +156,9 @@ func (s Statement) String() string {
 			fmt.Fprintf(&b, "  - %s\n", r)
 		}
 	}
+	for _, u := range s.Unread {
+		fmt.Fprintf(&b, "UNKNOWN (%s): %s\n  to read it: %s\n", u.Stage, u.Problem, u.Fix)
+	}
 	if len(s.Findings) == 0 {
 		b.WriteString("no misconfiguration found\n")
 	}
@@ -170,6 +178,9 @@ func (s Statement) MarshalJSON() ([]byte, error) {
 	if p.Findings == nil {
 		p.Findings = []Finding{}
 	}
+	if p.Unread == nil {
+		p.Unread = []Finding{}
+	}
 	return json.Marshal(p)
 }
 
@@ -184,6 +195,9 @@ func (s Statement) LogValue() slog.Value {
 	}
 	for i, f := range s.Findings {
 		attrs = append(attrs, slog.String(fmt.Sprintf("misconfigured.%d", i+1), f.Problem+"; fix: "+f.Fix))
+	}
+	for i, u := range s.Unread {
+		attrs = append(attrs, slog.String(fmt.Sprintf("unknown.%d", i+1), u.Problem+"; to read it: "+u.Fix))
 	}
 	return slog.GroupValue(attrs...)
 }
@@ -310,12 +324,15 @@ func (e *explainer) transport() {
 		parts = append(parts, fmt.Sprintf("order per %s", c.Ordering))
 	}
 	if t != nil {
-		if t.DedupWindow > 0 {
+		switch {
+		case t.Source.IsUnread(driver.SettingDedupWindow):
+			parts = append(parts, "broker dedup unknown")
+		case t.DedupWindow > 0:
 			parts = append(parts, fmt.Sprintf("dedup of IDs for %s per %s", short(t.DedupWindow), t.DedupScope))
-		} else {
+		default:
 			parts = append(parts, "no broker dedup")
 		}
-		if e.p.Outbox != nil && t.DedupWindow > 0 && e.p.Inbox == nil {
+		if e.p.Outbox != nil && t.DedupWindow > 0 && e.p.Inbox == nil && !t.Source.IsUnread(driver.SettingDedupWindow) {
 			if span := e.p.Outbox.RetrySpan(); t.DedupWindow < span {
 				v = VerdictBroken
 				e.finding("transport", fmt.Sprintf("the broker's dedup window (%s) is shorter than the relay's retry span (%s): a row republished later reaches the consumer twice, and nothing downstream drops it", short(t.DedupWindow), short(span.Round(time.Second))),
@@ -328,14 +345,35 @@ func (e *explainer) transport() {
 	} else {
 		parts = append(parts, "delivery not stated here (the consumer's subscription states it)")
 	}
-	e.line("transport", v, "at least once; %s", strings.Join(parts, ", "))
+	var read []string
+	if t != nil {
+		if r := e.source("topic", t.Source, &v); r != "" {
+			read = append(read, r)
+		}
+	}
+	if c != nil {
+		if r := e.source("subscription", c.Source, &v); r != "" {
+			read = append(read, r)
+		}
+	}
+	text := "at least once; " + strings.Join(parts, ", ")
+	if len(read) > 0 {
+		text += "; " + strings.Join(read, "; ")
+	}
+	e.line("transport", v, "%s", text)
 }
 
 // delivery is the transport's delivery half after the order (limit, lock,
 // horizon), which may lower v.
 func (e *explainer) delivery(c *broker.SubscriptionCapabilities, v *Verdict) []string {
 	var parts []string
+	src := c.Source
+	limitUnread := src.IsUnread(driver.SettingDeliveryLimit)
 	switch {
+	case limitUnread:
+		parts = append(parts, "delivery limit unknown")
+	case c.DeliveryLimit > 0 && src.IsUnread(driver.SettingDeadLetter):
+		parts = append(parts, fmt.Sprintf("ends a message after %d deliveries (%s; dead-letter target unknown)", c.DeliveryLimit, c.DeliveryLimitMode))
 	case c.DeliveryLimit > 0 && c.DeadLetter:
 		parts = append(parts, fmt.Sprintf("dead-letters after %d deliveries (%s)", c.DeliveryLimit, c.DeliveryLimitMode))
 	case c.DeliveryLimit > 0:
@@ -343,17 +381,24 @@ func (e *explainer) delivery(c *broker.SubscriptionCapabilities, v *Verdict) []s
 	default:
 		parts = append(parts, "no delivery limit")
 	}
-	if c.LockTimeout > 0 {
+	switch {
+	case src.IsUnread(driver.SettingLockTimeout):
+		parts = append(parts, "lock unknown")
+	case c.LockTimeout > 0:
 		ext := ""
 		if c.LockExtendable {
 			ext = ", extendable"
 		}
 		parts = append(parts, fmt.Sprintf("lock %s%s", short(c.LockTimeout), ext))
-	} else {
+	default:
 		parts = append(parts, "held until settled")
 	}
-	parts = append(parts, "redelivery horizon "+horizon(c.RedeliveryHorizon))
-	if c.DeliveryLimit <= 0 {
+	if src.IsUnread(driver.SettingRedeliveryHorizon) {
+		parts = append(parts, "redelivery horizon unknown")
+	} else {
+		parts = append(parts, "redelivery horizon "+horizon(c.RedeliveryHorizon))
+	}
+	if c.DeliveryLimit <= 0 && !limitUnread {
 		*v = VerdictBroken
 		e.finding("transport", "no delivery limit: a message whose handler always fails is redelivered for ever and holds its scope",
 			"configure one on the broker (RabbitMQ quorum queue x-delivery-limit, SQS redrive maxReceiveCount, Service Bus MaxDeliveryCount, Kafka retry and dead-letter topics, the memory driver's limit=N)")
@@ -435,7 +480,7 @@ func (e *explainer) consumption() {
 	if maxAttempts < 1 {
 		maxAttempts = 5
 	}
-	if o.Versioned && known && c.DeliveryLimit > 0 && maxAttempts > c.DeliveryLimit {
+	if o.Versioned && known && c.DeliveryLimit > 0 && maxAttempts > c.DeliveryLimit && !c.Source.IsUnread(driver.SettingDeliveryLimit) {
 		// Each gap retry is a nack, so a broker delivery: the broker's
 		// limit comes first and the message leaves the queue unparked.
 		fate := "dead-lettered"
@@ -502,6 +547,11 @@ func (s Statement) Stages(stages ...string) Statement {
 	for _, f := range s.Findings {
 		if slices.Contains(stages, f.Stage) {
 			out.Findings = append(out.Findings, f)
+		}
+	}
+	for _, u := range s.Unread {
+		if slices.Contains(stages, u.Stage) {
+			out.Unread = append(out.Unread, u)
 		}
 	}
 	return out
