@@ -377,16 +377,13 @@ var billingVersions = idem.VersionTable{Table: "billing_orders", IDColumn: "id",
 // stages one payment per confirmed order with an idempotency key. exec
 // runs SQL written with $1 placeholders in tx.
 func billingApply[Tx any](exec func(ctx context.Context, tx Tx, q string, args ...any) error, payments *keys.Caller[Tx]) idem.Handler[Tx] {
-	return func(ctx context.Context, tx Tx, d *broker.Delivery) error {
+	// The body, typed (JSON, the default codec): one that does not decode
+	// never reaches the handler and is dead-lettered (or parked) with the
+	// reason, never retried.
+	return idem.Typed(nil, func(ctx context.Context, tx Tx, d *broker.Delivery, order OrderEvent) error {
 		// The event's identity: aggregate, version, type (the version
 		// check already read it, so it parses).
 		ev, err := idem.ParseEvent(d.Message)
-		if err != nil {
-			return err
-		}
-		// The body, typed: one that does not decode is dead-lettered (or
-		// parked) with the reason, never retried.
-		order, err := broker.Decode[OrderEvent](broker.JSON{}, d)
 		if err != nil {
 			return err
 		}
@@ -408,7 +405,7 @@ func billingApply[Tx any](exec func(ctx context.Context, tx Tx, q string, args .
 			return err
 		}
 		return nil
-	}
+	})
 }
 
 // DedupWindowError says that nothing arrived on a broker that drops a
