@@ -1,0 +1,170 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/internal/nodeproc"
+)
+
+// TestREADMELocalBrokers follows the README's "Run it on each broker
+// locally" as a user on a fresh clone would: for each emulator, it runs
+// the README's command from the repository's root, waits for "ready",
+// takes the export line and the queue URL it printed, and runs the
+// README's example command with the printed URL in place of the
+// README's sample one (the port differs each run) and the exported
+// variables set, as pasting the export line would. The example must
+// report OK; then the emulator is stopped with SIGINT and must leave no
+// process behind.
+func TestREADMELocalBrokers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the emulators and the example with go run")
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := localSteps(t, string(readme))
+	if len(steps) < 2 {
+		t.Fatalf("README's local section shows %d emulator(s) with an example command, want fauxqs and the Service Bus emulator", len(steps))
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		nodeproc.Unavailable(t, "the emulators' first run needs npm: not found on PATH")
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) { s.run(t) })
+	}
+}
+
+// localStep is one emulator of the README's local section: its command,
+// the queue URL of its sample output, and the example's command on it.
+type localStep struct {
+	name      string
+	emulator  string // go -C drivers/... run ...
+	sampleURL string // the "queue URL" line of the sample output
+	example   string // go -C examples run ./orders -broker '<sampleURL>'
+}
+
+// localSteps reads the section's fenced blocks in order: an sh block
+// whose command runs an emulator, the sample output that follows it,
+// and the next sh block that runs the example.
+func localSteps(t *testing.T, readme string) []localStep {
+	t.Helper()
+	_, sec, ok := strings.Cut(readme, "\n## Run it on each broker locally\n")
+	if !ok {
+		t.Fatal(`README.md lacks "## Run it on each broker locally"`)
+	}
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	var steps []localStep
+	var cur *localStep
+	for rest := sec; ; {
+		_, after, ok := strings.Cut(rest, "\n```")
+		if !ok {
+			break
+		}
+		lang, after, _ := strings.Cut(after, "\n")
+		body, after, _ := strings.Cut(after, "\n```")
+		rest = after
+		body = strings.TrimSpace(body)
+		switch {
+		case lang == "sh" && strings.HasPrefix(body, "go -C drivers/"):
+			steps = append(steps, localStep{name: path.Base(strings.Fields(body)[2]), emulator: body})
+			cur = &steps[len(steps)-1]
+		case lang == "" && cur != nil && cur.sampleURL == "":
+			for _, l := range strings.Split(body, "\n") {
+				if u, ok := strings.CutPrefix(l, "queue "); ok {
+					cur.sampleURL = strings.Fields(u)[0]
+					break
+				}
+			}
+		case lang == "sh" && cur != nil && strings.HasPrefix(body, "go -C examples run ./orders "):
+			cur.example = body
+			cur = nil
+		}
+	}
+	for _, s := range steps {
+		if s.sampleURL == "" || s.example == "" || !strings.Contains(s.example, "'"+s.sampleURL+"'") {
+			t.Fatalf("README's %s: the example command %q does not run on the sample's queue URL %q", s.name, s.example, s.sampleURL)
+		}
+	}
+	return steps
+}
+
+func (s localStep) run(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not on PATH")
+	}
+	args := strings.Fields(s.emulator)
+	if args[0] != "go" || strings.ContainsAny(s.emulator, `'"$\`) {
+		t.Fatalf("the README's command %q is not a plain go command", s.emulator)
+	}
+	emu := nodeproc.RunCommand(t, "../..", goBin, args[1:]...)
+	out := emu.WaitLine("ready", 5*time.Minute)
+	var env []string
+	url := ""
+	for _, l := range out {
+		if e, ok := strings.CutPrefix(l, "export "); ok {
+			env = exportPairs(t, e)
+		}
+		if u, ok := strings.CutPrefix(l, "queue "); ok && url == "" {
+			url = strings.Fields(u)[0]
+		}
+	}
+	if env == nil || url == "" {
+		t.Fatalf("%s printed no export line or queue URL:\n%s", s.name, strings.Join(out, "\n"))
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	example := strings.Replace(s.example, "'"+s.sampleURL+"'", "'"+url+"'", 1)
+	cmd := exec.CommandContext(ctx, "sh", "-c", example)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(cmd.Env, "AWS_CONFIG_FILE="+os.DevNull, "AWS_SHARED_CREDENTIALS_FILE="+os.DevNull)
+	got, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(got), "result: OK") {
+		t.Fatalf("%s (%v):\n%s", example, err, nodeproc.LastLines(string(got), 40))
+	}
+	t.Logf("%s: %s", s.name, lastLine(string(got)))
+
+	_, _ = emu.Interrupt(time.Minute) // go run exits 1 when its group is interrupted, whatever its child returns
+	if !emu.GroupGone() {
+		t.Errorf("a process of %s is still running after it exited", s.name)
+	}
+}
+
+// exportPairs splits an export line's KEY=VALUE pairs, a value possibly
+// in single quotes, as a shell would.
+func exportPairs(t *testing.T, line string) []string {
+	var pairs []string
+	for line = strings.TrimSpace(line); line != ""; line = strings.TrimSpace(line) {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.ContainsAny(k, " '") {
+			t.Fatalf("export line: cannot read %q", line)
+		}
+		if strings.HasPrefix(v, "'") {
+			val, rest, ok := strings.Cut(v[1:], "'")
+			if !ok {
+				t.Fatalf("export line: unterminated quote after %s=", k)
+			}
+			pairs, line = append(pairs, k+"="+val), rest
+			continue
+		}
+		val, rest, _ := strings.Cut(v, " ")
+		pairs, line = append(pairs, k+"="+val), rest
+	}
+	return pairs
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	return s[strings.LastIndexByte(s, '\n')+1:]
+}
