@@ -28,16 +28,20 @@ type setting struct {
 	setting driver.Setting
 	param   string // the URL parameter
 	field   string // the Properties field
-	prop    string // the entity's property, as the administration API names it
+	name    string // the entity's property, as the administration API names it
 	stated  bool   // the URL or options state it
 	value   string // the stated value, rendered as a URL parameter's
-	held    string // the value that applies: the entity's, or with nothing read the stated one or the default
+	held    string // the value that applies, likewise: the entity's, or with nothing read the stated one or the default ("": unknown)
+	prop    string // the entity's value, as the administration API gives it ("": held)
 	differ  bool   // the entity holds another value than the stated one
 }
 
 func durationText(d time.Duration) string {
-	if d == broker.HorizonUnbounded {
+	switch d {
+	case broker.HorizonUnbounded:
 		return "unbounded"
+	case 0:
+		return ""
 	}
 	return d.String()
 }
@@ -54,7 +58,7 @@ func subscriptionSettings(v via, declared, held entityProps, dlq bool) []setting
 		}
 		return nonzero
 	}
-	lock := setting{setting: driver.SettingLockTimeout, param: "lock_duration", field: "SubscriptionProperties.LockDuration", prop: "LockDuration",
+	lock := setting{setting: driver.SettingLockTimeout, param: "lock_duration", field: "SubscriptionProperties.LockDuration", name: "LockDuration",
 		stated: has("lock_duration", declared.LockDuration > 0), value: durationText(declared.LockDuration), held: durationText(held.LockDuration),
 		differ: declared.LockDuration != held.LockDuration}
 	if dlq {
@@ -62,14 +66,14 @@ func subscriptionSettings(v via, declared, held entityProps, dlq bool) []setting
 	}
 	sessions := v.url && v.stated.Has("sessions") || !v.url && declared.RequiresSession
 	return []setting{
-		{setting: driver.SettingDeliveryLimit, param: "max_delivery_count", field: "SubscriptionProperties.MaxDeliveryCount", prop: "MaxDeliveryCount",
+		{setting: driver.SettingDeliveryLimit, param: "max_delivery_count", field: "SubscriptionProperties.MaxDeliveryCount", name: "MaxDeliveryCount",
 			stated: has("max_delivery_count", declared.MaxDeliveryCount > 0), value: strconv.Itoa(declared.MaxDeliveryCount), held: strconv.Itoa(held.MaxDeliveryCount),
 			differ: declared.MaxDeliveryCount != held.MaxDeliveryCount},
 		lock,
-		{setting: driver.SettingRedeliveryHorizon, param: "ttl", field: "SubscriptionProperties.DefaultMessageTimeToLive", prop: "DefaultMessageTimeToLive",
+		{setting: driver.SettingRedeliveryHorizon, param: "ttl", field: "SubscriptionProperties.DefaultMessageTimeToLive", name: "DefaultMessageTimeToLive",
 			stated: has("ttl", declared.DefaultMessageTimeToLive > 0), value: durationText(declared.DefaultMessageTimeToLive), held: durationText(held.DefaultMessageTimeToLive),
 			differ: declared.DefaultMessageTimeToLive != held.DefaultMessageTimeToLive},
-		{setting: driver.SettingOrdering, param: "sessions", field: "SubscriptionProperties.RequiresSession", prop: "RequiresSession",
+		{setting: driver.SettingOrdering, param: "sessions", field: "SubscriptionProperties.RequiresSession", name: "RequiresSession",
 			stated: sessions, value: strconv.FormatBool(declared.RequiresSession), held: strconv.FormatBool(held.RequiresSession),
 			differ: declared.RequiresSession != held.RequiresSession},
 	}
@@ -91,16 +95,18 @@ func topicSettings(v via, declared, held entityProps, isQueue bool) []setting {
 		}
 		return d.String()
 	}
+	size := held.MaxMessageSize
 	s := []setting{
-		{setting: driver.SettingDedupWindow, param: "dedup_window", field: "TopicProperties.DuplicateDetectionWindow", prop: "DuplicateDetectionHistoryTimeWindow",
-			stated: stated("dedup_window", declared.DuplicateDetectionWindow > 0), value: dedup(declared.DuplicateDetectionWindow), held: dedup(held.DuplicateDetectionWindow),
+		{setting: driver.SettingDedupWindow, param: "dedup_window", field: "TopicProperties.DuplicateDetectionWindow", name: "DuplicateDetectionHistoryTimeWindow",
+			stated: stated("dedup_window", declared.DuplicateDetectionWindow > 0), value: declared.DuplicateDetectionWindow.String(), held: held.DuplicateDetectionWindow.String(),
+			prop:   dedup(held.DuplicateDetectionWindow),
 			differ: declared.DuplicateDetectionWindow != held.DuplicateDetectionWindow},
-		{setting: driver.SettingMaxMessageSize, param: "max_message_size", field: "TopicProperties.MaxMessageSize", prop: "MaxMessageSizeInKilobytes",
+		{setting: driver.SettingMaxMessageSize, param: "max_message_size", field: "TopicProperties.MaxMessageSize", name: "MaxMessageSizeInKilobytes",
 			stated: stated("max_message_size", declared.MaxMessageSize > 0) && declared.MaxMessageSize > 0, value: strconv.Itoa(declared.MaxMessageSize),
-			held: strconv.Itoa(held.MaxMessageSize>>10) + " (" + strconv.Itoa(held.MaxMessageSize) + " bytes)", differ: declared.MaxMessageSize != held.MaxMessageSize},
+			held: strconv.Itoa(size), prop: strconv.Itoa(size>>10) + " (" + strconv.Itoa(size) + " bytes)", differ: declared.MaxMessageSize != size},
 	}
 	if isQueue {
-		s = append(s, setting{setting: driver.SettingOrdering, param: "sessions", field: "TopicProperties.RequiresSession", prop: "RequiresSession",
+		s = append(s, setting{setting: driver.SettingOrdering, param: "sessions", field: "TopicProperties.RequiresSession", name: "RequiresSession",
 			stated: v.url && v.stated.Has("sessions") || !v.url && declared.RequiresSession, value: strconv.FormatBool(declared.RequiresSession),
 			held: strconv.FormatBool(held.RequiresSession), differ: declared.RequiresSession != held.RequiresSession})
 	}
@@ -115,16 +121,20 @@ func sourceOf(v via, read string, settings []setting, optionsType string) driver
 	if read != "" {
 		src.Read = read + " through the administration API"
 		for _, s := range settings {
-			if !s.stated || !s.differ {
+			if !s.stated || !s.differ || s.held == "" {
 				continue
 			}
-			c := driver.Conflict{Setting: s.setting, Held: s.prop + " " + s.held}
+			prop := s.prop
+			if prop == "" {
+				prop = s.held
+			}
+			c := driver.Conflict{Setting: s.setting, Held: s.name + " " + prop}
 			if v.url {
 				c.Stated = s.param + "=" + s.value + " in the URL"
-				c.Fix = fmt.Sprintf("drop %s from the URL, or set the entity's %s to %s", s.param, s.prop, s.value)
+				c.Fix = fmt.Sprintf("drop %s from the URL, or set the entity's %s to %s", s.param, s.name, s.value)
 			} else {
 				c.Stated = s.field + " " + s.value
-				c.Fix = fmt.Sprintf("drop %s, or set the entity's %s to %s", s.field, s.prop, s.value)
+				c.Fix = fmt.Sprintf("drop %s, or set the entity's %s to %s", s.field, s.name, s.value)
 			}
 			src.Conflicts = append(src.Conflicts, c)
 		}
@@ -135,12 +145,16 @@ func sourceOf(v via, read string, settings []setting, optionsType string) driver
 		switch {
 		case v.url && s.stated:
 			u.Why = fmt.Sprintf("read_entity=false: taken from the URL (%s=%s)", s.param, s.value)
+		case v.url && s.held == "":
+			u.Why = fmt.Sprintf("read_entity=false: not in the URL either (%s)", s.param)
 		case v.url:
-			u.Why = fmt.Sprintf("read_entity=false: not in the URL either (%s), so the service's default, %s, is assumed", s.param, s.held)
+			u.Why = fmt.Sprintf("read_entity=false: not in the URL either, so the default %s=%s is assumed", s.param, s.held)
 		case s.stated:
 			u.Why = fmt.Sprintf("no administration client: taken from %s (%s)", s.field, s.value)
+		case s.held == "":
+			u.Why = fmt.Sprintf("no administration client, and %s is not set either", s.field)
 		default:
-			u.Why = fmt.Sprintf("no administration client: %s not set either, so the service's default, %s, is assumed", s.field, s.held)
+			u.Why = fmt.Sprintf("no administration client: %s not set either, so the default %s is assumed", s.field, s.held)
 		}
 		if v.url {
 			u.Fix = "drop read_entity=false; for an emulator set " + EnvAdminEndpoint + " to its administration endpoint"
