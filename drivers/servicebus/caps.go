@@ -150,11 +150,13 @@ func (p entityProps) capabilities(nackDelay bool) driver.SubscriptionCapabilitie
 }
 
 // readQueue, readTopic and readSubscription fill entityProps from the
-// administration client. A missing entity is ErrNotFound.
+// administration client. A missing entity is ErrNotFound; an API that does
+// not answer, an *EntityReadError. A MaxMessageSizeInKilobytes the API
+// leaves out is the Standard tier's fixed limit, DefaultMaxMessageSize.
 func readQueue(ctx context.Context, ac *admin.Client, name string) (entityProps, error) {
 	q, err := ac.GetQueue(ctx, name, nil)
 	if err != nil {
-		return entityProps{}, fmt.Errorf("servicebus: reading queue %q: %w", name, err)
+		return entityProps{}, readError("queue", name, err)
 	}
 	if q == nil {
 		return entityProps{}, notFound("queue", name)
@@ -183,7 +185,7 @@ func readQueue(ctx context.Context, ac *admin.Client, name string) (entityProps,
 func readTopic(ctx context.Context, ac *admin.Client, name string) (entityProps, error) {
 	t, err := ac.GetTopic(ctx, name, nil)
 	if err != nil {
-		return entityProps{}, fmt.Errorf("servicebus: reading topic %q: %w", name, err)
+		return entityProps{}, readError("topic", name, err)
 	}
 	if t == nil {
 		return entityProps{}, notFound("topic", name)
@@ -210,7 +212,7 @@ func readSubscription(ctx context.Context, ac *admin.Client, topicName, sub stri
 	}
 	s, err := ac.GetSubscription(ctx, topicName, sub, nil)
 	if err != nil {
-		return e, fmt.Errorf("servicebus: reading subscription %q of topic %q: %w", sub, topicName, err)
+		return e, readError("subscription", topicName+"/Subscriptions/"+sub, err)
 	}
 	if s == nil {
 		return e, notFound("subscription", topicName+"/Subscriptions/"+sub)

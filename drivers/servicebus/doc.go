@@ -22,12 +22,25 @@
 // the duplicate detection window and the size limit (what a publisher is
 // promised), and a subscription RequiresSession, the lock duration,
 // MaxDeliveryCount and the default time to live (what a consumer is
-// promised), when it opens; a missing entity is ErrNotFound. Without one
-// (a principal without Manage rights) each believes its Options.Entity
+// promised), when it opens; a missing entity is ErrNotFound, an
+// administration API that does not answer an *EntityReadError (which says
+// how to reach it), and Options.Entity fields that state other values than
+// the entity holds are reported, not used. Without one (a principal
+// without Manage rights) each believes its Options.Entity
 // (TopicProperties, SubscriptionProperties), the service's defaults
 // filling what is zero. A topic entity does not know whether its
 // subscriptions require sessions (and so a key): that is declared through
 // TopicOptions.Entity.
+//
+// The capabilities' Source says which it was (driver.Source): Read names
+// the entity read through the administration API; Conflicts lists each
+// setting the URL or Options.Entity states otherwise than the entity, with
+// the entity's value, which applies, and the fix; without an
+// administration client (read_entity=false in a URL) every entity setting
+// of the side (delivery limit, lock, time to live and sessions for a
+// subscription; duplicate detection, size and, for a queue, sessions for a
+// topic) is Unread, with how to read it, so that guarantee.Explain states
+// it as unknown rather than as the broker's.
 //
 // # URLs
 //
@@ -42,7 +55,13 @@
 // WARY_SERVICEBUS_CONNECTION_STRING (or URLOpener.ConnectionString), never
 // from the URL, and is never printed: errors that could quote it have its
 // SharedAccessKey removed. URLOpener documents the parameters; a topic or
-// subscription opened by URL owns its client and closes it.
+// subscription opened by URL owns its client and closes it. The URL opener
+// reads the entity through the administration API (read_entity=true, the
+// default) at the namespace's https endpoint, or where the environment
+// variable WARY_SERVICEBUS_ADMIN_ENDPOINT (or URLOpener.AdminEndpoint)
+// says: an emulator, Microsoft's (http://127.0.0.1:5300) or wary's (package
+// sbemu), serves that API on a port of its own, over plain HTTP, which is
+// accepted on loopback only.
 //
 // # Delivery semantics
 //

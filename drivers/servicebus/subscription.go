@@ -37,6 +37,8 @@ type SubscriptionOptions struct {
 	// CloseClient: Close also closes the client (the URL opener's
 	// subscriptions own theirs).
 	CloseClient bool
+
+	via via // how Entity was given (the URL opener's), for the Source
 }
 
 // entityPath is a parsed subscription address.
@@ -123,10 +125,11 @@ func openSubscription(ctx context.Context, client *azservicebus.Client, entity s
 	if o.MaxSessions < 0 || o.SessionIdle < 0 || o.ReceiveWait < 0 || o.SettleTimeout < 0 {
 		return nil, broker.Invalidf("servicebus: negative SubscriptionOptions field")
 	}
-	props := o.Entity.entity()
-	if err := props.validate(); err != nil {
+	declared := o.Entity.entity()
+	if err := declared.validate(); err != nil {
 		return nil, err
 	}
+	props, read := declared, ""
 	if o.MaxSessions == 0 {
 		o.MaxSessions = 8
 	}
@@ -147,11 +150,16 @@ func openSubscription(ctx context.Context, client *azservicebus.Client, entity s
 		defer cancel()
 		if path.queue != "" {
 			props, err = readQueue(actx, o.Admin, path.queue)
+			read = "queue " + path.queue
 		} else {
 			props, err = readSubscription(actx, o.Admin, path.topic, path.sub)
+			read = "subscription " + path.topic + "/Subscriptions/" + path.sub + " and its topic"
 		}
 		if err != nil {
-			return nil, broker.OpenError(code(err), err)
+			return nil, openReadError(err, o.via.adminAt)
+		}
+		if path.dlq {
+			read += ", whose dead-letter queue this is,"
 		}
 	}
 	props = props.withDefaults()
@@ -159,6 +167,7 @@ func openSubscription(ctx context.Context, client *azservicebus.Client, entity s
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sessions = props.RequiresSession && !path.dlq
 	s.caps = entityCaps(props, path.queue != "", path.dlq)
+	s.caps.Source = sourceOf(o.via, read, subscriptionSettings(o.via, declared, props, path.dlq), "SubscriptionOptions")
 	if s.sessions {
 		s.pool = newSessionPool(s)
 		return s, nil

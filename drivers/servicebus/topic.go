@@ -28,6 +28,8 @@ type TopicOptions struct {
 	// CloseClient: Close also closes the client (the URL opener's topics
 	// own theirs).
 	CloseClient bool
+
+	via via // how Entity was given (the URL opener's), for the Source
 }
 
 // OpenTopic opens a topic that sends to entity, a queue or a topic of the
@@ -63,25 +65,30 @@ func openTopic(ctx context.Context, client *azservicebus.Client, entity string, 
 	if entity == "" {
 		return nil, broker.Invalidf("servicebus: empty entity name")
 	}
-	props := o.Entity.entity()
-	if err := props.validate(); err != nil {
+	declared := o.Entity.entity()
+	if err := declared.validate(); err != nil {
 		return nil, err
 	}
+	props, read, isQueue := declared, "", true
 	if o.Admin != nil {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		read, err := readQueue(ctx, o.Admin, entity)
+		got, err := readQueue(ctx, o.Admin, entity)
+		read = "queue " + entity
 		if errors.Is(err, errNotFound) {
-			read, err = readTopic(ctx, o.Admin, entity)
+			got, err = readTopic(ctx, o.Admin, entity)
+			read, isQueue = "topic "+entity, false
 			// a topic's subscriptions carry this
-			read.RequiresSession = props.RequiresSession
+			got.RequiresSession = declared.RequiresSession
 		}
 		if err != nil {
-			return nil, broker.OpenError(code(err), err)
+			return nil, openReadError(err, o.via.adminAt)
 		}
-		props = read
+		props = got
 	}
 	props = props.withDefaults()
+	caps := props.topicCaps()
+	caps.Source = sourceOf(o.via, read, topicSettings(o.via, declared, props, isQueue), "TopicOptions")
 	sender, err := client.NewSender(entity, nil)
 	if err != nil {
 		return nil, broker.OpenError(code(err), err)
@@ -91,7 +98,7 @@ func openTopic(ctx context.Context, client *azservicebus.Client, entity string, 
 		entity:   entity,
 		sender:   sender,
 		sessions: props.RequiresSession,
-		caps:     props.topicCaps(),
+		caps:     caps,
 		maxBytes: uint64(props.MaxMessageSize),
 		ownsCli:  o.CloseClient,
 	}, nil

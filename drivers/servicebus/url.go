@@ -36,22 +36,40 @@ func init() {
 // /$DeadLetterQueue for subscriptions; OpenDeadLettersURL (behind
 // broker.OpenDeadLetters) appends /$DeadLetterQueue to the consumer's own
 // URL. Parameters: read_entity (a boolean, default true: read the entity's
-// properties through the administration API; false: take them from the
-// parameters below) and sessions (bool); the publisher's side,
-// TopicProperties: dedup_window (a Go duration), max_message_size (an
-// integer); the consumer's side, SubscriptionProperties: lock_duration,
-// ttl (Go durations), max_delivery_count (an integer); for subscriptions
-// also max_sessions, session_idle, receive_wait and settle_timeout. So
-// that one URL names a queue for both sides, a topic's URL accepts the
-// consumer's side's parameters and a subscription's the publisher's,
-// checked but not used. Any other parameter, and a malformed value, is an
-// error matching broker.ErrInvalid that names the parameter and never
-// echoes its value.
+// properties through the administration API, at AdminEndpoint; false:
+// take them from the parameters below, and say so in the capabilities'
+// Source, where every one of them is unread) and sessions (bool); the
+// publisher's side, TopicProperties: dedup_window (a Go duration),
+// max_message_size (an integer); the consumer's side,
+// SubscriptionProperties: lock_duration, ttl (Go durations),
+// max_delivery_count (an integer); for subscriptions also max_sessions,
+// session_idle, receive_wait and settle_timeout.
+//
+// With read_entity=true the entity's values apply, and a parameter of the
+// side being opened that states another value is reported as a conflict
+// in the capabilities' Source (Conflicts, with the fix), not as an error:
+// the URL says what its author believes the entity holds. So that one URL
+// names a queue for both sides, a topic's URL accepts the consumer's
+// side's parameters and a subscription's the publisher's: they are
+// checked, and compared with the entity when that side opens. Any other
+// parameter, and a malformed value, is an error matching broker.ErrInvalid
+// that names the parameter and never echoes its value. An administration
+// API that does not answer fails the open with an *EntityReadError that
+// says how to reach it.
 type URLOpener struct {
 	// ConnectionString for the namespace. Default: the environment
 	// variable WARY_SERVICEBUS_CONNECTION_STRING. It is never printed.
 	ConnectionString string
-	// ClientOptions and AdminOptions are passed to the clients it builds.
+	// AdminEndpoint is where the administration client's requests go
+	// (read_entity=true): http://127.0.0.1:PORT, an emulator's (plain http
+	// is accepted on loopback only), or https://HOST[:PORT]. Default: the
+	// environment variable WARY_SERVICEBUS_ADMIN_ENDPOINT, unless
+	// AdminOptions has a Transport of its own; empty: the namespace's own
+	// https endpoint. Setting both AdminEndpoint and AdminOptions.Transport
+	// is ErrInvalid.
+	AdminEndpoint string
+	// ClientOptions and AdminOptions are passed to the clients it builds
+	// (AdminOptions with its Transport replaced by AdminEndpoint's).
 	ClientOptions *azservicebus.ClientOptions
 	AdminOptions  *admin.ClientOptions
 }
@@ -65,7 +83,10 @@ func (o URLOpener) String() string {
 // GoString is String: %#v must not print the key either.
 func (o URLOpener) GoString() string { return o.String() }
 
-func (o *URLOpener) clients(u *url.URL, p *broker.URLParams) (string, *azservicebus.Client, *admin.Client, error) {
+// clients builds the entity's clients (no administration client with
+// read_entity=false) and says, for the capabilities' Source, how the
+// entity's properties were given.
+func (o *URLOpener) clients(u *url.URL, p *broker.URLParams) (string, *azservicebus.Client, *admin.Client, via, error) {
 	p.NoUserinfo()
 	entity := u.Host + u.Path
 	if u.Opaque != "" {
@@ -77,25 +98,61 @@ func (o *URLOpener) clients(u *url.URL, p *broker.URLParams) (string, *azservice
 		cs = os.Getenv(ConnectionStringEnv)
 	}
 	if cs == "" {
-		return "", nil, nil, broker.Invalidf("servicebus: %s names no namespace: set URLOpener.ConnectionString or %s", broker.Redact(u), ConnectionStringEnv)
+		return "", nil, nil, via{}, broker.Invalidf("servicebus: %s names no namespace: set URLOpener.ConnectionString or %s", broker.Redact(u), ConnectionStringEnv)
 	}
 	if entity == "" {
-		return "", nil, nil, broker.Invalidf("servicebus: %s names no entity", broker.Redact(u))
+		return "", nil, nil, via{}, broker.Invalidf("servicebus: %s names no entity", broker.Redact(u))
 	}
 	client, err := azservicebus.NewClientFromConnectionString(cs, o.ClientOptions)
 	if err != nil {
 		// the SDK's message may quote the connection string
-		return "", nil, nil, broker.Invalidf("servicebus: the connection string does not parse: %s", broker.RedactString(err.Error()))
+		return "", nil, nil, via{}, broker.Invalidf("servicebus: the connection string does not parse: %s", broker.RedactString(err.Error()))
 	}
+	v := via{url: true, stated: p}
 	var ac *admin.Client
 	if p.Bool("read_entity", true) {
-		ac, err = admin.NewClientFromConnectionString(cs, o.AdminOptions)
+		ao, where, err := o.adminOptions()
+		if err == nil {
+			ac, err = admin.NewClientFromConnectionString(cs, ao)
+			if err != nil {
+				err = broker.Invalidf("servicebus: the connection string does not parse: %s", broker.RedactString(err.Error()))
+			}
+		}
 		if err != nil {
 			_ = client.Close(context.Background())
-			return "", nil, nil, broker.Invalidf("servicebus: the connection string does not parse: %s", broker.RedactString(err.Error()))
+			return "", nil, nil, via{}, err
 		}
+		v.adminAt = where
 	}
-	return entity, client, ac, nil
+	return entity, client, ac, v, nil
+}
+
+// adminOptions returns the administration client's options, and what
+// names the endpoint they send to ("" for the namespace's own).
+func (o *URLOpener) adminOptions() (*admin.ClientOptions, string, error) {
+	ep, from := o.AdminEndpoint, "URLOpener.AdminEndpoint"
+	own := o.AdminOptions != nil && o.AdminOptions.Transport != nil
+	switch {
+	case ep != "" && own:
+		return nil, "", broker.Invalidf("servicebus: URLOpener.AdminEndpoint and AdminOptions.Transport both say where administration requests go: set one")
+	case own:
+		return o.AdminOptions, "URLOpener.AdminOptions.Transport", nil
+	case ep == "":
+		ep, from = os.Getenv(EnvAdminEndpoint), EnvAdminEndpoint
+	}
+	if ep == "" {
+		return o.AdminOptions, "", nil
+	}
+	eo, _, err := AdminClientOptions(ep) // its transport keeps no idle connections
+	if err != nil {
+		return nil, "", broker.Invalidf("servicebus: %s: %w", from, err)
+	}
+	var ao admin.ClientOptions
+	if o.AdminOptions != nil {
+		ao = *o.AdminOptions
+	}
+	ao.Transport = eo.Transport
+	return &ao, from, nil
 }
 
 const maxInt32 = 1<<31 - 1
@@ -123,13 +180,14 @@ func subscriptionParams(p *broker.URLParams) SubscriptionProperties {
 // OpenTopicURL opens the queue or topic the URL names.
 func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic, error) {
 	p := broker.NewURLParams(u)
-	entity, client, ac, err := o.clients(u, p)
+	entity, client, ac, v, err := o.clients(u, p)
 	if err != nil {
 		return nil, err
 	}
-	opts := &TopicOptions{Admin: ac, Entity: topicParams(p), CloseClient: true}
+	opts := &TopicOptions{Admin: ac, Entity: topicParams(p), CloseClient: true, via: v}
 	// One URL names a queue for both sides: a topic's URL may carry the
-	// consumer's parameters, which are checked but are not the topic's.
+	// consumer's parameters, which are checked here and compared with the
+	// entity when a subscription opens on them.
 	_ = subscriptionParams(p)
 	if err := p.Done(); err != nil {
 		_ = client.Close(ctx)
@@ -164,11 +222,12 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 // dead-letter queue.
 func (o *URLOpener) openSubscriptionURL(ctx context.Context, u *url.URL, dead bool) (*broker.Subscription, error) {
 	p := broker.NewURLParams(u)
-	entity, client, ac, err := o.clients(u, p)
+	entity, client, ac, v, err := o.clients(u, p)
 	if err != nil {
 		return nil, err
 	}
 	opts := &SubscriptionOptions{
+		via:         v,
 		Admin:       ac,
 		Entity:      subscriptionParams(p),
 		MaxSessions: p.Int("max_sessions", 0, 1, 1000),

@@ -19,22 +19,28 @@ import (
 )
 
 // TestServiceBusEmulator runs the example on a Service Bus queue of the
-// emulator. The emulator serves the administration API on a port of its
-// own, which a servicebus:// URL cannot name, so the URL declares the
-// queue's properties (read_entity=false).
+// emulator, through the plain URL a user would give: the driver reads the
+// queue's properties through the emulator's administration API, which
+// WARY_SERVICEBUS_ADMIN_ENDPOINT names.
 func TestServiceBusEmulator(t *testing.T) {
-	emu := sbemu.Start(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: "orders", LockDuration: 5 * time.Second, MaxDeliveryCount: 10}}})
-	t.Setenv(servicebus.ConnectionStringEnv, emu.ConnectionString)
+	serviceBusQueue(t)
 	run(t, Config{Broker: serviceBusURL})
 }
 
-const serviceBusURL = "servicebus://orders?read_entity=false&lock_duration=5s&max_delivery_count=10"
+const serviceBusURL = "servicebus://orders"
+
+// serviceBusQueue starts the emulator with the queue orders and points the
+// driver at it.
+func serviceBusQueue(t *testing.T) {
+	emu := sbemu.Start(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: "orders", LockDuration: 5 * time.Second, MaxDeliveryCount: 10}}})
+	t.Setenv(servicebus.ConnectionStringEnv, emu.ConnectionString)
+	t.Setenv(servicebus.EnvAdminEndpoint, emu.AdminEndpoint)
+}
 
 // TestTelemetryServiceBus is TestServiceBusEmulator with OpenTelemetry on
 // (see runTraced): the trace context travels in application properties.
 func TestTelemetryServiceBus(t *testing.T) {
-	emu := sbemu.Start(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: "orders", LockDuration: 5 * time.Second, MaxDeliveryCount: 10}}})
-	t.Setenv(servicebus.ConnectionStringEnv, emu.ConnectionString)
+	serviceBusQueue(t)
 	runTraced(t, Config{Broker: serviceBusURL}, "servicebus", "orders")
 }
 

@@ -183,10 +183,10 @@ type brokers struct {
 //     are always the same.
 //   - servicebus://QUEUE?PARAMS (connection string in
 //     WARY_SERVICEBUS_CONNECTION_STRING): the existing queue, published to
-//     and consumed from; a session queue needs sessions=true. PARAMS as
-//     the servicebus driver's URL opener takes them (read_entity=false
-//     with the entity's properties for a namespace without the
-//     administration API, such as an emulator).
+//     and consumed from, its properties (sessions among them) read through
+//     the administration API, which an emulator serves where
+//     WARY_SERVICEBUS_ADMIN_ENDPOINT says. PARAMS as the servicebus
+//     driver's URL opener takes them.
 func openBroker(ctx context.Context, topicURL, subURL string) (*brokers, error) {
 	if topicURL == "" {
 		topicURL = "mem://orders"

@@ -111,7 +111,8 @@ Connection strings come from flags or from the environment:
   WARY_KAFKA_BROKERS                  Kafka seed brokers for kafka:// URLs without brokers=
   WARY_SQS_ENDPOINT                   SQS endpoint for sqsfifo:// URLs without endpoint=
   WARY_SERVICEBUS_CONNECTION_STRING   Service Bus namespace for servicebus:// URLs
-  WARY_SERVICEBUS_ADMIN_ENDPOINT      an emulator's administration API (probe --servicebus-admin-endpoint)
+  WARY_SERVICEBUS_ADMIN_ENDPOINT      an emulator's administration API, where servicebus://
+                                      URLs read their entity (and probe makes its entities)
 Passwords are never printed.
 
 Exit codes: 0 all is well, 1 something was found (a misconfiguration,

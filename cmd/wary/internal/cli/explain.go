@@ -85,7 +85,12 @@ what is left to reconciliation. The transport line comes from the
 capabilities the live broker declares, each half from its own side: what a
 publisher is promised (the key, the dedup window) from the topic --broker
 names, what a consumer is promised (order, the delivery limit, locks, the
-redelivery horizon) from the subscription --subscription names.
+redelivery horizon) from the subscription --subscription names. It also
+says what each driver read from the broker and through which interface
+(servicebus:// through the administration API, at
+$WARY_SERVICEBUS_ADMIN_ENDPOINT for an emulator); a setting the driver could
+not read (read_entity=false) is stated as UNKNOWN with how to read it, and
+a URL parameter that contradicts the broker is a misconfiguration.
 Misconfigurations are flagged with their fix, and make the command exit 1.
 
 What the broker and the store cannot tell (handler concurrency, whether

@@ -43,8 +43,9 @@ when the server's is shorter than AWS's 5 minutes), or
 servicebus://NAME?sessions=B&topic=B (namespace in
 $WARY_SERVICEBUS_CONNECTION_STRING; a session queue, or a topic with one
 subscription). An emulator serves the administration API on a port of its
-own: --servicebus-admin-endpoint (or $WARY_SERVICEBUS_ADMIN_ENDPOINT) sends
-the administration requests there, over plain HTTP on loopback only.`,
+own: --servicebus-admin-endpoint (or $WARY_SERVICEBUS_ADMIN_ENDPOINT, which
+every servicebus:// URL's entity is read through, in explain and dlq too)
+sends the administration requests there, over plain HTTP on loopback only.`,
 		Example: `  wary probe 'mem://scratch?profile=sqsfifo'
   wary probe rabbit://scratch --only order-within-scope,delivery-limit-dead-letters --json
   wary probe 'kafka://scratch?brokers=127.0.0.1:9092&ordered=true'

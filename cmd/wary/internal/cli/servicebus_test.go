@@ -16,7 +16,9 @@ import (
 
 // TestServiceBusDLQ: the dead-letter sub-queue of a Service Bus queue
 // (our emulator) is listed, replayed and discarded through the queue's
-// servicebus:// URL, the namespace in WARY_SERVICEBUS_CONNECTION_STRING.
+// plain servicebus:// URL, the namespace in
+// WARY_SERVICEBUS_CONNECTION_STRING and its administration API in
+// WARY_SERVICEBUS_ADMIN_ENDPOINT, where the driver reads the queue.
 func TestServiceBusDLQ(t *testing.T) {
 	name := unique("orders")
 	// On our emulator, a message read from a dead-letter queue and
@@ -27,11 +29,67 @@ func TestServiceBusDLQ(t *testing.T) {
 	if emu.Real {
 		t.Skip("runs on the emulator, whose entities it declares")
 	}
-	t.Setenv(servicebus.ConnectionStringEnv, emu.ConnectionString) // the driver reads it
-	q := "?read_entity=false&lock_duration=2s&max_delivery_count=5"
-	top := mustOpenTopic(t, "servicebus://"+name+q)
-	sub := mustOpenSub(t, "servicebus://"+name+q)
-	dlqWalkthrough(t, newWary(t), top, "servicebus://"+name+q, sub, "servicebus://"+name+q, "10s")
+	sbEnv(t, emu)
+	u := "servicebus://" + name
+	top := mustOpenTopic(t, u)
+	sub := mustOpenSub(t, u)
+	if c := sub.Capabilities(); c.DeliveryLimit != 5 || c.LockTimeout != 2*time.Second || c.Source.Read == "" {
+		t.Fatalf("%s: %s, source %+v: want the queue's settings, read from it", u, c, c.Source)
+	}
+	dlqWalkthrough(t, newWary(t), top, u, sub, u, "10s")
+}
+
+// sbEnv points the driver (which reads the environment, as the command
+// does) at emu's namespace and administration API.
+func sbEnv(t *testing.T, emu *sbemu.Emulator) {
+	t.Setenv(servicebus.ConnectionStringEnv, emu.ConnectionString)
+	t.Setenv(servicebus.EnvAdminEndpoint, emu.AdminEndpoint)
+}
+
+// TestExplainServiceBus: a queue configured by hand through the
+// administration API, not by wary, with MaxDeliveryCount 7 and its
+// dead-letter queue: explain on plain URLs states the broker's values and
+// where it read them; a URL stating max_delivery_count=3 is flagged (exit
+// 1) with the broker's 7 and the fix; read_entity=false states the
+// settings it took from the URL as unknown, with how to read them, and
+// not as the broker's.
+func TestExplainServiceBus(t *testing.T) {
+	emu := sbemu.Start(t, sbemu.Topology{})
+	sbEnv(t, emu)
+	q := sbemu.CreateQueue(t, emu.AdminClient(t), sbemu.Entity{DeliveryLimit: 7, Lock: 5 * time.Second})
+	w := newWary(t)
+	// no outbox and no inbox: those stages are flagged (exit 1) whatever
+	// the broker, and the transport's findings are looked for by stage
+	explain := func(topic, sub string) result {
+		t.Helper()
+		r := w.want(cli.ExitFinding, "explain", "--broker", topic, "--subscription", sub, "--inbox=false", "--outbox=false")
+		if strings.Contains(r.out+r.errout, "SharedAccessKey=") {
+			t.Errorf("the connection string is printed")
+		}
+		return r
+	}
+	u := "servicebus://" + q
+	r := explain(u, u)
+	r.has(t, "transport:   [ok] at least once;", "dead-letters after 7 deliveries (native)", "lock 5s, extendable",
+		"topic read from queue "+q+" through the administration API", "subscription read from queue "+q+" through the administration API")
+	if strings.Contains(r.out, "(transport)") {
+		t.Errorf("a transport finding or unknown for the entity as it is:\n%s", r.out)
+	}
+
+	r = explain(u, u+"?max_delivery_count=3")
+	r.has(t, "transport:   [weak]", "MISCONFIGURED (transport): ")
+	r.has(t, "dead-letters after 7 deliveries (native)",
+		"the subscription's delivery limit is stated as max_delivery_count=3 in the URL, but the broker holds MaxDeliveryCount 7, which applies",
+		"drop max_delivery_count from the URL, or set the entity's MaxDeliveryCount to 3")
+
+	off := u + "?read_entity=false&max_delivery_count=3"
+	r = explain(off, off)
+	r.has(t, "transport:   [weak]", "delivery limit unknown", "lock unknown", "subscription not read from the broker (delivery limit, ",
+		"UNKNOWN (transport): the subscription's delivery limit could not be read from the broker: read_entity=false: taken from the URL (max_delivery_count=3)",
+		"to read it: drop read_entity=false; for an emulator set "+servicebus.EnvAdminEndpoint)
+	if strings.Contains(r.out, "after 3 deliveries") {
+		t.Errorf("the URL's limit is stated as the broker's:\n%s", r.out)
+	}
 }
 
 // sbProbe starts our emulator (with no entities: probe creates them) and

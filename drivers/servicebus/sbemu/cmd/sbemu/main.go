@@ -8,7 +8,8 @@
 // installs there on the first run, which it says), bound to 127.0.0.1
 // only, with the queues, session queues, topics and subscriptions the flags
 // name; prints the connection string (UseDevelopmentEmulator=true), the
-// administration endpoint and the servicebus:// URLs to use, then a line
+// administration endpoint (where the driver reads the entities' settings)
+// and the servicebus:// URLs to use, plain ones, then a line
 // "ready", and runs until SIGINT or SIGTERM. Everything is in memory: a
 // restart starts empty.
 package main
@@ -74,14 +75,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 	var top sbemu.Topology
 	var urls []string
-	params := fmt.Sprintf("read_entity=false&lock_duration=%s&max_delivery_count=%d", *lock, *maxDelivery)
+	// The URLs are plain: the driver reads each entity's settings through
+	// the administration endpoint the export line names.
 	for _, q := range queues {
 		top.Queues = append(top.Queues, sbemu.Queue{Name: q, LockDuration: *lock, MaxDeliveryCount: int32(*maxDelivery)})
-		urls = append(urls, fmt.Sprintf("queue servicebus://%s?%s", q, params))
+		urls = append(urls, "queue servicebus://"+q)
 	}
 	for _, q := range sessionQueues {
 		top.Queues = append(top.Queues, sbemu.Queue{Name: q, RequiresSession: true, LockDuration: *lock, MaxDeliveryCount: int32(*maxDelivery)})
-		urls = append(urls, fmt.Sprintf("session queue servicebus://%s?sessions=true&%s", q, params))
+		urls = append(urls, "session queue servicebus://"+q)
 	}
 	topics := map[string]int{}
 	for i, list := range []names{subs, sessionSubs} {
@@ -90,21 +92,23 @@ func run(args []string, stdout, stderr io.Writer) error {
 			if !ok || t == "" || s == "" {
 				return fmt.Errorf("-topic %q: want TOPIC/SUBSCRIPTION", ts)
 			}
+			sessions := i == 1
 			j, seen := topics[strings.ToLower(t)]
 			if !seen {
 				j = len(top.Topics)
 				topics[strings.ToLower(t)] = j
 				top.Topics = append(top.Topics, sbemu.Topic{Name: t})
-				urls = append(urls, fmt.Sprintf("topic servicebus://%s?%s", t, params))
+				// whether a topic's subscriptions require sessions (and so
+				// a key) is theirs: it is declared to the topic
+				tu := "topic servicebus://" + t
+				if sessions {
+					tu += "?sessions=true"
+				}
+				urls = append(urls, tu)
 			}
-			sessions := i == 1
 			top.Topics[j].Subscriptions = append(top.Topics[j].Subscriptions, sbemu.Subscription{Name: s, RequiresSession: sessions,
 				LockDuration: *lock, MaxDeliveryCount: int32(*maxDelivery)})
-			sp := params
-			if sessions {
-				sp = "sessions=true&" + sp
-			}
-			urls = append(urls, fmt.Sprintf("subscription servicebus://%s/Subscriptions/%s?%s", t, s, sp))
+			urls = append(urls, fmt.Sprintf("subscription servicebus://%s/Subscriptions/%s", t, s))
 		}
 	}
 

@@ -16,9 +16,10 @@ import (
 
 // TestReadmeCommand runs the README's command as a person would (go run,
 // from the module's folder), waits for its "ready" line, publishes and
-// receives one message through the connection string and the queue and
-// topic URLs it printed, and stops it with Ctrl-C's SIGINT, which leaves
-// no process behind.
+// receives one message through the connection string, the administration
+// endpoint and the plain queue and topic URLs it printed (the driver reads
+// the entities' settings: the -max-delivery limit), and stops it with
+// Ctrl-C's SIGINT, which leaves no process behind.
 func TestReadmeCommand(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
 		nodeproc.Unavailable(t, "sbemu command: node not found on PATH")
@@ -61,7 +62,13 @@ func TestReadmeCommand(t *testing.T) {
 			t.Fatalf("no %q URL printed; stdout:\n%s", k, strings.Join(out, "\n"))
 		}
 	}
+	for k, u := range urls {
+		if strings.Contains(u, "?") && k != "topic events" {
+			t.Errorf("%s: %s carries parameters, want a plain URL", k, u)
+		}
+	}
 	t.Setenv(servicebus.ConnectionStringEnv, cs)
+	t.Setenv(servicebus.EnvAdminEndpoint, strings.TrimPrefix(rest, sbemu.EnvAdminEndpoint+"="))
 
 	roundTrip(t, urls["queue orders"], urls["queue orders"], &broker.Message{ID: "order-1", Key: "order-1", Body: []byte("placed")})
 	roundTrip(t, urls["topic events"], urls["subscription events/Subscriptions/audit"], &broker.Message{ID: "event-1", Key: "order-1", Body: []byte("audited")})
@@ -88,6 +95,9 @@ func roundTrip(t *testing.T, topicURL, subURL string, m *broker.Message) {
 		t.Fatalf("open %s: %v", subURL, err)
 	}
 	defer sub.Close()
+	if c := sub.Capabilities(); c.DeliveryLimit != 3 || c.Source.Read == "" || len(c.Source.Unread)+len(c.Source.Conflicts) != 0 {
+		t.Errorf("%s: %s, source %+v: want the entity's limit 3, read from it", subURL, c, c.Source)
+	}
 	if err := top.Publish(ctx, m); err != nil {
 		t.Fatalf("publish to %s: %v", topicURL, err)
 	}
