@@ -87,6 +87,10 @@ publisher is promised (the key, the dedup window) from the topic --broker
 names, what a consumer is promised (order, the delivery limit, locks, the
 redelivery horizon) from the subscription --subscription names.
 Misconfigurations are flagged with their fix, and make the command exit 1.
+Where a driver reads the broker (RabbitMQ: the queue's arguments and
+policies, through the management API), the transport line states what the
+broker holds, a URL parameter that says otherwise is flagged, and what it
+could not read is stated as UNKNOWN, with how to make it readable.
 
 What the broker and the store cannot tell (handler concurrency, whether
 the domain needs order, idempotency-key contracts) comes from flags or
