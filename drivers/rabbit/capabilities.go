@@ -33,6 +33,8 @@ type subCaps struct {
 	deliveryLimit int // in deliveries, the server's default resolved; 0: none
 	deadLetter    bool
 	nackDelay     bool
+	noOrder       bool // a queue without a single active consumer
+	noCount       bool // not a quorum queue: no delivery count
 }
 
 func (c subCaps) capabilities() driver.SubscriptionCapabilities {
@@ -64,6 +66,12 @@ func (c subCaps) capabilities() driver.SubscriptionCapabilities {
 	}
 	if c.partitions > 1 {
 		caps.Ordering = driver.OrderPartition
+	}
+	if c.noOrder {
+		caps.Ordering = driver.OrderNone
+	}
+	if c.noCount {
+		caps.DeliveryCount = false
 	}
 	if c.deliveryLimit > 0 {
 		caps.DeliveryLimitMode = driver.LimitNative

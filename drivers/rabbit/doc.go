@@ -232,6 +232,60 @@
 // a dead-letter exchange a dead letter. Give other producers write
 // permission on their exchanges only.
 //
+// # Reading the broker
+//
+// A subscription reads what RabbitMQ holds for its queues when it opens,
+// and its capabilities (SubscriptionCapabilities.Source) state that, not
+// what the URL or SubscriptionOptions say:
+//
+//   - Through the management HTTP API (the rabbitmq_management plugin):
+//     GET /api/queues/VHOST/QUEUE for the queue's type and arguments, and
+//     the policy and operator policy that apply to it, from
+//     /api/policies/VHOST and /api/operator-policies/VHOST (the highest
+//     priority matching one of each; the queue's own
+//     effective_policy_definition when the user may not list policies,
+//     which takes the policymaker tag). The address is the management URL
+//     parameter (SubscriptionOptions.Management: http[s]://HOST:PORT, with
+//     a user and password of its own or the server URL's), by default
+//     http://HOST:15672 of the server URL (https://HOST:15671 for amqps)
+//     with its user and password; management=off skips it. Each request
+//     has a 3 s timeout; the password appears in no error or text.
+//   - The delivery limit as RabbitMQ applies it (rabbit_quorum_queue):
+//     the smaller of x-delivery-limit and a delivery-limit policy, the
+//     larger when either is negative (which lifts the limit), the server's
+//     default when neither is set (20 from RabbitMQ 4.0, none before), in
+//     deliveries: the value + 1. The dead-letter exchange: the argument
+//     over a policy. A queue without x-single-active-consumer keeps no
+//     order among its consumers (OrderNone); a classic queue has no
+//     delivery limit nor count. A max-length with overflow drop-head (or
+//     reject-publish-dlx) is named in Source.Read.
+//   - Without the management API, over AMQP: the driver redeclares the
+//     queue (which exists: it was checked passively first) on a throwaway
+//     channel with the arguments the options state; RabbitMQ answers 406
+//     PRECONDITION_FAILED naming one argument that differs and its value,
+//     which the next attempt takes, until the declaration succeeds with
+//     the queue's own arguments (which changes nothing). So the queue's
+//     x-delivery-limit and x-dead-letter-exchange are read, and a URL that
+//     states them otherwise is a conflict, as through the management API.
+//     Policies are not visible over AMQP: a limit without an argument, a
+//     dead-letter exchange without one, and the queue length are Unread,
+//     with why and how to read them (enable the plugin, or pass
+//     management=URL); a read x-delivery-limit is stated with the caveat
+//     that a lower policy would apply.
+//
+// Where the URL or options state a delivery_limit or dead_letter_exchange
+// other than the broker holds, Source.Conflicts says so (wary explain
+// flags it) and the broker's value applies: the capabilities hold it, the
+// driver applies it to messages back from delay queues, and
+// Delivery.DeadLetter publishes to the queue's own dead-letter exchange.
+// Partition queues that hold different values leave the setting Unread.
+// Options are still checked by themselves: a delivery limit without a
+// dead-letter exchange is refused; the server's default limit without
+// one only when the broker could not be read. A queue read from the
+// broker that drops messages past its limit (no dead-letter exchange)
+// opens, and its capabilities say so (DeadLetter false). The topic reads
+// nothing: its capabilities are the publisher's (key, sizes).
+//
 // # As
 //
 // Topic.As accepts **rabbit.Conn and **amqp091.Connection (the current

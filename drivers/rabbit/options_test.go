@@ -42,17 +42,19 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 	_, err = broker.OpenSubscription(ctx, "rabbit://"+top.Queue+"?delivery_limit=3")
 	invalid("URL with a limit and no dead-letter exchange", err)
 
-	// With a dead-letter exchange the limit is native; without a limit,
-	// on 3.x, there is none, as with NoDeliveryLimit.
+	// The limit is the queue's, read from the broker: a queue declared
+	// without one, on 3.x, has none, whatever the options state (a
+	// limit stated otherwise is a conflict), as with NoDeliveryLimit.
 	for _, tc := range []struct {
-		queue string
-		opts  *rabbit.SubscriptionOptions
-		limit int
+		queue     string
+		opts      *rabbit.SubscriptionOptions
+		limit     int
+		conflicts int
 	}{
-		{top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: 3, DeadLetterExchange: top.DeadLetterExchange()}, 3},
-		{top.Queue, nil, 0},
-		{top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: rabbit.NoDeliveryLimit}, 0},
-		{top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions(), 0},
+		{top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: 3, DeadLetterExchange: top.DeadLetterExchange()}, 0, 1},
+		{top.Queue, nil, 0, 0},
+		{top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: rabbit.NoDeliveryLimit}, 0, 0},
+		{top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions(), 0, 0},
 	} {
 		sub, err := rabbit.OpenSubscription(c, tc.queue, tc.opts)
 		if err != nil {
@@ -64,8 +66,8 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 		if tc.limit > 0 {
 			wantMode = broker.LimitNative
 		}
-		if caps.DeliveryLimit != tc.limit || caps.DeliveryLimitMode != wantMode {
-			t.Errorf("%+v: limit %d mode %s, want %d %s", tc.opts, caps.DeliveryLimit, caps.DeliveryLimitMode, tc.limit, wantMode)
+		if caps.DeliveryLimit != tc.limit || caps.DeliveryLimitMode != wantMode || len(caps.Source.Conflicts) != tc.conflicts {
+			t.Errorf("%+v: limit %d mode %s, conflicts %+v; want %d %s, %d conflict(s)", tc.opts, caps.DeliveryLimit, caps.DeliveryLimitMode, caps.Source.Conflicts, tc.limit, wantMode, tc.conflicts)
 		}
 	}
 }

@@ -63,6 +63,14 @@ type SubscriptionOptions struct {
 	// NackDelay enables Nack with a delay, through delay queues the
 	// subscription declares next to each queue (see the package doc).
 	NackDelay bool
+	// Management is the address of RabbitMQ's management HTTP API, through
+	// which the subscription reads what the broker holds for its queues
+	// (type, arguments, policies: see Reading the broker in the package
+	// doc): http://HOST:PORT[/PATH], with a user and password of its own
+	// or those of the Conn's URL. "": http://HOST:15672 (https://HOST:15671
+	// for amqps) of the Conn's URL, with its user and password;
+	// ManagementOff: none, AMQP only.
+	Management string
 	// Topology, if not nil, is declared when the subscription opens, and
 	// Partitions, DeliveryLimit, DeadLetterExchange and NackDelay (on) are
 	// taken from it, as Topology.SubscriptionOptions gives them. Its Queue must be the queue opened.
@@ -132,7 +140,14 @@ func openSubscription(ctx context.Context, c *Conn, queue string, o Subscription
 		return nil, broker.Invalidf("rabbit: empty queue name")
 	}
 	ver := c.version()
-	if err := checkLimit("SubscriptionOptions", o.DeliveryLimit, o.DeadLetterExchange != "", ver); err != nil {
+	if o.DeliveryLimit != 0 {
+		// A stated limit must be consistent by itself (the server's
+		// default is checked once the broker was read, or not).
+		if err := checkLimit("SubscriptionOptions", o.DeliveryLimit, o.DeadLetterExchange != "", ver); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := newMgmtClient(o.Management, c.url); err != nil {
 		return nil, err
 	}
 	if err := checkAssigned(o.Partitions, o.Assigned); err != nil {
@@ -146,11 +161,42 @@ func openSubscription(ctx context.Context, c *Conn, queue string, o Subscription
 			queues[i] = queue + "." + strconv.Itoa(p)
 		}
 	}
+	// The queues must exist; the consumer registers when receiving starts.
+	err := c.withChannel(ctx, func(ch *amqp.Channel) error {
+		for _, q := range queues {
+			if _, err := ch.QueueDeclarePassive(q, true, false, false, false, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, openErr(err)
+	}
+	rd, err := readQueues(ctx, c, queues, o, ver)
+	if err != nil {
+		return nil, err
+	}
+	limit := effectiveLimit(o.DeliveryLimit, ver)
+	if rd.limitRead {
+		limit = rd.limit
+	} else if err := checkLimit("SubscriptionOptions", o.DeliveryLimit, o.DeadLetterExchange != "", ver); err != nil {
+		return nil, err
+	}
+	deadLetter := o.DeadLetterExchange != ""
+	if rd.dlxRead {
+		// The broker's dead-letter exchange is the one RabbitMQ uses past
+		// the limit: Delivery.DeadLetter publishes there too.
+		deadLetter = rd.dlx != nil
+		if rd.dlx != nil && *rd.dlx != "" {
+			o.DeadLetterExchange = *rd.dlx
+		}
+	}
 	s := &subscription{
 		conn:     c,
 		queues:   queues,
 		o:        o,
-		limit:    effectiveLimit(o.DeliveryLimit, ver),
+		limit:    limit,
 		origins:  make(map[string]origin, len(queues)),
 		pub:      &publisher{conn: c},
 		prefetch: defaultPrefetch,
@@ -172,21 +218,12 @@ func openSubscription(ctx context.Context, c *Conn, queue string, o Subscription
 	s.caps = subCaps{
 		partitions:    o.Partitions,
 		deliveryLimit: s.limit,
-		deadLetter:    o.DeadLetterExchange != "",
+		deadLetter:    deadLetter,
 		nackDelay:     o.NackDelay,
+		noOrder:       rd.noOrder,
+		noCount:       rd.classic,
 	}.capabilities()
-	// The queues must exist; the consumer registers when receiving starts.
-	err := c.withChannel(ctx, func(ch *amqp.Channel) error {
-		for _, q := range queues {
-			if _, err := ch.QueueDeclarePassive(q, true, false, false, false, nil); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, openErr(err)
-	}
+	s.caps.Source = rd.src
 	return s, nil
 }
 

@@ -45,8 +45,10 @@ func init() {
 // (the share of partitions, SubscriptionOptions.Assigned: a
 // comma-separated list of partitions and ranges, "0,1" or "0-3,8"),
 // prefetch, delivery_limit (-1: NoDeliveryLimit), dead_letter_exchange,
-// dead_letters_from, nack_delay (bool), and dead_letter_queue (read by
-// OpenDeadLettersURL only); "queue" names the queue in amqp:// URLs.
+// dead_letters_from, nack_delay (bool), management (the management API's
+// address, SubscriptionOptions.Management, or "off"), and
+// dead_letter_queue (read by OpenDeadLettersURL only); "queue" names the
+// queue in amqp:// URLs.
 // Concurrency is not a parameter: it is broker.RunOptions.Concurrency,
 // from which Run sets the prefetch.
 //
@@ -272,6 +274,7 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 		DeliveryLimit:   NoDeliveryLimit,
 		DeadLettersFrom: dlx,
 		Prefetch:        so.Prefetch,
+		Management:      so.Management,
 	})
 }
 
@@ -289,6 +292,7 @@ func (o *URLOpener) subscriptionURL(u *url.URL) (server, name string, so Subscri
 	so.Prefetch = p.Int("prefetch", 0, 0, math.MaxUint16)
 	so.DeliveryLimit = p.Int("delivery_limit", 0, NoDeliveryLimit, maxURLInt)
 	so.NackDelay = p.Bool("nack_delay", false)
+	so.Management = p.Get("management")
 	for _, err := range []error{
 		partitionsParam(p, "assigned", &so.Assigned),
 		p.Done(),

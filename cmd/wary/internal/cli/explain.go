@@ -92,6 +92,10 @@ $WARY_SERVICEBUS_ADMIN_ENDPOINT for an emulator); a setting the driver could
 not read (read_entity=false) is stated as UNKNOWN with how to read it, and
 a URL parameter that contradicts the broker is a misconfiguration.
 Misconfigurations are flagged with their fix, and make the command exit 1.
+Where a driver reads the broker (RabbitMQ: the queue's arguments and
+policies, through the management API), the transport line states what the
+broker holds, a URL parameter that says otherwise is flagged, and what it
+could not read is stated as UNKNOWN, with how to make it readable.
 
 What the broker and the store cannot tell (handler concurrency, whether
 the domain needs order, idempotency-key contracts) comes from flags or

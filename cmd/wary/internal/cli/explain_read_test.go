@@ -1,0 +1,77 @@
+package cli_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/wary-go/wary/cmd/wary/internal/cli"
+	"github.com/wary-go/wary/drivers/rabbit"
+)
+
+// handQueue declares, as a user's own program would (not through wary's
+// Topology), a quorum queue with a single active consumer and args,
+// deleted at cleanup, on the server rabbitTopology found (call it first).
+func handQueue(t *testing.T, args map[string]any) string {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := rabbit.Dial(ctx, os.Getenv(rabbit.ServerURLEnv), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Connection().Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	name := unique("wary-cli-hand")
+	all := map[string]any{"x-queue-type": "quorum", "x-single-active-consumer": true}
+	for k, v := range args {
+		all[k] = v
+	}
+	if _, err := ch.QueueDeclare(name, true, false, false, false, all); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if ch, err := conn.Connection().Channel(); err == nil {
+			_, _ = ch.QueueDelete(name, false, false, false)
+			_ = ch.Close()
+		}
+	})
+	return name
+}
+
+// TestExplainRabbitReadsBroker: explain states what RabbitMQ holds for a
+// queue wary did not declare, not what the URL says: the real limit (20
+// deliveries for x-delivery-limit 19), a URL that says otherwise flagged,
+// a queue without a limit flagged, and, with the management API out of
+// reach, what could not be read stated as unknown with how to read it.
+func TestExplainRabbitReadsBroker(t *testing.T) {
+	_, topicURL, _, _ := rabbitTopology(t)
+	limited := handQueue(t, map[string]any{"x-delivery-limit": 19, "x-dead-letter-exchange": "amq.fanout"})
+	explain := func(code int, sub string) result {
+		t.Helper()
+		return newWary(t).want(code, "explain", "--broker", topicURL, "--subscription", sub, "--outbox", "--inbox", "--consumer", "billing")
+	}
+	r := explain(cli.ExitOK, "rabbit://"+limited)
+	if !strings.Contains(r.out, "through the management API") {
+		msg := "the management API does not answer (rabbitmq-plugins enable rabbitmq_management):\n" + r.out
+		if os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	r.has(t, "dead-letters after 20 deliveries (native)", "subscription read from quorum queue "+limited+" through the management API at ", "x-delivery-limit 19")
+
+	r = explain(cli.ExitFinding, "rabbit://"+limited+"?delivery_limit=5&dead_letter_exchange=amq.fanout")
+	r.has(t, "dead-letters after 20 deliveries (native)", "the subscription's delivery limit is stated as 5 deliveries (delivery_limit=5), but the broker holds 20 deliveries (x-delivery-limit 19), which applies", "drop delivery_limit from the URL")
+
+	unlimited := handQueue(t, nil)
+	r = explain(cli.ExitFinding, "rabbit://"+unlimited)
+	r.has(t, "no delivery limit", "subscription read from quorum queue "+unlimited)
+
+	r = explain(cli.ExitOK, "rabbit://"+unlimited+"?management=http://127.0.0.1:1")
+	r.has(t, "delivery limit unknown", "UNKNOWN (transport): the subscription's delivery limit could not be read from the broker: the management API at 127.0.0.1:1 did not answer",
+		"to read it: enable the rabbitmq_management plugin")
+}
