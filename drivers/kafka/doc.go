@@ -178,6 +178,32 @@
 // the topic and its retry topic) are made by the consumer, and its
 // subscription declares them.
 //
+// # What is read from the broker
+//
+// At open the driver reads, with kadm, each topic's metadata (Metadata:
+// it exists, with its partitions) and its configs (DescribeTopicConfigs:
+// max.message.bytes, retention.ms, segment.ms, cleanup.policy), and the
+// capabilities' Source.Read says so ("topic orders's partitions and
+// configs (kadm Metadata, DescribeTopicConfigs)"); a subscription reads
+// its retry topic's too, and looks up its dead-letter topic, whose absence
+// fails the open with broker.ErrNotFound. What it cannot read is listed
+// in Source.Unread, which wary explain states as unknown with the fix:
+//
+//   - A principal without DescribeConfigs on a topic: the open succeeds;
+//     the subscription's redelivery horizon (HorizonUnknown) and the
+//     topic's max message size (Kafka's default max.message.bytes) are
+//     unread. To read them, grant DescribeConfigs on the topic.
+//   - Configs without a readable retention.ms and segment.ms: the horizon
+//     is unread; set them on the topic.
+//   - SkipCheck (skip_check in the URL): nothing is read; the horizon, the
+//     max message size and, with a DeadLetterTopic, the dead-letter
+//     topic's existence are unread. Open without SkipCheck to read them.
+//
+// The delivery limit and the dead-letter topic are the driver's own
+// (SubscriptionOptions.DeliveryLimit, DeadLetterTopic), not settings a
+// broker holds: they are never unread, and the URL states nothing a
+// broker holds that could contradict it.
+//
 // # Transactions
 //
 // OpenTransactSession gives a consume-transform-produce loop with

@@ -24,26 +24,30 @@ const retentionCheckInterval = 5 * time.Minute
 
 // topicInfo is what the driver reads of a topic at open.
 type topicInfo struct {
+	name    string
 	maxMsg  int           // max.message.bytes
 	horizon time.Duration // how long a record can stay readable (see horizonOf)
+	// unread says why the topic's configs could not be read; "" when
+	// they were.
+	unread string
 }
 
 // describePath checks that topic (and retryTopic, when set) exist, and
-// returns the horizon of the path: the larger of the two topics' horizons
-// (HorizonUnknown if either is unknown).
-func describePath(ctx context.Context, cl *kgo.Client, lim *batchLimits, topic, retryTopic string) (horizon time.Duration, err error) {
+// returns the horizon of the path, the larger of the two topics' horizons
+// (HorizonUnknown if either is unknown), and what was read of each.
+func describePath(ctx context.Context, cl *kgo.Client, lim *batchLimits, topic, retryTopic string) (time.Duration, []topicInfo, error) {
 	ti, err := describeTopic(ctx, cl, lim, topic)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if retryTopic == "" {
-		return ti.horizon, nil
+		return ti.horizon, []topicInfo{ti}, nil
 	}
 	ri, err := describeTopic(ctx, cl, lim, retryTopic)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return maxHorizon(ti.horizon, ri.horizon), nil
+	return maxHorizon(ti.horizon, ri.horizon), []topicInfo{ti, ri}, nil
 }
 
 // maxHorizon is the larger of two horizons, unknown if either is.
@@ -72,10 +76,11 @@ func describeTopic(ctx context.Context, cl *kgo.Client, lim *batchLimits, name s
 	if td.Err != nil {
 		return topicInfo{}, td.Err
 	}
-	unread := topicInfo{maxMsg: 1048588, horizon: broker.HorizonUnknown}
+	unread := topicInfo{name: name, maxMsg: 1048588, horizon: broker.HorizonUnknown}
 	rcs, err := adm.DescribeTopicConfigs(ctx, name)
 	if err != nil {
 		if notPermitted(err) {
+			unread.unread = fmt.Sprintf("the principal may not describe topic %s's configs (%v)", name, err)
 			return unread, nil
 		}
 		return topicInfo{}, err
@@ -86,6 +91,7 @@ func describeTopic(ctx context.Context, cl *kgo.Client, lim *batchLimits, name s
 	}
 	if err != nil {
 		if notPermitted(err) {
+			unread.unread = fmt.Sprintf("the principal may not describe topic %s's configs (%v)", name, err)
 			return unread, nil
 		}
 		return topicInfo{}, err
@@ -96,7 +102,7 @@ func describeTopic(ctx context.Context, cl *kgo.Client, lim *batchLimits, name s
 			cfg[c.Key] = *c.Value
 		}
 	}
-	ti := topicInfo{maxMsg: unread.maxMsg, horizon: horizonOf(cfg)}
+	ti := topicInfo{name: name, maxMsg: unread.maxMsg, horizon: horizonOf(cfg)}
 	if n, err := strconv.Atoi(cfg["max.message.bytes"]); err == nil && n > 0 {
 		ti.maxMsg = n
 		lim.set(name, n)

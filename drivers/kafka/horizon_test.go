@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/kafka"
 )
 
@@ -82,6 +84,13 @@ func TestRedeliveryHorizon(t *testing.T) {
 			if got := sub.Capabilities().RedeliveryHorizon; got != c.want {
 				t.Errorf("subscription horizon %s, want %s", broker.HorizonString(got), broker.HorizonString(c.want))
 			}
+			src := sub.Capabilities().Source
+			switch {
+			case c.skip && (src.Read != "" || !src.IsUnread(driver.SettingRedeliveryHorizon) || !strings.Contains(src.Unread[0].Fix, "without SkipCheck")):
+				t.Errorf("skipped check, source %+v", src)
+			case !c.skip && (!strings.HasPrefix(src.Read, "topic") || !strings.Contains(src.Read, c.topic) || !strings.Contains(src.Read, c.retry) || len(src.Unread) != 0):
+				t.Errorf("source %+v", src)
+			}
 		})
 	}
 
@@ -99,6 +108,21 @@ func TestRedeliveryHorizon(t *testing.T) {
 		if got := direct.Capabilities().RedeliveryHorizon; got != broker.HorizonUnknown {
 			t.Errorf("subscription horizon %s, want unknown", broker.HorizonString(got))
 		}
+		// It is stated as unread, with how to make it readable.
+		src := direct.Capabilities().Source
+		if len(src.Unread) != 1 || src.Unread[0].Setting != driver.SettingRedeliveryHorizon ||
+			!strings.Contains(src.Unread[0].Why, "may not describe topic "+hour+"'s configs") || !strings.Contains(src.Unread[0].Fix, "DescribeConfigs on topic "+hour) ||
+			src.Read != "topic "+hour+"'s partitions (kadm Metadata)" {
+			t.Errorf("source %+v", src)
+		}
+		top, err := kafka.OpenTopic(e.clientOpts(), hour, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer top.Close()
+		if src := top.Capabilities().Source; !src.IsUnread(driver.SettingMaxMessageSize) || !strings.Contains(src.Unread[0].Fix, "DescribeConfigs on topic "+hour) {
+			t.Errorf("topic source %+v", src)
+		}
 		sub, err := kafka.OpenSubscription(e.clientOpts(), def, uniqueName("g"), &kafka.SubscriptionOptions{RetryTopic: hour})
 		if err != nil {
 			t.Fatal(err)
@@ -106,6 +130,9 @@ func TestRedeliveryHorizon(t *testing.T) {
 		defer sub.Close()
 		if got := sub.Capabilities().RedeliveryHorizon; got != broker.HorizonUnknown {
 			t.Errorf("subscription horizon %s, want unknown (its retry topic's is)", broker.HorizonString(got))
+		}
+		if src := sub.Capabilities().Source; !src.IsUnread(driver.SettingRedeliveryHorizon) || !strings.Contains(src.Read, def) || !strings.Contains(src.Unread[0].Fix, "topic "+hour) {
+			t.Errorf("source %+v", src)
 		}
 		if f.Hits() == 0 {
 			t.Fatalf("the DescribeConfigs fault never fired")

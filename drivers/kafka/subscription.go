@@ -244,11 +244,11 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 		cl.Close()
 		return nil, err
 	}
-	horizon := broker.HorizonUnknown
+	horizon, src := broker.HorizonUnknown, skippedSubSource(topic, o)
 	if !o.SkipCheck {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
-		h, err := describePath(cctx, cl, lim, topic, o.RetryTopic)
+		h, path, err := describePath(cctx, cl, lim, topic, o.RetryTopic)
 		if err == nil && o.DeadLetterTopic != "" {
 			_, err = describeTopic(cctx, cl, lim, o.DeadLetterTopic)
 		}
@@ -256,10 +256,11 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 			cl.Close()
 			return nil, openFailure(err, auth)
 		}
-		horizon = h
+		horizon, src = h, subSource(o, path, h)
 	}
 	s.cl, s.auth = cl, auth
 	s.caps = subCaps(o, horizon)
+	s.caps.Source = src
 	s.pollCtx, s.pollCancel = context.WithCancel(context.Background())
 	go s.pollLoop()
 	go s.background()

@@ -201,6 +201,7 @@ func topicOn(ctx context.Context, cl *kgo.Client, auth *authWatch, lim *batchLim
 		return nil, err
 	}
 	maxMsg := producerBatchMax(cl)
+	src := skippedTopicSource(name)
 	if !opts.SkipCheck {
 		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
@@ -209,8 +210,11 @@ func topicOn(ctx context.Context, cl *kgo.Client, auth *authWatch, lim *batchLim
 			return nil, openFailure(err, auth)
 		}
 		maxMsg = min(maxMsg, ti.maxMsg)
+		src = topicSource(ti)
 	}
-	return &topic{cl: cl, name: name, caps: topicCaps(maxMsg), maxMsg: maxMsg, auth: auth}, nil
+	caps := topicCaps(maxMsg)
+	caps.Source = src
+	return &topic{cl: cl, name: name, caps: caps, maxMsg: maxMsg, auth: auth}, nil
 }
 
 func producerBatchMax(cl *kgo.Client) int {

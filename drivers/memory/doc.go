@@ -37,7 +37,8 @@
 // a profile other than that of an existing topic, userinfo (the scheme
 // takes no credentials) and a fragment, are errors matching
 // broker.ErrInvalid, which never show a parameter's value; the other parameters of an existing topic are
-// ignored. broker.OpenDeadLetters("mem://orders/billing") opens the
+// ignored, and those that state another value than it holds are
+// conflicts (see below). broker.OpenDeadLetters("mem://orders/billing") opens the
 // subscription's dead letters (Broker.OpenDeadLetters) from the same URL.
 // Use URLOpener to open URLs on another Broker.
 // Messages published to a topic that has no subscription yet are dropped,
@@ -110,6 +111,16 @@
 // TopicConfig.DedupScope broker.DedupMessageGroup (any profile), an ID is
 // remembered per Message.Key: the same ID in another group is a new
 // message, as in an SQS FIFO queue with DeduplicationScope messageGroup.
+//
+// The topic's configuration is the broker itself, so every capability is
+// read from it: each side's Source.Read says so ("the embedded broker's
+// configuration of topic orders", "... of subscription orders/billing"),
+// and nothing is unread. A URL configures a topic only when it creates it:
+// the parameters of a URL opening an existing topic that state another
+// value than the topic holds (limit=5 on a topic created with limit=10)
+// are Conflicts of the side it opens, which wary explain flags with the
+// fix. A topic or subscription that does not exist when opened declares
+// the default configuration's capabilities, each listed in Source.Unread.
 //
 // # As targets
 //

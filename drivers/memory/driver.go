@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/wary-go/wary/broker/driver"
@@ -13,6 +14,8 @@ type topicDriver struct {
 	name   string
 	t      *topic // nil: the topic did not exist when opened
 	closed bool   // guarded by b.mu
+	// conflicts are those of the URL the topic was opened by.
+	conflicts []driver.Conflict
 }
 
 var _ driver.Topic = (*topicDriver)(nil)
@@ -43,9 +46,13 @@ func (d *topicDriver) SendBatch(ctx context.Context, msgs []*driver.Message) err
 
 func (d *topicDriver) Capabilities() driver.TopicCapabilities {
 	if d.t == nil {
-		return TopicConfig{}.TopicCapabilities()
+		c := TopicConfig{}.TopicCapabilities()
+		c.Source = missingSource("topic "+d.name, driver.SettingDedupWindow, driver.SettingMaxMessageSize)
+		return c
 	}
-	return d.t.caps
+	c := d.t.caps
+	c.Source.Conflicts = slices.Concat(c.Source.Conflicts, d.conflicts)
+	return c
 }
 
 func (d *topicDriver) Classify(err error) driver.ErrorInfo { return classify(err) }

@@ -108,7 +108,9 @@ type handle struct {
 }
 
 func newTopic(name string, cfg TopicConfig) *topic {
-	return &topic{name: name, cfg: cfg, caps: cfg.topicCaps(), subs: map[string]*queue{}, dedup: map[dedupKey]time.Time{}}
+	caps := cfg.topicCaps()
+	caps.Source = driver.Source{Read: "the embedded broker's configuration of topic " + name}
+	return &topic{name: name, cfg: cfg, caps: caps, subs: map[string]*queue{}, dedup: map[dedupKey]time.Time{}}
 }
 
 // addSub creates subscription name of t.
@@ -120,12 +122,16 @@ func (t *topic) addSub(b *Broker, name string) {
 
 func newQueue(b *Broker, name string, cfg TopicConfig, dead bool) *queue {
 	q := &queue{b: b, name: name, lock: cfg.LockTimeout, retention: cfg.MessageRetention, signal: make(chan struct{})}
+	// The configuration is the broker's: every setting is read.
+	src := driver.Source{Read: "the embedded broker's configuration of subscription " + name}
 	if dead {
 		q.caps = deadLetterCaps(cfg)
+		q.caps.Source = src
 		q.parts = []*part{{}}
 		return q
 	}
 	q.caps = cfg.subCaps()
+	q.caps.Source = src
 	q.limit = cfg.DeliveryLimit
 	q.partitioned = cfg.Profile == Partitioned
 	q.hol = cfg.Profile == SQSFIFO || cfg.Profile == ServiceBus

@@ -1,9 +1,11 @@
 package memory
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 )
 
 // Broker is an in-memory broker: a namespace of topics and their
@@ -133,6 +135,12 @@ type SubscriptionOptions struct {
 // an error matching broker.ErrNotFound (also after the topic is created).
 // opts nil means defaults.
 func (b *Broker) OpenTopic(name string, opts *TopicOptions) (*broker.Topic, error) {
+	return b.openTopic(name, opts, nil), nil
+}
+
+// openTopic is OpenTopic; the topic's capabilities carry conflicts (those
+// of the URL it was opened by).
+func (b *Broker) openTopic(name string, opts *TopicOptions, conflicts []driver.Conflict) *broker.Topic {
 	b.mu.Lock()
 	t := b.topics[name]
 	b.mu.Unlock()
@@ -140,7 +148,7 @@ func (b *Broker) OpenTopic(name string, opts *TopicOptions) (*broker.Topic, erro
 	if opts != nil {
 		po = &opts.TopicOptions
 	}
-	return broker.NewTopic(&topicDriver{b: b, name: name, t: t}, po), nil
+	return broker.NewTopic(&topicDriver{b: b, name: name, t: t, conflicts: conflicts}, po)
 }
 
 // OpenSubscription opens one more competing consumer on a subscription. If
@@ -149,17 +157,19 @@ func (b *Broker) OpenTopic(name string, opts *TopicOptions) (*broker.Topic, erro
 // broker.ErrNotFound.
 // On a Partitioned topic, opening a consumer reassigns the partitions.
 func (b *Broker) OpenSubscription(topicName, name string, opts *SubscriptionOptions) (*broker.Subscription, error) {
-	return b.openSub(topicName, name, false, opts), nil
+	return b.openSub(topicName, name, false, opts, nil), nil
 }
 
 // OpenDeadLetters opens a consumer on the dead-letter queue of a
 // subscription: a plain queue (no order, per-message ack, no delivery
 // limit) whose messages carry the header broker.HeaderDeadLetterReason.
 func (b *Broker) OpenDeadLetters(topicName, name string, opts *SubscriptionOptions) (*broker.Subscription, error) {
-	return b.openSub(topicName, name, true, opts), nil
+	return b.openSub(topicName, name, true, opts, nil), nil
 }
 
-func (b *Broker) openSub(topicName, name string, dead bool, opts *SubscriptionOptions) *broker.Subscription {
+// openSub opens a consumer of the subscription, or of its dead letters;
+// its capabilities carry conflicts (those of the URL it was opened by).
+func (b *Broker) openSub(topicName, name string, dead bool, opts *SubscriptionOptions, conflicts []driver.Conflict) *broker.Subscription {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := &subDriver{b: b, desc: topicName + "/" + name}
@@ -180,7 +190,10 @@ func (b *Broker) openSub(topicName, name string, dead bool, opts *SubscriptionOp
 	}
 	if s.q == nil {
 		s.caps = TopicConfig{}.SubscriptionCapabilities()
+		s.caps.Source = missingSource("subscription "+s.desc, driver.SettingDeliveryLimit, driver.SettingDeadLetter,
+			driver.SettingOrdering, driver.SettingLockTimeout, driver.SettingRedeliveryHorizon)
 	}
+	s.caps.Source.Conflicts = slices.Concat(s.caps.Source.Conflicts, conflicts)
 	var po *broker.SubscriptionOptions
 	if opts != nil {
 		po = &opts.SubscriptionOptions

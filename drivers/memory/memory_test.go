@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/memory"
 )
 
@@ -224,6 +226,84 @@ func TestDeadLetter(t *testing.T) {
 	}
 	if !dlq.Capabilities().LockExtendable || dlq.Capabilities().DeliveryLimit != 0 || dlq.Capabilities().DeadLetter {
 		t.Fatalf("dead-letter queue capabilities: %v", dlq.Capabilities())
+	}
+}
+
+// TestSource: the embedded broker's configuration is the broker: every
+// side says it was read from it, and nothing is unread.
+func TestSource(t *testing.T) {
+	f := newFixture(t, memory.TopicConfig{})
+	for _, c := range []struct {
+		src  driver.Source
+		want string
+	}{
+		{f.topic.Capabilities().Source, "the embedded broker's configuration of topic t"},
+		{f.sub().Capabilities().Source, "the embedded broker's configuration of subscription t/s"},
+		{f.dlq().Capabilities().Source, "the embedded broker's configuration of subscription t/s/$deadletter"},
+	} {
+		if c.src.Read != c.want || len(c.src.Unread) != 0 || len(c.src.Conflicts) != 0 {
+			t.Errorf("source %+v, want read from %q", c.src, c.want)
+		}
+	}
+}
+
+// TestSourceURLConflict: a URL's parameters do not change an existing
+// topic; those that state another value than it holds are conflicts, on
+// the side the URL opens, with their fix.
+func TestSourceURLConflict(t *testing.T) {
+	b := memory.New(nil)
+	defer b.Close()
+	mux := new(broker.URLMux)
+	o := &memory.URLOpener{Broker: b}
+	mux.RegisterTopic("mem", o)
+	mux.RegisterSubscription("mem", o)
+	top, err := mux.OpenTopic(bg, "mem://orders?profile=sqsfifo&limit=10&lock=30s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top.Close()
+	if src := top.Capabilities().Source; len(src.Conflicts) != 0 || src.Read == "" {
+		t.Fatalf("creating URL: %+v", src)
+	}
+	// limit differs, lock agrees, dedup (not given) is not compared.
+	sub, err := mux.OpenSubscription(bg, "mem://orders/billing?limit=5&lock=30s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	c := sub.Capabilities()
+	if c.DeliveryLimit != 10 || len(c.Source.Conflicts) != 1 {
+		t.Fatalf("subscription %s %+v", c, c.Source)
+	}
+	cf := c.Source.Conflicts[0]
+	if cf.Setting != driver.SettingDeliveryLimit || cf.Stated != "5 (limit in the URL)" || cf.Held != "10 (topic orders's configuration)" || !strings.HasPrefix(cf.Fix, "drop limit from the URL") {
+		t.Fatalf("conflict %+v", cf)
+	}
+	top2, err := mux.OpenTopic(bg, "mem://orders?dedup=-1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top2.Close()
+	if cs := top2.Capabilities().Source.Conflicts; len(cs) != 1 || cs[0].Stated != "none (dedup in the URL)" || cs[0].Held != "5m0s (topic orders's configuration)" {
+		t.Fatalf("topic conflicts %+v", cs)
+	}
+	// A topic or subscription that does not exist: the defaults are
+	// stated as unread.
+	missing, err := b.OpenTopic("nowhere", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer missing.Close()
+	if src := missing.Capabilities().Source; src.Read != "" || !src.IsUnread(driver.SettingDedupWindow) || !strings.Contains(src.Unread[0].Why, "topic nowhere does not exist") {
+		t.Fatalf("missing topic: %+v", src)
+	}
+	nosub, err := b.OpenSubscription("orders", "nobody", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nosub.Close()
+	if src := nosub.Capabilities().Source; !src.IsUnread(driver.SettingDeliveryLimit) {
+		t.Fatalf("missing subscription: %+v", src)
 	}
 }
 

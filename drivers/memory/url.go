@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 )
 
 // Scheme is the URL scheme the package registers on broker.DefaultURLMux.
@@ -40,7 +41,7 @@ func (o *URLOpener) broker() *Broker {
 
 // OpenTopicURL opens mem://TOPIC?PARAMS.
 func (o *URLOpener) OpenTopicURL(_ context.Context, u *url.URL) (*broker.Topic, error) {
-	names, cfg, explicit, err := parseURL(u)
+	names, cfg, explicit, given, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
@@ -48,15 +49,16 @@ func (o *URLOpener) OpenTopicURL(_ context.Context, u *url.URL) (*broker.Topic, 
 		return nil, broker.Invalidf("memory: a topic URL names one topic (mem://TOPIC)")
 	}
 	b := o.broker()
-	if err := b.ensure(names[0], "", cfg, explicit); err != nil {
+	conflicts, err := b.ensure(names[0], "", cfg, explicit, given)
+	if err != nil {
 		return nil, err
 	}
-	return b.OpenTopic(names[0], o.TopicOptions)
+	return b.openTopic(names[0], o.TopicOptions, conflicts), nil
 }
 
 // OpenSubscriptionURL opens mem://TOPIC/SUBSCRIPTION?PARAMS.
 func (o *URLOpener) OpenSubscriptionURL(_ context.Context, u *url.URL) (*broker.Subscription, error) {
-	names, cfg, explicit, err := parseURL(u)
+	names, cfg, explicit, given, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
@@ -64,10 +66,11 @@ func (o *URLOpener) OpenSubscriptionURL(_ context.Context, u *url.URL) (*broker.
 		return nil, broker.Invalidf("memory: a subscription URL names a topic and a subscription (mem://TOPIC/SUBSCRIPTION)")
 	}
 	b := o.broker()
-	if err := b.ensure(names[0], names[1], cfg, explicit); err != nil {
+	conflicts, err := b.ensure(names[0], names[1], cfg, explicit, given)
+	if err != nil {
 		return nil, err
 	}
-	return b.OpenSubscription(names[0], names[1], o.SubscriptionOptions)
+	return b.openSub(names[0], names[1], false, o.SubscriptionOptions, conflicts), nil
 }
 
 // OpenDeadLettersURL opens the dead letters of the subscription that
@@ -76,7 +79,7 @@ func (o *URLOpener) OpenSubscriptionURL(_ context.Context, u *url.URL) (*broker.
 // and subscription are created if they do not exist, as
 // OpenSubscriptionURL creates them.
 func (o *URLOpener) OpenDeadLettersURL(_ context.Context, u *url.URL) (*broker.Subscription, error) {
-	names, cfg, explicit, err := parseURL(u)
+	names, cfg, explicit, given, err := parseURL(u)
 	if err != nil {
 		return nil, err
 	}
@@ -84,44 +87,49 @@ func (o *URLOpener) OpenDeadLettersURL(_ context.Context, u *url.URL) (*broker.S
 		return nil, broker.Invalidf("memory: the dead letters of a subscription are opened by its URL (mem://TOPIC/SUBSCRIPTION)")
 	}
 	b := o.broker()
-	if err := b.ensure(names[0], names[1], cfg, explicit); err != nil {
+	if _, err := b.ensure(names[0], names[1], cfg, explicit, given); err != nil {
 		return nil, err
 	}
 	return b.OpenDeadLetters(names[0], names[1], o.SubscriptionOptions)
 }
 
 // ensure creates the topic (with cfg) and the subscription if missing. An
-// existing topic of another profile than an explicit one is an error.
-func (b *Broker) ensure(topicName, sub string, cfg TopicConfig, explicitProfile bool) error {
+// existing topic of another profile than an explicit one is an error; the
+// settings that the URL's other parameters (given) state otherwise than
+// an existing topic holds are returned as conflicts.
+func (b *Broker) ensure(topicName, sub string, cfg TopicConfig, explicitProfile bool, given map[string]bool) ([]driver.Conflict, error) {
 	n, err := cfg.normalize()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return errBrokerClosed
+		return nil, errBrokerClosed
 	}
+	var conflicts []driver.Conflict
 	t, ok := b.topics[topicName]
 	switch {
 	case !ok:
 		t = newTopic(topicName, n)
 		b.topics[topicName] = t
 	case explicitProfile && t.cfg.Profile != n.Profile:
-		return errorf(codeInvalid, "topic %q exists with profile %s, not %s", topicName, t.cfg.Profile, n.Profile)
+		return nil, errorf(codeInvalid, "topic %q exists with profile %s, not %s", topicName, t.cfg.Profile, n.Profile)
+	default:
+		conflicts = urlConflicts(t, given, cfg, explicitProfile)
 	}
 	if sub != "" {
 		if _, ok := t.subs[sub]; !ok {
 			t.addSub(b, sub)
 		}
 	}
-	return nil
+	return conflicts, nil
 }
 
 // parseURL reads the names (host and path segments) and the parameters.
-func parseURL(u *url.URL) (names []string, cfg TopicConfig, explicitProfile bool, err error) {
+func parseURL(u *url.URL) (names []string, cfg TopicConfig, explicitProfile bool, given map[string]bool, err error) {
 	if u.Fragment != "" || u.RawFragment != "" {
-		return nil, cfg, false, broker.Invalidf("memory: the URL has a fragment")
+		return nil, cfg, false, nil, broker.Invalidf("memory: the URL has a fragment")
 	}
 	if u.Host != "" {
 		names = append(names, u.Host)
@@ -137,7 +145,7 @@ func parseURL(u *url.URL) (names []string, cfg TopicConfig, explicitProfile bool
 		explicitProfile = true
 		if cfg.Profile, err = ParseProfile(p.Get("profile")); err != nil {
 			// The value is not echoed (see broker.URLParams).
-			return nil, cfg, false, broker.Invalidf("memory: URL parameter profile: want queue, partitioned, sqsfifo or servicebus")
+			return nil, cfg, false, nil, broker.Invalidf("memory: URL parameter profile: want queue, partitioned, sqsfifo or servicebus")
 		}
 	}
 	// Negative values mean "none", as in TopicConfig.
@@ -149,7 +157,11 @@ func parseURL(u *url.URL) (names []string, cfg TopicConfig, explicitProfile bool
 	cfg.Partitions = p.Int("partitions", 0, 0, MaxPartitions)
 	cfg.MaxMessageSize = p.Int("maxsize", 0, -anyI, anyI)
 	if err := p.Done(); err != nil {
-		return nil, cfg, false, err
+		return nil, cfg, false, nil, err
 	}
-	return names, cfg, explicitProfile, nil
+	given = map[string]bool{}
+	for _, s := range urlSettings {
+		given[s.param] = p.Has(s.param)
+	}
+	return names, cfg, explicitProfile, given, nil
 }

@@ -88,6 +88,36 @@
 // next reuses it, so SQS returns what the lost answer held. Close waits
 // for a poll in flight and makes what no caller received visible again.
 //
+// # What is read from the queue
+//
+// Every field above comes from the queue's attributes, read with
+// GetQueueAttributes when the queue is opened, and both sides' Source.Read
+// says so ("FIFO queue orders.fifo's attributes (GetQueueAttributes)"):
+// FifoQueue, DeduplicationScope (with FifoThroughputLimit
+// perMessageGroupId, the dedup scope is the message group), RedrivePolicy
+// (maxReceiveCount and the dead-letter queue), VisibilityTimeout,
+// MessageRetentionPeriod and MaximumMessageSize. A queue created by hand,
+// not by wary, is described as it is. ContentBasedDeduplication does not
+// matter: the driver always sends a MessageDeduplicationId, which takes
+// precedence over the content's hash.
+//
+// The attributes are needed: without the permission
+// sqs:GetQueueAttributes (and sqs:GetQueueUrl for a queue given by name,
+// and for the dead-letter queue) the open fails with broker.ErrPermission,
+// naming the permission, rather than guessing the limits and the
+// dead-letter queue.
+//
+// The deduplication window is not an attribute. On AWS (a client with no
+// endpoint of its own, or one under amazonaws.com) it is SQS's fixed
+// 5 minutes, declared whatever the options say; a dedup_window
+// (TopicOptions.DedupWindow) stating another is a Conflict, which wary
+// explain flags with its fix (drop it). On any other endpoint (LocalStack,
+// fauxqs) the window declared is dedup_window's, or 5 minutes, and the
+// topic lists it in Source.Unread: wary explain states it as unknown.
+// Nothing else in a URL states a queue setting: wait_time is the
+// receive's own long poll, which overrides the queue's
+// ReceiveMessageWaitTimeSeconds and promises nothing.
+//
 // # Encoding
 //
 // AWS's input rules are enforced before sending, whatever the endpoint:

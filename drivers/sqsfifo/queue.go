@@ -88,6 +88,12 @@ func openQueue(ctx context.Context, c *sqs.Client, q string, dedupWindow time.Du
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll},
 	})
 	if err != nil {
+		if classify(err).Code == driver.PermissionDenied {
+			// Without the attributes the driver knows neither the
+			// queue's limits nor its dead-letter queue: it does not
+			// guess them.
+			return nil, openErr(fmt.Errorf("sqsfifo: queue %q: reading its attributes needs the permission sqs:GetQueueAttributes: %w", q, err))
+		}
 		return nil, openErr(fmt.Errorf("sqsfifo: queue %q: %w", q, err))
 	}
 	a := out.Attributes
@@ -99,6 +105,10 @@ func openQueue(ctx context.Context, c *sqs.Client, q string, dedupWindow time.Du
 	if err != nil {
 		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q: %w", q, err))
 	}
+	read := fmt.Sprintf("FIFO queue %s's attributes (GetQueueAttributes)", queueName(url))
+	qu.sub.Source = driver.Source{Read: read}
+	qu.topic.Source = driver.Source{Read: read}
+	qu.topic.DedupWindow, qu.topic.Source = dedupSource(onAWS(c), dedupWindow, qu.topic.Source)
 	if arn := redriveTarget(a); arn != "" {
 		if qu.dlqURL, err = urlOfARN(ctx, c, arn); err != nil {
 			return nil, openErr(fmt.Errorf("sqsfifo: queue %q: its dead-letter queue: %w", q, err))

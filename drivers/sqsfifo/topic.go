@@ -20,9 +20,11 @@ import (
 type TopicOptions struct {
 	// TopicOptions are the portable options (publish retries, logger).
 	broker.TopicOptions
-	// DedupWindow is the deduplication window the topic declares.
-	// Default: DefaultDedupWindow (5 minutes, fixed by AWS); set it only
-	// for an emulator configured with another window.
+	// DedupWindow is the deduplication window the topic declares on an
+	// endpoint other than AWS's. Default: DefaultDedupWindow (5 minutes,
+	// fixed by AWS); set it only for an emulator configured with another
+	// window. Against AWS the topic declares 5 minutes whatever it says,
+	// and another value is a Conflict in the capabilities' Source.
 	DedupWindow time.Duration
 }
 

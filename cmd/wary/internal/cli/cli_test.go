@@ -208,6 +208,20 @@ func TestExplainFlagsMisconfiguration(t *testing.T) {
 		"MISCONFIGURED (publication)", "MISCONFIGURED (consumption): deliveries are handled without an inbox")
 }
 
+// TestExplainURLContradictsBroker: a subscription URL stating another
+// delivery limit than the topic holds is flagged with its fix; the
+// broker's limit is the one stated.
+func TestExplainURLContradictsBroker(t *testing.T) {
+	w := newWary(t)
+	name := unique("explain")
+	r := w.want(cli.ExitFinding, "explain", "--broker", "mem://"+name+"?limit=10", "--subscription", "mem://"+name+"/billing?limit=5",
+		"--outbox", "--inbox", "--consumer", "billing")
+	r.has(t, "dead-letters after 10 deliveries (native)",
+		"subscription read from the embedded broker's configuration of subscription "+name+"/billing",
+		"MISCONFIGURED (transport): the subscription's delivery limit is stated as 5 (limit in the URL), but the broker holds 10 (topic "+name+"'s configuration), which applies",
+		"fix: drop limit from the URL")
+}
+
 // TestExplainDedupWindowShorterThanRelay: a broker dedup window shorter
 // than the relay's retry span, with nothing downstream to catch the
 // duplicate.

@@ -32,7 +32,9 @@ func TestKafkaExplainAndDLQ(t *testing.T) {
 	subURL := "kafka://billing?topic=orders&dead_letter_topic=orders-dlq&delivery_limit=3"
 	r := w.want(cli.ExitOK, "explain", "--broker", "kafka://orders", "--subscription", subURL,
 		"--outbox", "--inbox", "--consumer", "billing", "--retention", "720h", "--ordered")
-	r.has(t, "order per partition", "dead-letters after 3 deliveries (emulated)", "no misconfiguration found")
+	r.has(t, "order per partition", "dead-letters after 3 deliveries (emulated)", "no misconfiguration found",
+		"topic read from topic orders's partitions and configs (kadm Metadata, DescribeTopicConfigs)",
+		"subscription read from topic orders's partitions and configs (kadm Metadata, DescribeTopicConfigs); dead-letter topic orders-dlq found")
 
 	top := mustOpenTopic(t, "kafka://orders?brokers="+seeds)
 	sub := mustOpenSub(t, subURL+"&brokers="+seeds)

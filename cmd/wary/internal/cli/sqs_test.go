@@ -75,3 +75,47 @@ func TestProbeSQS(t *testing.T) {
 		"--only", "order-within-scope,head-of-line,dedup-within-window,dedup-expires-after-window,delivery-limit-dead-letters,lock-expiry-redelivers")
 	r.has(t, "order per message group", "dedup 3s per queue", "limit 3 (native)", "lock 3s", "every observation matches the declaration")
 }
+
+// TestSQSExplainReadsQueue: explain states what a FIFO queue created by
+// hand (not by wary) holds, read from its attributes: a RedrivePolicy's
+// limit and dead-letter queue; a queue without one is flagged; the dedup
+// window, which no attribute holds, is unknown on an emulator.
+func TestSQSExplainReadsQueue(t *testing.T) {
+	srv := fauxqs(t, 3*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c := srv.NewClient(t, nil)
+	name := unique("wary-explain")
+	create := func(name string, attrs map[string]string) string {
+		attrs["FifoQueue"] = "true"
+		out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+		return aws.ToString(out.QueueUrl)
+	}
+	dlq := create(name+"-dlq.fifo", map[string]string{})
+	a, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(name+".fifo", map[string]string{"VisibilityTimeout": "45", "MessageRetentionPeriod": "86400",
+		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"4"}`, a.Attributes["QueueArn"])})
+	create(name+"-nolimit.fifo", map[string]string{})
+
+	w := newWary(t)
+	w.env[cli.EnvSQS] = srv.Endpoint
+	q := "?region=" + sqsemu.Region + "&dedup_window=3s"
+	u := "sqsfifo://" + name + ".fifo" + q
+	r := w.want(cli.ExitOK, "explain", "--broker", u, "--subscription", u, "--outbox", "--inbox", "--consumer", "billing", "--ordered")
+	r.has(t, "dead-letters after 4 deliveries (native)", "lock 45s",
+		"subscription read from FIFO queue "+name+".fifo's attributes (GetQueueAttributes)",
+		"topic read from FIFO queue "+name+".fifo's attributes (GetQueueAttributes)",
+		"broker dedup unknown", "UNKNOWN (transport): the topic's dedup window could not be read from the broker",
+		"to read it: none through SQS's API")
+
+	u = "sqsfifo://" + name + "-nolimit.fifo" + q
+	r = w.want(cli.ExitFinding, "explain", "--broker", u, "--subscription", u, "--outbox", "--inbox", "--consumer", "billing")
+	r.has(t, "no delivery limit: a message whose handler always fails", "subscription read from FIFO queue "+name+"-nolimit.fifo's attributes")
+}
