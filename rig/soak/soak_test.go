@@ -341,13 +341,16 @@ func soakServiceBus(t *testing.T, sessions bool) {
 		t.Skip("the soak needs the emulator's port behind a proxy, not " + sbemu.EnvConnectionString)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", e.Port)
-	queueURL := "servicebus://soak?read_entity=false&lock_duration=5s&max_delivery_count=1000"
+	// The driver reads the queue's settings through the emulator's
+	// administration endpoint, which the soak's proxy does not stand in
+	// front of.
+	queueURL := "servicebus://soak"
 	name := "servicebus (emulator)"
 	notApplicable := map[soak.Kind]string{
 		soak.BrokerRestart: "the emulator keeps its entities in memory: a restart loses them, which Service Bus never does",
 	}
 	if sessions {
-		queueURL += "&sessions=true"
+		queueURL += "?sessions=true"
 		name = "servicebus (emulator, sessions)"
 		// A session's messages stay locked while its session is held,
 		// and the driver renews the session lock: a slow handler keeps
@@ -357,7 +360,10 @@ func soakServiceBus(t *testing.T, sessions bool) {
 	soakRun(t, soak.Target{
 		Name: name, TopicURL: queueURL, SubscriptionURL: queueURL,
 		BrokerAddr: addr, LockTimeout: lock,
-		Env:           map[string]string{servicebus.ConnectionStringEnv: strings.Replace(e.ConnectionString, addr, "{broker}", 1)},
+		Env: map[string]string{
+			servicebus.ConnectionStringEnv: strings.Replace(e.ConnectionString, addr, "{broker}", 1),
+			servicebus.EnvAdminEndpoint:    e.AdminEndpoint,
+		},
 		NotApplicable: notApplicable,
 	})
 }
