@@ -6,9 +6,14 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
 	"github.com/wary-go/wary/drivers/rabbit"
+	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 	"github.com/wary-go/wary/internal/servicetest"
 )
 
@@ -102,7 +107,9 @@ func TestTopologyRabbitIssue28(t *testing.T) {
 func TestTopologyRabbitDiffers(t *testing.T) {
 	_, conn := rabbitServer(t)
 	q := handQueue(t, map[string]any{"x-delivery-limit": 19})
-	t.Cleanup(func() { _ = rabbit.Topology{Exchange: q + ".none", Queue: q, DeadLetter: true}.Delete(context.Background(), conn) })
+	t.Cleanup(func() {
+		_ = rabbit.Topology{Exchange: q + ".none", Queue: q, DeadLetter: true}.Delete(context.Background(), conn)
+	})
 	u := "rabbit://" + q + "?delivery_limit=5&dead_letter_exchange=" + q + ".dlx"
 	w := newWary(t)
 	r := w.want(cli.ExitFinding, "topology", u)
@@ -117,4 +124,38 @@ func TestTopologyRabbitDiffers(t *testing.T) {
 	// The queue kept its arguments: explain reads 20 deliveries.
 	r = w.want(cli.ExitFinding, "explain", "--broker", "rabbit://amq.fanout", "--subscription", u, "--inbox=false", "--outbox=false")
 	r.has(t, "20 deliveries")
+}
+
+// TestTopologySQS: wary topology on fauxqs shows the FIFO queue and its
+// dead-letter queue missing, --apply creates them with the driver's
+// CreateQueue, a second run finds them, explain reads the declared
+// settings from the queue's attributes, and a URL stating another
+// maxReceiveCount is reported as differing and changes nothing.
+func TestTopologySQS(t *testing.T) {
+	srv := fauxqs(t, 3*time.Second)
+	c := srv.NewClient(t, nil)
+	name := unique("wary-cli-topo")
+	t.Cleanup(func() {
+		for _, n := range []string{name + ".fifo", name + "-dlq.fifo"} {
+			if out, err := c.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(n)}); err == nil {
+				_, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
+			}
+		}
+	})
+	w := newWary(t)
+	w.env[cli.EnvSQS] = srv.Endpoint
+	u := "sqsfifo://" + name + ".fifo?region=" + sqsemu.Region + "&dedup_window=3s&max_receive=4&visibility=45s"
+	r := w.want(cli.ExitFinding, "topology", u)
+	r.has(t, "missing  dead-letter queue  "+name+"-dlq.fifo", "missing  FIFO queue", "VisibilityTimeout 45", "RedrivePolicy maxReceiveCount 4", "2 missing")
+	w.want(cli.ExitOK, "topology", u, "--apply").has(t, "declared  FIFO queue")
+	w.want(cli.ExitOK, "topology", u).has(t, "exists", "all exist as the URL states")
+
+	r = w.want(cli.ExitOK, "explain", "--broker", u, "--subscription", u, "--outbox", "--inbox", "--consumer", "billing", "--ordered")
+	r.has(t, "dead-letters after 4 deliveries (native)", "lock 45s", "subscription read from FIFO queue "+name+".fifo's attributes (GetQueueAttributes)")
+
+	other := strings.Replace(u, "max_receive=4", "max_receive=7", 1)
+	r = w.want(cli.ExitFinding, "topology", other, "--apply")
+	r.has(t, "DIFFERS", "delivery limit is RedrivePolicy maxReceiveCount 4, the URL states max_receive=7 in the URL", "left as it is")
+	r = w.want(cli.ExitFinding, "explain", "--broker", other, "--subscription", other, "--outbox", "--inbox", "--consumer", "billing", "--ordered")
+	r.has(t, "dead-letters after 4 deliveries (native)", "max_receive=7")
 }
