@@ -13,6 +13,7 @@ import (
 
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
 	"github.com/wary-go/wary/drivers/rabbit"
+	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 	"github.com/wary-go/wary/internal/servicetest"
 )
@@ -158,4 +159,40 @@ func TestTopologySQS(t *testing.T) {
 	r.has(t, "DIFFERS", "delivery limit is RedrivePolicy maxReceiveCount 4, the URL states max_receive=7 in the URL", "left as it is")
 	r = w.want(cli.ExitFinding, "explain", "--broker", other, "--subscription", other, "--outbox", "--inbox", "--consumer", "billing", "--ordered")
 	r.has(t, "dead-letters after 4 deliveries (native)", "max_receive=7")
+}
+
+// TestTopologyServiceBus: on our emulator, wary topology shows a queue,
+// and a topic with its subscription, missing; --apply creates them through
+// the administration API with the URL's properties; a second run finds
+// them; explain reads those properties back; a URL stating another
+// MaxDeliveryCount is reported as differing and changes nothing.
+func TestTopologyServiceBus(t *testing.T) {
+	emu := sbemu.Start(t, sbemu.Topology{})
+	sbEnv(t, emu)
+	adm := emu.AdminClient(t)
+	q, tp := sbemu.UniqueName("topoq"), sbemu.UniqueName("topot")
+	t.Cleanup(func() {
+		_, _ = adm.DeleteQueue(context.Background(), q, nil)
+		_, _ = adm.DeleteTopic(context.Background(), tp, nil)
+	})
+	w := newWary(t)
+	qURL := "servicebus://" + q + "?max_delivery_count=4&lock_duration=7s"
+	sURL := "servicebus://" + tp + "/Subscriptions/audit?max_delivery_count=6&sessions=true"
+	r := w.want(cli.ExitFinding, "topology", qURL, sURL)
+	r.has(t, "missing  queue  "+q, "MaxDeliveryCount 4", "LockDuration 7s", "missing  topic", "missing  subscription  "+tp+"/Subscriptions/audit", "RequiresSession true")
+	if strings.Contains(r.out+r.errout, "SharedAccessKey=") {
+		t.Errorf("the connection string is printed")
+	}
+	w.want(cli.ExitOK, "topology", qURL, sURL, "--apply").has(t, "declared  queue", "declared  subscription")
+	w.want(cli.ExitOK, "topology", qURL, sURL).has(t, "exists", "all exist as the URL states")
+
+	r = w.want(cli.ExitFinding, "explain", "--broker", qURL, "--subscription", qURL, "--inbox=false", "--outbox=false")
+	r.has(t, "dead-letters after 4 deliveries", "lock 7s", "through the administration API")
+	r = w.want(cli.ExitFinding, "explain", "--broker", "servicebus://"+tp+"?sessions=true", "--subscription", sURL, "--inbox=false", "--outbox=false")
+	r.has(t, "dead-letters after 6 deliveries", "through the administration API")
+
+	other := "servicebus://" + q + "?max_delivery_count=9&lock_duration=7s"
+	r = w.want(cli.ExitFinding, "topology", other, "--apply")
+	r.has(t, "DIFFERS", "MaxDeliveryCount 4, the URL states max_delivery_count=9", "left as it is")
+	w.want(cli.ExitFinding, "explain", "--broker", qURL, "--subscription", other, "--inbox=false", "--outbox=false").has(t, "dead-letters after 4 deliveries")
 }
