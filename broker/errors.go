@@ -54,7 +54,8 @@ var ErrUnsupported = errors.ErrUnsupported
 // Topic and Subscription (ErrorAs) to reach the SDK's error.
 type Error struct {
 	// Op is the operation that failed: "publish", "receive", "ack", "nack",
-	// "dead-letter", "extend-lock", "open", "close".
+	// "dead-letter", "extend-lock", "open", "close", "topology" (Plan.Apply,
+	// PlanTopology).
 	Op string
 	// Code is the class of the failure.
 	Code driver.ErrorCode

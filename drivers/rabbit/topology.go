@@ -140,50 +140,92 @@ func Declare(ctx context.Context, c *Conn, t Topology) error {
 	if err := checkLimit("Topology", t.DeliveryLimit, t.DeadLetter, ver); err != nil {
 		return err
 	}
-	return c.withChannel(ctx, func(ch *amqp.Channel) error {
-		if t.DeadLetter {
-			if err := ch.ExchangeDeclare(t.DeadLetterExchange(), amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
-				return err
-			}
-			dlq := amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum}
-			if lim, ok := (Topology{DeliveryLimit: NoDeliveryLimit}).limitArg(ver); ok {
-				dlq["x-delivery-limit"] = lim
-			}
-			if _, err := ch.QueueDeclare(t.DeadLetterQueue(), true, false, false, false, dlq); err != nil {
-				return err
-			}
-			if err := ch.QueueBind(t.DeadLetterQueue(), "", t.DeadLetterExchange(), false, nil); err != nil {
-				return err
-			}
+	d := t.declaration(ver)
+	return c.withChannel(ctx, func(ch *amqp.Channel) error { return d.declare(ch, nil) })
+}
+
+// declaration is what Declare, and a topology URL's plan, declare: an
+// exchange, queues bound to it, a dead-letter exchange and queue, each
+// optional ("", none).
+type declaration struct {
+	exchange, exchangeKind string
+	queues                 []string   // bound with routing keys "0", "1"... when partitioned
+	partitioned            bool       // the queues are partitions
+	queueArgs              amqp.Table // of every queue
+	dlx, dlq               string
+	dlqArgs                amqp.Table
+}
+
+// declaration returns what Declare declares for t on server v.
+func (t Topology) declaration(v serverVersion) declaration {
+	d := declaration{exchange: t.Exchange, exchangeKind: amqp.ExchangeFanout, queues: t.PartitionQueues(), partitioned: t.Partitions > 1}
+	if d.partitioned {
+		d.exchangeKind = amqp.ExchangeDirect
+	}
+	d.queueArgs = amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum, amqp.SingleActiveConsumerArg: true}
+	if lim, ok := t.limitArg(v); ok {
+		d.queueArgs["x-delivery-limit"] = lim
+	}
+	if t.DeadLetter {
+		d.dlx, d.dlq = t.DeadLetterExchange(), t.DeadLetterQueue()
+		d.queueArgs["x-dead-letter-exchange"] = d.dlx
+		d.dlqArgs = amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum}
+		if lim, ok := (Topology{DeliveryLimit: NoDeliveryLimit}).limitArg(v); ok {
+			d.dlqArgs["x-delivery-limit"] = lim
 		}
-		kind := amqp.ExchangeFanout
-		if t.Partitions > 1 {
-			kind = amqp.ExchangeDirect
+	}
+	return d
+}
+
+// declare declares d on ch, but not the exchanges and queues for which
+// exists (nil: none) reports true: those it leaves as they are, and binds
+// a queue only when it or its exchange is declared now.
+func (d declaration) declare(ch *amqp.Channel, exists func(queue bool, name string) bool) error {
+	skip := func(queue bool, name string) bool { return exists != nil && exists(queue, name) }
+	bind := func(q, key, ex string) error {
+		if skip(true, q) && skip(false, ex) {
+			return nil
 		}
-		if err := ch.ExchangeDeclare(t.Exchange, kind, true, false, false, false, nil); err != nil {
+		return ch.QueueBind(q, key, ex, false, nil)
+	}
+	if d.dlx != "" && !skip(false, d.dlx) {
+		if err := ch.ExchangeDeclare(d.dlx, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
 			return err
 		}
-		args := amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum, amqp.SingleActiveConsumerArg: true}
-		if lim, ok := t.limitArg(ver); ok {
-			args["x-delivery-limit"] = lim
-		}
-		if t.DeadLetter {
-			args["x-dead-letter-exchange"] = t.DeadLetterExchange()
-		}
-		for i, q := range t.PartitionQueues() {
-			if _, err := ch.QueueDeclare(q, true, false, false, false, args); err != nil {
-				return err
-			}
-			key := ""
-			if t.Partitions > 1 {
-				key = strconv.Itoa(i)
-			}
-			if err := ch.QueueBind(q, key, t.Exchange, false, nil); err != nil {
+	}
+	if d.dlq != "" {
+		if !skip(true, d.dlq) {
+			if _, err := ch.QueueDeclare(d.dlq, true, false, false, false, d.dlqArgs); err != nil {
 				return err
 			}
 		}
-		return nil
-	})
+		if err := bind(d.dlq, "", d.dlx); err != nil {
+			return err
+		}
+	}
+	if d.exchange != "" && !skip(false, d.exchange) {
+		if err := ch.ExchangeDeclare(d.exchange, d.exchangeKind, true, false, false, false, nil); err != nil {
+			return err
+		}
+	}
+	for i, q := range d.queues {
+		if !skip(true, q) {
+			if _, err := ch.QueueDeclare(q, true, false, false, false, d.queueArgs); err != nil {
+				return err
+			}
+		}
+		if d.exchange == "" {
+			continue
+		}
+		key := ""
+		if d.partitioned {
+			key = strconv.Itoa(i)
+		}
+		if err := bind(q, key, d.exchange); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Delete deletes what Declare declared, and the delay queues subscriptions

@@ -47,8 +47,11 @@ func init() {
 // prefetch, delivery_limit (-1: NoDeliveryLimit), dead_letter_exchange,
 // dead_letters_from, nack_delay (bool), management (the management API's
 // address, SubscriptionOptions.Management, or "off"), and
-// dead_letter_queue (read by OpenDeadLettersURL only); "queue" names the
-// queue in amqp:// URLs.
+// dead_letter_queue (read by OpenDeadLettersURL only), exchange (the
+// exchange the queue is bound to, read by PlanTopologyURL only); "queue"
+// names the queue in amqp:// URLs. PlanTopologyURL (behind
+// broker.PlanTopology and wary topology) reads a topic's and a
+// subscription's URL, and declares what they describe.
 // Concurrency is not a parameter: it is broker.RunOptions.Concurrency,
 // from which Run sets the prefetch.
 //
@@ -288,6 +291,7 @@ func (o *URLOpener) subscriptionURL(u *url.URL) (server, name string, so Subscri
 	so.DeadLetterExchange = p.Get("dead_letter_exchange")
 	so.DeadLettersFrom = p.Get("dead_letters_from")
 	dlq = p.Get("dead_letter_queue")
+	_ = p.Get("exchange") // the exchange the queue is bound to, for PlanTopologyURL
 	so.Partitions = p.Int("partitions", 0, 0, maxURLInt)
 	so.Prefetch = p.Int("prefetch", 0, 0, math.MaxUint16)
 	so.DeliveryLimit = p.Int("delivery_limit", 0, NoDeliveryLimit, maxURLInt)

@@ -29,6 +29,11 @@ type SubscriptionOptions struct {
 	// DedupWindow is the deduplication window the subscription declares
 	// (as TopicOptions.DedupWindow).
 	DedupWindow time.Duration
+
+	// stated are a URL's max_receive and visibility, compared with the
+	// queue's attributes (zero: not stated).
+	statedMaxReceive int
+	statedVisibility time.Duration
 }
 
 // OpenSubscription opens a consumer of the FIFO queue queueURLOrName.
@@ -76,6 +81,7 @@ func openDeadLetters(ctx context.Context, client *sqs.Client, q string, o Subscr
 	if qu.dlqURL == "" {
 		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q has no RedrivePolicy, hence no dead-letter queue", q))
 	}
+	o.statedMaxReceive, o.statedVisibility = 0, 0 // the queue's, not its dead-letter queue's
 	s, err := openSubscription(ctx, client, qu.dlqURL, o)
 	if err != nil {
 		return nil, err
@@ -100,6 +106,7 @@ func openSubscription(ctx context.Context, client *sqs.Client, q string, o Subsc
 	if err != nil {
 		return nil, err
 	}
+	qu.sub.Source.Conflicts = append(qu.sub.Source.Conflicts, statedConflicts(qu.sub, o.statedMaxReceive, o.statedVisibility)...)
 	s := &subscription{q: qu, wait: int32(ceilSeconds(o.WaitTime))}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	return s, nil

@@ -33,8 +33,12 @@ func init() {
 // SQS endpoint URL, e.g. LocalStack's http://127.0.0.1:4566; default:
 // AWS's for the region), dedup_window (a duration, TopicOptions.DedupWindow)
 // and, for subscriptions, wait_time (a duration up to 20s,
-// SubscriptionOptions.WaitTime). The host (with any path) is the queue's
-// name. Any other parameter, and a malformed value, is an error matching
+// SubscriptionOptions.WaitTime). max_receive (an integer, the
+// RedrivePolicy's maxReceiveCount) and visibility (a duration, the
+// VisibilityTimeout) say how PlanTopologyURL declares the queue; a
+// subscription compares them with the queue's attributes and reports a
+// difference as a conflict in its capabilities' Source (the queue's value
+// applies). The host (with any path) is the queue's name. Any other parameter, and a malformed value, is an error matching
 // broker.ErrInvalid that does not repeat the value.
 type URLOpener struct {
 	// Configure, if not nil, adjusts the client options of every client
@@ -90,6 +94,7 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 	}
 	var to TopicOptions
 	to.DedupWindow = p.Duration("dedup_window", 0, 0, 24*time.Hour)
+	declareParams(p) // the consumer's side's, checked here as one URL names the queue for both
 	if err := p.Done(); err != nil {
 		return nil, err
 	}
@@ -151,6 +156,7 @@ func (o *URLOpener) subscriptionURL(ctx context.Context, u *url.URL) (string, *s
 	so.DedupWindow = p.Duration("dedup_window", 0, 0, 24*time.Hour)
 	so.WaitTime = p.Duration("wait_time", 0, 0, 20*time.Second)
 	deadLetters := p.Bool("dead_letters", false)
+	so.statedMaxReceive, so.statedVisibility = declareParams(p)
 	if err := p.Done(); err != nil {
 		return "", nil, so, false, err
 	}

@@ -3,13 +3,13 @@ package sbemu
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/drivers/servicebus"
 )
 
 var nameSeq atomic.Int64
@@ -18,14 +18,6 @@ var nameSeq atomic.Int64
 func UniqueName(prefix string) string {
 	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e9, nameSeq.Add(1))
 }
-
-// isoDuration writes d as the administration API wants it.
-func isoDuration(d time.Duration) *string {
-	s := "PT" + strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "S"
-	return &s
-}
-
-func ptr[T any](v T) *T { return &v }
 
 // Entity is what CreateQueue and CreateSubscription make at run time,
 // through the administration API (zero fields: the entity's defaults).
@@ -40,29 +32,21 @@ type Entity struct {
 	Dedup time.Duration
 }
 
-func (c Entity) queueProps() *admin.QueueProperties {
-	p := &admin.QueueProperties{RequiresSession: ptr(c.Sessions)}
-	if c.Lock > 0 {
-		p.LockDuration = isoDuration(c.Lock)
-	}
-	if c.DeliveryLimit > 0 {
-		p.MaxDeliveryCount = ptr(int32(c.DeliveryLimit))
-	}
-	if c.Dedup > 0 {
-		p.RequiresDuplicateDetection = ptr(true)
-		p.DuplicateDetectionHistoryTimeWindow = isoDuration(c.Dedup)
-	}
-	return p
+// props are c's properties as the driver's Create functions take them.
+func (c Entity) props() (servicebus.TopicProperties, servicebus.SubscriptionProperties) {
+	return servicebus.TopicProperties{RequiresSession: c.Sessions, DuplicateDetectionWindow: c.Dedup},
+		servicebus.SubscriptionProperties{RequiresSession: c.Sessions, LockDuration: c.Lock, MaxDeliveryCount: c.DeliveryLimit}
 }
 
-// CreateQueue creates a fresh queue through adm, deleted when the test
-// ends, and returns its name.
+// CreateQueue creates a fresh queue through adm (servicebus.CreateQueue),
+// deleted when the test ends, and returns its name.
 func CreateQueue(t conformance.T, adm *admin.Client, c Entity) string {
 	t.Helper()
 	name := UniqueName("q")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := adm.CreateQueue(ctx, name, &admin.CreateQueueOptions{Properties: c.queueProps()}); err != nil {
+	tp, sp := c.props()
+	if err := servicebus.CreateQueue(ctx, adm, name, tp, sp); err != nil {
 		t.Fatalf("CreateQueue: %v", err)
 	}
 	t.Cleanup(func() {
@@ -74,30 +58,24 @@ func CreateQueue(t conformance.T, adm *admin.Client, c Entity) string {
 }
 
 // CreateSubscription creates a fresh topic and one subscription through
-// adm, deleted when the test ends; it returns the topic and the
-// subscription's path.
+// adm (servicebus.CreateTopic and CreateSubscription), deleted when the
+// test ends; it returns the topic and the subscription's path.
 func CreateSubscription(t conformance.T, adm *admin.Client, c Entity) (topic, path string) {
 	t.Helper()
 	topic = UniqueName("t")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tp := &admin.TopicProperties{}
-	if c.Dedup > 0 {
-		tp.RequiresDuplicateDetection = ptr(true)
-		tp.DuplicateDetectionHistoryTimeWindow = isoDuration(c.Dedup)
-	}
-	if _, err := adm.CreateTopic(ctx, topic, &admin.CreateTopicOptions{Properties: tp}); err != nil {
+	tp, sp := c.props()
+	if err := servicebus.CreateTopic(ctx, adm, topic, tp); err != nil {
 		t.Fatalf("CreateTopic: %v", err)
-	}
-	qp := c.queueProps()
-	sp := &admin.SubscriptionProperties{RequiresSession: qp.RequiresSession, LockDuration: qp.LockDuration, MaxDeliveryCount: qp.MaxDeliveryCount}
-	if _, err := adm.CreateSubscription(ctx, topic, "sub", &admin.CreateSubscriptionOptions{Properties: sp}); err != nil {
-		t.Fatalf("CreateSubscription: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, _ = adm.DeleteTopic(ctx, topic, nil)
 	})
+	if err := servicebus.CreateSubscription(ctx, adm, topic, "sub", sp); err != nil {
+		t.Fatalf("CreateSubscription: %v", err)
+	}
 	return topic, topic + "/Subscriptions/sub"
 }

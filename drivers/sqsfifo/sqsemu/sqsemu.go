@@ -25,9 +25,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/drivers/sqsfifo"
 	"github.com/wary-go/wary/internal/nodeproc"
 )
 
@@ -316,55 +316,33 @@ func CreateNamedQueue(ctx context.Context, client *sqs.Client, name string, spec
 }
 
 // createQueue creates queue name (".fifo" added unless spec.Standard) and,
-// with spec.MaxReceive > 0, the FIFO dead-letter queue dlqName first;
-// created is called with the URL of each queue made.
+// with spec.MaxReceive > 0, the FIFO dead-letter queue dlqName first,
+// through the driver's sqsfifo.CreateQueue; created is called with the URL
+// of each queue made.
 func createQueue(ctx context.Context, client *sqs.Client, name, dlqName string, spec QueueSpec, created func(url string)) (url, dlqURL string, err error) {
-	attrs := map[string]string{}
-	if !spec.Standard {
-		name += ".fifo"
-		attrs["FifoQueue"] = "true"
-		if spec.ContentDedup {
-			attrs["ContentBasedDeduplication"] = "true"
+	if spec.Standard {
+		// The driver creates FIFO queues only; a standard one is for
+		// tests of its refusal.
+		attrs := map[string]string{}
+		if spec.Visibility > 0 {
+			attrs["VisibilityTimeout"] = strconv.Itoa(int(spec.Visibility / time.Second))
 		}
-		if spec.DedupScope != "" {
-			attrs["DeduplicationScope"] = spec.DedupScope
-			if spec.DedupScope == "messageGroup" {
-				attrs["FifoThroughputLimit"] = "perMessageGroupId"
-			}
-		}
-	}
-	if spec.Visibility > 0 {
-		attrs["VisibilityTimeout"] = strconv.Itoa(int(spec.Visibility / time.Second))
-	}
-	if spec.Retention > 0 {
-		attrs["MessageRetentionPeriod"] = strconv.Itoa(int(spec.Retention / time.Second))
-	}
-	if spec.MaxSize > 0 {
-		attrs["MaximumMessageSize"] = strconv.Itoa(spec.MaxSize)
-	}
-	if spec.MaxReceive > 0 {
-		dlq, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(dlqName),
-			Attributes: map[string]string{"FifoQueue": "true"}})
+		out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
 		if err != nil {
-			return "", "", fmt.Errorf("create DLQ: %w", err)
+			return "", "", fmt.Errorf("create queue: %w", err)
 		}
-		dlqURL = aws.ToString(dlq.QueueUrl)
+		created(aws.ToString(out.QueueUrl))
+		return aws.ToString(out.QueueUrl), "", nil
+	}
+	url, dlqURL, err = sqsfifo.CreateQueue(ctx, client, name, dlqName, sqsfifo.QueueSpec{Visibility: spec.Visibility, MaxReceive: spec.MaxReceive,
+		DedupScope: spec.DedupScope, Retention: spec.Retention, MaxSize: spec.MaxSize, ContentDedup: spec.ContentDedup})
+	if dlqURL != "" {
 		created(dlqURL)
-		a, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl,
-			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
-		if err != nil {
-			return "", "", fmt.Errorf("DLQ ARN: %w", err)
-		}
-		attrs["RedrivePolicy"] = fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`,
-			a.Attributes["QueueArn"], spec.MaxReceive)
 	}
-	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
-	if err != nil {
-		return "", "", fmt.Errorf("create queue: %w", err)
+	if url != "" {
+		created(url)
 	}
-	url = aws.ToString(out.QueueUrl)
-	created(url)
-	return url, dlqURL, nil
+	return url, dlqURL, err
 }
 
 func deleteAtCleanup(t conformance.T, client *sqs.Client, url string) {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 
@@ -48,7 +49,7 @@ func (a *app) openTopic(ctx context.Context, raw string) (*broker.Topic, error) 
 	}
 	t, err := broker.OpenTopic(ctx, s)
 	if err != nil {
-		return nil, fmt.Errorf("open topic %s: %w", broker.RedactString(raw), err)
+		return nil, openFailed("open topic", raw, err)
 	}
 	return t, nil
 }
@@ -61,7 +62,7 @@ func (a *app) openSubscription(ctx context.Context, raw string) (*broker.Subscri
 	}
 	sub, err := broker.OpenSubscription(ctx, s)
 	if err != nil {
-		return nil, fmt.Errorf("open subscription %s: %w", broker.RedactString(raw), err)
+		return nil, openFailed("open subscription", raw, err)
 	}
 	return sub, nil
 }
@@ -76,7 +77,21 @@ func (a *app) openDeadLetters(ctx context.Context, raw string) (*broker.Subscrip
 	}
 	sub, err := broker.OpenDeadLetters(ctx, s)
 	if err != nil {
-		return nil, fmt.Errorf("open the dead letters of subscription %s: %w", broker.RedactString(raw), err)
+		return nil, openFailed("open the dead letters of subscription", raw, err)
 	}
 	return sub, nil
+}
+
+// openFailed is the error of opening raw: what failed and the broker's
+// error without its own "wary: open" prefix, and for a missing entity how
+// to declare it.
+func openFailed(what, raw string, err error) error {
+	e := &brokerErr{what: what + " " + broker.RedactString(raw), err: err}
+	if errors.Is(err, broker.ErrNotFound) {
+		e.hint = "declare what the URL describes with: wary topology URL --apply"
+		if broker.RedactString(raw) == raw {
+			e.hint = "declare what the URL describes with: wary topology '" + raw + "' --apply"
+		}
+	}
+	return e
 }

@@ -77,7 +77,7 @@ func TestHelpEveryCommand(t *testing.T) {
 	w := newWary(t)
 	for _, cmd := range [][]string{{}, {"explain"}, {"probe"}, {"parked"}, {"parked", "list"}, {"parked", "show"}, {"parked", "replay"},
 		{"parked", "discard"}, {"outbox"}, {"outbox", "status"}, {"outbox", "list"}, {"outbox", "requeue"}, {"outbox", "discard"},
-		{"dlq"}, {"dlq", "list"}, {"dlq", "replay"}, {"dlq", "discard"}, {"version"}} {
+		{"dlq"}, {"dlq", "list"}, {"dlq", "replay"}, {"dlq", "discard"}, {"topology"}, {"version"}} {
 		r := w.want(cli.ExitOK, append(cmd, "--help")...)
 		if !strings.Contains(r.out, "Examples:\n  wary ") {
 			t.Errorf("wary %s --help has no example:\n%s", strings.Join(cmd, " "), r.out)

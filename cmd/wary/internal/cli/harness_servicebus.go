@@ -127,15 +127,8 @@ func serviceBusHarness(ctx context.Context, u *url.URL, getenv func(string) stri
 func createScratch(ctx context.Context, t conformance.T, adm *admin.Client, sessions, topic bool, cfg conformance.Config) (send, path string, err error) {
 	name := scratchName("wary-probe")
 	lock := max(cfg.LockTimeout, minLock)
-	var limit *int32
-	if cfg.DeliveryLimit > 0 {
-		limit = to(int32(cfg.DeliveryLimit))
-	}
-	var dedup *bool
-	var window *string
-	if cfg.DedupWindow > 0 {
-		dedup, window = to(true), isoDuration(cfg.DedupWindow)
-	}
+	tp := servicebus.TopicProperties{RequiresSession: sessions, DuplicateDetectionWindow: max(cfg.DedupWindow, 0)}
+	sp := servicebus.SubscriptionProperties{RequiresSession: sessions, LockDuration: lock, MaxDeliveryCount: max(cfg.DeliveryLimit, 0)}
 	del := func(f func(context.Context) error) {
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -144,33 +137,21 @@ func createScratch(ctx context.Context, t conformance.T, adm *admin.Client, sess
 		})
 	}
 	if !topic {
-		p := &admin.QueueProperties{RequiresSession: to(sessions), LockDuration: isoDuration(lock), MaxDeliveryCount: limit,
-			RequiresDuplicateDetection: dedup, DuplicateDetectionHistoryTimeWindow: window}
-		if _, err := adm.CreateQueue(ctx, name, &admin.CreateQueueOptions{Properties: p}); err != nil {
-			return "", "", fmt.Errorf("create queue %s: %w", name, err)
+		if err := servicebus.CreateQueue(ctx, adm, name, tp, sp); err != nil {
+			return "", "", err
 		}
 		del(func(ctx context.Context) error { _, err := adm.DeleteQueue(ctx, name, nil); return err })
 		return name, name, nil
 	}
-	tp := &admin.TopicProperties{RequiresDuplicateDetection: dedup, DuplicateDetectionHistoryTimeWindow: window}
-	if _, err := adm.CreateTopic(ctx, name, &admin.CreateTopicOptions{Properties: tp}); err != nil {
-		return "", "", fmt.Errorf("create topic %s: %w", name, err)
+	if err := servicebus.CreateTopic(ctx, adm, name, tp); err != nil {
+		return "", "", err
 	}
 	del(func(ctx context.Context) error { _, err := adm.DeleteTopic(ctx, name, nil); return err })
-	sp := &admin.SubscriptionProperties{RequiresSession: to(sessions), LockDuration: isoDuration(lock), MaxDeliveryCount: limit}
-	if _, err := adm.CreateSubscription(ctx, name, "probe", &admin.CreateSubscriptionOptions{Properties: sp}); err != nil {
-		return "", "", fmt.Errorf("create subscription %s/probe: %w", name, err)
+	if err := servicebus.CreateSubscription(ctx, adm, name, "probe", sp); err != nil {
+		return "", "", err
 	}
 	return name, name + "/Subscriptions/probe", nil
 }
 
 // minLock is the service's shortest lock duration.
 const minLock = 5 * time.Second
-
-func to[T any](v T) *T { return &v }
-
-// isoDuration writes d as the administration API wants it (ISO 8601).
-func isoDuration(d time.Duration) *string {
-	s := "PT" + strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "S"
-	return &s
-}

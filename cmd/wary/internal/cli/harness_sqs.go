@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
@@ -53,19 +51,12 @@ func sqsHarness(ctx context.Context, u *url.URL, getenv func(string) string) (co
 			o.BaseEndpoint = aws.String(endpoint)
 		}
 	})
-	create := func(ctx context.Context, t conformance.T, name string, attrs map[string]string) (string, error) {
-		attrs["FifoQueue"] = "true"
-		attrs["MessageRetentionPeriod"] = strconv.Itoa(int(sqsRetention / time.Second))
-		out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
-		if err != nil {
-			return "", fmt.Errorf("create queue %s: %w", name, err)
-		}
+	deleteAtEnd := func(t conformance.T, url string) {
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			_, _ = client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
+			_, _ = client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
 		})
-		return aws.ToString(out.QueueUrl), nil
 	}
 	so := &sqsfifo.SubscriptionOptions{WaitTime: time.Second, DedupWindow: window}
 	h := conformance.Harness{
@@ -75,22 +66,16 @@ func sqsHarness(ctx context.Context, u *url.URL, getenv func(string) string) (co
 		FixedWaits:        "the server's deduplication window is fixed (AWS: 5 minutes); give dedup_window= if yours is shorter",
 		Setup: func(ctx context.Context, t conformance.T, c conformance.Config) (*conformance.Fixture, error) {
 			name := scratchName("wary-probe")
-			dlq, err := create(ctx, t, name+"-dlq.fifo", map[string]string{})
-			if err != nil {
-				return nil, err
-			}
-			a, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq),
-				AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
-			if err != nil {
-				return nil, err
-			}
 			// At least 3s: head-of-line holds a delivery through two Quiet
 			// periods and must not see its lock expire meanwhile.
 			lock := max(c.LockTimeout, 3*time.Second)
-			main, err := create(ctx, t, name+".fifo", map[string]string{
-				"VisibilityTimeout": strconv.Itoa(int(lock / time.Second)),
-				"RedrivePolicy":     fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, a.Attributes["QueueArn"], max(c.DeliveryLimit, 1)),
-			})
+			main, dlq, err := sqsfifo.CreateQueue(ctx, client, name+".fifo", name+"-dlq.fifo",
+				sqsfifo.QueueSpec{Visibility: lock, MaxReceive: max(c.DeliveryLimit, 1), Retention: sqsRetention})
+			for _, u := range []string{dlq, main} {
+				if u != "" {
+					deleteAtEnd(t, u)
+				}
+			}
 			if err != nil {
 				return nil, err
 			}
