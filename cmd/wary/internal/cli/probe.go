@@ -103,7 +103,7 @@ sends the administration requests there, over plain HTTP on loopback only.`,
 					return []any{r.Scenario, r.Declared, obs}
 				})
 				if broken {
-					fmt.Fprintln(w, "the broker does not keep what the scratch entities declare")
+					fmt.Fprintln(w, "the broker does not keep what it declares for the scratch entities")
 				} else {
 					fmt.Fprintln(w, "every observation matches the declaration")
 				}

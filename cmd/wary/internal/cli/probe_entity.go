@@ -72,7 +72,30 @@ func (a *app) readEntity(ctx context.Context, raw string) entityReading {
 			subU.Path = "/sub"
 		}
 	}
-	sub, err := a.openSubscription(ctx, subU.String())
+	openSub, openTop := a.openSubscription, a.openTopic
+	if u.Scheme == servicebus.Scheme {
+		// The probe's environment (and --servicebus-admin-endpoint), as
+		// its harness has it.
+		mux := new(broker.URLMux)
+		o := &servicebus.URLOpener{ConnectionString: a.io.Getenv(EnvServiceBus), AdminEndpoint: a.io.Getenv(EnvServiceBusAdmin)}
+		mux.RegisterSubscription(servicebus.Scheme, o)
+		mux.RegisterTopic(servicebus.Scheme, o)
+		openSub = func(ctx context.Context, raw string) (*broker.Subscription, error) {
+			s, err := mux.OpenSubscription(ctx, raw)
+			if err != nil {
+				return nil, fmt.Errorf("open subscription %s: %w", broker.RedactString(raw), err)
+			}
+			return s, nil
+		}
+		openTop = func(ctx context.Context, raw string) (*broker.Topic, error) {
+			t, err := mux.OpenTopic(ctx, raw)
+			if err != nil {
+				return nil, fmt.Errorf("open topic %s: %w", broker.RedactString(raw), err)
+			}
+			return t, nil
+		}
+	}
+	sub, err := openSub(ctx, subU.String())
 	if err != nil {
 		e.Why = err.Error()
 		return e
@@ -83,7 +106,7 @@ func (a *app) readEntity(ctx context.Context, raw string) entityReading {
 	if len(sc.Source.Read) > 0 || len(sc.Source.Unread) > 0 || len(sc.Source.Conflicts) > 0 {
 		e.Source = &sc.Source
 	}
-	top, err := a.openTopic(ctx, topU.String())
+	top, err := openTop(ctx, topU.String())
 	if err != nil {
 		e.TopicNotRead = err.Error()
 		return e
