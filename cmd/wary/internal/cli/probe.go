@@ -26,15 +26,34 @@ func (a *app) probeCmd() *cobra.Command {
 	var sbAdmin string
 	c := &cobra.Command{
 		Use:   "probe URL",
-		Short: "Measure a live broker's promises on scratch queues and compare them with its declaration",
-		Long: `probe runs the conformance scenarios (package conformance) against the
-broker the URL names, each on a scratch topic and queue it creates and
-deletes: order within a scope under competing consumers, dedup of a
-republished ID inside and after the declared window, lock expiry and
-redelivery, the delivery limit to the dead-letter queue with its reason,
-nack delay, and the rest. It prints, for each, what the broker declares
-and what was observed, and exits 1 if any observation contradicts the
-declaration.
+		Short: "Read an entity's settings, then measure a live broker's promises on scratch entities with those settings copied",
+		Long: `probe first reads the entity the URL names, the normal way and read-only
+(it opens its subscription and topic, reads the capabilities the driver
+states for them, and closes them: nothing is published to it or received
+from it), and prints them as "your entity NAME", with what the driver read
+from the broker, what it could not (UNKNOWN) and where the URL disagrees
+with the broker (CONFLICT).
+
+It then runs the conformance scenarios (package conformance), each on a
+scratch topic and queue it creates and deletes, never on your entity:
+order within a scope under competing consumers, dedup of a republished ID
+inside and after the declared window, lock expiry and redelivery, the
+delivery limit to the dead-letter queue with its reason, nack delay, and
+the rest. The scratch entities are made with your entity's settings
+copied where the probe can set them (the delivery limit, the lock
+timeout, the dedup window, a Service Bus session queue; the URL's
+parameters, such as partitions=, as before), so that what is measured is
+your configuration. On a live broker a lock timeout or dedup window
+longer than 2s or 3s is shortened to keep the run short; that, and every
+setting it could not copy, is printed with why. On memory (a fake clock)
+nothing is shortened. Where the entity cannot be read (no such name on the
+broker; a kafka:// consumer group, which a consumer would join), the
+scratch entities have the probe's own settings, stated as such.
+
+For each scenario it prints what the scratch entities declare and what
+was observed, and exits 1 if any observation contradicts the declaration.
+With --json, "entity" is the reading of your entity and "scratch" what
+the scratch entities declare, which settings were copied and which not.
 
 URLs: mem://NAME?profile=P&... (the memory driver, on a clock of its own),
 rabbit://NAME (server in $WARY_RABBIT_URL; partitions=N),
