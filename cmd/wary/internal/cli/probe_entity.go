@@ -73,13 +73,26 @@ func (a *app) readEntity(ctx context.Context, raw string) entityReading {
 		}
 	}
 	openSub, openTop := a.openSubscription, a.openTopic
-	if u.Scheme == servicebus.Scheme {
+	var mux *broker.URLMux
+	switch u.Scheme {
+	case servicebus.Scheme:
 		// The probe's environment (and --servicebus-admin-endpoint), as
 		// its harness has it.
-		mux := new(broker.URLMux)
+		mux = new(broker.URLMux)
 		o := &servicebus.URLOpener{ConnectionString: a.io.Getenv(EnvServiceBus), AdminEndpoint: a.io.Getenv(EnvServiceBusAdmin)}
 		mux.RegisterSubscription(servicebus.Scheme, o)
 		mux.RegisterTopic(servicebus.Scheme, o)
+	case memory.Scheme:
+		// On a broker of its own, as a process of the user's would open
+		// it: with the URL's settings and the driver's defaults.
+		b := memory.New(nil)
+		defer b.Close()
+		mux = new(broker.URLMux)
+		o := &memory.URLOpener{Broker: b}
+		mux.RegisterSubscription(memory.Scheme, o)
+		mux.RegisterTopic(memory.Scheme, o)
+	}
+	if mux != nil {
 		openSub = func(ctx context.Context, raw string) (*broker.Subscription, error) {
 			s, err := mux.OpenSubscription(ctx, raw)
 			if err != nil {
