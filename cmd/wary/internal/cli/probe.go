@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/conformance"
 )
 
@@ -24,15 +26,34 @@ func (a *app) probeCmd() *cobra.Command {
 	var sbAdmin string
 	c := &cobra.Command{
 		Use:   "probe URL",
-		Short: "Measure a live broker's promises on scratch queues and compare them with its declaration",
-		Long: `probe runs the conformance scenarios (package conformance) against the
-broker the URL names, each on a scratch topic and queue it creates and
-deletes: order within a scope under competing consumers, dedup of a
-republished ID inside and after the declared window, lock expiry and
-redelivery, the delivery limit to the dead-letter queue with its reason,
-nack delay, and the rest. It prints, for each, what the broker declares
-and what was observed, and exits 1 if any observation contradicts the
-declaration.
+		Short: "Read an entity's settings, then measure a live broker's promises on scratch entities with those settings copied",
+		Long: `probe first reads the entity the URL names, the normal way and read-only
+(it opens its subscription and topic, reads the capabilities the driver
+states for them, and closes them: nothing is published to it or received
+from it), and prints them as "your entity NAME", with what the driver read
+from the broker, what it could not (UNKNOWN) and where the URL disagrees
+with the broker (CONFLICT).
+
+It then runs the conformance scenarios (package conformance), each on a
+scratch topic and queue it creates and deletes, never on your entity:
+order within a scope under competing consumers, dedup of a republished ID
+inside and after the declared window, lock expiry and redelivery, the
+delivery limit to the dead-letter queue with its reason, nack delay, and
+the rest. The scratch entities are made with your entity's settings
+copied where the probe can set them (the delivery limit, the lock
+timeout, the dedup window, a Service Bus session queue; the URL's
+parameters, such as partitions=, as before), so that what is measured is
+your configuration. On a live broker a lock timeout or dedup window
+longer than 2s or 3s is shortened to keep the run short; that, and every
+setting it could not copy, is printed with why. On memory (a fake clock)
+nothing is shortened. Where the entity cannot be read (no such name on the
+broker; a kafka:// consumer group, which a consumer would join), the
+scratch entities have the probe's own settings, stated as such.
+
+For each scenario it prints what the scratch entities declare and what
+was observed, and exits 1 if any observation contradicts the declaration.
+With --json, "entity" is the reading of your entity and "scratch" what
+the scratch entities declare, which settings were copied and which not.
 
 URLs: mem://NAME?profile=P&... (the memory driver, on a clock of its own),
 rabbit://NAME (server in $WARY_RABBIT_URL; partitions=N),
@@ -67,11 +88,13 @@ sends the administration requests there, over plain HTTP on loopback only.`,
 					return getenv(k)
 				}
 			}
-			h, closeH, err := a.harnessFor(ctx, args[0])
+			ent := a.readEntity(ctx, args[0])
+			h, closeH, err := a.harnessFor(ctx, harnessURL(args[0], ent))
 			if err != nil {
 				return err
 			}
 			defer closeH()
+			shortened := copySettings(&h, ent)
 			sp := &spinner{w: a.io.Err, tty: isTerminal(a.io.Err)}
 			caps, results, err := conformance.Probe(ctx, h, sp, only...)
 			sp.stop()
@@ -84,11 +107,11 @@ sends the administration requests there, over plain HTTP on loopback only.`,
 				broken = broken || r.Outcome == conformance.Broken
 				rows = append(rows, probeRow{Result: r, Declared: declared(r.Scenario, caps)})
 			}
-			res := probeJSON{Broker: broker.RedactString(args[0]), Capabilities: caps.String(), Results: rows, Broken: broken}
+			res := probeJSON{Broker: broker.RedactString(args[0]), Entity: ent, Capabilities: caps.String(),
+				Scratch: compareScratch(schemeOf(args[0]), ent, caps, shortened), Results: rows, Broken: broken}
 			return a.report(res, func(w io.Writer) {
-				fmt.Fprintf(w, "probe of %s, measured on scratch entities it created and deleted (not on that entity itself)\n", res.Broker)
-				fmt.Fprintf(w, "the scratch entities declare: %s\n", res.Capabilities)
-				table(w, "SCENARIO | DECLARED | OBSERVED", len(rows), func(i int) []any {
+				printProbeHeader(w, res)
+				table(w, "SCENARIO | DECLARED BY THE SCRATCH ENTITIES | OBSERVED", len(rows), func(i int) []any {
 					r := rows[i]
 					obs := string(r.Outcome)
 					if r.Outcome == conformance.Broken {
@@ -99,7 +122,7 @@ sends the administration requests there, over plain HTTP on loopback only.`,
 					return []any{r.Scenario, r.Declared, obs}
 				})
 				if broken {
-					fmt.Fprintln(w, "the broker does not keep what it declares")
+					fmt.Fprintln(w, "the broker does not keep what it declares for the scratch entities")
 				} else {
 					fmt.Fprintln(w, "every observation matches the declaration")
 				}
@@ -118,10 +141,83 @@ type probeRow struct {
 }
 
 type probeJSON struct {
-	Broker       string     `json:"broker"`
-	Capabilities string     `json:"capabilities"`
-	Results      []probeRow `json:"results"`
-	Broken       bool       `json:"broken"`
+	Broker string `json:"broker"`
+	// Entity is what was read, read-only, of the entity the URL names.
+	Entity entityReading `json:"entity"`
+	// Capabilities are those the scratch entities declare, and Scratch
+	// says which of the entity's settings they copy.
+	Capabilities string        `json:"capabilities"`
+	Scratch      scratchReport `json:"scratch"`
+	Results      []probeRow    `json:"results"`
+	Broken       bool          `json:"broken"`
+}
+
+func schemeOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme
+}
+
+// printProbeHeader says what was read of the user's entity, and on which
+// entities, with which settings, the scenarios were measured.
+func printProbeHeader(w io.Writer, res probeJSON) {
+	e, sc := res.Entity, res.Scratch
+	fmt.Fprintf(w, "probe of %s\n", res.Broker)
+	if !e.Read {
+		fmt.Fprintf(w, "your entity %s: not read (%s)\n", e.Name, e.Why)
+		fmt.Fprintln(w, "measured on scratch entities it created and deleted (not on that entity itself), with the probe's own settings")
+		fmt.Fprintf(w, "the scratch entities declare: %s\n", sc.Capabilities)
+		fmt.Fprintln(w, "DECLARED is what the scratch entities declare, with the probe's own settings")
+		return
+	}
+	fmt.Fprintf(w, "your entity %s (read only: nothing published to it or received from it): %s\n", e.Name, e.Settings)
+	printSource(w, "  ", e.Source)
+	if e.TopicRead != "" {
+		fmt.Fprintf(w, "  its topic side: %s\n", e.TopicRead)
+		printSource(w, "  topic ", e.TopicSource)
+	} else if e.TopicNotRead != "" {
+		fmt.Fprintf(w, "  its topic side: not read (%s)\n", e.TopicNotRead)
+	}
+	fmt.Fprintln(w, "measured on scratch entities it created and deleted (not on that entity itself), with your entity's settings copied where it can:")
+	if sc.Read != "" {
+		fmt.Fprintf(w, "  scratch entity read from %s\n", sc.Read)
+	}
+	fmt.Fprintf(w, "  the scratch entities declare: %s\n", sc.Capabilities)
+	if len(sc.Copied) > 0 {
+		fmt.Fprintf(w, "  copied: %s\n", strings.Join(sc.Copied, "; "))
+	}
+	var notes []string
+	for _, n := range sc.NotCopied {
+		fmt.Fprintf(w, "  not copied: %s: yours %s, the scratch entities' %s: %s\n", n.Setting, n.Yours, n.Scratch, n.Why)
+		if strings.HasPrefix(n.Why, "shortened") {
+			notes = append(notes, fmt.Sprintf("%s shortened from %s to %s", n.Setting, n.Yours, n.Scratch))
+		}
+	}
+	how := "your entity's settings copied"
+	if len(sc.NotCopied) > 0 {
+		how += ", except as said above"
+	}
+	if len(notes) > 0 {
+		how += " (" + strings.Join(notes, ", ") + ")"
+	}
+	fmt.Fprintf(w, "DECLARED is what the scratch entities declare (%s), not your entity's declaration\n", how)
+}
+
+func printSource(w io.Writer, indent string, src *driver.Source) {
+	if src == nil {
+		return
+	}
+	if src.Read != "" {
+		fmt.Fprintf(w, "%sread from %s\n", indent, src.Read)
+	}
+	for _, u := range src.Unread {
+		fmt.Fprintf(w, "%sUNKNOWN %s: %s\n", indent, u.Setting, u.Why)
+	}
+	for _, c := range src.Conflicts {
+		fmt.Fprintf(w, "%sCONFLICT %s: stated %s, the broker holds %s, which applies\n", indent, c.Setting, c.Stated, c.Held)
+	}
 }
 
 // declared says which part of the declaration a scenario checks.

@@ -159,8 +159,8 @@ func TestProbeCatchesALie(t *testing.T) {
 func TestProbeMemoryKeepsItsWord(t *testing.T) {
 	w := newWary(t)
 	r := w.want(cli.ExitOK, "probe", "mem://scratch?profile=sqsfifo")
-	r.has(t, "order-within-scope", "order per message group", "dedup-expires-after-window", "dedup 3s per queue",
-		"delivery-limit-dead-letters", "limit 3 (native)", "every observation matches the declaration",
+	r.has(t, "order-within-scope", "order per message group", "dedup-expires-after-window", "dedup 5m0s per queue",
+		"delivery-limit-dead-letters", "limit 10 (native)", "every observation matches the declaration",
 		"measured on scratch entities it created and deleted (not on that entity itself)")
 	if r.errout == "" {
 		t.Errorf("no progress on stderr")
