@@ -2,16 +2,12 @@ package cli_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
@@ -139,22 +135,7 @@ func TestProbeSQSCopiesQueue(t *testing.T) {
 	defer cancel()
 	c := srv.NewClient(t, nil)
 	name := unique("wary-hand")
-	create := func(name string, attrs map[string]string) string {
-		attrs["FifoQueue"] = "true"
-		out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
-		return aws.ToString(out.QueueUrl)
-	}
-	dlq := create(name+"-dlq.fifo", map[string]string{})
-	a, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	create(name+".fifo", map[string]string{"VisibilityTimeout": "30",
-		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"4"}`, a.Attributes["QueueArn"])})
+	handFIFO(ctx, t, c, name, 4, map[string]string{"VisibilityTimeout": "30"})
 	w := newWary(t)
 	w.env[cli.EnvSQS] = srv.Endpoint
 	var res probeReport

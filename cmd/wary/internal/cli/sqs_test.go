@@ -40,22 +40,7 @@ func TestSQSDLQ(t *testing.T) {
 	defer cancel()
 	c := srv.NewClient(t, nil)
 	name := unique("wary-cli")
-	create := func(name string, attrs map[string]string) string {
-		attrs["FifoQueue"] = "true"
-		out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
-		return aws.ToString(out.QueueUrl)
-	}
-	dlq := create(name+"-dlq.fifo", map[string]string{})
-	a, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	create(name+".fifo", map[string]string{"VisibilityTimeout": "30",
-		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"5"}`, a.Attributes["QueueArn"])})
+	handFIFO(ctx, t, c, name, 5, map[string]string{"VisibilityTimeout": "30"})
 
 	w := newWary(t)
 	w.env[cli.EnvSQS] = srv.Endpoint
@@ -86,23 +71,8 @@ func TestSQSExplainReadsQueue(t *testing.T) {
 	defer cancel()
 	c := srv.NewClient(t, nil)
 	name := unique("wary-explain")
-	create := func(name string, attrs map[string]string) string {
-		attrs["FifoQueue"] = "true"
-		out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
-		return aws.ToString(out.QueueUrl)
-	}
-	dlq := create(name+"-dlq.fifo", map[string]string{})
-	a, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	create(name+".fifo", map[string]string{"VisibilityTimeout": "45", "MessageRetentionPeriod": "86400",
-		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"4"}`, a.Attributes["QueueArn"])})
-	create(name+"-nolimit.fifo", map[string]string{})
+	handFIFO(ctx, t, c, name, 4, map[string]string{"VisibilityTimeout": "45", "MessageRetentionPeriod": "86400"})
+	handFIFO(ctx, t, c, name+"-nolimit", 0, map[string]string{})
 
 	w := newWary(t)
 	w.env[cli.EnvSQS] = srv.Endpoint
@@ -118,4 +88,30 @@ func TestSQSExplainReadsQueue(t *testing.T) {
 	u = "sqsfifo://" + name + "-nolimit.fifo" + q
 	r = w.want(cli.ExitFinding, "explain", "--broker", u, "--subscription", u, "--outbox", "--inbox", "--consumer", "billing")
 	r.has(t, "no delivery limit: a message whose handler always fails", "subscription read from FIFO queue "+name+"-nolimit.fifo's attributes")
+}
+
+// handFIFO creates, with the SDK and not through wary, the FIFO queue
+// NAME.fifo with attrs and, when maxReceive is above 0, its dead-letter
+// queue NAME-dlq.fifo named by a RedrivePolicy of maxReceive; both are
+// deleted at cleanup.
+func handFIFO(ctx context.Context, t *testing.T, c *sqs.Client, name string, maxReceive int, attrs map[string]string) {
+	t.Helper()
+	create := func(name string, attrs map[string]string) string {
+		attrs["FifoQueue"] = "true"
+		out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+		return aws.ToString(out.QueueUrl)
+	}
+	if maxReceive > 0 {
+		dlq := create(name+"-dlq.fifo", map[string]string{})
+		a, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		attrs["RedrivePolicy"] = fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, a.Attributes["QueueArn"], maxReceive)
+	}
+	create(name+".fifo", attrs)
 }
