@@ -32,6 +32,9 @@ type mgmtClient struct {
 	base       *url.URL // no userinfo
 	user, pass string   // secret: pass is never printed
 	vhost      string
+	// hc keeps no idle connection: a subscription reads a few times when
+	// it opens, and nothing of the client may outlive it.
+	hc *http.Client
 }
 
 // String is the API's address without credentials.
@@ -50,7 +53,8 @@ func newMgmtClient(setting, amqpURL string) (*mgmtClient, error) {
 	if err != nil {
 		return nil, broker.Invalidf("rabbit: the server URL does not parse as an AMQP URI")
 	}
-	m := &mgmtClient{user: uri.Username, pass: uri.Password, vhost: uri.Vhost}
+	m := &mgmtClient{user: uri.Username, pass: uri.Password, vhost: uri.Vhost, hc: &http.Client{Timeout: mgmtTimeout,
+		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}}
 	if setting == "" {
 		scheme, port := "http", "15672"
 		if uri.Scheme == "amqps" {
@@ -96,7 +100,7 @@ func (m *mgmtClient) get(ctx context.Context, path string, v any) (found bool, e
 	}
 	req.SetBasicAuth(m.user, m.pass)
 	req.Header.Set("Accept", "application/json")
-	resp, err := (&http.Client{Timeout: mgmtTimeout}).Do(req)
+	resp, err := m.hc.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
