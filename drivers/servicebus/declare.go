@@ -21,6 +21,36 @@ func isoText(d time.Duration) *string {
 
 func ptr[T any](v T) *T { return &v }
 
+// publisherFields are the administration API's fields for the publisher's
+// side's properties tp states (nil for those it leaves to the service):
+// duplicate detection and its window, the size limit. Queues and topics
+// share them.
+func publisherFields(tp TopicProperties) (dedup *bool, window *string, sizeKB *int64) {
+	if tp.DuplicateDetectionWindow > 0 {
+		dedup, window = ptr(true), isoText(tp.DuplicateDetectionWindow)
+	}
+	if tp.MaxMessageSize > 0 {
+		sizeKB = ptr(int64(tp.MaxMessageSize >> 10))
+	}
+	return dedup, window, sizeKB
+}
+
+// consumerFields are the administration API's fields for the consumer's
+// side's properties sp states: the lock duration, MaxDeliveryCount, the
+// time to live. Queues and subscriptions share them.
+func consumerFields(sp SubscriptionProperties) (lock *string, maxDelivery *int32, ttl *string) {
+	if sp.LockDuration > 0 {
+		lock = isoText(sp.LockDuration)
+	}
+	if sp.MaxDeliveryCount > 0 {
+		maxDelivery = ptr(int32(sp.MaxDeliveryCount))
+	}
+	if sp.DefaultMessageTimeToLive > 0 && sp.DefaultMessageTimeToLive != broker.HorizonUnbounded {
+		ttl = isoText(sp.DefaultMessageTimeToLive)
+	}
+	return lock, maxDelivery, ttl
+}
+
 func createErr(what, name string, err error) error {
 	return broker.OpenError(code(err), fmt.Errorf("servicebus: create %s %q: %w", what, name, err))
 }
@@ -33,21 +63,8 @@ func createErr(what, name string, err error) error {
 // changed (the service refuses to create it again).
 func CreateQueue(ctx context.Context, adm *admin.Client, name string, tp TopicProperties, sp SubscriptionProperties) error {
 	p := &admin.QueueProperties{RequiresSession: ptr(tp.RequiresSession || sp.RequiresSession)}
-	if sp.LockDuration > 0 {
-		p.LockDuration = isoText(sp.LockDuration)
-	}
-	if sp.MaxDeliveryCount > 0 {
-		p.MaxDeliveryCount = ptr(int32(sp.MaxDeliveryCount))
-	}
-	if sp.DefaultMessageTimeToLive > 0 && sp.DefaultMessageTimeToLive != broker.HorizonUnbounded {
-		p.DefaultMessageTimeToLive = isoText(sp.DefaultMessageTimeToLive)
-	}
-	if tp.DuplicateDetectionWindow > 0 {
-		p.RequiresDuplicateDetection, p.DuplicateDetectionHistoryTimeWindow = ptr(true), isoText(tp.DuplicateDetectionWindow)
-	}
-	if tp.MaxMessageSize > 0 {
-		p.MaxMessageSizeInKilobytes = ptr(int64(tp.MaxMessageSize >> 10))
-	}
+	p.LockDuration, p.MaxDeliveryCount, p.DefaultMessageTimeToLive = consumerFields(sp)
+	p.RequiresDuplicateDetection, p.DuplicateDetectionHistoryTimeWindow, p.MaxMessageSizeInKilobytes = publisherFields(tp)
 	if _, err := adm.CreateQueue(ctx, name, &admin.CreateQueueOptions{Properties: p}); err != nil {
 		return createErr("queue", name, err)
 	}
@@ -59,12 +76,7 @@ func CreateQueue(ctx context.Context, adm *admin.Client, name string, tp TopicPr
 // RequiresSession is its subscriptions'). Errors as CreateQueue's.
 func CreateTopic(ctx context.Context, adm *admin.Client, name string, tp TopicProperties) error {
 	p := &admin.TopicProperties{}
-	if tp.DuplicateDetectionWindow > 0 {
-		p.RequiresDuplicateDetection, p.DuplicateDetectionHistoryTimeWindow = ptr(true), isoText(tp.DuplicateDetectionWindow)
-	}
-	if tp.MaxMessageSize > 0 {
-		p.MaxMessageSizeInKilobytes = ptr(int64(tp.MaxMessageSize >> 10))
-	}
+	p.RequiresDuplicateDetection, p.DuplicateDetectionHistoryTimeWindow, p.MaxMessageSizeInKilobytes = publisherFields(tp)
 	if _, err := adm.CreateTopic(ctx, name, &admin.CreateTopicOptions{Properties: p}); err != nil {
 		return createErr("topic", name, err)
 	}
@@ -76,15 +88,7 @@ func CreateTopic(ctx context.Context, adm *admin.Client, name string, tp TopicPr
 // CreateQueue's.
 func CreateSubscription(ctx context.Context, adm *admin.Client, topic, sub string, sp SubscriptionProperties) error {
 	p := &admin.SubscriptionProperties{RequiresSession: ptr(sp.RequiresSession)}
-	if sp.LockDuration > 0 {
-		p.LockDuration = isoText(sp.LockDuration)
-	}
-	if sp.MaxDeliveryCount > 0 {
-		p.MaxDeliveryCount = ptr(int32(sp.MaxDeliveryCount))
-	}
-	if sp.DefaultMessageTimeToLive > 0 && sp.DefaultMessageTimeToLive != broker.HorizonUnbounded {
-		p.DefaultMessageTimeToLive = isoText(sp.DefaultMessageTimeToLive)
-	}
+	p.LockDuration, p.MaxDeliveryCount, p.DefaultMessageTimeToLive = consumerFields(sp)
 	if _, err := adm.CreateSubscription(ctx, topic, sub, &admin.CreateSubscriptionOptions{Properties: p}); err != nil {
 		return createErr("subscription", topic+"/Subscriptions/"+sub, err)
 	}
