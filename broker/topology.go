@@ -46,20 +46,13 @@ type Entity struct {
 	Settings []string `json:"settings,omitempty"`
 	// Exists reports whether the broker has it now.
 	Exists bool `json:"exists"`
-	// Differences, for an existing entity, are the settings it holds
-	// otherwise than Settings say. Apply leaves it as it is.
-	Differences []Difference `json:"differences,omitempty"`
+	// Conflicts, for an existing entity, are the settings it holds
+	// otherwise than Settings say, with Fix empty: Apply leaves the entity
+	// as it is, and only its owner can change it, or the URL.
+	Conflicts []driver.Conflict `json:"conflicts,omitempty"`
 	// Unread says why an existing entity's settings could not be read
 	// and compared ("": they were, or it does not exist).
 	Unread string `json:"unread,omitempty"`
-}
-
-// Difference is a setting an existing entity holds otherwise than the URL
-// states.
-type Difference struct {
-	Setting string `json:"setting"`
-	Stated  string `json:"stated"`
-	Held    string `json:"held"`
 }
 
 // NewPlan returns a Plan of entities, for drivers. apply declares the
@@ -84,7 +77,7 @@ func (p *Plan) Missing() []Entity {
 // the URL states.
 func (p *Plan) Differs() bool {
 	for _, e := range p.Entities {
-		if len(e.Differences) > 0 {
+		if len(e.Conflicts) > 0 {
 			return true
 		}
 	}

@@ -34,6 +34,10 @@ const (
 	// its oldest messages when full loses or diverts messages no handler
 	// saw.
 	SettingQueueLength Setting = "queue length"
+	// SettingKind: what an entity is, in the broker's words (a RabbitMQ
+	// queue's type, an exchange's type), which decides what the others
+	// can mean.
+	SettingKind Setting = "kind"
 )
 
 // Source says where a side's capabilities come from: what the driver read

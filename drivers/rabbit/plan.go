@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 )
 
 // Parameters that only a subscription URL takes: a rabbit:// URL with one
@@ -163,10 +164,10 @@ func (d declaration) plan(ctx context.Context, c *Conn, mc *mgmtClient, limit in
 			return openErr(c.scrub(err))
 		case queue:
 			e.Exists = true
-			e.Differences, e.Unread = queueDifferences(ctx, c, mc, name, args, kind == kindQueue, limit, v)
+			e.Conflicts, e.Unread = queueDifferences(ctx, c, mc, name, args, kind == kindQueue, limit, v)
 		default:
 			e.Exists = true
-			e.Differences, e.Unread = exchangeDifferences(ctx, mc, name, exKind)
+			e.Conflicts, e.Unread = exchangeDifferences(ctx, mc, name, exKind)
 		}
 		out = append(out, e)
 		return nil
@@ -204,7 +205,7 @@ func argsText(args amqp.Table) []string {
 // queueDifferences compares what the broker holds for the existing queue
 // name with args (consumer: a consumer's queue, whose single active
 // consumer and delivery limit matter; limit: the URL's delivery_limit).
-func queueDifferences(ctx context.Context, c *Conn, mc *mgmtClient, name string, args amqp.Table, consumer bool, limit int, v serverVersion) ([]broker.Difference, string) {
+func queueDifferences(ctx context.Context, c *Conn, mc *mgmtClient, name string, args amqp.Table, consumer bool, limit int, v serverVersion) ([]driver.Conflict, string) {
 	var h heldQueue
 	var err error
 	if mc != nil {
@@ -226,21 +227,21 @@ func queueDifferences(ctx context.Context, c *Conn, mc *mgmtClient, name string,
 		h = resolve(name, typ, settingsFromTable(held), nil, v)
 		h.why = why + "; read over AMQP, where policies are not visible"
 	}
-	var diffs []broker.Difference
-	differ := func(setting, stated, held string) {
+	var diffs []driver.Conflict
+	differ := func(setting driver.Setting, stated, held string) {
 		if stated != held {
-			diffs = append(diffs, broker.Difference{Setting: setting, Stated: stated, Held: held})
+			diffs = append(diffs, driver.Conflict{Setting: setting, Stated: stated, Held: held})
 		}
 	}
-	differ("queue type", amqp.QueueTypeQuorum, h.typ)
+	differ(driver.SettingKind, amqp.QueueTypeQuorum, h.typ)
 	if want, _ := args["x-dead-letter-exchange"].(string); h.dlxRead {
-		differ("dead-letter exchange", orNone(want), orNone(deref(h.dlx)))
+		differ(driver.SettingDeadLetter, orNone(want), orNone(deref(h.dlx)))
 	}
 	if consumer && h.sac != nil {
-		differ("single active consumer", "true", strconv.FormatBool(*h.sac))
+		differ(driver.SettingOrdering, "true", strconv.FormatBool(*h.sac))
 	}
 	if want := effectiveLimit(limit, v); consumer && h.limitRead && want != h.limit {
-		diffs = append(diffs, broker.Difference{Setting: "delivery limit", Stated: deliveries(want), Held: deliveries(h.limit) + " (" + h.limitFrom + ")"})
+		diffs = append(diffs, driver.Conflict{Setting: driver.SettingDeliveryLimit, Stated: deliveries(want), Held: deliveries(h.limit) + " (" + h.limitFrom + ")"})
 	}
 	return diffs, h.why
 }
@@ -269,7 +270,7 @@ func orNone(s string) string {
 
 // exchangeDifferences compares the existing exchange's type, read through
 // the management API, with kind.
-func exchangeDifferences(ctx context.Context, mc *mgmtClient, name, kind string) ([]broker.Difference, string) {
+func exchangeDifferences(ctx context.Context, mc *mgmtClient, name, kind string) ([]driver.Conflict, string) {
 	if mc == nil {
 		return nil, "the management API is not used (management=off): AMQP cannot show an exchange's type"
 	}
@@ -283,7 +284,7 @@ func exchangeDifferences(ctx context.Context, mc *mgmtClient, name, kind string)
 	case !found:
 		return nil, fmt.Sprintf("the management API at %s has no exchange %q (another server than the AMQP URL's?)", mc, name)
 	case x.Type != kind:
-		return []broker.Difference{{Setting: "type", Stated: kind, Held: x.Type}}, ""
+		return []driver.Conflict{{Setting: driver.SettingKind, Stated: kind, Held: x.Type}}, ""
 	}
 	return nil, ""
 }

@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
 
@@ -64,8 +65,8 @@ func TestPlanTopologyDeclares(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range p.Entities {
-			if !e.Exists || len(e.Differences) > 0 {
-				t.Errorf("after Apply, %s %s: exists %v, differences %v (unread: %s)", e.Kind, e.Name, e.Exists, e.Differences, e.Unread)
+			if !e.Exists || len(e.Conflicts) > 0 {
+				t.Errorf("after Apply, %s %s: exists %v, differences %v (unread: %s)", e.Kind, e.Name, e.Exists, e.Conflicts, e.Unread)
 			}
 		}
 	}
@@ -109,14 +110,14 @@ func TestPlanTopologyDiffers(t *testing.T) {
 	if !queue.Exists {
 		t.Fatalf("queue %s not found in %+v", q, p.Entities)
 	}
-	got := map[string]string{}
-	for _, d := range queue.Differences {
+	got := map[driver.Setting]string{}
+	for _, d := range queue.Conflicts {
 		got[d.Setting] = d.Stated + " / " + d.Held
 	}
 	if queue.Unread != "" && !strings.Contains(queue.Unread, "over AMQP") {
 		t.Logf("unread: %s", queue.Unread)
 	}
-	if !strings.HasPrefix(got["delivery limit"], "5 deliveries / 20 deliveries") || got["dead-letter exchange"] != `"`+q+`.dlx" / "elsewhere"` {
+	if !strings.HasPrefix(got[driver.SettingDeliveryLimit], "5 deliveries / 20 deliveries") || got[driver.SettingDeadLetter] != `"`+q+`.dlx" / "elsewhere"` {
 		t.Fatalf("differences %q", got)
 	}
 	if err := p.Apply(ctx); err != nil {

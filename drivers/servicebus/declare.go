@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 )
 
 // isoText writes d as the administration API wants it (ISO 8601).
@@ -173,7 +174,7 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 				prop = s.held
 			}
 			if e.Exists && s.differ {
-				e.Differences = append(e.Differences, broker.Difference{Setting: string(s.setting), Stated: s.param + "=" + s.value, Held: s.name + " " + prop})
+				e.Conflicts = append(e.Conflicts, driver.Conflict{Setting: s.setting, Stated: s.param + "=" + s.value, Held: s.name + " " + prop})
 			}
 		}
 		entities = append(entities, e)

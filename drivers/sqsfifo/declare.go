@@ -189,10 +189,11 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 	if qu, err := openQueue(ctx, c, name, 0); err == nil {
 		q.Exists = true
 		for _, cf := range statedConflicts(qu.sub, maxReceive, visibility) {
-			q.Differences = append(q.Differences, broker.Difference{Setting: string(cf.Setting), Stated: cf.Stated, Held: cf.Held})
+			cf.Fix = ""
+			q.Conflicts = append(q.Conflicts, cf)
 		}
 		if maxReceive > 0 && qu.dlqURL != "" && queueName(qu.dlqURL) != dlqName {
-			q.Differences = append(q.Differences, broker.Difference{Setting: string(driver.SettingDeadLetter), Stated: dlqName, Held: "RedrivePolicy to " + queueName(qu.dlqURL)})
+			q.Conflicts = append(q.Conflicts, driver.Conflict{Setting: driver.SettingDeadLetter, Stated: dlqName, Held: "RedrivePolicy to " + queueName(qu.dlqURL)})
 		}
 	} else if !errors.Is(err, broker.ErrNotFound) {
 		return nil, err

@@ -132,14 +132,14 @@ func printTopology(w io.Writer, ts []topologyJSON, apply bool) {
 				state = "declared"
 			case !e.Exists:
 				state = "missing"
-			case len(e.Differences) > 0:
+			case len(e.Conflicts) > 0:
 				state = "DIFFERS"
 			}
 			return []any{"  " + state, e.Kind, e.Name, strings.Join(e.Settings, ", ")}
 		})
 		missing, differ := 0, 0
 		for _, e := range t.Entities {
-			for _, d := range e.Differences {
+			for _, d := range e.Conflicts {
 				fmt.Fprintf(w, "  %s %s: %s is %s, the URL states %s (left as it is: change or delete it yourself, or change the URL)\n", e.Kind, e.Name, d.Setting, d.Held, d.Stated)
 			}
 			if e.Unread != "" && e.Exists && !e.Declared {
@@ -148,7 +148,7 @@ func printTopology(w io.Writer, ts []topologyJSON, apply bool) {
 			if !e.Exists {
 				missing++
 			}
-			if len(e.Differences) > 0 {
+			if len(e.Conflicts) > 0 {
 				differ++
 			}
 		}

@@ -114,7 +114,7 @@ func TestTopologyRabbitDiffers(t *testing.T) {
 	u := "rabbit://" + q + "?delivery_limit=5&dead_letter_exchange=" + q + ".dlx"
 	w := newWary(t)
 	r := w.want(cli.ExitFinding, "topology", u)
-	r.has(t, "DIFFERS", "dead-letter exchange is none, the URL states \""+q+".dlx\"", "missing  dead-letter queue")
+	r.has(t, "DIFFERS", "dead-letter target is none, the URL states \""+q+".dlx\"", "missing  dead-letter queue")
 	if strings.Contains(r.out, "through the management API") || strings.Contains(r.out, "x-delivery-limit 19") {
 		r.has(t, "delivery limit is 20 deliveries")
 	}
