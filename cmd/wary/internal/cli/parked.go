@@ -66,23 +66,9 @@ func (a *app) parkedList() *cobra.Command {
 				return err
 			}
 			defer d.close()
-			consumers := []string{f.consumer}
-			if f.consumer == "" {
-				m, err := d.ParkedConsumers(ctx)
-				if err != nil {
-					return err
-				}
-				consumers = slices.Sorted(maps.Keys(m))
-			}
-			out := []parkedJSON{}
-			for _, cons := range consumers {
-				ps, err := d.ListParked(ctx, cons, f.filter(c))
-				if err != nil {
-					return err
-				}
-				for _, p := range ps {
-					out = append(out, toParkedJSON(cons, p, false))
-				}
+			out, err := listParked(ctx, d, f.consumer, f.filter(c), false)
+			if err != nil {
+				return err
 			}
 			return a.report(out, func(w io.Writer) { printParked(w, out) }, len(out) > 0)
 		},
@@ -206,26 +192,9 @@ replay again if the aggregate is back.`,
 			}
 			defer t.Close()
 			a.warnDedup(t)
-			by := replayedBy()
-			res := replayJSON{Replayed: []parkedJSON{}}
-			for _, agg := range aggs {
-				ps, err := d.ListParked(ctx, f.consumer, store.ParkedFilter{AggregateID: agg, HasAggregate: true})
-				if err != nil {
-					return err
-				}
-				err = d.unpark(ctx, f.consumer, ps, func(ctx context.Context) error {
-					msgs := make([]*broker.Message, len(ps))
-					for i, p := range ps {
-						msgs[i] = &broker.Message{ID: p.MessageID, Key: p.Key, Headers: stamp(p.Headers, by, p.Reason), Body: p.Body}
-					}
-					return t.Publish(ctx, msgs...)
-				})
-				if err != nil {
-					return fmt.Errorf("replay of aggregate %q (its messages stay parked): %w", agg, err)
-				}
-				for _, p := range ps {
-					res.Replayed = append(res.Replayed, toParkedJSON(f.consumer, p, false))
-				}
+			res, err := replayParked(ctx, d, t, f.consumer, aggs, replayedBy(), nil, nil)
+			if err != nil {
+				return err
 			}
 			return a.out(res, func(w io.Writer) {
 				fmt.Fprintf(w, "replayed %d message(s) of %d aggregate(s) to %s\n", len(res.Replayed), len(aggs), broker.RedactString(f.to))
