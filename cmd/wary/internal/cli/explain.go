@@ -121,6 +121,12 @@ assumed, and what is stuck in them now is counted.`,
 			return a.report(st, func(w io.Writer) { fmt.Fprint(w, st) }, !st.OK())
 		},
 	}
+	f.add(c)
+	return c
+}
+
+// add adds the flags that describe the pipeline (explain's and console's).
+func (f *explainFlags) add(c *cobra.Command) {
 	f.store.add(c)
 	c.Flags().StringVar(&f.broker, "broker", "", "URL of the topic the events are published to (required)")
 	c.Flags().StringVar(&f.sub, "subscription", "", "URL of the subscription the consumer reads (required)")
@@ -135,7 +141,6 @@ assumed, and what is stuck in them now is counted.`,
 	c.Flags().DurationVar(&f.retention, "retention", 0, "inbox retention (default: the redelivery horizon)")
 	_ = c.MarkFlagRequired("broker")
 	_ = c.MarkFlagRequired("subscription")
-	return c
 }
 
 // pipeline builds the Pipeline from --config and the flags (flags win).
