@@ -122,6 +122,7 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	browse(t, bctx, "nothing parked", page("/parked"), chromedp.WaitVisible(chromedp.CSS("#nothing-parked")))
 	entries := auditEntries(t, bctx, con.base)
+	browse(t, bctx, "audit after the replay", screenshot("audit"))
 	if len(entries) != 1 || !strings.Contains(entries[0], "parked replay") || !strings.Contains(entries[0], "order-1") {
 		t.Fatalf("audit log after the replay: %q, want one parked replay entry", entries)
 	}
@@ -170,9 +171,19 @@ func TestConsoleBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#probe-run")), chromedp.WaitVisible(chromedp.CSS("#probe-results")), screenshot("probe-result"))
 	wantText(t, "probe", textOf(t, bctx, "#probe-results"), "order-within-scope", "ack", "kept")
 
+	// Discard asks first, naming what goes.
+	failing = true
+	publish(t, top, event("order-2/placed", "order-2", 1))
+	if r := handle(receive(t, sub, 1)[0]); r != idem.ResultParked {
+		t.Fatalf("order-2: %v, want parked", r)
+	}
+	browse(t, bctx, "discard", page("/parked"), chromedp.Click(chromedp.CSS(`input[name=aggregate][value="order-2"]`)),
+		chromedp.Click(chromedp.CSS("#discard-"+consumer)), chromedp.WaitVisible(chromedp.CSS("#what-goes")), screenshot("confirm"))
+	wantText(t, "confirmation", textOf(t, bctx, "main"), "Discard 1 parked message(s)", "order-2/placed")
+	browse(t, bctx, "confirm discard", chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS("#nothing-parked")))
+
 	entries = auditEntries(t, bctx, con.base)
-	browse(t, bctx, "audit", screenshot("audit"))
-	for _, want := range []string{"probe", "dead letters replay", "outbox requeue", "parked replay"} {
+	for _, want := range []string{"parked discard", "probe", "dead letters replay", "outbox requeue", "parked replay"} {
 		if !slices.ContainsFunc(entries, func(e string) bool { return strings.Contains(e, want) }) {
 			t.Errorf("audit log %q lacks %q", entries, want)
 		}

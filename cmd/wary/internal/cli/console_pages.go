@@ -33,6 +33,13 @@ func parsePages() (map[string]*template.Template, error) {
 			return time.Since(t).Round(time.Second).String() + " ago"
 		},
 		"chart": chart,
+		// probeHeader is what wary probe prints before its table: what was
+		// read of the entity, and the scratch entities' settings.
+		"probeHeader": func(res probeJSON) string {
+			var b strings.Builder
+			printProbeHeader(&b, res)
+			return b.String()
+		},
 		"join":  strings.Join,
 	}
 	out := map[string]*template.Template{}
@@ -159,7 +166,8 @@ func (con *console) dashboard(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// chart draws values over the last hour as an inline SVG line.
+// chart draws the samples of the last hour as an inline SVG line: the x
+// axis spans from the first sample (at most an hour ago) to now.
 func chart(ss []sample, what string) template.HTML {
 	const wd, ht = 320.0, 60.0
 	top := 1.0
@@ -173,19 +181,23 @@ func chart(ss []sample, what string) template.HTML {
 		top = max(top, val(s))
 	}
 	now := time.Now()
+	span := time.Minute
+	if len(ss) > 0 {
+		span = max(span, min(time.Hour, now.Sub(ss[0].At)))
+	}
 	var pts []string
 	for _, s := range ss {
-		x := wd - now.Sub(s.At).Seconds()/3600*wd
-		y := ht - val(s)/top*(ht-4) - 2
+		x := wd - now.Sub(s.At).Seconds()/span.Seconds()*wd
+		y := ht - val(s)/top*(ht-16) - 2
 		pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
 	}
 	last := "no samples yet"
 	if len(ss) > 0 {
 		last = strconv.FormatFloat(val(ss[len(ss)-1]), 'f', 0, 64)
 	}
-	return template.HTML(fmt.Sprintf(`<svg class="chart" viewBox="0 0 %.0f %.0f" width="%.0f" height="%.0f" role="img" aria-label="%s over the last hour, max %.0f, now %s">`+
-		`<rect width="100%%" height="100%%" class="bg"/><polyline points="%s"/><text x="4" y="12">max %.0f</text></svg>`,
-		wd, ht, wd, ht, what, top, last, strings.Join(pts, " "), top))
+	return template.HTML(fmt.Sprintf(`<svg class="chart" viewBox="0 0 %.0f %.0f" width="%.0f" height="%.0f" role="img" aria-label="%s over the last %s, max %.0f, now %s">`+
+		`<rect width="100%%" height="100%%" class="bg"/><polyline points="%s"/><text x="4" y="11">max %.0f · last %s · %d samples</text></svg>`,
+		wd, ht, wd, ht, what, span.Round(time.Second), top, last, strings.Join(pts, " "), top, span.Round(time.Second), len(ss)))
 }
 
 type aggregateJSON struct {
