@@ -236,23 +236,28 @@ func (con *console) handler() http.Handler {
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.HandleFunc("GET /login", con.loginPage)
 	mux.HandleFunc("POST /login", con.login)
-	both := func(method, path string, h func(http.ResponseWriter, *http.Request) error) {
-		mux.HandleFunc(method+" "+path, con.wrap(h))
-		mux.HandleFunc(method+" /api"+path, con.wrap(h))
+	// Each page is also JSON under /api.
+	for _, rt := range []struct {
+		method, path string
+		h            func(http.ResponseWriter, *http.Request) error
+	}{
+		{"GET", "/{$}", con.dashboard},
+		{"GET", "/parked", con.parked},
+		{"GET", "/parked/aggregate", con.parkedAggregate},
+		{"POST", "/parked/replay", con.parkedReplay},
+		{"POST", "/parked/discard", con.parkedDiscard},
+		{"GET", "/outbox", con.outbox},
+		{"POST", "/outbox/{verb}", con.outboxSet},
+		{"GET", "/dead-letters", con.deadLetters},
+		{"POST", "/dead-letters/{verb}", con.deadLettersMove},
+		{"GET", "/probe", con.probePage},
+		{"POST", "/probe", con.probeStart},
+		{"GET", "/jobs/{id}", con.jobPage},
+		{"GET", "/audit", con.auditPage},
+	} {
+		mux.HandleFunc(rt.method+" "+rt.path, con.wrap(rt.h))
+		mux.HandleFunc(rt.method+" /api"+rt.path, con.wrap(rt.h))
 	}
-	both("GET", "/{$}", con.dashboard)
-	both("GET", "/parked", con.parked)
-	both("GET", "/parked/aggregate", con.parkedAggregate)
-	both("POST", "/parked/replay", con.parkedReplay)
-	both("POST", "/parked/discard", con.parkedDiscard)
-	both("GET", "/outbox", con.outbox)
-	both("POST", "/outbox/{verb}", con.outboxSet)
-	both("GET", "/dead-letters", con.deadLetters)
-	both("POST", "/dead-letters/{verb}", con.deadLettersMove)
-	both("GET", "/probe", con.probePage)
-	both("POST", "/probe", con.probeStart)
-	both("GET", "/jobs/{id}", con.jobPage)
-	both("GET", "/audit", con.auditPage)
 	return con.guard(mux)
 }
 

@@ -53,12 +53,16 @@ func (j *job) step(s string) {
 	j.mu.Unlock()
 }
 
+// keepJobs is how many of the latest jobs the console keeps to show.
+const keepJobs = 100
+
 func (con *console) startJob(kind, what string, total int) *job {
 	con.mu.Lock()
 	defer con.mu.Unlock()
 	con.nextJob++
 	j := &job{ID: con.nextJob, Kind: kind, What: what, Total: total, started: time.Now()}
 	con.jobs[j.ID] = j
+	delete(con.jobs, j.ID-keepJobs) // the audit log keeps what they did
 	return j
 }
 
@@ -122,9 +126,7 @@ func (con *console) probeStart(w http.ResponseWriter, r *http.Request) error {
 			only = append(only, s)
 		}
 	}
-	for _, s := range r.PostForm["scenario"] {
-		only = append(only, s)
-	}
+	only = append(only, r.PostForm["scenario"]...)
 	total := len(only)
 	if total == 0 {
 		total = len(conformance.Scenarios())

@@ -40,7 +40,7 @@ func parsePages() (map[string]*template.Template, error) {
 			printProbeHeader(&b, res)
 			return b.String()
 		},
-		"join":  strings.Join,
+		"join": strings.Join,
 	}
 	out := map[string]*template.Template{}
 	for _, n := range pageNames {

@@ -10,36 +10,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
+	"github.com/wary-go/wary/internal/nodeproc"
 )
 
 // consoleRun is a wary console running in process.
 type consoleRun struct {
 	base   string
-	errout *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	errout *nodeproc.SyncBuffer
 }
 
 // startConsole runs wary console with args on a free loopback port until
@@ -48,7 +31,7 @@ func startConsole(t *testing.T, args ...string) *consoleRun {
 	t.Helper()
 	pr, pw := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	run := &consoleRun{errout: &syncBuffer{}}
+	run := &consoleRun{errout: &nodeproc.SyncBuffer{}}
 	code := make(chan int, 1)
 	go func() {
 		code <- cli.Run(ctx, append([]string{"console", "--addr", "127.0.0.1:0"}, args...), cli.IO{Out: pw, Err: run.errout, Getenv: func(string) string { return "" }})
