@@ -103,8 +103,10 @@ func TestConsoleBrowser(t *testing.T) {
 	wantText(t, "body", textOf(t, bctx, "pre.body"), "body of order-1/placed")
 
 	// Replay: a dry run changes nothing; then for real, with progress.
+	// At half an aggregate a second the job page loads before the replay
+	// starts, and its script polls the progress until it is done.
 	browse(t, bctx, "dry run", page("/parked"), chromedp.Click(chromedp.CSS(`input[name=aggregate][value="order-1"]`)),
-		chromedp.Click(chromedp.CSS("#replay-"+consumer)), chromedp.WaitVisible(chromedp.CSS("#plan")), screenshot("replay-dry-run"))
+		chromedp.SetValue(chromedp.CSS("input[name=rate]"), "0.5"), chromedp.Click(chromedp.CSS("#replay-"+consumer)), chromedp.WaitVisible(chromedp.CSS("#plan")), screenshot("replay-dry-run"))
 	wantText(t, "dry run", textOf(t, bctx, "#plan"), "2 message(s)", "1 aggregate(s)", "Nothing has been changed")
 	if n, err := st.Driver().CountParked(ctx, consumer, store.ParkedFilter{}); err != nil || n != 2 {
 		t.Fatalf("after the dry run: %d parked (%v), want 2", n, err)
@@ -224,8 +226,10 @@ var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([0-9a-f]+)"
 func TestConsoleTokenAndReadOnly(t *testing.T) {
 	_, storeArgs := pgStore(t)
 	const token = "0123456789abcdef-console"
+	const secret = "s3cretpw"
 	con := startConsole(t, append([]string{"--broker", "mem://orders", "--subscription", "mem://orders/billing", "--consumer", "billing",
-		"--token", token, "--read-only"}, storeArgs...)...)
+		"--token", token, "--read-only", "--replay-to", "amqp://wary:" + secret + "@127.0.0.1:1/?exchange=orders",
+		"--dead-letters-to", "amqp://wary:" + secret + "@127.0.0.1:1/?exchange=orders"}, storeArgs...)...)
 	if code, _ := get(t, con.base+"/api/", nil); code != 401 {
 		t.Errorf("API without the token: %d, want 401", code)
 	}
@@ -242,8 +246,11 @@ func TestConsoleTokenAndReadOnly(t *testing.T) {
 		if code != 200 {
 			t.Errorf("GET %s with the token: %d, want 200: %s", path, code, body)
 		}
-		if strings.Contains(body, token) {
-			t.Errorf("GET %s shows the token", path)
+		if code == 200 && path == "/api/parked" && !strings.Contains(body, "amqp://") {
+			t.Errorf("GET %s does not say where replays go: %s", path, body)
+		}
+		if strings.Contains(body, token) || strings.Contains(body, secret) {
+			t.Errorf("GET %s shows the token or a password", path)
 		}
 		if m := csrfMeta.FindStringSubmatch(body); m != nil {
 			csrf = m[1]

@@ -135,6 +135,11 @@ func TestConsoleRefusesNonLoopbackWithoutToken(t *testing.T) {
 	if strings.Contains(r.errout+r.out, "s3cret") {
 		t.Errorf("the refusal shows the password: %s", r.errout)
 	}
+	for _, addr := range []string{":0", "[::]:0", "192.0.2.1:7070"} {
+		if r := w.want(cli.ExitError, "console", "--addr", addr, "--broker", "mem://orders", "--subscription", "mem://orders/billing"); !strings.Contains(r.errout, "not a loopback address") {
+			t.Errorf("--addr %s: stderr %q", addr, r.errout)
+		}
+	}
 	w.want(cli.ExitError, "console", "--addr", "0.0.0.0:0", "--token", "short", "--broker", "mem://orders", "--subscription", "mem://orders/billing")
 }
 
