@@ -193,6 +193,33 @@ func TestConsoleBrowser(t *testing.T) {
 	browse(t, bctx, "dashboard after", page("/"), chromedp.WaitVisible(chromedp.CSS("#findings")))
 	wantText(t, "parked count after", textOf(t, bctx, "#parked-counts"), "0")
 
+	// Through the API with the page's CSRF token: a rate out of range is
+	// refused, a discard without confirm=yes answers what would go.
+	_, home := get(t, con.base+"/", nil)
+	m := csrfMeta.FindStringSubmatch(home)
+	if m == nil {
+		t.Fatal("the dashboard carries no CSRF token")
+	}
+	publish(t, top, event("order-3/placed", "order-3", 1))
+	if r := handle(receive(t, sub, 1)[0]); r != idem.ResultParked {
+		t.Fatalf("order-3: %v, want parked", r)
+	}
+	withCSRF := map[string]string{"X-CSRF-Token": m[1]}
+	for _, rate := range []string{"NaN", "0", "1e9", "fast"} {
+		if code := post(t, con.base+"/api/parked/replay", url.Values{"consumer": {consumer}, "aggregate": {"order-3"}, "rate": {rate}, "dry_run": {"false"}}, withCSRF); code != 400 {
+			t.Errorf("replay at rate %s: %d, want 400", rate, code)
+		}
+	}
+	if code := post(t, con.base+"/api/parked/discard", url.Values{"consumer": {consumer}, "aggregate": {"order-3"}}, withCSRF); code != 409 {
+		t.Errorf("discard without confirm=yes: %d, want 409", code)
+	}
+	if code := post(t, con.base+"/api/parked/discard", url.Values{"consumer": {consumer}, "aggregate": {"order-3"}, "confirm": {"yes"}}, withCSRF); code != 200 {
+		t.Errorf("discard with confirm=yes: %d, want 200", code)
+	}
+	if n, err := st.Driver().CountParked(ctx, consumer, store.ParkedFilter{}); err != nil || n != 0 {
+		t.Errorf("after the API's discard: %d parked (%v), want 0", n, err)
+	}
+
 	// A state-changing request without the page's CSRF token is refused.
 	for _, path := range []string{"/outbox/requeue", "/api/parked/discard", "/dead-letters/replay"} {
 		if code := post(t, con.base+path, url.Values{"row": {"1"}, "consumer": {consumer}, "aggregate": {"order-1"}}, nil); code != 403 {

@@ -130,7 +130,7 @@ type dashboardJSON struct {
 func (con *console) dashboard(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	var j dashboardJSON
-	st, err := con.app.explain(ctx, &con.flags.pipe, con.pipeline)
+	st, err := con.app.explain(ctx, &con.flags.pipe, con.pipeline, con.db)
 	if err != nil {
 		j.StatementError = redactErr(err)
 	} else {
@@ -309,8 +309,8 @@ func (con *console) parkedReplay(w http.ResponseWriter, r *http.Request) error {
 	}
 	rate := 10.0
 	if s := r.PostForm.Get("rate"); s != "" {
-		if rate, err = strconv.ParseFloat(s, 64); err != nil || rate <= 0 {
-			return badRequest{"rate: want aggregates per second, above 0"}
+		if rate, err = strconv.ParseFloat(s, 64); err != nil || !(rate >= 0.01 && rate <= 1000) {
+			return badRequest{"rate: want aggregates per second, from 0.01 to 1000"}
 		}
 	}
 	plan := replayPlan{Consumer: consumer, To: redact(con.replayTo()), Rate: rate, Aggregates: aggs, Messages: n, DryRun: r.PostForm.Get("dry_run") != "false"}
