@@ -51,8 +51,9 @@ of the last hour, parked, quarantined and dead-lettered counts, unresolved
 idempotency keys), the parked messages with replay (dry run first, a rate
 limit, live progress) and discard, quarantined outbox rows, dead letters
 grouped by reason with replay, the conformance probe, and an audit log of
-every action, kept in the store's database (PREFIXconsole_audit, which the
-console creates). Everything it shows is also JSON under /api/.
+every action, kept in the store's database (PREFIXoperator_audit, which the
+console creates, and where the parked and outbox commands then record
+theirs too). Everything it shows is also JSON under /api/.
 
 Access: it binds 127.0.0.1:7070 by default. Any other address needs
 --token (or $WARY_CONSOLE_TOKEN, at least 16 characters), which a browser
@@ -319,12 +320,8 @@ func (con *console) login(w http.ResponseWriter, r *http.Request) {
 // who names the operator of a request: the console's user@host and the
 // client's address.
 func who(r *http.Request) string {
-	by := replayedBy()
-	if i := strings.LastIndexByte(by, ' '); i > 0 {
-		by = by[:i]
-	}
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
-	return by + " via console from " + host
+	return operator() + " via console from " + host
 }
 
 // redact is broker.RedactString, for the templates.

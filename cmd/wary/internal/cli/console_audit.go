@@ -9,9 +9,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// auditLog is the console's record of operator actions, in a table of its
-// own next to the store's (PREFIXconsole_audit in the store's schema),
-// which the console creates when it starts. It is the console's and not
+// auditLog is the record of operator actions, in a table of its own next
+// to the store's (PREFIXoperator_audit in the store's schema), which the
+// console creates when it starts; once it exists, the commands that change
+// the store (parked replay and discard, outbox requeue and discard) record
+// their actions in it too. It is the console's and not
 // one of the store's migrations: the library's tables are the
 // application's, migrated by the application, while the commands and the
 // console only read and change rows in them (SkipMigrate); an operator's
@@ -33,12 +35,20 @@ type auditEntry struct {
 	Detail string    `json:"detail,omitempty"`
 }
 
-func openAudit(ctx context.Context, pool *pgxpool.Pool, f *storeFlags) (*auditLog, error) {
+func auditTable(ctx context.Context, pool *pgxpool.Pool, f *storeFlags) (string, error) {
 	schema, prefix, err := pgNames(ctx, pool, f)
+	if err != nil {
+		return "", err
+	}
+	return pgx.Identifier{schema, prefix + "operator_audit"}.Sanitize(), nil
+}
+
+// openAudit creates the audit table unless it exists.
+func openAudit(ctx context.Context, pool *pgxpool.Pool, f *storeFlags) (*auditLog, error) {
+	table, err := auditTable(ctx, pool, f)
 	if err != nil {
 		return nil, err
 	}
-	table := pgx.Identifier{schema, prefix + "console_audit"}.Sanitize()
 	_, err = pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
 	id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	at     timestamptz NOT NULL DEFAULT now(),
@@ -49,9 +59,33 @@ func openAudit(ctx context.Context, pool *pgxpool.Pool, f *storeFlags) (*auditLo
 	detail text NOT NULL DEFAULT ''
 )`)
 	if err != nil {
-		return nil, fmt.Errorf("create the console's audit table %s: %s", table, redactErr(err))
+		return nil, fmt.Errorf("create the audit table %s: %s", table, redactErr(err))
 	}
 	return &auditLog{pool: pool, table: table}, nil
+}
+
+// audited records what a command did in the audit table, when d is a
+// PostgreSQL store where the console created one (it never creates it);
+// a failure to record is said on stderr, since the action is done.
+func (a *app) audited(ctx context.Context, d db, f *storeFlags, action, what string, n int) {
+	pool := d.pgPool()
+	if pool == nil {
+		return
+	}
+	err := func() error {
+		table, err := auditTable(ctx, pool, f)
+		if err != nil {
+			return err
+		}
+		var found bool
+		if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&found); err != nil || !found {
+			return err
+		}
+		return (&auditLog{pool: pool, table: table}).record(ctx, auditEntry{Who: operator() + " via wary " + action, Action: action, What: what, Count: n})
+	}()
+	if err != nil {
+		fmt.Fprintf(a.io.Err, "note: done, but the audit log did not record it: %s\n", redactErr(err))
+	}
 }
 
 func (l *auditLog) record(ctx context.Context, e auditEntry) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/cmd/wary/internal/cli"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/store"
@@ -252,6 +253,13 @@ var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([0-9a-f]+)"
 // it, and no page or API answer shows it; read-only refuses every action.
 func TestConsoleTokenAndReadOnly(t *testing.T) {
 	_, storeArgs := pgStore(t)
+	// Without the audit table (no console ran yet), a command records
+	// nothing and says nothing of it.
+	w := newWary(t)
+	requeue := append([]string{"outbox", "requeue", "999", "--yes"}, storeArgs...)
+	if r := w.want(cli.ExitFinding, requeue...); strings.Contains(r.errout, "audit") {
+		t.Errorf("stderr without an audit table: %q", r.errout)
+	}
 	const token = "0123456789abcdef-console"
 	const secret = "s3cretpw"
 	con := startConsole(t, append([]string{"--broker", "mem://orders", "--subscription", "mem://orders/billing", "--consumer", "billing",
@@ -285,6 +293,11 @@ func TestConsoleTokenAndReadOnly(t *testing.T) {
 	}
 	if csrf == "" {
 		t.Fatal("no page carries the CSRF token")
+	}
+	// Once the console made it, the commands record their actions too.
+	w.want(cli.ExitFinding, requeue...)
+	if _, body := get(t, con.base+"/api/audit", bearer); !strings.Contains(body, `"action": "outbox requeue"`) || !strings.Contains(body, "via wary outbox requeue") {
+		t.Errorf("audit log after wary outbox requeue: %s", body)
 	}
 	h := map[string]string{"Authorization": "Bearer " + token, "X-CSRF-Token": csrf}
 	if code := post(t, con.base+"/api/outbox/requeue", url.Values{"row": {"1"}}, h); code != 403 {

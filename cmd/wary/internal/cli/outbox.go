@@ -177,6 +177,7 @@ func (a *app) outboxSet(verb string, to store.OutboxState) *cobra.Command {
 				return err
 			}
 			done, skipped, err := setOutbox(ctx, d, ids, to)
+			a.audited(ctx, d, &sf, "outbox "+verb, fmt.Sprintf("rows %v", ids), len(done))
 			if err != nil {
 				return err
 			}

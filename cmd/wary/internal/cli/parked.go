@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -193,6 +194,7 @@ replay again if the aggregate is back.`,
 			defer t.Close()
 			a.warnDedup(t)
 			res, err := replayParked(ctx, d, t, f.consumer, aggs, replayedBy(), nil, nil)
+			a.audited(ctx, d, &f.store, "parked replay", fmt.Sprintf("consumer %q aggregates %s to %s", f.consumer, strings.Join(aggs, ", "), broker.RedactString(f.to)), len(res.Replayed))
 			if err != nil {
 				return err
 			}
@@ -271,6 +273,7 @@ func (a *app) parkedDiscard() *cobra.Command {
 				if n, err = d.DiscardParked(ctx, f.consumer, flt); err != nil {
 					return err
 				}
+				a.audited(ctx, d, &f.store, "parked discard", fmt.Sprintf("consumer %q %s", f.consumer, describeParkedFilter(flt)), n)
 			}
 			return a.out(map[string]int{"discarded": n}, func(w io.Writer) { fmt.Fprintf(w, "discarded %d parked message(s)\n", n) })
 		},
@@ -283,6 +286,17 @@ func (a *app) parkedDiscard() *cobra.Command {
 	c.Flags().BoolVar(&f.all, "all", false, "discard all the consumer's parked messages")
 	_ = c.MarkFlagRequired("consumer")
 	return c
+}
+
+// describeParkedFilter says what a filter selects, for the audit log.
+func describeParkedFilter(f store.ParkedFilter) string {
+	switch {
+	case f.ID != 0:
+		return fmt.Sprintf("parked message %d", f.ID)
+	case f.HasAggregate:
+		return fmt.Sprintf("aggregate %q", f.AggregateID)
+	}
+	return "all parked messages"
 }
 
 // parkedJSON is a parked message as printed.
@@ -343,12 +357,17 @@ func (a *app) warnDedup(t *broker.Topic) {
 
 // replayedBy says who replays: user@host and the time.
 func replayedBy() string {
+	return operator() + " " + time.Now().UTC().Format(time.RFC3339)
+}
+
+// operator is this process's user@host.
+func operator() string {
 	name := "unknown"
 	if u, err := user.Current(); err == nil {
 		name = u.Username
 	}
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%s@%s %s", name, host, time.Now().UTC().Format(time.RFC3339))
+	return name + "@" + host
 }
 
 // stamp copies h without wary's reserved headers other than the
