@@ -259,7 +259,7 @@ func (con *console) handler() http.Handler {
 		mux.HandleFunc(rt.method+" "+rt.path, con.wrap(rt.h))
 		mux.HandleFunc(rt.method+" /api"+rt.path, con.wrap(rt.h))
 	}
-	return con.guard(mux)
+	return http.NewCrossOriginProtection().Handler(con.guard(mux))
 }
 
 // guard checks the token (when there is one), the CSRF token of every
@@ -269,6 +269,12 @@ func (con *console) guard(next http.Handler) http.Handler {
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; form-action 'self'; frame-ancestors 'none'")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "no-referrer")
+		if con.token == "" && !loopbackHost(r.Host) {
+			// Without a token, only loopback names: a page of another site
+			// whose name resolves to 127.0.0.1 (DNS rebinding) gets nothing.
+			http.Error(w, "forbidden: without --token the console answers only to a loopback host name", http.StatusForbidden)
+			return
+		}
 		public := r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/static/")
 		if con.token != "" && !public && !con.authorized(r) {
 			if strings.HasPrefix(r.URL.Path, "/api/") {
@@ -294,6 +300,19 @@ func (con *console) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// loopbackHost reports whether a Host header names a loopback address.
+func loopbackHost(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (con *console) authorized(r *http.Request) bool {

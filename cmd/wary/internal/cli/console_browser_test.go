@@ -221,6 +221,12 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("after the API's discard: %d parked (%v), want 0", n, err)
 	}
 
+	// Without a token, a request for another host name (DNS rebinding)
+	// gets nothing.
+	if code, body := get(t, con.base+"/", map[string]string{"Host": "evil.example:80"}); code != 403 || strings.Contains(body, m[1]) {
+		t.Errorf("GET with Host evil.example: %d, want 403 without the CSRF token", code)
+	}
+
 	// A state-changing request without the page's CSRF token is refused.
 	for _, path := range []string{"/outbox/requeue", "/api/parked/discard", "/dead-letters/replay"} {
 		if code := post(t, con.base+path, url.Values{"row": {"1"}, "consumer": {consumer}, "aggregate": {"order-1"}}, nil); code != 403 {

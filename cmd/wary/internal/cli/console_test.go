@@ -171,6 +171,9 @@ func get(t *testing.T, u string, header map[string]string) (int, string) {
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
+	if h := header["Host"]; h != "" {
+		req.Host = h
+	}
 	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := c.Do(req)
 	if err != nil {
