@@ -125,7 +125,6 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	browse(t, bctx, "nothing parked", page("/parked"), chromedp.WaitVisible(chromedp.CSS("#nothing-parked")))
 	entries := auditEntries(t, bctx, con.base)
-	browse(t, bctx, "audit after the replay", screenshot("audit"))
 	if len(entries) != 1 || !strings.Contains(entries[0], "parked replay") || !strings.Contains(entries[0], "order-1") {
 		t.Fatalf("audit log after the replay: %q, want one parked replay entry", entries)
 	}
@@ -186,6 +185,7 @@ func TestConsoleBrowser(t *testing.T) {
 	browse(t, bctx, "confirm discard", chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS("#nothing-parked")))
 
 	entries = auditEntries(t, bctx, con.base)
+	browse(t, bctx, "audit", screenshot("audit"))
 	for _, want := range []string{"parked discard", "probe", "dead letters replay", "outbox requeue", "parked replay"} {
 		if !slices.ContainsFunc(entries, func(e string) bool { return strings.Contains(e, want) }) {
 			t.Errorf("audit log %q lacks %q", entries, want)
