@@ -15,6 +15,7 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
+	github.com/chromedp/chromedp v0.23.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/spf13/cobra v1.10.2
 	github.com/twmb/franz-go v1.22.3
@@ -24,6 +25,11 @@ require (
 	github.com/wary-go/wary/drivers/kafka v0.0.0
 	github.com/wary-go/wary/drivers/servicebus v0.0.0
 	github.com/wary-go/wary/drivers/sqsfifo v0.0.0
+)
+
+require (
+	github.com/chromedp/cdproto v0.160.1 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 )
 
 require (

@@ -129,7 +129,7 @@ a broken promise, something stuck), 2 a usage or connection error,
 		return fmt.Errorf("%w (see %s --help)", err, c.CommandPath())
 	})
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print data as JSON")
-	root.AddCommand(a.explainCmd(), a.parkedCmd(), a.outboxCmd(), a.dlqCmd(), a.probeCmd(), a.topologyCmd(), a.versionCmd())
+	root.AddCommand(a.explainCmd(), a.parkedCmd(), a.outboxCmd(), a.dlqCmd(), a.probeCmd(), a.topologyCmd(), a.consoleCmd(), a.versionCmd())
 	return root
 }
 

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -133,14 +131,9 @@ func (a *app) dlqList() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			ds, err := readDead(ctx, s, &f)
-			defer release(ds)
+			out, err := listDead(ctx, s, &f)
 			if err != nil {
 				return err
-			}
-			out := make([]deadJSON, 0, len(ds))
-			for _, d := range ds {
-				out = append(out, toDeadJSON(d))
 			}
 			return a.report(out, func(w io.Writer) { printDead(w, out) }, len(out) > 0)
 		},
@@ -179,53 +172,10 @@ func (a *app) dlqMove(verb string) *cobra.Command {
 				defer t.Close()
 				a.warnDedup(t)
 			}
-			ds, err := readDead(ctx, s, &f)
+			done, missing, err := moveDead(ctx, s, t, &f, func(n int) error { return a.confirm(fmt.Sprintf("%s %d dead letter(s)", verb, n)) })
 			if err != nil {
-				release(ds)
 				return err
 			}
-			want := map[string]bool{}
-			for _, id := range f.ids {
-				want[id] = true
-			}
-			var chosen, others []*broker.Delivery
-			for _, d := range ds {
-				if f.all || want[d.Message.ID] {
-					chosen = append(chosen, d)
-					delete(want, d.Message.ID)
-				} else {
-					others = append(others, d)
-				}
-			}
-			if s.Capabilities().AckModel == broker.AckCumulative && !prefix(ds, chosen) {
-				release(ds)
-				return fmt.Errorf("this dead-letter queue acknowledges cumulatively (a Kafka topic): removing a dead letter removes every earlier one, so choose the first ones in order, or --all")
-			}
-			release(others)
-			if len(chosen) > 0 {
-				if err := a.confirm(fmt.Sprintf("%s %d dead letter(s)", verb, len(chosen))); err != nil {
-					release(chosen)
-					return err
-				}
-			}
-			done := []deadJSON{}
-			by := replayedBy()
-			for i, d := range chosen {
-				if t != nil {
-					m := d.Message
-					err := t.Publish(ctx, &broker.Message{ID: m.ID, Key: m.Key, Headers: stamp(m.Headers, by, m.Headers[broker.HeaderDeadLetterReason]), Body: m.Body})
-					if err != nil {
-						release(chosen[i:])
-						return fmt.Errorf("replay %s (left in the dead-letter queue): %w", m.ID, err)
-					}
-				}
-				if err := d.Ack(ctx); err != nil {
-					release(chosen[i+1:])
-					return fmt.Errorf("%s %s: removing it from the dead-letter queue failed (a replayed message may be replayed again): %w", verb, d.Message.ID, err)
-				}
-				done = append(done, toDeadJSON(d))
-			}
-			missing := slices.Sorted(maps.Keys(want))
 			res := map[string]any{verb + "ed": done, "not_found": missing}
 			return a.report(res, func(w io.Writer) {
 				fmt.Fprintf(w, "%s: %d dead letter(s)\n", verb, len(done))

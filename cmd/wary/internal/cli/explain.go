@@ -114,13 +114,19 @@ assumed, and what is stuck in them now is counted.`,
 			if err != nil {
 				return err
 			}
-			st, err := a.explain(c.Context(), &f, p)
+			st, err := a.explain(c.Context(), &f, p, nil)
 			if err != nil {
 				return err
 			}
 			return a.report(st, func(w io.Writer) { fmt.Fprint(w, st) }, !st.OK())
 		},
 	}
+	f.add(c)
+	return c
+}
+
+// add adds the flags that describe the pipeline (explain's and console's).
+func (f *explainFlags) add(c *cobra.Command) {
 	f.store.add(c)
 	c.Flags().StringVar(&f.broker, "broker", "", "URL of the topic the events are published to (required)")
 	c.Flags().StringVar(&f.sub, "subscription", "", "URL of the subscription the consumer reads (required)")
@@ -135,7 +141,6 @@ assumed, and what is stuck in them now is counted.`,
 	c.Flags().DurationVar(&f.retention, "retention", 0, "inbox retention (default: the redelivery horizon)")
 	_ = c.MarkFlagRequired("broker")
 	_ = c.MarkFlagRequired("subscription")
-	return c
 }
 
 // pipeline builds the Pipeline from --config and the flags (flags win).
@@ -194,9 +199,9 @@ func (a *app) pipeline(c *cobra.Command, f *explainFlags) (guarantee.Pipeline, e
 	return p, nil
 }
 
-// explain reads the live capabilities (and the store's backlog) and
-// states the guarantee.
-func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline) (guarantee.Statement, error) {
+// explain reads the live capabilities (and the backlog of d, or of the
+// store the flags name when d is nil) and states the guarantee.
+func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline, d db) (guarantee.Statement, error) {
 	// Each half of the broker's promise is read from its own side: the
 	// publish half from the topic, the delivery half from the consumer's
 	// subscription.
@@ -216,14 +221,15 @@ func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline
 	p.Subscription = &sc
 	p.Broker = broker.RedactString(f.broker)
 	st := guarantee.Explain(p)
-	if !a.storeGiven(&f.store) {
-		return st, nil
+	if d == nil {
+		if !a.storeGiven(&f.store) {
+			return st, nil
+		}
+		if d, err = a.openStore(ctx, &f.store); err != nil {
+			return st, err
+		}
+		defer d.close()
 	}
-	d, err := a.openStore(ctx, &f.store)
-	if err != nil {
-		return st, err
-	}
-	defer d.close()
 	if p.Outbox != nil {
 		h, err := d.OutboxHealth(ctx, time.Now())
 		if err != nil {

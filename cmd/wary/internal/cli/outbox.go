@@ -32,11 +32,12 @@ aggregate until it is requeued (tried again from attempt 0) or discarded
 }
 
 type healthJSON struct {
-	Backlog         int64     `json:"backlog"`
-	Retrying        int64     `json:"retrying"`
-	Quarantined     int64     `json:"quarantined"`
-	OldestUnsent    time.Time `json:"oldest_unsent,omitzero"`
-	OldestUnsentAge string    `json:"oldest_unsent_age,omitempty"`
+	Backlog         int64         `json:"backlog"`
+	Retrying        int64         `json:"retrying"`
+	Quarantined     int64         `json:"quarantined"`
+	OldestUnsent    time.Time     `json:"oldest_unsent,omitzero"`
+	OldestUnsentAge string        `json:"oldest_unsent_age,omitempty"`
+	oldestAge       time.Duration // for the text views
 }
 
 func (a *app) outboxStatus() *cobra.Command {
@@ -53,17 +54,13 @@ func (a *app) outboxStatus() *cobra.Command {
 				return err
 			}
 			defer d.close()
-			h, err := d.OutboxHealth(ctx, time.Now())
+			j, err := outboxHealth(ctx, d)
 			if err != nil {
 				return err
 			}
-			j := healthJSON{Backlog: h.Backlog, Retrying: h.Retrying, Quarantined: h.Quarantined, OldestUnsent: h.OldestUnsent}
-			if !h.OldestUnsent.IsZero() {
-				j.OldestUnsentAge = h.OldestUnsentAge.Round(time.Second).String()
-			}
 			return a.report(j, func(w io.Writer) {
-				fmt.Fprintf(w, "backlog %d (retrying %d), quarantined %d, oldest unsent %s\n", h.Backlog, h.Retrying, h.Quarantined, age(h.OldestUnsentAge, h.OldestUnsent))
-			}, h.Quarantined > 0)
+				fmt.Fprintf(w, "backlog %d (retrying %d), quarantined %d, oldest unsent %s\n", j.Backlog, j.Retrying, j.Quarantined, age(j.oldestAge, j.OldestUnsent))
+			}, j.Quarantined > 0)
 		},
 	}
 	sf.add(c)
@@ -125,14 +122,9 @@ func (a *app) outboxList() *cobra.Command {
 				return err
 			}
 			defer d.close()
-			rows, err := d.ListOutbox(ctx, store.OutboxFilter{States: ss, AggregateID: aggregate, Limit: limit})
+			out, err := listOutbox(ctx, d, store.OutboxFilter{States: ss, AggregateID: aggregate, Limit: limit})
 			if err != nil {
 				return err
-			}
-			out := make([]outboxJSON, 0, len(rows))
-			for _, r := range rows {
-				out = append(out, outboxJSON{RowID: r.RowID, MessageID: r.ID, AggregateID: r.AggregateID, Sequence: r.Sequence, Version: r.Version,
-					Type: r.Type, State: r.State.String(), Attempts: r.Attempts, CreatedAt: r.CreatedAt, LastError: r.LastError})
 			}
 			return a.out(out, func(w io.Writer) {
 				if len(out) == 0 {
@@ -157,10 +149,8 @@ func (a *app) outboxList() *cobra.Command {
 // quarantined to discarded).
 func (a *app) outboxSet(verb string, to store.OutboxState) *cobra.Command {
 	var sf storeFlags
-	from := []store.OutboxState{store.OutboxQuarantined}
 	short := "Requeue quarantined rows: the relay tries them again from attempt 0"
 	if to == store.OutboxDiscarded {
-		from = append(from, store.OutboxPending)
 		short = "Discard pending or quarantined rows: never published; their aggregate moves on"
 	}
 	c := &cobra.Command{
@@ -186,17 +176,10 @@ func (a *app) outboxSet(verb string, to store.OutboxState) *cobra.Command {
 			if err := a.confirm(fmt.Sprintf("%s %d outbox row(s)", verb, len(ids))); err != nil {
 				return err
 			}
-			done, skipped := []int64{}, []int64{}
-			for _, id := range ids {
-				ok, err := d.SetOutboxState(ctx, id, to, time.Now(), from...)
-				if err != nil {
-					return err
-				}
-				if ok {
-					done = append(done, id)
-				} else {
-					skipped = append(skipped, id)
-				}
+			done, skipped, err := setOutbox(ctx, d, ids, to)
+			a.audited(ctx, d, &sf, "outbox "+verb, fmt.Sprintf("rows %v", ids), len(done))
+			if err != nil {
+				return err
 			}
 			past := strings.TrimSuffix(verb, "e") + "ed"
 			res := map[string][]int64{past: done, "skipped": skipped}

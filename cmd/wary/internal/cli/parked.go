@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -66,23 +67,9 @@ func (a *app) parkedList() *cobra.Command {
 				return err
 			}
 			defer d.close()
-			consumers := []string{f.consumer}
-			if f.consumer == "" {
-				m, err := d.ParkedConsumers(ctx)
-				if err != nil {
-					return err
-				}
-				consumers = slices.Sorted(maps.Keys(m))
-			}
-			out := []parkedJSON{}
-			for _, cons := range consumers {
-				ps, err := d.ListParked(ctx, cons, f.filter(c))
-				if err != nil {
-					return err
-				}
-				for _, p := range ps {
-					out = append(out, toParkedJSON(cons, p, false))
-				}
+			out, err := listParked(ctx, d, f.consumer, f.filter(c), false)
+			if err != nil {
+				return err
 			}
 			return a.report(out, func(w io.Writer) { printParked(w, out) }, len(out) > 0)
 		},
@@ -206,26 +193,10 @@ replay again if the aggregate is back.`,
 			}
 			defer t.Close()
 			a.warnDedup(t)
-			by := replayedBy()
-			res := replayJSON{Replayed: []parkedJSON{}}
-			for _, agg := range aggs {
-				ps, err := d.ListParked(ctx, f.consumer, store.ParkedFilter{AggregateID: agg, HasAggregate: true})
-				if err != nil {
-					return err
-				}
-				err = d.unpark(ctx, f.consumer, ps, func(ctx context.Context) error {
-					msgs := make([]*broker.Message, len(ps))
-					for i, p := range ps {
-						msgs[i] = &broker.Message{ID: p.MessageID, Key: p.Key, Headers: stamp(p.Headers, by, p.Reason), Body: p.Body}
-					}
-					return t.Publish(ctx, msgs...)
-				})
-				if err != nil {
-					return fmt.Errorf("replay of aggregate %q (its messages stay parked): %w", agg, err)
-				}
-				for _, p := range ps {
-					res.Replayed = append(res.Replayed, toParkedJSON(f.consumer, p, false))
-				}
+			res, err := replayParked(ctx, d, t, f.consumer, aggs, replayedBy(), nil, nil)
+			a.audited(ctx, d, &f.store, "parked replay", fmt.Sprintf("consumer %q aggregates %s to %s", f.consumer, strings.Join(aggs, ", "), broker.RedactString(f.to)), len(res.Replayed))
+			if err != nil {
+				return err
 			}
 			return a.out(res, func(w io.Writer) {
 				fmt.Fprintf(w, "replayed %d message(s) of %d aggregate(s) to %s\n", len(res.Replayed), len(aggs), broker.RedactString(f.to))
@@ -302,6 +273,7 @@ func (a *app) parkedDiscard() *cobra.Command {
 				if n, err = d.DiscardParked(ctx, f.consumer, flt); err != nil {
 					return err
 				}
+				a.audited(ctx, d, &f.store, "parked discard", fmt.Sprintf("consumer %q %s", f.consumer, describeParkedFilter(flt)), n)
 			}
 			return a.out(map[string]int{"discarded": n}, func(w io.Writer) { fmt.Fprintf(w, "discarded %d parked message(s)\n", n) })
 		},
@@ -314,6 +286,17 @@ func (a *app) parkedDiscard() *cobra.Command {
 	c.Flags().BoolVar(&f.all, "all", false, "discard all the consumer's parked messages")
 	_ = c.MarkFlagRequired("consumer")
 	return c
+}
+
+// describeParkedFilter says what a filter selects, for the audit log.
+func describeParkedFilter(f store.ParkedFilter) string {
+	switch {
+	case f.ID != 0:
+		return fmt.Sprintf("parked message %d", f.ID)
+	case f.HasAggregate:
+		return fmt.Sprintf("aggregate %q", f.AggregateID)
+	}
+	return "all parked messages"
 }
 
 // parkedJSON is a parked message as printed.
@@ -374,12 +357,17 @@ func (a *app) warnDedup(t *broker.Topic) {
 
 // replayedBy says who replays: user@host and the time.
 func replayedBy() string {
+	return operator() + " " + time.Now().UTC().Format(time.RFC3339)
+}
+
+// operator is this process's user@host.
+func operator() string {
 	name := "unknown"
 	if u, err := user.Current(); err == nil {
 		name = u.Username
 	}
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%s@%s %s", name, host, time.Now().UTC().Format(time.RFC3339))
+	return name + "@" + host
 }
 
 // stamp copies h without wary's reserved headers other than the

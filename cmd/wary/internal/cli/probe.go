@@ -88,27 +88,13 @@ sends the administration requests there, over plain HTTP on loopback only.`,
 					return getenv(k)
 				}
 			}
-			ent := a.readEntity(ctx, args[0])
-			h, closeH, err := a.harnessFor(ctx, harnessURL(args[0], ent))
-			if err != nil {
-				return err
-			}
-			defer closeH()
-			shortened := copySettings(&h, ent)
 			sp := &spinner{w: a.io.Err, tty: isTerminal(a.io.Err)}
-			caps, results, err := conformance.Probe(ctx, h, sp, only...)
+			res, err := a.probe(ctx, args[0], only, sp)
 			sp.stop()
 			if err != nil {
 				return err
 			}
-			broken := false
-			rows := make([]probeRow, 0, len(results))
-			for _, r := range results {
-				broken = broken || r.Outcome == conformance.Broken
-				rows = append(rows, probeRow{Result: r, Declared: declared(r.Scenario, caps)})
-			}
-			res := probeJSON{Broker: broker.RedactString(args[0]), Entity: ent, Capabilities: caps.String(),
-				Scratch: compareScratch(schemeOf(args[0]), ent, caps, shortened), Results: rows, Broken: broken}
+			rows, broken := res.Results, res.Broken
 			return a.report(res, func(w io.Writer) {
 				printProbeHeader(w, res)
 				table(w, "SCENARIO | DECLARED BY THE SCRATCH ENTITIES | OBSERVED", len(rows), func(i int) []any {

@@ -45,13 +45,19 @@ type db interface {
 	// publish, and commits only if publish succeeded: a message is never
 	// both gone from the park and not sent.
 	unpark(ctx context.Context, consumer string, ps []store.Parked, publish func(context.Context) error) error
+	ListKeys(ctx context.Context, f store.KeyFilter) ([]store.KeyRecord, error)
+	// pgPool is the PostgreSQL store's pool (nil for SQLite).
+	pgPool() *pgxpool.Pool
 	close()
 }
 
 type sqlDB[Tx any] struct {
 	store.Driver[Tx]
 	closeFn func()
+	pool    *pgxpool.Pool
 }
+
+func (d sqlDB[Tx]) pgPool() *pgxpool.Pool { return d.pool }
 
 func (d sqlDB[Tx]) close() { d.closeFn() }
 
@@ -115,7 +121,7 @@ func (a *app) openStore(ctx context.Context, f *storeFlags) (db, error) {
 			pool.Close()
 			return nil, err
 		}
-		return sqlDB[pgx.Tx]{Driver: s.Driver(), closeFn: pool.Close}, nil
+		return sqlDB[pgx.Tx]{Driver: s.Driver(), closeFn: pool.Close, pool: pool}, nil
 	}
 	return nil, fmt.Errorf("name the store: --postgres URL (or $%s) or --sqlite FILE", EnvPostgres)
 }
@@ -125,15 +131,9 @@ func (a *app) openStore(ctx context.Context, f *storeFlags) (db, error) {
 // wrong --schema or --prefix would otherwise surface as a bare
 // "relation does not exist (SQLSTATE 42P01)" from the first query.
 func pgStoreExists(ctx context.Context, pool *pgxpool.Pool, f *storeFlags) error {
-	prefix := f.prefix
-	if prefix == "" {
-		prefix = postgres.DefaultPrefix
-	}
-	schema := f.schema
-	if schema == "" {
-		if err := pool.QueryRow(ctx, "SELECT coalesce(current_schema(), '')").Scan(&schema); err != nil {
-			return fmt.Errorf("PostgreSQL: read the current schema: %s", redactErr(err))
-		}
+	schema, prefix, err := pgNames(ctx, pool, f)
+	if err != nil {
+		return err
 	}
 	table := pgx.Identifier{schema, prefix + "migrations"}.Sanitize()
 	var found bool
@@ -150,4 +150,21 @@ func pgStoreExists(ctx context.Context, pool *pgxpool.Pool, f *storeFlags) error
 	return fmt.Errorf("no wary store in %s with prefix %q: table %s does not exist; "+
 		"pass the --schema and --prefix your program gives postgres.Options, "+
 		"or start the program once so that postgres.New creates the tables", where, prefix, table)
+}
+
+// pgNames returns the schema and the table prefix of the store the flags
+// name: the flags', or the search_path's first schema and the default
+// prefix.
+func pgNames(ctx context.Context, pool *pgxpool.Pool, f *storeFlags) (schema, prefix string, err error) {
+	prefix = f.prefix
+	if prefix == "" {
+		prefix = postgres.DefaultPrefix
+	}
+	schema = f.schema
+	if schema == "" {
+		if err := pool.QueryRow(ctx, "SELECT coalesce(current_schema(), '')").Scan(&schema); err != nil {
+			return "", "", fmt.Errorf("PostgreSQL: read the current schema: %s", redactErr(err))
+		}
+	}
+	return schema, prefix, nil
 }

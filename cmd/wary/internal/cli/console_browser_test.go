@@ -1,0 +1,312 @@
+package cli_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/cmd/wary/internal/cli"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
+	"github.com/wary-go/wary/idem/store"
+)
+
+// TestConsoleBrowser drives the console in headless Chromium against
+// PostgreSQL and RabbitMQ: a parked aggregate replayed (dry run, then for
+// real) and applied in order; a quarantined outbox row requeued and
+// published; a dead letter replayed and consumed once; the probe; each
+// action in the audit log. It writes each page's screenshot to
+// docs/images/console-*.png.
+func TestConsoleBrowser(t *testing.T) {
+	st, storeArgs := pgStore(t)
+	top, topicURL, sub, subURL := rabbitTopology(t)
+	bctx := browser(t)
+	ctx := t.Context()
+	const consumer = "billing"
+
+	// A gap parks order-1 at version 1; version 2 is held behind it.
+	in, err := idem.NewInbox(st, consumer, sub.Capabilities(), &idem.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied []string
+	failing := true
+	handle := func(d *broker.Delivery) idem.Result {
+		r, err := in.Handle(ctx, d, func(_ context.Context, _ pgx.Tx, d *broker.Delivery) error {
+			if failing {
+				return &idem.ParkError{Reason: "gap: order-1 at version 0", Now: true}
+			}
+			applied = append(applied, d.Message.ID)
+			return nil
+		})
+		var pe *idem.ParkError
+		if err != nil && !errors.As(err, &pe) {
+			t.Fatalf("handle %s: %v", d.Message.ID, err)
+		}
+		return r
+	}
+	publish(t, top, event("order-1/placed", "order-1", 1))
+	if r := handle(receive(t, sub, 1)[0]); r != idem.ResultParked {
+		t.Fatalf("first event: %v, want parked", r)
+	}
+	publish(t, top, event("order-1/paid", "order-1", 2))
+	if r := handle(receive(t, sub, 1)[0]); r != idem.ResultHeld {
+		t.Fatalf("second event: %v, want held", r)
+	}
+	// An outbox row that the relay quarantines: its topic takes no message
+	// this large.
+	agg := unique("order")
+	addRow(t, st, agg)
+	small := mustOpenTopic(t, "mem://"+unique("small")+"?maxsize=10")
+	quarantine, err := outbox.NewRelay(st, small, &outbox.RelayOptions{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := quarantine.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A dead letter.
+	deadID := unique("dead")
+	publish(t, top, event(deadID, "order-9", 1))
+	if err := receive(t, sub, 1)[0].DeadLetter(ctx, "poison: cannot parse"); err != nil {
+		t.Fatal(err)
+	}
+
+	con := startConsole(t, append([]string{"--broker", topicURL, "--subscription", subURL, "--consumer", consumer, "--sample", "1s"}, storeArgs...)...)
+	page := func(path string) chromedp.Action[chromedp.Void] { return chromedp.Navigate(con.base + path) }
+
+	// The dashboard: the guarantee and every count.
+	browse(t, bctx, "dashboard", page("/"), chromedp.WaitVisible(chromedp.CSS("#findings")), screenshot("dashboard"))
+	wantText(t, "parked count", textOf(t, bctx, "#parked-counts"), consumer, "2")
+	wantText(t, "quarantined count", textOf(t, bctx, "#quarantined"), "1")
+	wantText(t, "dead letters", textOf(t, bctx, "#dead-counts"), "1")
+	wantText(t, "statement", textOf(t, bctx, "table.statement"), "transport", "order per queue")
+
+	// Parked: the aggregate, then its messages with the bodies hidden
+	// until asked for.
+	browse(t, bctx, "parked", page("/parked"), chromedp.WaitVisible(chromedp.CSS(`tr.aggregate[data-aggregate="order-1"]`)), screenshot("parked"))
+	wantText(t, "parked row", textOf(t, bctx, `tr.aggregate[data-aggregate="order-1"]`), "order-1/placed v1, order-1/paid v2", "gap: order-1 at version 0")
+	browse(t, bctx, "aggregate", page("/parked/aggregate?consumer="+consumer+"&aggregate=order-1"), chromedp.WaitVisible(chromedp.CSS("article.message")))
+	if s := textOf(t, bctx, "main"); strings.Contains(s, "body of order-1") || !strings.Contains(s, "traceparent") {
+		t.Errorf("aggregate page before asking: want headers and no body:\n%s", s)
+	}
+	browse(t, bctx, "show body", chromedp.Click(chromedp.CSS("a.show-body")), chromedp.WaitVisible(chromedp.CSS("pre.body")), screenshot("aggregate"))
+	wantText(t, "body", textOf(t, bctx, "pre.body"), "body of order-1/placed")
+
+	// Replay: a dry run changes nothing; then for real, with progress.
+	// At half an aggregate a second the job page loads before the replay
+	// starts, and its script polls the progress until it is done.
+	browse(t, bctx, "dry run", page("/parked"), chromedp.Click(chromedp.CSS(`input[name=aggregate][value="order-1"]`)),
+		chromedp.SetValue(chromedp.CSS("input[name=rate]"), "0.5"), chromedp.Click(chromedp.CSS("#replay-"+consumer)), chromedp.WaitVisible(chromedp.CSS("#plan")), screenshot("replay-dry-run"))
+	wantText(t, "dry run", textOf(t, bctx, "#plan"), "2 message(s)", "1 aggregate(s)", "Nothing has been changed")
+	if n, err := st.Driver().CountParked(ctx, consumer, store.ParkedFilter{}); err != nil || n != 2 {
+		t.Fatalf("after the dry run: %d parked (%v), want 2", n, err)
+	}
+	browse(t, bctx, "replay", chromedp.Click(chromedp.CSS("#replay-now")), chromedp.WaitVisible(chromedp.CSS(`#status[data-done="true"]`)), screenshot("job"))
+	wantText(t, "replay job", textOf(t, bctx, "#status"), "done")
+	failing = false
+	for _, d := range receive(t, sub, 2) {
+		if r := handle(d); r != idem.ResultApplied {
+			t.Errorf("replayed %s: %v, want applied", d.Message.ID, r)
+		}
+	}
+	if !slices.Equal(applied, []string{"order-1/placed", "order-1/paid"}) {
+		t.Errorf("applied %v, want order-1/placed then order-1/paid", applied)
+	}
+	browse(t, bctx, "nothing parked", page("/parked"), chromedp.WaitVisible(chromedp.CSS("#nothing-parked")))
+	entries := auditEntries(t, bctx, con.base)
+	if len(entries) != 1 || !strings.Contains(entries[0], "parked replay") || !strings.Contains(entries[0], "order-1") {
+		t.Fatalf("audit log after the replay: %q, want one parked replay entry", entries)
+	}
+
+	// Outbox: the quarantined row, requeued, then published.
+	browse(t, bctx, "outbox", page("/outbox"), chromedp.WaitVisible(chromedp.CSS("tr.row")), screenshot("outbox"))
+	wantText(t, "quarantined row", textOf(t, bctx, "tr.row"), agg, "too large")
+	browse(t, bctx, "requeue", chromedp.Click(chromedp.CSS("tr.row input[name=row]")), chromedp.Click(chromedp.CSS("#requeue")),
+		chromedp.WaitVisible(chromedp.CSS("#nothing-quarantined")))
+	relay, err := outbox.NewRelay(st, top, &outbox.RelayOptions{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d := receive(t, sub, 1)[0]
+	if d.Message.Headers[broker.HeaderAggregateID] != agg {
+		t.Errorf("published %+v, want the requeued row of %s", d.Message, agg)
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Dead letters: grouped by reason, replayed with the original ID,
+	// consumed once.
+	browse(t, bctx, "dead letters", page("/dead-letters"), chromedp.WaitVisible(chromedp.CSS(`tr.dead[data-id="`+deadID+`"]`)), screenshot("dead-letters"))
+	wantText(t, "reason", textOf(t, bctx, "form.reason h3"), "poison: cannot parse")
+	browse(t, bctx, "replay dead letter", chromedp.Click(chromedp.CSS("button.replay-dead")), chromedp.WaitVisible(chromedp.CSS("section.source")))
+	back := receive(t, sub, 1)[0]
+	if back.Message.ID != deadID || !strings.Contains(back.Message.Headers[broker.HeaderReplayedBy], "poison: cannot parse") {
+		t.Errorf("replayed dead letter: %+v", back.Message)
+	}
+	if err := back.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if ds, err := sub.Receive(rctx, 10); err == nil || len(ds) > 0 {
+		t.Errorf("after the replay the consumer got %d more message(s) (%v), want the dead letter once", len(ds), err)
+	}
+	cancel()
+
+	// The probe, against the memory driver, with live progress.
+	browse(t, bctx, "probe", page("/probe"), chromedp.SetValue(chromedp.CSS("#probe-url"), "mem://scratch?profile=sqsfifo"),
+		chromedp.SetValue(chromedp.CSS("#probe-only"), "order-within-scope,ack"), screenshot("probe"),
+		chromedp.Click(chromedp.CSS("#probe-run")), chromedp.WaitVisible(chromedp.CSS("#probe-results")), screenshot("probe-result"))
+	wantText(t, "probe", textOf(t, bctx, "#probe-results"), "order-within-scope", "ack", "kept")
+
+	// Discard asks first, naming what goes.
+	failing = true
+	publish(t, top, event("order-2/placed", "order-2", 1))
+	if r := handle(receive(t, sub, 1)[0]); r != idem.ResultParked {
+		t.Fatalf("order-2: %v, want parked", r)
+	}
+	browse(t, bctx, "discard", page("/parked"), chromedp.Click(chromedp.CSS(`input[name=aggregate][value="order-2"]`)),
+		chromedp.Click(chromedp.CSS("#discard-"+consumer)), chromedp.WaitVisible(chromedp.CSS("#what-goes")), screenshot("confirm"))
+	wantText(t, "confirmation", textOf(t, bctx, "main"), "Discard 1 parked message(s)", "order-2/placed")
+	browse(t, bctx, "confirm discard", chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS("#nothing-parked")))
+
+	entries = auditEntries(t, bctx, con.base)
+	browse(t, bctx, "audit", screenshot("audit"))
+	for _, want := range []string{"parked discard", "probe", "dead letters replay", "outbox requeue", "parked replay"} {
+		if !slices.ContainsFunc(entries, func(e string) bool { return strings.Contains(e, want) }) {
+			t.Errorf("audit log %q lacks %q", entries, want)
+		}
+	}
+	browse(t, bctx, "dashboard after", page("/"), chromedp.WaitVisible(chromedp.CSS("#findings")))
+	wantText(t, "parked count after", textOf(t, bctx, "#parked-counts"), "0")
+
+	// Through the API with the page's CSRF token: a rate out of range is
+	// refused, a discard without confirm=yes answers what would go.
+	_, home := get(t, con.base+"/", nil)
+	m := csrfMeta.FindStringSubmatch(home)
+	if m == nil {
+		t.Fatal("the dashboard carries no CSRF token")
+	}
+	publish(t, top, event("order-3/placed", "order-3", 1))
+	if r := handle(receive(t, sub, 1)[0]); r != idem.ResultParked {
+		t.Fatalf("order-3: %v, want parked", r)
+	}
+	withCSRF := map[string]string{"X-CSRF-Token": m[1]}
+	for _, rate := range []string{"NaN", "0", "1e9", "fast"} {
+		if code := post(t, con.base+"/api/parked/replay", url.Values{"consumer": {consumer}, "aggregate": {"order-3"}, "rate": {rate}, "dry_run": {"false"}}, withCSRF); code != 400 {
+			t.Errorf("replay at rate %s: %d, want 400", rate, code)
+		}
+	}
+	if code := post(t, con.base+"/api/parked/discard", url.Values{"consumer": {consumer}, "aggregate": {"order-3"}}, withCSRF); code != 409 {
+		t.Errorf("discard without confirm=yes: %d, want 409", code)
+	}
+	if code := post(t, con.base+"/api/parked/discard", url.Values{"consumer": {consumer}, "aggregate": {"order-3"}, "confirm": {"yes"}}, withCSRF); code != 200 {
+		t.Errorf("discard with confirm=yes: %d, want 200", code)
+	}
+	if n, err := st.Driver().CountParked(ctx, consumer, store.ParkedFilter{}); err != nil || n != 0 {
+		t.Errorf("after the API's discard: %d parked (%v), want 0", n, err)
+	}
+
+	// Without a token, a request for another host name (DNS rebinding)
+	// gets nothing.
+	if code, body := get(t, con.base+"/", map[string]string{"Host": "evil.example:80"}); code != 403 || strings.Contains(body, m[1]) {
+		t.Errorf("GET with Host evil.example: %d, want 403 without the CSRF token", code)
+	}
+
+	// A state-changing request without the page's CSRF token is refused.
+	for _, path := range []string{"/outbox/requeue", "/api/parked/discard", "/dead-letters/replay"} {
+		if code := post(t, con.base+path, url.Values{"row": {"1"}, "consumer": {consumer}, "aggregate": {"order-1"}}, nil); code != 403 {
+			t.Errorf("POST %s without a CSRF token: %d, want 403", path, code)
+		}
+		if code := post(t, con.base+path, url.Values{"csrf": {"forged"}}, nil); code != 403 {
+			t.Errorf("POST %s with a wrong CSRF token: %d, want 403", path, code)
+		}
+	}
+}
+
+// auditEntries reads the audit log page's rows.
+func auditEntries(t *testing.T, ctx context.Context, base string) []string {
+	t.Helper()
+	browse(t, ctx, "audit", chromedp.Navigate(base+"/audit"), chromedp.WaitVisible(chromedp.CSS("h1")))
+	var out []string
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("tr.entry").length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		out = append(out, textOf(t, ctx, "tr.entry:nth-of-type("+strconv.Itoa(i+2)+")"))
+	}
+	return out
+}
+
+var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([0-9a-f]+)">`)
+
+// TestConsoleTokenAndReadOnly: with a token, nothing is served without
+// it, and no page or API answer shows it; read-only refuses every action.
+func TestConsoleTokenAndReadOnly(t *testing.T) {
+	_, storeArgs := pgStore(t)
+	// Without the audit table (no console ran yet), a command records
+	// nothing and says nothing of it.
+	w := newWary(t)
+	requeue := append([]string{"outbox", "requeue", "999", "--yes"}, storeArgs...)
+	if r := w.want(cli.ExitFinding, requeue...); strings.Contains(r.errout, "audit") {
+		t.Errorf("stderr without an audit table: %q", r.errout)
+	}
+	const token = "0123456789abcdef-console"
+	const secret = "s3cretpw"
+	con := startConsole(t, append([]string{"--broker", "mem://orders", "--subscription", "mem://orders/billing", "--consumer", "billing",
+		"--token", token, "--read-only", "--replay-to", "amqp://wary:" + secret + "@127.0.0.1:1/?exchange=orders",
+		"--dead-letters-to", "amqp://wary:" + secret + "@127.0.0.1:1/?exchange=orders"}, storeArgs...)...)
+	if code, _ := get(t, con.base+"/api/", nil); code != 401 {
+		t.Errorf("API without the token: %d, want 401", code)
+	}
+	if code, _ := get(t, con.base+"/parked", nil); code != 303 {
+		t.Errorf("page without the token: %d, want 303 to /login", code)
+	}
+	bearer := map[string]string{"Authorization": "Bearer " + token}
+	if code, _ := get(t, con.base+"/api/", map[string]string{"Authorization": "Bearer wrong-token-wrong-token"}); code != 401 {
+		t.Errorf("API with a wrong token: %d, want 401", code)
+	}
+	var csrf string
+	for _, path := range []string{"/", "/api/", "/parked", "/api/parked", "/outbox", "/api/outbox", "/dead-letters", "/audit", "/probe"} {
+		code, body := get(t, con.base+path, bearer)
+		if code != 200 {
+			t.Errorf("GET %s with the token: %d, want 200: %s", path, code, body)
+		}
+		if code == 200 && path == "/api/parked" && !strings.Contains(body, "amqp://") {
+			t.Errorf("GET %s does not say where replays go: %s", path, body)
+		}
+		if strings.Contains(body, token) || strings.Contains(body, secret) {
+			t.Errorf("GET %s shows the token or a password", path)
+		}
+		if m := csrfMeta.FindStringSubmatch(body); m != nil {
+			csrf = m[1]
+		}
+	}
+	if csrf == "" {
+		t.Fatal("no page carries the CSRF token")
+	}
+	// Once the console made it, the commands record their actions too.
+	w.want(cli.ExitFinding, requeue...)
+	if _, body := get(t, con.base+"/api/audit", bearer); !strings.Contains(body, `"action": "outbox requeue"`) || !strings.Contains(body, "via wary outbox requeue") {
+		t.Errorf("audit log after wary outbox requeue: %s", body)
+	}
+	h := map[string]string{"Authorization": "Bearer " + token, "X-CSRF-Token": csrf}
+	if code := post(t, con.base+"/api/outbox/requeue", url.Values{"row": {"1"}}, h); code != 403 {
+		t.Errorf("POST on a read-only console: %d, want 403", code)
+	}
+}
