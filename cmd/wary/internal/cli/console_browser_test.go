@@ -25,8 +25,8 @@ import (
 // PostgreSQL and RabbitMQ: a parked aggregate replayed (dry run, then for
 // real) and applied in order; a quarantined outbox row requeued and
 // published; a dead letter replayed and consumed once; the probe; each
-// action in the audit log. It writes each page's screenshot to
-// docs/images/console-*.png.
+// action in the audit log. It takes each page's screenshot, and with
+// WARY_SCREENSHOTS=1 writes it to docs/images/console-*.png.
 func TestConsoleBrowser(t *testing.T) {
 	st, storeArgs := pgStore(t)
 	top, topicURL, sub, subURL := rabbitTopology(t)
