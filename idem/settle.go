@@ -221,10 +221,10 @@ func (in *Inbox[Tx]) Purge(ctx context.Context) (int, error) {
 	if in.o.Retention == broker.HorizonUnbounded {
 		return 0, nil
 	}
-	before := in.o.Now().Add(-in.o.Retention)
+	now := in.o.Now()
 	total := 0
 	for {
-		n, err := in.store.Purge(ctx, in.consumer, before, in.o.PurgeBatch)
+		n, err := in.expire(ctx, now)
 		total += n
 		in.stats.purged.Add(int64(n))
 		if err != nil {
@@ -237,6 +237,15 @@ func (in *Inbox[Tx]) Purge(ctx context.Context) (int, error) {
 			return total, err
 		}
 	}
+}
+
+// expire runs one purge batch of the records older than the retention at
+// now: by whole tables where the store does (store.Expirer), else by rows.
+func (in *Inbox[Tx]) expire(ctx context.Context, now time.Time) (int, error) {
+	if e, ok := in.store.(store.Expirer); ok {
+		return e.Expire(ctx, in.consumer, now, in.o.Retention, in.o.PurgeBatch)
+	}
+	return in.store.Purge(ctx, in.consumer, now.Add(-in.o.Retention), in.o.PurgeBatch)
 }
 
 // purgeDue runs one purge batch if the lazy purge is due (see
@@ -253,7 +262,7 @@ func (in *Inbox[Tx]) purgeDue(ctx context.Context) {
 	if now.UnixNano() < in.nextPurge.Load() { // another call just purged
 		return
 	}
-	n, err := in.store.Purge(ctx, in.consumer, now.Add(-in.o.Retention), in.o.PurgeBatch)
+	n, err := in.expire(ctx, now)
 	in.stats.purged.Add(int64(n))
 	next := now.Add(in.o.PurgeInterval)
 	switch {
