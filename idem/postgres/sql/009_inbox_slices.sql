@@ -51,8 +51,10 @@ CREATE INDEX IF NOT EXISTS {{inbox_slices_idx}} ON {{inbox_slices}} (consumer, l
 -- after the locks were granted. SERIALIZABLE is safe too (the two claims'
 -- reads and inserts conflict); REPEATABLE READ is refused, since its one
 -- snapshot may predate a concurrent claim that committed in another slice.
+-- Its queries keep their generic plans (planning the look-up in every
+-- slice anew for each claim costs more than running it).
 CREATE OR REPLACE FUNCTION {{inbox_claim}}(p_consumer TEXT, p_ids TEXT[], p_at TIMESTAMPTZ, p_strict BOOLEAN)
-RETURNS SETOF TEXT LANGUAGE plpgsql VOLATILE AS $$
+RETURNS SETOF TEXT LANGUAGE plpgsql VOLATILE SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
     v_key  INTEGER;
     v_id   TEXT;
