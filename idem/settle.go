@@ -214,7 +214,10 @@ func (in *Inbox[Tx]) Stats() Stats {
 
 // Purge deletes the consumer's inbox records older than the retention, in
 // transactions of at most Options.PurgeBatch records, until none is left or
-// ctx is done. It returns how many it deleted. The inbox also purges by
+// ctx is done. It returns how many it deleted. A store that expires
+// records by whole tables (store.Expirer: idem/postgres with
+// Options.InboxSlice) drops them a table at a time instead, once the
+// table's newest possible record is older than the retention. The inbox also purges by
 // itself (see Options.PurgeInterval); call Purge where that is turned off,
 // or to purge at once. With an unbounded retention it deletes nothing.
 func (in *Inbox[Tx]) Purge(ctx context.Context) (int, error) {

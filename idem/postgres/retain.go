@@ -17,6 +17,10 @@ var _ store.Expirer = (*driver)(nil)
 // slicesAhead is how many slices Expire keeps created ahead of the claims.
 const slicesAhead = 2
 
+// detachWait bounds how long a purge waits for the transactions that may
+// still see a retired slice.
+const detachWait = 5 * time.Second
+
 // Expire implements [store.Expirer]: it deletes, in batches of at most
 // limit, the records of slice 0 (the records of consumers without slices)
 // claimed before now-retention and the failure records last seen before
@@ -134,7 +138,21 @@ func (s *driver) create(ctx context.Context, tx pgx.Tx, consumer string, now tim
 // the transactions that may still see a slice (a claim that read the
 // slices before it was retired) without blocking the claims, and a
 // detach that a crash interrupted is finished (FINALIZE).
-func (s *driver) drop(ctx context.Context, conn *pgxpool.Conn, consumer string) error {
+func (s *driver) drop(ctx context.Context, conn *pgxpool.Conn, consumer string) (err error) {
+	// The detach waits for every older transaction of the database; the
+	// purge runs in a delivery's Handle call, so it waits at most
+	// detachWait, and a later purge finishes the detach.
+	if _, err := conn.Exec(ctx, "SET lock_timeout = "+strconv.FormatInt(detachWait.Milliseconds(), 10)); err != nil {
+		return err
+	}
+	defer func() {
+		if _, rerr := conn.Exec(context.WithoutCancel(ctx), "RESET lock_timeout"); rerr != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // no other user gets its lock_timeout
+			if err == nil {
+				err = rerr
+			}
+		}
+	}()
 	rows, err := conn.Query(ctx, `SELECT s.id, i.inhdetachpending FROM `+s.Name("inbox_slices")+` s
 		LEFT JOIN pg_inherits i ON i.inhrelid = to_regclass($2 || s.id || '"') WHERE s.consumer = $1 AND s.retired ORDER BY s.id`,
 		consumer, s.slicePrefix())
