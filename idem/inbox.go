@@ -28,8 +28,9 @@ type Handler[Tx any] func(ctx context.Context, tx Tx, d *broker.Delivery) error
 
 // Options configures an Inbox. Nil means defaults.
 type Options struct {
-	// Retention is how long inbox records are kept; Purge deletes older
-	// ones. It must cover the subscription's redelivery horizon
+	// Retention is how long inbox records are kept at least; Purge
+	// deletes older ones (or drops the tables that hold only older ones:
+	// store.Expirer). It must cover the subscription's redelivery horizon
 	// (SubscriptionCapabilities.RedeliveryHorizon), or a redelivered copy would find
 	// no record and run again:
 	//

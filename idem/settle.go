@@ -214,17 +214,20 @@ func (in *Inbox[Tx]) Stats() Stats {
 
 // Purge deletes the consumer's inbox records older than the retention, in
 // transactions of at most Options.PurgeBatch records, until none is left or
-// ctx is done. It returns how many it deleted. The inbox also purges by
+// ctx is done. It returns how many it deleted. A store that expires
+// records by whole tables (store.Expirer: idem/postgres with
+// Options.InboxSlice) drops them a table at a time instead, once the
+// table's newest possible record is older than the retention. The inbox also purges by
 // itself (see Options.PurgeInterval); call Purge where that is turned off,
 // or to purge at once. With an unbounded retention it deletes nothing.
 func (in *Inbox[Tx]) Purge(ctx context.Context) (int, error) {
 	if in.o.Retention == broker.HorizonUnbounded {
 		return 0, nil
 	}
-	before := in.o.Now().Add(-in.o.Retention)
+	now := in.o.Now()
 	total := 0
 	for {
-		n, err := in.store.Purge(ctx, in.consumer, before, in.o.PurgeBatch)
+		n, err := in.expire(ctx, now)
 		total += n
 		in.stats.purged.Add(int64(n))
 		if err != nil {
@@ -237,6 +240,15 @@ func (in *Inbox[Tx]) Purge(ctx context.Context) (int, error) {
 			return total, err
 		}
 	}
+}
+
+// expire runs one purge batch of the records older than the retention at
+// now: by whole tables where the store does (store.Expirer), else by rows.
+func (in *Inbox[Tx]) expire(ctx context.Context, now time.Time) (int, error) {
+	if e, ok := in.store.(store.Expirer); ok {
+		return e.Expire(ctx, in.consumer, now, in.o.Retention, in.o.PurgeBatch)
+	}
+	return in.store.Purge(ctx, in.consumer, now.Add(-in.o.Retention), in.o.PurgeBatch)
 }
 
 // purgeDue runs one purge batch if the lazy purge is due (see
@@ -253,7 +265,7 @@ func (in *Inbox[Tx]) purgeDue(ctx context.Context) {
 	if now.UnixNano() < in.nextPurge.Load() { // another call just purged
 		return
 	}
-	n, err := in.store.Purge(ctx, in.consumer, now.Add(-in.o.Retention), in.o.PurgeBatch)
+	n, err := in.expire(ctx, now)
 	in.stats.purged.Add(int64(n))
 	next := now.Add(in.o.PurgeInterval)
 	switch {

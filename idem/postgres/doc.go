@@ -11,14 +11,19 @@
 // records applied migrations in <prefix>migrations; concurrent migrators
 // are serialised with a transaction-scoped advisory lock.
 //
-// Guarantees: the inbox claim is INSERT ... ON CONFLICT (consumer,
-// message_id) DO NOTHING in the handler's transaction, at the pool's
-// default isolation (READ COMMITTED). A second transaction claiming the
-// same message blocks on the first one's uncommitted row and then either
-// finds the conflict (the first committed: a duplicate) or inserts (the
-// first rolled back). So, with the acknowledgement sent only after the
-// commit and inbox records kept at least the broker's redelivery horizon,
-// each message's effect is committed once per consumer (see package idem).
+// Guarantees: the inbox is partitioned by slice (see Options.InboxSlice
+// and docs/retention.md), so no unique index spans it; the claim is a
+// call of the function <prefix>inbox_claim in the handler's transaction,
+// at the pool's default isolation (READ COMMITTED; SERIALIZABLE works too,
+// REPEATABLE READ is refused). It takes a transaction-scoped advisory lock
+// on the (consumer, message ID), then looks for the record in every slice
+// with a snapshot taken after the lock, and inserts it if absent. A second
+// transaction claiming the same message waits for the first one's lock
+// and then either finds its record (the first committed: a duplicate) or
+// inserts (the first rolled back), whichever slices the two use. So, with
+// the acknowledgement sent only after the commit and inbox records kept at
+// least the broker's redelivery horizon, each message's effect is
+// committed once per consumer (see package idem).
 // Version checks are a conditional UPDATE; PostgreSQL re-checks its WHERE
 // clause against the newest committed row after waiting for a concurrent
 // writer, so two events of one aggregate cannot both apply on the same
@@ -28,15 +33,15 @@
 // Round trips: a delivery that needs nothing but the claim before its
 // handler (no aggregate header, or Options.NoHold, and a first attempt)
 // is claimed in the round trip that begins the transaction (BeginClaim:
-// a parameterised INSERT and BEGIN sent as one pipeline, the claim's unique
+// a parameterised claim and BEGIN sent as one pipeline, the claim's unique
 // violation meaning duplicate), so the inbox adds no
 // round trip to the handler's own and the commit: three in all for a
 // handler of one statement, as many as the same transaction without the
 // inbox. A delivery with an aggregate claims and checks for parked
 // messages of its aggregate in one statement after BEGIN (four). A batch
-// claims all its messages with one INSERT ... SELECT unnest($2::text[])
-// (the handlers' statements, BEGIN, one claim, COMMIT). A duplicate found
-// by BeginClaim leaves an error line in the server's log and a dead row.
+// claims all its messages with one call over an array of IDs (the
+// handlers' statements, BEGIN, one claim, COMMIT). A duplicate found by
+// BeginClaim leaves an error line in the server's log.
 // No statement is built from a value: message IDs, keys and every other
 // value travel as bound parameters, so no session setting (client_encoding,
 // backslash_quote, standard_conforming_strings) changes what they mean.

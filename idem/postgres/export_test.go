@@ -2,6 +2,9 @@ package postgres
 
 import (
 	"context"
+	"strconv"
+	"strings"
+	"testing/fstest"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -57,3 +60,29 @@ func CommitHeld(ctx context.Context, pool *pgxpool.Pool, stmts ...string) error 
 // NewWake is the relay wake-up on s, for tests whose store wrappers count
 // or refuse its calls.
 func NewWake(s wakeStore, owner string, ttl time.Duration) store.Wake { return newWake(s, owner, ttl) }
+
+// MigrateBefore applies s's migrations numbered below v only: the schema
+// of an earlier version, for the migration tests.
+func MigrateBefore(ctx context.Context, s *Store, v int) error {
+	fsys := fstest.MapFS{}
+	entries, err := migrations.ReadDir("sql")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		num, _, _ := strings.Cut(e.Name(), "_")
+		if n, _ := strconv.Atoi(num); n < v {
+			b, err := migrations.ReadFile("sql/" + e.Name())
+			if err != nil {
+				return err
+			}
+			fsys["sql/"+e.Name()] = &fstest.MapFile{Data: b}
+		}
+	}
+	return s.d.Core.Migrate(ctx, fsys, "sql")
+}
+
+// Expire is the store's Expire, for the tests and benchmarks.
+func Expire(ctx context.Context, s *Store, consumer string, now time.Time, retention time.Duration) (int, error) {
+	return s.d.Expire(ctx, consumer, now, retention, 1000)
+}

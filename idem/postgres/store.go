@@ -33,6 +33,18 @@ type Options struct {
 	Schema string
 	// SkipMigrate leaves the schema alone; call Migrate yourself.
 	SkipMigrate bool
+	// InboxSlice, if positive, expires inbox records by whole tables
+	// instead of row deletes (see docs/retention.md): each consumer's
+	// records go to tables ("slices") that each take the claims of
+	// InboxSlice of time; the inbox's purge creates the next slices ahead
+	// of the claims and drops a slice once its end is older than the
+	// retention, so records are kept up to InboxSlice longer than the
+	// retention, never shorter. Every claim looks for its message in each
+	// of the consumer's slices: choose InboxSlice so that a retention spans
+	// a few of them (a quarter of the retention is a good start), and keep
+	// the inbox's PurgeInterval shorter than InboxSlice. Zero: records
+	// expire by row deletes, in batches, as with SQLite.
+	InboxSlice time.Duration
 }
 
 // DefaultPrefix is the default table prefix.
@@ -53,8 +65,13 @@ type driver struct {
 	*sqlcore.Core[pgx.Tx]
 	*sqlcore.Outbox[pgx.Tx]
 	pool *pgxpool.Pool
-	// claimSQL is BeginClaim's INSERT (without ON CONFLICT: a duplicate
-	// must fail it, so that BEGIN does not run).
+	// slice is Options.InboxSlice; inbox the inbox table's unqualified
+	// name and schema its schema ("": the first of the search_path), from
+	// which slices are named.
+	slice         time.Duration
+	inbox, schema string
+	// claimSQL is BeginClaim's claim (strict: a duplicate must fail it,
+	// so that BEGIN does not run).
 	claimSQL string
 }
 
@@ -84,7 +101,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 		return nil, err
 	}
 	s := &Store{d: &driver{Core: core, Outbox: sqlcore.NewOutbox(core, outboxDialect(pool)), pool: pool,
-		claimSQL: "INSERT INTO " + core.Name("inbox") + " (consumer, message_id, processed_at) VALUES ($1, $2, $3)"}}
+		claimSQL: "SELECT FROM " + core.Name("inbox_claim") + "($1, ARRAY[$2::text], $3, true)",
+		slice:    o.InboxSlice, inbox: o.Prefix + "inbox", schema: o.Schema}}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
@@ -112,20 +130,24 @@ var dialect = sqlcore.Dialect{
 	},
 	IsNoRows: func(err error) bool { return errors.Is(err, pgx.ErrNoRows) },
 	Lock:     "SELECT pg_advisory_xact_lock($1)",
-	ClaimMany: `INSERT INTO {{inbox}} (consumer, message_id, processed_at)
-		SELECT $1, id, $3 FROM unnest($2::text[]) AS ids(id) ORDER BY id COLLATE "C"
-		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`,
-	ClaimCheck: `WITH claim AS (INSERT INTO {{inbox}} (consumer, message_id, processed_at) VALUES ($1, $2, $3)
-			ON CONFLICT (consumer, message_id) DO NOTHING RETURNING 1)
+	// The claims go through the inbox_claim function (migration 009): the
+	// inbox is partitioned by slice and has no unique index across slices.
+	ClaimMany: `SELECT id FROM {{inbox_claim}}($1, $2::text[], $3, false) AS id`,
+	ClaimAll:  true,
+	ClaimCheck: `WITH claim AS (SELECT id FROM {{inbox_claim}}($1, ARRAY[$2::text], $3, false) AS id)
 		SELECT EXISTS (SELECT 1 FROM claim),
 			EXISTS (SELECT 1 FROM {{parked}} WHERE consumer = $1 AND aggregate_id = $4)`,
+	// Row deletes only in slice 0 (see Expire): the other slices are
+	// dropped whole, and have no index on processed_at.
+	Purge: `DELETE FROM {{inbox}} WHERE slice = 0 AND (consumer, message_id) IN (
+		SELECT consumer, message_id FROM {{inbox}} WHERE slice = 0 AND consumer = $1 AND processed_at < $2 LIMIT $3)`,
 	CreateSchema: "CREATE SCHEMA IF NOT EXISTS %s",
 }
 
 // BeginClaim implements [store.Store]. A claim of one message without a
 // held check begins a transaction and claims the message in it in one
 // round trip; other claims begin, then claim (sqlcore). The claim, a
-// parameterised INSERT, and BEGIN go to the server together as one pipeline
+// parameterised call of the claim function, and BEGIN go to the server together as one pipeline
 // (a pgx.Batch whose first query is the claim, sent with Batch.BeginTx so
 // that it hands back the transaction), ended by one Sync. PostgreSQL runs
 // statements before a BEGIN in the same implicit transaction as part of the
@@ -133,7 +155,7 @@ var dialect = sqlcore.Dialect{
 // ID: they travel as bound parameters, whatever the session's encoding and
 // string settings.
 //
-// A duplicate fails the INSERT with a unique violation; the server skips
+// A duplicate fails the claim with a unique violation; the server skips
 // BEGIN, the Sync ends the implicit transaction and the connection goes
 // back to the pool idle; BeginClaim returns began false, no transaction
 // and the message not New. Concurrent claims of the same message wait for

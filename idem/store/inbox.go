@@ -73,6 +73,17 @@ type Store[Tx any] interface {
 	DiscardParked(ctx context.Context, consumer string, f ParkedFilter) (int, error)
 }
 
+// Expirer is implemented by a Store that expires inbox records by whole
+// tables rather than row by row (idem/postgres). The inbox calls Expire
+// instead of Purge, with its clock's now and its retention: Expire removes
+// records claimed before now-retention (possibly later, never earlier),
+// and failure records last seen before it, prepares the store for the
+// claims to come, and returns how many inbox records it removed; it
+// deletes at most limit of the records it removes row by row.
+type Expirer interface {
+	Expire(ctx context.Context, consumer string, now time.Time, retention time.Duration, limit int) (int, error)
+}
+
 // Parked is a message that could not be applied and waits for an operator.
 type Parked struct {
 	// ID identifies the parked message in the store.

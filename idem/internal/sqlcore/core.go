@@ -60,6 +60,12 @@ type Dialect struct {
 	// it inserts them in the order of the IDs and returns the claimed ones.
 	// Without it, Claim claims one by one.
 	ClaimMany string
+	// ClaimAll makes Claim use ClaimMany for a single message too (a
+	// store whose uniqueness is in that statement, not in a unique index).
+	ClaimAll bool
+	// Purge, if not empty, replaces the inbox purge: $1 consumer, $2
+	// before, $3 limit; it deletes at most limit records.
+	Purge string
 	// ClaimCheck, if not empty, is the statement that claims one message
 	// and reports whether its aggregate has parked messages: $1 consumer,
 	// $2 message ID, $3 time, $4 aggregate ID; it returns (claimed, held).
@@ -81,11 +87,11 @@ type Core[Tx any] struct {
 }
 
 // Tables lists the table, index and function names built from the prefix
-// (PostgreSQL's outbox_wake_notify is a function, schema-qualified like a
-// table).
+// (PostgreSQL's outbox_wake_notify and inbox_claim are functions,
+// schema-qualified like a table).
 var Tables = []string{"inbox", "parked", "failures", "migrations", "inbox_processed_idx", "parked_aggregate_idx", "failures_seen_idx",
 	"outbox", "outbox_aggregates", "relay_lease", "outbox_wake", "outbox_pending_idx", "outbox_unsent_idx", "outbox_sent_idx",
-	"idempotency_keys", "keys_state_idx", "outbox_wake_notify"}
+	"idempotency_keys", "keys_state_idx", "outbox_wake_notify", "inbox_slices", "inbox_slices_idx", "inbox_claim"}
 
 // New validates schema and prefix and builds Core.
 func New[Tx any](b Backend[Tx], d Dialect, schema, prefix string) (*Core[Tx], error) {
@@ -114,6 +120,9 @@ func New[Tx any](b Backend[Tx], d Dialect, schema, prefix string) (*Core[Tx], er
 	}
 	if d.ClaimCheck != "" {
 		c.q.claimCheck = c.render(d.ClaimCheck)
+	}
+	if d.Purge != "" {
+		c.q.purge = c.render(d.Purge)
 	}
 	return c, nil
 }
@@ -171,7 +180,7 @@ func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, r store.ClaimRequest) ([]st
 		err := c.b.Q(tx).QueryRow(ctx, c.q.claimCheck, r.Consumer, r.IDs[0], at, agg(0)).Scan(&claimed, &held)
 		out[0] = store.Claimed{New: claimed, Held: claimed && held}
 		return out, err
-	case len(r.IDs) > 1 && c.q.claimMany != "":
+	case (len(r.IDs) > 1 || c.d.ClaimAll) && c.q.claimMany != "":
 		got, err := c.claimMany(ctx, tx, r.Consumer, r.IDs, at)
 		if err != nil {
 			return nil, err
