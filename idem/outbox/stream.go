@@ -1,0 +1,356 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
+)
+
+// sweepEvery is how many PollIntervals a streaming relay lets pass at most
+// between two sweeps of the table (see streamLoop.sweep).
+const sweepEvery = 30
+
+// sweepBatches is the most claims one sweep makes.
+const sweepBatches = 16
+
+// runStream is Run on a store that streams (RelayOptions.Stream): it opens
+// the stream and publishes from it; while another relay holds the stream
+// it stands by, trying again every PollInterval; while the server cannot
+// stream it polls the table, and tries the stream again every StreamRetry.
+// A stream that fails is opened again at once (and, failing that, polled).
+//
+// Takeover: a standby relay opens the stream at most PollInterval after
+// the server let go of the active relay's. The server lets go when the
+// active relay stops (Run returns) or its connection closes (a killed
+// process: at once; a host or network that fails silently: after the
+// server's wal_sender_timeout, 60s by default).
+func (r *Relay) runStream(ctx context.Context, s store.Streamer) error {
+	for {
+		st, err := s.OpenOutboxStream(ctx, r.o.Owner)
+		switch {
+		case ctx.Err() != nil:
+			if err == nil {
+				r.closeStream(ctx, st)
+			}
+			return nil
+		case errors.Is(err, store.ErrStreamHeld):
+			r.standby.Store(true)
+			if !sleep(ctx, r.o.PollInterval) {
+				return nil
+			}
+			continue
+		case err != nil:
+			r.standby.Store(false)
+			r.o.Logger.Warn("idem: relay: the outbox stream is unavailable; polling the table", slog.String("owner", r.o.Owner),
+				slog.Duration("retry", r.o.StreamRetry), slog.String("error", err.Error()))
+			r.lastErr.Store(&relayError{msg: "stream: " + err.Error(), at: r.o.Now()})
+			pctx, cancel := context.WithTimeout(ctx, r.o.StreamRetry)
+			err := r.poll(pctx)
+			cancel()
+			r.busy(ctx) // streaming: producers need not notify
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		r.standby.Store(false)
+		r.streaming.Store(true)
+		err = r.stream(ctx, st)
+		r.streaming.Store(false)
+		r.closeStream(ctx, st)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, broker.ErrClosed) {
+			return err
+		}
+		r.noteErr("stream", err)
+	}
+}
+
+func (r *Relay) closeStream(ctx context.Context, st store.OutboxStream) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := st.Close(cctx); err != nil {
+		r.o.Logger.Warn("idem: relay: close the outbox stream", slog.String("owner", r.o.Owner), slog.String("error", err.Error()))
+	}
+}
+
+// window is a run of streamed rows published together.
+type window struct {
+	rows   []store.OutboxRow
+	aggs   map[string]struct{}
+	pos    uint64 // confirmed once this window and every earlier one settled (0: none)
+	done   bool
+	passed bool  // rows were left in the table (failed, or not publishable)
+	err    error // the stream must stop: what was not settled is streamed again
+}
+
+// mark is a commit's end in streamLoop.pend: the rows before index n are
+// whole commits, up to position pos.
+type mark struct {
+	n   int
+	pos uint64
+}
+
+// streamLoop publishes one open stream.
+type streamLoop struct {
+	r        *Relay
+	st       store.OutboxStream
+	flight   []*window // in commit order
+	finished chan *window
+	pend     []store.OutboxRow // received, not yet in a window
+	marks    []mark            // commit ends in pend
+	aloft    int               // windows in flight that have not finished
+	dirty    bool              // rows were left in the table since the last sweep
+	swept    time.Time
+	sweepDue bool // a Wake asked for a sweep
+}
+
+// stream publishes from st until it fails or ctx is done. A fresh stream
+// starts after the rows committed before it, which the relay first claims
+// from the table (Drain).
+func (r *Relay) stream(ctx context.Context, st store.OutboxStream) error {
+	if st.Fresh() {
+		if _, err := r.Drain(ctx); err != nil {
+			return fmt.Errorf("rows committed before the stream: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	events := make(chan store.StreamEvent, 64)
+	failed := make(chan error, 1)
+	wg.Go(func() {
+		for {
+			ev, err := st.Recv(ctx)
+			if err != nil {
+				failed <- err
+				return
+			}
+			select {
+			case events <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	l := &streamLoop{r: r, st: st, finished: make(chan *window, r.o.Pipeline), swept: r.o.Now(), dirty: true}
+	err := l.run(ctx, events, failed, &wg)
+	cancel()
+	for l.aloft > 0 { // the windows in flight end (unsettled ones are streamed again)
+		_ = l.land(<-l.finished)
+	}
+	return err
+}
+
+func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, failed <-chan error, wg *sync.WaitGroup) error {
+	r := l.r
+	nextPurge := r.o.Now().Add(r.o.PurgeInterval)
+	for {
+		woken := r.woken()
+		if l.sweeping() {
+			if len(l.flight) == 0 {
+				if err := l.sweep(ctx); err != nil {
+					return err
+				}
+				if r.o.PurgeInterval > 0 && !r.o.Now().Before(nextPurge) {
+					nextPurge = r.o.Now().Add(r.o.PurgeInterval)
+					if _, err := r.Purge(ctx); err != nil && ctx.Err() == nil {
+						r.noteErr("purge", err)
+					}
+				}
+				continue
+			}
+		} else {
+			for l.dispatch(ctx, wg) {
+			}
+		}
+		in := events
+		if len(l.pend) >= r.o.BatchSize*r.o.Pipeline {
+			in = nil // enough rows wait: read on once windows land
+		}
+		t := time.NewTimer(r.o.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case err := <-failed:
+			t.Stop()
+			return fmt.Errorf("idem: relay: stream: %w", err)
+		case w := <-l.finished:
+			if err := l.land(w); err != nil {
+				t.Stop()
+				return err
+			}
+		case ev := <-in:
+			l.receive(ev)
+			for more := true; more && len(l.pend) < r.o.BatchSize; { // take what is there, up to a window
+				select {
+				case ev := <-events:
+					l.receive(ev)
+				default:
+					more = false
+				}
+			}
+		case <-woken:
+			l.sweepDue = true
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// receive takes a streamed event.
+func (l *streamLoop) receive(ev store.StreamEvent) {
+	if len(ev.Rows) > 0 || len(l.pend) > 0 {
+		l.pend = append(l.pend, ev.Rows...)
+		l.marks = append(l.marks, mark{n: len(l.pend), pos: ev.Pos})
+		return
+	}
+	// No rows wait: the position is settled once the windows in flight are.
+	if n := len(l.flight); n > 0 {
+		l.flight[n-1].pos = max(l.flight[n-1].pos, ev.Pos)
+		return
+	}
+	l.st.Confirm(ev.Pos) // nothing in flight: an idle outbox retains no log
+}
+
+// dispatch starts publishing the next window, if one is waiting, fewer
+// than Pipeline are in flight and none in flight has an aggregate of it
+// (each aggregate's rows go to the broker one window after the other). It
+// reports whether it started one.
+func (l *streamLoop) dispatch(ctx context.Context, wg *sync.WaitGroup) bool {
+	if len(l.pend) == 0 || len(l.flight) >= l.r.o.Pipeline || len(l.flight) > 0 && l.flight[0].err != nil {
+		return false
+	}
+	n := min(len(l.pend), l.r.o.BatchSize)
+	aggs := make(map[string]struct{})
+	for _, row := range l.pend[:n] {
+		aggs[row.AggregateID] = struct{}{}
+	}
+	for _, f := range l.flight {
+		for a := range aggs {
+			if _, ok := f.aggs[a]; ok {
+				return false
+			}
+		}
+	}
+	w := &window{rows: l.pend[:n:n], aggs: aggs}
+	k := 0
+	for k < len(l.marks) && l.marks[k].n <= n {
+		w.pos = l.marks[k].pos
+		k++
+	}
+	l.marks = l.marks[k:]
+	for i := range l.marks {
+		l.marks[i].n -= n
+	}
+	l.pend = l.pend[n:]
+	if len(l.pend) == 0 {
+		l.pend = nil
+	}
+	l.flight = append(l.flight, w)
+	l.aloft++
+	wg.Go(func() {
+		l.publish(ctx, w)
+		l.finished <- w
+	})
+	return true
+}
+
+// publish publishes a window and settles it: what was sent leaves the
+// table, failures are recorded (and the rows after a failed row of its
+// aggregate stay pending, for claims).
+func (l *streamLoop) publish(ctx context.Context, w *window) {
+	r := l.r
+	rows, err := l.st.Publishable(ctx, w.rows)
+	if err != nil {
+		w.err = fmt.Errorf("idem: relay: stream: publishable: %w", err)
+		return
+	}
+	res := r.publishBatch(ctx, rows)
+	if res.crashed != nil {
+		r.crashes.Add(1)
+		w.err = fmt.Errorf("idem: relay: after publish: %w", res.crashed)
+		return
+	}
+	if ctx.Err() != nil {
+		w.err = ctx.Err()
+		return
+	}
+	w.passed = len(res.sent) < len(w.rows)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.PublishTimeout)
+	defer cancel()
+	if err := l.st.Settle(fctx, res.sent, res.failed, r.o.Now()); err != nil {
+		w.err = fmt.Errorf("idem: relay: settle %d rows (they will be published again): %w", len(res.sent), err)
+		return
+	}
+	r.published.Add(int64(len(res.sent)))
+	r.rate.add(r.o.Now(), int64(len(res.sent)))
+	if len(res.sent) > 0 {
+		r.claims.Add(1)
+	}
+	w.err = res.fatal
+}
+
+// land notes a window that ended, and confirms the position of the
+// windows that settled, in commit order, up to the first that failed.
+func (l *streamLoop) land(w *window) error {
+	w.done = true
+	l.aloft--
+	l.dirty = l.dirty || w.passed
+	var pos uint64
+	i := 0
+	for ; i < len(l.flight) && l.flight[i].done && l.flight[i].err == nil; i++ {
+		pos = max(pos, l.flight[i].pos)
+	}
+	l.flight = l.flight[i:]
+	if pos > 0 {
+		l.st.Confirm(pos)
+	}
+	return w.err
+}
+
+// sweeping reports whether the table is to be swept now: rows the stream
+// left there (a failure, an aggregate blocked behind one) are claimed
+// from it every PollInterval while there may be some, at a Wake (a
+// requeue or discard), and every sweepEvery PollIntervals anyway (an
+// operator's requeue in another process, a failed row's backoff).
+func (l *streamLoop) sweeping() bool {
+	since := l.r.o.Now().Sub(l.swept)
+	return l.sweepDue || l.dirty && since >= l.r.o.PollInterval || since >= sweepEvery*l.r.o.PollInterval
+}
+
+// sweep claims rows from the table (at most sweepBatches batches) while
+// nothing streamed is in flight; rows it publishes are marked sent, and
+// the stream then leaves them out (Publishable).
+func (l *streamLoop) sweep(ctx context.Context) error {
+	r := l.r
+	l.swept, l.sweepDue = r.o.Now(), false
+	for range sweepBatches {
+		claimed, _, err := r.runOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, broker.ErrClosed) {
+			return err
+		}
+		if err != nil {
+			r.noteErr("sweep", err)
+			return nil
+		}
+		if claimed == 0 {
+			l.dirty = false
+			break
+		}
+	}
+	return nil
+}
