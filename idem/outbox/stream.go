@@ -19,6 +19,10 @@ const sweepEvery = 30
 // sweepBatches is the most claims one sweep makes.
 const sweepBatches = 16
 
+// sweepLag is how far behind the stream's position a sweep claims (see
+// streamLoop.sweep).
+const sweepLag = time.Second
+
 // runStream is Run on a store that streams (RelayOptions.Stream): it opens
 // the stream and publishes from it; while another relay holds the stream
 // it stands by, trying again every PollInterval; while the server cannot
@@ -60,7 +64,6 @@ func (r *Relay) runStream(ctx context.Context, s store.Streamer) error {
 			continue
 		}
 		r.standby.Store(false)
-		r.streaming.Store(true)
 		err = r.stream(ctx, st)
 		r.streaming.Store(false)
 		r.closeStream(ctx, st)
@@ -86,10 +89,18 @@ func (r *Relay) closeStream(ctx context.Context, st store.OutboxStream) {
 type window struct {
 	rows   []store.OutboxRow
 	aggs   map[string]struct{}
-	pos    uint64 // confirmed once this window and every earlier one settled (0: none)
+	pos    uint64    // confirmed once this window and every earlier one settled (0: none)
+	at     time.Time // the server's time at pos
 	done   bool
 	passed bool  // rows were left in the table (failed, or not publishable)
 	err    error // the stream must stop: what was not settled is streamed again
+}
+
+// probe is a Horizon: rows created before at are settled once the
+// confirmed position reaches pos.
+type probe struct {
+	at  time.Time
+	pos uint64
 }
 
 // mark is a commit's end in streamLoop.pend: the rows before index n are
@@ -97,20 +108,24 @@ type window struct {
 type mark struct {
 	n   int
 	pos uint64
+	at  time.Time
 }
 
 // streamLoop publishes one open stream.
 type streamLoop struct {
-	r        *Relay
-	st       store.OutboxStream
-	flight   []*window // in commit order
-	finished chan *window
-	pend     []store.OutboxRow // received, not yet in a window
-	marks    []mark            // commit ends in pend
-	aloft    int               // windows in flight that have not finished
-	dirty    bool              // rows were left in the table since the last sweep
-	swept    time.Time
-	sweepDue bool // a Wake asked for a sweep
+	r         *Relay
+	st        store.OutboxStream
+	flight    []*window // in commit order
+	finished  chan *window
+	pend      []store.OutboxRow // received, not yet in a window
+	marks     []mark            // commit ends in pend
+	aloft     int               // windows in flight that have not finished
+	dirty     bool              // rows were left in the table since the last sweep
+	swept     time.Time
+	settled   time.Time // rows created before it were streamed and settled
+	confirmed uint64    // the position last confirmed
+	probe     probe     // a Horizon not yet reached
+	sweepDue  bool      // a Wake asked for a sweep
 }
 
 // stream publishes from st until it fails or ctx is done. A fresh stream
@@ -122,6 +137,7 @@ func (r *Relay) stream(ctx context.Context, st store.OutboxStream) error {
 			return fmt.Errorf("rows committed before the stream: %w", err)
 		}
 	}
+	r.streaming.Store(true)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -212,15 +228,16 @@ func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, f
 func (l *streamLoop) receive(ev store.StreamEvent) {
 	if len(ev.Rows) > 0 || len(l.pend) > 0 {
 		l.pend = append(l.pend, ev.Rows...)
-		l.marks = append(l.marks, mark{n: len(l.pend), pos: ev.Pos})
+		l.marks = append(l.marks, mark{n: len(l.pend), pos: ev.Pos, at: ev.Time})
 		return
 	}
 	// No rows wait: the position is settled once the windows in flight are.
 	if n := len(l.flight); n > 0 {
-		l.flight[n-1].pos = max(l.flight[n-1].pos, ev.Pos)
+		w := l.flight[n-1]
+		w.pos, w.at = max(w.pos, ev.Pos), later(w.at, ev.Time)
 		return
 	}
-	l.st.Confirm(ev.Pos) // nothing in flight: an idle outbox retains no log
+	l.confirm(ev.Pos) // nothing in flight: an idle outbox retains no log
 }
 
 // dispatch starts publishing the next window, if one is waiting, fewer
@@ -246,7 +263,7 @@ func (l *streamLoop) dispatch(ctx context.Context, wg *sync.WaitGroup) bool {
 	w := &window{rows: l.pend[:n:n], aggs: aggs}
 	k := 0
 	for k < len(l.marks) && l.marks[k].n <= n {
-		w.pos = l.marks[k].pos
+		w.pos, w.at = l.marks[k].pos, l.marks[k].at
 		k++
 	}
 	l.marks = l.marks[k:]
@@ -271,7 +288,8 @@ func (l *streamLoop) dispatch(ctx context.Context, wg *sync.WaitGroup) bool {
 // aggregate stay pending, for claims).
 func (l *streamLoop) publish(ctx context.Context, w *window) {
 	r := l.r
-	rows, err := l.st.Publishable(ctx, w.rows)
+
+	rows, held, err := l.st.Publishable(ctx, w.rows)
 	if err != nil {
 		w.err = fmt.Errorf("idem: relay: stream: publishable: %w", err)
 		return
@@ -286,7 +304,7 @@ func (l *streamLoop) publish(ctx context.Context, w *window) {
 		w.err = ctx.Err()
 		return
 	}
-	w.passed = len(res.sent) < len(w.rows)
+	w.passed = held > 0 || len(res.sent) < len(rows)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.PublishTimeout)
 	defer cancel()
 	if err := l.st.Settle(fctx, res.sent, res.failed, r.o.Now()); err != nil {
@@ -311,12 +329,23 @@ func (l *streamLoop) land(w *window) error {
 	i := 0
 	for ; i < len(l.flight) && l.flight[i].done && l.flight[i].err == nil; i++ {
 		pos = max(pos, l.flight[i].pos)
+		l.settled = later(l.settled, l.flight[i].at)
 	}
 	l.flight = l.flight[i:]
 	if pos > 0 {
-		l.st.Confirm(pos)
+		l.confirm(pos)
 	}
 	return w.err
+}
+
+// confirm confirms pos, and notes how far the rows settled reach.
+func (l *streamLoop) confirm(pos uint64) {
+	l.st.Confirm(pos)
+	l.confirmed = max(l.confirmed, pos)
+	if l.probe.pos > 0 && l.confirmed >= l.probe.pos {
+		l.settled = later(l.settled, l.probe.at)
+		l.probe = probe{}
+	}
 }
 
 // sweeping reports whether the table is to be swept now: rows the stream
@@ -331,12 +360,33 @@ func (l *streamLoop) sweeping() bool {
 
 // sweep claims rows from the table (at most sweepBatches batches) while
 // nothing streamed is in flight; rows it publishes are marked sent, and
-// the stream then leaves them out (Publishable).
+// the stream then leaves them out (Publishable). It claims only rows due
+// by the server's time at the position last confirmed: rows the stream
+// has passed (and left in the table), not those it is about to stream
+// (a row's creation time, its first due time, precedes its commit). A
+// sweep takes a Horizon (a time and a log position) when it has none
+// pending: once the confirmed position reaches the horizon's, every row
+// created before its time was streamed, and rows due before it (less
+// sweepLag, for the producers' clocks) are what the stream left in the
+// table. A row it claims anyway (a producer whose clock is behind the
+// server's by more than sweepLag, or a transaction the horizon does not
+// see) is published by the claim, and the stream leaves it out.
 func (l *streamLoop) sweep(ctx context.Context) error {
 	r := l.r
 	l.swept, l.sweepDue = r.o.Now(), false
 	for range sweepBatches {
-		claimed, _, err := r.runOnce(ctx)
+		if l.probe.pos == 0 {
+			at, pos, err := l.st.Horizon(ctx)
+			if err != nil {
+				r.noteErr("sweep", err)
+				return nil
+			}
+			l.probe = probe{at: at, pos: pos}
+		}
+		if l.settled.IsZero() {
+			break
+		}
+		claimed, _, err := r.claimDue(ctx, l.settled.Add(-sweepLag))
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -353,4 +403,12 @@ func (l *streamLoop) sweep(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

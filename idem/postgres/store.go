@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -53,6 +54,8 @@ type driver struct {
 	*sqlcore.Core[pgx.Tx]
 	*sqlcore.Outbox[pgx.Tx]
 	pool *pgxpool.Pool
+	// slot is the outbox stream's slot name, once known (slotName).
+	slot atomic.Pointer[string]
 	// claimSQL is BeginClaim's INSERT (without ON CONFLICT: a duplicate
 	// must fail it, so that BEGIN does not run).
 	claimSQL string

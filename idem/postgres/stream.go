@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -35,11 +37,28 @@ const (
 	standbyTimeout = 10 * time.Second
 )
 
-// StreamSlot returns the names of the outbox stream's replication slot and
-// publication (one name for both).
-func (s *Store) StreamSlot() string { return s.d.slot() }
+// StreamSlot returns the name of the outbox stream's replication slot and
+// publication (one name for both): "wary_outbox_" and a hash of the
+// database's and the outbox table's qualified names (slot names are
+// unique across the server's databases).
+func (s *Store) StreamSlot(ctx context.Context) (string, error) { return s.d.slotName(ctx) }
 
-func (s *driver) slot() string { return s.Outbox.Channel() }
+func (s *driver) slotName(ctx context.Context) (string, error) {
+	if n := s.slot.Load(); n != nil {
+		return *n, nil
+	}
+	var db, schema, table string
+	err := s.pool.QueryRow(ctx, `SELECT current_database(), n.nspname, c.relname FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::regclass`, s.Core.Name("outbox")).Scan(&db, &schema, &table)
+	if err != nil {
+		return "", fmt.Errorf("the outbox table: %w", err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte(db + "\x00" + schema + "\x00" + table))
+	n := fmt.Sprintf("wary_outbox_%016x", h.Sum64())
+	s.slot.Store(&n)
+	return n, nil
+}
 
 var _ store.Streamer = (*driver)(nil)
 
@@ -49,13 +68,17 @@ var _ store.Streamer = (*driver)(nil)
 func (s *Store) CheckStream(ctx context.Context) error { return s.d.checkStream(ctx) }
 
 func (s *driver) checkStream(ctx context.Context) error {
+	slot, err := s.slotName(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
+	}
 	var level, user string
 	var repl, exists bool
 	var slots, used int
-	err := s.pool.QueryRow(ctx, `SELECT current_setting('wal_level'), current_user,
+	err = s.pool.QueryRow(ctx, `SELECT current_setting('wal_level'), current_user,
 		(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user),
 		current_setting('max_replication_slots')::int, (SELECT count(*) FROM pg_replication_slots),
-		EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, s.slot()).
+		EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).
 		Scan(&level, &user, &repl, &slots, &used, &exists)
 	if err != nil {
 		return fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
@@ -81,14 +104,16 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 	if err := s.checkStream(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.ensurePublication(ctx); err != nil {
+	slot, _ := s.slotName(ctx) // known once checkStream passed
+	if err := s.ensurePublication(ctx, slot); err != nil {
 		return nil, fmt.Errorf("%w: publication: %w", store.ErrStreamUnavailable, err)
 	}
 	var active bool
 	var walStatus *string
-	err := s.pool.QueryRow(ctx, `SELECT active, wal_status FROM pg_replication_slots WHERE slot_name = $1`, s.slot()).Scan(&active, &walStatus)
+	err := s.pool.QueryRow(ctx, `SELECT active, wal_status FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active, &walStatus)
+	create := errors.Is(err, pgx.ErrNoRows)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case create:
 	case err != nil:
 		return nil, fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
 	case active:
@@ -96,9 +121,10 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 	case walStatus != nil && *walStatus == "lost":
 		// Invalidated (max_slot_wal_keep_size): it can stream nothing
 		// again. Rows committed since are in the table.
-		if _, err := s.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, s.slot()); err != nil {
+		if _, err := s.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot); err != nil {
 			return nil, fmt.Errorf("%w: drop the invalidated slot: %w", store.ErrStreamUnavailable, err)
 		}
+		create = true
 	}
 	cfg := s.pool.Config().ConnConfig.Config.Copy()
 	cfg.RuntimeParams["replication"] = "database"
@@ -111,8 +137,8 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 		return nil, fmt.Errorf("%w: replication connection: %w", store.ErrStreamUnavailable, err)
 	}
 	st := &stream{d: s, conn: conn, rel: map[uint32]*pglogrepl.RelationMessage{}}
-	if errors.Is(err, pgx.ErrNoRows) || walStatus != nil && *walStatus == "lost" {
-		_, err := pglogrepl.CreateReplicationSlot(ctx, conn, s.slot(), "pgoutput",
+	if create {
+		_, err := pglogrepl.CreateReplicationSlot(ctx, conn, slot, "pgoutput",
 			pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "NOEXPORT_SNAPSHOT"})
 		if err != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
@@ -123,8 +149,8 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 		}
 		st.fresh = true
 	}
-	err = pglogrepl.StartReplication(ctx, conn, s.slot(), 0, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + s.slot() + "'"}})
+	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + slot + "'"}})
 	if err != nil {
 		_ = conn.Close(context.WithoutCancel(ctx))
 		switch pgCode(err) {
@@ -146,12 +172,12 @@ func pgCode(err error) string {
 	return ""
 }
 
-func (s *driver) ensurePublication(ctx context.Context) error {
+func (s *driver) ensurePublication(ctx context.Context, slot string) error {
 	var ok bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, s.slot()).Scan(&ok); err != nil || ok {
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, slot).Scan(&ok); err != nil || ok {
 		return err
 	}
-	_, err := s.pool.Exec(ctx, "CREATE PUBLICATION "+pgx.Identifier{s.slot()}.Sanitize()+" FOR TABLE "+s.Core.Name("outbox")+
+	_, err := s.pool.Exec(ctx, "CREATE PUBLICATION "+pgx.Identifier{slot}.Sanitize()+" FOR TABLE "+s.Core.Name("outbox")+
 		" WITH (publish = 'insert')")
 	if pgCode(err) == "42710" { // created meanwhile
 		return nil
@@ -161,14 +187,18 @@ func (s *driver) ensurePublication(ctx context.Context) error {
 
 // OutboxStreamStatus implements store.Streamer.
 func (s *driver) OutboxStreamStatus(ctx context.Context) (store.OutboxStreamStatus, error) {
-	st := store.OutboxStreamStatus{Slot: s.slot(), Publication: s.slot()}
+	slot, err := s.slotName(ctx)
+	if err != nil {
+		return store.OutboxStreamStatus{}, err
+	}
+	st := store.OutboxStreamStatus{Slot: slot, Publication: slot}
 	var lagSec float64
 	var walStatus *string
-	err := s.pool.QueryRow(ctx, `SELECT s.active, s.wal_status,
+	err = s.pool.QueryRow(ctx, `SELECT s.active, s.wal_status,
 			COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn), 0)::bigint,
 			COALESCE(EXTRACT(EPOCH FROM r.flush_lag), 0)::float8
 		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
-		WHERE s.slot_name = $1`, s.slot()).Scan(&st.Active, &walStatus, &st.LagBytes, &lagSec)
+		WHERE s.slot_name = $1`, slot).Scan(&st.Active, &walStatus, &st.LagBytes, &lagSec)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, nil
 	}
@@ -293,7 +323,7 @@ func (st *stream) copyData(ctx context.Context, data []byte) (ev store.StreamEve
 			}
 			st.rows = append(st.rows, row)
 		case *pglogrepl.CommitMessage:
-			ev := store.StreamEvent{Pos: uint64(m.TransactionEndLSN), Rows: st.rows, CommitTime: m.CommitTime}
+			ev := store.StreamEvent{Pos: uint64(m.TransactionEndLSN), Rows: st.rows, Time: m.CommitTime}
 			st.rows = nil
 			return ev, true, nil
 		}
@@ -301,46 +331,69 @@ func (st *stream) copyData(ctx context.Context, data []byte) (ev store.StreamEve
 	return ev, false, nil
 }
 
-func (st *stream) Publishable(ctx context.Context, rows []store.OutboxRow) ([]store.OutboxRow, error) {
+func (st *stream) Publishable(ctx context.Context, rows []store.OutboxRow) ([]store.OutboxRow, int, error) {
 	if len(rows) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
-	ids := make([]int64, len(rows))
+	ids, aggs, seqs := make([]int64, len(rows)), make([]string, len(rows)), make([]int64, len(rows))
 	for i := range rows {
-		ids[i] = rows[i].RowID
+		ids[i], aggs[i], seqs[i] = rows[i].RowID, rows[i].AggregateID, rows[i].Sequence
 	}
-	rs, err := st.d.pool.Query(ctx, st.d.streamSQL().publishable, ids)
+	rs, err := st.d.pool.Query(ctx, st.d.streamSQL().held, ids, aggs, seqs)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	ok, err := pgx.CollectRows(rs, pgx.RowTo[int64])
-	if err != nil {
-		return nil, err
+	type out struct {
+		ID   int64
+		Held bool
 	}
-	keep := make(map[int64]struct{}, len(ok))
-	for _, id := range ok {
-		keep[id] = struct{}{}
+	left, err := pgx.CollectRows(rs, pgx.RowToStructByPos[out])
+	if err != nil || len(left) == 0 {
+		return rows, 0, err
 	}
-	out := rows[:0:0]
+	held := 0
+	keep := rows[:0:0]
 	for _, r := range rows {
-		if _, k := keep[r.RowID]; k {
-			out = append(out, r)
+		i := slices.IndexFunc(left, func(o out) bool { return o.ID == r.RowID })
+		switch {
+		case i < 0:
+			keep = append(keep, r)
+		case left[i].Held:
+			held++
 		}
 	}
-	return out, nil
+	return keep, held, nil
 }
 
+// Horizon implements store.OutboxStream: now, or the start of the oldest
+// open transaction that wrote, among the sessions on this database the
+// role may see (pg_stat_activity shows other roles' transactions only to
+// members of pg_read_all_stats), and the log's insert position.
+func (st *stream) Horizon(ctx context.Context) (time.Time, uint64, error) {
+	var t time.Time
+	var pos pglogrepl.LSN
+	err := st.d.pool.QueryRow(ctx, `SELECT LEAST(now(), (SELECT min(xact_start) FROM pg_stat_activity
+		WHERE datname = current_database() AND backend_xid IS NOT NULL)), pg_current_wal_insert_lsn()`).Scan(&t, &pos)
+	return t, uint64(pos), err
+}
+
+// Settle implements store.OutboxStream. A streamed commit is in the log a
+// moment before its rows are visible to other transactions: rows the
+// DELETE did not find are deleted again, after 1, 2, 4, ... 64ms; those
+// still not found were gone already (a window streamed again after a
+// crash).
 func (st *stream) Settle(ctx context.Context, sent []int64, failed []store.OutboxFailure, at time.Time) error {
 	if len(sent) == 0 && len(failed) == 0 {
 		return nil
 	}
 	q := st.d.streamSQL()
-	if len(failed) == 0 {
-		_, err := st.d.pool.Exec(ctx, q.settle, sent)
-		return err
-	}
-	return pgx.BeginFunc(ctx, st.d.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, q.settle, sent); err != nil {
+	var gone []int64
+	err := pgx.BeginFunc(ctx, st.d.pool, func(tx pgx.Tx) error {
+		rs, err := tx.Query(ctx, q.settle, sent)
+		if err != nil {
+			return err
+		}
+		if gone, err = pgx.CollectRows(rs, pgx.RowTo[int64]); err != nil {
 			return err
 		}
 		for _, stmt := range st.d.Outbox.FailStmts(failed, at) {
@@ -350,6 +403,21 @@ func (st *stream) Settle(ctx context.Context, sent []int64, failed []store.Outbo
 		}
 		return nil
 	})
+	for wait := time.Millisecond; err == nil && len(gone) < len(sent) && wait <= 64*time.Millisecond; wait *= 2 {
+		sent = slices.DeleteFunc(sent, func(id int64) bool { return slices.Contains(gone, id) })
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		var rs pgx.Rows
+		if rs, err = st.d.pool.Query(ctx, q.settle, sent); err == nil {
+			gone, err = pgx.CollectRows(rs, pgx.RowTo[int64])
+		}
+	}
+	return err
 }
 
 func (st *stream) Close(ctx context.Context) error {
@@ -358,19 +426,27 @@ func (st *stream) Close(ctx context.Context) error {
 
 // streamQueries are the stream's statements on the table.
 type streamQueries struct {
-	publishable, settle string
+	held, settle string
 }
 
 func (s *driver) streamSQL() streamQueries {
 	o := s.Core.Name("outbox")
 	return streamQueries{
-		// Still pending, and no earlier unsent row of the aggregate
+		// The window's rows to leave out, and whether they are held
+		// (left for claims): those no longer pending (sent by a claim or
+		// discarded: not held; quarantined: held) or that failed
+		// before, and those whose aggregate has an earlier unsent row
 		// outside the window (a failed or quarantined one, or one the
-		// stream passed over: its later rows wait for claims).
-		publishable: `SELECT r.id FROM ` + o + ` r WHERE r.id = ANY($1::bigint[]) AND r.state = 0
-			AND NOT EXISTS (SELECT 1 FROM ` + o + ` e WHERE e.aggregate_id = r.aggregate_id AND e.sequence < r.sequence
-				AND e.state IN (0, 2) AND e.id <> ALL($1::bigint[]))`,
-		settle: `DELETE FROM ` + o + ` WHERE id = ANY($1::bigint[])`,
+		// stream passed over: its later rows wait for claims). A
+		// streamed row may not be visible yet (its commit is in the log
+		// before it is visible): the window's own columns say where it
+		// stands.
+		held: `SELECT w.id, NOT EXISTS (SELECT 1 FROM ` + o + ` r WHERE r.id = w.id AND r.state IN (1, 3)) FROM
+			unnest($1::bigint[], $2::text[], $3::bigint[]) AS w(id, agg, seq)
+			WHERE EXISTS (SELECT 1 FROM ` + o + ` r WHERE r.id = w.id AND (r.state <> 0 OR r.attempts > 0))
+				OR EXISTS (SELECT 1 FROM ` + o + ` e WHERE e.aggregate_id = w.agg AND e.sequence < w.seq
+					AND e.state IN (0, 2) AND e.id <> ALL($1::bigint[]))`,
+		settle: `DELETE FROM ` + o + ` WHERE id = ANY($1::bigint[]) RETURNING id`,
 	}
 }
 

@@ -44,11 +44,18 @@ type OutboxStream interface {
 	// been returned (a keepalive, or commits without outbox rows).
 	Recv(ctx context.Context) (StreamEvent, error)
 	// Publishable returns the rows of rows (a window of streamed rows, each
-	// aggregate's in sequence order) that may be published: those still
-	// pending in the table whose aggregate has no earlier unsent row
-	// outside rows. Rows it leaves out stay in the table, for the relay's
-	// claims.
-	Publishable(ctx context.Context, rows []OutboxRow) ([]OutboxRow, error)
+	// aggregate's in sequence order) that may be published: those not
+	// settled otherwise (sent by a claim, discarded, quarantined, failed)
+	// whose aggregate has no earlier unsent row outside rows. held counts
+	// the rows it leaves in the table for the relay's claims (not those
+	// already sent or discarded).
+	Publishable(ctx context.Context, rows []OutboxRow) (publish []OutboxRow, held int, err error)
+	// Horizon returns a time at and a log position pos such that every
+	// row created before at (by the server's clock) belongs to a
+	// transaction that rolled back or committed before pos: the server's
+	// time, or the start of the oldest transaction still open, and its
+	// current log position.
+	Horizon(ctx context.Context) (at time.Time, pos uint64, err error)
 	// Settle deletes the published rows sent and records failed, in one
 	// transaction.
 	Settle(ctx context.Context, sent []int64, failed []OutboxFailure, at time.Time) error
@@ -69,8 +76,8 @@ type StreamEvent struct {
 	Pos uint64
 	// Rows are the commit's outbox rows; none for a keepalive.
 	Rows []OutboxRow
-	// CommitTime is when the commit happened (zero for a keepalive).
-	CommitTime time.Time
+	// Time is the commit's time (zero for a keepalive).
+	Time time.Time
 }
 
 // OutboxStreamStatus is the stream's state on the server.
