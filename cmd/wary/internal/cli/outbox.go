@@ -32,11 +32,21 @@ aggregate until it is requeued (tried again from attempt 0) or discarded
 }
 
 type healthJSON struct {
-	Backlog         int64     `json:"backlog"`
-	Retrying        int64     `json:"retrying"`
-	Quarantined     int64     `json:"quarantined"`
-	OldestUnsent    time.Time `json:"oldest_unsent,omitzero"`
-	OldestUnsentAge string    `json:"oldest_unsent_age,omitempty"`
+	Backlog         int64       `json:"backlog"`
+	Retrying        int64       `json:"retrying"`
+	Quarantined     int64       `json:"quarantined"`
+	OldestUnsent    time.Time   `json:"oldest_unsent,omitzero"`
+	OldestUnsentAge string      `json:"oldest_unsent_age,omitempty"`
+	Stream          *streamJSON `json:"stream,omitempty"`
+}
+
+// streamJSON is the outbox stream's slot (a relay with RelayOptions.Stream).
+type streamJSON struct {
+	Slot      string `json:"slot"`
+	Active    bool   `json:"active"`
+	LagBytes  int64  `json:"lag_bytes"`
+	LagAge    string `json:"lag_age"`
+	WALStatus string `json:"wal_status"`
 }
 
 func (a *app) outboxStatus() *cobra.Command {
@@ -61,8 +71,23 @@ func (a *app) outboxStatus() *cobra.Command {
 			if !h.OldestUnsent.IsZero() {
 				j.OldestUnsentAge = h.OldestUnsentAge.Round(time.Second).String()
 			}
+			st, ok, err := d.streamStatus(ctx)
+			if err != nil {
+				return err
+			}
+			if ok {
+				j.Stream = &streamJSON{Slot: st.Slot, Active: st.Active, LagBytes: st.LagBytes,
+					LagAge: st.LagAge.Round(time.Millisecond).String(), WALStatus: st.WALStatus}
+			}
 			return a.report(j, func(w io.Writer) {
 				fmt.Fprintf(w, "backlog %d (retrying %d), quarantined %d, oldest unsent %s\n", h.Backlog, h.Retrying, h.Quarantined, age(h.OldestUnsentAge, h.OldestUnsent))
+				if s := j.Stream; s != nil {
+					active := "no relay streams"
+					if s.Active {
+						active = "a relay streams"
+					}
+					fmt.Fprintf(w, "stream slot %s: %s; lag %d bytes, %s; WAL %s\n", s.Slot, active, s.LagBytes, s.LagAge, s.WALStatus)
+				}
 			}, h.Quarantined > 0)
 		},
 	}

@@ -45,6 +45,9 @@ type db interface {
 	// publish, and commits only if publish succeeded: a message is never
 	// both gone from the park and not sent.
 	unpark(ctx context.Context, consumer string, ps []store.Parked, publish func(context.Context) error) error
+	// streamStatus is the outbox stream's slot, if the store streams and
+	// the slot exists.
+	streamStatus(ctx context.Context) (store.OutboxStreamStatus, bool, error)
 	close()
 }
 
@@ -54,6 +57,15 @@ type sqlDB[Tx any] struct {
 }
 
 func (d sqlDB[Tx]) close() { d.closeFn() }
+
+func (d sqlDB[Tx]) streamStatus(ctx context.Context) (store.OutboxStreamStatus, bool, error) {
+	s, ok := d.Driver.(store.Streamer)
+	if !ok {
+		return store.OutboxStreamStatus{}, false, nil
+	}
+	st, err := s.OutboxStreamStatus(ctx)
+	return st, err == nil && st.Exists, err
+}
 
 func (d sqlDB[Tx]) unpark(ctx context.Context, consumer string, ps []store.Parked, publish func(context.Context) error) (err error) {
 	tx, err := d.Begin(ctx)
