@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -94,6 +95,12 @@ type window struct {
 	done   bool
 	passed bool  // rows were left in the table (failed, or not publishable)
 	err    error // the stream must stop: what was not settled is streamed again
+
+	after     []*window           // earlier windows in flight that share aggregates
+	aloft     []store.OutboxRow   // their rows
+	published chan struct{}       // closed once the window's Publish returned (or it gave up)
+	stopped   map[string]struct{} // aggregates with rows not sent (set before published closes)
+	pubErr    error               // set before published closes: later windows stop
 }
 
 // probe is a Horizon: rows created before at are settled once the
@@ -240,12 +247,10 @@ func (l *streamLoop) receive(ev store.StreamEvent) {
 	l.confirm(ev.Pos) // nothing in flight: an idle outbox retains no log
 }
 
-// dispatch starts publishing the next window, if one is waiting, fewer
-// than Pipeline are in flight and none in flight has an aggregate of it
-// (each aggregate's rows go to the broker one window after the other). It
-// reports whether it started one.
+// dispatch starts publishing the next window, if one is waiting and
+// fewer than Pipeline are in flight. It reports whether it started one.
 func (l *streamLoop) dispatch(ctx context.Context, wg *sync.WaitGroup) bool {
-	if len(l.pend) == 0 || len(l.flight) >= l.r.o.Pipeline || len(l.flight) > 0 && l.flight[0].err != nil {
+	if len(l.pend) == 0 || len(l.flight) >= l.r.o.Pipeline {
 		return false
 	}
 	n := min(len(l.pend), l.r.o.BatchSize)
@@ -253,14 +258,16 @@ func (l *streamLoop) dispatch(ctx context.Context, wg *sync.WaitGroup) bool {
 	for _, row := range l.pend[:n] {
 		aggs[row.AggregateID] = struct{}{}
 	}
+	w := &window{rows: l.pend[:n:n], aggs: aggs, published: make(chan struct{})}
 	for _, f := range l.flight {
 		for a := range aggs {
 			if _, ok := f.aggs[a]; ok {
-				return false
+				w.after = append(w.after, f)
+				w.aloft = append(w.aloft, f.rows...)
+				break
 			}
 		}
 	}
-	w := &window{rows: l.pend[:n:n], aggs: aggs}
 	k := 0
 	for k < len(l.marks) && l.marks[k].n <= n {
 		w.pos, w.at = l.marks[k].pos, l.marks[k].at
@@ -285,25 +292,74 @@ func (l *streamLoop) dispatch(ctx context.Context, wg *sync.WaitGroup) bool {
 
 // publish publishes a window and settles it: what was sent leaves the
 // table, failures are recorded (and the rows after a failed row of its
-// aggregate stay pending, for claims).
+// aggregate stay pending, for claims). A window that shares aggregates
+// with earlier ones in flight is checked while they publish (their rows
+// count as being published), and published once they were: the broker
+// gets each aggregate's rows in order, and rows of an aggregate an
+// earlier window stopped at (a failure) stay in the table.
 func (l *streamLoop) publish(ctx context.Context, w *window) {
 	r := l.r
-
-	rows, held, err := l.st.Publishable(ctx, w.rows)
+	published := false
+	defer func() {
+		if !published {
+			close(w.published)
+		}
+	}()
+	rows, held, err := l.st.Publishable(ctx, w.rows, w.aloft)
 	if err != nil {
 		w.err = fmt.Errorf("idem: relay: stream: publishable: %w", err)
+		w.pubErr = w.err
 		return
 	}
+	w.stopped = map[string]struct{}{}
+	for _, p := range w.after {
+		select {
+		case <-p.published:
+		case <-ctx.Done():
+			w.err, w.pubErr = ctx.Err(), ctx.Err()
+			return
+		}
+		if p.pubErr != nil {
+			w.err = errors.New("idem: relay: stream: an earlier window failed")
+			w.pubErr = w.err
+			return
+		}
+		for a := range p.stopped {
+			w.stopped[a] = struct{}{}
+		}
+	}
+	if len(w.stopped) > 0 {
+		rows = slices.DeleteFunc(rows, func(row store.OutboxRow) bool {
+			_, stop := w.stopped[row.AggregateID]
+			if stop {
+				held++
+			}
+			return stop
+		})
+	}
 	res := r.publishBatch(ctx, rows)
+	sent := make(map[int64]struct{}, len(res.sent))
+	for _, id := range res.sent {
+		sent[id] = struct{}{}
+	}
+	for _, row := range rows {
+		if _, ok := sent[row.RowID]; !ok {
+			w.stopped[row.AggregateID] = struct{}{}
+		}
+	}
 	if res.crashed != nil {
 		r.crashes.Add(1)
 		w.err = fmt.Errorf("idem: relay: after publish: %w", res.crashed)
+		w.pubErr = w.err
 		return
 	}
 	if ctx.Err() != nil {
-		w.err = ctx.Err()
+		w.err, w.pubErr = ctx.Err(), ctx.Err()
 		return
 	}
+	w.pubErr = res.fatal
+	published = true
+	close(w.published)
 	w.passed = held > 0 || len(res.sent) < len(rows)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.PublishTimeout)
 	defer cancel()

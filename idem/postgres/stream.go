@@ -331,13 +331,30 @@ func (st *stream) copyData(ctx context.Context, data []byte) (ev store.StreamEve
 	return ev, false, nil
 }
 
-func (st *stream) Publishable(ctx context.Context, rows []store.OutboxRow) ([]store.OutboxRow, int, error) {
+func (st *stream) Publishable(ctx context.Context, rows, aloft []store.OutboxRow) ([]store.OutboxRow, int, error) {
 	if len(rows) == 0 {
 		return nil, 0, nil
 	}
-	ids, aggs, seqs := make([]int64, len(rows)), make([]string, len(rows)), make([]int64, len(rows))
-	for i := range rows {
-		ids[i], aggs[i], seqs[i] = rows[i].RowID, rows[i].AggregateID, rows[i].Sequence
+	// Each aggregate's lowest sequence among the window's rows and those
+	// in flight before it: the rows of an aggregate from there on were
+	// streamed in order and are in the window or in flight, so an unsent
+	// row below it is one the stream left in the table.
+	low := map[string]int64{}
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.RowID
+		if s, ok := low[r.AggregateID]; !ok || r.Sequence < s {
+			low[r.AggregateID] = r.Sequence
+		}
+	}
+	for _, r := range aloft {
+		if s, ok := low[r.AggregateID]; ok && r.Sequence < s {
+			low[r.AggregateID] = r.Sequence
+		}
+	}
+	aggs, seqs := make([]string, 0, len(low)), make([]int64, 0, len(low))
+	for a, s := range low {
+		aggs, seqs = append(aggs, a), append(seqs, s)
 	}
 	rs, err := st.d.pool.Query(ctx, st.d.streamSQL().held, ids, aggs, seqs)
 	if err != nil {
@@ -345,21 +362,35 @@ func (st *stream) Publishable(ctx context.Context, rows []store.OutboxRow) ([]st
 	}
 	type out struct {
 		ID   int64
+		Agg  string
 		Held bool
 	}
 	left, err := pgx.CollectRows(rs, pgx.RowToStructByPos[out])
 	if err != nil || len(left) == 0 {
 		return rows, 0, err
 	}
+	gone := map[int64]bool{} // row ID: left out; true if held
+	blocked := map[string]bool{}
+	for _, o := range left {
+		if o.ID == 0 {
+			blocked[o.Agg] = true
+		} else {
+			gone[o.ID] = o.Held
+		}
+	}
 	held := 0
 	keep := rows[:0:0]
 	for _, r := range rows {
-		i := slices.IndexFunc(left, func(o out) bool { return o.ID == r.RowID })
+		h, out := gone[r.RowID]
 		switch {
-		case i < 0:
-			keep = append(keep, r)
-		case left[i].Held:
+		case blocked[r.AggregateID]:
 			held++
+		case out && h: // the rows of its aggregate after it wait too
+			held++
+			blocked[r.AggregateID] = true
+		case out:
+		default:
+			keep = append(keep, r)
 		}
 	}
 	return keep, held, nil
@@ -434,18 +465,18 @@ func (s *driver) streamSQL() streamQueries {
 	return streamQueries{
 		// The window's rows to leave out, and whether they are held
 		// (left for claims): those no longer pending (sent by a claim or
-		// discarded: not held; quarantined: held) or that failed
-		// before, and those whose aggregate has an earlier unsent row
-		// outside the window (a failed or quarantined one, or one the
-		// stream passed over: its later rows wait for claims). A
-		// streamed row may not be visible yet (its commit is in the log
-		// before it is visible): the window's own columns say where it
-		// stands.
-		held: `SELECT w.id, NOT EXISTS (SELECT 1 FROM ` + o + ` r WHERE r.id = w.id AND r.state IN (1, 3)) FROM
-			unnest($1::bigint[], $2::text[], $3::bigint[]) AS w(id, agg, seq)
-			WHERE EXISTS (SELECT 1 FROM ` + o + ` r WHERE r.id = w.id AND (r.state <> 0 OR r.attempts > 0))
-				OR EXISTS (SELECT 1 FROM ` + o + ` e WHERE e.aggregate_id = w.agg AND e.sequence < w.seq
-					AND e.state IN (0, 2) AND e.id <> ALL($1::bigint[]))`,
+		// discarded: not held; quarantined: held) or that failed before;
+		// and the aggregates with an unsent row below their lowest
+		// sequence in the window and the windows in flight before it (a
+		// failed or quarantined row, or one the stream passed over: the
+		// later rows wait for claims). A streamed row may not be visible
+		// yet (its commit is in the log before it is visible): the
+		// window's own columns say where it stands.
+		held: `SELECT r.id, '', r.state NOT IN (1, 3) FROM ` + o + ` r
+				WHERE r.id = ANY($1::bigint[]) AND (r.state <> 0 OR r.attempts > 0)
+			UNION ALL
+			SELECT 0, w.agg, TRUE FROM unnest($2::text[], $3::bigint[]) AS w(agg, seq)
+				WHERE EXISTS (SELECT 1 FROM ` + o + ` e WHERE e.aggregate_id = w.agg AND e.sequence < w.seq AND e.state IN (0, 2))`,
 		settle: `DELETE FROM ` + o + ` WHERE id = ANY($1::bigint[]) RETURNING id`,
 	}
 }

@@ -46,10 +46,12 @@ type OutboxStream interface {
 	// Publishable returns the rows of rows (a window of streamed rows, each
 	// aggregate's in sequence order) that may be published: those not
 	// settled otherwise (sent by a claim, discarded, quarantined, failed)
-	// whose aggregate has no earlier unsent row outside rows. held counts
-	// the rows it leaves in the table for the relay's claims (not those
-	// already sent or discarded).
-	Publishable(ctx context.Context, rows []OutboxRow) (publish []OutboxRow, held int, err error)
+	// whose aggregate has no earlier unsent row outside rows and aloft
+	// (the rows of earlier windows being published), nor an earlier row
+	// in rows that it leaves for claims. held counts the rows it leaves in
+	// the table for the relay's claims (not those already sent or
+	// discarded).
+	Publishable(ctx context.Context, rows, aloft []OutboxRow) (publish []OutboxRow, held int, err error)
 	// Horizon returns a time at and a log position pos such that every
 	// row created before at (by the server's clock) belongs to a
 	// transaction that rolled back or committed before pos: the server's
