@@ -25,13 +25,8 @@ import (
 // order.
 func TestStreamSlotDropped(t *testing.T) {
 	e := setupStream(t, newPool(t))
-	topic, sub := rabbitStream(t)
 	h := conformance.NewHistory()
-	c := newConsumer(h)
-	cctx, cancel := context.WithCancel(e.ctx)
-	var cw sync.WaitGroup
-	cw.Go(func() { consume(cctx, sub, c) })
-	defer func() { cancel(); cw.Wait() }()
+	topic, c := e.consuming(h)
 	r := e.relay(topic, nil)
 	e.run(r)
 	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
@@ -93,13 +88,8 @@ func TestStreamIdleRetainsNoWAL(t *testing.T) {
 // PollInterval of the server letting go of the slot).
 func TestStreamStandby(t *testing.T) {
 	e := setupStream(t, newPool(t))
-	topic, sub := rabbitStream(t)
 	h := conformance.NewHistory()
-	c := newConsumer(h)
-	cctx, cancel := context.WithCancel(e.ctx)
-	var cw sync.WaitGroup
-	cw.Go(func() { consume(cctx, sub, c) })
-	defer func() { cancel(); cw.Wait() }()
+	topic, c := e.consuming(h)
 	r1 := e.relay(topic, &outbox.RelayOptions{Owner: "one"})
 	stop1 := e.run(r1)
 	e.waitFor("the first relay to stream", func() bool { return r1.Stats().Streaming })

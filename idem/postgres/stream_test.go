@@ -238,6 +238,18 @@ func contains(s []int64, v int64) bool {
 	return false
 }
 
+// consuming returns a topic on a fresh RabbitMQ queue (rabbitStream) and
+// a consumer of the queue recording into h, consuming until the test ends.
+func (e *streamEnv) consuming(h *conformance.History) (*broker.Topic, *consumer) {
+	topic, sub := rabbitStream(e.t)
+	c := newConsumer(h)
+	ctx, cancel := context.WithCancel(e.ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { consume(ctx, sub, c) })
+	e.t.Cleanup(func() { cancel(); wg.Wait() })
+	return topic, c
+}
+
 // consume receives from sub into c until ctx is done.
 func consume(ctx context.Context, sub *broker.Subscription, c *consumer) {
 	for ctx.Err() == nil {
@@ -269,13 +281,8 @@ func rabbitStream(t testing.TB) (*broker.Topic, *broker.Subscription) {
 // rows leave the table.
 func TestStreamRelay(t *testing.T) {
 	e := setupStream(t, newPool(t))
-	topic, sub := rabbitStream(t)
 	h := conformance.NewHistory()
-	c := newConsumer(h)
-	cctx, cancel := context.WithCancel(e.ctx)
-	var cw sync.WaitGroup
-	cw.Go(func() { consume(cctx, sub, c) })
-	defer func() { cancel(); cw.Wait() }()
+	topic, c := e.consuming(h)
 	r := e.relay(topic, &outbox.RelayOptions{BatchSize: 200, Pipeline: 4, MaxAttempts: 1})
 	e.run(r)
 	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
