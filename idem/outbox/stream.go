@@ -248,9 +248,11 @@ func (l *streamLoop) receive(ev store.StreamEvent) {
 }
 
 // dispatch starts publishing the next window, if one is waiting and
-// fewer than Pipeline are in flight. It reports whether it started one.
+// fewer than Pipeline are in flight: at once when none is (a trickle is
+// published as it comes), and otherwise once BatchSize rows wait (behind,
+// the relay publishes full windows). It reports whether it started one.
 func (l *streamLoop) dispatch(ctx context.Context, wg *sync.WaitGroup) bool {
-	if len(l.pend) == 0 || len(l.flight) >= l.r.o.Pipeline {
+	if len(l.pend) == 0 || len(l.flight) >= l.r.o.Pipeline || len(l.flight) > 0 && len(l.pend) < l.r.o.BatchSize {
 		return false
 	}
 	n := min(len(l.pend), l.r.o.BatchSize)
