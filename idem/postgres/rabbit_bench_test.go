@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -79,13 +80,16 @@ func BenchmarkRelayLatencyRabbit(b *testing.B) {
 	idemtest.BenchRelayLatency(b, newDB, rabbitBroker, false)
 }
 
-// BenchmarkRelayRabbit: rows/s the relay (Run, default options)
-// publishes to a RabbitMQ quorum queue with confirms, over 100 aggregates
-// and over distinct aggregates, in interleaved rounds of 5,000 with raw
+// BenchmarkRelayRabbit: rows/s the relay (Run, default options), and the
+// streaming relay (RelayOptions.Stream, on an outbox of its own whose slot
+// exists before the rows are committed; started each round, so a round
+// includes its start), publish to a RabbitMQ quorum queue with confirms,
+// over 100 aggregates and over distinct aggregates, in interleaved rounds
+// of 5,000 with raw
 // amqp091-go publishing as many messages of the same size with 256
 // confirms in flight on one channel to another quorum queue. Each round's
 // rows are committed first (not timed), in transactions of 100. Run with
-// -benchtime=20000x.
+// -benchtime=20000x (WARY_BENCH_ROUND sets the round's size).
 func BenchmarkRelayRabbit(b *testing.B) {
 	for _, aggs := range []int{100, 0} {
 		name := "100aggregates"
@@ -97,7 +101,7 @@ func BenchmarkRelayRabbit(b *testing.B) {
 }
 
 func benchRelayRabbit(b *testing.B, aggs int) {
-	const round = 5000
+	round := cmp.Or(envInt("WARY_BENCH_ROUND"), 5000)
 	ob := rabbitBroker(b)
 	_, exchange := rabbitQueue(b)
 	e := idemtest.SetupOutbox(b, newDB)
