@@ -514,14 +514,14 @@ func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (store.Ou
 			r.Headers, err = parseHeaders(v)
 		case "payload":
 			r.Payload, err = parseBytea(v)
-		case "state":
+		case "state", "attempts":
 			var n int64
 			n, err = parseInt(v)
-			r.State = store.OutboxState(n)
-		case "attempts":
-			var n int64
-			n, err = parseInt(v)
-			r.Attempts = int(n)
+			if name == "state" {
+				r.State = store.OutboxState(n)
+			} else {
+				r.Attempts = int(n)
+			}
 		case "created_at":
 			r.CreatedAt, err = parseTime(v)
 		case "next_attempt":
