@@ -76,6 +76,15 @@
 // that may change: the comments in relay.go and, for PostgreSQL, in
 // idem/postgres/wake.go describe it.
 //
+// With RelayOptions.Stream, on a store that streams (store.Streamer:
+// PostgreSQL logical replication, docs/outbox-wal.md), Run reads committed
+// rows from the database's log instead: the same guarantees, rows
+// published in windows in commit order (each aggregate's in sequence),
+// published rows deleted in bulk rather than marked sent, one relay per
+// store streaming while others stand by, and the table polled while the
+// server cannot stream. Rows the stream leaves in the table (a failure and
+// its aggregate's later rows) are claimed from it as above.
+//
 // A row becomes a message with Message.ID = the row's message ID (the
 // broker's dedup ID), Message.Key = the aggregate ID (the ordering key),
 // the headers broker.HeaderAggregateID, HeaderAggregateVersion,

@@ -64,6 +64,8 @@ const (
 	metricOutboxBacklog    = "wary.outbox.backlog"
 	metricOutboxOldest     = "wary.outbox.oldest_unsent.age"
 	metricOutboxQuarantine = "wary.outbox.quarantined"
+	metricStreamLag        = "wary.outbox.stream.lag"
+	metricStreamLagAge     = "wary.outbox.stream.lag_age"
 )
 
 func newRelayTel(r *Relay) {
@@ -90,8 +92,16 @@ func (r *Relay) observeOutbox() (stop func()) {
 		metric.WithDescription("Age of the oldest unsent (pending or quarantined) outbox row; 0 when none."))
 	quar, _ := m.Int64ObservableGauge(metricOutboxQuarantine, metric.WithUnit("{row}"),
 		metric.WithDescription("Quarantined outbox rows, each blocking its aggregate."))
-	if backlog == nil || oldest == nil || quar == nil {
+	lag, _ := m.Int64ObservableGauge(metricStreamLag, metric.WithUnit("By"),
+		metric.WithDescription("Log the outbox stream's slot retains beyond its confirmed position (RelayOptions.Stream)."))
+	lagAge, _ := m.Float64ObservableGauge(metricStreamLagAge, metric.WithUnit("s"),
+		metric.WithDescription("How far behind the outbox stream's confirmed position is, in time (RelayOptions.Stream)."))
+	if backlog == nil || oldest == nil || quar == nil || lag == nil || lagAge == nil {
 		return func() {}
+	}
+	insts := []metric.Observable{backlog, oldest, quar}
+	if r.streamer != nil {
+		insts = append(insts, lag, lagAge)
 	}
 	reg, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		h, err := r.store.OutboxHealth(ctx, r.o.Now())
@@ -101,8 +111,18 @@ func (r *Relay) observeOutbox() (stop func()) {
 		o.ObserveInt64(backlog, h.Backlog)
 		o.ObserveFloat64(oldest, h.OldestUnsentAge.Seconds())
 		o.ObserveInt64(quar, h.Quarantined)
+		if r.streamer != nil {
+			st, err := r.streamer.OutboxStreamStatus(ctx)
+			if err != nil {
+				return err
+			}
+			if st.Exists {
+				o.ObserveInt64(lag, st.LagBytes)
+				o.ObserveFloat64(lagAge, st.LagAge.Seconds())
+			}
+		}
 		return nil
-	}, backlog, oldest, quar)
+	}, insts...)
 	if err != nil {
 		return func() {}
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/store"
@@ -21,8 +22,14 @@ type pubResult struct {
 }
 
 func (r *Relay) runOnce(ctx context.Context) (claimed, published int, err error) {
+	return r.claimDue(ctx, r.o.Now())
+}
+
+// claimDue claims one batch of the rows due at now, publishes it and
+// records the outcome.
+func (r *Relay) claimDue(ctx context.Context, now time.Time) (claimed, published int, err error) {
 	aggs := r.share()
-	batch, err := r.store.ClaimOutbox(ctx, store.OutboxClaim{Owner: r.o.Owner, Now: r.o.Now(), Limit: r.o.BatchSize, PerAggregate: r.o.PerAggregate, Aggregates: aggs, Lease: r.o.Lease})
+	batch, err := r.store.ClaimOutbox(ctx, store.OutboxClaim{Owner: r.o.Owner, Now: now, Limit: r.o.BatchSize, PerAggregate: r.o.PerAggregate, Aggregates: aggs, Lease: r.o.Lease})
 	if err != nil {
 		return 0, 0, fmt.Errorf("idem: relay: claim: %w", err)
 	}
@@ -201,14 +208,16 @@ func (r *Relay) publishBatch(ctx context.Context, rows []store.OutboxRow) pubRes
 			return res
 		}
 	}
-	var groups [][]store.OutboxRow
-	for i := 0; i < len(rows); {
-		j := i + 1
-		for j < len(rows) && rows[j].AggregateID == rows[i].AggregateID {
-			j++
+	var groups [][]store.OutboxRow // each aggregate's rows, in order (a streamed window interleaves them)
+	at := map[string]int{}
+	for _, row := range rows {
+		g, ok := at[row.AggregateID]
+		if !ok {
+			g = len(groups)
+			at[row.AggregateID] = g
+			groups = append(groups, nil)
 		}
-		groups = append(groups, rows[i:j])
-		i = j
+		groups[g] = append(groups[g], row)
 	}
 	var (
 		mu   sync.Mutex

@@ -53,6 +53,17 @@ type RelayOptions struct {
 	PollInterval time.Duration
 	// NoListen turns off LISTEN/NOTIFY: Run only polls.
 	NoListen bool
+	// Stream makes Run read committed rows from the store's log
+	// (store.Streamer: PostgreSQL logical replication, see
+	// docs/outbox-wal.md) instead of claiming them from the table, on
+	// stores that can. One relay streams at a time; others stand by, and
+	// take over when its stream is released. While the server cannot
+	// stream, Run polls the table, and tries the stream again every
+	// StreamRetry (default 30s). Published rows are deleted in bulk, at
+	// once (KeepSent applies to rows published by claims only). Up to
+	// Pipeline windows of at most BatchSize rows are in flight.
+	Stream      bool
+	StreamRetry time.Duration
 	// MaxAttempts is how many failed publishes quarantine a row (default
 	// 10). A row that can never be published (broker.ErrTooLarge,
 	// broker.ErrInvalid, or an error marked broker.Permanent) is
@@ -107,10 +118,13 @@ type Relay struct {
 	aggs       atomic.Int64 // aggregates with due rows, as last seen (share)
 	headsAloft atomic.Int64 // aggregates held by batches in flight
 
-	waker     store.Wake   // the store's wake-up (store.Waker), or nil
-	idled     atomic.Bool  // the wake-up was told the relay is idle since it was last told it is busy
-	listening atomic.Bool  // the wake-up listens
-	idle      atomic.Int64 // times Run went to wait for work
+	streamer  store.Streamer // the store's log (RelayOptions.Stream), or nil
+	waker     store.Wake     // the store's wake-up (store.Waker), or nil
+	streaming atomic.Bool    // the relay streams (RelayOptions.Stream)
+	standby   atomic.Bool    // another relay holds the stream
+	idled     atomic.Bool    // the wake-up was told the relay is idle since it was last told it is busy
+	listening atomic.Bool    // the wake-up listens
+	idle      atomic.Int64   // times Run went to wait for work
 	rate      rateMeter
 	tel       *relayTel
 
@@ -151,6 +165,7 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 	c.Duration("Lease", o.Lease, false)
 	c.Duration("KeepSent", o.KeepSent, false)
 	c.Duration("PurgeInterval", o.PurgeInterval, true)
+	c.Duration("StreamRetry", o.StreamRetry, false)
 	c.Backoff("Backoff", o.Backoff)
 	if err := c.Err(); err != nil {
 		return nil, err
@@ -176,6 +191,7 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 	defd(&o.Lease, 30*time.Second)
 	defd(&o.KeepSent, 7*24*time.Hour)
 	defd(&o.PurgeInterval, 10*time.Minute)
+	defd(&o.StreamRetry, 30*time.Second)
 	if o.Backoff == (broker.Backoff{}) {
 		o.Backoff = broker.Backoff{Initial: time.Second, Max: 5 * time.Minute}
 	}
@@ -189,6 +205,9 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 	r.idled.Store(true) // the wake-up learns of the first work
 	if cc, ok := st.(store.ConcurrentClaimer); ok && cc.ConcurrentClaims() {
 		r.depth = o.Pipeline
+	}
+	if s, ok := st.(store.Streamer); ok && o.Stream {
+		r.streamer = s
 	}
 	if w, ok := st.(store.Waker); ok && !o.NoListen {
 		// The wake-up lasts unless renewed: the relay renews it each time
@@ -277,6 +296,16 @@ func (r *Relay) Run(ctx context.Context) error {
 			r.o.Logger.Warn("idem: relay: release", slog.String("owner", r.o.Owner), slog.String("error", err.Error()))
 		}
 	}()
+	if r.streamer != nil {
+		return r.runStream(ctx, r.streamer)
+	}
+	return r.poll(ctx)
+}
+
+// poll runs the relay's claim loops until ctx is done.
+func (r *Relay) poll(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	depth := r.depth
 	var workers sync.WaitGroup
 	var fatal atomic.Pointer[error]
@@ -477,6 +506,10 @@ type RelayStats struct {
 	// Idle counts the times Run found nothing to do and went to wait for a
 	// notification, a Wake or PollInterval.
 	Idle int64
+	// Streaming reports whether the relay publishes from the store's log
+	// (RelayOptions.Stream), and Standby whether it waits while another
+	// relay does.
+	Streaming, Standby bool
 	// LastError is the latest failure ("" if none), at LastErrorAt.
 	LastError   string
 	LastErrorAt time.Time
@@ -486,7 +519,7 @@ type RelayStats struct {
 func (r *Relay) Stats() RelayStats {
 	s := RelayStats{Published: r.published.Load(), Failed: r.failed.Load(), Quarantines: r.quarantined.Load(),
 		Claims: r.claims.Load(), Crashes: r.crashes.Load(), Throughput: r.rate.perSecond(r.o.Now()),
-		Listening: r.listening.Load(), Idle: r.idle.Load()}
+		Listening: r.listening.Load(), Idle: r.idle.Load(), Streaming: r.streaming.Load(), Standby: r.standby.Load()}
 	if e := r.lastErr.Load(); e != nil {
 		s.LastError, s.LastErrorAt = e.msg, e.at
 	}

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -8,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // rabbitURL is the RabbitMQ the benchmarks use.
@@ -77,13 +80,16 @@ func BenchmarkRelayLatencyRabbit(b *testing.B) {
 	idemtest.BenchRelayLatency(b, newDB, rabbitBroker, false)
 }
 
-// BenchmarkRelayRabbit: rows/s the relay (Run, default options)
-// publishes to a RabbitMQ quorum queue with confirms, over 100 aggregates
-// and over distinct aggregates, in interleaved rounds of 5,000 with raw
+// BenchmarkRelayRabbit: rows/s the relay (Run, default options), and the
+// streaming relay (RelayOptions.Stream, on an outbox of its own whose slot
+// exists before the rows are committed; started each round, so a round
+// includes its start), publish to a RabbitMQ quorum queue with confirms,
+// over 100 aggregates and over distinct aggregates, in interleaved rounds
+// of 5,000 with raw
 // amqp091-go publishing as many messages of the same size with 256
 // confirms in flight on one channel to another quorum queue. Each round's
 // rows are committed first (not timed), in transactions of 100. Run with
-// -benchtime=20000x.
+// -benchtime=20000x (WARY_BENCH_ROUND sets the round's size).
 func BenchmarkRelayRabbit(b *testing.B) {
 	for _, aggs := range []int{100, 0} {
 		name := "100aggregates"
@@ -95,7 +101,7 @@ func BenchmarkRelayRabbit(b *testing.B) {
 }
 
 func benchRelayRabbit(b *testing.B, aggs int) {
-	const round = 5000
+	round := cmp.Or(envInt("WARY_BENCH_ROUND"), 5000)
 	ob := rabbitBroker(b)
 	_, exchange := rabbitQueue(b)
 	e := idemtest.SetupOutbox(b, newDB)
@@ -103,36 +109,53 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 256))
 	body := []byte("payload")
 	seq := 0
-	var tw, tr time.Duration
+	es := idemtest.SetupOutbox(b, newDB) // the streaming relay's outbox, on a schema of its own
+	slot := streamSlot(b, es.Driver)
+	var tw, tr, ts time.Duration
 	b.ResetTimer()
 	for done := 0; done < b.N; done += round {
 		n := min(round, b.N-done)
 		b.StopTimer()
-		for start := 0; start < n; start += 100 {
-			var msgs []*outbox.Message
-			for i := start; i < min(start+100, n); i++ {
-				agg := fmt.Sprintf("agg-%d-%d", done, i)
-				if aggs > 0 {
-					agg = fmt.Sprintf("agg-%03d", i%aggs)
+		commit := func(e *idemtest.OutboxEnv[pgx.Tx]) {
+			for start := 0; start < n; start += 100 {
+				var msgs []*outbox.Message
+				for i := start; i < min(start+100, n); i++ {
+					agg := fmt.Sprintf("agg-%d-%d", done, i)
+					if aggs > 0 {
+						agg = fmt.Sprintf("agg-%03d", i%aggs)
+					}
+					msgs = append(msgs, idemtest.OM(fmt.Sprintf("m%09d", seq), agg, 0, string(body)))
+					seq++
 				}
-				msgs = append(msgs, idemtest.OM(fmt.Sprintf("m%09d", seq), agg, 0, string(body)))
-				seq++
+				e.Add(msgs...)
 			}
-			e.Add(msgs...)
 		}
-		r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "bench", Pipeline: benchPipeline, BatchSize: benchBatch})
-		ctx, cancel := context.WithCancel(context.Background())
-		stopped := make(chan struct{})
-		b.StartTimer()
+		drain := func(stream bool) time.Duration {
+			b.StopTimer()
+			e := e
+			if stream {
+				e = es
+			}
+			commit(e)
+			r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "bench", Pipeline: benchPipeline, BatchSize: benchBatch, Stream: stream})
+			ctx, cancel := context.WithCancel(context.Background())
+			stopped := make(chan struct{})
+			b.StartTimer()
+			start := time.Now()
+			go func() { defer close(stopped); _ = r.Run(ctx) }()
+			for r.Stats().Published < int64(n) {
+				time.Sleep(time.Millisecond)
+			}
+			d := time.Since(start)
+			cancel()
+			<-stopped
+			return d
+		}
+		tw += drain(false)
+		if slot != "" {
+			ts += drain(true)
+		}
 		start := time.Now()
-		go func() { defer close(stopped); _ = r.Run(ctx) }()
-		for r.Stats().Published < int64(n) {
-			time.Sleep(time.Millisecond)
-		}
-		tw += time.Since(start)
-		cancel()
-		<-stopped
-		start = time.Now()
 		out := 0
 		for i := range n {
 			if out == 256 {
@@ -160,6 +183,42 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 	b.ReportMetric(w, "wary-msgs/s")
 	b.ReportMetric(r, "raw256-msgs/s")
 	b.ReportMetric(100*w/r, "wary/raw256-%")
+	if slot != "" {
+		s := float64(b.N) / ts.Seconds()
+		b.ReportMetric(s, "stream-msgs/s")
+		b.ReportMetric(100*s/r, "stream/raw256-%")
+	}
+}
+
+// streamSlot creates the outbox stream's slot of d (so that a streaming
+// relay started later streams rows committed before it), dropped with its
+// publication at cleanup; "" if the server cannot stream.
+func streamSlot(b testing.TB, d store.Driver[pgx.Tx]) string {
+	ctx := context.Background()
+	s, err := d.(store.Streamer).OpenOutboxStream(ctx, "bench")
+	if err != nil {
+		b.Logf("no stream: %v", err)
+		return ""
+	}
+	if err := s.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	st, _ := d.(store.Streamer).OutboxStreamStatus(ctx)
+	b.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, serverURL(b))
+		if err != nil {
+			return
+		}
+		defer conn.Close(ctx)
+		for range 100 {
+			if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, st.Slot); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		_, _ = conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{st.Slot}.Sanitize())
+	})
+	return st.Slot
 }
 
 var benchPipeline, benchBatch = envInt("WARY_BENCH_PIPELINE"), envInt("WARY_BENCH_BATCH")

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,6 +71,8 @@ type driver struct {
 	// which slices are named.
 	slice         time.Duration
 	inbox, schema string
+	// slot is the outbox stream's slot name, once known (slotName).
+	slot atomic.Pointer[string]
 	// claimSQL is BeginClaim's claim (strict: a duplicate must fail it,
 	// so that BEGIN does not run).
 	claimSQL string

@@ -392,6 +392,11 @@ func (o *Outbox[Tx]) markStmts(sent []int64, failed []store.OutboxFailure, at ti
 	return stmts
 }
 
+// FailStmts are the statements that record failed.
+func (o *Outbox[Tx]) FailStmts(failed []store.OutboxFailure, at time.Time) []Stmt {
+	return o.markStmts(nil, failed, at)
+}
+
 func (b *batch[Tx]) Release(ctx context.Context) error {
 	b.done = true
 	if b.keeper != nil {

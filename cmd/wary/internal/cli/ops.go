@@ -92,6 +92,14 @@ func outboxHealth(ctx context.Context, d db) (healthJSON, error) {
 		j.OldestUnsentAge = h.OldestUnsentAge.Round(time.Second).String()
 		j.oldestAge = h.OldestUnsentAge
 	}
+	st, ok, err := d.streamStatus(ctx)
+	if err != nil {
+		return healthJSON{}, err
+	}
+	if ok {
+		j.Stream = &streamJSON{Slot: st.Slot, Active: st.Active, LagBytes: st.LagBytes,
+			LagAge: st.LagAge.Round(time.Millisecond).String(), WALStatus: st.WALStatus}
+	}
 	return j, nil
 }
 

@@ -37,7 +37,17 @@ type healthJSON struct {
 	Quarantined     int64         `json:"quarantined"`
 	OldestUnsent    time.Time     `json:"oldest_unsent,omitzero"`
 	OldestUnsentAge string        `json:"oldest_unsent_age,omitempty"`
+	Stream          *streamJSON   `json:"stream,omitempty"`
 	oldestAge       time.Duration // for the text views
+}
+
+// streamJSON is the outbox stream's slot (a relay with RelayOptions.Stream).
+type streamJSON struct {
+	Slot      string `json:"slot"`
+	Active    bool   `json:"active"`
+	LagBytes  int64  `json:"lag_bytes"`
+	LagAge    string `json:"lag_age"`
+	WALStatus string `json:"wal_status"`
 }
 
 func (a *app) outboxStatus() *cobra.Command {
@@ -60,6 +70,13 @@ func (a *app) outboxStatus() *cobra.Command {
 			}
 			return a.report(j, func(w io.Writer) {
 				fmt.Fprintf(w, "backlog %d (retrying %d), quarantined %d, oldest unsent %s\n", j.Backlog, j.Retrying, j.Quarantined, age(j.oldestAge, j.OldestUnsent))
+				if s := j.Stream; s != nil {
+					active := "no relay streams"
+					if s.Active {
+						active = "a relay streams"
+					}
+					fmt.Fprintf(w, "stream slot %s: %s; lag %d bytes, %s; WAL %s\n", s.Slot, active, s.LagBytes, s.LagAge, s.WALStatus)
+				}
 			}, j.Quarantined > 0)
 		},
 	}

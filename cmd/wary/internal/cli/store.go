@@ -48,6 +48,9 @@ type db interface {
 	ListKeys(ctx context.Context, f store.KeyFilter) ([]store.KeyRecord, error)
 	// pgPool is the PostgreSQL store's pool (nil for SQLite).
 	pgPool() *pgxpool.Pool
+	// streamStatus is the outbox stream's slot, if the store streams and
+	// the slot exists.
+	streamStatus(ctx context.Context) (store.OutboxStreamStatus, bool, error)
 	close()
 }
 
@@ -60,6 +63,15 @@ type sqlDB[Tx any] struct {
 func (d sqlDB[Tx]) pgPool() *pgxpool.Pool { return d.pool }
 
 func (d sqlDB[Tx]) close() { d.closeFn() }
+
+func (d sqlDB[Tx]) streamStatus(ctx context.Context) (store.OutboxStreamStatus, bool, error) {
+	s, ok := d.Driver.(store.Streamer)
+	if !ok {
+		return store.OutboxStreamStatus{}, false, nil
+	}
+	st, err := s.OutboxStreamStatus(ctx)
+	return st, err == nil && st.Exists, err
+}
 
 func (d sqlDB[Tx]) unpark(ctx context.Context, consumer string, ps []store.Parked, publish func(context.Context) error) (err error) {
 	tx, err := d.Begin(ctx)

@@ -1,0 +1,62 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/wary-go/wary/cmd/wary/internal/cli"
+	"github.com/wary-go/wary/idem/store"
+)
+
+// TestOutboxStatusStream: `wary outbox status` shows the outbox stream's
+// slot (a relay with RelayOptions.Stream), its lag and its WAL status,
+// once the slot exists.
+func TestOutboxStatusStream(t *testing.T) {
+	st, args := pgStore(t)
+	ctx := t.Context()
+	if err := st.CheckStream(ctx); err != nil {
+		t.Skipf("the server cannot stream the outbox: %v", err)
+	}
+	w := newWary(t)
+	if r := w.want(cli.ExitOK, append([]string{"outbox", "status"}, args...)...); strings.Contains(r.out, "stream") {
+		t.Errorf("status before the slot exists shows a stream:\n%s", r.out)
+	}
+	s, err := st.Driver().(store.Streamer).OpenOutboxStream(ctx, "cli-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, _ := st.StreamSlot(ctx)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = s.Close(ctx)
+		for range 100 { // the walsender may still be exiting
+			_, err := st.Pool().Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+			if err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		_, _ = st.Pool().Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{slot}.Sanitize())
+	})
+	r := w.want(cli.ExitOK, append([]string{"outbox", "status"}, args...)...)
+	if !strings.Contains(r.out, "stream slot "+slot+": a relay streams") {
+		t.Errorf("status:\n%s", r.out)
+	}
+	r = w.want(cli.ExitOK, append([]string{"outbox", "status", "--json"}, args...)...)
+	var j struct {
+		Stream struct {
+			Slot      string `json:"slot"`
+			Active    bool   `json:"active"`
+			LagBytes  *int64 `json:"lag_bytes"`
+			WALStatus string `json:"wal_status"`
+		} `json:"stream"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &j); err != nil || j.Stream.Slot != slot || !j.Stream.Active || j.Stream.LagBytes == nil || j.Stream.WALStatus == "" {
+		t.Errorf("status --json: %+v, %v\n%s", j, err, r.out)
+	}
+}

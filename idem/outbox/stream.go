@@ -1,0 +1,472 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/store"
+)
+
+// sweepEvery is how many PollIntervals a streaming relay lets pass at most
+// between two sweeps of the table (see streamLoop.sweep).
+const sweepEvery = 30
+
+// sweepBatches is the most claims one sweep makes.
+const sweepBatches = 16
+
+// sweepLag is how far behind the stream's position a sweep claims (see
+// streamLoop.sweep).
+const sweepLag = time.Second
+
+// runStream is Run on a store that streams (RelayOptions.Stream): it opens
+// the stream and publishes from it; while another relay holds the stream
+// it stands by, trying again every PollInterval; while the server cannot
+// stream it polls the table, and tries the stream again every StreamRetry.
+// A stream that fails is opened again at once (and, failing that, polled).
+//
+// Takeover: a standby relay opens the stream at most PollInterval after
+// the server let go of the active relay's. The server lets go when the
+// active relay stops (Run returns) or its connection closes (a killed
+// process: at once; a host or network that fails silently: after the
+// server's wal_sender_timeout, 60s by default).
+func (r *Relay) runStream(ctx context.Context, s store.Streamer) error {
+	for {
+		st, err := s.OpenOutboxStream(ctx, r.o.Owner)
+		switch {
+		case ctx.Err() != nil:
+			if err == nil {
+				r.closeStream(ctx, st)
+			}
+			return nil
+		case errors.Is(err, store.ErrStreamHeld):
+			r.standby.Store(true)
+			if !sleep(ctx, r.o.PollInterval) {
+				return nil
+			}
+			continue
+		case err != nil:
+			r.standby.Store(false)
+			r.o.Logger.Warn("idem: relay: the outbox stream is unavailable; polling the table", slog.String("owner", r.o.Owner),
+				slog.Duration("retry", r.o.StreamRetry), slog.String("error", err.Error()))
+			r.lastErr.Store(&relayError{msg: "stream: " + err.Error(), at: r.o.Now()})
+			pctx, cancel := context.WithTimeout(ctx, r.o.StreamRetry)
+			err := r.poll(pctx)
+			cancel()
+			r.busy(ctx) // streaming: producers need not notify
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		r.standby.Store(false)
+		err = r.stream(ctx, st)
+		r.streaming.Store(false)
+		r.closeStream(ctx, st)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, broker.ErrClosed) {
+			return err
+		}
+		r.noteErr("stream", err)
+	}
+}
+
+func (r *Relay) closeStream(ctx context.Context, st store.OutboxStream) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := st.Close(cctx); err != nil {
+		r.o.Logger.Warn("idem: relay: close the outbox stream", slog.String("owner", r.o.Owner), slog.String("error", err.Error()))
+	}
+}
+
+// window is a run of streamed rows published together.
+type window struct {
+	rows   []store.OutboxRow
+	aggs   map[string]struct{}
+	pos    uint64    // confirmed once this window and every earlier one settled (0: none)
+	at     time.Time // the server's time at pos
+	done   bool
+	passed bool  // rows were left in the table (failed, or not publishable)
+	err    error // the stream must stop: what was not settled is streamed again
+
+	after     []*window           // earlier windows in flight that share aggregates
+	aloft     []store.OutboxRow   // their rows
+	published chan struct{}       // closed once the window's Publish returned (or it gave up)
+	stopped   map[string]struct{} // aggregates with rows not sent (set before published closes)
+	pubErr    error               // set before published closes: later windows stop
+}
+
+// probe is a Horizon: rows created before at are settled once the
+// confirmed position reaches pos.
+type probe struct {
+	at  time.Time
+	pos uint64
+}
+
+// mark is a commit's end in streamLoop.pend: the rows before index n are
+// whole commits, up to position pos.
+type mark struct {
+	n   int
+	pos uint64
+	at  time.Time
+}
+
+// streamLoop publishes one open stream.
+type streamLoop struct {
+	r         *Relay
+	st        store.OutboxStream
+	flight    []*window // in commit order
+	finished  chan *window
+	pend      []store.OutboxRow // received, not yet in a window
+	marks     []mark            // commit ends in pend
+	aloft     int               // windows in flight that have not finished
+	dirty     bool              // rows were left in the table since the last sweep
+	swept     time.Time
+	settled   time.Time // rows created before it were streamed and settled
+	confirmed uint64    // the position last confirmed
+	probe     probe     // a Horizon not yet reached
+	sweepDue  bool      // a Wake asked for a sweep
+}
+
+// stream publishes from st until it fails or ctx is done. A fresh stream
+// starts after the rows committed before it, which the relay first claims
+// from the table (Drain).
+func (r *Relay) stream(ctx context.Context, st store.OutboxStream) error {
+	if st.Fresh() {
+		if _, err := r.Drain(ctx); err != nil {
+			return fmt.Errorf("rows committed before the stream: %w", err)
+		}
+	}
+	r.streaming.Store(true)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	events := make(chan store.StreamEvent, 64)
+	failed := make(chan error, 1)
+	wg.Go(func() {
+		for {
+			ev, err := st.Recv(ctx)
+			if err != nil {
+				failed <- err
+				return
+			}
+			select {
+			case events <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	l := &streamLoop{r: r, st: st, finished: make(chan *window, r.o.Pipeline), swept: r.o.Now(), dirty: true}
+	err := l.run(ctx, events, failed, &wg)
+	cancel()
+	for l.aloft > 0 { // the windows in flight end (unsettled ones are streamed again)
+		_ = l.land(<-l.finished)
+	}
+	return err
+}
+
+func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, failed <-chan error, wg *sync.WaitGroup) error {
+	r := l.r
+	nextPurge := r.o.Now().Add(r.o.PurgeInterval)
+	for {
+		woken := r.woken()
+		if l.sweeping() {
+			if len(l.flight) == 0 {
+				if err := l.sweep(ctx); err != nil {
+					return err
+				}
+				if r.o.PurgeInterval > 0 && !r.o.Now().Before(nextPurge) {
+					nextPurge = r.o.Now().Add(r.o.PurgeInterval)
+					if _, err := r.Purge(ctx); err != nil && ctx.Err() == nil {
+						r.noteErr("purge", err)
+					}
+				}
+				continue
+			}
+		} else {
+			for l.dispatch(ctx, wg) {
+			}
+		}
+		in := events
+		if len(l.pend) >= r.o.BatchSize*r.o.Pipeline {
+			in = nil // enough rows wait: read on once windows land
+		}
+		t := time.NewTimer(r.o.PollInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case err := <-failed:
+			t.Stop()
+			return fmt.Errorf("idem: relay: stream: %w", err)
+		case w := <-l.finished:
+			if err := l.land(w); err != nil {
+				t.Stop()
+				return err
+			}
+		case ev := <-in:
+			l.receive(ev)
+			for more := true; more && len(l.pend) < r.o.BatchSize; { // take what is there, up to a window
+				select {
+				case ev := <-events:
+					l.receive(ev)
+				default:
+					more = false
+				}
+			}
+		case <-woken:
+			l.sweepDue = true
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// receive takes a streamed event.
+func (l *streamLoop) receive(ev store.StreamEvent) {
+	if len(ev.Rows) > 0 || len(l.pend) > 0 {
+		l.pend = append(l.pend, ev.Rows...)
+		l.marks = append(l.marks, mark{n: len(l.pend), pos: ev.Pos, at: ev.Time})
+		return
+	}
+	// No rows wait: the position is settled once the windows in flight are.
+	if n := len(l.flight); n > 0 {
+		w := l.flight[n-1]
+		w.pos, w.at = max(w.pos, ev.Pos), later(w.at, ev.Time)
+		return
+	}
+	l.confirm(ev.Pos) // nothing in flight: an idle outbox retains no log
+}
+
+// dispatch starts publishing the next window, if one is waiting and
+// fewer than Pipeline are in flight: at once when none is (a trickle is
+// published as it comes), and otherwise once BatchSize rows wait (behind,
+// the relay publishes full windows). It reports whether it started one.
+func (l *streamLoop) dispatch(ctx context.Context, wg *sync.WaitGroup) bool {
+	if len(l.pend) == 0 || len(l.flight) >= l.r.o.Pipeline || len(l.flight) > 0 && len(l.pend) < l.r.o.BatchSize {
+		return false
+	}
+	n := min(len(l.pend), l.r.o.BatchSize)
+	aggs := make(map[string]struct{})
+	for _, row := range l.pend[:n] {
+		aggs[row.AggregateID] = struct{}{}
+	}
+	w := &window{rows: l.pend[:n:n], aggs: aggs, published: make(chan struct{})}
+	for _, f := range l.flight {
+		for a := range aggs {
+			if _, ok := f.aggs[a]; ok {
+				w.after = append(w.after, f)
+				w.aloft = append(w.aloft, f.rows...)
+				break
+			}
+		}
+	}
+	k := 0
+	for k < len(l.marks) && l.marks[k].n <= n {
+		w.pos, w.at = l.marks[k].pos, l.marks[k].at
+		k++
+	}
+	l.marks = l.marks[k:]
+	for i := range l.marks {
+		l.marks[i].n -= n
+	}
+	l.pend = l.pend[n:]
+	if len(l.pend) == 0 {
+		l.pend = nil
+	}
+	l.flight = append(l.flight, w)
+	l.aloft++
+	wg.Go(func() {
+		l.publish(ctx, w)
+		l.finished <- w
+	})
+	return true
+}
+
+// publish publishes a window and settles it: what was sent leaves the
+// table, failures are recorded (and the rows after a failed row of its
+// aggregate stay pending, for claims). A window that shares aggregates
+// with earlier ones in flight is checked while they publish (their rows
+// count as being published), and published once they were: the broker
+// gets each aggregate's rows in order, and rows of an aggregate an
+// earlier window stopped at (a failure) stay in the table.
+func (l *streamLoop) publish(ctx context.Context, w *window) {
+	r := l.r
+	published := false
+	defer func() {
+		if !published {
+			close(w.published)
+		}
+	}()
+	rows, held, err := l.st.Publishable(ctx, w.rows, w.aloft)
+	if err != nil {
+		w.err = fmt.Errorf("idem: relay: stream: publishable: %w", err)
+		w.pubErr = w.err
+		return
+	}
+	w.stopped = map[string]struct{}{}
+	for _, p := range w.after {
+		select {
+		case <-p.published:
+		case <-ctx.Done():
+			w.err, w.pubErr = ctx.Err(), ctx.Err()
+			return
+		}
+		if p.pubErr != nil {
+			w.err = errors.New("idem: relay: stream: an earlier window failed")
+			w.pubErr = w.err
+			return
+		}
+		for a := range p.stopped {
+			w.stopped[a] = struct{}{}
+		}
+	}
+	if len(w.stopped) > 0 {
+		rows = slices.DeleteFunc(rows, func(row store.OutboxRow) bool {
+			_, stop := w.stopped[row.AggregateID]
+			if stop {
+				held++
+			}
+			return stop
+		})
+	}
+	res := r.publishBatch(ctx, rows)
+	sent := make(map[int64]struct{}, len(res.sent))
+	for _, id := range res.sent {
+		sent[id] = struct{}{}
+	}
+	for _, row := range rows {
+		if _, ok := sent[row.RowID]; !ok {
+			w.stopped[row.AggregateID] = struct{}{}
+		}
+	}
+	if res.crashed != nil {
+		r.crashes.Add(1)
+		w.err = fmt.Errorf("idem: relay: after publish: %w", res.crashed)
+		w.pubErr = w.err
+		return
+	}
+	if ctx.Err() != nil {
+		w.err, w.pubErr = ctx.Err(), ctx.Err()
+		return
+	}
+	w.pubErr = res.fatal
+	published = true
+	close(w.published)
+	w.passed = held > 0 || len(res.sent) < len(rows)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.PublishTimeout)
+	defer cancel()
+	if err := l.st.Settle(fctx, res.sent, res.failed, r.o.Now()); err != nil {
+		w.err = fmt.Errorf("idem: relay: settle %d rows (they will be published again): %w", len(res.sent), err)
+		return
+	}
+	r.published.Add(int64(len(res.sent)))
+	r.rate.add(r.o.Now(), int64(len(res.sent)))
+	if len(res.sent) > 0 {
+		r.claims.Add(1)
+	}
+	w.err = res.fatal
+}
+
+// land notes a window that ended, and confirms the position of the
+// windows that settled, in commit order, up to the first that failed.
+func (l *streamLoop) land(w *window) error {
+	w.done = true
+	l.aloft--
+	l.dirty = l.dirty || w.passed
+	var pos uint64
+	i := 0
+	for ; i < len(l.flight) && l.flight[i].done && l.flight[i].err == nil; i++ {
+		pos = max(pos, l.flight[i].pos)
+		l.settled = later(l.settled, l.flight[i].at)
+	}
+	l.flight = l.flight[i:]
+	if pos > 0 {
+		l.confirm(pos)
+	}
+	return w.err
+}
+
+// confirm confirms pos, and notes how far the rows settled reach.
+func (l *streamLoop) confirm(pos uint64) {
+	l.st.Confirm(pos)
+	l.confirmed = max(l.confirmed, pos)
+	if l.probe.pos > 0 && l.confirmed >= l.probe.pos {
+		l.settled = later(l.settled, l.probe.at)
+		l.probe = probe{}
+	}
+}
+
+// sweeping reports whether the table is to be swept now: rows the stream
+// left there (a failure, an aggregate blocked behind one) are claimed
+// from it every PollInterval while there may be some, at a Wake (a
+// requeue or discard), and every sweepEvery PollIntervals anyway (an
+// operator's requeue in another process, a failed row's backoff).
+func (l *streamLoop) sweeping() bool {
+	since := l.r.o.Now().Sub(l.swept)
+	return l.sweepDue || l.dirty && since >= l.r.o.PollInterval || since >= sweepEvery*l.r.o.PollInterval
+}
+
+// sweep claims rows from the table (at most sweepBatches batches) while
+// nothing streamed is in flight; rows it publishes are marked sent, and
+// the stream then leaves them out (Publishable). It claims only rows due
+// by the server's time at the position last confirmed: rows the stream
+// has passed (and left in the table), not those it is about to stream
+// (a row's creation time, its first due time, precedes its commit). A
+// sweep takes a Horizon (a time and a log position) when it has none
+// pending: once the confirmed position reaches the horizon's, every row
+// created before its time was streamed, and rows due before it (less
+// sweepLag, for the producers' clocks) are what the stream left in the
+// table. A row it claims anyway (a producer whose clock is behind the
+// server's by more than sweepLag, or a transaction the horizon does not
+// see) is published by the claim, and the stream leaves it out.
+func (l *streamLoop) sweep(ctx context.Context) error {
+	r := l.r
+	l.swept, l.sweepDue = r.o.Now(), false
+	for range sweepBatches {
+		if l.probe.pos == 0 {
+			at, pos, err := l.st.Horizon(ctx)
+			if err != nil {
+				r.noteErr("sweep", err)
+				return nil
+			}
+			l.probe = probe{at: at, pos: pos}
+		}
+		if l.settled.IsZero() {
+			break
+		}
+		claimed, _, err := r.claimDue(ctx, l.settled.Add(-sweepLag))
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, broker.ErrClosed) {
+			return err
+		}
+		if err != nil {
+			r.noteErr("sweep", err)
+			return nil
+		}
+		if claimed == 0 {
+			l.dirty = false
+			break
+		}
+	}
+	return nil
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,542 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/wary-go/wary/idem/store"
+)
+
+// The outbox stream (store.Streamer, a relay with RelayOptions.Stream):
+// logical replication of the outbox table's inserts, from a slot with the
+// pgoutput plugin and a publication on the table (publish = 'insert'),
+// both named like the outbox's notification channel (Store.StreamSlot).
+// A relay opens a replication connection (the pool's configuration with
+// replication=database), creates the publication and the slot if they
+// are missing (or the slot was invalidated: wal_status lost), and streams
+// from the slot's confirmed position. The table stays the source of
+// truth: a window of streamed rows is published only if its rows are
+// still pending there (Publishable), published rows are deleted in one
+// statement (Settle), and only then is the slot confirmed past them.
+
+// statusEvery is how often the stream reports its position to the server
+// at most, and standbyTimeout how often at least.
+const (
+	statusEvery    = 50 * time.Millisecond
+	standbyTimeout = 10 * time.Second
+)
+
+// StreamSlot returns the name of the outbox stream's replication slot and
+// publication (one name for both): "wary_outbox_" and a hash of the
+// database's and the outbox table's qualified names (slot names are
+// unique across the server's databases).
+func (s *Store) StreamSlot(ctx context.Context) (string, error) { return s.d.slotName(ctx) }
+
+func (s *driver) slotName(ctx context.Context) (string, error) {
+	if n := s.slot.Load(); n != nil {
+		return *n, nil
+	}
+	var db, schema, table string
+	err := s.pool.QueryRow(ctx, `SELECT current_database(), n.nspname, c.relname FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::regclass`, s.Core.Name("outbox")).Scan(&db, &schema, &table)
+	if err != nil {
+		return "", fmt.Errorf("the outbox table: %w", err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte(db + "\x00" + schema + "\x00" + table))
+	n := fmt.Sprintf("wary_outbox_%016x", h.Sum64())
+	s.slot.Store(&n)
+	return n, nil
+}
+
+var _ store.Streamer = (*driver)(nil)
+
+// CheckStream reports what the server lacks for the outbox stream
+// (wal_level, a free replication slot, the REPLICATION attribute), one
+// error per missing thing, or nil.
+func (s *Store) CheckStream(ctx context.Context) error { return s.d.checkStream(ctx) }
+
+func (s *driver) checkStream(ctx context.Context) error {
+	slot, err := s.slotName(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
+	}
+	var level, user string
+	var repl, exists bool
+	var slots, used int
+	err = s.pool.QueryRow(ctx, `SELECT current_setting('wal_level'), current_user,
+		(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user),
+		current_setting('max_replication_slots')::int, (SELECT count(*) FROM pg_replication_slots),
+		EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).
+		Scan(&level, &user, &repl, &slots, &used, &exists)
+	if err != nil {
+		return fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
+	}
+	var missing []error
+	if level != "logical" {
+		missing = append(missing, fmt.Errorf("%w: wal_level is %s, not logical (ALTER SYSTEM SET wal_level = logical, then restart the server)",
+			store.ErrStreamUnavailable, level))
+	}
+	if !exists && used >= slots {
+		missing = append(missing, fmt.Errorf("%w: max_replication_slots is %d and all are in use (raise it, then restart the server)",
+			store.ErrStreamUnavailable, slots))
+	}
+	if !repl {
+		missing = append(missing, fmt.Errorf("%w: role %s has no REPLICATION attribute (ALTER ROLE %s REPLICATION)",
+			store.ErrStreamUnavailable, user, pgx.Identifier{user}.Sanitize()))
+	}
+	return errors.Join(missing...)
+}
+
+// OpenOutboxStream implements store.Streamer.
+func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.OutboxStream, error) {
+	if err := s.checkStream(ctx); err != nil {
+		return nil, err
+	}
+	slot, _ := s.slotName(ctx) // known once checkStream passed
+	if err := s.ensurePublication(ctx, slot); err != nil {
+		return nil, fmt.Errorf("%w: publication: %w", store.ErrStreamUnavailable, err)
+	}
+	var active bool
+	var walStatus *string
+	err := s.pool.QueryRow(ctx, `SELECT active, wal_status FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active, &walStatus)
+	create := errors.Is(err, pgx.ErrNoRows)
+	switch {
+	case create:
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
+	case active:
+		return nil, store.ErrStreamHeld
+	case walStatus != nil && *walStatus == "lost":
+		// Invalidated (max_slot_wal_keep_size): it can stream nothing
+		// again. Rows committed since are in the table.
+		if _, err := s.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot); err != nil {
+			return nil, fmt.Errorf("%w: drop the invalidated slot: %w", store.ErrStreamUnavailable, err)
+		}
+		create = true
+	}
+	cfg := s.pool.Config().ConnConfig.Config.Copy()
+	cfg.RuntimeParams["replication"] = "database"
+	cfg.RuntimeParams["application_name"] = "wary relay " + owner
+	for k, v := range streamParams {
+		cfg.RuntimeParams[k] = v
+	}
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: replication connection: %w", store.ErrStreamUnavailable, err)
+	}
+	st := &stream{d: s, conn: conn, rel: map[uint32]*pglogrepl.RelationMessage{}}
+	if create {
+		_, err := pglogrepl.CreateReplicationSlot(ctx, conn, slot, "pgoutput",
+			pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "NOEXPORT_SNAPSHOT"})
+		if err != nil {
+			_ = conn.Close(context.WithoutCancel(ctx))
+			if pgCode(err) == "42710" { // another relay created it
+				return nil, store.ErrStreamHeld
+			}
+			return nil, fmt.Errorf("%w: create slot: %w", store.ErrStreamUnavailable, err)
+		}
+		st.fresh = true
+	}
+	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + slot + "'"}})
+	if err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		switch pgCode(err) {
+		case "55006": // object in use: another relay streams from the slot
+			return nil, store.ErrStreamHeld
+		case "42704": // the slot was dropped meanwhile
+			return nil, fmt.Errorf("%w: the slot vanished: %w", store.ErrStreamUnavailable, err)
+		}
+		return nil, fmt.Errorf("%w: start replication: %w", store.ErrStreamUnavailable, err)
+	}
+	return st, nil
+}
+
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+func (s *driver) ensurePublication(ctx context.Context, slot string) error {
+	var ok bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, slot).Scan(&ok); err != nil || ok {
+		return err
+	}
+	_, err := s.pool.Exec(ctx, "CREATE PUBLICATION "+pgx.Identifier{slot}.Sanitize()+" FOR TABLE "+s.Core.Name("outbox")+
+		" WITH (publish = 'insert')")
+	if pgCode(err) == "42710" { // created meanwhile
+		return nil
+	}
+	return err
+}
+
+// OutboxStreamStatus implements store.Streamer.
+func (s *driver) OutboxStreamStatus(ctx context.Context) (store.OutboxStreamStatus, error) {
+	slot, err := s.slotName(ctx)
+	if err != nil {
+		return store.OutboxStreamStatus{}, err
+	}
+	st := store.OutboxStreamStatus{Slot: slot, Publication: slot}
+	var lagSec float64
+	var walStatus *string
+	err = s.pool.QueryRow(ctx, `SELECT s.active, s.wal_status,
+			COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn), 0)::bigint,
+			COALESCE(EXTRACT(EPOCH FROM r.flush_lag), 0)::float8
+		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
+		WHERE s.slot_name = $1`, slot).Scan(&st.Active, &walStatus, &st.LagBytes, &lagSec)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	st.Exists = true
+	if walStatus != nil {
+		st.WALStatus = *walStatus
+	}
+	st.LagAge = time.Duration(lagSec * float64(time.Second))
+	return st, nil
+}
+
+// stream is an open outbox stream.
+type stream struct {
+	d     *driver
+	conn  *pgconn.PgConn
+	fresh bool
+	rel   map[uint32]*pglogrepl.RelationMessage
+
+	confirmed atomic.Uint64 // Confirm's position
+	reported  uint64        // the position last reported
+	lastSent  time.Time
+	rows      []store.OutboxRow // the current transaction's rows
+}
+
+func (st *stream) Fresh() bool { return st.fresh }
+
+func (st *stream) Confirm(pos uint64) {
+	for {
+		old := st.confirmed.Load()
+		if pos <= old || st.confirmed.CompareAndSwap(old, pos) {
+			return
+		}
+	}
+}
+
+// report sends the confirmed position when it moved (at most every
+// statusEvery), when the server asks, or every standbyTimeout.
+func (st *stream) report(ctx context.Context, asked bool) error {
+	pos := st.confirmed.Load()
+	now := time.Now()
+	if !asked && now.Sub(st.lastSent) < standbyTimeout && (pos == st.reported || now.Sub(st.lastSent) < statusEvery) {
+		return nil
+	}
+	if err := pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos)}); err != nil {
+		return err
+	}
+	st.reported, st.lastSent = pos, now
+	return nil
+}
+
+func (st *stream) Recv(ctx context.Context) (store.StreamEvent, error) {
+	for {
+		if err := st.report(ctx, false); err != nil {
+			return store.StreamEvent{}, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, statusEvery)
+		msg, err := st.conn.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && pgconn.Timeout(err) {
+				continue
+			}
+			return store.StreamEvent{}, err
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			return store.StreamEvent{}, pgconn.ErrorResponseToPgError(m)
+		case *pgproto3.CopyData:
+			ev, ok, err := st.copyData(ctx, m.Data)
+			if err != nil || ok {
+				return ev, err
+			}
+		default:
+			return store.StreamEvent{}, fmt.Errorf("unexpected message %T", msg)
+		}
+	}
+}
+
+// copyData handles one message of the replication stream; ok reports an
+// event to return.
+func (st *stream) copyData(ctx context.Context, data []byte) (ev store.StreamEvent, ok bool, err error) {
+	if len(data) == 0 {
+		return ev, false, nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		k, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return ev, false, err
+		}
+		if k.ReplyRequested {
+			if err := st.report(ctx, true); err != nil {
+				return ev, false, err
+			}
+		}
+		return store.StreamEvent{Pos: uint64(k.ServerWALEnd)}, true, nil
+	case pglogrepl.XLogDataByteID:
+		x, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return ev, false, err
+		}
+		m, err := pglogrepl.Parse(x.WALData)
+		if err != nil {
+			return ev, false, err
+		}
+		switch m := m.(type) {
+		case *pglogrepl.RelationMessage:
+			st.rel[m.RelationID] = m
+		case *pglogrepl.BeginMessage:
+			st.rows = nil
+		case *pglogrepl.InsertMessage:
+			rel := st.rel[m.RelationID]
+			if rel == nil {
+				return ev, false, fmt.Errorf("insert into unknown relation %d", m.RelationID)
+			}
+			row, err := decodeRow(rel, m.Tuple)
+			if err != nil {
+				return ev, false, err
+			}
+			st.rows = append(st.rows, row)
+		case *pglogrepl.CommitMessage:
+			ev := store.StreamEvent{Pos: uint64(m.TransactionEndLSN), Rows: st.rows, Time: m.CommitTime}
+			st.rows = nil
+			return ev, true, nil
+		}
+	}
+	return ev, false, nil
+}
+
+func (st *stream) Publishable(ctx context.Context, rows, aloft []store.OutboxRow) ([]store.OutboxRow, int, error) {
+	if len(rows) == 0 {
+		return nil, 0, nil
+	}
+	// Each aggregate's lowest sequence among the window's rows and those
+	// in flight before it: the rows of an aggregate from there on were
+	// streamed in order and are in the window or in flight, so an unsent
+	// row below it is one the stream left in the table.
+	low := map[string]int64{}
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.RowID
+		if s, ok := low[r.AggregateID]; !ok || r.Sequence < s {
+			low[r.AggregateID] = r.Sequence
+		}
+	}
+	for _, r := range aloft {
+		if s, ok := low[r.AggregateID]; ok && r.Sequence < s {
+			low[r.AggregateID] = r.Sequence
+		}
+	}
+	aggs, seqs := make([]string, 0, len(low)), make([]int64, 0, len(low))
+	for a, s := range low {
+		aggs, seqs = append(aggs, a), append(seqs, s)
+	}
+	rs, err := st.d.pool.Query(ctx, st.d.streamSQL().held, ids, aggs, seqs)
+	if err != nil {
+		return nil, 0, err
+	}
+	type out struct {
+		ID   int64
+		Agg  string
+		Held bool
+	}
+	left, err := pgx.CollectRows(rs, pgx.RowToStructByPos[out])
+	if err != nil || len(left) == 0 {
+		return rows, 0, err
+	}
+	gone := map[int64]bool{} // row ID: left out; true if held
+	blocked := map[string]bool{}
+	for _, o := range left {
+		if o.ID == 0 {
+			blocked[o.Agg] = true
+		} else {
+			gone[o.ID] = o.Held
+		}
+	}
+	held := 0
+	keep := rows[:0:0]
+	for _, r := range rows {
+		h, out := gone[r.RowID]
+		switch {
+		case blocked[r.AggregateID]:
+			held++
+		case out && h: // the rows of its aggregate after it wait too
+			held++
+			blocked[r.AggregateID] = true
+		case out:
+		default:
+			keep = append(keep, r)
+		}
+	}
+	return keep, held, nil
+}
+
+// Horizon implements store.OutboxStream: now, or the start of the oldest
+// open transaction that wrote, among the sessions on this database the
+// role may see (pg_stat_activity shows other roles' transactions only to
+// members of pg_read_all_stats), and the log's insert position.
+func (st *stream) Horizon(ctx context.Context) (time.Time, uint64, error) {
+	var t time.Time
+	var pos pglogrepl.LSN
+	err := st.d.pool.QueryRow(ctx, `SELECT LEAST(now(), (SELECT min(xact_start) FROM pg_stat_activity
+		WHERE datname = current_database() AND backend_xid IS NOT NULL)), pg_current_wal_insert_lsn()`).Scan(&t, &pos)
+	return t, uint64(pos), err
+}
+
+// Settle implements store.OutboxStream. A streamed commit is in the log a
+// moment before its rows are visible to other transactions: rows the
+// DELETE did not find are deleted again, after 1, 2, 4, ... 64ms; those
+// still not found were gone already (a window streamed again after a
+// crash).
+func (st *stream) Settle(ctx context.Context, sent []int64, failed []store.OutboxFailure, at time.Time) error {
+	if len(sent) == 0 && len(failed) == 0 {
+		return nil
+	}
+	q := st.d.streamSQL()
+	var gone []int64
+	err := pgx.BeginFunc(ctx, st.d.pool, func(tx pgx.Tx) error {
+		rs, err := tx.Query(ctx, q.settle, sent)
+		if err != nil {
+			return err
+		}
+		if gone, err = pgx.CollectRows(rs, pgx.RowTo[int64]); err != nil {
+			return err
+		}
+		for _, stmt := range st.d.Outbox.FailStmts(failed, at) {
+			if _, err := tx.Exec(ctx, stmt.SQL, stmt.Args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for wait := time.Millisecond; err == nil && len(gone) < len(sent) && wait <= 64*time.Millisecond; wait *= 2 {
+		sent = slices.DeleteFunc(sent, func(id int64) bool { return slices.Contains(gone, id) })
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		var rs pgx.Rows
+		if rs, err = st.d.pool.Query(ctx, q.settle, sent); err == nil {
+			gone, err = pgx.CollectRows(rs, pgx.RowTo[int64])
+		}
+	}
+	return err
+}
+
+func (st *stream) Close(ctx context.Context) error {
+	return st.conn.Close(ctx)
+}
+
+// streamQueries are the stream's statements on the table.
+type streamQueries struct {
+	held, settle string
+}
+
+func (s *driver) streamSQL() streamQueries {
+	o := s.Core.Name("outbox")
+	return streamQueries{
+		// The window's rows to leave out, and whether they are held
+		// (left for claims): those no longer pending (sent by a claim or
+		// discarded: not held; quarantined: held) or that failed before;
+		// and the aggregates with an unsent row below their lowest
+		// sequence in the window and the windows in flight before it (a
+		// failed or quarantined row, or one the stream passed over: the
+		// later rows wait for claims). A streamed row may not be visible
+		// yet (its commit is in the log before it is visible): the
+		// window's own columns say where it stands.
+		held: `SELECT r.id, '', r.state NOT IN (1, 3) FROM ` + o + ` r
+				WHERE r.id = ANY($1::bigint[]) AND (r.state <> 0 OR r.attempts > 0)
+			UNION ALL
+			SELECT 0, w.agg, TRUE FROM unnest($2::text[], $3::bigint[]) AS w(agg, seq)
+				WHERE EXISTS (SELECT 1 FROM ` + o + ` e WHERE e.aggregate_id = w.agg AND e.sequence < w.seq AND e.state IN (0, 2))`,
+		settle: `DELETE FROM ` + o + ` WHERE id = ANY($1::bigint[]) RETURNING id`,
+	}
+}
+
+// decodeRow decodes an inserted outbox row from pgoutput's text format.
+func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (store.OutboxRow, error) {
+	var r store.OutboxRow
+	if t == nil || len(t.Columns) != len(rel.Columns) {
+		return r, errors.New("outbox insert: the tuple does not match its relation")
+	}
+	var err error
+	for i, c := range t.Columns {
+		name := rel.Columns[i].Name
+		if c.DataType == 'n' {
+			continue
+		}
+		if c.DataType != 't' {
+			return r, fmt.Errorf("outbox insert: column %s: data type %q", name, c.DataType)
+		}
+		v := string(c.Data)
+		switch name {
+		case "id":
+			r.RowID, err = parseInt(v)
+		case "message_id":
+			r.ID = v
+		case "aggregate_id":
+			r.AggregateID = v
+		case "version":
+			r.Version, err = parseInt(v)
+		case "sequence":
+			r.Sequence, err = parseInt(v)
+		case "type":
+			r.Type = v
+		case "headers":
+			r.Headers, err = parseHeaders(v)
+		case "payload":
+			r.Payload, err = parseBytea(v)
+		case "state", "attempts":
+			var n int64
+			n, err = parseInt(v)
+			if name == "state" {
+				r.State = store.OutboxState(n)
+			} else {
+				r.Attempts = int(n)
+			}
+		case "created_at":
+			r.CreatedAt, err = parseTime(v)
+		case "next_attempt":
+			r.NextAttempt, err = parseTime(v)
+		case "last_error":
+			r.LastError = v
+		case "sent_at":
+			r.SentAt, err = parseTime(v)
+		}
+		if err != nil {
+			return r, fmt.Errorf("outbox insert: column %s: %w", name, err)
+		}
+	}
+	if r.RowID == 0 || r.AggregateID == "" || strings.TrimSpace(r.ID) == "" {
+		return r, errors.New("outbox insert: a row without its ID, message ID or aggregate ID")
+	}
+	return r, nil
+}
