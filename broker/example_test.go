@@ -187,3 +187,51 @@ func ExampleOpenDeadLetters() {
 	}
 	// Output: order-2/created: cannot parse the body
 }
+
+// OpenTopic and OpenSubscription open by URL through the driver that
+// registered the scheme (mem:// here: imported for its side effect in a
+// program, `_ "github.com/wary-go/wary/drivers/memory"`). The subscription
+// is opened first: a fan-out broker gives a subscription only the messages
+// published after it exists.
+func ExampleOpenTopic() {
+	ctx := context.Background()
+	sub, err := broker.OpenSubscription(ctx, "mem://example-open/billing?profile=sqsfifo")
+	if err != nil {
+		fmt.Println("open:", err)
+		return
+	}
+	defer sub.Close()
+	topic, err := broker.OpenTopic(ctx, "mem://example-open")
+	if err != nil {
+		fmt.Println("open:", err)
+		return
+	}
+	defer topic.Close()
+
+	caps := topic.Capabilities()
+	fmt.Println("key:", caps.OrderingKey, "required:", caps.KeyRequired, "dedup:", caps.DedupWindow)
+	fmt.Println("order:", sub.Capabilities().Ordering)
+	msg := &broker.Message{ID: "order-1/placed", Key: "order-1", Body: []byte("placed")}
+	if err := topic.Publish(ctx, msg, msg); err != nil { // a retried publish: dropped by the dedup window
+		fmt.Println("publish:", err)
+		return
+	}
+	ds, err := sub.Receive(ctx, 10)
+	if err != nil {
+		fmt.Println("receive:", err)
+		return
+	}
+	for _, d := range ds {
+		fmt.Println("received", d.Message.ID, "attempt", d.Attempt)
+		_ = d.Ack(ctx)
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = sub.Receive(done, 10) // a poll: nothing more
+	fmt.Println("then nothing:", errors.Is(err, context.Canceled))
+	// Output:
+	// key: MessageGroupId required: true dedup: 5m0s
+	// order: message group
+	// received order-1/placed attempt 1
+	// then nothing: true
+}
