@@ -1,7 +1,7 @@
 # The one test command the README names; .ci/run calls it.
 GO ?= go
 
-# Every Go module of the repository (README, "Layout"): the library, the
+# Every Go module of the repository (docs/layout.md): the library, the
 # drivers that are modules of their own, the command, the examples, the test
 # rig and the peer benchmarks.
 MODULES := . drivers/kafka drivers/sqsfifo drivers/servicebus cmd/wary examples rig bench/peers

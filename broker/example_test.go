@@ -187,3 +187,47 @@ func ExampleOpenDeadLetters() {
 	}
 	// Output: order-2/created: cannot parse the body
 }
+
+// OpenTopic opens a topic by URL through the driver that registered the
+// scheme: mem:// here, which a program imports for its side effect,
+// _ "github.com/wary-go/wary/drivers/memory". The topic states what the
+// broker promises its publisher.
+func ExampleOpenTopic() {
+	ctx := context.Background()
+	topic, err := broker.OpenTopic(ctx, "mem://example-open?profile=sqsfifo")
+	if err != nil {
+		fmt.Println("open:", err)
+		return
+	}
+	defer topic.Close()
+	caps := topic.Capabilities()
+	fmt.Println("key:", caps.OrderingKey, "required:", caps.KeyRequired)
+	fmt.Println("dedup:", caps.DedupWindow, "per", caps.DedupScope)
+	err = topic.Publish(ctx, &broker.Message{ID: "order-1/placed", Body: []byte("placed")})
+	fmt.Println("without a key:", errors.Is(err, broker.ErrInvalid))
+	// Output:
+	// key: MessageGroupId required: true
+	// dedup: 5m0s per queue
+	// without a key: true
+}
+
+// OpenSubscription opens a subscription by URL: TOPIC/SUBSCRIPTION for
+// the memory broker. The subscription states what the broker promises
+// its consumer; an inbox reads its redelivery horizon.
+func ExampleOpenSubscription() {
+	ctx := context.Background()
+	sub, err := broker.OpenSubscription(ctx, "mem://example-open-sub/billing?profile=servicebus&limit=5")
+	if err != nil {
+		fmt.Println("open:", err)
+		return
+	}
+	defer sub.Close()
+	caps := sub.Capabilities()
+	fmt.Println("order per", caps.Ordering, "head-of-line:", caps.HeadOfLine)
+	fmt.Println("dead-letters after", caps.DeliveryLimit, "deliveries:", caps.DeliveryLimitMode)
+	fmt.Println("copies for up to", caps.RedeliveryHorizon)
+	// Output:
+	// order per session head-of-line: true
+	// dead-letters after 5 deliveries: native
+	// copies for up to 168h0m0s
+}

@@ -350,3 +350,6 @@ func TestInvalidVersions(t *testing.T) {
 	<-done
 	rec.caught(t, "testkit: create the inbox", "Options.Versions")
 }
+
+// TestExampleLedger runs the package example's test (example_test.go).
+func TestExampleLedger(t *testing.T) { testLedger(t) }

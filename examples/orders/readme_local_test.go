@@ -15,26 +15,30 @@ import (
 	"github.com/wary-go/wary/internal/nodeproc"
 )
 
-// TestREADMELocalBrokers follows the README's "Run it on each broker
-// locally" as a user on a fresh clone would: for each emulator, it runs
-// the README's command from the repository's root, waits for "ready",
+// TestREADMELocalBrokers follows the "Run it locally" sections of the
+// broker guides the README links to (docs/brokers/sqs-fifo.md and
+// servicebus.md) as a user on a fresh clone would: for each emulator, it
+// runs the guide's command from the repository's root, waits for "ready",
 // takes the export line and the queue URL it printed, and runs the
-// README's example command with the printed URL in place of the
-// README's sample one (the port differs each run) and the exported
-// variables set, as pasting the export line would. The example must
+// guide's example command with the printed URL in place of the guide's
+// sample one (the port differs each run) and the exported variables set,
+// as pasting the export line would. The example must
 // report OK; then the emulator is stopped with SIGINT and must leave no
 // process behind.
 func TestREADMELocalBrokers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the emulators and the example with go run")
 	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
+	var steps []localStep
+	for _, guide := range localGuides {
+		doc, err := os.ReadFile("../../" + guide)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, localSteps(t, guide, string(doc))...)
 	}
-	steps := localSteps(t, string(readme))
 	if len(steps) < 2 {
-		t.Fatalf("README's local section shows %d emulator(s) with an example command, want fauxqs and the Service Bus emulator", len(steps))
+		t.Fatalf("the guides' local sections show %d emulator(s) with an example command, want fauxqs and the Service Bus emulator", len(steps))
 	}
 	if _, err := exec.LookPath("npm"); err != nil {
 		nodeproc.Unavailable(t, "the emulators' first run needs npm: not found on PATH")
@@ -44,7 +48,11 @@ func TestREADMELocalBrokers(t *testing.T) {
 	}
 }
 
-// localStep is one emulator of the README's local section: its command,
+// localGuides are the broker guides whose "Run it locally" section starts
+// an emulator.
+var localGuides = []string{"docs/brokers/sqs-fifo.md", "docs/brokers/servicebus.md"}
+
+// localStep is one emulator of a guide's local section: its command,
 // the queue URL of its sample output, and the example's command on it.
 type localStep struct {
 	name      string
@@ -56,11 +64,11 @@ type localStep struct {
 // localSteps reads the section's fenced blocks in order: an sh block
 // whose command runs an emulator, the sample output that follows it,
 // and the next sh block that runs the example.
-func localSteps(t *testing.T, readme string) []localStep {
+func localSteps(t *testing.T, guide, doc string) []localStep {
 	t.Helper()
-	_, sec, ok := strings.Cut(readme, "\n## Run it on each broker locally\n")
+	_, sec, ok := strings.Cut(doc, "\n## Run it locally\n")
 	if !ok {
-		t.Fatal(`README.md lacks "## Run it on each broker locally"`)
+		t.Fatalf(`%s lacks "## Run it locally"`, guide)
 	}
 	sec, _, _ = strings.Cut(sec, "\n## ")
 	var steps []localStep
@@ -92,7 +100,7 @@ func localSteps(t *testing.T, readme string) []localStep {
 	}
 	for _, s := range steps {
 		if s.sampleURL == "" || s.example == "" || !strings.Contains(s.example, s.sampleURL) {
-			t.Fatalf("README's %s: the example command %q does not run on the sample's queue URL %q", s.name, s.example, s.sampleURL)
+			t.Fatalf("%s, %s: the example command %q does not run on the sample's queue URL %q", guide, s.name, s.example, s.sampleURL)
 		}
 	}
 	return steps
@@ -105,7 +113,7 @@ func (s localStep) run(t *testing.T) {
 	}
 	args := strings.Fields(s.emulator)
 	if args[0] != "go" || strings.ContainsAny(s.emulator, `'"$\`) {
-		t.Fatalf("the README's command %q is not a plain go command", s.emulator)
+		t.Fatalf("the guide's command %q is not a plain go command", s.emulator)
 	}
 	emu := nodeproc.RunCommand(t, "../..", goBin, args[1:]...)
 	out := emu.WaitLine("ready", 5*time.Minute)

@@ -6,17 +6,17 @@ import (
 	"testing"
 )
 
-// TestREADMEBillingHandler: the README's "Testing your handler" shows
+// TestREADMEBillingHandler: docs/testing.md (the README's guide to the test kit) shows
 // TestBillingHandler as it is.
 func TestREADMEBillingHandler(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/testing.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const marker = "<!-- testing your handler: kept in sync by examples/orders TestREADMEBillingHandler -->\n```go\n"
 	_, block, ok := strings.Cut(string(readme), marker)
 	if !ok {
-		t.Fatalf("README.md lacks %q", marker)
+		t.Fatalf("docs/testing.md lacks %q", marker)
 	}
 	block, _, _ = strings.Cut(block, "```")
 	src, err := os.ReadFile("billing_test.go")
@@ -27,6 +27,6 @@ func TestREADMEBillingHandler(t *testing.T) {
 	fn, _, _ = strings.Cut(fn, "\n}\n")
 	fn = "func TestBillingHandler(" + fn + "\n}\n"
 	if block != fn {
-		t.Fatalf("README.md shows\n%s\nbilling_test.go has\n%s", block, fn)
+		t.Fatalf("docs/testing.md shows\n%s\nbilling_test.go has\n%s", block, fn)
 	}
 }

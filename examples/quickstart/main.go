@@ -8,8 +8,8 @@
 //
 // -broker runs it on another broker (-subscription names where to
 // consume; by default the -broker URL itself for a queue: sqsfifo://,
-// servicebus://), e.g. on the fauxqs emulator of the README's "Run it on
-// each broker locally":
+// servicebus://), e.g. on the fauxqs emulator of docs/brokers/sqs-fifo.md, "Run it
+// locally":
 //
 //	go -C examples run ./quickstart -broker 'sqsfifo://orders.fifo?endpoint=http://127.0.0.1:PORT&region=us-east-1'
 //

@@ -1,5 +1,5 @@
 // Package layout holds the tests of the repository's shape, which the
-// README's "Layout" section promises:
+// guide docs/layout.md promises:
 //
 //   - what a user downloads: a program importing broker, drivers/rabbit,
 //     idem and idem/postgres, given wary's modules as a fresh module proxy

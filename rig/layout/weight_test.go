@@ -105,10 +105,11 @@ func user(t *testing.T, dir string, reqs []string, pkgs ...string) string {
 	return dir
 }
 
-// TestUserTidyWeight: what a user of RabbitMQ and PostgreSQL downloads
-// when they add wary, from a fresh module cache, and that their own AWS
-// and Azure versions stay theirs (the heavy drivers are modules of their
-// own, so wary's go.mod does not raise them).
+// TestUserTidyWeight: the README's install command (go get) works in a
+// module of the user's own; what a user of RabbitMQ and PostgreSQL
+// downloads when they add wary, from a fresh module cache, and that their
+// own AWS and Azure versions stay theirs (the heavy drivers are modules of
+// their own, so wary's go.mod does not raise them).
 func TestUserTidyWeight(t *testing.T) {
 	dir := repo(t)
 	proxy := proxyReachable(t, dir)
@@ -122,6 +123,22 @@ func TestUserTidyWeight(t *testing.T) {
 		"GOFLAGS=-mod=mod",
 	}
 	t.Cleanup(func() { _ = exec.Command("chmod", "-R", "u+w", cache).Run() })
+
+	// The README's install command, in a module of the user's own.
+	install := filepath.Join(work, "install")
+	if err := os.MkdirAll(install, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(install, "go.mod"), []byte("module example.com/install\n\ngo 1.26.8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A module cache of its own, so that the counts below start empty.
+	installEnv := append([]string{"GOMODCACHE=" + filepath.Join(work, "installcache")}, env[1:]...)
+	t.Cleanup(func() { _ = exec.Command("chmod", "-R", "u+w", filepath.Join(work, "installcache")).Run() })
+	goCmd(t, install, installEnv, "get", root) // README: go get github.com/wary-go/wary
+	if got := strings.TrimSpace(string(goCmd(t, install, installEnv, "list", "-m", root))); got != root+" "+tag {
+		t.Errorf("after go get %s, go list -m says %q, want %q", root, got, root+" "+tag)
+	}
 
 	prog := user(t, filepath.Join(work, "user"), nil,
 		root+"/broker", root+"/drivers/rabbit", root+"/idem", root+"/idem/postgres")

@@ -213,7 +213,7 @@ func TestSoakRabbit(t *testing.T) {
 func unescapeBroker(s string) string { return strings.ReplaceAll(s, "%7Bbroker%7D", "{broker}") }
 
 func TestSoakKafka(t *testing.T) {
-	// Issue 17 (see the README): after BrokerRestart's leader moves, kfake
+	// Issue 17 (see docs/reliability.md): after BrokerRestart's leader moves, kfake
 	// answers OffsetForLeaderEpoch for the epoch a consumer at the end of a
 	// partition consumed at as "unknown" (pkg/kfake
 	// 23_offset_for_leader_epoch.go, "Requested epoch is not yet known"),

@@ -235,23 +235,23 @@ func TestExplainDedupWindowShorterThanRelay(t *testing.T) {
 	r.has(t, "dedup of IDs for 1m per queue")
 }
 
-// TestREADMEExplainOrders: the README shows what wary explain prints for
+// TestREADMEExplainOrders: docs/operating.md shows what wary explain prints for
 // the orders example's setup.
 func TestREADMEExplainOrders(t *testing.T) {
-	readme, err := os.ReadFile("../../../../README.md")
+	readme, err := os.ReadFile("../../../../docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const cmd = "$ wary explain --broker mem://orders --subscription mem://orders/billing --config examples/orders/pipeline.json\n"
 	_, block, ok := strings.Cut(string(readme), cmd)
 	if !ok {
-		t.Fatalf("README.md lacks %q", cmd)
+		t.Fatalf("docs/operating.md lacks %q", cmd)
 	}
 	block, _, _ = strings.Cut(block, "```")
 	w := newWary(t)
 	r := w.want(cli.ExitOK, "explain", "--broker", "mem://orders", "--subscription", "mem://orders/billing", "--config", "../../../../examples/orders/pipeline.json")
 	if r.out != block {
-		t.Fatalf("README.md shows\n%s\nwary explain prints\n%s", block, r.out)
+		t.Fatalf("docs/operating.md shows\n%s\nwary explain prints\n%s", block, r.out)
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/wary-go/wary/internal/nodeproc"
 )
 
-// TestReadmeCommand runs the README's command as a person would (go run,
+// TestReadmeCommand runs the guide's command (docs/brokers) as a person would (go run,
 // from the module's folder), waits for its "ready" line, publishes and
 // receives one message through the connection string, the administration
 // endpoint and the plain queue and topic URLs it printed (the driver reads

@@ -15,7 +15,7 @@ import (
 	"github.com/wary-go/wary/internal/nodeproc"
 )
 
-// TestReadmeCommand runs the README's command as a person would (go run,
+// TestReadmeCommand runs the guide's command (docs/brokers) as a person would (go run,
 // from the module's folder), waits for its "ready" line, publishes and
 // receives one message through the queue URL it printed, and stops it
 // with Ctrl-C's SIGINT: it exits 0 and leaves no process behind.
