@@ -87,6 +87,7 @@ func (in *Inbox[Tx]) handleGrouped(it *item[Tx]) {
 // transaction's own work (begin, claim); each handler gets its item's.
 func (in *Inbox[Tx]) handleBatch(ctx context.Context, its []*item[Tx]) {
 	in.purgeDue(ctx)
+	in.expireDue(ctx)
 	pending := make([]*item[Tx], 0, len(its))
 	for _, it := range its {
 		if err := checkID(it.d.Message.ID); err != nil {
