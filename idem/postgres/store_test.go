@@ -136,8 +136,8 @@ func TestSchemaOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'x\_%'`, schema).Scan(&n); err != nil || n != 8 {
-		t.Errorf("tables in %s: %d, %v; want 8", schema, n, err)
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'x\_%'`, schema).Scan(&n); err != nil || n != 9 {
+		t.Errorf("tables in %s: %d, %v; want 9", schema, n, err)
 	}
 	tx, err := st.Driver().Begin(ctx)
 	if err != nil {
