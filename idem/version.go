@@ -26,7 +26,7 @@ func (in *Inbox[Tx]) versioned(h Handler[Tx], hold bool) Handler[Tx] {
 // passes, and then, where the inbox holds gaps, the early events that
 // follow d's (with heal).
 func (in *Inbox[Tx]) checkVersion(ctx context.Context, tx Tx, d *broker.Delivery, table VersionTable, h Handler[Tx], hold, heal bool) error {
-	ev, err := in.version(ctx, tx, d, table, hold)
+	ev, err := in.version(ctx, tx, d, table, hold, heal)
 	if err != nil {
 		return err
 	}
@@ -45,8 +45,9 @@ func (in *Inbox[Tx]) checkVersion(ctx context.Context, tx Tx, d *broker.Delivery
 // a missing aggregate errEarly (or errEarlyParked) when it held the event
 // (hold, and the inbox holds gaps), a *ParkError otherwise; a permanent
 // error for a message without valid event headers; and any other error
-// for a failed check.
-func (in *Inbox[Tx]) version(ctx context.Context, tx Tx, d *broker.Delivery, table VersionTable, hold bool) (Event, error) {
+// for a failed check. With lock (or hold), where the inbox holds gaps, it
+// locks the aggregate first (heal's successors are locked already).
+func (in *Inbox[Tx]) version(ctx context.Context, tx Tx, d *broker.Delivery, table VersionTable, hold, lock bool) (Event, error) {
 	ev, err := ParseEvent(d.Message)
 	if err == nil && ev.Version < 1 {
 		err = fmt.Errorf("%w: message %q has no %s header", ErrNoEvent, d.Message.ID, HeaderAggregateVersion)
@@ -55,7 +56,7 @@ func (in *Inbox[Tx]) version(ctx context.Context, tx Tx, d *broker.Delivery, tab
 		return ev, broker.Permanent(err)
 	}
 	hold = hold && in.early != nil
-	if hold {
+	if in.early != nil && (hold || lock) {
 		// Taken before the check, and held until tx ends: a transaction
 		// that applies the predecessor and one that holds this event see
 		// each other's work (see store.Early.LockAggregate).
