@@ -124,19 +124,21 @@ func earlyMessage(e *store.EarlyEvent) *broker.Message {
 // heal applies, in tx, the early events that follow version v of
 // aggregate, in version order, with h behind the version check: each
 // deleted as it is applied, under a savepoint. A successor whose handler
-// fails is left unapplied: it and the aggregate's other early events are
-// parked, with the failure as the reason, and tx goes on.
+// fails is left held (the savepoint undoes its work and its removal) and
+// tx goes on: where ctx carries a stall list (Handle's), it is recorded
+// there, to be tried again after the commit (retryStalled); elsewhere the
+// aggregate's early events are parked, with the failure as the reason.
 func (in *Inbox[Tx]) heal(ctx context.Context, tx Tx, aggregate string, v int64, table VersionTable, h Handler[Tx]) error {
 	for {
+		if err := in.early.Savepoint(ctx, tx); err != nil {
+			return storeErr("savepoint", err)
+		}
 		e, err := in.early.TakeEarly(ctx, tx, in.consumer, aggregate, v+1)
 		if err != nil {
 			return storeErr("take early event", err)
 		}
 		if e == nil {
-			return nil
-		}
-		if err := in.early.Savepoint(ctx, tx); err != nil {
-			return storeErr("savepoint", err)
+			return in.release(ctx, tx)
 		}
 		d := broker.NewDetachedDelivery(earlyMessage(e), 1)
 		_, herr := call(ctx, tx, d, func(ctx context.Context, tx Tx, d *broker.Delivery) error {
@@ -150,20 +152,119 @@ func (in *Inbox[Tx]) heal(ctx context.Context, tx Tx, aggregate string, v int64,
 				return storeErr("rollback to savepoint", err)
 			}
 		}
-		if err := in.early.Release(ctx, tx); err != nil {
-			return storeErr("release savepoint", err)
+		if err := in.release(ctx, tx); err != nil {
+			return err
 		}
 		if herr != nil {
-			reason := fmt.Sprintf("early event %q, version %d, failed when its predecessor was applied: %v", e.MessageID, e.Version, herr)
-			if err := in.store.Park(ctx, tx, parkedFrom(in.consumer, d, reason, 1, e.HeldAt, in.o.Now())); err != nil {
-				return storeErr("park early event", err)
+			if s, ok := ctx.Value(stallsKey{}).(*stalls[Tx]); ok {
+				s.list = append(s.list, stall[Tx]{aggregate: aggregate, version: v, err: herr,
+					h: func(ctx context.Context, tx Tx, d *broker.Delivery) error {
+						return in.checkVersion(ctx, tx, d, table, h, false, true)
+					}})
+				return nil
 			}
-			in.stats.parked.Add(1)
+			reason := fmt.Sprintf("early event %q, version %d, failed when its predecessor was applied: %v", e.MessageID, e.Version, herr)
 			return in.parkEarly(ctx, tx, aggregate, reason)
 		}
 		in.stats.earlyApplied.Add(1)
 		v++
 	}
+}
+
+func (in *Inbox[Tx]) release(ctx context.Context, tx Tx) error {
+	if err := in.early.Release(ctx, tx); err != nil {
+		return storeErr("release savepoint", err)
+	}
+	return nil
+}
+
+// earlyAttempts is how many attempts a held successor whose handler fails
+// gets in all (the first in its predecessor's transaction, the others
+// each in a transaction of its own right after it) before its aggregate's
+// early events are parked.
+const earlyAttempts = 3
+
+// stallsKey keys a *stalls in a context: the held successors whose
+// handler failed in a transaction, to be tried again after its commit.
+type stallsKey struct{}
+
+type stalls[Tx any] struct{ list []stall[Tx] }
+
+// stall is a held successor, of version+1, that failed with err; h runs
+// it behind the version check.
+type stall[Tx any] struct {
+	aggregate string
+	version   int64
+	err       error
+	h         Handler[Tx]
+}
+
+// withStalls returns ctx carrying a new, empty stall list.
+func withStalls[Tx any](ctx context.Context) (context.Context, *stalls[Tx]) {
+	s := &stalls[Tx]{}
+	return context.WithValue(ctx, stallsKey{}, s), s
+}
+
+// retryStalled tries again, after the transaction that recorded them
+// committed, the held successors of s: each in a transaction of its own,
+// up to earlyAttempts in all, and then parks its aggregate's early events.
+// Successors that stall in these transactions are tried too.
+func (in *Inbox[Tx]) retryStalled(ctx context.Context, s *stalls[Tx]) {
+	for len(s.list) > 0 {
+		st := s.list[0]
+		s.list = s.list[1:]
+		s.list = append(s.list, in.retryStall(ctx, st)...)
+	}
+}
+
+func (in *Inbox[Tx]) retryStall(ctx context.Context, st stall[Tx]) []stall[Tx] {
+	last := st.err
+	for attempt := 2; attempt <= earlyAttempts; attempt++ {
+		sctx, inner := withStalls[Tx](ctx)
+		tx, err := in.store.Begin(ctx)
+		if err != nil {
+			last = err
+			continue
+		}
+		err = in.early.LockAggregate(ctx, tx, in.consumer, st.aggregate)
+		var e *store.EarlyEvent
+		if err == nil {
+			e, err = in.early.TakeEarly(ctx, tx, in.consumer, st.aggregate, st.version+1)
+		}
+		if err == nil && e == nil { // applied or parked meanwhile
+			in.rollback(ctx, tx)
+			return nil
+		}
+		if err == nil {
+			_, err = call(sctx, tx, broker.NewDetachedDelivery(earlyMessage(e), attempt), st.h)
+		}
+		if err == nil {
+			if err = in.commit(ctx, tx); err == nil {
+				in.stats.earlyApplied.Add(1)
+				return inner.list
+			}
+		} else {
+			in.rollback(ctx, tx)
+		}
+		last = err
+	}
+	reason := fmt.Sprintf("early event of aggregate %q, version %d, failed %d times after its predecessor was applied: %v", st.aggregate, st.version+1, earlyAttempts, last)
+	tx, err := in.store.Begin(ctx)
+	if err == nil {
+		if err = in.early.LockAggregate(ctx, tx, in.consumer, st.aggregate); err == nil {
+			err = in.parkEarly(ctx, tx, st.aggregate, reason)
+		}
+		if err == nil {
+			err = in.commit(ctx, tx)
+		} else {
+			in.rollback(ctx, tx)
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		in.o.Logger.Warn("idem: parking early events failed; they stay held until Options.EarlyLimit", slog.String("consumer", in.consumer),
+			slog.String("aggregate_id", st.aggregate), slog.String("error", err.Error()))
+	}
+	return nil
 }
 
 // ExpireEarly parks the aggregates whose oldest early event waited longer

@@ -418,7 +418,8 @@ func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[T
 		in.count(ResultDuplicate)
 		return ResultDuplicate, in.ack(ctx, d)
 	}
-	out, err := in.run(ctx, tx, d, h, claims[0])
+	hctx, stalled := withStalls[Tx](ctx)
+	out, err := in.run(hctx, tx, d, h, claims[0])
 	if err != nil {
 		in.rollback(ctx, tx)
 		if errors.Is(err, errStore) {
@@ -434,7 +435,9 @@ func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[T
 	}
 	in.stats.commits.Add(1)
 	in.count(out)
-	return out, in.ack(ctx, d)
+	err = in.ack(ctx, d)
+	in.retryStalled(ctx, stalled)
+	return out, err
 }
 
 // count counts a committed result.
