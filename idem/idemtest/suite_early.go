@@ -71,6 +71,16 @@ func testEarly[Tx any](t *testing.T, f Factory[Tx]) {
 	if st := in.Statement(); strings.Contains(st.String(), "retry gaps") {
 		t.Errorf("statement of a holding inbox speaks of retries:\n%s", st)
 	}
+	// A subscription that keeps each aggregate's order: gaps are retried
+	// through the broker by default.
+	ordered := Caps
+	ordered.Ordering = broker.OrderPartition
+	oin, err := idem.NewInbox(e.Store, "early-ordered", ordered, Quiet(&idem.Options{Versions: AggTable}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Push(Msg("c3", "z", "C", 3))
+	wantResults(t, handleAll(t, oin, e.ApplyAgg(), q, sub), "c3 gap retried", "c3 gap retried", "c3 gap retried", "c3 gap retried", "c3 parked")
 }
 
 // testEarlyGroup: with shared transactions, a held event whose predecessor
@@ -204,6 +214,19 @@ func testEarlyExpiry[Tx any](t *testing.T, f Factory[Tx]) {
 	out, err := in.ReplayAll(e.Ctx, v)
 	if err != nil || out["C"].Replayed != 4 || out["D"].Replayed != 2 {
 		t.Errorf("replay: %+v, %v", out, err)
+	}
+	// Between two lazy expiries (every EarlyLimit/4), holding another
+	// event of the aggregate finds the old hold: both are parked.
+	q.Push(Msg("f3", "f3", "F", 3))
+	wantResults(t, handleAll(t, in, v, q, sub), "f3 early")
+	advance(59 * time.Second)
+	q.Push(Msg("g1", "g1", "G", 1)) // the lazy expiry runs: f3 is 59s old
+	wantResults(t, handleAll(t, in, v, q, sub), "g1 applied")
+	advance(2 * time.Second)
+	q.Push(Msg("f4", "f4", "F", 4))
+	wantResults(t, handleAll(t, in, v, q, sub), "f4 parked")
+	if parked, err := in.Parked(e.Ctx, idem.ParkedFilter{AggregateID: "F", HasAggregate: true}); err != nil || len(parked) != 2 {
+		t.Errorf("F parked: %+v, %v; want f3 and f4", parked, err)
 	}
 	if s := e.String(`SELECT state FROM aggs WHERE id = 'C'`); s != "c1,c2,c3,c4" {
 		t.Errorf("C %q", s)
