@@ -425,6 +425,8 @@ func (e *explainer) order() {
 	}
 	v, text := VerdictOK, ""
 	switch {
+	case c.Ordering == broker.OrderNone && e.p.versioned() && e.p.Inbox != nil && e.p.Inbox.HoldsGaps:
+		text = "the broker keeps no order; version checks hold an early event in the store and apply it after its predecessor, in version order, and park the aggregate if the gap stays open"
 	case c.Ordering == broker.OrderNone && e.p.versioned():
 		v, text = VerdictWeak, "the broker keeps no order; version checks detect gaps, retry them and park the aggregate until the missing event arrives and it is replayed"
 	case c.Ordering == broker.OrderNone:
