@@ -87,6 +87,7 @@ func (in *Inbox[Tx]) handleGrouped(it *item[Tx]) {
 // transaction's own work (begin, claim); each handler gets its item's.
 func (in *Inbox[Tx]) handleBatch(ctx context.Context, its []*item[Tx]) {
 	in.purgeDue(ctx)
+	in.expireDue(ctx)
 	pending := make([]*item[Tx], 0, len(its))
 	for _, it := range its {
 		if err := checkID(it.d.Message.ID); err != nil {
@@ -96,7 +97,7 @@ func (in *Inbox[Tx]) handleBatch(ctx context.Context, its []*item[Tx]) {
 		pending = append(pending, it)
 	}
 	for len(pending) > 0 {
-		outs, failed, err := in.tryBatch(ctx, pending)
+		outs, failed, stalled, err := in.tryBatch(ctx, pending)
 		switch {
 		case err == nil:
 			ds := make([]*broker.Delivery, len(pending))
@@ -107,6 +108,7 @@ func (in *Inbox[Tx]) handleBatch(ctx context.Context, its []*item[Tx]) {
 			for k, err := range in.ackAll(ctx, ds) {
 				pending[k].err = err
 			}
+			in.retryStalled(ctx, stalled)
 			return
 		case errors.Is(err, errStore) && broker.IsPermanent(err):
 			// The store refused a value of one of the messages: handle
@@ -135,36 +137,38 @@ func (in *Inbox[Tx]) handleBatch(ctx context.Context, its []*item[Tx]) {
 // tryBatch runs one attempt at its. On a handler error it returns the
 // index of the failing item; on a store error, an error matching
 // errStore. The transaction is committed only when every handler
-// succeeded.
-func (in *Inbox[Tx]) tryBatch(ctx context.Context, its []*item[Tx]) ([]Result, int, error) {
+// succeeded; it then returns the held successors that failed in it (see
+// heal).
+func (in *Inbox[Tx]) tryBatch(ctx context.Context, its []*item[Tx]) ([]Result, int, *stalls[Tx], error) {
 	ds := make([]*broker.Delivery, len(its))
 	for i, it := range its {
 		ds[i] = it.d
 	}
 	tx, began, claimed, err := in.beginClaim(ctx, ds)
 	if err != nil {
-		return nil, 0, storeErr("begin and claim", err)
+		return nil, 0, nil, storeErr("begin and claim", err)
 	}
 	outs := make([]Result, len(its))
 	if !began { // duplicates all, and nothing was begun
 		for i := range outs {
 			outs[i] = ResultDuplicate
 		}
-		return outs, 0, nil
+		return outs, 0, &stalls[Tx]{}, nil
 	}
+	stalled := &stalls[Tx]{}
 	for i, it := range its {
-		out, err := in.run(it.ctx, tx, it.d, it.h, claimed[i])
+		out, err := in.run(context.WithValue(it.ctx, stallsKey{}, stalled), tx, it.d, it.h, claimed[i])
 		if err != nil {
 			in.rollback(ctx, tx)
-			return nil, i, err
+			return nil, i, nil, err
 		}
 		outs[i] = out
 	}
 	if err := in.commit(ctx, tx); err != nil {
-		return nil, 0, storeErr("commit", err)
+		return nil, 0, nil, storeErr("commit", err)
 	}
 	in.stats.commits.Add(1)
-	return outs, 0, nil
+	return outs, 0, stalled, nil
 }
 
 // beginClaim begins the transaction of ds and claims them in it: their

@@ -51,7 +51,8 @@ type Options struct {
 	// of effects applied twice.
 	AllowShortRetention bool
 	// MaxAttempts is how many attempts a handler returning a *ParkError
-	// (a gap) gets before the message is parked (default 5). Each retry
+	// (a gap, where gaps are retried) gets before the message is parked
+	// (default 5). Each retry
 	// is a nack, so a broker delivery: keep MaxAttempts at or below the
 	// broker's delivery limit (SubscriptionCapabilities.DeliveryLimit), or the broker
 	// dead-letters a waiting event before the inbox parks it (the
@@ -70,17 +71,30 @@ type Options struct {
 	//   - a duplicate or an older event: the handler does not run; the
 	//     claim commits and Handle reports ResultStale.
 	//   - a gap (a newer version than the next, or a version above 1 of an
-	//     aggregate without a row): retried with backoff
-	//     (ResultGapRetried), then parked after MaxAttempts attempts
-	//     (ResultParked); later events of the aggregate are held behind it
-	//     (ResultHeld, unless NoHold) until an operator replays them
-	//     (Replay, ReplayAll), through the same checks.
+	//     aggregate without a row): held in the store as an early event
+	//     (ResultEarly) and applied when its predecessor is, or retried
+	//     through the broker: see Gaps. An aggregate whose gap does not
+	//     close is parked (ResultParked: after EarlyLimit, or after
+	//     MaxAttempts attempts); later events of the aggregate are held
+	//     behind it (ResultHeld, unless NoHold) until an operator replays
+	//     them (Replay, ReplayAll), through the same checks.
 	//   - a message without valid event headers: dead-lettered as
 	//     permanent (parked where the broker cannot dead-letter).
 	//
 	// The zero VersionTable: no version checks. NewInbox refuses invalid
 	// names (ErrInvalidName).
 	Versions VersionTable
+	// Gaps says what version checks do with a gap (default GapsAuto:
+	// held in the store where the subscription keeps no order per
+	// aggregate, retried through the broker elsewhere). Holding costs
+	// one row per early event (docs/gaps.md) and no broker delivery, so
+	// a gap never meets the broker's delivery limit.
+	Gaps GapMode
+	// EarlyLimit is how long an early event waits for its predecessor
+	// (default DefaultEarlyLimit, an hour): when it has waited longer,
+	// its aggregate's early events are parked, for an operator to replay
+	// (see ExpireEarly).
+	EarlyLimit time.Duration
 	// Batch is the most deliveries one transaction holds (default 1).
 	// Above 1, concurrent calls of Handle (a Run with Concurrency above 1
 	// over Wrap) share transactions: while one is in flight the calls
@@ -175,9 +189,15 @@ type Inbox[Tx any] struct {
 	// is held by the call that runs it.
 	nextPurge atomic.Int64
 	purging   atomic.Bool
-	tel       *inboxTel
-	group     group[Tx]
-	logged    sync.Once
+	// early is the store's part that holds gaps, nil where the inbox
+	// retries them (Options.Gaps); nextExpire and expiring are to
+	// expireDue what nextPurge and purging are to the purge.
+	early      store.Early[Tx]
+	nextExpire atomic.Int64
+	expiring   atomic.Bool
+	tel        *inboxTel
+	group      group[Tx]
+	logged     sync.Once
 }
 
 // NewInbox returns an inbox for consumer on store. caps are the
@@ -210,6 +230,7 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Subscri
 	c.Count("PurgeBatch", o.PurgeBatch)
 	c.Duration("PurgeInterval", o.PurgeInterval, true)
 	c.Duration("CommitTimeout", o.CommitTimeout, false)
+	c.Duration("EarlyLimit", o.EarlyLimit, false)
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
@@ -222,6 +243,9 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Subscri
 	if o.PurgeInterval == 0 {
 		o.PurgeInterval = 10 * time.Minute
 	}
+	if o.EarlyLimit <= 0 {
+		o.EarlyLimit = DefaultEarlyLimit
+	}
 	if o.CommitTimeout <= 0 {
 		o.CommitTimeout = 30 * time.Second
 	}
@@ -231,7 +255,11 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Subscri
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	in := &Inbox[Tx]{store: st, consumer: consumer, caps: caps, o: o}
+	early, err := gapsHeld(st, &o, caps)
+	if err != nil {
+		return nil, fmt.Errorf("consumer %q: %w", consumer, err)
+	}
+	in := &Inbox[Tx]{store: st, consumer: consumer, caps: caps, o: o, early: early}
 	newInboxTel(in)
 	return in, nil
 }
@@ -244,7 +272,7 @@ func (o *Options) hasVersions() bool { return o.Versions != VersionTable{} }
 // give.
 func (in *Inbox[Tx]) Statement() guarantee.Statement {
 	p := guarantee.Pipeline{Subscription: &in.caps, Inbox: &guarantee.Inbox{Consumer: in.consumer, Retention: in.o.Retention,
-		MaxAttempts: in.o.MaxAttempts, Versioned: in.o.hasVersions()}}
+		MaxAttempts: in.o.MaxAttempts, Versioned: in.o.hasVersions(), HoldsGaps: in.early != nil}}
 	return guarantee.Explain(p).Stages("transport", "consumption")
 }
 
@@ -360,7 +388,7 @@ func (in *Inbox[Tx]) Wrap(h Handler[Tx]) broker.Handler {
 func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[Tx]) (Result, error) {
 	in.logStart()
 	ctx, span := in.tel.startHandle(ctx, d)
-	h = in.versioned(h)
+	h = in.versioned(h, true)
 	var r Result
 	var err error
 	if in.o.Batch > 1 {
@@ -376,6 +404,7 @@ func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[T
 
 func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[Tx]) (Result, error) {
 	in.purgeDue(ctx)
+	in.expireDue(ctx)
 	if err := checkID(d.Message.ID); err != nil {
 		return in.poison(ctx, d, err)
 	}
@@ -390,7 +419,8 @@ func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[T
 		in.count(ResultDuplicate)
 		return ResultDuplicate, in.ack(ctx, d)
 	}
-	out, err := in.run(ctx, tx, d, h, claims[0])
+	hctx, stalled := withStalls[Tx](ctx)
+	out, err := in.run(hctx, tx, d, h, claims[0])
 	if err != nil {
 		in.rollback(ctx, tx)
 		if errors.Is(err, errStore) {
@@ -406,7 +436,9 @@ func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[T
 	}
 	in.stats.commits.Add(1)
 	in.count(out)
-	return out, in.ack(ctx, d)
+	err = in.ack(ctx, d)
+	in.retryStalled(ctx, stalled)
+	return out, err
 }
 
 // count counts a committed result.
@@ -423,6 +455,8 @@ func (in *Inbox[Tx]) count(r Result) {
 		in.stats.held.Add(1)
 		in.stats.parked.Add(1)
 	}
+	// ResultEarly and the ResultParked of an expired hold are counted
+	// where they happen (hold, parkEarly).
 }
 
 // errStore marks failures of the store (not of the handler): the whole
@@ -461,6 +495,10 @@ func call[Tx any](ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx])
 		return ResultApplied, nil
 	case errors.Is(err, SkipStale):
 		return ResultStale, nil
+	case errors.Is(err, errEarly):
+		return ResultEarly, nil
+	case errors.Is(err, errEarlyParked):
+		return ResultParked, nil
 	default:
 		return 0, err
 	}

@@ -69,7 +69,7 @@ const (
 )
 
 // allResults are the Results Handle returns.
-var allResults = []Result{ResultApplied, ResultDuplicate, ResultStale, ResultGapRetried, ResultParked, ResultHeld, ResultFailed, ResultDeadLettered}
+var allResults = []Result{ResultApplied, ResultDuplicate, ResultStale, ResultGapRetried, ResultParked, ResultHeld, ResultFailed, ResultDeadLettered, ResultEarly}
 
 // resultName is a Result's wary.inbox.result value.
 func resultName(r Result) string {

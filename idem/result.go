@@ -44,6 +44,12 @@ const (
 	// store.ErrData), and the broker can dead-letter: dead-lettered with
 	// the reason, never applied.
 	ResultDeadLettered
+	// ResultEarly: a versioned event ahead of its aggregate (a gap), held
+	// in the store with its claim (Options.Gaps) and acknowledged; it is
+	// applied, by the same handler, in the transaction that applies its
+	// predecessor (see Stats.EarlyApplied), or parked with its aggregate
+	// after Options.EarlyLimit.
+	ResultEarly
 )
 
 func (r Result) String() string {
@@ -64,6 +70,8 @@ func (r Result) String() string {
 		return "failed"
 	case ResultDeadLettered:
 		return "dead-lettered"
+	case ResultEarly:
+		return "early"
 	}
 	return fmt.Sprintf("Result(%d)", int(r))
 }

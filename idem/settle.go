@@ -188,6 +188,12 @@ type Stats struct {
 	Gaps        int64 // version checks: gap or missing aggregate
 	Purged      int64 // inbox records deleted (Purge and the scheduled purge)
 	Replayed    int64 // parked messages replayed successfully
+	// Early counts versioned events held in the store ahead of their
+	// aggregate (ResultEarly); EarlyApplied those of them applied after
+	// their predecessor (also counted in Applied). Early minus
+	// EarlyApplied is what is held now or was parked.
+	Early        int64
+	EarlyApplied int64
 	// Commits counts the transactions Handle committed; with Options.Batch
 	// above 1, Processed+Duplicates+Held over Commits is the mean batch.
 	Commits int64
@@ -199,6 +205,7 @@ type Stats struct {
 type stats struct {
 	processed, duplicates, failed, retried, parked, held, ackFailures, storeErrors atomic.Int64
 	applied, stale, gaps, purged, replayed, commits, waiting                       atomic.Int64
+	early, earlyApplied                                                            atomic.Int64
 }
 
 // Stats returns the inbox's counters.
@@ -208,7 +215,7 @@ func (in *Inbox[Tx]) Stats() Stats {
 		Processed: s.processed.Load(), Duplicates: s.duplicates.Load(), Failed: s.failed.Load(), Retried: s.retried.Load(),
 		Parked: s.parked.Load(), Held: s.held.Load(), AckFailures: s.ackFailures.Load(), StoreErrors: s.storeErrors.Load(),
 		Applied: s.applied.Load(), Stale: s.stale.Load(), Gaps: s.gaps.Load(), Purged: s.purged.Load(), Replayed: s.replayed.Load(),
-		Commits: s.commits.Load(), Waiting: s.waiting.Load(),
+		Commits: s.commits.Load(), Waiting: s.waiting.Load(), Early: s.early.Load(), EarlyApplied: s.earlyApplied.Load(),
 	}
 }
 

@@ -47,6 +47,10 @@ type Options struct {
 	// deliverable goes first. The broker dead-letters a message after
 	// MaxAttempts+3 deliveries (room for the two crashes).
 	MaxAttempts int
+	// Gaps is the inbox's idem.Options.Gaps (default idem.GapsAuto: on
+	// the Queue profile, which keeps no order, gaps are held in the
+	// store).
+	Gaps idem.GapMode
 	// Logger receives the inbox's logs (default: discarded; the Report
 	// says what happened).
 	Logger *slog.Logger
@@ -158,6 +162,7 @@ func New(t testing.TB, opts *Options) *Kit {
 	k.inbox, err = idem.NewInbox(k.store, o.Consumer, k.faulty.Capabilities(), &idem.Options{
 		Versions:    o.Versions,
 		MaxAttempts: o.MaxAttempts,
+		Gaps:        o.Gaps,
 		Now:         k.clock.Now,
 		Logger:      o.Logger,
 	})

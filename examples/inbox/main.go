@@ -98,7 +98,12 @@ func run(ctx context.Context, w io.Writer) error {
 	inbox, err := idem.NewInbox(store, "ledger", sub.Capabilities(), &idem.Options{
 		Versions:    idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"},
 		MaxAttempts: 2, // park a gap after two attempts (default 5)
-		Logger:      slog.New(slog.DiscardHandler),
+		// This example shows broker retry and parking; on a queue that
+		// keeps no order the default (idem.GapsAuto) holds a gap in the
+		// store instead and applies it after its predecessor
+		// (docs/gaps.md).
+		Gaps:   idem.GapsRetry,
+		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		return err

@@ -282,8 +282,11 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 
 	// 3. The billing consumer: inbox, version check, payment staged with
 	// an idempotency key in the same transaction.
+	// Gaps retried through the broker and parked, which the report
+	// narrates; the default on a queue without order holds them in the
+	// store instead (docs/gaps.md).
 	inboxOpts := &idem.Options{Logger: quiet,
-		MaxAttempts: 3, Versions: billingVersions}
+		MaxAttempts: 3, Versions: billingVersions, Gaps: idem.GapsRetry}
 	if br.sub.Capabilities().RedeliveryHorizon == broker.HorizonUnknown {
 		// The driver cannot say how late a copy may come: the inbox needs
 		// a retention chosen by us (a finite horizon is the default, an

@@ -93,6 +93,9 @@ type Inbox struct {
 	// CheckVersion), so duplicates and stale events are told apart and
 	// gaps are retried, then parked.
 	Versioned bool
+	// HoldsGaps: a gap is held in the store (idem.Options.Gaps), not
+	// retried through the broker, so no delivery limit applies to it.
+	HoldsGaps bool
 }
 
 // Verdict grades one line of a Statement.
@@ -422,6 +425,8 @@ func (e *explainer) order() {
 	}
 	v, text := VerdictOK, ""
 	switch {
+	case c.Ordering == broker.OrderNone && e.p.versioned() && e.p.Inbox != nil && e.p.Inbox.HoldsGaps:
+		text = "the broker keeps no order; version checks hold an early event in the store and apply it after its predecessor, in version order, and park the aggregate if the gap stays open"
 	case c.Ordering == broker.OrderNone && e.p.versioned():
 		v, text = VerdictWeak, "the broker keeps no order; version checks detect gaps, retry them and park the aggregate until the missing event arrives and it is replayed"
 	case c.Ordering == broker.OrderNone:
@@ -480,7 +485,7 @@ func (e *explainer) consumption() {
 	if maxAttempts < 1 {
 		maxAttempts = 5
 	}
-	if o.Versioned && known && c.DeliveryLimit > 0 && maxAttempts > c.DeliveryLimit && !c.Source.IsUnread(driver.SettingDeliveryLimit) {
+	if o.Versioned && !o.HoldsGaps && known && c.DeliveryLimit > 0 && maxAttempts > c.DeliveryLimit && !c.Source.IsUnread(driver.SettingDeliveryLimit) {
 		// Each gap retry is a nack, so a broker delivery: the broker's
 		// limit comes first and the message leaves the queue unparked.
 		fate := "dead-lettered"
@@ -494,7 +499,11 @@ func (e *explainer) consumption() {
 	}
 	text := fmt.Sprintf("inbox %q claims each message ID in the handler's transaction, records kept %s (horizon %s)", o.Consumer, horizon(ret), horizon(h))
 	if o.Versioned {
-		text += fmt.Sprintf("; version checks ack duplicates and stale events, retry gaps %d times, then park the aggregate", maxAttempts)
+		if o.HoldsGaps {
+			text += "; version checks ack duplicates and stale events, hold gaps in the store until the predecessor is applied, then park the aggregate if it does not come"
+		} else {
+			text += fmt.Sprintf("; version checks ack duplicates and stale events, retry gaps %d times, then park the aggregate", maxAttempts)
+		}
 		e.reconcile("parked messages (wary parked list; replay or discard)")
 	} else {
 		text += "; no version checks: an event older than the aggregate's state is applied over it"

@@ -236,7 +236,7 @@ func testGroupErrors[Tx any](t *testing.T, f Factory[Tx]) {
 // writes of the deliveries before them in it.
 func testGroupVersioned[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "")
-	in := e.Inbox("vgroup", &idem.Options{Batch: 10, Versions: AggTable})
+	in := e.Inbox("vgroup", &idem.Options{Batch: 10, Versions: AggTable, Gaps: idem.GapsRetry})
 	q := NewQueue(Caps)
 	sub := q.Subscription(nil)
 	var mu sync.Mutex

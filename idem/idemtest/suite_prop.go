@@ -46,7 +46,7 @@ func testProperty[Tx any](t *testing.T, f Factory[Tx]) {
 			}
 			msgs = append(msgs, &m)
 		}
-		in, err := idem.NewInbox(e.Store, fmt.Sprintf("prop%d", iter), Caps, Quiet(&idem.Options{MaxAttempts: 3, Versions: AggTable}))
+		in, err := idem.NewInbox(e.Store, fmt.Sprintf("prop%d", iter), Caps, Quiet(&idem.Options{MaxAttempts: 3, Versions: AggTable, Gaps: idem.GapsRetry}))
 		if err != nil {
 			rt.Fatal(err)
 		}

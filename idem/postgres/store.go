@@ -80,6 +80,7 @@ type driver struct {
 
 var _ store.Driver[pgx.Tx] = (*driver)(nil)
 var _ store.ConcurrentClaimer = (*driver)(nil)
+var _ store.Early[pgx.Tx] = (*driver)(nil)
 
 // Driver implements [store.Provider]: it returns the store's driver, for
 // idem's constructors. Applications do not call it.

@@ -89,9 +89,8 @@ func Example_inboxVersioned() {
 	// Each event's version is checked against the accounts table before
 	// the handler runs.
 	inbox, err := idem.NewInbox(st, "ledger", sub.Capabilities(), &idem.Options{
-		Versions:    idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"},
-		MaxAttempts: 1, // park a gap at once (the default retries 5 times with backoff)
-		Logger:      slog.New(slog.DiscardHandler),
+		Versions: idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"},
+		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -120,30 +119,24 @@ func Example_inboxVersioned() {
 		r, _ := inbox.Handle(ctx, ds[0], apply)
 		fmt.Println(ds[0].Message.ID, r)
 	}
-	// v1, then v3 before v2 (a gap: parked), then v2 (held behind v3).
+	// v1, then v3 before v2: a gap, so v3 is held in the store as an
+	// early event and acknowledged; v2 is applied, and v3 after it in the
+	// same transaction.
 	deliver(event(1))
 	deliver(event(3))
 	deliver(event(2))
-	parked, _ := inbox.Parked(ctx, idem.ParkedFilter{})
-	for _, p := range parked {
-		fmt.Printf("parked %s (version %d): %s\n", p.MessageID, p.Version, p.Reason)
-	}
-	// An operator replays the aggregate in version order.
-	res, _ := inbox.Replay(ctx, "acct-1", apply)
 	// v1 again under a new ID, as a producer replaying its log would send
 	// it: stale, acknowledged, not applied.
 	deliver(&broker.Message{ID: "replayed", Headers: event(1).Headers})
 	var version, balance int
 	_ = st.DB().QueryRow(`SELECT version, balance FROM accounts WHERE id = 'acct-1'`).Scan(&version, &balance)
-	fmt.Printf("replayed %d; version %d, balance %d\n", res.Replayed, version, balance)
+	fmt.Printf("version %d, balance %d, early events applied %d\n", version, balance, inbox.Stats().EarlyApplied)
 	// Output:
 	// acct-1-v1 applied
-	// acct-1-v3 parked
-	// acct-1-v2 held
-	// parked acct-1-v2 (version 2): held behind a parked message of aggregate acct-1
-	// parked acct-1-v3 (version 3): gap: aggregate "acct-1" at version 1, event version 3
+	// acct-1-v3 early
+	// acct-1-v2 applied
 	// replayed stale
-	// replayed 2; version 3, balance 20
+	// version 3, balance 20, early events applied 1
 }
 
 func ExampleStore_transition() {

@@ -65,6 +65,7 @@ type outboxDriver interface {
 }
 
 var _ store.Driver[*sql.Tx] = (*driver)(nil)
+var _ store.Early[*sql.Tx] = (*driver)(nil)
 
 // Driver implements [store.Provider]: it returns the store's driver, for
 // idem's constructors. Applications do not call it.

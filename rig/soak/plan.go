@@ -124,6 +124,11 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "  not applicable: %s\n", strings.Join(na, "; "))
 	}
 	h := r.History
+	perMessage := 0.0
+	if r.Published > 0 {
+		perMessage = float64(r.Deliveries) / float64(r.Published)
+	}
+	fmt.Fprintf(&b, "  deliveries per message %.3f, rate %.0f messages/s\n", perMessage, float64(r.Published)/max(r.Duration.Seconds(), 1e-9))
 	fmt.Fprintf(&b, "  published %d, deliveries %d (%d redeliveries, %d messages delivered more than once), duplicated effects %d, lost %d, unexpected %d, order violations %d, consumers that handled messages %d, worker restarts %d\n",
 		r.Published, r.Deliveries, r.Redeliveries, len(h.DuplicateDeliveries), len(h.DuplicateEffects), len(h.Lost), len(h.Unexpected), len(r.OrderViolations), r.ConsumersActive, r.WorkerRestarts)
 	fmt.Fprintf(&b, "  history: %s\n", h)

@@ -1,0 +1,141 @@
+package sqlcore
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/wary-go/wary/idem/store"
+)
+
+// The early events' statements (store.Early).
+const (
+	earlyHold = `INSERT INTO {{early}} (consumer, aggregate_id, version, message_id, msg_key, headers, body, held_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (consumer, aggregate_id, version) DO NOTHING`
+	earlyOldest = `SELECT min(held_at) FROM {{early}} WHERE consumer = $1 AND aggregate_id = $2`
+	earlyCols   = `aggregate_id, version, message_id, msg_key, headers, body, held_at`
+	earlyTake   = `DELETE FROM {{early}} WHERE consumer = $1 AND aggregate_id = $2 AND version = $3 RETURNING ` + earlyCols
+	earlyAll    = `DELETE FROM {{early}} WHERE consumer = $1 AND aggregate_id = $2 RETURNING ` + earlyCols
+	earlyOld    = `SELECT DISTINCT aggregate_id FROM {{early}} WHERE consumer = $1 AND held_at < $2 LIMIT $3`
+	earlyCount  = `SELECT count(*) FROM {{early}} WHERE consumer = $1`
+)
+
+// LockAggregate implements store.Early with the dialect's Lock (none for
+// a store whose transactions are serialised).
+func (c *Core[Tx]) LockAggregate(ctx context.Context, tx Tx, consumer, aggregateID string) error {
+	if c.d.Lock == "" {
+		return nil
+	}
+	h := fnv.New64a()
+	h.Write([]byte("wary-early:" + c.names["early"] + "\x00" + consumer + "\x00" + aggregateID))
+	_, err := c.b.Q(tx).Exec(ctx, c.d.Lock, int64(h.Sum64()))
+	return err
+}
+
+// HoldEarly implements store.Early.
+func (c *Core[Tx]) HoldEarly(ctx context.Context, tx Tx, e *store.EarlyEvent) (bool, time.Time, error) {
+	h, err := encodeHeaders(e.Headers)
+	if err != nil {
+		return false, time.Time{}, err
+	}
+	body := e.Body
+	if body == nil {
+		body = []byte{}
+	}
+	q := c.b.Q(tx)
+	n, err := q.Exec(ctx, c.render(earlyHold), e.Consumer, e.AggregateID, e.Version, e.MessageID, e.Key, h, body, c.d.Time(e.HeldAt))
+	if err != nil {
+		return false, time.Time{}, err
+	}
+	var oldest time.Time
+	err = q.QueryRow(ctx, c.render(earlyOldest), e.Consumer, e.AggregateID).Scan(timeDest{&oldest})
+	return n == 1, oldest, err
+}
+
+// TakeEarly implements store.Early.
+func (c *Core[Tx]) TakeEarly(ctx context.Context, tx Tx, consumer, aggregateID string, version int64) (*store.EarlyEvent, error) {
+	es, err := c.takeEarly(ctx, tx, c.render(earlyTake), consumer, aggregateID, version)
+	if err != nil || len(es) == 0 {
+		return nil, err
+	}
+	return &es[0], nil
+}
+
+// TakeAllEarly implements store.Early.
+func (c *Core[Tx]) TakeAllEarly(ctx context.Context, tx Tx, consumer, aggregateID string) ([]store.EarlyEvent, error) {
+	es, err := c.takeEarly(ctx, tx, c.render(earlyAll), consumer, aggregateID)
+	for i := 1; i < len(es); i++ { // by version: RETURNING has no order
+		for j := i; j > 0 && es[j].Version < es[j-1].Version; j-- {
+			es[j], es[j-1] = es[j-1], es[j]
+		}
+	}
+	return es, err
+}
+
+func (c *Core[Tx]) takeEarly(ctx context.Context, tx Tx, q, consumer string, args ...any) ([]store.EarlyEvent, error) {
+	rows, err := c.b.Q(tx).Query(ctx, q, append([]any{consumer}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.EarlyEvent
+	for rows.Next() {
+		e := store.EarlyEvent{Consumer: consumer}
+		var h string
+		if err := rows.Scan(&e.AggregateID, &e.Version, &e.MessageID, &e.Key, &h, &e.Body, timeDest{&e.HeldAt}); err != nil {
+			return nil, err
+		}
+		if e.Headers, err = decodeHeaders(h); err != nil {
+			return nil, fmt.Errorf("early event %q: headers: %w", e.MessageID, err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// ExpiredEarly implements store.Early.
+func (c *Core[Tx]) ExpiredEarly(ctx context.Context, consumer string, before time.Time, limit int) ([]string, error) {
+	var out []string
+	err := c.inTx(ctx, func(q Querier) error {
+		rows, err := q.Query(ctx, c.render(earlyOld), consumer, c.d.Time(before), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a string
+			if err := rows.Scan(&a); err != nil {
+				return err
+			}
+			out = append(out, a)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// CountEarly implements store.Early.
+func (c *Core[Tx]) CountEarly(ctx context.Context, consumer string) (int, error) {
+	var n int64
+	err := c.inTx(ctx, func(q Querier) error { return q.QueryRow(ctx, c.render(earlyCount), consumer).Scan(&n) })
+	return int(n), err
+}
+
+// Savepoint implements store.Early.
+func (c *Core[Tx]) Savepoint(ctx context.Context, tx Tx) error {
+	_, err := c.b.Q(tx).Exec(ctx, "SAVEPOINT wary_early")
+	return err
+}
+
+// RollbackTo implements store.Early.
+func (c *Core[Tx]) RollbackTo(ctx context.Context, tx Tx) error {
+	_, err := c.b.Q(tx).Exec(ctx, "ROLLBACK TO SAVEPOINT wary_early")
+	return err
+}
+
+// Release implements store.Early.
+func (c *Core[Tx]) Release(ctx context.Context, tx Tx) error {
+	_, err := c.b.Q(tx).Exec(ctx, "RELEASE SAVEPOINT wary_early")
+	return err
+}
