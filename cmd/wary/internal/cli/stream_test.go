@@ -59,4 +59,12 @@ func TestOutboxStatusStream(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.out), &j); err != nil || j.Stream.Slot != slot || !j.Stream.Active || j.Stream.LagBytes == nil || j.Stream.WALStatus == "" {
 		t.Errorf("status --json: %+v, %v\n%s", j, err, r.out)
 	}
+	// The console shows the same slot on its outbox page and in its API.
+	con := startConsole(t, append([]string{"--broker", "mem://orders", "--subscription", "mem://orders/billing", "--consumer", "billing"}, args...)...)
+	for _, path := range []string{"/outbox", "/api/outbox"} {
+		code, body := get(t, con.base+path, nil)
+		if code != 200 || !strings.Contains(body, slot) || !strings.Contains(body, "wal_status") && !strings.Contains(body, "a relay streams") {
+			t.Errorf("console %s: %d, the slot %s not shown:\n%s", path, code, slot, body)
+		}
+	}
 }
