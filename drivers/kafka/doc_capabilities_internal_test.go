@@ -3,7 +3,7 @@ package kafka
 import (
 	"testing"
 
-	"github.com/wary-go/wary/internal/capsdoc"
+	"github.com/wary-go/wary/conformance/capsdoc"
 )
 
 // TestDocCapabilities: docs/brokers/kafka.md shows what the driver

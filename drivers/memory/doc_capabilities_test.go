@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/wary-go/wary/drivers/memory"
-	"github.com/wary-go/wary/internal/capsdoc"
+	"github.com/wary-go/wary/conformance/capsdoc"
 )
 
 // TestDocCapabilities: docs/brokers/memory.md shows what each profile

@@ -3,7 +3,7 @@ package rabbit
 import (
 	"testing"
 
-	"github.com/wary-go/wary/internal/capsdoc"
+	"github.com/wary-go/wary/conformance/capsdoc"
 )
 
 // TestDocCapabilities: docs/brokers/rabbitmq.md shows what the driver

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/internal/capsdoc"
+	"github.com/wary-go/wary/conformance/capsdoc"
 )
 
 // TestDocCapabilities: docs/brokers/servicebus.md shows what the driver

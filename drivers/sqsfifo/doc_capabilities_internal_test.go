@@ -3,7 +3,7 @@ package sqsfifo
 import (
 	"testing"
 
-	"github.com/wary-go/wary/internal/capsdoc"
+	"github.com/wary-go/wary/conformance/capsdoc"
 )
 
 // TestDocCapabilities: docs/brokers/sqs-fifo.md shows what the driver

@@ -149,8 +149,11 @@ func TestUserTidyWeight(t *testing.T) {
 	mib := size(t, cache) >> 20
 	t.Logf("go build: %d module zips; go mod tidy: %d module zips, module cache %d MiB", len(built), len(tidied), mib)
 	t.Logf("zips: %s", strings.Join(tidied, " "))
-	if len(tidied) > 22 {
-		t.Errorf("go mod tidy downloaded %d module zips, want at most 22", len(tidied))
+	// 23 today: pgx and its helpers, amqp091-go, OpenTelemetry's API,
+	// goleak and rapid (the packages' tests), and jackc/pglogrepl with
+	// jackc/pgio, which idem/postgres's streaming relay reads the WAL with.
+	if len(tidied) > 24 {
+		t.Errorf("go mod tidy downloaded %d module zips, want at most 24", len(tidied))
 	}
 	if mib > 150 {
 		t.Errorf("the module cache holds %d MiB after go mod tidy, want at most 150", mib)
