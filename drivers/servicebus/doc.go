@@ -131,7 +131,10 @@
 // Nack after the lock has ended (by this client's clock, from receipt or
 // the last renewal plus LockDuration) schedules nothing and returns
 // ErrLockLost: the service redelivers the original already, and a copy
-// would be a second delivery. Topic
+// would be a second delivery. When the lock ended by the service's clock
+// but not yet by this client's (a delivery that reached it late), the
+// original's complete reports the lock lost and the copy just scheduled
+// is cancelled (CancelScheduledMessages) before ErrLockLost is returned. Topic
 // subscriptions and sessions do not delay (NackDelay false): a copy sent
 // to a topic reaches every subscription, and a copy in a session goes
 // behind the session's later messages.

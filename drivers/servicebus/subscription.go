@@ -3,6 +3,7 @@ package servicebus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -375,12 +376,22 @@ func (s *subscription) SendNacks(ctx context.Context, ids []driver.AckID, delay 
 		if err != nil {
 			return err
 		}
-		if _, err := sender.ScheduleMessages(ctx, []*azservicebus.Message{cp}, at, nil); err != nil {
+		seqs, err := sender.ScheduleMessages(ctx, []*azservicebus.Message{cp}, at, nil)
+		if err != nil {
 			return err
 		}
 		// a crash here delivers the message twice (the original after its
 		// lock expires, and the copy): at least once, never lost
-		return d.by.CompleteMessage(ctx, d.rm, nil)
+		err = d.by.CompleteMessage(ctx, d.rm, nil)
+		if err != nil && code(err) == driver.LockLost {
+			// The lock ended by the service's clock though not yet by
+			// ours (the delivery reached us late): the service redelivers
+			// the original, so the copy goes.
+			if cerr := sender.CancelScheduledMessages(ctx, seqs, nil); cerr != nil {
+				return errors.Join(err, fmt.Errorf("servicebus: the nack's scheduled copy stays (a second delivery): %w", cerr))
+			}
+		}
+		return err
 	})
 }
 
