@@ -247,6 +247,13 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 		if _, err := tx.Exec(ctx, "INSERT INTO "+effectsTable+" (msg_id, agg, version) VALUES ($1, $2, $3)", d.Message.ID, ev.AggregateID, ev.Version); err != nil {
 			return err
 		}
+		if ctx.Value(deliveringKey{}) != d.Message.ID {
+			// an early event applied after its predecessor, in the
+			// predecessor's transaction: its own delivery was acked when
+			// it was held, so a slow pause here would expire the
+			// predecessor's lock, not redeliver this message
+			return nil
+		}
 		return slowIfArmed(ctx, spec, lg, d.Message.ID)
 	}
 	wrapped := in.Wrap(apply)
@@ -273,7 +280,7 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 	// off (on the memory target a kill is this cancel).
 	err = sub.Run(ctx, func(ctx context.Context, d *broker.Delivery) error {
 		lg.line(lineDelivery, d.Message.ID+" "+strconv.Itoa(d.Attempt))
-		return wrapped(ctx, d)
+		return wrapped(context.WithValue(ctx, deliveringKey{}, d.Message.ID), d)
 	}, &broker.RunOptions{Concurrency: spec.Concurrency, PerKey: true, MaxLockRenewal: -1, DrainTimeout: -1,
 		Backoff: broker.Backoff{Initial: 20 * time.Millisecond, Max: 250 * time.Millisecond}})
 	if ctx.Err() != nil || errors.Is(err, broker.ErrClosed) {
@@ -281,6 +288,11 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 	}
 	return err
 }
+
+// deliveringKey is the context key of the message ID a Run handler was
+// delivered (the apply function also runs for early events of the same
+// aggregate, in that delivery's transaction).
+type deliveringKey struct{}
 
 // slowIfArmed makes this handler the slow one if the trigger file exists
 // and this process wins the rename: it sleeps past the lock timeout inside
