@@ -3,8 +3,8 @@ package memory_test
 import (
 	"testing"
 
-	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/conformance/capsdoc"
+	"github.com/wary-go/wary/drivers/memory"
 )
 
 // TestDocCapabilities: docs/brokers/memory.md shows what each profile
