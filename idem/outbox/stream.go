@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sync"
@@ -86,21 +87,45 @@ func (r *Relay) closeStream(ctx context.Context, st store.OutboxStream) {
 	}
 }
 
-// window is a run of streamed rows published together.
-type window struct {
-	rows   []store.OutboxRow
-	aggs   map[string]struct{}
-	pos    uint64    // confirmed once this window and every earlier one settled (0: none)
-	at     time.Time // the server's time at pos
-	done   bool
-	passed bool  // rows were left in the table (failed, or not publishable)
-	err    error // the stream must stop: what was not settled is streamed again
+// The stream's rows are published in Pipeline lanes: an aggregate's rows
+// always go to the same lane (by a hash of its ID), and a lane publishes
+// its windows one after the other, so each aggregate's rows reach the
+// broker in sequence, while the lanes publish at once, never waiting for
+// each other. A lane checks its next window (Publishable) while the one
+// before it publishes. The slot is confirmed up to the end of the oldest
+// commit with a row not settled, whichever lanes its rows went to.
 
-	after     []*window           // earlier windows in flight that share aggregates
-	aloft     []store.OutboxRow   // their rows
+// commit is a streamed commit whose rows are not all settled yet.
+type commit struct {
+	pos  uint64    // confirmed once this commit and every earlier one settled
+	at   time.Time // the server's time at pos
+	left int       // its rows not settled yet
+}
+
+// entry is a received row and its commit.
+type entry struct {
+	row store.OutboxRow
+	c   *commit
+}
+
+// lane is one of the stream's lanes.
+type lane struct {
+	pend   []entry   // received rows of the lane's aggregates, in commit order, not yet in a window
+	flight []*window // the lane's windows not finished, in order (at most two)
+}
+
+// window is a run of one lane's streamed rows published together.
+type window struct {
+	rows    []store.OutboxRow
+	commits []*commit // commits[i] is rows[i]'s
+	passed  bool      // rows were left in the table (failed, or not publishable)
+	err     error     // the stream must stop: what was not settled is streamed again
+
+	after     *window             // the lane's window before it, in flight
+	aloft     []store.OutboxRow   // its rows
 	published chan struct{}       // closed once the window's Publish returned (or it gave up)
 	stopped   map[string]struct{} // aggregates with rows not sent (set before published closes)
-	pubErr    error               // set before published closes: later windows stop
+	pubErr    error               // set before published closes: the lane's next window stops
 }
 
 // probe is a Horizon: rows created before at are settled once the
@@ -110,24 +135,16 @@ type probe struct {
 	pos uint64
 }
 
-// mark is a commit's end in streamLoop.pend: the rows before index n are
-// whole commits, up to position pos.
-type mark struct {
-	n   int
-	pos uint64
-	at  time.Time
-}
-
 // streamLoop publishes one open stream.
 type streamLoop struct {
 	r         *Relay
 	st        store.OutboxStream
-	flight    []*window // in commit order
+	lanes     []lane
 	finished  chan *window
-	pend      []store.OutboxRow // received, not yet in a window
-	marks     []mark            // commit ends in pend
-	aloft     int               // windows in flight that have not finished
-	dirty     bool              // rows were left in the table since the last sweep
+	commits   []*commit // not all settled, in commit order
+	pending   int       // rows received, not yet in a window
+	aloft     int       // windows in flight that have not finished
+	dirty     bool      // rows were left in the table since the last sweep
 	swept     time.Time
 	settled   time.Time // rows created before it were streamed and settled
 	confirmed uint64    // the position last confirmed
@@ -165,7 +182,7 @@ func (r *Relay) stream(ctx context.Context, st store.OutboxStream) error {
 			}
 		}
 	})
-	l := &streamLoop{r: r, st: st, finished: make(chan *window, r.o.Pipeline), swept: r.o.Now(), dirty: true}
+	l := &streamLoop{r: r, st: st, lanes: make([]lane, r.o.Pipeline), finished: make(chan *window, 2*r.o.Pipeline), swept: r.o.Now(), dirty: true}
 	err := l.run(ctx, events, failed, &wg)
 	cancel()
 	for l.aloft > 0 { // the windows in flight end (unsettled ones are streamed again)
@@ -180,7 +197,7 @@ func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, f
 	for {
 		woken := r.woken()
 		if l.sweeping() {
-			if len(l.flight) == 0 {
+			if l.aloft == 0 {
 				if err := l.sweep(ctx); err != nil {
 					return err
 				}
@@ -193,11 +210,12 @@ func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, f
 				continue
 			}
 		} else {
-			for l.dispatch(ctx, wg) {
+			for i := range l.lanes {
+				l.dispatch(ctx, &l.lanes[i], wg)
 			}
 		}
 		in := events
-		if len(l.pend) >= r.o.BatchSize*r.o.Pipeline {
+		if l.pending >= 2*r.o.BatchSize*r.o.Pipeline {
 			in = nil // enough rows wait: read on once windows land
 		}
 		t := time.NewTimer(r.o.PollInterval)
@@ -215,7 +233,7 @@ func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, f
 			}
 		case ev := <-in:
 			l.receive(ev)
-			for more := true; more && len(l.pend) < r.o.BatchSize; { // take what is there, up to a window
+			for more := true; more && l.pending < r.o.BatchSize*r.o.Pipeline; { // take what is there
 				select {
 				case ev := <-events:
 					l.receive(ev)
@@ -231,74 +249,75 @@ func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, f
 	}
 }
 
-// receive takes a streamed event.
-func (l *streamLoop) receive(ev store.StreamEvent) {
-	if len(ev.Rows) > 0 || len(l.pend) > 0 {
-		l.pend = append(l.pend, ev.Rows...)
-		l.marks = append(l.marks, mark{n: len(l.pend), pos: ev.Pos, at: ev.Time})
-		return
+// laneOf returns the lane of an aggregate's rows.
+func (l *streamLoop) laneOf(aggregate string) *lane {
+	if len(l.lanes) == 1 {
+		return &l.lanes[0]
 	}
-	// No rows wait: the position is settled once the windows in flight are.
-	if n := len(l.flight); n > 0 {
-		w := l.flight[n-1]
-		w.pos, w.at = max(w.pos, ev.Pos), later(w.at, ev.Time)
-		return
-	}
-	l.confirm(ev.Pos) // nothing in flight: an idle outbox retains no log
+	h := fnv.New32a()
+	h.Write([]byte(aggregate))
+	return &l.lanes[h.Sum32()%uint32(len(l.lanes))]
 }
 
-// dispatch starts publishing the next window, if one is waiting and
-// fewer than Pipeline are in flight: at once when none is (a trickle is
-// published as it comes), and otherwise once BatchSize rows wait (behind,
-// the relay publishes full windows). It reports whether it started one.
-func (l *streamLoop) dispatch(ctx context.Context, wg *sync.WaitGroup) bool {
-	if len(l.pend) == 0 || len(l.flight) >= l.r.o.Pipeline || len(l.flight) > 0 && len(l.pend) < l.r.o.BatchSize {
-		return false
-	}
-	n := min(len(l.pend), l.r.o.BatchSize)
-	aggs := make(map[string]struct{})
-	for _, row := range l.pend[:n] {
-		aggs[row.AggregateID] = struct{}{}
-	}
-	w := &window{rows: l.pend[:n:n], aggs: aggs, published: make(chan struct{})}
-	for _, f := range l.flight {
-		for a := range aggs {
-			if _, ok := f.aggs[a]; ok {
-				w.after = append(w.after, f)
-				w.aloft = append(w.aloft, f.rows...)
-				break
-			}
+// receive takes a streamed event.
+func (l *streamLoop) receive(ev store.StreamEvent) {
+	if len(ev.Rows) == 0 {
+		if n := len(l.commits); n > 0 {
+			// Commits wait: the position is settled once they are.
+			c := l.commits[n-1]
+			c.pos, c.at = max(c.pos, ev.Pos), later(c.at, ev.Time)
+			return
 		}
+		l.confirm(ev.Pos) // nothing waits: an idle outbox retains no log
+		return
 	}
-	k := 0
-	for k < len(l.marks) && l.marks[k].n <= n {
-		w.pos, w.at = l.marks[k].pos, l.marks[k].at
-		k++
+	c := &commit{pos: ev.Pos, at: ev.Time, left: len(ev.Rows)}
+	l.commits = append(l.commits, c)
+	for _, row := range ev.Rows {
+		ln := l.laneOf(row.AggregateID)
+		ln.pend = append(ln.pend, entry{row: row, c: c})
 	}
-	l.marks = l.marks[k:]
-	for i := range l.marks {
-		l.marks[i].n -= n
+	l.pending += len(ev.Rows)
+}
+
+// dispatch starts publishing ln's next window, if rows wait: at once when
+// none of the lane's is in flight (a trickle is published as it comes),
+// and once BatchSize rows wait when one is (behind, the lane checks its
+// next full window while the one before it publishes).
+func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup) {
+	if len(ln.pend) == 0 || len(ln.flight) >= 2 || len(ln.flight) == 1 && len(ln.pend) < l.r.o.BatchSize {
+		return
 	}
-	l.pend = l.pend[n:]
-	if len(l.pend) == 0 {
-		l.pend = nil
+	n := min(len(ln.pend), l.r.o.BatchSize)
+	w := &window{rows: make([]store.OutboxRow, n), commits: make([]*commit, n), published: make(chan struct{})}
+	for i, e := range ln.pend[:n] {
+		w.rows[i], w.commits[i] = e.row, e.c
 	}
-	l.flight = append(l.flight, w)
+	if k := len(ln.flight); k > 0 {
+		w.after = ln.flight[k-1]
+		w.aloft = w.after.rows
+	}
+	clear(ln.pend[:n])
+	ln.pend = ln.pend[n:]
+	if len(ln.pend) == 0 {
+		ln.pend = nil
+	}
+	l.pending -= n
+	ln.flight = append(ln.flight, w)
 	l.aloft++
 	wg.Go(func() {
 		l.publish(ctx, w)
 		l.finished <- w
 	})
-	return true
 }
 
 // publish publishes a window and settles it: what was sent leaves the
 // table, failures are recorded (and the rows after a failed row of its
-// aggregate stay pending, for claims). A window that shares aggregates
-// with earlier ones in flight is checked while they publish (their rows
-// count as being published), and published once they were: the broker
-// gets each aggregate's rows in order, and rows of an aggregate an
-// earlier window stopped at (a failure) stay in the table.
+// aggregate stay pending, for claims). A window is checked while the
+// lane's window before it publishes (whose rows count as being
+// published), and published once that one was: the broker gets each
+// aggregate's rows in order, and rows of an aggregate the window before
+// stopped at (a failure) stay in the table.
 func (l *streamLoop) publish(ctx context.Context, w *window) {
 	r := l.r
 	published := false
@@ -314,7 +333,7 @@ func (l *streamLoop) publish(ctx context.Context, w *window) {
 		return
 	}
 	w.stopped = map[string]struct{}{}
-	for _, p := range w.after {
+	if p := w.after; p != nil {
 		select {
 		case <-p.published:
 		case <-ctx.Done():
@@ -378,22 +397,32 @@ func (l *streamLoop) publish(ctx context.Context, w *window) {
 }
 
 // land notes a window that ended, and confirms the position of the
-// windows that settled, in commit order, up to the first that failed.
+// commits settled, in commit order, up to the first with a row not
+// settled. A window that failed settles none of its rows: they are
+// streamed again once the stream is opened again.
 func (l *streamLoop) land(w *window) error {
-	w.done = true
 	l.aloft--
 	l.dirty = l.dirty || w.passed
+	ln := l.laneOf(w.rows[0].AggregateID)
+	ln.flight = slices.DeleteFunc(ln.flight, func(f *window) bool { return f == w })
+	if w.err != nil {
+		return w.err
+	}
+	for _, c := range w.commits {
+		c.left--
+	}
 	var pos uint64
 	i := 0
-	for ; i < len(l.flight) && l.flight[i].done && l.flight[i].err == nil; i++ {
-		pos = max(pos, l.flight[i].pos)
-		l.settled = later(l.settled, l.flight[i].at)
+	for ; i < len(l.commits) && l.commits[i].left == 0; i++ {
+		pos = max(pos, l.commits[i].pos)
+		l.settled = later(l.settled, l.commits[i].at)
 	}
-	l.flight = l.flight[i:]
+	clear(l.commits[:i])
+	l.commits = l.commits[i:]
 	if pos > 0 {
 		l.confirm(pos)
 	}
-	return w.err
+	return nil
 }
 
 // confirm confirms pos, and notes how far the rows settled reach.

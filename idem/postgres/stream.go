@@ -177,13 +177,29 @@ func (s *driver) ensurePublication(ctx context.Context, slot string) error {
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, slot).Scan(&ok); err != nil || ok {
 		return err
 	}
-	_, err := s.pool.Exec(ctx, "CREATE PUBLICATION "+pgx.Identifier{slot}.Sanitize()+" FOR TABLE "+s.Core.Name("outbox")+
+	// From PostgreSQL 15 on, the publication carries only the columns a
+	// relay publishes: the others hold their defaults at insert, and each
+	// column streamed costs the server's sender its output function.
+	var version int
+	if err := s.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return err
+	}
+	cols := ""
+	if version >= 150000 {
+		cols = " (" + streamColumns + ")"
+	}
+	_, err := s.pool.Exec(ctx, "CREATE PUBLICATION "+pgx.Identifier{slot}.Sanitize()+" FOR TABLE "+s.Core.Name("outbox")+cols+
 		" WITH (publish = 'insert')")
 	if pgCode(err) == "42710" { // created meanwhile
 		return nil
 	}
 	return err
 }
+
+// streamColumns are the outbox columns the publication streams (on
+// PostgreSQL 15 and later; before, all of them). A row inserted has state
+// pending, no attempts, no error and no sent time.
+const streamColumns = "id, message_id, aggregate_id, version, sequence, type, headers, payload, created_at"
 
 // OutboxStreamStatus implements store.Streamer.
 func (s *driver) OutboxStreamStatus(ctx context.Context) (store.OutboxStreamStatus, error) {
@@ -224,6 +240,9 @@ type stream struct {
 	reported  uint64        // the position last reported
 	lastSent  time.Time
 	rows      []store.OutboxRow // the current transaction's rows
+
+	rctx, rparent context.Context // Recv's timeout, and the context it was made from
+	rcancel       context.CancelFunc
 }
 
 func (st *stream) Fresh() bool { return st.fresh }
@@ -257,11 +276,11 @@ func (st *stream) Recv(ctx context.Context) (store.StreamEvent, error) {
 		if err := st.report(ctx, false); err != nil {
 			return store.StreamEvent{}, err
 		}
-		rctx, cancel := context.WithTimeout(ctx, statusEvery)
-		msg, err := st.conn.ReceiveMessage(rctx)
-		cancel()
+		msg, err := st.conn.ReceiveMessage(st.timeout(ctx))
 		if err != nil {
 			if ctx.Err() == nil && pgconn.Timeout(err) {
+				st.rcancel()
+				st.rctx = nil
 				continue
 			}
 			return store.StreamEvent{}, err
@@ -278,6 +297,21 @@ func (st *stream) Recv(ctx context.Context) (store.StreamEvent, error) {
 			return store.StreamEvent{}, fmt.Errorf("unexpected message %T", msg)
 		}
 	}
+}
+
+// timeout returns a context that ends statusEvery after it was made (so
+// that Recv reports the position while no message comes), made again
+// once it ended or ctx changed: one per message would cost a timer each.
+func (st *stream) timeout(ctx context.Context) context.Context {
+	if st.rctx != nil && (st.rparent != ctx || st.rctx.Err() != nil) {
+		st.rcancel()
+		st.rctx = nil
+	}
+	if st.rctx == nil {
+		st.rctx, st.rcancel = context.WithTimeout(ctx, statusEvery)
+		st.rparent = ctx
+	}
+	return st.rctx
 }
 
 // copyData handles one message of the replication stream; ok reports an
@@ -419,21 +453,29 @@ func (st *stream) Settle(ctx context.Context, sent []int64, failed []store.Outbo
 	}
 	q := st.d.streamSQL()
 	var gone []int64
-	err := pgx.BeginFunc(ctx, st.d.pool, func(tx pgx.Tx) error {
-		rs, err := tx.Query(ctx, q.settle, sent)
-		if err != nil {
-			return err
+	var err error
+	if len(failed) == 0 { // one statement: no transaction of our own
+		var rs pgx.Rows
+		if rs, err = st.d.pool.Query(ctx, q.settle, sent); err == nil {
+			gone, err = pgx.CollectRows(rs, pgx.RowTo[int64])
 		}
-		if gone, err = pgx.CollectRows(rs, pgx.RowTo[int64]); err != nil {
-			return err
-		}
-		for _, stmt := range st.d.Outbox.FailStmts(failed, at) {
-			if _, err := tx.Exec(ctx, stmt.SQL, stmt.Args...); err != nil {
+	} else {
+		err = pgx.BeginFunc(ctx, st.d.pool, func(tx pgx.Tx) error {
+			rs, err := tx.Query(ctx, q.settle, sent)
+			if err != nil {
 				return err
 			}
-		}
-		return nil
-	})
+			if gone, err = pgx.CollectRows(rs, pgx.RowTo[int64]); err != nil {
+				return err
+			}
+			for _, stmt := range st.d.Outbox.FailStmts(failed, at) {
+				if _, err := tx.Exec(ctx, stmt.SQL, stmt.Args...); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
 	for wait := time.Millisecond; err == nil && len(gone) < len(sent) && wait <= 64*time.Millisecond; wait *= 2 {
 		sent = slices.DeleteFunc(sent, func(id int64) bool { return slices.Contains(gone, id) })
 		t := time.NewTimer(wait)
@@ -451,7 +493,16 @@ func (st *stream) Settle(ctx context.Context, sent []int64, failed []store.Outbo
 	return err
 }
 
+// Close reports the position last confirmed (so that the next stream
+// does not send again what this one settled since its last report), then
+// closes the connection.
 func (st *stream) Close(ctx context.Context) error {
+	if st.rctx != nil {
+		st.rcancel()
+	}
+	if pos := st.confirmed.Load(); pos > st.reported {
+		_ = pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos)})
+	}
 	return st.conn.Close(ctx)
 }
 
