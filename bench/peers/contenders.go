@@ -59,16 +59,20 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 	defer func() { stopRelay(); <-relayErr }()
 	// Start timing once the relay waits for work, as a deployed relay
 	// does; the streaming relay once it streams (its slot exists).
+	// A relay that cannot stream polls the table instead: give up on it
+	// after a minute.
 	ready := func(st outbox.RelayStats) bool { return st.Listening }
 	if stream {
 		ready = func(st outbox.RelayStats) bool { return st.Streaming }
 	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	for !ready(relay.Stats()) {
 		select {
 		case err := <-relayErr:
 			return Result{}, fmt.Errorf("relay stopped: %w", err)
-		case <-ctx.Done():
-			return Result{}, fmt.Errorf("the relay is not ready (last error: %q): %w", relay.Stats().LastError, ctx.Err())
+		case <-wctx.Done():
+			return Result{}, fmt.Errorf("the relay is not ready (streaming: %v; last error: %q): %w", stream, relay.Stats().LastError, wctx.Err())
 		case <-time.After(time.Millisecond):
 		}
 	}
