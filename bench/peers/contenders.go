@@ -17,17 +17,28 @@ import (
 	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
+	"github.com/wary-go/wary/idem/store"
 )
 
-// runWary: producers Add to wary's outbox in their transactions while one
-// relay (Run, default options) publishes to the queue's exchange through
-// drivers/rabbit (publisher confirms).
+// runWary: producers write their domain rows and Add to wary's outbox in
+// their transactions while one relay (Run, default options; the
+// "stream" contender with RelayOptions.Stream) publishes to the queue's
+// exchange through drivers/rabbit (publisher confirms).
 func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange string, sc Scenario, n int, cons *consumer) (Result, error) {
 	pst, err := postgres.New(ctx, pool, nil)
 	if err != nil {
 		return Result{}, err
 	}
-	st := newTimedStore(pst)
+	stream := sc.Contender == "stream"
+	var st store.Provider[pgx.Tx] = pst
+	var timed *timedStore
+	if stream {
+		// Dropped after the relay stopped (deferred below).
+		defer dropStream(ctx, pool, pst)
+	} else {
+		timed = newTimedStore(pst)
+		st = timed
+	}
 	ob, err := outbox.New(st, nil)
 	if err != nil {
 		return Result{}, err
@@ -38,7 +49,7 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 	}
 	defer topic.Close()
 	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Owner: "peers", Logger: slog.New(slog.DiscardHandler),
-		BatchSize: s.cfg.RelayBatch, Pipeline: s.cfg.RelayPipeline})
+		BatchSize: s.cfg.RelayBatch, Pipeline: s.cfg.RelayPipeline, Stream: stream})
 	if err != nil {
 		return Result{}, err
 	}
@@ -46,19 +57,31 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 	relayErr := make(chan error, 1)
 	go func() { relayErr <- relay.Run(rctx) }()
 	defer func() { stopRelay(); <-relayErr }()
-	// Start timing once the relay waits for work, as a deployed relay does.
-	for !relay.Stats().Listening {
+	// Start timing once the relay waits for work, as a deployed relay
+	// does; the streaming relay once it streams (its slot exists).
+	// A relay that cannot stream polls the table instead: give up on it
+	// after a minute.
+	ready := func(st outbox.RelayStats) bool { return st.Listening }
+	if stream {
+		ready = func(st outbox.RelayStats) bool { return st.Streaming }
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for !ready(relay.Stats()) {
 		select {
 		case err := <-relayErr:
 			return Result{}, fmt.Errorf("relay stopped: %w", err)
-		case <-ctx.Done():
-			return Result{}, ctx.Err()
+		case <-wctx.Done():
+			return Result{}, fmt.Errorf("the relay is not ready (streaming: %v; last error: %q): %w", stream, relay.Stats().LastError, wctx.Err())
 		case <-time.After(time.Millisecond):
 		}
 	}
 	run := s.seq
-	start := time.Now()
+	m := s.begin()
 	err = s.produce(ctx, pool, n, sc.PerTx, func(ctx context.Context, tx pgx.Tx, first, last int) error {
+		if err := addOrders(ctx, tx, run, first, last, sc.Aggs); err != nil {
+			return err
+		}
 		msgs := make([]*outbox.Message, 0, last-first)
 		for i := first; i < last; i++ {
 			agg := aggregate(run, i, sc.Aggs)
@@ -71,12 +94,58 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 	if err != nil {
 		return Result{}, err
 	}
-	produced := time.Since(start)
+	produced := time.Since(m.start)
 	at, err := cons.wait(ctx, n)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w (relay: %+v)", err, relay.Stats())
 	}
-	return Result{Events: n, Total: at.Sub(start), Produce: produced, Relay: st.timing().String()}, nil
+	res := Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU()}
+	if stream {
+		rs := relay.Stats()
+		res.Relay = fmt.Sprintf("published %d, %d claims (rows not streamed), %d idle", rs.Published, rs.Claims, rs.Idle)
+	} else {
+		res.Relay = timed.timing().String()
+	}
+	return res, nil
+}
+
+// dropStream drops the outbox stream's replication slot and publication
+// of pst (the relay has stopped: its WAL sender may take a moment to let
+// the slot go).
+func dropStream(ctx context.Context, pool *pgxpool.Pool, pst *postgres.Store) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	slot, err := pst.StreamSlot(ctx)
+	if err != nil {
+		return
+	}
+	for {
+		_, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	_, _ = pool.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{slot}.Sanitize())
+}
+
+// runFloor: the producers commit the same transactions as the outbox
+// contenders' without the outbox: only their domain rows. No relay, no
+// broker: its rate is its commit rate.
+func (s *Sitting) runFloor(ctx context.Context, pool *pgxpool.Pool, sc Scenario, n int) (Result, error) {
+	run := s.seq
+	m := s.begin()
+	err := s.produce(ctx, pool, n, sc.PerTx, func(ctx context.Context, tx pgx.Tx, first, last int) error {
+		return addOrders(ctx, tx, run, first, last, sc.Aggs)
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	produced := time.Since(m.start)
+	return Result{Events: n, Total: produced, Produce: produced, PgCPU: m.pgCPU()}, nil
 }
 
 // watermillPoll is the SQL subscriber's poll interval when it finds no
@@ -134,8 +203,11 @@ func (s *Sitting) runWatermill(ctx context.Context, pool *pgxpool.Pool, exchange
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}
-	start := time.Now()
+	m := s.begin()
 	err = s.produce(ctx, pool, n, sc.PerTx, func(ctx context.Context, tx pgx.Tx, first, last int) error {
+		if err := addOrders(ctx, tx, 0, first, last, sc.Aggs); err != nil {
+			return err
+		}
 		sp, err := wsql.NewPublisher(wsql.TxFromPgx(tx), wsql.PublisherConfig{SchemaAdapter: schema}, logger)
 		if err != nil {
 			return err
@@ -153,10 +225,10 @@ func (s *Sitting) runWatermill(ctx context.Context, pool *pgxpool.Pool, exchange
 	if err != nil {
 		return Result{}, err
 	}
-	produced := time.Since(start)
+	produced := time.Since(m.start)
 	at, err := cons.wait(ctx, n)
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Events: n, Total: at.Sub(start), Produce: produced}, nil
+	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU()}, nil
 }

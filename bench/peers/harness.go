@@ -35,7 +35,7 @@ type Config struct {
 
 // Scenario is one contender at one shape of load.
 type Scenario struct {
-	Contender string // "wary", "watermill" or "raw"
+	Contender string // "wary", "stream", "watermill", "floor" or "raw"
 	PerTx     int    // events per producer transaction (0 for raw)
 	Aggs      int    // aggregates the events spread over; 0: every event its own
 }
@@ -49,19 +49,29 @@ func (s Scenario) Name() string {
 	if s.Aggs == 0 {
 		agg = "distinct aggregates"
 	}
-	if s.Contender == "watermill" {
+	switch s.Contender {
+	case "watermill":
 		return fmt.Sprintf("watermill forwarder, %d/tx", s.PerTx)
+	case "floor":
+		return fmt.Sprintf("floor: domain rows only, %d/tx", s.PerTx)
+	case "stream":
+		return fmt.Sprintf("wary stream, %d/tx, %s", s.PerTx, agg)
 	}
 	return fmt.Sprintf("wary relay, %d/tx, %s", s.PerTx, agg)
 }
 
+// outbox reports whether the scenario relays an outbox (a wary row or
+// Watermill).
+func (s Scenario) outbox() bool { return s.Contender != "raw" && s.Contender != "floor" }
+
 // Scenarios are the rows of a sitting, in their interleaving order.
 // Watermill's forwarder has no notion of aggregates (it relays one topic in
-// offset order), so it runs once per transaction size.
+// offset order), so it runs once per transaction size, as does the floor
+// (the producers' transactions without the outbox).
 func Scenarios() []Scenario {
 	return []Scenario{
-		{"wary", 1, 100}, {"wary", 1, 0}, {"watermill", 1, 100},
-		{"wary", 100, 100}, {"wary", 100, 0}, {"watermill", 100, 100},
+		{"wary", 1, 100}, {"wary", 1, 0}, {"stream", 1, 100}, {"stream", 1, 0}, {"watermill", 1, 100}, {"floor", 1, 0},
+		{"wary", 100, 100}, {"wary", 100, 0}, {"stream", 100, 100}, {"stream", 100, 0}, {"watermill", 100, 100}, {"floor", 100, 0},
 		{"raw", 0, 0},
 	}
 }
@@ -70,12 +80,18 @@ func Scenarios() []Scenario {
 type Result struct {
 	Events int
 	// Total runs from the first producer's start (the first publish, for
-	// raw) until the consumer has received every event.
+	// raw) until the consumer has received every event (the floor: until
+	// the last commit).
 	Total time.Duration
 	// Produce runs from the start until the last producer transaction
 	// committed (zero for raw).
 	Produce time.Duration
-	// Relay is how wary's relay spent its claims (wary only).
+	// PgCPU is the CPU time the PostgreSQL server used from the start
+	// until the end of Total, all its processes counted (-1: unknown, the
+	// server is not on this machine).
+	PgCPU time.Duration
+	// Relay is how wary's relay spent its claims (polling), or its
+	// counters (streaming).
 	Relay string
 	// OldestXact is the age of the oldest transaction open on the server
 	// (any database, any client), sampled every 100 ms during the run.
@@ -98,12 +114,55 @@ func (r Result) CommitRate() float64 {
 // Tail is how long after the last commit the consumer had everything.
 func (r Result) Tail() time.Duration { return r.Total - r.Produce }
 
+// CPUPerEvent is PostgreSQL's CPU per event in microseconds (-1: unknown).
+func (r Result) CPUPerEvent() float64 {
+	if r.PgCPU < 0 || r.Events == 0 {
+		return -1
+	}
+	return float64(r.PgCPU) / float64(time.Microsecond) / float64(r.Events)
+}
+
 // Sitting holds the connections shared by the runs.
 type Sitting struct {
 	cfg   Config
 	wconn *rabbit.Conn     // wary's driver connection (topology, relay)
 	aconn *amqp.Connection // consumer and raw publisher
+	cpu   *pgCPU           // the server's CPU (nil: not on this machine)
+	// noCPU says why cpu is nil.
+	noCPU error
 	seq   int
+}
+
+// meter is a run's clock: its start, and the server's CPU at the start.
+type meter struct {
+	start time.Time
+	cpu   *pgCPU
+	cpu0  time.Duration
+}
+
+// begin starts a run's clock.
+func (s *Sitting) begin() meter {
+	m := meter{cpu: s.cpu}
+	if m.cpu != nil {
+		var err error
+		if m.cpu0, err = m.cpu.used(); err != nil {
+			m.cpu = nil
+		}
+	}
+	m.start = time.Now()
+	return m
+}
+
+// pgCPU is the server's CPU time since begin (-1: unknown).
+func (m meter) pgCPU() time.Duration {
+	if m.cpu == nil {
+		return -1
+	}
+	t, err := m.cpu.used()
+	if err != nil {
+		return -1
+	}
+	return t - m.cpu0
 }
 
 // Open connects to both servers.
@@ -121,6 +180,7 @@ func Open(ctx context.Context, cfg Config) (*Sitting, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
+	cpu, noCPU := localPostgres(ctx, pc)
 	_ = pc.Close(ctx)
 	wconn, err := rabbit.Dial(ctx, cfg.RabbitURL, nil)
 	if err != nil {
@@ -131,7 +191,7 @@ func Open(ctx context.Context, cfg Config) (*Sitting, error) {
 		wconn.Close()
 		return nil, fmt.Errorf("rabbitmq: %w", err)
 	}
-	return &Sitting{cfg: cfg, wconn: wconn, aconn: aconn}, nil
+	return &Sitting{cfg: cfg, wconn: wconn, aconn: aconn, cpu: cpu, noCPU: noCPU}, nil
 }
 
 // Close closes the connections.
@@ -141,11 +201,23 @@ func (s *Sitting) Close() {
 }
 
 // Run runs one scenario on a fresh quorum queue (and, for the outbox
-// contenders, a fresh PostgreSQL schema) and removes both afterwards.
+// contenders, a fresh PostgreSQL schema) and removes both afterwards. The
+// floor has no queue, only the schema.
 func (s *Sitting) Run(ctx context.Context, sc Scenario) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	s.seq++
+	if sc.Contender == "floor" {
+		pool, drop, err := s.freshPool(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		defer drop()
+		oldest := s.watchXacts(ctx)
+		res, err := s.runFloor(ctx, pool, sc, s.cfg.Events)
+		res.OldestXact = oldest()
+		return res, err
+	}
 	name := fmt.Sprintf("peers.%s.%d.%d", sc.Contender, time.Now().UnixNano(), s.seq)
 	top := rabbit.Topology{Exchange: name, Queue: name}
 	if err := rabbit.Declare(ctx, s.wconn, top); err != nil {
@@ -176,7 +248,7 @@ func (s *Sitting) Run(ctx context.Context, sc Scenario) (Result, error) {
 	oldest := s.watchXacts(ctx)
 	var res Result
 	switch sc.Contender {
-	case "wary":
+	case "wary", "stream":
 		res, err = s.runWary(ctx, pool, name, sc, n, cons)
 	case "watermill":
 		res, err = s.runWatermill(ctx, pool, name, sc, n, cons)
@@ -228,8 +300,9 @@ func maxDur(a, b time.Duration) time.Duration {
 	return b
 }
 
-// freshPool returns a pool whose search_path is a new schema, and a
-// function that closes the pool and drops the schema.
+// freshPool returns a pool whose search_path is a new schema, with the
+// producers' domain table (orders: id, payload), and a function that
+// closes the pool and drops the schema.
 func (s *Sitting) freshPool(ctx context.Context) (*pgxpool.Pool, func(), error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
@@ -238,7 +311,7 @@ func (s *Sitting) freshPool(ctx context.Context) (*pgxpool.Pool, func(), error) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("postgres: %w", err)
 	}
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".orders (id text PRIMARY KEY, payload text NOT NULL)"); err != nil {
 		_ = admin.Close(ctx)
 		return nil, nil, fmt.Errorf("create schema: %w", err)
 	}
@@ -356,7 +429,7 @@ func (s *Sitting) runRaw(ctx context.Context, exchange string, n int, cons *cons
 			return ctx.Err()
 		}
 	}
-	start := time.Now()
+	m := s.begin()
 	out := 0
 	for i := range n {
 		if out == 256 {
@@ -381,7 +454,7 @@ func (s *Sitting) runRaw(ctx context.Context, exchange string, n int, cons *cons
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Events: n, Total: at.Sub(start)}, nil
+	return Result{Events: n, Total: at.Sub(m.start), PgCPU: m.pgCPU()}, nil
 }
 
 // produce runs the producers: n events in transactions of perTx, the
@@ -406,6 +479,23 @@ func (s *Sitting) produce(ctx context.Context, pool *pgxpool.Pool, n, perTx int,
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// addOrders writes the domain rows of events first to last-1 in tx, one
+// statement: the producers' own work, which every outbox contender's and
+// the floor's transactions do.
+func addOrders(ctx context.Context, tx pgx.Tx, run, first, last, aggs int) error {
+	ids := make([]string, 0, last-first)
+	bodies := make([]string, 0, last-first)
+	for i := first; i < last; i++ {
+		ids = append(ids, fmt.Sprintf("o%09d", i))
+		bodies = append(bodies, string(payload(i, aggregate(run, i, aggs))))
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO orders (id, payload) SELECT * FROM unnest($1::text[], $2::text[])`, ids, bodies)
+	if err != nil {
+		return fmt.Errorf("orders: %w", err)
+	}
+	return nil
 }
 
 // aggregate is event i's aggregate: one of aggs, or its own (aggs 0),

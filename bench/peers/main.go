@@ -1,10 +1,14 @@
 // Command peers measures, end to end, how fast events committed by
 // producers in PostgreSQL reach a consumer of a RabbitMQ quorum queue
-// through wary's outbox relay, through Watermill's forwarder (watermill-sql
-// outbox, watermill-amqp publisher with confirms), and, as the broker's
-// ceiling, how fast raw amqp091-go publishes as many messages with 256
-// confirms in flight. Runs are interleaved round by round; it prints every
-// run and then a Markdown table of medians. See README.md.
+// through wary's outbox relay (polling, and streaming from the WAL),
+// through Watermill's forwarder (watermill-sql outbox, watermill-amqp
+// publisher with confirms), and, as the broker's ceiling, how fast raw
+// amqp091-go publishes as many messages with 256 confirms in flight; and,
+// as the producers' floor, how fast they commit the same transactions
+// without the outbox. Runs are interleaved round by round; it prints every
+// run (with PostgreSQL's CPU per event when the server is on this
+// machine), each round's ratios, and then a Markdown table of medians. See
+// README.md.
 package main
 
 import (
@@ -75,6 +79,9 @@ func sitting(ctx context.Context, w io.Writer, cfg Config, rounds int, only stri
 	}
 	fmt.Fprintf(w, "# %s, load %s; %d events per run (Watermill %d), %d producers, %d rounds\n",
 		time.Now().UTC().Format(time.DateTime), loadavg(), s.cfg.Events, s.cfg.WatermillEvents, s.cfg.Producers, rounds)
+	if s.cpu == nil {
+		fmt.Fprintf(w, "# PostgreSQL CPU: n/a (%v)\n", s.noCPU)
+	}
 	results := make(map[Scenario][]Result)
 	for r := range rounds {
 		// Rotate the order each round so that no contender always runs
@@ -86,10 +93,15 @@ func sitting(ctx context.Context, w io.Writer, cfg Config, rounds int, only stri
 				return fmt.Errorf("round %d, %s: %w", r+1, sc.Name(), err)
 			}
 			results[sc] = append(results[sc], res)
-			fmt.Fprintf(w, "# round %d  %-45s %7.0f msgs/s  commits %7.0f ev/s  tail %6.0f ms  oldest xact %5.1f s  load %s\n",
-				r+1, sc.Name(), res.Rate(), res.CommitRate(), ms(res.Tail()), res.OldestXact.Seconds(), loadavg())
+			fmt.Fprintf(w, "# round %d  %-45s %7.0f msgs/s  commits %7.0f ev/s  tail %6.0f ms  pg cpu %s µs/ev  oldest xact %5.1f s  load %s\n",
+				r+1, sc.Name(), res.Rate(), res.CommitRate(), ms(res.Tail()), cpuText(res.CPUPerEvent()), res.OldestXact.Seconds(), loadavg())
 			if res.Relay != "" {
 				fmt.Fprintf(w, "#          relay: %s\n", res.Relay)
+			}
+		}
+		for _, sc := range scs {
+			if c := sc.Contender; c == "wary" || c == "stream" {
+				fmt.Fprintf(w, "# round %d  %-45s %s\n", r+1, sc.Name(), ratios(sc, results, r))
 			}
 		}
 	}
@@ -97,13 +109,40 @@ func sitting(ctx context.Context, w io.Writer, cfg Config, rounds int, only stri
 	return nil
 }
 
+// ratios are wary row sc's ratios in round r (0-based) to the floor's
+// commit rate and Watermill at the same transaction size and to raw, for
+// those that ran.
+func ratios(sc Scenario, results map[Scenario][]Result, r int) string {
+	rate := results[sc][r].Rate()
+	var out []string
+	if f := results[Scenario{"floor", sc.PerTx, 0}]; len(f) > r {
+		out = append(out, fmt.Sprintf("%.0f%% of the floor", 100*rate/f[r].CommitRate()))
+	}
+	if wm := results[Scenario{"watermill", sc.PerTx, 100}]; len(wm) > r {
+		out = append(out, fmt.Sprintf("%.1f× Watermill", rate/wm[r].Rate()))
+	}
+	if raw := results[Scenario{Contender: "raw"}]; len(raw) > r {
+		out = append(out, fmt.Sprintf("%.0f%% of raw", 100*rate/raw[r].Rate()))
+	}
+	return strings.Join(out, ", ")
+}
+
+// cpuText formats µs of CPU per event ("n/a" when unknown).
+func cpuText(us float64) string {
+	if us < 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f", us)
+}
+
 // table writes the Markdown table: median msgs/s (range), the producers'
-// commit rate, the tail after the last commit, and per-round ratios of
-// each wary row to Watermill at the same transaction size and to raw.
+// commit rate, the tail after the last commit, PostgreSQL's CPU per event,
+// and per-round ratios of each wary row to the floor's commit rate and
+// Watermill at the same transaction size and to raw.
 func table(w io.Writer, scs []Scenario, results map[Scenario][]Result) {
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| scenario | msgs/s, median (min–max) | producers' commits, events/s | last commit → all received, ms | vs Watermill | vs raw |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| scenario | msgs/s, median (min–max) | producers' commits, events/s | last commit → all received, ms | PostgreSQL CPU, µs/event | vs floor | vs Watermill | vs raw |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	raw := results[Scenario{Contender: "raw"}]
 	for _, sc := range scs {
 		rs := results[sc]
@@ -112,26 +151,36 @@ func table(w io.Writer, scs []Scenario, results map[Scenario][]Result) {
 		commits, tail := "–", "–"
 		if sc.Contender != "raw" {
 			commits = fmt.Sprintf("%.0f", median(rs, Result.CommitRate))
+		}
+		if sc.outbox() {
 			tail = fmt.Sprintf("%.0f", median(rs, func(r Result) float64 { return ms(r.Tail()) }))
 		}
-		vsW, vsR := "–", "–"
-		if sc.Contender == "wary" {
+		cpu := "n/a"
+		if known := slices.DeleteFunc(slices.Clone(rs), func(r Result) bool { return r.PgCPU < 0 }); len(known) > 0 {
+			cpu = cpuText(median(known, Result.CPUPerEvent))
+		}
+		vsF, vsW, vsR := "–", "–", "–"
+		if sc.Contender == "wary" || sc.Contender == "stream" {
+			if f := results[Scenario{"floor", sc.PerTx, 0}]; len(f) > 0 {
+				vsF = fmt.Sprintf("%.0f%%", 100*ratio(rs, f, Result.CommitRate))
+			}
 			if wm := results[Scenario{"watermill", sc.PerTx, 100}]; len(wm) > 0 {
-				vsW = fmt.Sprintf("%.1f×", ratio(rs, wm))
+				vsW = fmt.Sprintf("%.1f×", ratio(rs, wm, Result.Rate))
 			}
 			if len(raw) > 0 {
-				vsR = fmt.Sprintf("%.0f%%", 100*ratio(rs, raw))
+				vsR = fmt.Sprintf("%.0f%%", 100*ratio(rs, raw, Result.Rate))
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s (%s–%s) | %s | %s | %s | %s |\n", sc.Name(), num(rate), num(lo), num(hi), commits, tail, vsW, vsR)
+		fmt.Fprintf(w, "| %s | %s (%s–%s) | %s | %s | %s | %s | %s | %s |\n", sc.Name(), num(rate), num(lo), num(hi), commits, tail, cpu, vsF, vsW, vsR)
 	}
 }
 
-// ratio is the median over rounds of a's rate over b's in the same round.
-func ratio(a, b []Result) float64 {
+// ratio is the median over rounds of a's rate over b's (by of b) in the
+// same round.
+func ratio(a, b []Result, by func(Result) float64) float64 {
 	var rs []float64
 	for i := range min(len(a), len(b)) {
-		rs = append(rs, a[i].Rate()/b[i].Rate())
+		rs = append(rs, a[i].Rate()/by(b[i]))
 	}
 	return med(rs)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // testSitting opens the default sitting, with PEERS_EVENTS events per run
@@ -39,9 +41,15 @@ func testSitting(t testing.TB, events int) *Sitting {
 }
 
 // TestSmoke runs every scenario once with a few events: each contender
-// delivers every event to the consumer.
+// delivers every event to the consumer (the floor commits them all), the
+// outbox contenders and the floor write a domain row per event, and the
+// table has a row and the ratios for each.
 func TestSmoke(t *testing.T) {
 	s := testSitting(t, 250)
+	if s.cpu == nil {
+		t.Logf("PostgreSQL CPU: n/a (%v)", s.noCPU)
+	}
+	results := map[Scenario][]Result{}
 	for _, sc := range Scenarios() {
 		res, err := s.Run(t.Context(), sc)
 		if err != nil {
@@ -50,12 +58,79 @@ func TestSmoke(t *testing.T) {
 		if res.Events != s.cfg.Events && res.Events != s.cfg.WatermillEvents {
 			t.Errorf("%s: %d events", sc.Name(), res.Events)
 		}
-		t.Logf("%s: %.0f msgs/s", sc.Name(), res.Rate())
+		if (res.PgCPU >= 0) != (s.cpu != nil) {
+			t.Errorf("%s: PostgreSQL CPU %v, server local: %v", sc.Name(), res.PgCPU, s.cpu != nil)
+		}
+		results[sc] = append(results[sc], res)
+		t.Logf("%s: %.0f msgs/s, pg cpu %s µs/event (%s)", sc.Name(), res.Rate(), cpuText(res.CPUPerEvent()), res.Relay)
 	}
 	var buf bytes.Buffer
-	table(&buf, Scenarios(), map[Scenario][]Result{})
-	if !strings.Contains(buf.String(), "| wary relay, 100/tx, distinct aggregates |") {
-		t.Errorf("table:\n%s", buf.String())
+	table(&buf, Scenarios(), results)
+	for _, row := range []string{"| wary relay, 100/tx, distinct aggregates |", "| wary stream, 1/tx, 100 aggregates |", "| floor: domain rows only, 100/tx |"} {
+		if !strings.Contains(buf.String(), row) {
+			t.Errorf("no row %q in the table:\n%s", row, buf.String())
+		}
+	}
+	if r := ratios(Scenario{"stream", 1, 100}, results, 0); !strings.Contains(r, "of the floor") {
+		t.Errorf("stream ratios: %q", r)
+	}
+}
+
+// TestDomainRows: every outbox contender's and the floor's producers write
+// one domain row per event, in the transaction of the event.
+func TestDomainRows(t *testing.T) {
+	s := testSitting(t, 250)
+	pool, drop, err := s.freshPool(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop()
+	if _, err := s.runFloor(t.Context(), pool, Scenario{"floor", 100, 0}, 250); err != nil {
+		t.Fatal(err)
+	}
+	var n, distinct int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT payload) FROM orders`).Scan(&n, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if n != 250 || distinct != 250 {
+		t.Errorf("%d domain rows, %d distinct, want 250", n, distinct)
+	}
+}
+
+// TestPgCPU: a query that keeps a backend busy shows in the server's CPU.
+func TestPgCPU(t *testing.T) {
+	s := testSitting(t, 1)
+	if s.cpu == nil {
+		t.Skipf("PostgreSQL is not on this machine: %v", s.noCPU)
+	}
+	m := s.begin()
+	conn, err := pgx.Connect(t.Context(), s.cfg.PostgresURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closed at the end of the test: its CPU is counted while it runs
+	// and, once it exited, in the postmaster's.
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `SELECT count(*) FROM generate_series(1, 3000000)`); err != nil {
+		t.Fatal(err)
+	}
+	if used := m.pgCPU(); used <= 0 {
+		t.Errorf("PostgreSQL CPU over a 3,000,000-row query: %v", used)
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	line := "5042 (postgres: 15/main: a (b) c) S 5041 5042 5042 0 -1 4194624 101 0 0 0 7 13 2 3 20 0 1 0 1178 227045376 1686 18446744073709551615"
+	st, err := parseStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := stat{comm: "postgres: 15/main: a (b) c", ppid: 5041, utime: 7, stime: 13, cutime: 2, cstime: 3}
+	if st != want {
+		t.Errorf("parseStat: %+v, want %+v", st, want)
+	}
+	if _, err := parseStat("5042 (x) S 1 2"); err == nil {
+		t.Error("a short line parsed")
 	}
 }
 

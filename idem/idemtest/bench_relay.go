@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,28 +82,78 @@ const latencyProducers = 8
 // commits outbox rows.
 const LatencyRate = 1000
 
+// LatencyOptions say what wakes BenchRelayLatency's relay.
+type LatencyOptions struct {
+	// Wake: the producer calls Relay.Wake after each commit (for stores
+	// without NOTIFY). Otherwise the store's notification wakes the relay
+	// (a store.Waker), which listens before timing starts.
+	Wake bool
+	// Stream: the relay streams the store's log (RelayOptions.Stream, a
+	// store.Streamer); timing starts once it does. What the stream keeps
+	// on the server (PostgreSQL: a replication slot and a publication) is
+	// left for the caller to drop.
+	Stream bool
+}
+
 // BenchRelayLatency measures commit-to-publish latency under a steady
 // load: producers commit b.N outbox rows (one per transaction, over 100
 // aggregates) on a fixed schedule of LatencyRate rows per second, shared
 // by eight goroutines,
 // while one relay with the default options runs with a PollInterval of a
-// minute, so that what wakes it is the store's NOTIFY (an
-// store.Waker; wake false) or the producer's Relay.Wake after each
-// commit (wake true, for stores without NOTIFY). A consumer on b's
-// subscription receives and acknowledges.
+// minute, so that what wakes it is what o says: the store's NOTIFY, the
+// producer's Relay.Wake after each commit, or the store's log. A consumer
+// on b's subscription receives and acknowledges.
 //
 // For each row, the commit time is taken when Commit returned; it reports
-// the p50 and p99 of the time until the broker accepted the message (the
-// relay's Publish returned: "p50-publish-ms", "p99-publish-ms") and until
-// the consumer received it ("p50-receive-ms", "p99-receive-ms"), and the
-// maximum receive latency ("max-receive-ms"). Run it with
+// the p50, p99 and maximum of the time until the broker accepted the
+// message (the relay's Publish returned: "p50-publish-ms",
+// "p99-publish-ms", "max-publish-ms") and until the consumer received it
+// ("p50-receive-ms", "p99-receive-ms", "max-receive-ms"). Run it with
 // -benchtime=5000x for 5,000 rows (five seconds). WARY_BENCH_PIPELINE sets
 // RelayOptions.Pipeline.
-func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB) OutboxBroker, wake bool) {
+func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB) OutboxBroker, o LatencyOptions) {
 	e := SetupOutbox(b, f)
 	ob := br(b)
+	b.ResetTimer()
+	l := RelayLatency(b, e, ob, b.N, "m", o)
+	b.ReportMetric(Percentile(l.Publish, 0.50), "p50-publish-ms")
+	b.ReportMetric(Percentile(l.Publish, 0.99), "p99-publish-ms")
+	b.ReportMetric(Percentile(l.Publish, 1), "max-publish-ms")
+	b.ReportMetric(Percentile(l.Receive, 0.50), "p50-receive-ms")
+	b.ReportMetric(Percentile(l.Receive, 0.99), "p99-receive-ms")
+	b.ReportMetric(Percentile(l.Receive, 1), "max-receive-ms")
+	b.ReportMetric(float64(b.N)/l.Elapsed.Seconds(), "rows/s")
+	b.ReportMetric(float64(l.Claims)/l.Elapsed.Seconds(), "claims/s")
+}
+
+// Latency is one RelayLatency run: each row's latency from its commit to
+// its publish and to its receipt, in milliseconds, sorted.
+type Latency struct {
+	Publish, Receive []float64
+	// Elapsed runs from the first commit's schedule until the consumer
+	// had every row; Claims counts the relay's claims (with rows) in it.
+	Elapsed time.Duration
+	Claims  int64
+}
+
+// Percentile returns the p-quantile (0 to 1) of sorted (0 if empty).
+func Percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+}
+
+// RelayLatency is one run of BenchRelayLatency on e and ob: n rows, their
+// message IDs ids followed by the row's number (unique in e's outbox for
+// each run on it), committed by ProduceAtLatencyRate. Rows of earlier runs
+// that the relay publishes again (it stopped after their publish, before
+// marking them) are not counted. The timer runs only while the rows are
+// produced and received; the relay stops before it returns, once it
+// marked them (or after 10 seconds).
+func RelayLatency[Tx any](b *testing.B, e *OutboxEnv[Tx], ob OutboxBroker, n int, ids string, o LatencyOptions) Latency {
+	b.StopTimer()
 	sub := ob.Subscribe(b)
-	n := b.N
 	var (
 		mu        sync.Mutex
 		committed = make(map[string]time.Time, n)
@@ -111,15 +162,16 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 		all       = make(chan struct{})
 	)
 	pipeline, _ := strconv.Atoi(os.Getenv("WARY_BENCH_PIPELINE")) // 0: the default
-	r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "latency", PollInterval: time.Minute, Pipeline: pipeline, AfterPublish: func(m *broker.Message) error {
-		now := time.Now()
-		mu.Lock()
-		if _, ok := published[m.ID]; !ok {
-			published[m.ID] = now
-		}
-		mu.Unlock()
-		return nil
-	}})
+	r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "latency", PollInterval: time.Minute, Pipeline: pipeline, Stream: o.Stream,
+		AfterPublish: func(m *broker.Message) error {
+			now := time.Now()
+			mu.Lock()
+			if _, ok := published[m.ID]; !ok && strings.HasPrefix(m.ID, ids) {
+				published[m.ID] = now
+			}
+			mu.Unlock()
+			return nil
+		}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -142,7 +194,7 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 			}
 			mu.Lock()
 			for _, d := range ds {
-				if _, ok := received[d.Message.ID]; !ok {
+				if _, ok := received[d.Message.ID]; !ok && strings.HasPrefix(d.Message.ID, ids) {
 					received[d.Message.ID] = now
 				}
 			}
@@ -159,22 +211,21 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 			}
 		}
 	})
-	if !wake {
-		deadline := time.Now().Add(10 * time.Second)
-		for !r.Stats().Listening {
-			if time.Now().After(deadline) {
-				b.Fatal("the relay is not listening (the store is not a store.Waker, or it failed to listen)")
-			}
-			time.Sleep(time.Millisecond)
-		}
+	switch {
+	case o.Stream:
+		waitRelay(b, r, "stream (the store is not a store.Streamer, or cannot stream)", func(s outbox.RelayStats) bool { return s.Streaming })
+	case !o.Wake:
+		waitRelay(b, r, "listen (the store is not a store.Waker, or it failed to listen)", func(s outbox.RelayStats) bool { return s.Listening })
 	}
-	b.ResetTimer()
-	err := ProduceAtLatencyRate(ctx, e, time.Now(), n, func(id string) {
+	stats := r.Stats()
+	b.StartTimer()
+	start := time.Now()
+	err := ProduceAtLatencyRate(ctx, e, start, n, ids, func(id string) {
 		now := time.Now()
 		mu.Lock()
 		committed[id] = now
 		mu.Unlock()
-		if wake {
+		if o.Wake {
 			r.Wake()
 		}
 	})
@@ -189,14 +240,17 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 		mu.Unlock()
 		b.Fatalf("after a minute, %d of %d rows received", got, n)
 	}
+	elapsed := time.Since(start)
 	b.StopTimer()
 	// The consumer may receive a message before its confirm reaches the
-	// relay: wait for the last AfterPublish calls.
+	// relay: wait for the last AfterPublish calls, and for the relay to
+	// mark the rows (so that the next run on e does not publish them
+	// again).
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		mu.Lock()
 		got := len(published)
 		mu.Unlock()
-		if got == n {
+		if got == n && r.Stats().Published-stats.Published >= int64(n) {
 			break
 		}
 	}
@@ -213,31 +267,29 @@ func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB
 		slices.Sort(out)
 		return out
 	}
-	pct := func(s []float64, p float64) float64 {
-		if len(s) == 0 {
-			return 0
+	l := Latency{Publish: lat(published), Receive: lat(received), Elapsed: elapsed, Claims: r.Stats().Claims - stats.Claims}
+	if len(l.Publish) != n || len(l.Receive) != n {
+		b.Errorf("%d published and %d received of %d", len(l.Publish), len(l.Receive), n)
+	}
+	return l
+}
+
+// waitRelay waits up to a minute for ready(r.Stats()), failing b with
+// "the relay does not "+what if it does not come.
+func waitRelay(b *testing.B, r *outbox.Relay, what string, ready func(outbox.RelayStats) bool) {
+	for deadline := time.Now().Add(time.Minute); !ready(r.Stats()); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatalf("the relay does not %s; last error: %q", what, r.Stats().LastError)
 		}
-		return s[min(len(s)-1, int(p*float64(len(s))))]
 	}
-	pub, rec := lat(published), lat(received)
-	if len(pub) != n || len(rec) != n {
-		b.Errorf("%d published and %d received of %d", len(pub), len(rec), n)
-	}
-	b.ReportMetric(pct(pub, 0.50), "p50-publish-ms")
-	b.ReportMetric(pct(pub, 0.99), "p99-publish-ms")
-	b.ReportMetric(pct(rec, 0.50), "p50-receive-ms")
-	b.ReportMetric(pct(rec, 0.99), "p99-receive-ms")
-	b.ReportMetric(pct(rec, 1), "max-receive-ms")
-	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "rows/s")
-	b.ReportMetric(float64(r.Stats().Claims)/b.Elapsed().Seconds(), "claims/s")
 }
 
 // ProduceAtLatencyRate commits n outbox rows, one per transaction, on 100
-// aggregates, from latencyProducers goroutines: row i ("m%09d") at start +
-// i/LatencyRate. After each commit it calls committed, if set, with the
-// row's message ID. It returns when every row is committed, or with the
-// first error.
-func ProduceAtLatencyRate[Tx any](ctx context.Context, e *OutboxEnv[Tx], start time.Time, n int, committed func(id string)) error {
+// aggregates, from latencyProducers goroutines: row i (message ID ids
+// followed by i as "%09d") at start + i/LatencyRate. After each commit it
+// calls committed, if set, with the row's message ID. It returns when
+// every row is committed, or with the first error.
+func ProduceAtLatencyRate[Tx any](ctx context.Context, e *OutboxEnv[Tx], start time.Time, n int, ids string, committed func(id string)) error {
 	interval := time.Second / LatencyRate
 	errs := make(chan error, latencyProducers)
 	var producers sync.WaitGroup
@@ -247,7 +299,7 @@ func ProduceAtLatencyRate[Tx any](ctx context.Context, e *OutboxEnv[Tx], start t
 				if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
 					time.Sleep(d)
 				}
-				id := fmt.Sprintf("m%09d", i)
+				id := fmt.Sprintf("%s%09d", ids, i)
 				if err := addOne(ctx, e, OM(id, fmt.Sprintf("agg-%03d", i%100), 0, "payload")); err != nil {
 					errs <- err
 					return

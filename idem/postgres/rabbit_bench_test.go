@@ -77,7 +77,7 @@ func rabbitBroker(t testing.TB) idemtest.OutboxBroker {
 // from 8 producers, to a RabbitMQ quorum queue with confirms, the relay
 // woken by the wake flag and LISTEN/NOTIFY. Run with -benchtime=5000x.
 func BenchmarkRelayLatencyRabbit(b *testing.B) {
-	idemtest.BenchRelayLatency(b, newDB, rabbitBroker, false)
+	idemtest.BenchRelayLatency(b, newDB, rabbitBroker, idemtest.LatencyOptions{})
 }
 
 // BenchmarkRelayRabbit: rows/s the relay (Run, default options), and the

@@ -33,14 +33,31 @@ func BenchmarkRabbitConfirmLatency(b *testing.B) { confirmLatency(b, false) }
 func BenchmarkRabbitConfirmLatencyLoaded(b *testing.B) { confirmLatency(b, true) }
 
 func confirmLatency(b *testing.B, loaded bool) {
-	c, exchange := rabbitQueue(b)
 	var e *idemtest.OutboxEnv[pgx.Tx]
+	if loaded {
+		e = idemtest.SetupOutbox(b, newDB)
+	}
+	b.ResetTimer()
+	lat := confirmRun(b, e, b.N, "m")
+	b.StopTimer()
+	b.ReportMetric(idemtest.Percentile(lat, 0.5), "p50-confirm-ms")
+	b.ReportMetric(idemtest.Percentile(lat, 0.99), "p99-confirm-ms")
+	b.ReportMetric(idemtest.Percentile(lat, 1), "max-confirm-ms")
+}
+
+// confirmRun is one run of BenchmarkRabbitConfirmLatency on a fresh
+// queue: n messages on LatencyRate's schedule, their latencies from the
+// schedule to the confirm, in milliseconds, sorted. With e, it is loaded:
+// the relay benchmark's consumer acknowledges, and producers commit n
+// outbox rows to e (message IDs ids followed by the row's number) on the
+// same schedule.
+func confirmRun(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], n int, ids string) []float64 {
+	c, exchange := rabbitQueue(b)
 	var consumer sync.WaitGroup
 	defer consumer.Wait()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // before consumer.Wait
-	if loaded {
-		e = idemtest.SetupOutbox(b, newDB)
+	if e != nil {
 		// The relay benchmark's consumer: a wary subscription, its acks
 		// as the driver sends them.
 		sub, err := rabbit.OpenSubscription(c, exchange, &rabbit.SubscriptionOptions{Prefetch: 200})
@@ -61,8 +78,7 @@ func confirmLatency(b *testing.B, loaded bool) {
 		})
 	}
 	ch := confirmChannel(b)
-	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, b.N+1))
-	n := b.N
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, n+1))
 	sent := make([]time.Time, n)
 	lat := make([]float64, 0, n)
 	var wg sync.WaitGroup
@@ -82,12 +98,11 @@ func confirmLatency(b *testing.B, loaded bool) {
 			}
 		}
 	})
-	b.ResetTimer()
 	start := time.Now()
 	interval := time.Second / idemtest.LatencyRate
-	if loaded {
+	if e != nil {
 		wg.Go(func() {
-			if err := idemtest.ProduceAtLatencyRate(ctx, e, start, n, nil); err != nil {
+			if err := idemtest.ProduceAtLatencyRate(ctx, e, start, n, ids, nil); err != nil {
 				b.Error(err)
 			}
 		})
@@ -107,10 +122,6 @@ func confirmLatency(b *testing.B, loaded bool) {
 		}
 	}
 	wg.Wait()
-	b.StopTimer()
 	slices.Sort(lat)
-	pct := func(p float64) float64 { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-	b.ReportMetric(pct(0.5), "p50-confirm-ms")
-	b.ReportMetric(pct(0.99), "p99-confirm-ms")
-	b.ReportMetric(pct(1), "max-confirm-ms")
+	return lat
 }

@@ -1,0 +1,101 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// pgCPU returns a function giving the CPU time (user and system) the
+// PostgreSQL server behind pool has used so far, read from /proc: its
+// postmaster's, its exited processes' (the postmaster's cutime and
+// cstime) and its running processes' (backends, WAL senders, autovacuum,
+// the writers), whoever their clients are. Take differences. It returns
+// nil, and logs why, when the server is not on this machine (postmaster.pid
+// in SHOW data_directory cannot be read). The copy in bench/peers
+// (pgcpu.go) is the same reading.
+func pgCPU(tb testing.TB, pool *pgxpool.Pool) func() time.Duration {
+	tb.Helper()
+	var dir string
+	if err := pool.QueryRow(context.Background(), "SHOW data_directory").Scan(&dir); err != nil {
+		tb.Logf("PostgreSQL CPU: n/a (data directory: %v)", err)
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if err != nil {
+		tb.Logf("PostgreSQL CPU: n/a (%v)", err)
+		return nil
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pm, err := strconv.Atoi(strings.TrimSpace(line))
+	if err == nil {
+		_, _, err = procTicks(pm)
+	}
+	if err != nil {
+		tb.Logf("PostgreSQL CPU: n/a (postmaster: %v)", err)
+		return nil
+	}
+	return func() time.Duration {
+		_, ticks, err := procTicks(pm)
+		if err != nil {
+			tb.Fatalf("PostgreSQL CPU: %v", err)
+		}
+		ents, err := os.ReadDir("/proc")
+		if err != nil {
+			tb.Fatalf("PostgreSQL CPU: %v", err)
+		}
+		for _, e := range ents {
+			if pid, err := strconv.Atoi(e.Name()); err == nil && pid != pm {
+				if ppid, t, err := procTicks(pid); err == nil && ppid == pm {
+					ticks += t
+				}
+			}
+		}
+		return time.Duration(ticks) * time.Second / 100 // USER_HZ
+	}
+}
+
+// procTicks reads /proc/<pid>/stat: the parent's PID, and utime + stime +
+// cutime + cstime (its own CPU and its reaped children's) in clock ticks.
+func procTicks(pid int) (ppid int, ticks int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // from field 3, the state; comm may hold spaces
+	if len(f) < 15 {
+		return 0, 0, fmt.Errorf("/proc/%d/stat: short", pid)
+	}
+	ppid, err = strconv.Atoi(f[1])
+	for _, x := range f[11:15] { // utime, stime, cutime, cstime
+		n, perr := strconv.ParseInt(x, 10, 64)
+		ticks += n
+		err = errors.Join(err, perr)
+	}
+	return ppid, ticks, err
+}
+
+// TestPgCPU: a query that keeps a backend busy shows in the server's CPU.
+func TestPgCPU(t *testing.T) {
+	pool := newPool(t)
+	cpu := pgCPU(t, pool)
+	if cpu == nil {
+		t.Skip("PostgreSQL is not on this machine")
+	}
+	before := cpu()
+	if _, err := pool.Exec(t.Context(), `SELECT count(*) FROM generate_series(1, 3000000)`); err != nil {
+		t.Fatal(err)
+	}
+	if used := cpu() - before; used <= 0 {
+		t.Errorf("PostgreSQL CPU over a 3,000,000-row query: %v", used)
+	}
+}

@@ -1,0 +1,103 @@
+package postgres_test
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/idem/idemtest"
+)
+
+// BenchmarkRelayLatencyRabbitStream: commit → publish latency at
+// LatencyRate rows/s from 8 producers to a RabbitMQ quorum queue with
+// confirms, in interleaved rounds (WARY_BENCH_ROUNDS, default 3; the order
+// rotated each round) of three runs of b.N rows each:
+//   - poll: BenchmarkRelayLatencyRabbit's relay (woken by NOTIFY);
+//   - stream: the same with RelayOptions.Stream, on an outbox whose slot
+//     exists before the first round (timing starts once the relay
+//     streams);
+//   - floor: BenchmarkRabbitConfirmLatencyLoaded's run, the broker's
+//     confirm latency while producers commit outbox rows at the same rate
+//     that no relay reads.
+//
+// Each contender has an outbox of its own for all rounds (each round's
+// message IDs its own), and each run a fresh queue. It logs each run's
+// p50/p99/max and the PostgreSQL server's CPU per row over the run (when
+// it runs on this machine; the floor's is the producers' share, the rest
+// of poll's and stream's their relay's), and reports their medians over
+// the rounds, and the median of each round's stream p99 minus floor p99
+// ("stream-p99-over-floor-ms"; the same for poll). Run with
+// -benchtime=5000x (three rounds of 3 × 5 s).
+func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
+	rounds := cmp.Or(envInt("WARY_BENCH_ROUNDS"), 3)
+	es := idemtest.SetupOutbox(b, newDB)
+	if streamSlot(b, es.Driver) == "" {
+		if os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
+			b.Fatal("the server cannot stream the outbox (wal_level=logical?)")
+		}
+		b.Skip("the server cannot stream the outbox (wal_level=logical?), or set WARY_REQUIRE_SERVICES=1 to fail")
+	}
+	ep, ef := idemtest.SetupOutbox(b, newDB), idemtest.SetupOutbox(b, newDB) // poll's and the floor's
+	cpu := pgCPU(b, newPool(b))
+	type run struct {
+		name string
+		do   func(ids string) []float64 // one run's sorted latencies, ms
+	}
+	runs := []run{
+		{"poll", func(ids string) []float64 {
+			return idemtest.RelayLatency(b, ep, rabbitBroker(b), b.N, ids, idemtest.LatencyOptions{}).Publish
+		}},
+		{"stream", func(ids string) []float64 {
+			return idemtest.RelayLatency(b, es, rabbitBroker(b), b.N, ids, idemtest.LatencyOptions{Stream: true}).Publish
+		}},
+		{"floor", func(ids string) []float64 { return confirmRun(b, ef, b.N, ids) }},
+	}
+	type result struct{ p50, p99, max, cpu float64 }
+	res := map[string][]result{}
+	for r := range rounds {
+		for _, x := range append(slices.Clone(runs[r%len(runs):]), runs[:r%len(runs)]...) {
+			var before time.Duration
+			if cpu != nil {
+				before = cpu()
+			}
+			lat := x.do(fmt.Sprintf("r%d-", r))
+			cpuRow := -1.0
+			if cpu != nil {
+				cpuRow = float64(cpu()-before) / float64(time.Microsecond) / float64(b.N)
+			}
+			p := result{idemtest.Percentile(lat, 0.5), idemtest.Percentile(lat, 0.99), idemtest.Percentile(lat, 1), cpuRow}
+			res[x.name] = append(res[x.name], p)
+			b.Logf("round %d %-6s p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms  pg cpu %5.0f µs/row", r+1, x.name, p.p50, p.p99, p.max, p.cpu)
+		}
+	}
+	med := func(xs []float64) float64 {
+		slices.Sort(xs)
+		return xs[len(xs)/2] // the middle of an odd count, else the upper one
+	}
+	of := func(name string, f func(result) float64) float64 {
+		var xs []float64
+		for _, p := range res[name] {
+			xs = append(xs, f(p))
+		}
+		return med(xs)
+	}
+	for _, x := range runs {
+		b.ReportMetric(of(x.name, func(p result) float64 { return p.p50 }), x.name+"-p50-ms")
+		b.ReportMetric(of(x.name, func(p result) float64 { return p.p99 }), x.name+"-p99-ms")
+		b.ReportMetric(of(x.name, func(p result) float64 { return p.max }), x.name+"-max-ms")
+		if cpu != nil {
+			b.ReportMetric(of(x.name, func(p result) float64 { return p.cpu }), x.name+"-pgcpu-us/row")
+		}
+	}
+	for _, name := range []string{"stream", "poll"} {
+		var xs []float64
+		for i, p := range res[name] {
+			xs = append(xs, p.p99-res["floor"][i].p99)
+		}
+		b.ReportMetric(med(xs), name+"-p99-over-floor-ms")
+	}
+	b.ReportMetric(0, "ns/op")
+}
