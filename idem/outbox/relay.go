@@ -60,8 +60,9 @@ type RelayOptions struct {
 	// take over when its stream is released. While the server cannot
 	// stream, Run polls the table, and tries the stream again every
 	// StreamRetry (default 30s). Published rows are deleted in bulk, at
-	// once (KeepSent applies to rows published by claims only). Up to
-	// Pipeline windows of at most BatchSize rows are in flight.
+	// once (KeepSent applies to rows published by claims only). The
+	// stream's rows go to Pipeline lanes by aggregate, each publishing
+	// windows of at most BatchSize rows one after the other.
 	Stream      bool
 	StreamRetry time.Duration
 	// MaxAttempts is how many failed publishes quarantine a row (default
@@ -110,6 +111,7 @@ type Relay struct {
 	o     RelayOptions
 
 	wake     broadcast    // fired by Wake
+	changed  broadcast    // fired by Requeue and Discard (a streaming relay sweeps)
 	landed   broadcast    // fired when a large batch is marked or released
 	bigAloft atomic.Int64 // large batches claimed and not yet marked or released
 
@@ -475,6 +477,7 @@ func (r *Relay) Requeue(ctx context.Context, rowID int64) (bool, error) {
 	ok, err := r.store.SetOutboxState(ctx, rowID, store.OutboxPending, r.o.Now(), store.OutboxQuarantined)
 	if ok {
 		r.Wake()
+		r.changed.fire()
 	}
 	return ok, err
 }
@@ -486,6 +489,7 @@ func (r *Relay) Discard(ctx context.Context, rowID int64) (bool, error) {
 	ok, err := r.store.SetOutboxState(ctx, rowID, store.OutboxDiscarded, r.o.Now(), store.OutboxPending, store.OutboxQuarantined)
 	if ok {
 		r.Wake()
+		r.changed.fire()
 	}
 	return ok, err
 }

@@ -111,7 +111,25 @@ type entry struct {
 // lane is one of the stream's lanes.
 type lane struct {
 	pend   []entry   // received rows of the lane's aggregates, in commit order, not yet in a window
-	flight []*window // the lane's windows not finished, in order (at most two)
+	flight []*window // the lane's windows not finished, in order (at most laneDepth)
+}
+
+// laneDepth is the most windows of a lane not finished: at most two
+// publishing (one checked while the one before it is with the broker),
+// the others deleting their rows.
+const laneDepth = 4
+
+// unpublished counts the lane's windows whose Publish has not returned.
+func (ln *lane) unpublished() int {
+	n := 0
+	for _, w := range ln.flight {
+		select {
+		case <-w.published:
+		default:
+			n++
+		}
+	}
+	return n
 }
 
 // window is a run of one lane's streamed rows published together.
@@ -122,7 +140,7 @@ type window struct {
 	err     error     // the stream must stop: what was not settled is streamed again
 
 	after     *window             // the lane's window before it, in flight
-	aloft     []store.OutboxRow   // its rows
+	aloft     []store.OutboxRow   // the rows of the lane's windows in flight before it
 	published chan struct{}       // closed once the window's Publish returned (or it gave up)
 	stopped   map[string]struct{} // aggregates with rows not sent (set before published closes)
 	pubErr    error               // set before published closes: the lane's next window stops
@@ -141,10 +159,11 @@ type streamLoop struct {
 	st        store.OutboxStream
 	lanes     []lane
 	finished  chan *window
-	commits   []*commit // not all settled, in commit order
-	pending   int       // rows received, not yet in a window
-	aloft     int       // windows in flight that have not finished
-	dirty     bool      // rows were left in the table since the last sweep
+	sent      chan *window // windows whose Publish returned
+	commits   []*commit    // not all settled, in commit order
+	pending   int          // rows received, not yet in a window
+	aloft     int          // windows in flight that have not finished
+	dirty     bool         // rows were left in the table since the last sweep
 	swept     time.Time
 	settled   time.Time // rows created before it were streamed and settled
 	confirmed uint64    // the position last confirmed
@@ -162,6 +181,7 @@ func (r *Relay) stream(ctx context.Context, st store.OutboxStream) error {
 		}
 	}
 	r.streaming.Store(true)
+	r.busy(ctx) // producers need not notify: the stream sees their commits
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -182,7 +202,8 @@ func (r *Relay) stream(ctx context.Context, st store.OutboxStream) error {
 			}
 		}
 	})
-	l := &streamLoop{r: r, st: st, lanes: make([]lane, r.o.Pipeline), finished: make(chan *window, 2*r.o.Pipeline), swept: r.o.Now(), dirty: true}
+	l := &streamLoop{r: r, st: st, lanes: make([]lane, r.o.Pipeline),
+		finished: make(chan *window, laneDepth*r.o.Pipeline), sent: make(chan *window, laneDepth*r.o.Pipeline), swept: r.o.Now(), dirty: true}
 	err := l.run(ctx, events, failed, &wg)
 	cancel()
 	for l.aloft > 0 { // the windows in flight end (unsettled ones are streamed again)
@@ -195,7 +216,10 @@ func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, f
 	r := l.r
 	nextPurge := r.o.Now().Add(r.o.PurgeInterval)
 	for {
-		woken := r.woken()
+		// Wake and the producers' notifications are for the polling
+		// relay: the stream sees their rows. A Requeue or Discard of
+		// this relay's asks for a sweep.
+		changed := r.changed.wait()
 		if l.sweeping() {
 			if l.aloft == 0 {
 				if err := l.sweep(ctx); err != nil {
@@ -231,6 +255,7 @@ func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, f
 				t.Stop()
 				return err
 			}
+		case <-l.sent: // its lane may take its next window
 		case ev := <-in:
 			l.receive(ev)
 			for more := true; more && l.pending < r.o.BatchSize*r.o.Pipeline; { // take what is there
@@ -241,7 +266,7 @@ func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, f
 					more = false
 				}
 			}
-		case <-woken:
+		case <-changed:
 			l.sweepDue = true
 		case <-t.C:
 		}
@@ -281,11 +306,17 @@ func (l *streamLoop) receive(ev store.StreamEvent) {
 }
 
 // dispatch starts publishing ln's next window, if rows wait: at once when
-// none of the lane's is in flight (a trickle is published as it comes),
-// and once BatchSize rows wait when one is (behind, the lane checks its
-// next full window while the one before it publishes).
+// none of the lane's windows is with the broker (a trickle is published
+// as it comes; rows that came while the window before it was with the
+// broker go together), and once BatchSize rows wait when one is (behind,
+// the lane checks its next full window while the one before it
+// publishes). A window deleting its published rows does not hold its
+// lane back.
 func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup) {
-	if len(ln.pend) == 0 || len(ln.flight) >= 2 || len(ln.flight) == 1 && len(ln.pend) < l.r.o.BatchSize {
+	if len(ln.pend) == 0 || len(ln.flight) >= laneDepth {
+		return
+	}
+	if u := ln.unpublished(); u >= 2 || u == 1 && len(ln.pend) < l.r.o.BatchSize {
 		return
 	}
 	n := min(len(ln.pend), l.r.o.BatchSize)
@@ -295,7 +326,9 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 	}
 	if k := len(ln.flight); k > 0 {
 		w.after = ln.flight[k-1]
-		w.aloft = w.after.rows
+		for _, f := range ln.flight {
+			w.aloft = append(w.aloft, f.rows...)
+		}
 	}
 	clear(ln.pend[:n])
 	ln.pend = ln.pend[n:]
@@ -381,6 +414,10 @@ func (l *streamLoop) publish(ctx context.Context, w *window) {
 	w.pubErr = res.fatal
 	published = true
 	close(w.published)
+	select {
+	case l.sent <- w:
+	default: // the loop has wake-ups waiting already
+	}
 	w.passed = held > 0 || len(res.sent) < len(rows)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.PublishTimeout)
 	defer cancel()

@@ -99,3 +99,33 @@ func TestPgCPU(t *testing.T) {
 		t.Errorf("PostgreSQL CPU over a 3,000,000-row query: %v", used)
 	}
 }
+
+// brokerCPU returns a function giving the CPU time the local RabbitMQ's
+// processes (beam.smp) have used so far, or nil, logging why, when none
+// runs on this machine.
+func brokerCPU(tb testing.TB) func() time.Duration {
+	tb.Helper()
+	pids := func() (ps []int) {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			if b, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err == nil && strings.TrimSpace(string(b)) == "beam.smp" {
+				pid, _ := strconv.Atoi(e.Name())
+				ps = append(ps, pid)
+			}
+		}
+		return ps
+	}
+	if len(pids()) == 0 {
+		tb.Logf("RabbitMQ CPU: n/a (no beam.smp process on this machine)")
+		return nil
+	}
+	return func() time.Duration {
+		var ticks int64
+		for _, pid := range pids() {
+			if _, t, err := procTicks(pid); err == nil {
+				ticks += t
+			}
+		}
+		return time.Duration(ticks) * time.Second / 100 // USER_HZ
+	}
+}

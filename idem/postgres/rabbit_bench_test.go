@@ -111,7 +111,31 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 	seq := 0
 	es := idemtest.SetupOutbox(b, newDB) // the streaming relay's outbox, on a schema of its own
 	slot := streamSlot(b, es.Driver)
-	var tw, tr, ts time.Duration
+	pool := newPool(b)
+	pgcpu, mqcpu := pgCPU(b, pool), brokerCPU(b)
+	// Time and CPU (PostgreSQL's processes, RabbitMQ's, and this
+	// process's) per phase.
+	type phase struct{ wall, pg, mq, self time.Duration }
+	var polling, streaming, raw phase
+	measure := func(p *phase, f func()) {
+		var pg0, mq0 time.Duration
+		if pgcpu != nil {
+			pg0 = pgcpu()
+		}
+		if mqcpu != nil {
+			mq0 = mqcpu()
+		}
+		self0, start := selfCPU(b), time.Now()
+		f()
+		p.wall += time.Since(start)
+		p.self += selfCPU(b) - self0
+		if pgcpu != nil {
+			p.pg += pgcpu() - pg0
+		}
+		if mqcpu != nil {
+			p.mq += mqcpu() - mq0
+		}
+	}
 	b.ResetTimer()
 	for done := 0; done < b.N; done += round {
 		n := min(round, b.N-done)
@@ -130,63 +154,93 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 				e.Add(msgs...)
 			}
 		}
-		drain := func(stream bool) time.Duration {
+		drain := func(stream bool, p *phase) {
 			b.StopTimer()
 			e := e
 			if stream {
 				e = es
+				// The slot starts at the backlog: a relay that streams all
+				// along has decoded the log written since its last round
+				// (the polling relay's) as it came, and its restart
+				// position follows (the server moves it at the snapshots
+				// of running transactions it logs every 15s and at each
+				// checkpoint): each round's relay would otherwise decode
+				// all earlier rounds' log again before its first row.
+				if _, err := pool.Exec(context.Background(), `CHECKPOINT`); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := pool.Exec(context.Background(), `SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())`, slot); err != nil {
+					b.Fatal(err)
+				}
 			}
 			commit(e)
 			r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "bench", Pipeline: benchPipeline, BatchSize: benchBatch, Stream: stream})
 			ctx, cancel := context.WithCancel(context.Background())
 			stopped := make(chan struct{})
 			b.StartTimer()
-			start := time.Now()
-			go func() { defer close(stopped); _ = r.Run(ctx) }()
-			for r.Stats().Published < int64(n) {
-				time.Sleep(time.Millisecond)
-			}
-			d := time.Since(start)
+			measure(p, func() {
+				go func() { defer close(stopped); _ = r.Run(ctx) }()
+				for r.Stats().Published < int64(n) {
+					time.Sleep(time.Millisecond)
+				}
+			})
 			cancel()
 			<-stopped
-			return d
 		}
-		tw += drain(false)
+		drain(false, &polling)
 		if slot != "" {
-			ts += drain(true)
+			drain(true, &streaming)
 		}
-		start := time.Now()
-		out := 0
-		for i := range n {
-			if out == 256 {
+		measure(&raw, func() {
+			out := 0
+			for i := range n {
+				if out == 256 {
+					if c := <-confirms; !c.Ack {
+						b.Fatal("nack")
+					}
+					out--
+				}
+				err := ch.PublishWithContext(context.Background(), exchange, "", false, false, amqp.Publishing{
+					MessageId: fmt.Sprintf("r%09d", done+i), Body: body, DeliveryMode: amqp.Persistent})
+				if err != nil {
+					b.Fatal(err)
+				}
+				out++
+			}
+			for ; out > 0; out-- {
 				if c := <-confirms; !c.Ack {
 					b.Fatal("nack")
 				}
-				out--
 			}
-			err := ch.PublishWithContext(context.Background(), exchange, "", false, false, amqp.Publishing{
-				MessageId: fmt.Sprintf("r%09d", done+i), Body: body, DeliveryMode: amqp.Persistent})
-			if err != nil {
-				b.Fatal(err)
-			}
-			out++
-		}
-		for ; out > 0; out-- {
-			if c := <-confirms; !c.Ack {
-				b.Fatal("nack")
-			}
-		}
-		tr += time.Since(start)
+		})
 	}
 	b.StopTimer()
-	w, r := float64(b.N)/tw.Seconds(), float64(b.N)/tr.Seconds()
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
+	w, r := float64(b.N)/polling.wall.Seconds(), float64(b.N)/raw.wall.Seconds()
 	b.ReportMetric(w, "wary-msgs/s")
 	b.ReportMetric(r, "raw256-msgs/s")
 	b.ReportMetric(100*w/r, "wary/raw256-%")
+	b.ReportMetric(per(polling.self), "wary-cpu-µs/msg")
+	b.ReportMetric(per(raw.self), "raw256-cpu-µs/msg")
+	if pgcpu != nil {
+		b.ReportMetric(per(polling.pg), "wary-pgcpu-µs/msg")
+		b.ReportMetric(per(raw.pg), "raw256-pgcpu-µs/msg")
+	}
+	if mqcpu != nil {
+		b.ReportMetric(per(polling.mq), "wary-mqcpu-µs/msg")
+		b.ReportMetric(per(raw.mq), "raw256-mqcpu-µs/msg")
+	}
 	if slot != "" {
-		s := float64(b.N) / ts.Seconds()
+		s := float64(b.N) / streaming.wall.Seconds()
 		b.ReportMetric(s, "stream-msgs/s")
 		b.ReportMetric(100*s/r, "stream/raw256-%")
+		b.ReportMetric(per(streaming.self), "stream-cpu-µs/msg")
+		if pgcpu != nil {
+			b.ReportMetric(per(streaming.pg), "stream-pgcpu-µs/msg")
+		}
+		if mqcpu != nil {
+			b.ReportMetric(per(streaming.mq), "stream-mqcpu-µs/msg")
+		}
 	}
 }
 
