@@ -102,7 +102,7 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 	res := Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU()}
 	if stream {
 		rs := relay.Stats()
-		res.Relay = fmt.Sprintf("published %d, %d claims (rows not streamed), %d idle", rs.Published, rs.Claims, rs.Idle)
+		res.Relay = fmt.Sprintf("published %d (counted once deleted), %d windows or claims, %d idle", rs.Published, rs.Claims, rs.Idle)
 	} else {
 		res.Relay = timed.timing().String()
 	}

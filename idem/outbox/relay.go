@@ -499,7 +499,7 @@ type RelayStats struct {
 	Published   int64 // rows published and marked sent
 	Failed      int64 // failed publishes (each retried or quarantined)
 	Quarantines int64 // rows this relay quarantined
-	Claims      int64 // batches claimed with at least one row
+	Claims      int64 // batches claimed (streaming: windows published) with at least one row
 	Crashes     int64 // claims released by the AfterPublish failpoint
 	// Throughput is rows published per second over the last minute (or
 	// since the relay was created, if that is shorter).
