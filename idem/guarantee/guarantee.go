@@ -96,6 +96,9 @@ type Inbox struct {
 	// HoldsGaps: a gap is held in the store (idem.Options.Gaps), not
 	// retried through the broker, so no delivery limit applies to it.
 	HoldsGaps bool
+	// EarlyLimit is how long a held gap waits for its predecessor before
+	// the aggregate is parked (idem.Options.EarlyLimit; 0: not stated).
+	EarlyLimit time.Duration
 }
 
 // Verdict grades one line of a Statement.
@@ -500,11 +503,19 @@ func (e *explainer) consumption() {
 	text := fmt.Sprintf("inbox %q claims each message ID in the handler's transaction, records kept %s (horizon %s)", o.Consumer, horizon(ret), horizon(h))
 	if o.Versioned {
 		if o.HoldsGaps {
-			text += "; version checks ack duplicates and stale events, hold gaps in the store until the predecessor is applied, then park the aggregate if it does not come"
+			limit := ""
+			if o.EarlyLimit > 0 {
+				limit = " for up to " + short(o.EarlyLimit)
+			}
+			text += "; version checks ack duplicates and stale events, hold gaps in the store (acked on the broker, never retried through it)" + limit +
+				" until the predecessor is applied, then park the aggregate if it does not come"
 		} else {
 			text += fmt.Sprintf("; version checks ack duplicates and stale events, retry gaps %d times, then park the aggregate", maxAttempts)
 		}
 		e.reconcile("parked messages (wary parked list; replay or discard)")
+		if o.HoldsGaps {
+			e.reconcile("early events held in the store for their predecessor (wary parked early), parked after the early limit")
+		}
 	} else {
 		text += "; no version checks: an event older than the aggregate's state is applied over it"
 	}
