@@ -267,7 +267,7 @@ func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline
 			return st, fmt.Errorf("parked: %w", err)
 		}
 		st.Reconcile = append(st.Reconcile, fmt.Sprintf("now: %d parked message(s) of consumer %q", n, p.Inbox.Consumer))
-		if p.Inbox.HoldsGaps {
+		if p.Inbox.Versioned && p.Inbox.HoldsGaps {
 			es, err := d.ListEarly(ctx, p.Inbox.Consumer, 0)
 			if err != nil {
 				return st, fmt.Errorf("early events: %w", err)
