@@ -90,7 +90,7 @@ func testEarly[Tx any](t *testing.T, f Factory[Tx]) {
 	if s := e.String(`SELECT state FROM aggs WHERE id = 'B'`); s != "x,y" {
 		t.Errorf("B %q, want x,y", s)
 	}
-	if st := in.Statement(); strings.Contains(st.String(), "retry gaps") {
+	if st := in.Statement(); strings.Contains(st.String(), "retry gaps") || !strings.Contains(st.String(), "hold gaps in the store (acked on the broker, never retried through it) for up to 1h until") {
 		t.Errorf("statement of a holding inbox speaks of retries:\n%s", st)
 	}
 	// A subscription that keeps each aggregate's order: gaps are retried
