@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -276,26 +275,6 @@ func (o *Outbox) RetrySpan() time.Duration {
 		span = satAdd(span, c)
 	}
 	return span
-}
-
-// satMul is d×n, or the largest Duration if that overflows.
-func satMul(d time.Duration, n int) time.Duration {
-	if d <= 0 || n <= 0 {
-		return 0
-	}
-	if int64(n) > math.MaxInt64/int64(d) {
-		return math.MaxInt64
-	}
-	return d * time.Duration(n)
-}
-
-// satAdd is a+b for non-negative a and b, or the largest Duration if that
-// overflows.
-func satAdd(a, b time.Duration) time.Duration {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 func (e *explainer) publication() {
@@ -586,24 +565,4 @@ func (s Statement) Level() slog.Level {
 		return slog.LevelInfo
 	}
 	return slog.LevelWarn
-}
-
-// horizon renders a redelivery horizon or retention for people.
-func horizon(d time.Duration) string {
-	if d == broker.HorizonUnknown || d == broker.HorizonUnbounded {
-		return broker.HorizonString(d)
-	}
-	return short(d)
-}
-
-// short renders d without zero minutes and seconds: "168h", "1m", "13m31s".
-func short(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
 }
