@@ -78,7 +78,7 @@ func (in *Inbox[Tx]) hold(ctx context.Context, tx Tx, d *broker.Delivery, ev Eve
 	now := in.o.Now()
 	m := d.Message
 	held, oldest, err := in.early.HoldEarly(ctx, tx, &store.EarlyEvent{Consumer: in.consumer, AggregateID: ev.AggregateID,
-		Version: ev.Version, MessageID: m.ID, Key: m.Key, Headers: m.Headers, Body: m.Body, HeldAt: now})
+		Version: ev.Version, Awaited: cur + 1, MessageID: m.ID, Key: m.Key, Headers: m.Headers, Body: m.Body, HeldAt: now})
 	if err != nil {
 		return storeErr("hold early event", err)
 	}

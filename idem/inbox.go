@@ -272,7 +272,7 @@ func (o *Options) hasVersions() bool { return o.Versions != VersionTable{} }
 // give.
 func (in *Inbox[Tx]) Statement() guarantee.Statement {
 	p := guarantee.Pipeline{Subscription: &in.caps, Inbox: &guarantee.Inbox{Consumer: in.consumer, Retention: in.o.Retention,
-		MaxAttempts: in.o.MaxAttempts, Versioned: in.o.hasVersions(), HoldsGaps: in.early != nil}}
+		MaxAttempts: in.o.MaxAttempts, Versioned: in.o.hasVersions(), HoldsGaps: in.early != nil, EarlyLimit: in.o.EarlyLimit}}
 	return guarantee.Explain(p).Stages("transport", "consumption")
 }
 

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -96,6 +95,9 @@ type Inbox struct {
 	// HoldsGaps: a gap is held in the store (idem.Options.Gaps), not
 	// retried through the broker, so no delivery limit applies to it.
 	HoldsGaps bool
+	// EarlyLimit is how long a held gap waits for its predecessor before
+	// the aggregate is parked (idem.Options.EarlyLimit; 0: not stated).
+	EarlyLimit time.Duration
 }
 
 // Verdict grades one line of a Statement.
@@ -273,26 +275,6 @@ func (o *Outbox) RetrySpan() time.Duration {
 		span = satAdd(span, c)
 	}
 	return span
-}
-
-// satMul is d×n, or the largest Duration if that overflows.
-func satMul(d time.Duration, n int) time.Duration {
-	if d <= 0 || n <= 0 {
-		return 0
-	}
-	if int64(n) > math.MaxInt64/int64(d) {
-		return math.MaxInt64
-	}
-	return d * time.Duration(n)
-}
-
-// satAdd is a+b for non-negative a and b, or the largest Duration if that
-// overflows.
-func satAdd(a, b time.Duration) time.Duration {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 func (e *explainer) publication() {
@@ -500,11 +482,19 @@ func (e *explainer) consumption() {
 	text := fmt.Sprintf("inbox %q claims each message ID in the handler's transaction, records kept %s (horizon %s)", o.Consumer, horizon(ret), horizon(h))
 	if o.Versioned {
 		if o.HoldsGaps {
-			text += "; version checks ack duplicates and stale events, hold gaps in the store until the predecessor is applied, then park the aggregate if it does not come"
+			limit := ""
+			if o.EarlyLimit > 0 {
+				limit = " for up to " + short(o.EarlyLimit)
+			}
+			text += "; version checks ack duplicates and stale events, hold gaps in the store (acked on the broker, never retried through it)" + limit +
+				" until the predecessor is applied, then park the aggregate if it does not come"
 		} else {
 			text += fmt.Sprintf("; version checks ack duplicates and stale events, retry gaps %d times, then park the aggregate", maxAttempts)
 		}
 		e.reconcile("parked messages (wary parked list; replay or discard)")
+		if o.HoldsGaps {
+			e.reconcile("early events held in the store for their predecessor (wary parked early), parked after the early limit")
+		}
 	} else {
 		text += "; no version checks: an event older than the aggregate's state is applied over it"
 	}
@@ -575,24 +565,4 @@ func (s Statement) Level() slog.Level {
 		return slog.LevelInfo
 	}
 	return slog.LevelWarn
-}
-
-// horizon renders a redelivery horizon or retention for people.
-func horizon(d time.Duration) string {
-	if d == broker.HorizonUnknown || d == broker.HorizonUnbounded {
-		return broker.HorizonString(d)
-	}
-	return short(d)
-}
-
-// short renders d without zero minutes and seconds: "168h", "1m", "13m31s".
-func short(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
 }

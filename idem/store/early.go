@@ -44,9 +44,12 @@ type EarlyEvent struct {
 	Consumer    string
 	AggregateID string
 	Version     int64
-	MessageID   string
-	Key         string
-	Headers     map[string]string
-	Body        []byte
-	HeldAt      time.Time
+	// Awaited is the version the aggregate awaited when the event was
+	// held (its version then, plus one).
+	Awaited   int64
+	MessageID string
+	Key       string
+	Headers   map[string]string
+	Body      []byte
+	HeldAt    time.Time
 }

@@ -62,4 +62,13 @@
 // effect was applied twice, every aggregate's effects are in version
 // order, and every scheduled fault fired. Duplicate deliveries are
 // allowed and counted.
+//
+// Gaps and delivery limits: each consumer writes the growth of its
+// inbox's gap counters (idem.Stats: Gaps, Early, EarlyApplied, Retried)
+// to its log, and the report prints their sums with the subscription's
+// delivery limit (Target.DeliveryLimit). Where the inbox holds gaps in the
+// store (a subscription without order per aggregate), a run whose gaps
+// were not held, or went back to the broker, fails; and where the target
+// can count its dead-letter queue (Target.DeadLettered), a run with any
+// dead letter fails.
 package soak

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -93,6 +94,17 @@ type Report struct {
 	// ConsumersActive counts the consumers (of all started) that handled
 	// messages.
 	ConsumersActive int
+	// Early, EarlyApplied, Gaps and GapRetries add up the consumers'
+	// idem.Stats (Early, EarlyApplied, Gaps, Retried); HoldsGaps says that
+	// their inboxes hold gaps in the store (idem.GapsAuto on a
+	// subscription without order per aggregate).
+	Early, EarlyApplied, Gaps, GapRetries int64
+	HoldsGaps                             bool
+	// DeliveryLimit says how the subscription limits deliveries (or why
+	// it does not); DeadLettered counts the messages in its dead-letter
+	// queue at the end (-1: not counted, DeliveryLimit says why).
+	DeliveryLimit string
+	DeadLettered  int
 	// WorkerRestarts counts workers that ended without being killed or
 	// stopped (a driver gave up after a fault) and were started again.
 	WorkerRestarts int
@@ -132,6 +144,16 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "  published %d, deliveries %d (%d redeliveries, %d messages delivered more than once), duplicated effects %d, lost %d, unexpected %d, order violations %d, consumers that handled messages %d, worker restarts %d\n",
 		r.Published, r.Deliveries, r.Redeliveries, len(h.DuplicateDeliveries), len(h.DuplicateEffects), len(h.Lost), len(h.Unexpected), len(r.OrderViolations), r.ConsumersActive, r.WorkerRestarts)
 	fmt.Fprintf(&b, "  history: %s\n", h)
+	gaps := "retried through the broker"
+	if r.HoldsGaps {
+		gaps = "held in the store"
+	}
+	fmt.Fprintf(&b, "  gaps %d (%s): early %d, early applied %d, gap retries %d\n", r.Gaps, gaps, r.Early, r.EarlyApplied, r.GapRetries)
+	dead := "not counted"
+	if r.DeadLettered >= 0 {
+		dead = strconv.Itoa(r.DeadLettered)
+	}
+	fmt.Fprintf(&b, "  delivery limit: %s; dead-lettered %s\n", r.DeliveryLimit, dead)
 	for _, s := range r.NotFired {
 		fmt.Fprintf(&b, "  NOT FIRED: %s\n", s)
 	}

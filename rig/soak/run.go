@@ -57,6 +57,13 @@ type Target struct {
 	SingleActive bool
 	// Concurrency is each consumer's handler concurrency (default 4).
 	Concurrency int
+	// DeliveryLimit says, for the report, how the subscription limits
+	// deliveries, or why it has no limit.
+	DeliveryLimit string
+	// DeadLettered, if set, counts the messages in the subscription's
+	// dead-letter queue; the run fails if there is any (every message is
+	// applied once; a gap is held, or retried below the limit).
+	DeadLettered func(ctx context.Context) (int, error)
 }
 
 // Config configures a run.
@@ -110,7 +117,7 @@ func Run(ctx context.Context, cfg Config, target Target) (rep *Report, err error
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	r := &runner{cfg: cfg, t: target, rep: &Report{Name: target.Name, Seed: cfg.Seed, Messages: cfg.Messages,
-		Fired: map[Kind]int{}, NotApplicable: map[Kind]string{}}}
+		Fired: map[Kind]int{}, NotApplicable: map[Kind]string{}, DeliveryLimit: target.DeliveryLimit, DeadLettered: -1}}
 	defer r.cleanup()
 	if err := r.setup(ctx); err != nil {
 		return nil, err

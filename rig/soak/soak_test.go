@@ -16,8 +16,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wary-go/wary/broker"
@@ -119,10 +123,63 @@ func memoryTarget(t *testing.T) soak.Target {
 	return soak.Target{
 		Name: "memory", TopicURL: "mem://soak?lock=3s&limit=10", SubscriptionURL: subURL,
 		InProcess: mux, LockTimeout: 3 * time.Second,
+		DeliveryLimit: "10 deliveries (the memory queue's default), then dead-lettered",
+		DeadLettered: func(ctx context.Context) (int, error) {
+			dead, err := b.OpenDeadLetters("soak", "consumers", nil)
+			if err != nil {
+				return 0, err
+			}
+			defer dead.Close()
+			// A memory receive with a done context returns what is
+			// there without waiting.
+			done, cancel := context.WithCancel(ctx)
+			cancel()
+			n := 0
+			for {
+				ds, err := dead.Receive(done, 100)
+				n += len(ds)
+				if len(ds) == 0 || err != nil {
+					return n, nil
+				}
+			}
+		},
 		NotApplicable: map[soak.Kind]string{
 			soak.BrokerReset:   "the broker lives in the test process: there is no connection to cut",
 			soak.BrokerRestart: "the broker lives in the test process",
 		},
+	}
+}
+
+// The memory target counts what its subscription dead-lettered (the
+// soak fails on any).
+func TestMemoryTargetCountsDeadLetters(t *testing.T) {
+	target := memoryTarget(t)
+	ctx := t.Context()
+	top, err := target.InProcess.OpenTopic(ctx, target.TopicURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top.Close()
+	sub, err := target.InProcess.OpenSubscription(ctx, target.SubscriptionURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if n, err := target.DeadLettered(ctx); err != nil || n != 0 {
+		t.Fatalf("before: %d dead letters (%v), want 0", n, err)
+	}
+	if err := top.Publish(ctx, &broker.Message{ID: "m1", Body: []byte("x")}, &broker.Message{ID: "m2", Body: []byte("y")}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := sub.Receive(ctx, 2)
+	if err != nil || len(ds) == 0 {
+		t.Fatalf("receive: %d, %v", len(ds), err)
+	}
+	if err := ds[0].DeadLetter(ctx, "soak self-test"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := target.DeadLettered(ctx); err != nil || n != 1 {
+		t.Fatalf("after one dead letter: %d (%v), want 1", n, err)
 	}
 }
 
@@ -189,7 +246,10 @@ func TestSoakRabbit(t *testing.T) {
 	}
 	defer conn.Close()
 	name := fmt.Sprintf("wary-soak-%d", time.Now().UnixNano())
-	topo := rabbit.Topology{Exchange: name, Queue: name + ".consumers", DeliveryLimit: rabbit.NoDeliveryLimit}
+	// RabbitMQ 4's default limit for a quorum queue (x-delivery-limit 20),
+	// dead-lettered to a queue the run counts at the end.
+	const limit = 21
+	topo := rabbit.Topology{Exchange: name, Queue: name + ".consumers", DeliveryLimit: limit, DeadLetter: true}
 	if err := rabbit.Declare(t.Context(), conn, topo); err != nil {
 		t.Fatal(err)
 	}
@@ -199,10 +259,12 @@ func TestSoakRabbit(t *testing.T) {
 	q := url.Values{"exchange": {topo.Exchange}}
 	proxied.RawQuery = q.Encode()
 	topicURL := proxied.String()
-	proxied.RawQuery = url.Values{"queue": {topo.Queue}, "delivery_limit": {"-1"}}.Encode()
+	proxied.RawQuery = url.Values{"queue": {topo.Queue}, "delivery_limit": {strconv.Itoa(limit)}, "dead_letter_exchange": {topo.DeadLetterExchange()}}.Encode()
 	soakRun(t, soak.Target{
 		Name: "rabbit", TopicURL: unescapeBroker(topicURL), SubscriptionURL: unescapeBroker(proxied.String()), BrokerAddr: u.Host,
-		SingleActive: true,
+		SingleActive:  true,
+		DeliveryLimit: fmt.Sprintf("%d deliveries (quorum queue x-delivery-limit %d, RabbitMQ 4's default), then dead-lettered to %s", limit, limit-1, topo.DeadLetterQueue()),
+		DeadLettered:  func(ctx context.Context) (int, error) { return rabbitQueueLength(ctx, raw, topo.DeadLetterQueue()) },
 		NotApplicable: map[soak.Kind]string{
 			soak.BrokerRestart: "the RabbitMQ server is shared with other tests on this machine, so rabbitmqctl stop_app is not safe; broker-reset cuts every connection instead",
 			soak.LockExpiry:    "RabbitMQ has no per-delivery lock timeout (consumer_timeout is a server setting in minutes)",
@@ -232,6 +294,12 @@ func TestSoakKafka(t *testing.T) {
 	if err := c.CreateTopic(topic, partitions, nil); err != nil {
 		t.Fatal(err)
 	}
+	// The driver's delivery limit (counted by the library: Kafka keeps
+	// no count) dead-letters to a topic the run counts at the end.
+	const dlq, limit = "soak.dlq", 10
+	if err := c.CreateTopic(dlq, 1, nil); err != nil {
+		t.Fatal(err)
+	}
 	seeds := ""
 	for i, a := range c.ListenAddrs() {
 		if i > 0 {
@@ -242,7 +310,9 @@ func TestSoakKafka(t *testing.T) {
 	soakRun(t, soak.Target{
 		Name:            "kafka (kfake)",
 		TopicURL:        "kafka://" + topic + "?brokers=" + seeds,
-		SubscriptionURL: "kafka://soak-consumers?topic=" + topic + "&brokers=" + seeds,
+		SubscriptionURL: "kafka://soak-consumers?topic=" + topic + "&brokers=" + seeds + "&delivery_limit=" + strconv.Itoa(limit) + "&dead_letter_topic=" + dlq,
+		DeliveryLimit:   fmt.Sprintf("%d deliveries (the kafka driver's DeliveryLimit, counted by the library: a rebalance restarts the count), then written to %s", limit, dlq),
+		DeadLettered:    func(ctx context.Context) (int, error) { return kafkaTopicLength(ctx, c.ListenAddrs(), dlq) },
 		BrokerReset: func(ctx context.Context) (int, error) {
 			// The broker closes the connections of the next fetch and
 			// the next heartbeat.
@@ -298,9 +368,20 @@ func TestSoakSQSFIFO(t *testing.T) {
 	client := srv.NewClient(t, nil)
 	name := fmt.Sprintf("wary-soak-%d.fifo", time.Now().UnixNano())
 	const lock = 5 * time.Second
-	// No redrive policy: no delivery limit.
+	// A redrive policy: after 10 receives a message moves to a
+	// dead-letter queue the run counts at the end.
+	const limit = 10
+	dlq, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String("dlq-" + name), Attributes: map[string]string{"FifoQueue": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs, err := client.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	redrive := fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, attrs.Attributes[string(types.QueueAttributeNameQueueArn)], limit)
 	if _, err := client.CreateQueue(t.Context(), &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: map[string]string{
-		"FifoQueue": "true", "VisibilityTimeout": strconv.Itoa(int(lock / time.Second)),
+		"FifoQueue": "true", "VisibilityTimeout": strconv.Itoa(int(lock / time.Second)), "RedrivePolicy": redrive,
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -308,6 +389,23 @@ func TestSoakSQSFIFO(t *testing.T) {
 	soakRun(t, soak.Target{
 		Name: "sqsfifo (fauxqs)", TopicURL: queueURL, SubscriptionURL: queueURL,
 		BrokerAddr: fmt.Sprintf("127.0.0.1:%d", srv.Port), LockTimeout: lock,
+		DeliveryLimit: fmt.Sprintf("%d receives (redrive policy maxReceiveCount), then moved to dlq-%s", limit, name),
+		DeadLettered: func(ctx context.Context) (int, error) {
+			a, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: dlq.QueueUrl, AttributeNames: []types.QueueAttributeName{
+				types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+			if err != nil {
+				return 0, err
+			}
+			n := 0
+			for _, v := range a.Attributes {
+				k, err := strconv.Atoi(v)
+				if err != nil {
+					return 0, err
+				}
+				n += k
+			}
+			return n, nil
+		},
 		// The workers find credentials in the SDK's default chain;
 		// fauxqs accepts any.
 		Env: map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"},
@@ -368,10 +466,46 @@ func soakServiceBus(t *testing.T, sessions bool) {
 	soakRun(t, soak.Target{
 		Name: name, TopicURL: queueURL, SubscriptionURL: queueURL,
 		BrokerAddr: addr, LockTimeout: lock,
+		DeliveryLimit: fmt.Sprintf("%d deliveries (the queue's MaxDeliveryCount), then dead-lettered; the dead-letter subqueue is not counted here (the run's lost count covers a message dead-lettered unapplied)", limit),
 		Env: map[string]string{
 			servicebus.ConnectionStringEnv: strings.Replace(e.ConnectionString, addr, "{broker}", 1),
 			servicebus.EnvAdminEndpoint:    e.AdminEndpoint,
 		},
 		NotApplicable: notApplicable,
 	})
+}
+
+// rabbitQueueLength is how many messages queue holds.
+func rabbitQueueLength(ctx context.Context, rawURL, queue string) (int, error) {
+	conn, err := amqp.DialConfig(rawURL, amqp.Config{Dial: amqp.DefaultDial(10 * time.Second)})
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return 0, err
+	}
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		return 0, err
+	}
+	return q.Messages, ctx.Err()
+}
+
+// kafkaTopicLength is how many records topic holds (the sum of its
+// partitions' end offsets: nothing is deleted during a run).
+func kafkaTopicLength(ctx context.Context, seeds []string, topic string) (int, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	ends.Each(func(o kadm.ListedOffset) { n += int(o.Offset) })
+	return n, ends.Error()
 }

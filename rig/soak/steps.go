@@ -384,6 +384,8 @@ func (r *runner) check(ctx context.Context) error {
 			r.rep.Deliveries++
 		case linePublished:
 			r.rep.Published++
+		case lineGapStats:
+			r.addGapStats(id)
 		}
 		return true
 	})
@@ -416,6 +418,7 @@ func (r *runner) check(ctx context.Context) error {
 			r.rep.ConsumersActive++
 		}
 	}
+	r.checkGaps(ctx)
 	r.rep.History = h.Check()
 	r.rep.Redeliveries = r.rep.Deliveries - r.rep.History.Delivered
 	r.rep.OrderViolations = order.FirstDeliveryOrderViolations()
@@ -442,4 +445,42 @@ func boolInt(b bool) int {
 func aggIndex(agg string) int {
 	n, _ := strconv.Atoi(strings.TrimPrefix(agg, "agg-"))
 	return n
+}
+
+// addGapStats adds a gap-stats line's deltas ("early,earlyApplied,gaps,
+// retried,holds") to the report.
+func (r *runner) addGapStats(s string) {
+	fs := strings.Split(s, ",")
+	if len(fs) != 5 {
+		return
+	}
+	for i, p := range []*int64{&r.rep.Early, &r.rep.EarlyApplied, &r.rep.Gaps, &r.rep.GapRetries} {
+		n, _ := strconv.ParseInt(fs[i], 10, 64)
+		*p += n
+	}
+	r.rep.HoldsGaps = r.rep.HoldsGaps || fs[4] == "true"
+}
+
+// checkGaps fails the run if its inboxes hold gaps but gaps occurred
+// without holds, or went back to the broker (each retry a delivery
+// counted against the delivery limit), or if anything was dead-lettered.
+func (r *runner) checkGaps(ctx context.Context) {
+	if r.rep.HoldsGaps && r.rep.Gaps > 0 && r.rep.Early == 0 {
+		r.rep.Failures = append(r.rep.Failures, fmt.Sprintf("%d gaps on a subscription without order, none held in the store", r.rep.Gaps))
+	}
+	if r.rep.HoldsGaps && r.rep.GapRetries > 0 {
+		r.rep.Failures = append(r.rep.Failures, fmt.Sprintf("%d gaps retried through the broker, where the inbox holds them", r.rep.GapRetries))
+	}
+	if r.t.DeadLettered == nil {
+		return
+	}
+	n, err := r.t.DeadLettered(ctx)
+	if err != nil {
+		r.rep.Failures = append(r.rep.Failures, "count the dead letters: "+err.Error())
+		return
+	}
+	r.rep.DeadLettered = n
+	if n > 0 {
+		r.rep.Failures = append(r.rep.Failures, fmt.Sprintf("%d messages dead-lettered", n))
+	}
 }

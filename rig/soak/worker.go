@@ -46,6 +46,7 @@ const (
 	linePublished = 'P' // the relay published a message
 	lineSlowStart = 'S' // the slow handler started sleeping, holding the claim
 	lineSlowEnd   = 'E' // the slow handler woke up
+	lineGapStats  = 'G' // the inbox's gap counters grew (gapStats)
 )
 
 // workerSpec is what a worker needs; a child process reads it from ChildEnv.
@@ -256,7 +257,16 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 		}
 		return slowIfArmed(ctx, spec, lg, d.Message.ID)
 	}
-	wrapped := in.Wrap(apply)
+	// GapsAuto's rule: the inbox holds gaps in the store where the
+	// subscription keeps no order per aggregate (the store is PostgreSQL,
+	// which can).
+	o := sub.Capabilities().Ordering
+	gs := &gapStats{lg: lg, holds: o == broker.OrderNone || o == broker.OrderQueue}
+	wrapped := func(ctx context.Context, d *broker.Delivery) error {
+		_, err := in.Handle(ctx, d, apply)
+		gs.note(in.Stats())
+		return err
+	}
 	if spec.Unsafe {
 		wrapped = func(ctx context.Context, d *broker.Delivery) error {
 			ev, err := idem.ParseEvent(d.Message)
@@ -287,6 +297,37 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 		return nil
 	}
 	return err
+}
+
+// gapStats writes the growth of an inbox's gap counters (idem.Stats'
+// Early, EarlyApplied, Gaps and Retried) to the worker's log, as a line
+// "G ns early,earlyApplied,gaps,retried,holds" of deltas since the last
+// one: the lines of all workers add up to the run's counts, but for
+// what a killed consumer counted after its last line (a transaction it
+// did not commit).
+type gapStats struct {
+	lg    *eventLog
+	holds bool
+	mu    sync.Mutex
+	last  [4]int64
+}
+
+func (g *gapStats) note(s idem.Stats) {
+	now := [4]int64{s.Early, s.EarlyApplied, s.Gaps, s.Retried}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i := range now { // a handler may bring an older snapshot
+		now[i] = max(now[i], g.last[i])
+	}
+	if now == g.last {
+		return
+	}
+	var d [4]int64
+	for i := range now {
+		d[i] = now[i] - g.last[i]
+	}
+	g.last = now
+	g.lg.line(lineGapStats, fmt.Sprintf("%d,%d,%d,%d,%t", d[0], d[1], d[2], d[3], g.holds))
 }
 
 // deliveringKey is the context key of the message ID a Run handler was

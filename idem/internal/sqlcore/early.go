@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"time"
 
 	"github.com/wary-go/wary/idem/store"
@@ -11,14 +12,18 @@ import (
 
 // The early events' statements (store.Early).
 const (
-	earlyHold = `INSERT INTO {{early}} (consumer, aggregate_id, version, message_id, msg_key, headers, body, held_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (consumer, aggregate_id, version) DO NOTHING`
+	earlyHold = `INSERT INTO {{early}} (consumer, aggregate_id, version, message_id, msg_key, headers, body, held_at, awaited)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (consumer, aggregate_id, version) DO NOTHING`
 	earlyOldest = `SELECT min(held_at) FROM {{early}} WHERE consumer = $1 AND aggregate_id = $2`
 	earlyCols   = `aggregate_id, version, message_id, msg_key, headers, body, held_at`
 	earlyTake   = `DELETE FROM {{early}} WHERE consumer = $1 AND aggregate_id = $2 AND version = $3 RETURNING ` + earlyCols
 	earlyAll    = `DELETE FROM {{early}} WHERE consumer = $1 AND aggregate_id = $2 RETURNING ` + earlyCols
 	earlyOld    = `SELECT DISTINCT aggregate_id FROM {{early}} WHERE consumer = $1 AND held_at < $2 LIMIT $3`
 	earlyCount  = `SELECT count(*) FROM {{early}} WHERE consumer = $1`
+	// earlyList: the aggregates holding early events, oldest hold first
+	// ($1: a consumer, or '' for all; $2: a limit).
+	earlyList = `SELECT consumer, aggregate_id, max(awaited), min(version), max(version), count(*), min(held_at) FROM {{early}}
+		WHERE $1 = '' OR consumer = $1 GROUP BY consumer, aggregate_id ORDER BY min(held_at), consumer, aggregate_id LIMIT $2`
 )
 
 // LockAggregate implements store.Early with the dialect's Lock (none for
@@ -44,7 +49,7 @@ func (c *Core[Tx]) HoldEarly(ctx context.Context, tx Tx, e *store.EarlyEvent) (b
 		body = []byte{}
 	}
 	q := c.b.Q(tx)
-	n, err := q.Exec(ctx, c.render(earlyHold), e.Consumer, e.AggregateID, e.Version, e.MessageID, e.Key, h, body, c.d.Time(e.HeldAt))
+	n, err := q.Exec(ctx, c.render(earlyHold), e.Consumer, e.AggregateID, e.Version, e.MessageID, e.Key, h, body, c.d.Time(e.HeldAt), e.Awaited)
 	if err != nil {
 		return false, time.Time{}, err
 	}
@@ -120,6 +125,35 @@ func (c *Core[Tx]) CountEarly(ctx context.Context, consumer string) (int, error)
 	var n int64
 	err := c.inTx(ctx, func(q Querier) error { return q.QueryRow(ctx, c.render(earlyCount), consumer).Scan(&n) })
 	return int(n), err
+}
+
+// ListEarly implements store.Admin.
+func (c *Core[Tx]) ListEarly(ctx context.Context, consumer string, limit int) ([]store.EarlyAggregate, error) {
+	if limit <= 0 {
+		limit = math.MaxInt32
+	}
+	out := []store.EarlyAggregate{}
+	err := c.inTx(ctx, func(q Querier) error {
+		rows, err := q.Query(ctx, c.render(earlyList), consumer, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a store.EarlyAggregate
+			var n int64
+			if err := rows.Scan(&a.Consumer, &a.AggregateID, &a.Awaited, &a.FirstVersion, &a.LastVersion, &n, timeDest{&a.OldestHeldAt}); err != nil {
+				return err
+			}
+			a.Held = int(n)
+			out = append(out, a)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list early events: %w", err)
+	}
+	return out, nil
 }
 
 // Savepoint implements store.Early.

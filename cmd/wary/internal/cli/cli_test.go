@@ -169,6 +169,38 @@ func TestExplainSound(t *testing.T) {
 		"consumption: [ok]", "effects:     [ok]", "parked messages", "no misconfiguration found")
 }
 
+// TestExplainGaps: explain states where gaps are held in the store (a
+// broker without order per aggregate, idem.GapsAuto's rule, or --gaps
+// hold), with the early limit, and broker retry only where it applies (an
+// ordered scope, or --gaps retry).
+func TestExplainGaps(t *testing.T) {
+	w := newWary(t)
+	unordered := "mem://" + unique("gaps") + "?limit=5"
+	ordered := "mem://" + unique("gaps") + "?profile=partitioned&limit=5"
+	base := []string{"explain", "--outbox", "--inbox", "--consumer", "billing", "--versioned"}
+	for _, c := range []struct {
+		name, topic string
+		flags       []string
+		want, not   string
+	}{
+		{"unordered", unordered, nil, "hold gaps in the store (acked on the broker, never retried through it) for up to 1h until", "retry gaps"},
+		{"unordered early limit", unordered, []string{"--early-limit", "30m"}, "for up to 30m until the predecessor is applied", "retry gaps"},
+		{"unordered retry", unordered, []string{"--gaps", "retry"}, "retry gaps 5 times, then park the aggregate", "hold gaps"},
+		{"ordered", ordered, nil, "retry gaps 5 times, then park the aggregate", "hold gaps"},
+		{"ordered hold", ordered, []string{"--gaps", "hold"}, "hold gaps in the store", "retry gaps"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append(append(base, "--broker", c.topic, "--subscription", sub(c.topic)), c.flags...)
+			r := w.run(args...)
+			r.has(t, c.want)
+			if strings.Contains(r.out, c.not) {
+				t.Errorf("stdout has %q:\n%s", c.not, r.out)
+			}
+		})
+	}
+	w.want(cli.ExitError, append(base, "--broker", unordered, "--subscription", sub(unordered), "--gaps", "sometimes")...)
+}
+
 // TestExplainFlagsMisconfiguration: a pipeline with every mistake explain
 // knows, each flagged with its fix, and exit 1.
 func TestExplainFlagsMisconfiguration(t *testing.T) {

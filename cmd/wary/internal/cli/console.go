@@ -49,7 +49,8 @@ operations as the other commands: a dashboard (the guarantee statement of
 "wary explain" with its misconfigurations, the outbox backlog with charts
 of the last hour, parked, quarantined and dead-lettered counts, unresolved
 idempotency keys), the parked messages with replay (dry run first, a rate
-limit, live progress) and discard, quarantined outbox rows, dead letters
+limit, live progress) and discard, the early events an inbox holds before
+it parks them (read-only), quarantined outbox rows, dead letters
 grouped by reason with replay, the conformance probe, and an audit log of
 every action, kept in the store's database (PREFIXoperator_audit, which the
 console creates, and where the parked and outbox commands then record
@@ -245,6 +246,7 @@ func (con *console) handler() http.Handler {
 		{"GET", "/{$}", con.dashboard},
 		{"GET", "/parked", con.parked},
 		{"GET", "/parked/aggregate", con.parkedAggregate},
+		{"GET", "/early", con.early},
 		{"POST", "/parked/replay", con.parkedReplay},
 		{"POST", "/parked/discard", con.parkedDiscard},
 		{"GET", "/outbox", con.outbox},

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/url"
 	"regexp"
@@ -82,6 +83,12 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Early events held for consumer shipping: order-5 is at version 1,
+	// its version 3 waits for version 2.
+	schema := storeArgs[len(storeArgs)-1]
+	ship := newHolder(t, st, func(q string) error { _, err := st.Pool().Exec(ctx, q); return err }, schema+".ship_versions", "shipping", "order-5")
+	wantResults(t, ship.deliver(event("o5-v3", "order-5", 3)), idem.ResultEarly)
+
 	con := startConsole(t, append([]string{"--broker", topicURL, "--subscription", subURL, "--consumer", consumer, "--sample", "1s"}, storeArgs...)...)
 	page := func(path string) chromedp.Action[chromedp.Void] { return chromedp.Navigate(con.base + path) }
 
@@ -91,6 +98,28 @@ func TestConsoleBrowser(t *testing.T) {
 	wantText(t, "quarantined count", textOf(t, bctx, "#quarantined"), "1")
 	wantText(t, "dead letters", textOf(t, bctx, "#dead-counts"), "1")
 	wantText(t, "statement", textOf(t, bctx, "table.statement"), "transport", "order per queue")
+	wantText(t, "early count", textOf(t, bctx, "#early-counts"), "shipping", "1")
+
+	// Held early events: read-only, with the version awaited and when
+	// they are parked (the console's --early-limit, default 1h).
+	browse(t, bctx, "early", page("/early"), chromedp.WaitVisible(chromedp.CSS(`tr.held[data-aggregate="order-5"]`)), screenshot("early"))
+	wantText(t, "early row", textOf(t, bctx, `tr.held[data-aggregate="order-5"]`), "shipping", "v2", "v3–v3", " ago")
+	wantText(t, "early limit", textOf(t, bctx, "main"), "early limit (1h0m0s")
+	var held struct {
+		EarlyLimit string `json:"early_limit"`
+		Aggregates []struct {
+			AggregateID string `json:"aggregate_id"`
+			Awaited     int64  `json:"awaited"`
+			Held        int    `json:"held"`
+		} `json:"aggregates"`
+	}
+	code, body := get(t, con.base+"/api/early?consumer=shipping", nil)
+	if err := json.Unmarshal([]byte(body), &held); code != 200 || err != nil || held.EarlyLimit != "1h0m0s" || len(held.Aggregates) != 1 ||
+		held.Aggregates[0].AggregateID != "order-5" || held.Aggregates[0].Awaited != 2 || held.Aggregates[0].Held != 1 {
+		t.Errorf("GET /api/early: %d %s (%v)", code, body, err)
+	}
+	wantResults(t, ship.deliver(event("o5-v2", "order-5", 2)), idem.ResultApplied)
+	browse(t, bctx, "nothing held", page("/early"), chromedp.WaitVisible(chromedp.CSS("#nothing-held")))
 
 	// Parked: the aggregate, then its messages with the bodies hidden
 	// until asked for.
@@ -282,7 +311,7 @@ func TestConsoleTokenAndReadOnly(t *testing.T) {
 		t.Errorf("API with a wrong token: %d, want 401", code)
 	}
 	var csrf string
-	for _, path := range []string{"/", "/api/", "/parked", "/api/parked", "/outbox", "/api/outbox", "/dead-letters", "/audit", "/probe"} {
+	for _, path := range []string{"/", "/api/", "/parked", "/api/parked", "/early", "/api/early", "/outbox", "/api/outbox", "/dead-letters", "/audit", "/probe"} {
 		code, body := get(t, con.base+path, bearer)
 		if code != 200 {
 			t.Errorf("GET %s with the token: %d, want 200: %s", path, code, body)

@@ -17,7 +17,7 @@ import (
 	"github.com/wary-go/wary/idem/store"
 )
 
-var pageNames = []string{"login", "dashboard", "parked", "aggregate", "replay", "confirm", "outbox", "dead-letters", "probe", "job", "audit", "error"}
+var pageNames = []string{"login", "dashboard", "parked", "early", "aggregate", "replay", "confirm", "outbox", "dead-letters", "probe", "job", "audit", "error"}
 
 func fsSub(f fs.FS, dir string) (fs.FS, error) { return fs.Sub(f, dir) }
 
@@ -121,6 +121,7 @@ type dashboardJSON struct {
 	StatementError string               `json:"statement_error,omitempty"`
 	Outbox         healthJSON           `json:"outbox"`
 	Parked         map[string]int       `json:"parked"`
+	Early          map[string]int       `json:"early"`
 	DeadLetters    []deadCount          `json:"dead_letters"`
 	UnresolvedKeys map[string]int       `json:"unresolved_keys"`
 	Samples        []sample             `json:"samples"`
@@ -140,6 +141,14 @@ func (con *console) dashboard(w http.ResponseWriter, r *http.Request) error {
 	}
 	if j.Parked, err = con.db.ParkedConsumers(ctx); err != nil {
 		return err
+	}
+	es, err := con.db.ListEarly(ctx, "", 0)
+	if err != nil {
+		return err
+	}
+	j.Early = map[string]int{}
+	for _, e := range es {
+		j.Early[e.Consumer] += e.Held
 	}
 	j.UnresolvedKeys = map[string]int{}
 	for _, k := range con.pipeline.Keys {

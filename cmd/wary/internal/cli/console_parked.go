@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -53,6 +54,32 @@ func (con *console) parked(w http.ResponseWriter, r *http.Request) error {
 	}
 	con.render(w, r, "parked", http.StatusOK, out)
 	return nil
+}
+
+// earlyPage lists the aggregates holding early events (read-only), with
+// the early limit the console was given (--early-limit or --config).
+type earlyPage struct {
+	EarlyLimit string      `json:"early_limit"`
+	Aggregates []earlyJSON `json:"aggregates"`
+}
+
+func (con *console) early(w http.ResponseWriter, r *http.Request) error {
+	limit := con.earlyLimit()
+	es, err := listEarly(r.Context(), con.db, r.FormValue("consumer"), 0, limit)
+	if err != nil {
+		return err
+	}
+	con.render(w, r, "early", http.StatusOK, earlyPage{EarlyLimit: limit.String(), Aggregates: es})
+	return nil
+}
+
+// earlyLimit is the inbox's idem.Options.EarlyLimit as the console was
+// told it.
+func (con *console) earlyLimit() time.Duration {
+	if in := con.pipeline.Inbox; in != nil && in.EarlyLimit > 0 {
+		return in.EarlyLimit
+	}
+	return idem.DefaultEarlyLimit
 }
 
 // parkedAggregate shows one aggregate's messages in replay order, with

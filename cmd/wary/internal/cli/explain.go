@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/store"
@@ -31,6 +33,8 @@ type pipelineConfig struct {
 	Retention    duration    `json:"retention"`
 	AllowShort   bool        `json:"allow_short_retention"`
 	MaxAttempts  int         `json:"max_attempts"`
+	Gaps         string      `json:"gaps"`
+	EarlyLimit   duration    `json:"early_limit"`
 	Relay        relayConfig `json:"relay"`
 	Keys         []keyConfig `json:"keys"`
 	UnkeyedCalls bool        `json:"unkeyed_calls"`
@@ -71,7 +75,8 @@ type explainFlags struct {
 	outbox, inbox                 bool
 	versioned, ordered, perKey    bool
 	concurrency                   int
-	retention                     time.Duration
+	retention, earlyLimit         time.Duration
+	gaps                          string
 }
 
 func (a *app) explainCmd() *cobra.Command {
@@ -102,10 +107,18 @@ the domain needs order, idempotency-key contracts) comes from flags or
 from a JSON --config file:
   {"consumer": "billing", "versioned": true, "ordered": true,
    "concurrency": 4, "per_key": true, "retention": "72h",
+   "gaps": "auto", "early_limit": "1h",
    "relay": {"max_attempts": 10, "backoff_max": "5m"},
    "keys": [{"provider": "payments", "retention": "24h", "replays": true}]}
 With a store (--postgres or --sqlite), the outbox and the inbox are
-assumed, and what is stuck in them now is counted.`,
+assumed, and what is stuck in them now is counted.
+
+Gaps (--gaps, idem.Options.Gaps): "auto", the default, holds a versioned
+event that arrives before its predecessor in the store where the
+subscription keeps no order per aggregate (no order, or a queue's order),
+and retries it through the broker on an ordered scope; "hold" and "retry"
+force either. A held gap is parked after --early-limit
+(idem.Options.EarlyLimit, default 1h).`,
 		Example: `  wary explain --broker 'mem://orders?profile=queue&limit=5' --subscription mem://orders/billing --sqlite shop.db --consumer billing --ordered --versioned
   wary explain --broker rabbit://orders --subscription 'rabbit://orders.billing?nack_delay=true' --postgres "$WARY_POSTGRES_URL" --config pipeline.json --json`,
 		Args: cobra.NoArgs,
@@ -139,6 +152,8 @@ func (f *explainFlags) add(c *cobra.Command) {
 	c.Flags().BoolVar(&f.perKey, "per-key", false, "handlers run with RunOptions.PerKey")
 	c.Flags().IntVar(&f.concurrency, "concurrency", 0, "handlers running at once (default 1)")
 	c.Flags().DurationVar(&f.retention, "retention", 0, "inbox retention (default: the redelivery horizon)")
+	c.Flags().StringVar(&f.gaps, "gaps", "", "what version checks do with a gap: auto, hold or retry (idem.Options.Gaps; default auto)")
+	c.Flags().DurationVar(&f.earlyLimit, "early-limit", 0, "how long a held gap waits before its aggregate is parked (idem.Options.EarlyLimit; default 1h)")
 	_ = c.MarkFlagRequired("broker")
 	_ = c.MarkFlagRequired("subscription")
 }
@@ -186,6 +201,10 @@ func (a *app) pipeline(c *cobra.Command, f *explainFlags) (guarantee.Pipeline, e
 		if f.retention != 0 {
 			p.Inbox.Retention = f.retention
 		}
+		p.Inbox.EarlyLimit = cmp.Or(f.earlyLimit, time.Duration(cfg.EarlyLimit), idem.DefaultEarlyLimit)
+		if f.gaps = cmp.Or(f.gaps, cfg.Gaps, "auto"); f.gaps != "auto" && f.gaps != "hold" && f.gaps != "retry" {
+			return p, fmt.Errorf("gaps %q: want auto, hold or retry", f.gaps)
+		}
 	}
 	if f.concurrency != 0 {
 		p.Concurrency = f.concurrency
@@ -220,6 +239,11 @@ func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline
 	_ = s.Close()
 	p.Subscription = &sc
 	p.Broker = broker.RedactString(f.broker)
+	if p.Inbox != nil {
+		// idem.GapsAuto's rule: hold where the subscription keeps no
+		// order per aggregate (PostgreSQL and SQLite stores can hold).
+		p.Inbox.HoldsGaps = f.gaps == "hold" || f.gaps == "auto" && (sc.Ordering == broker.OrderNone || sc.Ordering == broker.OrderQueue)
+	}
 	st := guarantee.Explain(p)
 	if d == nil {
 		if !a.storeGiven(&f.store) {
@@ -243,6 +267,17 @@ func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline
 			return st, fmt.Errorf("parked: %w", err)
 		}
 		st.Reconcile = append(st.Reconcile, fmt.Sprintf("now: %d parked message(s) of consumer %q", n, p.Inbox.Consumer))
+		if p.Inbox.Versioned && p.Inbox.HoldsGaps {
+			es, err := d.ListEarly(ctx, p.Inbox.Consumer, 0)
+			if err != nil {
+				return st, fmt.Errorf("early events: %w", err)
+			}
+			held := 0
+			for _, e := range es {
+				held += e.Held
+			}
+			st.Reconcile = append(st.Reconcile, fmt.Sprintf("now: %d early event(s) of %d aggregate(s) held for consumer %q (wary parked early)", held, len(es), p.Inbox.Consumer))
+		}
 	}
 	return st, nil
 }

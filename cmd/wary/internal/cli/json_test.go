@@ -29,6 +29,7 @@ func TestJSONEveryDataCommand(t *testing.T) {
 		{cli.ExitFinding, []string{"explain", "--broker", p.topicURL, "--subscription", p.topicURL + "/billing", "--inbox=false"}}, // a dual write
 		{cli.ExitOK, []string{"probe", "mem://scratch", "--only", "round-trip-fidelity"}},
 		{cli.ExitOK, p.args("parked", "list")},
+		{cli.ExitOK, p.args("parked", "early")},
 		{cli.ExitOK, p.args("parked", "replay", "--consumer", "billing", "--all", "--to", p.topicURL, "--yes")},
 		{cli.ExitOK, p.args("parked", "discard", "--consumer", "billing", "--all", "--yes")},
 		{cli.ExitOK, p.args("outbox", "status")},

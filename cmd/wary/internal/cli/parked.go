@@ -36,19 +36,23 @@ func (f *parkedFlags) filter(c *cobra.Command) store.ParkedFilter {
 func (a *app) parkedCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "parked",
-		Short: "List, show, replay or discard messages an inbox parked",
-		Long: `An inbox parks a message whose version gap did not close after its
-retries, and holds the later messages of the same aggregate behind it.
-These commands show the park and put messages back: replay moves an
-aggregate's parked messages back to the broker, in order, with their
-original IDs and headers and a wary-replayed-by header, forgetting their
-inbox claims so that the consumer processes them again.`,
+		Short: "List, show, replay or discard messages an inbox parked; list the early events it holds",
+		Long: `An inbox parks a message whose version gap did not close: after its
+retries through the broker, or, where it holds gaps in the store, after
+idem.Options.EarlyLimit; and it holds the later messages of the same
+aggregate behind it. These commands show the park and put messages back:
+replay moves an aggregate's parked messages back to the broker, in order,
+with their original IDs and headers and a wary-replayed-by header,
+forgetting their inbox claims so that the consumer processes them again.
+Before an inbox that holds gaps parks them, "wary parked early" lists the
+early events it holds.`,
 		Example: `  wary parked list --sqlite shop.db
+  wary parked early --sqlite shop.db
   wary parked show 7 --sqlite shop.db
   wary parked replay --consumer billing --aggregate order-3 --to rabbit://orders --postgres "$WARY_POSTGRES_URL"
   wary parked discard --consumer billing --id 7 --yes --sqlite shop.db`,
 	}
-	c.AddCommand(a.parkedList(), a.parkedShow(), a.parkedReplay(), a.parkedDiscard())
+	c.AddCommand(a.parkedList(), a.parkedEarly(), a.parkedShow(), a.parkedReplay(), a.parkedDiscard())
 	return c
 }
 

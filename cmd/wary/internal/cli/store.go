@@ -41,6 +41,7 @@ type db interface {
 	CountParked(ctx context.Context, consumer string, f store.ParkedFilter) (int, error)
 	DiscardParked(ctx context.Context, consumer string, f store.ParkedFilter) (int, error)
 	ParkedConsumers(ctx context.Context) (map[string]int, error)
+	ListEarly(ctx context.Context, consumer string, limit int) ([]store.EarlyAggregate, error)
 	// unpark deletes ps from the park and forgets their inbox claims, calls
 	// publish, and commits only if publish succeeded: a message is never
 	// both gone from the park and not sent.
