@@ -150,7 +150,7 @@ func (s *driver) switchSlice(ctx context.Context, conn *pgxpool.Conn, now time.T
 // head a relay holds keep their rows until a later purge. It returns the
 // rows of the slice if it retired it.
 func (s *driver) retireSlice(ctx context.Context, conn *pgxpool.Conn, id, cur int64, before time.Time) (int, error) {
-	outbox, name := s.Name("outbox"), s.outboxSliceName(id)
+	outbox, name := s.Name("outbox"), s.partName(s.outboxTable, id)
 	var n int
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = "+strconv.FormatInt(detachWait.Milliseconds(), 10)); err != nil {
@@ -202,87 +202,44 @@ func (s *driver) retireSlice(ctx context.Context, conn *pgxpool.Conn, id, cur in
 // transaction, the rows of the detached table that are unsent (none,
 // unless an operator requeued a discarded row meanwhile) are put back
 // into slice cur, and the table is dropped.
-func (s *driver) dropSlices(ctx context.Context, conn *pgxpool.Conn, cur int64) (err error) {
-	if _, err := conn.Exec(ctx, "SET lock_timeout = "+strconv.FormatInt(detachWait.Milliseconds(), 10)); err != nil {
-		return err
-	}
-	defer func() {
-		if _, rerr := conn.Exec(context.WithoutCancel(ctx), "RESET lock_timeout"); rerr != nil {
-			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // no other user gets its lock_timeout
-			if err == nil {
-				err = rerr
-			}
-		}
-	}()
-	outbox := s.Name("outbox")
-	rows, err := conn.Query(ctx, `SELECT s.id, i.inhdetachpending FROM `+s.Name("outbox_slices")+` s
-		LEFT JOIN pg_inherits i ON i.inhrelid = to_regclass($1 || s.id || '"') WHERE s.retired ORDER BY s.id`, s.outboxSlicePrefix())
-	if err != nil {
-		return err
-	}
-	type retired struct {
-		id      int64
-		pending *bool
-	}
-	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (retired, error) {
-		var x retired
-		return x, r.Scan(&x.id, &x.pending)
-	})
-	if err != nil {
-		return err
-	}
-	for _, r := range list {
-		name := s.outboxSliceName(r.id)
-		switch {
-		case r.pending == nil: // detached already
-		case *r.pending:
-			_, err = conn.Exec(ctx, "ALTER TABLE "+outbox+" DETACH PARTITION "+name+" FINALIZE")
-		default:
-			_, err = conn.Exec(ctx, "ALTER TABLE "+outbox+" DETACH PARTITION "+name+" CONCURRENTLY")
-		}
+func (s *driver) dropSlices(ctx context.Context, conn *pgxpool.Conn, cur int64) error {
+	outbox, prefix := s.Name("outbox"), s.partPrefix(s.outboxTable)
+	return withDetachWait(ctx, conn, func() error {
+		list, err := retiredSlices(ctx, conn, `SELECT s.id, i.inhdetachpending FROM `+s.Name("outbox_slices")+` s
+			LEFT JOIN pg_inherits i ON i.inhrelid = to_regclass($1 || s.id || '"') WHERE s.retired ORDER BY s.id`, prefix)
 		if err != nil {
 			return err
 		}
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			var exists bool
-			if err := tx.QueryRow(ctx, "SELECT to_regclass($1 || $2::bigint || '\"') IS NOT NULL", s.outboxSlicePrefix(), r.id).Scan(&exists); err != nil {
+		for _, r := range list {
+			name := s.partName(s.outboxTable, r.id)
+			if err := detach(ctx, conn, outbox, name, r.pending); err != nil {
 				return err
 			}
-			if exists {
-				if _, err := tx.Exec(ctx, "INSERT INTO "+outbox+" ("+outboxColumns+", slice, moved) OVERRIDING SYSTEM VALUE SELECT "+
-					outboxColumns+", $1, TRUE FROM "+name+" WHERE state IN (0, 2)", cur); err != nil {
+			err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				var exists bool
+				if err := tx.QueryRow(ctx, "SELECT to_regclass($1 || $2::bigint || '\"') IS NOT NULL", prefix, r.id).Scan(&exists); err != nil {
 					return err
 				}
-				if _, err := tx.Exec(ctx, "DROP TABLE "+name); err != nil {
-					return err
+				if exists {
+					if _, err := tx.Exec(ctx, "INSERT INTO "+outbox+" ("+outboxColumns+", slice, moved) OVERRIDING SYSTEM VALUE SELECT "+
+						outboxColumns+", $1, TRUE FROM "+name+" WHERE state IN (0, 2)", cur); err != nil {
+						return err
+					}
+					if _, err := tx.Exec(ctx, "DROP TABLE "+name); err != nil {
+						return err
+					}
 				}
+				_, err := tx.Exec(ctx, "DELETE FROM "+s.Name("outbox_slices")+" WHERE id = $1", r.id)
+				return err
+			})
+			if err != nil {
+				return err
 			}
-			_, err := tx.Exec(ctx, "DELETE FROM "+s.Name("outbox_slices")+" WHERE id = $1", r.id)
-			return err
-		})
-		if err != nil {
-			return err
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // outboxColumns are the outbox's columns but slice and moved.
 const outboxColumns = `id, message_id, aggregate_id, version, sequence, type, headers, payload, state, attempts,
 	created_at, next_attempt, last_error, sent_at`
-
-// outboxSliceName is the quoted, qualified name of outbox slice id's table.
-func (s *driver) outboxSliceName(id int64) string {
-	n := s.outboxTable + "_s" + strconv.FormatInt(id, 10)
-	if s.schema == "" {
-		return pgx.Identifier{n}.Sanitize()
-	}
-	return pgx.Identifier{s.schema, n}.Sanitize()
-}
-
-// outboxSlicePrefix is the text that, followed by a slice's ID and a
-// double quote, names its table for to_regclass.
-func (s *driver) outboxSlicePrefix() string {
-	q := s.outboxSliceName(0)
-	return q[:len(q)-len(`0"`)]
-}
