@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -545,4 +546,81 @@ func TestClaimsDuringOutboxRotation(t *testing.T) {
 		t.Errorf("the first slice left is %d: none was dropped while the claims ran", first)
 	}
 	t.Logf("%d rows sent during the rounds, %d left in the table (%d moved), slices from %d (%d live)", len(sent), total, moved, first, slices)
+}
+
+// TestStreamLeavesMovedRows: the stream decodes rows added to a slice as
+// the outbox's (the publication publishes through the partitioned root);
+// when the purge moves pending and quarantined rows out of a slice it
+// drops, the move reaches the stream as inserts, and Publishable leaves
+// those rows, and their first inserts, to the claims: none is published
+// twice.
+func TestStreamLeavesMovedRows(t *testing.T) {
+	pool := newPrivatePool(t)
+	ctx := t.Context()
+	st, err := postgres.New(ctx, pool, &postgres.Options{OutboxSlice: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	postgres.SliceReady(st, 0)
+	if err := st.CheckStream(ctx); err != nil {
+		if os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("the server cannot stream the outbox: %v", err)
+		}
+		t.Skipf("the server cannot stream the outbox (WARY_REQUIRE_SERVICES=1 to fail): %v", err)
+	}
+	slot, err := st.StreamSlot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := st.Driver().(store.Streamer).OpenOutboxStream(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.Close(context.Background())
+		// The database is dropped after this: its slot first.
+		for range 100 {
+			if _, err := pool.Exec(context.Background(), "SELECT pg_drop_replication_slot($1)", slot); err == nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // the walsender is exiting
+		}
+	})
+	next := func() []store.OutboxRow {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		for {
+			ev, err := s.Recv(rctx)
+			if err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			if len(ev.Rows) > 0 {
+				return ev.Rows
+			}
+		}
+	}
+	rotate(t, st, t0, t0.Add(-time.Hour)) // a slice ahead
+	// a: a quarantined head and a row behind it; b: a row still pending
+	// (the stream passed over it), which nothing else holds back.
+	ids := addRows(t, st, t0, "a", "a", "b")
+	first := next()
+	if len(first) != 3 || first[0].RowID != ids[0] || first[2].RowID != ids[2] || first[2].AggregateID != "b" {
+		t.Fatalf("streamed %+v, want rows %v", first, ids)
+	}
+	quarantine(t, pool, ids[0])
+	rotate(t, st, t0, t0.Add(-time.Hour)) // slice 1 stops taking rows
+	if n := rotate(t, st, t0.Add(time.Hour), t0.Add(time.Minute)); n != 0 {
+		t.Errorf("retired %d rows, want 0 (all moved out)", n)
+	}
+	moved := next()
+	if len(moved) != 3 || moved[0].RowID != ids[0] || moved[2].RowID != ids[2] {
+		t.Fatalf("streamed after the move %+v, want rows %v again", moved, ids)
+	}
+	for _, rows := range [][]store.OutboxRow{moved, first} {
+		keep, held, err := s.Publishable(ctx, rows, nil)
+		if err != nil || len(keep) != 0 || held != 3 {
+			t.Errorf("Publishable: %d rows to publish, %d held, %v; want none to publish, 3 held", len(keep), held, err)
+		}
+	}
 }
