@@ -49,48 +49,33 @@ func (s *driver) PurgeOutbox(ctx context.Context, before time.Time, limit int) (
 // it was sent before before, and detaches and drops the retired ones. It
 // returns the rows of the slices it retired.
 func (s *driver) rotateOutbox(ctx context.Context, now, before time.Time) (int, error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Release()
 	slices := s.Name("outbox_slices")
-	var mine bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtext($1), 0)", slices).Scan(&mine); err != nil {
-		return 0, err
-	}
-	if !mine {
-		return 0, nil
-	}
-	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtext($1), 0)", slices); err != nil {
-			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // the session ends, and its lock with it
-		}
-	}()
-	cur, err := s.switchSlice(ctx, conn, now)
-	if err != nil {
-		return 0, fmt.Errorf("idem/postgres: outbox slices: %w", err)
-	}
-	rows, err := conn.Query(ctx, "SELECT id FROM "+slices+" WHERE until IS NOT NULL AND until <= $1 AND NOT retired ORDER BY id", before)
-	if err != nil {
-		return 0, err
-	}
-	past, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return 0, err
-	}
-	retired := 0
-	for _, id := range past {
-		n, err := s.retireSlice(ctx, conn, id, cur, before)
+	return s.maintain(ctx, slices, "", func(conn *pgxpool.Conn) (int, error) {
+		cur, err := s.switchSlice(ctx, conn, now)
 		if err != nil {
-			return retired, fmt.Errorf("idem/postgres: outbox slice %d: %w", id, err)
+			return 0, fmt.Errorf("idem/postgres: outbox slices: %w", err)
 		}
-		retired += n
-	}
-	if err := s.dropSlices(ctx, conn, cur); err != nil {
-		return retired, fmt.Errorf("idem/postgres: dropping outbox slices: %w", err)
-	}
-	return retired, nil
+		rows, err := conn.Query(ctx, "SELECT id FROM "+slices+" WHERE until IS NOT NULL AND until <= $1 AND NOT retired ORDER BY id", before)
+		if err != nil {
+			return 0, err
+		}
+		past, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return 0, err
+		}
+		retired := 0
+		for _, id := range past {
+			n, err := s.retireSlice(ctx, conn, id, cur, before)
+			if err != nil {
+				return retired, fmt.Errorf("idem/postgres: outbox slice %d: %w", id, err)
+			}
+			retired += n
+		}
+		if err := s.dropSlices(ctx, conn, cur); err != nil {
+			return retired, fmt.Errorf("idem/postgres: dropping outbox slices: %w", err)
+		}
+		return retired, nil
+	})
 }
 
 // switchSlice makes the slice created ahead current if the current one

@@ -38,28 +38,13 @@ func TestSlicedOutbox(t *testing.T) {
 }
 
 // addRows adds one row per aggregate in aggs (in that order), committed,
-// and returns their row IDs.
+// to a store of prefix wary_, and returns their row IDs.
 func addRows(t *testing.T, st *postgres.Store, at time.Time, aggs ...string) []int64 {
 	t.Helper()
-	ctx := t.Context()
-	tx, err := st.Driver().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs := make([]store.OutboxMessage, len(aggs))
-	for i, a := range aggs {
-		msgs[i] = store.OutboxMessage{ID: fmt.Sprintf("%s-%d-%d", a, at.UnixNano(), i), AggregateID: a, Type: "t", Payload: []byte("x")}
-	}
-	if _, err := st.Driver().AddOutbox(ctx, tx, msgs, at); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Driver().Commit(ctx, tx); err != nil {
-		t.Fatal(err)
-	}
 	var ids []int64
-	for _, m := range msgs {
+	for _, m := range addAt(t, st, at, aggs) {
 		var id int64
-		if err := st.Pool().QueryRow(ctx, "SELECT id FROM wary_outbox WHERE message_id = $1", m.ID).Scan(&id); err != nil {
+		if err := st.Pool().QueryRow(t.Context(), "SELECT id FROM wary_outbox WHERE message_id = $1", m).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
@@ -276,7 +261,7 @@ func TestOutboxRetentionDeadTuples(t *testing.T) {
 			now := t0.Add(time.Duration(k) * w / 2)
 			purge(now)
 			addAt(t, st, now, aggs)
-			if got := sendAllOf(t, st, now); got != per {
+			if got := len(sendAll(t, st, now)); got != per {
 				t.Fatalf("sent %d rows, want %d", got, per)
 			}
 		}
@@ -286,35 +271,18 @@ func TestOutboxRetentionDeadTuples(t *testing.T) {
 			t.Fatalf("removed %d rows, want %d", removed, steps*per)
 		}
 	}
-	stat := func(re string) (del, dead int64) {
-		t.Helper()
-		err := pool.QueryRow(ctx, `SELECT coalesce(sum(n_tup_del), 0), coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables
-			WHERE relname ~ $1`, re).Scan(&del, &dead)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return del, dead
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if del, _ := stat(`^rows_outbox`); del >= steps*per {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the row deletes never showed in pg_stat_user_tables")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	rdel, rdead := stat(`^rows_outbox(_s[0-9]+)?$`)
-	sdel, sdead := stat(`^wary_outbox_s[0-9]+$`)
+	waitDeleted(t, pool, `^rows_outbox`, steps*per)
+	rdel, rdead := tupleStats(t, pool, `^rows_outbox(_s[0-9]+)?$`)
+	sdel, sdead := tupleStats(t, pool, `^wary_outbox_s[0-9]+$`)
 	t.Logf("by rows: %d deleted, %d dead; by slices: %d deleted, %d dead (the dead ones: marked sent)", rdel, rdead, sdel, sdead)
 	if sdel != 0 {
 		t.Errorf("expiry by slices: %d tuples deleted in the outbox, want none", sdel)
 	}
 }
 
-// addAt adds one row per aggregate in aggs at at, in one transaction.
-func addAt(t *testing.T, st *postgres.Store, at time.Time, aggs []string) {
+// addAt adds one row per aggregate in aggs at at, in one transaction,
+// and returns their message IDs.
+func addAt(t *testing.T, st *postgres.Store, at time.Time, aggs []string) []string {
 	t.Helper()
 	ctx := t.Context()
 	tx, err := st.Driver().Begin(ctx)
@@ -322,8 +290,10 @@ func addAt(t *testing.T, st *postgres.Store, at time.Time, aggs []string) {
 		t.Fatal(err)
 	}
 	msgs := make([]store.OutboxMessage, len(aggs))
+	ids := make([]string, len(aggs))
 	for i, a := range aggs {
-		msgs[i] = store.OutboxMessage{ID: fmt.Sprintf("m-%d-%d", at.UnixNano(), i), AggregateID: a, Type: "t", Payload: []byte("x")}
+		ids[i] = fmt.Sprintf("%s-%d-%d", a, at.UnixNano(), i)
+		msgs[i] = store.OutboxMessage{ID: ids[i], AggregateID: a, Type: "t", Payload: []byte("x")}
 	}
 	if _, err := st.Driver().AddOutbox(ctx, tx, msgs, at); err != nil {
 		t.Fatal(err)
@@ -331,34 +301,7 @@ func addAt(t *testing.T, st *postgres.Store, at time.Time, aggs []string) {
 	if err := st.Driver().Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// sendAllOf is sendAll for a store of any prefix: it returns how many
-// rows it sent.
-func sendAllOf(t *testing.T, st *postgres.Store, at time.Time) int {
-	t.Helper()
-	ctx := t.Context()
-	n := 0
-	for {
-		b, err := st.Driver().ClaimOutbox(ctx, store.OutboxClaim{Owner: "t", Now: at, Limit: 500, PerAggregate: 100})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b == nil || len(b.Rows()) == 0 {
-			if b != nil {
-				_ = b.Release(ctx)
-			}
-			return n
-		}
-		ids := make([]int64, len(b.Rows()))
-		for i, r := range b.Rows() {
-			ids[i] = r.RowID
-		}
-		if err := b.Complete(ctx, ids, nil, at); err != nil {
-			t.Fatal(err)
-		}
-		n += len(ids)
-	}
+	return ids
 }
 
 // TestMigrateOutboxKeepsRows: an outbox with pending, quarantined and
@@ -517,7 +460,7 @@ func TestClaimsDuringOutboxRotation(t *testing.T) {
 		}
 	}
 	final := t0.Add(rounds * time.Minute)
-	sendAllOf(t, st, final)
+	sendAll(t, st, final)
 	var total, unsent, moved int
 	if err := pool.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE state IN (0, 2)), count(*) FILTER (WHERE moved) FROM wary_outbox").
 		Scan(&total, &unsent, &moved); err != nil {

@@ -44,39 +44,48 @@ func (s *driver) Expire(ctx context.Context, consumer string, now time.Time, ret
 // rotate maintains consumer's slices on one connection that holds a
 // session advisory lock for the consumer while it works.
 func (s *driver) rotate(ctx context.Context, consumer string, now, before time.Time) (int, error) {
+	return s.maintain(ctx, s.Name("inbox_slices"), consumer, func(conn *pgxpool.Conn) (int, error) {
+		var retired int
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			var err error
+			if retired, err = s.retire(ctx, tx, consumer, before); err != nil {
+				return err
+			}
+			return s.create(ctx, tx, consumer, now)
+		})
+		if err != nil {
+			return 0, fmt.Errorf("idem/postgres: inbox slices of %q: %w", consumer, err)
+		}
+		if err := s.drop(ctx, conn, consumer); err != nil {
+			return retired, fmt.Errorf("idem/postgres: dropping inbox slices of %q: %w", consumer, err)
+		}
+		return retired, nil
+	})
+}
+
+// maintain runs f on one connection that holds the session advisory lock
+// (hashtext(catalog), hashtext(key)) while f runs: one process at a time
+// maintains a set of slices. If another session holds the lock, maintain
+// returns 0 and nil without running f.
+func (s *driver) maintain(ctx context.Context, catalog, key string, f func(conn *pgxpool.Conn) (int, error)) (int, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Release()
-	slices := s.Name("inbox_slices")
 	var mine bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", slices, consumer).Scan(&mine); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", catalog, key).Scan(&mine); err != nil {
 		return 0, err
 	}
 	if !mine {
 		return 0, nil
 	}
 	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtext($1), hashtext($2))", slices, consumer); err != nil {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtext($1), hashtext($2))", catalog, key); err != nil {
 			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // the session ends, and its lock with it
 		}
 	}()
-	var retired int
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		var err error
-		if retired, err = s.retire(ctx, tx, consumer, before); err != nil {
-			return err
-		}
-		return s.create(ctx, tx, consumer, now)
-	})
-	if err != nil {
-		return 0, fmt.Errorf("idem/postgres: inbox slices of %q: %w", consumer, err)
-	}
-	if err := s.drop(ctx, conn, consumer); err != nil {
-		return retired, fmt.Errorf("idem/postgres: dropping inbox slices of %q: %w", consumer, err)
-	}
-	return retired, nil
+	return f(conn)
 }
 
 // retire marks consumer's slices that end at or before before retired, in
