@@ -107,7 +107,7 @@ func containsStr(ss []string, s string) bool {
 	return false
 }
 
-func rotate(t *testing.T, st *postgres.Store, now, before time.Time) int {
+func rotate(t testing.TB, st *postgres.Store, now, before time.Time) int {
 	t.Helper()
 	n, err := postgres.RotateOutbox(t.Context(), st, now, before)
 	if err != nil {
@@ -282,7 +282,7 @@ func TestOutboxRetentionDeadTuples(t *testing.T) {
 
 // addAt adds one row per aggregate in aggs at at, in one transaction,
 // and returns their message IDs.
-func addAt(t *testing.T, st *postgres.Store, at time.Time, aggs []string) []string {
+func addAt(t testing.TB, st *postgres.Store, at time.Time, aggs []string) []string {
 	t.Helper()
 	ctx := t.Context()
 	tx, err := st.Driver().Begin(ctx)

@@ -53,9 +53,10 @@ type Options struct {
 	// it was sent or discarded more than the relay's KeepSent ago, first
 	// moving the unsent rows left in it (pending or quarantined) to the
 	// current slice. Sent rows are kept up to about OutboxSlice longer
-	// than KeepSent. Keep the relay's PurgeInterval shorter than
-	// OutboxSlice. Zero: sent rows expire by row deletes, in batches, as
-	// with SQLite.
+	// than KeepSent. Every claim probes each live slice: choose
+	// OutboxSlice between a third of KeepSent and KeepSent, and keep the
+	// relay's PurgeInterval shorter than it. Zero: sent rows expire by
+	// row deletes, in batches, as with SQLite.
 	OutboxSlice time.Duration
 }
 
