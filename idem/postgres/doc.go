@@ -61,7 +61,13 @@
 // while they publish that aggregate's rows, and mark them sent in it: a
 // relay that dies releases its locks with its connection, and another one
 // publishes the rows again. Relays therefore hold a pool connection each
-// while publishing.
+// while publishing. The outbox is partitioned by slice (migration 010):
+// rows go to the current slice, and with Options.OutboxSlice the relay's
+// purge drops a past slice whole once every row in it was sent before
+// KeepSent, after moving its pending and quarantined rows, with their IDs
+// and sequences, to the current slice (see docs/retention.md). Row IDs and
+// each aggregate's sequences never repeat; a message ID is unique within
+// a slice only.
 //
 // A relay's batch costs two round trips: BEGIN goes to the server with
 // the claim statement as one pipeline, and the statement that marks the

@@ -323,31 +323,10 @@ func TestRetentionDeadTuples(t *testing.T) {
 			t.Fatalf("removed %d records, want %d", removed, steps*per)
 		}
 	}
-	// The statistics reach pg_stat_user_tables when each backend flushes
-	// them (within a second or so of its transaction): wait for the row
-	// deletes to show.
-	stat := func(re string) (del, dead int64) {
-		t.Helper()
-		err := pool.QueryRow(ctx, `SELECT coalesce(sum(n_tup_del), 0), coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables
-			WHERE relname ~ $1`, re).Scan(&del, &dead)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return del, dead
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if del, _ := stat(`^rows_inbox`); del >= steps*per {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the row deletes never showed in pg_stat_user_tables")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	rdel, rdead := stat(`^rows_inbox`)
-	sdel, sdead := stat(`^wary_inbox_s[0-9]+$`)
-	cdel, cdead := stat(`^wary_inbox_slices$`)
+	waitDeleted(t, pool, `^rows_inbox`, steps*per)
+	rdel, rdead := tupleStats(t, pool, `^rows_inbox`)
+	sdel, sdead := tupleStats(t, pool, `^wary_inbox_s[0-9]+$`)
+	cdel, cdead := tupleStats(t, pool, `^wary_inbox_slices$`)
 	t.Logf("by rows: %d deleted, %d dead; by slices: %d deleted, %d dead; slice catalog: %d deleted, %d dead", rdel, rdead, sdel, sdead, cdel, cdead)
 	if sdel != 0 || sdead != 0 {
 		t.Errorf("expiry by slices: %d tuples deleted and %d dead in the inbox, want none", sdel, sdead)
@@ -403,6 +382,35 @@ func TestDetachWaitsForOldTransactions(t *testing.T) {
 	}
 	if claimAt(t, st, "c", "m2", t0.Add(5*time.Minute)) != true {
 		t.Error("claims failed after the finished detach")
+	}
+}
+
+// tupleStats returns the deleted and dead tuples pg_stat_user_tables
+// counts in the tables whose names match re.
+func tupleStats(t *testing.T, pool *pgxpool.Pool, re string) (del, dead int64) {
+	t.Helper()
+	err := pool.QueryRow(t.Context(), `SELECT coalesce(sum(n_tup_del), 0), coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables
+		WHERE relname ~ $1`, re).Scan(&del, &dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return del, dead
+}
+
+// waitDeleted waits until pg_stat_user_tables counts n deleted tuples in
+// the tables whose names match re. The statistics reach it when each
+// backend flushes them (within a second or so of its transaction).
+func waitDeleted(t *testing.T, pool *pgxpool.Pool, re string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if del, _ := tupleStats(t, pool, re); del >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the row deletes never showed in pg_stat_user_tables")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -46,6 +46,18 @@ type Options struct {
 	// the inbox's PurgeInterval shorter than InboxSlice. Zero: records
 	// expire by row deletes, in batches, as with SQLite.
 	InboxSlice time.Duration
+	// OutboxSlice, if positive, expires the outbox's sent and discarded
+	// rows by whole tables instead of row deletes (see docs/retention.md):
+	// rows go to the current slice; the relay's purge makes a new slice
+	// current every OutboxSlice, and drops a past slice once every row in
+	// it was sent or discarded more than the relay's KeepSent ago, first
+	// moving the unsent rows left in it (pending or quarantined) to the
+	// current slice. Sent rows are kept up to about OutboxSlice longer
+	// than KeepSent. Every claim probes each live slice: choose
+	// OutboxSlice between a third of KeepSent and KeepSent, and keep the
+	// relay's PurgeInterval shorter than it. Zero: sent rows expire by
+	// row deletes, in batches, as with SQLite.
+	OutboxSlice time.Duration
 }
 
 // DefaultPrefix is the default table prefix.
@@ -71,6 +83,12 @@ type driver struct {
 	// which slices are named.
 	slice         time.Duration
 	inbox, schema string
+	// outboxSlice is Options.OutboxSlice and outboxTable the outbox
+	// table's unqualified name; sliceReady how long a slice created ahead
+	// waits before it may become current (sliceReady, shorter in tests).
+	outboxSlice time.Duration
+	outboxTable string
+	sliceReady  time.Duration
 	// slot is the outbox stream's slot name, once known (slotName).
 	slot atomic.Pointer[string]
 	// claimSQL is BeginClaim's claim (strict: a duplicate must fail it,
@@ -106,7 +124,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	}
 	s := &Store{d: &driver{Core: core, Outbox: sqlcore.NewOutbox(core, outboxDialect(pool)), pool: pool,
 		claimSQL: "SELECT FROM " + core.Name("inbox_claim") + "($1, ARRAY[$2::text], $3, true)",
-		slice:    o.InboxSlice, inbox: o.Prefix + "inbox", schema: o.Schema}}
+		slice:    o.InboxSlice, inbox: o.Prefix + "inbox", schema: o.Schema,
+		outboxSlice: o.OutboxSlice, outboxTable: o.Prefix + "outbox", sliceReady: sliceReady}}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err

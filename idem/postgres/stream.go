@@ -20,7 +20,8 @@ import (
 
 // The outbox stream (store.Streamer, a relay with RelayOptions.Stream):
 // logical replication of the outbox table's inserts, from a slot with the
-// pgoutput plugin and a publication on the table (publish = 'insert'),
+// pgoutput plugin and a publication on the table (publish = 'insert',
+// publish_via_partition_root: the inserts into its slices as its own),
 // both named like the outbox's notification channel (Store.StreamSlot).
 // A relay opens a replication connection (the pool's configuration with
 // replication=database), creates the publication and the slot if they
@@ -172,9 +173,16 @@ func pgCode(err error) string {
 	return ""
 }
 
+// ensurePublication creates the stream's publication, or makes one
+// created before migration 010 publish the partitioned outbox: the inserts
+// into its slices are published as the outbox's own
+// (publish_via_partition_root), which the stream decodes.
 func (s *driver) ensurePublication(ctx context.Context, slot string) error {
-	var ok bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, slot).Scan(&ok); err != nil || ok {
+	var exists, ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1),
+		EXISTS (SELECT 1 FROM pg_publication p JOIN pg_publication_rel r ON r.prpubid = p.oid
+			WHERE p.pubname = $1 AND p.pubviaroot AND r.prrelid = $2::regclass)`, slot, s.Core.Name("outbox")).Scan(&exists, &ok)
+	if err != nil || ok {
 		return err
 	}
 	// From PostgreSQL 15 on, the publication carries only the columns a
@@ -184,12 +192,20 @@ func (s *driver) ensurePublication(ctx context.Context, slot string) error {
 	if err := s.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
 		return err
 	}
-	cols := ""
+	table := s.Core.Name("outbox")
 	if version >= 150000 {
-		cols = " (" + streamColumns + ")"
+		table += " (" + streamColumns + ")"
 	}
-	_, err := s.pool.Exec(ctx, "CREATE PUBLICATION "+pgx.Identifier{slot}.Sanitize()+" FOR TABLE "+s.Core.Name("outbox")+cols+
-		" WITH (publish = 'insert')")
+	pub := pgx.Identifier{slot}.Sanitize()
+	if exists {
+		if _, err := s.pool.Exec(ctx, "ALTER PUBLICATION "+pub+" SET TABLE "+table); err != nil {
+			return err
+		}
+		_, err := s.pool.Exec(ctx, "ALTER PUBLICATION "+pub+" SET (publish = 'insert', publish_via_partition_root = true)")
+		return err
+	}
+	_, err = s.pool.Exec(ctx, "CREATE PUBLICATION "+pub+" FOR TABLE "+table+
+		" WITH (publish = 'insert', publish_via_partition_root = true)")
 	if pgCode(err) == "42710" { // created meanwhile
 		return nil
 	}
@@ -522,9 +538,12 @@ func (s *driver) streamSQL() streamQueries {
 		// failed or quarantined row, or one the stream passed over: the
 		// later rows wait for claims). A streamed row may not be visible
 		// yet (its commit is in the log before it is visible): the
-		// window's own columns say where it stands.
+		// window's own columns say where it stands. A row the purge moved
+		// to another slice (moved, migration 010) is in the log again,
+		// as an insert: it is held, left to the claims, like its first
+		// insert if that is still to come.
 		held: `SELECT r.id, '', r.state NOT IN (1, 3) FROM ` + o + ` r
-				WHERE r.id = ANY($1::bigint[]) AND (r.state <> 0 OR r.attempts > 0)
+				WHERE r.id = ANY($1::bigint[]) AND (r.state <> 0 OR r.attempts > 0 OR r.moved)
 			UNION ALL
 			SELECT 0, w.agg, TRUE FROM unnest($2::text[], $3::bigint[]) AS w(agg, seq)
 				WHERE EXISTS (SELECT 1 FROM ` + o + ` e WHERE e.aggregate_id = w.agg AND e.sequence < w.seq AND e.state IN (0, 2))`,
