@@ -111,13 +111,16 @@ type entry struct {
 // lane is one of the stream's lanes.
 type lane struct {
 	pend   []entry   // received rows of the lane's aggregates, in commit order, not yet in a window
-	flight []*window // the lane's windows not finished, in order (at most laneDepth)
+	flight []*window // the lane's windows not finished, in order
+	rows   int       // their rows (at most laneRows BatchSizes)
 }
 
-// laneDepth is the most windows of a lane not finished: at most two
-// publishing (one checked while the one before it is with the broker),
-// the others deleting their rows.
-const laneDepth = 4
+// laneRows is how many BatchSizes of rows a lane's windows not finished
+// hold at most: at most two windows are publishing (one checked while
+// the one before it is with the broker); the others delete their rows,
+// which may take a while (Settle waits for a commit to become visible),
+// and do not hold the lane back meanwhile.
+const laneRows = 4
 
 // unpublished counts the lane's windows whose Publish has not returned.
 func (ln *lane) unpublished() int {
@@ -203,7 +206,7 @@ func (r *Relay) stream(ctx context.Context, st store.OutboxStream) error {
 		}
 	})
 	l := &streamLoop{r: r, st: st, lanes: make([]lane, r.o.Pipeline),
-		finished: make(chan *window, laneDepth*r.o.Pipeline), sent: make(chan *window, laneDepth*r.o.Pipeline), swept: r.o.Now(), dirty: true}
+		finished: make(chan *window, 4*r.o.Pipeline), sent: make(chan *window, 4*r.o.Pipeline), swept: r.o.Now(), dirty: true}
 	err := l.run(ctx, events, failed, &wg)
 	cancel()
 	for l.aloft > 0 { // the windows in flight end (unsettled ones are streamed again)
@@ -313,7 +316,7 @@ func (l *streamLoop) receive(ev store.StreamEvent) {
 // publishes). A window deleting its published rows does not hold its
 // lane back.
 func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup) {
-	if len(ln.pend) == 0 || len(ln.flight) >= laneDepth {
+	if len(ln.pend) == 0 || ln.rows >= laneRows*l.r.o.BatchSize {
 		return
 	}
 	if u := ln.unpublished(); u >= 2 || u == 1 && len(ln.pend) < l.r.o.BatchSize {
@@ -337,6 +340,7 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 	}
 	l.pending -= n
 	ln.flight = append(ln.flight, w)
+	ln.rows += n
 	l.aloft++
 	wg.Go(func() {
 		l.publish(ctx, w)
@@ -442,6 +446,7 @@ func (l *streamLoop) land(w *window) error {
 	l.dirty = l.dirty || w.passed
 	ln := l.laneOf(w.rows[0].AggregateID)
 	ln.flight = slices.DeleteFunc(ln.flight, func(f *window) bool { return f == w })
+	ln.rows -= len(w.rows)
 	if w.err != nil {
 		return w.err
 	}
