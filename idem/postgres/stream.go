@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -70,7 +73,7 @@ func (s *Store) CheckStream(ctx context.Context) error { return s.d.checkStream(
 func (s *driver) checkStream(ctx context.Context) error {
 	slot, err := s.slotName(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
+		return unavailable(err, "")
 	}
 	var level, user string
 	var repl, exists bool
@@ -81,7 +84,7 @@ func (s *driver) checkStream(ctx context.Context) error {
 		EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).
 		Scan(&level, &user, &repl, &slots, &used, &exists)
 	if err != nil {
-		return fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
+		return unavailable(err, "")
 	}
 	var missing []error
 	if level != "logical" {
@@ -106,7 +109,7 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 	}
 	slot, _ := s.slotName(ctx) // known once checkStream passed
 	if err := s.ensurePublication(ctx, slot); err != nil {
-		return nil, fmt.Errorf("%w: publication: %w", store.ErrStreamUnavailable, err)
+		return nil, unavailable(err, "publication")
 	}
 	var active bool
 	var walStatus *string
@@ -115,14 +118,14 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 	switch {
 	case create:
 	case err != nil:
-		return nil, fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
+		return nil, unavailable(err, "")
 	case active:
 		return nil, store.ErrStreamHeld
 	case walStatus != nil && *walStatus == "lost":
 		// Invalidated (max_slot_wal_keep_size): it can stream nothing
 		// again. Rows committed since are in the table.
 		if _, err := s.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot); err != nil {
-			return nil, fmt.Errorf("%w: drop the invalidated slot: %w", store.ErrStreamUnavailable, err)
+			return nil, unavailable(err, "drop the invalidated slot")
 		}
 		create = true
 	}
@@ -134,7 +137,7 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: replication connection: %w", store.ErrStreamUnavailable, err)
+		return nil, unavailable(err, "replication connection")
 	}
 	st := &stream{d: s, conn: conn, rel: map[uint32]*pglogrepl.RelationMessage{}}
 	if create {
@@ -145,7 +148,7 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 			if pgCode(err) == "42710" { // another relay created it
 				return nil, store.ErrStreamHeld
 			}
-			return nil, fmt.Errorf("%w: create slot: %w", store.ErrStreamUnavailable, err)
+			return nil, unavailable(err, "create slot")
 		}
 		st.fresh = true
 	}
@@ -159,9 +162,37 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 		case "42704": // the slot was dropped meanwhile
 			return nil, fmt.Errorf("%w: the slot vanished: %w", store.ErrStreamUnavailable, err)
 		}
-		return nil, fmt.Errorf("%w: start replication: %w", store.ErrStreamUnavailable, err)
+		return nil, unavailable(err, "start replication")
 	}
 	return st, nil
+}
+
+// unavailable is err, opening the stream (after what), as an error
+// matching store.ErrStreamUnavailable: the relay polls the table, and
+// tries the stream again after its StreamRetry. Unless the server is only
+// out of reach (unreachable): the relay then opens the stream again after
+// its PollInterval (the table cannot be polled either).
+func unavailable(err error, what string) error {
+	if what != "" {
+		err = fmt.Errorf("%s: %w", what, err)
+	}
+	if unreachable(err) {
+		return fmt.Errorf("idem/postgres: outbox stream: the server is out of reach: %w", err)
+	}
+	return fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
+}
+
+// unreachable reports whether err says that the server is out of reach
+// for now rather than unable to stream: it is shutting down, starting or
+// recovering (SQLSTATE class 57P), or a connection failed without the
+// server's word (refused, reset, closed: a restart).
+func unreachable(err error) bool {
+	if code := pgCode(err); code != "" {
+		return strings.HasPrefix(code, "57P")
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 func pgCode(err error) string {
