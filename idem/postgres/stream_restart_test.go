@@ -49,7 +49,10 @@ func streamServerRestart(t *testing.T, restart func(*privateCluster)) {
 	}
 	h := conformance.NewHistory()
 	topic, c := e.consuming(h)
-	r := e.relay(topic, &outbox.RelayOptions{BatchSize: 50, Pipeline: 4})
+	// A server out of reach is not one that cannot stream: the relay does
+	// not poll the table for StreamRetry, it streams again once the server
+	// is back (within waitFor's minute).
+	r := e.relay(topic, &outbox.RelayOptions{BatchSize: 50, Pipeline: 4, StreamRetry: time.Hour})
 	e.run(r)
 	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
 
