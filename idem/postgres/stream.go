@@ -526,12 +526,14 @@ func (st *stream) Settle(ctx context.Context, sent []int64, failed []store.Outbo
 
 // Close reports the position last confirmed (so that the next stream
 // does not send again what this one settled since its last report), then
-// closes the connection.
+// closes the connection. A connection that failed (the server restarted)
+// is closed already, by a goroutine of its own that writes to it: nothing
+// is sent on it.
 func (st *stream) Close(ctx context.Context) error {
 	if st.rctx != nil {
 		st.rcancel()
 	}
-	if pos := st.confirmed.Load(); pos > st.reported {
+	if pos := st.confirmed.Load(); pos > st.reported && !st.conn.IsClosed() {
 		_ = pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos)})
 	}
 	return st.conn.Close(ctx)
@@ -561,64 +563,4 @@ func (s *driver) streamSQL() streamQueries {
 				WHERE EXISTS (SELECT 1 FROM ` + o + ` e WHERE e.aggregate_id = w.agg AND e.sequence < w.seq AND e.state IN (0, 2))`,
 		settle: `DELETE FROM ` + o + ` WHERE id = ANY($1::bigint[]) RETURNING id`,
 	}
-}
-
-// decodeRow decodes an inserted outbox row from pgoutput's text format.
-func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (store.OutboxRow, error) {
-	var r store.OutboxRow
-	if t == nil || len(t.Columns) != len(rel.Columns) {
-		return r, errors.New("outbox insert: the tuple does not match its relation")
-	}
-	var err error
-	for i, c := range t.Columns {
-		name := rel.Columns[i].Name
-		if c.DataType == 'n' {
-			continue
-		}
-		if c.DataType != 't' {
-			return r, fmt.Errorf("outbox insert: column %s: data type %q", name, c.DataType)
-		}
-		v := string(c.Data)
-		switch name {
-		case "id":
-			r.RowID, err = parseInt(v)
-		case "message_id":
-			r.ID = v
-		case "aggregate_id":
-			r.AggregateID = v
-		case "version":
-			r.Version, err = parseInt(v)
-		case "sequence":
-			r.Sequence, err = parseInt(v)
-		case "type":
-			r.Type = v
-		case "headers":
-			r.Headers, err = parseHeaders(v)
-		case "payload":
-			r.Payload, err = parseBytea(v)
-		case "state", "attempts":
-			var n int64
-			n, err = parseInt(v)
-			if name == "state" {
-				r.State = store.OutboxState(n)
-			} else {
-				r.Attempts = int(n)
-			}
-		case "created_at":
-			r.CreatedAt, err = parseTime(v)
-		case "next_attempt":
-			r.NextAttempt, err = parseTime(v)
-		case "last_error":
-			r.LastError = v
-		case "sent_at":
-			r.SentAt, err = parseTime(v)
-		}
-		if err != nil {
-			return r, fmt.Errorf("outbox insert: column %s: %w", name, err)
-		}
-	}
-	if r.RowID == 0 || r.AggregateID == "" || strings.TrimSpace(r.ID) == "" {
-		return r, errors.New("outbox insert: a row without its ID, message ID or aggregate ID")
-	}
-	return r, nil
 }
