@@ -49,6 +49,11 @@ func streamServerRestart(t *testing.T, restart func(*privateCluster)) {
 	}
 	h := conformance.NewHistory()
 	topic, c := e.consuming(h)
+	t.Cleanup(func() {
+		if t.Failed() { // what was lost, if a wait timed out
+			t.Logf("history: %s", h.Check())
+		}
+	})
 	// A server out of reach is not one that cannot stream: the relay does
 	// not poll the table for StreamRetry, it streams again once the server
 	// is back (within waitFor's minute).
