@@ -59,7 +59,8 @@ type RelayOptions struct {
 	// stores that can. One relay streams at a time; others stand by, and
 	// take over when its stream is released. While the server cannot
 	// stream, Run polls the table, and tries the stream again every
-	// StreamRetry (default 30s). Published rows are deleted in bulk, at
+	// StreamRetry (default 30s); while the server is out of reach (a
+	// restart), every PollInterval. Published rows are deleted in bulk, at
 	// once (KeepSent applies to rows published by claims only). The
 	// stream's rows go to Pipeline lanes by aggregate, each publishing
 	// windows of at most BatchSize rows one after the other.

@@ -29,7 +29,8 @@ const sweepLag = time.Second
 // the stream and publishes from it; while another relay holds the stream
 // it stands by, trying again every PollInterval; while the server cannot
 // stream it polls the table, and tries the stream again every StreamRetry.
-// A stream that fails is opened again at once (and, failing that, polled).
+// A stream that fails is opened again at once; while the server is out of
+// reach (restarting), every PollInterval.
 //
 // Takeover: a standby relay opens the stream at most PollInterval after
 // the server let go of the active relay's. The server lets go when the
@@ -47,6 +48,15 @@ func (r *Relay) runStream(ctx context.Context, s store.Streamer) error {
 			return nil
 		case errors.Is(err, store.ErrStreamHeld):
 			r.standby.Store(true)
+			if !sleep(ctx, r.o.PollInterval) {
+				return nil
+			}
+			continue
+		case err != nil && !errors.Is(err, store.ErrStreamUnavailable):
+			// The server is out of reach (a restart): the table cannot be
+			// polled either. Open the stream again after PollInterval.
+			r.standby.Store(false)
+			r.noteErr("stream", err)
 			if !sleep(ctx, r.o.PollInterval) {
 				return nil
 			}

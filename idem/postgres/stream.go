@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -71,7 +74,7 @@ func (s *Store) CheckStream(ctx context.Context) error { return s.d.checkStream(
 func (s *driver) checkStream(ctx context.Context) error {
 	slot, err := s.slotName(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
+		return unavailable(err, "")
 	}
 	var level, user string
 	var repl, exists bool
@@ -82,7 +85,7 @@ func (s *driver) checkStream(ctx context.Context) error {
 		EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, slot).
 		Scan(&level, &user, &repl, &slots, &used, &exists)
 	if err != nil {
-		return fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
+		return unavailable(err, "")
 	}
 	var missing []error
 	if level != "logical" {
@@ -107,7 +110,7 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 	}
 	slot, _ := s.slotName(ctx) // known once checkStream passed
 	if err := s.ensurePublication(ctx, slot); err != nil {
-		return nil, fmt.Errorf("%w: publication: %w", store.ErrStreamUnavailable, err)
+		return nil, unavailable(err, "publication")
 	}
 	var active bool
 	var walStatus *string
@@ -116,14 +119,14 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 	switch {
 	case create:
 	case err != nil:
-		return nil, fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
+		return nil, unavailable(err, "")
 	case active:
 		return nil, store.ErrStreamHeld
 	case walStatus != nil && *walStatus == "lost":
 		// Invalidated (max_slot_wal_keep_size): it can stream nothing
 		// again. Rows committed since are in the table.
 		if _, err := s.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, slot); err != nil {
-			return nil, fmt.Errorf("%w: drop the invalidated slot: %w", store.ErrStreamUnavailable, err)
+			return nil, unavailable(err, "drop the invalidated slot")
 		}
 		create = true
 	}
@@ -135,7 +138,7 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: replication connection: %w", store.ErrStreamUnavailable, err)
+		return nil, unavailable(err, "replication connection")
 	}
 	st := &stream{d: s, conn: conn, rel: map[uint32]*pglogrepl.RelationMessage{}}
 	if create {
@@ -146,7 +149,7 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 			if pgCode(err) == "42710" { // another relay created it
 				return nil, store.ErrStreamHeld
 			}
-			return nil, fmt.Errorf("%w: create slot: %w", store.ErrStreamUnavailable, err)
+			return nil, unavailable(err, "create slot")
 		}
 		st.fresh = true
 	}
@@ -160,9 +163,37 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 		case "42704": // the slot was dropped meanwhile
 			return nil, fmt.Errorf("%w: the slot vanished: %w", store.ErrStreamUnavailable, err)
 		}
-		return nil, fmt.Errorf("%w: start replication: %w", store.ErrStreamUnavailable, err)
+		return nil, unavailable(err, "start replication")
 	}
 	return st, nil
+}
+
+// unavailable is err, opening the stream (after what), as an error
+// matching store.ErrStreamUnavailable: the relay polls the table, and
+// tries the stream again after its StreamRetry. Unless the server is only
+// out of reach (unreachable): the relay then opens the stream again after
+// its PollInterval (the table cannot be polled either).
+func unavailable(err error, what string) error {
+	if what != "" {
+		err = fmt.Errorf("%s: %w", what, err)
+	}
+	if unreachable(err) {
+		return fmt.Errorf("idem/postgres: outbox stream: the server is out of reach: %w", err)
+	}
+	return fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
+}
+
+// unreachable reports whether err says that the server is out of reach
+// for now rather than unable to stream: it is shutting down, starting or
+// recovering (SQLSTATE class 57P), or a connection failed without the
+// server's word (refused, reset, closed: a restart).
+func unreachable(err error) bool {
+	if code := pgCode(err); code != "" {
+		return strings.HasPrefix(code, "57P")
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 func pgCode(err error) string {
@@ -511,12 +542,14 @@ func (st *stream) Settle(ctx context.Context, sent []int64, failed []store.Outbo
 
 // Close reports the position last confirmed (so that the next stream
 // does not send again what this one settled since its last report), then
-// closes the connection.
+// closes the connection. A connection that failed (the server restarted)
+// is closed already, by a goroutine of its own that writes to it: nothing
+// is sent on it.
 func (st *stream) Close(ctx context.Context) error {
 	if st.rctx != nil {
 		st.rcancel()
 	}
-	if pos := st.confirmed.Load(); pos > st.reported {
+	if pos := st.confirmed.Load(); pos > st.reported && !st.conn.IsClosed() {
 		_ = pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos)})
 	}
 	return st.conn.Close(ctx)
@@ -549,64 +582,4 @@ func (s *driver) streamSQL() streamQueries {
 				WHERE EXISTS (SELECT 1 FROM ` + o + ` e WHERE e.aggregate_id = w.agg AND e.sequence < w.seq AND e.state IN (0, 2))`,
 		settle: `DELETE FROM ` + o + ` WHERE id = ANY($1::bigint[]) RETURNING id`,
 	}
-}
-
-// decodeRow decodes an inserted outbox row from pgoutput's text format.
-func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (store.OutboxRow, error) {
-	var r store.OutboxRow
-	if t == nil || len(t.Columns) != len(rel.Columns) {
-		return r, errors.New("outbox insert: the tuple does not match its relation")
-	}
-	var err error
-	for i, c := range t.Columns {
-		name := rel.Columns[i].Name
-		if c.DataType == 'n' {
-			continue
-		}
-		if c.DataType != 't' {
-			return r, fmt.Errorf("outbox insert: column %s: data type %q", name, c.DataType)
-		}
-		v := string(c.Data)
-		switch name {
-		case "id":
-			r.RowID, err = parseInt(v)
-		case "message_id":
-			r.ID = v
-		case "aggregate_id":
-			r.AggregateID = v
-		case "version":
-			r.Version, err = parseInt(v)
-		case "sequence":
-			r.Sequence, err = parseInt(v)
-		case "type":
-			r.Type = v
-		case "headers":
-			r.Headers, err = parseHeaders(v)
-		case "payload":
-			r.Payload, err = parseBytea(v)
-		case "state", "attempts":
-			var n int64
-			n, err = parseInt(v)
-			if name == "state" {
-				r.State = store.OutboxState(n)
-			} else {
-				r.Attempts = int(n)
-			}
-		case "created_at":
-			r.CreatedAt, err = parseTime(v)
-		case "next_attempt":
-			r.NextAttempt, err = parseTime(v)
-		case "last_error":
-			r.LastError = v
-		case "sent_at":
-			r.SentAt, err = parseTime(v)
-		}
-		if err != nil {
-			return r, fmt.Errorf("outbox insert: column %s: %w", name, err)
-		}
-	}
-	if r.RowID == 0 || r.AggregateID == "" || strings.TrimSpace(r.ID) == "" {
-		return r, errors.New("outbox insert: a row without its ID, message ID or aggregate ID")
-	}
-	return r, nil
 }

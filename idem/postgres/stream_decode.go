@@ -4,9 +4,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/wary-go/wary/idem/store"
 )
 
 // The replication connection's settings that fix pgoutput's text format
@@ -35,4 +40,64 @@ func parseBytea(v string) ([]byte, error) {
 // (streamParams).
 func parseTime(v string) (time.Time, error) {
 	return time.Parse("2006-01-02 15:04:05.999999999-07", v)
+}
+
+// decodeRow decodes an inserted outbox row from pgoutput's text format.
+func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (store.OutboxRow, error) {
+	var r store.OutboxRow
+	if t == nil || len(t.Columns) != len(rel.Columns) {
+		return r, errors.New("outbox insert: the tuple does not match its relation")
+	}
+	var err error
+	for i, c := range t.Columns {
+		name := rel.Columns[i].Name
+		if c.DataType == 'n' {
+			continue
+		}
+		if c.DataType != 't' {
+			return r, fmt.Errorf("outbox insert: column %s: data type %q", name, c.DataType)
+		}
+		v := string(c.Data)
+		switch name {
+		case "id":
+			r.RowID, err = parseInt(v)
+		case "message_id":
+			r.ID = v
+		case "aggregate_id":
+			r.AggregateID = v
+		case "version":
+			r.Version, err = parseInt(v)
+		case "sequence":
+			r.Sequence, err = parseInt(v)
+		case "type":
+			r.Type = v
+		case "headers":
+			r.Headers, err = parseHeaders(v)
+		case "payload":
+			r.Payload, err = parseBytea(v)
+		case "state", "attempts":
+			var n int64
+			n, err = parseInt(v)
+			if name == "state" {
+				r.State = store.OutboxState(n)
+			} else {
+				r.Attempts = int(n)
+			}
+		case "created_at":
+			r.CreatedAt, err = parseTime(v)
+		case "next_attempt":
+			r.NextAttempt, err = parseTime(v)
+		case "last_error":
+			r.LastError = v
+		case "sent_at":
+			r.SentAt, err = parseTime(v)
+		}
+		if err != nil {
+			return r, fmt.Errorf("outbox insert: column %s: %w", name, err)
+		}
+	}
+	if r.RowID == 0 || r.AggregateID == "" || strings.TrimSpace(r.ID) == "" {
+		return r, errors.New("outbox insert: a row without its ID, message ID or aggregate ID")
+	}
+	return r, nil
 }

@@ -50,21 +50,31 @@ func setupStream(t testing.TB, pool *pgxpool.Pool) *streamEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := pgx.Connect(ctx, serverURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &streamEnv{t: t, ctx: ctx, pool: pool, st: st, slot: slot, admin: admin}
+	e := &streamEnv{t: t, ctx: ctx, pool: pool, st: st, slot: slot}
+	e.connectAdmin()
 	t.Cleanup(func() {
 		e.dropSlot()
-		_, _ = admin.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{slot}.Sanitize())
-		admin.Close(ctx)
+		_, _ = e.admin.Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{slot}.Sanitize())
+		e.admin.Close(ctx)
 	})
 	e.ob, err = outbox.New(st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// connectAdmin (re)opens the admin connection, to the pool's server.
+func (e *streamEnv) connectAdmin() {
+	e.t.Helper()
+	if e.admin != nil {
+		e.admin.Close(e.ctx)
+	}
+	admin, err := pgx.ConnectConfig(e.ctx, e.pool.Config().ConnConfig)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.admin = admin
 }
 
 // dropSlot ends the stream's walsender, if any, and drops its slot, if
