@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
@@ -156,22 +157,14 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 		}
 		drain := func(stream bool, p *phase) {
 			b.StopTimer()
+			checkpoint(b, pool)
 			e := e
 			if stream {
 				e = es
 				// The slot starts at the backlog: a relay that streams all
 				// along has decoded the log written since its last round
-				// (the polling relay's) as it came, and its restart
-				// position follows (the server moves it at the snapshots
-				// of running transactions it logs every 15s and at each
-				// checkpoint): each round's relay would otherwise decode
-				// all earlier rounds' log again before its first row.
-				if _, err := pool.Exec(context.Background(), `CHECKPOINT`); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := pool.Exec(context.Background(), `SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())`, slot); err != nil {
-					b.Fatal(err)
-				}
+				// (the polling relay's) as it came.
+				slotAtNow(b, pool, slot)
 			}
 			commit(e)
 			r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "bench", Pipeline: benchPipeline, BatchSize: benchBatch, Stream: stream})
@@ -241,6 +234,30 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 		if mqcpu != nil {
 			b.ReportMetric(per(streaming.mq), "stream-mqcpu-µs/msg")
 		}
+	}
+}
+
+// checkpoint runs a CHECKPOINT before a benchmark's run, so that every
+// contender starts right after one (the first change of each page after
+// a checkpoint writes the whole page to the log), and a stream's slot can
+// then be moved past its snapshot of running transactions (slotAtNow).
+func checkpoint(b testing.TB, pool *pgxpool.Pool) {
+	if _, err := pool.Exec(context.Background(), `CHECKPOINT`); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// slotAtNow moves the stream's slot to the log's current position, and
+// its restart position with it, past the snapshot of running
+// transactions the checkpoint before it logged (the server moves a
+// slot's restart position only past such a snapshot, logged every 15 s
+// and at each checkpoint): a relay started in a benchmark's next round
+// would otherwise decode, before its first row, all the log written
+// since the slot was created, which a relay that streams all along
+// decoded as it came. Nothing of the slot's outbox may be unsettled.
+func slotAtNow(b testing.TB, pool *pgxpool.Pool, slot string) {
+	if _, err := pool.Exec(context.Background(), `SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())`, slot); err != nil {
+		b.Fatal(err)
 	}
 }
 

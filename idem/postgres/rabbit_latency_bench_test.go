@@ -17,8 +17,10 @@ import (
 // rotated each round) of three runs of b.N rows each:
 //   - poll: BenchmarkRelayLatencyRabbit's relay (woken by NOTIFY);
 //   - stream: the same with RelayOptions.Stream, on an outbox whose slot
-//     exists before the first round (timing starts once the relay
-//     streams);
+//     exists before the first round and is moved to the log's end before
+//     each (slotAtNow; timing starts once the relay streams);
+//
+// Each run starts after a CHECKPOINT (see checkpoint).
 //   - floor: BenchmarkRabbitConfirmLatencyLoaded's run, the broker's
 //     confirm latency while producers commit outbox rows at the same rate
 //     that no relay reads.
@@ -34,14 +36,16 @@ import (
 func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 	rounds := cmp.Or(envInt("WARY_BENCH_ROUNDS"), 3)
 	es := idemtest.SetupOutbox(b, newDB)
-	if streamSlot(b, es.Driver) == "" {
+	slot := streamSlot(b, es.Driver)
+	if slot == "" {
 		if os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
 			b.Fatal("the server cannot stream the outbox (wal_level=logical?)")
 		}
 		b.Skip("the server cannot stream the outbox (wal_level=logical?), or set WARY_REQUIRE_SERVICES=1 to fail")
 	}
 	ep, ef := idemtest.SetupOutbox(b, newDB), idemtest.SetupOutbox(b, newDB) // poll's and the floor's
-	cpu := pgCPU(b, newPool(b))
+	pool := newPool(b)
+	cpu := pgCPU(b, pool)
 	type run struct {
 		name string
 		do   func(ids string) []float64 // one run's sorted latencies, ms
@@ -51,6 +55,7 @@ func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 			return idemtest.RelayLatency(b, ep, rabbitBroker(b), b.N, ids, idemtest.LatencyOptions{}).Publish
 		}},
 		{"stream", func(ids string) []float64 {
+			slotAtNow(b, pool, slot) // after the checkpoint: see there
 			return idemtest.RelayLatency(b, es, rabbitBroker(b), b.N, ids, idemtest.LatencyOptions{Stream: true}).Publish
 		}},
 		{"floor", func(ids string) []float64 { return confirmRun(b, ef, b.N, ids) }},
@@ -59,6 +64,7 @@ func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 	res := map[string][]result{}
 	for r := range rounds {
 		for _, x := range append(slices.Clone(runs[r%len(runs):]), runs[:r%len(runs)]...) {
+			checkpoint(b, pool)
 			var before time.Duration
 			if cpu != nil {
 				before = cpu()
