@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -505,12 +504,7 @@ func TestStreamLeavesMovedRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	postgres.SliceReady(st, 0)
-	if err := st.CheckStream(ctx); err != nil {
-		if os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("the server cannot stream the outbox: %v", err)
-		}
-		t.Skipf("the server cannot stream the outbox (WARY_REQUIRE_SERVICES=1 to fail): %v", err)
-	}
+	requireStream(t, st)
 	slot, err := st.StreamSlot(ctx)
 	if err != nil {
 		t.Fatal(err)

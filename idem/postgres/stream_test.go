@@ -33,6 +33,18 @@ type streamEnv struct {
 	admin *pgx.Conn
 }
 
+// requireStream skips t, or fails it with WARY_REQUIRE_SERVICES=1, when
+// the server cannot stream st's outbox.
+func requireStream(t testing.TB, st *postgres.Store) {
+	t.Helper()
+	if err := st.CheckStream(t.Context()); err != nil {
+		if os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
+			t.Fatalf("the server cannot stream the outbox: %v", err)
+		}
+		t.Skipf("the server cannot stream the outbox (WARY_REQUIRE_SERVICES=1 to fail): %v", err)
+	}
+}
+
 func setupStream(t testing.TB, pool *pgxpool.Pool) *streamEnv {
 	t.Helper()
 	ctx := context.Background()
@@ -40,12 +52,7 @@ func setupStream(t testing.TB, pool *pgxpool.Pool) *streamEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CheckStream(ctx); err != nil {
-		if os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("the server cannot stream the outbox: %v", err)
-		}
-		t.Skipf("the server cannot stream the outbox (WARY_REQUIRE_SERVICES=1 to fail): %v", err)
-	}
+	requireStream(t, st)
 	slot, err := st.StreamSlot(ctx)
 	if err != nil {
 		t.Fatal(err)
