@@ -255,11 +255,14 @@ func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline
 		defer d.close()
 	}
 	if p.Outbox != nil {
-		h, err := d.OutboxHealth(ctx, time.Now())
+		h, err := outboxHealth(ctx, d)
 		if err != nil {
 			return st, fmt.Errorf("outbox: %w", err)
 		}
-		st.Reconcile = append(st.Reconcile, fmt.Sprintf("now: outbox backlog %d, %d quarantined, oldest unsent %s", h.Backlog, h.Quarantined, age(h.OldestUnsentAge, h.OldestUnsent)))
+		st.Reconcile = append(st.Reconcile, fmt.Sprintf("now: outbox backlog %d, %d quarantined, oldest unsent %s", h.Backlog, h.Quarantined, age(h.oldestAge, h.OldestUnsent)))
+		if h.Stream != nil { // a relay with RelayOptions.Stream: the slot's lag
+			st.Reconcile = append(st.Reconcile, "now: outbox "+h.Stream.String())
+		}
 	}
 	if p.Inbox != nil {
 		n, err := d.CountParked(ctx, p.Inbox.Consumer, store.ParkedFilter{})

@@ -50,6 +50,15 @@ type streamJSON struct {
 	WALStatus string `json:"wal_status"`
 }
 
+// String is the slot's line in wary outbox status and wary explain.
+func (s *streamJSON) String() string {
+	active := "no relay streams"
+	if s.Active {
+		active = "a relay streams"
+	}
+	return fmt.Sprintf("stream slot %s: %s; lag %d bytes, %s; WAL %s", s.Slot, active, s.LagBytes, s.LagAge, s.WALStatus)
+}
+
 func (a *app) outboxStatus() *cobra.Command {
 	var sf storeFlags
 	c := &cobra.Command{
@@ -71,11 +80,7 @@ func (a *app) outboxStatus() *cobra.Command {
 			return a.report(j, func(w io.Writer) {
 				fmt.Fprintf(w, "backlog %d (retrying %d), quarantined %d, oldest unsent %s\n", j.Backlog, j.Retrying, j.Quarantined, age(j.oldestAge, j.OldestUnsent))
 				if s := j.Stream; s != nil {
-					active := "no relay streams"
-					if s.Active {
-						active = "a relay streams"
-					}
-					fmt.Fprintf(w, "stream slot %s: %s; lag %d bytes, %s; WAL %s\n", s.Slot, active, s.LagBytes, s.LagAge, s.WALStatus)
+					fmt.Fprintln(w, s)
 				}
 			}, j.Quarantined > 0)
 		},

@@ -59,6 +59,11 @@ func TestOutboxStatusStream(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.out), &j); err != nil || j.Stream.Slot != slot || !j.Stream.Active || j.Stream.LagBytes == nil || j.Stream.WALStatus == "" {
 		t.Errorf("status --json: %+v, %v\n%s", j, err, r.out)
 	}
+	// wary explain states it with the store's other figures of now.
+	r = w.want(cli.ExitOK, append([]string{"explain", "--broker", "mem://orders", "--subscription", "mem://orders/billing", "--consumer", "billing"}, args...)...)
+	if !strings.Contains(r.out, "now: outbox stream slot "+slot+": a relay streams") {
+		t.Errorf("explain does not show the slot:\n%s", r.out)
+	}
 	// The console shows the same slot on its outbox page and in its API.
 	con := startConsole(t, append([]string{"--broker", "mem://orders", "--subscription", "mem://orders/billing", "--consumer", "billing"}, args...)...)
 	for _, path := range []string{"/outbox", "/api/outbox"} {
