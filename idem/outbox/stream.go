@@ -192,6 +192,9 @@ func (r *Relay) stream(ctx context.Context, st store.OutboxStream) error {
 		if _, err := r.Drain(ctx); err != nil {
 			return fmt.Errorf("rows committed before the stream: %w", err)
 		}
+		if err := st.Drained(ctx); err != nil {
+			return fmt.Errorf("rows committed before the stream: record them drained: %w", err)
+		}
 	}
 	r.streaming.Store(true)
 	r.busy(ctx) // producers need not notify: the stream sees their commits

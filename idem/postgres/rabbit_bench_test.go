@@ -261,8 +261,9 @@ func slotAtNow(b testing.TB, pool *pgxpool.Pool, slot string) {
 	}
 }
 
-// streamSlot creates the outbox stream's slot of d (so that a streaming
-// relay started later streams rows committed before it), dropped with its
+// streamSlot creates the outbox stream's slot of d, drained (so that a
+// streaming relay started later streams rows committed before it, rather
+// than drain them from the table), dropped with its
 // publication at cleanup; "" if the server cannot stream.
 func streamSlot(b testing.TB, d store.Driver[pgx.Tx]) string {
 	ctx := context.Background()
@@ -270,6 +271,9 @@ func streamSlot(b testing.TB, d store.Driver[pgx.Tx]) string {
 	if err != nil {
 		b.Logf("no stream: %v", err)
 		return ""
+	}
+	if err := s.Drained(ctx); err != nil { // nothing was committed before it
+		b.Fatal(err)
 	}
 	if err := s.Close(ctx); err != nil {
 		b.Fatal(err)

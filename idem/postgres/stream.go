@@ -140,7 +140,28 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 	if err != nil {
 		return nil, unavailable(err, "replication connection")
 	}
-	st := &stream{d: s, conn: conn, rel: map[uint32]*pglogrepl.RelationMessage{}}
+	st := &stream{d: s, conn: conn, rel: map[uint32]*pglogrepl.RelationMessage{}, slot: slot}
+	// Rows committed before the slot are in no stream: the relay drains
+	// them from the table first, after creating the slot and after opening
+	// one whose creator stopped before it drained them (Drained not
+	// called; recorded as not drained before the slot is created, so that
+	// a relay stopping between the two leaves no slot marked drained).
+	slots := s.Core.Name("outbox_stream")
+	if create {
+		if _, err := s.pool.Exec(ctx, `INSERT INTO `+slots+` (slot, drained) VALUES ($1, FALSE)
+			ON CONFLICT (slot) DO UPDATE SET drained = FALSE`, slot); err != nil {
+			_ = conn.Close(context.WithoutCancel(ctx))
+			return nil, unavailable(err, "record the slot")
+		}
+	} else {
+		var drained bool
+		err := s.pool.QueryRow(ctx, `SELECT drained FROM `+slots+` WHERE slot = $1`, slot).Scan(&drained)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			_ = conn.Close(context.WithoutCancel(ctx))
+			return nil, unavailable(err, "read the slot's record")
+		}
+		st.fresh = !drained // no record: a slot of an earlier version, drained once more
+	}
 	if create {
 		_, err := pglogrepl.CreateReplicationSlot(ctx, conn, slot, "pgoutput",
 			pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "NOEXPORT_SNAPSHOT"})
@@ -281,6 +302,7 @@ type stream struct {
 	d     *driver
 	conn  *pgconn.PgConn
 	fresh bool
+	slot  string
 	rel   map[uint32]*pglogrepl.RelationMessage
 
 	confirmed atomic.Uint64 // Confirm's position
@@ -293,6 +315,12 @@ type stream struct {
 }
 
 func (st *stream) Fresh() bool { return st.fresh }
+
+func (st *stream) Drained(ctx context.Context) error {
+	_, err := st.d.pool.Exec(ctx, `INSERT INTO `+st.d.Core.Name("outbox_stream")+` (slot, drained) VALUES ($1, TRUE)
+		ON CONFLICT (slot) DO UPDATE SET drained = TRUE`, st.slot)
+	return err
+}
 
 func (st *stream) Confirm(pos uint64) {
 	for {

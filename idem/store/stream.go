@@ -36,10 +36,15 @@ var ErrStreamUnavailable = errors.New("idem/store: the outbox stream is unavaila
 // OutboxStream is one relay's open stream. Recv is called from one
 // goroutine; the other methods are safe for concurrent use with it.
 type OutboxStream interface {
-	// Fresh reports whether the stream's position was created by this
-	// open (no earlier one existed, or it was lost): rows committed before
-	// it are only in the table, and the relay publishes them from there.
+	// Fresh reports whether rows committed before the stream's position
+	// may be only in the table: the position was created by this open (no
+	// earlier one existed, or it was lost), or by an earlier one whose
+	// relay stopped before it called Drained. The relay publishes them
+	// from the table, then calls Drained.
 	Fresh() bool
+	// Drained records that the rows committed before the stream's
+	// position were published from the table: later opens are not Fresh.
+	Drained(ctx context.Context) error
 	// Recv returns the next event: a commit's outbox rows in insertion
 	// order, or a position with no rows when every commit up to it has
 	// been returned (a keepalive, or commits without outbox rows).
