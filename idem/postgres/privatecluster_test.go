@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // privateCluster is a PostgreSQL cluster of one test's own, in a
@@ -173,11 +174,23 @@ func (c *privateCluster) stop() {
 	if err := c.try("pg_ctl", "-D", c.data, "-w", "-t", "120", "-m", "immediate", "stop"); err != nil && len(pids) > 0 {
 		c.t.Error(err)
 	}
+	// pg_ctl returns once the postmaster removed postmaster.pid, a moment
+	// before its process ends: each process gets a few seconds to end (it
+	// is no child of ours: /proc is all there is to watch). An exited
+	// process whose parent (init, for the postmaster) has not reaped it
+	// yet is a zombie: it runs no more.
+	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
-		// An exited process whose parent (init, for the postmaster) has
-		// not reaped it yet is a zombie: it runs no more.
-		if state, ppid := procStat(pid); state != "" && state != "Z" {
-			c.t.Errorf("the private cluster's process %d (state %s, parent %s) is left after its stop", pid, state, ppid)
+		for {
+			state, ppid := procStat(pid)
+			if state == "" || state == "Z" {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Errorf("the private cluster's process %d (state %s, parent %s) is left 10s after its stop", pid, state, ppid)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	if c.t.Failed() {
