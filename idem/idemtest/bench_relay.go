@@ -88,6 +88,12 @@ type LatencyOptions struct {
 	// without NOTIFY). Otherwise the store's notification wakes the relay
 	// (a store.Waker), which listens before timing starts.
 	Wake bool
+	// CaughtUp, with Stream, reports whether the stream has reached the
+	// log's end as it was when CaughtUp was first called; timing starts
+	// once it has (a relay started has the log since its slot's restart
+	// position to decode first, a one-off that a relay streaming all
+	// along does not pay for each row).
+	CaughtUp func() bool
 	// Stream: the relay streams the store's log (RelayOptions.Stream, a
 	// store.Streamer); timing starts once it does. What the stream keeps
 	// on the server (PostgreSQL: a replication slot and a publication) is
@@ -214,6 +220,9 @@ func RelayLatency[Tx any](b *testing.B, e *OutboxEnv[Tx], ob OutboxBroker, n int
 	switch {
 	case o.Stream:
 		waitRelay(b, r, "stream (the store is not a store.Streamer, or cannot stream)", func(s outbox.RelayStats) bool { return s.Streaming })
+		if o.CaughtUp != nil {
+			waitRelay(b, r, "reach the log's end with its stream", func(outbox.RelayStats) bool { return o.CaughtUp() })
+		}
 	case !o.Wake:
 		waitRelay(b, r, "listen (the store is not a store.Waker, or it failed to listen)", func(s outbox.RelayStats) bool { return s.Listening })
 	}

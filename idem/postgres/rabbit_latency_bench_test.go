@@ -2,11 +2,16 @@ package postgres_test
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem/idemtest"
 )
@@ -18,7 +23,10 @@ import (
 //   - poll: BenchmarkRelayLatencyRabbit's relay (woken by NOTIFY);
 //   - stream: the same with RelayOptions.Stream, on an outbox whose slot
 //     exists before the first round and is moved to the log's end before
-//     each (slotAtNow; timing starts once the relay streams);
+//     each (slotAtNow); timing starts once the relay streams and its slot
+//     sender reached the log's end as it was then (caughtUp: a relay
+//     started decodes the log from its slot's restart position first,
+//     30–120 ms in which rows committed wait; a one-off of its start);
 //
 // Each run starts after a CHECKPOINT (see checkpoint).
 //   - floor: BenchmarkRabbitConfirmLatencyLoaded's run, the broker's
@@ -56,7 +64,7 @@ func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 		}},
 		{"stream", func(ids string) []float64 {
 			slotAtNow(b, pool, slot) // after the checkpoint: see there
-			return idemtest.RelayLatency(b, es, rabbitBroker(b), b.N, ids, idemtest.LatencyOptions{Stream: true}).Publish
+			return idemtest.RelayLatency(b, es, rabbitBroker(b), b.N, ids, idemtest.LatencyOptions{Stream: true, CaughtUp: caughtUp(b, pool, slot)}).Publish
 		}},
 		{"floor", func(ids string) []float64 { return confirmRun(b, ef, b.N, ids) }},
 	}
@@ -106,4 +114,26 @@ func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 		b.ReportMetric(med(xs), name+"-p99-over-floor-ms")
 	}
 	b.ReportMetric(0, "ns/op")
+}
+
+// caughtUp returns a LatencyOptions.CaughtUp for slot: whether the WAL
+// sender streaming it has sent the log up to its position at the first
+// call (its slot's confirmed position may be there already: slotAtNow).
+func caughtUp(b testing.TB, pool *pgxpool.Pool, slot string) func() bool {
+	var target string
+	return func() bool {
+		ctx := context.Background()
+		if target == "" {
+			if err := pool.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
+				b.Fatal(err)
+			}
+		}
+		var ok bool
+		err := pool.QueryRow(ctx, `SELECT r.sent_lsn >= $2::pg_lsn FROM pg_replication_slots s
+			JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = $1`, slot, target).Scan(&ok)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			b.Fatal(err)
+		}
+		return ok
+	}
 }
