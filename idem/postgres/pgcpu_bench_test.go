@@ -24,6 +24,18 @@ import (
 // (pgcpu.go) is the same reading.
 func pgCPU(tb testing.TB, pool *pgxpool.Pool) func() time.Duration {
 	tb.Helper()
+	return serverCPU(tb, pool, false)
+}
+
+// walSenderCPU is pgCPU of the server's live WAL senders alone (read it
+// before a stream closes: a WAL sender that exited counts no more).
+func walSenderCPU(tb testing.TB, pool *pgxpool.Pool) func() time.Duration {
+	tb.Helper()
+	return serverCPU(tb, pool, true)
+}
+
+func serverCPU(tb testing.TB, pool *pgxpool.Pool, walSenders bool) func() time.Duration {
+	tb.Helper()
 	var dir string
 	if err := pool.QueryRow(context.Background(), "SHOW data_directory").Scan(&dir); err != nil {
 		tb.Logf("PostgreSQL CPU: n/a (data directory: %v)", err)
@@ -44,19 +56,30 @@ func pgCPU(tb testing.TB, pool *pgxpool.Pool) func() time.Duration {
 		return nil
 	}
 	return func() time.Duration {
-		_, ticks, err := procTicks(pm)
-		if err != nil {
-			tb.Fatalf("PostgreSQL CPU: %v", err)
+		var ticks int64
+		if !walSenders {
+			_, t, err := procTicks(pm)
+			if err != nil {
+				tb.Fatalf("PostgreSQL CPU: %v", err)
+			}
+			ticks = t
 		}
 		ents, err := os.ReadDir("/proc")
 		if err != nil {
 			tb.Fatalf("PostgreSQL CPU: %v", err)
 		}
 		for _, e := range ents {
-			if pid, err := strconv.Atoi(e.Name()); err == nil && pid != pm {
-				if ppid, t, err := procTicks(pid); err == nil && ppid == pm {
-					ticks += t
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == pm {
+				continue
+			}
+			if walSenders {
+				if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || !strings.HasPrefix(string(cmd), "postgres: walsender") {
+					continue
 				}
+			}
+			if ppid, t, err := procTicks(pid); err == nil && ppid == pm {
+				ticks += t
 			}
 		}
 		return time.Duration(ticks) * time.Second / 100 // USER_HZ

@@ -603,11 +603,22 @@ func (s *driver) streamSQL() streamQueries {
 		// to another slice (moved, migration 010) is in the log again,
 		// as an insert: it is held, left to the claims, like its first
 		// insert if that is still to come.
-		held: `SELECT r.id, '', r.state NOT IN (1, 3) FROM ` + o + ` r
-				WHERE r.id = ANY($1::bigint[]) AND (r.state <> 0 OR r.attempts > 0 OR r.moved)
+		//
+		// Each row and each aggregate is looked up on its own (LATERAL
+		// with LIMIT: no join the planner could choose instead): a
+		// window is small and the table may hold a large backlog, whose
+		// slices' statistics lag behind (filled since autovacuum last
+		// analysed them, if it runs), and a planner misled by them
+		// scanned every pending row for each window (a hash join, a
+		// sequential scan: a backlog drained in time quadratic in its
+		// size).
+		held: `SELECT r.id, '', r.state NOT IN (1, 3) FROM unnest($1::bigint[]) AS w(id)
+				CROSS JOIN LATERAL (SELECT r.id, r.state FROM ` + o + ` r
+					WHERE r.id = w.id AND (r.state <> 0 OR r.attempts > 0 OR r.moved) LIMIT 1) r
 			UNION ALL
 			SELECT 0, w.agg, TRUE FROM unnest($2::text[], $3::bigint[]) AS w(agg, seq)
-				WHERE EXISTS (SELECT 1 FROM ` + o + ` e WHERE e.aggregate_id = w.agg AND e.sequence < w.seq AND e.state IN (0, 2))`,
+				CROSS JOIN LATERAL (SELECT FROM ` + o + ` e
+					WHERE e.aggregate_id = w.agg AND e.sequence < w.seq AND e.state IN (0, 2) LIMIT 1) e`,
 		// The DELETE commits without waiting for its log to be flushed
 		// (synchronous_commit off, for its own transaction only): lost in
 		// a server crash, it leaves rows pending that the slot, saved
