@@ -38,6 +38,7 @@ const sweepLag = time.Second
 // process: at once; a host or network that fails silently: after the
 // server's wal_sender_timeout, 60s by default).
 func (r *Relay) runStream(ctx context.Context, s store.Streamer) error {
+	polled := false // since the last stream: rows it streams may have been claimed
 	for {
 		st, err := s.OpenOutboxStream(ctx, r.o.Owner)
 		switch {
@@ -69,6 +70,7 @@ func (r *Relay) runStream(ctx context.Context, s store.Streamer) error {
 			pctx, cancel := context.WithTimeout(ctx, r.o.StreamRetry)
 			err := r.poll(pctx)
 			cancel()
+			polled = true
 			r.busy(ctx) // streaming: producers need not notify
 			if err != nil {
 				return err
@@ -76,7 +78,8 @@ func (r *Relay) runStream(ctx context.Context, s store.Streamer) error {
 			continue
 		}
 		r.standby.Store(false)
-		err = r.stream(ctx, st)
+		err = r.stream(ctx, st, polled)
+		polled = false
 		r.streaming.Store(false)
 		r.closeStream(ctx, st)
 		if ctx.Err() != nil {
@@ -104,6 +107,23 @@ func (r *Relay) closeStream(ctx context.Context, st store.OutboxStream) {
 // each other. A lane checks its next window (Publishable) while the one
 // before it publishes. The slot is confirmed up to the end of the oldest
 // commit with a row not settled, whichever lanes its rows went to.
+//
+// Windows are checked against the table only while it may hold what a
+// check would find (the loop's clean): a row the stream passed before (for
+// the claims only), one that failed, was quarantined or requeued, or one
+// the relay's own claims or a purge touched, or that an operator's
+// Requeue or Discard did, that the stream may still bring. A window
+// publishing unchecked costs the table nothing but its DELETE. The loop
+// starts clean if the table is Clear (and the relay claimed nothing since
+// its last stream), loses it when a window leaves rows in the table, a
+// sweep claims rows, the relay purges, or a Requeue or Discard of this
+// relay's comes, and finds it again at a sweep once the table is Clear and
+// the stream has passed the log's position of that moment (what was
+// claimed or discarded then is behind it). What another process does
+// meanwhile is not seen until then: a row another relay claims (a relay
+// polling the same outbox) is published again by the stream, and a row
+// discarded from another process before the stream reached it is
+// published all the same.
 
 // commit is a streamed commit whose rows are not all settled yet.
 type commit struct {
@@ -150,6 +170,8 @@ type window struct {
 	rows    []store.OutboxRow
 	commits []*commit // commits[i] is rows[i]'s
 	passed  bool      // rows were left in the table (failed, or not publishable)
+	left    int       // rows not published (passed, or settled otherwise)
+	check   bool      // checked against the table (Publishable) before publishing
 	err     error     // the stream must stop: what was not settled is streamed again
 
 	after     *window             // the lane's window before it, in flight
@@ -182,16 +204,21 @@ type streamLoop struct {
 	confirmed uint64    // the position last confirmed
 	probe     probe     // a Horizon not yet reached
 	sweepDue  bool      // a Wake asked for a sweep
+	clean     bool      // windows go unchecked (see above)
+	recheck   uint64    // clean again once confirmed past it (and Clear)
+	recheckAt bool      // recheck is to be taken (a Horizon) at the next sweep
 }
 
 // stream publishes from st until it fails or ctx is done. A fresh stream
 // starts after the rows committed before it, which the relay first claims
 // from the table (Drain).
-func (r *Relay) stream(ctx context.Context, st store.OutboxStream) error {
+func (r *Relay) stream(ctx context.Context, st store.OutboxStream, polled bool) error {
 	if st.Fresh() {
-		if _, err := r.Drain(ctx); err != nil {
+		n, err := r.Drain(ctx)
+		if err != nil {
 			return fmt.Errorf("rows committed before the stream: %w", err)
 		}
+		polled = polled || n > 0
 		if err := st.Drained(ctx); err != nil {
 			return fmt.Errorf("rows committed before the stream: record them drained: %w", err)
 		}
@@ -220,6 +247,16 @@ func (r *Relay) stream(ctx context.Context, st store.OutboxStream) error {
 	})
 	l := &streamLoop{r: r, st: st, lanes: make([]lane, r.o.Pipeline),
 		finished: make(chan *window, 4*r.o.Pipeline), sent: make(chan *window, 4*r.o.Pipeline), swept: r.o.Now(), dirty: true}
+	l.unclean()
+	if !polled {
+		// Nothing this relay claimed can be ahead in the stream.
+		l.recheckAt = false
+		if clear, err := st.Clear(ctx); err != nil {
+			r.noteErr("stream", err)
+		} else {
+			l.clean = clear
+		}
+	}
 	err := l.run(ctx, events, failed, &wg)
 	cancel()
 	for l.aloft > 0 { // the windows in flight end (unsettled ones are streamed again)
@@ -246,6 +283,7 @@ func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, f
 					if _, err := r.Purge(ctx); err != nil && ctx.Err() == nil {
 						r.noteErr("purge", err)
 					}
+					l.unclean() // it may have moved rows the stream brings again
 				}
 				continue
 			}
@@ -284,6 +322,7 @@ func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, f
 			}
 		case <-changed:
 			l.sweepDue = true
+			l.unclean()
 		case <-t.C:
 		}
 		t.Stop()
@@ -336,7 +375,7 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 		return
 	}
 	n := min(len(ln.pend), l.r.o.BatchSize)
-	w := &window{rows: make([]store.OutboxRow, n), commits: make([]*commit, n), published: make(chan struct{})}
+	w := &window{rows: make([]store.OutboxRow, n), commits: make([]*commit, n), published: make(chan struct{}), check: !l.clean}
 	for i, e := range ln.pend[:n] {
 		w.rows[i], w.commits[i] = e.row, e.c
 	}
@@ -376,11 +415,15 @@ func (l *streamLoop) publish(ctx context.Context, w *window) {
 			close(w.published)
 		}
 	}()
-	rows, held, err := l.st.Publishable(ctx, w.rows, w.aloft)
-	if err != nil {
-		w.err = fmt.Errorf("idem: relay: stream: publishable: %w", err)
-		w.pubErr = w.err
-		return
+	rows, held := w.rows, 0
+	if w.check {
+		var err error
+		rows, held, err = l.st.Publishable(ctx, w.rows, w.aloft)
+		if err != nil {
+			w.err = fmt.Errorf("idem: relay: stream: publishable: %w", err)
+			w.pubErr = w.err
+			return
+		}
 	}
 	w.stopped = map[string]struct{}{}
 	if p := w.after; p != nil {
@@ -400,7 +443,9 @@ func (l *streamLoop) publish(ctx context.Context, w *window) {
 		}
 	}
 	if len(w.stopped) > 0 {
-		rows = slices.DeleteFunc(rows, func(row store.OutboxRow) bool {
+		// A copy: rows may be w.rows, which land and Settle's passed
+		// read whole.
+		rows = slices.DeleteFunc(slices.Clone(rows), func(row store.OutboxRow) bool {
 			_, stop := w.stopped[row.AggregateID]
 			if stop {
 				held++
@@ -436,9 +481,16 @@ func (l *streamLoop) publish(ctx context.Context, w *window) {
 	default: // the loop has wake-ups waiting already
 	}
 	w.passed = held > 0 || len(res.sent) < len(rows)
+	var passed []int64
+	for _, row := range w.rows {
+		if _, ok := sent[row.RowID]; !ok {
+			passed = append(passed, row.RowID)
+		}
+	}
+	w.left = len(passed)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.PublishTimeout)
 	defer cancel()
-	if err := l.st.Settle(fctx, res.sent, res.failed, r.o.Now()); err != nil {
+	if err := l.st.Settle(fctx, res.sent, res.failed, passed, r.o.Now()); err != nil {
 		w.err = fmt.Errorf("idem: relay: settle %d rows (they will be published again): %w", len(res.sent), err)
 		return
 	}
@@ -462,6 +514,9 @@ func (l *streamLoop) land(w *window) error {
 	ln.rows -= len(w.rows)
 	if w.err != nil {
 		return w.err
+	}
+	if w.left > 0 {
+		l.clean = false // its rows left in the table are for the claims only: Clear sees them
 	}
 	for _, c := range w.commits {
 		c.left--
@@ -516,6 +571,12 @@ func (l *streamLoop) sweeping() bool {
 func (l *streamLoop) sweep(ctx context.Context) error {
 	r := l.r
 	l.swept, l.sweepDue = r.o.Now(), false
+	claims := 0
+	defer func() {
+		if ctx.Err() == nil {
+			l.verify(ctx, claims)
+		}
+	}()
 	for range sweepBatches {
 		if l.probe.pos == 0 {
 			at, pos, err := l.st.Horizon(ctx)
@@ -539,12 +600,50 @@ func (l *streamLoop) sweep(ctx context.Context) error {
 			r.noteErr("sweep", err)
 			return nil
 		}
+		claims += claimed
 		if claimed == 0 {
 			l.dirty = false
 			break
 		}
 	}
 	return nil
+}
+
+// unclean makes the windows to come checked, until a sweep finds the table
+// Clear once the stream has passed the log's position of the next sweep.
+func (l *streamLoop) unclean() {
+	l.clean, l.recheckAt, l.dirty = false, true, true
+}
+
+// verify ends a sweep that claimed claims rows: the windows to come go
+// unchecked if the table is Clear and the stream has passed what was
+// claimed, discarded or moved before the recheck position (see above).
+// While it has not, the sweeps come every PollInterval.
+func (l *streamLoop) verify(ctx context.Context, claims int) {
+	if claims > 0 {
+		l.unclean()
+	}
+	if l.clean {
+		return
+	}
+	if l.recheckAt {
+		_, pos, err := l.st.Horizon(ctx)
+		if err != nil {
+			l.r.noteErr("sweep", err)
+			return
+		}
+		l.recheck, l.recheckAt = pos, false
+	}
+	if l.confirmed < l.recheck {
+		l.dirty = true
+		return
+	}
+	clear, err := l.st.Clear(ctx)
+	if err != nil {
+		l.r.noteErr("sweep", err)
+		return
+	}
+	l.clean = clear
 }
 
 // later returns the later of a and b.

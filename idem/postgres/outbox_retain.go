@@ -160,7 +160,7 @@ func (s *driver) retireSlice(ctx context.Context, conn *pgxpool.Conn, id, cur in
 			return err
 		}
 		if len(aggs) > 0 {
-			if _, err := tx.Exec(ctx, "UPDATE "+outbox+" SET slice = $1, moved = TRUE WHERE slice = $2 AND state IN (0, 2) AND aggregate_id = ANY($3)",
+			if _, err := tx.Exec(ctx, "UPDATE "+outbox+" SET slice = $1, claims_only = TRUE WHERE slice = $2 AND state IN (0, 2) AND aggregate_id = ANY($3)",
 				cur, id, aggs); err != nil {
 				return err
 			}
@@ -206,7 +206,7 @@ func (s *driver) dropSlices(ctx context.Context, conn *pgxpool.Conn, cur int64) 
 					return err
 				}
 				if exists {
-					if _, err := tx.Exec(ctx, "INSERT INTO "+outbox+" ("+outboxColumns+", slice, moved) OVERRIDING SYSTEM VALUE SELECT "+
+					if _, err := tx.Exec(ctx, "INSERT INTO "+outbox+" ("+outboxColumns+", slice, claims_only) OVERRIDING SYSTEM VALUE SELECT "+
 						outboxColumns+", $1, TRUE FROM "+name+" WHERE state IN (0, 2)", cur); err != nil {
 						return err
 					}
@@ -225,6 +225,6 @@ func (s *driver) dropSlices(ctx context.Context, conn *pgxpool.Conn, cur int64) 
 	})
 }
 
-// outboxColumns are the outbox's columns but slice and moved.
+// outboxColumns are the outbox's columns but slice and claims_only.
 const outboxColumns = `id, message_id, aggregate_id, version, sequence, type, headers, payload, state, attempts,
 	created_at, next_attempt, last_error, sent_at`

@@ -121,7 +121,7 @@ func rowSlice(t *testing.T, pool *pgxpool.Pool, id int64) (int64, bool) {
 	t.Helper()
 	var s int64 = -1
 	var moved bool
-	err := pool.QueryRow(t.Context(), "SELECT slice, moved FROM wary_outbox WHERE id = $1", id).Scan(&s, &moved)
+	err := pool.QueryRow(t.Context(), "SELECT slice, claims_only FROM wary_outbox WHERE id = $1", id).Scan(&s, &moved)
 	if err != nil && err != pgx.ErrNoRows {
 		t.Fatal(err)
 	}
@@ -461,7 +461,7 @@ func TestClaimsDuringOutboxRotation(t *testing.T) {
 	final := t0.Add(rounds * time.Minute)
 	sendAll(t, st, final)
 	var total, unsent, moved int
-	if err := pool.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE state IN (0, 2)), count(*) FILTER (WHERE moved) FROM wary_outbox").
+	if err := pool.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE state IN (0, 2)), count(*) FILTER (WHERE claims_only) FROM wary_outbox").
 		Scan(&total, &unsent, &moved); err != nil {
 		t.Fatal(err)
 	}

@@ -35,10 +35,12 @@ import (
 // statement (Settle), and only then is the slot confirmed past them.
 
 // statusEvery is how often the stream reports its position to the server
-// at most, and standbyTimeout how often at least.
+// at most, and standbyTimeout how often at least; idlePing how often it
+// asks for the server's position at most while nothing comes (ping).
 const (
 	statusEvery    = 50 * time.Millisecond
 	standbyTimeout = 10 * time.Second
+	idlePing       = time.Second
 )
 
 // StreamSlot returns the name of the outbox stream's replication slot and
@@ -308,6 +310,7 @@ type stream struct {
 	confirmed atomic.Uint64 // Confirm's position
 	reported  uint64        // the position last reported
 	lastSent  time.Time
+	lastPing  time.Time // ping's last request
 	rows      []store.OutboxRow // the current transaction's rows
 
 	rctx, rparent context.Context // Recv's timeout, and the context it was made from
@@ -356,6 +359,9 @@ func (st *stream) Recv(ctx context.Context) (store.StreamEvent, error) {
 			if ctx.Err() == nil && pgconn.Timeout(err) {
 				st.rcancel()
 				st.rctx = nil
+				if err := st.ping(ctx); err != nil {
+					return store.StreamEvent{}, err
+				}
 				continue
 			}
 			return store.StreamEvent{}, err
@@ -372,6 +378,25 @@ func (st *stream) Recv(ctx context.Context) (store.StreamEvent, error) {
 			return store.StreamEvent{}, fmt.Errorf("unexpected message %T", msg)
 		}
 	}
+}
+
+// ping asks the server, at most every idlePing, for a keepalive (its
+// log's end) while nothing comes: the relay confirms an idle outbox's
+// position with it, and so learns that every commit before it was
+// streamed (its sweeps' horizon; without it, the server's own keepalive
+// comes every wal_sender_timeout / 2, 30 s by default).
+func (st *stream) ping(ctx context.Context) error {
+	now := time.Now()
+	if now.Sub(st.lastPing) < idlePing {
+		return nil
+	}
+	pos := st.confirmed.Load()
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos), ReplyRequested: true})
+	if err != nil {
+		return err
+	}
+	st.reported, st.lastSent, st.lastPing = pos, now, now
+	return nil
 }
 
 // timeout returns a context that ends statusEvery after it was made (so
@@ -505,6 +530,14 @@ func (st *stream) Publishable(ctx context.Context, rows, aloft []store.OutboxRow
 	return keep, held, nil
 }
 
+// Clear implements store.OutboxStream (an index scan of
+// outbox_left_idx, migration 013).
+func (st *stream) Clear(ctx context.Context) (bool, error) {
+	var clear bool
+	err := st.d.pool.QueryRow(ctx, st.d.streamSQL().clear).Scan(&clear)
+	return clear, err
+}
+
 // Horizon implements store.OutboxStream: now, or the start of the oldest
 // open transaction that wrote, among the sessions on this database the
 // role may see (pg_stat_activity shows other roles' transactions only to
@@ -519,28 +552,22 @@ func (st *stream) Horizon(ctx context.Context) (time.Time, uint64, error) {
 
 // Settle implements store.OutboxStream. A streamed commit is in the log a
 // moment before its rows are visible to other transactions: rows the
-// DELETE did not find are deleted again, after 1, 2, 4, ... 64ms; those
-// still not found were gone already (a window streamed again after a
-// crash).
-func (st *stream) Settle(ctx context.Context, sent []int64, failed []store.OutboxFailure, at time.Time) error {
-	if len(sent) == 0 && len(failed) == 0 {
+// DELETE (or the UPDATE marking passed rows) did not find are looked for
+// again, after 1, 2, 4, ... 64ms; those still not found were gone already
+// (a window streamed again after a crash).
+func (st *stream) Settle(ctx context.Context, sent []int64, failed []store.OutboxFailure, passed []int64, at time.Time) error {
+	if len(sent) == 0 && len(failed) == 0 && len(passed) == 0 {
 		return nil
 	}
 	q := st.d.streamSQL()
-	var gone []int64
+	var gone, marked []int64
 	var err error
-	if len(failed) == 0 { // one statement: no transaction of our own
-		var rs pgx.Rows
-		if rs, err = st.d.pool.Query(ctx, q.settle, sent); err == nil {
-			gone, err = pgx.CollectRows(rs, pgx.RowTo[int64])
-		}
+	if len(failed) == 0 && len(passed) == 0 { // one statement: no transaction of our own
+		gone, err = queryIDs(ctx, st.d.pool, q.settle, sent)
 	} else {
 		err = pgx.BeginFunc(ctx, st.d.pool, func(tx pgx.Tx) error {
-			rs, err := tx.Query(ctx, q.settle, sent)
-			if err != nil {
-				return err
-			}
-			if gone, err = pgx.CollectRows(rs, pgx.RowTo[int64]); err != nil {
+			var err error
+			if gone, err = queryIDs(ctx, tx, q.settle, sent); err != nil {
 				return err
 			}
 			for _, stmt := range st.d.Outbox.FailStmts(failed, at) {
@@ -548,11 +575,15 @@ func (st *stream) Settle(ctx context.Context, sent []int64, failed []store.Outbo
 					return err
 				}
 			}
-			return nil
+			marked, err = queryIDs(ctx, tx, q.pass, passed)
+			return err
 		})
 	}
-	for wait := time.Millisecond; err == nil && len(gone) < len(sent) && wait <= 64*time.Millisecond; wait *= 2 {
-		sent = slices.DeleteFunc(sent, func(id int64) bool { return slices.Contains(gone, id) })
+	missing := func(ids, found []int64) []int64 {
+		return slices.DeleteFunc(ids, func(id int64) bool { return slices.Contains(found, id) })
+	}
+	sent, passed = missing(sent, gone), missing(passed, marked)
+	for wait := time.Millisecond; err == nil && len(sent)+len(passed) > 0 && wait <= 64*time.Millisecond; wait *= 2 {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -560,12 +591,28 @@ func (st *stream) Settle(ctx context.Context, sent []int64, failed []store.Outbo
 			return ctx.Err()
 		case <-t.C:
 		}
-		var rs pgx.Rows
-		if rs, err = st.d.pool.Query(ctx, q.settle, sent); err == nil {
-			gone, err = pgx.CollectRows(rs, pgx.RowTo[int64])
+		if gone, err = queryIDs(ctx, st.d.pool, q.settle, sent); err == nil {
+			sent = missing(sent, gone)
+			marked, err = queryIDs(ctx, st.d.pool, q.pass, passed)
+			passed = missing(passed, marked)
 		}
 	}
 	return err
+}
+
+// queryIDs runs a statement returning row IDs, with ids its one argument
+// (none when ids is empty).
+func queryIDs(ctx context.Context, db interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string, ids []int64) ([]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rs, err := db.Query(ctx, sql, ids)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rs, pgx.RowTo[int64])
 }
 
 // Close reports the position last confirmed (so that the next stream
@@ -585,7 +632,7 @@ func (st *stream) Close(ctx context.Context) error {
 
 // streamQueries are the stream's statements on the table.
 type streamQueries struct {
-	held, settle string
+	held, settle, pass, clear string
 }
 
 func (s *driver) streamSQL() streamQueries {
@@ -599,10 +646,11 @@ func (s *driver) streamSQL() streamQueries {
 		// failed or quarantined row, or one the stream passed over: the
 		// later rows wait for claims). A streamed row may not be visible
 		// yet (its commit is in the log before it is visible): the
-		// window's own columns say where it stands. A row the purge moved
-		// to another slice (moved, migration 010) is in the log again,
-		// as an insert: it is held, left to the claims, like its first
-		// insert if that is still to come.
+		// window's own columns say where it stands. A row for the claims
+		// only (claims_only, migration 013) is held, left to them: one the
+		// stream passed before (streamed again after a crash), or one the
+		// purge moved to another slice (a move is an insert in the log),
+		// like its first insert if that is still to come.
 		//
 		// Each row and each aggregate is looked up on its own (LATERAL
 		// with LIMIT: no join the planner could choose instead): a
@@ -614,7 +662,7 @@ func (s *driver) streamSQL() streamQueries {
 		// size).
 		held: `SELECT r.id, '', r.state NOT IN (1, 3) FROM unnest($1::bigint[]) AS w(id)
 				CROSS JOIN LATERAL (SELECT r.id, r.state FROM ` + o + ` r
-					WHERE r.id = w.id AND (r.state <> 0 OR r.attempts > 0 OR r.moved) LIMIT 1) r
+					WHERE r.id = w.id AND (r.state <> 0 OR r.attempts > 0 OR r.claims_only) LIMIT 1) r
 			UNION ALL
 			SELECT 0, w.agg, TRUE FROM unnest($2::text[], $3::bigint[]) AS w(agg, seq)
 				CROSS JOIN LATERAL (SELECT FROM ` + o + ` e
@@ -627,5 +675,12 @@ func (s *driver) streamSQL() streamQueries {
 		// claims; nothing is lost. It spares each window a flush.
 		settle: `WITH s AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))
 			DELETE FROM ` + o + ` WHERE id = ANY($1::bigint[]) AND EXISTS (SELECT 1 FROM s) RETURNING id`,
+		// The rows of a window not published are for the claims only
+		// (failed ones are recorded failed besides). In the window's
+		// transaction, with its failures.
+		pass: `UPDATE ` + o + ` SET claims_only = TRUE WHERE id = ANY($1::bigint[]) RETURNING id`,
+		// Clear: the predicate of outbox_left_idx (migration 013).
+		clear: `SELECT NOT EXISTS (SELECT 1 FROM ` + o + `
+			WHERE state = 2 OR (state = 0 AND (attempts > 0 OR claims_only OR next_attempt <> created_at)))`,
 	}
 }

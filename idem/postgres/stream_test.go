@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -381,4 +382,98 @@ func TestStreamRelay(t *testing.T) {
 	if s := r.Stats(); !s.Streaming || s.Quarantines != 1 {
 		t.Errorf("stats %+v", s)
 	}
+}
+
+// checkCounter counts the outbox stream's window checks (Publishable's
+// statement) sent on a pool.
+type checkCounter struct{ n atomic.Int64 }
+
+func (c *checkCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "CROSS JOIN LATERAL") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (*checkCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestStreamChecksWhileNotClear: a streaming relay publishes its windows
+// without checking them against the table while the table is Clear; from
+// a row that fails (quarantined, its aggregate's later rows held back) it
+// checks them, and holds back the rows of that aggregate that come later;
+// once the quarantined row is discarded and the held rows claimed, the
+// windows go unchecked again. Nothing is lost, each aggregate in order.
+func TestStreamChecksWhileNotClear(t *testing.T) {
+	var checks checkCounter
+	e := setupStream(t, newPoolConfig(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = &checks }))
+	h := conformance.NewHistory()
+	topic, c := e.consuming(h)
+	r := e.relay(topic, &outbox.RelayOptions{BatchSize: 50, Pipeline: 2, MaxAttempts: 1})
+	e.run(r)
+	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
+	addMany := func(prefix string, n int) {
+		for i := 0; i < n; i += 50 {
+			var msgs []*outbox.Message
+			for j := i; j < min(i+50, n); j++ {
+				msgs = append(msgs, &outbox.Message{ID: fmt.Sprintf("%s-%d", prefix, j), AggregateID: fmt.Sprintf("agg-%d", j%10), Payload: []byte("x")})
+			}
+			e.add(h, msgs...)
+		}
+	}
+	addMany("clear", 300)
+	e.waitFor("the rows on a clear table", func() bool { return c.distinct() == 300 })
+	if n := checks.n.Load(); n != 0 {
+		t.Fatalf("%d windows checked on a clear table; want none", n)
+	}
+
+	e.add(h, &outbox.Message{ID: "poison-1", AggregateID: "poison", Payload: []byte("x")})
+	e.add(conformance.NewHistory(), &outbox.Message{ID: "poison-2", AggregateID: "poison", Payload: []byte("x")})
+	e.add(h, &outbox.Message{ID: "poison-3", AggregateID: "poison", Payload: []byte("x")})
+	e.waitFor("the poison row's quarantine", func() bool { return e.rows(2) == 1 })
+	before := checks.n.Load()
+	e.add(h, &outbox.Message{ID: "poison-4", AggregateID: "poison", Payload: []byte("x")})
+	addMany("after", 100)
+	e.waitFor("the other rows after the quarantine", func() bool { return c.distinct() == 300+1+100-min(c.count("poison-3"), 1) })
+	if checks.n.Load() == before {
+		t.Fatal("no window checked while the table holds a quarantined row")
+	}
+	if c.count("poison-4") > 0 {
+		t.Fatal("poison-4 published while poison-2, before it, is quarantined")
+	}
+	if n := e.count(`SELECT count(*) FROM wary_outbox WHERE message_id IN ('poison-3', 'poison-4') AND state = 0 AND claims_only`); n != 2-int64(min(c.count("poison-3"), 1)) {
+		rs, _ := e.pool.Query(e.ctx, `SELECT message_id || ' ' || state || ' ' || attempts || ' ' || claims_only FROM wary_outbox WHERE aggregate_id = 'poison'`)
+		got, _ := pgx.CollectRows(rs, pgx.RowTo[string])
+		t.Errorf("%d held rows marked for the claims only: %v (poison-3 delivered %d times)", n, got, c.count("poison-3"))
+	}
+
+	q, err := r.Quarantined(e.ctx, 0)
+	if err != nil || len(q) != 1 || q[0].ID != "poison-2" {
+		t.Fatalf("quarantined: %v, %v", q, err)
+	}
+	if ok, err := r.Discard(e.ctx, q[0].RowID); !ok || err != nil {
+		t.Fatalf("discard: %v, %v", ok, err)
+	}
+	e.waitFor("the held rows after the discard", func() bool { return c.count("poison-3") > 0 && c.count("poison-4") > 0 })
+	// Clear again: a row published without a check.
+	i := 0
+	e.waitFor("a window published unchecked", func() bool {
+		before := checks.n.Load()
+		id := fmt.Sprintf("probe-%d", i)
+		i++
+		e.add(h, &outbox.Message{ID: id, AggregateID: "probe", Payload: []byte("x")})
+		for c.count(id) == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return checks.n.Load() == before
+	})
+	before = checks.n.Load()
+	addMany("clear-again", 200)
+	e.waitFor("the rows on a clear table again", func() bool { return h.Check().Valid() })
+	if n := checks.n.Load() - before; n != 0 {
+		t.Errorf("%d windows checked on a clear table again; want none", n)
+	}
+	if rep := h.Check(); !rep.Valid() {
+		t.Errorf("history: %s", rep)
+	}
+	c.check(t, map[string][]int64{"poison": {2}})
 }

@@ -49,6 +49,13 @@ type OutboxStream interface {
 	// order, or a position with no rows when every commit up to it has
 	// been returned (a keepalive, or commits without outbox rows).
 	Recv(ctx context.Context) (StreamEvent, error)
+	// Clear reports whether the table holds no row that Publishable would
+	// leave out or that would hold an aggregate's later rows back: none
+	// quarantined, and no pending row that failed before, was requeued,
+	// or is for the claims only (Settle's passed, or moved by the purge).
+	// While it holds, and nothing the relay does changes it, the relay
+	// publishes windows without Publishable.
+	Clear(ctx context.Context) (bool, error)
 	// Publishable returns the rows of rows (a window of streamed rows, each
 	// aggregate's in sequence order) that may be published: those not
 	// settled otherwise (sent by a claim, discarded, quarantined, failed)
@@ -64,9 +71,11 @@ type OutboxStream interface {
 	// time, or the start of the oldest transaction still open, and its
 	// current log position.
 	Horizon(ctx context.Context) (at time.Time, pos uint64, err error)
-	// Settle deletes the published rows sent and records failed, in one
-	// transaction.
-	Settle(ctx context.Context, sent []int64, failed []OutboxFailure, at time.Time) error
+	// Settle deletes the published rows sent, records failed, and marks
+	// passed (the window's rows not published: failed, held back, or
+	// settled otherwise) for the claims only: the stream never publishes
+	// them, and Clear sees them until a claim has.
+	Settle(ctx context.Context, sent []int64, failed []OutboxFailure, passed []int64, at time.Time) error
 	// Confirm tells the server that every commit up to pos is settled: it
 	// is not sent again, and the log before it may be recycled. Confirm
 	// returns at once; the position is sent with the stream's next status
