@@ -5,7 +5,9 @@
 // publisher with confirms), and, as the broker's ceiling, how fast raw
 // amqp091-go publishes as many messages with 256 confirms in flight; and,
 // as the producers' floor, how fast they commit the same transactions
-// without the outbox. Runs are interleaved round by round; it prints every
+// without the outbox; and, as the end to end ceiling, the floor's
+// transactions with each one's events published raw once it committed
+// (no outbox, no relay). Runs are interleaved round by round; it prints every
 // run (with PostgreSQL's CPU per event when the server is on this
 // machine), each round's ratios, and then a Markdown table of medians. See
 // README.md.
@@ -100,7 +102,7 @@ func sitting(ctx context.Context, w io.Writer, cfg Config, rounds int, only stri
 			}
 		}
 		for _, sc := range scs {
-			if c := sc.Contender; c == "wary" || c == "stream" {
+			if c := sc.Contender; c == "wary" || c == "stream" || c == "ceiling" {
 				fmt.Fprintf(w, "# round %d  %-45s %s\n", r+1, sc.Name(), ratios(sc, results, r))
 			}
 		}
@@ -160,7 +162,7 @@ func table(w io.Writer, scs []Scenario, results map[Scenario][]Result) {
 			cpu = cpuText(median(known, Result.CPUPerEvent))
 		}
 		vsF, vsW, vsR := "–", "–", "–"
-		if sc.Contender == "wary" || sc.Contender == "stream" {
+		if c := sc.Contender; c == "wary" || c == "stream" || c == "ceiling" {
 			if f := results[Scenario{"floor", sc.PerTx, 0}]; len(f) > 0 {
 				vsF = fmt.Sprintf("%.0f%%", 100*ratio(rs, f, Result.CommitRate))
 			}
