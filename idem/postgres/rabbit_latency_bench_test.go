@@ -129,7 +129,8 @@ func caughtUp(b testing.TB, pool *pgxpool.Pool, slot string) func() bool {
 			}
 		}
 		var ok bool
-		err := pool.QueryRow(ctx, `SELECT r.sent_lsn >= $2::pg_lsn FROM pg_replication_slots s
+		// sent_lsn is NULL until the WAL sender has sent something.
+		err := pool.QueryRow(ctx, `SELECT COALESCE(r.sent_lsn >= $2::pg_lsn, FALSE) FROM pg_replication_slots s
 			JOIN pg_stat_replication r ON r.pid = s.active_pid WHERE s.slot_name = $1`, slot, target).Scan(&ok)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			b.Fatal(err)
