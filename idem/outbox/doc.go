@@ -83,7 +83,11 @@
 // published rows deleted in bulk rather than marked sent, one relay per
 // store streaming while others stand by, and the table polled while the
 // server cannot stream. Rows the stream leaves in the table (a failure and
-// its aggregate's later rows) are claimed from it as above.
+// its aggregate's later rows) are claimed from it as above. While the table
+// holds no such row, windows are published without a look at the table:
+// a relay polling the same outbox beside a streaming one publishes rows
+// twice, and a Discard from another process of a row the stream has not
+// yet published may not stop it.
 //
 // A row becomes a message with Message.ID = the row's message ID (the
 // broker's dedup ID), Message.Key = the aggregate ID (the ordering key),
