@@ -54,8 +54,9 @@ func (r *Relay) runStream(ctx context.Context, s store.Streamer) error {
 			}
 			continue
 		case err != nil && !errors.Is(err, store.ErrStreamUnavailable):
-			// The server is out of reach (a restart): the table cannot be
-			// polled either. Open the stream again after PollInterval.
+			// The server is out of reach (a restart: the table cannot be
+			// polled either), or the slot vanished as the stream was
+			// opened. Open the stream again after PollInterval.
 			r.standby.Store(false)
 			r.noteErr("stream", err)
 			if !sleep(ctx, r.o.PollInterval) {
@@ -207,6 +208,7 @@ type streamLoop struct {
 	clean     bool      // windows go unchecked (see above)
 	recheck   uint64    // clean again once confirmed past it (and Clear)
 	recheckAt bool      // recheck is to be taken (a Horizon) at the next sweep
+	verifyDue bool      // Clear is to be asked once confirmed past recheck
 }
 
 // stream publishes from st until it fails or ctx is done. A fresh stream
@@ -250,7 +252,7 @@ func (r *Relay) stream(ctx context.Context, st store.OutboxStream, polled bool) 
 	l.unclean()
 	if !polled {
 		// Nothing this relay claimed can be ahead in the stream.
-		l.recheckAt = false
+		l.recheckAt, l.verifyDue = false, false
 		if clear, err := st.Clear(ctx); err != nil {
 			r.noteErr("stream", err)
 		} else {
@@ -516,7 +518,9 @@ func (l *streamLoop) land(w *window) error {
 		return w.err
 	}
 	if w.left > 0 {
-		l.clean = false // its rows left in the table are for the claims only: Clear sees them
+		// Its rows left in the table are for the claims only (Clear sees
+		// them until they are claimed), or were settled otherwise.
+		l.clean, l.verifyDue = false, true
 	}
 	for _, c := range w.commits {
 		c.left--
@@ -549,10 +553,12 @@ func (l *streamLoop) confirm(pos uint64) {
 // left there (a failure, an aggregate blocked behind one) are claimed
 // from it every PollInterval while there may be some, at a Wake (a
 // requeue or discard), and every sweepEvery PollIntervals anyway (an
-// operator's requeue in another process, a failed row's backoff).
+// operator's requeue in another process, a failed row's backoff); and,
+// after PollInterval, once the windows may go unchecked again (verify).
 func (l *streamLoop) sweeping() bool {
 	since := l.r.o.Now().Sub(l.swept)
-	return l.sweepDue || l.dirty && since >= l.r.o.PollInterval || since >= sweepEvery*l.r.o.PollInterval
+	verify := l.verifyDue && (l.recheckAt || l.confirmed >= l.recheck)
+	return l.sweepDue || (l.dirty || verify) && since >= l.r.o.PollInterval || since >= sweepEvery*l.r.o.PollInterval
 }
 
 // sweep claims rows from the table (at most sweepBatches batches) while
@@ -612,13 +618,14 @@ func (l *streamLoop) sweep(ctx context.Context) error {
 // unclean makes the windows to come checked, until a sweep finds the table
 // Clear once the stream has passed the log's position of the next sweep.
 func (l *streamLoop) unclean() {
-	l.clean, l.recheckAt, l.dirty = false, true, true
+	l.clean, l.recheckAt, l.verifyDue = false, true, true
 }
 
 // verify ends a sweep that claimed claims rows: the windows to come go
 // unchecked if the table is Clear and the stream has passed what was
 // claimed, discarded or moved before the recheck position (see above).
-// While it has not, the sweeps come every PollInterval.
+// Asked once (verifyDue: a sweep comes when the stream has passed it), and
+// then at every sweep until the table is Clear.
 func (l *streamLoop) verify(ctx context.Context, claims int) {
 	if claims > 0 {
 		l.unclean()
@@ -635,7 +642,6 @@ func (l *streamLoop) verify(ctx context.Context, claims int) {
 		l.recheck, l.recheckAt = pos, false
 	}
 	if l.confirmed < l.recheck {
-		l.dirty = true
 		return
 	}
 	clear, err := l.st.Clear(ctx)
@@ -643,7 +649,7 @@ func (l *streamLoop) verify(ctx context.Context, claims int) {
 		l.r.noteErr("sweep", err)
 		return
 	}
-	l.clean = clear
+	l.clean, l.verifyDue = clear, false
 }
 
 // later returns the later of a and b.
