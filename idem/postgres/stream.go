@@ -183,8 +183,11 @@ func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.Outb
 		switch pgCode(err) {
 		case "55006": // object in use: another relay streams from the slot
 			return nil, store.ErrStreamHeld
-		case "42704": // the slot was dropped meanwhile
-			return nil, fmt.Errorf("%w: the slot vanished: %w", store.ErrStreamUnavailable, err)
+		case "42704":
+			// The slot was dropped meanwhile: not a server that cannot
+			// stream (the relay would poll for StreamRetry), one to open
+			// again at once, creating the slot.
+			return nil, fmt.Errorf("idem/postgres: outbox stream: the slot vanished: %w", err)
 		}
 		return nil, unavailable(err, "start replication")
 	}

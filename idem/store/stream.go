@@ -18,7 +18,8 @@ type Streamer interface {
 	// with one matching ErrStreamUnavailable when the server cannot stream
 	// (the error says exactly what is missing): the relay then polls the
 	// table. Any other error says the server is out of reach for now (a
-	// restart): the relay tries to open the stream again soon.
+	// restart), or the stream's position vanished while it was opened:
+	// the relay tries to open the stream again soon.
 	OpenOutboxStream(ctx context.Context, owner string) (OutboxStream, error)
 	// OutboxStreamStatus reports the stream's position on the server, for
 	// operators.
