@@ -172,6 +172,7 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 				// The WAL's decoding alone: the stream read to its end
 				// and closed unconfirmed, before the relay streams it.
 				measure(&decoding, func() { decoding.sender += decodeAll(b, e.Driver, n, senderCPU) })
+				slotLetGo(b, pool, slot) // or the relay would stand by
 			}
 			r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "bench", Pipeline: benchPipeline, BatchSize: benchBatch, Stream: stream})
 			ctx, cancel := context.WithCancel(context.Background())
@@ -246,6 +247,25 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 			b.ReportMetric(per(decoding.pg), "decode-pgcpu-µs/msg")
 			b.ReportMetric(per(decoding.sender), "decode-walsender-µs/msg")
 		}
+	}
+}
+
+// slotLetGo waits until no WAL sender holds slot (one exits a moment
+// after its stream's connection closed), for up to 10 s.
+func slotLetGo(b *testing.B, pool *pgxpool.Pool, slot string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var active bool
+		if err := pool.QueryRow(context.Background(), `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&active); err != nil {
+			b.Fatal(err)
+		}
+		if !active {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("slot %s still held 10 s after its stream closed", slot)
+		}
+		time.Sleep(time.Millisecond) // no signal: the server's view
 	}
 }
 

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -242,10 +243,20 @@ func TestStreamDrainsWhatItsCreatorDidNot(t *testing.T) {
 	sd := e.st.Driver().(store.Streamer)
 	open := func() store.OutboxStream {
 		t.Helper()
-		s, err := sd.OpenOutboxStream(e.ctx, "t")
-		if err != nil {
-			t.Fatal(err)
-		}
+		var s store.OutboxStream
+		// The server lets the slot go once the last stream's WAL sender
+		// has exited, a moment after its connection closed.
+		e.waitFor("the slot to be let go", func() bool {
+			var err error
+			s, err = sd.OpenOutboxStream(e.ctx, "t")
+			if errors.Is(err, store.ErrStreamHeld) {
+				return false
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return true
+		})
 		return s
 	}
 	s := open()
