@@ -313,7 +313,7 @@ type stream struct {
 	confirmed atomic.Uint64 // Confirm's position
 	reported  uint64        // the position last reported
 	lastSent  time.Time
-	lastPing  time.Time // ping's last request
+	lastPing  time.Time         // ping's last request
 	rows      []store.OutboxRow // the current transaction's rows
 
 	rctx, rparent context.Context // Recv's timeout, and the context it was made from
