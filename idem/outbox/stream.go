@@ -170,8 +170,7 @@ func (ln *lane) unpublished() int {
 type window struct {
 	rows    []store.OutboxRow
 	commits []*commit // commits[i] is rows[i]'s
-	passed  bool      // rows were left in the table (failed, or not publishable)
-	left    int       // rows not published (passed, or settled otherwise)
+	left    int       // rows not published: left in the table (failed, held back, or settled otherwise)
 	check   bool      // checked against the table (Publishable) before publishing
 	err     error     // the stream must stop: what was not settled is streamed again
 
@@ -417,10 +416,10 @@ func (l *streamLoop) publish(ctx context.Context, w *window) {
 			close(w.published)
 		}
 	}()
-	rows, held := w.rows, 0
+	rows := w.rows
 	if w.check {
 		var err error
-		rows, held, err = l.st.Publishable(ctx, w.rows, w.aloft)
+		rows, _, err = l.st.Publishable(ctx, w.rows, w.aloft)
 		if err != nil {
 			w.err = fmt.Errorf("idem: relay: stream: publishable: %w", err)
 			w.pubErr = w.err
@@ -449,9 +448,6 @@ func (l *streamLoop) publish(ctx context.Context, w *window) {
 		// read whole.
 		rows = slices.DeleteFunc(slices.Clone(rows), func(row store.OutboxRow) bool {
 			_, stop := w.stopped[row.AggregateID]
-			if stop {
-				held++
-			}
 			return stop
 		})
 	}
@@ -482,7 +478,6 @@ func (l *streamLoop) publish(ctx context.Context, w *window) {
 	case l.sent <- w:
 	default: // the loop has wake-ups waiting already
 	}
-	w.passed = held > 0 || len(res.sent) < len(rows)
 	var passed []int64
 	for _, row := range w.rows {
 		if _, ok := sent[row.RowID]; !ok {
@@ -510,7 +505,7 @@ func (l *streamLoop) publish(ctx context.Context, w *window) {
 // streamed again once the stream is opened again.
 func (l *streamLoop) land(w *window) error {
 	l.aloft--
-	l.dirty = l.dirty || w.passed
+	l.dirty = l.dirty || w.left > 0
 	ln := l.laneOf(w.rows[0].AggregateID)
 	ln.flight = slices.DeleteFunc(ln.flight, func(f *window) bool { return f == w })
 	ln.rows -= len(w.rows)

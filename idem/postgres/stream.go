@@ -340,15 +340,25 @@ func (st *stream) Confirm(pos uint64) {
 // report sends the confirmed position when it moved (at most every
 // statusEvery), when the server asks, or every standbyTimeout.
 func (st *stream) report(ctx context.Context, asked bool) error {
-	pos := st.confirmed.Load()
 	now := time.Now()
-	if !asked && now.Sub(st.lastSent) < standbyTimeout && (pos == st.reported || now.Sub(st.lastSent) < statusEvery) {
+	if !asked && now.Sub(st.lastSent) < standbyTimeout && (st.confirmed.Load() == st.reported || now.Sub(st.lastSent) < statusEvery) {
 		return nil
 	}
-	if err := pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos)}); err != nil {
+	return st.sendStatus(ctx, false)
+}
+
+// sendStatus sends the confirmed position to the server; reply asks it
+// for a keepalive back.
+func (st *stream) sendStatus(ctx context.Context, reply bool) error {
+	pos, now := st.confirmed.Load(), time.Now()
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos), ReplyRequested: reply})
+	if err != nil {
 		return err
 	}
 	st.reported, st.lastSent = pos, now
+	if reply {
+		st.lastPing = now
+	}
 	return nil
 }
 
@@ -389,17 +399,10 @@ func (st *stream) Recv(ctx context.Context) (store.StreamEvent, error) {
 // streamed (its sweeps' horizon; without it, the server's own keepalive
 // comes every wal_sender_timeout / 2, 30 s by default).
 func (st *stream) ping(ctx context.Context) error {
-	now := time.Now()
-	if now.Sub(st.lastPing) < idlePing {
+	if time.Since(st.lastPing) < idlePing {
 		return nil
 	}
-	pos := st.confirmed.Load()
-	err := pglogrepl.SendStandbyStatusUpdate(ctx, st.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pglogrepl.LSN(pos), ReplyRequested: true})
-	if err != nil {
-		return err
-	}
-	st.reported, st.lastSent, st.lastPing = pos, now, now
-	return nil
+	return st.sendStatus(ctx, true)
 }
 
 // timeout returns a context that ends statusEvery after it was made (so
