@@ -226,6 +226,10 @@ func TestPublishRejectsReservedHeadersAndBadIDs(t *testing.T) {
 		"ID with newline":        {ID: "a\nb"},
 		"ID not UTF-8":           {ID: "a\xffb"},
 		"ID over the limit":      {ID: strings.Repeat("i", MaxIDLen+1)},
+		"ID of one space":        {ID: " "},
+		"ID of white space":      {ID: "\u00a0\t\u3000"},
+		"empty header name":      {ID: "a", Headers: map[string]string{"": "v"}},
+		"header value not UTF-8": {ID: "a", Headers: map[string]string{"h": "\xff"}},
 		"key not UTF-8":          {ID: "a", Key: "\xff"},
 	} {
 		err := top.Publish(ctx, m)
@@ -238,6 +242,14 @@ func TestPublishRejectsReservedHeadersAndBadIDs(t *testing.T) {
 	}}
 	if err := top.Publish(ctx, ok); err != nil {
 		t.Fatalf("event-identity headers and a MaxIDLen ID: %v", err)
+	}
+	for _, id := range []string{" a", "a b", "\u00a0x"} {
+		if err := ValidateID(id); err != nil {
+			t.Errorf("ValidateID(%q) = %v; white space beside other characters is an ID", id, err)
+		}
+	}
+	if err := ValidateHeaders(map[string]string{"wary-x": "v"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ValidateHeaders(a reserved name) = %v, want ErrInvalid", err)
 	}
 }
 

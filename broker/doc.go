@@ -35,8 +35,8 @@
 // # Messages
 //
 // A message has a stable logical ID (ValidateID: 1 to MaxIDLen bytes of
-// UTF-8 without control characters; Publish gives an empty ID a random
-// one), an ordering key, headers (UTF-8 names and values; names starting
+// UTF-8 without control characters, not only white space; Publish gives
+// an empty ID a random one), an ordering key, headers (UTF-8 names and values; names starting
 // with "wary-" are reserved for wary and its drivers, except the
 // event-identity headers such as HeaderAggregateID) and a body of any
 // bytes. Drivers round-trip all of it unchanged, and trust no reserved

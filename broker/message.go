@@ -55,10 +55,13 @@ const MaxIDLen = 1024
 
 // ValidateID checks a message ID against the rules every wary component
 // shares: 1 to MaxIDLen bytes of valid UTF-8 without control characters
-// (NUL, newlines, DEL and the C1 range). Publish enforces them (after
-// giving an empty ID a random one); a consumer that receives a message
-// from another producer can check them before storing the ID (package idem
-// does). The error matches ErrInvalid.
+// (NUL, newlines, DEL and the C1 range), and not only white space
+// (unicode.IsSpace: spaces, U+00A0, U+3000, ...), which no one can tell
+// from an empty ID. Publish enforces them (after giving an empty ID a
+// random one); a consumer that receives a message from another producer
+// can check them before storing the ID (package idem does), and the
+// outbox before it writes a row (package idem/outbox). The error matches
+// ErrInvalid.
 func ValidateID(id string) error {
 	switch {
 	case id == "":
@@ -68,9 +71,33 @@ func ValidateID(id string) error {
 	case !utf8.ValidString(id):
 		return invalidf("id", "message ID is not valid UTF-8")
 	}
+	blank := true
 	for _, r := range id {
 		if unicode.IsControl(r) {
 			return invalidf("id", "message ID holds the control character %U", r)
+		}
+		blank = blank && unicode.IsSpace(r)
+	}
+	if blank {
+		return invalidf("id", "message ID is only white space")
+	}
+	return nil
+}
+
+// ValidateHeaders checks application headers against the rules Publish
+// enforces: names not empty, names and values valid UTF-8, and no name
+// reserved for wary (ReservedHeader). The outbox checks a message's
+// headers with it before it writes a row (package idem/outbox). The error
+// matches ErrInvalid.
+func ValidateHeaders(h map[string]string) error {
+	for k, v := range h {
+		switch {
+		case k == "" || !utf8.ValidString(k):
+			return invalidf("headers", "header name %q is empty or not valid UTF-8", k)
+		case ReservedHeader(k):
+			return invalidf("headers", "header %q is reserved (names starting with \"wary-\" are set by wary and its drivers)", k)
+		case !utf8.ValidString(v):
+			return invalidf("headers", "header %q has a value that is not valid UTF-8", k)
 		}
 	}
 	return nil
@@ -143,16 +170,8 @@ func validate(caps driver.TopicCapabilities, m *Message) error {
 	if !utf8.ValidString(m.Key) {
 		return invalidf("publish", "message %q: the key must be valid UTF-8", m.ID)
 	}
-	for k, v := range m.Headers {
-		if k == "" || !utf8.ValidString(k) {
-			return invalidf("publish", "message %q: header name %q is empty or not valid UTF-8", m.ID, k)
-		}
-		if ReservedHeader(k) {
-			return invalidf("publish", "message %q: header %q is reserved (names starting with \"wary-\" are set by wary and its drivers)", m.ID, k)
-		}
-		if !utf8.ValidString(v) {
-			return invalidf("publish", "message %q: header %q has a value that is not valid UTF-8", m.ID, k)
-		}
+	if err := ValidateHeaders(m.Headers); err != nil {
+		return invalidf("publish", "message %q: %v", m.ID, errors.Unwrap(err))
 	}
 	if caps.MaxHeaderSize > 0 {
 		n := 0

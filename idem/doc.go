@@ -69,8 +69,8 @@
 //
 // A message that cannot be claimed is settled for good rather than
 // retried for ever, so that it never stalls the messages behind it: one
-// whose ID breaks broker.ValidateID's rules (empty, over broker.MaxIDLen
-// bytes, not UTF-8, control characters: Publish refuses such IDs, but a
+// whose ID breaks broker.ValidateID's rules (empty or only white space,
+// over broker.MaxIDLen bytes, not UTF-8, control characters: Publish refuses such IDs, but a
 // foreign producer can still send them; ErrInvalidID), and one with a
 // value the store refuses (store.ErrData: a NUL byte in PostgreSQL, an
 // index row over its limit). It is dead-lettered with the reason where the

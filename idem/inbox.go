@@ -164,8 +164,8 @@ var ErrAckAfterCommit = errors.New("idem: committed, but the ack failed")
 var ErrNoID = fmt.Errorf("%w: message has no ID", ErrInvalidID)
 
 // ErrInvalidID matches the error for a delivery whose message ID breaks the
-// rules of broker.ValidateID (empty, over broker.MaxIDLen bytes, not UTF-8,
-// or with control characters). Publish refuses such IDs, but a foreign
+// rules of broker.ValidateID (empty or only white space, over
+// broker.MaxIDLen bytes, not UTF-8, or with control characters). Publish refuses such IDs, but a foreign
 // producer can still send them, and a store may be unable to keep them (a
 // NUL byte in PostgreSQL). The inbox checks every ID before claiming it and
 // settles such a message for good instead of retrying it for ever: it
