@@ -2,12 +2,8 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -18,9 +14,14 @@ import (
 )
 
 // ErrInvalidMessage matches the error Outbox.Add returns for a message it
-// refuses (no aggregate ID, a negative version, a reserved or non-UTF-8
-// header).
-var ErrInvalidMessage = errors.New("idem: invalid outbox message")
+// refuses: what a relay would not publish (a message ID that
+// broker.ValidateID refuses, such as one of only white space; an aggregate
+// ID that is empty or only white space; a negative version; a header that
+// broker.ValidateHeaders refuses or that the relay writes itself; text
+// that is not UTF-8). A row that breaks the same rules in the table
+// (another writer's) is quarantined by the relay with an error matching
+// it. Errors of the broker's rules match broker.ErrInvalid too.
+var ErrInvalidMessage = check.ErrOutboxMessage
 
 // Outbox adds messages to the outbox inside the caller's transaction.
 type Outbox[Tx any] struct {
@@ -74,13 +75,19 @@ func (o *Outbox[Tx]) Add(ctx context.Context, tx Tx, msgs ...*Message) ([]int64,
 	}
 	rows := make([]store.OutboxMessage, len(msgs))
 	for i, m := range msgs {
-		if err := validateOutbox(m); err != nil {
-			return nil, err
-		}
-		if m.ID == "" {
-			m.ID = broker.NewID()
+		if m == nil {
+			return nil, fmt.Errorf("%w: nil message", ErrInvalidMessage)
 		}
 		rows[i] = store.OutboxMessage(*m)
+		if m.ID == "" {
+			rows[i].ID = broker.NewID()
+		}
+		if err := check.OutboxMessage(&rows[i]); err != nil {
+			return nil, err
+		}
+	}
+	for i, m := range msgs {
+		m.ID = rows[i].ID
 	}
 	end := startAdd(ctx, o.tracer, rows)
 	seqs, err := o.store.AddOutbox(ctx, tx, rows, o.o.Now())
@@ -89,33 +96,4 @@ func (o *Outbox[Tx]) Add(ctx context.Context, tx Tx, msgs ...*Message) ([]int64,
 		return nil, fmt.Errorf("idem: outbox add: %w", err)
 	}
 	return seqs, nil
-}
-
-var reservedHeaders = []string{broker.HeaderAggregateID, broker.HeaderAggregateVersion, broker.HeaderSequence, broker.HeaderType}
-
-func validateOutbox(m *Message) error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: message %q: %s", ErrInvalidMessage, m.ID, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case m == nil:
-		return fmt.Errorf("%w: nil message", ErrInvalidMessage)
-	case m.AggregateID == "":
-		return bad("no aggregate ID")
-	case !utf8.ValidString(m.AggregateID) || !utf8.ValidString(m.ID) || !utf8.ValidString(m.Type):
-		return bad("ID, aggregate ID and type must be valid UTF-8")
-	case m.Version < 0:
-		return bad("negative version %d", m.Version)
-	}
-	for k, v := range m.Headers {
-		for _, r := range reservedHeaders {
-			if strings.EqualFold(k, r) {
-				return bad("header %s is written by the relay", r)
-			}
-		}
-		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			return bad("header %s: not valid UTF-8", strconv.Quote(k))
-		}
-	}
-	return nil
 }

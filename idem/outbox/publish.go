@@ -171,8 +171,14 @@ func (r *Relay) aloft() <-chan struct{} {
 // failure were perhaps already delivered by the first attempt, and rows
 // after it perhaps too: see the package documentation for what a consumer
 // may then see.
+//
+// A row the store could not decode, or that breaks Add's rules
+// (store.OutboxRow.Invalid), is not published: it fails for good at once,
+// and its aggregate's later rows in the batch are held back, as behind a
+// publish that failed; the other aggregates' rows go on.
 func (r *Relay) publishBatch(ctx context.Context, rows []store.OutboxRow) pubResult {
 	var res pubResult
+	rows, res.failed = r.invalid(rows)
 	if len(rows) > 1 {
 		msgs := make([]*broker.Message, len(rows))
 		for i := range rows {
@@ -240,6 +246,44 @@ func (r *Relay) publishBatch(ctx context.Context, rows []store.OutboxRow) pubRes
 	return res
 }
 
+// invalid takes the rows that cannot be published (Invalid) out of rows,
+// with their aggregates' later rows, and returns the others and the
+// failures of those that cannot be published.
+func (r *Relay) invalid(rows []store.OutboxRow) ([]store.OutboxRow, []store.OutboxFailure) {
+	var failed []store.OutboxFailure
+	var held map[string]struct{}
+	for i := range rows {
+		if rows[i].Invalid != nil {
+			if held == nil {
+				held = map[string]struct{}{}
+			}
+			held[rows[i].AggregateID] = struct{}{}
+		}
+	}
+	if held == nil {
+		return rows, nil
+	}
+	keep := make([]store.OutboxRow, 0, len(rows))
+	stopped := make(map[string]struct{}, len(held))
+	for i := range rows {
+		row := &rows[i]
+		if _, ok := held[row.AggregateID]; !ok {
+			keep = append(keep, *row)
+			continue
+		}
+		if _, ok := stopped[row.AggregateID]; ok {
+			continue // behind a row that cannot be published
+		}
+		if row.Invalid == nil {
+			keep = append(keep, *row) // before it
+			continue
+		}
+		stopped[row.AggregateID] = struct{}{}
+		failed = append(failed, r.failure(row, row.Invalid))
+	}
+	return keep, failed
+}
+
 // publishGroup publishes one aggregate's rows in order, stopping at the
 // first failure.
 func (r *Relay) publishGroup(ctx context.Context, rows []store.OutboxRow, stop *atomic.Bool, mu *sync.Mutex, res *pubResult) {
@@ -287,7 +331,7 @@ func (r *Relay) publishGroup(ctx context.Context, rows []store.OutboxRow, stop *
 // quarantine.
 func (r *Relay) failure(row *store.OutboxRow, err error) store.OutboxFailure {
 	attempts := row.Attempts + 1
-	permanent := errors.Is(err, broker.ErrTooLarge) || errors.Is(err, broker.ErrInvalid) || broker.IsPermanent(err)
+	permanent := errors.Is(err, broker.ErrTooLarge) || errors.Is(err, broker.ErrInvalid) || errors.Is(err, ErrInvalidMessage) || broker.IsPermanent(err)
 	f := store.OutboxFailure{RowID: row.RowID, Error: err.Error(), Quarantine: permanent || attempts >= r.o.MaxAttempts}
 	r.failed.Add(1)
 	attrs := []any{slog.String("owner", r.o.Owner), slog.String("message_id", row.ID), slog.String("aggregate_id", row.AggregateID),

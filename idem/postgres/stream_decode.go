@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 
+	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -19,15 +19,6 @@ import (
 var streamParams = map[string]string{"DateStyle": "ISO", "TimeZone": "UTC", "bytea_output": "hex", "extra_float_digits": "3"}
 
 func parseInt(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) }
-
-func parseHeaders(v string) (map[string]string, error) {
-	if v == "{}" || v == "" {
-		return nil, nil
-	}
-	var h map[string]string
-	err := json.Unmarshal([]byte(v), &h)
-	return h, err
-}
 
 func parseBytea(v string) ([]byte, error) {
 	if !strings.HasPrefix(v, `\x`) {
@@ -43,21 +34,28 @@ func parseTime(v string) (time.Time, error) {
 }
 
 // decodeRow decodes an inserted outbox row from pgoutput's text format.
+// Only a row whose ID cannot be read fails (the tuple does not match its
+// relation: nothing a writer puts in the columns does that); a row whose
+// other columns do not decode, or that check.OutboxMessage refuses, is
+// returned with Invalid set, to be quarantined.
 func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (store.OutboxRow, error) {
 	var r store.OutboxRow
 	if t == nil || len(t.Columns) != len(rel.Columns) {
 		return r, errors.New("outbox insert: the tuple does not match its relation")
 	}
-	var err error
+	var headers string
+	var errs []error
 	for i, c := range t.Columns {
 		name := rel.Columns[i].Name
 		if c.DataType == 'n' {
 			continue
 		}
 		if c.DataType != 't' {
-			return r, fmt.Errorf("outbox insert: column %s: data type %q", name, c.DataType)
+			errs = append(errs, fmt.Errorf("column %s: data type %q", name, c.DataType))
+			continue
 		}
 		v := string(c.Data)
+		var err error
 		switch name {
 		case "id":
 			r.RowID, err = parseInt(v)
@@ -72,7 +70,7 @@ func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (store.Ou
 		case "type":
 			r.Type = v
 		case "headers":
-			r.Headers, err = parseHeaders(v)
+			headers = v
 		case "payload":
 			r.Payload, err = parseBytea(v)
 		case "state", "attempts":
@@ -93,11 +91,12 @@ func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (store.Ou
 			r.SentAt, err = parseTime(v)
 		}
 		if err != nil {
-			return r, fmt.Errorf("outbox insert: column %s: %w", name, err)
+			errs = append(errs, fmt.Errorf("column %s: %w", name, err))
 		}
 	}
-	if r.RowID == 0 || r.AggregateID == "" || strings.TrimSpace(r.ID) == "" {
-		return r, errors.New("outbox insert: a row without its ID, message ID or aggregate ID")
+	if r.RowID == 0 {
+		return r, fmt.Errorf("outbox insert: a row without its ID: %w", errors.Join(errs...))
 	}
+	check.OutboxRow(&r, headers, errors.Join(errs...))
 	return r, nil
 }

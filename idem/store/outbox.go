@@ -82,6 +82,14 @@ type OutboxRow struct {
 	LastError string
 	// SentAt is when the row was marked sent (or discarded).
 	SentAt time.Time
+	// Invalid, when not nil, says why the row cannot be published: it did
+	// not decode (headers that are not a JSON object of strings, say), or
+	// holds what Add refuses (an empty or blank message ID, an empty
+	// aggregate ID: a row another writer put in the table). A store
+	// returns such a row rather than failing the claim or the stream, with
+	// what it could read (at least RowID; AggregateID as the table holds
+	// it), and the relay quarantines it with this error as its last error.
+	Invalid error
 }
 
 // OutboxStore is the database side of the outbox, for transactions of type

@@ -3,7 +3,6 @@ package sqlcore
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -76,7 +76,7 @@ type Outbox[Tx any] struct {
 }
 
 type outboxQueries struct {
-	counter, insert, notify, addOne, addSingle, wakeNotify, claim, claimBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, renewIdle, setBusy, sent, failed, health, list, requeue, discard, purge string
+	counter, insert, notify, addOne, addSingle, wakeNotify, claim, claimFirst, claimBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, renewIdle, setBusy, sent, failed, health, list, requeue, discard, purge string
 }
 
 const outboxCols = `id, message_id, aggregate_id, version, sequence, type, headers, payload, state, attempts,
@@ -91,7 +91,7 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 	k.Write([]byte("wary-outbox-wake:" + c.names["outbox"]))
 	o.wakeKey = int64(k.Sum64())
 	r := c.render
-	o.q.claim, o.q.claimBelow = r(claimQuery(d.SkipLocked, false)), r(claimQuery(d.SkipLocked, true))
+	claim, claimFirst, claimBelow := r(claimQuery(d.SkipLocked, false, false)), r(claimQuery(d.SkipLocked, false, true)), r(claimQuery(d.SkipLocked, true, true))
 	o.q = outboxQueries{
 		// Rows are locked in the order of the VALUES list: aggregate order.
 		counter: c.render(`INSERT INTO {{outbox_aggregates}} AS a (aggregate_id, last_sequence) VALUES %s
@@ -117,8 +117,9 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 		renewIdle: r(`UPDATE {{outbox_wake}} SET expires_at = clock_timestamp() + make_interval(secs => $2)
 			WHERE name = $1 AND idle`),
 		setBusy:    r(`UPDATE {{outbox_wake}} SET idle = FALSE WHERE name = $1 AND idle`),
-		claim:      o.q.claim,
-		claimBelow: o.q.claimBelow,
+		claim:      claim,
+		claimFirst: claimFirst,
+		claimBelow: claimBelow,
 		lease: r(`INSERT INTO {{relay_lease}} AS l (name, owner, expires_at) VALUES ('outbox', $1, $2)
 			ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
 			WHERE l.owner = excluded.owner OR l.expires_at <= $3`),
@@ -297,6 +298,10 @@ func (o *Outbox[Tx]) claimHeld(ctx context.Context, r store.OutboxClaim) (store.
 	return &batch[Tx]{o: o, rows: rows, h: h}, nil
 }
 
+// scanOutbox reads an outbox row. Headers that do not parse, or a row
+// that check.OutboxMessage refuses (another writer's), give the row
+// Invalid rather than an error: the relay quarantines it, and the claim
+// goes on with the other rows.
 func scanOutbox(rs interface{ Scan(...any) error }, r *store.OutboxRow, extra ...any) error {
 	var h string
 	var state int
@@ -306,11 +311,7 @@ func scanOutbox(rs interface{ Scan(...any) error }, r *store.OutboxRow, extra ..
 		return err
 	}
 	r.State = store.OutboxState(state)
-	if h != "{}" {
-		if err := json.Unmarshal([]byte(h), &r.Headers); err != nil {
-			return fmt.Errorf("outbox row %d: headers: %w", r.RowID, err)
-		}
-	}
+	check.OutboxRow(r, h, nil) // a row that does not decode is returned, Invalid
 	return nil
 }
 

@@ -43,13 +43,22 @@ import (
 // still holds only true heads; the cursor (the highest rank claimed) may
 // then pass over some, which the wrap-around reaches. k is materialized:
 // inlined, its count of h ran once per joined row.
-func claimQuery(skipLocked, below bool) string {
+//
+// A claim from the first aggregate (first, and below: its $1 is always
+// "") starts at $1 itself, so that a row whose aggregate ID is empty (no
+// Add writes one; another writer can) is claimed too, and quarantined
+// (store.OutboxRow.Invalid) rather than left in the table unseen.
+func claimQuery(skipLocked, below, first bool) string {
 	bound, per, rows := "", "$5", "$6"
 	if below {
 		bound, per, rows = " AND aggregate_id <= $5", "$6", "$7"
 	}
+	from := " > $1"
+	if first || below {
+		from = " >= $1"
+	}
 	q := `WITH RECURSIVE a(agg, n) AS (
-		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > $1` + bound + `), 1
+		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id` + from + bound + `), 1
 		UNION ALL
 		SELECT (SELECT MIN(aggregate_id) FROM {{outbox}} WHERE state IN (0, 2) AND aggregate_id > a.agg` + bound + `), a.n + 1
 		FROM a WHERE a.agg IS NOT NULL AND a.n < $2),`
@@ -135,7 +144,11 @@ func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) 
 	from := o.cursor
 	o.mu.Unlock()
 	c := &claimed{seq: map[string]int64{}, rank: map[string]int{}}
-	err := c.run(ctx, q, o.q.claim, []any{from, visit(limit), now, limit, per, rows})
+	query := o.q.claim
+	if from == "" {
+		query = o.q.claimFirst
+	}
+	err := c.run(ctx, q, query, []any{from, visit(limit), now, limit, per, rows})
 	if err == nil && c.heads < limit && len(c.rows) < rows && from != "" {
 		// Wrap around: the aggregates up to where this claim started, that
 		// one included (its next rows may be all that is left).
