@@ -131,6 +131,9 @@ type Relay struct {
 	rate      rateMeter
 	tel       *relayTel
 
+	// pause waits between attempts to stream (sleep; a test records).
+	pause func(ctx context.Context, d time.Duration) bool
+
 	published, failed, quarantined, claims, crashes atomic.Int64
 	lastErr                                         atomic.Pointer[relayError]
 }
@@ -204,7 +207,7 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &Relay{store: st, topic: topic, o: o, depth: 1}
+	r := &Relay{store: st, topic: topic, o: o, depth: 1, pause: sleep}
 	r.idled.Store(true) // the wake-up learns of the first work
 	if cc, ok := st.(store.ConcurrentClaimer); ok && cc.ConcurrentClaims() {
 		r.depth = o.Pipeline

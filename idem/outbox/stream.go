@@ -29,8 +29,12 @@ const sweepLag = time.Second
 // the stream and publishes from it; while another relay holds the stream
 // it stands by, trying again every PollInterval; while the server cannot
 // stream it polls the table, and tries the stream again every StreamRetry.
-// A stream that fails is opened again at once; while the server is out of
-// reach (restarting), every PollInterval.
+// A stream that fails is opened again after a backoff: PollInterval after
+// its first failure, doubling with each stream in a row that fails before
+// it confirmed a position (made progress), up to StreamRetry, so that a
+// failure that comes back at once never turns into a loop reopening the
+// stream as fast as the server answers. While the server is out of reach
+// (restarting), the stream is opened again every PollInterval.
 //
 // Takeover: a standby relay opens the stream at most PollInterval after
 // the server let go of the active relay's. The server lets go when the
@@ -39,6 +43,7 @@ const sweepLag = time.Second
 // server's wal_sender_timeout, 60s by default).
 func (r *Relay) runStream(ctx context.Context, s store.Streamer) error {
 	polled := false // since the last stream: rows it streams may have been claimed
+	failures := 0   // streams in a row that failed without progress
 	for {
 		st, err := s.OpenOutboxStream(ctx, r.o.Owner)
 		switch {
@@ -49,7 +54,7 @@ func (r *Relay) runStream(ctx context.Context, s store.Streamer) error {
 			return nil
 		case errors.Is(err, store.ErrStreamHeld):
 			r.standby.Store(true)
-			if !sleep(ctx, r.o.PollInterval) {
+			if !r.pause(ctx, r.o.PollInterval) {
 				return nil
 			}
 			continue
@@ -59,7 +64,7 @@ func (r *Relay) runStream(ctx context.Context, s store.Streamer) error {
 			// opened. Open the stream again after PollInterval.
 			r.standby.Store(false)
 			r.noteErr("stream", err)
-			if !sleep(ctx, r.o.PollInterval) {
+			if !r.pause(ctx, r.o.PollInterval) {
 				return nil
 			}
 			continue
@@ -79,7 +84,7 @@ func (r *Relay) runStream(ctx context.Context, s store.Streamer) error {
 			continue
 		}
 		r.standby.Store(false)
-		err = r.stream(ctx, st, polled)
+		progressed, err := r.stream(ctx, st, polled)
 		polled = false
 		r.streaming.Store(false)
 		r.closeStream(ctx, st)
@@ -90,7 +95,21 @@ func (r *Relay) runStream(ctx context.Context, s store.Streamer) error {
 			return err
 		}
 		r.noteErr("stream", err)
+		if progressed {
+			failures = 0
+		}
+		failures++
+		if !r.pause(ctx, r.reopenDelay(failures)) {
+			return nil
+		}
 	}
+}
+
+// reopenDelay is how long runStream waits before it opens the stream
+// again after failures streams in a row failed without progress.
+func (r *Relay) reopenDelay(failures int) time.Duration {
+	b := broker.Backoff{Initial: r.o.PollInterval, Max: max(r.o.StreamRetry, r.o.PollInterval)}
+	return b.Ceiling(failures)
 }
 
 func (r *Relay) closeStream(ctx context.Context, st store.OutboxStream) {
@@ -210,18 +229,19 @@ type streamLoop struct {
 	verifyDue bool      // Clear is to be asked once confirmed past recheck
 }
 
-// stream publishes from st until it fails or ctx is done. A fresh stream
-// starts after the rows committed before it, which the relay first claims
-// from the table (Drain).
-func (r *Relay) stream(ctx context.Context, st store.OutboxStream, polled bool) error {
+// stream publishes from st until it fails or ctx is done, and reports
+// whether it made progress (confirmed a position). A fresh stream starts
+// after the rows committed before it, which the relay first claims from
+// the table (Drain).
+func (r *Relay) stream(ctx context.Context, st store.OutboxStream, polled bool) (progressed bool, err error) {
 	if st.Fresh() {
 		n, err := r.Drain(ctx)
 		if err != nil {
-			return fmt.Errorf("rows committed before the stream: %w", err)
+			return false, fmt.Errorf("rows committed before the stream: %w", err)
 		}
 		polled = polled || n > 0
 		if err := st.Drained(ctx); err != nil {
-			return fmt.Errorf("rows committed before the stream: record them drained: %w", err)
+			return false, fmt.Errorf("rows committed before the stream: record them drained: %w", err)
 		}
 	}
 	r.streaming.Store(true)
@@ -258,12 +278,12 @@ func (r *Relay) stream(ctx context.Context, st store.OutboxStream, polled bool) 
 			l.clean = clear
 		}
 	}
-	err := l.run(ctx, events, failed, &wg)
+	err = l.run(ctx, events, failed, &wg)
 	cancel()
 	for l.aloft > 0 { // the windows in flight end (unsettled ones are streamed again)
 		_ = l.land(<-l.finished)
 	}
-	return err
+	return l.confirmed > 0, err
 }
 
 func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, failed <-chan error, wg *sync.WaitGroup) error {
