@@ -60,6 +60,16 @@
 //     broker.ErrInvalid), the row is quarantined. A quarantined row blocks
 //     only its own aggregate, until an operator requeues (Relay.Requeue) or
 //     discards it (Relay.Discard); other aggregates keep flowing.
+//   - One bad row stops nothing else. Outbox.Add refuses what a relay
+//     would not publish (ErrInvalidMessage: a blank message or aggregate
+//     ID, headers the broker refuses). A row in the table that breaks the
+//     same rules or does not decode (another writer's: headers that are
+//     not a JSON object of strings, an empty message or aggregate ID) is
+//     quarantined by the relay, polling or streaming, at once with that
+//     error as its last error, never published and never failing the
+//     claim or the stream: it holds its aggregate (the rows with the same
+//     aggregate_id in the table, the empty one included) like any
+//     quarantined row. The stream confirms past it.
 //   - An operator can see it. Relay.Health reports the backlog, the age of
 //     the oldest unsent row, the quarantined rows, the relay's throughput
 //     and last error. Relay.Purge (and Run, periodically) deletes sent rows
@@ -83,7 +93,10 @@
 // published rows deleted in bulk rather than marked sent, one relay per
 // store streaming while others stand by, and the table polled while the
 // server cannot stream. Rows the stream leaves in the table (a failure and
-// its aggregate's later rows) are claimed from it as above. While the table
+// its aggregate's later rows) are claimed from it as above. A stream that
+// fails is opened again after a backoff (PollInterval, doubling up to
+// StreamRetry while each new stream fails before it confirmed a
+// position), never in a loop. While the table
 // holds no such row, windows are published without a look at the table:
 // a relay polling the same outbox beside a streaming one publishes rows
 // twice, and a Discard from another process of a row the stream has not

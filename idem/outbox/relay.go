@@ -60,15 +60,19 @@ type RelayOptions struct {
 	// take over when its stream is released. While the server cannot
 	// stream, Run polls the table, and tries the stream again every
 	// StreamRetry (default 30s); while the server is out of reach (a
-	// restart), every PollInterval. Published rows are deleted in bulk, at
-	// once (KeepSent applies to rows published by claims only). The
-	// stream's rows go to Pipeline lanes by aggregate, each publishing
-	// windows of at most BatchSize rows one after the other.
+	// restart), every PollInterval. A stream that fails once open is
+	// opened again after PollInterval, doubling up to StreamRetry while
+	// each new stream fails before it confirmed a position. Published
+	// rows are deleted in bulk, at once (KeepSent applies to rows
+	// published by claims only). The stream's rows go to Pipeline lanes
+	// by aggregate, each publishing windows of at most BatchSize rows one
+	// after the other.
 	Stream      bool
 	StreamRetry time.Duration
 	// MaxAttempts is how many failed publishes quarantine a row (default
 	// 10). A row that can never be published (broker.ErrTooLarge,
-	// broker.ErrInvalid, or an error marked broker.Permanent) is
+	// broker.ErrInvalid, an error marked broker.Permanent, or a row that
+	// does not decode or breaks Add's rules: ErrInvalidMessage) is
 	// quarantined at its first failure.
 	MaxAttempts int
 	// Backoff gives the delay before a failed row is tried again, by

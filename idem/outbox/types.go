@@ -9,21 +9,25 @@ import (
 // transaction.
 type Message struct {
 	// ID is the message's stable logical ID, which becomes broker.Message.ID
-	// (the broker's dedup ID and the consumer inbox's key). Empty: Add
-	// fills it with broker.NewID(); the caller sees it.
+	// (the broker's dedup ID and the consumer inbox's key), under
+	// broker.ValidateID's rules (not only white space, no control
+	// characters, at most broker.MaxIDLen bytes). Empty: Add fills it with
+	// broker.NewID(); the caller sees it.
 	ID string
 	// AggregateID identifies the aggregate (entity) the event belongs to;
-	// required. It becomes broker.Message.Key, the ordering key, and the
-	// header broker.HeaderAggregateID.
+	// required, and not only white space. It becomes broker.Message.Key,
+	// the ordering key, and the header broker.HeaderAggregateID.
 	AggregateID string
 	// Version is the aggregate's version after the event (broker.HeaderAggregateVersion),
 	// or 0 for events that do not bump it.
 	Version int64
 	// Type is the event type name (broker.HeaderType), optional.
 	Type string
-	// Headers are extra application headers (a W3C traceparent, say).
-	// Values must be valid UTF-8; the four event headers of this package
-	// are written by the relay and may not be set here.
+	// Headers are extra application headers (a W3C traceparent, say),
+	// under broker.ValidateHeaders's rules (names not empty, names and
+	// values valid UTF-8, no name reserved for wary); the four event
+	// headers of this package are written by the relay and may not be set
+	// here.
 	Headers map[string]string
 	// Payload is the message body.
 	Payload []byte
