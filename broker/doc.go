@@ -86,7 +86,9 @@
 // dead-letters it with the reason instead of retrying it. When Run's
 // context ends it drains: nothing new starts, deliveries waiting behind
 // their key are left to come back when the subscription closes, and
-// handlers in flight keep a live context for up to RunOptions.DrainTimeout.
+// handlers in flight keep a live context for up to RunOptions.DrainTimeout;
+// the delivery of one that fails then is left unsettled too, in its place
+// before them.
 //
 // # Ordering
 //
