@@ -86,12 +86,22 @@ const DefaultDrainTimeout = 10 * time.Second
 // do: a handler that ignores its context holds Run. Settlement always
 // uses a context of its own, so that work a handler finished is
 // acknowledged.
+//
+// Run refuses, with an error matching ErrInvalid, a subscription whose
+// broker does not lock a delivery (SubscriptionCapabilities.LockTimeout
+// LockNone, as an SQS queue with VisibilityTimeout 0): every delivery
+// would be received again while its handler runs. It warns (slog) when
+// the lock expires and cannot be extended: a handler running longer than
+// LockTimeout sees its message delivered again.
 func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) error {
 	var o RunOptions
 	if opts != nil {
 		o = *opts
 	}
 	if err := o.Backoff.check("RunOptions.Backoff"); err != nil {
+		return err
+	}
+	if err := s.lockHolds(); err != nil {
 		return err
 	}
 	if o.Concurrency < 1 {
