@@ -54,6 +54,11 @@ const (
 // from a dead-letter queue, the reason it was dead-lettered.
 const HeaderDeadLetterReason = driver.HeaderDeadLetterReason
 
+// LockNone, as SubscriptionCapabilities.LockTimeout, says that the broker
+// does not lock a delivery: an unsettled message is visible again at once.
+// Run refuses such a subscription.
+const LockNone = driver.LockNone
+
 // HorizonString renders a redelivery horizon: "unknown", "unbounded" or
 // the duration.
 func HorizonString(h time.Duration) string { return driver.HorizonString(h) }

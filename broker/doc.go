@@ -30,7 +30,10 @@
 // read the broker's configuration, HorizonUnbounded when copies can arrive
 // at any time (a queue that keeps an unacked message until it is settled,
 // a topic that keeps records forever), and a duration only when the broker
-// enforces one.
+// enforces one. Likewise a LockTimeout of 0 says a delivery is held until
+// settled (or the consumer goes away), and LockNone that it is not locked
+// at all (an SQS queue with VisibilityTimeout 0 hands it out again at
+// once), which Subscription.Run refuses.
 //
 // # Messages
 //
@@ -86,7 +89,9 @@
 // dead-letters it with the reason instead of retrying it. When Run's
 // context ends it drains: nothing new starts, deliveries waiting behind
 // their key are left to come back when the subscription closes, and
-// handlers in flight keep a live context for up to RunOptions.DrainTimeout.
+// handlers in flight keep a live context for up to RunOptions.DrainTimeout;
+// the delivery of one that fails then is left unsettled too, in its place
+// before them.
 //
 // # Ordering
 //

@@ -2,12 +2,30 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/wary-go/wary/broker/driver"
 )
 
 // DefaultMaxLockRenewal is RunOptions.MaxLockRenewal's default.
 const DefaultMaxLockRenewal = time.Hour
+
+// lockHolds refuses a subscription whose broker does not lock a delivery,
+// and warns when its lock expires and cannot be extended: Run's check of
+// whether a handler keeps its delivery while it runs.
+func (s *Subscription) lockHolds() error {
+	switch c := s.caps; {
+	case c.LockTimeout == LockNone:
+		return newError("run", driver.Invalid, false, errors.New("the subscription's broker does not lock a delivery (LockTimeout LockNone, e.g. an SQS VisibilityTimeout of 0): "+
+			"each delivery is visible again at once and would be received again, and count toward the delivery limit, while its handler runs; give the queue a lock longer than a handler runs"))
+	case c.LockTimeout > 0 && !c.LockExtendable:
+		s.logger.Warn("wary: the subscription's lock expires and cannot be extended; a handler running longer than it sees its message delivered again while it runs",
+			slog.Duration("lock_timeout", c.LockTimeout))
+	}
+	return nil
+}
 
 // renewLocks keeps the locks of ds while their handler runs, on brokers
 // whose locks expire and can be extended (SubscriptionCapabilities.LockExtendable with

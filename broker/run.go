@@ -15,7 +15,8 @@ import (
 // finish while another ack is in flight go out together after it, with
 // one driver call, see AckAll); an error marked with Permanent
 // dead-letters (or nacks, where the broker cannot dead-letter); any other
-// error is retried (Delivery.Retry, after RunOptions.Backoff). A panic is
+// error is retried (Delivery.Retry, after RunOptions.Backoff), or, once
+// Run is stopping, left unsettled (see Run). A panic is
 // recovered and treated as an error. A handler that called Ack, which
 // failed, gets its ack retried whatever it returns: the loop never nacks a
 // delivery its handler chose to acknowledge.
@@ -77,17 +78,30 @@ const DefaultDrainTimeout = 10 * time.Second
 // would put them behind later messages on some brokers: a RabbitMQ quorum
 // queue requeues at its tail); handlers in flight keep a live context for
 // up to RunOptions.DrainTimeout to finish, and are settled by what they
-// return.
+// return, except that a delivery whose handler failed (and is not
+// dead-lettered) is left unsettled too rather than retried: it comes back
+// in its place, before the deliveries of its key that waited behind it,
+// where a nack would requeue it behind them.
 // Past DrainTimeout their context is canceled, and Run returns when they
 // do: a handler that ignores its context holds Run. Settlement always
 // uses a context of its own, so that work a handler finished is
 // acknowledged.
+//
+// Run refuses, with an error matching ErrInvalid, a subscription whose
+// broker does not lock a delivery (SubscriptionCapabilities.LockTimeout
+// LockNone, as an SQS queue with VisibilityTimeout 0): every delivery
+// would be received again while its handler runs. It warns (slog) when
+// the lock expires and cannot be extended: a handler running longer than
+// LockTimeout sees its message delivered again.
 func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) error {
 	var o RunOptions
 	if opts != nil {
 		o = *opts
 	}
 	if err := o.Backoff.check("RunOptions.Backoff"); err != nil {
+		return err
+	}
+	if err := s.lockHolds(); err != nil {
 		return err
 	}
 	if o.Concurrency < 1 {
@@ -317,11 +331,12 @@ func (r *runner) settleAfter(d *Delivery, err error) {
 	// commit: ErrAckAfterCommit) wanted the delivery acknowledged, whatever
 	// it returned: retry the ack, never nack a committed effect.
 	wantAck := d.ackWanted()
+	deadLetter := err != nil && !wantAck && IsPermanent(err) && r.sub.caps.DeadLetter
 	settle := func() error {
 		switch {
 		case err == nil || wantAck:
 			return r.acks.ack(sctx, d)
-		case IsPermanent(err) && r.sub.caps.DeadLetter:
+		case deadLetter:
 			return d.DeadLetter(sctx, err.Error())
 		default:
 			return d.Retry(r.hctx, d.Attempt)
@@ -329,6 +344,15 @@ func (r *runner) settleAfter(d *Delivery, err error) {
 	}
 	if err != nil {
 		r.sub.logger.Debug("wary: handler failed", slog.String("message_id", d.Message.ID), slog.Int("attempt", d.Attempt), slog.String("error", err.Error()))
+	}
+	if err != nil && !wantAck && !deadLetter && r.stopping() {
+		// Run is stopping: a retry (a nack) would send d behind the
+		// deliveries of its key left unsettled behind it (a delayed retry
+		// comes back after them, a RabbitMQ quorum queue requeues at its
+		// tail). Left unsettled, as they are, it comes back with them, in
+		// its place, once the subscription closes or its lock expires.
+		r.sub.logger.Debug("wary: handler failed while Run is stopping; delivery left unsettled", slog.String("message_id", d.Message.ID))
+		return
 	}
 	// A transient settle failure (a connection being re-established) is
 	// retried a few times; after that the broker's own redelivery (lock

@@ -12,7 +12,10 @@ import (
 func init() {
 	register(
 		scenario{"lock-expiry-redelivers", func(c Capabilities, h *Harness) string {
-			if c.LockTimeout <= 0 {
+			switch {
+			case c.LockTimeout == broker.LockNone:
+				return "the driver declares no lock (LockNone): a delivery is visible again at once, and Run refuses the subscription"
+			case c.LockTimeout <= 0:
 				return "the driver declares no LockTimeout (deliveries are held until settled or the consumer goes away)"
 			}
 			return needLockWait(c, h)
@@ -24,8 +27,11 @@ func init() {
 			return needLockWait(c, h)
 		}, ackAllExpired},
 		scenario{"held-without-lock-timeout", func(c Capabilities, _ *Harness) string {
-			if c.LockTimeout > 0 {
+			switch {
+			case c.LockTimeout > 0:
 				return "the driver declares a LockTimeout; lock-expiry-redelivers checks it"
+			case c.LockTimeout == broker.LockNone:
+				return "the driver declares no lock (LockNone): a delivery is not held"
 			}
 			return ""
 		}, heldWithoutLock},

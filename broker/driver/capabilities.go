@@ -23,6 +23,14 @@ const (
 	HorizonUnbounded time.Duration = math.MaxInt64
 )
 
+// LockNone, as a LockTimeout, says that the broker does not lock a
+// delivery at all: an unsettled message is visible to consumers again at
+// once (an SQS queue with VisibilityTimeout 0), so a handler still running
+// sees it received a second time. It is not LockTimeout 0, which says the
+// opposite: held until settled or the consumer goes away. Subscription.Run
+// refuses a subscription that declares it.
+const LockNone time.Duration = -1
+
 // OrderingScope says inside which scope the broker delivers messages in the
 // order they were published.
 type OrderingScope int
@@ -214,7 +222,8 @@ type SubscriptionCapabilities struct {
 
 	// LockTimeout is how long a delivery stays locked (invisible to other
 	// consumers) before the broker redelivers it (0: until settled or the
-	// consumer goes away).
+	// consumer goes away; LockNone: not locked at all, redelivered at
+	// once).
 	LockTimeout time.Duration
 	// LockExtendable: Delivery.ExtendLock is supported.
 	LockExtendable bool
@@ -242,7 +251,11 @@ func (c SubscriptionCapabilities) String() string {
 		b.WriteString(" head-of-line")
 	}
 	fmt.Fprintf(&b, " ack=%s delivery-limit=%d(%s) dead-letter=%t count=%t", c.AckModel, c.DeliveryLimit, c.DeliveryLimitMode, c.DeadLetter, c.DeliveryCount)
-	fmt.Fprintf(&b, " lock=%s extend=%t nack-delay=%t horizon=%s", c.LockTimeout, c.LockExtendable, c.NackDelay, HorizonString(c.RedeliveryHorizon))
+	lock := c.LockTimeout.String()
+	if c.LockTimeout == LockNone {
+		lock = "none"
+	}
+	fmt.Fprintf(&b, " lock=%s extend=%t nack-delay=%t horizon=%s", lock, c.LockExtendable, c.NackDelay, HorizonString(c.RedeliveryHorizon))
 	return b.String()
 }
 

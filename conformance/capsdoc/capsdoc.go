@@ -96,7 +96,12 @@ var rows = []row{
 		return fmt.Sprintf("%d, %s", c.Sub.DeliveryLimit, c.Sub.DeliveryLimitMode)
 	}},
 	{"dead letters (`DeadLetter`)", func(c Column) string { return yes(c.Sub.DeadLetter) }},
-	{"lock (`LockTimeout`)", func(c Column) string { return dur(c.Sub.LockTimeout, "none: held until settled") }},
+	{"lock (`LockTimeout`)", func(c Column) string {
+		if c.Sub.LockTimeout == driver.LockNone {
+			return "none: visible again at once"
+		}
+		return dur(c.Sub.LockTimeout, "none: held until settled")
+	}},
 	{"lock extendable (`LockExtendable`)", func(c Column) string { return yes(c.Sub.LockExtendable) }},
 	{"nack delay (`NackDelay`)", func(c Column) string { return yes(c.Sub.NackDelay) }},
 	{"redelivery horizon (`RedeliveryHorizon`)", func(c Column) string {

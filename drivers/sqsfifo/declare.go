@@ -132,8 +132,12 @@ func statedConflicts(caps driver.SubscriptionCapabilities, maxReceive int, visib
 			Fix: "drop max_receive from the URL, or change the queue's RedrivePolicy"})
 	}
 	if visibility > 0 && caps.LockTimeout != visibility.Truncate(time.Second) {
+		held := "VisibilityTimeout " + caps.LockTimeout.String()
+		if caps.LockTimeout == driver.LockNone {
+			held = "VisibilityTimeout 0 (no lock)"
+		}
 		cs = append(cs, driver.Conflict{Setting: driver.SettingLockTimeout, Stated: "visibility=" + visibility.String() + " in the URL",
-			Held: "VisibilityTimeout " + caps.LockTimeout.String(), Fix: "drop visibility from the URL, or change the queue's VisibilityTimeout"})
+			Held: held, Fix: "drop visibility from the URL, or change the queue's VisibilityTimeout"})
 	}
 	return cs
 }

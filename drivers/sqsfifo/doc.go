@@ -56,7 +56,11 @@
 //   - Lock: the queue's VisibilityTimeout is LockTimeout; ExtendLock and
 //     Nack(delay) are ChangeMessageVisibility (up to 12 hours; Nack(0)
 //     releases at once). A nacked message stays at the head of its group,
-//     which waits for it: a delay holds the whole group.
+//     which waits for it: a delay holds the whole group. A VisibilityTimeout
+//     of 0 locks nothing: a received message is visible again at once, and
+//     received again while its handler runs. It is declared as
+//     broker.LockNone (not extendable), wary explain states "no lock", and
+//     Subscription.Run refuses the subscription (ErrInvalid).
 //   - Delivery count and limit: ApproximateReceiveCount is
 //     Delivery.Attempt; a RedrivePolicy's maxReceiveCount is the native
 //     DeliveryLimit, its deadLetterTargetArn the dead-letter queue, which
@@ -96,7 +100,11 @@
 // FifoQueue, DeduplicationScope (with FifoThroughputLimit
 // perMessageGroupId, the dedup scope is the message group), RedrivePolicy
 // (maxReceiveCount and the dead-letter queue), VisibilityTimeout,
-// MessageRetentionPeriod and MaximumMessageSize. A queue created by hand,
+// MessageRetentionPeriod and MaximumMessageSize. An answer that lacks
+// VisibilityTimeout, MaximumMessageSize or MessageRetentionPeriod (an
+// emulator's may) leaves that setting in Source.Unread, stated as unknown:
+// the lock and the size hold SQS's defaults (30 s, 256 KiB), the horizon is
+// HorizonUnknown. A queue created by hand,
 // not by wary, is described as it is. ContentBasedDeduplication does not
 // matter: the driver always sends a MessageDeduplicationId, which takes
 // precedence over the content's hash.

@@ -180,6 +180,22 @@ func TestCapsFromAttributes(t *testing.T) {
 	if c.DeadLetter || c.DeliveryLimit != 0 || c.DeliveryLimitMode != driver.LimitNone || tc.DedupScope != driver.DedupQueue || tc.DedupWindow != 3*time.Second {
 		t.Fatalf("without redrive: %s; %s", tc, c)
 	}
+	// VisibilityTimeout 0 locks nothing: LockNone, not "held until settled".
+	a["VisibilityTimeout"] = "0"
+	if _, c, _, _ = capsFromAttributes(a, 0); c.LockTimeout != driver.LockNone || c.LockExtendable || len(c.Source.Unread) != 0 {
+		t.Fatalf("VisibilityTimeout 0: %s %+v", c, c.Source)
+	}
+	// An answer without the lock, size and retention states them unread,
+	// not as SQS's defaults read from the queue.
+	tc, c, _, err = capsFromAttributes(map[string]string{"FifoQueue": "true"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Source.IsUnread(driver.SettingLockTimeout) || !c.Source.IsUnread(driver.SettingRedeliveryHorizon) || c.RedeliveryHorizon != driver.HorizonUnknown ||
+		!tc.Source.IsUnread(driver.SettingMaxMessageSize) || c.LockTimeout != 30*time.Second {
+		t.Fatalf("attributes missing: %s %+v; %s %+v", c, c.Source, tc, tc.Source)
+	}
+	a["VisibilityTimeout"] = "45"
 	a["RedrivePolicy"] = `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:0:d.fifo","maxReceiveCount":"x"}`
 	if _, _, _, err := capsFromAttributes(a, 0); err == nil {
 		t.Fatal("a malformed maxReceiveCount must be refused")

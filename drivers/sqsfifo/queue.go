@@ -106,8 +106,8 @@ func openQueue(ctx context.Context, c *sqs.Client, q string, dedupWindow time.Du
 		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q: %w", q, err))
 	}
 	read := fmt.Sprintf("FIFO queue %s's attributes (GetQueueAttributes)", queueName(url))
-	qu.sub.Source = driver.Source{Read: read}
-	qu.topic.Source = driver.Source{Read: read}
+	qu.sub.Source.Read = read
+	qu.topic.Source.Read = read
 	qu.topic.DedupWindow, qu.topic.Source = dedupSource(onAWS(c), dedupWindow, qu.topic.Source)
 	if arn := redriveTarget(a); arn != "" {
 		if qu.dlqURL, err = urlOfARN(ctx, c, arn); err != nil {
@@ -156,32 +156,58 @@ func urlOfARN(ctx context.Context, c *sqs.Client, arn string) (string, error) {
 	return aws.ToString(out.QueueUrl), nil
 }
 
-func attrInt(a map[string]string, name types.QueueAttributeName, def int) (int, error) {
+// attrInt reads the integer attribute name; ok is false when the queue's
+// attributes do not hold it.
+func attrInt(a map[string]string, name types.QueueAttributeName) (n int, ok bool, err error) {
 	s, ok := a[string(name)]
 	if !ok || s == "" {
-		return def, nil
+		return 0, false, nil
 	}
-	n, err := strconv.Atoi(s)
+	n, err = strconv.Atoi(s)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("attribute %s is not a non-negative integer", name)
+		return 0, false, fmt.Errorf("attribute %s is not a non-negative integer", name)
 	}
-	return n, nil
+	return n, true, nil
 }
+
+// Defaults for attributes a queue's GetQueueAttributes answer lacks (an
+// emulator's may): SQS's own defaults, which the capabilities hold but
+// list in Source.Unread, not as the queue's.
+const (
+	defaultVisibility = 30     // seconds
+	defaultMaxSize    = 262144 // bytes
+)
 
 // capsFromAttributes derives both halves of the capabilities from a FIFO
 // queue's attributes (GetQueueAttributes "All"), and its
-// MaximumMessageSize.
+// MaximumMessageSize. An attribute the answer lacks is listed in the
+// Source.Unread of its side (Source.Read is the caller's).
 func capsFromAttributes(a map[string]string, dedupWindow time.Duration) (driver.TopicCapabilities, driver.SubscriptionCapabilities, int, error) {
 	var none driver.SubscriptionCapabilities
-	vis, err := attrInt(a, types.QueueAttributeNameVisibilityTimeout, 30)
+	var topicUnread, subUnread []driver.Unread
+	attr := func(name types.QueueAttributeName, setting driver.Setting, def int, unread *[]driver.Unread) (int, error) {
+		n, ok, err := attrInt(a, name)
+		if err != nil || ok {
+			return n, err
+		}
+		held := "none declared"
+		if def > 0 {
+			held = fmt.Sprintf("SQS's default %d is declared", def)
+		}
+		*unread = append(*unread, driver.Unread{Setting: setting,
+			Why: fmt.Sprintf("the queue's attributes (GetQueueAttributes All) hold no %s; %s", name, held),
+			Fix: fmt.Sprintf("use an SQS endpoint that returns %s (AWS's does)", name)})
+		return def, nil
+	}
+	vis, err := attr(types.QueueAttributeNameVisibilityTimeout, driver.SettingLockTimeout, defaultVisibility, &subUnread)
 	if err != nil {
 		return driver.TopicCapabilities{}, none, 0, err
 	}
-	maxSize, err := attrInt(a, types.QueueAttributeNameMaximumMessageSize, 262144)
+	maxSize, err := attr(types.QueueAttributeNameMaximumMessageSize, driver.SettingMaxMessageSize, defaultMaxSize, &topicUnread)
 	if err != nil {
 		return driver.TopicCapabilities{}, none, 0, err
 	}
-	retention, err := attrInt(a, types.QueueAttributeNameMessageRetentionPeriod, 345600)
+	retention, err := attr(types.QueueAttributeNameMessageRetentionPeriod, driver.SettingRedeliveryHorizon, 0, &subUnread)
 	if err != nil {
 		return driver.TopicCapabilities{}, none, 0, err
 	}
@@ -195,6 +221,7 @@ func capsFromAttributes(a map[string]string, dedupWindow time.Duration) (driver.
 		DedupScope:     driver.DedupQueue,
 		MaxMessageSize: max(maxSize-attrReserve, 1),
 		MaxBatchSize:   MaxBatchSize,
+		Source:         driver.Source{Unread: topicUnread},
 	}
 	if a[string(types.QueueAttributeNameDeduplicationScope)] == "messageGroup" {
 		tc.DedupScope = driver.DedupMessageGroup
@@ -213,8 +240,15 @@ func capsFromAttributes(a map[string]string, dedupWindow time.Duration) (driver.
 		LockExtendable: true,
 		NackDelay:      true,
 		// A copy can arrive as long as SQS keeps the message: until the
-		// retention period after it was sent.
+		// retention period after it was sent (unknown when unread).
 		RedeliveryHorizon: time.Duration(retention) * time.Second,
+		Source:            driver.Source{Unread: subUnread},
+	}
+	if vis == 0 {
+		// Visibility 0: a received message is visible again at once, so
+		// it is not locked, and ChangeMessageVisibility finds it no longer
+		// in flight: nothing to extend.
+		caps.LockTimeout, caps.LockExtendable = driver.LockNone, false
 	}
 	if rp, ok := parseRedrive(a); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(fmt.Sprint(rp.MaxReceiveCount)))

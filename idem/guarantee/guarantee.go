@@ -369,6 +369,11 @@ func (e *explainer) delivery(c *broker.SubscriptionCapabilities, v *Verdict) []s
 	switch {
 	case src.IsUnread(driver.SettingLockTimeout):
 		parts = append(parts, "lock unknown")
+	case c.LockTimeout == driver.LockNone:
+		parts = append(parts, "no lock (an unsettled delivery is visible again at once)")
+		*v = VerdictBroken
+		e.finding("transport", "no lock: each delivery is visible again at once, so a handler still running sees its message received again (and counted toward the delivery limit); Subscription.Run refuses the subscription",
+			"give the queue a lock longer than a handler runs (SQS: a VisibilityTimeout above 0)")
 	case c.LockTimeout > 0:
 		ext := ""
 		if c.LockExtendable {

@@ -227,7 +227,10 @@ func declared(scenario string, c conformance.Capabilities) string {
 	case strings.HasPrefix(scenario, "lock-extension"):
 		return "lock extendable " + yes(c.LockExtendable)
 	case strings.HasPrefix(scenario, "lock") || scenario == "held-without-lock-timeout" || scenario == "crash-redelivers-unacked" || scenario == "ack":
-		if c.LockTimeout <= 0 {
+		switch {
+		case c.LockTimeout == broker.LockNone:
+			return "no lock (visible again at once)"
+		case c.LockTimeout <= 0:
 			return "held until settled"
 		}
 		return "lock " + c.LockTimeout.String()

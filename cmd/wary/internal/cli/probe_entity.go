@@ -271,7 +271,10 @@ func compareScratch(scheme string, e entityReading, caps conformance.Capabilitie
 	}
 	cmp(driver.SettingDeadLetter, yesNo(u.DeadLetter), yesNo(s.DeadLetter))
 	lock := func(d time.Duration) string {
-		if d <= 0 {
+		switch {
+		case d == broker.LockNone:
+			return "no lock (visible again at once)"
+		case d <= 0:
 			return "held until settled"
 		}
 		return d.String()

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,8 +64,9 @@ func TestProbeSQS(t *testing.T) {
 
 // TestSQSExplainReadsQueue: explain states what a FIFO queue created by
 // hand (not by wary) holds, read from its attributes: a RedrivePolicy's
-// limit and dead-letter queue; a queue without one is flagged; the dedup
-// window, which no attribute holds, is unknown on an emulator.
+// limit and dead-letter queue; a queue without one is flagged, as is one
+// with VisibilityTimeout 0 (no lock); the dedup window, which no attribute
+// holds, is unknown on an emulator.
 func TestSQSExplainReadsQueue(t *testing.T) {
 	srv := fauxqs(t, 3*time.Second)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -73,6 +75,7 @@ func TestSQSExplainReadsQueue(t *testing.T) {
 	name := unique("wary-explain")
 	handFIFO(ctx, t, c, name, 4, map[string]string{"VisibilityTimeout": "45", "MessageRetentionPeriod": "86400"})
 	handFIFO(ctx, t, c, name+"-nolimit", 0, map[string]string{})
+	handFIFO(ctx, t, c, name+"-nolock", 4, map[string]string{"VisibilityTimeout": "0"})
 
 	w := newWary(t)
 	w.env[cli.EnvSQS] = srv.Endpoint
@@ -88,6 +91,17 @@ func TestSQSExplainReadsQueue(t *testing.T) {
 	u = "sqsfifo://" + name + "-nolimit.fifo" + q
 	r = w.want(cli.ExitFinding, "explain", "--broker", u, "--subscription", u, "--outbox", "--inbox", "--consumer", "billing")
 	r.has(t, "no delivery limit: a message whose handler always fails", "subscription read from FIFO queue "+name+"-nolimit.fifo's attributes")
+
+	// VisibilityTimeout 0 locks nothing (SQS hands an unsettled message
+	// out again at once): no lock, not "held until settled", flagged.
+	u = "sqsfifo://" + name + "-nolock.fifo" + q
+	r = w.want(cli.ExitFinding, "explain", "--broker", u, "--subscription", u, "--outbox", "--inbox", "--consumer", "billing")
+	r.has(t, "no lock (an unsettled delivery is visible again at once)",
+		"no lock: each delivery is visible again at once", "Subscription.Run refuses the subscription",
+		"a VisibilityTimeout above 0")
+	if strings.Contains(r.out, "held until settled") {
+		t.Errorf("a queue without a lock stated as held until settled:\n%s", r.out)
+	}
 }
 
 // handFIFO creates, with the SDK and not through wary, the FIFO queue
