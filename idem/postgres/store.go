@@ -153,6 +153,9 @@ var dialect = sqlcore.Dialect{
 	},
 	IsNoRows: func(err error) bool { return errors.Is(err, pgx.ErrNoRows) },
 	Lock:     "SELECT pg_advisory_xact_lock($1)",
+	// A function scan of unnest returns the elements in array order, and
+	// the locks are taken row by row as it goes.
+	LockMany: "SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k",
 	// The claims go through the inbox_claim function (migration 009): the
 	// inbox is partitioned by slice and has no unique index across slices.
 	ClaimMany: `SELECT id FROM {{inbox_claim}}($1, $2::text[], $3, false) AS id`,
