@@ -105,7 +105,11 @@
 // broker (broker.AckAll). A lone call waits for nothing. Each delivery
 // keeps its own Result; when one handler fails, the transaction is rolled
 // back, that delivery is settled alone, and the rest is tried again
-// without it. Stats.Commits counts the transactions.
+// without it. Stats.Commits counts the transactions. A transaction takes
+// its locks in one order, the same in every transaction: its claims in
+// message-ID order, then, with version checks, the locks of its events'
+// aggregates in the store's order (store.Early.LockAggregates), then the
+// rows; so concurrent inboxes sharing aggregates do not deadlock.
 //
 // Claims are purged after the retention by the inbox itself, lazily, from
 // Handle at most once per Options.PurgeInterval (no goroutine; see

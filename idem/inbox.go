@@ -108,7 +108,11 @@ type Options struct {
 	// rate little, since each delivery's own writes cost more than the
 	// commits (BENCHMARKS.md). Each delivery keeps Handle's guarantees
 	// and result: a failing one is rolled back and settled alone, and the
-	// others are tried again without it.
+	// others are tried again without it. With Versions, a transaction
+	// takes the locks of all its aggregates, in the store's one order,
+	// before its first handler runs, so that the transactions of
+	// concurrent inboxes do not deadlock on shared aggregates
+	// (docs/gaps.md).
 	Batch int
 	// NoHold turns off holding: by default, a message whose aggregate
 	// (HeaderAggregateID) has a parked message is parked behind it without
@@ -194,10 +198,14 @@ type Inbox[Tx any] struct {
 	// expireDue what nextPurge and purging are to the purge.
 	early      store.Early[Tx]
 	nextExpire atomic.Int64
-	expiring   atomic.Bool
-	tel        *inboxTel
-	group      group[Tx]
-	logged     sync.Once
+	// locks is the store's part that takes aggregate locks, for the
+	// shared transactions of an inbox with version checks (see
+	// lockAggregates); nil where there are none or the store cannot.
+	locks    store.Early[Tx]
+	expiring atomic.Bool
+	tel      *inboxTel
+	group    group[Tx]
+	logged   sync.Once
 }
 
 // NewInbox returns an inbox for consumer on store. caps are the
@@ -260,6 +268,9 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Subscri
 		return nil, fmt.Errorf("consumer %q: %w", consumer, err)
 	}
 	in := &Inbox[Tx]{store: st, consumer: consumer, caps: caps, o: o, early: early}
+	if es, ok := st.(store.Early[Tx]); ok && o.hasVersions() && o.Batch > 1 {
+		in.locks = es
+	}
 	newInboxTel(in)
 	return in, nil
 }
