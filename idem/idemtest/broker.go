@@ -40,7 +40,7 @@ func RunBroker[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) Broker)
 	t.Run("CrashBeforeAck", func(t *testing.T) { testCrash(t, f, b(t)) })
 	t.Run("RunLoop", func(t *testing.T) { testRunLoop(t, f, b(t)) })
 	t.Run("RunGrouped", func(t *testing.T) { testRunGrouped(t, f, b(t)) })
-	t.Run("RunGroupedVersions", func(t *testing.T) { testRunGroupedVersions(t, f, b(t)) })
+	t.Run("RunGroupedVersions", func(t *testing.T) { RunGroupedVersions(t, f, b(t)) })
 	t.Run("PoisonID", func(t *testing.T) { testBrokerPoison(t, f, b(t)) })
 }
 
@@ -93,7 +93,7 @@ func testRunGrouped[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 	t.Logf("%d deliveries in %d transactions", 2*n, s.Commits)
 }
 
-// Sizes of testRunGroupedVersions: competing consumers, each with shared
+// Sizes of RunGroupedVersions: competing consumers, each with shared
 // transactions of up to GroupedBatch deliveries, on GroupedAggregates
 // aggregates of GroupedVersions versions each.
 const (
@@ -103,7 +103,7 @@ const (
 	GroupedVersions   = 40
 )
 
-// testRunGroupedVersions: competing consumers, each an inbox of its own
+// RunGroupedVersions: competing consumers, each an inbox of its own
 // whose concurrent deliveries share transactions (Options.Batch), with
 // version checks holding gaps, apply the events of a few aggregates they
 // all share, published in a shuffled order, a quarter of them twice. Each
@@ -111,8 +111,10 @@ const (
 // delivery is nacked: the transactions of different consumers, each
 // holding events of several aggregates, take the aggregates' locks in one
 // order, so that none of them is a deadlock's victim (on PostgreSQL they
-// were, before: SQLSTATE 40P01, a store error, the batch nacked).
-func testRunGroupedVersions[Tx any](t *testing.T, f Factory[Tx], b Broker) {
+// were, before: SQLSTATE 40P01, a store error, the batch nacked). RunBroker
+// runs it; a store's tests run it on other brokers with b's Topic and
+// Subscribe (the subscription's queue must start empty).
+func RunGroupedVersions[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 	e := Setup(t, f, "")
 	var msgs []*broker.Message
 	want := map[string]string{}
