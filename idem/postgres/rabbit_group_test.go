@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -22,13 +21,7 @@ import (
 func TestRunGroupedVersionsRabbit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := rabbit.Dial(ctx, rabbitURL(), nil)
-	if err != nil {
-		if os.Getenv("WARY_RABBIT_URL") == "" && os.Getenv("WARY_REQUIRE_SERVICES") != "1" {
-			t.Skipf("RabbitMQ unreachable (set WARY_RABBIT_URL, or WARY_REQUIRE_SERVICES=1 to fail): %v", err)
-		}
-		t.Fatalf("RabbitMQ: %v", err)
-	}
+	c := rabbitConn(ctx, t)
 	t.Cleanup(func() { c.Close() })
 	name := sharedQueue(t, fmt.Sprintf("wary-test.grouped.%d", time.Now().UnixNano()))
 	topic, err := rabbit.OpenTopic(c, name, nil)
@@ -51,15 +44,7 @@ func TestRunGroupedVersionsRabbit(t *testing.T) {
 // consumer (its consumers receive in parallel) and without a delivery
 // limit; deleted at cleanup.
 func sharedQueue(t *testing.T, name string) string {
-	conn, err := amqp.Dial(rabbitURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := amqpChannel(t)
 	if err := ch.ExchangeDeclare(name, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
