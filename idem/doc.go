@@ -75,7 +75,12 @@
 // value the store refuses (store.ErrData: a NUL byte in PostgreSQL, an
 // index row over its limit). It is dead-lettered with the reason where the
 // broker can, and parked otherwise. Connection failures and every other
-// store error stay transient: the delivery is nacked and tried again.
+// store error stay transient: the delivery is nacked and tried again. A
+// transaction that failed only because of a concurrent one (a deadlock's
+// victim, on PostgreSQL; store.Conflicts), whether in a statement of the
+// inbox's or of the handler's, is tried again at once by the inbox, up to
+// three times, before its deliveries are nacked; Stats.Conflicts counts
+// these retries.
 //
 // # Handlers, and what Handle did
 //

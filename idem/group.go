@@ -98,9 +98,13 @@ func (in *Inbox[Tx]) handleBatch(ctx context.Context, its []*item[Tx]) {
 		}
 		pending = append(pending, it)
 	}
-	for len(pending) > 0 {
+	for tried := 0; len(pending) > 0; {
 		outs, failed, stalled, err := in.tryBatch(ctx, pending)
 		switch {
+		case err != nil && in.retryConflict(ctx, err, tried):
+			// A deadlock's victim: all of pending again, none nacked.
+			tried++
+			continue
 		case err == nil:
 			ds := make([]*broker.Delivery, len(pending))
 			for k, it := range pending {

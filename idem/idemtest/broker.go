@@ -192,6 +192,7 @@ func RunGroupedVersions[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 		s.Retried += x.Retried
 		s.Parked += x.Parked
 		s.StoreErrors += x.StoreErrors
+		s.Conflicts += x.Conflicts
 		s.Applied += x.Applied
 		s.Early += x.Early
 		s.EarlyApplied += x.EarlyApplied
@@ -200,6 +201,9 @@ func RunGroupedVersions[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 	if s.StoreErrors != 0 || s.Failed != 0 || s.Retried != 0 || s.Parked != 0 {
 		t.Errorf("%d store errors, %d failed, %d retried, %d parked; want none (a nack counts toward the delivery limit)",
 			s.StoreErrors, s.Failed, s.Retried, s.Parked)
+	}
+	if s.Conflicts != 0 {
+		t.Errorf("%d transactions were a deadlock's victim (tried again in the inbox); want none", s.Conflicts)
 	}
 	if s.Applied != GroupedAggregates*GroupedVersions {
 		t.Errorf("applied %d events, want %d", s.Applied, GroupedAggregates*GroupedVersions)
