@@ -75,7 +75,12 @@
 // value the store refuses (store.ErrData: a NUL byte in PostgreSQL, an
 // index row over its limit). It is dead-lettered with the reason where the
 // broker can, and parked otherwise. Connection failures and every other
-// store error stay transient: the delivery is nacked and tried again.
+// store error stay transient: the delivery is nacked and tried again. A
+// transaction that failed only because of a concurrent one (a deadlock's
+// victim, on PostgreSQL; store.Conflicts), whether in a statement of the
+// inbox's or of the handler's, is tried again at once by the inbox, up to
+// three times, before its deliveries are nacked; Stats.Conflicts counts
+// these retries.
 //
 // # Handlers, and what Handle did
 //
@@ -105,7 +110,11 @@
 // broker (broker.AckAll). A lone call waits for nothing. Each delivery
 // keeps its own Result; when one handler fails, the transaction is rolled
 // back, that delivery is settled alone, and the rest is tried again
-// without it. Stats.Commits counts the transactions.
+// without it. Stats.Commits counts the transactions. A transaction takes
+// its locks in one order, the same in every transaction: its claims in
+// message-ID order, then, with version checks, the locks of its events'
+// aggregates in the store's order (store.Early.LockAggregates), then the
+// rows; so concurrent inboxes sharing aggregates do not deadlock.
 //
 // Claims are purged after the retention by the inbox itself, lazily, from
 // Handle at most once per Options.PurgeInterval (no goroutine; see

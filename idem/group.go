@@ -79,12 +79,14 @@ func (in *Inbox[Tx]) handleGrouped(it *item[Tx]) {
 // handleBatch processes its in one transaction, with Handle's guarantees
 // for each delivery, and sets each item's result: it claims every message
 // (in message-ID order, so that concurrent transactions cannot deadlock on
-// each other's claims), runs each item's handler in the order given,
-// commits, and then acknowledges all of them with one driver call. When a
-// handler fails, the transaction is rolled back, that delivery is settled
-// as Handle would settle it, and the rest is tried again without it, so
-// one failing message does not sink the others. ctx is the context of the
-// transaction's own work (begin, claim); each handler gets its item's.
+// each other's claims), locks their aggregates (lockAggregates: in the
+// store's order, for the same reason), runs each item's handler in the
+// order given, commits, and then acknowledges all of them with one driver
+// call. When a handler fails, the transaction is rolled back, that
+// delivery is settled as Handle would settle it, and the rest is tried
+// again without it, so one failing message does not sink the others. ctx
+// is the context of the transaction's own work (begin, claim); each
+// handler gets its item's.
 func (in *Inbox[Tx]) handleBatch(ctx context.Context, its []*item[Tx]) {
 	in.purgeDue(ctx)
 	in.expireDue(ctx)
@@ -96,9 +98,13 @@ func (in *Inbox[Tx]) handleBatch(ctx context.Context, its []*item[Tx]) {
 		}
 		pending = append(pending, it)
 	}
-	for len(pending) > 0 {
+	for tried := 0; len(pending) > 0; {
 		outs, failed, stalled, err := in.tryBatch(ctx, pending)
 		switch {
+		case err != nil && in.retryConflict(ctx, err, tried):
+			// A deadlock's victim: all of pending again, none nacked.
+			tried++
+			continue
 		case err == nil:
 			ds := make([]*broker.Delivery, len(pending))
 			for k, it := range pending {
@@ -155,9 +161,18 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, its []*item[Tx]) ([]Result, i
 		}
 		return outs, 0, &stalls[Tx]{}, nil
 	}
+	locked, err := in.lockAggregates(ctx, tx, ds, claimed)
+	if err != nil {
+		in.rollback(ctx, tx)
+		return nil, 0, nil, storeErr("lock aggregates", err)
+	}
 	stalled := &stalls[Tx]{}
 	for i, it := range its {
-		out, err := in.run(context.WithValue(it.ctx, stallsKey{}, stalled), tx, it.d, it.h, claimed[i])
+		hctx := context.WithValue(it.ctx, stallsKey{}, stalled)
+		if locked != nil {
+			hctx = context.WithValue(hctx, lockedKey{}, locked)
+		}
+		out, err := in.run(hctx, tx, it.d, it.h, claimed[i])
 		if err != nil {
 			in.rollback(ctx, tx)
 			return nil, i, nil, err
@@ -169,6 +184,55 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, its []*item[Tx]) ([]Result, i
 	}
 	in.stats.commits.Add(1)
 	return outs, 0, stalled, nil
+}
+
+// lockedKey keys, in the context of a shared transaction's handlers, the
+// set of aggregates whose locks the transaction took before its first
+// handler ran (lockAggregates), which the version checks need not take
+// again.
+type lockedKey struct{}
+
+// lockAggregates takes, in tx, before any handler runs, the locks of the
+// aggregates of ds whose claims c are new (those whose events the version
+// checks will look at), all in the store's one order
+// (store.Early.LockAggregates), and returns the set of them; nil where
+// there are no version checks or the store has no such locks. The claims
+// were taken before, in message-ID order, and the version checks' rows
+// come after: every transaction takes its locks in the same order of
+// kinds, and each kind in one order, so that shared transactions of
+// concurrent inboxes never deadlock on each other (a deadlock's victim
+// would be nacked, and a nack counts toward the broker's delivery limit).
+// Where gaps are retried, no version check takes these locks, but the
+// rows of the version table that shared transactions update are still
+// guarded by them: only one of them at a time touches an aggregate.
+func (in *Inbox[Tx]) lockAggregates(ctx context.Context, tx Tx, ds []*broker.Delivery, c []store.Claimed) (map[string]bool, error) {
+	if in.locks == nil {
+		return nil, nil
+	}
+	locked := make(map[string]bool, len(ds))
+	aggs := make([]string, 0, len(ds))
+	for i, d := range ds {
+		agg := d.Message.Headers[HeaderAggregateID]
+		if agg == "" || !c[i].New || c[i].Held || locked[agg] {
+			continue
+		}
+		locked[agg] = true
+		aggs = append(aggs, agg)
+	}
+	if len(aggs) == 0 {
+		return nil, nil
+	}
+	if err := in.locks.LockAggregates(ctx, tx, in.consumer, aggs); err != nil {
+		return nil, err
+	}
+	return locked, nil
+}
+
+// lockedIn reports whether ctx says that its transaction took the lock of
+// aggregate already (lockAggregates).
+func lockedIn(ctx context.Context, aggregate string) bool {
+	locked, _ := ctx.Value(lockedKey{}).(map[string]bool)
+	return locked[aggregate]
 }
 
 // beginClaim begins the transaction of ds and claims them in it: their

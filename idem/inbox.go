@@ -108,7 +108,11 @@ type Options struct {
 	// rate little, since each delivery's own writes cost more than the
 	// commits (BENCHMARKS.md). Each delivery keeps Handle's guarantees
 	// and result: a failing one is rolled back and settled alone, and the
-	// others are tried again without it.
+	// others are tried again without it. With Versions, a transaction
+	// takes the locks of all its aggregates, in the store's one order,
+	// before its first handler runs, so that the transactions of
+	// concurrent inboxes do not deadlock on shared aggregates
+	// (docs/gaps.md).
 	Batch int
 	// NoHold turns off holding: by default, a message whose aggregate
 	// (HeaderAggregateID) has a parked message is parked behind it without
@@ -195,9 +199,16 @@ type Inbox[Tx any] struct {
 	early      store.Early[Tx]
 	nextExpire atomic.Int64
 	expiring   atomic.Bool
-	tel        *inboxTel
-	group      group[Tx]
-	logged     sync.Once
+	// locks is the store's part that takes aggregate locks, for the
+	// shared transactions of an inbox with version checks (see
+	// lockAggregates); nil where there are none or the store cannot.
+	locks store.Early[Tx]
+	// conflicts recognises the failures that the inbox tries again at
+	// once (retryConflict); nil where the store has none.
+	conflicts store.Conflicts
+	tel       *inboxTel
+	group     group[Tx]
+	logged    sync.Once
 }
 
 // NewInbox returns an inbox for consumer on store. caps are the
@@ -260,6 +271,10 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Subscri
 		return nil, fmt.Errorf("consumer %q: %w", consumer, err)
 	}
 	in := &Inbox[Tx]{store: st, consumer: consumer, caps: caps, o: o, early: early}
+	if es, ok := st.(store.Early[Tx]); ok && o.hasVersions() && o.Batch > 1 {
+		in.locks = es
+	}
+	in.conflicts, _ = st.(store.Conflicts)
 	newInboxTel(in)
 	return in, nil
 }
@@ -408,37 +423,47 @@ func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[T
 	if err := checkID(d.Message.ID); err != nil {
 		return in.poison(ctx, d, err)
 	}
-	tx, began, claims, err := in.beginClaim(ctx, []*broker.Delivery{d})
-	if err != nil {
-		if broker.IsPermanent(err) { // the store refused a value of this message
-			return in.poison(ctx, d, storeErr("begin and claim", err))
-		}
-		return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, storeErr("begin and claim", err))
-	}
-	if !began { // a duplicate, and nothing was begun
-		in.count(ResultDuplicate)
-		return ResultDuplicate, in.ack(ctx, d)
-	}
-	hctx, stalled := withStalls[Tx](ctx)
-	out, err := in.run(hctx, tx, d, h, claims[0])
-	if err != nil {
-		in.rollback(ctx, tx)
-		if errors.Is(err, errStore) {
+	for tried := 0; ; tried++ {
+		tx, began, claims, err := in.beginClaim(ctx, []*broker.Delivery{d})
+		if err != nil {
 			if broker.IsPermanent(err) { // the store refused a value of this message
-				return in.poison(ctx, d, err)
+				return in.poison(ctx, d, storeErr("begin and claim", err))
 			}
-			return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, err)
+			if in.retryConflict(ctx, err, tried) {
+				continue
+			}
+			return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, storeErr("begin and claim", err))
 		}
-		return in.fail(ctx, d, err)
+		if !began { // a duplicate, and nothing was begun
+			in.count(ResultDuplicate)
+			return ResultDuplicate, in.ack(ctx, d)
+		}
+		hctx, stalled := withStalls[Tx](ctx)
+		out, err := in.run(hctx, tx, d, h, claims[0])
+		if err != nil {
+			in.rollback(ctx, tx)
+			switch {
+			case errors.Is(err, errStore) && broker.IsPermanent(err): // the store refused a value of this message
+				return in.poison(ctx, d, err)
+			case in.retryConflict(ctx, err, tried):
+				continue
+			case errors.Is(err, errStore):
+				return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, err)
+			}
+			return in.fail(ctx, d, err)
+		}
+		if err := in.commit(ctx, tx); err != nil {
+			if in.retryConflict(ctx, err, tried) {
+				continue
+			}
+			return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, fmt.Errorf("idem: commit: %w", err))
+		}
+		in.stats.commits.Add(1)
+		in.count(out)
+		err = in.ack(ctx, d)
+		in.retryStalled(ctx, stalled)
+		return out, err
 	}
-	if err := in.commit(ctx, tx); err != nil {
-		return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, fmt.Errorf("idem: commit: %w", err))
-	}
-	in.stats.commits.Add(1)
-	in.count(out)
-	err = in.ack(ctx, d)
-	in.retryStalled(ctx, stalled)
-	return out, err
 }
 
 // count counts a committed result.

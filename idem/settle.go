@@ -39,6 +39,24 @@ func (in *Inbox[Tx]) fail(ctx context.Context, d *broker.Delivery, herr error) (
 	return ResultFailed, herr
 }
 
+// conflictRetries is how many times the inbox tries a transaction again
+// at once after it failed only because of a concurrent one (see
+// retryConflict).
+const conflictRetries = 3
+
+// retryConflict reports whether the transaction that failed with err,
+// after tried such failures before, is to be tried again at once, without
+// a nack: err is a conflict with a concurrent transaction
+// (store.Conflicts), tried is below conflictRetries and ctx is not done.
+// It counts the retry in Stats.Conflicts.
+func (in *Inbox[Tx]) retryConflict(ctx context.Context, err error, tried int) bool {
+	if in.conflicts == nil || tried >= conflictRetries || ctx.Err() != nil || !in.conflicts.Conflict(err) {
+		return false
+	}
+	in.stats.conflicts.Add(1)
+	return true
+}
+
 // abort nacks deliveries after a store failure.
 func (in *Inbox[Tx]) abort(ctx context.Context, ds []*broker.Delivery, err error) error {
 	if ctx.Err() == nil {
@@ -183,11 +201,15 @@ type Stats struct {
 	Held        int64 // parked behind an already parked message
 	AckFailures int64 // committed, then the ack failed (ErrAckAfterCommit)
 	StoreErrors int64 // begin, claim or commit failed, ctx not done (nacked)
-	Applied     int64 // version checks: applied
-	Stale       int64 // handler returned SkipStale (version checks: duplicate or stale)
-	Gaps        int64 // version checks: gap or missing aggregate
-	Purged      int64 // inbox records deleted (Purge and the scheduled purge)
-	Replayed    int64 // parked messages replayed successfully
+	// Conflicts counts transactions that failed only because of a
+	// concurrent one (store.Conflicts: a deadlock's victim) and were tried
+	// again at once, their deliveries not nacked.
+	Conflicts int64
+	Applied   int64 // version checks: applied
+	Stale     int64 // handler returned SkipStale (version checks: duplicate or stale)
+	Gaps      int64 // version checks: gap or missing aggregate
+	Purged    int64 // inbox records deleted (Purge and the scheduled purge)
+	Replayed  int64 // parked messages replayed successfully
 	// Early counts versioned events held in the store ahead of their
 	// aggregate (ResultEarly); EarlyApplied those of them applied after
 	// their predecessor (also counted in Applied). Early minus
@@ -205,7 +227,7 @@ type Stats struct {
 type stats struct {
 	processed, duplicates, failed, retried, parked, held, ackFailures, storeErrors atomic.Int64
 	applied, stale, gaps, purged, replayed, commits, waiting                       atomic.Int64
-	early, earlyApplied                                                            atomic.Int64
+	early, earlyApplied, conflicts                                                 atomic.Int64
 }
 
 // Stats returns the inbox's counters.
@@ -216,6 +238,7 @@ func (in *Inbox[Tx]) Stats() Stats {
 		Parked: s.parked.Load(), Held: s.held.Load(), AckFailures: s.ackFailures.Load(), StoreErrors: s.storeErrors.Load(),
 		Applied: s.applied.Load(), Stale: s.stale.Load(), Gaps: s.gaps.Load(), Purged: s.purged.Load(), Replayed: s.replayed.Load(),
 		Commits: s.commits.Load(), Waiting: s.waiting.Load(), Early: s.early.Load(), EarlyApplied: s.earlyApplied.Load(),
+		Conflicts: s.conflicts.Load(),
 	}
 }
 

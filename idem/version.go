@@ -56,10 +56,13 @@ func (in *Inbox[Tx]) version(ctx context.Context, tx Tx, d *broker.Delivery, tab
 		return ev, broker.Permanent(err)
 	}
 	hold = hold && in.early != nil
-	if in.early != nil && (hold || lock) {
+	if in.early != nil && (hold || lock) && !lockedIn(ctx, ev.AggregateID) {
 		// Taken before the check, and held until tx ends: a transaction
 		// that applies the predecessor and one that holds this event see
-		// each other's work (see store.Early.LockAggregate).
+		// each other's work (see store.Early.LockAggregate). A shared
+		// transaction took it before its first handler ran, with the
+		// locks of its other aggregates, in the store's one order
+		// (lockAggregates).
 		if err := in.early.LockAggregate(ctx, tx, in.consumer, ev.AggregateID); err != nil {
 			return ev, storeErr("lock aggregate", err)
 		}

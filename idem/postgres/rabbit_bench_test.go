@@ -35,13 +35,7 @@ func rabbitURL() string {
 func rabbitQueue(t testing.TB) (*rabbit.Conn, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := rabbit.Dial(ctx, rabbitURL(), nil)
-	if err != nil {
-		if os.Getenv("WARY_RABBIT_URL") == "" && os.Getenv("WARY_REQUIRE_SERVICES") != "1" {
-			t.Skipf("RabbitMQ unreachable (set WARY_RABBIT_URL, or WARY_REQUIRE_SERVICES=1 to fail): %v", err)
-		}
-		t.Fatalf("RabbitMQ: %v", err)
-	}
+	c := rabbitConn(ctx, t)
 	name := fmt.Sprintf("wary-bench.relay.%d", time.Now().UnixNano())
 	top := rabbit.Topology{Exchange: name, Queue: name}
 	if err := rabbit.Declare(ctx, c, top); err != nil {
@@ -54,6 +48,19 @@ func rabbitQueue(t testing.TB) (*rabbit.Conn, string) {
 		c.Close()
 	})
 	return c, name
+}
+
+// rabbitConn connects to the local RabbitMQ, or skips t (fails it with
+// WARY_REQUIRE_SERVICES=1) when it is unreachable. The caller closes it.
+func rabbitConn(ctx context.Context, t testing.TB) *rabbit.Conn {
+	c, err := rabbit.Dial(ctx, rabbitURL(), nil)
+	if err != nil {
+		if os.Getenv("WARY_RABBIT_URL") == "" && os.Getenv("WARY_REQUIRE_SERVICES") != "1" {
+			t.Skipf("RabbitMQ unreachable (set WARY_RABBIT_URL, or WARY_REQUIRE_SERVICES=1 to fail): %v", err)
+		}
+		t.Fatalf("RabbitMQ: %v", err)
+	}
+	return c
 }
 
 // rabbitBroker is a topic and subscription on a fresh rabbitQueue.
@@ -378,17 +385,24 @@ func envInt(name string) int {
 // confirmChannel is a raw amqp091-go channel in confirm mode on its own
 // connection, closed at cleanup.
 func confirmChannel(b testing.TB) *amqp.Channel {
-	conn, err := amqp.Dial(rabbitURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
-		b.Fatal(err)
-	}
+	ch := amqpChannel(b)
 	if err := ch.Confirm(false); err != nil {
 		b.Fatal(err)
+	}
+	return ch
+}
+
+// amqpChannel is a raw amqp091-go channel on its own connection, closed
+// at cleanup.
+func amqpChannel(t testing.TB) *amqp.Channel {
+	conn, err := amqp.Dial(rabbitURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ch
 }

@@ -99,6 +99,7 @@ type driver struct {
 var _ store.Driver[pgx.Tx] = (*driver)(nil)
 var _ store.ConcurrentClaimer = (*driver)(nil)
 var _ store.Early[pgx.Tx] = (*driver)(nil)
+var _ store.Conflicts = (*driver)(nil)
 
 // Driver implements [store.Provider]: it returns the store's driver, for
 // idem's constructors. Applications do not call it.
@@ -153,6 +154,9 @@ var dialect = sqlcore.Dialect{
 	},
 	IsNoRows: func(err error) bool { return errors.Is(err, pgx.ErrNoRows) },
 	Lock:     "SELECT pg_advisory_xact_lock($1)",
+	// A function scan of unnest returns the elements in array order, and
+	// the locks are taken row by row as it goes.
+	LockMany: "SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k",
 	// The claims go through the inbox_claim function (migration 009): the
 	// inbox is partitioned by slice and has no unique index across slices.
 	ClaimMany: `SELECT id FROM {{inbox_claim}}($1, $2::text[], $3, false) AS id`,
@@ -278,6 +282,14 @@ func classify(err error) error {
 		return store.DataError(err)
 	}
 	return err
+}
+
+// Conflict implements store.Conflicts: err is (or wraps) a deadlock's
+// victim (40P01) or a serialization failure (40001), whether from the
+// store's statements or from a handler's in the same transaction.
+func (s *driver) Conflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
 // CheckVersion is the conditional update of a version check, in tx (see

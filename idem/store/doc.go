@@ -17,6 +17,8 @@
 // which a store may make cheaper than Begin and Claim. Optional interfaces
 // (Waker, ConcurrentClaimer) let a store wake relays
 // or let them claim concurrently; the relay uses them when present.
+// Conflicts lets the inbox recognise a transaction that failed only
+// because of a concurrent one, and try it again instead of nacking.
 //
 // The names a store puts into SQL (table prefixes, the user's table and
 // column names of VersionTable and StateTable) must be checked with the

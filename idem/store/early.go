@@ -16,6 +16,14 @@ type Early[Tx any] interface {
 	// other's early events (PostgreSQL: an advisory lock); a no-op where
 	// writers are serialised anyway (SQLite).
 	LockAggregate(ctx context.Context, tx Tx, consumer, aggregateID string) error
+	// LockAggregates takes, in tx, the locks of LockAggregate on each of
+	// aggregateIDs (duplicates allowed), in one order that every
+	// transaction taking several uses (PostgreSQL: the advisory lock keys
+	// in ascending order), so that two of them never wait for each other
+	// on these locks. Taken before any row of the aggregates is touched,
+	// they keep transactions that hold events of several aggregates (a
+	// shared transaction, idem.Options.Batch) free of deadlocks.
+	LockAggregates(ctx context.Context, tx Tx, consumer string, aggregateIDs []string) error
 	// HoldEarly records e in tx, unless an early event of the same
 	// (consumer, aggregate, version) is held already (then it reports
 	// false). It returns when the aggregate's oldest early event was held.

@@ -24,3 +24,16 @@ func DataError(err error) error {
 	}
 	return broker.Permanent(fmt.Errorf("%w: %w", ErrData, err))
 }
+
+// Conflicts is implemented by stores whose transactions can fail only
+// because of concurrent ones, such that the same work tried again at once
+// can succeed (PostgreSQL: a deadlock's victim, SQLSTATE 40P01, or a
+// serialization failure, 40001). The inbox tries such a transaction again
+// itself, a few times, instead of nacking its deliveries, since a nack
+// counts toward the broker's delivery limit. idem finds it by type
+// assertion on the Driver.
+type Conflicts interface {
+	// Conflict reports whether err, or an error it wraps, is such a
+	// failure.
+	Conflict(err error) bool
+}

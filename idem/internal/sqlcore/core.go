@@ -72,8 +72,12 @@ type Dialect struct {
 	// Without it, Claim claims, then looks for a parked message.
 	ClaimCheck string
 	// Lock, if not empty, is run with one int64 argument at the start of
-	// the migration transaction to serialise migrators.
+	// the migration transaction to serialise migrators, and takes the
+	// aggregate locks of store.Early (held until the transaction ends).
 	Lock string
+	// LockMany, if not empty, takes Lock's lock on each of the keys in its
+	// one argument, an int64 array, in the array's order.
+	LockMany string
 }
 
 // Core implements store.Store[Tx].

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/wary-go/wary/idem/store"
@@ -32,10 +33,40 @@ func (c *Core[Tx]) LockAggregate(ctx context.Context, tx Tx, consumer, aggregate
 	if c.d.Lock == "" {
 		return nil
 	}
+	_, err := c.b.Q(tx).Exec(ctx, c.d.Lock, c.aggregateKey(consumer, aggregateID))
+	return err
+}
+
+// LockAggregates implements store.Early: the keys of LockAggregate in
+// ascending order (each once), with the dialect's LockMany in one
+// statement where it has one.
+func (c *Core[Tx]) LockAggregates(ctx context.Context, tx Tx, consumer string, aggregateIDs []string) error {
+	if c.d.Lock == "" || len(aggregateIDs) == 0 {
+		return nil
+	}
+	keys := make([]int64, len(aggregateIDs))
+	for i, id := range aggregateIDs {
+		keys[i] = c.aggregateKey(consumer, id)
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	if len(keys) > 1 && c.d.LockMany != "" {
+		_, err := c.b.Q(tx).Exec(ctx, c.d.LockMany, keys)
+		return err
+	}
+	for _, k := range keys {
+		if _, err := c.b.Q(tx).Exec(ctx, c.d.Lock, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// aggregateKey is the key of the lock on (consumer, aggregateID).
+func (c *Core[Tx]) aggregateKey(consumer, aggregateID string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("wary-early:" + c.names["early"] + "\x00" + consumer + "\x00" + aggregateID))
-	_, err := c.b.Q(tx).Exec(ctx, c.d.Lock, int64(h.Sum64()))
-	return err
+	return int64(h.Sum64())
 }
 
 // HoldEarly implements store.Early.
