@@ -16,10 +16,11 @@ const redacted = "xxxxx"
 // key, sig, sas and the like), every query pair that cannot be parsed
 // (it could be any of those), and the fragment.
 func Redact(u *url.URL) string {
-	if u.Opaque == "" && strings.Contains(u.EscapedPath()+u.RawQuery+u.EscapedFragment(), "@") {
+	if strings.Contains(u.RawQuery+u.EscapedFragment(), "@") || (u.Opaque == "" && strings.Contains(u.EscapedPath(), "@")) {
 		// "amqp://guest:1234/pw@host/" parses as host "guest:1234" and
-		// path "/pw@host/": a password holding "/", "?" or "#" that was
-		// not escaped. Redact as if everything up to the "@" were userinfo.
+		// path "/pw@host/", "amqp:guest:p?w@host" as opaque "guest:p" and
+		// query "w@host": a password holding "/", "?" or "#" that was not
+		// escaped. Redact as if everything up to the "@" were userinfo.
 		return redactRaw(u.String())
 	}
 	c := *u
@@ -91,9 +92,10 @@ var (
 // s (a "://"; or, at the start of s or after white space, a quote or a
 // bracket, a "//" or the ":" after the scheme of an opaque URL) to the
 // last "@" of s: this hides more than the userinfo when text after the URL
-// holds an "@", never less. The user name before the first ":" is kept
-// when it is plausibly one (without white space, quotes or "/?#"), and so
-// is a userinfo without ":" (a user name alone, as Redact keeps it).
+// holds an "@", never less; when that text holds a "?" or "#", up to the
+// end of the URL. The user name before the first ":" is kept when it is
+// plausibly one (without white space, quotes or "/"), and so is a userinfo
+// without ":" (a user name alone, as Redact keeps it).
 func authoritySpan(s string) [][2]int {
 	at := strings.LastIndex(s, "@")
 	if at < 0 {
@@ -110,8 +112,18 @@ func authoritySpan(s string) [][2]int {
 	if from > at {
 		return nil
 	}
+	if strings.ContainsAny(s[from:at], "?#") {
+		// The "@" may be in a query or a fragment (which Redact hides), or
+		// in a password holding "?" or "#": which part is the host cannot
+		// be told, so none of the URL is shown, up to where it ends.
+		end := at + strings.IndexFunc(s[at:], func(r rune) bool { return strings.ContainsRune(" \t\n\r\v\f'\"<>`", r) })
+		if end < at {
+			end = len(s)
+		}
+		return [][2]int{{from, at + len(strings.TrimRight(s[at:end], ".,;:)]}"))}}
+	}
 	user, _, hasPassword := strings.Cut(s[from:at], ":")
-	if strings.ContainsAny(user, " \t\n\r\v\f'\"`/?#") {
+	if strings.ContainsAny(user, " \t\n\r\v\f'\"`/") {
 		return [][2]int{{from, at}}
 	}
 	if !hasPassword {
@@ -192,7 +204,7 @@ func valueEnd(s string, from int) int {
 }
 
 func redactRaw(s string) string {
-	if scheme, rest, ok := strings.Cut(s, "://"); ok {
+	if scheme, rest, ok := strings.Cut(s, "://"); ok && !strings.ContainsAny(scheme, ":/?#@") {
 		return scheme + "://" + redactRest(rest)
 	}
 	if scheme, rest, ok := strings.Cut(s, ":"); ok && !strings.ContainsAny(scheme, "/?#@") {

@@ -161,6 +161,7 @@ func TestRedactUnparsableURLs(t *testing.T) {
 		{"amqp:guest:S3cr3tPW x@h", "@h"},
 		{"amqp://guest:S3cr3tPW\n x@h/", "@h/"},
 		{"amqp://guest:S3cr://3tPW x@h/", "@h/"},
+		{"amqp://guest:S3cr#3t PW@h/", "amqp://"},
 	} {
 		for _, in := range inText(c.in) {
 			out := RedactString(in)
