@@ -60,20 +60,38 @@ func NewMessage[T any](c Codec, id, key string, v T) (*Message, error) {
 
 // Decode decodes d's body with c (nil: JSON) into a T. A body that does not
 // decode, or a HeaderContentType other than c's, is an error matching
-// ErrUndecodable, marked Permanent, that says why and names the message.
+// ErrUndecodable, marked Permanent, that says why and names the message;
+// what it quotes of the message (its ID, its content type, the codec's
+// words) is escaped and cut, so that the error stays short whatever the
+// message holds. The codec's own error is reachable with errors.As.
 func Decode[T any](c Codec, d *Delivery) (T, error) {
 	var v T
 	if c == nil {
 		c = JSON{}
 	}
 	if ct, ok := d.Message.Headers[HeaderContentType]; ok && ct != c.ContentType() {
-		return v, Permanent(fmt.Errorf("%w: message %q is %s, not %s", ErrUndecodable, d.Message.ID, ct, c.ContentType()))
+		return v, Permanent(fmt.Errorf("%w: message %s is %s, not %s", ErrUndecodable, shownValue(d.Message.ID), shownValue(ct), c.ContentType()))
 	}
 	if err := c.Unmarshal(d.Message.Body, &v); err != nil {
-		return v, Permanent(fmt.Errorf("%w: message %q as %T (%s): %w", ErrUndecodable, d.Message.ID, v, c.ContentType(), err))
+		msg := fmt.Sprintf("%v: message %s as %T (%s): %s", ErrUndecodable, shownValue(d.Message.ID), v, c.ContentType(), bound(err.Error(), maxCauseLen))
+		return v, Permanent(&undecodableError{msg, err})
 	}
 	return v, nil
 }
+
+// maxCauseLen bounds the codec's own words in Decode's error: encoding/json
+// quotes a whole literal, such as a number of a million digits.
+const maxCauseLen = 512
+
+// undecodableError is Decode's error for a body that does not decode: its
+// text bounded, the codec's error still reachable with errors.As.
+type undecodableError struct {
+	msg string
+	err error
+}
+
+func (e *undecodableError) Error() string   { return e.msg }
+func (e *undecodableError) Unwrap() []error { return []error{ErrUndecodable, e.err} }
 
 // Typed returns a Handler that decodes each delivery's body into a T with
 // c (nil: JSON) and calls h with it. A body that does not decode never

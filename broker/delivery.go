@@ -136,14 +136,15 @@ func (d *Delivery) Retry(ctx context.Context, attempt int) error {
 }
 
 // DeadLetter moves the delivery to the dead-letter queue with reason, which
-// readers of that queue find in the header HeaderDeadLetterReason. It needs
-// SubscriptionCapabilities.DeadLetter; without it, it returns an error matching
-// ErrUnsupported and settles nothing.
+// readers of that queue find in the header HeaderDeadLetterReason, as
+// BoundReason gives it (escaped, at most MaxReasonLen bytes) whatever the
+// driver. It needs SubscriptionCapabilities.DeadLetter; without it, it
+// returns an error matching ErrUnsupported and settles nothing.
 func (d *Delivery) DeadLetter(ctx context.Context, reason string) error {
 	if d.sub != nil && !d.sub.caps.DeadLetter {
 		return newError("dead-letter", driver.Invalid, false, fmt.Errorf("dead-letter: %w", ErrUnsupported))
 	}
-	return d.settle(ctx, settleDeadLetter, 0, reason)
+	return d.settle(ctx, settleDeadLetter, 0, BoundReason(reason))
 }
 
 // ExtendLock keeps the delivery locked for dur from now, so that a slow

@@ -122,8 +122,11 @@
 // reserved header, over the size limit) are rejected before anything is
 // sent. Backoff delays carry full jitter. The SDK's own error is reachable
 // with Topic.ErrorAs and Subscription.ErrorAs. Credentials never appear in
-// errors or logs: connection strings are shown through RedactString, and a
-// malformed URL parameter is named without its value.
+// errors or logs: connection strings are shown through RedactString
+// (which hides a URL's userinfo up to its last "@" even when the URL does
+// not parse: white space or quotes in the password, a missing or odd
+// scheme), a URL that does not parse is shown by its scheme alone
+// ("amqp://…"), and a malformed URL parameter is named without its value.
 //
 // # Telemetry
 //

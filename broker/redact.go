@@ -3,6 +3,7 @@ package broker
 import (
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -15,10 +16,11 @@ const redacted = "xxxxx"
 // key, sig, sas and the like), every query pair that cannot be parsed
 // (it could be any of those), and the fragment.
 func Redact(u *url.URL) string {
-	if u.Opaque == "" && strings.Contains(u.EscapedPath()+u.RawQuery+u.EscapedFragment(), "@") {
+	if strings.Contains(u.RawQuery+u.EscapedFragment(), "@") || (u.Opaque == "" && strings.Contains(u.EscapedPath(), "@")) {
 		// "amqp://guest:1234/pw@host/" parses as host "guest:1234" and
-		// path "/pw@host/": a password holding "/", "?" or "#" that was
-		// not escaped. Redact as if everything up to the "@" were userinfo.
+		// path "/pw@host/", "amqp:guest:p?w@host" as opaque "guest:p" and
+		// query "w@host": a password holding "/", "?" or "#" that was not
+		// escaped. Redact as if everything up to the "@" were userinfo.
 		return redactRaw(u.String())
 	}
 	c := *u
@@ -43,6 +45,11 @@ func Redact(u *url.URL) string {
 // recognises replaced by "xxxxx". s may be:
 //   - a URL, which may not parse (as Redact; userinfo before the last "@" of
 //     the authority and secret query values are hidden even then);
+//   - a URL whose userinfo holds white space or quotes, or whose scheme is
+//     missing or not a valid one ("://user:p w@host", "x_y://...",
+//     "amqp:user:p w@host"), alone or in text: everything from the first
+//     URL's "//" (or its opaque body) up to the last "@" of s is taken as
+//     userinfo, and only a user name before its first ":" is kept;
 //   - a keyword/value connection string, separated by spaces or ";":
 //     PostgreSQL's "host=h user=u password='p w'" (quoted values and
 //     backslash escapes as libpq reads them), Service Bus's
@@ -59,7 +66,9 @@ func RedactString(s string) string {
 		}
 		return redactRaw(s)
 	}
-	s = redactKeyValues(s)
+	// Both readings are made on s as given, so that neither hides from
+	// the other what it needs: a password may hold "@" or "key=".
+	s = redactSpans(s, append(keyValueSpans(s), authoritySpan(s)...))
 	return urlInText.ReplaceAllStringFunc(s, func(u string) string {
 		body := strings.TrimRight(u, ".,;:)]}'\"`")
 		return RedactString(body) + u[len(body):]
@@ -76,22 +85,90 @@ var (
 	urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s'"<>` + "`" + `]+`)
 )
 
-// redactKeyValues replaces the value of every secret keyword=value in s,
-// reading values as libpq and Service Bus do: quoted ('...' or "...", with
-// backslash escapes, up to the closing quote or the end), or unquoted up to
-// white space, or up to a ";" that starts the next keyword=value.
-func redactKeyValues(s string) string {
-	ms := keyword.FindAllStringSubmatchIndex(s, -1)
-	var b strings.Builder
+// authoritySpan returns where the userinfo is of a URL that a regular expression
+// cannot delimit: one whose password holds white space, a quote or "://",
+// or whose scheme is missing or malformed. Such a password can hold any
+// character, so the userinfo is taken to run from the first URL start of
+// s (a "://"; or, at the start of s or after white space, a quote or a
+// bracket, a "//" or the ":" after the scheme of an opaque URL) to the
+// last "@" of s: this hides more than the userinfo when text after the URL
+// holds an "@", never less; when that text holds a "?" or "#", up to the
+// end of the URL. The user name before the first ":" is kept when it is
+// plausibly one (without white space, quotes or "/"), and so is a userinfo
+// without ":" (a user name alone, as Redact keeps it).
+func authoritySpan(s string) [][2]int {
+	at := strings.LastIndex(s, "@")
+	if at < 0 {
+		return nil
+	}
+	m := authorityStart.FindStringSubmatchIndex(s)
+	if m == nil {
+		return nil
+	}
+	from := m[1]
+	if m[2] >= 0 { // an opaque URL: its body starts at the last character matched
+		from--
+	}
+	if from > at {
+		return nil
+	}
+	if strings.ContainsAny(s[from:at], "?#") {
+		// The "@" may be in a query or a fragment (which Redact hides), or
+		// in a password holding "?" or "#": which part is the host cannot
+		// be told, so none of the URL is shown, up to where it ends.
+		end := at + strings.IndexFunc(s[at:], func(r rune) bool { return strings.ContainsRune(" \t\n\r\v\f'\"<>`", r) })
+		if end < at {
+			end = len(s)
+		}
+		return [][2]int{{from, at + len(strings.TrimRight(s[at:end], ".,;:)]}"))}}
+	}
+	user, _, hasPassword := strings.Cut(s[from:at], ":")
+	if strings.ContainsAny(user, " \t\n\r\v\f'\"`/") {
+		return [][2]int{{from, at}}
+	}
+	if !hasPassword {
+		return nil // a user name alone, as Redact shows it
+	}
+	return [][2]int{{from + len(user) + 1, at}}
+}
+
+// authorityStart matches where a URL's userinfo may start; its group
+// matches an opaque URL's scheme and first character.
+var authorityStart = regexp.MustCompile(`://|(?:^|[\s'"` + "`" + `(\[{<])(?://|([A-Za-z][A-Za-z0-9+.-]*:[^\s/]))`)
+
+// keyValueSpans returns where the value of every secret keyword=value in
+// s is, reading values as libpq and Service Bus do: quoted ('...' or
+// "...", with backslash escapes, up to the closing quote or the end), or
+// unquoted up to white space, or up to a ";" that starts the next
+// keyword=value.
+func keyValueSpans(s string) [][2]int {
+	var spans [][2]int
 	last := 0
-	for _, m := range ms {
+	for _, m := range keyword.FindAllStringSubmatchIndex(s, -1) {
 		from := m[1] // where the value starts
 		if from < last || !secretParam(s[m[2]:m[3]]) {
 			continue
 		}
+		last = valueEnd(s, from)
+		spans = append(spans, [2]int{from, last})
+	}
+	return spans
+}
+
+// redactSpans replaces each span of s, merged where they overlap or
+// touch, by "xxxxx".
+func redactSpans(s string, spans [][2]int) string {
+	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(spans); {
+		from, to := spans[i][0], spans[i][1]
+		for i++; i < len(spans) && spans[i][0] <= to; i++ {
+			to = max(to, spans[i][1])
+		}
 		b.WriteString(s[last:from])
 		b.WriteString(redacted)
-		last = valueEnd(s, from)
+		last = to
 	}
 	b.WriteString(s[last:])
 	return b.String()
@@ -127,7 +204,7 @@ func valueEnd(s string, from int) int {
 }
 
 func redactRaw(s string) string {
-	if scheme, rest, ok := strings.Cut(s, "://"); ok {
+	if scheme, rest, ok := strings.Cut(s, "://"); ok && !strings.ContainsAny(scheme, ":/?#@") {
 		return scheme + "://" + redactRest(rest)
 	}
 	if scheme, rest, ok := strings.Cut(s, ":"); ok && !strings.ContainsAny(scheme, "/?#@") {

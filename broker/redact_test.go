@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"context"
+	"errors"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -87,4 +90,131 @@ func TestRedactStringEveryForm(t *testing.T) {
 			}
 		})
 	}
+}
+
+// secretShapes embed a password, as written, in the URL and connection
+// string shapes an operator may give: URLs whose userinfo holds white
+// space or quotes (which do not parse), without a scheme or with one that
+// is not valid, opaque, escaped, in a query; PostgreSQL keyword/value
+// strings; Service Bus connection strings.
+var secretShapes = []func(pw string) string{
+	func(pw string) string { return "amqp://guest:" + pw + "@127.0.0.1:1/" },
+	func(pw string) string { return "postgres://postgres:" + pw + "@127.0.0.1:1/test?sslmode=disable" },
+	func(pw string) string { return "://guest:" + pw + "@h/" },
+	func(pw string) string { return "//guest:" + pw + "@h/" },
+	func(pw string) string { return "x_y://guest:" + pw + "@h:1/v" },
+	func(pw string) string { return "1amqp://guest:" + pw + "@h/" },
+	func(pw string) string { return "amqp://:" + pw + "@h/" },
+	func(pw string) string { return `amqp://guest:"` + pw + `"@h/` },
+	func(pw string) string { return "amqp://guest:'" + pw + "'@h/" },
+	func(pw string) string { return "amqp:guest:" + pw + "@h" },
+	func(pw string) string { return "amqps://guest:" + url.PathEscape(pw) + "@h:5671/v?heartbeat=5" },
+	func(pw string) string { return "mem://h/?password=" + url.QueryEscape(pw) + "&x=1" },
+	func(pw string) string { return "rabbit://q?x=1#" + url.PathEscape(pw) },
+	func(pw string) string {
+		return "host=127.0.0.1 port=1 user=postgres password='" +
+			strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(pw) + "' dbname=test"
+	},
+	func(pw string) string {
+		return "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=root;SharedAccessKey=" + pw + ";EntityPath=q"
+	},
+	func(pw string) string {
+		return "Endpoint=sb://ns/;SharedAccessSignature=SharedAccessSignature sr=x&sig=" + url.QueryEscape(pw) + "&se=1"
+	},
+}
+
+// inText quotes s as the errors of the clients wary drives do.
+func inText(s string) []string {
+	return []string{s, "wary: PostgreSQL " + s + ": dial tcp 127.0.0.1:1: connect: connection refused",
+		"cannot parse `" + s + "`: failed to parse as URL", `open "` + s + `" (exit 2)`}
+}
+
+// openErrors opens s as a topic, a subscription and dead letters, and
+// returns the errors' texts.
+func openErrors(s string) string {
+	var b strings.Builder
+	ctx := context.Background()
+	if _, err := OpenTopic(ctx, s); err != nil {
+		b.WriteString(err.Error() + "\n")
+	}
+	if _, err := OpenSubscription(ctx, s); err != nil {
+		b.WriteString(err.Error() + "\n")
+	}
+	if _, err := OpenDeadLetters(ctx, s); err != nil {
+		b.WriteString(err.Error() + "\n")
+	}
+	return b.String()
+}
+
+// TestRedactUnparsableURLs: a password with white space or a quote, or in
+// a URL without a valid scheme, is hidden like any other, and an error
+// about a URL that does not parse shows its scheme alone (issue 43).
+func TestRedactUnparsableURLs(t *testing.T) {
+	for _, c := range []struct{ in, keep string }{
+		{"amqp://guest:S3cr3tPW x@127.0.0.1:1/", "127.0.0.1:1"},
+		{"://guest:S3cr3tPW@h/", "@h/"},
+		{"postgres://postgres:S3cr3tPW x@127.0.0.1:1/test", "127.0.0.1:1/test"},
+		{`amqp://guest:S3cr"3tPW@h/`, "@h/"},
+		{"amqp://guest:'S3cr3tPW x'@h/", "@h/"},
+		{"x_y://guest:S3cr3tPW z@h/", "@h/"},
+		{"//guest:S3cr3tPW x@h/", "@h/"},
+		{"amqp:guest:S3cr3tPW x@h", "@h"},
+		{"amqp://guest:S3cr3tPW\n x@h/", "@h/"},
+		{"amqp://guest:S3cr://3tPW x@h/", "@h/"},
+		{"amqp://guest:S3cr#3t PW@h/", "amqp://"},
+	} {
+		for _, in := range inText(c.in) {
+			out := RedactString(in)
+			if hasSecret(out) {
+				t.Errorf("RedactString(%q) = %q", in, out)
+			}
+			if !strings.Contains(out, c.keep) {
+				t.Errorf("RedactString(%q) = %q: lost %q", in, out, c.keep)
+			}
+		}
+		if msg := openErrors(c.in); hasSecret(msg) {
+			t.Errorf("opening %q: %s", c.in, msg)
+		}
+	}
+	_, err := OpenTopic(context.Background(), "amqp://guest:S3cr3tPW x@127.0.0.1:1/")
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"amqp://…"`) || strings.Contains(err.Error(), "guest") {
+		t.Errorf("OpenTopic: %v, want ErrInvalid showing the scheme alone", err)
+	}
+	_, err = OpenTopic(context.Background(), "host=h password=S3cr3tPW")
+	if !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "host") {
+		t.Errorf("OpenTopic of a keyword/value string: %v, want ErrInvalid showing none of it", err)
+	}
+}
+
+// FuzzRedactShapes: whatever the password, no shape of secretShapes, alone
+// or quoted in an error, shows it through RedactString, and no open error
+// shows it.
+func FuzzRedactShapes(f *testing.F) {
+	for i := range secretShapes {
+		for _, pw := range []string{"S3cr3tPW", "S3cr3tPW x", `S3"cr'3t`, "S3cr@3t/PW?#", "p w://x@y", "S3\ncr3t", "S3;cr3t=x"} {
+			f.Add(uint8(i), pw)
+		}
+	}
+	f.Fuzz(func(t *testing.T, shape uint8, pw string) {
+		if len(pw) < 6 {
+			return // too short to tell from the rest of the text
+		}
+		build := secretShapes[int(shape)%len(secretShapes)]
+		if strings.Contains(build("x"), "SharedAccessKey=x;") && strings.ContainsAny(pw, "; \t\n\r\v\f") {
+			return // a Service Bus key is base64: ";" ends it, white space is none of it
+		}
+		// The password may occur in the rest of the output by chance (a
+		// host, an error's words, "xxxxx"): that is no leak. A leak is an
+		// output that holds it under this password and not under another.
+		has := func(out string) bool { return strings.Contains(out, pw) }
+		for i, in := range inText(build(pw)) {
+			other := inText(build("Zq0000000"))[i]
+			if out := RedactString(in); has(out) && !has(RedactString(other)) {
+				t.Fatalf("RedactString(%q) = %q", in, out)
+			}
+		}
+		if msg := openErrors(build(pw)); has(msg) && !has(openErrors(build("Zq0000000"))) {
+			t.Fatalf("opening %q: %s", build(pw), msg)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -198,13 +199,32 @@ func parseURL(s string) (*url.URL, error) {
 		// url.Error quotes the URL, and its inner error quotes the part
 		// that failed (a port, an escape), which may be a piece of a
 		// password: keep only the kind of failure.
-		return nil, newError("open", driver.Invalid, false, fmt.Errorf("cannot parse the URL %s: %s", RedactString(s), parseFailure(err)))
+		// A URL that does not parse is shown by its scheme alone: where
+		// its userinfo ends cannot be told.
+		return nil, newError("open", driver.Invalid, false, fmt.Errorf("cannot parse the URL %q: %s", schemeOnly(s), parseFailure(err)))
 	}
 	if u.Scheme == "" {
-		return nil, newError("open", driver.Invalid, false, fmt.Errorf("URL %s has no scheme", Redact(u)))
+		// Without a scheme it may be anything, such as a keyword/value
+		// connection string: none of it is shown.
+		return nil, newError("open", driver.Invalid, false, errors.New(`URL "…" has no scheme`))
 	}
 	return u, nil
 }
+
+// schemeOnly returns what an error may show of a URL that does not parse:
+// "amqp://…", "amqp:…", or "…" when s starts with no valid scheme.
+func schemeOnly(s string) string {
+	m := schemePrefix.FindString(s)
+	if m == "" {
+		return "…"
+	}
+	if strings.HasPrefix(s[len(m):], "//") {
+		return m + "//…"
+	}
+	return m + "…"
+}
+
+var schemePrefix = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:`)
 
 // parseFailure is url.Parse's error without the text it quotes.
 func parseFailure(err error) string {

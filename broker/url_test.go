@@ -40,6 +40,8 @@ var secretURLs = []string{
 	"amqp://u:S3cr#3tPW@h/",
 	"mem://h@?%0#@S3cr3tPW",
 	"mem:x@?%0#@S3cr3tPW",
+	"amqp:guest:@S3c?r3tPW@h", // opaque, the password running into the query
+	"amqp:guest:S3cr3tPW#0://@h",
 }
 
 func hasSecret(s string) bool {

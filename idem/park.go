@@ -82,14 +82,14 @@ func (in *Inbox[Tx]) Replay(ctx context.Context, aggregateID string, h Handler[T
 				res.Remaining, _ = in.store.CountParked(ctx, in.consumer, f)
 				return res, herr
 			}
-			now := in.o.Now()
-			if err := in.store.UpdateParked(ctx, in.consumer, p.ID, herr.Error(), now); err != nil {
+			now, reason := in.o.Now(), broker.BoundReason(herr.Error())
+			if err := in.store.UpdateParked(ctx, in.consumer, p.ID, reason, now); err != nil {
 				return res, fmt.Errorf("idem: replay: %w", err)
 			}
 			if res.Remaining, err = in.store.CountParked(ctx, in.consumer, f); err != nil {
 				return res, fmt.Errorf("idem: replay: %w", err)
 			}
-			p.Reason, p.Attempts, p.LastSeen = herr.Error(), p.Attempts+1, now
+			p.Reason, p.Attempts, p.LastSeen = reason, p.Attempts+1, now
 			stopped := Parked(*p)
 			res.Stopped = &stopped
 			in.o.Logger.Info("idem: replay stopped", slog.String("consumer", in.consumer), slog.String("message_id", p.MessageID),

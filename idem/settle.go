@@ -78,7 +78,7 @@ func (in *Inbox[Tx]) parkOrRetry(ctx context.Context, d *broker.Delivery, pe *Pa
 	attempts, first := 1, now
 	if !pe.Now {
 		var err error
-		attempts, first, err = in.store.RecordFailure(ctx, in.consumer, d.Message.ID, pe.Reason, now)
+		attempts, first, err = in.store.RecordFailure(ctx, in.consumer, d.Message.ID, broker.BoundReason(pe.Reason), now)
 		if err != nil {
 			return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, storeErr("record failure", err))
 		}
@@ -126,6 +126,9 @@ func (in *Inbox[Tx]) parkTx(ctx context.Context, tx Tx, d *broker.Delivery, reas
 	return true, in.store.ClearFailure(ctx, tx, in.consumer, d.Message.ID)
 }
 
+// parkedFrom is d as the store parks it, with reason as broker.BoundReason
+// gives it (escaped, at most broker.MaxReasonLen bytes), as a dead letter
+// carries it.
 func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int, first, now time.Time) *store.Parked {
 	m := d.Message
 	ev, _ := ParseEvent(m)
@@ -134,7 +137,7 @@ func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int
 	}
 	return &store.Parked{
 		Consumer: consumer, MessageID: m.ID, AggregateID: ev.AggregateID, Version: ev.Version, Sequence: ev.Sequence,
-		Key: m.Key, Headers: m.Headers, Body: m.Body, Reason: reason, Attempts: attempts, FirstSeen: first, LastSeen: now,
+		Key: m.Key, Headers: m.Headers, Body: m.Body, Reason: broker.BoundReason(reason), Attempts: attempts, FirstSeen: first, LastSeen: now,
 	}
 }
 

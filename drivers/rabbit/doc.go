@@ -68,8 +68,8 @@
 // whose own headers leave no room for the driver's (only another producer
 // can send one) falls back to a plain requeue, or to a reject without
 // requeue, which RabbitMQ dead-letters through the queue's own
-// x-dead-letter-exchange (reason rejected). Dead-letter reasons are cut to
-// 1 KiB.
+// x-dead-letter-exchange (reason rejected). Dead-letter reasons are at
+// most 1 KiB (broker.MaxReasonLen: Delivery.DeadLetter bounds them).
 //
 // Ordering, in two modes:
 //

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/wary-go/wary/broker"
 )
 
 // AMQP 0-9-1 sends a message's properties, headers included, in one
@@ -42,8 +44,9 @@ const (
 	// each header's 6 bytes of encoding and the key when it travels in
 	// wary-key (partitioned topics, a fixed RoutingKey).
 	headerReserve = 4096
-	// maxReasonLen bounds a dead-letter reason (longer ones are cut).
-	maxReasonLen = 1024
+	// maxReasonLen bounds a dead-letter reason: broker.Delivery.DeadLetter,
+	// the only way to the driver's SendDeadLetters, hands it over bounded.
+	maxReasonLen = broker.MaxReasonLen
 )
 
 // headerBudget is TopicCapabilities.MaxHeaderSize for a connection whose

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -124,7 +123,7 @@ func (s *subscription) deadLetter(ctx context.Context, a *ackID, reason string) 
 	if !a.c.has(a.tag) {
 		return errLockLost
 	}
-	p := republish(&a.d, a.key, amqp.Table{hdrReason: cutReason(reason), hdrPrior: int32(a.attempt)})
+	p := republish(&a.d, a.key, amqp.Table{hdrReason: reason, hdrPrior: int32(a.attempt)})
 	if err := s.pub.publish(ctx, []outgoing{{exchange: s.o.DeadLetterExchange, key: a.d.RoutingKey, pub: p}}); err != nil {
 		if errors.As(err, new(*tooLargeError)) {
 			// No room for the copy's headers in a frame (a foreign
@@ -140,17 +139,4 @@ func (s *subscription) deadLetter(ctx context.Context, a *ackID, reason string) 
 
 func (s *subscription) ExtendLocks(context.Context, []driver.AckID, time.Duration) error {
 	return &invalidError{"RabbitMQ has no lock to extend"}
-}
-
-// cutReason bounds a dead-letter reason to maxReasonLen bytes, on a rune
-// boundary, so that it fits the reserve of the header budget.
-func cutReason(r string) string {
-	if len(r) <= maxReasonLen {
-		return r
-	}
-	n := maxReasonLen
-	for i := 0; i < utf8.UTFMax-1 && n > 0 && !utf8.RuneStart(r[n]); i++ {
-		n--
-	}
-	return r[:n]
 }

@@ -20,17 +20,56 @@ type payment struct {
 	Amount int    `json:"amount"`
 }
 
+// tempStore opens a SQLite store in a file of t's, closed when t ends.
+func tempStore(t *testing.T) *sqlite.Store {
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "x.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// ledger returns a memory broker with the queue topic "payments"
+// (messages of up to maxSize bytes; 0: the default) holding msgs, its
+// subscription "ledger" opened, and the inbox of consumer "ledger" on st;
+// all are closed when t ends.
+func ledger(t *testing.T, st *sqlite.Store, maxSize int, msgs ...*broker.Message) (*memory.Broker, *broker.Subscription, *idem.Inbox[*sql.Tx]) {
+	b := memory.New(nil)
+	t.Cleanup(func() { b.Close() })
+	if err := b.CreateTopic("payments", &memory.TopicConfig{Profile: memory.Queue, MaxMessageSize: maxSize}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateSubscription("payments", "ledger"); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := b.OpenTopic("payments", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	if err := topic.Publish(t.Context(), msgs...); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := b.OpenSubscription("payments", "ledger", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Close() })
+	in, err := idem.NewInbox(st, "ledger", sub.Capabilities(), idemtest.Quiet(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, sub, in
+}
+
 // TestTypedInbox: through an inbox, a typed handler applies the decoded
 // payments; an undecodable one is dead-lettered with its reason on a broker
 // that dead-letters, and parked with it on one that cannot, never retried,
 // and never applied.
 func TestTypedInbox(t *testing.T) {
 	ctx := t.Context()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "x.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := tempStore(t)
 	if _, err := st.DB().ExecContext(ctx, "CREATE TABLE paid (id TEXT PRIMARY KEY, amount INTEGER)"); err != nil {
 		t.Fatal(err)
 	}
@@ -39,27 +78,9 @@ func TestTypedInbox(t *testing.T) {
 		return err
 	})
 
-	b := memory.New(nil)
-	defer b.Close()
-	if err := b.CreateTopic("payments", &memory.TopicConfig{Profile: memory.Queue}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.CreateSubscription("payments", "ledger"); err != nil {
-		t.Fatal(err)
-	}
-	topic, _ := b.OpenTopic("payments", nil)
-	defer topic.Close()
 	good, _ := broker.NewMessage(nil, "p-1", "o-1", payment{"o-1", 30})
 	bad := &broker.Message{ID: "p-2", Key: "o-2", Body: []byte(`{"order": 7}`)} // order is not a string
-	if err := topic.Publish(ctx, good, bad); err != nil {
-		t.Fatal(err)
-	}
-	sub, _ := b.OpenSubscription("payments", "ledger", nil)
-	defer sub.Close()
-	in, err := idem.NewInbox(st, "ledger", sub.Capabilities(), idemtest.Quiet(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, sub, in := ledger(t, st, 0, good, bad)
 	results := map[string]idem.Result{}
 	for len(results) < 2 {
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -102,5 +123,77 @@ func TestTypedInbox(t *testing.T) {
 	parked, err := noDLQ.Parked(ctx, idem.ParkedFilter{})
 	if err != nil || len(parked) != 1 || !strings.Contains(parked[0].Reason, "undecodable") {
 		t.Fatalf("parked %+v, %v; want p-2 with an undecodable reason", parked, err)
+	}
+}
+
+// TestInboxBoundsReasons: an undecodable message (a foreign content type of
+// 200 KB with a newline, a number of a million digits) and a handler's
+// ParkError with such a reason are dead-lettered on the memory broker and
+// parked in SQLite with a reason of at most broker.MaxReasonLen bytes, on
+// one line.
+func TestInboxBoundsReasons(t *testing.T) {
+	ctx := t.Context()
+	st := tempStore(t)
+	longType := "application/x-" + strings.Repeat("a", 100<<10) + "\nX-Injected: yes" + strings.Repeat("b", 100<<10)
+	msgs := []*broker.Message{
+		{ID: "long-type", Key: "k", Headers: map[string]string{broker.HeaderContentType: longType}, Body: []byte(`{}`)},
+		{ID: "big-number", Key: "k", Body: []byte(`{"order":"o","amount":1` + strings.Repeat("0", 1_000_000) + `}`)},
+		{ID: "long-park", Key: "k", Body: []byte(`{"order":"park","amount":1}`)},
+	}
+	pay := idem.Typed(nil, func(ctx context.Context, tx *sql.Tx, d *broker.Delivery, p payment) error {
+		return &idem.ParkError{Now: true, Reason: "cannot apply\n" + strings.Repeat("z", 200<<10)}
+	})
+	check := func(where, id, r string) {
+		t.Helper()
+		if len(r) > broker.MaxReasonLen || strings.ContainsAny(r, "\n\r") || r == "" {
+			t.Errorf("%s: %s has a reason of %d bytes: %.300q", where, id, len(r), r)
+		}
+	}
+
+	b, sub, in := ledger(t, st, 4<<20, msgs[:2]...)
+	receiveN(t, sub, 2, func(d *broker.Delivery) {
+		if r, err := in.Handle(ctx, d, pay); r != idem.ResultDeadLettered {
+			t.Fatalf("%s: %v, %.200v; want dead-lettered", d.Message.ID, r, err)
+		}
+	})
+	dlq, _ := b.OpenDeadLetters("payments", "ledger", nil)
+	defer dlq.Close()
+	receiveN(t, dlq, 2, func(d *broker.Delivery) {
+		check("dead letter", d.Message.ID, d.Message.Headers[broker.HeaderDeadLetterReason])
+	})
+
+	// A broker without dead letters: all three are parked.
+	noDLQ, err := idem.NewInbox(st, "ledger-2", broker.SubscriptionCapabilities{RedeliveryHorizon: time.Hour}, idemtest.Quiet(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if r, err := noDLQ.Handle(ctx, broker.NewDetachedDelivery(m, 1), pay); r != idem.ResultParked {
+			t.Fatalf("%s without dead letters: %v, %.200v; want parked", m.ID, r, err)
+		}
+	}
+	parked, err := noDLQ.Parked(ctx, idem.ParkedFilter{})
+	if err != nil || len(parked) != 3 {
+		t.Fatalf("parked %d, %v; want 3", len(parked), err)
+	}
+	for _, p := range parked {
+		check("park", p.MessageID, p.Reason)
+	}
+}
+
+// receiveN receives n deliveries from sub and hands each to f.
+func receiveN(t *testing.T, sub *broker.Subscription, n int, f func(*broker.Delivery)) {
+	t.Helper()
+	for got := 0; got < n; {
+		wctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		ds, err := sub.Receive(wctx, n-got)
+		cancel()
+		if err != nil {
+			t.Fatalf("receive: %v (%d of %d)", err, got, n)
+		}
+		for _, d := range ds {
+			f(d)
+			got++
+		}
 	}
 }

@@ -151,6 +151,54 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 	}
 }
 
+// TestPasswordsInUnparsableURLsNeverPrinted: a URL that does not parse (a
+// space or a quote in the password, no scheme) keeps its password out of
+// every command's output and errors, from a flag or the environment
+// (issue 43).
+func TestPasswordsInUnparsableURLsNeverPrinted(t *testing.T) {
+	w := newWary(t)
+	for _, pg := range []string{
+		"postgres://postgres:S3cr3tPW x@127.0.0.1:1/test",
+		"postgres://postgres:'S3cr3tPW'@127.0.0.1:1/test",
+		"://postgres:S3cr3tPW@127.0.0.1:1/test",
+	} {
+		for _, args := range [][]string{
+			{"parked", "list", "--postgres", pg},
+			{"parked", "list", "--postgres", pg, "--json"},
+			{"outbox", "status", "--postgres", pg},
+			{"parked", "replay", "--consumer", "c", "--all", "--to", "mem://x", "--postgres", pg, "--yes"},
+		} {
+			r := w.want(cli.ExitError, args...)
+			if strings.Contains(r.out+r.errout, "S3cr3tPW") {
+				t.Errorf("wary %q printed the password:\n%s%s", args, r.out, r.errout)
+			}
+		}
+		w.env[cli.EnvPostgres] = pg
+		for _, args := range [][]string{{"parked", "list"}, {"outbox", "status", "--json"}} {
+			r := w.want(cli.ExitError, args...)
+			if strings.Contains(r.out+r.errout, "S3cr3tPW") {
+				t.Errorf("wary %q with %s=%q printed the password:\n%s%s", args, cli.EnvPostgres, pg, r.out, r.errout)
+			}
+		}
+		delete(w.env, cli.EnvPostgres)
+	}
+	for _, u := range []string{"amqp://guest:S3cr3tPW x@127.0.0.1:1/", "://guest:S3cr3tPW@127.0.0.1:1/", `amqp://guest:"S3cr3tPW"@127.0.0.1:1/`} {
+		for _, args := range [][]string{
+			{"explain", "--broker", u + "?exchange=x", "--subscription", u + "?queue=x", "--inbox=false"},
+			{"explain", "--broker", u + "?exchange=x", "--subscription", u + "?queue=x", "--inbox=false", "--json"},
+			{"topology", u + "?queue=x"},
+			{"probe", u},
+			{"dlq", "list", u + "?queue=x", "--wait", "1ms"},
+			{"parked", "replay", "--consumer", "c", "--all", "--to", u, "--sqlite", "no-such.db", "--yes"},
+		} {
+			r := w.run(args...)
+			if strings.Contains(r.out+r.errout, "S3cr3tPW") {
+				t.Errorf("wary %q printed the password:\n%s%s", args, r.out, r.errout)
+			}
+		}
+	}
+}
+
 // sub is the URL of subscription "billing" of the memory topic's URL.
 func sub(topicURL string) string {
 	name, _, _ := strings.Cut(strings.TrimPrefix(topicURL, "mem://"), "?")
