@@ -354,7 +354,7 @@ func (con *console) deadLettersMove(w http.ResponseWriter, r *http.Request) erro
 	}
 	defer s.Close()
 	var t *broker.Topic
-	what := fmt.Sprintf("%s of %s", strings.Join(ids, ", "), redact(srcs[i]))
+	what := fmt.Sprintf("%s of %s", quoteAll(ids), redact(srcs[i]))
 	if verb == "replay" {
 		if t, err = con.app.openTopic(ctx, con.deadTo()); err != nil {
 			return err
@@ -365,7 +365,7 @@ func (con *console) deadLettersMove(w http.ResponseWriter, r *http.Request) erro
 	done, missing, err := moveDead(ctx, s, t, &dlqFlags{limit: deadLimit, wait: time.Second, ids: ids}, func(int) error { return nil })
 	entry := auditEntry{Who: who(r), Action: "dead letters " + verb, What: what, Count: len(done)}
 	if len(missing) > 0 {
-		entry.Detail = fmt.Sprintf("not found: %v", missing)
+		entry.Detail = "not found: " + quoteAll(missing)
 	}
 	if err != nil {
 		entry.Detail = redactErr(err)

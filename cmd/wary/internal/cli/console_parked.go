@@ -186,7 +186,7 @@ func (con *console) parkedReplay(w http.ResponseWriter, r *http.Request) error {
 			tick.Stop()
 			_ = t.Close()
 		}
-		con.finish(j, operator, "parked replay", fmt.Sprintf("consumer %q aggregates %s to %s", consumer, strings.Join(names, ", "), plan.To), len(res.Replayed), res, err)
+		con.finish(j, operator, "parked replay", fmt.Sprintf("consumer %q aggregates %s to %s", consumer, quoteAll(names), plan.To), len(res.Replayed), res, err)
 	})
 	plan.Job = j.ID
 	con.done(w, r, fmt.Sprintf("/jobs/%d", j.ID), plan)
@@ -216,10 +216,10 @@ func (con *console) parkedDiscard(w http.ResponseWriter, r *http.Request) error 
 		total += k
 		names = append(names, a.Aggregate)
 		if err != nil {
-			return errors.Join(err, con.audit.record(r.Context(), auditEntry{Who: who(r), Action: "parked discard", What: fmt.Sprintf("consumer %q aggregates %s", consumer, strings.Join(names, ", ")), Count: total, Detail: redactErr(err)}))
+			return errors.Join(err, con.audit.record(r.Context(), auditEntry{Who: who(r), Action: "parked discard", What: fmt.Sprintf("consumer %q aggregates %s", consumer, quoteAll(names)), Count: total, Detail: redactErr(err)}))
 		}
 	}
-	if err := con.audit.record(r.Context(), auditEntry{Who: who(r), Action: "parked discard", What: fmt.Sprintf("consumer %q aggregates %s", consumer, strings.Join(names, ", ")), Count: total}); err != nil {
+	if err := con.audit.record(r.Context(), auditEntry{Who: who(r), Action: "parked discard", What: fmt.Sprintf("consumer %q aggregates %s", consumer, quoteAll(names)), Count: total}); err != nil {
 		return err
 	}
 	con.done(w, r, "/parked", map[string]int{"discarded": total})
