@@ -343,6 +343,9 @@ func (con *console) deadLettersMove(w http.ResponseWriter, r *http.Request) erro
 	if len(ids) == 0 {
 		return badRequest{"choose at least one dead letter"}
 	}
+	if err := checkIDs("id", ids); err != nil {
+		return err
+	}
 	if verb == "discard" && r.PostForm.Get("confirm") != "yes" {
 		con.confirm(w, r, fmt.Sprintf("Remove %d dead letter(s) of %s for good?", len(ids), redact(srcs[i])), ids)
 		return nil

@@ -35,7 +35,11 @@ type consumerParked struct {
 
 func (con *console) parked(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	ps, err := listParked(ctx, con.db, r.FormValue("consumer"), store.ParkedFilter{}, false)
+	consumer, err := consumerParam(r, false)
+	if err != nil {
+		return err
+	}
+	ps, err := listParked(ctx, con.db, consumer, store.ParkedFilter{}, false)
 	if err != nil {
 		return err
 	}
@@ -64,8 +68,12 @@ type earlyPage struct {
 }
 
 func (con *console) early(w http.ResponseWriter, r *http.Request) error {
+	consumer, err := consumerParam(r, false)
+	if err != nil {
+		return err
+	}
 	limit := con.earlyLimit()
-	es, err := listEarly(r.Context(), con.db, r.FormValue("consumer"), 0, limit)
+	es, err := listEarly(r.Context(), con.db, consumer, 0, limit)
 	if err != nil {
 		return err
 	}
@@ -85,12 +93,22 @@ func (con *console) earlyLimit() time.Duration {
 // parkedAggregate shows one aggregate's messages in replay order, with
 // their headers; a body only when ?body=ID (or all) asks for it.
 func (con *console) parkedAggregate(w http.ResponseWriter, r *http.Request) error {
-	consumer, agg := r.FormValue("consumer"), r.FormValue("aggregate")
+	consumer, err := consumerParam(r, true)
+	if err != nil {
+		return err
+	}
+	agg, err := aggregateParam(r.URL.Query(), "aggregate")
+	if err != nil {
+		return err
+	}
 	ps, err := listParked(r.Context(), con.db, consumer, store.ParkedFilter{AggregateID: agg, HasAggregate: true}, true)
 	if err != nil {
 		return err
 	}
 	show := r.FormValue("body")
+	if id, err := strconv.ParseInt(show, 10, 64); show != "" && show != "all" && (err != nil || id <= 0) {
+		return badRequest{fmt.Sprintf("body: %q is not a parked message's number", show)}
+	}
 	for i := range ps {
 		if show != "all" && show != strconv.FormatInt(ps[i].ID, 10) {
 			ps[i].Body, ps[i].BodyEncoding = "", ""
@@ -116,6 +134,14 @@ func (con *console) selected(r *http.Request) (string, []aggregateJSON, int, err
 	consumer, aggs := r.PostForm.Get("consumer"), r.PostForm["aggregate"]
 	if consumer == "" || len(aggs) == 0 {
 		return "", nil, 0, badRequest{"choose a consumer and at least one aggregate"}
+	}
+	if err := checkConsumer(consumer); err != nil {
+		return "", nil, 0, err
+	}
+	for _, agg := range aggs {
+		if err := checkAggregate("aggregate", agg); err != nil {
+			return "", nil, 0, err
+		}
 	}
 	var out []aggregateJSON
 	n := 0
