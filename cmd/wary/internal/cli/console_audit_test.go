@@ -30,22 +30,13 @@ func csrfOf(t *testing.T, base string) string {
 func TestAuditQuotesNames(t *testing.T) {
 	st, storeArgs := pgStore(t)
 	const consumer = "billing"
-	d := st.Driver()
-	ctx := t.Context()
-	tx, err := d.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now()
+	var ps []store.Parked
 	for i, agg := range []string{"a, b", "a", "b", "x\ny", "\x1b[2Jevil"} {
-		if err := d.Park(ctx, tx, &store.Parked{Consumer: consumer, MessageID: "m" + strconv.Itoa(i), AggregateID: agg, Version: 1, Key: agg,
-			Body: []byte("{}"), Reason: "gap", Attempts: 1, FirstSeen: now, LastSeen: now}); err != nil {
-			t.Fatal(err)
-		}
+		ps = append(ps, store.Parked{Consumer: consumer, MessageID: "m" + strconv.Itoa(i), AggregateID: agg, Version: 1, Key: agg,
+			Body: []byte("{}"), Reason: "gap", Attempts: 1, FirstSeen: now, LastSeen: now})
 	}
-	if err := d.Commit(ctx, tx); err != nil {
-		t.Fatal(err)
-	}
+	parkAll(t, st, ps)
 	con := startConsole(t, append([]string{"--broker", "mem://orders", "--subscription", "mem://orders/billing", "--consumer", consumer}, storeArgs...)...)
 	h := map[string]string{"X-CSRF-Token": csrfOf(t, con.base)}
 	for _, aggs := range [][]string{{"a, b"}, {"a", "b"}} {

@@ -16,10 +16,12 @@ func TestConsoleRefusesBadNames(t *testing.T) {
 	con := startConsole(t, append([]string{"--broker", "mem://orders", "--subscription", "mem://orders/billing", "--consumer", "billing"}, storeArgs...)...)
 	for _, path := range []string{
 		"/parked?consumer=%00", "/api/parked?consumer=%00", "/parked?consumer=a%20b",
+		"/parked?consumer=billing&after=%00", "/api/parked?consumer=billing&after=%00",
 		"/parked/aggregate?consumer=x&aggregate=%00", "/api/parked/aggregate?consumer=x&aggregate=%00",
 		"/parked/aggregate?consumer=%00&aggregate=a", "/api/parked/aggregate?consumer=&aggregate=a",
 		"/parked/aggregate?consumer=x&aggregate=a%0Ab", "/parked/aggregate?consumer=x&aggregate=a&body=%00",
 		"/early?consumer=%00", "/api/early?consumer=%00", "/early?consumer=" + strings.Repeat("c", 64),
+		"/outbox?after=%00", "/api/outbox?after=-1",
 	} {
 		code, body := get(t, con.base+path, nil)
 		if code != http.StatusBadRequest {
