@@ -112,6 +112,13 @@ func TestConsoleListingsMemoryBounded(t *testing.T) {
 		} else if strings.Contains(body, "body of m") || strings.Contains(body, "pppppppp") {
 			t.Errorf("GET %s shows a body", path)
 		}
+		// The pages link to the next: after the 40th aggregate of five
+		// (the page's 200 messages, whole), and after the 200th row.
+		for page, next := range map[string]string{"/parked": `href="/parked?consumer=billing&amp;after=agg-0039"`, "/outbox": `href="/outbox?after=200"`} {
+			if path == page && !strings.Contains(body, next) {
+				t.Errorf("GET %s does not link to the next page (%s)", path, next)
+			}
+		}
 	}
 
 	// Paging through one consumer's parked messages lists each once, whole

@@ -84,6 +84,8 @@ func (con *console) parked(w http.ResponseWriter, r *http.Request) error {
 		}
 		c := consumerParked{Consumer: cons, Count: counts[cons]}
 		cut := len(ps) > pageSize
+		// split: the page ends inside its last aggregate.
+		split := cut && ps[pageSize].AggregateID == ps[pageSize-1].AggregateID
 		if cut {
 			ps = ps[:pageSize]
 		}
@@ -95,13 +97,15 @@ func (con *console) parked(w http.ResponseWriter, r *http.Request) error {
 			a.Messages = append(a.Messages, p)
 		}
 		if cut {
-			// The page ended inside its last aggregate: that one goes on
-			// the next page, unless it is the only one (then its first
+			// A page that ends inside its last aggregate leaves that one
+			// to the next page, unless it is the only one (then its first
 			// messages show, and its own page has the rest).
 			c.More = true
-			if len(c.Aggregates) > 1 {
+			switch {
+			case !split: // it ends with a whole aggregate
+			case len(c.Aggregates) > 1:
 				c.Aggregates = c.Aggregates[:len(c.Aggregates)-1]
-			} else {
+			default:
 				c.Aggregates[0].More = true
 				after := store.ParkedFilter{AfterAggregate: c.Aggregates[0].Aggregate, HasAfter: true, Limit: 1, NoBody: true}
 				next, err := con.db.ListParked(ctx, cons, after)
