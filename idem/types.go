@@ -54,6 +54,10 @@ type ParkedFilter struct {
 	ID int64
 	// Limit, if positive, caps the number of rows.
 	Limit int
+	// NoBody lists the messages without their bodies (Body nil), which
+	// the store then does not read: a listing whose memory does not grow
+	// with the size of the messages.
+	NoBody bool
 }
 
 // VersionTable names the table, and its columns, that a version check

@@ -59,6 +59,7 @@ func RunOutbox[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) OutboxB
 		{"CursorAggregate", testCursorAggregate[Tx]},
 		{"ClaimAggregates", testClaimAggregates[Tx]},
 		{"Hostile", testHostile[Tx]},
+		{"ListWithoutPayloads", testOutboxListWithoutPayloads[Tx]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f, b(t), caps) })

@@ -47,6 +47,7 @@ func Run[Tx any](t *testing.T, f Factory[Tx]) {
 		{"HandlerError", testHandlerError[Tx]},
 		{"PoisonID", testPoisonID[Tx]},
 		{"ParkedHeaders", testParkedHeaders[Tx]},
+		{"ParkedWithoutBodies", testParkedWithoutBodies[Tx]},
 		{"AckAfterCommit", testAckAfterCommit[Tx]},
 		{"ConcurrentDuplicates", testConcurrent[Tx]},
 		{"Group", testGroup[Tx]},

@@ -174,8 +174,14 @@ type OutboxFilter struct {
 	States []OutboxState
 	// AggregateID, if not empty, selects one aggregate's rows.
 	AggregateID string
+	// AfterRow, if positive, selects rows whose RowID is greater: a
+	// cursor for paging through rows.
+	AfterRow int64
 	// Limit, if positive, caps the number of rows.
 	Limit int
+	// NoPayload lists the rows without their payloads (Payload nil),
+	// which the store then does not read.
+	NoPayload bool
 }
 
 // OutboxHealth is the outbox's backlog.

@@ -324,7 +324,11 @@ func parkedWhere(f store.ParkedFilter, args []any) (string, []any) {
 // ListParked implements store.Store.
 func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f store.ParkedFilter) ([]store.Parked, error) {
 	where, args := parkedWhere(f, []any{consumer})
-	q := c.q.listParked + where + " ORDER BY aggregate_id, version, sequence, id"
+	q := c.q.listParked
+	if f.NoBody {
+		q = c.q.listParkedNoBody
+	}
+	q += where + " ORDER BY aggregate_id, version, sequence, id"
 	if f.Limit > 0 {
 		q += " LIMIT " + bind(&args, f.Limit)
 	}

@@ -77,6 +77,9 @@ type Outbox[Tx any] struct {
 
 type outboxQueries struct {
 	counter, insert, notify, addOne, addSingle, wakeNotify, claim, claimFirst, claimBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, renewIdle, setBusy, sent, failed, health, list, requeue, discard, purge string
+
+	// listNoPayload is list without the payloads (OutboxFilter.NoPayload).
+	listNoPayload string
 }
 
 const outboxCols = `id, message_id, aggregate_id, version, sequence, type, headers, payload, state, attempts,
@@ -138,7 +141,8 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 			COALESCE(SUM(CASE WHEN state = 0 AND attempts > 0 THEN 1 ELSE 0 END), 0),
 			COALESCE(SUM(CASE WHEN state = 2 THEN 1 ELSE 0 END), 0), MIN(created_at)
 			FROM {{outbox}} WHERE state IN (0, 2)`),
-		list: r(`SELECT ` + outboxCols + ` FROM {{outbox}}`),
+		list:          r(`SELECT ` + outboxCols + ` FROM {{outbox}}`),
+		listNoPayload: r(`SELECT ` + strings.Replace(outboxCols, "payload", "NULL", 1) + ` FROM {{outbox}}`),
 		requeue: `UPDATE {{outbox}} SET state = 0, attempts = 0, next_attempt = $2, last_error = ''
 			WHERE id = $1 AND state IN (`,
 		discard: `UPDATE {{outbox}} SET state = 3, sent_at = $2 WHERE id = $1 AND state IN (`,
@@ -460,7 +464,13 @@ func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f store.OutboxFilter) ([]st
 	if f.AggregateID != "" {
 		w = append(w, "aggregate_id = "+bind(&args, f.AggregateID))
 	}
+	if f.AfterRow > 0 {
+		w = append(w, "id > "+bind(&args, f.AfterRow))
+	}
 	q := o.q.list
+	if f.NoPayload {
+		q = o.q.listNoPayload
+	}
 	if len(w) > 0 {
 		q += " WHERE " + strings.Join(w, " AND ")
 	}

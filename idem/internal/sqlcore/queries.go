@@ -17,6 +17,7 @@ import (
 type queries struct {
 	claim, purge, purgeFailures, recordFailure, clearFailure string
 	hasParked, park, listParked, deleteParked, updateParked  string
+	listParkedNoBody                                         string
 	claimMany, claimCheck                                    string
 }
 
@@ -38,11 +39,22 @@ func buildQueries(r func(string) string) queries {
 		park: r(`INSERT INTO {{parked}} (consumer, message_id, aggregate_id, version, sequence, msg_key, headers, body,
 			reason, attempts, first_seen, last_seen) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 			ON CONFLICT (consumer, message_id) DO NOTHING`),
-		listParked: r(`SELECT id, message_id, aggregate_id, version, sequence, msg_key, headers, body,
-			reason, attempts, first_seen, last_seen FROM {{parked}}`),
-		deleteParked: r(`DELETE FROM {{parked}} WHERE consumer = $1 AND id = $2`),
-		updateParked: r(`UPDATE {{parked}} SET reason = $3, attempts = attempts + 1, last_seen = $4 WHERE consumer = $1 AND id = $2`),
+		listParked:       r(parkedList(true)),
+		listParkedNoBody: r(parkedList(false)),
+		deleteParked:     r(`DELETE FROM {{parked}} WHERE consumer = $1 AND id = $2`),
+		updateParked:     r(`UPDATE {{parked}} SET reason = $3, attempts = attempts + 1, last_seen = $4 WHERE consumer = $1 AND id = $2`),
 	}
+}
+
+// parkedList is the SELECT of ListParked, with the bodies or, for a
+// listing that does not read them, NULL in their place.
+func parkedList(body bool) string {
+	col := "body"
+	if !body {
+		col = "NULL"
+	}
+	return `SELECT id, message_id, aggregate_id, version, sequence, msg_key, headers, ` + col + `,
+			reason, attempts, first_seen, last_seen FROM {{parked}}`
 }
 
 // quoteTable quotes a validated, possibly schema-qualified, table name.

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -111,4 +113,15 @@ func (l *auditLog) list(ctx context.Context, limit int) ([]auditEntry, error) {
 		return nil, fmt.Errorf("audit log: %s", redactErr(err))
 	}
 	return out, nil
+}
+
+// quoteAll quotes each name, as Go does (strconv.Quote), and joins them:
+// in the audit log "a, b" is one name and "a", "b" two, and a newline or a
+// terminal escape in a name is written escaped.
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
 }

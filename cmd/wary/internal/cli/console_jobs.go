@@ -139,7 +139,7 @@ func (con *console) probeStart(w http.ResponseWriter, r *http.Request) error {
 		if err == nil {
 			result = res
 		}
-		con.finish(j, operator, "probe", redact(raw), len(res.Results), result, err)
+		con.finish(j, operator, "probe", strconv.Quote(redact(raw)), len(res.Results), result, err)
 	})
 	con.done(w, r, fmt.Sprintf("/jobs/%d", j.ID), map[string]int64{"job": j.ID})
 	return nil

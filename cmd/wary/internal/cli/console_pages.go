@@ -214,11 +214,23 @@ func (con *console) outbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rows, err := listOutbox(ctx, con.db, store.OutboxFilter{States: []store.OutboxState{store.OutboxQuarantined}, Limit: 500})
+	f := store.OutboxFilter{States: []store.OutboxState{store.OutboxQuarantined}, Limit: pageSize + 1}
+	if s := r.URL.Query().Get("after"); s != "" {
+		if f.AfterRow, err = strconv.ParseInt(s, 10, 64); err != nil || f.AfterRow <= 0 {
+			return badRequest{fmt.Sprintf("after: %q is not an outbox row ID", s)}
+		}
+	}
+	rows, err := listOutbox(ctx, con.db, f)
 	if err != nil {
 		return err
 	}
-	con.render(w, r, "outbox", http.StatusOK, map[string]any{"health": h, "quarantined": rows})
+	page := map[string]any{"health": h, "quarantined": rows}
+	if len(rows) > pageSize {
+		// More quarantined rows: ?after= the page's last lists them.
+		rows = rows[:pageSize]
+		page["quarantined"], page["next"] = rows, rows[len(rows)-1].RowID
+	}
+	con.render(w, r, "outbox", http.StatusOK, page)
 	return nil
 }
 
@@ -289,7 +301,7 @@ func (con *console) readDeadLetters(r *http.Request, src string) ([]deadJSON, er
 		return nil, err
 	}
 	defer s.Close()
-	return listDead(r.Context(), s, &dlqFlags{limit: deadLimit, wait: time.Second})
+	return listDead(r.Context(), s, &dlqFlags{limit: deadLimit, wait: time.Second}, false)
 }
 
 type deadSourceJSON struct {
@@ -313,7 +325,6 @@ func (con *console) deadLetters(w http.ResponseWriter, r *http.Request) error {
 			j.Error = redactErr(err)
 		}
 		for _, d := range ds {
-			d.Body, d.Encoding = "", ""
 			k := slices.IndexFunc(j.ByReason, func(g deadReason) bool { return g.Reason == d.Reason })
 			if k < 0 {
 				j.ByReason, k = append(j.ByReason, deadReason{Reason: d.Reason}), len(j.ByReason)
@@ -343,6 +354,9 @@ func (con *console) deadLettersMove(w http.ResponseWriter, r *http.Request) erro
 	if len(ids) == 0 {
 		return badRequest{"choose at least one dead letter"}
 	}
+	if err := checkIDs("id", ids); err != nil {
+		return err
+	}
 	if verb == "discard" && r.PostForm.Get("confirm") != "yes" {
 		con.confirm(w, r, fmt.Sprintf("Remove %d dead letter(s) of %s for good?", len(ids), redact(srcs[i])), ids)
 		return nil
@@ -354,7 +368,7 @@ func (con *console) deadLettersMove(w http.ResponseWriter, r *http.Request) erro
 	}
 	defer s.Close()
 	var t *broker.Topic
-	what := fmt.Sprintf("%s of %s", strings.Join(ids, ", "), redact(srcs[i]))
+	what := fmt.Sprintf("%s of %s", quoteAll(ids), redact(srcs[i]))
 	if verb == "replay" {
 		if t, err = con.app.openTopic(ctx, con.deadTo()); err != nil {
 			return err
@@ -365,7 +379,7 @@ func (con *console) deadLettersMove(w http.ResponseWriter, r *http.Request) erro
 	done, missing, err := moveDead(ctx, s, t, &dlqFlags{limit: deadLimit, wait: time.Second, ids: ids}, func(int) error { return nil })
 	entry := auditEntry{Who: who(r), Action: "dead letters " + verb, What: what, Count: len(done)}
 	if len(missing) > 0 {
-		entry.Detail = fmt.Sprintf("not found: %v", missing)
+		entry.Detail = "not found: " + quoteAll(missing)
 	}
 	if err != nil {
 		entry.Detail = redactErr(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -20,6 +21,8 @@ type aggregateJSON struct {
 	Consumer  string       `json:"consumer"`
 	Aggregate string       `json:"aggregate"`
 	Messages  []parkedJSON `json:"messages"`
+	// More: the aggregate has more messages than the page shows.
+	More bool `json:"more,omitempty"`
 }
 
 type parkedPage struct {
@@ -31,26 +34,91 @@ type consumerParked struct {
 	Consumer   string          `json:"consumer"`
 	Count      int             `json:"count"`
 	Aggregates []aggregateJSON `json:"aggregates"`
+	// More: the consumer has aggregates after this page's; Next is the
+	// cursor that lists them (?consumer=C&after=Next).
+	More bool   `json:"more,omitempty"`
+	Next string `json:"next"`
 }
 
+// pageSize caps the messages, rows or aggregates a console listing reads
+// per consumer and request: listings read no bodies, and so a request's
+// memory does not grow with the park, the outbox or the messages' size.
+const pageSize = 200
+
+// parked lists each consumer's parked messages by aggregate, a page at a
+// time (?consumer=C&after=AGGREGATE pages through one consumer's), without
+// their bodies.
 func (con *console) parked(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	ps, err := listParked(ctx, con.db, r.FormValue("consumer"), store.ParkedFilter{}, false)
+	consumer, err := consumerParam(r, false)
 	if err != nil {
 		return err
 	}
+	q := r.URL.Query()
+	flt := store.ParkedFilter{Limit: pageSize + 1, NoBody: true}
+	if q.Has("after") {
+		if consumer == "" {
+			return badRequest{"after: give the consumer too"}
+		}
+		if flt.AfterAggregate, err = aggregateParam(q, "after"); err != nil {
+			return err
+		}
+		flt.HasAfter = true
+	}
+	counts, err := con.db.ParkedConsumers(ctx)
+	if err != nil {
+		return err
+	}
+	consumers := slices.Sorted(maps.Keys(counts))
+	if consumer != "" {
+		consumers = []string{consumer}
+	}
 	out := parkedPage{Consumers: []consumerParked{}, ReplayTo: redact(con.replayTo())}
-	for _, p := range ps {
-		if n := len(out.Consumers); n == 0 || out.Consumers[n-1].Consumer != p.Consumer {
-			out.Consumers = append(out.Consumers, consumerParked{Consumer: p.Consumer})
+	for _, cons := range consumers {
+		ps, err := listParked(ctx, con.db, cons, flt, false)
+		if err != nil {
+			return err
 		}
-		c := &out.Consumers[len(out.Consumers)-1]
-		c.Count++
-		if n := len(c.Aggregates); n == 0 || c.Aggregates[n-1].Aggregate != p.AggregateID {
-			c.Aggregates = append(c.Aggregates, aggregateJSON{Consumer: p.Consumer, Aggregate: p.AggregateID})
+		if len(ps) == 0 {
+			continue
 		}
-		a := &c.Aggregates[len(c.Aggregates)-1]
-		a.Messages = append(a.Messages, p)
+		c := consumerParked{Consumer: cons, Count: counts[cons]}
+		cut := len(ps) > pageSize
+		// split: the page ends inside its last aggregate.
+		split := cut && ps[pageSize].AggregateID == ps[pageSize-1].AggregateID
+		if cut {
+			ps = ps[:pageSize]
+		}
+		for _, p := range ps {
+			if n := len(c.Aggregates); n == 0 || c.Aggregates[n-1].Aggregate != p.AggregateID {
+				c.Aggregates = append(c.Aggregates, aggregateJSON{Consumer: cons, Aggregate: p.AggregateID})
+			}
+			a := &c.Aggregates[len(c.Aggregates)-1]
+			a.Messages = append(a.Messages, p)
+		}
+		if cut {
+			// A page that ends inside its last aggregate leaves that one
+			// to the next page, unless it is the only one (then its first
+			// messages show, and its own page has the rest).
+			c.More = true
+			switch {
+			case !split: // it ends with a whole aggregate
+			case len(c.Aggregates) > 1:
+				c.Aggregates = c.Aggregates[:len(c.Aggregates)-1]
+			default:
+				c.Aggregates[0].More = true
+				after := store.ParkedFilter{AfterAggregate: c.Aggregates[0].Aggregate, HasAfter: true, Limit: 1, NoBody: true}
+				next, err := con.db.ListParked(ctx, cons, after)
+				if err != nil {
+					return err
+				}
+				c.More = len(next) > 0
+			}
+			if c.More {
+				c.Next = c.Aggregates[len(c.Aggregates)-1].Aggregate
+			}
+		}
+		out.Consumers = append(out.Consumers, c)
 	}
 	con.render(w, r, "parked", http.StatusOK, out)
 	return nil
@@ -61,15 +129,26 @@ func (con *console) parked(w http.ResponseWriter, r *http.Request) error {
 type earlyPage struct {
 	EarlyLimit string      `json:"early_limit"`
 	Aggregates []earlyJSON `json:"aggregates"`
+	// More: more aggregates hold early events than the page shows (the
+	// oldest holds show).
+	More bool `json:"more,omitempty"`
 }
 
 func (con *console) early(w http.ResponseWriter, r *http.Request) error {
-	limit := con.earlyLimit()
-	es, err := listEarly(r.Context(), con.db, r.FormValue("consumer"), 0, limit)
+	consumer, err := consumerParam(r, false)
 	if err != nil {
 		return err
 	}
-	con.render(w, r, "early", http.StatusOK, earlyPage{EarlyLimit: limit.String(), Aggregates: es})
+	limit := con.earlyLimit()
+	es, err := listEarly(r.Context(), con.db, consumer, pageSize+1, limit)
+	if err != nil {
+		return err
+	}
+	page := earlyPage{EarlyLimit: limit.String(), Aggregates: es}
+	if len(es) > pageSize {
+		page.Aggregates, page.More = es[:pageSize], true
+	}
+	con.render(w, r, "early", http.StatusOK, page)
 	return nil
 }
 
@@ -83,20 +162,49 @@ func (con *console) earlyLimit() time.Duration {
 }
 
 // parkedAggregate shows one aggregate's messages in replay order, with
-// their headers; a body only when ?body=ID (or all) asks for it.
+// their headers, a page of them; the body only of the one ?body=ID asks
+// for.
 func (con *console) parkedAggregate(w http.ResponseWriter, r *http.Request) error {
-	consumer, agg := r.FormValue("consumer"), r.FormValue("aggregate")
-	ps, err := listParked(r.Context(), con.db, consumer, store.ParkedFilter{AggregateID: agg, HasAggregate: true}, true)
+	consumer, err := consumerParam(r, true)
 	if err != nil {
 		return err
 	}
-	show := r.FormValue("body")
-	for i := range ps {
-		if show != "all" && show != strconv.FormatInt(ps[i].ID, 10) {
-			ps[i].Body, ps[i].BodyEncoding = "", ""
+	q := r.URL.Query()
+	agg, err := aggregateParam(q, "aggregate")
+	if err != nil {
+		return err
+	}
+	var show int64
+	if s := q.Get("body"); s != "" {
+		if show, err = strconv.ParseInt(s, 10, 64); err != nil || show <= 0 {
+			return badRequest{fmt.Sprintf("body: %q is not a parked message's number", s)}
 		}
 	}
-	con.render(w, r, "aggregate", http.StatusOK, aggregateJSON{Consumer: consumer, Aggregate: agg, Messages: ps})
+	flt := store.ParkedFilter{AggregateID: agg, HasAggregate: true, Limit: pageSize + 1, NoBody: true}
+	ps, err := listParked(r.Context(), con.db, consumer, flt, true)
+	if err != nil {
+		return err
+	}
+	out := aggregateJSON{Consumer: consumer, Aggregate: agg, Messages: ps}
+	if len(ps) > pageSize {
+		out.Messages, out.More = ps[:pageSize], true
+	}
+	for i := range out.Messages {
+		out.Messages[i].Body, out.Messages[i].BodyEncoding = "", "" // not read
+	}
+	if show != 0 {
+		flt.ID, flt.NoBody, flt.Limit = show, false, 0
+		one, err := listParked(r.Context(), con.db, consumer, flt, true)
+		if err != nil {
+			return err
+		}
+		for i := range out.Messages {
+			if len(one) == 1 && out.Messages[i].ID == show {
+				out.Messages[i].Body, out.Messages[i].BodyEncoding = one[0].Body, one[0].BodyEncoding
+			}
+		}
+	}
+	con.render(w, r, "aggregate", http.StatusOK, out)
 	return nil
 }
 
@@ -117,10 +225,18 @@ func (con *console) selected(r *http.Request) (string, []aggregateJSON, int, err
 	if consumer == "" || len(aggs) == 0 {
 		return "", nil, 0, badRequest{"choose a consumer and at least one aggregate"}
 	}
+	if err := checkConsumer(consumer); err != nil {
+		return "", nil, 0, err
+	}
+	for _, agg := range aggs {
+		if err := checkAggregate("aggregate", agg); err != nil {
+			return "", nil, 0, err
+		}
+	}
 	var out []aggregateJSON
 	n := 0
 	for _, agg := range aggs {
-		ps, err := listParked(r.Context(), con.db, consumer, store.ParkedFilter{AggregateID: agg, HasAggregate: true}, false)
+		ps, err := listParked(r.Context(), con.db, consumer, store.ParkedFilter{AggregateID: agg, HasAggregate: true, NoBody: true}, false)
 		if err != nil {
 			return "", nil, 0, err
 		}
@@ -186,7 +302,7 @@ func (con *console) parkedReplay(w http.ResponseWriter, r *http.Request) error {
 			tick.Stop()
 			_ = t.Close()
 		}
-		con.finish(j, operator, "parked replay", fmt.Sprintf("consumer %q aggregates %s to %s", consumer, strings.Join(names, ", "), plan.To), len(res.Replayed), res, err)
+		con.finish(j, operator, "parked replay", fmt.Sprintf("consumer %q aggregates %s to %s", consumer, quoteAll(names), plan.To), len(res.Replayed), res, err)
 	})
 	plan.Job = j.ID
 	con.done(w, r, fmt.Sprintf("/jobs/%d", j.ID), plan)
@@ -216,10 +332,10 @@ func (con *console) parkedDiscard(w http.ResponseWriter, r *http.Request) error 
 		total += k
 		names = append(names, a.Aggregate)
 		if err != nil {
-			return errors.Join(err, con.audit.record(r.Context(), auditEntry{Who: who(r), Action: "parked discard", What: fmt.Sprintf("consumer %q aggregates %s", consumer, strings.Join(names, ", ")), Count: total, Detail: redactErr(err)}))
+			return errors.Join(err, con.audit.record(r.Context(), auditEntry{Who: who(r), Action: "parked discard", What: fmt.Sprintf("consumer %q aggregates %s", consumer, quoteAll(names)), Count: total, Detail: redactErr(err)}))
 		}
 	}
-	if err := con.audit.record(r.Context(), auditEntry{Who: who(r), Action: "parked discard", What: fmt.Sprintf("consumer %q aggregates %s", consumer, strings.Join(names, ", ")), Count: total}); err != nil {
+	if err := con.audit.record(r.Context(), auditEntry{Who: who(r), Action: "parked discard", What: fmt.Sprintf("consumer %q aggregates %s", consumer, quoteAll(names)), Count: total}); err != nil {
 		return err
 	}
 	con.done(w, r, "/parked", map[string]int{"discarded": total})

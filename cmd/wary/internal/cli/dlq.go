@@ -67,10 +67,15 @@ type deadJSON struct {
 	Encoding  string            `json:"body_encoding"`
 }
 
-func toDeadJSON(d *broker.Delivery) deadJSON {
+// toDeadJSON is d as printed; its body only with body (a listing that
+// does not show them keeps no copy).
+func toDeadJSON(d *broker.Delivery, body bool) deadJSON {
 	m := d.Message
-	body, enc := bodyText(m.Body)
-	return deadJSON{MessageID: m.ID, Key: m.Key, Reason: m.Headers[broker.HeaderDeadLetterReason], Attempt: d.Attempt, Headers: m.Headers, Body: body, Encoding: enc}
+	j := deadJSON{MessageID: m.ID, Key: m.Key, Reason: m.Headers[broker.HeaderDeadLetterReason], Attempt: d.Attempt, Headers: m.Headers}
+	if body {
+		j.Body, j.Encoding = bodyText(m.Body)
+	}
+	return j
 }
 
 // readDead receives up to f.limit deliveries: it waits f.wait for the
@@ -131,7 +136,7 @@ func (a *app) dlqList() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			out, err := listDead(ctx, s, &f)
+			out, err := listDead(ctx, s, &f, true)
 			if err != nil {
 				return err
 			}

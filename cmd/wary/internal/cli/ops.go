@@ -21,6 +21,9 @@ import (
 // listParked lists the parked messages that flt selects, of consumer or
 // (consumer "") of every consumer, in replay order per consumer.
 func listParked(ctx context.Context, d db, consumer string, flt store.ParkedFilter, full bool) ([]parkedJSON, error) {
+	if !full {
+		flt.NoBody = true // not shown: not read
+	}
 	consumers := []string{consumer}
 	if consumer == "" {
 		m, err := d.ParkedConsumers(ctx)
@@ -103,8 +106,10 @@ func outboxHealth(ctx context.Context, d db) (healthJSON, error) {
 	return j, nil
 }
 
-// listOutbox lists outbox rows as wary outbox list prints them.
+// listOutbox lists outbox rows as wary outbox list prints them (without
+// their payloads, which it does not read).
 func listOutbox(ctx context.Context, d db, f store.OutboxFilter) ([]outboxJSON, error) {
+	f.NoPayload = true
 	rows, err := d.ListOutbox(ctx, f)
 	if err != nil {
 		return nil, err
@@ -193,13 +198,13 @@ func moveDead(ctx context.Context, s *broker.Subscription, t *broker.Topic, f *d
 			release(chosen[i+1:])
 			return done, nil, fmt.Errorf("%s %s: removing it from the dead-letter queue failed (a replayed message may be replayed again): %w", verb, d.Message.ID, err)
 		}
-		done = append(done, toDeadJSON(d))
+		done = append(done, toDeadJSON(d, true))
 	}
 	return done, slices.Sorted(maps.Keys(want)), nil
 }
 
 // listDead reads up to f.limit dead letters of s and puts them back.
-func listDead(ctx context.Context, s *broker.Subscription, f *dlqFlags) ([]deadJSON, error) {
+func listDead(ctx context.Context, s *broker.Subscription, f *dlqFlags, bodies bool) ([]deadJSON, error) {
 	ds, err := readDead(ctx, s, f)
 	defer release(ds)
 	if err != nil {
@@ -207,7 +212,7 @@ func listDead(ctx context.Context, s *broker.Subscription, f *dlqFlags) ([]deadJ
 	}
 	out := make([]deadJSON, 0, len(ds))
 	for _, d := range ds {
-		out = append(out, toDeadJSON(d))
+		out = append(out, toDeadJSON(d, bodies))
 	}
 	return out, nil
 }

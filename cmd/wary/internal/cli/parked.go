@@ -10,7 +10,6 @@ import (
 	"os/user"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -198,7 +197,7 @@ replay again if the aggregate is back.`,
 			defer t.Close()
 			a.warnDedup(t)
 			res, err := replayParked(ctx, d, t, f.consumer, aggs, replayedBy(), nil, nil)
-			a.audited(ctx, d, &f.store, "parked replay", fmt.Sprintf("consumer %q aggregates %s to %s", f.consumer, strings.Join(aggs, ", "), broker.RedactString(f.to)), len(res.Replayed))
+			a.audited(ctx, d, &f.store, "parked replay", fmt.Sprintf("consumer %q aggregates %s to %s", f.consumer, quoteAll(aggs), broker.RedactString(f.to)), len(res.Replayed))
 			if err != nil {
 				return err
 			}

@@ -171,6 +171,12 @@ func parkedWalkthrough[Tx any](t *testing.T, w *wary, p *pipe[Tx]) {
 // addRow commits one outbox row of aggregate agg.
 func addRow[Tx any](t *testing.T, st shopStore[Tx], agg string) {
 	t.Helper()
+	addRows(t, st, &outbox.Message{AggregateID: agg, Version: 1, Type: "order.placed", Payload: []byte("{}")})
+}
+
+// addRows adds msgs to the outbox in one transaction.
+func addRows[Tx any](t *testing.T, st shopStore[Tx], msgs ...*outbox.Message) {
+	t.Helper()
 	ctx := t.Context()
 	ob, err := outbox.New(st, nil)
 	if err != nil {
@@ -180,7 +186,7 @@ func addRow[Tx any](t *testing.T, st shopStore[Tx], agg string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ob.Add(ctx, tx, &outbox.Message{AggregateID: agg, Version: 1, Type: "order.placed", Payload: []byte("{}")}); err != nil {
+	if _, err := ob.Add(ctx, tx, msgs...); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Driver().Commit(ctx, tx); err != nil {
