@@ -6,8 +6,6 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-
-	"github.com/wary-go/wary/broker"
 )
 
 // AMQP 0-9-1 sends a message's properties, headers included, in one
@@ -35,7 +33,8 @@ const (
 	//     timestamp 8);
 	//   - the driver's own headers, names and encodings: wary-key (14 plus
 	//     the key), wary-prior-attempts (25), wary-dead-letter-reason (29
-	//     plus a reason of at most maxReasonLen bytes);
+	//     plus a reason of at most broker.MaxReasonLen bytes, as
+	//     broker.Delivery.DeadLetter, the only way to SendDeadLetters, bounds it);
 	//   - each header's own encoding (a length octet for the name, a type
 	//     octet and a 4-byte length for the value), which is not covered:
 	//     many small headers use up the reserve sooner.
@@ -44,9 +43,6 @@ const (
 	// each header's 6 bytes of encoding and the key when it travels in
 	// wary-key (partitioned topics, a fixed RoutingKey).
 	headerReserve = 4096
-	// maxReasonLen bounds a dead-letter reason: broker.Delivery.DeadLetter,
-	// the only way to the driver's SendDeadLetters, hands it over bounded.
-	maxReasonLen = broker.MaxReasonLen
 )
 
 // headerBudget is TopicCapabilities.MaxHeaderSize for a connection whose
