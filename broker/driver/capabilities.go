@@ -252,7 +252,10 @@ func (c SubscriptionCapabilities) String() string {
 	}
 	fmt.Fprintf(&b, " ack=%s delivery-limit=%d(%s) dead-letter=%t count=%t", c.AckModel, c.DeliveryLimit, c.DeliveryLimitMode, c.DeadLetter, c.DeliveryCount)
 	lock := c.LockTimeout.String()
-	if c.LockTimeout == LockNone {
+	switch {
+	case c.Source.IsUnread(SettingLockTimeout):
+		lock = "unknown"
+	case c.LockTimeout == LockNone:
 		lock = "none"
 	}
 	fmt.Fprintf(&b, " lock=%s extend=%t nack-delay=%t horizon=%s", lock, c.LockExtendable, c.NackDelay, HorizonString(c.RedeliveryHorizon))

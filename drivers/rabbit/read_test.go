@@ -289,7 +289,7 @@ func TestReadLockUnread(t *testing.T) {
 		if query == timed {
 			needManagement(t, caps)
 		}
-		if caps.LockTimeout != 0 || caps.LockExtendable || !caps.Source.IsUnread(driver.SettingLockTimeout) {
+		if caps.LockTimeout != 0 || caps.LockExtendable || !caps.Source.IsUnread(driver.SettingLockTimeout) || !strings.Contains(caps.String(), "lock=unknown extend=false") {
 			t.Errorf("%s: capabilities %s, source %+v; want the lock unread, not extendable", query, caps, caps.Source)
 			continue
 		}
