@@ -223,7 +223,9 @@ type SubscriptionCapabilities struct {
 	// LockTimeout is how long a delivery stays locked (invisible to other
 	// consumers) before the broker redelivers it (0: until settled or the
 	// consumer goes away; LockNone: not locked at all, redelivered at
-	// once).
+	// once). Where Source.Unread lists SettingLockTimeout, the driver could
+	// not read the lock's bound (RabbitMQ's consumer_timeout), and the
+	// value is not the broker's.
 	LockTimeout time.Duration
 	// LockExtendable: Delivery.ExtendLock is supported.
 	LockExtendable bool
