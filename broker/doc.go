@@ -33,7 +33,12 @@
 // enforces one. Likewise a LockTimeout of 0 says a delivery is held until
 // settled (or the consumer goes away), and LockNone that it is not locked
 // at all (an SQS queue with VisibilityTimeout 0 hands it out again at
-// once), which Subscription.Run refuses.
+// once), which Subscription.Run refuses. A lock whose bound the driver
+// cannot read is in SubscriptionCapabilities.Source.Unread, and its
+// LockTimeout is not the broker's word: RabbitMQ closes the channel of a
+// consumer that holds a delivery past consumer_timeout, a server-wide
+// setting no interface shows, so its lock is unknown, not held until
+// settled.
 //
 // # Messages
 //

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 )
 
 func init() {
@@ -15,13 +16,18 @@ func init() {
 			switch {
 			case c.LockTimeout == broker.LockNone:
 				return "the driver declares no lock (LockNone): a delivery is visible again at once, and Run refuses the subscription"
+			case c.LockTimeout <= 0 && lockUnread(c):
+				return "the driver could not read the lock's bound (Source.Unread: " + lockWhy(c) + "): there is no known lock timeout to wait out"
 			case c.LockTimeout <= 0:
 				return "the driver declares no LockTimeout (deliveries are held until settled or the consumer goes away)"
 			}
 			return needLockWait(c, h)
 		}, lockExpiry},
 		scenario{"ack-all-with-expired-lock", func(c Capabilities, h *Harness) string {
-			if c.LockTimeout <= 0 {
+			switch {
+			case c.LockTimeout <= 0 && lockUnread(c):
+				return "the driver could not read the lock's bound: there is no known lock timeout to wait out"
+			case c.LockTimeout <= 0:
 				return "the driver declares no LockTimeout"
 			}
 			return needLockWait(c, h)
@@ -355,4 +361,21 @@ func ackModel(t T, e *env) {
 		ackAll(ctx, t, d)
 	}
 	e.expectNone(ctx, t, s2, "ack model "+e.caps.AckModel.String()+": nothing else may come back")
+}
+
+// lockUnread reports whether the driver could not read the lock's bound
+// from the broker (RabbitMQ's consumer_timeout): its LockTimeout is then
+// not the broker's word.
+func lockUnread(c Capabilities) bool {
+	return c.SubscriptionCapabilities.Source.IsUnread(driver.SettingLockTimeout)
+}
+
+// lockWhy is why the driver could not read the lock's bound.
+func lockWhy(c Capabilities) string {
+	for _, u := range c.SubscriptionCapabilities.Source.Unread {
+		if u.Setting == driver.SettingLockTimeout {
+			return u.Why
+		}
+	}
+	return ""
 }

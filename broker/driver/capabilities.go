@@ -223,7 +223,9 @@ type SubscriptionCapabilities struct {
 	// LockTimeout is how long a delivery stays locked (invisible to other
 	// consumers) before the broker redelivers it (0: until settled or the
 	// consumer goes away; LockNone: not locked at all, redelivered at
-	// once).
+	// once). Where Source.Unread lists SettingLockTimeout, the driver could
+	// not read the lock's bound (RabbitMQ's consumer_timeout), and the
+	// value is not the broker's.
 	LockTimeout time.Duration
 	// LockExtendable: Delivery.ExtendLock is supported.
 	LockExtendable bool
@@ -252,7 +254,10 @@ func (c SubscriptionCapabilities) String() string {
 	}
 	fmt.Fprintf(&b, " ack=%s delivery-limit=%d(%s) dead-letter=%t count=%t", c.AckModel, c.DeliveryLimit, c.DeliveryLimitMode, c.DeadLetter, c.DeliveryCount)
 	lock := c.LockTimeout.String()
-	if c.LockTimeout == LockNone {
+	switch {
+	case c.Source.IsUnread(SettingLockTimeout):
+		lock = "unknown"
+	case c.LockTimeout == LockNone:
 		lock = "none"
 	}
 	fmt.Fprintf(&b, " lock=%s extend=%t nack-delay=%t horizon=%s", lock, c.LockExtendable, c.NackDelay, HorizonString(c.RedeliveryHorizon))

@@ -97,6 +97,9 @@ var rows = []row{
 	}},
 	{"dead letters (`DeadLetter`)", func(c Column) string { return yes(c.Sub.DeadLetter) }},
 	{"lock (`LockTimeout`)", func(c Column) string {
+		if c.Sub.Source.IsUnread(driver.SettingLockTimeout) {
+			return "unknown (not read from the broker)"
+		}
 		if c.Sub.LockTimeout == driver.LockNone {
 			return "none: visible again at once"
 		}

@@ -1,6 +1,11 @@
 package rabbit
 
-import "github.com/wary-go/wary/broker/driver"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/wary-go/wary/broker/driver"
+)
 
 // topicCaps is what a topic publishing to partitions queues (0 or 1: one
 // queue) with a size limit over a connection of frameMax (0: unlimited)
@@ -33,8 +38,9 @@ type subCaps struct {
 	deliveryLimit int // in deliveries, the server's default resolved; 0: none
 	deadLetter    bool
 	nackDelay     bool
-	noOrder       bool // a queue without a single active consumer
-	noCount       bool // not a quorum queue: no delivery count
+	noOrder       bool   // a queue without a single active consumer
+	noCount       bool   // not a quorum queue: no delivery count
+	lockNote      string // what the queues declare of a consumer timeout, for the lock's Why ("": nothing)
 }
 
 func (c subCaps) capabilities() driver.SubscriptionCapabilities {
@@ -50,9 +56,11 @@ func (c subCaps) capabilities() driver.SubscriptionCapabilities {
 		DeliveryCount: true,
 		DeliveryLimit: c.deliveryLimit,
 		DeadLetter:    c.deadLetter,
-		// No lock timeout: a delivery stays with its consumer until settled
-		// or the channel closes (RabbitMQ's consumer_timeout, 30 minutes by
-		// default, closes the channel of a consumer that holds one longer).
+		// A delivery stays with its consumer until settled or the channel
+		// closes, and RabbitMQ closes the channel of a consumer that holds
+		// one longer than its consumer_timeout: a bound the driver cannot
+		// read, so the lock is unread (lockUnread), not "held until
+		// settled". 0 is what the field holds for it; nothing extends it.
 		LockTimeout:    0,
 		LockExtendable: false,
 		NackDelay:      c.nackDelay,
@@ -76,5 +84,49 @@ func (c subCaps) capabilities() driver.SubscriptionCapabilities {
 	if c.deliveryLimit > 0 {
 		caps.DeliveryLimitMode = driver.LimitNative
 	}
+	caps.Source.Unread = []driver.Unread{lockUnread(c.lockNote)}
 	return caps
+}
+
+// lockUnread is the lock's entry in Source.Unread, on every RabbitMQ
+// subscription: RabbitMQ closes, with PRECONDITION_FAILED, the channel of
+// a consumer that holds a delivery unacknowledged longer than
+// consumer_timeout, and requeues what the channel held; consumer_timeout
+// is a server-wide setting (rabbitmq.conf, 30 minutes by default) that
+// neither AMQP nor the management API shows. note says what the queues
+// declare of a timeout of their own (consumerTimeoutNote).
+func lockUnread(note string) driver.Unread {
+	why := "RabbitMQ closes the channel of a consumer that holds a delivery unacknowledged longer than consumer_timeout, and requeues the delivery; " +
+		"consumer_timeout is a server-wide setting (30 minutes by default) that neither AMQP nor the management API shows"
+	if note != "" {
+		why += "; " + note
+	}
+	return driver.Unread{Setting: driver.SettingLockTimeout, Why: why,
+		Fix: "it cannot be read remotely: look it up on the server (consumer_timeout in rabbitmqctl environment or rabbitmq.conf) and keep every handler well within it"}
+}
+
+// consumerTimeoutNote says what queues hs declare as x-consumer-timeout
+// on server v ("": none declares one, or it was not seen). RabbitMQ sets a
+// queue's consumer timeout from it from 3.12 (3.11.15), the lower of it
+// and a consumer-timeout policy; earlier servers accept the argument and
+// ignore it. The driver states neither as the lock: it reads no policy
+// key, and a server that applies the argument is not one its tests run.
+func consumerTimeoutNote(hs []heldQueue, v serverVersion) string {
+	var parts []string
+	for _, h := range hs {
+		if h.consumerTimeout != nil {
+			parts = append(parts, fmt.Sprintf("%s: %d ms", h.name, *h.consumerTimeout))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	what := "the queue declares x-consumer-timeout (" + strings.Join(parts, ", ") + ")"
+	if len(parts) > 1 {
+		what = "the queues declare x-consumer-timeout (" + strings.Join(parts, ", ") + ")"
+	}
+	if v.known && (v.major < 3 || v.major == 3 && v.minor < 11) {
+		return what + ", which RabbitMQ " + v.String() + " ignores: a timeout per queue came with RabbitMQ 3.12, and before it consumer_timeout applies"
+	}
+	return what + ", which RabbitMQ applies from 3.12 in place of consumer_timeout (the lower of it and a consumer-timeout policy, which the driver does not read)"
 }

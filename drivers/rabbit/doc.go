@@ -122,9 +122,20 @@
 // delivery of the channel still unsettled is among them, and single acks
 // for the rest, so that no delivery the caller did not name is ever
 // acknowledged. A delivery stays with its consumer
-// until settled or the channel closes; there is no lock timeout to extend
-// (LockTimeout 0, LockExtendable false), other than RabbitMQ's
-// consumer_timeout (30 minutes by default), which closes the channel.
+// until settled or the channel closes, and RabbitMQ closes (with
+// PRECONDITION_FAILED) the channel of a consumer that holds a delivery
+// unacknowledged longer than consumer_timeout, requeuing the delivery, so
+// that a handler running longer sees its message delivered again.
+// consumer_timeout is a server-wide setting (30 minutes by default) that
+// neither AMQP nor the management API shows: every subscription states
+// the lock as unread (Source.Unread, SettingLockTimeout; LockTimeout 0
+// and LockExtendable false are what the fields hold for it, nothing
+// extends it), with where to look the value up on the server. From
+// RabbitMQ 3.12 a queue can have a timeout of its own (x-consumer-timeout,
+// or a consumer-timeout policy); the driver names a queue's
+// x-consumer-timeout, read through the management API, in why the lock is
+// unread (RabbitMQ 3.10 accepts the argument and ignores it), and does not
+// take it as the lock.
 // Prefetch (basic.qos per consumer) is what Subscription.Run asks for
 // through driver.Prefetcher: RunOptions.MaxOutstanding, by default twice
 // RunOptions.Concurrency, on every channel the consumer opens (after a
@@ -272,6 +283,8 @@
 //     with why and how to read them (enable the plugin, or pass
 //     management=URL); a read x-delivery-limit is stated with the caveat
 //     that a lower policy would apply.
+//   - The lock's bound, RabbitMQ's consumer_timeout, is unread through
+//     either interface (see the acks above).
 //
 // Where the URL or options state a delivery_limit or dead_letter_exchange
 // other than the broker holds, Source.Conflicts says so (wary explain

@@ -20,6 +20,9 @@ type queueSettings struct {
 	sac      *bool   // x-single-active-consumer (an argument only)
 	maxLen   *int64  // x-max-length, max-length
 	overflow *string // x-overflow, overflow
+	// x-consumer-timeout, an argument only here: RabbitMQ before 3.11
+	// accepts it and ignores it, and refuses a consumer-timeout policy.
+	consumerTimeout *int64
 }
 
 // settingsFromJSON reads settings from the management API's arguments
@@ -43,6 +46,11 @@ func settingsFromJSON(m map[string]json.RawMessage, prefix string) queueSettings
 	}
 	if v, ok := jsonString(m[prefix+"overflow"]); ok {
 		s.overflow = &v
+	}
+	if prefix == "x-" {
+		if v, ok := jsonInt(m["x-consumer-timeout"]); ok {
+			s.consumerTimeout = &v
+		}
 	}
 	return s
 }
@@ -92,6 +100,8 @@ type heldQueue struct {
 
 	sac *bool // nil: not read
 
+	consumerTimeout *int64 // x-consumer-timeout, in ms; nil: not declared or not seen
+
 	lenRead  bool
 	lenNote  string // a bound that drops or diverts messages, for people
 	why, fix string // for the settings not read
@@ -105,7 +115,7 @@ type heldQueue struct {
 // exchange over the policy's; the smaller max-length; the policy's
 // overflow over the argument's (RabbitMQ's rabbit_quorum_queue).
 func resolve(name, typ string, args queueSettings, pol *queueSettings, v serverVersion) heldQueue {
-	h := heldQueue{name: name, typ: typ, sac: args.sac}
+	h := heldQueue{name: name, typ: typ, sac: args.sac, consumerTimeout: args.consumerTimeout}
 	if args.sac == nil && pol != nil {
 		f := false // an argument only: absent is off
 		h.sac = &f

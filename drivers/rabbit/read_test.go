@@ -96,7 +96,9 @@ func TestReadHandDeclaredQueue(t *testing.T) {
 		t.Errorf("capabilities %s, want the broker's: 20 deliveries, dead letters, order per queue", caps)
 	}
 	src := caps.Source
-	if !strings.Contains(src.Read, "quorum queue "+q+" through the management API at ") || !strings.Contains(src.Read, "x-delivery-limit 19") || len(src.Unread) != 0 || len(src.Conflicts) != 0 {
+	// Everything is read but the lock, which no interface shows.
+	if !strings.Contains(src.Read, "quorum queue "+q+" through the management API at ") || !strings.Contains(src.Read, "x-delivery-limit 19") ||
+		len(src.Unread) != 1 || src.Unread[0].Setting != driver.SettingLockTimeout || len(src.Conflicts) != 0 {
 		t.Errorf("source %+v", src)
 	}
 
@@ -178,7 +180,7 @@ func TestReadWithoutManagement(t *testing.T) {
 	if caps.DeliveryLimit != 20 || !caps.DeadLetter || len(src.Conflicts) != 0 || !strings.Contains(src.Read, "over AMQP") {
 		t.Errorf("capabilities %s, source %+v", caps, src)
 	}
-	if len(src.Unread) != 1 || src.Unread[0].Setting != driver.SettingQueueLength ||
+	if len(src.Unread) != 2 || src.Unread[0].Setting != driver.SettingQueueLength || src.Unread[1].Setting != driver.SettingLockTimeout ||
 		!strings.Contains(src.Unread[0].Why, "127.0.0.1:1 did not answer") || !strings.Contains(src.Unread[0].Fix, "rabbitmq_management") {
 		t.Errorf("unread %+v", src.Unread)
 	}
@@ -265,4 +267,43 @@ func mgmtDo(ctx context.Context, method, path, body string) error {
 		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
 	return nil
+}
+
+// The lock's bound is unread on every subscription, whatever was read:
+// RabbitMQ's consumer_timeout (server-wide, 30 minutes by default) closes
+// the channel of a consumer that holds a delivery longer, and no
+// interface shows it. A queue's own x-consumer-timeout, which RabbitMQ
+// 3.10 accepts and ignores, is named in why, with what the server does
+// with it; the lock stays unread.
+func TestReadLockUnread(t *testing.T) {
+	c := dial(t)
+	ver := c.ServerVersion()
+	_ = c.Close()
+	q := handQueue(t, nil)
+	timed := handQueue(t, amqp.Table{"x-consumer-timeout": int64(60000)})
+	for _, query := range []string{q, q + "?management=off", timed} {
+		caps, err := openURL(t, query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if query == timed {
+			needManagement(t, caps)
+		}
+		if caps.LockTimeout != 0 || caps.LockExtendable || !caps.Source.IsUnread(driver.SettingLockTimeout) || !strings.Contains(caps.String(), "lock=unknown extend=false") {
+			t.Errorf("%s: capabilities %s, source %+v; want the lock unread, not extendable", query, caps, caps.Source)
+			continue
+		}
+		u := caps.Source.Unread[len(caps.Source.Unread)-1]
+		if u.Setting != driver.SettingLockTimeout || !strings.Contains(u.Why, "consumer_timeout") || !strings.Contains(u.Why, "30 minutes by default") ||
+			!strings.Contains(u.Fix, "cannot be read remotely") {
+			t.Errorf("%s: lock unread %+v", query, u)
+		}
+		named := strings.Contains(u.Why, "x-consumer-timeout ("+timed+": 60000 ms)")
+		if named != (query == timed) {
+			t.Errorf("%s: why %q names x-consumer-timeout: %v", query, u.Why, named)
+		}
+		if query == timed && strings.HasPrefix(ver, "3.10.") && !strings.Contains(u.Why, "which RabbitMQ 3.10 ignores") {
+			t.Errorf("why %q, want RabbitMQ %s ignoring the argument", u.Why, ver)
+		}
+	}
 }

@@ -18,8 +18,9 @@ type read struct {
 	limit     int // in deliveries; 0: none
 	dlxRead   bool
 	dlx       *string
-	noOrder   bool // a queue without a single active consumer
-	classic   bool // a queue other than a quorum queue: no delivery count
+	noOrder   bool   // a queue without a single active consumer
+	classic   bool   // a queue other than a quorum queue: no delivery count
+	lockNote  string // consumerTimeoutNote of the queues read
 	src       driver.Source
 }
 
@@ -105,6 +106,7 @@ func compare(hs []heldQueue, via, why, fix string, o SubscriptionOptions, v serv
 		return r
 	}
 	h0 := hs[0]
+	r.lockNote = consumerTimeoutNote(hs, v)
 	var details []string
 	// Delivery limit: the same on every queue, or unread.
 	same := true

@@ -222,8 +222,13 @@ func openSubscription(ctx context.Context, c *Conn, queue string, o Subscription
 		nackDelay:     o.NackDelay,
 		noOrder:       rd.noOrder,
 		noCount:       rd.classic,
+		lockNote:      rd.lockNote,
 	}.capabilities()
+	// What reading the queues left unread first, then the lock, which no
+	// reading shows.
+	lock := s.caps.Source.Unread
 	s.caps.Source = rd.src
+	s.caps.Source.Unread = append(s.caps.Source.Unread, lock...)
 	return s, nil
 }
 

@@ -91,10 +91,13 @@ capabilities the live broker declares, each half from its own side: what a
 publisher is promised (the key, the dedup window) from the topic --broker
 names, what a consumer is promised (order, the delivery limit, locks, the
 redelivery horizon) from the subscription --subscription names. A lock is
-stated as its timeout, as "held until settled" (RabbitMQ, Kafka, sessions),
-or as "no lock" where the broker hands an unsettled message out again at
-once (an SQS FIFO queue with VisibilityTimeout 0): a misconfiguration, since
-a handler still running sees its message again, and Run refuses such a
+stated as its timeout, as "held until settled" (Kafka, sessions), as
+unknown where the driver cannot read its bound (RabbitMQ: consumer_timeout,
+a server-wide setting, 30 minutes by default, closes the channel of a
+consumer that holds a delivery longer, and no interface shows it), or as
+"no lock" where the broker hands an unsettled message out again at once
+(an SQS FIFO queue with VisibilityTimeout 0): a misconfiguration, since a
+handler still running sees its message again, and Run refuses such a
 subscription. It also
 says what each driver read from the broker and through which interface
 (servicebus:// through the administration API, at

@@ -63,6 +63,15 @@ func TestExplainRabbitReadsBroker(t *testing.T) {
 		t.Skip(msg)
 	}
 	r.has(t, "dead-letters after 20 deliveries (native)", "subscription read from quorum queue "+limited+" through the management API at ", "x-delivery-limit 19")
+	// The lock's bound, RabbitMQ's consumer_timeout, is the one setting no
+	// interface shows: stated as unknown, with where to look it up, which
+	// makes the transport weak and the exit status no worse.
+	r.has(t, "transport:   [weak]", "lock unknown",
+		"UNKNOWN (transport): the subscription's lock timeout could not be read from the broker: RabbitMQ closes the channel of a consumer that holds a delivery unacknowledged longer than consumer_timeout",
+		"consumer_timeout is a server-wide setting (30 minutes by default)", "to read it: it cannot be read remotely")
+	if strings.Contains(r.out, "held until settled") || strings.Count(r.out, "UNKNOWN") != 1 {
+		t.Errorf("want the lock unknown, the only setting not read:\n%s", r.out)
+	}
 
 	r = explain(cli.ExitFinding, "rabbit://"+limited+"?delivery_limit=5&dead_letter_exchange=amq.fanout")
 	r.has(t, "dead-letters after 20 deliveries (native)", "the subscription's delivery limit is stated as 5 deliveries (delivery_limit=5), but the broker holds 20 deliveries (x-delivery-limit 19), which applies", "drop delivery_limit from the URL")
@@ -73,5 +82,10 @@ func TestExplainRabbitReadsBroker(t *testing.T) {
 
 	r = explain(cli.ExitOK, "rabbit://"+unlimited+"?management=http://127.0.0.1:1")
 	r.has(t, "delivery limit unknown", "UNKNOWN (transport): the subscription's delivery limit could not be read from the broker: the management API at 127.0.0.1:1 did not answer",
-		"to read it: enable the rabbitmq_management plugin")
+		"to read it: enable the rabbitmq_management plugin", "lock unknown")
+	// The limit, the dead-letter target and the queue length, which the
+	// management API would show, and the lock, which nothing shows.
+	if n := strings.Count(r.out, "UNKNOWN (transport)"); n != 4 {
+		t.Errorf("%d settings unknown, want 4:\n%s", n, r.out)
+	}
 }

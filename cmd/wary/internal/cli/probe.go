@@ -206,6 +206,24 @@ func printSource(w io.Writer, indent string, src *driver.Source) {
 	}
 }
 
+// lockText renders a subscription's lock: timeout (how to say a
+// LockTimeout above 0), "held until settled" or "no lock"; a lock the
+// driver could not read (RabbitMQ's consumer_timeout) is unknown, with
+// what its fields hold.
+func lockText(c broker.SubscriptionCapabilities, timeout string) string {
+	s := timeout
+	switch {
+	case c.LockTimeout == broker.LockNone:
+		s = "no lock (visible again at once)"
+	case c.LockTimeout <= 0:
+		s = "held until settled"
+	}
+	if c.Source.IsUnread(driver.SettingLockTimeout) {
+		return "unknown (not read from the broker; declared " + s + ")"
+	}
+	return s
+}
+
 // declared says which part of the declaration a scenario checks.
 func declared(scenario string, c conformance.Capabilities) string {
 	yes := func(b bool) string {
@@ -227,13 +245,10 @@ func declared(scenario string, c conformance.Capabilities) string {
 	case strings.HasPrefix(scenario, "lock-extension"):
 		return "lock extendable " + yes(c.LockExtendable)
 	case strings.HasPrefix(scenario, "lock") || scenario == "held-without-lock-timeout" || scenario == "crash-redelivers-unacked" || scenario == "ack":
-		switch {
-		case c.LockTimeout == broker.LockNone:
-			return "no lock (visible again at once)"
-		case c.LockTimeout <= 0:
-			return "held until settled"
+		if c.LockTimeout > 0 {
+			return lockText(c.SubscriptionCapabilities, "lock "+c.LockTimeout.String())
 		}
-		return "lock " + c.LockTimeout.String()
+		return lockText(c.SubscriptionCapabilities, "")
 	case strings.HasPrefix(scenario, "nack-delay"):
 		return "nack delay " + yes(c.NackDelay)
 	case scenario == "delivery-limit-dead-letters":

@@ -270,16 +270,7 @@ func compareScratch(scheme string, e entityReading, caps conformance.Capabilitie
 		cmp(driver.SettingDeliveryLimit, limit(*u), limit(s))
 	}
 	cmp(driver.SettingDeadLetter, yesNo(u.DeadLetter), yesNo(s.DeadLetter))
-	lock := func(d time.Duration) string {
-		switch {
-		case d == broker.LockNone:
-			return "no lock (visible again at once)"
-		case d <= 0:
-			return "held until settled"
-		}
-		return d.String()
-	}
-	cmp(driver.SettingLockTimeout, lock(u.LockTimeout), lock(s.LockTimeout))
+	cmp(driver.SettingLockTimeout, lockText(*u, u.LockTimeout.String()), lockText(s, s.LockTimeout.String()))
 	order := func(c broker.SubscriptionCapabilities) string {
 		if c.HeadOfLine {
 			return c.Ordering.String() + ", head-of-line"

@@ -90,6 +90,8 @@ func TestProbeRabbitCopiesQueue(t *testing.T) {
 	r := w.want(cli.ExitOK, "probe", "rabbit://"+name, "--only", "delivery-limit-dead-letters")
 	r.has(t, "your entity "+name+" (read only", "read from quorum queue "+name, "copied: delivery limit 5 (native); dead-letter target yes",
 		"limit 5 (native)", "every observation matches the declaration")
+	// The lock's bound, which no interface shows, is unknown on both.
+	r.has(t, "lock=unknown extend=false", "lock timeout unknown (not read from the broker; declared held until settled)", "UNKNOWN lock timeout: RabbitMQ closes the channel")
 	// nothing was published to or left in the user's queue
 	q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
 	if err != nil || q.Messages != 0 || q.Consumers != 0 {
