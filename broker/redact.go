@@ -139,8 +139,9 @@ var authorityStart = regexp.MustCompile(`://|(?:^|[\s'"` + "`" + `(\[{<])(?://|(
 // keyValueSpans returns where the value of every secret keyword=value in
 // s is, reading values as libpq and Service Bus do: quoted ('...' or
 // "...", with backslash escapes, up to the closing quote or the end), or
-// unquoted up to white space, or up to a ";" that starts the next
-// keyword=value.
+// unquoted up to the white space or the ";" that starts the next
+// keyword=value, or the end (white space not followed by one may be part
+// of the value: hidden with it).
 func keyValueSpans(s string) [][2]int {
 	var spans [][2]int
 	last := 0
@@ -193,7 +194,13 @@ func valueEnd(s string, from int) int {
 		case c == '\\':
 			i++
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f':
-			return i
+			// White space ends the value where the next keyword=value
+			// starts; otherwise it may be inside the value (an unquoted
+			// "SharedAccessKey=ab cd;…"), which goes on to the next
+			// keyword or the end: more hidden, never less.
+			if loc := keyword.FindStringIndex(s[i:]); loc != nil && loc[0] == 0 {
+				return i
+			}
 		case c == ';':
 			if loc := keyword.FindStringIndex(s[i:]); loc != nil && loc[0] == 0 {
 				return i

@@ -57,6 +57,13 @@ func TestRedactStringEveryForm(t *testing.T) {
 			in:     "Endpoint=sb://127.0.0.1:5673;SharedAccessKeyName=k;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;",
 			secret: []string{"SAS_KEY_VALUE"}, keep: []string{"127.0.0.1:5673", "UseDevelopmentEmulator=true"},
 		},
+		"service bus connection string, white space in an unquoted key": {
+			in:     "Endpoint=sb://ns/;SharedAccessKeyName=root;SharedAccessKey=ab cd;EntityPath=orders",
+			secret: []string{"ab", "cd"}, keep: []string{"Endpoint=sb://ns/", "EntityPath=orders"},
+		},
+		"postgres keyword/value, unquoted white space in the password": {
+			in: "host=db password=s3 cr3t", secret: []string{"s3", "cr3t"}, keep: []string{"host=db"},
+		},
 		"service bus shared access signature": {
 			in: "Endpoint=sb://ns/;SharedAccessSignature=SharedAccessSignature sr=x&sig=s1gn&se=1", secret: []string{"s1gn"},
 			keep: []string{"Endpoint=sb://ns/"},
@@ -200,8 +207,12 @@ func FuzzRedactShapes(f *testing.F) {
 			return // too short to tell from the rest of the text
 		}
 		build := secretShapes[int(shape)%len(secretShapes)]
-		if strings.Contains(build("x"), "SharedAccessKey=x;") && strings.ContainsAny(pw, "; \t\n\r\v\f") {
-			return // a Service Bus key is base64: ";" ends it, white space is none of it
+		if strings.Contains(build("x"), "SharedAccessKey=x;") &&
+			(strings.Contains(pw, ";") || strings.ContainsAny(pw, " \t\n\r\v\f") && strings.Contains(pw, "=")) {
+			return // ";" ends a Service Bus value, and " name=" starts the next one
+		}
+		if strings.TrimLeft(pw, " \t") != pw {
+			return // blanks after "=" are not part of a keyword's value (libpq)
 		}
 		// The password may occur in the rest of the output by chance (a
 		// host, an error's words, "xxxxx"): that is no leak. A leak is an
