@@ -95,7 +95,7 @@ func TestPublishSaysWhichMessagesWereSent(t *testing.T) {
 
 // TestPublishErrorOfAnotherOp: a driver that refuses a message with an
 // error built for another op (Invalidf's "open") still gives a publish
-// error that says "not sent".
+// error that says "not sent", and whose text does not name the other op.
 func TestPublishErrorOfAnotherOp(t *testing.T) {
 	bad := Invalidf("servicebus: message ID is 129 characters, over Service Bus's MessageId limit of 128")
 	d := &stubTopic{errs: []error{bad}}
@@ -103,6 +103,25 @@ func TestPublishErrorOfAnotherOp(t *testing.T) {
 	var be *Error
 	if !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrInvalid) || !errors.As(err, &be) || be.Op != "publish" {
 		t.Fatalf("got %v, want a publish error, not sent, invalid", err)
+	}
+	if want := "wary: publish (invalid) [not sent]: " + bad.(*Error).err.Error(); err.Error() != want {
+		t.Errorf("text %q, want %q", err, want)
+	}
+
+	// In a batch, the refusal is the refused message's alone.
+	d = &stubTopic{errs: []error{&driver.BatchError{Errs: []error{driver.ErrNotAttempted, bad}}}}
+	err = NewTopic(d, fastRetry).Publish(context.Background(), &Message{Key: "k"}, &Message{Key: "k"})
+	if !errors.As(err, &be) || len(be.Messages) != 2 || !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("got %v, want a publish error, not sent, invalid, with 2 Messages", err)
+	}
+	if m := be.Messages[0]; !errors.Is(m, ErrNotSent) || errors.Is(m, ErrInvalid) {
+		t.Errorf("message 0: %v, want not sent, not invalid", m)
+	}
+	if m := be.Messages[1]; !errors.Is(m, ErrNotSent) || !errors.Is(m, ErrInvalid) {
+		t.Errorf("message 1: %v, want not sent, invalid", m)
+	}
+	if want := "wary: publish (invalid) [0 of 2 sent, 1 failed]: message 1: " + bad.(*Error).err.Error(); err.Error() != want {
+		t.Errorf("text %q, want %q", err, want)
 	}
 }
 

@@ -133,9 +133,16 @@ func batchOutcome(last *Error, outcome []error, maybe []bool) error {
 	return out
 }
 
+// notSent is why a message of a Publish was not sent though nothing was
+// wrong with it; it matches driver.ErrNotAttempted.
+type notSent string
+
+func (e notSent) Error() string { return "not sent: " + string(e) }
+func (notSent) Unwrap() error   { return driver.ErrNotAttempted }
+
 // errEarlierBatch is the outcome of the messages of a Publish after a
-// batch that failed: they were not sent.
-var errEarlierBatch = newError("publish", driver.Unknown, false, errors.New("not sent: an earlier batch of the call failed"))
+// batch that failed.
+var errEarlierBatch = newError("publish", driver.Unknown, false, notSent("an earlier batch of the call failed"))
 
 // placeMessages sets be.Messages for a Publish of n messages whose batch
 // [start, end) failed with be, the batches before it accepted: nil for
