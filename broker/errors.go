@@ -66,9 +66,11 @@ type Error struct {
 	// Messages, for a Publish of more than one message, says what became
 	// of each, in the order given: nil for a message the broker accepted,
 	// otherwise that message's own *Error, which matches ErrNotSent or
-	// ErrMaybeSent and its class (ErrTooLarge, ErrInvalid, ...). A
-	// message the driver did not send because another was refused first,
-	// or because an earlier batch of the call failed, matches ErrNotSent
+	// ErrMaybeSent and its class (ErrTooLarge, ErrInvalid, ...). It is set
+	// too when Publish refuses messages before sending anything (a
+	// validation failure): each refused message has its own error. A
+	// message not sent because another of the call was refused, or
+	// because an earlier batch of the call failed, matches ErrNotSent
 	// and driver.ErrNotAttempted, and no class of its own.
 	Messages []error
 	err      error

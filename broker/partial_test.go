@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/wary-go/wary/broker/driver"
@@ -160,5 +161,46 @@ func TestPublishMaybeSentSticks(t *testing.T) {
 	}
 	if len(d.batches) != 3 || len(d.batches[1]) != 1 || d.batches[1][0].ID != "b" {
 		t.Fatalf("batches %v, want [a b] then [b] twice", d.batches)
+	}
+}
+
+// TestPublishRefusedBeforeSendingSaysWhich: a Publish whose messages 1 and
+// 3 fail validation sends nothing, and its Messages say so for each: the
+// refused ones with their own class, the others not sent because another
+// message of the call was refused; the text names the first refused one.
+func TestPublishRefusedBeforeSendingSaysWhich(t *testing.T) {
+	d := &stubTopic{caps: driver.TopicCapabilities{MaxMessageSize: 64}}
+	msgs := []*Message{
+		{ID: "a"},
+		{ID: "b", Headers: map[string]string{"wary-x": "1"}},
+		{ID: "c"},
+		{ID: "d", Body: make([]byte, 100)},
+	}
+	err := NewTopic(d, fastRetry).Publish(context.Background(), msgs...)
+	var be *Error
+	if !errors.As(err, &be) || be.Op != "publish" || len(be.Messages) != len(msgs) {
+		t.Fatalf("got %v, want a publish error with %d Messages", err, len(msgs))
+	}
+	if !errors.Is(err, ErrNotSent) || errors.Is(err, ErrMaybeSent) || !errors.Is(err, ErrInvalid) {
+		t.Errorf("%v: want not sent and invalid (the first refused message's class)", err)
+	}
+	want := `wary: publish (invalid) [0 of 4 sent, 2 failed]: message 1: message "b": header "wary-x" is reserved`
+	if !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("text %q, want it to start with %q", err, want)
+	}
+	for i, class := range []error{nil, ErrInvalid, nil, ErrTooLarge} {
+		m := be.Messages[i]
+		if !errors.Is(m, ErrNotSent) {
+			t.Errorf("message %d: %v, want not sent", i, m)
+		}
+		if class != nil && !errors.Is(m, class) {
+			t.Errorf("message %d: %v, want %v", i, m, class)
+		}
+		if other := class == nil; other != errors.Is(m, driver.ErrNotAttempted) || (other && (errors.Is(m, ErrInvalid) || errors.Is(m, ErrTooLarge))) {
+			t.Errorf("message %d: %v, want not attempted only when valid itself", i, m)
+		}
+	}
+	if len(d.batches) != 0 {
+		t.Errorf("%d batches sent, want none", len(d.batches))
 	}
 }
