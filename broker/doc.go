@@ -125,7 +125,12 @@
 // that failed for a transient reason, never one the broker accepted.
 // Invalid messages (missing required key, a bad ID, a non-UTF-8 or
 // reserved header, over the size limit) are rejected before anything is
-// sent. Backoff delays carry full jitter. The SDK's own error is reachable
+// sent; for a Publish of several messages, Error.Messages then holds each
+// refused message's own error and, for the others, one that matches
+// ErrNotSent and driver.ErrNotAttempted, and the text names the first
+// refused message by its index in the call ("wary: publish (invalid)
+// [0 of 3 sent, 1 failed]: message 2: ..."); a driver that refuses a
+// message before sending reports it the same way. Backoff delays carry full jitter. The SDK's own error is reachable
 // with Topic.ErrorAs and Subscription.ErrorAs. Credentials never appear in
 // errors or logs: connection strings are shown through RedactString
 // (which hides a URL's userinfo up to its last "@" even when the URL does

@@ -66,9 +66,12 @@ type Error struct {
 	// Messages, for a Publish of more than one message, says what became
 	// of each, in the order given: nil for a message the broker accepted,
 	// otherwise that message's own *Error, which matches ErrNotSent or
-	// ErrMaybeSent and its class (ErrTooLarge, ErrInvalid, ...). A message
-	// the driver did not send because another was refused first, or
-	// because an earlier batch of the call failed, matches ErrNotSent.
+	// ErrMaybeSent and its class (ErrTooLarge, ErrInvalid, ...). It is set
+	// too when Publish refuses messages before sending anything (a
+	// validation failure): each refused message has its own error. A
+	// message not sent because another of the call was refused, or
+	// because an earlier batch of the call failed, matches ErrNotSent
+	// and driver.ErrNotAttempted, and no class of its own.
 	Messages []error
 	err      error
 }
@@ -78,15 +81,21 @@ func (e *Error) Error() string {
 	if e.Code != driver.Unknown {
 		s += " (" + e.Code.String() + ")"
 	}
+	first := -1
 	if e.Op == "publish" {
-		switch sent, failed := e.counts(); {
-		case sent > 0:
+		sent, failed, f := e.counts()
+		switch {
+		case sent > 0 || (len(e.Messages) > 0 && !e.MaybeSent):
 			s += fmt.Sprintf(" [%d of %d sent, %d failed]", sent, len(e.Messages), failed)
 		case e.MaybeSent:
 			s += " [may have been sent]"
 		default:
 			s += " [not sent]"
 		}
+		first = f
+	}
+	if first >= 0 {
+		return s + ": " + e.messageText(first)
 	}
 	if e.err != nil {
 		s += ": " + e.err.Error()
@@ -94,16 +103,40 @@ func (e *Error) Error() string {
 	return s
 }
 
-// counts returns how many of Messages were accepted and how many failed.
-func (e *Error) counts() (sent, failed int) {
-	for _, err := range e.Messages {
-		if err == nil {
+// counts returns how many of Messages were accepted, how many failed on
+// their own account (not those left unsent because of another), and the
+// index of the first of those (-1 if none).
+func (e *Error) counts() (sent, failed, first int) {
+	first = -1
+	for i, err := range e.Messages {
+		switch {
+		case err == nil:
 			sent++
-		} else {
-			failed++
+		case !errors.Is(err, driver.ErrNotAttempted):
+			if failed++; first < 0 {
+				first = i
+			}
 		}
 	}
-	return sent, failed
+	return sent, failed, first
+}
+
+// messageText names message i of Messages and says why it failed, without
+// the "wary: publish ..." its own *Error would repeat. A context error of
+// the call that the message's own error does not mention is added.
+func (e *Error) messageText(i int) string {
+	m := e.Messages[i]
+	var me *Error
+	if errors.As(m, &me) && me.err != nil {
+		m = me.err
+	}
+	s := fmt.Sprintf("message %d: %v", i, m)
+	for _, c := range []error{context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(e.err, c) && !errors.Is(m, c) {
+			s += " (" + c.Error() + ")"
+		}
+	}
+	return s
 }
 
 // Unwrap returns the underlying error (a driver's error, or a context error).
@@ -162,18 +195,25 @@ func wrapErr(op string, classify func(error) driver.ErrorInfo, err error) error 
 	if err == nil {
 		return nil
 	}
+	// A batch's errors first: its messages' own errors, if *Error, would
+	// otherwise stand for the whole batch.
+	var dbe *driver.BatchError
+	if op == "publish" && errors.As(err, &dbe) {
+		return batchError(classify, dbe, err)
+	}
 	var be *Error
 	if errors.As(err, &be) {
 		if be.Op != op {
 			// A driver built it with a helper of another op (Invalidf's
-			// "open"): the class holds, the op and the sent bit are ours.
-			return newError(op, be.Code, be.MaybeSent && op == "publish", err)
+			// "open"): the class and the cause hold, the op and the sent
+			// bit are ours, and the other op is not named.
+			cause := err
+			if err == error(be) {
+				cause = be.err
+			}
+			return newError(op, be.Code, be.MaybeSent && op == "publish", cause)
 		}
 		return err
-	}
-	var dbe *driver.BatchError
-	if op == "publish" && errors.As(err, &dbe) {
-		return batchError(classify, dbe, err)
 	}
 	switch {
 	case errors.Is(err, context.Canceled):

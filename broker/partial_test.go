@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/wary-go/wary/broker/driver"
@@ -95,7 +96,7 @@ func TestPublishSaysWhichMessagesWereSent(t *testing.T) {
 
 // TestPublishErrorOfAnotherOp: a driver that refuses a message with an
 // error built for another op (Invalidf's "open") still gives a publish
-// error that says "not sent".
+// error that says "not sent", and whose text does not name the other op.
 func TestPublishErrorOfAnotherOp(t *testing.T) {
 	bad := Invalidf("servicebus: message ID is 129 characters, over Service Bus's MessageId limit of 128")
 	d := &stubTopic{errs: []error{bad}}
@@ -103,6 +104,25 @@ func TestPublishErrorOfAnotherOp(t *testing.T) {
 	var be *Error
 	if !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrInvalid) || !errors.As(err, &be) || be.Op != "publish" {
 		t.Fatalf("got %v, want a publish error, not sent, invalid", err)
+	}
+	if want := "wary: publish (invalid) [not sent]: " + bad.(*Error).err.Error(); err.Error() != want {
+		t.Errorf("text %q, want %q", err, want)
+	}
+
+	// In a batch, the refusal is the refused message's alone.
+	d = &stubTopic{errs: []error{&driver.BatchError{Errs: []error{driver.ErrNotAttempted, bad}}}}
+	err = NewTopic(d, fastRetry).Publish(context.Background(), &Message{Key: "k"}, &Message{Key: "k"})
+	if !errors.As(err, &be) || len(be.Messages) != 2 || !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("got %v, want a publish error, not sent, invalid, with 2 Messages", err)
+	}
+	if m := be.Messages[0]; !errors.Is(m, ErrNotSent) || errors.Is(m, ErrInvalid) {
+		t.Errorf("message 0: %v, want not sent, not invalid", m)
+	}
+	if m := be.Messages[1]; !errors.Is(m, ErrNotSent) || !errors.Is(m, ErrInvalid) {
+		t.Errorf("message 1: %v, want not sent, invalid", m)
+	}
+	if want := "wary: publish (invalid) [0 of 2 sent, 1 failed]: message 1: " + bad.(*Error).err.Error(); err.Error() != want {
+		t.Errorf("text %q, want %q", err, want)
 	}
 }
 
@@ -141,5 +161,46 @@ func TestPublishMaybeSentSticks(t *testing.T) {
 	}
 	if len(d.batches) != 3 || len(d.batches[1]) != 1 || d.batches[1][0].ID != "b" {
 		t.Fatalf("batches %v, want [a b] then [b] twice", d.batches)
+	}
+}
+
+// TestPublishRefusedBeforeSendingSaysWhich: a Publish whose messages 1 and
+// 3 fail validation sends nothing, and its Messages say so for each: the
+// refused ones with their own class, the others not sent because another
+// message of the call was refused; the text names the first refused one.
+func TestPublishRefusedBeforeSendingSaysWhich(t *testing.T) {
+	d := &stubTopic{caps: driver.TopicCapabilities{MaxMessageSize: 64}}
+	msgs := []*Message{
+		{ID: "a"},
+		{ID: "b", Headers: map[string]string{"wary-x": "1"}},
+		{ID: "c"},
+		{ID: "d", Body: make([]byte, 100)},
+	}
+	err := NewTopic(d, fastRetry).Publish(context.Background(), msgs...)
+	var be *Error
+	if !errors.As(err, &be) || be.Op != "publish" || len(be.Messages) != len(msgs) {
+		t.Fatalf("got %v, want a publish error with %d Messages", err, len(msgs))
+	}
+	if !errors.Is(err, ErrNotSent) || errors.Is(err, ErrMaybeSent) || !errors.Is(err, ErrInvalid) {
+		t.Errorf("%v: want not sent and invalid (the first refused message's class)", err)
+	}
+	want := `wary: publish (invalid) [0 of 4 sent, 2 failed]: message 1: message "b": header "wary-x" is reserved`
+	if !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("text %q, want it to start with %q", err, want)
+	}
+	for i, class := range []error{nil, ErrInvalid, nil, ErrTooLarge} {
+		m := be.Messages[i]
+		if !errors.Is(m, ErrNotSent) {
+			t.Errorf("message %d: %v, want not sent", i, m)
+		}
+		if class != nil && !errors.Is(m, class) {
+			t.Errorf("message %d: %v, want %v", i, m, class)
+		}
+		if other := class == nil; other != errors.Is(m, driver.ErrNotAttempted) || (other && (errors.Is(m, ErrInvalid) || errors.Is(m, ErrTooLarge))) {
+			t.Errorf("message %d: %v, want not attempted only when valid itself", i, m)
+		}
+	}
+	if len(d.batches) != 0 {
+		t.Errorf("%d batches sent, want none", len(d.batches))
 	}
 }

@@ -133,9 +133,51 @@ func batchOutcome(last *Error, outcome []error, maybe []bool) error {
 	return out
 }
 
-// errEarlierBatch is the outcome of the messages of a Publish after a
-// batch that failed: they were not sent.
-var errEarlierBatch = newError("publish", driver.Unknown, false, errors.New("not sent: an earlier batch of the call failed"))
+// notSent is why a message of a Publish was not sent though nothing was
+// wrong with it; it matches driver.ErrNotAttempted.
+type notSent string
+
+func (e notSent) Error() string { return "not sent: " + string(e) }
+func (notSent) Unwrap() error   { return driver.ErrNotAttempted }
+
+var (
+	// errEarlierBatch is the outcome of the messages of a Publish after a
+	// batch that failed.
+	errEarlierBatch = newError("publish", driver.Unknown, false, notSent("an earlier batch of the call failed"))
+	// errOtherRefused is the outcome of the valid messages of a Publish
+	// that refused others before sending.
+	errOtherRefused = newError("publish", driver.Unknown, false, notSent("another message of the call was refused"))
+)
+
+// validateAll checks msgs before anything is sent. When one is invalid
+// and there are others, the error's Messages holds each refused message's
+// own error and errOtherRefused for the rest, and its class is the first
+// refused one's.
+func validateAll(caps driver.TopicCapabilities, msgs []*Message) error {
+	var out *Error
+	for i, m := range msgs {
+		err := validate(caps, m)
+		if err == nil {
+			continue
+		}
+		if len(msgs) == 1 {
+			return err
+		}
+		if out == nil {
+			out = newError("publish", driver.Unknown, false, err)
+			out.Messages = make([]error, len(msgs))
+			for j := range out.Messages {
+				out.Messages[j] = errOtherRefused
+			}
+		}
+		out.Messages[i] = err
+	}
+	if out == nil {
+		return nil
+	}
+	out.summarize()
+	return out
+}
 
 // placeMessages sets be.Messages for a Publish of n messages whose batch
 // [start, end) failed with be, the batches before it accepted: nil for

@@ -81,7 +81,9 @@ func (t *Topic) Capabilities() TopicCapabilities { return t.caps }
 // Messages are validated first (ordering key present where the broker
 // requires one, header values valid UTF-8, size within
 // TopicCapabilities.MaxMessageSize); if any is invalid, nothing is sent and the
-// error matches ErrInvalid or ErrTooLarge, and ErrNotSent. An empty ID is
+// error matches ErrInvalid or ErrTooLarge (the class of the first invalid
+// one), and ErrNotSent. For more than one message, its Messages says which
+// were refused and why, and that the others were not sent. An empty ID is
 // filled with NewID() before anything is sent.
 //
 // A failure from the broker matches exactly one of ErrNotSent (safe to send
@@ -95,10 +97,8 @@ func (t *Topic) Publish(ctx context.Context, msgs ...*Message) (err error) {
 	if t.closed {
 		return newError("publish", driver.Closed, false, errors.New("topic is closed"))
 	}
-	for _, m := range msgs {
-		if err := validate(t.caps, m); err != nil {
-			return err
-		}
+	if err := validateAll(t.caps, msgs); err != nil {
+		return err
 	}
 	if len(msgs) == 0 {
 		return nil

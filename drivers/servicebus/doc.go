@@ -66,7 +66,8 @@
 // # Delivery semantics
 //
 // Publishing: Message.ID is the MessageId (at most 128 characters, as the
-// service allows), headers are application properties with string values,
+// service allows; a longer one is refused before sending, ErrInvalid and
+// ErrNotSent), headers are application properties with string values,
 // the body is the message body. On an entity that requires sessions
 // Message.Key is the SessionId and is required (TopicCapabilities.KeyRequired;
 // the portable layer refuses a message without one before sending);

@@ -108,6 +108,8 @@ func code(err error) driver.ErrorCode {
 		return driver.Closed
 	case errors.Is(err, errTooLarge), errors.Is(err, azservicebus.ErrMessageTooLarge):
 		return driver.TooLarge
+	case errors.As(err, new(*invalidMessage)):
+		return driver.Invalid
 	case errors.Is(err, context.Canceled):
 		return driver.Canceled
 	case errors.Is(err, context.DeadlineExceeded):

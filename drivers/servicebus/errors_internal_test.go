@@ -28,6 +28,7 @@ func TestClassify(t *testing.T) {
 		{"not found", cond(condNotFound), driver.NotFound, false},
 		{"unauthorized", cond(condUnauthorized), driver.PermissionDenied, false},
 		{"size exceeded", cond(condSizeExceeded), driver.TooLarge, false},
+		{"refused before sending", invalidf("message ID is 129 characters"), driver.Invalid, false},
 		{"not allowed", cond(condNotAllowed), driver.Invalid, false},
 		{"message lock lost", cond(condMessageLockLost), driver.LockLost, false},
 		{"session lock lost", cond(condSessionLockLost), driver.LockLost, false},

@@ -34,21 +34,33 @@ const (
 	MaxSessionIDLen = 128
 )
 
+// invalidMessage is a message Service Bus would refuse, refused before
+// sending (ErrInvalid, not sent).
+type invalidMessage struct{ why string }
+
+func (e *invalidMessage) Error() string { return e.why }
+
+func invalidf(format string, args ...any) error {
+	return &invalidMessage{fmt.Sprintf(format, args...)}
+}
+
+// checkMessage refuses, before any network I/O, a message Service Bus
+// would refuse.
 func checkMessage(m *driver.Message, sessions bool) error {
 	if n := utf8.RuneCountInString(m.ID); n > MaxIDLen {
-		return broker.Invalidf("servicebus: message ID is %d characters, over Service Bus's MessageId limit of %d", n, MaxIDLen)
+		return invalidf("message ID is %d characters, over Service Bus's MessageId limit of %d", n, MaxIDLen)
 	}
 	if sessions && m.Key == "" {
-		return broker.Invalidf("servicebus: message %q has no Key, and the entity requires sessions (Key is the SessionId)", m.ID)
+		return invalidf("message %q has no Key, and the entity requires sessions (Key is the SessionId)", m.ID)
 	}
 	if n := utf8.RuneCountInString(m.Key); sessions && n > MaxSessionIDLen {
-		return broker.Invalidf("servicebus: message %q: key is %d characters, over Service Bus's SessionId limit of %d", m.ID, n, MaxSessionIDLen)
+		return invalidf("message %q: key is %d characters, over Service Bus's SessionId limit of %d", m.ID, n, MaxSessionIDLen)
 	}
 	// The SDK reports a property that is not valid UTF-8 as a lost
 	// connection: refuse it here (the portable layer checks it too).
 	for k, v := range m.Headers {
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			return broker.Invalidf("servicebus: message %q: header names and values must be valid UTF-8", m.ID)
+			return invalidf("message %q: header names and values must be valid UTF-8", m.ID)
 		}
 	}
 	return nil
