@@ -36,7 +36,7 @@ type Message struct {
 }
 
 // NewMessage returns a message whose payload is v encoded with c (nil:
-// JSON), as broker.NewMessage encodes it, with c's content type in
+// broker.JSON), as broker.NewMessage encodes it, with c's content type in
 // broker.HeaderContentType: the relay publishes the header, and a typed
 // consumer (idem.Typed, broker.Typed, broker.Decode) with another codec
 // refuses the message instead of misreading it. id, aggregateID, version
