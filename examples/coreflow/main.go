@@ -11,7 +11,6 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/wary-go/wary/broker"
 	_ "github.com/wary-go/wary/drivers/memory" // mem:// URLs
@@ -56,8 +55,11 @@ func run(ctx context.Context, out io.Writer) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO orders VALUES ('order-1', 42)`); err != nil {
 		return err
 	}
-	if _, err := box.Add(ctx, tx, &outbox.Message{ID: "order-1/placed",
-		AggregateID: "order-1", Version: 1, Type: "order.placed", Payload: []byte("42")}); err != nil {
+	placed, err := outbox.NewMessage(nil, "order-1/placed", "order-1", 1, "order.placed", 42) // the total, in JSON
+	if err != nil {
+		return err
+	}
+	if _, err := box.Add(ctx, tx, placed); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -84,24 +86,22 @@ func run(ctx context.Context, out io.Writer) error {
 	fmt.Fprintln(out, "relay published", n, err)
 
 	// 3. Consumer: the inbox claims the message ID and checks the event's
-	// version against invoices, in the transaction the handler writes in.
+	// version against invoices, in the transaction the handler writes in;
+	// the body decodes with the producer's codec (a body that does not is
+	// dead-lettered with the reason).
 	inbox, err := idem.NewInbox(store, "billing", sub.Capabilities(), &idem.Options{
 		Versions: idem.VersionTable{Table: "invoices", IDColumn: "order_id", VersionColumn: "version"}})
 	if err != nil {
 		return err
 	}
-	bill := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+	bill := idem.Typed(nil, func(ctx context.Context, tx *sql.Tx, d *broker.Delivery, total int) error {
 		ev, err := idem.ParseEvent(d.Message)
 		if err != nil {
 			return err
 		}
-		total, err := strconv.Atoi(string(d.Message.Body))
-		if err != nil {
-			return broker.Permanent(err) // dead-lettered with the reason
-		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO invoices VALUES (?, ?, ?)`, ev.AggregateID, ev.Version, total)
 		return err
-	}
+	})
 	// A service runs sub.Run(ctx, inbox.Wrap(bill), nil). Here: the
 	// delivery, then a copy with the same ID (a relay that died before
 	// marking its row sent publishes it again).

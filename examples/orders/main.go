@@ -221,8 +221,13 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 				ON CONFLICT (id) DO UPDATE SET version = excluded.version, status = excluded.status`, id, version, status, total); err != nil {
 				return err
 			}
-			_, err := box.Add(ctx, tx, &outbox.Message{ID: id + "/" + status, AggregateID: id, Version: version,
-				Type: "order." + status, Payload: fmt.Appendf(nil, `{"order":%q,"total":%d}`, id, total)}) // an OrderEvent
+			// The body in JSON (the default codec, as billing decodes
+			// it), its content type in a header.
+			m, err := outbox.NewMessage(nil, id+"/"+status, id, version, "order."+status, OrderEvent{Order: id, Total: total})
+			if err != nil {
+				return err
+			}
+			_, err = box.Add(ctx, tx, m)
 			return err
 		})
 	}
@@ -557,13 +562,13 @@ func yes(b bool) string {
 	return "NO"
 }
 
-// provider is a payment provider that honours idempotency keys and replays
 // OrderEvent is the body of every order event, in JSON.
 type OrderEvent struct {
 	Order string `json:"order"`
 	Total int    `json:"total"`
 }
 
+// provider is a payment provider that honours idempotency keys and replays
 // the first result.
 type provider struct {
 	mu      sync.Mutex

@@ -108,6 +108,14 @@
 // HeaderSequence and HeaderType over the row's own headers, and the
 // payload as body.
 //
+// NewMessage builds a Message whose payload a broker.Codec encodes (JSON
+// by default, as on the consumer's side), with the codec's content type in
+// broker.HeaderContentType among the row's headers: the relay publishes
+// it, and a typed consumer (idem.Typed, broker.Typed, broker.Decode)
+// decodes the body or, when it names another encoding, refuses it
+// (broker.ErrUndecodable) instead of misreading it. A Message written by
+// hand carries no content type, and the consumer's check cannot tell.
+//
 // The order reaches consumers only if the broker keeps it per key (SQS FIFO
 // message groups, Service Bus sessions, Kafka partitions); on other brokers
 // the version checks and parking of package idem restore it.

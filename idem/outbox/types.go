@@ -3,6 +3,8 @@ package outbox
 import (
 	"fmt"
 	"time"
+
+	"github.com/wary-go/wary/broker"
 )
 
 // Message is one event written to the outbox in the domain
@@ -23,14 +25,29 @@ type Message struct {
 	Version int64
 	// Type is the event type name (broker.HeaderType), optional.
 	Type string
-	// Headers are extra application headers (a W3C traceparent, say),
-	// under broker.ValidateHeaders's rules (names not empty, names and
-	// values valid UTF-8, no name reserved for wary); the four event
-	// headers of this package are written by the relay and may not be set
-	// here.
+	// Headers are extra application headers (a W3C traceparent, say,
+	// or broker.HeaderContentType, which NewMessage sets), under
+	// broker.ValidateHeaders's rules (names not empty, names and values
+	// valid UTF-8, no name reserved for wary); the four event headers of
+	// this package are written by the relay and may not be set here.
 	Headers map[string]string
 	// Payload is the message body.
 	Payload []byte
+}
+
+// NewMessage returns a message whose payload is v encoded with c (nil:
+// broker.JSON), as broker.NewMessage encodes it, with c's content type in
+// broker.HeaderContentType: the relay publishes the header, and a typed
+// consumer (idem.Typed, broker.Typed, broker.Decode) with another codec
+// refuses the message instead of misreading it. id, aggregateID, version
+// and typ are the message's ID (empty: Add fills it), AggregateID,
+// Version and Type.
+func NewMessage[T any](c broker.Codec, id, aggregateID string, version int64, typ string, v T) (*Message, error) {
+	m, err := broker.NewMessage(c, id, aggregateID, v)
+	if err != nil {
+		return nil, err
+	}
+	return &Message{ID: id, AggregateID: aggregateID, Version: version, Type: typ, Headers: m.Headers, Payload: m.Body}, nil
 }
 
 // State is the state of an outbox row.

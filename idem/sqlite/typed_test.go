@@ -12,6 +12,7 @@ import (
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/sqlite"
 )
 
@@ -195,5 +196,87 @@ func receiveN(t *testing.T, sub *broker.Subscription, n int, f func(*broker.Deli
 			f(d)
 			got++
 		}
+	}
+}
+
+// vndJSON is JSON under another content type: a codec the ledger's
+// consumer does not speak.
+type vndJSON struct{ broker.JSON }
+
+func (vndJSON) ContentType() string { return "application/vnd.example+json" }
+
+// TestTypedOutbox: events added with outbox.NewMessage carry their codec's
+// content type through the outbox and the relay, so that the typed
+// consumer applies the one in its codec (JSON) and dead-letters, without
+// applying it, the one in another, whose body JSON would decode.
+func TestTypedOutbox(t *testing.T) {
+	ctx := t.Context()
+	st := tempStore(t)
+	if _, err := st.DB().ExecContext(ctx, "CREATE TABLE paid (id TEXT PRIMARY KEY, amount INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	box, err := outbox.New(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := outbox.NewMessage(nil, "p-1", "o-1", 1, "payment.made", payment{"o-1", 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := outbox.NewMessage(vndJSON{}, "p-2", "o-2", 1, "payment.made", payment{"o-2", 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := st.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := box.Add(ctx, tx, good, foreign); err != nil {
+		t.Fatalf("Add: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	b, sub, in := ledger(t, st, 0)
+	topic, err := b.OpenTopic("payments", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	relay, err := outbox.NewRelay(st, topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := relay.Drain(ctx); n != 2 || err != nil {
+		t.Fatalf("Drain = %d, %v; want 2", n, err)
+	}
+
+	pay := idem.Typed(nil, func(ctx context.Context, tx *sql.Tx, d *broker.Delivery, p payment) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO paid VALUES (?, ?)", p.Order, p.Amount)
+		return err
+	})
+	results := map[string]idem.Result{}
+	receiveN(t, sub, 2, func(d *broker.Delivery) {
+		want := map[string]string{"p-1": "application/json", "p-2": "application/vnd.example+json"}[d.Message.ID]
+		if ct := d.Message.Headers[broker.HeaderContentType]; ct != want || d.Message.Headers[broker.HeaderType] != "payment.made" {
+			t.Errorf("%s published with headers %v, want content type %q", d.Message.ID, d.Message.Headers, want)
+		}
+		results[d.Message.ID], _ = in.Handle(ctx, d, pay)
+	})
+	if results["p-1"] != idem.ResultApplied || results["p-2"] != idem.ResultDeadLettered {
+		t.Fatalf("results %v, want p-1 applied, p-2 dead-lettered", results)
+	}
+	dlq, _ := b.OpenDeadLetters("payments", "ledger", nil)
+	defer dlq.Close()
+	receiveN(t, dlq, 1, func(d *broker.Delivery) {
+		if r := d.Message.Headers[broker.HeaderDeadLetterReason]; d.Message.ID != "p-2" || !strings.Contains(r, "application/vnd.example+json") {
+			t.Errorf("dead letter %s with reason %q, want p-2 refused for its content type", d.Message.ID, r)
+		}
+	})
+	var order string
+	if err := st.DB().QueryRowContext(ctx, "SELECT group_concat(id) FROM paid").Scan(&order); err != nil || order != "o-1" {
+		t.Fatalf("paid %q (%v), want o-1 only", order, err)
 	}
 }

@@ -27,7 +27,8 @@ var eventHeaders = []string{broker.HeaderAggregateID, broker.HeaderAggregateVers
 // (broker.ValidateID) and an aggregate ID that is valid UTF-8 and not
 // only white space (unicode.IsSpace), a version of at least 0, a type of
 // valid UTF-8, and headers that broker.ValidateHeaders accepts, none of
-// them one of the event headers the relay writes. The error matches
+// them one of the event headers the relay writes (broker.HeaderContentType,
+// which outbox.NewMessage sets, is the row's own). The error matches
 // ErrOutboxMessage and, when the broker's rules refuse it, broker.ErrInvalid.
 func OutboxMessage(m *store.OutboxMessage) error {
 	bad := func(format string, args ...any) error {
