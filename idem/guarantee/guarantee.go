@@ -301,6 +301,9 @@ func (e *explainer) transport() {
 	case c == nil && key != "":
 		parts = append(parts, "keyed by "+key)
 	case c == nil:
+	case c.Source.IsUnread(driver.SettingOrdering):
+		// Never the field's value: the driver could not read the order.
+		parts = append(parts, "order unknown")
 	case c.Ordering == broker.OrderNone:
 		parts = append(parts, "no order")
 	case key != "":
@@ -411,7 +414,14 @@ func (e *explainer) order() {
 		return
 	}
 	v, text := VerdictOK, ""
+	unread := c.Source.IsUnread(driver.SettingOrdering)
 	switch {
+	case unread && e.p.versioned() && e.p.Inbox != nil && e.p.Inbox.HoldsGaps:
+		text = "the order the broker delivers in could not be read (see UNKNOWN); version checks hold an early event in the store and apply it after its predecessor, in version order, whatever that order is"
+	case unread && e.p.versioned():
+		v, text = VerdictWeak, "the order the broker delivers in could not be read (see UNKNOWN); version checks detect gaps, retry them and park the aggregate until the missing event arrives and it is replayed"
+	case unread:
+		v, text = VerdictWeak, "needed, but the order the broker delivers in could not be read (see UNKNOWN), and nothing checks versions: if the broker keeps none, events of an aggregate are applied in any order"
 	case c.Ordering == broker.OrderNone && e.p.versioned() && e.p.Inbox != nil && e.p.Inbox.HoldsGaps:
 		text = "the broker keeps no order; version checks hold an early event in the store and apply it after its predecessor, in version order, and park the aggregate if the gap stays open"
 	case c.Ordering == broker.OrderNone && e.p.versioned():

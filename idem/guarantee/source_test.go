@@ -48,3 +48,25 @@ func TestSourceConflictIsFinding(t *testing.T) {
 		t.Fatalf("transport line: %+v", tr)
 	}
 }
+
+// TestSourceOrderUnread: an order the driver could not read (a RabbitMQ
+// queue read over AMQP, which cannot show x-single-active-consumer) is
+// stated as unknown, whatever the Ordering field holds: never as "order
+// per queue", and the order line does not count on it.
+func TestSourceOrderUnread(t *testing.T) {
+	sub := broker.SubscriptionCapabilities{Ordering: broker.OrderQueue, DeliveryLimit: 20, DeliveryLimitMode: broker.LimitNative, DeadLetter: true,
+		RedeliveryHorizon: broker.HorizonUnbounded,
+		Source: driver.Source{Read: "quorum queue q over AMQP",
+			Unread: []driver.Unread{{Setting: driver.SettingOrdering, Why: "x-single-active-consumer cannot be read over AMQP", Fix: "enable rabbitmq_management"}}}}
+	for _, versioned := range []bool{false, true} {
+		st := guarantee.Explain(guarantee.Pipeline{Subscription: &sub, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", Versioned: versioned}, NeedOrder: true})
+		s := st.String()
+		if !st.OK() || !strings.Contains(s, "order unknown") || strings.Contains(s, "order per") || strings.Contains(s, "orders per") ||
+			!strings.Contains(s, "UNKNOWN (transport): the subscription's ordering could not be read from the broker: x-single-active-consumer cannot be read over AMQP\n  to read it: enable rabbitmq_management") {
+			t.Errorf("versioned %t: statement:\n%s", versioned, s)
+		}
+		if o := st.Lines[2]; o.Stage != "order" || o.Verdict != guarantee.VerdictWeak || !strings.Contains(o.Text, "could not be read") {
+			t.Errorf("versioned %t: order line %+v", versioned, o)
+		}
+	}
+}
