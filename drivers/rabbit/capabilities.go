@@ -39,6 +39,7 @@ type subCaps struct {
 	deadLetter    bool
 	nackDelay     bool
 	noOrder       bool   // a queue without a single active consumer
+	orderUnread   bool   // whether the queues have one could not be read
 	noCount       bool   // not a quorum queue: no delivery count
 	lockNote      string // what the queues declare of a consumer timeout, for the lock's Why ("": nothing)
 }
@@ -75,7 +76,9 @@ func (c subCaps) capabilities() driver.SubscriptionCapabilities {
 	if c.partitions > 1 {
 		caps.Ordering = driver.OrderPartition
 	}
-	if c.noOrder {
+	// An order that could not be read is none: what a consumer may rely
+	// on, while Source.Unread states it as unknown, not as none.
+	if c.noOrder || c.orderUnread {
 		caps.Ordering = driver.OrderNone
 	}
 	if c.noCount {

@@ -267,9 +267,10 @@
 //     default when neither is set (20 from RabbitMQ 4.0, none before), in
 //     deliveries: the value + 1. The dead-letter exchange: the argument
 //     over a policy. A queue without x-single-active-consumer keeps no
-//     order among its consumers (OrderNone); a classic queue has no
-//     delivery limit nor count. A max-length with overflow drop-head (or
-//     reject-publish-dlx) is named in Source.Read.
+//     order among its consumers (OrderNone): an argument the API shows
+//     in full, so absent is off even where policies cannot be listed; a
+//     classic queue has no delivery limit nor count. A max-length with
+//     overflow drop-head (or reject-publish-dlx) is named in Source.Read.
 //   - Without the management API, over AMQP: the driver redeclares the
 //     queue (which exists: it was checked passively first) on a throwaway
 //     channel with the arguments the options state; RabbitMQ answers 406
@@ -282,7 +283,11 @@
 //     dead-letter exchange without one, and the queue length are Unread,
 //     with why and how to read them (enable the plugin, or pass
 //     management=URL); a read x-delivery-limit is stated with the caveat
-//     that a lower policy would apply.
+//     that a lower policy would apply. RabbitMQ does not compare
+//     x-single-active-consumer on a redeclaration, so whether a queue has
+//     one is not read: the order is Unread (SettingOrdering), and
+//     Ordering is OrderNone, what a consumer may rely on, which wary
+//     explain states as unknown, not as none.
 //   - The lock's bound, RabbitMQ's consumer_timeout, is unread through
 //     either interface (see the acks above).
 //

@@ -17,7 +17,7 @@ import (
 type queueSettings struct {
 	limit    *int64  // x-delivery-limit, delivery-limit: returns counted
 	dlx      *string // x-dead-letter-exchange, dead-letter-exchange
-	sac      *bool   // x-single-active-consumer (an argument only)
+	sac      *bool   // x-single-active-consumer (an argument only; never read over AMQP)
 	maxLen   *int64  // x-max-length, max-length
 	overflow *string // x-overflow, overflow
 	// x-consumer-timeout, an argument only here: RabbitMQ before 3.11
@@ -191,6 +191,12 @@ func readMgmt(ctx context.Context, m *mgmtClient, name string, v serverVersion) 
 		return heldQueue{}, err
 	}
 	args := settingsFromJSON(q.Arguments, "x-")
+	if args.sac == nil {
+		// The API shows every argument, and no policy sets this one:
+		// absent is off, whether or not the policies can be read.
+		f := false
+		args.sac = &f
+	}
 	def, perr := m.effectivePolicy(ctx, q)
 	if perr != nil {
 		// The arguments alone: what a policy could change stays unread.

@@ -225,7 +225,7 @@ func queueDifferences(ctx context.Context, c *Conn, mc *mgmtClient, name string,
 			typ = amqp.QueueTypeClassic
 		}
 		h = resolve(name, typ, settingsFromTable(held), nil, v)
-		h.why = why + "; read over AMQP, where policies are not visible"
+		h.why = why + "; read over AMQP, where policies and x-single-active-consumer are not visible"
 	}
 	var diffs []driver.Conflict
 	differ := func(setting driver.Setting, stated, held string) {

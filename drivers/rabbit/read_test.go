@@ -18,7 +18,8 @@ import (
 )
 
 // handQueue declares, with amqp091 directly (as a user's own program
-// would), a quorum queue with args and a dead-letter exchange name.dlx,
+// would), a quorum queue with a single active consumer, args (a nil
+// value leaves that argument out) and a dead-letter exchange name.dlx,
 // deleted at cleanup. It needs the management API (reading through it is
 // what is tested) and skips without it, unless WARY_REQUIRE_SERVICES=1.
 func handQueue(t *testing.T, args amqp.Table) string {
@@ -38,6 +39,9 @@ func handQueue(t *testing.T, args amqp.Table) string {
 	all := amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum, amqp.SingleActiveConsumerArg: true}
 	for k, v := range args {
 		all[k] = v
+		if v == nil {
+			delete(all, k)
+		}
 	}
 	if _, err := ch.QueueDeclare(name, true, false, false, false, all); err != nil {
 		t.Fatal(err)
@@ -180,12 +184,14 @@ func TestReadWithoutManagement(t *testing.T) {
 	if caps.DeliveryLimit != 20 || !caps.DeadLetter || len(src.Conflicts) != 0 || !strings.Contains(src.Read, "over AMQP") {
 		t.Errorf("capabilities %s, source %+v", caps, src)
 	}
-	if len(src.Unread) != 2 || src.Unread[0].Setting != driver.SettingQueueLength || src.Unread[1].Setting != driver.SettingLockTimeout ||
-		!strings.Contains(src.Unread[0].Why, "127.0.0.1:1 did not answer") || !strings.Contains(src.Unread[0].Fix, "rabbitmq_management") {
+	// The order (x-single-active-consumer, which AMQP cannot show), the
+	// length (policies) and the lock (nothing shows it) are unread.
+	if len(src.Unread) != 3 || src.Unread[0].Setting != driver.SettingOrdering || src.Unread[1].Setting != driver.SettingQueueLength || src.Unread[2].Setting != driver.SettingLockTimeout ||
+		!strings.Contains(src.Unread[1].Why, "127.0.0.1:1 did not answer") || !strings.Contains(src.Unread[1].Fix, "rabbitmq_management") {
 		t.Errorf("unread %+v", src.Unread)
 	}
-	if strings.Contains(src.Unread[0].Why, "guest") {
-		t.Errorf("unread names the credentials: %q", src.Unread[0].Why)
+	if strings.Contains(src.Unread[1].Why, "guest") {
+		t.Errorf("unread names the credentials: %q", src.Unread[1].Why)
 	}
 
 	// The URL states 5: the queue's argument says 20, a conflict.
@@ -304,6 +310,42 @@ func TestReadLockUnread(t *testing.T) {
 		}
 		if query == timed && strings.HasPrefix(ver, "3.10.") && !strings.Contains(u.Why, "which RabbitMQ 3.10 ignores") {
 			t.Errorf("why %q, want RabbitMQ %s ignoring the argument", u.Why, ver)
+		}
+	}
+}
+
+// A quorum queue declared by hand without x-single-active-consumer
+// delivers to its consumers in parallel: no order. Through the management
+// API that is read. Over AMQP it cannot be: RabbitMQ does not compare
+// x-single-active-consumer on a redeclaration, so the driver's own
+// declaration with it succeeds whether or not the queue has it. The order
+// is then unread, with why and how to make it readable, and the
+// capabilities promise no order (OrderNone), not "order per queue"; the
+// same for a queue that has one, and for a classic queue.
+func TestReadOrderWithoutManagement(t *testing.T) {
+	parallel := handQueue(t, amqp.Table{amqp.SingleActiveConsumerArg: nil, "x-delivery-limit": 19, "x-dead-letter-exchange": q0dlx})
+	caps, err := openURL(t, parallel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	needManagement(t, caps)
+	if caps.Ordering != broker.OrderNone || caps.Source.IsUnread(driver.SettingOrdering) || !strings.Contains(caps.Source.Read, "no x-single-active-consumer") {
+		t.Errorf("through the management API: capabilities %s, source %+v; want no order, read", caps, caps.Source)
+	}
+	single := handQueue(t, nil)
+	for _, query := range []string{parallel + "?management=off", single + "?management=off", parallel + "?management=http://127.0.0.1:1"} {
+		caps, err := openURL(t, query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if caps.Ordering != broker.OrderNone || !caps.Source.IsUnread(driver.SettingOrdering) {
+			t.Errorf("%s: capabilities %s, source %+v; want the order unread, no order promised", query, caps, caps.Source)
+			continue
+		}
+		for _, u := range caps.Source.Unread {
+			if u.Setting == driver.SettingOrdering && (!strings.Contains(u.Why, "x-single-active-consumer") || !strings.Contains(u.Fix, "rabbitmq_management")) {
+				t.Errorf("%s: order unread %+v", query, u)
+			}
 		}
 	}
 }

@@ -18,10 +18,13 @@ type read struct {
 	limit     int // in deliveries; 0: none
 	dlxRead   bool
 	dlx       *string
-	noOrder   bool   // a queue without a single active consumer
-	classic   bool   // a queue other than a quorum queue: no delivery count
-	lockNote  string // consumerTimeoutNote of the queues read
-	src       driver.Source
+	noOrder   bool // a queue without a single active consumer
+	// orderUnread: whether a queue has a single active consumer could not
+	// be read (over AMQP), and none was read without one.
+	orderUnread bool
+	classic     bool   // a queue other than a quorum queue: no delivery count
+	lockNote    string // consumerTimeoutNote of the queues read
+	src         driver.Source
 }
 
 // readQueues reads what the broker holds for queues: through the
@@ -103,6 +106,8 @@ func compare(hs []heldQueue, via, why, fix string, o SubscriptionOptions, v serv
 		unread(driver.SettingDeliveryLimit, why, fix)
 		unread(driver.SettingDeadLetter, why, fix)
 		unread(driver.SettingQueueLength, why, fix)
+		unread(driver.SettingOrdering, why, fix)
+		r.orderUnread = true
 		return r
 	}
 	h0 := hs[0]
@@ -153,17 +158,28 @@ func compare(hs []heldQueue, via, why, fix string, o SubscriptionOptions, v serv
 		}
 	}
 	// Order and type: any queue without a single active consumer, or not
-	// a quorum queue, weakens the whole subscription.
+	// a quorum queue, weakens the whole subscription. A queue whose single
+	// active consumer could not be read (over AMQP) leaves the order
+	// unread, unless another queue has none, which is read.
+	sacUnread := false
 	for _, h := range hs {
-		if h.sac != nil && !*h.sac {
+		switch {
+		case h.sac == nil:
+			sacUnread = true
+		case !*h.sac:
 			r.noOrder = true
 		}
 		if h.typ != amqp.QueueTypeQuorum {
 			r.classic = true
 		}
 	}
-	if r.noOrder {
+	switch {
+	case r.noOrder:
 		details = append(details, "no x-single-active-consumer: consumers receive in parallel")
+	case sacUnread:
+		r.orderUnread = true
+		unread(driver.SettingOrdering, "whether the queue has x-single-active-consumer, without which its consumers receive in parallel, cannot be read over AMQP: "+
+			"RabbitMQ does not compare that argument on a redeclaration, so the driver's declaration with it succeeds on a queue without it; "+h0.why, h0.fix)
 	}
 	// Length.
 	switch {

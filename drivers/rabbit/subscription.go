@@ -221,6 +221,7 @@ func openSubscription(ctx context.Context, c *Conn, queue string, o Subscription
 		deadLetter:    deadLetter,
 		nackDelay:     o.NackDelay,
 		noOrder:       rd.noOrder,
+		orderUnread:   rd.orderUnread,
 		noCount:       rd.classic,
 		lockNote:      rd.lockNote,
 	}.capabilities()

@@ -108,7 +108,11 @@ Misconfigurations are flagged with their fix, and make the command exit 1.
 Where a driver reads the broker (RabbitMQ: the queue's arguments and
 policies, through the management API), the transport line states what the
 broker holds, a URL parameter that says otherwise is flagged, and what it
-could not read is stated as UNKNOWN, with how to make it readable.
+could not read is stated as UNKNOWN, with how to make it readable, never as
+a default: with management=off RabbitMQ's queue arguments are read over
+AMQP, which cannot show x-single-active-consumer, so the order is "order
+unknown" (through the management API a queue without it is "no order"),
+and the order line does not count on one.
 
 What the broker and the store cannot tell (handler concurrency, whether
 the domain needs order, idempotency-key contracts) comes from flags or

@@ -10,8 +10,8 @@ import (
 )
 
 // handQueue declares, as a user's own program would (not through wary's
-// Topology), a quorum queue with a single active consumer and args,
-// deleted at cleanup, on the server rabbitTopology found (call it first).
+// Topology), a quorum queue with a single active consumer and args (a nil
+// value leaves that argument out), deleted at cleanup, on the server rabbitTopology found (call it first).
 func handQueue(t *testing.T, args map[string]any) string {
 	t.Helper()
 	ctx := t.Context()
@@ -29,6 +29,9 @@ func handQueue(t *testing.T, args map[string]any) string {
 	all := map[string]any{"x-queue-type": "quorum", "x-single-active-consumer": true}
 	for k, v := range args {
 		all[k] = v
+		if v == nil {
+			delete(all, k)
+		}
 	}
 	if _, err := ch.QueueDeclare(name, true, false, false, false, all); err != nil {
 		t.Fatal(err)
@@ -40,6 +43,20 @@ func handQueue(t *testing.T, args map[string]any) string {
 		}
 	})
 	return name
+}
+
+// needManagement skips when explain's r read nothing through the
+// management API (fails with WARY_REQUIRE_SERVICES=1).
+func needManagement(t *testing.T, r result) {
+	t.Helper()
+	if strings.Contains(r.out, "through the management API") {
+		return
+	}
+	msg := "the management API does not answer (rabbitmq-plugins enable rabbitmq_management):\n" + r.out
+	if os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 }
 
 // TestExplainRabbitReadsBroker: explain states what RabbitMQ holds for a
@@ -55,13 +72,7 @@ func TestExplainRabbitReadsBroker(t *testing.T) {
 		return newWary(t).want(code, "explain", "--broker", topicURL, "--subscription", sub, "--outbox", "--inbox", "--consumer", "billing")
 	}
 	r := explain(cli.ExitOK, "rabbit://"+limited)
-	if !strings.Contains(r.out, "through the management API") {
-		msg := "the management API does not answer (rabbitmq-plugins enable rabbitmq_management):\n" + r.out
-		if os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	needManagement(t, r)
 	r.has(t, "dead-letters after 20 deliveries (native)", "subscription read from quorum queue "+limited+" through the management API at ", "x-delivery-limit 19")
 	// The lock's bound, RabbitMQ's consumer_timeout, is the one setting no
 	// interface shows: stated as unknown, with where to look it up, which
@@ -83,9 +94,37 @@ func TestExplainRabbitReadsBroker(t *testing.T) {
 	r = explain(cli.ExitOK, "rabbit://"+unlimited+"?management=http://127.0.0.1:1")
 	r.has(t, "delivery limit unknown", "UNKNOWN (transport): the subscription's delivery limit could not be read from the broker: the management API at 127.0.0.1:1 did not answer",
 		"to read it: enable the rabbitmq_management plugin", "lock unknown")
-	// The limit, the dead-letter target and the queue length, which the
-	// management API would show, and the lock, which nothing shows.
-	if n := strings.Count(r.out, "UNKNOWN (transport)"); n != 4 {
-		t.Errorf("%d settings unknown, want 4:\n%s", n, r.out)
+	// The limit, the dead-letter target, the order and the queue length,
+	// which the management API would show, and the lock, which nothing
+	// shows.
+	if n := strings.Count(r.out, "UNKNOWN (transport)"); n != 5 {
+		t.Errorf("%d settings unknown, want 5:\n%s", n, r.out)
+	}
+}
+
+// TestExplainRabbitOrderUnread (issue 44): a quorum queue declared by hand
+// without x-single-active-consumer delivers to its consumers in parallel.
+// Through the management API explain states "no order"; with
+// management=off, where the queue's arguments are read over AMQP, which
+// cannot show that argument, it states the order as UNKNOWN with how to
+// make it readable, never "order per queue".
+func TestExplainRabbitOrderUnread(t *testing.T) {
+	_, topicURL, _, _ := rabbitTopology(t)
+	q := handQueue(t, map[string]any{"x-single-active-consumer": nil, "x-delivery-limit": 19, "x-dead-letter-exchange": "amq.fanout"})
+	explain := func(code int, sub string) result {
+		t.Helper()
+		return newWary(t).want(code, "explain", "--broker", topicURL, "--subscription", sub, "--outbox", "--inbox", "--consumer", "billing", "--ordered")
+	}
+	r := explain(cli.ExitFinding, "rabbit://"+q)
+	needManagement(t, r)
+	r.has(t, "at least once; no order", "no x-single-active-consumer", "MISCONFIGURED (order): ordering is needed but the broker declares no ordering scope")
+
+	r = explain(cli.ExitOK, "rabbit://"+q+"?management=off")
+	r.has(t, "at least once; order unknown", "order:       [weak] needed, but the order the broker delivers in could not be read",
+		"UNKNOWN (transport): the subscription's ordering could not be read from the broker: whether the queue has x-single-active-consumer",
+		"cannot be read over AMQP", "the management API is not used (management=off)",
+		"to read it: enable the rabbitmq_management plugin (rabbitmq-plugins enable rabbitmq_management), or pass management=http://HOST:PORT in the URL")
+	if strings.Contains(r.out, "order per") || strings.Contains(r.out, "orders per") {
+		t.Errorf("an order stated that was not read:\n%s", r.out)
 	}
 }
