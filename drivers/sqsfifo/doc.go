@@ -101,9 +101,10 @@
 // perMessageGroupId, the dedup scope is the message group), RedrivePolicy
 // (maxReceiveCount and the dead-letter queue), VisibilityTimeout,
 // MessageRetentionPeriod and MaximumMessageSize. An answer that lacks
-// VisibilityTimeout, MaximumMessageSize or MessageRetentionPeriod (an
-// emulator's may) leaves that setting in Source.Unread, stated as unknown:
-// the lock and the size hold SQS's defaults (30 s, 256 KiB), the horizon is
+// VisibilityTimeout, MaximumMessageSize, MessageRetentionPeriod or
+// DeduplicationScope (an emulator's may) leaves that setting in
+// Source.Unread, stated as unknown: the lock and the size hold SQS's
+// defaults (30 s, 256 KiB), the dedup scope the queue, the horizon is
 // HorizonUnknown. A queue created by hand,
 // not by wary, is described as it is. ContentBasedDeduplication does not
 // matter: the driver always sends a MessageDeduplicationId, which takes

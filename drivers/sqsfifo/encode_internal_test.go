@@ -180,6 +180,15 @@ func TestCapsFromAttributes(t *testing.T) {
 	if c.DeadLetter || c.DeliveryLimit != 0 || c.DeliveryLimitMode != driver.LimitNone || tc.DedupScope != driver.DedupQueue || tc.DedupWindow != 3*time.Second {
 		t.Fatalf("without redrive: %s; %s", tc, c)
 	}
+	// Without DeduplicationScope (an emulator's answer may lack it), the
+	// queue scope the topic declares is SQS's default, not read.
+	if len(tc.Source.Unread) != 1 || tc.Source.Unread[0].Setting != driver.SettingDedupWindow || !strings.Contains(tc.Source.Unread[0].Why, "no DeduplicationScope") {
+		t.Fatalf("without DeduplicationScope: %+v", tc.Source)
+	}
+	a["DeduplicationScope"] = "queue"
+	if tc, _, _, _ = capsFromAttributes(a, 0); tc.DedupScope != driver.DedupQueue || len(tc.Source.Unread) != 0 {
+		t.Fatalf("DeduplicationScope queue: %s %+v", tc, tc.Source)
+	}
 	// VisibilityTimeout 0 locks nothing: LockNone, not "held until settled".
 	a["VisibilityTimeout"] = "0"
 	if _, c, _, _ = capsFromAttributes(a, 0); c.LockTimeout != driver.LockNone || c.LockExtendable || len(c.Source.Unread) != 0 {

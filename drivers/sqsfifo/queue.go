@@ -214,6 +214,13 @@ func capsFromAttributes(a map[string]string, dedupWindow time.Duration) (driver.
 	if dedupWindow <= 0 {
 		dedupWindow = DefaultDedupWindow
 	}
+	scope := a[string(types.QueueAttributeNameDeduplicationScope)]
+	if scope == "" {
+		// SQS's default scope, the queue, is declared, but not as read.
+		topicUnread = append(topicUnread, driver.Unread{Setting: driver.SettingDedupWindow,
+			Why: "the queue's attributes (GetQueueAttributes All) hold no DeduplicationScope; SQS's default scope, the queue, is declared",
+			Fix: "use an SQS endpoint that returns DeduplicationScope (AWS's does)"})
+	}
 	tc := driver.TopicCapabilities{
 		OrderingKey:    "MessageGroupId",
 		KeyRequired:    true,
@@ -223,7 +230,7 @@ func capsFromAttributes(a map[string]string, dedupWindow time.Duration) (driver.
 		MaxBatchSize:   MaxBatchSize,
 		Source:         driver.Source{Unread: topicUnread},
 	}
-	if a[string(types.QueueAttributeNameDeduplicationScope)] == "messageGroup" {
+	if scope == "messageGroup" {
 		tc.DedupScope = driver.DedupMessageGroup
 	}
 	caps := driver.SubscriptionCapabilities{
