@@ -277,17 +277,19 @@
 //     PRECONDITION_FAILED naming one argument that differs and its value,
 //     which the next attempt takes, until the declaration succeeds with
 //     the queue's own arguments (which changes nothing). So the queue's
-//     x-delivery-limit and x-dead-letter-exchange are read, and a URL that
-//     states them otherwise is a conflict, as through the management API.
-//     Policies are not visible over AMQP: a limit without an argument, a
-//     dead-letter exchange without one, and the queue length are Unread,
-//     with why and how to read them (enable the plugin, or pass
-//     management=URL); a read x-delivery-limit is stated with the caveat
-//     that a lower policy would apply. RabbitMQ does not compare
-//     x-single-active-consumer on a redeclaration, so whether a queue has
-//     one is not read: the order is Unread (SettingOrdering), and
-//     Ordering is OrderNone, what a consumer may rely on, which wary
-//     explain states as unknown, not as none.
+//     x-dead-letter-exchange, which overrules a policy, is read, and a URL
+//     that states another is a conflict, as through the management API.
+//     Policies are not visible over AMQP, so the delivery limit is Unread
+//     even where x-delivery-limit is read (a delivery-limit policy applies
+//     over it when lower, and lifts it when negative; the capabilities
+//     hold the argument's limit, which the subscription counts with, and
+//     a URL that states another is no conflict), and so are a dead-letter
+//     exchange without an argument and the queue length, with why and how
+//     to read them (enable the plugin, or pass management=URL). RabbitMQ
+//     does not compare x-single-active-consumer on a redeclaration, so
+//     whether a queue has one is not read: the order is Unread
+//     (SettingOrdering), and Ordering is OrderNone, what a consumer may
+//     rely on, which wary explain states as unknown, not as none.
 //   - The lock's bound, RabbitMQ's consumer_timeout, is unread through
 //     either interface (see the acks above).
 //

@@ -93,6 +93,9 @@ type heldQueue struct {
 	limitRead bool
 	limit     int    // in deliveries (returns + 1); 0: none
 	limitFrom string // where it comes from, for people
+	// limitArgOnly: the limit is x-delivery-limit's, read over AMQP, where
+	// a delivery-limit policy, which changes it, is not visible.
+	limitArgOnly bool
 
 	dlxRead bool
 	dlx     *string // nil: no dead-letter exchange
@@ -134,9 +137,11 @@ func resolve(name, typ string, args queueSettings, pol *queueSettings, v serverV
 	case typ != "" && typ != amqp.QueueTypeQuorum:
 		h.limitRead, h.limitFrom = true, "a "+typ+" queue, which has no delivery limit"
 	case pol == nil && args.limit != nil && *args.limit >= 0:
-		// A policy, unseen here, could only lower it.
-		h.limitRead, h.limit = true, int(*args.limit)+1
-		h.limitFrom = fmt.Sprintf("x-delivery-limit %d (a lower delivery-limit policy, not visible over AMQP, would apply)", *args.limit)
+		// A policy, unseen here, applies over it when lower, and lifts it
+		// when negative: the argument is what the subscription counts
+		// with, not a reading of the limit (compare lists it unread).
+		h.limitRead, h.limit, h.limitArgOnly = true, int(*args.limit)+1, true
+		h.limitFrom = fmt.Sprintf("x-delivery-limit %d", *args.limit)
 	case pol == nil:
 	default:
 		h.limitRead = true

@@ -171,8 +171,13 @@ func TestReadQueueWithoutLimit(t *testing.T) {
 // Without the management API, the settings a policy could change are
 // unread, with why and how to make them readable; the queue's arguments
 // are learned over AMQP (a redeclaration, which RabbitMQ refuses with 406
-// naming each argument that differs): one the URL states correctly is
-// verified, one it states otherwise is a conflict.
+// naming each argument that differs). The dead-letter exchange's argument
+// overrules a policy: it is read, and a URL that states another is a
+// conflict. The delivery limit's is not the limit: a delivery-limit
+// policy, which AMQP cannot show, applies over it when lower, so the
+// limit is unread (the capabilities hold the argument's, which the
+// subscription counts with), and a URL that states another is no
+// conflict.
 func TestReadWithoutManagement(t *testing.T) {
 	q := handQueue(t, amqp.Table{"x-delivery-limit": 19, "x-dead-letter-exchange": q0dlx, "x-max-length": 1000})
 	const off = "management=http://127.0.0.1:1"
@@ -184,22 +189,28 @@ func TestReadWithoutManagement(t *testing.T) {
 	if caps.DeliveryLimit != 20 || !caps.DeadLetter || len(src.Conflicts) != 0 || !strings.Contains(src.Read, "over AMQP") {
 		t.Errorf("capabilities %s, source %+v", caps, src)
 	}
-	// The order (x-single-active-consumer, which AMQP cannot show), the
-	// length (policies) and the lock (nothing shows it) are unread.
-	if len(src.Unread) != 3 || src.Unread[0].Setting != driver.SettingOrdering || src.Unread[1].Setting != driver.SettingQueueLength || src.Unread[2].Setting != driver.SettingLockTimeout ||
-		!strings.Contains(src.Unread[1].Why, "127.0.0.1:1 did not answer") || !strings.Contains(src.Unread[1].Fix, "rabbitmq_management") {
+	// The limit and the length (policies), the order
+	// (x-single-active-consumer, which AMQP cannot show) and the lock
+	// (nothing shows it) are unread.
+	if len(src.Unread) != 4 || src.Unread[0].Setting != driver.SettingDeliveryLimit || src.Unread[1].Setting != driver.SettingOrdering ||
+		src.Unread[2].Setting != driver.SettingQueueLength || src.Unread[3].Setting != driver.SettingLockTimeout ||
+		!strings.Contains(src.Unread[0].Why, "x-delivery-limit 19 is read over AMQP, but a delivery-limit policy") ||
+		!strings.Contains(src.Unread[2].Why, "127.0.0.1:1 did not answer") || !strings.Contains(src.Unread[2].Fix, "rabbitmq_management") {
 		t.Errorf("unread %+v", src.Unread)
 	}
-	if strings.Contains(src.Unread[1].Why, "guest") {
-		t.Errorf("unread names the credentials: %q", src.Unread[1].Why)
+	for _, u := range src.Unread {
+		if strings.Contains(u.Why, "guest") {
+			t.Errorf("unread names the credentials: %q", u.Why)
+		}
 	}
 
-	// The URL states 5: the queue's argument says 20, a conflict.
-	caps, err = openURL(t, q+"?"+off+"&delivery_limit=5&dead_letter_exchange="+q0dlx)
+	// The URL states 5 deliveries and another dead-letter exchange: the
+	// exchange is a conflict, the limit unread.
+	caps, err = openURL(t, q+"?"+off+"&delivery_limit=5&dead_letter_exchange=elsewhere")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if caps.DeliveryLimit != 20 || len(caps.Source.Conflicts) != 1 || caps.Source.Conflicts[0].Setting != driver.SettingDeliveryLimit {
+	if caps.DeliveryLimit != 20 || !caps.Source.IsUnread(driver.SettingDeliveryLimit) || len(caps.Source.Conflicts) != 1 || caps.Source.Conflicts[0].Setting != driver.SettingDeadLetter {
 		t.Errorf("capabilities %s, source %+v", caps, caps.Source)
 	}
 

@@ -116,13 +116,19 @@ func compare(hs []heldQueue, via, why, fix string, o SubscriptionOptions, v serv
 	// Delivery limit: the same on every queue, or unread.
 	same := true
 	for _, h := range hs {
-		same = same && h.limitRead == h0.limitRead && h.limit == h0.limit
+		same = same && h.limitRead == h0.limitRead && h.limit == h0.limit && h.limitArgOnly == h0.limitArgOnly
 	}
 	switch {
 	case !same:
 		unread(driver.SettingDeliveryLimit, "the partition queues hold different delivery limits ("+list(hs, func(h heldQueue) string { return deliveries(h.limit) })+")", "give every partition queue the same x-delivery-limit or delivery-limit policy")
 	case !h0.limitRead:
 		unread(driver.SettingDeliveryLimit, h0.why, h0.fix)
+	case h0.limitArgOnly:
+		// The argument, which the subscription counts with; the limit
+		// that applies is unread, so nothing conflicts with it.
+		r.limitRead, r.limit = true, h0.limit
+		details = append(details, h0.limitFrom)
+		unread(driver.SettingDeliveryLimit, h0.limitFrom+" is read over AMQP, but a delivery-limit policy, which AMQP cannot show, applies over it when lower and lifts it when negative; "+h0.why, h0.fix)
 	default:
 		r.limitRead, r.limit = true, h0.limit
 		details = append(details, h0.limitFrom)

@@ -110,9 +110,10 @@ policies, through the management API), the transport line states what the
 broker holds, a URL parameter that says otherwise is flagged, and what it
 could not read is stated as UNKNOWN, with how to make it readable, never as
 a default: with management=off RabbitMQ's queue arguments are read over
-AMQP, which cannot show x-single-active-consumer, so the order is "order
-unknown" (through the management API a queue without it is "no order"),
-and the order line does not count on one.
+AMQP, which cannot show x-single-active-consumer nor a delivery-limit
+policy, so the order is "order unknown" (through the management API a
+queue without it is "no order"), and the order line does not count on
+one, and the delivery limit is unknown even where x-delivery-limit is set.
 
 What the broker and the store cannot tell (handler concurrency, whether
 the domain needs order, idempotency-key contracts) comes from flags or
