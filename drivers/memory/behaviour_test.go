@@ -270,21 +270,25 @@ func TestCapabilitiesByProfile(t *testing.T) {
 		hol, key bool
 		dedup    time.Duration
 		lock     time.Duration
+		nack     bool
 	}{
-		{memory.Queue, broker.OrderNone, false, false, 0, 30 * time.Second},
-		{memory.Partitioned, broker.OrderPartition, false, false, 0, 0},
-		{memory.SQSFIFO, broker.OrderMessageGroup, true, true, 5 * time.Minute, 30 * time.Second},
-		{memory.ServiceBus, broker.OrderSession, true, true, 10 * time.Minute, 30 * time.Second},
+		{memory.Queue, broker.OrderNone, false, false, 0, 30 * time.Second, true},
+		{memory.Partitioned, broker.OrderPartition, false, false, 0, 0, true},
+		{memory.SQSFIFO, broker.OrderMessageGroup, true, true, 5 * time.Minute, 30 * time.Second, true},
+		{memory.ServiceBus, broker.OrderSession, true, true, 10 * time.Minute, 0, false},
 	} {
 		c := both{memory.TopicConfig{Profile: tc.p}.TopicCapabilities(), memory.TopicConfig{Profile: tc.p}.SubscriptionCapabilities()}
 		if c.Ordering != tc.ordering || c.HeadOfLine != tc.hol || c.KeyRequired != tc.key || c.DedupWindow != tc.dedup ||
-			c.LockTimeout != tc.lock || c.DeliveryLimit != 10 || !c.DeadLetter || !c.NackDelay || c.DeliveryCount != (tc.p != memory.Partitioned) ||
+			c.LockTimeout != tc.lock || c.DeliveryLimit != 10 || !c.DeadLetter || c.NackDelay != tc.nack || c.DeliveryCount != (tc.p != memory.Partitioned) ||
 			c.RedeliveryHorizon != memory.DefaultMessageRetention {
 			t.Errorf("%s: %v", tc.p, c)
 		}
 	}
 	if c := (memory.TopicConfig{DeliveryLimit: -1}).SubscriptionCapabilities(); c.DeliveryLimit != 0 || c.DeliveryLimitMode != broker.LimitNone {
 		t.Errorf("no limit: %v", c)
+	}
+	if c := (memory.TopicConfig{NoNackDelay: true}).SubscriptionCapabilities(); c.NackDelay {
+		t.Errorf("NoNackDelay: %v", c)
 	}
 }
 
