@@ -381,3 +381,60 @@ func TestDedupScope(t *testing.T) {
 		t.Fatalf("unknown dedup scope: %v, want ErrInvalid", err)
 	}
 }
+
+// TestNoNackDelay: a subscription of the servicebus profile, or of a topic
+// with nackdelay=false, refuses a Nack with a delay (as Service Bus does on
+// sessions and topic subscriptions) and takes one without; a URL stating
+// another nackdelay than an existing topic's is refused.
+func TestNoNackDelay(t *testing.T) {
+	b := memory.New(nil)
+	defer b.Close()
+	mux := urlMux(b)
+	for _, u := range []string{"mem://sessions?profile=servicebus", "mem://events?nackdelay=false"} {
+		top, err := mux.OpenTopic(bg, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer top.Close()
+		su, _ := url.Parse(u)
+		su.Path = "/billing"
+		sub, err := mux.OpenSubscription(bg, su.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		if sub.Capabilities().NackDelay {
+			t.Fatalf("%s: capabilities %v", u, sub.Capabilities())
+		}
+		if err := top.Publish(bg, &broker.Message{ID: "m", Key: "k", Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		for attempt := 1; attempt <= 2; attempt++ {
+			ds, err := sub.Receive(bg, 1)
+			if err != nil || len(ds) != 1 || ds[0].Attempt != attempt {
+				t.Fatalf("%s: receive %d: %v %v", u, attempt, ds, err)
+			}
+			if attempt == 2 {
+				break
+			}
+			if err := ds[0].Nack(bg, time.Second); !errors.Is(err, broker.ErrUnsupported) {
+				t.Fatalf("%s: Nack with a delay: %v, want ErrUnsupported", u, err)
+			}
+			if err := ds[0].Nack(bg, 0); err != nil {
+				t.Fatalf("%s: Nack: %v", u, err)
+			}
+		}
+	}
+	if _, err := mux.OpenTopic(bg, "mem://events?nackdelay=true"); !errors.Is(err, broker.ErrInvalid) {
+		t.Fatalf("another nackdelay than the topic's: %v, want ErrInvalid", err)
+	}
+}
+
+// urlMux opens mem:// URLs on b.
+func urlMux(b *memory.Broker) *broker.URLMux {
+	mux := new(broker.URLMux)
+	o := &memory.URLOpener{Broker: b}
+	mux.RegisterTopic("mem", o)
+	mux.RegisterSubscription("mem", o)
+	return mux
+}

@@ -32,9 +32,10 @@
 // subscription if they do not exist. Parameters: profile (queue,
 // partitioned, sqsfifo, servicebus), lock, dedup and retention (Go
 // durations), limit, partitions (1 to MaxPartitions) and maxsize
-// (integers), as in TopicConfig. Unknown parameters, malformed or
+// (integers), as in TopicConfig, and nackdelay (a boolean, default true;
+// false is TopicConfig.NoNackDelay). Unknown parameters, malformed or
 // out-of-range values (the error names the parameter, never its value),
-// a profile other than that of an existing topic, userinfo (the scheme
+// a profile or a nackdelay other than that of an existing topic, userinfo (the scheme
 // takes no credentials) and a fragment, are errors matching
 // broker.ErrInvalid, which never show a parameter's value; the other parameters of an existing topic are
 // ignored, and those that state another value than it holds are
