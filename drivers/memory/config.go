@@ -207,7 +207,7 @@ func (n TopicConfig) topicCaps() broker.TopicCapabilities {
 	}
 	switch n.Profile {
 	case Partitioned:
-		caps.OrderingKey = "partition key"
+		caps.OrderingKey = "record key"
 	case SQSFIFO:
 		caps.OrderingKey = "MessageGroupId"
 		caps.KeyRequired = true

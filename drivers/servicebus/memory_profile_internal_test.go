@@ -1,11 +1,11 @@
 package servicebus
 
 import (
-	"reflect"
+	"fmt"
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/conformance/capsdoc"
 	"github.com/wary-go/wary/drivers/memory"
 )
 
@@ -56,16 +56,9 @@ func TestMemoryProfile(t *testing.T) {
 			p.RequiresSession = kind.sessions
 			p = p.withDefaults()
 			cfg := memoryConfig(p, kind.queue)
-			got, want := cfg.TopicCapabilities(), p.topicCaps()
-			got.Source, want.Source = driver.Source{}, driver.Source{} // where each read them
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("%s %+v: memory %s promises a publisher\n%s\nthe driver declares\n%s", kind.name, p, cfg, got, want)
-			}
-			gotSub, wantSub := cfg.SubscriptionCapabilities(), entityCaps(p, kind.queue, false)
-			gotSub.Source, wantSub.Source = driver.Source{}, driver.Source{}
-			if !reflect.DeepEqual(gotSub, wantSub) {
-				t.Errorf("%s %+v: memory %s promises a consumer\n%s\nthe driver declares\n%s", kind.name, p, cfg, gotSub, wantSub)
-			}
+			capsdoc.Same(t,
+				capsdoc.Column{Name: "memory " + cfg.String(), Topic: cfg.TopicCapabilities(), Sub: cfg.SubscriptionCapabilities()},
+				capsdoc.Column{Name: fmt.Sprintf("a %s with %+v", kind.name, p), Topic: p.topicCaps(), Sub: entityCaps(p, kind.queue, false)})
 		}
 	}
 }
