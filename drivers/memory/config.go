@@ -14,8 +14,9 @@ type Profile string
 // Profiles. See the package doc for what each one promises.
 const (
 	// Queue is a plain work queue: no order, per-message ack, lock
-	// timeout, delivery limit and dead-letter queue (a RabbitMQ quorum
-	// queue, an SQS standard queue).
+	// timeout, delivery limit and dead-letter queue (a Service Bus queue
+	// without sessions; with NoNackDelay, a topic subscription without
+	// sessions).
 	Queue Profile = "queue"
 	// Partitioned imitates Kafka: keyed partitions, cumulative acks,
 	// partitions assigned to the open consumers.
