@@ -67,9 +67,15 @@ func (s *faultySub) SendAcks(ctx context.Context, ids []driver.AckID) error {
 }
 
 func (s *faultySub) SendNacks(ctx context.Context, ids []driver.AckID, _ time.Duration) error {
+	// A retry is due after one step of the kit's clock, where the profile
+	// delays a nack; where it cannot (ServiceBus), at once.
+	delay := step
+	if !s.Capabilities().NackDelay {
+		delay = 0
+	}
 	var errs []error
 	for _, id := range ids {
-		errs = append(errs, id.(*ref).d.Nack(ctx, step))
+		errs = append(errs, id.(*ref).d.Nack(ctx, delay))
 	}
 	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ package capsdoc
 import (
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,19 @@ func Check(t testing.TB, path string, cols []Column) {
 	}
 	if want := Table(cols); got.String() != want {
 		t.Errorf("%s: the capabilities table is not what the driver declares; it shows\n%s\nthe driver declares\n%s", path, got.String(), want)
+	}
+}
+
+// Same fails t unless imitation promises exactly what declared does, on
+// both sides (where each read them, Source, aside): a driver's tests call
+// it with the memory broker's imitation of each kind of entity the driver
+// offers (see docs/brokers/memory.md). On a mismatch it prints both.
+func Same(t testing.TB, imitation, declared Column) {
+	t.Helper()
+	a, b := imitation, declared
+	a.Topic.Source, a.Sub.Source, b.Topic.Source, b.Sub.Source = driver.Source{}, driver.Source{}, driver.Source{}, driver.Source{}
+	if !reflect.DeepEqual(a.Topic, b.Topic) || !reflect.DeepEqual(a.Sub, b.Sub) {
+		t.Errorf("%s does not promise what %s declares:\n%s", imitation.Name, declared.Name, Table([]Column{imitation, declared}))
 	}
 }
 

@@ -270,21 +270,25 @@ func TestCapabilitiesByProfile(t *testing.T) {
 		hol, key bool
 		dedup    time.Duration
 		lock     time.Duration
+		nack     bool
 	}{
-		{memory.Queue, broker.OrderNone, false, false, 0, 30 * time.Second},
-		{memory.Partitioned, broker.OrderPartition, false, false, 0, 0},
-		{memory.SQSFIFO, broker.OrderMessageGroup, true, true, 5 * time.Minute, 30 * time.Second},
-		{memory.ServiceBus, broker.OrderSession, true, true, 10 * time.Minute, 30 * time.Second},
+		{memory.Queue, broker.OrderNone, false, false, 0, 30 * time.Second, true},
+		{memory.Partitioned, broker.OrderPartition, false, false, 0, 0, true},
+		{memory.SQSFIFO, broker.OrderMessageGroup, true, true, 5 * time.Minute, 30 * time.Second, true},
+		{memory.ServiceBus, broker.OrderSession, true, true, 10 * time.Minute, 0, false},
 	} {
 		c := both{memory.TopicConfig{Profile: tc.p}.TopicCapabilities(), memory.TopicConfig{Profile: tc.p}.SubscriptionCapabilities()}
 		if c.Ordering != tc.ordering || c.HeadOfLine != tc.hol || c.KeyRequired != tc.key || c.DedupWindow != tc.dedup ||
-			c.LockTimeout != tc.lock || c.DeliveryLimit != 10 || !c.DeadLetter || !c.NackDelay || c.DeliveryCount != (tc.p != memory.Partitioned) ||
+			c.LockTimeout != tc.lock || c.DeliveryLimit != 10 || !c.DeadLetter || c.NackDelay != tc.nack || c.DeliveryCount != (tc.p != memory.Partitioned) ||
 			c.RedeliveryHorizon != memory.DefaultMessageRetention {
 			t.Errorf("%s: %v", tc.p, c)
 		}
 	}
 	if c := (memory.TopicConfig{DeliveryLimit: -1}).SubscriptionCapabilities(); c.DeliveryLimit != 0 || c.DeliveryLimitMode != broker.LimitNone {
 		t.Errorf("no limit: %v", c)
+	}
+	if c := (memory.TopicConfig{NoNackDelay: true}).SubscriptionCapabilities(); c.NackDelay {
+		t.Errorf("NoNackDelay: %v", c)
 	}
 }
 
@@ -376,4 +380,61 @@ func TestDedupScope(t *testing.T) {
 	if !errors.Is(err, broker.ErrInvalid) {
 		t.Fatalf("unknown dedup scope: %v, want ErrInvalid", err)
 	}
+}
+
+// TestNoNackDelay: a subscription of the servicebus profile, or of a topic
+// with nackdelay=false, refuses a Nack with a delay (as Service Bus does on
+// sessions and topic subscriptions) and takes one without; a URL stating
+// another nackdelay than an existing topic's is refused.
+func TestNoNackDelay(t *testing.T) {
+	b := memory.New(nil)
+	defer b.Close()
+	mux := urlMux(b)
+	for _, u := range []string{"mem://sessions?profile=servicebus", "mem://events?nackdelay=false"} {
+		top, err := mux.OpenTopic(bg, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer top.Close()
+		su, _ := url.Parse(u)
+		su.Path = "/billing"
+		sub, err := mux.OpenSubscription(bg, su.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		if sub.Capabilities().NackDelay {
+			t.Fatalf("%s: capabilities %v", u, sub.Capabilities())
+		}
+		if err := top.Publish(bg, &broker.Message{ID: "m", Key: "k", Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		for attempt := 1; attempt <= 2; attempt++ {
+			ds, err := sub.Receive(bg, 1)
+			if err != nil || len(ds) != 1 || ds[0].Attempt != attempt {
+				t.Fatalf("%s: receive %d: %v %v", u, attempt, ds, err)
+			}
+			if attempt == 2 {
+				break
+			}
+			if err := ds[0].Nack(bg, time.Second); !errors.Is(err, broker.ErrUnsupported) {
+				t.Fatalf("%s: Nack with a delay: %v, want ErrUnsupported", u, err)
+			}
+			if err := ds[0].Nack(bg, 0); err != nil {
+				t.Fatalf("%s: Nack: %v", u, err)
+			}
+		}
+	}
+	if _, err := mux.OpenTopic(bg, "mem://events?nackdelay=true"); !errors.Is(err, broker.ErrInvalid) {
+		t.Fatalf("another nackdelay than the topic's: %v, want ErrInvalid", err)
+	}
+}
+
+// urlMux opens mem:// URLs on b.
+func urlMux(b *memory.Broker) *broker.URLMux {
+	mux := new(broker.URLMux)
+	o := &memory.URLOpener{Broker: b}
+	mux.RegisterTopic("mem", o)
+	mux.RegisterSubscription("mem", o)
+	return mux
 }

@@ -14,8 +14,9 @@ type Profile string
 // Profiles. See the package doc for what each one promises.
 const (
 	// Queue is a plain work queue: no order, per-message ack, lock
-	// timeout, delivery limit and dead-letter queue (a RabbitMQ quorum
-	// queue, an SQS standard queue).
+	// timeout, delivery limit and dead-letter queue (a Service Bus queue
+	// without sessions; with NoNackDelay, a topic subscription without
+	// sessions).
 	Queue Profile = "queue"
 	// Partitioned imitates Kafka: keyed partitions, cumulative acks,
 	// partitions assigned to the open consumers.
@@ -23,8 +24,10 @@ const (
 	// SQSFIFO imitates an SQS FIFO queue: order and head-of-line per
 	// message group, dedup on the message ID.
 	SQSFIFO Profile = "sqsfifo"
-	// ServiceBus imitates a Service Bus queue with sessions: order and
-	// head-of-line per session, duplicate detection on the message ID.
+	// ServiceBus imitates a Service Bus queue or topic subscription with
+	// sessions: order and head-of-line per session, duplicate detection on
+	// the message ID, a lock that does not expire while its consumer lives
+	// (the session lock is renewed while held) and no delayed Nack.
 	ServiceBus Profile = "servicebus"
 )
 
@@ -57,9 +60,9 @@ type TopicConfig struct {
 	// Profile is the broker imitated (default Queue).
 	Profile Profile
 	// LockTimeout is how long a delivery stays locked before it returns to
-	// the queue (default 30s; Partitioned: default 0, meaning no expiry:
-	// records are held until settled or the consumer closes). A negative
-	// value means no expiry for every profile.
+	// the queue (default 30s; Partitioned and ServiceBus: default 0,
+	// meaning no expiry: deliveries are held until settled or the consumer
+	// closes). A negative value means no expiry for every profile.
 	LockTimeout time.Duration
 	// DeliveryLimit is the number of deliveries after which a message that
 	// returns to the queue goes to the dead-letter queue instead
@@ -81,6 +84,11 @@ type TopicConfig struct {
 	// default 1 MiB for Queue and Partitioned, 256 KiB for SQSFIFO and
 	// ServiceBus; negative: no limit).
 	MaxMessageSize int
+	// NoNackDelay makes the subscriptions refuse a Nack with a delay
+	// (SubscriptionCapabilities.NackDelay false), as a Service Bus topic
+	// subscription or a RabbitMQ queue without nack_delay do. ServiceBus
+	// never delays a Nack, whatever this says.
+	NoNackDelay bool
 	// MessageRetention is how long a message is kept after publish before it is
 	// dropped undelivered (default 7 days). It is the capabilities'
 	// RedeliveryHorizon.
@@ -97,7 +105,7 @@ func (c TopicConfig) normalize() (TopicConfig, error) {
 	switch {
 	case c.LockTimeout < 0:
 		c.LockTimeout = 0
-	case c.LockTimeout == 0 && p != Partitioned:
+	case c.LockTimeout == 0 && p != Partitioned && p != ServiceBus:
 		c.LockTimeout = DefaultLockTimeout
 	}
 	switch {
@@ -142,6 +150,9 @@ func (c TopicConfig) normalize() (TopicConfig, error) {
 	}
 	if c.MessageRetention <= 0 {
 		c.MessageRetention = DefaultMessageRetention
+	}
+	if p == ServiceBus {
+		c.NoNackDelay = true
 	}
 	return c, nil
 }
@@ -197,7 +208,7 @@ func (n TopicConfig) topicCaps() broker.TopicCapabilities {
 	}
 	switch n.Profile {
 	case Partitioned:
-		caps.OrderingKey = "partition key"
+		caps.OrderingKey = "record key"
 	case SQSFIFO:
 		caps.OrderingKey = "MessageGroupId"
 		caps.KeyRequired = true
@@ -217,7 +228,7 @@ func (n TopicConfig) subCaps() broker.SubscriptionCapabilities {
 		DeadLetter:        true,
 		LockTimeout:       n.LockTimeout,
 		LockExtendable:    n.LockTimeout > 0,
-		NackDelay:         true,
+		NackDelay:         !n.NoNackDelay,
 		RedeliveryHorizon: n.MessageRetention,
 	}
 	if n.DeliveryLimit > 0 {
@@ -253,12 +264,12 @@ func deadLetterCaps(n TopicConfig) broker.SubscriptionCapabilities {
 		DeliveryCount:     true,
 		LockTimeout:       n.LockTimeout,
 		LockExtendable:    n.LockTimeout > 0,
-		NackDelay:         true,
+		NackDelay:         !n.NoNackDelay,
 		RedeliveryHorizon: n.MessageRetention,
 	}
 }
 
 func (c TopicConfig) String() string {
-	return fmt.Sprintf("profile=%s lock=%s limit=%d dedup=%s partitions=%d maxsize=%d retention=%s",
-		c.Profile, c.LockTimeout, c.DeliveryLimit, c.DedupWindow, c.Partitions, c.MaxMessageSize, c.MessageRetention)
+	return fmt.Sprintf("profile=%s lock=%s limit=%d dedup=%s partitions=%d maxsize=%d retention=%s nackdelay=%t",
+		c.Profile, c.LockTimeout, c.DeliveryLimit, c.DedupWindow, c.Partitions, c.MaxMessageSize, c.MessageRetention, !c.NoNackDelay)
 }

@@ -32,9 +32,10 @@
 // subscription if they do not exist. Parameters: profile (queue,
 // partitioned, sqsfifo, servicebus), lock, dedup and retention (Go
 // durations), limit, partitions (1 to MaxPartitions) and maxsize
-// (integers), as in TopicConfig. Unknown parameters, malformed or
+// (integers), as in TopicConfig, and nackdelay (a boolean, default true;
+// false is TopicConfig.NoNackDelay). Unknown parameters, malformed or
 // out-of-range values (the error names the parameter, never its value),
-// a profile other than that of an existing topic, userinfo (the scheme
+// a profile or a nackdelay other than that of an existing topic, userinfo (the scheme
 // takes no credentials) and a fragment, are errors matching
 // broker.ErrInvalid, which never show a parameter's value; the other parameters of an existing topic are
 // ignored, and those that state another value than it holds are
@@ -93,13 +94,20 @@
 // dropped. Visibility timeout LockTimeout, extendable; batches of at most
 // 10; messages of at most 256 KiB.
 //
-// ServiceBus: order and head-of-line per session (Message.Key, which is
-// required), with the same rule as SQSFIFO: one message of a session in
-// flight at a time. This simplifies real sessions, where a receiver locks a
-// whole session and may hold several of its messages; the order seen by a
-// handler is the same. Duplicate detection on the message ID within
-// DedupWindow (10 minutes by default), per topic; peek-lock with
-// LockTimeout, extendable; messages of at most 256 KiB.
+// ServiceBus (a queue or topic subscription with sessions): order and
+// head-of-line per session (Message.Key, which is required), with the same
+// rule as SQSFIFO: one message of a session in flight at a time. This
+// simplifies real sessions, where a receiver locks a whole session and may
+// hold several of its messages; the order seen by a handler is the same.
+// Duplicate detection on the message ID within DedupWindow (10 minutes by
+// default), per topic; a delivery stays with its consumer until settled or
+// the consumer closes (LockTimeout none by default: the session lock is
+// renewed while held); no delayed Nack (NackDelay false, as the driver
+// declares for sessions); messages of at most 256 KiB.
+//
+// TopicConfig.NoNackDelay takes the delayed Nack away from any profile
+// (a Service Bus topic subscription without sessions is Queue with
+// NoNackDelay). A Nack with a delay then fails with broker.ErrUnsupported.
 //
 // The dead-letter queue of a subscription (OpenDeadLetters) is a plain
 // queue on the same clock: no order, per-message acks, the topic's lock

@@ -253,10 +253,7 @@ func TestSource(t *testing.T) {
 func TestSourceURLConflict(t *testing.T) {
 	b := memory.New(nil)
 	defer b.Close()
-	mux := new(broker.URLMux)
-	o := &memory.URLOpener{Broker: b}
-	mux.RegisterTopic("mem", o)
-	mux.RegisterSubscription("mem", o)
+	mux := urlMux(b)
 	top, err := mux.OpenTopic(bg, "mem://orders?profile=sqsfifo&limit=10&lock=30s")
 	if err != nil {
 		t.Fatal(err)

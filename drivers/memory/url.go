@@ -94,7 +94,8 @@ func (o *URLOpener) OpenDeadLettersURL(_ context.Context, u *url.URL) (*broker.S
 }
 
 // ensure creates the topic (with cfg) and the subscription if missing. An
-// existing topic of another profile than an explicit one is an error; the
+// existing topic of another profile than an explicit one, or of another
+// nackdelay than a given one, is an error; the
 // settings that the URL's other parameters (given) state otherwise than
 // an existing topic holds are returned as conflicts.
 func (b *Broker) ensure(topicName, sub string, cfg TopicConfig, explicitProfile bool, given map[string]bool) ([]driver.Conflict, error) {
@@ -115,6 +116,8 @@ func (b *Broker) ensure(topicName, sub string, cfg TopicConfig, explicitProfile 
 		b.topics[topicName] = t
 	case explicitProfile && t.cfg.Profile != n.Profile:
 		return nil, errorf(codeInvalid, "topic %q exists with profile %s, not %s", topicName, t.cfg.Profile, n.Profile)
+	case given["nackdelay"] && t.cfg.NoNackDelay != n.NoNackDelay:
+		return nil, errorf(codeInvalid, "topic %q exists with nackdelay=%t, not %t", topicName, !t.cfg.NoNackDelay, !n.NoNackDelay)
 	default:
 		conflicts = urlConflicts(t, given, cfg, explicitProfile)
 	}
@@ -156,10 +159,11 @@ func parseURL(u *url.URL) (names []string, cfg TopicConfig, explicitProfile bool
 	cfg.DeliveryLimit = p.Int("limit", 0, -anyI, anyI)
 	cfg.Partitions = p.Int("partitions", 0, 0, MaxPartitions)
 	cfg.MaxMessageSize = p.Int("maxsize", 0, -anyI, anyI)
+	cfg.NoNackDelay = !p.Bool("nackdelay", true)
 	if err := p.Done(); err != nil {
 		return nil, cfg, false, nil, err
 	}
-	given = map[string]bool{}
+	given = map[string]bool{"nackdelay": p.Has("nackdelay")}
 	for _, s := range urlSettings {
 		given[s.param] = p.Has(s.param)
 	}

@@ -6,8 +6,9 @@
 //   - the relay publishes the outbox, and crashes once after publishing and
 //     before marking rows sent (so it publishes them again);
 //   - the broker duplicates one event, delivers one order's events out of
-//     order, and redelivers one event a second later (the consumer holding
-//     it died);
+//     order, and redelivers one event late (the consumer holding it died):
+//     after the event behind it was parked, or at once where its session
+//     or message group holds that event back;
 //   - a billing consumer applies the events through the inbox with version
 //     checks: duplicates are dropped, a gap is retried, and a gap that
 //     stays open is parked with the events behind it, then replayed in
@@ -158,13 +159,13 @@ func (r Report) OK() bool {
 
 // The faults, by message ID.
 const (
-	orders        = 5
-	crashAt       = 2                   // the relay dies after its 2nd publish
-	duplicated    = "order-5/confirmed" // the broker delivers it twice
-	reordered     = "order-3/placed"    // the broker delivers it after order-3/confirmed
-	redelivered   = "order-4/placed"    // the consumer dies holding it: back a second later
-	redeliveryGap = time.Second
-	paymentCrash  = "payment:order-2:1" // the caller dies after the provider charged
+	orders       = 5
+	crashAt      = 2                   // the relay dies after its 2nd publish
+	duplicated   = "order-5/confirmed" // the broker delivers it twice
+	reordered    = "order-3/placed"    // the broker delivers it after order-3/confirmed
+	redelivered  = "order-4/placed"    // the consumer dies holding it: back once its follower is parked
+	follower     = "order-4/confirmed" // the event behind it
+	paymentCrash = "payment:order-2:1" // the caller dies after the provider charged
 )
 
 // Run runs the mission with cfg's broker and database, writes its report
@@ -320,7 +321,11 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 		return rep, err
 	}
 	s := inbox.Stats()
-	say("consumer:  the consumer holding %s died; the broker redelivered it %s later (injected)", redelivered, redeliveryGap)
+	when := "once " + follower + " behind it was settled"
+	if br.sub.Capabilities().HeadOfLine {
+		when = "at once (its session or group holds " + follower + " back)"
+	}
+	say("consumer:  the consumer holding %s died; the broker redelivered it %s (injected)", redelivered, when)
 	say("billing:   %d applied, %d duplicates dropped, %d version gaps (%d retries), %d parked (%d held behind a gap)",
 		s.Applied, s.Duplicates, s.Gaps, s.Retried, s.Parked, s.Held)
 
@@ -436,12 +441,26 @@ func (e *DedupWindowError) Error() string {
 // consume delivers to billing until every published event was settled
 // for good (applied, dropped as a duplicate or parked) and nothing more
 // arrives for a moment. The first delivery of the redelivered event is
-// nacked, as if its consumer had died.
+// held, as if its consumer had died, and nacked (without a delay, which
+// not every subscription can do) once the event behind it was settled
+// for good, so that its gap stays open until the inbox parks it; where the
+// broker holds the follower back itself (head-of-line), at once.
 func consume[Tx any](ctx context.Context, sub *broker.Subscription, pub broker.TopicCapabilities, inbox *idem.Inbox[Tx], billing idem.Handler[Tx], h *conformance.History, rep *Report, timeout time.Duration) error {
 	done := map[string]bool{}
 	nacked := map[string]int{}
 	injected := false
 	defer func() { rep.Faults.Redelivery = injected && done[redelivered] }()
+	var held *broker.Delivery
+	release := func() error {
+		d := held
+		held = nil
+		// a lock that expired meanwhile gave it back already
+		if err := d.Nack(ctx, 0); err != nil && !errors.Is(err, broker.ErrLockLost) {
+			return err
+		}
+		return nil
+	}
+	hol := sub.Capabilities().HeadOfLine
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
@@ -477,8 +496,11 @@ func consume[Tx any](ctx context.Context, sub *broker.Subscription, pub broker.T
 			if id == redelivered && !injected {
 				injected = true
 				nacked[id]++
-				if err := d.Nack(ctx, redeliveryGap); err != nil {
-					return err
+				held = d
+				if hol || done[follower] {
+					if err := release(); err != nil {
+						return err
+					}
 				}
 				continue
 			}
@@ -491,6 +513,11 @@ func consume[Tx any](ctx context.Context, sub *broker.Subscription, pub broker.T
 					return err
 				}
 				done[id] = true
+				if id == follower && held != nil {
+					if err := release(); err != nil {
+						return err
+					}
+				}
 			}
 		}
 	}

@@ -65,6 +65,18 @@ func runDedup(t *testing.T, cfg Config, brokerDedups bool) {
 // TestRun is the default run: SQLite and the in-memory broker.
 func TestRun(t *testing.T) { run(t, Config{}) }
 
+// TestRunServiceBusProfiles runs the example on the memory broker's
+// imitations of a Service Bus session entity and of a topic subscription
+// without sessions, which promise no delayed Nack, as the real ones.
+func TestRunServiceBusProfiles(t *testing.T) {
+	for _, tc := range []struct {
+		url    string
+		dedups bool // duplicate detection, 10 minutes by default
+	}{{"mem://orders?profile=servicebus", true}, {"mem://orders?nackdelay=false", false}} {
+		t.Run(tc.url, func(t *testing.T) { runDedup(t, Config{Broker: tc.url}, tc.dedups) })
+	}
+}
+
 func TestPostgres(t *testing.T) {
 	url := servicetest.URL(t, "WARY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", func(ctx context.Context, url string) error {
 		conn, err := pgx.Connect(ctx, url)
