@@ -77,6 +77,9 @@ func TestConsoleBrowser(t *testing.T) {
 	if _, err := quarantine.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// A pending row, which no relay has tried yet.
+	pendingAgg := unique("order")
+	addRow(t, st, pendingAgg)
 	// A dead letter.
 	deadID := unique("dead")
 	publish(t, top, event(deadID, "order-9", 1))
@@ -182,11 +185,22 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("audit log after the replay: %q, want one parked replay entry", entries)
 	}
 
-	// Outbox: the quarantined row, requeued, then published.
-	browse(t, bctx, "outbox", page("/outbox"), chromedp.WaitVisible(chromedp.CSS("tr.row")), screenshot("outbox"))
-	wantText(t, "quarantined row", textOf(t, bctx, "tr.row"), agg, "too large")
-	browse(t, bctx, "requeue", chromedp.Click(chromedp.CSS("tr.row input[name=row]")), chromedp.Click(chromedp.CSS("#requeue")),
+	// Outbox: the quarantined row apart from the pending one; requeued,
+	// then published with it.
+	browse(t, bctx, "outbox", page("/outbox"), chromedp.WaitVisible(chromedp.CSS("#quarantined tr.row")), chromedp.WaitVisible(chromedp.CSS("#pending tr.row")), screenshot("outbox"))
+	noneChecked(t, bctx, "outbox")
+	fits(t, bctx, "outbox at 1400 px")
+	wantText(t, "quarantined row", textOf(t, bctx, "#quarantined tr.row"), agg, "too large")
+	wantText(t, "pending row", textOf(t, bctx, "#pending tr.row"), pendingAgg)
+	if s := textOf(t, bctx, "#quarantined"); strings.Contains(s, pendingAgg) {
+		t.Errorf("the quarantined rows list the pending row of %s:\n%s", pendingAgg, s)
+	}
+	if s := textOf(t, bctx, "#pending"); strings.Contains(s, agg) {
+		t.Errorf("the pending rows list the quarantined row of %s:\n%s", agg, s)
+	}
+	browse(t, bctx, "requeue", chromedp.Click(chromedp.CSS("#quarantined tr.row input[name=row]")), chromedp.Click(chromedp.CSS("#requeue")),
 		chromedp.WaitVisible(chromedp.CSS("#nothing-quarantined")))
+	wantText(t, "pending after the requeue", textOf(t, bctx, "#pending"), agg, pendingAgg)
 	relay, err := outbox.NewRelay(st, top, &outbox.RelayOptions{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -194,12 +208,15 @@ func TestConsoleBrowser(t *testing.T) {
 	if _, err := relay.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	d := receive(t, sub, 1)[0]
-	if d.Message.Headers[broker.HeaderAggregateID] != agg {
-		t.Errorf("published %+v, want the requeued row of %s", d.Message, agg)
+	var published []string
+	for _, d := range receive(t, sub, 2) {
+		published = append(published, d.Message.Headers[broker.HeaderAggregateID])
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := d.Ack(ctx); err != nil {
-		t.Fatal(err)
+	if slices.Sort(published); !slices.Equal(published, slices.Sorted(slices.Values([]string{agg, pendingAgg}))) {
+		t.Errorf("published the rows of %v, want the requeued row of %s and the pending one of %s", published, agg, pendingAgg)
 	}
 
 	// Dead letters: grouped by reason, replayed with the original ID,
