@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"regexp"
 	"slices"
@@ -76,6 +77,9 @@ func TestConsoleBrowser(t *testing.T) {
 	if _, err := quarantine.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// A pending row, which no relay has tried yet.
+	pendingAgg := unique("order")
+	addRow(t, st, pendingAgg)
 	// A dead letter.
 	deadID := unique("dead")
 	publish(t, top, event(deadID, "order-9", 1))
@@ -89,14 +93,36 @@ func TestConsoleBrowser(t *testing.T) {
 	ship := newHolder(t, st, func(q string) error { _, err := st.Pool().Exec(ctx, q); return err }, schema+".ship_versions", "shipping", "order-5")
 	wantResults(t, ship.deliver(event("o5-v3", "order-5", 3)), idem.ResultEarly)
 
-	con := startConsole(t, append([]string{"--broker", topicURL, "--subscription", subURL, "--consumer", consumer, "--sample", "1s"}, storeArgs...)...)
+	// Dead letters of three subscriptions named as operators name them:
+	// the queue above with every setting in its URL, a queue that does
+	// not exist and a Service Bus subscription the console cannot open,
+	// each URL longer than a dashboard card is wide.
+	exchange := strings.TrimSuffix(strings.TrimPrefix(topicURL, "rabbit://"), "/")
+	longSub := subURL + "&exchange=" + exchange + "&management=http://rabbitmq-management.internal.example:15672"
+	const missingSub = "rabbit://orders-billing-consumer-queue-with-a-long-name?exchange=orders.events&management=http://rabbitmq-management.internal.example:15672&delivery_limit=5"
+	const serviceBusSub = "servicebus://orders-events-topic-of-the-billing-domain/Subscriptions/billing-consumer-subscription-with-a-long-name?sessions=true&topic=true"
+	con := startConsole(t, append([]string{"--broker", topicURL, "--subscription", subURL, "--consumer", consumer, "--sample", "1s",
+		"--dead-letters", longSub, "--dead-letters", missingSub, "--dead-letters", serviceBusSub}, storeArgs...)...)
 	page := func(path string) chromedp.Action[chromedp.Void] { return chromedp.Navigate(con.base + path) }
 
+	// The dashboard and the dead letters fit a wide and a narrow window,
+	// long URLs and all.
+	for _, w := range []int64{1400, 800} {
+		browse(t, bctx, "dashboard", chromedp.EmulateViewport(w, 900), page("/"), chromedp.WaitVisible(chromedp.CSS("#findings")))
+		fits(t, bctx, fmt.Sprintf("dashboard at %d px", w))
+		browse(t, bctx, "dead letters", page("/dead-letters"), chromedp.WaitVisible(chromedp.CSS(`tr.dead[data-id="`+deadID+`"]`)))
+		fits(t, bctx, fmt.Sprintf("dead letters at %d px", w))
+	}
+	browse(t, bctx, "narrow", chromedp.EmulateViewport(800, 900), page("/"), chromedp.WaitVisible(chromedp.CSS("#findings")), screenshot("dashboard-narrow"))
+
 	// The dashboard: the guarantee and every count.
-	browse(t, bctx, "dashboard", page("/"), chromedp.WaitVisible(chromedp.CSS("#findings")), screenshot("dashboard"))
+	browse(t, bctx, "dashboard", chromedp.EmulateViewport(1400, 900), page("/"), chromedp.WaitVisible(chromedp.CSS("#findings")), screenshot("dashboard"))
 	wantText(t, "parked count", textOf(t, bctx, "#parked-counts"), consumer, "2")
 	wantText(t, "quarantined count", textOf(t, bctx, "#quarantined"), "1")
-	wantText(t, "dead letters", textOf(t, bctx, "#dead-counts"), "1")
+	wantText(t, "dead letters", textOf(t, bctx, "#dead-counts"), "1", "orders-billing-consumer-queue-with-a-long-name", "billing-consumer-subscription-with-a-long-name")
+	if n := titled(t, bctx, "#dead-counts [title]", longSub, missingSub, serviceBusSub); n != 3 {
+		t.Errorf("dashboard: %d dead-letter sources carry their whole URL in a title, want 3", n)
+	}
 	wantText(t, "statement", textOf(t, bctx, "table.statement"), "transport", "order per queue")
 	wantText(t, "early count", textOf(t, bctx, "#early-counts"), "shipping", "1")
 
@@ -124,6 +150,7 @@ func TestConsoleBrowser(t *testing.T) {
 	// Parked: the aggregate, then its messages with the bodies hidden
 	// until asked for.
 	browse(t, bctx, "parked", page("/parked"), chromedp.WaitVisible(chromedp.CSS(`tr.aggregate[data-aggregate="order-1"]`)), screenshot("parked"))
+	noneChecked(t, bctx, "parked")
 	wantText(t, "parked row", textOf(t, bctx, `tr.aggregate[data-aggregate="order-1"]`), "order-1/placed v1, order-1/paid v2", "gap: order-1 at version 0")
 	browse(t, bctx, "aggregate", page("/parked/aggregate?consumer="+consumer+"&aggregate=order-1"), chromedp.WaitVisible(chromedp.CSS("article.message")))
 	if s := textOf(t, bctx, "main"); strings.Contains(s, "body of order-1") || !strings.Contains(s, "traceparent") {
@@ -158,11 +185,22 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("audit log after the replay: %q, want one parked replay entry", entries)
 	}
 
-	// Outbox: the quarantined row, requeued, then published.
-	browse(t, bctx, "outbox", page("/outbox"), chromedp.WaitVisible(chromedp.CSS("tr.row")), screenshot("outbox"))
-	wantText(t, "quarantined row", textOf(t, bctx, "tr.row"), agg, "too large")
-	browse(t, bctx, "requeue", chromedp.Click(chromedp.CSS("tr.row input[name=row]")), chromedp.Click(chromedp.CSS("#requeue")),
+	// Outbox: the quarantined row apart from the pending one; requeued,
+	// then published with it.
+	browse(t, bctx, "outbox", page("/outbox"), chromedp.WaitVisible(chromedp.CSS("#quarantined tr.row")), chromedp.WaitVisible(chromedp.CSS("#pending tr.row")), screenshot("outbox"))
+	noneChecked(t, bctx, "outbox")
+	fits(t, bctx, "outbox at 1400 px")
+	wantText(t, "quarantined row", textOf(t, bctx, "#quarantined tr.row"), agg, "too large")
+	wantText(t, "pending row", textOf(t, bctx, "#pending tr.row"), pendingAgg)
+	if s := textOf(t, bctx, "#quarantined"); strings.Contains(s, pendingAgg) {
+		t.Errorf("the quarantined rows list the pending row of %s:\n%s", pendingAgg, s)
+	}
+	if s := textOf(t, bctx, "#pending"); strings.Contains(s, agg) {
+		t.Errorf("the pending rows list the quarantined row of %s:\n%s", agg, s)
+	}
+	browse(t, bctx, "requeue", chromedp.Click(chromedp.CSS("#quarantined tr.row input[name=row]")), chromedp.Click(chromedp.CSS("#requeue")),
 		chromedp.WaitVisible(chromedp.CSS("#nothing-quarantined")))
+	wantText(t, "pending after the requeue", textOf(t, bctx, "#pending"), agg, pendingAgg)
 	relay, err := outbox.NewRelay(st, top, &outbox.RelayOptions{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -170,19 +208,28 @@ func TestConsoleBrowser(t *testing.T) {
 	if _, err := relay.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	d := receive(t, sub, 1)[0]
-	if d.Message.Headers[broker.HeaderAggregateID] != agg {
-		t.Errorf("published %+v, want the requeued row of %s", d.Message, agg)
+	var published []string
+	for _, d := range receive(t, sub, 2) {
+		published = append(published, d.Message.Headers[broker.HeaderAggregateID])
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := d.Ack(ctx); err != nil {
-		t.Fatal(err)
+	if slices.Sort(published); !slices.Equal(published, slices.Sorted(slices.Values([]string{agg, pendingAgg}))) {
+		t.Errorf("published the rows of %v, want the requeued row of %s and the pending one of %s", published, agg, pendingAgg)
 	}
 
 	// Dead letters: grouped by reason, replayed with the original ID,
 	// consumed once.
+	// Nothing is selected before the operator chooses.
 	browse(t, bctx, "dead letters", page("/dead-letters"), chromedp.WaitVisible(chromedp.CSS(`tr.dead[data-id="`+deadID+`"]`)), screenshot("dead-letters"))
+	noneChecked(t, bctx, "dead letters")
+	if n := titled(t, bctx, "section.source h2[title]", longSub, missingSub, serviceBusSub); n != 3 {
+		t.Errorf("dead letters: %d sources carry their whole URL in a title, want 3", n)
+	}
 	wantText(t, "reason", textOf(t, bctx, "form.reason h3"), "poison: cannot parse")
-	browse(t, bctx, "replay dead letter", chromedp.Click(chromedp.CSS("button.replay-dead")), chromedp.WaitVisible(chromedp.CSS("section.source")))
+	browse(t, bctx, "replay dead letter", chromedp.Click(chromedp.CSS(`tr.dead[data-id="`+deadID+`"] input[name=id]`)),
+		chromedp.Click(chromedp.CSS("button.replay-dead")), chromedp.WaitVisible(chromedp.CSS("section.source")))
 	back := receive(t, sub, 1)[0]
 	if back.Message.ID != deadID || !strings.Contains(back.Message.Headers[broker.HeaderReplayedBy], "poison: cannot parse") {
 		t.Errorf("replayed dead letter: %+v", back.Message)
@@ -265,6 +312,61 @@ func TestConsoleBrowser(t *testing.T) {
 			t.Errorf("POST %s with a wrong CSRF token: %d, want 403", path, code)
 		}
 	}
+}
+
+// fits fails the test if the page scrolls sideways, if the content of a
+// card, a dead-letter source or a table is wider than its box, or if a
+// count lies outside its card or the window.
+func fits(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	bad, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`(() => {
+		const bad = [], vw = document.documentElement.clientWidth;
+		if (document.documentElement.scrollWidth > vw) bad.push("the page is " + document.documentElement.scrollWidth + " px wide in a window of " + vw);
+		const name = el => (el.querySelector("h2, h3") || el).textContent.trim().slice(0, 40);
+		for (const el of document.querySelectorAll(".card, section.source, form.reason, main")) {
+			if (el.scrollWidth > el.clientWidth) bad.push(el.tagName.toLowerCase() + "." + el.className + " " + JSON.stringify(name(el)) + ": content " + el.scrollWidth + " px wide in " + el.clientWidth);
+		}
+		for (const el of document.querySelectorAll(".num, #dead-counts a, form.reason h3 small")) {
+			const r = el.getBoundingClientRect(), box = (el.closest(".card, section") || document.body).getBoundingClientRect();
+			if (r.left < box.left || r.right > box.right || r.right > vw) bad.push("the count " + JSON.stringify(el.textContent.trim()) + " at " + Math.round(r.left) + "–" + Math.round(r.right) + " px, outside its box (" + Math.round(box.left) + "–" + Math.round(box.right) + ") or the window (" + vw + ")");
+		}
+		return bad;
+	})()`))
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	for _, b := range bad {
+		t.Errorf("%s: %s", what, b)
+	}
+}
+
+// noneChecked fails the test if a checkbox of the page is checked.
+func noneChecked(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	checked, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("input[type=checkbox]:checked")].map(e => e.name + "=" + e.value)`))
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if len(checked) > 0 {
+		t.Errorf("%s: checked on load: %q, want nothing selected before the operator chooses", what, checked)
+	}
+}
+
+// titled counts the elements sel matches whose title is one of urls, as
+// the console shows them (redacted).
+func titled(t *testing.T, ctx context.Context, sel string, urls ...string) int {
+	t.Helper()
+	titles, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll(`+strconv.Quote(sel)+`)].map(e => e.title)`))
+	if err != nil {
+		t.Fatalf("titles of %s: %v", sel, err)
+	}
+	n := 0
+	for _, u := range urls {
+		if slices.Contains(titles, broker.RedactString(u)) {
+			n++
+		}
+	}
+	return n
 }
 
 // auditEntries reads the audit log page's rows.

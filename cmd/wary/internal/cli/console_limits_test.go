@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,12 +68,14 @@ func allocated(f func()) uint64 {
 }
 
 // TestConsoleListingsMemoryBounded: with 1,500 parked messages (300 of
-// them of one aggregate) and 1,500 quarantined outbox rows of 64 KiB each,
+// them of one aggregate) and 1,500 outbox rows of 64 KiB each (1,000
+// quarantined, 500 pending),
 // a GET of the parked, the aggregate and the outbox pages (and their API)
 // allocates a small part of what the bodies weigh: listings read no body,
 // a page at a time; the aggregate page reads the one body it shows. Paging
 // through /api/parked lists every aggregate once, whole, but for the big
-// one's first page.
+// one's first page; paging through /api/outbox lists each quarantined and
+// each pending row once, in its own listing.
 func TestConsoleListingsMemoryBounded(t *testing.T) {
 	st, storeArgs := pgStore(t)
 	ctx := t.Context()
@@ -85,7 +88,7 @@ func TestConsoleListingsMemoryBounded(t *testing.T) {
 	}
 	addRows(t, st, rows...)
 	schema := storeArgs[len(storeArgs)-1]
-	if _, err := st.Pool().Exec(ctx, "UPDATE "+pgx.Identifier{schema, "wary_outbox"}.Sanitize()+" SET state = 2, last_error = 'too large'"); err != nil {
+	if _, err := st.Pool().Exec(ctx, "UPDATE "+pgx.Identifier{schema, "wary_outbox"}.Sanitize()+" SET state = 2, last_error = 'too large' WHERE id <= 1000"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -113,10 +116,14 @@ func TestConsoleListingsMemoryBounded(t *testing.T) {
 			t.Errorf("GET %s shows a body", path)
 		}
 		// The pages link to the next: after the 40th aggregate of five
-		// (the page's 200 messages, whole), and after the 200th row.
-		for page, next := range map[string]string{"/parked": `href="/parked?consumer=billing&amp;after=agg-0039"`, "/outbox": `href="/outbox?after=200"`} {
-			if path == page && !strings.Contains(body, next) {
-				t.Errorf("GET %s does not link to the next page (%s)", path, next)
+		// (the page's 200 messages, whole), and after the 200th row of
+		// each outbox listing.
+		for page, nexts := range map[string][]string{"/parked": {`href="/parked?consumer=billing&amp;after=agg-0039"`},
+			"/outbox": {`href="/outbox?after=200"`, `href="/outbox?pending_after=1200"`}} {
+			for _, next := range nexts {
+				if path == page && !strings.Contains(body, next) {
+					t.Errorf("GET %s does not link to the next page (%s)", path, next)
+				}
 			}
 		}
 	}
@@ -177,5 +184,57 @@ func TestConsoleListingsMemoryBounded(t *testing.T) {
 	}
 	if len(seen) != n-big+200 {
 		t.Errorf("paging listed %d messages, want %d", len(seen), n-big+200)
+	}
+
+	// Paging through the outbox, each listing by its own cursor: each
+	// row once, in the listing of its state, without its payload.
+	type outboxPage struct {
+		Quarantined []struct {
+			RowID int64  `json:"row_id"`
+			State string `json:"state"`
+		} `json:"quarantined"`
+		Pending []struct {
+			RowID int64  `json:"row_id"`
+			State string `json:"state"`
+		} `json:"pending"`
+		Next        int64 `json:"next"`
+		PendingNext int64 `json:"pending_next"`
+	}
+	for _, l := range []struct {
+		state, cursor string
+		want          int
+	}{{"quarantined", "after", 1000}, {"pending", "pending_after", 500}} {
+		listed := map[int64]bool{}
+		q := url.Values{}
+		for pages := 0; ; pages++ {
+			if pages > n {
+				t.Fatalf("the pages of /api/outbox's %s rows do not end", l.state)
+			}
+			code, body := get(t, con.base+"/api/outbox?"+q.Encode(), nil)
+			var p outboxPage
+			if err := json.Unmarshal([]byte(body), &p); code != 200 || err != nil || strings.Contains(body, "pppppppp") {
+				t.Fatalf("GET /api/outbox?%s: %d %v %.500s", q.Encode(), code, err, body)
+			}
+			rows, next := p.Quarantined, p.Next
+			if l.state == "pending" {
+				rows, next = p.Pending, p.PendingNext
+			}
+			if len(rows) == 0 || len(rows) > 200 {
+				t.Fatalf("GET /api/outbox?%s: %d %s rows, want 1 to 200", q.Encode(), len(rows), l.state)
+			}
+			for _, r := range rows {
+				if r.State != l.state || listed[r.RowID] {
+					t.Errorf("GET /api/outbox?%s: row %d (%s) listed again, or among the %s rows", q.Encode(), r.RowID, r.State, l.state)
+				}
+				listed[r.RowID] = true
+			}
+			if next == 0 {
+				break
+			}
+			q.Set(l.cursor, strconv.FormatInt(next, 10))
+		}
+		if len(listed) != l.want {
+			t.Errorf("paging listed %d %s rows, want %d", len(listed), l.state, l.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -214,21 +215,66 @@ func (con *console) outbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	f := store.OutboxFilter{States: []store.OutboxState{store.OutboxQuarantined}, Limit: pageSize + 1}
-	if s := r.URL.Query().Get("after"); s != "" {
-		if f.AfterRow, err = strconv.ParseInt(s, 10, 64); err != nil || f.AfterRow <= 0 {
-			return badRequest{fmt.Sprintf("after: %q is not an outbox row ID", s)}
+	// Two listings, each paged by its own cursor: the quarantined rows
+	// (after=), which wait for an operator, and the pending ones
+	// (pending_after=), which wait for the relay.
+	q := r.URL.Query()
+	cursor := func(name string) (int64, error) {
+		s := q.Get(name)
+		if s == "" {
+			return 0, nil
 		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			return 0, badRequest{fmt.Sprintf("%s: %q is not an outbox row ID", name, s)}
+		}
+		return n, nil
 	}
-	rows, err := listOutbox(ctx, con.db, f)
+	after, err := cursor("after")
 	if err != nil {
 		return err
 	}
-	page := map[string]any{"health": h, "quarantined": rows}
-	if len(rows) > pageSize {
-		// More quarantined rows: ?after= the page's last lists them.
-		rows = rows[:pageSize]
-		page["quarantined"], page["next"] = rows, rows[len(rows)-1].RowID
+	pendingAfter, err := cursor("pending_after")
+	if err != nil {
+		return err
+	}
+	list := func(state store.OutboxState, after int64) (rows []outboxJSON, next int64, err error) {
+		rows, err = listOutbox(ctx, con.db, store.OutboxFilter{States: []store.OutboxState{state}, AfterRow: after, Limit: pageSize + 1})
+		if err == nil && len(rows) > pageSize {
+			// More rows: the page's last is the next page's cursor.
+			rows = rows[:pageSize]
+			next = rows[len(rows)-1].RowID
+		}
+		return rows, next, err
+	}
+	quarantined, next, err := list(store.OutboxQuarantined, after)
+	if err != nil {
+		return err
+	}
+	pending, pendingNext, err := list(store.OutboxPending, pendingAfter)
+	if err != nil {
+		return err
+	}
+	page := map[string]any{"health": h, "quarantined": quarantined, "pending": pending}
+	link := func(name string, n int64) string {
+		v := url.Values{}
+		for k, c := range map[string]int64{"after": after, "pending_after": pendingAfter} {
+			if c > 0 {
+				v.Set(k, strconv.FormatInt(c, 10))
+			}
+		}
+		v.Set(name, strconv.FormatInt(n, 10))
+		return "/outbox?" + v.Encode()
+	}
+	if next > 0 {
+		page["next"] = next
+	}
+	if pendingNext > 0 {
+		page["pending_next"] = pendingNext
+	}
+	if !api(r) {
+		// The pages' links keep the other listing's cursor.
+		page["links"] = map[string]string{"next": link("after", next), "pending_next": link("pending_after", pendingNext)}
 	}
 	con.render(w, r, "outbox", http.StatusOK, page)
 	return nil

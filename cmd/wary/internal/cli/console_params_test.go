@@ -21,7 +21,7 @@ func TestConsoleRefusesBadNames(t *testing.T) {
 		"/parked/aggregate?consumer=%00&aggregate=a", "/api/parked/aggregate?consumer=&aggregate=a",
 		"/parked/aggregate?consumer=x&aggregate=a%0Ab", "/parked/aggregate?consumer=x&aggregate=a&body=%00",
 		"/early?consumer=%00", "/api/early?consumer=%00", "/early?consumer=" + strings.Repeat("c", 64),
-		"/outbox?after=%00", "/api/outbox?after=-1",
+		"/outbox?after=%00", "/api/outbox?after=-1", "/outbox?pending_after=%00", "/api/outbox?after=1&pending_after=0",
 	} {
 		code, body := get(t, con.base+path, nil)
 		if code != http.StatusBadRequest {
