@@ -54,18 +54,42 @@ func (e *Emulator) State(ctx context.Context, path string) (EntityState, error) 
 	if e.Real {
 		return st, fmt.Errorf("entity state is only available on the emulator")
 	}
-	u := "http://127.0.0.1:" + strconv.Itoa(e.AdminPort) + "/$emulator/state/" + url.PathEscape(path)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	return st, e.getJSON(ctx, "/$emulator/state/"+url.PathEscape(path), "entity state "+path, &st)
+}
+
+// getJSON reads one of the emulator's own JSON endpoints on its admin port.
+func (e *Emulator) getJSON(ctx context.Context, path, what string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(e.AdminPort)+path, nil)
 	if err != nil {
-		return st, err
+		return err
 	}
 	res, err := loopbackClient.Do(req)
 	if err != nil {
-		return st, err
+		return err
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("entity state %s: %s", path, res.Status)
+		return fmt.Errorf("%s: %s", what, res.Status)
 	}
-	return st, json.NewDecoder(res.Body).Decode(&st)
+	return json.NewDecoder(res.Body).Decode(v)
+}
+
+// Stats is what the emulator counts across all its connections.
+type Stats struct {
+	// DroppedConnections counts connections the emulator closed on a
+	// protocol or read error.
+	DroppedConnections int `json:"droppedConnections"`
+	// IgnoredEnds counts end frames received for a channel whose session
+	// had already ended (or never began), which the emulator ignores as
+	// the service does.
+	IgnoredEnds int `json:"ignoredEnds"`
+}
+
+// Stats reads the emulator's counters (not available on a real namespace).
+func (e *Emulator) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	if e.Real {
+		return st, fmt.Errorf("emulator stats are only available on the emulator")
+	}
+	return st, e.getJSON(ctx, "/$emulator/stats", "emulator stats", &st)
 }

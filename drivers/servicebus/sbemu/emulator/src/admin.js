@@ -5,10 +5,12 @@
 // time. Any Authorization header is accepted, as any AMQP token is.
 //
 // GET /$emulator/state/<entity path> answers JSON about an entity's
-// receivers, for the emulator's own tests.
+// receivers, for the emulator's own tests; GET /$emulator/stats counts the
+// connections the emulator dropped and the stale end frames it ignored.
 
 const http = require('http');
 const {FAR_FUTURE} = require('./store.js');
+const {stats} = require('./server.js');
 
 const ATOM_NS = 'http://www.w3.org/2005/Atom';
 const SB_NS = 'http://schemas.microsoft.com/netservices/2010/10/servicebus/connect';
@@ -138,6 +140,7 @@ class Admin {
     const url = new URL(req.url, 'http://emulator');
     const path = decodeURIComponent(url.pathname).replace(/^\/+/, '').replace(/\/+$/, '');
     const base = `https://${req.headers.host || 'emulator'}/`;
+    if (path === '$emulator/stats' && req.method === 'GET') return {status: 200, json: {...stats}};
     if (path.startsWith('$emulator/state/')) return this.state(path.slice('$emulator/state/'.length));
     const parts = path.split('/');
     const isSub = parts.length === 3 && parts[1].toLowerCase() === 'subscriptions';

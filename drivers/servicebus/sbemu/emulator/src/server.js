@@ -4,6 +4,7 @@
 require('./guard.js'); // before rhea decodes anything
 const rhea = require('rhea');
 const terminus = require('rhea/lib/terminus.js');
+const RheaConnection = require('rhea/lib/connection.js');
 const codec = require('./codec.js');
 const cbs = require('./cbs.js');
 const management = require('./management.js');
@@ -29,6 +30,28 @@ rhea.message.decode = function (buf) {
 function debug(...args) {
   if (process.env.WARY_SB_EMULATOR_DEBUG) console.error('[sb-emulator]', ...args);
 }
+
+// stats counts what GET /$emulator/stats reports: connections the emulator
+// dropped on a protocol or read error, and stale end frames it ignored.
+const stats = {droppedConnections: 0, ignoredEnds: 0};
+
+// The Go SDK's AMQP client (go-amqp) may send end on a channel whose session
+// has already ended (its end exchange done, or an end already received),
+// when sessions are begun and ended quickly on one connection (many
+// concurrent session accepts). rhea treats that as a protocol error and drops
+// the whole connection ("end received on invalid channel", "End already
+// received"); the service ignores it and keeps the connection, and so does
+// the emulator: such an end is dropped, every other frame keeps rhea's checks.
+const rheaOnEnd = RheaConnection.prototype.on_end;
+RheaConnection.prototype.on_end = function (frame) {
+  const session = this.remote_channel_map[frame.channel];
+  if (!session || !session.state.remote_open) {
+    stats.ignoredEnds++;
+    debug('ignoring end on channel', frame.channel, session ? '(session already ended)' : '(no session)');
+    return;
+  }
+  return rheaOnEnd.call(this, frame);
+};
 
 function amqpError(condition, description) {
   return {condition, description};
@@ -171,8 +194,16 @@ class Server {
     c.on('session_close', (ctx) => this.dropConnectionLinks(ctx.connection, ctx.session));
     c.on('connection_close', (ctx) => this.dropConnectionLinks(ctx.connection));
     c.on('connection_error', () => {});
+    // rhea ends the socket after a protocol_error or error while reading
+    c.on('protocol_error', (err) => {
+      stats.droppedConnections++;
+      console.error('[sb-emulator] dropping connection on a protocol error:', err && err.message);
+    });
     c.on('disconnected', (ctx) => this.dropConnectionLinks(ctx.connection));
-    c.on('error', (err) => debug('container error', err && err.message));
+    c.on('error', (err) => {
+      stats.droppedConnections++;
+      debug('container error', err && err.message);
+    });
     c.on('sendable', (ctx) => {
       if (ctx.sender.sb && ctx.sender.sb.consumer) this.broker.kick(ctx.sender.sb.consumer.entity);
     });
@@ -489,4 +520,4 @@ class Server {
   }
 }
 
-module.exports = {Server};
+module.exports = {Server, stats};
