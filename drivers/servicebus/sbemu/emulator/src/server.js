@@ -40,8 +40,10 @@ const stats = {droppedConnections: 0, ignoredEnds: 0};
 // when sessions are begun and ended quickly on one connection (many
 // concurrent session accepts). rhea treats that as a protocol error and drops
 // the whole connection ("end received on invalid channel", "End already
-// received"); the service ignores it and keeps the connection, and so does
-// the emulator: such an end is dropped, every other frame keeps rhea's checks.
+// received"); the service keeps the connection (the SDK works against it),
+// and so does the emulator: such an end is dropped without a reply (go-amqp
+// would end its own connection on an end for a channel it has no session
+// on); every other frame keeps rhea's checks.
 const rheaOnEnd = RheaConnection.prototype.on_end;
 RheaConnection.prototype.on_end = function (frame) {
   const session = this.remote_channel_map[frame.channel];
