@@ -43,7 +43,10 @@ driver keeps them:
       the queue that the RedrivePolicy of QUEUE.fifo names
   servicebus://QUEUE, servicebus://TOPIC/Subscriptions/SUB
       its dead-letter sub-queue ($DeadLetterQueue)
-list reads dead letters and puts them back (nothing is removed). replay
+list reads dead letters and puts them back (nothing is removed), which
+raises their delivery count on RabbitMQ, SQS and Service Bus: harmless on
+the dead-letter queues wary declares (no delivery limit), a risk on a
+RabbitMQ or SQS dead-letter queue declared with one. replay
 publishes the selected ones to --to with their original ID, key and
 headers plus wary-replayed-by (who, when, and the dead-letter reason),
 then removes them from the dead-letter queue. discard removes them.
