@@ -207,7 +207,10 @@ func moveDead(ctx context.Context, s *broker.Subscription, t *broker.Topic, f *d
 // driver can (nothing changes), else receives them and puts them back.
 func listDead(ctx context.Context, s *broker.Subscription, f *dlqFlags, bodies bool) ([]deadJSON, error) {
 	if s.CanPeek() {
-		return peekDead(ctx, s, f, bodies)
+		out, err := peekDead(ctx, s, f, bodies)
+		if !errors.Is(err, broker.ErrUnsupported) {
+			return out, err
+		}
 	}
 	ds, err := readDead(ctx, s, f)
 	defer release(ds)
@@ -227,7 +230,7 @@ func peekDead(ctx context.Context, s *broker.Subscription, f *dlqFlags, bodies b
 	for len(out) < f.limit {
 		ps, err := s.Peek(ctx, min(f.limit-len(out), 100))
 		if err != nil {
-			return nil, err
+			return nil, err // ErrUnsupported only at the first (a subscription with sessions)
 		}
 		if len(ps) == 0 {
 			break
