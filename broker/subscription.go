@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -154,6 +155,51 @@ func (s *Subscription) initDelivery(dm2 *deliveryAndMessage, dm *driver.Message)
 	d.sub = s
 	d.ackID[0] = dm.AckID
 	return d
+}
+
+// Peeked is a message Subscription.Peek shows: it was not delivered, and
+// cannot be settled.
+type Peeked struct {
+	Message     *Message
+	Attempt     int // deliveries so far (at least 1), as the broker counts them
+	PublishTime time.Time
+}
+
+// CanPeek reports whether Peek is supported: the driver can show messages
+// without delivering them.
+func (s *Subscription) CanPeek() bool {
+	_, ok := s.d.(driver.Peeker)
+	return ok
+}
+
+// Peek returns up to maxMessages messages after those the previous Peek returned,
+// without delivering them: no lock, no visibility change, no delivery
+// count (Service Bus). An empty result means there are no more. A driver
+// that cannot peek returns ErrUnsupported.
+func (s *Subscription) Peek(ctx context.Context, maxMessages int) ([]Peeked, error) {
+	p, ok := s.d.(driver.Peeker)
+	if !ok {
+		return nil, newError("peek", driver.Invalid, false, fmt.Errorf("peek: %w", ErrUnsupported))
+	}
+	maxMessages = max(maxMessages, 1)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, newError("peek", driver.Closed, false, errSubClosed)
+	}
+	dms, err := p.Peek(ctx, maxMessages)
+	if err != nil {
+		return nil, wrapErr("peek", s.d.Classify, err)
+	}
+	out := make([]Peeked, len(dms))
+	for i, dm := range dms {
+		out[i] = Peeked{
+			Message:     &Message{ID: dm.ID, Key: dm.Key, Headers: dm.Headers, Body: dm.Body, asFunc: dm.AsFunc},
+			Attempt:     max(dm.Attempt, 1),
+			PublishTime: dm.PublishTime,
+		}
+	}
+	return out, nil
 }
 
 // setPrefetch passes n to a driver that implements driver.Prefetcher.

@@ -140,6 +140,15 @@ type Prefetcher interface {
 	SetPrefetch(n int) error
 }
 
+// Peeker is implemented by subscriptions whose broker can show messages
+// without delivering them (Service Bus's peek): no lock is taken and no
+// delivery count rises. Each Peek returns up to max messages after the
+// last one the previous Peek returned, in the broker's order, and none
+// (no error) when there are no more; the messages carry no AckID.
+type Peeker interface {
+	Peek(ctx context.Context, max int) ([]*Message, error)
+}
+
 // HeaderDeadLetterReason is the header in which drivers report, on a message
 // received from a dead-letter queue, why it was dead-lettered.
 const HeaderDeadLetterReason = "wary-dead-letter-reason"

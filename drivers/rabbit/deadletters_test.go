@@ -15,33 +15,7 @@ import (
 // URL, in either scheme and with or without the dead-letter exchange.
 func TestOpenDeadLettersURL(t *testing.T) {
 	ctx := ctxT(t)
-	c := dial(t)
-	t.Cleanup(func() { _ = c.Close() })
-	name := uniqueName("dlurl")
-	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name + ".billing", DeliveryLimit: 2, DeadLetter: true})
-	mux := new(broker.URLMux)
-	o := &rabbit.URLOpener{ServerURL: serverURL()}
-	for _, s := range []string{rabbit.Scheme, rabbit.SchemeAMQP} {
-		mux.RegisterTopic(s, o)
-		mux.RegisterSubscription(s, o)
-	}
-	subURL := "rabbit://" + top.Queue + "?delivery_limit=2&dead_letter_exchange=" + top.DeadLetterExchange() + "&prefetch=4"
-
-	topic, err := mux.OpenTopic(ctx, "rabbit://"+top.Exchange)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer topic.Close()
-	sub, err := mux.OpenSubscription(ctx, subURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	for _, id := range []string{"poison", "limit"} {
-		if err := topic.Publish(ctx, &broker.Message{ID: id, Body: []byte(id)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	top, mux, subURL, sub := deadLetterSetup(t, "dlurl", "&prefetch=4", "poison", "limit")
 	// "poison" is dead-lettered on demand; "limit" is nacked until
 	// RabbitMQ dead-letters it (two deliveries).
 	for settled := 0; settled < 3; settled++ {
@@ -137,4 +111,46 @@ func TestOpenDeadLettersURL(t *testing.T) {
 	if _, err := mux.OpenDeadLetters(ctx, "rabbit://"+top.Queue+"?colour=red"); !errors.Is(err, broker.ErrInvalid) {
 		t.Errorf("unknown parameter: %v, want ErrInvalid", err)
 	}
+}
+
+// rabbitMux opens rabbit:// and amqp:// URLs on the test server.
+func rabbitMux() *broker.URLMux {
+	mux := new(broker.URLMux)
+	o := &rabbit.URLOpener{ServerURL: serverURL()}
+	for _, s := range []string{rabbit.Scheme, rabbit.SchemeAMQP} {
+		mux.RegisterTopic(s, o)
+		mux.RegisterSubscription(s, o)
+	}
+	return mux
+}
+
+// deadLetterSetup declares a topology named after prefix with a delivery
+// limit of 2 and a dead-letter queue, publishes ids to its exchange, and
+// opens its subscription by URL (the subscription URL, with extra
+// parameters appended); all are removed at cleanup.
+func deadLetterSetup(t *testing.T, prefix, extra string, ids ...string) (rabbit.Topology, *broker.URLMux, string, *broker.Subscription) {
+	t.Helper()
+	ctx := ctxT(t)
+	c := dial(t)
+	t.Cleanup(func() { _ = c.Close() })
+	name := uniqueName(prefix)
+	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name + ".billing", DeliveryLimit: 2, DeadLetter: true})
+	mux := rabbitMux()
+	subURL := "rabbit://" + top.Queue + "?delivery_limit=2&dead_letter_exchange=" + top.DeadLetterExchange() + extra
+	topic, err := mux.OpenTopic(ctx, "rabbit://"+top.Exchange)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topic.Close()
+	sub, err := mux.OpenSubscription(ctx, subURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	for _, id := range ids {
+		if err := topic.Publish(ctx, &broker.Message{ID: id, Body: []byte(id)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return top, mux, subURL, sub
 }

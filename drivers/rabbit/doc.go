@@ -27,7 +27,11 @@
 // Each URL-opened topic or subscription dials its own Conn and closes it
 // with itself. broker.OpenDeadLetters on a subscription's URL opens its
 // dead-letter queue, Topology's QUEUE.dlq, or the one the URL's
-// dead_letter_queue names (see URLOpener.OpenDeadLettersURL).
+// dead_letter_queue names (see URLOpener.OpenDeadLettersURL), with a
+// prefetch of 1000 unless the URL states one, since a reader that lists
+// dead letters holds them all. AMQP 0-9-1 has no peek: each message read
+// and put back counts toward a quorum queue's delivery limit, which the
+// dead-letter queue Declare makes does not have.
 // Parameters are those of TopicOptions and
 // SubscriptionOptions in snake case (see URLOpener); amqp091-go's own URI
 // parameters (heartbeat, connection_timeout, ...) pass through to the

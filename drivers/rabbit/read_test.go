@@ -2,6 +2,7 @@ package rabbit_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -263,6 +264,11 @@ func requireServices() bool { return os.Getenv("WARY_REQUIRE_SERVICES") == "1" }
 // mgmtDo sends a request to the test server's management API, as the
 // user of its AMQP URL.
 func mgmtDo(ctx context.Context, method, path, body string) error {
+	return mgmtJSON(ctx, method, path, body, nil)
+}
+
+// mgmtJSON is mgmtDo that decodes the response's JSON into out (unless nil).
+func mgmtJSON(ctx context.Context, method, path, body string, out any) error {
 	u, err := url.Parse(serverURL())
 	if err != nil {
 		return err
@@ -283,7 +289,10 @@ func mgmtDo(ctx context.Context, method, path, body string) error {
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
-	return nil
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
 }
 
 // The lock's bound is unread on every subscription, whatever was read:

@@ -253,7 +253,10 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 // the consumer's URL can carry it. The queue is read as
 // Topology.DeadLetterSubscriptionOptions reads it: no delivery limit,
 // DeadLettersFrom the dead-letter exchange, so that each message reports
-// its reason. Of the other parameters, prefetch applies; partitions and
+// its reason. Of the other parameters, prefetch applies (by default
+// deadLetterPrefetch: a reader such as `wary dlq list` holds every
+// message it lists until it puts them back, and with the subscription
+// default of 2 it would see only two); partitions and
 // assigned are checked but do not apply (a partitioned topology has one
 // dead-letter queue), nor do delivery_limit, nack_delay and
 // dead_letters_from. A missing queue is ErrNotFound.
@@ -273,6 +276,9 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 		}
 		dlq = top.DeadLetterQueue()
 	}
+	if so.Prefetch == 0 {
+		so.Prefetch = deadLetterPrefetch
+	}
 	return o.openSubscription(ctx, server, dlq, SubscriptionOptions{
 		DeliveryLimit:   NoDeliveryLimit,
 		DeadLettersFrom: dlx,
@@ -280,6 +286,11 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 		Management:      so.Management,
 	})
 }
+
+// deadLetterPrefetch is the prefetch of OpenDeadLettersURL's
+// subscriptions when the URL states none: the most dead letters a
+// listing can hold unsettled at once.
+const deadLetterPrefetch = 1000
 
 // subscriptionURL reads a subscription URL: the server, the queue, the
 // options, and the dead_letter_queue parameter (for OpenDeadLettersURL).

@@ -17,10 +17,7 @@ import (
 // for a queue and for a topic subscription.
 func TestOpenDeadLettersURL(t *testing.T) {
 	e := newEnv(t)
-	mux := new(broker.URLMux)
-	o := &servicebus.URLOpener{ConnectionString: e.emu.ConnectionString, ClientOptions: e.emu.ClientOptions(), AdminOptions: e.emu.AdminClientOptions()}
-	mux.RegisterTopic(servicebus.Scheme, o)
-	mux.RegisterSubscription(servicebus.Scheme, o)
+	mux := e.urlMux()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -100,4 +97,13 @@ func TestOpenDeadLettersURL(t *testing.T) {
 	if _, err := mux.OpenDeadLetters(ctx, "servicebus://"+sbemu.UniqueName("missing")); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("missing queue: %v, want ErrNotFound", err)
 	}
+}
+
+// urlMux opens servicebus:// URLs on e's emulator.
+func (e *env) urlMux() *broker.URLMux {
+	mux := new(broker.URLMux)
+	o := &servicebus.URLOpener{ConnectionString: e.emu.ConnectionString, ClientOptions: e.emu.ClientOptions(), AdminOptions: e.emu.AdminClientOptions()}
+	mux.RegisterTopic(servicebus.Scheme, o)
+	mux.RegisterSubscription(servicebus.Scheme, o)
+	return mux
 }

@@ -148,6 +148,11 @@
 // wary-dead-letter-reason. Attempt is DeliveryCount (plus "wary-attempts"
 // on a copy).
 //
+// Peek: a subscription without sessions (a dead-letter sub-queue among
+// them) implements broker.Subscription.Peek with PeekMessages: messages
+// are shown without a lock and their DeliveryCount stays as it is, which
+// is how `wary dlq list` reads dead letters.
+//
 // Trusted headers: "wary-id" and "wary-attempts" are read only on a copy
 // that Nack scheduled (the service stamps its ScheduledEnqueueTime) or on a
 // message read from a dead-letter queue; the dead-letter reason only on a

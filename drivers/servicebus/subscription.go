@@ -527,3 +527,23 @@ func (s *subscription) Close() error {
 	})
 	return err
 }
+
+// Peek implements driver.Peeker with the SDK's PeekMessages, on a
+// subscription without sessions (a dead-letter sub-queue has none):
+// messages are shown, not delivered, so no lock is taken and their
+// delivery count stays as it is. The receiver continues after the last
+// message it peeked.
+func (s *subscription) Peek(ctx context.Context, max int) ([]*driver.Message, error) {
+	if s.recv == nil {
+		return nil, broker.Invalidf("servicebus: peek on a subscription with sessions: %w", broker.ErrUnsupported)
+	}
+	rms, err := s.recv.PeekMessages(ctx, max, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*driver.Message, 0, len(rms))
+	for _, rm := range rms {
+		out = append(out, fromSB(rm, s.path.dlq))
+	}
+	return out, nil
+}

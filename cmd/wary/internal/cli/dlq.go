@@ -43,7 +43,11 @@ driver keeps them:
       the queue that the RedrivePolicy of QUEUE.fifo names
   servicebus://QUEUE, servicebus://TOPIC/Subscriptions/SUB
       its dead-letter sub-queue ($DeadLetterQueue)
-list reads dead letters and puts them back (nothing is removed). replay
+list peeks where the broker can (Service Bus: nothing changes); elsewhere
+it reads dead letters and puts them back (nothing is removed), which
+raises their delivery count on RabbitMQ and SQS: harmless on the
+dead-letter queues wary declares (no delivery limit), a risk on a
+RabbitMQ or SQS dead-letter queue declared with one. replay
 publishes the selected ones to --to with their original ID, key and
 headers plus wary-replayed-by (who, when, and the dead-letter reason),
 then removes them from the dead-letter queue. discard removes them.
@@ -70,8 +74,12 @@ type deadJSON struct {
 // toDeadJSON is d as printed; its body only with body (a listing that
 // does not show them keeps no copy).
 func toDeadJSON(d *broker.Delivery, body bool) deadJSON {
-	m := d.Message
-	j := deadJSON{MessageID: m.ID, Key: m.Key, Reason: m.Headers[broker.HeaderDeadLetterReason], Attempt: d.Attempt, Headers: m.Headers}
+	return deadOf(d.Message, d.Attempt, body)
+}
+
+// deadOf is m, delivered attempt times, as printed.
+func deadOf(m *broker.Message, attempt int, body bool) deadJSON {
+	j := deadJSON{MessageID: m.ID, Key: m.Key, Reason: m.Headers[broker.HeaderDeadLetterReason], Attempt: attempt, Headers: m.Headers}
 	if body {
 		j.Body, j.Encoding = bodyText(m.Body)
 	}

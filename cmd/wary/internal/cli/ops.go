@@ -203,8 +203,15 @@ func moveDead(ctx context.Context, s *broker.Subscription, t *broker.Topic, f *d
 	return done, slices.Sorted(maps.Keys(want)), nil
 }
 
-// listDead reads up to f.limit dead letters of s and puts them back.
+// listDead reads up to f.limit dead letters of s: it peeks where the
+// driver can (nothing changes), else receives them and puts them back.
 func listDead(ctx context.Context, s *broker.Subscription, f *dlqFlags, bodies bool) ([]deadJSON, error) {
+	if s.CanPeek() {
+		out, err := peekDead(ctx, s, f, bodies)
+		if !errors.Is(err, broker.ErrUnsupported) {
+			return out, err
+		}
+	}
 	ds, err := readDead(ctx, s, f)
 	defer release(ds)
 	if err != nil {
@@ -213,6 +220,24 @@ func listDead(ctx context.Context, s *broker.Subscription, f *dlqFlags, bodies b
 	out := make([]deadJSON, 0, len(ds))
 	for _, d := range ds {
 		out = append(out, toDeadJSON(d, bodies))
+	}
+	return out, nil
+}
+
+// peekDead peeks at up to f.limit dead letters of s.
+func peekDead(ctx context.Context, s *broker.Subscription, f *dlqFlags, bodies bool) ([]deadJSON, error) {
+	out := []deadJSON{}
+	for len(out) < f.limit {
+		ps, err := s.Peek(ctx, min(f.limit-len(out), 100))
+		if err != nil {
+			return nil, err // ErrUnsupported only at the first (a subscription with sessions)
+		}
+		if len(ps) == 0 {
+			break
+		}
+		for _, p := range ps[:min(len(ps), f.limit-len(out))] {
+			out = append(out, deadOf(p.Message, p.Attempt, bodies))
+		}
 	}
 	return out, nil
 }

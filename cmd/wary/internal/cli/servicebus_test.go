@@ -25,18 +25,51 @@ func TestServiceBusDLQ(t *testing.T) {
 	// abandoned (what list does to put it back) came back only when its
 	// lock expired (measured: 30s with a 30s lock): a short lock lets the
 	// next command read it.
-	emu := sbemu.Start(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: name, LockDuration: 2 * time.Second, MaxDeliveryCount: 5}}})
+	u, top, sub := sbQueue(t, name, 2*time.Second)
+	if c := sub.Capabilities(); c.DeliveryLimit != 5 || c.LockTimeout != 2*time.Second || c.Source.Read == "" {
+		t.Fatalf("%s: %s, source %+v: want the queue's settings, read from it", u, c, c.Source)
+	}
+	dlqWalkthrough(t, newWary(t), top, u, sub, u, "10s")
+}
+
+// TestServiceBusDLQPeeks: wary dlq list peeks at a Service Bus
+// dead-letter sub-queue: after five listings each dead letter is still
+// at its first delivery (ATTEMPT 1), and the next command reads it at
+// once, with no lock to wait for.
+func TestServiceBusDLQPeeks(t *testing.T) {
+	name := unique("orders")
+	u, top, sub := sbQueue(t, name, time.Minute)
+	id := unique("dead")
+	publish(t, top, event(id, "order-9", 1))
+	if err := receive(t, sub, 1)[0].DeadLetter(t.Context(), "poison: cannot parse"); err != nil {
+		t.Fatal(err)
+	}
+	w := newWary(t)
+	for range 5 {
+		var got []struct {
+			MessageID string `json:"message_id"`
+			Attempt   int    `json:"attempt"`
+		}
+		w.want(cli.ExitFinding, "dlq", "list", u, "--json", "--wait", "1s").json(t, &got)
+		if len(got) != 1 || got[0].MessageID != id || got[0].Attempt != 1 {
+			t.Fatalf("dlq list: %+v, want %s at attempt 1", got, id)
+		}
+	}
+	w.want(cli.ExitOK, "dlq", "discard", u, "--all", "--yes", "--wait", "10s").has(t, "discard: 1 dead letter(s)", id)
+}
+
+// sbQueue starts the emulator with the queue name (lock duration lock,
+// MaxDeliveryCount 5), points the driver at it, and opens the queue's
+// URL as a topic and a subscription.
+func sbQueue(t *testing.T, name string, lock time.Duration) (string, *broker.Topic, *broker.Subscription) {
+	t.Helper()
+	emu := sbemu.Start(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: name, LockDuration: lock, MaxDeliveryCount: 5}}})
 	if emu.Real {
 		t.Skip("runs on the emulator, whose entities it declares")
 	}
 	sbEnv(t, emu)
 	u := "servicebus://" + name
-	top := mustOpenTopic(t, u)
-	sub := mustOpenSub(t, u)
-	if c := sub.Capabilities(); c.DeliveryLimit != 5 || c.LockTimeout != 2*time.Second || c.Source.Read == "" {
-		t.Fatalf("%s: %s, source %+v: want the queue's settings, read from it", u, c, c.Source)
-	}
-	dlqWalkthrough(t, newWary(t), top, u, sub, u, "10s")
+	return u, mustOpenTopic(t, u), mustOpenSub(t, u)
 }
 
 // sbEnv points the driver (which reads the environment, as the command

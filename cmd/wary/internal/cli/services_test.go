@@ -95,6 +95,26 @@ func TestRabbitDLQ(t *testing.T) {
 	dlqWalkthrough(t, newWary(t), top, topicURL, sub, subURL, "1s")
 }
 
+// TestRabbitDLQListsAll: `wary dlq list` holds every dead letter it reads
+// until it puts them back, and shows all of them, more than a RabbitMQ
+// subscription's default prefetch of 2, on every look.
+func TestRabbitDLQListsAll(t *testing.T) {
+	top, _, sub, subURL := rabbitTopology(t)
+	ids := []string{unique("dead"), unique("dead"), unique("dead")}
+	for _, id := range ids {
+		publish(t, top, event(id, "order-"+id, 1))
+	}
+	for range ids {
+		if err := receive(t, sub, 1)[0].DeadLetter(t.Context(), "poison: cannot parse"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := newWary(t)
+	for range 3 {
+		w.want(cli.ExitFinding, "dlq", "list", subURL, "--wait", "1s").has(t, ids...)
+	}
+}
+
 // TestExplainRabbit: explain reads the capabilities of a live RabbitMQ
 // queue and of the PostgreSQL store's backlog.
 func TestExplainRabbit(t *testing.T) {
