@@ -165,13 +165,6 @@ type Peeked struct {
 	PublishTime time.Time
 }
 
-// CanPeek reports whether Peek is supported: the driver can show messages
-// without delivering them.
-func (s *Subscription) CanPeek() bool {
-	_, ok := s.d.(driver.Peeker)
-	return ok
-}
-
 // Peek returns up to maxMessages messages after those the previous Peek returned,
 // without delivering them: no lock, no visibility change, no delivery
 // count (Service Bus). An empty result means there are no more. A driver

@@ -206,11 +206,8 @@ func moveDead(ctx context.Context, s *broker.Subscription, t *broker.Topic, f *d
 // listDead reads up to f.limit dead letters of s: it peeks where the
 // driver can (nothing changes), else receives them and puts them back.
 func listDead(ctx context.Context, s *broker.Subscription, f *dlqFlags, bodies bool) ([]deadJSON, error) {
-	if s.CanPeek() {
-		out, err := peekDead(ctx, s, f, bodies)
-		if !errors.Is(err, broker.ErrUnsupported) {
-			return out, err
-		}
+	if out, err := peekDead(ctx, s, f, bodies); !errors.Is(err, broker.ErrUnsupported) {
+		return out, err
 	}
 	ds, err := readDead(ctx, s, f)
 	defer release(ds)
