@@ -37,7 +37,7 @@ type RetryPolicy struct {
 var defaultPublishRetry = RetryPolicy{Attempts: 3, Backoff: Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}}
 
 // Topic publishes messages to a broker. Create one with a driver's
-// constructor (memory.OpenTopic, rabbit.OpenTopic, ...) or with OpenTopic and
+// constructor (memory.Broker.OpenTopic, rabbit.OpenTopic, ...) or with OpenTopic and
 // a URL. A Topic is safe for concurrent use.
 type Topic struct {
 	d      driver.Topic

@@ -64,7 +64,7 @@
 // whole connection: every channel on it, and the lock of every unsettled
 // delivery. TopicCapabilities.MaxHeaderSize is frame_max less 4 KiB (the frame's
 // fixed parts, the properties the driver sets or copies, and its own
-// headers), which broker.Publish checks header names and values against;
+// headers), which broker.Topic.Publish checks header names and values against;
 // every publish then computes the exact encoded size of the content header
 // (each header's encoding, the key when it travels in wary-key) and refuses
 // a message that does not fit with ErrTooLarge and ErrNotSent, before

@@ -31,7 +31,7 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	store, err := sqlite.Open(ctx, filepath.Join(dir, "shop.db"), nil) // or postgres.Open
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "shop.db"), nil) // or postgres.New
 	if err != nil {
 		return err
 	}
