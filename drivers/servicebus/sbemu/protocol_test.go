@@ -85,6 +85,63 @@ func TestProtocolCBSPutToken(t *testing.T) {
 	}
 }
 
+// $cbs answers put-token requests as they come: many in flight at once on
+// one link, each answered with its own correlation-id, none waiting for
+// the client to read an earlier reply.
+func TestProtocolCBSConcurrentPutTokens(t *testing.T) {
+	const n = 32
+	emu := sbemu.Start(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: "q"}}})
+	sess := rawConn(t, emu)
+	replyTo := "cbs-reply-concurrent"
+	recv, err := sess.NewReceiver(ctxT(t), "$cbs", &amqp.ReceiverOptions{
+		TargetAddress:             replyTo,
+		Credit:                    n,
+		SettlementMode:            amqp.ReceiverSettleModeFirst.Ptr(),
+		RequestedSenderSettleMode: amqp.SenderSettleModeSettled.Ptr(),
+	})
+	if err != nil {
+		t.Fatalf("NewReceiver: %v", err)
+	}
+	snd, err := sess.NewSender(ctxT(t), "$cbs", nil)
+	if err != nil {
+		t.Fatalf("NewSender: %v", err)
+	}
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- snd.Send(ctxT(t), &amqp.Message{
+				Value:      "SharedAccessSignature sr=x&sig=y&se=1&skn=RootManageSharedAccessKey",
+				Properties: &amqp.MessageProperties{MessageID: "put-" + strconv.Itoa(i), ReplyTo: &replyTo},
+				ApplicationProperties: map[string]any{
+					"operation": "put-token", "type": "servicebus.windows.net:sastoken",
+					"name": "amqp://127.0.0.1/q", "expiration": time.Now().Add(time.Hour),
+				},
+			}, nil)
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+	}
+	answered := map[any]bool{}
+	for range n {
+		res, err := recv.Receive(ctxT(t), nil)
+		if err != nil {
+			t.Fatalf("Receive: %d of %d answered: %v", len(answered), n, err)
+		}
+		if code, ok := res.ApplicationProperties["status-code"].(int32); !ok || code != 202 {
+			t.Fatalf("status-code %#v, want int32 202", res.ApplicationProperties["status-code"])
+		}
+		answered[res.Properties.CorrelationID] = true
+	}
+	for i := range n {
+		if !answered["put-"+strconv.Itoa(i)] {
+			t.Errorf("put-%d not answered (answered %v)", i, answered)
+		}
+	}
+}
+
 // Attach echoes the requested settle modes; go-amqp refuses a link whose
 // modes come back different.
 func TestProtocolAttachEchoesSettleModes(t *testing.T) {

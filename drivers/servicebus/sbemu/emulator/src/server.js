@@ -166,7 +166,18 @@ class Server {
       // A delivery whose lock is never settled (the client let it expire)
       // holds its slot in the session's outgoing window until its link
       // closes: allow many of them.
-      const server = this.container.listen({port, host, max_frame_size: this.maxFrameSize,
+      //
+      // tcp_no_delay: rhea writes each frame with a socket write of its own
+      // and leaves Nagle's algorithm on for the connections it accepts, so
+      // a small frame written while an earlier one was still unacknowledged
+      // (an attach's reply and then a flow, a disposition and then a reply)
+      // waited for the client's delayed ACK, about 40 ms on Linux. Each
+      // $cbs put-token (a session, two links, a request and its reply) hit
+      // that twice (the receiver's attach and the request), about 90 ms,
+      // and the SDK negotiates two claims, one at a time per client, for
+      // every link it opens, session accepts included. Go's sockets (the
+      // SDK's) have Nagle off too.
+      const server = this.container.listen({port, host, max_frame_size: this.maxFrameSize, tcp_no_delay: true,
         session_buffer_size: {outgoing: this.outgoingWindow, incoming: 2048}});
       server.once('listening', () => resolve(server.address().port));
       server.once('error', reject);
