@@ -131,7 +131,18 @@ event that arrives before its predecessor in the store where the
 subscription keeps no order per aggregate (no order, or a queue's order),
 and retries it through the broker on an ordered scope; "hold" and "retry"
 force either. A held gap is parked after --early-limit
-(idem.Options.EarlyLimit, default 1h).`,
+(idem.Options.EarlyLimit, default 1h).
+
+The order line counts what the consumer adds, the same way on every
+broker: the handlers see the subscription's order scope unless it keeps
+none, could not be read, or concurrent handlers without --per-key (on a
+broker without head-of-line blocking) undo it. Where they do not, version
+checks that hold gaps in the store restore each aggregate's order [ok],
+version checks that retry gaps through the broker park the aggregate until
+its missing event is replayed [weak], and without version checks the
+order is [broken] (or [weak] where the order could not be read).
+--versioned describes the inbox, so it needs one (--inbox, or a store):
+without one it is refused (exit 2).`,
 		Example: `  wary explain --broker 'mem://orders?profile=queue&limit=5' --subscription mem://orders/billing --sqlite shop.db --consumer billing --ordered --versioned
   wary explain --broker rabbit://orders --subscription 'rabbit://orders.billing?nack_delay=true' --postgres "$WARY_POSTGRES_URL" --config pipeline.json --json`,
 		Args: cobra.NoArgs,
@@ -160,7 +171,7 @@ func (f *explainFlags) add(c *cobra.Command) {
 	c.Flags().StringVar(&f.config, "config", "", "JSON file describing how the application uses wary")
 	c.Flags().BoolVar(&f.outbox, "outbox", false, "events go through an outbox and relay (default: true with a store)")
 	c.Flags().BoolVar(&f.inbox, "inbox", false, "deliveries go through an inbox (default: true with a store)")
-	c.Flags().BoolVar(&f.versioned, "versioned", false, "the inbox checks aggregate versions (idem.Options.Versions)")
+	c.Flags().BoolVar(&f.versioned, "versioned", false, "the inbox checks aggregate versions (idem.Options.Versions); needs an inbox (--inbox or a store)")
 	c.Flags().BoolVar(&f.ordered, "ordered", false, "the domain needs each aggregate's events in order")
 	c.Flags().BoolVar(&f.perKey, "per-key", false, "handlers run with RunOptions.PerKey")
 	c.Flags().IntVar(&f.concurrency, "concurrency", 0, "handlers running at once (default 1)")
@@ -224,6 +235,9 @@ func (a *app) pipeline(c *cobra.Command, f *explainFlags) (guarantee.Pipeline, e
 	}
 	for _, k := range cfg.Keys {
 		p.Keys = append(p.Keys, keys.Contract{Provider: k.Provider, Retention: time.Duration(k.Retention), Replays: k.Replays})
+	}
+	if p.Inbox == nil && (cfg.Versioned || f.versioned) {
+		return p, errors.New("--versioned: version checks are the inbox's (idem.Options.Versions), and this pipeline has none: pass --inbox with --consumer (or a store), or drop --versioned")
 	}
 	if p.Inbox != nil && p.Inbox.Consumer == "" {
 		return p, errors.New("name the inbox's consumer with --consumer (or \"consumer\" in --config), or pass --inbox=false")
