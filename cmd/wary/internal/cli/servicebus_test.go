@@ -2,7 +2,9 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -203,4 +205,31 @@ func TestProbeServiceBusCatchesALie(t *testing.T) {
 	}}
 	r := w.want(cli.ExitFinding, "probe", "sbliar://scratch", "--only", "delivery-limit-dead-letters")
 	r.has(t, "limit 5 (native)", "BROKEN: ", "the broker does not keep what it declares")
+}
+
+// TestServiceBusGuideExplain: the Service Bus guide's own wary explain
+// command, run as written from the repository's root on the queue its
+// emulator command creates (lock 30s, MaxDeliveryCount 10, the command's
+// defaults), states the orders example's pipeline without a
+// misconfiguration, as the SQS guide's does (TestSQSGuideExplain).
+func TestServiceBusGuideExplain(t *testing.T) {
+	guide, err := os.ReadFile("../../../../docs/brokers/servicebus.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	emuLine := guideLine(t, string(guide), "go -C drivers/servicebus run ./sbemu/cmd/sbemu ")
+	line := guideLine(t, string(guide), "wary explain ")
+	var queue string
+	if _, err := fmt.Sscanf(emuLine, "go -C drivers/servicebus run ./sbemu/cmd/sbemu -queue %s ", &queue); err != nil {
+		t.Fatalf("the guide's emulator command %q: %v", emuLine, err)
+	}
+	emu := sbemu.Start(t, sbemu.Topology{Queues: []sbemu.Queue{{Name: queue, LockDuration: 30 * time.Second, MaxDeliveryCount: 10}}})
+	if emu.Real {
+		t.Skip("runs on the emulator, whose entities it declares")
+	}
+	sbEnv(t, emu)
+	args := shellWords(t, line)
+	t.Chdir("../../../..")
+	r := newWary(t).want(cli.ExitOK, args[1:]...)
+	r.has(t, "subscription read from queue "+queue+" through the administration API", "dead-letters after 10 deliveries", "no misconfiguration found")
 }
