@@ -124,7 +124,10 @@ from a JSON --config file:
    "relay": {"max_attempts": 10, "backoff_max": "5m"},
    "keys": [{"provider": "payments", "retention": "24h", "replays": true}]}
 With a store (--postgres or --sqlite), the outbox and the inbox are
-assumed, and what is stuck in them now is counted.
+assumed, and what is stuck in them now is counted, and so are the
+subscription's dead letters where the driver can show them without
+receiving them (Service Bus peeks); elsewhere a "now:" line says they were
+not counted (wary dlq list receives them and puts them back).
 
 Gaps (--gaps, idem.Options.Gaps): "auto", the default, holds a versioned
 event that arrives before its predecessor in the store where the
@@ -309,7 +312,34 @@ func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline
 			st.Reconcile = append(st.Reconcile, fmt.Sprintf("now: %d early event(s) of %d aggregate(s) held for consumer %q (wary parked early)", held, len(es), p.Inbox.Consumer))
 		}
 	}
+	if sc.DeadLetter {
+		st.Reconcile = append(st.Reconcile, a.deadLettersNow(ctx, f.sub))
+	}
 	return st, nil
+}
+
+// deadCountCap bounds how many dead letters the statement counts.
+const deadCountCap = 1000
+
+// deadLettersNow is the "now:" line of the dead letters of the
+// subscription raw: counted by peeking where the driver can (nothing
+// changes: no lock, no delivery count), else not counted, and why.
+func (a *app) deadLettersNow(ctx context.Context, raw string) string {
+	s, err := a.openDeadLetters(ctx, raw)
+	if err != nil {
+		return "now: dead letters not counted: " + redactErr(err)
+	}
+	defer s.Close()
+	ds, err := peekDead(ctx, s, &dlqFlags{limit: deadCountCap}, false)
+	switch {
+	case errors.Is(err, broker.ErrUnsupported):
+		return "now: dead letters not counted: the driver cannot show them without receiving them (wary dlq list receives them and puts them back)"
+	case err != nil:
+		return "now: dead letters not counted: " + redactErr(err)
+	case len(ds) >= deadCountCap:
+		return fmt.Sprintf("now: %d or more dead letter(s) (wary dlq list)", len(ds))
+	}
+	return fmt.Sprintf("now: %d dead letter(s) (wary dlq list)", len(ds))
 }
 
 func age(d time.Duration, since time.Time) string {

@@ -233,3 +233,26 @@ func TestServiceBusGuideExplain(t *testing.T) {
 	r := newWary(t).want(cli.ExitOK, args[1:]...)
 	r.has(t, "subscription read from queue "+queue+" through the administration API", "dead-letters after 10 deliveries", "no misconfiguration found")
 }
+
+// TestExplainCountsDeadLetters (issue 44): with a store, explain's "now:"
+// lines count the subscription's dead letters where the driver shows them
+// without receiving them (Service Bus peeks), twice alike, and say where
+// they are not counted (the memory driver cannot peek).
+func TestExplainCountsDeadLetters(t *testing.T) {
+	u, top, sub := sbQueue(t, unique("orders"), time.Minute)
+	publish(t, top, event(unique("dead"), "order-8", 1))
+	publish(t, top, event(unique("dead"), "order-9", 1))
+	for _, d := range receive(t, sub, 2) {
+		if err := d.DeadLetter(t.Context(), "poison: cannot parse"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := sqlitePipe(t)
+	w := newWary(t)
+	for range 2 {
+		w.want(cli.ExitOK, p.args("explain", "--broker", u, "--subscription", u, "--consumer", "billing")...).has(t,
+			"dead-lettered messages (wary dlq list; replay or discard)", "now: 2 dead letter(s) (wary dlq list)")
+	}
+	w.want(cli.ExitOK, p.args("explain", "--broker", p.topicURL, "--subscription", p.topicURL+"/billing", "--consumer", "billing")...).has(t,
+		"now: dead letters not counted: the driver cannot show them without receiving them")
+}
