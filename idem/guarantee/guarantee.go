@@ -4,8 +4,9 @@
 // transport, order, consumption, external effects), what is left to
 // reconciliation, and each misconfiguration with its fix (a retention
 // shorter than the redelivery horizon, no delivery limit, ordering needed
-// on a broker without a scope, concurrent handlers without PerKey, a
-// broker dedup window shorter than the relay's retry span).
+// on a broker without a scope or with concurrent handlers without PerKey
+// and nothing that checks versions, a broker dedup window shorter than
+// the relay's retry span).
 //
 // A program gets its statement from what it built: an inbox's
 // (idem.Inbox.Statement) and a relay's (outbox.Relay.Statement), which
