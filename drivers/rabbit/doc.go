@@ -160,7 +160,8 @@
 // The dead-letter reason is delivery_limit. Past the limit of a queue
 // without a dead-letter exchange RabbitMQ drops the message, so a
 // DeliveryLimit without one (SubscriptionOptions.DeadLetterExchange,
-// Topology.DeadLetter) fails OpenSubscription and Declare with
+// Topology.DeadLetter, or, for OpenSubscription, one the queue holds as
+// read from the broker) fails OpenSubscription and Declare with
 // ErrInvalid, as Kafka's DeliveryLimit without a DeadLetterTopic does.
 //
 // From RabbitMQ 4.0, quorum queues declared without x-delivery-limit have
@@ -303,11 +304,14 @@
 // driver applies it to messages back from delay queues, and
 // Delivery.DeadLetter publishes to the queue's own dead-letter exchange.
 // Partition queues that hold different values leave the setting Unread.
-// Options are still checked by themselves: a delivery limit without a
-// dead-letter exchange is refused; the server's default limit without
-// one only when the broker could not be read. A queue read from the
-// broker that drops messages past its limit (no dead-letter exchange)
-// opens, and its capabilities say so (DeadLetter false). The topic reads
+// A delivery limit in the options without a dead-letter exchange is
+// refused unless the broker holds one the options do not name (a
+// delivery_limit URL parameter without dead_letter_exchange on a queue
+// whose x-dead-letter-exchange or policy gives one opens, and dead-letters
+// there); the server's default limit without one is refused only when the
+// broker's limit could not be read. A queue read from the broker that
+// drops messages past its limit (no dead-letter exchange) opens when the
+// options state no limit, and its capabilities say so (DeadLetter false). The topic reads
 // nothing: its capabilities are the publisher's (key, sizes).
 //
 // # As

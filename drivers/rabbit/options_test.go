@@ -11,8 +11,8 @@ import (
 )
 
 // A delivery limit without a dead-letter exchange would drop messages past
-// it: options, topologies and URLs that ask for one are refused at open
-// with ErrInvalid. On the live server (3.x, no default limit) a queue
+// it: options, topologies and URLs that ask for one on a queue without one
+// are refused at open with ErrInvalid, and a queue that holds one opens. On the live server (3.x, no default limit) a queue
 // without a limit needs none, and NoDeliveryLimit says so explicitly.
 func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 	c := dial(t)
@@ -31,7 +31,9 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalid", what, err)
 		}
 	}
-	_, err := rabbit.OpenSubscription(c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: 3})
+	bare := uniqueName("limit")
+	declare(t, c, rabbit.Topology{Exchange: bare, Queue: bare})
+	_, err := rabbit.OpenSubscription(c, bare, &rabbit.SubscriptionOptions{DeliveryLimit: 3})
 	invalid("subscription with a limit and no dead-letter exchange", err)
 	other := uniqueName("limit")
 	err = rabbit.Declare(ctx, c, rabbit.Topology{Exchange: other, Queue: other, DeliveryLimit: 3})
@@ -39,8 +41,29 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 	_, err = rabbit.OpenSubscription(c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: -2})
 	invalid("negative limit", err)
 	t.Setenv(rabbit.ServerURLEnv, serverURL())
-	_, err = broker.OpenSubscription(ctx, "rabbit://"+top.Queue+"?delivery_limit=3")
+	_, err = broker.OpenSubscription(ctx, "rabbit://"+bare+"?delivery_limit=3")
 	invalid("URL with a limit and no dead-letter exchange", err)
+
+	// Issue 44: a queue that holds a dead-letter exchange the options do
+	// not name does not drop messages past a limit: it opens, and
+	// dead-letters there.
+	for _, open := range []func() (*broker.Subscription, error){
+		func() (*broker.Subscription, error) {
+			return rabbit.OpenSubscription(c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: 3})
+		},
+		func() (*broker.Subscription, error) {
+			return broker.OpenSubscription(ctx, "rabbit://"+top.Queue+"?delivery_limit=3")
+		},
+	} {
+		sub, err := open()
+		if err != nil {
+			t.Fatalf("a limit without dead_letter_exchange on a queue that holds one: %v", err)
+		}
+		if caps := sub.Capabilities(); !caps.DeadLetter {
+			t.Errorf("capabilities %+v: want DeadLetter, the queue's exchange", caps)
+		}
+		_ = sub.Close()
+	}
 
 	// The limit is the queue's, read from the broker: a queue declared
 	// without one, on 3.x, has none, whatever the options state (a

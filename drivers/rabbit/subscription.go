@@ -40,9 +40,10 @@ type SubscriptionOptions struct {
 	// DeliveryLimit is the queue's delivery limit in deliveries (its
 	// x-delivery-limit + 1), declared in Capabilities and applied by the
 	// driver to messages that came back through a delay queue, which the
-	// broker's count does not see. It needs DeadLetterExchange (RabbitMQ
-	// drops a message past the limit of a queue without one), or
-	// OpenSubscription fails with broker.ErrInvalid. 0: the server's
+	// broker's count does not see. It needs DeadLetterExchange, or a
+	// dead-letter exchange the queue holds as read from the broker
+	// (RabbitMQ drops a message past the limit of a queue without one),
+	// or OpenSubscription fails with broker.ErrInvalid. 0: the server's
 	// default, which is no limit before RabbitMQ 4.0 and 21 deliveries
 	// from 4.0 (so a subscription without DeadLetterExchange fails there
 	// too); NoDeliveryLimit: the queue has none (x-delivery-limit -1).
@@ -140,12 +141,11 @@ func openSubscription(ctx context.Context, c *Conn, queue string, o Subscription
 		return nil, broker.Invalidf("rabbit: empty queue name")
 	}
 	ver := c.version()
-	if o.DeliveryLimit != 0 {
-		// A stated limit must be consistent by itself (the server's
-		// default is checked once the broker was read, or not).
-		if err := checkLimit("SubscriptionOptions", o.DeliveryLimit, o.DeadLetterExchange != "", ver); err != nil {
-			return nil, err
-		}
+	if o.DeliveryLimit < NoDeliveryLimit {
+		// Negative: refused at once. Whether a limit needs a dead-letter
+		// exchange is checked once the broker was read: the queue may
+		// hold one the options do not name.
+		return nil, checkLimit("SubscriptionOptions", o.DeliveryLimit, false, ver)
 	}
 	if _, err := newMgmtClient(o.Management, c.url); err != nil {
 		return nil, err
@@ -177,11 +177,19 @@ func openSubscription(ctx context.Context, c *Conn, queue string, o Subscription
 	if err != nil {
 		return nil, err
 	}
+	// A limit without a dead-letter exchange drops messages: refused,
+	// unless the broker holds a dead-letter exchange the options do not
+	// name. The server's default limit is checked only where the broker's
+	// limit could not be read.
+	dlxHeld := o.DeadLetterExchange != "" || rd.dlxRead && rd.dlx != nil
 	limit := effectiveLimit(o.DeliveryLimit, ver)
 	if rd.limitRead {
 		limit = rd.limit
-	} else if err := checkLimit("SubscriptionOptions", o.DeliveryLimit, o.DeadLetterExchange != "", ver); err != nil {
-		return nil, err
+	}
+	if !rd.limitRead || o.DeliveryLimit != 0 {
+		if err := checkLimit("SubscriptionOptions", o.DeliveryLimit, dlxHeld, ver); err != nil {
+			return nil, err
+		}
 	}
 	deadLetter := o.DeadLetterExchange != ""
 	if rd.dlxRead {

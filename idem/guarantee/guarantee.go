@@ -4,8 +4,9 @@
 // transport, order, consumption, external effects), what is left to
 // reconciliation, and each misconfiguration with its fix (a retention
 // shorter than the redelivery horizon, no delivery limit, ordering needed
-// on a broker without a scope, concurrent handlers without PerKey, a
-// broker dedup window shorter than the relay's retry span).
+// on a broker without a scope or with concurrent handlers without PerKey
+// and nothing that checks versions, a broker dedup window shorter than
+// the relay's retry span).
 //
 // A program gets its statement from what it built: an inbox's
 // (idem.Inbox.Statement) and a relay's (outbox.Relay.Statement), which
@@ -402,6 +403,15 @@ func (e *explainer) delivery(c *broker.SubscriptionCapabilities, v *Verdict) []s
 	return parts
 }
 
+// order states the order the handlers apply an aggregate's events in, in
+// one model for every broker: what reaches the handlers in order is the
+// broker's order scope, unless it keeps none, could not be read, or
+// concurrent handlers without PerKey (on a broker without head-of-line
+// blocking) undo it. Where it does not, what the consumer side adds
+// decides: version checks that hold gaps in the store apply the events in
+// version order (ok), version checks that retry gaps through the broker
+// park an aggregate until its missing event is replayed (weak), and
+// nothing is broken, or weak where the broker's order is unknown.
 func (e *explainer) order() {
 	c := e.p.Subscription
 	conc := max(e.p.Concurrency, 1)
@@ -413,28 +423,31 @@ func (e *explainer) order() {
 		e.line("order", VerdictWeak, "needed; the order the broker delivers in is not stated here (the consumer's subscription states it)")
 		return
 	}
-	v, text := VerdictOK, ""
 	unread := c.Source.IsUnread(driver.SettingOrdering)
+	reordered := conc > 1 && !e.p.PerKey && !c.HeadOfLine
+	perKey := Finding{Stage: "order", Problem: fmt.Sprintf("%d concurrent handlers without PerKey on a broker without head-of-line blocking", conc),
+		Fix: "set broker.RunOptions.PerKey (one handler per key at a time), run one handler, or check versions in an inbox that holds gaps (idem.Options.Versions, Gaps)"}
+	// cause: why the handlers may see an aggregate's events out of order;
+	// broken: the finding where nothing else restores the order.
+	var cause string
+	var broken *Finding
 	switch {
-	case unread && e.p.versioned() && e.p.Inbox != nil && e.p.Inbox.HoldsGaps:
-		text = "the order the broker delivers in could not be read (see UNKNOWN); version checks hold an early event in the store and apply it after its predecessor, in version order, whatever that order is"
-	case unread && e.p.versioned():
-		v, text = VerdictWeak, "the order the broker delivers in could not be read (see UNKNOWN); version checks detect gaps, retry them and park the aggregate until the missing event arrives and it is replayed"
+	case unread && reordered:
+		cause = fmt.Sprintf("the order the broker delivers in could not be read (see UNKNOWN), and %d concurrent handlers without PerKey apply an aggregate's events in any order whatever it is", conc)
+		broken = &perKey
 	case unread:
-		v, text = VerdictWeak, "needed, but the order the broker delivers in could not be read (see UNKNOWN), and nothing checks versions: if the broker keeps none, events of an aggregate are applied in any order"
-	case c.Ordering == broker.OrderNone && e.p.versioned() && e.p.Inbox != nil && e.p.Inbox.HoldsGaps:
-		text = "the broker keeps no order; version checks hold an early event in the store and apply it after its predecessor, in version order, and park the aggregate if the gap stays open"
-	case c.Ordering == broker.OrderNone && e.p.versioned():
-		v, text = VerdictWeak, "the broker keeps no order; version checks detect gaps, retry them and park the aggregate until the missing event arrives and it is replayed"
+		cause = "the order the broker delivers in could not be read (see UNKNOWN)"
 	case c.Ordering == broker.OrderNone:
-		v, text = VerdictBroken, "needed, but the broker keeps no order and nothing checks versions: events of an aggregate are applied in any order"
-		e.finding("order", "ordering is needed but the broker declares no ordering scope",
-			"use an ordered broker (RabbitMQ single-active-consumer queue, Kafka keyed partitions, SQS FIFO message groups, Service Bus sessions), or check versions in an inbox (idem.Options.Versions)")
-	case conc > 1 && !e.p.PerKey && !c.HeadOfLine:
-		v, text = VerdictBroken, fmt.Sprintf("the broker orders per %s, but %d concurrent handlers without PerKey apply an aggregate's events in any order", c.Ordering, conc)
-		e.finding("order", fmt.Sprintf("%d concurrent handlers without PerKey on a broker without head-of-line blocking", conc),
-			"set broker.RunOptions.PerKey (one handler per key at a time), or run one handler")
-	default:
+		cause = "the broker keeps no order"
+		broken = &Finding{Stage: "order", Problem: "ordering is needed but the broker declares no ordering scope",
+			Fix: "use an ordered broker (RabbitMQ single-active-consumer queue, Kafka keyed partitions, SQS FIFO message groups, Service Bus sessions), or check versions in an inbox (idem.Options.Versions)"}
+	case reordered:
+		cause = fmt.Sprintf("the broker orders per %s, but %d concurrent handlers without PerKey apply an aggregate's events in any order", c.Ordering, conc)
+		broken = &perKey
+	}
+	holds := e.p.versioned() && e.p.Inbox.HoldsGaps
+	switch {
+	case !unread && cause == "":
 		how := "one handler at a time"
 		switch {
 		case c.HeadOfLine:
@@ -442,12 +455,21 @@ func (e *explainer) order() {
 		case conc > 1:
 			how = "PerKey serialises each key's handlers"
 		}
-		text = fmt.Sprintf("per aggregate: the outbox keys messages by aggregate, the broker orders per %s, %s", c.Ordering, how)
+		text := fmt.Sprintf("per aggregate: the outbox keys messages by aggregate, the broker orders per %s, %s", c.Ordering, how)
 		if e.p.versioned() {
 			text += "; version checks catch what still arrives out of order"
 		}
+		e.line("order", VerdictOK, "%s", text)
+	case holds:
+		e.line("order", VerdictOK, "%s; version checks hold an early event in the store and apply it after its predecessor, in version order, and park the aggregate if the gap stays open", cause)
+	case e.p.versioned():
+		e.line("order", VerdictWeak, "%s; version checks detect gaps, retry them and park the aggregate until the missing event arrives and it is replayed", cause)
+	case broken != nil:
+		e.line("order", VerdictBroken, "needed, but %s, and nothing checks versions: events of an aggregate are applied in any order", cause)
+		e.st.Findings = append(e.st.Findings, *broken)
+	default: // unread, no version checks
+		e.line("order", VerdictWeak, "needed, but %s, and nothing checks versions: if the broker keeps none, events of an aggregate are applied in any order", cause)
 	}
-	e.line("order", v, "%s", text)
 }
 
 func (e *explainer) consumption() {

@@ -58,6 +58,16 @@ func (r result) has(t *testing.T, parts ...string) {
 	}
 }
 
+// hasErr fails unless stderr has every part.
+func (r result) hasErr(t *testing.T, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(r.errout, p) {
+			t.Errorf("stderr lacks %q:\n%s", p, r.errout)
+		}
+	}
+}
+
 func (r result) json(t *testing.T, v any) {
 	t.Helper()
 	if err := json.Unmarshal([]byte(r.out), v); err != nil {
@@ -349,4 +359,43 @@ func TestDLQURLs(t *testing.T) {
 			t.Errorf("wary dlq list %s: stderr %q, want %q", c.url, r.errout, c.why)
 		}
 	}
+}
+
+// TestExplainOrderOneModel (issue 44): the order verdict counts the
+// inbox's version checks the same way whatever undoes the broker's order.
+// Four handlers without PerKey on an ordered broker, with version checks
+// that hold gaps, are ok, as a broker without order is with the same
+// inbox; with gaps retried through the broker both are weak, and without
+// version checks both are broken. --versioned without an inbox is refused.
+func TestExplainOrderOneModel(t *testing.T) {
+	w := newWary(t)
+	ordered := "mem://" + unique("order") + "?profile=partitioned&limit=5"
+	unordered := "mem://" + unique("order") + "?limit=5"
+	base := []string{"explain", "--outbox", "--inbox", "--consumer", "billing", "--ordered"}
+	for _, c := range []struct {
+		name, topic string
+		flags       []string
+		code        int
+		want        string
+	}{
+		{"ordered, 4 without PerKey, held", ordered, []string{"--concurrency", "4", "--versioned", "--gaps", "hold"}, cli.ExitOK,
+			"order:       [ok] the broker orders per partition, but 4 concurrent handlers without PerKey apply an aggregate's events in any order; version checks hold an early event in the store"},
+		{"unordered, held", unordered, []string{"--versioned"}, cli.ExitOK, "order:       [ok] the broker keeps no order; version checks hold an early event in the store"},
+		{"ordered, 4 without PerKey, retried", ordered, []string{"--concurrency", "4", "--versioned"}, cli.ExitOK,
+			"order:       [weak] the broker orders per partition, but 4 concurrent handlers without PerKey apply an aggregate's events in any order; version checks detect gaps, retry them"},
+		{"unordered, retried", unordered, []string{"--versioned", "--gaps", "retry"}, cli.ExitOK, "order:       [weak] the broker keeps no order; version checks detect gaps, retry them"},
+		{"ordered, 4 without PerKey, no versions", ordered, []string{"--concurrency", "4"}, cli.ExitFinding, "MISCONFIGURED (order): 4 concurrent handlers without PerKey"},
+		{"unordered, no versions", unordered, nil, cli.ExitFinding, "MISCONFIGURED (order): ordering is needed but the broker declares no ordering scope"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w.want(c.code, append(append(base, "--broker", c.topic, "--subscription", sub(c.topic)), c.flags...)...).has(t, c.want)
+		})
+	}
+	r := w.want(cli.ExitError, "explain", "--broker", unordered, "--subscription", sub(unordered), "--outbox", "--ordered", "--versioned")
+	r.hasErr(t, "--versioned: version checks are the inbox's", "pass --inbox with --consumer")
+	cfg := t.TempDir() + "/pipeline.json"
+	if err := os.WriteFile(cfg, []byte(`{"inbox": false, "versioned": true}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.want(cli.ExitError, "explain", "--broker", unordered, "--subscription", sub(unordered), "--config", cfg).hasErr(t, "--versioned: version checks are the inbox's")
 }

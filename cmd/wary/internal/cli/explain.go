@@ -124,14 +124,28 @@ from a JSON --config file:
    "relay": {"max_attempts": 10, "backoff_max": "5m"},
    "keys": [{"provider": "payments", "retention": "24h", "replays": true}]}
 With a store (--postgres or --sqlite), the outbox and the inbox are
-assumed, and what is stuck in them now is counted.
+assumed, and what is stuck in them now is counted, and so are the
+subscription's dead letters where the driver can show them without
+receiving them (Service Bus peeks); elsewhere a "now:" line says they were
+not counted (wary dlq list receives them and puts them back).
 
 Gaps (--gaps, idem.Options.Gaps): "auto", the default, holds a versioned
 event that arrives before its predecessor in the store where the
 subscription keeps no order per aggregate (no order, or a queue's order),
 and retries it through the broker on an ordered scope; "hold" and "retry"
 force either. A held gap is parked after --early-limit
-(idem.Options.EarlyLimit, default 1h).`,
+(idem.Options.EarlyLimit, default 1h).
+
+The order line counts what the consumer adds, the same way on every
+broker: the handlers see the subscription's order scope unless it keeps
+none, could not be read, or concurrent handlers without --per-key (on a
+broker without head-of-line blocking) undo it. Where they do not, version
+checks that hold gaps in the store restore each aggregate's order [ok],
+version checks that retry gaps through the broker park the aggregate until
+its missing event is replayed [weak], and without version checks the
+order is [broken] (or [weak] where the order could not be read).
+--versioned describes the inbox, so it needs one (--inbox, or a store):
+without one it is refused (exit 2).`,
 		Example: `  wary explain --broker 'mem://orders?profile=queue&limit=5' --subscription mem://orders/billing --sqlite shop.db --consumer billing --ordered --versioned
   wary explain --broker rabbit://orders --subscription 'rabbit://orders.billing?nack_delay=true' --postgres "$WARY_POSTGRES_URL" --config pipeline.json --json`,
 		Args: cobra.NoArgs,
@@ -160,7 +174,7 @@ func (f *explainFlags) add(c *cobra.Command) {
 	c.Flags().StringVar(&f.config, "config", "", "JSON file describing how the application uses wary")
 	c.Flags().BoolVar(&f.outbox, "outbox", false, "events go through an outbox and relay (default: true with a store)")
 	c.Flags().BoolVar(&f.inbox, "inbox", false, "deliveries go through an inbox (default: true with a store)")
-	c.Flags().BoolVar(&f.versioned, "versioned", false, "the inbox checks aggregate versions (idem.Options.Versions)")
+	c.Flags().BoolVar(&f.versioned, "versioned", false, "the inbox checks aggregate versions (idem.Options.Versions); needs an inbox (--inbox or a store)")
 	c.Flags().BoolVar(&f.ordered, "ordered", false, "the domain needs each aggregate's events in order")
 	c.Flags().BoolVar(&f.perKey, "per-key", false, "handlers run with RunOptions.PerKey")
 	c.Flags().IntVar(&f.concurrency, "concurrency", 0, "handlers running at once (default 1)")
@@ -224,6 +238,9 @@ func (a *app) pipeline(c *cobra.Command, f *explainFlags) (guarantee.Pipeline, e
 	}
 	for _, k := range cfg.Keys {
 		p.Keys = append(p.Keys, keys.Contract{Provider: k.Provider, Retention: time.Duration(k.Retention), Replays: k.Replays})
+	}
+	if p.Inbox == nil && (cfg.Versioned || f.versioned) {
+		return p, errors.New("--versioned: version checks are the inbox's (idem.Options.Versions), and this pipeline has none: pass --inbox with --consumer (or a store), or drop --versioned")
 	}
 	if p.Inbox != nil && p.Inbox.Consumer == "" {
 		return p, errors.New("name the inbox's consumer with --consumer (or \"consumer\" in --config), or pass --inbox=false")
@@ -295,7 +312,34 @@ func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline
 			st.Reconcile = append(st.Reconcile, fmt.Sprintf("now: %d early event(s) of %d aggregate(s) held for consumer %q (wary parked early)", held, len(es), p.Inbox.Consumer))
 		}
 	}
+	if sc.DeadLetter {
+		st.Reconcile = append(st.Reconcile, a.deadLettersNow(ctx, f.sub))
+	}
 	return st, nil
+}
+
+// deadCountCap bounds how many dead letters the statement counts.
+const deadCountCap = 1000
+
+// deadLettersNow is the "now:" line of the dead letters of the
+// subscription raw: counted by peeking where the driver can (nothing
+// changes: no lock, no delivery count), else not counted, and why.
+func (a *app) deadLettersNow(ctx context.Context, raw string) string {
+	s, err := a.openDeadLetters(ctx, raw)
+	if err != nil {
+		return "now: dead letters not counted: " + redactErr(err)
+	}
+	defer s.Close()
+	ds, err := peekDead(ctx, s, &dlqFlags{limit: deadCountCap}, false)
+	switch {
+	case errors.Is(err, broker.ErrUnsupported):
+		return "now: dead letters not counted: the driver cannot show them without receiving them (wary dlq list receives them and puts them back)"
+	case err != nil:
+		return "now: dead letters not counted: " + redactErr(err)
+	case len(ds) >= deadCountCap:
+		return fmt.Sprintf("now: %d or more dead letter(s) (wary dlq list)", len(ds))
+	}
+	return fmt.Sprintf("now: %d dead letter(s) (wary dlq list)", len(ds))
 }
 
 func age(d time.Duration, since time.Time) string {

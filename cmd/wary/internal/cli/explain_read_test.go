@@ -132,3 +132,30 @@ func TestExplainRabbitOrderUnread(t *testing.T) {
 		t.Errorf("an order or a limit stated that was not read:\n%s", r.out)
 	}
 }
+
+// TestExplainRabbitReadVerdict (issue 44): the verdict takes what was read
+// from the queue. A delivery_limit URL parameter without
+// dead_letter_exchange, on a queue that holds a dead-letter exchange, is
+// no claim that RabbitMQ would drop messages: the queue's exchange
+// applies. Four handlers without PerKey on the queue's single active
+// consumer are graded as a queue without order is, with the same inbox:
+// ok where version checks hold gaps, broken without them.
+func TestExplainRabbitReadVerdict(t *testing.T) {
+	_, topicURL, _, _ := rabbitTopology(t)
+	q := handQueue(t, map[string]any{"x-delivery-limit": 4, "x-dead-letter-exchange": "amq.fanout"})
+	explain := func(code int, sub string, flags ...string) result {
+		t.Helper()
+		return newWary(t).want(code, append([]string{"explain", "--broker", topicURL, "--subscription", sub, "--outbox", "--inbox", "--consumer", "billing"}, flags...)...)
+	}
+	r := explain(cli.ExitOK, "rabbit://"+q+"?delivery_limit=5")
+	needManagement(t, r)
+	r.has(t, "dead-letters after 5 deliveries (native)", `x-dead-letter-exchange "amq.fanout"`, "no misconfiguration found")
+
+	r = explain(cli.ExitOK, "rabbit://"+q, "--ordered", "--versioned", "--concurrency", "4")
+	r.has(t, "order:       [ok] the broker orders per queue, but 4 concurrent handlers without PerKey apply an aggregate's events in any order; version checks hold an early event in the store")
+	unordered := handQueue(t, map[string]any{"x-single-active-consumer": nil, "x-delivery-limit": 4, "x-dead-letter-exchange": "amq.fanout"})
+	r = explain(cli.ExitOK, "rabbit://"+unordered, "--ordered", "--versioned", "--concurrency", "4")
+	r.has(t, "order:       [ok] the broker keeps no order; version checks hold an early event in the store")
+	explain(cli.ExitFinding, "rabbit://"+q, "--ordered", "--concurrency", "4").has(t, "order:       [broken]", "MISCONFIGURED (order): 4 concurrent handlers without PerKey")
+	explain(cli.ExitFinding, "rabbit://"+unordered, "--ordered", "--concurrency", "4").has(t, "order:       [broken]", "MISCONFIGURED (order): ordering is needed but the broker declares no ordering scope")
+}

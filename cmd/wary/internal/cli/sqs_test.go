@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -128,4 +129,82 @@ func handFIFO(ctx context.Context, t *testing.T, c *sqs.Client, name string, max
 		attrs["RedrivePolicy"] = fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"%d"}`, a.Attributes["QueueArn"], maxReceive)
 	}
 	create(name+".fifo", attrs)
+}
+
+// TestSQSGuideExplain (issue 44): the SQS FIFO guide's own wary explain
+// command, run as written (the emulator's sample endpoint replaced by this
+// test's, from the repository's root, where the guide runs it) on the
+// queue the guide's emulator command creates, states the orders example's
+// pipeline without a misconfiguration.
+func TestSQSGuideExplain(t *testing.T) {
+	guide, err := os.ReadFile("../../../../docs/brokers/sqs-fifo.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sample = "http://127.0.0.1:40117"
+	emuLine := guideLine(t, string(guide), "go -C drivers/sqsfifo run ./sqsemu/cmd/fauxqs ")
+	line := guideLine(t, string(guide), "wary explain ")
+	var queue string
+	var maxReceive int
+	if _, err := fmt.Sscanf(emuLine, "go -C drivers/sqsfifo run ./sqsemu/cmd/fauxqs -queue %s -max-receive %d", &queue, &maxReceive); err != nil {
+		t.Fatalf("the guide's emulator command %q: %v", emuLine, err)
+	}
+	srv := fauxqs(t, 0)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, _, err := sqsemu.CreateNamedQueue(ctx, srv.NewClient(t, nil), queue, sqsemu.QueueSpec{MaxReceive: maxReceive}); err != nil {
+		t.Fatal(err)
+	}
+	args := shellWords(t, strings.ReplaceAll(line, sample, srv.Endpoint))
+	t.Chdir("../../../..")
+	r := newWary(t).want(cli.ExitOK, args[1:]...)
+	r.has(t, "subscription read from FIFO queue "+queue+".fifo's attributes", fmt.Sprintf("dead-letters after %d deliveries", maxReceive), "no misconfiguration found")
+}
+
+// guideLine is the only line of doc that starts with prefix.
+func guideLine(t *testing.T, doc, prefix string) string {
+	t.Helper()
+	var found []string
+	for l := range strings.Lines(doc) {
+		if strings.HasPrefix(l, prefix) {
+			found = append(found, strings.TrimSpace(l))
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d lines start with %q, want 1: %q", len(found), prefix, found)
+	}
+	return found[0]
+}
+
+// shellWords splits a command line as sh does, for words separated by
+// spaces and quoted in single quotes only.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var w strings.Builder
+	in, started := false, false
+	for _, r := range line {
+		switch {
+		case r == '\'':
+			in, started = !in, true
+		case r == ' ' && !in:
+			if started {
+				words = append(words, w.String())
+				w.Reset()
+				started = false
+			}
+		case strings.ContainsRune(`"$\`, r) && !in:
+			t.Fatalf("the command %q is not plain words in single quotes", line)
+		default:
+			w.WriteRune(r)
+			started = true
+		}
+	}
+	if in {
+		t.Fatalf("the command %q has an unclosed quote", line)
+	}
+	if started {
+		words = append(words, w.String())
+	}
+	return words
 }
