@@ -24,6 +24,13 @@ type consumer struct {
 	queues map[string]string // consumer tag -> queue
 	closes chan *amqp.Error
 
+	// cancel sends basic.cancel for the consumer tags once (cancelAll); retired
+	// (under the subscription's mu) marks a consumer stopped on purpose,
+	// whose end of deliveries is not a loss.
+	cancel    sync.Once
+	cancelErr error
+	retired   bool
+
 	mu   sync.Mutex
 	tags map[uint64]struct{} // unsettled delivery tags
 	// sending holds the tags taken for settling whose frame is not sent
@@ -126,6 +133,48 @@ func (c *consumer) shutdown() error {
 	return err
 }
 
+// cancelAll cancels c's consumers (basic.cancel, waiting for cancel-ok): the
+// broker hands c nothing more, and what c holds stays held, to be
+// settled on c's channel, which stays open.
+func (c *consumer) cancelAll() error {
+	c.cancel.Do(func() {
+		for tag := range c.queues {
+			if err := c.ch.Cancel(tag, false); err != nil {
+				c.cancelErr = err
+				return
+			}
+		}
+	})
+	return c.cancelErr
+}
+
+// retire stops c, a reader's consumer, and makes the next receive open
+// another; c stays open until the subscription closes.
+func (s *subscription) retire(c *consumer) error {
+	s.mu.Lock()
+	if s.cons == c {
+		s.cons = nil
+	}
+	if !c.retired && !s.closed {
+		c.retired = true
+		s.retired = append(s.retired, c)
+	}
+	s.mu.Unlock()
+	return c.cancelAll()
+}
+
+// ended is ReceiveBatch's answer when c's deliveries end: nothing, for a
+// consumer retired on purpose, else why it was lost.
+func (s *subscription) ended(c *consumer) error {
+	s.mu.Lock()
+	retired := c.retired
+	s.mu.Unlock()
+	if retired {
+		return nil
+	}
+	return s.lost(c)
+}
+
 // lost drops c if it is still current and says why it ended.
 func (s *subscription) lost(c *consumer) error {
 	s.mu.Lock()
@@ -173,7 +222,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 	case d, ok := <-c.out:
 		// Something is buffered: no timer needed.
 		if !ok {
-			return nil, s.lost(c)
+			return nil, s.ended(c)
 		}
 		msgs = append(msgs, s.decode(c, &d))
 	default:
@@ -186,7 +235,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 		select {
 		case d, ok := <-c.out:
 			if !ok {
-				return nil, s.lost(c)
+				return nil, s.ended(c)
 			}
 			msgs = append(msgs, s.decode(c, &d))
 		case <-ctx.Done():
@@ -199,7 +248,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 		select {
 		case d, ok := <-c.out:
 			if !ok {
-				_ = s.lost(c)
+				_ = s.ended(c)
 				return msgs, nil
 			}
 			msgs = append(msgs, s.decode(c, &d))
