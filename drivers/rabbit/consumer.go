@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ type consumer struct {
 	// whose end of deliveries is not a loss.
 	cancel    sync.Once
 	cancelErr error
+	drain     sync.Once
 	retired   bool
 
 	mu   sync.Mutex
@@ -149,7 +151,10 @@ func (c *consumer) cancelAll() error {
 }
 
 // retire stops c, a reader's consumer, and makes the next receive open
-// another; c stays open until the subscription closes.
+// another. What the broker pushed to c ahead that no receive took goes
+// back at once (basic.nack), for the next consumer to deliver; what c
+// delivered stays held on its channel, open until the last of it is put
+// back (closeIdle) or the subscription closes.
 func (s *subscription) retire(c *consumer) error {
 	s.mu.Lock()
 	if s.cons == c {
@@ -160,7 +165,34 @@ func (s *subscription) retire(c *consumer) error {
 		s.retired = append(s.retired, c)
 	}
 	s.mu.Unlock()
-	return c.cancelAll()
+	if err := c.cancelAll(); err != nil {
+		return err
+	}
+	// After cancel-ok amqp091-go hands out what it buffered, then closes
+	// the deliveries (a reader consumes one queue: c.out is its own).
+	c.drain.Do(func() {
+		for d := range c.out {
+			_ = c.ch.Nack(d.DeliveryTag, false, true)
+		}
+	})
+	return nil
+}
+
+// closeIdle closes c, a retired consumer, once it holds nothing: a reader
+// that receives again after each put-back must not pile up channels.
+func (s *subscription) closeIdle(c *consumer) {
+	c.mu.Lock()
+	idle := len(c.tags) == 0 && len(c.sending) == 0
+	c.mu.Unlock()
+	s.mu.Lock()
+	i := slices.Index(s.retired, c)
+	if !idle || i < 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.retired = slices.Delete(s.retired, i, i+1)
+	s.mu.Unlock()
+	_ = c.shutdown()
 }
 
 // ended is ReceiveBatch's answer when c's deliveries end: nothing, for a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/drivers/rabbit"
 )
 
 // TestDeadLettersSurviveListing: reading a dead-letter queue the way
@@ -127,47 +128,10 @@ func TestDeadLetterListingCountsOnce(t *testing.T) {
 	ctx := ctxT(t)
 	c := dial(t)
 	t.Cleanup(func() { _ = c.Close() })
-	base := uniqueName("dllimit")
-	dlx, dlq := base+".dlx", base+".dlq"
-	ch, err := c.Connection().Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if ch, err := c.Connection().Channel(); err == nil {
-			_, _ = ch.QueueDelete(dlq, false, false, false)
-			_ = ch.ExchangeDelete(dlx, false, false)
-			_ = ch.Close()
-		}
-	})
 	const limit = 3
-	if err := ch.ExchangeDeclare(dlx, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ch.QueueDeclare(dlq, true, false, false, false, amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum, "x-delivery-limit": limit}); err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.QueueBind(dlq, "", dlx, false, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := ch.Confirm(false); err != nil {
-		t.Fatal(err)
-	}
 	ids := []string{"a", "b"}
-	for _, id := range ids {
-		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, dlx, "", false, false, amqp.Publishing{
-			MessageId: id, Body: []byte(id), Headers: amqp.Table{broker.HeaderDeadLetterReason: "cannot parse"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok, err := dc.WaitContext(ctx); !ok || err != nil {
-			t.Fatalf("publish %s: confirmed %t, %v", id, ok, err)
-		}
-	}
-	_ = ch.Close()
-
+	dlq, subURL := handDeadLetterQueue(t, c, amqp.Table{"x-delivery-limit": limit}, ids...)
 	mux := rabbitMux()
-	subURL := "rabbit://" + base + "?dead_letter_exchange=" + dlx + "&dead_letter_queue=" + dlq
 	v, _ := c.Connection().Properties["version"].(string)
 
 	// The dead letters' capabilities state the queue's own limit, read
@@ -212,7 +176,7 @@ func TestDeadLetterListingCountsOnce(t *testing.T) {
 	}
 	// A quorum queue applies a channel's returns after the channel has
 	// moved on: poll its count of ready messages until both are back.
-	ch, err = c.Connection().Channel()
+	ch, err := c.Connection().Channel()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,5 +197,92 @@ func TestDeadLetterListingCountsOnce(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("after %d looks the dead-letter queue holds %d ready messages, want %d", limit, q.Messages, len(ids))
 		}
+	}
+}
+
+// handDeadLetterQueue declares, as a user's program would (not through
+// Topology), a fanout dead-letter exchange and a quorum dead-letter queue
+// bound to it with args, deleted at cleanup, and publishes there (with
+// confirms) a message for each of ids, as a dead letter arrives; it
+// returns the queue and a consumer's subscription URL that names them.
+func handDeadLetterQueue(t *testing.T, c *rabbit.Conn, args amqp.Table, ids ...string) (dlq, subURL string) {
+	t.Helper()
+	ctx := ctxT(t)
+	base := uniqueName("dlhand")
+	dlx := base + ".dlx"
+	dlq = base + ".dlq"
+	ch, err := c.Connection().Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	t.Cleanup(func() {
+		if ch, err := c.Connection().Channel(); err == nil {
+			_, _ = ch.QueueDelete(dlq, false, false, false)
+			_ = ch.ExchangeDelete(dlx, false, false)
+			_ = ch.Close()
+		}
+	})
+	all := amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum}
+	for k, v := range args {
+		all[k] = v
+	}
+	if err := ch.ExchangeDeclare(dlx, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(dlq, true, false, false, false, all); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(dlq, "", dlx, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, dlx, "", false, false, amqp.Publishing{
+			MessageId: id, Body: []byte(id), Headers: amqp.Table{broker.HeaderDeadLetterReason: "cannot parse"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := dc.WaitContext(ctx); !ok || err != nil {
+			t.Fatalf("publish %s: confirmed %t, %v", id, ok, err)
+		}
+	}
+	return dlq, "rabbit://" + base + "?dead_letter_exchange=" + dlx + "&dead_letter_queue=" + dlq
+}
+
+// TestDeadLetterReaderReceivesAfterNack: a reader that receives one dead
+// letter, puts it back, and receives again sees every other one too: the
+// put-back cancels its consumer, and what the broker had pushed to that
+// consumer ahead (a prefetch of 1000) goes back with it rather than stay
+// stranded on the old channel; the next receive registers a new consumer.
+// Many rounds of this do not pile up channels.
+func TestDeadLetterReaderReceivesAfterNack(t *testing.T) {
+	ctx := ctxT(t)
+	c := dial(t)
+	t.Cleanup(func() { _ = c.Close() })
+	ids := []string{"a", "b", "c", "d"}
+	_, subURL := handDeadLetterQueue(t, c, nil, ids...)
+	dl, err := rabbitMux().OpenDeadLetters(ctx, subURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	seen := map[string]int{}
+	for round := 0; len(seen) < len(ids) || round < 50; round++ {
+		ds, err := dl.Receive(ctx, 1)
+		if err != nil {
+			t.Fatalf("round %d (seen %v): %v", round, seen, err)
+		}
+		for _, d := range ds {
+			seen[d.Message.ID]++
+			if err := d.Nack(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := rabbit.RetiredConsumers(dl); n > 1 {
+		t.Errorf("after %d put-backs the reader keeps %d stopped consumers open, want at most 1", len(seen), n)
 	}
 }

@@ -97,7 +97,9 @@ func (s *subscription) putBack(a *ackID) error {
 		}
 		return err
 	}
-	return settle(a, func(ch *amqp.Channel) error { return ch.Nack(a.tag, false, true) })
+	err := settle(a, func(ch *amqp.Channel) error { return ch.Nack(a.tag, false, true) })
+	s.closeIdle(a.c)
+	return err
 }
 
 // delayQueue declares (at most hourly) the delay queue for queue and

@@ -268,8 +268,10 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 // handed to it again, then sends basic.nack with requeue, never
 // basic.reject: from RabbitMQ 4.3 a quorum queue counts basic.reject, and
 // what a channel held when it closed, toward its delivery limit, and
-// basic.nack not (before 4.3 every return counts once). A Receive after a
-// Nack registers a new consumer. Close cancels the consumer and puts back
+// basic.nack not (before 4.3 every return counts once). What the broker
+// had pushed ahead to the cancelled consumer goes back with the first
+// Nack, and its channel closes once all it delivered is settled; a
+// Receive after a Nack registers a new consumer. Close cancels the consumer and puts back
 // with basic.nack all it holds, read or only prefetched, before it closes
 // the channel. Its Capabilities state the dead-letter queue's own delivery
 // limit as read from the broker: DeliveryLimit > 0, with a Conflict on
