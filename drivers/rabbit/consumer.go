@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +24,14 @@ type consumer struct {
 	halt   sync.Once         // closes stop
 	queues map[string]string // consumer tag -> queue
 	closes chan *amqp.Error
+
+	// cancel sends basic.cancel for the consumer tags once (cancelAll); retired
+	// (under the subscription's mu) marks a consumer stopped on purpose,
+	// whose end of deliveries is not a loss.
+	cancel    sync.Once
+	cancelErr error
+	drain     sync.Once
+	retired   bool
 
 	mu   sync.Mutex
 	tags map[uint64]struct{} // unsettled delivery tags
@@ -126,6 +135,78 @@ func (c *consumer) shutdown() error {
 	return err
 }
 
+// cancelAll cancels c's consumers (basic.cancel, waiting for cancel-ok): the
+// broker hands c nothing more, and what c holds stays held, to be
+// settled on c's channel, which stays open.
+func (c *consumer) cancelAll() error {
+	c.cancel.Do(func() {
+		for tag := range c.queues {
+			if err := c.ch.Cancel(tag, false); err != nil {
+				c.cancelErr = err
+				return
+			}
+		}
+	})
+	return c.cancelErr
+}
+
+// retire stops c, a reader's consumer, and makes the next receive open
+// another. What the broker pushed to c ahead that no receive took goes
+// back at once (basic.nack), for the next consumer to deliver; what c
+// delivered stays held on its channel, open until the last of it is put
+// back (closeIdle) or the subscription closes.
+func (s *subscription) retire(c *consumer) error {
+	s.mu.Lock()
+	if s.cons == c {
+		s.cons = nil
+	}
+	if !c.retired && !s.closed {
+		c.retired = true
+		s.retired = append(s.retired, c)
+	}
+	s.mu.Unlock()
+	if err := c.cancelAll(); err != nil {
+		return err
+	}
+	// After cancel-ok amqp091-go hands out what it buffered, then closes
+	// the deliveries (a reader consumes one queue: c.out is its own).
+	c.drain.Do(func() {
+		for d := range c.out {
+			_ = c.ch.Nack(d.DeliveryTag, false, true)
+		}
+	})
+	return nil
+}
+
+// closeIdle closes c, a retired consumer, once it holds nothing: a reader
+// that receives again after each put-back must not pile up channels.
+func (s *subscription) closeIdle(c *consumer) {
+	c.mu.Lock()
+	idle := len(c.tags) == 0 && len(c.sending) == 0
+	c.mu.Unlock()
+	s.mu.Lock()
+	i := slices.Index(s.retired, c)
+	if !idle || i < 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.retired = slices.Delete(s.retired, i, i+1)
+	s.mu.Unlock()
+	_ = c.shutdown()
+}
+
+// ended is ReceiveBatch's answer when c's deliveries end: nothing, for a
+// consumer retired on purpose, else why it was lost.
+func (s *subscription) ended(c *consumer) error {
+	s.mu.Lock()
+	retired := c.retired
+	s.mu.Unlock()
+	if retired {
+		return nil
+	}
+	return s.lost(c)
+}
+
 // lost drops c if it is still current and says why it ended.
 func (s *subscription) lost(c *consumer) error {
 	s.mu.Lock()
@@ -173,7 +254,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 	case d, ok := <-c.out:
 		// Something is buffered: no timer needed.
 		if !ok {
-			return nil, s.lost(c)
+			return nil, s.ended(c)
 		}
 		msgs = append(msgs, s.decode(c, &d))
 	default:
@@ -186,7 +267,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 		select {
 		case d, ok := <-c.out:
 			if !ok {
-				return nil, s.lost(c)
+				return nil, s.ended(c)
 			}
 			msgs = append(msgs, s.decode(c, &d))
 		case <-ctx.Done():
@@ -199,7 +280,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 		select {
 		case d, ok := <-c.out:
 			if !ok {
-				_ = s.lost(c)
+				_ = s.ended(c)
 				return msgs, nil
 			}
 			msgs = append(msgs, s.decode(c, &d))

@@ -29,9 +29,12 @@
 // dead-letter queue, Topology's QUEUE.dlq, or the one the URL's
 // dead_letter_queue names (see URLOpener.OpenDeadLettersURL), with a
 // prefetch of 1000 unless the URL states one, since a reader that lists
-// dead letters holds them all. AMQP 0-9-1 has no peek: each message read
-// and put back counts toward a quorum queue's delivery limit, which the
-// dead-letter queue Declare makes does not have.
+// dead letters holds them all. AMQP 0-9-1 has no peek: such a reader's
+// Nack, and its Close, put messages back by cancelling the consumer and
+// sending basic.nack with requeue, which counts once toward a quorum
+// queue's delivery limit before RabbitMQ 4.3 and not at all from 4.3 (a
+// release; basic.reject and a channel closing on what it holds count);
+// the dead-letter queue Declare makes has no delivery limit anyway.
 // Parameters are those of TopicOptions and
 // SubscriptionOptions in snake case (see URLOpener); amqp091-go's own URI
 // parameters (heartbeat, connection_timeout, ...) pass through to the

@@ -10,3 +10,15 @@ func AckFrames(sub *broker.Subscription) int64 {
 	}
 	return s.ackFramesSent.Load()
 }
+
+// RetiredConsumers returns how many stopped consumers a dead-letter
+// reader keeps open.
+func RetiredConsumers(sub *broker.Subscription) int {
+	var s *subscription
+	if !sub.As(&s) {
+		panic("not a rabbit subscription")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.retired)
+}

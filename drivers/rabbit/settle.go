@@ -39,6 +39,9 @@ func (s *subscription) SendNacks(ctx context.Context, ids []driver.AckID, delay 
 }
 
 func (s *subscription) nack(ctx context.Context, a *ackID, delay time.Duration) error {
+	if s.reader {
+		return s.putBack(a)
+	}
 	if s.limit > 0 && a.attempt >= s.limit && (delay > 0 || a.prior > 0) {
 		// The broker's count cannot see this delivery's earlier lives (or
 		// the delay queue would reset it): apply the limit here. A limit
@@ -72,6 +75,31 @@ func (s *subscription) nack(ctx context.Context, a *ackID, delay time.Duration) 
 		return err
 	}
 	return settle(a, func(ch *amqp.Channel) error { return ch.Ack(a.tag, false) })
+}
+
+// putBack returns a reader's delivery to its queue as unread, with what
+// counts least toward a quorum queue's delivery limit: it first cancels
+// the consumer (basic.cancel), so that the broker does not hand the
+// message straight back to this reader, then sends basic.nack with
+// requeue, never basic.reject. RabbitMQ 4.3 counts basic.reject with
+// requeue, and the return of what a consumer held when its channel
+// closes, as failed deliveries (x-delivery-count, which its delivery
+// limit reads), and basic.nack with requeue as a release (x-acquired-count
+// only); before 4.3 every return counts once (3.x: x-delivery-count;
+// 4.0 to 4.2: the acquired count). The old put-back, basic.reject while
+// the consumer was still open, counted each look twice before 4.3: the
+// reject, and the return at close of the copy the open consumer took
+// again.
+func (s *subscription) putBack(a *ackID) error {
+	if err := s.retire(a.c); err != nil {
+		if a.c.ch.IsClosed() {
+			return fmt.Errorf("%w: %w", errLockLost, err)
+		}
+		return err
+	}
+	err := settle(a, func(ch *amqp.Channel) error { return ch.Nack(a.tag, false, true) })
+	s.closeIdle(a.c)
+	return err
 }
 
 // delayQueue declares (at most hourly) the delay queue for queue and

@@ -112,9 +112,13 @@ type subscription struct {
 	origins map[string]origin // by queue
 	pub     *publisher
 	ownConn bool
+	// reader: a Nack puts the message back as a reader does, not as a
+	// failed delivery (see putBack); OpenDeadLettersURL's subscriptions.
+	reader bool
 
 	mu       sync.Mutex
 	cons     *consumer
+	retired  []*consumer // a reader's consumers stopped by putBack, open until Close
 	closed   bool
 	prefetch int // basic.qos of the next consumer
 
@@ -331,16 +335,29 @@ func (s *subscription) As(i any) bool {
 }
 
 // Close closes the consumer's channel: RabbitMQ requeues the unsettled
-// deliveries at once.
+// deliveries at once. A reader's (OpenDeadLettersURL's) consumer is
+// cancelled and its unsettled deliveries put back with basic.nack first,
+// as putBack does.
 func (s *subscription) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	c := s.cons
-	s.cons = nil
+	cs := s.retired
+	if s.cons != nil {
+		cs = append(cs, s.cons)
+	}
+	s.cons, s.retired = nil, nil
 	s.mu.Unlock()
 	var err error
-	if c != nil {
-		err = c.shutdown()
+	for _, c := range cs {
+		if s.reader {
+			// Whatever the reader still holds, shown or only pushed
+			// ahead, goes back with basic.nack, not at the close.
+			_ = c.cancelAll()
+			_ = c.ch.Nack(0, true, true)
+		}
+		if cerr := c.shutdown(); err == nil {
+			err = cerr
+		}
 	}
 	if perr := s.pub.close(); err == nil {
 		err = perr

@@ -14,7 +14,12 @@ import (
 // Topology names the exchange and queues a topic and its subscription use,
 // and declares them. Queues are quorum queues (durable, replicated, with a
 // delivery count) with a single active consumer; see the package doc for
-// what each mode promises.
+// what each mode promises. The dead-letter queue is a quorum queue too, so
+// that dead letters are replicated as the messages they were, but without
+// a delivery limit (none before RabbitMQ 4.0, x-delivery-limit -1 from
+// 4.0) and without a dead-letter exchange: it is read and put back (wary
+// dlq list), never processed, and no number of reads can drop what it
+// holds.
 //
 // Names: the partition queues of a partitioned topology are Queue+".0" to
 // Queue+"."+(Partitions-1); the dead-letter exchange is Queue+".dlx" and

@@ -260,6 +260,24 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 // assigned are checked but do not apply (a partitioned topology has one
 // dead-letter queue), nor do delivery_limit, nack_delay and
 // dead_letters_from. A missing queue is ErrNotFound.
+//
+// The subscription reads as a reader does, not as a consumer that
+// processes: its Nack (whatever the delay) puts the message back without
+// counting a failed delivery where RabbitMQ can tell the two apart. It
+// cancels the consumer first (basic.cancel), so that nothing put back is
+// handed to it again, then sends basic.nack with requeue, never
+// basic.reject: from RabbitMQ 4.3 a quorum queue counts basic.reject, and
+// what a channel held when it closed, toward its delivery limit, and
+// basic.nack not (before 4.3 every return counts once). What the broker
+// had pushed ahead to the cancelled consumer goes back with the first
+// Nack, and its channel closes once all it delivered is settled; a
+// Receive after a Nack registers a new consumer. Close cancels the consumer and puts back
+// with basic.nack all it holds, read or only prefetched, before it closes
+// the channel. Its Capabilities state the dead-letter queue's own delivery
+// limit as read from the broker: DeliveryLimit > 0, with a Conflict on
+// SettingDeliveryLimit, when the queue has one (a queue Declare did not
+// make), or SettingDeliveryLimit in Source.Unread when it could not be
+// read; `wary explain` reports either.
 func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
 	server, name, so, dlq, err := o.subscriptionURL(u)
 	if err != nil {
@@ -279,12 +297,17 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 	if so.Prefetch == 0 {
 		so.Prefetch = deadLetterPrefetch
 	}
-	return o.openSubscription(ctx, server, dlq, SubscriptionOptions{
+	s, err := o.open(ctx, server, dlq, SubscriptionOptions{
 		DeliveryLimit:   NoDeliveryLimit,
 		DeadLettersFrom: dlx,
 		Prefetch:        so.Prefetch,
 		Management:      so.Management,
 	})
+	if err != nil {
+		return nil, err
+	}
+	s.reader = true
+	return broker.NewSubscription(s, nil), nil
 }
 
 // deadLetterPrefetch is the prefetch of OpenDeadLettersURL's
@@ -322,6 +345,16 @@ func (o *URLOpener) subscriptionURL(u *url.URL) (server, name string, so Subscri
 
 // openSubscription dials a Conn of the subscription's own and opens it.
 func (o *URLOpener) openSubscription(ctx context.Context, server, name string, so SubscriptionOptions) (*broker.Subscription, error) {
+	s, err := o.open(ctx, server, name, so)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewSubscription(s, nil), nil
+}
+
+// open dials a Conn of the subscription's own and opens the driver's
+// subscription on it.
+func (o *URLOpener) open(ctx context.Context, server, name string, so SubscriptionOptions) (*subscription, error) {
 	c, err := Dial(ctx, server, o.ConnOptions)
 	if err != nil {
 		return nil, openErr(err)
@@ -332,5 +365,5 @@ func (o *URLOpener) openSubscription(ctx context.Context, server, name string, s
 		return nil, err
 	}
 	s.ownConn = true
-	return broker.NewSubscription(s, nil), nil
+	return s, nil
 }

@@ -44,10 +44,13 @@ driver keeps them:
   servicebus://QUEUE, servicebus://TOPIC/Subscriptions/SUB
       its dead-letter sub-queue ($DeadLetterQueue)
 list peeks where the broker can (Service Bus: nothing changes); elsewhere
-it reads dead letters and puts them back (nothing is removed), which
-raises their delivery count on RabbitMQ and SQS: harmless on the
-dead-letter queues wary declares (no delivery limit), a risk on a
-RabbitMQ or SQS dead-letter queue declared with one. replay
+it reads dead letters and puts them back (nothing is removed). On SQS
+that raises their receive count by one per look; on RabbitMQ the put-back
+is basic.nack after cancelling the consumer, which a quorum queue counts
+once per look before RabbitMQ 4.3 and not toward its limit from 4.3.
+Harmless on the dead-letter queues wary declares (no delivery limit), a
+risk on a RabbitMQ (before 4.3) or SQS dead-letter queue declared with
+one, which wary explain reports for a RabbitMQ subscription. replay
 publishes the selected ones to --to with their original ID, key and
 headers plus wary-replayed-by (who, when, and the dead-letter reason),
 then removes them from the dead-letter queue. discard removes them.

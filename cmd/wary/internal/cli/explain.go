@@ -114,6 +114,10 @@ AMQP, which cannot show x-single-active-consumer nor a delivery-limit
 policy, so the order is "order unknown" (through the management API a
 queue without it is "no order"), and the order line does not count on
 one, and the delivery limit is unknown even where x-delivery-limit is set.
+For RabbitMQ it also reads the subscription's dead-letter queue (the one
+wary dlq opens): a delivery limit there is flagged, since reading dead
+letters counts toward it before RabbitMQ 4.3 and a message past it is
+dropped, and a limit it could not read is stated as UNKNOWN.
 
 What the broker and the store cannot tell (handler concurrency, whether
 the domain needs order, idempotency-key contracts) comes from flags or
@@ -275,6 +279,7 @@ func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline
 		p.Inbox.HoldsGaps = f.gaps == "hold" || f.gaps == "auto" && (sc.Ordering == broker.OrderNone || sc.Ordering == broker.OrderQueue)
 	}
 	st := guarantee.Explain(p)
+	a.deadLetterLimit(ctx, f.sub, &st)
 	if d == nil {
 		if !a.storeGiven(&f.store) {
 			return st, nil

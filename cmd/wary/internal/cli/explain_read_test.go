@@ -14,12 +14,7 @@ import (
 // value leaves that argument out), deleted at cleanup, on the server rabbitTopology found (call it first).
 func handQueue(t *testing.T, args map[string]any) string {
 	t.Helper()
-	ctx := t.Context()
-	conn, err := rabbit.Dial(ctx, os.Getenv(rabbit.ServerURLEnv), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := handConn(t)
 	ch, err := conn.Connection().Channel()
 	if err != nil {
 		t.Fatal(err)
@@ -43,6 +38,17 @@ func handQueue(t *testing.T, args map[string]any) string {
 		}
 	})
 	return name
+}
+
+// handConn dials the server rabbitTopology found, closed at cleanup.
+func handConn(t *testing.T) *rabbit.Conn {
+	t.Helper()
+	conn, err := rabbit.Dial(t.Context(), os.Getenv(rabbit.ServerURLEnv), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // needManagement skips when explain's r read nothing through the
