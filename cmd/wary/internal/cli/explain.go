@@ -103,7 +103,10 @@ says what each driver read from the broker and through which interface
 (servicebus:// through the administration API, at
 $WARY_SERVICEBUS_ADMIN_ENDPOINT for an emulator); a setting the driver could
 not read (read_entity=false) is stated as UNKNOWN with how to read it, and
-a URL parameter that contradicts the broker is a misconfiguration.
+a URL parameter that contradicts the broker is a misconfiguration. So is
+a delivery limit past which the broker drops a message, for want of a
+dead-letter target ("drops after N deliveries": a RabbitMQ queue with a
+delivery limit and no dead-letter exchange): such a message is lost.
 Misconfigurations are flagged with their fix, and make the command exit 1.
 Where a driver reads the broker (RabbitMQ: the queue's arguments and
 policies, through the management API), the transport line states what the
