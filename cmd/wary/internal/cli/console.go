@@ -48,7 +48,9 @@ func (a *app) consoleCmd() *cobra.Command {
 operations as the other commands: a dashboard (the guarantee statement of
 "wary explain" with its misconfigurations, the outbox backlog with charts
 of the last hour, parked, quarantined and dead-lettered counts, unresolved
-idempotency keys), the parked messages with replay (dry run first, a rate
+idempotency keys; each source's dead letters are looked at once a load,
+peeked where the broker can, and the statement counts from that look),
+the parked messages with replay (dry run first, a rate
 limit, live progress) and discard, the early events an inbox holds before
 it parks them (read-only), quarantined outbox rows, dead letters
 grouped by reason with replay, the conformance probe, and an audit log of
