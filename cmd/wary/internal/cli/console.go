@@ -66,7 +66,7 @@ yours to put in front. Every state-changing request carries the page's
 CSRF token. --read-only serves the pages without any action. No password,
 key or token appears in a page or an API answer.`,
 		Example: `  wary console --broker rabbit://orders --subscription 'rabbit://orders.billing?dead_letter_exchange=orders.billing.dlx' --postgres "$WARY_POSTGRES_URL" --consumer billing
-  WARY_CONSOLE_TOKEN=$(openssl rand -hex 16) wary console --addr 10.0.0.5:7070 --read-only ...`,
+  WARY_CONSOLE_TOKEN=$(openssl rand -hex 16) wary console --addr 0.0.0.0:7070 --read-only --broker rabbit://orders --subscription 'rabbit://orders.billing?dead_letter_exchange=orders.billing.dlx' --postgres "$WARY_POSTGRES_URL" --consumer billing`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
