@@ -6,7 +6,8 @@
 // shorter than the redelivery horizon, no delivery limit, ordering needed
 // on a broker without a scope or with concurrent handlers without PerKey
 // and nothing that checks versions, a broker dedup window shorter than
-// the relay's retry span).
+// the relay's retry span, a delivery limit past which the broker drops
+// messages because the subscription has no dead-letter target).
 //
 // A program gets its statement from what it built: an inbox's
 // (idem.Inbox.Statement) and a relay's (outbox.Relay.Statement), which
@@ -366,7 +367,12 @@ func (e *explainer) delivery(c *broker.SubscriptionCapabilities, v *Verdict) []s
 	case c.DeliveryLimit > 0 && c.DeadLetter:
 		parts = append(parts, fmt.Sprintf("dead-letters after %d deliveries (%s)", c.DeliveryLimit, c.DeliveryLimitMode))
 	case c.DeliveryLimit > 0:
+		// The loss side: past the limit the broker deletes the message,
+		// and nothing is left to park, replay or reconcile.
 		parts = append(parts, fmt.Sprintf("drops after %d deliveries (%s)", c.DeliveryLimit, c.DeliveryLimitMode))
+		*v = VerdictBroken
+		e.finding("transport", fmt.Sprintf("the subscription drops a message after %d deliveries: it has no dead-letter target, so a message whose handler keeps failing is deleted by the broker, neither dead-lettered nor parked, and nothing is left to replay", c.DeliveryLimit),
+			"give the subscription a dead-letter target that keeps what passes the limit for wary dlq (RabbitMQ: a dead-letter-exchange policy or x-dead-letter-exchange on the queue, bound to a queue; SQS: a redrive policy; Kafka: a dead-letter topic)")
 	default:
 		parts = append(parts, "no delivery limit")
 	}

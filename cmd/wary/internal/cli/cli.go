@@ -118,7 +118,7 @@ Passwords are never printed.
 Exit codes: 0 all is well, 1 something was found (a misconfiguration,
 a broken promise, something stuck), 2 a usage or connection error,
 3 declined at a confirmation prompt (nothing was changed).`,
-		Example: `  wary explain --broker 'rabbit://orders?delivery_limit=5' --postgres "$WARY_POSTGRES_URL" --outbox --inbox --consumer billing
+		Example: `  wary explain --broker rabbit://orders --subscription 'rabbit://orders.billing?delivery_limit=5&dead_letter_exchange=orders.billing.dlx' --postgres "$WARY_POSTGRES_URL" --consumer billing
   wary parked list --sqlite shop.db
   wary probe 'mem://scratch?profile=sqsfifo'`,
 		SilenceUsage:  true,

@@ -48,7 +48,9 @@ func (a *app) consoleCmd() *cobra.Command {
 operations as the other commands: a dashboard (the guarantee statement of
 "wary explain" with its misconfigurations, the outbox backlog with charts
 of the last hour, parked, quarantined and dead-lettered counts, unresolved
-idempotency keys), the parked messages with replay (dry run first, a rate
+idempotency keys; each source's dead letters are looked at once a load,
+peeked where the broker can, and the statement counts from that look),
+the parked messages with replay (dry run first, a rate
 limit, live progress) and discard, the early events an inbox holds before
 it parks them (read-only), quarantined outbox rows, dead letters
 grouped by reason with replay, the conformance probe, and an audit log of
@@ -64,7 +66,7 @@ yours to put in front. Every state-changing request carries the page's
 CSRF token. --read-only serves the pages without any action. No password,
 key or token appears in a page or an API answer.`,
 		Example: `  wary console --broker rabbit://orders --subscription 'rabbit://orders.billing?dead_letter_exchange=orders.billing.dlx' --postgres "$WARY_POSTGRES_URL" --consumer billing
-  WARY_CONSOLE_TOKEN=$(openssl rand -hex 16) wary console --addr 10.0.0.5:7070 --read-only ...`,
+  WARY_CONSOLE_TOKEN=$(openssl rand -hex 16) wary console --addr 0.0.0.0:7070 --read-only --broker rabbit://orders --subscription 'rabbit://orders.billing?dead_letter_exchange=orders.billing.dlx' --postgres "$WARY_POSTGRES_URL" --consumer billing`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()

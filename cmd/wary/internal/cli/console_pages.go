@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -131,7 +132,17 @@ type dashboardJSON struct {
 func (con *console) dashboard(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	var j dashboardJSON
-	st, err := con.app.explain(ctx, &con.flags.pipe, con.pipeline, con.db)
+	// Each source's dead letters are looked at once: the statement's
+	// "now:" line takes the subscription's peeked count from here.
+	var subDead *deadPeek
+	for _, src := range con.deadSources() {
+		dc, pk := con.countDeadLetters(ctx, src)
+		if src == con.flags.pipe.sub && subDead == nil {
+			subDead = &pk
+		}
+		j.DeadLetters = append(j.DeadLetters, dc)
+	}
+	st, err := con.app.explain(ctx, &con.flags.pipe, con.pipeline, con.db, subDead)
 	if err != nil {
 		j.StatementError = redactErr(err)
 	} else {
@@ -158,15 +169,6 @@ func (con *console) dashboard(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		j.UnresolvedKeys[k.Provider] = len(ks)
-	}
-	for _, src := range con.deadSources() {
-		dc := deadCount{Source: redact(src)}
-		ds, err := con.readDeadLetters(r, src)
-		if err != nil {
-			dc.Error = redactErr(err)
-		}
-		dc.Count, dc.More = len(ds), len(ds) >= deadLimit
-		j.DeadLetters = append(j.DeadLetters, dc)
 	}
 	con.mu.Lock()
 	j.Samples = slices.Clone(con.samples)
@@ -339,6 +341,34 @@ func (con *console) deadTo() string {
 		return con.flags.dlqTo
 	}
 	return con.flags.pipe.broker
+}
+
+// countDeadLetters counts the dead letters of src for the dashboard:
+// peeked, up to deadCountCap, where the driver can (the peek is returned
+// too, for the statement), else received, up to deadLimit, and put back.
+func (con *console) countDeadLetters(ctx context.Context, src string) (deadCount, deadPeek) {
+	dc := deadCount{Source: redact(src)}
+	s, err := con.app.openDeadLetters(ctx, src)
+	if err != nil {
+		dc.Error = redactErr(err)
+		return dc, deadPeek{err: err}
+	}
+	defer s.Close()
+	pk := peekCount(ctx, s)
+	switch {
+	case errors.Is(pk.err, broker.ErrUnsupported):
+		ds, err := readDead(ctx, s, &dlqFlags{limit: deadLimit, wait: time.Second})
+		release(ds)
+		if err != nil {
+			dc.Error = redactErr(err)
+		}
+		dc.Count, dc.More = len(ds), len(ds) >= deadLimit
+	case pk.err != nil:
+		dc.Error = redactErr(pk.err)
+	default:
+		dc.Count, dc.More = pk.n, pk.n >= deadCountCap
+	}
+	return dc, pk
 }
 
 func (con *console) readDeadLetters(r *http.Request, src string) ([]deadJSON, error) {

@@ -103,7 +103,10 @@ says what each driver read from the broker and through which interface
 (servicebus:// through the administration API, at
 $WARY_SERVICEBUS_ADMIN_ENDPOINT for an emulator); a setting the driver could
 not read (read_entity=false) is stated as UNKNOWN with how to read it, and
-a URL parameter that contradicts the broker is a misconfiguration.
+a URL parameter that contradicts the broker is a misconfiguration. So is
+a delivery limit past which the broker drops a message, for want of a
+dead-letter target ("drops after N deliveries": a RabbitMQ queue with a
+delivery limit and no dead-letter exchange): such a message is lost.
 Misconfigurations are flagged with their fix, and make the command exit 1.
 Where a driver reads the broker (RabbitMQ: the queue's arguments and
 policies, through the management API), the transport line states what the
@@ -158,7 +161,7 @@ without one it is refused (exit 2).`,
 			if err != nil {
 				return err
 			}
-			st, err := a.explain(c.Context(), &f, p, nil)
+			st, err := a.explain(c.Context(), &f, p, nil, nil)
 			if err != nil {
 				return err
 			}
@@ -253,8 +256,10 @@ func (a *app) pipeline(c *cobra.Command, f *explainFlags) (guarantee.Pipeline, e
 }
 
 // explain reads the live capabilities (and the backlog of d, or of the
-// store the flags name when d is nil) and states the guarantee.
-func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline, d db) (guarantee.Statement, error) {
+// store the flags name when d is nil) and states the guarantee. dead, if
+// set, is the subscription's dead letters as already peeked (the
+// console's dashboard counts them too), else explain peeks itself.
+func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline, d db, dead *deadPeek) (guarantee.Statement, error) {
 	// Each half of the broker's promise is read from its own side: the
 	// publish half from the topic, the delivery half from the consumer's
 	// subscription.
@@ -318,7 +323,11 @@ func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline
 		}
 	}
 	if sc.DeadLetter {
-		st.Reconcile = append(st.Reconcile, a.deadLettersNow(ctx, f.sub))
+		if dead == nil {
+			pk := a.peekDeadLetters(ctx, f.sub)
+			dead = &pk
+		}
+		st.Reconcile = append(st.Reconcile, dead.now())
 	}
 	return st, nil
 }
@@ -326,25 +335,54 @@ func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline
 // deadCountCap bounds how many dead letters the statement counts.
 const deadCountCap = 1000
 
-// deadLettersNow is the "now:" line of the dead letters of the
-// subscription raw: counted by peeking where the driver can (nothing
-// changes: no lock, no delivery count), else not counted, and why.
-func (a *app) deadLettersNow(ctx context.Context, raw string) string {
+// deadPeek is one count of a subscription's dead letters by peeking
+// (nothing changes: no lock, no delivery count): n, up to deadCountCap,
+// or why they were not counted (broker.ErrUnsupported: the driver cannot
+// show them without receiving them).
+type deadPeek struct {
+	n   int
+	err error
+}
+
+// peekDeadLetters counts the dead letters of the subscription raw by
+// peeking, up to deadCountCap.
+func (a *app) peekDeadLetters(ctx context.Context, raw string) deadPeek {
 	s, err := a.openDeadLetters(ctx, raw)
 	if err != nil {
-		return "now: dead letters not counted: " + redactErr(err)
+		return deadPeek{err: err}
 	}
 	defer s.Close()
-	ds, err := peekDead(ctx, s, &dlqFlags{limit: deadCountCap}, false)
-	switch {
-	case errors.Is(err, broker.ErrUnsupported):
-		return "now: dead letters not counted: the driver cannot show them without receiving them (wary dlq list receives them and puts them back)"
-	case err != nil:
-		return "now: dead letters not counted: " + redactErr(err)
-	case len(ds) >= deadCountCap:
-		return fmt.Sprintf("now: %d or more dead letter(s) (wary dlq list)", len(ds))
+	return peekCount(ctx, s)
+}
+
+// peekCount counts the dead letters of s, opened with openDeadLetters, by
+// peeking, up to deadCountCap, keeping none.
+func peekCount(ctx context.Context, s *broker.Subscription) deadPeek {
+	n := 0
+	for n < deadCountCap {
+		ps, err := s.Peek(ctx, min(deadCountCap-n, 100))
+		if err != nil {
+			return deadPeek{err: err} // ErrUnsupported only at the first (a subscription with sessions)
+		}
+		if len(ps) == 0 {
+			break
+		}
+		n += min(len(ps), deadCountCap-n)
 	}
-	return fmt.Sprintf("now: %d dead letter(s) (wary dlq list)", len(ds))
+	return deadPeek{n: n}
+}
+
+// now is the statement's "now:" line of the dead letters p counted.
+func (p deadPeek) now() string {
+	switch {
+	case errors.Is(p.err, broker.ErrUnsupported):
+		return "now: dead letters not counted: the driver cannot show them without receiving them (wary dlq list receives them and puts them back)"
+	case p.err != nil:
+		return "now: dead letters not counted: " + redactErr(p.err)
+	case p.n >= deadCountCap:
+		return fmt.Sprintf("now: %d or more dead letter(s) (wary dlq list)", p.n)
+	}
+	return fmt.Sprintf("now: %d dead letter(s) (wary dlq list)", p.n)
 }
 
 func age(d time.Duration, since time.Time) string {

@@ -165,3 +165,29 @@ func TestExplainRabbitReadVerdict(t *testing.T) {
 	explain(cli.ExitFinding, "rabbit://"+q, "--ordered", "--concurrency", "4").has(t, "order:       [broken]", "MISCONFIGURED (order): 4 concurrent handlers without PerKey")
 	explain(cli.ExitFinding, "rabbit://"+unordered, "--ordered", "--concurrency", "4").has(t, "order:       [broken]", "MISCONFIGURED (order): ordering is needed but the broker declares no ordering scope")
 }
+
+// TestExplainRabbitLimitDrops: a quorum queue with x-delivery-limit and no
+// dead-letter exchange, on the broker or in the URL, deletes a message
+// past its limit: explain states "drops after 5 deliveries" as a
+// misconfiguration of the transport, with how to keep such messages, and
+// exits 1. A dead_letter_exchange in the URL does not keep them (RabbitMQ
+// uses the queue's), so it is flagged as well, and the drop stays.
+func TestExplainRabbitLimitDrops(t *testing.T) {
+	_, topicURL, _, _ := rabbitTopology(t)
+	q := handQueue(t, map[string]any{"x-delivery-limit": 4})
+	explain := func(sub string) result {
+		t.Helper()
+		return newWary(t).want(cli.ExitFinding, "explain", "--broker", topicURL, "--subscription", sub, "--outbox", "--inbox", "--consumer", "billing")
+	}
+	r := explain("rabbit://" + q)
+	needManagement(t, r)
+	drop := "MISCONFIGURED (transport): the subscription drops a message after 5 deliveries: it has no dead-letter target, so a message whose handler keeps failing is deleted by the broker"
+	r.has(t, "transport:   [broken] at least once; order per queue", "drops after 5 deliveries (native)", "no dead-letter exchange", drop,
+		"fix: give the subscription a dead-letter target that keeps what passes the limit for wary dlq (RabbitMQ: a dead-letter-exchange policy or x-dead-letter-exchange on the queue")
+	if strings.Count(r.out, "MISCONFIGURED") != 1 || strings.Contains(r.out, "dead-letters after") {
+		t.Errorf("want the drop, the only misconfiguration:\n%s", r.out)
+	}
+
+	r = explain("rabbit://" + q + "?dead_letter_exchange=amq.fanout")
+	r.has(t, "drops after 5 deliveries (native)", drop, `the subscription's dead-letter target is stated as dead-letter exchange "amq.fanout" (dead_letter_exchange), but the broker holds no dead-letter exchange`)
+}

@@ -47,6 +47,12 @@ func pgStore(t *testing.T) (*postgres.Store, []string) {
 // limit and a dead-letter queue, deleted at cleanup, and returns the
 // topic and subscription on them and the URLs wary opens them with.
 func rabbitTopology(t *testing.T) (top *broker.Topic, topicURL string, sub *broker.Subscription, subURL string) {
+	return rabbitTopologyNamed(t, unique("wary-cli"))
+}
+
+// rabbitTopologyNamed is rabbitTopology on the exchange name and the
+// queue name.billing.
+func rabbitTopologyNamed(t *testing.T, name string) (top *broker.Topic, topicURL string, sub *broker.Subscription, subURL string) {
 	url := servicetest.URL(t, rabbit.ServerURLEnv, "amqp://guest:guest@127.0.0.1:5672/", func(ctx context.Context, url string) error {
 		c, err := rabbit.Dial(ctx, url, nil)
 		if err != nil {
@@ -61,7 +67,6 @@ func rabbitTopology(t *testing.T) (top *broker.Topic, topicURL string, sub *brok
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	name := unique("wary-cli")
 	topo := rabbit.Topology{Exchange: name, Queue: name + ".billing", DeliveryLimit: 5, DeadLetter: true}
 	if err := rabbit.Declare(ctx, conn, topo); err != nil {
 		t.Fatal(err)
