@@ -31,12 +31,12 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalid", what, err)
 		}
 	}
-	_, err := rabbit.OpenSubscription(c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: 3})
+	_, err := rabbit.OpenSubscription(ctx, c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: 3})
 	invalid("subscription with a limit and no dead-letter exchange", err)
 	other := uniqueName("limit")
 	err = rabbit.Declare(ctx, c, rabbit.Topology{Exchange: other, Queue: other, DeliveryLimit: 3})
 	invalid("topology with a limit and no dead letters", err)
-	_, err = rabbit.OpenSubscription(c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: -2})
+	_, err = rabbit.OpenSubscription(ctx, c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: -2})
 	invalid("negative limit", err)
 	t.Setenv(rabbit.ServerURLEnv, serverURL())
 	_, err = broker.OpenSubscription(ctx, "rabbit://"+top.Queue+"?delivery_limit=3")
@@ -56,7 +56,7 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 		{top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: rabbit.NoDeliveryLimit}, 0, 0},
 		{top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions(), 0, 0},
 	} {
-		sub, err := rabbit.OpenSubscription(c, tc.queue, tc.opts)
+		sub, err := rabbit.OpenSubscription(ctx, c, tc.queue, tc.opts)
 		if err != nil {
 			t.Fatalf("%+v: %v", tc.opts, err)
 		}
@@ -79,7 +79,7 @@ func TestRedeliveryHorizonUnbounded(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	name := uniqueName("horizon")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, DeliveryLimit: 4, DeadLetter: true})
-	sub, err := rabbit.OpenSubscription(c, top.Queue, top.SubscriptionOptions())
+	sub, err := rabbit.OpenSubscription(t.Context(), c, top.Queue, top.SubscriptionOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
