@@ -158,7 +158,7 @@ func TestFaultProduceTimesOutAfterAppend(t *testing.T) {
 	ids = append(ids, m.ID)
 
 	fx := effecttest.New(t, h)
-	sub, err := kafka.OpenSubscription(ctx, e.clientOpts(), topic, uniqueName("g"), nil)
+	sub, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), topic, uniqueName("g"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
