@@ -106,7 +106,7 @@ func (e *testEnv) harness(name string, ordered bool, retention, horizon time.Dur
 			dlq := e.createRetained(t, adm, 1, "conf-dlq", retention)
 			group := uniqueName("group")
 			so := &kafka.SubscriptionOptions{Ordered: ordered, DeadLetterTopic: dlq, DeliveryLimit: cfg.DeliveryLimit}
-			pub, err := kafka.OpenTopic(e.producerOpts(), topic, nil)
+			pub, err := kafka.OpenTopic(ctx, e.producerOpts(), topic, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -115,7 +115,7 @@ func (e *testEnv) harness(name string, ordered bool, retention, horizon time.Dur
 				Topic: pub,
 				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
 					opts := append(e.clientOpts(), kgo.Balancers(&oldestTakesAll{opened: time.Now().UnixNano()}))
-					s, err := kafka.OpenSubscription(opts, topic, group, so)
+					s, err := kafka.OpenSubscription(ctx, opts, topic, group, so)
 					if err != nil {
 						return nil, err
 					}
@@ -126,15 +126,15 @@ func (e *testEnv) harness(name string, ordered bool, retention, horizon time.Dur
 					return s, nil
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return kafka.OpenSubscription(e.clientOpts(), dlq, group+"-dlq", &kafka.SubscriptionOptions{DeadLetters: true})
+					return kafka.OpenSubscription(ctx, e.clientOpts(), dlq, group+"-dlq", &kafka.SubscriptionOptions{DeadLetters: true})
 				},
 			}, nil
 		},
 		OpenMissingTopic: func(ctx context.Context) (*broker.Topic, error) {
-			return kafka.OpenTopic([]kgo.Opt{kgo.SeedBrokers(e.seeds...)}, uniqueName("missing"), nil)
+			return kafka.OpenTopic(ctx, []kgo.Opt{kgo.SeedBrokers(e.seeds...)}, uniqueName("missing"), nil)
 		},
 		OpenMissingSubscription: func(ctx context.Context) (*broker.Subscription, error) {
-			return kafka.OpenSubscription(e.clientOpts(), uniqueName("missing"), uniqueName("group"), nil)
+			return kafka.OpenSubscription(ctx, e.clientOpts(), uniqueName("missing"), uniqueName("group"), nil)
 		},
 	}
 }

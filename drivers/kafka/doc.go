@@ -1,20 +1,22 @@
 // Package kafka is the wary driver for Apache Kafka, on franz-go (kgo).
 //
-// Every constructor takes the same three things in the same order: the
-// kgo options of the client the driver builds and owns (seeds, TLS, SASL,
-// any other kgo option), the names (the topic, then the consumer group
-// that is the subscription), and the options, whose portable part is the
-// embedded broker.TopicOptions or broker.SubscriptionOptions:
+// Every constructor takes the same things in the same order: the caller's
+// context, which bounds the open's metadata and config look-ups (the
+// driver sets no timeout of its own), the kgo options of the client the
+// driver builds and owns (seeds, TLS, SASL, any other kgo option), the
+// names (the topic, then the consumer group that is the subscription), and
+// the options, whose portable part is the embedded broker.TopicOptions or
+// broker.SubscriptionOptions:
 //
 //	seeds := []kgo.Opt{kgo.SeedBrokers("localhost:9092")}
-//	orders, err := kafka.OpenTopic(seeds, "orders", nil)
-//	sub, err := kafka.OpenSubscription(seeds, "orders", "billing",
+//	orders, err := kafka.OpenTopic(ctx, seeds, "orders", nil)
+//	sub, err := kafka.OpenSubscription(ctx, seeds, "orders", "billing",
 //		&kafka.SubscriptionOptions{Ordered: true, DeadLetterTopic: "orders.dlq", DeliveryLimit: 5})
 //
 // A subscription's client is the driver's own, because a group consumer
 // must install its rebalance callbacks when its client is created, so a
 // shared *kgo.Client cannot serve it. A topic can publish through the
-// program's client instead (NewTopic(cl, "orders", nil)), which it leaves
+// program's client instead (NewTopic(ctx, cl, "orders", nil)), which it leaves
 // open; a topic the driver built closes its client. As(**kgo.Client)
 // reaches the client either way.
 //
@@ -209,7 +211,7 @@
 // OpenTransactSession gives a consume-transform-produce loop with
 // exactly-once effect inside Kafka (kgo's GroupTransactSession):
 //
-//	s, err := kafka.OpenTransactSession(clientOpts, "orders", "enricher", &kafka.TransactOptions{TransactionalID: "enricher-1"})
+//	s, err := kafka.OpenTransactSession(ctx, clientOpts, "orders", "enricher", &kafka.TransactOptions{TransactionalID: "enricher-1"})
 //	err = s.Run(ctx, func(ctx context.Context, tx *kafka.Tx) error {
 //		for _, m := range tx.Messages {
 //			if err := tx.Publish("orders.enriched", enrich(m.Message)); err != nil {

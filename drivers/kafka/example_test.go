@@ -11,25 +11,27 @@ import (
 )
 
 func ExampleOpenTopic() {
-	orders, err := kafka.OpenTopic([]kgo.Opt{kgo.SeedBrokers("localhost:9092")}, "orders", nil)
+	ctx := context.Background()
+	orders, err := kafka.OpenTopic(ctx, []kgo.Opt{kgo.SeedBrokers("localhost:9092")}, "orders", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer orders.Close()
-	err = orders.Publish(context.Background(), &broker.Message{ID: "order-42", Key: "customer-7", Body: []byte(`{"total":12}`)})
+	err = orders.Publish(ctx, &broker.Message{ID: "order-42", Key: "customer-7", Body: []byte(`{"total":12}`)})
 	if err != nil {
 		log.Fatal(err)
 	}
 }
 
 func ExampleOpenSubscription() {
-	sub, err := kafka.OpenSubscription([]kgo.Opt{kgo.SeedBrokers("localhost:9092")}, "orders", "billing",
+	ctx := context.Background()
+	sub, err := kafka.OpenSubscription(ctx, []kgo.Opt{kgo.SeedBrokers("localhost:9092")}, "orders", "billing",
 		&kafka.SubscriptionOptions{Ordered: true, DeadLetterTopic: "orders.dlq", DeliveryLimit: 5})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer sub.Close()
-	err = sub.Run(context.Background(), func(ctx context.Context, d *broker.Delivery) error {
+	err = sub.Run(ctx, func(ctx context.Context, d *broker.Delivery) error {
 		fmt.Printf("%s (attempt %d): %s\n", d.Message.ID, d.Attempt, d.Message.Body)
 		return nil // the loop acks
 	}, &broker.RunOptions{Concurrency: 8})

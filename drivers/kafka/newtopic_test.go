@@ -22,7 +22,7 @@ func TestNewTopicOnTheProgramsClient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl := e.producer(t)
-	pub, err := kafka.NewTopic(cl, name, nil)
+	pub, err := kafka.NewTopic(ctx, cl, name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestNewTopicOnTheProgramsClient(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: name, Value: []byte("after")}).FirstErr(); err != nil {
 		t.Fatalf("the program's client after the topic closed: %v", err)
 	}
-	sub, err := kafka.OpenSubscription(e.clientOpts(), name, uniqueName("g"), nil)
+	sub, err := kafka.OpenSubscription(ctx, e.clientOpts(), name, uniqueName("g"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,13 +72,13 @@ func TestNewTopicOnTheProgramsClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lossy.Close()
-	if _, err := kafka.NewTopic(lossy, name, nil); !errors.Is(err, broker.ErrInvalid) {
+	if _, err := kafka.NewTopic(ctx, lossy, name, nil); !errors.Is(err, broker.ErrInvalid) {
 		t.Errorf("NewTopic on a client with leader acks: %v, want ErrInvalid", err)
 	}
-	if _, err := kafka.NewTopic(cl, uniqueName("missing"), nil); !errors.Is(err, broker.ErrNotFound) {
+	if _, err := kafka.NewTopic(ctx, cl, uniqueName("missing"), nil); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("NewTopic of a missing topic: %v, want ErrNotFound", err)
 	}
-	if _, err := kafka.NewTopic(nil, name, nil); !errors.Is(err, broker.ErrInvalid) {
+	if _, err := kafka.NewTopic(ctx, nil, name, nil); !errors.Is(err, broker.ErrInvalid) {
 		t.Errorf("NewTopic without a client: %v, want ErrInvalid", err)
 	}
 }

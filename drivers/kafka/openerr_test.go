@@ -26,30 +26,30 @@ func TestOpenErrors(t *testing.T) {
 		open  func() error
 		class error
 	}{
-		{"absent topic", func() error { _, err := kafka.OpenTopic(e.producerOpts(), absent, nil); return err }, broker.ErrNotFound},
+		{"absent topic", func() error { _, err := kafka.OpenTopic(t.Context(), e.producerOpts(), absent, nil); return err }, broker.ErrNotFound},
 		{"absent subscription topic", func() error {
-			_, err := kafka.OpenSubscription(e.clientOpts(), absent, uniqueName("g"), nil)
+			_, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), absent, uniqueName("g"), nil)
 			return err
 		}, broker.ErrNotFound},
 		{"absent dead-letter topic", func() error {
-			_, err := kafka.OpenSubscription(e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetterTopic: absent})
+			_, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetterTopic: absent})
 			return err
 		}, broker.ErrNotFound},
 		{"acks", func() error {
-			_, err := kafka.OpenTopic(append(e.producerOpts(), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()), topic, nil)
+			_, err := kafka.OpenTopic(t.Context(), append(e.producerOpts(), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()), topic, nil)
 			return err
 		}, broker.ErrInvalid},
 		{"bad kgo option", func() error {
-			_, err := kafka.OpenTopic(append(e.producerOpts(), kgo.ProducerBatchMaxBytes(1)), topic, nil)
+			_, err := kafka.OpenTopic(t.Context(), append(e.producerOpts(), kgo.ProducerBatchMaxBytes(1)), topic, nil)
 			return err
 		}, broker.ErrInvalid},
 		{"limit without dead-letter topic", func() error {
-			_, err := kafka.OpenSubscription(e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{DeliveryLimit: 3})
+			_, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{DeliveryLimit: 3})
 			return err
 		}, broker.ErrInvalid},
-		{"topic name with a slash", func() error { _, err := kafka.OpenTopic(e.producerOpts(), "a/b", nil); return err }, broker.ErrInvalid},
+		{"topic name with a slash", func() error { _, err := kafka.OpenTopic(t.Context(), e.producerOpts(), "a/b", nil); return err }, broker.ErrInvalid},
 		{"retry topic name too long", func() error {
-			_, err := kafka.OpenSubscription(e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{RetryTopic: strings.Repeat("r", 250)})
+			_, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{RetryTopic: strings.Repeat("r", 250)})
 			return err
 		}, broker.ErrInvalid},
 	} {
@@ -71,8 +71,8 @@ func TestSASLFailure(t *testing.T) {
 		kgo.SASL(scram.Auth{User: "admin", Pass: wrong}.AsSha256Mechanism()),
 	} {
 		opts := []kgo.Opt{kgo.SeedBrokers(e.seeds...), mech, kgo.RetryTimeout(5 * time.Second)}
-		_, terr := kafka.OpenTopic(opts, "t", nil)
-		_, serr := kafka.OpenSubscription(opts, "t", "g", nil)
+		_, terr := kafka.OpenTopic(t.Context(), opts, "t", nil)
+		_, serr := kafka.OpenSubscription(t.Context(), opts, "t", "g", nil)
 		for _, err := range []error{terr, serr} {
 			if !errors.Is(err, broker.ErrPermission) || !strings.Contains(err.Error(), "authentication failed") || strings.Contains(err.Error(), wrong) {
 				t.Errorf("wrong SASL password: %v, want ErrPermission saying authentication failed, without the password", err)
@@ -88,7 +88,7 @@ func TestSASLFailure(t *testing.T) {
 func TestSASLFailurePublish(t *testing.T) {
 	e := newTestEnv(t, kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "right-pw"))
 	const wrong = "Wr0ngPassw0rd"
-	top, err := kafka.OpenTopic([]kgo.Opt{kgo.SeedBrokers(e.seeds...), kgo.SASL(plain.Auth{User: "admin", Pass: wrong}.AsMechanism())},
+	top, err := kafka.OpenTopic(t.Context(), []kgo.Opt{kgo.SeedBrokers(e.seeds...), kgo.SASL(plain.Auth{User: "admin", Pass: wrong}.AsMechanism())},
 		"t", &kafka.TopicOptions{SkipCheck: true})
 	if err != nil {
 		t.Fatal(err)

@@ -134,9 +134,11 @@ func groupDefaults() []kgo.Opt {
 // client; As(**kgo.Client) reaches it.
 //
 // It returns an error matching broker.ErrNotFound when a topic does not
-// exist, and broker.ErrInvalid for inconsistent options.
-func OpenSubscription(clientOpts []kgo.Opt, topic, group string, opts *SubscriptionOptions) (*broker.Subscription, error) {
-	s, err := newSubscription(context.Background(), clientOpts, topic, group, opts)
+// exist, and broker.ErrInvalid for inconsistent options. ctx bounds the
+// look-up of the topics at open (the driver sets no timeout of its own),
+// not the group's consumption, which lasts until Close.
+func OpenSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group string, opts *SubscriptionOptions) (*broker.Subscription, error) {
+	s, err := newSubscription(ctx, clientOpts, topic, group, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -246,11 +248,9 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 	}
 	horizon, src := broker.HorizonUnknown, skippedSubSource(topic, o)
 	if !o.SkipCheck {
-		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		h, path, err := describePath(cctx, cl, lim, topic, o.RetryTopic)
+		h, path, err := describePath(ctx, cl, lim, topic, o.RetryTopic)
 		if err == nil && o.DeadLetterTopic != "" {
-			_, err = describeTopic(cctx, cl, lim, o.DeadLetterTopic)
+			_, err = describeTopic(ctx, cl, lim, o.DeadLetterTopic)
 		}
 		if err != nil {
 			cl.Close()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wary-go/wary/broker"
@@ -120,12 +119,13 @@ type TopicOptions struct {
 // and acks from all in-sync replicas (kgo's defaults); OpenTopic returns
 // an error matching broker.ErrInvalid otherwise, and broker.ErrNotFound
 // when the topic does not exist. Close closes the client; As(**kgo.Client)
-// reaches it.
-func OpenTopic(clientOpts []kgo.Opt, topic string, opts *TopicOptions) (*broker.Topic, error) {
+// reaches it. ctx bounds the metadata and config look-up of the open: the
+// driver sets no timeout of its own.
+func OpenTopic(ctx context.Context, clientOpts []kgo.Opt, topic string, opts *TopicOptions) (*broker.Topic, error) {
 	if opts == nil {
 		opts = &TopicOptions{}
 	}
-	t, err := openTopic(context.Background(), clientOpts, topic, opts)
+	t, err := openTopic(ctx, clientOpts, topic, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,8 @@ func OpenTopic(clientOpts []kgo.Opt, topic string, opts *TopicOptions) (*broker.
 }
 
 // NewTopic returns a topic that publishes to the Kafka topic named topic
-// through cl, a client the program already runs. Close leaves cl open: it
+// through cl, a client the program already runs; ctx bounds the look-up of
+// the topic, as for OpenTopic. Close leaves cl open: it
 // is the program's. cl must use idempotent writes and acks from all
 // in-sync replicas (kgo's defaults); NewTopic returns an error matching
 // broker.ErrInvalid otherwise, and broker.ErrNotFound when the topic does
@@ -147,14 +148,14 @@ func OpenTopic(clientOpts []kgo.Opt, topic string, opts *TopicOptions) (*broker.
 // Subscriptions take client options (OpenSubscription), not a client: a
 // consumer group's settings and rebalance callbacks are fixed when kgo
 // builds the client, and the driver's delivery guarantees rest on its own.
-func NewTopic(cl *kgo.Client, topic string, opts *TopicOptions) (*broker.Topic, error) {
+func NewTopic(ctx context.Context, cl *kgo.Client, topic string, opts *TopicOptions) (*broker.Topic, error) {
 	if cl == nil {
 		return nil, broker.Invalidf("kafka: NewTopic needs a client")
 	}
 	if opts == nil {
 		opts = &TopicOptions{}
 	}
-	t, err := topicOn(context.Background(), cl, nil, new(batchLimits), topic, opts)
+	t, err := topicOn(ctx, cl, nil, new(batchLimits), topic, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -203,8 +204,6 @@ func topicOn(ctx context.Context, cl *kgo.Client, auth *authWatch, lim *batchLim
 	maxMsg := producerBatchMax(cl)
 	src := skippedTopicSource(name)
 	if !opts.SkipCheck {
-		ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
 		ti, err := describeTopic(ctx, cl, lim, name)
 		if err != nil {
 			return nil, openFailure(err, auth)

@@ -170,8 +170,9 @@ type TransactSession struct {
 // OnPartitions callbacks. As for OpenSubscription, it sets SessionTimeout,
 // HeartbeatInterval and ConsumeResetOffset (to the start of the
 // partition) before clientOpts, which may override them. Close closes the
-// client.
-func OpenTransactSession(clientOpts []kgo.Opt, topic, group string, opts *TransactOptions) (*TransactSession, error) {
+// client. ctx bounds the look-up of the topic at open: the driver sets no
+// timeout of its own.
+func OpenTransactSession(ctx context.Context, clientOpts []kgo.Opt, topic, group string, opts *TransactOptions) (*TransactSession, error) {
 	if group == "" {
 		return nil, broker.Invalidf("kafka: OpenTransactSession needs a group")
 	}
@@ -213,8 +214,6 @@ func OpenTransactSession(clientOpts []kgo.Opt, topic, group string, opts *Transa
 		return nil, err
 	}
 	if !o.SkipCheck {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
 		if _, err := describeTopic(ctx, sess.Client(), nil, topic); err != nil {
 			sess.Close()
 			return nil, openFailure(err, auth)

@@ -39,7 +39,7 @@
 // takes no credentials) and a fragment, are errors matching
 // broker.ErrInvalid, which never show a parameter's value; the other parameters of an existing topic are
 // ignored, and those that state another value than it holds are
-// conflicts (see below). broker.OpenDeadLetters("mem://orders/billing") opens the
+// conflicts (see below). broker.OpenDeadLetters(ctx, "mem://orders/billing") opens the
 // subscription's dead letters (Broker.OpenDeadLetters) from the same URL.
 // Use URLOpener to open URLs on another Broker.
 // Messages published to a topic that has no subscription yet are dropped,

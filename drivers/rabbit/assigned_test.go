@@ -176,7 +176,7 @@ func TestAssignedSharesSpreadPartitions(t *testing.T) {
 	ctx := ctxT(t)
 	name := uniqueName("assigned")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, Partitions: shareParts})
-	topic, err := rabbit.OpenTopic(c, top.Exchange, top.TopicOptions())
+	topic, err := rabbit.OpenTopic(ctx, c, top.Exchange, top.TopicOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestAssignedSharesSpreadPartitions(t *testing.T) {
 	for i, share := range shares {
 		o := top.SubscriptionOptions()
 		o.Assigned = share
-		subs[i], err = rabbit.OpenSubscription(c, top.Queue, o)
+		subs[i], err = rabbit.OpenSubscription(ctx, c, top.Queue, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +235,7 @@ func TestAssignedStandbyTakesOver(t *testing.T) {
 	ctx := ctxT(t)
 	name := uniqueName("standby")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, Partitions: shareParts})
-	topic, err := rabbit.OpenTopic(c, top.Exchange, top.TopicOptions())
+	topic, err := rabbit.OpenTopic(ctx, c, top.Exchange, top.TopicOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestAssignedStandbyTakesOver(t *testing.T) {
 	open := func(share []int) *broker.Subscription {
 		o := top.SubscriptionOptions()
 		o.Assigned = share
-		sub, err := rabbit.OpenSubscription(c, top.Queue, o)
+		sub, err := rabbit.OpenSubscription(ctx, c, top.Queue, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +340,7 @@ func TestAssignedValidation(t *testing.T) {
 		{0, []int{0}},
 		{1, []int{0}},
 	} {
-		sub, err := rabbit.OpenSubscription(c, top.Queue, &rabbit.SubscriptionOptions{Partitions: tc.partitions, Assigned: tc.assigned})
+		sub, err := rabbit.OpenSubscription(ctx, c, top.Queue, &rabbit.SubscriptionOptions{Partitions: tc.partitions, Assigned: tc.assigned})
 		if !errors.Is(err, broker.ErrInvalid) {
 			if sub != nil {
 				_ = sub.Close()
@@ -352,7 +352,7 @@ func TestAssignedValidation(t *testing.T) {
 	o := top.SubscriptionOptions()
 	o.Topology = &top
 	o.Assigned = []int{0, 7}
-	if _, err := rabbit.OpenSubscription(c, top.Queue, o); !errors.Is(err, broker.ErrInvalid) {
+	if _, err := rabbit.OpenSubscription(ctx, c, top.Queue, o); !errors.Is(err, broker.ErrInvalid) {
 		t.Errorf("assigned partition 7 of a 4-partition topology: %v, want ErrInvalid", err)
 	}
 

@@ -103,7 +103,7 @@ func BenchmarkPublish(b *testing.B) {
 			b.Cleanup(func() { _ = c.Close() })
 			ctx := context.Background()
 			wtop, rtop := benchTopology(b, c), benchTopology(b, c)
-			topic, err := rabbit.OpenTopic(c, wtop.Exchange, wtop.TopicOptions())
+			topic, err := rabbit.OpenTopic(ctx, c, wtop.Exchange, wtop.TopicOptions())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -144,7 +144,7 @@ func BenchmarkPublish(b *testing.B) {
 // fill publishes n messages to the topology's exchange.
 func fill(b *testing.B, c *rabbit.Conn, top rabbit.Topology, n int) {
 	b.Helper()
-	topic, err := rabbit.OpenTopic(c, top.Exchange, top.TopicOptions())
+	topic, err := rabbit.OpenTopic(b.Context(), c, top.Exchange, top.TopicOptions())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func BenchmarkConsume(b *testing.B) {
 	fill(b, c, rtop, b.N)
 	so := wtop.SubscriptionOptions()
 	so.Prefetch = benchPrefetch
-	sub, err := rabbit.OpenSubscription(c, wtop.Queue, so)
+	sub, err := rabbit.OpenSubscription(ctx, c, wtop.Queue, so)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func harness(t *testing.T, c *rabbit.Conn, name string, partitions int) conforma
 				DeadLetter:     true,
 				MaxMessageSize: 1 << 20,
 			})
-			topic, err := rabbit.OpenTopic(c, top.Exchange, top.TopicOptions())
+			topic, err := rabbit.OpenTopic(ctx, c, top.Exchange, top.TopicOptions())
 			if err != nil {
 				return nil, err
 			}
@@ -37,18 +37,18 @@ func harness(t *testing.T, c *rabbit.Conn, name string, partitions int) conforma
 			return &conformance.Fixture{
 				Topic: topic,
 				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
-					return rabbit.OpenSubscription(c, top.Queue, so)
+					return rabbit.OpenSubscription(ctx, c, top.Queue, so)
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return rabbit.OpenSubscription(c, top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions())
+					return rabbit.OpenSubscription(ctx, c, top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions())
 				},
 			}, nil
 		},
 		OpenMissingTopic: func(ctx context.Context) (*broker.Topic, error) {
-			return rabbit.OpenTopic(c, uniqueName("missing"), nil)
+			return rabbit.OpenTopic(ctx, c, uniqueName("missing"), nil)
 		},
 		OpenMissingSubscription: func(ctx context.Context) (*broker.Subscription, error) {
-			return rabbit.OpenSubscription(c, uniqueName("missing"), nil)
+			return rabbit.OpenSubscription(ctx, c, uniqueName("missing"), nil)
 		},
 	}
 }

@@ -2,7 +2,9 @@
 //
 // Open a Conn with Dial (it reconnects by itself), then topics with
 // OpenTopic (publishing to an exchange) and subscriptions with
-// OpenSubscription (consuming a queue). Declare creates the usual
+// OpenSubscription (consuming a queue). Each takes the caller's context
+// first, which bounds what it does on the connection (declaring,
+// checking, reading the management API). Declare creates the usual
 // topology: an exchange, a quorum queue with a single active consumer (or
 // one per partition), and a dead-letter exchange and queue; existing
 // topology is used as it is. Many topics and subscriptions share one Conn.

@@ -31,14 +31,15 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalid", what, err)
 		}
 	}
+
 	bare := uniqueName("limit")
 	declare(t, c, rabbit.Topology{Exchange: bare, Queue: bare})
-	_, err := rabbit.OpenSubscription(c, bare, &rabbit.SubscriptionOptions{DeliveryLimit: 3})
+	_, err := rabbit.OpenSubscription(ctx, c, bare, &rabbit.SubscriptionOptions{DeliveryLimit: 3})
 	invalid("subscription with a limit and no dead-letter exchange", err)
 	other := uniqueName("limit")
 	err = rabbit.Declare(ctx, c, rabbit.Topology{Exchange: other, Queue: other, DeliveryLimit: 3})
 	invalid("topology with a limit and no dead letters", err)
-	_, err = rabbit.OpenSubscription(c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: -2})
+	_, err = rabbit.OpenSubscription(ctx, c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: -2})
 	invalid("negative limit", err)
 	t.Setenv(rabbit.ServerURLEnv, serverURL())
 	_, err = broker.OpenSubscription(ctx, "rabbit://"+bare+"?delivery_limit=3")
@@ -49,7 +50,7 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 	// dead-letters there.
 	for _, open := range []func() (*broker.Subscription, error){
 		func() (*broker.Subscription, error) {
-			return rabbit.OpenSubscription(c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: 3})
+			return rabbit.OpenSubscription(ctx, c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: 3})
 		},
 		func() (*broker.Subscription, error) {
 			return broker.OpenSubscription(ctx, "rabbit://"+top.Queue+"?delivery_limit=3")
@@ -79,7 +80,7 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 		{top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: rabbit.NoDeliveryLimit}, 0, 0},
 		{top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions(), 0, 0},
 	} {
-		sub, err := rabbit.OpenSubscription(c, tc.queue, tc.opts)
+		sub, err := rabbit.OpenSubscription(ctx, c, tc.queue, tc.opts)
 		if err != nil {
 			t.Fatalf("%+v: %v", tc.opts, err)
 		}
@@ -102,7 +103,7 @@ func TestRedeliveryHorizonUnbounded(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	name := uniqueName("horizon")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, DeliveryLimit: 4, DeadLetter: true})
-	sub, err := rabbit.OpenSubscription(c, top.Queue, top.SubscriptionOptions())
+	sub, err := rabbit.OpenSubscription(t.Context(), c, top.Queue, top.SubscriptionOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

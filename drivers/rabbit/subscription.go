@@ -85,12 +85,14 @@ type SubscriptionOptions struct {
 // first Receive), with the prefetch Run asks for. Several subscriptions on
 // one queue compete; on a queue with a single active consumer only the
 // first to register receives, and the next takes over when it goes away.
-func OpenSubscription(c *Conn, queue string, opts *SubscriptionOptions) (*broker.Subscription, error) {
+// ctx bounds the open (the Topology's declaration, the checks and the
+// reads of the management API), not the subscription's life.
+func OpenSubscription(ctx context.Context, c *Conn, queue string, opts *SubscriptionOptions) (*broker.Subscription, error) {
 	var o SubscriptionOptions
 	if opts != nil {
 		o = *opts
 	}
-	s, err := openSubscription(context.Background(), c, queue, o)
+	s, err := openSubscription(ctx, c, queue, o)
 	if err != nil {
 		return nil, err
 	}

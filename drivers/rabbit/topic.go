@@ -47,13 +47,14 @@ type TopicOptions struct {
 //
 // Unless SkipCheck, OpenTopic checks that the exchange exists (ErrNotFound
 // if not). The empty name is RabbitMQ's default exchange, which routes to
-// the queue named by the routing key.
-func OpenTopic(c *Conn, exchange string, opts *TopicOptions) (*broker.Topic, error) {
+// the queue named by the routing key. ctx bounds the open (the Topology's
+// declaration and the check), not the topic's life.
+func OpenTopic(ctx context.Context, c *Conn, exchange string, opts *TopicOptions) (*broker.Topic, error) {
 	var o TopicOptions
 	if opts != nil {
 		o = *opts
 	}
-	t, err := openTopic(context.Background(), c, exchange, o)
+	t, err := openTopic(ctx, c, exchange, o)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ var benchBody = make([]byte, 256)
 func BenchmarkPublish(b *testing.B) {
 	e := newEnv(b)
 	ctx := context.Background()
-	topic, err := servicebus.OpenTopic(e.client, e.createQueue(b, sbemu.Entity{}), &servicebus.TopicOptions{Admin: e.admin})
+	topic, err := servicebus.OpenTopic(ctx, e.client, e.createQueue(b, sbemu.Entity{}), &servicebus.TopicOptions{Admin: e.admin})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func BenchmarkConsume(b *testing.B) {
 	wq, rq := e.createQueue(b, sbemu.Entity{}), e.createQueue(b, sbemu.Entity{})
 	fill(wq)
 	fill(rq)
-	sub, err := servicebus.OpenSubscription(e.client, wq, &servicebus.SubscriptionOptions{Admin: e.admin})
+	sub, err := servicebus.OpenSubscription(ctx, e.client, wq, &servicebus.SubscriptionOptions{Admin: e.admin})
 	if err != nil {
 		b.Fatal(err)
 	}

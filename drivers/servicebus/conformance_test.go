@@ -41,7 +41,7 @@ func harness(t *testing.T, e *env, name string, sessions, topicSub bool) conform
 			// whether a topic's subscriptions require sessions is declared
 			// to it (the key is then required)
 			decl := servicebus.TopicProperties{RequiresSession: sessions}
-			topic, err := servicebus.OpenTopic(client, sendTo, &servicebus.TopicOptions{Admin: e.admin, Entity: decl})
+			topic, err := servicebus.OpenTopic(ctx, client, sendTo, &servicebus.TopicOptions{Admin: e.admin, Entity: decl})
 			if err != nil {
 				return nil, err
 			}
@@ -49,18 +49,18 @@ func harness(t *testing.T, e *env, name string, sessions, topicSub bool) conform
 			return &conformance.Fixture{
 				Topic: topic,
 				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
-					return servicebus.OpenSubscription(client, path, so)
+					return servicebus.OpenSubscription(ctx, client, path, so)
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return servicebus.OpenSubscription(client, path+"/$DeadLetterQueue", so)
+					return servicebus.OpenSubscription(ctx, client, path+"/$DeadLetterQueue", so)
 				},
 			}, nil
 		},
 		OpenMissingTopic: func(ctx context.Context) (*broker.Topic, error) {
-			return servicebus.OpenTopic(e.client, sbemu.UniqueName("missing"), &servicebus.TopicOptions{Admin: e.admin})
+			return servicebus.OpenTopic(ctx, e.client, sbemu.UniqueName("missing"), &servicebus.TopicOptions{Admin: e.admin})
 		},
 		OpenMissingSubscription: func(ctx context.Context) (*broker.Subscription, error) {
-			return servicebus.OpenSubscription(e.client, sbemu.UniqueName("missing"), &servicebus.SubscriptionOptions{Admin: e.admin})
+			return servicebus.OpenSubscription(ctx, e.client, sbemu.UniqueName("missing"), &servicebus.SubscriptionOptions{Admin: e.admin})
 		},
 	}
 	if e.emu.Real {

@@ -1,15 +1,16 @@
 // Package servicebus is the wary driver for Azure Service Bus, on the
 // azservicebus SDK.
 //
-// Every constructor takes the same three things in the same order: the
-// SDK client (the caller's, shared and not closed by the driver), the
-// entity's name, and the options, whose portable part is the embedded
-// broker.TopicOptions or broker.SubscriptionOptions:
+// Every constructor takes the same things in the same order: the caller's
+// context, which bounds the open's reads through Admin (the driver sets no
+// timeout of its own), the SDK client (the caller's, shared and not closed
+// by the driver), the entity's name, and the options, whose portable part
+// is the embedded broker.TopicOptions or broker.SubscriptionOptions:
 //
 //	client, err := azservicebus.NewClientFromConnectionString(cs, nil)
 //	ac, err := admin.NewClientFromConnectionString(cs, nil)
-//	orders, err := servicebus.OpenTopic(client, "orders", &servicebus.TopicOptions{Admin: ac})
-//	sub, err := servicebus.OpenSubscription(client, "orders/Subscriptions/billing",
+//	orders, err := servicebus.OpenTopic(ctx, client, "orders", &servicebus.TopicOptions{Admin: ac})
+//	sub, err := servicebus.OpenSubscription(ctx, client, "orders/Subscriptions/billing",
 //		&servicebus.SubscriptionOptions{Admin: ac})
 //
 // OpenTopic sends to a queue or a topic. OpenSubscription receives from a

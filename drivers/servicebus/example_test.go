@@ -15,6 +15,7 @@ import (
 // Publishing to a session queue and handling its sessions, with the
 // entity's properties read through the administration client.
 func Example() {
+	ctx := context.Background()
 	cs := os.Getenv(servicebus.ConnectionStringEnv)
 	client, err := azservicebus.NewClientFromConnectionString(cs, nil)
 	if err != nil {
@@ -24,18 +25,17 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	orders, err := servicebus.OpenTopic(client, "orders", &servicebus.TopicOptions{Admin: ac})
+	orders, err := servicebus.OpenTopic(ctx, client, "orders", &servicebus.TopicOptions{Admin: ac})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer orders.Close()
-	ctx := context.Background()
 	// on a session queue the key is the SessionId: this order's events
 	// are handled in order, one at a time
 	if err := orders.Publish(ctx, &broker.Message{ID: "order-42-created", Key: "order-42", Body: []byte(`{}`)}); err != nil {
 		log.Fatal(err)
 	}
-	sub, err := servicebus.OpenSubscription(client, "orders", &servicebus.SubscriptionOptions{Admin: ac, MaxSessions: 16})
+	sub, err := servicebus.OpenSubscription(ctx, client, "orders", &servicebus.SubscriptionOptions{Admin: ac, MaxSessions: 16})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func TestManySessionSubscriptionsOneClient(t *testing.T) {
 				}
 				// a subscription per wave: closing one cancels the accepts
 				// it has in flight, some before the SDK's begin is answered
-				sub, err := servicebus.OpenSubscription(e.client, p.path, so)
+				sub, err := servicebus.OpenSubscription(ctx, e.client, p.path, so)
 				if err != nil {
 					errs <- fmt.Errorf("topic %d: %w", i, err)
 					return
@@ -133,7 +133,7 @@ func TestManySessionSubscriptionsAtOnce(t *testing.T) {
 	subs := make([]*broker.Subscription, topics)
 	for i := range topics {
 		top, path := sessionTopic(t, e)
-		sub, err := servicebus.OpenSubscription(e.client, path, &servicebus.SubscriptionOptions{Admin: e.admin})
+		sub, err := servicebus.OpenSubscription(ctx, e.client, path, &servicebus.SubscriptionOptions{Admin: e.admin})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,7 +214,7 @@ func TestManySessionSubscriptionsAtOnce(t *testing.T) {
 func sessionTopic(t *testing.T, e *env) (*broker.Topic, string) {
 	t.Helper()
 	name, path := e.createSubscription(t, sbemu.Entity{Sessions: true})
-	top, err := servicebus.OpenTopic(e.client, name, &servicebus.TopicOptions{Admin: e.admin, Entity: servicebus.TopicProperties{RequiresSession: true}})
+	top, err := servicebus.OpenTopic(t.Context(), e.client, name, &servicebus.TopicOptions{Admin: e.admin, Entity: servicebus.TopicProperties{RequiresSession: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestNackAfterLockExpiryMakesNoCopy(t *testing.T) {
 	}
 	q := e.createQueue(t, sbemu.Entity{Lock: time.Second})
 	topic := e.openTopic(t, q)
-	sub, err := servicebus.OpenSubscription(e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin})
+	sub, err := servicebus.OpenSubscription(t.Context(), e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestPublishPartlySent(t *testing.T) {
 	if m := be.Messages[1]; !errors.Is(m, broker.ErrNotSent) || !errors.Is(m, broker.ErrTooLarge) {
 		t.Errorf("the large message: %v, want not sent and too large", m)
 	}
-	sub, err := servicebus.OpenSubscription(e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin})
+	sub, err := servicebus.OpenSubscription(ctx, e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin})
 	if err != nil {
 		t.Fatal(err)
 	}

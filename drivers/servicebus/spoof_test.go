@@ -42,7 +42,7 @@ func TestForeignReservedPropertiesNotTrusted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := servicebus.OpenSubscription(e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin})
+	sub, err := servicebus.OpenSubscription(ctx, e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,13 +83,14 @@ func parseEntity(s string) (entityPath, error) {
 // topic subscription ("orders/Subscriptions/billing"), or the dead-letter
 // queue of either (".../$DeadLetterQueue"). On an entity that requires
 // sessions it holds up to MaxSessions sessions at once (see the package
-// doc).
-func OpenSubscription(client *azservicebus.Client, entity string, opts *SubscriptionOptions) (*broker.Subscription, error) {
+// doc). ctx bounds the open's reads through SubscriptionOptions.Admin (the
+// driver sets no timeout of its own), not the subscription's life.
+func OpenSubscription(ctx context.Context, client *azservicebus.Client, entity string, opts *SubscriptionOptions) (*broker.Subscription, error) {
 	var o SubscriptionOptions
 	if opts != nil {
 		o = *opts
 	}
-	s, err := openSubscription(context.Background(), client, entity, o)
+	s, err := openSubscription(ctx, client, entity, o)
 	if err != nil {
 		return nil, err
 	}
@@ -147,13 +148,11 @@ func openSubscription(ctx context.Context, client *azservicebus.Client, entity s
 		o.SettleTimeout = DefaultSettleTimeout
 	}
 	if o.Admin != nil {
-		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
 		if path.queue != "" {
-			props, err = readQueue(actx, o.Admin, path.queue)
+			props, err = readQueue(ctx, o.Admin, path.queue)
 			read = "queue " + path.queue
 		} else {
-			props, err = readSubscription(actx, o.Admin, path.topic, path.sub)
+			props, err = readSubscription(ctx, o.Admin, path.topic, path.sub)
 			read = "subscription " + path.topic + "/Subscriptions/" + path.sub + " and its topic"
 		}
 		if err != nil {

@@ -33,13 +33,15 @@ type TopicOptions struct {
 }
 
 // OpenTopic opens a topic that sends to entity, a queue or a topic of the
-// client's namespace. Every send waits for the service's acceptance.
-func OpenTopic(client *azservicebus.Client, entity string, opts *TopicOptions) (*broker.Topic, error) {
+// client's namespace. Every send waits for the service's acceptance. ctx
+// bounds the open's reads through TopicOptions.Admin: the driver sets no
+// timeout of its own.
+func OpenTopic(ctx context.Context, client *azservicebus.Client, entity string, opts *TopicOptions) (*broker.Topic, error) {
 	var o TopicOptions
 	if opts != nil {
 		o = *opts
 	}
-	t, err := openTopic(context.Background(), client, entity, o)
+	t, err := openTopic(ctx, client, entity, o)
 	if err != nil {
 		return nil, err
 	}
@@ -71,8 +73,6 @@ func openTopic(ctx context.Context, client *azservicebus.Client, entity string, 
 	}
 	props, read, isQueue := declared, "", true
 	if o.Admin != nil {
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
 		got, err := readQueue(ctx, o.Admin, entity)
 		read = "queue " + entity
 		if errors.Is(err, errNotFound) {

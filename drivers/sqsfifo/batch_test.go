@@ -105,7 +105,7 @@ func msgs(n, size int) []*broker.Message {
 func TestBatchPartialFailure(t *testing.T) {
 	f := &fakeSQS{maxSize: "262144", refuse: func(req, i int) (bool, bool) { return req == 0 && i == 1, false }}
 	once := &sqsfifo.TopicOptions{TopicOptions: broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}}}
-	top, err := sqsfifo.OpenTopic(fakeClient(t, f), "https://sqs.example/000/q.fifo", once)
+	top, err := sqsfifo.OpenTopic(t.Context(), fakeClient(t, f), "https://sqs.example/000/q.fifo", once)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestBatchPartialFailure(t *testing.T) {
 	if len(f.batches) != 1 {
 		t.Fatalf("%d requests, want 1", len(f.batches))
 	}
-	retrying, err := sqsfifo.OpenTopic(fakeClient(t, f), "https://sqs.example/000/q.fifo", nil)
+	retrying, err := sqsfifo.OpenTopic(t.Context(), fakeClient(t, f), "https://sqs.example/000/q.fifo", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestBatchPartialFailure(t *testing.T) {
 
 	// Refused for the sender's fault only: not sent, not retryable.
 	f2 := &fakeSQS{maxSize: "262144", refuse: func(req, i int) (bool, bool) { return true, true }}
-	top2, err := sqsfifo.OpenTopic(fakeClient(t, f2), "https://sqs.example/000/q.fifo", nil)
+	top2, err := sqsfifo.OpenTopic(t.Context(), fakeClient(t, f2), "https://sqs.example/000/q.fifo", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestBatchPartialFailure(t *testing.T) {
 // failure of the second request leaves the first sent and the rest not.
 func TestBatchSplitBySize(t *testing.T) {
 	f := &fakeSQS{maxSize: "1024", refuse: func(int, int) (bool, bool) { return false, false }}
-	top, err := sqsfifo.OpenTopic(fakeClient(t, f), "https://sqs.example/000/q.fifo", &sqsfifo.TopicOptions{TopicOptions: broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}}})
+	top, err := sqsfifo.OpenTopic(t.Context(), fakeClient(t, f), "https://sqs.example/000/q.fifo", &sqsfifo.TopicOptions{TopicOptions: broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func BenchmarkPublish(b *testing.B) {
 	ctx := context.Background()
 	wurl, _ := e.createQueue(b, sqsemu.QueueSpec{NamePrefix: "bench"})
 	rurl, _ := e.createQueue(b, sqsemu.QueueSpec{NamePrefix: "bench"})
-	topic, err := sqsfifo.OpenTopic(e.client, wurl, nil)
+	topic, err := sqsfifo.OpenTopic(ctx, e.client, wurl, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func BenchmarkConsume(b *testing.B) {
 	rurl, _ := e.createQueue(b, sqsemu.QueueSpec{NamePrefix: "bench"})
 	rawSend(ctx, b, e.client, wurl, b.N)
 	rawSend(ctx, b, e.client, rurl, b.N)
-	sub, err := sqsfifo.OpenSubscription(e.client, wurl, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
+	sub, err := sqsfifo.OpenSubscription(ctx, e.client, wurl, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}

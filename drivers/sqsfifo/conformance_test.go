@@ -60,25 +60,25 @@ func TestConformance(t *testing.T) {
 			// expire meanwhile.
 			lock := max(cfg.LockTimeout, 3*time.Second)
 			url, _ := e.createQueue(tb, sqsemu.QueueSpec{Visibility: lock, MaxReceive: max(cfg.DeliveryLimit, 1), Retention: confRetention, NamePrefix: "conf"})
-			top, err := sqsfifo.OpenTopic(client, url, to)
+			top, err := sqsfifo.OpenTopic(ctx, client, url, to)
 			if err != nil {
 				return nil, err
 			}
 			return &conformance.Fixture{
 				Topic: top,
 				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
-					return sqsfifo.OpenSubscription(client, url, so)
+					return sqsfifo.OpenSubscription(ctx, client, url, so)
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return sqsfifo.OpenDeadLetters(client, url, so)
+					return sqsfifo.OpenDeadLetters(ctx, client, url, so)
 				},
 			}, nil
 		},
 		OpenMissingTopic: func(ctx context.Context) (*broker.Topic, error) {
-			return sqsfifo.OpenTopic(client, sqsemu.UniqueName("missing")+".fifo", to)
+			return sqsfifo.OpenTopic(ctx, client, sqsemu.UniqueName("missing")+".fifo", to)
 		},
 		OpenMissingSubscription: func(ctx context.Context) (*broker.Subscription, error) {
-			return sqsfifo.OpenSubscription(client, sqsemu.UniqueName("missing")+".fifo", so)
+			return sqsfifo.OpenSubscription(ctx, client, sqsemu.UniqueName("missing")+".fifo", so)
 		},
 	})
 }

@@ -1,17 +1,18 @@
 // Package sqsfifo is the wary driver for Amazon SQS FIFO queues, on
 // aws-sdk-go-v2 (service/sqs).
 //
-// Constructors take the caller's *sqs.Client first (configured as any SDK
-// client: region, credentials, endpoint, retryer), the queue second (a
-// queue URL, or a name ending in ".fifo" that GetQueueUrl resolves), and
-// the options last, whose portable part is the embedded
-// broker.TopicOptions or broker.SubscriptionOptions:
+// Constructors take the caller's context first, which bounds the
+// requests of the open (the driver sets no timeout of its own), then the
+// caller's *sqs.Client (configured as any SDK client: region, credentials,
+// endpoint, retryer), the queue (a queue URL, or a name ending in ".fifo"
+// that GetQueueUrl resolves), and the options last, whose portable part is
+// the embedded broker.TopicOptions or broker.SubscriptionOptions:
 //
 //	cfg, err := config.LoadDefaultConfig(ctx)
 //	client := sqs.NewFromConfig(cfg)
-//	orders, err := sqsfifo.OpenTopic(client, "orders.fifo", nil)
-//	sub, err := sqsfifo.OpenSubscription(client, "orders.fifo", nil)
-//	dead, err := sqsfifo.OpenDeadLetters(client, "orders.fifo", nil)
+//	orders, err := sqsfifo.OpenTopic(ctx, client, "orders.fifo", nil)
+//	sub, err := sqsfifo.OpenSubscription(ctx, client, "orders.fifo", nil)
+//	dead, err := sqsfifo.OpenDeadLetters(ctx, client, "orders.fifo", nil)
 //
 // The client stays the caller's: Close closes nothing. Only FIFO queues
 // are served: opening a standard queue fails with broker.ErrInvalid.

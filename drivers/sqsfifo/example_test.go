@@ -22,7 +22,7 @@ func ExampleOpenTopic() {
 		log.Fatal(err)
 	}
 	client := sqs.NewFromConfig(cfg)
-	orders, err := sqsfifo.OpenTopic(client, "orders.fifo", nil)
+	orders, err := sqsfifo.OpenTopic(ctx, client, "orders.fifo", nil)
 	if err != nil {
 		log.Fatal(err) // errors.Is(err, broker.ErrNotFound) for a missing queue
 	}
@@ -52,7 +52,7 @@ func ExampleOpenSubscription() {
 		log.Fatal(err)
 	}
 	client := sqs.NewFromConfig(cfg)
-	sub, err := sqsfifo.OpenSubscription(client, "orders.fifo", &sqsfifo.SubscriptionOptions{WaitTime: 10 * time.Second})
+	sub, err := sqsfifo.OpenSubscription(ctx, client, "orders.fifo", &sqsfifo.SubscriptionOptions{WaitTime: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func ExampleOpenSubscription() {
 func ExampleOpenDeadLetters() {
 	ctx := context.Background()
 	cfg, _ := config.LoadDefaultConfig(ctx)
-	dead, err := sqsfifo.OpenDeadLetters(sqs.NewFromConfig(cfg), "orders.fifo", nil)
+	dead, err := sqsfifo.OpenDeadLetters(ctx, sqs.NewFromConfig(cfg), "orders.fifo", nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestVisibilityZeroIsNoLock(t *testing.T) {
 		_, _ = e.client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
 	})
 
-	sub, err := sqsfifo.OpenSubscription(e.client, url, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
+	sub, err := sqsfifo.OpenSubscription(ctx, e.client, url, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestVisibilityZeroIsNoLock(t *testing.T) {
 
 	// What LockNone says is what the queue does: the message comes back
 	// to a receiver while the first delivery is unsettled.
-	top, err := sqsfifo.OpenTopic(e.client, url, nil)
+	top, err := sqsfifo.OpenTopic(ctx, e.client, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestPublishPartlySent(t *testing.T) {
 	url, _ := e.createQueue(t, sqsemu.QueueSpec{MaxSize: 2048})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	top, err := sqsfifo.OpenTopic(e.client, url, nil)
+	top, err := sqsfifo.OpenTopic(ctx, e.client, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,10 +49,6 @@ func isURL(s string) bool {
 	return strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://")
 }
 
-func openCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), 30*time.Second)
-}
-
 // resolve returns the URL of queueURLOrName.
 func resolve(ctx context.Context, c *sqs.Client, q string) (string, error) {
 	if q == "" {

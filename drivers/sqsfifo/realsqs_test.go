@@ -30,7 +30,7 @@ func TestGroupScopedDedup(t *testing.T) {
 	url, _ := e.createQueue(t, sqsemu.QueueSpec{Visibility: 10 * time.Second, DedupScope: "messageGroup"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	top, err := sqsfifo.OpenTopic(e.client, url, nil)
+	top, err := sqsfifo.OpenTopic(ctx, e.client, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestGroupScopedDedup(t *testing.T) {
 	if top.Capabilities().DedupScope != broker.DedupMessageGroup {
 		t.Fatalf("caps %s", top.Capabilities())
 	}
-	sub, err := sqsfifo.OpenSubscription(e.client, url, nil)
+	sub, err := sqsfifo.OpenSubscription(ctx, e.client, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,12 +71,12 @@ func TestManyOfAGroupPerReceive(t *testing.T) {
 	url, _ := e.createQueue(t, sqsemu.QueueSpec{Visibility: 30 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	top, err := sqsfifo.OpenTopic(e.client, url, nil)
+	top, err := sqsfifo.OpenTopic(ctx, e.client, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer top.Close()
-	sub, err := sqsfifo.OpenSubscription(e.client, url, nil)
+	sub, err := sqsfifo.OpenSubscription(ctx, e.client, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,12 +147,12 @@ func TestReceiveAttemptIDRecoversLostAnswer(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	top, err := sqsfifo.OpenTopic(client, url, nil)
+	top, err := sqsfifo.OpenTopic(ctx, client, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer top.Close()
-	sub, err := sqsfifo.OpenSubscription(client, url, nil)
+	sub, err := sqsfifo.OpenSubscription(ctx, client, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

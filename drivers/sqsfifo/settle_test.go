@@ -21,12 +21,12 @@ func TestDeadLetterCrashBetweenCopyAndDelete(t *testing.T) {
 	url, dlqURL := e.createQueue(t, sqsemu.QueueSpec{Visibility: 2 * time.Second, MaxReceive: 5})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	top, err := sqsfifo.OpenTopic(e.client, url, nil)
+	top, err := sqsfifo.OpenTopic(ctx, e.client, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer top.Close()
-	sub, err := sqsfifo.OpenSubscription(e.client, url, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
+	sub, err := sqsfifo.OpenSubscription(ctx, e.client, url, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestDeadLetterCrashBetweenCopyAndDelete(t *testing.T) {
 	if n := e.count(ctx, t, dlqURL); n != 1 {
 		t.Fatalf("the DLQ holds %d messages, want one (the second copy deduplicated)", n)
 	}
-	dead, err := sqsfifo.OpenDeadLetters(e.client, url, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
+	dead, err := sqsfifo.OpenDeadLetters(ctx, e.client, url, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,12 +93,12 @@ func TestSettleAfterVisibility(t *testing.T) {
 	url, _ := e.createQueue(t, sqsemu.QueueSpec{Visibility: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	top, err := sqsfifo.OpenTopic(e.client, url, nil)
+	top, err := sqsfifo.OpenTopic(ctx, e.client, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer top.Close()
-	sub, err := sqsfifo.OpenSubscription(e.client, url, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
+	sub, err := sqsfifo.OpenSubscription(ctx, e.client, url, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

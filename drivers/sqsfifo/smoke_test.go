@@ -17,12 +17,12 @@ func TestRoundTrip(t *testing.T) {
 	url, _ := e.createQueue(t, sqsemu.QueueSpec{Visibility: 5 * time.Second, MaxReceive: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	top, err := sqsfifo.OpenTopic(e.client, url, nil)
+	top, err := sqsfifo.OpenTopic(ctx, e.client, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer top.Close()
-	sub, err := sqsfifo.OpenSubscription(e.client, url, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
+	sub, err := sqsfifo.OpenSubscription(ctx, e.client, url, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,11 +69,11 @@ func TestRoundTrip(t *testing.T) {
 func TestStandardQueueRefused(t *testing.T) {
 	e := newTestEnv(t, sqsemu.Options{})
 	url, _ := e.createQueue(t, sqsemu.QueueSpec{Standard: true})
-	_, err := sqsfifo.OpenTopic(e.client, url, nil)
+	_, err := sqsfifo.OpenTopic(t.Context(), e.client, url, nil)
 	if !errors.Is(err, broker.ErrInvalid) {
 		t.Fatalf("open a standard queue: %v, want ErrInvalid", err)
 	}
-	_, err = sqsfifo.OpenSubscription(e.client, "missing-"+sqsemu.UniqueName("q")+".fifo", nil)
+	_, err = sqsfifo.OpenSubscription(t.Context(), e.client, "missing-"+sqsemu.UniqueName("q")+".fifo", nil)
 	if !errors.Is(err, broker.ErrNotFound) {
 		t.Fatalf("open a missing queue: %v, want ErrNotFound", err)
 	}

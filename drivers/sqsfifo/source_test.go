@@ -22,12 +22,12 @@ import (
 func TestSourceRead(t *testing.T) {
 	e := newTestEnv(t, sqsemu.Options{})
 	u, _ := e.createQueue(t, sqsemu.QueueSpec{MaxReceive: 4})
-	top, err := sqsfifo.OpenTopic(e.client, u, nil)
+	top, err := sqsfifo.OpenTopic(t.Context(), e.client, u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer top.Close()
-	sub, err := sqsfifo.OpenSubscription(e.client, u, nil)
+	sub, err := sqsfifo.OpenSubscription(t.Context(), e.client, u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestSourceDedupConflictOnAWS(t *testing.T) {
 		o.BaseEndpoint = aws.String("https://sqs." + sqsemu.Region + ".amazonaws.com")
 		o.HTTPClient = &http.Client{Transport: redirect{to}}
 	})
-	top, err := sqsfifo.OpenTopic(c, u, &sqsfifo.TopicOptions{DedupWindow: 3 * time.Second})
+	top, err := sqsfifo.OpenTopic(t.Context(), c, u, &sqsfifo.TopicOptions{DedupWindow: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestSourceDedupConflictOnAWS(t *testing.T) {
 		t.Fatalf("statement:\n%s", st)
 	}
 	// Without a window of its own, nothing conflicts.
-	top2, err := sqsfifo.OpenTopic(c, u, nil)
+	top2, err := sqsfifo.OpenTopic(t.Context(), c, u, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

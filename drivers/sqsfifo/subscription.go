@@ -38,14 +38,14 @@ type SubscriptionOptions struct {
 
 // OpenSubscription opens a consumer of the FIFO queue queueURLOrName.
 // Several subscriptions on one queue are competing consumers. The client
-// is the caller's and is not closed with the subscription.
-func OpenSubscription(client *sqs.Client, queueURLOrName string, opts *SubscriptionOptions) (*broker.Subscription, error) {
+// is the caller's and is not closed with the subscription. ctx bounds the
+// open's requests (the driver sets no timeout of its own), not the
+// subscription's life.
+func OpenSubscription(ctx context.Context, client *sqs.Client, queueURLOrName string, opts *SubscriptionOptions) (*broker.Subscription, error) {
 	var o SubscriptionOptions
 	if opts != nil {
 		o = *opts
 	}
-	ctx, cancel := openCtx()
-	defer cancel()
 	s, err := openSubscription(ctx, client, queueURLOrName, o)
 	if err != nil {
 		return nil, err
@@ -57,10 +57,8 @@ func OpenSubscription(client *sqs.Client, queueURLOrName string, opts *Subscript
 // RedrivePolicy of queueURLOrName names (ErrInvalid if it has none).
 // Messages dead-lettered by Delivery.DeadLetter carry their reason in the
 // header wary-dead-letter-reason; those SQS moved after maxReceiveCount
-// receives have none.
-func OpenDeadLetters(client *sqs.Client, queueURLOrName string, opts *SubscriptionOptions) (*broker.Subscription, error) {
-	ctx, cancel := openCtx()
-	defer cancel()
+// receives have none. ctx bounds the open, as for OpenSubscription.
+func OpenDeadLetters(ctx context.Context, client *sqs.Client, queueURLOrName string, opts *SubscriptionOptions) (*broker.Subscription, error) {
 	var o SubscriptionOptions
 	if opts != nil {
 		o = *opts

@@ -33,13 +33,12 @@ type TopicOptions struct {
 // GetQueueUrl resolves). It reads the queue's attributes to build the
 // capabilities: a missing queue is ErrNotFound, a standard queue
 // ErrInvalid. The client is the caller's and is not closed with the topic.
-func OpenTopic(client *sqs.Client, queueURLOrName string, opts *TopicOptions) (*broker.Topic, error) {
+// ctx bounds those requests: the driver sets no timeout of its own.
+func OpenTopic(ctx context.Context, client *sqs.Client, queueURLOrName string, opts *TopicOptions) (*broker.Topic, error) {
 	var o TopicOptions
 	if opts != nil {
 		o = *opts
 	}
-	ctx, cancel := openCtx()
-	defer cancel()
 	t, err := openTopic(ctx, client, queueURLOrName, o)
 	if err != nil {
 		return nil, err

@@ -2,6 +2,14 @@
 // (sbemu for Service Bus, sqsemu for fauxqs) share: installing their npm
 // dependencies once per machine, collecting a child's output, and skipping
 // or failing a test when the emulator cannot run.
+//
+// Three modules hold this package, each its own copy with the same bytes:
+// the root (internal/nodeproc, for the tests of cmd/wary and examples),
+// drivers/sqsfifo and drivers/servicebus (their internal/nodeproc, for
+// sqsemu and sbemu), so that an emulator builds from its own module's code
+// whatever root version a user's build selects. Change internal/nodeproc
+// and copy it over the other two: rig/layout's TestNodeprocCopiesAgree
+// fails until they agree.
 package nodeproc
 
 import (

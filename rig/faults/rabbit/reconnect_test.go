@@ -81,12 +81,12 @@ func TestReconnectUnderLoad(t *testing.T) {
 	}
 	to := top.TopicOptions()
 	to.Retry = &broker.RetryPolicy{Attempts: 1}
-	topic, err := rabbit.OpenTopic(conn, top.Exchange, to)
+	topic, err := rabbit.OpenTopic(ctx, conn, top.Exchange, to)
 	if err != nil {
 		t.Fatal(err)
 	}
 	so := top.SubscriptionOptions()
-	sub, err := rabbit.OpenSubscription(conn, top.Queue, so)
+	sub, err := rabbit.OpenSubscription(ctx, conn, top.Queue, so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,12 +254,12 @@ func TestSettleAfterResetIsLockLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	topic, err := rabbit.OpenTopic(c, top.Exchange, top.TopicOptions())
+	topic, err := rabbit.OpenTopic(ctx, c, top.Exchange, top.TopicOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer topic.Close()
-	sub, err := rabbit.OpenSubscription(c, top.Queue, top.SubscriptionOptions())
+	sub, err := rabbit.OpenSubscription(ctx, c, top.Queue, top.SubscriptionOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

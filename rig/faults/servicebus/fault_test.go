@@ -56,13 +56,13 @@ func TestFaultConnectionReset(t *testing.T) {
 	q := e.createQueue(t, sbemu.Entity{Lock: 5 * time.Second, Dedup: time.Minute})
 	p, client := proxiedClient(t, e)
 	// One try per Publish: the test retries, and sees the failures.
-	topic, err := servicebus.OpenTopic(client, q, &servicebus.TopicOptions{Admin: e.admin,
+	topic, err := servicebus.OpenTopic(t.Context(), client, q, &servicebus.TopicOptions{Admin: e.admin,
 		TopicOptions: broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer topic.Close()
-	sub, err := servicebus.OpenSubscription(client, q, &servicebus.SubscriptionOptions{Admin: e.admin})
+	sub, err := servicebus.OpenSubscription(t.Context(), client, q, &servicebus.SubscriptionOptions{Admin: e.admin})
 	if err != nil {
 		t.Fatal(err)
 	}

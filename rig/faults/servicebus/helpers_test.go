@@ -34,7 +34,7 @@ func (e *env) createQueue(t conformance.T, c sbemu.Entity) string {
 // when the test ends.
 func (e *env) openTopic(t conformance.T, q string) *broker.Topic {
 	t.Helper()
-	topic, err := servicebus.OpenTopic(e.client, q, &servicebus.TopicOptions{Admin: e.admin})
+	topic, err := servicebus.OpenTopic(t.Context(), e.client, q, &servicebus.TopicOptions{Admin: e.admin})
 	if err != nil {
 		t.Fatal(err)
 	}

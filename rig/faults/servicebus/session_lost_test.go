@@ -36,7 +36,7 @@ func TestSessionLostAfterConnectionReset(t *testing.T) {
 	p, clientA := proxiedClient(t, e)
 	// A settle may take a minute: long enough that only the driver's
 	// giving up can end it within the test.
-	a, err := servicebus.OpenSubscription(clientA, q, &servicebus.SubscriptionOptions{Admin: e.admin, MaxSessions: 1,
+	a, err := servicebus.OpenSubscription(ctx, clientA, q, &servicebus.SubscriptionOptions{Admin: e.admin, MaxSessions: 1,
 		SubscriptionOptions: broker.SubscriptionOptions{SettleTimeout: time.Minute}})
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func TestSessionOrderAtVolume(t *testing.T) {
 	defer stop()
 	var wg sync.WaitGroup
 	for c := 0; c < 4; c++ {
-		sub, err := servicebus.OpenSubscription(e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin, MaxSessions: 4})
+		sub, err := servicebus.OpenSubscription(ctx, e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin, MaxSessions: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestSessionTakenOverAfterConsumerDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := servicebus.OpenSubscription(clientA, q, &servicebus.SubscriptionOptions{Admin: e.admin, MaxSessions: 1})
+	a, err := servicebus.OpenSubscription(ctx, clientA, q, &servicebus.SubscriptionOptions{Admin: e.admin, MaxSessions: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestSessionTakenOverAfterConsumerDies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	b, err := servicebus.OpenSubscription(e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin, MaxSessions: 1})
+	b, err := servicebus.OpenSubscription(ctx, e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin, MaxSessions: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestSessionReleasedWhenIdle(t *testing.T) {
 	}
 	publish("S1")
 	publish("S2")
-	sub, err := servicebus.OpenSubscription(e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin, MaxSessions: 1, SessionIdle: 200 * time.Millisecond})
+	sub, err := servicebus.OpenSubscription(ctx, e.client, q, &servicebus.SubscriptionOptions{Admin: e.admin, MaxSessions: 1, SessionIdle: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

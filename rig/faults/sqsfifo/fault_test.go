@@ -79,12 +79,12 @@ func TestConnectionResetMidBatch(t *testing.T) {
 	defer cancel()
 
 	once := &broker.RetryPolicy{Attempts: 1}
-	top, err := sqsfifo.OpenTopic(client, qurl, &sqsfifo.TopicOptions{TopicOptions: broker.TopicOptions{Retry: once}})
+	top, err := sqsfifo.OpenTopic(ctx, client, qurl, &sqsfifo.TopicOptions{TopicOptions: broker.TopicOptions{Retry: once}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer top.Close()
-	sub, err := sqsfifo.OpenSubscription(client, qurl, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
+	sub, err := sqsfifo.OpenSubscription(ctx, client, qurl, &sqsfifo.SubscriptionOptions{WaitTime: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

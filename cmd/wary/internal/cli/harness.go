@@ -155,17 +155,17 @@ func rabbitHarness(ctx context.Context, u *url.URL, getenv func(string) string) 
 				defer cancel()
 				_ = topo.Delete(ctx, conn)
 			})
-			top, err := rabbit.OpenTopic(conn, topo.Exchange, topo.TopicOptions())
+			top, err := rabbit.OpenTopic(ctx, conn, topo.Exchange, topo.TopicOptions())
 			if err != nil {
 				return nil, err
 			}
 			return &conformance.Fixture{
 				Topic: top,
-				Subscribe: func(context.Context) (*broker.Subscription, error) {
-					return rabbit.OpenSubscription(conn, topo.Queue, topo.SubscriptionOptions())
+				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
+					return rabbit.OpenSubscription(ctx, conn, topo.Queue, topo.SubscriptionOptions())
 				},
-				DeadLetters: func(context.Context) (*broker.Subscription, error) {
-					return rabbit.OpenSubscription(conn, topo.DeadLetterQueue(), topo.DeadLetterSubscriptionOptions())
+				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
+					return rabbit.OpenSubscription(ctx, conn, topo.DeadLetterQueue(), topo.DeadLetterSubscriptionOptions())
 				},
 			}, nil
 		},
@@ -243,17 +243,17 @@ func kafkaHarness(ctx context.Context, u *url.URL, getenv func(string) string) (
 				return nil, err
 			}
 			so := &kafka.SubscriptionOptions{Ordered: ordered, DeadLetterTopic: name + "-dlq", DeliveryLimit: cfg.DeliveryLimit}
-			top, err := kafka.OpenTopic(append(opts, kgo.ProducerLinger(0)), name, nil)
+			top, err := kafka.OpenTopic(ctx, append(opts, kgo.ProducerLinger(0)), name, nil)
 			if err != nil {
 				return nil, err
 			}
 			return &conformance.Fixture{
 				Topic: top,
-				Subscribe: func(context.Context) (*broker.Subscription, error) {
-					return kafka.OpenSubscription(opts, name, name+"-group", so)
+				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
+					return kafka.OpenSubscription(ctx, opts, name, name+"-group", so)
 				},
-				DeadLetters: func(context.Context) (*broker.Subscription, error) {
-					return kafka.OpenSubscription(opts, name+"-dlq", name+"-dlq-group", &kafka.SubscriptionOptions{DeadLetters: true})
+				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
+					return kafka.OpenSubscription(ctx, opts, name+"-dlq", name+"-dlq-group", &kafka.SubscriptionOptions{DeadLetters: true})
 				},
 			}, nil
 		},

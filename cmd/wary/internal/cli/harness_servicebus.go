@@ -91,18 +91,18 @@ func serviceBusHarness(ctx context.Context, u *url.URL, getenv func(string) stri
 				// sessions (and so a key): that is declared to it.
 				topts.Entity = servicebus.TopicProperties{RequiresSession: sessions}
 			}
-			top, err := servicebus.OpenTopic(client, send, topts)
+			top, err := servicebus.OpenTopic(ctx, client, send, topts)
 			if err != nil {
 				return nil, err
 			}
 			so := &servicebus.SubscriptionOptions{Admin: adm, SessionIdle: 500 * time.Millisecond, ReceiveWait: 500 * time.Millisecond}
 			return &conformance.Fixture{
 				Topic: top,
-				Subscribe: func(context.Context) (*broker.Subscription, error) {
-					return servicebus.OpenSubscription(client, path, so)
+				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
+					return servicebus.OpenSubscription(ctx, client, path, so)
 				},
-				DeadLetters: func(context.Context) (*broker.Subscription, error) {
-					return servicebus.OpenSubscription(client, path+"/$DeadLetterQueue", so)
+				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
+					return servicebus.OpenSubscription(ctx, client, path+"/$DeadLetterQueue", so)
 				},
 			}, nil
 		},

@@ -79,14 +79,18 @@ func sqsHarness(ctx context.Context, u *url.URL, getenv func(string) string) (co
 			if err != nil {
 				return nil, err
 			}
-			top, err := sqsfifo.OpenTopic(client, main, &sqsfifo.TopicOptions{DedupWindow: window})
+			top, err := sqsfifo.OpenTopic(ctx, client, main, &sqsfifo.TopicOptions{DedupWindow: window})
 			if err != nil {
 				return nil, err
 			}
 			return &conformance.Fixture{
-				Topic:       top,
-				Subscribe:   func(context.Context) (*broker.Subscription, error) { return sqsfifo.OpenSubscription(client, main, so) },
-				DeadLetters: func(context.Context) (*broker.Subscription, error) { return sqsfifo.OpenDeadLetters(client, main, so) },
+				Topic: top,
+				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
+					return sqsfifo.OpenSubscription(ctx, client, main, so)
+				},
+				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
+					return sqsfifo.OpenDeadLetters(ctx, client, main, so)
+				},
 			}, nil
 		},
 	}
