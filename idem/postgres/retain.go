@@ -134,12 +134,12 @@ func (s *driver) rotate(ctx context.Context, now time.Time) (int, error) {
 	due := func(q interface {
 		QueryRow(context.Context, string, ...any) pgx.Row
 	}) (bool, error) {
-		var at time.Time
-		err := q.QueryRow(ctx, "SELECT processed_at FROM "+cur+" WHERE consumer = '' AND message_id = ''").Scan(&at)
+		var ok bool
+		err := q.QueryRow(ctx, "SELECT processed_at <= $1 FROM "+cur+" WHERE consumer = '' AND message_id = ''", now.Add(-s.slice)).Scan(&ok)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return true, nil
 		}
-		return err == nil && !now.Before(at.Add(s.slice)), err
+		return ok, err
 	}
 	if ok, err := due(s.pool); err != nil || !ok {
 		return 0, err
