@@ -31,7 +31,7 @@ const rotateWait = 2 * time.Second
 const slicedCheck = "inbox_sliced_since_migration_014"
 
 // mark is the current table's mark as a claim reads it: 1 where the row of
-// consumer '' (no consumer's name: store.ValidateConsumer) is visible.
+// consumer ” (no consumer's name: store.ValidateConsumer) is visible.
 const mark = `(SELECT 1::smallint FROM {{inbox}} WHERE consumer = '' AND message_id = '')`
 
 // The claims of a sliced inbox: in the current table, unless the previous

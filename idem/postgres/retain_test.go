@@ -372,4 +372,3 @@ func waitDeleted(t *testing.T, pool *pgxpool.Pool, re string, n int64) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
-

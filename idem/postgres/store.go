@@ -141,16 +141,18 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 			return nil, err
 		}
 	}
-	if err := s.d.checkLayout(ctx); err != nil {
-		return nil, err
-	}
 	return s, nil
 }
 
 // Migrate creates or upgrades the store's tables from the embedded,
 // versioned SQL files; it is safe to call concurrently and repeatedly.
+// With Options.InboxSlice it then makes the inbox sliced (see
+// docs/retention.md); without it, it refuses an inbox that is.
 func (s *Store) Migrate(ctx context.Context) error {
-	return s.d.Core.Migrate(ctx, migrations, "sql")
+	if err := s.d.Core.Migrate(ctx, migrations, "sql"); err != nil {
+		return err
+	}
+	return s.d.checkLayout(ctx)
 }
 
 // Pool returns the pool.
