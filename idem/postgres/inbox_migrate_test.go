@@ -93,13 +93,9 @@ func TestOldBinariesBesideDefaultInbox(t *testing.T) {
 // fails as a serialization failure when its snapshot predates a rotation.
 // No message is claimed twice.
 func TestOldBinariesBesideSlicedInbox(t *testing.T) {
-	pool := newPool(t)
-	ctx := t.Context()
 	const w = time.Minute
-	st, err := postgres.New(ctx, pool, &postgres.Options{InboxSlice: w})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, st := slicedStore(t, w)
+	ctx := t.Context()
 	if !claimAt(t, st, "c", "old", t0) {
 		t.Fatal("old not claimed")
 	}

@@ -41,6 +41,18 @@ func TestSlicedStore(t *testing.T) {
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// slicedStore returns a pool on a schema of its own and a store on it
+// with InboxSlice w.
+func slicedStore(t *testing.T, w time.Duration) (*pgxpool.Pool, *postgres.Store) {
+	t.Helper()
+	pool := newPool(t)
+	st, err := postgres.New(t.Context(), pool, &postgres.Options{InboxSlice: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, st
+}
+
 // claimAt claims id for consumer at at in its own transaction, committed,
 // and reports whether it was new.
 func claimAt(t *testing.T, st *postgres.Store, consumer, id string, at time.Time) bool {
@@ -84,13 +96,9 @@ func where(t *testing.T, pool *pgxpool.Pool, consumer, id string) string {
 // every kind of claim still finds them, and the next one, InboxSlice
 // later, drops them; a retention longer than InboxSlice is refused.
 func TestRotation(t *testing.T) {
-	pool := newPool(t)
-	ctx := t.Context()
 	const w = time.Minute
-	st, err := postgres.New(ctx, pool, &postgres.Options{InboxSlice: w})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, st := slicedStore(t, w)
+	ctx := t.Context()
 	if !claimAt(t, st, "c", "m1", t0) || where(t, pool, "c", "m1") != "inbox" {
 		t.Fatal("m1 not claimed in the current table")
 	}
@@ -285,12 +293,8 @@ func claimEffectOnce(ctx context.Context, st *postgres.Store, id string, at time
 // (the inbox tries it again) instead of missing the record the rotation
 // moved to the previous table.
 func TestStaleSnapshotClaim(t *testing.T) {
-	pool := newPool(t)
+	pool, st := slicedStore(t, time.Minute)
 	ctx := t.Context()
-	st, err := postgres.New(ctx, pool, &postgres.Options{InboxSlice: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
 	expire(t, st, "c", t0, time.Minute)
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
 	if err != nil {
