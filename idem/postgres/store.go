@@ -297,7 +297,10 @@ func (r rows) Err() error { return classify(r.Rows.Err()) }
 // 22: an invalid byte sequence, a value too long, a character with no
 // equivalent in the client encoding) and 54000 program_limit_exceeded (an
 // index row over its size limit). Retrying the same message cannot succeed.
-// Everything else, connection failures first, is left as it is (transient).
+// A sliced claim refused by the current table's check (its snapshot
+// predates a rotation) becomes a serialization failure, which the inbox
+// retries (staleClaim). Everything else, connection failures first, is
+// left as it is (transient).
 func classify(err error) error {
 	var pe *pgconn.PgError
 	if err == nil || !errors.As(err, &pe) {
