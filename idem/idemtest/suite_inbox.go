@@ -230,6 +230,7 @@ func testConcurrent[Tx any](t *testing.T, f Factory[Tx]) {
 
 func testRetention[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "ret_")
+	e.skipTableExpiry()
 	caps := Caps
 	caps.RedeliveryHorizon = 24 * time.Hour
 	if _, err := idem.NewInbox(e.Store, "r", caps, &idem.Options{Retention: time.Hour}); !errors.Is(err, idem.ErrRetention) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,6 +17,15 @@ import (
 func BenchmarkInbox(b *testing.B) {
 	var n atomic.Int64
 	idemtest.BenchCounted(b, func(t testing.TB) idemtest.DB[pgx.Tx] { return testDB{countingPool(t, &n)} }, n.Load)
+}
+
+// BenchmarkInboxSliced is BenchmarkInbox on a sliced inbox
+// (Options.InboxSlice, 72 hours: the inbox's retention is 24).
+func BenchmarkInboxSliced(b *testing.B) {
+	var n atomic.Int64
+	idemtest.BenchCounted(b, func(t testing.TB) idemtest.DB[pgx.Tx] {
+		return slicedDB{testDB{countingPool(t, &n)}, 72 * time.Hour}
+	}, n.Load)
 }
 
 // countingPool is newPool with a tracer counting the round trips: each

@@ -11,16 +11,20 @@
 // records applied migrations in <prefix>migrations; concurrent migrators
 // are serialised with a transaction-scoped advisory lock.
 //
-// Guarantees: the inbox is partitioned by slice (see Options.InboxSlice
-// and docs/retention.md), so no unique index spans it; the claim is a
-// call of the function <prefix>inbox_claim in the handler's transaction,
-// at the pool's default isolation (READ COMMITTED; SERIALIZABLE works too,
-// REPEATABLE READ is refused). It takes a transaction-scoped advisory lock
-// on the (consumer, message ID), then looks for the record in every slice
-// with a snapshot taken after the lock, and inserts it if absent. A second
-// transaction claiming the same message waits for the first one's lock
-// and then either finds its record (the first committed: a duplicate) or
-// inserts (the first rolled back), whichever slices the two use. So, with
+// Guarantees: the inbox is one table whose primary key is (consumer,
+// message_id) (migration 014); the claim is one INSERT of the record in
+// the handler's transaction, at the pool's default isolation (READ
+// COMMITTED; SERIALIZABLE works too): no function, no lock of its own, one
+// index probe. A second transaction claiming the same message waits on
+// the key for the first one and then either finds its record (the first
+// committed: a duplicate) or inserts (the first rolled back). With
+// Options.InboxSlice, records expire by whole tables: claims go to the
+// current table and look in one read-only previous table (one statement,
+// three index probes however many records), and a rotation every
+// InboxSlice renames the current table previous under an ACCESS EXCLUSIVE
+// lock that waits for the claims in it; a claim whose snapshot predates a
+// rotation fails as a serialization failure, tried again (see
+// docs/retention.md, which also says what each layout costs). So, with
 // the acknowledgement sent only after the commit and inbox records kept at
 // least the broker's redelivery horizon, each message's effect is
 // committed once per consumer (see package idem).

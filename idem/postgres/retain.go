@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem/store"
@@ -14,53 +16,186 @@ import (
 
 var _ store.Expirer = (*driver)(nil)
 
-// slicesAhead is how many slices Expire keeps created ahead of the claims.
-const slicesAhead = 2
-
 // detachWait bounds how long a purge waits for the transactions that may
-// still see a retired slice.
+// still see a retired outbox slice.
 const detachWait = 5 * time.Second
 
+// rotateWait bounds how long an inbox rotation waits for the transactions
+// that claimed in the current table (claims queue behind it meanwhile).
+const rotateWait = 2 * time.Second
+
+// slicedCheck is the check a sliced inbox puts on its current table: v
+// IS NOT NULL. Claims of binaries before 009 do not set v; a sliced claim
+// sets it from the current table's mark, NULL when the claim's snapshot
+// predates the rotation that created the table.
+const slicedCheck = "inbox_sliced_since_migration_014"
+
+// mark is the current table's mark as a claim reads it: 1 where the row of
+// consumer ” (no consumer's name: store.ValidateConsumer) is visible.
+const mark = `(SELECT 1::smallint FROM {{inbox}} WHERE consumer = '' AND message_id = '')`
+
+// The claims of a sliced inbox: in the current table, unless the previous
+// one holds the record. Three index probes (the mark, the previous table,
+// the current one's key) however large the tables are.
+const (
+	// slicedClaim is BeginClaim's: without ON CONFLICT, so that a
+	// duplicate in the current table fails it; one in the previous table
+	// makes it insert nothing.
+	slicedClaim = `INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)
+		SELECT $1::text, $2::text, $3::timestamptz, ` + mark + `
+		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} WHERE consumer = $1 AND message_id = $2)`
+	slicedClaimMany = `INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)
+		SELECT $1::text, id, $3::timestamptz, ` + mark + ` FROM unnest($2::text[]) AS ids(id)
+		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} p WHERE p.consumer = $1 AND p.message_id = ids.id)
+		ORDER BY id COLLATE "C"
+		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`
+	slicedClaimCheck = `WITH claim AS (INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)
+			SELECT $1::text, $2::text, $3::timestamptz, ` + mark + `
+			WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} WHERE consumer = $1 AND message_id = $2)
+			ON CONFLICT (consumer, message_id) DO NOTHING RETURNING 1)
+		SELECT EXISTS (SELECT 1 FROM claim),
+			EXISTS (SELECT 1 FROM {{parked}} WHERE consumer = $1 AND aggregate_id = $4)`
+	// noPurge deletes no record: a sliced inbox's records go by rotation.
+	noPurge = `DELETE FROM {{inbox}} WHERE false AND consumer = $1 AND processed_at < $2 AND $3::bigint > 0`
+)
+
+// checkLayout makes the inbox sliced (the check, the mark) if
+// Options.InboxSlice is set, and refuses a sliced inbox if it is not.
+func (s *driver) checkLayout(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var sliced bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = $1::regclass AND conname = $2)`,
+			s.Name("inbox"), slicedCheck).Scan(&sliced); err != nil {
+			return fmt.Errorf("idem/postgres: inbox layout: %w", err)
+		}
+		switch {
+		case sliced == (s.slice > 0):
+			return nil
+		case sliced:
+			return fmt.Errorf("idem/postgres: the inbox %s is sliced: set Options.InboxSlice (docs/retention.md says how to leave slices)", s.Name("inbox"))
+		}
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+s.Name("inbox")+" IN SHARE ROW EXCLUSIVE MODE"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+s.Name("inbox")+` (consumer, message_id, processed_at, v) VALUES ('', '', '-infinity', 1)
+			ON CONFLICT (consumer, message_id) DO NOTHING`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DO $$ BEGIN
+			IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = '`+s.Name("inbox")+`'::regclass AND conname = '`+slicedCheck+`') THEN
+				ALTER TABLE `+s.Name("inbox")+` ADD CONSTRAINT `+slicedCheck+` CHECK (v IS NOT NULL) NOT VALID;
+			END IF; END $$`)
+		return err
+	})
+}
+
+// staleClaim turns the check violation of a sliced claim whose snapshot
+// predates the current table (its mark unseen) into a serialization
+// failure, which the inbox retries in a new transaction.
+func staleClaim(pe *pgconn.PgError) error {
+	if pe.Code != "23514" || pe.ConstraintName != slicedCheck {
+		return nil
+	}
+	return fmt.Errorf("idem/postgres: the inbox rotated after this transaction's snapshot, or a binary of before migration 014 claims here: %w",
+		&pgconn.PgError{Code: "40001", Message: pe.Message, ConstraintName: pe.ConstraintName, TableName: pe.TableName})
+}
+
 // Expire implements [store.Expirer]: it deletes, in batches of at most
-// limit, the records of slice 0 (the records of consumers without slices)
-// claimed before now-retention and the failure records last seen before
-// it, as Purge does. With Options.InboxSlice it then retires the
-// consumer's slices whose end is at or before now-retention (claims stop
-// looking in them), counts their records, detaches them from the inbox
-// concurrently and drops them, and creates the slices that take the claims
-// of the next slicesAhead×InboxSlice. It returns the records deleted and
-// retired. One process at a time maintains a consumer's slices: another
-// one's Expire skips them.
+// limit, the records claimed before now-retention and the failure records
+// last seen before it, as Purge does. With Options.InboxSlice it deletes
+// no record but rotates the inbox once the current table is InboxSlice
+// old (see rotate), and returns the records of the previous table it
+// dropped; a retention longer than InboxSlice is refused.
 func (s *driver) Expire(ctx context.Context, consumer string, now time.Time, retention time.Duration, limit int) (int, error) {
-	before := now.Add(-retention)
-	n, err := s.Core.Purge(ctx, consumer, before, limit)
+	n, err := s.Core.Purge(ctx, consumer, now.Add(-retention), limit)
 	if err != nil || s.slice <= 0 {
 		return n, err
 	}
-	m, err := s.rotate(ctx, consumer, now, before)
+	if retention > s.slice {
+		return n, fmt.Errorf("idem/postgres: consumer %q keeps inbox records %v, longer than Options.InboxSlice (%v), which keeps them at least that long", consumer, retention, s.slice)
+	}
+	m, err := s.rotate(ctx, now)
 	return n + m, err
 }
 
-// rotate maintains consumer's slices on one connection that holds a
-// session advisory lock for the consumer while it works.
-func (s *driver) rotate(ctx context.Context, consumer string, now, before time.Time) (int, error) {
-	return s.maintain(ctx, s.Name("inbox_slices"), consumer, func(conn *pgxpool.Conn) (int, error) {
-		var retired int
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			var err error
-			if retired, err = s.retire(ctx, tx, consumer, before); err != nil {
+// rotate drops the previous table, renames the current one previous and
+// creates a new current table marked now, if the current table's mark is
+// InboxSlice older than now; it returns the records dropped. It runs in
+// one transaction that locks both tables (ACCESS EXCLUSIVE, current first),
+// waiting at most rotateWait for the transactions that claimed in them: a
+// claim after it resolves the tables' names anew, and under READ
+// COMMITTED reads them with a snapshot taken after the lock, so it sees
+// every record the previous table holds. Consecutive rotations are at
+// least InboxSlice apart, so a record, in the current table from its
+// claim to the next rotation and in the previous one until the one after,
+// is kept at least InboxSlice.
+func (s *driver) rotate(ctx context.Context, now time.Time) (int, error) {
+	cur, prev := s.Name("inbox"), s.Name("inbox_prev")
+	due := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) (bool, error) {
+		var ok bool
+		err := q.QueryRow(ctx, "SELECT processed_at <= $1 FROM "+cur+" WHERE consumer = '' AND message_id = ''", now.Add(-s.slice)).Scan(&ok)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return true, nil
+		}
+		return ok, err
+	}
+	if ok, err := due(s.pool); err != nil || !ok {
+		return 0, err
+	}
+	var dropped int64 // the previous table is read-only: counted before the lock
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM "+prev+" WHERE consumer <> ''").Scan(&dropped); err != nil {
+		return 0, fmt.Errorf("idem/postgres: inbox rotation: %w", err)
+	}
+	rotated := false
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = "+strconv.FormatInt(rotateWait.Milliseconds(), 10)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "LOCK TABLE "+cur+", "+prev+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+			return err
+		}
+		if ok, err := due(tx); err != nil || !ok { // another process rotated meanwhile
+			return err
+		}
+		for _, q := range []string{
+			"DROP TABLE " + prev,
+			"ALTER TABLE " + cur + " RENAME TO " + pgx.Identifier{s.inbox + "_prev"}.Sanitize(),
+			"CREATE TABLE " + cur + ` (consumer TEXT NOT NULL, message_id TEXT NOT NULL, processed_at TIMESTAMPTZ NOT NULL,
+				v SMALLINT CONSTRAINT ` + slicedCheck + ` CHECK (v IS NOT NULL), PRIMARY KEY (consumer, message_id))`,
+		} {
+			if _, err := tx.Exec(ctx, q); err != nil {
 				return err
 			}
-			return s.create(ctx, tx, consumer, now)
-		})
-		if err != nil {
-			return 0, fmt.Errorf("idem/postgres: inbox slices of %q: %w", consumer, err)
 		}
-		if err := s.drop(ctx, conn, consumer); err != nil {
-			return retired, fmt.Errorf("idem/postgres: dropping inbox slices of %q: %w", consumer, err)
+		if _, err := tx.Exec(ctx, "INSERT INTO "+cur+" (consumer, message_id, processed_at, v) VALUES ('', '', $1, 1)", now); err != nil {
+			return err
 		}
-		return retired, nil
+		rotated = true
+		return nil
 	})
+	if err != nil {
+		return 0, fmt.Errorf("idem/postgres: inbox rotation: %w", err)
+	}
+	if !rotated {
+		return 0, nil
+	}
+	return int(dropped), nil
+}
+
+// Unclaim implements store.Admin: the record goes from the current table
+// and, if sliced, from the previous one.
+func (s *driver) Unclaim(ctx context.Context, tx pgx.Tx, consumer, messageID string) (bool, error) {
+	ok, err := s.Core.Unclaim(ctx, tx, consumer, messageID)
+	if err != nil || s.slice <= 0 {
+		return ok, err
+	}
+	tag, err := tx.Exec(ctx, "DELETE FROM "+s.Name("inbox_prev")+" WHERE consumer = $1 AND message_id = $2", consumer, messageID)
+	if err != nil {
+		return false, fmt.Errorf("unclaim: %w", err)
+	}
+	return ok || tag.RowsAffected() > 0, nil
 }
 
 // maintain runs f on one connection that holds the session advisory lock
@@ -86,89 +221,6 @@ func (s *driver) maintain(ctx context.Context, catalog, key string, f func(conn 
 		}
 	}()
 	return f(conn)
-}
-
-// retire marks consumer's slices that end at or before before retired, in
-// tx, and returns how many records they hold.
-func (s *driver) retire(ctx context.Context, tx pgx.Tx, consumer string, before time.Time) (int, error) {
-	rows, err := tx.Query(ctx, "UPDATE "+s.Name("inbox_slices")+" SET retired = TRUE WHERE consumer = $1 AND hi <= $2 AND NOT retired RETURNING id",
-		consumer, before)
-	if err != nil {
-		return 0, err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return 0, err
-	}
-	total := 0
-	for _, id := range ids {
-		var n int64
-		if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+s.partName(s.inbox, id)).Scan(&n); err != nil {
-			return 0, err
-		}
-		total += int(n)
-	}
-	return total, nil
-}
-
-// create creates, in tx, consumer's slices from the end of its last one
-// (or from the next slice boundary after now) until now plus slicesAhead
-// slices, each a table attached to the inbox.
-func (s *driver) create(ctx context.Context, tx pgx.Tx, consumer string, now time.Time) error {
-	var last *time.Time
-	if err := tx.QueryRow(ctx, "SELECT max(hi) FROM "+s.Name("inbox_slices")+" WHERE consumer = $1", consumer).Scan(&last); err != nil {
-		return err
-	}
-	lo := now.Truncate(s.slice).Add(s.slice)
-	if last != nil && last.After(now) {
-		lo = *last
-	}
-	for end := now.Add(slicesAhead * s.slice); lo.Before(end); lo = lo.Add(s.slice) {
-		var id int64
-		if err := tx.QueryRow(ctx, "INSERT INTO "+s.Name("inbox_slices")+" (consumer, lo, hi) VALUES ($1, $2, $3) RETURNING id",
-			consumer, lo, lo.Add(s.slice)).Scan(&id); err != nil {
-			return err
-		}
-		name, v := s.partName(s.inbox, id), strconv.FormatInt(id, 10)
-		if _, err := tx.Exec(ctx, "CREATE TABLE "+name+` (consumer TEXT NOT NULL, message_id TEXT NOT NULL,
-			processed_at TIMESTAMPTZ NOT NULL, slice BIGINT NOT NULL CHECK (slice = `+v+`), PRIMARY KEY (consumer, message_id))`); err != nil {
-			return err
-		}
-		// ATTACH takes SHARE UPDATE EXCLUSIVE on the inbox: claims go on.
-		if _, err := tx.Exec(ctx, "ALTER TABLE "+s.Name("inbox")+" ATTACH PARTITION "+name+" FOR VALUES IN ("+v+")"); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// drop detaches consumer's retired slices from the inbox and drops them,
-// on conn, outside a transaction: DETACH PARTITION CONCURRENTLY waits for
-// the transactions that may still see a slice (a claim that read the
-// slices before it was retired) without blocking the claims, and a
-// detach that a crash interrupted is finished (FINALIZE).
-func (s *driver) drop(ctx context.Context, conn *pgxpool.Conn, consumer string) error {
-	return withDetachWait(ctx, conn, func() error {
-		list, err := retiredSlices(ctx, conn, `SELECT s.id, i.inhdetachpending FROM `+s.Name("inbox_slices")+` s
-			LEFT JOIN pg_inherits i ON i.inhrelid = to_regclass($2 || s.id || '"') WHERE s.consumer = $1 AND s.retired ORDER BY s.id`,
-			consumer, s.partPrefix(s.inbox))
-		if err != nil {
-			return err
-		}
-		for _, r := range list {
-			name := s.partName(s.inbox, r.id)
-			if err := detach(ctx, conn, s.Name("inbox"), name, r.pending); err != nil {
-				return err
-			}
-			if _, err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+name); err != nil {
-				return err
-			}
-			if _, err := conn.Exec(ctx, "DELETE FROM "+s.Name("inbox_slices")+" WHERE id = $1", r.id); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }
 
 // withDetachWait runs f on conn with lock_timeout detachWait. Detaching

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,15 +16,18 @@ import (
 
 // BenchmarkInboxRetention: claims on an inbox of WARY_RETAIN_ROWS records
 // (20,000,000 for the recorded sitting; the benchmark does not run
-// without it) whose retention expires records continuously, by slices
-// (Options.InboxSlice) and by row deletes, on the same records, and on
-// empty inboxes of both kinds, in interleaved rounds of
+// without it) whose retention expires records continuously, by whole
+// tables (Options.InboxSlice) and by row deletes, on the same records, and
+// on empty inboxes of both kinds, in interleaved rounds of
 // WARY_RETAIN_ROUND (default 20s). Run it with -benchtime=1x.
 //
 // The records span one retention R of a clock that runs at R per
 // WARY_RETAIN_TURNOVER (default 200s) of real time, so that the expiry
-// has about rows/turnover records a second to remove: by slices of R/4,
-// or by deletes of 1,000 records a transaction in a loop (idem's Purge).
+// has about rows/turnover records a second to remove: by rotations every
+// R (InboxSlice = R; the current table was created at t0-3R/4 and holds
+// the last three quarters of the records, the previous table the first
+// quarter, so a rotation falls R/4 into the run), or by deletes of 1,000
+// records a transaction in a loop (idem's Purge).
 // Eight claimers claim new messages, each in its own transaction
 // (BeginClaim, commit); the claim's latency is BeginClaim to commit.
 // Reported per kind: claim p50 and p99, the p99 against the empty inbox
@@ -47,9 +49,9 @@ func BenchmarkInboxRetention(b *testing.B) {
 	pool := newPoolConfig(b, func(cfg *pgxpool.Config) { cfg.MaxConns = 16 })
 	ctx := b.Context()
 	kinds := []*retainKind{
-		{name: "slices", prefix: "wary_", slice: retention / 4, full: true},
+		{name: "slices", prefix: "wary_", slice: retention, full: true},
 		{name: "rows", prefix: "rows_", full: true},
-		{name: "slices-empty", prefix: "es_", slice: retention / 4},
+		{name: "slices-empty", prefix: "es_", slice: retention},
 		{name: "rows-empty", prefix: "er_"},
 	}
 	for _, k := range kinds {
@@ -58,11 +60,9 @@ func BenchmarkInboxRetention(b *testing.B) {
 			b.Fatal(err)
 		}
 		k.st, k.pool, k.clock = st, pool, t0
-		if k.slice > 0 { // the slices of the retention before t0, and ahead of it
-			for now := t0.Add(-retention - k.slice); !now.After(t0); now = now.Add(k.slice) {
-				if _, err := postgres.Expire(ctx, st, "c", now, retention); err != nil {
-					b.Fatal(err)
-				}
+		if k.slice > 0 { // the current table's mark: its rotation at t0-3R/4
+			if _, err := pool.Exec(ctx, "UPDATE "+k.prefix+"inbox SET processed_at = $1 WHERE consumer = ''", t0.Add(-3*retention/4)); err != nil {
+				b.Fatal(err)
 			}
 		}
 		if k.full {
@@ -96,23 +96,29 @@ type retainKind struct {
 }
 
 // load inserts n records of consumer c spread evenly over the retention
-// before t0, each in the slice of its time (slice 0 before the first).
+// before t0; sliced, those before the current table's mark go to the
+// previous table.
 func (k *retainKind) load(b *testing.B, n int, retention time.Duration) {
 	ctx := b.Context()
-	q := `INSERT INTO ` + k.prefix + `inbox (consumer, message_id, processed_at, slice)
-		SELECT 'c', 'old-' || g, ts, 0 FROM (SELECT g, $1::timestamptz + (g - 1) * $2::interval / $3 AS ts
+	const records = `SELECT 'c', 'old-' || g, ts, 1 FROM (SELECT g, $1::timestamptz + (g - 1) * $2::interval / $3 AS ts
 			FROM generate_series(1, $3) AS g) AS x`
+	q := []string{`INSERT INTO ` + k.prefix + `inbox (consumer, message_id, processed_at, v) ` + records}
 	if k.slice > 0 {
-		q = `WITH s AS (SELECT min(id) AS id0, min(lo) AS lo0 FROM ` + k.prefix + `inbox_slices WHERE consumer = 'c')
-		INSERT INTO ` + k.prefix + `inbox (consumer, message_id, processed_at, slice)
-		SELECT 'c', 'old-' || g, ts, CASE WHEN ts < s.lo0 THEN 0
-			ELSE s.id0 + floor(extract(epoch FROM ts - s.lo0) / ` + strconv.FormatFloat(k.slice.Seconds(), 'f', -1, 64) + `)::bigint END
-		FROM s, (SELECT g, $1::timestamptz + (g - 1) * $2::interval / $3 AS ts FROM generate_series(1, $3) AS g) AS x`
+		q = []string{
+			`INSERT INTO ` + k.prefix + `inbox_prev (consumer, message_id, processed_at, v) ` + records + ` WHERE ts < $4`,
+			`INSERT INTO ` + k.prefix + `inbox (consumer, message_id, processed_at, v) ` + records + ` WHERE ts >= $4`,
+		}
 	}
-	if _, err := k.pool.Exec(ctx, q, t0.Add(-retention), retention, n); err != nil {
-		b.Fatal(err)
+	args := []any{t0.Add(-retention), retention, n}
+	if k.slice > 0 {
+		args = append(args, t0.Add(-3*retention/4))
 	}
-	if _, err := k.pool.Exec(ctx, "VACUUM ANALYZE "+k.prefix+"inbox"); err != nil {
+	for _, q := range q {
+		if _, err := k.pool.Exec(ctx, q, args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := k.pool.Exec(ctx, "VACUUM ANALYZE "+k.prefix+"inbox, "+k.prefix+"inbox_prev"); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -179,7 +185,7 @@ func (k *retainKind) run(b *testing.B, r int, d time.Duration, speed float64, re
 func (k *retainKind) stats(b *testing.B) (size, live, dead, del int64) {
 	err := k.pool.QueryRow(b.Context(), `SELECT coalesce(sum(pg_total_relation_size(relid)), 0), coalesce(sum(n_live_tup), 0),
 		coalesce(sum(n_dead_tup), 0), coalesce(sum(n_tup_del), 0) FROM pg_stat_user_tables
-		WHERE schemaname = current_schema() AND relname ~ $1`, "^"+k.prefix+"inbox(_s[0-9]+)?$").Scan(&size, &live, &dead, &del)
+		WHERE schemaname = current_schema() AND relname ~ $1`, "^"+k.prefix+"inbox(_prev)?$").Scan(&size, &live, &dead, &del)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem/idemtest"
@@ -16,7 +18,7 @@ import (
 	"github.com/wary-go/wary/idem/store"
 )
 
-// slicedDB opens stores that expire the inbox by whole slices.
+// slicedDB opens stores whose inbox expires by whole tables.
 type slicedDB struct {
 	testDB
 	slice time.Duration
@@ -26,24 +28,29 @@ func (d slicedDB) Open(ctx context.Context, prefix string) (store.Provider[pgx.T
 	return postgres.New(ctx, d.pool, &postgres.Options{Prefix: prefix, InboxSlice: d.slice})
 }
 
-// TestSlicedStore: the whole suite on a store whose inbox expires by
-// slices of an hour (the suite's retentions are an hour and more), each
-// test on a database of its own.
+// ExpiresByTables tells the suite that records go by rotation, kept
+// between one and two InboxSlices, not by the row deletes whose counts
+// its retention scenarios check (TestRotation checks these).
+func (slicedDB) ExpiresByTables() bool { return true }
+
+// TestSlicedStore: the whole suite on a sliced inbox (slices of 72 hours:
+// the suite's retentions are up to 48 hours).
 func TestSlicedStore(t *testing.T) {
-	idemtest.Run(t, func(t testing.TB) idemtest.DB[pgx.Tx] { return slicedDB{testDB{newPrivatePool(t)}, time.Hour} })
+	idemtest.Run(t, func(t testing.TB) idemtest.DB[pgx.Tx] { return slicedDB{testDB{newPool(t)}, 72 * time.Hour} })
 }
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// sliceOf returns the slice holding consumer's record of id (-1: none).
-func sliceOf(t *testing.T, pool *pgxpool.Pool, consumer, id string) int64 {
+// slicedStore returns a pool on a schema of its own and a store on it
+// with InboxSlice w.
+func slicedStore(t *testing.T, w time.Duration) (*pgxpool.Pool, *postgres.Store) {
 	t.Helper()
-	var s int64 = -1
-	err := pool.QueryRow(t.Context(), "SELECT slice FROM wary_inbox WHERE consumer = $1 AND message_id = $2", consumer, id).Scan(&s)
-	if err != nil && err != pgx.ErrNoRows {
+	pool := newPool(t)
+	st, err := postgres.New(t.Context(), pool, &postgres.Options{InboxSlice: w})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return pool, st
 }
 
 // claimAt claims id for consumer at at in its own transaction, committed,
@@ -51,7 +58,7 @@ func sliceOf(t *testing.T, pool *pgxpool.Pool, consumer, id string) int64 {
 func claimAt(t *testing.T, st *postgres.Store, consumer, id string, at time.Time) bool {
 	t.Helper()
 	ctx := t.Context()
-	tx, ok, err := beginClaim(ctx, st, consumer, id, at)
+	tx, ok, c, err := st.Driver().BeginClaim(ctx, store.ClaimRequest{Consumer: consumer, IDs: []string{id}, At: at})
 	if err != nil {
 		t.Fatalf("claim %s: %v", id, err)
 	}
@@ -60,7 +67,7 @@ func claimAt(t *testing.T, st *postgres.Store, consumer, id string, at time.Time
 			t.Fatal(err)
 		}
 	}
-	return ok
+	return ok && c[0].New
 }
 
 func expire(t *testing.T, st *postgres.Store, consumer string, now time.Time, retention time.Duration) int {
@@ -72,49 +79,56 @@ func expire(t *testing.T, st *postgres.Store, consumer string, now time.Time, re
 	return n
 }
 
-// TestSliceRotation: records go to the slice of their claim time, are
-// deduplicated across slices (by each kind of claim) while inside the
-// retention, and their slice is dropped, as a table, once its end is
-// older than the retention.
-func TestSliceRotation(t *testing.T) {
-	pool := newPrivatePool(t)
-	ctx := t.Context()
-	const w, retention = time.Minute, 2 * time.Minute
-	st, err := postgres.New(ctx, pool, &postgres.Options{InboxSlice: w})
-	if err != nil {
+// where returns the table holding consumer's record of id: "inbox",
+// "prev" or "".
+func where(t *testing.T, pool *pgxpool.Pool, consumer, id string) string {
+	t.Helper()
+	var in string
+	err := pool.QueryRow(t.Context(), `SELECT 'inbox' FROM wary_inbox WHERE consumer = $1 AND message_id = $2
+		UNION ALL SELECT 'prev' FROM wary_inbox_prev WHERE consumer = $1 AND message_id = $2`, consumer, id).Scan(&in)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatal(err)
 	}
-	if n := expire(t, st, "c", t0, retention); n != 0 {
-		t.Fatalf("first expiry: %d", n)
+	return in
+}
+
+// TestRotation: a rotation moves the records to the previous table, where
+// every kind of claim still finds them, and the next one, InboxSlice
+// later, drops them; a retention longer than InboxSlice is refused.
+func TestRotation(t *testing.T) {
+	const w = time.Minute
+	pool, st := slicedStore(t, w)
+	ctx := t.Context()
+	if !claimAt(t, st, "c", "m1", t0) || where(t, pool, "c", "m1") != "inbox" {
+		t.Fatal("m1 not claimed in the current table")
 	}
-	// Before its first slice begins, a consumer's claims go to slice 0.
-	if !claimAt(t, st, "c", "early", t0.Add(30*time.Second)) || sliceOf(t, pool, "c", "early") != 0 {
-		t.Errorf("early claim: slice %d, want 0", sliceOf(t, pool, "c", "early"))
+	if n := expire(t, st, "c", t0, w); n != 0 { // the first rotation: nothing to drop yet
+		t.Fatalf("first rotation dropped %d", n)
 	}
-	at := t0.Add(90 * time.Second)
-	if !claimAt(t, st, "c", "m1", at) {
-		t.Fatal("m1 not claimed")
+	if where(t, pool, "c", "m1") != "prev" {
+		t.Fatalf("m1 in %q after a rotation, want prev", where(t, pool, "c", "m1"))
 	}
-	first := sliceOf(t, pool, "c", "m1")
-	if first <= 0 {
-		t.Fatalf("m1 in slice %d, want a slice of its own", first)
+	if n := expire(t, st, "c", t0.Add(w-time.Second), w); n != 0 || where(t, pool, "c", "m1") != "prev" {
+		t.Fatalf("a rotation before InboxSlice passed: dropped %d", n)
 	}
-	expire(t, st, "c", at, retention) // creates the slices ahead
-	at = t0.Add(150 * time.Second)
-	if !claimAt(t, st, "c", "m2", at) || sliceOf(t, pool, "c", "m2") == first {
-		t.Fatalf("m2 in slice %d, want the next one after %d", sliceOf(t, pool, "c", "m2"), first)
+	at := t0.Add(30 * time.Second)
+	if claimAt(t, st, "c", "m1", at) {
+		t.Error("BeginClaim claimed a record of the previous table again")
 	}
-	// Duplicates of m1 and early, in other slices, by each claim path.
-	if claimAt(t, st, "c", "m1", at) || claimAt(t, st, "c", "early", at) {
-		t.Error("BeginClaim claimed a record of an earlier slice again")
+	if !claimAt(t, st, "c", "m2", at) {
+		t.Fatal("m2 not claimed")
 	}
 	tx, err := st.Driver().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := st.Driver().Claim(ctx, tx, store.ClaimRequest{Consumer: "c", IDs: []string{"early", "m1", "m3"}, At: at})
-	if err != nil || got[0].New || got[1].New || !got[2].New {
-		t.Errorf("Claim of early, m1, m3: %+v, %v; want only m3", got, err)
+	got, err := st.Driver().Claim(ctx, tx, store.ClaimRequest{Consumer: "c", IDs: []string{"m3", "m1", "m2"}, At: at})
+	if err != nil || !got[0].New || got[1].New || got[2].New {
+		t.Errorf("Claim of m3, m1, m2: %+v, %v; want only m3", got, err)
+	}
+	one, err := st.Driver().Claim(ctx, tx, store.ClaimRequest{Consumer: "c", IDs: []string{"m1"}, At: at})
+	if err != nil || one[0].New {
+		t.Errorf("Claim of m1: %+v, %v; want a duplicate", one, err)
 	}
 	held, err := st.Driver().Claim(ctx, tx, store.ClaimRequest{Consumer: "c", IDs: []string{"m1"}, Aggregates: []string{"a"}, At: at})
 	if err != nil || held[0].New {
@@ -123,148 +137,144 @@ func TestSliceRotation(t *testing.T) {
 	if err := st.Driver().Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-	// The same message ID of another consumer is another record.
-	if !claimAt(t, st, "d", "m1", at) {
+	if !claimAt(t, st, "d", "m1", at) { // another consumer's record
 		t.Error("consumer d could not claim m1")
 	}
-	name := fmt.Sprintf("wary_inbox_s%d", first)
-	// m1 is 2m29s old at 3m59s, past the retention, but its slice ends
-	// at 2m: it is kept until 4m.
-	if n := expire(t, st, "c", t0.Add(3*time.Minute+59*time.Second), retention); n != 1 {
-		t.Errorf("expiry before the slice's end is past the retention removed %d, want 1 (early, from slice 0)", n)
+	if _, err := postgres.Expire(ctx, st, "c", t0.Add(2*w), 2*w); err == nil {
+		t.Error("a retention longer than InboxSlice was accepted")
 	}
-	if claimAt(t, st, "c", "m1", t0.Add(3*time.Minute+59*time.Second)) {
-		t.Error("m1 claimed again while its slice is kept")
+	if n := expire(t, st, "c", t0.Add(w), w); n != 1 { // m1 dropped with the previous table
+		t.Errorf("the second rotation dropped %d records, want 1", n)
 	}
-	if n := expire(t, st, "c", t0.Add(4*time.Minute), retention); n != 1 {
-		t.Errorf("expiry of the first slice removed %d, want 1 (m1, with its slice)", n)
+	if where(t, pool, "c", "m1") != "" || where(t, pool, "c", "m2") != "prev" {
+		t.Errorf("after the second rotation: m1 in %q, m2 in %q; want gone, prev", where(t, pool, "c", "m1"), where(t, pool, "c", "m2"))
 	}
-	var reg *string
-	if err := pool.QueryRow(ctx, "SELECT to_regclass($1)::text", name).Scan(&reg); err != nil || reg != nil {
-		t.Errorf("table %s after its expiry: %v, %v; want dropped", name, reg, err)
+	if !claimAt(t, st, "c", "m1", t0.Add(w)) {
+		t.Error("m1 not claimable after its expiry")
 	}
-	if c := sliceOf(t, pool, "c", "m2"); c <= first {
-		t.Errorf("m2: slice %d after the first slice's expiry", c)
-	}
-	if sliceOf(t, pool, "d", "m1") != 0 {
-		t.Error("another consumer's record in slice 0 was removed")
-	}
-	var catalog int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM wary_inbox_slices WHERE id = $1", first).Scan(&catalog); err != nil || catalog != 0 {
-		t.Errorf("catalog rows of the dropped slice: %d, %v", catalog, err)
-	}
-}
-
-// TestMigrateKeepsRecords: a store with records under the schema before
-// migration 009 is migrated; the records are all there and still
-// deduplicate, and they expire by rows as before.
-func TestMigrateKeepsRecords(t *testing.T) {
-	pool := newPrivatePool(t)
-	ctx := t.Context()
-	st, err := postgres.New(ctx, pool, &postgres.Options{SkipMigrate: true, InboxSlice: time.Minute})
+	tx, err = st.Driver().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := postgres.MigrateBefore(ctx, st, 9); err != nil {
+	if ok, err := st.Driver().Unclaim(ctx, tx, "c", "m2"); err != nil || !ok {
+		t.Errorf("Unclaim of m2 in the previous table: %v, %v", ok, err)
+	}
+	if err := st.Driver().Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-	// Records as the earlier version's claims wrote them.
-	if _, err := pool.Exec(ctx, `INSERT INTO wary_inbox (consumer, message_id, processed_at)
-		SELECT 'c', 'old' || g, $1 FROM generate_series(1, 1000) AS g`, t0); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var n int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM wary_inbox WHERE consumer = 'c' AND slice = 0").Scan(&n); err != nil || n != 1000 {
-		t.Fatalf("records after the migration: %d, %v; want 1000 in slice 0", n, err)
-	}
-	var kind string
-	if err := pool.QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = 'wary_inbox'::regclass").Scan(&kind); err != nil || kind != "p" {
-		t.Errorf("wary_inbox: relkind %q, %v; want p (partitioned)", kind, err)
-	}
-	expire(t, st, "c", t0, time.Hour)
-	for _, id := range []string{"old1", "old500", "old1000"} {
-		if claimAt(t, st, "c", id, t0.Add(90*time.Second)) {
-			t.Errorf("%s claimed again after the migration", id)
-		}
-	}
-	if !claimAt(t, st, "c", "new", t0.Add(90*time.Second)) || sliceOf(t, pool, "c", "new") <= 0 {
-		t.Error("a new record after the migration did not go to a slice")
-	}
-	if n := expire(t, st, "c", t0.Add(2*time.Hour), time.Hour); n != 1001 {
-		t.Errorf("expiry of the migrated records: %d, want 1001 (1000 by row deletes in slice 0, new with its slice)", n)
+	if where(t, pool, "c", "m2") != "" {
+		t.Error("Unclaim left m2")
 	}
 }
 
-// TestClaimsDuringRotation: claimers race on the same message IDs while
-// slices are created, retired, detached and dropped under them; every
-// message inside the retention takes effect once.
-func TestClaimsDuringRotation(t *testing.T) {
-	pool := newPrivatePool(t)
+// TestSlicedLayoutRefused: a store without InboxSlice refuses an inbox
+// that another one made sliced, since its claims would not look in the
+// previous table.
+func TestSlicedLayoutRefused(t *testing.T) {
+	pool := newPool(t)
 	ctx := t.Context()
-	const w, retention, rounds, ids, claimers = time.Minute, 2 * time.Minute, 12, 15, 4
-	st, err := postgres.New(ctx, pool, &postgres.Options{InboxSlice: w})
-	if err != nil {
+	if _, err := postgres.New(ctx, pool, &postgres.Options{InboxSlice: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pool.Exec(ctx, "CREATE TABLE effects (message_id TEXT NOT NULL)"); err != nil {
-		t.Fatal(err)
+	if _, err := postgres.New(ctx, pool, nil); err == nil {
+		t.Error("a store without InboxSlice opened a sliced inbox")
 	}
-	for r := range rounds {
-		now := t0.Add(time.Duration(r) * w / 2)
-		var wg sync.WaitGroup
-		wg.Go(func() { // the expiry, while the claims run
-			if _, err := postgres.Expire(ctx, st, "c", now, retention); err != nil {
-				t.Errorf("expiry during the claims: %v", err)
+}
+
+// TestClaimsRacingRotation: claimers race on the same message IDs, this
+// round's and the last round's, while the inbox rotates under them every
+// other round (the clock moves half an InboxSlice a round, so the last
+// round's records are inside the retention); every message takes effect
+// once, under READ COMMITTED and under SERIALIZABLE (where a claim whose
+// snapshot predates the rotation fails as a serialization failure and is
+// tried again).
+func TestClaimsRacingRotation(t *testing.T) {
+	for _, iso := range []string{"read committed", "serializable"} {
+		t.Run(iso, func(t *testing.T) {
+			pool := newPoolParams(t, map[string]string{"default_transaction_isolation": iso})
+			ctx := t.Context()
+			const w, rounds, ids, claimers = time.Minute, 20, 20, 4
+			st, err := postgres.New(ctx, pool, &postgres.Options{InboxSlice: w})
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
-		for c := range claimers {
-			wg.Go(func() {
-				var batch []string // this round's messages and the last round's again
-				for i := range ids {
-					batch = append(batch, fmt.Sprintf("r%d-%d", r, i), fmt.Sprintf("r%d-%d", max(r-1, 0), i))
-				}
-				rand.Shuffle(len(batch), func(i, j int) { batch[i], batch[j] = batch[j], batch[i] })
-				for _, id := range batch {
-					if err := claimEffect(ctx, st, id, now); err != nil {
-						t.Errorf("claimer %d, %s: %v", c, id, err)
-						return
+			if _, err := pool.Exec(ctx, "CREATE TABLE effects (message_id TEXT NOT NULL)"); err != nil {
+				t.Fatal(err)
+			}
+			var retried int
+			var mu sync.Mutex
+			for r := range rounds {
+				now := t0.Add(time.Duration(r) * w / 2)
+				var wg sync.WaitGroup
+				start := make(chan struct{})
+				wg.Go(func() { // the rotation, while the claims run
+					<-start
+					if _, err := postgres.Expire(ctx, st, "c", now, w); err != nil {
+						t.Errorf("rotation during the claims: %v", err)
 					}
+				})
+				for c := range claimers {
+					wg.Go(func() {
+						var batch []string
+						for i := range ids {
+							batch = append(batch, fmt.Sprintf("r%d-%d", r, i), fmt.Sprintf("r%d-%d", max(r-1, 0), i))
+						}
+						rand.Shuffle(len(batch), func(i, j int) { batch[i], batch[j] = batch[j], batch[i] })
+						for k, id := range batch {
+							if c == 0 && k == len(batch)/4 {
+								close(start)
+							}
+							n, err := claimEffect(ctx, st, id, now)
+							if err != nil {
+								t.Errorf("claimer %d, %s: %v", c, id, err)
+								return
+							}
+							mu.Lock()
+							retried += n
+							mu.Unlock()
+						}
+					})
 				}
-			})
-		}
-		wg.Wait()
+				wg.Wait()
+			}
+			rows, err := pool.Query(ctx, "SELECT message_id FROM effects GROUP BY 1 HAVING count(*) <> 1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			twice, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			var total int
+			if err := pool.QueryRow(ctx, "SELECT count(DISTINCT message_id) FROM effects").Scan(&total); err != nil {
+				t.Fatal(err)
+			}
+			if len(twice) > 0 || total != rounds*ids {
+				t.Errorf("%d messages took effect, want %d; not exactly once: %v", total, rounds*ids, twice)
+			}
+			var last time.Time
+			if err := pool.QueryRow(ctx, "SELECT processed_at FROM wary_inbox WHERE consumer = ''").Scan(&last); err != nil || !last.Equal(t0.Add((rounds-2)*w/2)) {
+				t.Errorf("the current table's mark: %v, %v; want the last round's rotation", last, err)
+			}
+			t.Logf("%d claims tried again after a conflict", retried)
+		})
 	}
-	rows, err := pool.Query(ctx, "SELECT message_id FROM effects GROUP BY 1 HAVING count(*) <> 1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	twice, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var total int
-	if err := pool.QueryRow(ctx, "SELECT count(DISTINCT message_id) FROM effects").Scan(&total); err != nil {
-		t.Fatal(err)
-	}
-	if len(twice) > 0 || total != rounds*ids {
-		t.Errorf("%d messages took effect, want %d; not exactly once: %v", total, rounds*ids, twice)
-	}
-	var first, live int
-	if err := pool.QueryRow(ctx, "SELECT min(id), count(*) FROM wary_inbox_slices").Scan(&first, &live); err != nil {
-		t.Fatal(err)
-	}
-	if first <= 2 {
-		t.Errorf("the first slice left is %d: the first two were not dropped while the claims ran", first)
-	}
-	t.Logf("slices %d and later live (%d)", first, live)
 }
 
 // claimEffect claims id at at and, if new, records its effect in the same
-// transaction.
-func claimEffect(ctx context.Context, st *postgres.Store, id string, at time.Time) error {
+// transaction, trying again after a serialization failure or deadlock; it
+// returns how many times it tried again.
+func claimEffect(ctx context.Context, st *postgres.Store, id string, at time.Time) (int, error) {
+	for tried := 0; ; tried++ {
+		err := claimEffectOnce(ctx, st, id, at)
+		var pe *pgconn.PgError
+		if err == nil || !errors.As(err, &pe) || pe.Code != "40001" && pe.Code != "40P01" {
+			return tried, err
+		}
+	}
+}
+
+func claimEffectOnce(ctx context.Context, st *postgres.Store, id string, at time.Time) error {
 	tx, began, c, err := st.Driver().BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: []string{id}, At: at})
 	if err != nil || !began {
 		return err
@@ -278,144 +288,34 @@ func claimEffect(ctx context.Context, st *postgres.Store, id string, at time.Tim
 	return tx.Commit(ctx)
 }
 
-// TestRetentionDeadTuples: the same claims expired by rows and by slices.
-// pg_stat_user_tables counts a deleted, dead tuple for each record the row
-// deletes removed; dropping slices leaves none (nor does it delete any).
-func TestRetentionDeadTuples(t *testing.T) {
-	pool := newPrivatePool(t)
+// TestStaleSnapshotClaim: under REPEATABLE READ or SERIALIZABLE, a claim
+// in a transaction whose snapshot predates a rotation fails as a conflict
+// (the inbox tries it again) instead of missing the record the rotation
+// moved to the previous table.
+func TestStaleSnapshotClaim(t *testing.T) {
+	pool, st := slicedStore(t, time.Minute)
 	ctx := t.Context()
-	const w, retention, steps, per = time.Minute, 2 * time.Minute, 8, 250
-	sliced, err := postgres.New(ctx, pool, &postgres.Options{InboxSlice: w})
+	expire(t, st, "c", t0, time.Minute)
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := postgres.New(ctx, pool, &postgres.Options{Prefix: "rows_"})
-	if err != nil {
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil { // takes the snapshot
 		t.Fatal(err)
 	}
-	for _, st := range []*postgres.Store{sliced, rows} {
-		removed := expire(t, st, "c", t0.Add(-w), retention)
-		for k := range steps {
-			now := t0.Add(time.Duration(k) * w / 2)
-			removed += expire(t, st, "c", now, retention)
-			ids := make([]string, per)
-			for i := range ids {
-				ids[i] = fmt.Sprintf("m%d-%03d", k, i)
-			}
-			tx, err := st.Driver().Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.Driver().Claim(ctx, tx, store.ClaimRequest{Consumer: "c", IDs: ids, At: now}); err != nil {
-				t.Fatal(err)
-			}
-			if err := st.Driver().Commit(ctx, tx); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for {
-			n := expire(t, st, "c", t0.Add(time.Hour), retention)
-			if removed += n; n == 0 {
-				break
-			}
-		}
-		if removed != steps*per {
-			t.Fatalf("removed %d records, want %d", removed, steps*per)
-		}
+	if !claimAt(t, st, "c", "m", t0) {
+		t.Fatal("m not claimed")
 	}
-	waitDeleted(t, pool, `^rows_inbox`, steps*per)
-	rdel, rdead := tupleStats(t, pool, `^rows_inbox`)
-	sdel, sdead := tupleStats(t, pool, `^wary_inbox_s[0-9]+$`)
-	cdel, cdead := tupleStats(t, pool, `^wary_inbox_slices$`)
-	t.Logf("by rows: %d deleted, %d dead; by slices: %d deleted, %d dead; slice catalog: %d deleted, %d dead", rdel, rdead, sdel, sdead, cdel, cdead)
-	if sdel != 0 || sdead != 0 {
-		t.Errorf("expiry by slices: %d tuples deleted and %d dead in the inbox, want none", sdel, sdead)
-	}
-	if cdead > 2*steps {
-		t.Errorf("the slice catalog has %d dead tuples, want about one per slice", cdead)
-	}
-}
-
-// TestDetachWaitsForOldTransactions: a transaction older than a slice's
-// retirement holds its detach; the purge gives up after its wait, leaves
-// the slice detaching, and a later purge, once that transaction ended,
-// finishes the detach and drops it.
-func TestDetachWaitsForOldTransactions(t *testing.T) {
-	pool := newPrivatePool(t)
-	ctx := t.Context()
-	const w, retention = time.Minute, 2 * time.Minute
-	st, err := postgres.New(ctx, pool, &postgres.Options{InboxSlice: w})
-	if err != nil {
-		t.Fatal(err)
-	}
-	expire(t, st, "c", t0, retention)
-	if !claimAt(t, st, "c", "m1", t0.Add(90*time.Second)) {
-		t.Fatal("m1 not claimed")
-	}
-	slice := sliceOf(t, pool, "c", "m1")
-	old, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Rollback(context.WithoutCancel(ctx))
-	var n int
-	if err := old.QueryRow(ctx, "SELECT count(*) FROM wary_inbox").Scan(&n); err != nil { // takes its snapshot
-		t.Fatal(err)
-	}
-	if n, err := postgres.Expire(ctx, st, "c", t0.Add(5*time.Minute), retention); err == nil || n != 1 {
-		t.Fatalf("expiry with an older transaction open: %d, %v; want 1 retired and the detach's lock timeout", n, err)
-	}
-	var pending bool
-	if err := pool.QueryRow(ctx, "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = to_regclass($1)",
-		fmt.Sprintf("wary_inbox_s%d", slice)).Scan(&pending); err != nil || !pending {
-		t.Fatalf("slice %d: detach pending %v, %v; want pending", slice, pending, err)
-	}
-	if err := old.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := expire(t, st, "c", t0.Add(5*time.Minute), retention); n != 0 {
-		t.Errorf("the second expiry counted %d records again", n)
-	}
-	var reg *string
-	if err := pool.QueryRow(ctx, "SELECT to_regclass($1)::text", fmt.Sprintf("wary_inbox_s%d", slice)).Scan(&reg); err != nil || reg != nil {
-		t.Errorf("slice %d after the second expiry: %v, %v; want dropped", slice, reg, err)
-	}
-	if claimAt(t, st, "c", "m2", t0.Add(5*time.Minute)) != true {
-		t.Error("claims failed after the finished detach")
-	}
-}
-
-// tupleStats returns the deleted and dead tuples pg_stat_user_tables
-// counts in the tables whose names match re.
-func tupleStats(t *testing.T, pool *pgxpool.Pool, re string) (del, dead int64) {
-	t.Helper()
-	err := pool.QueryRow(t.Context(), `SELECT coalesce(sum(n_tup_del), 0), coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables
-		WHERE relname ~ $1`, re).Scan(&del, &dead)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return del, dead
-}
-
-// waitDeleted waits until pg_stat_user_tables counts n deleted tuples in
-// the tables whose names match re. The statistics reach it when each
-// backend flushes them (within a second or so of its transaction).
-func waitDeleted(t *testing.T, pool *pgxpool.Pool, re string, n int64) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if del, _ := tupleStats(t, pool, re); del >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the row deletes never showed in pg_stat_user_tables")
-		}
-		time.Sleep(50 * time.Millisecond)
+	expire(t, st, "c", t0.Add(time.Minute), time.Minute) // m goes to the previous table
+	_, err = st.Driver().Claim(ctx, tx, store.ClaimRequest{Consumer: "c", IDs: []string{"m"}, At: t0})
+	if c, ok := st.Driver().(store.Conflicts); err == nil || !ok || !c.Conflict(err) {
+		t.Errorf("a claim under a snapshot older than the rotation: %v; want a conflict", err)
 	}
 }
 
 // newPrivatePool returns a pool on a database of its own, dropped when t
-// ends. Detaching a slice waits for the transactions of its database that
+// ends. Detaching an outbox slice waits for the transactions of its database that
 // are older than the detach: on a database of its own, other tests' long
 // transactions do not hold it.
 func newPrivatePool(t testing.TB) *pgxpool.Pool {
@@ -446,4 +346,33 @@ func newPrivatePool(t testing.TB) *pgxpool.Pool {
 		admin.Close(ctx)
 	})
 	return pool
+}
+
+// tupleStats returns the deleted and dead tuples pg_stat_user_tables
+// counts in the tables whose names match re.
+func tupleStats(t *testing.T, pool *pgxpool.Pool, re string) (del, dead int64) {
+	t.Helper()
+	err := pool.QueryRow(t.Context(), `SELECT coalesce(sum(n_tup_del), 0), coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables
+		WHERE relname ~ $1`, re).Scan(&del, &dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return del, dead
+}
+
+// waitDeleted waits until pg_stat_user_tables counts n deleted tuples in
+// the tables whose names match re. The statistics reach it when each
+// backend flushes them (within a second or so of its transaction).
+func waitDeleted(t *testing.T, pool *pgxpool.Pool, re string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if del, _ := tupleStats(t, pool, re); del >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the row deletes never showed in pg_stat_user_tables")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -35,16 +35,17 @@ type Options struct {
 	// SkipMigrate leaves the schema alone; call Migrate yourself.
 	SkipMigrate bool
 	// InboxSlice, if positive, expires inbox records by whole tables
-	// instead of row deletes (see docs/retention.md): each consumer's
-	// records go to tables ("slices") that each take the claims of
-	// InboxSlice of time; the inbox's purge creates the next slices ahead
-	// of the claims and drops a slice once its end is older than the
-	// retention, so records are kept up to InboxSlice longer than the
-	// retention, never shorter. Every claim looks for its message in each
-	// of the consumer's slices: choose InboxSlice so that a retention spans
-	// a few of them (a quarter of the retention is a good start), and keep
-	// the inbox's PurgeInterval shorter than InboxSlice. Zero: records
-	// expire by row deletes, in batches, as with SQLite.
+	// instead of row deletes (see docs/retention.md): claims go to the
+	// current table and look in one previous table; every InboxSlice, the
+	// inbox's purge drops the previous table, makes the current one the
+	// previous and creates a new current one. A record is kept between
+	// InboxSlice and twice InboxSlice, so InboxSlice must be at least the
+	// retention of every inbox on the store (Expire refuses a longer
+	// retention); keep the inbox's PurgeInterval well below it. A claim
+	// costs the same few index probes however large the tables are.
+	// Every process of the store must set it alike (New refuses to open a
+	// sliced inbox without it). Zero: one table, records expire by row
+	// deletes, in batches, as with SQLite.
 	InboxSlice time.Duration
 	// OutboxSlice, if positive, expires the outbox's sent and discarded
 	// rows by whole tables instead of row deletes (see docs/retention.md):
@@ -79,8 +80,7 @@ type driver struct {
 	*sqlcore.Outbox[pgx.Tx]
 	pool *pgxpool.Pool
 	// slice is Options.InboxSlice; inbox the inbox table's unqualified
-	// name and schema its schema ("": the first of the search_path), from
-	// which slices are named.
+	// name and schema its schema ("": the first of the search_path).
 	slice         time.Duration
 	inbox, schema string
 	// outboxSlice is Options.OutboxSlice and outboxTable the outbox
@@ -91,8 +91,9 @@ type driver struct {
 	sliceReady  time.Duration
 	// slot is the outbox stream's slot name, once known (slotName).
 	slot atomic.Pointer[string]
-	// claimSQL is BeginClaim's claim (strict: a duplicate must fail it,
-	// so that BEGIN does not run).
+	// claimSQL is BeginClaim's claim (strict: a duplicate in the current
+	// table fails it, so that BEGIN does not run; with slices, one in the
+	// previous table makes it insert nothing).
 	claimSQL string
 }
 
@@ -119,13 +120,21 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if o.Prefix == "" && !o.NoPrefix {
 		o.Prefix = DefaultPrefix
 	}
-	core, err := sqlcore.New[pgx.Tx](backend{pool}, dialect, o.Schema, o.Prefix)
+	d := dialect
+	if o.InboxSlice > 0 {
+		d.ClaimMany, d.ClaimCheck, d.ClaimAll, d.Purge = slicedClaimMany, slicedClaimCheck, true, noPurge
+	}
+	core, err := sqlcore.New[pgx.Tx](backend{pool}, d, o.Schema, o.Prefix)
 	if err != nil {
 		return nil, err
 	}
+	claim := "INSERT INTO " + core.Name("inbox") + " (consumer, message_id, processed_at) VALUES ($1, $2, $3)"
+	if o.InboxSlice > 0 {
+		claim = strings.ReplaceAll(slicedClaim, "{{inbox}}", core.Name("inbox"))
+		claim = strings.ReplaceAll(claim, "{{inbox_prev}}", core.Name("inbox_prev"))
+	}
 	s := &Store{d: &driver{Core: core, Outbox: sqlcore.NewOutbox(core, outboxDialect(pool)), pool: pool,
-		claimSQL: "SELECT FROM " + core.Name("inbox_claim") + "($1, ARRAY[$2::text], $3, true)",
-		slice:    o.InboxSlice, inbox: o.Prefix + "inbox", schema: o.Schema,
+		claimSQL: claim, slice: o.InboxSlice, inbox: o.Prefix + "inbox", schema: o.Schema,
 		outboxSlice: o.OutboxSlice, outboxTable: o.Prefix + "outbox", sliceReady: sliceReady}}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
@@ -137,8 +146,13 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 
 // Migrate creates or upgrades the store's tables from the embedded,
 // versioned SQL files; it is safe to call concurrently and repeatedly.
+// With Options.InboxSlice it then makes the inbox sliced (see
+// docs/retention.md); without it, it refuses an inbox that is.
 func (s *Store) Migrate(ctx context.Context) error {
-	return s.d.Core.Migrate(ctx, migrations, "sql")
+	if err := s.d.Core.Migrate(ctx, migrations, "sql"); err != nil {
+		return err
+	}
+	return s.d.checkLayout(ctx)
 }
 
 // Pool returns the pool.
@@ -157,37 +171,37 @@ var dialect = sqlcore.Dialect{
 	// A function scan of unnest returns the elements in array order, and
 	// the locks are taken row by row as it goes.
 	LockMany: "SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k",
-	// The claims go through the inbox_claim function (migration 009): the
-	// inbox is partitioned by slice and has no unique index across slices.
-	ClaimMany: `SELECT id FROM {{inbox_claim}}($1, $2::text[], $3, false) AS id`,
-	ClaimAll:  true,
-	ClaimCheck: `WITH claim AS (SELECT id FROM {{inbox_claim}}($1, ARRAY[$2::text], $3, false) AS id)
+	// The inbox is one table with its primary key (migration 014): a claim
+	// is one INSERT ... ON CONFLICT DO NOTHING.
+	ClaimMany: `INSERT INTO {{inbox}} (consumer, message_id, processed_at)
+		SELECT $1, id, $3 FROM unnest($2::text[]) AS ids(id) ORDER BY id COLLATE "C"
+		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`,
+	ClaimCheck: `WITH claim AS (INSERT INTO {{inbox}} (consumer, message_id, processed_at) VALUES ($1, $2, $3)
+			ON CONFLICT (consumer, message_id) DO NOTHING RETURNING 1)
 		SELECT EXISTS (SELECT 1 FROM claim),
 			EXISTS (SELECT 1 FROM {{parked}} WHERE consumer = $1 AND aggregate_id = $4)`,
-	// Row deletes only in slice 0 (see Expire): the other slices are
-	// dropped whole, and have no index on processed_at.
-	Purge: `DELETE FROM {{inbox}} WHERE slice = 0 AND (consumer, message_id) IN (
-		SELECT consumer, message_id FROM {{inbox}} WHERE slice = 0 AND consumer = $1 AND processed_at < $2 LIMIT $3)`,
 	CreateSchema: "CREATE SCHEMA IF NOT EXISTS %s",
 }
 
 // BeginClaim implements [store.Store]. A claim of one message without a
 // held check begins a transaction and claims the message in it in one
 // round trip; other claims begin, then claim (sqlcore). The claim, a
-// parameterised call of the claim function, and BEGIN go to the server together as one pipeline
-// (a pgx.Batch whose first query is the claim, sent with Batch.BeginTx so
-// that it hands back the transaction), ended by one Sync. PostgreSQL runs
-// statements before a BEGIN in the same implicit transaction as part of the
-// block BEGIN opens. No SQL text is built from the consumer or the message
-// ID: they travel as bound parameters, whatever the session's encoding and
-// string settings.
+// parameterised INSERT, and BEGIN go to the server together as one
+// pipeline (a pgx.Batch whose first query is the claim, sent with
+// Batch.BeginTx so that it hands back the transaction), ended by one Sync.
+// PostgreSQL runs statements before a BEGIN in the same implicit
+// transaction as part of the block BEGIN opens. No SQL text is built from
+// the consumer or the message ID: they travel as bound parameters,
+// whatever the session's encoding and string settings.
 //
-// A duplicate fails the claim with a unique violation; the server skips
+// A duplicate fails the INSERT with a unique violation; the server skips
 // BEGIN, the Sync ends the implicit transaction and the connection goes
 // back to the pool idle; BeginClaim returns began false, no transaction
 // and the message not New. Concurrent claims of the same message wait for
 // each other as Claim's do. The cost of a duplicate is the server's error
-// log line and a dead row.
+// log line and a dead row. With Options.InboxSlice, a duplicate in the
+// previous table makes the INSERT insert nothing: the transaction began,
+// and BeginClaim rolls it back.
 //
 // With a pool whose DefaultQueryExecMode is the simple protocol (which
 // interpolates arguments into the SQL text on the client), BeginClaim does
@@ -200,12 +214,23 @@ func (s *driver) BeginClaim(ctx context.Context, r store.ClaimRequest) (pgx.Tx, 
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{BeginQuery: s.claimSQL})
 	b.QueuedQueries[0].Arguments = []any{r.Consumer, r.IDs[0], r.At}
+	var claimed int64 = 1
+	if s.slice > 0 {
+		b.QueuedQueries[0].Exec(func(ct pgconn.CommandTag) error {
+			claimed = ct.RowsAffected()
+			return nil
+		})
+	}
 	b.Queue("BEGIN")
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
 	err := br.Close()
 	if err == nil && tx.Conn().PgConn().TxStatus() != 'T' {
 		err = errors.New("idem/postgres: the claim batch left no transaction open")
+	}
+	if err == nil && claimed == 0 { // a duplicate in the previous table
+		err = tx.Rollback(ctx)
+		return nil, false, []store.Claimed{{}}, err
 	}
 	if err != nil {
 		// Releases the connection: closed already (ErrTxClosed) when the
@@ -272,7 +297,10 @@ func (r rows) Err() error { return classify(r.Rows.Err()) }
 // 22: an invalid byte sequence, a value too long, a character with no
 // equivalent in the client encoding) and 54000 program_limit_exceeded (an
 // index row over its size limit). Retrying the same message cannot succeed.
-// Everything else, connection failures first, is left as it is (transient).
+// A sliced claim refused by the current table's check (its snapshot
+// predates a rotation) becomes a serialization failure, which the inbox
+// retries (staleClaim). Everything else, connection failures first, is
+// left as it is (transient).
 func classify(err error) error {
 	var pe *pgconn.PgError
 	if err == nil || !errors.As(err, &pe) {
@@ -280,6 +308,9 @@ func classify(err error) error {
 	}
 	if strings.HasPrefix(pe.Code, "22") || pe.Code == "54000" {
 		return store.DataError(err)
+	}
+	if stale := staleClaim(pe); stale != nil {
+		return stale
 	}
 	return err
 }
