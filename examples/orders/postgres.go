@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 
@@ -35,7 +37,9 @@ func openPostgres(ctx context.Context, rawURL string) (*shop[pgx.Tx], error) {
 	if err != nil {
 		return nil, fmt.Errorf("-postgres: %w", err)
 	}
-	schema := "wary_orders_" + newSuffix()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	schema := "wary_orders_" + hex.EncodeToString(b[:])
 	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		admin.Close(ctx)
 		return nil, err

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -31,12 +29,6 @@ type shop[Tx any] struct {
 	// column reads one text column of every row q returns.
 	column func(ctx context.Context, q string) ([]string, error)
 	close  func()
-}
-
-func newSuffix() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 var placeholder = regexp.MustCompile(`\$(\d+)`)
