@@ -20,12 +20,13 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 test: lint
 	@set -e; for m in $(MODULES); do \
 	  echo "== $$m"; tags=; [ $$m != examples ] || tags=$(EXAMPLES_TAGS); \
-	  (cd $$m && $(GO) vet ./... && $(GO) vet -tags "$$tags" ./... && $(GO) test -race -count=1 -tags "$$tags" -timeout 30m ./...); \
+	  (cd $$m && $(GO) vet ./... && { [ -z "$$tags" ] || $(GO) vet -tags "$$tags" ./...; } && \
+	    $(GO) test -race -count=1 -tags "$$tags" -timeout 30m ./...); \
 	done
 
 vet:
 	@set -e; for m in $(MODULES); do tags=; [ $$m != examples ] || tags=$(EXAMPLES_TAGS); \
-	  (cd $$m && $(GO) vet ./... && $(GO) vet -tags "$$tags" ./...); done
+	  (cd $$m && $(GO) vet ./... && { [ -z "$$tags" ] || $(GO) vet -tags "$$tags" ./...; }); done
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './node_modules/*')); \
