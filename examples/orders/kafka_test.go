@@ -1,3 +1,5 @@
+//go:build kafka
+
 package main
 
 import (
@@ -16,4 +18,13 @@ func TestKafkaFake(t *testing.T) {
 	}
 	defer c.Close()
 	run(t, Config{Broker: "kafka://orders?brokers=" + strings.Join(c.ListenAddrs(), ",")})
+}
+
+func TestTelemetryKafkaFake(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	runTraced(t, Config{Broker: "kafka://orders?brokers=" + strings.Join(c.ListenAddrs(), ",")}, "kafka", "orders")
 }

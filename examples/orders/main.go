@@ -22,24 +22,31 @@
 // effect was applied twice, any order was not charged exactly once, or an
 // injected fault did not happen.
 //
-// By default everything is embedded (SQLite and the in-memory broker):
+// By default everything is embedded (SQLite and the in-memory broker), and
+// only that is built:
 //
 //	go -C examples run ./orders
 //
-// With -trace it also prints the OpenTelemetry spans of one order
-// (order-1), from Outbox.Add through the relay and the broker to the inbox
-// commit, as a tree and with the stdout exporter:
+// Every other service, and tracing, is built in only under a build tag of
+// its name, so that the first run compiles, and a fresh machine downloads,
+// nothing it does not run (no pgx, no AMQP client, no Kafka, AWS or Azure
+// SDK, no OpenTelemetry SDK). With -trace it also prints the OpenTelemetry
+// spans of one order (order-1), from Outbox.Add through the relay and the
+// broker to the inbox commit, as a tree and with the stdout exporter:
 //
-//	go -C examples run ./orders -trace
+//	go -C examples run -tags trace ./orders -trace
 //
-// Flags switch to real services:
+// Flags switch to real services, each with its tag:
 //
-//	go -C examples run ./orders -postgres postgres://postgres@127.0.0.1:5432/test
-//	go -C examples run ./orders -broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=orders'
-//	WARY_RABBIT_URL=amqp://guest:guest@127.0.0.1:5672/ go -C examples run ./orders -broker rabbit://orders
-//	go -C examples run ./orders -broker 'kafka://orders?brokers=127.0.0.1:9092'
-//	go -C examples run ./orders -broker 'sqsfifo://orders.fifo?region=us-east-1&endpoint=http://127.0.0.1:4566'
-//	WARY_SERVICEBUS_CONNECTION_STRING='Endpoint=sb://…' go -C examples run ./orders -broker servicebus://orders
+//	go -C examples run -tags postgres ./orders -postgres postgres://postgres@127.0.0.1:5432/test
+//	go -C examples run -tags rabbit ./orders -broker 'amqp://guest:guest@127.0.0.1:5672/?exchange=orders'
+//	WARY_RABBIT_URL=amqp://guest:guest@127.0.0.1:5672/ go -C examples run -tags rabbit ./orders -broker rabbit://orders
+//	go -C examples run -tags kafka ./orders -broker 'kafka://orders?brokers=127.0.0.1:9092'
+//	go -C examples run -tags sqsfifo ./orders -broker 'sqsfifo://orders.fifo?region=us-east-1&endpoint=http://127.0.0.1:4566'
+//	WARY_SERVICEBUS_CONNECTION_STRING='Endpoint=sb://…' go -C examples run -tags servicebus ./orders -broker servicebus://orders
+//
+// Tags combine (-tags postgres,kafka,trace). A flag whose service the
+// build left out fails the run with the command that builds it in.
 //
 // The PostgreSQL tables go to a fresh schema, dropped at the end. The
 // RabbitMQ exchange and its queue EXCHANGE.billing are declared (after
@@ -74,14 +81,18 @@ import (
 
 func main() {
 	var cfg Config
-	flag.StringVar(&cfg.Broker, "broker", "mem://orders", "topic URL: mem://TOPIC, rabbit://EXCHANGE (server in WARY_RABBIT_URL), amqp://USER:PASS@HOST:PORT/?exchange=EXCHANGE, kafka://TOPIC?brokers=HOST:PORT, sqsfifo://QUEUE.fifo?region=R&endpoint=URL, servicebus://QUEUE (connection string in WARY_SERVICEBUS_CONNECTION_STRING)")
+	flag.StringVar(&cfg.Broker, "broker", "mem://orders", "topic URL: mem://TOPIC (built in); with -tags rabbit: rabbit://EXCHANGE (server in WARY_RABBIT_URL) or amqp://USER:PASS@HOST:PORT/?exchange=EXCHANGE; with -tags kafka: kafka://TOPIC?brokers=HOST:PORT; with -tags sqsfifo: sqsfifo://QUEUE.fifo?region=R&endpoint=URL; with -tags servicebus: servicebus://QUEUE (connection string in WARY_SERVICEBUS_CONNECTION_STRING). E.g. go -C examples run -tags kafka ./orders -broker 'kafka://orders?brokers=127.0.0.1:9092'")
 	flag.StringVar(&cfg.Subscription, "subscription", "", "subscription URL (default: derived from -broker)")
-	flag.StringVar(&cfg.Postgres, "postgres", "", "PostgreSQL URL (default: an embedded SQLite database)")
-	traceFlag := flag.Bool("trace", false, "print the OpenTelemetry spans of one order (order-1), from Outbox.Add to the inbox commit, with the stdout exporter")
+	flag.StringVar(&cfg.Postgres, "postgres", "", "PostgreSQL URL, with -tags postgres (default: an embedded SQLite database)")
+	traceFlag := flag.Bool("trace", false, "with -tags trace: print the OpenTelemetry spans of one order (order-1), from Outbox.Add to the inbox commit, with the stdout exporter")
 	flag.Parse()
 	var tr *traced
 	if *traceFlag {
-		tr = installTracing()
+		var err error
+		if tr, err = installTracing(); err != nil {
+			log.Print(err)
+			os.Exit(2)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt) // Ctrl-C still drops what the run made
 	defer stop()
@@ -178,12 +189,7 @@ func Run(ctx context.Context, w io.Writer, cfg Config) (Report, error) {
 	defer br.close()
 	br.settle = cfg.SettleTimeout
 	if cfg.Postgres != "" {
-		s, err := openPostgres(ctx, cfg.Postgres)
-		if err != nil {
-			return Report{}, err
-		}
-		defer s.close()
-		return mission(ctx, w, s, br)
+		return runPostgres(ctx, w, cfg.Postgres, br)
 	}
 	s, err := openSQLite(ctx)
 	if err != nil {

@@ -2,15 +2,10 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/wary-go/wary/conformance"
-	"github.com/wary-go/wary/drivers/rabbit"
-	"github.com/wary-go/wary/internal/servicetest"
 )
 
 // run runs the example with cfg and checks its report.
@@ -75,37 +70,6 @@ func TestRunServiceBusProfiles(t *testing.T) {
 	}{{"mem://orders?profile=servicebus", true}, {"mem://orders?nackdelay=false", false}} {
 		t.Run(tc.url, func(t *testing.T) { runDedup(t, Config{Broker: tc.url}, tc.dedups) })
 	}
-}
-
-func TestPostgres(t *testing.T) {
-	url := servicetest.URL(t, "WARY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", func(ctx context.Context, url string) error {
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		return conn.Ping(ctx)
-	})
-	run(t, Config{Postgres: url})
-}
-
-func TestRabbit(t *testing.T) {
-	setRabbit(t)
-	run(t, Config{Broker: "rabbit://wary-orders-test-" + newSuffix()})
-}
-
-// setRabbit points WARY_RABBIT_URL at a reachable RabbitMQ, or skips t
-// (fails it under WARY_REQUIRE_SERVICES=1).
-func setRabbit(t *testing.T) {
-	t.Helper()
-	url := servicetest.URL(t, rabbit.ServerURLEnv, "amqp://guest:guest@127.0.0.1:5672/", func(ctx context.Context, url string) error {
-		c, err := rabbit.Dial(ctx, url, nil)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	})
-	t.Setenv(rabbit.ServerURLEnv, url)
 }
 
 // TestReportOK: a lost event, an effect applied twice or a double charge

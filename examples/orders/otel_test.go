@@ -3,12 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
-	"strings"
 	"testing"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	mnoop "go.opentelemetry.io/otel/metric/noop"
@@ -25,21 +21,6 @@ import (
 // URL, so they take the global ones, as the outbox, relay and inbox do).
 
 func TestTelemetryMemory(t *testing.T) { runTraced(t, Config{}, "memory", "orders") }
-
-func TestTelemetryRabbit(t *testing.T) {
-	setRabbit(t)
-	exchange := "wary-orders-otel-" + newSuffix()
-	runTraced(t, Config{Broker: "rabbit://" + exchange}, "rabbitmq", exchange)
-}
-
-func TestTelemetryKafkaFake(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"), kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	runTraced(t, Config{Broker: "kafka://orders?brokers=" + strings.Join(c.ListenAddrs(), ",")}, "kafka", "orders")
-}
 
 func runTraced(t *testing.T, cfg Config, system, dest string) {
 	runTracedDedup(t, cfg, system, dest, false)
@@ -312,40 +293,5 @@ func checkMetrics(t *testing.T, reader *sdkmetric.ManualReader, rep Report, syst
 	// them on a running relay).
 	if _, found := sum("wary.outbox.backlog"); found {
 		t.Error("wary.outbox.backlog reported without a running relay")
-	}
-}
-
-// TestTraceOutput: what -trace prints: order-1's two events, each a tree
-// from the order service's span to the inbox commit, then the stdout
-// exporter's JSON of the same spans.
-func TestTraceOutput(t *testing.T) {
-	tr := installTracing()
-	t.Cleanup(func() {
-		otel.SetTracerProvider(tnoop.NewTracerProvider())
-		_ = tr.tp.Shutdown(context.Background())
-	})
-	if _, err := Run(t.Context(), io.Discard, Config{}); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := tr.print(t.Context(), &out, "order-1"); err != nil {
-		t.Fatal(err)
-	}
-	s := out.String()
-	tree, exported, ok := strings.Cut(s, "\nstdout exporter:\n")
-	if !ok {
-		t.Fatalf("no exporter output:\n%s", s)
-	}
-	for _, want := range []string{"order placed", "order confirmed", "    create ", "      publish ", "      inbox billing ",
-		"        inbox claim ", "        handler ", "        inbox commit ", "wary.inbox.result=applied", "wary.inbox.result=duplicate"} {
-		if !strings.Contains(tree, want) {
-			t.Errorf("tree lacks %q:\n%s", want, tree)
-		}
-	}
-	if strings.Contains(tree, "order-2") {
-		t.Errorf("tree shows another order:\n%s", tree)
-	}
-	if n, m := strings.Count(exported, `"ChildSpanCount"`), strings.Count(tree, "\n  "); n != m || n == 0 {
-		t.Errorf("the exporter wrote %d spans, the tree has %d", n, m)
 	}
 }

@@ -58,7 +58,7 @@ type localStep struct {
 	name      string
 	emulator  string // go -C drivers/... run ...
 	sampleURL string // the "queue URL" line of the sample output
-	example   string // go -C examples run ./orders -broker <sampleURL>, then perhaps wary explain ...
+	example   string // go -C examples run -tags <driver> ./orders -broker <sampleURL>, then perhaps wary explain ...
 }
 
 // localSteps reads the section's fenced blocks in order: an sh block
@@ -93,7 +93,7 @@ func localSteps(t *testing.T, guide, doc string) []localStep {
 					break
 				}
 			}
-		case lang == "sh" && cur != nil && strings.HasPrefix(body, "go -C examples run ./orders "):
+		case lang == "sh" && cur != nil && strings.HasPrefix(body, "go -C examples run ") && strings.Contains(body, " ./orders "):
 			cur.example = body
 			cur = nil
 		}

@@ -2,9 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -13,16 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/wary-go/wary/broker"
-	_ "github.com/wary-go/wary/drivers/kafka" // registers kafka://
 	"github.com/wary-go/wary/drivers/memory"
-	"github.com/wary-go/wary/drivers/rabbit"     // registers rabbit://, amqp://, amqps://
-	"github.com/wary-go/wary/drivers/servicebus" // registers servicebus://
-	"github.com/wary-go/wary/drivers/sqsfifo"    // registers sqsfifo://
-	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -38,12 +29,6 @@ type shop[Tx any] struct {
 	// column reads one text column of every row q returns.
 	column func(ctx context.Context, q string) ([]string, error)
 	close  func()
-}
-
-func newSuffix() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 var placeholder = regexp.MustCompile(`\$(\d+)`)
@@ -101,60 +86,6 @@ func openSQLite(ctx context.Context) (*shop[*sql.Tx], error) {
 	}, nil
 }
 
-// openPostgres opens a store in a fresh schema of the database at
-// rawURL, dropped at close.
-func openPostgres(ctx context.Context, rawURL string) (*shop[pgx.Tx], error) {
-	cfg, err := pgxpool.ParseConfig(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("-postgres: %w", err)
-	}
-	admin, err := pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy())
-	if err != nil {
-		return nil, fmt.Errorf("-postgres: %w", err)
-	}
-	schema := "wary_orders_" + newSuffix()
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		admin.Close(ctx)
-		return nil, err
-	}
-	drop := func() {
-		_, _ = admin.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		admin.Close(context.WithoutCancel(ctx))
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		drop()
-		return nil, err
-	}
-	store, err := postgres.New(ctx, pool, nil)
-	if err != nil {
-		pool.Close()
-		drop()
-		return nil, err
-	}
-	host := cfg.ConnConfig.Host
-	return &shop[pgx.Tx]{
-		name:  fmt.Sprintf("PostgreSQL (%s:%d/%s, schema %s)", host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, schema),
-		store: store,
-		inTx: func(ctx context.Context, f func(tx pgx.Tx) error) error {
-			return pgx.BeginFunc(ctx, pool, f)
-		},
-		exec: func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
-			_, err := tx.Exec(ctx, q, args...)
-			return err
-		},
-		column: func(ctx context.Context, q string) ([]string, error) {
-			rows, err := pool.Query(ctx, q)
-			if err != nil {
-				return nil, err
-			}
-			return pgx.CollectRows(rows, pgx.RowTo[string])
-		},
-		close: func() { pool.Close(); drop() },
-	}, nil
-}
-
 // brokers are the topic the relay publishes to and the billing
 // subscription on it.
 type brokers struct {
@@ -171,6 +102,9 @@ type brokers struct {
 //
 //   - "" or mem://TOPIC?PARAMS: an in-memory broker of this run (Queue
 //     profile unless PARAMS say otherwise), subscription mem://TOPIC/billing.
+//
+// Each scheme but mem:// needs its driver built in (tagOf):
+//
 //   - rabbit://EXCHANGE (server in WARY_RABBIT_URL) or
 //     amqp://USER:PASS@HOST:PORT/VHOST?exchange=EXCHANGE: the exchange and
 //     a queue EXCHANGE.billing are declared (after deleting what an earlier
@@ -217,39 +151,13 @@ func openBroker(ctx context.Context, topicURL, subURL string) (*brokers, error) 
 			subURL = s.String()
 		}
 		br.name += " (embedded)"
-	case rabbit.Scheme, rabbit.SchemeAMQP, rabbit.SchemeAMQPS:
-		server, exchange := os.Getenv(rabbit.ServerURLEnv), u.Host+strings.TrimSuffix(u.Path, "/")
-		if u.Scheme != rabbit.Scheme {
-			s := *u
-			s.RawQuery = ""
-			server, exchange = s.String(), u.Query().Get("exchange")
-		}
-		if server == "" || exchange == "" {
-			br.close()
-			return nil, fmt.Errorf("-broker %s: want rabbit://EXCHANGE with %s set, or amqp://USER:PASS@HOST:PORT/?exchange=EXCHANGE", br.name, rabbit.ServerURLEnv)
-		}
-		conn, err := rabbit.Dial(ctx, server, nil)
+	case "rabbit", "amqp", "amqps":
+		sub, closer, err := openRabbit(ctx, u, subURL)
 		if err != nil {
 			br.close()
 			return nil, err
 		}
-		closers = append(closers, func() { conn.Close() })
-		topo := rabbit.Topology{Exchange: exchange, Queue: exchange + ".billing"}
-		_ = topo.Delete(ctx, conn) // what an earlier run left
-		if err := rabbit.Declare(ctx, conn, topo); err != nil {
-			br.close()
-			return nil, err
-		}
-		closers = append(closers, func() { _ = topo.Delete(context.WithoutCancel(ctx), conn) })
-		if subURL == "" {
-			s := *u
-			if u.Scheme == rabbit.Scheme {
-				s.Host, s.Path, s.RawQuery = topo.Queue, "", "nack_delay=true"
-			} else {
-				s.RawQuery = url.Values{"queue": {topo.Queue}, "nack_delay": {"true"}}.Encode()
-			}
-			subURL = s.String()
-		}
+		closers, subURL = append(closers, closer), sub
 	case "kafka":
 		if subURL == "" {
 			q := u.Query()
@@ -257,7 +165,7 @@ func openBroker(ctx context.Context, topicURL, subURL string) (*brokers, error) 
 			s := url.URL{Scheme: u.Scheme, Host: "billing", RawQuery: q.Encode()}
 			subURL = s.String()
 		}
-	case sqsfifo.Scheme, servicebus.Scheme:
+	case "sqsfifo", "servicebus":
 		if subURL == "" {
 			subURL = topicURL // one queue: the topic and the subscription
 		}
@@ -269,6 +177,10 @@ func openBroker(ctx context.Context, topicURL, subURL string) (*brokers, error) 
 	}
 	if br.topic, err = mux.OpenTopic(ctx, topicURL); err != nil {
 		br.close()
+		if tag := tagOf(u.Scheme); tag != "" && errors.Is(err, broker.ErrInvalid) {
+			// Most likely a driver this build left out.
+			return nil, fmt.Errorf("%w (%w)", err, needsTag(tag, "-broker "+u.Scheme+"://…"))
+		}
 		return nil, err
 	}
 	closers = append(closers, func() { br.topic.Close() })
@@ -278,4 +190,25 @@ func openBroker(ctx context.Context, topicURL, subURL string) (*brokers, error) 
 	}
 	closers = append(closers, func() { br.sub.Close() })
 	return br, nil
+}
+
+// tagOf is the build tag under which the example builds in the driver of
+// a URL scheme: "" for mem://, always built in. Everything beyond the
+// embedded pair (SQLite and the memory broker) is built only under its
+// tag, so that the default run compiles, and a fresh machine downloads,
+// only what it runs.
+func tagOf(scheme string) string {
+	switch scheme {
+	case "rabbit", "amqp", "amqps":
+		return "rabbit"
+	case "kafka", "sqsfifo", "servicebus":
+		return scheme
+	}
+	return ""
+}
+
+// needsTag says that the flag of args (as "-broker kafka://…") is built
+// in only under tag, and how to run the example with it.
+func needsTag(tag, args string) error {
+	return fmt.Errorf("%s is built in only with -tags %s: go -C examples run -tags %s ./orders %s", args, tag, tag, args)
 }

@@ -1,3 +1,5 @@
+//go:build trace
+
 package main
 
 import (
@@ -19,17 +21,17 @@ import (
 // traced is what -trace installs: an SDK tracer provider, set as the
 // global one (wary's topics, subscriptions, outbox, relay and inbox use
 // the global providers unless given others), that records every span in
-// memory.
+// memory. Built in with -tags trace.
 type traced struct {
 	tp  *sdktrace.TracerProvider
 	rec *tracetest.SpanRecorder
 }
 
-func installTracing() *traced {
+func installTracing() (*traced, error) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	otel.SetTracerProvider(tp)
-	return &traced{tp: tp, rec: rec}
+	return &traced{tp: tp, rec: rec}, nil
 }
 
 // orderSpans returns the spans of the traces that hold the outbox "create"

@@ -1,0 +1,15 @@
+//go:build rabbit || sqsfifo
+
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+)
+
+// newSuffix names what a test makes on a shared server.
+func newSuffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
