@@ -11,7 +11,13 @@
 // servicebus://), e.g. on the fauxqs emulator of docs/brokers/sqs-fifo.md, "Run it
 // locally":
 //
-//	go -C examples run ./quickstart -broker 'sqsfifo://orders.fifo?endpoint=http://127.0.0.1:PORT&region=us-east-1'
+//	go -C examples run -tags sqsfifo ./quickstart -broker 'sqsfifo://orders.fifo?endpoint=http://127.0.0.1:PORT&region=us-east-1'
+//
+// As in examples/orders, each driver but the embedded one is built in only
+// under a build tag of its name (rabbit, kafka, sqsfifo, servicebus), so
+// that the default run compiles, and a fresh machine downloads, only what
+// it runs; a URL whose driver the build left out fails with the command
+// that builds it in.
 //
 // On a broker other than the embedded one, the message IDs get a suffix of
 // the run, so that a second run is not dropped as a copy of the first by a
@@ -34,11 +40,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
-	_ "github.com/wary-go/wary/drivers/kafka"  // registers kafka://
-	_ "github.com/wary-go/wary/drivers/memory" // registers mem://
-	_ "github.com/wary-go/wary/drivers/rabbit" // registers rabbit://, amqp://, amqps://
-	_ "github.com/wary-go/wary/drivers/servicebus"
-	_ "github.com/wary-go/wary/drivers/sqsfifo"
+	_ "github.com/wary-go/wary/drivers/memory" // registers mem://; the others under their tags
 )
 
 func main() {
@@ -53,7 +55,7 @@ const defaultBroker = "mem://orders?profile=sqsfifo"
 func run(ctx context.Context, args []string, w, errw io.Writer) error {
 	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
 	fs.SetOutput(errw)
-	topicURL := fs.String("broker", defaultBroker, "topic URL to publish to: mem://, rabbit://, amqp://, kafka://, sqsfifo://, servicebus://")
+	topicURL := fs.String("broker", defaultBroker, "topic URL to publish to: mem:// (built in); with -tags rabbit: rabbit://, amqp://; with -tags kafka: kafka://; with -tags sqsfifo: sqsfifo://; with -tags servicebus: servicebus://")
 	subURL := fs.String("subscription", "", "subscription URL to consume from (default: TOPIC/billing for mem://, the -broker URL itself for sqsfifo:// and servicebus://)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -88,6 +90,9 @@ func run(ctx context.Context, args []string, w, errw io.Writer) error {
 	defer cancel()
 	topic, err := broker.OpenTopic(ctx, *topicURL)
 	if err != nil {
+		if tag := tagOf(u.Scheme); tag != "" && errors.Is(err, broker.ErrInvalid) {
+			return fmt.Errorf("%w (%s:// is built in only with -tags %s: go -C examples run -tags %s ./quickstart -broker %s://…)", err, u.Scheme, tag, tag, u.Scheme)
+		}
 		return err
 	}
 	defer topic.Close()
@@ -148,4 +153,16 @@ func run(ctx context.Context, args []string, w, errw io.Writer) error {
 		fmt.Fprintf(w, "done: %d messages handled: this broker has no dedup window, so the retried publish was delivered too (an inbox, package idem, drops such copies)\n", handled)
 	}
 	return nil
+}
+
+// tagOf is the build tag under which the quickstart builds in the driver of
+// a URL scheme: "" for mem://, always built in.
+func tagOf(scheme string) string {
+	switch scheme {
+	case "rabbit", "amqp", "amqps":
+		return "rabbit"
+	case "kafka", "sqsfifo", "servicebus":
+		return scheme
+	}
+	return ""
 }
