@@ -26,6 +26,7 @@ import (
 	_ "github.com/wary-go/wary/drivers/servicebus" // registers servicebus://
 	_ "github.com/wary-go/wary/drivers/sqsfifo"    // registers sqsfifo://
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
@@ -205,12 +206,12 @@ func runRelay(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *post
 		Owner: spec.Name, Concurrency: spec.Concurrency, PollInterval: 200 * time.Millisecond,
 		MaxAttempts: math.MaxInt32, Backoff: broker.Backoff{Initial: 50 * time.Millisecond, Max: time.Second},
 		PublishTimeout: 10 * time.Second, PurgeInterval: -1, Logger: logger,
-		AfterPublish: func(m *broker.Message) error { lg.line(linePublished, m.ID); return nil },
 	})
 	if err != nil {
 		return err
 	}
-	err = r.Run(ctx)
+	// The soak logs each message the relay published, before it is marked.
+	err = r.Run(idemtest.WithAfterPublish(ctx, func(m *broker.Message) error { lg.line(linePublished, m.ID); return nil }))
 	if ctx.Err() != nil {
 		return nil
 	}
