@@ -202,7 +202,7 @@ func Run(ctx context.Context, w io.Writer, cfg Config) (Report, error) {
 
 func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers) (Report, error) {
 	rep := Report{Orders: orders}
-	quiet := slog.New(slog.DiscardHandler)
+	quiet := broker.Telemetry{Logger: slog.New(slog.DiscardHandler)} // the relay, the inbox and the payments log nothing
 	say := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	say("broker:    %s", br.name)
 	say("database:  %s", db.name)
@@ -258,7 +258,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	// Batches of crashAt rows: the relay publishes a claimed batch in one
 	// call, so the crash leaves exactly one batch published and not
 	// marked.
-	relayOpts := &outbox.RelayOptions{Owner: "relay-1", Concurrency: 1, BatchSize: crashAt, Logger: quiet}
+	relayOpts := &outbox.RelayOptions{Owner: "relay-1", Concurrency: 1, BatchSize: crashAt, Telemetry: quiet}
 	// The test failpoint, in the context the relay runs with: it records
 	// each message published and, the first time, kills the relay after
 	// the crashAt-th.
@@ -302,7 +302,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	// Gaps retried through the broker and parked, which the report
 	// narrates; the default on a queue without order holds them in the
 	// store instead (docs/gaps.md).
-	inboxOpts := &idem.Options{Logger: quiet,
+	inboxOpts := &idem.Options{Telemetry: quiet,
 		MaxAttempts: 3, Versions: billingVersions, Gaps: idem.GapsRetry}
 	if br.sub.Capabilities().RedeliveryHorizon == broker.HorizonUnknown {
 		// The driver cannot say how late a copy may come: the inbox needs
@@ -317,7 +317,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	provider := newProvider()
 	crashed := false
 	payments, err := keys.New[Tx](db.store, keys.Contract{Provider: "payments", Retention: 24 * time.Hour, Replays: true},
-		&keys.Options{CallTimeout: 50 * time.Millisecond, Logger: quiet})
+		&keys.Options{CallTimeout: 50 * time.Millisecond, Telemetry: quiet})
 	if err != nil {
 		return rep, err
 	}

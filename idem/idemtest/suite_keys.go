@@ -107,8 +107,7 @@ func setupKeys[Tx any](t *testing.T, f Factory[Tx]) *keysEnv[Tx] {
 
 func (e *keysEnv[Tx]) keys(c keys.Contract) *keys.Caller[Tx] {
 	e.T.Helper()
-	k, err := keys.New(e.Store, c, &keys.Options{Now: e.clock.Now, CallTimeout: time.Minute,
-		Logger: slog.New(slog.DiscardHandler)})
+	k, err := keys.New(e.Store, c, &keys.Options{Telemetry: broker.Telemetry{Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)}, CallTimeout: time.Minute})
 	if err != nil {
 		e.T.Fatal(err)
 	}

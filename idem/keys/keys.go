@@ -63,10 +63,10 @@ type Options struct {
 	// key (default 1m): after it, with no outcome recorded, the caller is
 	// presumed dead and the outcome unknown.
 	CallTimeout time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
-	// Logger receives unknown outcomes (default slog.Default()).
-	Logger *slog.Logger
+	// Telemetry's Logger receives unknown outcomes, and Now is the
+	// caller's clock (leases, retention). A Caller reports no spans or
+	// metrics.
+	broker.Telemetry
 }
 
 // CallFunc performs an external call with an idempotency key: it must send

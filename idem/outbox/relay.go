@@ -9,9 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/internal/check"
@@ -90,15 +87,11 @@ type RelayOptions struct {
 	KeepSent      time.Duration
 	PurgeInterval time.Duration
 	PurgeBatch    int
-	// Now is the clock (default time.Now).
-	Now func() time.Time
-	// Logger receives failures and quarantines (default slog.Default()).
-	Logger *slog.Logger
-	// TracerProvider receives the relay's "publish" spans, and
-	// MeterProvider its latency histograms and the outbox's backlog gauges
-	// (see the package doc, Telemetry). Default: the global providers.
-	TracerProvider trace.TracerProvider
-	MeterProvider  metric.MeterProvider
+	// Telemetry's Logger receives failures and quarantines, its
+	// TracerProvider the relay's "publish" spans and its MeterProvider its
+	// latency histograms and the outbox's backlog gauges (see the package
+	// doc, Telemetry); Now is the relay's clock.
+	broker.Telemetry
 }
 
 // Relay publishes committed outbox rows to a topic. See the package

@@ -1,6 +1,8 @@
 package postgres_test
 
 import (
+	"github.com/wary-go/wary/broker"
+
 	"context"
 	"log/slog"
 	"sync"
@@ -46,7 +48,7 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 	rctx, stop := context.WithCancel(ctx)
 	g := &gate{entered: make(chan string, 1), release: make(chan struct{}), ctx: rctx}
 	r, err := outbox.NewRelay(cs, outboxBroker(t).Topic, &outbox.RelayOptions{Owner: "r", PollInterval: time.Minute, Pipeline: 2, BatchSize: batchSize,
-		PurgeInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+		PurgeInterval: -1, Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}

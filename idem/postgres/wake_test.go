@@ -252,7 +252,7 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 	defer stopRelays()
 	start := func(owner string, st idemstore.Provider[pgx.Tx], after func(*broker.Message) error) *outbox.Relay {
 		r, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Owner: owner, PollInterval: time.Minute, Pipeline: 1,
-			PurgeInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+			PurgeInterval: -1, Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -353,7 +353,7 @@ func TestRelayNeverSleepsThroughCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := outbox.NewRelay(pg, outboxBroker(t).Topic, &outbox.RelayOptions{PollInterval: time.Minute, PurgeInterval: -1,
-		Logger: slog.New(slog.DiscardHandler)})
+		Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}

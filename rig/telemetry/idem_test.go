@@ -51,7 +51,7 @@ func TestRelayOutboxGauges(t *testing.T) {
 
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	box, err := outbox.New[*sql.Tx](st, &outbox.Options{Now: func() time.Time { return now.Add(-time.Minute) }})
+	box, err := outbox.New[*sql.Tx](st, &outbox.Options{Telemetry: broker.Telemetry{Now: func() time.Time { return now.Add(-time.Minute) }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestRelayOutboxGauges(t *testing.T) {
 	published := make(chan struct{})
 	release := make(chan struct{})
 	stop := errors.New("stop")
-	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{MeterProvider: mp, Now: clock, Concurrency: 1, PerAggregate: 1, BatchSize: 1,
+	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Telemetry: broker.Telemetry{MeterProvider: mp, Now: clock}, Concurrency: 1, PerAggregate: 1, BatchSize: 1,
 		NoListen: true, PurgeInterval: -1})
 	if err != nil {
 		t.Fatal(err)
