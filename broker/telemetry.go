@@ -12,10 +12,13 @@ import (
 // the clock it reads: one struct, embedded in TopicOptions,
 // SubscriptionOptions and package idem's options (idem.Options,
 // outbox.Options, outbox.RelayOptions, keys.Options), so that one value
-// configures them all, as pgx has one tracer field per config. Its zero
-// value means the defaults stated here, once; a component ignores what it
-// does not use (the package doc of each says which spans and metrics it
-// reports).
+// configures them all, as pgx has one tracer field per config. It is
+// embedded by value: a literal sets it whole (Telemetry: tel, or
+// Telemetry: broker.Telemetry{Logger: l}), and its fields read through
+// (opts.Logger). Its zero value means the defaults stated here, once; a
+// component ignores what it does not use (the package doc of each says
+// which spans and metrics it reports). Test failpoints are not options:
+// package idem/idemtest sets them in a context.
 type Telemetry struct {
 	// Logger receives the component's events (retries, failures,
 	// parking). Default: slog.Default().
