@@ -141,9 +141,9 @@
 // # Telemetry
 //
 // Topics and subscriptions report OpenTelemetry spans and metrics through
-// the providers in TopicOptions and SubscriptionOptions (TracerProvider,
-// MeterProvider; default the global ones, which do nothing until an
-// application installs an SDK). The package uses only the OpenTelemetry
+// the providers of the Telemetry that TopicOptions and SubscriptionOptions
+// embed (TracerProvider, MeterProvider; default the global ones, which do
+// nothing until an application installs an SDK). The package uses only the OpenTelemetry
 // API. Names follow the messaging semantic conventions: messaging.system
 // and messaging.destination.name come from the driver (see
 // driver.Describer).

@@ -43,7 +43,7 @@ func TestRunChecksTheLock(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var logs bytes.Buffer
 			d := &capsSub{stubSub: stubSub{msgs: []*driver.Message{{ID: "m1", AckID: 1}}, acked: make(chan driver.AckID, 1)}, lock: c.lock, extendable: c.extendable}
-			sub := NewSubscription(d, &SubscriptionOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			sub := NewSubscription(d, &SubscriptionOptions{Telemetry: Telemetry{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 			defer sub.Close()
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()

@@ -8,22 +8,15 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/wary-go/wary/broker/driver"
 )
 
 // SubscriptionOptions configures a Subscription. Nil means defaults.
 type SubscriptionOptions struct {
-	// Logger receives receive-retry and handler events. Default:
-	// slog.Default().
-	Logger *slog.Logger
-	// TracerProvider and MeterProvider receive the subscription's spans
-	// and metrics (see the package doc, Telemetry). Default: the global
-	// providers (otel.GetTracerProvider, otel.GetMeterProvider).
-	TracerProvider trace.TracerProvider
-	MeterProvider  metric.MeterProvider
+	// Telemetry's Logger receives receive-retry and handler events, its
+	// providers the subscription's spans and metrics (see the package
+	// doc, Telemetry).
+	Telemetry
 	// SettleTimeout bounds each ack, nack or dead-letter that Run,
 	// Delivery.Retry and package idem's inbox send once a handler has
 	// returned; they are sent even when the handler's context has ended

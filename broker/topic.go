@@ -7,9 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -18,13 +15,9 @@ type TopicOptions struct {
 	// Retry governs how Publish retries transient (ErrRetryable) failures.
 	// Default: 3 attempts in all, backoff from 100ms to 2s.
 	Retry *RetryPolicy
-	// Logger receives retry and close events. Default: slog.Default().
-	Logger *slog.Logger
-	// TracerProvider and MeterProvider receive the topic's spans and
-	// metrics (see the package doc, Telemetry). Default: the global
-	// providers (otel.GetTracerProvider, otel.GetMeterProvider).
-	TracerProvider trace.TracerProvider
-	MeterProvider  metric.MeterProvider
+	// Telemetry's Logger receives retry and close events, its providers
+	// the topic's spans and metrics (see the package doc, Telemetry).
+	Telemetry
 }
 
 // RetryPolicy bounds the portable layer's retries of transient failures.

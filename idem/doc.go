@@ -182,9 +182,9 @@
 // # Telemetry
 //
 // The outbox, the relay and the inbox report OpenTelemetry spans and
-// metrics through the providers in outbox.Options, outbox.RelayOptions and
-// Options
-// (default: the global ones); only the OpenTelemetry API is used. One
+// metrics through the providers of the broker.Telemetry that
+// outbox.Options, outbox.RelayOptions and Options embed (default: the
+// global ones); only the OpenTelemetry API is used. One
 // event's spans form one trace, from the transaction that wrote it to the
 // commit of its effect:
 //

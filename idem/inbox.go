@@ -11,9 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/internal/check"
@@ -139,16 +136,11 @@ type Options struct {
 	// stops when the ctx passed to Handle is canceled: work that succeeded
 	// is committed and acknowledged, work that failed is rolled back.
 	CommitTimeout time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
-	// Logger receives ack-after-commit failures and parking events
-	// (default slog.Default()).
-	Logger *slog.Logger
-	// TracerProvider receives Handle's spans, and MeterProvider the
-	// inbox's result counters (see the package doc, Telemetry). Default:
-	// the global providers.
-	TracerProvider trace.TracerProvider
-	MeterProvider  metric.MeterProvider
+	// Telemetry's Logger receives ack-after-commit failures and parking
+	// events, its TracerProvider Handle's spans and its MeterProvider the
+	// inbox's result counters (see the package doc, Telemetry); Now is
+	// the inbox's clock.
+	broker.Telemetry
 }
 
 // ErrRetention matches the error NewInbox returns for a retention that does

@@ -149,8 +149,8 @@ func New(t testing.TB, opts *Options) *Kit {
 	if err := errors.Join(k.broker.CreateTopic(topicName, cfg), k.broker.CreateSubscription(topicName, subName)); err != nil {
 		t.Fatalf("testkit: create the topic: %v", err)
 	}
-	quiet := broker.SubscriptionOptions{Logger: o.Logger}
-	if k.topic, err = k.broker.OpenTopic(topicName, &memory.TopicOptions{TopicOptions: broker.TopicOptions{Logger: o.Logger}}); err != nil {
+	quiet := broker.SubscriptionOptions{Telemetry: broker.Telemetry{Logger: o.Logger}}
+	if k.topic, err = k.broker.OpenTopic(topicName, &memory.TopicOptions{TopicOptions: broker.TopicOptions{Telemetry: broker.Telemetry{Logger: o.Logger}}}); err != nil {
 		t.Fatalf("testkit: open the topic: %v", err)
 	}
 	if k.sub, err = k.broker.OpenSubscription(topicName, subName, &memory.SubscriptionOptions{SubscriptionOptions: quiet}); err != nil {
@@ -163,8 +163,7 @@ func New(t testing.TB, opts *Options) *Kit {
 		Versions:    o.Versions,
 		MaxAttempts: o.MaxAttempts,
 		Gaps:        o.Gaps,
-		Now:         k.clock.Now,
-		Logger:      o.Logger,
+		Telemetry:   broker.Telemetry{Now: k.clock.Now, Logger: o.Logger},
 	})
 	if err != nil {
 		t.Fatalf("testkit: create the inbox: %v", err)

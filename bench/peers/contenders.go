@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/wary-go/wary/broker"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -48,7 +50,7 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 		return Result{}, err
 	}
 	defer topic.Close()
-	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Owner: "peers", Logger: slog.New(slog.DiscardHandler),
+	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Owner: "peers", Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)},
 		BatchSize: s.cfg.RelayBatch, Pipeline: s.cfg.RelayPipeline, Stream: stream})
 	if err != nil {
 		return Result{}, err

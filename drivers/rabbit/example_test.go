@@ -105,7 +105,7 @@ func ExampleOpenTopic() {
 
 	// The portable options are embedded, as in every driver's options.
 	topic, err := rabbit.OpenTopic(ctx, conn, "audit", &rabbit.TopicOptions{
-		TopicOptions: broker.TopicOptions{Logger: slog.Default()},
+		TopicOptions: broker.TopicOptions{Telemetry: broker.Telemetry{Logger: slog.Default()}},
 		RoutingKey:   "audit",
 		SkipCheck:    true, // the exchange is declared elsewhere
 	})

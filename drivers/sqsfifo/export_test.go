@@ -2,10 +2,8 @@ package sqsfifo
 
 import "context"
 
-// SetDeleteHook replaces what runs between DeadLetter's copy and its
-// delete, and returns a function restoring the original.
-func SetDeleteHook(f func(context.Context) error) func() {
-	old := deleteHook
-	deleteHook = f
-	return func() { deleteHook = old }
+// WithDeleteHook returns ctx carrying f, which DeadLetter runs between its
+// copy and its delete.
+func WithDeleteHook(ctx context.Context, f func(context.Context) error) context.Context {
+	return context.WithValue(ctx, deleteHookKey{}, f)
 }

@@ -37,10 +37,9 @@ func TestDeadLetterCrashBetweenCopyAndDelete(t *testing.T) {
 	}
 	crash := errors.New("injected crash between copy and delete")
 	fired := 0
-	restore := sqsfifo.SetDeleteHook(func(context.Context) error { fired++; return crash })
+	crashing := sqsfifo.WithDeleteHook(ctx, func(context.Context) error { fired++; return crash })
 	d := receiveOne(ctx, t, sub)
-	err = d.DeadLetter(ctx, "bad input")
-	restore()
+	err = d.DeadLetter(crashing, "bad input")
 	if fired != 1 || !errors.Is(err, crash) {
 		t.Fatalf("the injected crash did not fire (fired %d): %v", fired, err)
 	}

@@ -236,8 +236,10 @@ func (s *subscription) SendDeadLetters(ctx context.Context, ids []driver.AckID, 
 		if err := s.copyToDLQ(ctx, h, reason); err != nil {
 			return err
 		}
-		if err := deleteHook(ctx); err != nil {
-			return err
+		if hook, _ := ctx.Value(deleteHookKey{}).(func(context.Context) error); hook != nil {
+			if err := hook(ctx); err != nil {
+				return err
+			}
 		}
 		if _, err := s.q.client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.q.url), ReceiptHandle: aws.String(h.handle)}); err != nil {
 			return err
@@ -246,9 +248,10 @@ func (s *subscription) SendDeadLetters(ctx context.Context, ids []driver.AckID, 
 	return nil
 }
 
-// deleteHook runs between the copy and the delete; tests replace it to
-// prove what a crash there leaves behind.
-var deleteHook = func(context.Context) error { return nil }
+// deleteHookKey is the context key of a test's failpoint: the function it
+// holds runs between the copy and the delete, so that a test can prove
+// what a crash there leaves behind (export_test.go sets it).
+type deleteHookKey struct{}
 
 func (s *subscription) copyToDLQ(ctx context.Context, h *ackID, reason string) error {
 	attrs := make(map[string]types.MessageAttributeValue, len(h.raw.MessageAttributes)+1)

@@ -102,8 +102,8 @@ func run(ctx context.Context, w io.Writer) error {
 		// keeps no order the default (idem.GapsAuto) holds a gap in the
 		// store instead and applies it after its predecessor
 		// (docs/gaps.md).
-		Gaps:   idem.GapsRetry,
-		Logger: slog.New(slog.DiscardHandler),
+		Gaps:      idem.GapsRetry,
+		Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)},
 	})
 	if err != nil {
 		return err

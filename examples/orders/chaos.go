@@ -42,8 +42,8 @@ func newChaosTopic(inner *broker.Topic, duplicate, reorder string) (*chaosTopic,
 	c := &chaosTopic{inner: inner, duplicate: duplicate, reorder: reorder, seen: map[string]int{}}
 	// One attempt: the relay decides about retries. The wrapper is not a
 	// broker: only the real topic reports spans and metrics.
-	return c, broker.NewTopic(c, &broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}, Logger: slog.New(slog.DiscardHandler),
-		TracerProvider: tnoop.NewTracerProvider(), MeterProvider: mnoop.NewMeterProvider()})
+	quiet := broker.Telemetry{Logger: slog.New(slog.DiscardHandler), TracerProvider: tnoop.NewTracerProvider(), MeterProvider: mnoop.NewMeterProvider()}
+	return c, broker.NewTopic(c, &broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}, Telemetry: quiet})
 }
 
 func (c *chaosTopic) SendBatch(ctx context.Context, msgs []*driver.Message) error {

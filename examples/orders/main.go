@@ -75,6 +75,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/outbox"
 )
@@ -201,7 +202,7 @@ func Run(ctx context.Context, w io.Writer, cfg Config) (Report, error) {
 
 func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers) (Report, error) {
 	rep := Report{Orders: orders}
-	quiet := slog.New(slog.DiscardHandler)
+	quiet := broker.Telemetry{Logger: slog.New(slog.DiscardHandler)} // the relay, the inbox and the payments log nothing
 	say := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	say("broker:    %s", br.name)
 	say("database:  %s", db.name)
@@ -254,33 +255,37 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	h := conformance.NewHistory()
 	chaos, topic := newChaosTopic(br.topic, duplicated, reordered)
 	count := 0
-	relayOpts := func(failpoint bool) *outbox.RelayOptions {
-		// Batches of crashAt rows: the relay publishes a claimed batch in
-		// one call, so the crash leaves exactly one batch published and
-		// not marked.
-		return &outbox.RelayOptions{Owner: "relay-1", Concurrency: 1, BatchSize: crashAt, Logger: quiet, AfterPublish: func(m *broker.Message) error {
+	// Batches of crashAt rows: the relay publishes a claimed batch in one
+	// call, so the crash leaves exactly one batch published and not
+	// marked.
+	relayOpts := &outbox.RelayOptions{Owner: "relay-1", Concurrency: 1, BatchSize: crashAt, Telemetry: quiet}
+	// The test failpoint, in the context the relay runs with: it records
+	// each message published and, the first time, kills the relay after
+	// the crashAt-th.
+	sent := func(failpoint bool) context.Context {
+		return idemtest.WithAfterPublish(ctx, func(m *broker.Message) error {
 			h.Sent(m.ID)
 			if count++; failpoint && count == crashAt {
 				return fmt.Errorf("relay process killed after publishing %s", m.ID)
 			}
 			return nil
-		}}
+		})
 	}
-	relay, err := outbox.NewRelay(db.store, topic, relayOpts(true))
+	relay, err := outbox.NewRelay(db.store, topic, relayOpts)
 	if err != nil {
 		return rep, err
 	}
-	if _, err := relay.Drain(ctx); err == nil || relay.Stats().Crashes != 1 {
+	if _, err := relay.Drain(sent(true)); err == nil || relay.Stats().Crashes != 1 {
 		return rep, fmt.Errorf("the relay failpoint did not fire (%v)", err)
 	}
 	rep.Faults.RelayCrash = true
 	say("relay:     crashed after publishing %d events, before marking them sent (injected)", crashAt)
 	chaos.arm()
-	restarted, err := outbox.NewRelay(db.store, topic, relayOpts(false))
+	restarted, err := outbox.NewRelay(db.store, topic, relayOpts)
 	if err != nil {
 		return rep, err
 	}
-	n, err := restarted.Drain(ctx)
+	n, err := restarted.Drain(sent(false))
 	if err != nil {
 		return rep, err
 	}
@@ -297,7 +302,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	// Gaps retried through the broker and parked, which the report
 	// narrates; the default on a queue without order holds them in the
 	// store instead (docs/gaps.md).
-	inboxOpts := &idem.Options{Logger: quiet,
+	inboxOpts := &idem.Options{Telemetry: quiet,
 		MaxAttempts: 3, Versions: billingVersions, Gaps: idem.GapsRetry}
 	if br.sub.Capabilities().RedeliveryHorizon == broker.HorizonUnknown {
 		// The driver cannot say how late a copy may come: the inbox needs
@@ -312,13 +317,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	provider := newProvider()
 	crashed := false
 	payments, err := keys.New[Tx](db.store, keys.Contract{Provider: "payments", Retention: 24 * time.Hour, Replays: true},
-		&keys.Options{CallTimeout: 50 * time.Millisecond, Logger: quiet, AfterCall: func(key string) error {
-			if key == paymentCrash && !crashed {
-				crashed = true
-				return errors.New("billing process killed after the provider charged, before recording it")
-			}
-			return nil
-		}})
+		&keys.Options{CallTimeout: 50 * time.Millisecond, Telemetry: quiet})
 	if err != nil {
 		return rep, err
 	}
@@ -353,13 +352,22 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	}
 
 	// 5. The payment calls, after the commits.
-	if _, err := payments.CallStaged(ctx, provider.call, 0); err == nil || !crashed {
+	// The test failpoint, in the context of the calls: the billing
+	// process dies once, after the provider charged, before recording it.
+	calls := idemtest.WithAfterCall(ctx, func(key string) error {
+		if key == paymentCrash && !crashed {
+			crashed = true
+			return errors.New("billing process killed after the provider charged, before recording it")
+		}
+		return nil
+	})
+	if _, err := payments.CallStaged(calls, provider.call, 0); err == nil || !crashed {
 		return rep, errors.New("the payment failpoint did not fire")
 	}
 	rep.Faults.PaymentCrash = true
 	say("payments:  crashed after the provider charged for %s, before recording it (injected)", strings.TrimSuffix(strings.TrimPrefix(paymentCrash, "payment:"), ":1"))
 	time.Sleep(60 * time.Millisecond) // the dead caller's hold on the key expires
-	if _, err := payments.CallStaged(ctx, provider.call, 0); err != nil {
+	if _, err := payments.CallStaged(calls, provider.call, 0); err != nil {
 		return rep, err
 	}
 	rep.Charges, rep.ProviderCalls = provider.totals()

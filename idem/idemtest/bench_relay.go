@@ -168,23 +168,23 @@ func RelayLatency[Tx any](b *testing.B, e *OutboxEnv[Tx], ob OutboxBroker, n int
 		all       = make(chan struct{})
 	)
 	pipeline, _ := strconv.Atoi(os.Getenv("WARY_BENCH_PIPELINE")) // 0: the default
-	r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "latency", PollInterval: time.Minute, Pipeline: pipeline, Stream: o.Stream,
-		AfterPublish: func(m *broker.Message) error {
-			now := time.Now()
-			mu.Lock()
-			if _, ok := published[m.ID]; !ok && strings.HasPrefix(m.ID, ids) {
-				published[m.ID] = now
-			}
-			mu.Unlock()
-			return nil
-		}})
+	r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "latency", PollInterval: time.Minute, Pipeline: pipeline, Stream: o.Stream})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
+	sent := WithAfterPublish(ctx, func(m *broker.Message) error {
+		now := time.Now()
+		mu.Lock()
+		if _, ok := published[m.ID]; !ok && strings.HasPrefix(m.ID, ids) {
+			published[m.ID] = now
+		}
+		mu.Unlock()
+		return nil
+	})
 	wg.Go(func() {
-		if err := r.Run(ctx); err != nil {
+		if err := r.Run(sent); err != nil {
 			b.Error(err)
 		}
 	})

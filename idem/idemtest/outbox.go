@@ -170,7 +170,7 @@ var ErrFlaky = errors.New("idemtest: publish failed (injected)")
 // which fail returns true. Its portable layer does not retry.
 func FlakyTopic(inner *broker.Topic, fail func(m *broker.Message) bool) *broker.Topic {
 	return broker.NewTopic(&flaky{inner: inner, fail: fail}, &broker.TopicOptions{
-		Retry: &broker.RetryPolicy{Attempts: 1}, Logger: slog.New(slog.DiscardHandler)})
+		Retry: &broker.RetryPolicy{Attempts: 1}, Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 }
 
 // WindowTopic wraps inner in a topic that behaves like a broker with many
@@ -181,7 +181,7 @@ func FlakyTopic(inner *broker.Topic, fail func(m *broker.Message) bool) *broker.
 // not retry.
 func WindowTopic(inner *broker.Topic, fail func(m *broker.Message) bool) *broker.Topic {
 	return broker.NewTopic(&flaky{inner: inner, fail: fail, partial: true}, &broker.TopicOptions{
-		Retry: &broker.RetryPolicy{Attempts: 1}, Logger: slog.New(slog.DiscardHandler)})
+		Retry: &broker.RetryPolicy{Attempts: 1}, Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 }
 
 // SlowTopic wraps inner in a topic that takes perMessage for each message
@@ -189,7 +189,7 @@ func WindowTopic(inner *broker.Topic, fail func(m *broker.Message) bool) *broker
 // publishes: a slow broker that counts.
 func SlowTopic(inner *broker.Topic, perMessage time.Duration, seen func(m *broker.Message)) *broker.Topic {
 	return broker.NewTopic(&flaky{inner: inner, fail: func(m *broker.Message) bool { seen(m); return false }, slow: perMessage},
-		&broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}, Logger: slog.New(slog.DiscardHandler)})
+		&broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}, Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 }
 
 type flaky struct {

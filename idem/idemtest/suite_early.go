@@ -203,7 +203,7 @@ func testEarlyExpiry[Tx any](t *testing.T, f Factory[Tx]) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	in := e.Inbox("eexp", &idem.Options{Versions: AggTable, EarlyLimit: time.Minute, Now: clock})
+	in := e.Inbox("eexp", &idem.Options{Versions: AggTable, EarlyLimit: time.Minute, Telemetry: broker.Telemetry{Now: clock}})
 	q := NewQueue(Caps)
 	sub := q.Subscription(nil)
 	v := e.ApplyAgg()

@@ -244,11 +244,11 @@ func testRetention[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	in, err := idem.NewInbox(e.Store, "r", caps, &idem.Options{Retention: 48 * time.Hour, PurgeBatch: 10, Now: clock})
+	in, err := idem.NewInbox(e.Store, "r", caps, &idem.Options{Retention: 48 * time.Hour, PurgeBatch: 10, Telemetry: broker.Telemetry{Now: clock}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := e.Inbox("other", &idem.Options{Now: clock})
+	other := e.Inbox("other", &idem.Options{Telemetry: broker.Telemetry{Now: clock}})
 	q := NewQueue(caps)
 	sub := q.Subscription(nil)
 	nop := func(context.Context, Tx, *broker.Delivery) error { return nil }
@@ -286,7 +286,7 @@ func testRetention[Tx any](t *testing.T, f Factory[Tx]) {
 
 	// Under an unbounded horizon the default keeps records for ever.
 	caps.RedeliveryHorizon = broker.HorizonUnbounded
-	forever, err := idem.NewInbox(e.Store, "other", caps, &idem.Options{Now: clock})
+	forever, err := idem.NewInbox(e.Store, "other", caps, &idem.Options{Telemetry: broker.Telemetry{Now: clock}})
 	if err != nil {
 		t.Fatal(err)
 	}

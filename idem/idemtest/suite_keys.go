@@ -105,10 +105,9 @@ func setupKeys[Tx any](t *testing.T, f Factory[Tx]) *keysEnv[Tx] {
 	return &keysEnv[Tx]{Env: e, ks: e.Driver, clock: &fakeNow{t: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)}}
 }
 
-func (e *keysEnv[Tx]) keys(c keys.Contract, afterCall func(string) error) *keys.Caller[Tx] {
+func (e *keysEnv[Tx]) keys(c keys.Contract) *keys.Caller[Tx] {
 	e.T.Helper()
-	k, err := keys.New(e.Store, c, &keys.Options{Now: e.clock.Now, CallTimeout: time.Minute,
-		Logger: slog.New(slog.DiscardHandler), AfterCall: afterCall})
+	k, err := keys.New(e.Store, c, &keys.Options{Telemetry: broker.Telemetry{Now: e.clock.Now, Logger: slog.New(slog.DiscardHandler)}, CallTimeout: time.Minute})
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -123,7 +122,7 @@ func (e *keysEnv[Tx]) stage(k *keys.Caller[Tx], key, intent string) {
 func testKeys[Tx any](t *testing.T, f Factory[Tx]) {
 	e := setupKeys(t, f)
 	p := NewFakeProvider(true)
-	k := e.keys(keys.Contract{Provider: "payments", Retention: 24 * time.Hour, Replays: true}, nil)
+	k := e.keys(keys.Contract{Provider: "payments", Retention: 24 * time.Hour, Replays: true})
 	for _, bad := range []string{"", "has space", "é", "tab\t", strings.Repeat("k", keys.MaxLen+1)} {
 		e.InTx(func(tx Tx) error {
 			if _, err := k.Stage(e.Ctx, tx, bad, nil); !errors.Is(err, idem.ErrInvalidName) {
@@ -198,7 +197,8 @@ func testKeysCrash[Tx any](t *testing.T, f Factory[Tx]) {
 	p := NewFakeProvider(true)
 	crash := errors.New("the caller dies after the call, before recording it")
 	crashes := 0
-	k := e.keys(keys.Contract{Provider: "payments", Retention: 24 * time.Hour, Replays: true}, func(string) error {
+	k := e.keys(keys.Contract{Provider: "payments", Retention: 24 * time.Hour, Replays: true})
+	ctx := WithAfterCall(e.Ctx, func(string) error {
 		if crashes == 0 {
 			crashes++
 			return crash
@@ -215,7 +215,7 @@ func testKeysCrash[Tx any](t *testing.T, f Factory[Tx]) {
 		_, err := k.Stage(e.Ctx, tx, key, []byte("42 EUR"))
 		return err
 	})
-	if _, err := k.Call(e.Ctx, key, p.Call); !errors.Is(err, crash) || crashes != 1 {
+	if _, err := k.Call(ctx, key, p.Call); !errors.Is(err, crash) || crashes != 1 {
 		t.Fatalf("Call: %v; the failpoint must fire", err)
 	}
 	rec, _, _ := k.Get(e.Ctx, key)
@@ -223,7 +223,7 @@ func testKeysCrash[Tx any](t *testing.T, f Factory[Tx]) {
 		t.Fatalf("after the crash: %+v, effects %d", rec, p.Effects(key))
 	}
 	// The restarted process retries at once: the key is still held.
-	if _, err := k.Call(e.Ctx, key, p.Call); !errors.Is(err, keys.ErrInFlight) {
+	if _, err := k.Call(ctx, key, p.Call); !errors.Is(err, keys.ErrInFlight) {
 		t.Errorf("retry within the call timeout: %v, want ErrCallInFlight", err)
 	}
 	e.clock.Advance(2 * time.Minute)
@@ -231,7 +231,7 @@ func testKeysCrash[Tx any](t *testing.T, f Factory[Tx]) {
 		t.Errorf("unresolved: %+v, %v", u, err)
 	}
 	// Retry with the same key: the provider replays, no second effect.
-	if n, err := k.CallStaged(e.Ctx, p.Call, 0); n != 1 || err != nil {
+	if n, err := k.CallStaged(ctx, p.Call, 0); n != 1 || err != nil {
 		t.Fatalf("CallStaged: %d, %v", n, err)
 	}
 	rec, _, _ = k.Get(e.Ctx, key)
@@ -244,7 +244,7 @@ func testKeysCrash[Tx any](t *testing.T, f Factory[Tx]) {
 	// A key staged, then the process died before calling: CallStaged
 	// makes the call.
 	e.stage(k, "payment:order-8:attempt-1", "1 EUR")
-	if n, err := k.CallStaged(e.Ctx, p.Call, 0); n != 1 || err != nil || p.Effects("payment:order-8:attempt-1") != 1 {
+	if n, err := k.CallStaged(ctx, p.Call, 0); n != 1 || err != nil || p.Effects("payment:order-8:attempt-1") != 1 {
 		t.Errorf("CallStaged of a never-called key: %d, %v", n, err)
 	}
 }
@@ -262,19 +262,20 @@ func testKeysReconcile[Tx any](t *testing.T, f Factory[Tx]) {
 		}
 		return nil
 	}
-	mail := e.keys(keys.Contract{Provider: "mailer", Retention: time.Hour}, crashOnce)
+	mail := e.keys(keys.Contract{Provider: "mailer", Retention: time.Hour})
+	ctx := WithAfterCall(e.Ctx, crashOnce)
 	e.stage(mail, "mail:order-9:confirmation", "to customer of order-9")
-	if _, err := mail.Call(e.Ctx, "mail:order-9:confirmation", noReplay.Call); err == nil {
+	if _, err := mail.Call(ctx, "mail:order-9:confirmation", noReplay.Call); err == nil {
 		t.Fatal("the failpoint did not fire")
 	}
 	e.clock.Advance(2 * time.Minute)
-	if _, err := mail.Call(e.Ctx, "mail:order-9:confirmation", noReplay.Call); !errors.Is(err, keys.ErrReconcile) {
+	if _, err := mail.Call(ctx, "mail:order-9:confirmation", noReplay.Call); !errors.Is(err, keys.ErrReconcile) {
 		t.Errorf("retry without replay: %v, want ErrReconcile", err)
 	}
-	if n, _ := mail.CallStaged(e.Ctx, noReplay.Call, 0); n != 0 || noReplay.Calls("mail:order-9:confirmation") != 1 {
+	if n, _ := mail.CallStaged(ctx, noReplay.Call, 0); n != 0 || noReplay.Calls("mail:order-9:confirmation") != 1 {
 		t.Errorf("CallStaged sent an unknown outcome to a provider that does not replay")
 	}
-	if n, err := mail.Reconcile(e.Ctx, noReplay.Reconcile); n != 1 || err != nil {
+	if n, err := mail.Reconcile(ctx, noReplay.Reconcile); n != 1 || err != nil {
 		t.Errorf("Reconcile: %d, %v", n, err)
 	}
 	if rec, _, _ := mail.Get(e.Ctx, "mail:order-9:confirmation"); rec.State != keys.Succeeded || noReplay.Effects("mail:order-9:confirmation") != 1 {
@@ -285,7 +286,7 @@ func testKeysReconcile[Tx any](t *testing.T, f Factory[Tx]) {
 	// that goes to reconciliation; the provider never saw the key (the
 	// call timed out before reaching it), so the call is made again.
 	p := NewFakeProvider(true)
-	pay := e.keys(keys.Contract{Provider: "payments", Retention: time.Hour, Replays: true}, nil)
+	pay := e.keys(keys.Contract{Provider: "payments", Retention: time.Hour, Replays: true})
 	const key = "payment:order-10:attempt-1"
 	e.stage(pay, key, "9 EUR")
 	p.SetDown(true)

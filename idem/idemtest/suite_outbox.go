@@ -126,15 +126,16 @@ func testRelayCrash[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 	crash := errors.New("the relay process dies after publishing, before marking sent")
 	var published atomic.Int64
 	var crashedID string
-	r1 := e.Relay(b.Topic, &outbox.RelayOptions{Owner: "relay-1", Concurrency: 1, AfterPublish: func(m *broker.Message) error {
+	r1 := e.Relay(b.Topic, &outbox.RelayOptions{Owner: "relay-1", Concurrency: 1})
+	crashing := WithAfterPublish(e.Ctx, func(m *broker.Message) error {
 		h.Sent(m.ID)
 		if published.Add(1) == 3 {
 			crashedID = m.ID
 			return crash
 		}
 		return nil
-	}})
-	if _, err := r1.RunOnce(e.Ctx); !errors.Is(err, crash) {
+	})
+	if _, err := r1.RunOnce(crashing); !errors.Is(err, crash) {
 		t.Fatalf("RunOnce: %v, want the injected crash", err)
 	}
 	if crashedID == "" || r1.Stats().Crashes != 1 {
@@ -145,8 +146,9 @@ func testRelayCrash[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 	}
 	// The process restarts (same relay name) and publishes everything
 	// again, with the same IDs.
-	r2 := e.Relay(b.Topic, &outbox.RelayOptions{Owner: "relay-1", AfterPublish: func(m *broker.Message) error { h.Sent(m.ID); return nil }})
-	if n, err := r2.Drain(e.Ctx); n != 10 || err != nil {
+	r2 := e.Relay(b.Topic, &outbox.RelayOptions{Owner: "relay-1"})
+	sent := WithAfterPublish(e.Ctx, func(m *broker.Message) error { h.Sent(m.ID); return nil })
+	if n, err := r2.Drain(sent); n != 10 || err != nil {
 		t.Fatalf("Drain after restart: %d, %v; want 10", n, err)
 	}
 	in := e.Inbox("outbox-crash", nil)
@@ -332,13 +334,14 @@ func testThreeRelays[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps O
 	}
 	var relays []*outbox.Relay
 	for i := range 3 {
-		r := e.Relay(b.Topic, &outbox.RelayOptions{Owner: fmt.Sprintf("relay-%d", i), PollInterval: poll, BatchSize: batch, AfterPublish: func(m *broker.Message) error {
+		r := e.Relay(b.Topic, &outbox.RelayOptions{Owner: fmt.Sprintf("relay-%d", i), PollInterval: poll, BatchSize: batch})
+		relays = append(relays, r)
+		sent := WithAfterPublish(ctx, func(m *broker.Message) error {
 			h.Sent(m.ID)
 			return nil
-		}})
-		relays = append(relays, r)
+		})
 		wg.Go(func() {
-			if err := r.Run(ctx); err != nil {
+			if err := r.Run(sent); err != nil {
 				t.Errorf("relay: %v", err)
 			}
 		})

@@ -1,6 +1,8 @@
 package idemtest
 
 import (
+	"github.com/wary-go/wary/broker"
+
 	"context"
 	"sync"
 	"testing"
@@ -27,7 +29,7 @@ func testHealthPurge[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outb
 	e := SetupOutbox(t, f)
 	sub := b.Subscribe(t)
 	clock := &fakeNow{t: time.Date(2031, 3, 1, 12, 0, 0, 0, time.UTC)}
-	ob, err := outbox.New(e.Store, &outbox.Options{Now: clock.Now})
+	ob, err := outbox.New(e.Store, &outbox.Options{Telemetry: broker.Telemetry{Now: clock.Now}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func testHealthPurge[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outb
 	}
 	add(OM("a-1", "a", 1, "x"), OM("a-2", "a", 2, "x"), OM("a-3", "a", 3, "x"))
 	clock.Advance(10 * time.Minute)
-	r := e.Relay(b.Topic, &outbox.RelayOptions{Now: clock.Now, PurgeBatch: 2})
+	r := e.Relay(b.Topic, &outbox.RelayOptions{Telemetry: broker.Telemetry{Now: clock.Now}, PurgeBatch: 2})
 	h, err := r.Health(e.Ctx)
 	if err != nil || h.Backlog != 3 || h.OldestUnsentAge != 10*time.Minute || h.Quarantined != 0 || h.Retrying != 0 {
 		t.Errorf("health %+v, %v; want backlog 3, oldest 10m", h, err)

@@ -86,8 +86,8 @@ func testPurgeSchedule[Tx any](t *testing.T, f Factory[Tx]) {
 	e.skipTableExpiry()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	in := e.Inbox("sched", &idem.Options{Retention: time.Hour, PurgeBatch: 10, PurgeInterval: 10 * time.Minute, Now: clock})
-	off := e.Inbox("off", &idem.Options{Retention: time.Hour, PurgeInterval: -1, Now: clock})
+	in := e.Inbox("sched", &idem.Options{Retention: time.Hour, PurgeBatch: 10, PurgeInterval: 10 * time.Minute, Telemetry: broker.Telemetry{Now: clock}})
+	off := e.Inbox("off", &idem.Options{Retention: time.Hour, PurgeInterval: -1, Telemetry: broker.Telemetry{Now: clock}})
 	q := NewQueue(Caps)
 	sub := q.Subscription(nil)
 	nop := func(context.Context, Tx, *broker.Delivery) error { return nil }

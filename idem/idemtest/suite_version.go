@@ -129,7 +129,7 @@ func wantResults(t testing.TB, got []string, want ...string) {
 func testVersioned[Tx any](t *testing.T, f Factory[Tx]) {
 	e := Setup(t, f, "")
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	in := e.Inbox("ver", &idem.Options{MaxAttempts: 3, Versions: AggTable, Gaps: idem.GapsRetry, Now: func() time.Time { now = now.Add(time.Second); return now }})
+	in := e.Inbox("ver", &idem.Options{MaxAttempts: 3, Versions: AggTable, Gaps: idem.GapsRetry, Telemetry: broker.Telemetry{Now: func() time.Time { now = now.Add(time.Second); return now }}})
 	v := e.ApplyAgg()
 	q := NewQueue(Caps)
 	sub := q.Subscription(nil)

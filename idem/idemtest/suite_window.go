@@ -29,7 +29,7 @@ func testWindowFailure[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Ou
 	failing.Store(true)
 	topic := WindowTopic(b.Topic, func(m *broker.Message) bool { return failing.Load() && m.ID == "a-3" })
 	clock := &fakeNow{t: time.Now()}
-	r := e.Relay(topic, &outbox.RelayOptions{Now: clock.Now, Backoff: broker.Backoff{Initial: time.Hour, Max: time.Hour}})
+	r := e.Relay(topic, &outbox.RelayOptions{Telemetry: broker.Telemetry{Now: clock.Now}, Backoff: broker.Backoff{Initial: time.Hour, Max: time.Hour}})
 	if n, err := r.Drain(e.Ctx); n != 4 || err != nil {
 		t.Fatalf("Drain: %d, %v; want 4 (a-1, a-2, b-1, b-2)", n, err)
 	}

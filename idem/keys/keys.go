@@ -11,6 +11,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/internal/check"
+	"github.com/wary-go/wary/idem/internal/failpoint"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -62,15 +63,10 @@ type Options struct {
 	// key (default 1m): after it, with no outcome recorded, the caller is
 	// presumed dead and the outcome unknown.
 	CallTimeout time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
-	// Logger receives unknown outcomes (default slog.Default()).
-	Logger *slog.Logger
-	// AfterCall, if set, runs after the call returned and before its
-	// outcome is recorded; an error from it makes Call act as if the
-	// process died there (nothing recorded; Call returns the error). It is
-	// a failpoint for tests.
-	AfterCall func(key string) error
+	// Telemetry's Logger receives unknown outcomes, and Now is the
+	// caller's clock (leases, retention). A Caller reports no spans or
+	// metrics.
+	broker.Telemetry
 }
 
 // CallFunc performs an external call with an idempotency key: it must send
@@ -212,8 +208,8 @@ func (k *Caller[Tx]) Call(ctx context.Context, key string, call CallFunc) (Recor
 	cctx, cancel := context.WithTimeout(ctx, k.o.CallTimeout)
 	res, cerr := safeCall(cctx, call, key, rec.Intent)
 	cancel()
-	if k.o.AfterCall != nil {
-		if err := k.o.AfterCall(key); err != nil {
+	if after := failpoint.AfterCall(ctx); after != nil {
+		if err := after(key); err != nil {
 			return rec, err
 		}
 	}

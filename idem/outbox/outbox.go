@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/store"
@@ -32,12 +30,11 @@ type Outbox[Tx any] struct {
 
 // Options configures an Outbox. Nil means defaults.
 type Options struct {
-	// Now is the clock that stamps added rows (default time.Now).
-	Now func() time.Time
-	// TracerProvider receives the "create" span of each added message,
-	// whose context is stored with the row (see the package doc,
-	// Telemetry). Default: the global provider.
-	TracerProvider trace.TracerProvider
+	// Telemetry's Now stamps added rows, and its TracerProvider receives
+	// the "create" span of each added message, whose context is stored
+	// with the row (see the package doc, Telemetry). Add logs nothing and
+	// reports no metrics.
+	broker.Telemetry
 }
 
 // New returns an outbox on st, the store that also runs the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/internal/failpoint"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -197,9 +198,10 @@ func (r *Relay) publishBatch(ctx context.Context, rows []store.OutboxRow) pubRes
 		}
 		switch {
 		case err == nil:
+			after := failpoint.AfterPublish(ctx)
 			for i, m := range msgs {
-				if r.o.AfterPublish != nil {
-					if herr := r.o.AfterPublish(m); herr != nil {
+				if after != nil {
+					if herr := after(m); herr != nil {
 						res.crashed = herr
 						return res
 					}
@@ -298,8 +300,8 @@ func (r *Relay) publishGroup(ctx context.Context, rows []store.OutboxRow, stop *
 		err := r.topic.Publish(pctx, m)
 		r.tel.endPublish(pctx, ps, row, r.o.Now(), err)
 		cancel()
-		if err == nil && r.o.AfterPublish != nil {
-			if herr := r.o.AfterPublish(m); herr != nil {
+		if after := failpoint.AfterPublish(ctx); err == nil && after != nil {
+			if herr := after(m); herr != nil {
 				stop.Store(true)
 				mu.Lock()
 				res.crashed = herr

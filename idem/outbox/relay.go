@@ -9,9 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/internal/check"
@@ -90,21 +87,11 @@ type RelayOptions struct {
 	KeepSent      time.Duration
 	PurgeInterval time.Duration
 	PurgeBatch    int
-	// Now is the clock (default time.Now).
-	Now func() time.Time
-	// Logger receives failures and quarantines (default slog.Default()).
-	Logger *slog.Logger
-	// AfterPublish, if set, is called after each message was published and
-	// before it is marked sent. An error from it makes the relay act as if
-	// the process died at that point: the claim is released without
-	// marking anything, and RunOnce returns the error. It is a failpoint
-	// for tests; production code leaves it nil.
-	AfterPublish func(m *broker.Message) error
-	// TracerProvider receives the relay's "publish" spans, and
-	// MeterProvider its latency histograms and the outbox's backlog gauges
-	// (see the package doc, Telemetry). Default: the global providers.
-	TracerProvider trace.TracerProvider
-	MeterProvider  metric.MeterProvider
+	// Telemetry's Logger receives failures and quarantines, its
+	// TracerProvider the relay's "publish" spans and its MeterProvider its
+	// latency histograms and the outbox's backlog gauges (see the package
+	// doc, Telemetry); Now is the relay's clock.
+	broker.Telemetry
 }
 
 // Relay publishes committed outbox rows to a topic. See the package
@@ -508,7 +495,7 @@ type RelayStats struct {
 	Failed      int64 // failed publishes (each retried or quarantined)
 	Quarantines int64 // rows this relay quarantined
 	Claims      int64 // batches claimed (streaming: windows published) with at least one row
-	Crashes     int64 // claims released by the AfterPublish failpoint
+	Crashes     int64 // claims released by a test's failpoint (idemtest.WithAfterPublish)
 	// Throughput is rows published per second over the last minute (or
 	// since the relay was created, if that is shorter).
 	Throughput float64

@@ -1,6 +1,8 @@
 package outbox_test
 
 import (
+	"github.com/wary-go/wary/broker"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -109,7 +111,7 @@ func TestStreamReopensWithBackoff(t *testing.T) {
 	}}
 	const poll, retry = 10 * time.Millisecond, 80 * time.Millisecond
 	r, err := outbox.NewRelay(provider{s}, topic, &outbox.RelayOptions{Stream: true, PollInterval: poll, StreamRetry: retry, PurgeInterval: -1,
-		Logger: slog.New(slog.DiscardHandler)})
+		Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}

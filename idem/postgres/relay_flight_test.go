@@ -1,6 +1,8 @@
 package postgres_test
 
 import (
+	"github.com/wary-go/wary/broker"
+
 	"context"
 	"log/slog"
 	"sync"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 	idemstore "github.com/wary-go/wary/idem/store"
@@ -45,7 +48,7 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 	rctx, stop := context.WithCancel(ctx)
 	g := &gate{entered: make(chan string, 1), release: make(chan struct{}), ctx: rctx}
 	r, err := outbox.NewRelay(cs, outboxBroker(t).Topic, &outbox.RelayOptions{Owner: "r", PollInterval: time.Minute, Pipeline: 2, BatchSize: batchSize,
-		PurgeInterval: -1, AfterPublish: g.after, Logger: slog.New(slog.DiscardHandler)})
+		PurgeInterval: -1, Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +56,7 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 	defer wg.Wait()
 	defer stop()
 	wg.Go(func() {
-		if err := r.Run(rctx); err != nil {
+		if err := r.Run(idemtest.WithAfterPublish(rctx, g.after)); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	})

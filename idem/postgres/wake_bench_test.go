@@ -1,6 +1,8 @@
 package postgres_test
 
 import (
+	"github.com/wary-go/wary/broker"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -90,7 +92,7 @@ func BenchmarkProducerCommits(b *testing.B) {
 	stores := []*postgres.Store{nowake, poll, wake, all, nowake2, wake2}
 	startPoll := func() (*outbox.Relay, func()) {
 		pr, err := outbox.NewRelay(poll, outboxBroker(b).Topic, &outbox.RelayOptions{Owner: "poll", NoListen: true,
-			PollInterval: time.Millisecond, PurgeInterval: -1, Logger: slog.New(slog.DiscardHandler)})
+			PollInterval: time.Millisecond, PurgeInterval: -1, Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 		if err != nil {
 			b.Fatal(err)
 		}

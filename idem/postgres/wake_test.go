@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 	idemstore "github.com/wary-go/wary/idem/store"
@@ -198,7 +199,7 @@ func TestWakeFlagPerRelay(t *testing.T) {
 	notified(false)
 }
 
-// gatedTopic blocks the relays' AfterPublish of aggregate "b" rows until
+// gate blocks the relays' failpoint (idemtest.WithAfterPublish) on aggregate "b" rows until
 // released, and reports on entered when it blocks.
 type gate struct {
 	entered chan string
@@ -251,12 +252,12 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 	defer stopRelays()
 	start := func(owner string, st idemstore.Provider[pgx.Tx], after func(*broker.Message) error) *outbox.Relay {
 		r, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Owner: owner, PollInterval: time.Minute, Pipeline: 1,
-			PurgeInterval: -1, AfterPublish: after, Logger: slog.New(slog.DiscardHandler)})
+			PurgeInterval: -1, Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
-			if err := r.Run(rctx); err != nil {
+			if err := r.Run(idemtest.WithAfterPublish(rctx, after)); err != nil {
 				t.Errorf("Run %s: %v", owner, err)
 			}
 		})
@@ -352,7 +353,7 @@ func TestRelayNeverSleepsThroughCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := outbox.NewRelay(pg, outboxBroker(t).Topic, &outbox.RelayOptions{PollInterval: time.Minute, PurgeInterval: -1,
-		Logger: slog.New(slog.DiscardHandler)})
+		Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,20 +89,20 @@ func TestDocMetrics(t *testing.T) {
 	if err := errors.Join(b.CreateTopic("metrics", nil), b.CreateSubscription("metrics", "billing")); err != nil {
 		t.Fatal(err)
 	}
-	topic, err := b.OpenTopic("metrics", &memory.TopicOptions{TopicOptions: broker.TopicOptions{MeterProvider: mp}})
+	topic, err := b.OpenTopic("metrics", &memory.TopicOptions{TopicOptions: broker.TopicOptions{Telemetry: broker.Telemetry{MeterProvider: mp}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer topic.Close()
-	sub, err := b.OpenSubscription("metrics", "billing", &memory.SubscriptionOptions{SubscriptionOptions: broker.SubscriptionOptions{MeterProvider: mp}})
+	sub, err := b.OpenSubscription("metrics", "billing", &memory.SubscriptionOptions{SubscriptionOptions: broker.SubscriptionOptions{Telemetry: broker.Telemetry{MeterProvider: mp}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	if _, err := idem.NewInbox(st, "billing", sub.Capabilities(), &idem.Options{MeterProvider: mp}); err != nil {
+	if _, err := idem.NewInbox(st, "billing", sub.Capabilities(), &idem.Options{Telemetry: broker.Telemetry{MeterProvider: mp}}); err != nil {
 		t.Fatal(err)
 	}
-	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{MeterProvider: mp, Logger: slog.New(slog.DiscardHandler)})
+	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Telemetry: broker.Telemetry{MeterProvider: mp, Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,8 +89,8 @@ func Example_inboxVersioned() {
 	// Each event's version is checked against the accounts table before
 	// the handler runs.
 	inbox, err := idem.NewInbox(st, "ledger", sub.Capabilities(), &idem.Options{
-		Versions: idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"},
-		Logger:   slog.New(slog.DiscardHandler),
+		Versions:  idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"},
+		Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -128,7 +128,7 @@ func TestInboxAndRelayLogTheirGuarantee(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	noLimit := broker.SubscriptionCapabilities{RedeliveryHorizon: time.Hour}
-	in, err := idem.NewInbox(st, "billing", noLimit, &idem.Options{Logger: logger})
+	in, err := idem.NewInbox(st, "billing", noLimit, &idem.Options{Telemetry: broker.Telemetry{Logger: logger}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestInboxAndRelayLogTheirGuarantee(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	relay, err := outbox.NewRelay(st, top, &outbox.RelayOptions{Logger: logger, PollInterval: time.Hour})
+	relay, err := outbox.NewRelay(st, top, &outbox.RelayOptions{Telemetry: broker.Telemetry{Logger: logger}, PollInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,14 +209,14 @@ func TestStatementFromBuiltObjects(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
-	plain, err := idem.NewInbox(st, "plain", caps, &idem.Options{Logger: logger})
+	plain, err := idem.NewInbox(st, "plain", caps, &idem.Options{Telemetry: broker.Telemetry{Logger: logger}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c := consumption(plain.Statement()); !strings.Contains(c, "no version checks") {
 		t.Errorf("inbox without version checks: %q", c)
 	}
-	versioned, err := idem.NewInbox(st, "versioned", caps, &idem.Options{Logger: logger,
+	versioned, err := idem.NewInbox(st, "versioned", caps, &idem.Options{Telemetry: broker.Telemetry{Logger: logger},
 		Versions: idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"}})
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	_ "github.com/wary-go/wary/drivers/servicebus" // registers servicebus://
 	_ "github.com/wary-go/wary/drivers/sqsfifo"    // registers sqsfifo://
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
@@ -204,13 +205,13 @@ func runRelay(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *post
 	r, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{
 		Owner: spec.Name, Concurrency: spec.Concurrency, PollInterval: 200 * time.Millisecond,
 		MaxAttempts: math.MaxInt32, Backoff: broker.Backoff{Initial: 50 * time.Millisecond, Max: time.Second},
-		PublishTimeout: 10 * time.Second, PurgeInterval: -1, Logger: logger,
-		AfterPublish: func(m *broker.Message) error { lg.line(linePublished, m.ID); return nil },
+		PublishTimeout: 10 * time.Second, PurgeInterval: -1, Telemetry: broker.Telemetry{Logger: logger},
 	})
 	if err != nil {
 		return err
 	}
-	err = r.Run(ctx)
+	// The soak logs each message the relay published, before it is marked.
+	err = r.Run(idemtest.WithAfterPublish(ctx, func(m *broker.Message) error { lg.line(linePublished, m.ID); return nil }))
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -229,7 +230,7 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 	in, err := idem.NewInbox(st, "soak", sub.Capabilities(), &idem.Options{
 		Versions:  idem.VersionTable{Table: stateTable, IDColumn: "id", VersionColumn: "version"},
 		Retention: 24 * time.Hour, AllowShortRetention: true, PurgeInterval: -1,
-		MaxAttempts: math.MaxInt32, CommitTimeout: 10 * time.Second, Logger: logger,
+		MaxAttempts: math.MaxInt32, CommitTimeout: 10 * time.Second, Telemetry: broker.Telemetry{Logger: logger},
 	})
 	if err != nil {
 		return err

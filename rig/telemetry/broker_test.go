@@ -31,11 +31,12 @@ func memBroker(t testing.TB, tp trace.TracerProvider, mp metric.MeterProvider) (
 	if err := b.CreateSubscription("orders", "billing"); err != nil {
 		t.Fatal(err)
 	}
-	topic, err := b.OpenTopic("orders", &memory.TopicOptions{TopicOptions: broker.TopicOptions{TracerProvider: tp, MeterProvider: mp}})
+	tel := broker.Telemetry{TracerProvider: tp, MeterProvider: mp}
+	topic, err := b.OpenTopic("orders", &memory.TopicOptions{TopicOptions: broker.TopicOptions{Telemetry: tel}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := b.OpenSubscription("orders", "billing", &memory.SubscriptionOptions{SubscriptionOptions: broker.SubscriptionOptions{TracerProvider: tp, MeterProvider: mp}})
+	sub, err := b.OpenSubscription("orders", "billing", &memory.SubscriptionOptions{SubscriptionOptions: broker.SubscriptionOptions{Telemetry: tel}})
 	if err != nil {
 		t.Fatal(err)
 	}

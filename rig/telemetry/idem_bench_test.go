@@ -60,23 +60,25 @@ func newPipeline(b testing.TB, name string, tp trace.TracerProvider, mp metric.M
 	if err := mb.CreateSubscription("events", "consumer"); err != nil {
 		b.Fatal(err)
 	}
-	topic, err := mb.OpenTopic("events", &memory.TopicOptions{TopicOptions: broker.TopicOptions{TracerProvider: tp, MeterProvider: mp}})
+	tel := broker.Telemetry{TracerProvider: tp, MeterProvider: mp} // one value for every component
+	topic, err := mb.OpenTopic("events", &memory.TopicOptions{TopicOptions: broker.TopicOptions{Telemetry: tel}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	sub, err := mb.OpenSubscription("events", "consumer", &memory.SubscriptionOptions{SubscriptionOptions: broker.SubscriptionOptions{TracerProvider: tp, MeterProvider: mp}})
+	sub, err := mb.OpenSubscription("events", "consumer", &memory.SubscriptionOptions{SubscriptionOptions: broker.SubscriptionOptions{Telemetry: tel}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { topic.Close(); sub.Close() })
 	p := &pipeline{name: name, db: db, st: st, topic: topic, sub: sub}
-	if p.box, err = outbox.New[*sql.Tx](st, &outbox.Options{TracerProvider: tp}); err != nil {
+	if p.box, err = outbox.New[*sql.Tx](st, &outbox.Options{Telemetry: tel}); err != nil {
 		b.Fatal(err)
 	}
-	if p.relay, err = outbox.NewRelay(st, topic, &outbox.RelayOptions{TracerProvider: tp, MeterProvider: mp, NoListen: true, PurgeInterval: -1, Logger: quiet}); err != nil {
+	tel.Logger = quiet
+	if p.relay, err = outbox.NewRelay(st, topic, &outbox.RelayOptions{Telemetry: tel, NoListen: true, PurgeInterval: -1}); err != nil {
 		b.Fatal(err)
 	}
-	if p.inbox, err = idem.NewInbox[*sql.Tx](st, "consumer", sub.Capabilities(), &idem.Options{TracerProvider: tp, MeterProvider: mp, PurgeInterval: -1, Logger: quiet}); err != nil {
+	if p.inbox, err = idem.NewInbox[*sql.Tx](st, "consumer", sub.Capabilities(), &idem.Options{Telemetry: tel, PurgeInterval: -1}); err != nil {
 		b.Fatal(err)
 	}
 	return p

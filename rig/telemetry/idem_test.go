@@ -19,6 +19,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/sqlite"
 	"github.com/wary-go/wary/idem/store"
@@ -50,7 +51,7 @@ func TestRelayOutboxGauges(t *testing.T) {
 
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	box, err := outbox.New[*sql.Tx](st, &outbox.Options{Now: func() time.Time { return now.Add(-time.Minute) }})
+	box, err := outbox.New[*sql.Tx](st, &outbox.Options{Telemetry: broker.Telemetry{Now: func() time.Time { return now.Add(-time.Minute) }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,16 +74,8 @@ func TestRelayOutboxGauges(t *testing.T) {
 	published := make(chan struct{})
 	release := make(chan struct{})
 	stop := errors.New("stop")
-	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{MeterProvider: mp, Now: clock, Concurrency: 1, PerAggregate: 1, BatchSize: 1,
-		NoListen: true, PurgeInterval: -1, AfterPublish: func(*broker.Message) error {
-			select {
-			case published <- struct{}{}:
-				<-release // hold the first row published and unmarked
-				return stop
-			default:
-				return nil
-			}
-		}})
+	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Telemetry: broker.Telemetry{MeterProvider: mp, Now: clock}, Concurrency: 1, PerAggregate: 1, BatchSize: 1,
+		NoListen: true, PurgeInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +84,17 @@ func TestRelayOutboxGauges(t *testing.T) {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- relay.Run(rctx) }()
+	go func() {
+		done <- relay.Run(idemtest.WithAfterPublish(rctx, func(*broker.Message) error {
+			select {
+			case published <- struct{}{}:
+				<-release // hold the first row published and unmarked
+				return stop
+			default:
+				return nil
+			}
+		}))
+	}()
 	<-published
 	g := gauges()
 	if g["wary.outbox.backlog"] != 3 || g["wary.outbox.oldest_unsent.age"] != 60 || g["wary.outbox.quarantined"] != 0 {

@@ -37,7 +37,7 @@ func TestConsoleBrowser(t *testing.T) {
 	const consumer = "billing"
 
 	// A gap parks order-1 at version 1; version 2 is held behind it.
-	in, err := idem.NewInbox(st, consumer, sub.Capabilities(), &idem.Options{Logger: quiet})
+	in, err := idem.NewInbox(st, consumer, sub.Capabilities(), &idem.Options{Telemetry: broker.Telemetry{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestConsoleBrowser(t *testing.T) {
 	agg := unique("order")
 	addRow(t, st, agg)
 	small := mustOpenTopic(t, "mem://"+unique("small")+"?maxsize=10")
-	quarantine, err := outbox.NewRelay(st, small, &outbox.RelayOptions{Logger: quiet})
+	quarantine, err := outbox.NewRelay(st, small, &outbox.RelayOptions{Telemetry: broker.Telemetry{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestConsoleBrowser(t *testing.T) {
 	browse(t, bctx, "requeue", chromedp.Click(chromedp.CSS("#quarantined tr.row input[name=row]")), chromedp.Click(chromedp.CSS("#requeue")),
 		chromedp.WaitVisible(chromedp.CSS("#nothing-quarantined")))
 	wantText(t, "pending after the requeue", textOf(t, bctx, "#pending"), agg, pendingAgg)
-	relay, err := outbox.NewRelay(st, top, &outbox.RelayOptions{Logger: quiet})
+	relay, err := outbox.NewRelay(st, top, &outbox.RelayOptions{Telemetry: broker.Telemetry{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}

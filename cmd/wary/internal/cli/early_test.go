@@ -40,7 +40,7 @@ func newHolder[Tx any](t *testing.T, st shopStore[Tx], exec func(string) error, 
 	name := "mem://" + unique("early")
 	h := &holder[Tx]{t: t, topic: mustOpenTopic(t, name), sub: mustOpenSub(t, name+"/"+consumer)}
 	var err error
-	h.in, err = idem.NewInbox(st, consumer, h.sub.Capabilities(), &idem.Options{Logger: quiet,
+	h.in, err = idem.NewInbox(st, consumer, h.sub.Capabilities(), &idem.Options{Telemetry: broker.Telemetry{Logger: quiet},
 		Versions: idem.VersionTable{Table: table, IDColumn: "id", VersionColumn: "version"}})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"github.com/wary-go/wary/broker"
+
 	"bufio"
 	"context"
 	"crypto/rand"
@@ -323,7 +325,7 @@ func fillStore[Tx any](t *testing.T, st shopStore[Tx]) {
 			msgs[i] = &outbox.Message{AggregateID: agg, Version: 1, Type: "order.placed", Payload: []byte("{}")}
 		}
 		addRows(t, st, msgs...)
-		r, err := outbox.NewRelay(st, mustOpenTopic(t, topicURL), &outbox.RelayOptions{Logger: quiet})
+		r, err := outbox.NewRelay(st, mustOpenTopic(t, topicURL), &outbox.RelayOptions{Telemetry: broker.Telemetry{Logger: quiet}})
 		if err != nil {
 			t.Fatal(err)
 		}

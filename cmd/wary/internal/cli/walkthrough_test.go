@@ -68,7 +68,7 @@ func publish(t *testing.T, top *broker.Topic, msgs ...*broker.Message) {
 func parkedWalkthrough[Tx any](t *testing.T, w *wary, p *pipe[Tx]) {
 	ctx := t.Context()
 	const consumer = "billing"
-	in, err := idem.NewInbox(p.store, consumer, p.sub.Capabilities(), &idem.Options{Logger: quiet})
+	in, err := idem.NewInbox(p.store, consumer, p.sub.Capabilities(), &idem.Options{Telemetry: broker.Telemetry{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func outboxWalkthrough[Tx any](t *testing.T, w *wary, p *pipe[Tx]) {
 	// A topic that takes no message this large: the relay quarantines
 	// the row at its first failure.
 	small := mustOpenTopic(t, "mem://"+unique("small")+"?maxsize=10")
-	relay, err := outbox.NewRelay(p.store, small, &outbox.RelayOptions{Logger: quiet})
+	relay, err := outbox.NewRelay(p.store, small, &outbox.RelayOptions{Telemetry: broker.Telemetry{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}

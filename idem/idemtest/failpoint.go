@@ -1,0 +1,27 @@
+package idemtest
+
+import (
+	"context"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/internal/failpoint"
+)
+
+// WithAfterPublish returns ctx carrying a failpoint for the outbox relay
+// that runs with it (Relay.Run, RunOnce, Drain): f is called after each
+// message was published and before it is marked sent. An error from f
+// makes the relay act as if the process died there: the claim is released
+// without marking anything, Relay.Stats().Crashes counts it, and the call
+// returns the error. The failpoints live in the context, not in the
+// options, so that production code cannot set them by accident.
+func WithAfterPublish(ctx context.Context, f func(m *broker.Message) error) context.Context {
+	return failpoint.WithAfterPublish(ctx, f)
+}
+
+// WithAfterCall returns ctx carrying a failpoint for keys.Caller.Call: f
+// runs after the external call returned and before its outcome is
+// recorded. An error from f makes Call act as if the process died there:
+// nothing is recorded, and Call returns the error.
+func WithAfterCall(ctx context.Context, f func(key string) error) context.Context {
+	return failpoint.WithAfterCall(ctx, f)
+}
