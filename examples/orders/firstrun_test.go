@@ -42,6 +42,13 @@ func TestDefaultBuild(t *testing.T) {
 			t.Errorf("the default build lacks %s", want)
 		}
 	}
+	// Nor what tests bring: its relay crash is armed through
+	// idem/failpoint, which links neither testing nor the store suite.
+	for _, p := range []string{"testing", "github.com/wary-go/wary/idem/idemtest", "pgregory.net/rapid"} {
+		if def[p] {
+			t.Errorf("the default build imports %s, a test's package", p)
+		}
+	}
 	for p := range def {
 		for _, l := range left {
 			if strings.HasPrefix(p, l) {

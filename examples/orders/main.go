@@ -75,7 +75,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/failpoint"
 	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/outbox"
 )
@@ -262,10 +262,10 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	// The test failpoint, in the context the relay runs with: it records
 	// each message published and, the first time, kills the relay after
 	// the crashAt-th.
-	sent := func(failpoint bool) context.Context {
-		return idemtest.WithAfterPublish(ctx, func(m *broker.Message) error {
+	sent := func(crash bool) context.Context {
+		return failpoint.WithAfterPublish(ctx, func(m *broker.Message) error {
 			h.Sent(m.ID)
-			if count++; failpoint && count == crashAt {
+			if count++; crash && count == crashAt {
 				return fmt.Errorf("relay process killed after publishing %s", m.ID)
 			}
 			return nil
@@ -354,7 +354,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	// 5. The payment calls, after the commits.
 	// The test failpoint, in the context of the calls: the billing
 	// process dies once, after the provider charged, before recording it.
-	calls := idemtest.WithAfterCall(ctx, func(key string) error {
+	calls := failpoint.WithAfterCall(ctx, func(key string) error {
 		if key == paymentCrash && !crashed {
 			crashed = true
 			return errors.New("billing process killed after the provider charged, before recording it")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/failpoint"
 	"github.com/wary-go/wary/idem/outbox"
 )
 
@@ -174,7 +175,7 @@ func RelayLatency[Tx any](b *testing.B, e *OutboxEnv[Tx], ob OutboxBroker, n int
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	sent := WithAfterPublish(ctx, func(m *broker.Message) error {
+	sent := failpoint.WithAfterPublish(ctx, func(m *broker.Message) error {
 		now := time.Now()
 		mu.Lock()
 		if _, ok := published[m.ID]; !ok && strings.HasPrefix(m.ID, ids) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/failpoint"
 	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -198,7 +199,7 @@ func testKeysCrash[Tx any](t *testing.T, f Factory[Tx]) {
 	crash := errors.New("the caller dies after the call, before recording it")
 	crashes := 0
 	k := e.keys(keys.Contract{Provider: "payments", Retention: 24 * time.Hour, Replays: true})
-	ctx := WithAfterCall(e.Ctx, func(string) error {
+	ctx := failpoint.WithAfterCall(e.Ctx, func(string) error {
 		if crashes == 0 {
 			crashes++
 			return crash
@@ -263,7 +264,7 @@ func testKeysReconcile[Tx any](t *testing.T, f Factory[Tx]) {
 		return nil
 	}
 	mail := e.keys(keys.Contract{Provider: "mailer", Retention: time.Hour})
-	ctx := WithAfterCall(e.Ctx, crashOnce)
+	ctx := failpoint.WithAfterCall(e.Ctx, crashOnce)
 	e.stage(mail, "mail:order-9:confirmation", "to customer of order-9")
 	if _, err := mail.Call(ctx, "mail:order-9:confirmation", noReplay.Call); err == nil {
 		t.Fatal("the failpoint did not fire")

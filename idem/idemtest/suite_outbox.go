@@ -15,6 +15,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/failpoint"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -127,7 +128,7 @@ func testRelayCrash[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 	var published atomic.Int64
 	var crashedID string
 	r1 := e.Relay(b.Topic, &outbox.RelayOptions{Owner: "relay-1", Concurrency: 1})
-	crashing := WithAfterPublish(e.Ctx, func(m *broker.Message) error {
+	crashing := failpoint.WithAfterPublish(e.Ctx, func(m *broker.Message) error {
 		h.Sent(m.ID)
 		if published.Add(1) == 3 {
 			crashedID = m.ID
@@ -147,7 +148,7 @@ func testRelayCrash[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 	// The process restarts (same relay name) and publishes everything
 	// again, with the same IDs.
 	r2 := e.Relay(b.Topic, &outbox.RelayOptions{Owner: "relay-1"})
-	sent := WithAfterPublish(e.Ctx, func(m *broker.Message) error { h.Sent(m.ID); return nil })
+	sent := failpoint.WithAfterPublish(e.Ctx, func(m *broker.Message) error { h.Sent(m.ID); return nil })
 	if n, err := r2.Drain(sent); n != 10 || err != nil {
 		t.Fatalf("Drain after restart: %d, %v; want 10", n, err)
 	}
@@ -336,7 +337,7 @@ func testThreeRelays[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps O
 	for i := range 3 {
 		r := e.Relay(b.Topic, &outbox.RelayOptions{Owner: fmt.Sprintf("relay-%d", i), PollInterval: poll, BatchSize: batch})
 		relays = append(relays, r)
-		sent := WithAfterPublish(ctx, func(m *broker.Message) error {
+		sent := failpoint.WithAfterPublish(ctx, func(m *broker.Message) error {
 			h.Sent(m.ID)
 			return nil
 		})

@@ -495,7 +495,7 @@ type RelayStats struct {
 	Failed      int64 // failed publishes (each retried or quarantined)
 	Quarantines int64 // rows this relay quarantined
 	Claims      int64 // batches claimed (streaming: windows published) with at least one row
-	Crashes     int64 // claims released by a test's failpoint (idemtest.WithAfterPublish)
+	Crashes     int64 // claims released by a test's failpoint (failpoint.WithAfterPublish)
 	// Throughput is rows published per second over the last minute (or
 	// since the relay was created, if that is shorter).
 	Throughput float64

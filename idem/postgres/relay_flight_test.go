@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/failpoint"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 	idemstore "github.com/wary-go/wary/idem/store"
@@ -56,7 +56,7 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 	defer wg.Wait()
 	defer stop()
 	wg.Go(func() {
-		if err := r.Run(idemtest.WithAfterPublish(rctx, g.after)); err != nil {
+		if err := r.Run(failpoint.WithAfterPublish(rctx, g.after)); err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	})

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/failpoint"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 	idemstore "github.com/wary-go/wary/idem/store"
@@ -199,7 +199,7 @@ func TestWakeFlagPerRelay(t *testing.T) {
 	notified(false)
 }
 
-// gate blocks the relays' failpoint (idemtest.WithAfterPublish) on aggregate "b" rows until
+// gate blocks the relays' failpoint (failpoint.WithAfterPublish) on aggregate "b" rows until
 // released, and reports on entered when it blocks.
 type gate struct {
 	entered chan string
@@ -257,7 +257,7 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
-			if err := r.Run(idemtest.WithAfterPublish(rctx, after)); err != nil {
+			if err := r.Run(failpoint.WithAfterPublish(rctx, after)); err != nil {
 				t.Errorf("Run %s: %v", owner, err)
 			}
 		})

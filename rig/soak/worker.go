@@ -26,7 +26,7 @@ import (
 	_ "github.com/wary-go/wary/drivers/servicebus" // registers servicebus://
 	_ "github.com/wary-go/wary/drivers/sqsfifo"    // registers sqsfifo://
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/failpoint"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
@@ -211,7 +211,7 @@ func runRelay(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *post
 		return err
 	}
 	// The soak logs each message the relay published, before it is marked.
-	err = r.Run(idemtest.WithAfterPublish(ctx, func(m *broker.Message) error { lg.line(linePublished, m.ID); return nil }))
+	err = r.Run(failpoint.WithAfterPublish(ctx, func(m *broker.Message) error { lg.line(linePublished, m.ID); return nil }))
 	if ctx.Err() != nil {
 		return nil
 	}

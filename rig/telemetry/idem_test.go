@@ -19,7 +19,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/failpoint"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/sqlite"
 	"github.com/wary-go/wary/idem/store"
@@ -85,7 +85,7 @@ func TestRelayOutboxGauges(t *testing.T) {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- relay.Run(idemtest.WithAfterPublish(rctx, func(*broker.Message) error {
+		done <- relay.Run(failpoint.WithAfterPublish(rctx, func(*broker.Message) error {
 			select {
 			case published <- struct{}{}:
 				<-release // hold the first row published and unmarked

@@ -2,7 +2,7 @@
 // context, so that they stay out of the production options: the outbox
 // relay and the keys caller look them up in the context they are given
 // (Relay.Run, RunOnce and Drain; Caller.Call), and a nil one costs a
-// context lookup per batch or call. Package idemtest exports the setters
+// context lookup per batch or call. Package idem/failpoint exports the setters
 // for tests in other modules (the rig, the examples).
 package failpoint
 

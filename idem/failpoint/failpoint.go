@@ -1,4 +1,13 @@
-package idemtest
+// Package failpoint arms the fault-injection points of the outbox relay and
+// the keys caller, for tests and fault-injection runs (examples/orders'
+// relay crash, the soak). A failpoint travels in the context the relay or
+// the caller is run with, never in their options, so production code
+// cannot set one by accident, and a program that never imports this
+// package pays one context lookup per batch or call.
+//
+// The package imports neither testing nor the store suite (idem/idemtest),
+// so a program that injects faults links only what it runs.
+package failpoint
 
 import (
 	"context"
@@ -12,8 +21,7 @@ import (
 // message was published and before it is marked sent. An error from f
 // makes the relay act as if the process died there: the claim is released
 // without marking anything, Relay.Stats().Crashes counts it, and the call
-// returns the error. The failpoints live in the context, not in the
-// options, so that production code cannot set them by accident.
+// returns the error.
 func WithAfterPublish(ctx context.Context, f func(m *broker.Message) error) context.Context {
 	return failpoint.WithAfterPublish(ctx, f)
 }
