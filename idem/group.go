@@ -35,7 +35,7 @@ type item[Tx any] struct {
 // so that the calls of goroutines that are runnable, such as a Run's
 // workers coming back from the transaction before, share its transaction
 // instead of each half of them taking turns (issue 46: 50 deliveries per
-// commit with 100 callers on Batch 100 before, 70 to 94 after; see
+// commit with 100 callers on Batch 100 before, 61 to 96 after; see
 // BENCHMARKS.md). A lone delivery pays two yields.
 type group[Tx any] struct {
 	mu      sync.Mutex

@@ -106,7 +106,7 @@ type Options struct {
 	// so Batch is for handlers that only write through tx; set
 	// RunOptions.Concurrency to Batch or more. At Batch, most calls of
 	// one transaction come back in time to join the next (BENCHMARKS.md,
-	// issue 46: on PostgreSQL, 100 callers on Batch 100 commit about 80
+	// issue 46: on PostgreSQL, 100 callers on Batch 100 commit 60 to 96
 	// deliveries at a time, where they took turns in halves before).
 	// Each delivery keeps Handle's guarantees and result: a failing one
 	// is rolled back and settled alone, and the others are tried again
