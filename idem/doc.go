@@ -107,7 +107,8 @@
 // while one transaction is in flight the calls that arrive wait, and the
 // next one claims up to Batch of them with one statement, runs each
 // handler in turn, commits once and acknowledges them with one call to the
-// broker (broker.AckAll). A lone call waits for nothing. Each delivery
+// broker (broker.AckAll). A lone call waits for nothing (it yields to the
+// Go scheduler while that lets more calls join). Each delivery
 // keeps its own Result; when one handler fails, the transaction is rolled
 // back, that delivery is settled alone, and the rest is tried again
 // without it. Stats.Commits counts the transactions. A transaction takes

@@ -36,17 +36,19 @@ func BenchCounted[Tx any](b *testing.B, f Factory[Tx], statements func() int64) 
 	b.Run("bare-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 1, false) })
 	b.Run("inbox-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 1, true) })
 	b.Run("batch100-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 100, true) })
-	b.Run("interleaved", func(b *testing.B) { benchInterleaved(b, f) })
+	b.Run("interleaved", func(b *testing.B) { benchInterleaved(b, f, statements) })
 }
 
 // benchInterleaved measures bare, inbox, bare100, batch100 and article
 // (one consumer each) in turns of 100 messages, b.N messages for each, so
 // that they share whatever else the machine is doing, and reports their
 // msgs/s and ratios: inbox/bare-%, inbox/article-%, batch100/inbox-x and
-// batch100/bare100-%. "article" is the inbox a team writes by hand: in
-// the bare transaction, before the effect, INSERT INTO its own inbox
-// table ... ON CONFLICT (consumer, message_id) DO NOTHING RETURNING 1.
-func benchInterleaved[Tx any](b *testing.B, f Factory[Tx]) {
+// batch100/bare100-%, and batch100's messages per commit. "article" is
+// the inbox a team writes by hand: in the bare transaction, before the
+// effect, INSERT INTO its own inbox table ... ON CONFLICT (consumer,
+// message_id) DO NOTHING RETURNING 1. With statements, each mode also
+// reports its statements per message (bare-stmts/msg, ...).
+func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int64) {
 	const turn, modes = 100, 5
 	e := Setup(b, f, "")
 	in := e.Inbox("bench", nil)
@@ -71,10 +73,15 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx]) {
 	ctx := b.Context()
 	sub := q.Subscription(nil)
 	var spent [modes]time.Duration // bare, inbox, bare100, batch100, article
+	var sent [modes]int64          // statements, where counted
 	b.ResetTimer()
 	for done := 0; done < b.N; done += turn {
 		n := min(turn, b.N-done)
 		for mode := range modes {
+			var before int64
+			if statements != nil {
+				before = statements()
+			}
 			start := time.Now()
 			var err error
 			switch mode {
@@ -108,6 +115,9 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx]) {
 				b.Fatal(err)
 			}
 			spent[mode] += time.Since(start)
+			if statements != nil {
+				sent[mode] += statements() - before
+			}
 		}
 	}
 	b.StopTimer()
@@ -122,6 +132,12 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx]) {
 	b.ReportMetric(100*rate(4)/rate(0), "article/bare-%")
 	b.ReportMetric(rate(3)/rate(1), "batch100/inbox-x")
 	b.ReportMetric(100*rate(3)/rate(2), "batch100/bare100-%")
+	b.ReportMetric(float64(b.N)/float64(grouped.Stats().Commits), "batch100-msgs/commit")
+	if statements != nil {
+		for mode, name := range []string{"bare", "inbox", "bare100", "batch100", "article"} {
+			b.ReportMetric(float64(sent[mode])/float64(b.N), name+"-stmts/msg")
+		}
+	}
 	b.ReportMetric(0, "ns/op")
 	if n := e.Int(`SELECT count(*) FROM effects`); n != int64(modes*b.N) {
 		b.Errorf("%d effects for %d messages", n, modes*b.N)

@@ -42,10 +42,14 @@
 // round trip to the handler's own and the commit: three in all for a
 // handler of one statement, as many as the same transaction without the
 // inbox. A delivery with an aggregate claims and checks for parked
-// messages of its aggregate in one statement after BEGIN (four). A batch
-// claims all its messages with one call over an array of IDs (the
-// handlers' statements, BEGIN, one claim, COMMIT). A duplicate found by
-// BeginClaim leaves an error line in the server's log.
+// messages of its aggregate in one statement after BEGIN (four). A shared
+// transaction (idem.Options.Batch) claims all its messages with one
+// statement over an array of IDs, sent with BEGIN as well: a strict
+// INSERT, without ON CONFLICT, so that the server skips the speculative
+// insertion of each row (the handlers' statements, BEGIN with the claim,
+// COMMIT); when one of them is a duplicate it fails, and the claim is made
+// again after BEGIN with ON CONFLICT DO NOTHING (two round trips more). A
+// duplicate found by BeginClaim leaves an error line in the server's log.
 // No statement is built from a value: message IDs, keys and every other
 // value travel as bound parameters, so no session setting (client_encoding,
 // backslash_quote, standard_conforming_strings) changes what they mean.

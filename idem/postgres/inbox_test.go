@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,4 +77,46 @@ func beginClaim(ctx context.Context, st *postgres.Store, consumer, id string, at
 func claimOne(ctx context.Context, st *postgres.Store, tx pgx.Tx, consumer, id string, at time.Time) (bool, error) {
 	c, err := st.Driver().Claim(ctx, tx, store.ClaimRequest{Consumer: consumer, IDs: []string{id}, At: at})
 	return err == nil && c[0].New, err
+}
+
+// TestBeginClaimMany: a claim of several messages goes with BEGIN in one
+// round trip when none is a duplicate; with a duplicate it begins and
+// claims again (two more), answering which are new; a value the server
+// refuses is a data error, and no connection stays acquired.
+func TestBeginClaimMany(t *testing.T) {
+	var n atomic.Int64
+	pool := countingPool(t, &n)
+	ctx := t.Context()
+	st, err := postgres.New(ctx, pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := func(ids ...string) (pgx.Tx, []store.Claimed, int64, error) {
+		before := n.Load()
+		tx, began, c, err := st.Driver().BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: ids, At: time.Now()})
+		if err == nil && !began {
+			t.Fatalf("%v: nothing began", ids)
+		}
+		return tx, c, n.Load() - before, err
+	}
+	tx, c, trips, err := claim("a", "b", "c")
+	if err != nil || !c[0].New || !c[1].New || !c[2].New || trips != 1 {
+		t.Fatalf("a, b, c: %+v, %d round trips, %v; want all new in one", c, trips, err)
+	}
+	if err := st.Driver().Commit(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	tx, c, trips, err = claim("b", "d")
+	if err != nil || c[0].New || !c[1].New || trips != 3 {
+		t.Fatalf("b, d: %+v, %d round trips, %v; want d new in three", c, trips, err)
+	}
+	if err := st.Driver().Rollback(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := claim("d", "bad\xff"); !errors.Is(err, store.ErrData) {
+		t.Errorf("d, bad\\xff: %v, want a data error", err)
+	}
+	if s := pool.Stat(); s.AcquiredConns() != 0 {
+		t.Errorf("%d connections still acquired", s.AcquiredConns())
+	}
 }

@@ -49,6 +49,14 @@ const (
 		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} p WHERE p.consumer = $1 AND p.message_id = ids.id)
 		ORDER BY id COLLATE "C"
 		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`
+	// slicedStrictClaimMany is slicedClaim for several IDs (BeginClaim):
+	// it returns the IDs it inserted, those missing from its answer being
+	// in the previous table.
+	slicedStrictClaimMany = `INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)
+		SELECT $1::text, id, $3::timestamptz, ` + mark + ` FROM unnest($2::text[]) AS ids(id)
+		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} p WHERE p.consumer = $1 AND p.message_id = ids.id)
+		ORDER BY id COLLATE "C"
+		RETURNING message_id`
 	slicedClaimCheck = `WITH claim AS (INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)
 			SELECT $1::text, $2::text, $3::timestamptz, ` + mark + `
 			WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} WHERE consumer = $1 AND message_id = $2)

@@ -137,6 +137,19 @@ func TestRotation(t *testing.T) {
 	if err := st.Driver().Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
+	// Several IDs with BEGIN: m1 is in the previous table; then m2 in the
+	// current one.
+	for _, ids := range [][]string{{"m1", "m4", "m5"}, {"m2", "m6"}} {
+		tx, began, got, err := st.Driver().BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: ids, At: at})
+		if err != nil || !began || got[0].New || !got[1].New || len(ids) > 2 && !got[2].New {
+			t.Errorf("BeginClaim of %v: %v, %+v, %v; want all but %s", ids, began, got, err, ids[0])
+		}
+		if began {
+			if err := st.Driver().Commit(ctx, tx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	if !claimAt(t, st, "d", "m1", at) { // another consumer's record
 		t.Error("consumer d could not claim m1")
 	}

@@ -93,8 +93,9 @@ type driver struct {
 	slot atomic.Pointer[string]
 	// claimSQL is BeginClaim's claim (strict: a duplicate in the current
 	// table fails it, so that BEGIN does not run; with slices, one in the
-	// previous table makes it insert nothing).
-	claimSQL string
+	// previous table makes it insert nothing); claimManySQL the same for
+	// several IDs, returning those it inserted.
+	claimSQL, claimManySQL string
 }
 
 var _ store.Driver[pgx.Tx] = (*driver)(nil)
@@ -128,13 +129,13 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if err != nil {
 		return nil, err
 	}
-	claim := "INSERT INTO " + core.Name("inbox") + " (consumer, message_id, processed_at) VALUES ($1, $2, $3)"
+	claim, many := "INSERT INTO {{inbox}} (consumer, message_id, processed_at) VALUES ($1, $2, $3)", strictClaimMany
 	if o.InboxSlice > 0 {
-		claim = strings.ReplaceAll(slicedClaim, "{{inbox}}", core.Name("inbox"))
-		claim = strings.ReplaceAll(claim, "{{inbox_prev}}", core.Name("inbox_prev"))
+		claim, many = slicedClaim, slicedStrictClaimMany
 	}
+	name := strings.NewReplacer("{{inbox}}", core.Name("inbox"), "{{inbox_prev}}", core.Name("inbox_prev"))
 	s := &Store{d: &driver{Core: core, Outbox: sqlcore.NewOutbox(core, outboxDialect(pool)), pool: pool,
-		claimSQL: claim, slice: o.InboxSlice, inbox: o.Prefix + "inbox", schema: o.Schema,
+		claimSQL: name.Replace(claim), claimManySQL: name.Replace(many), slice: o.InboxSlice, inbox: o.Prefix + "inbox", schema: o.Schema,
 		outboxSlice: o.OutboxSlice, outboxTable: o.Prefix + "outbox", sliceReady: sliceReady}}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
@@ -157,6 +158,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 
 // Pool returns the pool.
 func (s *Store) Pool() *pgxpool.Pool { return s.d.pool }
+
+// strictClaimMany is BeginClaim's claim of several IDs: dialect.ClaimMany
+// without ON CONFLICT, so that a duplicate fails it.
+const strictClaimMany = `INSERT INTO {{inbox}} (consumer, message_id, processed_at)
+	SELECT $1, id, $3 FROM unnest($2::text[]) AS ids(id) ORDER BY id COLLATE "C"
+	RETURNING message_id`
 
 var dialect = sqlcore.Dialect{
 	Time: func(t time.Time) any { return t },
@@ -203,13 +210,31 @@ var dialect = sqlcore.Dialect{
 // previous table makes the INSERT insert nothing: the transaction began,
 // and BeginClaim rolls it back.
 //
+// A claim of several messages without held checks (a shared
+// transaction's, idem.Options.Batch) is sent with BEGIN too, as one
+// strict INSERT over the array of IDs in ID order, without ON CONFLICT
+// (whose speculative insertion costs the server about as much again per
+// row): when none of them is a duplicate, as in the common case, the
+// transaction is begun and all are claimed in one round trip. A duplicate
+// in the current table fails it as above, and BeginClaim then begins and
+// claims them with ON CONFLICT DO NOTHING (sqlcore), which tells which
+// ones are new: a batch holding a duplicate costs one more round trip and
+// the server's error log line.
+//
 // With a pool whose DefaultQueryExecMode is the simple protocol (which
 // interpolates arguments into the SQL text on the client), BeginClaim does
 // not batch: it begins, then claims.
 func (s *driver) BeginClaim(ctx context.Context, r store.ClaimRequest) (pgx.Tx, bool, []store.Claimed, error) {
-	if len(r.IDs) != 1 || r.Aggregates != nil && r.Aggregates[0] != "" ||
+	if r.Aggregates != nil && (len(r.IDs) > 1 || r.Aggregates[0] != "") ||
 		s.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
 		return s.Core.BeginClaim(ctx, r)
+	}
+	if len(r.IDs) > 1 {
+		tx, claims, dup, err := s.beginClaimMany(ctx, r)
+		if dup {
+			return s.Core.BeginClaim(ctx, r)
+		}
+		return tx, err == nil, claims, err
 	}
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{BeginQuery: s.claimSQL})
@@ -243,6 +268,46 @@ func (s *driver) BeginClaim(ctx context.Context, r store.ClaimRequest) (pgx.Tx, 
 		return nil, false, nil, classify(err)
 	}
 	return tx, true, []store.Claimed{{New: true}}, nil
+}
+
+// beginClaimMany is BeginClaim's pipelined claim of several IDs (see
+// BeginClaim); dup reports a duplicate in the current table, which
+// began nothing.
+func (s *driver) beginClaimMany(ctx context.Context, r store.ClaimRequest) (tx pgx.Tx, claims []store.Claimed, dup bool, err error) {
+	got := make(map[string]bool, len(r.IDs))
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{BeginQuery: s.claimManySQL})
+	b.QueuedQueries[0].Arguments = []any{r.Consumer, r.IDs, r.At}
+	b.QueuedQueries[0].Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			got[id] = true
+		}
+		return rows.Err()
+	})
+	b.Queue("BEGIN")
+	br := s.pool.SendBatch(ctx, b)
+	tx = br.Tx()
+	err = br.Close()
+	if err == nil && tx.Conn().PgConn().TxStatus() != 'T' {
+		err = errors.New("idem/postgres: the claim batch left no transaction open")
+	}
+	if err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx)) // releases the connection, as in BeginClaim
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
+			return nil, nil, true, nil
+		}
+		return nil, nil, false, classify(err)
+	}
+	claims = make([]store.Claimed, len(r.IDs))
+	for i, id := range r.IDs {
+		claims[i].New = got[id]
+	}
+	return tx, claims, false, nil
 }
 
 type backend struct{ pool *pgxpool.Pool }

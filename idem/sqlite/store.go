@@ -4,11 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/json"
 	"errors"
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
@@ -177,6 +180,26 @@ var dialect = sqlcore.Dialect{
 		return store.QuoteIdentifier(schema) + "." + store.QuoteIdentifier(name)
 	},
 	IsNoRows: func(err error) bool { return errors.Is(err, sql.ErrNoRows) },
+	// A shared transaction's claim (idem.Options.Batch) is one statement
+	// over the IDs as a JSON array (json_each), parsed once, not one
+	// statement parsed again for each message. The WHERE keeps SQLite's
+	// parser from reading ON CONFLICT as a join's ON.
+	ClaimMany: `INSERT INTO {{inbox}} (consumer, message_id, processed_at)
+		SELECT $1, value, $3 FROM json_each($2) WHERE true ORDER BY value
+		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`,
+	Array: jsonArray,
+}
+
+// jsonArray is ids as a JSON array for ClaimMany; false where JSON would
+// not carry one of them exactly (invalid UTF-8, which it replaces).
+func jsonArray(ids []string) (any, bool) {
+	for _, id := range ids {
+		if !utf8.ValidString(id) || strings.ContainsRune(id, 0) {
+			return nil, false
+		}
+	}
+	b, err := json.Marshal(ids)
+	return string(b), err == nil
 }
 
 type backend struct{ db *sql.DB }

@@ -60,6 +60,10 @@ type Dialect struct {
 	// it inserts them in the order of the IDs and returns the claimed ones.
 	// Without it, Claim claims one by one.
 	ClaimMany string
+	// Array, if not nil, is how ClaimMany's $2 is sent, given the IDs;
+	// false: it cannot hold them, and Claim claims one by one. Nil: the
+	// IDs as they are (a driver that binds []string as an array).
+	Array func(ids []string) (any, bool)
 	// ClaimAll makes Claim use ClaimMany for a single message too (a
 	// store whose uniqueness is in that statement, not in a unique index).
 	ClaimAll bool
@@ -180,14 +184,18 @@ func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, r store.ClaimRequest) ([]st
 		return r.Aggregates[i]
 	}
 	at := c.d.Time(r.At)
+	var ids any // ClaimMany's $2, where it claims them
+	if (len(r.IDs) > 1 || c.d.ClaimAll) && c.q.claimMany != "" {
+		ids = c.array(r.IDs)
+	}
 	switch {
 	case len(r.IDs) == 1 && agg(0) != "" && c.q.claimCheck != "":
 		var claimed, held bool
 		err := c.b.Q(tx).QueryRow(ctx, c.q.claimCheck, r.Consumer, r.IDs[0], at, agg(0)).Scan(&claimed, &held)
 		out[0] = store.Claimed{New: claimed, Held: claimed && held}
 		return out, err
-	case (len(r.IDs) > 1 || c.d.ClaimAll) && c.q.claimMany != "":
-		got, err := c.claimMany(ctx, tx, r.Consumer, r.IDs, at)
+	case ids != nil:
+		got, err := c.claimMany(ctx, tx, r.Consumer, ids, at)
 		if err != nil {
 			return nil, err
 		}
@@ -228,10 +236,22 @@ func (c *Core[Tx]) BeginClaim(ctx context.Context, r store.ClaimRequest) (tx Tx,
 	return tx, true, claims, nil
 }
 
-// claimMany claims ids in tx with the dialect's ClaimMany statement and
-// returns the set of those it claimed.
-func (c *Core[Tx]) claimMany(ctx context.Context, tx Tx, consumer string, ids []string, at any) (map[string]bool, error) {
-	got := make(map[string]bool, len(ids))
+// array is ids as ClaimMany's $2 (Dialect.Array), nil if the dialect
+// cannot send them so.
+func (c *Core[Tx]) array(ids []string) any {
+	if c.d.Array == nil {
+		return ids
+	}
+	if a, ok := c.d.Array(ids); ok {
+		return a
+	}
+	return nil
+}
+
+// claimMany claims ids (as array gives them) in tx with the dialect's
+// ClaimMany statement and returns the set of those it claimed.
+func (c *Core[Tx]) claimMany(ctx context.Context, tx Tx, consumer string, ids any, at any) (map[string]bool, error) {
+	got := make(map[string]bool)
 	rows, err := c.b.Q(tx).Query(ctx, c.q.claimMany, consumer, ids, at)
 	if err != nil {
 		return nil, err
