@@ -10,6 +10,8 @@ replace github.com/wary-go/wary/drivers/sqsfifo => ../drivers/sqsfifo
 
 replace github.com/wary-go/wary/drivers/servicebus => ../drivers/servicebus
 
+replace github.com/wary-go/wary/nodeproc => ../nodeproc
+
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
@@ -19,6 +21,7 @@ require (
 	github.com/wary-go/wary/drivers/kafka v0.0.0
 	github.com/wary-go/wary/drivers/servicebus v0.0.0
 	github.com/wary-go/wary/drivers/sqsfifo v0.0.0
+	github.com/wary-go/wary/nodeproc v0.0.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0

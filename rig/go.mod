@@ -10,6 +10,8 @@ replace github.com/wary-go/wary/drivers/sqsfifo => ../drivers/sqsfifo
 
 replace github.com/wary-go/wary/drivers/servicebus => ../drivers/servicebus
 
+replace github.com/wary-go/wary/nodeproc => ../nodeproc
+
 require (
 	github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus v1.11.0
 	github.com/Shopify/toxiproxy/v2 v2.12.0
@@ -76,6 +78,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/rs/xid v1.6.0 // indirect
+	github.com/wary-go/wary/nodeproc v0.0.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	golang.org/x/net v0.62.0 // indirect

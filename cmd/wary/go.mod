@@ -10,6 +10,8 @@ replace github.com/wary-go/wary/drivers/sqsfifo => ../../drivers/sqsfifo
 
 replace github.com/wary-go/wary/drivers/servicebus => ../../drivers/servicebus
 
+replace github.com/wary-go/wary/nodeproc => ../../nodeproc
+
 require (
 	github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus v1.11.0
 	github.com/aws/aws-sdk-go-v2 v1.48.0
@@ -25,6 +27,7 @@ require (
 	github.com/wary-go/wary/drivers/kafka v0.0.0
 	github.com/wary-go/wary/drivers/servicebus v0.0.0
 	github.com/wary-go/wary/drivers/sqsfifo v0.0.0
+	github.com/wary-go/wary/nodeproc v0.0.0
 )
 
 require (

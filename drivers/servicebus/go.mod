@@ -4,11 +4,14 @@ go 1.26.8
 
 replace github.com/wary-go/wary => ../..
 
+replace github.com/wary-go/wary/nodeproc => ../../nodeproc
+
 require (
 	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.23.0
 	github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus v1.11.0
 	github.com/Azure/go-amqp v1.7.0
 	github.com/wary-go/wary v0.0.0
+	github.com/wary-go/wary/nodeproc v0.0.0
 )
 
 require (

@@ -4,6 +4,8 @@ go 1.26.8
 
 replace github.com/wary-go/wary => ../..
 
+replace github.com/wary-go/wary/nodeproc => ../../nodeproc
+
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
@@ -11,6 +13,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/wary-go/wary v0.0.0
+	github.com/wary-go/wary/nodeproc v0.0.0
 )
 
 require (

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/internal/nodeproc"
+	"github.com/wary-go/wary/nodeproc"
 )
 
 // TestREADMELocalBrokers follows the "Run it locally" sections of the

@@ -36,6 +36,7 @@ var userPackages = map[string]string{
 	"idemtest":    "idem/idemtest",
 	"testkit":     "testkit",
 	"conformance": "conformance",
+	"nodeproc":    "nodeproc",
 }
 
 // exported is what a package declares: its top-level names, and for each

@@ -71,7 +71,8 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) []byte {
 
 // floors orders the top-level folders: a package imports only folders on
 // lower floors than its own (and its own folder). internal holds the
-// ground helpers (OpenTelemetry glue, the service finders); conformance is
+// ground helpers (OpenTelemetry glue, the service finders), nodeproc (a
+// module of its own) the Node emulators' process plumbing; conformance is
 // the suite over broker that the drivers' emulators and idem's store suite
 // stand on; drivers and idem never import each other. testkit, the kit
 // for users' handler tests, stands on drivers (memory) and idem (the inbox,
@@ -79,6 +80,7 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) []byte {
 // examples' tests (test files aside here) may.
 var floors = map[string]int{
 	"internal":    0,
+	"nodeproc":    0,
 	"broker":      1,
 	"conformance": 2,
 	"drivers":     3,

@@ -29,7 +29,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/servicebus"
-	"github.com/wary-go/wary/drivers/servicebus/internal/nodeproc"
+	"github.com/wary-go/wary/nodeproc"
 )
 
 // Environment variables the helper reads.

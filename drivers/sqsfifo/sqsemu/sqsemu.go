@@ -28,7 +28,7 @@ import (
 
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/sqsfifo"
-	"github.com/wary-go/wary/drivers/sqsfifo/internal/nodeproc"
+	"github.com/wary-go/wary/nodeproc"
 )
 
 // Environment variables the helper reads.

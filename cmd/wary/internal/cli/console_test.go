@@ -17,7 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
-	"github.com/wary-go/wary/internal/nodeproc"
+	"github.com/wary-go/wary/nodeproc"
 )
 
 // consoleRun is a wary console running in process.

@@ -23,7 +23,7 @@ import (
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/sqlite"
 	"github.com/wary-go/wary/idem/store"
-	"github.com/wary-go/wary/internal/nodeproc"
+	"github.com/wary-go/wary/nodeproc"
 )
 
 // example is what one line of a command's Example does when run in the

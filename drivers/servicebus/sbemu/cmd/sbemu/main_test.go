@@ -10,8 +10,8 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/servicebus"
-	"github.com/wary-go/wary/drivers/servicebus/internal/nodeproc"
 	"github.com/wary-go/wary/drivers/servicebus/sbemu"
+	"github.com/wary-go/wary/nodeproc"
 )
 
 // TestReadmeCommand runs the guide's command (docs/brokers) as a person would (go run,

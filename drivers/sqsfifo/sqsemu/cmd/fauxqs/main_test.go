@@ -11,8 +11,8 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	_ "github.com/wary-go/wary/drivers/sqsfifo" // sqsfifo:// URLs
-	"github.com/wary-go/wary/drivers/sqsfifo/internal/nodeproc"
 	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
+	"github.com/wary-go/wary/nodeproc"
 )
 
 // TestReadmeCommand runs the guide's command (docs/brokers) as a person would (go run,

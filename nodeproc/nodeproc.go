@@ -1,15 +1,16 @@
-// Package nodeproc is what the test helpers of the Node-based emulators
-// (sbemu for Service Bus, sqsemu for fauxqs) share: installing their npm
-// dependencies once per machine, collecting a child's output, and skipping
-// or failing a test when the emulator cannot run.
+// Package nodeproc is test support for wary's Node-based emulators (sbemu
+// for Service Bus, sqsemu for fauxqs): it installs their npm dependencies
+// once per machine under a file lock, runs a command in a process group of
+// its own, collects a child's output, and skips or fails a test when an
+// emulator cannot run.
 //
-// Three modules hold this package, each its own copy with the same bytes:
-// the root (internal/nodeproc, for the tests of cmd/wary and examples),
-// drivers/sqsfifo and drivers/servicebus (their internal/nodeproc, for
-// sqsemu and sbemu), so that an emulator builds from its own module's code
-// whatever root version a user's build selects. Change internal/nodeproc
-// and copy it over the other two: rig/layout's TestNodeprocCopiesAgree
-// fails until they agree.
+// It is a module of its own (github.com/wary-go/wary/nodeproc), requiring
+// nothing but the standard library and versioned on its own: the driver
+// modules whose emulators use it (drivers/sqsfifo, drivers/servicebus)
+// cannot import the root's internal packages, which a root release may
+// change under them, and no root release changes this one. Its API is
+// small and kept stable: Unavailable, EnsureDeps, LastLines, SyncBuffer,
+// and on Unix RunCommand with its Command.
 package nodeproc
 
 import (

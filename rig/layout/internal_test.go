@@ -1,7 +1,6 @@
 package layout_test
 
 import (
-	"bytes"
 	"go/parser"
 	"go/token"
 	"os"
@@ -49,50 +48,4 @@ func TestNoRootInternalOutsideRoot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// TestNodeprocCopiesAgree checks that the copies of internal/nodeproc
-// that the emulators' modules hold are the root's, file for file and byte
-// for byte (see the package doc of internal/nodeproc).
-func TestNodeprocCopiesAgree(t *testing.T) {
-	dir := repo(t)
-	want := readDir(t, filepath.Join(dir, "internal", "nodeproc"))
-	for _, c := range []string{"drivers/sqsfifo/internal/nodeproc", "drivers/servicebus/internal/nodeproc"} {
-		got := readDir(t, filepath.Join(dir, c))
-		for name, w := range want {
-			if g, ok := got[name]; !ok {
-				t.Errorf("%s: %s is missing: copy internal/nodeproc over it", c, name)
-			} else if !bytes.Equal(g, w) {
-				t.Errorf("%s: %s differs from internal/nodeproc's: copy internal/nodeproc over it", c, name)
-			}
-		}
-		for name := range got {
-			if _, ok := want[name]; !ok {
-				t.Errorf("%s: %s is not in internal/nodeproc", c, name)
-			}
-		}
-	}
-}
-
-func readDir(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := map[string][]byte{}
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[e.Name()] = data
-	}
-	if len(files) == 0 {
-		t.Fatalf("%s holds no files", dir)
-	}
-	return files
 }

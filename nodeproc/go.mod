@@ -1,0 +1,3 @@
+module github.com/wary-go/wary/nodeproc
+
+go 1.26.8
