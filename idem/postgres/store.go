@@ -91,10 +91,10 @@ type driver struct {
 	sliceReady  time.Duration
 	// slot is the outbox stream's slot name, once known (slotName).
 	slot atomic.Pointer[string]
-	// claimSQL is BeginClaim's claim (strict: a duplicate in the current
-	// table fails it, so that BEGIN does not run; with slices, one in the
-	// previous table makes it insert nothing); claimManySQL the same for
-	// several IDs, returning those it inserted.
+	// claimSQL is BeginClaim's claim (without ON CONFLICT: a duplicate
+	// makes it insert nothing; a concurrent claimer's commit fails it, so
+	// that BEGIN does not run); claimManySQL the same for several IDs,
+	// returning those it inserted.
 	claimSQL, claimManySQL string
 }
 
@@ -216,25 +216,26 @@ var dialect = sqlcore.Dialect{
 // the consumer or the message ID: they travel as bound parameters,
 // whatever the session's encoding and string settings.
 //
-// A duplicate fails the INSERT with a unique violation; the server skips
-// BEGIN, the Sync ends the implicit transaction and the connection goes
-// back to the pool idle; BeginClaim returns began false, no transaction
-// and the message not New. Concurrent claims of the same message wait for
-// each other as Claim's do. The cost of a duplicate is the server's error
-// log line and a dead row. With Options.InboxSlice, a duplicate in the
-// previous table makes the INSERT insert nothing: the transaction began,
-// and BeginClaim rolls it back.
+// The INSERT skips an ID already in the inbox (WHERE NOT EXISTS; with
+// Options.InboxSlice, in either table): a duplicate inserts nothing and
+// raises no error; the transaction began, and BeginClaim commits it (it
+// wrote nothing: no WAL, no rollback counted) and returns began false, no
+// transaction and the message not New. Concurrent claims of the same new
+// message wait for each other at the unique index as Claim's do: the
+// second fails with a unique violation once the first commits, the server
+// skips BEGIN, the Sync ends the implicit transaction and the connection
+// goes back to the pool idle; BeginClaim reports a duplicate as above.
 //
 // A claim of several messages without held checks (a shared
 // transaction's, idem.Options.Batch) is sent with BEGIN too, as one
-// strict INSERT over the array of IDs in ID order, without ON CONFLICT
-// (whose speculative insertion costs the server about as much again per
-// row): when none of them is a duplicate, as in the common case, the
-// transaction is begun and all are claimed in one round trip. A duplicate
-// in the current table fails it as above, and BeginClaim then begins and
+// INSERT over the array of IDs in ID order, without ON CONFLICT (whose
+// speculative insertion costs the server about as much again per row),
+// skipping duplicates as above and returning the IDs it inserted: the
+// transaction is begun and the new IDs claimed in one round trip, with
+// duplicates or not. When a concurrent claimer's commit fails it at the
+// unique index (or the array holds an ID twice), BeginClaim begins and
 // claims them with ON CONFLICT DO NOTHING (sqlcore), which tells which
-// ones are new: a batch holding a duplicate costs one more round trip and
-// the server's error log line.
+// ones are new.
 //
 // With a pool whose DefaultQueryExecMode is the simple protocol (which
 // interpolates arguments into the SQL text on the client), BeginClaim does
@@ -288,8 +289,8 @@ func (s *driver) BeginClaim(ctx context.Context, r store.ClaimRequest) (pgx.Tx, 
 }
 
 // beginClaimMany is BeginClaim's pipelined claim of several IDs (see
-// BeginClaim); dup reports a duplicate in the current table, which
-// began nothing.
+// BeginClaim); dup reports a unique violation (a concurrent claimer's
+// commit, or an ID twice in the array), which began nothing.
 func (s *driver) beginClaimMany(ctx context.Context, r store.ClaimRequest) (tx pgx.Tx, claims []store.Claimed, dup bool, err error) {
 	got := make(map[string]bool, len(r.IDs))
 	b := &pgx.Batch{}
