@@ -55,7 +55,7 @@ const (
 	slicedStrictClaimMany = `INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)
 		SELECT $1::text, id, $3::timestamptz, ` + mark + ` FROM unnest($2::text[]) AS ids(id)
 		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} p WHERE p.consumer = $1 AND p.message_id = ids.id)
-			AND NOT EXISTS (SELECT 1 FROM {{inbox}} i WHERE i.consumer = $1 AND i.message_id = ids.id)
+			AND NOT EXISTS (SELECT 1 FROM {{inbox}} i WHERE i.consumer = $1 AND i.message_id = ids.id OFFSET 0)
 		ORDER BY id COLLATE "C"
 		RETURNING message_id`
 	slicedClaimCheck = `WITH claim AS (INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)

@@ -172,10 +172,12 @@ const (
 	SELECT $1::text, $2::text, $3::timestamptz
 	WHERE NOT EXISTS (SELECT 1 FROM {{inbox}} WHERE consumer = $1 AND message_id = $2)`
 	// strictClaimMany is BeginClaim's claim of several IDs, returning
-	// those it inserted.
+	// those it inserted. OFFSET 0 keeps NOT EXISTS a probe of the key per
+	// ID: as an anti join, the generic plan on a small inbox hashed all of
+	// the consumer's records.
 	strictClaimMany = `INSERT INTO {{inbox}} (consumer, message_id, processed_at)
 	SELECT $1, id, $3 FROM unnest($2::text[]) AS ids(id)
-	WHERE NOT EXISTS (SELECT 1 FROM {{inbox}} i WHERE i.consumer = $1 AND i.message_id = ids.id)
+	WHERE NOT EXISTS (SELECT 1 FROM {{inbox}} i WHERE i.consumer = $1 AND i.message_id = ids.id OFFSET 0)
 	ORDER BY id COLLATE "C"
 	RETURNING message_id`
 )
