@@ -37,8 +37,7 @@
 // Round trips: a delivery that needs nothing but the claim before its
 // handler (no aggregate header, or Options.NoHold, and a first attempt)
 // is claimed in the round trip that begins the transaction (BeginClaim:
-// a parameterised claim and BEGIN sent as one pipeline, the claim's unique
-// violation meaning duplicate), so the inbox adds no
+// a parameterised claim and BEGIN sent as one pipeline), so the inbox adds no
 // round trip to the handler's own and the commit: three in all for a
 // handler of one statement, as many as the same transaction without the
 // inbox. A delivery with an aggregate claims and checks for parked
@@ -47,9 +46,17 @@
 // statement over an array of IDs, sent with BEGIN as well: a strict
 // INSERT, without ON CONFLICT, so that the server skips the speculative
 // insertion of each row (the handlers' statements, BEGIN with the claim,
-// COMMIT); when one of them is a duplicate it fails, and the claim is made
-// again after BEGIN with ON CONFLICT DO NOTHING (two round trips more). A
-// duplicate found by BeginClaim leaves an error line in the server's log.
+// COMMIT). BeginClaim's claims skip the IDs already in the inbox (WHERE
+// NOT EXISTS, one more index probe per ID), so that a duplicate, such as
+// a redelivery, inserts nothing and raises no error: no line in the
+// server's error log, no rolled-back transaction in pg_stat_database, no
+// dead row. A batch holding duplicates is begun in its one round trip all
+// the same; a duplicate alone commits the empty transaction BEGIN opened
+// (one more round trip, no WAL). Only two claimers of the same new ID at
+// once meet at the unique index: the second fails with a unique violation
+// once the first commits, which BeginClaim reports as a duplicate (one
+// ID) or answers by claiming again after BEGIN with ON CONFLICT DO
+// NOTHING (several; two round trips more).
 // No statement is built from a value: message IDs, keys and every other
 // value travel as bound parameters, so no session setting (client_encoding,
 // backslash_quote, standard_conforming_strings) changes what they mean.

@@ -38,12 +38,12 @@ const mark = `(SELECT 1::smallint FROM {{inbox}} WHERE consumer = '' AND message
 // one holds the record. Three index probes (the mark, the previous table,
 // the current one's key) however large the tables are.
 const (
-	// slicedClaim is BeginClaim's: without ON CONFLICT, so that a
-	// duplicate in the current table fails it; one in the previous table
-	// makes it insert nothing.
+	// slicedClaim is BeginClaim's: without ON CONFLICT, as strictClaim;
+	// a duplicate in either table makes it insert nothing.
 	slicedClaim = `INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)
 		SELECT $1::text, $2::text, $3::timestamptz, ` + mark + `
-		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} WHERE consumer = $1 AND message_id = $2)`
+		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} WHERE consumer = $1 AND message_id = $2)
+			AND NOT EXISTS (SELECT 1 FROM {{inbox}} WHERE consumer = $1 AND message_id = $2)`
 	slicedClaimMany = `INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)
 		SELECT $1::text, id, $3::timestamptz, ` + mark + ` FROM unnest($2::text[]) AS ids(id)
 		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} p WHERE p.consumer = $1 AND p.message_id = ids.id)
@@ -51,10 +51,11 @@ const (
 		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`
 	// slicedStrictClaimMany is slicedClaim for several IDs (BeginClaim):
 	// it returns the IDs it inserted, those missing from its answer being
-	// in the previous table.
+	// duplicates.
 	slicedStrictClaimMany = `INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)
 		SELECT $1::text, id, $3::timestamptz, ` + mark + ` FROM unnest($2::text[]) AS ids(id)
 		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} p WHERE p.consumer = $1 AND p.message_id = ids.id)
+			AND NOT EXISTS (SELECT 1 FROM {{inbox}} i WHERE i.consumer = $1 AND i.message_id = ids.id OFFSET 0)
 		ORDER BY id COLLATE "C"
 		RETURNING message_id`
 	slicedClaimCheck = `WITH claim AS (INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)

@@ -91,10 +91,10 @@ type driver struct {
 	sliceReady  time.Duration
 	// slot is the outbox stream's slot name, once known (slotName).
 	slot atomic.Pointer[string]
-	// claimSQL is BeginClaim's claim (strict: a duplicate in the current
-	// table fails it, so that BEGIN does not run; with slices, one in the
-	// previous table makes it insert nothing); claimManySQL the same for
-	// several IDs, returning those it inserted.
+	// claimSQL is BeginClaim's claim (without ON CONFLICT: a duplicate
+	// makes it insert nothing; a concurrent claimer's commit fails it, so
+	// that BEGIN does not run); claimManySQL the same for several IDs,
+	// returning those it inserted.
 	claimSQL, claimManySQL string
 }
 
@@ -129,7 +129,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if err != nil {
 		return nil, err
 	}
-	claim, many := "INSERT INTO {{inbox}} (consumer, message_id, processed_at) VALUES ($1, $2, $3)", strictClaimMany
+	claim, many := strictClaim, strictClaimMany
 	if o.InboxSlice > 0 {
 		claim, many = slicedClaim, slicedStrictClaimMany
 	}
@@ -159,11 +159,28 @@ func (s *Store) Migrate(ctx context.Context) error {
 // Pool returns the pool.
 func (s *Store) Pool() *pgxpool.Pool { return s.d.pool }
 
-// strictClaimMany is BeginClaim's claim of several IDs: dialect.ClaimMany
-// without ON CONFLICT, so that a duplicate fails it.
-const strictClaimMany = `INSERT INTO {{inbox}} (consumer, message_id, processed_at)
-	SELECT $1, id, $3 FROM unnest($2::text[]) AS ids(id) ORDER BY id COLLATE "C"
+// BeginClaim's claims: without ON CONFLICT (whose speculative insertion
+// costs the server about as much again per row), an ID already in the
+// inbox filtered out by one more index probe, so that a duplicate inserts
+// nothing and raises no error. Only two claimers of the same new ID at
+// once still meet at the unique index: the second fails with a unique
+// violation once the first commits.
+const (
+	// strictClaim is BeginClaim's claim of one ID: it inserts one row, or
+	// none for a duplicate.
+	strictClaim = `INSERT INTO {{inbox}} (consumer, message_id, processed_at)
+	SELECT $1::text, $2::text, $3::timestamptz
+	WHERE NOT EXISTS (SELECT 1 FROM {{inbox}} WHERE consumer = $1 AND message_id = $2)`
+	// strictClaimMany is BeginClaim's claim of several IDs, returning
+	// those it inserted. OFFSET 0 keeps NOT EXISTS a probe of the key per
+	// ID: as an anti join, the generic plan on a small inbox hashed all of
+	// the consumer's records.
+	strictClaimMany = `INSERT INTO {{inbox}} (consumer, message_id, processed_at)
+	SELECT $1, id, $3 FROM unnest($2::text[]) AS ids(id)
+	WHERE NOT EXISTS (SELECT 1 FROM {{inbox}} i WHERE i.consumer = $1 AND i.message_id = ids.id OFFSET 0)
+	ORDER BY id COLLATE "C"
 	RETURNING message_id`
+)
 
 var dialect = sqlcore.Dialect{
 	Time: func(t time.Time) any { return t },
@@ -201,25 +218,26 @@ var dialect = sqlcore.Dialect{
 // the consumer or the message ID: they travel as bound parameters,
 // whatever the session's encoding and string settings.
 //
-// A duplicate fails the INSERT with a unique violation; the server skips
-// BEGIN, the Sync ends the implicit transaction and the connection goes
-// back to the pool idle; BeginClaim returns began false, no transaction
-// and the message not New. Concurrent claims of the same message wait for
-// each other as Claim's do. The cost of a duplicate is the server's error
-// log line and a dead row. With Options.InboxSlice, a duplicate in the
-// previous table makes the INSERT insert nothing: the transaction began,
-// and BeginClaim rolls it back.
+// The INSERT skips an ID already in the inbox (WHERE NOT EXISTS; with
+// Options.InboxSlice, in either table): a duplicate inserts nothing and
+// raises no error; the transaction began, and BeginClaim commits it (it
+// wrote nothing: no WAL, no rollback counted) and returns began false, no
+// transaction and the message not New. Concurrent claims of the same new
+// message wait for each other at the unique index as Claim's do: the
+// second fails with a unique violation once the first commits, the server
+// skips BEGIN, the Sync ends the implicit transaction and the connection
+// goes back to the pool idle; BeginClaim reports a duplicate as above.
 //
 // A claim of several messages without held checks (a shared
 // transaction's, idem.Options.Batch) is sent with BEGIN too, as one
-// strict INSERT over the array of IDs in ID order, without ON CONFLICT
-// (whose speculative insertion costs the server about as much again per
-// row): when none of them is a duplicate, as in the common case, the
-// transaction is begun and all are claimed in one round trip. A duplicate
-// in the current table fails it as above, and BeginClaim then begins and
+// INSERT over the array of IDs in ID order, without ON CONFLICT (whose
+// speculative insertion costs the server about as much again per row),
+// skipping duplicates as above and returning the IDs it inserted: the
+// transaction is begun and the new IDs claimed in one round trip, with
+// duplicates or not. When a concurrent claimer's commit fails it at the
+// unique index (or the array holds an ID twice), BeginClaim begins and
 // claims them with ON CONFLICT DO NOTHING (sqlcore), which tells which
-// ones are new: a batch holding a duplicate costs one more round trip and
-// the server's error log line.
+// ones are new.
 //
 // With a pool whose DefaultQueryExecMode is the simple protocol (which
 // interpolates arguments into the SQL text on the client), BeginClaim does
@@ -239,13 +257,11 @@ func (s *driver) BeginClaim(ctx context.Context, r store.ClaimRequest) (pgx.Tx, 
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{BeginQuery: s.claimSQL})
 	b.QueuedQueries[0].Arguments = []any{r.Consumer, r.IDs[0], r.At}
-	var claimed int64 = 1
-	if s.slice > 0 {
-		b.QueuedQueries[0].Exec(func(ct pgconn.CommandTag) error {
-			claimed = ct.RowsAffected()
-			return nil
-		})
-	}
+	var claimed int64 = -1
+	b.QueuedQueries[0].Exec(func(ct pgconn.CommandTag) error {
+		claimed = ct.RowsAffected()
+		return nil
+	})
 	b.Queue("BEGIN")
 	br := s.pool.SendBatch(ctx, b)
 	tx := br.Tx()
@@ -253,9 +269,13 @@ func (s *driver) BeginClaim(ctx context.Context, r store.ClaimRequest) (pgx.Tx, 
 	if err == nil && tx.Conn().PgConn().TxStatus() != 'T' {
 		err = errors.New("idem/postgres: the claim batch left no transaction open")
 	}
-	if err == nil && claimed == 0 { // a duplicate in the previous table
-		err = tx.Rollback(ctx)
-		return nil, false, []store.Claimed{{}}, err
+	if err == nil && claimed == 0 { // a duplicate
+		// The transaction wrote nothing: its commit writes no WAL, and
+		// counts no rollback in pg_stat_database.
+		if err := tx.Commit(ctx); err != nil {
+			return nil, false, nil, classify(err)
+		}
+		return nil, false, []store.Claimed{{}}, nil
 	}
 	if err != nil {
 		// Releases the connection: closed already (ErrTxClosed) when the
@@ -271,8 +291,8 @@ func (s *driver) BeginClaim(ctx context.Context, r store.ClaimRequest) (pgx.Tx, 
 }
 
 // beginClaimMany is BeginClaim's pipelined claim of several IDs (see
-// BeginClaim); dup reports a duplicate in the current table, which
-// began nothing.
+// BeginClaim); dup reports a unique violation (a concurrent claimer's
+// commit, or an ID twice in the array), which began nothing.
 func (s *driver) beginClaimMany(ctx context.Context, r store.ClaimRequest) (tx pgx.Tx, claims []store.Claimed, dup bool, err error) {
 	got := make(map[string]bool, len(r.IDs))
 	b := &pgx.Batch{}
