@@ -18,7 +18,7 @@ import (
 // (opts.Logger). Its zero value means the defaults stated here, once; a
 // component ignores what it does not use (the package doc of each says
 // which spans and metrics it reports). Test failpoints are not options:
-// package idem/idemtest sets them in a context.
+// package idem/failpoint sets them in a context.
 type Telemetry struct {
 	// Logger receives the component's events (retries, failures,
 	// parking). Default: slog.Default().
