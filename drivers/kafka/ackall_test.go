@@ -31,7 +31,7 @@ func TestAckAllOneCommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	topic := e.createTopic(t, 2, "ackall")
-	top, err := kafka.OpenTopic(ctx, e.producerOpts(), topic, nil)
+	top, err := kafka.OpenTopic(ctx, e.topicClient(t), topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestAckAllOneCommit(t *testing.T) {
 	}
 	var commits commitCounter
 	group := uniqueName("g")
-	sub, err := kafka.OpenSubscription(ctx, append(e.clientOpts(), kgo.WithHooks(&commits)), topic, group, nil)
+	sub, err := e.openSub(ctx, t, topic, group, nil, kgo.WithHooks(&commits))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func TestBatchUnderTopicLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	top, err := kafka.OpenTopic(ctx, e.producerOpts(), topic, nil)
+	top, err := kafka.OpenTopic(ctx, e.topicClient(t), topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

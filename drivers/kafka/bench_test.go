@@ -48,7 +48,7 @@ func BenchmarkProduce(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("wary/batch=%d", batch), func(b *testing.B) {
 			topic := e.createTopic(b, 8, "bench")
-			top, err := kafka.OpenTopic(b.Context(), e.producerOpts(), topic, nil)
+			top, err := kafka.OpenTopic(b.Context(), e.topicClient(b), topic, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -108,7 +108,7 @@ func BenchmarkConsume(b *testing.B) {
 	for _, raw := range []string{"per-record", "batch"} {
 		b.Run("wary-receive+ack/vs/kgo-poll+mark-"+raw, func(b *testing.B) {
 			wtopic, rtopic := fill(b, e, b.N), fill(b, e, b.N)
-			sub, err := kafka.OpenSubscription(b.Context(), e.clientOpts(), wtopic, uniqueName("g"), &kafka.SubscriptionOptions{CommitInterval: time.Second})
+			sub, err := e.openSub(b.Context(), b, wtopic, uniqueName("g"), &kafka.SubscriptionOptions{CommitInterval: time.Second})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -172,7 +172,7 @@ func BenchmarkConsume(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			topic := fill(b, e, b.N)
 			b.ResetTimer()
-			sub, err := kafka.OpenSubscription(b.Context(), e.clientOpts(), topic, uniqueName("g"), &c.opts)
+			sub, err := e.openSub(b.Context(), b, topic, uniqueName("g"), &c.opts)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -106,7 +106,7 @@ func (e *testEnv) harness(name string, ordered bool, retention, horizon time.Dur
 			dlq := e.createRetained(t, adm, 1, "conf-dlq", retention)
 			group := uniqueName("group")
 			so := &kafka.SubscriptionOptions{Ordered: ordered, DeadLetterTopic: dlq, DeliveryLimit: cfg.DeliveryLimit}
-			pub, err := kafka.OpenTopic(ctx, e.producerOpts(), topic, nil)
+			pub, err := kafka.OpenTopic(ctx, e.topicClient(t), topic, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -114,8 +114,7 @@ func (e *testEnv) harness(name string, ordered bool, retention, horizon time.Dur
 			return &conformance.Fixture{
 				Topic: pub,
 				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
-					opts := append(e.clientOpts(), kgo.Balancers(&oldestTakesAll{opened: time.Now().UnixNano()}))
-					s, err := kafka.OpenSubscription(ctx, opts, topic, group, so)
+					s, err := e.openSub(ctx, t, topic, group, so, kgo.Balancers(&oldestTakesAll{opened: time.Now().UnixNano()}))
 					if err != nil {
 						return nil, err
 					}
@@ -126,15 +125,32 @@ func (e *testEnv) harness(name string, ordered bool, retention, horizon time.Dur
 					return s, nil
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return kafka.OpenSubscription(ctx, e.clientOpts(), dlq, group+"-dlq", &kafka.SubscriptionOptions{DeadLetters: true})
+					return e.openSub(ctx, t, dlq, group+"-dlq", &kafka.SubscriptionOptions{DeadLetters: true})
 				},
 			}, nil
 		},
 		OpenMissingTopic: func(ctx context.Context) (*broker.Topic, error) {
-			return kafka.OpenTopic(ctx, []kgo.Opt{kgo.SeedBrokers(e.seeds...)}, uniqueName("missing"), nil)
+			cl, err := kgo.NewClient(kgo.SeedBrokers(e.seeds...))
+			if err != nil {
+				return nil, err
+			}
+			top, err := kafka.OpenTopic(ctx, cl, uniqueName("missing"), nil)
+			if err != nil {
+				cl.Close()
+			}
+			return top, err
 		},
 		OpenMissingSubscription: func(ctx context.Context) (*broker.Subscription, error) {
-			return kafka.OpenSubscription(ctx, e.clientOpts(), uniqueName("missing"), uniqueName("group"), nil)
+			group := uniqueName("group")
+			cl, err := kgo.NewClient(append(kafka.SubscriptionOpts(group), e.clientOpts()...)...)
+			if err != nil {
+				return nil, err
+			}
+			sub, err := kafka.OpenSubscription(ctx, cl, uniqueName("missing"), group, nil)
+			if err != nil {
+				cl.Close()
+			}
+			return sub, err
 		},
 	}
 }

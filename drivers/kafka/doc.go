@@ -2,23 +2,35 @@
 //
 // Every constructor takes the same things in the same order: the caller's
 // context, which bounds the open's metadata and config look-ups (the
-// driver sets no timeout of its own), the kgo options of the client the
-// driver builds and owns (seeds, TLS, SASL, any other kgo option), the
-// names (the topic, then the consumer group that is the subscription), and
-// the options, whose portable part is the embedded broker.TopicOptions or
-// broker.SubscriptionOptions:
+// driver sets no timeout of its own), the program's client, the names
+// (the topic, then the consumer group that is the subscription), and the
+// options, whose portable part is the embedded broker.TopicOptions or
+// broker.SubscriptionOptions. The clients are the program's: it builds
+// them with kgo, and closes them after the topics and subscriptions on
+// them. What kgo only takes when it builds a client comes from the
+// driver, as kgo options the program passes first, followed by its own
+// (seeds, TLS, SASL, any other kgo option), which may override the
+// defaults among them:
 //
-//	seeds := []kgo.Opt{kgo.SeedBrokers("localhost:9092")}
-//	orders, err := kafka.OpenTopic(ctx, seeds, "orders", nil)
-//	sub, err := kafka.OpenSubscription(ctx, seeds, "orders", "billing",
+//	seeds := kgo.SeedBrokers("localhost:9092")
+//	pcl, err := kgo.NewClient(append(kafka.TopicOpts(), seeds)...)
+//	orders, err := kafka.OpenTopic(ctx, pcl, "orders", nil)
+//	ccl, err := kgo.NewClient(append(kafka.SubscriptionOpts("billing"), seeds)...)
+//	sub, err := kafka.OpenSubscription(ctx, ccl, "orders", "billing",
 //		&kafka.SubscriptionOptions{Ordered: true, DeadLetterTopic: "orders.dlq", DeliveryLimit: 5})
 //
-// A subscription's client is the driver's own, because a group consumer
-// must install its rebalance callbacks when its client is created, so a
-// shared *kgo.Client cannot serve it. A topic can publish through the
-// program's client instead (NewTopic(ctx, cl, "orders", nil)), which it leaves
-// open; a topic the driver built closes its client. As(**kgo.Client)
-// reaches the client either way.
+// A topic publishes through any client that writes idempotently with acks
+// from all in-sync replicas (kgo's defaults), and several topics may share
+// one; TopicOpts adds per-topic batch sizes and an immediate error on a
+// rejected SASL login. A subscription needs a client built with
+// SubscriptionOpts for its group (the group, manual commits and the
+// rebalance callbacks are fixed when kgo builds a client); the client
+// serves that one subscription, which adds its topics to it when it opens
+// and leaves the group when it closes. A client built otherwise is an
+// error matching broker.ErrInvalid that carries a *ClientError saying
+// what is missing. As(**kgo.Client) reaches the client. The URL opener is
+// the one place the driver builds clients: one per topic or subscription,
+// closed with it.
 //
 // # URLs
 //
@@ -49,7 +61,7 @@
 // hashes it to a partition; an empty key spreads records), Message.ID travels
 // in the header "wary-id", headers as record headers. The client must use
 // idempotent writes and acks from all in-sync replicas (kgo's defaults;
-// OpenTopic refuses client options without them), so Publish returns once
+// OpenTopic refuses a client without them), so Publish returns once
 // every in-sync replica has the records. The driver does not retry; kgo retries
 // inside its idempotent producer session, where the broker drops the
 // copies. If ctx ends while records are in flight, Publish returns an
@@ -141,11 +153,11 @@
 // (ErrNotSent) before producing: a message with many small headers may be
 // refused below MaxMessageSize, and a published message can always be
 // retried and dead-lettered (reasons are cut to 512 bytes). Kafka has no
-// separate header limit (MaxHeaderSize 0). The driver's clients fill a
+// separate header limit (MaxHeaderSize 0). Clients built with the driver's options fill a
 // record batch for a topic only up to the topic's max.message.bytes, read
 // at open (kgo would fill it up to ProducerBatchMaxBytes, and the broker
-// refuse the whole batch); kgo.ProducerBatchMaxBytes in the client options
-// overrides it.
+// refuse the whole batch), on a client built with TopicOpts or
+// SubscriptionOpts; kgo.ProducerBatchMaxBytes after them overrides it.
 //
 // Redelivery horizon: a consumer whose committed offset is lost or reset
 // (an expired group, a rewind) reads again every record still in the log,
@@ -171,8 +183,8 @@
 // DefaultHeartbeatInterval (1s): with the effects in an inbox, the
 // duplicates a spurious expiry causes are absorbed, so a faster failover
 // is worth more. The broker must allow it (group.min.session.timeout.ms,
-// 6s by default); kgo.SessionTimeout and kgo.HeartbeatInterval in the
-// client options override it.
+// 6s by default); kgo.SessionTimeout and kgo.HeartbeatInterval after
+// SubscriptionOpts override it.
 //
 // Capabilities by side: a topic declares what a producer is promised (the
 // record key, the size limit); Kafka's delivery promises (order as
@@ -211,7 +223,8 @@
 // OpenTransactSession gives a consume-transform-produce loop with
 // exactly-once effect inside Kafka (kgo's GroupTransactSession):
 //
-//	s, err := kafka.OpenTransactSession(ctx, clientOpts, "orders", "enricher", &kafka.TransactOptions{TransactionalID: "enricher-1"})
+//	sess, err := kgo.NewGroupTransactSession(append(kafka.TransactOpts("enricher"), seeds, kgo.TransactionalID("enricher-1"))...)
+//	s, err := kafka.OpenTransactSession(ctx, sess, "orders", "enricher", nil)
 //	err = s.Run(ctx, func(ctx context.Context, tx *kafka.Tx) error {
 //		for _, m := range tx.Messages {
 //			if err := tx.Publish("orders.enriched", enrich(m.Message)); err != nil {
@@ -253,10 +266,9 @@
 //
 // # As targets
 //
-// Topic.As and Subscription.As accept **kgo.Client: the client the driver
-// built for the topic, or the subscription's consumer-group client (use it
-// for metrics or admin requests; closing it is the driver's).
-// TransactSession.As accepts it too, for the session's. Message.As on a received
+// Topic.As and Subscription.As accept **kgo.Client: the topic's client, or
+// the subscription's consumer-group client (use it for metrics or admin
+// requests). TransactSession.As accepts it too, for the session's. Message.As on a received
 // message accepts **kgo.Record. ErrorAs reaches any error in the chain,
 // for example **kerr.Error.
 //

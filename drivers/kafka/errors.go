@@ -135,19 +135,6 @@ func isClosed(c chan struct{}) bool {
 // a login succeeds: they may have been sent.
 var errLoginRejected = &codedError{code: driver.PermissionDenied, err: errors.New("kafka: SASL authentication failed: the broker closed the connection in answer to the credentials (check the mechanism, user and password)")}
 
-// newClient is kgo.NewClient with auth watching the SASL exchanges and
-// the batch limits of lim (before opts); an option kgo rejects is
-// ErrInvalid.
-func newClient(opts []kgo.Opt, lim *batchLimits) (*kgo.Client, *authWatch, error) {
-	w := new(authWatch)
-	all := append([]kgo.Opt{kgo.ProducerBatchMaxBytesFn(lim.fn)}, opts...)
-	cl, err := kgo.NewClient(append(all, kgo.WithHooks(w))...)
-	if err != nil {
-		return nil, nil, broker.OpenError(driver.Invalid, fmt.Errorf("kafka: %w", err))
-	}
-	return cl, w, nil
-}
-
 // notSentErrs are broker answers that reject a produce before the append.
 var notSentErrs = []error{
 	kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.CorruptMessage,

@@ -12,7 +12,13 @@ import (
 
 func ExampleOpenTopic() {
 	ctx := context.Background()
-	orders, err := kafka.OpenTopic(ctx, []kgo.Opt{kgo.SeedBrokers("localhost:9092")}, "orders", nil)
+	// The client is the program's: it closes it after the topics on it.
+	cl, err := kgo.NewClient(append(kafka.TopicOpts(), kgo.SeedBrokers("localhost:9092"))...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cl.Close()
+	orders, err := kafka.OpenTopic(ctx, cl, "orders", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -25,7 +31,14 @@ func ExampleOpenTopic() {
 
 func ExampleOpenSubscription() {
 	ctx := context.Background()
-	sub, err := kafka.OpenSubscription(ctx, []kgo.Opt{kgo.SeedBrokers("localhost:9092")}, "orders", "billing",
+	// A consumer group's settings and callbacks are fixed when kgo builds
+	// the client: SubscriptionOpts gives them, the program's options follow.
+	cl, err := kgo.NewClient(append(kafka.SubscriptionOpts("billing"), kgo.SeedBrokers("localhost:9092"))...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cl.Close()
+	sub, err := kafka.OpenSubscription(ctx, cl, "orders", "billing",
 		&kafka.SubscriptionOptions{Ordered: true, DeadLetterTopic: "orders.dlq", DeliveryLimit: 5})
 	if err != nil {
 		log.Fatal(err)

@@ -28,7 +28,15 @@ func TestFailoverAfterKill(t *testing.T) {
 	// No session options: the driver's defaults apply.
 	opts := []kgo.Opt{kgo.SeedBrokers(e.seeds...), kgo.FetchMaxWait(500 * time.Millisecond)}
 
-	a, err := kafka.OpenSubscription(ctx, opts, topic, group, nil)
+	newClient := func(extra ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append(append(kafka.SubscriptionOpts(group), opts...), extra...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	a, err := kafka.OpenSubscription(ctx, newClient(), topic, group, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +54,7 @@ func TestFailoverAfterKill(t *testing.T) {
 
 	// The caller's option wins over the driver's default.
 	const own = 7 * time.Second
-	b, err := kafka.OpenSubscription(ctx, append(opts[:len(opts):len(opts)], kgo.SessionTimeout(own)), topic, group, nil)
+	b, err := kafka.OpenSubscription(ctx, newClient(kgo.SessionTimeout(own)), topic, group, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +85,7 @@ func TestFailoverAfterKill(t *testing.T) {
 		t.Fatalf("a left the group although its LeaveGroup was refused (%v, %v): the kill is not a kill", assigned, err)
 	}
 
-	top, err := kafka.OpenTopic(ctx, e.producerOpts(), topic, nil)
+	top, err := kafka.OpenTopic(ctx, e.topicClient(t), topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

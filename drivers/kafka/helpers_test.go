@@ -12,7 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/drivers/kafka"
 )
 
 // testEnv is a Kafka cluster for tests: an in-process kfake cluster, or the
@@ -123,4 +125,54 @@ func requireFake(t conformance.T, e *testEnv) {
 	if e.fake == nil {
 		t.Skip("fault injection needs kfake (WARY_KAFKA_BROKERS is set)")
 	}
+}
+
+// tb is what the client helpers need of a test or benchmark.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Cleanup(func())
+}
+
+// topicClient returns a client for topics (TopicOpts, then producerOpts,
+// then extra), closed when t ends.
+func (e *testEnv) topicClient(t tb, extra ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append(append(kafka.TopicOpts(), e.producerOpts()...), extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// subClient returns a client for a subscription of group
+// (SubscriptionOpts, then clientOpts, then extra), closed when t ends.
+func (e *testEnv) subClient(t tb, group string, extra ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append(append(kafka.SubscriptionOpts(group), e.clientOpts()...), extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// openSub opens a subscription of group on topic, on a client of its own
+// (subClient) closed when t ends.
+func (e *testEnv) openSub(ctx context.Context, t tb, topic, group string, so *kafka.SubscriptionOptions, extra ...kgo.Opt) (*broker.Subscription, error) {
+	t.Helper()
+	return kafka.OpenSubscription(ctx, e.subClient(t, group, extra...), topic, group, so)
+}
+
+// txSession returns a transact session client for group (TransactOpts,
+// then clientOpts, then extra), closed when t ends.
+func (e *testEnv) txSession(t tb, group string, extra ...kgo.Opt) *kgo.GroupTransactSession {
+	t.Helper()
+	s, err := kgo.NewGroupTransactSession(append(append(kafka.TransactOpts(group), e.clientOpts()...), extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
 }

@@ -149,7 +149,7 @@ func horizonOf(cfg map[string]string) time.Duration {
 // to, read at open. kgo fills a record batch up to ProducerBatchMaxBytes
 // (1,000,012 by default) whatever the topic's own limit, and the broker
 // then refuses the whole batch: records that each fit would fail together.
-// The driver's clients take their batch limit per topic from here (fn, as
+// Clients built with TopicOpts or SubscriptionOpts take their batch limit per topic from here (fn, as
 // kgo.ProducerBatchMaxBytesFn, before the caller's options, which may
 // override it). kgo reads it when it first produces to a topic, after the
 // open.

@@ -76,7 +76,7 @@ func TestRedeliveryHorizon(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			so := &kafka.SubscriptionOptions{RetryTopic: c.retry, SkipCheck: c.skip}
-			sub, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), c.topic, uniqueName("g"), so)
+			sub, err := e.openSub(t.Context(), t, c.topic, uniqueName("g"), so)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -100,7 +100,7 @@ func TestRedeliveryHorizon(t *testing.T) {
 		requireFake(t, e)
 		f := e.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.DescribeConfigs}, Resource: hour, Err: kerr.TopicAuthorizationFailed, Count: -1})
 		defer f.Remove()
-		direct, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), hour, uniqueName("g"), nil)
+		direct, err := e.openSub(t.Context(), t, hour, uniqueName("g"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestRedeliveryHorizon(t *testing.T) {
 			src.Read != "topic "+hour+"'s partitions (kadm Metadata)" {
 			t.Errorf("source %+v", src)
 		}
-		top, err := kafka.OpenTopic(t.Context(), e.clientOpts(), hour, nil)
+		top, err := kafka.OpenTopic(t.Context(), e.topicClient(t), hour, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func TestRedeliveryHorizon(t *testing.T) {
 		if src := top.Capabilities().Source; !src.IsUnread(driver.SettingMaxMessageSize) || !strings.Contains(src.Unread[0].Fix, "DescribeConfigs on topic "+hour) {
 			t.Errorf("topic source %+v", src)
 		}
-		sub, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), def, uniqueName("g"), &kafka.SubscriptionOptions{RetryTopic: hour})
+		sub, err := e.openSub(t.Context(), t, def, uniqueName("g"), &kafka.SubscriptionOptions{RetryTopic: hour})
 		if err != nil {
 			t.Fatal(err)
 		}

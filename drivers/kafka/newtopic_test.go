@@ -13,16 +13,16 @@ import (
 	"github.com/wary-go/wary/drivers/kafka"
 )
 
-// TestNewTopicOnTheProgramsClient: a topic on a client the program runs
-// publishes through it, leaves it open when closed, and refuses a client
-// that could lose or duplicate records, as OpenTopic does.
-func TestNewTopicOnTheProgramsClient(t *testing.T) {
+// TestOpenTopicOnTheProgramsClient: a topic on a client the program runs
+// (a plain one, without TopicOpts) publishes through it, leaves it open
+// when closed, and refuses a client that could lose or duplicate records.
+func TestOpenTopicOnTheProgramsClient(t *testing.T) {
 	e := newTestEnv(t)
 	name := e.createTopic(t, 2, "borrowed")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl := e.producer(t)
-	pub, err := kafka.NewTopic(ctx, cl, name, nil)
+	pub, err := kafka.OpenTopic(ctx, cl, name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestNewTopicOnTheProgramsClient(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: name, Value: []byte("after")}).FirstErr(); err != nil {
 		t.Fatalf("the program's client after the topic closed: %v", err)
 	}
-	sub, err := kafka.OpenSubscription(ctx, e.clientOpts(), name, uniqueName("g"), nil)
+	sub, err := e.openSub(ctx, t, name, uniqueName("g"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,13 +72,13 @@ func TestNewTopicOnTheProgramsClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lossy.Close()
-	if _, err := kafka.NewTopic(ctx, lossy, name, nil); !errors.Is(err, broker.ErrInvalid) {
-		t.Errorf("NewTopic on a client with leader acks: %v, want ErrInvalid", err)
+	if _, err := kafka.OpenTopic(ctx, lossy, name, nil); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("OpenTopic on a client with leader acks: %v, want ErrInvalid", err)
 	}
-	if _, err := kafka.NewTopic(ctx, cl, uniqueName("missing"), nil); !errors.Is(err, broker.ErrNotFound) {
-		t.Errorf("NewTopic of a missing topic: %v, want ErrNotFound", err)
+	if _, err := kafka.OpenTopic(ctx, cl, uniqueName("missing"), nil); !errors.Is(err, broker.ErrNotFound) {
+		t.Errorf("OpenTopic of a missing topic: %v, want ErrNotFound", err)
 	}
-	if _, err := kafka.NewTopic(ctx, nil, name, nil); !errors.Is(err, broker.ErrInvalid) {
-		t.Errorf("NewTopic without a client: %v, want ErrInvalid", err)
+	if _, err := kafka.OpenTopic(ctx, nil, name, nil); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("OpenTopic without a client: %v, want ErrInvalid", err)
 	}
 }

@@ -19,24 +19,39 @@ func TestOpenEndsWithCallersContext(t *testing.T) {
 		open func(ctx context.Context, seeds []kgo.Opt) error
 	}{
 		{"OpenTopic", func(ctx context.Context, seeds []kgo.Opt) error {
-			_, err := kafka.OpenTopic(ctx, seeds, "orders", nil)
+			cl, err := kgo.NewClient(append(kafka.TopicOpts(), seeds...)...)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			_, err = kafka.OpenTopic(ctx, cl, "orders", nil)
 			return err
 		}},
-		{"NewTopic", func(ctx context.Context, seeds []kgo.Opt) error {
+		{"OpenTopic on a plain client", func(ctx context.Context, seeds []kgo.Opt) error {
 			cl, err := kgo.NewClient(seeds...)
 			if err != nil {
 				return err
 			}
 			defer cl.Close()
-			_, err = kafka.NewTopic(ctx, cl, "orders", nil)
+			_, err = kafka.OpenTopic(ctx, cl, "orders", nil)
 			return err
 		}},
 		{"OpenSubscription", func(ctx context.Context, seeds []kgo.Opt) error {
-			_, err := kafka.OpenSubscription(ctx, seeds, "orders", "billing", nil)
+			cl, err := kgo.NewClient(append(kafka.SubscriptionOpts("billing"), seeds...)...)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			_, err = kafka.OpenSubscription(ctx, cl, "orders", "billing", nil)
 			return err
 		}},
 		{"OpenTransactSession", func(ctx context.Context, seeds []kgo.Opt) error {
-			_, err := kafka.OpenTransactSession(ctx, seeds, "orders", "enricher", nil)
+			sess, err := kgo.NewGroupTransactSession(append(kafka.TransactOpts("enricher"), seeds...)...)
+			if err != nil {
+				return err
+			}
+			defer sess.Close()
+			_, err = kafka.OpenTransactSession(ctx, sess, "orders", "enricher", nil)
 			return err
 		}},
 	} {

@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -26,30 +27,32 @@ func TestOpenErrors(t *testing.T) {
 		open  func() error
 		class error
 	}{
-		{"absent topic", func() error { _, err := kafka.OpenTopic(t.Context(), e.producerOpts(), absent, nil); return err }, broker.ErrNotFound},
+		{"absent topic", func() error { _, err := kafka.OpenTopic(t.Context(), e.topicClient(t), absent, nil); return err }, broker.ErrNotFound},
 		{"absent subscription topic", func() error {
-			_, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), absent, uniqueName("g"), nil)
+			_, err := e.openSub(t.Context(), t, absent, uniqueName("g"), nil)
 			return err
 		}, broker.ErrNotFound},
 		{"absent dead-letter topic", func() error {
-			_, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetterTopic: absent})
+			_, err := e.openSub(t.Context(), t, topic, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetterTopic: absent})
 			return err
 		}, broker.ErrNotFound},
 		{"acks", func() error {
-			_, err := kafka.OpenTopic(t.Context(), append(e.producerOpts(), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()), topic, nil)
+			_, err := kafka.OpenTopic(t.Context(), e.topicClient(t, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()), topic, nil)
 			return err
 		}, broker.ErrInvalid},
 		{"bad kgo option", func() error {
-			_, err := kafka.OpenTopic(t.Context(), append(e.producerOpts(), kgo.ProducerBatchMaxBytes(1)), topic, nil)
+			// Only the URL opener builds clients: it reports kgo's refusal.
+			o := &kafka.URLOpener{ClientOpts: []kgo.Opt{kgo.ProducerBatchMaxBytes(1)}}
+			_, err := o.OpenTopicURL(t.Context(), &url.URL{Scheme: "kafka", Host: topic, RawQuery: "brokers=" + strings.Join(e.seeds, ",")})
 			return err
 		}, broker.ErrInvalid},
 		{"limit without dead-letter topic", func() error {
-			_, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{DeliveryLimit: 3})
+			_, err := e.openSub(t.Context(), t, topic, uniqueName("g"), &kafka.SubscriptionOptions{DeliveryLimit: 3})
 			return err
 		}, broker.ErrInvalid},
-		{"topic name with a slash", func() error { _, err := kafka.OpenTopic(t.Context(), e.producerOpts(), "a/b", nil); return err }, broker.ErrInvalid},
+		{"topic name with a slash", func() error { _, err := kafka.OpenTopic(t.Context(), e.topicClient(t), "a/b", nil); return err }, broker.ErrInvalid},
 		{"retry topic name too long", func() error {
-			_, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{RetryTopic: strings.Repeat("r", 250)})
+			_, err := e.openSub(t.Context(), t, topic, uniqueName("g"), &kafka.SubscriptionOptions{RetryTopic: strings.Repeat("r", 250)})
 			return err
 		}, broker.ErrInvalid},
 	} {
@@ -71,8 +74,18 @@ func TestSASLFailure(t *testing.T) {
 		kgo.SASL(scram.Auth{User: "admin", Pass: wrong}.AsSha256Mechanism()),
 	} {
 		opts := []kgo.Opt{kgo.SeedBrokers(e.seeds...), mech, kgo.RetryTimeout(5 * time.Second)}
-		_, terr := kafka.OpenTopic(t.Context(), opts, "t", nil)
-		_, serr := kafka.OpenSubscription(t.Context(), opts, "t", "g", nil)
+		tcl, err := kgo.NewClient(append(kafka.TopicOpts(), opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tcl.Close()
+		scl, err := kgo.NewClient(append(kafka.SubscriptionOpts("g"), opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer scl.Close()
+		_, terr := kafka.OpenTopic(t.Context(), tcl, "t", nil)
+		_, serr := kafka.OpenSubscription(t.Context(), scl, "t", "g", nil)
 		for _, err := range []error{terr, serr} {
 			if !errors.Is(err, broker.ErrPermission) || !strings.Contains(err.Error(), "authentication failed") || strings.Contains(err.Error(), wrong) {
 				t.Errorf("wrong SASL password: %v, want ErrPermission saying authentication failed, without the password", err)
@@ -88,8 +101,12 @@ func TestSASLFailure(t *testing.T) {
 func TestSASLFailurePublish(t *testing.T) {
 	e := newTestEnv(t, kfake.EnableSASL(), kfake.Superuser("PLAIN", "admin", "right-pw"))
 	const wrong = "Wr0ngPassw0rd"
-	top, err := kafka.OpenTopic(t.Context(), []kgo.Opt{kgo.SeedBrokers(e.seeds...), kgo.SASL(plain.Auth{User: "admin", Pass: wrong}.AsMechanism())},
-		"t", &kafka.TopicOptions{SkipCheck: true})
+	cl, err := kgo.NewClient(append(kafka.TopicOpts(), kgo.SeedBrokers(e.seeds...), kgo.SASL(plain.Auth{User: "admin", Pass: wrong}.AsMechanism()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	top, err := kafka.OpenTopic(t.Context(), cl, "t", &kafka.TopicOptions{SkipCheck: true})
 	if err != nil {
 		t.Fatal(err)
 	}

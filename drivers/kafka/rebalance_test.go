@@ -27,7 +27,7 @@ func rebalanceScale(t *testing.T, ordered bool) {
 	e := newTestEnv(t)
 	topic := e.createTopic(t, 6, "rebalance")
 	group := uniqueName("g")
-	top, err := kafka.OpenTopic(t.Context(), e.producerOpts(), topic, nil)
+	top, err := kafka.OpenTopic(t.Context(), e.topicClient(t), topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func rebalanceScale(t *testing.T, ordered bool) {
 		handled atomic.Int64
 	}
 	start := func() *consumer {
-		s, err := kafka.OpenSubscription(ctx, e.clientOpts(), topic, group, &kafka.SubscriptionOptions{Ordered: ordered})
+		s, err := e.openSub(ctx, t, topic, group, &kafka.SubscriptionOptions{Ordered: ordered})
 		if err != nil {
 			t.Fatal(err)
 		}

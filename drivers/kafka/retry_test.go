@@ -20,12 +20,12 @@ func TestRetryTopic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	so := &kafka.SubscriptionOptions{RetryTopic: retry, DeadLetterTopic: dlq, DeliveryLimit: 3}
-	top, err := kafka.OpenTopic(ctx, e.producerOpts(), topic, nil)
+	top, err := kafka.OpenTopic(ctx, e.topicClient(t), topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer top.Close()
-	sub, err := kafka.OpenSubscription(ctx, e.clientOpts(), topic, uniqueName("g"), so)
+	sub, err := e.openSub(ctx, t, topic, uniqueName("g"), so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestRetryTopic(t *testing.T) {
 	if ds, err := sub.Receive(qctx, 1); err == nil {
 		t.Fatalf("delivered past the limit: %s attempt %d", ds[0].Message.ID, ds[0].Attempt)
 	}
-	dl, err := kafka.OpenSubscription(ctx, e.clientOpts(), dlq, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetters: true})
+	dl, err := e.openSub(ctx, t, dlq, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetters: true})
 	if err != nil {
 		t.Fatal(err)
 	}

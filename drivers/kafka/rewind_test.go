@@ -34,7 +34,7 @@ func TestRewindAfterDataLoss(t *testing.T) {
 	defer cancel()
 	topic := e.createTopic(t, 1, "rewind")
 	group := uniqueName("g")
-	top, err := kafka.OpenTopic(ctx, e.producerOpts(), topic, nil)
+	top, err := kafka.OpenTopic(ctx, e.topicClient(t), topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestRewindAfterDataLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sub, err := kafka.OpenSubscription(ctx, e.clientOpts(), topic, group, nil)
+	sub, err := e.openSub(ctx, t, topic, group, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestRecordFraming(t *testing.T) {
 		t.Fatal(err)
 	}
 	so := &kafka.SubscriptionOptions{DeadLetterTopic: dlq}
-	top, err := kafka.OpenTopic(ctx, e.producerOpts(), topic, nil)
+	top, err := kafka.OpenTopic(ctx, e.topicClient(t), topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestRecordFraming(t *testing.T) {
 	if err := top.Publish(ctx, full); err != nil {
 		t.Fatalf("a message of MaxMessageSize: %v", err)
 	}
-	sub, err := kafka.OpenSubscription(ctx, e.clientOpts(), topic, uniqueName("g"), so)
+	sub, err := e.openSub(ctx, t, topic, uniqueName("g"), so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestRecordFraming(t *testing.T) {
 	if err := ds[0].DeadLetter(ctx, reason); err != nil {
 		t.Fatalf("dead-lettering a message of MaxMessageSize with a long reason: %v", err)
 	}
-	dl, err := kafka.OpenSubscription(ctx, e.clientOpts(), dlq, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetters: true})
+	dl, err := e.openSub(ctx, t, dlq, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetters: true})
 	if err != nil {
 		t.Fatal(err)
 	}

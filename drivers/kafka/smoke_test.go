@@ -16,7 +16,7 @@ func TestPublishReceiveAck(t *testing.T) {
 	topic := e.createTopic(t, 3, "smoke")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	pub, err := kafka.OpenTopic(ctx, e.producerOpts(), topic, nil)
+	pub, err := kafka.OpenTopic(ctx, e.topicClient(t), topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestPublishReceiveAck(t *testing.T) {
 	if err := pub.Publish(ctx, msgs...); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := kafka.OpenSubscription(ctx, e.clientOpts(), topic, uniqueName("g"), nil)
+	sub, err := e.openSub(ctx, t, topic, uniqueName("g"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestCrashRedeliversAfterUnacked(t *testing.T) {
 	group := uniqueName("g")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	pub, err := kafka.OpenTopic(ctx, e.producerOpts(), topic, nil)
+	pub, err := kafka.OpenTopic(ctx, e.topicClient(t), topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestCrashRedeliversAfterUnacked(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sub, err := kafka.OpenSubscription(ctx, e.clientOpts(), topic, group, nil)
+	sub, err := e.openSub(ctx, t, topic, group, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestCrashRedeliversAfterUnacked(t *testing.T) {
 	if err := got[3].Ack(ctx); !errors.Is(err, broker.ErrClosed) {
 		t.Fatalf("ack after close: %v", err)
 	}
-	sub2, err := kafka.OpenSubscription(ctx, e.clientOpts(), topic, group, nil)
+	sub2, err := e.openSub(ctx, t, topic, group, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

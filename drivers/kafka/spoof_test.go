@@ -45,7 +45,7 @@ func TestSpoofedRetryHeaders(t *testing.T) {
 	}
 	const maxDelay = time.Second
 	so := &kafka.SubscriptionOptions{RetryTopic: retry, DeadLetterTopic: dlq, DeliveryLimit: 3, MaxNackDelay: maxDelay}
-	sub, err := kafka.OpenSubscription(ctx, e.clientOpts(), topic, uniqueName("g"), so)
+	sub, err := e.openSub(ctx, t, topic, uniqueName("g"), so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestSpoofedRetryHeaders(t *testing.T) {
 		}
 	}
 	// A nack delay over MaxNackDelay is refused, and settles nothing.
-	top, err := kafka.OpenTopic(ctx, e.producerOpts(), topic, nil)
+	top, err := kafka.OpenTopic(ctx, e.topicClient(t), topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestForeignDeadLetterHeadersDropped(t *testing.T) {
 	}}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := kafka.OpenSubscription(ctx, e.clientOpts(), topic, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetterTopic: dlq})
+	sub, err := e.openSub(ctx, t, topic, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetterTopic: dlq})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestForeignDeadLetterHeadersDropped(t *testing.T) {
 	if err := ds[0].DeadLetter(ctx, "poison"); err != nil {
 		t.Fatal(err)
 	}
-	dl, err := kafka.OpenSubscription(ctx, e.clientOpts(), dlq, uniqueName("g"), deadLetters)
+	dl, err := e.openSub(ctx, t, dlq, uniqueName("g"), deadLetters)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,14 +96,15 @@ type SubscriptionOptions struct {
 // DefaultMaxNackDelay is SubscriptionOptions.MaxNackDelay's default.
 const DefaultMaxNackDelay = 24 * time.Hour
 
-// The consumer-group defaults the driver applies before the caller's kgo
-// options (which win). kgo's own default session timeout is 45s: a member
-// that dies without leaving the group (a crash, a kill, a lost network)
-// keeps its partitions idle that long. A subscription's effects belong in
-// an inbox (package idem), which absorbs the duplicates that a spurious
-// expiry (a pause longer than the session) causes, so a faster failover
-// is worth more: the driver sets 10s, with a heartbeat every second. The
-// broker must allow it (group.min.session.timeout.ms, default 6s).
+// The consumer-group defaults SubscriptionOpts and TransactOpts start
+// with (the program's options after them win). kgo's own default session
+// timeout is 45s: a member that dies without leaving the group (a crash, a
+// kill, a lost network) keeps its partitions idle that long. A
+// subscription's effects belong in an inbox (package idem), which absorbs
+// the duplicates that a spurious expiry (a pause longer than the session)
+// causes, so a faster failover is worth more: the driver sets 10s, with a
+// heartbeat every second. The broker must allow it
+// (group.min.session.timeout.ms, default 6s).
 const (
 	DefaultSessionTimeout    = 10 * time.Second
 	DefaultHeartbeatInterval = time.Second
@@ -121,24 +122,27 @@ func groupDefaults() []kgo.Opt {
 }
 
 // OpenSubscription joins the consumer group named group (the subscription)
-// on topic, with a client of its own built from clientOpts (seed brokers,
-// TLS, SASL, and any other kgo option). The driver adds the group options
-// it relies on, which clientOpts must not set: ConsumerGroup,
-// ConsumeTopics, DisableAutoCommit, BlockRebalanceOnPoll and the
-// OnPartitions callbacks. It sets, before clientOpts so that they may
-// override it: SessionTimeout to DefaultSessionTimeout and
-// HeartbeatInterval to DefaultHeartbeatInterval; ConsumeResetOffset to the
-// start of the partition, so that a new group misses nothing; and
-// FetchIsolationLevel to read_committed, so that records of aborted
-// transactions (see TransactSession) are never delivered. Close closes the
-// client; As(**kgo.Client) reaches it.
+// on topic, through cl: the program's client, built with
+// SubscriptionOpts(group) followed by the program's options (seed
+// brokers, TLS, SASL, and any other kgo option):
+//
+//	cl, err := kgo.NewClient(append(kafka.SubscriptionOpts("billing"), kgo.SeedBrokers(seeds...))...)
+//	sub, err := kafka.OpenSubscription(ctx, cl, "orders", "billing", nil)
+//
+// A client built otherwise, for another group, or serving a subscription
+// already, is an error matching broker.ErrInvalid that carries a
+// *ClientError. The subscription adds its topic (and RetryTopic) to the
+// client's consumed topics, which starts the group's consumption. Close
+// leaves the group (committing the acked prefix of every partition on the
+// way out) and leaves cl open: the program closes it after the
+// subscription. As(**kgo.Client) reaches cl.
 //
 // It returns an error matching broker.ErrNotFound when a topic does not
 // exist, and broker.ErrInvalid for inconsistent options. ctx bounds the
 // look-up of the topics at open (the driver sets no timeout of its own),
 // not the group's consumption, which lasts until Close.
-func OpenSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group string, opts *SubscriptionOptions) (*broker.Subscription, error) {
-	s, err := newSubscription(ctx, clientOpts, topic, group, opts)
+func OpenSubscription(ctx context.Context, cl *kgo.Client, topic, group string, opts *SubscriptionOptions) (*broker.Subscription, error) {
+	s, err := newSubscription(ctx, cl, topic, group, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -180,9 +184,11 @@ type subscription struct {
 	closeErr   error
 
 	commitMu chan struct{} // one commit at a time; acks queue behind it
+
+	owned bool // cl was built by the URL opener, and is closed with the subscription
 }
 
-func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group string, opts *SubscriptionOptions) (*subscription, error) {
+func newSubscription(ctx context.Context, cl *kgo.Client, topic, group string, opts *SubscriptionOptions) (*subscription, error) {
 	if group == "" {
 		return nil, broker.Invalidf("kafka: OpenSubscription needs a group")
 	}
@@ -225,42 +231,31 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 	if o.RetryTopic != "" {
 		topics = append(topics, o.RetryTopic)
 	}
-	all := groupDefaults()
-	all = append(all, clientOpts...)
-	all = append(all,
-		kgo.ConsumerGroup(group),
-		kgo.ConsumeTopics(topics...),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(s.onAssigned),
-		kgo.OnPartitionsRevoked(s.onRevoked),
-		kgo.OnPartitionsLost(s.onLost),
-		kgo.OnOffsetsFetched(s.onOffsetsFetched),
-	)
-	lim := new(batchLimits)
-	cl, auth, err := newClient(all, lim)
-	if err != nil {
+	if err := bindGroup(cl, "OpenSubscription", "SubscriptionOpts", group, func(h *hooks) { h.sub = s }); err != nil {
 		return nil, err
 	}
+	h := hooksOf(cl)
+	lim, auth := &h.lim, &h.authWatch
 	if err := checkProducer(cl); err != nil && o.DeadLetterTopic+o.RetryTopic != "" {
-		cl.Close()
+		h.unbind()
 		return nil, err
 	}
 	horizon, src := broker.HorizonUnknown, skippedSubSource(topic, o)
 	if !o.SkipCheck {
-		h, path, err := describePath(ctx, cl, lim, topic, o.RetryTopic)
+		hz, path, err := describePath(ctx, cl, lim, topic, o.RetryTopic)
 		if err == nil && o.DeadLetterTopic != "" {
 			_, err = describeTopic(ctx, cl, lim, o.DeadLetterTopic)
 		}
 		if err != nil {
-			cl.Close()
+			h.unbind()
 			return nil, openFailure(err, auth)
 		}
-		horizon, src = h, subSource(o, path, h)
+		horizon, src = hz, subSource(o, path, hz)
 	}
 	s.cl, s.auth = cl, auth
 	s.caps = subCaps(o, horizon)
 	s.caps.Source = src
+	cl.AddConsumeTopics(topics...)
 	s.pollCtx, s.pollCancel = context.WithCancel(context.Background())
 	go s.pollLoop()
 	go s.background()
@@ -467,7 +462,7 @@ func (s *subscription) takeLocked(n int, now time.Time) (out []*entry, next time
 func (s *subscription) Capabilities() driver.SubscriptionCapabilities { return s.caps }
 func (s *subscription) Classify(err error) driver.ErrorInfo           { return classify(err) }
 
-// As accepts **kgo.Client (the subscription's own consumer-group client).
+// As accepts **kgo.Client (the subscription's consumer-group client).
 func (s *subscription) As(i any) bool {
 	if p, ok := i.(**kgo.Client); ok {
 		*p = s.cl
@@ -478,10 +473,10 @@ func (s *subscription) As(i any) bool {
 
 func (s *subscription) ErrorAs(err error, i any) bool { return errorAs(err, i) }
 
-// Close stops fetching, leaves the group (committing the acked prefix of
-// every partition on the way out, in the final revoke) and closes the
-// client. Records not acked are redelivered to the group's next owner of
-// their partition.
+// Close stops fetching and leaves the group, committing the acked prefix
+// of every partition on the way out, in the final revoke; it closes the
+// client only if the URL opener built it. Records not acked are
+// redelivered to the group's next owner of their partition.
 func (s *subscription) Close() error {
 	s.mu.Lock()
 	s.closing = true
@@ -491,7 +486,12 @@ func (s *subscription) Close() error {
 	s.pollCancel()
 	<-s.pollDone
 	<-s.bgDone
-	s.cl.CloseAllowingRebalance()
+	if s.owned {
+		s.cl.CloseAllowingRebalance()
+	} else {
+		s.cl.AllowRebalance()
+		s.cl.LeaveGroup()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range s.order {

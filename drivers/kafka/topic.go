@@ -113,53 +113,27 @@ type TopicOptions struct {
 	SkipCheck bool
 }
 
-// OpenTopic returns a topic that publishes to the Kafka topic named topic,
-// through a client of its own built from clientOpts (seed brokers, TLS,
-// SASL, and any other kgo option). The client must use idempotent writes
-// and acks from all in-sync replicas (kgo's defaults); OpenTopic returns
-// an error matching broker.ErrInvalid otherwise, and broker.ErrNotFound
-// when the topic does not exist. Close closes the client; As(**kgo.Client)
-// reaches it. ctx bounds the metadata and config look-up of the open: the
-// driver sets no timeout of its own.
-func OpenTopic(ctx context.Context, clientOpts []kgo.Opt, topic string, opts *TopicOptions) (*broker.Topic, error) {
-	if opts == nil {
-		opts = &TopicOptions{}
-	}
-	t, err := openTopic(ctx, clientOpts, topic, opts)
-	if err != nil {
-		return nil, err
-	}
-	return broker.NewTopic(t, &opts.TopicOptions), nil
-}
-
-// NewTopic returns a topic that publishes to the Kafka topic named topic
-// through cl, a client the program already runs; ctx bounds the look-up of
-// the topic, as for OpenTopic. Close leaves cl open: it
-// is the program's. cl must use idempotent writes and acks from all
-// in-sync replicas (kgo's defaults); NewTopic returns an error matching
-// broker.ErrInvalid otherwise, and broker.ErrNotFound when the topic does
-// not exist. Two things the driver does on a client of its own are then
-// the client's: a rejected SASL login ends a publish only when its context
-// does (the error says the messages may have been sent), and the size of a
-// produce request is the client's kgo.ProducerBatchMaxBytes (a message too
-// large for the topic's max.message.bytes is still refused before it is
-// produced, with broker.ErrTooLarge).
-//
-// Subscriptions take client options (OpenSubscription), not a client: a
-// consumer group's settings and rebalance callbacks are fixed when kgo
-// builds the client, and the driver's delivery guarantees rest on its own.
-func NewTopic(ctx context.Context, cl *kgo.Client, topic string, opts *TopicOptions) (*broker.Topic, error) {
+// OpenTopic returns a topic that publishes to the Kafka topic named topic
+// through cl, the program's client (seed brokers, TLS, SASL and any other
+// kgo option, with TopicOpts for per-topic batch sizes and an immediate
+// error on a rejected SASL login). Close leaves cl open: the program
+// closes it after the topics on it. cl must use idempotent writes and
+// acks from all in-sync replicas (kgo's defaults); OpenTopic returns an
+// error matching broker.ErrInvalid otherwise, and broker.ErrNotFound when
+// the topic does not exist. As(**kgo.Client) reaches cl. ctx bounds the
+// metadata and config look-up of the open: the driver sets no timeout of
+// its own. Several topics may share a client.
+func OpenTopic(ctx context.Context, cl *kgo.Client, topic string, opts *TopicOptions) (*broker.Topic, error) {
 	if cl == nil {
-		return nil, broker.Invalidf("kafka: NewTopic needs a client")
+		return nil, clientError("OpenTopic", "no client")
 	}
 	if opts == nil {
 		opts = &TopicOptions{}
 	}
-	t, err := topicOn(ctx, cl, nil, new(batchLimits), topic, opts)
+	t, err := openTopic(ctx, cl, topic, opts)
 	if err != nil {
 		return nil, err
 	}
-	t.borrowed = true
 	return broker.NewTopic(t, &opts.TopicOptions), nil
 }
 
@@ -169,37 +143,22 @@ type topic struct {
 	caps   driver.TopicCapabilities
 	maxMsg int // the largest record batch (see recordSize)
 	auth   *authWatch
-	// borrowed: cl is the program's (NewTopic), not closed with the topic.
-	borrowed bool
+	// owned: cl was built by the URL opener, and is closed with the topic.
+	owned bool
 }
 
-// openTopic builds the topic's client and checks the topic.
-func openTopic(ctx context.Context, clientOpts []kgo.Opt, name string, opts *TopicOptions) (*topic, error) {
-	if err := checkTopicName("topic", name); err != nil {
-		return nil, err
-	}
-	lim := new(batchLimits)
-	cl, auth, err := newClient(clientOpts, lim)
-	if err != nil {
-		return nil, err
-	}
-	t, err := topicOn(ctx, cl, auth, lim, name, opts)
-	if err != nil {
-		cl.Close()
-		return nil, err
-	}
-	return t, nil
-}
-
-// topicOn checks cl and the topic, and returns the topic on cl (auth and
-// lim are the driver's hooks on a client of its own, nil and unused on the
-// program's).
-func topicOn(ctx context.Context, cl *kgo.Client, auth *authWatch, lim *batchLimits, name string, opts *TopicOptions) (*topic, error) {
+// openTopic checks cl and the topic, and returns the topic on cl.
+func openTopic(ctx context.Context, cl *kgo.Client, name string, opts *TopicOptions) (*topic, error) {
 	if err := checkTopicName("topic", name); err != nil {
 		return nil, err
 	}
 	if err := checkProducer(cl); err != nil {
 		return nil, err
+	}
+	var auth *authWatch
+	var lim *batchLimits
+	if h := hooksOf(cl); h != nil {
+		auth, lim = &h.authWatch, &h.lim
 	}
 	maxMsg := producerBatchMax(cl)
 	src := skippedTopicSource(name)
@@ -317,7 +276,7 @@ func (t *topic) Classify(err error) driver.ErrorInfo {
 	return classify(err)
 }
 
-// As accepts **kgo.Client (the topic's own client).
+// As accepts **kgo.Client (the client the topic publishes through).
 func (t *topic) As(i any) bool {
 	if p, ok := i.(**kgo.Client); ok {
 		*p = t.cl
@@ -328,9 +287,9 @@ func (t *topic) As(i any) bool {
 
 func (t *topic) ErrorAs(err error, i any) bool { return errorAs(err, i) }
 
-// Close closes the topic's client.
+// Close closes the topic's client only if the URL opener built it.
 func (t *topic) Close() error {
-	if !t.borrowed {
+	if t.owned {
 		t.cl.Close()
 	}
 	return nil

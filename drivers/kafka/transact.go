@@ -22,16 +22,6 @@ type TransactOptions struct {
 	// slog.Default().
 	Logger *slog.Logger
 
-	// TransactionalID is the producer's transactional ID. Give each
-	// instance of a pipeline a stable one (the same after a restart), so
-	// that a restarted instance fences its predecessor's open transaction
-	// at once instead of waiting for it to time out. Two live sessions
-	// must never share one. Default: the group name, "-", and a random
-	// suffix (unique, so nothing is fenced on restart: an open transaction
-	// of a crashed instance is aborted by the broker after the
-	// transaction timeout, and its input stays locked until then).
-	TransactionalID string
-
 	// MaxBatch is the most records consumed in one transaction. Default
 	// 500.
 	MaxBatch int
@@ -159,27 +149,42 @@ type TransactSession struct {
 	mu       sync.Mutex
 	attempts map[tp]map[int64]int // hand-outs of records in aborted transactions
 	running  bool
+
+	closeOnce sync.Once
+	closed    chan struct{} // closed by Close
 }
 
-// OpenTransactSession joins the consumer group named group on topic, with
-// a new transactional client built from clientOpts (seed brokers, TLS,
-// SASL and any other kgo option). The driver adds the options it relies
-// on, which clientOpts must not set: ConsumerGroup, ConsumeTopics,
-// TransactionalID, FetchIsolationLevel (always read_committed: an input
-// record from an aborted transaction is never consumed) and the
-// OnPartitions callbacks. As for OpenSubscription, it sets SessionTimeout,
-// HeartbeatInterval and ConsumeResetOffset (to the start of the
-// partition) before clientOpts, which may override them. Close closes the
-// client. ctx bounds the look-up of the topic at open: the driver sets no
-// timeout of its own.
-func OpenTransactSession(ctx context.Context, clientOpts []kgo.Opt, topic, group string, opts *TransactOptions) (*TransactSession, error) {
+// OpenTransactSession joins the consumer group named group on topic,
+// through sess: the program's transactional group client, built by
+// kgo.NewGroupTransactSession with TransactOpts(group) followed by the
+// program's options (seed brokers, TLS, SASL, a stable
+// kgo.TransactionalID, and any other kgo option):
+//
+//	sess, err := kgo.NewGroupTransactSession(append(kafka.TransactOpts("enricher"),
+//		kgo.SeedBrokers(seeds...), kgo.TransactionalID("enricher-1"))...)
+//	s, err := kafka.OpenTransactSession(ctx, sess, "orders", "enricher", nil)
+//
+// The client is kgo's GroupTransactSession, not a bare *kgo.Client,
+// because the session's exactly-once commit (a transaction aborted when
+// the group rebalances during it) rests on callbacks kgo installs only
+// when it builds the client. A session built otherwise, for another
+// group, without read_committed fetches, or serving a session already, is
+// an error matching broker.ErrInvalid that carries a *ClientError. The
+// session adds topic to the consumed topics, which starts the group's
+// consumption. Close leaves the group and leaves sess open: the program
+// closes it. ctx bounds the look-up of the topic at open: the driver sets
+// no timeout of its own.
+func OpenTransactSession(ctx context.Context, sess *kgo.GroupTransactSession, topic, group string, opts *TransactOptions) (*TransactSession, error) {
 	if group == "" {
 		return nil, broker.Invalidf("kafka: OpenTransactSession needs a group")
 	}
 	if err := checkTopicName("topic", topic); err != nil {
 		return nil, err
 	}
-	s := &TransactSession{group: group, attempts: map[tp]map[int64]int{}}
+	if sess == nil {
+		return nil, clientError("OpenTransactSession", "no client")
+	}
+	s := &TransactSession{group: group, attempts: map[tp]map[int64]int{}, closed: make(chan struct{})}
 	if opts != nil {
 		s.opts = *opts
 	}
@@ -187,39 +192,36 @@ func OpenTransactSession(ctx context.Context, clientOpts []kgo.Opt, topic, group
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 500
 	}
-	if o.TransactionalID == "" {
-		o.TransactionalID = group + "-" + broker.NewID()
-	}
 	s.logger = o.Logger
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
-	all := groupDefaults()
-	all = append(all, clientOpts...)
-	all = append(all,
-		kgo.ConsumerGroup(group),
-		kgo.ConsumeTopics(topic),
-		kgo.TransactionalID(o.TransactionalID),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.OnPartitionsRevoked(s.forget),
-		kgo.OnPartitionsLost(s.forget),
-	)
-	auth := new(authWatch)
-	sess, err := kgo.NewGroupTransactSession(append(all, kgo.WithHooks(auth))...)
-	if err != nil {
-		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("kafka: %w", err))
-	}
-	if err := checkProducer(sess.Client()); err != nil {
-		sess.Close()
+	cl := sess.Client()
+	if err := bindGroup(cl, "OpenTransactSession", "TransactOpts", group, func(h *hooks) { h.tx = s }); err != nil {
 		return nil, err
 	}
+	h := hooksOf(cl)
+	fail := func(err error) (*TransactSession, error) {
+		h.unbind()
+		return nil, err
+	}
+	if id, ok := cl.OptValue(kgo.TransactionalID).(string); !ok || id == "" {
+		return fail(clientError("OpenTransactSession", "the client has no transactional ID (kgo.TransactionalID)"))
+	}
+	// kgo reports the level as its wire value: 1 is read_committed.
+	if lvl, ok := cl.OptValue(kgo.FetchIsolationLevel).(int8); !ok || lvl != 1 {
+		return fail(clientError("OpenTransactSession", "the client must fetch with kgo.FetchIsolationLevel(kgo.ReadCommitted()): an input record of an aborted transaction must never be consumed"))
+	}
+	if err := checkProducer(cl); err != nil {
+		return fail(err)
+	}
 	if !o.SkipCheck {
-		if _, err := describeTopic(ctx, sess.Client(), nil, topic); err != nil {
-			sess.Close()
-			return nil, openFailure(err, auth)
+		if _, err := describeTopic(ctx, cl, &h.lim, topic); err != nil {
+			return fail(openFailure(err, &h.authWatch))
 		}
 	}
 	s.sess = sess
+	cl.AddConsumeTopics(topic)
 	return s, nil
 }
 
@@ -236,7 +238,7 @@ func (s *TransactSession) forget(_ context.Context, _ *kgo.Client, m map[string]
 
 // As accepts **kgo.Client: the session's transactional client (for
 // metrics or admin requests; do not use it to produce or to end
-// transactions, and do not close it).
+// transactions).
 func (s *TransactSession) As(i any) bool {
 	if p, ok := i.(**kgo.Client); ok {
 		*p = s.sess.Client()
@@ -271,14 +273,28 @@ func (s *TransactSession) Run(ctx context.Context, h TxHandler) error {
 		s.running = false
 		s.mu.Unlock()
 	}()
+	// Close ends a poll in progress.
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closed:
+			cancel()
+		case <-pctx.Done():
+		}
+	}()
+	errClosedSession := &codedError{code: driver.Closed, err: errors.New("kafka: transact session is closed")}
 	aborts := 0
 	for {
+		if isClosed(s.closed) {
+			return errClosedSession
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		fs := s.sess.PollRecords(ctx, s.opts.MaxBatch)
-		if fs.IsClientClosed() {
-			return &codedError{code: driver.Closed, err: errors.New("kafka: transact session is closed")}
+		fs := s.sess.PollRecords(pctx, s.opts.MaxBatch)
+		if fs.IsClientClosed() || isClosed(s.closed) {
+			return errClosedSession
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -415,9 +431,14 @@ func recordEntries(recs []*kgo.Record) []*entry {
 	return out
 }
 
-// Close leaves the group and closes the client. A transaction in progress
-// is not committed: call Close after Run returned.
+// Close ends Run's wait for records and leaves the group; the client
+// stays open (the program closes it). A transaction in progress is not
+// committed: call Close after Run returned.
 func (s *TransactSession) Close() error {
-	s.sess.Close()
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		s.sess.AllowRebalance()
+		s.sess.Client().LeaveGroup()
+	})
 	return nil
 }

@@ -160,7 +160,7 @@ func TestTransactSession(t *testing.T) {
 	in := txInput(t, e, n)
 	out := e.createTopic(t, 3, "tx-out")
 	group := uniqueName("g")
-	s, err := kafka.OpenTransactSession(t.Context(), e.clientOpts(), in, group, &kafka.TransactOptions{MaxBatch: 40})
+	s, err := kafka.OpenTransactSession(t.Context(), e.txSession(t, group), in, group, &kafka.TransactOptions{MaxBatch: 40})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,8 @@ func TestTransactSession(t *testing.T) {
 	var kept *kafka.Tx
 	ctx, cancel := context.WithCancel(context.Background())
 	more := txInput(t, e, 1)
-	s2, err := kafka.OpenTransactSession(ctx, e.clientOpts(), more, uniqueName("g"), nil)
+	g2 := uniqueName("g")
+	s2, err := kafka.OpenTransactSession(ctx, e.txSession(t, g2), more, g2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +234,7 @@ func TestTransactSessionAbort(t *testing.T) {
 	in := txInput(t, e, n)
 	out := e.createTopic(t, 3, "tx-out")
 	group := uniqueName("g")
-	s, err := kafka.OpenTransactSession(t.Context(), e.clientOpts(), in, group, &kafka.TransactOptions{
+	s, err := kafka.OpenTransactSession(t.Context(), e.txSession(t, group), in, group, &kafka.TransactOptions{
 		MaxBatch: 30, Backoff: broker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +310,7 @@ func TestTransactSessionAbort(t *testing.T) {
 	checkExactlyOnce(t, e, in, out, group, n)
 
 	// A wary subscription reads committed records only (its default).
-	sub, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), out, uniqueName("g"), nil)
+	sub, err := e.openSub(t.Context(), t, out, uniqueName("g"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

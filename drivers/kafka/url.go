@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/url"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 )
 
 // Scheme is the URL scheme this package registers on broker.DefaultURLMux.
@@ -21,10 +23,13 @@ func init() {
 	broker.DefaultURLMux().RegisterSubscription(Scheme, o)
 }
 
-// URLOpener opens kafka:// URLs (see the package doc for their form).
+// URLOpener opens kafka:// URLs (see the package doc for their form). It
+// is the one place the driver builds clients: one per topic or
+// subscription it opens, closed with it.
 type URLOpener struct {
-	// ClientOpts are added to every client the opener creates, before the
-	// seed brokers (TLS, SASL, ...).
+	// ClientOpts are added to every client the opener creates, after the
+	// driver's (TopicOpts, SubscriptionOpts) and before the seed brokers
+	// (TLS, SASL, ...).
 	ClientOpts []kgo.Opt
 }
 
@@ -77,10 +82,16 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 	if err := p.Done(); err != nil {
 		return nil, err
 	}
-	t, err := openTopic(ctx, o.clientOpts(seeds), name, &to)
+	cl, err := o.newClient(TopicOpts(), seeds)
 	if err != nil {
 		return nil, err
 	}
+	t, err := openTopic(ctx, cl, name, &to)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	t.owned = true
 	return broker.NewTopic(t, nil), nil
 }
 
@@ -91,7 +102,7 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 	if err != nil {
 		return nil, err
 	}
-	s, err := newSubscription(ctx, o.clientOpts(seeds), topic, group, &so)
+	s, err := o.openSubscription(ctx, seeds, topic, group, &so)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +136,7 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 		return nil, broker.Invalidf("kafka: the subscription of group %q has no dead_letter_topic in its URL, hence no dead letters", group)
 	}
 	dso := SubscriptionOptions{DeadLetters: true, SkipCheck: so.SkipCheck}
-	s, err := newSubscription(ctx, o.clientOpts(seeds), so.DeadLetterTopic, group+DeadLetterGroupSuffix, &dso)
+	s, err := o.openSubscription(ctx, seeds, so.DeadLetterTopic, group+DeadLetterGroupSuffix, &dso)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +172,29 @@ func subscriptionURL(u *url.URL) (group string, seeds []string, topic string, so
 	return group, seeds, topic, so, nil
 }
 
-// clientOpts are the opener's options followed by the seed brokers.
-func (o *URLOpener) clientOpts(seeds []string) []kgo.Opt {
-	return append(append([]kgo.Opt{}, o.ClientOpts...), kgo.SeedBrokers(seeds...))
+// newClient builds a client from the driver's options, the opener's and
+// the seed brokers; an option kgo rejects is ErrInvalid.
+func (o *URLOpener) newClient(driverOpts []kgo.Opt, seeds []string) (*kgo.Client, error) {
+	all := append(append(driverOpts, o.ClientOpts...), kgo.SeedBrokers(seeds...))
+	cl, err := kgo.NewClient(all...)
+	if err != nil {
+		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("kafka: %w", err))
+	}
+	return cl, nil
+}
+
+// openSubscription opens a subscription of group on topic, on a client of
+// its own that it closes.
+func (o *URLOpener) openSubscription(ctx context.Context, seeds []string, topic, group string, so *SubscriptionOptions) (*subscription, error) {
+	cl, err := o.newClient(SubscriptionOpts(group), seeds)
+	if err != nil {
+		return nil, err
+	}
+	s, err := newSubscription(ctx, cl, topic, group, so)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
 }

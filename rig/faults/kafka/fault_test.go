@@ -65,7 +65,7 @@ func TestFaultCommitFails(t *testing.T) {
 	e := newTestEnv(t, kfake.NumBrokers(1))
 	topic := e.createTopic(t, 2, "fault-commit")
 	group := uniqueName("g")
-	top, err := kafka.OpenTopic(t.Context(), e.producerOpts(), topic, nil)
+	top, err := kafka.OpenTopic(t.Context(), e.topicClient(t), topic, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestFaultCommitFails(t *testing.T) {
 	fx := effecttest.New(t, h)
 
 	fault := e.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: group, Err: kerr.UnknownServerError, Count: -1})
-	a, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), topic, group, nil)
+	a, err := e.openSub(t, topic, group)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestFaultCommitFails(t *testing.T) {
 	t.Logf("commit fault fired %d times", fault.Hits())
 	fault.Remove()
 
-	b, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), topic, group, nil)
+	b, err := e.openSub(t, topic, group)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestFaultCommitFails(t *testing.T) {
 func TestFaultProduceTimesOutAfterAppend(t *testing.T) {
 	e := newTestEnv(t, kfake.NumBrokers(1))
 	topic := e.createTopic(t, 2, "fault-produce")
-	top, err := kafka.OpenTopic(t.Context(), e.producerOpts(), topic, &kafka.TopicOptions{TopicOptions: broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}}})
+	top, err := kafka.OpenTopic(t.Context(), e.topicClient(t), topic, &kafka.TopicOptions{TopicOptions: broker.TopicOptions{Retry: &broker.RetryPolicy{Attempts: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestFaultProduceTimesOutAfterAppend(t *testing.T) {
 	ids = append(ids, m.ID)
 
 	fx := effecttest.New(t, h)
-	sub, err := kafka.OpenSubscription(t.Context(), e.clientOpts(), topic, uniqueName("g"), nil)
+	sub, err := e.openSub(t, topic, uniqueName("g"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/kafka"
 )
 
 // testEnv is an in-process kfake cluster, whose faults the tests inject.
@@ -51,6 +54,30 @@ func (e *testEnv) clientOpts() []kgo.Opt {
 // producerOpts are the topics' options: no linger.
 func (e *testEnv) producerOpts() []kgo.Opt {
 	return []kgo.Opt{kgo.SeedBrokers(e.seeds...), kgo.ProducerLinger(0)}
+}
+
+// topicClient returns a topic's client (TopicOpts, producerOpts), closed
+// when t ends.
+func (e *testEnv) topicClient(t *testing.T) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append(kafka.TopicOpts(), e.producerOpts()...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// openSub opens a subscription of group on topic, on a client of its own
+// (SubscriptionOpts, clientOpts) closed when t ends.
+func (e *testEnv) openSub(t *testing.T, topic, group string) (*broker.Subscription, error) {
+	t.Helper()
+	cl, err := kgo.NewClient(append(kafka.SubscriptionOpts(group), e.clientOpts()...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kafka.OpenSubscription(t.Context(), cl, topic, group, nil)
 }
 
 // createTopic creates a topic with partitions, deleted when t ends.

@@ -243,17 +243,38 @@ func kafkaHarness(ctx context.Context, u *url.URL, getenv func(string) string) (
 				return nil, err
 			}
 			so := &kafka.SubscriptionOptions{Ordered: ordered, DeadLetterTopic: name + "-dlq", DeliveryLimit: cfg.DeliveryLimit}
-			top, err := kafka.OpenTopic(ctx, append(opts, kgo.ProducerLinger(0)), name, nil)
+			// The clients are the probe's, closed when the scenario ends
+			// (after the topic and subscriptions on them).
+			newClient := func(driverOpts ...kgo.Opt) (*kgo.Client, error) {
+				cl, err := kgo.NewClient(append(driverOpts, opts...)...)
+				if err != nil {
+					return nil, fmt.Errorf("kafka client for %s: %w", seeds, err)
+				}
+				t.Cleanup(cl.Close)
+				return cl, nil
+			}
+			pcl, err := newClient(append(kafka.TopicOpts(), kgo.ProducerLinger(0))...)
 			if err != nil {
 				return nil, err
+			}
+			top, err := kafka.OpenTopic(ctx, pcl, name, nil)
+			if err != nil {
+				return nil, err
+			}
+			subscribe := func(ctx context.Context, topic, group string, so *kafka.SubscriptionOptions) (*broker.Subscription, error) {
+				scl, err := newClient(kafka.SubscriptionOpts(group)...)
+				if err != nil {
+					return nil, err
+				}
+				return kafka.OpenSubscription(ctx, scl, topic, group, so)
 			}
 			return &conformance.Fixture{
 				Topic: top,
 				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
-					return kafka.OpenSubscription(ctx, opts, name, name+"-group", so)
+					return subscribe(ctx, name, name+"-group", so)
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return kafka.OpenSubscription(ctx, opts, name+"-dlq", name+"-dlq-group", &kafka.SubscriptionOptions{DeadLetters: true})
+					return subscribe(ctx, name+"-dlq", name+"-dlq-group", &kafka.SubscriptionOptions{DeadLetters: true})
 				},
 			}, nil
 		},
