@@ -45,7 +45,7 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 	if err != nil {
 		return Result{}, err
 	}
-	topic, err := rabbit.OpenTopic(ctx, s.wconn, exchange, nil)
+	topic, err := rabbit.OpenTopic(ctx, s.wconn, rabbit.Topology{Exchange: exchange}, nil)
 	if err != nil {
 		return Result{}, err
 	}

@@ -17,7 +17,7 @@ import (
 func TestAckAllMultiple(t *testing.T) {
 	f := newPrefetchFixture(t, 20)
 	ctx := ctxT(t)
-	sub, err := rabbit.OpenSubscription(ctx, f.c, f.top.Queue, &rabbit.SubscriptionOptions{Prefetch: 20})
+	sub, err := rabbit.OpenSubscription(ctx, f.c, f.top, &rabbit.SubscriptionOptions{Prefetch: 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -176,7 +176,7 @@ func TestAssignedSharesSpreadPartitions(t *testing.T) {
 	ctx := ctxT(t)
 	name := uniqueName("assigned")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, Partitions: shareParts})
-	topic, err := rabbit.OpenTopic(ctx, c, top.Exchange, top.TopicOptions())
+	topic, err := rabbit.OpenTopic(ctx, c, top, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,9 +185,9 @@ func TestAssignedSharesSpreadPartitions(t *testing.T) {
 	shares := [][]int{rabbit.Share(shareParts, 2, 0), rabbit.Share(shareParts, 2, 1)}
 	subs := make([]*broker.Subscription, len(shares))
 	for i, share := range shares {
-		o := top.SubscriptionOptions()
+		o := &rabbit.SubscriptionOptions{NackDelay: true}
 		o.Assigned = share
-		subs[i], err = rabbit.OpenSubscription(ctx, c, top.Queue, o)
+		subs[i], err = rabbit.OpenSubscription(ctx, c, top, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +235,7 @@ func TestAssignedStandbyTakesOver(t *testing.T) {
 	ctx := ctxT(t)
 	name := uniqueName("standby")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, Partitions: shareParts})
-	topic, err := rabbit.OpenTopic(ctx, c, top.Exchange, top.TopicOptions())
+	topic, err := rabbit.OpenTopic(ctx, c, top, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,9 +243,9 @@ func TestAssignedStandbyTakesOver(t *testing.T) {
 
 	shareA, shareB := []int{0, 1}, []int{2, 3}
 	open := func(share []int) *broker.Subscription {
-		o := top.SubscriptionOptions()
+		o := &rabbit.SubscriptionOptions{NackDelay: true}
 		o.Assigned = share
-		sub, err := rabbit.OpenSubscription(ctx, c, top.Queue, o)
+		sub, err := rabbit.OpenSubscription(ctx, c, top, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -340,7 +340,9 @@ func TestAssignedValidation(t *testing.T) {
 		{0, []int{0}},
 		{1, []int{0}},
 	} {
-		sub, err := rabbit.OpenSubscription(ctx, c, top.Queue, &rabbit.SubscriptionOptions{Partitions: tc.partitions, Assigned: tc.assigned})
+		tt := top
+		tt.Partitions = tc.partitions
+		sub, err := rabbit.OpenSubscription(ctx, c, tt, &rabbit.SubscriptionOptions{Assigned: tc.assigned})
 		if !errors.Is(err, broker.ErrInvalid) {
 			if sub != nil {
 				_ = sub.Close()
@@ -349,10 +351,9 @@ func TestAssignedValidation(t *testing.T) {
 		}
 	}
 	// Topology supplies Partitions; Assigned is checked against it.
-	o := top.SubscriptionOptions()
-	o.Topology = &top
+	o := &rabbit.SubscriptionOptions{NackDelay: true}
 	o.Assigned = []int{0, 7}
-	if _, err := rabbit.OpenSubscription(ctx, c, top.Queue, o); !errors.Is(err, broker.ErrInvalid) {
+	if _, err := rabbit.OpenSubscription(ctx, c, top, o); !errors.Is(err, broker.ErrInvalid) {
 		t.Errorf("assigned partition 7 of a 4-partition topology: %v, want ErrInvalid", err)
 	}
 

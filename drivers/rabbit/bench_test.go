@@ -103,7 +103,7 @@ func BenchmarkPublish(b *testing.B) {
 			b.Cleanup(func() { _ = c.Close() })
 			ctx := context.Background()
 			wtop, rtop := benchTopology(b, c), benchTopology(b, c)
-			topic, err := rabbit.OpenTopic(ctx, c, wtop.Exchange, wtop.TopicOptions())
+			topic, err := rabbit.OpenTopic(ctx, c, wtop, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -144,7 +144,7 @@ func BenchmarkPublish(b *testing.B) {
 // fill publishes n messages to the topology's exchange.
 func fill(b *testing.B, c *rabbit.Conn, top rabbit.Topology, n int) {
 	b.Helper()
-	topic, err := rabbit.OpenTopic(b.Context(), c, top.Exchange, top.TopicOptions())
+	topic, err := rabbit.OpenTopic(b.Context(), c, top, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -165,9 +165,9 @@ func BenchmarkConsume(b *testing.B) {
 	wtop, rtop := benchTopology(b, c), benchTopology(b, c)
 	fill(b, c, wtop, b.N)
 	fill(b, c, rtop, b.N)
-	so := wtop.SubscriptionOptions()
+	so := &rabbit.SubscriptionOptions{NackDelay: true}
 	so.Prefetch = benchPrefetch
-	sub, err := rabbit.OpenSubscription(ctx, c, wtop.Queue, so)
+	sub, err := rabbit.OpenSubscription(ctx, c, wtop, so)
 	if err != nil {
 		b.Fatal(err)
 	}

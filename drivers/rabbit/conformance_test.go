@@ -29,26 +29,26 @@ func harness(t *testing.T, c *rabbit.Conn, name string, partitions int) conforma
 				DeadLetter:     true,
 				MaxMessageSize: 1 << 20,
 			})
-			topic, err := rabbit.OpenTopic(ctx, c, top.Exchange, top.TopicOptions())
+			topic, err := rabbit.OpenTopic(ctx, c, top, nil)
 			if err != nil {
 				return nil, err
 			}
-			so := top.SubscriptionOptions()
+			so := &rabbit.SubscriptionOptions{NackDelay: true}
 			return &conformance.Fixture{
 				Topic: topic,
 				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
-					return rabbit.OpenSubscription(ctx, c, top.Queue, so)
+					return rabbit.OpenSubscription(ctx, c, top, so)
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return rabbit.OpenSubscription(ctx, c, top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions())
+					return rabbit.OpenDeadLetters(ctx, c, top, nil)
 				},
 			}, nil
 		},
 		OpenMissingTopic: func(ctx context.Context) (*broker.Topic, error) {
-			return rabbit.OpenTopic(ctx, c, uniqueName("missing"), nil)
+			return rabbit.OpenTopic(ctx, c, rabbit.Topology{Exchange: uniqueName("missing")}, nil)
 		},
 		OpenMissingSubscription: func(ctx context.Context) (*broker.Subscription, error) {
-			return rabbit.OpenSubscription(ctx, c, uniqueName("missing"), nil)
+			return rabbit.OpenSubscription(ctx, c, rabbit.Topology{Queue: uniqueName("missing")}, nil)
 		},
 	}
 }

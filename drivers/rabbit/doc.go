@@ -1,18 +1,29 @@
 // Package rabbit is wary's RabbitMQ driver, on github.com/rabbitmq/amqp091-go.
 //
 // Open a Conn with Dial (it reconnects by itself), then topics with
-// OpenTopic (publishing to an exchange) and subscriptions with
-// OpenSubscription (consuming a queue). Each takes the caller's context
-// first, which bounds what it does on the connection (declaring,
-// checking, reading the management API). Declare creates the usual
-// topology: an exchange, a quorum queue with a single active consumer (or
-// one per partition), and a dead-letter exchange and queue; existing
-// topology is used as it is. Many topics and subscriptions share one Conn.
+// OpenTopic (publishing to an exchange), subscriptions with
+// OpenSubscription (consuming a queue) and OpenDeadLetters (reading a
+// dead-letter queue). Each takes the caller's context first, which bounds
+// what it does on the connection (checking, reading the management API),
+// then the Conn, the Topology and the options. A Topology is the one
+// description of the server side (the exchange and queues, partitions,
+// delivery limit, dead-letter exchange and queue, size limit): Declare
+// creates it (an exchange, a quorum queue with a single active consumer,
+// or one per partition, and a dead-letter exchange and queue; existing
+// topology is used as it is), the constructors use it, and PlanTopologyURL
+// plans it from a URL. Many topics and subscriptions share one Conn.
 //
-// Options: TopicOptions and SubscriptionOptions embed the portable
-// broker.TopicOptions and broker.SubscriptionOptions (publish retries,
-// logger), as every driver's do; Topology.TopicOptions and
-// Topology.SubscriptionOptions fill in the rest for a declared topology.
+//	top := rabbit.Topology{Exchange: "orders", Queue: "orders.billing", DeliveryLimit: 5, DeadLetter: true}
+//	err := rabbit.Declare(ctx, conn, top)
+//	topic, err := rabbit.OpenTopic(ctx, conn, top, nil)
+//	sub, err := rabbit.OpenSubscription(ctx, conn, top, &rabbit.SubscriptionOptions{NackDelay: true})
+//	dlq, err := rabbit.OpenDeadLetters(ctx, conn, top, nil)
+//
+// Options hold only what the client does: TopicOptions and
+// SubscriptionOptions embed the portable broker.TopicOptions and
+// broker.SubscriptionOptions (publish retries, logger), as every driver's
+// do, with the routing key, prefetch, share of partitions, nack delays and
+// the management API's address.
 // Concurrency is set once, in broker.RunOptions: Run sizes RabbitMQ's
 // prefetch from it (see Prefetch under Delivery semantics).
 //
@@ -37,7 +48,7 @@
 // queue's delivery limit before RabbitMQ 4.3 and not at all from 4.3 (a
 // release; basic.reject and a channel closing on what it holds count);
 // the dead-letter queue Declare makes has no delivery limit anyway.
-// Parameters are those of TopicOptions and
+// Parameters are those of Topology, TopicOptions and
 // SubscriptionOptions in snake case (see URLOpener); amqp091-go's own URI
 // parameters (heartbeat, connection_timeout, ...) pass through to the
 // connection; any other parameter, or a value of the wrong type, is an
@@ -164,8 +175,8 @@
 // that came back through a delay queue, whose broker count started again.
 // The dead-letter reason is delivery_limit. Past the limit of a queue
 // without a dead-letter exchange RabbitMQ drops the message, so a
-// DeliveryLimit without one (SubscriptionOptions.DeadLetterExchange,
-// Topology.DeadLetter, or, for OpenSubscription, one the queue holds as
+// DeliveryLimit without one (Topology.DeadLetter or
+// DeadLetterExchangeName, or, for OpenSubscription, one the queue holds as
 // read from the broker) fails OpenSubscription and Declare with
 // ErrInvalid, as Kafka's DeliveryLimit without a DeadLetterTopic does.
 //
@@ -177,7 +188,7 @@
 // exchange is refused as above. A queue meant to have no limit on 4.x is
 // declared with x-delivery-limit -1: Topology does so for
 // DeliveryLimit NoDeliveryLimit, and for its dead-letter queue (open it
-// with Topology.DeadLetterSubscriptionOptions); subscriptions of such a
+// with OpenDeadLetters); subscriptions of such a
 // queue say NoDeliveryLimit. A topic declares none of this: the delivery
 // limit, dead letters and nack delays are the subscription's capabilities
 // (the queue's), and a topic's are the publisher's (key, sizes).
@@ -191,12 +202,11 @@
 //
 // Dead letters: Delivery.DeadLetter publishes a copy, with the reason in
 // the wary-dead-letter-reason header, to the dead-letter exchange
-// (SubscriptionOptions.DeadLetterExchange), waits for its confirm, then
+// (Topology.DeadLetterExchange), waits for its confirm, then
 // acks the original (AMQP 0-9-1's reject carries no reason). A crash
 // between the two leaves a duplicate in the dead-letter queue, never a
 // loss. Messages read from a dead-letter queue opened with
-// SubscriptionOptions.DeadLettersFrom (Topology.DeadLetterSubscriptionOptions
-// sets it) carry wary-dead-letter-reason: ours, or RabbitMQ's latest x-death
+// Topology.DeadLettersFrom (OpenDeadLetters sets it) carry wary-dead-letter-reason: ours, or RabbitMQ's latest x-death
 // reason (delivery_limit, rejected, expired, maxlen).
 //
 // Nack with a delay (SubscriptionOptions.NackDelay): the message is

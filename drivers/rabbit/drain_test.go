@@ -23,7 +23,7 @@ func TestDrainTimeoutKeepsKeyOrder(t *testing.T) {
 	ctx := ctxT(t)
 	name := uniqueName("drainorder")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, DeliveryLimit: 20, DeadLetter: true})
-	topic, err := rabbit.OpenTopic(ctx, c, top.Exchange, top.TopicOptions())
+	topic, err := rabbit.OpenTopic(ctx, c, top, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestDrainTimeoutKeepsKeyOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sub, err := rabbit.OpenSubscription(ctx, c, top.Queue, top.SubscriptionOptions())
+	sub, err := rabbit.OpenSubscription(ctx, c, top, &rabbit.SubscriptionOptions{NackDelay: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestDrainTimeoutKeepsKeyOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	fresh, err := rabbit.OpenSubscription(ctx, c, top.Queue, top.SubscriptionOptions())
+	fresh, err := rabbit.OpenSubscription(ctx, c, top, &rabbit.SubscriptionOptions{NackDelay: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func Example() {
 	if err := rabbit.Declare(ctx, conn, top); err != nil {
 		log.Fatal(err)
 	}
-	topic, err := rabbit.OpenTopic(ctx, conn, top.Exchange, top.TopicOptions())
+	topic, err := rabbit.OpenTopic(ctx, conn, top, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	sub, err := rabbit.OpenSubscription(ctx, conn, top.Queue, top.SubscriptionOptions())
+	sub, err := rabbit.OpenSubscription(ctx, conn, top, &rabbit.SubscriptionOptions{NackDelay: true})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -62,7 +62,10 @@ func Example_partitioned() {
 	// Order per key across consumers: 8 queues, each with its own single
 	// active consumer; the key's hash picks the queue.
 	top := rabbit.Topology{Exchange: "payments", Queue: "payments", Partitions: 8, DeadLetter: true}
-	topic, err := rabbit.OpenTopic(ctx, conn, top.Exchange, &rabbit.TopicOptions{Topology: &top})
+	if err := rabbit.Declare(ctx, conn, top); err != nil {
+		log.Fatal(err)
+	}
+	topic, err := rabbit.OpenTopic(ctx, conn, top, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -70,7 +73,7 @@ func Example_partitioned() {
 	fmt.Println(topic.Capabilities().OrderingKey)
 }
 
-func ExampleOpenSubscription_deadLetters() {
+func ExampleOpenDeadLetters() {
 	ctx := context.Background()
 	conn, err := rabbit.Dial(ctx, os.Getenv("WARY_RABBIT_URL"), nil)
 	if err != nil {
@@ -80,7 +83,7 @@ func ExampleOpenSubscription_deadLetters() {
 
 	top := rabbit.Topology{Exchange: "orders", Queue: "orders", DeadLetter: true}
 	// The dead-letter queue has no delivery limit (on RabbitMQ 4.x too).
-	dlq, err := rabbit.OpenSubscription(ctx, conn, top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions())
+	dlq, err := rabbit.OpenDeadLetters(ctx, conn, top, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -104,7 +107,7 @@ func ExampleOpenTopic() {
 	defer conn.Close()
 
 	// The portable options are embedded, as in every driver's options.
-	topic, err := rabbit.OpenTopic(ctx, conn, "audit", &rabbit.TopicOptions{
+	topic, err := rabbit.OpenTopic(ctx, conn, rabbit.Topology{Exchange: "audit"}, &rabbit.TopicOptions{
 		TopicOptions: broker.TopicOptions{Telemetry: broker.Telemetry{Logger: slog.Default()}},
 		RoutingKey:   "audit",
 		SkipCheck:    true, // the exchange is declared elsewhere

@@ -29,12 +29,12 @@ func TestHeaderFrameTooLarge(t *testing.T) {
 	ctx := ctxT(t)
 	name := uniqueName("frame")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, Partitions: 2})
-	topic, err := rabbit.OpenTopic(ctx, c, top.Exchange, top.TopicOptions())
+	topic, err := rabbit.OpenTopic(ctx, c, top, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer topic.Close()
-	sub, err := rabbit.OpenSubscription(ctx, c, top.Queue, top.SubscriptionOptions())
+	sub, err := rabbit.OpenSubscription(ctx, c, top, &rabbit.SubscriptionOptions{NackDelay: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestForeignHeadersNotTrusted(t *testing.T) {
 	ctx := ctxT(t)
 	name := uniqueName("spoof")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, Partitions: 2, DeliveryLimit: 3, DeadLetter: true})
-	sub, err := rabbit.OpenSubscription(ctx, c, top.Queue, top.SubscriptionOptions())
+	sub, err := rabbit.OpenSubscription(ctx, c, top, &rabbit.SubscriptionOptions{NackDelay: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestForeignHeadersNotTrusted(t *testing.T) {
 
 	// A dead-letter queue reports the reason of what reached it through its
 	// dead-letter exchange, not what a producer claims elsewhere.
-	dlq, err := rabbit.OpenSubscription(ctx, c, top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions())
+	dlq, err := rabbit.OpenDeadLetters(ctx, c, top, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

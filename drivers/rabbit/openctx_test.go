@@ -35,10 +35,10 @@ func TestOpenEndsWithCallersContext(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := rabbit.OpenTopic(ctx, c, "amq.direct", nil); !errors.Is(err, context.Canceled) {
+	if _, err := rabbit.OpenTopic(ctx, c, rabbit.Topology{Exchange: "amq.direct"}, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("OpenTopic: %v, want the caller's context.Canceled", err)
 	}
-	if _, err := rabbit.OpenSubscription(ctx, c, "orders", &rabbit.SubscriptionOptions{Management: rabbit.ManagementOff}); !errors.Is(err, context.Canceled) {
+	if _, err := rabbit.OpenSubscription(ctx, c, rabbit.Topology{Queue: "orders"}, &rabbit.SubscriptionOptions{Management: rabbit.ManagementOff}); !errors.Is(err, context.Canceled) {
 		t.Errorf("OpenSubscription: %v, want the caller's context.Canceled", err)
 	}
 }

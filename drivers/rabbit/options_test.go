@@ -34,12 +34,12 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 
 	bare := uniqueName("limit")
 	declare(t, c, rabbit.Topology{Exchange: bare, Queue: bare})
-	_, err := rabbit.OpenSubscription(ctx, c, bare, &rabbit.SubscriptionOptions{DeliveryLimit: 3})
+	_, err := rabbit.OpenSubscription(ctx, c, rabbit.Topology{Queue: bare, DeliveryLimit: 3}, nil)
 	invalid("subscription with a limit and no dead-letter exchange", err)
 	other := uniqueName("limit")
 	err = rabbit.Declare(ctx, c, rabbit.Topology{Exchange: other, Queue: other, DeliveryLimit: 3})
 	invalid("topology with a limit and no dead letters", err)
-	_, err = rabbit.OpenSubscription(ctx, c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: -2})
+	_, err = rabbit.OpenSubscription(ctx, c, rabbit.Topology{Queue: top.Queue, DeliveryLimit: -2}, nil)
 	invalid("negative limit", err)
 	t.Setenv(rabbit.ServerURLEnv, serverURL())
 	_, err = broker.OpenSubscription(ctx, "rabbit://"+bare+"?delivery_limit=3")
@@ -50,7 +50,7 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 	// dead-letters there.
 	for _, open := range []func() (*broker.Subscription, error){
 		func() (*broker.Subscription, error) {
-			return rabbit.OpenSubscription(ctx, c, top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: 3})
+			return rabbit.OpenSubscription(ctx, c, rabbit.Topology{Queue: top.Queue, DeliveryLimit: 3}, nil)
 		},
 		func() (*broker.Subscription, error) {
 			return broker.OpenSubscription(ctx, "rabbit://"+top.Queue+"?delivery_limit=3")
@@ -70,19 +70,18 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 	// without one, on 3.x, has none, whatever the options state (a
 	// limit stated otherwise is a conflict), as with NoDeliveryLimit.
 	for _, tc := range []struct {
-		queue     string
-		opts      *rabbit.SubscriptionOptions
+		top       rabbit.Topology
 		limit     int
 		conflicts int
 	}{
-		{top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: 3, DeadLetterExchange: top.DeadLetterExchange()}, 0, 1},
-		{top.Queue, nil, 0, 0},
-		{top.Queue, &rabbit.SubscriptionOptions{DeliveryLimit: rabbit.NoDeliveryLimit}, 0, 0},
-		{top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions(), 0, 0},
+		{rabbit.Topology{Queue: top.Queue, DeliveryLimit: 3, DeadLetterExchangeName: top.DeadLetterExchange()}, 0, 1},
+		{rabbit.Topology{Queue: top.Queue}, 0, 0},
+		{rabbit.Topology{Queue: top.Queue, DeliveryLimit: rabbit.NoDeliveryLimit}, 0, 0},
+		{rabbit.Topology{Queue: top.DeadLetterQueue(), DeliveryLimit: rabbit.NoDeliveryLimit, DeadLettersFrom: top.DeadLetterExchange()}, 0, 0},
 	} {
-		sub, err := rabbit.OpenSubscription(ctx, c, tc.queue, tc.opts)
+		sub, err := rabbit.OpenSubscription(ctx, c, tc.top, nil)
 		if err != nil {
-			t.Fatalf("%+v: %v", tc.opts, err)
+			t.Fatalf("%+v: %v", tc.top, err)
 		}
 		caps := sub.Capabilities()
 		_ = sub.Close()
@@ -91,7 +90,7 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 			wantMode = broker.LimitNative
 		}
 		if caps.DeliveryLimit != tc.limit || caps.DeliveryLimitMode != wantMode || len(caps.Source.Conflicts) != tc.conflicts {
-			t.Errorf("%+v: limit %d mode %s, conflicts %+v; want %d %s, %d conflict(s)", tc.opts, caps.DeliveryLimit, caps.DeliveryLimitMode, caps.Source.Conflicts, tc.limit, wantMode, tc.conflicts)
+			t.Errorf("%+v: limit %d mode %s, conflicts %+v; want %d %s, %d conflict(s)", tc.top, caps.DeliveryLimit, caps.DeliveryLimitMode, caps.Source.Conflicts, tc.limit, wantMode, tc.conflicts)
 		}
 	}
 }
@@ -103,7 +102,7 @@ func TestRedeliveryHorizonUnbounded(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	name := uniqueName("horizon")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, DeliveryLimit: 4, DeadLetter: true})
-	sub, err := rabbit.OpenSubscription(t.Context(), c, top.Queue, top.SubscriptionOptions())
+	sub, err := rabbit.OpenSubscription(t.Context(), c, top, &rabbit.SubscriptionOptions{NackDelay: true})
 	if err != nil {
 		t.Fatal(err)
 	}

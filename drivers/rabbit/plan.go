@@ -74,12 +74,10 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 	case from != "":
 		return nil, broker.Invalidf("rabbit: %s names a dead-letter queue (dead_letters_from): plan the topology of the queue it serves", redactU(u))
 	}
-	top := Topology{Exchange: exchange, Queue: queue, Partitions: partitions, DeliveryLimit: limit}
-	if dlx != "" && dlq == "" {
-		if dlx != (Topology{Queue: queue, DeadLetter: true}).DeadLetterExchange() {
-			return nil, broker.Invalidf("rabbit: the URL's dead_letter_exchange is not the topology's (the queue's name followed by .dlx): name the dead-letter queue with the URL parameter dead_letter_queue")
-		}
-		dlq = queue + ".dlq"
+	top := Topology{Exchange: exchange, Queue: queue, Partitions: partitions, DeliveryLimit: limit,
+		DeadLetterExchangeName: dlx, DeadLetterQueueName: dlq}
+	if top.deadLetter() && top.DeadLetterQueue() == "" {
+		return nil, broker.Invalidf("rabbit: the URL's dead_letter_exchange is not the topology's (the queue's name followed by .dlx): name the dead-letter queue with the URL parameter dead_letter_queue")
 	}
 	c, err := Dial(ctx, server, o.ConnOptions)
 	if err != nil {
@@ -90,17 +88,8 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 	d := top.declaration(ver)
 	if queue == "" {
 		d.queues = nil
-	} else {
-		if err := checkLimit("SubscriptionOptions", limit, dlx != "", ver); err != nil {
-			return nil, err
-		}
-		if dlx != "" {
-			top.DeadLetter = true
-			d2 := top.declaration(ver)
-			d2.dlx, d2.dlq = dlx, dlq
-			d2.queueArgs["x-dead-letter-exchange"] = dlx
-			d = d2
-		}
+	} else if err := checkLimit("Topology", limit, top.deadLetter(), ver); err != nil {
+		return nil, err
 	}
 	mc, merr := newMgmtClient(management, server)
 	if merr != nil {

@@ -28,7 +28,7 @@ func newPrefetchFixture(t *testing.T, n int) *prefetchFixture {
 	ctx := ctxT(t)
 	name := uniqueName("prefetch")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, DeadLetter: true})
-	topic, err := rabbit.OpenTopic(ctx, c, top.Exchange, top.TopicOptions())
+	topic, err := rabbit.OpenTopic(ctx, c, top, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func started(ctx context.Context, t *testing.T, ch <-chan struct{}, n int) {
 func TestRunConcurrencySetsPrefetch(t *testing.T) {
 	f := newPrefetchFixture(t, 20)
 	ctx := ctxT(t)
-	sub, err := rabbit.OpenSubscription(ctx, f.c, f.top.Queue, f.top.SubscriptionOptions())
+	sub, err := rabbit.OpenSubscription(ctx, f.c, f.top, &rabbit.SubscriptionOptions{NackDelay: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,9 +155,9 @@ func TestExplicitPrefetchWins(t *testing.T) {
 	t.Run("explicit", func(t *testing.T) {
 		f := newPrefetchFixture(t, 20)
 		ctx := ctxT(t)
-		so := f.top.SubscriptionOptions()
+		so := &rabbit.SubscriptionOptions{NackDelay: true}
 		so.Prefetch = 3
-		sub, err := rabbit.OpenSubscription(ctx, f.c, f.top.Queue, so)
+		sub, err := rabbit.OpenSubscription(ctx, f.c, f.top, so)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ func TestExplicitPrefetchWins(t *testing.T) {
 	t.Run("receive", func(t *testing.T) {
 		f := newPrefetchFixture(t, 20)
 		ctx := ctxT(t)
-		sub, err := rabbit.OpenSubscription(ctx, f.c, f.top.Queue, f.top.SubscriptionOptions())
+		sub, err := rabbit.OpenSubscription(ctx, f.c, f.top, &rabbit.SubscriptionOptions{NackDelay: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,9 @@ func TestUnroutable(t *testing.T) {
 	// Partitioned exchange with only partitions 0..3 bound: a topic that
 	// thinks there are 8 partitions routes some keys nowhere.
 	top, _ := declare(t, c, rabbit.Topology{Exchange: uniqueName("unroutable"), Queue: uniqueName("unroutable"), Partitions: 4})
-	topic, err := rabbit.OpenTopic(ctx, c, top.Exchange, &rabbit.TopicOptions{Partitions: 8})
+	eight := top
+	eight.Partitions = 8
+	topic, err := rabbit.OpenTopic(ctx, c, eight, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,12 +88,12 @@ func TestDelayedNacksKeepCountAndLimit(t *testing.T) {
 	ctx := ctxT(t)
 	name := uniqueName("delaylimit")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, Partitions: 2, DeliveryLimit: 3, DeadLetter: true})
-	topic, err := rabbit.OpenTopic(ctx, c, top.Exchange, top.TopicOptions())
+	topic, err := rabbit.OpenTopic(ctx, c, top, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer topic.Close()
-	sub, err := rabbit.OpenSubscription(ctx, c, top.Queue, top.SubscriptionOptions())
+	sub, err := rabbit.OpenSubscription(ctx, c, top, &rabbit.SubscriptionOptions{NackDelay: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func TestDelayedNacksKeepCountAndLimit(t *testing.T) {
 	if ds, err := sub.Receive(rctx, 1); err == nil {
 		t.Fatalf("delivered past the limit: %s attempt %d", ds[0].Message.ID, ds[0].Attempt)
 	}
-	dlq, err := rabbit.OpenSubscription(ctx, c, top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions())
+	dlq, err := rabbit.OpenDeadLetters(ctx, c, top, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func TestNativeLimitOnCrashes(t *testing.T) {
 	ctx := ctxT(t)
 	name := uniqueName("crashlimit")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name, DeliveryLimit: 2, DeadLetter: true})
-	topic, err := rabbit.OpenTopic(ctx, c, top.Exchange, top.TopicOptions())
+	topic, err := rabbit.OpenTopic(ctx, c, top, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +153,7 @@ func TestNativeLimitOnCrashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for want := 1; want <= 2; want++ {
-		sub, err := rabbit.OpenSubscription(ctx, c, top.Queue, top.SubscriptionOptions())
+		sub, err := rabbit.OpenSubscription(ctx, c, top, &rabbit.SubscriptionOptions{NackDelay: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +166,7 @@ func TestNativeLimitOnCrashes(t *testing.T) {
 		}
 		_ = sub.Close() // crash: no settle
 	}
-	dlq, err := rabbit.OpenSubscription(ctx, c, top.DeadLetterQueue(), top.DeadLetterSubscriptionOptions())
+	dlq, err := rabbit.OpenDeadLetters(ctx, c, top, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ type read struct {
 // result with what o states (the URL's delivery_limit and
 // dead_letter_exchange) and fills the Source: what was read and how, the
 // settings it could not read, and the conflicts.
-func readQueues(ctx context.Context, c *Conn, queues []string, o SubscriptionOptions, v serverVersion) (read, error) {
+func readQueues(ctx context.Context, c *Conn, queues []string, o settings, v serverVersion) (read, error) {
 	mc, err := newMgmtClient(o.Management, c.url)
 	if err != nil {
 		return read{}, err
@@ -84,7 +84,7 @@ func readQueues(ctx context.Context, c *Conn, queues []string, o SubscriptionOpt
 
 // statedArgs are the arguments o states for a queue, the first guess of
 // readAMQP.
-func statedArgs(o SubscriptionOptions, v serverVersion) amqp.Table {
+func statedArgs(o settings, v serverVersion) amqp.Table {
 	args := amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum, amqp.SingleActiveConsumerArg: true}
 	if lim, ok := (Topology{DeliveryLimit: o.DeliveryLimit}).limitArg(v); ok {
 		args["x-delivery-limit"] = int64(lim)
@@ -97,7 +97,7 @@ func statedArgs(o SubscriptionOptions, v serverVersion) amqp.Table {
 
 // compare folds the queues' held settings (none: nothing could be read,
 // for why) into one read, with its Source.
-func compare(hs []heldQueue, via, why, fix string, o SubscriptionOptions, v serverVersion) read {
+func compare(hs []heldQueue, via, why, fix string, o settings, v serverVersion) read {
 	var r read
 	unread := func(s driver.Setting, why, fix string) {
 		r.src.Unread = append(r.src.Unread, driver.Unread{Setting: s, Why: why, Fix: fix})
@@ -137,7 +137,7 @@ func compare(hs []heldQueue, via, why, fix string, o SubscriptionOptions, v serv
 				Setting: driver.SettingDeliveryLimit,
 				Stated:  statedLimit(stated),
 				Held:    deliveries(h0.limit) + " (" + h0.limitFrom + ")",
-				Fix:     fmt.Sprintf("drop delivery_limit from the URL (SubscriptionOptions.DeliveryLimit), which the driver now reads from the broker, or make it %s; to change the queue's limit, set a delivery-limit policy", limitParam(h0.limit)),
+				Fix:     fmt.Sprintf("drop delivery_limit from the URL (Topology.DeliveryLimit), which the driver now reads from the broker, or make it %s; to change the queue's limit, set a delivery-limit policy", limitParam(h0.limit)),
 			})
 		}
 	}
@@ -155,7 +155,7 @@ func compare(hs []heldQueue, via, why, fix string, o SubscriptionOptions, v serv
 		r.dlxRead, r.dlx = true, h0.dlx
 		details = append(details, h0.dlxFrom)
 		if stated := o.DeadLetterExchange; stated != "" && (h0.dlx == nil || *h0.dlx != stated) {
-			fix := "drop dead_letter_exchange from the URL (SubscriptionOptions.DeadLetterExchange), which the driver now reads from the broker, or make it " + strconv.Quote(str(h0.dlx))
+			fix := "drop dead_letter_exchange from the URL (Topology.DeadLetterExchangeName), which the driver now reads from the broker, or make it " + strconv.Quote(str(h0.dlx))
 			if h0.dlx == nil {
 				fix = "give the queue a dead-letter exchange (a dead-letter-exchange policy): past its delivery limit RabbitMQ drops a message"
 			}

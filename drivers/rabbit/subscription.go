@@ -14,18 +14,17 @@ import (
 	"github.com/wary-go/wary/broker/driver"
 )
 
-// SubscriptionOptions configures OpenSubscription. Nil means defaults.
+// SubscriptionOptions configures OpenSubscription: what the client does.
+// What the queues are (partitions, delivery limit, dead-letter exchange)
+// is the Topology's. Nil means defaults.
 type SubscriptionOptions struct {
 	// SubscriptionOptions are the portable options (logger).
 	broker.SubscriptionOptions
-	// Partitions > 1 consumes the partition queues queue+".0" to
-	// queue+"."+(Partitions-1) (see Topology). Default 0: the one queue.
-	Partitions int
-	// Assigned, with Partitions > 1, is the share of the partitions this
-	// subscription consumes: it registers a consumer on those partition
-	// queues only. Nil: every partition. Each queue keeps its single
-	// active consumer, so two subscriptions with the same share are an
-	// active one and a hot standby, and subscriptions with disjoint
+	// Assigned, with Topology.Partitions > 1, is the share of the
+	// partitions this subscription consumes: it registers a consumer on
+	// those partition queues only. Nil: every partition. Each queue keeps
+	// its single active consumer, so two subscriptions with the same share
+	// are an active one and a hot standby, and subscriptions with disjoint
 	// shares receive in parallel; the shares of a deployment must cover
 	// every partition (see Share and the package doc). A partition out of
 	// range, a repeated one, an empty share or a share without Partitions
@@ -37,30 +36,6 @@ type SubscriptionOptions struct {
 	// broker.RunOptions.MaxOutstanding (2×Concurrency), and 2 for a
 	// subscription read with Receive alone. Set it only to override Run.
 	Prefetch int
-	// DeliveryLimit is the queue's delivery limit in deliveries (its
-	// x-delivery-limit + 1), declared in Capabilities and applied by the
-	// driver to messages that came back through a delay queue, which the
-	// broker's count does not see. It needs DeadLetterExchange, or a
-	// dead-letter exchange the queue holds as read from the broker
-	// (RabbitMQ drops a message past the limit of a queue without one),
-	// or OpenSubscription fails with broker.ErrInvalid. 0: the server's
-	// default, which is no limit before RabbitMQ 4.0 and 21 deliveries
-	// from 4.0 (so a subscription without DeadLetterExchange fails there
-	// too); NoDeliveryLimit: the queue has none (x-delivery-limit -1).
-	DeliveryLimit int
-	// DeadLetterExchange, if set, enables Delivery.DeadLetter: the message
-	// is published there with the reason in the wary-dead-letter-reason
-	// header, then acked. It should be the queue's x-dead-letter-exchange.
-	DeadLetterExchange string
-	// DeadLettersFrom names the exchange through which dead letters reach
-	// this queue, when it is a dead-letter queue (Topology's DLQ: its
-	// DeadLetterExchange; Topology.DeadLetterSubscriptionOptions sets it).
-	// Only messages that arrived through it carry a dead-letter reason
-	// (wary-dead-letter-reason: wary's, or RabbitMQ's x-death) and keep
-	// counting attempts from their earlier lives (see Trusted headers in
-	// the package doc). "": the queue is not a dead-letter queue, and no
-	// message read from it reports a reason.
-	DeadLettersFrom string
 	// NackDelay enables Nack with a delay, through delay queues the
 	// subscription declares next to each queue (see the package doc).
 	NackDelay bool
@@ -72,31 +47,55 @@ type SubscriptionOptions struct {
 	// for amqps) of the Conn's URL, with its user and password;
 	// ManagementOff: none, AMQP only.
 	Management string
-	// Topology, if not nil, is declared when the subscription opens, and
-	// Partitions, DeliveryLimit, DeadLetterExchange and NackDelay (on) are
-	// taken from it, as Topology.SubscriptionOptions gives them. Its Queue must be the queue opened.
-	Topology *Topology
 }
 
-// OpenSubscription opens a subscription of queue (of each partition
-// queue, with Partitions > 1, or of those of SubscriptionOptions.Assigned).
-// It checks that the queues exist (ErrNotFound if not); the consumer
-// registers on them when the subscription starts receiving (Run, or the
-// first Receive), with the prefetch Run asks for. Several subscriptions on
-// one queue compete; on a queue with a single active consumer only the
-// first to register receives, and the next takes over when it goes away.
-// ctx bounds the open (the Topology's declaration, the checks and the
-// reads of the management API), not the subscription's life.
-func OpenSubscription(ctx context.Context, c *Conn, queue string, opts *SubscriptionOptions) (*broker.Subscription, error) {
+// settings is what a subscription runs with: its topology's facts and its
+// options' behaviour.
+type settings struct {
+	SubscriptionOptions
+	Partitions         int
+	DeliveryLimit      int
+	DeadLetterExchange string
+	DeadLettersFrom    string
+}
+
+func (t Topology) settings(o SubscriptionOptions) settings {
+	return settings{SubscriptionOptions: o, Partitions: t.Partitions, DeliveryLimit: t.DeliveryLimit,
+		DeadLetterExchange: t.DeadLetterExchange(), DeadLettersFrom: t.DeadLettersFrom}
+}
+
+// OpenSubscription opens a subscription of t's queue (of each partition
+// queue, with t.Partitions > 1, or of those of SubscriptionOptions.Assigned).
+// It does not declare t (Declare does); it checks that the queues exist
+// (ErrNotFound if not); the consumer registers on them when the
+// subscription starts receiving (Run, or the first Receive), with the
+// prefetch Run asks for. Several subscriptions on one queue compete; on a
+// queue with a single active consumer only the first to register
+// receives, and the next takes over when it goes away. ctx bounds the open
+// (the checks and the reads of the management API), not the
+// subscription's life.
+func OpenSubscription(ctx context.Context, c *Conn, t Topology, opts *SubscriptionOptions) (*broker.Subscription, error) {
 	var o SubscriptionOptions
 	if opts != nil {
 		o = *opts
 	}
-	s, err := openSubscription(ctx, c, queue, o)
+	s, err := openSubscription(ctx, c, t.Queue, t.settings(o))
 	if err != nil {
 		return nil, err
 	}
 	return broker.NewSubscription(s, &o.SubscriptionOptions), nil
+}
+
+// OpenDeadLetters opens a subscription of t's dead-letter queue
+// (t.DeadLetterQueue()), as a Topology of its own: no delivery limit (the
+// queue Declare makes has none), and DeadLettersFrom t's dead-letter
+// exchange, so that its messages report their reason. ErrInvalid when t
+// has no dead-letter queue. ctx bounds the open, as for OpenSubscription.
+func OpenDeadLetters(ctx context.Context, c *Conn, t Topology, opts *SubscriptionOptions) (*broker.Subscription, error) {
+	if t.DeadLetterQueue() == "" {
+		return nil, broker.Invalidf("rabbit: the topology of queue %q names no dead-letter queue", t.Queue)
+	}
+	return OpenSubscription(ctx, c, t.deadLetters(), opts)
 }
 
 // defaultPrefetch is the prefetch before Run asks for one.
@@ -108,7 +107,7 @@ type subscription struct {
 
 	conn    *Conn
 	queues  []string
-	o       SubscriptionOptions
+	o       settings
 	limit   int // the queue's delivery limit (0: none), the server's default resolved
 	caps    driver.SubscriptionCapabilities
 	origins map[string]origin // by queue
@@ -128,18 +127,7 @@ type subscription struct {
 	declared map[string]time.Time // delay queues, when last declared
 }
 
-func openSubscription(ctx context.Context, c *Conn, queue string, o SubscriptionOptions) (*subscription, error) {
-	if t := o.Topology; t != nil {
-		if t.Queue != queue {
-			return nil, broker.Invalidf("rabbit: SubscriptionOptions.Topology.Queue is %q, but the queue opened is %q", t.Queue, queue)
-		}
-		if err := Declare(ctx, c, *t); err != nil {
-			return nil, openErr(err)
-		}
-		ts := t.SubscriptionOptions()
-		o.Partitions, o.DeliveryLimit, o.DeadLetterExchange = ts.Partitions, ts.DeliveryLimit, ts.DeadLetterExchange
-		o.NackDelay = ts.NackDelay
-	}
+func openSubscription(ctx context.Context, c *Conn, queue string, o settings) (*subscription, error) {
 	if o.Partitions < 0 || o.Prefetch < 0 {
 		return nil, broker.Invalidf("rabbit: negative Partitions or Prefetch")
 	}
@@ -151,7 +139,7 @@ func openSubscription(ctx context.Context, c *Conn, queue string, o Subscription
 		// Negative: refused at once. Whether a limit needs a dead-letter
 		// exchange is checked once the broker was read: the queue may
 		// hold one the options do not name.
-		return nil, checkLimit("SubscriptionOptions", o.DeliveryLimit, false, ver)
+		return nil, checkLimit("Topology", o.DeliveryLimit, false, ver)
 	}
 	if _, err := newMgmtClient(o.Management, c.url); err != nil {
 		return nil, err
@@ -193,7 +181,7 @@ func openSubscription(ctx context.Context, c *Conn, queue string, o Subscription
 		limit = rd.limit
 	}
 	if !rd.limitRead || o.DeliveryLimit != 0 {
-		if err := checkLimit("SubscriptionOptions", o.DeliveryLimit, dlxHeld, ver); err != nil {
+		if err := checkLimit("Topology", o.DeliveryLimit, dlxHeld, ver); err != nil {
 			return nil, err
 		}
 	}

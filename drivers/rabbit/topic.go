@@ -14,51 +14,41 @@ import (
 // DefaultMaxMessageSize is RabbitMQ's default max_message_size (128 MiB).
 const DefaultMaxMessageSize = 128 << 20
 
-// TopicOptions configures OpenTopic. Nil means defaults.
+// TopicOptions configures OpenTopic: what the client does. What the
+// exchange is (its partitions, the size limit) is the Topology's. Nil
+// means defaults.
 type TopicOptions struct {
 	// TopicOptions are the portable options (publish retries, logger).
 	broker.TopicOptions
-	// Partitions > 1 publishes each message with the routing key
-	// "<partition>", the partition being FNV-1a(Message.Key) mod
-	// Partitions (messages without a key: FNV-1a of their ID), for an
-	// exchange that binds one queue per partition (see Topology). The key
-	// travels in the wary-key header. Default 0: the routing key is
-	// Message.Key.
-	Partitions int
 	// RoutingKey, if set, is the routing key of every message (with one
 	// queue); Message.Key then travels in the wary-key header. Ignored
-	// with Partitions > 1.
+	// with Topology.Partitions > 1. Default "": the routing key is
+	// Message.Key.
 	RoutingKey string
-	// MaxMessageSize is the size limit the topic declares and enforces
-	// (body, ID, key and headers). Default: DefaultMaxMessageSize, the
-	// server's default; set it to the server's max_message_size if that
-	// was changed.
-	MaxMessageSize int
-	// Topology, if not nil, is declared when the topic opens (see
-	// Declare), and Partitions and MaxMessageSize are taken from it.
-	Topology *Topology
 	// SkipCheck skips checking, at open, that the exchange exists.
 	SkipCheck bool
 }
 
-// OpenTopic opens a topic that publishes to exchange. Every publish waits
-// for RabbitMQ's publisher confirm, and is mandatory: a message no queue
-// takes is an error (ErrNotFound, certainly not sent).
+// OpenTopic opens a topic that publishes to t's exchange (t.Exchange,
+// with t.Partitions and t.MaxMessageSize; the queues are the
+// subscriptions'). Every publish waits for RabbitMQ's publisher confirm,
+// and is mandatory: a message no queue takes is an error (ErrNotFound,
+// certainly not sent). OpenTopic does not declare t: Declare does.
 //
 // Unless SkipCheck, OpenTopic checks that the exchange exists (ErrNotFound
 // if not). The empty name is RabbitMQ's default exchange, which routes to
-// the queue named by the routing key. ctx bounds the open (the Topology's
-// declaration and the check), not the topic's life.
-func OpenTopic(ctx context.Context, c *Conn, exchange string, opts *TopicOptions) (*broker.Topic, error) {
+// the queue named by the routing key. ctx bounds the open (the check), not
+// the topic's life.
+func OpenTopic(ctx context.Context, c *Conn, t Topology, opts *TopicOptions) (*broker.Topic, error) {
 	var o TopicOptions
 	if opts != nil {
 		o = *opts
 	}
-	t, err := openTopic(ctx, c, exchange, o)
+	tp, err := openTopic(ctx, c, t, o)
 	if err != nil {
 		return nil, err
 	}
-	return broker.NewTopic(t, &o.TopicOptions), nil
+	return broker.NewTopic(tp, &o.TopicOptions), nil
 }
 
 type topic struct {
@@ -71,15 +61,9 @@ type topic struct {
 	ownConn    bool // the URL opener's topic closes its Conn
 }
 
-func openTopic(ctx context.Context, c *Conn, exchange string, o TopicOptions) (*topic, error) {
-	if o.Topology != nil {
-		if err := Declare(ctx, c, *o.Topology); err != nil {
-			return nil, openErr(err)
-		}
-		tt := o.Topology.TopicOptions()
-		o.Partitions, o.MaxMessageSize = tt.Partitions, tt.MaxMessageSize
-	}
-	if o.Partitions < 0 {
+func openTopic(ctx context.Context, c *Conn, tt Topology, o TopicOptions) (*topic, error) {
+	exchange := tt.Exchange
+	if tt.Partitions < 0 {
 		return nil, broker.Invalidf("rabbit: negative Partitions")
 	}
 	if !o.SkipCheck && exchange != "" {
@@ -93,11 +77,11 @@ func openTopic(ctx context.Context, c *Conn, exchange string, o TopicOptions) (*
 	t := &topic{
 		conn:       c,
 		exchange:   exchange,
-		partitions: o.Partitions,
+		partitions: tt.Partitions,
 		routingKey: o.RoutingKey,
 		pub:        &publisher{conn: c},
 	}
-	t.caps = topicCaps(o.Partitions, o.MaxMessageSize, c.FrameMax())
+	t.caps = topicCaps(tt.Partitions, tt.MaxMessageSize, c.FrameMax())
 	return t, nil
 }
 

@@ -11,20 +11,32 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// Topology names the exchange and queues a topic and its subscription use,
-// and declares them. Queues are quorum queues (durable, replicated, with a
-// delivery count) with a single active consumer; see the package doc for
-// what each mode promises. The dead-letter queue is a quorum queue too, so
-// that dead letters are replicated as the messages they were, but without
-// a delivery limit (none before RabbitMQ 4.0, x-delivery-limit -1 from
-// 4.0) and without a dead-letter exchange: it is read and put back (wary
-// dlq list), never processed, and no number of reads can drop what it
-// holds.
+// Topology is the one description of what a topic and its subscriptions
+// use on the server: the exchange and queues, their arguments, the
+// partitions and the size limit. Declare declares it, OpenTopic publishes
+// to its exchange, OpenSubscription consumes its queues, OpenDeadLetters
+// reads its dead-letter queue, and PlanTopologyURL plans it from a URL;
+// the options structs hold only what the client does.
+//
+// Queues are quorum queues (durable, replicated, with a delivery count)
+// with a single active consumer; see the package doc for what each mode
+// promises. The dead-letter queue is a quorum queue too, so that dead
+// letters are replicated as the messages they were, but without a
+// delivery limit (none before RabbitMQ 4.0, x-delivery-limit -1 from 4.0)
+// and without a dead-letter exchange: it is read and put back (wary dlq
+// list), never processed, and no number of reads can drop what it holds.
 //
 // Names: the partition queues of a partitioned topology are Queue+".0" to
 // Queue+"."+(Partitions-1); the dead-letter exchange is Queue+".dlx" and
-// its queue Queue+".dlq"; delay queues (made on first use by a nack with a
-// delay) are named after the queue they feed, Queue+".delay.<ms>ms".
+// its queue Queue+".dlq" (unless DeadLetterExchangeName and
+// DeadLetterQueueName name others); delay queues (made on first use by a
+// nack with a delay) are named after the queue they feed,
+// Queue+".delay.<ms>ms".
+//
+// A topic uses Exchange, Partitions and MaxMessageSize (Exchange "" is
+// RabbitMQ's default exchange, which routes to the queue named by the
+// routing key); a subscription uses Queue, Partitions, DeliveryLimit, the
+// dead-letter exchange and DeadLettersFrom.
 type Topology struct {
 	// Exchange receives the topic's messages. It is declared as a fanout
 	// exchange for a single queue and a direct exchange for partitions.
@@ -33,22 +45,49 @@ type Topology struct {
 	Queue string
 	// Partitions > 1 spreads messages over that many queues by a hash of
 	// their key, each with its own single active consumer: order per key
-	// across consumers. 0 or 1: one queue, order per queue.
+	// across consumers. A topic publishes each message with the routing
+	// key "<partition>", the partition being FNV-1a(Message.Key) mod
+	// Partitions (messages without a key: FNV-1a of their ID), and the key
+	// travels in the wary-key header. 0 or 1: one queue, order per queue.
 	Partitions int
 	// DeliveryLimit is the number of deliveries after which RabbitMQ
 	// dead-letters a message instead of delivering it again (the queue's
-	// x-delivery-limit is DeliveryLimit-1, RabbitMQ counting returns). It
-	// needs DeadLetter: RabbitMQ drops a message past the limit of a queue
-	// without a dead-letter exchange. 0: the server's default, no limit
-	// before RabbitMQ 4.0 and 21 deliveries from 4.0 (x-delivery-limit 20,
-	// so that Declare refuses a topology without DeadLetter there);
-	// NoDeliveryLimit: none (x-delivery-limit -1 from 4.0).
+	// x-delivery-limit is DeliveryLimit-1, RabbitMQ counting returns); a
+	// subscription declares it in Capabilities and applies it to messages
+	// that came back through a delay queue, which the broker's count does
+	// not see. It needs a dead-letter exchange: RabbitMQ drops a message
+	// past the limit of a queue without one. 0: the server's default, no
+	// limit before RabbitMQ 4.0 and 21 deliveries from 4.0
+	// (x-delivery-limit 20, so that Declare and OpenSubscription refuse a
+	// topology without a dead-letter exchange there); NoDeliveryLimit:
+	// none (x-delivery-limit -1 from 4.0).
 	DeliveryLimit int
 	// DeadLetter declares the dead-letter exchange and queue and points the
-	// queues at them.
+	// queues at them; a subscription's Delivery.DeadLetter publishes there
+	// (with the reason in the wary-dead-letter-reason header), then acks.
 	DeadLetter bool
-	// MaxMessageSize is the limit topics and subscriptions declare (not a
-	// server setting). 0: DefaultMaxMessageSize.
+	// DeadLetterExchangeName, if set, is the queues' dead-letter exchange
+	// instead of Queue+".dlx" (and implies DeadLetter), for a queue whose
+	// x-dead-letter-exchange is not Declare's.
+	DeadLetterExchangeName string
+	// DeadLetterQueueName, if set, is the dead-letter queue (bound to the
+	// dead-letter exchange) instead of Queue+".dlq", when the queues have
+	// a dead-letter exchange. With a DeadLetterExchangeName of its own and
+	// no DeadLetterQueueName, the dead-letter queue is not known: Declare
+	// declares none, and OpenDeadLetters fails.
+	DeadLetterQueueName string
+	// DeadLettersFrom says that Queue is a dead-letter queue, fed through
+	// this exchange (another topology's dead-letter exchange;
+	// OpenDeadLetters sets it). Only messages that arrived through it
+	// carry a dead-letter reason (wary-dead-letter-reason: wary's, or
+	// RabbitMQ's x-death) and keep counting attempts from their earlier
+	// lives (see Trusted headers in the package doc). "": the queue is not
+	// a dead-letter queue, and no message read from it reports a reason.
+	DeadLettersFrom string
+	// MaxMessageSize is the size limit topics and subscriptions declare,
+	// and topics enforce (body, ID, key and headers): the server's
+	// max_message_size, if it was changed. 0: DefaultMaxMessageSize, the
+	// server's default.
 	MaxMessageSize int
 }
 
@@ -64,50 +103,43 @@ func (t Topology) PartitionQueues() []string {
 	return qs
 }
 
+// deadLetter reports whether the queues have a dead-letter exchange.
+func (t Topology) deadLetter() bool {
+	return t.DeadLetter || t.DeadLetterExchangeName != ""
+}
+
 // DeadLetterExchange returns the dead-letter exchange's name ("" without
-// DeadLetter).
+// one).
 func (t Topology) DeadLetterExchange() string {
-	if !t.DeadLetter {
-		return ""
+	switch {
+	case t.DeadLetterExchangeName != "":
+		return t.DeadLetterExchangeName
+	case t.deadLetter():
+		return t.Queue + ".dlx"
 	}
-	return t.Queue + ".dlx"
+	return ""
 }
 
-// DeadLetterQueue returns the dead-letter queue's name ("" without
-// DeadLetter). Open it with OpenSubscription to read dead letters.
+// DeadLetterQueue returns the dead-letter queue's name ("" without one,
+// or when DeadLetterExchangeName names an exchange of its own and
+// DeadLetterQueueName no queue). Read it with OpenDeadLetters.
 func (t Topology) DeadLetterQueue() string {
-	if !t.DeadLetter {
+	switch {
+	case !t.deadLetter():
 		return ""
+	case t.DeadLetterQueueName != "":
+		return t.DeadLetterQueueName
+	case t.DeadLetterExchange() == t.Queue+".dlx":
+		return t.Queue + ".dlq"
 	}
-	return t.Queue + ".dlq"
+	return ""
 }
 
-// TopicOptions returns options for OpenTopic on this topology: its
-// partitions and size limit.
-func (t Topology) TopicOptions() *TopicOptions {
-	return &TopicOptions{
-		Partitions:     t.Partitions,
-		MaxMessageSize: t.MaxMessageSize,
-	}
-}
-
-// DeadLetterSubscriptionOptions returns options for OpenSubscription on
-// t.DeadLetterQueue(), with DeadLettersFrom its dead-letter exchange (so
-// that its messages report their reason), which has no delivery limit and
-// no dead-letter exchange of its own (Declare gives it x-delivery-limit -1 from RabbitMQ
-// 4.0, so that it keeps what it holds).
-func (t Topology) DeadLetterSubscriptionOptions() *SubscriptionOptions {
-	return &SubscriptionOptions{DeliveryLimit: NoDeliveryLimit, DeadLettersFrom: t.DeadLetterExchange()}
-}
-
-// SubscriptionOptions returns options for OpenSubscription on t.Queue.
-func (t Topology) SubscriptionOptions() *SubscriptionOptions {
-	return &SubscriptionOptions{
-		Partitions:         t.Partitions,
-		DeliveryLimit:      t.DeliveryLimit,
-		DeadLetterExchange: t.DeadLetterExchange(),
-		NackDelay:          true,
-	}
+// deadLetters returns the topology of t's dead-letter queue, as
+// OpenDeadLetters reads it: no delivery limit, and DeadLettersFrom the
+// dead-letter exchange, so that its messages report their reason.
+func (t Topology) deadLetters() Topology {
+	return Topology{Queue: t.DeadLetterQueue(), DeliveryLimit: NoDeliveryLimit, DeadLettersFrom: t.DeadLetterExchange(), MaxMessageSize: t.MaxMessageSize}
 }
 
 func (t Topology) check() error {
@@ -142,7 +174,7 @@ func Declare(ctx context.Context, c *Conn, t Topology) error {
 		return err
 	}
 	ver := c.version()
-	if err := checkLimit("Topology", t.DeliveryLimit, t.DeadLetter, ver); err != nil {
+	if err := checkLimit("Topology", t.DeliveryLimit, t.deadLetter(), ver); err != nil {
 		return err
 	}
 	d := t.declaration(ver)
@@ -171,7 +203,7 @@ func (t Topology) declaration(v serverVersion) declaration {
 	if lim, ok := t.limitArg(v); ok {
 		d.queueArgs["x-delivery-limit"] = lim
 	}
-	if t.DeadLetter {
+	if t.deadLetter() {
 		d.dlx, d.dlq = t.DeadLetterExchange(), t.DeadLetterQueue()
 		d.queueArgs["x-dead-letter-exchange"] = d.dlx
 		d.dlqArgs = amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum}
@@ -251,10 +283,12 @@ func (t Topology) Delete(ctx context.Context, c *Conn) error {
 				errs = append(errs, err)
 			}
 		}
-		if t.DeadLetter {
-			if _, err := ch.QueueDelete(t.DeadLetterQueue(), false, false, false); err != nil {
+		if dlq := t.DeadLetterQueue(); dlq != "" {
+			if _, err := ch.QueueDelete(dlq, false, false, false); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		if t.deadLetter() {
 			if err := ch.ExchangeDelete(t.DeadLetterExchange(), false, false); err != nil {
 				errs = append(errs, err)
 			}

@@ -209,9 +209,10 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 		return nil, err
 	}
 	var to TopicOptions
+	top := Topology{Exchange: name}
 	to.RoutingKey = p.Get("routing_key")
-	to.Partitions = p.Int("partitions", 0, 0, maxURLInt)
-	to.MaxMessageSize = p.Int("max_message_size", 0, 0, maxURLInt)
+	top.Partitions = p.Int("partitions", 0, 0, maxURLInt)
+	top.MaxMessageSize = p.Int("max_message_size", 0, 0, maxURLInt)
 	to.SkipCheck = p.Bool("skip_check", false)
 	if err := p.Done(); err != nil {
 		return nil, err
@@ -220,7 +221,7 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 	if err != nil {
 		return nil, openErr(err)
 	}
-	t, err := openTopic(ctx, c, name, to)
+	t, err := openTopic(ctx, c, top, to)
 	if err != nil {
 		_ = c.Close()
 		return nil, err
@@ -232,11 +233,15 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 // OpenSubscriptionURL opens rabbit://QUEUE?PARAMS or
 // amqp://USER:PASS@HOST/VHOST?queue=QUEUE&PARAMS.
 func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
-	server, name, so, _, err := o.subscriptionURL(u)
+	server, top, so, err := o.subscriptionURL(u)
 	if err != nil {
 		return nil, err
 	}
-	return o.openSubscription(ctx, server, name, so)
+	s, err := o.open(ctx, server, top, so)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewSubscription(s, nil), nil
 }
 
 // OpenDeadLettersURL opens the dead-letter queue of the subscription that
@@ -251,7 +256,7 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 // named otherwise needs dead_letter_queue in the URL (ErrInvalid without
 // it); OpenSubscriptionURL accepts and ignores that parameter, so that
 // the consumer's URL can carry it. The queue is read as
-// Topology.DeadLetterSubscriptionOptions reads it: no delivery limit,
+// OpenDeadLetters reads it: no delivery limit,
 // DeadLettersFrom the dead-letter exchange, so that each message reports
 // its reason. Of the other parameters, prefetch applies (by default
 // deadLetterPrefetch: a reader such as `wary dlq list` holds every
@@ -279,29 +284,21 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 // make), or SettingDeliveryLimit in Source.Unread when it could not be
 // read; `wary explain` reports either.
 func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
-	server, name, so, dlq, err := o.subscriptionURL(u)
+	server, top, so, err := o.subscriptionURL(u)
 	if err != nil {
 		return nil, err
 	}
-	top := Topology{Queue: name, DeadLetter: true}
-	dlx := so.DeadLetterExchange
-	if dlx == "" {
-		dlx = top.DeadLetterExchange()
-	}
-	if dlq == "" {
-		if dlx != top.DeadLetterExchange() {
-			return nil, broker.Invalidf("rabbit: the URL's dead_letter_exchange is not the topology's (the queue's name followed by .dlx): name the dead-letter queue with the URL parameter dead_letter_queue")
-		}
-		dlq = top.DeadLetterQueue()
+	// The URL's dead-letter exchange, or the topology's name for it.
+	top.DeadLetter = true
+	if top.DeadLetterQueue() == "" {
+		return nil, broker.Invalidf("rabbit: the URL's dead_letter_exchange is not the topology's (the queue's name followed by .dlx): name the dead-letter queue with the URL parameter dead_letter_queue")
 	}
 	if so.Prefetch == 0 {
 		so.Prefetch = deadLetterPrefetch
 	}
-	s, err := o.open(ctx, server, dlq, SubscriptionOptions{
-		DeliveryLimit:   NoDeliveryLimit,
-		DeadLettersFrom: dlx,
-		Prefetch:        so.Prefetch,
-		Management:      so.Management,
+	s, err := o.open(ctx, server, top.deadLetters(), SubscriptionOptions{
+		Prefetch:   so.Prefetch,
+		Management: so.Management,
 	})
 	if err != nil {
 		return nil, err
@@ -315,51 +312,44 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 // listing can hold unsettled at once.
 const deadLetterPrefetch = 1000
 
-// subscriptionURL reads a subscription URL: the server, the queue, the
-// options, and the dead_letter_queue parameter (for OpenDeadLettersURL).
-func (o *URLOpener) subscriptionURL(u *url.URL) (server, name string, so SubscriptionOptions, dlq string, err error) {
+// subscriptionURL reads a subscription URL: the server, the topology of
+// the queue it names (with the dead_letter_queue parameter, for
+// OpenDeadLettersURL) and the options.
+func (o *URLOpener) subscriptionURL(u *url.URL) (server string, top Topology, so SubscriptionOptions, err error) {
 	server, name, p, err := o.target(u, "queue")
 	if err != nil {
-		return "", "", so, "", err
+		return "", top, so, err
 	}
-	so.DeadLetterExchange = p.Get("dead_letter_exchange")
-	so.DeadLettersFrom = p.Get("dead_letters_from")
-	dlq = p.Get("dead_letter_queue")
+	top = Topology{Queue: name}
+	top.DeadLetterExchangeName = p.Get("dead_letter_exchange")
+	top.DeadLettersFrom = p.Get("dead_letters_from")
+	top.DeadLetterQueueName = p.Get("dead_letter_queue")
 	_ = p.Get("exchange") // the exchange the queue is bound to, for PlanTopologyURL
-	so.Partitions = p.Int("partitions", 0, 0, maxURLInt)
+	top.Partitions = p.Int("partitions", 0, 0, maxURLInt)
 	so.Prefetch = p.Int("prefetch", 0, 0, math.MaxUint16)
-	so.DeliveryLimit = p.Int("delivery_limit", 0, NoDeliveryLimit, maxURLInt)
+	top.DeliveryLimit = p.Int("delivery_limit", 0, NoDeliveryLimit, maxURLInt)
 	so.NackDelay = p.Bool("nack_delay", false)
 	so.Management = p.Get("management")
 	for _, err := range []error{
 		partitionsParam(p, "assigned", &so.Assigned),
 		p.Done(),
-		checkAssigned(so.Partitions, so.Assigned),
+		checkAssigned(top.Partitions, so.Assigned),
 	} {
 		if err != nil {
-			return "", "", so, "", err
+			return "", top, so, err
 		}
 	}
-	return server, name, so, dlq, nil
-}
-
-// openSubscription dials a Conn of the subscription's own and opens it.
-func (o *URLOpener) openSubscription(ctx context.Context, server, name string, so SubscriptionOptions) (*broker.Subscription, error) {
-	s, err := o.open(ctx, server, name, so)
-	if err != nil {
-		return nil, err
-	}
-	return broker.NewSubscription(s, nil), nil
+	return server, top, so, nil
 }
 
 // open dials a Conn of the subscription's own and opens the driver's
 // subscription on it.
-func (o *URLOpener) open(ctx context.Context, server, name string, so SubscriptionOptions) (*subscription, error) {
+func (o *URLOpener) open(ctx context.Context, server string, top Topology, so SubscriptionOptions) (*subscription, error) {
 	c, err := Dial(ctx, server, o.ConnOptions)
 	if err != nil {
 		return nil, openErr(err)
 	}
-	s, err := openSubscription(ctx, c, name, so)
+	s, err := openSubscription(ctx, c, top.Queue, top.settings(so))
 	if err != nil {
 		_ = c.Close()
 		return nil, err

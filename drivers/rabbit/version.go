@@ -7,8 +7,7 @@ import (
 	"github.com/wary-go/wary/broker"
 )
 
-// NoDeliveryLimit, as a DeliveryLimit (Topology, TopicOptions,
-// SubscriptionOptions), states that the queue has no delivery limit. On
+// NoDeliveryLimit, as Topology.DeliveryLimit, states that the queue has no delivery limit. On
 // RabbitMQ 3.x that is what a quorum queue declared without
 // x-delivery-limit has, so it means the same as 0. From RabbitMQ 4.0 a
 // quorum queue without x-delivery-limit has a default limit (see

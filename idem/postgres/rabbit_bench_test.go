@@ -66,13 +66,13 @@ func rabbitConn(ctx context.Context, t testing.TB) *rabbit.Conn {
 // rabbitBroker is a topic and subscription on a fresh rabbitQueue.
 func rabbitBroker(t testing.TB) idemtest.OutboxBroker {
 	c, name := rabbitQueue(t)
-	topic, err := rabbit.OpenTopic(t.Context(), c, name, nil)
+	topic, err := rabbit.OpenTopic(t.Context(), c, rabbit.Topology{Exchange: name}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { topic.Close() })
 	return idemtest.OutboxBroker{Topic: topic, MaxMessageSize: 1 << 20, Subscribe: func(t testing.TB) *broker.Subscription {
-		sub, err := rabbit.OpenSubscription(t.Context(), c, name, &rabbit.SubscriptionOptions{Prefetch: 200})
+		sub, err := rabbit.OpenSubscription(t.Context(), c, rabbit.Topology{Queue: name}, &rabbit.SubscriptionOptions{Prefetch: 200})
 		if err != nil {
 			t.Fatal(err)
 		}

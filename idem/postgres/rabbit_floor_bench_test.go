@@ -60,7 +60,7 @@ func confirmRun(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], n int, ids string) 
 	if e != nil {
 		// The relay benchmark's consumer: a wary subscription, its acks
 		// as the driver sends them.
-		sub, err := rabbit.OpenSubscription(ctx, c, exchange, &rabbit.SubscriptionOptions{Prefetch: 200})
+		sub, err := rabbit.OpenSubscription(ctx, c, rabbit.Topology{Queue: exchange}, &rabbit.SubscriptionOptions{Prefetch: 200})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -24,13 +24,13 @@ func TestRunGroupedVersionsRabbit(t *testing.T) {
 	c := rabbitConn(ctx, t)
 	t.Cleanup(func() { c.Close() })
 	name := sharedQueue(t, fmt.Sprintf("wary-test.grouped.%d", time.Now().UnixNano()))
-	topic, err := rabbit.OpenTopic(ctx, c, name, nil)
+	topic, err := rabbit.OpenTopic(ctx, c, rabbit.Topology{Exchange: name}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { topic.Close() })
 	idemtest.RunGroupedVersions(t, newDB, idemtest.Broker{Topic: topic, Subscribe: func(t testing.TB) *broker.Subscription {
-		sub, err := rabbit.OpenSubscription(ctx, c, name, &rabbit.SubscriptionOptions{DeliveryLimit: rabbit.NoDeliveryLimit, Management: rabbit.ManagementOff})
+		sub, err := rabbit.OpenSubscription(ctx, c, rabbit.Topology{Queue: name, DeliveryLimit: rabbit.NoDeliveryLimit}, &rabbit.SubscriptionOptions{Management: rabbit.ManagementOff})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -147,7 +147,7 @@ func TestStreamChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	topic, err := rabbit.OpenTopic(ctx, conn, exchange, nil)
+	topic, err := rabbit.OpenTopic(ctx, conn, rabbit.Topology{Exchange: exchange}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestStreamKill9(t *testing.T) {
 	pool := newPool(t)
 	e := setupStream(t, pool)
 	conn, name := rabbitQueue(t)
-	sub, err := rabbit.OpenSubscription(t.Context(), conn, name, &rabbit.SubscriptionOptions{Prefetch: 200})
+	sub, err := rabbit.OpenSubscription(t.Context(), conn, rabbit.Topology{Queue: name}, &rabbit.SubscriptionOptions{Prefetch: 200})
 	if err != nil {
 		t.Fatal(err)
 	}

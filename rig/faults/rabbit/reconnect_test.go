@@ -79,14 +79,14 @@ func TestReconnectUnderLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	to := top.TopicOptions()
+	to := &rabbit.TopicOptions{}
 	to.Retry = &broker.RetryPolicy{Attempts: 1}
-	topic, err := rabbit.OpenTopic(ctx, conn, top.Exchange, to)
+	topic, err := rabbit.OpenTopic(ctx, conn, top, to)
 	if err != nil {
 		t.Fatal(err)
 	}
-	so := top.SubscriptionOptions()
-	sub, err := rabbit.OpenSubscription(ctx, conn, top.Queue, so)
+	so := &rabbit.SubscriptionOptions{NackDelay: true}
+	sub, err := rabbit.OpenSubscription(ctx, conn, top, so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,12 +254,12 @@ func TestSettleAfterResetIsLockLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	topic, err := rabbit.OpenTopic(ctx, c, top.Exchange, top.TopicOptions())
+	topic, err := rabbit.OpenTopic(ctx, c, top, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer topic.Close()
-	sub, err := rabbit.OpenSubscription(ctx, c, top.Queue, top.SubscriptionOptions())
+	sub, err := rabbit.OpenSubscription(ctx, c, top, &rabbit.SubscriptionOptions{NackDelay: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,17 +155,17 @@ func rabbitHarness(ctx context.Context, u *url.URL, getenv func(string) string) 
 				defer cancel()
 				_ = topo.Delete(ctx, conn)
 			})
-			top, err := rabbit.OpenTopic(ctx, conn, topo.Exchange, topo.TopicOptions())
+			top, err := rabbit.OpenTopic(ctx, conn, topo, nil)
 			if err != nil {
 				return nil, err
 			}
 			return &conformance.Fixture{
 				Topic: top,
 				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
-					return rabbit.OpenSubscription(ctx, conn, topo.Queue, topo.SubscriptionOptions())
+					return rabbit.OpenSubscription(ctx, conn, topo, &rabbit.SubscriptionOptions{NackDelay: true})
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return rabbit.OpenSubscription(ctx, conn, topo.DeadLetterQueue(), topo.DeadLetterSubscriptionOptions())
+					return rabbit.OpenDeadLetters(ctx, conn, topo, nil)
 				},
 			}, nil
 		},

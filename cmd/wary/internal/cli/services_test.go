@@ -72,11 +72,11 @@ func rabbitTopologyNamed(t *testing.T, name string) (top *broker.Topic, topicURL
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = topo.Delete(context.Background(), conn) })
-	if top, err = rabbit.OpenTopic(ctx, conn, topo.Exchange, topo.TopicOptions()); err != nil {
+	if top, err = rabbit.OpenTopic(ctx, conn, topo, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { top.Close() })
-	if sub, err = rabbit.OpenSubscription(ctx, conn, topo.Queue, topo.SubscriptionOptions()); err != nil {
+	if sub, err = rabbit.OpenSubscription(ctx, conn, topo, &rabbit.SubscriptionOptions{NackDelay: true}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sub.Close() })
