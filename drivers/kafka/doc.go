@@ -153,11 +153,11 @@
 // (ErrNotSent) before producing: a message with many small headers may be
 // refused below MaxMessageSize, and a published message can always be
 // retried and dead-lettered (reasons are cut to 512 bytes). Kafka has no
-// separate header limit (MaxHeaderSize 0). Clients built with the driver's options fill a
-// record batch for a topic only up to the topic's max.message.bytes, read
-// at open (kgo would fill it up to ProducerBatchMaxBytes, and the broker
-// refuse the whole batch), on a client built with TopicOpts or
-// SubscriptionOpts; kgo.ProducerBatchMaxBytes after them overrides it.
+// separate header limit (MaxHeaderSize 0). A client built with TopicOpts
+// or SubscriptionOpts fills a record batch for a topic only up to the
+// topic's max.message.bytes, read at open (kgo would fill it up to
+// ProducerBatchMaxBytes, and the broker refuse the whole batch);
+// kgo.ProducerBatchMaxBytes after them overrides it.
 //
 // Redelivery horizon: a consumer whose committed offset is lost or reset
 // (an expired group, a rewind) reads again every record still in the log,

@@ -149,10 +149,10 @@ func horizonOf(cfg map[string]string) time.Duration {
 // to, read at open. kgo fills a record batch up to ProducerBatchMaxBytes
 // (1,000,012 by default) whatever the topic's own limit, and the broker
 // then refuses the whole batch: records that each fit would fail together.
-// Clients built with TopicOpts or SubscriptionOpts take their batch limit per topic from here (fn, as
-// kgo.ProducerBatchMaxBytesFn, before the caller's options, which may
-// override it). kgo reads it when it first produces to a topic, after the
-// open.
+// Clients built with TopicOpts or SubscriptionOpts take their batch limit
+// per topic from here (fn, as kgo.ProducerBatchMaxBytesFn, before the
+// caller's options, which may override it). kgo reads it when it first
+// produces to a topic, after the open.
 type batchLimits struct{ m sync.Map } // topic name → int32
 
 func (l *batchLimits) set(topic string, n int) {
