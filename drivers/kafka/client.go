@@ -190,18 +190,20 @@ func (h *hooks) onAssigned(ctx context.Context, cl *kgo.Client, m map[string][]i
 }
 
 func (h *hooks) onRevoked(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
-	switch s, tx := h.bound(); {
-	case s != nil:
-		s.onRevoked(ctx, cl, m)
-	case tx != nil:
-		tx.forget(ctx, cl, m)
-	}
+	h.leaving(ctx, cl, m, false)
 }
 
 func (h *hooks) onLost(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+	h.leaving(ctx, cl, m, true)
+}
+
+// leaving hands partitions revoked (or lost) to what the client serves.
+func (h *hooks) leaving(ctx context.Context, cl *kgo.Client, m map[string][]int32, lost bool) {
 	switch s, tx := h.bound(); {
-	case s != nil:
+	case s != nil && lost:
 		s.onLost(ctx, cl, m)
+	case s != nil:
+		s.onRevoked(ctx, cl, m)
 	case tx != nil:
 		tx.forget(ctx, cl, m)
 	}
