@@ -38,7 +38,7 @@ func topicCaps(cfg jetstream.StreamConfig, subject string, maxPayload int64) (dr
 		return driver.TopicCapabilities{}, broker.OpenError(driver.Invalid, fmt.Errorf("nats: stream %q does not capture subject %q nor %q (its subjects: %s)", cfg.Name, subject, subject+".>", strings.Join(streamSubjects(cfg), ", ")))
 	}
 	c := driver.TopicCapabilities{
-		OrderingKey:  "the subject's last tokens (" + subject + ".KEY)",
+		OrderingKey:  "subject SUBJECT.KEY",
 		KeyRequired:  !bare,
 		MaxBatchSize: MaxBatchSize,
 	}

@@ -85,7 +85,7 @@ type topic struct {
 	cfg     jetstream.StreamConfig
 	caps    driver.TopicCapabilities
 	own     *natsgo.Conn // the URL opener's connection, closed with the topic
-	limit   int64 // the server's and the stream's limit on header and body bytes
+	limit   int64        // the server's and the stream's limit on header and body bytes
 }
 
 // SendBatch encodes every message first (nothing is sent if one breaks a
