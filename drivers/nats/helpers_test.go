@@ -88,7 +88,7 @@ func declare(t conformance.T, js jetstream.JetStream, spec nats.Spec) nats.Spec 
 	return spec
 }
 
-func ctxT(t testing.TB) context.Context {
+func ctxT(t conformance.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return ctx

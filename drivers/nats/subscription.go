@@ -16,6 +16,9 @@ import (
 	"github.com/wary-go/wary/broker/driver"
 )
 
+// minWait is the shortest pull request that waits the driver sends.
+const minWait = 50 * time.Millisecond
+
 // DefaultWaitTime is how long one receive waits for a message by default.
 const DefaultWaitTime = time.Second
 
@@ -187,7 +190,7 @@ func openSubscription(ctx context.Context, js jetstream.JetStream, stream, consu
 	}
 	s := &subscription{
 		js: js, nc: js.Conn(), cons: cons, stream: stream, consumer: consumer, subject: subject,
-		caps: caps, ackWait: ccfg.AckWait, maxDeliver: ccfg.MaxDeliver, dlq: dlq, wait: o.WaitTime,
+		caps: caps, ackWait: ccfg.AckWait, maxDeliver: ccfg.MaxDeliver, maxAckPending: ccfg.MaxAckPending, dlq: dlq, wait: o.WaitTime,
 		holds: map[*ackID]time.Time{},
 	}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
@@ -195,17 +198,18 @@ func openSubscription(ctx context.Context, js jetstream.JetStream, stream, consu
 }
 
 type subscription struct {
-	js         jetstream.JetStream
-	nc         *natsgo.Conn
-	cons       jetstream.Consumer
-	stream     string
-	consumer   string
-	subject    string
-	caps       driver.SubscriptionCapabilities
-	ackWait    time.Duration
-	maxDeliver int
-	dlq        *deadLetterTarget
-	wait       time.Duration
+	js            jetstream.JetStream
+	nc            *natsgo.Conn
+	cons          jetstream.Consumer
+	stream        string
+	consumer      string
+	subject       string
+	caps          driver.SubscriptionCapabilities
+	ackWait       time.Duration
+	maxDeliver    int
+	maxAckPending int
+	dlq           *deadLetterTarget
+	wait          time.Duration
 	// deadLetters: the subscription reads a dead-letter stream (ID, key
 	// and reason from the copy's headers).
 	deadLetters bool
@@ -243,9 +247,19 @@ type ackID struct {
 func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*driver.Message, error) {
 	for {
 		start := time.Now()
-		msgs, err := s.fetch(ctx, maxMessages, false)
-		if err != nil {
-			return nil, err
+		// The server leaves a request that does not wait unanswered
+		// (until the client's own timeout) while the consumer has
+		// max_ack_pending deliveries in flight: it asks for no more than
+		// that, and with max_ack_pending 1 only waits.
+		if s.maxAckPending > 0 {
+			maxMessages = min(maxMessages, s.maxAckPending)
+		}
+		var msgs []jetstream.Msg
+		var err error
+		if s.maxAckPending != 1 {
+			if msgs, err = s.fetch(ctx, maxMessages, false); err != nil {
+				return nil, err
+			}
 		}
 		if len(msgs) == 0 {
 			if msgs, err = s.fetch(ctx, 1, true); err != nil || len(msgs) == 0 {
@@ -283,6 +297,14 @@ func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream
 	var b jetstream.MessageBatch
 	var err error
 	if wait {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < minWait {
+			// A request that expires within a few milliseconds may reach
+			// the server after the client gave up on it, and take a
+			// message no one reads (it comes back after AckWait): wait
+			// out the deadline instead.
+			<-ctx.Done()
+			return nil, nil
+		}
 		fctx, cancel := context.WithTimeout(ctx, s.wait)
 		defer cancel()
 		b, err = s.cons.Fetch(n, jetstream.FetchContext(fctx))
@@ -290,8 +312,10 @@ func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream
 		b, err = s.cons.FetchNoWait(n)
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if ctx.Err() != nil || errors.Is(err, jetstream.ErrInvalidOption) {
+			// The deadline passed between the check above and the
+			// request (FetchContext refuses a deadline in the past).
+			return nil, nil
 		}
 		return nil, err
 	}
@@ -304,6 +328,11 @@ func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, natsgo.ErrTimeout), errors.Is(err, jetstream.ErrNoMessages):
+			return nil, nil
+		case strings.Contains(err.Error(), "Exceeded MaxAckPending"):
+			// 409 to a request that does not wait: the consumer's
+			// max_ack_pending deliveries are in flight; a waiting request
+			// is answered once one is settled.
 			return nil, nil
 		}
 		return nil, err
