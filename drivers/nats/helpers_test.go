@@ -93,3 +93,7 @@ func ctxT(t conformance.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+func jetstreamNoAck(name string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckNonePolicy}
+}
