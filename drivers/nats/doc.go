@@ -7,11 +7,11 @@
 // durable pull consumer), and the options last, whose portable part is
 // the embedded broker.TopicOptions or broker.SubscriptionOptions:
 //
-//	nc, err := nats.Connect("nats://127.0.0.1:4222")   // package github.com/nats-io/nats.go
+//	nc, err := natsgo.Connect("nats://127.0.0.1:4222") // natsgo "github.com/nats-io/nats.go"
 //	js, err := jetstream.New(nc)
-//	orders, err := wnats.OpenTopic(ctx, js, "ORDERS", nil)
-//	sub, err := wnats.OpenSubscription(ctx, js, "ORDERS", "billing", nil)
-//	dead, err := wnats.OpenDeadLetters(ctx, js, "ORDERS", "billing", nil)
+//	orders, err := nats.OpenTopic(ctx, js, "ORDERS", nil)
+//	sub, err := nats.OpenSubscription(ctx, js, "ORDERS", "billing", nil)
+//	dead, err := nats.OpenDeadLetters(ctx, js, "ORDERS", "billing", nil)
 //
 // The connection stays the caller's: Close closes nothing of it. The
 // stream and the consumer must exist (ErrNotFound otherwise): Declare, or
@@ -137,8 +137,8 @@
 //
 // # As
 //
-// Topic.As and Subscription.As accept *jetstream.JetStream, **nats.Conn
-// and *Subject (the topic's subject); Subscription.As also
+// Topic.As and Subscription.As accept *jetstream.JetStream, the
+// connection (a **Conn of nats.go) and *Subject (the topic's subject); Subscription.As also
 // *jetstream.Consumer; Message.As accepts *jetstream.Msg and *Subject (the
 // message's own subject).
 //
