@@ -414,14 +414,17 @@ var (
 	bodyWPI  = []byte("+WPI")
 )
 
-// settle sends body to each delivery's reply subject as a request, so
-// that the server confirms it, and marks them settled (unless progress).
-// A delivery settled already, or whose AckWait has passed, fails with
-// LockLost without a request: the server redelivers it, or did.
+// settle publishes body to each delivery's reply subject, then flushes
+// the connection once (a PING the server answers after reading
+// everything before it), so that it returns once the server has every
+// one; it marks them settled (unless progress). A delivery settled
+// already, or whose AckWait has passed, fails with LockLost without a
+// publish: the server redelivers it, or did.
 func (s *subscription) settle(ctx context.Context, ids []driver.AckID, body func(*ackID) []byte, progress bool) error {
 	errs := make([]error, len(ids))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
+	sent := make([]*ackID, len(ids))
+	start := time.Now()
+	anySent := false
 	for i, id := range ids {
 		a, ok := id.(*ackID)
 		if !ok {
@@ -429,7 +432,7 @@ func (s *subscription) settle(ctx context.Context, ids []driver.AckID, body func
 			continue
 		}
 		a.mu.Lock()
-		if a.settled || time.Now().After(a.deadline) {
+		if a.settled || start.After(a.deadline) {
 			a.mu.Unlock()
 			errs[i] = errLockLost
 			continue
@@ -438,36 +441,55 @@ func (s *subscription) settle(ctx context.Context, ids []driver.AckID, body func
 			a.settled = true // no second settle starts while this one runs
 		}
 		a.mu.Unlock()
-		do := func() {
-			start := time.Now()
-			_, err := s.nc.RequestWithContext(ctx, a.msg.Reply(), body(a))
-			a.mu.Lock()
-			switch {
-			case err != nil && !progress:
-				a.settled = false
-			case err == nil && progress:
-				a.deadline = start.Add(s.ackWait)
-			}
-			a.mu.Unlock()
+		if err := s.nc.Publish(a.msg.Reply(), body(a)); err != nil {
 			errs[i] = err
-		}
-		if len(ids) == 1 {
-			do()
+			s.unsettle(a, progress)
 			continue
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			do()
-		}()
+		sent[i], anySent = a, true
 	}
-	wg.Wait()
+	if anySent {
+		err := s.flush(ctx)
+		for i, a := range sent {
+			switch {
+			case a == nil:
+			case err != nil:
+				errs[i] = err
+				s.unsettle(a, progress)
+			case progress:
+				a.mu.Lock()
+				a.deadline = start.Add(s.ackWait)
+				a.mu.Unlock()
+			}
+		}
+	}
 	return driver.BatchErrors(errs)
 }
 
-// SendAcks acknowledges each delivery with a request the server answers
-// (an ack that is lost would have the message delivered again).
+// unsettle undoes settle's mark after a failure: the delivery may be
+// settled again.
+func (s *subscription) unsettle(a *ackID, progress bool) {
+	if !progress {
+		a.mu.Lock()
+		a.settled = false
+		a.mu.Unlock()
+	}
+}
+
+// flush waits until the server has read everything published before it,
+// within ctx (within broker.DefaultSettleTimeout when ctx has no
+// deadline: nats.go's flush needs one).
+func (s *subscription) flush(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, broker.DefaultSettleTimeout)
+		defer cancel()
+	}
+	return s.nc.FlushWithContext(ctx)
+}
+
+// SendAcks acknowledges each delivery (+ACK), and returns once the
+// server has read them all (one flush for the call).
 func (s *subscription) SendAcks(ctx context.Context, ids []driver.AckID) error {
 	return s.settle(ctx, ids, func(*ackID) []byte { return bodyAck }, false)
 }
