@@ -133,25 +133,24 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 // OpenSubscriptionURL opens nats://HOST:PORT/STREAM?consumer=NAME&PARAMS
 // (with dead_letters, the consumer's dead letters).
 func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
-	t, err := parseTarget(u)
-	if err != nil {
-		return nil, err
-	}
-	return o.openSub(ctx, t, t.deadLetters)
+	return o.openSub(ctx, u, false)
 }
 
 // OpenDeadLettersURL opens, as OpenDeadLetters does, the dead letters of
 // the consumer that nats://HOST:PORT/STREAM?consumer=NAME&PARAMS names
 // (the consumer's own URL).
 func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
+	return o.openSub(ctx, u, true)
+}
+
+// openSub opens the consumer u names, or its dead letters when
+// deadLetters or u's dead_letters say so.
+func (o *URLOpener) openSub(ctx context.Context, u *url.URL, deadLetters bool) (*broker.Subscription, error) {
 	t, err := parseTarget(u)
 	if err != nil {
 		return nil, err
 	}
-	return o.openSub(ctx, t, true)
-}
-
-func (o *URLOpener) openSub(ctx context.Context, t urlTarget, deadLetters bool) (*broker.Subscription, error) {
+	deadLetters = deadLetters || t.deadLetters
 	if t.consumer == "" {
 		return nil, broker.Invalidf("nats: a subscription URL names its durable consumer (?consumer=NAME)")
 	}
