@@ -336,7 +336,10 @@ func ackModel(t T, e *env) {
 	ackAll(ctx, t, d1)
 	d2, _ := e.recvID(ctx, t, s1, m2.ID)
 	ackedThird := false
-	if !e.caps.HeadOfLine || e.caps.AckModel == broker.AckPerMessage {
+	// Head-of-line over the whole queue (a JetStream consumer with
+	// max_ack_pending 1) holds m3 behind m2 whatever their keys.
+	queueHOL := e.caps.HeadOfLine && e.caps.Ordering == broker.OrderQueue
+	if !e.caps.HeadOfLine || e.caps.AckModel == broker.AckPerMessage && !queueHOL {
 		d3, _ := e.recvID(ctx, t, s1, m3.ID)
 		ackAll(ctx, t, d3)
 		ackedThird = true

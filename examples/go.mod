@@ -8,6 +8,8 @@ replace github.com/wary-go/wary/drivers/kafka => ../drivers/kafka
 
 replace github.com/wary-go/wary/drivers/sqsfifo => ../drivers/sqsfifo
 
+replace github.com/wary-go/wary/drivers/nats => ../drivers/nats
+
 replace github.com/wary-go/wary/drivers/servicebus => ../drivers/servicebus
 
 replace github.com/wary-go/wary/nodeproc => ../nodeproc
@@ -16,9 +18,11 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/nats-io/nats.go v1.56.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/wary-go/wary v0.0.0
 	github.com/wary-go/wary/drivers/kafka v0.0.0
+	github.com/wary-go/wary/drivers/nats v0.0.0
 	github.com/wary-go/wary/drivers/servicebus v0.0.0
 	github.com/wary-go/wary/drivers/sqsfifo v0.0.0
 	github.com/wary-go/wary/nodeproc v0.0.0
@@ -60,6 +64,8 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/rabbitmq/amqp091-go v1.16.0 // indirect
@@ -70,6 +76,7 @@ require (
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

@@ -8,6 +8,8 @@ replace github.com/wary-go/wary/drivers/kafka => ../drivers/kafka
 
 replace github.com/wary-go/wary/drivers/sqsfifo => ../drivers/sqsfifo
 
+replace github.com/wary-go/wary/drivers/nats => ../drivers/nats
+
 replace github.com/wary-go/wary/drivers/servicebus => ../drivers/servicebus
 
 replace github.com/wary-go/wary/nodeproc => ../nodeproc
@@ -18,6 +20,7 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/nats-io/nats.go v1.56.0
 	github.com/prometheus/client_golang v1.21.1
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/rs/zerolog v1.33.0
@@ -27,6 +30,7 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	github.com/wary-go/wary v0.0.0
 	github.com/wary-go/wary/drivers/kafka v0.0.0
+	github.com/wary-go/wary/drivers/nats v0.0.0
 	github.com/wary-go/wary/drivers/servicebus v0.0.0
 	github.com/wary-go/wary/drivers/sqsfifo v0.0.0
 	go.opentelemetry.io/otel v1.47.0
@@ -71,6 +75,8 @@ require (
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
@@ -81,6 +87,7 @@ require (
 	github.com/wary-go/wary/nodeproc v0.0.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

@@ -8,6 +8,8 @@ replace github.com/wary-go/wary/drivers/kafka => ../../drivers/kafka
 
 replace github.com/wary-go/wary/drivers/sqsfifo => ../../drivers/sqsfifo
 
+replace github.com/wary-go/wary/drivers/nats => ../../drivers/nats
+
 replace github.com/wary-go/wary/drivers/servicebus => ../../drivers/servicebus
 
 replace github.com/wary-go/wary/nodeproc => ../../nodeproc
@@ -19,12 +21,14 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/chromedp/chromedp v0.23.1
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/nats-io/nats.go v1.56.0
 	github.com/spf13/cobra v1.10.2
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/wary-go/wary v0.0.0
 	github.com/wary-go/wary/drivers/kafka v0.0.0
+	github.com/wary-go/wary/drivers/nats v0.0.0
 	github.com/wary-go/wary/drivers/servicebus v0.0.0
 	github.com/wary-go/wary/drivers/sqsfifo v0.0.0
 	github.com/wary-go/wary/nodeproc v0.0.0
@@ -35,6 +39,9 @@ require (
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/jackc/pgio v1.0.0 // indirect
 	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
 )
 
 require (

@@ -115,6 +115,11 @@ type brokers struct {
 //     SDK's default chain). Use a fresh queue for each run: SQS drops
 //     messages whose IDs it saw in the last 5 minutes, and the run's IDs
 //     are always the same.
+//   - nats://HOST:PORT/STREAM?consumer=NAME&subject=SUBJECT: the existing
+//     JetStream stream and its durable pull consumer (wary topology
+//     --apply on the URL declares them), published to and consumed from.
+//     Use a fresh stream for each run, or wait out its duplicate_window
+//     (2 minutes by default): the run's IDs are always the same.
 //   - servicebus://QUEUE?PARAMS (connection string in
 //     WARY_SERVICEBUS_CONNECTION_STRING): the existing queue, published to
 //     and consumed from, its properties (sessions among them) read through
@@ -165,9 +170,9 @@ func openBroker(ctx context.Context, topicURL, subURL string) (*brokers, error) 
 			s := url.URL{Scheme: u.Scheme, Host: "billing", RawQuery: q.Encode()}
 			subURL = s.String()
 		}
-	case "sqsfifo", "servicebus":
+	case "sqsfifo", "servicebus", "nats":
 		if subURL == "" {
-			subURL = topicURL // one queue: the topic and the subscription
+			subURL = topicURL // one queue (a stream and its consumer): the topic and the subscription
 		}
 	default:
 		if subURL == "" {
@@ -201,7 +206,7 @@ func tagOf(scheme string) string {
 	switch scheme {
 	case "rabbit", "amqp", "amqps":
 		return "rabbit"
-	case "kafka", "sqsfifo", "servicebus":
+	case "kafka", "sqsfifo", "servicebus", "nats":
 		return scheme
 	}
 	return ""

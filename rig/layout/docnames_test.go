@@ -27,6 +27,7 @@ var userPackages = map[string]string{
 	"sqsemu":      "drivers/sqsfifo/sqsemu",
 	"servicebus":  "drivers/servicebus",
 	"sbemu":       "drivers/servicebus/sbemu",
+	"nats":        "drivers/nats",
 	"idem":        "idem",
 	"outbox":      "idem/outbox",
 	"keys":        "idem/keys",

@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/jackc/pgx/v5"
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -26,6 +28,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
+	wnats "github.com/wary-go/wary/drivers/nats"
 	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/drivers/servicebus"
 	"github.com/wary-go/wary/drivers/servicebus/sbemu"
@@ -508,4 +511,65 @@ func kafkaTopicLength(ctx context.Context, seeds []string, topic string) (int, e
 	n := 0
 	ends.Each(func(o kadm.ListedOffset) { n += int(o.Offset) })
 	return n, ends.Error()
+}
+
+// TestSoakNATS soaks a JetStream stream and its durable pull consumer on
+// the local server (WARY_NATS_URL), through the proxy: competing
+// consumers, no order (max_ack_pending 1000), version checks put it back.
+// The consumer's max_deliver 21 is a delivery limit of 20, then the
+// driver's dead-letter stream, which the run counts at the end.
+func TestSoakNATS(t *testing.T) {
+	t.Parallel()
+	raw := servicetest.URL(t, "WARY_NATS_URL", "nats://127.0.0.1:4222", func(ctx context.Context, u string) error {
+		nc, err := natsgo.Connect(u)
+		if err != nil {
+			return err
+		}
+		nc.Close()
+		return nil
+	})
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal("WARY_NATS_URL: not a URL")
+	}
+	nc, err := natsgo.Connect(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lock = 5 * time.Second
+	const maxDeliver = 21
+	name := fmt.Sprintf("wary_soak_%d", time.Now().UnixNano())
+	spec := wnats.Spec{Stream: name, Subject: "wary.soak." + name, Consumer: "consumers", AckWait: lock, MaxDeliver: maxDeliver, MaxAckPending: 1000}
+	if err := wnats.Declare(t.Context(), js, spec); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx := context.WithoutCancel(t.Context())
+		_ = js.DeleteStream(ctx, spec.Stream)
+		_ = js.DeleteStream(ctx, wnats.DeadLetterStream(spec.Stream))
+	}()
+	subURL := "nats://{broker}/" + name + "?consumer=consumers&subject=" + spec.Subject
+	soakRun(t, soak.Target{
+		Name: "nats (JetStream)", TopicURL: subURL, SubscriptionURL: subURL, BrokerAddr: u.Host, LockTimeout: lock,
+		DeliveryLimit: fmt.Sprintf("%d deliveries (consumer max_deliver %d), then dead-lettered by the driver to %s", maxDeliver-1, maxDeliver, wnats.DeadLetterStream(name)),
+		DeadLettered: func(ctx context.Context) (int, error) {
+			st, err := js.Stream(ctx, wnats.DeadLetterStream(name))
+			if err != nil {
+				return 0, err
+			}
+			info, err := st.Info(ctx)
+			if err != nil {
+				return 0, err
+			}
+			return int(info.State.Msgs), nil
+		},
+		NotApplicable: map[soak.Kind]string{
+			soak.BrokerRestart: "the NATS server is shared with other tests on this machine: restarting it is not safe; broker-reset cuts every connection instead",
+		},
+	})
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/kafka"
+	_ "github.com/wary-go/wary/drivers/nats"       // registers nats://
 	_ "github.com/wary-go/wary/drivers/rabbit"     // registers rabbit:// and amqp://
 	_ "github.com/wary-go/wary/drivers/servicebus" // registers servicebus://
 	_ "github.com/wary-go/wary/drivers/sqsfifo"    // registers sqsfifo://

@@ -9,6 +9,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	_ "github.com/wary-go/wary/drivers/kafka"      // registers kafka://
 	_ "github.com/wary-go/wary/drivers/memory"     // registers mem://
+	_ "github.com/wary-go/wary/drivers/nats"       // registers nats://
 	_ "github.com/wary-go/wary/drivers/rabbit"     // registers rabbit://, amqp://, amqps://
 	_ "github.com/wary-go/wary/drivers/servicebus" // registers servicebus://
 	_ "github.com/wary-go/wary/drivers/sqsfifo"    // registers sqsfifo://

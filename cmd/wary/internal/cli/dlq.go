@@ -43,6 +43,9 @@ driver keeps them:
       the queue that the RedrivePolicy of QUEUE.fifo names
   servicebus://QUEUE, servicebus://TOPIC/Subscriptions/SUB
       its dead-letter sub-queue ($DeadLetterQueue)
+  nats://HOST:PORT/STREAM?consumer=NAME
+      the subject wary.dlq.STREAM.NAME of the stream STREAM_DLQ, read by a
+      durable consumer NAME there
 list peeks where the broker can (Service Bus: nothing changes); elsewhere
 it reads dead letters and puts them back (nothing is removed). On SQS
 that raises their receive count by one per look; on RabbitMQ the put-back

@@ -17,6 +17,7 @@ import (
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/kafka"
 	"github.com/wary-go/wary/drivers/memory"
+	"github.com/wary-go/wary/drivers/nats"
 	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/drivers/servicebus"
 	"github.com/wary-go/wary/drivers/sqsfifo"
@@ -36,6 +37,7 @@ var harnesses = map[string]HarnessFunc{
 	"kafka":           kafkaHarness,
 	sqsfifo.Scheme:    sqsHarness,
 	servicebus.Scheme: serviceBusHarness,
+	nats.Scheme:       natsHarness,
 }
 
 func scratchName(prefix string) string {

@@ -61,6 +61,7 @@ amqp://USER:PASS@HOST:PORT/VHOST, or kafka://NAME (brokers= or
 $WARY_KAFKA_BROKERS; ordered=true for the ordered consumer mode), or
 sqsfifo://NAME?region=R (endpoint= or $WARY_SQS_ENDPOINT; dedup_window=
 when the server's is shorter than AWS's 5 minutes), or
+nats://HOST:PORT/NAME (max_ack_pending=1 for an ordered consumer), or
 servicebus://NAME?sessions=B&topic=B (namespace in
 $WARY_SERVICEBUS_CONNECTION_STRING; a session queue, or a topic with one
 subscription). An emulator serves the administration API on a port of its

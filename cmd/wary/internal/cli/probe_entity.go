@@ -230,6 +230,11 @@ var whyNot = map[string]map[driver.Setting]string{
 	"kafka": {
 		driver.SettingRedeliveryHorizon: "the scratch topic keeps records forever (retention.ms=-1)",
 	},
+	"nats": {
+		driver.SettingLockTimeout:       "the scratch consumer's ack_wait is at least 3s (5s with max_ack_pending=1), so that head-of-line can hold a delivery through two quiet periods",
+		driver.SettingDeadLetter:        "the scratch consumer always has a dead-letter stream, which the delivery-limit scenarios read",
+		driver.SettingRedeliveryHorizon: "the scratch streams keep messages for the probe's own max_age, which redelivery-horizon checks",
+	},
 }
 
 // compareScratch compares what the scratch entities declare (caps) with

@@ -56,6 +56,10 @@ for you to resolve. As nothing existing is touched, --apply asks nothing.
   max_delivery_count, ttl, dedup_window, max_message_size, sessions)
       the queue, or the topic and its subscription, through the
       administration API ($WARY_SERVICEBUS_ADMIN_ENDPOINT for an emulator)
+  nats://HOST:PORT/STREAM?consumer=C&subject=S (with ack_wait, max_deliver,
+  max_ack_pending, duplicate_window, max_age)
+      the stream capturing S and S.>; with consumer, its durable pull
+      consumer and the dead-letter stream STREAM_DLQ
 mem:// creates what it opens: there is nothing to declare. kafka:// topics
 are created with Kafka's own tools.`,
 		Example: `  wary topology 'amqp://guest:guest@127.0.0.1:5672/?exchange=orders'

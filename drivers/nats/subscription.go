@@ -1,0 +1,708 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
+)
+
+// minWait is the shortest pull request that waits the driver sends.
+const minWait = 50 * time.Millisecond
+
+// DefaultWaitTime is how long one receive waits for a message by default.
+const DefaultWaitTime = time.Second
+
+// MaxReasonLen is the most bytes of a dead-letter reason the copy keeps.
+const MaxReasonLen = 512
+
+// Headers a dead-letter copy carries, besides the message's own.
+const (
+	HeaderID       = "wary-id"         // the message's ID
+	HeaderKey      = "wary-key"        // its key
+	HeaderConsumer = "wary-consumer"   // the consumer that dead-lettered it
+	HeaderSeq      = "wary-stream-seq" // its sequence in its stream
+)
+
+// SubscriptionOptions configures OpenSubscription and OpenDeadLetters.
+// Nil means defaults.
+type SubscriptionOptions struct {
+	// SubscriptionOptions are the portable options (telemetry, settle
+	// timeout).
+	broker.SubscriptionOptions
+	// Subject is the subject the stream's messages were published to
+	// (TopicOptions.Subject): the key is what follows it. Default: as for
+	// TopicOptions.Subject.
+	Subject string
+	// WaitTime is how long one receive waits for a message (a pull
+	// request's expiry). Default: DefaultWaitTime.
+	WaitTime time.Duration
+	// DeadLetterStream names the dead-letter stream. Default:
+	// DeadLetterStream(stream).
+	DeadLetterStream string
+
+	stated stated
+}
+
+// DeadLetterStream is the default name of the dead-letter stream of
+// stream: stream + "_DLQ". It captures DeadLetterSubject(stream, "*").
+func DeadLetterStream(stream string) string { return stream + "_DLQ" }
+
+// DeadLetterSubject is the subject a consumer's dead letters go to:
+// wary.dlq.STREAM.CONSUMER.
+func DeadLetterSubject(stream, consumer string) string {
+	return "wary.dlq." + stream + "." + consumer
+}
+
+// OpenSubscription opens a consumer of the durable pull consumer named
+// consumer on stream. Several subscriptions on one consumer are competing
+// consumers. The stream and consumer must exist (ErrNotFound), and the
+// consumer must acknowledge explicitly (ErrInvalid). Capabilities are
+// read from both, and from the dead-letter stream when it exists. js is
+// the caller's; ctx bounds the open's requests.
+func OpenSubscription(ctx context.Context, js jetstream.JetStream, stream, consumer string, opts *SubscriptionOptions) (*broker.Subscription, error) {
+	var o SubscriptionOptions
+	if opts != nil {
+		o = *opts
+	}
+	s, err := openSubscription(ctx, js, stream, consumer, o)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewSubscription(s, &o.SubscriptionOptions), nil
+}
+
+// OpenDeadLetters opens a consumer of the dead letters of consumer on
+// stream: a durable pull consumer of the same name on the dead-letter
+// stream, filtered to DeadLetterSubject(stream, consumer), created with
+// the consumer's AckWait when it does not exist. Messages carry their ID,
+// key and headers as published, and the reason in the header
+// wary-dead-letter-reason. The dead-letter stream must exist
+// (ErrNotFound).
+func OpenDeadLetters(ctx context.Context, js jetstream.JetStream, stream, consumer string, opts *SubscriptionOptions) (*broker.Subscription, error) {
+	var o SubscriptionOptions
+	if opts != nil {
+		o = *opts
+	}
+	s, err := openDeadLetters(ctx, js, stream, consumer, o)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewSubscription(s, &o.SubscriptionOptions), nil
+}
+
+func openDeadLetters(ctx context.Context, js jetstream.JetStream, stream, consumer string, o SubscriptionOptions) (*subscription, error) {
+	if err := validName("stream", stream); err != nil {
+		return nil, err
+	}
+	if err := validName("consumer", consumer); err != nil {
+		return nil, err
+	}
+	if js == nil {
+		return nil, broker.OpenError(driver.Invalid, errors.New("nats: nil JetStream"))
+	}
+	dlqName := o.DeadLetterStream
+	if dlqName == "" {
+		dlqName = DeadLetterStream(stream)
+	}
+	ackWait := 30 * time.Second
+	if c, err := js.Consumer(ctx, stream, consumer); err == nil {
+		ackWait = c.CachedInfo().Config.AckWait
+	}
+	subject := DeadLetterSubject(stream, consumer)
+	_, err := js.CreateOrUpdateConsumer(ctx, dlqName, jetstream.ConsumerConfig{
+		Durable: consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, FilterSubject: subject, MaxDeliver: -1,
+	})
+	if err != nil {
+		return nil, broker.OpenError(classify(err).Code, fmt.Errorf("nats: dead-letter consumer %s on stream %s: %w", consumer, dlqName, err))
+	}
+	o.Subject, o.DeadLetterStream = subject, "-"
+	s, err := openSubscription(ctx, js, dlqName, consumer, o)
+	if err != nil {
+		return nil, err
+	}
+	s.deadLetters = true
+	return s, nil
+}
+
+func openSubscription(ctx context.Context, js jetstream.JetStream, stream, consumer string, o SubscriptionOptions) (*subscription, error) {
+	if js == nil {
+		return nil, broker.OpenError(driver.Invalid, errors.New("nats: nil JetStream"))
+	}
+	if err := validName("stream", stream); err != nil {
+		return nil, err
+	}
+	if err := validName("consumer", consumer); err != nil {
+		return nil, err
+	}
+	if o.WaitTime < 0 {
+		return nil, broker.OpenError(driver.Invalid, errors.New("nats: negative WaitTime"))
+	}
+	if o.WaitTime == 0 {
+		o.WaitTime = DefaultWaitTime
+	}
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, broker.OpenError(classify(err).Code, fmt.Errorf("nats: stream %q: %w", stream, err))
+	}
+	scfg := st.CachedInfo().Config
+	cons, err := st.Consumer(ctx, consumer)
+	if err != nil {
+		return nil, broker.OpenError(classify(err).Code, fmt.Errorf("nats: consumer %q of stream %q: %w", consumer, stream, err))
+	}
+	ccfg := cons.CachedInfo().Config
+	if ccfg.DeliverSubject != "" {
+		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("nats: consumer %q is a push consumer; the driver reads a durable pull consumer", consumer))
+	}
+	subject := o.Subject
+	if subject == "" {
+		subject = defaultSubject(scfg)
+	}
+	var dlq *deadLetterTarget
+	if o.DeadLetterStream != "-" {
+		name := o.DeadLetterStream
+		if name == "" {
+			name = DeadLetterStream(stream)
+		}
+		t := &deadLetterTarget{stream: name, subject: DeadLetterSubject(stream, consumer)}
+		ds, err := js.Stream(ctx, name)
+		switch {
+		case err == nil && captures(ds.CachedInfo().Config, t.subject):
+			dlq = t
+		case err == nil:
+			return nil, broker.OpenError(driver.Invalid, fmt.Errorf("nats: dead-letter stream %s does not capture %s", name, t.subject))
+		case classify(err).Code != driver.NotFound:
+			return nil, broker.OpenError(classify(err).Code, fmt.Errorf("nats: dead-letter stream %q: %w", name, err))
+		}
+	}
+	caps, err := subCaps(scfg, ccfg, dlq, o.stated)
+	if err != nil {
+		return nil, err
+	}
+	s := &subscription{
+		js: js, nc: js.Conn(), cons: cons, stream: stream, consumer: consumer, subject: subject,
+		caps: caps, ackWait: ccfg.AckWait, maxDeliver: ccfg.MaxDeliver, maxAckPending: ccfg.MaxAckPending, dlq: dlq, wait: o.WaitTime,
+		holds: map[*ackID]time.Time{},
+	}
+	s.bg, s.stopBG = context.WithCancel(context.Background())
+	return s, nil
+}
+
+type subscription struct {
+	js            jetstream.JetStream
+	nc            *natsgo.Conn
+	cons          jetstream.Consumer
+	stream        string
+	consumer      string
+	subject       string
+	caps          driver.SubscriptionCapabilities
+	ackWait       time.Duration
+	maxDeliver    int
+	maxAckPending int
+	dlq           *deadLetterTarget
+	wait          time.Duration
+	// deadLetters: the subscription reads a dead-letter stream (ID, key
+	// and reason from the copy's headers).
+	deadLetters bool
+	own         *natsgo.Conn // the URL opener's connection, closed with the subscription
+
+	bg     context.Context
+	stopBG context.CancelFunc
+	wg     sync.WaitGroup
+
+	// holds are the deliveries whose lock ExtendLocks was asked to hold
+	// longer than AckWait, with until when; the holder renews them.
+	mu      sync.Mutex
+	holds   map[*ackID]time.Time
+	holding bool
+}
+
+// ackID is one delivery.
+type ackID struct {
+	msg     jetstream.Msg
+	seq     uint64
+	attempt int
+	id, key string
+
+	mu       sync.Mutex
+	settled  bool
+	deadline time.Time // when the server redelivers it, at the earliest
+}
+
+// ReceiveBatch asks the consumer for what it has now (a pull request
+// that does not wait); when it has nothing, it waits up to WaitTime for
+// one message (a pull request of one, which ends as soon as it is
+// answered, so that no request is left open to take messages that no one
+// will see). A message delivered for the (MaxDeliver)th time, on a
+// subscription with a dead-letter stream, is dead-lettered unseen.
+func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*driver.Message, error) {
+	for {
+		start := time.Now()
+		// The server leaves a request that does not wait unanswered
+		// (until the client's own timeout) while the consumer has
+		// max_ack_pending deliveries in flight: it asks for no more than
+		// that, and with max_ack_pending 1 only waits.
+		if s.maxAckPending > 0 {
+			maxMessages = min(maxMessages, s.maxAckPending)
+		}
+		var msgs []jetstream.Msg
+		var err error
+		if s.maxAckPending != 1 {
+			if msgs, err = s.fetch(ctx, maxMessages, false); err != nil {
+				return nil, err
+			}
+		}
+		if len(msgs) == 0 {
+			if msgs, err = s.fetch(ctx, 1, true); err != nil || len(msgs) == 0 {
+				return nil, err
+			}
+			if maxMessages > 1 {
+				more, err := s.fetch(ctx, maxMessages-1, false)
+				if err == nil {
+					msgs = append(msgs, more...)
+				}
+			}
+		}
+		out := make([]*driver.Message, 0, len(msgs))
+		for _, m := range msgs {
+			dm, err := s.decode(ctx, m, start)
+			if err != nil {
+				return nil, err
+			}
+			if dm != nil {
+				out = append(out, dm)
+			}
+		}
+		if len(out) > 0 || ctx.Err() != nil {
+			return out, nil
+		}
+	}
+}
+
+// fetch sends one pull request for up to n messages, waiting (up to
+// WaitTime, within ctx) or not.
+func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream.Msg, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var b jetstream.MessageBatch
+	var err error
+	if wait {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < minWait {
+			// A request that expires within a few milliseconds may reach
+			// the server after the client gave up on it, and take a
+			// message no one reads (it comes back after AckWait): wait
+			// out the deadline instead.
+			<-ctx.Done()
+			return nil, nil
+		}
+		fctx, cancel := context.WithTimeout(ctx, s.wait)
+		defer cancel()
+		b, err = s.cons.Fetch(n, jetstream.FetchContext(fctx))
+	} else {
+		b, err = s.cons.FetchNoWait(n)
+	}
+	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, jetstream.ErrInvalidOption) {
+			// The deadline passed between the check above and the
+			// request (FetchContext refuses a deadline in the past).
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []jetstream.Msg
+	for m := range b.Messages() {
+		out = append(out, m)
+	}
+	if err := b.Error(); err != nil && len(out) == 0 {
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, natsgo.ErrTimeout), errors.Is(err, jetstream.ErrNoMessages):
+			return nil, nil
+		case strings.Contains(err.Error(), "Exceeded MaxAckPending"):
+			// 409 to a request that does not wait: the consumer's
+			// max_ack_pending deliveries are in flight; a waiting request
+			// is answered once one is settled.
+			return nil, nil
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// decode maps a JetStream message to the driver's, or dead-letters it
+// (nil) when it is over the delivery limit.
+func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.Time) (*driver.Message, error) {
+	meta, err := m.Metadata()
+	if err != nil {
+		return nil, err
+	}
+	a := &ackID{msg: m, seq: meta.Sequence.Stream, attempt: int(meta.NumDelivered), deadline: start.Add(s.ackWait)}
+	h := m.Headers()
+	a.id = h.Get(natsgo.MsgIdHdr)
+	if a.id == "" {
+		a.id = s.stream + ":" + strconv.FormatUint(a.seq, 10)
+	}
+	a.key = strings.TrimPrefix(strings.TrimPrefix(m.Subject(), s.subject), ".")
+	if m.Subject() == s.subject || !strings.HasPrefix(m.Subject(), s.subject+".") {
+		a.key = ""
+	}
+	headers := make(map[string]string, len(h))
+	for k, v := range h {
+		if len(v) == 0 || len(k) >= 5 && strings.EqualFold(k[:5], "nats-") {
+			continue
+		}
+		headers[k] = v[0]
+	}
+	for _, k := range []string{HeaderID, HeaderKey, HeaderConsumer, HeaderSeq, driver.HeaderDeadLetterReason} {
+		if !s.deadLetters {
+			delete(headers, k)
+		}
+	}
+	if s.deadLetters {
+		if id := headers[HeaderID]; id != "" {
+			a.id = id
+		}
+		a.key = headers[HeaderKey]
+		delete(headers, HeaderID)
+		delete(headers, HeaderKey)
+		delete(headers, HeaderConsumer)
+		delete(headers, HeaderSeq)
+	}
+	if s.dlq != nil && s.maxDeliver >= 2 && a.attempt >= s.maxDeliver {
+		reason := fmt.Sprintf("delivery limit: delivered %d times (consumer %s's max_deliver %d), the lock expired on the last", a.attempt-1, s.consumer, s.maxDeliver)
+		if err := s.deadLetter(ctx, a, reason); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	body := m.Data()
+	if body == nil {
+		body = []byte{}
+	}
+	return &driver.Message{
+		ID: a.id, Key: a.key, Headers: headers, Body: body,
+		AckID: a, Attempt: a.attempt, Redelivered: a.attempt > 1, PublishTime: meta.Timestamp,
+		AsFunc: func(i any) bool {
+			switch p := i.(type) {
+			case *jetstream.Msg:
+				*p = m
+			case *Subject:
+				*p = Subject(m.Subject())
+			default:
+				return false
+			}
+			return true
+		},
+	}, nil
+}
+
+// settle kinds.
+var (
+	bodyAck  = []byte("+ACK")
+	bodyTerm = []byte("+TERM")
+	bodyWPI  = []byte("+WPI")
+)
+
+// settle publishes body to each delivery's reply subject, then flushes
+// the connection once (a PING the server answers after reading
+// everything before it), so that it returns once the server has every
+// one; it marks them settled (unless progress). A delivery settled
+// already, or whose AckWait has passed, fails with LockLost without a
+// publish: the server redelivers it, or did.
+func (s *subscription) settle(ctx context.Context, ids []driver.AckID, body func(*ackID) []byte, progress bool) error {
+	errs := make([]error, len(ids))
+	sent := make([]*ackID, len(ids))
+	start := time.Now()
+	anySent := false
+	for i, id := range ids {
+		a, ok := id.(*ackID)
+		if !ok {
+			errs[i] = invalidErr(fmt.Errorf("foreign AckID %T", id))
+			continue
+		}
+		a.mu.Lock()
+		if a.settled || start.After(a.deadline) {
+			a.mu.Unlock()
+			errs[i] = errLockLost
+			continue
+		}
+		if !progress {
+			a.settled = true // no second settle starts while this one runs
+		}
+		a.mu.Unlock()
+		if err := s.nc.Publish(a.msg.Reply(), body(a)); err != nil {
+			errs[i] = err
+			s.unsettle(a, progress)
+			continue
+		}
+		sent[i], anySent = a, true
+	}
+	if anySent {
+		err := s.flush(ctx)
+		for i, a := range sent {
+			switch {
+			case a == nil:
+			case err != nil:
+				errs[i] = err
+				s.unsettle(a, progress)
+			case progress:
+				a.mu.Lock()
+				a.deadline = start.Add(s.ackWait)
+				a.mu.Unlock()
+			}
+		}
+	}
+	return driver.BatchErrors(errs)
+}
+
+// unsettle undoes settle's mark after a failure: the delivery may be
+// settled again.
+func (s *subscription) unsettle(a *ackID, progress bool) {
+	if !progress {
+		a.mu.Lock()
+		a.settled = false
+		a.mu.Unlock()
+	}
+}
+
+// flush waits until the server has read everything published before it,
+// within ctx (within broker.DefaultSettleTimeout when ctx has no
+// deadline: nats.go's flush needs one).
+func (s *subscription) flush(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, broker.DefaultSettleTimeout)
+		defer cancel()
+	}
+	return s.nc.FlushWithContext(ctx)
+}
+
+// SendAcks acknowledges each delivery (+ACK), and returns once the
+// server has read them all (one flush for the call).
+func (s *subscription) SendAcks(ctx context.Context, ids []driver.AckID) error {
+	return s.settle(ctx, ids, func(*ackID) []byte { return bodyAck }, false)
+}
+
+// SendNacks returns the deliveries for redelivery after delay (-NAK with
+// a delay). A delivery on its last attempt under the delivery limit is
+// dead-lettered instead.
+func (s *subscription) SendNacks(ctx context.Context, ids []driver.AckID, delay time.Duration) error {
+	if limit := s.caps.DeliveryLimit; limit > 0 && s.dlq != nil {
+		var last, rest []driver.AckID
+		var lastAt, restAt []int
+		for i, id := range ids {
+			if a, ok := id.(*ackID); ok && a.attempt >= limit {
+				last, lastAt = append(last, id), append(lastAt, i)
+			} else {
+				rest, restAt = append(rest, id), append(restAt, i)
+			}
+		}
+		if len(last) > 0 {
+			errs := make([]error, len(ids))
+			spread := func(err error, at []int) {
+				var be *driver.BatchError
+				for j, i := range at {
+					if errors.As(err, &be) {
+						errs[i] = be.Errs[j]
+					} else {
+						errs[i] = err
+					}
+				}
+			}
+			spread(s.SendDeadLetters(ctx, last, fmt.Sprintf("delivery limit: nacked on delivery %d of %d (consumer %s)", limit, limit, s.consumer)), lastAt)
+			if len(rest) > 0 {
+				spread(s.nack(ctx, rest, delay), restAt)
+			}
+			return driver.BatchErrors(errs)
+		}
+	}
+	return s.nack(ctx, ids, delay)
+}
+
+func (s *subscription) nack(ctx context.Context, ids []driver.AckID, delay time.Duration) error {
+	body := []byte("-NAK")
+	if delay > 0 {
+		body = fmt.Appendf(nil, `-NAK {"delay": %d}`, delay.Nanoseconds())
+	}
+	return s.settle(ctx, ids, func(*ackID) []byte { return body }, false)
+}
+
+// ExtendLocks resets each delivery's AckWait (+WPI). JetStream extends by
+// AckWait from now, whatever d: for d longer than AckWait the driver
+// repeats +WPI every third of AckWait until d has passed or the delivery
+// is settled.
+func (s *subscription) ExtendLocks(ctx context.Context, ids []driver.AckID, d time.Duration) error {
+	if err := s.settle(ctx, ids, func(*ackID) []byte { return bodyWPI }, true); err != nil {
+		return err
+	}
+	if d <= s.ackWait {
+		return nil
+	}
+	until := time.Now().Add(d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		s.holds[id.(*ackID)] = until
+	}
+	if !s.holding && s.bg.Err() == nil {
+		s.holding = true
+		s.wg.Add(1)
+		go s.hold()
+	}
+	return nil
+}
+
+// hold renews the locks of s.holds until they end.
+func (s *subscription) hold() {
+	defer s.wg.Done()
+	t := time.NewTicker(max(s.ackWait/3, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.bg.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var renew []driver.AckID
+		s.mu.Lock()
+		for a, until := range s.holds {
+			a.mu.Lock()
+			settled := a.settled
+			a.mu.Unlock()
+			if settled || !now.Before(until) {
+				delete(s.holds, a)
+				continue
+			}
+			renew = append(renew, a)
+		}
+		if len(s.holds) == 0 {
+			s.holding = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(s.bg, max(s.ackWait/3, 10*time.Millisecond))
+		_ = s.settle(ctx, renew, func(*ackID) []byte { return bodyWPI }, true) // a failed renewal shows as LockLost at settle
+		cancel()
+	}
+}
+
+// SendDeadLetters publishes a copy of each message to the dead-letter
+// stream (awaiting its PubAck), then terminates the delivery (+TERM). A
+// failure between the two leaves the message in both streams, never in
+// neither: the original comes back after AckWait, and its copy's
+// Nats-Msg-Id (consumer, stream and sequence) makes a second copy a
+// duplicate the dead-letter stream drops inside its duplicate_window.
+func (s *subscription) SendDeadLetters(ctx context.Context, ids []driver.AckID, reason string) error {
+	if s.dlq == nil {
+		return invalidErr(fmt.Errorf("stream %s has no dead-letter stream (create %s capturing %s)", s.stream, DeadLetterStream(s.stream), DeadLetterSubject(s.stream, "*")))
+	}
+	errs := make([]error, len(ids))
+	for i, id := range ids {
+		a, ok := id.(*ackID)
+		if !ok {
+			errs[i] = invalidErr(fmt.Errorf("foreign AckID %T", id))
+			continue
+		}
+		errs[i] = s.deadLetter(ctx, a, reason)
+	}
+	return driver.BatchErrors(errs)
+}
+
+func (s *subscription) deadLetter(ctx context.Context, a *ackID, reason string) error {
+	a.mu.Lock()
+	lost := a.settled || time.Now().After(a.deadline)
+	a.mu.Unlock()
+	if lost {
+		return errLockLost
+	}
+	reason = strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, reason)
+	if len(reason) > MaxReasonLen {
+		reason = strings.ToValidUTF8(reason[:MaxReasonLen], "")
+	}
+	h := natsgo.Header{}
+	for k, v := range a.msg.Headers() {
+		if len(k) >= 5 && strings.EqualFold(k[:5], "nats-") {
+			continue
+		}
+		h[k] = v
+	}
+	h[HeaderID] = []string{a.id}
+	if a.key != "" {
+		h[HeaderKey] = []string{a.key}
+	}
+	h[HeaderConsumer] = []string{s.consumer}
+	h[HeaderSeq] = []string{strconv.FormatUint(a.seq, 10)}
+	if r := strings.TrimSpace(reason); r != "" {
+		h[driver.HeaderDeadLetterReason] = []string{r}
+	}
+	h[natsgo.MsgIdHdr] = []string{s.stream + "." + s.consumer + "." + strconv.FormatUint(a.seq, 10)}
+	m := &natsgo.Msg{Subject: s.dlq.subject, Header: h, Data: a.msg.Data()}
+	if _, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectStream(s.dlq.stream), jetstream.WithRetryAttempts(0)); err != nil {
+		return err
+	}
+	if hook, _ := ctx.Value(termHookKey{}).(func(context.Context) error); hook != nil {
+		if err := hook(ctx); err != nil {
+			return err
+		}
+	}
+	return s.settle(ctx, []driver.AckID{a}, func(*ackID) []byte { return bodyTerm }, false)
+}
+
+// termHookKey is the context key of a test's failpoint: the function it
+// holds runs between the copy and the +TERM (export_test.go sets it).
+type termHookKey struct{}
+
+func (s *subscription) Capabilities() driver.SubscriptionCapabilities { return s.caps }
+func (s *subscription) Classify(err error) driver.ErrorInfo           { return classify(err) }
+func (s *subscription) ErrorAs(err error, i any) bool                 { return errorAs(err, i) }
+
+// As accepts *jetstream.JetStream, **natsgo.Conn, *jetstream.Consumer and
+// *Subject.
+func (s *subscription) As(i any) bool {
+	switch p := i.(type) {
+	case *jetstream.JetStream:
+		*p = s.js
+	case **natsgo.Conn:
+		*p = s.nc
+	case *jetstream.Consumer:
+		*p = s.cons
+	case *Subject:
+		*p = Subject(s.subject)
+	default:
+		return false
+	}
+	return true
+}
+
+// Close stops renewing held locks. No pull request outlives a receive, so
+// no message waits in the client: unsettled deliveries come back after
+// their AckWait.
+func (s *subscription) Close() error {
+	s.stopBG()
+	s.wg.Wait()
+	if s.own != nil {
+		s.own.Close()
+	}
+	return nil
+}
+
+// Describe names the stream for telemetry (driver.Describer).
+func (s *subscription) Describe() (system, destination string) { return "nats", s.stream }
