@@ -33,8 +33,6 @@ func BenchmarkClaimSlices(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			postgres.SliceReady(st, 0)
-			rotate(b, st, t0, t0.Add(-time.Hour)) // a slice ahead
 			per := 5000 / c.slices
 			if c.sentBacklog {
 				per = 5000

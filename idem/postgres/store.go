@@ -49,15 +49,15 @@ type Options struct {
 	InboxSlice time.Duration
 	// OutboxSlice, if positive, expires the outbox's sent and discarded
 	// rows by whole tables instead of row deletes (see docs/retention.md):
-	// rows go to the current slice; the relay's purge makes a new slice
-	// current every OutboxSlice, and drops a past slice once every row in
-	// it was sent or discarded more than the relay's KeepSent ago, first
-	// moving the unsent rows left in it (pending or quarantined) to the
-	// current slice. Sent rows are kept up to about OutboxSlice longer
-	// than KeepSent. Every claim probes each live slice: choose
-	// OutboxSlice between a third of KeepSent and KeepSent, and keep the
-	// relay's PurgeInterval shorter than it. Zero: sent rows expire by
-	// row deletes, in batches, as with SQLite.
+	// rows are added to and claimed from the current table, as without
+	// it; once the current table is OutboxSlice old, the relay's purge
+	// drops the previous table (once every row in it was sent or discarded
+	// more than the relay's KeepSent ago), makes the current one the
+	// previous one and creates a new current one, moving the unsent rows
+	// into it. Adds and claims cost the same as without it; a sent row is
+	// kept from KeepSent to about KeepSent plus twice OutboxSlice. Keep the
+	// relay's PurgeInterval well below it. Zero: sent rows expire by row
+	// deletes, in batches, as with SQLite.
 	OutboxSlice time.Duration
 }
 
@@ -84,11 +84,9 @@ type driver struct {
 	slice         time.Duration
 	inbox, schema string
 	// outboxSlice is Options.OutboxSlice and outboxTable the outbox
-	// table's unqualified name; sliceReady how long a slice created ahead
-	// waits before it may become current (sliceReady, shorter in tests).
+	// table's unqualified name.
 	outboxSlice time.Duration
 	outboxTable string
-	sliceReady  time.Duration
 	// slot is the outbox stream's slot name, once known (slotName).
 	slot atomic.Pointer[string]
 	// claimSQL is BeginClaim's claim (without ON CONFLICT: a duplicate
@@ -134,9 +132,13 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 		claim, many = slicedClaim, slicedStrictClaimMany
 	}
 	name := strings.NewReplacer("{{inbox}}", core.Name("inbox"), "{{inbox_prev}}", core.Name("inbox_prev"))
-	s := &Store{d: &driver{Core: core, Outbox: sqlcore.NewOutbox(core, outboxDialect(pool)), pool: pool,
+	od := outboxDialect(pool)
+	if o.OutboxSlice > 0 {
+		od.ListFrom = sliceLister
+	}
+	s := &Store{d: &driver{Core: core, Outbox: sqlcore.NewOutbox(core, od), pool: pool,
 		claimSQL: name.Replace(claim), claimManySQL: name.Replace(many), slice: o.InboxSlice, inbox: o.Prefix + "inbox", schema: o.Schema,
-		outboxSlice: o.OutboxSlice, outboxTable: o.Prefix + "outbox", sliceReady: sliceReady}}
+		outboxSlice: o.OutboxSlice, outboxTable: o.Prefix + "outbox"}}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
