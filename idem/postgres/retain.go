@@ -32,7 +32,10 @@ const mark = `(SELECT 1::smallint FROM {{inbox}} WHERE consumer = '' AND message
 
 // The claims of a sliced inbox: in the current table, unless the previous
 // one holds the record. Three index probes (the mark, the previous table,
-// the current one's key) however large the tables are.
+// the current one's key) however large the tables are. In the batch
+// claims, OFFSET 0 keeps each NOT EXISTS a probe of the key per ID, as in
+// strictClaimMany: as an anti join, a generic plan made on a small table
+// hashed all of the consumer's records.
 const (
 	// slicedClaim is BeginClaim's: without ON CONFLICT, as strictClaim;
 	// a duplicate in either table makes it insert nothing.
@@ -42,7 +45,7 @@ const (
 			AND NOT EXISTS (SELECT 1 FROM {{inbox}} WHERE consumer = $1 AND message_id = $2)`
 	slicedClaimMany = `INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)
 		SELECT $1::text, id, $3::timestamptz, ` + mark + ` FROM unnest($2::text[]) AS ids(id)
-		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} p WHERE p.consumer = $1 AND p.message_id = ids.id)
+		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} p WHERE p.consumer = $1 AND p.message_id = ids.id OFFSET 0)
 		ORDER BY id COLLATE "C"
 		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`
 	// slicedStrictClaimMany is slicedClaim for several IDs (BeginClaim):
@@ -50,7 +53,7 @@ const (
 	// duplicates.
 	slicedStrictClaimMany = `INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)
 		SELECT $1::text, id, $3::timestamptz, ` + mark + ` FROM unnest($2::text[]) AS ids(id)
-		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} p WHERE p.consumer = $1 AND p.message_id = ids.id)
+		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} p WHERE p.consumer = $1 AND p.message_id = ids.id OFFSET 0)
 			AND NOT EXISTS (SELECT 1 FROM {{inbox}} i WHERE i.consumer = $1 AND i.message_id = ids.id OFFSET 0)
 		ORDER BY id COLLATE "C"
 		RETURNING message_id`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -236,10 +237,10 @@ var dialect = sqlcore.Dialect{
 // speculative insertion costs the server about as much again per row),
 // skipping duplicates as above and returning the IDs it inserted: the
 // transaction is begun and the new IDs claimed in one round trip, with
-// duplicates or not. When a concurrent claimer's commit fails it at the
-// unique index (or the array holds an ID twice), BeginClaim begins and
-// claims them with ON CONFLICT DO NOTHING (sqlcore), which tells which
-// ones are new.
+// duplicates or not; an ID the request holds twice is sent once, and its
+// later copies are duplicates. When a concurrent claimer's commit fails
+// it at the unique index, BeginClaim begins and claims them with ON
+// CONFLICT DO NOTHING (sqlcore), which tells which ones are new.
 //
 // With a pool whose DefaultQueryExecMode is the simple protocol (which
 // interpolates arguments into the SQL text on the client), BeginClaim does
@@ -293,13 +294,14 @@ func (s *driver) BeginClaim(ctx context.Context, r store.ClaimRequest) (pgx.Tx, 
 }
 
 // beginClaimMany is BeginClaim's pipelined claim of several IDs (see
-// BeginClaim); dup reports a unique violation (a concurrent claimer's
-// commit, or an ID twice in the array), which began nothing.
+// BeginClaim): an ID r holds twice is sent once, its first copy New if
+// claimed and the later ones duplicates. dup reports a unique violation
+// (a concurrent claimer's commit), which began nothing.
 func (s *driver) beginClaimMany(ctx context.Context, r store.ClaimRequest) (tx pgx.Tx, claims []store.Claimed, dup bool, err error) {
 	got := make(map[string]bool, len(r.IDs))
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{BeginQuery: s.claimManySQL})
-	b.QueuedQueries[0].Arguments = []any{r.Consumer, r.IDs, r.At}
+	b.QueuedQueries[0].Arguments = []any{r.Consumer, distinct(r.IDs), r.At}
 	b.QueuedQueries[0].Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
@@ -328,8 +330,29 @@ func (s *driver) beginClaimMany(ctx context.Context, r store.ClaimRequest) (tx p
 	claims = make([]store.Claimed, len(r.IDs))
 	for i, id := range r.IDs {
 		claims[i].New = got[id]
+		delete(got, id) // a later copy in r is a duplicate
 	}
 	return tx, claims, false, nil
+}
+
+// distinct returns ids without their repeated IDs (ids itself if none
+// repeats), so that the batch claim never inserts an ID twice.
+func distinct(ids []string) []string {
+	seen := make(map[string]struct{}, len(ids))
+	for i, id := range ids {
+		if _, ok := seen[id]; ok {
+			out := slices.Clone(ids[:i])
+			for _, id := range ids[i+1:] {
+				if _, ok := seen[id]; !ok {
+					seen[id] = struct{}{}
+					out = append(out, id)
+				}
+			}
+			return out
+		}
+		seen[id] = struct{}{}
+	}
+	return ids
 }
 
 type backend struct{ pool *pgxpool.Pool }

@@ -202,6 +202,7 @@ func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, r store.ClaimRequest) ([]st
 		}
 		for i, id := range r.IDs {
 			out[i].New = got[id]
+			delete(got, id) // a later copy in r is a duplicate
 		}
 	default:
 		for i, id := range r.IDs {
