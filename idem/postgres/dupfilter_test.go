@@ -56,6 +56,23 @@ func (s *serverErrors) TraceBatchEnd(_ context.Context, _ *pgx.Conn, d pgx.Trace
 	s.add(d.Err)
 }
 
+// tracedStore returns a store, plain or with a sliced inbox, on a pool
+// whose server errors se records.
+func tracedStore(t *testing.T, sliced bool) (*serverErrors, *pgxpool.Pool, *postgres.Store) {
+	t.Helper()
+	se := &serverErrors{}
+	pool := newPoolConfig(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = se })
+	var opts *postgres.Options
+	if sliced {
+		opts = &postgres.Options{InboxSlice: time.Minute}
+	}
+	st, err := postgres.New(t.Context(), pool, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return se, pool, st
+}
+
 // TestDuplicateClaimRaisesNoError: BeginClaim of a duplicate, alone or in
 // a batch, in the current table or (sliced) the previous one, reports it
 // as a duplicate without the server raising an error (no error log line,
@@ -65,17 +82,8 @@ func (s *serverErrors) TraceBatchEnd(_ context.Context, _ *pgx.Conn, d pgx.Trace
 func TestDuplicateClaimRaisesNoError(t *testing.T) {
 	for _, sliced := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "sliced"}[sliced], func(t *testing.T) {
-			var se serverErrors
-			pool := newPoolConfig(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = &se })
+			se, pool, st := tracedStore(t, sliced)
 			ctx := t.Context()
-			var opts *postgres.Options
-			if sliced {
-				opts = &postgres.Options{InboxSlice: time.Minute}
-			}
-			st, err := postgres.New(ctx, pool, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
 			d := st.Driver()
 			claim := func(ids ...string) (pgx.Tx, bool, []store.Claimed) {
 				t.Helper()
@@ -181,17 +189,8 @@ func TestDuplicateClaimRaisesNoError(t *testing.T) {
 func TestBatchClaimRepeatedIDs(t *testing.T) {
 	for _, sliced := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "sliced"}[sliced], func(t *testing.T) {
-			var se serverErrors
-			pool := newPoolConfig(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = &se })
+			se, pool, st := tracedStore(t, sliced)
 			ctx := t.Context()
-			var opts *postgres.Options
-			if sliced {
-				opts = &postgres.Options{InboxSlice: time.Minute}
-			}
-			st, err := postgres.New(ctx, pool, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
 			d := st.Driver()
 			tx, began, c, err := d.BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: []string{"a", "b", "a", "c", "b", "a"}, At: t0})
 			if err != nil || !began {

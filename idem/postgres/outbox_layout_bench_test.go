@@ -46,17 +46,17 @@ func BenchmarkOutboxLayouts(b *testing.B) {
 		aggs[i] = fmt.Sprintf("a%03d", i%500)
 	}
 	for i, n := range names {
-		pool := newPrivatePool(b)
+		var pool *pgxpool.Pool
 		var st *postgres.Store
 		var err error
 		switch n {
 		case "pre010", "010":
-			if st, err = postgres.New(ctx, pool, &postgres.Options{SkipMigrate: true}); err == nil {
-				err = postgres.MigrateBefore(ctx, st, map[string]int{"pre010": 10, "010": 15}[n])
-			}
+			pool, st = storeBefore(b, map[string]int{"pre010": 10, "010": 15}[n])
 		case "plain":
+			pool = newPrivatePool(b)
 			st, err = postgres.New(ctx, pool, nil)
 		case "sliced":
+			pool = newPrivatePool(b)
 			if st, err = postgres.New(ctx, pool, &postgres.Options{OutboxSlice: time.Minute}); err == nil {
 				addAt(b, st, t0.Add(-time.Hour), aggs)
 				_, err = pool.Exec(ctx, "UPDATE wary_outbox SET state = 1, sent_at = $1", t0.Add(-time.Hour))

@@ -358,6 +358,21 @@ func publishes(t *testing.T, pool *pgxpool.Pool, pub string) (bool, string) {
 	return ok, cols
 }
 
+// storeBefore returns a pool on a database of its own and a store on it
+// under the schema before migration v.
+func storeBefore(t testing.TB, v int) (*pgxpool.Pool, *postgres.Store) {
+	t.Helper()
+	pool := newPrivatePool(t)
+	st, err := postgres.New(t.Context(), pool, &postgres.Options{SkipMigrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.MigrateBefore(t.Context(), st, v); err != nil {
+		t.Fatal(err)
+	}
+	return pool, st
+}
+
 // TestMigrateOutboxKeepsRows: an outbox with pending, quarantined and
 // sent rows under the schema before migration 010 (and a publication on
 // it) is migrated through 010 and 015: it is a plain table again, every
@@ -365,15 +380,8 @@ func publishes(t *testing.T, pool *pgxpool.Pool, pub string) (bool, string) {
 // keep each aggregate's order; the publication publishes the table; sent
 // rows expire by row deletes.
 func TestMigrateOutboxKeepsRows(t *testing.T) {
-	pool := newPrivatePool(t)
+	pool, st := storeBefore(t, 10)
 	ctx := t.Context()
-	st, err := postgres.New(ctx, pool, &postgres.Options{SkipMigrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := postgres.MigrateBefore(ctx, st, 10); err != nil {
-		t.Fatal(err)
-	}
 	old := addRows(t, st, t0, "p", "p", "q", "s", "s")
 	if got := sendAll(t, st, t0, "s"); len(got) != 2 {
 		t.Fatalf("sent %d rows of s before the migration, want 2", len(got))
@@ -395,15 +403,8 @@ func TestMigrateOutboxKeepsRows(t *testing.T) {
 // the rows of every slice are in the plain table with their IDs and
 // states, and the publication publishes the table with the same columns.
 func TestMigrateSlicedOutboxToPlain(t *testing.T) {
-	pool := newPrivatePool(t)
+	pool, st := storeBefore(t, 10)
 	ctx := t.Context()
-	st, err := postgres.New(ctx, pool, &postgres.Options{SkipMigrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := postgres.MigrateBefore(ctx, st, 10); err != nil {
-		t.Fatal(err)
-	}
 	old := addRows(t, st, t0, "p", "q", "s") // slice 0
 	if err := postgres.MigrateBefore(ctx, st, 15); err != nil {
 		t.Fatal(err)
