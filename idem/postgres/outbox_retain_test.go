@@ -451,6 +451,9 @@ func checkPlainOutbox(t *testing.T, st *postgres.Store, pool *pgxpool.Pool, befo
 	if err := pool.QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = 'wary_outbox'::regclass").Scan(&kind); err != nil || kind != "r" {
 		t.Errorf("wary_outbox: relkind %q, %v; want r (a plain table)", kind, err)
 	}
+	if !tableExists(t, pool, "wary_outbox_left_idx") {
+		t.Error("no index wary_outbox_left_idx after the migration")
+	}
 	if ok, c := publishes(t, pool, pub); !ok || c != cols {
 		t.Errorf("publication after the migration: on the outbox %v, columns %q; want %q", ok, c, cols)
 	}

@@ -16,6 +16,7 @@ DECLARE
     pubs  TEXT[];
     cols  TEXT[];
     i     INT;
+    li    TEXT;
 BEGIN
     SELECT c.relname, ns.nspname INTO n, s
         FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE c.oid = '{{outbox}}'::regclass;
@@ -43,6 +44,13 @@ BEGIN
     EXECUTE format('DROP TABLE %I.%I', s, n);
     EXECUTE format('ALTER TABLE %I.%I RENAME TO %I', s, n || '_s0', n);
     EXECUTE format('ALTER TABLE %I.%I DROP COLUMN slice', s, n);
+    -- 013's index, on slice 0 under a name of the partition's, gets its
+    -- own name back.
+    SELECT c.relname INTO li FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+        WHERE i.indrelid = format('%I.%I', s, n)::regclass AND pg_get_expr(i.indpred, i.indrelid) LIKE '%claims_only%';
+    IF li IS NOT NULL AND li <> n || '_left_idx' THEN
+        EXECUTE format('ALTER INDEX %I.%I RENAME TO %I', s, li, n || '_left_idx');
+    END IF;
     EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (START %s)', s, n, start);
     FOR i IN 1 .. coalesce(array_length(pubs, 1), 0) LOOP
         IF cols[i] = '' THEN
