@@ -80,7 +80,7 @@
 // before 010): an add is a plain INSERT and a claim reads one set of
 // indexes (BENCHMARKS.md, "The outbox a plain table again": the add and
 // the claim within noise of the layout before 010; 010's partitioned
-// table cost the claim about half again its server CPU). With
+// table cost the claim about 1.6 times its server CPU). With
 // Options.OutboxSlice, sent rows expire by whole tables: adds and claims
 // run the same statements on <prefix>outbox, the current table; the
 // relay's purge, once it is OutboxSlice old, drops <prefix>outbox_prev

@@ -38,7 +38,6 @@ func BenchmarkOutboxLayouts(b *testing.B) {
 	type layout struct {
 		st   *postgres.Store
 		pool *pgxpool.Pool
-		pids []uint32
 	}
 	ls := make([]layout, len(names))
 	aggs := make([]string, 5000)
