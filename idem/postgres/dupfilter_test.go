@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -55,6 +56,23 @@ func (s *serverErrors) TraceBatchEnd(_ context.Context, _ *pgx.Conn, d pgx.Trace
 	s.add(d.Err)
 }
 
+// tracedStore returns a store, plain or with a sliced inbox, on a pool
+// whose server errors se records.
+func tracedStore(t *testing.T, sliced bool) (*serverErrors, *pgxpool.Pool, *postgres.Store) {
+	t.Helper()
+	se := &serverErrors{}
+	pool := newPoolConfig(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = se })
+	var opts *postgres.Options
+	if sliced {
+		opts = &postgres.Options{InboxSlice: time.Minute}
+	}
+	st, err := postgres.New(t.Context(), pool, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return se, pool, st
+}
+
 // TestDuplicateClaimRaisesNoError: BeginClaim of a duplicate, alone or in
 // a batch, in the current table or (sliced) the previous one, reports it
 // as a duplicate without the server raising an error (no error log line,
@@ -64,17 +82,8 @@ func (s *serverErrors) TraceBatchEnd(_ context.Context, _ *pgx.Conn, d pgx.Trace
 func TestDuplicateClaimRaisesNoError(t *testing.T) {
 	for _, sliced := range []bool{false, true} {
 		t.Run(map[bool]string{false: "plain", true: "sliced"}[sliced], func(t *testing.T) {
-			var se serverErrors
-			pool := newPoolConfig(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = &se })
+			se, pool, st := tracedStore(t, sliced)
 			ctx := t.Context()
-			var opts *postgres.Options
-			if sliced {
-				opts = &postgres.Options{InboxSlice: time.Minute}
-			}
-			st, err := postgres.New(ctx, pool, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
 			d := st.Driver()
 			claim := func(ids ...string) (pgx.Tx, bool, []store.Claimed) {
 				t.Helper()
@@ -166,6 +175,51 @@ func TestDuplicateClaimRaisesNoError(t *testing.T) {
 			}
 			if s := pool.Stat(); s.AcquiredConns() != 0 {
 				t.Errorf("%d connections still acquired", s.AcquiredConns())
+			}
+		})
+	}
+}
+
+// TestBatchClaimRepeatedIDs: a batch claim (BeginClaim of several IDs)
+// that holds an ID more than once, on the plain and the sliced inbox,
+// claims its first copy and reports the later ones as duplicates, with
+// no error raised on the server (before, the array's repeated ID failed
+// the INSERT at the unique index, and the claim fell back to a second
+// round trip that reported every copy new); one record per ID.
+func TestBatchClaimRepeatedIDs(t *testing.T) {
+	for _, sliced := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "sliced"}[sliced], func(t *testing.T) {
+			se, pool, st := tracedStore(t, sliced)
+			ctx := t.Context()
+			d := st.Driver()
+			tx, began, c, err := d.BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: []string{"a", "b", "a", "c", "b", "a"}, At: t0})
+			if err != nil || !began {
+				t.Fatalf("claim: %v %v", began, err)
+			}
+			var news []bool
+			for _, x := range c {
+				news = append(news, x.New)
+			}
+			if want := []bool{true, true, false, true, false, false}; len(news) != len(want) || fmt.Sprint(news) != fmt.Sprint(want) {
+				t.Errorf("a, b, a, c, b, a: new %v, want %v", news, want)
+			}
+			if err := d.Commit(ctx, tx); err != nil {
+				t.Fatal(err)
+			}
+			if e := se.take(); len(e) != 0 {
+				t.Errorf("the claim raised %v on the server", e)
+			}
+			var n int
+			if err := pool.QueryRow(ctx, "SELECT count(*) FROM wary_inbox WHERE consumer = 'c'").Scan(&n); err != nil || n != 3 {
+				t.Errorf("%d records, %v; want 3", n, err)
+			}
+			// Already claimed, and repeated: all duplicates.
+			tx, began, c, err = d.BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: []string{"c", "c", "d", "d"}, At: t0})
+			if err != nil || !began || c[0].New || c[1].New || !c[2].New || c[3].New {
+				t.Errorf("c, c, d, d: %v %+v %v; want only the first d new", began, c, err)
+			}
+			if began {
+				_ = d.Rollback(ctx, tx)
 			}
 		})
 	}

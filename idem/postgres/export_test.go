@@ -87,12 +87,8 @@ func Expire(ctx context.Context, s *Store, consumer string, now time.Time, reten
 	return s.d.Expire(ctx, consumer, now, retention, 1000)
 }
 
-// RotateOutbox rotates s's outbox slices at now, retiring those whose rows
-// were all sent before before, as a purge does, for the tests.
+// RotateOutbox rotates s's outbox at now if it is due, the previous
+// table's rows all sent before before, as a purge does, for the tests.
 func RotateOutbox(ctx context.Context, s *Store, now, before time.Time) (int, error) {
-	return s.d.rotateOutbox(ctx, now, before)
+	return s.d.rotateOutbox(ctx, now, before, 1000)
 }
-
-// SliceReady sets how long an outbox slice created ahead waits before it
-// may become current, for the tests.
-func SliceReady(s *Store, d time.Duration) { s.d.sliceReady = d }

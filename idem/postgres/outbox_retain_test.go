@@ -15,22 +15,19 @@ import (
 	"github.com/wary-go/wary/idem/store"
 )
 
-// slicedOutboxDB opens stores whose outbox expires by whole slices, a
-// new one current at every purge: the suite's relays run on fake clocks,
-// and a slice is dropped once every row in it was sent before the
+// slicedOutboxDB opens stores whose outbox expires by whole tables, a
+// rotation due at every purge: the suite's relays run on fake clocks, and
+// the previous table is dropped once every row in it was sent before the
 // relay's KeepSent.
 type slicedOutboxDB struct{ testDB }
 
 func (d slicedOutboxDB) Open(ctx context.Context, prefix string) (store.Provider[pgx.Tx], error) {
-	st, err := postgres.New(ctx, d.pool, &postgres.Options{Prefix: prefix, OutboxSlice: time.Nanosecond})
-	if err == nil {
-		postgres.SliceReady(st, 0)
-	}
-	return st, err
+	return postgres.New(ctx, d.pool, &postgres.Options{Prefix: prefix, OutboxSlice: time.Nanosecond})
 }
 
 // TestSlicedOutbox: the outbox suite on stores whose relays' purges
-// rotate the outbox's slices (and drop them past the retention).
+// rotate the outbox's tables (and drop the previous one past the
+// retention).
 func TestSlicedOutbox(t *testing.T) {
 	idemtest.RunOutbox(t, func(t testing.TB) idemtest.DB[pgx.Tx] { return slicedOutboxDB{testDB{newPool(t)}} },
 		outboxBroker, idemtest.OutboxCaps{ConcurrentWriters: true})
@@ -115,17 +112,18 @@ func rotate(t testing.TB, st *postgres.Store, now, before time.Time) int {
 	return n
 }
 
-// rowSlice returns the slice of row id and whether the purge moved it
-// (-1: no such row).
-func rowSlice(t *testing.T, pool *pgxpool.Pool, id int64) (int64, bool) {
+// rowTable returns the table holding row id ("wary_outbox" or
+// "wary_outbox_prev"; "" for none) and whether it is for the claims only.
+func rowTable(t *testing.T, pool *pgxpool.Pool, id int64) (string, bool) {
 	t.Helper()
-	var s int64 = -1
-	var moved bool
-	err := pool.QueryRow(t.Context(), "SELECT slice, claims_only FROM wary_outbox WHERE id = $1", id).Scan(&s, &moved)
+	var table string
+	var only bool
+	err := pool.QueryRow(t.Context(), `SELECT 'wary_outbox', claims_only FROM wary_outbox WHERE id = $1
+		UNION ALL SELECT 'wary_outbox_prev', claims_only FROM wary_outbox_prev WHERE id = $1`, id).Scan(&table, &only)
 	if err != nil && err != pgx.ErrNoRows {
 		t.Fatal(err)
 	}
-	return s, moved
+	return table, only
 }
 
 func tableExists(t *testing.T, pool *pgxpool.Pool, name string) bool {
@@ -137,11 +135,12 @@ func tableExists(t *testing.T, pool *pgxpool.Pool, name string) bool {
 	return reg != nil
 }
 
-// TestOutboxSliceRotation: rows go to the current slice; a past slice
-// whose rows are all sent before the retention is dropped as a table,
-// after its pending and quarantined rows were moved to the current slice
-// with their IDs, and they are then claimed in their aggregate's order.
-// A slice with a row sent inside the retention stays.
+// TestOutboxSliceRotation: rows are added to the current table; a
+// rotation makes it the previous one and moves its pending and
+// quarantined rows, with their IDs, into a new current table, where they
+// are claimed in their aggregate's order; the previous table is dropped
+// by the next rotation once every row in it was sent before the
+// retention, and not before; a discarded row in it can be requeued.
 func TestOutboxSliceRotation(t *testing.T) {
 	pool := newPrivatePool(t)
 	ctx := t.Context()
@@ -150,23 +149,16 @@ func TestOutboxSliceRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	postgres.SliceReady(st, 0)
-	rotate(t, st, t0, t0.Add(-keep)) // creates a slice ahead
-	first := addRows(t, st, t0, "a", "a", "b", "b", "q")
-	s1, _ := rowSlice(t, pool, first[0])
-	if s1 != 1 {
-		t.Fatalf("the first rows went to slice %d, want 1 (current since the migration)", s1)
-	}
-	rotate(t, st, t0, t0.Add(-keep)) // slice 1 has been current for w: the next one takes over
-	second := addRows(t, st, t0, "b", "c")
-	if s, _ := rowSlice(t, pool, second[0]); s <= s1 {
-		t.Fatalf("rows after the switch went to slice %d, want one after %d", s, s1)
+	first := addRows(t, st, t0, "a", "a", "b", "b", "q", "d")
+	if tb, _ := rowTable(t, pool, first[0]); tb != "wary_outbox" {
+		t.Fatalf("the first row is in %q, want wary_outbox", tb)
 	}
 	at := t0.Add(30 * time.Second)
-	if got := sendAll(t, st, at, "a", "c"); len(got) != 3 {
-		t.Fatalf("sent %d rows of a and c, want 3", len(got))
+	if got := sendAll(t, st, at, "a"); len(got) != 2 {
+		t.Fatalf("sent %d rows of a, want 2", len(got))
 	}
-	// b's first row sent, its second left pending; q quarantined.
+	// b's first row sent, its second left pending; q quarantined; d
+	// discarded.
 	b, err := st.Driver().ClaimOutbox(ctx, store.OutboxClaim{Owner: "t", Now: at, Limit: 100, PerAggregate: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -181,26 +173,49 @@ func TestOutboxSliceRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	quarantine(t, pool, first[4])
-	// Inside the retention: nothing is dropped, nothing is moved.
+	if ok, err := st.Driver().SetOutboxState(ctx, first[5], store.OutboxDiscarded, at, store.OutboxPending); !ok || err != nil {
+		t.Fatalf("discard: %v, %v", ok, err)
+	}
+	// The first rotation (none before): the finished rows go to the
+	// previous table, the unsent ones to the new current table.
 	if n := rotate(t, st, at, at.Add(-keep)); n != 0 {
-		t.Fatalf("rotation inside the retention retired %d rows", n)
+		t.Fatalf("the first rotation dropped %d rows, want 0 (the previous table was empty)", n)
 	}
-	if s, moved := rowSlice(t, pool, first[3]); s != s1 || moved {
-		t.Fatalf("b's pending row in slice %d (moved %v) inside the retention", s, moved)
+	for i, want := range []string{"wary_outbox_prev", "wary_outbox_prev", "wary_outbox_prev", "wary_outbox", "wary_outbox", "wary_outbox_prev"} {
+		tb, only := rowTable(t, pool, first[i])
+		if tb != want || only != (want == "wary_outbox") {
+			t.Errorf("row %d: in %q, claims only %v; want %s", i, tb, only, want)
+		}
 	}
-	// Past the retention: slice 1 is dropped whole; b's second row and q
-	// are moved first.
+	second := addRows(t, st, at, "b", "c")
+	if second[0] <= first[len(first)-1] {
+		t.Errorf("a row added after the rotation has ID %d, not after %d", second[0], first[len(first)-1])
+	}
+	// Not OutboxSlice yet since the rotation: nothing happens.
+	if n := rotate(t, st, at.Add(w/2), at.Add(-keep)); n != 0 {
+		t.Fatalf("a rotation before OutboxSlice dropped %d rows", n)
+	}
+	if tb, _ := rowTable(t, pool, first[0]); tb != "wary_outbox_prev" {
+		t.Fatalf("a sent row went to %q before the rotation was due", tb)
+	}
+	// Due, but the previous table holds rows sent inside the retention.
+	if n := rotate(t, st, at.Add(w), at.Add(w-keep)); n != 0 {
+		t.Fatalf("a rotation inside the retention dropped %d rows", n)
+	}
+	// The discarded row, in the previous table, is requeued.
+	if ok, err := st.Driver().SetOutboxState(ctx, first[5], store.OutboxPending, at, store.OutboxDiscarded); !ok || err != nil {
+		t.Fatalf("requeue of a discarded row in the previous table: %v, %v", ok, err)
+	}
+	if tb, _ := rowTable(t, pool, first[5]); tb != "wary_outbox" {
+		t.Fatalf("the requeued row is in %q, want wary_outbox", tb)
+	}
+	// Past the retention: the previous table (a, a, b's first) goes.
 	late := at.Add(keep + time.Second)
 	if n := rotate(t, st, late, late.Add(-keep)); n != 3 {
-		t.Errorf("rotation past the retention retired %d rows, want 3 (a, a, b's first)", n)
+		t.Errorf("rotation past the retention dropped %d rows, want 3 (a, a, b's first)", n)
 	}
-	if tableExists(t, pool, fmt.Sprintf("wary_outbox_s%d", s1)) {
-		t.Errorf("slice %d's table is still there", s1)
-	}
-	for _, id := range []int64{first[3], first[4]} {
-		if s, moved := rowSlice(t, pool, id); s <= s1 || !moved {
-			t.Errorf("row %d: slice %d, moved %v; want moved to the current slice", id, s, moved)
-		}
+	if tb, _ := rowTable(t, pool, first[0]); tb != "" {
+		t.Errorf("a sent row past the retention is still in %q", tb)
 	}
 	if ok, err := st.Driver().SetOutboxState(ctx, first[4], store.OutboxPending, late, store.OutboxQuarantined); !ok || err != nil {
 		t.Fatalf("requeue of the moved quarantined row: %v, %v", ok, err)
@@ -210,18 +225,22 @@ func TestOutboxSliceRotation(t *testing.T) {
 	for _, r := range got {
 		order = append(order, fmt.Sprintf("%s%d", r.AggregateID, r.Sequence))
 	}
-	if fmt.Sprint(order) != "[b2 b3 q1]" && fmt.Sprint(order) != "[q1 b2 b3]" {
-		t.Errorf("claims after the rotation: %v; want b2 b3 (in order) and q1", order)
+	if fmt.Sprint(order) != "[b2 b3 c1 d1 q1]" {
+		t.Errorf("claims after the rotations: %v; want b2 b3 c1 d1 q1", order)
 	}
 	var left int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM wary_outbox WHERE state IN (0, 2)").Scan(&left); err != nil || left != 0 {
 		t.Errorf("unsent rows left: %d, %v", left, err)
 	}
+	all, err := st.Driver().ListOutbox(ctx, store.OutboxFilter{})
+	if err != nil || len(all) != 5 {
+		t.Errorf("listed %d rows, %v; want the 5 sent since the retention, in both tables", len(all), err)
+	}
 }
 
 // TestOutboxRetentionDeadTuples: the same rows, sent, expired by row
-// deletes and by slices. pg_stat_user_tables counts a deleted tuple for
-// each row the deletes removed; dropping slices deletes none.
+// deletes and by whole tables. pg_stat_user_tables counts a deleted
+// tuple for each row the deletes removed; dropping tables deletes none.
 func TestOutboxRetentionDeadTuples(t *testing.T) {
 	pool := newPrivatePool(t)
 	ctx := t.Context()
@@ -230,7 +249,6 @@ func TestOutboxRetentionDeadTuples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	postgres.SliceReady(sliced, 0)
 	rows, err := postgres.New(ctx, pool, &postgres.Options{Prefix: "rows_"})
 	if err != nil {
 		t.Fatal(err)
@@ -271,9 +289,9 @@ func TestOutboxRetentionDeadTuples(t *testing.T) {
 		}
 	}
 	waitDeleted(t, pool, `^rows_outbox`, steps*per)
-	rdel, rdead := tupleStats(t, pool, `^rows_outbox(_s[0-9]+)?$`)
-	sdel, sdead := tupleStats(t, pool, `^wary_outbox_s[0-9]+$`)
-	t.Logf("by rows: %d deleted, %d dead; by slices: %d deleted, %d dead (the dead ones: marked sent)", rdel, rdead, sdel, sdead)
+	rdel, rdead := tupleStats(t, pool, `^rows_outbox$`)
+	sdel, sdead := tupleStats(t, pool, `^wary_outbox(_prev)?$`)
+	t.Logf("by rows: %d deleted, %d dead; by tables: %d deleted, %d dead (the dead ones: marked sent)", rdel, rdead, sdel, sdead)
 	if sdel != 0 {
 		t.Errorf("expiry by slices: %d tuples deleted in the outbox, want none", sdel)
 	}
@@ -303,24 +321,67 @@ func addAt(t testing.TB, st *postgres.Store, at time.Time, aggs []string) []stri
 	return ids
 }
 
-// TestMigrateOutboxKeepsRows: an outbox with pending, quarantined and
-// sent rows under the schema before migration 010 (and the stream's
-// publication on it) is migrated: every row is there with its ID and
-// state, in slice 0; new rows follow the old IDs in slice 1; claims keep
-// each aggregate's order across the two; the publication publishes the
-// partitioned outbox through its root; old sent rows expire by row
-// deletes.
-func TestMigrateOutboxKeepsRows(t *testing.T) {
-	pool := newPrivatePool(t)
-	ctx := t.Context()
-	st, err := postgres.New(ctx, pool, &postgres.Options{SkipMigrate: true, OutboxSlice: time.Minute})
+// outboxRow is a row as the migration tests compare them.
+type outboxRow struct {
+	ID    int64
+	State int
+	Seq   int64
+}
+
+func outboxRows(t *testing.T, pool *pgxpool.Pool) []outboxRow {
+	t.Helper()
+	rs, err := pool.Query(t.Context(), "SELECT id, state, sequence FROM wary_outbox ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := postgres.MigrateBefore(ctx, st, 10); err != nil {
+	out, err := pgx.CollectRows(rs, pgx.RowToStructByPos[outboxRow])
+	if err != nil {
 		t.Fatal(err)
 	}
-	postgres.SliceReady(st, 0)
+	return out
+}
+
+// publishes reports whether publication pub publishes the outbox table,
+// and which columns ("" for all).
+func publishes(t *testing.T, pool *pgxpool.Pool, pub string) (bool, string) {
+	t.Helper()
+	var ok bool
+	var cols string
+	err := pool.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid
+			WHERE p.pubname = $1 AND r.prrelid = 'wary_outbox'::regclass),
+		coalesce((SELECT string_agg(a.attname, ',' ORDER BY a.attnum) FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid
+			JOIN pg_attribute a ON a.attrelid = r.prrelid AND a.attnum = ANY (r.prattrs)
+			WHERE p.pubname = $1 AND r.prrelid = 'wary_outbox'::regclass), '')`, pub).Scan(&ok, &cols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok, cols
+}
+
+// storeBefore returns a pool on a database of its own and a store on it
+// under the schema before migration v.
+func storeBefore(t testing.TB, v int) (*pgxpool.Pool, *postgres.Store) {
+	t.Helper()
+	pool := newPrivatePool(t)
+	st, err := postgres.New(t.Context(), pool, &postgres.Options{SkipMigrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.MigrateBefore(t.Context(), st, v); err != nil {
+		t.Fatal(err)
+	}
+	return pool, st
+}
+
+// TestMigrateOutboxKeepsRows: an outbox with pending, quarantined and
+// sent rows under the schema before migration 010 (and a publication on
+// it) is migrated through 010 and 015: it is a plain table again, every
+// row is there with its ID and state; new rows follow the old IDs; claims
+// keep each aggregate's order; the publication publishes the table; sent
+// rows expire by row deletes.
+func TestMigrateOutboxKeepsRows(t *testing.T) {
+	pool, st := storeBefore(t, 10)
+	ctx := t.Context()
 	old := addRows(t, st, t0, "p", "p", "q", "s", "s")
 	if got := sendAll(t, st, t0, "s"); len(got) != 2 {
 		t.Fatalf("sent %d rows of s before the migration, want 2", len(got))
@@ -329,66 +390,121 @@ func TestMigrateOutboxKeepsRows(t *testing.T) {
 	if _, err := pool.Exec(ctx, "CREATE PUBLICATION wary_pub FOR TABLE wary_outbox WITH (publish = 'insert')"); err != nil {
 		t.Fatal(err)
 	}
-	type row struct {
-		ID    int64
-		State int
-		Seq   int64
-	}
-	snapshot := func(q string) []row {
-		rs, err := pool.Query(ctx, "SELECT id, state, sequence FROM wary_outbox "+q+" ORDER BY id")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := pgx.CollectRows(rs, pgx.RowToStructByPos[row])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	before := snapshot("")
+	before := outboxRows(t, pool)
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if after := snapshot("WHERE slice = 0"); fmt.Sprint(after) != fmt.Sprint(before) {
+	checkPlainOutbox(t, st, pool, before, old, "wary_pub", "")
+}
+
+// TestMigrateSlicedOutboxToPlain: an outbox under 010's layout, with rows
+// in slice 0 (from before 010), in slice 1 and in a later slice, and the
+// stream's publication on it with its column list, is migrated by 015:
+// the rows of every slice are in the plain table with their IDs and
+// states, and the publication publishes the table with the same columns.
+func TestMigrateSlicedOutboxToPlain(t *testing.T) {
+	pool, st := storeBefore(t, 10)
+	ctx := t.Context()
+	old := addRows(t, st, t0, "p", "q", "s") // slice 0
+	if err := postgres.MigrateBefore(ctx, st, 15); err != nil {
+		t.Fatal(err)
+	}
+	old = append(old, addRows(t, st, t0.Add(time.Millisecond), "p", "s")...) // slice 1
+	if _, err := pool.Exec(ctx, "SELECT setval('wary_outbox_slice_seq', wary_outbox_slice_add())"); err != nil {
+		t.Fatal(err)
+	}
+	old = append(old, addRows(t, st, t0.Add(2*time.Millisecond), "p", "q", "s")...) // slice 2
+	var slices int
+	if err := pool.QueryRow(ctx, "SELECT count(DISTINCT slice) FROM wary_outbox").Scan(&slices); err != nil || slices != 3 {
+		t.Fatalf("rows in %d slices, %v; want 3", slices, err)
+	}
+	if got := sendAll(t, st, t0, "s"); len(got) != 3 {
+		t.Fatalf("sent %d rows of s before the migration, want 3", len(got))
+	}
+	quarantine(t, pool, old[1])
+	if _, err := pool.Exec(ctx, `CREATE PUBLICATION wary_pub FOR TABLE wary_outbox (id, message_id, aggregate_id, version, sequence, type, headers, payload, created_at)
+		WITH (publish = 'insert', publish_via_partition_root = true)`); err != nil {
+		t.Fatal(err)
+	}
+	before := outboxRows(t, pool)
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkPlainOutbox(t, st, pool, before, old, "wary_pub", "id,message_id,aggregate_id,version,sequence,type,headers,payload,created_at")
+	for _, gone := range []string{"wary_outbox_s0", "wary_outbox_s1", "wary_outbox_s2", "wary_outbox_slices"} {
+		if tableExists(t, pool, gone) {
+			t.Errorf("%s is still there", gone)
+		}
+	}
+}
+
+// checkPlainOutbox checks a migrated outbox: a plain table holding the
+// rows before (old their IDs, p and q aggregates pending, q's head
+// quarantined, the s ones sent), published by pub with cols.
+func checkPlainOutbox(t *testing.T, st *postgres.Store, pool *pgxpool.Pool, before []outboxRow, old []int64, pub, cols string) {
+	t.Helper()
+	ctx := t.Context()
+	if after := outboxRows(t, pool); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("rows after the migration: %v; before: %v", after, before)
 	}
 	var kind string
-	if err := pool.QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = 'wary_outbox'::regclass").Scan(&kind); err != nil || kind != "p" {
-		t.Errorf("wary_outbox: relkind %q, %v; want p (partitioned)", kind, err)
+	if err := pool.QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = 'wary_outbox'::regclass").Scan(&kind); err != nil || kind != "r" {
+		t.Errorf("wary_outbox: relkind %q, %v; want r (a plain table)", kind, err)
 	}
-	var viaRoot, published bool
-	if err := pool.QueryRow(ctx, `SELECT p.pubviaroot, EXISTS (SELECT 1 FROM pg_publication_rel r WHERE r.prpubid = p.oid
-		AND r.prrelid = 'wary_outbox'::regclass) FROM pg_publication p WHERE p.pubname = 'wary_pub'`).Scan(&viaRoot, &published); err != nil || !viaRoot || !published {
-		t.Errorf("publication after the migration: via root %v, on the outbox %v, %v", viaRoot, published, err)
+	if !tableExists(t, pool, "wary_outbox_left_idx") {
+		t.Error("no index wary_outbox_left_idx after the migration")
+	}
+	if ok, c := publishes(t, pool, pub); !ok || c != cols {
+		t.Errorf("publication after the migration: on the outbox %v, columns %q; want %q", ok, c, cols)
+	}
+	var max int64
+	for _, id := range old {
+		max = id
 	}
 	added := addRows(t, st, t0.Add(time.Second), "p", "q")
-	if added[0] <= old[len(old)-1] {
-		t.Errorf("a new row's ID %d does not follow the old ones (last %d)", added[0], old[len(old)-1])
+	if added[0] <= max {
+		t.Errorf("a new row's ID %d does not follow the old ones (last %d)", added[0], max)
 	}
-	if s, _ := rowSlice(t, pool, added[0]); s != 1 {
-		t.Errorf("a new row went to slice %d, want 1", s)
+	var quarantined int64
+	if err := pool.QueryRow(ctx, "SELECT id FROM wary_outbox WHERE state = 2").Scan(&quarantined); err != nil {
+		t.Fatal(err)
 	}
-	if ok, err := st.Driver().SetOutboxState(ctx, old[2], store.OutboxPending, t0, store.OutboxQuarantined); !ok || err != nil {
+	if ok, err := st.Driver().SetOutboxState(ctx, quarantined, store.OutboxPending, t0, store.OutboxQuarantined); !ok || err != nil {
 		t.Fatalf("requeue: %v, %v", ok, err)
 	}
 	var order []string
 	for _, r := range sendAll(t, st, t0.Add(time.Second)) {
 		order = append(order, fmt.Sprintf("%s%d", r.AggregateID, r.Sequence))
 	}
-	got := fmt.Sprint(order)
-	if got != "[p1 p2 p3 q1 q2]" && got != "[q1 q2 p1 p2 p3]" {
-		t.Errorf("claims across slice 0 and slice 1: %v; want each aggregate in order", order)
+	for i := 1; i < len(order); i++ {
+		if order[i][0] == order[i-1][0] && order[i] < order[i-1] {
+			t.Errorf("claims after the migration: %v; want each aggregate in order", order)
+		}
+	}
+	if len(order) != len(before)-countState(before, 1)+2 {
+		t.Errorf("claimed %v after the migration; want every unsent row and the 2 new ones", order)
 	}
 	n, err := st.Driver().PurgeOutbox(ctx, t0.Add(time.Hour), 1000)
-	if err != nil || n != 5 {
-		t.Errorf("purge of the old rows: %d, %v; want the 5 sent rows of slice 0 deleted", n, err)
+	if err != nil || n != len(order)+countState(before, 1) {
+		t.Errorf("purge: %d, %v; want every row deleted (%d)", n, err, len(order)+countState(before, 1))
 	}
 }
 
+func countState(rows []outboxRow, state int) int {
+	n := 0
+	for _, r := range rows {
+		if r.State == state {
+			n++
+		}
+	}
+	return n
+}
+
 // TestClaimsDuringOutboxRotation: relays claim and send while adds go on
-// and slices are switched, their stragglers moved and dropped under them
-// (some rows quarantined and requeued meanwhile): every row is sent once,
-// each aggregate's rows in sequence order, and none is lost.
+// and the outbox is rotated under them, its unsent rows moved into each
+// new current table (some rows quarantined and requeued meanwhile):
+// every row is sent once, each aggregate's rows in sequence order, and
+// none is lost.
 func TestClaimsDuringOutboxRotation(t *testing.T) {
 	pool := newPrivatePool(t)
 	ctx := t.Context()
@@ -397,11 +513,11 @@ func TestClaimsDuringOutboxRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	postgres.SliceReady(st, 0)
 	var mu sync.Mutex
 	last := map[string]int64{} // each aggregate's last sequence sent
 	sent := map[int64]int{}
 	var bad []string
+	dropped := 0
 	for r := range rounds {
 		now := t0.Add(time.Duration(r) * time.Minute)
 		aggs := make([]string, per)
@@ -417,9 +533,13 @@ func TestClaimsDuringOutboxRotation(t *testing.T) {
 		quarantine(t, pool, head)
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			if _, err := postgres.RotateOutbox(ctx, st, now, now.Add(-90*time.Second)); err != nil {
+			n, err := postgres.RotateOutbox(ctx, st, now, now.Add(-90*time.Second))
+			if err != nil {
 				t.Errorf("rotation during the claims: %v", err)
 			}
+			mu.Lock()
+			dropped += n
+			mu.Unlock()
 		})
 		for range relays {
 			wg.Go(func() {
@@ -461,15 +581,16 @@ func TestClaimsDuringOutboxRotation(t *testing.T) {
 	final := t0.Add(rounds * time.Minute)
 	sendAll(t, st, final)
 	var total, unsent, moved int
-	if err := pool.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE state IN (0, 2)), count(*) FILTER (WHERE claims_only) FROM wary_outbox").
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE state IN (0, 2)), count(*) FILTER (WHERE claims_only)
+		FROM (SELECT state, claims_only FROM wary_outbox UNION ALL SELECT state, claims_only FROM wary_outbox_prev) o`).
 		Scan(&total, &unsent, &moved); err != nil {
 		t.Fatal(err)
 	}
 	// The first round's quarantined head is the lowest pending row at
-	// every round's start: quarantined again, it is moved out of each
-	// slice retired under it, with the rows of its aggregate after it.
+	// every round's start: quarantined, it is moved into each new
+	// current table, with the rows of its aggregate after it.
 	if moved == 0 {
-		t.Error("no row was moved out of a retired slice")
+		t.Error("no row was moved by a rotation")
 	}
 	twice := 0
 	for _, n := range sent {
@@ -480,22 +601,18 @@ func TestClaimsDuringOutboxRotation(t *testing.T) {
 	if len(bad) > 0 || twice > 0 || unsent != 0 {
 		t.Errorf("out of order: %v; sent twice: %d; unsent left: %d", bad, twice, unsent)
 	}
-	var slices, first int
-	if err := pool.QueryRow(ctx, "SELECT count(*), min(id) FROM wary_outbox_slices").Scan(&slices, &first); err != nil {
-		t.Fatal(err)
+	if dropped == 0 {
+		t.Error("no rotation dropped a previous table while the claims ran")
 	}
-	if first <= 2 {
-		t.Errorf("the first slice left is %d: none was dropped while the claims ran", first)
-	}
-	t.Logf("%d rows sent during the rounds, %d left in the table (%d moved), slices from %d (%d live)", len(sent), total, moved, first, slices)
+	t.Logf("%d rows sent during the rounds, %d left in the tables (%d moved), %d dropped", len(sent), total, moved, dropped)
 }
 
-// TestStreamLeavesMovedRows: the stream decodes rows added to a slice as
-// the outbox's (the publication publishes through the partitioned root);
-// when the purge moves pending and quarantined rows out of a slice it
-// drops, the move reaches the stream as inserts, and Publishable leaves
-// those rows, and their first inserts, to the claims: none is published
-// twice.
+// TestStreamLeavesMovedRows: on a sliced outbox, a rotation moves the
+// pending and quarantined rows into the new current table; the move
+// reaches the stream as inserts (the rotation adds the new table to the
+// publication), and Publishable leaves those rows, and their first
+// inserts, to the claims: none is published twice. A row added to the
+// new current table streams as before.
 func TestStreamLeavesMovedRows(t *testing.T) {
 	pool := newPrivatePool(t)
 	ctx := t.Context()
@@ -503,7 +620,6 @@ func TestStreamLeavesMovedRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	postgres.SliceReady(st, 0)
 	requireStream(t, st)
 	slot, err := st.StreamSlot(ctx)
 	if err != nil {
@@ -537,7 +653,6 @@ func TestStreamLeavesMovedRows(t *testing.T) {
 			}
 		}
 	}
-	rotate(t, st, t0, t0.Add(-time.Hour)) // a slice ahead
 	// a: a quarantined head and a row behind it; b: a row still pending
 	// (the stream passed over it), which nothing else holds back.
 	ids := addRows(t, st, t0, "a", "a", "b")
@@ -546,9 +661,8 @@ func TestStreamLeavesMovedRows(t *testing.T) {
 		t.Fatalf("streamed %+v, want rows %v", first, ids)
 	}
 	quarantine(t, pool, ids[0])
-	rotate(t, st, t0, t0.Add(-time.Hour)) // slice 1 stops taking rows
-	if n := rotate(t, st, t0.Add(time.Hour), t0.Add(time.Minute)); n != 0 {
-		t.Errorf("retired %d rows, want 0 (all moved out)", n)
+	if n := rotate(t, st, t0, t0.Add(-time.Hour)); n != 0 {
+		t.Errorf("the rotation dropped %d rows, want 0", n)
 	}
 	moved := next()
 	if len(moved) != 3 || moved[0].RowID != ids[0] || moved[2].RowID != ids[2] {
@@ -559,5 +673,13 @@ func TestStreamLeavesMovedRows(t *testing.T) {
 		if err != nil || len(keep) != 0 || held != 3 {
 			t.Errorf("Publishable: %d rows to publish, %d held, %v; want none to publish, 3 held", len(keep), held, err)
 		}
+	}
+	c := addRows(t, st, t0, "c")
+	fresh := next()
+	if len(fresh) != 1 || fresh[0].RowID != c[0] {
+		t.Fatalf("streamed after the rotation %+v, want row %d", fresh, c[0])
+	}
+	if keep, held, err := s.Publishable(ctx, fresh, nil); err != nil || len(keep) != 1 || held != 0 {
+		t.Errorf("Publishable of a row added after the rotation: %d to publish, %d held, %v; want it published", len(keep), held, err)
 	}
 }

@@ -9,19 +9,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem/store"
 )
 
 var _ store.Expirer = (*driver)(nil)
 
-// detachWait bounds how long a purge waits for the transactions that may
-// still see a retired outbox slice.
-const detachWait = 5 * time.Second
-
-// rotateWait bounds how long an inbox rotation waits for the transactions
-// that claimed in the current table (claims queue behind it meanwhile).
+// rotateWait bounds how long a rotation of the inbox or the outbox waits
+// for the transactions that used its current table (claims and adds queue
+// behind it meanwhile).
 const rotateWait = 2 * time.Second
 
 // slicedCheck is the check a sliced inbox puts on its current table: v
@@ -36,7 +32,10 @@ const mark = `(SELECT 1::smallint FROM {{inbox}} WHERE consumer = '' AND message
 
 // The claims of a sliced inbox: in the current table, unless the previous
 // one holds the record. Three index probes (the mark, the previous table,
-// the current one's key) however large the tables are.
+// the current one's key) however large the tables are. In the batch
+// claims, OFFSET 0 keeps each NOT EXISTS a probe of the key per ID, as in
+// strictClaimMany: as an anti join, a generic plan made on a small table
+// hashed all of the consumer's records.
 const (
 	// slicedClaim is BeginClaim's: without ON CONFLICT, as strictClaim;
 	// a duplicate in either table makes it insert nothing.
@@ -46,7 +45,7 @@ const (
 			AND NOT EXISTS (SELECT 1 FROM {{inbox}} WHERE consumer = $1 AND message_id = $2)`
 	slicedClaimMany = `INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)
 		SELECT $1::text, id, $3::timestamptz, ` + mark + ` FROM unnest($2::text[]) AS ids(id)
-		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} p WHERE p.consumer = $1 AND p.message_id = ids.id)
+		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} p WHERE p.consumer = $1 AND p.message_id = ids.id OFFSET 0)
 		ORDER BY id COLLATE "C"
 		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`
 	// slicedStrictClaimMany is slicedClaim for several IDs (BeginClaim):
@@ -54,7 +53,7 @@ const (
 	// duplicates.
 	slicedStrictClaimMany = `INSERT INTO {{inbox}} (consumer, message_id, processed_at, v)
 		SELECT $1::text, id, $3::timestamptz, ` + mark + ` FROM unnest($2::text[]) AS ids(id)
-		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} p WHERE p.consumer = $1 AND p.message_id = ids.id)
+		WHERE NOT EXISTS (SELECT 1 FROM {{inbox_prev}} p WHERE p.consumer = $1 AND p.message_id = ids.id OFFSET 0)
 			AND NOT EXISTS (SELECT 1 FROM {{inbox}} i WHERE i.consumer = $1 AND i.message_id = ids.id OFFSET 0)
 		ORDER BY id COLLATE "C"
 		RETURNING message_id`
@@ -205,98 +204,4 @@ func (s *driver) Unclaim(ctx context.Context, tx pgx.Tx, consumer, messageID str
 		return false, fmt.Errorf("unclaim: %w", err)
 	}
 	return ok || tag.RowsAffected() > 0, nil
-}
-
-// maintain runs f on one connection that holds the session advisory lock
-// (hashtext(catalog), hashtext(key)) while f runs: one process at a time
-// maintains a set of slices. If another session holds the lock, maintain
-// returns 0 and nil without running f.
-func (s *driver) maintain(ctx context.Context, catalog, key string, f func(conn *pgxpool.Conn) (int, error)) (int, error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Release()
-	var mine bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtext($1), hashtext($2))", catalog, key).Scan(&mine); err != nil {
-		return 0, err
-	}
-	if !mine {
-		return 0, nil
-	}
-	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtext($1), hashtext($2))", catalog, key); err != nil {
-			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // the session ends, and its lock with it
-		}
-	}()
-	return f(conn)
-}
-
-// withDetachWait runs f on conn with lock_timeout detachWait. Detaching
-// waits for every older transaction of the database; a purge runs in a
-// delivery's Handle call or a relay's loop, so it waits at most
-// detachWait, and a later purge finishes the detach.
-func withDetachWait(ctx context.Context, conn *pgxpool.Conn, f func() error) (err error) {
-	if _, err := conn.Exec(ctx, "SET lock_timeout = "+strconv.FormatInt(detachWait.Milliseconds(), 10)); err != nil {
-		return err
-	}
-	defer func() {
-		if _, rerr := conn.Exec(context.WithoutCancel(ctx), "RESET lock_timeout"); rerr != nil {
-			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // no other user gets its lock_timeout
-			if err == nil {
-				err = rerr
-			}
-		}
-	}()
-	return f()
-}
-
-// retiredSlice is a retired slice and whether its detach is pending
-// (nil: detached already).
-type retiredSlice struct {
-	id      int64
-	pending *bool
-}
-
-// retiredSlices runs query, which lists retired slices and their
-// pg_inherits.inhdetachpending.
-func retiredSlices(ctx context.Context, conn *pgxpool.Conn, query string, args ...any) ([]retiredSlice, error) {
-	rows, err := conn.Query(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (retiredSlice, error) {
-		var x retiredSlice
-		return x, r.Scan(&x.id, &x.pending)
-	})
-}
-
-// detach detaches table name from parent concurrently, or finishes a
-// pending detach (pending nil: detached already).
-func detach(ctx context.Context, conn *pgxpool.Conn, parent, name string, pending *bool) error {
-	var err error
-	switch {
-	case pending == nil:
-	case *pending:
-		_, err = conn.Exec(ctx, "ALTER TABLE "+parent+" DETACH PARTITION "+name+" FINALIZE")
-	default:
-		_, err = conn.Exec(ctx, "ALTER TABLE "+parent+" DETACH PARTITION "+name+" CONCURRENTLY")
-	}
-	return err
-}
-
-// partName is the quoted, qualified name of table's slice id.
-func (s *driver) partName(table string, id int64) string {
-	n := table + "_s" + strconv.FormatInt(id, 10)
-	if s.schema == "" {
-		return pgx.Identifier{n}.Sanitize()
-	}
-	return pgx.Identifier{s.schema, n}.Sanitize()
-}
-
-// partPrefix is the text that, followed by a slice's ID and a double
-// quote, names a slice of table for to_regclass.
-func (s *driver) partPrefix(table string) string {
-	q := s.partName(table, 0)
-	return q[:len(q)-len(`0"`)]
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -49,15 +50,15 @@ type Options struct {
 	InboxSlice time.Duration
 	// OutboxSlice, if positive, expires the outbox's sent and discarded
 	// rows by whole tables instead of row deletes (see docs/retention.md):
-	// rows go to the current slice; the relay's purge makes a new slice
-	// current every OutboxSlice, and drops a past slice once every row in
-	// it was sent or discarded more than the relay's KeepSent ago, first
-	// moving the unsent rows left in it (pending or quarantined) to the
-	// current slice. Sent rows are kept up to about OutboxSlice longer
-	// than KeepSent. Every claim probes each live slice: choose
-	// OutboxSlice between a third of KeepSent and KeepSent, and keep the
-	// relay's PurgeInterval shorter than it. Zero: sent rows expire by
-	// row deletes, in batches, as with SQLite.
+	// rows are added to and claimed from the current table, as without
+	// it; once the current table is OutboxSlice old, the relay's purge
+	// drops the previous table (once every row in it was sent or discarded
+	// more than the relay's KeepSent ago), makes the current one the
+	// previous one and creates a new current one, moving the unsent rows
+	// into it. Adds and claims cost the same as without it; a sent row is
+	// kept from KeepSent to about KeepSent plus twice OutboxSlice. Keep the
+	// relay's PurgeInterval well below it. Zero: sent rows expire by row
+	// deletes, in batches, as with SQLite.
 	OutboxSlice time.Duration
 }
 
@@ -84,11 +85,9 @@ type driver struct {
 	slice         time.Duration
 	inbox, schema string
 	// outboxSlice is Options.OutboxSlice and outboxTable the outbox
-	// table's unqualified name; sliceReady how long a slice created ahead
-	// waits before it may become current (sliceReady, shorter in tests).
+	// table's unqualified name.
 	outboxSlice time.Duration
 	outboxTable string
-	sliceReady  time.Duration
 	// slot is the outbox stream's slot name, once known (slotName).
 	slot atomic.Pointer[string]
 	// claimSQL is BeginClaim's claim (without ON CONFLICT: a duplicate
@@ -134,9 +133,13 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 		claim, many = slicedClaim, slicedStrictClaimMany
 	}
 	name := strings.NewReplacer("{{inbox}}", core.Name("inbox"), "{{inbox_prev}}", core.Name("inbox_prev"))
-	s := &Store{d: &driver{Core: core, Outbox: sqlcore.NewOutbox(core, outboxDialect(pool)), pool: pool,
+	od := outboxDialect(pool)
+	if o.OutboxSlice > 0 {
+		od.ListFrom = sliceLister
+	}
+	s := &Store{d: &driver{Core: core, Outbox: sqlcore.NewOutbox(core, od), pool: pool,
 		claimSQL: name.Replace(claim), claimManySQL: name.Replace(many), slice: o.InboxSlice, inbox: o.Prefix + "inbox", schema: o.Schema,
-		outboxSlice: o.OutboxSlice, outboxTable: o.Prefix + "outbox", sliceReady: sliceReady}}
+		outboxSlice: o.OutboxSlice, outboxTable: o.Prefix + "outbox"}}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
@@ -234,10 +237,10 @@ var dialect = sqlcore.Dialect{
 // speculative insertion costs the server about as much again per row),
 // skipping duplicates as above and returning the IDs it inserted: the
 // transaction is begun and the new IDs claimed in one round trip, with
-// duplicates or not. When a concurrent claimer's commit fails it at the
-// unique index (or the array holds an ID twice), BeginClaim begins and
-// claims them with ON CONFLICT DO NOTHING (sqlcore), which tells which
-// ones are new.
+// duplicates or not; an ID the request holds twice is sent once, and its
+// later copies are duplicates. When a concurrent claimer's commit fails
+// it at the unique index, BeginClaim begins and claims them with ON
+// CONFLICT DO NOTHING (sqlcore), which tells which ones are new.
 //
 // With a pool whose DefaultQueryExecMode is the simple protocol (which
 // interpolates arguments into the SQL text on the client), BeginClaim does
@@ -291,13 +294,14 @@ func (s *driver) BeginClaim(ctx context.Context, r store.ClaimRequest) (pgx.Tx, 
 }
 
 // beginClaimMany is BeginClaim's pipelined claim of several IDs (see
-// BeginClaim); dup reports a unique violation (a concurrent claimer's
-// commit, or an ID twice in the array), which began nothing.
+// BeginClaim): an ID r holds twice is sent once, its first copy New if
+// claimed and the later ones duplicates. dup reports a unique violation
+// (a concurrent claimer's commit), which began nothing.
 func (s *driver) beginClaimMany(ctx context.Context, r store.ClaimRequest) (tx pgx.Tx, claims []store.Claimed, dup bool, err error) {
 	got := make(map[string]bool, len(r.IDs))
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{BeginQuery: s.claimManySQL})
-	b.QueuedQueries[0].Arguments = []any{r.Consumer, r.IDs, r.At}
+	b.QueuedQueries[0].Arguments = []any{r.Consumer, distinct(r.IDs), r.At}
 	b.QueuedQueries[0].Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var id string
@@ -326,8 +330,29 @@ func (s *driver) beginClaimMany(ctx context.Context, r store.ClaimRequest) (tx p
 	claims = make([]store.Claimed, len(r.IDs))
 	for i, id := range r.IDs {
 		claims[i].New = got[id]
+		delete(got, id) // a later copy in r is a duplicate
 	}
 	return tx, claims, false, nil
+}
+
+// distinct returns ids without their repeated IDs (ids itself if none
+// repeats), so that the batch claim never inserts an ID twice.
+func distinct(ids []string) []string {
+	seen := make(map[string]struct{}, len(ids))
+	for i, id := range ids {
+		if _, ok := seen[id]; ok {
+			out := slices.Clone(ids[:i])
+			for _, id := range ids[i+1:] {
+				if _, ok := seen[id]; !ok {
+					seen[id] = struct{}{}
+					out = append(out, id)
+				}
+			}
+			return out
+		}
+		seen[id] = struct{}{}
+	}
+	return ids
 }
 
 type backend struct{ pool *pgxpool.Pool }

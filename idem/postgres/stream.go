@@ -23,8 +23,10 @@ import (
 
 // The outbox stream (store.Streamer, a relay with RelayOptions.Stream):
 // logical replication of the outbox table's inserts, from a slot with the
-// pgoutput plugin and a publication on the table (publish = 'insert',
-// publish_via_partition_root: the inserts into its slices as its own),
+// pgoutput plugin and a publication on the table (publish = 'insert';
+// publish_via_partition_root, from when the outbox was partitioned,
+// migrations 010 to 014; a sliced outbox's rotation adds each new current
+// table to it),
 // both named like the outbox's notification channel (Store.StreamSlot).
 // A relay opens a replication connection (the pool's configuration with
 // replication=database), creates the publication and the slot if they
@@ -230,10 +232,9 @@ func pgCode(err error) string {
 	return ""
 }
 
-// ensurePublication creates the stream's publication, or makes one
-// created before migration 010 publish the partitioned outbox: the inserts
-// into its slices are published as the outbox's own
-// (publish_via_partition_root), which the stream decodes.
+// ensurePublication creates the stream's publication on the outbox table,
+// or makes an existing one publish it (migration 015 and the rotations of
+// a sliced outbox keep it there).
 func (s *driver) ensurePublication(ctx context.Context, slot string) error {
 	var exists, ok bool
 	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1),

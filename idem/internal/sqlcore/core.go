@@ -101,7 +101,8 @@ type Core[Tx any] struct {
 var Tables = []string{"inbox", "parked", "failures", "migrations", "inbox_processed_idx", "parked_aggregate_idx", "failures_seen_idx",
 	"outbox", "outbox_aggregates", "relay_lease", "outbox_wake", "outbox_pending_idx", "outbox_unsent_idx", "outbox_sent_idx",
 	"idempotency_keys", "keys_state_idx", "outbox_wake_notify", "inbox_slices", "inbox_slices_idx", "inbox_claim", "early", "early_held_idx",
-	"outbox_slices", "outbox_slice_seq", "outbox_slice_add", "outbox_stream", "outbox_left_idx", "inbox_prev"}
+	"outbox_slices", "outbox_slice_seq", "outbox_slice_add", "outbox_stream", "outbox_left_idx", "inbox_prev",
+	"outbox_prev", "outbox_rotated"}
 
 // New validates schema and prefix and builds Core.
 func New[Tx any](b Backend[Tx], d Dialect, schema, prefix string) (*Core[Tx], error) {
@@ -201,6 +202,7 @@ func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, r store.ClaimRequest) ([]st
 		}
 		for i, id := range r.IDs {
 			out[i].New = got[id]
+			delete(got, id) // a later copy in r is a duplicate
 		}
 	default:
 		for i, id := range r.IDs {

@@ -54,6 +54,10 @@ type OutboxDialect struct {
 	// claim first looks there whether the lease is free and a row is due,
 	// so that idle or waiting relays do not take SQLite's write lock.
 	Read func(ctx context.Context, f func(q Querier) error) error
+	// ListFrom, if not empty, is what ListOutbox reads rows from instead
+	// of the outbox table: PostgreSQL's sliced outbox lists its current
+	// and previous tables.
+	ListFrom string
 	// MarkSent, if not empty, is the statement that marks a batch's rows
 	// sent: $1 the time, $2 the row IDs as an array. Without it, rows are
 	// marked with an IN list per 500 (a statement of its own text for each
@@ -141,8 +145,8 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 			COALESCE(SUM(CASE WHEN state = 0 AND attempts > 0 THEN 1 ELSE 0 END), 0),
 			COALESCE(SUM(CASE WHEN state = 2 THEN 1 ELSE 0 END), 0), MIN(created_at)
 			FROM {{outbox}} WHERE state IN (0, 2)`),
-		list:          r(`SELECT ` + outboxCols + ` FROM {{outbox}}`),
-		listNoPayload: r(`SELECT ` + strings.Replace(outboxCols, "payload", "NULL", 1) + ` FROM {{outbox}}`),
+		list:          r(`SELECT ` + outboxCols + ` FROM ` + cmp.Or(d.ListFrom, "{{outbox}}")),
+		listNoPayload: r(`SELECT ` + strings.Replace(outboxCols, "payload", "NULL", 1) + ` FROM ` + cmp.Or(d.ListFrom, "{{outbox}}")),
 		requeue: `UPDATE {{outbox}} SET state = 0, attempts = 0, next_attempt = $2, last_error = ''
 			WHERE id = $1 AND state IN (`,
 		discard: `UPDATE {{outbox}} SET state = 3, sent_at = $2 WHERE id = $1 AND state IN (`,
