@@ -119,6 +119,9 @@ func classify(err error) driver.ErrorInfo {
 	case codes.FailedPrecondition, codes.AlreadyExists, codes.Unimplemented:
 		return driver.ErrorInfo{Code: driver.Invalid}
 	case codes.ResourceExhausted:
+		if tooLargeText(msg) { // gRPC's limit on a message's size
+			return driver.ErrorInfo{Code: driver.TooLarge}
+		}
 		// Quota or flow control: Pub/Sub refused the request.
 		return driver.ErrorInfo{Code: driver.Unavailable}
 	case codes.Canceled:
@@ -139,7 +142,7 @@ func classify(err error) driver.ErrorInfo {
 // its limits.
 func tooLargeText(msg string) bool {
 	m := strings.ToLower(msg)
-	return strings.Contains(m, "too large") || strings.Contains(m, "exceeds") || strings.Contains(m, "size limit")
+	return strings.Contains(m, "too large") || strings.Contains(m, "larger than max") || strings.Contains(m, "exceeds") || strings.Contains(m, "size limit")
 }
 
 // dialFailed: gRPC's Unavailable for a connection it could not make.

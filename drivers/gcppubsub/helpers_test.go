@@ -9,19 +9,17 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/drivers/gcppubsub/psemu"
 )
 
 const project = "wary-test"
 
 // testEnv is one pstest server and a client of it.
 type testEnv struct {
-	srv    *pstest.Server
+	srv    *psemu.Server
 	client *pubsub.Client
 }
 
@@ -29,20 +27,21 @@ type testEnv struct {
 // errors), and a client on it; both end with the test.
 func newTestEnv(t conformance.T, opts ...pstest.ServerReactorOption) *testEnv {
 	t.Helper()
-	srv := pstest.NewServer(opts...)
-	conn, err := grpc.NewClient(srv.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	srv, err := psemu.Start("127.0.0.1:0", opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := pubsub.NewClient(context.Background(), project, option.WithGRPCConn(conn))
+	client, err := srv.NewClient(context.Background(), project)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = client.Close()
-		_ = conn.Close()
 		_ = srv.Close()
 	})
+	// Connect now: the conformance suite counts the goroutines running
+	// before it, and those of the connection are the test's.
+	_, _ = client.TopicAdminClient.GetTopic(context.Background(), &pubsubpb.GetTopicRequest{Topic: "projects/" + project + "/topics/warm-up"})
 	return &testEnv{srv: srv, client: client}
 }
 
@@ -76,6 +75,9 @@ func (e *testEnv) createTopic(t conformance.T, prefix string, retention time.Dur
 	if _, err := e.client.TopicAdminClient.CreateTopic(context.Background(), pt); err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
+	t.Cleanup(func() {
+		_ = e.client.TopicAdminClient.DeleteTopic(context.Background(), &pubsubpb.DeleteTopicRequest{Topic: pt.Name})
+	})
 	return pt.Name
 }
 
@@ -97,6 +99,10 @@ func (e *testEnv) createSub(t conformance.T, topic, prefix string, s subSpec, de
 	if _, err := e.client.SubscriptionAdminClient.CreateSubscription(context.Background(), ps); err != nil {
 		t.Fatalf("create subscription: %v", err)
 	}
+	// pstest runs a goroutine per subscription until it is deleted.
+	t.Cleanup(func() {
+		_ = e.client.SubscriptionAdminClient.DeleteSubscription(context.Background(), &pubsubpb.DeleteSubscriptionRequest{Subscription: ps.Name})
+	})
 	return ps.Name
 }
 

@@ -153,7 +153,9 @@ func orderedSubscriptions(ctx context.Context, client *pubsub.Client, topic stri
 // ErrInvalid for a name Pub/Sub reserves) before anything is sent.
 func encode(m *driver.Message, ordering bool) (*pubsubpb.PubsubMessage, int, error) {
 	pm := &pubsubpb.PubsubMessage{Data: m.Body, Attributes: make(map[string]string, len(m.Headers)+2)}
-	size := len(m.Body)
+	// size counts as the portable layer does (body, ID, key, header names
+	// and values); the driver's attribute names fit in attrReserve.
+	size := len(m.Body) + len(m.ID) + len(m.Key)
 	for k, v := range m.Headers {
 		switch {
 		case strings.HasPrefix(strings.ToLower(k), "goog"):
@@ -170,7 +172,6 @@ func encode(m *driver.Message, ordering bool) (*pubsubpb.PubsubMessage, int, err
 		return nil, 0, tooLargeErr(fmt.Errorf("message ID of %d bytes is over Pub/Sub's attribute value limit of %d", len(m.ID), MaxAttributeValue))
 	}
 	pm.Attributes[AttrID] = m.ID
-	size += len(AttrID) + len(m.ID)
 	if m.Key != "" {
 		if ordering {
 			if len(m.Key) > MaxOrderingKey {
@@ -183,7 +184,6 @@ func encode(m *driver.Message, ordering bool) (*pubsubpb.PubsubMessage, int, err
 			}
 			pm.Attributes[AttrKey] = m.Key
 		}
-		size += len(AttrKey) + len(m.Key)
 	}
 	if len(pm.Attributes) > MaxAttributes {
 		return nil, 0, tooLargeErr(fmt.Errorf("message %q has %d attributes with the driver's, over Pub/Sub's limit of %d (at most %d headers)", m.ID, len(pm.Attributes), MaxAttributes, MaxAttributes-2))
