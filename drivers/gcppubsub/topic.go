@@ -186,7 +186,7 @@ func encode(m *driver.Message, ordering bool) (*pubsubpb.PubsubMessage, int, err
 		}
 	}
 	if len(pm.Attributes) > MaxAttributes {
-		return nil, 0, tooLargeErr(fmt.Errorf("message %q has %d attributes with the driver's, over Pub/Sub's limit of %d (at most %d headers)", m.ID, len(pm.Attributes), MaxAttributes, MaxAttributes-2))
+		return nil, 0, tooLargeErr(fmt.Errorf("message %q has %d attributes with the driver's, over Pub/Sub's limit of %d (the driver adds wary-id, and wary-key when the key is not the ordering key)", m.ID, len(pm.Attributes), MaxAttributes))
 	}
 	if size > MaxPublishBytes-attrReserve {
 		return nil, 0, tooLargeErr(fmt.Errorf("message %q is %d bytes with its attributes, over the limit of %d (Pub/Sub's 10 MB less the driver's reserve)", m.ID, size, MaxPublishBytes-attrReserve))
