@@ -4,7 +4,7 @@ GO ?= go
 # Every Go module of the repository (docs/layout.md): the library, the Node
 # emulators' test support (nodeproc), the drivers that are modules of their
 # own, the command, the examples, the test rig and the peer benchmarks.
-MODULES := . nodeproc drivers/kafka drivers/sqsfifo drivers/servicebus cmd/wary examples rig bench/peers
+MODULES := . nodeproc drivers/kafka drivers/sqsfifo drivers/servicebus drivers/gcppubsub cmd/wary examples rig bench/peers
 
 # The build tags the examples module is also vetted, linted and tested
 # with, beyond its default build: examples/orders builds each service in

@@ -22,6 +22,7 @@ var ctxPackages = map[string]string{
 	"kafka":      "drivers/kafka",
 	"sqsfifo":    "drivers/sqsfifo",
 	"servicebus": "drivers/servicebus",
+	"gcppubsub":  "drivers/gcppubsub",
 }
 
 // constructorName is what a constructor is called: a function or method

@@ -27,6 +27,8 @@ var userPackages = map[string]string{
 	"sqsemu":      "drivers/sqsfifo/sqsemu",
 	"servicebus":  "drivers/servicebus",
 	"sbemu":       "drivers/servicebus/sbemu",
+	"gcppubsub":   "drivers/gcppubsub",
+	"psemu":       "drivers/gcppubsub/psemu",
 	"idem":        "idem",
 	"outbox":      "idem/outbox",
 	"keys":        "idem/keys",
