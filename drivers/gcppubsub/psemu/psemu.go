@@ -81,10 +81,12 @@ func (s *Server) NewClient(ctx context.Context, project string) (*pubsub.Client,
 }
 
 // ClientOptions are the options that make a client talk to the fake
-// (what PUBSUB_EMULATOR_HOST=Addr does).
+// (what PUBSUB_EMULATOR_HOST=Addr does), on one connection (the SDK's
+// default pool opens several, each on first use).
 func (s *Server) ClientOptions() []option.ClientOption {
 	return []option.ClientOption{
 		option.WithEndpoint(s.Addr),
+		option.WithGRPCConnectionPool(1),
 		option.WithoutAuthentication(),
 		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/drivers/gcppubsub"
 	"github.com/wary-go/wary/drivers/kafka"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/drivers/rabbit"
@@ -36,6 +37,7 @@ var harnesses = map[string]HarnessFunc{
 	"kafka":           kafkaHarness,
 	sqsfifo.Scheme:    sqsHarness,
 	servicebus.Scheme: serviceBusHarness,
+	gcppubsub.Scheme:  pubsubHarness,
 }
 
 func scratchName(prefix string) string {
