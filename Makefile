@@ -10,7 +10,7 @@ MODULES := . nodeproc drivers/kafka drivers/sqsfifo drivers/servicebus drivers/g
 # with, beyond its default build: examples/orders builds each service in
 # only under a tag of its name, so that its first run builds only the
 # embedded pair (SQLite and the memory broker), and its tests run them all.
-EXAMPLES_TAGS := postgres,rabbit,kafka,sqsfifo,servicebus,trace
+EXAMPLES_TAGS := postgres,rabbit,kafka,sqsfifo,servicebus,gcppubsub,trace
 
 # staticcheck, pinned; go run fetches it through the module proxy.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -115,6 +115,10 @@ type brokers struct {
 //     SDK's default chain). Use a fresh queue for each run: SQS drops
 //     messages whose IDs it saw in the last 5 minutes, and the run's IDs
 //     are always the same.
+//   - gcppubsub://projects/PROJECT/topics/TOPIC (the emulator at
+//     PUBSUB_EMULATOR_HOST, or Application Default Credentials): the
+//     existing topic, consumed through the existing subscription
+//     projects/PROJECT/subscriptions/billing (or -subscription).
 //   - servicebus://QUEUE?PARAMS (connection string in
 //     WARY_SERVICEBUS_CONNECTION_STRING): the existing queue, published to
 //     and consumed from, its properties (sessions among them) read through
@@ -165,6 +169,11 @@ func openBroker(ctx context.Context, topicURL, subURL string) (*brokers, error) 
 			s := url.URL{Scheme: u.Scheme, Host: "billing", RawQuery: q.Encode()}
 			subURL = s.String()
 		}
+	case "gcppubsub":
+		if subURL == "" { // the project's subscription billing
+			project, _, _ := strings.Cut(strings.TrimPrefix(u.Host+u.Path, "projects/"), "/")
+			subURL = "gcppubsub://projects/" + project + "/subscriptions/billing"
+		}
 	case "sqsfifo", "servicebus":
 		if subURL == "" {
 			subURL = topicURL // one queue: the topic and the subscription
@@ -201,7 +210,7 @@ func tagOf(scheme string) string {
 	switch scheme {
 	case "rabbit", "amqp", "amqps":
 		return "rabbit"
-	case "kafka", "sqsfifo", "servicebus":
+	case "kafka", "sqsfifo", "servicebus", "gcppubsub":
 		return scheme
 	}
 	return ""

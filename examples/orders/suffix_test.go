@@ -1,4 +1,4 @@
-//go:build rabbit || sqsfifo
+//go:build rabbit || sqsfifo || gcppubsub
 
 package main
 
