@@ -21,11 +21,7 @@ func TestBadInput(t *testing.T) {
 	c := e.create(t, subSpec{AckDeadline: 10 * time.Second, Ordering: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	top, err := gcppubsub.OpenTopic(ctx, e.client, c.Topic, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer top.Close()
+	top, _ := e.open(t, c)
 	many := map[string]string{}
 	for i := range gcppubsub.MaxAttributes {
 		many[fmt.Sprintf("h%d", i)] = "v"

@@ -55,16 +55,7 @@ func TestExactlyOnceAckRefused(t *testing.T) {
 	c := e.create(t, subSpec{AckDeadline: 2 * time.Second, ExactlyOnce: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	top, err := gcppubsub.OpenTopic(ctx, e.client, c.Topic, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer top.Close()
-	sub, err := gcppubsub.OpenSubscription(ctx, e.client, c.Sub, &gcppubsub.SubscriptionOptions{WaitTime: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
+	top, sub := e.open(t, c)
 	var cfg gcppubsub.Config
 	if !sub.As(&cfg) || !cfg.ExactlyOnce {
 		t.Fatalf("As(*Config): %+v, want ExactlyOnce", cfg)
@@ -87,7 +78,7 @@ func TestExactlyOnceAckRefused(t *testing.T) {
 
 	r.reason.Store("PERMANENT_FAILURE_INVALID_ACK_ID")
 	d := receive()
-	err = d.Ack(ctx)
+	err := d.Ack(ctx)
 	if !errors.Is(err, broker.ErrLockLost) {
 		t.Fatalf("refused ack: %v, want ErrLockLost", err)
 	}

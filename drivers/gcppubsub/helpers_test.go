@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"testing"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -11,7 +12,9 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/drivers/gcppubsub"
 	"github.com/wary-go/wary/drivers/gcppubsub/psemu"
 )
 
@@ -118,4 +121,21 @@ func (e *testEnv) create(t conformance.T, s subSpec) created {
 	}
 	c.Sub = e.createSub(t, c.Topic, "s", s, c.DeadTopic)
 	return c
+}
+
+// open opens the topic and the subscription of c (WaitTime 1s), closed
+// when the test ends.
+func (e *testEnv) open(t *testing.T, c created) (*broker.Topic, *broker.Subscription) {
+	t.Helper()
+	top, err := gcppubsub.OpenTopic(t.Context(), e.client, c.Topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { top.Close() })
+	sub, err := gcppubsub.OpenSubscription(t.Context(), e.client, c.Sub, &gcppubsub.SubscriptionOptions{WaitTime: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Close() })
+	return top, sub
 }

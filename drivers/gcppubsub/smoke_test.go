@@ -18,16 +18,7 @@ func TestRoundTrip(t *testing.T) {
 			c := e.create(t, subSpec{AckDeadline: 10 * time.Second, Ordering: ordering, MaxAttempts: 5})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			top, err := gcppubsub.OpenTopic(ctx, e.client, c.Topic, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer top.Close()
-			sub, err := gcppubsub.OpenSubscription(ctx, e.client, c.Sub, &gcppubsub.SubscriptionOptions{WaitTime: time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sub.Close()
+			top, sub := e.open(t, c)
 			t.Logf("topic: %s\n  %s", top.Capabilities(), top.Capabilities().Source.Read)
 			t.Logf("subscription: %s\n  %s", sub.Capabilities(), sub.Capabilities().Source.Read)
 			if got := top.Capabilities().OrderingKey != ""; got != ordering {
