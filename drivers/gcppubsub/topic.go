@@ -87,7 +87,6 @@ func openTopic(ctx context.Context, client *pubsub.Client, name string, o TopicO
 	switch o.Ordering {
 	case OrderingOn:
 		t.ordering = true
-	case OrderingOff:
 	default:
 		ordered, n, err := orderedSubscriptions(ctx, client, full)
 		switch {
@@ -99,6 +98,18 @@ func openTopic(ctx context.Context, client *pubsub.Client, name string, o TopicO
 			} else {
 				read += ": none orders"
 			}
+			if o.Ordering == OrderingOff && t.ordering {
+				// Keys sent as attributes: those subscriptions deliver
+				// in any order, whatever they promise.
+				t.ordering = false
+				src.Conflicts = append(src.Conflicts, driver.Conflict{
+					Setting: driver.SettingOrdering,
+					Stated:  "ordering=off (TopicOptions.Ordering OrderingOff): keys sent as the attribute wary-key, not as ordering keys",
+					Held:    "message ordering on in " + strings.Join(ordered, ", ") + ", which then delivers this topic's messages in any order",
+					Fix:     "drop ordering=off (OrderingAuto), or disable message ordering on those subscriptions",
+				})
+			}
+		case o.Ordering == OrderingOff:
 		case classify(err).Code == driver.PermissionDenied:
 			// Without the list the driver cannot tell whether a
 			// subscription orders: it sends ordering keys, which keep
