@@ -41,7 +41,8 @@ type SubscriptionOptions struct {
 	// only subscription.
 	DeadLetterSubscription string
 
-	owned bool
+	owned  bool
+	stated stated // a URL's statements, compared with the configuration
 }
 
 // OpenSubscription opens a consumer of the Pub/Sub subscription name (a
@@ -147,6 +148,7 @@ func openDeadLetters(ctx context.Context, client *pubsub.Client, name string, o 
 	if err != nil {
 		return nil, err
 	}
+	o.stated = stated{} // the subscription's, not its dead-letter topic's
 	s, err := openSubscription(ctx, client, dl, o)
 	if err != nil {
 		return nil, err
@@ -168,6 +170,7 @@ func openSubscription(ctx context.Context, client *pubsub.Client, name string, o
 	}
 	c := configOf(ps)
 	s := &subscription{client: client, proto: ps, cfg: c, caps: c.capabilities(), wait: o.WaitTime, owned: o.owned}
+	s.caps.Source.Conflicts = append(s.caps.Source.Conflicts, o.stated.conflicts(c)...)
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	return s, nil
 }

@@ -36,9 +36,13 @@ func init() {
 // dead_letters (a boolean: the subscription reads a dead-letter topic;
 // messages without a reason report RedriveReason) and
 // dead_letter_subscription (the dead-letter topic's subscription that
-// broker.OpenDeadLetters reads). Any other parameter, and a malformed
-// value, is an error matching broker.ErrInvalid that does not repeat the
-// value.
+// broker.OpenDeadLetters reads). topic, ordering, exactly_once,
+// ack_deadline and max_delivery_attempts state how the subscription is
+// declared (PlanTopologyURL); an opened subscription compares them with
+// its configuration and reports a difference as a Conflict in its
+// capabilities' Source (the configuration applies). Any other parameter,
+// and a malformed value, is an error matching broker.ErrInvalid that does
+// not repeat the value.
 type URLOpener struct {
 	// ClientOptions, if not nil, are given to every client the opener
 	// builds (an endpoint, a gRPC connection, credentials).
@@ -148,6 +152,7 @@ func (o *URLOpener) subscriptionURL(ctx context.Context, u *url.URL) (*pubsub.Cl
 	so.WaitTime = p.Duration("wait_time", 0, 0, time.Minute)
 	so.DeadLetterSubscription = p.Get("dead_letter_subscription")
 	deadLetters := p.Bool("dead_letters", false)
+	so.stated = declareParams(p)
 	if err := p.Done(); err != nil {
 		return nil, "", so, false, err
 	}

@@ -79,3 +79,58 @@ func TestURL(t *testing.T) {
 		t.Errorf("OpenSubscription of a topic URL: %v, want ErrInvalid", err)
 	}
 }
+
+// TestTopologyURL: broker.PlanTopology on a subscription URL plans the
+// topic, the dead-letter topic and its subscription, and the
+// subscription with the settings the URL states; Apply creates them; the
+// same URL then opens a subscription whose capabilities are those
+// settings, read back; a URL stating otherwise than the configuration is
+// a Conflict in the plan and in the opened subscription's Source.
+func TestTopologyURL(t *testing.T) {
+	e := newTestEnv(t)
+	t.Setenv("PUBSUB_EMULATOR_HOST", e.srv.Addr)
+	ctx := t.Context()
+	u := "gcppubsub://projects/wary-test/subscriptions/billing?topic=orders&ordering=true&exactly_once=true&ack_deadline=30s&max_delivery_attempts=6"
+	plan, err := broker.PlanTopology(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(plan.Missing()); n != 4 {
+		t.Fatalf("missing %d entities, want 4: %+v", n, plan.Entities)
+	}
+	if err := plan.Apply(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := broker.PlanTopology(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Missing()) != 0 || again.Differs() {
+		t.Fatalf("after Apply: %+v", again.Entities)
+	}
+	sub, err := broker.OpenSubscription(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	caps := sub.Capabilities()
+	if caps.LockTimeout != 30*time.Second || caps.DeliveryLimit != 6 || caps.Ordering != broker.OrderMessageGroup || !strings.Contains(caps.Source.Read, "exactly-once delivery on") || len(caps.Source.Conflicts) != 0 {
+		t.Fatalf("capabilities %s, Source %+v", caps, caps.Source)
+	}
+	other := strings.Replace(u, "ack_deadline=30s", "ack_deadline=60s", 1)
+	p3, err := broker.PlanTopology(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p3.Differs() {
+		t.Fatalf("a URL stating another ack deadline: plan does not differ: %+v", p3.Entities)
+	}
+	s2, err := broker.OpenSubscription(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if cs := s2.Capabilities().Source.Conflicts; len(cs) != 1 || s2.Capabilities().LockTimeout != 30*time.Second {
+		t.Fatalf("conflicts %+v, lock %s: want one, the configuration's 30s applying", cs, s2.Capabilities().LockTimeout)
+	}
+}

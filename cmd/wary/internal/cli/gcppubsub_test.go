@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,4 +89,24 @@ func TestProbePubSub(t *testing.T) {
 	r := w.want(cli.ExitOK, "probe", "gcppubsub://projects/wary/topics/scratch?ordering=true",
 		"--only", "order-within-scope,head-of-line,delivery-limit-dead-letters,nack-redelivers")
 	r.has(t, "limit 5 (native)", "every observation matches the declaration")
+}
+
+// TestTopologyPubSub: wary topology shows the topic, the dead-letter
+// topic and its subscription, and the subscription missing; --apply
+// creates them with the URL's settings; a second run finds them; explain
+// reads them back; a URL stating another ack deadline differs and changes
+// nothing.
+func TestTopologyPubSub(t *testing.T) {
+	pubsubEmu(t)
+	w := newWary(t)
+	u := "gcppubsub://projects/wary/subscriptions/billing?topic=orders&ordering=true&ack_deadline=45s&max_delivery_attempts=5"
+	r := w.want(cli.ExitFinding, "topology", u)
+	r.has(t, "missing  topic", "missing  dead-letter topic", "ack deadline 45s", "dead-letter policy after 5 delivery attempts", "4 missing")
+	w.want(cli.ExitOK, "topology", u, "--apply").has(t, "declared  subscription")
+	w.want(cli.ExitOK, "topology", u).has(t, "exists", "all exist as the URL states")
+	r = w.want(cli.ExitOK, "explain", "--broker", "gcppubsub://projects/wary/topics/orders", "--subscription", u, "--outbox", "--inbox", "--consumer", "billing", "--ordered")
+	r.has(t, "dead-letters after 5 deliveries (native)", "lock 45s")
+	other := strings.Replace(u, "ack_deadline=45s", "ack_deadline=60s", 1)
+	r = w.want(cli.ExitFinding, "topology", other, "--apply")
+	r.has(t, "DIFFERS", "ack_deadline=1m0s in the URL", "left as it is")
 }
