@@ -4,13 +4,13 @@ GO ?= go
 # Every Go module of the repository (docs/layout.md): the library, the Node
 # emulators' test support (nodeproc), the drivers that are modules of their
 # own, the command, the examples, the test rig and the peer benchmarks.
-MODULES := . nodeproc drivers/kafka drivers/sqsfifo drivers/servicebus drivers/nats cmd/wary examples rig bench/peers
+MODULES := . nodeproc drivers/kafka drivers/sqsfifo drivers/servicebus drivers/nats drivers/gcppubsub cmd/wary examples rig bench/peers
 
 # The build tags the examples module is also vetted, linted and tested
 # with, beyond its default build: examples/orders builds each service in
 # only under a tag of its name, so that its first run builds only the
 # embedded pair (SQLite and the memory broker), and its tests run them all.
-EXAMPLES_TAGS := postgres,rabbit,kafka,sqsfifo,servicebus,nats,trace
+EXAMPLES_TAGS := postgres,rabbit,kafka,sqsfifo,servicebus,nats,gcppubsub,trace
 
 # staticcheck, pinned; go run fetches it through the module proxy.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -35,7 +35,8 @@ func TestDefaultBuild(t *testing.T) {
 	left := []string{"github.com/jackc/", "github.com/rabbitmq/", "github.com/twmb/franz-go", "github.com/klauspost/compress/",
 		"github.com/aws/", "github.com/Azure/", "go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters",
 		"github.com/wary-go/wary/drivers/rabbit", "github.com/wary-go/wary/drivers/kafka", "github.com/wary-go/wary/drivers/sqsfifo",
-		"github.com/wary-go/wary/drivers/servicebus", "github.com/wary-go/wary/drivers/nats", "github.com/nats-io/", "github.com/wary-go/wary/idem/postgres"}
+		"github.com/wary-go/wary/drivers/servicebus", "github.com/wary-go/wary/drivers/nats", "github.com/nats-io/", "github.com/wary-go/wary/idem/postgres",
+		"cloud.google.com/", "google.golang.org/grpc", "github.com/wary-go/wary/drivers/gcppubsub"}
 	def := deps("")
 	for _, want := range []string{"github.com/wary-go/wary/drivers/memory", "github.com/wary-go/wary/idem/sqlite", "modernc.org/sqlite"} {
 		if !def[want] {
@@ -63,6 +64,7 @@ func TestDefaultBuild(t *testing.T) {
 		"sqsfifo":    "github.com/wary-go/wary/drivers/sqsfifo",
 		"servicebus": "github.com/wary-go/wary/drivers/servicebus",
 		"nats":       "github.com/wary-go/wary/drivers/nats",
+		"gcppubsub":  "github.com/wary-go/wary/drivers/gcppubsub",
 		"trace":      "go.opentelemetry.io/otel/exporters/stdout/stdouttrace",
 	} {
 		if !deps(tag)[want] {
@@ -88,6 +90,7 @@ func TestDefaultBuild(t *testing.T) {
 		{[]string{"-broker", "sqsfifo://orders.fifo?region=us-east-1&endpoint=http://127.0.0.1:1"}, "go -C examples run -tags sqsfifo ./orders -broker sqsfifo://…"},
 		{[]string{"-broker", "servicebus://orders"}, "go -C examples run -tags servicebus ./orders -broker servicebus://…"},
 		{[]string{"-broker", "nats://127.0.0.1:1/ORDERS?consumer=billing"}, "go -C examples run -tags nats ./orders -broker nats://…"},
+		{[]string{"-broker", "gcppubsub://projects/wary/topics/orders"}, "go -C examples run -tags gcppubsub ./orders -broker gcppubsub://…"},
 		{[]string{"-trace"}, "go -C examples run -tags trace ./orders -trace"},
 	} {
 		out, err := exec.CommandContext(t.Context(), bin, tc.args...).CombinedOutput()

@@ -45,6 +45,11 @@
 //	go -C examples run -tags sqsfifo ./orders -broker 'sqsfifo://orders.fifo?region=us-east-1&endpoint=http://127.0.0.1:4566'
 //	WARY_SERVICEBUS_CONNECTION_STRING='Endpoint=sb://…' go -C examples run -tags servicebus ./orders -broker servicebus://orders
 //	go -C examples run -tags nats ./orders -broker 'nats://127.0.0.1:4222/ORDERS?consumer=billing&subject=orders'
+//	PUBSUB_EMULATOR_HOST=127.0.0.1:8085 go -C examples run -tags gcppubsub ./orders -broker gcppubsub://projects/wary/topics/orders
+//
+// The last against pstest, started by
+//
+//	go -C drivers/gcppubsub run ./psemu/cmd/psemu -addr 127.0.0.1:8085 -project wary -topic orders -subscription billing -ordering
 //
 // Tags combine (-tags postgres,kafka,trace). A flag whose service the
 // build left out fails the run with the command that builds it in.
@@ -83,7 +88,7 @@ import (
 
 func main() {
 	var cfg Config
-	flag.StringVar(&cfg.Broker, "broker", "mem://orders", "topic URL: mem://TOPIC (built in); with -tags rabbit: rabbit://EXCHANGE (server in WARY_RABBIT_URL) or amqp://USER:PASS@HOST:PORT/?exchange=EXCHANGE; with -tags kafka: kafka://TOPIC?brokers=HOST:PORT; with -tags sqsfifo: sqsfifo://QUEUE.fifo?region=R&endpoint=URL; with -tags servicebus: servicebus://QUEUE (connection string in WARY_SERVICEBUS_CONNECTION_STRING); with -tags nats: nats://HOST:PORT/STREAM?consumer=NAME&subject=SUBJECT. E.g. go -C examples run -tags kafka ./orders -broker 'kafka://orders?brokers=127.0.0.1:9092'")
+	flag.StringVar(&cfg.Broker, "broker", "mem://orders", "topic URL: mem://TOPIC (built in); with -tags rabbit: rabbit://EXCHANGE (server in WARY_RABBIT_URL) or amqp://USER:PASS@HOST:PORT/?exchange=EXCHANGE; with -tags kafka: kafka://TOPIC?brokers=HOST:PORT; with -tags sqsfifo: sqsfifo://QUEUE.fifo?region=R&endpoint=URL; with -tags servicebus: servicebus://QUEUE (connection string in WARY_SERVICEBUS_CONNECTION_STRING); with -tags nats: nats://HOST:PORT/STREAM?consumer=NAME&subject=SUBJECT; with -tags gcppubsub: gcppubsub://projects/P/topics/T (subscription projects/P/subscriptions/billing; emulator in PUBSUB_EMULATOR_HOST). E.g. go -C examples run -tags kafka ./orders -broker 'kafka://orders?brokers=127.0.0.1:9092'")
 	flag.StringVar(&cfg.Subscription, "subscription", "", "subscription URL (default: derived from -broker)")
 	flag.StringVar(&cfg.Postgres, "postgres", "", "PostgreSQL URL, with -tags postgres (default: an embedded SQLite database)")
 	traceFlag := flag.Bool("trace", false, "with -tags trace: print the OpenTelemetry spans of one order (order-1), from Outbox.Add to the inbox commit, with the stdout exporter")

@@ -120,6 +120,10 @@ type brokers struct {
 //     --apply on the URL declares them), published to and consumed from.
 //     Use a fresh stream for each run, or wait out its duplicate_window
 //     (2 minutes by default): the run's IDs are always the same.
+//   - gcppubsub://projects/PROJECT/topics/TOPIC (the emulator at
+//     PUBSUB_EMULATOR_HOST, or Application Default Credentials): the
+//     existing topic, consumed through the existing subscription
+//     projects/PROJECT/subscriptions/billing (or -subscription).
 //   - servicebus://QUEUE?PARAMS (connection string in
 //     WARY_SERVICEBUS_CONNECTION_STRING): the existing queue, published to
 //     and consumed from, its properties (sessions among them) read through
@@ -170,6 +174,11 @@ func openBroker(ctx context.Context, topicURL, subURL string) (*brokers, error) 
 			s := url.URL{Scheme: u.Scheme, Host: "billing", RawQuery: q.Encode()}
 			subURL = s.String()
 		}
+	case "gcppubsub":
+		if subURL == "" { // the project's subscription billing
+			project, _, _ := strings.Cut(strings.TrimPrefix(u.Host+u.Path, "projects/"), "/")
+			subURL = "gcppubsub://projects/" + project + "/subscriptions/billing"
+		}
 	case "sqsfifo", "servicebus", "nats":
 		if subURL == "" {
 			subURL = topicURL // one queue (a stream and its consumer): the topic and the subscription
@@ -206,7 +215,7 @@ func tagOf(scheme string) string {
 	switch scheme {
 	case "rabbit", "amqp", "amqps":
 		return "rabbit"
-	case "kafka", "sqsfifo", "servicebus", "nats":
+	case "kafka", "sqsfifo", "servicebus", "nats", "gcppubsub":
 		return scheme
 	}
 	return ""

@@ -1,4 +1,4 @@
-//go:build rabbit || sqsfifo || nats
+//go:build rabbit || sqsfifo || nats || gcppubsub
 
 package main
 

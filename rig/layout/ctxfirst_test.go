@@ -23,6 +23,7 @@ var ctxPackages = map[string]string{
 	"sqsfifo":    "drivers/sqsfifo",
 	"servicebus": "drivers/servicebus",
 	"nats":       "drivers/nats",
+	"gcppubsub":  "drivers/gcppubsub",
 }
 
 // constructorName is what a constructor is called: a function or method

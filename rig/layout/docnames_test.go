@@ -28,6 +28,8 @@ var userPackages = map[string]string{
 	"servicebus":  "drivers/servicebus",
 	"sbemu":       "drivers/servicebus/sbemu",
 	"nats":        "drivers/nats",
+	"gcppubsub":   "drivers/gcppubsub",
+	"psemu":       "drivers/gcppubsub/psemu",
 	"idem":        "idem",
 	"outbox":      "idem/outbox",
 	"keys":        "idem/keys",

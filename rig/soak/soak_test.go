@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -27,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/drivers/gcppubsub/psemu"
 	"github.com/wary-go/wary/drivers/memory"
 	wnats "github.com/wary-go/wary/drivers/nats"
 	"github.com/wary-go/wary/drivers/rabbit"
@@ -414,6 +416,74 @@ func TestSoakSQSFIFO(t *testing.T) {
 		Env: map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"},
 		NotApplicable: map[soak.Kind]string{
 			soak.BrokerRestart: "fauxqs keeps its queues in memory: a restart loses them, which SQS never does",
+		},
+	})
+}
+
+// TestSoakGCPPubSub soaks a Pub/Sub subscription without ordering on
+// pstest (psemu, in this process, behind the soak's proxy): competing
+// consumers, version checks put gaps back, a dead-letter policy of 10
+// delivery attempts whose topic's subscription the run counts at the end.
+// The workers reach the fake through PUBSUB_EMULATOR_HOST.
+func TestSoakGCPPubSub(t *testing.T) {
+	t.Parallel()
+	srv, err := psemu.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	ctx := t.Context()
+	client, err := srv.NewClient(ctx, "wary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	name := fmt.Sprintf("wary-soak-%d", time.Now().UnixNano())
+	full := func(kind, n string) string { return "projects/wary/" + kind + "/" + n }
+	const lock = 5 * time.Second
+	const limit = 10
+	for _, tn := range []string{name, name + "-dead"} {
+		if _, err := client.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: full("topics", tn)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: full("subscriptions", name+"-dead"), Topic: full("topics", name+"-dead"), AckDeadlineSeconds: 60}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{
+		Name: full("subscriptions", name), Topic: full("topics", name), AckDeadlineSeconds: int32(lock / time.Second),
+		DeadLetterPolicy: &pubsubpb.DeadLetterPolicy{DeadLetterTopic: full("topics", name+"-dead"), MaxDeliveryAttempts: limit},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	soakRun(t, soak.Target{
+		Name: "gcppubsub (pstest)", TopicURL: "gcppubsub://" + full("topics", name), SubscriptionURL: "gcppubsub://" + full("subscriptions", name) + "?wait_time=1s",
+		BrokerAddr: srv.Addr, LockTimeout: lock,
+		DeliveryLimit: fmt.Sprintf("%d delivery attempts (dead-letter policy), then moved to topic %s-dead", limit, name),
+		DeadLettered: func(ctx context.Context) (int, error) {
+			// Pull what the dead-letter subscription holds, and give it
+			// back.
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			res, err := client.SubscriptionAdminClient.Pull(ctx, &pubsubpb.PullRequest{Subscription: full("subscriptions", name+"-dead"), MaxMessages: 1000})
+			if err != nil {
+				if ctx.Err() != nil {
+					return 0, nil
+				}
+				return 0, err
+			}
+			ids := make([]string, len(res.ReceivedMessages))
+			for i, m := range res.ReceivedMessages {
+				ids[i] = m.AckId
+			}
+			if len(ids) > 0 {
+				_ = client.SubscriptionAdminClient.ModifyAckDeadline(context.Background(), &pubsubpb.ModifyAckDeadlineRequest{Subscription: full("subscriptions", name+"-dead"), AckIds: ids})
+			}
+			return len(ids), nil
+		},
+		Env: map[string]string{"PUBSUB_EMULATOR_HOST": "{broker}"},
+		NotApplicable: map[soak.Kind]string{
+			soak.BrokerRestart: "pstest keeps its topics and subscriptions in memory: a restart loses them, which Pub/Sub never does",
 		},
 	})
 }

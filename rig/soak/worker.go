@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wary-go/wary/broker"
+	_ "github.com/wary-go/wary/drivers/gcppubsub" // registers gcppubsub://
 	"github.com/wary-go/wary/drivers/kafka"
 	_ "github.com/wary-go/wary/drivers/nats"       // registers nats://
 	_ "github.com/wary-go/wary/drivers/rabbit"     // registers rabbit:// and amqp://

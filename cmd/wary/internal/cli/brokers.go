@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"github.com/wary-go/wary/broker"
+	_ "github.com/wary-go/wary/drivers/gcppubsub"  // registers gcppubsub://
 	_ "github.com/wary-go/wary/drivers/kafka"      // registers kafka://
 	_ "github.com/wary-go/wary/drivers/memory"     // registers mem://
 	_ "github.com/wary-go/wary/drivers/nats"       // registers nats://

@@ -41,6 +41,9 @@ driver keeps them:
       the topic DLT, read by the consumer group GROUP.dead-letters
   sqsfifo://QUEUE.fifo
       the queue that the RedrivePolicy of QUEUE.fifo names
+  gcppubsub://projects/P/subscriptions/S
+      the subscription of its dead-letter policy's topic (the only one, or
+      dead_letter_subscription=NAME)
   servicebus://QUEUE, servicebus://TOPIC/Subscriptions/SUB
       its dead-letter sub-queue ($DeadLetterQueue)
   nats://HOST:PORT/STREAM?consumer=NAME

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/drivers/gcppubsub"
 	"github.com/wary-go/wary/drivers/kafka"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/drivers/nats"
@@ -38,6 +39,7 @@ var harnesses = map[string]HarnessFunc{
 	sqsfifo.Scheme:    sqsHarness,
 	servicebus.Scheme: serviceBusHarness,
 	nats.Scheme:       natsHarness,
+	gcppubsub.Scheme:  pubsubHarness,
 }
 
 func scratchName(prefix string) string {

@@ -64,7 +64,9 @@ when the server's is shorter than AWS's 5 minutes), or
 nats://HOST:PORT/NAME (max_ack_pending=1 for an ordered consumer), or
 servicebus://NAME?sessions=B&topic=B (namespace in
 $WARY_SERVICEBUS_CONNECTION_STRING; a session queue, or a topic with one
-subscription). An emulator serves the administration API on a port of its
+subscription), or gcppubsub://projects/P/topics/NAME?ordering=B&exactly_once=B
+(the emulator at $PUBSUB_EMULATOR_HOST, or Application Default
+Credentials). An emulator serves the administration API on a port of its
 own: --servicebus-admin-endpoint (or $WARY_SERVICEBUS_ADMIN_ENDPOINT, which
 every servicebus:// URL's entity is read through, in explain and dlq too)
 sends the administration requests there, over plain HTTP on loopback only.`,

@@ -52,6 +52,10 @@ for you to resolve. As nothing existing is touched, --apply asks nothing.
   sqsfifo://Q.fifo?max_receive=N&visibility=D
       the FIFO queue; with max_receive, its dead-letter queue Q-dlq.fifo
       and a RedrivePolicy after N receives
+  gcppubsub://projects/P/subscriptions/S?topic=T&ordering=B&exactly_once=B&
+      ack_deadline=D&max_delivery_attempts=N
+      the topic T and the pull subscription S; with max_delivery_attempts,
+      the dead-letter topic S-dead, its subscription S-dead and the policy
   servicebus://Q, servicebus://T/Subscriptions/S (with lock_duration,
   max_delivery_count, ttl, dedup_window, max_message_size, sessions)
       the queue, or the topic and its subscription, through the
