@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/wary-go/wary/broker/internal/text"
 )
 
 // Codec encodes values into message bodies and decodes them back. JSON is
@@ -21,19 +23,17 @@ type Codec interface {
 	Unmarshal(data []byte, v any) error
 }
 
-// JSON is the JSON codec (encoding/json). Decoding is strict about the
-// body's syntax and lenient about fields: unknown fields are ignored and
-// missing ones keep their zero value, as encoding/json does.
-type JSON struct{}
+// JSON is the JSON codec (encoding/json), of content type
+// "application/json". Decoding is strict about the body's syntax and
+// lenient about fields: unknown fields are ignored and missing ones keep
+// their zero value, as encoding/json does.
+var JSON Codec = jsonCodec{}
 
-// ContentType returns "application/json".
-func (JSON) ContentType() string { return "application/json" }
+type jsonCodec struct{}
 
-// Marshal encodes v with encoding/json.
-func (JSON) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
-
-// Unmarshal decodes data with encoding/json.
-func (JSON) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+func (jsonCodec) ContentType() string                { return "application/json" }
+func (jsonCodec) Marshal(v any) ([]byte, error)      { return json.Marshal(v) }
+func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
 // ErrUndecodable matches the error of a message body the codec cannot
 // decode (or whose HeaderContentType names another encoding). It is marked
@@ -49,7 +49,7 @@ var ErrUndecodable = errors.New("wary: undecodable message")
 // ID and ordering key.
 func NewMessage[T any](c Codec, id, key string, v T) (*Message, error) {
 	if c == nil {
-		c = JSON{}
+		c = JSON
 	}
 	body, err := c.Marshal(v)
 	if err != nil {
@@ -67,13 +67,13 @@ func NewMessage[T any](c Codec, id, key string, v T) (*Message, error) {
 func Decode[T any](c Codec, d *Delivery) (T, error) {
 	var v T
 	if c == nil {
-		c = JSON{}
+		c = JSON
 	}
 	if ct, ok := d.Message.Headers[HeaderContentType]; ok && ct != c.ContentType() {
-		return v, Permanent(fmt.Errorf("%w: message %s is %s, not %s", ErrUndecodable, shownValue(d.Message.ID), shownValue(ct), c.ContentType()))
+		return v, Permanent(fmt.Errorf("%w: message %s is %s, not %s", ErrUndecodable, text.Shown(d.Message.ID), text.Shown(ct), c.ContentType()))
 	}
 	if err := c.Unmarshal(d.Message.Body, &v); err != nil {
-		msg := fmt.Sprintf("%v: message %s as %T (%s): %s", ErrUndecodable, shownValue(d.Message.ID), v, c.ContentType(), bound(err.Error(), maxCauseLen))
+		msg := fmt.Sprintf("%v: message %s as %T (%s): %s", ErrUndecodable, text.Shown(d.Message.ID), v, c.ContentType(), text.Bound(err.Error(), maxCauseLen))
 		return v, Permanent(&undecodableError{msg, err})
 	}
 	return v, nil

@@ -23,7 +23,7 @@ type Delivery struct {
 	// Message is the message delivered.
 	Message *Message
 	// Attempt is the 1-based delivery count (see
-	// SubscriptionCapabilities.DeliveryCount for whether the broker counts exactly).
+	// capability.Subscription.DeliveryCount for whether the broker counts exactly).
 	Attempt int
 	// Redelivered reports whether the broker delivered the message before.
 	Redelivered bool
@@ -75,26 +75,26 @@ func (d *Delivery) Ack(ctx context.Context) error {
 }
 
 // Nack returns the delivery to the broker, to be delivered again no sooner
-// than delay from now. A delay above zero needs SubscriptionCapabilities.NackDelay;
-// without it Nack returns an error matching ErrUnsupported and settles
+// than delay from now. A delay above zero needs capability.Subscription.NackDelay;
+// without it Nack returns an error matching errors.ErrUnsupported and settles
 // nothing.
 func (d *Delivery) Nack(ctx context.Context, delay time.Duration) error {
 	if delay < 0 {
 		delay = 0
 	}
 	if delay > 0 && d.sub != nil && !d.sub.caps.NackDelay {
-		return newError("nack", driver.Invalid, false, fmt.Errorf("nack with delay: %w", ErrUnsupported))
+		return newError("nack", driver.Invalid, false, fmt.Errorf("nack with delay: %w", errors.ErrUnsupported))
 	}
 	return d.settle(ctx, settleNack, delay, "")
 }
 
 // SettleTimeout is how long a settle of d may take once its handler has
 // returned: its subscription's SubscriptionOptions.SettleTimeout
-// (DefaultSettleTimeout for a detached delivery). Run and Retry bound
+// (30s for a detached delivery). Run and Retry bound
 // theirs with it, and so does package idem's inbox.
 func (d *Delivery) SettleTimeout() time.Duration {
 	if d.sub == nil {
-		return DefaultSettleTimeout
+		return defaultSettleTimeout
 	}
 	return d.sub.settleTimeout
 }
@@ -103,7 +103,7 @@ func (d *Delivery) SettleTimeout() time.Duration {
 // attempt-th; below 1: d.Attempt), to be delivered again after the backoff
 // for that attempt: RunOptions.Backoff for a delivery Run handed out, the
 // default policy (100ms doubling to 30s) for one from Receive.
-// Where the broker cannot delay a nack (no SubscriptionCapabilities.
+// Where the broker cannot delay a nack (no capability.Subscription.
 // NackDelay), Retry waits the delay out itself, up to half the lock timeout
 // and no longer than ctx, and nacks without delay. The nack is sent even
 // when ctx has ended, bounded by SubscriptionOptions.SettleTimeout. Run
@@ -136,20 +136,20 @@ func (d *Delivery) Retry(ctx context.Context, attempt int) error {
 }
 
 // DeadLetter moves the delivery to the dead-letter queue with reason, which
-// readers of that queue find in the header HeaderDeadLetterReason, as
-// BoundReason gives it (escaped, at most MaxReasonLen bytes) whatever the
-// driver. It needs SubscriptionCapabilities.DeadLetter; without it, it
-// returns an error matching ErrUnsupported and settles nothing.
+// readers of that queue find in the header driver.HeaderDeadLetterReason, as
+// driver.BoundReason gives it (escaped, at most driver.MaxReasonLen bytes) whatever the
+// driver. It needs capability.Subscription.DeadLetter; without it, it
+// returns an error matching errors.ErrUnsupported and settles nothing.
 func (d *Delivery) DeadLetter(ctx context.Context, reason string) error {
 	if d.sub != nil && !d.sub.caps.DeadLetter {
-		return newError("dead-letter", driver.Invalid, false, fmt.Errorf("dead-letter: %w", ErrUnsupported))
+		return newError("dead-letter", driver.Invalid, false, fmt.Errorf("dead-letter: %w", errors.ErrUnsupported))
 	}
-	return d.settle(ctx, settleDeadLetter, 0, BoundReason(reason))
+	return d.settle(ctx, settleDeadLetter, 0, driver.BoundReason(reason))
 }
 
 // ExtendLock keeps the delivery locked for dur from now, so that a slow
 // handler does not see it redelivered elsewhere. It needs
-// SubscriptionCapabilities.LockExtendable (else ErrUnsupported) and dur > 0 (else
+// capability.Subscription.LockExtendable (else errors.ErrUnsupported) and dur > 0 (else
 // ErrInvalid). Extending a settled delivery returns an error matching
 // ErrLockLost.
 func (d *Delivery) ExtendLock(ctx context.Context, dur time.Duration) error {
@@ -162,7 +162,7 @@ func (d *Delivery) ExtendLock(ctx context.Context, dur time.Duration) error {
 		return nil
 	}
 	if !d.sub.caps.LockExtendable {
-		return newError("extend-lock", driver.Invalid, false, fmt.Errorf("extend lock: %w", ErrUnsupported))
+		return newError("extend-lock", driver.Invalid, false, fmt.Errorf("extend lock: %w", errors.ErrUnsupported))
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

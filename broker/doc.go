@@ -14,9 +14,9 @@
 //
 // Every topic and subscription reports its Capabilities: the broker's
 // promise as data, not as behaviour to discover, each half on the side that
-// owns it. A Topic's TopicCapabilities are what a publisher is promised:
+// owns it. A Topic's capability.Topic are what a publisher is promised:
 // the key and whether it is required, the dedup window and scope, size and
-// batch limits. A Subscription's SubscriptionCapabilities are what a
+// batch limits. A Subscription's capability.Subscription are what a
 // consumer is promised: the ordering scope and head-of-line blocking as
 // delivered, the ack model, the delivery count and limit, dead-lettering,
 // the lock timeout and its extension, delayed nacks, the redelivery
@@ -26,15 +26,15 @@
 // application's job, and package idem does it.
 //
 // A declaration is never a guess. Where a driver cannot learn a value, it
-// says so: a redelivery horizon is HorizonUnknown when the driver could not
-// read the broker's configuration, HorizonUnbounded when copies can arrive
+// says so: a redelivery horizon is capability.HorizonUnknown when the driver could not
+// read the broker's configuration, capability.HorizonUnbounded when copies can arrive
 // at any time (a queue that keeps an unacked message until it is settled,
 // a topic that keeps records forever), and a duration only when the broker
 // enforces one. Likewise a LockTimeout of 0 says a delivery is held until
-// settled (or the consumer goes away), and LockNone that it is not locked
+// settled (or the consumer goes away), and capability.LockNone that it is not locked
 // at all (an SQS queue with VisibilityTimeout 0 hands it out again at
 // once), which Subscription.Run refuses. A lock whose bound the driver
-// cannot read is in SubscriptionCapabilities.Source.Unread, and its
+// cannot read is in capability.Subscription.Source.Unread, and its
 // LockTimeout is not the broker's word: RabbitMQ closes the channel of a
 // consumer that holds a delivery past consumer_timeout, a server-wide
 // setting no interface shows, so its lock is unknown, not held until
@@ -42,7 +42,7 @@
 //
 // # Messages
 //
-// A message has a stable logical ID (ValidateID: 1 to MaxIDLen bytes of
+// A message has a stable logical ID (driver.ValidateID: 1 to driver.MaxIDLen bytes of
 // UTF-8 without control characters, not only white space; Publish gives
 // an empty ID a random one), an ordering key, headers (UTF-8 names and values; names starting
 // with "wary-" are reserved for wary and its drivers, except the
@@ -56,14 +56,14 @@
 // nacked, when its lock (visibility timeout, peek-lock) expires, when the
 // consumer holding it closes or crashes, and, with cumulative acks (Kafka),
 // when any earlier message of its partition was not acked before a crash.
-// Delivery.Attempt counts deliveries where SubscriptionCapabilities.DeliveryCount says
+// Delivery.Attempt counts deliveries where capability.Subscription.DeliveryCount says
 // the broker counts them. A consumer must therefore be idempotent: see
 // package idem, which records each message ID in the same transaction as
 // the consumer's effect.
 //
 // Settle each delivery once: Ack, Nack (with a delay where NackDelay is
 // declared) or DeadLetter (where DeadLetter is declared; readers of the
-// dead-letter queue find the reason in the header HeaderDeadLetterReason;
+// dead-letter queue find the reason in the header driver.HeaderDeadLetterReason;
 // OpenDeadLetters opens that queue from the consumer's own subscription
 // URL, whatever the driver).
 // Settling again is a no-op that returns nil. Ack returns an error, so that
@@ -87,8 +87,8 @@
 //
 // # Handlers
 //
-// A Handler processes one delivery; a Middleware wraps one in another
-// (Chain, Timeout). Typed decodes each body into a value with a Codec
+// A Handler processes one delivery; a middleware is a function that wraps
+// one in another (package idem's inbox is one). Typed decodes each body into a value with a Codec
 // (JSON by default; NewMessage encodes one): a body that does not decode
 // is an error matching ErrUndecodable, marked Permanent, so Run
 // dead-letters it with the reason instead of retrying it. When Run's
@@ -100,7 +100,7 @@
 //
 // # Ordering
 //
-// Order is kept only inside the declared scope (OrderingScope), for
+// Order is kept only inside the declared scope (capability.OrderingScope), for
 // messages with the same Key. Subscription.Run with RunOptions.PerKey runs
 // one handler per key at a time in arrival order, so that order also holds
 // while handlers run in parallel. With HeadOfLine, the broker itself holds

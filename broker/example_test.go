@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/wary-go/wary/broker/driver"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
 )
@@ -181,7 +183,7 @@ func ExampleOpenDeadLetters() {
 		return
 	}
 	d := ds[0]
-	fmt.Printf("%s: %s\n", d.Message.ID, d.Message.Headers[broker.HeaderDeadLetterReason])
+	fmt.Printf("%s: %s\n", d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason])
 	if err := d.Ack(ctx); err != nil {
 		fmt.Println("ack:", err)
 	}

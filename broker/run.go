@@ -49,21 +49,21 @@ type RunOptions struct {
 	Backoff Backoff
 	// MaxLockRenewal bounds how long the loop keeps renewing the locks of
 	// deliveries whose handler is still running, on brokers whose locks
-	// expire and can be extended (SubscriptionCapabilities.LockExtendable): every half
+	// expire and can be extended (capability.Subscription.LockExtendable): every half
 	// LockTimeout it extends them by LockTimeout. Default
-	// DefaultMaxLockRenewal; negative turns renewal off. A handler that
+	// 1h; negative turns renewal off. A handler that
 	// runs longer loses its lock, and the broker delivers the message again.
 	MaxLockRenewal time.Duration
 	// DrainTimeout bounds the drain that follows the end of Run's ctx:
 	// handlers in flight then keep a live context for up to DrainTimeout
 	// to finish (and commit), and are settled as usual; past it their
-	// context is canceled. Default DefaultDrainTimeout; negative cancels
+	// context is canceled. Default 10s; negative cancels
 	// handlers at once.
 	DrainTimeout time.Duration
 }
 
-// DefaultDrainTimeout is RunOptions.DrainTimeout's default.
-const DefaultDrainTimeout = 10 * time.Second
+// defaultDrainTimeout is RunOptions.DrainTimeout's default.
+const defaultDrainTimeout = 10 * time.Second
 
 // Run receives deliveries and calls h for each until ctx is done, the
 // subscription is closed, or receiving fails with an error that is not
@@ -88,8 +88,8 @@ const DefaultDrainTimeout = 10 * time.Second
 // acknowledged.
 //
 // Run refuses, with an error matching ErrInvalid, a subscription whose
-// broker does not lock a delivery (SubscriptionCapabilities.LockTimeout
-// LockNone, as an SQS queue with VisibilityTimeout 0): every delivery
+// broker does not lock a delivery (capability.Subscription.LockTimeout
+// capability.LockNone, as an SQS queue with VisibilityTimeout 0): every delivery
 // would be received again while its handler runs. It warns (slog) when
 // the lock expires and cannot be extended: a handler running longer than
 // LockTimeout sees its message delivered again.
@@ -142,7 +142,7 @@ func (r *runner) drain(hcancel context.CancelFunc) {
 	}()
 	wait := r.opts.DrainTimeout
 	if wait == 0 {
-		wait = DefaultDrainTimeout
+		wait = defaultDrainTimeout
 	}
 	if wait > 0 {
 		t := time.NewTimer(wait)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -20,14 +21,14 @@ type SubscriptionOptions struct {
 	// SettleTimeout bounds each ack, nack or dead-letter that Run,
 	// Delivery.Retry and package idem's inbox send once a handler has
 	// returned; they are sent even when the handler's context has ended
-	// (default DefaultSettleTimeout; a driver may have its own default, and
+	// (default 30s; a driver may have its own default, and
 	// bound its own calls with it too). It is the one home of that bound
 	// (Delivery.SettleTimeout reads it).
 	SettleTimeout time.Duration
 }
 
-// DefaultSettleTimeout is SubscriptionOptions.SettleTimeout's default.
-const DefaultSettleTimeout = 30 * time.Second
+// defaultSettleTimeout is SubscriptionOptions.SettleTimeout's default.
+const defaultSettleTimeout = 30 * time.Second
 
 // Subscription receives deliveries from a broker. Create one with a
 // driver's constructor or OpenSubscription. Several Subscriptions on the
@@ -35,7 +36,7 @@ const DefaultSettleTimeout = 30 * time.Second
 // for concurrent use.
 type Subscription struct {
 	d      driver.Subscription
-	caps   driver.SubscriptionCapabilities
+	caps   capability.Subscription
 	logger *slog.Logger
 	// settleTimeout is SubscriptionOptions.SettleTimeout.
 	settleTimeout time.Duration
@@ -59,7 +60,7 @@ func NewSubscription(d driver.Subscription, opts *SubscriptionOptions) *Subscrip
 	}
 	s := &Subscription{d: d, caps: d.Capabilities(), logger: opts.Logger, settleTimeout: opts.SettleTimeout}
 	if s.settleTimeout <= 0 {
-		s.settleTimeout = DefaultSettleTimeout
+		s.settleTimeout = defaultSettleTimeout
 	}
 	s.tel = newTel(d, opts.TracerProvider, opts.MeterProvider, false)
 	if s.logger == nil {
@@ -70,7 +71,7 @@ func NewSubscription(d driver.Subscription, opts *SubscriptionOptions) *Subscrip
 }
 
 // Capabilities returns what the broker promises for this subscription.
-func (s *Subscription) Capabilities() SubscriptionCapabilities { return s.caps }
+func (s *Subscription) Capabilities() capability.Subscription { return s.caps }
 
 var errSubClosed = errors.New("subscription is closed")
 
@@ -161,11 +162,11 @@ type Peeked struct {
 // Peek returns up to maxMessages messages after those the previous Peek returned,
 // without delivering them: no lock, no visibility change, no delivery
 // count (Service Bus). An empty result means there are no more. A driver
-// that cannot peek returns ErrUnsupported.
+// that cannot peek returns errors.ErrUnsupported.
 func (s *Subscription) Peek(ctx context.Context, maxMessages int) ([]Peeked, error) {
 	p, ok := s.d.(driver.Peeker)
 	if !ok {
-		return nil, newError("peek", driver.Invalid, false, fmt.Errorf("peek: %w", ErrUnsupported))
+		return nil, newError("peek", driver.Invalid, false, fmt.Errorf("peek: %w", errors.ErrUnsupported))
 	}
 	maxMessages = max(maxMessages, 1)
 	s.mu.RLock()

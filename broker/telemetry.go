@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -34,4 +35,25 @@ type Telemetry struct {
 	// time.Now. Topics and subscriptions do not read it: their time is
 	// the broker's (drivers/memory takes a clock of its own).
 	Now func() time.Time
+}
+
+// WithDefaults returns t with every field left zero set to its default:
+// slog.Default(), the global OpenTelemetry providers, time.Now. Every
+// component that takes a Telemetry (broker, idem, the outbox and its
+// relay, keys, the drivers) reads it through this method, so the defaults
+// stated here hold everywhere.
+func (t Telemetry) WithDefaults() Telemetry {
+	if t.Logger == nil {
+		t.Logger = slog.Default()
+	}
+	if t.TracerProvider == nil {
+		t.TracerProvider = otel.GetTracerProvider()
+	}
+	if t.MeterProvider == nil {
+		t.MeterProvider = otel.GetMeterProvider()
+	}
+	if t.Now == nil {
+		t.Now = time.Now
+	}
+	return t
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -34,7 +35,7 @@ var defaultPublishRetry = RetryPolicy{Attempts: 3, Backoff: Backoff{Initial: 100
 // a URL. A Topic is safe for concurrent use.
 type Topic struct {
 	d      driver.Topic
-	caps   driver.TopicCapabilities
+	caps   capability.Topic
 	retry  RetryPolicy
 	logger *slog.Logger
 	tel    *tel
@@ -66,14 +67,14 @@ func NewTopic(d driver.Topic, opts *TopicOptions) *Topic {
 }
 
 // Capabilities returns what the broker promises for this topic.
-func (t *Topic) Capabilities() TopicCapabilities { return t.caps }
+func (t *Topic) Capabilities() capability.Topic { return t.caps }
 
 // Publish sends msgs and returns when the broker has durably accepted every
 // one of them, or with an error.
 //
 // Messages are validated first (ordering key present where the broker
 // requires one, header values valid UTF-8, size within
-// TopicCapabilities.MaxMessageSize); if any is invalid, nothing is sent and the
+// capability.Topic.MaxMessageSize); if any is invalid, nothing is sent and the
 // error matches ErrInvalid or ErrTooLarge (the class of the first invalid
 // one), and ErrNotSent. For more than one message, its Messages says which
 // were refused and why, and that the others were not sent. An empty ID is

@@ -55,9 +55,9 @@
 //     Options.Retention, and a copy arriving after that would run again.
 //     NewInbox reads the subscription's SubscriptionCapabilities.RedeliveryHorizon:
 //     a finite horizon is the default retention, and a shorter one is
-//     refused; an unbounded horizon (broker.HorizonUnbounded: the broker
+//     refused; an unbounded horizon (capability.HorizonUnbounded: the broker
 //     may redeliver at any time) keeps claims for ever, and a finite
-//     retention is refused; an unknown horizon (broker.HorizonUnknown)
+//     retention is refused; an unknown horizon (capability.HorizonUnknown)
 //     has no safe default, so NewInbox requires Options.Retention.
 //     Options.AllowShortRetention is the knowing override of both
 //     refusals.
@@ -69,8 +69,8 @@
 //
 // A message that cannot be claimed is settled for good rather than
 // retried for ever, so that it never stalls the messages behind it: one
-// whose ID breaks broker.ValidateID's rules (empty or only white space,
-// over broker.MaxIDLen bytes, not UTF-8, control characters: Publish refuses such IDs, but a
+// whose ID breaks driver.ValidateID's rules (empty or only white space,
+// over driver.MaxIDLen bytes, not UTF-8, control characters: Publish refuses such IDs, but a
 // foreign producer can still send them; ErrInvalidID), and one with a
 // value the store refuses (store.ErrData: a NUL byte in PostgreSQL, an
 // index row over its limit). It is dead-lettered with the reason where the

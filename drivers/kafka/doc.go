@@ -118,7 +118,7 @@
 // handed out, and a crash loses the records handed out since the last
 // commit. SubscriptionCapabilities.DeliveryCount is therefore false. Once a delivery
 // numbered DeliveryLimit or more is nacked, the record is written to
-// DeadLetterTopic instead, with the reason in broker.HeaderDeadLetterReason
+// DeadLetterTopic instead, with the reason in driver.HeaderDeadLetterReason
 // and its origin ("topic/partition@offset") in HeaderDeadLetterSource.
 // DeadLetter does the same on demand. A dead-letter topic is read with a
 // subscription opened with SubscriptionOptions.DeadLetters (URL parameter

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wary-go/wary/broker/capability"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wary-go/wary/broker"
@@ -28,14 +30,14 @@ type SubscriptionOptions struct {
 
 	// DeadLetterTopic is the topic that Delivery.DeadLetter and the
 	// delivery limit write to, with the reason in the header
-	// broker.HeaderDeadLetterReason. It must exist. Default "": no
+	// driver.HeaderDeadLetterReason. It must exist. Default "": no
 	// dead-lettering (SubscriptionCapabilities.DeadLetter is false).
 	DeadLetterTopic string
 
 	// DeadLetters says that the topic is a dead-letter topic this driver
 	// writes (another subscription's DeadLetterTopic): the reason and
 	// origin of each dead letter are reported in the headers
-	// broker.HeaderDeadLetterReason and HeaderDeadLetterSource. Otherwise
+	// driver.HeaderDeadLetterReason and HeaderDeadLetterSource. Otherwise
 	// those headers, which any producer could write, are dropped on
 	// receipt, as every reserved header the driver does not read is.
 	// Default false.
@@ -156,7 +158,7 @@ type subscription struct {
 	topic  string
 	group  string
 	opts   SubscriptionOptions
-	caps   driver.SubscriptionCapabilities
+	caps   capability.Subscription
 	logger *slog.Logger
 
 	pollCtx    context.Context
@@ -184,7 +186,7 @@ type subscription struct {
 
 func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group string, opts *SubscriptionOptions) (*subscription, error) {
 	if group == "" {
-		return nil, broker.Invalidf("kafka: OpenSubscription needs a group")
+		return nil, driver.Invalidf("kafka: OpenSubscription needs a group")
 	}
 	if err := checkTopicName("topic", topic); err != nil {
 		return nil, err
@@ -200,13 +202,13 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 	}
 	switch {
 	case o.DeliveryLimit < 0:
-		return nil, broker.Invalidf("kafka: DeliveryLimit must not be negative")
+		return nil, driver.Invalidf("kafka: DeliveryLimit must not be negative")
 	case o.DeliveryLimit > 0 && o.DeadLetterTopic == "":
-		return nil, broker.Invalidf("kafka: DeliveryLimit needs a DeadLetterTopic")
+		return nil, driver.Invalidf("kafka: DeliveryLimit needs a DeadLetterTopic")
 	case o.RetryTopic != "" && o.Ordered:
-		return nil, broker.Invalidf("kafka: RetryTopic cannot be combined with Ordered: a retried copy would overtake the records behind it")
+		return nil, driver.Invalidf("kafka: RetryTopic cannot be combined with Ordered: a retried copy would overtake the records behind it")
 	case o.RetryTopic == topic || o.DeadLetterTopic == topic || (o.RetryTopic != "" && o.RetryTopic == o.DeadLetterTopic):
-		return nil, broker.Invalidf("kafka: the topic, RetryTopic and DeadLetterTopic must differ")
+		return nil, driver.Invalidf("kafka: the topic, RetryTopic and DeadLetterTopic must differ")
 	}
 	if o.MaxBufferedPerPartition <= 0 {
 		o.MaxBufferedPerPartition = 500
@@ -246,7 +248,7 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 		cl.Close()
 		return nil, err
 	}
-	horizon, src := broker.HorizonUnknown, skippedSubSource(topic, o)
+	horizon, src := capability.HorizonUnknown, skippedSubSource(topic, o)
 	if !o.SkipCheck {
 		h, path, err := describePath(ctx, cl, lim, topic, o.RetryTopic)
 		if err == nil && o.DeadLetterTopic != "" {
@@ -464,8 +466,8 @@ func (s *subscription) takeLocked(n int, now time.Time) (out []*entry, next time
 	return out, next
 }
 
-func (s *subscription) Capabilities() driver.SubscriptionCapabilities { return s.caps }
-func (s *subscription) Classify(err error) driver.ErrorInfo           { return classify(err) }
+func (s *subscription) Capabilities() capability.Subscription { return s.caps }
+func (s *subscription) Classify(err error) driver.ErrorInfo   { return classify(err) }
 
 // As accepts **kgo.Client (the subscription's own consumer-group client).
 func (s *subscription) As(i any) bool {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/wary-go/wary/broker/capability"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
@@ -150,7 +152,7 @@ func OpenTopic(ctx context.Context, clientOpts []kgo.Opt, topic string, opts *To
 // builds the client, and the driver's delivery guarantees rest on its own.
 func NewTopic(ctx context.Context, cl *kgo.Client, topic string, opts *TopicOptions) (*broker.Topic, error) {
 	if cl == nil {
-		return nil, broker.Invalidf("kafka: NewTopic needs a client")
+		return nil, driver.Invalidf("kafka: NewTopic needs a client")
 	}
 	if opts == nil {
 		opts = &TopicOptions{}
@@ -166,7 +168,7 @@ func NewTopic(ctx context.Context, cl *kgo.Client, topic string, opts *TopicOpti
 type topic struct {
 	cl     *kgo.Client
 	name   string
-	caps   driver.TopicCapabilities
+	caps   capability.Topic
 	maxMsg int // the largest record batch (see recordSize)
 	auth   *authWatch
 	// borrowed: cl is the program's (NewTopic), not closed with the topic.
@@ -227,10 +229,10 @@ func producerBatchMax(cl *kgo.Client) int {
 // their own: wary's "published" means written to every in-sync replica.
 func checkProducer(cl *kgo.Client) error {
 	if acks, ok := cl.OptValue(kgo.RequiredAcks).(kgo.Acks); ok && acks != kgo.AllISRAcks() {
-		return broker.Invalidf("kafka: the client must use kgo.RequiredAcks(kgo.AllISRAcks()) (the default)")
+		return driver.Invalidf("kafka: the client must use kgo.RequiredAcks(kgo.AllISRAcks()) (the default)")
 	}
 	if dis, ok := cl.OptValue(kgo.DisableIdempotentWrite).(bool); ok && dis {
-		return broker.Invalidf("kafka: the client must use idempotent writes (do not pass kgo.DisableIdempotentWrite)")
+		return driver.Invalidf("kafka: the client must use idempotent writes (do not pass kgo.DisableIdempotentWrite)")
 	}
 	return nil
 }
@@ -312,7 +314,7 @@ func toRecord(topic string, m *driver.Message) *kgo.Record {
 	return r
 }
 
-func (t *topic) Capabilities() driver.TopicCapabilities { return t.caps }
+func (t *topic) Capabilities() capability.Topic { return t.caps }
 func (t *topic) Classify(err error) driver.ErrorInfo {
 	return classify(err)
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/broker/capability"
+
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
@@ -192,7 +194,7 @@ func TestAssignedSharesSpreadPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer subs[i].Close()
-		if caps := subs[i].Capabilities(); caps.Ordering != broker.OrderPartition {
+		if caps := subs[i].Capabilities(); caps.Ordering != capability.OrderPartition {
 			t.Fatalf("ordering %s, want partition", caps.Ordering)
 		}
 	}

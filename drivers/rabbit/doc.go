@@ -44,7 +44,7 @@
 // error matching broker.ErrInvalid (which does not repeat the value).
 // Passwords never appear in errors, logs or fmt's output (Conn and
 // URLOpener have String and GoString): the package prints server URLs
-// through broker.Redact, never amqp091-go's URI.String, which includes the
+// through redact.URL, never amqp091-go's URI.String, which includes the
 // password. An amqp:// URL whose password is ambiguous (the opaque form
 // amqp:user:pass@host, or a "/", "?" or "#" in the password that was not
 // percent-encoded, which leaves an "@" outside the userinfo) fails with
@@ -78,7 +78,7 @@
 // can send one) falls back to a plain requeue, or to a reject without
 // requeue, which RabbitMQ dead-letters through the queue's own
 // x-dead-letter-exchange (reason rejected). Dead-letter reasons are at
-// most 1 KiB (broker.MaxReasonLen: Delivery.DeadLetter bounds them).
+// most 1 KiB (driver.MaxReasonLen: Delivery.DeadLetter bounds them).
 //
 // Ordering, in two modes:
 //
@@ -182,7 +182,7 @@
 // limit, dead letters and nack delays are the subscription's capabilities
 // (the queue's), and a topic's are the publisher's (key, sizes).
 //
-// Redelivery horizon: unbounded (broker.HorizonUnbounded). A quorum queue
+// Redelivery horizon: unbounded (capability.HorizonUnbounded). A quorum queue
 // keeps a message until it is acked, however long a consumer holds it
 // unsettled or how often it is requeued, and each delayed nack parks it
 // for up to MaxNackDelay (24h) in a delay queue; no span after its first

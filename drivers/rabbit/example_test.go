@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/wary-go/wary/broker/driver"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
@@ -90,7 +92,7 @@ func ExampleOpenSubscription_deadLetters() {
 		log.Fatal(err)
 	}
 	for _, d := range ds {
-		fmt.Println(d.Message.ID, d.Message.Headers[broker.HeaderDeadLetterReason])
+		fmt.Println(d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason])
 		_ = d.Ack(ctx)
 	}
 }

@@ -33,7 +33,7 @@ const (
 	//     timestamp 8);
 	//   - the driver's own headers, names and encodings: wary-key (14 plus
 	//     the key), wary-prior-attempts (25), wary-dead-letter-reason (29
-	//     plus a reason of at most broker.MaxReasonLen bytes, as
+	//     plus a reason of at most driver.MaxReasonLen bytes, as
 	//     broker.Delivery.DeadLetter, the only way to SendDeadLetters, bounds it);
 	//   - each header's own encoding (a length octet for the name, a type
 	//     octet and a 4-byte length for the value), which is not covered:

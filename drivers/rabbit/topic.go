@@ -5,6 +5,8 @@ import (
 	"hash/fnv"
 	"strconv"
 
+	"github.com/wary-go/wary/broker/capability"
+
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
@@ -66,7 +68,7 @@ type topic struct {
 	exchange   string
 	partitions int
 	routingKey string
-	caps       driver.TopicCapabilities
+	caps       capability.Topic
 	pub        *publisher
 	ownConn    bool // the URL opener's topic closes its Conn
 }
@@ -80,7 +82,7 @@ func openTopic(ctx context.Context, c *Conn, exchange string, o TopicOptions) (*
 		o.Partitions, o.MaxMessageSize = tt.Partitions, tt.MaxMessageSize
 	}
 	if o.Partitions < 0 {
-		return nil, broker.Invalidf("rabbit: negative Partitions")
+		return nil, driver.Invalidf("rabbit: negative Partitions")
 	}
 	if !o.SkipCheck && exchange != "" {
 		err := c.withChannel(ctx, func(ch *amqp.Channel) error {
@@ -135,9 +137,9 @@ func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 	return t.pub.publish(ctx, out)
 }
 
-func (t *topic) Capabilities() driver.TopicCapabilities { return t.caps }
-func (t *topic) Classify(err error) driver.ErrorInfo    { return classify(err) }
-func (t *topic) ErrorAs(err error, i any) bool          { return errorAs(err, i) }
+func (t *topic) Capabilities() capability.Topic      { return t.caps }
+func (t *topic) Classify(err error) driver.ErrorInfo { return classify(err) }
+func (t *topic) ErrorAs(err error, i any) bool       { return errorAs(err, i) }
 
 // As accepts **rabbit.Conn and **amqp.Connection (the current connection,
 // nil while reconnecting).

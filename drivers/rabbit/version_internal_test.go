@@ -4,8 +4,9 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/wary-go/wary/broker/capability"
+
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
 )
 
 // The server version decides the default delivery limit of quorum queues,
@@ -68,15 +69,15 @@ func TestVersionCapabilities(t *testing.T) {
 				continue
 			}
 			caps := subCaps{deliveryLimit: effectiveLimit(c.limit, v), deadLetter: c.deadLetter}.capabilities()
-			wantMode := driver.LimitNone
+			wantMode := capability.LimitNone
 			if c.wantLimit > 0 {
-				wantMode = driver.LimitNative
+				wantMode = capability.LimitNative
 			}
 			if caps.DeliveryLimit != c.wantLimit || caps.DeliveryLimitMode != wantMode {
 				t.Errorf("%q limit %d: capabilities limit %d mode %s, want %d %s", tc.version, c.limit, caps.DeliveryLimit, caps.DeliveryLimitMode, c.wantLimit, wantMode)
 			}
-			if caps.RedeliveryHorizon != driver.HorizonUnbounded {
-				t.Errorf("horizon %s, want unbounded", driver.HorizonString(caps.RedeliveryHorizon))
+			if caps.RedeliveryHorizon != capability.HorizonUnbounded {
+				t.Errorf("horizon %s, want unbounded", capability.HorizonString(caps.RedeliveryHorizon))
 			}
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/broker/capability"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/servicebus"
@@ -20,7 +22,7 @@ import (
 func harness(t *testing.T, e *env, name string, sessions, topicSub bool) conformance.Harness {
 	h := conformance.Harness{
 		Name:              name,
-		RedeliveryHorizon: broker.HorizonUnbounded,
+		RedeliveryHorizon: capability.HorizonUnbounded,
 		Setup: func(ctx context.Context, tb conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			c := sbemu.Entity{Sessions: sessions, Lock: cfg.LockTimeout, DeliveryLimit: cfg.DeliveryLimit, Dedup: cfg.DedupWindow}
 			if c.Lock > 0 && c.Lock < 5*time.Second {

@@ -33,7 +33,7 @@
 // subscriptions require sessions (and so a key): that is declared through
 // TopicOptions.Entity.
 //
-// The capabilities' Source says which it was (driver.Source): Read names
+// The capabilities' Source says which it was (capability.Source): Read names
 // the entity read through the administration API; Conflicts lists each
 // setting the URL or Options.Entity states otherwise than the entity, with
 // the entity's value, which applies, and the fix; without an
@@ -163,8 +163,8 @@
 //
 // Redelivery horizon: the entity's default time to live (a message cannot
 // live longer; a delayed copy expires when its original would have);
-// broker.HorizonUnbounded when messages never expire (the service's
-// default), broker.HorizonUnknown when declared without one.
+// capability.HorizonUnbounded when messages never expire (the service's
+// default), capability.HorizonUnknown when declared without one.
 //
 // Settle calls are bounded by broker.SubscriptionOptions.SettleTimeout
 // (this driver's default: DefaultSettleTimeout, 10s): after a session

@@ -6,6 +6,8 @@ import (
 	"log"
 	"time"
 
+	"github.com/wary-go/wary/broker/driver"
+
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -83,7 +85,7 @@ func ExampleOpenDeadLetters() {
 		log.Fatal(err)
 	}
 	for _, d := range ds {
-		log.Printf("%s: %s", d.Message.ID, d.Message.Headers[broker.HeaderDeadLetterReason])
+		log.Printf("%s: %s", d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason])
 	}
 }
 

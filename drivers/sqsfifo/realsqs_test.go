@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/broker/capability"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
@@ -35,7 +37,7 @@ func TestGroupScopedDedup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer top.Close()
-	if top.Capabilities().DedupScope != broker.DedupMessageGroup {
+	if top.Capabilities().DedupScope != capability.DedupMessageGroup {
 		t.Fatalf("caps %s", top.Capabilities())
 	}
 	sub, err := sqsfifo.OpenSubscription(ctx, e.client, url, nil)

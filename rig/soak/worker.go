@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wary-go/wary/broker/capability"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -262,7 +264,7 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 	// subscription keeps no order per aggregate (the store is PostgreSQL,
 	// which can).
 	o := sub.Capabilities().Ordering
-	gs := &gapStats{lg: lg, holds: o == broker.OrderNone || o == broker.OrderQueue}
+	gs := &gapStats{lg: lg, holds: o == capability.OrderNone || o == capability.OrderQueue}
 	wrapped := func(ctx context.Context, d *broker.Delivery) error {
 		_, err := in.Handle(ctx, d, apply)
 		gs.note(in.Stats())

@@ -8,9 +8,10 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/wary-go/wary/redact"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 )
 
@@ -25,7 +26,7 @@ func (e *Emulator) AdminClient(t conformance.T) *admin.Client {
 	t.Helper()
 	c, err := admin.NewClientFromConnectionString(e.ConnectionString, e.AdminClientOptions())
 	if err != nil {
-		t.Fatalf("servicebus admin client: %v", broker.RedactString(err.Error()))
+		t.Fatalf("servicebus admin client: %v", redact.String(err.Error()))
 	}
 	return c
 }

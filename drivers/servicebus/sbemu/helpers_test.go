@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/redact"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 )
 
@@ -44,7 +45,7 @@ func purge(t *testing.T, client *azservicebus.Client, topology sbemu.Topology) {
 		for _, sub := range []azservicebus.SubQueue{0, azservicebus.SubQueueDeadLetter} {
 			r, err := open(&azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete, SubQueue: sub})
 			if err != nil {
-				t.Fatalf("purge: %v", broker.RedactString(err.Error()))
+				t.Fatalf("purge: %v", redact.String(err.Error()))
 			}
 			for {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

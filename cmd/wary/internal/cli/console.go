@@ -18,9 +18,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wary-go/wary/redact"
+
 	"github.com/spf13/cobra"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/guarantee"
 )
 
@@ -347,5 +348,5 @@ func who(r *http.Request) string {
 	return operator() + " via console from " + host
 }
 
-// redact is broker.RedactString, for the templates.
-func redact(s string) string { return broker.RedactString(s) }
+// redactText is redact.String, for the templates.
+func redactText(s string) string { return redact.String(s) }

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/wary-go/wary/redact"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -60,7 +62,7 @@ func sqsHarness(ctx context.Context, u *url.URL, getenv func(string) string) (co
 	}
 	so := &sqsfifo.SubscriptionOptions{WaitTime: time.Second, DedupWindow: window}
 	h := conformance.Harness{
-		Name:              "probe " + broker.Redact(u),
+		Name:              "probe " + redact.URL(u),
 		Quiet:             time.Second,
 		RedeliveryHorizon: sqsRetention,
 		FixedWaits:        "the server's deduplication window is fixed (AWS: 5 minutes); give dedup_window= if yours is shorter",
