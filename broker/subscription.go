@@ -58,14 +58,12 @@ func NewSubscription(d driver.Subscription, opts *SubscriptionOptions) *Subscrip
 	if opts == nil {
 		opts = &SubscriptionOptions{}
 	}
-	s := &Subscription{d: d, caps: d.Capabilities(), logger: opts.Logger, settleTimeout: opts.SettleTimeout}
+	tel := opts.Telemetry.WithDefaults()
+	s := &Subscription{d: d, caps: d.Capabilities(), logger: tel.Logger, settleTimeout: opts.SettleTimeout}
 	if s.settleTimeout <= 0 {
 		s.settleTimeout = defaultSettleTimeout
 	}
-	s.tel = newTel(d, opts.TracerProvider, opts.MeterProvider, false)
-	if s.logger == nil {
-		s.logger = slog.Default()
-	}
+	s.tel = newTel(d, tel.TracerProvider, tel.MeterProvider, false)
 	s.closeCtx, s.cancel = context.WithCancel(context.Background())
 	return s
 }

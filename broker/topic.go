@@ -52,16 +52,14 @@ func NewTopic(d driver.Topic, opts *TopicOptions) *Topic {
 	if opts == nil {
 		opts = &TopicOptions{}
 	}
-	t := &Topic{d: d, caps: d.Capabilities(), retry: defaultPublishRetry, logger: opts.Logger, closing: make(chan struct{})}
-	t.tel = newTel(d, opts.TracerProvider, opts.MeterProvider, true)
+	tel := opts.Telemetry.WithDefaults()
+	t := &Topic{d: d, caps: d.Capabilities(), retry: defaultPublishRetry, logger: tel.Logger, closing: make(chan struct{})}
+	t.tel = newTel(d, tel.TracerProvider, tel.MeterProvider, true)
 	if opts.Retry != nil {
 		t.retry = *opts.Retry
 		if t.retry.Attempts < 1 {
 			t.retry.Attempts = 1
 		}
-	}
-	if t.logger == nil {
-		t.logger = slog.Default()
 	}
 	return t
 }

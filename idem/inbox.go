@@ -256,12 +256,7 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps capability.Sub
 	if o.CommitTimeout <= 0 {
 		o.CommitTimeout = 30 * time.Second
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Telemetry = o.Telemetry.WithDefaults()
 	early, err := gapsHeld(st, &o, caps)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %q: %w", consumer, err)

@@ -219,10 +219,7 @@ func newSubscription(ctx context.Context, clientOpts []kgo.Opt, topic, group str
 	if o.RevokeTimeout <= 0 {
 		o.RevokeTimeout = 10 * time.Second
 	}
-	s.logger = o.Logger
-	if s.logger == nil {
-		s.logger = slog.Default()
-	}
+	s.logger = o.Telemetry.WithDefaults().Logger
 	topics := []string{topic}
 	if o.RetryTopic != "" {
 		topics = append(topics, o.RetryTopic)

@@ -190,10 +190,7 @@ func OpenTransactSession(ctx context.Context, clientOpts []kgo.Opt, topic, group
 	if o.TransactionalID == "" {
 		o.TransactionalID = group + "-" + broker.NewID()
 	}
-	s.logger = o.Logger
-	if s.logger == nil {
-		s.logger = slog.Default()
-	}
+	s.logger = broker.Telemetry{Logger: o.Logger}.WithDefaults().Logger
 	all := groupDefaults()
 	all = append(all, clientOpts...)
 	all = append(all,

@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/internal/check"
@@ -48,9 +47,7 @@ func New[Tx any](p store.Provider[Tx], opts *Options) (*Outbox[Tx], error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.Telemetry = o.Telemetry.WithDefaults()
 	return &Outbox[Tx]{store: st, o: o, tracer: wotel.NewTracer(o.TracerProvider)}, nil
 }
 
