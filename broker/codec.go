@@ -9,13 +9,10 @@ import (
 	"github.com/wary-go/wary/broker/internal/text"
 )
 
-// Codec encodes values into message bodies and decodes them back. JSON is
-// the default; a codec for protobuf or another encoding implements these
-// three methods.
+// Codec encodes values into message bodies and decodes them back (JSON
+// by default).
 type Codec interface {
-	// ContentType names the encoding ("application/json"). NewMessage
-	// records it in HeaderContentType, and Decode refuses a message whose
-	// header names another one.
+	// ContentType names the encoding, in HeaderContentType.
 	ContentType() string
 	// Marshal encodes v.
 	Marshal(v any) ([]byte, error)
@@ -23,10 +20,8 @@ type Codec interface {
 	Unmarshal(data []byte, v any) error
 }
 
-// JSON is the JSON codec (encoding/json), of content type
-// "application/json". Decoding is strict about the body's syntax and
-// lenient about fields: unknown fields are ignored and missing ones keep
-// their zero value, as encoding/json does.
+// JSON is the codec of encoding/json ("application/json"), lenient about
+// unknown and missing fields as encoding/json is.
 var JSON Codec = jsonCodec{}
 
 type jsonCodec struct{}
@@ -35,13 +30,10 @@ func (jsonCodec) ContentType() string                { return "application/json"
 func (jsonCodec) Marshal(v any) ([]byte, error)      { return json.Marshal(v) }
 func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
-// ErrUndecodable matches the error of a message body the codec cannot
-// decode (or whose HeaderContentType names another encoding). It is marked
-// Permanent: retrying cannot help, so Run dead-letters the delivery with
-// the error as its reason (where the broker cannot dead-letter, it nacks
-// it, and the broker's delivery limit ends it), and an inbox (package
-// idem) dead-letters or parks it. Neither drops it, and neither holds up
-// other messages for it.
+// ErrUndecodable matches the error of a body the codec cannot decode (or
+// of another HeaderContentType). It is marked Permanent: Run dead-letters
+// the delivery (or nacks it), and package idem's inbox dead-letters or
+// parks it; neither drops it.
 var ErrUndecodable = errors.New("wary: undecodable message")
 
 // NewMessage returns a message whose body is v encoded with c (nil: JSON),
@@ -59,11 +51,9 @@ func NewMessage[T any](c Codec, id, key string, v T) (*Message, error) {
 }
 
 // Decode decodes d's body with c (nil: JSON) into a T. A body that does not
-// decode, or a HeaderContentType other than c's, is an error matching
-// ErrUndecodable, marked Permanent, that says why and names the message;
-// what it quotes of the message (its ID, its content type, the codec's
-// words) is escaped and cut, so that the error stays short whatever the
-// message holds. The codec's own error is reachable with errors.As.
+// decode, or another HeaderContentType, is an error matching
+// ErrUndecodable, marked Permanent, with what it quotes escaped and cut;
+// the codec's own error is reachable with errors.As.
 func Decode[T any](c Codec, d *Delivery) (T, error) {
 	var v T
 	if c == nil {

@@ -9,64 +9,46 @@ import (
 	"github.com/wary-go/wary/broker/driver"
 )
 
-// Error classes, matched with errors.Is. Every error returned by a Topic,
-// Subscription or Delivery method is an *Error that matches exactly one of
-// the first group (or none, for unclassified failures), and for Publish
-// exactly one of ErrNotSent and ErrMaybeSent. A method the driver's
-// capabilities do not offer (a delayed nack, a lock extension) returns an
-// error matching errors.ErrUnsupported, and settles nothing.
+// Error classes, matched with errors.Is. Every error of a Topic,
+// Subscription or Delivery method is an *Error of at most one class, and
+// for Publish of exactly one of ErrNotSent and ErrMaybeSent. What the
+// capabilities do not offer is errors.ErrUnsupported.
 var (
 	// ErrNotFound: the topic, queue or subscription does not exist.
 	ErrNotFound = driver.ErrNotFound
 	// ErrTooLarge: the message exceeds the broker's size limit.
 	ErrTooLarge = driver.ErrTooLarge
-	// ErrInvalid: the message or request is not valid (missing ordering
-	// key, non-UTF-8 header value, unsupported option).
+	// ErrInvalid: the message, request or option is not valid.
 	ErrInvalid = driver.ErrInvalid
 	// ErrClosed: the topic or subscription was closed.
 	ErrClosed = driver.ErrClosed
-	// ErrLockLost: the delivery can no longer be settled (its lock or
-	// visibility expired, its partition was revoked); it will be or was
-	// redelivered.
+	// ErrLockLost: the delivery can no longer be settled; it comes again.
 	ErrLockLost = driver.ErrLockLost
 	// ErrPermission: credentials or rights are missing.
 	ErrPermission = driver.ErrPermission
 
-	// ErrRetryable matches transient failures: trying the same call again
-	// may succeed.
+	// ErrRetryable: a transient failure; trying again may succeed.
 	ErrRetryable = driver.ErrRetryable
 
-	// ErrNotSent matches a Publish error after which the broker certainly
-	// has none of the failed messages: it is safe to send them again
-	// without creating duplicates.
+	// ErrNotSent: the broker has none of the failed messages.
 	ErrNotSent = errors.New("wary: certainly not sent")
-	// ErrMaybeSent matches a Publish error after which the broker may have
-	// accepted the messages: sending again may create duplicates, which the
-	// broker's dedup window or the consumer's inbox must absorb.
+	// ErrMaybeSent: the broker may have some (a resend may duplicate).
 	ErrMaybeSent = errors.New("wary: may have been sent")
 )
 
-// Error is the error type of this package. Use errors.Is with the class
-// variables above rather than inspecting its fields; use the As methods of
-// Topic and Subscription (ErrorAs) to reach the SDK's error.
+// Error is the error type of this package: classify it with errors.Is,
+// reach the SDK's error with Topic.ErrorAs and Subscription.ErrorAs.
 type Error struct {
 	// Op is the operation that failed: "publish", "receive", "ack", "nack",
 	// "dead-letter", "extend-lock", "open", "close", "topology" (package
 	// broker/topology).
 	Op string
-	// MaybeSent is meaningful for Op "publish" only. It is true when any
-	// message of the call reached, or may have reached, the broker:
-	// publishing them all again may then create duplicates.
+	// MaybeSent (Op "publish"): a message of the call may be on the broker.
 	MaybeSent bool
-	// Messages, for a Publish of more than one message, says what became
-	// of each, in the order given: nil for a message the broker accepted,
-	// otherwise that message's own *Error, which matches ErrNotSent or
-	// ErrMaybeSent and its class (ErrTooLarge, ErrInvalid, ...). It is set
-	// too when Publish refuses messages before sending anything (a
-	// validation failure): each refused message has its own error. A
-	// message not sent because another of the call was refused, or
-	// because an earlier batch of the call failed, matches ErrNotSent
-	// and driver.ErrNotAttempted, and no class of its own.
+	// Messages, for a Publish of several messages, says what became of
+	// each, in order: nil if accepted, else its own *Error (ErrNotSent or
+	// ErrMaybeSent, and its class). One not sent because another failed
+	// matches ErrNotSent and driver.ErrNotAttempted only.
 	Messages []error
 	code     driver.ErrorCode
 	err      error

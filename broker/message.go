@@ -17,21 +17,14 @@ import (
 // Message is one message: a stable logical ID, an ordering key, headers and
 // a body.
 type Message struct {
-	// ID is the message's stable logical ID. Publish fills an empty ID with
-	// a random one (and the caller sees it); a producer that may publish
-	// the same logical message twice (an outbox relay) sets it itself, so
-	// broker dedup and consumer inboxes recognise the copy.
+	// ID is the stable logical ID that broker dedup and inboxes recognise
+	// (driver.ValidateID); Publish fills an empty one with a random ID.
 	ID string
-	// Key is the ordering key: the Kafka record key, SQS MessageGroupId,
-	// Service Bus SessionId, or the key a RabbitMQ partition is chosen by.
+	// Key is the ordering key (Kafka record key, SQS MessageGroupId, ...).
 	Key string
-	// Headers are application headers. Names and values must be valid
-	// UTF-8. Names starting with "wary-" (in any case) are reserved for the
-	// library and its drivers, which set them on the way through a broker;
-	// Publish rejects them, except the event-identity headers a producer may
-	// set (HeaderAggregateID, HeaderAggregateVersion, HeaderSequence,
-	// HeaderType, HeaderContentType, and driver.HeaderReplayedBy, which the
-	// wary command sets).
+	// Headers are application headers, valid UTF-8. Names starting with
+	// "wary-" are reserved (driver.ReservedHeader), except the Header
+	// constants of this package.
 	Headers map[string]string
 	// Body is the payload: any bytes.
 	Body []byte
@@ -51,8 +44,7 @@ func (m *Message) As(i any) bool {
 // Event-identity headers: the reserved "wary-" names a producer may set.
 // Package idem's outbox writes them and its version checks read them.
 const (
-	// HeaderAggregateID is the ID of the aggregate (entity) the event
-	// belongs to.
+	// HeaderAggregateID is the ID of the event's aggregate (entity).
 	HeaderAggregateID = "wary-aggregate-id"
 	// HeaderAggregateVersion is the aggregate's version after the event.
 	HeaderAggregateVersion = "wary-aggregate-version"
@@ -60,8 +52,7 @@ const (
 	HeaderSequence = "wary-sequence"
 	// HeaderType is the event's type name ("order.cancelled").
 	HeaderType = "wary-type"
-	// HeaderContentType names the body's encoding (Codec.ContentType), as
-	// NewMessage sets it and Decode checks it.
+	// HeaderContentType names the body's Codec, for NewMessage and Decode.
 	HeaderContentType = "wary-content-type"
 )
 
@@ -130,9 +121,8 @@ func toDriver(m *Message) *driver.Message {
 	return &driver.Message{ID: m.ID, Key: m.Key, Headers: m.Headers, Body: m.Body}
 }
 
-// Backoff is an exponential backoff policy with full jitter: the delay
-// before retry n is drawn uniformly from [0, Ceiling(n)], so that clients
-// that failed together do not retry together.
+// Backoff is an exponential backoff with full jitter: the delay before
+// retry n is drawn from [0, Ceiling(n)].
 type Backoff struct {
 	// Initial is the first ceiling (default 100ms).
 	Initial time.Duration
@@ -158,8 +148,7 @@ func (b Backoff) check(what string) error {
 	return nil
 }
 
-// Delay returns the delay before retry number attempt (1-based): a random
-// duration in [0, Ceiling(attempt)].
+// Delay returns a random delay in [0, Ceiling(attempt)].
 func (b Backoff) Delay(attempt int) time.Duration {
 	c := b.Ceiling(attempt)
 	if c <= 0 {
@@ -168,9 +157,8 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	return time.Duration(rand.Int64N(int64(c) + 1))
 }
 
-// Ceiling returns the largest delay before retry number attempt (1-based):
-// Initial × Multiplier^(attempt-1), capped at Max. It is computed in
-// constant time for any attempt.
+// Ceiling returns the largest delay before retry attempt (1-based):
+// Initial × Multiplier^(attempt-1), capped at Max.
 func (b Backoff) Ceiling(attempt int) time.Duration {
 	initial, maxd, mult := b.Initial, b.Max, b.Multiplier
 	if initial <= 0 {

@@ -196,7 +196,7 @@ func TestRedactUnparsableURLs(t *testing.T) {
 }
 
 // FuzzRedactShapes: whatever the password, no shape of secretShapes, alone
-// or quoted in an error, shows it through RedactString, and no open error
+// or quoted in an error, shows it through redact.String, and no open error
 // shows it.
 func FuzzRedactShapes(f *testing.F) {
 	for i := range secretShapes {

@@ -26,28 +26,18 @@ type SubscriptionURLOpener interface {
 }
 
 // DeadLetterURLOpener opens the dead letters of the subscription a URL
-// names. A driver's SubscriptionURLOpener implements it when the driver
+// names. A driver's SubscriptionURLOpener implements it where the driver
 // can find a subscription's dead-letter queue from the subscription's own
-// URL; URLMux.OpenDeadLetters finds it on the opener registered with
-// RegisterSubscription, so a scheme needs no second registration, and an
-// opener cannot support dead letters for a scheme it does not open
-// subscriptions of.
-//
-// OpenDeadLettersURL receives the URL of the consumer's subscription (the
-// one OpenSubscriptionURL accepts, with the same parameters), not the
-// dead-letter queue's: the driver derives the queue as its own
-// Delivery.DeadLetter and delivery limit name it. The subscription it
-// returns reads that queue, and each delivery's message carries its reason
-// in the header driver.HeaderDeadLetterReason. Errors match the classes of this
-// package as OpenSubscriptionURL's do; a URL whose subscription has no
+// URL (the one OpenSubscriptionURL accepts), as Delivery.DeadLetter and
+// the delivery limit name it; each message carries its reason in
+// driver.HeaderDeadLetterReason. A URL whose subscription has no
 // dead-letter queue is ErrInvalid.
 type DeadLetterURLOpener interface {
 	OpenDeadLettersURL(ctx context.Context, u *url.URL) (*Subscription, error)
 }
 
-// URLMux maps URL schemes to openers. The zero value is ready to use.
-// Programs that want no process-wide registry create their own URLMux and
-// register openers on it explicitly; nothing requires the default one.
+// URLMux maps URL schemes to openers. The zero value is ready to use; a
+// program that wants no process-wide registry makes its own.
 type URLMux struct {
 	mu     sync.RWMutex
 	topics map[string]TopicURLOpener
@@ -56,9 +46,8 @@ type URLMux struct {
 
 var defaultMux = new(URLMux)
 
-// DefaultURLMux returns the URLMux that OpenTopic, OpenSubscription and
-// OpenDeadLetters use, on which driver packages register their schemes
-// when imported.
+// DefaultURLMux returns the URLMux of OpenTopic, OpenSubscription and
+// OpenDeadLetters, on which driver packages register their schemes.
 func DefaultURLMux() *URLMux { return defaultMux }
 
 // RegisterTopic registers o for scheme. It panics if scheme is taken.
@@ -74,9 +63,8 @@ func (m *URLMux) RegisterTopic(scheme string, o TopicURLOpener) {
 	m.topics[scheme] = o
 }
 
-// RegisterSubscription registers o for scheme. It panics if scheme is taken.
-// If o also implements DeadLetterURLOpener, OpenDeadLetters uses it for
-// scheme.
+// RegisterSubscription registers o for scheme. It panics if scheme is
+// taken. OpenDeadLetters uses o if it is a DeadLetterURLOpener.
 func (m *URLMux) RegisterSubscription(scheme string, o SubscriptionURLOpener) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -130,17 +118,10 @@ func (m *URLMux) subOpener(urlstr string) (*url.URL, SubscriptionURLOpener, erro
 	return u, o, nil
 }
 
-// OpenDeadLetters opens the dead letters of the subscription the URL
-// names. The URL is the consumer's own subscription URL, as given to
-// OpenSubscription (for example "mem://orders/billing" or
-// "rabbit://orders.billing?dead_letter_exchange=orders.billing.dlx"), not
-// the dead-letter queue's: the driver derives the queue from it (see each
-// driver's OpenDeadLettersURL). Every delivery of the subscription
-// returned carries its dead-letter reason in the header
-// driver.HeaderDeadLetterReason.
-//
-// A scheme with no registered driver is ErrInvalid; a driver whose opener
-// does not implement DeadLetterURLOpener gives an error matching
+// OpenDeadLetters opens the dead letters of the subscription the URL names:
+// the consumer's own URL, as given to OpenSubscription, from which the
+// driver derives the dead-letter queue. A scheme with no driver is
+// ErrInvalid; a driver whose opener is no DeadLetterURLOpener gives
 // errors.ErrUnsupported.
 func (m *URLMux) OpenDeadLetters(ctx context.Context, urlstr string) (*Subscription, error) {
 	u, o, err := m.subOpener(urlstr)
@@ -220,8 +201,7 @@ func (m *URLMux) subSchemes() []string {
 }
 
 // OpenTopic opens a topic by URL through DefaultURLMux, for example
-// "mem://orders?profile=sqsfifo". Import the driver package (for its side
-// effect, if nothing else) to register its scheme.
+// "mem://orders?profile=sqsfifo", once the driver package is imported.
 func OpenTopic(ctx context.Context, urlstr string) (*Topic, error) {
 	return defaultMux.OpenTopic(ctx, urlstr)
 }
@@ -231,9 +211,7 @@ func OpenSubscription(ctx context.Context, urlstr string) (*Subscription, error)
 	return defaultMux.OpenSubscription(ctx, urlstr)
 }
 
-// OpenDeadLetters opens, through DefaultURLMux, the dead letters of the
-// subscription that the URL names (the consumer's own subscription URL);
-// see URLMux.OpenDeadLetters.
+// OpenDeadLetters is URLMux.OpenDeadLetters through DefaultURLMux.
 func OpenDeadLetters(ctx context.Context, urlstr string) (*Subscription, error) {
 	return defaultMux.OpenDeadLetters(ctx, urlstr)
 }

@@ -112,7 +112,7 @@ func TestURLParamsMalformedQuery(t *testing.T) {
 	}
 }
 
-// FuzzRedact: no input makes Redact, RedactString or an opener's error
+// FuzzRedact: no input makes redact.URL, redact.String or an opener's error
 // show a password that the URL carries.
 func FuzzRedact(f *testing.F) {
 	for _, s := range secretURLs {
@@ -137,7 +137,7 @@ func FuzzRedact(f *testing.F) {
 		r1, e1 := shows(secret)
 		r2, e2 := shows("Zq0000000")
 		if r1 && !r2 {
-			t.Fatalf("RedactString shows the password %q of %q", secret, template)
+			t.Fatalf("redact.String shows the password %q of %q", secret, template)
 		}
 		if e1 && !e2 {
 			t.Fatalf("an open error shows the password %q of %q", secret, template)

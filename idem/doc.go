@@ -53,7 +53,7 @@
 //     Stats.AckFailures.
 //   - Retention covering the redelivery horizon: claims are purged after
 //     Options.Retention, and a copy arriving after that would run again.
-//     NewInbox reads the subscription's SubscriptionCapabilities.RedeliveryHorizon:
+//     NewInbox reads the subscription's capability.Subscription.RedeliveryHorizon:
 //     a finite horizon is the default retention, and a shorter one is
 //     refused; an unbounded horizon (capability.HorizonUnbounded: the broker
 //     may redeliver at any time) keeps claims for ever, and a finite
@@ -87,7 +87,7 @@
 // A Handler[Tx] is the user's code, the one handler shape of this package:
 // func(ctx, tx, delivery) error, writing through tx. The inbox runs it:
 // Inbox.Wrap(h) is the broker.Handler to pass to Subscription.Run (the one
-// handler loop; broker.Chain adds middleware around it), and Inbox.Handle
+// handler loop; a func(broker.Handler) broker.Handler wraps it further), and Inbox.Handle
 // handles one delivery, for those who Receive themselves. Handle returns
 // a Result saying what happened (ResultApplied, ResultDuplicate,
 // ResultStale, ResultGapRetried, ResultParked, ResultHeld, ResultFailed,

@@ -30,7 +30,7 @@ type Options struct {
 	// Retention is how long inbox records are kept at least; Purge
 	// deletes older ones (or drops the tables that hold only older ones:
 	// store.Expirer). It must cover the subscription's redelivery horizon
-	// (SubscriptionCapabilities.RedeliveryHorizon), or a redelivered copy would find
+	// (capability.Subscription.RedeliveryHorizon), or a redelivered copy would find
 	// no record and run again:
 	//
 	//   - finite horizon: default the horizon; a shorter Retention is
@@ -53,7 +53,7 @@ type Options struct {
 	// (a gap, where gaps are retried) gets before the message is parked
 	// (default 5). Each retry
 	// is a nack, so a broker delivery: keep MaxAttempts at or below the
-	// broker's delivery limit (SubscriptionCapabilities.DeliveryLimit), or the broker
+	// broker's delivery limit (capability.Subscription.DeliveryLimit), or the broker
 	// dead-letters a waiting event before the inbox parks it (the
 	// statement, Inbox.Statement, flags it).
 	MaxAttempts int

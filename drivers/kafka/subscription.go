@@ -23,7 +23,7 @@ type SubscriptionOptions struct {
 
 	// Ordered keeps each partition's order while processing: the next
 	// record of a partition is not handed out before the previous one is
-	// settled (SubscriptionCapabilities.HeadOfLine). Partitions still run concurrently.
+	// settled (capability.Subscription.HeadOfLine). Partitions still run concurrently.
 	// Default false: records of a partition are handed out without waiting,
 	// and may be processed concurrently.
 	Ordered bool
@@ -31,7 +31,7 @@ type SubscriptionOptions struct {
 	// DeadLetterTopic is the topic that Delivery.DeadLetter and the
 	// delivery limit write to, with the reason in the header
 	// driver.HeaderDeadLetterReason. It must exist. Default "": no
-	// dead-lettering (SubscriptionCapabilities.DeadLetter is false).
+	// dead-lettering (capability.Subscription.DeadLetter is false).
 	DeadLetterTopic string
 
 	// DeadLetters says that the topic is a dead-letter topic this driver
@@ -45,7 +45,7 @@ type SubscriptionOptions struct {
 
 	// DeliveryLimit dead-letters a message, instead of delivering it again,
 	// once it was nacked on its DeliveryLimit-th delivery. The library
-	// counts (SubscriptionCapabilities.DeliveryLimitMode is LimitEmulated); see the
+	// counts (capability.Subscription.DeliveryLimitMode is LimitEmulated); see the
 	// package doc for what the count survives. Needs DeadLetterTopic.
 	// Default 0: no limit.
 	DeliveryLimit int

@@ -85,7 +85,7 @@ type TopicConfig struct {
 	// ServiceBus; negative: no limit).
 	MaxMessageSize int
 	// NoNackDelay makes the subscriptions refuse a Nack with a delay
-	// (SubscriptionCapabilities.NackDelay false), as a Service Bus topic
+	// (capability.Subscription.NackDelay false), as a Service Bus topic
 	// subscription or a RabbitMQ queue without nack_delay do. ServiceBus
 	// never delays a Nack, whatever this says.
 	NoNackDelay bool

@@ -303,7 +303,7 @@ func (c *Conn) channelFrame(ctx context.Context) (*amqp.Channel, int, error) {
 
 // FrameMax returns the frame_max negotiated with the server on the current
 // (or last) connection, in bytes (0: unlimited). A message's properties and
-// headers travel in one frame, so it bounds them: TopicCapabilities.MaxHeaderSize
+// headers travel in one frame, so it bounds them: capability.Topic.MaxHeaderSize
 // is derived from it.
 func (c *Conn) FrameMax() int {
 	c.mu.Lock()

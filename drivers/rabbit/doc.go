@@ -67,7 +67,7 @@
 // one frame, bounded by the connection's negotiated frame_max (Conn.FrameMax,
 // 128 KiB by default), and RabbitMQ answers a larger one by closing the
 // whole connection: every channel on it, and the lock of every unsettled
-// delivery. TopicCapabilities.MaxHeaderSize is frame_max less 4 KiB (the frame's
+// delivery. capability.Topic.MaxHeaderSize is frame_max less 4 KiB (the frame's
 // fixed parts, the properties the driver sets or copies, and its own
 // headers), which broker.Topic.Publish checks header names and values against;
 // every publish then computes the exact encoded size of the content header
@@ -85,12 +85,12 @@
 //   - One queue with x-single-active-consumer (Topology.Partitions 0):
 //     scope queue. Whatever the number of subscriptions, one consumer
 //     receives at a time, in queue order; the next takes over when it goes
-//     away. SubscriptionCapabilities.Ordering is OrderQueue.
+//     away. capability.Subscription.Ordering is OrderQueue.
 //   - Partitioned (Partitions N > 1): N quorum queues bound to a direct
 //     exchange by the keys "0".."N-1"; the topic picks the partition as
 //     FNV-1a(Key) mod N (FNV-1a of the ID without a key), and each queue
 //     has its own single active consumer: order per key across consumers.
-//     SubscriptionCapabilities.Ordering is OrderPartition (whatever share a
+//     capability.Subscription.Ordering is OrderPartition (whatever share a
 //     subscription consumes: the promise is per partition). By default a
 //     subscription consumes every partition queue; with
 //     SubscriptionOptions.Assigned it consumes only its share of them.
@@ -256,7 +256,7 @@
 // # Reading the broker
 //
 // A subscription reads what RabbitMQ holds for its queues when it opens,
-// and its capabilities (SubscriptionCapabilities.Source) state that, not
+// and its capabilities (capability.Subscription.Source) state that, not
 // what the URL or SubscriptionOptions say:
 //
 //   - Through the management HTTP API (the rabbitmq_management plugin):

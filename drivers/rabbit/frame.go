@@ -22,7 +22,7 @@ const (
 	// contentHeaderFixed is a content header's class id, weight, body size
 	// and property flags.
 	contentHeaderFixed = 2 + 2 + 8 + 2
-	// headerReserve is what TopicCapabilities.MaxHeaderSize leaves of the
+	// headerReserve is what capability.Topic.MaxHeaderSize leaves of the
 	// frame_max for what is not the user's header names and values:
 	//   - the frame overhead and the content header's fixed part (22);
 	//   - the header table's length (4);
@@ -45,7 +45,7 @@ const (
 	headerReserve = 4096
 )
 
-// headerBudget is TopicCapabilities.MaxHeaderSize for a connection whose
+// headerBudget is capability.Topic.MaxHeaderSize for a connection whose
 // frame_max is frameMax (0: unlimited, no separate budget).
 func headerBudget(frameMax int) int {
 	if frameMax <= 0 {

@@ -50,7 +50,7 @@ func TestVersionCapabilities(t *testing.T) {
 		for _, c := range []struct {
 			limit      int
 			deadLetter bool
-			wantLimit  int  // SubscriptionCapabilities.DeliveryLimit
+			wantLimit  int  // capability.Subscription.DeliveryLimit
 			refused    bool // by OpenSubscription and Declare
 		}{
 			{0, true, tc.defLimit, false},

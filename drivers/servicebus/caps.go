@@ -35,7 +35,7 @@ const (
 const sizeHeadroom = 2048
 
 // TopicProperties describes the entity a topic sends to, a queue or a
-// topic, for what it promises a publisher (TopicCapabilities). With an
+// topic, for what it promises a publisher (capability.Topic). With an
 // administration client (TopicOptions.Admin) the driver reads them from
 // the namespace and ignores these, but for RequiresSession of a topic's
 // subscriptions; without one it believes these. Zero fields take the
@@ -54,7 +54,7 @@ type TopicProperties struct {
 
 // SubscriptionProperties describes the entity a subscription receives
 // from, a queue or a topic subscription, for what it promises a consumer
-// (SubscriptionCapabilities). With an administration client
+// (capability.Subscription). With an administration client
 // (SubscriptionOptions.Admin) the driver reads them from the namespace and
 // ignores these; without one it believes these. Zero fields take the
 // service's defaults.

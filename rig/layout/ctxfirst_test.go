@@ -17,6 +17,8 @@ import (
 // a broker.
 var ctxPackages = map[string]string{
 	"broker":     "broker",
+	"driver":     "broker/driver",
+	"topology":   "broker/topology",
 	"memory":     "drivers/memory",
 	"rabbit":     "drivers/rabbit",
 	"kafka":      "drivers/kafka",
