@@ -188,17 +188,12 @@ func (e *Error) Is(target error) bool {
 }
 
 // OpenError classifies a failure met while opening a topic or
-// subscription (Op "open"). Driver constructors return it, so that their
-// errors match the classes like every error of package broker. An err
-// that already matches a class is returned unchanged.
+// subscription as an *Error of Op "open". Driver constructors return it,
+// so that their errors match the classes like every error of package
+// broker. An err that is already an *Error is returned unchanged.
 func OpenError(code ErrorCode, err error) error {
 	if err == nil {
 		return nil
-	}
-	for _, c := range []error{ErrNotFound, ErrTooLarge, ErrInvalid, ErrClosed, ErrLockLost, ErrPermission, ErrRetryable} {
-		if errors.Is(err, c) {
-			return err
-		}
 	}
 	var de *Error
 	if errors.As(err, &de) {
