@@ -9,11 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"go.uber.org/goleak"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // scenario is one named check. need returns "" when the scenario applies to

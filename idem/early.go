@@ -7,9 +7,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem/store"
 )
 

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/wary-go/wary/broker/driver"
-
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/idem/store"
 )
 

@@ -10,9 +10,8 @@ import (
 	"log/slog"
 	"strconv"
 
-	"github.com/wary-go/wary/broker/driver"
-
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 )
 
 // checkID checks a message ID against driver.ValidateID (see ErrInvalidID).

@@ -8,10 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
-
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/store"
 )
 

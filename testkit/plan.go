@@ -5,9 +5,8 @@ import (
 	"maps"
 	"math/rand/v2"
 
-	"github.com/wary-go/wary/broker/driver"
-
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
 )

@@ -5,9 +5,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 

@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/broker/driver"
-
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/kafka"
 )
 

@@ -6,10 +6,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 

@@ -8,10 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wary-go/wary/broker/driver"
-
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 )
 
 // Scheme is the URL scheme this package registers on broker.DefaultURLMux.

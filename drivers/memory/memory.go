@@ -4,9 +4,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // Broker is an in-memory broker: a namespace of topics and their

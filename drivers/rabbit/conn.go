@@ -13,12 +13,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wary-go/wary/redact"
-
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/redact"
 )
 
 // ConnOptions configures a Conn. Nil means defaults.

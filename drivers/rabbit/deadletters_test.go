@@ -5,11 +5,10 @@ import (
 	"net/url"
 	"testing"
 
-	"github.com/wary-go/wary/broker/driver"
-	"github.com/wary-go/wary/redact"
-
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/rabbit"
+	"github.com/wary-go/wary/redact"
 )
 
 // TestOpenDeadLettersURL: messages dead-lettered through a subscription

@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
 

@@ -7,12 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wary-go/wary/broker/capability"
-	"github.com/wary-go/wary/broker/topology"
-
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
+	"github.com/wary-go/wary/broker/topology"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
 

@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-	"github.com/wary-go/wary/broker/driver"
-
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
 

@@ -11,11 +11,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
 

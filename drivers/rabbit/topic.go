@@ -5,11 +5,10 @@ import (
 	"hash/fnv"
 	"strconv"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 

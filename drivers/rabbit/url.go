@@ -8,10 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/redact"
-
-	"github.com/wary-go/wary/broker"
 )
 
 // Schemes the package registers on broker.DefaultURLMux.

@@ -4,9 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // The server version decides the default delivery limit of quorum queues,

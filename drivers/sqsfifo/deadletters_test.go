@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/broker/driver"
-
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 )
 

@@ -9,15 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-	"github.com/wary-go/wary/broker/topology"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/topology"
 )
 
 // QueueSpec is what CreateQueue declares: a FIFO queue with the

@@ -6,12 +6,11 @@ import (
 	"log"
 	"time"
 
-	"github.com/wary-go/wary/broker/driver"
-
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/sqsfifo"
 )
 

@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/sqsfifo"
 	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 	"github.com/wary-go/wary/idem/guarantee"

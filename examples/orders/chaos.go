@@ -6,12 +6,11 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	mnoop "go.opentelemetry.io/otel/metric/noop"
 	tnoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 

@@ -70,11 +70,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"go.opentelemetry.io/otel"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/failpoint"

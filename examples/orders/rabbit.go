@@ -9,9 +9,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/wary-go/wary/redact"
-
 	"github.com/wary-go/wary/drivers/rabbit" // registers rabbit://, amqp://, amqps://
+	"github.com/wary-go/wary/redact"
 )
 
 // openRabbit prepares a run on the RabbitMQ topic at u (rabbit://EXCHANGE

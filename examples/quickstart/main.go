@@ -39,10 +39,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wary-go/wary/redact"
-
 	"github.com/wary-go/wary/broker"
 	_ "github.com/wary-go/wary/drivers/memory" // registers mem://; the others under their tags
+	"github.com/wary-go/wary/redact"
 )
 
 func main() {

@@ -7,9 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wary-go/wary/broker/driver"
-
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/idem"
 )
 

@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/guarantee"

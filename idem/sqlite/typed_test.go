@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
-
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/idemtest"

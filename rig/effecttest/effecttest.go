@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/sqlite"

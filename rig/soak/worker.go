@@ -16,13 +16,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/kafka"
 	_ "github.com/wary-go/wary/drivers/rabbit"     // registers rabbit:// and amqp://
 	_ "github.com/wary-go/wary/drivers/servicebus" // registers servicebus://

@@ -8,11 +8,10 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/wary-go/wary/redact"
-
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/redact"
 )
 
 // AdminClient returns an administration client for the emulator (or the real

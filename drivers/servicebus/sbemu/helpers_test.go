@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/redact"
-
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/wary-go/wary/broker/topology"
 	"github.com/wary-go/wary/drivers/servicebus/sbemu"
+	"github.com/wary-go/wary/redact"
 )
 
 // opTimeout bounds every single SDK call; waitTimeout bounds a poll loop that

@@ -23,14 +23,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wary-go/wary/redact"
-
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/servicebus"
 	"github.com/wary-go/wary/nodeproc"
+	"github.com/wary-go/wary/redact"
 )
 
 // Environment variables the helper reads.

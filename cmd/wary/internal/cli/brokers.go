@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/wary-go/wary/redact"
-
 	"github.com/wary-go/wary/broker"
 	_ "github.com/wary-go/wary/drivers/kafka"      // registers kafka://
 	_ "github.com/wary-go/wary/drivers/memory"     // registers mem://
 	_ "github.com/wary-go/wary/drivers/rabbit"     // registers rabbit://, amqp://, amqps://
 	_ "github.com/wary-go/wary/drivers/servicebus" // registers servicebus://
 	_ "github.com/wary-go/wary/drivers/sqsfifo"    // registers sqsfifo://
+	"github.com/wary-go/wary/redact"
 )
 
 // withEnv completes a broker URL from the environment: kafka:// without

@@ -18,11 +18,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wary-go/wary/redact"
-
 	"github.com/spf13/cobra"
 
 	"github.com/wary-go/wary/idem/guarantee"
+	"github.com/wary-go/wary/redact"
 )
 
 // EnvConsoleToken gives wary console its access token when --token does not.

@@ -13,17 +13,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/broker/driver"
-	"github.com/wary-go/wary/redact"
-
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/redact"
 )
 
 // TestConsoleBrowser drives the console in headless Chromium against

@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/wary-go/wary/broker/driver"
-
 	"github.com/wary-go/wary/idem/store"
 )
 

@@ -11,16 +11,15 @@ import (
 	"os"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-	"github.com/wary-go/wary/redact"
-
 	"github.com/spf13/cobra"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/redact"
 )
 
 // pipelineConfig is the --config file: how the application uses wary,

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/wary-go/wary/idem/guarantee"
 )
 

@@ -6,8 +6,6 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/wary-go/wary/redact"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -15,6 +13,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/sqsfifo"
+	"github.com/wary-go/wary/redact"
 )
 
 // sqsRetention is the MessageRetentionPeriod of probe queues, and so the

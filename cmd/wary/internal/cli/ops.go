@@ -8,13 +8,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
-	"github.com/wary-go/wary/redact"
-
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/redact"
 )
 
 // The operations below are the one implementation behind both views of

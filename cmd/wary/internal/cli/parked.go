@@ -13,13 +13,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/wary-go/wary/broker/driver"
-	"github.com/wary-go/wary/redact"
-
 	"github.com/spf13/cobra"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/redact"
 )
 
 type parkedFlags struct {

@@ -11,10 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/spf13/cobra"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 )
 

@@ -7,13 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-	"github.com/wary-go/wary/redact"
-
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/redact"
 )
 
 // entityReading is what probe read, read-only, of the entity the URL

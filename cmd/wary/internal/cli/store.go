@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/wary-go/wary/redact"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -16,6 +14,7 @@ import (
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
 	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/redact"
 )
 
 // storeFlags select the database of the store.

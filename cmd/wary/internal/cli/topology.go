@@ -8,12 +8,11 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/wary-go/wary/broker/topology"
-	"github.com/wary-go/wary/redact"
-
 	"github.com/spf13/cobra"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/topology"
+	"github.com/wary-go/wary/redact"
 )
 
 // topologyJSON is what wary topology prints for one URL.
