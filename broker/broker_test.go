@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker/capability"
-	"github.com/wary-go/wary/redact"
-
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/redact"
 )
 
 // stubTopic fails SendBatch with the queued errors, then succeeds.

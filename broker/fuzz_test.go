@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/wary-go/wary/broker/driver"
 )
 

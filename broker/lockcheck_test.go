@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/wary-go/wary/broker/driver"
 )
 

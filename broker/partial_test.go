@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/wary-go/wary/broker/driver"
 )
 

@@ -9,11 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/wary-go/wary/broker/driver"
 )
 

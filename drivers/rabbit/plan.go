@@ -8,12 +8,11 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/wary-go/wary/broker/capability"
-	"github.com/wary-go/wary/broker/topology"
-
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/topology"
 )
 
 // Parameters that only a subscription URL takes: a rabbit:// URL with one

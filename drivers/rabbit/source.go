@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // read is what a subscription learned from the broker about its queues,

@@ -8,10 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 

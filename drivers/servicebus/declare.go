@@ -8,12 +8,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-	"github.com/wary-go/wary/broker/topology"
-
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/topology"
 )
 
 // isoText writes d as the administration API wants it (ISO 8601).

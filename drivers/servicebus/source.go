@@ -7,12 +7,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-	"github.com/wary-go/wary/redact"
-
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/redact"
 )
 
 // via says how a side's entity properties were given, for its Source: by

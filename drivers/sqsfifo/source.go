@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wary-go/wary/broker/capability"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // queueName is the name at the end of a queue URL

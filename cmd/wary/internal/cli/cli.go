@@ -13,9 +13,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/wary-go/wary/redact"
-
 	"github.com/spf13/cobra"
+
+	"github.com/wary-go/wary/redact"
 )
 
 // Exit codes.
