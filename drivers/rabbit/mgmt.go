@@ -14,9 +14,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wary-go/wary/broker/driver"
-
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/wary-go/wary/broker/driver"
 )
 
 // ManagementOff, as SubscriptionOptions.Management (management=off in a

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/wary-go/wary/broker/topology"
 	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 	"github.com/wary-go/wary/redact"
 )
