@@ -148,7 +148,7 @@ func (m LimitMode) String() string {
 // owns it. The conformance suite checks every field against the live
 // broker.
 type Topic struct {
-	// OrderingKey names the broker field that Message.Key maps to (for the
+	// OrderingKey names the broker field that broker.Message.Key maps to (for the
 	// docs and error messages), e.g. "MessageGroupId".
 	OrderingKey string
 	// KeyRequired: publishing a message without a Key is an error
@@ -156,7 +156,7 @@ type Topic struct {
 	KeyRequired bool
 
 	// DedupWindow is how long after a publish the broker silently drops
-	// another publish with the same Message.ID (0: no broker dedup).
+	// another publish with the same broker.Message.ID (0: no broker dedup).
 	DedupWindow time.Duration
 	// DedupScope is where an ID must be unique for the window to apply.
 	DedupScope DedupScope
@@ -169,11 +169,11 @@ type Topic struct {
 	// headers in a frame of their own (AMQP 0-9-1's content header, bounded
 	// by the connection's frame_max): a larger header block fails the whole
 	// connection, not one message. The portable layer rejects a message over
-	// it before sending (ErrTooLarge); the driver, which knows the encoding
+	// it before sending (broker.ErrTooLarge); the driver, which knows the encoding
 	// overhead, checks the encoded size too and reports an excess as
 	// TooLarge without sending anything.
 	MaxHeaderSize int
-	// MaxBatchSize is the largest batch SendBatch accepts (0: no limit).
+	// MaxBatchSize is the largest batch driver.Topic.SendBatch accepts (0: no limit).
 	MaxBatchSize int
 
 	// Source says which of these the driver read from the broker, which
@@ -215,7 +215,7 @@ type Subscription struct {
 	// AckModel is what an ack covers.
 	AckModel AckModel
 
-	// DeliveryCount: Attempt on received messages is a true count kept by
+	// DeliveryCount: broker.Delivery.Attempt is a true count kept by
 	// the broker (or emulated, for LimitEmulated), not a guess.
 	DeliveryCount bool
 	// DeliveryLimit is the number of deliveries after which the message is
@@ -223,7 +223,7 @@ type Subscription struct {
 	DeliveryLimit int
 	// DeliveryLimitMode says who enforces DeliveryLimit.
 	DeliveryLimitMode LimitMode
-	// DeadLetter: Delivery.DeadLetter is supported, and dead-lettered
+	// DeadLetter: broker.Delivery.DeadLetter is supported, and dead-lettered
 	// messages can be read, with their reason.
 	DeadLetter bool
 
@@ -234,9 +234,9 @@ type Subscription struct {
 	// not read the lock's bound (RabbitMQ's consumer_timeout), and the
 	// value is not the broker's.
 	LockTimeout time.Duration
-	// LockExtendable: Delivery.ExtendLock is supported.
+	// LockExtendable: broker.Delivery.ExtendLock is supported.
 	LockExtendable bool
-	// NackDelay: Delivery.Nack honours a delay; without it only a zero delay
+	// NackDelay: broker.Delivery.Nack honours a delay; without it only a zero delay
 	// is accepted.
 	NackDelay bool
 
