@@ -7,20 +7,11 @@ import (
 	"github.com/wary-go/wary/broker/driver"
 )
 
-// AckAll acknowledges ds as Ack acknowledges each of them, but with one
-// driver call for all the deliveries of a subscription
-// (driver.Subscription.SendAcks with every ID): one offset commit on Kafka,
-// one multiple ack on RabbitMQ where the delivery tags allow it,
-// DeleteMessageBatch calls of ten on SQS. It returns when the broker
-// confirmed the acks, where the broker confirms acks, as Ack does.
-//
-// It returns nil when every delivery was acknowledged (or was settled
-// already), and otherwise one error per delivery, in the order of ds, nil
-// for those acknowledged. Each error is what Ack would have returned for
-// that delivery alone: one whose lock was lost matches ErrLockLost (and is
-// settled), and one that failed otherwise stays unsettled and may be acked
-// again. Deliveries of several subscriptions, detached deliveries and the
-// same delivery twice are allowed.
+// AckAll acknowledges ds as Ack does each, with one driver call per
+// subscription (one offset commit on Kafka, one multiple ack on RabbitMQ,
+// batches of ten on SQS). It returns nil when every delivery is acked (or
+// was settled), else one error per delivery in the order of ds, nil for
+// those acked, each what Ack would have returned alone.
 func AckAll(ctx context.Context, ds []*Delivery) []error {
 	if len(ds) == 1 {
 		if err := ds[0].Ack(ctx); err != nil {

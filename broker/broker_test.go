@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/redact"
 )
 
 // stubTopic fails SendBatch with the queued errors, then succeeds.
 type stubTopic struct {
-	caps    driver.TopicCapabilities
+	caps    capability.Topic
 	errs    []error
 	infos   map[error]driver.ErrorInfo
 	batches [][]*driver.Message
@@ -29,11 +31,11 @@ func (s *stubTopic) SendBatch(_ context.Context, msgs []*driver.Message) error {
 	}
 	return nil
 }
-func (s *stubTopic) Capabilities() driver.TopicCapabilities { return s.caps }
-func (s *stubTopic) Classify(err error) driver.ErrorInfo    { return s.infos[err] }
-func (s *stubTopic) As(any) bool                            { return false }
-func (s *stubTopic) ErrorAs(error, any) bool                { return false }
-func (s *stubTopic) Close() error                           { return nil }
+func (s *stubTopic) Capabilities() capability.Topic      { return s.caps }
+func (s *stubTopic) Classify(err error) driver.ErrorInfo { return s.infos[err] }
+func (s *stubTopic) As(any) bool                         { return false }
+func (s *stubTopic) ErrorAs(error, any) bool             { return false }
+func (s *stubTopic) Close() error                        { return nil }
 
 var fastRetry = &TopicOptions{Retry: &RetryPolicy{Attempts: 3, Backoff: Backoff{Initial: time.Microsecond, Max: time.Microsecond}}}
 
@@ -77,7 +79,7 @@ func TestPublishDoesNotRetryPermanent(t *testing.T) {
 }
 
 func TestPublishSplitsBatches(t *testing.T) {
-	d := &stubTopic{caps: driver.TopicCapabilities{MaxBatchSize: 10}}
+	d := &stubTopic{caps: capability.Topic{MaxBatchSize: 10}}
 	msgs := make([]*Message, 25)
 	for i := range msgs {
 		msgs[i] = &Message{Key: "k"}
@@ -91,7 +93,7 @@ func TestPublishSplitsBatches(t *testing.T) {
 }
 
 func TestValidation(t *testing.T) {
-	d := &stubTopic{caps: driver.TopicCapabilities{KeyRequired: true, OrderingKey: "MessageGroupId", MaxMessageSize: 10}}
+	d := &stubTopic{caps: capability.Topic{KeyRequired: true, OrderingKey: "MessageGroupId", MaxMessageSize: 10}}
 	top := NewTopic(d, nil)
 	ctx := context.Background()
 	for name, tc := range map[string]struct {
@@ -116,7 +118,7 @@ func TestValidation(t *testing.T) {
 
 func TestURLParamsRejectUnknown(t *testing.T) {
 	u, _ := url.Parse("mem://orders?profile=queue&bogus=1&alsobad=2")
-	p := NewURLParams(u)
+	p := driver.NewURLParams(u)
 	_ = p.Get("profile")
 	err := p.Done()
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "alsobad, bogus") {
@@ -126,7 +128,7 @@ func TestURLParamsRejectUnknown(t *testing.T) {
 
 func TestRedactHidesSecrets(t *testing.T) {
 	u, _ := url.Parse("amqp://guest:hunter2@host:5672/?sas_key=abc123&token=tok&SharedAccessKeyName=root")
-	s := Redact(u)
+	s := redact.URL(u)
 	for _, secret := range []string{"hunter2", "abc123", "tok&"} {
 		if strings.Contains(s, secret) {
 			t.Fatalf("redacted URL %q still has %q", s, secret)
@@ -175,25 +177,25 @@ func TestBackoff(t *testing.T) {
 
 func TestClassOfMatchesErrorIs(t *testing.T) {
 	for c := driver.Unknown; c <= driver.PermissionDenied; c++ {
-		class := ClassOf(c)
+		class := driver.ClassOf(c)
 		if c == driver.Unknown {
 			if class != nil {
-				t.Fatalf("ClassOf(unknown) = %v, want nil", class)
+				t.Fatalf("driver.ClassOf(unknown) = %v, want nil", class)
 			}
 			continue
 		}
 		if class == nil {
-			t.Fatalf("ClassOf(%s) = nil", c)
+			t.Fatalf("driver.ClassOf(%s) = nil", c)
 		}
 		if err := newError("receive", c, false, errors.New("x")); !errors.Is(err, class) {
-			t.Errorf("an error of code %s does not match ClassOf: %v", c, class)
+			t.Errorf("an error of code %s does not match driver.ClassOf: %v", c, class)
 		}
 	}
 }
 
 func TestURLParamsTypedValues(t *testing.T) {
 	u, _ := url.Parse("mem://t?limit=3&lock=30s&ordered&heartbeat=S3cr3tPW&max=99")
-	p := NewURLParams(u)
+	p := driver.NewURLParams(u)
 	if got := p.Int("limit", 0, 0, 10); got != 3 {
 		t.Fatalf("limit = %d", got)
 	}
@@ -221,11 +223,11 @@ func TestPublishRejectsReservedHeadersAndBadIDs(t *testing.T) {
 	for name, m := range map[string]*Message{
 		"reserved key header":    {ID: "a", Headers: map[string]string{"wary-key": "spoof"}},
 		"reserved in upper case": {ID: "a", Headers: map[string]string{"WARY-Prior-Attempts": "99"}},
-		"dead-letter reason":     {ID: "a", Headers: map[string]string{HeaderDeadLetterReason: "x"}},
+		"dead-letter reason":     {ID: "a", Headers: map[string]string{driver.HeaderDeadLetterReason: "x"}},
 		"ID with NUL":            {ID: "a\x00b"},
 		"ID with newline":        {ID: "a\nb"},
 		"ID not UTF-8":           {ID: "a\xffb"},
-		"ID over the limit":      {ID: strings.Repeat("i", MaxIDLen+1)},
+		"ID over the limit":      {ID: strings.Repeat("i", driver.MaxIDLen+1)},
 		"ID of one space":        {ID: " "},
 		"ID of white space":      {ID: "\u00a0\t\u3000"},
 		"empty header name":      {ID: "a", Headers: map[string]string{"": "v"}},
@@ -237,24 +239,24 @@ func TestPublishRejectsReservedHeadersAndBadIDs(t *testing.T) {
 			t.Errorf("%s: Publish = %v, want ErrInvalid and ErrNotSent", name, err)
 		}
 	}
-	ok := &Message{ID: strings.Repeat("i", MaxIDLen), Headers: map[string]string{
+	ok := &Message{ID: strings.Repeat("i", driver.MaxIDLen), Headers: map[string]string{
 		HeaderAggregateID: "order-1", HeaderAggregateVersion: "2", HeaderSequence: "2", HeaderType: "order.paid", "traceparent": "00-x", "wary": "not the prefix",
 	}}
 	if err := top.Publish(ctx, ok); err != nil {
-		t.Fatalf("event-identity headers and a MaxIDLen ID: %v", err)
+		t.Fatalf("event-identity headers and a driver.MaxIDLen ID: %v", err)
 	}
 	for _, id := range []string{" a", "a b", "\u00a0x"} {
-		if err := ValidateID(id); err != nil {
-			t.Errorf("ValidateID(%q) = %v; white space beside other characters is an ID", id, err)
+		if err := driver.ValidateID(id); err != nil {
+			t.Errorf("driver.ValidateID(%q) = %v; white space beside other characters is an ID", id, err)
 		}
 	}
-	if err := ValidateHeaders(map[string]string{"wary-x": "v"}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("ValidateHeaders(a reserved name) = %v, want ErrInvalid", err)
+	if err := driver.ValidateHeaders(map[string]string{"wary-x": "v"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("driver.ValidateHeaders(a reserved name) = %v, want ErrInvalid", err)
 	}
 }
 
 func TestPublishRejectsHeadersOverTheirLimit(t *testing.T) {
-	st := &stubTopic{caps: driver.TopicCapabilities{MaxHeaderSize: 100}}
+	st := &stubTopic{caps: capability.Topic{MaxHeaderSize: 100}}
 	top := NewTopic(st, nil)
 	defer top.Close()
 	err := top.Publish(context.Background(), &Message{ID: "a", Headers: map[string]string{"h": strings.Repeat("v", 100)}})

@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/wary-go/wary/broker/internal/text"
 )
 
-// Codec encodes values into message bodies and decodes them back. JSON is
-// the default; a codec for protobuf or another encoding implements these
-// three methods.
+// Codec encodes values into message bodies and decodes them back (JSON
+// by default).
 type Codec interface {
-	// ContentType names the encoding ("application/json"). NewMessage
-	// records it in HeaderContentType, and Decode refuses a message whose
-	// header names another one.
+	// ContentType names the encoding, in HeaderContentType.
 	ContentType() string
 	// Marshal encodes v.
 	Marshal(v any) ([]byte, error)
@@ -21,27 +20,20 @@ type Codec interface {
 	Unmarshal(data []byte, v any) error
 }
 
-// JSON is the JSON codec (encoding/json). Decoding is strict about the
-// body's syntax and lenient about fields: unknown fields are ignored and
-// missing ones keep their zero value, as encoding/json does.
-type JSON struct{}
+// JSON is the codec of encoding/json ("application/json"), lenient about
+// unknown and missing fields as encoding/json is.
+var JSON Codec = jsonCodec{}
 
-// ContentType returns "application/json".
-func (JSON) ContentType() string { return "application/json" }
+type jsonCodec struct{}
 
-// Marshal encodes v with encoding/json.
-func (JSON) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+func (jsonCodec) ContentType() string                { return "application/json" }
+func (jsonCodec) Marshal(v any) ([]byte, error)      { return json.Marshal(v) }
+func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
-// Unmarshal decodes data with encoding/json.
-func (JSON) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
-
-// ErrUndecodable matches the error of a message body the codec cannot
-// decode (or whose HeaderContentType names another encoding). It is marked
-// Permanent: retrying cannot help, so Run dead-letters the delivery with
-// the error as its reason (where the broker cannot dead-letter, it nacks
-// it, and the broker's delivery limit ends it), and an inbox (package
-// idem) dead-letters or parks it. Neither drops it, and neither holds up
-// other messages for it.
+// ErrUndecodable matches the error of a body the codec cannot decode (or
+// of another HeaderContentType). It is marked Permanent: Run dead-letters
+// the delivery (or nacks it), and package idem's inbox dead-letters or
+// parks it; neither drops it.
 var ErrUndecodable = errors.New("wary: undecodable message")
 
 // NewMessage returns a message whose body is v encoded with c (nil: JSON),
@@ -49,7 +41,7 @@ var ErrUndecodable = errors.New("wary: undecodable message")
 // ID and ordering key.
 func NewMessage[T any](c Codec, id, key string, v T) (*Message, error) {
 	if c == nil {
-		c = JSON{}
+		c = JSON
 	}
 	body, err := c.Marshal(v)
 	if err != nil {
@@ -59,21 +51,19 @@ func NewMessage[T any](c Codec, id, key string, v T) (*Message, error) {
 }
 
 // Decode decodes d's body with c (nil: JSON) into a T. A body that does not
-// decode, or a HeaderContentType other than c's, is an error matching
-// ErrUndecodable, marked Permanent, that says why and names the message;
-// what it quotes of the message (its ID, its content type, the codec's
-// words) is escaped and cut, so that the error stays short whatever the
-// message holds. The codec's own error is reachable with errors.As.
+// decode, or another HeaderContentType, is an error matching
+// ErrUndecodable, marked Permanent, with what it quotes escaped and cut;
+// the codec's own error is reachable with errors.As.
 func Decode[T any](c Codec, d *Delivery) (T, error) {
 	var v T
 	if c == nil {
-		c = JSON{}
+		c = JSON
 	}
 	if ct, ok := d.Message.Headers[HeaderContentType]; ok && ct != c.ContentType() {
-		return v, Permanent(fmt.Errorf("%w: message %s is %s, not %s", ErrUndecodable, shownValue(d.Message.ID), shownValue(ct), c.ContentType()))
+		return v, Permanent(fmt.Errorf("%w: message %s is %s, not %s", ErrUndecodable, text.Shown(d.Message.ID), text.Shown(ct), c.ContentType()))
 	}
 	if err := c.Unmarshal(d.Message.Body, &v); err != nil {
-		msg := fmt.Sprintf("%v: message %s as %T (%s): %s", ErrUndecodable, shownValue(d.Message.ID), v, c.ContentType(), bound(err.Error(), maxCauseLen))
+		msg := fmt.Sprintf("%v: message %s as %T (%s): %s", ErrUndecodable, text.Shown(d.Message.ID), v, c.ContentType(), text.Bound(err.Error(), maxCauseLen))
 		return v, Permanent(&undecodableError{msg, err})
 	}
 	return v, nil

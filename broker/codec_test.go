@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/memory"
 )
 
@@ -53,7 +54,7 @@ func TestTypedDeadLettersUndecodable(t *testing.T) {
 	if first.Headers[broker.HeaderContentType] != "application/json" {
 		t.Fatalf("NewMessage headers %v", first.Headers)
 	}
-	last, _ := broker.NewMessage(broker.JSON{}, "o-2", "k", order{ID: "o-2", Total: 7})
+	last, _ := broker.NewMessage(broker.JSON, "o-2", "k", order{ID: "o-2", Total: 7})
 	notJSON := &broker.Message{ID: "bad-json", Key: "k", Body: []byte("{not json")}
 	otherType := &broker.Message{ID: "bad-type", Key: "k", Headers: map[string]string{broker.HeaderContentType: "application/x-protobuf"}, Body: []byte(`{"id":"x"}`)}
 	if err := topic.Publish(ctx, first, notJSON, otherType, last); err != nil {
@@ -93,7 +94,7 @@ func TestTypedDeadLettersUndecodable(t *testing.T) {
 			t.Fatalf("dead letters: %v (have %v)", err, reasons)
 		}
 		for _, d := range ds {
-			reasons[d.Message.ID] = d.Message.Headers[broker.HeaderDeadLetterReason]
+			reasons[d.Message.ID] = d.Message.Headers[driver.HeaderDeadLetterReason]
 		}
 	}
 	if r := reasons["bad-json"]; !strings.Contains(r, "undecodable") || !strings.Contains(r, "bad-json") {
@@ -109,32 +110,6 @@ func TestDecodeErrorIsPermanent(t *testing.T) {
 	_, err := broker.Decode[order](nil, d)
 	if !errors.Is(err, broker.ErrUndecodable) || !broker.IsPermanent(err) {
 		t.Fatalf("Decode of a broken body: %v, want ErrUndecodable, permanent", err)
-	}
-}
-
-// TestChainOrder: the first middleware is the outermost, and Timeout gives
-// the handler a deadline.
-func TestChainOrder(t *testing.T) {
-	var trace []string
-	mark := func(name string) broker.Middleware {
-		return func(h broker.Handler) broker.Handler {
-			return func(ctx context.Context, d *broker.Delivery) error {
-				trace = append(trace, name)
-				return h(ctx, d)
-			}
-		}
-	}
-	var deadline bool
-	h := broker.Chain(func(ctx context.Context, d *broker.Delivery) error {
-		trace = append(trace, "handler")
-		_, deadline = ctx.Deadline()
-		return nil
-	}, mark("a"), mark("b"), broker.Timeout(time.Minute))
-	if err := h(t.Context(), broker.NewDetachedDelivery(&broker.Message{ID: "m"}, 1)); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(trace, ",") != "a,b,handler" || !deadline {
-		t.Fatalf("trace %v, deadline %t; want a,b,handler with a deadline", trace, deadline)
 	}
 }
 
@@ -157,7 +132,7 @@ func TestUndecodableReasonsBounded(t *testing.T) {
 	}
 	for _, m := range msgs {
 		_, err := broker.Decode[order](nil, broker.NewDetachedDelivery(m, 1))
-		if !errors.Is(err, broker.ErrUndecodable) || len(err.Error()) > broker.MaxReasonLen || strings.Contains(err.Error(), "\n") {
+		if !errors.Is(err, broker.ErrUndecodable) || len(err.Error()) > driver.MaxReasonLen || strings.Contains(err.Error(), "\n") {
 			t.Errorf("Decode of %s: %d bytes: %.200q", m.ID, len(err.Error()), err)
 		}
 	}
@@ -193,7 +168,7 @@ func TestUndecodableReasonsBounded(t *testing.T) {
 			t.Fatalf("dead letters: %v (have %d)", err, len(reasons))
 		}
 		for _, d := range ds {
-			reasons[d.Message.ID] = d.Message.Headers[broker.HeaderDeadLetterReason]
+			reasons[d.Message.ID] = d.Message.Headers[driver.HeaderDeadLetterReason]
 			if err := d.Ack(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -205,7 +180,7 @@ func TestUndecodableReasonsBounded(t *testing.T) {
 	}
 	for id, want := range map[string]string{"long-type": "application/x-aaa", "big-number": "cannot unmarshal number"} {
 		r := reasons[id]
-		if len(r) > broker.MaxReasonLen || strings.ContainsAny(r, "\n\r") || !strings.Contains(r, want) || !strings.Contains(r, id) {
+		if len(r) > driver.MaxReasonLen || strings.ContainsAny(r, "\n\r") || !strings.Contains(r, want) || !strings.Contains(r, id) {
 			t.Errorf("%s dead-lettered with a reason of %d bytes: %.300q", id, len(r), r)
 		}
 	}
@@ -219,25 +194,25 @@ func TestBoundReason(t *testing.T) {
 		{"plain reason: it failed", "plain reason: it failed"},
 		{"line 1\nline 2\r\t\x00\x7f\xff é \u2028", `line 1\nline 2\r\t\x00\x7f\xff é \u2028`},
 	} {
-		if got := broker.BoundReason(c.in); got != c.want {
+		if got := driver.BoundReason(c.in); got != c.want {
 			t.Errorf("BoundReason(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 	for _, in := range []string{
 		strings.Repeat("é", 5000),
-		strings.Repeat("a", broker.MaxReasonLen) + "b",
+		strings.Repeat("a", driver.MaxReasonLen) + "b",
 		strings.Repeat("\n", 2000),
-		strings.Repeat("a", broker.MaxReasonLen-1) + "€",
+		strings.Repeat("a", driver.MaxReasonLen-1) + "€",
 	} {
-		got := broker.BoundReason(in)
-		if len(got) > broker.MaxReasonLen || !utf8.ValidString(got) || !strings.Contains(got, " bytes cut)") {
+		got := driver.BoundReason(in)
+		if len(got) > driver.MaxReasonLen || !utf8.ValidString(got) || !strings.Contains(got, " bytes cut)") {
 			t.Errorf("BoundReason(%.20q…) = %d bytes: %.60q…%q", in, len(got), got, got[max(0, len(got)-30):])
 		}
-		if again := broker.BoundReason(got); again != got {
+		if again := driver.BoundReason(got); again != got {
 			t.Errorf("BoundReason is not idempotent on %.60q", got)
 		}
 	}
-	if got := broker.BoundReason(strings.Repeat("a", 3000)); got != strings.Repeat("a", 1005)+"…(1995 bytes cut)" {
+	if got := driver.BoundReason(strings.Repeat("a", 3000)); got != strings.Repeat("a", 1005)+"…(1995 bytes cut)" {
 		t.Errorf("BoundReason of 3000 bytes = %q", got)
 	}
 }
@@ -250,14 +225,14 @@ func FuzzBoundReason(f *testing.F) {
 	f.Add("a\nb\x00\xff")
 	f.Add(strings.Repeat("é", 600))
 	f.Fuzz(func(t *testing.T, s string) {
-		got := broker.BoundReason(s)
-		if len(got) > broker.MaxReasonLen || !utf8.ValidString(got) || strings.ContainsFunc(got, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		got := driver.BoundReason(s)
+		if len(got) > driver.MaxReasonLen || !utf8.ValidString(got) || strings.ContainsFunc(got, func(r rune) bool { return !strconv.IsPrint(r) }) {
 			t.Fatalf("BoundReason(%q) = %q", s, got)
 		}
-		if broker.BoundReason(got) != got {
+		if driver.BoundReason(got) != got {
 			t.Fatalf("BoundReason(%q) changes on a second pass", got)
 		}
-		if len(s) <= broker.MaxReasonLen && utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) && got != s {
+		if len(s) <= driver.MaxReasonLen && utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) && got != s {
 			t.Fatalf("BoundReason(%q) = %q, want it as it is", s, got)
 		}
 	})

@@ -10,20 +10,15 @@ import (
 	"github.com/wary-go/wary/broker/driver"
 )
 
-// Delivery is one delivery of a message: the message, how many times the
-// broker has delivered it, and the means to settle it.
-//
-// Settle each delivery exactly once, with Ack, Nack or DeadLetter. Settling
-// a delivery that is already settled is a no-op that returns nil. A settle
-// that fails leaves the delivery unsettled, so it may be tried again; if
-// the error matches ErrLockLost the broker has already taken the message
-// back and will deliver it again (a consumer that committed its effect
-// before such an error must recognise the redelivery: see package idem).
+// Delivery is one delivery of a message, and the means to settle it once,
+// with Ack, Nack or DeadLetter; settling again returns nil. A failed settle
+// leaves it unsettled; one matching ErrLockLost means the broker took the
+// message back and will deliver it again.
 type Delivery struct {
 	// Message is the message delivered.
 	Message *Message
 	// Attempt is the 1-based delivery count (see
-	// SubscriptionCapabilities.DeliveryCount for whether the broker counts exactly).
+	// capability.Subscription.DeliveryCount for whether the broker counts exactly).
 	Attempt int
 	// Redelivered reports whether the broker delivered the message before.
 	Redelivered bool
@@ -44,10 +39,8 @@ type Delivery struct {
 }
 
 // NewDetachedDelivery returns a delivery of m that belongs to no
-// subscription: Ack, Nack, DeadLetter and ExtendLock do nothing and return
-// nil (they only mark it settled). It is for code that hands a message to
-// a Handler outside a broker, such as a replay of a parked message (package
-// idem) or a test. attempt below 1 means 1.
+// subscription, for a Handler called outside a broker (a replay, a test):
+// settling it only marks it settled. attempt below 1 means 1.
 func NewDetachedDelivery(m *Message, attempt int) *Delivery {
 	if attempt < 1 {
 		attempt = 1
@@ -66,50 +59,43 @@ func (d *Delivery) Settled() bool {
 	return d.settled
 }
 
-// Ack acknowledges the delivery: the broker will not deliver it again (for
-// cumulative ack models, once every earlier delivery of its scope is acked
-// too). It returns when the broker confirmed the ack, where the broker
-// confirms acks.
+// Ack acknowledges the delivery: the broker will not deliver it again (with
+// cumulative acks, once every earlier delivery of its scope is acked). It
+// returns when the broker confirmed the ack, where it confirms acks.
 func (d *Delivery) Ack(ctx context.Context) error {
 	return d.settle(ctx, settleAck, 0, "")
 }
 
 // Nack returns the delivery to the broker, to be delivered again no sooner
-// than delay from now. A delay above zero needs SubscriptionCapabilities.NackDelay;
-// without it Nack returns an error matching ErrUnsupported and settles
+// than delay from now. A delay above zero needs capability.Subscription.NackDelay;
+// without it Nack returns an error matching errors.ErrUnsupported and settles
 // nothing.
 func (d *Delivery) Nack(ctx context.Context, delay time.Duration) error {
 	if delay < 0 {
 		delay = 0
 	}
 	if delay > 0 && d.sub != nil && !d.sub.caps.NackDelay {
-		return newError("nack", driver.Invalid, false, fmt.Errorf("nack with delay: %w", ErrUnsupported))
+		return newError("nack", driver.Invalid, false, fmt.Errorf("nack with delay: %w", errors.ErrUnsupported))
 	}
 	return d.settle(ctx, settleNack, delay, "")
 }
 
 // SettleTimeout is how long a settle of d may take once its handler has
-// returned: its subscription's SubscriptionOptions.SettleTimeout
-// (DefaultSettleTimeout for a detached delivery). Run and Retry bound
-// theirs with it, and so does package idem's inbox.
+// returned: SubscriptionOptions.SettleTimeout (30s for a detached delivery).
 func (d *Delivery) SettleTimeout() time.Duration {
 	if d.sub == nil {
-		return DefaultSettleTimeout
+		return defaultSettleTimeout
 	}
 	return d.sub.settleTimeout
 }
 
-// Retry returns the delivery to the broker after a failed attempt (the
-// attempt-th; below 1: d.Attempt), to be delivered again after the backoff
-// for that attempt: RunOptions.Backoff for a delivery Run handed out, the
-// default policy (100ms doubling to 30s) for one from Receive.
-// Where the broker cannot delay a nack (no SubscriptionCapabilities.
-// NackDelay), Retry waits the delay out itself, up to half the lock timeout
-// and no longer than ctx, and nacks without delay. The nack is sent even
-// when ctx has ended, bounded by SubscriptionOptions.SettleTimeout. Run
-// retries a failed handler's delivery so, and so does package idem's
-// inbox, whose retries therefore follow the RunOptions.Backoff of the Run
-// that runs it. A detached delivery is only marked settled.
+// Retry nacks the delivery after its attempt-th failure (below 1:
+// d.Attempt), to come back after that attempt's backoff: RunOptions.Backoff
+// for a delivery Run handed out, 100ms doubling to 30s otherwise. Where the
+// broker cannot delay a nack, Retry waits the delay out itself (up to half
+// the lock timeout, and ctx) and nacks at once. The nack is sent even when
+// ctx has ended, within SettleTimeout. A detached delivery is only marked
+// settled.
 func (d *Delivery) Retry(ctx context.Context, attempt int) error {
 	if d.sub == nil {
 		return d.Nack(ctx, 0)
@@ -135,21 +121,20 @@ func (d *Delivery) Retry(ctx context.Context, attempt int) error {
 	return d.Nack(sctx, delay)
 }
 
-// DeadLetter moves the delivery to the dead-letter queue with reason, which
-// readers of that queue find in the header HeaderDeadLetterReason, as
-// BoundReason gives it (escaped, at most MaxReasonLen bytes) whatever the
-// driver. It needs SubscriptionCapabilities.DeadLetter; without it, it
-// returns an error matching ErrUnsupported and settles nothing.
+// DeadLetter moves the delivery to the dead-letter queue with reason (as
+// driver.BoundReason bounds it), which readers find in the header
+// driver.HeaderDeadLetterReason. Without capability.Subscription.DeadLetter
+// it settles nothing and returns errors.ErrUnsupported.
 func (d *Delivery) DeadLetter(ctx context.Context, reason string) error {
 	if d.sub != nil && !d.sub.caps.DeadLetter {
-		return newError("dead-letter", driver.Invalid, false, fmt.Errorf("dead-letter: %w", ErrUnsupported))
+		return newError("dead-letter", driver.Invalid, false, fmt.Errorf("dead-letter: %w", errors.ErrUnsupported))
 	}
-	return d.settle(ctx, settleDeadLetter, 0, BoundReason(reason))
+	return d.settle(ctx, settleDeadLetter, 0, driver.BoundReason(reason))
 }
 
 // ExtendLock keeps the delivery locked for dur from now, so that a slow
 // handler does not see it redelivered elsewhere. It needs
-// SubscriptionCapabilities.LockExtendable (else ErrUnsupported) and dur > 0 (else
+// capability.Subscription.LockExtendable (else errors.ErrUnsupported) and dur > 0 (else
 // ErrInvalid). Extending a settled delivery returns an error matching
 // ErrLockLost.
 func (d *Delivery) ExtendLock(ctx context.Context, dur time.Duration) error {
@@ -162,7 +147,7 @@ func (d *Delivery) ExtendLock(ctx context.Context, dur time.Duration) error {
 		return nil
 	}
 	if !d.sub.caps.LockExtendable {
-		return newError("extend-lock", driver.Invalid, false, fmt.Errorf("extend lock: %w", ErrUnsupported))
+		return newError("extend-lock", driver.Invalid, false, fmt.Errorf("extend lock: %w", errors.ErrUnsupported))
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

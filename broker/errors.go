@@ -9,77 +9,55 @@ import (
 	"github.com/wary-go/wary/broker/driver"
 )
 
-// Error classes, matched with errors.Is. Every error returned by a Topic,
-// Subscription or Delivery method is an *Error that matches exactly one of
-// the first group (or none, for unclassified failures), and for Publish
-// exactly one of ErrNotSent and ErrMaybeSent.
+// Error classes, matched with errors.Is. Every error of a Topic,
+// Subscription or Delivery method is an *Error of at most one class, and
+// for Publish of exactly one of ErrNotSent and ErrMaybeSent. What the
+// capabilities do not offer is errors.ErrUnsupported.
 var (
 	// ErrNotFound: the topic, queue or subscription does not exist.
-	ErrNotFound = errors.New("wary: not found")
+	ErrNotFound = driver.ErrNotFound
 	// ErrTooLarge: the message exceeds the broker's size limit.
-	ErrTooLarge = errors.New("wary: message too large")
-	// ErrInvalid: the message or request is not valid (missing ordering
-	// key, non-UTF-8 header value, unsupported option).
-	ErrInvalid = errors.New("wary: invalid")
+	ErrTooLarge = driver.ErrTooLarge
+	// ErrInvalid: the message, request or option is not valid.
+	ErrInvalid = driver.ErrInvalid
 	// ErrClosed: the topic or subscription was closed.
-	ErrClosed = errors.New("wary: closed")
-	// ErrLockLost: the delivery can no longer be settled (its lock or
-	// visibility expired, its partition was revoked); it will be or was
-	// redelivered.
-	ErrLockLost = errors.New("wary: lock lost")
+	ErrClosed = driver.ErrClosed
+	// ErrLockLost: the delivery can no longer be settled; it comes again.
+	ErrLockLost = driver.ErrLockLost
 	// ErrPermission: credentials or rights are missing.
-	ErrPermission = errors.New("wary: permission denied")
+	ErrPermission = driver.ErrPermission
 
-	// ErrRetryable matches transient failures: trying the same call again
-	// may succeed.
-	ErrRetryable = errors.New("wary: retryable")
+	// ErrRetryable: a transient failure; trying again may succeed.
+	ErrRetryable = driver.ErrRetryable
 
-	// ErrNotSent matches a Publish error after which the broker certainly
-	// has none of the failed messages: it is safe to send them again
-	// without creating duplicates.
+	// ErrNotSent: the broker has none of the failed messages.
 	ErrNotSent = errors.New("wary: certainly not sent")
-	// ErrMaybeSent matches a Publish error after which the broker may have
-	// accepted the messages: sending again may create duplicates, which the
-	// broker's dedup window or the consumer's inbox must absorb.
+	// ErrMaybeSent: the broker may have some (a resend may duplicate).
 	ErrMaybeSent = errors.New("wary: may have been sent")
 )
 
-// ErrUnsupported is errors.ErrUnsupported; a Delivery method the driver's
-// capabilities do not offer (a delayed nack, a lock extension) returns an
-// error matching it, and settles nothing.
-var ErrUnsupported = errors.ErrUnsupported
-
-// Error is the error type of this package. Use errors.Is with the class
-// variables above rather than inspecting its fields; use the As methods of
-// Topic and Subscription (ErrorAs) to reach the SDK's error.
+// Error is the error type of this package: classify it with errors.Is,
+// reach the SDK's error with Topic.ErrorAs and Subscription.ErrorAs.
 type Error struct {
 	// Op is the operation that failed: "publish", "receive", "ack", "nack",
-	// "dead-letter", "extend-lock", "open", "close", "topology" (Plan.Apply,
-	// PlanTopology).
+	// "dead-letter", "extend-lock", "open", "close", "topology" (package
+	// broker/topology).
 	Op string
-	// Code is the class of the failure.
-	Code driver.ErrorCode
-	// MaybeSent is meaningful for Op "publish" only. It is true when any
-	// message of the call reached, or may have reached, the broker:
-	// publishing them all again may then create duplicates.
+	// MaybeSent (Op "publish"): a message of the call may be on the broker.
 	MaybeSent bool
-	// Messages, for a Publish of more than one message, says what became
-	// of each, in the order given: nil for a message the broker accepted,
-	// otherwise that message's own *Error, which matches ErrNotSent or
-	// ErrMaybeSent and its class (ErrTooLarge, ErrInvalid, ...). It is set
-	// too when Publish refuses messages before sending anything (a
-	// validation failure): each refused message has its own error. A
-	// message not sent because another of the call was refused, or
-	// because an earlier batch of the call failed, matches ErrNotSent
-	// and driver.ErrNotAttempted, and no class of its own.
+	// Messages, for a Publish of several messages, says what became of
+	// each, in order: nil if accepted, else its own *Error (ErrNotSent or
+	// ErrMaybeSent, and its class). One not sent because another failed
+	// matches ErrNotSent and driver.ErrNotAttempted only.
 	Messages []error
+	code     driver.ErrorCode
 	err      error
 }
 
 func (e *Error) Error() string {
 	s := "wary: " + e.Op
-	if e.Code != driver.Unknown {
-		s += " (" + e.Code.String() + ")"
+	if e.code != driver.Unknown {
+		s += " (" + e.code.String() + ")"
 	}
 	first := -1
 	if e.Op == "publish" {
@@ -150,43 +128,14 @@ func (e *Error) Is(target error) bool {
 	case ErrMaybeSent:
 		return e.Op == "publish" && e.MaybeSent
 	case context.DeadlineExceeded, os.ErrDeadlineExceeded:
-		return e.Code == driver.DeadlineExceeded
+		return e.code == driver.DeadlineExceeded
 	}
-	return target != nil && target == ClassOf(e.Code)
-}
-
-// ClassOf returns the class variable matching code (ErrNotFound for
-// driver.NotFound, ErrRetryable for driver.Unavailable, context.Canceled
-// for driver.Canceled, ...), or nil for driver.Unknown. Drivers whose own
-// error types must match the classes implement Is as
-// target == broker.ClassOf(code).
-func ClassOf(code driver.ErrorCode) error {
-	switch code {
-	case driver.NotFound:
-		return ErrNotFound
-	case driver.TooLarge:
-		return ErrTooLarge
-	case driver.Invalid:
-		return ErrInvalid
-	case driver.Closed:
-		return ErrClosed
-	case driver.LockLost:
-		return ErrLockLost
-	case driver.PermissionDenied:
-		return ErrPermission
-	case driver.Unavailable:
-		return ErrRetryable
-	case driver.Canceled:
-		return context.Canceled
-	case driver.DeadlineExceeded:
-		return context.DeadlineExceeded
-	}
-	return nil
+	return target != nil && target == driver.ClassOf(e.code)
 }
 
 // newError builds an *Error; a nil classify means the error is ours.
 func newError(op string, code driver.ErrorCode, maybeSent bool, err error) *Error {
-	return &Error{Op: op, Code: code, MaybeSent: maybeSent, err: err}
+	return &Error{Op: op, code: code, MaybeSent: maybeSent, err: err}
 }
 
 // wrapErr classifies a driver error. Context errors win over the driver's
@@ -201,17 +150,26 @@ func wrapErr(op string, classify func(error) driver.ErrorInfo, err error) error 
 	if op == "publish" && errors.As(err, &dbe) {
 		return batchError(classify, dbe, err)
 	}
+	var de *driver.Error
+	if errors.As(err, &de) && !errors.As(err, new(*Error)) {
+		// A driver's classified error (driver.OpenError, Invalidf): its
+		// class and cause hold, the op is ours.
+		cause := err
+		if err == error(de) {
+			cause = de.Err
+		}
+		return newError(op, de.Code, false, cause)
+	}
 	var be *Error
 	if errors.As(err, &be) {
 		if be.Op != op {
-			// A driver built it with a helper of another op (Invalidf's
-			// "open"): the class and the cause hold, the op and the sent
+			// Built for another op: the class and the cause hold, the op and the sent
 			// bit are ours, and the other op is not named.
 			cause := err
 			if err == error(be) {
 				cause = be.err
 			}
-			return newError(op, be.Code, be.MaybeSent && op == "publish", cause)
+			return newError(op, be.code, be.MaybeSent && op == "publish", cause)
 		}
 		return err
 	}
@@ -225,21 +183,6 @@ func wrapErr(op string, classify func(error) driver.ErrorInfo, err error) error 
 	}
 	info := classify(err)
 	return newError(op, info.Code, info.MaybeSent, err)
-}
-
-// OpenError classifies a failure met while opening a topic or
-// subscription (Op "open"). Driver constructors return it, so that their
-// errors match the classes above like every other error of this package.
-// An err that is already an *Error is returned unchanged.
-func OpenError(code driver.ErrorCode, err error) error {
-	if err == nil {
-		return nil
-	}
-	var be *Error
-	if errors.As(err, &be) {
-		return err
-	}
-	return newError("open", code, false, err)
 }
 
 func invalidf(op, format string, args ...any) error {
@@ -295,7 +238,7 @@ func (e *Error) summarize() {
 		case errors.As(m, &me):
 			e.MaybeSent = e.MaybeSent || me.MaybeSent
 			if !classed && !errors.Is(m, driver.ErrNotAttempted) {
-				e.Code, classed = me.Code, true
+				e.code, classed = me.code, true
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/memory"
 )
 
@@ -181,7 +182,7 @@ func ExampleOpenDeadLetters() {
 		return
 	}
 	d := ds[0]
-	fmt.Printf("%s: %s\n", d.Message.ID, d.Message.Headers[broker.HeaderDeadLetterReason])
+	fmt.Printf("%s: %s\n", d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason])
 	if err := d.Ack(ctx); err != nil {
 		fmt.Println("ack:", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -20,7 +21,7 @@ func FuzzPublishValidation(f *testing.F) {
 	f.Add("", "\xff", "WARY-x", "\xfe", []byte(nil), true)
 	f.Add("ok", "k", "wary-aggregate-id", "order-1", []byte("b"), true)
 	f.Fuzz(func(t *testing.T, id, key, hname, hval string, body []byte, keyRequired bool) {
-		caps := driver.TopicCapabilities{KeyRequired: keyRequired, MaxMessageSize: 4096}
+		caps := capability.Topic{KeyRequired: keyRequired, MaxMessageSize: 4096}
 		st := &stubTopic{caps: caps}
 		top := NewTopic(st, nil)
 		defer top.Close()
@@ -31,8 +32,8 @@ func FuzzPublishValidation(f *testing.F) {
 		if id == "" {
 			size += 32 // the random ID Publish gives it
 		}
-		valid := (id == "" || ValidateID(id) == nil) && utf8.ValidString(key) && (key != "" || !keyRequired) &&
-			hname != "" && utf8.ValidString(hname) && utf8.ValidString(hval) && !ReservedHeader(hname) && size <= 4096
+		valid := (id == "" || driver.ValidateID(id) == nil) && utf8.ValidString(key) && (key != "" || !keyRequired) &&
+			hname != "" && utf8.ValidString(hname) && utf8.ValidString(hval) && !driver.ReservedHeader(hname) && size <= 4096
 		if err != nil {
 			if valid {
 				t.Fatalf("refused a valid message: %v", err)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -19,12 +20,12 @@ type capsSub struct {
 	extendable bool
 }
 
-func (s *capsSub) Capabilities() driver.SubscriptionCapabilities {
-	return driver.SubscriptionCapabilities{LockTimeout: s.lock, LockExtendable: s.extendable}
+func (s *capsSub) Capabilities() capability.Subscription {
+	return capability.Subscription{LockTimeout: s.lock, LockExtendable: s.extendable}
 }
 
 // TestRunChecksTheLock: Run refuses a subscription whose broker locks
-// nothing (LockNone) before it receives anything, warns when the lock
+// nothing (capability.LockNone) before it receives anything, warns when the lock
 // expires and cannot be extended, and says nothing of a lock it renews or
 // of deliveries held until settled.
 func TestRunChecksTheLock(t *testing.T) {
@@ -35,7 +36,7 @@ func TestRunChecksTheLock(t *testing.T) {
 		refused    bool
 		warned     bool
 	}{
-		{"no lock", LockNone, false, true, false},
+		{"no lock", capability.LockNone, false, true, false},
 		{"lock not extendable", time.Minute, false, false, true},
 		{"lock extendable", time.Minute, true, false, false},
 		{"held until settled", 0, false, false, false},

@@ -7,31 +7,24 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
 // Message is one message: a stable logical ID, an ordering key, headers and
 // a body.
 type Message struct {
-	// ID is the message's stable logical ID. Publish fills an empty ID with
-	// a random one (and the caller sees it); a producer that may publish
-	// the same logical message twice (an outbox relay) sets it itself, so
-	// broker dedup and consumer inboxes recognise the copy.
+	// ID is the stable logical ID that broker dedup and inboxes recognise
+	// (driver.ValidateID); Publish fills an empty one with a random ID.
 	ID string
-	// Key is the ordering key: the Kafka record key, SQS MessageGroupId,
-	// Service Bus SessionId, or the key a RabbitMQ partition is chosen by.
+	// Key is the ordering key (Kafka record key, SQS MessageGroupId, ...).
 	Key string
-	// Headers are application headers. Names and values must be valid
-	// UTF-8. Names starting with "wary-" (in any case) are reserved for the
-	// library and its drivers, which set them on the way through a broker;
-	// Publish rejects them, except the event-identity headers a producer may
-	// set (HeaderAggregateID, HeaderAggregateVersion, HeaderSequence,
-	// HeaderType, HeaderReplayedBy, HeaderContentType).
+	// Headers are application headers, valid UTF-8. Names starting with
+	// "wary-" are reserved (driver.ReservedHeader), except the Header
+	// constants of this package.
 	Headers map[string]string
 	// Body is the payload: any bytes.
 	Body []byte
@@ -48,66 +41,10 @@ func (m *Message) As(i any) bool {
 	return m.asFunc(i)
 }
 
-// MaxIDLen is the longest message ID, in bytes, that Publish accepts.
-// Stores key their inbox records by it, and an index entry must stay well
-// under PostgreSQL's B-tree limit (about 2.7 KB).
-const MaxIDLen = 1024
-
-// ValidateID checks a message ID against the rules every wary component
-// shares: 1 to MaxIDLen bytes of valid UTF-8 without control characters
-// (NUL, newlines, DEL and the C1 range), and not only white space
-// (unicode.IsSpace: spaces, U+00A0, U+3000, ...), which no one can tell
-// from an empty ID. Publish enforces them (after giving an empty ID a
-// random one); a consumer that receives a message from another producer
-// can check them before storing the ID (package idem does), and the
-// outbox before it writes a row (package idem/outbox). The error matches
-// ErrInvalid.
-func ValidateID(id string) error {
-	switch {
-	case id == "":
-		return invalidf("id", "message ID is empty")
-	case len(id) > MaxIDLen:
-		return invalidf("id", "message ID is %d bytes, over the limit of %d", len(id), MaxIDLen)
-	case !utf8.ValidString(id):
-		return invalidf("id", "message ID is not valid UTF-8")
-	}
-	blank := true
-	for _, r := range id {
-		if unicode.IsControl(r) {
-			return invalidf("id", "message ID holds the control character %U", r)
-		}
-		blank = blank && unicode.IsSpace(r)
-	}
-	if blank {
-		return invalidf("id", "message ID is only white space")
-	}
-	return nil
-}
-
-// ValidateHeaders checks application headers against the rules Publish
-// enforces: names not empty, names and values valid UTF-8, and no name
-// reserved for wary (ReservedHeader). The outbox checks a message's
-// headers with it before it writes a row (package idem/outbox). The error
-// matches ErrInvalid.
-func ValidateHeaders(h map[string]string) error {
-	for k, v := range h {
-		switch {
-		case k == "" || !utf8.ValidString(k):
-			return invalidf("headers", "header name %q is empty or not valid UTF-8", k)
-		case ReservedHeader(k):
-			return invalidf("headers", "header %q is reserved (names starting with \"wary-\" are set by wary and its drivers)", k)
-		case !utf8.ValidString(v):
-			return invalidf("headers", "header %q has a value that is not valid UTF-8", k)
-		}
-	}
-	return nil
-}
-
 // Event-identity headers: the reserved "wary-" names a producer may set.
 // Package idem's outbox writes them and its version checks read them.
 const (
-	// HeaderAggregateID is the ID of the aggregate (entity) the event
-	// belongs to.
+	// HeaderAggregateID is the ID of the event's aggregate (entity).
 	HeaderAggregateID = "wary-aggregate-id"
 	// HeaderAggregateVersion is the aggregate's version after the event.
 	HeaderAggregateVersion = "wary-aggregate-version"
@@ -115,31 +52,12 @@ const (
 	HeaderSequence = "wary-sequence"
 	// HeaderType is the event's type name ("order.cancelled").
 	HeaderType = "wary-type"
-	// HeaderReplayedBy records, on a message an operator moved back from a
-	// dead-letter queue or a park (cmd/wary), who did it, when, and why
-	// the message had been set aside ("alice@host 2026-12-01T03:12:00Z:
-	// delivery_limit").
-	HeaderReplayedBy = "wary-replayed-by"
-	// HeaderContentType names the body's encoding (Codec.ContentType), as
-	// NewMessage sets it and Decode checks it.
+	// HeaderContentType names the body's Codec, for NewMessage and Decode.
 	HeaderContentType = "wary-content-type"
 )
 
-// ReservedHeader reports whether a producer may not set the header name:
-// it starts with "wary-" in any case and is not an event-identity header.
-func ReservedHeader(name string) bool {
-	if len(name) < 5 || !strings.EqualFold(name[:5], "wary-") {
-		return false
-	}
-	switch name {
-	case HeaderAggregateID, HeaderAggregateVersion, HeaderSequence, HeaderType, HeaderReplayedBy, HeaderContentType:
-		return false
-	}
-	return true
-}
-
 // size is the message's size as the portable layer counts it against
-// TopicCapabilities.MaxMessageSize: body, ID, key, and header names and values.
+// capability.Topic.MaxMessageSize: body, ID, key, and header names and values.
 func (m *Message) size() int {
 	n := len(m.Body) + len(m.ID) + len(m.Key)
 	for k, v := range m.Headers {
@@ -155,7 +73,7 @@ func NewID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func validate(caps driver.TopicCapabilities, m *Message) error {
+func validate(caps capability.Topic, m *Message) error {
 	if m == nil {
 		return invalidf("publish", "nil message")
 	}
@@ -163,14 +81,14 @@ func validate(caps driver.TopicCapabilities, m *Message) error {
 		return invalidf("publish", "message %q has no ordering key, and this broker requires one (%s)", m.ID, caps.OrderingKey)
 	}
 	if m.ID != "" { // an empty ID gets a random one
-		if err := ValidateID(m.ID); err != nil {
+		if err := driver.ValidateID(m.ID); err != nil {
 			return invalidf("publish", "%v", errors.Unwrap(err))
 		}
 	}
 	if !utf8.ValidString(m.Key) {
 		return invalidf("publish", "message %q: the key must be valid UTF-8", m.ID)
 	}
-	if err := ValidateHeaders(m.Headers); err != nil {
+	if err := driver.ValidateHeaders(m.Headers); err != nil {
 		return invalidf("publish", "message %q: %v", m.ID, errors.Unwrap(err))
 	}
 	if caps.MaxHeaderSize > 0 {
@@ -203,9 +121,8 @@ func toDriver(m *Message) *driver.Message {
 	return &driver.Message{ID: m.ID, Key: m.Key, Headers: m.Headers, Body: m.Body}
 }
 
-// Backoff is an exponential backoff policy with full jitter: the delay
-// before retry n is drawn uniformly from [0, Ceiling(n)], so that clients
-// that failed together do not retry together.
+// Backoff is an exponential backoff with full jitter: the delay before
+// retry n is drawn from [0, Ceiling(n)].
 type Backoff struct {
 	// Initial is the first ceiling (default 100ms).
 	Initial time.Duration
@@ -222,17 +139,16 @@ type Backoff struct {
 func (b Backoff) check(what string) error {
 	switch {
 	case b.Initial < 0 || b.Max < 0:
-		return Invalidf("%s: a negative duration", what)
+		return invalidf("open", "%s: a negative duration", what)
 	case b.Initial > 0 && b.Max > 0 && b.Max < b.Initial:
-		return Invalidf("%s: Max is below Initial", what)
+		return invalidf("open", "%s: Max is below Initial", what)
 	case b.Multiplier < 0 || math.IsNaN(b.Multiplier) || math.IsInf(b.Multiplier, 0):
-		return Invalidf("%s: Multiplier is negative or not a finite number", what)
+		return invalidf("open", "%s: Multiplier is negative or not a finite number", what)
 	}
 	return nil
 }
 
-// Delay returns the delay before retry number attempt (1-based): a random
-// duration in [0, Ceiling(attempt)].
+// Delay returns a random delay in [0, Ceiling(attempt)].
 func (b Backoff) Delay(attempt int) time.Duration {
 	c := b.Ceiling(attempt)
 	if c <= 0 {
@@ -241,9 +157,8 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	return time.Duration(rand.Int64N(int64(c) + 1))
 }
 
-// Ceiling returns the largest delay before retry number attempt (1-based):
-// Initial × Multiplier^(attempt-1), capped at Max. It is computed in
-// constant time for any attempt.
+// Ceiling returns the largest delay before retry attempt (1-based):
+// Initial × Multiplier^(attempt-1), capped at Max.
 func (b Backoff) Ceiling(attempt int) time.Duration {
 	initial, maxd, mult := b.Initial, b.Max, b.Multiplier
 	if initial <= 0 {

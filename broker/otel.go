@@ -123,7 +123,7 @@ func endSpan(span trace.Span, err error) {
 // errorType names err's class for the error.type attribute.
 func errorType(err error) string {
 	if e, ok := err.(*Error); ok {
-		return e.Code.String()
+		return e.code.String()
 	}
 	return "_OTHER"
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -41,7 +42,7 @@ func TestPublishSaysWhichMessagesWereSent(t *testing.T) {
 	for i := 4; i < 10; i++ {
 		errs[i] = driver.ErrNotAttempted
 	}
-	d := &stubTopic{caps: driver.TopicCapabilities{MaxBatchSize: 10}, infos: infos,
+	d := &stubTopic{caps: capability.Topic{MaxBatchSize: 10}, infos: infos,
 		errs: []error{nil, &driver.BatchError{Errs: errs}}}
 	err := NewTopic(d, fastRetry).Publish(context.Background(), msgs()...)
 	var be *Error
@@ -72,7 +73,7 @@ func TestPublishSaysWhichMessagesWereSent(t *testing.T) {
 
 	// The driver does not tell them apart: the batch's error is each of
 	// its messages' error.
-	d = &stubTopic{caps: driver.TopicCapabilities{MaxBatchSize: 10}, infos: infos, errs: []error{nil, transient, transient, transient}}
+	d = &stubTopic{caps: capability.Topic{MaxBatchSize: 10}, infos: infos, errs: []error{nil, transient, transient, transient}}
 	err = NewTopic(d, fastRetry).Publish(context.Background(), msgs()...)
 	if !errors.As(err, &be) || len(be.Messages) != 25 || errors.Is(err, ErrNotSent) || !errors.Is(err, ErrRetryable) {
 		t.Fatalf("second batch failed: %v", err)
@@ -87,7 +88,7 @@ func TestPublishSaysWhichMessagesWereSent(t *testing.T) {
 	}
 
 	// The first batch fails: nothing was sent, and the error says so.
-	d = &stubTopic{caps: driver.TopicCapabilities{MaxBatchSize: 10}, infos: infos, errs: []error{tooBig}}
+	d = &stubTopic{caps: capability.Topic{MaxBatchSize: 10}, infos: infos, errs: []error{tooBig}}
 	err = NewTopic(d, fastRetry).Publish(context.Background(), msgs()...)
 	if !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrTooLarge) || !errors.As(err, &be) || len(be.Messages) != 25 {
 		t.Fatalf("first batch refused: %v", err)
@@ -95,17 +96,17 @@ func TestPublishSaysWhichMessagesWereSent(t *testing.T) {
 }
 
 // TestPublishErrorOfAnotherOp: a driver that refuses a message with an
-// error built for another op (Invalidf's "open") still gives a publish
+// error built for another op (driver.Invalidf's "open") still gives a publish
 // error that says "not sent", and whose text does not name the other op.
 func TestPublishErrorOfAnotherOp(t *testing.T) {
-	bad := Invalidf("servicebus: message ID is 129 characters, over Service Bus's MessageId limit of 128")
+	bad := driver.Invalidf("servicebus: message ID is 129 characters, over Service Bus's MessageId limit of 128")
 	d := &stubTopic{errs: []error{bad}}
 	err := NewTopic(d, fastRetry).Publish(context.Background(), &Message{Key: "k"})
 	var be *Error
 	if !errors.Is(err, ErrNotSent) || !errors.Is(err, ErrInvalid) || !errors.As(err, &be) || be.Op != "publish" {
 		t.Fatalf("got %v, want a publish error, not sent, invalid", err)
 	}
-	if want := "wary: publish (invalid) [not sent]: " + bad.(*Error).err.Error(); err.Error() != want {
+	if want := "wary: publish (invalid) [not sent]: " + bad.(*driver.Error).Err.Error(); err.Error() != want {
 		t.Errorf("text %q, want %q", err, want)
 	}
 
@@ -121,7 +122,7 @@ func TestPublishErrorOfAnotherOp(t *testing.T) {
 	if m := be.Messages[1]; !errors.Is(m, ErrNotSent) || !errors.Is(m, ErrInvalid) {
 		t.Errorf("message 1: %v, want not sent, invalid", m)
 	}
-	if want := "wary: publish (invalid) [0 of 2 sent, 1 failed]: message 1: " + bad.(*Error).err.Error(); err.Error() != want {
+	if want := "wary: publish (invalid) [0 of 2 sent, 1 failed]: message 1: " + bad.(*driver.Error).Err.Error(); err.Error() != want {
 		t.Errorf("text %q, want %q", err, want)
 	}
 }
@@ -169,7 +170,7 @@ func TestPublishMaybeSentSticks(t *testing.T) {
 // refused ones with their own class, the others not sent because another
 // message of the call was refused; the text names the first refused one.
 func TestPublishRefusedBeforeSendingSaysWhich(t *testing.T) {
-	d := &stubTopic{caps: driver.TopicCapabilities{MaxMessageSize: 64}}
+	d := &stubTopic{caps: capability.Topic{MaxMessageSize: 64}}
 	msgs := []*Message{
 		{ID: "a"},
 		{ID: "b", Headers: map[string]string{"wary-x": "1"}},

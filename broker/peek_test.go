@@ -3,16 +3,14 @@ package broker_test
 import (
 	"errors"
 	"testing"
-
-	"github.com/wary-go/wary/broker"
 )
 
 // TestPeekUnsupported: on a driver that cannot peek (the memory driver)
-// Peek fails with ErrUnsupported without receiving anything.
+// Peek fails with errors.ErrUnsupported without receiving anything.
 func TestPeekUnsupported(t *testing.T) {
 	sub, _ := drainFixture(t)
-	if _, err := sub.Peek(t.Context(), 5); !errors.Is(err, broker.ErrUnsupported) {
-		t.Fatalf("Peek: %v, want ErrUnsupported", err)
+	if _, err := sub.Peek(t.Context(), 5); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Peek: %v, want errors.ErrUnsupported", err)
 	}
 	ds, err := sub.Receive(t.Context(), 5)
 	if err != nil || len(ds) != 5 {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -98,11 +99,11 @@ func (t *Topic) sendWithRetry(ctx context.Context, batch []*driver.Message) erro
 // did (or was not attempted because of one that did).
 func retryable(e *Error) bool {
 	if e.Messages == nil {
-		return e.Code == driver.Unavailable
+		return e.code == driver.Unavailable
 	}
 	return !slices.ContainsFunc(e.Messages, func(m error) bool {
 		var me *Error
-		return m != nil && errors.As(m, &me) && me.Code != driver.Unavailable && !errors.Is(m, driver.ErrNotAttempted)
+		return m != nil && errors.As(m, &me) && me.code != driver.Unavailable && !errors.Is(m, driver.ErrNotAttempted)
 	})
 }
 
@@ -124,7 +125,7 @@ func batchOutcome(last *Error, outcome []error, maybe []bool) error {
 	for j, e := range outcome {
 		var me *Error
 		if e != nil && maybe[j] && errors.As(e, &me) && !me.MaybeSent {
-			outcome[j] = newError(me.Op, me.Code, true, me.err)
+			outcome[j] = newError(me.Op, me.code, true, me.err)
 		}
 	}
 	out := newError("publish", driver.Unknown, false, last.err)
@@ -153,7 +154,7 @@ var (
 // and there are others, the error's Messages holds each refused message's
 // own error and errOtherRefused for the rest, and its class is the first
 // refused one's.
-func validateAll(caps driver.TopicCapabilities, msgs []*Message) error {
+func validateAll(caps capability.Topic, msgs []*Message) error {
 	var out *Error
 	for i, m := range msgs {
 		err := validate(caps, m)
@@ -186,7 +187,7 @@ func validateAll(caps driver.TopicCapabilities, msgs []*Message) error {
 // for the rest.
 func placeMessages(be *Error, n, start, end int) {
 	msgs := make([]error, n)
-	own := newError(be.Op, be.Code, be.MaybeSent, be.err) // the batch's error, before the earlier batches count
+	own := newError(be.Op, be.code, be.MaybeSent, be.err) // the batch's error, before the earlier batches count
 	for i := start; i < end; i++ {
 		if be.Messages != nil {
 			msgs[i] = be.Messages[i-start]

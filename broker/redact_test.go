@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/wary-go/wary/redact"
 )
 
 // TestRedactStringEveryForm: every connection string form that the clients
@@ -83,15 +85,15 @@ func TestRedactStringEveryForm(t *testing.T) {
 				"cannot parse `" + tc.in + "`: failed to connect",
 				`open "` + tc.in + `" (exit 2)`,
 			} {
-				out := RedactString(in)
+				out := redact.String(in)
 				for _, s := range tc.secret {
 					if strings.Contains(out, s) {
-						t.Errorf("RedactString(%q) = %q: still shows %q", in, out, s)
+						t.Errorf("redact.String(%q) = %q: still shows %q", in, out, s)
 					}
 				}
 				for _, k := range tc.keep {
 					if !strings.Contains(out, k) {
-						t.Errorf("RedactString(%q) = %q: lost %q", in, out, k)
+						t.Errorf("redact.String(%q) = %q: lost %q", in, out, k)
 					}
 				}
 			}
@@ -171,12 +173,12 @@ func TestRedactUnparsableURLs(t *testing.T) {
 		{"amqp://guest:S3cr#3t PW@h/", "amqp://"},
 	} {
 		for _, in := range inText(c.in) {
-			out := RedactString(in)
+			out := redact.String(in)
 			if hasSecret(out) {
-				t.Errorf("RedactString(%q) = %q", in, out)
+				t.Errorf("redact.String(%q) = %q", in, out)
 			}
 			if !strings.Contains(out, c.keep) {
-				t.Errorf("RedactString(%q) = %q: lost %q", in, out, c.keep)
+				t.Errorf("redact.String(%q) = %q: lost %q", in, out, c.keep)
 			}
 		}
 		if msg := openErrors(c.in); hasSecret(msg) {
@@ -194,7 +196,7 @@ func TestRedactUnparsableURLs(t *testing.T) {
 }
 
 // FuzzRedactShapes: whatever the password, no shape of secretShapes, alone
-// or quoted in an error, shows it through RedactString, and no open error
+// or quoted in an error, shows it through redact.String, and no open error
 // shows it.
 func FuzzRedactShapes(f *testing.F) {
 	for i := range secretShapes {
@@ -220,8 +222,8 @@ func FuzzRedactShapes(f *testing.F) {
 		has := func(out string) bool { return strings.Contains(out, pw) }
 		for i, in := range inText(build(pw)) {
 			other := inText(build("Zq0000000"))[i]
-			if out := RedactString(in); has(out) && !has(RedactString(other)) {
-				t.Fatalf("RedactString(%q) = %q", in, out)
+			if out := redact.String(in); has(out) && !has(redact.String(other)) {
+				t.Fatalf("redact.String(%q) = %q", in, out)
 			}
 		}
 		if msg := openErrors(build(pw)); has(msg) && !has(openErrors(build("Zq0000000"))) {

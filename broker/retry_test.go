@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/memory"
 )
@@ -126,8 +127,8 @@ type nackAt struct {
 	delay time.Duration
 }
 
-func (s *noDelaySub) Capabilities() driver.SubscriptionCapabilities {
-	return driver.SubscriptionCapabilities{LockTimeout: 100 * time.Millisecond}
+func (s *noDelaySub) Capabilities() capability.Subscription {
+	return capability.Subscription{LockTimeout: 100 * time.Millisecond}
 }
 func (s *noDelaySub) SendNacks(_ context.Context, _ []driver.AckID, d time.Duration) error {
 	s.nacked <- nackAt{time.Now(), d}

@@ -10,89 +10,51 @@ import (
 	"time"
 )
 
-// Handler processes one delivery. If it returns without settling the
-// delivery, the loop settles it: nil acks (the acks of handlers that
-// finish while another ack is in flight go out together after it, with
-// one driver call, see AckAll); an error marked with Permanent
-// dead-letters (or nacks, where the broker cannot dead-letter); any other
-// error is retried (Delivery.Retry, after RunOptions.Backoff), or, once
-// Run is stopping, left unsettled (see Run). A panic is
-// recovered and treated as an error. A handler that called Ack, which
-// failed, gets its ack retried whatever it returns: the loop never nacks a
-// delivery its handler chose to acknowledge.
+// Handler processes one delivery. What it leaves unsettled, Run settles: nil
+// acks (grouped with acks in flight, see AckAll); an error marked Permanent
+// dead-letters (or nacks, where the broker cannot); another error is retried
+// (Delivery.Retry), or, once Run is stopping, left unsettled. A panic is an
+// error. A failed Ack of the handler's own is retried, never nacked.
 type Handler func(ctx context.Context, d *Delivery) error
 
 // RunOptions configures Subscription.Run. Nil means defaults.
 type RunOptions struct {
-	// Concurrency is the most handlers running at once (default 1). It is
-	// the one setting a consumer's parallelism needs: drivers whose broker
-	// pushes deliveries ahead (RabbitMQ's prefetch) size their buffer from
-	// MaxOutstanding, which follows Concurrency.
+	// Concurrency is the most handlers running at once (default 1); a
+	// driver's prefetch follows it, through MaxOutstanding.
 	Concurrency int
-	// PerKey keeps one handler in flight per ordering key: deliveries with
-	// the same non-empty Message.Key run one after another in arrival
-	// order, different keys run in parallel up to Concurrency. Deliveries
-	// without a key run in parallel.
+	// PerKey runs the deliveries of one non-empty Message.Key one after
+	// another in arrival order; other keys, and no key, run in parallel.
 	PerKey bool
-	// MaxOutstanding bounds how many received, unsettled deliveries the
-	// loop holds (running plus waiting behind their key); default
-	// 2×Concurrency. Nothing more is received until one settles. Run
-	// tells a driver that implements driver.Prefetcher to hold this many.
+	// MaxOutstanding bounds the received, unsettled deliveries the loop
+	// holds (default 2×Concurrency); a driver.Prefetcher holds as many.
 	MaxOutstanding int
-	// Backoff spaces the redeliveries of a delivery whose handler failed,
-	// by attempt (default 100ms doubling to 30s): the delay Delivery.Retry
-	// asks for on a delivery Run hands out, with which Run retries a
-	// failed handler's delivery and package idem's inbox retries what it
-	// retries. It is the one home of that delay. A Backoff that cannot be
-	// used (a negative duration) makes Run return an error matching
-	// ErrInvalid.
+	// Backoff spaces the retries of a failed handler's delivery (Run's and
+	// package idem's inbox's, through Delivery.Retry); default 100ms
+	// doubling to 30s. One that cannot be used is ErrInvalid.
 	Backoff Backoff
-	// MaxLockRenewal bounds how long the loop keeps renewing the locks of
-	// deliveries whose handler is still running, on brokers whose locks
-	// expire and can be extended (SubscriptionCapabilities.LockExtendable): every half
-	// LockTimeout it extends them by LockTimeout. Default
-	// DefaultMaxLockRenewal; negative turns renewal off. A handler that
-	// runs longer loses its lock, and the broker delivers the message again.
+	// MaxLockRenewal bounds how long Run renews the locks of running
+	// handlers' deliveries (every half LockTimeout, where LockExtendable);
+	// default 1h, negative: off.
 	MaxLockRenewal time.Duration
-	// DrainTimeout bounds the drain that follows the end of Run's ctx:
-	// handlers in flight then keep a live context for up to DrainTimeout
-	// to finish (and commit), and are settled as usual; past it their
-	// context is canceled. Default DefaultDrainTimeout; negative cancels
-	// handlers at once.
+	// DrainTimeout is how long handlers in flight keep a live context once
+	// Run's ctx ends (default 10s; negative: none).
 	DrainTimeout time.Duration
 }
 
-// DefaultDrainTimeout is RunOptions.DrainTimeout's default.
-const DefaultDrainTimeout = 10 * time.Second
+// defaultDrainTimeout is RunOptions.DrainTimeout's default.
+const defaultDrainTimeout = 10 * time.Second
 
 // Run receives deliveries and calls h for each until ctx is done, the
-// subscription is closed, or receiving fails with an error that is not
-// transient. It waits for running handlers before it returns. It returns
-// nil when ctx was canceled, an error matching ErrClosed when the
-// subscription was closed, and otherwise the receive error.
-//
-// When Run stops, it drains: it receives nothing more and starts no
-// handler; deliveries received but not yet started (waiting behind their
-// key, or for a free handler) are left unsettled, and come back when the
-// subscription closes (or their lock expires), in their order (a nack
-// would put them behind later messages on some brokers: a RabbitMQ quorum
-// queue requeues at its tail); handlers in flight keep a live context for
-// up to RunOptions.DrainTimeout to finish, and are settled by what they
-// return, except that a delivery whose handler failed (and is not
-// dead-lettered) is left unsettled too rather than retried: it comes back
-// in its place, before the deliveries of its key that waited behind it,
-// where a nack would requeue it behind them.
-// Past DrainTimeout their context is canceled, and Run returns when they
-// do: a handler that ignores its context holds Run. Settlement always
-// uses a context of its own, so that work a handler finished is
-// acknowledged.
-//
-// Run refuses, with an error matching ErrInvalid, a subscription whose
-// broker does not lock a delivery (SubscriptionCapabilities.LockTimeout
-// LockNone, as an SQS queue with VisibilityTimeout 0): every delivery
-// would be received again while its handler runs. It warns (slog) when
-// the lock expires and cannot be extended: a handler running longer than
-// LockTimeout sees its message delivered again.
+// subscription is closed, or receiving fails for good; it returns nil when
+// ctx was canceled, an error matching ErrClosed when the subscription was
+// closed, and otherwise the receive error. When ctx ends it drains: it
+// starts nothing more, leaves unsettled the deliveries not yet started (they
+// come back in their order), and lets handlers in flight finish for up to
+// RunOptions.DrainTimeout, leaving a failed one's delivery unsettled too;
+// then their context is canceled. Settlement uses a context of its own.
+// Run refuses (ErrInvalid) a subscription whose LockTimeout is
+// capability.LockNone, and warns when a lock expires and cannot be
+// extended. docs/broker.md says why.
 func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) error {
 	var o RunOptions
 	if opts != nil {
@@ -142,7 +104,7 @@ func (r *runner) drain(hcancel context.CancelFunc) {
 	}()
 	wait := r.opts.DrainTimeout
 	if wait == 0 {
-		wait = DefaultDrainTimeout
+		wait = defaultDrainTimeout
 	}
 	if wait > 0 {
 		t := time.NewTimer(wait)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -72,8 +73,8 @@ func (s *stubSub) SendDeadLetters(context.Context, []driver.AckID, string) error
 func (s *stubSub) ExtendLocks(context.Context, []driver.AckID, time.Duration) error {
 	return nil
 }
-func (s *stubSub) Capabilities() driver.SubscriptionCapabilities {
-	return driver.SubscriptionCapabilities{}
+func (s *stubSub) Capabilities() capability.Subscription {
+	return capability.Subscription{}
 }
 func (s *stubSub) Classify(err error) driver.ErrorInfo {
 	if errors.Is(err, errTransient) {
@@ -190,8 +191,8 @@ type lockSub struct {
 	extended chan time.Duration
 }
 
-func (s *lockSub) Capabilities() driver.SubscriptionCapabilities {
-	return driver.SubscriptionCapabilities{LockTimeout: 20 * time.Millisecond, LockExtendable: true}
+func (s *lockSub) Capabilities() capability.Subscription {
+	return capability.Subscription{LockTimeout: 20 * time.Millisecond, LockExtendable: true}
 }
 
 func (s *lockSub) ExtendLocks(_ context.Context, _ []driver.AckID, d time.Duration) error {

@@ -8,34 +8,29 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
 // SubscriptionOptions configures a Subscription. Nil means defaults.
 type SubscriptionOptions struct {
-	// Telemetry's Logger receives receive-retry and handler events, its
-	// providers the subscription's spans and metrics (see the package
-	// doc, Telemetry).
+	// Telemetry receives receive-retry and handler events, spans, metrics.
 	Telemetry
-	// SettleTimeout bounds each ack, nack or dead-letter that Run,
-	// Delivery.Retry and package idem's inbox send once a handler has
-	// returned; they are sent even when the handler's context has ended
-	// (default DefaultSettleTimeout; a driver may have its own default, and
-	// bound its own calls with it too). It is the one home of that bound
-	// (Delivery.SettleTimeout reads it).
+	// SettleTimeout bounds each settle that Run, Delivery.Retry and
+	// package idem's inbox send once a handler returned, even after its
+	// context ended (default 30s, or the driver's).
 	SettleTimeout time.Duration
 }
 
-// DefaultSettleTimeout is SubscriptionOptions.SettleTimeout's default.
-const DefaultSettleTimeout = 30 * time.Second
+// defaultSettleTimeout is SubscriptionOptions.SettleTimeout's default.
+const defaultSettleTimeout = 30 * time.Second
 
 // Subscription receives deliveries from a broker. Create one with a
-// driver's constructor or OpenSubscription. Several Subscriptions on the
-// same broker subscription are competing consumers. A Subscription is safe
-// for concurrent use.
+// driver's constructor or OpenSubscription. Subscriptions on one broker
+// subscription compete; each is safe for concurrent use.
 type Subscription struct {
 	d      driver.Subscription
-	caps   driver.SubscriptionCapabilities
+	caps   capability.Subscription
 	logger *slog.Logger
 	// settleTimeout is SubscriptionOptions.SettleTimeout.
 	settleTimeout time.Duration
@@ -51,36 +46,30 @@ type Subscription struct {
 	closeErr  error
 }
 
-// NewSubscription wraps a driver subscription. Driver packages call it;
-// users call the driver's constructor.
+// NewSubscription wraps a driver subscription, for driver packages.
 func NewSubscription(d driver.Subscription, opts *SubscriptionOptions) *Subscription {
 	if opts == nil {
 		opts = &SubscriptionOptions{}
 	}
-	s := &Subscription{d: d, caps: d.Capabilities(), logger: opts.Logger, settleTimeout: opts.SettleTimeout}
+	tel := opts.Telemetry.WithDefaults()
+	s := &Subscription{d: d, caps: d.Capabilities(), logger: tel.Logger, settleTimeout: opts.SettleTimeout}
 	if s.settleTimeout <= 0 {
-		s.settleTimeout = DefaultSettleTimeout
+		s.settleTimeout = defaultSettleTimeout
 	}
-	s.tel = newTel(d, opts.TracerProvider, opts.MeterProvider, false)
-	if s.logger == nil {
-		s.logger = slog.Default()
-	}
+	s.tel = newTel(d, tel.TracerProvider, tel.MeterProvider, false)
 	s.closeCtx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
 
 // Capabilities returns what the broker promises for this subscription.
-func (s *Subscription) Capabilities() SubscriptionCapabilities { return s.caps }
+func (s *Subscription) Capabilities() capability.Subscription { return s.caps }
 
 var errSubClosed = errors.New("subscription is closed")
 
-// Receive waits for at least one delivery and returns up to maxMessages of
-// them (maxMessages < 1 means 1). It returns an error matching ErrClosed
-// once the subscription is closed (also when Close is called while Receive
-// waits), and the context's error (matched by errors.Is with
-// context.Canceled or context.DeadlineExceeded) when ctx is done first.
-// Transient driver failures are returned as they are (matching
-// ErrRetryable); Run retries them.
+// Receive waits for at least one delivery and returns up to maxMessages
+// (below 1: 1). It returns ErrClosed once the subscription is closed, the
+// context's error when ctx is done first, and transient failures as they
+// are (ErrRetryable), which Run retries.
 func (s *Subscription) Receive(ctx context.Context, maxMessages int) ([]*Delivery, error) {
 	if maxMessages < 1 {
 		maxMessages = 1
@@ -158,14 +147,13 @@ type Peeked struct {
 	PublishTime time.Time
 }
 
-// Peek returns up to maxMessages messages after those the previous Peek returned,
-// without delivering them: no lock, no visibility change, no delivery
-// count (Service Bus). An empty result means there are no more. A driver
-// that cannot peek returns ErrUnsupported.
+// Peek returns up to maxMessages messages after those the previous Peek
+// returned, without delivering them (no lock, no delivery count); none
+// means no more. A driver that cannot peek returns errors.ErrUnsupported.
 func (s *Subscription) Peek(ctx context.Context, maxMessages int) ([]Peeked, error) {
 	p, ok := s.d.(driver.Peeker)
 	if !ok {
-		return nil, newError("peek", driver.Invalid, false, fmt.Errorf("peek: %w", ErrUnsupported))
+		return nil, newError("peek", driver.Invalid, false, fmt.Errorf("peek: %w", errors.ErrUnsupported))
 	}
 	maxMessages = max(maxMessages, 1)
 	s.mu.RLock()
@@ -219,10 +207,8 @@ func (s *Subscription) ErrorAs(err error, i any) bool {
 }
 
 // Close stops Receive calls in progress (they return ErrClosed), waits for
-// them, and releases the driver. Deliveries not yet settled go back to the
-// broker as the broker does it (see the driver's doc). Settling after Close
-// returns an error matching ErrClosed. Closing twice returns the first
-// result.
+// them, and releases the driver; unsettled deliveries go back to the broker.
+// Settling after Close is ErrClosed. Closing twice returns the first result.
 func (s *Subscription) Close() error {
 	s.closeOnce.Do(func() {
 		s.cancel()

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -15,8 +16,7 @@ type TopicOptions struct {
 	// Retry governs how Publish retries transient (ErrRetryable) failures.
 	// Default: 3 attempts in all, backoff from 100ms to 2s.
 	Retry *RetryPolicy
-	// Telemetry's Logger receives retry and close events, its providers
-	// the topic's spans and metrics (see the package doc, Telemetry).
+	// Telemetry receives retry and close events, spans and metrics.
 	Telemetry
 }
 
@@ -30,11 +30,10 @@ type RetryPolicy struct {
 var defaultPublishRetry = RetryPolicy{Attempts: 3, Backoff: Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second}}
 
 // Topic publishes messages to a broker. Create one with a driver's
-// constructor (memory.Broker.OpenTopic, rabbit.OpenTopic, ...) or with OpenTopic and
-// a URL. A Topic is safe for concurrent use.
+// constructor or OpenTopic. It is safe for concurrent use.
 type Topic struct {
 	d      driver.Topic
-	caps   driver.TopicCapabilities
+	caps   capability.Topic
 	retry  RetryPolicy
 	logger *slog.Logger
 	tel    *tel
@@ -45,45 +44,35 @@ type Topic struct {
 	closeOnce sync.Once
 }
 
-// NewTopic wraps a driver topic. Driver packages call it; users call the
-// driver's constructor.
+// NewTopic wraps a driver topic, for driver packages.
 func NewTopic(d driver.Topic, opts *TopicOptions) *Topic {
 	if opts == nil {
 		opts = &TopicOptions{}
 	}
-	t := &Topic{d: d, caps: d.Capabilities(), retry: defaultPublishRetry, logger: opts.Logger, closing: make(chan struct{})}
-	t.tel = newTel(d, opts.TracerProvider, opts.MeterProvider, true)
+	tel := opts.Telemetry.WithDefaults()
+	t := &Topic{d: d, caps: d.Capabilities(), retry: defaultPublishRetry, logger: tel.Logger, closing: make(chan struct{})}
+	t.tel = newTel(d, tel.TracerProvider, tel.MeterProvider, true)
 	if opts.Retry != nil {
 		t.retry = *opts.Retry
 		if t.retry.Attempts < 1 {
 			t.retry.Attempts = 1
 		}
 	}
-	if t.logger == nil {
-		t.logger = slog.Default()
-	}
 	return t
 }
 
 // Capabilities returns what the broker promises for this topic.
-func (t *Topic) Capabilities() TopicCapabilities { return t.caps }
+func (t *Topic) Capabilities() capability.Topic { return t.caps }
 
 // Publish sends msgs and returns when the broker has durably accepted every
-// one of them, or with an error.
-//
-// Messages are validated first (ordering key present where the broker
-// requires one, header values valid UTF-8, size within
-// TopicCapabilities.MaxMessageSize); if any is invalid, nothing is sent and the
-// error matches ErrInvalid or ErrTooLarge (the class of the first invalid
-// one), and ErrNotSent. For more than one message, its Messages says which
-// were refused and why, and that the others were not sent. An empty ID is
-// filled with NewID() before anything is sent.
-//
-// A failure from the broker matches exactly one of ErrNotSent (safe to send
-// again) and ErrMaybeSent (the broker may have some of them). Transient
-// failures are retried per TopicOptions.Retry, with the same IDs. Batches
-// larger than the broker's batch limit are split, and sent in order; an
-// error stops at the first failed batch, so later batches are not sent.
+// one of them, or with an error. Invalid messages (a missing required key,
+// a bad ID or header, over a size limit) fail the call before anything is
+// sent (ErrInvalid or ErrTooLarge, and ErrNotSent). A broker's failure
+// matches exactly one of ErrNotSent and ErrMaybeSent; Error.Messages says
+// what became of each message. Transient failures are retried per
+// TopicOptions.Retry with the same IDs (an empty ID gets a random one);
+// batches over the broker's limit are sent in order, and the first failed
+// one stops the call.
 func (t *Topic) Publish(ctx context.Context, msgs ...*Message) (err error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()

@@ -6,6 +6,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/redact"
 )
 
 // secretURLs hold the secret "S3cr3tPW" (or a piece of it) in every place
@@ -50,12 +53,12 @@ func hasSecret(s string) bool {
 
 func TestRedactHidesEverySecret(t *testing.T) {
 	for _, raw := range secretURLs {
-		if got := RedactString(raw); hasSecret(got) {
-			t.Errorf("RedactString(%q) = %q", raw, got)
+		if got := redact.String(raw); hasSecret(got) {
+			t.Errorf("redact.String(%q) = %q", raw, got)
 		}
 		if u, err := url.Parse(raw); err == nil {
-			if got := Redact(u); hasSecret(got) {
-				t.Errorf("Redact(%q) = %q", raw, got)
+			if got := redact.URL(u); hasSecret(got) {
+				t.Errorf("redact.URL(%q) = %q", raw, got)
 			}
 		}
 		for _, open := range []func() error{
@@ -79,7 +82,7 @@ func TestRedactHidesEverySecret(t *testing.T) {
 
 func TestRedactKeepsWhatIsNotSecret(t *testing.T) {
 	u, _ := url.Parse("amqp://guest:pw@host:5672/vhost?exchange=orders&assigned=0,1&SharedAccessKeyName=root")
-	got := Redact(u)
+	got := redact.URL(u)
 	for _, keep := range []string{"guest", "host:5672", "/vhost", "exchange=orders", "assigned=0,1", "SharedAccessKeyName=root"} {
 		if !strings.Contains(got, keep) {
 			t.Errorf("Redact = %q lost %q", got, keep)
@@ -93,7 +96,7 @@ func TestURLParamsMalformedQuery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := NewURLParams(u)
+		p := driver.NewURLParams(u)
 		_ = p.Get("profile")
 		_ = p.Get("limit")
 		_ = p.Get("bogus")
@@ -102,14 +105,14 @@ func TestURLParamsMalformedQuery(t *testing.T) {
 		}
 	}
 	u, _ := url.Parse("mem://user:pw@t")
-	p := NewURLParams(u)
+	p := driver.NewURLParams(u)
 	p.NoUserinfo()
 	if err := p.Done(); !errors.Is(err, ErrInvalid) || strings.Contains(err.Error(), "pw") {
 		t.Errorf("userinfo on a scheme without credentials: %v", err)
 	}
 }
 
-// FuzzRedact: no input makes Redact, RedactString or an opener's error
+// FuzzRedact: no input makes redact.URL, redact.String or an opener's error
 // show a password that the URL carries.
 func FuzzRedact(f *testing.F) {
 	for _, s := range secretURLs {
@@ -129,12 +132,12 @@ func FuzzRedact(f *testing.F) {
 				return strings.Contains(s, secret) || strings.Contains(s, url.PathEscape(secret))
 			}
 			_, err := OpenTopic(context.Background(), raw)
-			return has(RedactString(raw)), err != nil && has(err.Error())
+			return has(redact.String(raw)), err != nil && has(err.Error())
 		}
 		r1, e1 := shows(secret)
 		r2, e2 := shows("Zq0000000")
 		if r1 && !r2 {
-			t.Fatalf("RedactString shows the password %q of %q", secret, template)
+			t.Fatalf("redact.String shows the password %q of %q", secret, template)
 		}
 		if e1 && !e2 {
 			t.Fatalf("an open error shows the password %q of %q", secret, template)
@@ -144,7 +147,7 @@ func FuzzRedact(f *testing.F) {
 
 func TestUnknownParameterErrorShowsNoValue(t *testing.T) {
 	u, _ := url.Parse("mem://x?colour=S3cr3tPW")
-	err := NewURLParams(u).Done()
+	err := driver.NewURLParams(u).Done()
 	if !errors.Is(err, ErrInvalid) || hasSecret(err.Error()) || !strings.Contains(err.Error(), "colour") {
 		t.Fatalf("Done = %v", err)
 	}
@@ -167,7 +170,7 @@ func (o *deadOpener) OpenDeadLettersURL(_ context.Context, u *url.URL) (*Subscri
 
 // TestOpenDeadLetters: the mux hands the consumer's subscription URL, as
 // given, to the opener registered for its scheme; a scheme without
-// DeadLetterURLOpener is ErrUnsupported, an unknown one ErrInvalid.
+// DeadLetterURLOpener is errors.ErrUnsupported, an unknown one ErrInvalid.
 func TestOpenDeadLetters(t *testing.T) {
 	var m URLMux
 	dead, plain := &deadOpener{}, &subOpener{}
@@ -183,8 +186,8 @@ func TestOpenDeadLetters(t *testing.T) {
 	}
 
 	_, err := m.OpenDeadLetters(ctx, "plain://orders/billing")
-	if !errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"plain"`) {
-		t.Errorf("scheme without DeadLetterURLOpener: %v, want ErrUnsupported naming the scheme", err)
+	if !errors.Is(err, errors.ErrUnsupported) || errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `"plain"`) {
+		t.Errorf("scheme without DeadLetterURLOpener: %v, want errors.ErrUnsupported naming the scheme", err)
 	}
 	var be *Error
 	if !errors.As(err, &be) || be.Op != "open" {

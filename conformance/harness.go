@@ -66,9 +66,9 @@ type Harness struct {
 	FixedWaits string
 	// RedeliveryHorizon is the redelivery horizon the harness configured
 	// on its broker, which the topic and subscriptions must declare: a
-	// retention it set, broker.HorizonUnbounded where the broker keeps a
+	// retention it set, capability.HorizonUnbounded where the broker keeps a
 	// message until it is settled (a RabbitMQ quorum queue, a Kafka topic
-	// with retention.ms=-1), or broker.HorizonUnknown (the zero value)
+	// with retention.ms=-1), or capability.HorizonUnknown (the zero value)
 	// where the driver cannot read it. The suite cannot measure a horizon
 	// by waiting, so it compares the declaration with this truth
 	// (scenario redelivery-horizon).

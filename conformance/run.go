@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // scenario is one named check. need returns "" when the scenario applies to
@@ -109,13 +110,13 @@ func (c *cleanupNow) run() {
 // (delivery). Scenarios check each field against the live broker through
 // the side that declares it.
 type Capabilities struct {
-	broker.TopicCapabilities
-	broker.SubscriptionCapabilities
+	capability.Topic
+	capability.Subscription
 }
 
 // String renders both halves on one line.
 func (c Capabilities) String() string {
-	return "topic: " + c.TopicCapabilities.String() + "; subscription: " + c.SubscriptionCapabilities.String()
+	return "topic: " + c.Topic.String() + "; subscription: " + c.Subscription.String()
 }
 
 // probeCaps reads the topic's half from a fixture's topic and the
@@ -179,8 +180,8 @@ func (e *env) setup(t T) (context.Context, *Fixture) {
 	}
 	t.Cleanup(func() { _ = f.Topic.Close() })
 	c := f.Topic.Capabilities()
-	c.Source.Read = sameRead(c.Source.Read, e.caps.TopicCapabilities.Source.Read)
-	if !reflect.DeepEqual(c, e.caps.TopicCapabilities) {
+	c.Source.Read = sameRead(c.Source.Read, e.caps.Topic.Source.Read)
+	if !reflect.DeepEqual(c, e.caps.Topic) {
 		t.Fatalf("fixture's topic declares other capabilities than the first: %s", c)
 	}
 	return ctx, f
@@ -206,8 +207,8 @@ func (e *env) sub(ctx context.Context, t T, f *Fixture) *broker.Subscription {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	c := s.Capabilities()
-	c.Source.Read = sameRead(c.Source.Read, e.caps.SubscriptionCapabilities.Source.Read)
-	if !reflect.DeepEqual(c, e.caps.SubscriptionCapabilities) {
+	c.Source.Read = sameRead(c.Source.Read, e.caps.Subscription.Source.Read)
+	if !reflect.DeepEqual(c, e.caps.Subscription) {
 		t.Fatalf("fixture's subscription declares other capabilities than the first: %s", c)
 	}
 	return s

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // Scenarios for the capability fields that shape what a consumer must
@@ -26,7 +27,7 @@ func init() {
 		scenario{"max-batch-size-split", always, batchSplit},
 		scenario{"dedup-scope", always, dedupScope},
 		scenario{"delivery-count-across-restarts", func(c Capabilities, h *Harness) string {
-			if c.DeliveryLimitMode == broker.LimitNone && c.DeliveryLimit == 0 {
+			if c.DeliveryLimitMode == capability.LimitNone && c.DeliveryLimit == 0 {
 				return "the driver declares no delivery limit, so no DeliveryLimitMode"
 			}
 			if c.DeliveryLimit > 0 && c.DeliveryLimit < restarts+1 {
@@ -48,7 +49,7 @@ func redeliveryHorizon(t T, e *env) {
 	s := e.sub(ctx, t, f)
 	if got, want := s.Capabilities().RedeliveryHorizon, e.h.RedeliveryHorizon; got != want {
 		t.Errorf("the subscription declares RedeliveryHorizon %s, but the broker is configured for %s (Harness.RedeliveryHorizon)",
-			broker.HorizonString(got), broker.HorizonString(want))
+			capability.HorizonString(got), capability.HorizonString(want))
 	}
 }
 
@@ -112,7 +113,7 @@ func batchSplit(t T, e *env) {
 			}
 			got[w.ID] = true
 			seq := seqOf(d)
-			if p, ok := last[w.Key]; ok && e.caps.Ordering != broker.OrderNone && seq < p {
+			if p, ok := last[w.Key]; ok && e.caps.Ordering != capability.OrderNone && seq < p {
 				t.Fatalf("ordering %s declared, but in key %s seq %d arrived after %d: the split batches went out of order", e.caps.Ordering, w.Key, seq, p)
 			}
 			last[w.Key] = seq
@@ -133,13 +134,13 @@ func dedupScope(t T, e *env) {
 	c := e.caps
 	var want int
 	switch {
-	case c.DedupWindow <= 0 && c.DedupScope != broker.DedupNone:
+	case c.DedupWindow <= 0 && c.DedupScope != capability.DedupNone:
 		t.Fatalf("dedup scope %s declared without a dedup window", c.DedupScope)
 	case c.DedupWindow <= 0:
 		want = 3
-	case c.DedupScope == broker.DedupQueue:
+	case c.DedupScope == capability.DedupQueue:
 		want = 1
-	case c.DedupScope == broker.DedupMessageGroup:
+	case c.DedupScope == capability.DedupMessageGroup:
 		want = 2
 	default:
 		t.Fatalf("dedup window %s declared with scope %s", c.DedupWindow, c.DedupScope)
@@ -199,7 +200,7 @@ func countAcrossRestarts(t T, e *env) {
 	switch {
 	case c.DeliveryLimit == 0:
 		t.Fatalf("DeliveryLimitMode %s declared without a DeliveryLimit", c.DeliveryLimitMode)
-	case c.DeliveryLimitMode == broker.LimitNone:
+	case c.DeliveryLimitMode == capability.LimitNone:
 		t.Fatalf("DeliveryLimit %d declared with DeliveryLimitMode none", c.DeliveryLimit)
 	}
 	ctx, f := e.setup(t)
@@ -211,7 +212,7 @@ func countAcrossRestarts(t T, e *env) {
 			t.Fatalf("subscribe: %v", err)
 		}
 		d, _ := e.recvID(ctx, t, s, m.ID)
-		if c.DeliveryLimitMode == broker.LimitNative && d.Attempt != i {
+		if c.DeliveryLimitMode == capability.LimitNative && d.Attempt != i {
 			t.Errorf("native count: delivery %d (consumer %d) reports attempt %d", i, i, d.Attempt)
 		}
 		if err := s.Close(); err != nil {
@@ -224,11 +225,11 @@ func countAcrossRestarts(t T, e *env) {
 	ackAll(ctx, t, d)
 	survived := restarts + 1
 	switch c.DeliveryLimitMode {
-	case broker.LimitNative:
+	case capability.LimitNative:
 		if d.Attempt != survived {
 			t.Fatalf("DeliveryLimitMode native: after %d consumers closed holding the message, the next delivery reports attempt %d, want %d: the broker's count did not survive the consumers", restarts, d.Attempt, survived)
 		}
-	case broker.LimitEmulated:
+	case capability.LimitEmulated:
 		if d.Attempt < 1 || d.Attempt >= survived {
 			t.Fatalf("DeliveryLimitMode emulated: after %d consumers closed holding the message, the next delivery reports attempt %d, want 1 or 2: the count survived the consumers, as only a count the broker keeps (native) does", restarts, d.Attempt)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -14,7 +15,7 @@ func init() {
 	register(
 		scenario{"lock-expiry-redelivers", func(c Capabilities, h *Harness) string {
 			switch {
-			case c.LockTimeout == broker.LockNone:
+			case c.LockTimeout == capability.LockNone:
 				return "the driver declares no lock (LockNone): a delivery is visible again at once, and Run refuses the subscription"
 			case c.LockTimeout <= 0 && lockUnread(c):
 				return "the driver could not read the lock's bound (Source.Unread: " + lockWhy(c) + "): there is no known lock timeout to wait out"
@@ -36,7 +37,7 @@ func init() {
 			switch {
 			case c.LockTimeout > 0:
 				return "the driver declares a LockTimeout; lock-expiry-redelivers checks it"
-			case c.LockTimeout == broker.LockNone:
+			case c.LockTimeout == capability.LockNone:
 				return "the driver declares no lock (LockNone): a delivery is not held"
 			}
 			return ""
@@ -175,7 +176,7 @@ func lockExtensionUnsupported(t T, e *env) {
 	publish(ctx, t, f, m)
 	d := e.recv(ctx, t, s, 1)[0]
 	err := d.ExtendLock(ctx, time.Minute)
-	mustIs(t, err, broker.ErrUnsupported)
+	mustIs(t, err, errors.ErrUnsupported)
 	ackAll(ctx, t, d)
 }
 
@@ -208,7 +209,7 @@ func nackDelayUnsupported(t T, e *env) {
 	m := e.msg(t, "")
 	publish(ctx, t, f, m)
 	d := e.recv(ctx, t, s, 1)[0]
-	mustIs(t, d.Nack(ctx, time.Second), broker.ErrUnsupported)
+	mustIs(t, d.Nack(ctx, time.Second), errors.ErrUnsupported)
 	if d.Settled() {
 		t.Fatalf("an unsupported nack settled the delivery")
 	}
@@ -237,8 +238,8 @@ func deliveryLimit(t T, e *env) {
 	}
 	dl := e.dlq(ctx, t, f)
 	d, _ := e.recvID(ctx, t, dl, m.ID)
-	if d.Message.Headers[broker.HeaderDeadLetterReason] == "" {
-		t.Fatalf("dead-lettered message has no %s header: %v", broker.HeaderDeadLetterReason, d.Message.Headers)
+	if d.Message.Headers[driver.HeaderDeadLetterReason] == "" {
+		t.Fatalf("dead-lettered message has no %s header: %v", driver.HeaderDeadLetterReason, d.Message.Headers)
 	}
 	if string(d.Message.Body) != string(m.Body) {
 		t.Fatalf("dead-lettered body %q, want %q", d.Message.Body, m.Body)
@@ -260,7 +261,7 @@ func deadLetter(t T, e *env) {
 	}
 	dl := e.dlq(ctx, t, f)
 	dd, _ := e.recvID(ctx, t, dl, m.ID)
-	if got := dd.Message.Headers[broker.HeaderDeadLetterReason]; !strings.Contains(got, reason) {
+	if got := dd.Message.Headers[driver.HeaderDeadLetterReason]; !strings.Contains(got, reason) {
 		t.Fatalf("dead-letter reason %q, want it to contain %q", got, reason)
 	}
 	if string(dd.Message.Body) != string(m.Body) || dd.Message.Key != m.Key {
@@ -276,7 +277,7 @@ func deadLetterUnsupported(t T, e *env) {
 	m := e.msg(t, "")
 	publish(ctx, t, f, m)
 	d := e.recv(ctx, t, s, 1)[0]
-	mustIs(t, d.DeadLetter(ctx, "x"), broker.ErrUnsupported)
+	mustIs(t, d.DeadLetter(ctx, "x"), errors.ErrUnsupported)
 	ackAll(ctx, t, d)
 }
 
@@ -327,7 +328,7 @@ func ackModel(t T, e *env) {
 	}
 	key := "ack-model"
 	m1, m2, m3 := e.msg(t, key), e.msg(t, key), e.msg(t, key)
-	if e.caps.AckModel == broker.AckPerMessage && e.caps.HeadOfLine {
+	if e.caps.AckModel == capability.AckPerMessage && e.caps.HeadOfLine {
 		// Distinct scopes, so that head-of-line does not hold m3 behind m2.
 		m2.Key, m3.Key = key+"-2", key+"-3"
 	}
@@ -338,8 +339,8 @@ func ackModel(t T, e *env) {
 	ackedThird := false
 	// Head-of-line over the whole queue (a JetStream consumer with
 	// max_ack_pending 1) holds m3 behind m2 whatever their keys.
-	queueHOL := e.caps.HeadOfLine && e.caps.Ordering == broker.OrderQueue
-	if !e.caps.HeadOfLine || e.caps.AckModel == broker.AckPerMessage && !queueHOL {
+	queueHOL := e.caps.HeadOfLine && e.caps.Ordering == capability.OrderQueue
+	if !e.caps.HeadOfLine || e.caps.AckModel == capability.AckPerMessage && !queueHOL {
 		d3, _ := e.recvID(ctx, t, s1, m3.ID)
 		ackAll(ctx, t, d3)
 		ackedThird = true
@@ -351,7 +352,7 @@ func ackModel(t T, e *env) {
 	e.wait(ctx, t, lockWait(e.caps))
 	s2 := e.sub(ctx, t, f)
 	want := map[string]bool{m2.ID: true}
-	if e.caps.AckModel == broker.AckCumulative || !ackedThird {
+	if e.caps.AckModel == capability.AckCumulative || !ackedThird {
 		want[m3.ID] = true
 	}
 	got := map[string]bool{}
@@ -370,13 +371,13 @@ func ackModel(t T, e *env) {
 // from the broker (RabbitMQ's consumer_timeout): its LockTimeout is then
 // not the broker's word.
 func lockUnread(c Capabilities) bool {
-	return c.SubscriptionCapabilities.Source.IsUnread(driver.SettingLockTimeout)
+	return c.Subscription.Source.IsUnread(capability.SettingLockTimeout)
 }
 
 // lockWhy is why the driver could not read the lock's bound.
 func lockWhy(c Capabilities) string {
-	for _, u := range c.SubscriptionCapabilities.Source.Unread {
-		if u.Setting == driver.SettingLockTimeout {
+	for _, u := range c.Subscription.Source.Unread {
+		if u.Setting == capability.SettingLockTimeout {
 			return u.Why
 		}
 	}

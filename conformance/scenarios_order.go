@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 func init() {
 	register(
 		scenario{"order-within-scope", func(c Capabilities, _ *Harness) string {
-			if c.Ordering == broker.OrderNone {
+			if c.Ordering == capability.OrderNone {
 				return "the driver declares no ordering scope"
 			}
 			return ""
@@ -251,7 +252,7 @@ func perKeySerial(t T, e *env) {
 	default:
 		t.Fatalf("the first message of serial-0 was never handled on its first attempt")
 	}
-	if e.caps.Ordering != broker.OrderNone {
+	if e.caps.Ordering != capability.OrderNone {
 		if v := log.FirstDeliveryOrderViolations(); len(v) > 0 {
 			t.Fatalf("PerKey on an ordered broker: %v", v)
 		}

@@ -53,11 +53,11 @@
 //     Stats.AckFailures.
 //   - Retention covering the redelivery horizon: claims are purged after
 //     Options.Retention, and a copy arriving after that would run again.
-//     NewInbox reads the subscription's SubscriptionCapabilities.RedeliveryHorizon:
+//     NewInbox reads the subscription's capability.Subscription.RedeliveryHorizon:
 //     a finite horizon is the default retention, and a shorter one is
-//     refused; an unbounded horizon (broker.HorizonUnbounded: the broker
+//     refused; an unbounded horizon (capability.HorizonUnbounded: the broker
 //     may redeliver at any time) keeps claims for ever, and a finite
-//     retention is refused; an unknown horizon (broker.HorizonUnknown)
+//     retention is refused; an unknown horizon (capability.HorizonUnknown)
 //     has no safe default, so NewInbox requires Options.Retention.
 //     Options.AllowShortRetention is the knowing override of both
 //     refusals.
@@ -69,8 +69,8 @@
 //
 // A message that cannot be claimed is settled for good rather than
 // retried for ever, so that it never stalls the messages behind it: one
-// whose ID breaks broker.ValidateID's rules (empty or only white space,
-// over broker.MaxIDLen bytes, not UTF-8, control characters: Publish refuses such IDs, but a
+// whose ID breaks driver.ValidateID's rules (empty or only white space,
+// over driver.MaxIDLen bytes, not UTF-8, control characters: Publish refuses such IDs, but a
 // foreign producer can still send them; ErrInvalidID), and one with a
 // value the store refuses (store.ErrData: a NUL byte in PostgreSQL, an
 // index row over its limit). It is dead-lettered with the reason where the
@@ -87,7 +87,7 @@
 // A Handler[Tx] is the user's code, the one handler shape of this package:
 // func(ctx, tx, delivery) error, writing through tx. The inbox runs it:
 // Inbox.Wrap(h) is the broker.Handler to pass to Subscription.Run (the one
-// handler loop; broker.Chain adds middleware around it), and Inbox.Handle
+// handler loop; a func(broker.Handler) broker.Handler wraps it further), and Inbox.Handle
 // handles one delivery, for those who Receive themselves. Handle returns
 // a Result saying what happened (ResultApplied, ResultDuplicate,
 // ResultStale, ResultGapRetried, ResultParked, ResultHeld, ResultFailed,

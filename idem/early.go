@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -19,7 +20,7 @@ type GapMode int
 const (
 	// GapsAuto holds gaps in the store (GapsHold) where the
 	// subscription keeps no order per aggregate (its Ordering is
-	// broker.OrderNone or broker.OrderQueue) and the store can hold them;
+	// capability.OrderNone or capability.OrderQueue) and the store can hold them;
 	// elsewhere it retries them through the broker (GapsRetry).
 	GapsAuto GapMode = iota
 	// GapsHold keeps an early event in the store, with its claim, and
@@ -48,7 +49,7 @@ var (
 
 // gapsHeld decides, in NewInbox, whether gaps are held: it returns the
 // store's Early part, or nil for broker retry.
-func gapsHeld[Tx any](st store.Driver[Tx], o *Options, caps broker.SubscriptionCapabilities) (store.Early[Tx], error) {
+func gapsHeld[Tx any](st store.Driver[Tx], o *Options, caps capability.Subscription) (store.Early[Tx], error) {
 	es, ok := st.(store.Early[Tx])
 	switch o.Gaps {
 	case GapsRetry:
@@ -58,7 +59,7 @@ func gapsHeld[Tx any](st store.Driver[Tx], o *Options, caps broker.SubscriptionC
 			return nil, fmt.Errorf("%w: Options.Gaps: the store %T cannot hold early events", broker.ErrInvalid, st)
 		}
 	case GapsAuto:
-		if !ok || (caps.Ordering != broker.OrderNone && caps.Ordering != broker.OrderQueue) {
+		if !ok || (caps.Ordering != capability.OrderNone && caps.Ordering != capability.OrderQueue) {
 			return nil, nil
 		}
 	default:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/store"
@@ -28,20 +29,20 @@ type Options struct {
 	// Retention is how long inbox records are kept at least; Purge
 	// deletes older ones (or drops the tables that hold only older ones:
 	// store.Expirer). It must cover the subscription's redelivery horizon
-	// (SubscriptionCapabilities.RedeliveryHorizon), or a redelivered copy would find
+	// (capability.Subscription.RedeliveryHorizon), or a redelivered copy would find
 	// no record and run again:
 	//
 	//   - finite horizon: default the horizon; a shorter Retention is
 	//     refused (ErrRetention) unless AllowShortRetention;
-	//   - broker.HorizonUnbounded (the broker may redeliver at any time):
+	//   - capability.HorizonUnbounded (the broker may redeliver at any time):
 	//     default 0, which keeps records for ever (Purge deletes nothing
-	//     and Inbox.Retention reports broker.HorizonUnbounded); any finite
+	//     and Inbox.Retention reports capability.HorizonUnbounded); any finite
 	//     Retention is refused unless AllowShortRetention;
-	//   - broker.HorizonUnknown (the driver cannot tell): there is no
+	//   - capability.HorizonUnknown (the driver cannot tell): there is no
 	//     default, NewInbox requires an explicit Retention (ErrRetention
 	//     otherwise). Choose one longer than any redelivery you expect.
 	//
-	// broker.HorizonUnbounded as Retention keeps records for ever.
+	// capability.HorizonUnbounded as Retention keeps records for ever.
 	Retention time.Duration
 	// AllowShortRetention accepts a Retention shorter than the redelivery
 	// horizon, finite or unbounded. The caller knowingly takes on the risk
@@ -51,7 +52,7 @@ type Options struct {
 	// (a gap, where gaps are retried) gets before the message is parked
 	// (default 5). Each retry
 	// is a nack, so a broker delivery: keep MaxAttempts at or below the
-	// broker's delivery limit (SubscriptionCapabilities.DeliveryLimit), or the broker
+	// broker's delivery limit (capability.Subscription.DeliveryLimit), or the broker
 	// dead-letters a waiting event before the inbox parks it (the
 	// statement, Inbox.Statement, flags it).
 	MaxAttempts int
@@ -162,8 +163,8 @@ var ErrAckAfterCommit = errors.New("idem: committed, but the ack failed")
 var ErrNoID = fmt.Errorf("%w: message has no ID", ErrInvalidID)
 
 // ErrInvalidID matches the error for a delivery whose message ID breaks the
-// rules of broker.ValidateID (empty or only white space, over
-// broker.MaxIDLen bytes, not UTF-8, or with control characters). Publish refuses such IDs, but a foreign
+// rules of driver.ValidateID (empty or only white space, over
+// driver.MaxIDLen bytes, not UTF-8, or with control characters). Publish refuses such IDs, but a foreign
 // producer can still send them, and a store may be unable to keep them (a
 // NUL byte in PostgreSQL). The inbox checks every ID before claiming it and
 // settles such a message for good instead of retrying it for ever: it
@@ -180,7 +181,7 @@ var ErrInvalidID = errors.New("idem: invalid message ID")
 type Inbox[Tx any] struct {
 	store    store.Store[Tx]
 	consumer string
-	caps     broker.SubscriptionCapabilities
+	caps     capability.Subscription
 	o        Options
 	stats    stats
 	// nextPurge is when the lazy purge is due (Unix nanoseconds); purging
@@ -209,7 +210,7 @@ type Inbox[Tx any] struct {
 // capabilities of the subscription the deliveries come from
 // (sub.Capabilities()): the redelivery horizon bounds the retention, and
 // NackDelay and DeadLetter decide how failures are settled.
-func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.SubscriptionCapabilities, opts *Options) (*Inbox[Tx], error) {
+func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps capability.Subscription, opts *Options) (*Inbox[Tx], error) {
 	st, err := check.Driver(p)
 	if err != nil {
 		return nil, err
@@ -254,12 +255,7 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps broker.Subscri
 	if o.CommitTimeout <= 0 {
 		o.CommitTimeout = 30 * time.Second
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Telemetry = o.Telemetry.WithDefaults()
 	early, err := gapsHeld(st, &o, caps)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %q: %w", consumer, err)
@@ -297,7 +293,7 @@ func (in *Inbox[Tx]) logStart() {
 		if in.o.hasVersions() {
 			fmt.Fprintf(&b, ", versions checked in %s", in.o.Versions.Table)
 		}
-		if in.o.Retention == broker.HorizonUnbounded {
+		if in.o.Retention == capability.HorizonUnbounded {
 			b.WriteString(", records kept for ever")
 		} else {
 			d := in.o.Retention.String() // 1h0m0s: 1h
@@ -339,12 +335,12 @@ func retention(o *Options, consumer string, h time.Duration) error {
 	switch {
 	case o.Retention < 0:
 		return fmt.Errorf("%w: consumer %q: negative retention %s", broker.ErrInvalid, consumer, o.Retention)
-	case h == broker.HorizonUnknown && o.Retention == 0:
+	case h == capability.HorizonUnknown && o.Retention == 0:
 		return fmt.Errorf("%w: consumer %q: the subscription's redelivery horizon is unknown, so no retention is safe by default; set Options.Retention to longer than any redelivery you expect", ErrRetention, consumer)
 	case o.Retention == 0:
 		o.Retention = h // unbounded: keep for ever
-	case h != broker.HorizonUnknown && o.Retention < h && !o.AllowShortRetention:
-		return fmt.Errorf("%w: consumer %q: retention %s < horizon %s (a copy delivered after the inbox record is purged would run again); raise Options.Retention (0 keeps the horizon) or set Options.AllowShortRetention", ErrRetention, consumer, broker.HorizonString(o.Retention), broker.HorizonString(h))
+	case h != capability.HorizonUnknown && o.Retention < h && !o.AllowShortRetention:
+		return fmt.Errorf("%w: consumer %q: retention %s < horizon %s (a copy delivered after the inbox record is purged would run again); raise Options.Retention (0 keeps the horizon) or set Options.AllowShortRetention", ErrRetention, consumer, capability.HorizonString(o.Retention), capability.HorizonString(h))
 	}
 	return nil
 }
@@ -352,7 +348,7 @@ func retention(o *Options, consumer string, h time.Duration) error {
 // Consumer returns the consumer name.
 func (in *Inbox[Tx]) Consumer() string { return in.consumer }
 
-// Retention returns the effective retention; broker.HorizonUnbounded means
+// Retention returns the effective retention; capability.HorizonUnbounded means
 // records are kept for ever.
 func (in *Inbox[Tx]) Retention() time.Duration { return in.o.Retention }
 

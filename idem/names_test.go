@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/store"
@@ -71,7 +72,7 @@ func TestParseEvent(t *testing.T) {
 
 func TestNewInboxRetention(t *testing.T) {
 	var st store.Provider[int] = nilStore{}
-	caps := broker.SubscriptionCapabilities{RedeliveryHorizon: 7 * 24 * time.Hour}
+	caps := capability.Subscription{RedeliveryHorizon: 7 * 24 * time.Hour}
 	if _, err := idem.NewInbox(st, "c", caps, &idem.Options{Retention: time.Hour}); !errors.Is(err, idem.ErrRetention) {
 		t.Errorf("short retention: %v", err)
 	} else if !strings.Contains(err.Error(), "AllowShortRetention") {
@@ -86,7 +87,7 @@ func TestNewInboxRetention(t *testing.T) {
 	}
 
 	// Unknown horizon: no default, an explicit retention is required.
-	unknown := broker.SubscriptionCapabilities{RedeliveryHorizon: broker.HorizonUnknown}
+	unknown := capability.Subscription{RedeliveryHorizon: capability.HorizonUnknown}
 	if _, err = idem.NewInbox(st, "c", unknown, nil); !errors.Is(err, idem.ErrRetention) {
 		t.Errorf("unknown horizon without retention: %v, want ErrRetention", err)
 	} else if !strings.Contains(err.Error(), "unknown") || !strings.Contains(err.Error(), "Options.Retention") {
@@ -98,8 +99,8 @@ func TestNewInboxRetention(t *testing.T) {
 
 	// Unbounded horizon: default keeps for ever; a finite retention only
 	// with the override.
-	unbounded := broker.SubscriptionCapabilities{RedeliveryHorizon: broker.HorizonUnbounded}
-	if in, err = idem.NewInbox(st, "c", unbounded, nil); err != nil || in.Retention() != broker.HorizonUnbounded {
+	unbounded := capability.Subscription{RedeliveryHorizon: capability.HorizonUnbounded}
+	if in, err = idem.NewInbox(st, "c", unbounded, nil); err != nil || in.Retention() != capability.HorizonUnbounded {
 		t.Errorf("unbounded horizon default: %v, %v", in, err)
 	}
 	if _, err = idem.NewInbox(st, "c", unbounded, &idem.Options{Retention: 365 * 24 * time.Hour}); !errors.Is(err, idem.ErrRetention) {
@@ -108,7 +109,7 @@ func TestNewInboxRetention(t *testing.T) {
 	if in, err = idem.NewInbox(st, "c", unbounded, &idem.Options{Retention: time.Hour, AllowShortRetention: true}); err != nil || in.Retention() != time.Hour {
 		t.Errorf("finite retention under an unbounded horizon, with override: %v", err)
 	}
-	if in, err = idem.NewInbox(st, "c", unbounded, &idem.Options{Retention: broker.HorizonUnbounded}); err != nil || in.Retention() != broker.HorizonUnbounded {
+	if in, err = idem.NewInbox(st, "c", unbounded, &idem.Options{Retention: capability.HorizonUnbounded}); err != nil || in.Retention() != capability.HorizonUnbounded {
 		t.Errorf("unbounded retention: %v", err)
 	}
 	// Purge with an unbounded retention deletes nothing and does not touch

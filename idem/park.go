@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -82,7 +83,7 @@ func (in *Inbox[Tx]) Replay(ctx context.Context, aggregateID string, h Handler[T
 				res.Remaining, _ = in.store.CountParked(ctx, in.consumer, f)
 				return res, herr
 			}
-			now, reason := in.o.Now(), broker.BoundReason(herr.Error())
+			now, reason := in.o.Now(), driver.BoundReason(herr.Error())
 			if err := in.store.UpdateParked(ctx, in.consumer, p.ID, reason, now); err != nil {
 				return res, fmt.Errorf("idem: replay: %w", err)
 			}

@@ -11,14 +11,15 @@ import (
 	"strconv"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 )
 
-// checkID checks a message ID against broker.ValidateID (see ErrInvalidID).
+// checkID checks a message ID against driver.ValidateID (see ErrInvalidID).
 func checkID(id string) error {
 	if id == "" {
 		return broker.Permanent(fmt.Errorf("%w (%w)", ErrNoID, broker.ErrInvalid))
 	}
-	if err := broker.ValidateID(id); err != nil {
+	if err := driver.ValidateID(id); err != nil {
 		return broker.Permanent(fmt.Errorf("%w: %w", ErrInvalidID, err))
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -78,7 +80,7 @@ func (in *Inbox[Tx]) parkOrRetry(ctx context.Context, d *broker.Delivery, pe *Pa
 	attempts, first := 1, now
 	if !pe.Now {
 		var err error
-		attempts, first, err = in.store.RecordFailure(ctx, in.consumer, d.Message.ID, broker.BoundReason(pe.Reason), now)
+		attempts, first, err = in.store.RecordFailure(ctx, in.consumer, d.Message.ID, driver.BoundReason(pe.Reason), now)
 		if err != nil {
 			return ResultFailed, in.abort(ctx, []*broker.Delivery{d}, storeErr("record failure", err))
 		}
@@ -126,8 +128,8 @@ func (in *Inbox[Tx]) parkTx(ctx context.Context, tx Tx, d *broker.Delivery, reas
 	return true, in.store.ClearFailure(ctx, tx, in.consumer, d.Message.ID)
 }
 
-// parkedFrom is d as the store parks it, with reason as broker.BoundReason
-// gives it (escaped, at most broker.MaxReasonLen bytes), as a dead letter
+// parkedFrom is d as the store parks it, with reason as driver.BoundReason
+// gives it (escaped, at most driver.MaxReasonLen bytes), as a dead letter
 // carries it.
 func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int, first, now time.Time) *store.Parked {
 	m := d.Message
@@ -137,7 +139,7 @@ func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int
 	}
 	return &store.Parked{
 		Consumer: consumer, MessageID: m.ID, AggregateID: ev.AggregateID, Version: ev.Version, Sequence: ev.Sequence,
-		Key: m.Key, Headers: m.Headers, Body: m.Body, Reason: broker.BoundReason(reason), Attempts: attempts, FirstSeen: first, LastSeen: now,
+		Key: m.Key, Headers: m.Headers, Body: m.Body, Reason: driver.BoundReason(reason), Attempts: attempts, FirstSeen: first, LastSeen: now,
 	}
 }
 
@@ -254,7 +256,7 @@ func (in *Inbox[Tx]) Stats() Stats {
 // itself (see Options.PurgeInterval); call Purge where that is turned off,
 // or to purge at once. With an unbounded retention it deletes nothing.
 func (in *Inbox[Tx]) Purge(ctx context.Context) (int, error) {
-	if in.o.Retention == broker.HorizonUnbounded {
+	if in.o.Retention == capability.HorizonUnbounded {
 		return 0, nil
 	}
 	now := in.o.Now()
@@ -287,7 +289,7 @@ func (in *Inbox[Tx]) expire(ctx context.Context, now time.Time) (int, error) {
 // purgeDue runs one purge batch if the lazy purge is due (see
 // Options.PurgeInterval) and no other call is running one.
 func (in *Inbox[Tx]) purgeDue(ctx context.Context) {
-	if in.o.PurgeInterval < 0 || in.o.Retention == broker.HorizonUnbounded {
+	if in.o.PurgeInterval < 0 || in.o.Retention == capability.HorizonUnbounded {
 		return
 	}
 	now := in.o.Now()

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
 )
@@ -63,7 +64,7 @@ func (ev Event) message() (*broker.Message, error) {
 	if m.Key == "" {
 		m.Key = m.ID
 	}
-	if err := broker.ValidateID(m.ID); err != nil {
+	if err := driver.ValidateID(m.ID); err != nil {
 		return nil, err
 	}
 	return m, nil

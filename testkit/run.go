@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/idem"
 )
 
@@ -166,7 +167,7 @@ func (k *Kit) collect(ctx, poll context.Context) {
 			break
 		}
 		for _, d := range ds {
-			dead := DeadLetter{MessageID: d.Message.ID, Reason: d.Message.Headers[broker.HeaderDeadLetterReason]}
+			dead := DeadLetter{MessageID: d.Message.ID, Reason: d.Message.Headers[driver.HeaderDeadLetterReason]}
 			k.rep.DeadLetters = append(k.rep.DeadLetters, dead)
 			if t := k.messages[dead.MessageID]; t != nil {
 				t.dead = dead.Reason

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -96,7 +97,7 @@ func (s *faultySub) ExtendLocks(ctx context.Context, ids []driver.AckID, d time.
 	return errors.Join(errs...)
 }
 
-func (s *faultySub) Capabilities() driver.SubscriptionCapabilities { return s.k.sub.Capabilities() }
+func (s *faultySub) Capabilities() capability.Subscription { return s.k.sub.Capabilities() }
 
 func (s *faultySub) Classify(err error) driver.ErrorInfo {
 	if errors.Is(err, errAckLost) {
@@ -104,7 +105,7 @@ func (s *faultySub) Classify(err error) driver.ErrorInfo {
 	}
 	var be *broker.Error
 	if errors.As(err, &be) {
-		return driver.ErrorInfo{Code: be.Code, MaybeSent: be.MaybeSent}
+		return driver.ErrorInfo{Code: driver.CodeOf(err), MaybeSent: be.MaybeSent}
 	}
 	switch {
 	case errors.Is(err, context.Canceled):

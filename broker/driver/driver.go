@@ -20,6 +20,8 @@ package driver
 import (
 	"context"
 	"time"
+
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // AckID identifies one delivery of one message, for settlement. Its dynamic
@@ -47,7 +49,7 @@ type Message struct {
 	// AckID identifies this delivery for SendAcks and friends.
 	AckID AckID
 	// Attempt is the 1-based delivery count as the broker reports it (or as
-	// the driver emulates it, if SubscriptionCapabilities.DeliveryCount says so). A
+	// the driver emulates it, if capability.Subscription.DeliveryCount says so). A
 	// driver that cannot know it reports 1 for first deliveries and 2 for
 	// known redeliveries.
 	Attempt int
@@ -74,7 +76,7 @@ type Topic interface {
 	// Capabilities describes what the broker promises a publisher on this
 	// topic: the publish half only. It must return the same value on every
 	// call.
-	Capabilities() TopicCapabilities
+	Capabilities() capability.Topic
 	// Classify maps an error returned by this driver to its class and says
 	// whether the failed send may nevertheless have reached the broker.
 	Classify(err error) ErrorInfo
@@ -117,7 +119,7 @@ type Subscription interface {
 	// Capabilities describes what the broker promises a consumer of this
 	// subscription: the delivery half only. It must return the same value on
 	// every call.
-	Capabilities() SubscriptionCapabilities
+	Capabilities() capability.Subscription
 	// Classify maps an error returned by this driver to its class.
 	Classify(err error) ErrorInfo
 	// As converts i to a driver-specific type.

@@ -1,8 +1,10 @@
 package driver
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 )
 
@@ -107,4 +109,114 @@ func BatchErrors(errs []error) error {
 		return errs[0]
 	}
 	return &BatchError{Errs: errs}
+}
+
+// The error classes, matched with errors.Is. Package broker documents
+// them and declares the same values (broker.ErrNotFound is ErrNotFound),
+// which its users match; ClassOf maps an ErrorCode to its class, so that
+// a driver's own error types and Error match them too.
+var (
+	ErrNotFound   = errors.New("wary: not found")
+	ErrTooLarge   = errors.New("wary: message too large")
+	ErrInvalid    = errors.New("wary: invalid")
+	ErrClosed     = errors.New("wary: closed")
+	ErrLockLost   = errors.New("wary: lock lost")
+	ErrPermission = errors.New("wary: permission denied")
+	ErrRetryable  = errors.New("wary: retryable")
+)
+
+// ClassOf returns the class matching code (ErrNotFound for NotFound,
+// ErrRetryable for Unavailable, context.Canceled for Canceled, ...), or
+// nil for Unknown. Drivers whose own error types must match the classes
+// implement Is as target == driver.ClassOf(code).
+func ClassOf(code ErrorCode) error {
+	switch code {
+	case NotFound:
+		return ErrNotFound
+	case TooLarge:
+		return ErrTooLarge
+	case Invalid:
+		return ErrInvalid
+	case Closed:
+		return ErrClosed
+	case LockLost:
+		return ErrLockLost
+	case PermissionDenied:
+		return ErrPermission
+	case Unavailable:
+		return ErrRetryable
+	case Canceled:
+		return context.Canceled
+	case DeadlineExceeded:
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// Error is a classified error that a driver's constructor or URL opener
+// returns (OpenError, Invalidf), or a check of this package (ValidateID,
+// ValidateHeaders). It matches the class of its Code with errors.Is, as
+// *broker.Error does; the portable layer (a Topic, a Subscription, the
+// URLMux) turns it into a *broker.Error of the same class.
+type Error struct {
+	// Op is what failed: "open" (OpenError, Invalidf), "id", "headers".
+	Op   string
+	Code ErrorCode
+	Err  error
+}
+
+func (e *Error) Error() string {
+	s := "wary: " + e.Op
+	if e.Code != Unknown {
+		s += " (" + e.Code.String() + ")"
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns Err.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether e belongs to the class target (see ClassOf).
+func (e *Error) Is(target error) bool {
+	if target == os.ErrDeadlineExceeded {
+		return e.Code == DeadlineExceeded
+	}
+	return target != nil && target == ClassOf(e.Code)
+}
+
+// OpenError classifies a failure met while opening a topic or
+// subscription as an *Error of Op "open". Driver constructors return it,
+// so that their errors match the classes like every error of package
+// broker. An err that is already an *Error is returned unchanged.
+func OpenError(code ErrorCode, err error) error {
+	if err == nil {
+		return nil
+	}
+	var de *Error
+	if errors.As(err, &de) {
+		return err
+	}
+	return &Error{Op: "open", Code: code, Err: err}
+}
+
+// Invalidf returns an error matching ErrInvalid (Op "open"), for openers
+// and drivers that reject a configuration.
+func Invalidf(format string, args ...any) error {
+	return &Error{Op: "open", Code: Invalid, Err: fmt.Errorf(format, args...)}
+}
+
+// CodeOf returns the code whose class err matches (see ClassOf), Unknown
+// when it matches none. A driver that wraps a *broker.Topic or
+// *broker.Subscription (a test double, a fault injector) classifies their
+// errors with it.
+func CodeOf(err error) ErrorCode {
+	for c := NotFound; c <= PermissionDenied; c++ {
+		if class := ClassOf(c); class != nil && errors.Is(err, class) {
+			return c
+		}
+	}
+	return Unknown
 }

@@ -13,15 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // Column is one configuration of a driver, named as the guide's table
 // header names it, with what the driver declares for it.
 type Column struct {
 	Name  string
-	Topic driver.TopicCapabilities
-	Sub   driver.SubscriptionCapabilities
+	Topic capability.Topic
+	Sub   capability.Subscription
 }
 
 // Marker opens a guide's capabilities table; the table follows on the
@@ -80,7 +80,7 @@ func Check(t testing.TB, path string, cols []Column) {
 func Same(t testing.TB, imitation, declared Column) {
 	t.Helper()
 	a, b := imitation, declared
-	a.Topic.Source, a.Sub.Source, b.Topic.Source, b.Sub.Source = driver.Source{}, driver.Source{}, driver.Source{}, driver.Source{}
+	a.Topic.Source, a.Sub.Source, b.Topic.Source, b.Sub.Source = capability.Source{}, capability.Source{}, capability.Source{}, capability.Source{}
 	if !reflect.DeepEqual(a.Topic, b.Topic) || !reflect.DeepEqual(a.Sub, b.Sub) {
 		t.Errorf("%s does not promise what %s declares:\n%s", imitation.Name, declared.Name, Table([]Column{imitation, declared}))
 	}
@@ -111,10 +111,10 @@ var rows = []row{
 	}},
 	{"dead letters (`DeadLetter`)", func(c Column) string { return yes(c.Sub.DeadLetter) }},
 	{"lock (`LockTimeout`)", func(c Column) string {
-		if c.Sub.Source.IsUnread(driver.SettingLockTimeout) {
+		if c.Sub.Source.IsUnread(capability.SettingLockTimeout) {
 			return "unknown (not read from the broker)"
 		}
-		if c.Sub.LockTimeout == driver.LockNone {
+		if c.Sub.LockTimeout == capability.LockNone {
 			return "none: visible again at once"
 		}
 		return dur(c.Sub.LockTimeout, "none: held until settled")
@@ -123,9 +123,9 @@ var rows = []row{
 	{"nack delay (`NackDelay`)", func(c Column) string { return yes(c.Sub.NackDelay) }},
 	{"redelivery horizon (`RedeliveryHorizon`)", func(c Column) string {
 		switch c.Sub.RedeliveryHorizon {
-		case driver.HorizonUnknown:
+		case capability.HorizonUnknown:
 			return "unknown"
-		case driver.HorizonUnbounded:
+		case capability.HorizonUnbounded:
 			return "unbounded"
 		}
 		return dur(c.Sub.RedeliveryHorizon, "")

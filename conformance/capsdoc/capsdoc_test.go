@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // recorder is a testing.TB that records failures instead of stopping.
@@ -26,8 +26,8 @@ func (r *recorder) Fatal(args ...any)                 { r.failures = append(r.fa
 
 var cols = []Column{{
 	Name:  "queue",
-	Topic: driver.TopicCapabilities{DedupWindow: 5 * time.Minute, DedupScope: driver.DedupQueue, MaxMessageSize: 256 << 10},
-	Sub: driver.SubscriptionCapabilities{Ordering: driver.OrderMessageGroup, DeliveryLimit: 5, DeliveryLimitMode: driver.LimitNative,
+	Topic: capability.Topic{DedupWindow: 5 * time.Minute, DedupScope: capability.DedupQueue, MaxMessageSize: 256 << 10},
+	Sub: capability.Subscription{Ordering: capability.OrderMessageGroup, DeliveryLimit: 5, DeliveryLimitMode: capability.LimitNative,
 		LockTimeout: 30 * time.Second, RedeliveryHorizon: 336*time.Hour + 5*time.Minute},
 }}
 

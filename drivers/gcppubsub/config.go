@@ -7,6 +7,7 @@ import (
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -140,23 +141,23 @@ func configOf(s *pubsubpb.Subscription) Config {
 }
 
 // capabilities derives what the subscription promises a consumer.
-func (c Config) capabilities() driver.SubscriptionCapabilities {
-	caps := driver.SubscriptionCapabilities{
-		AckModel:          driver.AckPerMessage,
+func (c Config) capabilities() capability.Subscription {
+	caps := capability.Subscription{
+		AckModel:          capability.AckPerMessage,
 		LockTimeout:       c.AckDeadline,
 		LockExtendable:    true,
 		NackDelay:         true,
 		RedeliveryHorizon: c.Retention,
-		Source:            driver.Source{Read: c.describe()},
+		Source:            capability.Source{Read: c.describe()},
 	}
 	if c.Ordering {
-		caps.Ordering = driver.OrderMessageGroup
+		caps.Ordering = capability.OrderMessageGroup
 		caps.HeadOfLine = true
 	}
 	if c.DeadLetterTopic != "" {
 		caps.DeliveryCount = true
 		caps.DeliveryLimit = c.MaxDeliveryAttempts
-		caps.DeliveryLimitMode = driver.LimitNative
+		caps.DeliveryLimitMode = capability.LimitNative
 		caps.DeadLetter = true
 	}
 	return caps
@@ -192,9 +193,9 @@ func (c Config) describe() string {
 
 // topicCapabilities derives what a topic promises a publisher. ordering
 // says whether the message key is sent as the ordering key.
-func topicCapabilities(ordering bool) driver.TopicCapabilities {
-	caps := driver.TopicCapabilities{
-		DedupScope:     driver.DedupNone,
+func topicCapabilities(ordering bool) capability.Topic {
+	caps := capability.Topic{
+		DedupScope:     capability.DedupNone,
 		MaxMessageSize: MaxPublishBytes - attrReserve,
 		MaxBatchSize:   MaxBatchSize,
 	}

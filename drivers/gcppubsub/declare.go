@@ -12,8 +12,9 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/topology"
 )
 
 // stated is what a subscription URL states of the subscription (for
@@ -31,7 +32,7 @@ type stated struct {
 // declareParams reads the parameters that state how the subscription is
 // declared: topic, ordering, exactly_once, ack_deadline,
 // max_delivery_attempts.
-func declareParams(p *broker.URLParams) stated {
+func declareParams(p *driver.URLParams) stated {
 	var s stated
 	s.topic = p.Get("topic")
 	if p.Has("ordering") {
@@ -48,8 +49,8 @@ func declareParams(p *broker.URLParams) stated {
 }
 
 // conflicts compares what the URL states with the configuration read.
-func (s stated) conflicts(c Config) []driver.Conflict {
-	var cs []driver.Conflict
+func (s stated) conflicts(c Config) []capability.Conflict {
+	var cs []capability.Conflict
 	onOff := func(b bool) string {
 		if b {
 			return "on"
@@ -60,15 +61,15 @@ func (s stated) conflicts(c Config) []driver.Conflict {
 		return "drop " + param + " from the URL, or change the subscription's " + setting + " (recreate it where Pub/Sub cannot change it)"
 	}
 	if s.ordering != nil && *s.ordering != c.Ordering {
-		cs = append(cs, driver.Conflict{Setting: driver.SettingOrdering, Stated: "ordering=" + strconv.FormatBool(*s.ordering) + " in the URL",
+		cs = append(cs, capability.Conflict{Setting: capability.SettingOrdering, Stated: "ordering=" + strconv.FormatBool(*s.ordering) + " in the URL",
 			Held: "message ordering " + onOff(c.Ordering), Fix: fix("ordering", "message ordering")})
 	}
 	if s.exactlyOnce != nil && *s.exactlyOnce != c.ExactlyOnce {
-		cs = append(cs, driver.Conflict{Setting: driver.SettingKind, Stated: "exactly_once=" + strconv.FormatBool(*s.exactlyOnce) + " in the URL",
+		cs = append(cs, capability.Conflict{Setting: capability.SettingKind, Stated: "exactly_once=" + strconv.FormatBool(*s.exactlyOnce) + " in the URL",
 			Held: "exactly-once delivery " + onOff(c.ExactlyOnce), Fix: fix("exactly_once", "exactly-once delivery")})
 	}
 	if s.ackDeadline > 0 && s.ackDeadline.Truncate(time.Second) != c.AckDeadline {
-		cs = append(cs, driver.Conflict{Setting: driver.SettingLockTimeout, Stated: "ack_deadline=" + s.ackDeadline.String() + " in the URL",
+		cs = append(cs, capability.Conflict{Setting: capability.SettingLockTimeout, Stated: "ack_deadline=" + s.ackDeadline.String() + " in the URL",
 			Held: "ack deadline " + c.AckDeadline.String(), Fix: fix("ack_deadline", "ack deadline")})
 	}
 	if s.maxDeliveryAttempts > 0 && s.maxDeliveryAttempts != c.MaxDeliveryAttempts {
@@ -76,7 +77,7 @@ func (s stated) conflicts(c Config) []driver.Conflict {
 		if c.DeadLetterTopic != "" {
 			held = fmt.Sprintf("dead-letter policy after %d delivery attempts", c.MaxDeliveryAttempts)
 		}
-		cs = append(cs, driver.Conflict{Setting: driver.SettingDeliveryLimit, Stated: fmt.Sprintf("max_delivery_attempts=%d in the URL", s.maxDeliveryAttempts),
+		cs = append(cs, capability.Conflict{Setting: capability.SettingDeliveryLimit, Stated: fmt.Sprintf("max_delivery_attempts=%d in the URL", s.maxDeliveryAttempts),
 			Held: held, Fix: fix("max_delivery_attempts", "dead-letter policy")})
 	}
 	return cs
@@ -87,7 +88,7 @@ func (s stated) conflicts(c Config) []driver.Conflict {
 // "billing-dead".
 func DeadLetterName(name string) string { return name + "-dead" }
 
-// PlanTopologyURL plans (broker.PlanTopology) what
+// PlanTopologyURL plans (topology.PlanURL) what
 // gcppubsub://projects/P/subscriptions/S?PARAMS states: the topic
 // (topic=T, required), with max_delivery_attempts=N the dead-letter topic
 // S-dead and its subscription S-dead, and the pull subscription S with
@@ -95,8 +96,8 @@ func DeadLetterName(name string) string { return name + "-dead" }
 // existing subscription's configuration is read (GetSubscription) and
 // compared with the URL's; Apply creates what is missing and changes
 // nothing that exists.
-func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Plan, error) {
-	p := broker.NewURLParams(u)
+func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*topology.Plan, error) {
+	p := driver.NewURLParams(u)
 	project, full, err := target(u, p, "subscriptions")
 	if err != nil {
 		return nil, err
@@ -109,11 +110,11 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 		return nil, err
 	}
 	if st.topic == "" {
-		return nil, broker.Invalidf("gcppubsub: a topology needs the subscription's topic (topic=NAME in the URL)")
+		return nil, driver.Invalidf("gcppubsub: a topology needs the subscription's topic (topic=NAME in the URL)")
 	}
 	topic, err := fullName(project, "topics", st.topic)
 	if err != nil {
-		return nil, broker.Invalidf("gcppubsub: URL parameter topic is not a topic name")
+		return nil, driver.Invalidf("gcppubsub: URL parameter topic is not a topic name")
 	}
 	c, err := o.newClient(ctx, project)
 	if err != nil {
@@ -127,7 +128,7 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 	return plan, nil
 }
 
-func planTopology(ctx context.Context, c *pubsub.Client, topic, sub string, st stated) (*broker.Plan, error) {
+func planTopology(ctx context.Context, c *pubsub.Client, topic, sub string, st stated) (*topology.Plan, error) {
 	exists := func(err error) (bool, error) {
 		switch {
 		case err == nil:
@@ -141,8 +142,8 @@ func planTopology(ctx context.Context, c *pubsub.Client, topic, sub string, st s
 		_, err := c.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: name})
 		return exists(err)
 	}
-	var entities []broker.Entity
-	t := broker.Entity{Kind: "topic", Name: topic}
+	var entities []topology.Entity
+	t := topology.Entity{Kind: "topic", Name: topic}
 	var err error
 	if t.Exists, err = topicExists(topic); err != nil {
 		return nil, err
@@ -151,11 +152,11 @@ func planTopology(ctx context.Context, c *pubsub.Client, topic, sub string, st s
 	deadTopic := "projects/" + projectOf(sub) + "/topics/" + DeadLetterName(shortName(sub))
 	deadSub := "projects/" + projectOf(sub) + "/subscriptions/" + DeadLetterName(shortName(sub))
 	if st.maxDeliveryAttempts > 0 {
-		dt := broker.Entity{Kind: "dead-letter topic", Name: deadTopic}
+		dt := topology.Entity{Kind: "dead-letter topic", Name: deadTopic}
 		if dt.Exists, err = topicExists(deadTopic); err != nil {
 			return nil, err
 		}
-		ds := broker.Entity{Kind: "subscription", Name: deadSub, Settings: []string{"of " + shortName(deadTopic)}}
+		ds := topology.Entity{Kind: "subscription", Name: deadSub, Settings: []string{"of " + shortName(deadTopic)}}
 		_, gerr := c.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: deadSub})
 		if ds.Exists, err = exists(gerr); err != nil {
 			return nil, err
@@ -163,7 +164,7 @@ func planTopology(ctx context.Context, c *pubsub.Client, topic, sub string, st s
 		entities = append(entities, dt, ds)
 	}
 	want := &pubsubpb.Subscription{Name: sub, Topic: topic}
-	s := broker.Entity{Kind: "subscription", Name: sub, Settings: []string{"of " + shortName(topic)}}
+	s := topology.Entity{Kind: "subscription", Name: sub, Settings: []string{"of " + shortName(topic)}}
 	if st.ordering != nil {
 		want.EnableMessageOrdering = *st.ordering
 		s.Settings = append(s.Settings, "message ordering "+strconv.FormatBool(*st.ordering))
@@ -191,14 +192,14 @@ func planTopology(ctx context.Context, c *pubsub.Client, topic, sub string, st s
 			s.Conflicts = append(s.Conflicts, cf)
 		}
 		if cfg.Topic != topic {
-			s.Conflicts = append(s.Conflicts, driver.Conflict{Setting: driver.SettingKind, Stated: "topic " + shortName(topic), Held: "subscription of " + cfg.Topic})
+			s.Conflicts = append(s.Conflicts, capability.Conflict{Setting: capability.SettingKind, Stated: "topic " + shortName(topic), Held: "subscription of " + cfg.Topic})
 		}
 		if st.maxDeliveryAttempts > 0 && cfg.DeadLetterTopic != "" && cfg.DeadLetterTopic != deadTopic {
-			s.Conflicts = append(s.Conflicts, driver.Conflict{Setting: driver.SettingDeadLetter, Stated: shortName(deadTopic), Held: "dead-letter topic " + cfg.DeadLetterTopic})
+			s.Conflicts = append(s.Conflicts, capability.Conflict{Setting: capability.SettingDeadLetter, Stated: shortName(deadTopic), Held: "dead-letter topic " + cfg.DeadLetterTopic})
 		}
 	}
 	entities = append(entities, s)
-	apply := func(ctx context.Context, missing []broker.Entity) error {
+	apply := func(ctx context.Context, missing []topology.Entity) error {
 		defer c.Close()
 		for _, e := range missing {
 			var err error
@@ -218,7 +219,7 @@ func planTopology(ctx context.Context, c *pubsub.Client, topic, sub string, st s
 		}
 		return nil
 	}
-	return broker.NewPlan(entities, apply), nil
+	return topology.NewPlan(entities, apply), nil
 }
 
 // projectOf is the project of a full name (projects/PROJECT/...).

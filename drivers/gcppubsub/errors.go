@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -23,7 +22,7 @@ type classedError struct {
 func (e *classedError) Error() string { return "gcppubsub: " + e.err.Error() }
 func (e *classedError) Unwrap() error { return e.err }
 func (e *classedError) Is(target error) bool {
-	return target != nil && target == broker.ClassOf(e.code)
+	return target != nil && target == driver.ClassOf(e.code)
 }
 
 func invalidErr(err error) error  { return &classedError{driver.Invalid, err} }
@@ -155,4 +154,4 @@ func dialFailed(msg string) bool {
 func errorAs(err error, i any) bool { return errors.As(err, i) }
 
 // openErr classifies an error of the open.
-func openErr(err error) error { return broker.OpenError(classify(err).Code, err) }
+func openErr(err error) error { return driver.OpenError(classify(err).Code, err) }

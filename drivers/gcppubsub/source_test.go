@@ -5,8 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/gcppubsub"
 )
 
@@ -20,7 +19,7 @@ func TestSource(t *testing.T) {
 	c := e.create(t, subSpec{AckDeadline: 20 * time.Second, Ordering: true, ExactlyOnce: true, MaxAttempts: 7, Retention: time.Hour})
 	top, sub := e.open(t, c)
 	sc := sub.Capabilities()
-	if sc.LockTimeout != 20*time.Second || sc.DeliveryLimit != 7 || sc.RedeliveryHorizon != time.Hour || sc.Ordering != broker.OrderMessageGroup {
+	if sc.LockTimeout != 20*time.Second || sc.DeliveryLimit != 7 || sc.RedeliveryHorizon != time.Hour || sc.Ordering != capability.OrderMessageGroup {
 		t.Errorf("subscription capabilities %s, want lock 20s, limit 7, horizon 1h, ordering per message group", sc)
 	}
 	for _, want := range []string{"GetSubscription", "ack deadline 20s", "exactly-once delivery on", "after 7 delivery attempts", "message ordering on"} {
@@ -38,7 +37,7 @@ func TestSource(t *testing.T) {
 	}
 	defer off.Close()
 	tc := off.Capabilities()
-	if tc.OrderingKey != "" || len(tc.Source.Conflicts) != 1 || tc.Source.Conflicts[0].Setting != driver.SettingOrdering {
+	if tc.OrderingKey != "" || len(tc.Source.Conflicts) != 1 || tc.Source.Conflicts[0].Setting != capability.SettingOrdering {
 		t.Fatalf("topic with ordering off: %s, Source %+v: want no ordering keys and one ordering conflict", tc, tc.Source)
 	}
 	t.Logf("conflict: %+v", tc.Source.Conflicts[0])

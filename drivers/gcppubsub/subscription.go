@@ -13,6 +13,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -87,11 +88,11 @@ func OpenDeadLetters(ctx context.Context, client *pubsub.Client, name string, op
 
 func readSubscription(ctx context.Context, client *pubsub.Client, name string) (*pubsubpb.Subscription, error) {
 	if client == nil {
-		return nil, broker.OpenError(driver.Invalid, errors.New("gcppubsub: nil *pubsub.Client"))
+		return nil, driver.OpenError(driver.Invalid, errors.New("gcppubsub: nil *pubsub.Client"))
 	}
 	full, err := fullName(client.Project(), "subscriptions", name)
 	if err != nil {
-		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("gcppubsub: %w", err))
+		return nil, driver.OpenError(driver.Invalid, fmt.Errorf("gcppubsub: %w", err))
 	}
 	ps, err := client.SubscriptionAdminClient.GetSubscription(ctx, &pubsubpb.GetSubscriptionRequest{Subscription: full})
 	if err != nil {
@@ -103,7 +104,7 @@ func readSubscription(ctx context.Context, client *pubsub.Client, name string) (
 		return nil, openErr(fmt.Errorf("gcppubsub: subscription %s: %w", full, err))
 	}
 	if ps.GetPushConfig().GetPushEndpoint() != "" {
-		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("gcppubsub: subscription %s is a push subscription; this driver pulls", full))
+		return nil, driver.OpenError(driver.Invalid, fmt.Errorf("gcppubsub: subscription %s is a push subscription; this driver pulls", full))
 	}
 	return ps, nil
 }
@@ -113,7 +114,7 @@ func readSubscription(ctx context.Context, client *pubsub.Client, name string) (
 func deadLetterSubscription(ctx context.Context, client *pubsub.Client, ps *pubsubpb.Subscription, named string) (string, error) {
 	c := configOf(ps)
 	if c.DeadLetterTopic == "" {
-		return "", broker.OpenError(driver.Invalid, fmt.Errorf("gcppubsub: subscription %s has no dead-letter policy, hence no dead-letter topic", c.Name))
+		return "", driver.OpenError(driver.Invalid, fmt.Errorf("gcppubsub: subscription %s has no dead-letter policy, hence no dead-letter topic", c.Name))
 	}
 	if named != "" {
 		return named, nil
@@ -132,11 +133,11 @@ func deadLetterSubscription(ctx context.Context, client *pubsub.Client, ps *pubs
 	}
 	switch len(subs) {
 	case 0:
-		return "", broker.OpenError(driver.NotFound, fmt.Errorf("gcppubsub: dead-letter topic %s has no subscription to read its messages from: create one", c.DeadLetterTopic))
+		return "", driver.OpenError(driver.NotFound, fmt.Errorf("gcppubsub: dead-letter topic %s has no subscription to read its messages from: create one", c.DeadLetterTopic))
 	case 1:
 		return subs[0], nil
 	}
-	return "", broker.OpenError(driver.Invalid, fmt.Errorf("gcppubsub: dead-letter topic %s has %d subscriptions; name the one to read (SubscriptionOptions.DeadLetterSubscription, dead_letter_subscription in the URL)", c.DeadLetterTopic, len(subs)))
+	return "", driver.OpenError(driver.Invalid, fmt.Errorf("gcppubsub: dead-letter topic %s has %d subscriptions; name the one to read (SubscriptionOptions.DeadLetterSubscription, dead_letter_subscription in the URL)", c.DeadLetterTopic, len(subs)))
 }
 
 func openDeadLetters(ctx context.Context, client *pubsub.Client, name string, o SubscriptionOptions) (*subscription, error) {
@@ -159,7 +160,7 @@ func openDeadLetters(ctx context.Context, client *pubsub.Client, name string, o 
 
 func openSubscription(ctx context.Context, client *pubsub.Client, name string, o SubscriptionOptions) (*subscription, error) {
 	if o.WaitTime < 0 {
-		return nil, broker.OpenError(driver.Invalid, errors.New("gcppubsub: WaitTime must not be negative"))
+		return nil, driver.OpenError(driver.Invalid, errors.New("gcppubsub: WaitTime must not be negative"))
 	}
 	if o.WaitTime == 0 {
 		o.WaitTime = DefaultWaitTime
@@ -179,7 +180,7 @@ type subscription struct {
 	client *pubsub.Client
 	proto  *pubsubpb.Subscription
 	cfg    Config
-	caps   driver.SubscriptionCapabilities
+	caps   capability.Subscription
 	wait   time.Duration
 	owned  bool
 	// defaultReason, on a subscription opened by OpenDeadLetters, is the
@@ -319,9 +320,9 @@ func (s *subscription) SendDeadLetters(ctx context.Context, ids []driver.AckID, 
 	return nil
 }
 
-func (s *subscription) Capabilities() driver.SubscriptionCapabilities { return s.caps }
-func (s *subscription) Classify(err error) driver.ErrorInfo           { return classify(err) }
-func (s *subscription) ErrorAs(err error, i any) bool                 { return errorAs(err, i) }
+func (s *subscription) Capabilities() capability.Subscription { return s.caps }
+func (s *subscription) Classify(err error) driver.ErrorInfo   { return classify(err) }
+func (s *subscription) ErrorAs(err error, i any) bool         { return errorAs(err, i) }
 
 // As accepts **pubsub.Client, **pubsubpb.Subscription (the configuration
 // read when the subscription was opened) and *Config (what the driver
@@ -501,7 +502,7 @@ func (s *subscription) decode(r *pubsubpb.ReceivedMessage) *driver.Message {
 			if s.defaultReason != "" {
 				m.Headers[k] = v
 			}
-		case broker.ReservedHeader(k), strings.HasPrefix(k, "googclient_"):
+		case driver.ReservedHeader(k), strings.HasPrefix(k, "googclient_"):
 		default:
 			m.Headers[k] = v
 		}

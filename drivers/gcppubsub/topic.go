@@ -11,6 +11,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -65,17 +66,17 @@ type topic struct {
 	name     string
 	proto    *pubsubpb.Topic
 	ordering bool
-	caps     driver.TopicCapabilities
+	caps     capability.Topic
 	owned    bool
 }
 
 func openTopic(ctx context.Context, client *pubsub.Client, name string, o TopicOptions) (*topic, error) {
 	if client == nil {
-		return nil, broker.OpenError(driver.Invalid, errors.New("gcppubsub: nil *pubsub.Client"))
+		return nil, driver.OpenError(driver.Invalid, errors.New("gcppubsub: nil *pubsub.Client"))
 	}
 	full, err := fullName(client.Project(), "topics", name)
 	if err != nil {
-		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("gcppubsub: %w", err))
+		return nil, driver.OpenError(driver.Invalid, fmt.Errorf("gcppubsub: %w", err))
 	}
 	pt, err := client.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: full})
 	if err != nil {
@@ -83,7 +84,7 @@ func openTopic(ctx context.Context, client *pubsub.Client, name string, o TopicO
 	}
 	t := &topic{client: client, name: full, proto: pt, owned: o.owned}
 	read := fmt.Sprintf("topic %s's configuration (GetTopic)", shortName(full))
-	var src driver.Source
+	var src capability.Source
 	switch o.Ordering {
 	case OrderingOn:
 		t.ordering = true
@@ -102,8 +103,8 @@ func openTopic(ctx context.Context, client *pubsub.Client, name string, o TopicO
 				// Keys sent as attributes: those subscriptions deliver
 				// in any order, whatever they promise.
 				t.ordering = false
-				src.Conflicts = append(src.Conflicts, driver.Conflict{
-					Setting: driver.SettingOrdering,
+				src.Conflicts = append(src.Conflicts, capability.Conflict{
+					Setting: capability.SettingOrdering,
 					Stated:  "ordering=off (TopicOptions.Ordering OrderingOff): keys sent as the attribute wary-key, not as ordering keys",
 					Held:    "message ordering on in " + strings.Join(ordered, ", ") + ", which then delivers this topic's messages in any order",
 					Fix:     "drop ordering=off (OrderingAuto), or disable message ordering on those subscriptions",
@@ -115,8 +116,8 @@ func openTopic(ctx context.Context, client *pubsub.Client, name string, o TopicO
 			// subscription orders: it sends ordering keys, which keep
 			// the order where one does.
 			t.ordering = true
-			src.Unread = append(src.Unread, driver.Unread{
-				Setting: driver.SettingOrdering,
+			src.Unread = append(src.Unread, capability.Unread{
+				Setting: capability.SettingOrdering,
 				Why:     "listing the topic's subscriptions, to learn whether one orders messages, was denied; keys are sent as ordering keys",
 				Fix:     "grant pubsub.topics.listSubscriptions and pubsub.subscriptions.get, or set TopicOptions.Ordering",
 			})
@@ -251,9 +252,9 @@ func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 	return nil
 }
 
-func (t *topic) Capabilities() driver.TopicCapabilities { return t.caps }
-func (t *topic) Classify(err error) driver.ErrorInfo    { return classify(err) }
-func (t *topic) ErrorAs(err error, i any) bool          { return errorAs(err, i) }
+func (t *topic) Capabilities() capability.Topic      { return t.caps }
+func (t *topic) Classify(err error) driver.ErrorInfo { return classify(err) }
+func (t *topic) ErrorAs(err error, i any) bool       { return errorAs(err, i) }
 
 // As accepts **pubsub.Client and **pubsubpb.Topic (the configuration
 // read when the topic was opened).

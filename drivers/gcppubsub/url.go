@@ -50,7 +50,7 @@ type URLOpener struct {
 }
 
 // target reads projects/PROJECT/KIND/NAME from u.
-func target(u *url.URL, p *broker.URLParams, kind string) (project, full string, err error) {
+func target(u *url.URL, p *driver.URLParams, kind string) (project, full string, err error) {
 	p.NoUserinfo()
 	path := u.Host + strings.TrimSuffix(u.Path, "/")
 	if u.Opaque != "" {
@@ -58,10 +58,10 @@ func target(u *url.URL, p *broker.URLParams, kind string) (project, full string,
 	}
 	parts := strings.Split(path, "/")
 	if len(parts) != 4 || parts[0] != "projects" || parts[1] == "" || parts[3] == "" || (parts[2] != "topics" && parts[2] != "subscriptions") {
-		return "", "", broker.Invalidf("gcppubsub: the URL names no topic or subscription (gcppubsub://projects/PROJECT/topics/TOPIC or …/subscriptions/SUBSCRIPTION)")
+		return "", "", driver.Invalidf("gcppubsub: the URL names no topic or subscription (gcppubsub://projects/PROJECT/topics/TOPIC or …/subscriptions/SUBSCRIPTION)")
 	}
 	if parts[2] != kind {
-		return "", "", broker.Invalidf("gcppubsub: the URL names %s, where %s are opened", parts[2], kind)
+		return "", "", driver.Invalidf("gcppubsub: the URL names %s, where %s are opened", parts[2], kind)
 	}
 	return parts[1], path, nil
 }
@@ -70,14 +70,14 @@ func (o *URLOpener) newClient(ctx context.Context, project string) (*pubsub.Clie
 	c, err := pubsub.NewClient(ctx, project, o.ClientOptions...)
 	if err != nil {
 		// The SDK's errors name credential files, not secrets.
-		return nil, broker.OpenError(driver.Invalid, err)
+		return nil, driver.OpenError(driver.Invalid, err)
 	}
 	return c, nil
 }
 
 // OpenTopicURL opens gcppubsub://projects/P/topics/T?PARAMS.
 func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic, error) {
-	p := broker.NewURLParams(u)
+	p := driver.NewURLParams(u)
 	project, full, err := target(u, p, "topics")
 	if err != nil {
 		return nil, err
@@ -90,7 +90,7 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 	case "off":
 		to.Ordering = OrderingOff
 	default:
-		return nil, broker.Invalidf("gcppubsub: URL parameter ordering is not auto, on or off")
+		return nil, driver.Invalidf("gcppubsub: URL parameter ordering is not auto, on or off")
 	}
 	if err := p.Done(); err != nil {
 		return nil, err
@@ -144,7 +144,7 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 
 func (o *URLOpener) subscriptionURL(ctx context.Context, u *url.URL) (*pubsub.Client, string, SubscriptionOptions, bool, error) {
 	var so SubscriptionOptions
-	p := broker.NewURLParams(u)
+	p := driver.NewURLParams(u)
 	project, full, err := target(u, p, "subscriptions")
 	if err != nil {
 		return nil, "", so, false, err

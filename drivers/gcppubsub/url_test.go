@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
+	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/topology"
 	_ "github.com/wary-go/wary/drivers/gcppubsub"
 )
 
@@ -59,7 +62,7 @@ func TestURL(t *testing.T) {
 		if len(ds) == 0 {
 			continue
 		}
-		if ds[0].Message.ID != "u1" || ds[0].Message.Headers[broker.HeaderDeadLetterReason] != "bad order" {
+		if ds[0].Message.ID != "u1" || ds[0].Message.Headers[driver.HeaderDeadLetterReason] != "bad order" {
 			t.Fatalf("dead letter %q, headers %v", ds[0].Message.ID, ds[0].Message.Headers)
 		}
 		_ = ds[0].Ack(ctx)
@@ -80,7 +83,7 @@ func TestURL(t *testing.T) {
 	}
 }
 
-// TestTopologyURL: broker.PlanTopology on a subscription URL plans the
+// TestTopologyURL: topology.PlanURL on a subscription URL plans the
 // topic, the dead-letter topic and its subscription, and the
 // subscription with the settings the URL states; Apply creates them; the
 // same URL then opens a subscription whose capabilities are those
@@ -91,7 +94,7 @@ func TestTopologyURL(t *testing.T) {
 	t.Setenv("PUBSUB_EMULATOR_HOST", e.srv.Addr)
 	ctx := t.Context()
 	u := "gcppubsub://projects/wary-test/subscriptions/billing?topic=orders&ordering=true&exactly_once=true&ack_deadline=30s&max_delivery_attempts=6"
-	plan, err := broker.PlanTopology(ctx, u)
+	plan, err := topology.PlanURL(ctx, broker.DefaultURLMux(), u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +104,7 @@ func TestTopologyURL(t *testing.T) {
 	if err := plan.Apply(ctx); err != nil {
 		t.Fatal(err)
 	}
-	again, err := broker.PlanTopology(ctx, u)
+	again, err := topology.PlanURL(ctx, broker.DefaultURLMux(), u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,11 +117,11 @@ func TestTopologyURL(t *testing.T) {
 	}
 	defer sub.Close()
 	caps := sub.Capabilities()
-	if caps.LockTimeout != 30*time.Second || caps.DeliveryLimit != 6 || caps.Ordering != broker.OrderMessageGroup || !strings.Contains(caps.Source.Read, "exactly-once delivery on") || len(caps.Source.Conflicts) != 0 {
+	if caps.LockTimeout != 30*time.Second || caps.DeliveryLimit != 6 || caps.Ordering != capability.OrderMessageGroup || !strings.Contains(caps.Source.Read, "exactly-once delivery on") || len(caps.Source.Conflicts) != 0 {
 		t.Fatalf("capabilities %s, Source %+v", caps, caps.Source)
 	}
 	other := strings.Replace(u, "ack_deadline=30s", "ack_deadline=60s", 1)
-	p3, err := broker.PlanTopology(ctx, other)
+	p3, err := topology.PlanURL(ctx, broker.DefaultURLMux(), other)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ type ClientError struct {
 func (e *ClientError) Error() string { return "kafka: " + e.Func + ": " + e.Problem }
 
 func clientError(fn, format string, args ...any) error {
-	return broker.OpenError(driver.Invalid, &ClientError{Func: fn, Problem: fmt.Sprintf(format, args...)})
+	return driver.OpenError(driver.Invalid, &ClientError{Func: fn, Problem: fmt.Sprintf(format, args...)})
 }
 
 // hooks is the driver's kgo hook on a client built with its options: it

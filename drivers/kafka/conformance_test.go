@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/kafka"
 )
@@ -30,12 +31,12 @@ func TestConformance(t *testing.T) {
 	for _, mode := range []struct {
 		name      string
 		ordered   bool
-		retention time.Duration // broker.HorizonUnbounded: retention.ms=-1
-	}{{"ordered", true, 72 * time.Hour}, {"concurrent", false, broker.HorizonUnbounded}} {
+		retention time.Duration // capability.HorizonUnbounded: retention.ms=-1
+	}{{"ordered", true, 72 * time.Hour}, {"concurrent", false, capability.HorizonUnbounded}} {
 		t.Run(mode.name, func(t *testing.T) {
 			e := newTestEnv(t)
 			want := mode.retention
-			if want != broker.HorizonUnbounded {
+			if want != capability.HorizonUnbounded {
 				want += conformanceSegment + 5*time.Minute
 			}
 			conformance.Run(t, e.harness("kafka/"+mode.name, mode.ordered, mode.retention, want))
@@ -47,13 +48,13 @@ func TestConformance(t *testing.T) {
 const conformanceSegment = time.Hour
 
 // createRetained creates a topic whose retention.ms says how long it keeps
-// records (broker.HorizonUnbounded: -1, forever), with segment.ms
+// records (capability.HorizonUnbounded: -1, forever), with segment.ms
 // conformanceSegment.
 func (e *testEnv) createRetained(t conformance.T, adm *kadm.Client, partitions int32, prefix string, retention time.Duration) string {
 	t.Helper()
 	name := uniqueName(prefix)
 	ms := "-1"
-	if retention != broker.HorizonUnbounded {
+	if retention != capability.HorizonUnbounded {
 		ms = strconv.FormatInt(retention.Milliseconds(), 10)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/kafka"
 )
 
@@ -70,7 +71,7 @@ func TestOpenDeadLettersURL(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, d := range ds {
-			got[d.Message.ID] = d.Message.Headers[broker.HeaderDeadLetterReason]
+			got[d.Message.ID] = d.Message.Headers[driver.HeaderDeadLetterReason]
 			if d.Message.Headers[kafka.HeaderDeadLetterSource] == "" {
 				t.Errorf("%s: no %s", d.Message.ID, kafka.HeaderDeadLetterSource)
 			}

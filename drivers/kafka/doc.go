@@ -68,7 +68,7 @@
 // error matching broker.ErrMaybeSent (kgo does not abandon an idempotent
 // record in flight: it may still be written).
 //
-// Scope: order per partition (SubscriptionCapabilities.Ordering is OrderPartition; the
+// Scope: order per partition (capability.Subscription.Ordering is OrderPartition; the
 // key chooses the partition). Partitions are consumed concurrently. With
 // SubscriptionOptions.Ordered the next record of a partition is not handed
 // out before the previous one is settled (HeadOfLine); without it the
@@ -128,9 +128,9 @@
 // memory (and in retry-topic headers): a partition handed over by a
 // rebalance or a close restarts it at 2 for records the previous owner
 // handed out, and a crash loses the records handed out since the last
-// commit. SubscriptionCapabilities.DeliveryCount is therefore false. Once a delivery
+// commit. capability.Subscription.DeliveryCount is therefore false. Once a delivery
 // numbered DeliveryLimit or more is nacked, the record is written to
-// DeadLetterTopic instead, with the reason in broker.HeaderDeadLetterReason
+// DeadLetterTopic instead, with the reason in driver.HeaderDeadLetterReason
 // and its origin ("topic/partition@offset") in HeaderDeadLetterSource.
 // DeadLetter does the same on demand. A dead-letter topic is read with a
 // subscription opened with SubscriptionOptions.DeadLetters (URL parameter

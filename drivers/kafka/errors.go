@@ -44,7 +44,7 @@ func (e *codedError) Unwrap() error { return e.err }
 
 // Is matches the broker's error classes.
 func (e *codedError) Is(target error) bool {
-	return target != nil && target == broker.ClassOf(e.code)
+	return target != nil && target == driver.ClassOf(e.code)
 }
 
 // openFailure classifies an error met while opening a topic or
@@ -58,22 +58,22 @@ func openFailure(err error, auth *authWatch) error {
 	case errors.As(err, &be):
 		return err
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
-		return broker.OpenError(driver.PermissionDenied, fmt.Errorf("kafka: SASL authentication failed: %w", err))
+		return driver.OpenError(driver.PermissionDenied, fmt.Errorf("kafka: SASL authentication failed: %w", err))
 	case auth != nil && auth.failed.Load():
 		// Brokers (kfake, and Kafka on some paths) close the connection
 		// instead of answering a failed SASLAuthenticate, which kgo reports
 		// as a bare EOF.
-		return broker.OpenError(driver.PermissionDenied, fmt.Errorf("kafka: SASL authentication failed: the broker closed the connection in answer to the credentials (check the mechanism, user and password): %w", err))
+		return driver.OpenError(driver.PermissionDenied, fmt.Errorf("kafka: SASL authentication failed: the broker closed the connection in answer to the credentials (check the mechanism, user and password): %w", err))
 	case errors.Is(err, context.Canceled):
-		return broker.OpenError(driver.Canceled, fmt.Errorf("kafka: open: %w", err))
+		return driver.OpenError(driver.Canceled, fmt.Errorf("kafka: open: %w", err))
 	case errors.Is(err, context.DeadlineExceeded):
-		return broker.OpenError(driver.DeadlineExceeded, fmt.Errorf("kafka: open: %w", err))
+		return driver.OpenError(driver.DeadlineExceeded, fmt.Errorf("kafka: open: %w", err))
 	}
 	var ce *codedError
 	if errors.As(err, &ce) {
-		return broker.OpenError(ce.code, err)
+		return driver.OpenError(ce.code, err)
 	}
-	return broker.OpenError(classify(err).Code, fmt.Errorf("kafka: open: %w", err))
+	return driver.OpenError(classify(err).Code, fmt.Errorf("kafka: open: %w", err))
 }
 
 // authWatch is a kgo hook that records whether the last SASL exchange of a
@@ -222,7 +222,7 @@ func checkTopicName(role, name string) error {
 		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
 	}
 	if !ok {
-		return broker.Invalidf("kafka: the %s name is not a valid Kafka topic name (1 to 249 characters from a-z, A-Z, 0-9, \".\", \"_\" and \"-\", not \".\" or \"..\")", role)
+		return driver.Invalidf("kafka: the %s name is not a valid Kafka topic name (1 to 249 characters from a-z, A-Z, 0-9, \".\", \"_\" and \"-\", not \".\" or \"..\")", role)
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -67,7 +67,7 @@ func FuzzRecordToMessage(f *testing.F) {
 				}
 			case HeaderAttempt, HeaderNotBefore:
 			default:
-				if !broker.ReservedHeader(h.Key) { // another producer's: dropped
+				if !driver.ReservedHeader(h.Key) { // another producer's: dropped
 					wantHeaders[h.Key] = string(h.Value)
 				}
 			}

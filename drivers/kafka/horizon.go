@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -52,8 +52,8 @@ func describePath(ctx context.Context, cl *kgo.Client, lim *batchLimits, topic, 
 
 // maxHorizon is the larger of two horizons, unknown if either is.
 func maxHorizon(a, b time.Duration) time.Duration {
-	if a == broker.HorizonUnknown || b == broker.HorizonUnknown {
-		return broker.HorizonUnknown
+	if a == capability.HorizonUnknown || b == capability.HorizonUnknown {
+		return capability.HorizonUnknown
 	}
 	return max(a, b)
 }
@@ -76,7 +76,7 @@ func describeTopic(ctx context.Context, cl *kgo.Client, lim *batchLimits, name s
 	if td.Err != nil {
 		return topicInfo{}, td.Err
 	}
-	unread := topicInfo{name: name, maxMsg: 1048588, horizon: broker.HorizonUnknown}
+	unread := topicInfo{name: name, maxMsg: 1048588, horizon: capability.HorizonUnknown}
 	rcs, err := adm.DescribeTopicConfigs(ctx, name)
 	if err != nil {
 		if notPermitted(err) {
@@ -125,22 +125,22 @@ func notPermitted(err error) bool {
 func horizonOf(cfg map[string]string) time.Duration {
 	policy := cfg["cleanup.policy"]
 	if strings.Contains(policy, "compact") && !strings.Contains(policy, "delete") {
-		return broker.HorizonUnbounded
+		return capability.HorizonUnbounded
 	}
 	retention, err := strconv.ParseInt(strings.TrimSpace(cfg["retention.ms"]), 10, 64)
 	switch {
 	case err != nil:
-		return broker.HorizonUnknown
+		return capability.HorizonUnknown
 	case retention < 0:
-		return broker.HorizonUnbounded
+		return capability.HorizonUnbounded
 	}
 	segment, err := strconv.ParseInt(strings.TrimSpace(cfg["segment.ms"]), 10, 64)
 	if err != nil || segment < 0 {
-		return broker.HorizonUnknown
+		return capability.HorizonUnknown
 	}
-	const maxMs = int64(broker.HorizonUnbounded/time.Millisecond) / 4
+	const maxMs = int64(capability.HorizonUnbounded/time.Millisecond) / 4
 	if retention > maxMs || segment > maxMs {
-		return broker.HorizonUnbounded
+		return capability.HorizonUnbounded
 	}
 	return time.Duration(retention+segment)*time.Millisecond + retentionCheckInterval
 }

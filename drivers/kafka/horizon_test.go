@@ -10,8 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/kafka"
 )
 
@@ -66,13 +65,13 @@ func TestRedeliveryHorizon(t *testing.T) {
 		{"default", def, "", false, 7*day + 7*day + check},
 		{"retention 1h", hour, "", false, time.Hour + 7*day + check},
 		{"retention 1h, segments 10m", hourShortSegments, "", false, time.Hour + 10*time.Minute + check},
-		{"retention -1", forever, "", false, broker.HorizonUnbounded},
-		{"compact", compact, "", false, broker.HorizonUnbounded},
+		{"retention -1", forever, "", false, capability.HorizonUnbounded},
+		{"compact", compact, "", false, capability.HorizonUnbounded},
 		{"compact,delete", compactDelete, "", false, time.Hour + 7*day + check},
 		{"retry topic longer", hourShortSegments, def, false, 7*day + 7*day + check},
 		{"retry topic shorter", def, hourShortSegments, false, 7*day + 7*day + check},
-		{"retry topic unbounded", hour, forever, false, broker.HorizonUnbounded},
-		{"skip check", forever, "", true, broker.HorizonUnknown},
+		{"retry topic unbounded", hour, forever, false, capability.HorizonUnbounded},
+		{"skip check", forever, "", true, capability.HorizonUnknown},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			so := &kafka.SubscriptionOptions{RetryTopic: c.retry, SkipCheck: c.skip}
@@ -82,11 +81,11 @@ func TestRedeliveryHorizon(t *testing.T) {
 			}
 			defer sub.Close()
 			if got := sub.Capabilities().RedeliveryHorizon; got != c.want {
-				t.Errorf("subscription horizon %s, want %s", broker.HorizonString(got), broker.HorizonString(c.want))
+				t.Errorf("subscription horizon %s, want %s", capability.HorizonString(got), capability.HorizonString(c.want))
 			}
 			src := sub.Capabilities().Source
 			switch {
-			case c.skip && (src.Read != "" || !src.IsUnread(driver.SettingRedeliveryHorizon) || !strings.Contains(src.Unread[0].Fix, "without SkipCheck")):
+			case c.skip && (src.Read != "" || !src.IsUnread(capability.SettingRedeliveryHorizon) || !strings.Contains(src.Unread[0].Fix, "without SkipCheck")):
 				t.Errorf("skipped check, source %+v", src)
 			case !c.skip && (!strings.HasPrefix(src.Read, "topic") || !strings.Contains(src.Read, c.topic) || !strings.Contains(src.Read, c.retry) || len(src.Unread) != 0):
 				t.Errorf("source %+v", src)
@@ -105,12 +104,12 @@ func TestRedeliveryHorizon(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer direct.Close()
-		if got := direct.Capabilities().RedeliveryHorizon; got != broker.HorizonUnknown {
-			t.Errorf("subscription horizon %s, want unknown", broker.HorizonString(got))
+		if got := direct.Capabilities().RedeliveryHorizon; got != capability.HorizonUnknown {
+			t.Errorf("subscription horizon %s, want unknown", capability.HorizonString(got))
 		}
 		// It is stated as unread, with how to make it readable.
 		src := direct.Capabilities().Source
-		if len(src.Unread) != 1 || src.Unread[0].Setting != driver.SettingRedeliveryHorizon ||
+		if len(src.Unread) != 1 || src.Unread[0].Setting != capability.SettingRedeliveryHorizon ||
 			!strings.Contains(src.Unread[0].Why, "may not describe topic "+hour+"'s configs") || !strings.Contains(src.Unread[0].Fix, "DescribeConfigs on topic "+hour) ||
 			src.Read != "topic "+hour+"'s partitions (kadm Metadata)" {
 			t.Errorf("source %+v", src)
@@ -120,7 +119,7 @@ func TestRedeliveryHorizon(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer top.Close()
-		if src := top.Capabilities().Source; !src.IsUnread(driver.SettingMaxMessageSize) || !strings.Contains(src.Unread[0].Fix, "DescribeConfigs on topic "+hour) {
+		if src := top.Capabilities().Source; !src.IsUnread(capability.SettingMaxMessageSize) || !strings.Contains(src.Unread[0].Fix, "DescribeConfigs on topic "+hour) {
 			t.Errorf("topic source %+v", src)
 		}
 		sub, err := e.openSub(t.Context(), t, def, uniqueName("g"), &kafka.SubscriptionOptions{RetryTopic: hour})
@@ -128,10 +127,10 @@ func TestRedeliveryHorizon(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer sub.Close()
-		if got := sub.Capabilities().RedeliveryHorizon; got != broker.HorizonUnknown {
-			t.Errorf("subscription horizon %s, want unknown (its retry topic's is)", broker.HorizonString(got))
+		if got := sub.Capabilities().RedeliveryHorizon; got != capability.HorizonUnknown {
+			t.Errorf("subscription horizon %s, want unknown (its retry topic's is)", capability.HorizonString(got))
 		}
-		if src := sub.Capabilities().Source; !src.IsUnread(driver.SettingRedeliveryHorizon) || !strings.Contains(src.Read, def) || !strings.Contains(src.Unread[0].Fix, "topic "+hour) {
+		if src := sub.Capabilities().Source; !src.IsUnread(capability.SettingRedeliveryHorizon) || !strings.Contains(src.Read, def) || !strings.Contains(src.Unread[0].Fix, "topic "+hour) {
 			t.Errorf("source %+v", src)
 		}
 		if f.Hits() == 0 {

@@ -13,10 +13,11 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/kafka"
 )
 
-// TestOpenErrors: the constructors' errors are *broker.Error, classified:
+// TestOpenErrors: the constructors' errors are *driver.Error, classified:
 // a missing topic is ErrNotFound, an inconsistent option ErrInvalid.
 func TestOpenErrors(t *testing.T) {
 	e := newTestEnv(t)
@@ -57,9 +58,9 @@ func TestOpenErrors(t *testing.T) {
 		}, broker.ErrInvalid},
 	} {
 		err := c.open()
-		var be *broker.Error
-		if !errors.As(err, &be) || be.Op != "open" || !errors.Is(err, c.class) {
-			t.Errorf("%s: %v (%T), want a *broker.Error of op open matching %v", c.name, err, err, c.class)
+		var de *driver.Error
+		if !errors.As(err, &de) || de.Op != "open" || !errors.Is(err, c.class) {
+			t.Errorf("%s: %v (%T), want a *driver.Error of op open matching %v", c.name, err, err, c.class)
 		}
 	}
 }

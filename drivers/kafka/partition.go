@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -310,7 +309,7 @@ func materialize(es []handed, deadLetters bool) []*driver.Message {
 					m.Headers[hd.Key] = string(hd.Value)
 				}
 			default:
-				if broker.ReservedHeader(hd.Key) {
+				if driver.ReservedHeader(hd.Key) {
 					continue
 				}
 				if m.Headers == nil {

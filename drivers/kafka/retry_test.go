@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/kafka"
 )
 
@@ -74,7 +75,7 @@ func TestRetryTopic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ds[0].Message.ID != "r1" || ds[0].Message.Headers[broker.HeaderDeadLetterReason] == "" {
+	if ds[0].Message.ID != "r1" || ds[0].Message.Headers[driver.HeaderDeadLetterReason] == "" {
 		t.Fatalf("dead letter: %+v", ds[0].Message)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/kafka"
 )
 
@@ -102,7 +103,7 @@ func TestRecordFraming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := ds[0].Message.Headers[broker.HeaderDeadLetterReason]; len(r) > 512 || !strings.HasPrefix(r, reason[:100]) || !strings.HasSuffix(r, "…") {
+	if r := ds[0].Message.Headers[driver.HeaderDeadLetterReason]; len(r) > 512 || !strings.HasPrefix(r, reason[:100]) || !strings.HasSuffix(r, "…") {
 		t.Fatalf("reason %d bytes: %q", len(r), r)
 	}
 }

@@ -5,8 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // through names the admin requests the driver reads a topic with.
@@ -18,21 +17,21 @@ func grant(names string) string {
 }
 
 // topicSource says what was read of a topic at open.
-func topicSource(ti topicInfo) driver.Source {
+func topicSource(ti topicInfo) capability.Source {
 	if ti.unread == "" {
-		return driver.Source{Read: fmt.Sprintf("topic %s's partitions and configs %s", ti.name, through)}
+		return capability.Source{Read: fmt.Sprintf("topic %s's partitions and configs %s", ti.name, through)}
 	}
-	return driver.Source{
+	return capability.Source{
 		Read: fmt.Sprintf("topic %s's partitions (kadm Metadata)", ti.name),
-		Unread: []driver.Unread{{Setting: driver.SettingMaxMessageSize,
+		Unread: []capability.Unread{{Setting: capability.SettingMaxMessageSize,
 			Why: ti.unread + "; MaxMessageSize is Kafka's default max.message.bytes",
 			Fix: grant("topic " + ti.name)}},
 	}
 }
 
 // skippedTopicSource says that nothing of the topic was read (SkipCheck).
-func skippedTopicSource(name string) driver.Source {
-	return driver.Source{Unread: []driver.Unread{{Setting: driver.SettingMaxMessageSize,
+func skippedTopicSource(name string) capability.Source {
+	return capability.Source{Unread: []capability.Unread{{Setting: capability.SettingMaxMessageSize,
 		Why: fmt.Sprintf("SkipCheck (skip_check in the URL) skips reading topic %s; MaxMessageSize is the producer's batch limit", name),
 		Fix: "open without SkipCheck; the principal needs Describe and DescribeConfigs on the topic"}}}
 }
@@ -41,7 +40,7 @@ func skippedTopicSource(name string) driver.Source {
 // the retry topic when there is one) at open; horizon is the path's.
 // The delivery limit and the dead-letter topic are the driver's, from
 // the options, not settings of the broker: they are not unread.
-func subSource(o *SubscriptionOptions, path []topicInfo, horizon time.Duration) driver.Source {
+func subSource(o *SubscriptionOptions, path []topicInfo, horizon time.Duration) capability.Source {
 	var read, denied, whys []string
 	for _, ti := range path {
 		if ti.unread == "" {
@@ -51,7 +50,7 @@ func subSource(o *SubscriptionOptions, path []topicInfo, horizon time.Duration) 
 			whys = append(whys, ti.unread)
 		}
 	}
-	var src driver.Source
+	var src capability.Source
 	switch len(read) {
 	case 0:
 		src.Read = fmt.Sprintf("topic %s's partitions (kadm Metadata)", path[0].name)
@@ -63,10 +62,10 @@ func subSource(o *SubscriptionOptions, path []topicInfo, horizon time.Duration) 
 	if o.DeadLetterTopic != "" {
 		src.Read += fmt.Sprintf("; dead-letter topic %s found", o.DeadLetterTopic)
 	}
-	if horizon != broker.HorizonUnknown {
+	if horizon != capability.HorizonUnknown {
 		return src
 	}
-	u := driver.Unread{Setting: driver.SettingRedeliveryHorizon}
+	u := capability.Unread{Setting: capability.SettingRedeliveryHorizon}
 	if len(denied) > 0 {
 		u.Why, u.Fix = strings.Join(whys, "; "), grant(strings.Join(denied, " and "))
 	} else {
@@ -78,12 +77,12 @@ func subSource(o *SubscriptionOptions, path []topicInfo, horizon time.Duration) 
 }
 
 // skippedSubSource says that nothing of the path was read (SkipCheck).
-func skippedSubSource(topic string, o *SubscriptionOptions) driver.Source {
+func skippedSubSource(topic string, o *SubscriptionOptions) capability.Source {
 	const fix = "open without SkipCheck (skip_check in the URL); the principal needs Describe and DescribeConfigs on the topics"
-	src := driver.Source{Unread: []driver.Unread{{Setting: driver.SettingRedeliveryHorizon,
+	src := capability.Source{Unread: []capability.Unread{{Setting: capability.SettingRedeliveryHorizon,
 		Why: fmt.Sprintf("SkipCheck skips reading topic %s's retention.ms and segment.ms", topic), Fix: fix}}}
 	if o.DeadLetterTopic != "" {
-		src.Unread = append(src.Unread, driver.Unread{Setting: driver.SettingDeadLetter,
+		src.Unread = append(src.Unread, capability.Unread{Setting: capability.SettingDeadLetter,
 			Why: fmt.Sprintf("SkipCheck skips looking up dead-letter topic %s, which may not exist", o.DeadLetterTopic), Fix: fix})
 	}
 	return src

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/kafka"
 )
 
@@ -110,7 +111,7 @@ func TestForeignDeadLetterHeadersDropped(t *testing.T) {
 	raw := e.producer(t)
 	if err := raw.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x"), Headers: []kgo.RecordHeader{
 		{Key: kafka.HeaderID, Value: []byte("foreign-1")},
-		{Key: broker.HeaderDeadLetterReason, Value: []byte("forged")},
+		{Key: driver.HeaderDeadLetterReason, Value: []byte("forged")},
 		{Key: kafka.HeaderDeadLetterSource, Value: []byte("forged/0@1")},
 		{Key: "wary-anything", Value: []byte("forged")},
 		{Key: broker.HeaderAggregateID, Value: []byte("order-1")},
@@ -129,7 +130,7 @@ func TestForeignDeadLetterHeadersDropped(t *testing.T) {
 	}
 	m := ds[0].Message
 	for k := range m.Headers {
-		if broker.ReservedHeader(k) {
+		if driver.ReservedHeader(k) {
 			t.Errorf("the reserved header %q reached the consumer", k)
 		}
 	}
@@ -149,7 +150,7 @@ func TestForeignDeadLetterHeadersDropped(t *testing.T) {
 		t.Fatalf("receive the dead letter: %v %v", ds, err)
 	}
 	h := ds[0].Message.Headers
-	if h[broker.HeaderDeadLetterReason] != "poison" || !strings.HasPrefix(h[kafka.HeaderDeadLetterSource], topic+"/0@") {
+	if h[driver.HeaderDeadLetterReason] != "poison" || !strings.HasPrefix(h[kafka.HeaderDeadLetterSource], topic+"/0@") {
 		t.Errorf("dead letter headers %v: want the reason and source the driver wrote", h)
 	}
 	if h["app"] != "kept" || h["wary-anything"] != "" {

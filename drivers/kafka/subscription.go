@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -21,21 +22,21 @@ type SubscriptionOptions struct {
 
 	// Ordered keeps each partition's order while processing: the next
 	// record of a partition is not handed out before the previous one is
-	// settled (SubscriptionCapabilities.HeadOfLine). Partitions still run concurrently.
+	// settled (capability.Subscription.HeadOfLine). Partitions still run concurrently.
 	// Default false: records of a partition are handed out without waiting,
 	// and may be processed concurrently.
 	Ordered bool
 
 	// DeadLetterTopic is the topic that Delivery.DeadLetter and the
 	// delivery limit write to, with the reason in the header
-	// broker.HeaderDeadLetterReason. It must exist. Default "": no
-	// dead-lettering (SubscriptionCapabilities.DeadLetter is false).
+	// driver.HeaderDeadLetterReason. It must exist. Default "": no
+	// dead-lettering (capability.Subscription.DeadLetter is false).
 	DeadLetterTopic string
 
 	// DeadLetters says that the topic is a dead-letter topic this driver
 	// writes (another subscription's DeadLetterTopic): the reason and
 	// origin of each dead letter are reported in the headers
-	// broker.HeaderDeadLetterReason and HeaderDeadLetterSource. Otherwise
+	// driver.HeaderDeadLetterReason and HeaderDeadLetterSource. Otherwise
 	// those headers, which any producer could write, are dropped on
 	// receipt, as every reserved header the driver does not read is.
 	// Default false.
@@ -43,7 +44,7 @@ type SubscriptionOptions struct {
 
 	// DeliveryLimit dead-letters a message, instead of delivering it again,
 	// once it was nacked on its DeliveryLimit-th delivery. The library
-	// counts (SubscriptionCapabilities.DeliveryLimitMode is LimitEmulated); see the
+	// counts (capability.Subscription.DeliveryLimitMode is LimitEmulated); see the
 	// package doc for what the count survives. Needs DeadLetterTopic.
 	// Default 0: no limit.
 	DeliveryLimit int
@@ -160,7 +161,7 @@ type subscription struct {
 	topic  string
 	group  string
 	opts   SubscriptionOptions
-	caps   driver.SubscriptionCapabilities
+	caps   capability.Subscription
 	logger *slog.Logger
 
 	pollCtx    context.Context
@@ -190,7 +191,7 @@ type subscription struct {
 
 func newSubscription(ctx context.Context, cl *kgo.Client, topic, group string, opts *SubscriptionOptions) (*subscription, error) {
 	if group == "" {
-		return nil, broker.Invalidf("kafka: OpenSubscription needs a group")
+		return nil, driver.Invalidf("kafka: OpenSubscription needs a group")
 	}
 	if err := checkTopicName("topic", topic); err != nil {
 		return nil, err
@@ -206,13 +207,13 @@ func newSubscription(ctx context.Context, cl *kgo.Client, topic, group string, o
 	}
 	switch {
 	case o.DeliveryLimit < 0:
-		return nil, broker.Invalidf("kafka: DeliveryLimit must not be negative")
+		return nil, driver.Invalidf("kafka: DeliveryLimit must not be negative")
 	case o.DeliveryLimit > 0 && o.DeadLetterTopic == "":
-		return nil, broker.Invalidf("kafka: DeliveryLimit needs a DeadLetterTopic")
+		return nil, driver.Invalidf("kafka: DeliveryLimit needs a DeadLetterTopic")
 	case o.RetryTopic != "" && o.Ordered:
-		return nil, broker.Invalidf("kafka: RetryTopic cannot be combined with Ordered: a retried copy would overtake the records behind it")
+		return nil, driver.Invalidf("kafka: RetryTopic cannot be combined with Ordered: a retried copy would overtake the records behind it")
 	case o.RetryTopic == topic || o.DeadLetterTopic == topic || (o.RetryTopic != "" && o.RetryTopic == o.DeadLetterTopic):
-		return nil, broker.Invalidf("kafka: the topic, RetryTopic and DeadLetterTopic must differ")
+		return nil, driver.Invalidf("kafka: the topic, RetryTopic and DeadLetterTopic must differ")
 	}
 	if o.MaxBufferedPerPartition <= 0 {
 		o.MaxBufferedPerPartition = 500
@@ -223,10 +224,7 @@ func newSubscription(ctx context.Context, cl *kgo.Client, topic, group string, o
 	if o.RevokeTimeout <= 0 {
 		o.RevokeTimeout = 10 * time.Second
 	}
-	s.logger = o.Logger
-	if s.logger == nil {
-		s.logger = slog.Default()
-	}
+	s.logger = o.Telemetry.WithDefaults().Logger
 	topics := []string{topic}
 	if o.RetryTopic != "" {
 		topics = append(topics, o.RetryTopic)
@@ -240,7 +238,7 @@ func newSubscription(ctx context.Context, cl *kgo.Client, topic, group string, o
 		h.unbind()
 		return nil, err
 	}
-	horizon, src := broker.HorizonUnknown, skippedSubSource(topic, o)
+	horizon, src := capability.HorizonUnknown, skippedSubSource(topic, o)
 	if !o.SkipCheck {
 		hz, path, err := describePath(ctx, cl, lim, topic, o.RetryTopic)
 		if err == nil && o.DeadLetterTopic != "" {
@@ -459,8 +457,8 @@ func (s *subscription) takeLocked(n int, now time.Time) (out []*entry, next time
 	return out, next
 }
 
-func (s *subscription) Capabilities() driver.SubscriptionCapabilities { return s.caps }
-func (s *subscription) Classify(err error) driver.ErrorInfo           { return classify(err) }
+func (s *subscription) Capabilities() capability.Subscription { return s.caps }
+func (s *subscription) Classify(err error) driver.ErrorInfo   { return classify(err) }
 
 // As accepts **kgo.Client (the subscription's consumer-group client).
 func (s *subscription) As(i any) bool {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -140,7 +141,7 @@ func OpenTopic(ctx context.Context, cl *kgo.Client, topic string, opts *TopicOpt
 type topic struct {
 	cl     *kgo.Client
 	name   string
-	caps   driver.TopicCapabilities
+	caps   capability.Topic
 	maxMsg int // the largest record batch (see recordSize)
 	auth   *authWatch
 	// owned: cl was built by the URL opener, and is closed with the topic.
@@ -186,10 +187,10 @@ func producerBatchMax(cl *kgo.Client) int {
 // their own: wary's "published" means written to every in-sync replica.
 func checkProducer(cl *kgo.Client) error {
 	if acks, ok := cl.OptValue(kgo.RequiredAcks).(kgo.Acks); ok && acks != kgo.AllISRAcks() {
-		return broker.Invalidf("kafka: the client must use kgo.RequiredAcks(kgo.AllISRAcks()) (the default)")
+		return driver.Invalidf("kafka: the client must use kgo.RequiredAcks(kgo.AllISRAcks()) (the default)")
 	}
 	if dis, ok := cl.OptValue(kgo.DisableIdempotentWrite).(bool); ok && dis {
-		return broker.Invalidf("kafka: the client must use idempotent writes (do not pass kgo.DisableIdempotentWrite)")
+		return driver.Invalidf("kafka: the client must use idempotent writes (do not pass kgo.DisableIdempotentWrite)")
 	}
 	return nil
 }
@@ -271,7 +272,7 @@ func toRecord(topic string, m *driver.Message) *kgo.Record {
 	return r
 }
 
-func (t *topic) Capabilities() driver.TopicCapabilities { return t.caps }
+func (t *topic) Capabilities() capability.Topic { return t.caps }
 func (t *topic) Classify(err error) driver.ErrorInfo {
 	return classify(err)
 }

@@ -89,22 +89,22 @@ func (tx *Tx) Publish(topic string, msgs ...*broker.Message) error {
 	recs := make([]*kgo.Record, 0, len(msgs))
 	for _, m := range msgs {
 		if m == nil {
-			return broker.Invalidf("kafka: Tx.Publish: nil message")
+			return driver.Invalidf("kafka: Tx.Publish: nil message")
 		}
 		if m.ID != "" {
-			if err := broker.ValidateID(m.ID); err != nil {
-				return broker.Invalidf("kafka: Tx.Publish: %v", errors.Unwrap(err))
+			if err := driver.ValidateID(m.ID); err != nil {
+				return driver.Invalidf("kafka: Tx.Publish: %v", errors.Unwrap(err))
 			}
 		}
 		if !utf8.ValidString(m.Key) {
-			return broker.Invalidf("kafka: Tx.Publish: message %q: the key must be valid UTF-8", m.ID)
+			return driver.Invalidf("kafka: Tx.Publish: message %q: the key must be valid UTF-8", m.ID)
 		}
 		for k, v := range m.Headers {
 			if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) {
-				return broker.Invalidf("kafka: Tx.Publish: message %q: header %q: names and values must be non-empty, valid UTF-8", m.ID, k)
+				return driver.Invalidf("kafka: Tx.Publish: message %q: header %q: names and values must be non-empty, valid UTF-8", m.ID, k)
 			}
-			if broker.ReservedHeader(k) {
-				return broker.Invalidf("kafka: Tx.Publish: message %q: header %q is reserved (names starting with \"wary-\" are set by wary and its drivers)", m.ID, k)
+			if driver.ReservedHeader(k) {
+				return driver.Invalidf("kafka: Tx.Publish: message %q: header %q is reserved (names starting with \"wary-\" are set by wary and its drivers)", m.ID, k)
 			}
 		}
 		if m.ID == "" {
@@ -176,7 +176,7 @@ type TransactSession struct {
 // no timeout of its own.
 func OpenTransactSession(ctx context.Context, sess *kgo.GroupTransactSession, topic, group string, opts *TransactOptions) (*TransactSession, error) {
 	if group == "" {
-		return nil, broker.Invalidf("kafka: OpenTransactSession needs a group")
+		return nil, driver.Invalidf("kafka: OpenTransactSession needs a group")
 	}
 	if err := checkTopicName("topic", topic); err != nil {
 		return nil, err
@@ -192,10 +192,7 @@ func OpenTransactSession(ctx context.Context, sess *kgo.GroupTransactSession, to
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 500
 	}
-	s.logger = o.Logger
-	if s.logger == nil {
-		s.logger = slog.Default()
-	}
+	s.logger = broker.Telemetry{Logger: o.Logger}.WithDefaults().Logger
 	cl := sess.Client()
 	if err := bindGroup(cl, "OpenTransactSession", "TransactOpts", group, func(h *hooks) { h.tx = s }); err != nil {
 		return nil, err
@@ -264,7 +261,7 @@ func (s *TransactSession) Run(ctx context.Context, h TxHandler) error {
 	s.mu.Lock()
 	if s.running {
 		s.mu.Unlock()
-		return broker.Invalidf("kafka: TransactSession.Run is already running")
+		return driver.Invalidf("kafka: TransactSession.Run is already running")
 	}
 	s.running = true
 	s.mu.Unlock()

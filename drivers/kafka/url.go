@@ -37,31 +37,31 @@ type URLOpener struct {
 // a topic) or the group (for a subscription). A path (kafka://a/b once
 // opened topic "ab"), a fragment or userinfo (credentials go in
 // URLOpener.ClientOpts) is ErrInvalid.
-func urlName(u *url.URL, p *broker.URLParams, what string) (string, error) {
+func urlName(u *url.URL, p *driver.URLParams, what string) (string, error) {
 	p.NoUserinfo()
 	switch {
 	case u.Opaque != "" || u.Host == "":
-		return "", broker.Invalidf("kafka: the URL names no %s (kafka://%s?...)", what, strings.ToUpper(what))
+		return "", driver.Invalidf("kafka: the URL names no %s (kafka://%s?...)", what, strings.ToUpper(what))
 	case u.Path != "" && u.Path != "/", u.RawPath != "":
-		return "", broker.Invalidf("kafka: the URL has a path: it names one %s, as its host (kafka://%s?...)", what, strings.ToUpper(what))
+		return "", driver.Invalidf("kafka: the URL has a path: it names one %s, as its host (kafka://%s?...)", what, strings.ToUpper(what))
 	case u.Fragment != "" || u.RawFragment != "":
-		return "", broker.Invalidf("kafka: the URL has a fragment")
+		return "", driver.Invalidf("kafka: the URL has a fragment")
 	}
 	return u.Host, nil
 }
 
-func brokersParam(p *broker.URLParams) ([]string, error) {
+func brokersParam(p *driver.URLParams) ([]string, error) {
 	v := p.Get("brokers")
 	if v == "" {
 		v = os.Getenv("KAFKA_BROKERS")
 	}
 	if v == "" {
-		return nil, broker.Invalidf("kafka: no brokers: set the URL parameter brokers or the environment variable KAFKA_BROKERS")
+		return nil, driver.Invalidf("kafka: no brokers: set the URL parameter brokers or the environment variable KAFKA_BROKERS")
 	}
 	seeds := strings.Split(v, ",")
 	if kgo.ValidateOpts(kgo.SeedBrokers(seeds...)) != nil {
 		// kgo's error quotes the address: the value is not echoed.
-		return nil, broker.Invalidf("kafka: the brokers (URL parameter brokers or KAFKA_BROKERS) are not a list of HOST:PORT")
+		return nil, driver.Invalidf("kafka: the brokers (URL parameter brokers or KAFKA_BROKERS) are not a list of HOST:PORT")
 	}
 	return seeds, nil
 }
@@ -69,7 +69,7 @@ func brokersParam(p *broker.URLParams) ([]string, error) {
 // OpenTopicURL opens kafka://TOPIC?brokers=HOST:PORT,...&skip_check=BOOL.
 // The topic owns its client and closes it on Close.
 func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic, error) {
-	p := broker.NewURLParams(u)
+	p := driver.NewURLParams(u)
 	name, err := urlName(u, p, "topic")
 	if err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 		return nil, err
 	}
 	if so.DeadLetterTopic == "" {
-		return nil, broker.Invalidf("kafka: the subscription of group %q has no dead_letter_topic in its URL, hence no dead letters", group)
+		return nil, driver.Invalidf("kafka: the subscription of group %q has no dead_letter_topic in its URL, hence no dead letters", group)
 	}
 	dso := SubscriptionOptions{DeadLetters: true, SkipCheck: so.SkipCheck}
 	s, err := o.openSubscription(ctx, seeds, so.DeadLetterTopic, group+DeadLetterGroupSuffix, &dso)
@@ -146,7 +146,7 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 // subscriptionURL reads a subscription URL: the group, the seed brokers,
 // the topic and the options.
 func subscriptionURL(u *url.URL) (group string, seeds []string, topic string, so SubscriptionOptions, err error) {
-	p := broker.NewURLParams(u)
+	p := driver.NewURLParams(u)
 	if group, err = urlName(u, p, "group"); err != nil {
 		return "", nil, "", so, err
 	}
@@ -155,7 +155,7 @@ func subscriptionURL(u *url.URL) (group string, seeds []string, topic string, so
 	}
 	topic = p.Get("topic")
 	if topic == "" {
-		return "", nil, "", so, broker.Invalidf("kafka: the URL parameter topic is required")
+		return "", nil, "", so, driver.Invalidf("kafka: the URL parameter topic is required")
 	}
 	so = SubscriptionOptions{
 		Ordered:         p.Bool("ordered", false),
@@ -178,7 +178,7 @@ func (o *URLOpener) newClient(driverOpts []kgo.Opt, seeds []string) (*kgo.Client
 	all := append(append(driverOpts, o.ClientOpts...), kgo.SeedBrokers(seeds...))
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
-		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("kafka: %w", err))
+		return nil, driver.OpenError(driver.Invalid, fmt.Errorf("kafka: %w", err))
 	}
 	return cl, nil
 }

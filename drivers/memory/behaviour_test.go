@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/memory"
 )
 
@@ -30,7 +31,7 @@ func TestDedupWindowBoundary(t *testing.T) {
 	if !d.PublishTime.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("second copy published at %v", d.PublishTime)
 	}
-	if caps := f.topic.Capabilities(); caps.DedupWindow != time.Minute || caps.DedupScope != broker.DedupQueue {
+	if caps := f.topic.Capabilities(); caps.DedupWindow != time.Minute || caps.DedupScope != capability.DedupQueue {
 		t.Fatalf("capabilities %v", caps)
 	}
 }
@@ -214,7 +215,7 @@ func TestURLOpener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	if caps := sub.Capabilities(); caps.Ordering != broker.OrderMessageGroup || caps.LockTimeout != 2*time.Second || caps.DeliveryLimit != 3 {
+	if caps := sub.Capabilities(); caps.Ordering != capability.OrderMessageGroup || caps.LockTimeout != 2*time.Second || caps.DeliveryLimit != 3 {
 		t.Fatalf("subscription capabilities %v", caps)
 	}
 	if err := top.Publish(bg, msg("a", "g")); err != nil {
@@ -266,16 +267,16 @@ func TestURLOpener(t *testing.T) {
 func TestCapabilitiesByProfile(t *testing.T) {
 	for _, tc := range []struct {
 		p        memory.Profile
-		ordering broker.OrderingScope
+		ordering capability.OrderingScope
 		hol, key bool
 		dedup    time.Duration
 		lock     time.Duration
 		nack     bool
 	}{
-		{memory.Queue, broker.OrderNone, false, false, 0, 30 * time.Second, true},
-		{memory.Partitioned, broker.OrderPartition, false, false, 0, 0, true},
-		{memory.SQSFIFO, broker.OrderMessageGroup, true, true, 5 * time.Minute, 30 * time.Second, true},
-		{memory.ServiceBus, broker.OrderSession, true, true, 10 * time.Minute, 0, false},
+		{memory.Queue, capability.OrderNone, false, false, 0, 30 * time.Second, true},
+		{memory.Partitioned, capability.OrderPartition, false, false, 0, 0, true},
+		{memory.SQSFIFO, capability.OrderMessageGroup, true, true, 5 * time.Minute, 30 * time.Second, true},
+		{memory.ServiceBus, capability.OrderSession, true, true, 10 * time.Minute, 0, false},
 	} {
 		c := both{memory.TopicConfig{Profile: tc.p}.TopicCapabilities(), memory.TopicConfig{Profile: tc.p}.SubscriptionCapabilities()}
 		if c.Ordering != tc.ordering || c.HeadOfLine != tc.hol || c.KeyRequired != tc.key || c.DedupWindow != tc.dedup ||
@@ -284,7 +285,7 @@ func TestCapabilitiesByProfile(t *testing.T) {
 			t.Errorf("%s: %v", tc.p, c)
 		}
 	}
-	if c := (memory.TopicConfig{DeliveryLimit: -1}).SubscriptionCapabilities(); c.DeliveryLimit != 0 || c.DeliveryLimitMode != broker.LimitNone {
+	if c := (memory.TopicConfig{DeliveryLimit: -1}).SubscriptionCapabilities(); c.DeliveryLimit != 0 || c.DeliveryLimitMode != capability.LimitNone {
 		t.Errorf("no limit: %v", c)
 	}
 	if c := (memory.TopicConfig{NoNackDelay: true}).SubscriptionCapabilities(); c.NackDelay {
@@ -348,7 +349,7 @@ func TestRunCompetingConsumers(t *testing.T) {
 // repeated ID only inside its group, that the scope is declared, and that
 // an unknown scope is refused.
 func TestDedupScope(t *testing.T) {
-	f := newFixture(t, memory.TopicConfig{Profile: memory.SQSFIFO, DedupWindow: time.Minute, DedupScope: broker.DedupMessageGroup})
+	f := newFixture(t, memory.TopicConfig{Profile: memory.SQSFIFO, DedupWindow: time.Minute, DedupScope: capability.DedupMessageGroup})
 	s := f.sub()
 	f.publish(&broker.Message{ID: "x", Key: "a"}, &broker.Message{ID: "x", Key: "b"}, &broker.Message{ID: "x", Key: "a"})
 	poll, cancel := context.WithCancel(bg)
@@ -370,10 +371,10 @@ func TestDedupScope(t *testing.T) {
 	if !slices.Equal(keys, []string{"a", "b"}) {
 		t.Fatalf("delivered keys %v, want [a b]", keys)
 	}
-	if c := f.topic.Capabilities(); c.DedupScope != broker.DedupMessageGroup {
+	if c := f.topic.Capabilities(); c.DedupScope != capability.DedupMessageGroup {
 		t.Fatalf("declared dedup scope %s", c.DedupScope)
 	}
-	if c := (memory.TopicConfig{Profile: memory.SQSFIFO}).TopicCapabilities(); c.DedupScope != broker.DedupQueue {
+	if c := (memory.TopicConfig{Profile: memory.SQSFIFO}).TopicCapabilities(); c.DedupScope != capability.DedupQueue {
 		t.Fatalf("default dedup scope %s, want queue", c.DedupScope)
 	}
 	err := memory.New(nil).CreateTopic("bad", &memory.TopicConfig{DedupWindow: time.Minute, DedupScope: 7})
@@ -417,7 +418,7 @@ func TestNoNackDelay(t *testing.T) {
 			if attempt == 2 {
 				break
 			}
-			if err := ds[0].Nack(bg, time.Second); !errors.Is(err, broker.ErrUnsupported) {
+			if err := ds[0].Nack(bg, time.Second); !errors.Is(err, errors.ErrUnsupported) {
 				t.Fatalf("%s: Nack with a delay: %v, want ErrUnsupported", u, err)
 			}
 			if err := ds[0].Nack(bg, 0); err != nil {

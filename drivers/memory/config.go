@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // Profile selects which broker the memory driver imitates.
@@ -73,10 +73,10 @@ type TopicConfig struct {
 	// negative: none).
 	DedupWindow time.Duration
 	// DedupScope is where a message ID must be unique for DedupWindow to
-	// drop a publish: broker.DedupQueue, the default, across the whole
-	// topic; broker.DedupMessageGroup per Message.Key (as an SQS FIFO queue
+	// drop a publish: capability.DedupQueue, the default, across the whole
+	// topic; capability.DedupMessageGroup per Message.Key (as an SQS FIFO queue
 	// with DeduplicationScope messageGroup). Ignored without a window.
-	DedupScope broker.DedupScope
+	DedupScope capability.DedupScope
 	// Partitions is the number of partitions (Partitioned only, default 4,
 	// at most MaxPartitions).
 	Partitions int
@@ -85,7 +85,7 @@ type TopicConfig struct {
 	// ServiceBus; negative: no limit).
 	MaxMessageSize int
 	// NoNackDelay makes the subscriptions refuse a Nack with a delay
-	// (SubscriptionCapabilities.NackDelay false), as a Service Bus topic
+	// (capability.Subscription.NackDelay false), as a Service Bus topic
 	// subscription or a RabbitMQ queue without nack_delay do. ServiceBus
 	// never delays a Nack, whatever this says.
 	NoNackDelay bool
@@ -124,10 +124,10 @@ func (c TopicConfig) normalize() (TopicConfig, error) {
 	}
 	switch {
 	case c.DedupWindow == 0:
-		c.DedupScope = broker.DedupNone
-	case c.DedupScope == broker.DedupNone:
-		c.DedupScope = broker.DedupQueue
-	case c.DedupScope != broker.DedupQueue && c.DedupScope != broker.DedupMessageGroup:
+		c.DedupScope = capability.DedupNone
+	case c.DedupScope == capability.DedupNone:
+		c.DedupScope = capability.DedupQueue
+	case c.DedupScope != capability.DedupQueue && c.DedupScope != capability.DedupMessageGroup:
 		return c, errorf(codeInvalid, "unknown dedup scope %d", int(c.DedupScope))
 	}
 	if p == Partitioned {
@@ -178,10 +178,10 @@ func (n TopicConfig) external() TopicConfig {
 // TopicCapabilities returns what topics with this configuration promise a
 // publisher. An invalid configuration (unknown profile) yields the zero
 // value.
-func (c TopicConfig) TopicCapabilities() broker.TopicCapabilities {
+func (c TopicConfig) TopicCapabilities() capability.Topic {
 	n, err := c.normalize()
 	if err != nil {
-		return broker.TopicCapabilities{}
+		return capability.Topic{}
 	}
 	return n.topicCaps()
 }
@@ -189,10 +189,10 @@ func (c TopicConfig) TopicCapabilities() broker.TopicCapabilities {
 // SubscriptionCapabilities returns what subscriptions of topics with this
 // configuration promise a consumer. An invalid configuration (unknown
 // profile) yields the zero value.
-func (c TopicConfig) SubscriptionCapabilities() broker.SubscriptionCapabilities {
+func (c TopicConfig) SubscriptionCapabilities() capability.Subscription {
 	n, err := c.normalize()
 	if err != nil {
-		return broker.SubscriptionCapabilities{}
+		return capability.Subscription{}
 	}
 	return n.subCaps()
 }
@@ -200,8 +200,8 @@ func (c TopicConfig) SubscriptionCapabilities() broker.SubscriptionCapabilities 
 // topicCaps and subCaps are the capabilities of a normalized
 // configuration, in which zero means none (normalizing it again would read
 // that zero as "default").
-func (n TopicConfig) topicCaps() broker.TopicCapabilities {
-	caps := broker.TopicCapabilities{
+func (n TopicConfig) topicCaps() capability.Topic {
+	caps := capability.Topic{
 		MaxMessageSize: n.MaxMessageSize,
 		DedupWindow:    n.DedupWindow,
 		DedupScope:     n.DedupScope,
@@ -220,9 +220,9 @@ func (n TopicConfig) topicCaps() broker.TopicCapabilities {
 	return caps
 }
 
-func (n TopicConfig) subCaps() broker.SubscriptionCapabilities {
-	caps := broker.SubscriptionCapabilities{
-		AckModel:          broker.AckPerMessage,
+func (n TopicConfig) subCaps() capability.Subscription {
+	caps := capability.Subscription{
+		AckModel:          capability.AckPerMessage,
 		DeliveryCount:     true,
 		DeliveryLimit:     n.DeliveryLimit,
 		DeadLetter:        true,
@@ -232,24 +232,24 @@ func (n TopicConfig) subCaps() broker.SubscriptionCapabilities {
 		RedeliveryHorizon: n.MessageRetention,
 	}
 	if n.DeliveryLimit > 0 {
-		caps.DeliveryLimitMode = broker.LimitNative
+		caps.DeliveryLimitMode = capability.LimitNative
 	}
 	switch n.Profile {
 	case Partitioned:
-		caps.Ordering = broker.OrderPartition
-		caps.AckModel = broker.AckCumulative
+		caps.Ordering = capability.OrderPartition
+		caps.AckModel = capability.AckCumulative
 		caps.LockExtendable = false
 		// As on Kafka, the count is the consumer's: it restarts when a
 		// partition moves to another consumer, so it is not a true count.
 		caps.DeliveryCount = false
 		if n.DeliveryLimit > 0 {
-			caps.DeliveryLimitMode = broker.LimitEmulated
+			caps.DeliveryLimitMode = capability.LimitEmulated
 		}
 	case SQSFIFO:
-		caps.Ordering = broker.OrderMessageGroup
+		caps.Ordering = capability.OrderMessageGroup
 		caps.HeadOfLine = true
 	case ServiceBus:
-		caps.Ordering = broker.OrderSession
+		caps.Ordering = capability.OrderSession
 		caps.HeadOfLine = true
 	}
 	return caps
@@ -257,10 +257,10 @@ func (n TopicConfig) subCaps() broker.SubscriptionCapabilities {
 
 // deadLetterCaps are the capabilities of a subscription's dead-letter
 // queue: a plain queue without a delivery limit or a queue of its own.
-func deadLetterCaps(n TopicConfig) broker.SubscriptionCapabilities {
-	return broker.SubscriptionCapabilities{
-		Ordering:          broker.OrderNone,
-		AckModel:          broker.AckPerMessage,
+func deadLetterCaps(n TopicConfig) capability.Subscription {
+	return capability.Subscription{
+		Ordering:          capability.OrderNone,
+		AckModel:          capability.AckPerMessage,
 		DeliveryCount:     true,
 		LockTimeout:       n.LockTimeout,
 		LockExtendable:    n.LockTimeout > 0,

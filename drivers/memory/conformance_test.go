@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/memory"
 )
@@ -19,7 +20,7 @@ const retention = 72 * time.Hour
 // harness runs the suite on one profile, on a fake clock: waiting for a
 // lock or a dedup window to pass costs no real time. scope is the dedup
 // scope of the profiles that dedup (zero: the default, the queue).
-func harness(p memory.Profile, scope broker.DedupScope) conformance.Harness {
+func harness(p memory.Profile, scope capability.DedupScope) conformance.Harness {
 	clock := memory.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	b := memory.New(&memory.Options{Clock: clock})
 	var n atomic.Int64
@@ -71,5 +72,5 @@ func TestConformance(t *testing.T) {
 	for _, p := range []memory.Profile{memory.Queue, memory.Partitioned, memory.SQSFIFO, memory.ServiceBus} {
 		t.Run(string(p), func(t *testing.T) { conformance.Run(t, harness(p, 0)) })
 	}
-	t.Run("sqsfifo-dedup-per-group", func(t *testing.T) { conformance.Run(t, harness(memory.SQSFIFO, broker.DedupMessageGroup)) })
+	t.Run("sqsfifo-dedup-per-group", func(t *testing.T) { conformance.Run(t, harness(memory.SQSFIFO, capability.DedupMessageGroup)) })
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/memory"
 )
 
@@ -66,7 +67,7 @@ func TestOpenDeadLettersURL(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, d := range ds {
-			got[d.Message.ID] = d.Message.Headers[broker.HeaderDeadLetterReason]
+			got[d.Message.ID] = d.Message.Headers[driver.HeaderDeadLetterReason]
 			if err := d.Ack(bg); err != nil {
 				t.Fatal(err)
 			}
@@ -116,7 +117,7 @@ func TestOpenDeadLettersDefaultMux(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ds[0].Message.ID != "x" || ds[0].Message.Headers[broker.HeaderDeadLetterReason] != "no" {
+	if ds[0].Message.ID != "x" || ds[0].Message.Headers[driver.HeaderDeadLetterReason] != "no" {
 		t.Fatalf("dead letter %v", ds[0].Message)
 	}
 }

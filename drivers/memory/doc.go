@@ -107,16 +107,16 @@
 //
 // TopicConfig.NoNackDelay takes the delayed Nack away from any profile
 // (a Service Bus topic subscription without sessions is Queue with
-// NoNackDelay). A Nack with a delay then fails with broker.ErrUnsupported.
+// NoNackDelay). A Nack with a delay then fails with errors.ErrUnsupported.
 //
 // The dead-letter queue of a subscription (OpenDeadLetters) is a plain
 // queue on the same clock: no order, per-message acks, the topic's lock
 // timeout, no delivery limit and no dead-letter queue of its own. Its
 // messages keep their ID, key, headers and body, carry the reason in the
-// header broker.HeaderDeadLetterReason, and start again at attempt 1.
+// header driver.HeaderDeadLetterReason, and start again at attempt 1.
 //
 // Dedup applies per topic, before the fan-out to subscriptions. With
-// TopicConfig.DedupScope broker.DedupMessageGroup (any profile), an ID is
+// TopicConfig.DedupScope capability.DedupMessageGroup (any profile), an ID is
 // remembered per Message.Key: the same ID in another group is a new
 // message, as in an SQS FIFO queue with DeduplicationScope messageGroup.
 //

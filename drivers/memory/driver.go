@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -15,7 +16,7 @@ type topicDriver struct {
 	t      *topic // nil: the topic did not exist when opened
 	closed bool   // guarded by b.mu
 	// conflicts are those of the URL the topic was opened by.
-	conflicts []driver.Conflict
+	conflicts []capability.Conflict
 }
 
 var _ driver.Topic = (*topicDriver)(nil)
@@ -44,10 +45,10 @@ func (d *topicDriver) SendBatch(ctx context.Context, msgs []*driver.Message) err
 	return nil
 }
 
-func (d *topicDriver) Capabilities() driver.TopicCapabilities {
+func (d *topicDriver) Capabilities() capability.Topic {
 	if d.t == nil {
 		c := TopicConfig{}.TopicCapabilities()
-		c.Source = missingSource("topic "+d.name, driver.SettingDedupWindow, driver.SettingMaxMessageSize)
+		c.Source = missingSource("topic "+d.name, capability.SettingDedupWindow, capability.SettingMaxMessageSize)
 		return c
 	}
 	c := d.t.caps
@@ -84,7 +85,7 @@ type subDriver struct {
 	desc string
 	q    *queue  // nil: the subscription did not exist when opened
 	h    *handle // nil when q is nil or the broker was closed
-	caps driver.SubscriptionCapabilities
+	caps capability.Subscription
 	// closed is set by Close; guarded by b.mu.
 	closed bool
 }
@@ -223,7 +224,7 @@ func (s *subDriver) ExtendLocks(ctx context.Context, ids []driver.AckID, d time.
 	return s.settle(ctx, ids, func(e *entry, now time.Time) { s.q.extend(e, now.Add(d)) })
 }
 
-func (s *subDriver) Capabilities() driver.SubscriptionCapabilities { return s.caps }
+func (s *subDriver) Capabilities() capability.Subscription { return s.caps }
 
 func (s *subDriver) Classify(err error) driver.ErrorInfo { return classify(err) }
 

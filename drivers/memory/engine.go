@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -19,7 +19,7 @@ import (
 type topic struct {
 	name   string
 	cfg    TopicConfig // normalized
-	caps   broker.TopicCapabilities
+	caps   capability.Topic
 	subs   map[string]*queue
 	order  []*queue // subscriptions in creation order
 	dedup  map[dedupKey]time.Time
@@ -76,7 +76,7 @@ type part struct {
 type queue struct {
 	b           *Broker
 	name        string
-	caps        broker.SubscriptionCapabilities
+	caps        capability.Subscription
 	dlq         *queue // nil for a dead-letter queue
 	partitioned bool
 	hol         bool // one message in flight per key, in order
@@ -109,7 +109,7 @@ type handle struct {
 
 func newTopic(name string, cfg TopicConfig) *topic {
 	caps := cfg.topicCaps()
-	caps.Source = driver.Source{Read: "the embedded broker's configuration of topic " + name}
+	caps.Source = capability.Source{Read: "the embedded broker's configuration of topic " + name}
 	return &topic{name: name, cfg: cfg, caps: caps, subs: map[string]*queue{}, dedup: map[dedupKey]time.Time{}}
 }
 
@@ -123,7 +123,7 @@ func (t *topic) addSub(b *Broker, name string) {
 func newQueue(b *Broker, name string, cfg TopicConfig, dead bool) *queue {
 	q := &queue{b: b, name: name, lock: cfg.LockTimeout, retention: cfg.MessageRetention, signal: make(chan struct{})}
 	// The configuration is the broker's: every setting is read.
-	src := driver.Source{Read: "the embedded broker's configuration of subscription " + name}
+	src := capability.Source{Read: "the embedded broker's configuration of subscription " + name}
 	if dead {
 		q.caps = deadLetterCaps(cfg)
 		q.caps.Source = src
@@ -189,7 +189,7 @@ func (t *topic) publish(m *driver.Message, now time.Time) {
 			t.dedupQ = t.dedupQ[1:]
 		}
 		k := dedupKey{id: m.ID}
-		if t.cfg.DedupScope == broker.DedupMessageGroup {
+		if t.cfg.DedupScope == capability.DedupMessageGroup {
 			k.group = m.Key
 		}
 		if at, ok := t.dedup[k]; ok && now.Sub(at) < w {
@@ -481,7 +481,7 @@ func (q *queue) deadLetter(e *entry, reason string) {
 	if m.headers == nil {
 		m.headers = map[string]string{}
 	}
-	m.headers[broker.HeaderDeadLetterReason] = reason
+	m.headers[driver.HeaderDeadLetterReason] = reason
 	q.dlq.push(&m, 0)
 	q.settle(e, stGone)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -35,7 +34,7 @@ func (e *memError) Error() string { return "memory: " + e.msg }
 
 // Is matches the broker error class of e's code.
 func (e *memError) Is(target error) bool {
-	return target != nil && target == broker.ClassOf(e.code)
+	return target != nil && target == driver.ClassOf(e.code)
 }
 
 var (

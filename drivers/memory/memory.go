@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // Broker is an in-memory broker: a namespace of topics and their
@@ -140,7 +140,7 @@ func (b *Broker) OpenTopic(name string, opts *TopicOptions) (*broker.Topic, erro
 
 // openTopic is OpenTopic; the topic's capabilities carry conflicts (those
 // of the URL it was opened by).
-func (b *Broker) openTopic(name string, opts *TopicOptions, conflicts []driver.Conflict) *broker.Topic {
+func (b *Broker) openTopic(name string, opts *TopicOptions, conflicts []capability.Conflict) *broker.Topic {
 	b.mu.Lock()
 	t := b.topics[name]
 	b.mu.Unlock()
@@ -162,14 +162,14 @@ func (b *Broker) OpenSubscription(topicName, name string, opts *SubscriptionOpti
 
 // OpenDeadLetters opens a consumer on the dead-letter queue of a
 // subscription: a plain queue (no order, per-message ack, no delivery
-// limit) whose messages carry the header broker.HeaderDeadLetterReason.
+// limit) whose messages carry the header driver.HeaderDeadLetterReason.
 func (b *Broker) OpenDeadLetters(topicName, name string, opts *SubscriptionOptions) (*broker.Subscription, error) {
 	return b.openSub(topicName, name, true, opts, nil), nil
 }
 
 // openSub opens a consumer of the subscription, or of its dead letters;
 // its capabilities carry conflicts (those of the URL it was opened by).
-func (b *Broker) openSub(topicName, name string, dead bool, opts *SubscriptionOptions, conflicts []driver.Conflict) *broker.Subscription {
+func (b *Broker) openSub(topicName, name string, dead bool, opts *SubscriptionOptions, conflicts []capability.Conflict) *broker.Subscription {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := &subDriver{b: b, desc: topicName + "/" + name}
@@ -190,8 +190,8 @@ func (b *Broker) openSub(topicName, name string, dead bool, opts *SubscriptionOp
 	}
 	if s.q == nil {
 		s.caps = TopicConfig{}.SubscriptionCapabilities()
-		s.caps.Source = missingSource("subscription "+s.desc, driver.SettingDeliveryLimit, driver.SettingDeadLetter,
-			driver.SettingOrdering, driver.SettingLockTimeout, driver.SettingRedeliveryHorizon)
+		s.caps.Source = missingSource("subscription "+s.desc, capability.SettingDeliveryLimit, capability.SettingDeadLetter,
+			capability.SettingOrdering, capability.SettingLockTimeout, capability.SettingRedeliveryHorizon)
 	}
 	s.caps.Source.Conflicts = slices.Concat(s.caps.Source.Conflicts, conflicts)
 	var po *broker.SubscriptionOptions

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/memory"
 )
@@ -202,7 +203,7 @@ func TestDeliveryLimit(t *testing.T) {
 	if m.Key != "k" || m.Headers["h"] != "v" || string(m.Body) != "\xff\x00" || d.Attempt != 1 {
 		t.Fatalf("dead letter changed: %+v attempt %d", m, d.Attempt)
 	}
-	if got := m.Headers[broker.HeaderDeadLetterReason]; got != "delivery limit exceeded (2)" {
+	if got := m.Headers[driver.HeaderDeadLetterReason]; got != "delivery limit exceeded (2)" {
 		t.Fatalf("reason %q", got)
 	}
 	if err := d.Ack(bg); err != nil {
@@ -218,7 +219,7 @@ func TestDeadLetter(t *testing.T) {
 	if err := d.DeadLetter(bg, "poison"); err != nil {
 		t.Fatal(err)
 	}
-	if got := pollOne(t, dlq, "a").Message.Headers[broker.HeaderDeadLetterReason]; got != "poison" {
+	if got := pollOne(t, dlq, "a").Message.Headers[driver.HeaderDeadLetterReason]; got != "poison" {
 		t.Fatalf("reason %q", got)
 	}
 	if ds := poll(t, s, 10); len(ds) != 0 {
@@ -234,7 +235,7 @@ func TestDeadLetter(t *testing.T) {
 func TestSource(t *testing.T) {
 	f := newFixture(t, memory.TopicConfig{})
 	for _, c := range []struct {
-		src  driver.Source
+		src  capability.Source
 		want string
 	}{
 		{f.topic.Capabilities().Source, "the embedded broker's configuration of topic t"},
@@ -273,7 +274,7 @@ func TestSourceURLConflict(t *testing.T) {
 		t.Fatalf("subscription %s %+v", c, c.Source)
 	}
 	cf := c.Source.Conflicts[0]
-	if cf.Setting != driver.SettingDeliveryLimit || cf.Stated != "5 (limit in the URL)" || cf.Held != "10 (topic orders's configuration)" || !strings.HasPrefix(cf.Fix, "drop limit from the URL") {
+	if cf.Setting != capability.SettingDeliveryLimit || cf.Stated != "5 (limit in the URL)" || cf.Held != "10 (topic orders's configuration)" || !strings.HasPrefix(cf.Fix, "drop limit from the URL") {
 		t.Fatalf("conflict %+v", cf)
 	}
 	top2, err := mux.OpenTopic(bg, "mem://orders?dedup=-1s")
@@ -291,7 +292,7 @@ func TestSourceURLConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer missing.Close()
-	if src := missing.Capabilities().Source; src.Read != "" || !src.IsUnread(driver.SettingDedupWindow) || !strings.Contains(src.Unread[0].Why, "topic nowhere does not exist") {
+	if src := missing.Capabilities().Source; src.Read != "" || !src.IsUnread(capability.SettingDedupWindow) || !strings.Contains(src.Unread[0].Why, "topic nowhere does not exist") {
 		t.Fatalf("missing topic: %+v", src)
 	}
 	nosub, err := b.OpenSubscription("orders", "nobody", nil)
@@ -299,7 +300,7 @@ func TestSourceURLConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nosub.Close()
-	if src := nosub.Capabilities().Source; !src.IsUnread(driver.SettingDeliveryLimit) {
+	if src := nosub.Capabilities().Source; !src.IsUnread(capability.SettingDeliveryLimit) {
 		t.Fatalf("missing subscription: %+v", src)
 	}
 }

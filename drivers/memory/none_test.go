@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/memory"
 )
 
 // both are a topic's and a subscription's halves, for checks on either.
 type both struct {
-	broker.TopicCapabilities
-	broker.SubscriptionCapabilities
+	capability.Topic
+	capability.Subscription
 }
 
 // TestNoneDeclaredAndBehaved: each negative ("none") value of TopicConfig
@@ -48,7 +49,7 @@ func TestNoneDeclaredAndBehaved(t *testing.T) {
 		f := newFixture(t, cfg)
 		s := f.sub()
 		check(t, f, s, cfg, func(c both) bool {
-			return c.DeliveryLimit == 0 && c.DeliveryLimitMode == broker.LimitNone
+			return c.DeliveryLimit == 0 && c.DeliveryLimitMode == capability.LimitNone
 		})
 		f.publish(msg("a", ""))
 		for i := 1; i <= memory.DefaultDeliveryLimit+2; i++ {
@@ -68,7 +69,7 @@ func TestNoneDeclaredAndBehaved(t *testing.T) {
 		cfg := memory.TopicConfig{Profile: memory.SQSFIFO, DedupWindow: -1}
 		f := newFixture(t, cfg)
 		s := f.sub()
-		check(t, f, s, cfg, func(c both) bool { return c.DedupWindow == 0 && c.DedupScope == broker.DedupNone })
+		check(t, f, s, cfg, func(c both) bool { return c.DedupWindow == 0 && c.DedupScope == capability.DedupNone })
 		f.publish(msg("a", "g"))
 		f.publish(msg("a", "g"))
 		for range 2 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/memory"
 )
 
@@ -87,7 +88,7 @@ func TestPartitionedKeyOrderAndNack(t *testing.T) {
 		t.Fatalf("got %s after a nack, want [x1#2]", got)
 	}
 	caps := s.Capabilities()
-	if caps.AckModel != broker.AckCumulative || caps.LockTimeout != 0 || caps.LockExtendable || caps.DeliveryLimitMode != broker.LimitEmulated {
+	if caps.AckModel != capability.AckCumulative || caps.LockTimeout != 0 || caps.LockExtendable || caps.DeliveryLimitMode != capability.LimitEmulated {
 		t.Fatalf("capabilities %v", caps)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -46,7 +47,7 @@ func (o *URLOpener) OpenTopicURL(_ context.Context, u *url.URL) (*broker.Topic, 
 		return nil, err
 	}
 	if len(names) != 1 {
-		return nil, broker.Invalidf("memory: a topic URL names one topic (mem://TOPIC)")
+		return nil, driver.Invalidf("memory: a topic URL names one topic (mem://TOPIC)")
 	}
 	b := o.broker()
 	conflicts, err := b.ensure(names[0], "", cfg, explicit, given)
@@ -63,7 +64,7 @@ func (o *URLOpener) OpenSubscriptionURL(_ context.Context, u *url.URL) (*broker.
 		return nil, err
 	}
 	if len(names) != 2 {
-		return nil, broker.Invalidf("memory: a subscription URL names a topic and a subscription (mem://TOPIC/SUBSCRIPTION)")
+		return nil, driver.Invalidf("memory: a subscription URL names a topic and a subscription (mem://TOPIC/SUBSCRIPTION)")
 	}
 	b := o.broker()
 	conflicts, err := b.ensure(names[0], names[1], cfg, explicit, given)
@@ -84,7 +85,7 @@ func (o *URLOpener) OpenDeadLettersURL(_ context.Context, u *url.URL) (*broker.S
 		return nil, err
 	}
 	if len(names) != 2 {
-		return nil, broker.Invalidf("memory: the dead letters of a subscription are opened by its URL (mem://TOPIC/SUBSCRIPTION)")
+		return nil, driver.Invalidf("memory: the dead letters of a subscription are opened by its URL (mem://TOPIC/SUBSCRIPTION)")
 	}
 	b := o.broker()
 	if _, err := b.ensure(names[0], names[1], cfg, explicit, given); err != nil {
@@ -98,7 +99,7 @@ func (o *URLOpener) OpenDeadLettersURL(_ context.Context, u *url.URL) (*broker.S
 // nackdelay than a given one, is an error; the
 // settings that the URL's other parameters (given) state otherwise than
 // an existing topic holds are returned as conflicts.
-func (b *Broker) ensure(topicName, sub string, cfg TopicConfig, explicitProfile bool, given map[string]bool) ([]driver.Conflict, error) {
+func (b *Broker) ensure(topicName, sub string, cfg TopicConfig, explicitProfile bool, given map[string]bool) ([]capability.Conflict, error) {
 	n, err := cfg.normalize()
 	if err != nil {
 		return nil, err
@@ -108,7 +109,7 @@ func (b *Broker) ensure(topicName, sub string, cfg TopicConfig, explicitProfile 
 	if b.closed {
 		return nil, errBrokerClosed
 	}
-	var conflicts []driver.Conflict
+	var conflicts []capability.Conflict
 	t, ok := b.topics[topicName]
 	switch {
 	case !ok:
@@ -132,7 +133,7 @@ func (b *Broker) ensure(topicName, sub string, cfg TopicConfig, explicitProfile 
 // parseURL reads the names (host and path segments) and the parameters.
 func parseURL(u *url.URL) (names []string, cfg TopicConfig, explicitProfile bool, given map[string]bool, err error) {
 	if u.Fragment != "" || u.RawFragment != "" {
-		return nil, cfg, false, nil, broker.Invalidf("memory: the URL has a fragment")
+		return nil, cfg, false, nil, driver.Invalidf("memory: the URL has a fragment")
 	}
 	if u.Host != "" {
 		names = append(names, u.Host)
@@ -142,13 +143,13 @@ func parseURL(u *url.URL) (names []string, cfg TopicConfig, explicitProfile bool
 			names = append(names, s)
 		}
 	}
-	p := broker.NewURLParams(u)
+	p := driver.NewURLParams(u)
 	p.NoUserinfo()
 	if p.Has("profile") {
 		explicitProfile = true
 		if cfg.Profile, err = ParseProfile(p.Get("profile")); err != nil {
-			// The value is not echoed (see broker.URLParams).
-			return nil, cfg, false, nil, broker.Invalidf("memory: URL parameter profile: want queue, partitioned, sqsfifo or servicebus")
+			// The value is not echoed (see driver.URLParams).
+			return nil, cfg, false, nil, driver.Invalidf("memory: URL parameter profile: want queue, partitioned, sqsfifo or servicebus")
 		}
 	}
 	// Negative values mean "none", as in TopicConfig.

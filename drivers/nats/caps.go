@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -32,18 +32,18 @@ const MaxBatchSize = 256
 
 // topicCaps derives what a topic on subject promises from the stream's
 // live configuration and the server's max_payload.
-func topicCaps(cfg jetstream.StreamConfig, subject string, maxPayload int64) (driver.TopicCapabilities, error) {
+func topicCaps(cfg jetstream.StreamConfig, subject string, maxPayload int64) (capability.Topic, error) {
 	bare, keyed := captures(cfg, subject), captures(cfg, subject+".k")
 	if !bare && !keyed {
-		return driver.TopicCapabilities{}, broker.OpenError(driver.Invalid, fmt.Errorf("nats: stream %q does not capture subject %q nor %q (its subjects: %s)", cfg.Name, subject, subject+".>", strings.Join(streamSubjects(cfg), ", ")))
+		return capability.Topic{}, driver.OpenError(driver.Invalid, fmt.Errorf("nats: stream %q does not capture subject %q nor %q (its subjects: %s)", cfg.Name, subject, subject+".>", strings.Join(streamSubjects(cfg), ", ")))
 	}
-	c := driver.TopicCapabilities{
+	c := capability.Topic{
 		OrderingKey:  "subject SUBJECT.KEY",
 		KeyRequired:  !bare,
 		MaxBatchSize: MaxBatchSize,
 	}
 	if cfg.Duplicates > 0 {
-		c.DedupWindow, c.DedupScope = cfg.Duplicates, driver.DedupQueue
+		c.DedupWindow, c.DedupScope = cfg.Duplicates, capability.DedupQueue
 	}
 	limit := maxPayload
 	if cfg.MaxMsgSize > 0 && int64(cfg.MaxMsgSize) < limit {
@@ -71,23 +71,23 @@ type stated struct {
 // subCaps derives what a durable pull consumer promises from the live
 // configuration of its stream and itself, and whether its dead-letter
 // stream exists (dlq nil: it does not).
-func subCaps(scfg jetstream.StreamConfig, ccfg jetstream.ConsumerConfig, dlq *deadLetterTarget, st stated) (driver.SubscriptionCapabilities, error) {
+func subCaps(scfg jetstream.StreamConfig, ccfg jetstream.ConsumerConfig, dlq *deadLetterTarget, st stated) (capability.Subscription, error) {
 	switch ccfg.AckPolicy {
 	case jetstream.AckExplicitPolicy:
 	case jetstream.AckNonePolicy:
-		return driver.SubscriptionCapabilities{}, broker.OpenError(driver.Invalid, fmt.Errorf("nats: consumer %q acknowledges nothing (ack_policy none): every delivery would be lost on a failure; give it ack_policy explicit", ccfg.Durable))
+		return capability.Subscription{}, driver.OpenError(driver.Invalid, fmt.Errorf("nats: consumer %q acknowledges nothing (ack_policy none): every delivery would be lost on a failure; give it ack_policy explicit", ccfg.Durable))
 	default:
-		return driver.SubscriptionCapabilities{}, broker.OpenError(driver.Invalid, fmt.Errorf("nats: consumer %q has ack_policy %s: an ack would settle every earlier delivery; give it ack_policy explicit", ccfg.Durable, ccfg.AckPolicy))
+		return capability.Subscription{}, driver.OpenError(driver.Invalid, fmt.Errorf("nats: consumer %q has ack_policy %s: an ack would settle every earlier delivery; give it ack_policy explicit", ccfg.Durable, ccfg.AckPolicy))
 	}
-	c := driver.SubscriptionCapabilities{
-		AckModel:       driver.AckPerMessage,
+	c := capability.Subscription{
+		AckModel:       capability.AckPerMessage,
 		DeliveryCount:  true,
 		LockTimeout:    ccfg.AckWait,
 		LockExtendable: true,
 		NackDelay:      true,
 	}
 	if ccfg.MaxAckPending == 1 {
-		c.Ordering, c.HeadOfLine = driver.OrderQueue, true
+		c.Ordering, c.HeadOfLine = capability.OrderQueue, true
 	}
 	switch md := ccfg.MaxDeliver; {
 	case md <= 0:
@@ -95,12 +95,12 @@ func subCaps(scfg jetstream.StreamConfig, ccfg jetstream.ConsumerConfig, dlq *de
 		// The MaxDeliver-th delivery is the driver's: it dead-letters it
 		// unseen, so that a lock that expires on the last delivery does not
 		// leave the message in the stream, never to be delivered again.
-		c.DeliveryLimit, c.DeliveryLimitMode = md-1, driver.LimitNative
+		c.DeliveryLimit, c.DeliveryLimitMode = md-1, capability.LimitNative
 	default:
-		c.DeliveryLimit, c.DeliveryLimitMode = md, driver.LimitNative
+		c.DeliveryLimit, c.DeliveryLimitMode = md, capability.LimitNative
 	}
 	c.DeadLetter = dlq != nil
-	c.RedeliveryHorizon = driver.HorizonUnbounded
+	c.RedeliveryHorizon = capability.HorizonUnbounded
 	if scfg.MaxAge > 0 {
 		c.RedeliveryHorizon = scfg.MaxAge
 	}
@@ -112,8 +112,8 @@ func subCaps(scfg jetstream.StreamConfig, ccfg jetstream.ConsumerConfig, dlq *de
 		read += "; no dead-letter stream"
 	}
 	c.Source.Read = read
-	conflict := func(s driver.Setting, param string, statedV, held any) {
-		c.Source.Conflicts = append(c.Source.Conflicts, driver.Conflict{
+	conflict := func(s capability.Setting, param string, statedV, held any) {
+		c.Source.Conflicts = append(c.Source.Conflicts, capability.Conflict{
 			Setting: s,
 			Stated:  fmt.Sprintf("%s=%v in the URL", param, statedV),
 			Held:    fmt.Sprintf("%v (consumer %s)", held, ccfg.Durable),
@@ -121,13 +121,13 @@ func subCaps(scfg jetstream.StreamConfig, ccfg jetstream.ConsumerConfig, dlq *de
 		})
 	}
 	if st.ackWait > 0 && st.ackWait != ccfg.AckWait {
-		conflict(driver.SettingLockTimeout, "ack_wait", st.ackWait, "ack_wait "+ccfg.AckWait.String())
+		conflict(capability.SettingLockTimeout, "ack_wait", st.ackWait, "ack_wait "+ccfg.AckWait.String())
 	}
 	if st.maxDeliver != 0 && st.maxDeliver != ccfg.MaxDeliver {
-		conflict(driver.SettingDeliveryLimit, "max_deliver", st.maxDeliver, fmt.Sprintf("max_deliver %d", ccfg.MaxDeliver))
+		conflict(capability.SettingDeliveryLimit, "max_deliver", st.maxDeliver, fmt.Sprintf("max_deliver %d", ccfg.MaxDeliver))
 	}
 	if st.maxAckPending != 0 && st.maxAckPending != ccfg.MaxAckPending {
-		conflict(driver.SettingOrdering, "max_ack_pending", st.maxAckPending, fmt.Sprintf("max_ack_pending %d", ccfg.MaxAckPending))
+		conflict(capability.SettingOrdering, "max_ack_pending", st.maxAckPending, fmt.Sprintf("max_ack_pending %d", ccfg.MaxAckPending))
 	}
 	return c, nil
 }

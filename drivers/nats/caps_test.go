@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/nats"
 )
 
@@ -37,7 +37,7 @@ func TestCapabilitiesFromServer(t *testing.T) {
 	}
 	defer top.Close()
 	tc := top.Capabilities()
-	if tc.DedupWindow != 10*time.Second || tc.DedupScope != broker.DedupQueue || tc.MaxMessageSize != 5000-nats.SizeReserve || tc.KeyRequired {
+	if tc.DedupWindow != 10*time.Second || tc.DedupScope != capability.DedupQueue || tc.MaxMessageSize != 5000-nats.SizeReserve || tc.KeyRequired {
 		t.Errorf("topic: %s", tc)
 	}
 	if !strings.Contains(tc.Source.Read, spec.Stream) || len(tc.Source.Unread) > 0 || len(tc.Source.Conflicts) > 0 {
@@ -49,11 +49,11 @@ func TestCapabilitiesFromServer(t *testing.T) {
 	}
 	defer sub.Close()
 	sc := sub.Capabilities()
-	if sc.LockTimeout != 7*time.Second || sc.DeliveryLimit != 2 || sc.DeliveryLimitMode != broker.LimitNative || !sc.DeadLetter ||
-		sc.Ordering != broker.OrderQueue || !sc.HeadOfLine || sc.RedeliveryHorizon != time.Hour {
+	if sc.LockTimeout != 7*time.Second || sc.DeliveryLimit != 2 || sc.DeliveryLimitMode != capability.LimitNative || !sc.DeadLetter ||
+		sc.Ordering != capability.OrderQueue || !sc.HeadOfLine || sc.RedeliveryHorizon != time.Hour {
 		t.Errorf("subscription: %s", sc)
 	}
-	if len(sc.Source.Conflicts) != 1 || sc.Source.Conflicts[0].Setting != driver.SettingLockTimeout || !strings.Contains(sc.Source.Conflicts[0].Held, "7s") {
+	if len(sc.Source.Conflicts) != 1 || sc.Source.Conflicts[0].Setting != capability.SettingLockTimeout || !strings.Contains(sc.Source.Conflicts[0].Held, "7s") {
 		t.Errorf("conflicts: %+v", sc.Source.Conflicts)
 	}
 	if !strings.Contains(sc.Source.Read, "ack_wait 7s") || !strings.Contains(sc.Source.Read, nats.DeadLetterStream(spec.Stream)) {

@@ -8,8 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/topology"
 )
 
 // Spec is a topology Declare creates: a stream capturing Subject and
@@ -103,10 +104,10 @@ func Declare(ctx context.Context, js jetstream.JetStream, spec Spec) error {
 		if _, err := js.Stream(ctx, cfg.Name); err == nil {
 			return nil
 		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return broker.OpenError(classify(err).Code, fmt.Errorf("nats: stream %q: %w", cfg.Name, err))
+			return driver.OpenError(classify(err).Code, fmt.Errorf("nats: stream %q: %w", cfg.Name, err))
 		}
 		if _, err := js.CreateStream(ctx, cfg); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return broker.OpenError(classify(err).Code, fmt.Errorf("nats: create stream %q: %w", cfg.Name, err))
+			return driver.OpenError(classify(err).Code, fmt.Errorf("nats: create stream %q: %w", cfg.Name, err))
 		}
 		return nil
 	}
@@ -123,25 +124,25 @@ func Declare(ctx context.Context, js jetstream.JetStream, spec Spec) error {
 		return nil
 	}
 	if _, err := js.CreateConsumer(ctx, spec.Stream, spec.consumerConfig()); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
-		return broker.OpenError(classify(err).Code, fmt.Errorf("nats: create consumer %q: %w", spec.Consumer, err))
+		return driver.OpenError(classify(err).Code, fmt.Errorf("nats: create consumer %q: %w", spec.Consumer, err))
 	}
 	return nil
 }
 
 // plan lists the entities of spec as they stand on the server.
-func plan(ctx context.Context, js jetstream.JetStream, spec Spec) ([]broker.Entity, error) {
+func plan(ctx context.Context, js jetstream.JetStream, spec Spec) ([]topology.Entity, error) {
 	stated := spec
 	spec = spec.withDefaults()
 	if err := spec.check(); err != nil {
 		return nil, err
 	}
 	sc := spec.streamConfig()
-	ents := []broker.Entity{{Kind: "stream", Name: spec.Stream, Settings: []string{
+	ents := []topology.Entity{{Kind: "stream", Name: spec.Stream, Settings: []string{
 		"subjects " + sc.Subjects[0] + ", " + sc.Subjects[1],
 		"duplicate_window " + durOr(spec.DuplicateWindow, "2m0s (the server's default)"),
 		"max_age " + durOr(spec.MaxAge, "unlimited"),
 	}}}
-	lookStream := func(e *broker.Entity, name string, check func(jetstream.StreamConfig)) error {
+	lookStream := func(e *topology.Entity, name string, check func(jetstream.StreamConfig)) error {
 		st, err := js.Stream(ctx, name)
 		switch {
 		case err == nil:
@@ -150,22 +151,22 @@ func plan(ctx context.Context, js jetstream.JetStream, spec Spec) ([]broker.Enti
 				check(st.CachedInfo().Config)
 			}
 		case !errors.Is(err, jetstream.ErrStreamNotFound):
-			return broker.OpenError(classify(err).Code, fmt.Errorf("nats: stream %q: %w", name, err))
+			return driver.OpenError(classify(err).Code, fmt.Errorf("nats: stream %q: %w", name, err))
 		}
 		return nil
 	}
-	conflict := func(e *broker.Entity, s driver.Setting, statedV, held string) {
-		e.Conflicts = append(e.Conflicts, driver.Conflict{Setting: s, Stated: statedV, Held: held})
+	conflict := func(e *topology.Entity, s capability.Setting, statedV, held string) {
+		e.Conflicts = append(e.Conflicts, capability.Conflict{Setting: s, Stated: statedV, Held: held})
 	}
 	if err := lookStream(&ents[0], spec.Stream, func(c jetstream.StreamConfig) {
 		if !captures(c, spec.Subject) && !captures(c, spec.Subject+".k") {
-			conflict(&ents[0], driver.SettingKind, "captures "+spec.Subject+" and "+spec.Subject+".>", fmt.Sprintf("subjects %v", streamSubjects(c)))
+			conflict(&ents[0], capability.SettingKind, "captures "+spec.Subject+" and "+spec.Subject+".>", fmt.Sprintf("subjects %v", streamSubjects(c)))
 		}
 		if stated.DuplicateWindow > 0 && c.Duplicates != stated.DuplicateWindow {
-			conflict(&ents[0], driver.SettingDedupWindow, "duplicate_window="+stated.DuplicateWindow.String()+" in the URL", "duplicate_window "+c.Duplicates.String())
+			conflict(&ents[0], capability.SettingDedupWindow, "duplicate_window="+stated.DuplicateWindow.String()+" in the URL", "duplicate_window "+c.Duplicates.String())
 		}
 		if stated.MaxAge > 0 && c.MaxAge != stated.MaxAge {
-			conflict(&ents[0], driver.SettingRedeliveryHorizon, "max_age="+stated.MaxAge.String()+" in the URL", "max_age "+c.MaxAge.String())
+			conflict(&ents[0], capability.SettingRedeliveryHorizon, "max_age="+stated.MaxAge.String()+" in the URL", "max_age "+c.MaxAge.String())
 		}
 	}); err != nil {
 		return nil, err
@@ -173,11 +174,11 @@ func plan(ctx context.Context, js jetstream.JetStream, spec Spec) ([]broker.Enti
 	if spec.Consumer == "" {
 		return ents, nil
 	}
-	dlq := broker.Entity{Kind: "dead-letter stream", Name: spec.DeadLetterStream, Settings: []string{"subjects " + DeadLetterSubject(spec.Stream, "*")}}
+	dlq := topology.Entity{Kind: "dead-letter stream", Name: spec.DeadLetterStream, Settings: []string{"subjects " + DeadLetterSubject(spec.Stream, "*")}}
 	if err := lookStream(&dlq, spec.DeadLetterStream, nil); err != nil {
 		return nil, err
 	}
-	ce := broker.Entity{Kind: "durable pull consumer", Name: spec.Stream + "/" + spec.Consumer, Settings: []string{
+	ce := topology.Entity{Kind: "durable pull consumer", Name: spec.Stream + "/" + spec.Consumer, Settings: []string{
 		"ack_policy explicit", "ack_wait " + spec.AckWait.String(), fmt.Sprintf("max_deliver %d", spec.MaxDeliver), fmt.Sprintf("max_ack_pending %d", spec.MaxAckPending)}}
 	if ents[0].Exists {
 		c, err := js.Consumer(ctx, spec.Stream, spec.Consumer)
@@ -186,16 +187,16 @@ func plan(ctx context.Context, js jetstream.JetStream, spec Spec) ([]broker.Enti
 			ce.Exists = true
 			cc := c.CachedInfo().Config
 			if stated.AckWait > 0 && cc.AckWait != stated.AckWait {
-				conflict(&ce, driver.SettingLockTimeout, "ack_wait="+stated.AckWait.String()+" in the URL", "ack_wait "+cc.AckWait.String())
+				conflict(&ce, capability.SettingLockTimeout, "ack_wait="+stated.AckWait.String()+" in the URL", "ack_wait "+cc.AckWait.String())
 			}
 			if stated.MaxDeliver != 0 && cc.MaxDeliver != stated.MaxDeliver {
-				conflict(&ce, driver.SettingDeliveryLimit, fmt.Sprintf("max_deliver=%d in the URL", stated.MaxDeliver), fmt.Sprintf("max_deliver %d", cc.MaxDeliver))
+				conflict(&ce, capability.SettingDeliveryLimit, fmt.Sprintf("max_deliver=%d in the URL", stated.MaxDeliver), fmt.Sprintf("max_deliver %d", cc.MaxDeliver))
 			}
 			if stated.MaxAckPending != 0 && cc.MaxAckPending != stated.MaxAckPending {
-				conflict(&ce, driver.SettingOrdering, fmt.Sprintf("max_ack_pending=%d in the URL", stated.MaxAckPending), fmt.Sprintf("max_ack_pending %d", cc.MaxAckPending))
+				conflict(&ce, capability.SettingOrdering, fmt.Sprintf("max_ack_pending=%d in the URL", stated.MaxAckPending), fmt.Sprintf("max_ack_pending %d", cc.MaxAckPending))
 			}
 		case !errors.Is(err, jetstream.ErrConsumerNotFound):
-			return nil, broker.OpenError(classify(err).Code, fmt.Errorf("nats: consumer %q: %w", spec.Consumer, err))
+			return nil, driver.OpenError(classify(err).Code, fmt.Errorf("nats: consumer %q: %w", spec.Consumer, err))
 		}
 	}
 	return append(ents, dlq, ce), nil

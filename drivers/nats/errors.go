@@ -10,7 +10,6 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -23,7 +22,7 @@ type classedError struct {
 func (e *classedError) Error() string { return "nats: " + e.err.Error() }
 func (e *classedError) Unwrap() error { return e.err }
 func (e *classedError) Is(target error) bool {
-	return target != nil && target == broker.ClassOf(e.code)
+	return target != nil && target == driver.ClassOf(e.code)
 }
 
 func invalidErr(err error) error  { return &classedError{driver.Invalid, err} }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -18,11 +17,11 @@ const MaxNameLen = 255
 func validName(kind, name string) error {
 	switch {
 	case name == "":
-		return broker.OpenError(driver.Invalid, fmt.Errorf("nats: no %s name", kind))
+		return driver.OpenError(driver.Invalid, fmt.Errorf("nats: no %s name", kind))
 	case len(name) > MaxNameLen:
-		return broker.OpenError(driver.Invalid, fmt.Errorf("nats: %s name of %d bytes is over %d", kind, len(name), MaxNameLen))
+		return driver.OpenError(driver.Invalid, fmt.Errorf("nats: %s name of %d bytes is over %d", kind, len(name), MaxNameLen))
 	case strings.ContainsAny(name, ".*>/\\") || hasSpaceOrControl(name):
-		return broker.OpenError(driver.Invalid, fmt.Errorf("nats: %s name %q holds a character JetStream does not allow in names (whitespace, '.', '*', '>', '/', '\\' or a control character)", kind, name))
+		return driver.OpenError(driver.Invalid, fmt.Errorf("nats: %s name %q holds a character JetStream does not allow in names (whitespace, '.', '*', '>', '/', '\\' or a control character)", kind, name))
 	}
 	return nil
 }
@@ -31,7 +30,7 @@ func validName(kind, name string) error {
 // ".", none empty, none a wildcard, no whitespace.
 func validSubject(s string) error {
 	if err := validTokens(s); err != nil {
-		return broker.OpenError(driver.Invalid, fmt.Errorf("nats: subject %q: %w", s, err))
+		return driver.OpenError(driver.Invalid, fmt.Errorf("nats: subject %q: %w", s, err))
 	}
 	return nil
 }

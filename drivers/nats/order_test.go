@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/nats"
 )
 
@@ -63,7 +64,7 @@ func TestKeyScopedOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer sub.Close()
-		if c := sub.Capabilities(); c.Ordering != broker.OrderQueue || !c.HeadOfLine {
+		if c := sub.Capabilities(); c.Ordering != capability.OrderQueue || !c.HeadOfLine {
 			t.Fatalf("consumer key-%s: %s", k, c)
 		}
 		other := keys[1-ki]

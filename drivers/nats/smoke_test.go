@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/nats"
 )
 
@@ -77,7 +78,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := dd[0].Message; m.ID != "b" || m.Headers[broker.HeaderDeadLetterReason] != "bad b" || string(m.Body) != "y" {
+	if m := dd[0].Message; m.ID != "b" || m.Headers[driver.HeaderDeadLetterReason] != "bad b" || string(m.Body) != "y" {
 		t.Fatalf("dead letter: %+v", m)
 	}
 	t.Logf("dead letters: %s", dl.Capabilities())

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -108,7 +109,7 @@ func openDeadLetters(ctx context.Context, js jetstream.JetStream, stream, consum
 		return nil, err
 	}
 	if js == nil {
-		return nil, broker.OpenError(driver.Invalid, errors.New("nats: nil JetStream"))
+		return nil, driver.OpenError(driver.Invalid, errors.New("nats: nil JetStream"))
 	}
 	dlqName := o.DeadLetterStream
 	if dlqName == "" {
@@ -123,7 +124,7 @@ func openDeadLetters(ctx context.Context, js jetstream.JetStream, stream, consum
 		Durable: consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, FilterSubject: subject, MaxDeliver: -1,
 	})
 	if err != nil {
-		return nil, broker.OpenError(classify(err).Code, fmt.Errorf("nats: dead-letter consumer %s on stream %s: %w", consumer, dlqName, err))
+		return nil, driver.OpenError(classify(err).Code, fmt.Errorf("nats: dead-letter consumer %s on stream %s: %w", consumer, dlqName, err))
 	}
 	o.Subject, o.DeadLetterStream = subject, "-"
 	s, err := openSubscription(ctx, js, dlqName, consumer, o)
@@ -136,7 +137,7 @@ func openDeadLetters(ctx context.Context, js jetstream.JetStream, stream, consum
 
 func openSubscription(ctx context.Context, js jetstream.JetStream, stream, consumer string, o SubscriptionOptions) (*subscription, error) {
 	if js == nil {
-		return nil, broker.OpenError(driver.Invalid, errors.New("nats: nil JetStream"))
+		return nil, driver.OpenError(driver.Invalid, errors.New("nats: nil JetStream"))
 	}
 	if err := validName("stream", stream); err != nil {
 		return nil, err
@@ -145,23 +146,23 @@ func openSubscription(ctx context.Context, js jetstream.JetStream, stream, consu
 		return nil, err
 	}
 	if o.WaitTime < 0 {
-		return nil, broker.OpenError(driver.Invalid, errors.New("nats: negative WaitTime"))
+		return nil, driver.OpenError(driver.Invalid, errors.New("nats: negative WaitTime"))
 	}
 	if o.WaitTime == 0 {
 		o.WaitTime = DefaultWaitTime
 	}
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
-		return nil, broker.OpenError(classify(err).Code, fmt.Errorf("nats: stream %q: %w", stream, err))
+		return nil, driver.OpenError(classify(err).Code, fmt.Errorf("nats: stream %q: %w", stream, err))
 	}
 	scfg := st.CachedInfo().Config
 	cons, err := st.Consumer(ctx, consumer)
 	if err != nil {
-		return nil, broker.OpenError(classify(err).Code, fmt.Errorf("nats: consumer %q of stream %q: %w", consumer, stream, err))
+		return nil, driver.OpenError(classify(err).Code, fmt.Errorf("nats: consumer %q of stream %q: %w", consumer, stream, err))
 	}
 	ccfg := cons.CachedInfo().Config
 	if ccfg.DeliverSubject != "" {
-		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("nats: consumer %q is a push consumer; the driver reads a durable pull consumer", consumer))
+		return nil, driver.OpenError(driver.Invalid, fmt.Errorf("nats: consumer %q is a push consumer; the driver reads a durable pull consumer", consumer))
 	}
 	subject := o.Subject
 	if subject == "" {
@@ -179,9 +180,9 @@ func openSubscription(ctx context.Context, js jetstream.JetStream, stream, consu
 		case err == nil && captures(ds.CachedInfo().Config, t.subject):
 			dlq = t
 		case err == nil:
-			return nil, broker.OpenError(driver.Invalid, fmt.Errorf("nats: dead-letter stream %s does not capture %s", name, t.subject))
+			return nil, driver.OpenError(driver.Invalid, fmt.Errorf("nats: dead-letter stream %s does not capture %s", name, t.subject))
 		case classify(err).Code != driver.NotFound:
-			return nil, broker.OpenError(classify(err).Code, fmt.Errorf("nats: dead-letter stream %q: %w", name, err))
+			return nil, driver.OpenError(classify(err).Code, fmt.Errorf("nats: dead-letter stream %q: %w", name, err))
 		}
 	}
 	caps, err := subCaps(scfg, ccfg, dlq, o.stated)
@@ -204,7 +205,7 @@ type subscription struct {
 	stream        string
 	consumer      string
 	subject       string
-	caps          driver.SubscriptionCapabilities
+	caps          capability.Subscription
 	ackWait       time.Duration
 	maxDeliver    int
 	maxAckPending int
@@ -477,12 +478,13 @@ func (s *subscription) unsettle(a *ackID, progress bool) {
 }
 
 // flush waits until the server has read everything published before it,
-// within ctx (within broker.DefaultSettleTimeout when ctx has no
-// deadline: nats.go's flush needs one).
+// within ctx. A broker.Subscription always settles within a deadline (its
+// SettleTimeout); a ctx without one gets the connection's own request
+// timeout (nats.Options.Timeout), since nats.go's flush needs a deadline.
 func (s *subscription) flush(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, broker.DefaultSettleTimeout)
+		ctx, cancel = context.WithTimeout(ctx, s.nc.Opts.Timeout)
 		defer cancel()
 	}
 	return s.nc.FlushWithContext(ctx)
@@ -670,9 +672,9 @@ func (s *subscription) deadLetter(ctx context.Context, a *ackID, reason string) 
 // holds runs between the copy and the +TERM (export_test.go sets it).
 type termHookKey struct{}
 
-func (s *subscription) Capabilities() driver.SubscriptionCapabilities { return s.caps }
-func (s *subscription) Classify(err error) driver.ErrorInfo           { return classify(err) }
-func (s *subscription) ErrorAs(err error, i any) bool                 { return errorAs(err, i) }
+func (s *subscription) Capabilities() capability.Subscription { return s.caps }
+func (s *subscription) Classify(err error) driver.ErrorInfo   { return classify(err) }
+func (s *subscription) ErrorAs(err error, i any) bool         { return errorAs(err, i) }
 
 // As accepts *jetstream.JetStream, **natsgo.Conn, *jetstream.Consumer and
 // *Subject.

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -44,14 +45,14 @@ func OpenTopic(ctx context.Context, js jetstream.JetStream, stream string, opts 
 
 func openTopic(ctx context.Context, js jetstream.JetStream, stream, subject string) (*topic, error) {
 	if js == nil {
-		return nil, broker.OpenError(driver.Invalid, errors.New("nats: nil JetStream"))
+		return nil, driver.OpenError(driver.Invalid, errors.New("nats: nil JetStream"))
 	}
 	if err := validName("stream", stream); err != nil {
 		return nil, err
 	}
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
-		return nil, broker.OpenError(classify(err).Code, fmt.Errorf("nats: stream %q: %w", stream, err))
+		return nil, driver.OpenError(classify(err).Code, fmt.Errorf("nats: stream %q: %w", stream, err))
 	}
 	cfg := st.CachedInfo().Config
 	if subject == "" {
@@ -83,7 +84,7 @@ type topic struct {
 	stream  string
 	subject string
 	cfg     jetstream.StreamConfig
-	caps    driver.TopicCapabilities
+	caps    capability.Topic
 	own     *natsgo.Conn // the URL opener's connection, closed with the topic
 	limit   int64        // the server's and the stream's limit on header and body bytes
 }
@@ -188,9 +189,9 @@ func deadLetterExtra(id, key string) int64 { return int64(len(id)+len(key)) + 10
 // hdrLine is the NATS header block's first line.
 const hdrLine = "NATS/1.0\r\n"
 
-func (t *topic) Capabilities() driver.TopicCapabilities { return t.caps }
-func (t *topic) Classify(err error) driver.ErrorInfo    { return classify(err) }
-func (t *topic) ErrorAs(err error, i any) bool          { return errorAs(err, i) }
+func (t *topic) Capabilities() capability.Topic      { return t.caps }
+func (t *topic) Classify(err error) driver.ErrorInfo { return classify(err) }
+func (t *topic) ErrorAs(err error, i any) bool       { return errorAs(err, i) }
 
 // As accepts *jetstream.JetStream, **natsgo.Conn and *Subject.
 func (t *topic) As(i any) bool {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/topology"
 )
 
 // Scheme is the URL scheme the package registers on broker.DefaultURLMux:
@@ -57,18 +58,18 @@ type urlTarget struct {
 
 func parseTarget(u *url.URL) (urlTarget, error) {
 	var t urlTarget
-	p := broker.NewURLParams(u)
+	p := driver.NewURLParams(u)
 	if u.User != nil {
 		t.user = u.User.Username()
 		t.password, _ = u.User.Password()
 	}
 	if u.Host == "" {
-		return t, broker.Invalidf("nats: the URL names no server (nats://HOST:PORT/STREAM)")
+		return t, driver.Invalidf("nats: the URL names no server (nats://HOST:PORT/STREAM)")
 	}
 	t.server = "nats://" + u.Host
 	t.stream = strings.Trim(u.Path, "/")
 	if t.stream == "" {
-		return t, broker.Invalidf("nats: the URL names no stream (nats://HOST:PORT/STREAM)")
+		return t, driver.Invalidf("nats: the URL names no stream (nats://HOST:PORT/STREAM)")
 	}
 	if err := validName("stream", t.stream); err != nil {
 		return t, err
@@ -101,12 +102,12 @@ func (o *URLOpener) connect(t urlTarget) (*natsgo.Conn, jetstream.JetStream, err
 	}
 	nc, err := natsgo.Connect(t.server, opts...)
 	if err != nil {
-		return nil, nil, broker.OpenError(classify(err).Code, fmt.Errorf("nats: connect to %s: %w", t.server, err))
+		return nil, nil, driver.OpenError(classify(err).Code, fmt.Errorf("nats: connect to %s: %w", t.server, err))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, nil, broker.OpenError(driver.Invalid, fmt.Errorf("nats: %w", err))
+		return nil, nil, driver.OpenError(driver.Invalid, fmt.Errorf("nats: %w", err))
 	}
 	return nc, js, nil
 }
@@ -152,7 +153,7 @@ func (o *URLOpener) openSub(ctx context.Context, u *url.URL, deadLetters bool) (
 	}
 	deadLetters = deadLetters || t.deadLetters
 	if t.consumer == "" {
-		return nil, broker.Invalidf("nats: a subscription URL names its durable consumer (?consumer=NAME)")
+		return nil, driver.Invalidf("nats: a subscription URL names its durable consumer (?consumer=NAME)")
 	}
 	if err := validName("consumer", t.consumer); err != nil {
 		return nil, err
@@ -178,13 +179,13 @@ func (o *URLOpener) openSub(ctx context.Context, u *url.URL, deadLetters bool) (
 	return broker.NewSubscription(s, nil), nil
 }
 
-// PlanTopologyURL plans (broker.PlanTopology) what
+// PlanTopologyURL plans (topology.PlanURL) what
 // nats://HOST:PORT/STREAM?PARAMS names: the stream (capturing SUBJECT and
 // SUBJECT.>), with consumer=NAME its durable pull consumer and the
 // dead-letter stream. An existing entity's configuration is read and
 // compared with the URL's; Apply creates what is missing (Declare) and
 // changes nothing that exists.
-func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Plan, error) {
+func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*topology.Plan, error) {
 	t, err := parseTarget(u)
 	if err != nil {
 		return nil, err
@@ -198,7 +199,7 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 	if err != nil {
 		return nil, err
 	}
-	return broker.NewPlan(ents, func(ctx context.Context, _ []broker.Entity) error {
+	return topology.NewPlan(ents, func(ctx context.Context, _ []topology.Entity) error {
 		nc, js, err := o.connect(t)
 		if err != nil {
 			return err

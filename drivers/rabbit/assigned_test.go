@@ -15,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
@@ -192,7 +193,7 @@ func TestAssignedSharesSpreadPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer subs[i].Close()
-		if caps := subs[i].Capabilities(); caps.Ordering != broker.OrderPartition {
+		if caps := subs[i].Capabilities(); caps.Ordering != capability.OrderPartition {
 			t.Fatalf("ordering %s, want partition", caps.Ordering)
 		}
 	}

@@ -4,17 +4,17 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // topicCaps is what a topic publishing to partitions queues (0 or 1: one
 // queue) with a size limit over a connection of frameMax (0: unlimited)
 // promises a publisher.
-func topicCaps(partitions, maxMessageSize, frameMax int) driver.TopicCapabilities {
-	caps := driver.TopicCapabilities{
+func topicCaps(partitions, maxMessageSize, frameMax int) capability.Topic {
+	caps := capability.Topic{
 		OrderingKey:    "routing key (one queue, single active consumer)",
 		DedupWindow:    0, // RabbitMQ has no broker-side dedup
-		DedupScope:     driver.DedupNone,
+		DedupScope:     capability.DedupNone,
 		MaxMessageSize: maxMessageSize,
 		// Properties and headers travel in one frame of at most frame_max
 		// bytes; a larger one closes the connection. The budget is
@@ -44,15 +44,15 @@ type subCaps struct {
 	lockNote      string // what the queues declare of a consumer timeout, for the lock's Why ("": nothing)
 }
 
-func (c subCaps) capabilities() driver.SubscriptionCapabilities {
-	caps := driver.SubscriptionCapabilities{
+func (c subCaps) capabilities() capability.Subscription {
+	caps := capability.Subscription{
 		// A queue with a single active consumer delivers in queue order;
 		// one queue per partition keeps order per key.
-		Ordering: driver.OrderQueue,
+		Ordering: capability.OrderQueue,
 		// With a prefetch above one, later messages reach the consumer
 		// while an earlier one is unsettled.
 		HeadOfLine: false,
-		AckModel:   driver.AckPerMessage,
+		AckModel:   capability.AckPerMessage,
 		// Quorum queues count returns in x-delivery-count.
 		DeliveryCount: true,
 		DeliveryLimit: c.deliveryLimit,
@@ -71,23 +71,23 @@ func (c subCaps) capabilities() driver.SubscriptionCapabilities {
 		// queue for up to MaxNackDelay (24h) each time. No time after its
 		// first delivery bounds when a copy can come back, so an inbox must
 		// keep its records until told otherwise.
-		RedeliveryHorizon: driver.HorizonUnbounded,
+		RedeliveryHorizon: capability.HorizonUnbounded,
 	}
 	if c.partitions > 1 {
-		caps.Ordering = driver.OrderPartition
+		caps.Ordering = capability.OrderPartition
 	}
 	// An order that could not be read is none: what a consumer may rely
 	// on, while Source.Unread states it as unknown, not as none.
 	if c.noOrder || c.orderUnread {
-		caps.Ordering = driver.OrderNone
+		caps.Ordering = capability.OrderNone
 	}
 	if c.noCount {
 		caps.DeliveryCount = false
 	}
 	if c.deliveryLimit > 0 {
-		caps.DeliveryLimitMode = driver.LimitNative
+		caps.DeliveryLimitMode = capability.LimitNative
 	}
-	caps.Source.Unread = []driver.Unread{lockUnread(c.lockNote)}
+	caps.Source.Unread = []capability.Unread{lockUnread(c.lockNote)}
 	return caps
 }
 
@@ -98,13 +98,13 @@ func (c subCaps) capabilities() driver.SubscriptionCapabilities {
 // is a server-wide setting (rabbitmq.conf, 30 minutes by default) that
 // neither AMQP nor the management API shows. note says what the queues
 // declare of a timeout of their own (consumerTimeoutNote).
-func lockUnread(note string) driver.Unread {
+func lockUnread(note string) capability.Unread {
 	why := "RabbitMQ closes the channel of a consumer that holds a delivery unacknowledged longer than consumer_timeout, and requeues the delivery; " +
 		"consumer_timeout is a server-wide setting (30 minutes by default) that neither AMQP nor the management API shows"
 	if note != "" {
 		why += "; " + note
 	}
-	return driver.Unread{Setting: driver.SettingLockTimeout, Why: why,
+	return capability.Unread{Setting: capability.SettingLockTimeout, Why: why,
 		Fix: "it cannot be read remotely: look it up on the server (consumer_timeout in rabbitmqctl environment or rabbitmq.conf) and keep every handler well within it"}
 }
 

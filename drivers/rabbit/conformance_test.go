@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
@@ -18,7 +19,7 @@ import (
 func harness(t *testing.T, c *rabbit.Conn, name string, partitions int) conformance.Harness {
 	return conformance.Harness{
 		Name:              name,
-		RedeliveryHorizon: broker.HorizonUnbounded,
+		RedeliveryHorizon: capability.HorizonUnbounded,
 		Setup: func(ctx context.Context, tb conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			q := uniqueName("conf")
 			top, _ := declare(tb, c, rabbit.Topology{

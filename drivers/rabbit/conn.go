@@ -17,6 +17,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/redact"
 )
 
 // ConnOptions configures a Conn. Nil means defaults.
@@ -86,13 +87,11 @@ func Dial(ctx context.Context, rawURL string, opts *ConnOptions) (*Conn, error) 
 	}
 	c := &Conn{url: rawURL, safe: redactURL(rawURL), opts: o, logger: o.Logger, ready: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	if c.logger == nil {
-		c.logger = slog.Default()
-	}
+	c.logger = broker.Telemetry{Logger: o.Logger}.WithDefaults().Logger
 	if o.Config != nil {
 		c.cfg = *o.Config
 		if c.cfg.Recovery != nil {
-			return nil, broker.Invalidf("rabbit: ConnOptions.Config.Recovery must be nil: the Conn reconnects by itself")
+			return nil, driver.Invalidf("rabbit: ConnOptions.Config.Recovery must be nil: the Conn reconnects by itself")
 		}
 	}
 	if u, err := url.Parse(rawURL); err == nil {
@@ -102,10 +101,10 @@ func Dial(ctx context.Context, rawURL string, opts *ConnOptions) (*Conn, error) 
 			// "pw@host", which the server's errors would repeat; the
 			// opaque "amqp:user:pass@host" is no AMQP URI.
 			c.cancel()
-			return nil, broker.Invalidf("rabbit: dial %s: not amqp://[user:pass@]host:port/vhost (percent-encode reserved characters of the user and password, and an \"@\" elsewhere)", c.safe)
+			return nil, driver.Invalidf("rabbit: dial %s: not amqp://[user:pass@]host:port/vhost (percent-encode reserved characters of the user and password, and an \"@\" elsewhere)", c.safe)
 		}
 		// amqp091-go's errors for these echo the value and have no class.
-		p := broker.NewURLParams(u)
+		p := driver.NewURLParams(u)
 		checkAMQPParams(p)
 		for k := range u.Query() {
 			p.Has(k) // amqp091-go ignores parameters it does not know
@@ -117,7 +116,7 @@ func Dial(ctx context.Context, rawURL string, opts *ConnOptions) (*Conn, error) 
 	}
 	if _, err := amqp.ParseURI(rawURL); err != nil {
 		c.cancel()
-		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("rabbit: dial %s: %w", c.safe, c.scrub(err)))
+		return nil, driver.OpenError(driver.Invalid, fmt.Errorf("rabbit: dial %s: %w", c.safe, c.scrub(err)))
 	}
 	conn, err := c.dial(ctx)
 	if err != nil {
@@ -169,7 +168,7 @@ func (c *Conn) dial(ctx context.Context) (*amqp.Connection, error) {
 		// only host and port. Say which server, without the password.
 		// Classified as through OpenTopic: a refused login is
 		// ErrPermission, an unreachable server ErrRetryable.
-		return nil, broker.OpenError(code(err), fmt.Errorf("rabbit: dial %s: %w", c.safe, c.scrub(err)))
+		return nil, driver.OpenError(code(err), fmt.Errorf("rabbit: dial %s: %w", c.safe, c.scrub(err)))
 	}
 	return conn, nil
 }
@@ -303,7 +302,7 @@ func (c *Conn) channelFrame(ctx context.Context) (*amqp.Channel, int, error) {
 
 // FrameMax returns the frame_max negotiated with the server on the current
 // (or last) connection, in bytes (0: unlimited). A message's properties and
-// headers travel in one frame, so it bounds them: TopicCapabilities.MaxHeaderSize
+// headers travel in one frame, so it bounds them: capability.Topic.MaxHeaderSize
 // is derived from it.
 func (c *Conn) FrameMax() int {
 	c.mu.Lock()
@@ -408,7 +407,7 @@ var quotedText = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err == nil && !ambiguousURL(u) {
-		return broker.Redact(u)
+		return redact.URL(u)
 	}
 	if err == nil && u.Opaque != "" && u.Scheme != "" {
 		return u.Scheme + ":" + redactedText

@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
@@ -99,8 +100,8 @@ func listOnce(ctx context.Context, t *testing.T, mux *broker.URLMux, subURL stri
 		}
 		for _, d := range ds {
 			got[d.Message.ID] = d.Attempt
-			if d.Message.Headers[broker.HeaderDeadLetterReason] != "cannot parse" {
-				t.Errorf("%s: reason %q", d.Message.ID, d.Message.Headers[broker.HeaderDeadLetterReason])
+			if d.Message.Headers[driver.HeaderDeadLetterReason] != "cannot parse" {
+				t.Errorf("%s: reason %q", d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason])
 			}
 		}
 		held = append(held, ds...)
@@ -149,9 +150,9 @@ func TestDeadLetterListingCountsOnce(t *testing.T) {
 		switch {
 		case caps.DeliveryLimit != limit+1:
 			t.Errorf("%s: dead letters state delivery limit %d, want %d (%+v)", u, caps.DeliveryLimit, limit+1, caps.Source)
-		case viaAPI && (len(caps.Source.Conflicts) != 1 || caps.Source.Conflicts[0].Setting != driver.SettingDeliveryLimit):
+		case viaAPI && (len(caps.Source.Conflicts) != 1 || caps.Source.Conflicts[0].Setting != capability.SettingDeliveryLimit):
 			t.Errorf("%s: want the limit in conflict with the reader's, have %+v", u, caps.Source)
-		case !viaAPI && !caps.Source.IsUnread(driver.SettingDeliveryLimit):
+		case !viaAPI && !caps.Source.IsUnread(capability.SettingDeliveryLimit):
 			t.Errorf("%s: read over AMQP, want the limit unread, have %+v", u, caps.Source)
 		}
 	}
@@ -241,7 +242,7 @@ func handDeadLetterQueue(t *testing.T, c *rabbit.Conn, args amqp.Table, ids ...s
 	}
 	for _, id := range ids {
 		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, dlx, "", false, false, amqp.Publishing{
-			MessageId: id, Body: []byte(id), Headers: amqp.Table{broker.HeaderDeadLetterReason: "cannot parse"}})
+			MessageId: id, Body: []byte(id), Headers: amqp.Table{driver.HeaderDeadLetterReason: "cannot parse"}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/rabbit"
+	"github.com/wary-go/wary/redact"
 )
 
 // TestOpenDeadLettersURL: messages dead-lettered through a subscription
@@ -44,7 +46,7 @@ func TestOpenDeadLettersURL(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, d := range ds {
-			got[d.Message.ID] = d.Message.Headers[broker.HeaderDeadLetterReason]
+			got[d.Message.ID] = d.Message.Headers[driver.HeaderDeadLetterReason]
 			// Put back: the next readers see them too.
 			if err := d.Nack(ctx, 0); err != nil {
 				t.Fatal(err)
@@ -68,7 +70,7 @@ func TestOpenDeadLettersURL(t *testing.T) {
 	} {
 		dl, err := mux.OpenDeadLetters(ctx, u)
 		if err != nil {
-			t.Fatalf("%s: %v", broker.RedactString(u), err)
+			t.Fatalf("%s: %v", redact.String(u), err)
 		}
 		seen := map[string]bool{}
 		for len(seen) < 2 {
@@ -77,8 +79,8 @@ func TestOpenDeadLettersURL(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, d := range ds {
-				if d.Message.Headers[broker.HeaderDeadLetterReason] != got[d.Message.ID] {
-					t.Errorf("%s: %s has reason %q, want %q", broker.RedactString(u), d.Message.ID, d.Message.Headers[broker.HeaderDeadLetterReason], got[d.Message.ID])
+				if d.Message.Headers[driver.HeaderDeadLetterReason] != got[d.Message.ID] {
+					t.Errorf("%s: %s has reason %q, want %q", redact.String(u), d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason], got[d.Message.ID])
 				}
 				seen[d.Message.ID] = true
 				if i == 2 {

@@ -55,7 +55,7 @@
 // error matching broker.ErrInvalid (which does not repeat the value).
 // Passwords never appear in errors, logs or fmt's output (Conn and
 // URLOpener have String and GoString): the package prints server URLs
-// through broker.Redact, never amqp091-go's URI.String, which includes the
+// through redact.URL, never amqp091-go's URI.String, which includes the
 // password. An amqp:// URL whose password is ambiguous (the opaque form
 // amqp:user:pass@host, or a "/", "?" or "#" in the password that was not
 // percent-encoded, which leaves an "@" outside the userinfo) fails with
@@ -78,7 +78,7 @@
 // one frame, bounded by the connection's negotiated frame_max (Conn.FrameMax,
 // 128 KiB by default), and RabbitMQ answers a larger one by closing the
 // whole connection: every channel on it, and the lock of every unsettled
-// delivery. TopicCapabilities.MaxHeaderSize is frame_max less 4 KiB (the frame's
+// delivery. capability.Topic.MaxHeaderSize is frame_max less 4 KiB (the frame's
 // fixed parts, the properties the driver sets or copies, and its own
 // headers), which broker.Topic.Publish checks header names and values against;
 // every publish then computes the exact encoded size of the content header
@@ -89,19 +89,19 @@
 // can send one) falls back to a plain requeue, or to a reject without
 // requeue, which RabbitMQ dead-letters through the queue's own
 // x-dead-letter-exchange (reason rejected). Dead-letter reasons are at
-// most 1 KiB (broker.MaxReasonLen: Delivery.DeadLetter bounds them).
+// most 1 KiB (driver.MaxReasonLen: Delivery.DeadLetter bounds them).
 //
 // Ordering, in two modes:
 //
 //   - One queue with x-single-active-consumer (Topology.Partitions 0):
 //     scope queue. Whatever the number of subscriptions, one consumer
 //     receives at a time, in queue order; the next takes over when it goes
-//     away. SubscriptionCapabilities.Ordering is OrderQueue.
+//     away. capability.Subscription.Ordering is OrderQueue.
 //   - Partitioned (Partitions N > 1): N quorum queues bound to a direct
 //     exchange by the keys "0".."N-1"; the topic picks the partition as
 //     FNV-1a(Key) mod N (FNV-1a of the ID without a key), and each queue
 //     has its own single active consumer: order per key across consumers.
-//     SubscriptionCapabilities.Ordering is OrderPartition (whatever share a
+//     capability.Subscription.Ordering is OrderPartition (whatever share a
 //     subscription consumes: the promise is per partition). By default a
 //     subscription consumes every partition queue; with
 //     SubscriptionOptions.Assigned it consumes only its share of them.
@@ -193,7 +193,7 @@
 // limit, dead letters and nack delays are the subscription's capabilities
 // (the queue's), and a topic's are the publisher's (key, sizes).
 //
-// Redelivery horizon: unbounded (broker.HorizonUnbounded). A quorum queue
+// Redelivery horizon: unbounded (capability.HorizonUnbounded). A quorum queue
 // keeps a message until it is acked, however long a consumer holds it
 // unsettled or how often it is requeued, and each delayed nack parks it
 // for up to MaxNackDelay (24h) in a delay queue; no span after its first
@@ -266,7 +266,7 @@
 // # Reading the broker
 //
 // A subscription reads what RabbitMQ holds for its queues when it opens,
-// and its capabilities (SubscriptionCapabilities.Source) state that, not
+// and its capabilities (capability.Subscription.Source) state that, not
 // what the URL or SubscriptionOptions say:
 //
 //   - Through the management HTTP API (the rabbitmq_management plugin):

@@ -9,7 +9,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -151,4 +150,4 @@ func containsFold(s, sub string) bool {
 
 // openErr classifies an error met while opening a topic or subscription,
 // which the portable layer does not wrap.
-func openErr(err error) error { return broker.OpenError(code(err), err) }
+func openErr(err error) error { return driver.OpenError(code(err), err) }

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
 
@@ -93,7 +94,7 @@ func ExampleOpenDeadLetters() {
 		log.Fatal(err)
 	}
 	for _, d := range ds {
-		fmt.Println(d.Message.ID, d.Message.Headers[broker.HeaderDeadLetterReason])
+		fmt.Println(d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason])
 		_ = d.Ack(ctx)
 	}
 }

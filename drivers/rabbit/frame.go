@@ -22,7 +22,7 @@ const (
 	// contentHeaderFixed is a content header's class id, weight, body size
 	// and property flags.
 	contentHeaderFixed = 2 + 2 + 8 + 2
-	// headerReserve is what TopicCapabilities.MaxHeaderSize leaves of the
+	// headerReserve is what capability.Topic.MaxHeaderSize leaves of the
 	// frame_max for what is not the user's header names and values:
 	//   - the frame overhead and the content header's fixed part (22);
 	//   - the header table's length (4);
@@ -33,7 +33,7 @@ const (
 	//     timestamp 8);
 	//   - the driver's own headers, names and encodings: wary-key (14 plus
 	//     the key), wary-prior-attempts (25), wary-dead-letter-reason (29
-	//     plus a reason of at most broker.MaxReasonLen bytes, as
+	//     plus a reason of at most driver.MaxReasonLen bytes, as
 	//     broker.Delivery.DeadLetter, the only way to SendDeadLetters, bounds it);
 	//   - each header's own encoding (a length octet for the name, a type
 	//     octet and a 4-byte length for the value), which is not covered:
@@ -45,7 +45,7 @@ const (
 	headerReserve = 4096
 )
 
-// headerBudget is TopicCapabilities.MaxHeaderSize for a connection whose
+// headerBudget is capability.Topic.MaxHeaderSize for a connection whose
 // frame_max is frameMax (0: unlimited, no separate budget).
 func headerBudget(frameMax int) int {
 	if frameMax <= 0 {

@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
 
@@ -216,7 +217,7 @@ func TestForeignHeadersNotTrusted(t *testing.T) {
 	}
 	// Back from the delay queue: the driver's own count, attempt 2.
 	d = receive("forged")
-	if d.Attempt != 2 || d.Message.Key != good || d.Message.Headers[broker.HeaderDeadLetterReason] != "" {
+	if d.Attempt != 2 || d.Message.Key != good || d.Message.Headers[driver.HeaderDeadLetterReason] != "" {
 		t.Fatalf("after a delayed nack: attempt %d key %q headers %v", d.Attempt, d.Message.Key, d.Message.Headers)
 	}
 	if err := d.Ack(ctx); err != nil {
@@ -255,7 +256,7 @@ func TestForeignHeadersNotTrusted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ds[0].Message.Headers[broker.HeaderDeadLetterReason]; ds[0].Message.ID != "to-dlq" || got != "handler gave up" || ds[0].Attempt != 2 {
+	if got := ds[0].Message.Headers[driver.HeaderDeadLetterReason]; ds[0].Message.ID != "to-dlq" || got != "handler gave up" || ds[0].Attempt != 2 {
 		t.Fatalf("dead letter %s: reason %q attempt %d", ds[0].Message.ID, got, ds[0].Attempt)
 	}
 	if err := ds[0].Ack(ctx); err != nil {

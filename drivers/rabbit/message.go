@@ -9,7 +9,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -79,7 +78,7 @@ func isBrokerHeader(k string) bool {
 	case "x-delivery-count", "x-death":
 		return true
 	}
-	return strings.HasPrefix(k, "x-first-death-") || strings.HasPrefix(k, "x-last-death-") || broker.ReservedHeader(k)
+	return strings.HasPrefix(k, "x-first-death-") || strings.HasPrefix(k, "x-last-death-") || driver.ReservedHeader(k)
 }
 
 // maxCount bounds the delivery counts read from headers (x-delivery-count,

@@ -16,7 +16,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 )
 
 // ManagementOff, as SubscriptionOptions.Management (management=off in a
@@ -51,7 +51,7 @@ func newMgmtClient(setting, amqpURL string) (*mgmtClient, error) {
 	}
 	uri, err := amqp.ParseURI(amqpURL)
 	if err != nil {
-		return nil, broker.Invalidf("rabbit: the server URL does not parse as an AMQP URI")
+		return nil, driver.Invalidf("rabbit: the server URL does not parse as an AMQP URI")
 	}
 	m := &mgmtClient{user: uri.Username, pass: uri.Password, vhost: uri.Vhost, hc: &http.Client{Timeout: mgmtTimeout,
 		Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}}}
@@ -65,7 +65,7 @@ func newMgmtClient(setting, amqpURL string) (*mgmtClient, error) {
 	}
 	u, err := url.Parse(setting)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, broker.Invalidf("rabbit: the management address is not http[s]://host:port[/path] (or %q)", ManagementOff)
+		return nil, driver.Invalidf("rabbit: the management address is not http[s]://host:port[/path] (or %q)", ManagementOff)
 	}
 	if u.User != nil {
 		m.user = u.User.Username()

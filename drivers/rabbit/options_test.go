@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
 
@@ -85,9 +86,9 @@ func TestDeliveryLimitNeedsDeadLetter(t *testing.T) {
 		}
 		caps := sub.Capabilities()
 		_ = sub.Close()
-		wantMode := broker.LimitNone
+		wantMode := capability.LimitNone
 		if tc.limit > 0 {
-			wantMode = broker.LimitNative
+			wantMode = capability.LimitNative
 		}
 		if caps.DeliveryLimit != tc.limit || caps.DeliveryLimitMode != wantMode || len(caps.Source.Conflicts) != tc.conflicts {
 			t.Errorf("%+v: limit %d mode %s, conflicts %+v; want %d %s, %d conflict(s)", tc.top, caps.DeliveryLimit, caps.DeliveryLimitMode, caps.Source.Conflicts, tc.limit, wantMode, tc.conflicts)
@@ -108,10 +109,10 @@ func TestRedeliveryHorizonUnbounded(t *testing.T) {
 	}
 	defer sub.Close()
 	caps := sub.Capabilities()
-	if caps.RedeliveryHorizon != broker.HorizonUnbounded {
-		t.Errorf("horizon %s, want unbounded", broker.HorizonString(caps.RedeliveryHorizon))
+	if caps.RedeliveryHorizon != capability.HorizonUnbounded {
+		t.Errorf("horizon %s, want unbounded", capability.HorizonString(caps.RedeliveryHorizon))
 	}
-	if caps.DeliveryLimit != 4 || caps.DeliveryLimitMode != broker.LimitNative || !caps.DeadLetter {
+	if caps.DeliveryLimit != 4 || caps.DeliveryLimitMode != capability.LimitNative || !caps.DeadLetter {
 		t.Errorf("%s", caps)
 	}
 }

@@ -10,15 +10,16 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/topology"
 )
 
 // Parameters that only a subscription URL takes: a rabbit:// URL with one
 // of them names a queue for PlanTopologyURL.
 var subscriptionOnly = []string{"exchange", "delivery_limit", "dead_letter_exchange", "dead_letter_queue", "dead_letters_from", "prefetch", "nack_delay", "management", "assigned"}
 
-// PlanTopologyURL plans (broker.PlanTopology) the exchange and queues a
+// PlanTopologyURL plans (topology.PlanURL) the exchange and queues a
 // URL describes, as Declare declares them, and changes nothing:
 //
 //   - amqp://…/VHOST?exchange=E, or rabbit://E (a topic's URL): the
@@ -40,7 +41,7 @@ var subscriptionOnly = []string{"exchange", "delivery_limit", "dead_letter_excha
 // the entities missing and binds their queues, and leaves the existing
 // ones as they are. The URL's limit and dead-letter exchange are checked
 // as OpenSubscriptionURL checks them (ErrInvalid).
-func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Plan, error) {
+func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*topology.Plan, error) {
 	server, name, p, err := o.target(u, "exchange")
 	if err != nil {
 		return nil, err
@@ -70,14 +71,14 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 	}
 	switch {
 	case exchange == "" && queue == "":
-		return nil, broker.Invalidf("rabbit: %s names neither an exchange nor a queue to declare", redactU(u))
+		return nil, driver.Invalidf("rabbit: %s names neither an exchange nor a queue to declare", redactU(u))
 	case from != "":
-		return nil, broker.Invalidf("rabbit: %s names a dead-letter queue (dead_letters_from): plan the topology of the queue it serves", redactU(u))
+		return nil, driver.Invalidf("rabbit: %s names a dead-letter queue (dead_letters_from): plan the topology of the queue it serves", redactU(u))
 	}
 	top := Topology{Exchange: exchange, Queue: queue, Partitions: partitions, DeliveryLimit: limit,
 		DeadLetterExchangeName: dlx, DeadLetterQueueName: dlq}
 	if top.deadLetter() && top.DeadLetterQueue() == "" {
-		return nil, broker.Invalidf("rabbit: the URL's dead_letter_exchange is not the topology's (the queue's name followed by .dlx): name the dead-letter queue with the URL parameter dead_letter_queue")
+		return nil, driver.Invalidf("rabbit: the URL's dead_letter_exchange is not the topology's (the queue's name followed by .dlx): name the dead-letter queue with the URL parameter dead_letter_queue")
 	}
 	c, err := Dial(ctx, server, o.ConnOptions)
 	if err != nil {
@@ -99,21 +100,21 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 	if err != nil {
 		return nil, err
 	}
-	apply := func(ctx context.Context, missing []broker.Entity) error {
+	apply := func(ctx context.Context, missing []topology.Entity) error {
 		c, err := Dial(ctx, server, o.ConnOptions)
 		if err != nil {
 			return openErr(err)
 		}
 		defer c.Close()
 		exists := func(queue bool, name string) bool {
-			return !slices.ContainsFunc(missing, func(e broker.Entity) bool { return e.Name == name && isQueueKind(e.Kind) == queue })
+			return !slices.ContainsFunc(missing, func(e topology.Entity) bool { return e.Name == name && isQueueKind(e.Kind) == queue })
 		}
 		if err := c.withChannel(ctx, func(ch *amqp.Channel) error { return d.declare(ch, exists) }); err != nil {
 			return openErr(c.scrub(err))
 		}
 		return nil
 	}
-	return broker.NewPlan(entities, apply), nil
+	return topology.NewPlan(entities, apply), nil
 }
 
 func isQueueKind(k string) bool { return k == kindQueue || k == kindDLQ }
@@ -126,10 +127,10 @@ const (
 )
 
 // plan looks up each entity of d, in the order declare declares them.
-func (d declaration) plan(ctx context.Context, c *Conn, mc *mgmtClient, limit int, v serverVersion) ([]broker.Entity, error) {
-	var out []broker.Entity
+func (d declaration) plan(ctx context.Context, c *Conn, mc *mgmtClient, limit int, v serverVersion) ([]topology.Entity, error) {
+	var out []topology.Entity
 	add := func(kind, name, exKind string, args amqp.Table, bound string) error {
-		e := broker.Entity{Kind: kind, Name: name}
+		e := topology.Entity{Kind: kind, Name: name}
 		queue := isQueueKind(kind)
 		if queue {
 			e.Settings = argsText(args)
@@ -194,7 +195,7 @@ func argsText(args amqp.Table) []string {
 // queueDifferences compares what the broker holds for the existing queue
 // name with args (consumer: a consumer's queue, whose single active
 // consumer and delivery limit matter; limit: the URL's delivery_limit).
-func queueDifferences(ctx context.Context, c *Conn, mc *mgmtClient, name string, args amqp.Table, consumer bool, limit int, v serverVersion) ([]driver.Conflict, string) {
+func queueDifferences(ctx context.Context, c *Conn, mc *mgmtClient, name string, args amqp.Table, consumer bool, limit int, v serverVersion) ([]capability.Conflict, string) {
 	var h heldQueue
 	var err error
 	if mc != nil {
@@ -216,21 +217,21 @@ func queueDifferences(ctx context.Context, c *Conn, mc *mgmtClient, name string,
 		h = resolve(name, typ, settingsFromTable(held), nil, v)
 		h.why = why + "; read over AMQP, where policies and x-single-active-consumer are not visible"
 	}
-	var diffs []driver.Conflict
-	differ := func(setting driver.Setting, stated, held string) {
+	var diffs []capability.Conflict
+	differ := func(setting capability.Setting, stated, held string) {
 		if stated != held {
-			diffs = append(diffs, driver.Conflict{Setting: setting, Stated: stated, Held: held})
+			diffs = append(diffs, capability.Conflict{Setting: setting, Stated: stated, Held: held})
 		}
 	}
-	differ(driver.SettingKind, amqp.QueueTypeQuorum, h.typ)
+	differ(capability.SettingKind, amqp.QueueTypeQuorum, h.typ)
 	if want, _ := args["x-dead-letter-exchange"].(string); h.dlxRead {
-		differ(driver.SettingDeadLetter, orNone(want), orNone(deref(h.dlx)))
+		differ(capability.SettingDeadLetter, orNone(want), orNone(deref(h.dlx)))
 	}
 	if consumer && h.sac != nil {
-		differ(driver.SettingOrdering, "true", strconv.FormatBool(*h.sac))
+		differ(capability.SettingOrdering, "true", strconv.FormatBool(*h.sac))
 	}
 	if want := effectiveLimit(limit, v); consumer && h.limitRead && want != h.limit {
-		diffs = append(diffs, driver.Conflict{Setting: driver.SettingDeliveryLimit, Stated: deliveries(want), Held: deliveries(h.limit) + " (" + h.limitFrom + ")"})
+		diffs = append(diffs, capability.Conflict{Setting: capability.SettingDeliveryLimit, Stated: deliveries(want), Held: deliveries(h.limit) + " (" + h.limitFrom + ")"})
 	}
 	return diffs, h.why
 }
@@ -259,7 +260,7 @@ func orNone(s string) string {
 
 // exchangeDifferences compares the existing exchange's type, read through
 // the management API, with kind.
-func exchangeDifferences(ctx context.Context, mc *mgmtClient, name, kind string) ([]driver.Conflict, string) {
+func exchangeDifferences(ctx context.Context, mc *mgmtClient, name, kind string) ([]capability.Conflict, string) {
 	if mc == nil {
 		return nil, "the management API is not used (management=off): AMQP cannot show an exchange's type"
 	}
@@ -273,7 +274,7 @@ func exchangeDifferences(ctx context.Context, mc *mgmtClient, name, kind string)
 	case !found:
 		return nil, fmt.Sprintf("the management API at %s has no exchange %q (another server than the AMQP URL's?)", mc, name)
 	case x.Type != kind:
-		return []driver.Conflict{{Setting: driver.SettingKind, Stated: kind, Held: x.Type}}, ""
+		return []capability.Conflict{{Setting: capability.SettingKind, Stated: kind, Held: x.Type}}, ""
 	}
 	return nil, ""
 }

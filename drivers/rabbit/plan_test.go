@@ -10,7 +10,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
+	"github.com/wary-go/wary/broker/topology"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
 
@@ -41,7 +42,7 @@ func TestPlanTopologyDeclares(t *testing.T) {
 	if _, err := broker.OpenTopic(ctx, exURL); !errors.Is(err, broker.ErrNotFound) {
 		t.Fatalf("open topic on a fresh server: %v, want ErrNotFound", err)
 	}
-	p, err := broker.PlanTopology(ctx, subURL)
+	p, err := topology.PlanURL(ctx, broker.DefaultURLMux(), subURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestPlanTopologyDeclares(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, u := range []string{subURL, exURL} {
-		p, err = broker.PlanTopology(ctx, u)
+		p, err = topology.PlanURL(ctx, broker.DefaultURLMux(), u)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,11 +98,11 @@ func TestPlanTopologyDiffers(t *testing.T) {
 	ctx := t.Context()
 	t.Setenv(rabbit.ServerURLEnv, serverURL())
 	u := "rabbit://" + q + "?delivery_limit=5&dead_letter_exchange=" + q + ".dlx"
-	p, err := broker.PlanTopology(ctx, u)
+	p, err := topology.PlanURL(ctx, broker.DefaultURLMux(), u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var queue broker.Entity
+	var queue topology.Entity
 	for _, e := range p.Entities {
 		if e.Name == q {
 			queue = e
@@ -110,14 +111,14 @@ func TestPlanTopologyDiffers(t *testing.T) {
 	if !queue.Exists {
 		t.Fatalf("queue %s not found in %+v", q, p.Entities)
 	}
-	got := map[driver.Setting]string{}
+	got := map[capability.Setting]string{}
 	for _, d := range queue.Conflicts {
 		got[d.Setting] = d.Stated + " / " + d.Held
 	}
 	if queue.Unread != "" && !strings.Contains(queue.Unread, "over AMQP") {
 		t.Logf("unread: %s", queue.Unread)
 	}
-	if !strings.HasPrefix(got[driver.SettingDeliveryLimit], "5 deliveries / 20 deliveries") || got[driver.SettingDeadLetter] != `"`+q+`.dlx" / "elsewhere"` {
+	if !strings.HasPrefix(got[capability.SettingDeliveryLimit], "5 deliveries / 20 deliveries") || got[capability.SettingDeadLetter] != `"`+q+`.dlx" / "elsewhere"` {
 		t.Fatalf("differences %q", got)
 	}
 	if err := p.Apply(ctx); err != nil {
@@ -144,7 +145,7 @@ func TestPlanTopologyInvalid(t *testing.T) {
 	c := dial(t)
 	_ = c.Close()
 	for _, q := range []string{"heartbeat=5", "queue=x&delivery_limit=5", "queue=x&dead_letters_from=y", "queue=x&bogus=1"} {
-		if _, err := broker.PlanTopology(t.Context(), withQuery(q)); !errors.Is(err, broker.ErrInvalid) || strings.Contains(err.Error(), "guest:guest") {
+		if _, err := topology.PlanURL(t.Context(), broker.DefaultURLMux(), withQuery(q)); !errors.Is(err, broker.ErrInvalid) || strings.Contains(err.Error(), "guest:guest") {
 			t.Errorf("%s: %v, want ErrInvalid without the password", q, err)
 		}
 	}

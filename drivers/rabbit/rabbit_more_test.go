@@ -11,6 +11,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
 
@@ -129,7 +131,7 @@ func TestDelayedNacksKeepCountAndLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ds[0].Message.Headers[broker.HeaderDeadLetterReason]; got != "delivery_limit" || ds[0].Message.Key != m.Key {
+	if got := ds[0].Message.Headers[driver.HeaderDeadLetterReason]; got != "delivery_limit" || ds[0].Message.Key != m.Key {
 		t.Fatalf("dead letter: reason %q key %q", got, ds[0].Message.Key)
 	}
 	_ = ds[0].Ack(ctx)
@@ -175,7 +177,7 @@ func TestNativeLimitOnCrashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ds[0].Message.Headers[broker.HeaderDeadLetterReason]; got != "delivery_limit" {
+	if got := ds[0].Message.Headers[driver.HeaderDeadLetterReason]; got != "delivery_limit" {
 		t.Fatalf("reason %q", got)
 	}
 	_ = ds[0].Ack(ctx)
@@ -232,7 +234,7 @@ func TestCredentialsAndURLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	if sub.Capabilities().Ordering != broker.OrderPartition || !strings.Contains(topic.Capabilities().OrderingKey, "partition") {
+	if sub.Capabilities().Ordering != capability.OrderPartition || !strings.Contains(topic.Capabilities().OrderingKey, "partition") {
 		t.Fatalf("ordering %s, key %s", sub.Capabilities().Ordering, topic.Capabilities().OrderingKey)
 	}
 	if err := topic.Publish(ctx, &broker.Message{ID: "u1", Key: "k", Body: []byte("x")}); err != nil {

@@ -14,7 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/rabbit"
 )
 
@@ -60,12 +60,12 @@ func handQueue(t *testing.T, args amqp.Table) string {
 }
 
 // openURL opens rabbit://QUERY on the test server.
-func openURL(t *testing.T, query string) (broker.SubscriptionCapabilities, error) {
+func openURL(t *testing.T, query string) (capability.Subscription, error) {
 	t.Helper()
 	t.Setenv(rabbit.ServerURLEnv, serverURL())
 	sub, err := broker.OpenSubscription(ctxT(t), "rabbit://"+query)
 	if err != nil {
-		return broker.SubscriptionCapabilities{}, err
+		return capability.Subscription{}, err
 	}
 	defer sub.Close()
 	return sub.Capabilities(), nil
@@ -73,9 +73,9 @@ func openURL(t *testing.T, query string) (broker.SubscriptionCapabilities, error
 
 // needManagement skips when the management API does not answer on the
 // test server's host (fails with WARY_REQUIRE_SERVICES=1).
-func needManagement(t *testing.T, caps broker.SubscriptionCapabilities) {
+func needManagement(t *testing.T, caps capability.Subscription) {
 	t.Helper()
-	if !caps.Source.IsUnread(driver.SettingDeliveryLimit) || strings.Contains(caps.Source.Read, "management API") {
+	if !caps.Source.IsUnread(capability.SettingDeliveryLimit) || strings.Contains(caps.Source.Read, "management API") {
 		return
 	}
 	msg := "the management API does not answer (rabbitmq-plugins enable rabbitmq_management): " + caps.Source.Unread[0].Why
@@ -97,13 +97,13 @@ func TestReadHandDeclaredQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	needManagement(t, caps)
-	if caps.DeliveryLimit != 20 || caps.DeliveryLimitMode != broker.LimitNative || !caps.DeadLetter || caps.Ordering != broker.OrderQueue {
+	if caps.DeliveryLimit != 20 || caps.DeliveryLimitMode != capability.LimitNative || !caps.DeadLetter || caps.Ordering != capability.OrderQueue {
 		t.Errorf("capabilities %s, want the broker's: 20 deliveries, dead letters, order per queue", caps)
 	}
 	src := caps.Source
 	// Everything is read but the lock, which no interface shows.
 	if !strings.Contains(src.Read, "quorum queue "+q+" through the management API at ") || !strings.Contains(src.Read, "x-delivery-limit 19") ||
-		len(src.Unread) != 1 || src.Unread[0].Setting != driver.SettingLockTimeout || len(src.Conflicts) != 0 {
+		len(src.Unread) != 1 || src.Unread[0].Setting != capability.SettingLockTimeout || len(src.Conflicts) != 0 {
 		t.Errorf("source %+v", src)
 	}
 
@@ -114,14 +114,14 @@ func TestReadHandDeclaredQueue(t *testing.T) {
 	if caps.DeliveryLimit != 20 || !caps.DeadLetter {
 		t.Errorf("capabilities %s, want the broker's 20 deliveries", caps)
 	}
-	var settings []driver.Setting
+	var settings []capability.Setting
 	for _, c := range caps.Source.Conflicts {
 		settings = append(settings, c.Setting)
 		if c.Fix == "" || c.Held == "" || c.Stated == "" {
 			t.Errorf("conflict %+v", c)
 		}
 	}
-	if len(settings) != 2 || settings[0] != driver.SettingDeliveryLimit || settings[1] != driver.SettingDeadLetter ||
+	if len(settings) != 2 || settings[0] != capability.SettingDeliveryLimit || settings[1] != capability.SettingDeadLetter ||
 		!strings.Contains(caps.Source.Conflicts[0].Stated, "delivery_limit=5") || !strings.Contains(caps.Source.Conflicts[0].Held, "20 deliveries") {
 		t.Errorf("conflicts %+v", caps.Source.Conflicts)
 	}
@@ -164,7 +164,7 @@ func TestReadQueueWithoutLimit(t *testing.T) {
 	if !strings.HasPrefix(ver, "3.") {
 		want = 21
 	}
-	if caps.DeliveryLimit != want || caps.DeadLetter || caps.Source.IsUnread(driver.SettingDeliveryLimit) || len(caps.Source.Conflicts) != 0 {
+	if caps.DeliveryLimit != want || caps.DeadLetter || caps.Source.IsUnread(capability.SettingDeliveryLimit) || len(caps.Source.Conflicts) != 0 {
 		t.Errorf("capabilities %s, source %+v; want limit %d, no dead letters, read", caps, caps.Source, want)
 	}
 }
@@ -193,8 +193,8 @@ func TestReadWithoutManagement(t *testing.T) {
 	// The limit and the length (policies), the order
 	// (x-single-active-consumer, which AMQP cannot show) and the lock
 	// (nothing shows it) are unread.
-	if len(src.Unread) != 4 || src.Unread[0].Setting != driver.SettingDeliveryLimit || src.Unread[1].Setting != driver.SettingOrdering ||
-		src.Unread[2].Setting != driver.SettingQueueLength || src.Unread[3].Setting != driver.SettingLockTimeout ||
+	if len(src.Unread) != 4 || src.Unread[0].Setting != capability.SettingDeliveryLimit || src.Unread[1].Setting != capability.SettingOrdering ||
+		src.Unread[2].Setting != capability.SettingQueueLength || src.Unread[3].Setting != capability.SettingLockTimeout ||
 		!strings.Contains(src.Unread[0].Why, "x-delivery-limit 19 is read over AMQP, but a delivery-limit policy") ||
 		!strings.Contains(src.Unread[2].Why, "127.0.0.1:1 did not answer") || !strings.Contains(src.Unread[2].Fix, "rabbitmq_management") {
 		t.Errorf("unread %+v", src.Unread)
@@ -211,7 +211,7 @@ func TestReadWithoutManagement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if caps.DeliveryLimit != 20 || !caps.Source.IsUnread(driver.SettingDeliveryLimit) || len(caps.Source.Conflicts) != 1 || caps.Source.Conflicts[0].Setting != driver.SettingDeadLetter {
+	if caps.DeliveryLimit != 20 || !caps.Source.IsUnread(capability.SettingDeliveryLimit) || len(caps.Source.Conflicts) != 1 || caps.Source.Conflicts[0].Setting != capability.SettingDeadLetter {
 		t.Errorf("capabilities %s, source %+v", caps, caps.Source)
 	}
 
@@ -221,7 +221,7 @@ func TestReadWithoutManagement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !caps.Source.IsUnread(driver.SettingDeliveryLimit) || !caps.Source.IsUnread(driver.SettingDeadLetter) {
+	if !caps.Source.IsUnread(capability.SettingDeliveryLimit) || !caps.Source.IsUnread(capability.SettingDeadLetter) {
 		t.Errorf("source %+v, want the limit and dead letters unread", caps.Source)
 	}
 }
@@ -315,12 +315,12 @@ func TestReadLockUnread(t *testing.T) {
 		if query == timed {
 			needManagement(t, caps)
 		}
-		if caps.LockTimeout != 0 || caps.LockExtendable || !caps.Source.IsUnread(driver.SettingLockTimeout) || !strings.Contains(caps.String(), "lock=unknown extend=false") {
+		if caps.LockTimeout != 0 || caps.LockExtendable || !caps.Source.IsUnread(capability.SettingLockTimeout) || !strings.Contains(caps.String(), "lock=unknown extend=false") {
 			t.Errorf("%s: capabilities %s, source %+v; want the lock unread, not extendable", query, caps, caps.Source)
 			continue
 		}
 		u := caps.Source.Unread[len(caps.Source.Unread)-1]
-		if u.Setting != driver.SettingLockTimeout || !strings.Contains(u.Why, "consumer_timeout") || !strings.Contains(u.Why, "30 minutes by default") ||
+		if u.Setting != capability.SettingLockTimeout || !strings.Contains(u.Why, "consumer_timeout") || !strings.Contains(u.Why, "30 minutes by default") ||
 			!strings.Contains(u.Fix, "cannot be read remotely") {
 			t.Errorf("%s: lock unread %+v", query, u)
 		}
@@ -349,7 +349,7 @@ func TestReadOrderWithoutManagement(t *testing.T) {
 		t.Fatal(err)
 	}
 	needManagement(t, caps)
-	if caps.Ordering != broker.OrderNone || caps.Source.IsUnread(driver.SettingOrdering) || !strings.Contains(caps.Source.Read, "no x-single-active-consumer") {
+	if caps.Ordering != capability.OrderNone || caps.Source.IsUnread(capability.SettingOrdering) || !strings.Contains(caps.Source.Read, "no x-single-active-consumer") {
 		t.Errorf("through the management API: capabilities %s, source %+v; want no order, read", caps, caps.Source)
 	}
 	single := handQueue(t, nil)
@@ -358,12 +358,12 @@ func TestReadOrderWithoutManagement(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if caps.Ordering != broker.OrderNone || !caps.Source.IsUnread(driver.SettingOrdering) {
+		if caps.Ordering != capability.OrderNone || !caps.Source.IsUnread(capability.SettingOrdering) {
 			t.Errorf("%s: capabilities %s, source %+v; want the order unread, no order promised", query, caps, caps.Source)
 			continue
 		}
 		for _, u := range caps.Source.Unread {
-			if u.Setting == driver.SettingOrdering && (!strings.Contains(u.Why, "x-single-active-consumer") || !strings.Contains(u.Fix, "rabbitmq_management")) {
+			if u.Setting == capability.SettingOrdering && (!strings.Contains(u.Why, "x-single-active-consumer") || !strings.Contains(u.Fix, "rabbitmq_management")) {
 				t.Errorf("%s: order unread %+v", query, u)
 			}
 		}

@@ -8,7 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // read is what a subscription learned from the broker about its queues,
@@ -24,7 +24,7 @@ type read struct {
 	orderUnread bool
 	classic     bool   // a queue other than a quorum queue: no delivery count
 	lockNote    string // consumerTimeoutNote of the queues read
-	src         driver.Source
+	src         capability.Source
 }
 
 // readQueues reads what the broker holds for queues: through the
@@ -99,14 +99,14 @@ func statedArgs(o settings, v serverVersion) amqp.Table {
 // for why) into one read, with its Source.
 func compare(hs []heldQueue, via, why, fix string, o settings, v serverVersion) read {
 	var r read
-	unread := func(s driver.Setting, why, fix string) {
-		r.src.Unread = append(r.src.Unread, driver.Unread{Setting: s, Why: why, Fix: fix})
+	unread := func(s capability.Setting, why, fix string) {
+		r.src.Unread = append(r.src.Unread, capability.Unread{Setting: s, Why: why, Fix: fix})
 	}
 	if len(hs) == 0 {
-		unread(driver.SettingDeliveryLimit, why, fix)
-		unread(driver.SettingDeadLetter, why, fix)
-		unread(driver.SettingQueueLength, why, fix)
-		unread(driver.SettingOrdering, why, fix)
+		unread(capability.SettingDeliveryLimit, why, fix)
+		unread(capability.SettingDeadLetter, why, fix)
+		unread(capability.SettingQueueLength, why, fix)
+		unread(capability.SettingOrdering, why, fix)
 		r.orderUnread = true
 		return r
 	}
@@ -120,21 +120,21 @@ func compare(hs []heldQueue, via, why, fix string, o settings, v serverVersion) 
 	}
 	switch {
 	case !same:
-		unread(driver.SettingDeliveryLimit, "the partition queues hold different delivery limits ("+list(hs, func(h heldQueue) string { return deliveries(h.limit) })+")", "give every partition queue the same x-delivery-limit or delivery-limit policy")
+		unread(capability.SettingDeliveryLimit, "the partition queues hold different delivery limits ("+list(hs, func(h heldQueue) string { return deliveries(h.limit) })+")", "give every partition queue the same x-delivery-limit or delivery-limit policy")
 	case !h0.limitRead:
-		unread(driver.SettingDeliveryLimit, h0.why, h0.fix)
+		unread(capability.SettingDeliveryLimit, h0.why, h0.fix)
 	case h0.limitArgOnly:
 		// The argument, which the subscription counts with; the limit
 		// that applies is unread, so nothing conflicts with it.
 		r.limitRead, r.limit = true, h0.limit
 		details = append(details, h0.limitFrom)
-		unread(driver.SettingDeliveryLimit, h0.limitFrom+" is read over AMQP, but a delivery-limit policy, which AMQP cannot show, applies over it when lower and lifts it when negative; "+h0.why, h0.fix)
+		unread(capability.SettingDeliveryLimit, h0.limitFrom+" is read over AMQP, but a delivery-limit policy, which AMQP cannot show, applies over it when lower and lifts it when negative; "+h0.why, h0.fix)
 	default:
 		r.limitRead, r.limit = true, h0.limit
 		details = append(details, h0.limitFrom)
 		if stated := o.DeliveryLimit; stated != 0 && effectiveLimit(stated, v) != h0.limit {
-			r.src.Conflicts = append(r.src.Conflicts, driver.Conflict{
-				Setting: driver.SettingDeliveryLimit,
+			r.src.Conflicts = append(r.src.Conflicts, capability.Conflict{
+				Setting: capability.SettingDeliveryLimit,
 				Stated:  statedLimit(stated),
 				Held:    deliveries(h0.limit) + " (" + h0.limitFrom + ")",
 				Fix:     fmt.Sprintf("drop delivery_limit from the URL (Topology.DeliveryLimit), which the driver now reads from the broker, or make it %s; to change the queue's limit, set a delivery-limit policy", limitParam(h0.limit)),
@@ -148,9 +148,9 @@ func compare(hs []heldQueue, via, why, fix string, o settings, v serverVersion) 
 	}
 	switch {
 	case !same:
-		unread(driver.SettingDeadLetter, "the partition queues hold different dead-letter exchanges ("+list(hs, func(h heldQueue) string { return str(h.dlx) })+")", "give every partition queue the same dead-letter exchange")
+		unread(capability.SettingDeadLetter, "the partition queues hold different dead-letter exchanges ("+list(hs, func(h heldQueue) string { return str(h.dlx) })+")", "give every partition queue the same dead-letter exchange")
 	case !h0.dlxRead:
-		unread(driver.SettingDeadLetter, h0.why, h0.fix)
+		unread(capability.SettingDeadLetter, h0.why, h0.fix)
 	default:
 		r.dlxRead, r.dlx = true, h0.dlx
 		details = append(details, h0.dlxFrom)
@@ -159,7 +159,7 @@ func compare(hs []heldQueue, via, why, fix string, o settings, v serverVersion) 
 			if h0.dlx == nil {
 				fix = "give the queue a dead-letter exchange (a dead-letter-exchange policy): past its delivery limit RabbitMQ drops a message"
 			}
-			r.src.Conflicts = append(r.src.Conflicts, driver.Conflict{Setting: driver.SettingDeadLetter,
+			r.src.Conflicts = append(r.src.Conflicts, capability.Conflict{Setting: capability.SettingDeadLetter,
 				Stated: "dead-letter exchange " + strconv.Quote(stated) + " (dead_letter_exchange)", Held: h0.dlxFrom, Fix: fix})
 		}
 	}
@@ -184,13 +184,13 @@ func compare(hs []heldQueue, via, why, fix string, o settings, v serverVersion) 
 		details = append(details, "no x-single-active-consumer: consumers receive in parallel")
 	case sacUnread:
 		r.orderUnread = true
-		unread(driver.SettingOrdering, "whether the queue has x-single-active-consumer, without which its consumers receive in parallel, cannot be read over AMQP: "+
+		unread(capability.SettingOrdering, "whether the queue has x-single-active-consumer, without which its consumers receive in parallel, cannot be read over AMQP: "+
 			"RabbitMQ does not compare that argument on a redeclaration, so the driver's declaration with it succeeds on a queue without it; "+h0.why, h0.fix)
 	}
 	// Length.
 	switch {
 	case !h0.lenRead:
-		unread(driver.SettingQueueLength, h0.why, h0.fix)
+		unread(capability.SettingQueueLength, h0.why, h0.fix)
 	default:
 		for _, h := range hs {
 			if h.lenNote != "" {

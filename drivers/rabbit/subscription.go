@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -93,7 +94,7 @@ func OpenSubscription(ctx context.Context, c *Conn, t Topology, opts *Subscripti
 // has no dead-letter queue. ctx bounds the open, as for OpenSubscription.
 func OpenDeadLetters(ctx context.Context, c *Conn, t Topology, opts *SubscriptionOptions) (*broker.Subscription, error) {
 	if t.DeadLetterQueue() == "" {
-		return nil, broker.Invalidf("rabbit: the topology of queue %q names no dead-letter queue", t.Queue)
+		return nil, driver.Invalidf("rabbit: the topology of queue %q names no dead-letter queue", t.Queue)
 	}
 	return OpenSubscription(ctx, c, t.deadLetters(), opts)
 }
@@ -109,7 +110,7 @@ type subscription struct {
 	queues  []string
 	o       settings
 	limit   int // the queue's delivery limit (0: none), the server's default resolved
-	caps    driver.SubscriptionCapabilities
+	caps    capability.Subscription
 	origins map[string]origin // by queue
 	pub     *publisher
 	ownConn bool
@@ -129,10 +130,10 @@ type subscription struct {
 
 func openSubscription(ctx context.Context, c *Conn, queue string, o settings) (*subscription, error) {
 	if o.Partitions < 0 || o.Prefetch < 0 {
-		return nil, broker.Invalidf("rabbit: negative Partitions or Prefetch")
+		return nil, driver.Invalidf("rabbit: negative Partitions or Prefetch")
 	}
 	if queue == "" {
-		return nil, broker.Invalidf("rabbit: empty queue name")
+		return nil, driver.Invalidf("rabbit: empty queue name")
 	}
 	ver := c.version()
 	if o.DeliveryLimit < NoDeliveryLimit {
@@ -258,18 +259,18 @@ func checkAssigned(partitions int, assigned []int) error {
 		return nil
 	}
 	if partitions <= 1 {
-		return broker.Invalidf("rabbit: SubscriptionOptions.Assigned needs Partitions > 1 (Partitions is %d)", partitions)
+		return driver.Invalidf("rabbit: SubscriptionOptions.Assigned needs Partitions > 1 (Partitions is %d)", partitions)
 	}
 	if len(assigned) == 0 {
-		return broker.Invalidf("rabbit: SubscriptionOptions.Assigned is empty (nil means every partition)")
+		return driver.Invalidf("rabbit: SubscriptionOptions.Assigned is empty (nil means every partition)")
 	}
 	seen := make(map[int]bool, len(assigned))
 	for _, p := range assigned {
 		if p < 0 || p >= partitions {
-			return broker.Invalidf("rabbit: assigned partition %d is out of range [0, %d)", p, partitions)
+			return driver.Invalidf("rabbit: assigned partition %d is out of range [0, %d)", p, partitions)
 		}
 		if seen[p] {
-			return broker.Invalidf("rabbit: partition %d is assigned twice", p)
+			return driver.Invalidf("rabbit: partition %d is assigned twice", p)
 		}
 		seen[p] = true
 	}
@@ -294,9 +295,9 @@ func Share(partitions, instances, i int) []int {
 	return share
 }
 
-func (s *subscription) Capabilities() driver.SubscriptionCapabilities { return s.caps }
-func (s *subscription) Classify(err error) driver.ErrorInfo           { return classify(err) }
-func (s *subscription) ErrorAs(err error, i any) bool                 { return errorAs(err, i) }
+func (s *subscription) Capabilities() capability.Subscription { return s.caps }
+func (s *subscription) Classify(err error) driver.ErrorInfo   { return classify(err) }
+func (s *subscription) ErrorAs(err error, i any) bool         { return errorAs(err, i) }
 
 // As accepts **rabbit.Conn, **amqp.Connection (current, nil while
 // reconnecting) and **amqp.Channel (the consumer's current channel, nil if

@@ -8,6 +8,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -56,7 +57,7 @@ type topic struct {
 	exchange   string
 	partitions int
 	routingKey string
-	caps       driver.TopicCapabilities
+	caps       capability.Topic
 	pub        *publisher
 	ownConn    bool // the URL opener's topic closes its Conn
 }
@@ -64,7 +65,7 @@ type topic struct {
 func openTopic(ctx context.Context, c *Conn, tt Topology, o TopicOptions) (*topic, error) {
 	exchange := tt.Exchange
 	if tt.Partitions < 0 {
-		return nil, broker.Invalidf("rabbit: negative Partitions")
+		return nil, driver.Invalidf("rabbit: negative Partitions")
 	}
 	if !o.SkipCheck && exchange != "" {
 		err := c.withChannel(ctx, func(ch *amqp.Channel) error {
@@ -119,9 +120,9 @@ func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 	return t.pub.publish(ctx, out)
 }
 
-func (t *topic) Capabilities() driver.TopicCapabilities { return t.caps }
-func (t *topic) Classify(err error) driver.ErrorInfo    { return classify(err) }
-func (t *topic) ErrorAs(err error, i any) bool          { return errorAs(err, i) }
+func (t *topic) Capabilities() capability.Topic      { return t.caps }
+func (t *topic) Classify(err error) driver.ErrorInfo { return classify(err) }
+func (t *topic) ErrorAs(err error, i any) bool       { return errorAs(err, i) }
 
 // As accepts **rabbit.Conn and **amqp.Connection (the current connection,
 // nil while reconnecting).

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/redact"
 )
 
 // Schemes the package registers on broker.DefaultURLMux.
@@ -50,7 +52,7 @@ func init() {
 // dead_letter_queue (read by OpenDeadLettersURL only), exchange (the
 // exchange the queue is bound to, read by PlanTopologyURL only); "queue"
 // names the queue in amqp:// URLs. PlanTopologyURL (behind
-// broker.PlanTopology and wary topology) reads a topic's and a
+// topology.PlanURL and wary topology) reads a topic's and a
 // subscription's URL, and declares what they describe.
 // Concurrency is not a parameter: it is broker.RunOptions.Concurrency,
 // from which Run sets the prefetch.
@@ -71,7 +73,7 @@ type URLOpener struct {
 
 // String describes o without the password of its ServerURL.
 func (o URLOpener) String() string {
-	return "rabbit.URLOpener{ServerURL: " + strconv.Quote(broker.RedactString(o.ServerURL)) + "}"
+	return "rabbit.URLOpener{ServerURL: " + strconv.Quote(redact.String(o.ServerURL)) + "}"
 }
 
 // GoString is String: %#v must not print ServerURL's password either.
@@ -81,8 +83,8 @@ var amqpParams = []string{"heartbeat", "connection_timeout", "channel_max", "aut
 
 // target splits u into the server URL, the entity name (from the host for
 // rabbit://, from param for amqp://) and the parameters.
-func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *broker.URLParams, err error) {
-	p = broker.NewURLParams(u)
+func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *driver.URLParams, err error) {
+	p = driver.NewURLParams(u)
 	ambiguous := ambiguousURL(u)
 	if u.Scheme == Scheme {
 		// rabbit:NAME is fine, unless it holds an "@".
@@ -92,7 +94,7 @@ func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *br
 		// "amqp:user:pass@host", or userinfo holding a "/", "?" or "#"
 		// that was not escaped: which part is the password cannot be told,
 		// and later errors would repeat it.
-		return "", "", nil, broker.Invalidf("rabbit: %s is not %s://[user:pass@]host:port/vhost?params (percent-encode reserved characters of the user and password, and an \"@\" elsewhere)", redactU(u), u.Scheme)
+		return "", "", nil, driver.Invalidf("rabbit: %s is not %s://[user:pass@]host:port/vhost?params (percent-encode reserved characters of the user and password, and an \"@\" elsewhere)", redactU(u), u.Scheme)
 	}
 	if u.Scheme == Scheme {
 		p.NoUserinfo() // the server comes from ServerURL
@@ -108,13 +110,13 @@ func (o *URLOpener) target(u *url.URL, param string) (server, name string, p *br
 			server = os.Getenv(ServerURLEnv)
 		}
 		if server == "" {
-			return "", "", nil, broker.Invalidf("rabbit: %s names no server: set URLOpener.ServerURL or %s", redactU(u), ServerURLEnv)
+			return "", "", nil, driver.Invalidf("rabbit: %s names no server: set URLOpener.ServerURL or %s", redactU(u), ServerURLEnv)
 		}
 		return server, name, p, nil
 	}
 	name = p.Get(param)
 	if name == "" && param == "queue" {
-		return "", "", nil, broker.Invalidf("rabbit: %s needs a %s parameter", redactU(u), param)
+		return "", "", nil, driver.Invalidf("rabbit: %s needs a %s parameter", redactU(u), param)
 	}
 	checkAMQPParams(p)
 	s := *u
@@ -153,7 +155,7 @@ const maxURLInt = math.MaxInt32
 // getters, so that a malformed value is reported by p.Done as ErrInvalid
 // naming the parameter (amqp091-go's own error echoes the value and has no
 // class).
-func checkAMQPParams(p *broker.URLParams) {
+func checkAMQPParams(p *driver.URLParams) {
 	p.Int("heartbeat", 0, 0, math.MaxUint16)
 	p.Int("connection_timeout", 0, 0, maxURLInt)
 	p.Int("channel_max", 0, 0, math.MaxUint16)
@@ -162,13 +164,13 @@ func checkAMQPParams(p *broker.URLParams) {
 // partitionsParam reads a list of partitions and ranges ("0,2-4"); an
 // empty list or element, a negative number or a reversed range is an
 // error. Range and repetition are checked against Partitions at open.
-func partitionsParam(p *broker.URLParams, name string, dst *[]int) error {
+func partitionsParam(p *driver.URLParams, name string, dst *[]int) error {
 	if !p.Has(name) {
 		return nil
 	}
 	v := p.Get(name)
 	bad := func() error {
-		return broker.Invalidf("rabbit: URL parameter %s is not a list of partitions (like 0,1 or 0-3,8)", name)
+		return driver.Invalidf("rabbit: URL parameter %s is not a list of partitions (like 0,1 or 0-3,8)", name)
 	}
 	num := func(s string) (int, bool) {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -291,7 +293,7 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 	// The URL's dead-letter exchange, or the topology's name for it.
 	top.DeadLetter = true
 	if top.DeadLetterQueue() == "" {
-		return nil, broker.Invalidf("rabbit: the URL's dead_letter_exchange is not the topology's (the queue's name followed by .dlx): name the dead-letter queue with the URL parameter dead_letter_queue")
+		return nil, driver.Invalidf("rabbit: the URL's dead_letter_exchange is not the topology's (the queue's name followed by .dlx): name the dead-letter queue with the URL parameter dead_letter_queue")
 	}
 	if so.Prefetch == 0 {
 		so.Prefetch = deadLetterPrefetch

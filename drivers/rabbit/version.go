@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 )
 
 // NoDeliveryLimit, as Topology.DeliveryLimit, states that the queue has no delivery limit. On
@@ -91,13 +91,13 @@ func effectiveLimit(limit int, v serverVersion) int {
 func checkLimit(what string, limit int, deadLetter bool, v serverVersion) error {
 	switch {
 	case limit < NoDeliveryLimit:
-		return broker.Invalidf("rabbit: %s.DeliveryLimit %d is negative (NoDeliveryLimit is -1)", what, limit)
+		return driver.Invalidf("rabbit: %s.DeliveryLimit %d is negative (NoDeliveryLimit is -1)", what, limit)
 	case deadLetter || limit == NoDeliveryLimit:
 		return nil
 	case limit > 0:
-		return broker.Invalidf("rabbit: %s.DeliveryLimit needs a dead-letter exchange: past the limit RabbitMQ drops the message", what)
+		return driver.Invalidf("rabbit: %s.DeliveryLimit needs a dead-letter exchange: past the limit RabbitMQ drops the message", what)
 	case serverDefaultLimit(v) > 0:
-		return broker.Invalidf("rabbit: quorum queues on RabbitMQ %s have a default delivery limit (%d deliveries) past which RabbitMQ drops a message without a dead-letter exchange: configure one, or declare the queue with x-delivery-limit -1 and set %s.DeliveryLimit to NoDeliveryLimit",
+		return driver.Invalidf("rabbit: quorum queues on RabbitMQ %s have a default delivery limit (%d deliveries) past which RabbitMQ drops a message without a dead-letter exchange: configure one, or declare the queue with x-delivery-limit -1 and set %s.DeliveryLimit to NoDeliveryLimit",
 			v, serverDefaultLimit(v), what)
 	}
 	return nil

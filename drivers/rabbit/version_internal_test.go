@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // The server version decides the default delivery limit of quorum queues,
@@ -49,7 +49,7 @@ func TestVersionCapabilities(t *testing.T) {
 		for _, c := range []struct {
 			limit      int
 			deadLetter bool
-			wantLimit  int  // SubscriptionCapabilities.DeliveryLimit
+			wantLimit  int  // capability.Subscription.DeliveryLimit
 			refused    bool // by OpenSubscription and Declare
 		}{
 			{0, true, tc.defLimit, false},
@@ -68,15 +68,15 @@ func TestVersionCapabilities(t *testing.T) {
 				continue
 			}
 			caps := subCaps{deliveryLimit: effectiveLimit(c.limit, v), deadLetter: c.deadLetter}.capabilities()
-			wantMode := driver.LimitNone
+			wantMode := capability.LimitNone
 			if c.wantLimit > 0 {
-				wantMode = driver.LimitNative
+				wantMode = capability.LimitNative
 			}
 			if caps.DeliveryLimit != c.wantLimit || caps.DeliveryLimitMode != wantMode {
 				t.Errorf("%q limit %d: capabilities limit %d mode %s, want %d %s", tc.version, c.limit, caps.DeliveryLimit, caps.DeliveryLimitMode, c.wantLimit, wantMode)
 			}
-			if caps.RedeliveryHorizon != driver.HorizonUnbounded {
-				t.Errorf("horizon %s, want unbounded", driver.HorizonString(caps.RedeliveryHorizon))
+			if caps.RedeliveryHorizon != capability.HorizonUnbounded {
+				t.Errorf("horizon %s, want unbounded", capability.HorizonString(caps.RedeliveryHorizon))
 			}
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -34,7 +34,7 @@ const (
 const sizeHeadroom = 2048
 
 // TopicProperties describes the entity a topic sends to, a queue or a
-// topic, for what it promises a publisher (TopicCapabilities). With an
+// topic, for what it promises a publisher (capability.Topic). With an
 // administration client (TopicOptions.Admin) the driver reads them from
 // the namespace and ignores these, but for RequiresSession of a topic's
 // subscriptions; without one it believes these. Zero fields take the
@@ -53,7 +53,7 @@ type TopicProperties struct {
 
 // SubscriptionProperties describes the entity a subscription receives
 // from, a queue or a topic subscription, for what it promises a consumer
-// (SubscriptionCapabilities). With an administration client
+// (capability.Subscription). With an administration client
 // (SubscriptionOptions.Admin) the driver reads them from the namespace and
 // ignores these; without one it believes these. Zero fields take the
 // service's defaults.
@@ -66,7 +66,7 @@ type SubscriptionProperties struct {
 	// MaxDeliveryCount (default 10).
 	MaxDeliveryCount int
 	// DefaultMessageTimeToLive bounds how long a message lives, and so the
-	// redelivery horizon (0: unknown; broker.HorizonUnbounded: messages
+	// redelivery horizon (0: unknown; capability.HorizonUnbounded: messages
 	// never expire, the service's default).
 	DefaultMessageTimeToLive time.Duration
 }
@@ -105,37 +105,37 @@ func (p entityProps) withDefaults() entityProps {
 
 func (p entityProps) validate() error {
 	if p.LockDuration < 0 || p.MaxDeliveryCount < 0 || p.DuplicateDetectionWindow < 0 || p.DefaultMessageTimeToLive < 0 || p.MaxMessageSize < 0 {
-		return broker.Invalidf("servicebus: negative entity property")
+		return driver.Invalidf("servicebus: negative entity property")
 	}
 	if p.MaxMessageSize > 0 && p.MaxMessageSize <= sizeHeadroom {
-		return broker.Invalidf("servicebus: TopicProperties.MaxMessageSize %d is too small", p.MaxMessageSize)
+		return driver.Invalidf("servicebus: TopicProperties.MaxMessageSize %d is too small", p.MaxMessageSize)
 	}
 	return nil
 }
 
 // topicCaps derives what the entity promises a publisher.
-func (p entityProps) topicCaps() driver.TopicCapabilities {
-	c := driver.TopicCapabilities{MaxMessageSize: p.MaxMessageSize - sizeHeadroom}
+func (p entityProps) topicCaps() capability.Topic {
+	c := capability.Topic{MaxMessageSize: p.MaxMessageSize - sizeHeadroom}
 	if p.RequiresSession {
 		c.OrderingKey = "SessionId"
 		c.KeyRequired = true
 	}
 	if p.DuplicateDetectionWindow > 0 {
 		c.DedupWindow = p.DuplicateDetectionWindow
-		c.DedupScope = driver.DedupQueue
+		c.DedupScope = capability.DedupQueue
 	}
 	return c
 }
 
 // capabilities derives what the entity promises a consumer. nackDelay:
 // Nack(delay) is served by scheduling a copy (queues without sessions).
-func (p entityProps) capabilities(nackDelay bool) driver.SubscriptionCapabilities {
-	c := driver.SubscriptionCapabilities{
-		Ordering:          driver.OrderNone,
-		AckModel:          driver.AckPerMessage,
+func (p entityProps) capabilities(nackDelay bool) capability.Subscription {
+	c := capability.Subscription{
+		Ordering:          capability.OrderNone,
+		AckModel:          capability.AckPerMessage,
 		DeliveryCount:     true,
 		DeliveryLimit:     p.MaxDeliveryCount,
-		DeliveryLimitMode: driver.LimitNative,
+		DeliveryLimitMode: capability.LimitNative,
 		DeadLetter:        true,
 		LockTimeout:       p.LockDuration,
 		LockExtendable:    true,
@@ -143,7 +143,7 @@ func (p entityProps) capabilities(nackDelay bool) driver.SubscriptionCapabilitie
 		RedeliveryHorizon: p.DefaultMessageTimeToLive,
 	}
 	if p.RequiresSession {
-		c.Ordering = driver.OrderSession
+		c.Ordering = capability.OrderSession
 		c.HeadOfLine = true
 	}
 	return c
@@ -250,13 +250,13 @@ var isoDuration = regexp.MustCompile(`^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:
 
 // durationOf reads an ISO 8601 duration as the administration API returns
 // it; TimeSpan.MaxValue, and anything too long for a time.Duration, is
-// broker.HorizonUnbounded. Nil is 0 (unknown).
+// capability.HorizonUnbounded. Nil is 0 (unknown).
 func durationOf(s *string, errs *[]error) time.Duration {
 	if s == nil || *s == "" {
 		return 0
 	}
 	if *s == maxTimeSpan {
-		return broker.HorizonUnbounded
+		return capability.HorizonUnbounded
 	}
 	m := isoDuration.FindStringSubmatch(*s)
 	if m == nil {
@@ -272,22 +272,22 @@ func durationOf(s *string, errs *[]error) time.Duration {
 		secs += v * unit
 	}
 	if secs*float64(time.Second) >= math.MaxInt64 {
-		return broker.HorizonUnbounded
+		return capability.HorizonUnbounded
 	}
 	return time.Duration(secs * float64(time.Second))
 }
 
 // entityCaps is what a queue (isQueue) or a topic subscription, or the
 // dead-letter queue of either, promises a consumer.
-func entityCaps(p entityProps, isQueue, dlq bool) driver.SubscriptionCapabilities {
+func entityCaps(p entityProps, isQueue, dlq bool) capability.Subscription {
 	switch {
 	case dlq:
 		// a dead-letter queue has no sessions, no limit and no dead-letter
 		// queue of its own; its messages do not expire
 		c := p.capabilities(false)
-		c.Ordering, c.HeadOfLine = driver.OrderNone, false
-		c.DeliveryLimit, c.DeliveryLimitMode, c.DeadLetter = 0, driver.LimitNone, false
-		c.RedeliveryHorizon = broker.HorizonUnbounded
+		c.Ordering, c.HeadOfLine = capability.OrderNone, false
+		c.DeliveryLimit, c.DeliveryLimitMode, c.DeadLetter = 0, capability.LimitNone, false
+		c.RedeliveryHorizon = capability.HorizonUnbounded
 		return c
 	case p.RequiresSession:
 		// the session lock is renewed while held: a delivery stays with

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/servicebus"
 	"github.com/wary-go/wary/drivers/servicebus/sbemu"
@@ -20,7 +21,7 @@ import (
 func harness(t *testing.T, e *env, name string, sessions, topicSub bool) conformance.Harness {
 	h := conformance.Harness{
 		Name:              name,
-		RedeliveryHorizon: broker.HorizonUnbounded,
+		RedeliveryHorizon: capability.HorizonUnbounded,
 		Setup: func(ctx context.Context, tb conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			c := sbemu.Entity{Sessions: sessions, Lock: cfg.LockTimeout, DeliveryLimit: cfg.DeliveryLimit, Dedup: cfg.DedupWindow}
 			if c.Lock > 0 && c.Lock < 5*time.Second {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/servicebus"
 	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 )
@@ -74,7 +75,7 @@ func TestOpenDeadLettersURL(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, d := range ds {
-				got[d.Message.ID] = d.Message.Headers[broker.HeaderDeadLetterReason]
+				got[d.Message.ID] = d.Message.Headers[driver.HeaderDeadLetterReason]
 				if err := d.Ack(ctx); err != nil {
 					t.Fatal(err)
 				}

@@ -10,8 +10,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/topology"
 )
 
 // isoText writes d as the administration API wants it (ISO 8601).
@@ -46,14 +47,14 @@ func consumerFields(sp SubscriptionProperties) (lock *string, maxDelivery *int32
 	if sp.MaxDeliveryCount > 0 {
 		maxDelivery = ptr(int32(sp.MaxDeliveryCount))
 	}
-	if sp.DefaultMessageTimeToLive > 0 && sp.DefaultMessageTimeToLive != broker.HorizonUnbounded {
+	if sp.DefaultMessageTimeToLive > 0 && sp.DefaultMessageTimeToLive != capability.HorizonUnbounded {
 		ttl = isoText(sp.DefaultMessageTimeToLive)
 	}
 	return lock, maxDelivery, ttl
 }
 
 func createErr(what, name string, err error) error {
-	return broker.OpenError(code(err), fmt.Errorf("servicebus: create %s %q: %w", what, name, err))
+	return driver.OpenError(code(err), fmt.Errorf("servicebus: create %s %q: %w", what, name, err))
 }
 
 // CreateQueue creates the queue name through adm with the properties
@@ -96,7 +97,7 @@ func CreateSubscription(ctx context.Context, adm *admin.Client, topic, sub strin
 	return nil
 }
 
-// PlanTopologyURL plans (broker.PlanTopology) the entity the URL names:
+// PlanTopologyURL plans (topology.PlanURL) the entity the URL names:
 // servicebus://QUEUE, the queue; servicebus://TOPIC/Subscriptions/SUB,
 // the topic and its subscription; with the properties its parameters
 // state (the openers' parameters: sessions, dedup_window,
@@ -106,8 +107,8 @@ func CreateSubscription(ctx context.Context, adm *admin.Client, topic, sub strin
 // existing one holds another value than a parameter states. Apply creates
 // the missing ones with CreateQueue, CreateTopic and CreateSubscription
 // and changes no existing one.
-func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Plan, error) {
-	p := broker.NewURLParams(u)
+func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*topology.Plan, error) {
+	p := driver.NewURLParams(u)
 	entity, client, ac, v, err := o.clients(u, p)
 	if err != nil {
 		return nil, err
@@ -122,37 +123,37 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 		return nil, err
 	}
 	if ac == nil {
-		return nil, broker.Invalidf("servicebus: read_entity=false: a topology is read and declared through the administration API")
+		return nil, driver.Invalidf("servicebus: read_entity=false: a topology is read and declared through the administration API")
 	}
 	path, err := parseEntity(entity)
 	if err != nil {
 		return nil, err
 	}
 	if path.dlq {
-		return nil, broker.Invalidf("servicebus: %q is a dead-letter queue, which comes with its queue or subscription: plan theirs", entity)
+		return nil, driver.Invalidf("servicebus: %q is a dead-letter queue, which comes with its queue or subscription: plan theirs", entity)
 	}
 	type item struct {
-		e    broker.Entity
+		e    topology.Entity
 		held func(context.Context) (entityProps, error)
 		s    func(held entityProps) []setting
 	}
 	var items []item
 	if path.queue != "" {
-		items = append(items, item{broker.Entity{Kind: "queue", Name: path.queue},
+		items = append(items, item{topology.Entity{Kind: "queue", Name: path.queue},
 			func(ctx context.Context) (entityProps, error) { return readQueue(ctx, ac, path.queue) },
 			func(h entityProps) []setting {
 				s := topicSettings(v, tp.entity(), h, true)
 				return append(s, subscriptionSettings(v, sp.entity(), h, false)[:3]...) // sessions is in both
 			}})
 	} else {
-		items = append(items, item{broker.Entity{Kind: "topic", Name: path.topic},
+		items = append(items, item{topology.Entity{Kind: "topic", Name: path.topic},
 			func(ctx context.Context) (entityProps, error) { return readTopic(ctx, ac, path.topic) },
 			func(h entityProps) []setting { return topicSettings(v, tp.entity(), h, false) }},
-			item{broker.Entity{Kind: "subscription", Name: path.topic + "/Subscriptions/" + path.sub},
+			item{topology.Entity{Kind: "subscription", Name: path.topic + "/Subscriptions/" + path.sub},
 				func(ctx context.Context) (entityProps, error) { return readSubscription(ctx, ac, path.topic, path.sub) },
 				func(h entityProps) []setting { return subscriptionSettings(v, sp.entity(), h, false) }})
 	}
-	var entities []broker.Entity
+	var entities []topology.Entity
 	for _, it := range items {
 		e := it.e
 		held, err := it.held(ctx)
@@ -174,12 +175,12 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 				prop = s.held
 			}
 			if e.Exists && s.differ {
-				e.Conflicts = append(e.Conflicts, driver.Conflict{Setting: s.setting, Stated: s.param + "=" + s.value, Held: s.name + " " + prop})
+				e.Conflicts = append(e.Conflicts, capability.Conflict{Setting: s.setting, Stated: s.param + "=" + s.value, Held: s.name + " " + prop})
 			}
 		}
 		entities = append(entities, e)
 	}
-	apply := func(ctx context.Context, missing []broker.Entity) error {
+	apply := func(ctx context.Context, missing []topology.Entity) error {
 		for _, e := range missing {
 			var err error
 			switch e.Kind {
@@ -196,5 +197,5 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 		}
 		return nil
 	}
-	return broker.NewPlan(entities, apply), nil
+	return topology.NewPlan(entities, apply), nil
 }

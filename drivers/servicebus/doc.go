@@ -33,7 +33,7 @@
 // subscriptions require sessions (and so a key): that is declared through
 // TopicOptions.Entity.
 //
-// The capabilities' Source says which it was (driver.Source): Read names
+// The capabilities' Source says which it was (capability.Source): Read names
 // the entity read through the administration API; Conflicts lists each
 // setting the URL or Options.Entity states otherwise than the entity, with
 // the entity's value, which applies, and the fix; without an
@@ -70,19 +70,19 @@
 // service allows; a longer one is refused before sending, ErrInvalid and
 // ErrNotSent), headers are application properties with string values,
 // the body is the message body. On an entity that requires sessions
-// Message.Key is the SessionId and is required (TopicCapabilities.KeyRequired;
+// Message.Key is the SessionId and is required (capability.Topic.KeyRequired;
 // the portable layer refuses a message without one before sending);
 // elsewhere the key travels in the application property "wary-key".
 // Headers are validated before anything is sent (the SDK reports a
 // property that is not valid UTF-8 as a lost connection). A message whose
 // encoding exceeds the entity's limit is ErrTooLarge, nothing sent;
-// TopicCapabilities.MaxMessageSize keeps 2 KiB of the limit for the encoding.
+// capability.Topic.MaxMessageSize keeps 2 KiB of the limit for the encoding.
 // A batch goes out as few SDK batches as the limit allows; each is
 // accepted or refused whole.
 //
 // Duplicate detection: on an entity with duplicate detection the service
 // drops, silently, a message whose MessageId it saw within the window
-// (TopicCapabilities.DedupWindow, scope the entity).
+// (capability.Topic.DedupWindow, scope the entity).
 //
 // Sessions: a subscription on an entity that requires sessions holds up to
 // MaxSessions sessions at once (AcceptNextSession, default 8), so one
@@ -113,7 +113,7 @@
 // and the service redelivers the message to the session's next holder.
 //
 // Without sessions: peek-lock with the entity's lock duration
-// (SubscriptionCapabilities.LockTimeout); an unsettled delivery returns when its lock
+// (capability.Subscription.LockTimeout); an unsettled delivery returns when its lock
 // expires, counted. ExtendLock renews the lock (RenewMessageLock) now and
 // again every third of the lock duration until the requested time has
 // passed or the delivery is settled (the service renews by its lock
@@ -163,8 +163,8 @@
 //
 // Redelivery horizon: the entity's default time to live (a message cannot
 // live longer; a delayed copy expires when its original would have);
-// broker.HorizonUnbounded when messages never expire (the service's
-// default), broker.HorizonUnknown when declared without one.
+// capability.HorizonUnbounded when messages never expire (the service's
+// default), capability.HorizonUnknown when declared without one.
 //
 // Settle calls are bounded by broker.SubscriptionOptions.SettleTimeout
 // (this driver's default: DefaultSettleTimeout, 10s): after a session

@@ -114,7 +114,7 @@ func fromSB(rm *azservicebus.ReceivedMessage, deadLetters bool) *driver.Message 
 			continue
 		case (k == "DeadLetterReason" || k == "DeadLetterErrorDescription") && deadLetters && rm.DeadLetterReason != nil:
 			continue // reported as HeaderDeadLetterReason
-		case broker.ReservedHeader(k):
+		case driver.ReservedHeader(k):
 			continue // not the driver's: no producer may speak for wary
 		}
 		if m.Headers == nil {

@@ -9,8 +9,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/redact"
 )
 
 // via says how a side's entity properties were given, for its Source: by
@@ -18,14 +19,14 @@ import (
 // options, and where the administration client goes.
 type via struct {
 	url     bool
-	stated  *broker.URLParams
+	stated  *driver.URLParams
 	adminAt string // what names the administration endpoint ("": the namespace's own)
 }
 
 // setting is one entity property a side states, compared with the entity
 // the administration client read, or taken as it is without one.
 type setting struct {
-	setting driver.Setting
+	setting capability.Setting
 	param   string // the URL parameter
 	field   string // the Properties field
 	name    string // the entity's property, as the administration API names it
@@ -38,7 +39,7 @@ type setting struct {
 
 func durationText(d time.Duration) string {
 	switch d {
-	case broker.HorizonUnbounded:
+	case capability.HorizonUnbounded:
 		return "unbounded"
 	case 0:
 		return ""
@@ -58,7 +59,7 @@ func subscriptionSettings(v via, declared, held entityProps, dlq bool) []setting
 		}
 		return nonzero
 	}
-	lock := setting{setting: driver.SettingLockTimeout, param: "lock_duration", field: "SubscriptionProperties.LockDuration", name: "LockDuration",
+	lock := setting{setting: capability.SettingLockTimeout, param: "lock_duration", field: "SubscriptionProperties.LockDuration", name: "LockDuration",
 		stated: has("lock_duration", declared.LockDuration > 0), value: durationText(declared.LockDuration), held: durationText(held.LockDuration),
 		differ: declared.LockDuration != held.LockDuration}
 	if dlq {
@@ -66,14 +67,14 @@ func subscriptionSettings(v via, declared, held entityProps, dlq bool) []setting
 	}
 	sessions := v.url && v.stated.Has("sessions") || !v.url && declared.RequiresSession
 	return []setting{
-		{setting: driver.SettingDeliveryLimit, param: "max_delivery_count", field: "SubscriptionProperties.MaxDeliveryCount", name: "MaxDeliveryCount",
+		{setting: capability.SettingDeliveryLimit, param: "max_delivery_count", field: "SubscriptionProperties.MaxDeliveryCount", name: "MaxDeliveryCount",
 			stated: has("max_delivery_count", declared.MaxDeliveryCount > 0), value: strconv.Itoa(declared.MaxDeliveryCount), held: strconv.Itoa(held.MaxDeliveryCount),
 			differ: declared.MaxDeliveryCount != held.MaxDeliveryCount},
 		lock,
-		{setting: driver.SettingRedeliveryHorizon, param: "ttl", field: "SubscriptionProperties.DefaultMessageTimeToLive", name: "DefaultMessageTimeToLive",
+		{setting: capability.SettingRedeliveryHorizon, param: "ttl", field: "SubscriptionProperties.DefaultMessageTimeToLive", name: "DefaultMessageTimeToLive",
 			stated: has("ttl", declared.DefaultMessageTimeToLive > 0), value: durationText(declared.DefaultMessageTimeToLive), held: durationText(held.DefaultMessageTimeToLive),
 			differ: declared.DefaultMessageTimeToLive != held.DefaultMessageTimeToLive},
-		{setting: driver.SettingOrdering, param: "sessions", field: "SubscriptionProperties.RequiresSession", name: "RequiresSession",
+		{setting: capability.SettingOrdering, param: "sessions", field: "SubscriptionProperties.RequiresSession", name: "RequiresSession",
 			stated: sessions, value: strconv.FormatBool(declared.RequiresSession), held: strconv.FormatBool(held.RequiresSession),
 			differ: declared.RequiresSession != held.RequiresSession},
 	}
@@ -97,16 +98,16 @@ func topicSettings(v via, declared, held entityProps, isQueue bool) []setting {
 	}
 	size := held.MaxMessageSize
 	s := []setting{
-		{setting: driver.SettingDedupWindow, param: "dedup_window", field: "TopicProperties.DuplicateDetectionWindow", name: "DuplicateDetectionHistoryTimeWindow",
+		{setting: capability.SettingDedupWindow, param: "dedup_window", field: "TopicProperties.DuplicateDetectionWindow", name: "DuplicateDetectionHistoryTimeWindow",
 			stated: stated("dedup_window", declared.DuplicateDetectionWindow > 0), value: declared.DuplicateDetectionWindow.String(), held: held.DuplicateDetectionWindow.String(),
 			prop:   dedup(held.DuplicateDetectionWindow),
 			differ: declared.DuplicateDetectionWindow != held.DuplicateDetectionWindow},
-		{setting: driver.SettingMaxMessageSize, param: "max_message_size", field: "TopicProperties.MaxMessageSize", name: "MaxMessageSizeInKilobytes",
+		{setting: capability.SettingMaxMessageSize, param: "max_message_size", field: "TopicProperties.MaxMessageSize", name: "MaxMessageSizeInKilobytes",
 			stated: stated("max_message_size", declared.MaxMessageSize > 0) && declared.MaxMessageSize > 0, value: strconv.Itoa(declared.MaxMessageSize),
 			held: strconv.Itoa(size), prop: strconv.Itoa(size>>10) + " (" + strconv.Itoa(size) + " bytes)", differ: declared.MaxMessageSize != size},
 	}
 	if isQueue {
-		s = append(s, setting{setting: driver.SettingOrdering, param: "sessions", field: "TopicProperties.RequiresSession", name: "RequiresSession",
+		s = append(s, setting{setting: capability.SettingOrdering, param: "sessions", field: "TopicProperties.RequiresSession", name: "RequiresSession",
 			stated: v.url && v.stated.Has("sessions") || !v.url && declared.RequiresSession, value: strconv.FormatBool(declared.RequiresSession),
 			held: strconv.FormatBool(held.RequiresSession), differ: declared.RequiresSession != held.RequiresSession})
 	}
@@ -116,8 +117,8 @@ func topicSettings(v via, declared, held entityProps, isQueue bool) []setting {
 // sourceOf says where a side's capabilities come from. read names what the
 // administration client read ("" : nothing, so every setting is unread);
 // settings are that side's.
-func sourceOf(v via, read string, settings []setting, optionsType string) driver.Source {
-	var src driver.Source
+func sourceOf(v via, read string, settings []setting, optionsType string) capability.Source {
+	var src capability.Source
 	if read != "" {
 		src.Read = read + " through the administration API"
 		for _, s := range settings {
@@ -128,7 +129,7 @@ func sourceOf(v via, read string, settings []setting, optionsType string) driver
 			if prop == "" {
 				prop = s.held
 			}
-			c := driver.Conflict{Setting: s.setting, Held: s.name + " " + prop}
+			c := capability.Conflict{Setting: s.setting, Held: s.name + " " + prop}
 			if v.url {
 				c.Stated = s.param + "=" + s.value + " in the URL"
 				c.Fix = fmt.Sprintf("drop %s from the URL, or set the entity's %s to %s", s.param, s.name, s.value)
@@ -141,7 +142,7 @@ func sourceOf(v via, read string, settings []setting, optionsType string) driver
 		return src
 	}
 	for _, s := range settings {
-		u := driver.Unread{Setting: s.setting}
+		u := capability.Unread{Setting: s.setting}
 		switch {
 		case v.url && s.stated:
 			u.Why = fmt.Sprintf("read_entity=false: taken from the URL (%s=%s)", s.param, s.value)
@@ -184,7 +185,7 @@ type EntityReadError struct {
 }
 
 func (e *EntityReadError) Error() string {
-	cause := broker.RedactString(e.Err.Error())
+	cause := redact.String(e.Err.Error())
 	if e.Status != 0 {
 		cause = "HTTP " + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status)
 	}
@@ -218,7 +219,7 @@ func readError(kind, name string, err error) error {
 func openReadError(err error, adminAt string) error {
 	var re *EntityReadError
 	if !errors.As(err, &re) {
-		return broker.OpenError(code(err), err)
+		return driver.OpenError(code(err), err)
 	}
 	re.Endpoint = adminAt
 	c := code(re.Err)
@@ -228,5 +229,5 @@ func openReadError(err error, adminAt string) error {
 	case c == driver.Unknown:
 		c = driver.Unavailable
 	}
-	return broker.OpenError(c, err)
+	return driver.OpenError(c, err)
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/servicebus"
 	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 )
@@ -36,7 +36,7 @@ func TestSourceReadFromTheEntity(t *testing.T) {
 	mux.RegisterTopic(servicebus.Scheme, o)
 	mux.RegisterSubscription(servicebus.Scheme, o)
 	ctx := t.Context()
-	sub := func(u string) broker.SubscriptionCapabilities {
+	sub := func(u string) capability.Subscription {
 		t.Helper()
 		s, err := mux.OpenSubscription(ctx, u)
 		if err != nil {
@@ -60,7 +60,7 @@ func TestSourceReadFromTheEntity(t *testing.T) {
 	}
 
 	got := sub("servicebus://" + q + "?max_delivery_count=3&lock_duration=5s")
-	want := []driver.Conflict{{Setting: driver.SettingDeliveryLimit, Stated: "max_delivery_count=3 in the URL", Held: "MaxDeliveryCount 7",
+	want := []capability.Conflict{{Setting: capability.SettingDeliveryLimit, Stated: "max_delivery_count=3 in the URL", Held: "MaxDeliveryCount 7",
 		Fix: "drop max_delivery_count from the URL, or set the entity's MaxDeliveryCount to 3"}}
 	if got.DeliveryLimit != 7 || !slices.Equal(got.Source.Conflicts, want) {
 		t.Errorf("a URL stating 3: limit %d, conflicts %+v, want 7 and %+v", got.DeliveryLimit, got.Source.Conflicts, want)
@@ -70,7 +70,7 @@ func TestSourceReadFromTheEntity(t *testing.T) {
 	if got.DeliveryLimit != 3 || got.Source.Read != "" || len(got.Source.Conflicts) != 0 {
 		t.Errorf("read_entity=false: %s, source %+v: want the URL's limit 3, nothing read", got, got.Source)
 	}
-	for _, s := range []driver.Setting{driver.SettingDeliveryLimit, driver.SettingLockTimeout, driver.SettingRedeliveryHorizon, driver.SettingOrdering} {
+	for _, s := range []capability.Setting{capability.SettingDeliveryLimit, capability.SettingLockTimeout, capability.SettingRedeliveryHorizon, capability.SettingOrdering} {
 		if !got.Source.IsUnread(s) {
 			t.Errorf("read_entity=false: %s is not unread: %+v", s, got.Source.Unread)
 		}
@@ -87,7 +87,7 @@ func TestSourceReadFromTheEntity(t *testing.T) {
 	}
 	tc := top.Capabilities()
 	_ = top.Close()
-	if tc.DedupWindow != 0 || len(tc.Source.Conflicts) != 1 || tc.Source.Conflicts[0].Setting != driver.SettingDedupWindow ||
+	if tc.DedupWindow != 0 || len(tc.Source.Conflicts) != 1 || tc.Source.Conflicts[0].Setting != capability.SettingDedupWindow ||
 		tc.Source.Conflicts[0].Held != "DuplicateDetectionHistoryTimeWindow off" {
 		t.Errorf("topic with dedup_window=1m: %s, source %+v", tc, tc.Source)
 	}

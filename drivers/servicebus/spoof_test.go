@@ -8,6 +8,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/servicebus"
 	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 )
@@ -32,7 +33,7 @@ func TestForeignReservedPropertiesNotTrusted(t *testing.T) {
 	err = sender.SendMessage(ctx, &azservicebus.Message{MessageID: &id, Body: []byte("x"), ApplicationProperties: map[string]any{
 		"wary-attempts":               int64(1_000_000),
 		"wary-id":                     "spoofed-id",
-		broker.HeaderDeadLetterReason: "forged",
+		driver.HeaderDeadLetterReason: "forged",
 		"wary-dead-letter-source":     "forged",
 		"DeadLetterReason":            "forged too",
 		"wary-anything":               "forged",
@@ -57,7 +58,7 @@ func TestForeignReservedPropertiesNotTrusted(t *testing.T) {
 			t.Errorf("delivery %d: attempt %d, ID %q; want attempt %d, ID %q", attempt, d.Attempt, d.Message.ID, attempt, id)
 		}
 		for k := range d.Message.Headers {
-			if broker.ReservedHeader(k) {
+			if driver.ReservedHeader(k) {
 				t.Errorf("delivery %d: the reserved header %q reached the consumer", attempt, k)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -74,7 +75,7 @@ func parseEntity(s string) (entityPath, error) {
 	case len(parts) == 3 && strings.EqualFold(parts[1], "Subscriptions") && parts[0] != "" && parts[2] != "":
 		e.topic, e.sub = parts[0], parts[2]
 	default:
-		return e, broker.Invalidf("servicebus: %q is not a queue, <topic>/Subscriptions/<name>, or either with /$DeadLetterQueue", s)
+		return e, driver.Invalidf("servicebus: %q is not a queue, <topic>/Subscriptions/<name>, or either with /$DeadLetterQueue", s)
 	}
 	return e, nil
 }
@@ -100,7 +101,7 @@ func OpenSubscription(ctx context.Context, client *azservicebus.Client, entity s
 type subscription struct {
 	client   *azservicebus.Client
 	path     entityPath
-	caps     driver.SubscriptionCapabilities
+	caps     capability.Subscription
 	o        SubscriptionOptions
 	props    entityProps
 	sessions bool
@@ -118,14 +119,14 @@ type subscription struct {
 
 func openSubscription(ctx context.Context, client *azservicebus.Client, entity string, o SubscriptionOptions) (*subscription, error) {
 	if client == nil {
-		return nil, broker.Invalidf("servicebus: nil client")
+		return nil, driver.Invalidf("servicebus: nil client")
 	}
 	path, err := parseEntity(entity)
 	if err != nil {
 		return nil, err
 	}
 	if o.MaxSessions < 0 || o.SessionIdle < 0 || o.ReceiveWait < 0 || o.SettleTimeout < 0 {
-		return nil, broker.Invalidf("servicebus: negative SubscriptionOptions field")
+		return nil, driver.Invalidf("servicebus: negative SubscriptionOptions field")
 	}
 	declared := o.Entity.entity()
 	if err := declared.validate(); err != nil {
@@ -182,7 +183,7 @@ func openSubscription(ctx context.Context, client *azservicebus.Client, entity s
 		s.recv, err = client.NewReceiverForSubscription(path.topic, path.sub, ro)
 	}
 	if err != nil {
-		return nil, broker.OpenError(code(err), err)
+		return nil, driver.OpenError(code(err), err)
 	}
 	s.fetch = newFetcher(s.ctx, s.recv)
 	return s, nil
@@ -286,7 +287,7 @@ func (s *subscription) settle(ctx context.Context, ids []driver.AckID, op func(c
 	for i, id := range ids {
 		d, ok := id.(*delivery)
 		if !ok {
-			return broker.Invalidf("servicebus: foreign AckID %T", id)
+			return driver.Invalidf("servicebus: foreign AckID %T", id)
 		}
 		if !d.finish() {
 			errs[i] = errLockLost
@@ -418,12 +419,12 @@ func (s *subscription) SendDeadLetters(ctx context.Context, ids []driver.AckID, 
 // renews by its lock duration, not by an arbitrary one).
 func (s *subscription) ExtendLocks(ctx context.Context, ids []driver.AckID, dur time.Duration) error {
 	if s.recv == nil {
-		return broker.Invalidf("servicebus: locks of session messages follow the session lock, which the driver renews")
+		return driver.Invalidf("servicebus: locks of session messages follow the session lock, which the driver renews")
 	}
 	for _, id := range ids {
 		d, ok := id.(*delivery)
 		if !ok {
-			return broker.Invalidf("servicebus: foreign AckID %T", id)
+			return driver.Invalidf("servicebus: foreign AckID %T", id)
 		}
 		d.mu.Lock()
 		settled := d.settled
@@ -481,7 +482,7 @@ func (s *subscription) renewUntil(d *delivery, until time.Time) {
 	}()
 }
 
-func (s *subscription) Capabilities() driver.SubscriptionCapabilities { return s.caps }
+func (s *subscription) Capabilities() capability.Subscription { return s.caps }
 
 func (s *subscription) Classify(err error) driver.ErrorInfo { return classify(err) }
 
@@ -534,7 +535,7 @@ func (s *subscription) Close() error {
 // message it peeked.
 func (s *subscription) Peek(ctx context.Context, max int) ([]*driver.Message, error) {
 	if s.recv == nil {
-		return nil, broker.Invalidf("servicebus: peek on a subscription with sessions: %w", broker.ErrUnsupported)
+		return nil, driver.Invalidf("servicebus: peek on a subscription with sessions: %w", errors.ErrUnsupported)
 	}
 	rms, err := s.recv.PeekMessages(ctx, max, nil)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -53,7 +54,7 @@ type topic struct {
 	entity   string
 	sender   *azservicebus.Sender
 	sessions bool
-	caps     driver.TopicCapabilities
+	caps     capability.Topic
 	maxBytes uint64
 	ownsCli  bool
 
@@ -62,10 +63,10 @@ type topic struct {
 
 func openTopic(ctx context.Context, client *azservicebus.Client, entity string, o TopicOptions) (*topic, error) {
 	if client == nil {
-		return nil, broker.Invalidf("servicebus: nil client")
+		return nil, driver.Invalidf("servicebus: nil client")
 	}
 	if entity == "" {
-		return nil, broker.Invalidf("servicebus: empty entity name")
+		return nil, driver.Invalidf("servicebus: empty entity name")
 	}
 	declared := o.Entity.entity()
 	if err := declared.validate(); err != nil {
@@ -91,7 +92,7 @@ func openTopic(ctx context.Context, client *azservicebus.Client, entity string, 
 	caps.Source = sourceOf(o.via, read, topicSettings(o.via, declared, props, isQueue), "TopicOptions")
 	sender, err := client.NewSender(entity, nil)
 	if err != nil {
-		return nil, broker.OpenError(code(err), err)
+		return nil, driver.OpenError(code(err), err)
 	}
 	return &topic{
 		client:   client,
@@ -212,7 +213,7 @@ func (t *topic) sendOne(ctx context.Context, m *driver.Message) error {
 	return nil
 }
 
-func (t *topic) Capabilities() driver.TopicCapabilities { return t.caps }
+func (t *topic) Capabilities() capability.Topic { return t.caps }
 
 func (t *topic) Classify(err error) driver.ErrorInfo { return classify(err) }
 

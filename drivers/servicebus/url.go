@@ -12,6 +12,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
+	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/redact"
 )
 
 // Scheme is the URL scheme the package registers on broker.DefaultURLMux.
@@ -77,7 +80,7 @@ type URLOpener struct {
 // String describes o without the shared access key of its
 // ConnectionString.
 func (o URLOpener) String() string {
-	return "servicebus.URLOpener{ConnectionString: " + strconv.Quote(broker.RedactString(o.ConnectionString)) + "}"
+	return "servicebus.URLOpener{ConnectionString: " + strconv.Quote(redact.String(o.ConnectionString)) + "}"
 }
 
 // GoString is String: %#v must not print the key either.
@@ -86,7 +89,7 @@ func (o URLOpener) GoString() string { return o.String() }
 // clients builds the entity's clients (no administration client with
 // read_entity=false) and says, for the capabilities' Source, how the
 // entity's properties were given.
-func (o *URLOpener) clients(u *url.URL, p *broker.URLParams) (string, *azservicebus.Client, *admin.Client, via, error) {
+func (o *URLOpener) clients(u *url.URL, p *driver.URLParams) (string, *azservicebus.Client, *admin.Client, via, error) {
 	p.NoUserinfo()
 	entity := u.Host + u.Path
 	if u.Opaque != "" {
@@ -98,15 +101,15 @@ func (o *URLOpener) clients(u *url.URL, p *broker.URLParams) (string, *azservice
 		cs = os.Getenv(ConnectionStringEnv)
 	}
 	if cs == "" {
-		return "", nil, nil, via{}, broker.Invalidf("servicebus: %s names no namespace: set URLOpener.ConnectionString or %s", broker.Redact(u), ConnectionStringEnv)
+		return "", nil, nil, via{}, driver.Invalidf("servicebus: %s names no namespace: set URLOpener.ConnectionString or %s", redact.URL(u), ConnectionStringEnv)
 	}
 	if entity == "" {
-		return "", nil, nil, via{}, broker.Invalidf("servicebus: %s names no entity", broker.Redact(u))
+		return "", nil, nil, via{}, driver.Invalidf("servicebus: %s names no entity", redact.URL(u))
 	}
 	client, err := azservicebus.NewClientFromConnectionString(cs, o.ClientOptions)
 	if err != nil {
 		// the SDK's message may quote the connection string
-		return "", nil, nil, via{}, broker.Invalidf("servicebus: the connection string does not parse: %s", broker.RedactString(err.Error()))
+		return "", nil, nil, via{}, driver.Invalidf("servicebus: the connection string does not parse: %s", redact.String(err.Error()))
 	}
 	v := via{url: true, stated: p}
 	var ac *admin.Client
@@ -115,7 +118,7 @@ func (o *URLOpener) clients(u *url.URL, p *broker.URLParams) (string, *azservice
 		if err == nil {
 			ac, err = admin.NewClientFromConnectionString(cs, ao)
 			if err != nil {
-				err = broker.Invalidf("servicebus: the connection string does not parse: %s", broker.RedactString(err.Error()))
+				err = driver.Invalidf("servicebus: the connection string does not parse: %s", redact.String(err.Error()))
 			}
 		}
 		if err != nil {
@@ -134,7 +137,7 @@ func (o *URLOpener) adminOptions() (*admin.ClientOptions, string, error) {
 	own := o.AdminOptions != nil && o.AdminOptions.Transport != nil
 	switch {
 	case ep != "" && own:
-		return nil, "", broker.Invalidf("servicebus: URLOpener.AdminEndpoint and AdminOptions.Transport both say where administration requests go: set one")
+		return nil, "", driver.Invalidf("servicebus: URLOpener.AdminEndpoint and AdminOptions.Transport both say where administration requests go: set one")
 	case own:
 		return o.AdminOptions, "URLOpener.AdminOptions.Transport", nil
 	case ep == "":
@@ -145,7 +148,7 @@ func (o *URLOpener) adminOptions() (*admin.ClientOptions, string, error) {
 	}
 	eo, _, err := AdminClientOptions(ep) // its transport keeps no idle connections
 	if err != nil {
-		return nil, "", broker.Invalidf("servicebus: %s: %w", from, err)
+		return nil, "", driver.Invalidf("servicebus: %s: %w", from, err)
 	}
 	var ao admin.ClientOptions
 	if o.AdminOptions != nil {
@@ -158,7 +161,7 @@ func (o *URLOpener) adminOptions() (*admin.ClientOptions, string, error) {
 const maxInt32 = 1<<31 - 1
 
 // topicParams reads a topic URL's entity parameters (the publisher's side).
-func topicParams(p *broker.URLParams) TopicProperties {
+func topicParams(p *driver.URLParams) TopicProperties {
 	return TopicProperties{
 		RequiresSession:          p.Bool("sessions", false),
 		DuplicateDetectionWindow: p.Duration("dedup_window", 0, 0, 7*24*time.Hour),
@@ -168,18 +171,18 @@ func topicParams(p *broker.URLParams) TopicProperties {
 
 // subscriptionParams reads a subscription URL's entity parameters (the
 // consumer's side).
-func subscriptionParams(p *broker.URLParams) SubscriptionProperties {
+func subscriptionParams(p *driver.URLParams) SubscriptionProperties {
 	return SubscriptionProperties{
 		RequiresSession:          p.Bool("sessions", false),
 		LockDuration:             p.Duration("lock_duration", 0, time.Second, 5*time.Minute),
-		DefaultMessageTimeToLive: p.Duration("ttl", 0, 0, broker.HorizonUnbounded),
+		DefaultMessageTimeToLive: p.Duration("ttl", 0, 0, capability.HorizonUnbounded),
 		MaxDeliveryCount:         p.Int("max_delivery_count", 0, 1, maxInt32),
 	}
 }
 
 // OpenTopicURL opens the queue or topic the URL names.
 func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic, error) {
-	p := broker.NewURLParams(u)
+	p := driver.NewURLParams(u)
 	entity, client, ac, v, err := o.clients(u, p)
 	if err != nil {
 		return nil, err
@@ -221,7 +224,7 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 // openSubscriptionURL opens the entity the URL names, or with dead its
 // dead-letter queue.
 func (o *URLOpener) openSubscriptionURL(ctx context.Context, u *url.URL, dead bool) (*broker.Subscription, error) {
-	p := broker.NewURLParams(u)
+	p := driver.NewURLParams(u)
 	entity, client, ac, v, err := o.clients(u, p)
 	if err != nil {
 		return nil, err
@@ -260,7 +263,7 @@ func deadLetterEntity(entity string) (string, error) {
 		return "", err
 	}
 	if e.dlq {
-		return "", broker.Invalidf("servicebus: %q is a dead-letter queue, which has no dead-letter queue of its own: open the dead letters of the queue or subscription it belongs to", entity)
+		return "", driver.Invalidf("servicebus: %q is a dead-letter queue, which has no dead-letter queue of its own: open the dead letters of the queue or subscription it belongs to", entity)
 	}
 	e.dlq = true
 	return e.String(), nil

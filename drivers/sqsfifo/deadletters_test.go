@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 )
 
@@ -57,7 +58,7 @@ func TestOpenDeadLettersURL(t *testing.T) {
 	}
 	defer dead.Close()
 	d := receiveOne(ctx, t, dead)
-	if d.Message.ID != "poison" || d.Message.Key != "g" || d.Message.Headers[broker.HeaderDeadLetterReason] != "cannot parse" {
+	if d.Message.ID != "poison" || d.Message.Key != "g" || d.Message.Headers[driver.HeaderDeadLetterReason] != "cannot parse" {
 		t.Fatalf("dead letter %+v", d.Message)
 	}
 	if err := d.Ack(ctx); err != nil {

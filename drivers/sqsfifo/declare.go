@@ -14,7 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/topology"
 )
 
 // QueueSpec is what CreateQueue declares: a FIFO queue with the
@@ -114,35 +116,35 @@ func CreateQueue(ctx context.Context, client *sqs.Client, name, dlqName string, 
 // declareParams reads the parameters that state how the queue is
 // declared (max_receive, visibility); both openers accept them, and a
 // subscription compares them with the queue's attributes.
-func declareParams(p *broker.URLParams) (maxReceive int, visibility time.Duration) {
+func declareParams(p *driver.URLParams) (maxReceive int, visibility time.Duration) {
 	return p.Int("max_receive", 0, 1, 1000), p.Duration("visibility", 0, 0, MaxVisibility)
 }
 
 // statedConflicts compares what a URL states (max_receive, visibility;
 // zero: not stated) with the capabilities read from the queue's
 // attributes.
-func statedConflicts(caps driver.SubscriptionCapabilities, maxReceive int, visibility time.Duration) []driver.Conflict {
-	var cs []driver.Conflict
+func statedConflicts(caps capability.Subscription, maxReceive int, visibility time.Duration) []capability.Conflict {
+	var cs []capability.Conflict
 	if maxReceive > 0 && caps.DeliveryLimit != maxReceive {
 		held := "no RedrivePolicy"
 		if caps.DeliveryLimit > 0 {
 			held = fmt.Sprintf("RedrivePolicy maxReceiveCount %d", caps.DeliveryLimit)
 		}
-		cs = append(cs, driver.Conflict{Setting: driver.SettingDeliveryLimit, Stated: fmt.Sprintf("max_receive=%d in the URL", maxReceive), Held: held,
+		cs = append(cs, capability.Conflict{Setting: capability.SettingDeliveryLimit, Stated: fmt.Sprintf("max_receive=%d in the URL", maxReceive), Held: held,
 			Fix: "drop max_receive from the URL, or change the queue's RedrivePolicy"})
 	}
 	if visibility > 0 && caps.LockTimeout != visibility.Truncate(time.Second) {
 		held := "VisibilityTimeout " + caps.LockTimeout.String()
-		if caps.LockTimeout == driver.LockNone {
+		if caps.LockTimeout == capability.LockNone {
 			held = "VisibilityTimeout 0 (no lock)"
 		}
-		cs = append(cs, driver.Conflict{Setting: driver.SettingLockTimeout, Stated: "visibility=" + visibility.String() + " in the URL",
+		cs = append(cs, capability.Conflict{Setting: capability.SettingLockTimeout, Stated: "visibility=" + visibility.String() + " in the URL",
 			Held: held, Fix: "drop visibility from the URL, or change the queue's VisibilityTimeout"})
 	}
 	return cs
 }
 
-// PlanTopologyURL plans (broker.PlanTopology) the FIFO queue that
+// PlanTopologyURL plans (topology.PlanURL) the FIFO queue that
 // sqsfifo://NAME.fifo?PARAMS names: with max_receive=N, also its FIFO
 // dead-letter queue NAME-dlq.fifo and a RedrivePolicy after N receives;
 // visibility=D sets its VisibilityTimeout (whole seconds). The other
@@ -151,8 +153,8 @@ func statedConflicts(caps driver.SubscriptionCapabilities, maxReceive int, visib
 // missing queues with CreateQueue and changes no existing one (a missing
 // dead-letter queue of an existing queue is created, its RedrivePolicy
 // left as it is).
-func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Plan, error) {
-	p := broker.NewURLParams(u)
+func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*topology.Plan, error) {
+	p := driver.NewURLParams(u)
 	name, region, endpoint, err := target(u, p)
 	if err != nil {
 		return nil, err
@@ -165,17 +167,17 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 		return nil, err
 	}
 	if isURL(name) || !strings.HasSuffix(name, ".fifo") {
-		return nil, broker.Invalidf("sqsfifo: %q is not a FIFO queue's name (NAME.fifo)", name)
+		return nil, driver.Invalidf("sqsfifo: %q is not a FIFO queue's name (NAME.fifo)", name)
 	}
 	c, err := o.newClient(ctx, region, endpoint)
 	if err != nil {
 		return nil, err
 	}
 	spec := QueueSpec{Visibility: visibility, MaxReceive: maxReceive}
-	var entities []broker.Entity
+	var entities []topology.Entity
 	dlqName := DeadLetterQueueName(name)
 	if maxReceive > 0 {
-		dlq := broker.Entity{Kind: "dead-letter queue", Name: dlqName, Settings: []string{"FifoQueue true"}}
+		dlq := topology.Entity{Kind: "dead-letter queue", Name: dlqName, Settings: []string{"FifoQueue true"}}
 		if _, err := lookup(ctx, c, dlqName); err == nil {
 			dlq.Exists = true
 		} else if !errors.Is(err, broker.ErrNotFound) {
@@ -183,7 +185,7 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 		}
 		entities = append(entities, dlq)
 	}
-	q := broker.Entity{Kind: "FIFO queue", Name: name, Settings: []string{"FifoQueue true"}}
+	q := topology.Entity{Kind: "FIFO queue", Name: name, Settings: []string{"FifoQueue true"}}
 	if visibility > 0 {
 		q.Settings = append(q.Settings, "VisibilityTimeout "+strconv.Itoa(int(visibility/time.Second)))
 	}
@@ -197,13 +199,13 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 			q.Conflicts = append(q.Conflicts, cf)
 		}
 		if maxReceive > 0 && qu.dlqURL != "" && queueName(qu.dlqURL) != dlqName {
-			q.Conflicts = append(q.Conflicts, driver.Conflict{Setting: driver.SettingDeadLetter, Stated: dlqName, Held: "RedrivePolicy to " + queueName(qu.dlqURL)})
+			q.Conflicts = append(q.Conflicts, capability.Conflict{Setting: capability.SettingDeadLetter, Stated: dlqName, Held: "RedrivePolicy to " + queueName(qu.dlqURL)})
 		}
 	} else if !errors.Is(err, broker.ErrNotFound) {
 		return nil, err
 	}
 	entities = append(entities, q)
-	apply := func(ctx context.Context, missing []broker.Entity) error {
+	apply := func(ctx context.Context, missing []topology.Entity) error {
 		for _, e := range missing {
 			if e.Name == name {
 				_, _, err := CreateQueue(ctx, c, name, dlqName, spec)
@@ -217,7 +219,7 @@ func (o *URLOpener) PlanTopologyURL(ctx context.Context, u *url.URL) (*broker.Pl
 		}
 		return nil
 	}
-	return broker.NewPlan(entities, apply), nil
+	return topology.NewPlan(entities, apply), nil
 }
 
 // lookup returns the URL of the queue name (ErrNotFound if none).

@@ -60,7 +60,7 @@
 //     which waits for it: a delay holds the whole group. A VisibilityTimeout
 //     of 0 locks nothing: a received message is visible again at once, and
 //     received again while its handler runs. It is declared as
-//     broker.LockNone (not extendable), wary explain states "no lock", and
+//     capability.LockNone (not extendable), wary explain states "no lock", and
 //     Subscription.Run refuses the subscription (ErrInvalid).
 //   - Delivery count and limit: ApproximateReceiveCount is
 //     Delivery.Attempt; a RedrivePolicy's maxReceiveCount is the native

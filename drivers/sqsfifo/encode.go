@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -246,7 +245,7 @@ func decode(raw types.Message, deadLetters bool) (*driver.Message, error) {
 		}
 	}
 	for k := range m.Headers {
-		if broker.ReservedHeader(k) {
+		if driver.ReservedHeader(k) {
 			delete(m.Headers, k)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -160,14 +161,14 @@ func TestCapsFromAttributes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantTopic := driver.TopicCapabilities{
+	wantTopic := capability.Topic{
 		OrderingKey: "MessageGroupId", KeyRequired: true,
-		DedupWindow: 5 * time.Minute, DedupScope: driver.DedupMessageGroup,
+		DedupWindow: 5 * time.Minute, DedupScope: capability.DedupMessageGroup,
 		MaxMessageSize: 262144 - attrReserve, MaxBatchSize: 10,
 	}
-	want := driver.SubscriptionCapabilities{
-		Ordering: driver.OrderMessageGroup, HeadOfLine: true, AckModel: driver.AckPerMessage,
-		DeliveryCount: true, DeliveryLimit: 5, DeliveryLimitMode: driver.LimitNative, DeadLetter: true,
+	want := capability.Subscription{
+		Ordering: capability.OrderMessageGroup, HeadOfLine: true, AckModel: capability.AckPerMessage,
+		DeliveryCount: true, DeliveryLimit: 5, DeliveryLimitMode: capability.LimitNative, DeadLetter: true,
 		LockTimeout: 45 * time.Second, LockExtendable: true, NackDelay: true,
 		RedeliveryHorizon: 24 * time.Hour,
 	}
@@ -177,21 +178,21 @@ func TestCapsFromAttributes(t *testing.T) {
 	delete(a, "RedrivePolicy")
 	delete(a, "DeduplicationScope")
 	tc, c, _, _ = capsFromAttributes(a, 3*time.Second)
-	if c.DeadLetter || c.DeliveryLimit != 0 || c.DeliveryLimitMode != driver.LimitNone || tc.DedupScope != driver.DedupQueue || tc.DedupWindow != 3*time.Second {
+	if c.DeadLetter || c.DeliveryLimit != 0 || c.DeliveryLimitMode != capability.LimitNone || tc.DedupScope != capability.DedupQueue || tc.DedupWindow != 3*time.Second {
 		t.Fatalf("without redrive: %s; %s", tc, c)
 	}
 	// Without DeduplicationScope (an emulator's answer may lack it), the
 	// queue scope the topic declares is SQS's default, not read.
-	if len(tc.Source.Unread) != 1 || tc.Source.Unread[0].Setting != driver.SettingDedupWindow || !strings.Contains(tc.Source.Unread[0].Why, "no DeduplicationScope") {
+	if len(tc.Source.Unread) != 1 || tc.Source.Unread[0].Setting != capability.SettingDedupWindow || !strings.Contains(tc.Source.Unread[0].Why, "no DeduplicationScope") {
 		t.Fatalf("without DeduplicationScope: %+v", tc.Source)
 	}
 	a["DeduplicationScope"] = "queue"
-	if tc, _, _, _ = capsFromAttributes(a, 0); tc.DedupScope != driver.DedupQueue || len(tc.Source.Unread) != 0 {
+	if tc, _, _, _ = capsFromAttributes(a, 0); tc.DedupScope != capability.DedupQueue || len(tc.Source.Unread) != 0 {
 		t.Fatalf("DeduplicationScope queue: %s %+v", tc, tc.Source)
 	}
 	// VisibilityTimeout 0 locks nothing: LockNone, not "held until settled".
 	a["VisibilityTimeout"] = "0"
-	if _, c, _, _ = capsFromAttributes(a, 0); c.LockTimeout != driver.LockNone || c.LockExtendable || len(c.Source.Unread) != 0 {
+	if _, c, _, _ = capsFromAttributes(a, 0); c.LockTimeout != capability.LockNone || c.LockExtendable || len(c.Source.Unread) != 0 {
 		t.Fatalf("VisibilityTimeout 0: %s %+v", c, c.Source)
 	}
 	// An answer without the lock, size and retention states them unread,
@@ -200,8 +201,8 @@ func TestCapsFromAttributes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.Source.IsUnread(driver.SettingLockTimeout) || !c.Source.IsUnread(driver.SettingRedeliveryHorizon) || c.RedeliveryHorizon != driver.HorizonUnknown ||
-		!tc.Source.IsUnread(driver.SettingMaxMessageSize) || c.LockTimeout != 30*time.Second {
+	if !c.Source.IsUnread(capability.SettingLockTimeout) || !c.Source.IsUnread(capability.SettingRedeliveryHorizon) || c.RedeliveryHorizon != capability.HorizonUnknown ||
+		!tc.Source.IsUnread(capability.SettingMaxMessageSize) || c.LockTimeout != 30*time.Second {
 		t.Fatalf("attributes missing: %s %+v; %s %+v", c, c.Source, tc, tc.Source)
 	}
 	a["VisibilityTimeout"] = "45"

@@ -13,7 +13,6 @@ import (
 	smithy "github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -26,7 +25,7 @@ type classedError struct {
 func (e *classedError) Error() string { return "sqsfifo: " + e.err.Error() }
 func (e *classedError) Unwrap() error { return e.err }
 func (e *classedError) Is(target error) bool {
-	return target != nil && target == broker.ClassOf(e.code)
+	return target != nil && target == driver.ClassOf(e.code)
 }
 
 func invalidErr(err error) error  { return &classedError{driver.Invalid, err} }

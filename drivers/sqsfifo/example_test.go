@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/sqsfifo"
 )
 
@@ -83,7 +84,7 @@ func ExampleOpenDeadLetters() {
 		log.Fatal(err)
 	}
 	for _, d := range ds {
-		log.Printf("%s: %s", d.Message.ID, d.Message.Headers[broker.HeaderDeadLetterReason])
+		log.Printf("%s: %s", d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason])
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/sqsfifo"
 	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 )
@@ -41,9 +41,9 @@ func TestVisibilityZeroIsNoLock(t *testing.T) {
 	}
 	defer sub.Close()
 	c := sub.Capabilities()
-	if c.LockTimeout != broker.LockNone || c.LockExtendable || c.Source.IsUnread(driver.SettingLockTimeout) {
+	if c.LockTimeout != capability.LockNone || c.LockExtendable || c.Source.IsUnread(capability.SettingLockTimeout) {
 		t.Fatalf("VisibilityTimeout 0 declared as %s (lock unread: %t), want lock=none extend=false, read from the queue",
-			c, c.Source.IsUnread(driver.SettingLockTimeout))
+			c, c.Source.IsUnread(capability.SettingLockTimeout))
 	}
 
 	// What LockNone says is what the queue does: the message comes back

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -39,8 +39,8 @@ type queue struct {
 	maxSize int // the queue's MaximumMessageSize
 	// The queue's attributes give both halves: what it promises a
 	// producer (topic) and a consumer (sub).
-	topic  driver.TopicCapabilities
-	sub    driver.SubscriptionCapabilities
+	topic  capability.Topic
+	sub    capability.Subscription
 	dlqURL string // from the RedrivePolicy; "" without one
 }
 
@@ -52,13 +52,13 @@ func isURL(s string) bool {
 // resolve returns the URL of queueURLOrName.
 func resolve(ctx context.Context, c *sqs.Client, q string) (string, error) {
 	if q == "" {
-		return "", broker.OpenError(driver.Invalid, errors.New("sqsfifo: empty queue name"))
+		return "", driver.OpenError(driver.Invalid, errors.New("sqsfifo: empty queue name"))
 	}
 	if isURL(q) {
 		return q, nil
 	}
 	if !strings.HasSuffix(q, ".fifo") {
-		return "", broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q is not a FIFO queue (FIFO queue names end in .fifo)", q))
+		return "", driver.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q is not a FIFO queue (FIFO queue names end in .fifo)", q))
 	}
 	out, err := c.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(q)})
 	if err != nil {
@@ -67,13 +67,13 @@ func resolve(ctx context.Context, c *sqs.Client, q string) (string, error) {
 	return aws.ToString(out.QueueUrl), nil
 }
 
-func openErr(err error) error { return broker.OpenError(classify(err).Code, err) }
+func openErr(err error) error { return driver.OpenError(classify(err).Code, err) }
 
 // openQueue resolves the queue, reads its attributes and derives the
 // capabilities. A queue that is not FIFO is refused (ErrInvalid).
 func openQueue(ctx context.Context, c *sqs.Client, q string, dedupWindow time.Duration) (*queue, error) {
 	if c == nil {
-		return nil, broker.OpenError(driver.Invalid, errors.New("sqsfifo: nil *sqs.Client"))
+		return nil, driver.OpenError(driver.Invalid, errors.New("sqsfifo: nil *sqs.Client"))
 	}
 	url, err := resolve(ctx, c, q)
 	if err != nil {
@@ -94,12 +94,12 @@ func openQueue(ctx context.Context, c *sqs.Client, q string, dedupWindow time.Du
 	}
 	a := out.Attributes
 	if a[string(types.QueueAttributeNameFifoQueue)] != "true" {
-		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q is a standard queue; this driver serves FIFO queues only", q))
+		return nil, driver.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q is a standard queue; this driver serves FIFO queues only", q))
 	}
 	qu := &queue{client: c, url: url}
 	qu.topic, qu.sub, qu.maxSize, err = capsFromAttributes(a, dedupWindow)
 	if err != nil {
-		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q: %w", q, err))
+		return nil, driver.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q: %w", q, err))
 	}
 	read := fmt.Sprintf("FIFO queue %s's attributes (GetQueueAttributes)", queueName(url))
 	qu.sub.Source.Read = read
@@ -178,10 +178,10 @@ const (
 // queue's attributes (GetQueueAttributes "All"), and its
 // MaximumMessageSize. An attribute the answer lacks is listed in the
 // Source.Unread of its side (Source.Read is the caller's).
-func capsFromAttributes(a map[string]string, dedupWindow time.Duration) (driver.TopicCapabilities, driver.SubscriptionCapabilities, int, error) {
-	var none driver.SubscriptionCapabilities
-	var topicUnread, subUnread []driver.Unread
-	attr := func(name types.QueueAttributeName, setting driver.Setting, def int, unread *[]driver.Unread) (int, error) {
+func capsFromAttributes(a map[string]string, dedupWindow time.Duration) (capability.Topic, capability.Subscription, int, error) {
+	var none capability.Subscription
+	var topicUnread, subUnread []capability.Unread
+	attr := func(name types.QueueAttributeName, setting capability.Setting, def int, unread *[]capability.Unread) (int, error) {
 		n, ok, err := attrInt(a, name)
 		if err != nil || ok {
 			return n, err
@@ -190,22 +190,22 @@ func capsFromAttributes(a map[string]string, dedupWindow time.Duration) (driver.
 		if def > 0 {
 			held = fmt.Sprintf("SQS's default %d is declared", def)
 		}
-		*unread = append(*unread, driver.Unread{Setting: setting,
+		*unread = append(*unread, capability.Unread{Setting: setting,
 			Why: fmt.Sprintf("the queue's attributes (GetQueueAttributes All) hold no %s; %s", name, held),
 			Fix: fmt.Sprintf("use an SQS endpoint that returns %s (AWS's does)", name)})
 		return def, nil
 	}
-	vis, err := attr(types.QueueAttributeNameVisibilityTimeout, driver.SettingLockTimeout, defaultVisibility, &subUnread)
+	vis, err := attr(types.QueueAttributeNameVisibilityTimeout, capability.SettingLockTimeout, defaultVisibility, &subUnread)
 	if err != nil {
-		return driver.TopicCapabilities{}, none, 0, err
+		return capability.Topic{}, none, 0, err
 	}
-	maxSize, err := attr(types.QueueAttributeNameMaximumMessageSize, driver.SettingMaxMessageSize, defaultMaxSize, &topicUnread)
+	maxSize, err := attr(types.QueueAttributeNameMaximumMessageSize, capability.SettingMaxMessageSize, defaultMaxSize, &topicUnread)
 	if err != nil {
-		return driver.TopicCapabilities{}, none, 0, err
+		return capability.Topic{}, none, 0, err
 	}
-	retention, err := attr(types.QueueAttributeNameMessageRetentionPeriod, driver.SettingRedeliveryHorizon, 0, &subUnread)
+	retention, err := attr(types.QueueAttributeNameMessageRetentionPeriod, capability.SettingRedeliveryHorizon, 0, &subUnread)
 	if err != nil {
-		return driver.TopicCapabilities{}, none, 0, err
+		return capability.Topic{}, none, 0, err
 	}
 	if dedupWindow <= 0 {
 		dedupWindow = DefaultDedupWindow
@@ -213,28 +213,28 @@ func capsFromAttributes(a map[string]string, dedupWindow time.Duration) (driver.
 	scope := a[string(types.QueueAttributeNameDeduplicationScope)]
 	if scope == "" {
 		// SQS's default scope, the queue, is declared, but not as read.
-		topicUnread = append(topicUnread, driver.Unread{Setting: driver.SettingDedupWindow,
+		topicUnread = append(topicUnread, capability.Unread{Setting: capability.SettingDedupWindow,
 			Why: "the queue's attributes (GetQueueAttributes All) hold no DeduplicationScope; SQS's default scope, the queue, is declared",
 			Fix: "use an SQS endpoint that returns DeduplicationScope (AWS's does)"})
 	}
-	tc := driver.TopicCapabilities{
+	tc := capability.Topic{
 		OrderingKey:    "MessageGroupId",
 		KeyRequired:    true,
 		DedupWindow:    dedupWindow,
-		DedupScope:     driver.DedupQueue,
+		DedupScope:     capability.DedupQueue,
 		MaxMessageSize: max(maxSize-attrReserve, 1),
 		MaxBatchSize:   MaxBatchSize,
-		Source:         driver.Source{Unread: topicUnread},
+		Source:         capability.Source{Unread: topicUnread},
 	}
 	if scope == "messageGroup" {
-		tc.DedupScope = driver.DedupMessageGroup
+		tc.DedupScope = capability.DedupMessageGroup
 	}
-	caps := driver.SubscriptionCapabilities{
-		Ordering: driver.OrderMessageGroup,
+	caps := capability.Subscription{
+		Ordering: capability.OrderMessageGroup,
 		// A group's next message is not delivered while an earlier one
 		// is in flight (received, not deleted, visibility not expired).
 		HeadOfLine: true,
-		AckModel:   driver.AckPerMessage,
+		AckModel:   capability.AckPerMessage,
 		// ApproximateReceiveCount: SQS's own count (approximate only in
 		// that it counts receives the client may not have seen).
 		DeliveryCount:  true,
@@ -245,21 +245,21 @@ func capsFromAttributes(a map[string]string, dedupWindow time.Duration) (driver.
 		// A copy can arrive as long as SQS keeps the message: until the
 		// retention period after it was sent (unknown when unread).
 		RedeliveryHorizon: time.Duration(retention) * time.Second,
-		Source:            driver.Source{Unread: subUnread},
+		Source:            capability.Source{Unread: subUnread},
 	}
 	if vis == 0 {
 		// Visibility 0: a received message is visible again at once, so
 		// it is not locked, and ChangeMessageVisibility finds it no longer
 		// in flight: nothing to extend.
-		caps.LockTimeout, caps.LockExtendable = driver.LockNone, false
+		caps.LockTimeout, caps.LockExtendable = capability.LockNone, false
 	}
 	if rp, ok := parseRedrive(a); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(fmt.Sprint(rp.MaxReceiveCount)))
 		if err != nil || n < 1 {
-			return driver.TopicCapabilities{}, none, 0, errors.New("RedrivePolicy has no valid maxReceiveCount")
+			return capability.Topic{}, none, 0, errors.New("RedrivePolicy has no valid maxReceiveCount")
 		}
 		caps.DeliveryLimit = n
-		caps.DeliveryLimitMode = driver.LimitNative
+		caps.DeliveryLimitMode = capability.LimitNative
 		caps.DeadLetter = true
 	}
 	return tc, caps, maxSize, nil

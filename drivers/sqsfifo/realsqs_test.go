@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/sqsfifo"
 	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 )
@@ -35,7 +36,7 @@ func TestGroupScopedDedup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer top.Close()
-	if top.Capabilities().DedupScope != broker.DedupMessageGroup {
+	if top.Capabilities().DedupScope != capability.DedupMessageGroup {
 		t.Fatalf("caps %s", top.Capabilities())
 	}
 	sub, err := sqsfifo.OpenSubscription(ctx, e.client, url, nil)

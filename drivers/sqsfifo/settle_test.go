@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/sqsfifo"
 	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 )
@@ -67,7 +68,7 @@ func TestDeadLetterCrashBetweenCopyAndDelete(t *testing.T) {
 	defer dead.Close()
 	dd := receiveOne(ctx, t, dead)
 	if dd.Message.ID != m.ID || string(dd.Message.Body) != "poison body" || dd.Message.Headers["h"] != "v" ||
-		dd.Message.Headers[broker.HeaderDeadLetterReason] != "bad input" || dd.Message.Key != "g" {
+		dd.Message.Headers[driver.HeaderDeadLetterReason] != "bad input" || dd.Message.Key != "g" {
 		t.Fatalf("dead letter %+v", dd.Message)
 	}
 	if err := dd.Ack(ctx); err != nil {

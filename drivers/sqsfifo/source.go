@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // queueName is the name at the end of a queue URL
@@ -44,11 +44,11 @@ func onAWS(c *sqs.Client) bool {
 // on AWS it is SQS's fixed 5 minutes, whatever the options state (a
 // stated other window is a Conflict); on an emulator it is what the
 // options state, or AWS's 5 minutes, and is unread.
-func dedupSource(isAWS bool, stated time.Duration, src driver.Source) (time.Duration, driver.Source) {
+func dedupSource(isAWS bool, stated time.Duration, src capability.Source) (time.Duration, capability.Source) {
 	if isAWS {
 		if stated > 0 && stated != DefaultDedupWindow {
-			src.Conflicts = append(src.Conflicts, driver.Conflict{
-				Setting: driver.SettingDedupWindow,
+			src.Conflicts = append(src.Conflicts, capability.Conflict{
+				Setting: capability.SettingDedupWindow,
 				Stated:  fmt.Sprintf("%s (dedup_window in the URL, or TopicOptions.DedupWindow)", stated),
 				Held:    fmt.Sprintf("%s, SQS's deduplication interval, fixed by AWS", DefaultDedupWindow),
 				Fix:     "drop dedup_window (TopicOptions.DedupWindow): it is for emulators configured with another window",
@@ -60,8 +60,8 @@ func dedupSource(isAWS bool, stated time.Duration, src driver.Source) (time.Dura
 	if w <= 0 {
 		w, from = DefaultDedupWindow, "AWS's fixed interval, the driver's default"
 	}
-	src.Unread = append(src.Unread, driver.Unread{
-		Setting: driver.SettingDedupWindow,
+	src.Unread = append(src.Unread, capability.Unread{
+		Setting: capability.SettingDedupWindow,
 		Why:     fmt.Sprintf("the endpoint is not AWS's, and SQS's API has no attribute for the deduplication interval; %s is declared, from %s", w, from),
 		Fix:     "none through SQS's API: make dedup_window (TopicOptions.DedupWindow) state the emulator's configured window; on AWS it is known (5 minutes)",
 	})

@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 func client(endpoint string) *sqs.Client {
@@ -50,23 +50,23 @@ func TestQueueName(t *testing.T) {
 // TestDedupSource: on AWS the window is SQS's fixed 5 minutes, and a
 // stated other one is a conflict; on an emulator it is unread.
 func TestDedupSource(t *testing.T) {
-	w, src := dedupSource(true, 0, driver.Source{Read: "r"})
+	w, src := dedupSource(true, 0, capability.Source{Read: "r"})
 	if w != DefaultDedupWindow || len(src.Unread)+len(src.Conflicts) != 0 || src.Read != "r" {
 		t.Fatalf("AWS, nothing stated: %s %+v", w, src)
 	}
-	if w, src = dedupSource(true, DefaultDedupWindow, driver.Source{}); w != DefaultDedupWindow || len(src.Conflicts) != 0 {
+	if w, src = dedupSource(true, DefaultDedupWindow, capability.Source{}); w != DefaultDedupWindow || len(src.Conflicts) != 0 {
 		t.Fatalf("AWS, 5m stated: %s %+v", w, src)
 	}
-	w, src = dedupSource(true, 3*time.Second, driver.Source{})
-	if w != DefaultDedupWindow || len(src.Conflicts) != 1 || src.Conflicts[0].Setting != driver.SettingDedupWindow ||
+	w, src = dedupSource(true, 3*time.Second, capability.Source{})
+	if w != DefaultDedupWindow || len(src.Conflicts) != 1 || src.Conflicts[0].Setting != capability.SettingDedupWindow ||
 		!strings.HasPrefix(src.Conflicts[0].Stated, "3s ") || !strings.HasPrefix(src.Conflicts[0].Held, "5m0s") || src.Conflicts[0].Fix == "" {
 		t.Fatalf("AWS, 3s stated: %s %+v", w, src)
 	}
-	w, src = dedupSource(false, 3*time.Second, driver.Source{})
-	if w != 3*time.Second || !src.IsUnread(driver.SettingDedupWindow) || len(src.Conflicts) != 0 || !strings.Contains(src.Unread[0].Why, "3s is declared") {
+	w, src = dedupSource(false, 3*time.Second, capability.Source{})
+	if w != 3*time.Second || !src.IsUnread(capability.SettingDedupWindow) || len(src.Conflicts) != 0 || !strings.Contains(src.Unread[0].Why, "3s is declared") {
 		t.Fatalf("emulator, 3s stated: %s %+v", w, src)
 	}
-	if w, src = dedupSource(false, 0, driver.Source{}); w != DefaultDedupWindow || !src.IsUnread(driver.SettingDedupWindow) {
+	if w, src = dedupSource(false, 0, capability.Source{}); w != DefaultDedupWindow || !src.IsUnread(capability.SettingDedupWindow) {
 		t.Fatalf("emulator, nothing stated: %s %+v", w, src)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/sqsfifo"
 	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
 	"github.com/wary-go/wary/idem/guarantee"
@@ -38,7 +38,7 @@ func TestSourceRead(t *testing.T) {
 	if tc.Source.Read != want || sc.Source.Read != want {
 		t.Fatalf("read: %q, %q; want %q", tc.Source.Read, sc.Source.Read, want)
 	}
-	if !tc.Source.IsUnread(driver.SettingDedupWindow) || len(tc.Source.Unread) != 1 || len(tc.Source.Conflicts) != 0 {
+	if !tc.Source.IsUnread(capability.SettingDedupWindow) || len(tc.Source.Unread) != 1 || len(tc.Source.Conflicts) != 0 {
 		t.Fatalf("topic source: %+v", tc.Source)
 	}
 	if len(sc.Source.Unread) != 0 || len(sc.Source.Conflicts) != 0 || sc.DeliveryLimit != 4 || !sc.DeadLetter {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -77,7 +78,7 @@ func openDeadLetters(ctx context.Context, client *sqs.Client, q string, o Subscr
 		return nil, err
 	}
 	if qu.dlqURL == "" {
-		return nil, broker.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q has no RedrivePolicy, hence no dead-letter queue", q))
+		return nil, driver.OpenError(driver.Invalid, fmt.Errorf("sqsfifo: queue %q has no RedrivePolicy, hence no dead-letter queue", q))
 	}
 	o.statedMaxReceive, o.statedVisibility = 0, 0 // the queue's, not its dead-letter queue's
 	s, err := openSubscription(ctx, client, qu.dlqURL, o)
@@ -95,7 +96,7 @@ const RedriveReason = "SQS redrive: received maxReceiveCount times without being
 
 func openSubscription(ctx context.Context, client *sqs.Client, q string, o SubscriptionOptions) (*subscription, error) {
 	if o.WaitTime < 0 || o.WaitTime > 20*time.Second {
-		return nil, broker.OpenError(driver.Invalid, errors.New("sqsfifo: WaitTime must be between 0 and 20s"))
+		return nil, driver.OpenError(driver.Invalid, errors.New("sqsfifo: WaitTime must be between 0 and 20s"))
 	}
 	if o.WaitTime == 0 {
 		o.WaitTime = DefaultWaitTime
@@ -280,9 +281,9 @@ func (s *subscription) copyToDLQ(ctx context.Context, h *ackID, reason string) e
 	return err
 }
 
-func (s *subscription) Capabilities() driver.SubscriptionCapabilities { return s.q.sub }
-func (s *subscription) Classify(err error) driver.ErrorInfo           { return classify(err) }
-func (s *subscription) ErrorAs(err error, i any) bool                 { return errorAs(err, i) }
+func (s *subscription) Capabilities() capability.Subscription { return s.q.sub }
+func (s *subscription) Classify(err error) driver.ErrorInfo   { return classify(err) }
+func (s *subscription) ErrorAs(err error, i any) bool         { return errorAs(err, i) }
 
 // As accepts **sqs.Client and *QueueURL.
 func (s *subscription) As(i any) bool { return s.q.as(i) }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -144,9 +145,9 @@ func entryIndex(id *string, n int) (int, bool) {
 	return i, err == nil && i >= 0 && i < n
 }
 
-func (t *topic) Capabilities() driver.TopicCapabilities { return t.q.topic }
-func (t *topic) Classify(err error) driver.ErrorInfo    { return classify(err) }
-func (t *topic) ErrorAs(err error, i any) bool          { return errorAs(err, i) }
+func (t *topic) Capabilities() capability.Topic      { return t.q.topic }
+func (t *topic) Classify(err error) driver.ErrorInfo { return classify(err) }
+func (t *topic) ErrorAs(err error, i any) bool       { return errorAs(err, i) }
 
 // As accepts **sqs.Client and *QueueURL.
 func (t *topic) As(i any) bool { return t.q.as(i) }

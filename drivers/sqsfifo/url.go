@@ -47,19 +47,19 @@ type URLOpener struct {
 }
 
 // target reads the queue name, region and endpoint of u.
-func target(u *url.URL, p *broker.URLParams) (name, region, endpoint string, err error) {
+func target(u *url.URL, p *driver.URLParams) (name, region, endpoint string, err error) {
 	p.NoUserinfo()
 	name = u.Host + strings.TrimSuffix(u.Path, "/")
 	if u.Opaque != "" {
 		name = u.Opaque
 	}
 	if name == "" {
-		return "", "", "", broker.Invalidf("sqsfifo: the URL names no queue (sqsfifo://NAME.fifo)")
+		return "", "", "", driver.Invalidf("sqsfifo: the URL names no queue (sqsfifo://NAME.fifo)")
 	}
 	region, endpoint = p.Get("region"), p.Get("endpoint")
 	if endpoint != "" {
 		if eu, err := url.Parse(endpoint); err != nil || (eu.Scheme != "http" && eu.Scheme != "https") || eu.Host == "" {
-			return "", "", "", broker.Invalidf("sqsfifo: URL parameter endpoint is not an http(s) URL")
+			return "", "", "", driver.Invalidf("sqsfifo: URL parameter endpoint is not an http(s) URL")
 		}
 	}
 	return name, region, endpoint, nil
@@ -73,7 +73,7 @@ func (o *URLOpener) newClient(ctx context.Context, region, endpoint string) (*sq
 	cfg, err := config.LoadDefaultConfig(ctx, lo...)
 	if err != nil {
 		// The chain's errors name files and profiles, not secrets.
-		return nil, broker.OpenError(driver.Invalid, err)
+		return nil, driver.OpenError(driver.Invalid, err)
 	}
 	return sqs.NewFromConfig(cfg, func(so *sqs.Options) {
 		if endpoint != "" {
@@ -87,7 +87,7 @@ func (o *URLOpener) newClient(ctx context.Context, region, endpoint string) (*sq
 
 // OpenTopicURL opens sqsfifo://NAME.fifo?PARAMS.
 func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic, error) {
-	p := broker.NewURLParams(u)
+	p := driver.NewURLParams(u)
 	name, region, endpoint, err := target(u, p)
 	if err != nil {
 		return nil, err
@@ -148,7 +148,7 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 // region and endpoint, the options and the dead_letters parameter.
 func (o *URLOpener) subscriptionURL(ctx context.Context, u *url.URL) (string, *sqs.Client, SubscriptionOptions, bool, error) {
 	var so SubscriptionOptions
-	p := broker.NewURLParams(u)
+	p := driver.NewURLParams(u)
 	name, region, endpoint, err := target(u, p)
 	if err != nil {
 		return "", nil, so, false, err

@@ -10,6 +10,7 @@ import (
 	tnoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -109,11 +110,11 @@ func (c *chaosTopic) flush(ctx context.Context) error {
 	return nil
 }
 
-func (c *chaosTopic) Capabilities() driver.TopicCapabilities { return c.inner.Capabilities() }
+func (c *chaosTopic) Capabilities() capability.Topic { return c.inner.Capabilities() }
 func (c *chaosTopic) Classify(err error) driver.ErrorInfo {
 	var be *broker.Error
 	if errors.As(err, &be) {
-		return driver.ErrorInfo{Code: be.Code, MaybeSent: be.MaybeSent}
+		return driver.ErrorInfo{Code: driver.CodeOf(err), MaybeSent: be.MaybeSent}
 	}
 	return driver.ErrorInfo{}
 }

@@ -79,6 +79,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/failpoint"
@@ -310,7 +311,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	// store instead (docs/gaps.md).
 	inboxOpts := &idem.Options{Telemetry: quiet,
 		MaxAttempts: 3, Versions: billingVersions, Gaps: idem.GapsRetry}
-	if br.sub.Capabilities().RedeliveryHorizon == broker.HorizonUnknown {
+	if br.sub.Capabilities().RedeliveryHorizon == capability.HorizonUnknown {
 		// The driver cannot say how late a copy may come: the inbox needs
 		// a retention chosen by us (a finite horizon is the default, an
 		// unbounded one keeps claims for ever).
@@ -465,7 +466,7 @@ func (e *DedupWindowError) Error() string {
 // not every subscription can do) once the event behind it was settled
 // for good, so that its gap stays open until the inbox parks it; where the
 // broker holds the follower back itself (head-of-line), at once.
-func consume[Tx any](ctx context.Context, sub *broker.Subscription, pub broker.TopicCapabilities, inbox *idem.Inbox[Tx], billing idem.Handler[Tx], h *conformance.History, rep *Report, timeout time.Duration) error {
+func consume[Tx any](ctx context.Context, sub *broker.Subscription, pub capability.Topic, inbox *idem.Inbox[Tx], billing idem.Handler[Tx], h *conformance.History, rep *Report, timeout time.Duration) error {
 	done := map[string]bool{}
 	nacked := map[string]int{}
 	injected := false

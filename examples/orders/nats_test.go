@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/topology"
 	"github.com/wary-go/wary/drivers/nats"
 )
 
@@ -44,7 +45,7 @@ func natsStream(t *testing.T) string {
 	u := server + "/" + name + "?consumer=billing&subject=orders." + name + "&ack_wait=5s&max_deliver=10"
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	p, err := broker.PlanTopology(ctx, u)
+	p, err := topology.PlanURL(ctx, broker.DefaultURLMux(), u)
 	if err != nil {
 		if os.Getenv("WARY_REQUIRE_SERVICES") == "1" || os.Getenv("WARY_NATS_URL") != "" {
 			t.Fatalf("NATS at %s: %v", server, err)

@@ -9,8 +9,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/rabbit" // registers rabbit://, amqp://, amqps://
+	"github.com/wary-go/wary/redact"
 )
 
 // openRabbit prepares a run on the RabbitMQ topic at u (rabbit://EXCHANGE
@@ -27,7 +27,7 @@ func openRabbit(ctx context.Context, u *url.URL, subURL string) (sub string, clo
 		server, exchange = s.String(), u.Query().Get("exchange")
 	}
 	if server == "" || exchange == "" {
-		return "", nil, fmt.Errorf("-broker %s: want rabbit://EXCHANGE with %s set, or amqp://USER:PASS@HOST:PORT/?exchange=EXCHANGE", broker.Redact(u), rabbit.ServerURLEnv)
+		return "", nil, fmt.Errorf("-broker %s: want rabbit://EXCHANGE with %s set, or amqp://USER:PASS@HOST:PORT/?exchange=EXCHANGE", redact.URL(u), rabbit.ServerURLEnv)
 	}
 	conn, err := rabbit.Dial(ctx, server, nil)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem/sqlite"
 	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/redact"
 )
 
 // shop is the example's database: the store, and the domain SQL on it
@@ -139,7 +140,7 @@ func openBroker(ctx context.Context, topicURL, subURL string) (*brokers, error) 
 		return nil, fmt.Errorf("-broker: %w", err)
 	}
 	closers := []func(){}
-	br := &brokers{name: broker.Redact(u), close: func() {
+	br := &brokers{name: redact.URL(u), close: func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			closers[i]()
 		}

@@ -41,11 +41,12 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	_ "github.com/wary-go/wary/drivers/memory" // registers mem://; the others under their tags
+	"github.com/wary-go/wary/redact"
 )
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintf(os.Stderr, "quickstart: %s\n", broker.RedactString(err.Error()))
+		fmt.Fprintf(os.Stderr, "quickstart: %s\n", redact.String(err.Error()))
 		os.Exit(1)
 	}
 }
@@ -77,7 +78,7 @@ func run(ctx context.Context, args []string, w, errw io.Writer) error {
 		case "sqsfifo", "servicebus":
 			*subURL = *topicURL // one queue: the topic and the subscription
 		default:
-			return fmt.Errorf("-broker %s: give the subscription to consume from with -subscription", broker.Redact(u))
+			return fmt.Errorf("-broker %s: give the subscription to consume from with -subscription", redact.URL(u))
 		}
 	}
 	if u.Scheme != "mem" {
@@ -101,7 +102,7 @@ func run(ctx context.Context, args []string, w, errw io.Writer) error {
 		return err
 	}
 	defer sub.Close()
-	fmt.Fprintf(w, "broker: %s\n", broker.Redact(u))
+	fmt.Fprintf(w, "broker: %s\n", redact.URL(u))
 	fmt.Fprintf(w, "capabilities: %s\n", topic.Capabilities())
 
 	events := []*broker.Message{

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // Durations as the statement computes and prints them.
@@ -32,8 +32,8 @@ func satAdd(a, b time.Duration) time.Duration {
 
 // horizon renders a redelivery horizon or retention for people.
 func horizon(d time.Duration) string {
-	if d == broker.HorizonUnknown || d == broker.HorizonUnbounded {
-		return broker.HorizonString(d)
+	if d == capability.HorizonUnknown || d == capability.HorizonUnbounded {
+		return capability.HorizonString(d)
 	}
 	return short(d)
 }

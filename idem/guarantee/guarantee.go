@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem/keys"
 )
 
@@ -34,19 +34,19 @@ import (
 // broker that promises nothing, consumed without an inbox.
 type Pipeline struct {
 	// Broker names the broker for the statement (a URL already redacted
-	// with broker.Redact; never one with a password).
+	// with redact.URL; never one with a password).
 	Broker string
 	// Topic is the publish half of the broker's promise, as the topic the
 	// events are published to declares it (topic.Capabilities()): the
 	// key, the dedup window. Nil: not stated, as in a consumer's own
 	// statement.
-	Topic *broker.TopicCapabilities
+	Topic *capability.Topic
 	// Subscription is the delivery half, as the subscription the consumer
 	// reads declares it (sub.Capabilities()): order as delivered, the
 	// delivery limit, dead letters, locks, the redelivery horizon. Nil: not
 	// stated, as in a relay's own statement; the stages that need it say
 	// so, and find nothing in it.
-	Subscription *broker.SubscriptionCapabilities
+	Subscription *capability.Subscription
 	// Outbox, if set: events are written in the domain transaction through
 	// an outbox and published by a relay that retries as it says. Nil: a
 	// producer publishes directly, a dual write.
@@ -303,10 +303,10 @@ func (e *explainer) transport() {
 	case c == nil && key != "":
 		parts = append(parts, "keyed by "+key)
 	case c == nil:
-	case c.Source.IsUnread(driver.SettingOrdering):
+	case c.Source.IsUnread(capability.SettingOrdering):
 		// Never the field's value: the driver could not read the order.
 		parts = append(parts, "order unknown")
-	case c.Ordering == broker.OrderNone:
+	case c.Ordering == capability.OrderNone:
 		parts = append(parts, "no order")
 	case key != "":
 		parts = append(parts, fmt.Sprintf("order per %s (key %s)", c.Ordering, key))
@@ -315,14 +315,14 @@ func (e *explainer) transport() {
 	}
 	if t != nil {
 		switch {
-		case t.Source.IsUnread(driver.SettingDedupWindow):
+		case t.Source.IsUnread(capability.SettingDedupWindow):
 			parts = append(parts, "broker dedup unknown")
 		case t.DedupWindow > 0:
 			parts = append(parts, fmt.Sprintf("dedup of IDs for %s per %s", short(t.DedupWindow), t.DedupScope))
 		default:
 			parts = append(parts, "no broker dedup")
 		}
-		if e.p.Outbox != nil && t.DedupWindow > 0 && e.p.Inbox == nil && !t.Source.IsUnread(driver.SettingDedupWindow) {
+		if e.p.Outbox != nil && t.DedupWindow > 0 && e.p.Inbox == nil && !t.Source.IsUnread(capability.SettingDedupWindow) {
 			if span := e.p.Outbox.RetrySpan(); t.DedupWindow < span {
 				v = VerdictBroken
 				e.finding("transport", fmt.Sprintf("the broker's dedup window (%s) is shorter than the relay's retry span (%s): a row republished later reaches the consumer twice, and nothing downstream drops it", short(t.DedupWindow), short(span.Round(time.Second))),
@@ -355,14 +355,14 @@ func (e *explainer) transport() {
 
 // delivery is the transport's delivery half after the order (limit, lock,
 // horizon), which may lower v.
-func (e *explainer) delivery(c *broker.SubscriptionCapabilities, v *Verdict) []string {
+func (e *explainer) delivery(c *capability.Subscription, v *Verdict) []string {
 	var parts []string
 	src := c.Source
-	limitUnread := src.IsUnread(driver.SettingDeliveryLimit)
+	limitUnread := src.IsUnread(capability.SettingDeliveryLimit)
 	switch {
 	case limitUnread:
 		parts = append(parts, "delivery limit unknown")
-	case c.DeliveryLimit > 0 && src.IsUnread(driver.SettingDeadLetter):
+	case c.DeliveryLimit > 0 && src.IsUnread(capability.SettingDeadLetter):
 		parts = append(parts, fmt.Sprintf("ends a message after %d deliveries (%s; dead-letter target unknown)", c.DeliveryLimit, c.DeliveryLimitMode))
 	case c.DeliveryLimit > 0 && c.DeadLetter:
 		parts = append(parts, fmt.Sprintf("dead-letters after %d deliveries (%s)", c.DeliveryLimit, c.DeliveryLimitMode))
@@ -377,9 +377,9 @@ func (e *explainer) delivery(c *broker.SubscriptionCapabilities, v *Verdict) []s
 		parts = append(parts, "no delivery limit")
 	}
 	switch {
-	case src.IsUnread(driver.SettingLockTimeout):
+	case src.IsUnread(capability.SettingLockTimeout):
 		parts = append(parts, "lock unknown")
-	case c.LockTimeout == driver.LockNone:
+	case c.LockTimeout == capability.LockNone:
 		parts = append(parts, "no lock (an unsettled delivery is visible again at once)")
 		*v = VerdictBroken
 		e.finding("transport", "no lock: each delivery is visible again at once, so a handler still running sees its message received again (and counted toward the delivery limit); Subscription.Run refuses the subscription",
@@ -393,7 +393,7 @@ func (e *explainer) delivery(c *broker.SubscriptionCapabilities, v *Verdict) []s
 	default:
 		parts = append(parts, "held until settled")
 	}
-	if src.IsUnread(driver.SettingRedeliveryHorizon) {
+	if src.IsUnread(capability.SettingRedeliveryHorizon) {
 		parts = append(parts, "redelivery horizon unknown")
 	} else {
 		parts = append(parts, "redelivery horizon "+horizon(c.RedeliveryHorizon))
@@ -429,7 +429,7 @@ func (e *explainer) order() {
 		e.line("order", VerdictWeak, "needed; the order the broker delivers in is not stated here (the consumer's subscription states it)")
 		return
 	}
-	unread := c.Source.IsUnread(driver.SettingOrdering)
+	unread := c.Source.IsUnread(capability.SettingOrdering)
 	reordered := conc > 1 && !e.p.PerKey && !c.HeadOfLine
 	perKey := Finding{Stage: "order", Problem: fmt.Sprintf("%d concurrent handlers without PerKey on a broker without head-of-line blocking", conc),
 		Fix: "set broker.RunOptions.PerKey (one handler per key at a time), run one handler, or check versions in an inbox that holds gaps (idem.Options.Versions, Gaps)"}
@@ -443,7 +443,7 @@ func (e *explainer) order() {
 		broken = &perKey
 	case unread:
 		cause = "the order the broker delivers in could not be read (see UNKNOWN)"
-	case c.Ordering == broker.OrderNone:
+	case c.Ordering == capability.OrderNone:
 		cause = "the broker keeps no order"
 		broken = &Finding{Stage: "order", Problem: "ordering is needed but the broker declares no ordering scope",
 			Fix: "use an ordered broker (RabbitMQ single-active-consumer queue, Kafka keyed partitions, SQS FIFO message groups, Service Bus sessions), or check versions in an inbox (idem.Options.Versions)"}
@@ -481,7 +481,7 @@ func (e *explainer) order() {
 func (e *explainer) consumption() {
 	// Without the subscription's half, the horizon and the delivery limit
 	// are unknown here, and nothing is found in them.
-	var c broker.SubscriptionCapabilities
+	var c capability.Subscription
 	known := e.p.Subscription != nil
 	if known {
 		c = *e.p.Subscription
@@ -496,12 +496,12 @@ func (e *explainer) consumption() {
 	h := c.RedeliveryHorizon
 	ret := o.Retention
 	switch {
-	case h == broker.HorizonUnknown && ret == 0 && known:
+	case h == capability.HorizonUnknown && ret == 0 && known:
 		v = VerdictBroken
 		e.finding("consumption", "the redelivery horizon is unknown and no retention is set: NewInbox refuses to start", "set Options.Retention to longer than any redelivery you expect")
 	case ret == 0:
 		ret = h
-	case h != broker.HorizonUnknown && ret < h:
+	case h != capability.HorizonUnknown && ret < h:
 		v = VerdictBroken
 		e.finding("consumption", fmt.Sprintf("inbox retention %s is shorter than the redelivery horizon %s: a copy arriving after its record is purged runs again", horizon(ret), horizon(h)),
 			"raise Options.Retention to the horizon (0 keeps it) and drop AllowShortRetention")
@@ -510,7 +510,7 @@ func (e *explainer) consumption() {
 	if maxAttempts < 1 {
 		maxAttempts = 5
 	}
-	if o.Versioned && !o.HoldsGaps && known && c.DeliveryLimit > 0 && maxAttempts > c.DeliveryLimit && !c.Source.IsUnread(driver.SettingDeliveryLimit) {
+	if o.Versioned && !o.HoldsGaps && known && c.DeliveryLimit > 0 && maxAttempts > c.DeliveryLimit && !c.Source.IsUnread(capability.SettingDeliveryLimit) {
 		// Each gap retry is a nack, so a broker delivery: the broker's
 		// limit comes first and the message leaves the queue unparked.
 		fate := "dead-lettered"

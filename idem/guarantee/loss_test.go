@@ -4,8 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem/guarantee"
 )
 
@@ -16,14 +15,14 @@ import (
 // consumer adds; with a dead-letter target it is none, and where the
 // target could not be read it is unknown, not a finding.
 func TestDeliveryLimitThatDrops(t *testing.T) {
-	base := broker.SubscriptionCapabilities{Ordering: broker.OrderQueue, DeliveryLimit: 5, DeliveryLimitMode: broker.LimitNative, RedeliveryHorizon: broker.HorizonUnbounded}
+	base := capability.Subscription{Ordering: capability.OrderQueue, DeliveryLimit: 5, DeliveryLimitMode: capability.LimitNative, RedeliveryHorizon: capability.HorizonUnbounded}
 	unreadDLX := base
-	unreadDLX.Source.Unread = []driver.Unread{{Setting: driver.SettingDeadLetter, Why: "w", Fix: "f"}}
+	unreadDLX.Source.Unread = []capability.Unread{{Setting: capability.SettingDeadLetter, Why: "w", Fix: "f"}}
 	dead := base
 	dead.DeadLetter = true
 	for _, c := range []struct {
 		name  string
-		sub   broker.SubscriptionCapabilities
+		sub   capability.Subscription
 		want  guarantee.Verdict
 		finds bool
 		text  string

@@ -5,8 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem/guarantee"
 )
 
@@ -17,12 +16,12 @@ import (
 // version checks that retry gaps through the broker park until the
 // missing event is replayed (weak), and without them both are broken.
 func TestOrderOneModel(t *testing.T) {
-	sac := broker.SubscriptionCapabilities{Ordering: broker.OrderQueue, DeliveryLimit: 5, DeadLetter: true}
+	sac := capability.Subscription{Ordering: capability.OrderQueue, DeliveryLimit: 5, DeadLetter: true}
 	none := sac
-	none.Ordering = broker.OrderNone
+	none.Ordering = capability.OrderNone
 	for _, c := range []struct {
 		name    string
-		sub     broker.SubscriptionCapabilities
+		sub     capability.Subscription
 		conc    int
 		inbox   *guarantee.Inbox
 		want    guarantee.Verdict
@@ -72,22 +71,22 @@ func TestOrderSameEverywhere(t *testing.T) {
 		"versions retried": {Consumer: "c", Versioned: true},
 		"versions held":    {Consumer: "c", Versioned: true, HoldsGaps: true},
 	}
-	for _, scope := range []broker.OrderingScope{broker.OrderNone, broker.OrderQueue, broker.OrderPartition, broker.OrderMessageGroup, broker.OrderSession} {
+	for _, scope := range []capability.OrderingScope{capability.OrderNone, capability.OrderQueue, capability.OrderPartition, capability.OrderMessageGroup, capability.OrderSession} {
 		for _, hol := range []bool{false, true} {
 			for _, unread := range []bool{false, true} {
 				for _, conc := range []int{1, 4} {
 					for _, perKey := range []bool{false, true} {
 						for in, inbox := range inboxes {
-							sub := broker.SubscriptionCapabilities{Ordering: scope, HeadOfLine: hol, DeliveryLimit: 5, DeadLetter: true}
+							sub := capability.Subscription{Ordering: scope, HeadOfLine: hol, DeliveryLimit: 5, DeadLetter: true}
 							if unread {
-								sub.Source.Unread = []driver.Unread{{Setting: driver.SettingOrdering, Why: "w", Fix: "f"}}
+								sub.Source.Unread = []capability.Unread{{Setting: capability.SettingOrdering, Why: "w", Fix: "f"}}
 							}
 							name := fmt.Sprintf("%s hol=%t unread=%t conc=%d perkey=%t %s", scope, hol, unread, conc, perKey, in)
 							st := guarantee.Explain(guarantee.Pipeline{Subscription: &sub, NeedOrder: true, Concurrency: conc, PerKey: perKey, Outbox: &guarantee.Outbox{}, Inbox: inbox})
 							reordered := conc > 1 && !perKey && !hol
 							var want guarantee.Verdict
 							switch {
-							case !unread && scope != broker.OrderNone && !reordered:
+							case !unread && scope != capability.OrderNone && !reordered:
 								want = guarantee.VerdictOK
 							case inbox != nil && inbox.Versioned && inbox.HoldsGaps:
 								want = guarantee.VerdictOK

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 )
 
 // source states where one side's capabilities come from: it returns the
@@ -12,7 +12,7 @@ import (
 // an Unread entry for each setting the driver could not read and a
 // finding for each setting the URL or options state otherwise than the
 // broker holds, and lowers v to weak for either.
-func (e *explainer) source(side string, src driver.Source, v *Verdict) string {
+func (e *explainer) source(side string, src capability.Source, v *Verdict) string {
 	for _, u := range src.Unread {
 		e.st.Unread = append(e.st.Unread, Finding{Stage: "transport", Problem: fmt.Sprintf("the %s's %s could not be read from the broker: %s", side, u.Setting, u.Why), Fix: u.Fix})
 	}
@@ -31,7 +31,7 @@ func (e *explainer) source(side string, src driver.Source, v *Verdict) string {
 	return ""
 }
 
-func settings(us []driver.Unread) string {
+func settings(us []capability.Unread) string {
 	names := make([]string, len(us))
 	for i, u := range us {
 		names[i] = string(u.Setting)

@@ -5,16 +5,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem/guarantee"
 )
 
 // TestSourceUnreadIsUnknown: a delivery limit the driver could not read is
 // stated as unknown, with how to read it, and is not flagged as missing.
 func TestSourceUnreadIsUnknown(t *testing.T) {
-	sub := broker.SubscriptionCapabilities{Ordering: broker.OrderQueue, RedeliveryHorizon: broker.HorizonUnbounded,
-		Source: driver.Source{Unread: []driver.Unread{{Setting: driver.SettingDeliveryLimit, Why: "the management API did not answer", Fix: "enable rabbitmq_management"}}}}
+	sub := capability.Subscription{Ordering: capability.OrderQueue, RedeliveryHorizon: capability.HorizonUnbounded,
+		Source: capability.Source{Unread: []capability.Unread{{Setting: capability.SettingDeliveryLimit, Why: "the management API did not answer", Fix: "enable rabbitmq_management"}}}}
 	st := guarantee.Explain(guarantee.Pipeline{Subscription: &sub, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}})
 	if !st.OK() {
 		t.Fatalf("findings for an unread limit: %+v", st.Findings)
@@ -34,10 +33,10 @@ func TestSourceUnreadIsUnknown(t *testing.T) {
 // TestSourceConflictIsFinding: a URL that states another limit than the
 // broker holds is a misconfiguration; the broker's value is the one stated.
 func TestSourceConflictIsFinding(t *testing.T) {
-	sub := broker.SubscriptionCapabilities{Ordering: broker.OrderQueue, DeliveryLimit: 20, DeliveryLimitMode: broker.LimitNative, DeadLetter: true,
+	sub := capability.Subscription{Ordering: capability.OrderQueue, DeliveryLimit: 20, DeliveryLimitMode: capability.LimitNative, DeadLetter: true,
 		RedeliveryHorizon: time.Hour,
-		Source: driver.Source{Read: "quorum queue q through the management API",
-			Conflicts: []driver.Conflict{{Setting: driver.SettingDeliveryLimit, Stated: "5 deliveries (delivery_limit in the URL)", Held: "20 deliveries", Fix: "drop delivery_limit from the URL"}}}}
+		Source: capability.Source{Read: "quorum queue q through the management API",
+			Conflicts: []capability.Conflict{{Setting: capability.SettingDeliveryLimit, Stated: "5 deliveries (delivery_limit in the URL)", Held: "20 deliveries", Fix: "drop delivery_limit from the URL"}}}}
 	st := guarantee.Explain(guarantee.Pipeline{Subscription: &sub, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}})
 	if st.OK() || len(st.Findings) != 1 || st.Findings[0].Fix != "drop delivery_limit from the URL" ||
 		!strings.Contains(st.Findings[0].Problem, "stated as 5 deliveries (delivery_limit in the URL), but the broker holds 20 deliveries") {
@@ -54,10 +53,10 @@ func TestSourceConflictIsFinding(t *testing.T) {
 // stated as unknown, whatever the Ordering field holds: never as "order
 // per queue", and the order line does not count on it.
 func TestSourceOrderUnread(t *testing.T) {
-	sub := broker.SubscriptionCapabilities{Ordering: broker.OrderQueue, DeliveryLimit: 20, DeliveryLimitMode: broker.LimitNative, DeadLetter: true,
-		RedeliveryHorizon: broker.HorizonUnbounded,
-		Source: driver.Source{Read: "quorum queue q over AMQP",
-			Unread: []driver.Unread{{Setting: driver.SettingOrdering, Why: "x-single-active-consumer cannot be read over AMQP", Fix: "enable rabbitmq_management"}}}}
+	sub := capability.Subscription{Ordering: capability.OrderQueue, DeliveryLimit: 20, DeliveryLimitMode: capability.LimitNative, DeadLetter: true,
+		RedeliveryHorizon: capability.HorizonUnbounded,
+		Source: capability.Source{Read: "quorum queue q over AMQP",
+			Unread: []capability.Unread{{Setting: capability.SettingOrdering, Why: "x-single-active-consumer cannot be read over AMQP", Fix: "enable rabbitmq_management"}}}}
 	for _, versioned := range []bool{false, true} {
 		st := guarantee.Explain(guarantee.Pipeline{Subscription: &sub, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", Versioned: versioned}, NeedOrder: true})
 		s := st.String()

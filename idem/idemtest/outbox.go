@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/store"
@@ -232,14 +233,14 @@ func (f *flaky) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 	return failed
 }
 
-func (f *flaky) Capabilities() driver.TopicCapabilities { return f.inner.Capabilities() }
+func (f *flaky) Capabilities() capability.Topic { return f.inner.Capabilities() }
 func (f *flaky) Classify(err error) driver.ErrorInfo {
 	if errors.Is(err, ErrFlaky) {
 		return driver.ErrorInfo{Code: driver.Unavailable}
 	}
 	var be *broker.Error
 	if errors.As(err, &be) {
-		return driver.ErrorInfo{Code: be.Code, MaybeSent: be.MaybeSent}
+		return driver.ErrorInfo{Code: driver.CodeOf(err), MaybeSent: be.MaybeSent}
 	}
 	return driver.ErrorInfo{}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 )
 
@@ -25,7 +26,7 @@ var ErrAckFailed = errors.New("idemtest: ack failed (injected)")
 // raised, and acks can be made to fail. Its subscription's Receive returns
 // an error matching ErrEmpty instead of waiting when nothing is pending.
 type Queue struct {
-	caps driver.SubscriptionCapabilities
+	caps capability.Subscription
 
 	mu       sync.Mutex
 	pending  []*copyOf
@@ -45,7 +46,7 @@ type copyOf struct {
 }
 
 // NewQueue returns an empty queue declaring caps.
-func NewQueue(caps broker.SubscriptionCapabilities) *Queue {
+func NewQueue(caps capability.Subscription) *Queue {
 	return &Queue{caps: caps, inflight: map[int64]*copyOf{}, acks: map[string]int{}, nacks: map[string]int{}, dead: map[string]int{}}
 }
 
@@ -221,7 +222,7 @@ func (s queueSub) SendDeadLetters(_ context.Context, ids []driver.AckID, _ strin
 func (queueSub) ExtendLocks(context.Context, []driver.AckID, time.Duration) error {
 	return errors.ErrUnsupported
 }
-func (s queueSub) Capabilities() driver.SubscriptionCapabilities { return s.q.caps }
+func (s queueSub) Capabilities() capability.Subscription { return s.q.caps }
 func (queueSub) Classify(err error) driver.ErrorInfo {
 	switch {
 	case errors.Is(err, errLockLost):

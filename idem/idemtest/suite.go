@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -79,7 +80,7 @@ func Run[Tx any](t *testing.T, f Factory[Tx]) {
 }
 
 // Caps are the capabilities of the Queue the suite uses.
-var Caps = broker.SubscriptionCapabilities{DeliveryCount: true, DeadLetter: true, NackDelay: true, RedeliveryHorizon: time.Hour}
+var Caps = capability.Subscription{DeliveryCount: true, DeadLetter: true, NackDelay: true, RedeliveryHorizon: time.Hour}
 
 // Env is a test's database, store and domain tables: effects (a log with
 // no unique constraint), counter (one row "c", not idempotent), aggs

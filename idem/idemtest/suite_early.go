@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -96,7 +97,7 @@ func testEarly[Tx any](t *testing.T, f Factory[Tx]) {
 	// A subscription that keeps each aggregate's order: gaps are retried
 	// through the broker by default.
 	ordered := Caps
-	ordered.Ordering = broker.OrderPartition
+	ordered.Ordering = capability.OrderPartition
 	oin, err := idem.NewInbox(e.Store, "early-ordered", ordered, Quiet(&idem.Options{Versions: AggTable}))
 	if err != nil {
 		t.Fatal(err)

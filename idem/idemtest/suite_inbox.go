@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem"
 )
 
@@ -285,7 +286,7 @@ func testRetention[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 
 	// Under an unbounded horizon the default keeps records for ever.
-	caps.RedeliveryHorizon = broker.HorizonUnbounded
+	caps.RedeliveryHorizon = capability.HorizonUnbounded
 	forever, err := idem.NewInbox(e.Store, "other", caps, &idem.Options{Telemetry: broker.Telemetry{Now: clock}})
 	if err != nil {
 		t.Fatal(err)

@@ -8,14 +8,15 @@ import (
 	"testing"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/idem"
 )
 
-// PoisonIDs are message IDs that break broker.ValidateID, as a foreign
+// PoisonIDs are message IDs that break driver.ValidateID, as a foreign
 // producer can still send them: a NUL byte, invalid UTF-8, a control
-// character, one over broker.MaxIDLen and one over PostgreSQL's index
+// character, one over driver.MaxIDLen and one over PostgreSQL's index
 // row limit, one of only white space, and none at all.
-var PoisonIDs = []string{"nul\x00id", "bad\xffutf8", "line\nbreak", strings.Repeat("l", broker.MaxIDLen+1), strings.Repeat("x", 3000), " \u00a0", ""}
+var PoisonIDs = []string{"nul\x00id", "bad\xffutf8", "line\nbreak", strings.Repeat("l", driver.MaxIDLen+1), strings.Repeat("x", 3000), " \u00a0", ""}
 
 // testPoisonID: a message whose ID cannot be claimed is settled for good,
 // dead-lettered with the reason where the broker can and parked (under a

@@ -114,12 +114,7 @@ func New[Tx any](p store.Provider[Tx], c Contract, opts *Options) (*Caller[Tx], 
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = time.Minute
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Telemetry = o.Telemetry.WithDefaults()
 	return &Caller[Tx]{store: keyStore[Tx]{st}, c: c, o: o}, nil
 }
 

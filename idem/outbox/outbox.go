@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/internal/check"
@@ -13,9 +12,9 @@ import (
 
 // ErrInvalidMessage matches the error Outbox.Add returns for a message it
 // refuses: what a relay would not publish (a message ID that
-// broker.ValidateID refuses, such as one of only white space; an aggregate
+// driver.ValidateID refuses, such as one of only white space; an aggregate
 // ID that is empty or only white space; a negative version; a header that
-// broker.ValidateHeaders refuses or that the relay writes itself; text
+// driver.ValidateHeaders refuses or that the relay writes itself; text
 // that is not UTF-8). A row that breaks the same rules in the table
 // (another writer's) is quarantined by the relay with an error matching
 // it. Errors of the broker's rules match broker.ErrInvalid too.
@@ -48,9 +47,7 @@ func New[Tx any](p store.Provider[Tx], opts *Options) (*Outbox[Tx], error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.Telemetry = o.Telemetry.WithDefaults()
 	return &Outbox[Tx]{store: st, o: o, tracer: wotel.NewTracer(o.TracerProvider)}, nil
 }
 

@@ -192,12 +192,7 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 	if o.Backoff == (broker.Backoff{}) {
 		o.Backoff = broker.Backoff{Initial: time.Second, Max: 5 * time.Minute}
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Telemetry = o.Telemetry.WithDefaults()
 	r := &Relay{store: st, topic: topic, o: o, depth: 1, pause: sleep}
 	r.idled.Store(true) // the wake-up learns of the first work
 	if cc, ok := st.(store.ConcurrentClaimer); ok && cc.ConcurrentClaims() {

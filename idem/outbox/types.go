@@ -12,8 +12,8 @@ import (
 type Message struct {
 	// ID is the message's stable logical ID, which becomes broker.Message.ID
 	// (the broker's dedup ID and the consumer inbox's key), under
-	// broker.ValidateID's rules (not only white space, no control
-	// characters, at most broker.MaxIDLen bytes). Empty: Add fills it with
+	// driver.ValidateID's rules (not only white space, no control
+	// characters, at most driver.MaxIDLen bytes). Empty: Add fills it with
 	// broker.NewID(); the caller sees it.
 	ID string
 	// AggregateID identifies the aggregate (entity) the event belongs to;
@@ -27,7 +27,7 @@ type Message struct {
 	Type string
 	// Headers are extra application headers (a W3C traceparent, say,
 	// or broker.HeaderContentType, which NewMessage sets), under
-	// broker.ValidateHeaders's rules (names not empty, names and values
+	// driver.ValidateHeaders's rules (names not empty, names and values
 	// valid UTF-8, no name reserved for wary); the four event headers of
 	// this package are written by the relay and may not be set here.
 	Headers map[string]string

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/guarantee"
@@ -48,8 +49,8 @@ func Example_explain() {
 }
 
 func TestExplainFindings(t *testing.T) {
-	partitioned := broker.SubscriptionCapabilities{Ordering: broker.OrderPartition, RedeliveryHorizon: 72 * time.Hour}
-	keyed := &broker.TopicCapabilities{OrderingKey: "key"}
+	partitioned := capability.Subscription{Ordering: capability.OrderPartition, RedeliveryHorizon: 72 * time.Hour}
+	keyed := &capability.Topic{OrderingKey: "key"}
 	for _, c := range []struct {
 		name string
 		p    guarantee.Pipeline
@@ -63,8 +64,8 @@ func TestExplainFindings(t *testing.T) {
 		{"order on an unordered broker", guarantee.Pipeline{Subscription: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"order"}},
 		{"version checks make up for it", guarantee.Pipeline{Subscription: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", Versioned: true}}, nil},
 		{"short retention", guarantee.Pipeline{Subscription: withLimit(partitioned), Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", Retention: time.Hour}}, []string{"consumption"}},
-		{"unknown horizon, no retention", guarantee.Pipeline{Subscription: &broker.SubscriptionCapabilities{DeliveryLimit: 3, DeadLetter: true}, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"consumption"}},
-		{"a delivery limit that drops", guarantee.Pipeline{Subscription: &broker.SubscriptionCapabilities{Ordering: broker.OrderPartition, DeliveryLimit: 3, RedeliveryHorizon: 72 * time.Hour}, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"transport"}},
+		{"unknown horizon, no retention", guarantee.Pipeline{Subscription: &capability.Subscription{DeliveryLimit: 3, DeadLetter: true}, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"consumption"}},
+		{"a delivery limit that drops", guarantee.Pipeline{Subscription: &capability.Subscription{Ordering: capability.OrderPartition, DeliveryLimit: 3, RedeliveryHorizon: 72 * time.Hour}, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c"}}, []string{"transport"}},
 		{"dedup window shorter than the relay's span", guarantee.Pipeline{Topic: dedup(time.Minute), Subscription: withLimit(partitioned), Outbox: &guarantee.Outbox{}}, []string{"transport", "consumption"}},
 		{"gap retries beyond the delivery limit", guarantee.Pipeline{Subscription: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", MaxAttempts: 6, Versioned: true}}, []string{"consumption"}},
 		{"gap retries within the delivery limit", guarantee.Pipeline{Subscription: unordered(withLimit(partitioned)), NeedOrder: true, Outbox: &guarantee.Outbox{}, Inbox: &guarantee.Inbox{Consumer: "c", MaxAttempts: 5, Versioned: true}}, nil},
@@ -97,22 +98,22 @@ func TestExplainFindings(t *testing.T) {
 	}
 }
 
-func withLimit(c broker.SubscriptionCapabilities) *broker.SubscriptionCapabilities {
-	c.DeliveryLimit, c.DeliveryLimitMode, c.DeadLetter = 5, broker.LimitNative, true
+func withLimit(c capability.Subscription) *capability.Subscription {
+	c.DeliveryLimit, c.DeliveryLimitMode, c.DeadLetter = 5, capability.LimitNative, true
 	return &c
 }
-func hol(c *broker.SubscriptionCapabilities) *broker.SubscriptionCapabilities {
+func hol(c *capability.Subscription) *capability.Subscription {
 	h := *c
 	h.HeadOfLine = true
 	return &h
 }
-func unordered(c *broker.SubscriptionCapabilities) *broker.SubscriptionCapabilities {
+func unordered(c *capability.Subscription) *capability.Subscription {
 	u := *c
-	u.Ordering = broker.OrderNone
+	u.Ordering = capability.OrderNone
 	return &u
 }
-func dedup(w time.Duration) *broker.TopicCapabilities {
-	return &broker.TopicCapabilities{DedupWindow: w, DedupScope: broker.DedupQueue}
+func dedup(w time.Duration) *capability.Topic {
+	return &capability.Topic{DedupWindow: w, DedupScope: capability.DedupQueue}
 }
 
 // TestInboxAndRelayLogTheirGuarantee: an inbox, when it first handles a
@@ -127,7 +128,7 @@ func TestInboxAndRelayLogTheirGuarantee(t *testing.T) {
 	defer st.Close()
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
-	noLimit := broker.SubscriptionCapabilities{RedeliveryHorizon: time.Hour}
+	noLimit := capability.Subscription{RedeliveryHorizon: time.Hour}
 	in, err := idem.NewInbox(st, "billing", noLimit, &idem.Options{Telemetry: broker.Telemetry{Logger: logger}})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +198,7 @@ func TestStatementFromBuiltObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	caps := broker.SubscriptionCapabilities{RedeliveryHorizon: time.Hour, DeliveryLimit: 10, DeadLetter: true}
+	caps := capability.Subscription{RedeliveryHorizon: time.Hour, DeliveryLimit: 10, DeadLetter: true}
 	consumption := func(s guarantee.Statement) string {
 		for _, l := range s.Lines {
 			if l.Stage == "consumption" {

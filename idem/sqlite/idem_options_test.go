@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/keys"
@@ -39,7 +40,7 @@ func TestOptionsValidated(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { topic.Close() })
-	caps := broker.SubscriptionCapabilities{RedeliveryHorizon: time.Hour, DeadLetter: true}
+	caps := capability.Subscription{RedeliveryHorizon: time.Hour, DeadLetter: true}
 	inbox := func(o idem.Options) error { _, err := idem.NewInbox(st, "c", caps, &o); return err }
 	relay := func(o outbox.RelayOptions) error { _, err := outbox.NewRelay(st, topic, &o); return err }
 	newKeys := func(c keys.Contract, o keys.Options) error {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/idemtest"
@@ -103,7 +105,7 @@ func TestTypedInbox(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	ds, err := dlq.Receive(wctx, 1)
 	cancel()
-	if err != nil || len(ds) != 1 || !strings.Contains(ds[0].Message.Headers[broker.HeaderDeadLetterReason], "undecodable") {
+	if err != nil || len(ds) != 1 || !strings.Contains(ds[0].Message.Headers[driver.HeaderDeadLetterReason], "undecodable") {
 		t.Fatalf("dead letters %v, %v; want p-2 with an undecodable reason", ds, err)
 	}
 	var n int
@@ -113,7 +115,7 @@ func TestTypedInbox(t *testing.T) {
 
 	// A broker without dead letters: the message is parked with the
 	// reason, at once.
-	noDLQ, err := idem.NewInbox(st, "ledger-2", broker.SubscriptionCapabilities{RedeliveryHorizon: time.Hour}, idemtest.Quiet(nil))
+	noDLQ, err := idem.NewInbox(st, "ledger-2", capability.Subscription{RedeliveryHorizon: time.Hour}, idemtest.Quiet(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +132,7 @@ func TestTypedInbox(t *testing.T) {
 // TestInboxBoundsReasons: an undecodable message (a foreign content type of
 // 200 KB with a newline, a number of a million digits) and a handler's
 // ParkError with such a reason are dead-lettered on the memory broker and
-// parked in SQLite with a reason of at most broker.MaxReasonLen bytes, on
+// parked in SQLite with a reason of at most driver.MaxReasonLen bytes, on
 // one line.
 func TestInboxBoundsReasons(t *testing.T) {
 	ctx := t.Context()
@@ -146,7 +148,7 @@ func TestInboxBoundsReasons(t *testing.T) {
 	})
 	check := func(where, id, r string) {
 		t.Helper()
-		if len(r) > broker.MaxReasonLen || strings.ContainsAny(r, "\n\r") || r == "" {
+		if len(r) > driver.MaxReasonLen || strings.ContainsAny(r, "\n\r") || r == "" {
 			t.Errorf("%s: %s has a reason of %d bytes: %.300q", where, id, len(r), r)
 		}
 	}
@@ -160,11 +162,11 @@ func TestInboxBoundsReasons(t *testing.T) {
 	dlq, _ := b.OpenDeadLetters("payments", "ledger", nil)
 	defer dlq.Close()
 	receiveN(t, dlq, 2, func(d *broker.Delivery) {
-		check("dead letter", d.Message.ID, d.Message.Headers[broker.HeaderDeadLetterReason])
+		check("dead letter", d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason])
 	})
 
 	// A broker without dead letters: all three are parked.
-	noDLQ, err := idem.NewInbox(st, "ledger-2", broker.SubscriptionCapabilities{RedeliveryHorizon: time.Hour}, idemtest.Quiet(nil))
+	noDLQ, err := idem.NewInbox(st, "ledger-2", capability.Subscription{RedeliveryHorizon: time.Hour}, idemtest.Quiet(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +203,7 @@ func receiveN(t *testing.T, sub *broker.Subscription, n int, f func(*broker.Deli
 
 // vndJSON is JSON under another content type: a codec the ledger's
 // consumer does not speak.
-type vndJSON struct{ broker.JSON }
+type vndJSON struct{ broker.Codec }
 
 func (vndJSON) ContentType() string { return "application/vnd.example+json" }
 
@@ -223,7 +225,7 @@ func TestTypedOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign, err := outbox.NewMessage(vndJSON{}, "p-2", "o-2", 1, "payment.made", payment{"o-2", 40})
+	foreign, err := outbox.NewMessage(vndJSON{broker.JSON}, "p-2", "o-2", 1, "payment.made", payment{"o-2", 40})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +273,7 @@ func TestTypedOutbox(t *testing.T) {
 	dlq, _ := b.OpenDeadLetters("payments", "ledger", nil)
 	defer dlq.Close()
 	receiveN(t, dlq, 1, func(d *broker.Delivery) {
-		if r := d.Message.Headers[broker.HeaderDeadLetterReason]; d.Message.ID != "p-2" || !strings.Contains(r, "application/vnd.example+json") {
+		if r := d.Message.Headers[driver.HeaderDeadLetterReason]; d.Message.ID != "p-2" || !strings.Contains(r, "application/vnd.example+json") {
 			t.Errorf("dead letter %s with reason %q, want p-2 refused for its content type", d.Message.ID, r)
 		}
 	})

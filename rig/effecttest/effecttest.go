@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/sqlite"
@@ -43,7 +44,7 @@ func New(t testing.TB, h *conformance.History) *Effects {
 // Handler returns the handler of an inbox named name for a subscription
 // with these capabilities: it records each delivery in the history, and
 // the inbox inserts the message's row in its own transaction.
-func (e *Effects) Handler(t testing.TB, name string, caps broker.SubscriptionCapabilities) broker.Handler {
+func (e *Effects) Handler(t testing.TB, name string, caps capability.Subscription) broker.Handler {
 	t.Helper()
 	in, err := idem.NewInbox[*sql.Tx](e.store, name, caps, nil)
 	if err != nil {

@@ -17,6 +17,8 @@ import (
 // a broker.
 var ctxPackages = map[string]string{
 	"broker":     "broker",
+	"driver":     "broker/driver",
+	"topology":   "broker/topology",
 	"memory":     "drivers/memory",
 	"rabbit":     "drivers/rabbit",
 	"kafka":      "drivers/kafka",
@@ -38,9 +40,9 @@ var noIO = map[string]string{
 	"broker.NewID":                     "returns a random ID",
 	"broker.NewMessage":                "encodes a value into a message",
 	"broker.NewDetachedDelivery":       "a delivery outside any broker (a replay, a test)",
-	"broker.NewPlan":                   "a plan of entities; its Apply takes the context",
-	"broker.NewURLParams":              "reads a URL's query",
-	"broker.OpenError":                 "classifies an error of an open",
+	"topology.NewPlan":                 "a plan of entities; its Apply takes the context",
+	"driver.NewURLParams":              "reads a URL's query",
+	"driver.OpenError":                 "classifies an error of an open",
 	"memory.New":                       "the broker is in the process",
 	"memory.NewFakeClock":              "a clock for tests",
 	"memory.Broker.CreateTopic":        "the broker is in the process",

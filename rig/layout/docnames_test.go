@@ -20,6 +20,9 @@ import (
 var userPackages = map[string]string{
 	"broker":      "broker",
 	"driver":      "broker/driver",
+	"capability":  "broker/capability",
+	"topology":    "broker/topology",
+	"redact":      "redact",
 	"memory":      "drivers/memory",
 	"rabbit":      "drivers/rabbit",
 	"kafka":       "drivers/kafka",

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	_ "github.com/wary-go/wary/drivers/gcppubsub" // registers gcppubsub://
 	"github.com/wary-go/wary/drivers/kafka"
 	_ "github.com/wary-go/wary/drivers/nats"       // registers nats://
@@ -264,7 +265,7 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 	// subscription keeps no order per aggregate (the store is PostgreSQL,
 	// which can).
 	o := sub.Capabilities().Ordering
-	gs := &gapStats{lg: lg, holds: o == broker.OrderNone || o == broker.OrderQueue}
+	gs := &gapStats{lg: lg, holds: o == capability.OrderNone || o == capability.OrderQueue}
 	wrapped := func(ctx context.Context, d *broker.Delivery) error {
 		_, err := in.Handle(ctx, d, apply)
 		gs.note(in.Stats())

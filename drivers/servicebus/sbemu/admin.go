@@ -10,8 +10,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/redact"
 )
 
 // AdminClient returns an administration client for the emulator (or the real
@@ -25,7 +25,7 @@ func (e *Emulator) AdminClient(t conformance.T) *admin.Client {
 	t.Helper()
 	c, err := admin.NewClientFromConnectionString(e.ConnectionString, e.AdminClientOptions())
 	if err != nil {
-		t.Fatalf("servicebus admin client: %v", broker.RedactString(err.Error()))
+		t.Fatalf("servicebus admin client: %v", redact.String(err.Error()))
 	}
 	return c
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/servicebus/sbemu"
+	"github.com/wary-go/wary/redact"
 )
 
 // opTimeout bounds every single SDK call; waitTimeout bounds a poll loop that
@@ -44,7 +44,7 @@ func purge(t *testing.T, client *azservicebus.Client, topology sbemu.Topology) {
 		for _, sub := range []azservicebus.SubQueue{0, azservicebus.SubQueueDeadLetter} {
 			r, err := open(&azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete, SubQueue: sub})
 			if err != nil {
-				t.Fatalf("purge: %v", broker.RedactString(err.Error()))
+				t.Fatalf("purge: %v", redact.String(err.Error()))
 			}
 			for {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -26,10 +26,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/servicebus"
 	"github.com/wary-go/wary/nodeproc"
+	"github.com/wary-go/wary/redact"
 )
 
 // Environment variables the helper reads.
@@ -165,7 +165,7 @@ func (e *Emulator) NewClient(t conformance.T) *azservicebus.Client {
 	t.Helper()
 	client, err := azservicebus.NewClientFromConnectionString(e.ConnectionString, e.ClientOptions())
 	if err != nil {
-		t.Fatalf("servicebus client: %v", broker.RedactString(err.Error()))
+		t.Fatalf("servicebus client: %v", redact.String(err.Error()))
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -24,9 +25,9 @@ var eventHeaders = []string{broker.HeaderAggregateID, broker.HeaderAggregateVers
 // outbox.Outbox.Add before it writes a row and by the stores as they read
 // rows back (a row another writer put in the table), which the relay then
 // quarantines instead of publishing. A message needs an ID
-// (broker.ValidateID) and an aggregate ID that is valid UTF-8 and not
+// (driver.ValidateID) and an aggregate ID that is valid UTF-8 and not
 // only white space (unicode.IsSpace), a version of at least 0, a type of
-// valid UTF-8, and headers that broker.ValidateHeaders accepts, none of
+// valid UTF-8, and headers that driver.ValidateHeaders accepts, none of
 // them one of the event headers the relay writes (broker.HeaderContentType,
 // which outbox.NewMessage sets, is the row's own). The error matches
 // ErrOutboxMessage and, when the broker's rules refuse it, broker.ErrInvalid.
@@ -34,7 +35,7 @@ func OutboxMessage(m *store.OutboxMessage) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: message %q: %s", ErrOutboxMessage, m.ID, fmt.Sprintf(format, args...))
 	}
-	if err := broker.ValidateID(m.ID); err != nil {
+	if err := driver.ValidateID(m.ID); err != nil {
 		return fmt.Errorf("%w: message %q: %w", ErrOutboxMessage, m.ID, err)
 	}
 	switch {
@@ -52,7 +53,7 @@ func OutboxMessage(m *store.OutboxMessage) error {
 			}
 		}
 	}
-	if err := broker.ValidateHeaders(m.Headers); err != nil {
+	if err := driver.ValidateHeaders(m.Headers); err != nil {
 		return fmt.Errorf("%w: message %q: %w", ErrOutboxMessage, m.ID, err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	_ "github.com/wary-go/wary/drivers/rabbit"     // registers rabbit://, amqp://, amqps://
 	_ "github.com/wary-go/wary/drivers/servicebus" // registers servicebus://
 	_ "github.com/wary-go/wary/drivers/sqsfifo"    // registers sqsfifo://
+	"github.com/wary-go/wary/redact"
 )
 
 // withEnv completes a broker URL from the environment: kafka:// without
@@ -23,7 +24,7 @@ import (
 func (a *app) withEnv(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" {
-		return "", fmt.Errorf("%s is not a broker URL (want SCHEME://NAME?PARAMS)", broker.RedactString(raw))
+		return "", fmt.Errorf("%s is not a broker URL (want SCHEME://NAME?PARAMS)", redact.String(raw))
 	}
 	q := u.Query()
 	set := func(param, env string) {
@@ -88,10 +89,10 @@ func (a *app) openDeadLetters(ctx context.Context, raw string) (*broker.Subscrip
 // error without its own "wary: open" prefix, and for a missing entity how
 // to declare it.
 func openFailed(what, raw string, err error) error {
-	e := &brokerErr{what: what + " " + broker.RedactString(raw), err: err}
+	e := &brokerErr{what: what + " " + redact.String(raw), err: err}
 	if errors.Is(err, broker.ErrNotFound) {
 		e.hint = "declare what the URL describes with: wary topology URL --apply"
-		if broker.RedactString(raw) == raw {
+		if redact.String(raw) == raw {
 			e.hint = "declare what the URL describes with: wary topology '" + raw + "' --apply"
 		}
 	}

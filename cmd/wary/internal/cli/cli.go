@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/redact"
 )
 
 // Exit codes.
@@ -95,7 +95,7 @@ func Run(ctx context.Context, args []string, stdio IO) int {
 
 // redactErr renders err without any secret it might quote: URLs,
 // keyword/value connection strings, shared access keys.
-func redactErr(err error) string { return broker.RedactString(err.Error()) }
+func redactErr(err error) string { return redact.String(err.Error()) }
 
 func (a *app) root() *cobra.Command {
 	root := &cobra.Command{

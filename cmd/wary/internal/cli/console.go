@@ -20,8 +20,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/guarantee"
+	"github.com/wary-go/wary/redact"
 )
 
 // EnvConsoleToken gives wary console its access token when --token does not.
@@ -347,5 +347,5 @@ func who(r *http.Request) string {
 	return operator() + " via console from " + host
 }
 
-// redact is broker.RedactString, for the templates.
-func redact(s string) string { return broker.RedactString(s) }
+// redactText is redact.String, for the templates.
+func redactText(s string) string { return redact.String(s) }

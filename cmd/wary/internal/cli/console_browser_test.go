@@ -17,10 +17,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/redact"
 )
 
 // TestConsoleBrowser drives the console in headless Chromium against
@@ -231,7 +233,7 @@ func TestConsoleBrowser(t *testing.T) {
 	browse(t, bctx, "replay dead letter", chromedp.Click(chromedp.CSS(`tr.dead[data-id="`+deadID+`"] input[name=id]`)),
 		chromedp.Click(chromedp.CSS("button.replay-dead")), chromedp.WaitVisible(chromedp.CSS("section.source")))
 	back := receive(t, sub, 1)[0]
-	if back.Message.ID != deadID || !strings.Contains(back.Message.Headers[broker.HeaderReplayedBy], "poison: cannot parse") {
+	if back.Message.ID != deadID || !strings.Contains(back.Message.Headers[driver.HeaderReplayedBy], "poison: cannot parse") {
 		t.Errorf("replayed dead letter: %+v", back.Message)
 	}
 	if err := back.Ack(ctx); err != nil {
@@ -362,7 +364,7 @@ func titled(t *testing.T, ctx context.Context, sel string, urls ...string) int {
 	}
 	n := 0
 	for _, u := range urls {
-		if slices.Contains(titles, broker.RedactString(u)) {
+		if slices.Contains(titles, redact.String(u)) {
 			n++
 		}
 	}

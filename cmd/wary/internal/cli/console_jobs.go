@@ -97,7 +97,7 @@ func (con *console) jobPage(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (con *console) probePage(w http.ResponseWriter, r *http.Request) error {
-	con.render(w, r, "probe", http.StatusOK, map[string]any{"scenarios": conformance.Scenarios(), "url": redact(con.flags.pipe.sub)})
+	con.render(w, r, "probe", http.StatusOK, map[string]any{"scenarios": conformance.Scenarios(), "url": redactText(con.flags.pipe.sub)})
 	return nil
 }
 
@@ -131,7 +131,7 @@ func (con *console) probeStart(w http.ResponseWriter, r *http.Request) error {
 	if total == 0 {
 		total = len(conformance.Scenarios())
 	}
-	j := con.startJob("probe", redact(raw), total)
+	j := con.startJob("probe", redactText(raw), total)
 	operator := who(r)
 	con.wg.Go(func() {
 		res, err := con.app.probe(con.ctx, raw, only, probeReporter{j})
@@ -139,7 +139,7 @@ func (con *console) probeStart(w http.ResponseWriter, r *http.Request) error {
 		if err == nil {
 			result = res
 		}
-		con.finish(j, operator, "probe", strconv.Quote(redact(raw)), len(res.Results), result, err)
+		con.finish(j, operator, "probe", strconv.Quote(redactText(raw)), len(res.Results), result, err)
 	})
 	con.done(w, r, fmt.Sprintf("/jobs/%d", j.ID), map[string]int64{"job": j.ID})
 	return nil

@@ -25,7 +25,7 @@ func fsSub(f fs.FS, dir string) (fs.FS, error) { return fs.Sub(f, dir) }
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
-		"redact": redact,
+		"redact": redactText,
 		"when":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 		"ago": func(t time.Time) string {
 			if t.IsZero() {
@@ -347,7 +347,7 @@ func (con *console) deadTo() string {
 // peeked, up to deadCountCap, where the driver can (the peek is returned
 // too, for the statement), else received, up to deadLimit, and put back.
 func (con *console) countDeadLetters(ctx context.Context, src string) (deadCount, deadPeek) {
-	dc := deadCount{Source: redact(src)}
+	dc := deadCount{Source: redactText(src)}
 	s, err := con.app.openDeadLetters(ctx, src)
 	if err != nil {
 		dc.Error = redactErr(err)
@@ -356,7 +356,7 @@ func (con *console) countDeadLetters(ctx context.Context, src string) (deadCount
 	defer s.Close()
 	pk := peekCount(ctx, s)
 	switch {
-	case errors.Is(pk.err, broker.ErrUnsupported):
+	case errors.Is(pk.err, errors.ErrUnsupported):
 		ds, err := readDead(ctx, s, &dlqFlags{limit: deadLimit, wait: time.Second})
 		release(ds)
 		if err != nil {
@@ -396,7 +396,7 @@ func (con *console) deadLetters(w http.ResponseWriter, r *http.Request) error {
 	var out []deadSourceJSON
 	for i, src := range con.deadSources() {
 		ds, err := con.readDeadLetters(r, src)
-		j := deadSourceJSON{Index: i, Source: redact(src), ByReason: []deadReason{}}
+		j := deadSourceJSON{Index: i, Source: redactText(src), ByReason: []deadReason{}}
 		if err != nil {
 			j.Error = redactErr(err)
 		}
@@ -409,7 +409,7 @@ func (con *console) deadLetters(w http.ResponseWriter, r *http.Request) error {
 		}
 		out = append(out, j)
 	}
-	con.render(w, r, "dead-letters", http.StatusOK, map[string]any{"sources": out, "to": redact(con.deadTo())})
+	con.render(w, r, "dead-letters", http.StatusOK, map[string]any{"sources": out, "to": redactText(con.deadTo())})
 	return nil
 }
 
@@ -434,7 +434,7 @@ func (con *console) deadLettersMove(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	if verb == "discard" && r.PostForm.Get("confirm") != "yes" {
-		con.confirm(w, r, fmt.Sprintf("Remove %d dead letter(s) of %s for good?", len(ids), redact(srcs[i])), ids)
+		con.confirm(w, r, fmt.Sprintf("Remove %d dead letter(s) of %s for good?", len(ids), redactText(srcs[i])), ids)
 		return nil
 	}
 	ctx := r.Context()
@@ -444,13 +444,13 @@ func (con *console) deadLettersMove(w http.ResponseWriter, r *http.Request) erro
 	}
 	defer s.Close()
 	var t *broker.Topic
-	what := fmt.Sprintf("%s of %s", quoteAll(ids), redact(srcs[i]))
+	what := fmt.Sprintf("%s of %s", quoteAll(ids), redactText(srcs[i]))
 	if verb == "replay" {
 		if t, err = con.app.openTopic(ctx, con.deadTo()); err != nil {
 			return err
 		}
 		defer t.Close()
-		what += " to " + redact(con.deadTo())
+		what += " to " + redactText(con.deadTo())
 	}
 	done, missing, err := moveDead(ctx, s, t, &dlqFlags{limit: deadLimit, wait: time.Second, ids: ids}, func(int) error { return nil })
 	entry := auditEntry{Who: who(r), Action: "dead letters " + verb, What: what, Count: len(done)}

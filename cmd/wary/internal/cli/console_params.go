@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -32,7 +32,7 @@ func checkConsumer(c string) error {
 }
 
 // aggregateParam reads the aggregate ID q names key: "" (messages
-// without one) or an ID by broker.ValidateID's rules.
+// without one) or an ID by driver.ValidateID's rules.
 func aggregateParam(q url.Values, key string) (string, error) {
 	a := q.Get(key)
 	return a, checkAggregate(key, a)
@@ -42,16 +42,16 @@ func checkAggregate(key, a string) error {
 	if a == "" {
 		return nil
 	}
-	if err := broker.ValidateID(a); err != nil {
+	if err := driver.ValidateID(a); err != nil {
 		return badRequest{key + ": aggregate ID " + strconv.Quote(a) + ": " + err.Error()}
 	}
 	return nil
 }
 
-// checkIDs checks message IDs by broker.ValidateID's rules.
+// checkIDs checks message IDs by driver.ValidateID's rules.
 func checkIDs(key string, ids []string) error {
 	for _, id := range ids {
-		if err := broker.ValidateID(id); err != nil {
+		if err := driver.ValidateID(id); err != nil {
 			return badRequest{key + ": " + strconv.Quote(id) + ": " + err.Error()}
 		}
 	}

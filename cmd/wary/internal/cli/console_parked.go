@@ -73,7 +73,7 @@ func (con *console) parked(w http.ResponseWriter, r *http.Request) error {
 	if consumer != "" {
 		consumers = []string{consumer}
 	}
-	out := parkedPage{Consumers: []consumerParked{}, ReplayTo: redact(con.replayTo())}
+	out := parkedPage{Consumers: []consumerParked{}, ReplayTo: redactText(con.replayTo())}
 	for _, cons := range consumers {
 		ps, err := listParked(ctx, con.db, cons, flt, false)
 		if err != nil {
@@ -271,7 +271,7 @@ func (con *console) parkedReplay(w http.ResponseWriter, r *http.Request) error {
 			return badRequest{"rate: want aggregates per second, from 0.01 to 1000"}
 		}
 	}
-	plan := replayPlan{Consumer: consumer, To: redact(con.replayTo()), Rate: rate, Aggregates: aggs, Messages: n, DryRun: r.PostForm.Get("dry_run") != "false"}
+	plan := replayPlan{Consumer: consumer, To: redactText(con.replayTo()), Rate: rate, Aggregates: aggs, Messages: n, DryRun: r.PostForm.Get("dry_run") != "false"}
 	if plan.DryRun || len(aggs) == 0 {
 		con.render(w, r, "replay", http.StatusOK, plan)
 		return nil

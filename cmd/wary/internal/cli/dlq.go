@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 )
 
 type dlqFlags struct {
@@ -88,7 +89,7 @@ func toDeadJSON(d *broker.Delivery, body bool) deadJSON {
 
 // deadOf is m, delivered attempt times, as printed.
 func deadOf(m *broker.Message, attempt int, body bool) deadJSON {
-	j := deadJSON{MessageID: m.ID, Key: m.Key, Reason: m.Headers[broker.HeaderDeadLetterReason], Attempt: attempt, Headers: m.Headers}
+	j := deadJSON{MessageID: m.ID, Key: m.Key, Reason: m.Headers[driver.HeaderDeadLetterReason], Attempt: attempt, Headers: m.Headers}
 	if body {
 		j.Body, j.Encoding = bodyText(m.Body)
 	}

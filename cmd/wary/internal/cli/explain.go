@@ -14,10 +14,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/redact"
 )
 
 // pipelineConfig is the --config file: how the application uses wary,
@@ -277,11 +279,11 @@ func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline
 	sc := s.Capabilities()
 	_ = s.Close()
 	p.Subscription = &sc
-	p.Broker = broker.RedactString(f.broker)
+	p.Broker = redact.String(f.broker)
 	if p.Inbox != nil {
 		// idem.GapsAuto's rule: hold where the subscription keeps no
 		// order per aggregate (PostgreSQL and SQLite stores can hold).
-		p.Inbox.HoldsGaps = f.gaps == "hold" || f.gaps == "auto" && (sc.Ordering == broker.OrderNone || sc.Ordering == broker.OrderQueue)
+		p.Inbox.HoldsGaps = f.gaps == "hold" || f.gaps == "auto" && (sc.Ordering == capability.OrderNone || sc.Ordering == capability.OrderQueue)
 	}
 	st := guarantee.Explain(p)
 	a.deadLetterLimit(ctx, f.sub, &st)
@@ -337,7 +339,7 @@ const deadCountCap = 1000
 
 // deadPeek is one count of a subscription's dead letters by peeking
 // (nothing changes: no lock, no delivery count): n, up to deadCountCap,
-// or why they were not counted (broker.ErrUnsupported: the driver cannot
+// or why they were not counted (errors.ErrUnsupported: the driver cannot
 // show them without receiving them).
 type deadPeek struct {
 	n   int
@@ -375,7 +377,7 @@ func peekCount(ctx context.Context, s *broker.Subscription) deadPeek {
 // now is the statement's "now:" line of the dead letters p counted.
 func (p deadPeek) now() string {
 	switch {
-	case errors.Is(p.err, broker.ErrUnsupported):
+	case errors.Is(p.err, errors.ErrUnsupported):
 		return "now: dead letters not counted: the driver cannot show them without receiving them (wary dlq list receives them and puts them back)"
 	case p.err != nil:
 		return "now: dead letters not counted: " + redactErr(p.err)

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem/guarantee"
 )
 
@@ -37,7 +37,7 @@ func (a *app) deadLetterLimit(ctx context.Context, subURL string, st *guarantee.
 	case c.DeliveryLimit > 0:
 		held := fmt.Sprintf("%d deliveries", c.DeliveryLimit)
 		for _, k := range c.Source.Conflicts {
-			if k.Setting == driver.SettingDeliveryLimit {
+			if k.Setting == capability.SettingDeliveryLimit {
 				held = k.Held
 			}
 		}
@@ -47,9 +47,9 @@ func (a *app) deadLetterLimit(ctx context.Context, subURL string, st *guarantee.
 				"from 4.3 wary's put-back (basic.nack) is not counted, but another reader's basic.reject, or a channel closing on what it holds, is",
 			Fix: "lift the dead-letter queue's limit: a delivery-limit policy of -1 on it (RabbitMQ 4.0 and later), or declare it anew without x-delivery-limit; " +
 				"or let wary declare the topology (rabbit.Declare, wary topology --apply), whose dead-letter queue has no delivery limit"})
-	case c.Source.IsUnread(driver.SettingDeliveryLimit):
+	case c.Source.IsUnread(capability.SettingDeliveryLimit):
 		for _, u := range c.Source.Unread {
-			if u.Setting != driver.SettingDeliveryLimit {
+			if u.Setting != capability.SettingDeliveryLimit {
 				continue
 			}
 			st.Unread = append(st.Unread, guarantee.Finding{Stage: "transport",

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/gcppubsub"
 	"github.com/wary-go/wary/drivers/kafka"
@@ -22,6 +23,7 @@ import (
 	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/drivers/servicebus"
 	"github.com/wary-go/wary/drivers/sqsfifo"
+	"github.com/wary-go/wary/redact"
 )
 
 // HarnessFunc builds the conformance harness with which probe measures
@@ -73,7 +75,7 @@ func memHarness(_ context.Context, u *url.URL, _ func(string) string) (conforman
 		return conformance.Harness{}, nil, err
 	}
 	h := conformance.Harness{
-		Name:              "probe " + broker.Redact(u),
+		Name:              "probe " + redact.URL(u),
 		RedeliveryHorizon: horizon,
 		Setup: func(ctx context.Context, t conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			q := u.Query()
@@ -131,7 +133,7 @@ func rabbitHarness(ctx context.Context, u *url.URL, getenv func(string) string) 
 		server = s.String()
 	}
 	if server == "" {
-		return conformance.Harness{}, nil, fmt.Errorf("probe %s: name the server in $%s, or give an amqp:// URL", broker.Redact(u), EnvRabbit)
+		return conformance.Harness{}, nil, fmt.Errorf("probe %s: name the server in $%s, or give an amqp:// URL", redact.URL(u), EnvRabbit)
 	}
 	partitions := 0
 	if p := q.Get("partitions"); p != "" {
@@ -143,11 +145,11 @@ func rabbitHarness(ctx context.Context, u *url.URL, getenv func(string) string) 
 	}
 	conn, err := rabbit.Dial(ctx, server, nil)
 	if err != nil {
-		return conformance.Harness{}, nil, fmt.Errorf("RabbitMQ %s: %w", broker.RedactString(server), err)
+		return conformance.Harness{}, nil, fmt.Errorf("RabbitMQ %s: %w", redact.String(server), err)
 	}
 	h := conformance.Harness{
-		Name:              "probe " + broker.Redact(u),
-		RedeliveryHorizon: broker.HorizonUnbounded, // quorum queues keep a message until it is settled
+		Name:              "probe " + redact.URL(u),
+		RedeliveryHorizon: capability.HorizonUnbounded, // quorum queues keep a message until it is settled
 		Setup: func(ctx context.Context, t conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			name := scratchName("wary-probe")
 			topo := rabbit.Topology{Exchange: name, Queue: name, Partitions: partitions, DeliveryLimit: cfg.DeliveryLimit, DeadLetter: true}
@@ -182,7 +184,7 @@ func rabbitHarness(ctx context.Context, u *url.URL, getenv func(string) string) 
 func (a *app) harnessFor(ctx context.Context, raw string) (conformance.Harness, func(), error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" {
-		return conformance.Harness{}, nil, fmt.Errorf("%s is not a broker URL", broker.RedactString(raw))
+		return conformance.Harness{}, nil, fmt.Errorf("%s is not a broker URL", redact.String(raw))
 	}
 	f, ok := a.io.Harnesses[u.Scheme]
 	if !ok {
@@ -210,7 +212,7 @@ func kafkaHarness(ctx context.Context, u *url.URL, getenv func(string) string) (
 		seeds = getenv(EnvKafka)
 	}
 	if seeds == "" {
-		return conformance.Harness{}, nil, fmt.Errorf("probe %s: name the brokers with brokers= or $%s", broker.Redact(u), EnvKafka)
+		return conformance.Harness{}, nil, fmt.Errorf("probe %s: name the brokers with brokers= or $%s", redact.URL(u), EnvKafka)
 	}
 	ordered := q.Get("ordered") == "true"
 	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(seeds, ",")...)}
@@ -236,8 +238,8 @@ func kafkaHarness(ctx context.Context, u *url.URL, getenv func(string) string) (
 		return nil
 	}
 	h := conformance.Harness{
-		Name:              "probe " + broker.Redact(u),
-		RedeliveryHorizon: broker.HorizonUnbounded,
+		Name:              "probe " + redact.URL(u),
+		RedeliveryHorizon: capability.HorizonUnbounded,
 		Setup: func(ctx context.Context, t conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			name := scratchName("wary-probe")
 			if err := create(t, name, 4); err != nil {

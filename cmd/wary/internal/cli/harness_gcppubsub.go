@@ -15,6 +15,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/gcppubsub"
+	"github.com/wary-go/wary/redact"
 )
 
 // pubsubRetention is the message retention of probe subscriptions, and so
@@ -30,7 +31,7 @@ const pubsubRetention = 2 * 24 * time.Hour
 func pubsubHarness(ctx context.Context, u *url.URL, _ func(string) string) (conformance.Harness, func(), error) {
 	parts := strings.Split(strings.Trim(u.Host+u.Path, "/"), "/")
 	if len(parts) < 2 || parts[0] != "projects" || parts[1] == "" {
-		return conformance.Harness{}, nil, fmt.Errorf("probe: %s names no project (gcppubsub://projects/PROJECT/...)", broker.Redact(u))
+		return conformance.Harness{}, nil, fmt.Errorf("probe: %s names no project (gcppubsub://projects/PROJECT/...)", redact.URL(u))
 	}
 	project := parts[1]
 	q := u.Query()
@@ -82,7 +83,7 @@ func pubsubHarness(ctx context.Context, u *url.URL, _ func(string) string) (conf
 	}
 	so := &gcppubsub.SubscriptionOptions{WaitTime: time.Second}
 	h := conformance.Harness{
-		Name:              "probe " + broker.Redact(u),
+		Name:              "probe " + redact.URL(u),
 		Quiet:             time.Second,
 		RedeliveryHorizon: pubsubRetention,
 		Setup: func(ctx context.Context, t conformance.T, c conformance.Config) (*conformance.Fixture, error) {

@@ -13,6 +13,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/nats"
+	"github.com/wary-go/wary/redact"
 )
 
 // natsRetention is the max_age of probe streams, and so the horizon the
@@ -34,7 +35,7 @@ func natsHarness(_ context.Context, u *url.URL, _ func(string) string) (conforma
 	}
 	server := &url.URL{Scheme: "nats", Host: u.Host, User: u.User}
 	h := conformance.Harness{
-		Name:              "probe " + broker.Redact(u),
+		Name:              "probe " + redact.URL(u),
 		Quiet:             time.Second,
 		RedeliveryHorizon: natsRetention,
 		Setup: func(ctx context.Context, t conformance.T, c conformance.Config) (*conformance.Fixture, error) {

@@ -12,8 +12,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/redact"
 )
 
 // EnvServiceBusAdmin names the environment variable that gives
@@ -39,7 +41,7 @@ func serviceBusHarness(ctx context.Context, u *url.URL, getenv func(string) stri
 	q := u.Query()
 	cs := getenv(EnvServiceBus)
 	if cs == "" {
-		return conformance.Harness{}, nil, fmt.Errorf("probe %s: name the namespace in $%s", broker.Redact(u), EnvServiceBus)
+		return conformance.Harness{}, nil, fmt.Errorf("probe %s: name the namespace in $%s", redact.URL(u), EnvServiceBus)
 	}
 	var sessions, topic bool
 	for k, v := range q {
@@ -53,7 +55,7 @@ func serviceBusHarness(ctx context.Context, u *url.URL, getenv func(string) stri
 			err = errors.New("unknown parameter (want sessions, topic)")
 		}
 		if err != nil {
-			return conformance.Harness{}, nil, fmt.Errorf("probe %s: %s: %w", broker.Redact(u), k, err)
+			return conformance.Harness{}, nil, fmt.Errorf("probe %s: %s: %w", redact.URL(u), k, err)
 		}
 	}
 	ao, closeTransport, err := servicebus.AdminClientOptions(getenv(EnvServiceBusAdmin))
@@ -75,11 +77,11 @@ func serviceBusHarness(ctx context.Context, u *url.URL, getenv func(string) stri
 	if _, err := adm.GetQueue(ctx, scratchName("wary-probe"), nil); err != nil { // absent: nil, nil
 		_ = client.Close(ctx)
 		closeTransport()
-		return conformance.Harness{}, nil, fmt.Errorf("probe %s: the administration API does not answer (give --servicebus-admin-endpoint for an emulator): %w", broker.Redact(u), err)
+		return conformance.Harness{}, nil, fmt.Errorf("probe %s: the administration API does not answer (give --servicebus-admin-endpoint for an emulator): %w", redact.URL(u), err)
 	}
 	h := conformance.Harness{
-		Name:              "probe " + broker.Redact(u),
-		RedeliveryHorizon: broker.HorizonUnbounded,
+		Name:              "probe " + redact.URL(u),
+		RedeliveryHorizon: capability.HorizonUnbounded,
 		Setup: func(ctx context.Context, t conformance.T, cfg conformance.Config) (*conformance.Fixture, error) {
 			send, path, err := createScratch(ctx, t, adm, sessions, topic, cfg)
 			if err != nil {

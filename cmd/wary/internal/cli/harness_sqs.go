@@ -13,6 +13,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/sqsfifo"
+	"github.com/wary-go/wary/redact"
 )
 
 // sqsRetention is the MessageRetentionPeriod of probe queues, and so the
@@ -60,7 +61,7 @@ func sqsHarness(ctx context.Context, u *url.URL, getenv func(string) string) (co
 	}
 	so := &sqsfifo.SubscriptionOptions{WaitTime: time.Second, DedupWindow: window}
 	h := conformance.Harness{
-		Name:              "probe " + broker.Redact(u),
+		Name:              "probe " + redact.URL(u),
 		Quiet:             time.Second,
 		RedeliveryHorizon: sqsRetention,
 		FixedWaits:        "the server's deduplication window is fixed (AWS: 5 minutes); give dedup_window= if yours is shorter",

@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/redact"
 )
 
 // The operations below are the one implementation behind both views of
@@ -168,7 +171,7 @@ func moveDead(ctx context.Context, s *broker.Subscription, t *broker.Topic, f *d
 			others = append(others, d)
 		}
 	}
-	if s.Capabilities().AckModel == broker.AckCumulative && !prefix(ds, chosen) {
+	if s.Capabilities().AckModel == capability.AckCumulative && !prefix(ds, chosen) {
 		release(ds)
 		return nil, nil, errors.New("this dead-letter queue acknowledges cumulatively (a Kafka topic): removing a dead letter removes every earlier one, so choose the first ones in order, or --all")
 	}
@@ -188,7 +191,7 @@ func moveDead(ctx context.Context, s *broker.Subscription, t *broker.Topic, f *d
 	for i, d := range chosen {
 		if t != nil {
 			m := d.Message
-			err := t.Publish(ctx, &broker.Message{ID: m.ID, Key: m.Key, Headers: stamp(m.Headers, by, m.Headers[broker.HeaderDeadLetterReason]), Body: m.Body})
+			err := t.Publish(ctx, &broker.Message{ID: m.ID, Key: m.Key, Headers: stamp(m.Headers, by, m.Headers[driver.HeaderDeadLetterReason]), Body: m.Body})
 			if err != nil {
 				release(chosen[i:])
 				return done, nil, fmt.Errorf("replay %s (left in the dead-letter queue): %w", m.ID, err)
@@ -206,7 +209,7 @@ func moveDead(ctx context.Context, s *broker.Subscription, t *broker.Topic, f *d
 // listDead reads up to f.limit dead letters of s: it peeks where the
 // driver can (nothing changes), else receives them and puts them back.
 func listDead(ctx context.Context, s *broker.Subscription, f *dlqFlags, bodies bool) ([]deadJSON, error) {
-	if out, err := peekDead(ctx, s, f, bodies); !errors.Is(err, broker.ErrUnsupported) {
+	if out, err := peekDead(ctx, s, f, bodies); !errors.Is(err, errors.ErrUnsupported) {
 		return out, err
 	}
 	ds, err := readDead(ctx, s, f)
@@ -260,6 +263,6 @@ func (a *app) probe(ctx context.Context, raw string, only []string, r conformanc
 		broken = broken || r.Outcome == conformance.Broken
 		rows = append(rows, probeRow{Result: r, Declared: declared(r.Scenario, caps)})
 	}
-	return probeJSON{Broker: broker.RedactString(raw), Entity: ent, Capabilities: caps.String(),
+	return probeJSON{Broker: redact.String(raw), Entity: ent, Capabilities: caps.String(),
 		Scratch: compareScratch(schemeOf(raw), ent, caps, shortened), Results: rows, Broken: broken}, nil
 }

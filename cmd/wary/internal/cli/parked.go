@@ -16,7 +16,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/redact"
 )
 
 type parkedFlags struct {
@@ -187,7 +189,7 @@ replay again if the aggregate is back.`,
 			if len(aggs) == 0 {
 				return a.out(replayJSON{Replayed: []parkedJSON{}}, func(w io.Writer) { fmt.Fprintln(w, "nothing parked to replay") })
 			}
-			if err := a.confirm(fmt.Sprintf("replay the parked messages of %d aggregate(s) of consumer %q to %s", len(aggs), f.consumer, broker.RedactString(f.to))); err != nil {
+			if err := a.confirm(fmt.Sprintf("replay the parked messages of %d aggregate(s) of consumer %q to %s", len(aggs), f.consumer, redact.String(f.to))); err != nil {
 				return err
 			}
 			t, err := a.openTopic(ctx, f.to)
@@ -197,12 +199,12 @@ replay again if the aggregate is back.`,
 			defer t.Close()
 			a.warnDedup(t)
 			res, err := replayParked(ctx, d, t, f.consumer, aggs, replayedBy(), nil, nil)
-			a.audited(ctx, d, &f.store, "parked replay", fmt.Sprintf("consumer %q aggregates %s to %s", f.consumer, quoteAll(aggs), broker.RedactString(f.to)), len(res.Replayed))
+			a.audited(ctx, d, &f.store, "parked replay", fmt.Sprintf("consumer %q aggregates %s to %s", f.consumer, quoteAll(aggs), redact.String(f.to)), len(res.Replayed))
 			if err != nil {
 				return err
 			}
 			return a.out(res, func(w io.Writer) {
-				fmt.Fprintf(w, "replayed %d message(s) of %d aggregate(s) to %s\n", len(res.Replayed), len(aggs), broker.RedactString(f.to))
+				fmt.Fprintf(w, "replayed %d message(s) of %d aggregate(s) to %s\n", len(res.Replayed), len(aggs), redact.String(f.to))
 			})
 		},
 	}
@@ -379,13 +381,13 @@ func operator() string {
 func stamp(h map[string]string, by, reason string) map[string]string {
 	out := make(map[string]string, len(h)+1)
 	for k, v := range h {
-		if !broker.ReservedHeader(k) {
+		if !driver.ReservedHeader(k) {
 			out[k] = v
 		}
 	}
 	if reason != "" {
 		by += ": " + reason
 	}
-	out[broker.HeaderReplayedBy] = by
+	out[driver.HeaderReplayedBy] = by
 	return out
 }

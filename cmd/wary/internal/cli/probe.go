@@ -13,8 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 )
 
@@ -194,7 +193,7 @@ func printProbeHeader(w io.Writer, res probeJSON) {
 	fmt.Fprintf(w, "DECLARED is what the scratch entities declare (%s), not your entity's declaration\n", how)
 }
 
-func printSource(w io.Writer, indent string, src *driver.Source) {
+func printSource(w io.Writer, indent string, src *capability.Source) {
 	if src == nil {
 		return
 	}
@@ -213,15 +212,15 @@ func printSource(w io.Writer, indent string, src *driver.Source) {
 // LockTimeout above 0), "held until settled" or "no lock"; a lock the
 // driver could not read (RabbitMQ's consumer_timeout) is unknown, with
 // what its fields hold.
-func lockText(c broker.SubscriptionCapabilities, timeout string) string {
+func lockText(c capability.Subscription, timeout string) string {
 	s := timeout
 	switch {
-	case c.LockTimeout == broker.LockNone:
+	case c.LockTimeout == capability.LockNone:
 		s = "no lock (visible again at once)"
 	case c.LockTimeout <= 0:
 		s = "held until settled"
 	}
-	if c.Source.IsUnread(driver.SettingLockTimeout) {
+	if c.Source.IsUnread(capability.SettingLockTimeout) {
 		return "unknown (not read from the broker; declared " + s + ")"
 	}
 	return s
@@ -249,9 +248,9 @@ func declared(scenario string, c conformance.Capabilities) string {
 		return "lock extendable " + yes(c.LockExtendable)
 	case strings.HasPrefix(scenario, "lock") || scenario == "held-without-lock-timeout" || scenario == "crash-redelivers-unacked" || scenario == "ack":
 		if c.LockTimeout > 0 {
-			return lockText(c.SubscriptionCapabilities, "lock "+c.LockTimeout.String())
+			return lockText(c.Subscription, "lock "+c.LockTimeout.String())
 		}
-		return lockText(c.SubscriptionCapabilities, "")
+		return lockText(c.Subscription, "")
 	case strings.HasPrefix(scenario, "nack-delay"):
 		return "nack delay " + yes(c.NackDelay)
 	case scenario == "delivery-limit-dead-letters":
@@ -263,7 +262,7 @@ func declared(scenario string, c conformance.Capabilities) string {
 	case scenario == "ack-model":
 		return "ack " + c.AckModel.String()
 	case scenario == "redelivery-horizon":
-		return "horizon " + broker.HorizonString(c.RedeliveryHorizon)
+		return "horizon " + capability.HorizonString(c.RedeliveryHorizon)
 	case scenario == "oversized-rejected":
 		return fmt.Sprintf("max size %d", c.MaxMessageSize)
 	case scenario == "key-required":

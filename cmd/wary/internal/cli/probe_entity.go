@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/drivers/servicebus"
+	"github.com/wary-go/wary/redact"
 )
 
 // entityReading is what probe read, read-only, of the entity the URL
@@ -24,15 +25,15 @@ type entityReading struct {
 	// entities then copy them where the harness can.
 	Read bool `json:"read"`
 	// Why nothing was read, when Read is false.
-	Why          string         `json:"why,omitempty"`
-	Settings     string         `json:"settings,omitempty"`
-	Source       *driver.Source `json:"source,omitempty"`
-	TopicRead    string         `json:"topic_settings,omitempty"`
-	TopicSource  *driver.Source `json:"topic_source,omitempty"`
-	TopicNotRead string         `json:"topic_not_read,omitempty"`
+	Why          string             `json:"why,omitempty"`
+	Settings     string             `json:"settings,omitempty"`
+	Source       *capability.Source `json:"source,omitempty"`
+	TopicRead    string             `json:"topic_settings,omitempty"`
+	TopicSource  *capability.Source `json:"topic_source,omitempty"`
+	TopicNotRead string             `json:"topic_not_read,omitempty"`
 
-	sub *driver.SubscriptionCapabilities
-	top *driver.TopicCapabilities
+	sub *capability.Subscription
+	top *capability.Topic
 }
 
 // probeOnly are the URL parameters that only probe's harness reads, by
@@ -48,7 +49,7 @@ var probeOnly = map[string][]string{
 func (a *app) readEntity(ctx context.Context, raw string) entityReading {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return entityReading{Name: broker.RedactString(raw), Why: "not a URL"}
+		return entityReading{Name: redact.String(raw), Why: "not a URL"}
 	}
 	e := entityReading{Name: u.Host + u.Path}
 	if u.Opaque != "" {
@@ -96,14 +97,14 @@ func (a *app) readEntity(ctx context.Context, raw string) entityReading {
 		openSub = func(ctx context.Context, raw string) (*broker.Subscription, error) {
 			s, err := mux.OpenSubscription(ctx, raw)
 			if err != nil {
-				return nil, fmt.Errorf("open subscription %s: %w", broker.RedactString(raw), err)
+				return nil, fmt.Errorf("open subscription %s: %w", redact.String(raw), err)
 			}
 			return s, nil
 		}
 		openTop = func(ctx context.Context, raw string) (*broker.Topic, error) {
 			t, err := mux.OpenTopic(ctx, raw)
 			if err != nil {
-				return nil, fmt.Errorf("open topic %s: %w", broker.RedactString(raw), err)
+				return nil, fmt.Errorf("open topic %s: %w", redact.String(raw), err)
 			}
 			return t, nil
 		}
@@ -142,7 +143,7 @@ func harnessURL(raw string, e entityReading) string {
 		return raw
 	}
 	q := u.Query()
-	if u.Scheme == servicebus.Scheme && !q.Has("sessions") && e.sub.Ordering == broker.OrderSession {
+	if u.Scheme == servicebus.Scheme && !q.Has("sessions") && e.sub.Ordering == capability.OrderSession {
 		q.Set("sessions", "true")
 		u.RawQuery = q.Encode()
 	}
@@ -159,22 +160,22 @@ const (
 // timeout and dedup window instead of the probe's own. Where h waits in
 // real time (a live broker), a longer lock or window is shortened to the
 // probe's own, to keep the run short; shortened says which.
-func copySettings(h *conformance.Harness, e entityReading) (shortened map[driver.Setting]string) {
+func copySettings(h *conformance.Harness, e entityReading) (shortened map[capability.Setting]string) {
 	if e.sub == nil {
 		return nil
 	}
 	realTime := h.Wait == nil
-	shortened = map[driver.Setting]string{}
+	shortened = map[capability.Setting]string{}
 	lock, limit := e.sub.LockTimeout, e.sub.DeliveryLimit
 	if realTime && lock > ownLock {
-		shortened[driver.SettingLockTimeout] = "shortened to keep the run short"
+		shortened[capability.SettingLockTimeout] = "shortened to keep the run short"
 		lock = ownLock
 	}
 	dedup, dedupSet := time.Duration(0), e.top != nil
 	if dedupSet {
 		dedup = e.top.DedupWindow
 		if realTime && dedup > ownDedup {
-			shortened[driver.SettingDedupWindow] = "shortened to keep the run short"
+			shortened[capability.SettingDedupWindow] = "shortened to keep the run short"
 			dedup = ownDedup
 		}
 	}
@@ -206,48 +207,48 @@ type scratchReport struct {
 }
 
 type notCopied struct {
-	Setting driver.Setting `json:"setting"`
-	Yours   string         `json:"yours"`
-	Scratch string         `json:"scratch"`
-	Why     string         `json:"why"`
+	Setting capability.Setting `json:"setting"`
+	Yours   string             `json:"yours"`
+	Scratch string             `json:"scratch"`
+	Why     string             `json:"why"`
 }
 
 // whyNot explains, per scheme, a setting its harness cannot copy.
-var whyNot = map[string]map[driver.Setting]string{
+var whyNot = map[string]map[capability.Setting]string{
 	"sqsfifo": {
-		driver.SettingLockTimeout:       "the scratch queue's visibility timeout is at least 3s, so that head-of-line can hold a delivery through two quiet periods",
-		driver.SettingDedupWindow:       "the server's deduplication window is fixed (AWS: 5 minutes); dedup_window= states it",
-		driver.SettingRedeliveryHorizon: "the scratch queues keep messages for the probe's own retention, which redelivery-horizon checks",
+		capability.SettingLockTimeout:       "the scratch queue's visibility timeout is at least 3s, so that head-of-line can hold a delivery through two quiet periods",
+		capability.SettingDedupWindow:       "the server's deduplication window is fixed (AWS: 5 minutes); dedup_window= states it",
+		capability.SettingRedeliveryHorizon: "the scratch queues keep messages for the probe's own retention, which redelivery-horizon checks",
 	},
 	"servicebus": {
-		driver.SettingLockTimeout:       "the scratch entity's lock duration is at least 5s, the service's minimum",
-		driver.SettingRedeliveryHorizon: "the scratch entities have no message TTL",
+		capability.SettingLockTimeout:       "the scratch entity's lock duration is at least 5s, the service's minimum",
+		capability.SettingRedeliveryHorizon: "the scratch entities have no message TTL",
 	},
 	"rabbit": {
-		driver.SettingDeadLetter:        "the scratch queue always has a dead-letter queue, which the delivery-limit scenarios read",
-		driver.SettingRedeliveryHorizon: "the scratch queue is a quorum queue that keeps messages until settled",
+		capability.SettingDeadLetter:        "the scratch queue always has a dead-letter queue, which the delivery-limit scenarios read",
+		capability.SettingRedeliveryHorizon: "the scratch queue is a quorum queue that keeps messages until settled",
 	},
 	"kafka": {
-		driver.SettingRedeliveryHorizon: "the scratch topic keeps records forever (retention.ms=-1)",
+		capability.SettingRedeliveryHorizon: "the scratch topic keeps records forever (retention.ms=-1)",
 	},
 	"nats": {
-		driver.SettingLockTimeout:       "the scratch consumer's ack_wait is at least 3s (5s with max_ack_pending=1), so that head-of-line can hold a delivery through two quiet periods",
-		driver.SettingDeadLetter:        "the scratch consumer always has a dead-letter stream, which the delivery-limit scenarios read",
-		driver.SettingRedeliveryHorizon: "the scratch streams keep messages for the probe's own max_age, which redelivery-horizon checks",
+		capability.SettingLockTimeout:       "the scratch consumer's ack_wait is at least 3s (5s with max_ack_pending=1), so that head-of-line can hold a delivery through two quiet periods",
+		capability.SettingDeadLetter:        "the scratch consumer always has a dead-letter stream, which the delivery-limit scenarios read",
+		capability.SettingRedeliveryHorizon: "the scratch streams keep messages for the probe's own max_age, which redelivery-horizon checks",
 	},
 }
 
 // compareScratch compares what the scratch entities declare (caps) with
 // the user's entity.
-func compareScratch(scheme string, e entityReading, caps conformance.Capabilities, shortened map[driver.Setting]string) scratchReport {
-	r := scratchReport{Own: e.sub == nil, Capabilities: caps.String(), Read: caps.SubscriptionCapabilities.Source.Read}
+func compareScratch(scheme string, e entityReading, caps conformance.Capabilities, shortened map[capability.Setting]string) scratchReport {
+	r := scratchReport{Own: e.sub == nil, Capabilities: caps.String(), Read: caps.Subscription.Source.Read}
 	if r.Own {
 		return r
 	}
 	if scheme == "amqp" || scheme == "amqps" {
 		scheme = "rabbit"
 	}
-	cmp := func(s driver.Setting, yours, scratch string) {
+	cmp := func(s capability.Setting, yours, scratch string) {
 		if yours == scratch {
 			r.Copied = append(r.Copied, fmt.Sprintf("%s %s", s, yours))
 			return
@@ -261,37 +262,37 @@ func compareScratch(scheme string, e entityReading, caps conformance.Capabilitie
 		}
 		r.NotCopied = append(r.NotCopied, notCopied{Setting: s, Yours: yours, Scratch: scratch, Why: why})
 	}
-	u, s := e.sub, caps.SubscriptionCapabilities
-	limit := func(c broker.SubscriptionCapabilities) string {
+	u, s := e.sub, caps.Subscription
+	limit := func(c capability.Subscription) string {
 		if c.DeliveryLimit <= 0 {
 			return "none"
 		}
 		return fmt.Sprintf("%d (%s)", c.DeliveryLimit, c.DeliveryLimitMode)
 	}
 	if u.DeliveryLimit <= 0 && s.DeliveryLimit > 0 {
-		r.NotCopied = append(r.NotCopied, notCopied{Setting: driver.SettingDeliveryLimit, Yours: "none", Scratch: limit(s),
+		r.NotCopied = append(r.NotCopied, notCopied{Setting: capability.SettingDeliveryLimit, Yours: "none", Scratch: limit(s),
 			Why: "the scratch entities have a limit of the probe's own, so that delivery-limit-dead-letters can measure one"})
 	} else {
-		cmp(driver.SettingDeliveryLimit, limit(*u), limit(s))
+		cmp(capability.SettingDeliveryLimit, limit(*u), limit(s))
 	}
-	cmp(driver.SettingDeadLetter, yesNo(u.DeadLetter), yesNo(s.DeadLetter))
-	cmp(driver.SettingLockTimeout, lockText(*u, u.LockTimeout.String()), lockText(s, s.LockTimeout.String()))
-	order := func(c broker.SubscriptionCapabilities) string {
+	cmp(capability.SettingDeadLetter, yesNo(u.DeadLetter), yesNo(s.DeadLetter))
+	cmp(capability.SettingLockTimeout, lockText(*u, u.LockTimeout.String()), lockText(s, s.LockTimeout.String()))
+	order := func(c capability.Subscription) string {
 		if c.HeadOfLine {
 			return c.Ordering.String() + ", head-of-line"
 		}
 		return c.Ordering.String()
 	}
-	cmp(driver.SettingOrdering, order(*u), order(s))
-	cmp(driver.SettingRedeliveryHorizon, broker.HorizonString(u.RedeliveryHorizon), broker.HorizonString(s.RedeliveryHorizon))
+	cmp(capability.SettingOrdering, order(*u), order(s))
+	cmp(capability.SettingRedeliveryHorizon, capability.HorizonString(u.RedeliveryHorizon), capability.HorizonString(s.RedeliveryHorizon))
 	if e.top != nil {
-		dedup := func(c broker.TopicCapabilities) string {
+		dedup := func(c capability.Topic) string {
 			if c.DedupWindow <= 0 {
 				return "none"
 			}
 			return fmt.Sprintf("%s per %s", c.DedupWindow, c.DedupScope)
 		}
-		cmp(driver.SettingDedupWindow, dedup(*e.top), dedup(caps.TopicCapabilities))
+		cmp(capability.SettingDedupWindow, dedup(*e.top), dedup(caps.Topic))
 	}
 	return r
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
 	"github.com/wary-go/wary/conformance"
@@ -40,9 +41,9 @@ func liarHarness(_ context.Context, _ *url.URL, _ func(string) string) (conforma
 			}
 			caps := top.Capabilities()
 			caps.OrderingKey = "MessageGroupId"
-			caps.DedupWindow, caps.DedupScope = time.Minute, broker.DedupQueue
+			caps.DedupWindow, caps.DedupScope = time.Minute, capability.DedupQueue
 			subCaps := memory.TopicConfig{Profile: memory.Queue, LockTimeout: cfg.LockTimeout, DeliveryLimit: cfg.DeliveryLimit}.SubscriptionCapabilities()
-			subCaps.Ordering, subCaps.HeadOfLine = broker.OrderMessageGroup, true
+			subCaps.Ordering, subCaps.HeadOfLine = capability.OrderMessageGroup, true
 			return &conformance.Fixture{
 				Topic: broker.NewTopic(&lyingTopic{t: top, caps: caps}, nil),
 				Subscribe: func(context.Context) (*broker.Subscription, error) {
@@ -79,7 +80,7 @@ func classify(err error) driver.ErrorInfo {
 // lyingTopic publishes through a real topic and declares caps.
 type lyingTopic struct {
 	t    *broker.Topic
-	caps driver.TopicCapabilities
+	caps capability.Topic
 }
 
 func (l *lyingTopic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
@@ -89,16 +90,16 @@ func (l *lyingTopic) SendBatch(ctx context.Context, msgs []*driver.Message) erro
 	}
 	return l.t.Publish(ctx, out...)
 }
-func (l *lyingTopic) Capabilities() driver.TopicCapabilities { return l.caps }
-func (l *lyingTopic) Classify(err error) driver.ErrorInfo    { return classify(err) }
-func (l *lyingTopic) As(any) bool                            { return false }
-func (l *lyingTopic) ErrorAs(error, any) bool                { return false }
-func (l *lyingTopic) Close() error                           { return l.t.Close() }
+func (l *lyingTopic) Capabilities() capability.Topic      { return l.caps }
+func (l *lyingTopic) Classify(err error) driver.ErrorInfo { return classify(err) }
+func (l *lyingTopic) As(any) bool                         { return false }
+func (l *lyingTopic) ErrorAs(error, any) bool             { return false }
+func (l *lyingTopic) Close() error                        { return l.t.Close() }
 
 // lyingSub receives through a real subscription and declares caps.
 type lyingSub struct {
 	s    *broker.Subscription
-	caps driver.SubscriptionCapabilities
+	caps capability.Subscription
 }
 
 func (l *lyingSub) ReceiveBatch(ctx context.Context, n int) ([]*driver.Message, error) {
@@ -131,11 +132,11 @@ func (l *lyingSub) SendDeadLetters(ctx context.Context, ids []driver.AckID, reas
 func (l *lyingSub) ExtendLocks(ctx context.Context, ids []driver.AckID, dur time.Duration) error {
 	return l.each(ids, func(d *broker.Delivery) error { return d.ExtendLock(ctx, dur) })
 }
-func (l *lyingSub) Capabilities() driver.SubscriptionCapabilities { return l.caps }
-func (l *lyingSub) Classify(err error) driver.ErrorInfo           { return classify(err) }
-func (l *lyingSub) As(any) bool                                   { return false }
-func (l *lyingSub) ErrorAs(error, any) bool                       { return false }
-func (l *lyingSub) Close() error                                  { return l.s.Close() }
+func (l *lyingSub) Capabilities() capability.Subscription { return l.caps }
+func (l *lyingSub) Classify(err error) driver.ErrorInfo   { return classify(err) }
+func (l *lyingSub) As(any) bool                           { return false }
+func (l *lyingSub) ErrorAs(error, any) bool               { return false }
+func (l *lyingSub) Close() error                          { return l.s.Close() }
 
 // TestProbeCatchesALie: a broker that declares a dedup window it does
 // not keep is caught, with exit 1; what it keeps is reported kept.

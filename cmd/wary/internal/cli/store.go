@@ -11,10 +11,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
 	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/redact"
 )
 
 // storeFlags select the database of the store.
@@ -120,11 +120,11 @@ func (a *app) openStore(ctx context.Context, f *storeFlags) (db, error) {
 	case pgURL != "":
 		pool, err := pgxpool.New(ctx, pgURL)
 		if err != nil {
-			return nil, fmt.Errorf("PostgreSQL %s: %s", broker.RedactString(pgURL), redactErr(err))
+			return nil, fmt.Errorf("PostgreSQL %s: %s", redact.String(pgURL), redactErr(err))
 		}
 		if err := pool.Ping(ctx); err != nil {
 			pool.Close()
-			return nil, fmt.Errorf("PostgreSQL %s: %s", broker.RedactString(pgURL), redactErr(err))
+			return nil, fmt.Errorf("PostgreSQL %s: %s", redact.String(pgURL), redactErr(err))
 		}
 		s, err := postgres.New(ctx, pool, &postgres.Options{Schema: f.schema, Prefix: f.prefix, SkipMigrate: true})
 		if err == nil {

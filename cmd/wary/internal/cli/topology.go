@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/topology"
+	"github.com/wary-go/wary/redact"
 )
 
 // topologyJSON is what wary topology prints for one URL.
@@ -22,7 +24,7 @@ type topologyJSON struct {
 }
 
 type entityJSON struct {
-	broker.Entity
+	topology.Entity
 	// Declared: this run declared it (--apply).
 	Declared bool `json:"declared,omitempty"`
 }
@@ -91,13 +93,13 @@ are created with Kafka's own tools.`,
 // topology plans (and with apply, declares) one URL's topology; found
 // reports something missing (before apply) or differing.
 func (a *app) topology(ctx context.Context, raw string, apply bool) (topologyJSON, bool, error) {
-	t := topologyJSON{URL: broker.RedactString(raw), Entities: []entityJSON{}}
+	t := topologyJSON{URL: redact.String(raw), Entities: []entityJSON{}}
 	s, err := a.withEnv(raw)
 	if err != nil {
 		return t, false, err
 	}
-	p, err := broker.PlanTopology(ctx, s)
-	if errors.Is(err, broker.ErrUnsupported) {
+	p, err := topology.PlanURL(ctx, broker.DefaultURLMux(), s)
+	if errors.Is(err, errors.ErrUnsupported) {
 		if u, perr := url.Parse(raw); perr == nil && u.Scheme == "mem" {
 			t.Note = "the memory broker creates topics and subscriptions when they open: nothing to declare"
 			return t, false, nil

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/outbox"
@@ -143,8 +144,8 @@ func parkedWalkthrough[Tx any](t *testing.T, w *wary, p *pipe[Tx]) {
 	ds := receive(t, p.sub, 2)
 	why := map[string]string{"order-1/placed": "gap: order-1 at version 0", "order-1/paid": "held behind a parked message"}
 	for _, d := range ds {
-		if by := d.Message.Headers[broker.HeaderReplayedBy]; !strings.Contains(by, "@") || !strings.Contains(by, why[d.Message.ID]) {
-			t.Errorf("%s: %s = %q, want who replayed it and why it was parked", d.Message.ID, broker.HeaderReplayedBy, by)
+		if by := d.Message.Headers[driver.HeaderReplayedBy]; !strings.Contains(by, "@") || !strings.Contains(by, why[d.Message.ID]) {
+			t.Errorf("%s: %s = %q, want who replayed it and why it was parked", d.Message.ID, driver.HeaderReplayedBy, by)
 		}
 		if d.Message.Headers["traceparent"] != "00-"+d.Message.ID || string(d.Message.Body) != "body of "+d.Message.ID {
 			t.Errorf("%s came back changed: %v %q", d.Message.ID, d.Message.Headers, d.Message.Body)
@@ -251,8 +252,8 @@ func dlqWalkthrough(t *testing.T, w *wary, top *broker.Topic, topicURL string, s
 	if m.ID != id || string(m.Body) != "body of "+id || m.Headers["traceparent"] != "00-"+id || m.Key != "order-9" {
 		t.Errorf("replayed message changed: %+v", m)
 	}
-	if by := m.Headers[broker.HeaderReplayedBy]; !strings.Contains(by, "poison: cannot parse") {
-		t.Errorf("%s = %q, want who and why", broker.HeaderReplayedBy, by)
+	if by := m.Headers[driver.HeaderReplayedBy]; !strings.Contains(by, "poison: cannot parse") {
+		t.Errorf("%s = %q, want who and why", driver.HeaderReplayedBy, by)
 	}
 	if err := back.DeadLetter(ctx, "still poison"); err != nil {
 		t.Fatal(err)

@@ -1,8 +1,15 @@
-package driver
+// Package capability describes, as data, what a broker promises: a
+// publisher on a topic (Topic) and a consumer of a subscription
+// (Subscription), with where each value came from (Source). Both
+// *broker.Topic and *broker.Subscription return them (Capabilities), and
+// drivers (package broker/driver) declare them; the conformance suite
+// proves every declared field against the live broker.
+package capability
 
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -27,7 +34,7 @@ const (
 // delivery at all: an unsettled message is visible to consumers again at
 // once (an SQS queue with VisibilityTimeout 0), so a handler still running
 // sees it received a second time. It is not LockTimeout 0, which says the
-// opposite: held until settled or the consumer goes away. Subscription.Run
+// opposite: held until settled or the consumer goes away. broker.Subscription.Run
 // refuses a subscription that declares it.
 const LockNone time.Duration = -1
 
@@ -135,13 +142,13 @@ func (m LimitMode) String() string {
 	return "none"
 }
 
-// TopicCapabilities is what a broker promises to a publisher, as data:
+// Topic is what a broker promises to a publisher, as data:
 // the publish half of its promise. What a consumer is promised is the
-// subscription's half, SubscriptionCapabilities, declared by the side that
+// subscription's half, Subscription, declared by the side that
 // owns it. The conformance suite checks every field against the live
 // broker.
-type TopicCapabilities struct {
-	// OrderingKey names the broker field that Message.Key maps to (for the
+type Topic struct {
+	// OrderingKey names the broker field that broker.Message.Key maps to (for the
 	// docs and error messages), e.g. "MessageGroupId".
 	OrderingKey string
 	// KeyRequired: publishing a message without a Key is an error
@@ -149,7 +156,7 @@ type TopicCapabilities struct {
 	KeyRequired bool
 
 	// DedupWindow is how long after a publish the broker silently drops
-	// another publish with the same Message.ID (0: no broker dedup).
+	// another publish with the same broker.Message.ID (0: no broker dedup).
 	DedupWindow time.Duration
 	// DedupScope is where an ID must be unique for the window to apply.
 	DedupScope DedupScope
@@ -162,11 +169,11 @@ type TopicCapabilities struct {
 	// headers in a frame of their own (AMQP 0-9-1's content header, bounded
 	// by the connection's frame_max): a larger header block fails the whole
 	// connection, not one message. The portable layer rejects a message over
-	// it before sending (ErrTooLarge); the driver, which knows the encoding
+	// it before sending (broker.ErrTooLarge); the driver, which knows the encoding
 	// overhead, checks the encoded size too and reports an excess as
 	// TooLarge without sending anything.
 	MaxHeaderSize int
-	// MaxBatchSize is the largest batch SendBatch accepts (0: no limit).
+	// MaxBatchSize is the largest batch driver.Topic.SendBatch accepts (0: no limit).
 	MaxBatchSize int
 
 	// Source says which of these the driver read from the broker, which
@@ -175,7 +182,7 @@ type TopicCapabilities struct {
 }
 
 // String renders the capabilities on one line, for logs and docs.
-func (c TopicCapabilities) String() string {
+func (c Topic) String() string {
 	var b strings.Builder
 	if c.OrderingKey != "" {
 		fmt.Fprintf(&b, "key=%s ", c.OrderingKey)
@@ -193,12 +200,12 @@ func (c TopicCapabilities) String() string {
 	return b.String()
 }
 
-// SubscriptionCapabilities is what a broker promises to a consumer, as
+// Subscription is what a broker promises to a consumer, as
 // data: the delivery half of its promise (order as delivered, what an ack
 // covers, the delivery count and limit, dead letters, locks, nack delays,
 // how long copies keep coming). The conformance suite checks every field
 // against the live broker.
-type SubscriptionCapabilities struct {
+type Subscription struct {
 	// Ordering is the scope inside which publish order is delivery order.
 	Ordering OrderingScope
 	// HeadOfLine: while a message of a scope is delivered and unsettled, no
@@ -208,7 +215,7 @@ type SubscriptionCapabilities struct {
 	// AckModel is what an ack covers.
 	AckModel AckModel
 
-	// DeliveryCount: Attempt on received messages is a true count kept by
+	// DeliveryCount: broker.Delivery.Attempt is a true count kept by
 	// the broker (or emulated, for LimitEmulated), not a guess.
 	DeliveryCount bool
 	// DeliveryLimit is the number of deliveries after which the message is
@@ -216,7 +223,7 @@ type SubscriptionCapabilities struct {
 	DeliveryLimit int
 	// DeliveryLimitMode says who enforces DeliveryLimit.
 	DeliveryLimitMode LimitMode
-	// DeadLetter: Delivery.DeadLetter is supported, and dead-lettered
+	// DeadLetter: broker.Delivery.DeadLetter is supported, and dead-lettered
 	// messages can be read, with their reason.
 	DeadLetter bool
 
@@ -227,9 +234,9 @@ type SubscriptionCapabilities struct {
 	// not read the lock's bound (RabbitMQ's consumer_timeout), and the
 	// value is not the broker's.
 	LockTimeout time.Duration
-	// LockExtendable: Delivery.ExtendLock is supported.
+	// LockExtendable: broker.Delivery.ExtendLock is supported.
 	LockExtendable bool
-	// NackDelay: Delivery.Nack honours a delay; without it only a zero delay
+	// NackDelay: broker.Delivery.Nack honours a delay; without it only a zero delay
 	// is accepted.
 	NackDelay bool
 
@@ -246,7 +253,7 @@ type SubscriptionCapabilities struct {
 }
 
 // String renders the capabilities on one line, for logs and docs.
-func (c SubscriptionCapabilities) String() string {
+func (c Subscription) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "ordering=%s", c.Ordering)
 	if c.HeadOfLine {
@@ -274,4 +281,89 @@ func HorizonString(h time.Duration) string {
 		return "unknown"
 	}
 	return h.String()
+}
+
+// Setting names a broker setting that a field of the capabilities stands
+// for, in a Source.
+type Setting string
+
+// The settings a Source speaks of.
+const (
+	// SettingDeliveryLimit: DeliveryLimit and DeliveryLimitMode (RabbitMQ's
+	// x-delivery-limit or delivery-limit policy, SQS's redrive
+	// maxReceiveCount, Service Bus's MaxDeliveryCount).
+	SettingDeliveryLimit Setting = "delivery limit"
+	// SettingDeadLetter: DeadLetter (a dead-letter exchange, a redrive
+	// target, a dead-letter topic).
+	SettingDeadLetter Setting = "dead-letter target"
+	// SettingOrdering: Ordering and HeadOfLine (a single active consumer,
+	// sessions, a FIFO queue).
+	SettingOrdering Setting = "ordering"
+	// SettingLockTimeout: LockTimeout (a visibility timeout, a lock
+	// duration).
+	SettingLockTimeout Setting = "lock timeout"
+	// SettingRedeliveryHorizon: RedeliveryHorizon (a retention period, a
+	// time to live).
+	SettingRedeliveryHorizon Setting = "redelivery horizon"
+	// SettingDedupWindow: DedupWindow and DedupScope.
+	SettingDedupWindow Setting = "dedup window"
+	// SettingMaxMessageSize: MaxMessageSize.
+	SettingMaxMessageSize Setting = "max message size"
+	// SettingQueueLength: a bound on the queue's length and what happens
+	// past it (RabbitMQ's x-max-length and x-overflow), which the
+	// capabilities have no field for: a queue that drops or dead-letters
+	// its oldest messages when full loses or diverts messages no handler
+	// saw.
+	SettingQueueLength Setting = "queue length"
+	// SettingKind: what an entity is, in the broker's words (a RabbitMQ
+	// queue's type, an exchange's type), which decides what the others
+	// can mean.
+	SettingKind Setting = "kind"
+)
+
+// Source says where a side's capabilities come from: what the driver read
+// from the live broker, which settings it could not read, and where the
+// URL or options state other values than the broker holds. A driver that
+// reads nothing leaves Read empty and lists, in Unread, the settings its
+// fields merely repeat from the URL or options.
+type Source struct {
+	// Read says, for people, what the driver read from the broker and
+	// through which interface, e.g. "quorum queue shop.billing and its
+	// policy, through the management API". Empty: nothing was read.
+	Read string `json:"read,omitempty"`
+	// Unread are the settings the driver could not read from the broker.
+	// Their fields hold what the URL or options stated, or the driver's
+	// default, which a statement does not present as the broker's.
+	Unread []Unread `json:"unread,omitempty"`
+	// Conflicts are the settings for which the URL or options state a
+	// value other than the one the broker holds. The fields hold the
+	// broker's value: it is the one that applies.
+	Conflicts []Conflict `json:"conflicts,omitempty"`
+}
+
+// Unread is a setting a driver could not read from the broker.
+type Unread struct {
+	Setting Setting `json:"setting"`
+	// Why it could not be read, and Fix, how to make it readable. Neither
+	// holds a secret.
+	Why string `json:"why"`
+	Fix string `json:"fix"`
+}
+
+// Conflict is a setting whose value the URL or options state otherwise
+// than the broker holds.
+type Conflict struct {
+	Setting Setting `json:"setting"`
+	// Stated is the URL's or options' value, Held the broker's, both for
+	// people (e.g. "delivery_limit=5 in the URL", "20 deliveries
+	// (x-delivery-limit 19)").
+	Stated string `json:"stated"`
+	Held   string `json:"held"`
+	// Fix says how to make them agree.
+	Fix string `json:"fix"`
+}
+
+// IsUnread reports whether s could not be read from the broker.
+func (src Source) IsUnread(s Setting) bool {
+	return slices.ContainsFunc(src.Unread, func(u Unread) bool { return u.Setting == s })
 }

@@ -1,30 +1,24 @@
-package broker
+// Package text holds the bounding and quoting of foreign text that
+// broker and broker/driver share: reasons, values quoted in errors, and
+// url.Parse's failures without what they quote.
+package text
 
 import (
 	"fmt"
+	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 )
 
-// MaxReasonLen bounds, in bytes, the reason a dead letter carries in
-// HeaderDeadLetterReason and the reason a message is parked with (package
-// idem): see BoundReason.
-const MaxReasonLen = 1024
-
-// BoundReason returns s as a dead-letter or park reason: one line of
-// printable text of at most MaxReasonLen bytes. Control characters,
-// other characters that do not print, and bytes that are not UTF-8 are
-// escaped as Go escapes them ("\n", "\x00", "\u2028"); a longer text is
-// cut on a character boundary and ends in "…(N bytes cut)", N counting the
-// bytes of s left out. Delivery.DeadLetter applies it to its reason, so
-// every driver gets it; it leaves a bounded reason as it is.
-func BoundReason(s string) string {
-	return bound(s, MaxReasonLen)
-}
-
-// bound is BoundReason with a limit of n bytes.
-func bound(s string, n int) string {
+// Bound returns s as one line of printable text of at most n bytes:
+// control characters, other characters that do not print, and bytes that
+// are not UTF-8 are escaped as Go escapes them ("\n", "\x00",
+// "\u2028"); a longer text is cut on a character boundary and ends in
+// "…(N bytes cut)", N counting the bytes of s left out. A bounded s is
+// returned as it is.
+func Bound(s string, n int) string {
 	if len(s) <= n && printable(s) {
 		return s
 	}
@@ -72,9 +66,9 @@ func escapeAt(s string, i int) (string, int) {
 	return q[1 : len(q)-1], size
 }
 
-// shownValue is a foreign value (a content type, a message ID) as an error
+// Shown is a foreign value (a content type, a message ID) as an error
 // shows it: quoted, escaped, and cut to 64 bytes.
-func shownValue(v string) string {
+func Shown(v string) string {
 	const show = 64
 	if len(v) <= show {
 		return strconv.Quote(v)
@@ -85,3 +79,13 @@ func shownValue(v string) string {
 	}
 	return fmt.Sprintf("%s…(%d bytes)", strconv.Quote(v[:n]), len(v))
 }
+
+// URLFailure is url.Parse's error without the text it quotes.
+func URLFailure(err error) string {
+	if ue, ok := err.(*url.Error); ok {
+		err = ue.Err
+	}
+	return quoted.ReplaceAllString(err.Error(), `"…"`)
+}
+
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)

@@ -1,4 +1,7 @@
-package broker
+// Package redact hides the secrets in URLs, connection strings and the
+// texts that quote them (error messages), for logs and errors: wary and
+// its drivers show every URL and connection string through it.
+package redact
 
 import (
 	"net/url"
@@ -9,13 +12,13 @@ import (
 
 const redacted = "xxxxx"
 
-// Redact returns u as a string for logs and errors, with every secret
+// URL returns u as a string for logs and errors, with every secret
 // replaced by "xxxxx": the password (also in the opaque form
 // "amqp:user:pass@host"), the value of every query parameter whose name
 // suggests a secret (password, pass, pwd, secret, token, auth, credential,
 // key, sig, sas and the like), every query pair that cannot be parsed
 // (it could be any of those), and the fragment.
-func Redact(u *url.URL) string {
+func URL(u *url.URL) string {
 	if strings.Contains(u.RawQuery+u.EscapedFragment(), "@") || (u.Opaque == "" && strings.Contains(u.EscapedPath(), "@")) {
 		// "amqp://guest:1234/pw@host/" parses as host "guest:1234" and
 		// path "/pw@host/", "amqp:guest:p?w@host" as opaque "guest:p" and
@@ -41,9 +44,9 @@ func Redact(u *url.URL) string {
 	return out
 }
 
-// RedactString returns s for logs and errors with every secret it
+// String returns s for logs and errors with every secret it
 // recognises replaced by "xxxxx". s may be:
-//   - a URL, which may not parse (as Redact; userinfo before the last "@" of
+//   - a URL, which may not parse (as URL; userinfo before the last "@" of
 //     the authority and secret query values are hidden even then);
 //   - a URL whose userinfo holds white space or quotes, or whose scheme is
 //     missing or not a valid one ("://user:p w@host", "x_y://...",
@@ -59,10 +62,10 @@ func Redact(u *url.URL) string {
 // A keyword or query parameter is secret when its name suggests one
 // (password, pass, pwd, secret, token, auth, credential, key except
 // *KeyName, sig, sas, signature and the like).
-func RedactString(s string) string {
+func String(s string) string {
 	if oneURL.MatchString(s) {
 		if u, err := url.Parse(s); err == nil {
-			return Redact(u)
+			return URL(u)
 		}
 		return redactRaw(s)
 	}
@@ -71,7 +74,7 @@ func RedactString(s string) string {
 	s = redactSpans(s, append(keyValueSpans(s), authoritySpan(s)...))
 	return urlInText.ReplaceAllStringFunc(s, func(u string) string {
 		body := strings.TrimRight(u, ".,;:)]}'\"`")
-		return RedactString(body) + u[len(body):]
+		return String(body) + u[len(body):]
 	})
 }
 
@@ -95,7 +98,7 @@ var (
 // holds an "@", never less; when that text holds a "?" or "#", up to the
 // end of the URL. The user name before the first ":" is kept when it is
 // plausibly one (without white space, quotes or "/"), and so is a userinfo
-// without ":" (a user name alone, as Redact keeps it).
+// without ":" (a user name alone, as URL keeps it).
 func authoritySpan(s string) [][2]int {
 	at := strings.LastIndex(s, "@")
 	if at < 0 {
@@ -113,7 +116,7 @@ func authoritySpan(s string) [][2]int {
 		return nil
 	}
 	if strings.ContainsAny(s[from:at], "?#") {
-		// The "@" may be in a query or a fragment (which Redact hides), or
+		// The "@" may be in a query or a fragment (which URL hides), or
 		// in a password holding "?" or "#": which part is the host cannot
 		// be told, so none of the URL is shown, up to where it ends.
 		end := at + strings.IndexFunc(s[at:], func(r rune) bool { return strings.ContainsRune(" \t\n\r\v\f'\"<>`", r) })
@@ -127,7 +130,7 @@ func authoritySpan(s string) [][2]int {
 		return [][2]int{{from, at}}
 	}
 	if !hasPassword {
-		return nil // a user name alone, as Redact shows it
+		return nil // a user name alone, as URL shows it
 	}
 	return [][2]int{{from + len(user) + 1, at}}
 }

@@ -1,4 +1,11 @@
-package broker
+// Package topology declares and compares the entities a broker URL
+// describes: the exchanges, queues, topics and subscriptions that opening
+// it needs, with the settings its parameters state. PlanURL asks the
+// driver registered for the URL's scheme (on a broker.URLMux) for a Plan,
+// which says what exists and how it differs; Plan.Apply declares what is
+// missing. Operator tools (wary topology) and deploy scripts use it;
+// drivers implement URLOpener.
+package topology
 
 import (
 	"context"
@@ -6,21 +13,24 @@ import (
 	"fmt"
 	"net/url"
 
-	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
+	"github.com/wary-go/wary/broker/internal/seam"
 )
 
-// TopologyURLOpener plans the topology a URL describes: the exchanges,
-// queues, topics and subscriptions that opening the URL needs, with the
-// settings its parameters state. A driver's SubscriptionURLOpener (or,
-// for a scheme with no subscriptions, its TopicURLOpener) implements it;
-// URLMux.PlanTopology finds it there, as OpenDeadLetters finds a
-// DeadLetterURLOpener.
+// URLOpener plans the topology a URL describes: the exchanges, queues,
+// topics and subscriptions that opening the URL needs, with the settings
+// its parameters state. A driver's broker.SubscriptionURLOpener (or, for
+// a scheme with no subscriptions, its broker.TopicURLOpener) implements
+// it; PlanURL finds it there, as broker.URLMux.OpenDeadLetters finds a
+// broker.DeadLetterURLOpener, so a scheme needs no registration of its
+// own.
 //
 // PlanTopologyURL reads the URL with the parameters its openers accept,
 // looks up each entity on the broker and changes nothing. Its errors
-// match the classes of this package as OpenSubscriptionURL's do; a URL
+// match the classes of package broker as OpenSubscriptionURL's do; a URL
 // that describes nothing the driver could declare is ErrInvalid.
-type TopologyURLOpener interface {
+type URLOpener interface {
 	PlanTopologyURL(ctx context.Context, u *url.URL) (*Plan, error)
 }
 
@@ -49,7 +59,7 @@ type Entity struct {
 	// Conflicts, for an existing entity, are the settings it holds
 	// otherwise than Settings say, with Fix empty: Apply leaves the entity
 	// as it is, and only its owner can change it, or the URL.
-	Conflicts []driver.Conflict `json:"conflicts,omitempty"`
+	Conflicts []capability.Conflict `json:"conflicts,omitempty"`
 	// Unread says why an existing entity's settings could not be read
 	// and compared ("": they were, or it does not exist).
 	Unread string `json:"unread,omitempty"`
@@ -87,19 +97,19 @@ func (p *Plan) Differs() bool {
 // Apply declares the entities that did not exist when the plan was made,
 // and marks them as existing. It changes and deletes nothing that exists
 // (a difference stays one); an entity declared meanwhile by someone else
-// with other settings is an error matching ErrInvalid on brokers that
-// compare declarations (RabbitMQ), or left as it is. Its errors match the
-// classes of this package, with Op "topology".
+// with other settings is an error matching broker.ErrInvalid on brokers that
+// compare declarations (RabbitMQ), or left as it is. Its errors are
+// *broker.Error with Op "topology", of the classes of package broker.
 func (p *Plan) Apply(ctx context.Context) error {
 	missing := p.Missing()
 	if len(missing) == 0 {
 		return nil
 	}
 	if p.apply == nil {
-		return newError("topology", driver.Unknown, false, fmt.Errorf("the plan declares nothing: %w", ErrUnsupported))
+		return seam.Error("topology", fmt.Errorf("the plan declares nothing: %w", errors.ErrUnsupported))
 	}
 	if err := p.apply(ctx, missing); err != nil {
-		return wrapErr("topology", func(error) driver.ErrorInfo { return driver.ErrorInfo{} }, err)
+		return seam.Error("topology", err)
 	}
 	for i := range p.Entities {
 		p.Entities[i].Exists = true
@@ -107,44 +117,33 @@ func (p *Plan) Apply(ctx context.Context) error {
 	return nil
 }
 
-// PlanTopology plans the topology the URL describes (see
-// TopologyURLOpener), through the opener registered for its scheme with
-// RegisterSubscription, else with RegisterTopic. A driver that cannot
-// plan one gives an error matching ErrUnsupported; other errors match the
-// classes of this package, with Op "topology".
-func (m *URLMux) PlanTopology(ctx context.Context, urlstr string) (*Plan, error) {
-	u, err := parseURL(urlstr)
+// PlanURL plans the topology the URL describes (see URLOpener), through
+// the opener m registered for its scheme with RegisterSubscription, else
+// with RegisterTopic; m is usually broker.DefaultURLMux(). A driver that
+// cannot plan one gives an error matching errors.ErrUnsupported; other
+// errors are *broker.Error with Op "topology", of the classes of package
+// broker (a URL that does not parse, or a scheme no driver registered, is
+// broker.ErrInvalid).
+func PlanURL(ctx context.Context, m *broker.URLMux, urlstr string) (*Plan, error) {
+	u, so, to, err := seam.Openers(m, urlstr)
 	if err != nil {
 		return nil, err
 	}
-	m.mu.RLock()
-	so, sok := m.subs[u.Scheme]
-	to, tok := m.topics[u.Scheme]
-	m.mu.RUnlock()
-	var o TopologyURLOpener
-	if p, ok := so.(TopologyURLOpener); sok && ok {
+	var o URLOpener
+	if p, ok := so.(URLOpener); ok {
 		o = p
-	} else if p, ok := to.(TopologyURLOpener); tok && ok {
+	} else if p, ok := to.(URLOpener); ok {
 		o = p
 	}
-	switch {
-	case o == nil && !sok && !tok:
-		return nil, unknownScheme(u.Scheme, m.subSchemes())
-	case o == nil:
-		return nil, newError("topology", driver.Unknown, false, fmt.Errorf("the driver of scheme %q cannot plan a topology from a URL: %w", u.Scheme, ErrUnsupported))
+	if o == nil {
+		return nil, seam.Error("topology", fmt.Errorf("the driver of scheme %q cannot plan a topology from a URL: %w", u.Scheme, errors.ErrUnsupported))
 	}
 	p, err := o.PlanTopologyURL(ctx, u)
 	if err != nil {
-		return nil, wrapErr("topology", func(error) driver.ErrorInfo { return driver.ErrorInfo{} }, err)
+		return nil, seam.Error("topology", err)
 	}
 	if p == nil {
-		return nil, newError("topology", driver.Unknown, false, errors.New("the driver returned no plan"))
+		return nil, seam.Error("topology", errors.New("the driver returned no plan"))
 	}
 	return p, nil
-}
-
-// PlanTopology plans, through DefaultURLMux, the topology the URL
-// describes; see URLMux.PlanTopology.
-func PlanTopology(ctx context.Context, urlstr string) (*Plan, error) {
-	return defaultMux.PlanTopology(ctx, urlstr)
 }

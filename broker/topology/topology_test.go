@@ -1,4 +1,4 @@
-package broker_test
+package topology_test
 
 import (
 	"context"
@@ -7,20 +7,22 @@ import (
 	"testing"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/broker/topology"
 )
 
-type planOpener struct{ applied []broker.Entity }
+type planOpener struct{ applied []topology.Entity }
 
 func (o *planOpener) OpenSubscriptionURL(context.Context, *url.URL) (*broker.Subscription, error) {
 	return nil, errors.New("unused")
 }
 
-func (o *planOpener) PlanTopologyURL(_ context.Context, u *url.URL) (*broker.Plan, error) {
+func (o *planOpener) PlanTopologyURL(_ context.Context, u *url.URL) (*topology.Plan, error) {
 	if u.Host == "bad" {
-		return nil, broker.Invalidf("bad")
+		return nil, driver.Invalidf("bad")
 	}
-	return broker.NewPlan([]broker.Entity{{Kind: "queue", Name: "a", Exists: true}, {Kind: "queue", Name: "b"}},
-		func(_ context.Context, missing []broker.Entity) error { o.applied = missing; return nil }), nil
+	return topology.NewPlan([]topology.Entity{{Kind: "queue", Name: "a", Exists: true}, {Kind: "queue", Name: "b"}},
+		func(_ context.Context, missing []topology.Entity) error { o.applied = missing; return nil }), nil
 }
 
 type noPlanOpener struct{}
@@ -29,15 +31,15 @@ func (noPlanOpener) OpenSubscriptionURL(context.Context, *url.URL) (*broker.Subs
 	return nil, errors.New("unused")
 }
 
-// TestPlanTopology: the mux finds the opener's plan, Apply is given the
+// TestPlanURL: the mux finds the opener's plan, Apply is given the
 // missing entities only, and errors carry the classes with Op topology.
-func TestPlanTopology(t *testing.T) {
+func TestPlanURL(t *testing.T) {
 	var m broker.URLMux
 	o := &planOpener{}
 	m.RegisterSubscription("plan", o)
 	m.RegisterSubscription("noplan", noPlanOpener{})
 	ctx := t.Context()
-	p, err := m.PlanTopology(ctx, "plan://ok")
+	p, err := topology.PlanURL(ctx, &m, "plan://ok")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,13 +53,13 @@ func TestPlanTopology(t *testing.T) {
 		t.Fatalf("applied %v, missing after %v", o.applied, p.Missing())
 	}
 	var be *broker.Error
-	if _, err := m.PlanTopology(ctx, "plan://bad"); !errors.Is(err, broker.ErrInvalid) || !errors.As(err, &be) || be.Op != "topology" {
+	if _, err := topology.PlanURL(ctx, &m, "plan://bad"); !errors.Is(err, broker.ErrInvalid) || !errors.As(err, &be) || be.Op != "topology" {
 		t.Errorf("bad: %v", err)
 	}
-	if _, err := m.PlanTopology(ctx, "noplan://x"); !errors.Is(err, broker.ErrUnsupported) {
+	if _, err := topology.PlanURL(ctx, &m, "noplan://x"); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("noplan: %v", err)
 	}
-	if _, err := m.PlanTopology(ctx, "nope://x"); !errors.Is(err, broker.ErrInvalid) {
+	if _, err := topology.PlanURL(ctx, &m, "nope://x"); !errors.Is(err, broker.ErrInvalid) {
 		t.Errorf("unknown scheme: %v", err)
 	}
 }
