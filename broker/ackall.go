@@ -72,7 +72,9 @@ func (s *Subscription) ackAll(ctx context.Context, ds []*Delivery, at []int, err
 		}
 	}()
 	if len(live) > 0 {
+		ctx, cancel := s.settleCtx(ctx)
 		s.sendAcks(ctx, ds, live, errs)
+		cancel()
 	}
 	failed := false
 	first := map[*Delivery]int{}

@@ -80,15 +80,6 @@ func (d *Delivery) Nack(ctx context.Context, delay time.Duration) error {
 	return d.settle(ctx, settleNack, delay, "")
 }
 
-// SettleTimeout is how long a settle of d may take once its handler has
-// returned: SubscriptionOptions.SettleTimeout (30s for a detached delivery).
-func (d *Delivery) SettleTimeout() time.Duration {
-	if d.sub == nil {
-		return defaultSettleTimeout
-	}
-	return d.sub.settleTimeout
-}
-
 // Retry nacks the delivery after its attempt-th failure (below 1:
 // d.Attempt), to come back after that attempt's backoff: RunOptions.Backoff
 // for a delivery Run handed out, 100ms doubling to 30s otherwise. Where the
@@ -193,6 +184,8 @@ func (d *Delivery) settle(ctx context.Context, kind settleKind, delay time.Durat
 	if err := ctx.Err(); err != nil {
 		return wrapErr(op, d.sub.d.Classify, err)
 	}
+	ctx, cancel := d.sub.settleCtx(ctx)
+	defer cancel()
 	var derr error
 	switch kind {
 	case settleAck:

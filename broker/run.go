@@ -39,7 +39,15 @@ type RunOptions struct {
 	// DrainTimeout is how long handlers in flight keep a live context once
 	// Run's ctx ends (default 10s; negative: none).
 	DrainTimeout time.Duration
+	// Middleware wraps h, the first outermost: {a, b} runs a, which runs
+	// b, which runs h.
+	Middleware []Middleware
 }
+
+// Middleware wraps a Handler in another (tracing, a timeout, decoding,
+// the inbox of package idem). It runs inside Run's loop, so what it
+// returns is settled as a Handler's is.
+type Middleware func(Handler) Handler
 
 // defaultDrainTimeout is RunOptions.DrainTimeout's default.
 const defaultDrainTimeout = 10 * time.Second
@@ -62,6 +70,9 @@ func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) err
 	}
 	if err := o.Backoff.check("RunOptions.Backoff"); err != nil {
 		return err
+	}
+	for i := len(o.Middleware) - 1; i >= 0; i-- {
+		h = o.Middleware[i](h)
 	}
 	if err := s.lockHolds(); err != nil {
 		return err

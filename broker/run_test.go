@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -225,5 +226,87 @@ func TestRunRenewsLocksWhileHandling(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRunMiddleware: RunOptions.Middleware wraps the handler, the first
+// outermost.
+func TestRunMiddleware(t *testing.T) {
+	d := &stubSub{msgs: []*driver.Message{{ID: "m", AckID: 1}}, acked: make(chan driver.AckID, 1)}
+	sub := NewSubscription(d, nil)
+	defer sub.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var trace []string
+	mark := func(name string) Middleware {
+		return func(h Handler) Handler {
+			return func(ctx context.Context, d *Delivery) error {
+				trace = append(trace, name)
+				return h(ctx, d)
+			}
+		}
+	}
+	h := func(context.Context, *Delivery) error {
+		trace = append(trace, "handler")
+		cancel()
+		return nil
+	}
+	if err := sub.Run(ctx, h, &RunOptions{Middleware: []Middleware{mark("a"), mark("b")}}); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := fmt.Sprint(trace); got != "[a b handler]" {
+		t.Fatalf("trace %s, want [a b handler]", got)
+	}
+}
+
+// deadlineSub records, for each SendAcks, how long its ctx had left.
+type deadlineSub struct {
+	stubSub
+	left []time.Duration // -1: no deadline
+}
+
+func (s *deadlineSub) SendAcks(ctx context.Context, ids []driver.AckID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	left := time.Duration(-1)
+	if dl, ok := ctx.Deadline(); ok {
+		left = time.Until(dl)
+	}
+	s.left = append(s.left, left)
+	return nil
+}
+
+// TestSettleWithoutDeadlineIsBounded: an Ack or AckAll whose ctx has no
+// deadline reaches the driver bounded by SettleTimeout; one with a
+// deadline keeps it.
+func TestSettleWithoutDeadlineIsBounded(t *testing.T) {
+	d := &deadlineSub{stubSub: stubSub{msgs: []*driver.Message{{ID: "a", AckID: 1}, {ID: "b", AckID: 2}, {ID: "c", AckID: 3}, {ID: "d", AckID: 4}}}}
+	sub := NewSubscription(d, &SubscriptionOptions{SettleTimeout: time.Minute})
+	defer sub.Close()
+	ds, err := sub.Receive(t.Context(), 4)
+	if err != nil || len(ds) != 4 {
+		t.Fatalf("Receive: %d, %v", len(ds), err)
+	}
+	if err := ds[0].Ack(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if errs := AckAll(context.Background(), ds[1:3]); errs != nil {
+		t.Fatal(errs)
+	}
+	long, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if err := ds[3].Ack(long); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.left) != 3 {
+		t.Fatalf("SendAcks calls %d, want 3", len(d.left))
+	}
+	for i, left := range d.left[:2] {
+		if left <= 0 || left > time.Minute {
+			t.Errorf("settle %d without a deadline reached the driver with %v left, want within SettleTimeout (1m)", i, left)
+		}
+	}
+	if d.left[2] <= time.Minute {
+		t.Errorf("a settle with its own deadline (1h) reached the driver with %v left", d.left[2])
 	}
 }

@@ -16,10 +16,18 @@ import (
 type SubscriptionOptions struct {
 	// Telemetry receives receive-retry and handler events, spans, metrics.
 	Telemetry
-	// SettleTimeout bounds each settle that Run, Delivery.Retry and
-	// package idem's inbox send once a handler returned, even after its
+	// SettleTimeout bounds a settle whose ctx has no deadline, and those
+	// Run and Delivery.Retry send once a handler returned, even after its
 	// context ended (default 30s, or the driver's).
 	SettleTimeout time.Duration
+}
+
+// settleCtx bounds a settle whose ctx has no deadline by SettleTimeout.
+func (s *Subscription) settleCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.settleTimeout)
 }
 
 // defaultSettleTimeout is SubscriptionOptions.SettleTimeout's default.

@@ -87,7 +87,7 @@
 // A Handler[Tx] is the user's code, the one handler shape of this package:
 // func(ctx, tx, delivery) error, writing through tx. The inbox runs it:
 // Inbox.Wrap(h) is the broker.Handler to pass to Subscription.Run (the one
-// handler loop; a func(broker.Handler) broker.Handler wraps it further), and Inbox.Handle
+// handler loop; RunOptions.Middleware wraps it further), and Inbox.Handle
 // handles one delivery, for those who Receive themselves. Handle returns
 // a Result saying what happened (ResultApplied, ResultDuplicate,
 // ResultStale, ResultGapRetried, ResultParked, ResultHeld, ResultFailed,

@@ -301,8 +301,7 @@ func (in *Inbox[Tx]) beginClaim(ctx context.Context, ds []*broker.Delivery) (tx 
 // driver call (broker.AckAll), and returns each one's failure (matching
 // ErrAckAfterCommit), nil for those acknowledged.
 func (in *Inbox[Tx]) ackAll(ctx context.Context, ds []*broker.Delivery) []error {
-	sctx, cancel := settleCtx(ctx, ds[0])
-	defer cancel()
+	sctx := settleCtx(ctx)
 	errs := broker.AckAll(sctx, ds)
 	for i, err := range errs {
 		if err != nil {

@@ -135,7 +135,7 @@ type Options struct {
 	PurgeInterval time.Duration
 	// CommitTimeout bounds each commit and rollback of the inbox's
 	// transactions (default 30s); its acks, nacks and dead-letters are
-	// bounded by the delivery's broker.Delivery.SettleTimeout. None of them
+	// bounded by its subscription's SubscriptionOptions.SettleTimeout. None of them
 	// stops when the ctx passed to Handle is canceled: work that succeeded
 	// is committed and acknowledged, work that failed is rolled back.
 	CommitTimeout time.Duration

@@ -57,8 +57,7 @@ func (in *Inbox[Tx]) poison(ctx context.Context, d *broker.Delivery, cause error
 	in.stats.failed.Add(1)
 	herr := fmt.Errorf("idem: consumer %q, message %s, attempt %d: %w", in.consumer, shownID(d.Message.ID), d.Attempt, cause)
 	if in.caps.DeadLetter {
-		sctx, cancel := settleCtx(ctx, d)
-		defer cancel()
+		sctx := settleCtx(ctx)
 		if err := d.DeadLetter(sctx, herr.Error()); err != nil {
 			return ResultDeadLettered, errors.Join(herr, err)
 		}

@@ -28,8 +28,7 @@ func (in *Inbox[Tx]) fail(ctx context.Context, d *broker.Delivery, herr error) (
 	in.stats.failed.Add(1)
 	herr = fmt.Errorf("idem: consumer %q, message %q, attempt %d: %w", in.consumer, d.Message.ID, d.Attempt, herr)
 	if broker.IsPermanent(herr) && in.caps.DeadLetter {
-		sctx, cancel := settleCtx(ctx, d)
-		defer cancel()
+		sctx := settleCtx(ctx)
 		if err := d.DeadLetter(sctx, herr.Error()); err != nil {
 			return ResultDeadLettered, errors.Join(herr, err)
 		}
@@ -162,10 +161,11 @@ func (in *Inbox[Tx]) commitCtx(ctx context.Context) (context.Context, context.Ca
 	return context.WithTimeout(context.WithoutCancel(ctx), in.o.CommitTimeout)
 }
 
-// settleCtx is ctx without its cancellation, bounded by d's
-// SettleTimeout: for acks, nacks and dead-letters.
-func settleCtx(ctx context.Context, d *broker.Delivery) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), d.SettleTimeout())
+// settleCtx is ctx without its cancellation, for acks, nacks and
+// dead-letters: the delivery's subscription bounds a settle without a
+// deadline by its SettleTimeout.
+func settleCtx(ctx context.Context) context.Context {
+	return context.WithoutCancel(ctx)
 }
 
 // rollback rolls tx back, even when ctx ended, bounded by CommitTimeout as
@@ -177,8 +177,7 @@ func (in *Inbox[Tx]) rollback(ctx context.Context, tx Tx) {
 }
 
 func (in *Inbox[Tx]) ack(ctx context.Context, d *broker.Delivery) error {
-	sctx, cancel := settleCtx(ctx, d)
-	defer cancel()
+	sctx := settleCtx(ctx)
 	if err := d.Ack(sctx); err != nil {
 		return in.ackFailed(d, err)
 	}

@@ -480,7 +480,7 @@ func (s *subscription) unsettle(a *ackID, progress bool) {
 // flush waits until the server has read everything published before it,
 // within ctx. A broker.Subscription always settles within a deadline (its
 // SettleTimeout); a ctx without one gets the connection's own request
-// timeout (nats.Options.Timeout), since nats.go's flush needs a deadline.
+// timeout (natsgo.Options.Timeout), since nats.go's flush needs a deadline.
 func (s *subscription) flush(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
