@@ -12,7 +12,8 @@ import (
 	"github.com/wary-go/wary/drivers/kafka"
 )
 
-// TestGroupClientChecks: OpenSubscription and OpenTransactSession refuse,
+// TestGroupClientChecks: OpenSubscription, OpenDeadLetters and
+// OpenTransactSession refuse,
 // with ErrInvalid carrying a *kafka.ClientError, a client not built with
 // their options, one built for another group, one with topics of its own,
 // one that already serves a subscription, and a transact session that
@@ -59,6 +60,8 @@ func TestGroupClientChecks(t *testing.T) {
 	} {
 		_, err := kafka.OpenSubscription(ctx, c.cl, topic, "g", nil)
 		wantClientError("OpenSubscription, "+c.name, err)
+		_, err = kafka.OpenDeadLetters(ctx, c.cl, topic, "g", nil)
+		wantClientError("OpenDeadLetters, "+c.name, err)
 	}
 
 	// A failed open (an absent topic) leaves the client free; an open one

@@ -126,7 +126,7 @@ func (e *testEnv) harness(name string, ordered bool, retention, horizon time.Dur
 					return s, nil
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return e.openSub(ctx, t, dlq, group+"-dlq", &kafka.SubscriptionOptions{DeadLetters: true})
+					return e.openDeadLetters(ctx, t, dlq, group+"-dlq", nil)
 				},
 			}, nil
 		},

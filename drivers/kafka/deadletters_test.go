@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +105,99 @@ func TestOpenDeadLettersURL(t *testing.T) {
 	missing := "kafka://" + group + "?topic=" + topic + "&brokers=" + brokers + "&dead_letter_topic=" + uniqueName("absent")
 	if _, err := broker.OpenDeadLetters(ctx, missing); !errors.Is(err, broker.ErrNotFound) {
 		t.Errorf("missing dead-letter topic: %v, want ErrNotFound", err)
+	}
+}
+
+// TestOpenDeadLetters: kafka.OpenDeadLetters reads a dead-letter topic as
+// the program's group client, with each dead letter's reason and source;
+// OpenSubscription on the same topic drops those headers, and a
+// subscription URL with dead_letters=true reads as OpenDeadLetters does.
+// It refuses a client built for another group (a *kafka.ClientError
+// naming OpenDeadLetters), an empty group, and an absent topic.
+func TestOpenDeadLetters(t *testing.T) {
+	e := newTestEnv(t)
+	topic, dlt := e.createTopic(t, 1, "dlopen"), e.createTopic(t, 1, "dlopen-dlq")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	top, err := kafka.OpenTopic(ctx, e.topicClient(t), topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top.Close()
+	if err := top.Publish(ctx, &broker.Message{ID: "poison", Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := e.openSub(ctx, t, topic, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetterTopic: dlt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	ds, err := sub.Receive(ctx, 1)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("receive: %v %v", ds, err)
+	}
+	if err := ds[0].DeadLetter(ctx, "cannot parse"); err != nil {
+		t.Fatal(err)
+	}
+
+	// receiveOne takes the one dead letter from s and acks it.
+	receiveOne := func(what string, s *broker.Subscription) map[string]string {
+		t.Helper()
+		defer s.Close()
+		ds, err := s.Receive(ctx, 1)
+		if err != nil || len(ds) != 1 || ds[0].Message.ID != "poison" {
+			t.Fatalf("%s: receive %v %v, want the dead letter", what, ds, err)
+		}
+		if err := ds[0].Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return ds[0].Message.Headers
+	}
+
+	group := uniqueName("g") + kafka.DeadLetterGroupSuffix
+	dl, err := kafka.OpenDeadLetters(ctx, e.subClient(t, group), dlt, group, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := receiveOne("OpenDeadLetters", dl)
+	if h[driver.HeaderDeadLetterReason] != "cannot parse" || !strings.HasPrefix(h[kafka.HeaderDeadLetterSource], topic+"/0@") {
+		t.Errorf("OpenDeadLetters: headers %v, want the reason and source", h)
+	}
+	offs, err := e.admin.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup(dlt, 0); !ok || o.At != 1 {
+		t.Errorf("committed offset of %s on the dead-letter topic: %+v %t, want 1", group, o, ok)
+	}
+
+	plain, err := e.openSub(ctx, t, dlt, uniqueName("g"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := receiveOne("OpenSubscription", plain); h[driver.HeaderDeadLetterReason] != "" || h[kafka.HeaderDeadLetterSource] != "" {
+		t.Errorf("OpenSubscription on the dead-letter topic: headers %v, want no dead-letter headers", h)
+	}
+
+	byURL, err := broker.OpenSubscription(ctx, "kafka://"+uniqueName("g")+"?topic="+dlt+"&brokers="+e.seeds[0]+"&dead_letters=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := receiveOne("dead_letters=true", byURL); h[driver.HeaderDeadLetterReason] != "cannot parse" {
+		t.Errorf("dead_letters=true: headers %v, want the reason", h)
+	}
+
+	_, err = kafka.OpenDeadLetters(ctx, e.subClient(t, "other"), dlt, uniqueName("g"), nil)
+	var ce *kafka.ClientError
+	if !errors.Is(err, broker.ErrInvalid) || !errors.As(err, &ce) || ce.Func != "OpenDeadLetters" {
+		t.Errorf("client of another group: %v, want ErrInvalid with a *kafka.ClientError of OpenDeadLetters", err)
+	}
+	if _, err := kafka.OpenDeadLetters(ctx, e.subClient(t, "g"), dlt, "", nil); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("no group: %v, want ErrInvalid", err)
+	}
+	absent := uniqueName("g")
+	if _, err := kafka.OpenDeadLetters(ctx, e.subClient(t, absent), uniqueName("absent"), absent, nil); !errors.Is(err, broker.ErrNotFound) {
+		t.Errorf("absent topic: %v, want ErrNotFound", err)
 	}
 }

@@ -18,6 +18,8 @@
 //	ccl, err := kgo.NewClient(append(kafka.SubscriptionOpts("billing"), seeds)...)
 //	sub, err := kafka.OpenSubscription(ctx, ccl, "orders", "billing",
 //		&kafka.SubscriptionOptions{Ordered: true, DeadLetterTopic: "orders.dlq", DeliveryLimit: 5})
+//	dcl, err := kgo.NewClient(append(kafka.SubscriptionOpts("billing.dead-letters"), seeds)...)
+//	dl, err := kafka.OpenDeadLetters(ctx, dcl, "orders.dlq", "billing.dead-letters", nil)
 //
 // A topic publishes through any client that writes idempotently with acks
 // from all in-sync replicas (kgo's defaults), and several topics may share
@@ -46,8 +48,8 @@
 // options) must be valid Kafka topic names, checked at open.
 // brokers defaults to the environment variable KAFKA_BROKERS. Both take
 // skip_check (a boolean, as SkipCheck). Subscription URLs also take
-// ordered (a boolean), dead_letter_topic, dead_letters (a boolean),
-// delivery_limit (an integer), retry_topic and commit_interval (a Go duration, at most 1h), as in
+// ordered (a boolean), dead_letter_topic, dead_letters (a boolean: the
+// topic is read as OpenDeadLetters reads it), delivery_limit (an integer), retry_topic and commit_interval (a Go duration, at most 1h), as in
 // SubscriptionOptions. Any other parameter, and a malformed or
 // out-of-range value, is an error matching broker.ErrInvalid that names
 // the parameter and never echoes its value (nor any other's). URLOpener.ClientOpts are the
@@ -132,10 +134,10 @@
 // numbered DeliveryLimit or more is nacked, the record is written to
 // DeadLetterTopic instead, with the reason in driver.HeaderDeadLetterReason
 // and its origin ("topic/partition@offset") in HeaderDeadLetterSource.
-// DeadLetter does the same on demand. A dead-letter topic is read with a
-// subscription opened with SubscriptionOptions.DeadLetters (URL parameter
-// dead_letters=true, or broker.OpenDeadLetters on the consumer's own
-// URL), which reports those two headers; any other
+// DeadLetter does the same on demand. A dead-letter topic is read with
+// OpenDeadLetters (URL parameter dead_letters=true, or
+// broker.OpenDeadLetters on the consumer's own URL), which reports those
+// two headers; any other
 // subscription drops them, and every reserved (wary-...) header the driver
 // does not read, since another producer could have written them.
 //
@@ -280,9 +282,9 @@
 // SASL_AUTHENTICATION_FAILED or closed the connection, which kgo reports
 // as a bare EOF); no error holds the credentials.
 //
-// UNKNOWN_TOPIC_OR_PARTITION matches broker.ErrNotFound (OpenTopic and
-// OpenSubscription check that the topics exist, unless SkipCheck; a
-// principal not allowed to read a topic's configs opens it anyway, with an
+// UNKNOWN_TOPIC_OR_PARTITION matches broker.ErrNotFound (OpenTopic,
+// OpenSubscription and OpenDeadLetters check that the topics exist,
+// unless SkipCheck; a principal not allowed to read a topic's configs opens it anyway, with an
 // unknown horizon), kgo options the client refuses, and inconsistent
 // options, broker.ErrInvalid, MESSAGE_TOO_LARGE
 // broker.ErrTooLarge, authorization failures broker.ErrPermission,

@@ -165,6 +165,14 @@ func (e *testEnv) openSub(ctx context.Context, t tb, topic, group string, so *ka
 	return kafka.OpenSubscription(ctx, e.subClient(t, group, extra...), topic, group, so)
 }
 
+// openDeadLetters reads the dead-letter topic dlt as group
+// (kafka.OpenDeadLetters), on a client of its own (subClient) closed when t
+// ends.
+func (e *testEnv) openDeadLetters(ctx context.Context, t tb, dlt, group string, so *kafka.SubscriptionOptions, extra ...kgo.Opt) (*broker.Subscription, error) {
+	t.Helper()
+	return kafka.OpenDeadLetters(ctx, e.subClient(t, group, extra...), dlt, group, so)
+}
+
 // txSession returns a transact session client for group (TransactOpts,
 // then clientOpts, then extra), closed when t ends.
 func (e *testEnv) txSession(t tb, group string, extra ...kgo.Opt) *kgo.GroupTransactSession {

@@ -66,7 +66,7 @@ func TestRetryTopic(t *testing.T) {
 	if ds, err := sub.Receive(qctx, 1); err == nil {
 		t.Fatalf("delivered past the limit: %s attempt %d", ds[0].Message.ID, ds[0].Attempt)
 	}
-	dl, err := e.openSub(ctx, t, dlq, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetters: true})
+	dl, err := e.openDeadLetters(ctx, t, dlq, uniqueName("g"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func TestRecordFraming(t *testing.T) {
 	if err := ds[0].DeadLetter(ctx, reason); err != nil {
 		t.Fatalf("dead-lettering a message of MaxMessageSize with a long reason: %v", err)
 	}
-	dl, err := e.openSub(ctx, t, dlq, uniqueName("g"), &kafka.SubscriptionOptions{DeadLetters: true})
+	dl, err := e.openDeadLetters(ctx, t, dlq, uniqueName("g"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

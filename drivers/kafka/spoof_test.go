@@ -100,7 +100,7 @@ func TestSpoofedRetryHeaders(t *testing.T) {
 // carries the driver's dead-letter headers (and any other reserved one)
 // does not read as a dead letter: the headers are dropped, the producer's
 // own and the event-identity headers kept. A subscription opened on a
-// dead-letter topic (DeadLetters) reports the reason and source of the
+// dead-letter topic with OpenDeadLetters reports the reason and source of the
 // dead letters the driver wrote.
 func TestForeignDeadLetterHeadersDropped(t *testing.T) {
 	e := newTestEnv(t)
@@ -140,7 +140,7 @@ func TestForeignDeadLetterHeadersDropped(t *testing.T) {
 	if err := ds[0].DeadLetter(ctx, "poison"); err != nil {
 		t.Fatal(err)
 	}
-	dl, err := e.openSub(ctx, t, dlq, uniqueName("g"), deadLetters)
+	dl, err := e.openDeadLetters(ctx, t, dlq, uniqueName("g"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +157,3 @@ func TestForeignDeadLetterHeadersDropped(t *testing.T) {
 		t.Errorf("dead letter headers %v: want the producer's own, and no other reserved one", h)
 	}
 }
-
-// deadLetters opens a subscription on a dead-letter topic.
-var deadLetters = &kafka.SubscriptionOptions{DeadLetters: true}

@@ -33,15 +33,6 @@ type SubscriptionOptions struct {
 	// dead-lettering (capability.Subscription.DeadLetter is false).
 	DeadLetterTopic string
 
-	// DeadLetters says that the topic is a dead-letter topic this driver
-	// writes (another subscription's DeadLetterTopic): the reason and
-	// origin of each dead letter are reported in the headers
-	// driver.HeaderDeadLetterReason and HeaderDeadLetterSource. Otherwise
-	// those headers, which any producer could write, are dropped on
-	// receipt, as every reserved header the driver does not read is.
-	// Default false.
-	DeadLetters bool
-
 	// DeliveryLimit dead-letters a message, instead of delivering it again,
 	// once it was nacked on its DeliveryLimit-th delivery. The library
 	// counts (capability.Subscription.DeliveryLimitMode is LimitEmulated); see the
@@ -143,7 +134,33 @@ func groupDefaults() []kgo.Opt {
 // look-up of the topics at open (the driver sets no timeout of its own),
 // not the group's consumption, which lasts until Close.
 func OpenSubscription(ctx context.Context, cl *kgo.Client, topic, group string, opts *SubscriptionOptions) (*broker.Subscription, error) {
-	s, err := newSubscription(ctx, cl, topic, group, opts)
+	s, err := newSubscription(ctx, cl, topic, group, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return broker.NewSubscription(s, &s.opts.SubscriptionOptions), nil
+}
+
+// OpenDeadLetters reads topic, a dead-letter topic this driver writes
+// (the DeadLetterTopic of one or more subscriptions), as the consumer
+// group named group, through cl: the program's client, built with
+// SubscriptionOpts(group) as for OpenSubscription:
+//
+//	cl, err := kgo.NewClient(append(kafka.SubscriptionOpts("billing"+kafka.DeadLetterGroupSuffix), kgo.SeedBrokers(seeds...))...)
+//	dl, err := kafka.OpenDeadLetters(ctx, cl, "orders-dlq", "billing"+kafka.DeadLetterGroupSuffix, nil)
+//
+// It is a subscription as OpenSubscription opens one, with the same
+// options, checks and errors, except that each dead letter reports its
+// reason and origin in the headers driver.HeaderDeadLetterReason and
+// HeaderDeadLetterSource. A subscription opened with OpenSubscription
+// drops those headers on receipt, as every reserved header the driver
+// does not read, since any producer could write them. Acks commit the
+// group's offsets, cumulatively as on any Kafka subscription. Every
+// subscription dead-lettering to topic writes to the same topic, so the
+// reader sees the dead letters of each (HeaderDeadLetterSource tells
+// where a record came from). Close leaves cl open.
+func OpenDeadLetters(ctx context.Context, cl *kgo.Client, topic, group string, opts *SubscriptionOptions) (*broker.Subscription, error) {
+	s, err := newSubscription(ctx, cl, topic, group, opts, true)
 	if err != nil {
 		return nil, err
 	}
@@ -156,13 +173,16 @@ type tp struct {
 }
 
 type subscription struct {
-	cl     *kgo.Client
-	auth   *authWatch
-	topic  string
-	group  string
-	opts   SubscriptionOptions
-	caps   capability.Subscription
-	logger *slog.Logger
+	cl    *kgo.Client
+	auth  *authWatch
+	topic string
+	group string
+	opts  SubscriptionOptions
+	// deadLetters: topic is a dead-letter topic (OpenDeadLetters), whose
+	// records keep their reason and source headers.
+	deadLetters bool
+	caps        capability.Subscription
+	logger      *slog.Logger
 
 	pollCtx    context.Context
 	pollCancel context.CancelFunc
@@ -189,14 +209,18 @@ type subscription struct {
 	owned bool // cl was built by the URL opener, and is closed with the subscription
 }
 
-func newSubscription(ctx context.Context, cl *kgo.Client, topic, group string, opts *SubscriptionOptions) (*subscription, error) {
+func newSubscription(ctx context.Context, cl *kgo.Client, topic, group string, opts *SubscriptionOptions, deadLetters bool) (*subscription, error) {
+	fn := "OpenSubscription"
+	if deadLetters {
+		fn = "OpenDeadLetters"
+	}
 	if group == "" {
-		return nil, driver.Invalidf("kafka: OpenSubscription needs a group")
+		return nil, driver.Invalidf("kafka: %s needs a group", fn)
 	}
 	if err := checkTopicName("topic", topic); err != nil {
 		return nil, err
 	}
-	s := &subscription{topic: topic, group: group, parts: map[tp]*partition{}, wake: make(chan struct{}),
+	s := &subscription{topic: topic, group: group, deadLetters: deadLetters, parts: map[tp]*partition{}, wake: make(chan struct{}),
 		closingCh: make(chan struct{}), commitMu: make(chan struct{}, 1), pollDone: make(chan struct{}), bgDone: make(chan struct{})}
 	if opts != nil {
 		s.opts = *opts
@@ -229,7 +253,7 @@ func newSubscription(ctx context.Context, cl *kgo.Client, topic, group string, o
 	if o.RetryTopic != "" {
 		topics = append(topics, o.RetryTopic)
 	}
-	if err := bindGroup(cl, "OpenSubscription", "SubscriptionOpts", group, func(h *hooks) { h.sub = s }); err != nil {
+	if err := bindGroup(cl, fn, "SubscriptionOpts", group, func(h *hooks) { h.sub = s }); err != nil {
 		return nil, err
 	}
 	h := hooksOf(cl)
@@ -411,7 +435,7 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 			s.syncPauses()
 		}
 		if len(taken) > 0 {
-			return materialize(taken, s.opts.DeadLetters), nil
+			return materialize(taken, s.deadLetters), nil
 		}
 		wait := deadline.Sub(now)
 		if !next.IsZero() && next.Sub(now) < wait {

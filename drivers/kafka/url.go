@@ -98,11 +98,11 @@ func (o *URLOpener) OpenTopicURL(ctx context.Context, u *url.URL) (*broker.Topic
 // OpenSubscriptionURL opens
 // kafka://GROUP?topic=TOPIC&brokers=HOST:PORT,...&ordered=BOOL&dead_letter_topic=T&dead_letters=BOOL&delivery_limit=N&retry_topic=T&commit_interval=DURATION&skip_check=BOOL
 func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
-	group, seeds, topic, so, err := subscriptionURL(u)
+	group, seeds, topic, so, dl, err := subscriptionURL(u)
 	if err != nil {
 		return nil, err
 	}
-	s, err := o.openSubscription(ctx, seeds, topic, group, &so)
+	s, err := o.openSubscription(ctx, seeds, topic, group, &so, dl)
 	if err != nil {
 		return nil, err
 	}
@@ -117,9 +117,8 @@ const DeadLetterGroupSuffix = ".dead-letters"
 // OpenDeadLettersURL opens the dead-letter topic of the subscription that
 // kafka://GROUP?topic=TOPIC&dead_letter_topic=DLT&... names (the
 // consumer's own URL, with the same parameters): a subscription of the
-// group GROUP+DeadLetterGroupSuffix on DLT, with
-// SubscriptionOptions.DeadLetters, so that each dead letter reports its
-// reason and origin. The same brokers, ClientOpts and skip_check apply;
+// group GROUP+DeadLetterGroupSuffix on DLT, as OpenDeadLetters opens it,
+// so that each dead letter reports its reason and origin. The same brokers, ClientOpts and skip_check apply;
 // the consumer's other options (ordered, delivery_limit, retry_topic,
 // commit_interval) are checked but do not apply. Acks commit the group's
 // offsets, cumulatively as on any Kafka subscription. Every subscription
@@ -128,15 +127,15 @@ const DeadLetterGroupSuffix = ".dead-letters"
 // from). A URL without dead_letter_topic is ErrInvalid: that subscription
 // dead-letters nothing.
 func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
-	group, seeds, _, so, err := subscriptionURL(u)
+	group, seeds, _, so, _, err := subscriptionURL(u)
 	if err != nil {
 		return nil, err
 	}
 	if so.DeadLetterTopic == "" {
 		return nil, driver.Invalidf("kafka: the subscription of group %q has no dead_letter_topic in its URL, hence no dead letters", group)
 	}
-	dso := SubscriptionOptions{DeadLetters: true, SkipCheck: so.SkipCheck}
-	s, err := o.openSubscription(ctx, seeds, so.DeadLetterTopic, group+DeadLetterGroupSuffix, &dso)
+	dso := SubscriptionOptions{SkipCheck: so.SkipCheck}
+	s, err := o.openSubscription(ctx, seeds, so.DeadLetterTopic, group+DeadLetterGroupSuffix, &dso, true)
 	if err != nil {
 		return nil, err
 	}
@@ -144,32 +143,33 @@ func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker
 }
 
 // subscriptionURL reads a subscription URL: the group, the seed brokers,
-// the topic and the options.
-func subscriptionURL(u *url.URL) (group string, seeds []string, topic string, so SubscriptionOptions, err error) {
+// the topic, the options, and whether the topic is read as dead letters
+// (dead_letters, OpenDeadLetters).
+func subscriptionURL(u *url.URL) (group string, seeds []string, topic string, so SubscriptionOptions, deadLetters bool, err error) {
 	p := driver.NewURLParams(u)
 	if group, err = urlName(u, p, "group"); err != nil {
-		return "", nil, "", so, err
+		return "", nil, "", so, false, err
 	}
 	if seeds, err = brokersParam(p); err != nil {
-		return "", nil, "", so, err
+		return "", nil, "", so, false, err
 	}
 	topic = p.Get("topic")
 	if topic == "" {
-		return "", nil, "", so, driver.Invalidf("kafka: the URL parameter topic is required")
+		return "", nil, "", so, false, driver.Invalidf("kafka: the URL parameter topic is required")
 	}
 	so = SubscriptionOptions{
 		Ordered:         p.Bool("ordered", false),
 		DeadLetterTopic: p.Get("dead_letter_topic"),
-		DeadLetters:     p.Bool("dead_letters", false),
 		RetryTopic:      p.Get("retry_topic"),
 		DeliveryLimit:   p.Int("delivery_limit", 0, 0, math.MaxInt32),
 		CommitInterval:  p.Duration("commit_interval", 0, 0, time.Hour),
 		SkipCheck:       p.Bool("skip_check", false),
 	}
+	deadLetters = p.Bool("dead_letters", false)
 	if err := p.Done(); err != nil {
-		return "", nil, "", so, err
+		return "", nil, "", so, false, err
 	}
-	return group, seeds, topic, so, nil
+	return group, seeds, topic, so, deadLetters, nil
 }
 
 // newClient builds a client from the driver's options, the opener's and
@@ -183,14 +183,15 @@ func (o *URLOpener) newClient(driverOpts []kgo.Opt, seeds []string) (*kgo.Client
 	return cl, nil
 }
 
-// openSubscription opens a subscription of group on topic, on a client of
-// its own that it closes.
-func (o *URLOpener) openSubscription(ctx context.Context, seeds []string, topic, group string, so *SubscriptionOptions) (*subscription, error) {
+// openSubscription opens a subscription of group on topic (its dead
+// letters, as OpenDeadLetters, with deadLetters), on a client of its own
+// that it closes.
+func (o *URLOpener) openSubscription(ctx context.Context, seeds []string, topic, group string, so *SubscriptionOptions, deadLetters bool) (*subscription, error) {
 	cl, err := o.newClient(SubscriptionOpts(group), seeds)
 	if err != nil {
 		return nil, err
 	}
-	s, err := newSubscription(ctx, cl, topic, group, so)
+	s, err := newSubscription(ctx, cl, topic, group, so, deadLetters)
 	if err != nil {
 		cl.Close()
 		return nil, err

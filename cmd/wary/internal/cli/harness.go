@@ -267,20 +267,21 @@ func kafkaHarness(ctx context.Context, u *url.URL, getenv func(string) string) (
 			if err != nil {
 				return nil, err
 			}
-			subscribe := func(ctx context.Context, topic, group string, so *kafka.SubscriptionOptions) (*broker.Subscription, error) {
+			type openFunc func(context.Context, *kgo.Client, string, string, *kafka.SubscriptionOptions) (*broker.Subscription, error)
+			subscribe := func(ctx context.Context, open openFunc, topic, group string, so *kafka.SubscriptionOptions) (*broker.Subscription, error) {
 				scl, err := newClient(kafka.SubscriptionOpts(group)...)
 				if err != nil {
 					return nil, err
 				}
-				return kafka.OpenSubscription(ctx, scl, topic, group, so)
+				return open(ctx, scl, topic, group, so)
 			}
 			return &conformance.Fixture{
 				Topic: top,
 				Subscribe: func(ctx context.Context) (*broker.Subscription, error) {
-					return subscribe(ctx, name, name+"-group", so)
+					return subscribe(ctx, kafka.OpenSubscription, name, name+"-group", so)
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return subscribe(ctx, name+"-dlq", name+"-dlq-group", &kafka.SubscriptionOptions{DeadLetters: true})
+					return subscribe(ctx, kafka.OpenDeadLetters, name+"-dlq", name+"-dlq-group", nil)
 				},
 			}, nil
 		},
