@@ -53,7 +53,7 @@ func harness(t *testing.T, e *env, name string, sessions, topicSub bool) conform
 					return servicebus.OpenSubscription(ctx, client, path, so)
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return servicebus.OpenSubscription(ctx, client, path+"/$DeadLetterQueue", so)
+					return servicebus.OpenDeadLetters(ctx, client, path, so)
 				},
 			}, nil
 		},

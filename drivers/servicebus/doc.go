@@ -12,11 +12,15 @@
 //	orders, err := servicebus.OpenTopic(ctx, client, "orders", &servicebus.TopicOptions{Admin: ac})
 //	sub, err := servicebus.OpenSubscription(ctx, client, "orders/Subscriptions/billing",
 //		&servicebus.SubscriptionOptions{Admin: ac})
+//	dl, err := servicebus.OpenDeadLetters(ctx, client, "orders/Subscriptions/billing",
+//		&servicebus.SubscriptionOptions{Admin: ac})
 //
 // OpenTopic sends to a queue or a topic. OpenSubscription receives from a
 // queue ("orders"), a topic subscription ("orders/Subscriptions/billing",
 // the SDK's own path form, so one string names it everywhere), or the
-// dead-letter queue of either (".../$DeadLetterQueue").
+// dead-letter queue of either (".../$DeadLetterQueue"). OpenDeadLetters
+// receives from the dead-letter sub-queue of the queue or subscription
+// it is given.
 //
 // Capabilities come from the entity, each side's from its own: with an
 // administration client (Options.Admin) a topic reads RequiresSession,
@@ -144,8 +148,8 @@
 // Delivery limit: native (MaxDeliveryCount); past it the service moves the
 // message to the dead-letter queue with reason MaxDeliveryCountExceeded.
 // DeadLetter(reason) dead-letters with DeadLetterReason = reason; a
-// subscription on ".../$DeadLetterQueue" (which broker.OpenDeadLetters
-// opens from the consumer's own URL) reports it in the header
+// subscription on the dead-letter queue (OpenDeadLetters, or
+// broker.OpenDeadLetters on the consumer's own URL) reports it in the header
 // wary-dead-letter-reason. Attempt is DeliveryCount (plus "wary-attempts"
 // on a copy).
 //

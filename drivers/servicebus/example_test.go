@@ -58,7 +58,8 @@ func Example_uRL() {
 		log.Fatal(err)
 	}
 	defer sub.Close()
-	dlq, err := broker.OpenSubscription(ctx, "servicebus://orders/Subscriptions/billing/$DeadLetterQueue")
+	// The dead letters of the subscription, from its own URL.
+	dlq, err := broker.OpenDeadLetters(ctx, "servicebus://orders/Subscriptions/billing")
 	if err != nil {
 		log.Fatal(err)
 	}

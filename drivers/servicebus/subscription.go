@@ -98,6 +98,42 @@ func OpenSubscription(ctx context.Context, client *azservicebus.Client, entity s
 	return broker.NewSubscription(s, &s.o.SubscriptionOptions), nil
 }
 
+// OpenDeadLetters opens the dead-letter sub-queue of entity: a queue
+// ("orders") or a topic subscription ("orders/Subscriptions/billing"), as
+// OpenSubscription opens entity+"/$DeadLetterQueue", with the same
+// options:
+//
+//	dl, err := servicebus.OpenDeadLetters(ctx, client, "orders/Subscriptions/billing",
+//		&servicebus.SubscriptionOptions{Admin: ac})
+//
+// Each dead letter reports its DeadLetterReason in the header
+// driver.HeaderDeadLetterReason. A dead-letter queue has no sessions, and
+// no dead-letter queue of its own (its Delivery.DeadLetter is not
+// supported); an entity that names a dead-letter queue already is an
+// error matching broker.ErrInvalid. With SubscriptionOptions.Admin, the
+// properties read are entity's (a missing entity is broker.ErrNotFound).
+// ctx bounds those reads, not the subscription's life.
+func OpenDeadLetters(ctx context.Context, client *azservicebus.Client, entity string, opts *SubscriptionOptions) (*broker.Subscription, error) {
+	dl, err := deadLetterEntity(entity)
+	if err != nil {
+		return nil, err
+	}
+	return OpenSubscription(ctx, client, dl, opts)
+}
+
+// deadLetterEntity returns the path of entity's dead-letter queue.
+func deadLetterEntity(entity string) (string, error) {
+	e, err := parseEntity(entity)
+	if err != nil {
+		return "", err
+	}
+	if e.dlq {
+		return "", driver.Invalidf("servicebus: %q is a dead-letter queue, which has no dead-letter queue of its own: open the dead letters of the queue or subscription it belongs to", entity)
+	}
+	e.dlq = true
+	return e.String(), nil
+}
+
 type subscription struct {
 	client   *azservicebus.Client
 	path     entityPath

@@ -37,8 +37,8 @@ func init() {
 // The URL names the entity: servicebus://orders (a queue or topic),
 // servicebus://orders/Subscriptions/billing, either followed by
 // /$DeadLetterQueue for subscriptions; OpenDeadLettersURL (behind
-// broker.OpenDeadLetters) appends /$DeadLetterQueue to the consumer's own
-// URL. Parameters: read_entity (a boolean, default true: read the entity's
+// broker.OpenDeadLetters) opens the dead letters of the consumer's own
+// URL, as OpenDeadLetters does. Parameters: read_entity (a boolean, default true: read the entity's
 // properties through the administration API, at AdminEndpoint; false:
 // take them from the parameters below, and say so in the capabilities'
 // Source, where every one of them is unread) and sessions (bool); the
@@ -214,7 +214,7 @@ func (o *URLOpener) OpenSubscriptionURL(ctx context.Context, u *url.URL) (*broke
 // subscription the URL names (the consumer's own URL, with the same
 // parameters): servicebus://QUEUE opens QUEUE/$DeadLetterQueue, and
 // servicebus://TOPIC/Subscriptions/SUB opens
-// TOPIC/Subscriptions/SUB/$DeadLetterQueue, as OpenSubscriptionURL opens
+// TOPIC/Subscriptions/SUB/$DeadLetterQueue, as OpenDeadLetters opens
 // them. A URL that names a dead-letter queue already is ErrInvalid: a
 // dead-letter queue has none of its own.
 func (o *URLOpener) OpenDeadLettersURL(ctx context.Context, u *url.URL) (*broker.Subscription, error) {
@@ -240,31 +240,18 @@ func (o *URLOpener) openSubscriptionURL(ctx context.Context, u *url.URL, dead bo
 	}
 	opts.SettleTimeout = p.Duration("settle_timeout", 0, time.Millisecond, 10*time.Minute)
 	_ = topicParams(p) // the publisher's side, as a topic's URL accepts the consumer's
-	err = p.Done()
-	if err == nil && dead {
-		entity, err = deadLetterEntity(entity)
+	if err := p.Done(); err != nil {
+		_ = client.Close(ctx)
+		return nil, err
 	}
+	open := OpenSubscription
+	if dead {
+		open = OpenDeadLetters
+	}
+	s, err := open(ctx, client, entity, opts)
 	if err != nil {
 		_ = client.Close(ctx)
 		return nil, err
 	}
-	s, err := openSubscription(ctx, client, entity, *opts)
-	if err != nil {
-		_ = client.Close(ctx)
-		return nil, err
-	}
-	return broker.NewSubscription(s, &s.o.SubscriptionOptions), nil
-}
-
-// deadLetterEntity returns the path of entity's dead-letter queue.
-func deadLetterEntity(entity string) (string, error) {
-	e, err := parseEntity(entity)
-	if err != nil {
-		return "", err
-	}
-	if e.dlq {
-		return "", driver.Invalidf("servicebus: %q is a dead-letter queue, which has no dead-letter queue of its own: open the dead letters of the queue or subscription it belongs to", entity)
-	}
-	e.dlq = true
-	return e.String(), nil
+	return s, nil
 }

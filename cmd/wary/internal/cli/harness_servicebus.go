@@ -104,7 +104,7 @@ func serviceBusHarness(ctx context.Context, u *url.URL, getenv func(string) stri
 					return servicebus.OpenSubscription(ctx, client, path, so)
 				},
 				DeadLetters: func(ctx context.Context) (*broker.Subscription, error) {
-					return servicebus.OpenSubscription(ctx, client, path+"/$DeadLetterQueue", so)
+					return servicebus.OpenDeadLetters(ctx, client, path, so)
 				},
 			}, nil
 		},
