@@ -133,26 +133,22 @@ func TestOpenDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	ds, err := sub.Receive(ctx, 1)
-	if err != nil || len(ds) != 1 {
-		t.Fatalf("receive: %v %v", ds, err)
-	}
-	if err := ds[0].DeadLetter(ctx, "cannot parse"); err != nil {
+	if err := receiveOne(ctx, t, "receive", sub).DeadLetter(ctx, "cannot parse"); err != nil {
 		t.Fatal(err)
 	}
 
-	// receiveOne takes the one dead letter from s and acks it.
-	receiveOne := func(what string, s *broker.Subscription) map[string]string {
+	// takeDead takes the one dead letter from s, acks it, and closes s.
+	takeDead := func(what string, s *broker.Subscription) map[string]string {
 		t.Helper()
 		defer s.Close()
-		ds, err := s.Receive(ctx, 1)
-		if err != nil || len(ds) != 1 || ds[0].Message.ID != "poison" {
-			t.Fatalf("%s: receive %v %v, want the dead letter", what, ds, err)
+		d := receiveOne(ctx, t, what, s)
+		if d.Message.ID != "poison" {
+			t.Fatalf("%s: received %q, want the dead letter", what, d.Message.ID)
 		}
-		if err := ds[0].Ack(ctx); err != nil {
+		if err := d.Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
-		return ds[0].Message.Headers
+		return d.Message.Headers
 	}
 
 	group := uniqueName("g") + kafka.DeadLetterGroupSuffix
@@ -160,7 +156,7 @@ func TestOpenDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := receiveOne("OpenDeadLetters", dl)
+	h := takeDead("OpenDeadLetters", dl)
 	if h[driver.HeaderDeadLetterReason] != "cannot parse" || !strings.HasPrefix(h[kafka.HeaderDeadLetterSource], topic+"/0@") {
 		t.Errorf("OpenDeadLetters: headers %v, want the reason and source", h)
 	}
@@ -176,7 +172,7 @@ func TestOpenDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := receiveOne("OpenSubscription", plain); h[driver.HeaderDeadLetterReason] != "" || h[kafka.HeaderDeadLetterSource] != "" {
+	if h := takeDead("OpenSubscription", plain); h[driver.HeaderDeadLetterReason] != "" || h[kafka.HeaderDeadLetterSource] != "" {
 		t.Errorf("OpenSubscription on the dead-letter topic: headers %v, want no dead-letter headers", h)
 	}
 
@@ -184,7 +180,7 @@ func TestOpenDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := receiveOne("dead_letters=true", byURL); h[driver.HeaderDeadLetterReason] != "cannot parse" {
+	if h := takeDead("dead_letters=true", byURL); h[driver.HeaderDeadLetterReason] != "cannot parse" {
 		t.Errorf("dead_letters=true: headers %v, want the reason", h)
 	}
 

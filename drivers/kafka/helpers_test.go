@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -163,6 +164,16 @@ func (e *testEnv) subClient(t tb, group string, extra ...kgo.Opt) *kgo.Client {
 func (e *testEnv) openSub(ctx context.Context, t tb, topic, group string, so *kafka.SubscriptionOptions, extra ...kgo.Opt) (*broker.Subscription, error) {
 	t.Helper()
 	return kafka.OpenSubscription(ctx, e.subClient(t, group, extra...), topic, group, so)
+}
+
+// receiveOne receives from s the one delivery a test expects.
+func receiveOne(ctx context.Context, t testing.TB, what string, s *broker.Subscription) *broker.Delivery {
+	t.Helper()
+	ds, err := s.Receive(ctx, 1)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("%s: receive %v %v, want one delivery", what, ds, err)
+	}
+	return ds[0]
 }
 
 // openDeadLetters reads the dead-letter topic dlt as group

@@ -124,11 +124,8 @@ func TestForeignDeadLetterHeadersDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	ds, err := sub.Receive(ctx, 1)
-	if err != nil || len(ds) != 1 {
-		t.Fatalf("receive: %v %v", ds, err)
-	}
-	m := ds[0].Message
+	d := receiveOne(ctx, t, "receive", sub)
+	m := d.Message
 	for k := range m.Headers {
 		if driver.ReservedHeader(k) {
 			t.Errorf("the reserved header %q reached the consumer", k)
@@ -137,7 +134,7 @@ func TestForeignDeadLetterHeadersDropped(t *testing.T) {
 	if m.ID != "foreign-1" || m.Headers["app"] != "kept" || m.Headers[broker.HeaderAggregateID] != "order-1" {
 		t.Errorf("message %q %v: the producer's own ID and headers were lost", m.ID, m.Headers)
 	}
-	if err := ds[0].DeadLetter(ctx, "poison"); err != nil {
+	if err := d.DeadLetter(ctx, "poison"); err != nil {
 		t.Fatal(err)
 	}
 	dl, err := e.openDeadLetters(ctx, t, dlq, uniqueName("g"), nil)
@@ -145,11 +142,7 @@ func TestForeignDeadLetterHeadersDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dl.Close()
-	ds, err = dl.Receive(ctx, 1)
-	if err != nil || len(ds) != 1 {
-		t.Fatalf("receive the dead letter: %v %v", ds, err)
-	}
-	h := ds[0].Message.Headers
+	h := receiveOne(ctx, t, "receive the dead letter", dl).Message.Headers
 	if h[driver.HeaderDeadLetterReason] != "poison" || !strings.HasPrefix(h[kafka.HeaderDeadLetterSource], topic+"/0@") {
 		t.Errorf("dead letter headers %v: want the reason and source the driver wrote", h)
 	}
