@@ -274,8 +274,11 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 			}
 		}
 		out := make([]*driver.Message, 0, len(msgs))
-		for _, m := range msgs {
-			dm, err := s.decode(ctx, m, start)
+		// Each message's delivery and driver.Message are allocated in one
+		// slab for the batch, not one by one.
+		slab := make([]delivery, len(msgs))
+		for i, m := range msgs {
+			dm, err := s.decode(ctx, m, start, &slab[i])
 			if err != nil {
 				return nil, err
 			}
@@ -320,7 +323,7 @@ func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream
 		}
 		return nil, err
 	}
-	var out []jetstream.Msg
+	out := make([]jetstream.Msg, 0, n)
 	for m := range b.Messages() {
 		out = append(out, m)
 	}
@@ -341,36 +344,59 @@ func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream
 	return out, nil
 }
 
-// decode maps a JetStream message to the driver's, or dead-letters it
-// (nil) when it is over the delivery limit.
-func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.Time) (*driver.Message, error) {
-	meta, err := m.Metadata()
-	if err != nil {
-		return nil, err
+// delivery holds one message's ackID and driver.Message, allocated
+// together.
+type delivery struct {
+	a  ackID
+	dm driver.Message
+}
+
+// stripped are the headers decode drops from a message that is not a
+// dead letter (the dead-letter copy's own), besides nats-*.
+var stripped = [...]string{HeaderID, HeaderKey, HeaderConsumer, HeaderSeq, driver.HeaderDeadLetterReason}
+
+// decode maps a JetStream message to the driver's, in into, or
+// dead-letters it (nil) when it is over the delivery limit.
+func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.Time, into *delivery) (*driver.Message, error) {
+	md, ok := parseAckSubject(m.Reply())
+	if !ok {
+		// Not the form parseAckSubject reads: nats.go's own parser
+		// decides (and says why it refuses).
+		meta, err := m.Metadata()
+		if err != nil {
+			return nil, err
+		}
+		md = ackMeta{streamSeq: meta.Sequence.Stream, delivered: meta.NumDelivered, timestamp: meta.Timestamp.UnixNano()}
 	}
-	a := &ackID{msg: m, seq: meta.Sequence.Stream, attempt: int(meta.NumDelivered), deadline: start.Add(s.ackWait)}
+	a := &into.a
+	a.msg, a.seq, a.attempt, a.deadline = m, md.streamSeq, int(md.delivered), start.Add(s.ackWait)
 	h := m.Headers()
 	a.id = h.Get(natsgo.MsgIdHdr)
 	if a.id == "" {
 		a.id = s.stream + ":" + strconv.FormatUint(a.seq, 10)
 	}
-	a.key = strings.TrimPrefix(strings.TrimPrefix(m.Subject(), s.subject), ".")
-	if m.Subject() == s.subject || !strings.HasPrefix(m.Subject(), s.subject+".") {
-		a.key = ""
+	subj := m.Subject()
+	if len(subj) > len(s.subject)+1 && subj[len(s.subject)] == '.' && subj[:len(s.subject)] == s.subject {
+		a.key = subj[len(s.subject)+1:]
 	}
-	headers := make(map[string]string, len(h))
+	var headers map[string]string
 	for k, v := range h {
 		if len(v) == 0 || len(k) >= 5 && strings.EqualFold(k[:5], "nats-") {
 			continue
 		}
+		if headers == nil {
+			headers = make(map[string]string, len(h))
+		}
 		headers[k] = v[0]
 	}
-	for _, k := range []string{HeaderID, HeaderKey, HeaderConsumer, HeaderSeq, driver.HeaderDeadLetterReason} {
-		if !s.deadLetters {
+	if headers == nil {
+		headers = map[string]string{}
+	}
+	if !s.deadLetters {
+		for _, k := range stripped {
 			delete(headers, k)
 		}
-	}
-	if s.deadLetters {
+	} else {
 		if id := headers[HeaderID]; id != "" {
 			a.id = id
 		}
@@ -391,21 +417,85 @@ func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.T
 	if body == nil {
 		body = []byte{}
 	}
-	return &driver.Message{
+	into.dm = driver.Message{
 		ID: a.id, Key: a.key, Headers: headers, Body: body,
-		AckID: a, Attempt: a.attempt, Redelivered: a.attempt > 1, PublishTime: meta.Timestamp,
-		AsFunc: func(i any) bool {
-			switch p := i.(type) {
-			case *jetstream.Msg:
-				*p = m
-			case *Subject:
-				*p = Subject(m.Subject())
-			default:
-				return false
-			}
-			return true
-		},
-	}, nil
+		AckID: a, Attempt: a.attempt, Redelivered: a.attempt > 1, PublishTime: time.Unix(0, md.timestamp),
+		AsFunc: a.as,
+	}
+	return &into.dm, nil
+}
+
+// as is a received message's AsFunc: *jetstream.Msg and *Subject.
+func (a *ackID) as(i any) bool {
+	switch p := i.(type) {
+	case *jetstream.Msg:
+		*p = a.msg
+	case *Subject:
+		*p = Subject(a.msg.Subject())
+	default:
+		return false
+	}
+	return true
+}
+
+// ackMeta is what decode reads from a delivery's reply subject.
+type ackMeta struct {
+	streamSeq, delivered uint64
+	timestamp            int64 // ns since the epoch
+}
+
+// parseAckSubject reads a JetStream ack subject without allocating:
+// $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ns>.<pending>
+// (9 tokens), or with <domain>.<account hash> after $JS.ACK (12 tokens, 11
+// and more accepted, as nats.go's parser does). ok is false for anything
+// else, and for a number that does not parse: nats.go's Metadata then
+// decides.
+func parseAckSubject(subj string) (md ackMeta, ok bool) {
+	rest, found := strings.CutPrefix(subj, "$JS.ACK.")
+	if !found {
+		return md, false
+	}
+	var tok [12]string
+	n := 2 // $JS and ACK
+	for n < len(tok) {
+		t, r, more := strings.Cut(rest, ".")
+		tok[n], rest, n = t, r, n+1
+		if !more {
+			break
+		}
+	}
+	// v1 has no domain and account hash: shift it to v2's positions.
+	const delivered, sseq, ts = 6, 7, 9
+	switch {
+	case n == 9 && rest == "":
+		copy(tok[4:], tok[2:9])
+	case n >= 11:
+	default:
+		return md, false
+	}
+	var ok1, ok2, ok3 bool
+	md.delivered, ok1 = parseNum(tok[delivered])
+	md.streamSeq, ok2 = parseNum(tok[sseq])
+	var t uint64
+	t, ok3 = parseNum(tok[ts])
+	md.timestamp = int64(t)
+	return md, ok1 && ok2 && ok3
+}
+
+// parseNum parses a decimal of up to 19 digits.
+func parseNum(d string) (uint64, bool) {
+	if d == "" || len(d) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(d); i++ {
+		c := d[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
 }
 
 // settle kinds.
