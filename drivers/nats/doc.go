@@ -68,9 +68,15 @@
 //     max_ack_pending, competing deliveries and redeliveries come in any
 //     order: Ordering is OrderNone.
 //   - Acks are per message (ack_policy explicit; none and all are refused
-//     with broker.ErrInvalid), sent as requests the server answers, so
-//     that Ack returns once the server has it; broker.AckAll sends them
-//     concurrently.
+//     with broker.ErrInvalid), published, then one flush per call (a PING
+//     the server answers after reading everything before it), so that Ack
+//     and broker.AckAll return once the server has read them.
+//   - Prefetch (SubscriptionOptions.Prefetch, off by default): an ack
+//     also sends the next pull request, before its flush, so that the
+//     next receive finds its messages in the client rather than waiting a
+//     round trip. Prefetched messages are delivered from that pull on
+//     (locked, counted); Close returns those no receive took with -NAK.
+//     Without it no pull request outlives a receive.
 //   - Lock: the consumer's ack_wait is LockTimeout. ExtendLock is +WPI,
 //     which JetStream applies as ack_wait from now: for a longer d the
 //     driver repeats it until d has passed or the delivery is settled.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -50,6 +51,15 @@ type SubscriptionOptions struct {
 	// DeadLetterStream names the dead-letter stream. Default:
 	// DeadLetterStream(stream).
 	DeadLetterStream string
+	// Prefetch: an ack (Ack, broker.AckAll) also sends the next pull
+	// request, of the size of the last receive, before the flush it waits
+	// for, so that the next receive finds its messages in the client
+	// instead of waiting a round trip. Prefetched messages are delivered
+	// (locked, their AckWait running, counted as a delivery) from the
+	// pull on; Close returns those no receive took (-NAK: redelivered at
+	// once). Ignored with max_ack_pending 1. Default: off (no pull
+	// request outlives a receive).
+	Prefetch bool
 
 	stated stated
 }
@@ -192,7 +202,7 @@ func openSubscription(ctx context.Context, js jetstream.JetStream, stream, consu
 	s := &subscription{
 		js: js, nc: js.Conn(), cons: cons, stream: stream, consumer: consumer, subject: subject,
 		caps: caps, ackWait: ccfg.AckWait, maxDeliver: ccfg.MaxDeliver, maxAckPending: ccfg.MaxAckPending, dlq: dlq, wait: o.WaitTime,
-		holds: map[*ackID]time.Time{},
+		holds: map[*ackID]time.Time{}, prefetch: o.Prefetch && ccfg.MaxAckPending != 1,
 	}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	return s, nil
@@ -225,6 +235,60 @@ type subscription struct {
 	mu      sync.Mutex
 	holds   map[*ackID]time.Time
 	holding bool
+
+	// prefetch (SubscriptionOptions.Prefetch): SendAcks sends a pull of
+	// lastMax, kept in pre until a receive or Close takes it.
+	prefetch bool
+	lastMax  atomic.Int64
+	preMu    sync.Mutex
+	pre      *prefetched
+}
+
+// prefetched is a pull request SendAcks sent, and when; or (b nil) the
+// messages of one a receive left.
+type prefetched struct {
+	b     jetstream.MessageBatch
+	msgs  []jetstream.Msg
+	start time.Time
+}
+
+// take returns p's messages.
+func (p *prefetched) take(ctx context.Context, s *subscription) ([]jetstream.Msg, error) {
+	if p.b == nil {
+		return p.msgs, nil
+	}
+	return s.collect(ctx, p.b, int(s.lastMax.Load()))
+}
+
+// takePrefetch returns the prefetched pull, if any, and forgets it.
+func (s *subscription) takePrefetch() *prefetched {
+	if !s.prefetch {
+		return nil
+	}
+	s.preMu.Lock()
+	defer s.preMu.Unlock()
+	p := s.pre
+	s.pre = nil
+	return p
+}
+
+// startPrefetch sends a pull request that does not wait, of the size of
+// the last receive, unless one is outstanding or the subscription closed.
+// Its messages are locked from now on.
+func (s *subscription) startPrefetch() {
+	n := int(s.lastMax.Load())
+	if n < 1 {
+		return
+	}
+	s.preMu.Lock()
+	defer s.preMu.Unlock()
+	if s.pre != nil || s.bg.Err() != nil {
+		return
+	}
+	start := time.Now()
+	if b, err := s.cons.FetchNoWait(n); err == nil {
+		s.pre = &prefetched{b: b, start: start}
+	}
 }
 
 // ackID is one delivery.
@@ -257,7 +321,27 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 		}
 		var msgs []jetstream.Msg
 		var err error
-		if s.maxAckPending != 1 {
+		if s.prefetch {
+			s.lastMax.Store(int64(maxMessages))
+			if p := s.takePrefetch(); p != nil {
+				if msgs, err = p.take(ctx, s); err != nil {
+					// The prefetch's failure is not this receive's:
+					// it pulls as it would have without one.
+					msgs = nil
+				}
+				start = p.start
+				if len(msgs) > maxMessages {
+					// A receive of fewer than the pull asked for: the
+					// rest waits for the next.
+					p.msgs, p.b = msgs[maxMessages:], nil
+					msgs = msgs[:maxMessages]
+					s.preMu.Lock()
+					s.pre = p
+					s.preMu.Unlock()
+				}
+			}
+		}
+		if len(msgs) == 0 && s.maxAckPending != 1 {
 			if msgs, err = s.fetch(ctx, maxMessages, false); err != nil {
 				return nil, err
 			}
@@ -323,6 +407,11 @@ func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream
 		}
 		return nil, err
 	}
+	return s.collect(ctx, b, n)
+}
+
+// collect reads a pull request's messages (up to n of them expected).
+func (s *subscription) collect(ctx context.Context, b jetstream.MessageBatch, n int) ([]jetstream.Msg, error) {
 	out := make([]jetstream.Msg, 0, n)
 	for m := range b.Messages() {
 		out = append(out, m)
@@ -512,6 +601,12 @@ var (
 // already, or whose AckWait has passed, fails with LockLost without a
 // publish: the server redelivers it, or did.
 func (s *subscription) settle(ctx context.Context, ids []driver.AckID, body func(*ackID) []byte, progress bool) error {
+	return s.settleThen(ctx, ids, body, progress, false)
+}
+
+// settleThen is settle, sending a prefetch pull before the flush when
+// pull says so (SendAcks on a subscription that prefetches).
+func (s *subscription) settleThen(ctx context.Context, ids []driver.AckID, body func(*ackID) []byte, progress, pull bool) error {
 	errs := make([]error, len(ids))
 	sent := make([]*ackID, len(ids))
 	start := time.Now()
@@ -540,6 +635,9 @@ func (s *subscription) settle(ctx context.Context, ids []driver.AckID, body func
 		sent[i], anySent = a, true
 	}
 	if anySent {
+		if pull {
+			s.startPrefetch()
+		}
 		err := s.flush(ctx)
 		for i, a := range sent {
 			switch {
@@ -583,7 +681,7 @@ func (s *subscription) flush(ctx context.Context) error {
 // SendAcks acknowledges each delivery (+ACK), and returns once the
 // server has read them all (one flush for the call).
 func (s *subscription) SendAcks(ctx context.Context, ids []driver.AckID) error {
-	return s.settle(ctx, ids, func(*ackID) []byte { return bodyAck }, false)
+	return s.settleThen(ctx, ids, func(*ackID) []byte { return bodyAck }, false, s.prefetch)
 }
 
 // SendNacks returns the deliveries for redelivery after delay (-NAK with
@@ -784,12 +882,28 @@ func (s *subscription) As(i any) bool {
 	return true
 }
 
-// Close stops renewing held locks. No pull request outlives a receive, so
-// no message waits in the client: unsettled deliveries come back after
-// their AckWait.
+// Close stops renewing held locks, and returns prefetched messages no
+// receive took (-NAK). Without Prefetch no pull request outlives a
+// receive, so no message waits in the client: unsettled deliveries come
+// back after their AckWait.
 func (s *subscription) Close() error {
 	s.stopBG()
 	s.wg.Wait()
+	if p := s.takePrefetch(); p != nil {
+		// Return what no receive took, at once (a batch ends within a
+		// second, nats.go's expiry of a pull that does not wait).
+		for _, m := range p.msgs {
+			_ = m.Nak() // else it comes back after AckWait
+		}
+		if p.b != nil {
+			for m := range p.b.Messages() {
+				_ = m.Nak()
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.nc.Opts.Timeout)
+		_ = s.nc.FlushWithContext(ctx)
+		cancel()
+	}
 	if s.own != nil {
 		s.own.Close()
 	}
