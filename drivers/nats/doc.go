@@ -27,7 +27,7 @@
 //	nats://user:password@host:4222/ORDERS?consumer=billing&subject=orders
 //
 // The path is the stream. Parameters: consumer, subject, wait_time,
-// dead_letter_stream, dead_letters, and ack_wait, max_deliver,
+// dead_letter_stream, prefetch, dead_letters, and ack_wait, max_deliver,
 // max_ack_pending, duplicate_window and max_age, which say how
 // PlanTopologyURL declares the stream and consumer and which a
 // subscription compares with the consumer's (see URLOpener). Any other

@@ -34,8 +34,8 @@ func TestPrefetch(t *testing.T) {
 	if err := top.Publish(ctx, msgs...); err != nil {
 		t.Fatal(err)
 	}
-	opts := &nats.SubscriptionOptions{Subject: spec.Subject, Prefetch: true}
-	sub, err := nats.OpenSubscription(ctx, js, spec.Stream, spec.Consumer, opts)
+	// The first through its URL's prefetch=true, the second in Go.
+	sub, err := broker.OpenSubscription(ctx, url+"/"+spec.Stream+"?consumer="+spec.Consumer+"&subject="+spec.Subject+"&prefetch=true")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +66,7 @@ func TestPrefetch(t *testing.T) {
 	if err := sub.Close(); err != nil {
 		t.Fatal(err)
 	}
+	opts := &nats.SubscriptionOptions{Subject: spec.Subject, Prefetch: true}
 	sub2, err := nats.OpenSubscription(ctx, js, spec.Stream, spec.Consumer, opts)
 	if err != nil {
 		t.Fatal(err)
