@@ -20,6 +20,17 @@ func AckAll(ctx context.Context, ds []*Delivery) []error {
 		return nil
 	}
 	errs := make([]error, len(ds))
+	if s := oneSub(ds); s != nil {
+		// The common case, every delivery of one subscription: no map.
+		at := make([]int, len(ds))
+		for i := range at {
+			at[i] = i
+		}
+		if s.ackAll(ctx, ds, at, errs) {
+			return errs
+		}
+		return nil
+	}
 	failed := false
 	bySub := map[*Subscription][]int{}
 	var subs []*Subscription
@@ -45,6 +56,21 @@ func AckAll(ctx context.Context, ds []*Delivery) []error {
 	return errs
 }
 
+// oneSub returns the subscription of every delivery of ds, or nil when
+// they are not all of one.
+func oneSub(ds []*Delivery) *Subscription {
+	if len(ds) == 0 {
+		return nil
+	}
+	s := ds[0].sub
+	for _, d := range ds[1:] {
+		if d.sub != s {
+			return nil
+		}
+	}
+	return s
+}
+
 // ackAll acks ds[at...], all of s, with one SendAcks, setting their
 // errors in errs. It reports whether one failed.
 func (s *Subscription) ackAll(ctx context.Context, ds []*Delivery, at []int, errs []error) bool {
@@ -53,21 +79,25 @@ func (s *Subscription) ackAll(ctx context.Context, ds []*Delivery, at []int, err
 	// else holds at most one, and takes it before s.mu as this does.
 	s.ackMu.Lock()
 	defer s.ackMu.Unlock()
-	locked := make(map[*Delivery]bool, len(at))
-	var live []int // indexes into ds, unsettled, each delivery once
+	// d.ackAllAt (guarded by s.ackMu) marks the deliveries this call
+	// holds: 1 + the index of the first copy of each in ds.
+	locked := make([]*Delivery, 0, len(at))
+	live := make([]int, 0, len(at)) // indexes into ds, unsettled, each delivery once
 	for _, i := range at {
 		d := ds[i]
-		if locked[d] {
+		if d.ackAllAt != 0 {
 			continue // a copy of a delivery seen before: its outcome below
 		}
+		d.ackAllAt = i + 1
 		d.mu.Lock()
-		locked[d] = true
+		locked = append(locked, d)
 		if !d.settled {
 			live = append(live, i)
 		}
 	}
 	defer func() {
-		for d := range locked {
+		for _, d := range locked {
+			d.ackAllAt = 0
 			d.mu.Unlock()
 		}
 	}()
@@ -77,12 +107,9 @@ func (s *Subscription) ackAll(ctx context.Context, ds []*Delivery, at []int, err
 		cancel()
 	}
 	failed := false
-	first := map[*Delivery]int{}
 	for _, i := range at { // copies share the outcome of their first
-		if j, dup := first[ds[i]]; dup {
+		if j := ds[i].ackAllAt - 1; j != i {
 			errs[i] = errs[j]
-		} else {
-			first[ds[i]] = i
 		}
 		failed = failed || errs[i] != nil
 	}
@@ -113,6 +140,7 @@ func (s *Subscription) sendAcks(ctx context.Context, ds []*Delivery, live []int,
 			all = derr
 		}
 	}
+	acked := 0
 	for k, i := range live {
 		d, err := ds[i], all
 		if each != nil {
@@ -121,11 +149,12 @@ func (s *Subscription) sendAcks(ctx context.Context, ds []*Delivery, live []int,
 		if err = wrapErr("ack", s.d.Classify, err); err != nil {
 			d.ackFailed = true
 		} else {
-			s.tel.settledOne(ctx, settleAck)
+			acked++
 		}
 		if err == nil || errors.Is(err, ErrLockLost) {
 			d.settled = true
 		}
 		errs[i] = err
 	}
+	s.tel.settledN(ctx, settleAck, acked)
 }

@@ -96,6 +96,45 @@ func TestAckAll(t *testing.T) {
 	}
 }
 
+// TestAckAllOneSubscription: deliveries all of one subscription (AckAll's
+// path without a map), copies among them: one SendAcks with each delivery
+// once, copies sharing the outcome of their first, and AckAll's marks
+// cleared for the next call.
+func TestAckAllOneSubscription(t *testing.T) {
+	ctx := context.Background()
+	var msgs []*driver.Message
+	for i := range 3 {
+		msgs = append(msgs, &driver.Message{ID: fmt.Sprint("m", i), AckID: i})
+	}
+	d := &batchSub{stubSub: stubSub{msgs: msgs}, fail: map[driver.AckID]error{2: errTransient}}
+	sub := NewSubscription(d, nil)
+	defer sub.Close()
+	ds, err := sub.Receive(ctx, 3)
+	if err != nil || len(ds) != 3 {
+		t.Fatalf("receive: %d, %v", len(ds), err)
+	}
+	errs := AckAll(ctx, []*Delivery{ds[2], ds[0], ds[2], ds[1], ds[0]})
+	if len(d.calls) != 1 || fmt.Sprint(d.calls[0]) != "[2 0 1]" {
+		t.Fatalf("SendAcks calls %v, want one with [2 0 1]", d.calls)
+	}
+	for i, err := range errs {
+		if want := i == 0 || i == 2; want != errors.Is(err, ErrRetryable) || !want && err != nil {
+			t.Errorf("delivery %d: %v", i, err)
+		}
+	}
+	if ds[2].Settled() || !ds[0].Settled() || !ds[1].Settled() {
+		t.Errorf("settled: %v %v %v, want true true false", ds[0].Settled(), ds[1].Settled(), ds[2].Settled())
+	}
+	if errs := AckAll(ctx, []*Delivery{ds[2], ds[2]}); errs != nil || fmt.Sprint(d.calls[1:]) != "[[2]]" {
+		t.Errorf("again: %v, calls %v", errs, d.calls)
+	}
+	for _, dl := range ds {
+		if dl.ackAllAt != 0 {
+			t.Errorf("%s: AckAll's mark left set", dl.Message.ID)
+		}
+	}
+}
+
 // gateSub is a stubSub whose first SendAcks waits for gate, recording the
 // IDs of each call.
 type gateSub struct {

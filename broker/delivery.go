@@ -36,6 +36,9 @@ type Delivery struct {
 	mu        sync.Mutex
 	settled   bool
 	ackFailed bool // an Ack was sent and failed: the handler meant to ack
+
+	// ackAllAt is AckAll's mark, under sub.ackMu (ackall.go).
+	ackAllAt int
 }
 
 // NewDetachedDelivery returns a delivery of m that belongs to no

@@ -73,6 +73,13 @@ func (t *tel) settledOne(ctx context.Context, kind settleKind) {
 	t.settled.Add(ctx, 1, t.settle[kind]...)
 }
 
+// settledN counts n settles of one kind (none for n 0).
+func (t *tel) settledN(ctx context.Context, kind settleKind, n int) {
+	if n > 0 {
+		t.settled.Add(ctx, int64(n), t.settle[kind]...)
+	}
+}
+
 // startSend starts the producer span of a Publish call and writes its
 // context, as W3C traceparent, into the headers of the driver messages
 // that carry none (a message from the outbox carries its creation

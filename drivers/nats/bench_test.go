@@ -19,10 +19,11 @@ import (
 // streams of the same configuration (16 keys as subject tokens, 256-byte
 // bodies, one header): publish in batches of 100 with Nats-Msg-Id,
 // waiting for every PubAck (PublishMsgAsync, then each future), and
-// consume (a pull of up to 100, then ack each). wary's acks are requests
-// the server answers (Ack returns once the server has it); the raw
-// consumer's are nats.go's Ack, sent without waiting (AckSync would wait
-// for each in turn). The two alternate in rounds inside one benchmark, so
+// consume (a pull of up to 100, then ack each). wary's acks are published
+// and flushed once per AckAll (it returns once the server has read them);
+// the raw consumer's are nats.go's Ack, sent without waiting (AckSync
+// would wait for each in turn). BenchmarkConsumePrefetch opens wary's
+// subscription with Prefetch (the next pull sent with the acks). The two alternate in rounds inside one benchmark, so
 // that both see the same load on the machine; b.N counts messages per
 // side.
 //
@@ -104,7 +105,13 @@ func BenchmarkPublish(b *testing.B) {
 	}, func(n int) { rawPublish(b, rjs, rs.Subject, n) })
 }
 
-func BenchmarkConsume(b *testing.B) {
+func BenchmarkConsume(b *testing.B) { benchConsume(b, false) }
+
+// BenchmarkConsumePrefetch is BenchmarkConsume with
+// SubscriptionOptions.Prefetch: each AckAll also sends the next pull.
+func BenchmarkConsumePrefetch(b *testing.B) { benchConsume(b, true) }
+
+func benchConsume(b *testing.B, prefetch bool) {
 	url := serverURL(b)
 	_, js := connect(b, url)
 	_, rjs := connect(b, url)
@@ -113,7 +120,7 @@ func BenchmarkConsume(b *testing.B) {
 	ws, rs := benchSpec(b, js), benchSpec(b, rjs)
 	rawPublish(b, js, ws.Subject, b.N)
 	rawPublish(b, rjs, rs.Subject, b.N)
-	sub, err := nats.OpenSubscription(ctx, js, ws.Stream, ws.Consumer, &nats.SubscriptionOptions{Subject: ws.Subject})
+	sub, err := nats.OpenSubscription(ctx, js, ws.Stream, ws.Consumer, &nats.SubscriptionOptions{Subject: ws.Subject, Prefetch: prefetch})
 	if err != nil {
 		b.Fatal(err)
 	}

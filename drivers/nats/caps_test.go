@@ -89,6 +89,7 @@ func TestOpenErrors(t *testing.T) {
 	}{
 		"unknown parameter":   {url + "/" + spec.Stream + "?bogus=1", broker.ErrInvalid},
 		"bad duration":        {url + "/" + spec.Stream + "?consumer=c&ack_wait=soon", broker.ErrInvalid},
+		"bad prefetch":        {url + "/" + spec.Stream + "?consumer=c&prefetch=maybe", broker.ErrInvalid},
 		"no stream":           {url + "/", broker.ErrInvalid},
 		"dotted stream":       {url + "/a.b?consumer=c", broker.ErrInvalid},
 		"wildcard stream":     {url + "/a*?consumer=c", broker.ErrInvalid},

@@ -27,7 +27,7 @@
 //	nats://user:password@host:4222/ORDERS?consumer=billing&subject=orders
 //
 // The path is the stream. Parameters: consumer, subject, wait_time,
-// dead_letter_stream, dead_letters, and ack_wait, max_deliver,
+// dead_letter_stream, prefetch, dead_letters, and ack_wait, max_deliver,
 // max_ack_pending, duplicate_window and max_age, which say how
 // PlanTopologyURL declares the stream and consumer and which a
 // subscription compares with the consumer's (see URLOpener). Any other
@@ -68,9 +68,15 @@
 //     max_ack_pending, competing deliveries and redeliveries come in any
 //     order: Ordering is OrderNone.
 //   - Acks are per message (ack_policy explicit; none and all are refused
-//     with broker.ErrInvalid), sent as requests the server answers, so
-//     that Ack returns once the server has it; broker.AckAll sends them
-//     concurrently.
+//     with broker.ErrInvalid), published, then one flush per call (a PING
+//     the server answers after reading everything before it), so that Ack
+//     and broker.AckAll return once the server has read them.
+//   - Prefetch (SubscriptionOptions.Prefetch, off by default): an ack
+//     also sends the next pull request, before its flush, so that the
+//     next receive finds its messages in the client rather than waiting a
+//     round trip. Prefetched messages are delivered from that pull on
+//     (locked, counted); Close returns those no receive took with -NAK.
+//     Without it no pull request outlives a receive.
 //   - Lock: the consumer's ack_wait is LockTimeout. ExtendLock is +WPI,
 //     which JetStream applies as ack_wait from now: for a longer d the
 //     driver repeats it until d has passed or the delivery is settled.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -50,6 +51,15 @@ type SubscriptionOptions struct {
 	// DeadLetterStream names the dead-letter stream. Default:
 	// DeadLetterStream(stream).
 	DeadLetterStream string
+	// Prefetch: an ack (Ack, broker.AckAll) also sends the next pull
+	// request, of the size of the last receive, before the flush it waits
+	// for, so that the next receive finds its messages in the client
+	// instead of waiting a round trip. Prefetched messages are delivered
+	// (locked, their AckWait running, counted as a delivery) from the
+	// pull on; Close returns those no receive took (-NAK: redelivered at
+	// once). Ignored with max_ack_pending 1. Default: off (no pull
+	// request outlives a receive).
+	Prefetch bool
 
 	stated stated
 }
@@ -192,7 +202,7 @@ func openSubscription(ctx context.Context, js jetstream.JetStream, stream, consu
 	s := &subscription{
 		js: js, nc: js.Conn(), cons: cons, stream: stream, consumer: consumer, subject: subject,
 		caps: caps, ackWait: ccfg.AckWait, maxDeliver: ccfg.MaxDeliver, maxAckPending: ccfg.MaxAckPending, dlq: dlq, wait: o.WaitTime,
-		holds: map[*ackID]time.Time{},
+		holds: map[*ackID]time.Time{}, prefetch: o.Prefetch && ccfg.MaxAckPending != 1,
 	}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	return s, nil
@@ -225,6 +235,60 @@ type subscription struct {
 	mu      sync.Mutex
 	holds   map[*ackID]time.Time
 	holding bool
+
+	// prefetch (SubscriptionOptions.Prefetch): SendAcks sends a pull of
+	// lastMax, kept in pre until a receive or Close takes it.
+	prefetch bool
+	lastMax  atomic.Int64
+	preMu    sync.Mutex
+	pre      *prefetched
+}
+
+// prefetched is a pull request SendAcks sent, and when; or (b nil) the
+// messages of one a receive left.
+type prefetched struct {
+	b     jetstream.MessageBatch
+	msgs  []jetstream.Msg
+	start time.Time
+}
+
+// take returns p's messages.
+func (p *prefetched) take(ctx context.Context, s *subscription) ([]jetstream.Msg, error) {
+	if p.b == nil {
+		return p.msgs, nil
+	}
+	return s.collect(ctx, p.b, int(s.lastMax.Load()))
+}
+
+// takePrefetch returns the prefetched pull, if any, and forgets it.
+func (s *subscription) takePrefetch() *prefetched {
+	if !s.prefetch {
+		return nil
+	}
+	s.preMu.Lock()
+	defer s.preMu.Unlock()
+	p := s.pre
+	s.pre = nil
+	return p
+}
+
+// startPrefetch sends a pull request that does not wait, of the size of
+// the last receive, unless one is outstanding or the subscription closed.
+// Its messages are locked from now on.
+func (s *subscription) startPrefetch() {
+	n := int(s.lastMax.Load())
+	if n < 1 {
+		return
+	}
+	s.preMu.Lock()
+	defer s.preMu.Unlock()
+	if s.pre != nil || s.bg.Err() != nil {
+		return
+	}
+	start := time.Now()
+	if b, err := s.cons.FetchNoWait(n); err == nil {
+		s.pre = &prefetched{b: b, start: start}
+	}
 }
 
 // ackID is one delivery.
@@ -257,7 +321,27 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 		}
 		var msgs []jetstream.Msg
 		var err error
-		if s.maxAckPending != 1 {
+		if s.prefetch {
+			s.lastMax.Store(int64(maxMessages))
+			if p := s.takePrefetch(); p != nil {
+				if msgs, err = p.take(ctx, s); err != nil {
+					// The prefetch's failure is not this receive's:
+					// it pulls as it would have without one.
+					msgs = nil
+				}
+				start = p.start
+				if len(msgs) > maxMessages {
+					// A receive of fewer than the pull asked for: the
+					// rest waits for the next.
+					p.msgs, p.b = msgs[maxMessages:], nil
+					msgs = msgs[:maxMessages]
+					s.preMu.Lock()
+					s.pre = p
+					s.preMu.Unlock()
+				}
+			}
+		}
+		if len(msgs) == 0 && s.maxAckPending != 1 {
 			if msgs, err = s.fetch(ctx, maxMessages, false); err != nil {
 				return nil, err
 			}
@@ -274,8 +358,11 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 			}
 		}
 		out := make([]*driver.Message, 0, len(msgs))
-		for _, m := range msgs {
-			dm, err := s.decode(ctx, m, start)
+		// Each message's delivery and driver.Message are allocated in one
+		// slab for the batch, not one by one.
+		slab := make([]delivery, len(msgs))
+		for i, m := range msgs {
+			dm, err := s.decode(ctx, m, start, &slab[i])
 			if err != nil {
 				return nil, err
 			}
@@ -320,7 +407,12 @@ func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream
 		}
 		return nil, err
 	}
-	var out []jetstream.Msg
+	return s.collect(ctx, b, n)
+}
+
+// collect reads a pull request's messages (up to n of them expected).
+func (s *subscription) collect(ctx context.Context, b jetstream.MessageBatch, n int) ([]jetstream.Msg, error) {
+	out := make([]jetstream.Msg, 0, n)
 	for m := range b.Messages() {
 		out = append(out, m)
 	}
@@ -341,36 +433,59 @@ func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream
 	return out, nil
 }
 
-// decode maps a JetStream message to the driver's, or dead-letters it
-// (nil) when it is over the delivery limit.
-func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.Time) (*driver.Message, error) {
-	meta, err := m.Metadata()
-	if err != nil {
-		return nil, err
+// delivery holds one message's ackID and driver.Message, allocated
+// together.
+type delivery struct {
+	a  ackID
+	dm driver.Message
+}
+
+// stripped are the headers decode drops from a message that is not a
+// dead letter (the dead-letter copy's own), besides nats-*.
+var stripped = [...]string{HeaderID, HeaderKey, HeaderConsumer, HeaderSeq, driver.HeaderDeadLetterReason}
+
+// decode maps a JetStream message to the driver's, in into, or
+// dead-letters it (nil) when it is over the delivery limit.
+func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.Time, into *delivery) (*driver.Message, error) {
+	md, ok := parseAckSubject(m.Reply())
+	if !ok {
+		// Not the form parseAckSubject reads: nats.go's own parser
+		// decides (and says why it refuses).
+		meta, err := m.Metadata()
+		if err != nil {
+			return nil, err
+		}
+		md = ackMeta{streamSeq: meta.Sequence.Stream, delivered: meta.NumDelivered, timestamp: meta.Timestamp.UnixNano()}
 	}
-	a := &ackID{msg: m, seq: meta.Sequence.Stream, attempt: int(meta.NumDelivered), deadline: start.Add(s.ackWait)}
+	a := &into.a
+	a.msg, a.seq, a.attempt, a.deadline = m, md.streamSeq, int(md.delivered), start.Add(s.ackWait)
 	h := m.Headers()
 	a.id = h.Get(natsgo.MsgIdHdr)
 	if a.id == "" {
 		a.id = s.stream + ":" + strconv.FormatUint(a.seq, 10)
 	}
-	a.key = strings.TrimPrefix(strings.TrimPrefix(m.Subject(), s.subject), ".")
-	if m.Subject() == s.subject || !strings.HasPrefix(m.Subject(), s.subject+".") {
-		a.key = ""
+	subj := m.Subject()
+	if len(subj) > len(s.subject)+1 && subj[len(s.subject)] == '.' && subj[:len(s.subject)] == s.subject {
+		a.key = subj[len(s.subject)+1:]
 	}
-	headers := make(map[string]string, len(h))
+	var headers map[string]string
 	for k, v := range h {
 		if len(v) == 0 || len(k) >= 5 && strings.EqualFold(k[:5], "nats-") {
 			continue
 		}
+		if headers == nil {
+			headers = make(map[string]string, len(h))
+		}
 		headers[k] = v[0]
 	}
-	for _, k := range []string{HeaderID, HeaderKey, HeaderConsumer, HeaderSeq, driver.HeaderDeadLetterReason} {
-		if !s.deadLetters {
+	if headers == nil {
+		headers = map[string]string{}
+	}
+	if !s.deadLetters {
+		for _, k := range stripped {
 			delete(headers, k)
 		}
-	}
-	if s.deadLetters {
+	} else {
 		if id := headers[HeaderID]; id != "" {
 			a.id = id
 		}
@@ -391,21 +506,85 @@ func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.T
 	if body == nil {
 		body = []byte{}
 	}
-	return &driver.Message{
+	into.dm = driver.Message{
 		ID: a.id, Key: a.key, Headers: headers, Body: body,
-		AckID: a, Attempt: a.attempt, Redelivered: a.attempt > 1, PublishTime: meta.Timestamp,
-		AsFunc: func(i any) bool {
-			switch p := i.(type) {
-			case *jetstream.Msg:
-				*p = m
-			case *Subject:
-				*p = Subject(m.Subject())
-			default:
-				return false
-			}
-			return true
-		},
-	}, nil
+		AckID: a, Attempt: a.attempt, Redelivered: a.attempt > 1, PublishTime: time.Unix(0, md.timestamp),
+		AsFunc: a.as,
+	}
+	return &into.dm, nil
+}
+
+// as is a received message's AsFunc: *jetstream.Msg and *Subject.
+func (a *ackID) as(i any) bool {
+	switch p := i.(type) {
+	case *jetstream.Msg:
+		*p = a.msg
+	case *Subject:
+		*p = Subject(a.msg.Subject())
+	default:
+		return false
+	}
+	return true
+}
+
+// ackMeta is what decode reads from a delivery's reply subject.
+type ackMeta struct {
+	streamSeq, delivered uint64
+	timestamp            int64 // ns since the epoch
+}
+
+// parseAckSubject reads a JetStream ack subject without allocating:
+// $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ns>.<pending>
+// (9 tokens), or with <domain>.<account hash> after $JS.ACK (12 tokens, 11
+// and more accepted, as nats.go's parser does). ok is false for anything
+// else, and for a number that does not parse: nats.go's Metadata then
+// decides.
+func parseAckSubject(subj string) (md ackMeta, ok bool) {
+	rest, found := strings.CutPrefix(subj, "$JS.ACK.")
+	if !found {
+		return md, false
+	}
+	var tok [12]string
+	n := 2 // $JS and ACK
+	for n < len(tok) {
+		t, r, more := strings.Cut(rest, ".")
+		tok[n], rest, n = t, r, n+1
+		if !more {
+			break
+		}
+	}
+	// v1 has no domain and account hash: shift it to v2's positions.
+	const delivered, sseq, ts = 6, 7, 9
+	switch {
+	case n == 9 && rest == "":
+		copy(tok[4:], tok[2:9])
+	case n >= 11:
+	default:
+		return md, false
+	}
+	var ok1, ok2, ok3 bool
+	md.delivered, ok1 = parseNum(tok[delivered])
+	md.streamSeq, ok2 = parseNum(tok[sseq])
+	var t uint64
+	t, ok3 = parseNum(tok[ts])
+	md.timestamp = int64(t)
+	return md, ok1 && ok2 && ok3
+}
+
+// parseNum parses a decimal of up to 19 digits.
+func parseNum(d string) (uint64, bool) {
+	if d == "" || len(d) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(d); i++ {
+		c := d[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
 }
 
 // settle kinds.
@@ -422,6 +601,12 @@ var (
 // already, or whose AckWait has passed, fails with LockLost without a
 // publish: the server redelivers it, or did.
 func (s *subscription) settle(ctx context.Context, ids []driver.AckID, body func(*ackID) []byte, progress bool) error {
+	return s.settleThen(ctx, ids, body, progress, false)
+}
+
+// settleThen is settle, sending a prefetch pull before the flush when
+// pull says so (SendAcks on a subscription that prefetches).
+func (s *subscription) settleThen(ctx context.Context, ids []driver.AckID, body func(*ackID) []byte, progress, pull bool) error {
 	errs := make([]error, len(ids))
 	sent := make([]*ackID, len(ids))
 	start := time.Now()
@@ -450,6 +635,9 @@ func (s *subscription) settle(ctx context.Context, ids []driver.AckID, body func
 		sent[i], anySent = a, true
 	}
 	if anySent {
+		if pull {
+			s.startPrefetch()
+		}
 		err := s.flush(ctx)
 		for i, a := range sent {
 			switch {
@@ -493,7 +681,7 @@ func (s *subscription) flush(ctx context.Context) error {
 // SendAcks acknowledges each delivery (+ACK), and returns once the
 // server has read them all (one flush for the call).
 func (s *subscription) SendAcks(ctx context.Context, ids []driver.AckID) error {
-	return s.settle(ctx, ids, func(*ackID) []byte { return bodyAck }, false)
+	return s.settleThen(ctx, ids, func(*ackID) []byte { return bodyAck }, false, s.prefetch)
 }
 
 // SendNacks returns the deliveries for redelivery after delay (-NAK with
@@ -694,12 +882,28 @@ func (s *subscription) As(i any) bool {
 	return true
 }
 
-// Close stops renewing held locks. No pull request outlives a receive, so
-// no message waits in the client: unsettled deliveries come back after
-// their AckWait.
+// Close stops renewing held locks, and returns prefetched messages no
+// receive took (-NAK). Without Prefetch no pull request outlives a
+// receive, so no message waits in the client: unsettled deliveries come
+// back after their AckWait.
 func (s *subscription) Close() error {
 	s.stopBG()
 	s.wg.Wait()
+	if p := s.takePrefetch(); p != nil {
+		// Return what no receive took, at once (a batch ends within a
+		// second, nats.go's expiry of a pull that does not wait).
+		for _, m := range p.msgs {
+			_ = m.Nak() // else it comes back after AckWait
+		}
+		if p.b != nil {
+			for m := range p.b.Messages() {
+				_ = m.Nak()
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.nc.Opts.Timeout)
+		_ = s.nc.FlushWithContext(ctx)
+		cancel()
+	}
 	if s.own != nil {
 		s.own.Close()
 	}
