@@ -20,6 +20,10 @@ import (
 // DefaultWaitTime is how long one Pull waits for messages by default.
 const DefaultWaitTime = 2 * time.Second
 
+// maxPullWait bounds the deadline of one Pull as it grows (see
+// SubscriptionOptions.WaitTime).
+const maxPullWait = 30 * time.Second
+
 // maxAckIDs is the most ack IDs of one Acknowledge or ModifyAckDeadline
 // request (Pub/Sub caps the request at 512 KiB).
 const maxAckIDs = 1000
@@ -35,7 +39,11 @@ type SubscriptionOptions struct {
 	// SubscriptionOptions are the portable options (telemetry).
 	broker.SubscriptionOptions
 	// WaitTime bounds one Pull (its gRPC deadline). Default:
-	// DefaultWaitTime.
+	// DefaultWaitTime. A Pull that reaches its deadline doubles the next
+	// one's, up to maxPullWait, and one that brings messages sets it back
+	// to WaitTime: Pub/Sub keeps what a cut-off Pull took until its ack
+	// deadline, so a Pull whose answer (large messages, a slow link) takes
+	// longer than WaitTime to arrive must get the time on a later try.
 	WaitTime time.Duration
 	// DeadLetterSubscription names the subscription of the dead-letter
 	// topic that OpenDeadLetters reads. Empty: the dead-letter topic's
@@ -342,8 +350,9 @@ func (s *subscription) As(i any) bool {
 	return false
 }
 
-// Close waits for a Pull still in flight (at most WaitTime), then makes
-// the messages it brought, which no caller has seen, available again.
+// Close waits for a Pull still in flight (at most WaitTime plus 5
+// seconds, then cancels it), then makes the messages it brought, which no
+// caller has seen, available again.
 func (s *subscription) Close() error {
 	err := s.closeReceiver(s)
 	if s.owned {
@@ -357,13 +366,16 @@ func (s *subscription) Close() error {
 // receiver runs Pull calls that outlive the ReceiveBatch that started
 // them: a Pull abandoned by its caller may have taken messages, which
 // Pub/Sub holds until their ack deadline; instead it runs to its end (at
-// most WaitTime) and the next ReceiveBatch gets what it brought.
+// most its deadline, see SubscriptionOptions.WaitTime) and the next
+// ReceiveBatch gets what it brought.
 type receiver struct {
 	bg     context.Context
 	stopBG context.CancelFunc
 
 	mu       sync.Mutex
 	inflight *poll
+	// pullWait is the next Pull's deadline (see SubscriptionOptions.WaitTime).
+	pullWait time.Duration
 	stash    []received
 	closed   bool
 	wg       sync.WaitGroup
@@ -374,6 +386,8 @@ type poll struct {
 	msgs []*pubsubpb.ReceivedMessage
 	err  error
 	at   time.Time
+	// cut: the Pull reached its deadline.
+	cut bool
 }
 
 type received struct {
@@ -385,16 +399,21 @@ type received struct {
 func (s *subscription) start(maxMessages int) *poll {
 	p := &poll{done: make(chan struct{})}
 	s.inflight = p
+	if s.pullWait < s.wait {
+		s.pullWait = s.wait
+	}
+	wait := s.pullWait
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer close(p.done)
-		ctx, cancel := context.WithTimeout(s.bg, s.wait)
+		ctx, cancel := context.WithTimeout(s.bg, wait)
 		defer cancel()
 		res, err := s.client.SubscriptionAdminClient.Pull(ctx, &pubsubpb.PullRequest{Subscription: s.cfg.Name, MaxMessages: int32(min(max(maxMessages, 1), MaxBatchSize))})
 		p.at = time.Now()
 		if err != nil {
 			if ctx.Err() != nil && s.bg.Err() == nil {
+				p.cut = true
 				return // the wait ended with nothing: an empty poll
 			}
 			p.err = err
@@ -411,6 +430,12 @@ func (s *subscription) collect(p *poll) error {
 		return nil
 	}
 	s.inflight = nil
+	switch {
+	case p.cut:
+		s.pullWait = min(2*s.pullWait, max(maxPullWait, s.wait))
+	case len(p.msgs) > 0:
+		s.pullWait = s.wait
+	}
 	if p.err != nil {
 		return p.err
 	}
