@@ -206,12 +206,21 @@ func withStalls[Tx any](ctx context.Context) (context.Context, *stalls[Tx]) {
 	return context.WithValue(ctx, stallsKey{}, s), s
 }
 
+// stallsFor is withStalls where in holds gaps (only a held successor can
+// stall); elsewhere ctx as it is and nil, which retryStalled takes as none.
+func (in *Inbox[Tx]) stallsFor(ctx context.Context) (context.Context, *stalls[Tx]) {
+	if in.early == nil {
+		return ctx, nil
+	}
+	return withStalls[Tx](ctx)
+}
+
 // retryStalled tries again, after the transaction that recorded them
 // committed, the held successors of s: each in a transaction of its own,
 // up to earlyAttempts in all, and then parks its aggregate's early events.
 // Successors that stall in these transactions are tried too.
 func (in *Inbox[Tx]) retryStalled(ctx context.Context, s *stalls[Tx]) {
-	for len(s.list) > 0 {
+	for s != nil && len(s.list) > 0 {
 		st := s.list[0]
 		s.list = s.list[1:]
 		s.list = append(s.list, in.retryStall(ctx, st)...)

@@ -174,16 +174,22 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, its []*item[Tx]) ([]Result, i
 		for i := range outs {
 			outs[i] = ResultDuplicate
 		}
-		return outs, 0, &stalls[Tx]{}, nil
+		return outs, 0, nil, nil
 	}
 	locked, err := in.lockAggregates(ctx, tx, ds, claimed)
 	if err != nil {
 		in.rollback(ctx, tx)
 		return nil, 0, nil, storeErr("lock aggregates", err)
 	}
-	stalled := &stalls[Tx]{}
+	var stalled *stalls[Tx] // nil where no handler can stall (retryStalled takes it as none)
+	if in.early != nil {
+		stalled = &stalls[Tx]{}
+	}
 	for i, it := range its {
-		hctx := context.WithValue(it.ctx, stallsKey{}, stalled)
+		hctx := it.ctx
+		if stalled != nil {
+			hctx = context.WithValue(hctx, stallsKey{}, stalled)
+		}
 		if locked != nil {
 			hctx = context.WithValue(hctx, lockedKey{}, locked)
 		}
@@ -256,6 +262,14 @@ func lockedIn(ctx context.Context, aggregate string) bool {
 // to holding. It answers per delivery: of several copies of an ID in ds,
 // only the first can be New. If began is false nothing was claimed.
 func (in *Inbox[Tx]) beginClaim(ctx context.Context, ds []*broker.Delivery) (tx Tx, began bool, claims []store.Claimed, err error) {
+	if len(ds) == 1 { // the common case, without the sort and the maps below
+		d := ds[0]
+		r := store.ClaimRequest{Consumer: in.consumer, IDs: []string{d.Message.ID}, At: in.o.Now()}
+		if in.holds(d) {
+			r.Aggregates = []string{d.Message.Headers[HeaderAggregateID]}
+		}
+		return in.storeBeginClaim(ctx, r)
+	}
 	order := make([]int, len(ds))
 	for i := range order {
 		order[i] = i
@@ -281,9 +295,7 @@ func (in *Inbox[Tx]) beginClaim(ctx context.Context, ds []*broker.Delivery) (tx 
 	if held {
 		r.Aggregates = aggs
 	}
-	cctx, span := childSpan(ctx, "inbox claim")
-	tx, began, got, err := in.store.BeginClaim(cctx, r)
-	endChild(span, err)
+	tx, began, got, err := in.storeBeginClaim(ctx, r)
 	if err != nil || !began {
 		return tx, false, nil, err
 	}
@@ -293,6 +305,17 @@ func (in *Inbox[Tx]) beginClaim(ctx context.Context, ds []*broker.Delivery) (tx 
 			claims[i] = got[j]
 			delete(pos, d.Message.ID) // later copies are duplicates
 		}
+	}
+	return tx, true, claims, nil
+}
+
+// storeBeginClaim is the store's BeginClaim of r in its span.
+func (in *Inbox[Tx]) storeBeginClaim(ctx context.Context, r store.ClaimRequest) (tx Tx, began bool, claims []store.Claimed, err error) {
+	cctx, span := childSpan(ctx, "inbox claim")
+	tx, began, claims, err = in.store.BeginClaim(cctx, r)
+	endChild(span, err)
+	if err != nil || !began {
+		return tx, false, nil, err
 	}
 	return tx, true, claims, nil
 }

@@ -428,7 +428,7 @@ func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[T
 			in.count(ResultDuplicate)
 			return ResultDuplicate, in.ack(ctx, d)
 		}
-		hctx, stalled := withStalls[Tx](ctx)
+		hctx, stalled := in.stallsFor(ctx)
 		out, err := in.run(hctx, tx, d, h, claims[0])
 		if err != nil {
 			in.rollback(ctx, tx)

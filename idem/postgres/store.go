@@ -95,6 +95,10 @@ type driver struct {
 	// that BEGIN does not run); claimManySQL the same for several IDs,
 	// returning those it inserted.
 	claimSQL, claimManySQL string
+	// simple: the pool's DefaultQueryExecMode is the simple protocol, and
+	// BeginClaim does not pipeline (read once: Pool.Config copies the
+	// whole configuration, five allocations a claim).
+	simple bool
 }
 
 var _ store.Driver[pgx.Tx] = (*driver)(nil)
@@ -139,7 +143,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	}
 	s := &Store{d: &driver{Core: core, Outbox: sqlcore.NewOutbox(core, od), pool: pool,
 		claimSQL: name.Replace(claim), claimManySQL: name.Replace(many), slice: o.InboxSlice, inbox: o.Prefix + "inbox", schema: o.Schema,
-		outboxSlice: o.OutboxSlice, outboxTable: o.Prefix + "outbox"}}
+		outboxSlice: o.OutboxSlice, outboxTable: o.Prefix + "outbox",
+		simple: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol}}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
@@ -246,8 +251,7 @@ var dialect = sqlcore.Dialect{
 // interpolates arguments into the SQL text on the client), BeginClaim does
 // not batch: it begins, then claims.
 func (s *driver) BeginClaim(ctx context.Context, r store.ClaimRequest) (pgx.Tx, bool, []store.Claimed, error) {
-	if r.Aggregates != nil && (len(r.IDs) > 1 || r.Aggregates[0] != "") ||
-		s.pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
+	if r.Aggregates != nil && (len(r.IDs) > 1 || r.Aggregates[0] != "") || s.simple {
 		return s.Core.BeginClaim(ctx, r)
 	}
 	if len(r.IDs) > 1 {

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -51,6 +52,7 @@ type Store struct {
 	d      *driver
 	db     *sql.DB
 	owned  bool
+	stmts  *prepared
 }
 
 // driver implements store.Driver[*sql.Tx] with the shared SQL of sqlcore.
@@ -137,16 +139,19 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
 	if o.Prefix == "" && !o.NoPrefix {
 		o.Prefix = DefaultPrefix
 	}
-	core, err := sqlcore.New[*sql.Tx](backend{db}, dialect, o.Schema, o.Prefix)
+	stmts := &prepared{}
+	core, err := sqlcore.New[*sql.Tx](backend{db, stmts}, dialect, o.Schema, o.Prefix)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, outboxDialect(db)), db: db}
+	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, outboxDialect(db)), db: db, stmts: stmts}
 	s.d = &driver{Core: core, outboxDriver: s.outbox}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
 		}
+	} else {
+		s.stmts.prepare(ctx, db, core.ClaimQueries()) // where the tables are there already
 	}
 	return s, nil
 }
@@ -154,14 +159,70 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
 // Migrate creates or upgrades the store's tables from the embedded,
 // versioned SQL files; it is safe to call repeatedly.
 func (s *Store) Migrate(ctx context.Context) error {
-	return s.core.Migrate(ctx, migrations, "sql")
+	if err := s.core.Migrate(ctx, migrations, "sql"); err != nil {
+		return err
+	}
+	s.stmts.prepare(ctx, s.db, s.core.ClaimQueries())
+	return nil
+}
+
+// prepared holds the claim's statements, prepared once on the database
+// (they need its tables: New or Migrate prepares them). modernc.org/sqlite
+// parses a statement on every call made with its text; a prepared one
+// keeps its compiled program on each connection that ran it (sql.Tx.Stmt),
+// which saves the claim's parse in every inbox transaction.
+type prepared struct {
+	mu sync.RWMutex
+	m  map[string]*sql.Stmt
+}
+
+// prepare prepares those of qs not prepared yet; one that fails (its
+// tables missing) is left to be parsed per call.
+func (p *prepared) prepare(ctx context.Context, db *sql.DB, qs []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = make(map[string]*sql.Stmt, len(qs))
+	}
+	for _, q := range qs {
+		if p.m[q] != nil {
+			continue
+		}
+		if st, err := db.PrepareContext(ctx, q); err == nil {
+			p.m[q] = st
+		}
+	}
+}
+
+// in returns q's prepared statement for use in tx, nil if q is not
+// prepared.
+func (p *prepared) in(ctx context.Context, tx *sql.Tx, q string) *sql.Stmt {
+	p.mu.RLock()
+	st := p.m[q]
+	p.mu.RUnlock()
+	if st == nil {
+		return nil
+	}
+	return tx.StmtContext(ctx, st)
+}
+
+// close closes the prepared statements.
+func (p *prepared) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for q, st := range p.m {
+		_ = st.Close()
+		delete(p.m, q)
+	}
 }
 
 // DB returns the database.
 func (s *Store) DB() *sql.DB { return s.db }
 
-// Close closes the database if Open opened it.
+// Close closes the database if Open opened it, and the store's prepared
+// statements.
 func (s *Store) Close() error {
+	s.stmts.close()
 	if s.owned {
 		return s.db.Close()
 	}
@@ -202,7 +263,10 @@ func jsonArray(ids []string) (any, bool) {
 	return string(b), err == nil
 }
 
-type backend struct{ db *sql.DB }
+type backend struct {
+	db    *sql.DB
+	stmts *prepared
+}
 
 // Begin begins a transaction that ends only by Commit or Rollback:
 // database/sql would roll it back when the context given to BeginTx ends,
@@ -219,12 +283,21 @@ func (backend) Rollback(_ context.Context, tx *sql.Tx) error {
 	}
 	return nil
 }
-func (backend) Q(tx *sql.Tx) sqlcore.Querier { return querier{tx} }
+func (b backend) Q(tx *sql.Tx) sqlcore.Querier { return querier{tx, b.stmts} }
 
-type querier struct{ tx *sql.Tx }
+type querier struct {
+	tx    *sql.Tx
+	stmts *prepared
+}
 
 func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := q.tx.ExecContext(ctx, query, args...)
+	var res sql.Result
+	var err error
+	if st := q.stmts.in(ctx, q.tx, query); st != nil {
+		res, err = st.ExecContext(ctx, args...)
+	} else {
+		res, err = q.tx.ExecContext(ctx, query, args...)
+	}
 	if err != nil {
 		return 0, classify(err)
 	}
@@ -236,7 +309,13 @@ func (q querier) QueryRow(ctx context.Context, query string, args ...any) sqlcor
 }
 
 func (q querier) Query(ctx context.Context, query string, args ...any) (sqlcore.Rows, error) {
-	rows, err := q.tx.QueryContext(ctx, query, args...)
+	var rows *sql.Rows
+	var err error
+	if st := q.stmts.in(ctx, q.tx, query); st != nil {
+		rows, err = st.QueryContext(ctx, args...)
+	} else {
+		rows, err = q.tx.QueryContext(ctx, query, args...)
+	}
 	if err != nil {
 		return nil, classify(err)
 	}

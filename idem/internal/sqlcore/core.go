@@ -148,6 +148,19 @@ func (c *Core[Tx]) render(q string) string {
 	return c.d.Rebind(strings.NewReplacer(pairs...).Replace(q))
 }
 
+// ClaimQueries returns the statements of a claim that Claim sends (one
+// message, many, one with its held check; those the dialect has), for a
+// store that prepares them once.
+func (c *Core[Tx]) ClaimQueries() []string {
+	out := []string{c.q.claim}
+	for _, q := range []string{c.q.claimMany, c.q.claimCheck} {
+		if q != "" {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
 // Name returns the quoted, qualified name of one of Tables.
 func (c *Core[Tx]) Name(table string) string { return c.names[table] }
 
