@@ -169,7 +169,11 @@ func RelayLatency[Tx any](b *testing.B, e *OutboxEnv[Tx], ob OutboxBroker, n int
 		all       = make(chan struct{})
 	)
 	pipeline, _ := strconv.Atoi(os.Getenv("WARY_BENCH_PIPELINE")) // 0: the default
-	r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "latency", PollInterval: time.Minute, Pipeline: pipeline, Stream: o.Stream})
+	ro := &outbox.RelayOptions{Owner: "latency", PollInterval: time.Minute}
+	r := e.Relay(ob.Topic, ro)
+	if pipeline > 0 || o.Stream {
+		r = e.SourceRelay(ob.Topic, Source{Pipeline: pipeline, Stream: o.Stream}, ro)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -220,12 +224,12 @@ func RelayLatency[Tx any](b *testing.B, e *OutboxEnv[Tx], ob OutboxBroker, n int
 	})
 	switch {
 	case o.Stream:
-		waitRelay(b, r, "stream (the store is not a store.Streamer, or cannot stream)", func(s outbox.RelayStats) bool { return s.Streaming })
+		waitRelay(b, r, "stream (the store cannot stream)", func(s outbox.RelayStats) bool { return s.Streaming })
 		if o.CaughtUp != nil {
 			waitRelay(b, r, "reach the log's end with its stream", func(outbox.RelayStats) bool { return o.CaughtUp() })
 		}
 	case !o.Wake:
-		waitRelay(b, r, "listen (the store is not a store.Waker, or it failed to listen)", func(s outbox.RelayStats) bool { return s.Listening })
+		waitRelay(b, r, "listen (the store does not wake relays, or it failed to listen)", func(s outbox.RelayStats) bool { return s.Listening })
 	}
 	stats := r.Stats()
 	b.StartTimer()

@@ -17,6 +17,7 @@ import (
 	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
+	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -181,7 +182,7 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 				measure(&decoding, func() { decoding.sender += decodeAll(b, e.Driver, n, senderCPU) })
 				slotLetGo(b, pool, slot) // or the relay would stand by
 			}
-			r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "bench", Pipeline: benchPipeline, BatchSize: benchBatch, Stream: stream})
+			r := e.SourceRelay(ob.Topic, idemtest.Source{Pipeline: benchPipeline, Stream: stream}, &outbox.RelayOptions{Owner: "bench", BatchSize: benchBatch})
 			ctx, cancel := context.WithCancel(context.Background())
 			stopped := make(chan struct{})
 			b.StartTimer()
@@ -286,7 +287,7 @@ func decodeAll(b *testing.B, d store.Driver[pgx.Tx], n int, sender func() time.D
 	if sender != nil {
 		before = sender() // no other stream is open
 	}
-	st, err := d.(store.Streamer).OpenOutboxStream(ctx, "decode")
+	st, err := postgres.OpenDriverStream(ctx, d, "decode")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func slotAtNow(b testing.TB, pool *pgxpool.Pool, slot string) {
 // publication at cleanup; "" if the server cannot stream.
 func streamSlot(b testing.TB, d store.Driver[pgx.Tx]) string {
 	ctx := context.Background()
-	s, err := d.(store.Streamer).OpenOutboxStream(ctx, "bench")
+	s, err := postgres.OpenDriverStream(ctx, d, "bench")
 	if err != nil {
 		b.Logf("no stream: %v", err)
 		return ""
@@ -357,7 +358,7 @@ func streamSlot(b testing.TB, d store.Driver[pgx.Tx]) string {
 	if err := s.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
-	st, _ := d.(store.Streamer).OutboxStreamStatus(ctx)
+	st, _ := d.(store.StreamStatuser).OutboxStreamStatus(ctx)
 	b.Cleanup(func() {
 		conn, err := pgx.Connect(ctx, serverURL(b))
 		if err != nil {

@@ -21,7 +21,8 @@ import (
 	"github.com/wary-go/wary/idem/store"
 )
 
-// The outbox stream (store.Streamer, a relay with RelayOptions.Stream):
+// The outbox stream (a relay on a store with SourceOptions.Stream; the
+// source that publishes it is in stream_source.go):
 // logical replication of the outbox table's inserts, from a slot with the
 // pgoutput plugin and a publication on the table (publish = 'insert';
 // publish_via_partition_root, from when the outbox was partitioned,
@@ -68,7 +69,7 @@ func (s *driver) slotName(ctx context.Context) (string, error) {
 	return n, nil
 }
 
-var _ store.Streamer = (*driver)(nil)
+var _ store.StreamStatuser = (*driver)(nil)
 
 // CheckStream reports what the server lacks for the outbox stream
 // (wal_level, a free replication slot, the REPLICATION attribute), one
@@ -107,8 +108,14 @@ func (s *driver) checkStream(ctx context.Context) error {
 	return errors.Join(missing...)
 }
 
-// OpenOutboxStream implements store.Streamer.
-func (s *driver) OpenOutboxStream(ctx context.Context, owner string) (store.OutboxStream, error) {
+// openStream opens the stream for owner, creating what it needs on the
+// server (a publication, a slot). It fails with an error matching
+// store.ErrStreamHeld while another relay holds the stream, and with one
+// matching store.ErrStreamUnavailable when the server cannot stream (the
+// error says exactly what is missing): the source then polls the table.
+// Any other error says the server is out of reach for now (a restart), or
+// the slot vanished while it was opened: the source opens it again soon.
+func (s *driver) openStream(ctx context.Context, owner string) (logStream, error) {
 	if err := s.checkStream(ctx); err != nil {
 		return nil, err
 	}
@@ -275,7 +282,7 @@ func (s *driver) ensurePublication(ctx context.Context, slot string) error {
 // pending, no attempts, no error and no sent time.
 const streamColumns = "id, message_id, aggregate_id, version, sequence, type, headers, payload, created_at"
 
-// OutboxStreamStatus implements store.Streamer.
+// OutboxStreamStatus implements store.StreamStatuser.
 func (s *driver) OutboxStreamStatus(ctx context.Context) (store.OutboxStreamStatus, error) {
 	slot, err := s.slotName(ctx)
 	if err != nil {
@@ -363,10 +370,10 @@ func (st *stream) sendStatus(ctx context.Context, reply bool) error {
 	return nil
 }
 
-func (st *stream) Recv(ctx context.Context) (store.StreamEvent, error) {
+func (st *stream) Recv(ctx context.Context) (streamEvent, error) {
 	for {
 		if err := st.report(ctx, false); err != nil {
-			return store.StreamEvent{}, err
+			return streamEvent{}, err
 		}
 		msg, err := st.conn.ReceiveMessage(st.timeout(ctx))
 		if err != nil {
@@ -374,22 +381,22 @@ func (st *stream) Recv(ctx context.Context) (store.StreamEvent, error) {
 				st.rcancel()
 				st.rctx = nil
 				if err := st.ping(ctx); err != nil {
-					return store.StreamEvent{}, err
+					return streamEvent{}, err
 				}
 				continue
 			}
-			return store.StreamEvent{}, err
+			return streamEvent{}, err
 		}
 		switch m := msg.(type) {
 		case *pgproto3.ErrorResponse:
-			return store.StreamEvent{}, pgconn.ErrorResponseToPgError(m)
+			return streamEvent{}, pgconn.ErrorResponseToPgError(m)
 		case *pgproto3.CopyData:
 			ev, ok, err := st.copyData(ctx, m.Data)
 			if err != nil || ok {
 				return ev, err
 			}
 		default:
-			return store.StreamEvent{}, fmt.Errorf("unexpected message %T", msg)
+			return streamEvent{}, fmt.Errorf("unexpected message %T", msg)
 		}
 	}
 }
@@ -423,7 +430,7 @@ func (st *stream) timeout(ctx context.Context) context.Context {
 
 // copyData handles one message of the replication stream; ok reports an
 // event to return.
-func (st *stream) copyData(ctx context.Context, data []byte) (ev store.StreamEvent, ok bool, err error) {
+func (st *stream) copyData(ctx context.Context, data []byte) (ev streamEvent, ok bool, err error) {
 	if len(data) == 0 {
 		return ev, false, nil
 	}
@@ -438,7 +445,7 @@ func (st *stream) copyData(ctx context.Context, data []byte) (ev store.StreamEve
 				return ev, false, err
 			}
 		}
-		return store.StreamEvent{Pos: uint64(k.ServerWALEnd)}, true, nil
+		return streamEvent{Pos: uint64(k.ServerWALEnd)}, true, nil
 	case pglogrepl.XLogDataByteID:
 		x, err := pglogrepl.ParseXLogData(data[1:])
 		if err != nil {
@@ -464,7 +471,7 @@ func (st *stream) copyData(ctx context.Context, data []byte) (ev store.StreamEve
 			}
 			st.rows = append(st.rows, row)
 		case *pglogrepl.CommitMessage:
-			ev := store.StreamEvent{Pos: uint64(m.TransactionEndLSN), Rows: st.rows, Time: m.CommitTime}
+			ev := streamEvent{Pos: uint64(m.TransactionEndLSN), Rows: st.rows, Time: m.CommitTime}
 			st.rows = nil
 			return ev, true, nil
 		}
@@ -537,7 +544,7 @@ func (st *stream) Publishable(ctx context.Context, rows, aloft []store.OutboxRow
 	return keep, held, nil
 }
 
-// Clear implements store.OutboxStream (an index scan of
+// Clear implements logStream (an index scan of
 // outbox_left_idx, migration 013).
 func (st *stream) Clear(ctx context.Context) (bool, error) {
 	var clear bool
@@ -545,7 +552,7 @@ func (st *stream) Clear(ctx context.Context) (bool, error) {
 	return clear, err
 }
 
-// Horizon implements store.OutboxStream: now, or the start of the oldest
+// Horizon implements logStream: now, or the start of the oldest
 // open transaction that wrote, among the sessions on this database the
 // role may see (pg_stat_activity shows other roles' transactions only to
 // members of pg_read_all_stats), and the log's insert position.
@@ -557,7 +564,7 @@ func (st *stream) Horizon(ctx context.Context) (time.Time, uint64, error) {
 	return t, uint64(pos), err
 }
 
-// Settle implements store.OutboxStream. A streamed commit is in the log a
+// Settle implements logStream. A streamed commit is in the log a
 // moment before its rows are visible to other transactions: rows the
 // DELETE (or the UPDATE marking passed rows) did not find are looked for
 // again, after 1, 2, 4, ... 64ms; those still not found were gone already

@@ -133,7 +133,7 @@ func (c *claimed) run(ctx context.Context, q Querier, query string, args []any) 
 // claim reads the rows to claim (locking their heads in SkipLocked mode),
 // starting after the aggregate where the last claim stopped, so that every
 // aggregate's turn comes.
-func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) ([]store.OutboxRow, error) {
+func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r Claim) ([]store.OutboxRow, error) {
 	now := o.c.d.Time(r.Now)
 	rows, per := max(r.Limit, 1), max(r.PerAggregate, 1)
 	limit := rows // heads
