@@ -90,7 +90,7 @@ func BenchmarkRelayLatencyRabbit(b *testing.B) {
 }
 
 // BenchmarkRelayRabbit: rows/s the relay (Run, default options), and the
-// streaming relay (RelayOptions.Stream, on an outbox of its own whose slot
+// streaming relay (postgres.SourceOptions.Stream, on an outbox of its own whose slot
 // exists before the rows are committed; started each round, so a round
 // includes its start; "decode" is the stream alone, read to its end
 // before the relay starts, nothing published), publish to a RabbitMQ quorum queue with confirms,

@@ -18,7 +18,7 @@ import (
 )
 
 // TestOutboxStatusStream: `wary outbox status` shows the outbox stream's
-// slot (a relay with RelayOptions.Stream), its lag and its WAL status,
+// slot (a relay on a store with postgres.SourceOptions.Stream), its lag and its WAL status,
 // once the slot exists.
 func TestOutboxStatusStream(t *testing.T) {
 	st, args := pgStore(t)
