@@ -263,36 +263,6 @@ func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []store.OutboxMe
 	return seqs, nil
 }
 
-// Claim is a claim request.
-type Claim struct {
-	Owner        string
-	Now          time.Time
-	Limit        int
-	PerAggregate int
-	// Aggregates, if positive and below Limit, is the most aggregates
-	// (heads) the claim takes; their rows still fill up to Limit, at most
-	// PerAggregate each.
-	Aggregates int
-	// Lease is how long a claim by lease (SQLite) lasts when its owner
-	// goes silent.
-	Lease time.Duration
-}
-
-// Batch is a claimed set of rows. Exactly one of Complete and Release
-// must be called.
-type Batch interface {
-	// Rows are the claimed rows, each aggregate's in sequence order.
-	Rows() []store.OutboxRow
-	// Complete marks sent as sent and records failed, in one transaction,
-	// and releases the claim.
-	Complete(ctx context.Context, sent []int64, failed []store.OutboxFailure, at time.Time) error
-	// Release releases the claim and records nothing.
-	Release(ctx context.Context) error
-	// Lost is closed when a lease renewal found the lease gone (nil for a
-	// claim that holds no lease).
-	Lost() <-chan struct{}
-}
-
 // ClaimOutbox claims up to r.Limit rows for r.Owner: the lowest unsent
 // row (pending or quarantined) of each aggregate, if it is pending and
 // due at r.Now, followed by up to r.PerAggregate-1 more pending rows of
