@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -89,8 +90,10 @@ func TestOneSourceKind(t *testing.T) {
 	go func() { polled <- poller.Run(pctx) }()
 	waitFor(ctx, t, "the polling relay standing by", func() bool { return poller.Stats().Standby })
 	waitFor(ctx, t, "k-1 published by the stream", func() bool { return streamer.Stats().Published == 1 })
-	for got := 0; got < 1; {
-		got += len(idemtest.Drain(t, sub))
+	for got := 0; got < 1; got += len(idemtest.Drain(t, sub)) {
+		if ctx.Err() != nil {
+			t.Fatal("k-1 not received")
+		}
 	}
 
 	// The streaming relay stops: its slot stays, and so does the refusal.
@@ -118,5 +121,45 @@ func TestOneSourceKind(t *testing.T) {
 	})
 	if n, err := poller.Drain(ctx); n != 1 || err != nil {
 		t.Fatalf("polling Drain without the slot: %d published, %v; want k-2", n, err)
+	}
+}
+
+// TestStreamDrain: RunOnce and Drain work on the streaming source as on
+// any other: Drain publishes what was committed before it from the stream
+// (after the new slot's drain of the table) and returns once everything
+// committed before the call is settled.
+func TestStreamDrain(t *testing.T) {
+	e, st := streamOutboxEnv(t)
+	b := outboxBroker(t)
+	sub := b.Subscribe(t)
+	sst, err := st.WithSource(postgres.SourceOptions{Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := outbox.NewRelay(sst, b.Topic, &outbox.RelayOptions{Owner: "drainer", PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(e.Ctx, time.Minute)
+	defer cancel()
+	for i := range 5 {
+		e.Add(idemtest.OM(fmt.Sprintf("d-%d", i), fmt.Sprintf("d%d", i%2), 0, "x"))
+	}
+	if n, err := r.Drain(ctx); n != 5 || err != nil { // from the table: the slot is new
+		t.Fatalf("first Drain: %d published, %v; want 5", n, err)
+	}
+	for i := 5; i < 8; i++ {
+		e.Add(idemtest.OM(fmt.Sprintf("d-%d", i), fmt.Sprintf("d%d", i%2), 0, "x"))
+	}
+	if n, err := r.Drain(ctx); n != 3 || err != nil { // from the stream
+		t.Fatalf("second Drain: %d published, %v; want 3", n, err)
+	}
+	if n := len(e.Rows(store.OutboxFilter{States: []store.OutboxState{store.OutboxPending}})); n != 0 {
+		t.Errorf("%d rows pending after the drains", n)
+	}
+	for got := 0; got < 8; got += len(idemtest.Drain(t, sub)) {
+		if ctx.Err() != nil {
+			t.Fatalf("%d of 8 messages received", got)
+		}
 	}
 }
