@@ -162,7 +162,8 @@ type OutboxHealth struct {
 	OldestUnsentAge time.Duration
 }
 
-// ErrLeaseLost is returned by OutboxBatch.Complete of a store that claims
-// by lease when the lease ran out or another relay took it: nothing was
-// marked, and the rows will be published again by the new holder.
-var ErrLeaseLost = errors.New("idem/store: the relay lease was lost; nothing marked")
+// ErrLeaseLost is returned by Source.Settle of a source that claims by
+// lease when the lease ran out or another relay took it, and by a relay
+// whose batch's Lost channel closed (a lease, a stream gone): nothing was
+// marked, and the rows will be published again.
+var ErrLeaseLost = errors.New("idem/store: the batch's claim was lost; nothing marked")
