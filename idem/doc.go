@@ -215,7 +215,7 @@
 // confirmed publish) histograms, in seconds; and, while Relay.Run runs,
 // the gauges wary.outbox.backlog, wary.outbox.oldest_unsent.age (seconds)
 // and wary.outbox.quarantined, read with the store's outbox health at each
-// collection, and for a streaming relay (RelayOptions.Stream)
+// collection, and for a streaming relay (postgres.SourceOptions.Stream)
 // wary.outbox.stream.lag (bytes of log its slot retains beyond its
 // confirmed position) and wary.outbox.stream.lag_age (seconds).
 package idem

@@ -24,14 +24,14 @@ import (
 
 // runWary: producers write their domain rows and Add to wary's outbox in
 // their transactions while one relay (Run, default options; the
-// "stream" contender with RelayOptions.Stream) publishes to the queue's
+// "stream" contender with postgres.SourceOptions.Stream) publishes to the queue's
 // exchange through drivers/rabbit (publisher confirms).
 func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange string, sc Scenario, n int, cons *consumer) (Result, error) {
-	pst, err := postgres.New(ctx, pool, nil)
+	stream := sc.Contender == "stream"
+	pst, err := postgres.New(ctx, pool, &postgres.Options{Source: postgres.SourceOptions{Pipeline: s.cfg.RelayPipeline, Stream: stream}})
 	if err != nil {
 		return Result{}, err
 	}
-	stream := sc.Contender == "stream"
 	var st store.Provider[pgx.Tx] = pst
 	var timed *timedStore
 	if stream {
@@ -51,7 +51,7 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 	}
 	defer topic.Close()
 	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Owner: "peers", Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)},
-		BatchSize: s.cfg.RelayBatch, Pipeline: s.cfg.RelayPipeline, Stream: stream})
+		BatchSize: s.cfg.RelayBatch})
 	if err != nil {
 		return Result{}, err
 	}

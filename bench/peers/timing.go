@@ -11,56 +11,38 @@ import (
 	"github.com/wary-go/wary/idem/store"
 )
 
-// timedStore is the PostgreSQL store with the relay's claims timed: how
-// long each claim, the publishing of its batch (from the claim's return to
-// Complete) and Complete (mark sent) take. It wraps the store's driver
-// with every optional interface the PostgreSQL driver has (listener, wake
-// flag, concurrent claims), so that the relay runs
-// as it does on the store itself.
+// timedStore is the PostgreSQL store with the relay's batches timed: how
+// long the publishing of each batch (from the source's Next to Settle) and
+// its Settle (mark sent) take. It wraps the store's driver, and the source
+// it hands out, so that the relay runs as it does on the store itself.
 type timedStore struct {
 	pgDriver
 	mu sync.Mutex
 	t  relayTiming
 }
 
-type pgDriver interface {
-	store.Driver[pgx.Tx]
-	store.Waker
-	store.ConcurrentClaimer
+func newTimedStore(s *postgres.Store) *timedStore {
+	return &timedStore{pgDriver: s.Driver()}
 }
 
-func newTimedStore(s *postgres.Store) *timedStore {
-	return &timedStore{pgDriver: s.Driver().(pgDriver)}
-}
+type pgDriver = store.Driver[pgx.Tx]
 
 // Driver implements store.Provider: the relay runs on the timed driver.
 func (s *timedStore) Driver() store.Driver[pgx.Tx] { return s }
 
-// relayTiming adds up the relay's claims.
+// relayTiming adds up the relay's batches.
 type relayTiming struct {
-	Claims, Empty, Rows  int
-	Claim, Publish, Mark time.Duration
-	ClaimEmpty           time.Duration
+	Batches, Rows int
+	Publish, Mark time.Duration
 }
 
-func (s *timedStore) ClaimOutbox(ctx context.Context, r store.OutboxClaim) (store.OutboxBatch, error) {
-	start := time.Now()
-	b, err := s.pgDriver.ClaimOutbox(ctx, r)
-	took := time.Since(start)
+// OutboxSource implements store.RelayStore: the store's source, timed.
+func (s *timedStore) OutboxSource(ctx context.Context, c store.SourceConfig) (store.Source, error) {
+	src, err := s.pgDriver.OutboxSource(ctx, c)
 	if err != nil {
-		return b, err
+		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(b.Rows()) == 0 {
-		s.t.Empty++
-		s.t.ClaimEmpty += took
-		return b, nil
-	}
-	s.t.Claims++
-	s.t.Rows += len(b.Rows())
-	s.t.Claim += took
-	return &timedBatch{OutboxBatch: b, s: s, claimed: time.Now()}, nil
+	return &timedSource{Source: src, s: s, taken: map[*store.Batch]time.Time{}}, nil
 }
 
 func (s *timedStore) timing() relayTiming {
@@ -69,28 +51,46 @@ func (s *timedStore) timing() relayTiming {
 	return s.t
 }
 
-type timedBatch struct {
-	store.OutboxBatch
-	s       *timedStore
-	claimed time.Time
+// timedSource times the batches of a source.
+type timedSource struct {
+	store.Source
+	s     *timedStore
+	mu    sync.Mutex
+	taken map[*store.Batch]time.Time
 }
 
-func (b *timedBatch) Complete(ctx context.Context, sent []int64, failed []store.OutboxFailure, at time.Time) error {
+func (t *timedSource) Next(ctx context.Context, wait bool) (*store.Batch, error) {
+	b, err := t.Source.Next(ctx, wait)
+	if b != nil {
+		t.mu.Lock()
+		t.taken[b] = time.Now()
+		t.mu.Unlock()
+	}
+	return b, err
+}
+
+func (t *timedSource) Settle(ctx context.Context, b *store.Batch, out *store.Outcome) error {
 	start := time.Now()
-	err := b.OutboxBatch.Complete(ctx, sent, failed, at)
-	b.s.mu.Lock()
-	b.s.t.Publish += start.Sub(b.claimed)
-	b.s.t.Mark += time.Since(start)
-	b.s.mu.Unlock()
+	err := t.Source.Settle(ctx, b, out)
+	t.mu.Lock()
+	taken := t.taken[b]
+	delete(t.taken, b)
+	t.mu.Unlock()
+	t.s.mu.Lock()
+	t.s.t.Batches++
+	t.s.t.Rows += len(b.Rows)
+	t.s.t.Publish += start.Sub(taken)
+	t.s.t.Mark += time.Since(start)
+	t.s.mu.Unlock()
 	return err
 }
 
-// String gives the means per non-empty claim.
+// String gives the means per batch.
 func (t relayTiming) String() string {
-	if t.Claims == 0 {
-		return fmt.Sprintf("no claims, %d empty", t.Empty)
+	if t.Batches == 0 {
+		return "no batches"
 	}
-	per := func(d time.Duration) float64 { return ms(d) / float64(t.Claims) }
-	return fmt.Sprintf("%d claims of %.0f rows: claim %.1f ms, publish %.1f ms, mark %.1f ms; %d empty claims (%.1f ms)",
-		t.Claims, float64(t.Rows)/float64(t.Claims), per(t.Claim), per(t.Publish), per(t.Mark), t.Empty, ms(t.ClaimEmpty)/max(1, float64(t.Empty)))
+	per := func(d time.Duration) float64 { return ms(d) / float64(t.Batches) }
+	return fmt.Sprintf("%d batches of %.0f rows: publish %.1f ms, mark %.1f ms",
+		t.Batches, float64(t.Rows)/float64(t.Batches), per(t.Publish), per(t.Mark))
 }

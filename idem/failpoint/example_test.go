@@ -66,11 +66,11 @@ func ExampleWithAfterPublish() {
 		log.Fatal(err)
 	}
 	_, err = relay.Drain(crash)
-	fmt.Println("first relay:", errors.Is(err, killed), "crashes", relay.Stats().Crashes, "published", published)
+	fmt.Println("first relay:", errors.Is(err, killed), "published", published, "marked", relay.Stats().Published)
 
 	n, err := relay.Drain(ctx)
 	fmt.Println("next relay published again:", n, err)
 	// Output:
-	// first relay: true crashes 1 published 1
+	// first relay: true published 1 marked 0
 	// next relay published again: 1 <nil>
 }

@@ -19,9 +19,8 @@ import (
 // WithAfterPublish returns ctx carrying a failpoint for the outbox relay
 // that runs with it (Relay.Run, RunOnce, Drain): f is called after each
 // message was published and before it is marked sent. An error from f
-// makes the relay act as if the process died there: the claim is released
-// without marking anything, Relay.Stats().Crashes counts it, and the call
-// returns the error.
+// makes the relay act as if the process died there: the batch is released
+// without marking anything, and the call returns the error.
 func WithAfterPublish(ctx context.Context, f func(m *broker.Message) error) context.Context {
 	return failpoint.WithAfterPublish(ctx, f)
 }

@@ -87,7 +87,7 @@ const LatencyRate = 1000
 type LatencyOptions struct {
 	// Wake: the producer calls Relay.Wake after each commit (for stores
 	// without NOTIFY). Otherwise the store's notification wakes the relay
-	// (a store.Waker), which listens before timing starts.
+	// (PostgreSQL's LISTEN), which listens before timing starts.
 	Wake bool
 	// CaughtUp, with Stream, reports whether the stream has reached the
 	// log's end as it was when CaughtUp was first called; timing starts
@@ -95,8 +95,8 @@ type LatencyOptions struct {
 	// position to decode first, a one-off that a relay streaming all
 	// along does not pay for each row).
 	CaughtUp func() bool
-	// Stream: the relay streams the store's log (RelayOptions.Stream, a
-	// store.Streamer); timing starts once it does. What the stream keeps
+	// Stream: the relay streams the store's log (a streaming source,
+	// Source.Stream); timing starts once it does. What the stream keeps
 	// on the server (PostgreSQL: a replication slot and a publication) is
 	// left for the caller to drop.
 	Stream bool
@@ -117,7 +117,7 @@ type LatencyOptions struct {
 // "p99-publish-ms", "max-publish-ms") and until the consumer received it
 // ("p50-receive-ms", "p99-receive-ms", "max-receive-ms"). Run it with
 // -benchtime=5000x for 5,000 rows (five seconds). WARY_BENCH_PIPELINE sets
-// RelayOptions.Pipeline.
+// the source's Pipeline (Source.Pipeline).
 func BenchRelayLatency[Tx any](b *testing.B, f Factory[Tx], br func(t testing.TB) OutboxBroker, o LatencyOptions) {
 	e := SetupOutbox(b, f)
 	ob := br(b)
@@ -169,7 +169,11 @@ func RelayLatency[Tx any](b *testing.B, e *OutboxEnv[Tx], ob OutboxBroker, n int
 		all       = make(chan struct{})
 	)
 	pipeline, _ := strconv.Atoi(os.Getenv("WARY_BENCH_PIPELINE")) // 0: the default
-	r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "latency", PollInterval: time.Minute, Pipeline: pipeline, Stream: o.Stream})
+	ro := &outbox.RelayOptions{Owner: "latency", PollInterval: time.Minute}
+	r := e.Relay(ob.Topic, ro)
+	if pipeline > 0 || o.Stream {
+		r = e.SourceRelay(ob.Topic, Source{Pipeline: pipeline, Stream: o.Stream}, ro)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -220,12 +224,12 @@ func RelayLatency[Tx any](b *testing.B, e *OutboxEnv[Tx], ob OutboxBroker, n int
 	})
 	switch {
 	case o.Stream:
-		waitRelay(b, r, "stream (the store is not a store.Streamer, or cannot stream)", func(s outbox.RelayStats) bool { return s.Streaming })
+		waitRelay(b, r, "stream (the store cannot stream)", func(s outbox.RelayStats) bool { return s.Streaming })
 		if o.CaughtUp != nil {
 			waitRelay(b, r, "reach the log's end with its stream", func(outbox.RelayStats) bool { return o.CaughtUp() })
 		}
 	case !o.Wake:
-		waitRelay(b, r, "listen (the store is not a store.Waker, or it failed to listen)", func(s outbox.RelayStats) bool { return s.Listening })
+		waitRelay(b, r, "listen (the store does not wake relays, or it failed to listen)", func(s outbox.RelayStats) bool { return s.Listening })
 	}
 	stats := r.Stats()
 	b.StartTimer()

@@ -61,11 +61,27 @@ func RunOutbox[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) OutboxB
 		{"ClaimAggregates", testClaimAggregates[Tx]},
 		{"Hostile", testHostile[Tx]},
 		{"ListWithoutPayloads", testOutboxListWithoutPayloads[Tx]},
+		{"SourceContract", testSourceContract[Tx]},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, f, b(t), caps) })
 	}
 	RunKeys(t, f)
+}
+
+// Source are source settings a suite asks of a store (see SourceDB); a
+// store applies those it has (a lease, claims in a pipeline, the log).
+type Source struct {
+	Lease        time.Duration
+	PerAggregate int
+	Pipeline     int
+	Stream       bool
+}
+
+// SourceDB is implemented by a DB whose stores can give their relays other
+// source settings: WithSource returns a store on p's tables with s's.
+type SourceDB[Tx any] interface {
+	WithSource(p store.Provider[Tx], s Source) (store.Provider[Tx], error)
 }
 
 // OutboxEnv is an Env whose store has an outbox.
@@ -103,6 +119,26 @@ func (e *OutboxEnv[Tx]) Add(msgs ...*outbox.Message) []int64 {
 // (quiet, 5ms polls, 1ms backoff, no purge) over o.
 func (e *OutboxEnv[Tx]) Relay(topic *broker.Topic, o *outbox.RelayOptions) *outbox.Relay {
 	e.T.Helper()
+	return e.relayOn(e.Store, topic, o)
+}
+
+// SourceRelay is Relay on the env's tables with source settings src; it
+// skips the test if the store's DB is no SourceDB.
+func (e *OutboxEnv[Tx]) SourceRelay(topic *broker.Topic, src Source, o *outbox.RelayOptions) *outbox.Relay {
+	e.T.Helper()
+	sd, ok := e.DB.(SourceDB[Tx])
+	if !ok {
+		e.T.Skip("the store's DB sets no source settings (idemtest.SourceDB)")
+	}
+	p, err := sd.WithSource(e.Store, src)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return e.relayOn(p, topic, o)
+}
+
+func (e *OutboxEnv[Tx]) relayOn(p store.Provider[Tx], topic *broker.Topic, o *outbox.RelayOptions) *outbox.Relay {
+	e.T.Helper()
 	if o == nil {
 		o = &outbox.RelayOptions{}
 	}
@@ -118,7 +154,7 @@ func (e *OutboxEnv[Tx]) Relay(topic *broker.Topic, o *outbox.RelayOptions) *outb
 	if o.PurgeInterval == 0 {
 		o.PurgeInterval = -1
 	}
-	r, err := outbox.NewRelay(e.Store, topic, o)
+	r, err := outbox.NewRelay(p, topic, o)
 	if err != nil {
 		e.T.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func testHealthPurge[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outb
 	}
 }
 
-func testWakeup[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCaps) {
+func testWakeup[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps OutboxCaps) {
 	e := SetupOutbox(t, f)
 	sub := b.Subscribe(t)
 	r := e.Relay(b.Topic, &outbox.RelayOptions{PollInterval: time.Hour})
@@ -90,7 +90,7 @@ func testWakeup[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCap
 	// Wait until Run is listening (where the store can) and has gone to
 	// sleep for an hour: from then on only a notification or Wake finds
 	// the row.
-	_, listens := e.OS.(store.Waker)
+	listens := caps.ConcurrentWriters // PostgreSQL: NOTIFY
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		s := r.Stats()
 		if s.Idle > 0 && (s.Listening || !listens) {

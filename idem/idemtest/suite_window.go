@@ -96,7 +96,7 @@ func testLeaseHolds[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 	var wg sync.WaitGroup
 	var relays []*outbox.Relay
 	for i := range 2 {
-		r := e.Relay(topic, &outbox.RelayOptions{Owner: fmt.Sprintf("lease-%d", i), Lease: lease, BatchSize: 50, PerAggregate: 5})
+		r := e.SourceRelay(topic, Source{Lease: lease, PerAggregate: 5}, &outbox.RelayOptions{Owner: fmt.Sprintf("lease-%d", i), BatchSize: 50})
 		relays = append(relays, r)
 		wg.Go(func() {
 			if err := r.Run(ctx); err != nil {

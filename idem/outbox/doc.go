@@ -29,11 +29,12 @@
 //     sequence order, by the relay that holds it. A claimed batch is handed
 //     to the topic in one Publish call, so the driver keeps the whole batch
 //     in flight (RabbitMQ: confirms outstanding on one channel; Kafka: one
-//     produce), and Run claims the next batch while earlier ones wait for
-//     the broker (RelayOptions.Pipeline). Several relays share the work: on
-//     PostgreSQL they claim with FOR UPDATE SKIP LOCKED and hold the locks
-//     while they publish; on SQLite one relay at a time holds a lease
-//     (RelayOptions.Lease), renewed while it publishes, and the others
+//     produce), and Run takes the next batch while earlier ones wait for
+//     the broker (postgres.SourceOptions.Pipeline). Several relays share
+//     the work: on PostgreSQL they claim with FOR UPDATE SKIP LOCKED and
+//     hold the locks while they publish; on SQLite one relay at a time
+//     holds a lease (sqlite.SourceOptions.Lease), renewed while it
+//     publishes, and the others
 //     wait. A relay whose lease was taken stops publishing and marks
 //     nothing. A claim finds the aggregates' heads through the index of
 //     unsent rows, one aggregate per step, starting where the last claim
@@ -75,32 +76,31 @@
 //     and last error. Relay.Purge (and Run, periodically) deletes sent rows
 //     after RelayOptions.KeepSent; the sequence counters stay.
 //
-// Relay.Run wakes on PostgreSQL NOTIFY (received on a dedicated
-// connection) and polls as a fallback, so that while the store answers a
-// committed row that is due is claimed within RelayOptions.PollInterval;
-// on SQLite it polls, and an in-process producer can call Relay.Wake.
-// Producers notify only while a relay waits for them, in the statement
-// that adds their rows (PostgreSQL serialises the commits of notifying
-// transactions). How the relay chooses between polling and waiting, and
-// how its claim loops (RelayOptions.Pipeline) share a backlog, is tuning
-// that may change: the comments in relay.go and, for PostgreSQL, in
-// idem/postgres/wake.go describe it.
+// The relay is a forwarder: it takes batches from the source its store
+// hands out (store.Source), publishes them and settles them; where the
+// rows come from is the store's choice, set in its options. On PostgreSQL
+// the polling source wakes on NOTIFY (received on a dedicated connection)
+// and polls as a fallback, so that while the store answers a committed
+// row that is due is claimed within RelayOptions.PollInterval; on SQLite
+// it polls, and an in-process producer can call Relay.Wake. Producers
+// notify only while a relay waits for them, in the statement that adds
+// their rows (PostgreSQL serialises the commits of notifying
+// transactions). How a source chooses between polling and waiting, and how
+// its claim loops share a backlog, is tuning that may change: the comments
+// in idem/internal/sqlcore/source.go and idem/postgres/wake.go describe it.
 //
-// With RelayOptions.Stream, on a store that streams (store.Streamer:
-// PostgreSQL logical replication, docs/outbox-wal.md), Run reads committed
-// rows from the database's log instead: the same guarantees, rows
-// published in windows in commit order (each aggregate's in sequence),
-// published rows deleted in bulk rather than marked sent, one relay per
-// store streaming while others stand by, and the table polled while the
-// server cannot stream. Rows the stream leaves in the table (a failure and
-// its aggregate's later rows) are claimed from it as above. A stream that
-// fails is opened again after a backoff (PollInterval, doubling up to
-// StreamRetry while each new stream fails before it confirmed a
-// position), never in a loop. While the table
-// holds no such row, windows are published without a look at the table:
-// a relay polling the same outbox beside a streaming one publishes rows
-// twice, and a Discard from another process of a row the stream has not
-// yet published may not stop it.
+// With postgres.SourceOptions.Stream (PostgreSQL logical replication,
+// docs/outbox-wal.md), the store's source reads committed rows from the
+// database's log instead: the same guarantees, rows published in windows
+// in commit order (each aggregate's in sequence), published rows deleted
+// in bulk rather than marked sent, one relay per store streaming while
+// others stand by, and the table polled while the server cannot stream.
+// Rows the stream leaves in the table (a failure and its aggregate's later
+// rows) are claimed from it as above. One kind of source serves an
+// outbox: while its stream's slot exists, a polling relay stands by (Run)
+// or fails with store.ErrOtherSource (RunOnce, Drain). A Discard from
+// another process of a row the stream has not yet published may not stop
+// it.
 //
 // A row becomes a message with Message.ID = the row's message ID (the
 // broker's dedup ID), Message.Key = the aggregate ID (the ordering key),

@@ -84,7 +84,7 @@ func newRelayTel(r *Relay) {
 // observeOutbox registers the outbox gauges, read from the store at each
 // collection, until the returned function is called (Run does, when it
 // returns): a relay that is not running reports no backlog.
-func (r *Relay) observeOutbox() (stop func()) {
+func (r *Relay) observeOutbox(src store.Source) (stop func()) {
 	m := r.tel.meter
 	backlog, _ := m.Int64ObservableGauge(metricOutboxBacklog, metric.WithUnit("{row}"),
 		metric.WithDescription("Outbox rows committed and not yet published (pending, due or backing off)."))
@@ -93,26 +93,30 @@ func (r *Relay) observeOutbox() (stop func()) {
 	quar, _ := m.Int64ObservableGauge(metricOutboxQuarantine, metric.WithUnit("{row}"),
 		metric.WithDescription("Quarantined outbox rows, each blocking its aggregate."))
 	lag, _ := m.Int64ObservableGauge(metricStreamLag, metric.WithUnit("By"),
-		metric.WithDescription("Log the outbox stream's slot retains beyond its confirmed position (RelayOptions.Stream)."))
+		metric.WithDescription("Log the outbox stream's slot retains beyond its confirmed position (a streaming source)."))
 	lagAge, _ := m.Float64ObservableGauge(metricStreamLagAge, metric.WithUnit("s"),
-		metric.WithDescription("How far behind the outbox stream's confirmed position is, in time (RelayOptions.Stream)."))
+		metric.WithDescription("How far behind the outbox stream's confirmed position is, in time (a streaming source)."))
 	if backlog == nil || oldest == nil || quar == nil || lag == nil || lagAge == nil {
 		return func() {}
 	}
 	insts := []metric.Observable{backlog, oldest, quar}
-	if r.streamer != nil {
+	streamer, _ := r.st.(store.StreamStatuser)
+	if src.State().Kind != "stream" {
+		streamer = nil
+	}
+	if streamer != nil {
 		insts = append(insts, lag, lagAge)
 	}
 	reg, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		h, err := r.store.OutboxHealth(ctx, r.o.Now())
+		h, err := r.st.OutboxHealth(ctx, r.o.Now())
 		if err != nil {
 			return err
 		}
 		o.ObserveInt64(backlog, h.Backlog)
 		o.ObserveFloat64(oldest, h.OldestUnsentAge.Seconds())
 		o.ObserveInt64(quar, h.Quarantined)
-		if r.streamer != nil {
-			st, err := r.streamer.OutboxStreamStatus(ctx)
+		if streamer != nil {
+			st, err := streamer.OutboxStreamStatus(ctx)
 			if err != nil {
 				return err
 			}

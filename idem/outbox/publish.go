@@ -3,12 +3,10 @@ package outbox
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/internal/failpoint"
@@ -20,145 +18,6 @@ type pubResult struct {
 	failed  []store.OutboxFailure
 	crashed error
 	fatal   error
-}
-
-func (r *Relay) runOnce(ctx context.Context) (claimed, published int, err error) {
-	return r.claimDue(ctx, r.o.Now())
-}
-
-// claimDue claims one batch of the rows due at now, publishes it and
-// records the outcome.
-func (r *Relay) claimDue(ctx context.Context, now time.Time) (claimed, published int, err error) {
-	aggs := r.share()
-	batch, err := r.store.ClaimOutbox(ctx, store.OutboxClaim{Owner: r.o.Owner, Now: now, Limit: r.o.BatchSize, PerAggregate: r.o.PerAggregate, Aggregates: aggs, Lease: r.o.Lease})
-	if err != nil {
-		return 0, 0, fmt.Errorf("idem: relay: claim: %w", err)
-	}
-	rows := batch.Rows()
-	heads := r.noteHeads(rows, aggs)
-	if len(rows) == 0 {
-		return 0, 0, batch.Release(context.WithoutCancel(ctx))
-	}
-	r.claims.Add(1)
-	defer r.takeOff(len(rows), heads)()
-	if r.waker != nil && r.idled.Swap(false) {
-		// Work again after idling: producers stop notifying now, not after
-		// the batch (their notifying commits are serialised). Concurrently
-		// with the publish; a loop claims again before it waits (goIdle).
-		cleared := make(chan struct{})
-		go func() { defer close(cleared); r.busy(ctx) }()
-		defer func() { <-cleared }()
-	}
-	pctx := ctx
-	if lb, ok := batch.(store.LeasedBatch); ok {
-		// The store renews its lease while the batch is held; if it is lost,
-		// another relay has the rows: stop publishing them.
-		var cancel context.CancelFunc
-		pctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			select {
-			case <-lb.LeaseLost():
-				cancel()
-			case <-pctx.Done():
-			}
-		}()
-	}
-	res := r.publishBatch(pctx, rows)
-	if lb, ok := batch.(store.LeasedBatch); ok {
-		select {
-		case <-lb.LeaseLost():
-			return len(rows), 0, errors.Join(fmt.Errorf("idem: relay: %w", store.ErrLeaseLost), batch.Release(context.WithoutCancel(ctx)))
-		default:
-		}
-	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.PublishTimeout)
-	defer cancel()
-	if res.crashed != nil {
-		r.crashes.Add(1)
-		return len(rows), 0, errors.Join(fmt.Errorf("idem: relay: after publish: %w", res.crashed), batch.Release(fctx))
-	}
-	if err := batch.Complete(fctx, res.sent, res.failed, r.o.Now()); err != nil {
-		return len(rows), 0, fmt.Errorf("idem: relay: mark %d rows sent (they will be published again): %w", len(res.sent), err)
-	}
-	r.published.Add(int64(len(res.sent)))
-	r.rate.add(r.o.Now(), int64(len(res.sent)))
-	return len(rows), len(res.sent), res.fatal
-}
-
-// takeOff notes a claimed batch of heads aggregates in flight, and
-// whether it is large (at least half of BatchSize rows: the relay is
-// behind, with a backlog); the function it returns notes that the batch
-// was marked or released.
-func (r *Relay) takeOff(rows, heads int) (land func()) {
-	r.headsAloft.Add(int64(heads))
-	big := 2*rows >= r.o.BatchSize
-	r.behind.Store(big)
-	if big {
-		r.bigAloft.Add(1)
-	}
-	return func() {
-		r.headsAloft.Add(-int64(heads))
-		if big {
-			r.bigAloft.Add(-1)
-			r.landed.fire()
-		}
-	}
-}
-
-// share returns the most aggregates the next claim should take (0: as
-// many as BatchSize). While the relay is behind on a store whose claims
-// pipeline, a claim takes its share of the aggregates with due rows (as
-// many as were last seen, divided by Pipeline), so that each claim loop
-// has a batch in flight. Otherwise, on few aggregates, one batch would
-// hold every aggregate's head, and the other loops would find nothing
-// until it is marked: the broker would wait for each claim and each mark.
-// The batch still fills up to BatchSize rows, PerAggregate per aggregate.
-func (r *Relay) share() int {
-	if r.depth < 2 || !r.behind.Load() {
-		return 0
-	}
-	seen := int(r.aggs.Load())
-	if seen == 0 {
-		return 0
-	}
-	return (seen + r.depth - 1) / r.depth
-}
-
-// noteHeads counts the aggregates (heads) a claim of at most limit
-// aggregates (0: BatchSize) took, and updates how many aggregates have due
-// rows (counting those the relay's batches in flight hold): if the claim
-// took fewer than it could, it saw them all; if it took as many as it
-// could, there may be more, and the count at least doubles, so that a
-// share that became too small grows back (to BatchSize, where share no
-// longer bounds a claim).
-func (r *Relay) noteHeads(rows []store.OutboxRow, limit int) int {
-	heads := 0
-	for i := range rows {
-		if i == 0 || rows[i].AggregateID != rows[i-1].AggregateID {
-			heads++
-		}
-	}
-	if limit == 0 {
-		limit = r.o.BatchSize
-	}
-	seen := int64(heads) + r.headsAloft.Load()
-	if heads < limit {
-		r.aggs.Store(seen)
-	} else if a := r.aggs.Load(); 2*seen > a {
-		r.aggs.Store(2 * seen)
-	}
-	return heads
-}
-
-// aloft returns a channel closed when the next of the relay's large
-// batches in flight is marked or released, or nil if none is in flight.
-func (r *Relay) aloft() <-chan struct{} {
-	landed := r.landed.wait() // before the count: a landing after it closes landed
-	if r.bigAloft.Load() == 0 {
-		return nil
-	}
-	return landed
 }
 
 // publishBatch publishes a claimed batch (each aggregate's rows in
@@ -335,17 +194,17 @@ func (r *Relay) failure(row *store.OutboxRow, err error) store.OutboxFailure {
 	attempts := row.Attempts + 1
 	permanent := errors.Is(err, broker.ErrTooLarge) || errors.Is(err, broker.ErrInvalid) || errors.Is(err, ErrInvalidMessage) || broker.IsPermanent(err)
 	f := store.OutboxFailure{RowID: row.RowID, Error: err.Error(), Quarantine: permanent || attempts >= r.o.MaxAttempts}
-	r.failed.Add(1)
+	r.n.failed.Add(1)
 	attrs := []any{slog.String("owner", r.o.Owner), slog.String("message_id", row.ID), slog.String("aggregate_id", row.AggregateID),
 		slog.Int64("sequence", row.Sequence), slog.Int("attempts", attempts), slog.String("error", err.Error())}
 	if f.Quarantine {
-		r.quarantined.Add(1)
+		r.n.quarantined.Add(1)
 		r.o.Logger.Error("idem: relay: row quarantined; its aggregate is blocked until an operator requeues or discards it", attrs...)
 	} else {
 		f.NextAttempt = r.o.Now().Add(r.o.Backoff.Delay(attempts))
 		r.o.Logger.Warn("idem: relay: publish failed, will retry", attrs...)
 	}
-	r.lastErr.Store(&relayError{msg: "publish " + row.ID + ": " + err.Error(), at: r.o.Now()})
+	r.n.lastErr.Store(&relayError{msg: "publish " + row.ID + ": " + err.Error(), at: r.o.Now()})
 	return f
 }
 

@@ -12,60 +12,33 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/internal/check"
+	"github.com/wary-go/wary/idem/internal/signal"
 	"github.com/wary-go/wary/idem/store"
 )
 
-// RelayOptions configures a Relay. Nil means defaults.
+// RelayOptions configures a Relay: how it publishes. Nil means defaults.
+// Where its rows come from (claims from the table, a lease, the
+// database's log) is the store's choice, set in the store's options (see
+// postgres.Options.Relay and sqlite.Options.Relay).
 type RelayOptions struct {
 	// Owner names this relay instance in claims and logs (default
 	// "relay-" and a random suffix). Instances sharing a store need
 	// distinct owners.
 	Owner string
-	// BatchSize is the most rows one claim takes (default 500). A claim
+	// BatchSize is the most rows one batch takes (default 500). A claim
 	// takes what is due, up to this: under a steady trickle batches stay
 	// small, and a backlog drains in fewer round trips and confirm waits
 	// (BENCHMARKS.md: 500 against 100, 1.3-1.7x the throughput to RabbitMQ,
 	// the same commit-to-publish latency at 1,000 rows/s).
 	BatchSize int
-	// PerAggregate is the most rows of one aggregate one claim takes
-	// (default 10); they are published one after the other.
-	PerAggregate int
 	// Concurrency is how many aggregates are published at once when a
 	// batch has to be published aggregate by aggregate, after a failure
 	// (default 8).
 	Concurrency int
-	// Pipeline is how many claimed batches Run publishes at once (default
-	// 2): it claims the next batch while earlier ones wait for the broker's
-	// confirms. While the relay is behind, each claim takes its share of
-	// the aggregates with due rows (1/Pipeline of them, PerAggregate rows
-	// each, up to BatchSize), so that on few aggregates every batch in
-	// flight holds heads of its own rather than one holding them all.
-	// Only stores whose claims exclude each other (store.ConcurrentClaimer:
-	// PostgreSQL) pipeline; on others Run holds one batch at a time. On
-	// PostgreSQL each batch in flight holds a pooled connection until it
-	// is marked: keep Pipeline well below the pool's size.
-	Pipeline int
-	// PollInterval is how often Run looks for rows when nothing woke it
-	// (default 1s). On PostgreSQL, Run also wakes on NOTIFY.
+	// PollInterval is how often the relay's source looks for rows when
+	// nothing woke it, and how soon the relay tries again after a failure
+	// (default 1s). On PostgreSQL, the source also wakes on NOTIFY.
 	PollInterval time.Duration
-	// NoListen turns off LISTEN/NOTIFY: Run only polls.
-	NoListen bool
-	// Stream makes Run read committed rows from the store's log
-	// (store.Streamer: PostgreSQL logical replication, see
-	// docs/outbox-wal.md) instead of claiming them from the table, on
-	// stores that can. One relay streams at a time; others stand by, and
-	// take over when its stream is released. While the server cannot
-	// stream, Run polls the table, and tries the stream again every
-	// StreamRetry (default 30s); while the server is out of reach (a
-	// restart), every PollInterval. A stream that fails once open is
-	// opened again after PollInterval, doubling up to StreamRetry while
-	// each new stream fails before it confirmed a position. Published
-	// rows are deleted in bulk, at once (KeepSent applies to rows
-	// published by claims only). The stream's rows go to Pipeline lanes
-	// by aggregate, each publishing windows of at most BatchSize rows one
-	// after the other.
-	Stream      bool
-	StreamRetry time.Duration
 	// MaxAttempts is how many failed publishes quarantine a row (default
 	// 10). A row that can never be published (broker.ErrTooLarge,
 	// broker.ErrInvalid, an error marked broker.Permanent, or a row that
@@ -77,9 +50,6 @@ type RelayOptions struct {
 	Backoff broker.Backoff
 	// PublishTimeout bounds each Publish call (default 30s).
 	PublishTimeout time.Duration
-	// Lease is how long a lease-based claim (the SQLite store) survives a
-	// relay that stopped without releasing it (default 30s).
-	Lease time.Duration
 	// KeepSent is how long sent and discarded rows are kept before Purge
 	// deletes them (default 7 days). Run purges every PurgeInterval
 	// (default 10m; negative: never), PurgeBatch rows per transaction
@@ -94,39 +64,42 @@ type RelayOptions struct {
 	broker.Telemetry
 }
 
-// Relay publishes committed outbox rows to a topic. See the package
-// documentation for its guarantees. A Relay is safe for concurrent use;
-// several relays, in one process or many, may share a store.
+// relayStore is what a Relay needs of a store: its source, and the
+// operator's side of the outbox.
+type relayStore interface {
+	store.RelayStore
+	store.OutboxAdmin
+}
+
+// Relay publishes committed outbox rows to a topic: it takes batches from
+// the source its store hands out, publishes them, and settles them. See
+// the package documentation for its guarantees. A Relay is safe for
+// concurrent use; several relays, in one process or many, may share a
+// store.
 type Relay struct {
-	store store.RelayStore
+	st    relayStore
 	topic *broker.Topic
 	o     RelayOptions
 
-	wake     broadcast    // fired by Wake
-	changed  broadcast    // fired by Requeue and Discard (a streaming relay sweeps)
-	landed   broadcast    // fired when a large batch is marked or released
-	bigAloft atomic.Int64 // large batches claimed and not yet marked or released
+	wake    signal.Broadcast // fired by Wake
+	changed signal.Broadcast // fired by Requeue, Discard and Purge (rows left in the table may flow again)
+	sources sources
+	n       counters
+	rate    rateMeter
+	tel     *relayTel
+}
 
-	depth      int          // claim loops (Run), 1 when claims do not pipeline
-	behind     atomic.Bool  // the last batch claimed was large
-	aggs       atomic.Int64 // aggregates with due rows, as last seen (share)
-	headsAloft atomic.Int64 // aggregates held by batches in flight
+// sources are the relay's open sources: Run's, and the one RunOnce and
+// Drain share.
+type sources struct {
+	mu        sync.Mutex
+	run, once store.Source
+}
 
-	streamer  store.Streamer // the store's log (RelayOptions.Stream), or nil
-	waker     store.Wake     // the store's wake-up (store.Waker), or nil
-	streaming atomic.Bool    // the relay streams (RelayOptions.Stream)
-	standby   atomic.Bool    // another relay holds the stream
-	idled     atomic.Bool    // the wake-up was told the relay is idle since it was last told it is busy
-	listening atomic.Bool    // the wake-up listens
-	idle      atomic.Int64   // times Run went to wait for work
-	rate      rateMeter
-	tel       *relayTel
-
-	// pause waits between attempts to stream (sleep; a test records).
-	pause func(ctx context.Context, d time.Duration) bool
-
-	published, failed, quarantined, claims, crashes atomic.Int64
-	lastErr                                         atomic.Pointer[relayError]
+// counters are a relay's counters.
+type counters struct {
+	published, failed, quarantined, batches atomic.Int64
+	lastErr                                 atomic.Pointer[relayError]
 }
 
 type relayError struct {
@@ -152,17 +125,13 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 	}
 	c := check.Options{What: "relay options"}
 	c.Count("BatchSize", o.BatchSize)
-	c.Count("PerAggregate", o.PerAggregate)
 	c.Count("Concurrency", o.Concurrency)
-	c.Count("Pipeline", o.Pipeline)
 	c.Count("MaxAttempts", o.MaxAttempts)
 	c.Count("PurgeBatch", o.PurgeBatch)
 	c.Duration("PollInterval", o.PollInterval, false)
 	c.Duration("PublishTimeout", o.PublishTimeout, false)
-	c.Duration("Lease", o.Lease, false)
 	c.Duration("KeepSent", o.KeepSent, false)
 	c.Duration("PurgeInterval", o.PurgeInterval, true)
-	c.Duration("StreamRetry", o.StreamRetry, false)
 	c.Backoff("Backoff", o.Backoff)
 	if err := c.Err(); err != nil {
 		return nil, err
@@ -173,9 +142,7 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 		}
 	}
 	def(&o.BatchSize, 500)
-	def(&o.PerAggregate, 10)
 	def(&o.Concurrency, 8)
-	def(&o.Pipeline, 2)
 	def(&o.MaxAttempts, 10)
 	def(&o.PurgeBatch, 1000)
 	defd := func(p *time.Duration, v time.Duration) {
@@ -185,28 +152,13 @@ func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOpti
 	}
 	defd(&o.PollInterval, time.Second)
 	defd(&o.PublishTimeout, 30*time.Second)
-	defd(&o.Lease, 30*time.Second)
 	defd(&o.KeepSent, 7*24*time.Hour)
 	defd(&o.PurgeInterval, 10*time.Minute)
-	defd(&o.StreamRetry, 30*time.Second)
 	if o.Backoff == (broker.Backoff{}) {
 		o.Backoff = broker.Backoff{Initial: time.Second, Max: 5 * time.Minute}
 	}
 	o.Telemetry = o.Telemetry.WithDefaults()
-	r := &Relay{store: st, topic: topic, o: o, depth: 1, pause: sleep}
-	r.idled.Store(true) // the wake-up learns of the first work
-	if cc, ok := st.(store.ConcurrentClaimer); ok && cc.ConcurrentClaims() {
-		r.depth = o.Pipeline
-	}
-	if s, ok := st.(store.Streamer); ok && o.Stream {
-		r.streamer = s
-	}
-	if w, ok := st.(store.Waker); ok && !o.NoListen {
-		// The wake-up lasts unless renewed: the relay renews it each time
-		// it wakes and finds nothing, at least every PollInterval, so only
-		// a relay that stopped (or stalled that long) loses it.
-		r.waker = w.Waker(o.Owner, 2*o.PollInterval+30*time.Second)
-	}
+	r := &Relay{st: st, topic: topic, o: o}
 	r.rate.start = o.Now()
 	newRelayTel(r)
 	return r, nil
@@ -228,214 +180,219 @@ func (r *Relay) Owner() string { return r.o.Owner }
 // Wake makes a running Run look for rows now instead of at its next poll.
 // A producer in the same process may call it after committing.
 func (r *Relay) Wake() {
-	r.wake.fire()
+	r.wake.Fire()
 }
 
-// woken returns a channel closed by the next Wake.
-func (r *Relay) woken() <-chan struct{} { return r.wake.wait() }
-
-// broadcast wakes every goroutine waiting on it each time it fires.
-type broadcast struct {
-	mu sync.Mutex
-	ch chan struct{} // closed by the next fire (nil: nobody waits yet)
-}
-
-// wait returns a channel that the next fire closes.
-func (b *broadcast) wait() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ch == nil {
-		b.ch = make(chan struct{})
+// open opens a source from the relay's store.
+func (r *Relay) open(ctx context.Context) (store.Source, error) {
+	src, err := r.st.OutboxSource(ctx, store.SourceConfig{Owner: r.o.Owner, BatchSize: r.o.BatchSize, PollInterval: r.o.PollInterval,
+		Now: r.o.Now, Logger: r.o.Logger, Note: r.noteErr, Woken: r.wake.Wait, Changed: r.changed.Wait})
+	if err != nil {
+		return nil, fmt.Errorf("idem: relay: open the source: %w", err)
 	}
-	return b.ch
+	return src, nil
 }
 
-// fire closes the channel of every wait before it.
-func (b *broadcast) fire() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ch != nil {
-		close(b.ch)
-		b.ch = nil
+// closeSource closes src, giving up what it holds.
+func (r *Relay) closeSource(ctx context.Context, src store.Source) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := src.Close(cctx); err != nil {
+		return fmt.Errorf("idem: relay: close the source: %w", err)
 	}
+	return nil
 }
 
-// Run publishes rows until ctx is done, then releases its claims and
-// returns nil. It runs RelayOptions.Pipeline claim loops (one on a store
-// that claims by lease): each claims a batch, publishes it and marks it,
-// claims again at once while there is work, and otherwise waits for a
-// notification (a store that wakes relays, store.Waker), a Wake, or at
-// most PollInterval (see pace for the whole policy). It purges sent rows
-// older than KeepSent every PurgeInterval. Errors of the store or the
-// broker are logged and retried after PollInterval; Run returns early only
-// if the topic is closed.
+// Run publishes rows until ctx is done, then settles what it holds,
+// closes its source and returns nil. It takes each batch the store's
+// source hands out (as many at once as the source allows: claims that
+// pipeline, a lease one at a time, a stream's lanes), publishes it and
+// settles it. It purges sent rows older than KeepSent every
+// PurgeInterval. Errors of the store or the broker are logged and
+// retried; Run returns early only if the topic is closed.
 func (r *Relay) Run(ctx context.Context) error {
 	st := r.Statement()
 	r.o.Logger.Log(ctx, st.Level(), "idem: relay started", slog.String("owner", r.o.Owner), slog.Any("guarantee", st))
+	src, err := r.open(ctx)
+	if err != nil {
+		return err
+	}
+	r.sources.set(&r.sources.run, src)
+	defer r.sources.set(&r.sources.run, nil)
+	defer r.observeOutbox(src)()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer r.observeOutbox()()
-	if r.waker != nil {
-		wg.Go(func() { r.listen(ctx) })
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		r.busy(rctx) // a stopped relay waits for no notification
-		if err := r.store.ReleaseOutbox(rctx, r.o.Owner); err != nil {
-			r.o.Logger.Warn("idem: relay: release", slog.String("owner", r.o.Owner), slog.String("error", err.Error()))
-		}
-	}()
-	if r.streamer != nil {
-		return r.runStream(ctx, r.streamer)
-	}
-	return r.poll(ctx)
-}
-
-// poll runs the relay's claim loops until ctx is done.
-func (r *Relay) poll(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	depth := r.depth
-	var workers sync.WaitGroup
 	var fatal atomic.Pointer[error]
-	for i := range depth {
-		workers.Go(func() {
-			if err := r.work(ctx, i == 0); err != nil {
+	if r.o.PurgeInterval > 0 {
+		wg.Go(func() { r.purgeEvery(ctx) })
+	}
+	for ctx.Err() == nil {
+		b, err := src.Next(ctx, true)
+		if ctx.Err() != nil {
+			if b != nil {
+				_ = src.Settle(context.WithoutCancel(ctx), b, nil)
+			}
+			break
+		}
+		if err != nil {
+			r.noteErr("run", err)
+			signal.Sleep(ctx, r.o.PollInterval)
+			continue
+		}
+		wg.Go(func() {
+			_, err := r.handle(ctx, src, b)
+			switch {
+			case errors.Is(err, broker.ErrClosed):
 				fatal.CompareAndSwap(nil, &err)
 				cancel()
+			case err != nil && ctx.Err() == nil:
+				r.noteErr("run", err)
 			}
 		})
 	}
-	workers.Wait()
+	wg.Wait()
+	if err := r.closeSource(ctx, src); err != nil {
+		r.o.Logger.Warn("idem: relay: release", slog.String("owner", r.o.Owner), slog.String("error", err.Error()))
+	}
 	if err := fatal.Load(); err != nil {
 		return *err
 	}
 	return nil
 }
 
-// work is one of Run's claim loops: it claims a batch, publishes it and
-// marks it, and claims again or waits as pace says. The first loop also
-// purges.
-func (r *Relay) work(ctx context.Context, purge bool) error {
-	nextPurge := r.o.Now()
+// purgeEvery purges every PurgeInterval until ctx is done.
+func (r *Relay) purgeEvery(ctx context.Context) {
 	for {
-		if purge && r.o.PurgeInterval > 0 && !r.o.Now().Before(nextPurge) {
-			nextPurge = r.o.Now().Add(r.o.PurgeInterval)
-			if _, err := r.Purge(ctx); err != nil && ctx.Err() == nil {
-				r.noteErr("purge", err)
+		if _, err := r.Purge(ctx); err != nil && ctx.Err() == nil {
+			r.noteErr("purge", err)
+		}
+		if !signal.Sleep(ctx, r.o.PurgeInterval) {
+			return
+		}
+	}
+}
+
+// handle publishes a batch and settles it, and returns how many rows it
+// published.
+func (r *Relay) handle(ctx context.Context, src store.Source, b *store.Batch) (int, error) {
+	r.n.batches.Add(1)
+	pctx := ctx
+	if b.Lost != nil {
+		// The source keeps the claim (a lease, a slot) while the batch is
+		// live; if it is lost, another relay has the rows: stop publishing.
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-b.Lost:
+				cancel()
+			case <-pctx.Done():
 			}
-		}
-		woken := r.woken() // before the claim: a Wake during it is not lost
-		claimed, _, err := r.runOnce(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.Is(err, broker.ErrClosed) {
-			return err
-		}
-		if err != nil {
-			r.noteErr("run", err)
-		}
-		p := pace(r.o.PollInterval, claimed, err, r.aloft, func() time.Duration { return r.goIdle(ctx) })
-		if p.again {
-			continue
-		}
-		if p.idle {
-			r.idle.Add(1)
-		}
-		t := time.NewTimer(p.wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		case <-p.landed:
-		case <-woken:
-		case <-t.C:
-		}
-		t.Stop()
+		}()
 	}
-}
-
-// goIdle is called by a claim loop that found nothing. While the relay
-// listens, its store's wake-up (store.Wake.Idle) says how long to wait:
-// -1 to claim once more, 0 to wait as usual, or a shorter wait.
-func (r *Relay) goIdle(ctx context.Context) time.Duration {
-	if r.waker == nil || !r.listening.Load() {
-		return 0
+	res := r.publishBatch(pctx, b.Rows)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.PublishTimeout)
+	defer cancel()
+	select {
+	case <-b.Lost:
+		return 0, errors.Join(fmt.Errorf("idem: relay: %w", store.ErrLeaseLost), src.Settle(fctx, b, nil))
+	default:
 	}
-	r.idled.Store(true)
-	d, err := r.waker.Idle(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			r.noteErr("idle", err)
-		}
-		return 0
+	if res.crashed != nil {
+		return 0, errors.Join(fmt.Errorf("idem: relay: after publish: %w", res.crashed), src.Settle(fctx, b, nil))
 	}
-	if d > 0 {
-		d = min(d, r.o.PollInterval)
+	if ctx.Err() != nil && len(res.sent) == 0 && len(res.failed) == 0 {
+		return 0, src.Settle(fctx, b, nil) // stopping: nothing is recorded
 	}
-	return d
-}
-
-// busy tells the store's wake-up that the relay found work (or stops):
-// producers stop waking it.
-func (r *Relay) busy(ctx context.Context) {
-	if r.waker == nil {
-		return
+	if err := src.Settle(fctx, b, &store.Outcome{Sent: res.sent, Failed: res.failed, At: r.o.Now()}); err != nil {
+		return 0, fmt.Errorf("idem: relay: mark %d rows sent (they will be published again): %w", len(res.sent), err)
 	}
-	if err := r.waker.Busy(ctx); err != nil && ctx.Err() == nil {
-		r.noteErr("busy", err)
-	}
-}
-
-func (r *Relay) listen(ctx context.Context) {
-	for attempt := 1; ; attempt++ {
-		err := r.waker.Listen(ctx, func() {
-			r.Wake()
-			r.listening.Store(true)
-		})
-		r.listening.Store(false)
-		if ctx.Err() != nil {
-			return
-		}
-		r.noteErr("listen", err)
-		if !sleep(ctx, r.o.Backoff.Delay(min(attempt, 8))) {
-			return
-		}
-		r.Wake() // notifications may have been missed meanwhile
-	}
+	r.n.published.Add(int64(len(res.sent)))
+	r.rate.add(r.o.Now(), int64(len(res.sent)))
+	return len(res.sent), res.fatal
 }
 
 func (r *Relay) noteErr(op string, err error) {
 	if err == nil {
 		err = errors.New("stopped")
 	}
-	r.lastErr.Store(&relayError{msg: op + ": " + err.Error(), at: r.o.Now()})
+	r.n.lastErr.Store(&relayError{msg: op + ": " + err.Error(), at: r.o.Now()})
 	r.o.Logger.Warn("idem: relay: "+op, slog.String("owner", r.o.Owner), slog.String("error", err.Error()))
 }
 
-// RunOnce claims one batch, publishes it and records the outcome. It
-// returns how many rows it published.
+// RunOnce takes one batch of the rows due now from the store's source,
+// publishes it and records the outcome. It returns how many rows it
+// published. On a store whose relays stream the outbox, it fails with
+// store.ErrOtherSource while a streaming relay serves it.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	_, n, err := r.runOnce(ctx)
 	return n, err
 }
 
-// Drain runs batches until none is due, then releases its claims (a
-// lease), and returns how many rows it published. Rows backing off after a
-// failure are left for later.
+func (r *Relay) runOnce(ctx context.Context) (taken bool, published int, err error) {
+	r.sources.mu.Lock()
+	src := r.sources.once
+	if src == nil {
+		if src, err = r.open(ctx); err != nil {
+			r.sources.mu.Unlock()
+			return false, 0, err
+		}
+		r.sources.once = src
+	}
+	r.sources.mu.Unlock()
+	b, err := src.Next(ctx, false)
+	if err != nil {
+		return false, 0, fmt.Errorf("idem: relay: %w", err)
+	}
+	if b == nil {
+		return false, 0, nil
+	}
+	n, err := r.handle(ctx, src, b)
+	return true, n, err
+}
+
+// Drain runs batches until none is due, then closes its source (giving up
+// a lease), and returns how many rows it published. Rows backing off
+// after a failure are left for later.
 func (r *Relay) Drain(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		claimed, n, err := r.runOnce(ctx)
+		taken, n, err := r.runOnce(ctx)
 		total += n
-		if err != nil || claimed == 0 {
-			return total, errors.Join(err, r.store.ReleaseOutbox(context.WithoutCancel(ctx), r.o.Owner))
+		if err != nil || !taken {
+			r.sources.mu.Lock()
+			src := r.sources.once
+			r.sources.once = nil
+			r.sources.mu.Unlock()
+			if src != nil {
+				err = errors.Join(err, r.closeSource(ctx, src))
+			}
+			return total, err
 		}
 	}
+}
+
+// set sets *p under the lock.
+func (s *sources) set(p *store.Source, src store.Source) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*p = src
+}
+
+// state is the state of Run's source, or else of RunOnce's.
+func (s *sources) state() store.SourceState {
+	s.mu.Lock()
+	src := s.run
+	if src == nil {
+		src = s.once
+	}
+	s.mu.Unlock()
+	if src == nil {
+		return store.SourceState{}
+	}
+	return src.State()
 }
 
 // Purge deletes sent and discarded rows older than KeepSent, in
@@ -443,8 +400,9 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 func (r *Relay) Purge(ctx context.Context) (int, error) {
 	before := r.o.Now().Add(-r.o.KeepSent)
 	total := 0
+	defer r.changed.Fire() // a purge may move rows (a sliced outbox)
 	for {
-		n, err := r.store.PurgeOutbox(ctx, before, r.o.PurgeBatch)
+		n, err := r.st.PurgeOutbox(ctx, before, r.o.PurgeBatch)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("idem: relay: purge: %w", err)
@@ -457,17 +415,17 @@ func (r *Relay) Purge(ctx context.Context) (int, error) {
 
 // Quarantined lists quarantined rows (at most limit, if positive).
 func (r *Relay) Quarantined(ctx context.Context, limit int) ([]Row, error) {
-	rs, err := r.store.ListOutbox(ctx, store.OutboxFilter{States: []store.OutboxState{store.OutboxQuarantined}, Limit: limit})
+	rs, err := r.st.ListOutbox(ctx, store.OutboxFilter{States: []store.OutboxState{store.OutboxQuarantined}, Limit: limit})
 	return rows(rs), err
 }
 
 // Requeue makes a quarantined row pending again, with its attempts reset,
 // and reports whether it was quarantined.
 func (r *Relay) Requeue(ctx context.Context, rowID int64) (bool, error) {
-	ok, err := r.store.SetOutboxState(ctx, rowID, store.OutboxPending, r.o.Now(), store.OutboxQuarantined)
+	ok, err := r.st.SetOutboxState(ctx, rowID, store.OutboxPending, r.o.Now(), store.OutboxQuarantined)
 	if ok {
 		r.Wake()
-		r.changed.fire()
+		r.changed.Fire()
 	}
 	return ok, err
 }
@@ -476,10 +434,10 @@ func (r *Relay) Requeue(ctx context.Context, rowID int64) (bool, error) {
 // and the later rows of its aggregate flow again. Consumers that check
 // versions will see a gap where it was.
 func (r *Relay) Discard(ctx context.Context, rowID int64) (bool, error) {
-	ok, err := r.store.SetOutboxState(ctx, rowID, store.OutboxDiscarded, r.o.Now(), store.OutboxPending, store.OutboxQuarantined)
+	ok, err := r.st.SetOutboxState(ctx, rowID, store.OutboxDiscarded, r.o.Now(), store.OutboxPending, store.OutboxQuarantined)
 	if ok {
 		r.Wake()
-		r.changed.fire()
+		r.changed.Fire()
 	}
 	return ok, err
 }
@@ -489,20 +447,20 @@ type RelayStats struct {
 	Published   int64 // rows published and marked sent
 	Failed      int64 // failed publishes (each retried or quarantined)
 	Quarantines int64 // rows this relay quarantined
-	Claims      int64 // batches claimed (streaming: windows published) with at least one row
-	Crashes     int64 // claims released by a test's failpoint (failpoint.WithAfterPublish)
+	Claims      int64 // batches taken from the source (claims, streamed windows, sweeps)
 	// Throughput is rows published per second over the last minute (or
 	// since the relay was created, if that is shorter).
 	Throughput float64
 	// Listening reports whether the relay's store wakes it when rows are
 	// committed (PostgreSQL: an open LISTEN connection).
 	Listening bool
-	// Idle counts the times Run found nothing to do and went to wait for a
-	// notification, a Wake or PollInterval.
+	// Idle counts the times the source found nothing to do and went to
+	// wait for a notification, a Wake or PollInterval.
 	Idle int64
 	// Streaming reports whether the relay publishes from the store's log
-	// (RelayOptions.Stream), and Standby whether it waits while another
-	// relay does.
+	// (a streaming source, see docs/outbox-wal.md), and Standby whether it
+	// waits while another relay does (or, polling, while the outbox is
+	// streamed).
 	Streaming, Standby bool
 	// LastError is the latest failure ("" if none), at LastErrorAt.
 	LastError   string
@@ -511,10 +469,11 @@ type RelayStats struct {
 
 // Stats returns the relay's counters.
 func (r *Relay) Stats() RelayStats {
-	s := RelayStats{Published: r.published.Load(), Failed: r.failed.Load(), Quarantines: r.quarantined.Load(),
-		Claims: r.claims.Load(), Crashes: r.crashes.Load(), Throughput: r.rate.perSecond(r.o.Now()),
-		Listening: r.listening.Load(), Idle: r.idle.Load(), Streaming: r.streaming.Load(), Standby: r.standby.Load()}
-	if e := r.lastErr.Load(); e != nil {
+	ss := r.sources.state()
+	s := RelayStats{Published: r.n.published.Load(), Failed: r.n.failed.Load(), Quarantines: r.n.quarantined.Load(),
+		Claims: r.n.batches.Load(), Throughput: r.rate.perSecond(r.o.Now()),
+		Listening: ss.Listening, Idle: ss.Idle, Streaming: ss.Streaming, Standby: ss.Standby}
+	if e := r.n.lastErr.Load(); e != nil {
 		s.LastError, s.LastErrorAt = e.msg, e.at
 	}
 	return s
@@ -529,7 +488,7 @@ type RelayHealth struct {
 // Health reports the backlog (from the store) and this relay's counters.
 // An operator alerts on OldestUnsentAge and Quarantined.
 func (r *Relay) Health(ctx context.Context) (RelayHealth, error) {
-	h, err := r.store.OutboxHealth(ctx, r.o.Now())
+	h, err := r.st.OutboxHealth(ctx, r.o.Now())
 	return RelayHealth{Health: Health(h), RelayStats: r.Stats()}, err
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -51,7 +52,7 @@ func TestClaimReadsWhatItClaims(t *testing.T) {
 	if err := st.Driver().Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-	b, err := st.Driver().ClaimOutbox(ctx, store.OutboxClaim{Owner: "plan", Now: time.Now(), Limit: 500, PerAggregate: 10})
+	b, err := postgres.ClaimOutbox(ctx, st, sqlcore.Claim{Owner: "plan", Now: time.Now(), Limit: 500, PerAggregate: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

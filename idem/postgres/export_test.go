@@ -7,6 +7,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem/internal/sqlcore"
@@ -59,7 +60,9 @@ func CommitHeld(ctx context.Context, pool *pgxpool.Pool, stmts ...string) error 
 
 // NewWake is the relay wake-up on s, for tests whose store wrappers count
 // or refuse its calls.
-func NewWake(s wakeStore, owner string, ttl time.Duration) store.Wake { return newWake(s, owner, ttl) }
+func NewWake(s wakeStore, owner string, ttl time.Duration) sqlcore.Wake {
+	return newWake(s, owner, ttl)
+}
 
 // MigrateBefore applies s's migrations numbered below v only: the schema
 // of an earlier version, for the migration tests.
@@ -91,4 +94,52 @@ func Expire(ctx context.Context, s *Store, consumer string, now time.Time, reten
 // table's rows all sent before before, as a purge does, for the tests.
 func RotateOutbox(ctx context.Context, s *Store, now, before time.Time) (int, error) {
 	return s.d.rotateOutbox(ctx, now, before, 1000)
+}
+
+// hooked is a store whose relays' polling source wakes through w and
+// claims through claim.
+type hooked struct {
+	*driver
+	w     wakeStore
+	claim func(context.Context, sqlcore.Claim) (sqlcore.Batch, error)
+}
+
+func (h hooked) Driver() store.Driver[pgx.Tx] { return h }
+
+func (h hooked) OutboxSource(_ context.Context, c store.SourceConfig) (store.Source, error) {
+	return h.Outbox.PollSource(c, sqlcore.PollOptions{PerAggregate: h.src.PerAggregate, Pipeline: h.src.Pipeline,
+		Wake: newWake(h.w, c.Owner, 2*c.PollInterval+30*time.Second), Claim: h.claim}), nil
+}
+
+// Hooked returns s with source settings o, whose relays' polling source
+// uses w's wake flag and LISTEN and claims through claim (nil: the
+// store's), for tests whose wrappers count or refuse those calls.
+func Hooked(s *Store, o SourceOptions, w wakeStore, claim func(context.Context, sqlcore.Claim) (sqlcore.Batch, error)) (store.Provider[pgx.Tx], error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	ws, err := s.WithSource(o)
+	if err != nil {
+		return nil, err
+	}
+	return hooked{driver: ws.d, w: w, claim: claim}, nil
+}
+
+// ClaimOutbox claims from s's outbox, for the tests.
+func ClaimOutbox(ctx context.Context, s *Store, c sqlcore.Claim) (sqlcore.Batch, error) {
+	return s.d.Outbox.ClaimOutbox(ctx, c)
+}
+
+// LogStream is the outbox stream a streaming source reads, for the tests.
+type LogStream = logStream
+
+// OpenStream opens s's outbox stream for owner, for the tests.
+func OpenStream(ctx context.Context, s *Store, owner string) (LogStream, error) {
+	return s.d.openStream(ctx, owner)
+}
+
+// OpenDriverStream opens the outbox stream of the store whose driver is d,
+// for the benchmarks.
+func OpenDriverStream(ctx context.Context, d store.Driver[pgx.Tx], owner string) (LogStream, error) {
+	return d.(*driver).openStream(ctx, owner)
 }

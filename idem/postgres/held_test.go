@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -40,9 +41,9 @@ func heldStore(t *testing.T, pool *pgxpool.Pool, n int) *postgres.Store {
 
 // claimAll claims a batch and checks it has want rows; it returns their
 // IDs.
-func claimAll(t *testing.T, st *postgres.Store, owner string, want int) (store.OutboxBatch, []int64) {
+func claimAll(t *testing.T, st *postgres.Store, owner string, want int) (sqlcore.Batch, []int64) {
 	t.Helper()
-	b, err := st.Driver().ClaimOutbox(t.Context(), store.OutboxClaim{Owner: owner, Now: time.Now(), Limit: 100, PerAggregate: 10})
+	b, err := postgres.ClaimOutbox(t.Context(), st, sqlcore.Claim{Owner: owner, Now: time.Now(), Limit: 100, PerAggregate: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

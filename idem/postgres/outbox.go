@@ -2,12 +2,14 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem/internal/sqlcore"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // The outbox on PostgreSQL: relays claim rows with FOR UPDATE SKIP LOCKED
@@ -75,6 +77,46 @@ func (s *driver) ListenOutbox(ctx context.Context, notify func()) error {
 	}
 }
 
-// ConcurrentClaims implements store.ConcurrentClaimer: claims lock their
-// heads, so a relay may hold several batches at once.
-func (s *driver) ConcurrentClaims() bool { return true }
+// OutboxSource implements store.RelayStore: the stream with
+// SourceOptions.Stream, otherwise claims from the table (SKIP LOCKED, so
+// that a relay holds Pipeline batches at once), woken by NOTIFY unless
+// NoListen, standing by while the outbox's stream slot exists.
+func (s *driver) OutboxSource(_ context.Context, c store.SourceConfig) (store.Source, error) {
+	if s.src.Stream {
+		return s.streamSource(c, s.src), nil
+	}
+	var w sqlcore.Wake
+	if !s.src.NoListen {
+		// The wake-up lasts unless renewed: the source renews it each time
+		// it wakes and finds nothing, at least every PollInterval, so only
+		// a relay that stopped (or stalled that long) loses it.
+		w = newWake(s, c.Owner, 2*c.PollInterval+30*time.Second)
+	}
+	return s.Outbox.PollSource(c, sqlcore.PollOptions{PerAggregate: s.src.PerAggregate, Pipeline: s.src.Pipeline, Wake: w,
+		Guard: s.pollGuard}), nil
+}
+
+// pollGuard fails with store.ErrOtherSource while the outbox's stream
+// slot exists: a streaming relay publishes the outbox, or will resume from
+// the slot and publish again what a polling relay claims meanwhile.
+func (s *driver) pollGuard(ctx context.Context) error {
+	slot, err := s.slotName(ctx)
+	if err != nil {
+		return err
+	}
+	var exists, active bool
+	err = s.pool.QueryRow(ctx, `SELECT count(*) > 0, COALESCE(bool_or(active), FALSE) FROM pg_replication_slots WHERE slot_name = $1`, slot).
+		Scan(&exists, &active)
+	switch {
+	case err != nil:
+		return err
+	case active:
+		return fmt.Errorf("%w: a relay streams the outbox from slot %s (set postgres.SourceOptions.Stream on this relay's store to stand by for it)",
+			store.ErrOtherSource, slot)
+	case exists:
+		return fmt.Errorf("%w: the outbox's stream slot %s exists, and a streaming relay would publish again what this one claims "+
+			"(stream with postgres.SourceOptions.Stream, or drop the slot to poll: SELECT pg_drop_replication_slot('%s'))",
+			store.ErrOtherSource, slot, slot)
+	}
+	return nil
+}

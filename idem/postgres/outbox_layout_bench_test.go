@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -88,7 +89,7 @@ func BenchmarkOutboxLayouts(b *testing.B) {
 	}
 	var claimed [4]int // rows claimed: the same sequence of claims on each layout
 	claim := func(i int) {
-		batch, err := ls[i].st.Driver().ClaimOutbox(ctx, store.OutboxClaim{Owner: "b", Now: t0.Add(time.Hour), Limit: 100, PerAggregate: 10})
+		batch, err := postgres.ClaimOutbox(ctx, ls[i].st, sqlcore.Claim{Owner: "b", Now: t0.Add(time.Hour), Limit: 100, PerAggregate: 10})
 		if err != nil {
 			b.Fatal(err)
 		}

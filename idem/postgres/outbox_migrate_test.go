@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // The outbox statements of earlier binaries, as they send them: the add
@@ -74,7 +74,7 @@ func TestOldBinariesBesideOutbox(t *testing.T) {
 			var claimed []string
 			take := func(s *postgres.Store, at time.Time, n int) {
 				t.Helper()
-				b, err := s.Driver().ClaimOutbox(ctx, store.OutboxClaim{Owner: "t", Now: at, Limit: n, PerAggregate: 1})
+				b, err := postgres.ClaimOutbox(ctx, s, sqlcore.Claim{Owner: "t", Now: at, Limit: n, PerAggregate: 1})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -56,7 +57,7 @@ func sendAll(t *testing.T, st *postgres.Store, at time.Time, only ...string) []s
 	ctx := t.Context()
 	var sent []store.OutboxRow
 	for {
-		b, err := st.Driver().ClaimOutbox(ctx, store.OutboxClaim{Owner: "t", Now: at, Limit: 100, PerAggregate: 100})
+		b, err := postgres.ClaimOutbox(ctx, st, sqlcore.Claim{Owner: "t", Now: at, Limit: 100, PerAggregate: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +160,7 @@ func TestOutboxSliceRotation(t *testing.T) {
 	}
 	// b's first row sent, its second left pending; q quarantined; d
 	// discarded.
-	b, err := st.Driver().ClaimOutbox(ctx, store.OutboxClaim{Owner: "t", Now: at, Limit: 100, PerAggregate: 1})
+	b, err := postgres.ClaimOutbox(ctx, st, sqlcore.Claim{Owner: "t", Now: at, Limit: 100, PerAggregate: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -544,7 +545,7 @@ func TestClaimsDuringOutboxRotation(t *testing.T) {
 		for range relays {
 			wg.Go(func() {
 				for {
-					b, err := st.Driver().ClaimOutbox(ctx, store.OutboxClaim{Owner: "t", Now: now, Limit: 10, PerAggregate: 3})
+					b, err := postgres.ClaimOutbox(ctx, st, sqlcore.Claim{Owner: "t", Now: now, Limit: 10, PerAggregate: 3})
 					if err != nil {
 						t.Errorf("claim: %v", err)
 						return
@@ -625,7 +626,7 @@ func TestStreamLeavesMovedRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := st.Driver().(store.Streamer).OpenOutboxStream(ctx, "t")
+	s, err := postgres.OpenStream(ctx, st, "t")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
+	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -89,7 +90,7 @@ func BenchmarkRelayLatencyRabbit(b *testing.B) {
 }
 
 // BenchmarkRelayRabbit: rows/s the relay (Run, default options), and the
-// streaming relay (RelayOptions.Stream, on an outbox of its own whose slot
+// streaming relay (postgres.SourceOptions.Stream, on an outbox of its own whose slot
 // exists before the rows are committed; started each round, so a round
 // includes its start; "decode" is the stream alone, read to its end
 // before the relay starts, nothing published; "decode+raw" a minimal
@@ -192,7 +193,7 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 				// The same rows from the contender's own slot, published raw.
 				measure(&decraw, func() { decraw.sender += dr.run(b, n, senderCPU) })
 			}
-			r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "bench", Pipeline: benchPipeline, BatchSize: benchBatch, Stream: stream})
+			r := e.SourceRelay(ob.Topic, idemtest.Source{Pipeline: benchPipeline, Stream: stream}, &outbox.RelayOptions{Owner: "bench", BatchSize: benchBatch})
 			ctx, cancel := context.WithCancel(context.Background())
 			stopped := make(chan struct{})
 			b.StartTimer()
@@ -308,7 +309,7 @@ func decodeAll(b *testing.B, d store.Driver[pgx.Tx], n int, sender func() time.D
 	if sender != nil {
 		before = sender() // no other stream is open
 	}
-	st, err := d.(store.Streamer).OpenOutboxStream(ctx, "decode")
+	st, err := postgres.OpenDriverStream(ctx, d, "decode")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -368,7 +369,7 @@ func slotAtNow(b testing.TB, pool *pgxpool.Pool, slot string) {
 // publication at cleanup; "" if the server cannot stream.
 func streamSlot(b testing.TB, d store.Driver[pgx.Tx]) string {
 	ctx := context.Background()
-	s, err := d.(store.Streamer).OpenOutboxStream(ctx, "bench")
+	s, err := postgres.OpenDriverStream(ctx, d, "bench")
 	if err != nil {
 		b.Logf("no stream: %v", err)
 		return ""
@@ -379,7 +380,7 @@ func streamSlot(b testing.TB, d store.Driver[pgx.Tx]) string {
 	if err := s.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
-	st, _ := d.(store.Streamer).OutboxStreamStatus(ctx)
+	st, _ := d.(store.StreamStatuser).OutboxStreamStatus(ctx)
 	b.Cleanup(func() {
 		conn, err := pgx.Connect(ctx, serverURL(b))
 		if err != nil {

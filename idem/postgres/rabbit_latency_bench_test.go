@@ -21,7 +21,7 @@ import (
 // confirms, in interleaved rounds (WARY_BENCH_ROUNDS, default 3; the order
 // rotated each round) of three runs of b.N rows each:
 //   - poll: BenchmarkRelayLatencyRabbit's relay (woken by NOTIFY);
-//   - stream: the same with RelayOptions.Stream, on an outbox whose slot
+//   - stream: the same with postgres.SourceOptions.Stream, on an outbox whose slot
 //     exists before the first round and is moved to the log's end before
 //     each (slotAtNow); timing starts once the relay streams and its slot
 //     sender reached the log's end as it was then (caughtUp: a relay

@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/idem/failpoint"
+	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
-	idemstore "github.com/wary-go/wary/idem/store"
 )
 
 // TestRelayWaitsForBatchInFlight: a relay with two claim loops, under a
@@ -44,10 +44,14 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := &claimCounter{pgDriver: st.Driver().(pgDriver), started: make(chan struct{}, 1024)}
+	cs := &claimCounter{pgDriver: st.Driver().(pgDriver), st: st, started: make(chan struct{}, 1024)}
+	hooked, err := postgres.Hooked(st, postgres.SourceOptions{Pipeline: 2}, cs, cs.claim)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rctx, stop := context.WithCancel(ctx)
 	g := &gate{entered: make(chan string, 1), release: make(chan struct{}), ctx: rctx}
-	r, err := outbox.NewRelay(cs, outboxBroker(t).Topic, &outbox.RelayOptions{Owner: "r", PollInterval: time.Minute, Pipeline: 2, BatchSize: batchSize,
+	r, err := outbox.NewRelay(hooked, outboxBroker(t).Topic, &outbox.RelayOptions{Owner: "r", PollInterval: time.Minute, BatchSize: batchSize,
 		PurgeInterval: -1, Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
@@ -119,22 +123,16 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 // while started is full), and never lets the relay set its wake flag.
 type claimCounter struct {
 	pgDriver
+	st      *postgres.Store
 	started chan struct{}
 }
 
-func (s *claimCounter) Driver() idemstore.Driver[pgx.Tx] { return s }
-
-// Waker is the driver's, on the wrapper whose flag is never set.
-func (s *claimCounter) Waker(owner string, ttl time.Duration) idemstore.Wake {
-	return postgres.NewWake(s, owner, ttl)
-}
-
-func (s *claimCounter) ClaimOutbox(ctx context.Context, c idemstore.OutboxClaim) (idemstore.OutboxBatch, error) {
+func (s *claimCounter) claim(ctx context.Context, c sqlcore.Claim) (sqlcore.Batch, error) {
 	select {
 	case s.started <- struct{}{}:
 	default:
 	}
-	return s.pgDriver.ClaimOutbox(ctx, c)
+	return postgres.ClaimOutbox(ctx, s.st, c)
 }
 
 // IdleOutbox never sets the relay's flag, as when adding transactions

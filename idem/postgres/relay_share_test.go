@@ -26,7 +26,7 @@ func TestRelayClaimsItsShare(t *testing.T) {
 		}
 	}
 	e.Add(msgs...)
-	r := e.Relay(outboxBroker(t).Topic, &outbox.RelayOptions{BatchSize: 24, PerAggregate: 10, Pipeline: 2})
+	r := e.SourceRelay(outboxBroker(t).Topic, idemtest.Source{PerAggregate: 10, Pipeline: 2}, &outbox.RelayOptions{BatchSize: 24})
 	sent := func() string {
 		n := map[string]int{}
 		for _, row := range e.Rows(idemstore.OutboxFilter{States: []idemstore.OutboxState{idemstore.OutboxSent}}) {

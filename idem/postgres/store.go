@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -60,6 +61,73 @@ type Options struct {
 	// relay's PurgeInterval well below it. Zero: sent rows expire by row
 	// deletes, in batches, as with SQLite.
 	OutboxSlice time.Duration
+	// Source chooses where the store's relays take their rows from (see
+	// SourceOptions); Store.WithSource gives another choice on the same
+	// tables.
+	Source SourceOptions
+}
+
+// SourceOptions choose the source a relay on the store publishes from:
+// claims from the outbox table (the default), or the database's log. The
+// zero value means defaults.
+type SourceOptions struct {
+	// Stream makes relays read committed rows from the database's log
+	// (logical replication, see docs/outbox-wal.md) instead of claiming
+	// them from the table. One relay streams at a time; others stand by,
+	// and take over when its stream is released. While the server cannot
+	// stream, the relay polls the table, and tries the stream again every
+	// StreamRetry (default 30s); while the server is out of reach (a
+	// restart), every PollInterval. A stream that fails once open is
+	// opened again after PollInterval, doubling up to StreamRetry while
+	// each new stream fails before it confirmed a position. Published
+	// rows are deleted in bulk, at once (the relay's KeepSent applies to
+	// rows published by claims only). The stream's rows go to Pipeline
+	// lanes by aggregate, each publishing windows of at most the relay's
+	// BatchSize rows one after the other.
+	//
+	// One kind of source serves an outbox: once its stream's slot exists,
+	// a relay on a store without Stream stands by (Run) or fails with
+	// store.ErrOtherSource (RunOnce, Drain) instead of claiming rows the
+	// stream also publishes; drop the slot to poll again (the error names
+	// it).
+	Stream      bool
+	StreamRetry time.Duration
+	// Pipeline is how many claimed batches (streaming: lanes) a relay
+	// publishes at once (default 2): it claims the next batch while
+	// earlier ones wait for the broker's confirms. While the relay is
+	// behind, each claim takes its share of the aggregates with due rows
+	// (1/Pipeline of them, PerAggregate rows each, up to BatchSize), so
+	// that on few aggregates every live batch holds heads of its own
+	// rather than one holding them all. Each live batch holds a pooled
+	// connection until it is settled: keep Pipeline well below the
+	// pool's size.
+	Pipeline int
+	// PerAggregate is the most rows of one aggregate one claim takes
+	// (default 10); they are published one after the other.
+	PerAggregate int
+	// NoListen turns off LISTEN/NOTIFY: relays only poll.
+	NoListen bool
+}
+
+// check validates o and applies its defaults.
+func (o *SourceOptions) check() error {
+	c := check.Options{What: "postgres source options"}
+	c.Count("Pipeline", o.Pipeline)
+	c.Count("PerAggregate", o.PerAggregate)
+	c.Duration("StreamRetry", o.StreamRetry, false)
+	if err := c.Err(); err != nil {
+		return err
+	}
+	if o.Pipeline < 1 {
+		o.Pipeline = 2
+	}
+	if o.PerAggregate < 1 {
+		o.PerAggregate = 10
+	}
+	if o.StreamRetry == 0 {
+		o.StreamRetry = 30 * time.Second
+	}
+	return nil
 }
 
 // DefaultPrefix is the default table prefix.
@@ -73,9 +141,9 @@ type Store struct {
 	d *driver
 }
 
-// driver implements store.Driver[pgx.Tx] and the optional Waker and
-// ConcurrentClaimer: the shared SQL of sqlcore, and what only PostgreSQL
-// does (the claim pipelined with BEGIN, LISTEN/NOTIFY).
+// driver implements store.Driver[pgx.Tx]: the shared SQL of sqlcore, and
+// what only PostgreSQL does (the claim pipelined with BEGIN, LISTEN/NOTIFY,
+// the stream).
 type driver struct {
 	*sqlcore.Core[pgx.Tx]
 	*sqlcore.Outbox[pgx.Tx]
@@ -99,10 +167,11 @@ type driver struct {
 	// BeginClaim does not pipeline (read once: Pool.Config copies the
 	// whole configuration, five allocations a claim).
 	simple bool
+	// src is Options.Source, with its defaults.
+	src SourceOptions
 }
 
 var _ store.Driver[pgx.Tx] = (*driver)(nil)
-var _ store.ConcurrentClaimer = (*driver)(nil)
 var _ store.Early[pgx.Tx] = (*driver)(nil)
 var _ store.Conflicts = (*driver)(nil)
 
@@ -124,6 +193,9 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if o.Prefix == "" && !o.NoPrefix {
 		o.Prefix = DefaultPrefix
 	}
+	if err := o.Source.check(); err != nil {
+		return nil, err
+	}
 	d := dialect
 	if o.InboxSlice > 0 {
 		d.ClaimMany, d.ClaimCheck, d.ClaimAll, d.Purge = slicedClaimMany, slicedClaimCheck, true, noPurge
@@ -143,7 +215,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	}
 	s := &Store{d: &driver{Core: core, Outbox: sqlcore.NewOutbox(core, od), pool: pool,
 		claimSQL: name.Replace(claim), claimManySQL: name.Replace(many), slice: o.InboxSlice, inbox: o.Prefix + "inbox", schema: o.Schema,
-		outboxSlice: o.OutboxSlice, outboxTable: o.Prefix + "outbox",
+		outboxSlice: o.OutboxSlice, outboxTable: o.Prefix + "outbox", src: o.Source,
 		simple: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol}}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
@@ -151,6 +223,17 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 		}
 	}
 	return s, nil
+}
+
+// WithSource returns a store on the same pool and tables whose relays take
+// their rows from the source o chooses (see Options.Source).
+func (s *Store) WithSource(o SourceOptions) (*Store, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	d := s.d
+	return &Store{d: &driver{Core: d.Core, Outbox: d.Outbox, pool: d.pool, slice: d.slice, inbox: d.inbox, schema: d.schema,
+		outboxSlice: d.outboxSlice, outboxTable: d.outboxTable, claimSQL: d.claimSQL, claimManySQL: d.claimManySQL, simple: d.simple, src: o}}, nil
 }
 
 // Migrate creates or upgrades the store's tables from the embedded,

@@ -118,6 +118,11 @@ func (testDB) QueryRow(ctx context.Context, tx pgx.Tx, q string, args ...any) in
 	return tx.QueryRow(ctx, q, args...)
 }
 
+// WithSource implements idemtest.SourceDB.
+func (testDB) WithSource(p store.Provider[pgx.Tx], s idemtest.Source) (store.Provider[pgx.Tx], error) {
+	return p.(*postgres.Store).WithSource(postgres.SourceOptions{Pipeline: s.Pipeline, PerAggregate: s.PerAggregate, Stream: s.Stream})
+}
+
 func newDB(t testing.TB) idemtest.DB[pgx.Tx] { return testDB{newPool(t)} }
 
 func TestStore(t *testing.T) {

@@ -76,7 +76,7 @@ func TestStreamIdleRetainsNoWAL(t *testing.T) {
 	e.waitFor("the slot's confirmed position to pass the writes", func() bool {
 		return e.count(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND confirmed_flush_lsn >= $2::pg_lsn`, e.slot, after) == 1
 	})
-	st, err := e.st.Driver().(store.Streamer).OutboxStreamStatus(e.ctx)
+	st, err := e.st.Driver().(store.StreamStatuser).OutboxStreamStatus(e.ctx)
 	if err != nil || !st.Exists || !st.Active || st.Slot != e.slot || st.WALStatus == "" {
 		t.Errorf("status %+v, %v", st, err)
 	}
@@ -152,7 +152,11 @@ func TestStreamChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer topic.Close()
-	r, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Stream: true, BatchSize: 100, Pipeline: 4, PollInterval: 20 * time.Millisecond})
+	sst, err := st.WithSource(postgres.SourceOptions{Stream: true, Pipeline: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := outbox.NewRelay(sst, topic, &outbox.RelayOptions{BatchSize: 100, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,15 +244,14 @@ func TestStreamDrainsWhatItsCreatorDidNot(t *testing.T) {
 	for i := range 100 {
 		e.add(h, &outbox.Message{ID: fmt.Sprintf("m%d", i), AggregateID: fmt.Sprintf("a%d", i%7), Payload: []byte("x")})
 	}
-	sd := e.st.Driver().(store.Streamer)
-	open := func() store.OutboxStream {
+	open := func() postgres.LogStream {
 		t.Helper()
-		var s store.OutboxStream
+		var s postgres.LogStream
 		// The server lets the slot go once the last stream's WAL sender
 		// has exited, a moment after its connection closed.
 		e.waitFor("the slot to be let go", func() bool {
 			var err error
-			s, err = sd.OpenOutboxStream(e.ctx, "t")
+			s, err = postgres.OpenStream(e.ctx, e.st, "t")
 			if errors.Is(err, store.ErrStreamHeld) {
 				return false
 			}

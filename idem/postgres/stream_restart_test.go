@@ -12,6 +12,7 @@ import (
 
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem/outbox"
+	"github.com/wary-go/wary/idem/postgres"
 )
 
 // TestStreamServerRestart: PostgreSQL (a private cluster) is restarted
@@ -57,7 +58,7 @@ func streamServerRestart(t *testing.T, restart func(*privateCluster)) {
 	// A server out of reach is not one that cannot stream: the relay does
 	// not poll the table for StreamRetry, it streams again once the server
 	// is back (within waitFor's minute).
-	r := e.relay(topic, &outbox.RelayOptions{BatchSize: 50, Pipeline: 4, StreamRetry: time.Hour})
+	r := e.relay(topic, &outbox.RelayOptions{BatchSize: 50}, postgres.SourceOptions{Pipeline: 4, StreamRetry: time.Hour})
 	e.run(r)
 	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
 

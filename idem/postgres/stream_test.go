@@ -101,12 +101,21 @@ func (e *streamEnv) dropSlot() {
 	e.t.Errorf("could not drop slot %s", e.slot)
 }
 
-// relay returns a streaming relay with fast test settings.
-func (e *streamEnv) relay(topic *broker.Topic, o *outbox.RelayOptions) *outbox.Relay {
+// relay returns a streaming relay with fast test settings (and source
+// settings so, if given).
+func (e *streamEnv) relay(topic *broker.Topic, o *outbox.RelayOptions, so ...postgres.SourceOptions) *outbox.Relay {
 	if o == nil {
 		o = &outbox.RelayOptions{}
 	}
-	o.Stream = true
+	var src postgres.SourceOptions
+	if len(so) > 0 {
+		src = so[0]
+	}
+	src.Stream = true
+	st, err := e.st.WithSource(src)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	if o.PollInterval == 0 {
 		o.PollInterval = 20 * time.Millisecond
 	}
@@ -117,7 +126,7 @@ func (e *streamEnv) relay(topic *broker.Topic, o *outbox.RelayOptions) *outbox.R
 		}
 	}
 	o.Backoff = broker.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond}
-	r, err := outbox.NewRelay(e.st, topic, o)
+	r, err := outbox.NewRelay(st, topic, o)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -301,7 +310,7 @@ func TestStreamRelay(t *testing.T) {
 	e := setupStream(t, newPool(t))
 	h := conformance.NewHistory()
 	topic, c := e.consuming(h)
-	r := e.relay(topic, &outbox.RelayOptions{BatchSize: 200, Pipeline: 4, MaxAttempts: 1})
+	r := e.relay(topic, &outbox.RelayOptions{BatchSize: 200, MaxAttempts: 1}, postgres.SourceOptions{Pipeline: 4})
 	e.run(r)
 	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
 
@@ -408,7 +417,7 @@ func TestStreamChecksWhileNotClear(t *testing.T) {
 	e := setupStream(t, newPoolConfig(t, func(cfg *pgxpool.Config) { cfg.ConnConfig.Tracer = &checks }))
 	h := conformance.NewHistory()
 	topic, c := e.consuming(h)
-	r := e.relay(topic, &outbox.RelayOptions{BatchSize: 50, Pipeline: 2, MaxAttempts: 1})
+	r := e.relay(topic, &outbox.RelayOptions{BatchSize: 50, MaxAttempts: 1}, postgres.SourceOptions{Pipeline: 2})
 	e.run(r)
 	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
 	addMany := func(prefix string, n int) {

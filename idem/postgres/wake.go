@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/sqlcore"
 )
 
 // busyPoll is how soon a relay that found nothing looks again while an
@@ -31,7 +31,7 @@ type wakeStore interface {
 	RenewIdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error)
 	// BusyOutbox clears owner's flag.
 	BusyOutbox(ctx context.Context, owner string) error
-	// ListenOutbox is Wake.Listen.
+	// ListenOutbox is sqlcore.Wake.Listen.
 	ListenOutbox(ctx context.Context, notify func()) error
 }
 
@@ -59,15 +59,12 @@ func newWake(s wakeStore, owner string, ttl time.Duration) *wake {
 	return w
 }
 
-// Waker implements [store.Waker].
-func (s *driver) Waker(owner string, ttl time.Duration) store.Wake { return newWake(s, owner, ttl) }
+var _ sqlcore.Wake = (*wake)(nil)
 
-var _ store.Waker = (*driver)(nil)
-
-// Listen implements [store.Wake].
+// Listen implements [sqlcore.Wake].
 func (w *wake) Listen(ctx context.Context, notify func()) error { return w.s.ListenOutbox(ctx, notify) }
 
-// Idle implements [store.Wake]: it polls (busyPoll) until the relay found
+// Idle implements [sqlcore.Wake]: it polls (busyPoll) until the relay found
 // nothing idleAfter times in a row, or while a producer that did not
 // notify may still commit; otherwise it sets or renews the relay's flag,
 // and asks for one more claim when it just set it (rows may have committed
@@ -94,7 +91,7 @@ func (w *wake) Idle(ctx context.Context) (time.Duration, error) {
 	return -1, nil
 }
 
-// Busy implements [store.Wake]: it clears the relay's flag if it set it.
+// Busy implements [sqlcore.Wake]: it clears the relay's flag if it set it.
 func (w *wake) Busy(ctx context.Context) error {
 	w.empty.Store(0)
 	if !w.waiting.Swap(false) {

@@ -91,7 +91,11 @@ func BenchmarkProducerCommits(b *testing.B) {
 	const producers, round = 8, 2000
 	stores := []*postgres.Store{nowake, poll, wake, all, nowake2, wake2}
 	startPoll := func() (*outbox.Relay, func()) {
-		pr, err := outbox.NewRelay(poll, outboxBroker(b).Topic, &outbox.RelayOptions{Owner: "poll", NoListen: true,
+		noListen, err := poll.WithSource(postgres.SourceOptions{NoListen: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pr, err := outbox.NewRelay(noListen, outboxBroker(b).Topic, &outbox.RelayOptions{Owner: "poll",
 			PollInterval: time.Millisecond, PurgeInterval: -1, Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 		if err != nil {
 			b.Fatal(err)

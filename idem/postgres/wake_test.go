@@ -251,7 +251,7 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 	defer wg.Wait()
 	defer stopRelays()
 	start := func(owner string, st idemstore.Provider[pgx.Tx], after func(*broker.Message) error) *outbox.Relay {
-		r, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Owner: owner, PollInterval: time.Minute, Pipeline: 1,
+		r, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Owner: owner, PollInterval: time.Minute,
 			PurgeInterval: -1, Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 		if err != nil {
 			t.Fatal(err)
@@ -273,13 +273,21 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 			t.Fatal("the busy relay did not publish a b row")
 		}
 	}
-	busy := start("busy", pg, g.after)
+	one, err := pg.WithSource(postgres.SourceOptions{Pipeline: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := start("busy", one, g.after)
 	add("b") // b:1 wakes busy, which holds it
 	entered()
 	// The waiter renews its flag just before it waits, when it found
 	// nothing (b:1 is held).
 	ws := &renewCounter{pgDriver: pg.Driver().(pgDriver)}
-	waiter := start("waiter", ws, nil)
+	hooked, err := postgres.Hooked(pg, postgres.SourceOptions{Pipeline: 1}, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := start("waiter", hooked, nil)
 	waitFor(ctx, t, "the waiter waiting", func() bool { return ws.renewals.Load() > 0 })
 	n := ws.renewals.Load()
 	add("b") // b:2 waits behind b:1: the waiter looks, finds nothing to claim, waits again
@@ -303,11 +311,9 @@ type renewCounter struct {
 	renewals atomic.Int64
 }
 
-// pgDriver is the PostgreSQL store's driver with its optional interfaces.
+// pgDriver is the PostgreSQL store's driver with its wake flag and LISTEN.
 type pgDriver interface {
 	idemstore.Driver[pgx.Tx]
-	idemstore.Waker
-	idemstore.ConcurrentClaimer
 	idler
 	listener
 }
@@ -322,13 +328,6 @@ type idler interface {
 
 type listener interface {
 	ListenOutbox(ctx context.Context, notify func()) error
-}
-
-func (s *renewCounter) Driver() idemstore.Driver[pgx.Tx] { return s }
-
-// Waker is the driver's, on the counting wrapper.
-func (s *renewCounter) Waker(owner string, ttl time.Duration) idemstore.Wake {
-	return postgres.NewWake(s, owner, ttl)
 }
 
 func (s *renewCounter) RenewIdleOutbox(ctx context.Context, owner string, ttl time.Duration) (bool, error) {

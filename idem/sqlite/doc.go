@@ -34,7 +34,7 @@
 // (idem/keys) run on the same Store.
 // Writers are serialised, so outbox sequences commit in order. SQLite has
 // no SKIP LOCKED: one relay at a time claims rows under a lease (a row in
-// <prefix>relay_lease, taken for outbox.RelayOptions.Lease and renewed while
+// <prefix>relay_lease, taken for SourceOptions.Lease and renewed while
 // the relay works); other relays check the lease with a plain read, without
 // taking the write lock, and wait. A relay that stops releases the lease;
 // one that dies holds it until it expires, or until it restarts with the

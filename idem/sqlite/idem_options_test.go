@@ -43,6 +43,7 @@ func TestOptionsValidated(t *testing.T) {
 	caps := capability.Subscription{RedeliveryHorizon: time.Hour, DeadLetter: true}
 	inbox := func(o idem.Options) error { _, err := idem.NewInbox(st, "c", caps, &o); return err }
 	relay := func(o outbox.RelayOptions) error { _, err := outbox.NewRelay(st, topic, &o); return err }
+	source := func(o sqlite.SourceOptions) error { _, err := st.WithSource(o); return err }
 	newKeys := func(c keys.Contract, o keys.Options) error {
 		c.Provider = "p"
 		_, err := keys.New(st, c, &o)
@@ -63,10 +64,10 @@ func TestOptionsValidated(t *testing.T) {
 		"relay PurgeInterval never":  {relay(outbox.RelayOptions{PurgeInterval: neg}), true},
 		"relay PollInterval":         {relay(outbox.RelayOptions{PollInterval: neg}), false},
 		"relay PublishTimeout":       {relay(outbox.RelayOptions{PublishTimeout: neg}), false},
-		"relay Lease":                {relay(outbox.RelayOptions{Lease: neg}), false},
+		"source Lease":               {source(sqlite.SourceOptions{Lease: neg}), false},
 		"relay Retention":            {relay(outbox.RelayOptions{KeepSent: neg}), false},
 		"relay BatchSize":            {relay(outbox.RelayOptions{BatchSize: -1}), false},
-		"relay PerAggregate":         {relay(outbox.RelayOptions{PerAggregate: -1}), false},
+		"source PerAggregate":        {source(sqlite.SourceOptions{PerAggregate: -1}), false},
 		"relay Concurrency":          {relay(outbox.RelayOptions{Concurrency: -1}), false},
 		"relay MaxAttempts":          {relay(outbox.RelayOptions{MaxAttempts: -1}), false},
 		"relay PurgeBatch":           {relay(outbox.RelayOptions{PurgeBatch: -1}), false},

@@ -17,6 +17,7 @@ import (
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -37,6 +38,39 @@ type Options struct {
 	Schema string
 	// SkipMigrate leaves the schema alone; call Migrate yourself.
 	SkipMigrate bool
+	// Source sets up the source the store's relays publish from (see
+	// SourceOptions); Store.WithSource gives other settings on the same
+	// tables.
+	Source SourceOptions
+}
+
+// SourceOptions set up the source of the store's relays: one relay at a
+// time holds a lease and claims rows from the outbox table. The zero value
+// means defaults.
+type SourceOptions struct {
+	// PerAggregate is the most rows of one aggregate one claim takes
+	// (default 10); they are published one after the other.
+	PerAggregate int
+	// Lease is how long a relay's claim survives a relay that stopped
+	// without releasing it (default 30s).
+	Lease time.Duration
+}
+
+// check validates o and applies its defaults.
+func (o *SourceOptions) check() error {
+	c := check.Options{What: "sqlite source options"}
+	c.Count("PerAggregate", o.PerAggregate)
+	c.Duration("Lease", o.Lease, false)
+	if err := c.Err(); err != nil {
+		return err
+	}
+	if o.PerAggregate < 1 {
+		o.PerAggregate = 10
+	}
+	if o.Lease == 0 {
+		o.Lease = 30 * time.Second
+	}
+	return nil
 }
 
 // DefaultPrefix is the default table prefix.
@@ -53,6 +87,8 @@ type Store struct {
 	db     *sql.DB
 	owned  bool
 	stmts  *prepared
+	// derived: made by WithSource, sharing s's database and statements.
+	derived bool
 }
 
 // driver implements store.Driver[*sql.Tx] with the shared SQL of sqlcore.
@@ -62,6 +98,17 @@ type Store struct {
 type driver struct {
 	*sqlcore.Core[*sql.Tx]
 	outboxDriver
+}
+
+// sourced is the outbox with the store's source settings.
+type sourced struct {
+	*sqlcore.Outbox[*sql.Tx]
+	src SourceOptions
+}
+
+// OutboxSource implements store.RelayStore: claims under the relay lease.
+func (o sourced) OutboxSource(_ context.Context, c store.SourceConfig) (store.Source, error) {
+	return o.PollSource(c, sqlcore.PollOptions{PerAggregate: o.src.PerAggregate, Lease: o.src.Lease}), nil
 }
 
 type outboxDriver interface {
@@ -139,13 +186,16 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
 	if o.Prefix == "" && !o.NoPrefix {
 		o.Prefix = DefaultPrefix
 	}
+	if err := o.Source.check(); err != nil {
+		return nil, err
+	}
 	stmts := &prepared{}
 	core, err := sqlcore.New[*sql.Tx](backend{db, stmts}, dialect, o.Schema, o.Prefix)
 	if err != nil {
 		return nil, err
 	}
 	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, outboxDialect(db)), db: db, stmts: stmts}
-	s.d = &driver{Core: core, outboxDriver: s.outbox}
+	s.d = &driver{Core: core, outboxDriver: sourced{s.outbox, o.Source}}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
@@ -154,6 +204,17 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
 		s.stmts.prepare(ctx, db, core.ClaimQueries()) // where the tables are there already
 	}
 	return s, nil
+}
+
+// WithSource returns a store on the same database and tables whose relays
+// use the source settings o (see Options.Source). Closing it closes
+// neither the database nor the statements it shares with s.
+func (s *Store) WithSource(o SourceOptions) (*Store, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	return &Store{core: s.core, outbox: s.outbox, db: s.db, stmts: s.stmts, derived: true,
+		d: &driver{Core: s.core, outboxDriver: sourced{s.outbox, o}}}, nil
 }
 
 // Migrate creates or upgrades the store's tables from the embedded,
@@ -222,6 +283,9 @@ func (s *Store) DB() *sql.DB { return s.db }
 // Close closes the database if Open opened it, and the store's prepared
 // statements.
 func (s *Store) Close() error {
+	if s.derived {
+		return nil
+	}
 	s.stmts.close()
 	if s.owned {
 		return s.db.Close()

@@ -31,6 +31,11 @@ func (d testDB) QueryRow(ctx context.Context, tx *sql.Tx, q string, args ...any)
 	return tx.QueryRowContext(ctx, placeholder.ReplaceAllString(q, "?$1"), args...)
 }
 
+// WithSource implements idemtest.SourceDB.
+func (testDB) WithSource(p store.Provider[*sql.Tx], s idemtest.Source) (store.Provider[*sql.Tx], error) {
+	return p.(*sqlite.Store).WithSource(sqlite.SourceOptions{Lease: s.Lease, PerAggregate: s.PerAggregate})
+}
+
 // newDB opens a fresh database file for t.
 func newDB(t testing.TB) idemtest.DB[*sql.Tx] {
 	db, err := sql.Open("sqlite", sqlite.DSN(filepath.Join(t.TempDir(), "test.db"))+"&_pragma=synchronous(NORMAL)")

@@ -10,13 +10,15 @@
 // user's type. A Driver is four interfaces over one transaction type Tx:
 // Admin (the operator's command), Store (inbox
 // claims, version checks, state-transition guards, failures and the park),
-// OutboxStore (adding rows in the caller's transaction, and RelayStore,
-// claiming and settling them), and KeyStore (idempotency keys). Methods
+// OutboxStore (adding rows in the caller's transaction; RelayStore, the
+// Source a relay publishes from; OutboxAdmin, the operator's side), and KeyStore (idempotency keys). Methods
 // that take a Tx run inside the caller's transaction; the others run their
 // own. The inbox enters a delivery's transaction one way, BeginClaim,
-// which a store may make cheaper than Begin and Claim. Optional interfaces
-// (Waker, ConcurrentClaimer) let a store wake relays
-// or let them claim concurrently; the relay uses them when present.
+// which a store may make cheaper than Begin and Claim. How a relay gets its
+// rows (claims, a lease, the database's log, a wake-up) is the store's: its
+// Source owns its goroutines, and guarantees each aggregate's rows in
+// sequence, no aggregate in two live batches, and a Lost signal
+// (idemtest.SourceContract checks it).
 // Conflicts lets the inbox recognise a transaction that failed only
 // because of a concurrent one, and try it again instead of nacking.
 //

@@ -3,9 +3,8 @@ package store
 // Driver is all a store implements for idem over transactions of type Tx:
 // the inbox's part (Store), the outbox and relay's (OutboxStore), the
 // idempotency keys' (KeyStore) and the operator's (Admin). A store may
-// also implement the optional interfaces of the relay (Waker,
-// ConcurrentClaimer); idem finds them by type assertion on
-// the Driver.
+// also implement the optional interfaces of the inbox (Early, Conflicts)
+// and StreamStatuser; idem finds them by type assertion on the Driver.
 type Driver[Tx any] interface {
 	Store[Tx]
 	OutboxStore[Tx]

@@ -96,6 +96,7 @@ type OutboxRow struct {
 // Tx. idem/postgres and idem/sqlite implement it.
 type OutboxStore[Tx any] interface {
 	RelayStore
+	OutboxAdmin
 	// AddOutbox inserts msgs in tx and returns their per-aggregate
 	// sequences. Each message gets the next sequence of its aggregate,
 	// assigned under a lock on the aggregate's counter row that tx holds
@@ -105,20 +106,11 @@ type OutboxStore[Tx any] interface {
 	AddOutbox(ctx context.Context, tx Tx, msgs []OutboxMessage, at time.Time) ([]int64, error)
 }
 
-// RelayStore is what a Relay needs from a store: claiming due rows,
-// recording outcomes, and the operator's view. Implementations are safe
-// for concurrent use, also by relays in several processes.
-type RelayStore interface {
-	// ClaimOutbox claims up to r.Limit rows for r.Owner: the lowest
-	// unsent row (pending or quarantined) of each aggregate, if it is
-	// pending and due at r.Now, followed by up to r.PerAggregate-1 more
-	// pending rows of the same aggregate, in sequence order. An aggregate
-	// whose first unsent row another relay has claimed is skipped. Nothing
-	// claimed returns a batch with no rows.
-	ClaimOutbox(ctx context.Context, r OutboxClaim) (OutboxBatch, error)
-	// ReleaseOutbox gives up whatever owner holds (a lease), so that
-	// another relay can take over at once. Relays call it when they stop.
-	ReleaseOutbox(ctx context.Context, owner string) error
+// OutboxAdmin is the operator's side of the outbox: listing rows, moving
+// them between states, the backlog, and purging sent rows. A Relay's
+// Quarantined, Requeue, Discard, Health and Purge call it; it is not what
+// the relay publishes from (RelayStore).
+type OutboxAdmin interface {
 	// OutboxHealth reports the backlog as of now.
 	OutboxHealth(ctx context.Context, now time.Time) (OutboxHealth, error)
 	// ListOutbox lists rows matching f, in row order.
@@ -130,34 +122,6 @@ type RelayStore interface {
 	// PurgeOutbox deletes at most limit sent or discarded rows marked
 	// before before, and returns how many.
 	PurgeOutbox(ctx context.Context, before time.Time, limit int) (int, error)
-}
-
-// OutboxClaim is a claim request.
-type OutboxClaim struct {
-	Owner        string
-	Now          time.Time
-	Limit        int
-	PerAggregate int
-	// Aggregates, if positive and below Limit, is the most aggregates
-	// (heads) the claim takes; their rows still fill up to Limit, at most
-	// PerAggregate each.
-	Aggregates int
-	// Lease is how long a store that claims by lease (SQLite) keeps the
-	// claim when its owner goes silent.
-	Lease time.Duration
-}
-
-// OutboxBatch is a claimed set of rows. Exactly one of Complete and Release
-// must be called.
-type OutboxBatch interface {
-	// Rows are the claimed rows, each aggregate's in sequence order.
-	Rows() []OutboxRow
-	// Complete marks sent as sent and records failed, in one transaction,
-	// and releases the claim.
-	Complete(ctx context.Context, sent []int64, failed []OutboxFailure, at time.Time) error
-	// Release releases the claim and records nothing: the rows stay as they
-	// were (a crashed relay).
-	Release(ctx context.Context) error
 }
 
 // OutboxFailure is one failed publish.
@@ -198,52 +162,8 @@ type OutboxHealth struct {
 	OldestUnsentAge time.Duration
 }
 
-// ErrLeaseLost is returned by OutboxBatch.Complete of a store that claims
-// by lease when the lease ran out or another relay took it: nothing was
-// marked, and the rows will be published again by the new holder.
-var ErrLeaseLost = errors.New("idem/store: the relay lease was lost; nothing marked")
-
-// ConcurrentClaimer is implemented by stores whose claims exclude each
-// other while they are held (PostgreSQL: the claiming transaction locks
-// the heads), so that one relay may hold several batches at once and keep
-// claiming while earlier ones are being published. A store without it
-// (SQLite's lease) is claimed one batch at a time.
-type ConcurrentClaimer interface {
-	ConcurrentClaims() bool
-}
-
-// LeasedBatch is implemented by batches of a store that claims by lease.
-// The store renews the lease while the batch is held; LeaseLost is closed
-// when a renewal found the lease gone, and the relay then stops publishing
-// the batch (its Complete returns ErrLeaseLost).
-type LeasedBatch interface {
-	OutboxBatch
-	LeaseLost() <-chan struct{}
-}
-
-// Waker is implemented by stores whose adding transactions can wake a
-// relay that waits for rows (PostgreSQL: NOTIFY, LISTEN). A relay calls
-// Waker once, with its owner name and how long its wake-up may be left
-// unrenewed before the store may take it for a stopped relay's, and uses
-// the Wake from its claim loops.
-type Waker interface {
-	Waker(owner string, ttl time.Duration) Wake
-}
-
-// Wake is one relay's wake-up. Its methods are safe for concurrent use.
-type Wake interface {
-	// Listen calls notify once when it starts listening and once per
-	// wake-up, until ctx is done (it then returns nil) or listening fails
-	// (the relay listens again after a backoff).
-	Listen(ctx context.Context, notify func()) error
-	// Idle is called, while listening, by a claim loop that found
-	// nothing, before it waits. It returns how long the loop may wait
-	// before it claims again: 0 for as long as the relay polls (a
-	// notification will wake it), a positive duration to poll sooner, a
-	// negative one to claim again at once.
-	Idle(ctx context.Context) (time.Duration, error)
-	// Busy is called when a claim found rows, and when the relay stops:
-	// the relay waits no more. It returns at once when it has nothing to
-	// undo.
-	Busy(ctx context.Context) error
-}
+// ErrLeaseLost is returned by Source.Settle of a source that claims by
+// lease when the lease ran out or another relay took it, and by a relay
+// whose batch's Lost channel closed (a lease, a stream gone): nothing was
+// marked, and the rows will be published again.
+var ErrLeaseLost = errors.New("idem/store: the batch's claim was lost; nothing marked")

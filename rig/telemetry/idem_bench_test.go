@@ -75,7 +75,7 @@ func newPipeline(b testing.TB, name string, tp trace.TracerProvider, mp metric.M
 		b.Fatal(err)
 	}
 	tel.Logger = quiet
-	if p.relay, err = outbox.NewRelay(st, topic, &outbox.RelayOptions{Telemetry: tel, NoListen: true, PurgeInterval: -1}); err != nil {
+	if p.relay, err = outbox.NewRelay(st, topic, &outbox.RelayOptions{Telemetry: tel, PurgeInterval: -1}); err != nil {
 		b.Fatal(err)
 	}
 	if p.inbox, err = idem.NewInbox[*sql.Tx](st, "consumer", sub.Capabilities(), &idem.Options{Telemetry: tel, PurgeInterval: -1}); err != nil {

@@ -34,7 +34,7 @@ func TestRelayOutboxGauges(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	st, err := sqlite.New(ctx, db, nil)
+	st, err := sqlite.New(ctx, db, &sqlite.Options{Source: sqlite.SourceOptions{PerAggregate: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,8 @@ func TestRelayOutboxGauges(t *testing.T) {
 	published := make(chan struct{})
 	release := make(chan struct{})
 	stop := errors.New("stop")
-	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Telemetry: broker.Telemetry{MeterProvider: mp, Now: clock}, Concurrency: 1, PerAggregate: 1, BatchSize: 1,
-		NoListen: true, PurgeInterval: -1})
+	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Telemetry: broker.Telemetry{MeterProvider: mp, Now: clock}, Concurrency: 1, BatchSize: 1,
+		PurgeInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ type afterCallKey struct{}
 // WithAfterPublish returns ctx carrying f, which the relay calls after
 // each message was published and before it is marked sent. An error from
 // f makes the relay act as if the process died there: the claim is
-// released without marking anything, Stats().Crashes counts it, and
+// released without marking anything, and
 // RunOnce (Run, Drain) returns the error.
 func WithAfterPublish(ctx context.Context, f func(m *broker.Message) error) context.Context {
 	return context.WithValue(ctx, afterPublishKey{}, f)

@@ -263,8 +263,13 @@ func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []store.OutboxMe
 	return seqs, nil
 }
 
-// ClaimOutbox implements store.RelayStore.
-func (o *Outbox[Tx]) ClaimOutbox(ctx context.Context, r store.OutboxClaim) (store.OutboxBatch, error) {
+// ClaimOutbox claims up to r.Limit rows for r.Owner: the lowest unsent
+// row (pending or quarantined) of each aggregate, if it is pending and
+// due at r.Now, followed by up to r.PerAggregate-1 more pending rows of
+// the same aggregate, in sequence order. An aggregate whose first unsent
+// row another relay has claimed is skipped. Nothing claimed returns a
+// batch with no rows.
+func (o *Outbox[Tx]) ClaimOutbox(ctx context.Context, r Claim) (Batch, error) {
 	if o.d.SkipLocked {
 		return o.claimHeld(ctx, r)
 	}
@@ -288,7 +293,7 @@ func (o *Outbox[Tx]) ClaimOutbox(ctx context.Context, r store.OutboxClaim) (stor
 // claimHeld claims in a transaction that the batch holds, with the heads'
 // locks, until Complete or Release; on a Holder, BEGIN goes with the claim
 // statement. A claim that finds nothing rolls back (it wrote nothing).
-func (o *Outbox[Tx]) claimHeld(ctx context.Context, r store.OutboxClaim) (store.OutboxBatch, error) {
+func (o *Outbox[Tx]) claimHeld(ctx context.Context, r Claim) (Batch, error) {
 	h, err := o.c.hold(ctx)
 	if err != nil {
 		return nil, err
@@ -334,6 +339,13 @@ type batch[Tx any] struct {
 }
 
 func (b *batch[Tx]) Rows() []store.OutboxRow { return b.rows }
+
+func (b *batch[Tx]) Lost() <-chan struct{} {
+	if b.keeper == nil {
+		return nil
+	}
+	return b.keeper.lost
+}
 
 func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []store.OutboxFailure, at time.Time) error {
 	if b.done {
@@ -426,7 +438,8 @@ func (o *Outbox[Tx]) read(ctx context.Context, f func(q Querier) error) error {
 	return o.c.inTx(ctx, f)
 }
 
-// ReleaseOutbox implements store.RelayStore.
+// ReleaseOutbox gives up the lease owner holds, so that another relay
+// can take over at once.
 func (o *Outbox[Tx]) ReleaseOutbox(ctx context.Context, owner string) error {
 	if o.d.SkipLocked {
 		return nil
@@ -446,7 +459,7 @@ func (o *Outbox[Tx]) ReleaseOutbox(ctx context.Context, owner string) error {
 	})
 }
 
-// OutboxHealth implements store.RelayStore.
+// OutboxHealth implements store.OutboxAdmin.
 func (o *Outbox[Tx]) OutboxHealth(ctx context.Context, now time.Time) (store.OutboxHealth, error) {
 	var h store.OutboxHealth
 	err := o.read(ctx, func(q Querier) error {
@@ -458,7 +471,7 @@ func (o *Outbox[Tx]) OutboxHealth(ctx context.Context, now time.Time) (store.Out
 	return h, err
 }
 
-// ListOutbox implements store.RelayStore.
+// ListOutbox implements store.OutboxAdmin.
 func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f store.OutboxFilter) ([]store.OutboxRow, error) {
 	var w []string
 	var args []any
@@ -517,7 +530,7 @@ func bind(args *[]any, v any) string {
 	return "$" + strconv.Itoa(len(*args))
 }
 
-// SetOutboxState implements store.RelayStore.
+// SetOutboxState implements store.OutboxAdmin.
 func (o *Outbox[Tx]) SetOutboxState(ctx context.Context, rowID int64, to store.OutboxState, at time.Time, from ...store.OutboxState) (bool, error) {
 	var q string
 	switch to {
@@ -541,7 +554,7 @@ func (o *Outbox[Tx]) SetOutboxState(ctx context.Context, rowID int64, to store.O
 	return n == 1, err
 }
 
-// PurgeOutbox implements store.RelayStore.
+// PurgeOutbox implements store.OutboxAdmin.
 func (o *Outbox[Tx]) PurgeOutbox(ctx context.Context, before time.Time, limit int) (int, error) {
 	var n int64
 	err := o.c.inTx(ctx, func(q Querier) error {

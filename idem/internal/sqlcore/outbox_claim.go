@@ -4,9 +4,40 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/wary-go/wary/idem/store"
 )
+
+// Claim is a claim request.
+type Claim struct {
+	Owner        string
+	Now          time.Time
+	Limit        int
+	PerAggregate int
+	// Aggregates, if positive and below Limit, is the most aggregates
+	// (heads) the claim takes; their rows still fill up to Limit, at most
+	// PerAggregate each.
+	Aggregates int
+	// Lease is how long a claim by lease (SQLite) lasts when its owner
+	// goes silent.
+	Lease time.Duration
+}
+
+// Batch is a claimed set of rows. Exactly one of Complete and Release
+// must be called.
+type Batch interface {
+	// Rows are the claimed rows, each aggregate's in sequence order.
+	Rows() []store.OutboxRow
+	// Complete marks sent as sent and records failed, in one transaction,
+	// and releases the claim.
+	Complete(ctx context.Context, sent []int64, failed []store.OutboxFailure, at time.Time) error
+	// Release releases the claim and records nothing.
+	Release(ctx context.Context) error
+	// Lost is closed when a lease renewal found the lease gone (nil for a
+	// claim that holds no lease).
+	Lost() <-chan struct{}
+}
 
 // claimQuery claims in one statement. Its CTE h finds claimable heads
 // without reading the backlog: a recursive skip scan over the
@@ -133,7 +164,7 @@ func (c *claimed) run(ctx context.Context, q Querier, query string, args []any) 
 // claim reads the rows to claim (locking their heads in SkipLocked mode),
 // starting after the aggregate where the last claim stopped, so that every
 // aggregate's turn comes.
-func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r store.OutboxClaim) ([]store.OutboxRow, error) {
+func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r Claim) ([]store.OutboxRow, error) {
 	now := o.c.d.Time(r.Now)
 	rows, per := max(r.Limit, 1), max(r.PerAggregate, 1)
 	limit := rows // heads

@@ -9,7 +9,7 @@ import (
 	"github.com/wary-go/wary/idem/store"
 )
 
-func (o *Outbox[Tx]) takeLease(ctx context.Context, q Querier, r store.OutboxClaim) (bool, error) {
+func (o *Outbox[Tx]) takeLease(ctx context.Context, q Querier, r Claim) (bool, error) {
 	n, err := q.Exec(ctx, o.q.lease, r.Owner, o.c.d.Time(r.Now.Add(r.Lease)), o.c.d.Time(r.Now))
 	if err != nil {
 		return false, fmt.Errorf("lease: %w", err)
@@ -23,7 +23,7 @@ func (o *Outbox[Tx]) takeLease(ctx context.Context, q Querier, r store.OutboxCla
 // only when it is not ours for at least half its length, and reads the rows
 // outside any write transaction. Only the lease holder marks rows, so the
 // rows it read stay its own until it marks them or its lease runs out.
-func (o *Outbox[Tx]) claimLeased(ctx context.Context, r store.OutboxClaim) (store.OutboxBatch, error) {
+func (o *Outbox[Tx]) claimLeased(ctx context.Context, r Claim) (Batch, error) {
 	var free, renew bool
 	var rows []store.OutboxRow
 	err := o.d.Read(ctx, func(q Querier) error {
@@ -63,15 +63,8 @@ func (o *Outbox[Tx]) claimLeased(ctx context.Context, r store.OutboxClaim) (stor
 	k := &leaseKeeper[Tx]{o: o, owner: r.Owner, length: r.Lease, base: r.Now, start: time.Now(),
 		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go k.run()
-	return &leasedBatch[Tx]{&batch[Tx]{o: o, rows: rows, keeper: k}}, nil
+	return &batch[Tx]{o: o, rows: rows, keeper: k}, nil
 }
-
-// leasedBatch is a batch claimed under the relay lease.
-type leasedBatch[Tx any] struct{ *batch[Tx] }
-
-var _ store.LeasedBatch = (*leasedBatch[any])(nil)
-
-func (b *leasedBatch[Tx]) LeaseLost() <-chan struct{} { return b.keeper.lost }
 
 // leaseKeeper renews the relay lease while its batch is held, every third
 // of the lease's length, and closes lost when the lease is gone (it ran

@@ -302,7 +302,7 @@ func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline
 			return st, fmt.Errorf("outbox: %w", err)
 		}
 		st.Reconcile = append(st.Reconcile, fmt.Sprintf("now: outbox backlog %d, %d quarantined, oldest unsent %s", h.Backlog, h.Quarantined, age(h.oldestAge, h.OldestUnsent)))
-		if h.Stream != nil { // a relay with RelayOptions.Stream: the slot's lag
+		if h.Stream != nil { // a relay on a store with postgres.SourceOptions.Stream: the slot's lag
 			st.Reconcile = append(st.Reconcile, "now: outbox "+h.Stream.String())
 		}
 	}

@@ -41,7 +41,7 @@ type healthJSON struct {
 	oldestAge       time.Duration // for the text views
 }
 
-// streamJSON is the outbox stream's slot (a relay with RelayOptions.Stream).
+// streamJSON is the outbox stream's slot (a relay on a store with postgres.SourceOptions.Stream).
 type streamJSON struct {
 	Slot      string `json:"slot"`
 	Active    bool   `json:"active"`

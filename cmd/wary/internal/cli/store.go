@@ -36,7 +36,7 @@ func (a *app) storeGiven(f *storeFlags) bool {
 
 // db is a store with its transaction type hidden.
 type db interface {
-	store.RelayStore
+	store.OutboxAdmin
 	ListParked(ctx context.Context, consumer string, f store.ParkedFilter) ([]store.Parked, error)
 	CountParked(ctx context.Context, consumer string, f store.ParkedFilter) (int, error)
 	DiscardParked(ctx context.Context, consumer string, f store.ParkedFilter) (int, error)
@@ -66,7 +66,7 @@ func (d sqlDB[Tx]) pgPool() *pgxpool.Pool { return d.pool }
 func (d sqlDB[Tx]) close() { d.closeFn() }
 
 func (d sqlDB[Tx]) streamStatus(ctx context.Context) (store.OutboxStreamStatus, bool, error) {
-	s, ok := d.Driver.(store.Streamer)
+	s, ok := d.Driver.(store.StreamStatuser)
 	if !ok {
 		return store.OutboxStreamStatus{}, false, nil
 	}

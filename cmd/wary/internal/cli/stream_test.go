@@ -3,18 +3,22 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/drivers/memory"
+	"github.com/wary-go/wary/idem/outbox"
+	"github.com/wary-go/wary/idem/postgres"
 )
 
 // TestOutboxStatusStream: `wary outbox status` shows the outbox stream's
-// slot (a relay with RelayOptions.Stream), its lag and its WAL status,
+// slot (a relay on a store with postgres.SourceOptions.Stream), its lag and its WAL status,
 // once the slot exists.
 func TestOutboxStatusStream(t *testing.T) {
 	st, args := pgStore(t)
@@ -26,14 +30,38 @@ func TestOutboxStatusStream(t *testing.T) {
 	if r := w.want(cli.ExitOK, append([]string{"outbox", "status"}, args...)...); strings.Contains(r.out, "stream") {
 		t.Errorf("status before the slot exists shows a stream:\n%s", r.out)
 	}
-	s, err := st.Driver().(store.Streamer).OpenOutboxStream(ctx, "cli-test")
+	// A streaming relay holds the slot.
+	sst, err := st.WithSource(postgres.SourceOptions{Stream: true})
 	if err != nil {
 		t.Fatal(err)
+	}
+	mb := memory.New(nil)
+	t.Cleanup(func() { mb.Close() })
+	if err := mb.CreateTopic("events", nil); err != nil {
+		t.Fatal(err)
+	}
+	topic, err := mb.OpenTopic("events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := outbox.NewRelay(sst, topic, &outbox.RelayOptions{Owner: "cli-test", PollInterval: 20 * time.Millisecond,
+		Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stopRelay := context.WithCancel(ctx)
+	relayDone := make(chan struct{})
+	go func() { defer close(relayDone); _ = relay.Run(rctx) }()
+	for deadline := time.Now().Add(30 * time.Second); !relay.Stats().Streaming; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay did not stream: %+v", relay.Stats())
+		}
 	}
 	slot, _ := st.StreamSlot(ctx)
 	t.Cleanup(func() {
 		ctx := context.Background()
-		_ = s.Close(ctx)
+		stopRelay()
+		<-relayDone
 		for range 100 { // the walsender may still be exiting
 			_, err := st.Pool().Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, slot)
 			if err == nil {

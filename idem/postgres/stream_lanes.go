@@ -1,21 +1,19 @@
-package outbox
+package postgres
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/store"
 )
 
-// sweepEvery is how many PollIntervals a streaming relay lets pass at most
-// between two sweeps of the table (see streamLoop.sweep).
+// sweepEvery is how many PollIntervals a streaming source lets pass at
+// most between two sweeps of the table (see streamLoop.sweep).
 const sweepEvery = 30
 
 // sweepBatches is the most claims one sweep makes.
@@ -24,101 +22,6 @@ const sweepBatches = 16
 // sweepLag is how far behind the stream's position a sweep claims (see
 // streamLoop.sweep).
 const sweepLag = time.Second
-
-// runStream is Run on a store that streams (RelayOptions.Stream): it opens
-// the stream and publishes from it; while another relay holds the stream
-// it stands by, trying again every PollInterval; while the server cannot
-// stream it polls the table, and tries the stream again every StreamRetry.
-// A stream that fails is opened again after a backoff: PollInterval after
-// its first failure, doubling with each stream in a row that fails before
-// it confirmed a position (made progress), up to StreamRetry, so that a
-// failure that comes back at once never turns into a loop reopening the
-// stream as fast as the server answers. While the server is out of reach
-// (restarting), the stream is opened again every PollInterval.
-//
-// Takeover: a standby relay opens the stream at most PollInterval after
-// the server let go of the active relay's. The server lets go when the
-// active relay stops (Run returns) or its connection closes (a killed
-// process: at once; a host or network that fails silently: after the
-// server's wal_sender_timeout, 60s by default).
-func (r *Relay) runStream(ctx context.Context, s store.Streamer) error {
-	polled := false // since the last stream: rows it streams may have been claimed
-	failures := 0   // streams in a row that failed without progress
-	for {
-		st, err := s.OpenOutboxStream(ctx, r.o.Owner)
-		switch {
-		case ctx.Err() != nil:
-			if err == nil {
-				r.closeStream(ctx, st)
-			}
-			return nil
-		case errors.Is(err, store.ErrStreamHeld):
-			r.standby.Store(true)
-			if !r.pause(ctx, r.o.PollInterval) {
-				return nil
-			}
-			continue
-		case err != nil && !errors.Is(err, store.ErrStreamUnavailable):
-			// The server is out of reach (a restart: the table cannot be
-			// polled either), or the slot vanished as the stream was
-			// opened. Open the stream again after PollInterval.
-			r.standby.Store(false)
-			r.noteErr("stream", err)
-			if !r.pause(ctx, r.o.PollInterval) {
-				return nil
-			}
-			continue
-		case err != nil:
-			r.standby.Store(false)
-			r.o.Logger.Warn("idem: relay: the outbox stream is unavailable; polling the table", slog.String("owner", r.o.Owner),
-				slog.Duration("retry", r.o.StreamRetry), slog.String("error", err.Error()))
-			r.lastErr.Store(&relayError{msg: "stream: " + err.Error(), at: r.o.Now()})
-			pctx, cancel := context.WithTimeout(ctx, r.o.StreamRetry)
-			err := r.poll(pctx)
-			cancel()
-			polled = true
-			r.busy(ctx) // streaming: producers need not notify
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		r.standby.Store(false)
-		progressed, err := r.stream(ctx, st, polled)
-		polled = false
-		r.streaming.Store(false)
-		r.closeStream(ctx, st)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.Is(err, broker.ErrClosed) {
-			return err
-		}
-		r.noteErr("stream", err)
-		if progressed {
-			failures = 0
-		}
-		failures++
-		if !r.pause(ctx, r.reopenDelay(failures)) {
-			return nil
-		}
-	}
-}
-
-// reopenDelay is how long runStream waits before it opens the stream
-// again after failures streams in a row failed without progress.
-func (r *Relay) reopenDelay(failures int) time.Duration {
-	b := broker.Backoff{Initial: r.o.PollInterval, Max: max(r.o.StreamRetry, r.o.PollInterval)}
-	return b.Ceiling(failures)
-}
-
-func (r *Relay) closeStream(ctx context.Context, st store.OutboxStream) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := st.Close(cctx); err != nil {
-		r.o.Logger.Warn("idem: relay: close the outbox stream", slog.String("owner", r.o.Owner), slog.String("error", err.Error()))
-	}
-}
 
 // The stream's rows are published in Pipeline lanes: an aggregate's rows
 // always go to the same lane (by a hash of its ID), and a lane publishes
@@ -187,15 +90,17 @@ func (ln *lane) unpublished() int {
 
 // window is a run of one lane's streamed rows published together.
 type window struct {
+	l       *streamLoop
 	rows    []store.OutboxRow
-	commits []*commit // commits[i] is rows[i]'s
-	left    int       // rows not published: left in the table (failed, held back, or settled otherwise)
-	check   bool      // checked against the table (Publishable) before publishing
-	err     error     // the stream must stop: what was not settled is streamed again
+	out     []store.OutboxRow // the rows handed out (those of rows the check and the window before left)
+	commits []*commit         // commits[i] is rows[i]'s
+	left    int               // rows not published: left in the table (failed, held back, or settled otherwise)
+	check   bool              // checked against the table (Publishable) before publishing
+	err     error             // the stream must stop: what was not settled is streamed again
 
 	after     *window             // the lane's window before it, in flight
 	aloft     []store.OutboxRow   // the rows of the lane's windows in flight before it
-	published chan struct{}       // closed once the window's Publish returned (or it gave up)
+	published chan struct{}       // closed once the window was settled by the relay (or it gave up)
 	stopped   map[string]struct{} // aggregates with rows not sent (set before published closes)
 	pubErr    error               // set before published closes: the lane's next window stops
 }
@@ -209,8 +114,8 @@ type probe struct {
 
 // streamLoop publishes one open stream.
 type streamLoop struct {
-	r         *Relay
-	st        store.OutboxStream
+	s         *streamSource
+	st        logStream
 	lanes     []lane
 	finished  chan *window
 	sent      chan *window // windows whose Publish returned
@@ -231,11 +136,11 @@ type streamLoop struct {
 
 // stream publishes from st until it fails or ctx is done, and reports
 // whether it made progress (confirmed a position). A fresh stream starts
-// after the rows committed before it, which the relay first claims from
-// the table (Drain).
-func (r *Relay) stream(ctx context.Context, st store.OutboxStream, polled bool) (progressed bool, err error) {
+// after the rows committed before it, which the source first claims from
+// the table.
+func (s *streamSource) stream(ctx context.Context, st logStream, polled bool) (progressed bool, err error) {
 	if st.Fresh() {
-		n, err := r.Drain(ctx)
+		n, err := s.drainTable(ctx)
 		if err != nil {
 			return false, fmt.Errorf("rows committed before the stream: %w", err)
 		}
@@ -244,13 +149,12 @@ func (r *Relay) stream(ctx context.Context, st store.OutboxStream, polled bool) 
 			return false, fmt.Errorf("rows committed before the stream: record them drained: %w", err)
 		}
 	}
-	r.streaming.Store(true)
-	r.busy(ctx) // producers need not notify: the stream sees their commits
+	s.setMode(modeStreaming)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	events := make(chan store.StreamEvent, 64)
+	events := make(chan streamEvent, 64)
 	failed := make(chan error, 1)
 	wg.Go(func() {
 		for {
@@ -266,46 +170,44 @@ func (r *Relay) stream(ctx context.Context, st store.OutboxStream, polled bool) 
 			}
 		}
 	})
-	l := &streamLoop{r: r, st: st, lanes: make([]lane, r.o.Pipeline),
-		finished: make(chan *window, 4*r.o.Pipeline), sent: make(chan *window, 4*r.o.Pipeline), swept: r.o.Now(), dirty: true}
+	pipeline := s.o.Pipeline
+	l := &streamLoop{s: s, st: st, lanes: make([]lane, pipeline),
+		finished: make(chan *window, 4*pipeline), sent: make(chan *window, 4*pipeline), swept: s.c.Now(), dirty: true}
 	l.unclean()
 	if !polled {
-		// Nothing this relay claimed can be ahead in the stream.
+		// Nothing this source claimed can be ahead in the stream.
 		l.recheckAt, l.verifyDue = false, false
 		if clear, err := st.Clear(ctx); err != nil {
-			r.noteErr("stream", err)
+			s.c.Note("stream", err)
 		} else {
 			l.clean = clear
 		}
 	}
 	err = l.run(ctx, events, failed, &wg)
 	cancel()
-	for l.aloft > 0 { // the windows in flight end (unsettled ones are streamed again)
+	s.settled.Store(0)
+	for l.aloft > 0 { // the windows live end (unsettled ones are streamed again)
 		_ = l.land(<-l.finished)
 	}
 	return l.confirmed > 0, err
 }
 
-func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, failed <-chan error, wg *sync.WaitGroup) error {
-	r := l.r
-	nextPurge := r.o.Now().Add(r.o.PurgeInterval)
+func (l *streamLoop) run(ctx context.Context, events <-chan streamEvent, failed <-chan error, wg *sync.WaitGroup) error {
+	s := l.s
 	for {
 		// Wake and the producers' notifications are for the polling
-		// relay: the stream sees their rows. A Requeue or Discard of
-		// this relay's asks for a sweep.
-		changed := r.changed.wait()
+		// relay: the stream sees their rows. A Requeue, Discard or Purge
+		// of the relay's asks for a sweep.
+		changed := s.c.Changed()
+		if l.pending == 0 && l.aloft == 0 && len(l.commits) == 0 {
+			s.settled.Store(l.confirmed)
+			s.quiet.Fire()
+		} else {
+			s.settled.Store(0)
+		}
 		if l.sweeping() {
 			if l.aloft == 0 {
-				if err := l.sweep(ctx); err != nil {
-					return err
-				}
-				if r.o.PurgeInterval > 0 && !r.o.Now().Before(nextPurge) {
-					nextPurge = r.o.Now().Add(r.o.PurgeInterval)
-					if _, err := r.Purge(ctx); err != nil && ctx.Err() == nil {
-						r.noteErr("purge", err)
-					}
-					l.unclean() // it may have moved rows the stream brings again
-				}
+				l.sweep(ctx)
 				continue
 			}
 		} else {
@@ -314,10 +216,10 @@ func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, f
 			}
 		}
 		in := events
-		if l.pending >= 2*r.o.BatchSize*r.o.Pipeline {
+		if l.pending >= 2*s.c.BatchSize*len(l.lanes) {
 			in = nil // enough rows wait: read on once windows land
 		}
-		t := time.NewTimer(r.o.PollInterval)
+		t := time.NewTimer(s.c.PollInterval)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -333,7 +235,7 @@ func (l *streamLoop) run(ctx context.Context, events <-chan store.StreamEvent, f
 		case <-l.sent: // its lane may take its next window
 		case ev := <-in:
 			l.receive(ev)
-			for more := true; more && l.pending < r.o.BatchSize*r.o.Pipeline; { // take what is there
+			for more := true; more && l.pending < s.c.BatchSize*len(l.lanes); { // take what is there
 				select {
 				case ev := <-events:
 					l.receive(ev)
@@ -361,7 +263,7 @@ func (l *streamLoop) laneOf(aggregate string) *lane {
 }
 
 // receive takes a streamed event.
-func (l *streamLoop) receive(ev store.StreamEvent) {
+func (l *streamLoop) receive(ev streamEvent) {
 	if len(ev.Rows) == 0 {
 		if n := len(l.commits); n > 0 {
 			// Commits wait: the position is settled once they are.
@@ -389,14 +291,14 @@ func (l *streamLoop) receive(ev store.StreamEvent) {
 // publishes). A window deleting its published rows does not hold its
 // lane back.
 func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup) {
-	if len(ln.pend) == 0 || ln.rows >= laneRows*l.r.o.BatchSize {
+	if len(ln.pend) == 0 || ln.rows >= laneRows*l.s.c.BatchSize {
 		return
 	}
-	if u := ln.unpublished(); u >= 2 || u == 1 && len(ln.pend) < l.r.o.BatchSize {
+	if u := ln.unpublished(); u >= 2 || u == 1 && len(ln.pend) < l.s.c.BatchSize {
 		return
 	}
-	n := min(len(ln.pend), l.r.o.BatchSize)
-	w := &window{rows: make([]store.OutboxRow, n), commits: make([]*commit, n), published: make(chan struct{}), check: !l.clean}
+	n := min(len(ln.pend), l.s.c.BatchSize)
+	w := &window{l: l, rows: make([]store.OutboxRow, n), commits: make([]*commit, n), published: make(chan struct{}), check: !l.clean}
 	for i, e := range ln.pend[:n] {
 		w.rows[i], w.commits[i] = e.row, e.c
 	}
@@ -415,34 +317,27 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 	ln.flight = append(ln.flight, w)
 	ln.rows += n
 	l.aloft++
-	wg.Go(func() {
-		l.publish(ctx, w)
-		l.finished <- w
-	})
+	wg.Go(func() { l.prepare(ctx, w) })
 }
 
-// publish publishes a window and settles it: what was sent leaves the
-// table, failures are recorded (and the rows after a failed row of its
-// aggregate stay pending, for claims). A window is checked while the
-// lane's window before it publishes (whose rows count as being
-// published), and published once that one was: the broker gets each
-// aggregate's rows in order, and rows of an aggregate the window before
-// stopped at (a failure) stay in the table.
-func (l *streamLoop) publish(ctx context.Context, w *window) {
-	r := l.r
-	published := false
-	defer func() {
-		if !published {
-			close(w.published)
-		}
-	}()
+// prepare makes a window ready and hands it to the relay: it is checked
+// while the lane's window before it is live (whose rows count as being
+// published), and handed out once that one was settled: the broker gets
+// each aggregate's rows in order, and rows of an aggregate the window
+// before stopped at (a failure) stay in the table. A window left with
+// nothing to publish is settled at once.
+func (l *streamLoop) prepare(ctx context.Context, w *window) {
+	fail := func(err error) {
+		w.err, w.pubErr = err, err
+		close(w.published)
+		l.finished <- w
+	}
 	rows := w.rows
 	if w.check {
 		var err error
 		rows, _, err = l.st.Publishable(ctx, w.rows, w.aloft)
 		if err != nil {
-			w.err = fmt.Errorf("idem: relay: stream: publishable: %w", err)
-			w.pubErr = w.err
+			fail(fmt.Errorf("idem: relay: stream: publishable: %w", err))
 			return
 		}
 	}
@@ -451,12 +346,11 @@ func (l *streamLoop) publish(ctx context.Context, w *window) {
 		select {
 		case <-p.published:
 		case <-ctx.Done():
-			w.err, w.pubErr = ctx.Err(), ctx.Err()
+			fail(ctx.Err())
 			return
 		}
 		if p.pubErr != nil {
-			w.err = errors.New("idem: relay: stream: an earlier window failed")
-			w.pubErr = w.err
+			fail(errors.New("idem: relay: stream: an earlier window failed"))
 			return
 		}
 		for a := range p.stopped {
@@ -471,28 +365,45 @@ func (l *streamLoop) publish(ctx context.Context, w *window) {
 			return stop
 		})
 	}
-	res := r.publishBatch(ctx, rows)
-	sent := make(map[int64]struct{}, len(res.sent))
-	for _, id := range res.sent {
+	w.out = rows
+	if len(rows) == 0 {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		defer cancel()
+		_ = l.settle(sctx, w, &store.Outcome{At: l.s.c.Now()})
+		return
+	}
+	select {
+	case l.s.ready <- &store.Batch{Rows: rows, Lost: ctx.Done(), Handle: w}:
+	case <-ctx.Done():
+		fail(ctx.Err())
+	}
+}
+
+// settleTimeout bounds the settling of a window with nothing to publish.
+const settleTimeout = 30 * time.Second
+
+// settle settles a window the relay published (out) or released (nil):
+// what was sent leaves the table, failures are recorded, and the rows
+// after a failed row of its aggregate stay pending, for claims. A window
+// released is not settled: the stream stops, and its rows are streamed
+// again once it is opened again.
+func (l *streamLoop) settle(ctx context.Context, w *window, out *store.Outcome) error {
+	if out == nil {
+		err := errors.New("idem: relay: stream: a window was released unsettled (streamed again)")
+		w.err, w.pubErr = err, err
+		close(w.published)
+		l.finished <- w
+		return nil
+	}
+	sent := make(map[int64]struct{}, len(out.Sent))
+	for _, id := range out.Sent {
 		sent[id] = struct{}{}
 	}
-	for _, row := range rows {
+	for _, row := range w.out {
 		if _, ok := sent[row.RowID]; !ok {
 			w.stopped[row.AggregateID] = struct{}{}
 		}
 	}
-	if res.crashed != nil {
-		r.crashes.Add(1)
-		w.err = fmt.Errorf("idem: relay: after publish: %w", res.crashed)
-		w.pubErr = w.err
-		return
-	}
-	if ctx.Err() != nil {
-		w.err, w.pubErr = ctx.Err(), ctx.Err()
-		return
-	}
-	w.pubErr = res.fatal
-	published = true
 	close(w.published)
 	select {
 	case l.sent <- w:
@@ -505,18 +416,12 @@ func (l *streamLoop) publish(ctx context.Context, w *window) {
 		}
 	}
 	w.left = len(passed)
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.PublishTimeout)
-	defer cancel()
-	if err := l.st.Settle(fctx, res.sent, res.failed, passed, r.o.Now()); err != nil {
-		w.err = fmt.Errorf("idem: relay: settle %d rows (they will be published again): %w", len(res.sent), err)
-		return
+	err := l.st.Settle(ctx, out.Sent, out.Failed, passed, out.At)
+	if err != nil {
+		w.err = fmt.Errorf("idem: relay: settle %d rows (they will be published again): %w", len(out.Sent), err)
 	}
-	r.published.Add(int64(len(res.sent)))
-	r.rate.add(r.o.Now(), int64(len(res.sent)))
-	if len(res.sent) > 0 {
-		r.claims.Add(1)
-	}
-	w.err = res.fatal
+	l.finished <- w
+	return err
 }
 
 // land notes a window that ended, and confirms the position of the
@@ -571,13 +476,13 @@ func (l *streamLoop) confirm(pos uint64) {
 // operator's requeue in another process, a failed row's backoff); and,
 // after PollInterval, once the windows may go unchecked again (verify).
 func (l *streamLoop) sweeping() bool {
-	since := l.r.o.Now().Sub(l.swept)
+	since := l.s.c.Now().Sub(l.swept)
 	verify := l.verifyDue && (l.recheckAt || l.confirmed >= l.recheck)
-	return l.sweepDue || (l.dirty || verify) && since >= l.r.o.PollInterval || since >= sweepEvery*l.r.o.PollInterval
+	return l.sweepDue || (l.dirty || verify) && since >= l.s.c.PollInterval || since >= sweepEvery*l.s.c.PollInterval
 }
 
 // sweep claims rows from the table (at most sweepBatches batches) while
-// nothing streamed is in flight; rows it publishes are marked sent, and
+// nothing streamed is live; rows it publishes are marked sent, and
 // the stream then leaves them out (Publishable). It claims only rows due
 // by the server's time at the position last confirmed: rows the stream
 // has passed (and left in the table), not those it is about to stream
@@ -589,9 +494,9 @@ func (l *streamLoop) sweeping() bool {
 // table. A row it claims anyway (a producer whose clock is behind the
 // server's by more than sweepLag, or a transaction the horizon does not
 // see) is published by the claim, and the stream leaves it out.
-func (l *streamLoop) sweep(ctx context.Context) error {
-	r := l.r
-	l.swept, l.sweepDue = r.o.Now(), false
+func (l *streamLoop) sweep(ctx context.Context) {
+	s := l.s
+	l.swept, l.sweepDue = s.c.Now(), false
 	claims := 0
 	defer func() {
 		if ctx.Err() == nil {
@@ -602,24 +507,21 @@ func (l *streamLoop) sweep(ctx context.Context) error {
 		if l.probe.pos == 0 {
 			at, pos, err := l.st.Horizon(ctx)
 			if err != nil {
-				r.noteErr("sweep", err)
-				return nil
+				s.c.Note("sweep", err)
+				return
 			}
 			l.probe = probe{at: at, pos: pos}
 		}
 		if l.settled.IsZero() {
 			break
 		}
-		claimed, _, err := r.claimDue(ctx, l.settled.Add(-sweepLag))
+		claimed, err := s.claimOut(ctx, l.settled.Add(-sweepLag))
 		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.Is(err, broker.ErrClosed) {
-			return err
+			return
 		}
 		if err != nil {
-			r.noteErr("sweep", err)
-			return nil
+			s.c.Note("sweep", err)
+			return
 		}
 		claims += claimed
 		if claimed == 0 {
@@ -627,7 +529,6 @@ func (l *streamLoop) sweep(ctx context.Context) error {
 			break
 		}
 	}
-	return nil
 }
 
 // unclean makes the windows to come checked, until a sweep finds the table
@@ -651,7 +552,7 @@ func (l *streamLoop) verify(ctx context.Context, claims int) {
 	if l.recheckAt {
 		_, pos, err := l.st.Horizon(ctx)
 		if err != nil {
-			l.r.noteErr("sweep", err)
+			l.s.c.Note("sweep", err)
 			return
 		}
 		l.recheck, l.recheckAt = pos, false
@@ -661,7 +562,7 @@ func (l *streamLoop) verify(ctx context.Context, claims int) {
 	}
 	clear, err := l.st.Clear(ctx)
 	if err != nil {
-		l.r.noteErr("sweep", err)
+		l.s.c.Note("sweep", err)
 		return
 	}
 	l.clean, l.verifyDue = clear, false

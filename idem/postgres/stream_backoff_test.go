@@ -1,45 +1,19 @@
-package outbox_test
+package postgres
 
 import (
-	"github.com/wary-go/wary/broker"
-
 	"context"
-	"database/sql"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/drivers/memory"
-	"github.com/wary-go/wary/idem/outbox"
-	"github.com/wary-go/wary/idem/sqlite"
 	"github.com/wary-go/wary/idem/store"
 )
 
-// streamer is a SQLite store's driver that streams through open.
-type streamer struct {
-	store.Driver[*sql.Tx]
-	open func() store.OutboxStream
-}
-
-// provider hands out a driver.
-type provider struct{ d store.Driver[*sql.Tx] }
-
-func (p provider) Driver() store.Driver[*sql.Tx] { return p.d }
-
-func (s streamer) OpenOutboxStream(context.Context, string) (store.OutboxStream, error) {
-	return s.open(), nil
-}
-
-func (streamer) OutboxStreamStatus(context.Context) (store.OutboxStreamStatus, error) {
-	return store.OutboxStreamStatus{}, nil
-}
-
 // brokenStream fails its first Recv, or, if it is to make progress, its
-// second, once the relay confirmed the position the first returned.
+// second, once the source confirmed the position the first returned.
 type brokenStream struct {
 	progress  bool
 	recvs     int
@@ -62,19 +36,19 @@ func (s *brokenStream) Settle(context.Context, []int64, []store.OutboxFailure, [
 func (s *brokenStream) Confirm(uint64)              { s.once.Do(func() { close(s.confirmed) }) }
 func (s *brokenStream) Close(context.Context) error { return nil }
 
-func (s *brokenStream) Recv(ctx context.Context) (store.StreamEvent, error) {
+func (s *brokenStream) Recv(ctx context.Context) (streamEvent, error) {
 	s.recvs++
 	if s.progress && s.recvs == 1 {
-		return store.StreamEvent{Pos: 100}, nil // a keepalive, confirmed at once
+		return streamEvent{Pos: 100}, nil // a keepalive, confirmed at once
 	}
 	if s.progress {
 		select {
 		case <-s.confirmed:
 		case <-ctx.Done():
-			return store.StreamEvent{}, ctx.Err()
+			return streamEvent{}, ctx.Err()
 		}
 	}
-	return store.StreamEvent{}, errBroken
+	return streamEvent{}, errBroken
 }
 
 // TestStreamReopensWithBackoff: a stream that fails as soon as it is
@@ -84,54 +58,45 @@ func (s *brokenStream) Recv(ctx context.Context) (store.StreamEvent, error) {
 func TestStreamReopensWithBackoff(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "outbox.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	b := memory.New(nil)
-	defer b.Close()
-	if err := b.CreateTopic("events", nil); err != nil {
-		t.Fatal(err)
-	}
-	topic, err := b.OpenTopic("events", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer topic.Close()
-
 	opens := 0
-	s := streamer{Driver: st.Driver(), open: func() store.OutboxStream {
+	const poll, retry = 10 * time.Millisecond, 80 * time.Millisecond
+	var notes []string
+	c := store.SourceConfig{Owner: "r", BatchSize: 10, PollInterval: poll, Now: time.Now, Logger: slog.New(slog.DiscardHandler),
+		Note:  func(op string, err error) { notes = append(notes, op+": "+err.Error()) },
+		Woken: func() <-chan struct{} { return nil }, Changed: func() <-chan struct{} { return nil }}
+	o := SourceOptions{Stream: true, StreamRetry: retry}
+	if err := o.check(); err != nil {
+		t.Fatal(err)
+	}
+	s := (&driver{}).streamSource(c, o)
+	s.open = func(context.Context, string) (logStream, error) {
 		opens++
 		if opens > 8 {
 			cancel() // opened more often than the test lets it wait: a loop
 		}
 		// The sixth stream makes progress before it fails.
-		return &brokenStream{progress: opens == 6, confirmed: make(chan struct{})}
-	}}
-	const poll, retry = 10 * time.Millisecond, 80 * time.Millisecond
-	r, err := outbox.NewRelay(provider{s}, topic, &outbox.RelayOptions{Stream: true, PollInterval: poll, StreamRetry: retry, PurgeInterval: -1,
-		Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
-	if err != nil {
-		t.Fatal(err)
+		return &brokenStream{progress: opens == 6, confirmed: make(chan struct{})}, nil
 	}
 	var waits []time.Duration
-	outbox.SetPause(r, func(_ context.Context, d time.Duration) bool {
+	s.pause = func(_ context.Context, d time.Duration) bool {
 		waits = append(waits, d)
 		if len(waits) == 8 {
 			cancel()
 			return false
 		}
 		return true
-	})
-	if err := r.Run(ctx); err != nil {
-		t.Fatalf("Run: %v", err)
+	}
+	if b, err := s.Next(ctx, true); b != nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next: %v, %v; want nothing, canceled", b, err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 	want := []time.Duration{poll, 2 * poll, 4 * poll, retry, retry, poll, 2 * poll, 4 * poll}
 	if !slices.Equal(waits, want) || opens != 8 {
 		t.Fatalf("opened the stream %d times, waiting %v between; want 8, waiting %v", opens, waits, want)
 	}
-	if s := r.Stats(); s.LastError == "" {
-		t.Errorf("stats %+v: no last error", s)
+	if len(notes) == 0 {
+		t.Errorf("no failure noted")
 	}
 }

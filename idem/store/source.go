@@ -1,0 +1,119 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// RelayStore is the relay's part of a store: the source it publishes from.
+// The store chooses the source's kind and holds its settings (claims from
+// the table, a lease, the database's log); the relay only takes batches,
+// publishes them and settles them.
+type RelayStore interface {
+	// OutboxSource opens the source a relay publishes from. It fails with
+	// an error matching ErrOtherSource when the outbox is served by a
+	// source of another kind (a relay streams from the log, and this one
+	// would poll the table).
+	OutboxSource(ctx context.Context, c SourceConfig) (Source, error)
+}
+
+// SourceConfig is what a relay tells the source it opens.
+type SourceConfig struct {
+	// Owner names the relay (distinct for relays sharing a store).
+	Owner string
+	// BatchSize is the most rows of one batch.
+	BatchSize int
+	// PollInterval is how often the source looks for rows when nothing
+	// woke it, and how soon it tries again after a failure.
+	PollInterval time.Duration
+	// Now is the relay's clock, Logger its logger.
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Note records a failure of the source's own work (a claim, a
+	// listener, a stream) as the relay's last error; the source retries.
+	Note func(op string, err error)
+	// Woken returns a channel closed by the relay's next Wake (a producer
+	// committed rows), and Changed one closed by its next Requeue or
+	// Discard (rows the source left in the table may flow again).
+	Woken, Changed func() <-chan struct{}
+}
+
+// Source hands a relay batches of committed rows. Its methods are safe for
+// concurrent use; it runs its own goroutines (claim loops, a listener, a
+// stream) between Next and Close. A source guarantees:
+//   - each aggregate's rows come in sequence order, in one batch and
+//     across batches;
+//   - no aggregate is in two live batches (handed out and not settled);
+//   - a batch whose claim is lost (a lease run out, a stream gone) closes
+//     its Lost channel, and its Settle then fails with ErrLeaseLost or
+//     records nothing: its rows come again.
+type Source interface {
+	// Next returns the next batch. With wait, it waits until rows are due
+	// (or ctx is done: nil, ctx's error); the source decides how many
+	// batches may be live at once, and Next waits while that many are.
+	// Without wait it returns a batch of the rows due now, or nil when
+	// none is (RunOnce, Drain).
+	Next(ctx context.Context, wait bool) (*Batch, error)
+	// Settle ends b: out's rows were published (Sent) or failed (Failed);
+	// the other rows of b stay unsent. A nil out releases b recording
+	// nothing (a relay that crashed after publishing): its rows come again.
+	Settle(ctx context.Context, b *Batch, out *Outcome) error
+	// State reports what the source does now.
+	State() SourceState
+	// Close stops the source's goroutines and gives up what it holds (a
+	// lease, a stream), once every batch was settled.
+	Close(ctx context.Context) error
+}
+
+// Batch is a set of rows handed to a relay by Source.Next.
+type Batch struct {
+	// Rows are the batch's rows, each aggregate's in sequence order.
+	Rows []OutboxRow
+	// Lost, if not nil, is closed when the batch's claim is lost: the
+	// relay stops publishing it.
+	Lost <-chan struct{}
+	// Handle is the source's own.
+	Handle any
+}
+
+// Outcome is what a relay did with a batch.
+type Outcome struct {
+	// Sent are the rows published; Failed those that failed.
+	Sent   []int64
+	Failed []OutboxFailure
+	// At is when (the relay's clock).
+	At time.Time
+}
+
+// SourceState is a source's state, for the relay's stats.
+type SourceState struct {
+	// Kind is "poll" or "stream".
+	Kind string
+	// Listening reports whether the store wakes the source when rows are
+	// committed (PostgreSQL: an open LISTEN connection).
+	Listening bool
+	// Streaming reports whether the source streams from the database's
+	// log, and Standby whether it waits while another relay does (or, for
+	// a polling source, while the outbox is streamed).
+	Streaming, Standby bool
+	// Idle counts the times the source found nothing to do and went to
+	// wait.
+	Idle int64
+}
+
+// ErrOtherSource is returned by RelayStore.OutboxSource, and by a polling
+// source's Next, when the outbox is served by a source of another kind: a
+// relay streams it from the database's log (or its slot exists, and a
+// streaming relay will resume from it), so a polling relay would publish
+// rows twice. A relay's Run stands by; RunOnce and Drain return it.
+var ErrOtherSource = errors.New("idem/store: the outbox is served by a source of another kind")
+
+// ErrStreamHeld is returned while another relay holds the outbox stream:
+// this relay stands by.
+var ErrStreamHeld = errors.New("idem/store: another relay holds the outbox stream")
+
+// ErrStreamUnavailable is returned when the server cannot stream the
+// outbox (wrapped with what is missing).
+var ErrStreamUnavailable = errors.New("idem/store: the outbox stream is unavailable")
