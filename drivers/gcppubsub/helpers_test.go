@@ -43,8 +43,13 @@ func newTestEnv(t conformance.T, opts ...pstest.ServerReactorOption) *testEnv {
 		_ = srv.Close()
 	})
 	// Connect now: the conformance suite counts the goroutines running
-	// before it, and those of the connection are the test's.
+	// before it, and those of the connections are the test's. The client
+	// dials one connection per admin client, each in the background: an
+	// RPC on each waits until both are up (a connection still being made
+	// when the suite counts starts its writer after, and is taken for a
+	// leak).
 	_, _ = client.TopicAdminClient.GetTopic(context.Background(), &pubsubpb.GetTopicRequest{Topic: "projects/" + project + "/topics/warm-up"})
+	_, _ = client.SubscriptionAdminClient.GetSubscription(context.Background(), &pubsubpb.GetSubscriptionRequest{Subscription: "projects/" + project + "/subscriptions/warm-up"})
 	return &testEnv{srv: srv, client: client}
 }
 

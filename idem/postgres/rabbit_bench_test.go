@@ -92,7 +92,10 @@ func BenchmarkRelayLatencyRabbit(b *testing.B) {
 // streaming relay (RelayOptions.Stream, on an outbox of its own whose slot
 // exists before the rows are committed; started each round, so a round
 // includes its start; "decode" is the stream alone, read to its end
-// before the relay starts, nothing published), publish to a RabbitMQ quorum queue with confirms,
+// before the relay starts, nothing published; "decode+raw" a minimal
+// pglogrepl reader of the same publication on a slot of its own that
+// publishes each row raw with 256 confirms in flight and no table work,
+// the most a relay on the log can do), publish to a RabbitMQ quorum queue with confirms,
 // over 100 aggregates and over distinct aggregates, in interleaved rounds
 // of 5,000 with raw
 // amqp091-go publishing as many messages of the same size with 256
@@ -125,7 +128,12 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 	// Time and CPU (PostgreSQL's processes, RabbitMQ's, and this
 	// process's) per phase.
 	type phase struct{ wall, pg, mq, self, sender time.Duration }
-	var polling, streaming, decoding, raw phase
+	var polling, streaming, decoding, decraw, raw phase
+	var dr *decodeRaw // the decode + raw contender, on the stream's publication
+	if slot != "" {
+		_, drExchange := rabbitQueue(b)
+		dr = newDecodeRaw(b, pool, slot, drExchange)
+	}
 	measure := func(p *phase, f func()) {
 		var pg0, mq0 time.Duration
 		if pgcpu != nil {
@@ -173,6 +181,7 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 				// along has decoded the log written since its last round
 				// (the polling relay's) as it came.
 				slotAtNow(b, pool, slot)
+				dr.atNow(b, pool)
 			}
 			commit(e)
 			if stream {
@@ -180,6 +189,8 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 				// and closed unconfirmed, before the relay streams it.
 				measure(&decoding, func() { decoding.sender += decodeAll(b, e.Driver, n, senderCPU) })
 				slotLetGo(b, pool, slot) // or the relay would stand by
+				// The same rows from the contender's own slot, published raw.
+				measure(&decraw, func() { decraw.sender += dr.run(b, n, senderCPU) })
 			}
 			r := e.Relay(ob.Topic, &outbox.RelayOptions{Owner: "bench", Pipeline: benchPipeline, BatchSize: benchBatch, Stream: stream})
 			ctx, cancel := context.WithCancel(context.Background())
@@ -247,6 +258,17 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 		}
 		if mqcpu != nil {
 			b.ReportMetric(per(streaming.mq), "stream-mqcpu-µs/msg")
+		}
+		d := float64(b.N) / decraw.wall.Seconds()
+		b.ReportMetric(d, "decode+raw-msgs/s")
+		b.ReportMetric(100*s/d, "stream/decode+raw-%")
+		b.ReportMetric(100*d/r, "decode+raw/raw256-%")
+		b.ReportMetric(per(decraw.self), "decode+raw-cpu-µs/msg")
+		if pgcpu != nil {
+			b.ReportMetric(per(decraw.pg), "decode+raw-pgcpu-µs/msg")
+		}
+		if mqcpu != nil {
+			b.ReportMetric(per(decraw.mq), "decode+raw-mqcpu-µs/msg")
 		}
 		b.ReportMetric(float64(b.N)/decoding.wall.Seconds(), "decode-msgs/s")
 		b.ReportMetric(per(decoding.self), "decode-cpu-µs/msg")

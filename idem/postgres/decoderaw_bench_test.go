@@ -1,0 +1,161 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// decodeRaw is the "decode + raw" contender of BenchmarkRelayRabbit: the
+// most any relay that reads the outbox from the log can do on this
+// machine. A minimal pglogrepl reader of the streaming outbox's
+// publication, on a slot of its own, publishes each inserted row's
+// message ID and payload raw with amqp091-go, 256 confirms in flight on
+// one channel, and confirms the slot's position when every message was
+// confirmed. No table work, no headers, no order kept per aggregate
+// beyond the log's, no retries: it stops the benchmark on any error.
+type decodeRaw struct {
+	cfg         *pgconn.Config
+	slot        string
+	publication string
+	ch          *amqp.Channel
+	confirms    chan amqp.Confirmation
+	exchange    string
+}
+
+// newDecodeRaw creates the contender's slot on publication (dropped at
+// cleanup) and its confirm channel, publishing to exchange.
+func newDecodeRaw(b *testing.B, pool *pgxpool.Pool, publication, exchange string) *decodeRaw {
+	ctx := context.Background()
+	cfg := pool.Config().ConnConfig.Config.Copy()
+	cfg.RuntimeParams["replication"] = "database"
+	cfg.RuntimeParams["application_name"] = "wary bench decode+raw"
+	d := &decodeRaw{cfg: cfg, slot: fmt.Sprintf("wary_bench_decoderaw_%d", time.Now().UnixNano()),
+		publication: publication, ch: confirmChannel(b), exchange: exchange}
+	d.confirms = d.ch.NotifyPublish(make(chan amqp.Confirmation, 256))
+	conn := d.connect(b)
+	if _, err := pglogrepl.CreateReplicationSlot(ctx, conn, d.slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "NOEXPORT_SNAPSHOT"}); err != nil {
+		b.Fatal(err)
+	}
+	_ = conn.Close(ctx)
+	b.Cleanup(func() {
+		for range 100 { // its WAL sender exits a moment after the connection closed
+			if _, err := pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, d.slot); err == nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+	return d
+}
+
+func (d *decodeRaw) connect(b *testing.B) *pgconn.PgConn {
+	conn, err := pgconn.ConnectConfig(context.Background(), d.cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return conn
+}
+
+// run streams the slot from its confirmed position until n inserted rows
+// were published and confirmed, confirms the position of the last commit
+// they were in, and closes the replication connection. It returns the
+// CPU the WAL sender used (0 when sender is nil).
+func (d *decodeRaw) run(b *testing.B, n int, sender func() time.Duration) time.Duration {
+	ctx := context.Background()
+	var before time.Duration
+	if sender != nil {
+		before = sender() // no other stream is open
+	}
+	conn := d.connect(b)
+	defer conn.Close(ctx)
+	if err := pglogrepl.StartReplication(ctx, conn, d.slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + d.publication + "'"}}); err != nil {
+		b.Fatal(err)
+	}
+	rel := map[uint32]*pglogrepl.RelationMessage{}
+	var idCol, payloadCol int
+	var end pglogrepl.LSN
+	out, sent := 0, 0
+	for sent < n || end == 0 {
+		msg, err := conn.ReceiveMessage(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cd, ok := msg.(*pgproto3.CopyData)
+		if !ok || len(cd.Data) == 0 || cd.Data[0] != pglogrepl.XLogDataByteID {
+			continue
+		}
+		x, err := pglogrepl.ParseXLogData(cd.Data[1:])
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := pglogrepl.Parse(x.WALData)
+		if err != nil {
+			b.Fatal(err)
+		}
+		switch m := m.(type) {
+		case *pglogrepl.RelationMessage:
+			rel[m.RelationID] = m
+			for i, c := range m.Columns {
+				switch c.Name {
+				case "message_id":
+					idCol = i
+				case "payload":
+					payloadCol = i
+				}
+			}
+		case *pglogrepl.InsertMessage:
+			if rel[m.RelationID] == nil {
+				b.Fatalf("insert into unknown relation %d", m.RelationID)
+			}
+			payload, err := hex.DecodeString(strings.TrimPrefix(string(m.Tuple.Columns[payloadCol].Data), `\x`))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if out == 256 {
+				if c := <-d.confirms; !c.Ack {
+					b.Fatal("nack")
+				}
+				out--
+			}
+			if err := d.ch.PublishWithContext(ctx, d.exchange, "", false, false, amqp.Publishing{
+				MessageId: string(m.Tuple.Columns[idCol].Data), Body: payload, DeliveryMode: amqp.Persistent}); err != nil {
+				b.Fatal(err)
+			}
+			out++
+			sent++
+		case *pglogrepl.CommitMessage:
+			if sent == n {
+				end = m.TransactionEndLSN
+			}
+		}
+	}
+	for ; out > 0; out-- {
+		if c := <-d.confirms; !c.Ack {
+			b.Fatal("nack")
+		}
+	}
+	var used time.Duration
+	if sender != nil {
+		used = sender() - before
+	}
+	if err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: end}); err != nil {
+		b.Fatal(err)
+	}
+	return used
+}
+
+// atNow moves the contender's slot to the log's current position before a
+// round's rows are committed, as slotAtNow does the relay's.
+func (d *decodeRaw) atNow(b *testing.B, pool *pgxpool.Pool) { slotAtNow(b, pool, d.slot) }
