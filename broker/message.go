@@ -117,10 +117,6 @@ func (e errTooLarge) Error() string {
 	return "message " + quote(e.id) + " is " + itoa(e.size) + " bytes, over the broker's limit of " + itoa(e.max)
 }
 
-func toDriver(m *Message) *driver.Message {
-	return &driver.Message{ID: m.ID, Key: m.Key, Headers: m.Headers, Body: m.Body}
-}
-
 // Backoff is an exponential backoff with full jitter: the delay before
 // retry n is drawn from [0, Ceiling(n)].
 type Backoff struct {

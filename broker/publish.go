@@ -19,10 +19,7 @@ import (
 // attempt says of it.
 func (t *Topic) sendWithRetry(ctx context.Context, batch []*driver.Message) error {
 	todo := batch
-	at := make([]int, len(batch)) // at[i]: todo[i]'s index in batch
-	for i := range at {
-		at[i] = i
-	}
+	var at []int // at[i]: todo[i]'s index in batch, made on the first failure
 	var (
 		outcome []error // per message of batch, once an attempt told them apart
 		maybe   []bool  // per message of batch: an attempt may have delivered it
@@ -34,6 +31,12 @@ func (t *Topic) sendWithRetry(ctx context.Context, batch []*driver.Message) erro
 			raw = t.d.SendBatch(ctx, todo)
 		}
 		if raw != nil {
+			if at == nil {
+				at = make([]int, len(batch))
+				for i := range at {
+					at[i] = i
+				}
+			}
 			werr = wrapErr("publish", t.d.Classify, raw).(*Error)
 			if maybe == nil {
 				maybe = make([]bool, len(batch))

@@ -85,12 +85,15 @@ func (t *Topic) Publish(ctx context.Context, msgs ...*Message) (err error) {
 	if len(msgs) == 0 {
 		return nil
 	}
+	// One allocation for the driver's messages, not one each.
+	vals := make([]driver.Message, len(msgs))
 	dms := make([]*driver.Message, len(msgs))
 	for i, m := range msgs {
 		if m.ID == "" {
 			m.ID = NewID()
 		}
-		dms[i] = toDriver(m)
+		vals[i] = driver.Message{ID: m.ID, Key: m.Key, Headers: m.Headers, Body: m.Body}
+		dms[i] = &vals[i]
 	}
 	ctx, span := t.tel.startSend(ctx, dms)
 	defer func() { endSpan(span, err) }()

@@ -28,8 +28,6 @@ func (e *classedError) Is(target error) bool {
 func invalidErr(err error) error  { return &classedError{driver.Invalid, err} }
 func tooLargeErr(err error) error { return &classedError{driver.TooLarge, err} }
 
-var errClosed = &classedError{driver.Closed, errors.New("subscription is closed")}
-
 // AckError is Pub/Sub's refusal of one acknowledgement or deadline change
 // on a subscription with exactly-once delivery: the reason Pub/Sub gave
 // for that ack ID in the ErrorInfo of its answer. Reach it with

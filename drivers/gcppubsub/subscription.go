@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"cloud.google.com/go/pubsub/v2"
@@ -180,7 +179,7 @@ func openSubscription(ctx context.Context, client *pubsub.Client, name string, o
 	c := configOf(ps)
 	s := &subscription{client: client, proto: ps, cfg: c, caps: c.capabilities(), wait: o.WaitTime, owned: o.owned}
 	s.caps.Source.Conflicts = append(s.caps.Source.Conflicts, o.stated.conflicts(c)...)
-	s.bg, s.stopBG = context.WithCancel(context.Background())
+	s.poller = driver.NewPoller(s.pull, c.AckDeadline/2)
 	return s, nil
 }
 
@@ -195,7 +194,10 @@ type subscription struct {
 	// reason reported for messages without one.
 	defaultReason string
 
-	receiver
+	// poller runs the Pulls; pullWait is the next one's deadline (see
+	// pull), read and set by pull only.
+	poller   *driver.Poller[*pubsubpb.ReceivedMessage]
+	pullWait time.Duration
 }
 
 // ackID is one delivery: Pub/Sub's ack ID, with the message for
@@ -354,7 +356,7 @@ func (s *subscription) As(i any) bool {
 // seconds, then cancels it), then makes the messages it brought, which no
 // caller has seen, available again.
 func (s *subscription) Close() error {
-	err := s.closeReceiver(s)
+	err := s.closeReceiver()
 	if s.owned {
 		if cerr := s.client.Close(); err == nil {
 			err = cerr
@@ -363,141 +365,48 @@ func (s *subscription) Close() error {
 	return err
 }
 
-// receiver runs Pull calls that outlive the ReceiveBatch that started
-// them: a Pull abandoned by its caller may have taken messages, which
-// Pub/Sub holds until their ack deadline; instead it runs to its end (at
-// most its deadline, see SubscriptionOptions.WaitTime) and the next
-// ReceiveBatch gets what it brought.
-type receiver struct {
-	bg     context.Context
-	stopBG context.CancelFunc
-
-	mu       sync.Mutex
-	inflight *poll
-	// pullWait is the next Pull's deadline (see SubscriptionOptions.WaitTime).
-	pullWait time.Duration
-	stash    []received
-	closed   bool
-	wg       sync.WaitGroup
-}
-
-type poll struct {
-	done chan struct{}
-	msgs []*pubsubpb.ReceivedMessage
-	err  error
-	at   time.Time
-	// cut: the Pull reached its deadline.
-	cut bool
-}
-
-type received struct {
-	raw *pubsubpb.ReceivedMessage
-	at  time.Time
-}
-
-// start begins a Pull; s.mu is held.
-func (s *subscription) start(maxMessages int) *poll {
-	p := &poll{done: make(chan struct{})}
-	s.inflight = p
-	if s.pullWait < s.wait {
-		s.pullWait = s.wait
-	}
-	wait := s.pullWait
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer close(p.done)
-		ctx, cancel := context.WithTimeout(s.bg, wait)
-		defer cancel()
-		res, err := s.client.SubscriptionAdminClient.Pull(ctx, &pubsubpb.PullRequest{Subscription: s.cfg.Name, MaxMessages: int32(min(max(maxMessages, 1), MaxBatchSize))})
-		p.at = time.Now()
-		if err != nil {
-			if ctx.Err() != nil && s.bg.Err() == nil {
-				p.cut = true
-				return // the wait ended with nothing: an empty poll
-			}
-			p.err = err
-			return
+// pull is the subscription's poll (driver.Poller): one Pull of up to
+// maxMessages, bounded by pullWait. A Pull cut off by that deadline is an
+// empty poll, and doubles the next one's deadline, up to maxPullWait
+// (its messages, if the answer was on its way, stay leased until their
+// ack deadline: a slow answer gets the time on a later try); one that
+// brings messages sets it back to WaitTime. ctx ends at Close.
+func (s *subscription) pull(ctx context.Context, maxMessages int) ([]*pubsubpb.ReceivedMessage, error) {
+	wait := max(s.pullWait, s.wait)
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	res, err := s.client.SubscriptionAdminClient.Pull(pctx, &pubsubpb.PullRequest{Subscription: s.cfg.Name, MaxMessages: int32(min(max(maxMessages, 1), MaxBatchSize))})
+	if err != nil {
+		if pctx.Err() != nil && ctx.Err() == nil {
+			s.pullWait = nextPullWait(wait, s.wait, true, false)
+			return nil, nil // the wait ended with nothing: an empty poll
 		}
-		p.msgs = res.GetReceivedMessages()
-	}()
-	return p
+		return nil, err
+	}
+	msgs := res.GetReceivedMessages()
+	s.pullWait = nextPullWait(wait, s.wait, false, len(msgs) > 0)
+	return msgs, nil
 }
 
-// collect moves a finished poll's result into the stash; s.mu is held.
-func (s *subscription) collect(p *poll) error {
-	if s.inflight != p {
-		return nil
-	}
-	s.inflight = nil
+// nextPullWait is the deadline of the Pull after one of deadline cur: cut
+// off by it, or that brought messages (got), with WaitTime wait.
+func nextPullWait(cur, wait time.Duration, cut, got bool) time.Duration {
 	switch {
-	case p.cut:
-		s.pullWait = min(2*s.pullWait, max(maxPullWait, s.wait))
-	case len(p.msgs) > 0:
-		s.pullWait = s.wait
+	case cut:
+		return min(2*cur, max(maxPullWait, wait))
+	case got:
+		return wait
 	}
-	if p.err != nil {
-		return p.err
-	}
-	for _, m := range p.msgs {
-		s.stash = append(s.stash, received{raw: m, at: p.at})
-	}
-	return nil
-}
-
-// take hands out up to n stashed messages; s.mu is held. Messages held
-// longer than half the ack deadline are dropped: Pub/Sub delivers them
-// again once it passes, and a handler would have little time left.
-func (s *subscription) take(n int) []*pubsubpb.ReceivedMessage {
-	var out []*pubsubpb.ReceivedMessage
-	fresh := s.cfg.AckDeadline / 2
-	for len(s.stash) > 0 && len(out) < n {
-		r := s.stash[0]
-		s.stash = s.stash[1:]
-		if time.Since(r.at) > fresh {
-			continue
-		}
-		out = append(out, r.raw)
-	}
-	return out
+	return cur
 }
 
 // ReceiveBatch pulls up to maxMessages (at most 1000) messages.
 func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*driver.Message, error) {
-	if err := ctx.Err(); err != nil {
+	raws, err := s.poller.Receive(ctx, maxMessages)
+	if err != nil {
 		return nil, err
 	}
-	for {
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			return nil, errClosed
-		}
-		if raws := s.take(maxMessages); len(raws) > 0 {
-			s.mu.Unlock()
-			return s.decodeAll(raws), nil
-		}
-		p := s.inflight
-		if p == nil {
-			p = s.start(maxMessages)
-		}
-		s.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-p.done:
-		}
-		s.mu.Lock()
-		err := s.collect(p)
-		raws := s.take(maxMessages)
-		s.mu.Unlock()
-		if err != nil {
-			return nil, err
-		}
-		if len(raws) > 0 || len(p.msgs) == 0 {
-			return s.decodeAll(raws), nil
-		}
-	}
+	return s.decodeAll(raws), nil
 }
 
 func (s *subscription) decodeAll(raws []*pubsubpb.ReceivedMessage) []*driver.Message {
@@ -559,34 +468,14 @@ func (s *subscription) decode(r *pubsubpb.ReceivedMessage) *driver.Message {
 
 // closeReceiver waits for the Pull in flight, then makes what no caller
 // took available again (ModifyAckDeadline 0).
-func (r *receiver) closeReceiver(s *subscription) error {
-	r.mu.Lock()
-	r.closed = true
-	p := r.inflight
-	r.mu.Unlock()
-	if p != nil {
-		t := time.NewTimer(s.wait + 5*time.Second)
-		select {
-		case <-p.done:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	r.stopBG()
-	r.wg.Wait()
-	r.mu.Lock()
-	if p != nil {
-		_ = s.collect(p)
-	}
-	left := r.stash
-	r.stash = nil
-	r.mu.Unlock()
+func (s *subscription) closeReceiver() error {
+	left := s.poller.Close(s.wait + 5*time.Second)
 	if len(left) == 0 {
 		return nil
 	}
 	ids := make([]driver.AckID, len(left))
-	for i, l := range left {
-		ids[i] = &ackID{id: l.raw.GetAckId(), msg: l.raw.GetMessage()}
+	for i, r := range left {
+		ids[i] = &ackID{id: r.GetAckId(), msg: r.GetMessage()}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -68,6 +69,7 @@ type topic struct {
 	ordering bool
 	caps     capability.Topic
 	owned    bool
+	pool     sync.Pool // of *pubsubpb.PubsubMessage, emptied (SendBatch)
 }
 
 func openTopic(ctx context.Context, client *pubsub.Client, name string, o TopicOptions) (*topic, error) {
@@ -159,74 +161,108 @@ func orderedSubscriptions(ctx context.Context, client *pubsub.Client, topic stri
 	}
 }
 
-// encode turns a message into Pub/Sub's, checking Pub/Sub's limits on
-// attributes and ordering keys: a message that breaks one is refused
-// with a typed error (ErrTooLarge for a limit of size or count,
-// ErrInvalid for a name Pub/Sub reserves) before anything is sent.
-func encode(m *driver.Message, ordering bool) (*pubsubpb.PubsubMessage, int, error) {
-	pm := &pubsubpb.PubsubMessage{Data: m.Body, Attributes: make(map[string]string, len(m.Headers)+2)}
-	// size counts as the portable layer does (body, ID, key, header names
-	// and values); the driver's attribute names fit in attrReserve.
+// check checks m against Pub/Sub's limits on attributes and ordering
+// keys and returns its size as the portable layer counts it (body, ID,
+// key, header names and values; the driver's attribute names fit in
+// attrReserve). A message that breaks one is refused with a typed error
+// (ErrTooLarge for a limit of size or count, ErrInvalid for a name
+// Pub/Sub reserves) before anything is sent.
+func check(m *driver.Message, ordering bool) (int, error) {
 	size := len(m.Body) + len(m.ID) + len(m.Key)
 	for k, v := range m.Headers {
 		switch {
-		case strings.HasPrefix(strings.ToLower(k), "goog"):
-			return nil, 0, invalidErr(fmt.Errorf("message %q: header %q: Pub/Sub reserves attribute names starting with \"goog\"", m.ID, k))
+		case len(k) >= 4 && strings.EqualFold(k[:4], "goog"):
+			return 0, invalidErr(fmt.Errorf("message %q: header %q: Pub/Sub reserves attribute names starting with \"goog\"", m.ID, k))
 		case len(k) > MaxAttributeKey:
-			return nil, 0, tooLargeErr(fmt.Errorf("message %q: header name %.32q… is %d bytes, over Pub/Sub's attribute name limit of %d", m.ID, k, len(k), MaxAttributeKey))
+			return 0, tooLargeErr(fmt.Errorf("message %q: header name %.32q… is %d bytes, over Pub/Sub's attribute name limit of %d", m.ID, k, len(k), MaxAttributeKey))
 		case len(v) > MaxAttributeValue:
-			return nil, 0, tooLargeErr(fmt.Errorf("message %q: header %q's value is %d bytes, over Pub/Sub's attribute value limit of %d", m.ID, k, len(v), MaxAttributeValue))
+			return 0, tooLargeErr(fmt.Errorf("message %q: header %q's value is %d bytes, over Pub/Sub's attribute value limit of %d", m.ID, k, len(v), MaxAttributeValue))
 		}
-		pm.Attributes[k] = v
 		size += len(k) + len(v)
 	}
 	if len(m.ID) > MaxAttributeValue {
-		return nil, 0, tooLargeErr(fmt.Errorf("message ID of %d bytes is over Pub/Sub's attribute value limit of %d", len(m.ID), MaxAttributeValue))
+		return 0, tooLargeErr(fmt.Errorf("message ID of %d bytes is over Pub/Sub's attribute value limit of %d", len(m.ID), MaxAttributeValue))
 	}
-	pm.Attributes[AttrID] = m.ID
+	attrs := len(m.Headers) + 1 // wary-id (the portable layer refuses headers named wary-…)
 	if m.Key != "" {
-		if ordering {
-			if len(m.Key) > MaxOrderingKey {
-				return nil, 0, tooLargeErr(fmt.Errorf("message %q: key of %d bytes is over Pub/Sub's ordering key limit of %d", m.ID, len(m.Key), MaxOrderingKey))
-			}
-			pm.OrderingKey = m.Key
-		} else {
-			if len(m.Key) > MaxAttributeValue {
-				return nil, 0, tooLargeErr(fmt.Errorf("message %q: key of %d bytes is over Pub/Sub's attribute value limit of %d", m.ID, len(m.Key), MaxAttributeValue))
-			}
-			pm.Attributes[AttrKey] = m.Key
+		switch {
+		case ordering && len(m.Key) > MaxOrderingKey:
+			return 0, tooLargeErr(fmt.Errorf("message %q: key of %d bytes is over Pub/Sub's ordering key limit of %d", m.ID, len(m.Key), MaxOrderingKey))
+		case !ordering && len(m.Key) > MaxAttributeValue:
+			return 0, tooLargeErr(fmt.Errorf("message %q: key of %d bytes is over Pub/Sub's attribute value limit of %d", m.ID, len(m.Key), MaxAttributeValue))
+		case !ordering:
+			attrs++ // wary-key
 		}
 	}
-	if len(pm.Attributes) > MaxAttributes {
-		return nil, 0, tooLargeErr(fmt.Errorf("message %q has %d attributes with the driver's, over Pub/Sub's limit of %d (the driver adds wary-id, and wary-key when the key is not the ordering key)", m.ID, len(pm.Attributes), MaxAttributes))
+	if attrs > MaxAttributes {
+		return 0, tooLargeErr(fmt.Errorf("message %q has %d attributes with the driver's, over Pub/Sub's limit of %d (the driver adds wary-id, and wary-key when the key is not the ordering key)", m.ID, attrs, MaxAttributes))
 	}
 	if size > MaxPublishBytes-attrReserve {
-		return nil, 0, tooLargeErr(fmt.Errorf("message %q is %d bytes with its attributes, over the limit of %d (Pub/Sub's 10 MB less the driver's reserve)", m.ID, size, MaxPublishBytes-attrReserve))
+		return 0, tooLargeErr(fmt.Errorf("message %q is %d bytes with its attributes, over the limit of %d (Pub/Sub's 10 MB less the driver's reserve)", m.ID, size, MaxPublishBytes-attrReserve))
 	}
-	return pm, size, nil
+	return size, nil
 }
 
-// SendBatch encodes every message first (nothing is sent if one breaks a
+// pooledAttrs bounds the attribute maps the topic keeps for reuse: a
+// message with more attributes gets a map of its own, which is dropped.
+const pooledAttrs = 16
+
+// encode fills pm, empty but for its Attributes map (which may be nil),
+// with m as check passed it.
+func encode(pm *pubsubpb.PubsubMessage, m *driver.Message, ordering bool) {
+	attrs := pm.Attributes
+	if attrs == nil || len(m.Headers)+2 > pooledAttrs {
+		attrs = make(map[string]string, len(m.Headers)+2)
+	}
+	for k, v := range m.Headers {
+		attrs[k] = v
+	}
+	attrs[AttrID] = m.ID
+	pm.Data, pm.Attributes = m.Body, attrs
+	if m.Key != "" {
+		if ordering {
+			pm.OrderingKey = m.Key
+		} else {
+			attrs[AttrKey] = m.Key
+		}
+	}
+}
+
+// SendBatch checks every message first (nothing is sent if one breaks a
 // rule), then publishes them with Publish, in requests of at most 1000
 // messages and 10 MB. A request is all or nothing; when the requests
 // fare differently it returns a *driver.BatchError, with
 // driver.ErrNotAttempted for the messages of requests not sent after one
 // failed.
+//
+// The PubsubMessages and their attribute maps are the topic's, reused
+// from one call to the next: the generated client has marshalled a
+// request when Publish returns and keeps no reference to it, so a
+// published message costs no allocation of its own in the driver.
 func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
-	pms := make([]*pubsubpb.PubsubMessage, len(msgs))
 	sizes := make([]int, len(msgs))
-	errs := make([]error, len(msgs))
 	for i, m := range msgs {
-		pm, size, err := encode(m, t.ordering)
+		size, err := check(m, t.ordering)
 		if err != nil {
+			errs := make([]error, len(msgs))
 			for j := range errs {
 				errs[j] = driver.ErrNotAttempted
 			}
 			errs[i] = err
 			return driver.BatchErrors(errs)
 		}
-		pms[i], sizes[i] = pm, size+64 // Pub/Sub's framing of each message
+		sizes[i] = size + 64 // Pub/Sub's framing of each message
 	}
+	pms := make([]*pubsubpb.PubsubMessage, len(msgs))
+	for i, m := range msgs {
+		pm, _ := t.pool.Get().(*pubsubpb.PubsubMessage)
+		if pm == nil {
+			pm = new(pubsubpb.PubsubMessage)
+		}
+		encode(pm, m, t.ordering)
+		pms[i] = pm
+	}
+	defer t.release(pms)
 	for start := 0; start < len(pms); {
 		end, size := start, 0
 		for end < len(pms) && end-start < MaxBatchSize && (end == start || size+sizes[end] <= MaxPublishBytes) {
@@ -237,6 +273,7 @@ func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 			if start == 0 && end == len(pms) {
 				return err
 			}
+			errs := make([]error, len(msgs))
 			for i := range errs {
 				switch {
 				case i >= start && i < end:
@@ -250,6 +287,20 @@ func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 		start = end
 	}
 	return nil
+}
+
+// release empties the messages of a request that has returned and keeps
+// them, with their attribute maps when small, for the next SendBatch.
+func (t *topic) release(pms []*pubsubpb.PubsubMessage) {
+	for _, pm := range pms {
+		attrs := pm.Attributes
+		if len(attrs) > pooledAttrs {
+			attrs = nil
+		}
+		clear(attrs)
+		*pm = pubsubpb.PubsubMessage{Attributes: attrs}
+		t.pool.Put(pm)
+	}
 }
 
 func (t *topic) Capabilities() capability.Topic      { return t.caps }

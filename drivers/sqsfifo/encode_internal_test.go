@@ -243,7 +243,6 @@ func TestClassify(t *testing.T) {
 		{context.Canceled, driver.Canceled, false},
 		{&smithy.OperationError{Err: context.Canceled}, driver.Canceled, true},
 		{tooLargeErr(errors.New("x")), driver.TooLarge, false},
-		{errClosed, driver.Closed, false},
 		{&EntryError{Code: "InternalError", SenderFault: false}, driver.Unavailable, false},
 		{&EntryError{Code: "InvalidParameterValue", SenderFault: true}, driver.Invalid, false},
 	} {

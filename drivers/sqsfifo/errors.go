@@ -175,5 +175,3 @@ func dialFailed(err error) bool {
 }
 
 func errorAs(err error, i any) bool { return errors.As(err, i) }
-
-var errClosed = &classedError{driver.Closed, errors.New("subscription is closed")}

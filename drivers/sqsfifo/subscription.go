@@ -107,7 +107,7 @@ func openSubscription(ctx context.Context, client *sqs.Client, q string, o Subsc
 	}
 	qu.sub.Source.Conflicts = append(qu.sub.Source.Conflicts, statedConflicts(qu.sub, o.statedMaxReceive, o.statedVisibility)...)
 	s := &subscription{q: qu, wait: int32(ceilSeconds(o.WaitTime))}
-	s.bg, s.stopBG = context.WithCancel(context.Background())
+	s.poller = driver.NewPoller(s.receive, qu.sub.LockTimeout/2)
 	return s, nil
 }
 
@@ -118,7 +118,10 @@ type subscription struct {
 	// the reason reported for messages without one.
 	defaultReason string
 
-	receiver
+	// poller runs the long polls; retry is the attempt ID of a failed
+	// one, to reuse once (read and set by receive only).
+	poller *driver.Poller[types.Message]
+	retry  string
 }
 
 // ackID is a delivery's receipt handle, with the message for DeadLetter.
