@@ -51,15 +51,18 @@ type SubscriptionOptions struct {
 	// DeadLetterStream names the dead-letter stream. Default:
 	// DeadLetterStream(stream).
 	DeadLetterStream string
-	// Prefetch: an ack (Ack, broker.AckAll) also sends the next pull
-	// request, of the size of the last receive, before the flush it waits
-	// for, so that the next receive finds its messages in the client
-	// instead of waiting a round trip. Prefetched messages are delivered
-	// (locked, their AckWait running, counted as a delivery) from the
-	// pull on; Close returns those no receive took (-NAK: redelivered at
-	// once). Ignored with max_ack_pending 1. Default: off (no pull
-	// request outlives a receive).
-	Prefetch bool
+	// NoPrefetch turns prefetching off: no pull request outlives a
+	// receive. By default an ack (Ack, broker.AckAll) also sends the next
+	// pull request, before the flush it waits for, so that the next
+	// receive finds its messages in the client instead of waiting a round
+	// trip: of the size of the last receive, or of what Subscription.Run
+	// holds (RunOptions.MaxOutstanding, through driver.Prefetcher).
+	// Prefetched messages are delivered (locked, their AckWait running,
+	// counted as a delivery) from the pull on; a receive hands out none
+	// whose AckWait passed meanwhile (the server delivers them again), and
+	// Close returns those no receive took (-NAK: redelivered at once). A
+	// consumer with max_ack_pending 1 never prefetches.
+	NoPrefetch bool
 
 	stated stated
 }
@@ -202,7 +205,7 @@ func openSubscription(ctx context.Context, js jetstream.JetStream, stream, consu
 	s := &subscription{
 		js: js, nc: js.Conn(), cons: cons, stream: stream, consumer: consumer, subject: subject,
 		caps: caps, ackWait: ccfg.AckWait, maxDeliver: ccfg.MaxDeliver, maxAckPending: ccfg.MaxAckPending, dlq: dlq, wait: o.WaitTime,
-		holds: map[*ackID]time.Time{}, prefetch: o.Prefetch && ccfg.MaxAckPending != 1,
+		holds: map[*ackID]time.Time{}, prefetch: !o.NoPrefetch && ccfg.MaxAckPending != 1,
 	}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	return s, nil
@@ -236,10 +239,12 @@ type subscription struct {
 	holds   map[*ackID]time.Time
 	holding bool
 
-	// prefetch (SubscriptionOptions.Prefetch): SendAcks sends a pull of
-	// lastMax, kept in pre until a receive or Close takes it.
+	// prefetch (unless SubscriptionOptions.NoPrefetch): SendAcks sends a
+	// pull of runMax (SetPrefetch's), or else lastMax (the last receive's),
+	// kept in pre until a receive or Close takes it.
 	prefetch bool
 	lastMax  atomic.Int64
+	runMax   atomic.Int64
 	preMu    sync.Mutex
 	pre      *prefetched
 }
@@ -248,16 +253,9 @@ type subscription struct {
 // messages of one a receive left.
 type prefetched struct {
 	b     jetstream.MessageBatch
+	n     int // the messages b asked for
 	msgs  []jetstream.Msg
 	start time.Time
-}
-
-// take returns p's messages.
-func (p *prefetched) take(ctx context.Context, s *subscription) ([]jetstream.Msg, error) {
-	if p.b == nil {
-		return p.msgs, nil
-	}
-	return s.collect(ctx, p.b, int(s.lastMax.Load()))
 }
 
 // takePrefetch returns the prefetched pull, if any, and forgets it.
@@ -272,11 +270,18 @@ func (s *subscription) takePrefetch() *prefetched {
 	return p
 }
 
-// startPrefetch sends a pull request that does not wait, of the size of
-// the last receive, unless one is outstanding or the subscription closed.
+// startPrefetch sends a pull request that does not wait, of runMax or the
+// size of the last receive, unless one is outstanding or the subscription
+// closed.
 // Its messages are locked from now on.
 func (s *subscription) startPrefetch() {
-	n := int(s.lastMax.Load())
+	n := int(s.runMax.Load())
+	if n < 1 {
+		n = int(s.lastMax.Load())
+	}
+	if s.maxAckPending > 0 {
+		n = min(n, s.maxAckPending)
+	}
 	if n < 1 {
 		return
 	}
@@ -287,8 +292,20 @@ func (s *subscription) startPrefetch() {
 	}
 	start := time.Now()
 	if b, err := s.cons.FetchNoWait(n); err == nil {
-		s.pre = &prefetched{b: b, start: start}
+		s.pre = &prefetched{b: b, n: n, start: start}
 	}
+}
+
+// SetPrefetch implements driver.Prefetcher: Subscription.Run calls it
+// with RunOptions.MaxOutstanding, the most deliveries it holds, and a
+// prefetch asks for that many (at most max_ack_pending) instead of the
+// size of the last receive. Without prefetching (NoPrefetch, or
+// max_ack_pending 1) it does nothing.
+func (s *subscription) SetPrefetch(n int) error {
+	if s.prefetch && n >= 1 {
+		s.runMax.Store(int64(n))
+	}
+	return nil
 }
 
 // ackID is one delivery.
@@ -308,10 +325,11 @@ type ackID struct {
 // one message (a pull request of one, which ends as soon as it is
 // answered, so that no request is left open to take messages that no one
 // will see). A message delivered for the (MaxDeliver)th time, on a
-// subscription with a dead-letter stream, is dead-lettered unseen.
+// subscription with a dead-letter stream, is dead-lettered unseen. Each
+// message is decoded as it arrives, while the rest of its pull's are on
+// their way.
 func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*driver.Message, error) {
 	for {
-		start := time.Now()
 		// The server leaves a request that does not wait unanswered
 		// (until the client's own timeout) while the consumer has
 		// max_ack_pending deliveries in flight: it asks for no more than
@@ -319,69 +337,121 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 		if s.maxAckPending > 0 {
 			maxMessages = min(maxMessages, s.maxAckPending)
 		}
-		var msgs []jetstream.Msg
-		var err error
+		r := receipt{s: s, ctx: ctx, max: maxMessages}
 		if s.prefetch {
 			s.lastMax.Store(int64(maxMessages))
 			if p := s.takePrefetch(); p != nil {
-				if msgs, err = p.take(ctx, s); err != nil {
-					// The prefetch's failure is not this receive's:
-					// it pulls as it would have without one.
-					msgs = nil
-				}
-				start = p.start
-				if len(msgs) > maxMessages {
-					// A receive of fewer than the pull asked for: the
-					// rest waits for the next.
-					p.msgs, p.b = msgs[maxMessages:], nil
-					msgs = msgs[:maxMessages]
-					s.preMu.Lock()
-					s.pre = p
-					s.preMu.Unlock()
+				if err := r.fromPrefetch(p); err != nil {
+					return nil, err
 				}
 			}
 		}
-		if len(msgs) == 0 && s.maxAckPending != 1 {
-			if msgs, err = s.fetch(ctx, maxMessages, false); err != nil {
+		if r.seen == 0 && s.maxAckPending != 1 {
+			if err := s.fetch(ctx, maxMessages, false, &r); err != nil {
 				return nil, err
 			}
 		}
-		if len(msgs) == 0 {
-			if msgs, err = s.fetch(ctx, 1, true); err != nil || len(msgs) == 0 {
+		if r.seen == 0 {
+			if err := s.fetch(ctx, 1, true, &r); err != nil || r.seen == 0 {
 				return nil, err
 			}
 			if maxMessages > 1 {
-				more, err := s.fetch(ctx, maxMessages-1, false)
-				if err == nil {
-					msgs = append(msgs, more...)
+				// Its own failure is not this receive's: the one
+				// message stands.
+				_ = s.fetch(ctx, maxMessages-1, false, &r)
+				if r.err != nil {
+					return nil, r.err
 				}
 			}
 		}
-		out := make([]*driver.Message, 0, len(msgs))
-		// Each message's delivery and driver.Message are allocated in one
-		// slab for the batch, not one by one.
-		slab := make([]delivery, len(msgs))
-		for i, m := range msgs {
-			dm, err := s.decode(ctx, m, start, &slab[i])
-			if err != nil {
-				return nil, err
-			}
-			if dm != nil {
-				out = append(out, dm)
-			}
-		}
-		if len(out) > 0 || ctx.Err() != nil {
-			return out, nil
+		if len(r.out) > 0 || ctx.Err() != nil {
+			return r.out, nil
 		}
 	}
 }
 
-// fetch sends one pull request for up to n messages, waiting (up to
-// WaitTime, within ctx) or not.
-func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream.Msg, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+// receipt is what one ReceiveBatch decoded so far.
+type receipt struct {
+	s     *subscription
+	ctx   context.Context
+	max   int       // the most messages it takes
+	start time.Time // before the pull request of the messages it decodes
+	seen  int       // messages taken (decoded or dead-lettered)
+	out   []*driver.Message
+	slab  []delivery // where the next messages are decoded
+	rest  []jetstream.Msg
+	err   error // decode's
+}
+
+// add decodes m, or keeps it for the next receive when r has its max;
+// false (r.err set) stops the batch.
+func (r *receipt) add(m jetstream.Msg) bool {
+	if r.seen >= r.max {
+		r.rest = append(r.rest, m)
+		return true
 	}
+	r.seen++
+	if r.out == nil {
+		r.out = make([]*driver.Message, 0, min(r.max, 256))
+	}
+	if len(r.slab) == 0 {
+		// Deliveries are allocated in slabs, not one by one.
+		r.slab = make([]delivery, min(slabLen, r.max-r.seen+1))
+	}
+	dm, err := r.s.decode(r.ctx, m, r.start, &r.slab[0])
+	r.slab = r.slab[1:]
+	if err != nil {
+		r.err = err
+		return false
+	}
+	if dm != nil {
+		r.out = append(r.out, dm)
+	}
+	return true
+}
+
+// slabLen is the most deliveries a receive allocates at once.
+const slabLen = 32
+
+// fromPrefetch takes p's messages, and puts back those beyond r.max. A
+// prefetch whose AckWait passed before this receive is dropped: the
+// server delivers its messages again, and no settle of these would count.
+// Only decode fails it: a failed pull is not this receive's, which pulls
+// as it would have without one.
+func (r *receipt) fromPrefetch(p *prefetched) error {
+	r.start = p.start
+	expired := !time.Now().Before(p.start.Add(r.s.ackWait))
+	each := r.add
+	if expired {
+		each = func(jetstream.Msg) bool { return true }
+	}
+	for _, m := range p.msgs {
+		if !each(m) {
+			return r.err
+		}
+	}
+	if p.b != nil {
+		_ = r.s.collect(r.ctx, p.b, each)
+		if r.err != nil {
+			return r.err
+		}
+	}
+	if len(r.rest) > 0 {
+		p.msgs, p.b, r.rest = r.rest, nil, nil
+		r.s.preMu.Lock()
+		r.s.pre = p
+		r.s.preMu.Unlock()
+	}
+	return nil
+}
+
+// fetch sends one pull request for up to n messages, waiting (up to
+// WaitTime, within ctx) or not, and decodes them into r.
+func (s *subscription) fetch(ctx context.Context, n int, wait bool, r *receipt) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.start = time.Now()
 	var b jetstream.MessageBatch
 	var err error
 	if wait {
@@ -391,7 +461,7 @@ func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream
 			// message no one reads (it comes back after AckWait): wait
 			// out the deadline instead.
 			<-ctx.Done()
-			return nil, nil
+			return nil
 		}
 		fctx, cancel := context.WithTimeout(ctx, s.wait)
 		defer cancel()
@@ -403,34 +473,43 @@ func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream
 		if ctx.Err() != nil || errors.Is(err, jetstream.ErrInvalidOption) {
 			// The deadline passed between the check above and the
 			// request (FetchContext refuses a deadline in the past).
-			return nil, nil
+			return nil
 		}
-		return nil, err
+		return err
 	}
-	return s.collect(ctx, b, n)
+	err = s.collect(ctx, b, r.add)
+	if r.err != nil {
+		return r.err
+	}
+	return err
 }
 
-// collect reads a pull request's messages (up to n of them expected).
-func (s *subscription) collect(ctx context.Context, b jetstream.MessageBatch, n int) ([]jetstream.Msg, error) {
-	out := make([]jetstream.Msg, 0, n)
+// collect passes a pull request's messages to each, as they arrive, until
+// it returns false. It fails when the request brought none, and not
+// because the consumer had none.
+func (s *subscription) collect(ctx context.Context, b jetstream.MessageBatch, each func(jetstream.Msg) bool) error {
+	n := 0
 	for m := range b.Messages() {
-		out = append(out, m)
+		n++
+		if !each(m) {
+			return nil
+		}
 	}
-	if err := b.Error(); err != nil && len(out) == 0 {
+	if err := b.Error(); err != nil && n == 0 {
 		switch {
 		case ctx.Err() != nil:
-			return nil, ctx.Err()
+			return ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, natsgo.ErrTimeout), errors.Is(err, jetstream.ErrNoMessages):
-			return nil, nil
+			return nil
 		case strings.Contains(err.Error(), "Exceeded MaxAckPending"):
 			// 409 to a request that does not wait: the consumer's
 			// max_ack_pending deliveries are in flight; a waiting request
 			// is answered once one is settled.
-			return nil, nil
+			return nil
 		}
-		return nil, err
+		return err
 	}
-	return out, nil
+	return nil
 }
 
 // delivery holds one message's ackID and driver.Message, allocated
@@ -883,7 +962,7 @@ func (s *subscription) As(i any) bool {
 }
 
 // Close stops renewing held locks, and returns prefetched messages no
-// receive took (-NAK). Without Prefetch no pull request outlives a
+// receive took (-NAK). With NoPrefetch no pull request outlives a
 // receive, so no message waits in the client: unsettled deliveries come
 // back after their AckWait.
 func (s *subscription) Close() error {
