@@ -78,18 +78,19 @@
 //     delivery whose ack_wait has passed too), and would cost a round trip
 //     per message.
 //   - Prefetch (on by default; SubscriptionOptions.NoPrefetch, or
-//     prefetch=false, turns it off): an ack also sends the next pull
-//     request, before its flush, so that the flush and the pull share one
-//     round trip and the next receive finds its messages in the client.
-//     The pull asks for the size of the last receive, or, under
-//     Subscription.Run, for RunOptions.MaxOutstanding (driver.Prefetcher):
-//     Run's loop and the prefetch hold at most twice that. Prefetched
-//     messages are delivered (locked, counted) from that pull on; a
-//     receive hands out none whose ack_wait passed before it took them
-//     (the server delivers them again), and Close returns those no receive
-//     took with -NAK. A consumer with max_ack_pending 1 never prefetches,
-//     so its order holds. Without prefetch no pull request outlives a
-//     receive.
+//     prefetch=false, turns it off): a receive that got as many messages
+//     as it asked for sends the next pull request before it returns, and
+//     an ack sends one (before the acks) when none is outstanding, so
+//     that the next receive finds its messages in the client instead of
+//     waiting a round trip. The pull asks for the size of the last
+//     receive, or, under Subscription.Run, for RunOptions.MaxOutstanding
+//     (driver.Prefetcher): Run's loop and the prefetch hold at most twice
+//     that. Prefetched messages are delivered (locked, counted) from that
+//     pull on; a receive hands out none whose ack_wait passed before it
+//     took them (the server delivers them again), and Close returns those
+//     no receive took with -NAK. A consumer with max_ack_pending 1 never
+//     prefetches, so its order holds. Without prefetch no pull request
+//     outlives a receive.
 //   - Lock: the consumer's ack_wait is LockTimeout. ExtendLock is +WPI,
 //     which JetStream applies as ack_wait from now: for a longer d the
 //     driver repeats it until d has passed or the delivery is settled.
