@@ -3,7 +3,6 @@ package nats_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -92,17 +91,8 @@ func TestAckUnconfirmedFails(t *testing.T) {
 	const ackWait = time.Second
 	spec := declare(t, js, nats.Spec{AckWait: ackWait})
 	ctx := ctxT(t)
-	top, err := nats.OpenTopic(ctx, js, spec.Stream, &nats.TopicOptions{Subject: spec.Subject})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer top.Close()
 	const n = 6
-	for i := range n {
-		if err := top.Publish(ctx, &broker.Message{ID: fmt.Sprint("m", i), Body: []byte("x")}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishN(t, js, spec, n)
 	p := newDropProxy(t, strings.TrimPrefix(url, "nats://"))
 	pnc, err := natsgo.Connect("nats://"+p.ln.Addr().String(), natsgo.NoReconnect())
 	if err != nil {
@@ -118,13 +108,7 @@ func TestAckUnconfirmedFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	first, err := sub.Receive(ctx, n/2)
-	if err != nil || len(first) != n/2 {
-		t.Fatalf("receive: %d, %v", len(first), err)
-	}
-	if errs := broker.AckAll(ctx, first); errs != nil {
-		t.Fatal(errs)
-	}
+	receiveAck(t, sub, n/2)
 	second, err := sub.Receive(ctx, n/2)
 	if err != nil || len(second) != n/2 {
 		t.Fatalf("receive: %d, %v", len(second), err)

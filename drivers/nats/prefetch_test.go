@@ -162,28 +162,13 @@ func TestNoPrefetch(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			spec := declare(t, js, nats.Spec{AckWait: time.Minute})
-			top, err := nats.OpenTopic(ctx, js, spec.Stream, &nats.TopicOptions{Subject: spec.Subject})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer top.Close()
-			for i := range 20 {
-				if err := top.Publish(ctx, &broker.Message{ID: fmt.Sprint("m", i), Body: []byte("x")}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			publishN(t, js, spec, 20)
 			sub, err := open(spec)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer sub.Close()
-			ds, err := sub.Receive(ctx, 5)
-			if err != nil || len(ds) != 5 {
-				t.Fatalf("receive: %d, %v", len(ds), err)
-			}
-			if errs := broker.AckAll(ctx, ds); errs != nil {
-				t.Fatal(errs)
-			}
+			receiveAck(t, sub, 5)
 			want := 5 // the prefetch, of the size of the receive
 			if name != "default" {
 				want = 0
@@ -202,29 +187,14 @@ func TestPrefetchExpired(t *testing.T) {
 	const ackWait = 500 * time.Millisecond
 	spec := declare(t, js, nats.Spec{AckWait: ackWait})
 	ctx := ctxT(t)
-	top, err := nats.OpenTopic(ctx, js, spec.Stream, &nats.TopicOptions{Subject: spec.Subject})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer top.Close()
 	const n = 10
-	for i := range n {
-		if err := top.Publish(ctx, &broker.Message{ID: fmt.Sprint("m", i), Body: []byte("x")}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishN(t, js, spec, n)
 	sub, err := nats.OpenSubscription(ctx, js, spec.Stream, spec.Consumer, &nats.SubscriptionOptions{Subject: spec.Subject})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	ds, err := sub.Receive(ctx, 5)
-	if err != nil || len(ds) != 5 {
-		t.Fatalf("receive: %d, %v", len(ds), err)
-	}
-	if errs := broker.AckAll(ctx, ds); errs != nil {
-		t.Fatal(errs)
-	}
+	receiveAck(t, sub, 5)
 	waitAckPending(t, js, spec, 5) // prefetched
 	// What is tested is the lock's expiry: time is its only signal.
 	time.Sleep(ackWait + 100*time.Millisecond)
@@ -255,19 +225,8 @@ func TestRunPrefetch(t *testing.T) {
 	_, js := connect(t, url)
 	spec := declare(t, js, nats.Spec{AckWait: time.Minute})
 	ctx := ctxT(t)
-	top, err := nats.OpenTopic(ctx, js, spec.Stream, &nats.TopicOptions{Subject: spec.Subject})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer top.Close()
 	const n, maxOut = 60, 4
-	var msgs []*broker.Message
-	for i := range n {
-		msgs = append(msgs, &broker.Message{ID: fmt.Sprint("m", i), Body: []byte("x")})
-	}
-	if err := top.Publish(ctx, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	publishN(t, js, spec, n)
 	sub, err := nats.OpenSubscription(ctx, js, spec.Stream, spec.Consumer, &nats.SubscriptionOptions{Subject: spec.Subject})
 	if err != nil {
 		t.Fatal(err)
@@ -305,4 +264,35 @@ func TestRunPrefetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAckPending(t, js, spec, 0)
+}
+
+// publishN publishes n messages, m0 to m(n-1), to spec's stream.
+func publishN(t *testing.T, js jetstream.JetStream, spec nats.Spec, n int) {
+	t.Helper()
+	ctx := ctxT(t)
+	top, err := nats.OpenTopic(ctx, js, spec.Stream, &nats.TopicOptions{Subject: spec.Subject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer top.Close()
+	msgs := make([]*broker.Message, n)
+	for i := range msgs {
+		msgs[i] = &broker.Message{ID: fmt.Sprint("m", i), Body: []byte("x")}
+	}
+	if err := top.Publish(ctx, msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// receiveAck receives n deliveries of sub (in one receive) and acks them.
+func receiveAck(t *testing.T, sub *broker.Subscription, n int) {
+	t.Helper()
+	ctx := ctxT(t)
+	ds, err := sub.Receive(ctx, n)
+	if err != nil || len(ds) != n {
+		t.Fatalf("receive: %d, %v", len(ds), err)
+	}
+	if errs := broker.AckAll(ctx, ds); errs != nil {
+		t.Fatal(errs)
+	}
 }
