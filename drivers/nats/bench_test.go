@@ -22,11 +22,11 @@ import (
 // consume (a pull of up to 100, then ack each). wary's acks are published
 // and flushed once per AckAll (it returns once the server has read them);
 // the raw consumer's are nats.go's Ack, sent without waiting (AckSync
-// would wait for each in turn); by default wary sends the next pull with
-// the acks (prefetch), BenchmarkConsumeNoPrefetch opens its subscription
-// with NoPrefetch. The two alternate in rounds inside one benchmark, so
-// that both see the same load on the machine; b.N counts messages per
-// side.
+// would wait for each in turn); by default wary sends the next pull
+// before a full receive returns (prefetch), BenchmarkConsumeNoPrefetch
+// opens its subscription with NoPrefetch. The two alternate in rounds
+// inside one benchmark, so that both see the same load on the machine;
+// b.N counts messages per side.
 //
 //	go -C drivers/nats test -run '^$' -bench . -benchtime 20000x -count 5 .
 

@@ -89,8 +89,8 @@
 //     pull on; a receive hands out none whose ack_wait passed before it
 //     took them (the server delivers them again), and Close returns those
 //     no receive took with -NAK. A consumer with max_ack_pending 1 never
-//     prefetches, so its order holds. Without prefetch no pull request
-//     outlives a receive.
+//     prefetches, so its order holds, nor does OpenDeadLetters. Without
+//     prefetch no pull request outlives a receive.
 //   - Lock: the consumer's ack_wait is LockTimeout. ExtendLock is +WPI,
 //     which JetStream applies as ack_wait from now: for a longer d the
 //     driver repeats it until d has passed or the delivery is settled.

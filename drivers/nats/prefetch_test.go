@@ -296,3 +296,40 @@ func receiveAck(t *testing.T, sub *broker.Subscription, n int) {
 		t.Fatal(errs)
 	}
 }
+
+// TestDeadLettersNoPrefetch: a dead-letter subscription never prefetches
+// (dead letters are read a few at a time, to be looked at or replayed):
+// after a full receive and its acks nothing of the dead-letter stream is
+// unacked, though more dead letters wait.
+func TestDeadLettersNoPrefetch(t *testing.T) {
+	url := serverURL(t)
+	_, js := connect(t, url)
+	spec := declare(t, js, nats.Spec{AckWait: time.Minute})
+	const n = 10
+	publishN(t, js, spec, n)
+	ctx := ctxT(t)
+	sub, err := nats.OpenSubscription(ctx, js, spec.Stream, spec.Consumer, &nats.SubscriptionOptions{Subject: spec.Subject, NoPrefetch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	for dead := 0; dead < n; {
+		ds, err := sub.Receive(ctx, n-dead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if err := d.DeadLetter(ctx, "test"); err != nil {
+				t.Fatal(err)
+			}
+			dead++
+		}
+	}
+	dl, err := nats.OpenDeadLetters(ctx, js, spec.Stream, spec.Consumer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	receiveAck(t, dl, 3)
+	waitAckPending(t, js, nats.Spec{Stream: nats.DeadLetterStream(spec.Stream), Consumer: spec.Consumer}, 0)
+}

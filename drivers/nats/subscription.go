@@ -63,7 +63,8 @@ type SubscriptionOptions struct {
 	// delivery) from the pull on; a receive hands out none whose AckWait
 	// passed meanwhile (the server delivers them again), and Close
 	// returns those no receive took (-NAK: redelivered at once). A
-	// consumer with max_ack_pending 1 never prefetches.
+	// consumer with max_ack_pending 1 never prefetches, nor does
+	// OpenDeadLetters.
 	NoPrefetch bool
 
 	stated stated
@@ -102,8 +103,8 @@ func OpenSubscription(ctx context.Context, js jetstream.JetStream, stream, consu
 // stream, filtered to DeadLetterSubject(stream, consumer), created with
 // the consumer's AckWait when it does not exist. Messages carry their ID,
 // key and headers as published, and the reason in the header
-// wary-dead-letter-reason. The dead-letter stream must exist
-// (ErrNotFound).
+// wary-dead-letter-reason. It never prefetches (NoPrefetch). The
+// dead-letter stream must exist (ErrNotFound).
 func OpenDeadLetters(ctx context.Context, js jetstream.JetStream, stream, consumer string, opts *SubscriptionOptions) (*broker.Subscription, error) {
 	var o SubscriptionOptions
 	if opts != nil {
@@ -141,7 +142,10 @@ func openDeadLetters(ctx context.Context, js jetstream.JetStream, stream, consum
 	if err != nil {
 		return nil, driver.OpenError(classify(err).Code, fmt.Errorf("nats: dead-letter consumer %s on stream %s: %w", consumer, dlqName, err))
 	}
-	o.Subject, o.DeadLetterStream = subject, "-"
+	// Dead letters are read to be looked at or replayed, a few at a
+	// time: a prefetch would deliver (and count) messages no one asked
+	// to see.
+	o.Subject, o.DeadLetterStream, o.NoPrefetch = subject, "-", true
 	s, err := openSubscription(ctx, js, dlqName, consumer, o)
 	if err != nil {
 		return nil, err
@@ -249,6 +253,7 @@ type subscription struct {
 	runMax   atomic.Int64
 	preMu    sync.Mutex
 	pre      *prefetched
+	taking   bool // a receive took pre and has not put back what it left
 }
 
 // prefetched is a prefetch pull request, and when it was sent; or (b nil)
@@ -260,7 +265,8 @@ type prefetched struct {
 	start time.Time
 }
 
-// takePrefetch returns the prefetched pull, if any, and forgets it.
+// takePrefetch returns the prefetched pull, if any, and forgets it; no
+// other is sent until putBack.
 func (s *subscription) takePrefetch() *prefetched {
 	if !s.prefetch {
 		return nil
@@ -268,8 +274,19 @@ func (s *subscription) takePrefetch() *prefetched {
 	s.preMu.Lock()
 	defer s.preMu.Unlock()
 	p := s.pre
-	s.pre = nil
+	s.pre, s.taking = nil, p != nil
 	return p
+}
+
+// putBack ends a takePrefetch, keeping p (when not nil: what the receive
+// left) for the next receive.
+func (s *subscription) putBack(p *prefetched) {
+	s.preMu.Lock()
+	defer s.preMu.Unlock()
+	if p != nil {
+		s.pre = p
+	}
+	s.taking = false
 }
 
 // startPrefetch sends a pull request that does not wait, of runMax or the
@@ -288,7 +305,7 @@ func (s *subscription) startPrefetch() {
 	}
 	s.preMu.Lock()
 	defer s.preMu.Unlock()
-	if s.pre != nil || s.bg.Err() != nil {
+	if s.pre != nil || s.taking || s.bg.Err() != nil {
 		return
 	}
 	start := time.Now()
@@ -417,7 +434,9 @@ func (r *receipt) add(m jetstream.Msg) bool {
 // slabLen is the most deliveries a receive allocates at once.
 const slabLen = 32
 
-// fromPrefetch takes p's messages, and puts back those beyond r.max. A
+// fromPrefetch takes p's messages, and puts back those beyond r.max
+// (putBack: no other prefetch starts meanwhile, which the put back would
+// orphan). A
 // prefetch whose AckWait passed before this receive is dropped: the
 // server delivers its messages again, and no settle of these would count.
 // Only decode fails it: a failed pull is not this receive's, which pulls
@@ -436,15 +455,16 @@ func (r *receipt) fromPrefetch(p *prefetched) error {
 	}
 	for _, m := range msgs {
 		if !each(m) {
+			r.s.putBack(nil)
 			return r.err
 		}
 	}
+	var left *prefetched
 	if len(r.rest) > 0 {
 		p.msgs, p.b, r.rest = r.rest, nil, nil
-		r.s.preMu.Lock()
-		r.s.pre = p
-		r.s.preMu.Unlock()
+		left = p
 	}
+	r.s.putBack(left)
 	return nil
 }
 
