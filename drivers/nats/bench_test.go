@@ -22,10 +22,11 @@ import (
 // consume (a pull of up to 100, then ack each). wary's acks are published
 // and flushed once per AckAll (it returns once the server has read them);
 // the raw consumer's are nats.go's Ack, sent without waiting (AckSync
-// would wait for each in turn). BenchmarkConsumePrefetch opens wary's
-// subscription with Prefetch (the next pull sent with the acks). The two alternate in rounds inside one benchmark, so
-// that both see the same load on the machine; b.N counts messages per
-// side.
+// would wait for each in turn); by default wary sends the next pull
+// before a full receive returns (prefetch), BenchmarkConsumeNoPrefetch
+// opens its subscription with NoPrefetch. The two alternate in rounds
+// inside one benchmark, so that both see the same load on the machine;
+// b.N counts messages per side.
 //
 //	go -C drivers/nats test -run '^$' -bench . -benchtime 20000x -count 5 .
 
@@ -107,11 +108,11 @@ func BenchmarkPublish(b *testing.B) {
 
 func BenchmarkConsume(b *testing.B) { benchConsume(b, false) }
 
-// BenchmarkConsumePrefetch is BenchmarkConsume with
-// SubscriptionOptions.Prefetch: each AckAll also sends the next pull.
-func BenchmarkConsumePrefetch(b *testing.B) { benchConsume(b, true) }
+// BenchmarkConsumeNoPrefetch is BenchmarkConsume with
+// SubscriptionOptions.NoPrefetch: no pull is sent with the acks.
+func BenchmarkConsumeNoPrefetch(b *testing.B) { benchConsume(b, true) }
 
-func benchConsume(b *testing.B, prefetch bool) {
+func benchConsume(b *testing.B, noPrefetch bool) {
 	url := serverURL(b)
 	_, js := connect(b, url)
 	_, rjs := connect(b, url)
@@ -120,7 +121,7 @@ func benchConsume(b *testing.B, prefetch bool) {
 	ws, rs := benchSpec(b, js), benchSpec(b, rjs)
 	rawPublish(b, js, ws.Subject, b.N)
 	rawPublish(b, rjs, rs.Subject, b.N)
-	sub, err := nats.OpenSubscription(ctx, js, ws.Stream, ws.Consumer, &nats.SubscriptionOptions{Subject: ws.Subject, Prefetch: prefetch})
+	sub, err := nats.OpenSubscription(ctx, js, ws.Stream, ws.Consumer, &nats.SubscriptionOptions{Subject: ws.Subject, NoPrefetch: noPrefetch})
 	if err != nil {
 		b.Fatal(err)
 	}

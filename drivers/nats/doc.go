@@ -27,10 +27,10 @@
 //	nats://user:password@host:4222/ORDERS?consumer=billing&subject=orders
 //
 // The path is the stream. Parameters: consumer, subject, wait_time,
-// dead_letter_stream, prefetch, dead_letters, and ack_wait, max_deliver,
-// max_ack_pending, duplicate_window and max_age, which say how
-// PlanTopologyURL declares the stream and consumer and which a
-// subscription compares with the consumer's (see URLOpener). Any other
+// dead_letter_stream, prefetch (true by default), dead_letters, and
+// ack_wait, max_deliver, max_ack_pending, duplicate_window and max_age,
+// which say how PlanTopologyURL declares the stream and consumer and
+// which a subscription compares with the consumer's (see URLOpener). Any other
 // parameter, and a malformed value, is an error matching
 // broker.ErrInvalid that does not repeat the value; the password never
 // appears in an error or a log. Each topic or subscription a URL opens has
@@ -70,13 +70,27 @@
 //   - Acks are per message (ack_policy explicit; none and all are refused
 //     with broker.ErrInvalid), published, then one flush per call (a PING
 //     the server answers after reading everything before it), so that Ack
-//     and broker.AckAll return once the server has read them.
-//   - Prefetch (SubscriptionOptions.Prefetch, off by default): an ack
-//     also sends the next pull request, before its flush, so that the
-//     next receive finds its messages in the client rather than waiting a
-//     round trip. Prefetched messages are delivered from that pull on
-//     (locked, counted); Close returns those no receive took with -NAK.
-//     Without it no pull request outlives a receive.
+//     and broker.AckAll return once the server has read them, and fail
+//     when it did not (with the deadline's error, SettleTimeout's or the
+//     caller's, or the connection's): the delivery stays unsettled and
+//     comes back after ack_wait. A JetStream ack has no answer of
+//     its own: an AckSync's proves no more (the server answers it for a
+//     delivery whose ack_wait has passed too), and would cost a round trip
+//     per message.
+//   - Prefetch (on by default; SubscriptionOptions.NoPrefetch, or
+//     prefetch=false, turns it off): a receive that got as many messages
+//     as it asked for sends the next pull request before it returns, and
+//     an ack sends one (before the acks) when none is outstanding, so
+//     that the next receive finds its messages in the client instead of
+//     waiting a round trip. The pull asks for the size of the last
+//     receive, or, under Subscription.Run, for RunOptions.MaxOutstanding
+//     (driver.Prefetcher): Run's loop and the prefetch hold at most twice
+//     that. Prefetched messages are delivered (locked, counted) from that
+//     pull on; a receive hands out none whose ack_wait passed before it
+//     took them (the server delivers them again), and Close returns those
+//     no receive took with -NAK. A consumer with max_ack_pending 1 never
+//     prefetches, so its order holds, nor does OpenDeadLetters. Without
+//     prefetch no pull request outlives a receive.
 //   - Lock: the consumer's ack_wait is LockTimeout. ExtendLock is +WPI,
 //     which JetStream applies as ack_wait from now: for a longer d the
 //     driver repeats it until d has passed or the delivery is settled.

@@ -51,15 +51,21 @@ type SubscriptionOptions struct {
 	// DeadLetterStream names the dead-letter stream. Default:
 	// DeadLetterStream(stream).
 	DeadLetterStream string
-	// Prefetch: an ack (Ack, broker.AckAll) also sends the next pull
-	// request, of the size of the last receive, before the flush it waits
-	// for, so that the next receive finds its messages in the client
-	// instead of waiting a round trip. Prefetched messages are delivered
-	// (locked, their AckWait running, counted as a delivery) from the
-	// pull on; Close returns those no receive took (-NAK: redelivered at
-	// once). Ignored with max_ack_pending 1. Default: off (no pull
-	// request outlives a receive).
-	Prefetch bool
+	// NoPrefetch turns prefetching off: no pull request outlives a
+	// receive. By default a receive that got as many messages as it asked
+	// for sends the next pull request before it returns, and so does an
+	// ack (Ack, broker.AckAll; before the acks) when none is outstanding,
+	// so that the next receive finds its messages in the client instead
+	// of waiting a round trip. The pull asks for the size of the last
+	// receive, or for what Subscription.Run holds
+	// (RunOptions.MaxOutstanding, through driver.Prefetcher). Prefetched
+	// messages are delivered (locked, their AckWait running, counted as a
+	// delivery) from the pull on; a receive hands out none whose AckWait
+	// passed meanwhile (the server delivers them again), and Close
+	// returns those no receive took (-NAK: redelivered at once). A
+	// consumer with max_ack_pending 1 never prefetches, nor does
+	// OpenDeadLetters.
+	NoPrefetch bool
 
 	stated stated
 }
@@ -97,8 +103,8 @@ func OpenSubscription(ctx context.Context, js jetstream.JetStream, stream, consu
 // stream, filtered to DeadLetterSubject(stream, consumer), created with
 // the consumer's AckWait when it does not exist. Messages carry their ID,
 // key and headers as published, and the reason in the header
-// wary-dead-letter-reason. The dead-letter stream must exist
-// (ErrNotFound).
+// wary-dead-letter-reason. It never prefetches (NoPrefetch). The
+// dead-letter stream must exist (ErrNotFound).
 func OpenDeadLetters(ctx context.Context, js jetstream.JetStream, stream, consumer string, opts *SubscriptionOptions) (*broker.Subscription, error) {
 	var o SubscriptionOptions
 	if opts != nil {
@@ -136,7 +142,10 @@ func openDeadLetters(ctx context.Context, js jetstream.JetStream, stream, consum
 	if err != nil {
 		return nil, driver.OpenError(classify(err).Code, fmt.Errorf("nats: dead-letter consumer %s on stream %s: %w", consumer, dlqName, err))
 	}
-	o.Subject, o.DeadLetterStream = subject, "-"
+	// Dead letters are read to be looked at or replayed, a few at a
+	// time: a prefetch would deliver (and count) messages no one asked
+	// to see.
+	o.Subject, o.DeadLetterStream, o.NoPrefetch = subject, "-", true
 	s, err := openSubscription(ctx, js, dlqName, consumer, o)
 	if err != nil {
 		return nil, err
@@ -202,7 +211,7 @@ func openSubscription(ctx context.Context, js jetstream.JetStream, stream, consu
 	s := &subscription{
 		js: js, nc: js.Conn(), cons: cons, stream: stream, consumer: consumer, subject: subject,
 		caps: caps, ackWait: ccfg.AckWait, maxDeliver: ccfg.MaxDeliver, maxAckPending: ccfg.MaxAckPending, dlq: dlq, wait: o.WaitTime,
-		holds: map[*ackID]time.Time{}, prefetch: o.Prefetch && ccfg.MaxAckPending != 1,
+		holds: map[*ackID]time.Time{}, prefetch: !o.NoPrefetch && ccfg.MaxAckPending != 1,
 	}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	return s, nil
@@ -236,31 +245,28 @@ type subscription struct {
 	holds   map[*ackID]time.Time
 	holding bool
 
-	// prefetch (SubscriptionOptions.Prefetch): SendAcks sends a pull of
-	// lastMax, kept in pre until a receive or Close takes it.
+	// prefetch (unless SubscriptionOptions.NoPrefetch): a full receive or
+	// SendAcks sends a pull of runMax (SetPrefetch's), or else lastMax (the
+	// last receive's), kept in pre until a receive or Close takes it.
 	prefetch bool
 	lastMax  atomic.Int64
+	runMax   atomic.Int64
 	preMu    sync.Mutex
 	pre      *prefetched
+	taking   bool // a receive took pre and has not put back what it left
 }
 
-// prefetched is a pull request SendAcks sent, and when; or (b nil) the
-// messages of one a receive left.
+// prefetched is a prefetch pull request, and when it was sent; or (b nil)
+// the messages of one a receive left.
 type prefetched struct {
 	b     jetstream.MessageBatch
+	n     int // the messages b asked for
 	msgs  []jetstream.Msg
 	start time.Time
 }
 
-// take returns p's messages.
-func (p *prefetched) take(ctx context.Context, s *subscription) ([]jetstream.Msg, error) {
-	if p.b == nil {
-		return p.msgs, nil
-	}
-	return s.collect(ctx, p.b, int(s.lastMax.Load()))
-}
-
-// takePrefetch returns the prefetched pull, if any, and forgets it.
+// takePrefetch returns the prefetched pull, if any, and forgets it; no
+// other is sent until putBack.
 func (s *subscription) takePrefetch() *prefetched {
 	if !s.prefetch {
 		return nil
@@ -268,27 +274,56 @@ func (s *subscription) takePrefetch() *prefetched {
 	s.preMu.Lock()
 	defer s.preMu.Unlock()
 	p := s.pre
-	s.pre = nil
+	s.pre, s.taking = nil, p != nil
 	return p
 }
 
-// startPrefetch sends a pull request that does not wait, of the size of
-// the last receive, unless one is outstanding or the subscription closed.
-// Its messages are locked from now on.
+// putBack ends a takePrefetch, keeping p (when not nil: what the receive
+// left) for the next receive.
+func (s *subscription) putBack(p *prefetched) {
+	s.preMu.Lock()
+	defer s.preMu.Unlock()
+	if p != nil {
+		s.pre = p
+	}
+	s.taking = false
+}
+
+// startPrefetch sends a pull request that does not wait, of runMax or the
+// size of the last receive, unless one is outstanding or the subscription
+// closed. Its messages are locked from now on.
 func (s *subscription) startPrefetch() {
-	n := int(s.lastMax.Load())
+	n := int(s.runMax.Load())
+	if n < 1 {
+		n = int(s.lastMax.Load())
+	}
+	if s.maxAckPending > 0 {
+		n = min(n, s.maxAckPending)
+	}
 	if n < 1 {
 		return
 	}
 	s.preMu.Lock()
 	defer s.preMu.Unlock()
-	if s.pre != nil || s.bg.Err() != nil {
+	if s.pre != nil || s.taking || s.bg.Err() != nil {
 		return
 	}
 	start := time.Now()
 	if b, err := s.cons.FetchNoWait(n); err == nil {
-		s.pre = &prefetched{b: b, start: start}
+		s.pre = &prefetched{b: b, n: n, start: start}
 	}
+}
+
+// SetPrefetch implements driver.Prefetcher: Subscription.Run calls it
+// with RunOptions.MaxOutstanding, the most deliveries it holds, and a
+// prefetch asks for that many (at most max_ack_pending) instead of the
+// size of the last receive. Without prefetching (NoPrefetch, or
+// max_ack_pending 1) it does nothing.
+func (s *subscription) SetPrefetch(n int) error {
+	if s.prefetch && n >= 1 {
+		s.runMax.Store(int64(n))
+	}
+	return nil
 }
 
 // ackID is one delivery.
@@ -311,7 +346,6 @@ type ackID struct {
 // subscription with a dead-letter stream, is dead-lettered unseen.
 func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*driver.Message, error) {
 	for {
-		start := time.Now()
 		// The server leaves a request that does not wait unanswered
 		// (until the client's own timeout) while the consumer has
 		// max_ack_pending deliveries in flight: it asks for no more than
@@ -319,69 +353,128 @@ func (s *subscription) ReceiveBatch(ctx context.Context, maxMessages int) ([]*dr
 		if s.maxAckPending > 0 {
 			maxMessages = min(maxMessages, s.maxAckPending)
 		}
-		var msgs []jetstream.Msg
-		var err error
+		r := receipt{s: s, ctx: ctx, max: maxMessages}
 		if s.prefetch {
 			s.lastMax.Store(int64(maxMessages))
 			if p := s.takePrefetch(); p != nil {
-				if msgs, err = p.take(ctx, s); err != nil {
-					// The prefetch's failure is not this receive's:
-					// it pulls as it would have without one.
-					msgs = nil
-				}
-				start = p.start
-				if len(msgs) > maxMessages {
-					// A receive of fewer than the pull asked for: the
-					// rest waits for the next.
-					p.msgs, p.b = msgs[maxMessages:], nil
-					msgs = msgs[:maxMessages]
-					s.preMu.Lock()
-					s.pre = p
-					s.preMu.Unlock()
+				if err := r.fromPrefetch(p); err != nil {
+					return nil, err
 				}
 			}
 		}
-		if len(msgs) == 0 && s.maxAckPending != 1 {
-			if msgs, err = s.fetch(ctx, maxMessages, false); err != nil {
+		if r.seen == 0 && s.maxAckPending != 1 {
+			if err := s.fetch(ctx, maxMessages, false, &r); err != nil {
 				return nil, err
 			}
 		}
-		if len(msgs) == 0 {
-			if msgs, err = s.fetch(ctx, 1, true); err != nil || len(msgs) == 0 {
+		if r.seen == 0 {
+			if err := s.fetch(ctx, 1, true, &r); err != nil || r.seen == 0 {
 				return nil, err
 			}
 			if maxMessages > 1 {
-				more, err := s.fetch(ctx, maxMessages-1, false)
-				if err == nil {
-					msgs = append(msgs, more...)
+				// Its own failure is not this receive's: the one
+				// message stands.
+				_ = s.fetch(ctx, maxMessages-1, false, &r)
+				if r.err != nil {
+					return nil, r.err
 				}
 			}
 		}
-		out := make([]*driver.Message, 0, len(msgs))
-		// Each message's delivery and driver.Message are allocated in one
-		// slab for the batch, not one by one.
-		slab := make([]delivery, len(msgs))
-		for i, m := range msgs {
-			dm, err := s.decode(ctx, m, start, &slab[i])
-			if err != nil {
-				return nil, err
-			}
-			if dm != nil {
-				out = append(out, dm)
-			}
+		if s.prefetch && r.seen == maxMessages {
+			// A full batch: the consumer has more, likely; they come
+			// while these are handled.
+			s.startPrefetch()
 		}
-		if len(out) > 0 || ctx.Err() != nil {
-			return out, nil
+		if len(r.out) > 0 || ctx.Err() != nil {
+			return r.out, nil
 		}
 	}
 }
 
-// fetch sends one pull request for up to n messages, waiting (up to
-// WaitTime, within ctx) or not.
-func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream.Msg, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+// receipt is what one ReceiveBatch decoded so far.
+type receipt struct {
+	s     *subscription
+	ctx   context.Context
+	max   int       // the most messages it takes
+	start time.Time // before the pull request of the messages it decodes
+	seen  int       // messages taken (decoded or dead-lettered)
+	out   []*driver.Message
+	slab  []delivery // where the next messages are decoded
+	rest  []jetstream.Msg
+	err   error // decode's
+}
+
+// add decodes m, or keeps it for the next receive when r has its max;
+// false (r.err set) stops the batch.
+func (r *receipt) add(m jetstream.Msg) bool {
+	if r.seen >= r.max {
+		r.rest = append(r.rest, m)
+		return true
 	}
+	r.seen++
+	if r.out == nil {
+		r.out = make([]*driver.Message, 0, min(r.max, 256))
+	}
+	if len(r.slab) == 0 {
+		// Deliveries are allocated in slabs, not one by one.
+		r.slab = make([]delivery, min(slabLen, r.max-r.seen+1))
+	}
+	dm, err := r.s.decode(r.ctx, m, r.start, &r.slab[0])
+	r.slab = r.slab[1:]
+	if err != nil {
+		r.err = err
+		return false
+	}
+	if dm != nil {
+		r.out = append(r.out, dm)
+	}
+	return true
+}
+
+// slabLen is the most deliveries a receive allocates at once.
+const slabLen = 32
+
+// fromPrefetch takes p's messages, and puts back those beyond r.max
+// (putBack: no other prefetch starts meanwhile, which the put back would
+// orphan). A
+// prefetch whose AckWait passed before this receive is dropped: the
+// server delivers its messages again, and no settle of these would count.
+// Only decode fails it: a failed pull is not this receive's, which pulls
+// as it would have without one.
+func (r *receipt) fromPrefetch(p *prefetched) error {
+	r.start = p.start
+	expired := !time.Now().Before(p.start.Add(r.s.ackWait))
+	each := r.add
+	if expired {
+		each = func(jetstream.Msg) bool { return true }
+	}
+	msgs := p.msgs
+	if p.b != nil {
+		more, _ := r.s.collect(r.ctx, p.b, max(p.n-len(msgs), 0))
+		msgs = append(msgs, more...)
+	}
+	for _, m := range msgs {
+		if !each(m) {
+			r.s.putBack(nil)
+			return r.err
+		}
+	}
+	var left *prefetched
+	if len(r.rest) > 0 {
+		p.msgs, p.b, r.rest = r.rest, nil, nil
+		left = p
+	}
+	r.s.putBack(left)
+	return nil
+}
+
+// fetch sends one pull request for up to n messages, waiting (up to
+// WaitTime, within ctx) or not, and decodes them into r.
+func (s *subscription) fetch(ctx context.Context, n int, wait bool, r *receipt) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.start = time.Now()
 	var b jetstream.MessageBatch
 	var err error
 	if wait {
@@ -391,7 +484,7 @@ func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream
 			// message no one reads (it comes back after AckWait): wait
 			// out the deadline instead.
 			<-ctx.Done()
-			return nil, nil
+			return nil
 		}
 		fctx, cancel := context.WithTimeout(ctx, s.wait)
 		defer cancel()
@@ -403,14 +496,24 @@ func (s *subscription) fetch(ctx context.Context, n int, wait bool) ([]jetstream
 		if ctx.Err() != nil || errors.Is(err, jetstream.ErrInvalidOption) {
 			// The deadline passed between the check above and the
 			// request (FetchContext refuses a deadline in the past).
-			return nil, nil
+			return nil
 		}
-		return nil, err
+		return err
 	}
-	return s.collect(ctx, b, n)
+	msgs, err := s.collect(ctx, b, n)
+	for _, m := range msgs {
+		if !r.add(m) {
+			return r.err
+		}
+	}
+	return err
 }
 
-// collect reads a pull request's messages (up to n of them expected).
+// collect reads a pull request's messages (up to n of them expected),
+// then returns them: decoded one by one as they arrive, the receiving
+// goroutine waits (and is woken) for each, which cost more CPU a message
+// in the benchmark. It fails when the request brought none, and not
+// because the consumer had none.
 func (s *subscription) collect(ctx context.Context, b jetstream.MessageBatch, n int) ([]jetstream.Msg, error) {
 	out := make([]jetstream.Msg, 0, n)
 	for m := range b.Messages() {
@@ -444,6 +547,19 @@ type delivery struct {
 // dead letter (the dead-letter copy's own), besides nats-*.
 var stripped = [...]string{HeaderID, HeaderKey, HeaderConsumer, HeaderSeq, driver.HeaderDeadLetterReason}
 
+// isStripped reports whether k is one of stripped (all start "wary-").
+func isStripped(k string) bool {
+	if !strings.HasPrefix(k, "wary-") {
+		return false
+	}
+	for _, sk := range stripped {
+		if k == sk {
+			return true
+		}
+	}
+	return false
+}
+
 // decode maps a JetStream message to the driver's, in into, or
 // dead-letters it (nil) when it is over the delivery limit.
 func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.Time, into *delivery) (*driver.Message, error) {
@@ -470,7 +586,7 @@ func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.T
 	}
 	var headers map[string]string
 	for k, v := range h {
-		if len(v) == 0 || len(k) >= 5 && strings.EqualFold(k[:5], "nats-") {
+		if len(v) == 0 || len(k) >= 5 && strings.EqualFold(k[:5], "nats-") || !s.deadLetters && isStripped(k) {
 			continue
 		}
 		if headers == nil {
@@ -481,11 +597,7 @@ func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.T
 	if headers == nil {
 		headers = map[string]string{}
 	}
-	if !s.deadLetters {
-		for _, k := range stripped {
-			delete(headers, k)
-		}
-	} else {
+	if s.deadLetters {
 		if id := headers[HeaderID]; id != "" {
 			a.id = id
 		}
@@ -604,9 +716,14 @@ func (s *subscription) settle(ctx context.Context, ids []driver.AckID, body func
 	return s.settleThen(ctx, ids, body, progress, false)
 }
 
-// settleThen is settle, sending a prefetch pull before the flush when
-// pull says so (SendAcks on a subscription that prefetches).
+// settleThen is settle, sending a prefetch pull first when pull says so
+// (SendAcks on a subscription that prefetches).
 func (s *subscription) settleThen(ctx context.Context, ids []driver.AckID, body func(*ackID) []byte, progress, pull bool) error {
+	if pull {
+		// The next pull goes before the acks, so that the server
+		// answers it without reading them first.
+		s.startPrefetch()
+	}
 	errs := make([]error, len(ids))
 	sent := make([]*ackID, len(ids))
 	start := time.Now()
@@ -635,9 +752,6 @@ func (s *subscription) settleThen(ctx context.Context, ids []driver.AckID, body 
 		sent[i], anySent = a, true
 	}
 	if anySent {
-		if pull {
-			s.startPrefetch()
-		}
 		err := s.flush(ctx)
 		for i, a := range sent {
 			switch {
@@ -883,7 +997,7 @@ func (s *subscription) As(i any) bool {
 }
 
 // Close stops renewing held locks, and returns prefetched messages no
-// receive took (-NAK). Without Prefetch no pull request outlives a
+// receive took (-NAK). With NoPrefetch no pull request outlives a
 // receive, so no message waits in the client: unsettled deliveries come
 // back after their AckWait.
 func (s *subscription) Close() error {

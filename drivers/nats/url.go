@@ -33,8 +33,9 @@ func init() {
 // SubscriptionOptions.Subject), consumer (the durable pull consumer; a
 // subscription needs it), wait_time (SubscriptionOptions.WaitTime),
 // dead_letter_stream (SubscriptionOptions.DeadLetterStream), prefetch (a
-// boolean: SubscriptionOptions.Prefetch), dead_letters (a boolean: open
-// the consumer's dead letters, as OpenDeadLetters does).
+// boolean, true by default; false sets SubscriptionOptions.NoPrefetch),
+// dead_letters (a boolean: open the consumer's dead letters, as
+// OpenDeadLetters does).
 // ack_wait, max_deliver, max_ack_pending, duplicate_window and max_age
 // say how PlanTopologyURL declares the stream and the consumer; a
 // subscription compares the first three with the consumer's configuration
@@ -80,7 +81,7 @@ func parseTarget(u *url.URL) (urlTarget, error) {
 	t.dlqStream = p.Get("dead_letter_stream")
 	t.wait = p.Duration("wait_time", 0, 0, time.Hour)
 	t.deadLetters = p.Bool("dead_letters", false)
-	t.prefetch = p.Bool("prefetch", false)
+	t.prefetch = p.Bool("prefetch", true)
 	t.spec = Spec{
 		Stream: t.stream, Subject: t.subject, Consumer: t.consumer, DeadLetterStream: t.dlqStream,
 		AckWait:         p.Duration("ack_wait", 0, 0, 24*time.Hour),
@@ -164,7 +165,7 @@ func (o *URLOpener) openSub(ctx context.Context, u *url.URL, deadLetters bool) (
 	if err != nil {
 		return nil, err
 	}
-	so := SubscriptionOptions{Subject: t.subject, WaitTime: t.wait, DeadLetterStream: t.dlqStream, Prefetch: t.prefetch,
+	so := SubscriptionOptions{Subject: t.subject, WaitTime: t.wait, DeadLetterStream: t.dlqStream, NoPrefetch: !t.prefetch,
 		stated: stated{ackWait: t.spec.AckWait, maxDeliver: t.spec.MaxDeliver, maxAckPending: t.spec.MaxAckPending}}
 	var s *subscription
 	if deadLetters {
