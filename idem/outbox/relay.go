@@ -462,6 +462,11 @@ type RelayStats struct {
 	// waits while another relay does (or, polling, while the outbox is
 	// streamed).
 	Streaming, Standby bool
+	// SlotReleases counts the times the relay's source dropped its
+	// stream's slot over the store's WAL budget (it polled, then streamed
+	// from a new slot), the last at SlotReleasedAt.
+	SlotReleases   int64
+	SlotReleasedAt time.Time
 	// LastError is the latest failure ("" if none), at LastErrorAt.
 	LastError   string
 	LastErrorAt time.Time
@@ -472,7 +477,8 @@ func (r *Relay) Stats() RelayStats {
 	ss := r.sources.state()
 	s := RelayStats{Published: r.n.published.Load(), Failed: r.n.failed.Load(), Quarantines: r.n.quarantined.Load(),
 		Claims: r.n.batches.Load(), Throughput: r.rate.perSecond(r.o.Now()),
-		Listening: ss.Listening, Idle: ss.Idle, Streaming: ss.Streaming, Standby: ss.Standby}
+		Listening: ss.Listening, Idle: ss.Idle, Streaming: ss.Streaming, Standby: ss.Standby,
+		SlotReleases: ss.Released, SlotReleasedAt: ss.ReleasedAt}
 	if e := r.n.lastErr.Load(); e != nil {
 		s.LastError, s.LastErrorAt = e.msg, e.at
 	}

@@ -92,6 +92,17 @@ type SourceOptions struct {
 	// it).
 	Stream      bool
 	StreamRetry time.Duration
+	// WALBudget is the most log, in bytes, the stream's slot may retain
+	// beyond its confirmed position (default 1 GiB; negative: no
+	// budget). A relay checks it before it opens the stream (a relay that
+	// was down comes back to its slot) and every StreamRetry while it
+	// streams (a relay that stalls). A slot over the budget is dropped
+	// (once its relay let go of it): the relay polls the table for
+	// StreamRetry, then streams from a new slot, first draining from the
+	// table what was committed before it. Nothing is lost; the release is
+	// counted in OutboxStreamStatus and the relay's stats (see
+	// docs/outbox-wal.md).
+	WALBudget int64
 	// Pipeline is how many claimed batches (streaming: lanes) a relay
 	// publishes at once (default 2): it claims the next batch while
 	// earlier ones wait for the broker's confirms. While the relay is
@@ -126,6 +137,9 @@ func (o *SourceOptions) check() error {
 	}
 	if o.StreamRetry == 0 {
 		o.StreamRetry = 30 * time.Second
+	}
+	if o.WALBudget == 0 {
+		o.WALBudget = defaultWALBudget
 	}
 	return nil
 }

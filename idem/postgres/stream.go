@@ -295,18 +295,61 @@ func (s *driver) OutboxStreamStatus(ctx context.Context) (store.OutboxStreamStat
 			COALESCE(EXTRACT(EPOCH FROM r.flush_lag), 0)::float8
 		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
 		WHERE s.slot_name = $1`, slot).Scan(&st.Active, &walStatus, &st.LagBytes, &lagSec)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return st, nil
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return st, err
+	default:
+		st.Exists = true
+		if walStatus != nil {
+			st.WALStatus = *walStatus
+		}
+		st.LagAge = time.Duration(lagSec * float64(time.Second))
 	}
-	if err != nil {
+	var at *time.Time
+	var lag *int64
+	err = s.pool.QueryRow(ctx, `SELECT released, released_at, released_lag FROM `+s.Core.Name("outbox_stream")+` WHERE slot = $1`, slot).
+		Scan(&st.Released, &at, &lag)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return st, err
 	}
-	st.Exists = true
-	if walStatus != nil {
-		st.WALStatus = *walStatus
+	if at != nil {
+		st.ReleasedAt = *at
 	}
-	st.LagAge = time.Duration(lagSec * float64(time.Second))
+	if lag != nil {
+		st.ReleasedLag = *lag
+	}
 	return st, nil
+}
+
+// defaultWALBudget is SourceOptions.WALBudget's default.
+const defaultWALBudget = 1 << 30
+
+// releaseOverBudget drops the stream's slot if no relay streams from it
+// and it retains more than budget bytes of log beyond its confirmed
+// position (OutboxStreamStatus.LagBytes), and records the release. It
+// reports the log the slot retained, and whether it dropped it. Rows
+// committed since the slot's confirmed position are in the table: the
+// relay polls them, and the next slot is fresh (drained from the table).
+func (s *driver) releaseOverBudget(ctx context.Context, budget int64) (lag int64, released bool, err error) {
+	st, err := s.OutboxStreamStatus(ctx)
+	if err != nil || !st.Exists || st.Active || st.LagBytes <= budget {
+		return st.LagBytes, false, err
+	}
+	if _, err := s.pool.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, st.Slot); err != nil {
+		switch pgCode(err) {
+		case "55006", "42704": // a relay took it meanwhile, or dropped it
+			return st.LagBytes, false, nil
+		}
+		return st.LagBytes, false, fmt.Errorf("drop the slot over the WAL budget: %w", err)
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO `+s.Core.Name("outbox_stream")+` AS r (slot, drained, released, released_at, released_lag)
+		VALUES ($1, FALSE, 1, now(), $2)
+		ON CONFLICT (slot) DO UPDATE SET drained = FALSE, released = r.released + 1, released_at = now(), released_lag = $2`, st.Slot, st.LagBytes)
+	if err != nil {
+		return st.LagBytes, true, fmt.Errorf("record the release of the slot over the WAL budget: %w", err)
+	}
+	return st.LagBytes, true, nil
 }
 
 // stream is an open outbox stream.

@@ -139,6 +139,19 @@ type streamLoop struct {
 // after the rows committed before it, which the source first claims from
 // the table.
 func (s *streamSource) stream(ctx context.Context, st logStream, polled bool) (progressed bool, err error) {
+	if s.o.WALBudget > 0 {
+		bctx, over := context.WithCancelCause(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { s.watchBudget(bctx, over) })
+		defer func() {
+			if c := context.Cause(bctx); errors.Is(c, errOverBudget) {
+				err = c
+			}
+			over(nil)
+			wg.Wait()
+		}()
+		ctx = bctx
+	}
 	if st.Fresh() {
 		n, err := s.drainTable(ctx)
 		if err != nil {

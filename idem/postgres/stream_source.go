@@ -113,7 +113,9 @@ type streamSource struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mode    atomic.Int32
+	mode       atomic.Int32
+	released   atomic.Int64 // slots dropped over the WAL budget
+	releasedAt atomic.Int64 // the last, in Unix nanoseconds
 	settled atomic.Uint64 // the position up to which everything was settled, while nothing is in hand (0: something is)
 	poll    atomic.Pointer[sqlcore.PollSource[pgx.Tx]]
 }
@@ -216,6 +218,9 @@ func (s *streamSource) State() store.SourceState {
 		ps := p.State()
 		st.Listening, st.Idle = ps.Listening, ps.Idle
 	}
+	if st.Released = s.released.Load(); st.Released > 0 {
+		st.ReleasedAt = time.Unix(0, s.releasedAt.Load())
+	}
 	return st
 }
 
@@ -289,6 +294,13 @@ func (s *streamSource) run(ctx context.Context, drain bool) {
 	polled := false // since the last stream: rows it streams may have been claimed
 	failures := 0   // streams in a row that failed without progress
 	for {
+		if s.release(ctx) {
+			polled = true
+			if !s.fallback(ctx, drain) {
+				return
+			}
+			continue
+		}
 		st, err := s.open(ctx, s.c.Owner)
 		switch {
 		case ctx.Err() != nil:
@@ -316,16 +328,8 @@ func (s *streamSource) run(ctx context.Context, drain bool) {
 			s.c.Logger.Warn("idem: relay: the outbox stream is unavailable; polling the table", slog.String("owner", s.c.Owner),
 				slog.Duration("retry", s.o.StreamRetry), slog.String("error", err.Error()))
 			s.c.Note("stream", err)
-			s.setMode(modeFallback)
 			polled = true
-			pctx, cancel := context.WithTimeout(ctx, s.o.StreamRetry)
-			if drain {
-				s.pause(pctx, s.o.StreamRetry)
-			} else {
-				s.pollTable(pctx)
-			}
-			cancel()
-			if ctx.Err() != nil {
+			if !s.fallback(ctx, drain) {
 				return
 			}
 			continue
@@ -343,6 +347,69 @@ func (s *streamSource) run(ctx context.Context, drain bool) {
 		}
 		failures++
 		if !s.pause(ctx, s.reopenDelay(failures)) {
+			return
+		}
+	}
+}
+
+// fallback polls the table for StreamRetry (with drain, lets Next claim
+// from it); it reports false once ctx is done.
+func (s *streamSource) fallback(ctx context.Context, drain bool) bool {
+	s.setMode(modeFallback)
+	pctx, cancel := context.WithTimeout(ctx, s.o.StreamRetry)
+	defer cancel()
+	if drain {
+		s.pause(pctx, s.o.StreamRetry)
+	} else {
+		s.pollTable(pctx)
+	}
+	return ctx.Err() == nil
+}
+
+// errOverBudget ends a stream whose slot retains more log than the WAL
+// budget: the source releases the slot once the stream let go of it.
+var errOverBudget = errors.New("idem/postgres: outbox stream: the slot retains more WAL than the budget")
+
+// release drops the stream's slot if it is over the WAL budget (and no
+// relay streams from it), and reports whether it did: the source then
+// polls, and streams later from a new slot.
+func (s *streamSource) release(ctx context.Context) bool {
+	if s.o.WALBudget <= 0 {
+		return false
+	}
+	lag, released, err := s.d.releaseOverBudget(ctx, s.o.WALBudget)
+	if err != nil {
+		s.c.Note("stream", err)
+	}
+	if !released {
+		return false
+	}
+	s.releasedAt.Store(s.c.Now().UnixNano())
+	s.released.Add(1)
+	s.c.Logger.Warn("idem: relay: the outbox stream's slot retained more WAL than the budget; dropped it, polling the table",
+		slog.String("owner", s.c.Owner), slog.Int64("retained", lag), slog.Int64("budget", s.o.WALBudget),
+		slog.Duration("retry", s.o.StreamRetry))
+	s.c.Note("stream", fmt.Errorf("%w: it retained %d bytes (budget %d): dropped; polling the table, then streaming from a new slot",
+		errOverBudget, lag, s.o.WALBudget))
+	return true
+}
+
+// watchBudget checks the slot's retained log every StreamRetry while a
+// stream is open, and ends the stream (over, with errOverBudget) once it
+// passes the WAL budget: a stalled relay lets go of the slot, and run
+// releases it.
+func (s *streamSource) watchBudget(ctx context.Context, over context.CancelCauseFunc) {
+	t := time.NewTicker(s.o.StreamRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, err := s.d.OutboxStreamStatus(ctx)
+		if err == nil && st.LagBytes > s.o.WALBudget {
+			over(fmt.Errorf("%w: it retains %d bytes (budget %d)", errOverBudget, st.LagBytes, s.o.WALBudget))
 			return
 		}
 	}

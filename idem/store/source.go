@@ -101,6 +101,11 @@ type SourceState struct {
 	// Idle counts the times the source found nothing to do and went to
 	// wait.
 	Idle int64
+	// Released counts the times the source dropped its stream's slot
+	// because it retained more log than the store's WAL budget (it then
+	// polls, and streams again from a new slot); ReleasedAt is the last.
+	Released   int64
+	ReleasedAt time.Time
 }
 
 // ErrOtherSource is returned by RelayStore.OutboxSource, and by a polling

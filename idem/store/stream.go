@@ -31,4 +31,11 @@ type OutboxStreamStatus struct {
 	// WALStatus is the server's view of the retained log (PostgreSQL:
 	// reserved, extended, unreserved or lost).
 	WALStatus string
+	// Released counts the times a relay dropped the slot because it
+	// retained more log than the store's WAL budget (the relay polled the
+	// table, then streamed from a new slot); ReleasedAt is the last time,
+	// and ReleasedLag how much log the slot retained then.
+	Released    int64
+	ReleasedAt  time.Time
+	ReleasedLag int64
 }

@@ -104,7 +104,8 @@ func outboxHealth(ctx context.Context, d db) (healthJSON, error) {
 	}
 	if ok {
 		j.Stream = &streamJSON{Slot: st.Slot, Active: st.Active, LagBytes: st.LagBytes,
-			LagAge: st.LagAge.Round(time.Millisecond).String(), WALStatus: st.WALStatus}
+			LagAge: st.LagAge.Round(time.Millisecond).String(), WALStatus: st.WALStatus,
+			Released: st.Released, ReleasedAt: st.ReleasedAt, ReleasedLag: st.ReleasedLag, exists: st.Exists}
 	}
 	return j, nil
 }

@@ -48,15 +48,32 @@ type streamJSON struct {
 	LagBytes  int64  `json:"lag_bytes"`
 	LagAge    string `json:"lag_age"`
 	WALStatus string `json:"wal_status"`
+	// Released counts the slots dropped over the WAL budget
+	// (postgres.SourceOptions.WALBudget), the last at ReleasedAt, when it
+	// retained ReleasedLag bytes.
+	Released    int64     `json:"released,omitempty"`
+	ReleasedAt  time.Time `json:"released_at,omitzero"`
+	ReleasedLag int64     `json:"released_lag_bytes,omitempty"`
+	exists      bool
 }
 
 // String is the slot's line in wary outbox status and wary explain.
 func (s *streamJSON) String() string {
-	active := "no relay streams"
-	if s.Active {
-		active = "a relay streams"
+	var line string
+	if s.exists {
+		active := "no relay streams"
+		if s.Active {
+			active = "a relay streams"
+		}
+		line = fmt.Sprintf("stream slot %s: %s; lag %d bytes, %s; WAL %s", s.Slot, active, s.LagBytes, s.LagAge, s.WALStatus)
+	} else {
+		line = fmt.Sprintf("stream slot %s: missing (the relay polls, then creates it)", s.Slot)
 	}
-	return fmt.Sprintf("stream slot %s: %s; lag %d bytes, %s; WAL %s", s.Slot, active, s.LagBytes, s.LagAge, s.WALStatus)
+	if s.Released > 0 {
+		line += fmt.Sprintf("; released over the WAL budget %d times, last at %s (%d bytes retained)",
+			s.Released, s.ReleasedAt.Format(time.RFC3339), s.ReleasedLag)
+	}
+	return line
 }
 
 func (a *app) outboxStatus() *cobra.Command {

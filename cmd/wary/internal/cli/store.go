@@ -71,7 +71,7 @@ func (d sqlDB[Tx]) streamStatus(ctx context.Context) (store.OutboxStreamStatus, 
 		return store.OutboxStreamStatus{}, false, nil
 	}
 	st, err := s.OutboxStreamStatus(ctx)
-	return st, err == nil && st.Exists, err
+	return st, err == nil && (st.Exists || st.Released > 0), err
 }
 
 func (d sqlDB[Tx]) unpark(ctx context.Context, consumer string, ps []store.Parked, publish func(context.Context) error) (err error) {

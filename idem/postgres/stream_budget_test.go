@@ -1,0 +1,84 @@
+package postgres_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/idem/outbox"
+	"github.com/wary-go/wary/idem/postgres"
+	"github.com/wary-go/wary/idem/store"
+)
+
+// TestStreamWALBudget: a slot that retains more WAL than the budget while
+// its relay is down is dropped when a relay comes back; the relay polls
+// the table, then streams from a new slot. Every row is published once,
+// each aggregate in order, and the release is counted (the relay's stats,
+// the stream's status).
+func TestStreamWALBudget(t *testing.T) {
+	e := setupStream(t, newPool(t))
+	h := conformance.NewHistory()
+	topic, c := e.consuming(h)
+	const budget = 4 << 20
+	so := postgres.SourceOptions{StreamRetry: time.Second, WALBudget: budget}
+	msg := func(i int) *outbox.Message {
+		return &outbox.Message{ID: fmt.Sprintf("m-%d", i), AggregateID: fmt.Sprintf("agg-%d", i%7), Payload: []byte("x")}
+	}
+	n := 0
+	addSome := func(k int) {
+		for range k {
+			e.add(h, msg(n))
+			n++
+		}
+	}
+
+	r := e.relay(topic, nil, so)
+	stop := e.run(r)
+	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
+	addSome(20)
+	e.waitFor("the rows streamed", func() bool { return c.distinct() == n })
+	stop()
+
+	// The relay is down: rows are committed, and the server writes more
+	// WAL than the budget (messages no publication carries).
+	addSome(50)
+	for range 2 * budget >> 20 {
+		if _, err := e.pool.Exec(e.ctx, `SELECT pg_logical_emit_message(false, 'wary-test', repeat('x', 1 << 20))`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addSome(50)
+	st, err := e.st.Driver().(store.StreamStatuser).OutboxStreamStatus(e.ctx)
+	if err != nil || !st.Exists || st.LagBytes <= budget || st.Released != 0 {
+		t.Fatalf("before the relay comes back: %+v, %v; want the slot over the budget", st, err)
+	}
+
+	r = e.relay(topic, nil, so)
+	e.run(r)
+	e.waitFor("the slot released", func() bool { return r.Stats().SlotReleases > 0 })
+	e.waitFor("every row", func() bool { return c.distinct() == n })
+	e.waitFor("a new slot, streamed", func() bool {
+		st, err = e.st.Driver().(store.StreamStatuser).OutboxStreamStatus(e.ctx)
+		return err == nil && st.Exists && st.Active && r.Stats().Streaming
+	})
+	if st.Released < 1 || st.ReleasedLag <= budget || st.ReleasedAt.IsZero() {
+		t.Errorf("status after the release: %+v", st)
+	}
+	if s := r.Stats(); s.SlotReleasedAt.IsZero() {
+		t.Errorf("stats after the release: %+v", s)
+	}
+	// The new slot streams what comes next.
+	addSome(30)
+	e.waitFor("the rows after the release", func() bool { return c.distinct() == n })
+	e.waitFor("the table empty", func() bool { return e.rows(0) == 0 })
+	for i := range n {
+		if k := c.count(msg(i).ID); k != 1 {
+			t.Errorf("%s arrived %d times; want once", msg(i).ID, k)
+		}
+	}
+	c.check(t, nil)
+	if rep := h.Check(); !rep.Valid() {
+		t.Errorf("history: %s", rep)
+	}
+}
