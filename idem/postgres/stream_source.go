@@ -114,10 +114,10 @@ type streamSource struct {
 	wg     sync.WaitGroup
 
 	mode       atomic.Int32
-	released   atomic.Int64 // slots dropped over the WAL budget
-	releasedAt atomic.Int64 // the last, in Unix nanoseconds
-	settled atomic.Uint64 // the position up to which everything was settled, while nothing is in hand (0: something is)
-	poll    atomic.Pointer[sqlcore.PollSource[pgx.Tx]]
+	released   atomic.Int64  // slots dropped over the WAL budget
+	releasedAt atomic.Int64  // the last, in Unix nanoseconds
+	settled    atomic.Uint64 // the position up to which everything was settled, while nothing is in hand (0: something is)
+	poll       atomic.Pointer[sqlcore.PollSource[pgx.Tx]]
 }
 
 // claimHandle is a batch the stream source claimed from the table (rows
