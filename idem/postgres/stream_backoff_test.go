@@ -64,7 +64,7 @@ func TestStreamReopensWithBackoff(t *testing.T) {
 	c := store.SourceConfig{Owner: "r", BatchSize: 10, PollInterval: poll, Now: time.Now, Logger: slog.New(slog.DiscardHandler),
 		Note:  func(op string, err error) { notes = append(notes, op+": "+err.Error()) },
 		Woken: func() <-chan struct{} { return nil }, Changed: func() <-chan struct{} { return nil }}
-	o := SourceOptions{Stream: true, StreamRetry: retry}
+	o := SourceOptions{Stream: true, StreamRetry: retry, WALBudget: -1} // no server: no slot to check
 	if err := o.check(); err != nil {
 		t.Fatal(err)
 	}
