@@ -58,7 +58,7 @@ func TestOutboxStatusStream(t *testing.T) {
 		}
 	}
 	slot, _ := st.StreamSlot(ctx)
-	t.Cleanup(func() {
+	stop := func() { // the relay, and its slot
 		ctx := context.Background()
 		stopRelay()
 		<-relayDone
@@ -69,7 +69,10 @@ func TestOutboxStatusStream(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		_, _ = st.Pool().Exec(ctx, "DROP PUBLICATION IF EXISTS "+pgx.Identifier{slot}.Sanitize())
+	}
+	t.Cleanup(func() {
+		stop()
+		_, _ = st.Pool().Exec(context.Background(), "DROP PUBLICATION IF EXISTS "+pgx.Identifier{slot}.Sanitize())
 	})
 	r := w.want(cli.ExitOK, append([]string{"outbox", "status"}, args...)...)
 	if !strings.Contains(r.out, "stream slot "+slot+": a relay streams") {
@@ -99,5 +102,29 @@ func TestOutboxStatusStream(t *testing.T) {
 		if code != 200 || !strings.Contains(body, slot) || !strings.Contains(body, "wal_status") && !strings.Contains(body, "a relay streams") {
 			t.Errorf("console %s: %d, the slot %s not shown:\n%s", path, code, slot, body)
 		}
+	}
+
+	// A relay released the slot over the WAL budget (recorded as it does,
+	// the slot gone): the status says so, and when.
+	stop()
+	_, err = st.Pool().Exec(ctx, `UPDATE `+pgx.Identifier{args[3], "wary_outbox_stream"}.Sanitize()+`
+		SET released = 1, released_at = now(), released_lag = 123456 WHERE slot = $1`, slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = w.want(cli.ExitOK, append([]string{"outbox", "status"}, args...)...)
+	if !strings.Contains(r.out, "stream slot "+slot+": missing") || !strings.Contains(r.out, "released over the WAL budget 1 times") {
+		t.Errorf("status after a release:\n%s", r.out)
+	}
+	r = w.want(cli.ExitOK, append([]string{"outbox", "status", "--json"}, args...)...)
+	var rj struct {
+		Stream struct {
+			Released    int64     `json:"released"`
+			ReleasedAt  time.Time `json:"released_at"`
+			ReleasedLag int64     `json:"released_lag_bytes"`
+		} `json:"stream"`
+	}
+	if err := json.Unmarshal([]byte(r.out), &rj); err != nil || rj.Stream.Released != 1 || rj.Stream.ReleasedAt.IsZero() || rj.Stream.ReleasedLag != 123456 {
+		t.Errorf("status --json after a release: %+v, %v\n%s", rj, err, r.out)
 	}
 }
