@@ -217,5 +217,7 @@
 // and wary.outbox.quarantined, read with the store's outbox health at each
 // collection, and for a streaming relay (postgres.SourceOptions.Stream)
 // wary.outbox.stream.lag (bytes of log its slot retains beyond its
-// confirmed position) and wary.outbox.stream.lag_age (seconds).
+// confirmed position), wary.outbox.stream.lag_age (seconds) and the
+// counter wary.outbox.stream.released (slots dropped over the WAL budget,
+// postgres.SourceOptions.WALBudget).
 package idem

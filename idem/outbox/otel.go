@@ -66,6 +66,7 @@ const (
 	metricOutboxQuarantine = "wary.outbox.quarantined"
 	metricStreamLag        = "wary.outbox.stream.lag"
 	metricStreamLagAge     = "wary.outbox.stream.lag_age"
+	metricStreamReleased   = "wary.outbox.stream.released"
 )
 
 func newRelayTel(r *Relay) {
@@ -96,7 +97,9 @@ func (r *Relay) observeOutbox(src store.Source) (stop func()) {
 		metric.WithDescription("Log the outbox stream's slot retains beyond its confirmed position (a streaming source)."))
 	lagAge, _ := m.Float64ObservableGauge(metricStreamLagAge, metric.WithUnit("s"),
 		metric.WithDescription("How far behind the outbox stream's confirmed position is, in time (a streaming source)."))
-	if backlog == nil || oldest == nil || quar == nil || lag == nil || lagAge == nil {
+	released, _ := m.Int64ObservableCounter(metricStreamReleased, metric.WithUnit("{release}"),
+		metric.WithDescription("Times a relay dropped the outbox stream's slot because it retained more log than the WAL budget (a streaming source)."))
+	if backlog == nil || oldest == nil || quar == nil || lag == nil || lagAge == nil || released == nil {
 		return func() {}
 	}
 	insts := []metric.Observable{backlog, oldest, quar}
@@ -105,7 +108,7 @@ func (r *Relay) observeOutbox(src store.Source) (stop func()) {
 		streamer = nil
 	}
 	if streamer != nil {
-		insts = append(insts, lag, lagAge)
+		insts = append(insts, lag, lagAge, released)
 	}
 	reg, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		h, err := r.st.OutboxHealth(ctx, r.o.Now())
@@ -124,6 +127,7 @@ func (r *Relay) observeOutbox(src store.Source) (stop func()) {
 				o.ObserveInt64(lag, st.LagBytes)
 				o.ObserveFloat64(lagAge, st.LagAge.Seconds())
 			}
+			o.ObserveInt64(released, st.Released)
 		}
 		return nil
 	}, insts...)
