@@ -399,14 +399,7 @@ func (s *streamSource) release(ctx context.Context) bool {
 // passes the WAL budget: a stalled relay lets go of the slot, and run
 // releases it.
 func (s *streamSource) watchBudget(ctx context.Context, over context.CancelCauseFunc) {
-	t := time.NewTicker(s.o.StreamRetry)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	for signal.Sleep(ctx, s.o.StreamRetry) {
 		st, err := s.d.OutboxStreamStatus(ctx)
 		if err == nil && st.LagBytes > s.o.WALBudget {
 			over(fmt.Errorf("%w: it retains %d bytes (budget %d)", errOverBudget, st.LagBytes, s.o.WALBudget))
