@@ -296,7 +296,7 @@ func (s *streamSource) run(ctx context.Context, drain bool) {
 	for {
 		if s.release(ctx) {
 			polled = true
-			if !s.fallback(ctx, drain) {
+			if !s.fallback(ctx, drain, s.d.pollGuard) {
 				return
 			}
 			continue
@@ -329,7 +329,7 @@ func (s *streamSource) run(ctx context.Context, drain bool) {
 				slog.Duration("retry", s.o.StreamRetry), slog.String("error", err.Error()))
 			s.c.Note("stream", err)
 			polled = true
-			if !s.fallback(ctx, drain) {
+			if !s.fallback(ctx, drain, nil) {
 				return
 			}
 			continue
@@ -353,15 +353,17 @@ func (s *streamSource) run(ctx context.Context, drain bool) {
 }
 
 // fallback polls the table for StreamRetry (with drain, lets Next claim
-// from it); it reports false once ctx is done.
-func (s *streamSource) fallback(ctx context.Context, drain bool) bool {
+// from it); it reports false once ctx is done. With guard, the polling
+// stands by while guard says a slot exists (after a release over the WAL
+// budget, another relay may stream from a new slot meanwhile).
+func (s *streamSource) fallback(ctx context.Context, drain bool, guard func(context.Context) error) bool {
 	s.setMode(modeFallback)
 	pctx, cancel := context.WithTimeout(ctx, s.o.StreamRetry)
 	defer cancel()
 	if drain {
 		s.pause(pctx, s.o.StreamRetry)
 	} else {
-		s.pollTable(pctx)
+		s.pollTable(pctx, guard)
 	}
 	return ctx.Err() == nil
 }
@@ -410,12 +412,12 @@ func (s *streamSource) watchBudget(ctx context.Context, over context.CancelCause
 
 // pollTable runs a polling source on the table until ctx is done,
 // handing its batches out.
-func (s *streamSource) pollTable(ctx context.Context) {
+func (s *streamSource) pollTable(ctx context.Context, guard func(context.Context) error) {
 	var w sqlcore.Wake
 	if !s.o.NoListen {
 		w = newWake(s.d, s.c.Owner, 2*s.c.PollInterval+30*time.Second)
 	}
-	p := s.d.Outbox.PollSource(s.c, sqlcore.PollOptions{PerAggregate: s.o.PerAggregate, Pipeline: s.o.Pipeline, Wake: w})
+	p := s.d.Outbox.PollSource(s.c, sqlcore.PollOptions{PerAggregate: s.o.PerAggregate, Pipeline: s.o.Pipeline, Wake: w, Guard: guard})
 	s.poll.Store(p)
 	defer func() {
 		_ = p.Close(context.WithoutCancel(ctx)) // producers need not notify a streaming relay
