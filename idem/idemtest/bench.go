@@ -10,6 +10,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/internal/benchpair"
 )
 
 // Bench measures messages per second through the inbox against the bare
@@ -47,7 +48,11 @@ func BenchCounted[Tx any](b *testing.B, f Factory[Tx], statements func() int64) 
 // the inbox a team writes by hand: in the bare transaction, before the
 // effect, INSERT INTO its own inbox table ... ON CONFLICT (consumer,
 // message_id) DO NOTHING RETURNING 1. With statements, each mode also
-// reports its statements per message (bare-stmts/msg, ...).
+// reports its statements per message (bare-stmts/msg, ...). Each mode also
+// reports the process's CPU per message during its turns
+// (bare-cpu-µs/msg, ...): the modes run one at a time, so that is the
+// client's CPU for the mode, less sensitive to the machine's load than
+// the rates.
 func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int64) {
 	const turn, modes = 100, 5
 	e := Setup(b, f, "")
@@ -74,6 +79,7 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 	sub := q.Subscription(nil)
 	var spent [modes]time.Duration // bare, inbox, bare100, batch100, article
 	var sent [modes]int64          // statements, where counted
+	var cpu [modes]time.Duration   // the process's CPU
 	b.ResetTimer()
 	for done := 0; done < b.N; done += turn {
 		n := min(turn, b.N-done)
@@ -82,7 +88,7 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 			if statements != nil {
 				before = statements()
 			}
-			start := time.Now()
+			start, cpu0 := time.Now(), benchpair.CPUTime()
 			var err error
 			switch mode {
 			case 0, 1, 4:
@@ -115,6 +121,7 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 				b.Fatal(err)
 			}
 			spent[mode] += time.Since(start)
+			cpu[mode] += benchpair.CPUTime() - cpu0
 			if statements != nil {
 				sent[mode] += statements() - before
 			}
@@ -133,8 +140,9 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 	b.ReportMetric(rate(3)/rate(1), "batch100/inbox-x")
 	b.ReportMetric(100*rate(3)/rate(2), "batch100/bare100-%")
 	b.ReportMetric(float64(b.N)/float64(grouped.Stats().Commits), "batch100-msgs/commit")
-	if statements != nil {
-		for mode, name := range []string{"bare", "inbox", "bare100", "batch100", "article"} {
+	for mode, name := range []string{"bare", "inbox", "bare100", "batch100", "article"} {
+		b.ReportMetric(float64(cpu[mode].Nanoseconds())/1e3/float64(b.N), name+"-cpu-µs/msg")
+		if statements != nil {
 			b.ReportMetric(float64(sent[mode])/float64(b.N), name+"-stmts/msg")
 		}
 	}
