@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/metrics"
 	"sync"
 	"testing"
 	"time"
@@ -52,7 +53,9 @@ func BenchCounted[Tx any](b *testing.B, f Factory[Tx], statements func() int64) 
 // reports the process's CPU per message during its turns
 // (bare-cpu-µs/msg, ...): the modes run one at a time, so that is the
 // client's CPU for the mode, less sensitive to the machine's load than
-// the rates.
+// the rates, and the goroutines started per message (bare-goroutines/msg,
+// ...): batch100's one per Handle call, and any a driver starts per
+// statement.
 func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int64) {
 	const turn, modes = 100, 5
 	e := Setup(b, f, "")
@@ -80,6 +83,7 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 	var spent [modes]time.Duration // bare, inbox, bare100, batch100, article
 	var sent [modes]int64          // statements, where counted
 	var cpu [modes]time.Duration   // the process's CPU
+	var started [modes]uint64      // goroutines
 	b.ResetTimer()
 	for done := 0; done < b.N; done += turn {
 		n := min(turn, b.N-done)
@@ -88,7 +92,7 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 			if statements != nil {
 				before = statements()
 			}
-			start, cpu0 := time.Now(), benchpair.CPUTime()
+			start, cpu0, g0 := time.Now(), benchpair.CPUTime(), goroutinesCreated()
 			var err error
 			switch mode {
 			case 0, 1, 4:
@@ -122,6 +126,7 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 			}
 			spent[mode] += time.Since(start)
 			cpu[mode] += benchpair.CPUTime() - cpu0
+			started[mode] += goroutinesCreated() - g0
 			if statements != nil {
 				sent[mode] += statements() - before
 			}
@@ -142,6 +147,7 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 	b.ReportMetric(float64(b.N)/float64(grouped.Stats().Commits), "batch100-msgs/commit")
 	for mode, name := range []string{"bare", "inbox", "bare100", "batch100", "article"} {
 		b.ReportMetric(float64(cpu[mode].Nanoseconds())/1e3/float64(b.N), name+"-cpu-µs/msg")
+		b.ReportMetric(float64(started[mode])/float64(b.N), name+"-goroutines/msg")
 		if statements != nil {
 			b.ReportMetric(float64(sent[mode])/float64(b.N), name+"-stmts/msg")
 		}
@@ -150,6 +156,17 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 	if n := e.Int(`SELECT count(*) FROM effects`); n != int64(modes*b.N) {
 		b.Errorf("%d effects for %d messages", n, modes*b.N)
 	}
+}
+
+// goroutinesCreated is how many goroutines the process has started, 0
+// where the runtime does not say.
+func goroutinesCreated() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // handleConcurrently receives n messages and handles each in a goroutine
