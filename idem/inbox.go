@@ -134,7 +134,8 @@ type Options struct {
 	// until its next delivery.
 	PurgeInterval time.Duration
 	// CommitTimeout bounds each commit and rollback of the inbox's
-	// transactions (default 30s); its acks, nacks and dead-letters are
+	// transactions (default 30s; commits that begin close together share
+	// a deadline, so each is given at least 15/16 of it); its acks, nacks and dead-letters are
 	// bounded by its subscription's SubscriptionOptions.SettleTimeout. None of them
 	// stops when the ctx passed to Handle is canceled: work that succeeded
 	// is committed and acknowledged, work that failed is rolled back.
@@ -202,6 +203,7 @@ type Inbox[Tx any] struct {
 	// once (retryConflict); nil where the store has none.
 	conflicts store.Conflicts
 	tel       *inboxTel
+	deadlines commitDeadlines // CommitTimeout's
 	group     group[Tx]
 	logged    sync.Once
 }
@@ -260,7 +262,7 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps capability.Sub
 	if err != nil {
 		return nil, fmt.Errorf("consumer %q: %w", consumer, err)
 	}
-	in := &Inbox[Tx]{store: st, consumer: consumer, caps: caps, o: o, early: early}
+	in := &Inbox[Tx]{store: st, consumer: consumer, caps: caps, o: o, early: early, deadlines: commitDeadlines{timeout: o.CommitTimeout}}
 	if es, ok := st.(store.Early[Tx]); ok && o.hasVersions() && o.Batch > 1 {
 		in.locks = es
 	}

@@ -147,18 +147,17 @@ func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int
 // instead): a COMMIT cut off in flight leaves its outcome unknown, and the
 // delivery would be nacked although its effect may be in place.
 func (in *Inbox[Tx]) commit(ctx context.Context, tx Tx) error {
-	cctx, cancel := in.commitCtx(ctx)
-	defer cancel()
-	cctx, span := childSpan(cctx, "inbox commit")
+	cctx, span := childSpan(in.commitCtx(ctx), "inbox commit")
 	err := in.store.Commit(cctx, tx)
 	endChild(span, err)
 	return err
 }
 
-// commitCtx is ctx without its cancellation, bounded by CommitTimeout:
-// for commits and rollbacks.
-func (in *Inbox[Tx]) commitCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), in.o.CommitTimeout)
+// commitCtx is ctx without its cancellation, bounded by CommitTimeout (a
+// deadline shared by the commits that begin close together, see
+// commitDeadlines): for commits and rollbacks.
+func (in *Inbox[Tx]) commitCtx(ctx context.Context) context.Context {
+	return in.deadlines.bound(ctx)
 }
 
 // settleCtx is ctx without its cancellation, for acks, nacks and
@@ -171,9 +170,7 @@ func settleCtx(ctx context.Context) context.Context {
 // rollback rolls tx back, even when ctx ended, bounded by CommitTimeout as
 // commits are: a store that does not answer cannot hold the handler loop.
 func (in *Inbox[Tx]) rollback(ctx context.Context, tx Tx) {
-	rctx, cancel := in.commitCtx(ctx)
-	defer cancel()
-	_ = in.store.Rollback(rctx, tx)
+	_ = in.store.Rollback(in.commitCtx(ctx), tx)
 }
 
 func (in *Inbox[Tx]) ack(ctx context.Context, d *broker.Delivery) error {

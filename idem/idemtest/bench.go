@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/metrics"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/internal/benchpair"
 )
 
 // Bench measures messages per second through the inbox against the bare
@@ -47,7 +49,13 @@ func BenchCounted[Tx any](b *testing.B, f Factory[Tx], statements func() int64) 
 // the inbox a team writes by hand: in the bare transaction, before the
 // effect, INSERT INTO its own inbox table ... ON CONFLICT (consumer,
 // message_id) DO NOTHING RETURNING 1. With statements, each mode also
-// reports its statements per message (bare-stmts/msg, ...).
+// reports its statements per message (bare-stmts/msg, ...). Each mode also
+// reports the process's CPU per message during its turns
+// (bare-cpu-µs/msg, ...): the modes run one at a time, so that is the
+// client's CPU for the mode, less sensitive to the machine's load than
+// the rates, and the goroutines started per message (bare-goroutines/msg,
+// ...): batch100's one per Handle call, and any a driver starts per
+// statement.
 func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int64) {
 	const turn, modes = 100, 5
 	e := Setup(b, f, "")
@@ -74,6 +82,8 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 	sub := q.Subscription(nil)
 	var spent [modes]time.Duration // bare, inbox, bare100, batch100, article
 	var sent [modes]int64          // statements, where counted
+	var cpu [modes]time.Duration   // the process's CPU
+	var started [modes]uint64      // goroutines
 	b.ResetTimer()
 	for done := 0; done < b.N; done += turn {
 		n := min(turn, b.N-done)
@@ -82,7 +92,7 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 			if statements != nil {
 				before = statements()
 			}
-			start := time.Now()
+			start, cpu0, g0 := time.Now(), benchpair.CPUTime(), goroutinesCreated()
 			var err error
 			switch mode {
 			case 0, 1, 4:
@@ -115,6 +125,8 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 				b.Fatal(err)
 			}
 			spent[mode] += time.Since(start)
+			cpu[mode] += benchpair.CPUTime() - cpu0
+			started[mode] += goroutinesCreated() - g0
 			if statements != nil {
 				sent[mode] += statements() - before
 			}
@@ -133,8 +145,10 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 	b.ReportMetric(rate(3)/rate(1), "batch100/inbox-x")
 	b.ReportMetric(100*rate(3)/rate(2), "batch100/bare100-%")
 	b.ReportMetric(float64(b.N)/float64(grouped.Stats().Commits), "batch100-msgs/commit")
-	if statements != nil {
-		for mode, name := range []string{"bare", "inbox", "bare100", "batch100", "article"} {
+	for mode, name := range []string{"bare", "inbox", "bare100", "batch100", "article"} {
+		b.ReportMetric(float64(cpu[mode].Nanoseconds())/1e3/float64(b.N), name+"-cpu-µs/msg")
+		b.ReportMetric(float64(started[mode])/float64(b.N), name+"-goroutines/msg")
+		if statements != nil {
 			b.ReportMetric(float64(sent[mode])/float64(b.N), name+"-stmts/msg")
 		}
 	}
@@ -142,6 +156,17 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 	if n := e.Int(`SELECT count(*) FROM effects`); n != int64(modes*b.N) {
 		b.Errorf("%d effects for %d messages", n, modes*b.N)
 	}
+}
+
+// goroutinesCreated is how many goroutines the process has started, 0
+// where the runtime does not say.
+func goroutinesCreated() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // handleConcurrently receives n messages and handles each in a goroutine

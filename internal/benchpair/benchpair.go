@@ -20,10 +20,10 @@ func Run(b *testing.B, round int, wary, raw func(n int)) {
 	var tw, tr, cw, cr time.Duration
 	var rw, rr []float64
 	timed := func(f func(int), n int, t, c *time.Duration, rates *[]float64) {
-		start, cpu := time.Now(), cpuTime()
+		start, cpu := time.Now(), CPUTime()
 		f(n)
 		d := time.Since(start)
-		*t, *c = *t+d, *c+cpuTime()-cpu
+		*t, *c = *t+d, *c+CPUTime()-cpu
 		*rates = append(*rates, float64(n)/d.Seconds())
 	}
 	b.ResetTimer()
@@ -51,7 +51,9 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-func cpuTime() time.Duration {
+// CPUTime is the CPU (user and system) the process has used so far, or 0
+// where getrusage fails.
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
