@@ -19,7 +19,7 @@ import (
 // RelayOptions configures a Relay: how it publishes. Nil means defaults.
 // Where its rows come from (claims from the table, a lease, the
 // database's log) is the store's choice, set in the store's options (see
-// postgres.Options.Relay and sqlite.Options.Relay).
+// postgres.Options.Source and sqlite.Options.Source).
 type RelayOptions struct {
 	// Owner names this relay instance in claims and logs (default
 	// "relay-" and a random suffix). Instances sharing a store need

@@ -43,6 +43,7 @@ var noIO = map[string]string{
 	"topology.NewPlan":                 "a plan of entities; its Apply takes the context",
 	"driver.NewURLParams":              "reads a URL's query",
 	"driver.OpenError":                 "classifies an error of an open",
+	"driver.NewPoller":                 "polls nothing until its Receive, which takes the context",
 	"memory.New":                       "the broker is in the process",
 	"memory.NewFakeClock":              "a clock for tests",
 	"memory.Broker.CreateTopic":        "the broker is in the process",

@@ -61,6 +61,17 @@ func resetConnections(t *testing.T, p *toxiproxy.Proxy, d time.Duration) {
 	}
 }
 
+// slowConfirms delays what RabbitMQ sends through p (confirms among it)
+// by 200 ms, until the returned func is called.
+func slowConfirms(t *testing.T, p *toxiproxy.Proxy) (stop func()) {
+	t.Helper()
+	js := `{"name":"slow_down","type":"latency","stream":"downstream","attributes":{"latency":200}}`
+	if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+		t.Fatalf("add toxic: %v", err)
+	}
+	return func() { _ = p.Toxics.RemoveToxic(context.Background(), "slow_down") }
+}
+
 // TestReconnectUnderLoad publishes 5,000 messages through toxiproxy and
 // resets the connection in the middle: every confirmed message is received
 // at least once, in-flight publishes fail as may-have-been-sent, the
@@ -121,8 +132,12 @@ func TestReconnectUnderLoad(t *testing.T) {
 					defer close(faulted)
 					// A reset fails a publish only if one is in flight
 					// then; on a loaded machine it can fall between two
-					// (CI saw it): reset again, up to five times, until a
-					// publish has failed or the publishing is over.
+					// (CI saw it, twice). Confirms held back by a latency
+					// on the way down keep each publish waiting for its
+					// confirm for most of the time, so that the reset
+					// finds one in flight; reset again, up to five times,
+					// until a publish has failed or the publishing is over.
+					defer slowConfirms(t, proxy)()
 					for range 5 {
 						resetConnections(t, proxy, 300*time.Millisecond)
 						mu.Lock()
