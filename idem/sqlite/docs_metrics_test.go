@@ -74,6 +74,11 @@ func (m recordingMeter) Float64ObservableGauge(name string, opts ...metric.Float
 	return m.Meter.Float64ObservableGauge(name, opts...)
 }
 
+func (m recordingMeter) Int64ObservableCounter(name string, opts ...metric.Int64ObservableCounterOption) (metric.Int64ObservableCounter, error) {
+	m.r.add(name, metric.NewInt64ObservableCounterConfig(opts...).Unit(), true)
+	return m.Meter.Int64ObservableCounter(name, opts...)
+}
+
 // TestDocMetrics: docs/operating.md's metrics table lists every instrument
 // a topic, a subscription, an inbox and a running relay create, each with
 // the name Prometheus gives it, and its alert rules use only those names.
