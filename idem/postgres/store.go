@@ -133,7 +133,7 @@ func (o *SourceOptions) check() error {
 		o.Pipeline = 2
 	}
 	if o.PerAggregate < 1 {
-		o.PerAggregate = 10
+		o.PerAggregate = sqlcore.DefaultPerAggregate
 	}
 	if o.StreamRetry == 0 {
 		o.StreamRetry = 30 * time.Second

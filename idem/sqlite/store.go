@@ -65,7 +65,7 @@ func (o *SourceOptions) check() error {
 		return err
 	}
 	if o.PerAggregate < 1 {
-		o.PerAggregate = 10
+		o.PerAggregate = sqlcore.DefaultPerAggregate
 	}
 	if o.Lease == 0 {
 		o.Lease = 30 * time.Second

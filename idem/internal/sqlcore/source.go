@@ -54,6 +54,11 @@ type Wake interface {
 	Busy(ctx context.Context) error
 }
 
+// DefaultPerAggregate is the most rows of one aggregate a claim takes
+// when a store's source options leave it unset (postgres and sqlite
+// SourceOptions.PerAggregate).
+const DefaultPerAggregate = 10
+
 // PollSource is the source that claims rows from the outbox table:
 // Pipeline claim loops (one on a lease) that each claim a batch, hand it
 // to the relay, wait for it to be settled, and claim again at once while
