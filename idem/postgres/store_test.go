@@ -34,15 +34,7 @@ func serverURL(t testing.TB) string {
 	if !set {
 		url = defaultURL
 	}
-	reachOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		var conn *pgx.Conn
-		if conn, reachErr = pgx.Connect(ctx, url); reachErr == nil {
-			reachErr = conn.Ping(ctx)
-			conn.Close(ctx)
-		}
-	})
+	reachOnce.Do(func() { reachErr = ping(url) })
 	if reachErr != nil {
 		if set || os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
 			t.Fatalf("PostgreSQL at WARY_POSTGRES_URL unreachable: %v", reachErr)
