@@ -5,14 +5,145 @@ import (
 	"database/sql"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
+	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/sqlite"
 )
+
+// setup opens a SQLite store in a temporary directory, a memory broker
+// topic and a subscription on it.
+func setup(ctx context.Context) (*sqlite.Store, *broker.Topic, *broker.Subscription, func()) {
+	dir, err := os.MkdirTemp("", "outbox-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "shop.db"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	b := memory.New(nil)
+	_ = b.CreateTopic("orders", nil)
+	_ = b.CreateSubscription("orders", "billing")
+	topic, _ := b.OpenTopic("orders", nil)
+	sub, _ := b.OpenSubscription("orders", "billing", nil)
+	return st, topic, sub, func() {
+		sub.Close()
+		topic.Close()
+		b.Close()
+		st.Close()
+		os.RemoveAll(dir)
+	}
+}
+
+// The order and its event commit together, or not at all; the relay
+// publishes the committed row.
+func ExampleOutbox_Add() {
+	ctx := context.Background()
+	st, topic, sub, cleanup := setup(ctx)
+	defer cleanup()
+	if _, err := st.DB().Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, version INTEGER NOT NULL, status TEXT NOT NULL)`); err != nil {
+		log.Fatal(err)
+	}
+	box, err := outbox.New[*sql.Tx](st, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	tx, err := st.DB().BeginTx(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, version, status) VALUES ('order-1', 1, 'placed')`); err != nil {
+		log.Fatal(err)
+	}
+	seqs, err := box.Add(ctx, tx, &outbox.Message{
+		ID: "order-1/placed", AggregateID: "order-1", Version: 1, Type: "order.placed", Payload: []byte(`{"total":42}`),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("sequence:", seqs[0])
+
+	// The relay publishes committed rows (Run does it continuously).
+	relay, err := outbox.NewRelay(st, topic, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	n, err := relay.Drain(ctx)
+	fmt.Println("published:", n, err)
+
+	ds, err := sub.Receive(ctx, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	m := ds[0].Message
+	fmt.Println(m.ID, m.Key, m.Headers[idem.HeaderType], "version", m.Headers[idem.HeaderAggregateVersion], "sequence", m.Headers[idem.HeaderSequence])
+	_ = ds[0].Ack(ctx)
+
+	h, _ := relay.Health(ctx)
+	fmt.Println("backlog:", h.Backlog, "quarantined:", h.Quarantined)
+	// Output:
+	// sequence: 1
+	// published: 1 <nil>
+	// order-1/placed order-1 order.placed version 1 sequence 1
+	// backlog: 0 quarantined: 0
+}
+
+// A relay runs beside the producer until the program stops; Wake, after
+// a commit in the same process, makes it publish without waiting for its
+// next poll.
+func ExampleRelay_Run() {
+	ctx := context.Background()
+	st, topic, sub, cleanup := setup(ctx)
+	defer cleanup()
+	box, err := outbox.New[*sql.Tx](st, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	relay, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{
+		Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(rctx) }()
+
+	tx, err := st.DB().BeginTx(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := box.Add(ctx, tx, &outbox.Message{ID: "order-1/placed", AggregateID: "order-1", Version: 1, Type: "order.placed"}); err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		log.Fatal(err)
+	}
+	relay.Wake()
+
+	ds, err := sub.Receive(ctx, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("received:", ds[0].Message.ID)
+	_ = ds[0].Ack(ctx)
+	// Stopping: Run settles what it holds and returns nil.
+	stop()
+	fmt.Println("relay stopped:", <-done)
+	// Output:
+	// received: order-1/placed
+	// relay stopped: <nil>
+}
 
 // OrderPlaced is an event's body.
 type OrderPlaced struct {
@@ -25,21 +156,8 @@ type OrderPlaced struct {
 // decoding (broker.Decode, broker.Typed, idem.Typed) checks.
 func ExampleNewMessage() {
 	ctx := context.Background()
-	dir, _ := os.MkdirTemp("", "outbox")
-	defer os.RemoveAll(dir)
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "shop.db"), nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer st.Close()
-	b := memory.New(nil)
-	defer b.Close()
-	_ = b.CreateTopic("orders", nil)
-	_ = b.CreateSubscription("orders", "billing")
-	topic, _ := b.OpenTopic("orders", nil)
-	defer topic.Close()
-	sub, _ := b.OpenSubscription("orders", "billing", nil)
-	defer sub.Close()
+	st, topic, sub, cleanup := setup(ctx)
+	defer cleanup()
 
 	// The producer: the event, typed, in the transaction of the order.
 	box, err := outbox.New[*sql.Tx](st, nil)

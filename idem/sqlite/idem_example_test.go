@@ -139,7 +139,7 @@ func Example_inboxVersioned() {
 	// version 3, balance 20, early events applied 1
 }
 
-func ExampleStore_transition() {
+func ExampleStore_Transition() {
 	ctx := context.Background()
 	st, _, _, cleanup := setup(ctx)
 	defer cleanup()
