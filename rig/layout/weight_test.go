@@ -140,8 +140,7 @@ func TestUserTidyWeight(t *testing.T) {
 		t.Errorf("after go get %s, go list -m says %q, want %q", root, got, root+" "+tag)
 	}
 
-	prog := user(t, filepath.Join(work, "user"), nil,
-		root+"/broker", root+"/drivers/rabbit", root+"/idem", root+"/idem/postgres")
+	prog := user(t, filepath.Join(work, "user"), nil, userImports...)
 	goCmd(t, prog, env, "build", "-o", os.DevNull, ".")
 	built := zips(t, cache)
 	goCmd(t, prog, env, "mod", "tidy")
@@ -169,6 +168,37 @@ func TestUserTidyWeight(t *testing.T) {
 	want := []string{"github.com/aws/aws-sdk-go-v2", "v1.30.0", "github.com/Azure/azure-sdk-for-go/sdk/azcore", "v1.11.0"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("after adding wary the user's SDKs are %v, want them kept at %v", got, want)
+	}
+}
+
+// userImports are the packages of the program TestUserTidyWeight builds
+// and tidies: a user of RabbitMQ and PostgreSQL.
+var userImports = []string{root + "/broker", root + "/drivers/rabbit", root + "/idem", root + "/idem/postgres"}
+
+// TestUserTestsLoadNoSQLite: go mod tidy loads the tests of every package
+// a program builds, so none of the wary packages userImports builds has a
+// test that imports SQLite (modernc.org), which would add its modules
+// (about 44 MB of zips) to what that user downloads. The flows that run
+// on the SQLite store are tested and shown in idem/sqlite. It checks
+// offline what TestUserTidyWeight measures through a module proxy.
+func TestUserTestsLoadNoSQLite(t *testing.T) {
+	dir := repo(t)
+	var wary []string
+	for p := range strings.FieldsSeq(string(goCmd(t, dir, nil, append([]string{"list", "-deps"}, userImports...)...))) {
+		if strings.HasPrefix(p, root+"/") {
+			wary = append(wary, p)
+		}
+	}
+	if len(wary) < len(userImports) {
+		t.Fatalf("go list -deps found %d wary packages: the listing is broken", len(wary))
+	}
+	for _, p := range wary {
+		for d := range strings.FieldsSeq(string(goCmd(t, dir, nil, "list", "-deps", "-test", p))) {
+			if strings.HasPrefix(d, "modernc.org/") {
+				t.Errorf("the tests of %s load %s: a user of %s downloads SQLite when they tidy", p, d, strings.Join(userImports, ", "))
+				break
+			}
+		}
 	}
 }
 
