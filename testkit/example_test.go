@@ -37,23 +37,24 @@ func applyDeposit(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
 // shuffled order, rolls a transaction back after the handler and loses an
 // ack after a commit; the assertions hold all the same.
 func testLedger(t *testing.T) {
-	kit := testkit.New(t, &testkit.Options{
-		Versions: idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"},
-	})
+	store := testkit.SQLite(t) // a fresh database in t.TempDir()
 	for _, q := range []string{
 		`CREATE TABLE accounts (id TEXT PRIMARY KEY, version INTEGER NOT NULL, balance INTEGER NOT NULL)`,
 		`CREATE TABLE ledger_effects (message_id TEXT NOT NULL)`,
 	} {
-		if _, err := kit.DB().Exec(q); err != nil {
+		if _, err := store.DB().Exec(q); err != nil {
 			t.Fatal(err)
 		}
 	}
+	kit := testkit.New(t, store, &testkit.Options{
+		Versions: idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"},
+	})
 	rep := kit.Run(applyDeposit,
 		testkit.Event{AggregateID: "acct-1", Version: 1, Type: "opened", Body: []byte("100")},
 		testkit.Event{AggregateID: "acct-1", Version: 2, Type: "deposited", Body: []byte("5")},
 		testkit.Event{AggregateID: "acct-2", Version: 1, Type: "opened", Body: []byte("7")})
 	t.Log(rep)
-	kit.AssertOnce(t, testkit.CountRows(`SELECT message_id FROM ledger_effects`))
+	kit.AssertOnce(t, kit.CountRows(`SELECT message_id FROM ledger_effects`))
 	kit.AssertRows(t, `SELECT id, version, balance FROM accounts ORDER BY id`, "acct-1 2 105", "acct-2 1 7")
 }
 
