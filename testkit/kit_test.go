@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"regexp"
 	"runtime"
 	"slices"
@@ -489,3 +490,28 @@ func TestInvalidVersions(t *testing.T) {
 
 // TestExampleLedger runs the package example's test (example_test.go).
 func TestExampleLedger(t *testing.T) { testLedger(t) }
+
+// TestTestingDoc: docs/testing.md's Go code is postgres_test.go, byte for
+// byte, so that it compiles and runs here; it has no other Go block.
+func TestTestingDoc(t *testing.T) {
+	doc, err := os.ReadFile("../docs/testing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "<!-- a PostgreSQL handler's test: kept in sync by testkit TestTestingDoc -->\n```go\n"
+	_, block, ok := strings.Cut(string(doc), marker)
+	if !ok {
+		t.Fatalf("docs/testing.md lacks %q", marker)
+	}
+	block, _, _ = strings.Cut(block, "```\n")
+	src, err := os.ReadFile("postgres_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if block != string(src) {
+		t.Errorf("docs/testing.md shows\n%s\npostgres_test.go is\n%s", block, src)
+	}
+	if n := strings.Count(string(doc), "```go"); n != 1 {
+		t.Errorf("docs/testing.md has %d Go blocks: each must be a file that compiles, kept in sync here", n)
+	}
+}
