@@ -69,29 +69,24 @@ func Postgres(t testing.TB, url string) *postgres.Store {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	schema := pgx.Identifier{"testkit_" + hex.EncodeToString(b[:])}.Sanitize()
-	admin, err := pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy())
-	if err != nil {
-		t.Fatalf("testkit: connect to PostgreSQL: %v", err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		admin.Close(context.WithoutCancel(ctx))
-		t.Fatalf("testkit: create a schema: %v", err)
-	}
-	t.Cleanup(func() {
-		// t's context is canceled by now: the cleanup's own, bounded.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if _, err := admin.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("testkit: drop the test's schema %s: %v", schema, err)
-		}
-		admin.Close(ctx)
-	})
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("testkit: %v", err)
 	}
-	t.Cleanup(pool.Close) // before the schema is dropped: cleanups run last first
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		pool.Close()
+		t.Fatalf("testkit: create a schema: %v", err)
+	}
+	t.Cleanup(func() {
+		defer pool.Close()
+		// t's context is canceled by now: the cleanup's own, bounded.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("testkit: drop the test's schema %s: %v", schema, err)
+		}
+	})
 	st, err := postgres.New(ctx, pool, nil)
 	if err != nil {
 		t.Fatalf("testkit: migrate the database: %v", err)
