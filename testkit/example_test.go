@@ -32,10 +32,12 @@ func applyDeposit(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
 	return err
 }
 
-// testLedger is a test of yours: in a _test.go file, call it from
-// func TestLedger(t *testing.T). The kit delivers every event twice, in a
-// shuffled order, rolls a transaction back after the handler and loses an
-// ack after a commit; the assertions hold all the same.
+// testLedger is a test of yours, on SQLite (the zero-configuration store):
+// in a _test.go file, call it from func TestLedger(t *testing.T). The kit
+// delivers every event twice, in a shuffled order, rolls a transaction
+// back after the handler and loses an ack after a commit; the assertions
+// hold all the same. On PostgreSQL the test takes testkit.Postgres and a
+// handler of pgx.Tx (postgres_test.go, shown in docs/testing.md).
 func testLedger(t *testing.T) {
 	store := testkit.SQLite(t) // a fresh database in t.TempDir()
 	for _, q := range []string{
@@ -58,9 +60,10 @@ func testLedger(t *testing.T) {
 	kit.AssertRows(t, `SELECT id, version, balance FROM accounts ORDER BY id`, "acct-1 2 105", "acct-2 1 7")
 }
 
-// Example shows a test of a handler with the kit. A Kit needs the test's
-// *testing.T, so this example is compiled, not run here; kit_test.go's
-// TestExampleLedger runs testLedger.
+// Example shows a test of a handler with the kit, on the SQLite store
+// testkit.SQLite makes. A Kit needs the test's *testing.T, so this example
+// is compiled, not run here; kit_test.go's TestExampleLedger runs
+// testLedger, and TestDeposit the same test on PostgreSQL.
 func Example() {
 	_ = testLedger // func TestLedger(t *testing.T) { testLedger(t) }
 }
