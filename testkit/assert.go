@@ -142,9 +142,8 @@ func (k *Kit[Tx]) why(key string, n int, parked []idem.Parked, early []Early) st
 }
 
 // AssertRows fails t unless query, run on the kit's database (in its
-// store's dialect), returns the
-// rows want, in order, each row's columns as text joined by single spaces
-// (NULL for a null):
+// store's dialect), returns the rows want, in order, each row's columns as
+// text joined by single spaces (NULL for a null):
 //
 //	kit.AssertRows(t, `SELECT id, status FROM orders ORDER BY id`, "order-1 confirmed", "order-2 placed")
 //

@@ -58,7 +58,7 @@ type Options struct {
 type Kit[Tx any] struct {
 	tb       testing.TB
 	opts     Options
-	query    query // the store's database, for the assertions
+	query    queryFunc // the store's database, for the assertions
 	clock    *memory.FakeClock
 	broker   *memory.Broker
 	topic    *broker.Topic

@@ -94,13 +94,13 @@ func Postgres(t testing.TB, url string) *postgres.Store {
 	return st
 }
 
-// query runs a query on the kit's database and returns its rows, each
+// queryFunc runs a query on the kit's database and returns its rows, each
 // column as text ("NULL" for a null).
-type query func(ctx context.Context, q string, args ...any) ([][]string, error)
+type queryFunc func(ctx context.Context, q string, args ...any) ([][]string, error)
 
 // queryOf returns the query function of st's database: the *sql.DB of an
 // SQLite store, the pool of a PostgreSQL store.
-func queryOf(st any) (query, error) {
+func queryOf(st any) (queryFunc, error) {
 	switch st := st.(type) {
 	case interface{ DB() *sql.DB }:
 		return sqlQuery(st.DB()), nil
@@ -110,7 +110,7 @@ func queryOf(st any) (query, error) {
 	return nil, fmt.Errorf("a store of type %T: the kit reads the database of an *sqlite.Store or a *postgres.Store", st)
 }
 
-func sqlQuery(db *sql.DB) query {
+func sqlQuery(db *sql.DB) queryFunc {
 	return func(ctx context.Context, q string, args ...any) ([][]string, error) {
 		rows, err := db.QueryContext(ctx, q, args...)
 		if err != nil {
@@ -153,7 +153,7 @@ func sqlQuery(db *sql.DB) query {
 
 // pgQuery reads every column in PostgreSQL's text format, as psql shows
 // it.
-func pgQuery(pool *pgxpool.Pool) query {
+func pgQuery(pool *pgxpool.Pool) queryFunc {
 	return func(ctx context.Context, q string, args ...any) ([][]string, error) {
 		rows, err := pool.Query(ctx, q, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}}, args...)...)
 		if err != nil {
