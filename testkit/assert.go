@@ -2,9 +2,9 @@ package testkit
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,17 +12,19 @@ import (
 )
 
 // Count reads how many times each effect happened, by key (a message ID,
-// an order ID, a payment key). It reads the kit's database, or any record
-// the test keeps of effects outside it.
-type Count func(ctx context.Context, db *sql.DB) (map[string]int, error)
+// an order ID, a payment key): Kit.CountRows counts the rows of a query on
+// the kit's database; a test's own Count reads any record it keeps of
+// effects outside it.
+type Count func(ctx context.Context) (map[string]int, error)
 
-// CountRows returns a Count that runs query on the kit's database and
-// counts its rows by their first column, read as text:
+// CountRows returns a Count that runs query, in the dialect of the kit's
+// store, on its database and counts the rows by their first column, read
+// as text:
 //
-//	testkit.CountRows(`SELECT message_id FROM billing_effects`)
-func CountRows(query string, args ...any) Count {
-	return func(ctx context.Context, db *sql.DB) (map[string]int, error) {
-		rows, err := queryText(ctx, db, query, args...)
+//	kit.CountRows(`SELECT message_id FROM billing_effects`)
+func (k *Kit[Tx]) CountRows(query string, args ...any) Count {
+	return func(ctx context.Context) (map[string]int, error) {
+		rows, err := k.query(ctx, query, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -40,11 +42,11 @@ func CountRows(query string, args ...any) Count {
 // expected fails t too. Each failure says what the kit saw of the message
 // (or of the aggregate's messages, for a key that is an aggregate ID): how
 // often the handler succeeded and whether a transaction was rolled back
-// after it, whether the message is parked or dead-lettered, the handler's
-// last error.
-func (k *Kit) AssertOnce(t testing.TB, count Count, keys ...string) {
+// after it, whether the message is parked, held as an early event (a gap
+// that never closed) or dead-lettered, the handler's last error.
+func (k *Kit[Tx]) AssertOnce(t testing.TB, count Count, keys ...string) {
 	t.Helper()
-	got, err := count(t.Context(), k.DB())
+	got, err := count(t.Context())
 	if err != nil {
 		t.Errorf("testkit: count the effects: %v", err)
 		return
@@ -57,15 +59,19 @@ func (k *Kit) AssertOnce(t testing.TB, count Count, keys ...string) {
 		t.Errorf("testkit: AssertOnce with no keys before any Run: nothing to check")
 		return
 	}
-	var parked []idem.Parked
-	if k.inbox != nil {
-		parked, _ = k.inbox.Parked(t.Context(), idem.ParkedFilter{})
+	parked, err := k.inbox.Parked(t.Context(), idem.ParkedFilter{})
+	if err != nil {
+		t.Errorf("testkit: list the park: %v", err)
+	}
+	early, err := k.early(t.Context(), parked)
+	if err != nil {
+		t.Errorf("testkit: read the early events: %v", err)
 	}
 	expected := map[string]bool{}
 	for _, key := range want {
 		expected[key] = true
 		if n := got[key]; n != 1 {
-			t.Errorf("testkit: effect %q happened %s, want once%s", key, times(n), k.why(key, n, parked))
+			t.Errorf("testkit: effect %q happened %s, want once%s", key, times(n), k.why(key, n, parked, early))
 		}
 	}
 	var extra []string
@@ -76,7 +82,7 @@ func (k *Kit) AssertOnce(t testing.TB, count Count, keys ...string) {
 	}
 	slices.Sort(extra)
 	for _, key := range extra {
-		t.Errorf("testkit: effect %q happened %s, want none (not an expected key)%s", key, times(got[key]), k.why(key, got[key], parked))
+		t.Errorf("testkit: effect %q happened %s, want none (not an expected key)%s", key, times(got[key]), k.why(key, got[key], parked, early))
 	}
 }
 
@@ -89,7 +95,7 @@ func times(n int) string {
 
 // why says what the kit saw of the message key, or of the messages of the
 // aggregate key.
-func (k *Kit) why(key string, n int, parked []idem.Parked) string {
+func (k *Kit[Tx]) why(key string, n int, parked []idem.Parked, early []Early) string {
 	var ids []string
 	if k.messages[key] != nil {
 		ids = []string{key}
@@ -120,6 +126,11 @@ func (k *Kit) why(key string, n int, parked []idem.Parked) string {
 				why = append(why, fmt.Sprintf("it is parked (%s): replay it with Kit.Inbox().Replay", p.Reason))
 			}
 		}
+		for _, e := range early {
+			if e.MessageID == id {
+				why = append(why, "it is "+e.String())
+			}
+		}
 		if t.dead != "" {
 			why = append(why, "it was dead-lettered: "+t.dead)
 		} else if t.lastErr != nil {
@@ -130,17 +141,17 @@ func (k *Kit) why(key string, n int, parked []idem.Parked) string {
 	return strings.Join(notes, "")
 }
 
-// AssertRows fails t unless query, run on the kit's database, returns the
-// rows want, in order, each row's columns as text joined by single spaces
-// (NULL for a null):
+// AssertRows fails t unless query, run on the kit's database (in its
+// store's dialect), returns the rows want, in order, each row's columns as
+// text joined by single spaces (NULL for a null):
 //
 //	kit.AssertRows(t, `SELECT id, status FROM orders ORDER BY id`, "order-1 confirmed", "order-2 placed")
 //
 // It checks the final state, where a stale event applied over newer state
 // shows.
-func (k *Kit) AssertRows(t testing.TB, query string, want ...string) {
+func (k *Kit[Tx]) AssertRows(t testing.TB, query string, want ...string) {
 	t.Helper()
-	rows, err := queryText(t.Context(), k.DB(), query)
+	rows, err := k.query(t.Context(), query)
 	if err != nil {
 		t.Errorf("testkit: %s: %v", query, err)
 		return
@@ -154,42 +165,39 @@ func (k *Kit) AssertRows(t testing.TB, query string, want ...string) {
 	}
 }
 
-// queryText runs query and returns its rows, each column as text.
-func queryText(ctx context.Context, db *sql.DB, query string, args ...any) ([][]string, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
+// early returns the messages the inbox holds as early events now: those
+// it held (idem.ResultEarly), neither parked since nor applied (their
+// aggregate's version in the state table of Options.Versions is below
+// theirs).
+func (k *Kit[Tx]) early(ctx context.Context, parked []idem.Parked) ([]Early, error) {
+	var held []string
+	for _, id := range k.ids {
+		if k.messages[id].early && !slices.ContainsFunc(parked, func(p idem.Parked) bool { return p.MessageID == id }) {
+			held = append(held, id)
+		}
+	}
+	if len(held) == 0 {
+		return nil, nil
+	}
+	v := k.opts.Versions
+	rows, err := k.query(ctx, fmt.Sprintf("SELECT %s, %s FROM %s", v.IDColumn, v.VersionColumn, v.Table))
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	if len(cols) == 0 {
-		return nil, fmt.Errorf("the query returns no column")
-	}
-	var out [][]string
-	vals := make([]any, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	for rows.Next() {
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
+	applied := map[string]int64{}
+	for _, r := range rows {
+		n, err := strconv.ParseInt(r[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%s of %q: %w", v.Table, v.VersionColumn, r[0], err)
 		}
-		row := make([]string, len(cols))
-		for i, v := range vals {
-			switch v := v.(type) {
-			case nil:
-				row[i] = "NULL"
-			case []byte:
-				row[i] = string(v)
-			default:
-				row[i] = fmt.Sprint(v)
-			}
-		}
-		out = append(out, row)
+		applied[r[0]] = n
 	}
-	return out, rows.Err()
+	var out []Early
+	for _, id := range held {
+		t := k.messages[id]
+		if a := applied[t.aggregate]; a < t.version {
+			out = append(out, Early{MessageID: id, AggregateID: t.aggregate, Version: t.version, Applied: a})
+		}
+	}
+	return out, nil
 }

@@ -32,34 +32,38 @@ func applyDeposit(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
 	return err
 }
 
-// testLedger is a test of yours: in a _test.go file, call it from
-// func TestLedger(t *testing.T). The kit delivers every event twice, in a
-// shuffled order, rolls a transaction back after the handler and loses an
-// ack after a commit; the assertions hold all the same.
+// testLedger is a test of yours, on SQLite (the zero-configuration store):
+// in a _test.go file, call it from func TestLedger(t *testing.T). The kit
+// delivers every event twice, in a shuffled order, rolls a transaction
+// back after the handler and loses an ack after a commit; the assertions
+// hold all the same. On PostgreSQL the test takes testkit.Postgres and a
+// handler of pgx.Tx (postgres_test.go, shown in docs/testing.md).
 func testLedger(t *testing.T) {
-	kit := testkit.New(t, &testkit.Options{
-		Versions: idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"},
-	})
+	store := testkit.SQLite(t) // a fresh database in t.TempDir()
 	for _, q := range []string{
 		`CREATE TABLE accounts (id TEXT PRIMARY KEY, version INTEGER NOT NULL, balance INTEGER NOT NULL)`,
 		`CREATE TABLE ledger_effects (message_id TEXT NOT NULL)`,
 	} {
-		if _, err := kit.DB().Exec(q); err != nil {
+		if _, err := store.DB().Exec(q); err != nil {
 			t.Fatal(err)
 		}
 	}
+	kit := testkit.New(t, store, &testkit.Options{
+		Versions: idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"},
+	})
 	rep := kit.Run(applyDeposit,
 		testkit.Event{AggregateID: "acct-1", Version: 1, Type: "opened", Body: []byte("100")},
 		testkit.Event{AggregateID: "acct-1", Version: 2, Type: "deposited", Body: []byte("5")},
 		testkit.Event{AggregateID: "acct-2", Version: 1, Type: "opened", Body: []byte("7")})
 	t.Log(rep)
-	kit.AssertOnce(t, testkit.CountRows(`SELECT message_id FROM ledger_effects`))
+	kit.AssertOnce(t, kit.CountRows(`SELECT message_id FROM ledger_effects`))
 	kit.AssertRows(t, `SELECT id, version, balance FROM accounts ORDER BY id`, "acct-1 2 105", "acct-2 1 7")
 }
 
-// Example shows a test of a handler with the kit. A Kit needs the test's
-// *testing.T, so this example is compiled, not run here; kit_test.go's
-// TestExampleLedger runs testLedger.
+// Example shows a test of a handler with the kit, on the SQLite store
+// testkit.SQLite makes. A Kit needs the test's *testing.T, so this example
+// is compiled, not run here; kit_test.go's TestExampleLedger runs
+// testLedger, and TestDeposit the same test on PostgreSQL.
 func Example() {
 	_ = testLedger // func TestLedger(t *testing.T) { testLedger(t) }
 }

@@ -2,19 +2,15 @@ package testkit
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"fmt"
 	"log/slog"
-	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/sqlite"
+	"github.com/wary-go/wary/idem/store"
 )
 
 // Options configures a Kit. Nil means defaults: every fault on, the Queue
@@ -56,18 +52,19 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Kit is one consumer under test: a database, a broker and an inbox. Build
-// it with New, then Run events through a handler.
-type Kit struct {
+// Kit is one consumer under test, on a store whose transactions are of
+// type Tx: a broker and an inbox. Build it with New, then Run events
+// through a handler.
+type Kit[Tx any] struct {
 	tb       testing.TB
 	opts     Options
-	store    *sqlite.Store
+	query    queryFunc // the store's database, for the assertions
 	clock    *memory.FakeClock
 	broker   *memory.Broker
 	topic    *broker.Topic
 	sub      *broker.Subscription // the memory broker's
 	faulty   *broker.Subscription // sub, with faults on the way
-	inbox    *idem.Inbox[*sql.Tx]
+	inbox    *idem.Inbox[Tx]
 	seq      uint64 // runs so far, for the shuffle's stream
 	ids      []string
 	messages map[string]*trace // by message ID, across runs
@@ -78,10 +75,12 @@ type Kit struct {
 // trace is what the kit saw of one message ID.
 type trace struct {
 	aggregate   string
+	version     int64
 	succeeded   int // handler returned nil
 	rolledBack  int // of those, rolled back by the injected crash
 	crashBefore bool
 	crashAfter  bool
+	early       bool  // the inbox held it as an early event (idem.ResultEarly)
 	lastErr     error // the handler's last failure
 	lastAttempt int
 	dead        string // dead-letter reason
@@ -93,21 +92,18 @@ const (
 	// step is how far the fake clock moves when nothing is deliverable,
 	// and every retry's delay.
 	step = time.Second
-	// busyTimeout is the database's: the kit runs one transaction at a
-	// time, so a wait for the write lock is a write outside the handler's
-	// transaction.
-	busyTimeout = 50 * time.Millisecond
 )
 
 // start is the fake clock's first reading.
 var start = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
-var busyPragma = regexp.MustCompile(`busy_timeout\(\d+\)`)
-
-// New returns a Kit for t, with a fresh database, broker and inbox; they
-// are closed when t ends. It fails t (FailNow) if any of them cannot be
-// set up.
-func New(t testing.TB, opts *Options) *Kit {
+// New returns a Kit for t on st, a store of idem/sqlite or idem/postgres
+// (SQLite and Postgres make a fresh one for a test), with a fresh broker
+// and inbox, closed when t ends. The kit reads st's database for
+// AssertRows, CountRows and the early events of the Report. New fails t
+// (FailNow) if the broker or the inbox cannot be set up, or if st is of
+// another type.
+func New[Tx any](t testing.TB, st store.Provider[Tx], opts *Options) *Kit[Tx] {
 	t.Helper()
 	var o Options
 	if opts != nil {
@@ -125,21 +121,10 @@ func New(t testing.TB, opts *Options) *Kit {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	k := &Kit{tb: t, opts: o, messages: map[string]*trace{}}
-	ctx := t.Context()
-
-	dsn := sqlite.DSN(filepath.Join(t.TempDir(), "testkit.db"))
-	if !busyPragma.MatchString(dsn) {
-		t.Fatalf("testkit: sqlite.DSN sets no busy_timeout to shorten: %s", dsn)
-	}
-	dsn = busyPragma.ReplaceAllString(dsn, fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		t.Fatalf("testkit: open the database: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if k.store, err = sqlite.New(ctx, db, nil); err != nil {
-		t.Fatalf("testkit: migrate the database: %v", err)
+	k := &Kit[Tx]{tb: t, opts: o, messages: map[string]*trace{}}
+	var err error
+	if k.query, err = queryOf(st); err != nil {
+		t.Fatalf("testkit: %v", err)
 	}
 
 	k.clock = memory.NewFakeClock(start)
@@ -156,10 +141,10 @@ func New(t testing.TB, opts *Options) *Kit {
 	if k.sub, err = k.broker.OpenSubscription(topicName, subName, &memory.SubscriptionOptions{SubscriptionOptions: quiet}); err != nil {
 		t.Fatalf("testkit: open the subscription: %v", err)
 	}
-	k.faulty = broker.NewSubscription(&faultySub{k: k}, &quiet)
+	k.faulty = broker.NewSubscription(&faultySub[Tx]{k: k}, &quiet)
 	t.Cleanup(func() { k.faulty.Close() })
 
-	k.inbox, err = idem.NewInbox(k.store, o.Consumer, k.faulty.Capabilities(), &idem.Options{
+	k.inbox, err = idem.NewInbox(st, o.Consumer, k.faulty.Capabilities(), &idem.Options{
 		Versions:    o.Versions,
 		MaxAttempts: o.MaxAttempts,
 		Gaps:        o.Gaps,
@@ -171,24 +156,14 @@ func New(t testing.TB, opts *Options) *Kit {
 	return k
 }
 
-// DB returns the database, for the test's own tables and queries. Write to
-// it before and after Run, never from a handler: a handler writes through
-// the transaction it is given.
-func (k *Kit) DB() *sql.DB { return k.store.DB() }
-
-// Store returns the SQLite store the inbox runs on: handlers call its
-// CheckVersion and Transition, and it is what idem/keys and idem/outbox
-// take.
-func (k *Kit) Store() *sqlite.Store { return k.store }
-
 // Inbox returns the consumer's inbox (with the version checks of
 // Options.Versions): list the park with Parked, replay it with Replay or
 // ReplayAll, read Stats.
-func (k *Kit) Inbox() *idem.Inbox[*sql.Tx] { return k.inbox }
+func (k *Kit[Tx]) Inbox() *idem.Inbox[Tx] { return k.inbox }
 
 // Clock returns the broker's and the inbox's fake clock. Run moves it;
 // a test may read it, or move it between runs.
-func (k *Kit) Clock() *memory.FakeClock { return k.clock }
+func (k *Kit[Tx]) Clock() *memory.FakeClock { return k.clock }
 
 // ctx is the context of the kit's calls: the test's.
-func (k *Kit) ctx() context.Context { return k.tb.Context() }
+func (k *Kit[Tx]) ctx() context.Context { return k.tb.Context() }

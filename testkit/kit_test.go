@@ -4,12 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
@@ -74,18 +79,78 @@ func (r *recorder) caught(t *testing.T, want ...string) {
 	t.Logf("the kit reported, as it should:\n%s", all)
 }
 
-const schema = `
-CREATE TABLE accounts (id TEXT PRIMARY KEY, version INTEGER NOT NULL, balance INTEGER NOT NULL);
-CREATE TABLE effects (message_id TEXT NOT NULL);
-CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL);`
+// tables are the tests' own: $1 placeholders, as both stores read them
+// (exec rewrites them for SQLite).
+var tables = []string{
+	`CREATE TABLE accounts (id TEXT PRIMARY KEY, version BIGINT NOT NULL, balance BIGINT NOT NULL)`,
+	`CREATE TABLE effects (message_id TEXT NOT NULL)`,
+	`CREATE TABLE orders (id TEXT PRIMARY KEY, status TEXT NOT NULL)`,
+}
 
-func newKit(t *testing.T, opts *testkit.Options) *testkit.Kit {
-	t.Helper()
-	kit := testkit.New(t, opts)
-	if _, err := kit.DB().ExecContext(t.Context(), schema); err != nil {
-		t.Fatal(err)
+// db is a store the kit's tests run on: a kit on a fresh one with the
+// tests' tables, and its SQL, written once with $1 placeholders.
+type db[Tx any] struct {
+	// kit returns a kit on a fresh store, with the tests' tables.
+	kit func(t *testing.T, opts *testkit.Options) *testkit.Kit[Tx]
+	// exec runs q in tx; outside runs it on the database, outside any
+	// transaction of the kit's (a handler's mistake).
+	exec    func(ctx context.Context, tx Tx, q string, args ...any) error
+	outside func(ctx context.Context, q string, args ...any) error
+}
+
+var placeholder = regexp.MustCompile(`\$(\d+)`)
+
+// sqliteDB is the kit's zero-configuration store, SQLite.
+func sqliteDB() *db[*sql.Tx] {
+	var outside *sql.DB
+	return &db[*sql.Tx]{
+		kit: func(t *testing.T, opts *testkit.Options) *testkit.Kit[*sql.Tx] {
+			t.Helper()
+			st := testkit.SQLite(t)
+			for _, q := range tables {
+				if _, err := st.DB().ExecContext(t.Context(), q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			outside = st.DB()
+			return testkit.New(t, st, opts)
+		},
+		exec: func(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+			_, err := tx.ExecContext(ctx, placeholder.ReplaceAllString(q, "?$1"), args...)
+			return err
+		},
+		outside: func(ctx context.Context, q string, args ...any) error {
+			_, err := outside.ExecContext(ctx, placeholder.ReplaceAllString(q, "?$1"), args...)
+			return err
+		},
 	}
-	return kit
+}
+
+// postgresDB is PostgreSQL, a fresh schema for each kit; its kit skips t
+// (fails it, with WARY_REQUIRE_SERVICES=1) when the server is unreachable.
+func postgresDB() *db[pgx.Tx] {
+	var outside *pgxpool.Pool
+	return &db[pgx.Tx]{
+		kit: func(t *testing.T, opts *testkit.Options) *testkit.Kit[pgx.Tx] {
+			t.Helper()
+			st := testkit.Postgres(t, postgresURL(t))
+			for _, q := range tables {
+				if _, err := st.Pool().Exec(t.Context(), q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			outside = st.Pool()
+			return testkit.New(t, st, opts)
+		},
+		exec: func(ctx context.Context, tx pgx.Tx, q string, args ...any) error {
+			_, err := tx.Exec(ctx, q, args...)
+			return err
+		},
+		outside: func(ctx context.Context, q string, args ...any) error {
+			_, err := outside.Exec(ctx, q, args...)
+			return err
+		},
+	}
 }
 
 // deposits returns versions 1..n of each account, depositing 10*version.
@@ -103,20 +168,19 @@ func deposits(accounts []string, n int) []testkit.Event {
 // checks (Options.Versions).
 var accounts = idem.VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"}
 
-// versionedKit is newKit with version checks on accounts.
-func versionedKit(t *testing.T, opts *testkit.Options) *testkit.Kit {
-	t.Helper()
+// versioned returns opts with version checks on accounts.
+func versioned(opts *testkit.Options) *testkit.Options {
 	var o testkit.Options
 	if opts != nil {
 		o = *opts
 	}
 	o.Versions = accounts
-	return newKit(t, &o)
+	return &o
 }
 
-// ledger is a correct handler for a kit with version checks on accounts
-// (versionedKit): every write through tx, after the version check.
-func ledger(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+// ledger is a correct handler for a kit with version checks on accounts:
+// every write through tx, after the version check.
+func (s *db[Tx]) ledger(ctx context.Context, tx Tx, d *broker.Delivery) error {
 	ev, err := idem.ParseEvent(d.Message)
 	if err != nil {
 		return err
@@ -125,29 +189,32 @@ func ledger(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
 	if err != nil {
 		return broker.Permanent(err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO effects (message_id) VALUES (?)`, d.Message.ID); err != nil {
+	if err := s.exec(ctx, tx, `INSERT INTO effects (message_id) VALUES ($1)`, d.Message.ID); err != nil {
 		return err
 	}
 	if ev.Version == 1 {
-		_, err = tx.ExecContext(ctx, `INSERT INTO accounts (id, version, balance) VALUES (?, 1, ?)`, ev.AggregateID, amount)
-	} else {
-		_, err = tx.ExecContext(ctx, `UPDATE accounts SET balance = balance + ? WHERE id = ?`, amount, ev.AggregateID)
+		return s.exec(ctx, tx, `INSERT INTO accounts (id, version, balance) VALUES ($1, 1, $2)`, ev.AggregateID, amount)
 	}
-	return err
+	return s.exec(ctx, tx, `UPDATE accounts SET balance = balance + $1 WHERE id = $2`, amount, ev.AggregateID)
 }
 
-var effects = testkit.CountRows(`SELECT message_id FROM effects`)
+const effectsQuery = `SELECT message_id FROM effects`
 
 // TestVersionedHandlerPasses: a correct handler behind the kit's version
-// checks passes under every fault, on every profile, and each fault
-// happened.
+// checks passes under every fault, on every profile and both stores, and
+// each fault happened.
 func TestVersionedHandlerPasses(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { versionedHandlerPasses(t, sqliteDB()) })
+	t.Run("postgres", func(t *testing.T) { versionedHandlerPasses(t, postgresDB()) })
+}
+
+func versionedHandlerPasses[Tx any](t *testing.T, s *db[Tx]) {
 	ids := []string{"acct-A", "acct-B", "acct-C", "acct-D"}
 	for _, p := range []memory.Profile{memory.Queue, memory.Partitioned, memory.SQSFIFO, memory.ServiceBus} {
 		t.Run(string(p), func(t *testing.T) {
-			kit := versionedKit(t, &testkit.Options{Profile: p})
+			kit := s.kit(t, versioned(&testkit.Options{Profile: p}))
 			evs := deposits(ids, 4)
-			rep := kit.Run(ledger, evs...)
+			rep := kit.Run(s.ledger, evs...)
 			t.Log(rep)
 			n := len(evs)
 			if p == memory.Queue {
@@ -170,10 +237,10 @@ func TestVersionedHandlerPasses(t *testing.T) {
 					t.Errorf("results %v: want %d applied, %d duplicates", rep.Results, n, 2*n)
 				}
 			}
-			if len(rep.Failures)+len(rep.Parked)+len(rep.DeadLetters) != 0 {
-				t.Errorf("failures, park or dead letters:\n%s", rep)
+			if len(rep.Failures)+len(rep.Parked)+len(rep.Early)+len(rep.DeadLetters) != 0 {
+				t.Errorf("failures, park, early events or dead letters:\n%s", rep)
 			}
-			kit.AssertOnce(t, effects)
+			kit.AssertOnce(t, kit.CountRows(effectsQuery))
 			kit.AssertRows(t, `SELECT id, version, balance FROM accounts ORDER BY id`,
 				"acct-A 4 100", "acct-B 4 100", "acct-C 4 100", "acct-D 4 100")
 		})
@@ -181,22 +248,34 @@ func TestVersionedHandlerPasses(t *testing.T) {
 }
 
 // TestWriteOutsideTransactionCaught: a handler that writes its effect
-// through the *sql.DB instead of its tx fails AssertOnce, which names the
-// cause.
+// through the database instead of its tx fails AssertOnce, which names
+// the cause. On SQLite the write finds the database locked by the inbox's
+// transaction, and the kit dead-letters the message; on PostgreSQL it
+// commits on its own, and stays when the kit rolls the handler's
+// transaction back.
 func TestWriteOutsideTransactionCaught(t *testing.T) {
-	kit := newKit(t, nil)
-	db := kit.DB()
-	bad := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
-		_, err := db.ExecContext(ctx, `INSERT INTO effects (message_id) VALUES (?)`, d.Message.ID)
-		return err
+	t.Run("sqlite", func(t *testing.T) {
+		rep, rec := writeOutside(t, sqliteDB())
+		if len(rep.DeadLetters) == 0 {
+			t.Errorf("nothing dead-lettered:\n%s", rep)
+		}
+		rec.caught(t, `effect "acct-A/1" happened 0 times, want once`, "outside the transaction it is given")
+	})
+	t.Run("postgres", func(t *testing.T) {
+		_, rec := writeOutside(t, postgresDB())
+		rec.caught(t, `effect "acct-A/1" happened 2 times, want once`, "an effect written outside the transaction it is given stays")
+	})
+}
+
+func writeOutside[Tx any](t *testing.T, s *db[Tx]) (*testkit.Report, *recorder) {
+	kit := s.kit(t, nil)
+	bad := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
+		return s.outside(ctx, `INSERT INTO effects (message_id) VALUES ($1)`, d.Message.ID)
 	}
 	rep := kit.Run(bad, deposits([]string{"acct-A", "acct-B"}, 2)...)
-	if len(rep.DeadLetters) == 0 {
-		t.Errorf("nothing dead-lettered:\n%s", rep)
-	}
 	rec := &recorder{TB: t}
-	kit.AssertOnce(rec, effects)
-	rec.caught(t, `effect "acct-A/1" happened 0 times, want once`, "outside the transaction it is given")
+	kit.AssertOnce(rec, kit.CountRows(effectsQuery))
+	return rep, rec
 }
 
 // TestEffectOutsideDatabaseCaught: a handler whose effect is outside its
@@ -204,9 +283,10 @@ func TestWriteOutsideTransactionCaught(t *testing.T) {
 // AssertOnce through the crash before commit; without that fault it passes,
 // which is why the fault is on by default.
 func TestEffectOutsideDatabaseCaught(t *testing.T) {
+	s := sqliteDB()
 	for _, noCrash := range []bool{false, true} {
 		t.Run(fmt.Sprintf("NoCrashBeforeCommit=%v", noCrash), func(t *testing.T) {
-			kit := newKit(t, &testkit.Options{NoCrashBeforeCommit: noCrash})
+			kit := s.kit(t, &testkit.Options{NoCrashBeforeCommit: noCrash})
 			sent := map[string]int{}
 			mail := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
 				sent[d.Message.ID]++ // not undone by a rollback
@@ -214,7 +294,7 @@ func TestEffectOutsideDatabaseCaught(t *testing.T) {
 			}
 			kit.Run(mail, deposits([]string{"acct-A", "acct-B"}, 2)...)
 			rec := &recorder{TB: t}
-			kit.AssertOnce(rec, func(context.Context, *sql.DB) (map[string]int, error) { return sent, nil })
+			kit.AssertOnce(rec, func(context.Context) (map[string]int, error) { return sent, nil })
 			if noCrash {
 				if rec.Failed() {
 					t.Errorf("without the crash before commit, the kit failed: %v", rec.errs)
@@ -228,8 +308,13 @@ func TestEffectOutsideDatabaseCaught(t *testing.T) {
 
 // TestStaleOverNewerCaught: a handler without version checks applies
 // whatever comes last; under reorders a stale event overwrites newer state,
-// and AssertRows sees it. Without reorders it passes.
+// and AssertRows sees it, on both stores. Without reorders it passes.
 func TestStaleOverNewerCaught(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { staleOverNewer(t, sqliteDB()) })
+	t.Run("postgres", func(t *testing.T) { staleOverNewer(t, postgresDB()) })
+}
+
+func staleOverNewer[Tx any](t *testing.T, s *db[Tx]) {
 	ids := []string{"order-1", "order-2", "order-3", "order-4"}
 	var evs []testkit.Event
 	var want []string
@@ -237,16 +322,15 @@ func TestStaleOverNewerCaught(t *testing.T) {
 		evs = append(evs, testkit.Event{AggregateID: id, Version: 1, Type: "placed"}, testkit.Event{AggregateID: id, Version: 2, Type: "confirmed"})
 		want = append(want, id+" confirmed")
 	}
-	status := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO orders (id, status) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET status = excluded.status`,
+	status := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
+		return s.exec(ctx, tx, `INSERT INTO orders (id, status) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET status = excluded.status`,
 			d.Message.Headers[idem.HeaderAggregateID], d.Message.Headers[idem.HeaderType])
-		return err
 	}
 	for _, noReorder := range []bool{false, true} {
 		t.Run(fmt.Sprintf("NoReorder=%v", noReorder), func(t *testing.T) {
-			kit := newKit(t, &testkit.Options{NoReorder: noReorder})
+			kit := s.kit(t, &testkit.Options{NoReorder: noReorder})
 			rep := kit.Run(status, evs...)
-			kit.AssertOnce(t, testkit.CountRows(`SELECT id FROM orders`), ids...) // one row each: the inbox is not the problem
+			kit.AssertOnce(t, kit.CountRows(`SELECT id FROM orders`), ids...) // one row each: the inbox is not the problem
 			rec := &recorder{TB: t}
 			kit.AssertRows(rec, `SELECT id, status FROM orders ORDER BY id`, want...)
 			if noReorder {
@@ -260,39 +344,84 @@ func TestStaleOverNewerCaught(t *testing.T) {
 	}
 }
 
-// TestParkVisibleAndReplayable: a gap that stays open is parked, with what
-// comes behind it held; the report shows the park, AssertOnce names it, and
-// the inbox replays it with the same handler.
+// TestParkVisibleAndReplayable: a gap that stays open, where gaps are
+// retried through the broker, is parked, with what comes behind it held;
+// the report shows the park, AssertOnce names it, and the inbox replays it
+// with the same handler.
 func TestParkVisibleAndReplayable(t *testing.T) {
-	kit := versionedKit(t, &testkit.Options{MaxAttempts: 3, Gaps: idem.GapsRetry})
-	h := ledger
+	t.Run("sqlite", func(t *testing.T) { parkVisible(t, sqliteDB()) })
+	t.Run("postgres", func(t *testing.T) { parkVisible(t, postgresDB()) })
+}
+
+func parkVisible[Tx any](t *testing.T, s *db[Tx]) {
+	kit := s.kit(t, versioned(&testkit.Options{MaxAttempts: 3, Gaps: idem.GapsRetry}))
 	evs := deposits([]string{"acct-A"}, 3)
-	rep := kit.Run(h, evs[0], evs[2]) // version 2 is late
+	rep := kit.Run(s.ledger, evs[0], evs[2]) // version 2 is late
 	if len(rep.Parked) != 1 || rep.Parked[0].MessageID != "acct-A/3" || rep.Results[idem.ResultParked] != 1 {
 		t.Fatalf("want acct-A/3 parked:\n%s", rep)
 	}
+	if !strings.Contains(rep.String(), `parked: acct-A/3 (aggregate "acct-A" version 3)`) {
+		t.Errorf("the report does not name the parked message and its aggregate:\n%s", rep)
+	}
 	rec := &recorder{TB: t}
-	kit.AssertOnce(rec, effects)
+	kit.AssertOnce(rec, kit.CountRows(effectsQuery))
 	rec.caught(t, `effect "acct-A/3" happened 0 times`, "it is parked", "Kit.Inbox().Replay")
 
-	rep = kit.Run(h, evs[1]) // held behind the parked version 3
+	rep = kit.Run(s.ledger, evs[1]) // held behind the parked version 3
 	if len(rep.Parked) != 2 || rep.Results[idem.ResultHeld] != 1 {
 		t.Fatalf("want acct-A/2 held behind acct-A/3:\n%s", rep)
 	}
-	res, err := kit.Inbox().Replay(t.Context(), "acct-A", h)
+	res, err := kit.Inbox().Replay(t.Context(), "acct-A", s.ledger)
 	if err != nil || res.Replayed != 2 || res.Remaining != 0 {
 		t.Fatalf("replay: %+v, %v", res, err)
 	}
-	kit.AssertOnce(t, effects)
+	kit.AssertOnce(t, kit.CountRows(effectsQuery))
 	kit.AssertRows(t, `SELECT id, version, balance FROM accounts`, "acct-A 3 60")
+}
+
+// TestGapNeverClosesShown: a gap that never closes, where gaps are held in
+// the store (the default on the Queue profile), ends with the early event
+// held, not parked: the report names it and its aggregate, and AssertOnce
+// says so. A later Run that delivers the missing event applies it.
+func TestGapNeverClosesShown(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { gapNeverCloses(t, sqliteDB()) })
+	t.Run("postgres", func(t *testing.T) { gapNeverCloses(t, postgresDB()) })
+}
+
+func gapNeverCloses[Tx any](t *testing.T, s *db[Tx]) {
+	kit := s.kit(t, versioned(nil))
+	evs := deposits([]string{"acct-A", "acct-B"}, 3)
+	rep := kit.Run(s.ledger, evs[0], evs[2], evs[3], evs[4], evs[5]) // acct-A's version 2 never comes
+	want := testkit.Early{MessageID: "acct-A/3", AggregateID: "acct-A", Version: 3, Applied: 1}
+	if len(rep.Early) != 1 || rep.Early[0] != want || len(rep.Parked) != 0 {
+		t.Fatalf("want only %+v held early, nothing parked:\n%s", want, rep)
+	}
+	if !strings.Contains(rep.String(), `early: acct-A/3 held as an early event: aggregate "acct-A" is at version 1, and version 2 never came`) {
+		t.Errorf("the report does not name the held event and its aggregate:\n%s", rep)
+	}
+	t.Log(rep)
+	rec := &recorder{TB: t}
+	kit.AssertOnce(rec, kit.CountRows(effectsQuery), "acct-A/1", "acct-A/3", "acct-B/1", "acct-B/2", "acct-B/3")
+	rec.caught(t, `effect "acct-A/3" happened 0 times`, `it is held as an early event: aggregate "acct-A" is at version 1, and version 2 never came`)
+	if strings.Contains(strings.Join(rec.errs, "\n"), "acct-B") {
+		t.Errorf("the kit blames acct-B, whose events all applied: %v", rec.errs)
+	}
+
+	rep = kit.Run(s.ledger, evs[1]) // the gap closes
+	if len(rep.Early)+len(rep.Parked) != 0 {
+		t.Errorf("after version 2 came, still held or parked:\n%s", rep)
+	}
+	kit.AssertOnce(t, kit.CountRows(effectsQuery))
+	kit.AssertRows(t, `SELECT id, version, balance FROM accounts ORDER BY id`, "acct-A 3 60", "acct-B 3 60")
 }
 
 // TestDeterministic: the same seed gives the same run; another seed
 // another order.
 func TestDeterministic(t *testing.T) {
+	s := sqliteDB()
 	run := func(seed uint64) *testkit.Report {
-		kit := versionedKit(t, &testkit.Options{Seed: seed})
-		return kit.Run(ledger, deposits([]string{"acct-A", "acct-B", "acct-C"}, 3)...)
+		kit := s.kit(t, versioned(&testkit.Options{Seed: seed}))
+		return kit.Run(s.ledger, deposits([]string{"acct-A", "acct-B", "acct-C"}, 3)...)
 	}
 	a, b, c := run(7), run(7), run(8)
 	if !slices.Equal(a.Order, b.Order) || a.String() != b.String() {
@@ -306,7 +435,7 @@ func TestDeterministic(t *testing.T) {
 // TestUnexpectedEffect: an effect for a key nobody expects fails
 // AssertOnce; a plain message (no aggregate) is delivered as given.
 func TestUnexpectedEffect(t *testing.T) {
-	kit := newKit(t, &testkit.Options{NoDuplicates: true})
+	kit := sqliteDB().kit(t, &testkit.Options{NoDuplicates: true})
 	twice := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO effects (message_id) VALUES (?), (?)`, d.Message.ID, d.Message.ID+"-extra")
 		return err
@@ -316,7 +445,7 @@ func TestUnexpectedEffect(t *testing.T) {
 		t.Fatalf("want m-1 applied:\n%s", rep)
 	}
 	rec := &recorder{TB: t}
-	kit.AssertOnce(rec, effects)
+	kit.AssertOnce(rec, kit.CountRows(effectsQuery))
 	rec.caught(t, `effect "m-1-extra" happened once, want none`)
 }
 
@@ -336,7 +465,7 @@ func TestEventErrors(t *testing.T) {
 		done := make(chan struct{})
 		go func() { // FailNow ends this goroutine
 			defer close(done)
-			kit := testkit.New(rec, nil)
+			kit := testkit.New(rec, testkit.SQLite(rec), nil)
 			kit.Run(func(context.Context, *sql.Tx, *broker.Delivery) error { return nil }, c.ev)
 			rec.Errorf("Run returned")
 		}()
@@ -352,7 +481,7 @@ func TestInvalidVersions(t *testing.T) {
 	done := make(chan struct{})
 	go func() { // FailNow ends this goroutine
 		defer close(done)
-		testkit.New(rec, &testkit.Options{Versions: idem.VersionTable{Table: "accounts; DROP TABLE x", IDColumn: "id", VersionColumn: "version"}})
+		testkit.New(rec, testkit.SQLite(rec), &testkit.Options{Versions: idem.VersionTable{Table: "accounts; DROP TABLE x", IDColumn: "id", VersionColumn: "version"}})
 		rec.Errorf("New returned")
 	}()
 	<-done
@@ -361,3 +490,28 @@ func TestInvalidVersions(t *testing.T) {
 
 // TestExampleLedger runs the package example's test (example_test.go).
 func TestExampleLedger(t *testing.T) { testLedger(t) }
+
+// TestTestingDoc: docs/testing.md's Go code is postgres_test.go, byte for
+// byte, so that it compiles and runs here; it has no other Go block.
+func TestTestingDoc(t *testing.T) {
+	doc, err := os.ReadFile("../docs/testing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const marker = "<!-- a PostgreSQL handler's test: kept in sync by testkit TestTestingDoc -->\n```go\n"
+	_, block, ok := strings.Cut(string(doc), marker)
+	if !ok {
+		t.Fatalf("docs/testing.md lacks %q", marker)
+	}
+	block, _, _ = strings.Cut(block, "```\n")
+	src, err := os.ReadFile("postgres_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if block != string(src) {
+		t.Errorf("docs/testing.md shows\n%s\npostgres_test.go is\n%s", block, src)
+	}
+	if n := strings.Count(string(doc), "```go"); n != 1 {
+		t.Errorf("docs/testing.md has %d Go blocks: each must be a file that compiles, kept in sync here", n)
+	}
+}

@@ -79,7 +79,7 @@ type item struct {
 
 // plan returns the order in which Run publishes msgs, with the copies of
 // the duplicates, and how many messages come after one listed after them.
-func (k *Kit) plan(msgs []*broker.Message) ([]item, int) {
+func (k *Kit[Tx]) plan(msgs []*broker.Message) ([]item, int) {
 	k.seq++
 	rnd := rand.New(rand.NewPCG(k.opts.Seed, k.seq))
 	orig := make([]item, len(msgs))

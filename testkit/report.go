@@ -36,6 +36,13 @@ type Report struct {
 	// Parked is the consumer's park after the run, by aggregate in replay
 	// order (Inbox.Parked): replay it with Kit.Inbox().Replay or ReplayAll.
 	Parked []idem.Parked
+	// Early are the events the inbox holds in the store after the run,
+	// ahead of a predecessor that never came (idem.GapsHold, the default
+	// on the Queue profile): a gap that did not close. The inbox parks
+	// them once they waited idem.Options.EarlyLimit (an hour by default),
+	// which Run does not wait for; a later Run that delivers the missing
+	// event applies them.
+	Early []Early
 	// DeadLetters are the messages dead-lettered during the run: by the
 	// inbox (an error marked broker.Permanent, a write outside the
 	// transaction) or by the broker (its delivery limit, MaxAttempts+3).
@@ -47,6 +54,20 @@ type Failure struct {
 	MessageID string
 	Attempt   int
 	Err       error
+}
+
+// Early is an event the inbox holds ahead of its predecessor.
+type Early struct {
+	MessageID   string
+	AggregateID string
+	Version     int64 // the event's
+	Applied     int64 // the aggregate's, in the state table (0: no row)
+}
+
+// String says what the event waits for.
+func (e Early) String() string {
+	return fmt.Sprintf("held as an early event: aggregate %q is at version %d, and version %d never came (a gap that did not close; "+
+		"the inbox parks it after idem.Options.EarlyLimit)", e.AggregateID, e.Applied, e.Applied+1)
 }
 
 // DeadLetter is a dead-lettered message and the reason given.
@@ -75,6 +96,9 @@ func (r *Report) String() string {
 	}
 	for _, p := range r.Parked {
 		fmt.Fprintf(&b, "parked: %s (aggregate %q version %d): %s\n", p.MessageID, p.AggregateID, p.Version, p.Reason)
+	}
+	for _, e := range r.Early {
+		fmt.Fprintf(&b, "early: %s %s\n", e.MessageID, e)
 	}
 	for _, d := range r.DeadLetters {
 		fmt.Fprintf(&b, "dead-lettered: %s: %s\n", d.MessageID, d.Reason)

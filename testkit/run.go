@@ -2,7 +2,6 @@ package testkit
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"maps"
@@ -28,7 +27,7 @@ var errCrashBeforeCommit = errors.New("testkit: injected crash before the commit
 // A test may call Run again, with the same or another handler: the
 // database, the inbox's claims and the park carry over, so a second Run of
 // the same IDs finds them duplicates.
-func (k *Kit) Run(h idem.Handler[*sql.Tx], events ...Event) *Report {
+func (k *Kit[Tx]) Run(h idem.Handler[Tx], events ...Event) *Report {
 	k.tb.Helper()
 	if h == nil {
 		k.tb.Fatal("testkit: Run with a nil handler")
@@ -42,7 +41,7 @@ func (k *Kit) Run(h idem.Handler[*sql.Tx], events ...Event) *Report {
 		}
 		msgs[i] = m
 		if k.messages[m.ID] == nil {
-			k.messages[m.ID] = &trace{aggregate: ev.AggregateID}
+			k.messages[m.ID] = &trace{aggregate: ev.AggregateID, version: ev.Version}
 			k.ids = append(k.ids, m.ID)
 		}
 	}
@@ -91,8 +90,8 @@ func (k *Kit) Run(h idem.Handler[*sql.Tx], events ...Event) *Report {
 
 // wrap returns h with the crash before commit, and with a write outside the
 // transaction made permanent.
-func (k *Kit) wrap(h idem.Handler[*sql.Tx]) idem.Handler[*sql.Tx] {
-	return func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+func (k *Kit[Tx]) wrap(h idem.Handler[Tx]) idem.Handler[Tx] {
+	return func(ctx context.Context, tx Tx, d *broker.Delivery) error {
 		err := h(ctx, tx, d)
 		if err != nil {
 			if locked(err) {
@@ -132,7 +131,7 @@ func locked(err error) bool {
 }
 
 // handle hands d to the inbox and records the result.
-func (k *Kit) handle(ctx context.Context, d *broker.Delivery, h idem.Handler[*sql.Tx]) {
+func (k *Kit[Tx]) handle(ctx context.Context, d *broker.Delivery, h idem.Handler[Tx]) {
 	id := d.Message.ID
 	r, err := k.inbox.Handle(ctx, d, h)
 	if errors.Is(err, errCrashBeforeCommit) {
@@ -140,6 +139,9 @@ func (k *Kit) handle(ctx context.Context, d *broker.Delivery, h idem.Handler[*sq
 	}
 	k.rep.Results[r]++
 	t := k.messages[id]
+	if t != nil && r == idem.ResultEarly {
+		t.early = true
+	}
 	switch {
 	case err == nil, r == idem.ResultGapRetried:
 	case errors.Is(err, errAckLost): // the crash after commit
@@ -152,7 +154,7 @@ func (k *Kit) handle(ctx context.Context, d *broker.Delivery, h idem.Handler[*sq
 }
 
 // collect reads the dead letters into the report, and the park.
-func (k *Kit) collect(ctx, poll context.Context) {
+func (k *Kit[Tx]) collect(ctx, poll context.Context) {
 	dl, err := k.broker.OpenDeadLetters(topicName, subName, nil)
 	if err != nil {
 		k.tb.Fatalf("testkit: open the dead letters: %v", err)
@@ -179,5 +181,8 @@ func (k *Kit) collect(ctx, poll context.Context) {
 	}
 	if k.rep.Parked, err = k.inbox.Parked(ctx, idem.ParkedFilter{}); err != nil {
 		k.tb.Fatalf("testkit: list the park: %v", err)
+	}
+	if k.rep.Early, err = k.early(ctx, k.rep.Parked); err != nil {
+		k.tb.Fatalf("testkit: read the early events: %v", err)
 	}
 }

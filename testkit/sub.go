@@ -16,8 +16,8 @@ import (
 // between commit and ack), and gives every nack the same delay, one step of
 // the fake clock, so that retries do not depend on the inbox's jittered
 // backoff.
-type faultySub struct {
-	k *Kit
+type faultySub[Tx any] struct {
+	k *Kit[Tx]
 }
 
 // ref is one delivery of the memory broker, as the faulty subscription's
@@ -32,7 +32,7 @@ type ref struct {
 // errAckLost is the injected crash between commit and ack.
 var errAckLost = errors.New("testkit: injected crash after the commit: the acknowledgement was lost, the broker delivers the message again")
 
-func (s *faultySub) ReceiveBatch(ctx context.Context, maxMessages int) ([]*driver.Message, error) {
+func (s *faultySub[Tx]) ReceiveBatch(ctx context.Context, maxMessages int) ([]*driver.Message, error) {
 	ds, err := s.k.sub.Receive(ctx, maxMessages)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -51,7 +51,7 @@ func (s *faultySub) ReceiveBatch(ctx context.Context, maxMessages int) ([]*drive
 	return out, nil
 }
 
-func (s *faultySub) SendAcks(ctx context.Context, ids []driver.AckID) error {
+func (s *faultySub[Tx]) SendAcks(ctx context.Context, ids []driver.AckID) error {
 	var errs []error
 	for _, id := range ids {
 		r := id.(*ref)
@@ -67,7 +67,7 @@ func (s *faultySub) SendAcks(ctx context.Context, ids []driver.AckID) error {
 	return errors.Join(errs...)
 }
 
-func (s *faultySub) SendNacks(ctx context.Context, ids []driver.AckID, _ time.Duration) error {
+func (s *faultySub[Tx]) SendNacks(ctx context.Context, ids []driver.AckID, _ time.Duration) error {
 	// A retry is due after one step of the kit's clock, where the profile
 	// delays a nack; where it cannot (ServiceBus), at once.
 	delay := step
@@ -81,7 +81,7 @@ func (s *faultySub) SendNacks(ctx context.Context, ids []driver.AckID, _ time.Du
 	return errors.Join(errs...)
 }
 
-func (s *faultySub) SendDeadLetters(ctx context.Context, ids []driver.AckID, reason string) error {
+func (s *faultySub[Tx]) SendDeadLetters(ctx context.Context, ids []driver.AckID, reason string) error {
 	var errs []error
 	for _, id := range ids {
 		errs = append(errs, id.(*ref).d.DeadLetter(ctx, reason))
@@ -89,7 +89,7 @@ func (s *faultySub) SendDeadLetters(ctx context.Context, ids []driver.AckID, rea
 	return errors.Join(errs...)
 }
 
-func (s *faultySub) ExtendLocks(ctx context.Context, ids []driver.AckID, d time.Duration) error {
+func (s *faultySub[Tx]) ExtendLocks(ctx context.Context, ids []driver.AckID, d time.Duration) error {
 	var errs []error
 	for _, id := range ids {
 		errs = append(errs, id.(*ref).d.ExtendLock(ctx, d))
@@ -97,9 +97,9 @@ func (s *faultySub) ExtendLocks(ctx context.Context, ids []driver.AckID, d time.
 	return errors.Join(errs...)
 }
 
-func (s *faultySub) Capabilities() capability.Subscription { return s.k.sub.Capabilities() }
+func (s *faultySub[Tx]) Capabilities() capability.Subscription { return s.k.sub.Capabilities() }
 
-func (s *faultySub) Classify(err error) driver.ErrorInfo {
+func (s *faultySub[Tx]) Classify(err error) driver.ErrorInfo {
 	if errors.Is(err, errAckLost) {
 		return driver.ErrorInfo{Code: driver.LockLost}
 	}
@@ -116,6 +116,6 @@ func (s *faultySub) Classify(err error) driver.ErrorInfo {
 	return driver.ErrorInfo{}
 }
 
-func (s *faultySub) As(any) bool             { return false }
-func (s *faultySub) ErrorAs(error, any) bool { return false }
-func (s *faultySub) Close() error            { return s.k.sub.Close() }
+func (s *faultySub[Tx]) As(any) bool             { return false }
+func (s *faultySub[Tx]) ErrorAs(error, any) bool { return false }
+func (s *faultySub[Tx]) Close() error            { return s.k.sub.Close() }

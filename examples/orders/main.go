@@ -328,7 +328,7 @@ func mission[Tx any](ctx context.Context, w io.Writer, db *shop[Tx], br *brokers
 	if err != nil {
 		return rep, err
 	}
-	billing := billingApply(db.exec, payments) // behind the inbox's version checks (Options.Versions)
+	billing := db.billing(payments) // behind the inbox's version checks (Options.Versions)
 	if err := consume(ctx, br.sub, br.topic.Capabilities(), inbox, billing, h, &rep, br.settle); err != nil {
 		return rep, err
 	}
@@ -405,41 +405,18 @@ var billingTables = []string{
 // update (its inbox's Options.Versions).
 var billingVersions = idem.VersionTable{Table: "billing_orders", IDColumn: "id", VersionColumn: "version"}
 
-// billingApply is the billing consumer's handler, run in the inbox
-// transaction after the version check (its inbox's Options.Versions is
-// billingVersions): it records the effect, keeps the order's status, and
-// stages one payment per confirmed order with an idempotency key. exec
-// runs SQL written with $1 placeholders in tx.
-func billingApply[Tx any](exec func(ctx context.Context, tx Tx, q string, args ...any) error, payments *keys.Caller[Tx]) idem.Handler[Tx] {
-	// The body, typed (JSON, the default codec): one that does not decode
-	// never reaches the handler and is dead-lettered (or parked) with the
-	// reason, never retried.
-	return idem.Typed(nil, func(ctx context.Context, tx Tx, d *broker.Delivery, order OrderEvent) error {
-		// The event's identity: aggregate, version, type (the version
-		// check already read it, so it parses).
-		ev, err := idem.ParseEvent(d.Message)
-		if err != nil {
-			return err
-		}
-		if err := exec(ctx, tx, `INSERT INTO billing_effects (message_id) VALUES ($1)`, d.Message.ID); err != nil {
-			return err
-		}
-		status := strings.TrimPrefix(ev.Type, "order.")
-		if ev.Version == 1 {
-			return exec(ctx, tx, `INSERT INTO billing_orders (id, version, status) VALUES ($1, 1, $2)`, ev.AggregateID, status)
-		}
-		if err := exec(ctx, tx, `UPDATE billing_orders SET status = $1 WHERE id = $2`, status, ev.AggregateID); err != nil {
-			return err
-		}
-		if status == "confirmed" {
-			// One payment attempt of this order: the key names the
-			// operation, never the customer.
-			charge := fmt.Appendf(nil, `{"order":%q,"amount":%d}`, order.Order, order.Total)
-			_, err := payments.Stage(ctx, tx, "payment:"+ev.AggregateID+":1", charge)
-			return err
-		}
-		return nil
-	})
+// The billing consumer's handler, run in the inbox transaction after the
+// version check (its inbox's Options.Versions is billingVersions), is
+// written for each database: billingSQLite (setup.go) and billingPostgres
+// (postgres.go), each on its store's transactions. Both record the effect,
+// keep the order's status, and stage one payment per confirmed order with
+// an idempotency key (billingPayment).
+
+// billingPayment returns the idempotency key and the request of the
+// payment a confirmed order stages: the key names the operation (one
+// payment attempt of this order), never the customer.
+func billingPayment(ev idem.Event, order OrderEvent) (key string, charge []byte) {
+	return "payment:" + ev.AggregateID + ":1", fmt.Appendf(nil, `{"order":%q,"amount":%d}`, order.Order, order.Total)
 }
 
 // DedupWindowError says that nothing arrived on a broker that drops a

@@ -8,10 +8,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/postgres"
 )
 
@@ -24,6 +28,34 @@ func runPostgres(ctx context.Context, w io.Writer, rawURL string, br *brokers) (
 	}
 	defer s.close()
 	return mission(ctx, w, s, br)
+}
+
+// billingPostgres is the billing consumer's handler on PostgreSQL, as
+// billingSQLite is on SQLite.
+func billingPostgres(payments *keys.Caller[pgx.Tx]) idem.Handler[pgx.Tx] {
+	return idem.Typed(nil, func(ctx context.Context, tx pgx.Tx, d *broker.Delivery, order OrderEvent) error {
+		ev, err := idem.ParseEvent(d.Message) // the version check read it already, so it parses
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO billing_effects (message_id) VALUES ($1)`, d.Message.ID); err != nil {
+			return err
+		}
+		status := strings.TrimPrefix(ev.Type, "order.")
+		if ev.Version == 1 {
+			_, err := tx.Exec(ctx, `INSERT INTO billing_orders (id, version, status) VALUES ($1, 1, $2)`, ev.AggregateID, status)
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE billing_orders SET status = $1 WHERE id = $2`, status, ev.AggregateID); err != nil {
+			return err
+		}
+		if status == "confirmed" {
+			key, charge := billingPayment(ev, order)
+			_, err := payments.Stage(ctx, tx, key, charge)
+			return err
+		}
+		return nil
+	})
 }
 
 // openPostgres opens a store in a fresh schema of the database at
@@ -71,6 +103,7 @@ func openPostgres(ctx context.Context, rawURL string) (*shop[pgx.Tx], error) {
 			_, err := tx.Exec(ctx, q, args...)
 			return err
 		},
+		billing: billingPostgres,
 		column: func(ctx context.Context, q string) ([]string, error) {
 			rows, err := pool.Query(ctx, q)
 			if err != nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/sqlite"
 	"github.com/wary-go/wary/idem/store"
 	"github.com/wary-go/wary/redact"
@@ -27,6 +29,8 @@ type shop[Tx any] struct {
 	// inTx runs f in a transaction of the database and commits it.
 	inTx func(ctx context.Context, f func(tx Tx) error) error
 	exec func(ctx context.Context, tx Tx, q string, args ...any) error
+	// billing is the billing consumer's handler on this database.
+	billing func(payments *keys.Caller[Tx]) idem.Handler[Tx]
 	// column reads one text column of every row q returns.
 	column func(ctx context.Context, q string) ([]string, error)
 	close  func()
@@ -38,6 +42,37 @@ var placeholder = regexp.MustCompile(`\$(\d+)`)
 func execSQLite(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
 	_, err := tx.ExecContext(ctx, placeholder.ReplaceAllString(q, "?$1"), args...)
 	return err
+}
+
+// billingSQLite is the billing consumer's handler on SQLite: the event,
+// typed (JSON, the default codec: a body that does not decode never
+// reaches the handler and is dead-lettered, or parked, with the reason,
+// never retried), its effect recorded and the order's status kept through
+// tx, the payment of a confirmed order staged in tx.
+func billingSQLite(payments *keys.Caller[*sql.Tx]) idem.Handler[*sql.Tx] {
+	return idem.Typed(nil, func(ctx context.Context, tx *sql.Tx, d *broker.Delivery, order OrderEvent) error {
+		ev, err := idem.ParseEvent(d.Message) // the version check read it already, so it parses
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO billing_effects (message_id) VALUES (?)`, d.Message.ID); err != nil {
+			return err
+		}
+		status := strings.TrimPrefix(ev.Type, "order.")
+		if ev.Version == 1 {
+			_, err := tx.ExecContext(ctx, `INSERT INTO billing_orders (id, version, status) VALUES (?, 1, ?)`, ev.AggregateID, status)
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE billing_orders SET status = ? WHERE id = ?`, status, ev.AggregateID); err != nil {
+			return err
+		}
+		if status == "confirmed" {
+			key, charge := billingPayment(ev, order)
+			_, err := payments.Stage(ctx, tx, key, charge)
+			return err
+		}
+		return nil
+	})
 }
 
 // openSQLite opens a fresh SQLite database in a temporary directory.
@@ -66,7 +101,8 @@ func openSQLite(ctx context.Context) (*shop[*sql.Tx], error) {
 			}
 			return tx.Commit()
 		},
-		exec: execSQLite,
+		exec:    execSQLite,
+		billing: billingSQLite,
 		column: func(ctx context.Context, q string) ([]string, error) {
 			rows, err := db.QueryContext(ctx, q)
 			if err != nil {

@@ -77,7 +77,7 @@ func goCmd(t *testing.T, dir string, env []string, args ...string) []byte {
 // the suite over broker that the drivers' emulators and idem's store suite
 // stand on; drivers and idem never import each other. testkit, the kit
 // for users' handler tests, stands on drivers (memory) and idem (the inbox,
-// sqlite) beside cmd and examples: nothing below it imports it, and the
+// the stores) beside cmd and examples: nothing below it imports it, and the
 // examples' tests (test files aside here) may.
 var floors = map[string]int{
 	"internal":    0,
