@@ -87,7 +87,7 @@ type SourceDB[Tx any] interface {
 // OutboxEnv is an Env whose store has an outbox.
 type OutboxEnv[Tx any] struct {
 	*Env[Tx]
-	OS     store.Driver[Tx]
+	OS     Driver[Tx]
 	Outbox *outbox.Outbox[Tx]
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/internal/failpoint"
+	"github.com/wary-go/wary/idem/internal/names"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -91,7 +92,7 @@ func New[Tx any](p store.Provider[Tx], c Contract, opts *Options) (*Caller[Tx], 
 	if err != nil {
 		return nil, err
 	}
-	if err := store.ValidateProvider(c.Provider); err != nil {
+	if err := names.ValidateProvider(c.Provider); err != nil {
 		return nil, err
 	}
 	var o Options

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/store"
@@ -38,7 +39,7 @@ func TestClaimReadsWhatItClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	const aggs, perAgg = 100, 200 // a backlog of 20,000 rows
-	tx, err := st.Driver().Begin(ctx)
+	tx, err := idemtest.D(st).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestClaimReadsWhatItClaims(t *testing.T) {
 	if _, err := st.Driver().AddOutbox(ctx, tx, msgs, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Driver().Commit(ctx, tx); err != nil {
+	if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	b, err := postgres.ClaimOutbox(ctx, st, sqlcore.Claim{Owner: "plan", Now: time.Now(), Limit: 500, PerAggregate: 10})

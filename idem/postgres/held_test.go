@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/store"
@@ -22,7 +23,7 @@ func heldStore(t *testing.T, pool *pgxpool.Pool, n int) *postgres.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := st.Driver().Begin(ctx)
+	tx, err := idemtest.D(st).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func heldStore(t *testing.T, pool *pgxpool.Pool, n int) *postgres.Store {
 	if _, err := st.Driver().AddOutbox(ctx, tx, msgs, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Driver().Commit(ctx, tx); err != nil {
+	if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	return st

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/store"
@@ -75,7 +76,7 @@ func BenchmarkOutboxLayouts(b *testing.B) {
 		ls[i] = layout{st: st, pool: pool}
 	}
 	add := func(l layout, j int) {
-		tx, err := l.st.Driver().Begin(ctx)
+		tx, err := idemtest.D(l.st).Begin(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -83,7 +84,7 @@ func BenchmarkOutboxLayouts(b *testing.B) {
 		if _, err := l.st.Driver().AddOutbox(ctx, tx, []store.OutboxMessage{msg}, t0); err != nil {
 			b.Fatal(err)
 		}
-		if err := l.st.Driver().Commit(ctx, tx); err != nil {
+		if err := idemtest.D(l.st).Commit(ctx, tx); err != nil {
 			b.Fatal(err)
 		}
 	}

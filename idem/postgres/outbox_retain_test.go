@@ -303,7 +303,7 @@ func TestOutboxRetentionDeadTuples(t *testing.T) {
 func addAt(t testing.TB, st *postgres.Store, at time.Time, aggs []string) []string {
 	t.Helper()
 	ctx := t.Context()
-	tx, err := st.Driver().Begin(ctx)
+	tx, err := idemtest.D(st).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func addAt(t testing.TB, st *postgres.Store, at time.Time, aggs []string) []stri
 	if _, err := st.Driver().AddOutbox(ctx, tx, msgs, at); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Driver().Commit(ctx, tx); err != nil {
+	if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	return ids

@@ -41,7 +41,7 @@ func TestListenOutboxNotifies(t *testing.T) {
 		t.Fatalf("IdleOutbox: %v, %v", ok, err)
 	}
 	add := func(commit bool) {
-		tx, err := pg.Driver().Begin(ctx)
+		tx, err := idemtest.D(pg).Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,9 +49,9 @@ func TestListenOutboxNotifies(t *testing.T) {
 			t.Fatal(err)
 		}
 		if commit {
-			err = pg.Driver().Commit(ctx, tx)
+			err = idemtest.D(pg).Commit(ctx, tx)
 		} else {
-			err = pg.Driver().Rollback(ctx, tx)
+			err = idemtest.D(pg).Rollback(ctx, tx)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +129,7 @@ func TestWakeFlag(t *testing.T) {
 	defer cancel()
 	pg, box, calls, stop := listening(ctx, t)
 	add := func() pgx.Tx {
-		tx, err := pg.Driver().Begin(ctx)
+		tx, err := idemtest.D(pg).Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestWakeFlag(t *testing.T) {
 	if ok, err := pg.Driver().(idler).IdleOutbox(ctx, "w", time.Minute); ok || err != nil {
 		t.Fatalf("IdleOutbox with a non-notifying producer in flight: %v, %v; want false", ok, err)
 	}
-	if err := pg.Driver().Commit(ctx, inFlight); err != nil {
+	if err := idemtest.D(pg).Commit(ctx, inFlight); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := pg.Driver().(idler).IdleOutbox(ctx, "w", time.Minute); !ok || err != nil {
@@ -154,7 +154,7 @@ func TestWakeFlag(t *testing.T) {
 	}
 	// The flag is set now: the next adding transaction notifies (and the
 	// one before did not, or this would not be the first call).
-	if err := pg.Driver().Commit(ctx, add()); err != nil {
+	if err := idemtest.D(pg).Commit(ctx, add()); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -165,13 +165,13 @@ func TestWakeFlag(t *testing.T) {
 	if err := pg.Driver().(idler).BusyOutbox(ctx, "w"); err != nil {
 		t.Fatal(err)
 	}
-	if err := pg.Driver().Commit(ctx, add()); err != nil {
+	if err := idemtest.D(pg).Commit(ctx, add()); err != nil {
 		t.Fatal(err)
 	}
 	// A notification from the last commit would arrive before this one
 	// (notifications are delivered in commit order).
-	if err := pg.Driver().Commit(ctx, func() pgx.Tx {
-		tx, err := pg.Driver().Begin(ctx)
+	if err := idemtest.D(pg).Commit(ctx, func() pgx.Tx {
+		tx, err := idemtest.D(pg).Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

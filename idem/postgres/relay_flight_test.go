@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/idem/failpoint"
+	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
@@ -65,14 +66,14 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 		}
 	})
 	waitFor(ctx, t, "the relay listening", func() bool { return r.Stats().Listening })
-	tx, err := st.Driver().Begin(ctx)
+	tx, err := idemtest.D(st).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := box.Add(ctx, tx, &outbox.Message{AggregateID: "b", Type: "x", Payload: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Driver().Commit(ctx, tx); err != nil {
+	if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	select {

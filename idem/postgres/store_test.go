@@ -144,11 +144,11 @@ func TestSchemaOption(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'x\_%'`, schema).Scan(&n); err != nil || n != 13 {
 		t.Errorf("tables in %s: %d, %v; want 13 (the inbox and its previous table; the outbox, its previous table and its rotation time; the early events; the outbox stream's slots)", schema, n, err)
 	}
-	tx, err := st.Driver().Begin(ctx)
+	tx, err := idemtest.D(st).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Driver().Rollback(ctx, tx)
+	defer idemtest.D(st).Rollback(ctx, tx)
 	if ok, err := claimOne(ctx, st, tx, "c", "m", time.Now()); !ok || err != nil {
 		t.Errorf("claim: %v %v", ok, err)
 	}

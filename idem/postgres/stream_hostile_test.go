@@ -23,8 +23,8 @@ func TestStreamHostileRows(t *testing.T) {
 	r := e.relay(topic, nil)
 	e.run(r)
 	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
-	oe := &idemtest.OutboxEnv[pgx.Tx]{Env: &idemtest.Env[pgx.Tx]{T: t, Ctx: e.ctx, DB: testDB{e.pool}, Store: e.st, Driver: e.st.Driver()},
-		OS: e.st.Driver(), Outbox: e.ob}
+	oe := &idemtest.OutboxEnv[pgx.Tx]{Env: &idemtest.Env[pgx.Tx]{T: t, Ctx: e.ctx, DB: testDB{e.pool}, Store: e.st, Driver: idemtest.D(e.st)},
+		OS: idemtest.D(e.st), Outbox: e.ob}
 	h := idemtest.WriteHostile(oe)
 	e.waitFor("the good rows published and the hostile ones quarantined", func() bool {
 		return e.rows(0) == int64(h.Held()) && e.rows(1, 2, 3) == int64(h.Bad())

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
@@ -134,13 +135,13 @@ func BenchmarkProducerCommits(b *testing.B) {
 			for p := range producers {
 				pw.Go(func() {
 					for j := p; j < n; j += producers {
-						tx, err := st.Driver().Begin(ctx)
+						tx, err := idemtest.D(st).Begin(ctx)
 						if err == nil {
 							_, err = ob.Add(ctx, tx, &outbox.Message{AggregateID: fmt.Sprintf("agg-%d-%d", seq, j%1000), Type: "t", Payload: []byte("x")})
 							if err == nil {
-								err = st.Driver().Commit(ctx, tx)
+								err = idemtest.D(st).Commit(ctx, tx)
 							} else {
-								_ = st.Driver().Rollback(ctx, tx)
+								_ = idemtest.D(st).Rollback(ctx, tx)
 							}
 						}
 						if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/failpoint"
+	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 	idemstore "github.com/wary-go/wary/idem/store"
@@ -38,7 +39,7 @@ func testWakeAddWaitsForIdle(t *testing.T, rows int) {
 	pg, box, calls, stop := listeningOn(ctx, t, st)
 	key := postgres.WakeKey(pg)
 	// A relay going idle, stopped between its lock and its commit.
-	idle, err := pg.Driver().Begin(ctx)
+	idle, err := idemtest.D(pg).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func testWakeAddWaitsForIdle(t *testing.T, rows int) {
 		t.Fatal(err)
 	}
 	// A producer begins (reading no flag yet) and adds a row.
-	tx, err := pg.Driver().Begin(ctx)
+	tx, err := idemtest.D(pg).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,14 +236,14 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 	topic := outboxBroker(t).Topic
 	add := func(agg string) {
 		t.Helper()
-		tx, err := pg.Driver().Begin(ctx)
+		tx, err := idemtest.D(pg).Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := box.Add(ctx, tx, &outbox.Message{AggregateID: agg, Type: "x", Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
-		if err := pg.Driver().Commit(ctx, tx); err != nil {
+		if err := idemtest.D(pg).Commit(ctx, tx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -371,14 +372,14 @@ func TestRelayNeverSleepsThroughCommit(t *testing.T) {
 		// Vary the moment of the commit against the relay's going idle
 		// (a few milliseconds after the last publish), not a wait for it.
 		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
-		tx, err := pg.Driver().Begin(ctx)
+		tx, err := idemtest.D(pg).Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := box.Add(ctx, tx, &outbox.Message{AggregateID: fmt.Sprint("a", i%7), Type: "x", Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
-		if err := pg.Driver().Commit(ctx, tx); err != nil {
+		if err := idemtest.D(pg).Commit(ctx, tx); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(ctx, t, fmt.Sprintf("row %d published", i+1), func() bool { return r.Stats().Published == int64(i+1) })

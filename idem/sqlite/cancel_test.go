@@ -8,6 +8,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/idemtest"
 	"github.com/wary-go/wary/idem/store"
 )
 
@@ -50,7 +51,7 @@ type deadlineStore struct {
 	bounded, unbounded int
 }
 
-type sqlDriver = store.Driver[*sql.Tx]
+type sqlDriver = idemtest.Driver[*sql.Tx]
 
 func (s *deadlineStore) Driver() store.Driver[*sql.Tx] { return s }
 
@@ -69,7 +70,7 @@ func (s *deadlineStore) Rollback(ctx context.Context, tx *sql.Tx) error {
 func TestRollbackBounded(t *testing.T) {
 	s, _, sub, cleanup := setup(t.Context())
 	defer cleanup()
-	st := &deadlineStore{sqlDriver: s.Driver()}
+	st := &deadlineStore{sqlDriver: idemtest.D(s)}
 	inbox, err := idem.NewInbox(st, "billing", sub.Capabilities(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,8 @@ import (
 
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/check"
+	"github.com/wary-go/wary/idem/internal/names"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/store"
 )
@@ -117,7 +119,6 @@ type outboxDriver interface {
 }
 
 var _ store.Driver[*sql.Tx] = (*driver)(nil)
-var _ store.Early[*sql.Tx] = (*driver)(nil)
 
 // Driver implements [store.Provider]: it returns the store's driver, for
 // idem's constructors. Applications do not call it.
@@ -129,7 +130,7 @@ func (s *Store) Driver() store.Driver[*sql.Tx] { return s.d }
 // version is version-1.
 // See idem.VersionResult for the outcomes.
 func (s *Store) CheckVersion(ctx context.Context, tx *sql.Tx, t idem.VersionTable, id string, version int64) (idem.VersionCheck, error) {
-	c, err := s.core.CheckVersion(ctx, tx, store.VersionTable(t), id, version)
+	c, err := s.core.CheckVersion(ctx, tx, idem.VersionTable(t), id, version)
 	return idem.VersionCheck{Result: idem.VersionResult(c.Result), Current: c.Current}, err
 }
 
@@ -137,7 +138,7 @@ func (s *Store) CheckVersion(ctx context.Context, tx *sql.Tx, t idem.VersionTabl
 // column to to where the ID is id and the state is one of from. See
 // idem.TransitionResult for the outcomes.
 func (s *Store) Transition(ctx context.Context, tx *sql.Tx, t idem.StateTable, id, to string, from ...string) (idem.TransitionCheck, error) {
-	c, err := s.core.Transition(ctx, tx, store.StateTable(t), id, to, from...)
+	c, err := s.core.Transition(ctx, tx, idem.StateTable(t), id, to, from...)
 	return idem.TransitionCheck{Result: idem.TransitionResult(c.Result), State: c.State}, err
 }
 
@@ -300,9 +301,9 @@ var dialect = sqlcore.Dialect{
 	Time:   func(t time.Time) any { return t.UnixMicro() },
 	Quote: func(schema, name string) string {
 		if schema == "" {
-			return store.QuoteIdentifier(name)
+			return names.QuoteIdentifier(name)
 		}
-		return store.QuoteIdentifier(schema) + "." + store.QuoteIdentifier(name)
+		return names.QuoteIdentifier(schema) + "." + names.QuoteIdentifier(name)
 	},
 	IsNoRows: func(err error) bool { return errors.Is(err, sql.ErrNoRows) },
 	// A shared transaction's claim (idem.Options.Batch) is one statement
@@ -391,12 +392,12 @@ type row struct{ *sql.Row }
 func (r row) Scan(dest ...any) error { return classify(r.Row.Scan(dest...)) }
 
 // classify marks SQLITE_TOOBIG (a string or blob over the database's
-// limit) as store.ErrData, an error of the message's own values that no
+// limit) as seam.ErrData, an error of the message's own values that no
 // retry fixes; every other error is left as it is.
 func classify(err error) error {
 	var se *sqlite.Error
 	if errors.As(err, &se) && se.Code()&0xff == 18 { // SQLITE_TOOBIG
-		return store.DataError(err)
+		return seam.DataError(err)
 	}
 	return err
 }

@@ -2,7 +2,8 @@ package store
 
 import (
 	"context"
-	"time"
+
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // Admin is implemented by stores that serve the operator's command
@@ -18,28 +19,9 @@ type Admin[Tx any] interface {
 	// processed instead of acknowledged as a duplicate. It reports whether
 	// there was an inbox record.
 	Unclaim(ctx context.Context, tx Tx, consumer, messageID string) (bool, error)
-	// ListEarly lists the aggregates that hold early events (see Early),
+	// ListEarly lists the aggregates that hold early events (see idem.Options.EarlyLimit),
 	// of consumer or (consumer "") of every consumer, oldest hold first,
 	// at most limit of them (0: all). A store that cannot hold early
 	// events returns none.
-	ListEarly(ctx context.Context, consumer string, limit int) ([]EarlyAggregate, error)
-}
-
-// EarlyAggregate is an aggregate whose early events wait in the store for
-// their predecessor.
-type EarlyAggregate struct {
-	Consumer    string
-	AggregateID string
-	// Awaited is the version the aggregate awaited when its latest early
-	// event was held (its version then, plus one); 0 for events held
-	// before the store recorded it. An event applied since without
-	// closing the gap has moved the aggregate on.
-	Awaited int64
-	// FirstVersion and LastVersion are the lowest and highest versions
-	// held; Held is how many events are held.
-	FirstVersion, LastVersion int64
-	Held                      int
-	// OldestHeldAt is when the oldest of them was held: the inbox parks
-	// them when it is older than its Options.EarlyLimit.
-	OldestHeldAt time.Time
+	ListEarly(ctx context.Context, consumer string, limit int) ([]seam.EarlyAggregate, error)
 }

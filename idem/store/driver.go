@@ -1,12 +1,11 @@
 package store
 
-// Driver is all a store implements for idem over transactions of type Tx:
-// the inbox's part (Store), the outbox and relay's (OutboxStore), the
-// idempotency keys' (KeyStore) and the operator's (Admin). A store may
-// also implement the optional interfaces of the inbox (Early, Conflicts)
-// and StreamStatuser; idem finds them by type assertion on the Driver.
+// Driver is what a store implements for idem's outbox, keys and operator
+// over transactions of type Tx: the outbox and relay's part (OutboxStore),
+// the idempotency keys' (KeyStore) and the operator's (Admin). A store may
+// also implement StreamStatuser. The inbox's part is declared by package
+// idem, which asserts a Driver to it.
 type Driver[Tx any] interface {
-	Store[Tx]
 	OutboxStore[Tx]
 	KeyStore[Tx]
 	Admin[Tx]
