@@ -7,6 +7,14 @@ import (
 	"github.com/wary-go/wary/idem/internal/seam"
 )
 
+// Store is what the constructors of this package and of idem/outbox take
+// (idem/keys takes the same, unnamed): a store over transactions of type
+// Tx, a *postgres.Store (pgx.Tx) or a *sqlite.Store (*sql.Tx). Its one
+// method, Driver, returns the store's handle for the constructors, whose
+// implementation is internal to idem: applications do not call it. Tx
+// keeps a store from a constructor of another transaction type.
+type Store[Tx any] = seam.Provider[Tx]
+
 // inboxStore is what the inbox calls of a store, for transactions of type
 // Tx (pgx.Tx for idem/postgres, *sql.Tx for idem/sqlite): the store's
 // Driver implements it (NewInbox asserts it). The methods that take a Tx

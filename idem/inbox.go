@@ -16,7 +16,6 @@ import (
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/internal/seam"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // Handler applies one delivery's effect inside tx, the transaction that also
@@ -209,18 +208,14 @@ type Inbox[Tx any] struct {
 	logged    sync.Once
 }
 
-// NewInbox returns an inbox for consumer on store. caps are the
+// NewInbox returns an inbox for consumer on the store s. caps are the
 // capabilities of the subscription the deliveries come from
 // (sub.Capabilities()): the redelivery horizon bounds the retention, and
 // NackDelay and DeadLetter decide how failures are settled.
-func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps capability.Subscription, opts *Options) (*Inbox[Tx], error) {
-	d, err := check.Driver(p)
+func NewInbox[Tx any](s Store[Tx], consumer string, caps capability.Subscription, opts *Options) (*Inbox[Tx], error) {
+	st, err := check.Part[inboxStore[Tx]](s, "the inbox's part")
 	if err != nil {
 		return nil, err
-	}
-	st, ok := d.(inboxStore[Tx])
-	if !ok {
-		return nil, fmt.Errorf("%w: the store %T does not implement the inbox's part", broker.ErrInvalid, p)
 	}
 	if err := ValidateConsumer(consumer); err != nil {
 		return nil, err

@@ -8,11 +8,11 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/capability"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 func TestNewInboxRetention(t *testing.T) {
-	var st store.Provider[int] = nilStore{}
+	var st Store[int] = nilStore{}
 	caps := capability.Subscription{RedeliveryHorizon: 7 * 24 * time.Hour}
 	if _, err := NewInbox(st, "c", caps, &Options{Retention: time.Hour}); !errors.Is(err, ErrRetention) {
 		t.Errorf("short retention: %v", err)
@@ -71,10 +71,26 @@ func TestNewInboxRetention(t *testing.T) {
 // nilStore satisfies Provider for constructor tests; its driver's methods
 // are never called.
 type nilStore struct {
-	intDriver
 	inboxStore[int]
 }
 
-type intDriver = store.Driver[int]
+func (s nilStore) Driver() seam.Driver[int] { return seam.NewDriver[int](s) }
 
-func (s nilStore) Driver() store.Driver[int] { return s }
+// partlessStore is a store whose implementation lacks the inbox's part.
+type partlessStore struct{ impl any }
+
+func (s partlessStore) Driver() seam.Driver[int] { return seam.NewDriver[int](s.impl) }
+
+// TestNewInboxStoreParts: a store without the inbox's methods, or without
+// an implementation, is refused at construction with ErrInvalid, naming
+// what is missing.
+func TestNewInboxStoreParts(t *testing.T) {
+	caps := capability.Subscription{RedeliveryHorizon: time.Hour}
+	_, err := NewInbox[int](partlessStore{impl: struct{}{}}, "c", caps, nil)
+	if !errors.Is(err, broker.ErrInvalid) || !strings.Contains(err.Error(), "does not implement the inbox's part") {
+		t.Errorf("a store without the inbox's part: %v", err)
+	}
+	if _, err := NewInbox[int](partlessStore{}, "c", caps, nil); !errors.Is(err, broker.ErrInvalid) || !strings.Contains(err.Error(), "has no driver") {
+		t.Errorf("a store without an implementation: %v", err)
+	}
+}

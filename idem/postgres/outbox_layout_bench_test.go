@@ -8,10 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // BenchmarkOutboxLayouts: the outbox's add and the polling relay's claim
@@ -80,8 +80,8 @@ func BenchmarkOutboxLayouts(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		msg := store.OutboxMessage{ID: fmt.Sprintf("m%d", j), AggregateID: fmt.Sprint("agg-", j%100), Type: "t", Payload: []byte("x")}
-		if _, err := l.st.Driver().AddOutbox(ctx, tx, []store.OutboxMessage{msg}, t0); err != nil {
+		msg := outbox.Message{ID: fmt.Sprintf("m%d", j), AggregateID: fmt.Sprint("agg-", j%100), Type: "t", Payload: []byte("x")}
+		if _, err := idemtest.D(l.st).AddOutbox(ctx, tx, []outbox.Message{msg}, t0); err != nil {
 			b.Fatal(err)
 		}
 		if err := idemtest.D(l.st).Commit(ctx, tx); err != nil {

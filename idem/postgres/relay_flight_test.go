@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/idem/failpoint"
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
@@ -45,7 +45,7 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := &claimCounter{pgDriver: st.Driver().(pgDriver), st: st, started: make(chan struct{}, 1024)}
+	cs := &claimCounter{pgDriver: st.Driver().Impl().(pgDriver), st: st, started: make(chan struct{}, 1024)}
 	hooked, err := postgres.Hooked(st, postgres.SourceOptions{Pipeline: 2}, cs, cs.claim)
 	if err != nil {
 		t.Fatal(err)

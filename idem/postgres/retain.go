@@ -188,7 +188,7 @@ func (s *driver) rotate(ctx context.Context, now time.Time) (int, error) {
 	return int(dropped), nil
 }
 
-// Unclaim implements store.Admin: the record goes from the current table
+// Unclaim implements the operator's part: the record goes from the current table
 // and, if sliced, from the previous one.
 func (s *driver) Unclaim(ctx context.Context, tx pgx.Tx, consumer, messageID string) (bool, error) {
 	ok, err := s.Core.Unclaim(ctx, tx, consumer, messageID)

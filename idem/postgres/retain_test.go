@@ -13,10 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // slicedDB opens stores whose inbox expires by whole tables.
@@ -25,7 +25,7 @@ type slicedDB struct {
 	slice time.Duration
 }
 
-func (d slicedDB) Open(ctx context.Context, prefix string) (store.Provider[pgx.Tx], error) {
+func (d slicedDB) Open(ctx context.Context, prefix string) (idem.Store[pgx.Tx], error) {
 	return postgres.New(ctx, d.pool, &postgres.Options{Prefix: prefix, InboxSlice: d.slice})
 }
 
@@ -170,7 +170,7 @@ func TestRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := st.Driver().Unclaim(ctx, tx, "c", "m2"); err != nil || !ok {
+	if ok, err := idemtest.D(st).Unclaim(ctx, tx, "c", "m2"); err != nil || !ok {
 		t.Errorf("Unclaim of m2 in the previous table: %v, %v", ok, err)
 	}
 	if err := idemtest.D(st).Commit(ctx, tx); err != nil {
@@ -323,7 +323,7 @@ func TestStaleSnapshotClaim(t *testing.T) {
 	}
 	expire(t, st, "c", t0.Add(time.Minute), time.Minute) // m goes to the previous table
 	_, err = idemtest.D(st).Claim(ctx, tx, seam.ClaimRequest{Consumer: "c", IDs: []string{"m"}, At: t0})
-	if c, ok := st.Driver().(interface{ Conflict(error) bool }); err == nil || !ok || !c.Conflict(err) {
+	if c, ok := st.Driver().Impl().(interface{ Conflict(error) bool }); err == nil || !ok || !c.Conflict(err) {
 		t.Errorf("a claim under a snapshot older than the rotation: %v; want a conflict", err)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
-	"github.com/wary-go/wary/idem/store"
 )
 
 //go:embed sql/*.sql
@@ -88,7 +87,7 @@ type SourceOptions struct {
 	//
 	// One kind of source serves an outbox: once its stream's slot exists,
 	// a relay on a store without Stream stands by (Run) or fails with
-	// store.ErrOtherSource (RunOnce, Drain) instead of claiming rows the
+	// outbox.ErrOtherSource (RunOnce, Drain) instead of claiming rows the
 	// stream also publishes; drop the slot to poll again (the error names
 	// it).
 	Stream      bool
@@ -156,7 +155,8 @@ type Store struct {
 	d *driver
 }
 
-// driver implements store.Driver[pgx.Tx]: the shared SQL of sqlcore, and
+// driver is what idem's packages call of the store (behind Store.Driver):
+// the shared SQL of sqlcore, and
 // what only PostgreSQL does (the claim pipelined with BEGIN, LISTEN/NOTIFY,
 // the stream).
 type driver struct {
@@ -186,11 +186,9 @@ type driver struct {
 	src SourceOptions
 }
 
-var _ store.Driver[pgx.Tx] = (*driver)(nil)
-
-// Driver implements [store.Provider]: it returns the store's driver, for
-// idem's constructors. Applications do not call it.
-func (s *Store) Driver() store.Driver[pgx.Tx] { return s.d }
+// Driver makes s an idem.Store: it returns the store's handle, for idem's
+// constructors. Applications do not call it.
+func (s *Store) Driver() seam.Driver[pgx.Tx] { return seam.NewDriver[pgx.Tx](s.d) }
 
 // New returns a store on pool and, unless opts.SkipMigrate, creates or
 // migrates its tables. Migrations are serialised across processes with an
@@ -503,7 +501,7 @@ type rows struct{ pgx.Rows }
 func (r rows) Err() error { return classify(r.Rows.Err()) }
 
 // classify marks the errors of PostgreSQL refusing a value of one message
-// as seam.ErrData (and broker.Permanent): data exceptions (SQLSTATE class
+// as idem.ErrData (and broker.Permanent): data exceptions (SQLSTATE class
 // 22: an invalid byte sequence, a value too long, a character with no
 // equivalent in the client encoding) and 54000 program_limit_exceeded (an
 // index row over its size limit). Retrying the same message cannot succeed.

@@ -14,9 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 const defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -105,7 +104,7 @@ func newPoolConfig(t testing.TB, set func(*pgxpool.Config)) *pgxpool.Pool {
 
 type testDB struct{ pool *pgxpool.Pool }
 
-func (d testDB) Open(ctx context.Context, prefix string) (store.Provider[pgx.Tx], error) {
+func (d testDB) Open(ctx context.Context, prefix string) (idem.Store[pgx.Tx], error) {
 	return postgres.New(ctx, d.pool, &postgres.Options{Prefix: prefix})
 }
 
@@ -119,7 +118,7 @@ func (testDB) QueryRow(ctx context.Context, tx pgx.Tx, q string, args ...any) in
 }
 
 // WithSource implements idemtest.SourceDB.
-func (testDB) WithSource(p store.Provider[pgx.Tx], s idemtest.Source) (store.Provider[pgx.Tx], error) {
+func (testDB) WithSource(p idem.Store[pgx.Tx], s idemtest.Source) (idem.Store[pgx.Tx], error) {
 	return p.(*postgres.Store).WithSource(postgres.SourceOptions{Pipeline: s.Pipeline, PerAggregate: s.PerAggregate, Stream: s.Stream})
 }
 

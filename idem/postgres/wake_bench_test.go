@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
@@ -53,7 +53,7 @@ func BenchmarkProducerCommits(b *testing.B) {
 		return r
 	}
 	// A wake flag no relay clears: every adding transaction notifies.
-	if ok, err := all.Driver().(idler).IdleOutbox(ctx, "notifyall", time.Hour); !ok || err != nil {
+	if ok, err := all.Driver().Impl().(idler).IdleOutbox(ctx, "notifyall", time.Hour); !ok || err != nil {
 		b.Fatalf("IdleOutbox: %v, %v", ok, err)
 	}
 	r := relay(wake, &outbox.RelayOptions{Owner: "wake"})
@@ -76,7 +76,7 @@ func BenchmarkProducerCommits(b *testing.B) {
 		var n atomic.Int64
 		ready := make(chan struct{})
 		wg.Go(func() {
-			_ = st.Driver().(listener).ListenOutbox(ctx, func() {
+			_ = st.Driver().Impl().(listener).ListenOutbox(ctx, func() {
 				select {
 				case <-ready:
 					n.Add(1)

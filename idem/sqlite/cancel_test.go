@@ -8,8 +8,8 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/idemtest"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // TestHandlerSucceededKeepsEffectWhenCanceled: a handler that returned nil
@@ -53,7 +53,7 @@ type deadlineStore struct {
 
 type sqlDriver = idemtest.Driver[*sql.Tx]
 
-func (s *deadlineStore) Driver() store.Driver[*sql.Tx] { return s }
+func (s *deadlineStore) Driver() seam.Driver[*sql.Tx] { return seam.NewDriver[*sql.Tx](s) }
 
 func (s *deadlineStore) Rollback(ctx context.Context, tx *sql.Tx) error {
 	if _, ok := ctx.Deadline(); ok && ctx.Err() == nil {

@@ -157,7 +157,7 @@ func (c *Core[Tx]) CountEarly(ctx context.Context, consumer string) (int, error)
 	return int(n), err
 }
 
-// ListEarly implements store.Admin.
+// ListEarly implements the operator's part.
 func (c *Core[Tx]) ListEarly(ctx context.Context, consumer string, limit int) ([]seam.EarlyAggregate, error) {
 	if limit <= 0 {
 		limit = math.MaxInt32

@@ -19,7 +19,6 @@ import (
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/seam"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // DB is one test's isolated database, as a store package provides it. A
@@ -30,7 +29,7 @@ import (
 type DB[Tx any] interface {
 	// Open returns a store using table prefix (the store's default when
 	// empty), creating its tables. Invalid prefixes must fail.
-	Open(ctx context.Context, prefix string) (store.Provider[Tx], error)
+	Open(ctx context.Context, prefix string) (idem.Store[Tx], error)
 	// Exec runs a statement, written with $1, $2, ... placeholders, in tx.
 	Exec(ctx context.Context, tx Tx, q string, args ...any) error
 	// QueryRow runs a query in tx.
@@ -90,7 +89,7 @@ type Env[Tx any] struct {
 	T     testing.TB
 	Ctx   context.Context
 	DB    DB[Tx]
-	Store store.Provider[Tx]
+	Store idem.Store[Tx]
 	// Driver is Store's driver, whose methods the scenarios call directly.
 	Driver Driver[Tx]
 }
