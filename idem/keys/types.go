@@ -79,5 +79,5 @@ type Outcome struct {
 const MaxLen = names.MaxKeyLen
 
 // Validate checks an idempotency key: 1 to 255 bytes of printable ASCII
-// without spaces.
+// without spaces. Its error matches idem.ErrInvalidName.
 func Validate(key string) error { return names.ValidateKey(key) }
