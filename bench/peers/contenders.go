@@ -100,7 +100,13 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 		rs := relay.Stats()
 		res.Relay = fmt.Sprintf("published %d (counted once deleted), %d windows or claims, %d idle", rs.Published, rs.Claims, rs.Idle)
 	} else {
-		res.Relay = timingOf(relay.Stats()).String()
+		// The consumer may have every message before the relay settled
+		// the last batch: wait for it, so that every batch is counted.
+		rs := relay.Stats()
+		for deadline := time.Now().Add(10 * time.Second); rs.Published < int64(n) && time.Now().Before(deadline); rs = relay.Stats() {
+			time.Sleep(time.Millisecond)
+		}
+		res.Relay = timingOf(rs).String()
 	}
 	return res, nil
 }
