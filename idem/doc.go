@@ -73,12 +73,12 @@
 // whose ID breaks driver.ValidateID's rules (empty or only white space,
 // over driver.MaxIDLen bytes, not UTF-8, control characters: Publish refuses such IDs, but a
 // foreign producer can still send them; ErrInvalidID), and one with a
-// value the store refuses (store.ErrData: a NUL byte in PostgreSQL, an
+// value the store refuses (ErrData: a NUL byte in PostgreSQL, an
 // index row over its limit). It is dead-lettered with the reason where the
 // broker can, and parked otherwise. Connection failures and every other
 // store error stay transient: the delivery is nacked and tried again. A
 // transaction that failed only because of a concurrent one (a deadlock's
-// victim, on PostgreSQL; store.Conflicts), whether in a statement of the
+// victim, on PostgreSQL; conflicts), whether in a statement of the
 // inbox's or of the handler's, is tried again at once by the inbox, up to
 // three times, before its deliveries are nacked; Stats.Conflicts counts
 // these retries.
@@ -115,7 +115,7 @@
 // without it. Stats.Commits counts the transactions. A transaction takes
 // its locks in one order, the same in every transaction: its claims in
 // message-ID order, then, with version checks, the locks of its events'
-// aggregates in the store's order (store.Early.LockAggregates), then the
+// aggregates in the store's order (the early events' aggregate locks), then the
 // rows; so concurrent inboxes sharing aggregates do not deadlock.
 //
 // Claims are purged after the retention by the inbox itself, lazily, from

@@ -9,7 +9,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/capability"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // GapMode says what an inbox with version checks does with an event that
@@ -48,9 +48,9 @@ var (
 )
 
 // gapsHeld decides, in NewInbox, whether gaps are held: it returns the
-// store's Early part, or nil for broker retry.
-func gapsHeld[Tx any](st store.Driver[Tx], o *Options, caps capability.Subscription) (store.Early[Tx], error) {
-	es, ok := st.(store.Early[Tx])
+// store's earlyStore part, or nil for broker retry.
+func gapsHeld[Tx any](st inboxStore[Tx], o *Options, caps capability.Subscription) (earlyStore[Tx], error) {
+	es, ok := st.(earlyStore[Tx])
 	switch o.Gaps {
 	case GapsRetry:
 		return nil, nil
@@ -78,7 +78,7 @@ func gapsHeld[Tx any](st store.Driver[Tx], o *Options, caps capability.Subscript
 func (in *Inbox[Tx]) hold(ctx context.Context, tx Tx, d *broker.Delivery, ev Event, cur int64) error {
 	now := in.o.Now()
 	m := d.Message
-	held, oldest, err := in.early.HoldEarly(ctx, tx, &store.EarlyEvent{Consumer: in.consumer, AggregateID: ev.AggregateID,
+	held, oldest, err := in.early.HoldEarly(ctx, tx, &seam.EarlyEvent{Consumer: in.consumer, AggregateID: ev.AggregateID,
 		Version: ev.Version, Awaited: cur + 1, MessageID: m.ID, Key: m.Key, Headers: m.Headers, Body: m.Body, HeldAt: now})
 	if err != nil {
 		return storeErr("hold early event", err)
@@ -118,7 +118,7 @@ func (in *Inbox[Tx]) parkEarly(ctx context.Context, tx Tx, aggregate, reason str
 	return nil
 }
 
-func earlyMessage(e *store.EarlyEvent) *broker.Message {
+func earlyMessage(e *seam.EarlyEvent) *broker.Message {
 	return &broker.Message{ID: e.MessageID, Key: e.Key, Headers: e.Headers, Body: e.Body}
 }
 
@@ -237,7 +237,7 @@ func (in *Inbox[Tx]) retryStall(ctx context.Context, st stall[Tx]) []stall[Tx] {
 			continue
 		}
 		err = in.early.LockAggregate(ctx, tx, in.consumer, st.aggregate)
-		var e *store.EarlyEvent
+		var e *seam.EarlyEvent
 		if err == nil {
 			e, err = in.early.TakeEarly(ctx, tx, in.consumer, st.aggregate, st.version+1)
 		}

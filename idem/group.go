@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // item is one delivery of a transaction: its Handle call's context and
@@ -216,7 +216,7 @@ type lockedKey struct{}
 // lockAggregates takes, in tx, before any handler runs, the locks of the
 // aggregates of ds whose claims c are new (those whose events the version
 // checks will look at), all in the store's one order
-// (store.Early.LockAggregates), and returns the set of them; nil where
+// (earlyStore.LockAggregates), and returns the set of them; nil where
 // there are no version checks or the store has no such locks. The claims
 // were taken before, in message-ID order, and the version checks' rows
 // come after: every transaction takes its locks in the same order of
@@ -226,7 +226,7 @@ type lockedKey struct{}
 // Where gaps are retried, no version check takes these locks, but the
 // rows of the version table that shared transactions update are still
 // guarded by them: only one of them at a time touches an aggregate.
-func (in *Inbox[Tx]) lockAggregates(ctx context.Context, tx Tx, ds []*broker.Delivery, c []store.Claimed) (map[string]bool, error) {
+func (in *Inbox[Tx]) lockAggregates(ctx context.Context, tx Tx, ds []*broker.Delivery, c []seam.Claimed) (map[string]bool, error) {
 	if in.locks == nil {
 		return nil, nil
 	}
@@ -261,10 +261,10 @@ func lockedIn(ctx context.Context, aggregate string) bool {
 // deadlock on each other's claims), with the held check for those subject
 // to holding. It answers per delivery: of several copies of an ID in ds,
 // only the first can be New. If began is false nothing was claimed.
-func (in *Inbox[Tx]) beginClaim(ctx context.Context, ds []*broker.Delivery) (tx Tx, began bool, claims []store.Claimed, err error) {
+func (in *Inbox[Tx]) beginClaim(ctx context.Context, ds []*broker.Delivery) (tx Tx, began bool, claims []seam.Claimed, err error) {
 	if len(ds) == 1 { // the common case, without the sort and the maps below
 		d := ds[0]
-		r := store.ClaimRequest{Consumer: in.consumer, IDs: []string{d.Message.ID}, At: in.o.Now()}
+		r := seam.ClaimRequest{Consumer: in.consumer, IDs: []string{d.Message.ID}, At: in.o.Now()}
 		if in.holds(d) {
 			r.Aggregates = []string{d.Message.Headers[HeaderAggregateID]}
 		}
@@ -275,7 +275,7 @@ func (in *Inbox[Tx]) beginClaim(ctx context.Context, ds []*broker.Delivery) (tx 
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(ds[a].Message.ID, ds[b].Message.ID) })
-	r := store.ClaimRequest{Consumer: in.consumer, At: in.o.Now()}
+	r := seam.ClaimRequest{Consumer: in.consumer, At: in.o.Now()}
 	aggs := make([]string, 0, len(ds))
 	held := false
 	pos := make(map[string]int, len(ds)) // ID -> index in r.IDs
@@ -299,7 +299,7 @@ func (in *Inbox[Tx]) beginClaim(ctx context.Context, ds []*broker.Delivery) (tx 
 	if err != nil || !began {
 		return tx, false, nil, err
 	}
-	claims = make([]store.Claimed, len(ds))
+	claims = make([]seam.Claimed, len(ds))
 	for i, d := range ds {
 		if j, ok := pos[d.Message.ID]; ok {
 			claims[i] = got[j]
@@ -310,7 +310,7 @@ func (in *Inbox[Tx]) beginClaim(ctx context.Context, ds []*broker.Delivery) (tx 
 }
 
 // storeBeginClaim is the store's BeginClaim of r in its span.
-func (in *Inbox[Tx]) storeBeginClaim(ctx context.Context, r store.ClaimRequest) (tx Tx, began bool, claims []store.Claimed, err error) {
+func (in *Inbox[Tx]) storeBeginClaim(ctx context.Context, r seam.ClaimRequest) (tx Tx, began bool, claims []seam.Claimed, err error) {
 	cctx, span := childSpan(ctx, "inbox claim")
 	tx, began, claims, err = in.store.BeginClaim(cctx, r)
 	endChild(span, err)
@@ -339,7 +339,7 @@ func (in *Inbox[Tx]) ackAll(ctx context.Context, ds []*broker.Delivery) []error 
 // parked one of its aggregate is parked too (ResultHeld, ok false); a
 // message with failed attempts has them forgotten. ok true: run the
 // handler.
-func (in *Inbox[Tx]) prepare(ctx context.Context, tx Tx, d *broker.Delivery, c store.Claimed) (r Result, ok bool, err error) {
+func (in *Inbox[Tx]) prepare(ctx context.Context, tx Tx, d *broker.Delivery, c seam.Claimed) (r Result, ok bool, err error) {
 	if !c.New {
 		return ResultDuplicate, false, nil
 	}

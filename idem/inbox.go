@@ -15,7 +15,7 @@ import (
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/internal/check"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // Handler applies one delivery's effect inside tx, the transaction that also
@@ -28,7 +28,7 @@ type Handler[Tx any] func(ctx context.Context, tx Tx, d *broker.Delivery) error
 type Options struct {
 	// Retention is how long inbox records are kept at least; Purge
 	// deletes older ones (or drops the tables that hold only older ones:
-	// store.Expirer). It must cover the subscription's redelivery horizon
+	// expirer). It must cover the subscription's redelivery horizon
 	// (capability.Subscription.RedeliveryHorizon), or a redelivered copy would find
 	// no record and run again:
 	//
@@ -180,7 +180,7 @@ var ErrInvalidID = errors.New("idem: invalid message ID")
 // effect is committed once: see the package documentation for what that
 // rests on. An Inbox is safe for concurrent use.
 type Inbox[Tx any] struct {
-	store    store.Store[Tx]
+	store    inboxStore[Tx]
 	consumer string
 	caps     capability.Subscription
 	o        Options
@@ -192,28 +192,28 @@ type Inbox[Tx any] struct {
 	// early is the store's part that holds gaps, nil where the inbox
 	// retries them (Options.Gaps); nextExpire and expiring are to
 	// expireDue what nextPurge and purging are to the purge.
-	early      store.Early[Tx]
+	early      earlyStore[Tx]
 	nextExpire atomic.Int64
 	expiring   atomic.Bool
 	// locks is the store's part that takes aggregate locks, for the
 	// shared transactions of an inbox with version checks (see
 	// lockAggregates); nil where there are none or the store cannot.
-	locks store.Early[Tx]
+	locks earlyStore[Tx]
 	// conflicts recognises the failures that the inbox tries again at
 	// once (retryConflict); nil where the store has none.
-	conflicts store.Conflicts
+	conflicts conflicts
 	tel       *inboxTel
 	deadlines commitDeadlines // CommitTimeout's
 	group     group[Tx]
 	logged    sync.Once
 }
 
-// NewInbox returns an inbox for consumer on store. caps are the
+// NewInbox returns an inbox for consumer on the store s. caps are the
 // capabilities of the subscription the deliveries come from
 // (sub.Capabilities()): the redelivery horizon bounds the retention, and
 // NackDelay and DeadLetter decide how failures are settled.
-func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps capability.Subscription, opts *Options) (*Inbox[Tx], error) {
-	st, err := check.Driver(p)
+func NewInbox[Tx any](s Store[Tx], consumer string, caps capability.Subscription, opts *Options) (*Inbox[Tx], error) {
+	st, err := check.Part[inboxStore[Tx]](s, "the inbox's part")
 	if err != nil {
 		return nil, err
 	}
@@ -263,10 +263,10 @@ func NewInbox[Tx any](p store.Provider[Tx], consumer string, caps capability.Sub
 		return nil, fmt.Errorf("consumer %q: %w", consumer, err)
 	}
 	in := &Inbox[Tx]{store: st, consumer: consumer, caps: caps, o: o, early: early, deadlines: commitDeadlines{timeout: o.CommitTimeout}}
-	if es, ok := st.(store.Early[Tx]); ok && o.hasVersions() && o.Batch > 1 {
+	if es, ok := st.(earlyStore[Tx]); ok && o.hasVersions() && o.Batch > 1 {
 		in.locks = es
 	}
-	in.conflicts, _ = st.(store.Conflicts)
+	in.conflicts, _ = st.(conflicts)
 	newInboxTel(in)
 	return in, nil
 }
@@ -380,7 +380,7 @@ func (in *Inbox[Tx]) Wrap(h Handler[Tx]) broker.Handler {
 //     broker.Permanent and the broker can dead-letter.
 //   - A message that cannot be claimed, because its ID breaks the ID rules
 //     (ErrInvalidID) or the store refused one of its values
-//     (store.ErrData), is not retried: ResultDeadLettered, or ResultParked
+//     (ErrData), is not retried: ResultDeadLettered, or ResultParked
 //     where the broker cannot dead-letter (see ErrInvalidID).
 //   - ResultGapRetried, ResultParked: h returned a *ParkError: retried
 //     with backoff, then parked (see ParkError).
@@ -489,7 +489,7 @@ func (in *Inbox[Tx]) holds(d *broker.Delivery) bool {
 }
 
 // run runs h for d in tx, after d's claim c.
-func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], c store.Claimed) (Result, error) {
+func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], c seam.Claimed) (Result, error) {
 	r, ok, err := in.prepare(ctx, tx, d, c)
 	if err != nil || !ok {
 		return r, err

@@ -8,15 +8,13 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // Parked lists the consumer's parked messages matching f, by aggregate and
 // each aggregate's in replay order. Set f.Limit to bound the listing; the
 // bodies are loaded.
 func (in *Inbox[Tx]) Parked(ctx context.Context, f ParkedFilter) ([]Parked, error) {
-	ps, err := in.store.ListParked(ctx, in.consumer, store.ParkedFilter(f))
-	return parkedList(ps), err
+	return in.store.ListParked(ctx, in.consumer, f)
 }
 
 // Discard deletes the parked messages matching f (all of the consumer's,
@@ -24,7 +22,7 @@ func (in *Inbox[Tx]) Parked(ctx context.Context, f ParkedFilter) ([]Parked, erro
 // never applied; the inbox keeps their claims, so copies still arriving are
 // duplicates.
 func (in *Inbox[Tx]) Discard(ctx context.Context, f ParkedFilter) (int, error) {
-	return in.store.DiscardParked(ctx, in.consumer, store.ParkedFilter(f))
+	return in.store.DiscardParked(ctx, in.consumer, f)
 }
 
 // ReplayResult says what a replay did.
@@ -61,9 +59,9 @@ const replayPage = 100
 func (in *Inbox[Tx]) Replay(ctx context.Context, aggregateID string, h Handler[Tx]) (ReplayResult, error) {
 	in.logStart()
 	var res ReplayResult
-	f := store.ParkedFilter{AggregateID: aggregateID, HasAggregate: true}
+	f := ParkedFilter{AggregateID: aggregateID, HasAggregate: true}
 	for {
-		page, err := in.store.ListParked(ctx, in.consumer, store.ParkedFilter{AggregateID: aggregateID, HasAggregate: true, Limit: replayPage})
+		page, err := in.store.ListParked(ctx, in.consumer, ParkedFilter{AggregateID: aggregateID, HasAggregate: true, Limit: replayPage})
 		if err != nil {
 			return res, fmt.Errorf("idem: replay: %w", err)
 		}
@@ -106,7 +104,7 @@ func (in *Inbox[Tx]) Replay(ctx context.Context, aggregateID string, h Handler[T
 
 // replayOne deletes p from the park and runs h, in one transaction. It
 // reports false when p was gone (replayed concurrently).
-func (in *Inbox[Tx]) replayOne(ctx context.Context, p *store.Parked, h Handler[Tx]) (bool, error) {
+func (in *Inbox[Tx]) replayOne(ctx context.Context, p *Parked, h Handler[Tx]) (bool, error) {
 	tx, err := in.store.Begin(ctx)
 	if err != nil {
 		return false, storeErr("begin", err)
@@ -152,7 +150,7 @@ func (in *Inbox[Tx]) ReplayAll(ctx context.Context, h Handler[Tx]) (map[string]R
 	var errs []error
 	for range replayPasses {
 		replayed := 0
-		f := store.ParkedFilter{Limit: 1}
+		f := ParkedFilter{Limit: 1}
 		for {
 			next, err := in.store.ListParked(ctx, in.consumer, f)
 			if err != nil {

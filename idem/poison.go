@@ -49,7 +49,7 @@ func standInID(id string) string {
 
 // poison settles d for good after cause, a permanent failure of d itself
 // that no retry can fix (its ID breaks the ID rules, the store refused one
-// of its values, store.ErrData, or its body does not decode,
+// of its values, ErrData, or its body does not decode,
 // broker.ErrUndecodable): it dead-letters d with the reason where
 // the broker can, and otherwise parks it, under a stand-in ID when its own
 // breaks the rules. Only if parking fails too is d nacked.

@@ -29,7 +29,7 @@ const (
 	ResultGapRetried
 	// ResultParked: the message was parked (a *ParkError out of attempts,
 	// or with ParkError.Now; or it could not be claimed, see ErrInvalidID
-	// and store.ErrData, and the broker cannot dead-letter) and
+	// and ErrData, and the broker cannot dead-letter) and
 	// acknowledged.
 	ResultParked
 	// ResultHeld: the message's aggregate has a parked message, so it was
@@ -41,7 +41,7 @@ const (
 	// ResultDeadLettered: the handler returned an error marked with
 	// broker.Permanent, or the message could not be claimed (its ID breaks
 	// the ID rules, ErrInvalidID, or the store refused one of its values,
-	// store.ErrData), and the broker can dead-letter: dead-lettered with
+	// ErrData), and the broker can dead-letter: dead-lettered with
 	// the reason, never applied.
 	ResultDeadLettered
 	// ResultEarly: a versioned event ahead of its aggregate (a gap), held

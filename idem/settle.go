@@ -11,7 +11,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // fail settles d after its handler failed with herr (the transaction is
@@ -48,7 +48,7 @@ const conflictRetries = 3
 // retryConflict reports whether the transaction that failed with err,
 // after tried such failures before, is to be tried again at once, without
 // a nack: err is a conflict with a concurrent transaction
-// (store.Conflicts), tried is below conflictRetries and ctx is not done.
+// (conflicts), tried is below conflictRetries and ctx is not done.
 // It counts the retry in Stats.Conflicts.
 func (in *Inbox[Tx]) retryConflict(ctx context.Context, err error, tried int) bool {
 	if in.conflicts == nil || tried >= conflictRetries || ctx.Err() != nil || !in.conflicts.Conflict(err) {
@@ -117,7 +117,7 @@ func (in *Inbox[Tx]) parkOrRetry(ctx context.Context, d *broker.Delivery, pe *Pa
 }
 
 func (in *Inbox[Tx]) parkTx(ctx context.Context, tx Tx, d *broker.Delivery, reason string, attempts int, first, now time.Time) (bool, error) {
-	c, err := in.store.Claim(ctx, tx, store.ClaimRequest{Consumer: in.consumer, IDs: []string{d.Message.ID}, At: now})
+	c, err := in.store.Claim(ctx, tx, seam.ClaimRequest{Consumer: in.consumer, IDs: []string{d.Message.ID}, At: now})
 	if err != nil || !c[0].New {
 		return false, err
 	}
@@ -130,13 +130,13 @@ func (in *Inbox[Tx]) parkTx(ctx context.Context, tx Tx, d *broker.Delivery, reas
 // parkedFrom is d as the store parks it, with reason as driver.BoundReason
 // gives it (escaped, at most driver.MaxReasonLen bytes), as a dead letter
 // carries it.
-func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int, first, now time.Time) *store.Parked {
+func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int, first, now time.Time) *Parked {
 	m := d.Message
 	ev, _ := ParseEvent(m)
 	if ev.AggregateID == "" {
 		ev.AggregateID = m.Headers[HeaderAggregateID]
 	}
-	return &store.Parked{
+	return &Parked{
 		Consumer: consumer, MessageID: m.ID, AggregateID: ev.AggregateID, Version: ev.Version, Sequence: ev.Sequence,
 		Key: m.Key, Headers: m.Headers, Body: m.Body, Reason: driver.BoundReason(reason), Attempts: attempts, FirstSeen: first, LastSeen: now,
 	}
@@ -203,7 +203,7 @@ type Stats struct {
 	AckFailures int64 // committed, then the ack failed (ErrAckAfterCommit)
 	StoreErrors int64 // begin, claim or commit failed, ctx not done (nacked)
 	// Conflicts counts transactions that failed only because of a
-	// concurrent one (store.Conflicts: a deadlock's victim) and were tried
+	// concurrent one (conflicts: a deadlock's victim) and were tried
 	// again at once, their deliveries not nacked.
 	Conflicts int64
 	Applied   int64 // version checks: applied
@@ -246,7 +246,7 @@ func (in *Inbox[Tx]) Stats() Stats {
 // Purge deletes the consumer's inbox records older than the retention, in
 // transactions of at most Options.PurgeBatch records, until none is left or
 // ctx is done. It returns how many it deleted. A store that expires
-// records by whole tables (store.Expirer: idem/postgres with
+// records by whole tables (expirer: idem/postgres with
 // Options.InboxSlice) drops them a table at a time instead, once the
 // table's newest possible record is older than the retention. The inbox also purges by
 // itself (see Options.PurgeInterval); call Purge where that is turned off,
@@ -274,9 +274,9 @@ func (in *Inbox[Tx]) Purge(ctx context.Context) (int, error) {
 }
 
 // expire runs one purge batch of the records older than the retention at
-// now: by whole tables where the store does (store.Expirer), else by rows.
+// now: by whole tables where the store does (expirer), else by rows.
 func (in *Inbox[Tx]) expire(ctx context.Context, now time.Time) (int, error) {
-	if e, ok := in.store.(store.Expirer); ok {
+	if e, ok := in.store.(expirer); ok {
 		return e.Expire(ctx, in.consumer, now, in.o.Retention, in.o.PurgeBatch)
 	}
 	return in.store.Purge(ctx, in.consumer, now.Add(-in.o.Retention), in.o.PurgeBatch)

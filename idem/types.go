@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/names"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
-// The types below are what a program handles of the inbox and the
-// outbox. The stores' driver interface (idem/store) has its own, converted
-// at the boundary (convert.go), so that each type here is defined once and
-// its fields show in go doc.
+// The types below are what a program handles of the inbox. They are
+// defined here once: the SQL stores use them directly.
 
 // Parked is a message that could not be applied and waits for an operator.
 type Parked struct {
@@ -84,10 +83,24 @@ type StateTable struct {
 
 // Validate checks every name of t: the table name, optionally
 // schema-qualified, and the columns.
-func (t VersionTable) Validate() error { return store.VersionTable(t).Validate() }
+func (t VersionTable) Validate() error {
+	return validateTable(t.Table, t.IDColumn, "version column", t.VersionColumn)
+}
 
 // Validate checks every name of t.
-func (t StateTable) Validate() error { return store.StateTable(t).Validate() }
+func (t StateTable) Validate() error {
+	return validateTable(t.Table, t.IDColumn, "state column", t.StateColumn)
+}
+
+func validateTable(table, idColumn, what, column string) error {
+	if _, err := names.ValidateTableName(table); err != nil {
+		return err
+	}
+	if err := names.ValidateIdentifier("ID column", idColumn); err != nil {
+		return err
+	}
+	return names.ValidateIdentifier(what, column)
+}
 
 // VersionResult is the outcome of a version check.
 type VersionResult int
@@ -170,13 +183,22 @@ type TransitionCheck struct {
 
 // ErrInvalidName matches every error returned for a consumer name, table
 // prefix, table or column name, or idempotency key that is not accepted.
-var ErrInvalidName = store.ErrInvalidName
+var ErrInvalidName = names.ErrInvalidName
 
 // MaxNameLen is the longest name, in bytes, accepted for a consumer, a
 // table prefix or a composed table name (PostgreSQL would silently cut a
 // longer one).
-const MaxNameLen = 63
+const MaxNameLen = names.MaxNameLen
 
 // ValidateConsumer checks a consumer name: 1 to 63 bytes of ASCII letters,
 // digits and the characters "_", "-", "." and ":".
-func ValidateConsumer(s string) error { return store.ValidateConsumer(s) }
+func ValidateConsumer(s string) error { return names.ValidateConsumer(s) }
+
+// ErrData matches the errors of a database refusing a value of one message
+// (a message ID, key, aggregate ID or header it cannot store): an invalid
+// byte sequence, a value too long for its column or index. Retrying the
+// same message cannot succeed, so such errors are also broker.Permanent:
+// the inbox dead-letters the message (or parks it where the broker cannot
+// dead-letter) instead of retrying it for ever, and the other messages keep
+// flowing. Connection failures and every other error stay transient.
+var ErrData = seam.ErrData

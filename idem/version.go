@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // versioned returns h behind the version checks of Options.Versions (h
@@ -59,7 +58,7 @@ func (in *Inbox[Tx]) version(ctx context.Context, tx Tx, d *broker.Delivery, tab
 	if in.early != nil && (hold || lock) && !lockedIn(ctx, ev.AggregateID) {
 		// Taken before the check, and held until tx ends: a transaction
 		// that applies the predecessor and one that holds this event see
-		// each other's work (see store.Early.LockAggregate). A shared
+		// each other's work (see earlyStore.LockAggregate). A shared
 		// transaction took it before its first handler ran, with the
 		// locks of its other aggregates, in the store's one order
 		// (lockAggregates).
@@ -67,8 +66,7 @@ func (in *Inbox[Tx]) version(ctx context.Context, tx Tx, d *broker.Delivery, tab
 			return ev, storeErr("lock aggregate", err)
 		}
 	}
-	sc, err := in.store.CheckVersion(ctx, tx, store.VersionTable(table), ev.AggregateID, ev.Version)
-	c := versionCheck(sc)
+	c, err := in.store.CheckVersion(ctx, tx, table, ev.AggregateID, ev.Version)
 	if err != nil {
 		return ev, fmt.Errorf("idem: version check: %w", err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // Options configures a Kit. Nil means defaults: every fault on, the Queue
@@ -103,7 +102,7 @@ var start = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 // AssertRows, CountRows and the early events of the Report. New fails t
 // (FailNow) if the broker or the inbox cannot be set up, or if st is of
 // another type.
-func New[Tx any](t testing.TB, st store.Provider[Tx], opts *Options) *Kit[Tx] {
+func New[Tx any](t testing.TB, st idem.Store[Tx], opts *Options) *Kit[Tx] {
 	t.Helper()
 	var o Options
 	if opts != nil {

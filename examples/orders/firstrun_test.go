@@ -45,7 +45,7 @@ func TestDefaultBuild(t *testing.T) {
 	}
 	// Nor what tests bring: its relay crash is armed through
 	// idem/failpoint, which links neither testing nor the store suite.
-	for _, p := range []string{"testing", "github.com/wary-go/wary/idem/idemtest", "pgregory.net/rapid"} {
+	for _, p := range []string{"testing", "github.com/wary-go/wary/idem/internal/idemtest", "pgregory.net/rapid"} {
 		if def[p] {
 			t.Errorf("the default build imports %s, a test's package", p)
 		}

@@ -17,7 +17,6 @@ import (
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/sqlite"
-	"github.com/wary-go/wary/idem/store"
 	"github.com/wary-go/wary/redact"
 )
 
@@ -25,7 +24,7 @@ import (
 // (written with $1 placeholders).
 type shop[Tx any] struct {
 	name  string
-	store store.Provider[Tx]
+	store idem.Store[Tx]
 	// inTx runs f in a transaction of the database and commits it.
 	inTx func(ctx context.Context, f func(tx Tx) error) error
 	exec func(ctx context.Context, tx Tx, q string, args ...any) error

@@ -5,7 +5,7 @@
 // cannot set one by accident, and a program that never imports this
 // package pays one context lookup per batch or call.
 //
-// The package imports neither testing nor the store suite (idem/idemtest),
+// The package imports neither testing nor the store suite (idem/internal/idemtest),
 // so a program that injects faults links only what it runs.
 package failpoint
 

@@ -12,7 +12,8 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/internal/failpoint"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/names"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // Contract describes how an external provider (a payment gateway, a
@@ -85,13 +86,15 @@ type Caller[Tx any] struct {
 	o     Options
 }
 
-// New returns a Caller for the provider c describes.
-func New[Tx any](p store.Provider[Tx], c Contract, opts *Options) (*Caller[Tx], error) {
-	st, err := check.Driver(p)
+// New returns a Caller for the provider c describes, on the store s (an
+// idem.Store: a *postgres.Store or a *sqlite.Store; this package cannot
+// name idem.Store, as idem imports it).
+func New[Tx any](s seam.Provider[Tx], c Contract, opts *Options) (*Caller[Tx], error) {
+	st, err := check.Part[keyStore[Tx]](s, "the idempotency keys' part")
 	if err != nil {
 		return nil, err
 	}
-	if err := store.ValidateProvider(c.Provider); err != nil {
+	if err := names.ValidateProvider(c.Provider); err != nil {
 		return nil, err
 	}
 	var o Options
@@ -115,7 +118,7 @@ func New[Tx any](p store.Provider[Tx], c Contract, opts *Options) (*Caller[Tx], 
 		o.CallTimeout = time.Minute
 	}
 	o.Telemetry = o.Telemetry.WithDefaults()
-	return &Caller[Tx]{store: keyStore[Tx]{st}, c: c, o: o}, nil
+	return &Caller[Tx]{store: st, c: c, o: o}, nil
 }
 
 // Stage stores key with its intent in tx, the transaction that decides the
@@ -261,7 +264,7 @@ func safeCall(ctx context.Context, call CallFunc, key string, intent []byte) (re
 // not positive). It returns how many calls succeeded and the errors of the
 // others.
 func (k *Caller[Tx]) CallStaged(ctx context.Context, call CallFunc, limit int) (int, error) {
-	recs, err := k.store.ListKeys(ctx, store.KeyFilter{Provider: k.c.Provider, States: []store.KeyState{store.KeyStaged, store.KeyInFlight, store.KeyUnknown}, Limit: limit})
+	recs, err := k.store.ListKeys(ctx, seam.KeyFilter[State]{Provider: k.c.Provider, States: []State{Staged, InFlight, Unknown}, Limit: limit})
 	if err != nil {
 		return 0, err
 	}
@@ -286,7 +289,7 @@ func (k *Caller[Tx]) CallStaged(ctx context.Context, call CallFunc, limit int) (
 // Unresolved lists the keys whose outcome is unknown (Unknown, and
 // InFlight past its lease), oldest first, at most limit if positive.
 func (k *Caller[Tx]) Unresolved(ctx context.Context, limit int) ([]Record, error) {
-	return k.store.ListKeys(ctx, store.KeyFilter{Provider: k.c.Provider, Unresolved: true, At: k.o.Now(), Limit: limit})
+	return k.store.ListKeys(ctx, seam.KeyFilter[State]{Provider: k.c.Provider, Unresolved: true, At: k.o.Now(), Limit: limit})
 }
 
 // ReconcileFunc asks the provider what became of rec (by its key) and

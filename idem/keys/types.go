@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/names"
 )
 
 // State is the state of an idempotency key.
@@ -76,8 +76,8 @@ type Outcome struct {
 
 // MaxLen is the longest idempotency key accepted, in bytes (Stripe's
 // limit).
-const MaxLen = 255
+const MaxLen = names.MaxKeyLen
 
 // Validate checks an idempotency key: 1 to 255 bytes of printable ASCII
-// without spaces.
-func Validate(key string) error { return store.ValidateKey(key) }
+// without spaces. Its error matches idem.ErrInvalidName.
+func Validate(key string) error { return names.ValidateKey(key) }

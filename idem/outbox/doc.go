@@ -77,7 +77,8 @@
 //     after RelayOptions.KeepSent; the sequence counters stay.
 //
 // The relay is a forwarder: it takes batches from the source its store
-// hands out (store.Source), publishes them and settles them; where the
+// hands out (behind an interface internal to idem), publishes them and
+// settles them; where the
 // rows come from is the store's choice, set in its options. On PostgreSQL
 // the polling source wakes on NOTIFY (received on a dedicated connection)
 // and polls as a fallback, so that while the store answers a committed
@@ -98,7 +99,7 @@
 // Rows the stream leaves in the table (a failure and its aggregate's later
 // rows) are claimed from it as above. One kind of source serves an
 // outbox: while its stream's slot exists, a polling relay stands by (Run)
-// or fails with store.ErrOtherSource (RunOnce, Drain). A Discard from
+// or fails with ErrOtherSource (RunOnce, Drain). A Discard from
 // another process of a row the stream has not yet published may not stop
 // it.
 //

@@ -2,19 +2,18 @@ package outbox
 
 import (
 	"context"
-	"time"
-
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/internal/wotel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"time"
 )
 
 // startAdd starts the create span of each row and records its context in
 // the row's headers (a copy: the caller's map is not modified). The
 // returned function ends the spans with the outcome of the write.
-func startAdd(ctx context.Context, tracer wotel.Tracer, rows []store.OutboxMessage) func(error) {
+func startAdd(ctx context.Context, tracer wotel.Tracer, rows []Message) func(error) {
 	if tracer.Off() {
 		return noEnd
 	}
@@ -85,7 +84,7 @@ func newRelayTel(r *Relay) {
 // observeOutbox registers the outbox gauges, read from the store at each
 // collection, until the returned function is called (Run does, when it
 // returns): a relay that is not running reports no backlog.
-func (r *Relay) observeOutbox(src store.Source) (stop func()) {
+func (r *Relay) observeOutbox(src seam.Source[Row]) (stop func()) {
 	m := r.tel.meter
 	backlog, _ := m.Int64ObservableGauge(metricOutboxBacklog, metric.WithUnit("{row}"),
 		metric.WithDescription("Outbox rows committed and not yet published (pending, due or backing off)."))
@@ -103,7 +102,7 @@ func (r *Relay) observeOutbox(src store.Source) (stop func()) {
 		return func() {}
 	}
 	insts := []metric.Observable{backlog, oldest, quar}
-	streamer, _ := r.st.(store.StreamStatuser)
+	streamer, _ := r.st.(streamStatuser)
 	if src.State().Kind != "stream" {
 		streamer = nil
 	}
@@ -145,7 +144,7 @@ type relaySpan struct {
 
 // startPublish starts the publish span of row, a child of the creation
 // context stored with it.
-func (t *relayTel) startPublish(ctx context.Context, row *store.OutboxRow) (context.Context, relaySpan) {
+func (t *relayTel) startPublish(ctx context.Context, row *Row) (context.Context, relaySpan) {
 	start := time.Now()
 	if t.tracer.Off() {
 		return ctx, relaySpan{start: start}
@@ -166,7 +165,7 @@ func (t *relayTel) startPublish(ctx context.Context, row *store.OutboxRow) (cont
 }
 
 // endPublish ends the span and records the latencies.
-func (t *relayTel) endPublish(ctx context.Context, s relaySpan, row *store.OutboxRow, now time.Time, err error) {
+func (t *relayTel) endPublish(ctx context.Context, s relaySpan, row *Row, now time.Time, err error) {
 	if err != nil {
 		t.publishDur.Record(ctx, time.Since(s.start).Seconds(), t.failOpt...)
 		if s.span != nil {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/check"
-	"github.com/wary-go/wary/idem/store"
 	"github.com/wary-go/wary/internal/wotel"
 )
 
@@ -22,7 +22,7 @@ var ErrInvalidMessage = check.ErrOutboxMessage
 
 // Outbox adds messages to the outbox inside the caller's transaction.
 type Outbox[Tx any] struct {
-	store  store.OutboxStore[Tx]
+	store  outboxStore[Tx]
 	o      Options
 	tracer wotel.Tracer
 }
@@ -36,10 +36,10 @@ type Options struct {
 	broker.Telemetry
 }
 
-// New returns an outbox on st, the store that also runs the
+// New returns an outbox on s, the store that also runs the
 // caller's transactions.
-func New[Tx any](p store.Provider[Tx], opts *Options) (*Outbox[Tx], error) {
-	st, err := check.Driver(p)
+func New[Tx any](s idem.Store[Tx], opts *Options) (*Outbox[Tx], error) {
+	st, err := check.Part[outboxStore[Tx]](s, "the outbox's part")
 	if err != nil {
 		return nil, err
 	}
@@ -67,16 +67,16 @@ func (o *Outbox[Tx]) Add(ctx context.Context, tx Tx, msgs ...*Message) ([]int64,
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	rows := make([]store.OutboxMessage, len(msgs))
+	rows := make([]Message, len(msgs))
 	for i, m := range msgs {
 		if m == nil {
 			return nil, fmt.Errorf("%w: nil message", ErrInvalidMessage)
 		}
-		rows[i] = store.OutboxMessage(*m)
+		rows[i] = *m
 		if m.ID == "" {
 			rows[i].ID = broker.NewID()
 		}
-		if err := check.OutboxMessage(&rows[i]); err != nil {
+		if err := check.OutboxMessage(rows[i].ID, rows[i].AggregateID, rows[i].Version, rows[i].Type, rows[i].Headers); err != nil {
 			return nil, err
 		}
 	}

@@ -10,12 +10,12 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/internal/failpoint"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 type pubResult struct {
 	sent    []int64
-	failed  []store.OutboxFailure
+	failed  []seam.OutboxFailure
 	crashed error
 	fatal   error
 }
@@ -33,10 +33,10 @@ type pubResult struct {
 // may then see.
 //
 // A row the store could not decode, or that breaks Add's rules
-// (store.OutboxRow.Invalid), is not published: it fails for good at once,
+// (Row.Invalid), is not published: it fails for good at once,
 // and its aggregate's later rows in the batch are held back, as behind a
 // publish that failed; the other aggregates' rows go on.
-func (r *Relay) publishBatch(ctx context.Context, rows []store.OutboxRow) pubResult {
+func (r *Relay) publishBatch(ctx context.Context, rows []Row) pubResult {
 	var res pubResult
 	rows, res.failed = r.invalid(rows)
 	if len(rows) > 1 {
@@ -75,7 +75,7 @@ func (r *Relay) publishBatch(ctx context.Context, rows []store.OutboxRow) pubRes
 			return res
 		}
 	}
-	var groups [][]store.OutboxRow // each aggregate's rows, in order (a streamed window interleaves them)
+	var groups [][]Row // each aggregate's rows, in order (a streamed window interleaves them)
 	at := map[string]int{}
 	for _, row := range rows {
 		g, ok := at[row.AggregateID]
@@ -110,8 +110,8 @@ func (r *Relay) publishBatch(ctx context.Context, rows []store.OutboxRow) pubRes
 // invalid takes the rows that cannot be published (Invalid) out of rows,
 // with their aggregates' later rows, and returns the others and the
 // failures of those that cannot be published.
-func (r *Relay) invalid(rows []store.OutboxRow) ([]store.OutboxRow, []store.OutboxFailure) {
-	var failed []store.OutboxFailure
+func (r *Relay) invalid(rows []Row) ([]Row, []seam.OutboxFailure) {
+	var failed []seam.OutboxFailure
 	var held map[string]struct{}
 	for i := range rows {
 		if rows[i].Invalid != nil {
@@ -124,7 +124,7 @@ func (r *Relay) invalid(rows []store.OutboxRow) ([]store.OutboxRow, []store.Outb
 	if held == nil {
 		return rows, nil
 	}
-	keep := make([]store.OutboxRow, 0, len(rows))
+	keep := make([]Row, 0, len(rows))
 	stopped := make(map[string]struct{}, len(held))
 	for i := range rows {
 		row := &rows[i]
@@ -147,7 +147,7 @@ func (r *Relay) invalid(rows []store.OutboxRow) ([]store.OutboxRow, []store.Outb
 
 // publishGroup publishes one aggregate's rows in order, stopping at the
 // first failure.
-func (r *Relay) publishGroup(ctx context.Context, rows []store.OutboxRow, stop *atomic.Bool, mu *sync.Mutex, res *pubResult) {
+func (r *Relay) publishGroup(ctx context.Context, rows []Row, stop *atomic.Bool, mu *sync.Mutex, res *pubResult) {
 	for i := range rows {
 		row := &rows[i]
 		if stop.Load() || ctx.Err() != nil {
@@ -190,10 +190,10 @@ func (r *Relay) publishGroup(ctx context.Context, rows []store.OutboxRow, stop *
 
 // failure decides what a failed publish of row means: back off, or
 // quarantine.
-func (r *Relay) failure(row *store.OutboxRow, err error) store.OutboxFailure {
+func (r *Relay) failure(row *Row, err error) seam.OutboxFailure {
 	attempts := row.Attempts + 1
 	permanent := errors.Is(err, broker.ErrTooLarge) || errors.Is(err, broker.ErrInvalid) || errors.Is(err, ErrInvalidMessage) || broker.IsPermanent(err)
-	f := store.OutboxFailure{RowID: row.RowID, Error: err.Error(), Quarantine: permanent || attempts >= r.o.MaxAttempts}
+	f := seam.OutboxFailure{RowID: row.RowID, Error: err.Error(), Quarantine: permanent || attempts >= r.o.MaxAttempts}
 	r.n.failed.Add(1)
 	attrs := []any{slog.String("owner", r.o.Owner), slog.String("message_id", row.ID), slog.String("aggregate_id", row.AggregateID),
 		slog.Int64("sequence", row.Sequence), slog.Int("attempts", attempts), slog.String("error", err.Error())}
@@ -212,7 +212,7 @@ func (r *Relay) failure(row *store.OutboxRow, err error) store.OutboxFailure {
 // the event headers (broker.HeaderAggregateID, broker.HeaderAggregateVersion when not 0,
 // broker.HeaderSequence, broker.HeaderType when set) merged over r's headers, and the
 // payload as body.
-func rowMessage(r *store.OutboxRow) *broker.Message {
+func rowMessage(r *Row) *broker.Message {
 	h := make(map[string]string, len(r.Headers)+4)
 	for k, v := range r.Headers {
 		h[k] = v

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/internal/check"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/signal"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // RelayOptions configures a Relay: how it publishes. Nil means defaults.
@@ -64,13 +65,6 @@ type RelayOptions struct {
 	broker.Telemetry
 }
 
-// relayStore is what a Relay needs of a store: its source, and the
-// operator's side of the outbox.
-type relayStore interface {
-	store.RelayStore
-	store.OutboxAdmin
-}
-
 // Relay publishes committed outbox rows to a topic: it takes batches from
 // the source its store hands out, publishes them, and settles them. See
 // the package documentation for its guarantees. A Relay is safe for
@@ -93,12 +87,13 @@ type Relay struct {
 // Drain share.
 type sources struct {
 	mu        sync.Mutex
-	run, once store.Source
+	run, once seam.Source[Row]
 }
 
 // counters are a relay's counters.
 type counters struct {
 	published, failed, quarantined, batches atomic.Int64
+	publishing, settling                    atomic.Int64 // nanoseconds
 	lastErr                                 atomic.Pointer[relayError]
 }
 
@@ -107,12 +102,12 @@ type relayError struct {
 	at  time.Time
 }
 
-// NewRelay returns a relay publishing store's rows to topic.
-func NewRelay[Tx any](p store.Provider[Tx], topic *broker.Topic, opts *RelayOptions) (*Relay, error) {
+// NewRelay returns a relay publishing the rows of the store s to topic.
+func NewRelay[Tx any](s idem.Store[Tx], topic *broker.Topic, opts *RelayOptions) (*Relay, error) {
 	if topic == nil {
 		return nil, fmt.Errorf("%w: NewRelay needs a topic", broker.ErrInvalid)
 	}
-	st, err := check.Driver(p)
+	st, err := check.Part[relayStore](s, "the relay's part")
 	if err != nil {
 		return nil, err
 	}
@@ -184,8 +179,8 @@ func (r *Relay) Wake() {
 }
 
 // open opens a source from the relay's store.
-func (r *Relay) open(ctx context.Context) (store.Source, error) {
-	src, err := r.st.OutboxSource(ctx, store.SourceConfig{Owner: r.o.Owner, BatchSize: r.o.BatchSize, PollInterval: r.o.PollInterval,
+func (r *Relay) open(ctx context.Context) (seam.Source[Row], error) {
+	src, err := r.st.OutboxSource(ctx, seam.SourceConfig{Owner: r.o.Owner, BatchSize: r.o.BatchSize, PollInterval: r.o.PollInterval,
 		Now: r.o.Now, Logger: r.o.Logger, Note: r.noteErr, Woken: r.wake.Wait, Changed: r.changed.Wait})
 	if err != nil {
 		return nil, fmt.Errorf("idem: relay: open the source: %w", err)
@@ -194,7 +189,7 @@ func (r *Relay) open(ctx context.Context) (store.Source, error) {
 }
 
 // closeSource closes src, giving up what it holds.
-func (r *Relay) closeSource(ctx context.Context, src store.Source) error {
+func (r *Relay) closeSource(ctx context.Context, src seam.Source[Row]) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := src.Close(cctx); err != nil {
@@ -275,8 +270,9 @@ func (r *Relay) purgeEvery(ctx context.Context) {
 
 // handle publishes a batch and settles it, and returns how many rows it
 // published.
-func (r *Relay) handle(ctx context.Context, src store.Source, b *store.Batch) (int, error) {
+func (r *Relay) handle(ctx context.Context, src seam.Source[Row], b *seam.Batch[Row]) (int, error) {
 	r.n.batches.Add(1)
+	start := time.Now()
 	pctx := ctx
 	if b.Lost != nil {
 		// The source keeps the claim (a lease, a slot) while the batch is
@@ -297,7 +293,7 @@ func (r *Relay) handle(ctx context.Context, src store.Source, b *store.Batch) (i
 	defer cancel()
 	select {
 	case <-b.Lost:
-		return 0, errors.Join(fmt.Errorf("idem: relay: %w", store.ErrLeaseLost), src.Settle(fctx, b, nil))
+		return 0, errors.Join(fmt.Errorf("idem: relay: %w", ErrLeaseLost), src.Settle(fctx, b, nil))
 	default:
 	}
 	if res.crashed != nil {
@@ -306,7 +302,11 @@ func (r *Relay) handle(ctx context.Context, src store.Source, b *store.Batch) (i
 	if ctx.Err() != nil && len(res.sent) == 0 && len(res.failed) == 0 {
 		return 0, src.Settle(fctx, b, nil) // stopping: nothing is recorded
 	}
-	if err := src.Settle(fctx, b, &store.Outcome{Sent: res.sent, Failed: res.failed, At: r.o.Now()}); err != nil {
+	settle := time.Now()
+	err := src.Settle(fctx, b, &seam.Outcome{Sent: res.sent, Failed: res.failed, At: r.o.Now()})
+	r.n.publishing.Add(int64(settle.Sub(start)))
+	r.n.settling.Add(int64(time.Since(settle)))
+	if err != nil {
 		return 0, fmt.Errorf("idem: relay: mark %d rows sent (they will be published again): %w", len(res.sent), err)
 	}
 	r.n.published.Add(int64(len(res.sent)))
@@ -325,7 +325,7 @@ func (r *Relay) noteErr(op string, err error) {
 // RunOnce takes one batch of the rows due now from the store's source,
 // publishes it and records the outcome. It returns how many rows it
 // published. On a store whose relays stream the outbox, it fails with
-// store.ErrOtherSource while a streaming relay serves it.
+// ErrOtherSource while a streaming relay serves it.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	_, n, err := r.runOnce(ctx)
 	return n, err
@@ -375,14 +375,14 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 }
 
 // set sets *p under the lock.
-func (s *sources) set(p *store.Source, src store.Source) {
+func (s *sources) set(p *seam.Source[Row], src seam.Source[Row]) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	*p = src
 }
 
 // state is the state of Run's source, or else of RunOnce's.
-func (s *sources) state() store.SourceState {
+func (s *sources) state() seam.SourceState {
 	s.mu.Lock()
 	src := s.run
 	if src == nil {
@@ -390,7 +390,7 @@ func (s *sources) state() store.SourceState {
 	}
 	s.mu.Unlock()
 	if src == nil {
-		return store.SourceState{}
+		return seam.SourceState{}
 	}
 	return src.State()
 }
@@ -415,14 +415,14 @@ func (r *Relay) Purge(ctx context.Context) (int, error) {
 
 // Quarantined lists quarantined rows (at most limit, if positive).
 func (r *Relay) Quarantined(ctx context.Context, limit int) ([]Row, error) {
-	rs, err := r.st.ListOutbox(ctx, store.OutboxFilter{States: []store.OutboxState{store.OutboxQuarantined}, Limit: limit})
-	return rows(rs), err
+	rs, err := r.st.ListOutbox(ctx, seam.OutboxFilter[State]{States: []State{Quarantined}, Limit: limit})
+	return rs, err
 }
 
 // Requeue makes a quarantined row pending again, with its attempts reset,
 // and reports whether it was quarantined.
 func (r *Relay) Requeue(ctx context.Context, rowID int64) (bool, error) {
-	ok, err := r.st.SetOutboxState(ctx, rowID, store.OutboxPending, r.o.Now(), store.OutboxQuarantined)
+	ok, err := r.st.SetOutboxState(ctx, rowID, Pending, r.o.Now(), Quarantined)
 	if ok {
 		r.Wake()
 		r.changed.Fire()
@@ -434,7 +434,7 @@ func (r *Relay) Requeue(ctx context.Context, rowID int64) (bool, error) {
 // and the later rows of its aggregate flow again. Consumers that check
 // versions will see a gap where it was.
 func (r *Relay) Discard(ctx context.Context, rowID int64) (bool, error) {
-	ok, err := r.st.SetOutboxState(ctx, rowID, store.OutboxDiscarded, r.o.Now(), store.OutboxPending, store.OutboxQuarantined)
+	ok, err := r.st.SetOutboxState(ctx, rowID, Discarded, r.o.Now(), Pending, Quarantined)
 	if ok {
 		r.Wake()
 		r.changed.Fire()
@@ -470,6 +470,11 @@ type RelayStats struct {
 	// LastError is the latest failure ("" if none), at LastErrorAt.
 	LastError   string
 	LastErrorAt time.Time
+	// PublishTime is the time spent on the batches the relay published
+	// and settled, from taking each from its source to settling it, and
+	// SettleTime the time spent settling them (marking their rows sent or
+	// failed in the store); divided by Claims, the means per batch.
+	PublishTime, SettleTime time.Duration
 }
 
 // Stats returns the relay's counters.
@@ -478,7 +483,8 @@ func (r *Relay) Stats() RelayStats {
 	s := RelayStats{Published: r.n.published.Load(), Failed: r.n.failed.Load(), Quarantines: r.n.quarantined.Load(),
 		Claims: r.n.batches.Load(), Throughput: r.rate.perSecond(r.o.Now()),
 		Listening: ss.Listening, Idle: ss.Idle, Streaming: ss.Streaming, Standby: ss.Standby,
-		SlotReleases: ss.Released, SlotReleasedAt: ss.ReleasedAt}
+		SlotReleases: ss.Released, SlotReleasedAt: ss.ReleasedAt,
+		PublishTime: time.Duration(r.n.publishing.Load()), SettleTime: time.Duration(r.n.settling.Load())}
 	if e := r.n.lastErr.Load(); e != nil {
 		s.LastError, s.LastErrorAt = e.msg, e.at
 	}
@@ -495,7 +501,7 @@ type RelayHealth struct {
 // An operator alerts on OldestUnsentAge and Quarantined.
 func (r *Relay) Health(ctx context.Context) (RelayHealth, error) {
 	h, err := r.st.OutboxHealth(ctx, r.o.Now())
-	return RelayHealth{Health: Health(h), RelayStats: r.Stats()}, err
+	return RelayHealth{Health: h, RelayStats: r.Stats()}, err
 }
 
 // rateMeter counts events per second over the last minute.

@@ -101,6 +101,15 @@ type Row struct {
 	LastError string
 	// SentAt is when the row was marked sent (or discarded).
 	SentAt time.Time
+	// Invalid, when not nil, says why the row cannot be published: it did
+	// not decode (headers that are not a JSON object of strings, say), or
+	// holds what Add refuses (an empty or blank message ID, an empty
+	// aggregate ID: a row another writer put in the table). It matches
+	// ErrInvalidMessage. A store returns such a row, with what it could
+	// read (at least RowID; AggregateID as the table holds it), rather than
+	// failing the claim or the stream, and the relay quarantines it with
+	// this error as its last error.
+	Invalid error
 }
 
 // Health is the outbox's backlog.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
@@ -42,7 +43,7 @@ func TestAddLocksCountersInOrder(t *testing.T) {
 	}()
 	begin := func() (pgx.Tx, int32) {
 		t.Helper()
-		tx, err := pg.Driver().Begin(ctx)
+		tx, err := idemtest.D(pg).Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +145,7 @@ func TestAddOneAndTwoStatements(t *testing.T) {
 				Headers: map[string]string{"h": fmt.Sprint(i)}, Payload: []byte(fmt.Sprint(i))}
 		}
 		msgs[0].Payload = nil
-		tx, err := st.Driver().Begin(ctx)
+		tx, err := idemtest.D(st).Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +153,7 @@ func TestAddOneAndTwoStatements(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		if err := st.Driver().Commit(ctx, tx); err != nil {
+		if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 			t.Fatal(err)
 		}
 		for i, m := range msgs {
@@ -224,14 +225,14 @@ func BenchmarkAddSerial(b *testing.B) {
 	outboxes := make([]*outbox.Outbox[pgx.Tx], len(stores))
 	add := func(i, j int) {
 		st := stores[i]
-		tx, err := st.Driver().Begin(ctx)
+		tx, err := idemtest.D(st).Begin(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if _, err := outboxes[i].Add(ctx, tx, &outbox.Message{AggregateID: fmt.Sprint("agg-", j%100), Type: "t", Payload: []byte("x")}); err != nil {
 			b.Fatal(err)
 		}
-		if err := st.Driver().Commit(ctx, tx); err != nil {
+		if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -12,9 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // TestClaimReadsWhatItClaims: the claim's plan reads about as many outbox
@@ -38,18 +39,18 @@ func TestClaimReadsWhatItClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	const aggs, perAgg = 100, 200 // a backlog of 20,000 rows
-	tx, err := st.Driver().Begin(ctx)
+	tx, err := idemtest.D(st).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := make([]store.OutboxMessage, 0, aggs*perAgg)
+	msgs := make([]outbox.Message, 0, aggs*perAgg)
 	for i := range aggs * perAgg {
-		msgs = append(msgs, store.OutboxMessage{ID: fmt.Sprintf("m%d", i), AggregateID: fmt.Sprintf("agg-%03d", i%aggs), Payload: []byte("{}")})
+		msgs = append(msgs, outbox.Message{ID: fmt.Sprintf("m%d", i), AggregateID: fmt.Sprintf("agg-%03d", i%aggs), Payload: []byte("{}")})
 	}
-	if _, err := st.Driver().AddOutbox(ctx, tx, msgs, time.Now()); err != nil {
+	if _, err := idemtest.D(st).AddOutbox(ctx, tx, msgs, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Driver().Commit(ctx, tx); err != nil {
+	if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	b, err := postgres.ClaimOutbox(ctx, st, sqlcore.Claim{Owner: "plan", Now: time.Now(), Limit: 500, PerAggregate: 10})

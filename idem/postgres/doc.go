@@ -1,7 +1,7 @@
 // Package postgres is the PostgreSQL store of package idem, on pgx/v5 and
 // pgxpool. Its Store is what a program hands idem's constructors
-// (idem.NewInbox and the others); its driver, which implements
-// idem/store.Driver[pgx.Tx], stays behind Store.Driver. Inbox handlers
+// (idem.NewInbox and the others, which take an idem.Store[pgx.Tx]); what
+// they call of it stays behind Store.Driver, internal to idem. Inbox handlers
 // receive the pgx.Tx in which the delivery was claimed and must make every
 // write through it; the program's own transactions (adding to the outbox)
 // are the pool's.

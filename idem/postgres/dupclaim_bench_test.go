@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // BenchmarkDuplicateClaim: BeginClaim of a message already claimed (a
@@ -19,12 +20,12 @@ func BenchmarkDuplicateClaim(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := st.Driver()
+	d := idemtest.D(st)
 	ids := make([]string, 100)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("id%03d", i)
 	}
-	tx, _, _, err := d.BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: ids[:50], At: time.Now()})
+	tx, _, _, err := d.BeginClaim(ctx, seam.ClaimRequest{Consumer: "c", IDs: ids[:50], At: time.Now()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func BenchmarkDuplicateClaim(b *testing.B) {
 	}
 	b.Run("single", func(b *testing.B) {
 		for b.Loop() {
-			_, began, c, err := d.BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: ids[:1], At: time.Now()})
+			_, began, c, err := d.BeginClaim(ctx, seam.ClaimRequest{Consumer: "c", IDs: ids[:1], At: time.Now()})
 			if err != nil || began || c[0].New {
 				b.Fatal(began, c, err)
 			}
@@ -41,7 +42,7 @@ func BenchmarkDuplicateClaim(b *testing.B) {
 	})
 	b.Run("batch100", func(b *testing.B) {
 		for b.Loop() {
-			tx, began, c, err := d.BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: ids, At: time.Now()})
+			tx, began, c, err := d.BeginClaim(ctx, seam.ClaimRequest{Consumer: "c", IDs: ids, At: time.Now()})
 			if err != nil || !began || c[0].New || !c[99].New {
 				b.Fatal(began, err)
 			}

@@ -12,8 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // serverErrors records the errors the server answered any statement with
@@ -84,10 +85,10 @@ func TestDuplicateClaimRaisesNoError(t *testing.T) {
 		t.Run(map[bool]string{false: "plain", true: "sliced"}[sliced], func(t *testing.T) {
 			se, pool, st := tracedStore(t, sliced)
 			ctx := t.Context()
-			d := st.Driver()
-			claim := func(ids ...string) (pgx.Tx, bool, []store.Claimed) {
+			d := idemtest.D(st)
+			claim := func(ids ...string) (pgx.Tx, bool, []seam.Claimed) {
 				t.Helper()
-				tx, began, c, err := d.BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: ids, At: t0})
+				tx, began, c, err := d.BeginClaim(ctx, seam.ClaimRequest{Consumer: "c", IDs: ids, At: t0})
 				if err != nil {
 					t.Fatalf("%v: %v", ids, err)
 				}
@@ -151,7 +152,7 @@ func TestDuplicateClaimRaisesNoError(t *testing.T) {
 				type result struct {
 					tx    pgx.Tx
 					began bool
-					c     []store.Claimed
+					c     []seam.Claimed
 					err   error
 				}
 				done := make(chan result, 1)
@@ -160,7 +161,7 @@ func TestDuplicateClaimRaisesNoError(t *testing.T) {
 					second = append(ids[:len(ids):len(ids)], "r4")
 				}
 				go func() {
-					tx, began, c, err := d.BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: second, At: t0})
+					tx, began, c, err := d.BeginClaim(ctx, seam.ClaimRequest{Consumer: "c", IDs: second, At: t0})
 					done <- result{tx, began, c, err}
 				}()
 				time.Sleep(100 * time.Millisecond) // the second claimer waits on the first's row
@@ -191,8 +192,8 @@ func TestBatchClaimRepeatedIDs(t *testing.T) {
 		t.Run(map[bool]string{false: "plain", true: "sliced"}[sliced], func(t *testing.T) {
 			se, pool, st := tracedStore(t, sliced)
 			ctx := t.Context()
-			d := st.Driver()
-			tx, began, c, err := d.BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: []string{"a", "b", "a", "c", "b", "a"}, At: t0})
+			d := idemtest.D(st)
+			tx, began, c, err := d.BeginClaim(ctx, seam.ClaimRequest{Consumer: "c", IDs: []string{"a", "b", "a", "c", "b", "a"}, At: t0})
 			if err != nil || !began {
 				t.Fatalf("claim: %v %v", began, err)
 			}
@@ -214,7 +215,7 @@ func TestBatchClaimRepeatedIDs(t *testing.T) {
 				t.Errorf("%d records, %v; want 3", n, err)
 			}
 			// Already claimed, and repeated: all duplicates.
-			tx, began, c, err = d.BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: []string{"c", "c", "d", "d"}, At: t0})
+			tx, began, c, err = d.BeginClaim(ctx, seam.ClaimRequest{Consumer: "c", IDs: []string{"c", "c", "d", "d"}, At: t0})
 			if err != nil || !began || c[0].New || c[1].New || !c[2].New || c[3].New {
 				t.Errorf("c, c, d, d: %v %+v %v; want only the first d new", began, c, err)
 			}

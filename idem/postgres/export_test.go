@@ -10,8 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // Classify is classify, for the tests.
@@ -104,9 +106,9 @@ type hooked struct {
 	claim func(context.Context, sqlcore.Claim) (sqlcore.Batch, error)
 }
 
-func (h hooked) Driver() store.Driver[pgx.Tx] { return h }
+func (h hooked) Driver() seam.Driver[pgx.Tx] { return seam.NewDriver[pgx.Tx](h) }
 
-func (h hooked) OutboxSource(_ context.Context, c store.SourceConfig) (store.Source, error) {
+func (h hooked) OutboxSource(_ context.Context, c seam.SourceConfig) (seam.Source[outbox.Row], error) {
 	return h.Outbox.PollSource(c, sqlcore.PollOptions{PerAggregate: h.src.PerAggregate, Pipeline: h.src.Pipeline,
 		Wake: newWake(h.w, c.Owner, 2*c.PollInterval+30*time.Second), Claim: h.claim}), nil
 }
@@ -114,7 +116,7 @@ func (h hooked) OutboxSource(_ context.Context, c store.SourceConfig) (store.Sou
 // Hooked returns s with source settings o, whose relays' polling source
 // uses w's wake flag and LISTEN and claims through claim (nil: the
 // store's), for tests whose wrappers count or refuse those calls.
-func Hooked(s *Store, o SourceOptions, w wakeStore, claim func(context.Context, sqlcore.Claim) (sqlcore.Batch, error)) (store.Provider[pgx.Tx], error) {
+func Hooked(s *Store, o SourceOptions, w wakeStore, claim func(context.Context, sqlcore.Claim) (sqlcore.Batch, error)) (idem.Store[pgx.Tx], error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
@@ -140,6 +142,6 @@ func OpenStream(ctx context.Context, s *Store, owner string) (LogStream, error) 
 
 // OpenDriverStream opens the outbox stream of the store whose driver is d,
 // for the benchmarks.
-func OpenDriverStream(ctx context.Context, d store.Driver[pgx.Tx], owner string) (LogStream, error) {
+func OpenDriverStream(ctx context.Context, d any, owner string) (LogStream, error) {
 	return d.(*driver).openStream(ctx, owner)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/postgres"
 )
 
@@ -55,18 +56,18 @@ func FuzzClaim(f *testing.F) {
 				now := time.Now()
 				tx, ok, err := beginClaim(ctx, s.fast, "c", id, now)
 				if ok {
-					err = s.fast.Driver().Commit(ctx, tx)
+					err = idemtest.D(s.fast).Commit(ctx, tx)
 				}
 				fast := outcome(ok, err)
-				ptx, err := s.plain.Driver().Begin(ctx)
+				ptx, err := idemtest.D(s.plain).Begin(ctx)
 				if err != nil {
 					t.Fatal(err)
 				}
 				ok, err = claimOne(ctx, s.plain, ptx, "c", id, now)
 				if ok && err == nil {
-					err = s.plain.Driver().Commit(ctx, ptx)
+					err = idemtest.D(s.plain).Commit(ctx, ptx)
 				} else {
-					_ = s.plain.Driver().Rollback(ctx, ptx)
+					_ = idemtest.D(s.plain).Rollback(ctx, ptx)
 				}
 				if plain := outcome(ok, err); fast != plain {
 					t.Fatalf("session %d, ID %q: BeginClaim %s, parameterised claim %s", i, id, fast, plain)

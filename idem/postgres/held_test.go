@@ -9,9 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // heldStore is a store on pool with n rows added, on aggregates a and b.
@@ -22,18 +24,18 @@ func heldStore(t *testing.T, pool *pgxpool.Pool, n int) *postgres.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := st.Driver().Begin(ctx)
+	tx, err := idemtest.D(st).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var msgs []store.OutboxMessage
+	var msgs []outbox.Message
 	for i := range n {
-		msgs = append(msgs, store.OutboxMessage{ID: fmt.Sprintf("m%d", i), AggregateID: string(rune('a' + i%2)), Payload: []byte("{}")})
+		msgs = append(msgs, outbox.Message{ID: fmt.Sprintf("m%d", i), AggregateID: string(rune('a' + i%2)), Payload: []byte("{}")})
 	}
-	if _, err := st.Driver().AddOutbox(ctx, tx, msgs, time.Now()); err != nil {
+	if _, err := idemtest.D(st).AddOutbox(ctx, tx, msgs, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Driver().Commit(ctx, tx); err != nil {
+	if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -60,7 +62,7 @@ func claimAll(t *testing.T, st *postgres.Store, owner string, want int) (sqlcore
 // sentRows checks that st has want rows sent.
 func sentRows(t *testing.T, st *postgres.Store, want int) {
 	t.Helper()
-	rows, err := st.Driver().ListOutbox(t.Context(), store.OutboxFilter{States: []store.OutboxState{store.OutboxSent}})
+	rows, err := idemtest.D(st).ListOutbox(t.Context(), seam.OutboxFilter[outbox.State]{States: []outbox.State{outbox.Sent}})
 	if err != nil || len(rows) != want {
 		t.Errorf("sent rows: %d, %v; want %d", len(rows), err, want)
 	}
@@ -83,7 +85,7 @@ func TestHeldBatchRoundTrips(t *testing.T) {
 	}
 	start := n.Load()
 	b, ids := claimAll(t, st, "r", 4)
-	if err := b.Complete(ctx, ids[:3], []store.OutboxFailure{{RowID: ids[3], Error: "x", NextAttempt: time.Now().Add(time.Hour)}}, time.Now()); err != nil {
+	if err := b.Complete(ctx, ids[:3], []seam.OutboxFailure{{RowID: ids[3], Error: "x", NextAttempt: time.Now().Add(time.Hour)}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if got := n.Load() - start; got != 2 {
@@ -122,7 +124,7 @@ func TestHeldBatchFailedMark(t *testing.T) {
 			st := heldStore(t, pool, 4)
 			ctx := t.Context()
 			b, ids := claimAll(t, st, "r", 4)
-			bad := []store.OutboxFailure{{RowID: ids[2], Error: "nul \x00 byte", NextAttempt: time.Now()}}
+			bad := []seam.OutboxFailure{{RowID: ids[2], Error: "nul \x00 byte", NextAttempt: time.Now()}}
 			if err := b.Complete(ctx, ids[:2], bad, time.Now()); err == nil {
 				t.Fatal("Complete with a failing mark returned no error")
 			}

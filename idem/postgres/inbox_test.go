@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/wary-go/wary/idem/store"
 
+	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/postgres"
 )
 
@@ -35,7 +36,7 @@ func TestBeginClaim(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("%q: claim: %v %v", id, ok, err)
 		}
-		if err := st.Driver().Commit(ctx, tx); err != nil {
+		if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 			t.Fatal(err)
 		}
 		for range 20 { // more than the pool's connections
@@ -53,14 +54,14 @@ func TestBeginClaim(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if err := st.Driver().Rollback(ctx, tx); err != nil {
+	if err := idemtest.D(st).Rollback(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	tx, ok, err = beginClaim(ctx, st, "c", "rolled", time.Now())
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	_ = st.Driver().Rollback(ctx, tx)
+	_ = idemtest.D(st).Rollback(ctx, tx)
 	if s := pool.Stat(); s.AcquiredConns() != 0 {
 		t.Errorf("%d connections still acquired", s.AcquiredConns())
 	}
@@ -69,13 +70,13 @@ func TestBeginClaim(t *testing.T) {
 // beginClaim is the driver's BeginClaim of one message; ok: it began a
 // transaction and claimed the message.
 func beginClaim(ctx context.Context, st *postgres.Store, consumer, id string, at time.Time) (tx pgx.Tx, ok bool, err error) {
-	tx, began, c, err := st.Driver().BeginClaim(ctx, store.ClaimRequest{Consumer: consumer, IDs: []string{id}, At: at})
+	tx, began, c, err := idemtest.D(st).BeginClaim(ctx, seam.ClaimRequest{Consumer: consumer, IDs: []string{id}, At: at})
 	return tx, began && c[0].New, err
 }
 
 // claimOne is the driver's Claim of one message in tx.
 func claimOne(ctx context.Context, st *postgres.Store, tx pgx.Tx, consumer, id string, at time.Time) (bool, error) {
-	c, err := st.Driver().Claim(ctx, tx, store.ClaimRequest{Consumer: consumer, IDs: []string{id}, At: at})
+	c, err := idemtest.D(st).Claim(ctx, tx, seam.ClaimRequest{Consumer: consumer, IDs: []string{id}, At: at})
 	return err == nil && c[0].New, err
 }
 
@@ -90,9 +91,9 @@ func TestBeginClaimMany(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claim := func(ids ...string) (pgx.Tx, []store.Claimed, int64, error) {
+	claim := func(ids ...string) (pgx.Tx, []seam.Claimed, int64, error) {
 		before := n.Load()
-		tx, began, c, err := st.Driver().BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: ids, At: time.Now()})
+		tx, began, c, err := idemtest.D(st).BeginClaim(ctx, seam.ClaimRequest{Consumer: "c", IDs: ids, At: time.Now()})
 		if err == nil && !began {
 			t.Fatalf("%v: nothing began", ids)
 		}
@@ -102,18 +103,18 @@ func TestBeginClaimMany(t *testing.T) {
 	if err != nil || !c[0].New || !c[1].New || !c[2].New || trips != 1 {
 		t.Fatalf("a, b, c: %+v, %d round trips, %v; want all new in one", c, trips, err)
 	}
-	if err := st.Driver().Commit(ctx, tx); err != nil {
+	if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	tx, c, trips, err = claim("b", "d")
 	if err != nil || c[0].New || !c[1].New || trips != 1 {
-		_ = st.Driver().Rollback(ctx, tx)
+		_ = idemtest.D(st).Rollback(ctx, tx)
 		t.Fatalf("b, d: %+v, %d round trips, %v; want d new in one", c, trips, err)
 	}
-	if err := st.Driver().Rollback(ctx, tx); err != nil {
+	if err := idemtest.D(st).Rollback(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := claim("d", "bad\xff"); !errors.Is(err, store.ErrData) {
+	if _, _, _, err := claim("d", "bad\xff"); !errors.Is(err, seam.ErrData) {
 		t.Errorf("d, bad\\xff: %v, want a data error", err)
 	}
 	if s := pool.Stat(); s.AcquiredConns() != 0 {

@@ -8,8 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // The outbox on PostgreSQL: relays claim rows with FOR UPDATE SKIP LOCKED
@@ -42,7 +43,7 @@ func outboxDialect(pool *pgxpool.Pool) sqlcore.OutboxDialect {
 	}
 }
 
-// ListenOutbox is store.Wake.Listen: it opens a dedicated
+// ListenOutbox is sqlcore.Wake.Listen: it opens a dedicated
 // connection (with the pool's configuration), LISTENs on the outbox's
 // channel, and calls notify once listening and then on every notification,
 // until ctx is done (it returns nil) or the connection fails.
@@ -77,11 +78,11 @@ func (s *driver) ListenOutbox(ctx context.Context, notify func()) error {
 	}
 }
 
-// OutboxSource implements store.RelayStore: the stream with
+// OutboxSource implements the relay's part (outbox's relayStore): the stream with
 // SourceOptions.Stream, otherwise claims from the table (SKIP LOCKED, so
 // that a relay holds Pipeline batches at once), woken by NOTIFY unless
 // NoListen, standing by while the outbox's stream slot exists.
-func (s *driver) OutboxSource(_ context.Context, c store.SourceConfig) (store.Source, error) {
+func (s *driver) OutboxSource(_ context.Context, c seam.SourceConfig) (seam.Source[outbox.Row], error) {
 	if s.src.Stream {
 		return s.streamSource(c, s.src), nil
 	}
@@ -96,7 +97,7 @@ func (s *driver) OutboxSource(_ context.Context, c store.SourceConfig) (store.So
 		Guard: s.pollGuard}), nil
 }
 
-// pollGuard fails with store.ErrOtherSource while the outbox's stream
+// pollGuard fails with outbox.ErrOtherSource while the outbox's stream
 // slot exists: a streaming relay publishes the outbox, or will resume from
 // the slot and publish again what a polling relay claims meanwhile.
 func (s *driver) pollGuard(ctx context.Context) error {
@@ -112,11 +113,11 @@ func (s *driver) pollGuard(ctx context.Context) error {
 		return err
 	case active:
 		return fmt.Errorf("%w: a relay streams the outbox from slot %s (set postgres.SourceOptions.Stream on this relay's store to stand by for it)",
-			store.ErrOtherSource, slot)
+			outbox.ErrOtherSource, slot)
 	case exists:
 		return fmt.Errorf("%w: the outbox's stream slot %s exists, and a streaming relay would publish again what this one claims "+
 			"(stream with postgres.SourceOptions.Stream, or drop the slot to poll: SELECT pg_drop_replication_slot('%s'))",
-			store.ErrOtherSource, slot, slot)
+			outbox.ErrOtherSource, slot, slot)
 	}
 	return nil
 }

@@ -8,9 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // BenchmarkOutboxLayouts: the outbox's add and the polling relay's claim
@@ -75,15 +76,15 @@ func BenchmarkOutboxLayouts(b *testing.B) {
 		ls[i] = layout{st: st, pool: pool}
 	}
 	add := func(l layout, j int) {
-		tx, err := l.st.Driver().Begin(ctx)
+		tx, err := idemtest.D(l.st).Begin(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		msg := store.OutboxMessage{ID: fmt.Sprintf("m%d", j), AggregateID: fmt.Sprint("agg-", j%100), Type: "t", Payload: []byte("x")}
-		if _, err := l.st.Driver().AddOutbox(ctx, tx, []store.OutboxMessage{msg}, t0); err != nil {
+		msg := outbox.Message{ID: fmt.Sprintf("m%d", j), AggregateID: fmt.Sprint("agg-", j%100), Type: "t", Payload: []byte("x")}
+		if _, err := idemtest.D(l.st).AddOutbox(ctx, tx, []outbox.Message{msg}, t0); err != nil {
 			b.Fatal(err)
 		}
-		if err := l.st.Driver().Commit(ctx, tx); err != nil {
+		if err := idemtest.D(l.st).Commit(ctx, tx); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // The sliced outbox (Options.OutboxSlice, migration 015,
@@ -27,7 +26,7 @@ const outboxColumns = `id, message_id, aggregate_id, version, sequence, type, he
 // sliceLister is what ListOutbox reads on a sliced outbox: both tables.
 const sliceLister = `(SELECT * FROM {{outbox}} UNION ALL SELECT * FROM {{outbox_prev}}) o`
 
-// PurgeOutbox implements store.RelayStore. Without Options.OutboxSlice it
+// PurgeOutbox implements the relay's part (outbox's relayStore). Without Options.OutboxSlice it
 // deletes, in one transaction, at most limit sent and discarded rows
 // older than before. With it, it deletes no row but rotates the outbox
 // once its current table is OutboxSlice old (rotateOutbox), and returns
@@ -147,10 +146,10 @@ func (s *driver) rotateOutbox(ctx context.Context, now, before time.Time, limit 
 	return int(dropped), nil
 }
 
-// SetOutboxState implements store.RelayStore. On a sliced outbox, a row
+// SetOutboxState implements the relay's part (outbox's relayStore). On a sliced outbox, a row
 // rotated into the previous table (sent or discarded then) is moved back
 // to the current one first, so that an operator can still requeue it.
-func (s *driver) SetOutboxState(ctx context.Context, rowID int64, to store.OutboxState, at time.Time, from ...store.OutboxState) (bool, error) {
+func (s *driver) SetOutboxState(ctx context.Context, rowID int64, to outbox.State, at time.Time, from ...outbox.State) (bool, error) {
 	ok, err := s.Outbox.SetOutboxState(ctx, rowID, to, at, from...)
 	if ok || err != nil || s.outboxSlice <= 0 || len(from) == 0 {
 		return ok, err

@@ -10,10 +10,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // slicedOutboxDB opens stores whose outbox expires by whole tables, a
@@ -22,7 +24,7 @@ import (
 // relay's KeepSent.
 type slicedOutboxDB struct{ testDB }
 
-func (d slicedOutboxDB) Open(ctx context.Context, prefix string) (store.Provider[pgx.Tx], error) {
+func (d slicedOutboxDB) Open(ctx context.Context, prefix string) (idem.Store[pgx.Tx], error) {
 	return postgres.New(ctx, d.pool, &postgres.Options{Prefix: prefix, OutboxSlice: time.Nanosecond})
 }
 
@@ -52,10 +54,10 @@ func addRows(t *testing.T, st *postgres.Store, at time.Time, aggs ...string) []i
 // sendAll claims every due row at at and marks the rows of the aggregates
 // in only (all if empty) sent at at; the others are released. It returns
 // the rows sent, in the claims' order.
-func sendAll(t *testing.T, st *postgres.Store, at time.Time, only ...string) []store.OutboxRow {
+func sendAll(t *testing.T, st *postgres.Store, at time.Time, only ...string) []outbox.Row {
 	t.Helper()
 	ctx := t.Context()
-	var sent []store.OutboxRow
+	var sent []outbox.Row
 	for {
 		b, err := postgres.ClaimOutbox(ctx, st, sqlcore.Claim{Owner: "t", Now: at, Limit: 100, PerAggregate: 100})
 		if err != nil {
@@ -174,7 +176,7 @@ func TestOutboxSliceRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	quarantine(t, pool, first[4])
-	if ok, err := st.Driver().SetOutboxState(ctx, first[5], store.OutboxDiscarded, at, store.OutboxPending); !ok || err != nil {
+	if ok, err := idemtest.D(st).SetOutboxState(ctx, first[5], outbox.Discarded, at, outbox.Pending); !ok || err != nil {
 		t.Fatalf("discard: %v, %v", ok, err)
 	}
 	// The first rotation (none before): the finished rows go to the
@@ -204,7 +206,7 @@ func TestOutboxSliceRotation(t *testing.T) {
 		t.Fatalf("a rotation inside the retention dropped %d rows", n)
 	}
 	// The discarded row, in the previous table, is requeued.
-	if ok, err := st.Driver().SetOutboxState(ctx, first[5], store.OutboxPending, at, store.OutboxDiscarded); !ok || err != nil {
+	if ok, err := idemtest.D(st).SetOutboxState(ctx, first[5], outbox.Pending, at, outbox.Discarded); !ok || err != nil {
 		t.Fatalf("requeue of a discarded row in the previous table: %v, %v", ok, err)
 	}
 	if tb, _ := rowTable(t, pool, first[5]); tb != "wary_outbox" {
@@ -218,7 +220,7 @@ func TestOutboxSliceRotation(t *testing.T) {
 	if tb, _ := rowTable(t, pool, first[0]); tb != "" {
 		t.Errorf("a sent row past the retention is still in %q", tb)
 	}
-	if ok, err := st.Driver().SetOutboxState(ctx, first[4], store.OutboxPending, late, store.OutboxQuarantined); !ok || err != nil {
+	if ok, err := idemtest.D(st).SetOutboxState(ctx, first[4], outbox.Pending, late, outbox.Quarantined); !ok || err != nil {
 		t.Fatalf("requeue of the moved quarantined row: %v, %v", ok, err)
 	}
 	got := sendAll(t, st, late)
@@ -233,7 +235,7 @@ func TestOutboxSliceRotation(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM wary_outbox WHERE state IN (0, 2)").Scan(&left); err != nil || left != 0 {
 		t.Errorf("unsent rows left: %d, %v", left, err)
 	}
-	all, err := st.Driver().ListOutbox(ctx, store.OutboxFilter{})
+	all, err := idemtest.D(st).ListOutbox(ctx, seam.OutboxFilter[outbox.State]{})
 	if err != nil || len(all) != 5 {
 		t.Errorf("listed %d rows, %v; want the 5 sent since the retention, in both tables", len(all), err)
 	}
@@ -262,7 +264,7 @@ func TestOutboxRetentionDeadTuples(t *testing.T) {
 		removed := 0
 		purge := func(now time.Time) {
 			for {
-				n, err := st.Driver().PurgeOutbox(ctx, now.Add(-keep), 1000)
+				n, err := idemtest.D(st).PurgeOutbox(ctx, now.Add(-keep), 1000)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -303,20 +305,20 @@ func TestOutboxRetentionDeadTuples(t *testing.T) {
 func addAt(t testing.TB, st *postgres.Store, at time.Time, aggs []string) []string {
 	t.Helper()
 	ctx := t.Context()
-	tx, err := st.Driver().Begin(ctx)
+	tx, err := idemtest.D(st).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := make([]store.OutboxMessage, len(aggs))
+	msgs := make([]outbox.Message, len(aggs))
 	ids := make([]string, len(aggs))
 	for i, a := range aggs {
 		ids[i] = fmt.Sprintf("%s-%d-%d", a, at.UnixNano(), i)
-		msgs[i] = store.OutboxMessage{ID: ids[i], AggregateID: a, Type: "t", Payload: []byte("x")}
+		msgs[i] = outbox.Message{ID: ids[i], AggregateID: a, Type: "t", Payload: []byte("x")}
 	}
-	if _, err := st.Driver().AddOutbox(ctx, tx, msgs, at); err != nil {
+	if _, err := idemtest.D(st).AddOutbox(ctx, tx, msgs, at); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Driver().Commit(ctx, tx); err != nil {
+	if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	return ids
@@ -470,7 +472,7 @@ func checkPlainOutbox(t *testing.T, st *postgres.Store, pool *pgxpool.Pool, befo
 	if err := pool.QueryRow(ctx, "SELECT id FROM wary_outbox WHERE state = 2").Scan(&quarantined); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := st.Driver().SetOutboxState(ctx, quarantined, store.OutboxPending, t0, store.OutboxQuarantined); !ok || err != nil {
+	if ok, err := idemtest.D(st).SetOutboxState(ctx, quarantined, outbox.Pending, t0, outbox.Quarantined); !ok || err != nil {
 		t.Fatalf("requeue: %v, %v", ok, err)
 	}
 	var order []string
@@ -485,7 +487,7 @@ func checkPlainOutbox(t *testing.T, st *postgres.Store, pool *pgxpool.Pool, befo
 	if len(order) != len(before)-countState(before, 1)+2 {
 		t.Errorf("claimed %v after the migration; want every unsent row and the 2 new ones", order)
 	}
-	n, err := st.Driver().PurgeOutbox(ctx, t0.Add(time.Hour), 1000)
+	n, err := idemtest.D(st).PurgeOutbox(ctx, t0.Add(time.Hour), 1000)
 	if err != nil || n != len(order)+countState(before, 1) {
 		t.Errorf("purge: %d, %v; want every row deleted (%d)", n, err, len(order)+countState(before, 1))
 	}
@@ -575,7 +577,7 @@ func TestClaimsDuringOutboxRotation(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		if _, err := st.Driver().SetOutboxState(ctx, head, store.OutboxPending, now, store.OutboxQuarantined); err != nil {
+		if _, err := idemtest.D(st).SetOutboxState(ctx, head, outbox.Pending, now, outbox.Quarantined); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -640,7 +642,7 @@ func TestStreamLeavesMovedRows(t *testing.T) {
 			time.Sleep(10 * time.Millisecond) // the walsender is exiting
 		}
 	})
-	next := func() []store.OutboxRow {
+	next := func() []outbox.Row {
 		t.Helper()
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -669,7 +671,7 @@ func TestStreamLeavesMovedRows(t *testing.T) {
 	if len(moved) != 3 || moved[0].RowID != ids[0] || moved[2].RowID != ids[2] {
 		t.Fatalf("streamed after the move %+v, want rows %v again", moved, ids)
 	}
-	for _, rows := range [][]store.OutboxRow{moved, first} {
+	for _, rows := range [][]outbox.Row{moved, first} {
 		keep, held, err := s.Publishable(ctx, rows, nil)
 		if err != nil || len(keep) != 0 || held != 3 {
 			t.Errorf("Publishable: %d rows to publish, %d held, %v; want none to publish, 3 held", len(keep), held, err)

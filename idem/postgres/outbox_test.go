@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/drivers/memory"
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
@@ -37,11 +37,11 @@ func TestListenOutboxNotifies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	pg, box, calls, stop := listening(ctx, t)
-	if ok, err := pg.Driver().(idler).IdleOutbox(ctx, "t", time.Minute); !ok || err != nil { // a relay waits
+	if ok, err := pg.Driver().Impl().(idler).IdleOutbox(ctx, "t", time.Minute); !ok || err != nil { // a relay waits
 		t.Fatalf("IdleOutbox: %v, %v", ok, err)
 	}
 	add := func(commit bool) {
-		tx, err := pg.Driver().Begin(ctx)
+		tx, err := idemtest.D(pg).Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,9 +49,9 @@ func TestListenOutboxNotifies(t *testing.T) {
 			t.Fatal(err)
 		}
 		if commit {
-			err = pg.Driver().Commit(ctx, tx)
+			err = idemtest.D(pg).Commit(ctx, tx)
 		} else {
-			err = pg.Driver().Rollback(ctx, tx)
+			err = idemtest.D(pg).Rollback(ctx, tx)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -82,7 +82,7 @@ func listeningOn(ctx context.Context, t *testing.T, pg *postgres.Store) (*postgr
 	calls := make(chan struct{}, 16)
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- pg.Driver().(listener).ListenOutbox(lctx, func() { calls <- struct{}{} }) }()
+	go func() { done <- pg.Driver().Impl().(listener).ListenOutbox(lctx, func() { calls <- struct{}{} }) }()
 	select {
 	case <-calls: // listening
 	case <-ctx.Done():
@@ -129,7 +129,7 @@ func TestWakeFlag(t *testing.T) {
 	defer cancel()
 	pg, box, calls, stop := listening(ctx, t)
 	add := func() pgx.Tx {
-		tx, err := pg.Driver().Begin(ctx)
+		tx, err := idemtest.D(pg).Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,23 +138,23 @@ func TestWakeFlag(t *testing.T) {
 		}
 		return tx
 	}
-	if err := pg.Driver().(idler).BusyOutbox(ctx, "w"); err != nil {
+	if err := pg.Driver().Impl().(idler).BusyOutbox(ctx, "w"); err != nil {
 		t.Fatal(err)
 	}
 	inFlight := add() // reads the flag unset: will not notify
 	defer func() { _ = inFlight.Rollback(context.Background()) }()
-	if ok, err := pg.Driver().(idler).IdleOutbox(ctx, "w", time.Minute); ok || err != nil {
+	if ok, err := pg.Driver().Impl().(idler).IdleOutbox(ctx, "w", time.Minute); ok || err != nil {
 		t.Fatalf("IdleOutbox with a non-notifying producer in flight: %v, %v; want false", ok, err)
 	}
-	if err := pg.Driver().Commit(ctx, inFlight); err != nil {
+	if err := idemtest.D(pg).Commit(ctx, inFlight); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := pg.Driver().(idler).IdleOutbox(ctx, "w", time.Minute); !ok || err != nil {
+	if ok, err := pg.Driver().Impl().(idler).IdleOutbox(ctx, "w", time.Minute); !ok || err != nil {
 		t.Fatalf("IdleOutbox with no producer in flight: %v, %v; want true", ok, err)
 	}
 	// The flag is set now: the next adding transaction notifies (and the
 	// one before did not, or this would not be the first call).
-	if err := pg.Driver().Commit(ctx, add()); err != nil {
+	if err := idemtest.D(pg).Commit(ctx, add()); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -162,16 +162,16 @@ func TestWakeFlag(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no notification while the flag is set")
 	}
-	if err := pg.Driver().(idler).BusyOutbox(ctx, "w"); err != nil {
+	if err := pg.Driver().Impl().(idler).BusyOutbox(ctx, "w"); err != nil {
 		t.Fatal(err)
 	}
-	if err := pg.Driver().Commit(ctx, add()); err != nil {
+	if err := idemtest.D(pg).Commit(ctx, add()); err != nil {
 		t.Fatal(err)
 	}
 	// A notification from the last commit would arrive before this one
 	// (notifications are delivered in commit order).
-	if err := pg.Driver().Commit(ctx, func() pgx.Tx {
-		tx, err := pg.Driver().Begin(ctx)
+	if err := idemtest.D(pg).Commit(ctx, func() pgx.Tx {
+		tx, err := idemtest.D(pg).Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // TestDataErrorsArePermanent: PostgreSQL's data exceptions (class 22) and
@@ -26,7 +26,7 @@ func TestDataErrorsArePermanent(t *testing.T) {
 		"08006": false, "40001": false, "40P01": false, "57P01": false, "23505": false,
 	} {
 		err := postgres.Classify(fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: code}))
-		if broker.IsPermanent(err) != permanent || errors.Is(err, store.ErrData) != permanent {
+		if broker.IsPermanent(err) != permanent || errors.Is(err, seam.ErrData) != permanent {
 			t.Errorf("SQLSTATE %s: permanent %v, want %v", code, broker.IsPermanent(err), permanent)
 		}
 	}
@@ -56,7 +56,7 @@ func TestUnstorableAggregateID(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := in.Handle(ctx, d, func(context.Context, pgx.Tx, *broker.Delivery) error { return nil })
-	if r != idem.ResultDeadLettered || !errors.Is(err, store.ErrData) || q.DeadLetters("m1") != 1 || q.Nacks("m1") != 0 {
+	if r != idem.ResultDeadLettered || !errors.Is(err, seam.ErrData) || q.DeadLetters("m1") != 1 || q.Nacks("m1") != 0 {
 		t.Errorf("Handle: %v, %v (dead-lettered %d, nacked %d); want dead-lettered with ErrData", r, err, q.DeadLetters("m1"), q.Nacks("m1"))
 	}
 }

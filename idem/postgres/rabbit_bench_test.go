@@ -15,10 +15,10 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/rabbit"
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // rabbitURL is the RabbitMQ the benchmarks use.
@@ -303,7 +303,7 @@ func slotLetGo(b *testing.B, pool *pgxpool.Pool, slot string) {
 // without confirming any: what any relay on the stream costs before it
 // publishes (the server's WAL sender decoding, the client's receiving).
 // It returns the CPU its WAL sender used (0 when sender is nil).
-func decodeAll(b *testing.B, d store.Driver[pgx.Tx], n int, sender func() time.Duration) time.Duration {
+func decodeAll(b *testing.B, d idemtest.Driver[pgx.Tx], n int, sender func() time.Duration) time.Duration {
 	ctx := context.Background()
 	var before time.Duration
 	if sender != nil {
@@ -367,7 +367,7 @@ func slotAtNow(b testing.TB, pool *pgxpool.Pool, slot string) {
 // streaming relay started later streams rows committed before it, rather
 // than drain them from the table), dropped with its
 // publication at cleanup; "" if the server cannot stream.
-func streamSlot(b testing.TB, d store.Driver[pgx.Tx]) string {
+func streamSlot(b testing.TB, d idemtest.Driver[pgx.Tx]) string {
 	ctx := context.Background()
 	s, err := postgres.OpenDriverStream(ctx, d, "bench")
 	if err != nil {
@@ -380,7 +380,9 @@ func streamSlot(b testing.TB, d store.Driver[pgx.Tx]) string {
 	if err := s.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
-	st, _ := d.(store.StreamStatuser).OutboxStreamStatus(ctx)
+	st, _ := d.(interface {
+		OutboxStreamStatus(context.Context) (seam.OutboxStreamStatus, error)
+	}).OutboxStreamStatus(ctx)
 	b.Cleanup(func() {
 		conn, err := pgx.Connect(ctx, serverURL(b))
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/drivers/rabbit"
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 )
 
 // BenchmarkRabbitConfirmLatency is the floor under

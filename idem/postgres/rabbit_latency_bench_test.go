@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 )
 
 // BenchmarkRelayLatencyRabbitStream: commit → publish latency at

@@ -3,7 +3,7 @@ package postgres_test
 import (
 	"testing"
 
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 )
 
 // BenchmarkRelay: rows/s published through the relay to the memory broker.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/idem/failpoint"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
@@ -44,7 +45,7 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := &claimCounter{pgDriver: st.Driver().(pgDriver), st: st, started: make(chan struct{}, 1024)}
+	cs := &claimCounter{pgDriver: st.Driver().Impl().(pgDriver), st: st, started: make(chan struct{}, 1024)}
 	hooked, err := postgres.Hooked(st, postgres.SourceOptions{Pipeline: 2}, cs, cs.claim)
 	if err != nil {
 		t.Fatal(err)
@@ -65,14 +66,14 @@ func relayWaitsForBatch(t *testing.T, batchSize int) {
 		}
 	})
 	waitFor(ctx, t, "the relay listening", func() bool { return r.Stats().Listening })
-	tx, err := st.Driver().Begin(ctx)
+	tx, err := idemtest.D(st).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := box.Add(ctx, tx, &outbox.Message{AggregateID: "b", Type: "x", Payload: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Driver().Commit(ctx, tx); err != nil {
+	if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -9,11 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/wary-go/wary/idem/store"
 )
-
-var _ store.Expirer = (*driver)(nil)
 
 // rotateWait bounds how long a rotation of the inbox or the outbox waits
 // for the transactions that used its current table (claims and adds queue
@@ -27,7 +23,7 @@ const rotateWait = 2 * time.Second
 const slicedCheck = "inbox_sliced_since_migration_014"
 
 // mark is the current table's mark as a claim reads it: 1 where the row of
-// consumer ” (no consumer's name: store.ValidateConsumer) is visible.
+// consumer ” (no consumer's name: names.ValidateConsumer) is visible.
 const mark = `(SELECT 1::smallint FROM {{inbox}} WHERE consumer = '' AND message_id = '')`
 
 // The claims of a sliced inbox: in the current table, unless the previous
@@ -108,7 +104,7 @@ func staleClaim(pe *pgconn.PgError) error {
 		&pgconn.PgError{Code: "40001", Message: pe.Message, ConstraintName: pe.ConstraintName, TableName: pe.TableName})
 }
 
-// Expire implements [store.Expirer]: it deletes, in batches of at most
+// Expire implements idem's expirer: it deletes, in batches of at most
 // limit, the records claimed before now-retention and the failure records
 // last seen before it, as Purge does. With Options.InboxSlice it deletes
 // no record but rotates the inbox once the current table is InboxSlice
@@ -192,7 +188,7 @@ func (s *driver) rotate(ctx context.Context, now time.Time) (int, error) {
 	return int(dropped), nil
 }
 
-// Unclaim implements store.Admin: the record goes from the current table
+// Unclaim implements the operator's part: the record goes from the current table
 // and, if sliced, from the previous one.
 func (s *driver) Unclaim(ctx context.Context, tx pgx.Tx, consumer, messageID string) (bool, error) {
 	ok, err := s.Core.Unclaim(ctx, tx, consumer, messageID)

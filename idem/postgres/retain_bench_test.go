@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/postgres"
 )
 
@@ -157,7 +158,7 @@ func (k *retainKind) run(b *testing.B, r int, d time.Duration, speed float64, re
 				t := time.Now()
 				tx, ok, err := beginClaim(ctx, k.st, "c", id, now())
 				if err == nil && ok {
-					err = k.st.Driver().Commit(ctx, tx)
+					err = idemtest.D(k.st).Commit(ctx, tx)
 				}
 				if err != nil || !ok {
 					if ctx.Err() == nil {

@@ -13,9 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // slicedDB opens stores whose inbox expires by whole tables.
@@ -24,7 +25,7 @@ type slicedDB struct {
 	slice time.Duration
 }
 
-func (d slicedDB) Open(ctx context.Context, prefix string) (store.Provider[pgx.Tx], error) {
+func (d slicedDB) Open(ctx context.Context, prefix string) (idem.Store[pgx.Tx], error) {
 	return postgres.New(ctx, d.pool, &postgres.Options{Prefix: prefix, InboxSlice: d.slice})
 }
 
@@ -58,12 +59,12 @@ func slicedStore(t *testing.T, w time.Duration) (*pgxpool.Pool, *postgres.Store)
 func claimAt(t *testing.T, st *postgres.Store, consumer, id string, at time.Time) bool {
 	t.Helper()
 	ctx := t.Context()
-	tx, ok, c, err := st.Driver().BeginClaim(ctx, store.ClaimRequest{Consumer: consumer, IDs: []string{id}, At: at})
+	tx, ok, c, err := idemtest.D(st).BeginClaim(ctx, seam.ClaimRequest{Consumer: consumer, IDs: []string{id}, At: at})
 	if err != nil {
 		t.Fatalf("claim %s: %v", id, err)
 	}
 	if ok {
-		if err := st.Driver().Commit(ctx, tx); err != nil {
+		if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -118,34 +119,34 @@ func TestRotation(t *testing.T) {
 	if !claimAt(t, st, "c", "m2", at) {
 		t.Fatal("m2 not claimed")
 	}
-	tx, err := st.Driver().Begin(ctx)
+	tx, err := idemtest.D(st).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := st.Driver().Claim(ctx, tx, store.ClaimRequest{Consumer: "c", IDs: []string{"m3", "m1", "m2"}, At: at})
+	got, err := idemtest.D(st).Claim(ctx, tx, seam.ClaimRequest{Consumer: "c", IDs: []string{"m3", "m1", "m2"}, At: at})
 	if err != nil || !got[0].New || got[1].New || got[2].New {
 		t.Errorf("Claim of m3, m1, m2: %+v, %v; want only m3", got, err)
 	}
-	one, err := st.Driver().Claim(ctx, tx, store.ClaimRequest{Consumer: "c", IDs: []string{"m1"}, At: at})
+	one, err := idemtest.D(st).Claim(ctx, tx, seam.ClaimRequest{Consumer: "c", IDs: []string{"m1"}, At: at})
 	if err != nil || one[0].New {
 		t.Errorf("Claim of m1: %+v, %v; want a duplicate", one, err)
 	}
-	held, err := st.Driver().Claim(ctx, tx, store.ClaimRequest{Consumer: "c", IDs: []string{"m1"}, Aggregates: []string{"a"}, At: at})
+	held, err := idemtest.D(st).Claim(ctx, tx, seam.ClaimRequest{Consumer: "c", IDs: []string{"m1"}, Aggregates: []string{"a"}, At: at})
 	if err != nil || held[0].New {
 		t.Errorf("Claim with held check of m1: %+v, %v; want a duplicate", held, err)
 	}
-	if err := st.Driver().Commit(ctx, tx); err != nil {
+	if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	// Several IDs with BEGIN: m1 is in the previous table; then m2 in the
 	// current one.
 	for _, ids := range [][]string{{"m1", "m4", "m5"}, {"m2", "m6"}} {
-		tx, began, got, err := st.Driver().BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: ids, At: at})
+		tx, began, got, err := idemtest.D(st).BeginClaim(ctx, seam.ClaimRequest{Consumer: "c", IDs: ids, At: at})
 		if err != nil || !began || got[0].New || !got[1].New || len(ids) > 2 && !got[2].New {
 			t.Errorf("BeginClaim of %v: %v, %+v, %v; want all but %s", ids, began, got, err, ids[0])
 		}
 		if began {
-			if err := st.Driver().Commit(ctx, tx); err != nil {
+			if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -165,14 +166,14 @@ func TestRotation(t *testing.T) {
 	if !claimAt(t, st, "c", "m1", t0.Add(w)) {
 		t.Error("m1 not claimable after its expiry")
 	}
-	tx, err = st.Driver().Begin(ctx)
+	tx, err = idemtest.D(st).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := st.Driver().Unclaim(ctx, tx, "c", "m2"); err != nil || !ok {
+	if ok, err := idemtest.D(st).Unclaim(ctx, tx, "c", "m2"); err != nil || !ok {
 		t.Errorf("Unclaim of m2 in the previous table: %v, %v", ok, err)
 	}
-	if err := st.Driver().Commit(ctx, tx); err != nil {
+	if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	if where(t, pool, "c", "m2") != "" {
@@ -288,7 +289,7 @@ func claimEffect(ctx context.Context, st *postgres.Store, id string, at time.Tim
 }
 
 func claimEffectOnce(ctx context.Context, st *postgres.Store, id string, at time.Time) error {
-	tx, began, c, err := st.Driver().BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: []string{id}, At: at})
+	tx, began, c, err := idemtest.D(st).BeginClaim(ctx, seam.ClaimRequest{Consumer: "c", IDs: []string{id}, At: at})
 	if err != nil || !began {
 		return err
 	}
@@ -321,8 +322,8 @@ func TestStaleSnapshotClaim(t *testing.T) {
 		t.Fatal("m not claimed")
 	}
 	expire(t, st, "c", t0.Add(time.Minute), time.Minute) // m goes to the previous table
-	_, err = st.Driver().Claim(ctx, tx, store.ClaimRequest{Consumer: "c", IDs: []string{"m"}, At: t0})
-	if c, ok := st.Driver().(store.Conflicts); err == nil || !ok || !c.Conflict(err) {
+	_, err = idemtest.D(st).Claim(ctx, tx, seam.ClaimRequest{Consumer: "c", IDs: []string{"m"}, At: t0})
+	if c, ok := st.Driver().Impl().(interface{ Conflict(error) bool }); err == nil || !ok || !c.Conflict(err) {
 		t.Errorf("a claim under a snapshot older than the rotation: %v; want a conflict", err)
 	}
 }

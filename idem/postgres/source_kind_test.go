@@ -9,10 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // streamOutboxEnv is an outbox env (a prefix of its own) whose stream's
@@ -54,7 +54,7 @@ func TestStreamSourceContract(t *testing.T) {
 
 // TestOneSourceKind: one kind of source serves an outbox. While a relay
 // streams it, a polling relay on the same tables refuses to claim
-// (RunOnce and Drain fail with store.ErrOtherSource) or stands by (Run),
+// (RunOnce and Drain fail with outbox.ErrOtherSource) or stands by (Run),
 // publishing nothing; and once the stream's slot exists it still refuses,
 // since a streaming relay would resume from the slot and publish again
 // what it claimed. With the slot dropped it polls again.
@@ -79,11 +79,11 @@ func TestOneSourceKind(t *testing.T) {
 
 	poller := e.Relay(b.Topic, &outbox.RelayOptions{Owner: "poller"})
 	e.Add(idemtest.OM("k-1", "k", 1, "x"))
-	if n, err := poller.RunOnce(ctx); n != 0 || !errors.Is(err, store.ErrOtherSource) {
-		t.Fatalf("polling RunOnce beside a stream: %d published, %v; want 0, store.ErrOtherSource", n, err)
+	if n, err := poller.RunOnce(ctx); n != 0 || !errors.Is(err, outbox.ErrOtherSource) {
+		t.Fatalf("polling RunOnce beside a stream: %d published, %v; want 0, outbox.ErrOtherSource", n, err)
 	}
-	if n, err := poller.Drain(ctx); n != 0 || !errors.Is(err, store.ErrOtherSource) {
-		t.Fatalf("polling Drain beside a stream: %d published, %v; want 0, store.ErrOtherSource", n, err)
+	if n, err := poller.Drain(ctx); n != 0 || !errors.Is(err, outbox.ErrOtherSource) {
+		t.Fatalf("polling Drain beside a stream: %d published, %v; want 0, outbox.ErrOtherSource", n, err)
 	}
 	pctx, stopPoll := context.WithCancel(ctx)
 	polled := make(chan error, 1)
@@ -102,8 +102,8 @@ func TestOneSourceKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.Add(idemtest.OM("k-2", "k", 2, "x"))
-	if _, err := poller.RunOnce(ctx); !errors.Is(err, store.ErrOtherSource) {
-		t.Fatalf("polling RunOnce beside the slot: %v; want store.ErrOtherSource", err)
+	if _, err := poller.RunOnce(ctx); !errors.Is(err, outbox.ErrOtherSource) {
+		t.Fatalf("polling RunOnce beside the slot: %v; want outbox.ErrOtherSource", err)
 	}
 	if s := poller.Stats(); s.Published != 0 || !s.Standby {
 		t.Fatalf("the polling relay published beside the stream: %+v", s)
@@ -154,7 +154,7 @@ func TestStreamDrain(t *testing.T) {
 	if n, err := r.Drain(ctx); n != 3 || err != nil { // from the stream
 		t.Fatalf("second Drain: %d published, %v; want 3", n, err)
 	}
-	if n := len(e.Rows(store.OutboxFilter{States: []store.OutboxState{store.OutboxPending}})); n != 0 {
+	if n := len(e.Rows(seam.OutboxFilter[outbox.State]{States: []outbox.State{outbox.Pending}})); n != 0 {
 		t.Errorf("%d rows pending after the drains", n)
 	}
 	for got := 0; got < 8; got += len(idemtest.Drain(t, sub)) {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/check"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
-	"github.com/wary-go/wary/idem/store"
 )
 
 //go:embed sql/*.sql
@@ -87,7 +87,7 @@ type SourceOptions struct {
 	//
 	// One kind of source serves an outbox: once its stream's slot exists,
 	// a relay on a store without Stream stands by (Run) or fails with
-	// store.ErrOtherSource (RunOnce, Drain) instead of claiming rows the
+	// outbox.ErrOtherSource (RunOnce, Drain) instead of claiming rows the
 	// stream also publishes; drop the slot to poll again (the error names
 	// it).
 	Stream      bool
@@ -155,7 +155,8 @@ type Store struct {
 	d *driver
 }
 
-// driver implements store.Driver[pgx.Tx]: the shared SQL of sqlcore, and
+// driver is what idem's packages call of the store (behind Store.Driver):
+// the shared SQL of sqlcore, and
 // what only PostgreSQL does (the claim pipelined with BEGIN, LISTEN/NOTIFY,
 // the stream).
 type driver struct {
@@ -185,13 +186,9 @@ type driver struct {
 	src SourceOptions
 }
 
-var _ store.Driver[pgx.Tx] = (*driver)(nil)
-var _ store.Early[pgx.Tx] = (*driver)(nil)
-var _ store.Conflicts = (*driver)(nil)
-
-// Driver implements [store.Provider]: it returns the store's driver, for
-// idem's constructors. Applications do not call it.
-func (s *Store) Driver() store.Driver[pgx.Tx] { return s.d }
+// Driver makes s an idem.Store: it returns the store's handle, for idem's
+// constructors. Applications do not call it.
+func (s *Store) Driver() seam.Driver[pgx.Tx] { return seam.NewDriver[pgx.Tx](s.d) }
 
 // New returns a store on pool and, unless opts.SkipMigrate, creates or
 // migrates its tables. Migrations are serialised across processes with an
@@ -312,7 +309,7 @@ var dialect = sqlcore.Dialect{
 	CreateSchema: "CREATE SCHEMA IF NOT EXISTS %s",
 }
 
-// BeginClaim implements [store.Store]. A claim of one message without a
+// BeginClaim implements the inbox's part (idem's inboxStore). A claim of one message without a
 // held check begins a transaction and claims the message in it in one
 // round trip; other claims begin, then claim (sqlcore). The claim, a
 // parameterised INSERT, and BEGIN go to the server together as one
@@ -347,7 +344,7 @@ var dialect = sqlcore.Dialect{
 // With a pool whose DefaultQueryExecMode is the simple protocol (which
 // interpolates arguments into the SQL text on the client), BeginClaim does
 // not batch: it begins, then claims.
-func (s *driver) BeginClaim(ctx context.Context, r store.ClaimRequest) (pgx.Tx, bool, []store.Claimed, error) {
+func (s *driver) BeginClaim(ctx context.Context, r seam.ClaimRequest) (pgx.Tx, bool, []seam.Claimed, error) {
 	if r.Aggregates != nil && (len(r.IDs) > 1 || r.Aggregates[0] != "") || s.simple {
 		return s.Core.BeginClaim(ctx, r)
 	}
@@ -379,7 +376,7 @@ func (s *driver) BeginClaim(ctx context.Context, r store.ClaimRequest) (pgx.Tx, 
 		if err := tx.Commit(ctx); err != nil {
 			return nil, false, nil, classify(err)
 		}
-		return nil, false, []store.Claimed{{}}, nil
+		return nil, false, []seam.Claimed{{}}, nil
 	}
 	if err != nil {
 		// Releases the connection: closed already (ErrTxClosed) when the
@@ -387,18 +384,18 @@ func (s *driver) BeginClaim(ctx context.Context, r store.ClaimRequest) (pgx.Tx, 
 		_ = tx.Rollback(context.WithoutCancel(ctx))
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
-			return nil, false, []store.Claimed{{}}, nil
+			return nil, false, []seam.Claimed{{}}, nil
 		}
 		return nil, false, nil, classify(err)
 	}
-	return tx, true, []store.Claimed{{New: true}}, nil
+	return tx, true, []seam.Claimed{{New: true}}, nil
 }
 
 // beginClaimMany is BeginClaim's pipelined claim of several IDs (see
 // BeginClaim): an ID r holds twice is sent once, its first copy New if
 // claimed and the later ones duplicates. dup reports a unique violation
 // (a concurrent claimer's commit), which began nothing.
-func (s *driver) beginClaimMany(ctx context.Context, r store.ClaimRequest) (tx pgx.Tx, claims []store.Claimed, dup bool, err error) {
+func (s *driver) beginClaimMany(ctx context.Context, r seam.ClaimRequest) (tx pgx.Tx, claims []seam.Claimed, dup bool, err error) {
 	got := make(map[string]bool, len(r.IDs))
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{BeginQuery: s.claimManySQL})
@@ -428,7 +425,7 @@ func (s *driver) beginClaimMany(ctx context.Context, r store.ClaimRequest) (tx p
 		}
 		return nil, nil, false, classify(err)
 	}
-	claims = make([]store.Claimed, len(r.IDs))
+	claims = make([]seam.Claimed, len(r.IDs))
 	for i, id := range r.IDs {
 		claims[i].New = got[id]
 		delete(got, id) // a later copy in r is a duplicate
@@ -504,7 +501,7 @@ type rows struct{ pgx.Rows }
 func (r rows) Err() error { return classify(r.Rows.Err()) }
 
 // classify marks the errors of PostgreSQL refusing a value of one message
-// as store.ErrData (and broker.Permanent): data exceptions (SQLSTATE class
+// as idem.ErrData (and broker.Permanent): data exceptions (SQLSTATE class
 // 22: an invalid byte sequence, a value too long, a character with no
 // equivalent in the client encoding) and 54000 program_limit_exceeded (an
 // index row over its size limit). Retrying the same message cannot succeed.
@@ -518,7 +515,7 @@ func classify(err error) error {
 		return err
 	}
 	if strings.HasPrefix(pe.Code, "22") || pe.Code == "54000" {
-		return store.DataError(err)
+		return seam.DataError(err)
 	}
 	if stale := staleClaim(pe); stale != nil {
 		return stale
@@ -526,7 +523,7 @@ func classify(err error) error {
 	return err
 }
 
-// Conflict implements store.Conflicts: err is (or wraps) a deadlock's
+// Conflict implements idem's conflicts: err is (or wraps) a deadlock's
 // victim (40P01) or a serialization failure (40001), whether from the
 // store's statements or from a handler's in the same transaction.
 func (s *driver) Conflict(err error) bool {
@@ -540,7 +537,7 @@ func (s *driver) Conflict(err error) bool {
 // version is version-1.
 // See idem.VersionResult for the outcomes.
 func (s *Store) CheckVersion(ctx context.Context, tx pgx.Tx, t idem.VersionTable, id string, version int64) (idem.VersionCheck, error) {
-	c, err := s.d.CheckVersion(ctx, tx, store.VersionTable(t), id, version)
+	c, err := s.d.CheckVersion(ctx, tx, idem.VersionTable(t), id, version)
 	return idem.VersionCheck{Result: idem.VersionResult(c.Result), Current: c.Current}, err
 }
 
@@ -548,6 +545,6 @@ func (s *Store) CheckVersion(ctx context.Context, tx pgx.Tx, t idem.VersionTable
 // column to to where the ID is id and the state is one of from. See
 // idem.TransitionResult for the outcomes.
 func (s *Store) Transition(ctx context.Context, tx pgx.Tx, t idem.StateTable, id, to string, from ...string) (idem.TransitionCheck, error) {
-	c, err := s.d.Transition(ctx, tx, store.StateTable(t), id, to, from...)
+	c, err := s.d.Transition(ctx, tx, idem.StateTable(t), id, to, from...)
 	return idem.TransitionCheck{Result: idem.TransitionResult(c.Result), State: c.State}, err
 }

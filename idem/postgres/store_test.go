@@ -14,9 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 const defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
@@ -97,7 +96,7 @@ func newPoolConfig(t testing.TB, set func(*pgxpool.Config)) *pgxpool.Pool {
 
 type testDB struct{ pool *pgxpool.Pool }
 
-func (d testDB) Open(ctx context.Context, prefix string) (store.Provider[pgx.Tx], error) {
+func (d testDB) Open(ctx context.Context, prefix string) (idem.Store[pgx.Tx], error) {
 	return postgres.New(ctx, d.pool, &postgres.Options{Prefix: prefix})
 }
 
@@ -111,7 +110,7 @@ func (testDB) QueryRow(ctx context.Context, tx pgx.Tx, q string, args ...any) in
 }
 
 // WithSource implements idemtest.SourceDB.
-func (testDB) WithSource(p store.Provider[pgx.Tx], s idemtest.Source) (store.Provider[pgx.Tx], error) {
+func (testDB) WithSource(p idem.Store[pgx.Tx], s idemtest.Source) (idem.Store[pgx.Tx], error) {
 	return p.(*postgres.Store).WithSource(postgres.SourceOptions{Pipeline: s.Pipeline, PerAggregate: s.PerAggregate, Stream: s.Stream})
 }
 
@@ -136,11 +135,11 @@ func TestSchemaOption(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename LIKE 'x\_%'`, schema).Scan(&n); err != nil || n != 13 {
 		t.Errorf("tables in %s: %d, %v; want 13 (the inbox and its previous table; the outbox, its previous table and its rotation time; the early events; the outbox stream's slots)", schema, n, err)
 	}
-	tx, err := st.Driver().Begin(ctx)
+	tx, err := idemtest.D(st).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Driver().Rollback(ctx, tx)
+	defer idemtest.D(st).Rollback(ctx, tx)
 	if ok, err := claimOne(ctx, st, tx, "c", "m", time.Now()); !ok || err != nil {
 		t.Errorf("claim: %v %v", ok, err)
 	}

@@ -17,8 +17,17 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/seam"
+	"github.com/wary-go/wary/idem/outbox"
 )
+
+// ErrStreamHeld is returned while another relay holds the outbox stream:
+// this relay stands by.
+var ErrStreamHeld = errors.New("idem/postgres: another relay holds the outbox stream")
+
+// ErrStreamUnavailable is returned when the server cannot stream the
+// outbox (wrapped with what is missing).
+var ErrStreamUnavailable = errors.New("idem/postgres: the outbox stream is unavailable")
 
 // The outbox stream (a relay on a store with SourceOptions.Stream; the
 // source that publishes it is in stream_source.go):
@@ -68,8 +77,6 @@ func (s *driver) slotName(ctx context.Context) (string, error) {
 	return n, nil
 }
 
-var _ store.StreamStatuser = (*driver)(nil)
-
 // CheckStream reports what the server lacks for the outbox stream
 // (wal_level, a free replication slot, the REPLICATION attribute), one
 // error per missing thing, or nil.
@@ -94,23 +101,23 @@ func (s *driver) checkStream(ctx context.Context) error {
 	var missing []error
 	if level != "logical" {
 		missing = append(missing, fmt.Errorf("%w: wal_level is %s, not logical (ALTER SYSTEM SET wal_level = logical, then restart the server)",
-			store.ErrStreamUnavailable, level))
+			ErrStreamUnavailable, level))
 	}
 	if !exists && used >= slots {
 		missing = append(missing, fmt.Errorf("%w: max_replication_slots is %d and all are in use (raise it, then restart the server)",
-			store.ErrStreamUnavailable, slots))
+			ErrStreamUnavailable, slots))
 	}
 	if !repl {
 		missing = append(missing, fmt.Errorf("%w: role %s has no REPLICATION attribute (ALTER ROLE %s REPLICATION)",
-			store.ErrStreamUnavailable, user, pgx.Identifier{user}.Sanitize()))
+			ErrStreamUnavailable, user, pgx.Identifier{user}.Sanitize()))
 	}
 	return errors.Join(missing...)
 }
 
 // openStream opens the stream for owner, creating what it needs on the
 // server (a publication, a slot). It fails with an error matching
-// store.ErrStreamHeld while another relay holds the stream, and with one
-// matching store.ErrStreamUnavailable when the server cannot stream (the
+// ErrStreamHeld while another relay holds the stream, and with one
+// matching ErrStreamUnavailable when the server cannot stream (the
 // error says exactly what is missing): the source then polls the table.
 // Any other error says the server is out of reach for now (a restart), or
 // the slot vanished while it was opened: the source opens it again soon.
@@ -131,7 +138,7 @@ func (s *driver) openStream(ctx context.Context, owner string) (logStream, error
 	case err != nil:
 		return nil, unavailable(err, "")
 	case active:
-		return nil, store.ErrStreamHeld
+		return nil, ErrStreamHeld
 	case walStatus != nil && *walStatus == "lost":
 		// Invalidated (max_slot_wal_keep_size): it can stream nothing
 		// again. Rows committed since are in the table.
@@ -178,7 +185,7 @@ func (s *driver) openStream(ctx context.Context, owner string) (logStream, error
 		if err != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
 			if pgCode(err) == "42710" { // another relay created it
-				return nil, store.ErrStreamHeld
+				return nil, ErrStreamHeld
 			}
 			return nil, unavailable(err, "create slot")
 		}
@@ -190,7 +197,7 @@ func (s *driver) openStream(ctx context.Context, owner string) (logStream, error
 		_ = conn.Close(context.WithoutCancel(ctx))
 		switch pgCode(err) {
 		case "55006": // object in use: another relay streams from the slot
-			return nil, store.ErrStreamHeld
+			return nil, ErrStreamHeld
 		case "42704":
 			// The slot was dropped meanwhile: not a server that cannot
 			// stream (the relay would poll for StreamRetry), one to open
@@ -203,7 +210,7 @@ func (s *driver) openStream(ctx context.Context, owner string) (logStream, error
 }
 
 // unavailable is err, opening the stream (after what), as an error
-// matching store.ErrStreamUnavailable: the relay polls the table, and
+// matching ErrStreamUnavailable: the relay polls the table, and
 // tries the stream again after its StreamRetry. Unless the server is only
 // out of reach (unreachable): the relay then opens the stream again after
 // its PollInterval (the table cannot be polled either).
@@ -214,7 +221,7 @@ func unavailable(err error, what string) error {
 	if unreachable(err) {
 		return fmt.Errorf("idem/postgres: outbox stream: the server is out of reach: %w", err)
 	}
-	return fmt.Errorf("%w: %w", store.ErrStreamUnavailable, err)
+	return fmt.Errorf("%w: %w", ErrStreamUnavailable, err)
 }
 
 // unreachable reports whether err says that the server is out of reach
@@ -281,13 +288,13 @@ func (s *driver) ensurePublication(ctx context.Context, slot string) error {
 // pending, no attempts, no error and no sent time.
 const streamColumns = "id, message_id, aggregate_id, version, sequence, type, headers, payload, created_at"
 
-// OutboxStreamStatus implements store.StreamStatuser.
-func (s *driver) OutboxStreamStatus(ctx context.Context) (store.OutboxStreamStatus, error) {
+// OutboxStreamStatus implements outbox's streamStatuser.
+func (s *driver) OutboxStreamStatus(ctx context.Context) (seam.OutboxStreamStatus, error) {
 	slot, err := s.slotName(ctx)
 	if err != nil {
-		return store.OutboxStreamStatus{}, err
+		return seam.OutboxStreamStatus{}, err
 	}
-	st := store.OutboxStreamStatus{Slot: slot, Publication: slot}
+	st := seam.OutboxStreamStatus{Slot: slot, Publication: slot}
 	var lagSec float64
 	var walStatus *string
 	err = s.pool.QueryRow(ctx, `SELECT s.active, s.wal_status,
@@ -363,8 +370,8 @@ type stream struct {
 	confirmed atomic.Uint64 // Confirm's position
 	reported  uint64        // the position last reported
 	lastSent  time.Time
-	lastPing  time.Time         // ping's last request
-	rows      []store.OutboxRow // the current transaction's rows
+	lastPing  time.Time    // ping's last request
+	rows      []outbox.Row // the current transaction's rows
 
 	rctx, rparent context.Context // Recv's timeout, and the context it was made from
 	rcancel       context.CancelFunc

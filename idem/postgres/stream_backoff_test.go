@@ -3,13 +3,13 @@ package postgres
 import (
 	"context"
 	"errors"
+	"github.com/wary-go/wary/idem/internal/seam"
+	"github.com/wary-go/wary/idem/outbox"
 	"log/slog"
 	"slices"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/wary-go/wary/idem/store"
 )
 
 // brokenStream fails its first Recv, or, if it is to make progress, its
@@ -26,11 +26,11 @@ var errBroken = errors.New("the stream broke (injected)")
 func (s *brokenStream) Fresh() bool                         { return false }
 func (s *brokenStream) Drained(context.Context) error       { return nil }
 func (s *brokenStream) Clear(context.Context) (bool, error) { return true, nil }
-func (s *brokenStream) Publishable(_ context.Context, rows, _ []store.OutboxRow) ([]store.OutboxRow, int, error) {
+func (s *brokenStream) Publishable(_ context.Context, rows, _ []outbox.Row) ([]outbox.Row, int, error) {
 	return rows, 0, nil
 }
 func (s *brokenStream) Horizon(context.Context) (time.Time, uint64, error) { return time.Now(), 1, nil }
-func (s *brokenStream) Settle(context.Context, []int64, []store.OutboxFailure, []int64, time.Time) error {
+func (s *brokenStream) Settle(context.Context, []int64, []seam.OutboxFailure, []int64, time.Time) error {
 	return nil
 }
 func (s *brokenStream) Confirm(uint64)              { s.once.Do(func() { close(s.confirmed) }) }
@@ -61,7 +61,7 @@ func TestStreamReopensWithBackoff(t *testing.T) {
 	opens := 0
 	const poll, retry = 10 * time.Millisecond, 80 * time.Millisecond
 	var notes []string
-	c := store.SourceConfig{Owner: "r", BatchSize: 10, PollInterval: poll, Now: time.Now, Logger: slog.New(slog.DiscardHandler),
+	c := seam.SourceConfig{Owner: "r", BatchSize: 10, PollInterval: poll, Now: time.Now, Logger: slog.New(slog.DiscardHandler),
 		Note:  func(op string, err error) { notes = append(notes, op+": "+err.Error()) },
 		Woken: func() <-chan struct{} { return nil }, Changed: func() <-chan struct{} { return nil }}
 	o := SourceOptions{Stream: true, StreamRetry: retry, WALBudget: -1} // no server: no slot to check

@@ -12,9 +12,9 @@ import (
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // TestStreamWALBudget: a slot that retains more WAL than the budget while
@@ -55,7 +55,9 @@ func TestStreamWALBudget(t *testing.T) {
 		}
 	}
 	addSome(50)
-	st, err := e.st.Driver().(store.StreamStatuser).OutboxStreamStatus(e.ctx)
+	st, err := e.st.Driver().Impl().(interface {
+		OutboxStreamStatus(context.Context) (seam.OutboxStreamStatus, error)
+	}).OutboxStreamStatus(e.ctx)
 	if err != nil || !st.Exists || st.LagBytes <= budget || st.Released != 0 {
 		t.Fatalf("before the relay comes back: %+v, %v; want the slot over the budget", st, err)
 	}
@@ -65,7 +67,9 @@ func TestStreamWALBudget(t *testing.T) {
 	e.waitFor("the slot released", func() bool { return r.Stats().SlotReleases > 0 })
 	e.waitFor("every row", func() bool { return c.distinct() == n })
 	e.waitFor("a new slot, streamed", func() bool {
-		st, err = e.st.Driver().(store.StreamStatuser).OutboxStreamStatus(e.ctx)
+		st, err = e.st.Driver().Impl().(interface {
+			OutboxStreamStatus(context.Context) (seam.OutboxStreamStatus, error)
+		}).OutboxStreamStatus(e.ctx)
 		return err == nil && st.Exists && st.Active && r.Stats().Streaming
 	})
 	if st.Released < 1 || st.ReleasedLag <= budget || st.ReleasedAt.IsZero() {
@@ -124,7 +128,9 @@ func TestStreamWALBudgetStalled(t *testing.T) {
 	close(g.open)
 	e.waitFor("every row", func() bool { return c.distinct() == len(ids) })
 	e.waitFor("a new slot, streamed", func() bool {
-		st, err := e.st.Driver().(store.StreamStatuser).OutboxStreamStatus(e.ctx)
+		st, err := e.st.Driver().Impl().(interface {
+			OutboxStreamStatus(context.Context) (seam.OutboxStreamStatus, error)
+		}).OutboxStreamStatus(e.ctx)
 		return err == nil && st.Exists && st.Active && r.Stats().Streaming
 	})
 	e.add(h, &outbox.Message{ID: "after", AggregateID: "agg-0", Payload: []byte("x")})

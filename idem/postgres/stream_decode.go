@@ -9,9 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-
-	"github.com/wary-go/wary/idem/internal/check"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/sqlcore"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // The replication connection's settings that fix pgoutput's text format
@@ -38,8 +37,8 @@ func parseTime(v string) (time.Time, error) {
 // relation: nothing a writer puts in the columns does that); a row whose
 // other columns do not decode, or that check.OutboxMessage refuses, is
 // returned with Invalid set, to be quarantined.
-func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (store.OutboxRow, error) {
-	var r store.OutboxRow
+func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (outbox.Row, error) {
+	var r outbox.Row
 	if t == nil || len(t.Columns) != len(rel.Columns) {
 		return r, errors.New("outbox insert: the tuple does not match its relation")
 	}
@@ -77,7 +76,7 @@ func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (store.Ou
 			var n int64
 			n, err = parseInt(v)
 			if name == "state" {
-				r.State = store.OutboxState(n)
+				r.State = outbox.State(n)
 			} else {
 				r.Attempts = int(n)
 			}
@@ -97,6 +96,6 @@ func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (store.Ou
 	if r.RowID == 0 {
 		return r, fmt.Errorf("outbox insert: a row without its ID: %w", errors.Join(errs...))
 	}
-	check.OutboxRow(&r, headers, errors.Join(errs...))
+	sqlcore.DecodeRow(&r, headers, errors.Join(errs...))
 	return r, nil
 }

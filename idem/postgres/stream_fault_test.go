@@ -15,9 +15,9 @@ import (
 
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/rabbit"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // TestStreamSlotDropped: the slot is dropped under a streaming relay, and
@@ -76,7 +76,9 @@ func TestStreamIdleRetainsNoWAL(t *testing.T) {
 	e.waitFor("the slot's confirmed position to pass the writes", func() bool {
 		return e.count(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND confirmed_flush_lsn >= $2::pg_lsn`, e.slot, after) == 1
 	})
-	st, err := e.st.Driver().(store.StreamStatuser).OutboxStreamStatus(e.ctx)
+	st, err := e.st.Driver().Impl().(interface {
+		OutboxStreamStatus(context.Context) (seam.OutboxStreamStatus, error)
+	}).OutboxStreamStatus(e.ctx)
 	if err != nil || !st.Exists || !st.Active || st.Slot != e.slot || st.WALStatus == "" {
 		t.Errorf("status %+v, %v", st, err)
 	}
@@ -252,7 +254,7 @@ func TestStreamDrainsWhatItsCreatorDidNot(t *testing.T) {
 		e.waitFor("the slot to be let go", func() bool {
 			var err error
 			s, err = postgres.OpenStream(e.ctx, e.st, "t")
-			if errors.Is(err, store.ErrStreamHeld) {
+			if errors.Is(err, postgres.ErrStreamHeld) {
 				return false
 			}
 			if err != nil {

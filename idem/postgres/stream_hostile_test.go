@@ -6,8 +6,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/drivers/memory"
-	"github.com/wary-go/wary/idem/idemtest"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/internal/seam"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // TestStreamHostileRows: rows the stream cannot publish (message IDs of
@@ -23,13 +24,13 @@ func TestStreamHostileRows(t *testing.T) {
 	r := e.relay(topic, nil)
 	e.run(r)
 	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
-	oe := &idemtest.OutboxEnv[pgx.Tx]{Env: &idemtest.Env[pgx.Tx]{T: t, Ctx: e.ctx, DB: testDB{e.pool}, Store: e.st, Driver: e.st.Driver()},
-		OS: e.st.Driver(), Outbox: e.ob}
+	oe := &idemtest.OutboxEnv[pgx.Tx]{Env: &idemtest.Env[pgx.Tx]{T: t, Ctx: e.ctx, DB: testDB{e.pool}, Store: e.st, Driver: idemtest.D(e.st)},
+		OS: idemtest.D(e.st), Outbox: e.ob}
 	h := idemtest.WriteHostile(oe)
 	e.waitFor("the good rows published and the hostile ones quarantined", func() bool {
 		return e.rows(0) == int64(h.Held()) && e.rows(1, 2, 3) == int64(h.Bad())
 	})
-	h.Check(t, idemtest.Drain(t, sub), oe.Rows(store.OutboxFilter{}))
+	h.Check(t, idemtest.Drain(t, sub), oe.Rows(seam.OutboxFilter[outbox.State]{}))
 	if s := r.Stats(); s.Quarantines != int64(h.Bad()) || !s.Streaming {
 		t.Errorf("relay stats %+v, want %d quarantines, streaming", s, h.Bad())
 	}

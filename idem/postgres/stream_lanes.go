@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wary-go/wary/idem/internal/seam"
+	"github.com/wary-go/wary/idem/outbox"
 	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/wary-go/wary/idem/store"
 )
 
 // sweepEvery is how many PollIntervals a streaming source lets pass at
@@ -57,7 +57,7 @@ type commit struct {
 
 // entry is a received row and its commit.
 type entry struct {
-	row store.OutboxRow
+	row outbox.Row
 	c   *commit
 }
 
@@ -91,15 +91,15 @@ func (ln *lane) unpublished() int {
 // window is a run of one lane's streamed rows published together.
 type window struct {
 	l       *streamLoop
-	rows    []store.OutboxRow
-	out     []store.OutboxRow // the rows handed out (those of rows the check and the window before left)
-	commits []*commit         // commits[i] is rows[i]'s
-	left    int               // rows not published: left in the table (failed, held back, or settled otherwise)
-	check   bool              // checked against the table (Publishable) before publishing
-	err     error             // the stream must stop: what was not settled is streamed again
+	rows    []outbox.Row
+	out     []outbox.Row // the rows handed out (those of rows the check and the window before left)
+	commits []*commit    // commits[i] is rows[i]'s
+	left    int          // rows not published: left in the table (failed, held back, or settled otherwise)
+	check   bool         // checked against the table (Publishable) before publishing
+	err     error        // the stream must stop: what was not settled is streamed again
 
 	after     *window             // the lane's window before it, in flight
-	aloft     []store.OutboxRow   // the rows of the lane's windows in flight before it
+	aloft     []outbox.Row        // the rows of the lane's windows in flight before it
 	published chan struct{}       // closed once the window was settled by the relay (or it gave up)
 	stopped   map[string]struct{} // aggregates with rows not sent (set before published closes)
 	pubErr    error               // set before published closes: the lane's next window stops
@@ -311,7 +311,7 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 		return
 	}
 	n := min(len(ln.pend), l.s.c.BatchSize)
-	w := &window{l: l, rows: make([]store.OutboxRow, n), commits: make([]*commit, n), published: make(chan struct{}), check: !l.clean}
+	w := &window{l: l, rows: make([]outbox.Row, n), commits: make([]*commit, n), published: make(chan struct{}), check: !l.clean}
 	for i, e := range ln.pend[:n] {
 		w.rows[i], w.commits[i] = e.row, e.c
 	}
@@ -373,7 +373,7 @@ func (l *streamLoop) prepare(ctx context.Context, w *window) {
 	if len(w.stopped) > 0 {
 		// A copy: rows may be w.rows, which land and Settle's passed
 		// read whole.
-		rows = slices.DeleteFunc(slices.Clone(rows), func(row store.OutboxRow) bool {
+		rows = slices.DeleteFunc(slices.Clone(rows), func(row outbox.Row) bool {
 			_, stop := w.stopped[row.AggregateID]
 			return stop
 		})
@@ -382,11 +382,11 @@ func (l *streamLoop) prepare(ctx context.Context, w *window) {
 	if len(rows) == 0 {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer cancel()
-		_ = l.settle(sctx, w, &store.Outcome{At: l.s.c.Now()})
+		_ = l.settle(sctx, w, &seam.Outcome{At: l.s.c.Now()})
 		return
 	}
 	select {
-	case l.s.ready <- &store.Batch{Rows: rows, Lost: ctx.Done(), Handle: w}:
+	case l.s.ready <- &seam.Batch[outbox.Row]{Rows: rows, Lost: ctx.Done(), Handle: w}:
 	case <-ctx.Done():
 		fail(ctx.Err())
 	}
@@ -400,7 +400,7 @@ const settleTimeout = 30 * time.Second
 // after a failed row of its aggregate stay pending, for claims. A window
 // released is not settled: the stream stops, and its rows are streamed
 // again once it is opened again.
-func (l *streamLoop) settle(ctx context.Context, w *window, out *store.Outcome) error {
+func (l *streamLoop) settle(ctx context.Context, w *window, out *seam.Outcome) error {
 	if out == nil {
 		err := errors.New("idem: relay: stream: a window was released unsettled (streamed again)")
 		w.err, w.pubErr = err, err

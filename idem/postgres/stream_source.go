@@ -13,9 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/signal"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // logStream is one source's open stream (stream.go). Recv is called from
@@ -48,14 +49,14 @@ type logStream interface {
 	// (the rows of earlier windows live), nor an earlier row in rows that
 	// it leaves for claims. held counts the rows it leaves in the table
 	// for claims (not those already sent or discarded).
-	Publishable(ctx context.Context, rows, aloft []store.OutboxRow) (publish []store.OutboxRow, held int, err error)
+	Publishable(ctx context.Context, rows, aloft []outbox.Row) (publish []outbox.Row, held int, err error)
 	// Horizon returns a time at and a log position pos such that every
 	// row created before at (by the server's clock) belongs to a
 	// transaction that rolled back or committed before pos.
 	Horizon(ctx context.Context) (at time.Time, pos uint64, err error)
 	// Settle deletes the published rows sent, records failed, and marks
 	// passed (the window's rows not published) for the claims only.
-	Settle(ctx context.Context, sent []int64, failed []store.OutboxFailure, passed []int64, at time.Time) error
+	Settle(ctx context.Context, sent []int64, failed []seam.OutboxFailure, passed []int64, at time.Time) error
 	// Confirm tells the server that every commit up to pos is settled.
 	// It returns at once; the position goes with the next status report.
 	Confirm(pos uint64)
@@ -69,7 +70,7 @@ type streamEvent struct {
 	// position): confirming it settles the commit.
 	Pos uint64
 	// Rows are the commit's outbox rows; none for a keepalive.
-	Rows []store.OutboxRow
+	Rows []outbox.Row
 	// Time is the commit's time (zero for a keepalive).
 	Time time.Time
 }
@@ -101,13 +102,13 @@ const (
 // the server's wal_sender_timeout, 60s by default).
 type streamSource struct {
 	d    *driver
-	c    store.SourceConfig
+	c    seam.SourceConfig
 	o    SourceOptions
 	open func(ctx context.Context, owner string) (logStream, error)
 	// pause waits between attempts to stream (a test records).
 	pause func(ctx context.Context, d time.Duration) bool
 
-	ready  chan *store.Batch
+	ready  chan *seam.Batch[outbox.Row]
 	quiet  signal.Broadcast // fired when the mode changes, or the stream has nothing in hand
 	once   sync.Once
 	cancel context.CancelFunc
@@ -132,15 +133,15 @@ type claimHandle struct {
 // while the server cannot stream.
 type pollHandle struct {
 	p *sqlcore.PollSource[pgx.Tx]
-	b *store.Batch
+	b *seam.Batch[outbox.Row]
 }
 
-func (s *driver) streamSource(c store.SourceConfig, o SourceOptions) *streamSource {
-	return &streamSource{d: s, c: c, o: o, pause: signal.Sleep, ready: make(chan *store.Batch),
+func (s *driver) streamSource(c seam.SourceConfig, o SourceOptions) *streamSource {
+	return &streamSource{d: s, c: c, o: o, pause: signal.Sleep, ready: make(chan *seam.Batch[outbox.Row]),
 		open: s.openStream}
 }
 
-var _ store.Source = (*streamSource)(nil)
+var _ seam.Source[outbox.Row] = (*streamSource)(nil)
 
 // start starts the source's goroutine once.
 func (s *streamSource) start(ctx context.Context, drain bool) {
@@ -151,12 +152,12 @@ func (s *streamSource) start(ctx context.Context, drain bool) {
 	})
 }
 
-// Next implements store.Source. Without wait (RunOnce, Drain), it hands
+// Next implements the relay's source (seam.Source). Without wait (RunOnce, Drain), it hands
 // out what the stream brings until everything committed before the call
 // is settled; while another relay holds the stream it fails with
-// store.ErrStreamHeld, and while the server cannot stream it claims from
+// ErrStreamHeld, and while the server cannot stream it claims from
 // the table.
-func (s *streamSource) Next(ctx context.Context, wait bool) (*store.Batch, error) {
+func (s *streamSource) Next(ctx context.Context, wait bool) (*seam.Batch[outbox.Row], error) {
 	var target uint64
 	if !wait {
 		var pos pglogrepl.LSN
@@ -171,7 +172,7 @@ func (s *streamSource) Next(ctx context.Context, wait bool) (*store.Batch, error
 		if !wait {
 			switch s.mode.Load() {
 			case modeStandby:
-				return nil, store.ErrStreamHeld
+				return nil, ErrStreamHeld
 			case modeFallback:
 				return s.claim(ctx, s.c.Now())
 			case modeStreaming:
@@ -192,8 +193,8 @@ func (s *streamSource) Next(ctx context.Context, wait bool) (*store.Batch, error
 	}
 }
 
-// Settle implements store.Source.
-func (s *streamSource) Settle(ctx context.Context, b *store.Batch, out *store.Outcome) error {
+// Settle implements the relay's source (seam.Source).
+func (s *streamSource) Settle(ctx context.Context, b *seam.Batch[outbox.Row], out *seam.Outcome) error {
 	switch h := b.Handle.(type) {
 	case *window:
 		return h.l.settle(ctx, h, out)
@@ -211,9 +212,9 @@ func (s *streamSource) Settle(ctx context.Context, b *store.Batch, out *store.Ou
 	return fmt.Errorf("idem/postgres: not this source's batch")
 }
 
-// State implements store.Source.
-func (s *streamSource) State() store.SourceState {
-	st := store.SourceState{Kind: "stream", Streaming: s.mode.Load() == modeStreaming, Standby: s.mode.Load() == modeStandby}
+// State implements the relay's source (seam.Source).
+func (s *streamSource) State() seam.SourceState {
+	st := seam.SourceState{Kind: "stream", Streaming: s.mode.Load() == modeStreaming, Standby: s.mode.Load() == modeStandby}
 	if p := s.poll.Load(); p != nil {
 		ps := p.State()
 		st.Listening, st.Idle = ps.Listening, ps.Idle
@@ -224,7 +225,7 @@ func (s *streamSource) State() store.SourceState {
 	return st
 }
 
-// Close implements store.Source.
+// Close implements the relay's source (seam.Source).
 func (s *streamSource) Close(ctx context.Context) error {
 	s.once.Do(func() {})
 	if s.cancel != nil {
@@ -243,7 +244,7 @@ func (s *streamSource) setMode(m int32) {
 
 // claim claims a batch of the rows due at now from the table (nil if
 // none).
-func (s *streamSource) claim(ctx context.Context, now time.Time) (*store.Batch, error) {
+func (s *streamSource) claim(ctx context.Context, now time.Time) (*seam.Batch[outbox.Row], error) {
 	b, err := s.d.Outbox.ClaimOutbox(ctx, sqlcore.Claim{Owner: s.c.Owner, Now: now, Limit: s.c.BatchSize, PerAggregate: s.o.PerAggregate})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -251,7 +252,7 @@ func (s *streamSource) claim(ctx context.Context, now time.Time) (*store.Batch, 
 	if len(b.Rows()) == 0 {
 		return nil, b.Release(context.WithoutCancel(ctx))
 	}
-	return &store.Batch{Rows: b.Rows(), Handle: &claimHandle{b: b, done: make(chan struct{})}}, nil
+	return &seam.Batch[outbox.Row]{Rows: b.Rows(), Handle: &claimHandle{b: b, done: make(chan struct{})}}, nil
 }
 
 // claimOut claims a batch of the rows due at now, hands it out and waits
@@ -308,13 +309,13 @@ func (s *streamSource) run(ctx context.Context, drain bool) {
 				s.closeStream(ctx, st)
 			}
 			return
-		case errors.Is(err, store.ErrStreamHeld):
+		case errors.Is(err, ErrStreamHeld):
 			s.setMode(modeStandby)
 			if !s.pause(ctx, s.c.PollInterval) {
 				return
 			}
 			continue
-		case err != nil && !errors.Is(err, store.ErrStreamUnavailable):
+		case err != nil && !errors.Is(err, ErrStreamUnavailable):
 			// The server is out of reach (a restart: the table cannot be
 			// polled either), or the slot vanished as the stream was
 			// opened. Open the stream again after PollInterval.
@@ -428,7 +429,7 @@ func (s *streamSource) pollTable(ctx context.Context, guard func(context.Context
 			return
 		}
 		select {
-		case s.ready <- &store.Batch{Rows: b.Rows, Lost: b.Lost, Handle: &pollHandle{p: p, b: b}}:
+		case s.ready <- &seam.Batch[outbox.Row]{Rows: b.Rows, Lost: b.Lost, Handle: &pollHandle{p: p, b: b}}:
 		case <-ctx.Done():
 			_ = p.Settle(context.WithoutCancel(ctx), b, nil)
 			return

@@ -7,14 +7,14 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/seam"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // The stream's work on the table: which rows of a window may go
 // (Publishable, Clear), the sweeps' horizon, and settling a window.
 
-func (st *stream) Publishable(ctx context.Context, rows, aloft []store.OutboxRow) ([]store.OutboxRow, int, error) {
+func (st *stream) Publishable(ctx context.Context, rows, aloft []outbox.Row) ([]outbox.Row, int, error) {
 	if len(rows) == 0 {
 		return nil, 0, nil
 	}
@@ -104,7 +104,7 @@ func (st *stream) Horizon(ctx context.Context) (time.Time, uint64, error) {
 // DELETE (or the UPDATE marking passed rows) did not find are looked for
 // again, after 1, 2, 4, ... 64ms; those still not found were gone already
 // (a window streamed again after a crash).
-func (st *stream) Settle(ctx context.Context, sent []int64, failed []store.OutboxFailure, passed []int64, at time.Time) error {
+func (st *stream) Settle(ctx context.Context, sent []int64, failed []seam.OutboxFailure, passed []int64, at time.Time) error {
 	if len(sent) == 0 && len(failed) == 0 && len(passed) == 0 {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
@@ -52,7 +53,7 @@ func BenchmarkProducerCommits(b *testing.B) {
 		return r
 	}
 	// A wake flag no relay clears: every adding transaction notifies.
-	if ok, err := all.Driver().(idler).IdleOutbox(ctx, "notifyall", time.Hour); !ok || err != nil {
+	if ok, err := all.Driver().Impl().(idler).IdleOutbox(ctx, "notifyall", time.Hour); !ok || err != nil {
 		b.Fatalf("IdleOutbox: %v, %v", ok, err)
 	}
 	r := relay(wake, &outbox.RelayOptions{Owner: "wake"})
@@ -75,7 +76,7 @@ func BenchmarkProducerCommits(b *testing.B) {
 		var n atomic.Int64
 		ready := make(chan struct{})
 		wg.Go(func() {
-			_ = st.Driver().(listener).ListenOutbox(ctx, func() {
+			_ = st.Driver().Impl().(listener).ListenOutbox(ctx, func() {
 				select {
 				case <-ready:
 					n.Add(1)
@@ -134,13 +135,13 @@ func BenchmarkProducerCommits(b *testing.B) {
 			for p := range producers {
 				pw.Go(func() {
 					for j := p; j < n; j += producers {
-						tx, err := st.Driver().Begin(ctx)
+						tx, err := idemtest.D(st).Begin(ctx)
 						if err == nil {
 							_, err = ob.Add(ctx, tx, &outbox.Message{AggregateID: fmt.Sprintf("agg-%d-%d", seq, j%1000), Type: "t", Payload: []byte("x")})
 							if err == nil {
-								err = st.Driver().Commit(ctx, tx)
+								err = idemtest.D(st).Commit(ctx, tx)
 							} else {
-								_ = st.Driver().Rollback(ctx, tx)
+								_ = idemtest.D(st).Rollback(ctx, tx)
 							}
 						}
 						if err != nil {

@@ -13,10 +13,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/failpoint"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
-	idemstore "github.com/wary-go/wary/idem/store"
 )
 
 // TestWakeAddWaitsForIdle proves the second half of the wake-up's race
@@ -38,7 +39,7 @@ func testWakeAddWaitsForIdle(t *testing.T, rows int) {
 	pg, box, calls, stop := listeningOn(ctx, t, st)
 	key := postgres.WakeKey(pg)
 	// A relay going idle, stopped between its lock and its commit.
-	idle, err := pg.Driver().Begin(ctx)
+	idle, err := idemtest.D(pg).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func testWakeAddWaitsForIdle(t *testing.T, rows int) {
 		t.Fatal(err)
 	}
 	// A producer begins (reading no flag yet) and adds a row.
-	tx, err := pg.Driver().Begin(ctx)
+	tx, err := idemtest.D(pg).Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,12 +158,12 @@ func TestWakeFlagPerRelay(t *testing.T) {
 	}
 	mustIdle := func(owner string, ttl time.Duration) {
 		t.Helper()
-		if ok, err := pg.Driver().(idler).IdleOutbox(ctx, owner, ttl); !ok || err != nil {
+		if ok, err := pg.Driver().Impl().(idler).IdleOutbox(ctx, owner, ttl); !ok || err != nil {
 			t.Fatalf("IdleOutbox(%s): %v, %v", owner, ok, err)
 		}
 	}
 	for _, owner := range []string{"a", "b"} {
-		if err := pg.Driver().(idler).BusyOutbox(ctx, owner); err != nil {
+		if err := pg.Driver().Impl().(idler).BusyOutbox(ctx, owner); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -170,12 +171,12 @@ func TestWakeFlagPerRelay(t *testing.T) {
 	notified(false)
 	mustIdle("a", time.Minute)
 	mustIdle("b", time.Minute)
-	if err := pg.Driver().(idler).BusyOutbox(ctx, "b"); err != nil { // b found work; a still waits
+	if err := pg.Driver().Impl().(idler).BusyOutbox(ctx, "b"); err != nil { // b found work; a still waits
 		t.Fatal(err)
 	}
 	add(pgx.TxOptions{})
 	notified(true)
-	if err := pg.Driver().(idler).BusyOutbox(ctx, "a"); err != nil {
+	if err := pg.Driver().Impl().(idler).BusyOutbox(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
 	add(pgx.TxOptions{})
@@ -186,13 +187,13 @@ func TestWakeFlagPerRelay(t *testing.T) {
 	// gone.
 	mustIdle("a", -time.Second)
 	mustIdle("b", time.Minute)
-	if ok, err := pg.Driver().(idler).RenewIdleOutbox(ctx, "a", time.Minute); ok || err != nil {
+	if ok, err := pg.Driver().Impl().(idler).RenewIdleOutbox(ctx, "a", time.Minute); ok || err != nil {
 		t.Fatalf("RenewIdleOutbox of a swept flag: %v, %v; want false", ok, err)
 	}
-	if ok, err := pg.Driver().(idler).RenewIdleOutbox(ctx, "b", time.Minute); !ok || err != nil {
+	if ok, err := pg.Driver().Impl().(idler).RenewIdleOutbox(ctx, "b", time.Minute); !ok || err != nil {
 		t.Fatalf("RenewIdleOutbox of a set flag: %v, %v; want true", ok, err)
 	}
-	if err := pg.Driver().(idler).BusyOutbox(ctx, "b"); err != nil {
+	if err := pg.Driver().Impl().(idler).BusyOutbox(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
 	add(pgx.TxOptions{})
@@ -235,14 +236,14 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 	topic := outboxBroker(t).Topic
 	add := func(agg string) {
 		t.Helper()
-		tx, err := pg.Driver().Begin(ctx)
+		tx, err := idemtest.D(pg).Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := box.Add(ctx, tx, &outbox.Message{AggregateID: agg, Type: "x", Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
-		if err := pg.Driver().Commit(ctx, tx); err != nil {
+		if err := idemtest.D(pg).Commit(ctx, tx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -250,7 +251,7 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stopRelays()
-	start := func(owner string, st idemstore.Provider[pgx.Tx], after func(*broker.Message) error) *outbox.Relay {
+	start := func(owner string, st idem.Store[pgx.Tx], after func(*broker.Message) error) *outbox.Relay {
 		r, err := outbox.NewRelay(st, topic, &outbox.RelayOptions{Owner: owner, PollInterval: time.Minute,
 			PurgeInterval: -1, Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 		if err != nil {
@@ -282,7 +283,7 @@ func TestRelayWakesWhileAnotherIsBusy(t *testing.T) {
 	entered()
 	// The waiter renews its flag just before it waits, when it found
 	// nothing (b:1 is held).
-	ws := &renewCounter{pgDriver: pg.Driver().(pgDriver)}
+	ws := &renewCounter{pgDriver: pg.Driver().Impl().(pgDriver)}
 	hooked, err := postgres.Hooked(pg, postgres.SourceOptions{Pipeline: 1}, ws, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +314,7 @@ type renewCounter struct {
 
 // pgDriver is the PostgreSQL store's driver with its wake flag and LISTEN.
 type pgDriver interface {
-	idemstore.Driver[pgx.Tx]
+	idemtest.Driver[pgx.Tx]
 	idler
 	listener
 }
@@ -371,14 +372,14 @@ func TestRelayNeverSleepsThroughCommit(t *testing.T) {
 		// Vary the moment of the commit against the relay's going idle
 		// (a few milliseconds after the last publish), not a wait for it.
 		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
-		tx, err := pg.Driver().Begin(ctx)
+		tx, err := idemtest.D(pg).Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := box.Add(ctx, tx, &outbox.Message{AggregateID: fmt.Sprint("a", i%7), Type: "x", Payload: []byte("{}")}); err != nil {
 			t.Fatal(err)
 		}
-		if err := pg.Driver().Commit(ctx, tx); err != nil {
+		if err := idemtest.D(pg).Commit(ctx, tx); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(ctx, t, fmt.Sprintf("row %d published", i+1), func() bool { return r.Stats().Published == int64(i+1) })

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/drivers/memory"
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 )
 
 // memoryBroker is the in-memory driver (Queue profile, no dedup, no

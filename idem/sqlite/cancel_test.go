@@ -8,7 +8,8 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // TestHandlerSucceededKeepsEffectWhenCanceled: a handler that returned nil
@@ -50,9 +51,9 @@ type deadlineStore struct {
 	bounded, unbounded int
 }
 
-type sqlDriver = store.Driver[*sql.Tx]
+type sqlDriver = idemtest.Driver[*sql.Tx]
 
-func (s *deadlineStore) Driver() store.Driver[*sql.Tx] { return s }
+func (s *deadlineStore) Driver() seam.Driver[*sql.Tx] { return seam.NewDriver[*sql.Tx](s) }
 
 func (s *deadlineStore) Rollback(ctx context.Context, tx *sql.Tx) error {
 	if _, ok := ctx.Deadline(); ok && ctx.Err() == nil {
@@ -69,7 +70,7 @@ func (s *deadlineStore) Rollback(ctx context.Context, tx *sql.Tx) error {
 func TestRollbackBounded(t *testing.T) {
 	s, _, sub, cleanup := setup(t.Context())
 	defer cleanup()
-	st := &deadlineStore{sqlDriver: s.Driver()}
+	st := &deadlineStore{sqlDriver: idemtest.D(s)}
 	inbox, err := idem.NewInbox(st, "billing", sub.Capabilities(), nil)
 	if err != nil {
 		t.Fatal(err)

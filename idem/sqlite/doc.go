@@ -1,7 +1,8 @@
 // Package sqlite is the SQLite store of package idem, on modernc.org/sqlite
 // (no cgo) through database/sql. Its Store is what a program hands idem's
-// constructors (idem.NewInbox and the others); its driver, which
-// implements idem/store.Driver[*sql.Tx], stays behind Store.Driver. Inbox
+// constructors (idem.NewInbox and the others, which take an
+// idem.Store[*sql.Tx]); what they call of it stays behind Store.Driver,
+// internal to idem. Inbox
 // handlers receive the *sql.Tx in which the delivery was claimed and must
 // make every write through it; the program's own transactions (adding to
 // the outbox) are the database's (Store.DB). It is the embedded default: one

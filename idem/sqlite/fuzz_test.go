@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wary-go/wary/idem/internal/names"
 	"github.com/wary-go/wary/idem/sqlite"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // FuzzIdentifiers: the name validators never panic, and every name they
@@ -25,7 +25,7 @@ func FuzzIdentifiers(f *testing.F) {
 	f.Cleanup(func() { db.Close() })
 	roundTrip := func(t *testing.T, what, name string) {
 		t.Helper()
-		rows, err := db.Query("SELECT 1 AS " + store.QuoteIdentifier(name))
+		rows, err := db.Query("SELECT 1 AS " + names.QuoteIdentifier(name))
 		if err != nil {
 			t.Fatalf("%s %q accepted, but its quoted form fails: %v", what, name, err)
 		}
@@ -36,16 +36,16 @@ func FuzzIdentifiers(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if store.ValidateIdentifier("name", s) == nil {
+		if names.ValidateIdentifier("name", s) == nil {
 			roundTrip(t, "identifier", s)
 		}
-		if store.ValidateConsumer(s) == nil {
+		if names.ValidateConsumer(s) == nil {
 			roundTrip(t, "consumer", s)
 		}
-		if store.ValidatePrefix(s) == nil {
+		if names.ValidatePrefix(s) == nil {
 			roundTrip(t, "prefix", s+"parked_aggregate_idx")
 		}
-		if parts, err := store.ValidateTableName(s); err == nil {
+		if parts, err := names.ValidateTableName(s); err == nil {
 			if strings.Join(parts, ".") != s || len(parts) > 2 {
 				t.Fatalf("table name %q split into %q", s, parts)
 			}
@@ -53,7 +53,7 @@ func FuzzIdentifiers(f *testing.F) {
 				roundTrip(t, "table name part", p)
 			}
 		}
-		_ = store.ValidateKey(s)
-		_ = store.ValidateProvider(s)
+		_ = names.ValidateKey(s)
+		_ = names.ValidateProvider(s)
 	})
 }

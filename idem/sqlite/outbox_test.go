@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/wary-go/wary/drivers/memory"
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 )
 
 // outboxBroker is the in-memory driver with the SQS FIFO profile (order

@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/sqlite"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // TestClaimPreparedAfterMigrate: a store made with SkipMigrate on an
@@ -22,13 +23,13 @@ func TestClaimPreparedAfterMigrate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	claim := func(st *sqlite.Store, ids ...string) []store.Claimed {
+	claim := func(st *sqlite.Store, ids ...string) []seam.Claimed {
 		t.Helper()
-		tx, began, got, err := st.Driver().BeginClaim(ctx, store.ClaimRequest{Consumer: "c", IDs: ids, At: time.Now()})
+		tx, began, got, err := idemtest.D(st).BeginClaim(ctx, seam.ClaimRequest{Consumer: "c", IDs: ids, At: time.Now()})
 		if err != nil || !began {
 			t.Fatalf("BeginClaim %v: began %v, %v", ids, began, err)
 		}
-		if err := st.Driver().Commit(ctx, tx); err != nil {
+		if err := idemtest.D(st).Commit(ctx, tx); err != nil {
 			t.Fatal(err)
 		}
 		return got

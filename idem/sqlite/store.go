@@ -18,8 +18,10 @@ import (
 
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/check"
+	"github.com/wary-go/wary/idem/internal/names"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 //go:embed sql/*.sql
@@ -91,13 +93,14 @@ type Store struct {
 	derived bool
 }
 
-// driver implements store.Driver[*sql.Tx] with the shared SQL of sqlcore.
-// The outbox half is held
-// by its interfaces, so that the PostgreSQL-only optional interfaces of
-// sqlcore.Outbox (its wake flag) are not promoted: SQLite has no LISTEN.
+// driver is the store's implementation of what idem's packages call, with
+// the shared SQL of sqlcore: the inbox's part (Core), the outbox's, the
+// relay's and the keys' (sourced). sqlcore.Outbox's wake flag methods are
+// PostgreSQL's; no polling source of this store is given a Wake, so they
+// are never called: SQLite has no LISTEN.
 type driver struct {
 	*sqlcore.Core[*sql.Tx]
-	outboxDriver
+	sourced
 }
 
 // sourced is the outbox with the store's source settings.
@@ -106,22 +109,14 @@ type sourced struct {
 	src SourceOptions
 }
 
-// OutboxSource implements store.RelayStore: claims under the relay lease.
-func (o sourced) OutboxSource(_ context.Context, c store.SourceConfig) (store.Source, error) {
+// OutboxSource implements the relay's part: claims under the relay lease.
+func (o sourced) OutboxSource(_ context.Context, c seam.SourceConfig) (seam.Source[outbox.Row], error) {
 	return o.PollSource(c, sqlcore.PollOptions{PerAggregate: o.src.PerAggregate, Lease: o.src.Lease}), nil
 }
 
-type outboxDriver interface {
-	store.OutboxStore[*sql.Tx]
-	store.KeyStore[*sql.Tx]
-}
-
-var _ store.Driver[*sql.Tx] = (*driver)(nil)
-var _ store.Early[*sql.Tx] = (*driver)(nil)
-
-// Driver implements [store.Provider]: it returns the store's driver, for
-// idem's constructors. Applications do not call it.
-func (s *Store) Driver() store.Driver[*sql.Tx] { return s.d }
+// Driver makes s an idem.Store: it returns the store's handle, for idem's
+// constructors. Applications do not call it.
+func (s *Store) Driver() seam.Driver[*sql.Tx] { return seam.NewDriver[*sql.Tx](s.d) }
 
 // CheckVersion is the conditional update of a version check, in tx (see
 // idem.Options.Versions: an inbox with version checks calls it for each
@@ -129,7 +124,7 @@ func (s *Store) Driver() store.Driver[*sql.Tx] { return s.d }
 // version is version-1.
 // See idem.VersionResult for the outcomes.
 func (s *Store) CheckVersion(ctx context.Context, tx *sql.Tx, t idem.VersionTable, id string, version int64) (idem.VersionCheck, error) {
-	c, err := s.core.CheckVersion(ctx, tx, store.VersionTable(t), id, version)
+	c, err := s.core.CheckVersion(ctx, tx, idem.VersionTable(t), id, version)
 	return idem.VersionCheck{Result: idem.VersionResult(c.Result), Current: c.Current}, err
 }
 
@@ -137,7 +132,7 @@ func (s *Store) CheckVersion(ctx context.Context, tx *sql.Tx, t idem.VersionTabl
 // column to to where the ID is id and the state is one of from. See
 // idem.TransitionResult for the outcomes.
 func (s *Store) Transition(ctx context.Context, tx *sql.Tx, t idem.StateTable, id, to string, from ...string) (idem.TransitionCheck, error) {
-	c, err := s.core.Transition(ctx, tx, store.StateTable(t), id, to, from...)
+	c, err := s.core.Transition(ctx, tx, idem.StateTable(t), id, to, from...)
 	return idem.TransitionCheck{Result: idem.TransitionResult(c.Result), State: c.State}, err
 }
 
@@ -195,7 +190,7 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, outboxDialect(db)), db: db, stmts: stmts}
-	s.d = &driver{Core: core, outboxDriver: sourced{s.outbox, o.Source}}
+	s.d = &driver{Core: core, sourced: sourced{s.outbox, o.Source}}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
 			return nil, err
@@ -214,7 +209,7 @@ func (s *Store) WithSource(o SourceOptions) (*Store, error) {
 		return nil, err
 	}
 	return &Store{core: s.core, outbox: s.outbox, db: s.db, stmts: s.stmts, derived: true,
-		d: &driver{Core: s.core, outboxDriver: sourced{s.outbox, o}}}, nil
+		d: &driver{Core: s.core, sourced: sourced{s.outbox, o}}}, nil
 }
 
 // Migrate creates or upgrades the store's tables from the embedded,
@@ -300,9 +295,9 @@ var dialect = sqlcore.Dialect{
 	Time:   func(t time.Time) any { return t.UnixMicro() },
 	Quote: func(schema, name string) string {
 		if schema == "" {
-			return store.QuoteIdentifier(name)
+			return names.QuoteIdentifier(name)
 		}
-		return store.QuoteIdentifier(schema) + "." + store.QuoteIdentifier(name)
+		return names.QuoteIdentifier(schema) + "." + names.QuoteIdentifier(name)
 	},
 	IsNoRows: func(err error) bool { return errors.Is(err, sql.ErrNoRows) },
 	// A shared transaction's claim (idem.Options.Batch) is one statement
@@ -391,12 +386,12 @@ type row struct{ *sql.Row }
 func (r row) Scan(dest ...any) error { return classify(r.Row.Scan(dest...)) }
 
 // classify marks SQLITE_TOOBIG (a string or blob over the database's
-// limit) as store.ErrData, an error of the message's own values that no
+// limit) as idem.ErrData, an error of the message's own values that no
 // retry fixes; every other error is left as it is.
 func classify(err error) error {
 	var se *sqlite.Error
 	if errors.As(err, &se) && se.Code()&0xff == 18 { // SQLITE_TOOBIG
-		return store.DataError(err)
+		return seam.DataError(err)
 	}
 	return err
 }

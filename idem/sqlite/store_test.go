@@ -7,9 +7,9 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/sqlite"
-	"github.com/wary-go/wary/idem/store"
 )
 
 type testDB struct {
@@ -18,7 +18,7 @@ type testDB struct {
 
 var placeholder = regexp.MustCompile(`\$(\d+)`)
 
-func (d testDB) Open(ctx context.Context, prefix string) (store.Provider[*sql.Tx], error) {
+func (d testDB) Open(ctx context.Context, prefix string) (idem.Store[*sql.Tx], error) {
 	return sqlite.New(ctx, d.db, &sqlite.Options{Prefix: prefix})
 }
 
@@ -32,7 +32,7 @@ func (d testDB) QueryRow(ctx context.Context, tx *sql.Tx, q string, args ...any)
 }
 
 // WithSource implements idemtest.SourceDB.
-func (testDB) WithSource(p store.Provider[*sql.Tx], s idemtest.Source) (store.Provider[*sql.Tx], error) {
+func (testDB) WithSource(p idem.Store[*sql.Tx], s idemtest.Source) (idem.Store[*sql.Tx], error) {
 	return p.(*sqlite.Store).WithSource(sqlite.SourceOptions{Lease: s.Lease, PerAggregate: s.PerAggregate})
 }
 

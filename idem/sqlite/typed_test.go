@@ -13,7 +13,7 @@ import (
 	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/idemtest"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/sqlite"
 )

@@ -39,7 +39,6 @@ var userPackages = map[string]string{
 	"guarantee":   "idem/guarantee",
 	"postgres":    "idem/postgres",
 	"sqlite":      "idem/sqlite",
-	"idemtest":    "idem/idemtest",
 	"testkit":     "testkit",
 	"conformance": "conformance",
 	"nodeproc":    "nodeproc",

@@ -341,8 +341,9 @@ func (r *runner) until(ctx context.Context, d time.Duration, what string, trickl
 		if time.Now().After(nextLog) {
 			nextLog = time.Now().Add(10 * time.Second)
 			got, _ := r.applied(ctx)
-			h, _ := r.st.Driver().OutboxHealth(ctx, time.Now())
-			r.cfg.Logf("soak %s: waiting for %s: %d written, %d unsent, %d applied", r.t.Name, what, r.written.Load(), h.Backlog, got)
+			var unsent int64 // the outbox's backlog: its pending rows (state 0)
+			_ = r.st.Pool().QueryRow(ctx, "SELECT count(*) FROM wary_outbox WHERE state = 0").Scan(&unsent)
+			r.cfg.Logf("soak %s: waiting for %s: %d written, %d unsent, %d applied", r.t.Name, what, r.written.Load(), unsent, got)
 		}
 		if err := r.restartEnded(); err != nil {
 			return err

@@ -89,14 +89,14 @@ func (p *pipeline) events(b *testing.B, first, n int) {
 	ctx := context.Background()
 	start := time.Now()
 	for i := first; i < first+n; i++ {
-		tx, err := p.st.Driver().Begin(ctx)
+		tx, err := p.st.DB().BeginTx(ctx, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		if _, err := p.box.Add(ctx, tx, &outbox.Message{ID: fmt.Sprint("e", i), AggregateID: fmt.Sprint("a", i%10), Version: int64(i + 1)}); err != nil {
 			b.Fatal(err)
 		}
-		if err := p.st.Driver().Commit(ctx, tx); err != nil {
+		if err := tx.Commit(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,5 +1,5 @@
 // Package check is what idem's packages share to check what they are
-// given: options (Options) and a store's driver (Driver).
+// given: options (Options), a store (Part) and outbox messages.
 package check
 
 import (
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // Options collects what is wrong with an options struct, so that a
@@ -65,15 +65,22 @@ func (c *Options) Err() error {
 	return fmt.Errorf("%w: %s: %w", broker.ErrInvalid, c.What, errors.Join(c.errs...))
 }
 
-// Driver returns p's driver, or an error matching broker.ErrInvalid if
-// there is none.
-func Driver[Tx any](p store.Provider[Tx]) (store.Driver[Tx], error) {
+// Part returns the part I of p's implementation that a constructor calls
+// (one of the unexported interfaces idem's packages declare), or an error
+// matching broker.ErrInvalid if there is no store or it lacks a method of
+// I; what names the part.
+func Part[I, Tx any](p seam.Provider[Tx], what string) (I, error) {
+	var i I
 	if p == nil {
-		return nil, fmt.Errorf("%w: nil store", broker.ErrInvalid)
+		return i, fmt.Errorf("%w: nil store", broker.ErrInvalid)
 	}
-	d := p.Driver()
-	if d == nil {
-		return nil, fmt.Errorf("%w: the store %T has no driver", broker.ErrInvalid, p)
+	impl := p.Driver().Impl()
+	if impl == nil {
+		return i, fmt.Errorf("%w: the store %T has no driver", broker.ErrInvalid, p)
 	}
-	return d, nil
+	i, ok := impl.(I)
+	if !ok {
+		return i, fmt.Errorf("%w: the store %T does not implement %s", broker.ErrInvalid, p, what)
+	}
+	return i, nil
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// ParkedConsumers implements store.Admin.
+// ParkedConsumers implements the operator's part.
 func (c *Core[Tx]) ParkedConsumers(ctx context.Context) (map[string]int, error) {
 	out := map[string]int{}
 	err := c.inTx(ctx, func(q Querier) error {
@@ -30,7 +30,7 @@ func (c *Core[Tx]) ParkedConsumers(ctx context.Context) (map[string]int, error) 
 	return out, nil
 }
 
-// Unclaim implements store.Admin.
+// Unclaim implements the operator's part.
 func (c *Core[Tx]) Unclaim(ctx context.Context, tx Tx, consumer, messageID string) (bool, error) {
 	q := c.b.Q(tx)
 	n, err := q.Exec(ctx, c.render(`DELETE FROM {{inbox}} WHERE consumer = $1 AND message_id = $2`), consumer, messageID)

@@ -1,16 +1,17 @@
 // Package sqlcore is the SQL shared by the PostgreSQL and SQLite stores of
 // package idem. A store supplies a Backend (transactions and a query
-// adapter) and a Dialect; Core implements store.Store on top of them.
+// adapter) and a Dialect; Core implements the inbox's part (idem's inboxStore) on top of them.
 package sqlcore
 
 import (
 	"context"
 	"fmt"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/names"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/wary-go/wary/idem/store"
 )
 
 // Querier runs SQL in a transaction or on a pool. Queries are written with
@@ -77,21 +78,21 @@ type Dialect struct {
 	ClaimCheck string
 	// Lock, if not empty, is run with one int64 argument at the start of
 	// the migration transaction to serialise migrators, and takes the
-	// aggregate locks of store.Early (held until the transaction ends).
+	// aggregate locks of idem's earlyStore (held until the transaction ends).
 	Lock string
 	// LockMany, if not empty, takes Lock's lock on each of the keys in its
 	// one argument, an int64 array, in the array's order.
 	LockMany string
 }
 
-// Core implements store.Store[Tx].
+// Core implements the inbox's part (idem's inboxStore).
 type Core[Tx any] struct {
 	b      Backend[Tx]
 	d      Dialect
 	schema string
 	names  map[string]string
 	q      queries
-	cache  sync.Map // store.VersionTable or store.StateTable -> [2]string
+	cache  sync.Map // idem.VersionTable or idem.StateTable -> [2]string
 }
 
 // Tables lists the table, index and function names built from the prefix
@@ -107,11 +108,11 @@ var Tables = []string{"inbox", "parked", "failures", "migrations", "inbox_proces
 // New validates schema and prefix and builds Core.
 func New[Tx any](b Backend[Tx], d Dialect, schema, prefix string) (*Core[Tx], error) {
 	if schema != "" {
-		if err := store.ValidateIdentifier("schema name", schema); err != nil {
+		if err := names.ValidateIdentifier("schema name", schema); err != nil {
 			return nil, err
 		}
 	}
-	if err := store.ValidatePrefix(prefix); err != nil {
+	if err := names.ValidatePrefix(prefix); err != nil {
 		return nil, err
 	}
 	if d.Rebind == nil {
@@ -186,11 +187,11 @@ func (c *Core[Tx]) inTx(ctx context.Context, f func(q Querier) error) error {
 	return c.b.Commit(ctx, tx)
 }
 
-// Claim implements store.Store: one statement for a single message (with
+// Claim implements the inbox's part (idem's inboxStore): one statement for a single message (with
 // its held check, given ClaimCheck), one for many (given ClaimMany) and
 // then a held check per claimed message with an aggregate.
-func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, r store.ClaimRequest) ([]store.Claimed, error) {
-	out := make([]store.Claimed, len(r.IDs))
+func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, r seam.ClaimRequest) ([]seam.Claimed, error) {
+	out := make([]seam.Claimed, len(r.IDs))
 	agg := func(i int) string {
 		if r.Aggregates == nil {
 			return ""
@@ -206,7 +207,7 @@ func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, r store.ClaimRequest) ([]st
 	case len(r.IDs) == 1 && agg(0) != "" && c.q.claimCheck != "":
 		var claimed, held bool
 		err := c.b.Q(tx).QueryRow(ctx, c.q.claimCheck, r.Consumer, r.IDs[0], at, agg(0)).Scan(&claimed, &held)
-		out[0] = store.Claimed{New: claimed, Held: claimed && held}
+		out[0] = seam.Claimed{New: claimed, Held: claimed && held}
 		return out, err
 	case ids != nil:
 		got, err := c.claimMany(ctx, tx, r.Consumer, ids, at)
@@ -238,8 +239,8 @@ func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, r store.ClaimRequest) ([]st
 	return out, nil
 }
 
-// BeginClaim implements store.Store: Begin, then Claim.
-func (c *Core[Tx]) BeginClaim(ctx context.Context, r store.ClaimRequest) (tx Tx, began bool, claims []store.Claimed, err error) {
+// BeginClaim implements the inbox's part (idem's inboxStore): Begin, then Claim.
+func (c *Core[Tx]) BeginClaim(ctx context.Context, r seam.ClaimRequest) (tx Tx, began bool, claims []seam.Claimed, err error) {
 	if tx, err = c.Begin(ctx); err != nil {
 		return tx, false, nil, err
 	}
@@ -282,7 +283,7 @@ func (c *Core[Tx]) claimMany(ctx context.Context, tx Tx, consumer string, ids an
 	return got, rows.Err()
 }
 
-// Purge implements store.Store.
+// Purge implements the inbox's part (idem's inboxStore).
 func (c *Core[Tx]) Purge(ctx context.Context, consumer string, before time.Time, limit int) (int, error) {
 	var n int64
 	err := c.inTx(ctx, func(q Querier) error {
@@ -299,7 +300,7 @@ func (c *Core[Tx]) Purge(ctx context.Context, consumer string, before time.Time,
 	return int(n), nil
 }
 
-// RecordFailure implements store.Store.
+// RecordFailure implements the inbox's part (idem's inboxStore).
 func (c *Core[Tx]) RecordFailure(ctx context.Context, consumer, messageID, reason string, at time.Time) (int, time.Time, error) {
 	var attempts int
 	var first time.Time
@@ -309,7 +310,7 @@ func (c *Core[Tx]) RecordFailure(ctx context.Context, consumer, messageID, reaso
 	return attempts, first, err
 }
 
-// ClearFailure implements store.Store.
+// ClearFailure implements the inbox's part (idem's inboxStore).
 func (c *Core[Tx]) ClearFailure(ctx context.Context, tx Tx, consumer, messageID string) error {
 	_, err := c.b.Q(tx).Exec(ctx, c.q.clearFailure, consumer, messageID)
 	return err
@@ -326,8 +327,8 @@ func (c *Core[Tx]) hasParked(ctx context.Context, tx Tx, consumer, aggregateID s
 	return err == nil, err
 }
 
-// Park implements store.Store.
-func (c *Core[Tx]) Park(ctx context.Context, tx Tx, p *store.Parked) error {
+// Park implements the inbox's part (idem's inboxStore).
+func (c *Core[Tx]) Park(ctx context.Context, tx Tx, p *idem.Parked) error {
 	h, err := encodeHeaders(p.Headers)
 	if err != nil {
 		return err
@@ -341,7 +342,7 @@ func (c *Core[Tx]) Park(ctx context.Context, tx Tx, p *store.Parked) error {
 	return err
 }
 
-func parkedWhere(f store.ParkedFilter, args []any) (string, []any) {
+func parkedWhere(f idem.ParkedFilter, args []any) (string, []any) {
 	var w strings.Builder
 	w.WriteString(" WHERE consumer = $1")
 	if f.HasAggregate {
@@ -356,8 +357,8 @@ func parkedWhere(f store.ParkedFilter, args []any) (string, []any) {
 	return w.String(), args
 }
 
-// ListParked implements store.Store.
-func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f store.ParkedFilter) ([]store.Parked, error) {
+// ListParked implements the inbox's part (idem's inboxStore).
+func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f idem.ParkedFilter) ([]idem.Parked, error) {
 	where, args := parkedWhere(f, []any{consumer})
 	q := c.q.listParked
 	if f.NoBody {
@@ -367,7 +368,7 @@ func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f store.Park
 	if f.Limit > 0 {
 		q += " LIMIT " + bind(&args, f.Limit)
 	}
-	var out []store.Parked
+	var out []idem.Parked
 	err := c.inTx(ctx, func(qr Querier) error {
 		rows, err := qr.Query(ctx, c.d.Rebind(q), args...)
 		if err != nil {
@@ -375,7 +376,7 @@ func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f store.Park
 		}
 		defer rows.Close()
 		for rows.Next() {
-			p := store.Parked{Consumer: consumer}
+			p := idem.Parked{Consumer: consumer}
 			var h string
 			if err := rows.Scan(&p.ID, &p.MessageID, &p.AggregateID, &p.Version, &p.Sequence, &p.Key, &h, &p.Body,
 				&p.Reason, &p.Attempts, timeDest{&p.FirstSeen}, timeDest{&p.LastSeen}); err != nil {
@@ -391,8 +392,8 @@ func (c *Core[Tx]) ListParked(ctx context.Context, consumer string, f store.Park
 	return out, err
 }
 
-// CountParked implements store.Store.
-func (c *Core[Tx]) CountParked(ctx context.Context, consumer string, f store.ParkedFilter) (int, error) {
+// CountParked implements the inbox's part (idem's inboxStore).
+func (c *Core[Tx]) CountParked(ctx context.Context, consumer string, f idem.ParkedFilter) (int, error) {
 	where, args := parkedWhere(f, []any{consumer})
 	var n int64
 	err := c.inTx(ctx, func(q Querier) error {
@@ -401,13 +402,13 @@ func (c *Core[Tx]) CountParked(ctx context.Context, consumer string, f store.Par
 	return int(n), err
 }
 
-// DeleteParked implements store.Store.
+// DeleteParked implements the inbox's part (idem's inboxStore).
 func (c *Core[Tx]) DeleteParked(ctx context.Context, tx Tx, consumer string, id int64) (bool, error) {
 	n, err := c.b.Q(tx).Exec(ctx, c.q.deleteParked, consumer, id)
 	return n == 1, err
 }
 
-// UpdateParked implements store.Store.
+// UpdateParked implements the inbox's part (idem's inboxStore).
 func (c *Core[Tx]) UpdateParked(ctx context.Context, consumer string, id int64, reason string, at time.Time) error {
 	return c.inTx(ctx, func(q Querier) error {
 		_, err := q.Exec(ctx, c.q.updateParked, consumer, id, reason, c.d.Time(at))
@@ -415,8 +416,8 @@ func (c *Core[Tx]) UpdateParked(ctx context.Context, consumer string, id int64, 
 	})
 }
 
-// DiscardParked implements store.Store.
-func (c *Core[Tx]) DiscardParked(ctx context.Context, consumer string, f store.ParkedFilter) (int, error) {
+// DiscardParked implements the inbox's part (idem's inboxStore).
+func (c *Core[Tx]) DiscardParked(ctx context.Context, consumer string, f idem.ParkedFilter) (int, error) {
 	where, args := parkedWhere(f, []any{consumer})
 	var n int64
 	err := c.inTx(ctx, func(q Querier) error {

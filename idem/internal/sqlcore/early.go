@@ -3,15 +3,14 @@ package sqlcore
 import (
 	"context"
 	"fmt"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"hash/fnv"
 	"math"
 	"slices"
 	"time"
-
-	"github.com/wary-go/wary/idem/store"
 )
 
-// The early events' statements (store.Early).
+// The early events' statements (idem's earlyStore).
 const (
 	earlyHold = `INSERT INTO {{early}} (consumer, aggregate_id, version, message_id, msg_key, headers, body, held_at, awaited)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (consumer, aggregate_id, version) DO NOTHING`
@@ -27,7 +26,7 @@ const (
 		WHERE $1 = '' OR consumer = $1 GROUP BY consumer, aggregate_id ORDER BY min(held_at), consumer, aggregate_id LIMIT $2`
 )
 
-// LockAggregate implements store.Early with the dialect's Lock (none for
+// LockAggregate implements the early events' part (idem's earlyStore) with the dialect's Lock (none for
 // a store whose transactions are serialised).
 func (c *Core[Tx]) LockAggregate(ctx context.Context, tx Tx, consumer, aggregateID string) error {
 	if c.d.Lock == "" {
@@ -37,7 +36,7 @@ func (c *Core[Tx]) LockAggregate(ctx context.Context, tx Tx, consumer, aggregate
 	return err
 }
 
-// LockAggregates implements store.Early: the keys of LockAggregate in
+// LockAggregates implements the early events' part (idem's earlyStore): the keys of LockAggregate in
 // ascending order (each once), with the dialect's LockMany in one
 // statement where it has one.
 func (c *Core[Tx]) LockAggregates(ctx context.Context, tx Tx, consumer string, aggregateIDs []string) error {
@@ -69,8 +68,8 @@ func (c *Core[Tx]) aggregateKey(consumer, aggregateID string) int64 {
 	return int64(h.Sum64())
 }
 
-// HoldEarly implements store.Early.
-func (c *Core[Tx]) HoldEarly(ctx context.Context, tx Tx, e *store.EarlyEvent) (bool, time.Time, error) {
+// HoldEarly implements the early events' part (idem's earlyStore).
+func (c *Core[Tx]) HoldEarly(ctx context.Context, tx Tx, e *seam.EarlyEvent) (bool, time.Time, error) {
 	h, err := encodeHeaders(e.Headers)
 	if err != nil {
 		return false, time.Time{}, err
@@ -89,8 +88,8 @@ func (c *Core[Tx]) HoldEarly(ctx context.Context, tx Tx, e *store.EarlyEvent) (b
 	return n == 1, oldest, err
 }
 
-// TakeEarly implements store.Early.
-func (c *Core[Tx]) TakeEarly(ctx context.Context, tx Tx, consumer, aggregateID string, version int64) (*store.EarlyEvent, error) {
+// TakeEarly implements the early events' part (idem's earlyStore).
+func (c *Core[Tx]) TakeEarly(ctx context.Context, tx Tx, consumer, aggregateID string, version int64) (*seam.EarlyEvent, error) {
 	es, err := c.takeEarly(ctx, tx, c.render(earlyTake), consumer, aggregateID, version)
 	if err != nil || len(es) == 0 {
 		return nil, err
@@ -98,8 +97,8 @@ func (c *Core[Tx]) TakeEarly(ctx context.Context, tx Tx, consumer, aggregateID s
 	return &es[0], nil
 }
 
-// TakeAllEarly implements store.Early.
-func (c *Core[Tx]) TakeAllEarly(ctx context.Context, tx Tx, consumer, aggregateID string) ([]store.EarlyEvent, error) {
+// TakeAllEarly implements the early events' part (idem's earlyStore).
+func (c *Core[Tx]) TakeAllEarly(ctx context.Context, tx Tx, consumer, aggregateID string) ([]seam.EarlyEvent, error) {
 	es, err := c.takeEarly(ctx, tx, c.render(earlyAll), consumer, aggregateID)
 	for i := 1; i < len(es); i++ { // by version: RETURNING has no order
 		for j := i; j > 0 && es[j].Version < es[j-1].Version; j-- {
@@ -109,15 +108,15 @@ func (c *Core[Tx]) TakeAllEarly(ctx context.Context, tx Tx, consumer, aggregateI
 	return es, err
 }
 
-func (c *Core[Tx]) takeEarly(ctx context.Context, tx Tx, q, consumer string, args ...any) ([]store.EarlyEvent, error) {
+func (c *Core[Tx]) takeEarly(ctx context.Context, tx Tx, q, consumer string, args ...any) ([]seam.EarlyEvent, error) {
 	rows, err := c.b.Q(tx).Query(ctx, q, append([]any{consumer}, args...)...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.EarlyEvent
+	var out []seam.EarlyEvent
 	for rows.Next() {
-		e := store.EarlyEvent{Consumer: consumer}
+		e := seam.EarlyEvent{Consumer: consumer}
 		var h string
 		if err := rows.Scan(&e.AggregateID, &e.Version, &e.MessageID, &e.Key, &h, &e.Body, timeDest{&e.HeldAt}); err != nil {
 			return nil, err
@@ -130,7 +129,7 @@ func (c *Core[Tx]) takeEarly(ctx context.Context, tx Tx, q, consumer string, arg
 	return out, rows.Err()
 }
 
-// ExpiredEarly implements store.Early.
+// ExpiredEarly implements the early events' part (idem's earlyStore).
 func (c *Core[Tx]) ExpiredEarly(ctx context.Context, consumer string, before time.Time, limit int) ([]string, error) {
 	var out []string
 	err := c.inTx(ctx, func(q Querier) error {
@@ -151,19 +150,19 @@ func (c *Core[Tx]) ExpiredEarly(ctx context.Context, consumer string, before tim
 	return out, err
 }
 
-// CountEarly implements store.Early.
+// CountEarly implements the early events' part (idem's earlyStore).
 func (c *Core[Tx]) CountEarly(ctx context.Context, consumer string) (int, error) {
 	var n int64
 	err := c.inTx(ctx, func(q Querier) error { return q.QueryRow(ctx, c.render(earlyCount), consumer).Scan(&n) })
 	return int(n), err
 }
 
-// ListEarly implements store.Admin.
-func (c *Core[Tx]) ListEarly(ctx context.Context, consumer string, limit int) ([]store.EarlyAggregate, error) {
+// ListEarly implements the operator's part.
+func (c *Core[Tx]) ListEarly(ctx context.Context, consumer string, limit int) ([]seam.EarlyAggregate, error) {
 	if limit <= 0 {
 		limit = math.MaxInt32
 	}
-	out := []store.EarlyAggregate{}
+	out := []seam.EarlyAggregate{}
 	err := c.inTx(ctx, func(q Querier) error {
 		rows, err := q.Query(ctx, c.render(earlyList), consumer, limit)
 		if err != nil {
@@ -171,7 +170,7 @@ func (c *Core[Tx]) ListEarly(ctx context.Context, consumer string, limit int) ([
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var a store.EarlyAggregate
+			var a seam.EarlyAggregate
 			var n int64
 			if err := rows.Scan(&a.Consumer, &a.AggregateID, &a.Awaited, &a.FirstVersion, &a.LastVersion, &n, timeDest{&a.OldestHeldAt}); err != nil {
 				return err
@@ -187,19 +186,19 @@ func (c *Core[Tx]) ListEarly(ctx context.Context, consumer string, limit int) ([
 	return out, nil
 }
 
-// Savepoint implements store.Early.
+// Savepoint implements the early events' part (idem's earlyStore).
 func (c *Core[Tx]) Savepoint(ctx context.Context, tx Tx) error {
 	_, err := c.b.Q(tx).Exec(ctx, "SAVEPOINT wary_early")
 	return err
 }
 
-// RollbackTo implements store.Early.
+// RollbackTo implements the early events' part (idem's earlyStore).
 func (c *Core[Tx]) RollbackTo(ctx context.Context, tx Tx) error {
 	_, err := c.b.Q(tx).Exec(ctx, "ROLLBACK TO SAVEPOINT wary_early")
 	return err
 }
 
-// Release implements store.Early.
+// Release implements the early events' part (idem's earlyStore).
 func (c *Core[Tx]) Release(ctx context.Context, tx Tx) error {
 	_, err := c.b.Q(tx).Exec(ctx, "RELEASE SAVEPOINT wary_early")
 	return err

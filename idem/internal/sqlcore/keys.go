@@ -6,28 +6,28 @@ package sqlcore
 import (
 	"context"
 	"fmt"
+	"github.com/wary-go/wary/idem/internal/seam"
+	"github.com/wary-go/wary/idem/keys"
 	"time"
-
-	"github.com/wary-go/wary/idem/store"
 )
 
 const keyCols = `provider, idem_key, intent, state, attempts, result, error, created_at, first_call_at, last_call_at,
 	lease_until, done_at`
 
-// StageKey implements store.KeyStore.
-func (o *Outbox[Tx]) StageKey(ctx context.Context, tx Tx, provider, key string, intent []byte, at time.Time) (store.KeyRecord, bool, error) {
+// StageKey implements the keys' part (keys' keyStore).
+func (o *Outbox[Tx]) StageKey(ctx context.Context, tx Tx, provider, key string, intent []byte, at time.Time) (keys.Record, bool, error) {
 	q := o.c.b.Q(tx)
 	n, err := q.Exec(ctx, o.c.render(`INSERT INTO {{idempotency_keys}} (provider, idem_key, intent, state, created_at)
 		VALUES ($1, $2, $3, 0, $4) ON CONFLICT (provider, idem_key) DO NOTHING`), provider, key, intent, o.c.d.Time(at))
 	if err != nil {
-		return store.KeyRecord{}, false, err
+		return keys.Record{}, false, err
 	}
 	rec, _, err := o.getKey(ctx, q, provider, key)
 	return rec, n == 1, err
 }
 
-func (o *Outbox[Tx]) getKey(ctx context.Context, q Querier, provider, key string) (store.KeyRecord, bool, error) {
-	var r store.KeyRecord
+func (o *Outbox[Tx]) getKey(ctx context.Context, q Querier, provider, key string) (keys.Record, bool, error) {
+	var r keys.Record
 	err := scanKey(q.QueryRow(ctx, o.c.render(`SELECT `+keyCols+` FROM {{idempotency_keys}} WHERE provider = $1 AND idem_key = $2`), provider, key), &r)
 	if o.c.d.IsNoRows(err) {
 		return r, false, nil
@@ -35,16 +35,16 @@ func (o *Outbox[Tx]) getKey(ctx context.Context, q Querier, provider, key string
 	return r, err == nil, err
 }
 
-func scanKey(s interface{ Scan(...any) error }, r *store.KeyRecord) error {
+func scanKey(s interface{ Scan(...any) error }, r *keys.Record) error {
 	var state int
 	err := s.Scan(&r.Provider, &r.Key, &r.Intent, &state, &r.Attempts, &r.Result, &r.Error, timeDest{&r.CreatedAt},
 		nullTimeDest{&r.FirstCallAt}, nullTimeDest{&r.LastCallAt}, nullTimeDest{&r.LeaseUntil}, nullTimeDest{&r.DoneAt})
-	r.State = store.KeyState(state)
+	r.State = keys.State(state)
 	return err
 }
 
-// GetKey implements store.KeyStore.
-func (o *Outbox[Tx]) GetKey(ctx context.Context, provider, key string) (rec store.KeyRecord, ok bool, err error) {
+// GetKey implements the keys' part (keys' keyStore).
+func (o *Outbox[Tx]) GetKey(ctx context.Context, provider, key string) (rec keys.Record, ok bool, err error) {
 	err = o.read(ctx, func(q Querier) error {
 		rec, ok, err = o.getKey(ctx, q, provider, key)
 		return err
@@ -52,7 +52,7 @@ func (o *Outbox[Tx]) GetKey(ctx context.Context, provider, key string) (rec stor
 	return rec, ok, err
 }
 
-// StartKeyCall implements store.KeyStore.
+// StartKeyCall implements the keys' part (keys' keyStore).
 func (o *Outbox[Tx]) StartKeyCall(ctx context.Context, provider, key string, attempts int, at, leaseUntil time.Time) (bool, error) {
 	var n int64
 	err := o.c.inTx(ctx, func(q Querier) error {
@@ -66,18 +66,18 @@ func (o *Outbox[Tx]) StartKeyCall(ctx context.Context, provider, key string, att
 	return n == 1, err
 }
 
-// FinishKeyCall implements store.KeyStore.
-func (o *Outbox[Tx]) FinishKeyCall(ctx context.Context, provider, key string, attempts int, out store.KeyOutcome, at time.Time) (bool, error) {
+// FinishKeyCall implements the keys' part (keys' keyStore).
+func (o *Outbox[Tx]) FinishKeyCall(ctx context.Context, provider, key string, attempts int, out keys.Outcome, at time.Time) (bool, error) {
 	var q string
 	args := []any{provider, key, attempts}
 	switch out.State {
-	case store.KeyStaged: // the provider never saw it: as if never called
+	case keys.Staged: // the provider never saw it: as if never called
 		q = `UPDATE {{idempotency_keys}} SET state = 0, first_call_at = NULL, lease_until = NULL, error = $4`
 		args = append(args, out.Error)
-	case store.KeySucceeded, store.KeyFailed:
+	case keys.Succeeded, keys.Failed:
 		q = `UPDATE {{idempotency_keys}} SET state = $4, result = $5, error = $6, done_at = $7, lease_until = NULL`
 		args = append(args, int(out.State), nonNil(out.Result), out.Error, o.c.d.Time(at))
-	case store.KeyUnknown:
+	case keys.Unknown:
 		q = `UPDATE {{idempotency_keys}} SET state = 4, error = $4, lease_until = NULL`
 		args = append(args, out.Error)
 	default:
@@ -100,8 +100,8 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// ListKeys implements store.KeyStore.
-func (o *Outbox[Tx]) ListKeys(ctx context.Context, f store.KeyFilter) ([]store.KeyRecord, error) {
+// ListKeys implements the keys' part (keys' keyStore).
+func (o *Outbox[Tx]) ListKeys(ctx context.Context, f seam.KeyFilter[keys.State]) ([]keys.Record, error) {
 	q := `SELECT ` + keyCols + ` FROM {{idempotency_keys}} WHERE provider = $1`
 	args := []any{f.Provider}
 	if len(f.States) > 0 {
@@ -121,7 +121,7 @@ func (o *Outbox[Tx]) ListKeys(ctx context.Context, f store.KeyFilter) ([]store.K
 	if f.Limit > 0 {
 		q += " LIMIT " + bind(&args, f.Limit)
 	}
-	var out []store.KeyRecord
+	var out []keys.Record
 	err := o.read(ctx, func(qr Querier) error {
 		rs, err := qr.Query(ctx, o.c.render(q), args...)
 		if err != nil {
@@ -129,7 +129,7 @@ func (o *Outbox[Tx]) ListKeys(ctx context.Context, f store.KeyFilter) ([]store.K
 		}
 		defer rs.Close()
 		for rs.Next() {
-			var r store.KeyRecord
+			var r keys.Record
 			if err := scanKey(rs, &r); err != nil {
 				return err
 			}
@@ -140,7 +140,7 @@ func (o *Outbox[Tx]) ListKeys(ctx context.Context, f store.KeyFilter) ([]store.K
 	return out, err
 }
 
-// PurgeKeys implements store.KeyStore.
+// PurgeKeys implements the keys' part (keys' keyStore).
 func (o *Outbox[Tx]) PurgeKeys(ctx context.Context, provider string, before time.Time, limit int) (int, error) {
 	var n int64
 	err := o.c.inTx(ctx, func(q Querier) error {

@@ -4,15 +4,14 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/wary-go/wary/idem/internal/seam"
+	"github.com/wary-go/wary/idem/outbox"
 	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/wary-go/wary/idem/internal/check"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // OutboxDialect is what differs between the databases for the outbox.
@@ -65,7 +64,7 @@ type OutboxDialect struct {
 	MarkSent string
 }
 
-// Outbox implements store.OutboxStore[Tx] on a Core.
+// Outbox implements the outbox's part (outbox's outboxStore) on a Core.
 type Outbox[Tx any] struct {
 	c       *Core[Tx]
 	d       OutboxDialect
@@ -172,8 +171,8 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 // Channel is the PostgreSQL notification channel of this outbox.
 func (o *Outbox[Tx]) Channel() string { return o.channel }
 
-// AddOutbox implements store.OutboxStore.
-func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []store.OutboxMessage, at time.Time) ([]int64, error) {
+// AddOutbox implements the outbox's part (outbox's outboxStore).
+func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []outbox.Message, at time.Time) ([]int64, error) {
 	q := o.c.b.Q(tx)
 	if o.q.addOne != "" {
 		if len(msgs) == 0 {
@@ -276,7 +275,7 @@ func (o *Outbox[Tx]) ClaimOutbox(ctx context.Context, r Claim) (Batch, error) {
 	if o.d.Read != nil {
 		return o.claimLeased(ctx, r)
 	}
-	var rows []store.OutboxRow
+	var rows []outbox.Row
 	err := o.c.inTx(ctx, func(q Querier) error {
 		ok, err := o.takeLease(ctx, q, r)
 		if ok && err == nil {
@@ -315,7 +314,7 @@ func (o *Outbox[Tx]) claimHeld(ctx context.Context, r Claim) (Batch, error) {
 // that check.OutboxMessage refuses (another writer's), give the row
 // Invalid rather than an error: the relay quarantines it, and the claim
 // goes on with the other rows.
-func scanOutbox(rs interface{ Scan(...any) error }, r *store.OutboxRow, extra ...any) error {
+func scanOutbox(rs interface{ Scan(...any) error }, r *outbox.Row, extra ...any) error {
 	var h string
 	var state int
 	dest := []any{&r.RowID, &r.ID, &r.AggregateID, &r.Version, &r.Sequence, &r.Type, &h, &r.Payload, &state, &r.Attempts,
@@ -323,8 +322,8 @@ func scanOutbox(rs interface{ Scan(...any) error }, r *store.OutboxRow, extra ..
 	if err := rs.Scan(append(dest, extra...)...); err != nil {
 		return err
 	}
-	r.State = store.OutboxState(state)
-	check.OutboxRow(r, h, nil) // a row that does not decode is returned, Invalid
+	r.State = outbox.State(state)
+	DecodeRow(r, h, nil) // a row that does not decode is returned, Invalid
 	return nil
 }
 
@@ -332,13 +331,13 @@ func scanOutbox(rs interface{ Scan(...any) error }, r *store.OutboxRow, extra ..
 // transaction (and the row locks) until Complete or Release.
 type batch[Tx any] struct {
 	o      *Outbox[Tx]
-	rows   []store.OutboxRow
+	rows   []outbox.Row
 	h      Held // the claiming transaction, if held
 	done   bool
 	keeper *leaseKeeper[Tx] // lease mode: renews the lease while held
 }
 
-func (b *batch[Tx]) Rows() []store.OutboxRow { return b.rows }
+func (b *batch[Tx]) Rows() []outbox.Row { return b.rows }
 
 func (b *batch[Tx]) Lost() <-chan struct{} {
 	if b.keeper == nil {
@@ -347,7 +346,7 @@ func (b *batch[Tx]) Lost() <-chan struct{} {
 	return b.keeper.lost
 }
 
-func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []store.OutboxFailure, at time.Time) error {
+func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []seam.OutboxFailure, at time.Time) error {
 	if b.done {
 		return fmt.Errorf("idem: outbox batch already finished")
 	}
@@ -372,7 +371,7 @@ func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []store.O
 			// Only the lease holder marks: check and extend it in the
 			// marking transaction.
 			if ok, err := b.keeper.renew(ctx, q, at); err != nil || !ok {
-				return cmp.Or(err, store.ErrLeaseLost)
+				return cmp.Or(err, outbox.ErrLeaseLost)
 			}
 		}
 		for _, s := range stmts {
@@ -385,7 +384,7 @@ func (b *batch[Tx]) Complete(ctx context.Context, sent []int64, failed []store.O
 }
 
 // markStmts are the statements that mark sent as sent and record failed.
-func (o *Outbox[Tx]) markStmts(sent []int64, failed []store.OutboxFailure, at time.Time) []Stmt {
+func (o *Outbox[Tx]) markStmts(sent []int64, failed []seam.OutboxFailure, at time.Time) []Stmt {
 	var stmts []Stmt
 	switch {
 	case len(sent) == 0:
@@ -403,10 +402,10 @@ func (o *Outbox[Tx]) markStmts(sent []int64, failed []store.OutboxFailure, at ti
 		}
 	}
 	for _, f := range failed {
-		state := store.OutboxPending
+		state := outbox.Pending
 		next := f.NextAttempt
 		if f.Quarantine {
-			state, next = store.OutboxQuarantined, at
+			state, next = outbox.Quarantined, at
 		}
 		stmts = append(stmts, Stmt{o.q.failed, []any{f.RowID, f.Error, o.c.d.Time(next), int(state)}})
 	}
@@ -414,7 +413,7 @@ func (o *Outbox[Tx]) markStmts(sent []int64, failed []store.OutboxFailure, at ti
 }
 
 // FailStmts are the statements that record failed.
-func (o *Outbox[Tx]) FailStmts(failed []store.OutboxFailure, at time.Time) []Stmt {
+func (o *Outbox[Tx]) FailStmts(failed []seam.OutboxFailure, at time.Time) []Stmt {
 	return o.markStmts(nil, failed, at)
 }
 
@@ -459,9 +458,9 @@ func (o *Outbox[Tx]) ReleaseOutbox(ctx context.Context, owner string) error {
 	})
 }
 
-// OutboxHealth implements store.OutboxAdmin.
-func (o *Outbox[Tx]) OutboxHealth(ctx context.Context, now time.Time) (store.OutboxHealth, error) {
-	var h store.OutboxHealth
+// OutboxHealth implements the relay's part (outbox's relayStore).
+func (o *Outbox[Tx]) OutboxHealth(ctx context.Context, now time.Time) (outbox.Health, error) {
+	var h outbox.Health
 	err := o.read(ctx, func(q Querier) error {
 		return q.QueryRow(ctx, o.q.health).Scan(&h.Backlog, &h.Retrying, &h.Quarantined, nullTimeDest{&h.OldestUnsent})
 	})
@@ -471,8 +470,8 @@ func (o *Outbox[Tx]) OutboxHealth(ctx context.Context, now time.Time) (store.Out
 	return h, err
 }
 
-// ListOutbox implements store.OutboxAdmin.
-func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f store.OutboxFilter) ([]store.OutboxRow, error) {
+// ListOutbox implements the relay's part (outbox's relayStore).
+func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f seam.OutboxFilter[outbox.State]) ([]outbox.Row, error) {
 	var w []string
 	var args []any
 	if len(f.States) > 0 {
@@ -495,7 +494,7 @@ func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f store.OutboxFilter) ([]st
 	if f.Limit > 0 {
 		q += " LIMIT " + bind(&args, f.Limit)
 	}
-	var out []store.OutboxRow
+	var out []outbox.Row
 	err := o.read(ctx, func(qr Querier) error {
 		rs, err := qr.Query(ctx, o.c.d.Rebind(q), args...)
 		if err != nil {
@@ -503,7 +502,7 @@ func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f store.OutboxFilter) ([]st
 		}
 		defer rs.Close()
 		for rs.Next() {
-			var r store.OutboxRow
+			var r outbox.Row
 			if err := scanOutbox(rs, &r); err != nil {
 				return err
 			}
@@ -515,7 +514,7 @@ func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f store.OutboxFilter) ([]st
 }
 
 // states appends ss to args and returns their placeholders.
-func states(args *[]any, ss []store.OutboxState) string {
+func states(args *[]any, ss []outbox.State) string {
 	parts := make([]string, len(ss))
 	for i, s := range ss {
 		parts[i] = bind(args, int(s))
@@ -530,13 +529,13 @@ func bind(args *[]any, v any) string {
 	return "$" + strconv.Itoa(len(*args))
 }
 
-// SetOutboxState implements store.OutboxAdmin.
-func (o *Outbox[Tx]) SetOutboxState(ctx context.Context, rowID int64, to store.OutboxState, at time.Time, from ...store.OutboxState) (bool, error) {
+// SetOutboxState implements the relay's part (outbox's relayStore).
+func (o *Outbox[Tx]) SetOutboxState(ctx context.Context, rowID int64, to outbox.State, at time.Time, from ...outbox.State) (bool, error) {
 	var q string
 	switch to {
-	case store.OutboxPending:
+	case outbox.Pending:
 		q = o.q.requeue
-	case store.OutboxDiscarded:
+	case outbox.Discarded:
 		q = o.q.discard
 	default:
 		return false, fmt.Errorf("idem: cannot set an outbox row to %s", to)
@@ -554,7 +553,7 @@ func (o *Outbox[Tx]) SetOutboxState(ctx context.Context, rowID int64, to store.O
 	return n == 1, err
 }
 
-// PurgeOutbox implements store.OutboxAdmin.
+// PurgeOutbox implements the relay's part (outbox's relayStore).
 func (o *Outbox[Tx]) PurgeOutbox(ctx context.Context, before time.Time, limit int) (int, error) {
 	var n int64
 	err := o.c.inTx(ctx, func(q Querier) error {

@@ -4,10 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/wary-go/wary/idem/outbox"
 	"slices"
 	"time"
-
-	"github.com/wary-go/wary/idem/store"
 )
 
 // addOne is the adding transaction's single statement where the dialect
@@ -94,7 +93,7 @@ const addSingle = `WITH c AS (
 // the function always notifies, as before. TestWakeAddWaitsForIdle
 // (idem/postgres) holds the lock in a relay going idle while an add waits
 // for it, and fails if the add does not notify.
-func (o *Outbox[Tx]) addOneStatement(ctx context.Context, q Querier, msgs []store.OutboxMessage, at time.Time) ([]int64, error) {
+func (o *Outbox[Tx]) addOneStatement(ctx context.Context, q Querier, msgs []outbox.Message, at time.Time) ([]int64, error) {
 	if len(msgs) == 1 {
 		return o.addSingleRow(ctx, q, msgs[0], at)
 	}
@@ -164,7 +163,7 @@ func (o *Outbox[Tx]) addOneStatement(ctx context.Context, q Querier, msgs []stor
 }
 
 // addSingleRow is addOneStatement for one message (see addSingle).
-func (o *Outbox[Tx]) addSingleRow(ctx context.Context, q Querier, m store.OutboxMessage, at time.Time) ([]int64, error) {
+func (o *Outbox[Tx]) addSingleRow(ctx context.Context, q Querier, m outbox.Message, at time.Time) ([]int64, error) {
 	h, err := headerText(m.Headers)
 	if err != nil {
 		return nil, err
@@ -191,7 +190,7 @@ func headerText(h map[string]string) (string, error) {
 }
 
 // payloadOf is a row's payload column, never NULL.
-func payloadOf(m store.OutboxMessage) []byte {
+func payloadOf(m outbox.Message) []byte {
 	if m.Payload == nil {
 		return []byte{}
 	}

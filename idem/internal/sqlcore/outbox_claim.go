@@ -2,11 +2,11 @@ package sqlcore
 
 import (
 	"context"
+	"github.com/wary-go/wary/idem/internal/seam"
+	"github.com/wary-go/wary/idem/outbox"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/wary-go/wary/idem/store"
 )
 
 // Claim is a claim request.
@@ -28,10 +28,10 @@ type Claim struct {
 // must be called.
 type Batch interface {
 	// Rows are the claimed rows, each aggregate's in sequence order.
-	Rows() []store.OutboxRow
+	Rows() []outbox.Row
 	// Complete marks sent as sent and records failed, in one transaction,
 	// and releases the claim.
-	Complete(ctx context.Context, sent []int64, failed []store.OutboxFailure, at time.Time) error
+	Complete(ctx context.Context, sent []int64, failed []seam.OutboxFailure, at time.Time) error
 	// Release releases the claim and records nothing.
 	Release(ctx context.Context) error
 	// Lost is closed when a lease renewal found the lease gone (nil for a
@@ -78,7 +78,7 @@ type Batch interface {
 // A claim from the first aggregate (first, and below: its $1 is always
 // "") starts at $1 itself, so that a row whose aggregate ID is empty (no
 // Add writes one; another writer can) is claimed too, and quarantined
-// (store.OutboxRow.Invalid) rather than left in the table unseen.
+// (outbox.Row.Invalid) rather than left in the table unseen.
 func claimQuery(skipLocked, below, first bool) string {
 	bound, per, rows := "", "$5", "$6"
 	if below {
@@ -130,7 +130,7 @@ func visit(limit int) int { return 4*limit + 16 }
 
 // claimed is a claim query's rows with their heads' sequences and ranks.
 type claimed struct {
-	rows  []store.OutboxRow
+	rows  []outbox.Row
 	heads int
 	seq   map[string]int64 // each aggregate's head
 	rank  map[string]int   // each aggregate's order in the claim
@@ -146,7 +146,7 @@ func (c *claimed) run(ctx context.Context, q Querier, query string, args []any) 
 	defer rs.Close()
 	base := c.top // ranks of a second query follow the first's
 	for rs.Next() {
-		var r store.OutboxRow
+		var r outbox.Row
 		var seq, n int64
 		if err := scanOutbox(rs, &r, &seq, &n); err != nil {
 			return err
@@ -164,7 +164,7 @@ func (c *claimed) run(ctx context.Context, q Querier, query string, args []any) 
 // claim reads the rows to claim (locking their heads in SkipLocked mode),
 // starting after the aggregate where the last claim stopped, so that every
 // aggregate's turn comes.
-func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r Claim) ([]store.OutboxRow, error) {
+func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r Claim) ([]outbox.Row, error) {
 	now := o.c.d.Time(r.Now)
 	rows, per := max(r.Limit, 1), max(r.PerAggregate, 1)
 	limit := rows // heads
@@ -204,15 +204,15 @@ func (o *Outbox[Tx]) claim(ctx context.Context, q Querier, r Claim) ([]store.Out
 	// Round-robin over aggregates up to rows rows, then group each
 	// aggregate's rows in sequence order, aggregates in head order.
 	all, order := c.rows, c.rank
-	rank := func(r store.OutboxRow) int64 { return r.Sequence - c.seq[r.AggregateID] }
-	slices.SortFunc(all, func(a, b store.OutboxRow) int {
+	rank := func(r outbox.Row) int64 { return r.Sequence - c.seq[r.AggregateID] }
+	slices.SortFunc(all, func(a, b outbox.Row) int {
 		if ra, rb := rank(a), rank(b); ra != rb {
 			return int(ra - rb)
 		}
 		return order[a.AggregateID] - order[b.AggregateID]
 	})
 	all = all[:min(len(all), rows)]
-	slices.SortFunc(all, func(a, b store.OutboxRow) int {
+	slices.SortFunc(all, func(a, b outbox.Row) int {
 		if oa, ob := order[a.AggregateID], order[b.AggregateID]; oa != ob {
 			return oa - ob
 		}

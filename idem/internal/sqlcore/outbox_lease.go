@@ -3,10 +3,9 @@ package sqlcore
 import (
 	"context"
 	"fmt"
+	"github.com/wary-go/wary/idem/outbox"
 	"sync"
 	"time"
-
-	"github.com/wary-go/wary/idem/store"
 )
 
 func (o *Outbox[Tx]) takeLease(ctx context.Context, q Querier, r Claim) (bool, error) {
@@ -25,7 +24,7 @@ func (o *Outbox[Tx]) takeLease(ctx context.Context, q Querier, r Claim) (bool, e
 // rows it read stay its own until it marks them or its lease runs out.
 func (o *Outbox[Tx]) claimLeased(ctx context.Context, r Claim) (Batch, error) {
 	var free, renew bool
-	var rows []store.OutboxRow
+	var rows []outbox.Row
 	err := o.d.Read(ctx, func(q Querier) error {
 		var owner string
 		var until time.Time

@@ -3,6 +3,8 @@ package sqlcore
 import (
 	"context"
 	"fmt"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/names"
 	"hash/fnv"
 	"io/fs"
 	"path"
@@ -10,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/wary-go/wary/idem/store"
 )
 
 type queries struct {
@@ -59,7 +59,7 @@ func parkedList(body bool) string {
 
 // quoteTable quotes a validated, possibly schema-qualified, table name.
 func (c *Core[Tx]) quoteTable(name string) (string, error) {
-	parts, err := store.ValidateTableName(name)
+	parts, err := names.ValidateTableName(name)
 	if err != nil {
 		return "", err
 	}
@@ -69,12 +69,12 @@ func (c *Core[Tx]) quoteTable(name string) (string, error) {
 	return c.d.Quote("", parts[0]), nil
 }
 
-// CheckVersion implements store.Store.
-func (c *Core[Tx]) CheckVersion(ctx context.Context, tx Tx, t store.VersionTable, id string, version int64) (store.VersionCheck, error) {
+// CheckVersion implements the inbox's part (idem's inboxStore).
+func (c *Core[Tx]) CheckVersion(ctx context.Context, tx Tx, t idem.VersionTable, id string, version int64) (idem.VersionCheck, error) {
 	qs, ok := c.cache.Load(t)
 	if !ok {
 		if err := t.Validate(); err != nil {
-			return store.VersionCheck{}, err
+			return idem.VersionCheck{}, err
 		}
 		tbl, _ := c.quoteTable(t.Table)
 		idc, vc := c.d.Quote("", t.IDColumn), c.d.Quote("", t.VersionColumn)
@@ -88,35 +88,35 @@ func (c *Core[Tx]) CheckVersion(ctx context.Context, tx Tx, t store.VersionTable
 	db := c.b.Q(tx)
 	n, err := db.Exec(ctx, q[0], id, version, version-1)
 	if err != nil {
-		return store.VersionCheck{}, err
+		return idem.VersionCheck{}, err
 	}
 	if n == 1 {
-		return store.VersionCheck{Result: store.VersionApplied, Current: version}, nil
+		return idem.VersionCheck{Result: idem.VersionApplied, Current: version}, nil
 	}
 	var cur int64
 	err = db.QueryRow(ctx, q[1], id).Scan(&cur)
 	switch {
 	case c.d.IsNoRows(err):
-		return store.VersionCheck{Result: store.VersionMissing}, nil
+		return idem.VersionCheck{Result: idem.VersionMissing}, nil
 	case err != nil:
-		return store.VersionCheck{}, err
+		return idem.VersionCheck{}, err
 	case cur >= version:
-		return store.VersionCheck{Result: store.VersionStale, Current: cur}, nil
+		return idem.VersionCheck{Result: idem.VersionStale, Current: cur}, nil
 	case cur == version-1:
 		// Updated by a transaction that committed between our two
 		// statements: treat as a gap, so that the retry applies it.
 		fallthrough
 	default:
-		return store.VersionCheck{Result: store.VersionGap, Current: cur}, nil
+		return idem.VersionCheck{Result: idem.VersionGap, Current: cur}, nil
 	}
 }
 
-// Transition implements store.Store.
-func (c *Core[Tx]) Transition(ctx context.Context, tx Tx, t store.StateTable, id, to string, from ...string) (store.TransitionCheck, error) {
+// Transition implements the inbox's part (idem's inboxStore).
+func (c *Core[Tx]) Transition(ctx context.Context, tx Tx, t idem.StateTable, id, to string, from ...string) (idem.TransitionCheck, error) {
 	qs, ok := c.cache.Load(t)
 	if !ok {
 		if err := t.Validate(); err != nil {
-			return store.TransitionCheck{}, err
+			return idem.TransitionCheck{}, err
 		}
 		tbl, _ := c.quoteTable(t.Table)
 		idc, sc := c.d.Quote("", t.IDColumn), c.d.Quote("", t.StateColumn)
@@ -143,23 +143,23 @@ func (c *Core[Tx]) Transition(ctx context.Context, tx Tx, t store.StateTable, id
 		}
 		n, err := db.Exec(ctx, c.d.Rebind(q[0]+strings.Join(ph, ", ")+")"), args...)
 		if err != nil {
-			return store.TransitionCheck{}, err
+			return idem.TransitionCheck{}, err
 		}
 		if n == 1 {
-			return store.TransitionCheck{Result: store.TransitionApplied, State: to}, nil
+			return idem.TransitionCheck{Result: idem.TransitionApplied, State: to}, nil
 		}
 	}
 	var cur string
 	err := db.QueryRow(ctx, q[1], id).Scan(&cur)
 	switch {
 	case c.d.IsNoRows(err):
-		return store.TransitionCheck{Result: store.TransitionMissing}, nil
+		return idem.TransitionCheck{Result: idem.TransitionMissing}, nil
 	case err != nil:
-		return store.TransitionCheck{}, err
+		return idem.TransitionCheck{}, err
 	case cur == to:
-		return store.TransitionCheck{Result: store.TransitionAlready, State: cur}, nil
+		return idem.TransitionCheck{Result: idem.TransitionAlready, State: cur}, nil
 	}
-	return store.TransitionCheck{Result: store.TransitionInvalid, State: cur}, nil
+	return idem.TransitionCheck{Result: idem.TransitionInvalid, State: cur}, nil
 }
 
 // Migrate applies the migrations in dir of fsys that are not applied yet,

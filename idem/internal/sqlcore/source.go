@@ -9,8 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/signal"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // PollOptions are a polling source's settings (the store's).
@@ -27,7 +28,7 @@ type PollOptions struct {
 	// Wake, if not nil, is the store's wake-up: the source listens, and
 	// tells it when it goes idle and when it finds work again.
 	Wake Wake
-	// Guard, if not nil, reports an error matching store.ErrOtherSource
+	// Guard, if not nil, reports an error matching outbox.ErrOtherSource
 	// while a source of another kind serves the outbox: the source then
 	// stands by. It is asked at Next without wait, and by the claim loops
 	// at most every PollInterval.
@@ -66,11 +67,11 @@ const DefaultPerAggregate = 10
 // or at most PollInterval (see pace for the whole policy).
 type PollSource[Tx any] struct {
 	o     *Outbox[Tx]
-	c     store.SourceConfig
+	c     seam.SourceConfig
 	p     PollOptions
 	depth int
 
-	ready  chan *store.Batch
+	ready  chan *seam.Batch[outbox.Row]
 	once   sync.Once
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -89,7 +90,7 @@ type PollSource[Tx any] struct {
 
 	gmu     sync.Mutex // serialises guard
 	guarded time.Time  // when the guard was last asked
-	gerr    error      // and what it said (store.ErrOtherSource, or nil)
+	gerr    error      // and what it said (outbox.ErrOtherSource, or nil)
 }
 
 // pollHandle is a live batch's part of the source.
@@ -102,8 +103,8 @@ type pollHandle struct {
 }
 
 // PollSource returns a polling source on o for a relay configured by c.
-func (o *Outbox[Tx]) PollSource(c store.SourceConfig, p PollOptions) *PollSource[Tx] {
-	s := &PollSource[Tx]{o: o, c: c, p: p, depth: 1, ready: make(chan *store.Batch)}
+func (o *Outbox[Tx]) PollSource(c seam.SourceConfig, p PollOptions) *PollSource[Tx] {
+	s := &PollSource[Tx]{o: o, c: c, p: p, depth: 1, ready: make(chan *seam.Batch[outbox.Row])}
 	if o.d.SkipLocked {
 		s.depth = max(p.Pipeline, 1)
 	}
@@ -111,10 +112,10 @@ func (o *Outbox[Tx]) PollSource(c store.SourceConfig, p PollOptions) *PollSource
 	return s
 }
 
-var _ store.Source = (*PollSource[any])(nil)
+var _ seam.Source[outbox.Row] = (*PollSource[any])(nil)
 
-// Next implements store.Source.
-func (s *PollSource[Tx]) Next(ctx context.Context, wait bool) (*store.Batch, error) {
+// Next implements seam.Source[outbox.Row].
+func (s *PollSource[Tx]) Next(ctx context.Context, wait bool) (*seam.Batch[outbox.Row], error) {
 	if !wait {
 		if err := s.guard(ctx, true); err != nil {
 			return nil, err
@@ -140,8 +141,8 @@ func (s *PollSource[Tx]) Next(ctx context.Context, wait bool) (*store.Batch, err
 	}
 }
 
-// Settle implements store.Source.
-func (s *PollSource[Tx]) Settle(ctx context.Context, b *store.Batch, out *store.Outcome) error {
+// Settle implements seam.Source[outbox.Row].
+func (s *PollSource[Tx]) Settle(ctx context.Context, b *seam.Batch[outbox.Row], out *seam.Outcome) error {
 	h := b.Handle.(*pollHandle)
 	var err error
 	if out == nil {
@@ -158,12 +159,12 @@ func (s *PollSource[Tx]) Settle(ctx context.Context, b *store.Batch, out *store.
 	return err
 }
 
-// State implements store.Source.
-func (s *PollSource[Tx]) State() store.SourceState {
-	return store.SourceState{Kind: "poll", Listening: s.listening.Load(), Standby: s.standby.Load(), Idle: s.idle.Load()}
+// State implements seam.Source[outbox.Row].
+func (s *PollSource[Tx]) State() seam.SourceState {
+	return seam.SourceState{Kind: "poll", Listening: s.listening.Load(), Standby: s.standby.Load(), Idle: s.idle.Load()}
 }
 
-// Close implements store.Source: it stops the claim loops, tells the
+// Close implements seam.Source[outbox.Row]: it stops the claim loops, tells the
 // wake-up that the relay waits no more, and gives up the lease.
 func (s *PollSource[Tx]) Close(ctx context.Context) error {
 	s.once.Do(func() {}) // no loops from now on
@@ -178,7 +179,7 @@ func (s *PollSource[Tx]) Close(ctx context.Context) error {
 // claim claims one batch of the rows due at now (the share of a claim
 // loop, behind a backlog), and returns it (nil if no row is due)
 // with its number of rows.
-func (s *PollSource[Tx]) claim(ctx context.Context, now time.Time) (*store.Batch, int, error) {
+func (s *PollSource[Tx]) claim(ctx context.Context, now time.Time) (*seam.Batch[outbox.Row], int, error) {
 	aggs := s.share()
 	claim := s.o.ClaimOutbox
 	if s.p.Claim != nil {
@@ -202,7 +203,7 @@ func (s *PollSource[Tx]) claim(ctx context.Context, now time.Time) (*store.Batch
 		h.cleared = make(chan struct{})
 		go func() { defer close(h.cleared); s.busy(ctx) }()
 	}
-	return &store.Batch{Rows: rows, Lost: b.Lost(), Handle: h}, len(rows), nil
+	return &seam.Batch[outbox.Row]{Rows: rows, Lost: b.Lost(), Handle: h}, len(rows), nil
 }
 
 // loop is one of the claim loops: it claims a batch, hands it out and
@@ -212,7 +213,7 @@ func (s *PollSource[Tx]) loop(ctx context.Context) {
 		// Before the claim: a wake-up during it is not lost.
 		woken, woke := s.c.Woken(), s.woke.Wait()
 		claimed, err := 0, s.guard(ctx, false)
-		if errors.Is(err, store.ErrOtherSource) {
+		if errors.Is(err, outbox.ErrOtherSource) {
 			if !s.wait(ctx, step{wait: s.c.PollInterval}, woken, woke) {
 				return
 			}
@@ -285,7 +286,7 @@ func (s *PollSource[Tx]) guard(ctx context.Context, force bool) error {
 		return s.gerr
 	}
 	err := s.p.Guard(ctx)
-	other := errors.Is(err, store.ErrOtherSource)
+	other := errors.Is(err, outbox.ErrOtherSource)
 	if err != nil && !other {
 		if ctx.Err() == nil {
 			s.c.Note("guard", err)
@@ -347,7 +348,7 @@ func (s *PollSource[Tx]) share() int {
 // it could, it saw them all; if it took as many as it could, there may be
 // more, and the count at least doubles, so that a share that became too
 // small grows back (to BatchSize, where share no longer bounds a claim).
-func (s *PollSource[Tx]) noteHeads(rows []store.OutboxRow, limit int) int {
+func (s *PollSource[Tx]) noteHeads(rows []outbox.Row, limit int) int {
 	heads := 0
 	for i := range rows {
 		if i == 0 || rows[i].AggregateID != rows[i-1].AggregateID {

@@ -1,5 +1,5 @@
 // Package idemtest is the store test suite of package idem: Run proves, on
-// any store.Store, the inbox's effect-once guarantee under concurrent
+// any store, the inbox's effect-once guarantee under concurrent
 // duplicates, crashes between commit and ack and handler failures, version
 // checks, state-transition guards, parking and replay, retention, and name
 // validation. Stores call it from their tests; Queue is the scripted broker
@@ -18,18 +18,18 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // DB is one test's isolated database, as a store package provides it. A
-// DB whose store expires inbox records by whole tables (store.Expirer),
+// DB whose store expires inbox records by whole tables (it expires records by whole tables),
 // keeping them longer than the retention, has a method ExpiresByTables()
 // bool that returns true: the suite then skips the scenarios that count
 // the records each purge deletes row by row.
 type DB[Tx any] interface {
 	// Open returns a store using table prefix (the store's default when
 	// empty), creating its tables. Invalid prefixes must fail.
-	Open(ctx context.Context, prefix string) (store.Provider[Tx], error)
+	Open(ctx context.Context, prefix string) (idem.Store[Tx], error)
 	// Exec runs a statement, written with $1, $2, ... placeholders, in tx.
 	Exec(ctx context.Context, tx Tx, q string, args ...any) error
 	// QueryRow runs a query in tx.
@@ -89,9 +89,9 @@ type Env[Tx any] struct {
 	T     testing.TB
 	Ctx   context.Context
 	DB    DB[Tx]
-	Store store.Provider[Tx]
+	Store idem.Store[Tx]
 	// Driver is Store's driver, whose methods the scenarios call directly.
-	Driver store.Driver[Tx]
+	Driver Driver[Tx]
 }
 
 // Setup opens a store with prefix on a fresh database and creates the
@@ -104,7 +104,7 @@ func Setup[Tx any](t testing.TB, f Factory[Tx], prefix string) *Env[Tx] {
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	e := &Env[Tx]{T: t, Ctx: ctx, DB: db, Store: st, Driver: st.Driver()}
+	e := &Env[Tx]{T: t, Ctx: ctx, DB: db, Store: st, Driver: D(st)}
 	e.Exec(`CREATE TABLE effects (message_id TEXT NOT NULL, note TEXT NOT NULL)`)
 	e.Exec(`CREATE TABLE counter (id TEXT PRIMARY KEY, n BIGINT NOT NULL)`)
 	e.Exec(`INSERT INTO counter (id, n) VALUES ('c', 0)`)
@@ -244,14 +244,14 @@ func testNames[Tx any](t *testing.T, f Factory[Tx]) {
 			t.Errorf("NewInbox with Versions %+v: err = %v, want ErrInvalidName", table, err)
 		}
 		e.InTx(func(tx Tx) error {
-			if _, err := e.Driver.CheckVersion(e.Ctx, tx, store.VersionTable(table), "a", 1); !errors.Is(err, idem.ErrInvalidName) {
+			if _, err := e.Driver.CheckVersion(e.Ctx, tx, idem.VersionTable(table), "a", 1); !errors.Is(err, idem.ErrInvalidName) {
 				t.Errorf("CheckVersion(%+v): err = %v, want ErrInvalidName", table, err)
 			}
 			return nil
 		})
 	}
 	e.InTx(func(tx Tx) error {
-		_, err := e.Driver.Transition(e.Ctx, tx, store.StateTable{Table: "orders", IDColumn: "id", StateColumn: `status"`}, "a", "x")
+		_, err := e.Driver.Transition(e.Ctx, tx, idem.StateTable{Table: "orders", IDColumn: "id", StateColumn: `status"`}, "a", "x")
 		if !errors.Is(err, idem.ErrInvalidName) {
 			t.Errorf("Transition with a quote in a column: err = %v, want ErrInvalidName", err)
 		}
@@ -298,9 +298,9 @@ func testMigrate[Tx any](t *testing.T, f Factory[Tx]) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, st := range []store.Driver[Tx]{e.Driver, other.Driver()} {
+	for _, st := range []Driver[Tx]{e.Driver, D(other)} {
 		e.InTx(func(tx Tx) error {
-			c, err := st.Claim(e.Ctx, tx, store.ClaimRequest{Consumer: "c", IDs: []string{"m1"}, At: time.Now()})
+			c, err := st.Claim(e.Ctx, tx, seam.ClaimRequest{Consumer: "c", IDs: []string{"m1"}, At: time.Now()})
 			if err == nil && !c[0].New {
 				err = fmt.Errorf("claim in a fresh inbox failed")
 			}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // testReplayAll parks more messages of one aggregate than a replay loads at
@@ -22,7 +21,7 @@ func testReplayAll[Tx any](t *testing.T, f Factory[Tx]) {
 	park := func(tx Tx, id, agg string, version int64) error {
 		m := Msg(id, "x", agg, version)
 		now := time.Now()
-		return e.Driver.Park(e.Ctx, tx, &store.Parked{Consumer: "replay", MessageID: id, AggregateID: agg, Version: version, Sequence: version,
+		return e.Driver.Park(e.Ctx, tx, &idem.Parked{Consumer: "replay", MessageID: id, AggregateID: agg, Version: version, Sequence: version,
 			Key: agg, Headers: m.Headers, Body: m.Body, Reason: "test", FirstSeen: now, LastSeen: now})
 	}
 	e.InTx(func(tx Tx) error {

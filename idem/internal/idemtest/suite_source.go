@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/seam"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // testSourceContract runs SourceContract on the store's own source.
@@ -17,7 +19,7 @@ func testSourceContract[Tx any](t *testing.T, f Factory[Tx], _ OutboxBroker, _ O
 	SourceContract(t, e, e.Store)
 }
 
-// SourceContract checks what every store.Source must guarantee, on the
+// SourceContract checks what every seam.Source[outbox.Row] must guarantee, on the
 // source p's store hands out for e's outbox (p: e's store, or one on its
 // tables with other source settings):
 //   - each aggregate's rows come in sequence order, within a batch and
@@ -26,7 +28,7 @@ func testSourceContract[Tx any](t *testing.T, f Factory[Tx], _ OutboxBroker, _ O
 //   - a live batch's Lost channel stays open while its claim holds;
 //   - a batch released unsettled (Settle with nil) comes again;
 //   - Close returns once every batch was settled.
-func SourceContract[Tx any](t *testing.T, e *OutboxEnv[Tx], p store.Provider[Tx]) {
+func SourceContract[Tx any](t *testing.T, e *OutboxEnv[Tx], p idem.Store[Tx]) {
 	t.Helper()
 	const aggregates, perAggregate = 3, 4
 	for seq := 1; seq <= perAggregate; seq++ {
@@ -37,12 +39,12 @@ func SourceContract[Tx any](t *testing.T, e *OutboxEnv[Tx], p store.Provider[Tx]
 	ctx, cancel := context.WithTimeout(e.Ctx, time.Minute)
 	defer cancel()
 	never := func() <-chan struct{} { return nil }
-	src, err := p.Driver().OutboxSource(ctx, store.SourceConfig{Owner: "contract", BatchSize: 5, PollInterval: 5 * time.Millisecond,
+	src, err := D(p).OutboxSource(ctx, seam.SourceConfig{Owner: "contract", BatchSize: 5, PollInterval: 5 * time.Millisecond,
 		Now: time.Now, Logger: slog.New(slog.DiscardHandler), Note: func(string, error) {}, Woken: never, Changed: never})
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := func(d time.Duration) *store.Batch {
+	next := func(d time.Duration) *seam.Batch[outbox.Row] {
 		t.Helper()
 		nctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
@@ -52,7 +54,7 @@ func SourceContract[Tx any](t *testing.T, e *OutboxEnv[Tx], p store.Provider[Tx]
 		}
 		return b
 	}
-	inOrder := func(b *store.Batch) {
+	inOrder := func(b *seam.Batch[outbox.Row]) {
 		t.Helper()
 		last := map[string]int64{}
 		for _, r := range b.Rows {
@@ -72,8 +74,8 @@ func SourceContract[Tx any](t *testing.T, e *OutboxEnv[Tx], p store.Provider[Tx]
 		t.Fatalf("release: %v", err)
 	}
 	settled := map[string]int64{} // each aggregate's last sequence published
-	var live []*store.Batch
-	settle := func(b *store.Batch) {
+	var live []*seam.Batch[outbox.Row]
+	settle := func(b *seam.Batch[outbox.Row]) {
 		t.Helper()
 		select {
 		case <-b.Lost:
@@ -88,7 +90,7 @@ func SourceContract[Tx any](t *testing.T, e *OutboxEnv[Tx], p store.Provider[Tx]
 			settled[r.AggregateID] = r.Sequence
 			sent = append(sent, r.RowID)
 		}
-		if err := src.Settle(ctx, b, &store.Outcome{Sent: sent, At: time.Now()}); err != nil {
+		if err := src.Settle(ctx, b, &seam.Outcome{Sent: sent, At: time.Now()}); err != nil {
 			t.Fatalf("settle %s: %v", batchRows(b), err)
 		}
 	}
@@ -133,13 +135,13 @@ func SourceContract[Tx any](t *testing.T, e *OutboxEnv[Tx], p store.Provider[Tx]
 	if err := src.Close(ctx); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	if n := len(e.Rows(store.OutboxFilter{States: []store.OutboxState{store.OutboxPending}})); n != 0 {
+	if n := len(e.Rows(seam.OutboxFilter[outbox.State]{States: []outbox.State{outbox.Pending}})); n != 0 {
 		t.Errorf("%d rows pending after every row was published", n)
 	}
 }
 
 // batchRows lists a batch's rows.
-func batchRows(b *store.Batch) string {
+func batchRows(b *seam.Batch[outbox.Row]) string {
 	s := ""
 	for _, r := range b.Rows {
 		s += fmt.Sprintf("%s:%d ", r.AggregateID, r.Sequence)

@@ -1,4 +1,8 @@
-package store
+// Package names is the one home of the rules for the names wary's stores
+// put into SQL (consumers, providers, table prefixes, tables and columns)
+// and for idempotency keys: idem, idem/keys and the SQL stores call it, and
+// idem re-exports ErrInvalidName and MaxNameLen, idem/keys MaxKeyLen.
+package names
 
 import (
 	"errors"
@@ -105,50 +109,6 @@ func ValidateTableName(name string) ([]string, error) {
 		}
 	}
 	return parts, nil
-}
-
-// VersionTable names the table, and its columns, that a version check
-// updates: the consumer's own state table, one row per aggregate.
-type VersionTable struct {
-	// Table is the table name, optionally schema-qualified ("app.orders").
-	Table string
-	// IDColumn holds the aggregate ID (a text or UUID column).
-	IDColumn string
-	// VersionColumn holds the aggregate's version (an integer column).
-	VersionColumn string
-}
-
-// Validate checks every name of t.
-func (t VersionTable) Validate() error {
-	if _, err := ValidateTableName(t.Table); err != nil {
-		return err
-	}
-	if err := ValidateIdentifier("ID column", t.IDColumn); err != nil {
-		return err
-	}
-	return ValidateIdentifier("version column", t.VersionColumn)
-}
-
-// StateTable names the table, and its columns, that a state-transition guard
-// updates.
-type StateTable struct {
-	// Table is the table name, optionally schema-qualified.
-	Table string
-	// IDColumn holds the entity ID (a text or UUID column).
-	IDColumn string
-	// StateColumn holds the state, as text.
-	StateColumn string
-}
-
-// Validate checks every name of t.
-func (t StateTable) Validate() error {
-	if _, err := ValidateTableName(t.Table); err != nil {
-		return err
-	}
-	if err := ValidateIdentifier("ID column", t.IDColumn); err != nil {
-		return err
-	}
-	return ValidateIdentifier("state column", t.StateColumn)
 }
 
 // QuoteIdentifier quotes one identifier part in the SQL standard way shared

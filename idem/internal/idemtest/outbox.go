@@ -12,8 +12,9 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // OutboxBroker is a real driver for the outbox scenarios: one topic,
@@ -40,8 +41,8 @@ type OutboxCaps struct {
 	ConcurrentWriters bool
 }
 
-// RunOutbox runs the outbox and relay scenarios on a store implementing
-// store.OutboxStore[Tx], with b's driver as the broker, and the
+// RunOutbox runs the outbox and relay scenarios on a store (its outbox's
+// and relay's parts), with b's driver as the broker, and the
 // idempotency-key scenarios (RunKeys).
 func RunOutbox[Tx any](t *testing.T, f Factory[Tx], b func(t testing.TB) OutboxBroker, caps OutboxCaps) {
 	tests := []struct {
@@ -81,13 +82,13 @@ type Source struct {
 // SourceDB is implemented by a DB whose stores can give their relays other
 // source settings: WithSource returns a store on p's tables with s's.
 type SourceDB[Tx any] interface {
-	WithSource(p store.Provider[Tx], s Source) (store.Provider[Tx], error)
+	WithSource(p idem.Store[Tx], s Source) (idem.Store[Tx], error)
 }
 
 // OutboxEnv is an Env whose store has an outbox.
 type OutboxEnv[Tx any] struct {
 	*Env[Tx]
-	OS     store.Driver[Tx]
+	OS     Driver[Tx]
 	Outbox *outbox.Outbox[Tx]
 }
 
@@ -137,7 +138,7 @@ func (e *OutboxEnv[Tx]) SourceRelay(topic *broker.Topic, src Source, o *outbox.R
 	return e.relayOn(p, topic, o)
 }
 
-func (e *OutboxEnv[Tx]) relayOn(p store.Provider[Tx], topic *broker.Topic, o *outbox.RelayOptions) *outbox.Relay {
+func (e *OutboxEnv[Tx]) relayOn(p idem.Store[Tx], topic *broker.Topic, o *outbox.RelayOptions) *outbox.Relay {
 	e.T.Helper()
 	if o == nil {
 		o = &outbox.RelayOptions{}
@@ -162,7 +163,7 @@ func (e *OutboxEnv[Tx]) relayOn(p store.Provider[Tx], topic *broker.Topic, o *ou
 }
 
 // Rows lists the outbox rows matching f.
-func (e *OutboxEnv[Tx]) Rows(f store.OutboxFilter) []store.OutboxRow {
+func (e *OutboxEnv[Tx]) Rows(f seam.OutboxFilter[outbox.State]) []outbox.Row {
 	e.T.Helper()
 	rows, err := e.OS.ListOutbox(e.Ctx, f)
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // testWindowFailure: one message in the middle of a published batch
@@ -33,12 +33,12 @@ func testWindowFailure[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Ou
 	if n, err := r.Drain(e.Ctx); n != 4 || err != nil {
 		t.Fatalf("Drain: %d, %v; want 4 (a-1, a-2, b-1, b-2)", n, err)
 	}
-	state := map[string]store.OutboxRow{}
-	for _, row := range e.Rows(store.OutboxFilter{}) {
+	state := map[string]outbox.Row{}
+	for _, row := range e.Rows(seam.OutboxFilter[outbox.State]{}) {
 		state[row.ID] = row
 	}
-	for id, want := range map[string]store.OutboxState{"a-1": store.OutboxSent, "a-2": store.OutboxSent, "a-3": store.OutboxPending,
-		"a-4": store.OutboxPending, "a-5": store.OutboxPending, "b-1": store.OutboxSent, "b-2": store.OutboxSent} {
+	for id, want := range map[string]outbox.State{"a-1": outbox.Sent, "a-2": outbox.Sent, "a-3": outbox.Pending,
+		"a-4": outbox.Pending, "a-5": outbox.Pending, "b-1": outbox.Sent, "b-2": outbox.Sent} {
 		if got := state[id].State; got != want {
 			t.Errorf("%s: %s, want %s", id, got, want)
 		}
@@ -63,8 +63,8 @@ func testWindowFailure[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Ou
 	if again := perKey(Drain(t, sub))["a"]; !slices.Equal(again, []string{"a-3", "a-4", "a-5"}) {
 		t.Errorf("a's deliveries after the failure %v, want [a-3 a-4 a-5]", again)
 	}
-	for _, row := range e.Rows(store.OutboxFilter{}) {
-		if row.State != store.OutboxSent {
+	for _, row := range e.Rows(seam.OutboxFilter[outbox.State]{}) {
+		if row.State != outbox.Sent {
 			t.Errorf("%s: %s, want sent", row.ID, row.State)
 		}
 	}

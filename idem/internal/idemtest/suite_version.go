@@ -10,7 +10,6 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // AggTable is the version table of the domain table aggs.
@@ -50,7 +49,7 @@ func testVersionCheck[Tx any](t *testing.T, f Factory[Tx]) {
 		{`a' OR '1'='1`, 6, idem.VersionMissing, 0},
 	} {
 		e.InTx(func(tx Tx) error {
-			got, err := e.Driver.CheckVersion(e.Ctx, tx, store.VersionTable(AggTable), c.id, c.version)
+			got, err := e.Driver.CheckVersion(e.Ctx, tx, idem.VersionTable(AggTable), c.id, c.version)
 			if err != nil {
 				return err
 			}
@@ -83,7 +82,7 @@ func testTransition[Tx any](t *testing.T, f Factory[Tx]) {
 		{"o2", "shipped", nil, idem.TransitionAlready, "shipped"},
 	} {
 		e.InTx(func(tx Tx) error {
-			got, err := e.Driver.Transition(e.Ctx, tx, store.StateTable(table), c.id, c.to, c.from...)
+			got, err := e.Driver.Transition(e.Ctx, tx, idem.StateTable(table), c.id, c.to, c.from...)
 			if err != nil {
 				return err
 			}

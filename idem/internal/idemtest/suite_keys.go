@@ -14,7 +14,6 @@ import (
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/failpoint"
 	"github.com/wary-go/wary/idem/keys"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // FakeProvider is an external service that honours idempotency keys: the
@@ -87,8 +86,8 @@ func (p *FakeProvider) Effects(key string) int {
 // SetDown makes calls fail before reaching the provider (or not).
 func (p *FakeProvider) SetDown(down bool) { p.mu.Lock(); defer p.mu.Unlock(); p.down = down }
 
-// RunKeys runs the idempotency-key scenarios on a store implementing
-// store.KeyStore[Tx].
+// RunKeys runs the idempotency-key scenarios on a store (its keys'
+// part).
 func RunKeys[Tx any](t *testing.T, f Factory[Tx]) {
 	t.Run("Keys", func(t *testing.T) { testKeys(t, f) })
 	t.Run("KeysCrashAfterCall", func(t *testing.T) { testKeysCrash(t, f) })
@@ -97,7 +96,7 @@ func RunKeys[Tx any](t *testing.T, f Factory[Tx]) {
 
 type keysEnv[Tx any] struct {
 	*Env[Tx]
-	ks    store.Driver[Tx]
+	ks    Driver[Tx]
 	clock *fakeNow
 }
 

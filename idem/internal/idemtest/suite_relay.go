@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // fakeNow is a clock for relays and outboxes.
@@ -60,7 +60,7 @@ func testHealthPurge[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outb
 	if n, err := r.Purge(e.Ctx); n != 3 || err != nil {
 		t.Errorf("Purge after the retention: %d, %v; want 3 (in batches of 2)", n, err)
 	}
-	if rows := e.Rows(store.OutboxFilter{}); len(rows) != 0 {
+	if rows := e.Rows(seam.OutboxFilter[outbox.State]{}); len(rows) != 0 {
 		t.Errorf("%d rows left", len(rows))
 	}
 	// The counter survives the purge: sequences go on.

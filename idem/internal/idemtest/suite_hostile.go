@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // Hostile is an outbox holding rows that no relay can publish beside good
@@ -112,7 +112,7 @@ func WriteHostile[Tx any](e *OutboxEnv[Tx]) *Hostile {
 // good row and nothing else, each hostile row is quarantined with an
 // error naming the invalid message, and the good rows behind them are
 // pending.
-func (h *Hostile) Check(t testing.TB, got []*broker.Message, rows []store.OutboxRow) {
+func (h *Hostile) Check(t testing.TB, got []*broker.Message, rows []outbox.Row) {
 	t.Helper()
 	seen := map[string]bool{}
 	for _, m := range got {
@@ -128,16 +128,16 @@ func (h *Hostile) Check(t testing.TB, got []*broker.Message, rows []store.Outbox
 	for _, r := range rows {
 		switch {
 		case h.held[r.ID]:
-			if r.State != store.OutboxPending {
+			if r.State != outbox.Pending {
 				t.Errorf("row %s behind a hostile row: %s, want pending", r.ID, r.State)
 			}
 			pending++
-		case r.State == store.OutboxQuarantined:
+		case r.State == outbox.Quarantined:
 			if !strings.Contains(r.LastError, outbox.ErrInvalidMessage.Error()) {
 				t.Errorf("row %d (message %q, aggregate %q) quarantined with %q, want the invalid message named", r.RowID, r.ID, r.AggregateID, r.LastError)
 			}
 			quarantined++
-		case r.State == store.OutboxPending:
+		case r.State == outbox.Pending:
 			t.Errorf("row %d (message %q, aggregate %q) pending", r.RowID, r.ID, r.AggregateID)
 		}
 	}
@@ -158,7 +158,7 @@ func testHostile[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCa
 	if _, err := r.Drain(e.Ctx); err != nil {
 		t.Fatalf("Drain: %v", err)
 	}
-	h.Check(t, Drain(t, sub), e.Rows(store.OutboxFilter{}))
+	h.Check(t, Drain(t, sub), e.Rows(seam.OutboxFilter[outbox.State]{}))
 	if s := r.Stats(); s.Quarantines != int64(h.Bad()) {
 		t.Errorf("relay stats %+v, want %d quarantines", s, h.Bad())
 	}

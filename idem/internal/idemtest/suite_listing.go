@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/seam"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // testParkedWithoutBodies: ListParked with NoBody lists the messages as
@@ -20,14 +22,14 @@ func testParkedWithoutBodies[Tx any](t *testing.T, f Factory[Tx]) {
 		for i := range 6 {
 			agg := fmt.Sprintf("agg-%d", i/2)
 			m := Msg(fmt.Sprintf("m%d", i), "x", agg, int64(i%2+1))
-			if err := e.Driver.Park(e.Ctx, tx, &store.Parked{Consumer: "list", MessageID: m.ID, AggregateID: agg, Version: int64(i%2 + 1),
+			if err := e.Driver.Park(e.Ctx, tx, &idem.Parked{Consumer: "list", MessageID: m.ID, AggregateID: agg, Version: int64(i%2 + 1),
 				Key: agg, Headers: m.Headers, Body: body, Reason: "test", Attempts: 2, FirstSeen: now, LastSeen: now}); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	for _, flt := range []store.ParkedFilter{{}, {Limit: 3}, {AfterAggregate: "agg-0", HasAfter: true, Limit: 2}, {AggregateID: "agg-2", HasAggregate: true}} {
+	for _, flt := range []idem.ParkedFilter{{}, {Limit: 3}, {AfterAggregate: "agg-0", HasAfter: true, Limit: 2}, {AggregateID: "agg-2", HasAggregate: true}} {
 		full, err := e.Driver.ListParked(e.Ctx, "list", flt)
 		if err != nil {
 			t.Fatal(err)
@@ -56,7 +58,7 @@ func testParkedWithoutBodies[Tx any](t *testing.T, f Factory[Tx]) {
 			}
 		}
 	}
-	one, err := e.Driver.ListParked(e.Ctx, "list", store.ParkedFilter{ID: 3})
+	one, err := e.Driver.ListParked(e.Ctx, "list", idem.ParkedFilter{ID: 3})
 	if err != nil || len(one) != 1 || !bytes.Equal(one[0].Body, body) {
 		t.Fatalf("parked message 3 with its body: %d message(s), %v", len(one), err)
 	}
@@ -69,12 +71,12 @@ func testOutboxListWithoutPayloads[Tx any](t *testing.T, f Factory[Tx], _ Outbox
 	for i := range 5 {
 		e.Add(OM(fmt.Sprintf("r%d", i), "a", int64(i+1), "payload"))
 	}
-	all := e.Rows(store.OutboxFilter{})
+	all := e.Rows(seam.OutboxFilter[outbox.State]{})
 	if len(all) != 5 {
 		t.Fatalf("%d rows, want 5", len(all))
 	}
-	var got []store.OutboxRow
-	for f, n := (store.OutboxFilter{Limit: 2, NoPayload: true}), 0; ; n++ {
+	var got []outbox.Row
+	for f, n := (seam.OutboxFilter[outbox.State]{Limit: 2, NoPayload: true}), 0; ; n++ {
 		page := e.Rows(f)
 		if len(page) == 0 {
 			break

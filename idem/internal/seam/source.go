@@ -1,23 +1,14 @@
-package store
+package seam
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 )
 
-// RelayStore is the relay's part of a store: the source it publishes from.
-// The store chooses the source's kind and holds its settings (claims from
-// the table, a lease, the database's log); the relay only takes batches,
-// publishes them and settles them.
-type RelayStore interface {
-	// OutboxSource opens the source a relay publishes from. It fails with
-	// an error matching ErrOtherSource when the outbox is served by a
-	// source of another kind (a relay streams from the log, and this one
-	// would poll the table).
-	OutboxSource(ctx context.Context, c SourceConfig) (Source, error)
-}
+// The outbox's side of the seam: what a relay's source hands out and is
+// told (the source's interface is declared by idem/outbox, which calls it),
+// and the listing filter and stream status of the operator's side.
 
 // SourceConfig is what a relay tells the source it opens.
 type SourceConfig struct {
@@ -40,26 +31,27 @@ type SourceConfig struct {
 	Woken, Changed func() <-chan struct{}
 }
 
-// Source hands a relay batches of committed rows. Its methods are safe for
+// Source hands a relay batches of committed rows of type R (outbox.Row:
+// this package cannot name it, as outbox imports this package). Its methods are safe for
 // concurrent use; it runs its own goroutines (claim loops, a listener, a
 // stream) between Next and Close. A source guarantees:
 //   - each aggregate's rows come in sequence order, in one batch and
 //     across batches;
 //   - no aggregate is in two live batches (handed out and not settled);
 //   - a batch whose claim is lost (a lease run out, a stream gone) closes
-//     its Lost channel, and its Settle then fails with ErrLeaseLost or
+//     its Lost channel, and its Settle then fails with outbox.ErrLeaseLost or
 //     records nothing: its rows come again.
-type Source interface {
+type Source[R any] interface {
 	// Next returns the next batch. With wait, it waits until rows are due
 	// (or ctx is done: nil, ctx's error); the source decides how many
 	// batches may be live at once, and Next waits while that many are.
 	// Without wait it returns a batch of the rows due now, or nil when
 	// none is (RunOnce, Drain).
-	Next(ctx context.Context, wait bool) (*Batch, error)
+	Next(ctx context.Context, wait bool) (*Batch[R], error)
 	// Settle ends b: out's rows were published (Sent) or failed (Failed);
 	// the other rows of b stay unsent. A nil out releases b recording
 	// nothing (a relay that crashed after publishing): its rows come again.
-	Settle(ctx context.Context, b *Batch, out *Outcome) error
+	Settle(ctx context.Context, b *Batch[R], out *Outcome) error
 	// State reports what the source does now.
 	State() SourceState
 	// Close stops the source's goroutines and gives up what it holds (a
@@ -68,9 +60,9 @@ type Source interface {
 }
 
 // Batch is a set of rows handed to a relay by Source.Next.
-type Batch struct {
+type Batch[R any] struct {
 	// Rows are the batch's rows, each aggregate's in sequence order.
-	Rows []OutboxRow
+	Rows []R
 	// Lost, if not nil, is closed when the batch's claim is lost: the
 	// relay stops publishing it.
 	Lost <-chan struct{}
@@ -108,17 +100,68 @@ type SourceState struct {
 	ReleasedAt time.Time
 }
 
-// ErrOtherSource is returned by RelayStore.OutboxSource, and by a polling
-// source's Next, when the outbox is served by a source of another kind: a
-// relay streams it from the database's log (or its slot exists, and a
-// streaming relay will resume from it), so a polling relay would publish
-// rows twice. A relay's Run stands by; RunOnce and Drain return it.
-var ErrOtherSource = errors.New("idem/store: the outbox is served by a source of another kind")
+// OutboxFailure is one failed publish.
+type OutboxFailure struct {
+	RowID       int64
+	Error       string
+	NextAttempt time.Time
+	Quarantine  bool
+}
 
-// ErrStreamHeld is returned while another relay holds the outbox stream:
-// this relay stands by.
-var ErrStreamHeld = errors.New("idem/store: another relay holds the outbox stream")
+// OutboxFilter selects outbox rows, whose states are of type S
+// (outbox.State). The zero value selects every row.
+type OutboxFilter[S any] struct {
+	// States, if not empty, selects rows in one of these states.
+	States []S
+	// AggregateID, if not empty, selects one aggregate's rows.
+	AggregateID string
+	// AfterRow, if positive, selects rows whose RowID is greater: a
+	// cursor for paging through rows.
+	AfterRow int64
+	// Limit, if positive, caps the number of rows.
+	Limit int
+	// NoPayload lists the rows without their payloads (Payload nil),
+	// which the store then does not read.
+	NoPayload bool
+}
 
-// ErrStreamUnavailable is returned when the server cannot stream the
-// outbox (wrapped with what is missing).
-var ErrStreamUnavailable = errors.New("idem/store: the outbox stream is unavailable")
+// OutboxStreamStatus is the stream's state on the server.
+type OutboxStreamStatus struct {
+	// Slot names the server's position (PostgreSQL: the replication slot),
+	// and Publication what it streams.
+	Slot, Publication string
+	// Exists reports whether the slot exists, and Active whether a relay
+	// streams from it now.
+	Exists, Active bool
+	// LagBytes is how much log the slot retains beyond its confirmed
+	// position: the server's current position minus the confirmed one.
+	LagBytes int64
+	// LagAge is how long ago the relay last confirmed everything it had
+	// been sent (PostgreSQL: pg_stat_replication.flush_lag; 0 when caught
+	// up or unknown).
+	LagAge time.Duration
+	// WALStatus is the server's view of the retained log (PostgreSQL:
+	// reserved, extended, unreserved or lost).
+	WALStatus string
+	// Released counts the times a relay dropped the slot because it
+	// retained more log than the store's WAL budget (the relay polled the
+	// table, then streamed from a new slot); ReleasedAt is the last time,
+	// and ReleasedLag how much log the slot retained then.
+	Released    int64
+	ReleasedAt  time.Time
+	ReleasedLag int64
+}
+
+// KeyFilter selects idempotency keys of one provider, whose states are
+// of type S (keys.State).
+type KeyFilter[S any] struct {
+	Provider string
+	// States, if not empty, selects keys in one of these states.
+	States []S
+	// Unresolved selects keys whose outcome is unknown: keys.Unknown, and
+	// keys.InFlight with LeaseUntil not after At.
+	Unresolved bool
+	At         time.Time
+	// Limit, if positive, caps the number of keys.
+	Limit int
+}

@@ -16,9 +16,9 @@ import (
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/failpoint"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/outbox"
-	"github.com/wary-go/wary/idem/store"
 )
 
 func ids(msgs []*broker.Message) []string {
@@ -108,8 +108,8 @@ func testOutboxAdd[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbox
 			}
 		}
 	}
-	for _, row := range e.Rows(store.OutboxFilter{}) {
-		if row.State != store.OutboxSent || row.SentAt.IsZero() || row.ID == "rolled-back" {
+	for _, row := range e.Rows(seam.OutboxFilter[outbox.State]{}) {
+		if row.State != outbox.Sent || row.SentAt.IsZero() || row.ID == "rolled-back" {
 			t.Errorf("row %+v", row)
 		}
 	}
@@ -143,7 +143,7 @@ func testRelayCrash[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 	if crashedID == "" || published.Load() != 3 {
 		t.Fatalf("the failpoint did not fire (stats %+v)", r1.Stats())
 	}
-	if n := len(e.Rows(store.OutboxFilter{States: []store.OutboxState{store.OutboxPending}})); n != 10 {
+	if n := len(e.Rows(seam.OutboxFilter[outbox.State]{States: []outbox.State{outbox.Pending}})); n != 10 {
 		t.Fatalf("%d rows pending after the crash, want 10 (nothing marked sent)", n)
 	}
 	// The process restarts (same relay name) and publishes everything
@@ -285,8 +285,8 @@ func testOutOfOrder[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps Ou
 	if len(msgs) != 4 || !slices.Equal(got["a"], []string{"a-1", "a-2"}) || !slices.Equal(got["b"], []string{"b-1"}) || !slices.Equal(got["d"], []string{"d-1"}) {
 		t.Errorf("received %v", ids(msgs))
 	}
-	for _, row := range e.Rows(store.OutboxFilter{}) {
-		if strings.HasSuffix(row.ID, "rolled-back") || row.State != store.OutboxSent {
+	for _, row := range e.Rows(seam.OutboxFilter[outbox.State]{}) {
+		if strings.HasSuffix(row.ID, "rolled-back") || row.State != outbox.Sent {
 			t.Errorf("row %s in state %s", row.ID, row.State)
 		}
 	}
@@ -425,20 +425,20 @@ func testPoison[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCap
 	if n, err := r.Drain(e.Ctx); n != 3 || err != nil {
 		t.Fatalf("Drain: %d, %v; want 3 (p-1, q-1, q-2)", n, err)
 	}
-	row := func(id string) store.OutboxRow {
+	row := func(id string) outbox.Row {
 		t.Helper()
-		for _, r := range e.Rows(store.OutboxFilter{}) {
+		for _, r := range e.Rows(seam.OutboxFilter[outbox.State]{}) {
 			if r.ID == id {
 				return r
 			}
 		}
 		t.Fatalf("no row %s", id)
-		return store.OutboxRow{}
+		return outbox.Row{}
 	}
-	if p2 := row("p-2"); p2.State != store.OutboxQuarantined || p2.Attempts != 1 || !strings.Contains(p2.LastError, "too large") {
+	if p2 := row("p-2"); p2.State != outbox.Quarantined || p2.Attempts != 1 || !strings.Contains(p2.LastError, "too large") {
 		t.Errorf("p-2 (too large): %s after %d attempts (%s); want quarantined at once", p2.State, p2.Attempts, p2.LastError)
 	}
-	if p3 := row("p-3"); p3.State != store.OutboxPending {
+	if p3 := row("p-3"); p3.State != outbox.Pending {
 		t.Errorf("p-3: %s, want pending behind p-2", p3.State)
 	}
 	hl, err := r.Health(e.Ctx)
@@ -457,19 +457,19 @@ func testPoison[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCap
 	rf := e.Relay(ft, &outbox.RelayOptions{MaxAttempts: 3})
 	e.Add(OM("r-1", "r", 1, "ok"), OM("r-2", "r", 2, "ok"))
 	e.Add(OM("s-1", "s", 1, "ok"))
-	for deadline := time.Now().Add(10 * time.Second); row("r-1").State != store.OutboxQuarantined && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(10 * time.Second); row("r-1").State != outbox.Quarantined && time.Now().Before(deadline); {
 		if _, err := rf.Drain(e.Ctx); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	if r1 := row("r-1"); r1.State != store.OutboxQuarantined || r1.Attempts != 3 || !strings.Contains(r1.LastError, "injected") {
+	if r1 := row("r-1"); r1.State != outbox.Quarantined || r1.Attempts != 3 || !strings.Contains(r1.LastError, "injected") {
 		t.Fatalf("r-1: %+v; want quarantined after 3 attempts", r1)
 	}
 	if s := rf.Stats(); s.Failed != 3 || s.Quarantines != 1 || s.LastError == "" {
 		t.Errorf("flaky relay stats %+v", s)
 	}
-	if row("s-1").State != store.OutboxSent || row("r-2").State != store.OutboxPending {
+	if row("s-1").State != outbox.Sent || row("r-2").State != outbox.Pending {
 		t.Errorf("s-1 %s (want sent), r-2 %s (want pending)", row("s-1").State, row("r-2").State)
 	}
 	q, err := rf.Quarantined(e.Ctx, 0)
