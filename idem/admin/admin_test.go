@@ -159,7 +159,7 @@ func newAdmin[Tx any](t *testing.T, w world[Tx]) *Admin {
 	return a
 }
 
-func TestSQLiteReplayParked(t *testing.T) { testReplayParked(t, sqliteWorld(t)) }
+func TestSQLiteReplayParked(t *testing.T)   { testReplayParked(t, sqliteWorld(t)) }
 func TestPostgresReplayParked(t *testing.T) { testReplayParked(t, pgWorld(t)) }
 
 // testReplayParked: messages parked by an inbox are listed, replayed to

@@ -119,7 +119,7 @@ func (db *sqlDB) exists(ctx context.Context, name string) (bool, string, string,
 // noStoreError is checkStore's error, which matches ErrNoStore.
 type noStoreError struct{ msg string }
 
-func (e noStoreError) Error() string        { return e.msg }
+func (e noStoreError) Error() string      { return e.msg }
 func (noStoreError) Is(target error) bool { return target == ErrNoStore }
 
 // checkStore fails, naming the schema and the table it looked for, unless
