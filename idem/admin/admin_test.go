@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -25,6 +24,7 @@ import (
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
+	"github.com/wary-go/wary/internal/servicetest"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -55,36 +55,17 @@ func sqliteWorld(t *testing.T) world[*sql.Tx] {
 	}}
 }
 
-const defaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-var (
-	reachOnce sync.Once
-	reachErr  error
-)
-
 // pgWorld is a PostgreSQL store in a fresh schema, dropped when t ends;
 // it skips t (fails it, with WARY_REQUIRE_SERVICES=1 or WARY_POSTGRES_URL
 // set) when the server cannot be reached.
 func pgWorld(t *testing.T) world[pgx.Tx] {
-	url, set := os.LookupEnv("WARY_POSTGRES_URL")
-	if !set {
-		url = defaultURL
-	}
-	reachOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		var conn *pgx.Conn
-		if conn, reachErr = pgx.Connect(ctx, url); reachErr == nil {
-			reachErr = conn.Ping(ctx)
-			conn.Close(ctx)
+	url := servicetest.URL(t, "WARY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", func(ctx context.Context, url string) error {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return err
 		}
+		return conn.Close(ctx)
 	})
-	if reachErr != nil {
-		if set || os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
-			t.Fatalf("PostgreSQL at WARY_POSTGRES_URL unreachable: %v", reachErr)
-		}
-		t.Skipf("PostgreSQL unreachable at %s (set WARY_POSTGRES_URL, or WARY_REQUIRE_SERVICES=1 to fail): %v", defaultURL, reachErr)
-	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	schema := "admintest_" + hex.EncodeToString(b[:])
