@@ -21,6 +21,7 @@ import (
 	"github.com/wary-go/wary/broker/driver"
 	_ "github.com/wary-go/wary/drivers/memory" // mem:// URLs
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
@@ -34,6 +35,8 @@ type world[Tx any] struct {
 	st provider[Tx]
 	// inTx runs f in a transaction and commits it.
 	inTx func(ctx context.Context, f func(Tx) error) error
+	// exec runs one statement.
+	exec func(q string) error
 }
 
 func sqliteWorld(t *testing.T) world[*sql.Tx] {
@@ -52,7 +55,7 @@ func sqliteWorld(t *testing.T) world[*sql.Tx] {
 			return err
 		}
 		return tx.Commit()
-	}}
+	}, exec: func(q string) error { _, err := st.DB().Exec(q); return err }}
 }
 
 // pgWorld is a PostgreSQL store in a fresh schema, dropped when t ends;
@@ -91,7 +94,7 @@ func pgWorld(t *testing.T) world[pgx.Tx] {
 	}
 	return world[pgx.Tx]{st: st, inTx: func(ctx context.Context, f func(pgx.Tx) error) error {
 		return pgx.BeginFunc(ctx, pool, f)
-	}}
+	}, exec: func(q string) error { _, err := pool.Exec(context.Background(), q); return err }}
 }
 
 var names sync.Map
@@ -357,5 +360,82 @@ func testOutbox[Tx any](t *testing.T, w world[Tx]) {
 	}
 	if st, err := a.OutboxStatus(ctx); err != nil || st.Quarantined != 0 || st.Backlog != 0 {
 		t.Fatalf("status after the discard %+v (%v)", st, err)
+	}
+}
+
+func TestSQLiteKeys(t *testing.T)   { testKeys(t, sqliteWorld(t)) }
+func TestPostgresKeys(t *testing.T) { testKeys(t, pgWorld(t)) }
+
+// testKeys: a call whose outcome is unknown is listed as unresolved; a
+// succeeded one by its state.
+func testKeys[Tx any](t *testing.T, w world[Tx]) {
+	ctx := t.Context()
+	c, err := keys.New(w.st, keys.Contract{Provider: "payments"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.inTx(ctx, func(tx Tx) error {
+		for _, k := range []string{"k1", "k2"} {
+			if _, err := c.Stage(ctx, tx, k, []byte("charge "+k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Call(ctx, "k1", func(context.Context, string, []byte) ([]byte, error) { return nil, errors.New("timeout") }); err == nil {
+		t.Fatal("k1: no error")
+	}
+	if _, err := c.Call(ctx, "k2", func(context.Context, string, []byte) ([]byte, error) { return []byte("ok"), nil }); err != nil {
+		t.Fatal(err)
+	}
+	a := newAdmin(t, w)
+	if ks, err := a.Keys(ctx, KeyFilter{Provider: "payments", Unresolved: true}); err != nil || len(ks) != 1 || ks[0].Key != "k1" || ks[0].State != keys.Unknown {
+		t.Fatalf("unresolved keys %+v (%v), want k1, unknown", ks, err)
+	}
+	if ks, err := a.Keys(ctx, KeyFilter{Provider: "payments", States: []keys.State{keys.Succeeded}}); err != nil || len(ks) != 1 || ks[0].Key != "k2" || string(ks[0].Result) != "ok" {
+		t.Fatalf("succeeded keys %+v (%v), want k2 with its result", ks, err)
+	}
+	if ks, err := a.Keys(ctx, KeyFilter{Provider: "payments"}); err != nil || len(ks) != 2 || string(ks[0].Intent) != "charge k1" {
+		t.Fatalf("keys %+v (%v), want both, oldest first", ks, err)
+	}
+}
+
+func TestSQLiteEarly(t *testing.T)   { testEarly(t, sqliteWorld(t)) }
+func TestPostgresEarly(t *testing.T) { testEarly(t, pgWorld(t)) }
+
+// testEarly: an event ahead of its aggregate, which an inbox holds in the
+// store, is listed with the version it awaits, until that one comes.
+func testEarly[Tx any](t *testing.T, w world[Tx]) {
+	ctx := t.Context()
+	if err := w.exec("CREATE TABLE ship_versions (id TEXT PRIMARY KEY, version BIGINT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.exec("INSERT INTO ship_versions (id, version) VALUES ('order-1', 1)"); err != nil {
+		t.Fatal(err)
+	}
+	sub := openSub(t, "mem://"+unique("early")+"/shipping") // no order: gaps are held in the store
+	in, err := idem.NewInbox(w.st, "shipping", sub.Capabilities(), &idem.Options{Telemetry: broker.Telemetry{Logger: quiet},
+		Versions: idem.VersionTable{Table: "ship_versions", IDColumn: "id", VersionColumn: "version"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(context.Context, Tx, *broker.Delivery) error { return nil }
+	if r, err := in.Handle(ctx, broker.NewDetachedDelivery(event("o1/v3", "order-1", 3), 1), h); r != idem.ResultEarly {
+		t.Fatalf("v3 at version 1: %v (%v), want early", r, err)
+	}
+	a := newAdmin(t, w)
+	es, err := a.Early(ctx, "", 0)
+	if err != nil || len(es) != 1 || es[0].Consumer != "shipping" || es[0].AggregateID != "order-1" || es[0].Awaited != 2 ||
+		es[0].Held != 1 || es[0].FirstVersion != 3 || es[0].OldestHeldAt.IsZero() {
+		t.Fatalf("early %+v (%v), want order-1 awaiting v2, v3 held", es, err)
+	}
+	if r, err := in.Handle(ctx, broker.NewDetachedDelivery(event("o1/v2", "order-1", 2), 1), h); r != idem.ResultApplied {
+		t.Fatalf("v2: %v (%v), want applied", r, err)
+	}
+	if es, err := a.Early(ctx, "shipping", 0); err != nil || len(es) != 0 {
+		t.Fatalf("early after v2 %+v (%v), want none", es, err)
 	}
 }
