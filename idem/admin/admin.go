@@ -23,9 +23,8 @@ type Options struct {
 	Schema, Prefix string
 }
 
-// DefaultPrefix is the table prefix of Options.Prefix "" (the stores'
-// default).
-const DefaultPrefix = "wary_"
+// defaultPrefix is the stores' default table prefix.
+const defaultPrefix = "wary_"
 
 // ErrNoStore matches New's error when the store's tables are not where
 // the options say (a wrong Schema or Prefix, or a database the program
@@ -43,7 +42,7 @@ func New[Tx any](ctx context.Context, st provider[Tx], opts *Options) (*Admin, e
 		o = *opts
 	}
 	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
+		o.Prefix = defaultPrefix
 	}
 	d, db, err := open(st, o.Schema, o.Prefix)
 	if err != nil {
