@@ -75,6 +75,10 @@ func open[Tx any](p provider[Tx], schema, prefix string) (backend, *sqlDB, error
 
 type storeDriver[Tx any] struct{ d store.Driver[Tx] }
 
+// rollbackTimeout bounds unpark's rollback, which outlives the caller's
+// cancellation.
+const rollbackTimeout = 10 * time.Second
+
 func (s storeDriver[Tx]) parkedConsumers(ctx context.Context) (map[string]int, error) {
 	return s.d.ParkedConsumers(ctx)
 }
@@ -102,8 +106,10 @@ func (s storeDriver[Tx]) unpark(ctx context.Context, consumer string, ps []idem.
 		return err
 	}
 	defer func() {
-		if err != nil {
-			_ = s.d.Rollback(context.WithoutCancel(ctx), tx)
+		if err != nil { // also when ctx is canceled: bounded instead
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			defer cancel()
+			_ = s.d.Rollback(rctx, tx)
 		}
 	}()
 	for _, p := range ps {
