@@ -3,8 +3,6 @@ package keys
 import (
 	"context"
 	"time"
-
-	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // keyStore is what a Caller calls of a store: the database side of
@@ -26,7 +24,7 @@ type keyStore[Tx any] interface {
 	// resets the key as never called.
 	FinishKeyCall(ctx context.Context, provider, key string, attempts int, o Outcome, at time.Time) (bool, error)
 	// ListKeys lists keys matching f, oldest first.
-	ListKeys(ctx context.Context, f seam.KeyFilter[State]) ([]Record, error)
+	ListKeys(ctx context.Context, f Filter) ([]Record, error)
 	// PurgeKeys deletes at most limit succeeded or failed keys of provider
 	// done before before, and returns how many.
 	PurgeKeys(ctx context.Context, provider string, before time.Time, limit int) (int, error)

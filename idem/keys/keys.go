@@ -264,7 +264,7 @@ func safeCall(ctx context.Context, call CallFunc, key string, intent []byte) (re
 // not positive). It returns how many calls succeeded and the errors of the
 // others.
 func (k *Caller[Tx]) CallStaged(ctx context.Context, call CallFunc, limit int) (int, error) {
-	recs, err := k.store.ListKeys(ctx, seam.KeyFilter[State]{Provider: k.c.Provider, States: []State{Staged, InFlight, Unknown}, Limit: limit})
+	recs, err := k.store.ListKeys(ctx, Filter{Provider: k.c.Provider, States: []State{Staged, InFlight, Unknown}, Limit: limit})
 	if err != nil {
 		return 0, err
 	}
@@ -289,7 +289,7 @@ func (k *Caller[Tx]) CallStaged(ctx context.Context, call CallFunc, limit int) (
 // Unresolved lists the keys whose outcome is unknown (Unknown, and
 // InFlight past its lease), oldest first, at most limit if positive.
 func (k *Caller[Tx]) Unresolved(ctx context.Context, limit int) ([]Record, error) {
-	return k.store.ListKeys(ctx, seam.KeyFilter[State]{Provider: k.c.Provider, Unresolved: true, At: k.o.Now(), Limit: limit})
+	return k.store.ListKeys(ctx, Filter{Provider: k.c.Provider, Unresolved: true, At: k.o.Now(), Limit: limit})
 }
 
 // ReconcileFunc asks the provider what became of rec (by its key) and

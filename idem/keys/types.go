@@ -81,3 +81,16 @@ const MaxLen = names.MaxKeyLen
 // Validate checks an idempotency key: 1 to 255 bytes of printable ASCII
 // without spaces. Its error matches idem.ErrInvalidName.
 func Validate(key string) error { return names.ValidateKey(key) }
+
+// Filter selects idempotency keys of one provider.
+type Filter struct {
+	Provider string
+	// States, if not empty, selects keys in one of these states.
+	States []State
+	// Unresolved selects keys whose outcome is unknown: Unknown, and
+	// InFlight with LeaseUntil not after At.
+	Unresolved bool
+	At         time.Time
+	// Limit, if positive, caps the number of keys.
+	Limit int
+}

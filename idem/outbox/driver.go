@@ -38,7 +38,7 @@ type relayStore interface {
 	// OutboxHealth reports the backlog as of now.
 	OutboxHealth(ctx context.Context, now time.Time) (Health, error)
 	// ListOutbox lists rows matching f, in row order.
-	ListOutbox(ctx context.Context, f seam.OutboxFilter[State]) ([]Row, error)
+	ListOutbox(ctx context.Context, f Filter) ([]Row, error)
 	// SetOutboxState moves the row with the given ID from one of from to
 	// to (requeue: quarantined to pending with attempts reset; discard: to
 	// discarded) and reports whether it did.
@@ -53,7 +53,7 @@ type relayStore interface {
 // relay reports the stream's lag from it.
 type streamStatuser interface {
 	// OutboxStreamStatus reports the stream's position on the server.
-	OutboxStreamStatus(ctx context.Context) (seam.OutboxStreamStatus, error)
+	OutboxStreamStatus(ctx context.Context) (StreamStatus, error)
 }
 
 // ErrOtherSource is returned by a store's OutboxSource, and by a polling

@@ -415,7 +415,7 @@ func (r *Relay) Purge(ctx context.Context) (int, error) {
 
 // Quarantined lists quarantined rows (at most limit, if positive).
 func (r *Relay) Quarantined(ctx context.Context, limit int) ([]Row, error) {
-	rs, err := r.st.ListOutbox(ctx, seam.OutboxFilter[State]{States: []State{Quarantined}, Limit: limit})
+	rs, err := r.st.ListOutbox(ctx, Filter{States: []State{Quarantined}, Limit: limit})
 	return rs, err
 }
 

@@ -125,3 +125,49 @@ type Health struct {
 	OldestUnsent    time.Time
 	OldestUnsentAge time.Duration
 }
+
+// Filter selects outbox rows, for the operator's listings
+// (admin.Admin.Outbox) and the relay's. The zero value selects every row.
+type Filter struct {
+	// States, if not empty, selects rows in one of these states.
+	States []State
+	// AggregateID, if not empty, selects one aggregate's rows.
+	AggregateID string
+	// AfterRow, if positive, selects rows whose RowID is greater: a
+	// cursor for paging through rows.
+	AfterRow int64
+	// Limit, if positive, caps the number of rows.
+	Limit int
+	// NoPayload lists the rows without their payloads (Payload nil),
+	// which the store then does not read.
+	NoPayload bool
+}
+
+// StreamStatus is the outbox stream's position on the server, where
+// relays stream the outbox from the database's log
+// (postgres.SourceOptions.Stream).
+type StreamStatus struct {
+	// Slot names the server's position (PostgreSQL: the replication slot),
+	// and Publication what it streams.
+	Slot, Publication string
+	// Exists reports whether the slot exists, and Active whether a relay
+	// streams from it now.
+	Exists, Active bool
+	// LagBytes is how much log the slot retains beyond its confirmed
+	// position: the server's current position minus the confirmed one.
+	LagBytes int64
+	// LagAge is how long ago the relay last confirmed everything it had
+	// been sent (PostgreSQL: pg_stat_replication.flush_lag; 0 when caught
+	// up or unknown).
+	LagAge time.Duration
+	// WALStatus is the server's view of the retained log (PostgreSQL:
+	// reserved, extended, unreserved or lost).
+	WALStatus string
+	// Released counts the times a relay dropped the slot because it
+	// retained more log than the store's WAL budget (the relay polled the
+	// table, then streamed from a new slot); ReleasedAt is the last time,
+	// and ReleasedLag how much log the slot retained then.
+	Released    int64
+	ReleasedAt  time.Time
+	ReleasedLag int64
+}

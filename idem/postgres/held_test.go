@@ -62,7 +62,7 @@ func claimAll(t *testing.T, st *postgres.Store, owner string, want int) (sqlcore
 // sentRows checks that st has want rows sent.
 func sentRows(t *testing.T, st *postgres.Store, want int) {
 	t.Helper()
-	rows, err := idemtest.D(st).ListOutbox(t.Context(), seam.OutboxFilter[outbox.State]{States: []outbox.State{outbox.Sent}})
+	rows, err := idemtest.D(st).ListOutbox(t.Context(), outbox.Filter{States: []outbox.State{outbox.Sent}})
 	if err != nil || len(rows) != want {
 		t.Errorf("sent rows: %d, %v; want %d", len(rows), err, want)
 	}

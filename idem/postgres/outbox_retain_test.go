@@ -12,7 +12,6 @@ import (
 
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/idemtest"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
@@ -235,7 +234,7 @@ func TestOutboxSliceRotation(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM wary_outbox WHERE state IN (0, 2)").Scan(&left); err != nil || left != 0 {
 		t.Errorf("unsent rows left: %d, %v", left, err)
 	}
-	all, err := idemtest.D(st).ListOutbox(ctx, seam.OutboxFilter[outbox.State]{})
+	all, err := idemtest.D(st).ListOutbox(ctx, outbox.Filter{})
 	if err != nil || len(all) != 5 {
 		t.Errorf("listed %d rows, %v; want the 5 sent since the retention, in both tables", len(all), err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/idem/internal/idemtest"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
@@ -381,7 +380,7 @@ func streamSlot(b testing.TB, d idemtest.Driver[pgx.Tx]) string {
 		b.Fatal(err)
 	}
 	st, _ := d.(interface {
-		OutboxStreamStatus(context.Context) (seam.OutboxStreamStatus, error)
+		OutboxStreamStatus(context.Context) (outbox.StreamStatus, error)
 	}).OutboxStreamStatus(ctx)
 	b.Cleanup(func() {
 		conn, err := pgx.Connect(ctx, serverURL(b))

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/wary-go/wary/idem/internal/idemtest"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 )
 
@@ -29,7 +28,7 @@ func TestRelayClaimsItsShare(t *testing.T) {
 	r := e.SourceRelay(outboxBroker(t).Topic, idemtest.Source{PerAggregate: 10, Pipeline: 2}, &outbox.RelayOptions{BatchSize: 24})
 	sent := func() string {
 		n := map[string]int{}
-		for _, row := range e.Rows(seam.OutboxFilter[outbox.State]{States: []outbox.State{outbox.Sent}}) {
+		for _, row := range e.Rows(outbox.Filter{States: []outbox.State{outbox.Sent}}) {
 			n[row.AggregateID]++
 		}
 		return fmt.Sprintf("a:%d b:%d c:%d d:%d e:%d f:%d", n["a"], n["b"], n["c"], n["d"], n["e"], n["f"])

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/idem/internal/idemtest"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
@@ -154,7 +153,7 @@ func TestStreamDrain(t *testing.T) {
 	if n, err := r.Drain(ctx); n != 3 || err != nil { // from the stream
 		t.Fatalf("second Drain: %d published, %v; want 3", n, err)
 	}
-	if n := len(e.Rows(seam.OutboxFilter[outbox.State]{States: []outbox.State{outbox.Pending}})); n != 0 {
+	if n := len(e.Rows(outbox.Filter{States: []outbox.State{outbox.Pending}})); n != 0 {
 		t.Errorf("%d rows pending after the drains", n)
 	}
 	for got := 0; got < 8; got += len(idemtest.Drain(t, sub)) {

@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 )
 
@@ -289,12 +288,12 @@ func (s *driver) ensurePublication(ctx context.Context, slot string) error {
 const streamColumns = "id, message_id, aggregate_id, version, sequence, type, headers, payload, created_at"
 
 // OutboxStreamStatus implements outbox's streamStatuser.
-func (s *driver) OutboxStreamStatus(ctx context.Context) (seam.OutboxStreamStatus, error) {
+func (s *driver) OutboxStreamStatus(ctx context.Context) (outbox.StreamStatus, error) {
 	slot, err := s.slotName(ctx)
 	if err != nil {
-		return seam.OutboxStreamStatus{}, err
+		return outbox.StreamStatus{}, err
 	}
-	st := seam.OutboxStreamStatus{Slot: slot, Publication: slot}
+	st := outbox.StreamStatus{Slot: slot, Publication: slot}
 	var lagSec float64
 	var walStatus *string
 	err = s.pool.QueryRow(ctx, `SELECT s.active, s.wal_status,

@@ -3,13 +3,14 @@ package postgres
 import (
 	"context"
 	"errors"
-	"github.com/wary-go/wary/idem/internal/seam"
-	"github.com/wary-go/wary/idem/outbox"
 	"log/slog"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/wary-go/wary/idem/internal/seam"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // brokenStream fails its first Recv, or, if it is to make progress, its

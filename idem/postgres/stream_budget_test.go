@@ -12,7 +12,6 @@ import (
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/conformance"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
@@ -56,7 +55,7 @@ func TestStreamWALBudget(t *testing.T) {
 	}
 	addSome(50)
 	st, err := e.st.Driver().Impl().(interface {
-		OutboxStreamStatus(context.Context) (seam.OutboxStreamStatus, error)
+		OutboxStreamStatus(context.Context) (outbox.StreamStatus, error)
 	}).OutboxStreamStatus(e.ctx)
 	if err != nil || !st.Exists || st.LagBytes <= budget || st.Released != 0 {
 		t.Fatalf("before the relay comes back: %+v, %v; want the slot over the budget", st, err)
@@ -68,7 +67,7 @@ func TestStreamWALBudget(t *testing.T) {
 	e.waitFor("every row", func() bool { return c.distinct() == n })
 	e.waitFor("a new slot, streamed", func() bool {
 		st, err = e.st.Driver().Impl().(interface {
-			OutboxStreamStatus(context.Context) (seam.OutboxStreamStatus, error)
+			OutboxStreamStatus(context.Context) (outbox.StreamStatus, error)
 		}).OutboxStreamStatus(e.ctx)
 		return err == nil && st.Exists && st.Active && r.Stats().Streaming
 	})
@@ -129,7 +128,7 @@ func TestStreamWALBudgetStalled(t *testing.T) {
 	e.waitFor("every row", func() bool { return c.distinct() == len(ids) })
 	e.waitFor("a new slot, streamed", func() bool {
 		st, err := e.st.Driver().Impl().(interface {
-			OutboxStreamStatus(context.Context) (seam.OutboxStreamStatus, error)
+			OutboxStreamStatus(context.Context) (outbox.StreamStatus, error)
 		}).OutboxStreamStatus(e.ctx)
 		return err == nil && st.Exists && st.Active && r.Stats().Streaming
 	})

@@ -15,7 +15,6 @@ import (
 
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/drivers/rabbit"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
@@ -77,7 +76,7 @@ func TestStreamIdleRetainsNoWAL(t *testing.T) {
 		return e.count(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1 AND confirmed_flush_lsn >= $2::pg_lsn`, e.slot, after) == 1
 	})
 	st, err := e.st.Driver().Impl().(interface {
-		OutboxStreamStatus(context.Context) (seam.OutboxStreamStatus, error)
+		OutboxStreamStatus(context.Context) (outbox.StreamStatus, error)
 	}).OutboxStreamStatus(e.ctx)
 	if err != nil || !st.Exists || !st.Active || st.Slot != e.slot || st.WALStatus == "" {
 		t.Errorf("status %+v, %v", st, err)

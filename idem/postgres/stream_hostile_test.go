@@ -7,7 +7,6 @@ import (
 
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem/internal/idemtest"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 )
 
@@ -30,7 +29,7 @@ func TestStreamHostileRows(t *testing.T) {
 	e.waitFor("the good rows published and the hostile ones quarantined", func() bool {
 		return e.rows(0) == int64(h.Held()) && e.rows(1, 2, 3) == int64(h.Bad())
 	})
-	h.Check(t, idemtest.Drain(t, sub), oe.Rows(seam.OutboxFilter[outbox.State]{}))
+	h.Check(t, idemtest.Drain(t, sub), oe.Rows(outbox.Filter{}))
 	if s := r.Stats(); s.Quarantines != int64(h.Bad()) || !s.Streaming {
 		t.Errorf("relay stats %+v, want %d quarantines, streaming", s, h.Bad())
 	}

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/wary-go/wary/idem/internal/seam"
-	"github.com/wary-go/wary/idem/outbox"
 	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/wary-go/wary/idem/internal/seam"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // sweepEvery is how many PollIntervals a streaming source lets pass at

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+
 	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 )

@@ -35,7 +35,7 @@ type Driver[Tx any] interface {
 	AddOutbox(ctx context.Context, tx Tx, msgs []outbox.Message, at time.Time) ([]int64, error)
 	OutboxSource(ctx context.Context, c seam.SourceConfig) (seam.Source[outbox.Row], error)
 	OutboxHealth(ctx context.Context, now time.Time) (outbox.Health, error)
-	ListOutbox(ctx context.Context, f seam.OutboxFilter[outbox.State]) ([]outbox.Row, error)
+	ListOutbox(ctx context.Context, f outbox.Filter) ([]outbox.Row, error)
 	SetOutboxState(ctx context.Context, rowID int64, to outbox.State, at time.Time, from ...outbox.State) (bool, error)
 	PurgeOutbox(ctx context.Context, before time.Time, limit int) (int, error)
 
@@ -43,12 +43,12 @@ type Driver[Tx any] interface {
 	GetKey(ctx context.Context, provider, key string) (keys.Record, bool, error)
 	StartKeyCall(ctx context.Context, provider, key string, attempts int, at, leaseUntil time.Time) (bool, error)
 	FinishKeyCall(ctx context.Context, provider, key string, attempts int, o keys.Outcome, at time.Time) (bool, error)
-	ListKeys(ctx context.Context, f seam.KeyFilter[keys.State]) ([]keys.Record, error)
+	ListKeys(ctx context.Context, f keys.Filter) ([]keys.Record, error)
 	PurgeKeys(ctx context.Context, provider string, before time.Time, limit int) (int, error)
 
 	ParkedConsumers(ctx context.Context) (map[string]int, error)
 	Unclaim(ctx context.Context, tx Tx, consumer, messageID string) (bool, error)
-	ListEarly(ctx context.Context, consumer string, limit int) ([]seam.EarlyAggregate, error)
+	ListEarly(ctx context.Context, consumer string, limit int) ([]idem.EarlyAggregate, error)
 }
 
 // Early is the part of a driver that holds early events.

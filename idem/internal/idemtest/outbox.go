@@ -13,7 +13,6 @@ import (
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 )
 
@@ -163,7 +162,7 @@ func (e *OutboxEnv[Tx]) relayOn(p idem.Store[Tx], topic *broker.Topic, o *outbox
 }
 
 // Rows lists the outbox rows matching f.
-func (e *OutboxEnv[Tx]) Rows(f seam.OutboxFilter[outbox.State]) []outbox.Row {
+func (e *OutboxEnv[Tx]) Rows(f outbox.Filter) []outbox.Row {
 	e.T.Helper()
 	rows, err := e.OS.ListOutbox(e.Ctx, f)
 	if err != nil {

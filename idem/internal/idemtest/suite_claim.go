@@ -1,11 +1,12 @@
 package idemtest
 
 import (
-	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // testClaim: the store's one claim, as the inbox uses it. Claim answers per

@@ -13,7 +13,6 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // earlyCount is how many early events consumer holds now.
@@ -33,7 +32,7 @@ func (e *Env[Tx]) earlyCount(consumer string) int {
 // wantEarlyList checks the Admin listing of consumer's (or every
 // consumer's) aggregates holding early events, all but the hold times,
 // which must lie within the test's run.
-func wantEarlyList[Tx any](e *Env[Tx], consumer string, want []seam.EarlyAggregate) {
+func wantEarlyList[Tx any](e *Env[Tx], consumer string, want []idem.EarlyAggregate) {
 	e.T.Helper()
 	got, err := e.Driver.ListEarly(e.Ctx, consumer, 0)
 	if err != nil {
@@ -67,7 +66,7 @@ func testEarly[Tx any](t *testing.T, f Factory[Tx]) {
 	if s := e.String(`SELECT state FROM aggs WHERE id = 'A'`); s != "a" {
 		t.Errorf("state while held %q, want a", s)
 	}
-	wantEarlyList(e, "early", []seam.EarlyAggregate{{Consumer: "early", AggregateID: "A", Awaited: 2, FirstVersion: 3, LastVersion: 5, Held: 3}})
+	wantEarlyList(e, "early", []idem.EarlyAggregate{{Consumer: "early", AggregateID: "A", Awaited: 2, FirstVersion: 3, LastVersion: 5, Held: 3}})
 	q.Push(Msg("e2", "b", "A", 2), Msg("e4", "d", "A", 4), Msg("e6", "f", "A", 6))
 	wantResults(t, handleAll(t, in, e.ApplyAgg(), q, sub), "e2 applied", "e4 duplicate", "e6 applied")
 	if s := e.String(`SELECT state FROM aggs WHERE id = 'A'`); s != "a,b,c,d,e,f" {

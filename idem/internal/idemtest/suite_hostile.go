@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 )
 
@@ -158,7 +157,7 @@ func testHostile[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCa
 	if _, err := r.Drain(e.Ctx); err != nil {
 		t.Fatalf("Drain: %v", err)
 	}
-	h.Check(t, Drain(t, sub), e.Rows(seam.OutboxFilter[outbox.State]{}))
+	h.Check(t, Drain(t, sub), e.Rows(outbox.Filter{}))
 	if s := r.Stats(); s.Quarantines != int64(h.Bad()) {
 		t.Errorf("relay stats %+v, want %d quarantines", s, h.Bad())
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 )
 
@@ -71,12 +70,12 @@ func testOutboxListWithoutPayloads[Tx any](t *testing.T, f Factory[Tx], _ Outbox
 	for i := range 5 {
 		e.Add(OM(fmt.Sprintf("r%d", i), "a", int64(i+1), "payload"))
 	}
-	all := e.Rows(seam.OutboxFilter[outbox.State]{})
+	all := e.Rows(outbox.Filter{})
 	if len(all) != 5 {
 		t.Fatalf("%d rows, want 5", len(all))
 	}
 	var got []outbox.Row
-	for f, n := (seam.OutboxFilter[outbox.State]{Limit: 2, NoPayload: true}), 0; ; n++ {
+	for f, n := (outbox.Filter{Limit: 2, NoPayload: true}), 0; ; n++ {
 		page := e.Rows(f)
 		if len(page) == 0 {
 			break

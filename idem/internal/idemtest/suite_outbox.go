@@ -16,7 +16,6 @@ import (
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/failpoint"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/outbox"
 )
@@ -108,7 +107,7 @@ func testOutboxAdd[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbox
 			}
 		}
 	}
-	for _, row := range e.Rows(seam.OutboxFilter[outbox.State]{}) {
+	for _, row := range e.Rows(outbox.Filter{}) {
 		if row.State != outbox.Sent || row.SentAt.IsZero() || row.ID == "rolled-back" {
 			t.Errorf("row %+v", row)
 		}
@@ -143,7 +142,7 @@ func testRelayCrash[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outbo
 	if crashedID == "" || published.Load() != 3 {
 		t.Fatalf("the failpoint did not fire (stats %+v)", r1.Stats())
 	}
-	if n := len(e.Rows(seam.OutboxFilter[outbox.State]{States: []outbox.State{outbox.Pending}})); n != 10 {
+	if n := len(e.Rows(outbox.Filter{States: []outbox.State{outbox.Pending}})); n != 10 {
 		t.Fatalf("%d rows pending after the crash, want 10 (nothing marked sent)", n)
 	}
 	// The process restarts (same relay name) and publishes everything
@@ -285,7 +284,7 @@ func testOutOfOrder[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps Ou
 	if len(msgs) != 4 || !slices.Equal(got["a"], []string{"a-1", "a-2"}) || !slices.Equal(got["b"], []string{"b-1"}) || !slices.Equal(got["d"], []string{"d-1"}) {
 		t.Errorf("received %v", ids(msgs))
 	}
-	for _, row := range e.Rows(seam.OutboxFilter[outbox.State]{}) {
+	for _, row := range e.Rows(outbox.Filter{}) {
 		if strings.HasSuffix(row.ID, "rolled-back") || row.State != outbox.Sent {
 			t.Errorf("row %s in state %s", row.ID, row.State)
 		}
@@ -427,7 +426,7 @@ func testPoison[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ OutboxCap
 	}
 	row := func(id string) outbox.Row {
 		t.Helper()
-		for _, r := range e.Rows(seam.OutboxFilter[outbox.State]{}) {
+		for _, r := range e.Rows(outbox.Filter{}) {
 			if r.ID == id {
 				return r
 			}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 )
 
@@ -60,7 +59,7 @@ func testHealthPurge[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Outb
 	if n, err := r.Purge(e.Ctx); n != 3 || err != nil {
 		t.Errorf("Purge after the retention: %d, %v; want 3 (in batches of 2)", n, err)
 	}
-	if rows := e.Rows(seam.OutboxFilter[outbox.State]{}); len(rows) != 0 {
+	if rows := e.Rows(outbox.Filter{}); len(rows) != 0 {
 		t.Errorf("%d rows left", len(rows))
 	}
 	// The counter survives the purge: sequences go on.

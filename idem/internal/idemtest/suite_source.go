@@ -135,7 +135,7 @@ func SourceContract[Tx any](t *testing.T, e *OutboxEnv[Tx], p idem.Store[Tx]) {
 	if err := src.Close(ctx); err != nil {
 		t.Fatalf("close: %v", err)
 	}
-	if n := len(e.Rows(seam.OutboxFilter[outbox.State]{States: []outbox.State{outbox.Pending}})); n != 0 {
+	if n := len(e.Rows(outbox.Filter{States: []outbox.State{outbox.Pending}})); n != 0 {
 		t.Errorf("%d rows pending after every row was published", n)
 	}
 }

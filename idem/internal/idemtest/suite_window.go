@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 )
 
@@ -34,7 +33,7 @@ func testWindowFailure[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Ou
 		t.Fatalf("Drain: %d, %v; want 4 (a-1, a-2, b-1, b-2)", n, err)
 	}
 	state := map[string]outbox.Row{}
-	for _, row := range e.Rows(seam.OutboxFilter[outbox.State]{}) {
+	for _, row := range e.Rows(outbox.Filter{}) {
 		state[row.ID] = row
 	}
 	for id, want := range map[string]outbox.State{"a-1": outbox.Sent, "a-2": outbox.Sent, "a-3": outbox.Pending,
@@ -63,7 +62,7 @@ func testWindowFailure[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, _ Ou
 	if again := perKey(Drain(t, sub))["a"]; !slices.Equal(again, []string{"a-3", "a-4", "a-5"}) {
 		t.Errorf("a's deliveries after the failure %v, want [a-3 a-4 a-5]", again)
 	}
-	for _, row := range e.Rows(seam.OutboxFilter[outbox.State]{}) {
+	for _, row := range e.Rows(outbox.Filter{}) {
 		if row.State != outbox.Sent {
 			t.Errorf("%s: %s, want sent", row.ID, row.State)
 		}

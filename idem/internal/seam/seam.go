@@ -78,22 +78,3 @@ type EarlyEvent struct {
 	Body      []byte
 	HeldAt    time.Time
 }
-
-// EarlyAggregate is an aggregate whose early events wait in the store for
-// their predecessor.
-type EarlyAggregate struct {
-	Consumer    string
-	AggregateID string
-	// Awaited is the version the aggregate awaited when its latest early
-	// event was held (its version then, plus one); 0 for events held
-	// before the store recorded it. An event applied since without
-	// closing the gap has moved the aggregate on.
-	Awaited int64
-	// FirstVersion and LastVersion are the lowest and highest versions
-	// held; Held is how many events are held.
-	FirstVersion, LastVersion int64
-	Held                      int
-	// OldestHeldAt is when the oldest of them was held: the inbox parks
-	// them when it is older than its Options.EarlyLimit.
-	OldestHeldAt time.Time
-}

@@ -6,12 +6,13 @@ package sqlcore
 import (
 	"context"
 	"fmt"
-	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/internal/names"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/names"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // Querier runs SQL in a transaction or on a pool. Queries are written with

@@ -3,11 +3,13 @@ package sqlcore
 import (
 	"context"
 	"fmt"
-	"github.com/wary-go/wary/idem/internal/seam"
 	"hash/fnv"
 	"math"
 	"slices"
 	"time"
+
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // The early events' statements (idem's earlyStore).
@@ -158,11 +160,11 @@ func (c *Core[Tx]) CountEarly(ctx context.Context, consumer string) (int, error)
 }
 
 // ListEarly implements the operator's part.
-func (c *Core[Tx]) ListEarly(ctx context.Context, consumer string, limit int) ([]seam.EarlyAggregate, error) {
+func (c *Core[Tx]) ListEarly(ctx context.Context, consumer string, limit int) ([]idem.EarlyAggregate, error) {
 	if limit <= 0 {
 		limit = math.MaxInt32
 	}
-	out := []seam.EarlyAggregate{}
+	out := []idem.EarlyAggregate{}
 	err := c.inTx(ctx, func(q Querier) error {
 		rows, err := q.Query(ctx, c.render(earlyList), consumer, limit)
 		if err != nil {
@@ -170,7 +172,7 @@ func (c *Core[Tx]) ListEarly(ctx context.Context, consumer string, limit int) ([
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var a seam.EarlyAggregate
+			var a idem.EarlyAggregate
 			var n int64
 			if err := rows.Scan(&a.Consumer, &a.AggregateID, &a.Awaited, &a.FirstVersion, &a.LastVersion, &n, timeDest{&a.OldestHeldAt}); err != nil {
 				return err

@@ -6,9 +6,9 @@ package sqlcore
 import (
 	"context"
 	"fmt"
-	"github.com/wary-go/wary/idem/internal/seam"
-	"github.com/wary-go/wary/idem/keys"
 	"time"
+
+	"github.com/wary-go/wary/idem/keys"
 )
 
 const keyCols = `provider, idem_key, intent, state, attempts, result, error, created_at, first_call_at, last_call_at,
@@ -101,7 +101,7 @@ func nonNil(b []byte) []byte {
 }
 
 // ListKeys implements the keys' part (keys' keyStore).
-func (o *Outbox[Tx]) ListKeys(ctx context.Context, f seam.KeyFilter[keys.State]) ([]keys.Record, error) {
+func (o *Outbox[Tx]) ListKeys(ctx context.Context, f keys.Filter) ([]keys.Record, error) {
 	q := `SELECT ` + keyCols + ` FROM {{idempotency_keys}} WHERE provider = $1`
 	args := []any{f.Provider}
 	if len(f.States) > 0 {

@@ -4,14 +4,15 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/wary-go/wary/idem/internal/seam"
-	"github.com/wary-go/wary/idem/outbox"
 	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/wary-go/wary/idem/internal/seam"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // OutboxDialect is what differs between the databases for the outbox.
@@ -471,7 +472,7 @@ func (o *Outbox[Tx]) OutboxHealth(ctx context.Context, now time.Time) (outbox.He
 }
 
 // ListOutbox implements the relay's part (outbox's relayStore).
-func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f seam.OutboxFilter[outbox.State]) ([]outbox.Row, error) {
+func (o *Outbox[Tx]) ListOutbox(ctx context.Context, f outbox.Filter) ([]outbox.Row, error) {
 	var w []string
 	var args []any
 	if len(f.States) > 0 {

@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/wary-go/wary/idem/outbox"
 	"slices"
 	"time"
+
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // addOne is the adding transaction's single statement where the dialect

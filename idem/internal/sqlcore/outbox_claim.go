@@ -2,11 +2,12 @@ package sqlcore
 
 import (
 	"context"
-	"github.com/wary-go/wary/idem/internal/seam"
-	"github.com/wary-go/wary/idem/outbox"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/wary-go/wary/idem/internal/seam"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 // Claim is a claim request.

@@ -3,9 +3,10 @@ package sqlcore
 import (
 	"context"
 	"fmt"
-	"github.com/wary-go/wary/idem/outbox"
 	"sync"
 	"time"
+
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 func (o *Outbox[Tx]) takeLease(ctx context.Context, q Querier, r Claim) (bool, error) {

@@ -3,8 +3,6 @@ package sqlcore
 import (
 	"context"
 	"fmt"
-	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/internal/names"
 	"hash/fnv"
 	"io/fs"
 	"path"
@@ -12,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/names"
 )
 
 type queries struct {

@@ -86,15 +86,14 @@ key or token appears in a page or an API answer.`,
 				return err
 			}
 			defer d.close()
-			audit, err := openAudit(ctx, d.pgPool(), &f.pipe.store)
-			if err != nil {
-				return err
+			if err := d.CreateAudit(ctx); err != nil {
+				return fmt.Errorf("create the audit table: %s", redactErr(err))
 			}
 			ln, err := net.Listen("tcp", f.addr)
 			if err != nil {
 				return err
 			}
-			con, err := newConsole(a, &f, p, d, audit, token)
+			con, err := newConsole(a, &f, p, d, token)
 			if err != nil {
 				ln.Close()
 				return err
@@ -143,8 +142,7 @@ type console struct {
 	app      *app
 	flags    *consoleFlags
 	pipeline guarantee.Pipeline
-	db       db
-	audit    *auditLog
+	db       *db
 	token    string
 	csrf     string // the CSRF token of this run's pages
 	session  string // the cookie a browser gets for the token
@@ -166,7 +164,7 @@ type sample struct {
 	AgeSec  float64   `json:"oldest_unsent_age_seconds"`
 }
 
-func newConsole(a *app, f *consoleFlags, p guarantee.Pipeline, d db, audit *auditLog, token string) (*console, error) {
+func newConsole(a *app, f *consoleFlags, p guarantee.Pipeline, d *db, token string) (*console, error) {
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err
@@ -178,7 +176,7 @@ func newConsole(a *app, f *consoleFlags, p guarantee.Pipeline, d db, audit *audi
 		h.Write([]byte(s))
 		return hex.EncodeToString(h.Sum(nil))
 	}
-	return &console{app: a, flags: f, pipeline: p, db: d, audit: audit, token: token, csrf: mac("csrf"), session: mac("session"),
+	return &console{app: a, flags: f, pipeline: p, db: d, token: token, csrf: mac("csrf"), session: mac("session"),
 		pages: pages, log: slog.New(slog.NewTextHandler(a.io.Err, nil)), jobs: map[int64]*job{}}, nil
 }
 

@@ -6,10 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // csrfOf reads the CSRF token of a console's pages.
@@ -30,13 +29,11 @@ func csrfOf(t *testing.T, base string) string {
 func TestAuditQuotesNames(t *testing.T) {
 	st, storeArgs := pgStore(t)
 	const consumer = "billing"
-	now := time.Now()
-	var ps []store.Parked
+	var msgs []*broker.Message
 	for i, agg := range []string{"a, b", "a", "b", "x\ny", "\x1b[2Jevil"} {
-		ps = append(ps, store.Parked{Consumer: consumer, MessageID: "m" + strconv.Itoa(i), AggregateID: agg, Version: 1, Key: agg,
-			Body: []byte("{}"), Reason: "gap", Attempts: 1, FirstSeen: now, LastSeen: now})
+		msgs = append(msgs, event("m"+strconv.Itoa(i), agg, 1))
 	}
-	parkAll(t, st, ps)
+	park(t, pgShop(st), consumer, "gap", msgs...)
 	con := startConsole(t, append([]string{"--broker", "mem://orders", "--subscription", "mem://orders/billing", "--consumer", consumer}, storeArgs...)...)
 	h := map[string]string{"X-CSRF-Token": csrfOf(t, con.base)}
 	for _, aggs := range [][]string{{"a, b"}, {"a", "b"}} {

@@ -21,7 +21,6 @@ import (
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/outbox"
-	"github.com/wary-go/wary/idem/store"
 	"github.com/wary-go/wary/redact"
 )
 
@@ -70,7 +69,7 @@ func TestConsoleBrowser(t *testing.T) {
 	// An outbox row that the relay quarantines: its topic takes no message
 	// this large.
 	agg := unique("order")
-	addRow(t, st, agg)
+	addRow(t, pgShop(st), agg)
 	small := mustOpenTopic(t, "mem://"+unique("small")+"?maxsize=10")
 	quarantine, err := outbox.NewRelay(st, small, &outbox.RelayOptions{Telemetry: broker.Telemetry{Logger: quiet}})
 	if err != nil {
@@ -81,7 +80,7 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	// A pending row, which no relay has tried yet.
 	pendingAgg := unique("order")
-	addRow(t, st, pendingAgg)
+	addRow(t, pgShop(st), pendingAgg)
 	// A dead letter.
 	deadID := unique("dead")
 	publish(t, top, event(deadID, "order-9", 1))
@@ -92,7 +91,7 @@ func TestConsoleBrowser(t *testing.T) {
 	// Early events held for consumer shipping: order-5 is at version 1,
 	// its version 3 waits for version 2.
 	schema := storeArgs[len(storeArgs)-1]
-	ship := newHolder(t, st, func(q string) error { _, err := st.Pool().Exec(ctx, q); return err }, schema+".ship_versions", "shipping", "order-5")
+	ship := newHolder(t, pgShop(st), func(q string) error { _, err := st.Pool().Exec(ctx, q); return err }, schema+".ship_versions", "shipping", "order-5")
 	wantResults(t, ship.deliver(event("o5-v3", "order-5", 3)), idem.ResultEarly)
 
 	// Dead letters of three subscriptions named as operators name them:
@@ -167,8 +166,8 @@ func TestConsoleBrowser(t *testing.T) {
 	browse(t, bctx, "dry run", page("/parked"), chromedp.Click(chromedp.CSS(`input[name=aggregate][value="order-1"]`)),
 		chromedp.SetValue(chromedp.CSS("input[name=rate]"), "0.5"), chromedp.Click(chromedp.CSS("#replay-"+consumer)), chromedp.WaitVisible(chromedp.CSS("#plan")), screenshot("replay-dry-run"))
 	wantText(t, "dry run", textOf(t, bctx, "#plan"), "2 message(s)", "1 aggregate(s)", "Nothing has been changed")
-	if n, err := st.Driver().CountParked(ctx, consumer, store.ParkedFilter{}); err != nil || n != 2 {
-		t.Fatalf("after the dry run: %d parked (%v), want 2", n, err)
+	if ps, err := in.Parked(ctx, idem.ParkedFilter{}); err != nil || len(ps) != 2 {
+		t.Fatalf("after the dry run: %d parked (%v), want 2", len(ps), err)
 	}
 	browse(t, bctx, "replay", chromedp.Click(chromedp.CSS("#replay-now")), chromedp.WaitVisible(chromedp.CSS(`#status[data-done="true"]`)), screenshot("job"))
 	wantText(t, "replay job", textOf(t, bctx, "#status"), "done")
@@ -295,8 +294,8 @@ func TestConsoleBrowser(t *testing.T) {
 	if code := post(t, con.base+"/api/parked/discard", url.Values{"consumer": {consumer}, "aggregate": {"order-3"}, "confirm": {"yes"}}, withCSRF); code != 200 {
 		t.Errorf("discard with confirm=yes: %d, want 200", code)
 	}
-	if n, err := st.Driver().CountParked(ctx, consumer, store.ParkedFilter{}); err != nil || n != 0 {
-		t.Errorf("after the API's discard: %d parked (%v), want 0", n, err)
+	if ps, err := in.Parked(ctx, idem.ParkedFilter{}); err != nil || len(ps) != 0 {
+		t.Errorf("after the API's discard: %d parked (%v), want 0", len(ps), err)
 	}
 
 	// Without a token, a request for another host name (DNS rebinding)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/idem/admin"
 )
 
 // job is a long action (a replay, a probe) that the console runs in the
@@ -68,11 +69,11 @@ func (con *console) startJob(kind, what string, total int) *job {
 
 // finish records a job's outcome and its audit entry.
 func (con *console) finish(j *job, operator, action, what string, n int, result any, err error) {
-	entry := auditEntry{Who: operator, Action: action, What: what, Count: n}
+	entry := admin.AuditEntry{Who: operator, Action: action, What: what, Count: n}
 	if err != nil {
 		entry.Detail = redactErr(err)
 	}
-	aerr := con.audit.record(con.ctx, entry)
+	aerr := con.record(con.ctx, entry)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.done, j.result = true, result

@@ -9,13 +9,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/idem/store"
 )
 
 // parkMany parks n messages of size bytes for consumer, the first five
@@ -23,8 +22,7 @@ import (
 // of aggregate agg-big; each body starts with "body of m<i> ".
 func parkMany(t *testing.T, st *postgres.Store, consumer string, n, big, size int) {
 	t.Helper()
-	now := time.Now()
-	ps := make([]store.Parked, n)
+	msgs := make([]*broker.Message, n)
 	for i := range n {
 		id, agg := fmt.Sprintf("m%04d", i), fmt.Sprintf("agg-%04d", i/5)
 		if i >= n-big {
@@ -32,29 +30,10 @@ func parkMany(t *testing.T, st *postgres.Store, consumer string, n, big, size in
 		}
 		body := []byte("body of " + id + " ")
 		body = append(body, strings.Repeat("x", size-len(body))...)
-		ps[i] = store.Parked{Consumer: consumer, MessageID: id, AggregateID: agg, Version: int64(i + 1),
-			Key: agg, Body: body, Reason: "gap", Attempts: 1, FirstSeen: now, LastSeen: now}
+		msgs[i] = &broker.Message{ID: id, Key: agg, Body: body, Headers: map[string]string{
+			broker.HeaderAggregateID: agg, broker.HeaderAggregateVersion: strconv.Itoa(i + 1)}}
 	}
-	parkAll(t, st, ps)
-}
-
-// parkAll parks ps in one transaction.
-func parkAll(t *testing.T, st *postgres.Store, ps []store.Parked) {
-	t.Helper()
-	ctx := t.Context()
-	d := st.Driver()
-	tx, err := d.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range ps {
-		if err := d.Park(ctx, tx, &ps[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := d.Commit(ctx, tx); err != nil {
-		t.Fatal(err)
-	}
+	park(t, pgShop(st), consumer, "gap", msgs...)
 }
 
 // allocated returns how many bytes this process allocated while f ran:
@@ -86,7 +65,7 @@ func TestConsoleListingsMemoryBounded(t *testing.T) {
 	for i := range rows {
 		rows[i] = &outbox.Message{AggregateID: fmt.Sprintf("o-%04d", i), Version: 1, Type: "t", Payload: payload}
 	}
-	addRows(t, st, rows...)
+	addRows(t, pgShop(st), rows...)
 	schema := storeArgs[len(storeArgs)-1]
 	if _, err := st.Pool().Exec(ctx, "UPDATE "+pgx.Identifier{schema, "wary_outbox"}.Sanitize()+" SET state = 2, last_error = 'too large' WHERE id <= 1000"); err != nil {
 		t.Fatal(err)

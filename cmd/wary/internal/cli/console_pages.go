@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem/admin"
 	"github.com/wary-go/wary/idem/guarantee"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/keys"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 var pageNames = []string{"login", "dashboard", "parked", "early", "aggregate", "replay", "confirm", "outbox", "dead-letters", "probe", "job", "audit", "error"}
@@ -154,7 +156,7 @@ func (con *console) dashboard(w http.ResponseWriter, r *http.Request) error {
 	if j.Parked, err = con.db.ParkedConsumers(ctx); err != nil {
 		return err
 	}
-	es, err := con.db.ListEarly(ctx, "", 0)
+	es, err := con.db.Early(ctx, "", 0)
 	if err != nil {
 		return err
 	}
@@ -164,7 +166,7 @@ func (con *console) dashboard(w http.ResponseWriter, r *http.Request) error {
 	}
 	j.UnresolvedKeys = map[string]int{}
 	for _, k := range con.pipeline.Keys {
-		ks, err := con.db.ListKeys(ctx, store.KeyFilter{Provider: k.Provider, Unresolved: true, At: time.Now()})
+		ks, err := con.db.Keys(ctx, keys.Filter{Provider: k.Provider, Unresolved: true})
 		if err != nil {
 			return err
 		}
@@ -240,8 +242,8 @@ func (con *console) outbox(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list := func(state store.OutboxState, after int64) (rows []outboxJSON, next int64, err error) {
-		rows, err = listOutbox(ctx, con.db, store.OutboxFilter{States: []store.OutboxState{state}, AfterRow: after, Limit: pageSize + 1})
+	list := func(state outbox.State, after int64) (rows []outboxJSON, next int64, err error) {
+		rows, err = listOutbox(ctx, con.db, outbox.Filter{States: []outbox.State{state}, AfterRow: after, Limit: pageSize + 1})
 		if err == nil && len(rows) > pageSize {
 			// More rows: the page's last is the next page's cursor.
 			rows = rows[:pageSize]
@@ -249,11 +251,11 @@ func (con *console) outbox(w http.ResponseWriter, r *http.Request) error {
 		}
 		return rows, next, err
 	}
-	quarantined, next, err := list(store.OutboxQuarantined, after)
+	quarantined, next, err := list(outbox.Quarantined, after)
 	if err != nil {
 		return err
 	}
-	pending, pendingNext, err := list(store.OutboxPending, pendingAfter)
+	pending, pendingNext, err := list(outbox.Pending, pendingAfter)
 	if err != nil {
 		return err
 	}
@@ -284,7 +286,7 @@ func (con *console) outbox(w http.ResponseWriter, r *http.Request) error {
 
 func (con *console) outboxSet(w http.ResponseWriter, r *http.Request) error {
 	verb := r.PathValue("verb")
-	to := map[string]store.OutboxState{"requeue": store.OutboxPending, "discard": store.OutboxDiscarded}
+	to := map[string]outbox.State{"requeue": outbox.Pending, "discard": outbox.Discarded}
 	st, ok := to[verb]
 	if !ok {
 		return badRequest{"want /outbox/requeue or /outbox/discard"}
@@ -312,14 +314,14 @@ func (con *console) outboxSet(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	done, skipped, err := setOutbox(r.Context(), con.db, ids, st)
-	entry := auditEntry{Who: who(r), Action: "outbox " + verb, What: fmt.Sprintf("rows %v", ids), Count: len(done)}
+	entry := admin.AuditEntry{Who: who(r), Action: "outbox " + verb, What: fmt.Sprintf("rows %v", ids), Count: len(done)}
 	if len(skipped) > 0 {
 		entry.Detail = fmt.Sprintf("skipped %v (gone, or not in a state %s applies to)", skipped, verb)
 	}
 	if err != nil {
 		entry.Detail = redactErr(err)
 	}
-	if aerr := con.audit.record(r.Context(), entry); err != nil || aerr != nil {
+	if aerr := con.record(r.Context(), entry); err != nil || aerr != nil {
 		return errors.Join(err, aerr)
 	}
 	con.done(w, r, "/outbox", map[string][]int64{"done": done, "skipped": skipped})
@@ -453,14 +455,14 @@ func (con *console) deadLettersMove(w http.ResponseWriter, r *http.Request) erro
 		what += " to " + redactText(con.deadTo())
 	}
 	done, missing, err := moveDead(ctx, s, t, &dlqFlags{limit: deadLimit, wait: time.Second, ids: ids}, func(int) error { return nil })
-	entry := auditEntry{Who: who(r), Action: "dead letters " + verb, What: what, Count: len(done)}
+	entry := admin.AuditEntry{Who: who(r), Action: "dead letters " + verb, What: what, Count: len(done)}
 	if len(missing) > 0 {
 		entry.Detail = "not found: " + quoteAll(missing)
 	}
 	if err != nil {
 		entry.Detail = redactErr(err)
 	}
-	if aerr := con.audit.record(ctx, entry); err != nil || aerr != nil {
+	if aerr := con.record(ctx, entry); err != nil || aerr != nil {
 		return errors.Join(err, aerr)
 	}
 	con.done(w, r, "/dead-letters", map[string]any{verb + "ed": len(done), "not_found": missing})
@@ -468,9 +470,9 @@ func (con *console) deadLettersMove(w http.ResponseWriter, r *http.Request) erro
 }
 
 func (con *console) auditPage(w http.ResponseWriter, r *http.Request) error {
-	es, err := con.audit.list(r.Context(), 200)
+	es, err := con.db.Audit(r.Context(), 200)
 	if err != nil {
-		return err
+		return fmt.Errorf("audit log: %s", redactErr(err))
 	}
 	con.render(w, r, "audit", http.StatusOK, es)
 	return nil

@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/wary-go/wary/broker/driver"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem"
 )
 
 // The console's checks of what a request names: a consumer, an aggregate,
@@ -15,7 +15,7 @@ import (
 // operator's mistake, answered with 400 before any query.
 
 // consumerParam reads ?consumer=, which must be a consumer name (see
-// store.ValidateConsumer) when given, and is required when required.
+// idem.ValidateConsumer) when given, and is required when required.
 func consumerParam(r *http.Request, required bool) (string, error) {
 	c := r.URL.Query().Get("consumer")
 	if c == "" && !required {
@@ -25,7 +25,7 @@ func consumerParam(r *http.Request, required bool) (string, error) {
 }
 
 func checkConsumer(c string) error {
-	if err := store.ValidateConsumer(c); err != nil {
+	if err := idem.ValidateConsumer(c); err != nil {
 		return badRequest{"consumer: " + err.Error()}
 	}
 	return nil

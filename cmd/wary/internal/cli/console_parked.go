@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/admin"
 )
 
 // The console's parked pages and actions.
@@ -55,7 +55,7 @@ func (con *console) parked(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := r.URL.Query()
-	flt := store.ParkedFilter{Limit: pageSize + 1, NoBody: true}
+	flt := idem.ParkedFilter{Limit: pageSize + 1, NoBody: true}
 	if q.Has("after") {
 		if consumer == "" {
 			return badRequest{"after: give the consumer too"}
@@ -107,8 +107,8 @@ func (con *console) parked(w http.ResponseWriter, r *http.Request) error {
 				c.Aggregates = c.Aggregates[:len(c.Aggregates)-1]
 			default:
 				c.Aggregates[0].More = true
-				after := store.ParkedFilter{AfterAggregate: c.Aggregates[0].Aggregate, HasAfter: true, Limit: 1, NoBody: true}
-				next, err := con.db.ListParked(ctx, cons, after)
+				after := idem.ParkedFilter{AfterAggregate: c.Aggregates[0].Aggregate, HasAfter: true, Limit: 1, NoBody: true}
+				next, err := con.db.Parked(ctx, cons, after)
 				if err != nil {
 					return err
 				}
@@ -180,7 +180,7 @@ func (con *console) parkedAggregate(w http.ResponseWriter, r *http.Request) erro
 			return badRequest{fmt.Sprintf("body: %q is not a parked message's number", s)}
 		}
 	}
-	flt := store.ParkedFilter{AggregateID: agg, HasAggregate: true, Limit: pageSize + 1, NoBody: true}
+	flt := idem.ParkedFilter{AggregateID: agg, HasAggregate: true, Limit: pageSize + 1, NoBody: true}
 	ps, err := listParked(r.Context(), con.db, consumer, flt, true)
 	if err != nil {
 		return err
@@ -236,7 +236,7 @@ func (con *console) selected(r *http.Request) (string, []aggregateJSON, int, err
 	var out []aggregateJSON
 	n := 0
 	for _, agg := range aggs {
-		ps, err := listParked(r.Context(), con.db, consumer, store.ParkedFilter{AggregateID: agg, HasAggregate: true, NoBody: true}, false)
+		ps, err := listParked(r.Context(), con.db, consumer, idem.ParkedFilter{AggregateID: agg, HasAggregate: true, NoBody: true}, false)
 		if err != nil {
 			return "", nil, 0, err
 		}
@@ -328,14 +328,14 @@ func (con *console) parkedDiscard(w http.ResponseWriter, r *http.Request) error 
 	total := 0
 	var names []string
 	for _, a := range aggs {
-		k, err := con.db.DiscardParked(r.Context(), consumer, store.ParkedFilter{AggregateID: a.Aggregate, HasAggregate: true})
+		k, err := con.db.DiscardParked(r.Context(), consumer, idem.ParkedFilter{AggregateID: a.Aggregate, HasAggregate: true})
 		total += k
 		names = append(names, a.Aggregate)
 		if err != nil {
-			return errors.Join(err, con.audit.record(r.Context(), auditEntry{Who: who(r), Action: "parked discard", What: fmt.Sprintf("consumer %q aggregates %s", consumer, quoteAll(names)), Count: total, Detail: redactErr(err)}))
+			return errors.Join(err, con.record(r.Context(), admin.AuditEntry{Who: who(r), Action: "parked discard", What: fmt.Sprintf("consumer %q aggregates %s", consumer, quoteAll(names)), Count: total, Detail: redactErr(err)}))
 		}
 	}
-	if err := con.audit.record(r.Context(), auditEntry{Who: who(r), Action: "parked discard", What: fmt.Sprintf("consumer %q aggregates %s", consumer, quoteAll(names)), Count: total}); err != nil {
+	if err := con.record(r.Context(), admin.AuditEntry{Who: who(r), Action: "parked discard", What: fmt.Sprintf("consumer %q aggregates %s", consumer, quoteAll(names)), Count: total}); err != nil {
 		return err
 	}
 	con.done(w, r, "/parked", map[string]int{"discarded": total})

@@ -36,8 +36,8 @@ type earlyJSON struct {
 // listEarly lists the aggregates holding early events, of consumer or
 // (consumer "") of every consumer, oldest hold first, at most limit (0:
 // all), with when each is parked under earlyLimit.
-func listEarly(ctx context.Context, d db, consumer string, limit int, earlyLimit time.Duration) ([]earlyJSON, error) {
-	es, err := d.ListEarly(ctx, consumer, limit)
+func listEarly(ctx context.Context, d *db, consumer string, limit int, earlyLimit time.Duration) ([]earlyJSON, error) {
+	es, err := d.Early(ctx, consumer, limit)
 	if err != nil {
 		return nil, err
 	}

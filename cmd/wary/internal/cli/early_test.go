@@ -2,11 +2,8 @@ package cli_test
 
 import (
 	"context"
-	"database/sql"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
@@ -40,7 +37,7 @@ func newHolder[Tx any](t *testing.T, st shopStore[Tx], exec func(string) error, 
 	name := "mem://" + unique("early")
 	h := &holder[Tx]{t: t, topic: mustOpenTopic(t, name), sub: mustOpenSub(t, name+"/"+consumer)}
 	var err error
-	h.in, err = idem.NewInbox(st, consumer, h.sub.Capabilities(), &idem.Options{Telemetry: broker.Telemetry{Logger: quiet},
+	h.in, err = st.newInbox(consumer, h.sub.Capabilities(), &idem.Options{Telemetry: broker.Telemetry{Logger: quiet},
 		Versions: idem.VersionTable{Table: table, IDColumn: "id", VersionColumn: "version"}})
 	if err != nil {
 		t.Fatal(err)
@@ -127,13 +124,13 @@ func earlyWalkthrough[Tx any](t *testing.T, w *wary, st shopStore[Tx], storeArgs
 
 func TestSQLiteParkedEarly(t *testing.T) {
 	p := sqlitePipe(t)
-	db := p.store.(*sqlite.Store).DB()
-	earlyWalkthrough[*sql.Tx](t, newWary(t), p.store, p.storeArgs, func(q string) error { _, err := db.Exec(q); return err }, "ship_versions")
+	db := p.store.store.(*sqlite.Store).DB()
+	earlyWalkthrough(t, newWary(t), p.store, p.storeArgs, func(q string) error { _, err := db.Exec(q); return err }, "ship_versions")
 }
 
 func TestPostgresParkedEarly(t *testing.T) {
 	st, args := pgStore(t)
 	schema := args[len(args)-1]
-	earlyWalkthrough[pgx.Tx](t, newWary(t), st, args, func(q string) error { _, err := st.Pool().Exec(t.Context(), q); return err },
+	earlyWalkthrough(t, newWary(t), pgShop(st), args, func(q string) error { _, err := st.Pool().Exec(t.Context(), q); return err },
 		schema+".ship_versions")
 }

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,7 +21,6 @@ import (
 	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/sqlite"
-	"github.com/wary-go/wary/idem/store"
 	"github.com/wary-go/wary/nodeproc"
 )
 
@@ -197,7 +195,7 @@ func runExample(t *testing.T, line string, ex example) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fillStore(t, st)
+		fillStore(t, sqliteShop(st))
 		st.Close()
 	}
 	if has("pipeline.json") {
@@ -211,7 +209,7 @@ func runExample(t *testing.T, line string, ex example) {
 	}
 	if has(`"$WARY_POSTGRES_URL"`) {
 		st, flags := pgStore(t)
-		fillStore(t, st)
+		fillStore(t, pgShop(st))
 		env[cli.EnvPostgres] = flags[1] + "&search_path=" + flags[3]
 	}
 	if has("rabbit://") || has("amqp://") {
@@ -296,50 +294,39 @@ func parseExample(t *testing.T, args []string) {
 // 43, quarantining 42 (order-3's) and 43.
 func fillStore[Tx any](t *testing.T, st shopStore[Tx]) {
 	t.Helper()
-	ctx := t.Context()
-	d := st.Driver()
-	tx, err := d.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
+	var msgs []*broker.Message
 	for i, agg := range []string{"order-1", "order-1", "order-2", "order-2", "order-3", "order-3", "order-3"} {
 		v := int64(i%2 + 1)
 		if agg == "order-3" {
 			v = int64(i - 3)
 		}
-		p := store.Parked{Consumer: "billing", MessageID: fmt.Sprintf("%s/v%d", agg, v), AggregateID: agg, Version: v, Key: agg,
-			Body: []byte("{}"), Reason: "gap", Attempts: 1, FirstSeen: now, LastSeen: now}
-		if err := d.Park(ctx, tx, &p); err != nil {
-			t.Fatal(err)
-		}
+		msgs = append(msgs, event(fmt.Sprintf("%s/v%d", agg, v), agg, v))
 	}
-	if err := d.Commit(ctx, tx); err != nil {
-		t.Fatal(err)
-	}
+	park(t, st, "billing", "gap", msgs...)
 	// Rows 1 to 41 are sent; 42 and 43 quarantined by a relay to a topic
 	// that takes no message this large (at its first failure).
-	relay := func(topicURL string, aggs ...string) {
+	relay := func(topicURL string, aggs ...string) *outbox.Relay {
 		msgs := make([]*outbox.Message, len(aggs))
 		for i, agg := range aggs {
 			msgs[i] = &outbox.Message{AggregateID: agg, Version: 1, Type: "order.placed", Payload: []byte("{}")}
 		}
 		addRows(t, st, msgs...)
-		r, err := outbox.NewRelay(st, mustOpenTopic(t, topicURL), &outbox.RelayOptions{Telemetry: broker.Telemetry{Logger: quiet}})
+		r, err := st.newRelay(mustOpenTopic(t, topicURL), &outbox.RelayOptions{Telemetry: broker.Telemetry{Logger: quiet}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.Drain(ctx); err != nil {
+		if _, err := r.Drain(t.Context()); err != nil {
 			t.Fatal(err)
 		}
+		return r
 	}
 	var sent []string
 	for i := range 41 {
 		sent = append(sent, fmt.Sprintf("order-%d", 100+i))
 	}
 	relay("mem://"+unique("sent"), sent...)
-	relay("mem://"+unique("small")+"?maxsize=10", "order-3", "order-200")
-	rows, err := d.ListOutbox(ctx, store.OutboxFilter{States: []store.OutboxState{store.OutboxQuarantined}})
+	small := relay("mem://"+unique("small")+"?maxsize=10", "order-3", "order-200")
+	rows, err := small.Quarantined(t.Context(), 0)
 	if err != nil || len(rows) != 2 || rows[0].RowID != 42 || rows[1].RowID != 43 {
 		t.Fatalf("quarantined outbox rows %+v (%v), want 42 and 43", rows, err)
 	}

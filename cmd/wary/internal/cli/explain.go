@@ -18,7 +18,6 @@ import (
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/keys"
-	"github.com/wary-go/wary/idem/store"
 	"github.com/wary-go/wary/redact"
 )
 
@@ -261,7 +260,7 @@ func (a *app) pipeline(c *cobra.Command, f *explainFlags) (guarantee.Pipeline, e
 // store the flags name when d is nil) and states the guarantee. dead, if
 // set, is the subscription's dead letters as already peeked (the
 // console's dashboard counts them too), else explain peeks itself.
-func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline, d db, dead *deadPeek) (guarantee.Statement, error) {
+func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline, d *db, dead *deadPeek) (guarantee.Statement, error) {
 	// Each half of the broker's promise is read from its own side: the
 	// publish half from the topic, the delivery half from the consumer's
 	// subscription.
@@ -307,13 +306,13 @@ func (a *app) explain(ctx context.Context, f *explainFlags, p guarantee.Pipeline
 		}
 	}
 	if p.Inbox != nil {
-		n, err := d.CountParked(ctx, p.Inbox.Consumer, store.ParkedFilter{})
+		n, err := d.CountParked(ctx, p.Inbox.Consumer, idem.ParkedFilter{})
 		if err != nil {
 			return st, fmt.Errorf("parked: %w", err)
 		}
 		st.Reconcile = append(st.Reconcile, fmt.Sprintf("now: %d parked message(s) of consumer %q", n, p.Inbox.Consumer))
 		if p.Inbox.Versioned && p.Inbox.HoldsGaps {
-			es, err := d.ListEarly(ctx, p.Inbox.Consumer, 0)
+			es, err := d.Early(ctx, p.Inbox.Consumer, 0)
 			if err != nil {
 				return st, fmt.Errorf("early events: %w", err)
 			}

@@ -54,7 +54,7 @@ func TestJSONEveryDataCommand(t *testing.T) {
 func TestParkedReplayInVersionOrder(t *testing.T) {
 	ctx := t.Context()
 	p := sqlitePipeQuery(t, "?profile=partitioned")
-	in, err := idem.NewInbox(p.store, "billing", p.sub.Capabilities(), &idem.Options{Telemetry: broker.Telemetry{Logger: quiet}})
+	in, err := p.store.newInbox("billing", p.sub.Capabilities(), &idem.Options{Telemetry: broker.Telemetry{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestDestructiveCommandsAsk(t *testing.T) {
 	ctx := t.Context()
 	p := sqlitePipe(t)
 	addRow(t, p.store, "order-5")
-	in, err := idem.NewInbox(p.store, "billing", p.sub.Capabilities(), &idem.Options{Telemetry: broker.Telemetry{Logger: quiet}})
+	in, err := p.store.newInbox("billing", p.sub.Capabilities(), &idem.Options{Telemetry: broker.Telemetry{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,9 @@ import (
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/conformance"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/admin"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/redact"
 )
 
@@ -23,58 +25,30 @@ import (
 
 // listParked lists the parked messages that flt selects, of consumer or
 // (consumer "") of every consumer, in replay order per consumer.
-func listParked(ctx context.Context, d db, consumer string, flt store.ParkedFilter, full bool) ([]parkedJSON, error) {
+func listParked(ctx context.Context, d *db, consumer string, flt idem.ParkedFilter, full bool) ([]parkedJSON, error) {
 	if !full {
 		flt.NoBody = true // not shown: not read
 	}
-	consumers := []string{consumer}
-	if consumer == "" {
-		m, err := d.ParkedConsumers(ctx)
-		if err != nil {
-			return nil, err
-		}
-		consumers = slices.Sorted(maps.Keys(m))
+	ps, err := d.Parked(ctx, consumer, flt)
+	if err != nil {
+		return nil, err
 	}
-	out := []parkedJSON{}
-	for _, cons := range consumers {
-		ps, err := d.ListParked(ctx, cons, flt)
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range ps {
-			out = append(out, toParkedJSON(cons, p, full))
-		}
+	out := make([]parkedJSON, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, toParkedJSON(p.Consumer, p, full))
 	}
 	return out, nil
 }
 
-// replayParked replays each of aggs in turn (see wary parked replay): one
-// store transaction per aggregate, committed after the broker confirmed
-// every publish. Before each aggregate it calls pace (a rate limit; nil
-// for none), and after it done with the aggregate's messages.
-func replayParked(ctx context.Context, d db, t *broker.Topic, consumer string, aggs []string, by string,
+// replayParked replays each of aggs in turn (see wary parked replay and
+// admin.Admin.ReplayParked): one store transaction per aggregate,
+// committed after the broker confirmed every publish. Before each
+// aggregate it calls pace (a rate limit; nil for none), and after it done
+// with the aggregate's messages.
+func replayParked(ctx context.Context, d *db, t *broker.Topic, consumer string, aggs []string, by string,
 	pace func(context.Context) error, done func(agg string, ps []parkedJSON)) (replayJSON, error) {
 	res := replayJSON{Replayed: []parkedJSON{}}
-	for _, agg := range aggs {
-		if pace != nil {
-			if err := pace(ctx); err != nil {
-				return res, err
-			}
-		}
-		ps, err := d.ListParked(ctx, consumer, store.ParkedFilter{AggregateID: agg, HasAggregate: true})
-		if err != nil {
-			return res, err
-		}
-		err = d.unpark(ctx, consumer, ps, func(ctx context.Context) error {
-			msgs := make([]*broker.Message, len(ps))
-			for i, p := range ps {
-				msgs[i] = &broker.Message{ID: p.MessageID, Key: p.Key, Headers: stamp(p.Headers, by, p.Reason), Body: p.Body}
-			}
-			return t.Publish(ctx, msgs...)
-		})
-		if err != nil {
-			return res, fmt.Errorf("replay of aggregate %q (its messages stay parked): %w", agg, err)
-		}
+	_, err := d.ReplayParked(ctx, t, consumer, aggs, &admin.ReplayOptions{By: by, Pace: pace, Replayed: func(agg string, ps []idem.Parked) {
 		js := make([]parkedJSON, 0, len(ps))
 		for _, p := range ps {
 			js = append(js, toParkedJSON(consumer, p, false))
@@ -83,13 +57,13 @@ func replayParked(ctx context.Context, d db, t *broker.Topic, consumer string, a
 		if done != nil {
 			done(agg, js)
 		}
-	}
-	return res, nil
+	}})
+	return res, err
 }
 
 // outboxHealth is the outbox's backlog, as wary outbox status prints it.
-func outboxHealth(ctx context.Context, d db) (healthJSON, error) {
-	h, err := d.OutboxHealth(ctx, time.Now())
+func outboxHealth(ctx context.Context, d *db) (healthJSON, error) {
+	h, err := d.OutboxStatus(ctx)
 	if err != nil {
 		return healthJSON{}, err
 	}
@@ -98,11 +72,7 @@ func outboxHealth(ctx context.Context, d db) (healthJSON, error) {
 		j.OldestUnsentAge = h.OldestUnsentAge.Round(time.Second).String()
 		j.oldestAge = h.OldestUnsentAge
 	}
-	st, ok, err := d.streamStatus(ctx)
-	if err != nil {
-		return healthJSON{}, err
-	}
-	if ok {
+	if st := h.Stream; st != nil {
 		j.Stream = &streamJSON{Slot: st.Slot, Active: st.Active, LagBytes: st.LagBytes,
 			LagAge: st.LagAge.Round(time.Millisecond).String(), WALStatus: st.WALStatus,
 			Released: st.Released, ReleasedAt: st.ReleasedAt, ReleasedLag: st.ReleasedLag, exists: st.Exists}
@@ -112,9 +82,9 @@ func outboxHealth(ctx context.Context, d db) (healthJSON, error) {
 
 // listOutbox lists outbox rows as wary outbox list prints them (without
 // their payloads, which it does not read).
-func listOutbox(ctx context.Context, d db, f store.OutboxFilter) ([]outboxJSON, error) {
+func listOutbox(ctx context.Context, d *db, f outbox.Filter) ([]outboxJSON, error) {
 	f.NoPayload = true
-	rows, err := d.ListOutbox(ctx, f)
+	rows, err := d.Outbox(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -129,24 +99,11 @@ func listOutbox(ctx context.Context, d db, f store.OutboxFilter) ([]outboxJSON, 
 // setOutbox requeues (to pending) or discards rows, and returns those it
 // changed and those it skipped (gone, or in a state the verb does not
 // apply to).
-func setOutbox(ctx context.Context, d db, ids []int64, to store.OutboxState) (done, skipped []int64, err error) {
-	from := []store.OutboxState{store.OutboxQuarantined}
-	if to == store.OutboxDiscarded {
-		from = append(from, store.OutboxPending)
+func setOutbox(ctx context.Context, d *db, ids []int64, to outbox.State) (done, skipped []int64, err error) {
+	if to == outbox.Discarded {
+		return d.DiscardOutbox(ctx, ids...)
 	}
-	done, skipped = []int64{}, []int64{}
-	for _, id := range ids {
-		ok, err := d.SetOutboxState(ctx, id, to, time.Now(), from...)
-		if err != nil {
-			return done, skipped, err
-		}
-		if ok {
-			done = append(done, id)
-		} else {
-			skipped = append(skipped, id)
-		}
-	}
-	return done, skipped, nil
+	return d.RequeueOutbox(ctx, ids...)
 }
 
 // moveDead replays (to t) or, with t nil, discards the dead letters of s
@@ -192,7 +149,7 @@ func moveDead(ctx context.Context, s *broker.Subscription, t *broker.Topic, f *d
 	for i, d := range chosen {
 		if t != nil {
 			m := d.Message
-			err := t.Publish(ctx, &broker.Message{ID: m.ID, Key: m.Key, Headers: stamp(m.Headers, by, m.Headers[driver.HeaderDeadLetterReason]), Body: m.Body})
+			err := t.Publish(ctx, &broker.Message{ID: m.ID, Key: m.Key, Headers: admin.ReplayHeaders(m.Headers, by, m.Headers[driver.HeaderDeadLetterReason]), Body: m.Body})
 			if err != nil {
 				release(chosen[i:])
 				return done, nil, fmt.Errorf("replay %s (left in the dead-letter queue): %w", m.ID, err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem/outbox"
 )
 
 func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
@@ -27,7 +27,7 @@ aggregate until it is requeued (tried again from attempt 0) or discarded
   wary outbox list --state quarantined --sqlite shop.db
   wary outbox requeue 42 --sqlite shop.db --yes`,
 	}
-	c.AddCommand(a.outboxStatus(), a.outboxList(), a.outboxSet("requeue", store.OutboxPending), a.outboxSet("discard", store.OutboxDiscarded))
+	c.AddCommand(a.outboxStatus(), a.outboxList(), a.outboxSet("requeue", outbox.Pending), a.outboxSet("discard", outbox.Discarded))
 	return c
 }
 
@@ -119,14 +119,14 @@ type outboxJSON struct {
 	LastError   string    `json:"last_error,omitempty"`
 }
 
-func parseStates(s string) ([]store.OutboxState, error) {
+func parseStates(s string) ([]outbox.State, error) {
 	if s == "" {
 		return nil, nil
 	}
-	var out []store.OutboxState
+	var out []outbox.State
 	for _, name := range strings.Split(s, ",") {
 		found := false
-		for st := store.OutboxPending; st <= store.OutboxDiscarded; st++ {
+		for st := outbox.Pending; st <= outbox.Discarded; st++ {
 			if st.String() == strings.TrimSpace(name) {
 				out, found = append(out, st), true
 			}
@@ -161,7 +161,7 @@ func (a *app) outboxList() *cobra.Command {
 				return err
 			}
 			defer d.close()
-			out, err := listOutbox(ctx, d, store.OutboxFilter{States: ss, AggregateID: aggregate, Limit: limit})
+			out, err := listOutbox(ctx, d, outbox.Filter{States: ss, AggregateID: aggregate, Limit: limit})
 			if err != nil {
 				return err
 			}
@@ -186,10 +186,10 @@ func (a *app) outboxList() *cobra.Command {
 
 // outboxSet is requeue (quarantined to pending) or discard (pending or
 // quarantined to discarded).
-func (a *app) outboxSet(verb string, to store.OutboxState) *cobra.Command {
+func (a *app) outboxSet(verb string, to outbox.State) *cobra.Command {
 	var sf storeFlags
 	short := "Requeue quarantined rows: the relay tries them again from attempt 0"
-	if to == store.OutboxDiscarded {
+	if to == outbox.Discarded {
 		short = "Discard pending or quarantined rows: never published; their aggregate moves on"
 	}
 	c := &cobra.Command{
@@ -216,7 +216,7 @@ func (a *app) outboxSet(verb string, to store.OutboxState) *cobra.Command {
 				return err
 			}
 			done, skipped, err := setOutbox(ctx, d, ids, to)
-			a.audited(ctx, d, &sf, "outbox "+verb, fmt.Sprintf("rows %v", ids), len(done))
+			a.audited(ctx, d, "outbox "+verb, fmt.Sprintf("rows %v", ids), len(done))
 			if err != nil {
 				return err
 			}

@@ -16,8 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wary-go/wary/broker"
-	"github.com/wary-go/wary/broker/driver"
-	"github.com/wary-go/wary/idem/store"
+	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/redact"
 )
 
@@ -30,8 +29,8 @@ type parkedFlags struct {
 	to                  string
 }
 
-func (f *parkedFlags) filter(c *cobra.Command) store.ParkedFilter {
-	return store.ParkedFilter{AggregateID: f.aggregate, HasAggregate: c.Flags().Changed("aggregate"), ID: f.id, Limit: f.limit}
+func (f *parkedFlags) filter(c *cobra.Command) idem.ParkedFilter {
+	return idem.ParkedFilter{AggregateID: f.aggregate, HasAggregate: c.Flags().Changed("aggregate"), ID: f.id, Limit: f.limit}
 }
 
 func (a *app) parkedCmd() *cobra.Command {
@@ -129,28 +128,17 @@ that "wary parked list" prints. IDs are unique across consumers, so
 
 // findParked returns parked message id and its consumer: consumer's, or,
 // with consumer "", whichever consumer's it is (IDs are unique).
-func findParked(ctx context.Context, d db, consumer string, id int64) (string, store.Parked, error) {
-	consumers := []string{consumer}
-	if consumer == "" {
-		m, err := d.ParkedConsumers(ctx)
-		if err != nil {
-			return "", store.Parked{}, err
-		}
-		consumers = slices.Sorted(maps.Keys(m))
+func findParked(ctx context.Context, d *db, consumer string, id int64) (string, idem.Parked, error) {
+	p, ok, err := d.FindParked(ctx, consumer, id)
+	switch {
+	case err != nil:
+		return "", idem.Parked{}, err
+	case !ok && consumer != "":
+		return "", idem.Parked{}, fmt.Errorf("consumer %q has no parked message %d (see wary parked list)", consumer, id)
+	case !ok:
+		return "", idem.Parked{}, fmt.Errorf("no parked message %d (see wary parked list)", id)
 	}
-	for _, cons := range consumers {
-		ps, err := d.ListParked(ctx, cons, store.ParkedFilter{ID: id})
-		if err != nil {
-			return "", store.Parked{}, err
-		}
-		if len(ps) > 0 {
-			return cons, ps[0], nil
-		}
-	}
-	if consumer != "" {
-		return "", store.Parked{}, fmt.Errorf("consumer %q has no parked message %d (see wary parked list)", consumer, id)
-	}
-	return "", store.Parked{}, fmt.Errorf("no parked message %d (see wary parked list)", id)
+	return p.Consumer, p, nil
 }
 
 func (a *app) parkedReplay() *cobra.Command {
@@ -182,7 +170,7 @@ replay again if the aggregate is back.`,
 				return err
 			}
 			defer d.close()
-			aggs, err := parkedAggregates(ctx, d, f.consumer, f.filter(c))
+			aggs, err := d.ParkedAggregates(ctx, f.consumer, f.filter(c))
 			if err != nil {
 				return err
 			}
@@ -199,7 +187,7 @@ replay again if the aggregate is back.`,
 			defer t.Close()
 			a.warnDedup(t)
 			res, err := replayParked(ctx, d, t, f.consumer, aggs, replayedBy(), nil, nil)
-			a.audited(ctx, d, &f.store, "parked replay", fmt.Sprintf("consumer %q aggregates %s to %s", f.consumer, quoteAll(aggs), redact.String(f.to)), len(res.Replayed))
+			a.audited(ctx, d, "parked replay", fmt.Sprintf("consumer %q aggregates %s to %s", f.consumer, quoteAll(aggs), redact.String(f.to)), len(res.Replayed))
 			if err != nil {
 				return err
 			}
@@ -221,31 +209,6 @@ replay again if the aggregate is back.`,
 
 type replayJSON struct {
 	Replayed []parkedJSON `json:"replayed"`
-}
-
-// parkedAggregates lists the distinct aggregates of the consumer's
-// parked messages that f selects, in the store's order.
-func parkedAggregates(ctx context.Context, d db, consumer string, f store.ParkedFilter) ([]string, error) {
-	if f.HasAggregate {
-		n, err := d.CountParked(ctx, consumer, f)
-		if err != nil || n == 0 {
-			return nil, err
-		}
-		return []string{f.AggregateID}, nil
-	}
-	var out []string
-	cur := store.ParkedFilter{Limit: 1}
-	for {
-		ps, err := d.ListParked(ctx, consumer, cur)
-		if err != nil {
-			return nil, err
-		}
-		if len(ps) == 0 {
-			return out, nil
-		}
-		out = append(out, ps[0].AggregateID)
-		cur.AfterAggregate, cur.HasAfter = ps[0].AggregateID, true
-	}
 }
 
 func (a *app) parkedDiscard() *cobra.Command {
@@ -278,7 +241,7 @@ func (a *app) parkedDiscard() *cobra.Command {
 				if n, err = d.DiscardParked(ctx, f.consumer, flt); err != nil {
 					return err
 				}
-				a.audited(ctx, d, &f.store, "parked discard", fmt.Sprintf("consumer %q %s", f.consumer, describeParkedFilter(flt)), n)
+				a.audited(ctx, d, "parked discard", fmt.Sprintf("consumer %q %s", f.consumer, describeParkedFilter(flt)), n)
 			}
 			return a.out(map[string]int{"discarded": n}, func(w io.Writer) { fmt.Fprintf(w, "discarded %d parked message(s)\n", n) })
 		},
@@ -294,7 +257,7 @@ func (a *app) parkedDiscard() *cobra.Command {
 }
 
 // describeParkedFilter says what a filter selects, for the audit log.
-func describeParkedFilter(f store.ParkedFilter) string {
+func describeParkedFilter(f idem.ParkedFilter) string {
 	switch {
 	case f.ID != 0:
 		return fmt.Sprintf("parked message %d", f.ID)
@@ -322,7 +285,7 @@ type parkedJSON struct {
 	BodyEncoding string            `json:"body_encoding,omitempty"`
 }
 
-func toParkedJSON(consumer string, p store.Parked, full bool) parkedJSON {
+func toParkedJSON(consumer string, p idem.Parked, full bool) parkedJSON {
 	j := parkedJSON{ID: p.ID, Consumer: consumer, MessageID: p.MessageID, AggregateID: p.AggregateID, Version: p.Version,
 		Sequence: p.Sequence, Key: p.Key, Reason: p.Reason, Attempts: p.Attempts, FirstSeen: p.FirstSeen, LastSeen: p.LastSeen}
 	if full {
@@ -373,21 +336,4 @@ func operator() string {
 	}
 	host, _ := os.Hostname()
 	return name + "@" + host
-}
-
-// stamp copies h without wary's reserved headers other than the
-// event-identity ones (a dead-letter reason, say), and adds
-// wary-replayed-by with who, and why the message had been set aside.
-func stamp(h map[string]string, by, reason string) map[string]string {
-	out := make(map[string]string, len(h)+1)
-	for k, v := range h {
-		if !driver.ReservedHeader(k) {
-			out[k] = v
-		}
-	}
-	if reason != "" {
-		by += ": " + reason
-	}
-	out[driver.HeaderReplayedBy] = by
-	return out
 }

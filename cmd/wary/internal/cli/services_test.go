@@ -10,8 +10,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
 	"github.com/wary-go/wary/drivers/rabbit"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/internal/servicetest"
 )
@@ -41,6 +44,20 @@ func pgStore(t *testing.T) (*postgres.Store, []string) {
 		t.Fatal(err)
 	}
 	return st, []string{"--postgres", url, "--schema", schema}
+}
+
+// pgShop is st as the walkthroughs use a store.
+func pgShop(st *postgres.Store) shopStore[pgx.Tx] {
+	return shopStore[pgx.Tx]{store: st,
+		newInbox: func(consumer string, caps capability.Subscription, o *idem.Options) (*idem.Inbox[pgx.Tx], error) {
+			return idem.NewInbox(st, consumer, caps, o)
+		},
+		newOutbox: func() (*outbox.Outbox[pgx.Tx], error) { return outbox.New(st, nil) },
+		newRelay: func(top *broker.Topic, o *outbox.RelayOptions) (*outbox.Relay, error) {
+			return outbox.NewRelay(st, top, o)
+		},
+		inTx: func(ctx context.Context, f func(pgx.Tx) error) error { return pgx.BeginFunc(ctx, st.Pool(), f) },
+	}
 }
 
 // rabbitTopology declares an exchange and a quorum queue with a delivery
@@ -87,12 +104,12 @@ func rabbitTopologyNamed(t *testing.T, name string) (top *broker.Topic, topicURL
 func TestPostgresRabbitParked(t *testing.T) {
 	st, args := pgStore(t)
 	top, topicURL, sub, _ := rabbitTopology(t)
-	parkedWalkthrough(t, newWary(t), &pipe[pgx.Tx]{store: st, storeArgs: args, topicURL: topicURL, topic: top, sub: sub})
+	parkedWalkthrough(t, newWary(t), &pipe[pgx.Tx]{store: pgShop(st), storeArgs: args, topicURL: topicURL, topic: top, sub: sub})
 }
 
 func TestPostgresOutbox(t *testing.T) {
 	st, args := pgStore(t)
-	outboxWalkthrough(t, newWary(t), &pipe[pgx.Tx]{store: st, storeArgs: args})
+	outboxWalkthrough(t, newWary(t), &pipe[pgx.Tx]{store: pgShop(st), storeArgs: args})
 }
 
 func TestRabbitDLQ(t *testing.T) {

@@ -1,10 +1,15 @@
 package cli_test
 
 import (
+	"context"
 	"database/sql"
 	"path/filepath"
 	"testing"
 
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/sqlite"
 )
 
@@ -22,8 +27,32 @@ func sqlitePipeQuery(t *testing.T, query string) *pipe[*sql.Tx] {
 	}
 	t.Cleanup(func() { st.Close() })
 	name := "mem://" + unique("orders")
-	return &pipe[*sql.Tx]{store: st, storeArgs: []string{"--sqlite", path}, topicURL: name + query,
+	return &pipe[*sql.Tx]{store: sqliteShop(st), storeArgs: []string{"--sqlite", path}, topicURL: name + query,
 		topic: mustOpenTopic(t, name+query), sub: mustOpenSub(t, name+"/billing"+query)}
+}
+
+// sqliteShop is st as the walkthroughs use a store.
+func sqliteShop(st *sqlite.Store) shopStore[*sql.Tx] {
+	return shopStore[*sql.Tx]{store: st,
+		newInbox: func(consumer string, caps capability.Subscription, o *idem.Options) (*idem.Inbox[*sql.Tx], error) {
+			return idem.NewInbox(st, consumer, caps, o)
+		},
+		newOutbox: func() (*outbox.Outbox[*sql.Tx], error) { return outbox.New(st, nil) },
+		newRelay: func(top *broker.Topic, o *outbox.RelayOptions) (*outbox.Relay, error) {
+			return outbox.NewRelay(st, top, o)
+		},
+		inTx: func(ctx context.Context, f func(*sql.Tx) error) error {
+			tx, err := st.DB().BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			if err := f(tx); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			return tx.Commit()
+		},
+	}
 }
 
 func TestSQLiteMemoryParked(t *testing.T) { parkedWalkthrough(t, newWary(t), sqlitePipe(t)) }

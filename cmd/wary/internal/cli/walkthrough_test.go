@@ -11,18 +11,42 @@ import (
 	"time"
 
 	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/broker/driver"
 	"github.com/wary-go/wary/cmd/wary/internal/cli"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/outbox"
-	"github.com/wary-go/wary/idem/store"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// shopStore is what the walkthroughs need of a store.
-type shopStore[Tx any] interface {
-	store.Provider[Tx]
+// shopStore is a store under test, a *postgres.Store or a *sqlite.Store
+// (pgShop, sqliteShop), with idem's constructors bound to it: the tests
+// hand the store to idem as a program does, and never call its driver.
+type shopStore[Tx any] struct {
+	store     any
+	newInbox  func(consumer string, caps capability.Subscription, o *idem.Options) (*idem.Inbox[Tx], error)
+	newOutbox func() (*outbox.Outbox[Tx], error)
+	newRelay  func(top *broker.Topic, o *outbox.RelayOptions) (*outbox.Relay, error)
+	// inTx runs f in a transaction, committed if f succeeds.
+	inTx func(ctx context.Context, f func(Tx) error) error
+}
+
+// park parks msgs for consumer, in order, through an inbox whose handler
+// parks each message it is given at once: each aggregate's first message
+// is parked with reason, the later ones held behind it.
+func park[Tx any](t *testing.T, st shopStore[Tx], consumer, reason string, msgs ...*broker.Message) {
+	t.Helper()
+	in, err := st.newInbox(consumer, capability.Subscription{}, &idem.Options{Telemetry: broker.Telemetry{Logger: quiet}, Retention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := func(context.Context, Tx, *broker.Delivery) error { return &idem.ParkError{Reason: reason, Now: true} }
+	for _, m := range msgs {
+		if r, err := in.Handle(t.Context(), broker.NewDetachedDelivery(m, 1), h); r != idem.ResultParked && r != idem.ResultHeld {
+			t.Fatalf("park %s: %v (%v), want parked or held", m.ID, r, err)
+		}
+	}
 }
 
 // pipe is one pipeline under test: a store (and the flags that name it
@@ -69,7 +93,7 @@ func publish(t *testing.T, top *broker.Topic, msgs ...*broker.Message) {
 func parkedWalkthrough[Tx any](t *testing.T, w *wary, p *pipe[Tx]) {
 	ctx := t.Context()
 	const consumer = "billing"
-	in, err := idem.NewInbox(p.store, consumer, p.sub.Capabilities(), &idem.Options{Telemetry: broker.Telemetry{Logger: quiet}})
+	in, err := p.store.newInbox(consumer, p.sub.Capabilities(), &idem.Options{Telemetry: broker.Telemetry{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,18 +203,15 @@ func addRow[Tx any](t *testing.T, st shopStore[Tx], agg string) {
 func addRows[Tx any](t *testing.T, st shopStore[Tx], msgs ...*outbox.Message) {
 	t.Helper()
 	ctx := t.Context()
-	ob, err := outbox.New(st, nil)
+	ob, err := st.newOutbox()
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := st.Driver().Begin(ctx)
+	err = st.inTx(ctx, func(tx Tx) error {
+		_, err := ob.Add(ctx, tx, msgs...)
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ob.Add(ctx, tx, msgs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Driver().Commit(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -203,7 +224,7 @@ func outboxWalkthrough[Tx any](t *testing.T, w *wary, p *pipe[Tx]) {
 	// A topic that takes no message this large: the relay quarantines
 	// the row at its first failure.
 	small := mustOpenTopic(t, "mem://"+unique("small")+"?maxsize=10")
-	relay, err := outbox.NewRelay(p.store, small, &outbox.RelayOptions{Telemetry: broker.Telemetry{Logger: quiet}})
+	relay, err := p.store.newRelay(small, &outbox.RelayOptions{Telemetry: broker.Telemetry{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}
