@@ -47,37 +47,47 @@ func TestBrokerSurface(t *testing.T) {
 }
 
 // idemPackages are the packages issue 48 measures idem's surface by:
-// those a user imports, and idem/store and idem/idemtest while they are
-// public (the issue moves them inside).
+// those a user imports (the operator's idem/admin among them).
 var idemPackages = []string{
-	"idem", "idem/outbox", "idem/keys", "idem/guarantee",
-	"idem/store", "idem/idemtest", "idem/postgres", "idem/sqlite",
+	"idem", "idem/outbox", "idem/keys", "idem/guarantee", "idem/admin",
+	"idem/postgres", "idem/sqlite",
 }
 
-// mayGo are the packages of idemPackages that may no longer exist.
-var mayGo = map[string]bool{"idem/store": true, "idem/idemtest": true}
+// goneInside are the packages issue 48 moved inside (idem/internal/...):
+// the store's interface, 142 exported identifiers at 7338be9 (63
+// interface methods), and the store suites, 79. They must not come back.
+var goneInside = []string{"idem/store", "idem/idemtest"}
+
+// idemMaxSurface bounds the exported identifiers of broker and
+// idemPackages together: 539 at 7338be9 (idem/store and idem/idemtest
+// public, no idem/admin), 489 before issue 48's move, 301 after it (idem/admin's 25 among them).
+const idemMaxSurface = 320
 
 // TestIdemSurface counts the exported identifiers of broker and of
-// idemPackages as TestBrokerSurface counts them, and logs each count and
-// their sum: issue 48's figure of idem's surface. A package of mayGo
-// that is gone counts 0. It bounds nothing yet.
+// idemPackages as TestBrokerSurface counts them (plus the methods of
+// exported interfaces), logs each count and their sum, and fails above
+// idemMaxSurface or if a package of goneInside exists again.
 func TestIdemSurface(t *testing.T) {
 	dir := repo(t)
+	for _, p := range goneInside {
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(p))); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s exists (%v): the store seam and its suites are internal (idem/internal/...)", p, err)
+		}
+	}
 	total := 0
 	for _, p := range append([]string{"broker"}, idemPackages...) {
 		pdir := filepath.Join(dir, filepath.FromSlash(p))
-		if _, err := os.Stat(pdir); mayGo[p] && errors.Is(err, fs.ErrNotExist) {
-			t.Logf("%-15s gone", p)
-			continue
-		}
 		names, methods := len(exportedNames(t, pdir)), len(interfaceMethods(t, pdir))
-		if names == 0 && !mayGo[p] {
+		if names == 0 {
 			t.Fatalf("no exported names in %s: the count is broken", p)
 		}
 		t.Logf("%-15s %3d exported identifiers (%d names, %d interface methods)", p, names+methods, names, methods)
 		total += names + methods
 	}
 	t.Logf("broker + idem: %d exported identifiers", total)
+	if total > idemMaxSurface {
+		t.Errorf("broker and idem's user packages export %d identifiers, over %d", total, idemMaxSurface)
+	}
 }
 
 // exportedNames lists the exported top-level names of the package in dir
