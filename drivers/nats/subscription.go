@@ -621,13 +621,14 @@ func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.T
 	into.dm = driver.Message{
 		ID: a.id, Key: a.key, Headers: headers, Body: body,
 		AckID: a, Attempt: a.attempt, Redelivered: a.attempt > 1, PublishTime: time.Unix(0, md.timestamp),
-		AsFunc: a.as,
+		As: a,
 	}
 	return &into.dm, nil
 }
 
-// as is a received message's AsFunc: *jetstream.Msg and *Subject.
-func (a *ackID) as(i any) bool {
+// As is a received message's driver.Message.As: *jetstream.Msg and
+// *Subject.
+func (a *ackID) As(i any) bool {
 	switch p := i.(type) {
 	case *jetstream.Msg:
 		*p = a.msg
