@@ -594,9 +594,8 @@ func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.T
 		}
 		headers[k] = v[0]
 	}
-	if headers == nil {
-		headers = map[string]string{}
-	}
+	// headers stays nil on a message without any (as the other drivers
+	// leave it), which reads as empty: no allocation for it.
 	if s.deadLetters {
 		if id := headers[HeaderID]; id != "" {
 			a.id = id
