@@ -29,16 +29,16 @@ type Message struct {
 	// Body is the payload: any bytes.
 	Body []byte
 
-	asFunc func(any) bool
+	as driver.Aser // the driver's, on received messages
 }
 
 // As reaches the driver's own message type on a received message (see each
 // driver's package doc for the types it accepts).
 func (m *Message) As(i any) bool {
-	if m.asFunc == nil {
+	if m.as == nil {
 		return false
 	}
-	return m.asFunc(i)
+	return m.as.As(i)
 }
 
 // Event-identity headers: the reserved "wary-" names a producer may set.

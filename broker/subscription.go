@@ -136,7 +136,7 @@ func (s *Subscription) initDelivery(dm2 *deliveryAndMessage, dm *driver.Message)
 	if attempt < 1 {
 		attempt = 1
 	}
-	dm2.m = Message{ID: dm.ID, Key: dm.Key, Headers: dm.Headers, Body: dm.Body, asFunc: dm.AsFunc}
+	dm2.m = Message{ID: dm.ID, Key: dm.Key, Headers: dm.Headers, Body: dm.Body, as: dm.As}
 	d := &dm2.d
 	d.Message = &dm2.m
 	d.Attempt = attempt
@@ -176,7 +176,7 @@ func (s *Subscription) Peek(ctx context.Context, maxMessages int) ([]Peeked, err
 	out := make([]Peeked, len(dms))
 	for i, dm := range dms {
 		out[i] = Peeked{
-			Message:     &Message{ID: dm.ID, Key: dm.Key, Headers: dm.Headers, Body: dm.Body, asFunc: dm.AsFunc},
+			Message:     &Message{ID: dm.ID, Key: dm.Key, Headers: dm.Headers, Body: dm.Body, as: dm.As},
 			Attempt:     max(dm.Attempt, 1),
 			PublishTime: dm.PublishTime,
 		}

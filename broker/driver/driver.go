@@ -58,8 +58,18 @@ type Message struct {
 	Redelivered bool
 	// PublishTime is when the broker accepted the message, if known.
 	PublishTime time.Time
-	// AsFunc, if not nil, lets users reach the SDK's own message type.
-	AsFunc func(any) bool
+	// As, if not nil, lets users reach the SDK's own message type: the
+	// portable Message's As calls it. Drivers set it to a pointer they
+	// hold anyway (the delivery's AckID, or the SDK's message converted to
+	// a type of the driver's with an As method), which costs no
+	// allocation, where a closure would cost one per message.
+	As Aser
+}
+
+// Aser converts a portable value to a driver's own types: i is a pointer
+// to one of them, which As sets, reporting whether it could.
+type Aser interface {
+	As(i any) bool
 }
 
 // Topic publishes messages.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/gcppubsub"
 )
@@ -41,6 +43,11 @@ func TestRoundTrip(t *testing.T) {
 				}
 				for _, d := range ds {
 					got[d.Message.ID] = d
+					var rm *pubsubpb.ReceivedMessage
+					var pm *pubsubpb.PubsubMessage
+					if !d.Message.As(&rm) || !d.Message.As(&pm) || pm != rm.GetMessage() || !bytes.Equal(pm.GetData(), d.Message.Body) || d.Message.As(new(int)) {
+						t.Errorf("%q: Message.As: %v, %v", d.Message.ID, rm, pm)
+					}
 					if err := d.Ack(ctx); err != nil {
 						t.Fatalf("ack %s: %v", d.Message.ID, err)
 					}

@@ -452,18 +452,26 @@ func (s *subscription) decode(r *pubsubpb.ReceivedMessage) *driver.Message {
 		m.PublishTime = pt.AsTime()
 	}
 	m.AckID = &ackID{id: r.GetAckId(), msg: pm}
-	m.AsFunc = func(i any) bool {
-		switch p := i.(type) {
-		case **pubsubpb.ReceivedMessage:
-			*p = r
-			return true
-		case **pubsubpb.PubsubMessage:
-			*p = pm
-			return true
-		}
-		return false
-	}
+	m.As = (*received)(r)
 	return m
+}
+
+// received is Message.As on received messages: **pubsubpb.ReceivedMessage
+// and **pubsubpb.PubsubMessage. A conversion of the SDK's pointer, it
+// costs no allocation.
+type received pubsubpb.ReceivedMessage
+
+func (r *received) As(i any) bool {
+	rm := (*pubsubpb.ReceivedMessage)(r)
+	switch p := i.(type) {
+	case **pubsubpb.ReceivedMessage:
+		*p = rm
+		return true
+	case **pubsubpb.PubsubMessage:
+		*p = rm.GetMessage()
+		return true
+	}
+	return false
 }
 
 // closeReceiver waits for the Pull in flight, then makes what no caller

@@ -241,8 +241,8 @@ type handout struct {
 // Allocations are per batch, not per record: one slab of handouts, one
 // buffer for the bodies (each body a capacity-capped window of it, so an
 // append by the user reallocates rather than overwriting a neighbour) and
-// one string for the IDs and keys. What stays per record is the AsFunc
-// closure and a header map, for records with headers other than the
+// one string for the IDs and keys. What stays per record is a header
+// map, for records with headers other than the
 // driver's. Reserved headers (wary-...) that the driver does not read are
 // dropped: another producer could have set them. With deadLetters (the
 // records are dead letters this driver wrote), the dead-letter reason and
@@ -282,7 +282,7 @@ func materialize(es []handed, deadLetters bool) []*driver.Message {
 		m.Attempt = x.attempt
 		m.Redelivered = x.attempt > 1
 		m.PublishTime = r.Timestamp
-		m.AsFunc = recordAs(r)
+		m.As = (*record)(r)
 		b0 := len(bodies)
 		bodies = append(bodies, r.Value...)
 		m.Body = bodies[b0:len(bodies):len(bodies)]
@@ -334,14 +334,16 @@ func materialize(es []handed, deadLetters bool) []*driver.Message {
 // stay in the allocator's size classes.
 const slabLen = 64
 
-func recordAs(r *kgo.Record) func(any) bool {
-	return func(i any) bool {
-		if rp, ok := i.(**kgo.Record); ok {
-			*rp = r
-			return true
-		}
-		return false
+// record is Message.As on received messages: **kgo.Record. A conversion
+// of the record's pointer, it costs no allocation.
+type record kgo.Record
+
+func (r *record) As(i any) bool {
+	if rp, ok := i.(**kgo.Record); ok {
+		*rp = (*kgo.Record)(r)
+		return true
 	}
+	return false
 }
 
 // requeue puts a nacked entry back, in offset order, due at notBefore.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/kafka"
 )
@@ -42,6 +44,10 @@ func TestPublishReceiveAck(t *testing.T) {
 		for _, d := range ds {
 			if d.Message.Headers["h"] != "v" || string(d.Message.Body) != "body" {
 				t.Fatalf("bad message %+v", d.Message)
+			}
+			var r *kgo.Record
+			if !d.Message.As(&r) || r.Topic != topic || string(r.Value) != "body" || d.Message.As(new(int)) {
+				t.Fatalf("Message.As: %+v", r)
 			}
 			seen[d.Message.ID] = true
 			if err := d.Ack(ctx); err != nil {

@@ -594,9 +594,8 @@ func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.T
 		}
 		headers[k] = v[0]
 	}
-	if headers == nil {
-		headers = map[string]string{}
-	}
+	// headers stays nil on a message without any (as the other drivers
+	// leave it), which reads as empty: no allocation for it.
 	if s.deadLetters {
 		if id := headers[HeaderID]; id != "" {
 			a.id = id
@@ -621,13 +620,14 @@ func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.T
 	into.dm = driver.Message{
 		ID: a.id, Key: a.key, Headers: headers, Body: body,
 		AckID: a, Attempt: a.attempt, Redelivered: a.attempt > 1, PublishTime: time.Unix(0, md.timestamp),
-		AsFunc: a.as,
+		As: a,
 	}
 	return &into.dm, nil
 }
 
-// as is a received message's AsFunc: *jetstream.Msg and *Subject.
-func (a *ackID) as(i any) bool {
+// As is a received message's driver.Message.As: *jetstream.Msg and
+// *Subject.
+func (a *ackID) As(i any) bool {
 	switch p := i.(type) {
 	case *jetstream.Msg:
 		*p = a.msg

@@ -314,12 +314,12 @@ func (s *subscription) decode(c *consumer, d *amqp.Delivery) *driver.Message {
 	c.mu.Unlock()
 	a := &ackID{c: c, tag: d.DeliveryTag, queue: c.queues[d.ConsumerTag], key: m.Key, attempt: m.Attempt, prior: prior, d: *d}
 	m.AckID = a
-	m.AsFunc = a.as
+	m.As = a
 	return m
 }
 
-// as is Message.As on received messages: **amqp.Delivery.
-func (a *ackID) as(i any) bool {
+// As is Message.As on received messages: **amqp.Delivery.
+func (a *ackID) As(i any) bool {
 	p, ok := i.(**amqp.Delivery)
 	if ok {
 		*p = &a.d

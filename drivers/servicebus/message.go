@@ -143,14 +143,21 @@ func fromSB(rm *azservicebus.ReceivedMessage, deadLetters bool) *driver.Message 
 	if rm.EnqueuedTime != nil {
 		m.PublishTime = *rm.EnqueuedTime
 	}
-	m.AsFunc = func(i any) bool {
-		p, ok := i.(**azservicebus.ReceivedMessage)
-		if ok {
-			*p = rm
-		}
-		return ok
-	}
+	m.As = (*received)(rm)
 	return m
+}
+
+// received is Message.As on received (and peeked) messages:
+// **azservicebus.ReceivedMessage. A conversion of the SDK's pointer, it
+// costs no allocation.
+type received azservicebus.ReceivedMessage
+
+func (r *received) As(i any) bool {
+	p, ok := i.(**azservicebus.ReceivedMessage)
+	if ok {
+		*p = (*azservicebus.ReceivedMessage)(r)
+	}
+	return ok
 }
 
 // maxAttempts bounds the count read from "wary-attempts", so that Attempt

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
 )
@@ -39,5 +41,17 @@ func TestPublishIDOverLimitSaysWhy(t *testing.T) {
 		if !errors.Is(m, broker.ErrNotSent) || errors.Is(m, broker.ErrInvalid) != (i == 1) || errors.Is(m, driver.ErrNotAttempted) == (i == 1) {
 			t.Errorf("message %d: %v, want not sent, and invalid only for message 1", i, m)
 		}
+	}
+}
+
+// TestReceivedAs: a received message's As (driver.Message.As, which
+// broker.Message.As calls) reaches the SDK's *azservicebus.ReceivedMessage
+// it was read from, and nothing else.
+func TestReceivedAs(t *testing.T) {
+	rm := &azservicebus.ReceivedMessage{MessageID: "m", Body: []byte("b")}
+	m := fromSB(rm, false)
+	var got *azservicebus.ReceivedMessage
+	if m.As == nil || !m.As.As(&got) || got != rm || m.As.As(new(int)) {
+		t.Errorf("As reached %p, want %p", got, rm)
 	}
 }

@@ -82,15 +82,8 @@ func (s *subscription) decodeAll(raws []types.Message) []*driver.Message {
 		if s.defaultReason != "" && m.Headers[AttrDeadLetterReason] == "" {
 			m.Headers[AttrDeadLetterReason] = s.defaultReason
 		}
-		raw := raw
-		m.AckID = &ackID{handle: aws.ToString(raw.ReceiptHandle), raw: raw}
-		m.AsFunc = func(i any) bool {
-			if p, ok := i.(*types.Message); ok {
-				*p = raw
-				return true
-			}
-			return false
-		}
+		a := &ackID{handle: aws.ToString(raw.ReceiptHandle), raw: raw}
+		m.AckID, m.As = a, a
 		msgs = append(msgs, m)
 	}
 	return msgs

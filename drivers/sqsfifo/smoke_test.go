@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/sqsfifo"
 	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
@@ -45,6 +48,10 @@ func TestRoundTrip(t *testing.T) {
 		}
 		for _, d := range ds {
 			got[d.Message.ID] = d
+			var raw types.Message
+			if !d.Message.As(&raw) || aws.ToString(raw.ReceiptHandle) == "" || d.Message.As(new(int)) {
+				t.Errorf("%q: Message.As: %+v", d.Message.ID, raw)
+			}
 			if err := d.Ack(ctx); err != nil {
 				t.Fatalf("ack %s: %v", d.Message.ID, err)
 			}

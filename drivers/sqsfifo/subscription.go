@@ -130,6 +130,15 @@ type ackID struct {
 	raw    types.Message
 }
 
+// As is Message.As on received messages: *types.Message.
+func (a *ackID) As(i any) bool {
+	if p, ok := i.(*types.Message); ok {
+		*p = a.raw
+		return true
+	}
+	return false
+}
+
 func ceilSeconds(d time.Duration) int {
 	return int((d + time.Second - 1) / time.Second)
 }
