@@ -89,7 +89,9 @@ func TestHandleFailures(t *testing.T) {
 		{name: "commit", setup: func(e *env) { e.db.failNext("Commit", errInject) }, h: applyAll,
 			want: func(err error) bool { return errors.Is(err, errInject) && strings.Contains(err.Error(), "commit") }, store: true},
 		{name: "begin and claim", setup: func(e *env) { e.db.failNext("BeginClaim", errInject) }, h: applyAll,
-			want: func(err error) bool { return errors.Is(err, errInject) && strings.Contains(err.Error(), "begin and claim") }, store: true},
+			want: func(err error) bool {
+				return errors.Is(err, errInject) && strings.Contains(err.Error(), "begin and claim")
+			}, store: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -198,7 +200,9 @@ func TestHandleAckAfterCommit(t *testing.T) {
 // stand-in ID for a bad ID), and a copy of a parked one is a duplicate.
 func TestHandlePermanent(t *testing.T) {
 	type order struct{ N int }
-	typed := Typed(nil, func(ctx context.Context, tx *fakeTx, d *broker.Delivery, o order) error { return tx.apply(d.Message.ID) })
+	typed := Typed(nil, func(ctx context.Context, tx *fakeTx, d *broker.Delivery, o order) error {
+		return tx.apply(d.Message.ID)
+	})
 	bad := "bad\x01id"
 	cases := []struct {
 		name     string

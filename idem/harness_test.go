@@ -75,13 +75,13 @@ func (s *fakeSub) SendDeadLetters(ctx context.Context, ids []driver.AckID, reaso
 }
 
 func (s *fakeSub) ExtendLocks(context.Context, []driver.AckID, time.Duration) error { return nil }
-func (s *fakeSub) Capabilities() capability.Subscription                        { return s.caps }
+func (s *fakeSub) Capabilities() capability.Subscription                            { return s.caps }
 func (s *fakeSub) Classify(err error) driver.ErrorInfo {
 	return driver.ErrorInfo{Code: driver.Unavailable}
 }
-func (s *fakeSub) As(any) bool               { return false }
-func (s *fakeSub) ErrorAs(error, any) bool   { return false }
-func (s *fakeSub) Close() error              { return nil }
+func (s *fakeSub) As(any) bool             { return false }
+func (s *fakeSub) ErrorAs(error, any) bool { return false }
+func (s *fakeSub) Close() error            { return nil }
 func (s *fakeSub) push(m *driver.Message) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -196,7 +196,9 @@ func event(aggregate string, v int64) *broker.Message {
 }
 
 // applyAll is a handler that applies every message's effect.
-func applyAll(ctx context.Context, tx *fakeTx, d *broker.Delivery) error { return tx.apply(d.Message.ID) }
+func applyAll(ctx context.Context, tx *fakeTx, d *broker.Delivery) error {
+	return tx.apply(d.Message.ID)
+}
 
 // testTable is the version table of the tests' versioned inboxes.
 var testTable = VersionTable{Table: "accounts", IDColumn: "id", VersionColumn: "version"}
