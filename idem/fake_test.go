@@ -133,6 +133,7 @@ type fakeDB struct {
 	mu      sync.Mutex
 	st      *fakeState
 	faults  map[string][]error
+	hooks   map[string][]func(context.Context) error
 	calls   map[string]int
 	commits [][]string // the claimed IDs of each committed transaction of the inbox's
 	// lastOps are the store calls of the last committed transaction.
@@ -153,7 +154,7 @@ var (
 )
 
 func newFakeDB(t testing.TB) *fakeDB {
-	db := &fakeDB{sem: make(chan struct{}, 1), st: newFakeState(), faults: map[string][]error{}, calls: map[string]int{}}
+	db := &fakeDB{sem: make(chan struct{}, 1), st: newFakeState(), faults: map[string][]error{}, hooks: map[string][]func(context.Context) error{}, calls: map[string]int{}}
 	t.Cleanup(func() {
 		select {
 		case db.sem <- struct{}{}:
@@ -185,14 +186,31 @@ func (db *fakeDB) failNext(op string, errs ...error) {
 	db.faults[op] = append(db.faults[op], errs...)
 }
 
-// call counts a call of op and returns its injected failure, if any.
-func (db *fakeDB) call(op string) error {
+// before has the next call of op run f first (and fail with its error),
+// after the failures failNext injected.
+func (db *fakeDB) before(op string, f func(ctx context.Context) error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	db.hooks[op] = append(db.hooks[op], f)
+}
+
+// call counts a call of op and returns its injected failure, if any, or
+// runs its hook.
+func (db *fakeDB) call(ctx context.Context, op string) error {
+	db.mu.Lock()
 	db.calls[op]++
 	if errs := db.faults[op]; len(errs) > 0 {
 		db.faults[op] = errs[1:]
+		db.mu.Unlock()
 		return errs[0]
+	}
+	var hook func(context.Context) error
+	if hs := db.hooks[op]; len(hs) > 0 {
+		hook, db.hooks[op] = hs[0], hs[1:]
+	}
+	db.mu.Unlock()
+	if hook != nil {
+		return hook(ctx)
 	}
 	return nil
 }
@@ -281,8 +299,8 @@ func (db *fakeDB) inTx(ctx context.Context, f func(s *fakeState) error) error {
 type fakeInbox struct{ db *fakeDB }
 
 // use checks that tx is a live transaction of this store and records op.
-func (s fakeInbox) use(tx *fakeTx, op string) error {
-	if err := s.db.call(op); err != nil {
+func (s fakeInbox) use(ctx context.Context, tx *fakeTx, op string) error {
+	if err := s.db.call(ctx, op); err != nil {
 		return err
 	}
 	if tx == nil || tx.db != s.db {
@@ -296,7 +314,7 @@ func (s fakeInbox) use(tx *fakeTx, op string) error {
 }
 
 func (s fakeInbox) Begin(ctx context.Context) (*fakeTx, error) {
-	if err := s.db.call("Begin"); err != nil {
+	if err := s.db.call(ctx, "Begin"); err != nil {
 		return nil, err
 	}
 	return s.db.begin(ctx)
@@ -306,7 +324,7 @@ func (s fakeInbox) Commit(ctx context.Context, tx *fakeTx) error {
 	if tx == nil || tx.done {
 		return errTxDone
 	}
-	err := s.db.call("Commit")
+	err := s.db.call(ctx, "Commit")
 	if err == nil {
 		err = ctx.Err() // a commit cut off: as a database client, nothing committed
 	}
@@ -319,7 +337,7 @@ func (s fakeInbox) Commit(ctx context.Context, tx *fakeTx) error {
 }
 
 func (s fakeInbox) Rollback(ctx context.Context, tx *fakeTx) error {
-	s.db.call("Rollback")
+	s.db.call(ctx, "Rollback")
 	if tx == nil || tx.done {
 		return nil
 	}
@@ -328,7 +346,7 @@ func (s fakeInbox) Rollback(ctx context.Context, tx *fakeTx) error {
 }
 
 func (s fakeInbox) Claim(ctx context.Context, tx *fakeTx, r seam.ClaimRequest) ([]seam.Claimed, error) {
-	if err := s.use(tx, "Claim"); err != nil {
+	if err := s.use(ctx, tx, "Claim"); err != nil {
 		return nil, err
 	}
 	out := make([]seam.Claimed, len(r.IDs))
@@ -350,7 +368,7 @@ func (s fakeInbox) Claim(ctx context.Context, tx *fakeTx, r seam.ClaimRequest) (
 }
 
 func (s fakeInbox) BeginClaim(ctx context.Context, r seam.ClaimRequest) (*fakeTx, bool, []seam.Claimed, error) {
-	if err := s.db.call("BeginClaim"); err != nil {
+	if err := s.db.call(ctx, "BeginClaim"); err != nil {
 		return nil, false, nil, err
 	}
 	tx, err := s.db.begin(ctx)
@@ -370,7 +388,7 @@ func (s fakeInbox) BeginClaim(ctx context.Context, r seam.ClaimRequest) (*fakeTx
 }
 
 func (s fakeInbox) Purge(ctx context.Context, consumer string, before time.Time, limit int) (int, error) {
-	if err := s.db.call("Purge"); err != nil {
+	if err := s.db.call(ctx, "Purge"); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -400,7 +418,7 @@ func (s *fakeState) purge(consumer string, before time.Time, limit int) int {
 }
 
 func (s fakeInbox) CheckVersion(ctx context.Context, tx *fakeTx, t VersionTable, id string, version int64) (VersionCheck, error) {
-	if err := s.use(tx, "CheckVersion "+id); err != nil {
+	if err := s.use(ctx, tx, "CheckVersion "+id); err != nil {
 		return VersionCheck{}, err
 	}
 	rows := tx.st.version(t)
@@ -418,7 +436,7 @@ func (s fakeInbox) CheckVersion(ctx context.Context, tx *fakeTx, t VersionTable,
 }
 
 func (s fakeInbox) Transition(ctx context.Context, tx *fakeTx, t StateTable, id, to string, from ...string) (TransitionCheck, error) {
-	if err := s.use(tx, "Transition"); err != nil {
+	if err := s.use(ctx, tx, "Transition"); err != nil {
 		return TransitionCheck{}, err
 	}
 	rows := tx.st.states[t.Table]
@@ -436,7 +454,7 @@ func (s fakeInbox) Transition(ctx context.Context, tx *fakeTx, t StateTable, id,
 }
 
 func (s fakeInbox) RecordFailure(ctx context.Context, consumer, messageID, reason string, at time.Time) (int, time.Time, error) {
-	if err := s.db.call("RecordFailure"); err != nil {
+	if err := s.db.call(ctx, "RecordFailure"); err != nil {
 		return 0, time.Time{}, err
 	}
 	var f fakeFailure
@@ -455,7 +473,7 @@ func (s fakeInbox) RecordFailure(ctx context.Context, consumer, messageID, reaso
 }
 
 func (s fakeInbox) ClearFailure(ctx context.Context, tx *fakeTx, consumer, messageID string) error {
-	if err := s.use(tx, "ClearFailure"); err != nil {
+	if err := s.use(ctx, tx, "ClearFailure"); err != nil {
 		return err
 	}
 	delete(tx.st.failures, fkey{consumer, messageID})
@@ -463,7 +481,7 @@ func (s fakeInbox) ClearFailure(ctx context.Context, tx *fakeTx, consumer, messa
 }
 
 func (s fakeInbox) Park(ctx context.Context, tx *fakeTx, p *Parked) error {
-	if err := s.use(tx, "Park"); err != nil {
+	if err := s.use(ctx, tx, "Park"); err != nil {
 		return err
 	}
 	if slices.ContainsFunc(tx.st.parked, func(q Parked) bool { return q.Consumer == p.Consumer && q.MessageID == p.MessageID }) {
@@ -503,7 +521,7 @@ func (s *fakeState) sortedParked(consumer string, f ParkedFilter) []Parked {
 }
 
 func (s fakeInbox) ListParked(ctx context.Context, consumer string, f ParkedFilter) ([]Parked, error) {
-	if err := s.db.call("ListParked"); err != nil {
+	if err := s.db.call(ctx, "ListParked"); err != nil {
 		return nil, err
 	}
 	var out []Parked
@@ -523,7 +541,7 @@ func (s fakeInbox) ListParked(ctx context.Context, consumer string, f ParkedFilt
 }
 
 func (s fakeInbox) CountParked(ctx context.Context, consumer string, f ParkedFilter) (int, error) {
-	if err := s.db.call("CountParked"); err != nil {
+	if err := s.db.call(ctx, "CountParked"); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -535,7 +553,7 @@ func (s fakeInbox) CountParked(ctx context.Context, consumer string, f ParkedFil
 }
 
 func (s fakeInbox) DeleteParked(ctx context.Context, tx *fakeTx, consumer string, id int64) (bool, error) {
-	if err := s.use(tx, "DeleteParked"); err != nil {
+	if err := s.use(ctx, tx, "DeleteParked"); err != nil {
 		return false, err
 	}
 	n := len(tx.st.parked)
@@ -544,7 +562,7 @@ func (s fakeInbox) DeleteParked(ctx context.Context, tx *fakeTx, consumer string
 }
 
 func (s fakeInbox) UpdateParked(ctx context.Context, consumer string, id int64, reason string, at time.Time) error {
-	if err := s.db.call("UpdateParked"); err != nil {
+	if err := s.db.call(ctx, "UpdateParked"); err != nil {
 		return err
 	}
 	return s.db.inTx(ctx, func(st *fakeState) error {
@@ -559,7 +577,7 @@ func (s fakeInbox) UpdateParked(ctx context.Context, consumer string, id int64, 
 }
 
 func (s fakeInbox) DiscardParked(ctx context.Context, consumer string, f ParkedFilter) (int, error) {
-	if err := s.db.call("DiscardParked"); err != nil {
+	if err := s.db.call(ctx, "DiscardParked"); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -579,7 +597,7 @@ func (s fakeInbox) Conflict(err error) bool { return errors.Is(err, errFakeCon) 
 type fakeExpiring struct{ fakeInbox }
 
 func (s fakeExpiring) Expire(ctx context.Context, consumer string, now time.Time, retention time.Duration, limit int) (int, error) {
-	if err := s.db.call("Expire"); err != nil {
+	if err := s.db.call(ctx, "Expire"); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -594,15 +612,15 @@ func (s fakeExpiring) Expire(ctx context.Context, consumer string, now time.Time
 type fakeEarly struct{ fakeInbox }
 
 func (s fakeEarly) LockAggregate(ctx context.Context, tx *fakeTx, consumer, aggregateID string) error {
-	return s.use(tx, "Lock "+aggregateID)
+	return s.use(ctx, tx, "Lock "+aggregateID)
 }
 
 func (s fakeEarly) LockAggregates(ctx context.Context, tx *fakeTx, consumer string, aggregateIDs []string) error {
-	return s.use(tx, "Lock "+strings.Join(slices.Sorted(slices.Values(aggregateIDs)), ","))
+	return s.use(ctx, tx, "Lock "+strings.Join(slices.Sorted(slices.Values(aggregateIDs)), ","))
 }
 
 func (s fakeEarly) HoldEarly(ctx context.Context, tx *fakeTx, e *seam.EarlyEvent) (bool, time.Time, error) {
-	if err := s.use(tx, "HoldEarly"); err != nil {
+	if err := s.use(ctx, tx, "HoldEarly"); err != nil {
 		return false, time.Time{}, err
 	}
 	k := ekey{e.Consumer, e.AggregateID, e.Version}
@@ -622,7 +640,7 @@ func (s fakeEarly) HoldEarly(ctx context.Context, tx *fakeTx, e *seam.EarlyEvent
 }
 
 func (s fakeEarly) TakeEarly(ctx context.Context, tx *fakeTx, consumer, aggregateID string, version int64) (*seam.EarlyEvent, error) {
-	if err := s.use(tx, "TakeEarly"); err != nil {
+	if err := s.use(ctx, tx, "TakeEarly"); err != nil {
 		return nil, err
 	}
 	k := ekey{consumer, aggregateID, version}
@@ -635,7 +653,7 @@ func (s fakeEarly) TakeEarly(ctx context.Context, tx *fakeTx, consumer, aggregat
 }
 
 func (s fakeEarly) TakeAllEarly(ctx context.Context, tx *fakeTx, consumer, aggregateID string) ([]seam.EarlyEvent, error) {
-	if err := s.use(tx, "TakeAllEarly"); err != nil {
+	if err := s.use(ctx, tx, "TakeAllEarly"); err != nil {
 		return nil, err
 	}
 	var out []seam.EarlyEvent
@@ -650,7 +668,7 @@ func (s fakeEarly) TakeAllEarly(ctx context.Context, tx *fakeTx, consumer, aggre
 }
 
 func (s fakeEarly) ExpiredEarly(ctx context.Context, consumer string, before time.Time, limit int) ([]string, error) {
-	if err := s.db.call("ExpiredEarly"); err != nil {
+	if err := s.db.call(ctx, "ExpiredEarly"); err != nil {
 		return nil, err
 	}
 	var out []string
@@ -681,7 +699,7 @@ func (s fakeEarly) CountEarly(ctx context.Context, consumer string) (int, error)
 }
 
 func (s fakeEarly) Savepoint(ctx context.Context, tx *fakeTx) error {
-	if err := s.use(tx, "Savepoint"); err != nil {
+	if err := s.use(ctx, tx, "Savepoint"); err != nil {
 		return err
 	}
 	tx.save = tx.st.clone()
@@ -689,7 +707,7 @@ func (s fakeEarly) Savepoint(ctx context.Context, tx *fakeTx) error {
 }
 
 func (s fakeEarly) RollbackTo(ctx context.Context, tx *fakeTx) error {
-	if err := s.use(tx, "RollbackTo"); err != nil {
+	if err := s.use(ctx, tx, "RollbackTo"); err != nil {
 		return err
 	}
 	if tx.save == nil {
@@ -700,7 +718,7 @@ func (s fakeEarly) RollbackTo(ctx context.Context, tx *fakeTx) error {
 }
 
 func (s fakeEarly) Release(ctx context.Context, tx *fakeTx) error {
-	if err := s.use(tx, "Release"); err != nil {
+	if err := s.use(ctx, tx, "Release"); err != nil {
 		return err
 	}
 	if tx.save == nil {

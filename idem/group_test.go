@@ -214,3 +214,25 @@ func TestGroupVersioned(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+// TestGroupAckAfterCommit: a shared transaction's deliveries are
+// acknowledged with one driver call after its commit; when it fails,
+// each reports ErrAckAfterCommit, and their copies are duplicates.
+func TestGroupAckAfterCommit(t *testing.T) {
+	e := newEnv(t, testCaps)
+	in := e.inbox(Options{Batch: 10})
+	e.sub.failAcks = 1 // the gate's delivery is detached: the group's ack
+	ms := []*broker.Message{msg("m1", "", 0), msg("m2", "", 0)}
+	_, res, errs := e.inGroup(in, ms, applyAll)
+	for i := range ms {
+		if res[i] != ResultApplied || !errors.Is(errs[i], ErrAckAfterCommit) {
+			t.Errorf("%s: %v, %v", ms[i].ID, res[i], errs[i])
+		}
+	}
+	if s := in.Stats(); s.AckFailures != 2 {
+		t.Errorf("stats %+v", s)
+	}
+	if _, r, err := e.handle(in, msg("m2", "", 0), applyAll); r != ResultDuplicate || err != nil {
+		t.Errorf("copy: %v, %v", r, err)
+	}
+}

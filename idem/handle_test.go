@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -590,5 +591,99 @@ func TestNewInboxOptions(t *testing.T) {
 	in, err = NewInbox[*fakeTx](e.db, "c", caps, &Options{MaxAttempts: 10, Versions: testTable, Gaps: GapsRetry})
 	if err != nil || len(in.Statement().Findings) == 0 {
 		t.Errorf("MaxAttempts over the delivery limit: %v, findings %+v", err, in.Statement().Findings)
+	}
+}
+
+// TestHandleConcurrentCopies: copies of one message handled at once
+// through Wrap (redeliveries racing, competing consumers of one inbox)
+// are applied once; the others are duplicates, all acknowledged.
+func TestHandleConcurrentCopies(t *testing.T) {
+	e := newEnv(t, testCaps)
+	in := e.inbox(Options{})
+	h := in.Wrap(applyAll)
+	const copies = 8
+	ds := make([]*broker.Delivery, copies)
+	for i := range ds {
+		ds[i] = e.deliver(msg("m1", "", 0), i+1)
+	}
+	var wg sync.WaitGroup
+	for i, d := range ds {
+		wg.Go(func() {
+			if err := h(t.Context(), d); err != nil {
+				t.Errorf("copy %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, d := range ds {
+		if e.settled(d) != "ack" {
+			t.Errorf("settled %q", e.settled(d))
+		}
+	}
+	if s := in.Stats(); s.Processed != 1 || s.Duplicates != copies-1 || e.db.view().effects["m1"] != 1 {
+		t.Errorf("stats %+v, effects %v", s, e.db.view().effects)
+	}
+}
+
+// TestHandleCommitTimeout: a commit that does not return is cut off at
+// Options.CommitTimeout, and the delivery nacked, even with the caller's
+// context alive for ever.
+func TestHandleCommitTimeout(t *testing.T) {
+	e := newEnv(t, testCaps)
+	in := e.inbox(Options{CommitTimeout: 50 * time.Millisecond})
+	e.db.before("Commit", func(ctx context.Context) error {
+		if _, ok := ctx.Deadline(); !ok {
+			return errors.New("a commit without a deadline")
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	d, r, err := e.handle(in, msg("m1", "", 0), applyAll)
+	if r != ResultFailed || !errors.Is(err, context.DeadlineExceeded) || e.settled(d) != "nack" {
+		t.Fatalf("got %v, %v, settled %q", r, err, e.settled(d))
+	}
+	if _, ok := e.db.view().inbox[fkey{"c", "m1"}]; ok {
+		t.Errorf("a commit cut off kept its claim")
+	}
+}
+
+// TestParkCopyMeanwhile: when a copy of a message is applied while the
+// inbox counts its failure, parking finds its claim taken and reports
+// a duplicate instead of parking it.
+func TestParkCopyMeanwhile(t *testing.T) {
+	e := newEnv(t, testCaps)
+	in := e.inbox(Options{MaxAttempts: 1})
+	e.db.before("RecordFailure", func(context.Context) error {
+		e.db.seed(func(s *fakeState) { s.inbox[fkey{"c", "m1"}] = e.clock.Now() }) // the copy's claim, committed
+		return nil
+	})
+	wait := func(context.Context, *fakeTx, *broker.Delivery) error { return &ParkError{Reason: "gap"} }
+	d, r, err := e.handle(in, msg("m1", "", 0), wait)
+	if r != ResultDuplicate || err != nil || e.settled(d) != "ack" {
+		t.Fatalf("got %v, %v, settled %q", r, err, e.settled(d))
+	}
+	if p, _ := in.Parked(t.Context(), ParkedFilter{}); len(p) != 0 {
+		t.Errorf("parked %v", p)
+	}
+}
+
+// TestPoisonParkFails: where a poison message cannot be dead-lettered and
+// parking it fails, it is nacked, to be parked on its next delivery.
+func TestPoisonParkFails(t *testing.T) {
+	caps := testCaps
+	caps.DeadLetter = false
+	e := newEnv(t, caps)
+	in := e.inbox(Options{})
+	e.db.failNext("Commit", errInject) // the park's
+	d, r, err := e.handle(in, msg("", "", 0), applyAll)
+	if r != ResultFailed || !errors.Is(err, errInject) || !errors.Is(err, ErrNoID) || e.settled(d) != "nack" {
+		t.Fatalf("got %v, %v, settled %q", r, err, e.settled(d))
+	}
+	e.db.failNext("Begin", errInject)
+	if _, r, err := e.handle(in, msg("", "", 0), applyAll); r != ResultFailed || !errors.Is(err, errInject) {
+		t.Fatalf("begin fails: %v, %v", r, err)
+	}
+	if _, r, err := e.handle(in, msg("", "", 0), applyAll); r != ResultParked || err != nil {
+		t.Fatalf("next delivery: %v, %v", r, err)
 	}
 }
