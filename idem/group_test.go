@@ -236,3 +236,43 @@ func TestGroupAckAfterCommit(t *testing.T) {
 		t.Errorf("copy: %v, %v", r, err)
 	}
 }
+
+// TestGroupHeldAndStalled: in a shared transaction, a message of an
+// aggregate with a parked message is held (and its aggregate not
+// locked), and a held successor whose handler fails when its predecessor
+// is applied is tried again after the commit.
+func TestGroupHeldAndStalled(t *testing.T) {
+	e, in := earlyEnv(t, Options{Batch: 10})
+	failed := false
+	h := func(ctx context.Context, tx *fakeTx, d *broker.Delivery) error {
+		switch {
+		case d.Message.ID == "a-v1":
+			return &ParkError{Reason: "not now", Now: true}
+		case d.Message.ID == "b-v3" && !failed:
+			failed = true
+			return errors.New("b-v3 broken once")
+		}
+		return applyVersioned(ctx, tx, d)
+	}
+	e.wantResult(in, event("a", 1), h, ResultParked, "ack")
+	e.wantResult(in, event("b", 1), h, ResultApplied, "ack")
+	e.wantResult(in, event("b", 3), h, ResultEarly, "ack")
+	ms := []*broker.Message{event("a", 2), event("b", 2)}
+	ds, res, errs := e.inGroup(in, ms, h)
+	want := []Result{ResultHeld, ResultApplied}
+	for i := range ds {
+		if res[i] != want[i] || errs[i] != nil || e.settled(ds[i]) != "ack" {
+			t.Errorf("%s: %v, %v, settled %q; want %v", ms[i].ID, res[i], errs[i], e.settled(ds[i]), want[i])
+		}
+	}
+	st := e.db.view()
+	if !failed || !slices.Equal(st.log, []string{"b-v1", "b-v2", "b-v3"}) || st.versions["accounts"]["b"] != 3 || len(st.early) != 0 {
+		t.Errorf("applied %v, versions %v, held %v", st.log, st.versions["accounts"], st.early)
+	}
+	if p, _ := in.Parked(t.Context(), ParkedFilter{}); len(p) != 2 || p[1].MessageID != "a-v2" {
+		t.Errorf("parked %+v", p)
+	}
+	if s := in.Stats(); s.EarlyApplied != 1 || s.Held != 1 {
+		t.Errorf("stats %+v", s)
+	}
+}
