@@ -36,7 +36,10 @@ type Event struct {
 }
 
 // ErrNoEvent matches the error ParseEvent returns for a message without an
-// aggregate ID or with a malformed version or sequence.
+// aggregate ID or with a malformed version or sequence. A handler's error
+// matching it settles the message for good, as the version checks'
+// (Options.Versions) does: dead-lettered, or parked where the broker
+// cannot dead-letter; never retried.
 var ErrNoEvent = errors.New("idem: message carries no valid event identity")
 
 // ParseEvent reads an Event from m's headers. The aggregate ID is required;

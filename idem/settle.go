@@ -16,13 +16,15 @@ import (
 
 // fail settles d after its handler failed with herr (the transaction is
 // already rolled back). A body the handler could not decode
-// (broker.ErrUndecodable) is poison: no retry can fix it.
+// (broker.ErrUndecodable) and a message without a valid event identity
+// (ErrNoEvent: the version checks', or a handler's that reads the event
+// with ParseEvent) are poison: no retry can fix them.
 func (in *Inbox[Tx]) fail(ctx context.Context, d *broker.Delivery, herr error) (Result, error) {
 	var pe *ParkError
 	if errors.As(herr, &pe) {
 		return in.parkOrRetry(ctx, d, pe)
 	}
-	if errors.Is(herr, broker.ErrUndecodable) {
+	if errors.Is(herr, broker.ErrUndecodable) || errors.Is(herr, ErrNoEvent) {
 		return in.poison(ctx, d, herr)
 	}
 	in.stats.failed.Add(1)
