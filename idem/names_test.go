@@ -7,7 +7,6 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/internal/names"
 )
 
 func TestValidateConsumer(t *testing.T) {
@@ -21,30 +20,6 @@ func TestValidateConsumer(t *testing.T) {
 		if !errors.Is(err, idem.ErrInvalidName) {
 			t.Errorf("ValidateConsumer(%q): %v, want ErrInvalidName", bad, err)
 		}
-	}
-}
-
-func TestValidatePrefixAndTables(t *testing.T) {
-	for _, ok := range []string{"", "wary_", "App_", strings.Repeat("p", 63-len("parked_aggregate_idx"))} {
-		if err := names.ValidatePrefix(ok); err != nil {
-			t.Errorf("ValidatePrefix(%q): %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"1x", "a-b", `a"`, "a;", "a\x00", strings.Repeat("p", 64-len("parked_aggregate_idx"))} {
-		if err := names.ValidatePrefix(bad); !errors.Is(err, idem.ErrInvalidName) {
-			t.Errorf("ValidatePrefix(%q): %v, want ErrInvalidName", bad, err)
-		}
-	}
-	if parts, err := names.ValidateTableName("app.orders"); err != nil || len(parts) != 2 {
-		t.Errorf("schema-qualified: %v %v", parts, err)
-	}
-	for _, bad := range []string{"a.b.c", ".a", "a.", `a"."b`, "a;drop"} {
-		if _, err := names.ValidateTableName(bad); !errors.Is(err, idem.ErrInvalidName) {
-			t.Errorf("ValidateTableName(%q): %v", bad, err)
-		}
-	}
-	if got := names.QuoteIdentifier(`we"ird`); got != `"we""ird"` {
-		t.Errorf("QuoteIdentifier: %s", got)
 	}
 }
 
