@@ -2,28 +2,38 @@ package outbox_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"log"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/outbox"
-	"github.com/wary-go/wary/idem/sqlite"
+	"github.com/wary-go/wary/idem/postgres"
 )
 
-// setup opens a SQLite store in a temporary directory, a memory broker
-// topic and a subscription on it.
-func setup(ctx context.Context) (*sqlite.Store, *broker.Topic, *broker.Subscription, func()) {
-	dir, err := os.MkdirTemp("", "outbox-example")
+// setup opens a PostgreSQL store in a schema of its own on the server at
+// WARY_POSTGRES_URL, a memory broker topic and a subscription on it.
+func setup(ctx context.Context) (*pgxpool.Pool, *postgres.Store, *broker.Topic, *broker.Subscription, func()) {
+	// The store's tables and the example's own in a schema of their own
+	// (New creates it), which the pool's connections search.
+	schema := fmt.Sprintf("shop_%d_%d", os.Getpid(), schemas.Add(1))
+	cfg, err := pgxpool.ParseConfig(os.Getenv("WARY_POSTGRES_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "shop.db"), nil)
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := postgres.New(ctx, pool, &postgres.Options{Schema: schema})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -32,34 +42,36 @@ func setup(ctx context.Context) (*sqlite.Store, *broker.Topic, *broker.Subscript
 	_ = b.CreateSubscription("orders", "billing")
 	topic, _ := b.OpenTopic("orders", nil)
 	sub, _ := b.OpenSubscription("orders", "billing", nil)
-	return st, topic, sub, func() {
+	return pool, st, topic, sub, func() {
 		sub.Close()
 		topic.Close()
 		b.Close()
-		st.Close()
-		os.RemoveAll(dir)
+		_, _ = pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+		pool.Close()
 	}
 }
+
+var schemas atomic.Int32
 
 // The order and its event commit together, or not at all; the relay
 // publishes the committed row.
 func ExampleOutbox_Add() {
 	ctx := context.Background()
-	st, topic, sub, cleanup := setup(ctx)
+	pool, st, topic, sub, cleanup := setup(ctx)
 	defer cleanup()
-	if _, err := st.DB().Exec(`CREATE TABLE orders (id TEXT PRIMARY KEY, version INTEGER NOT NULL, status TEXT NOT NULL)`); err != nil {
+	if _, err := pool.Exec(ctx, `CREATE TABLE orders (id TEXT PRIMARY KEY, version INTEGER NOT NULL, status TEXT NOT NULL)`); err != nil {
 		log.Fatal(err)
 	}
-	box, err := outbox.New[*sql.Tx](st, nil)
+	box, err := outbox.New[pgx.Tx](st, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	tx, err := st.DB().BeginTx(ctx, nil)
+	tx, err := pool.Begin(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO orders (id, version, status) VALUES ('order-1', 1, 'placed')`); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO orders (id, version, status) VALUES ('order-1', 1, 'placed')`); err != nil {
 		log.Fatal(err)
 	}
 	seqs, err := box.Add(ctx, tx, &outbox.Message{
@@ -68,7 +80,7 @@ func ExampleOutbox_Add() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("sequence:", seqs[0])
@@ -103,9 +115,9 @@ func ExampleOutbox_Add() {
 // next poll.
 func ExampleRelay_Run() {
 	ctx := context.Background()
-	st, topic, sub, cleanup := setup(ctx)
+	pool, st, topic, sub, cleanup := setup(ctx)
 	defer cleanup()
-	box, err := outbox.New[*sql.Tx](st, nil)
+	box, err := outbox.New[pgx.Tx](st, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -119,14 +131,14 @@ func ExampleRelay_Run() {
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(rctx) }()
 
-	tx, err := st.DB().BeginTx(ctx, nil)
+	tx, err := pool.Begin(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
 	if _, err := box.Add(ctx, tx, &outbox.Message{ID: "order-1/placed", AggregateID: "order-1", Version: 1, Type: "order.placed"}); err != nil {
 		log.Fatal(err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		log.Fatal(err)
 	}
 	relay.Wake()
@@ -156,11 +168,11 @@ type OrderPlaced struct {
 // decoding (broker.Decode, broker.Typed, idem.Typed) checks.
 func ExampleNewMessage() {
 	ctx := context.Background()
-	st, topic, sub, cleanup := setup(ctx)
+	pool, st, topic, sub, cleanup := setup(ctx)
 	defer cleanup()
 
 	// The producer: the event, typed, in the transaction of the order.
-	box, err := outbox.New[*sql.Tx](st, nil)
+	box, err := outbox.New[pgx.Tx](st, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -168,14 +180,14 @@ func ExampleNewMessage() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	tx, err := st.DB().BeginTx(ctx, nil)
+	tx, err := pool.Begin(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
 	if _, err := box.Add(ctx, tx, m); err != nil {
 		log.Fatal(err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		log.Fatal(err)
 	}
 	relay, err := outbox.NewRelay(st, topic, nil)
