@@ -175,3 +175,11 @@ func TestNewMessage(t *testing.T) {
 		t.Errorf("NewMessage of a func: no error")
 	}
 }
+
+func TestStateString(t *testing.T) {
+	for s, want := range map[State]string{Pending: "pending", Sent: "sent", Quarantined: "quarantined", Discarded: "discarded", 9: "State(9)"} {
+		if s.String() != want {
+			t.Errorf("%d: %q, want %q", int(s), s.String(), want)
+		}
+	}
+}

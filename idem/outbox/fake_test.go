@@ -552,6 +552,9 @@ type faultTopic struct {
 	inFlight int
 	most     int // the most SendBatch calls in flight at once
 	sent     []string
+	// stall, if not nil, holds every send: it is told the send started,
+	// and the send fails when its context is done.
+	stall chan struct{}
 }
 
 var _ driver.Topic = (*faultTopic)(nil)
@@ -570,13 +573,18 @@ func (f *faultTopic) SendBatch(ctx context.Context, msgs []*driver.Message) erro
 	f.sends++
 	f.inFlight++
 	f.most = max(f.most, f.inFlight)
-	fail := f.fail
+	fail, stall := f.fail, f.stall
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
 		f.inFlight--
 		f.mu.Unlock()
 	}()
+	if stall != nil {
+		stall <- struct{}{}
+		<-ctx.Done()
+		return ctx.Err()
+	}
 	if fail != nil {
 		for _, m := range msgs {
 			if err := fail(m, len(msgs)); err != nil {
