@@ -17,7 +17,7 @@ import (
 func TestAddWritesInTheCallersTransaction(t *testing.T) {
 	ctx := context.Background()
 	s := newFakeStore(t)
-	clock := newFakeClock()
+	clock := newClock()
 	box, err := New(s, &Options{Telemetry: broker.Telemetry{Now: clock.Now}})
 	if err != nil {
 		t.Fatal(err)

@@ -635,7 +635,7 @@ type rig struct {
 	ft    *faultTopic
 	topic *broker.Topic
 	sub   *broker.Subscription
-	clock *fakeClock
+	clock *memory.FakeClock
 }
 
 func newRig(t *testing.T) *rig {
@@ -669,7 +669,7 @@ func newRigWith(t *testing.T, cfg *memory.TopicConfig) *rig {
 		_ = inner.Close()
 		_ = b.Close()
 	})
-	return &rig{t: t, s: newFakeStore(t), ft: ft, topic: topic, sub: sub, clock: newFakeClock()}
+	return &rig{t: t, s: newFakeStore(t), ft: ft, topic: topic, sub: sub, clock: newClock()}
 }
 
 // relay returns a relay on the rig with o (nil: defaults), on the rig's
@@ -767,24 +767,7 @@ func inOrder(t *testing.T, ms []*broker.Message) {
 	}
 }
 
-// fakeClock is a clock the test moves.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// newClock returns a clock the test moves.
+func newClock() *memory.FakeClock {
+	return memory.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 }

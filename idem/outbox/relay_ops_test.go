@@ -214,7 +214,7 @@ func TestHealth(t *testing.T) {
 	g.add(msg("a", 1))
 	g.s.put(Row{Message: *msg("b", 1), Attempts: 2, CreatedAt: created.Add(time.Minute)},
 		Row{Message: *msg("c", 1), State: Quarantined, CreatedAt: created.Add(time.Minute)})
-	g.clock.advance(time.Hour)
+	g.clock.Advance(time.Hour)
 	r := g.relay(nil)
 	if st := r.Stats(); st != (RelayStats{}) {
 		t.Errorf("stats of a new relay: %+v", st)

@@ -229,7 +229,7 @@ func TestPublishFailureRetriesThenQuarantines(t *testing.T) {
 				t.Fatalf("attempt %d: a Drain before the backoff ran out published %d (%v), attempts %d", attempt, n2, err, g.s.row(bad).Attempts)
 			}
 			g.add(msg("good", int64(attempt+2)))
-			g.clock.advance(ceiling)
+			g.clock.Advance(ceiling)
 		} else if row.State != Quarantined {
 			t.Fatalf("after %d attempts: %s, want quarantined", attempt, row.State)
 		}
@@ -543,5 +543,56 @@ func TestOtherSource(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A Drain that ends while another call still publishes a batch of the
+// source they share does not close it under that batch (giving up a lease
+// another relay could take): the last of them closes it, once nothing is
+// live.
+func TestConcurrentDrainsCloseTheSourceLast(t *testing.T) {
+	for _, first := range []string{"Drain", "RunOnce"} {
+		t.Run(first, func(t *testing.T) {
+			g := newRig(t)
+			inside, release := make(chan struct{}), make(chan struct{})
+			g.ft.setFail(func(m *driver.Message, _ int) error {
+				if m.ID == "a/1" {
+					close(inside)
+					<-release
+				}
+				return nil
+			})
+			g.add(msg("a", 1))
+			r := g.relay(nil)
+			done := make(chan error, 1)
+			go func() {
+				var err error
+				if first == "Drain" {
+					_, err = r.Drain(context.Background())
+				} else {
+					_, err = r.RunOnce(context.Background())
+				}
+				done <- err
+			}()
+			<-inside
+			if n, err := r.Drain(context.Background()); n != 0 || err != nil {
+				t.Fatalf("Drain beside the batch: %d, %v", n, err)
+			}
+			g.s.mu.Lock()
+			closed := g.s.srcs[0].closed
+			g.s.mu.Unlock()
+			if closed {
+				t.Fatalf("the source was closed under a live batch")
+			}
+			close(release)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			g.s.mu.Lock()
+			defer g.s.mu.Unlock()
+			if !g.s.srcs[0].closed || g.s.rows[0].State != Sent {
+				t.Errorf("source closed %v, row %s; want closed after a/1 was sent", g.s.srcs[0].closed, g.s.rows[0].State)
+			}
+		})
 	}
 }
