@@ -343,10 +343,11 @@ type fakeSource struct {
 	c seam.SourceConfig
 
 	// Under s.mu:
-	live   map[*fakeBatch]bool
-	busy   map[string]bool // aggregates of live batches
-	closed bool
-	idle   int64
+	live    map[*fakeBatch]bool
+	busy    map[string]bool // aggregates of live batches
+	closed  bool
+	idle    int64
+	waiting bool // in Next, waiting for a wake-up
 }
 
 // fakeBatch is a batch's handle.
@@ -382,6 +383,7 @@ func (src *fakeSource) Next(ctx context.Context, wait bool) (*seam.Batch[Row], e
 			return b, nil
 		}
 		src.idle++
+		src.waiting = true
 		s.changed()
 		ch := s.freed.Wait()
 		s.mu.Unlock()
@@ -390,6 +392,11 @@ func (src *fakeSource) Next(ctx context.Context, wait bool) (*seam.Batch[Row], e
 		case <-moved:
 		case <-ch:
 		case <-ctx.Done():
+		}
+		s.mu.Lock()
+		src.waiting = false
+		s.mu.Unlock()
+		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 	}
