@@ -31,6 +31,7 @@ import (
 var (
 	_ outboxStore[*fakeTx] = (*fakeStore)(nil)
 	_ relayStore           = (*fakeStore)(nil)
+	_ streamStatuser       = (*fakeStore)(nil)
 	_ seam.Source[Row]     = (*fakeSource)(nil)
 )
 
@@ -90,7 +91,8 @@ type fakeStore struct {
 	state   seam.SourceState // what the sources report (Kind "poll" if empty)
 	srcs    []*fakeSource
 	configs []seam.SourceConfig
-	adds    int // AddOutbox calls
+	stream  *StreamStatus // what OutboxStreamStatus reports (nil: an error)
+	adds    int           // AddOutbox calls
 	purges  []int
 	settles []settled
 }
@@ -330,6 +332,16 @@ func (s *fakeStore) PurgeOutbox(_ context.Context, before time.Time, limit int) 
 	})
 	s.purges = append(s.purges, n)
 	return n, nil
+}
+
+// OutboxStreamStatus implements streamStatuser.
+func (s *fakeStore) OutboxStreamStatus(context.Context) (StreamStatus, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stream == nil {
+		return StreamStatus{}, errors.New("fake: no stream")
+	}
+	return *s.stream, nil
 }
 
 // fakeSource claims, at each Next, the head of each aggregate that no live
