@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // While Run runs, the outbox gauges read the store's backlog at each
@@ -158,4 +160,50 @@ func (o *observer) ObserveFloat64(i metric.Float64Observable, v float64, _ ...me
 
 func (o *observer) ObserveInt64(i metric.Int64Observable, v int64, _ ...metric.ObserveOption) {
 	o.got[i.(named).instName()] = float64(v)
+}
+
+// The producer's trace context travels with its event: Add stores the
+// context of the caller's span with the row (a copy of the caller's
+// headers), and the relay publishes it in the message's headers, so that
+// the consumer's span joins the producer's trace. No SDK is installed:
+// the spans carry the caller's context without recording.
+func TestTraceContextTravelsWithTheRow(t *testing.T) {
+	g := newRig(t)
+	traceID, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	spanID, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: traceID, SpanID: spanID, TraceFlags: trace.FlagsSampled, Remote: true}))
+	box, err := New(g.s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	headers := map[string]string{"tenant": "t1"}
+	tx := g.s.begin()
+	if _, err := box.Add(ctx, tx, &Message{ID: "m", AggregateID: "a", Headers: headers}); err != nil {
+		t.Fatal(err)
+	}
+	tx.Commit()
+	if len(headers) != 1 {
+		t.Errorf("Add changed the caller's headers: %v", headers)
+	}
+	row := g.s.all()[0]
+	if tp := row.Headers["traceparent"]; !strings.Contains(tp, traceID.String()) || row.Headers["tenant"] != "t1" {
+		t.Fatalf("row headers %v, want the caller's trace context beside its own", row.Headers)
+	}
+	if _, err := g.relay(nil).Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if m := g.receive(1)[0]; !strings.Contains(m.Headers["traceparent"], traceID.String()) {
+		t.Errorf("published headers %v, want the producer's trace", m.Headers)
+	}
+
+	// Without a span in the caller's context, nothing is added.
+	tx = g.s.begin()
+	if _, err := box.Add(context.Background(), tx, &Message{ID: "n", AggregateID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	tx.Commit()
+	if h := g.s.all()[1].Headers; len(h) != 0 {
+		t.Errorf("row headers %v, want none", h)
+	}
 }
