@@ -86,8 +86,19 @@ type Relay struct {
 // sources are the relay's open sources: Run's, and the one RunOnce and
 // Drain share.
 type sources struct {
-	mu        sync.Mutex
-	run, once seam.Source[Row]
+	mu   sync.Mutex
+	run  seam.Source[Row]
+	once *sharedSource
+}
+
+// sharedSource is the source RunOnce and Drain share, with the calls that
+// use it now. A Drain that ends closes it, or, while other calls still
+// publish its batches, leaves it to the last of them to close: a source is
+// closed (a lease given up) only once its batches are settled.
+type sharedSource struct {
+	src     seam.Source[Row]
+	users   int
+	closing bool // a Drain ended: the last user closes it
 }
 
 // counters are a relay's counters.
@@ -327,21 +338,16 @@ func (r *Relay) noteErr(op string, err error) {
 // published. On a store whose relays stream the outbox, it fails with
 // ErrOtherSource while a streaming relay serves it.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
-	_, n, err := r.runOnce(ctx)
-	return n, err
+	sh, err := r.acquireOnce(ctx)
+	if err != nil {
+		return 0, err
+	}
+	_, n, err := r.runOnce(ctx, sh.src)
+	return n, errors.Join(err, r.releaseOnce(ctx, sh, false))
 }
 
-func (r *Relay) runOnce(ctx context.Context) (taken bool, published int, err error) {
-	r.sources.mu.Lock()
-	src := r.sources.once
-	if src == nil {
-		if src, err = r.open(ctx); err != nil {
-			r.sources.mu.Unlock()
-			return false, 0, err
-		}
-		r.sources.once = src
-	}
-	r.sources.mu.Unlock()
+// runOnce takes a batch of the rows due now from src and handles it.
+func (r *Relay) runOnce(ctx context.Context, src seam.Source[Row]) (taken bool, published int, err error) {
 	b, err := src.Next(ctx, false)
 	if err != nil {
 		return false, 0, fmt.Errorf("idem: relay: %w", err)
@@ -353,23 +359,57 @@ func (r *Relay) runOnce(ctx context.Context) (taken bool, published int, err err
 	return true, n, err
 }
 
+// acquireOnce returns the source RunOnce and Drain share, opened if none
+// is, in use until releaseOnce.
+func (r *Relay) acquireOnce(ctx context.Context) (*sharedSource, error) {
+	r.sources.mu.Lock()
+	defer r.sources.mu.Unlock()
+	sh := r.sources.once
+	if sh == nil {
+		src, err := r.open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		sh = &sharedSource{src: src}
+		r.sources.once = sh
+	}
+	sh.users++
+	return sh, nil
+}
+
+// releaseOnce ends a use of sh; closing says that a Drain ended. The last
+// use after a Drain ended closes sh, and the next call opens another.
+func (r *Relay) releaseOnce(ctx context.Context, sh *sharedSource, closing bool) error {
+	r.sources.mu.Lock()
+	sh.users--
+	sh.closing = sh.closing || closing
+	last := sh.closing && sh.users == 0
+	if last {
+		r.sources.once = nil
+	}
+	r.sources.mu.Unlock()
+	if !last {
+		return nil
+	}
+	return r.closeSource(ctx, sh.src)
+}
+
 // Drain runs batches until none is due, then closes its source (giving up
-// a lease), and returns how many rows it published. Rows backing off
-// after a failure are left for later.
+// a lease; once other RunOnce and Drain calls are done with it), and
+// returns how many rows it published. Rows backing off after a failure
+// are left for later.
 func (r *Relay) Drain(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		taken, n, err := r.runOnce(ctx)
-		total += n
-		if err != nil || !taken {
-			r.sources.mu.Lock()
-			src := r.sources.once
-			r.sources.once = nil
-			r.sources.mu.Unlock()
-			if src != nil {
-				err = errors.Join(err, r.closeSource(ctx, src))
-			}
+		sh, err := r.acquireOnce(ctx)
+		if err != nil {
 			return total, err
+		}
+		taken, n, err := r.runOnce(ctx, sh.src)
+		total += n
+		done := err != nil || !taken
+		if cerr := r.releaseOnce(ctx, sh, done); done {
+			return total, errors.Join(err, cerr)
 		}
 	}
 }
@@ -385,8 +425,8 @@ func (s *sources) set(p *seam.Source[Row], src seam.Source[Row]) {
 func (s *sources) state() seam.SourceState {
 	s.mu.Lock()
 	src := s.run
-	if src == nil {
-		src = s.once
+	if src == nil && s.once != nil {
+		src = s.once.src
 	}
 	s.mu.Unlock()
 	if src == nil {
