@@ -15,6 +15,7 @@ import (
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/internal/check"
+	"github.com/wary-go/wary/idem/internal/defaults"
 	"github.com/wary-go/wary/idem/internal/seam"
 )
 
@@ -242,9 +243,7 @@ func NewInbox[Tx any](s Store[Tx], consumer string, caps capability.Subscription
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
-	if o.MaxAttempts < 1 {
-		o.MaxAttempts = 5
-	}
+	defaults.InboxMaxAttempts(&o.MaxAttempts) // the guarantee assumes the same
 	if o.PurgeBatch < 1 {
 		o.PurgeBatch = 1000
 	}

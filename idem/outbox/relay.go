@@ -13,6 +13,7 @@ import (
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/internal/check"
+	"github.com/wary-go/wary/idem/internal/defaults"
 	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/signal"
 )
@@ -138,7 +139,6 @@ func NewRelay[Tx any](s idem.Store[Tx], topic *broker.Topic, opts *RelayOptions)
 	}
 	def(&o.BatchSize, 500)
 	def(&o.Concurrency, 8)
-	def(&o.MaxAttempts, 10)
 	def(&o.PurgeBatch, 1000)
 	defd := func(p *time.Duration, v time.Duration) {
 		if *p == 0 {
@@ -146,12 +146,9 @@ func NewRelay[Tx any](s idem.Store[Tx], topic *broker.Topic, opts *RelayOptions)
 		}
 	}
 	defd(&o.PollInterval, time.Second)
-	defd(&o.PublishTimeout, 30*time.Second)
 	defd(&o.KeepSent, 7*24*time.Hour)
 	defd(&o.PurgeInterval, 10*time.Minute)
-	if o.Backoff == (broker.Backoff{}) {
-		o.Backoff = broker.Backoff{Initial: time.Second, Max: 5 * time.Minute}
-	}
+	defaults.Relay(&o.MaxAttempts, &o.Backoff, &o.PublishTimeout) // the guarantee assumes the same
 	o.Telemetry = o.Telemetry.WithDefaults()
 	r := &Relay{st: st, topic: topic, o: o}
 	r.rate.start = o.Now()
