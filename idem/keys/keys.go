@@ -220,7 +220,13 @@ func (k *Caller[Tx]) Call(ctx context.Context, key string, call CallFunc) (Recor
 		o = Outcome{State: Unknown, Error: cerr.Error()}
 	}
 	at := k.o.Now()
-	if _, err := k.store.FinishKeyCall(context.WithoutCancel(ctx), k.c.Provider, key, rec.Attempts, o, at); err != nil {
+	// Recorded although ctx ended (the call was made), within
+	// seam.DetachTimeout: a store that does not answer leaves the key in
+	// flight, for its lease to run out, rather than hold the caller.
+	fctx, cancel := seam.Detach(ctx)
+	_, err = k.store.FinishKeyCall(fctx, k.c.Provider, key, rec.Attempts, o, at)
+	cancel()
+	if err != nil {
 		return rec, fmt.Errorf("idem: record outcome of %q (%s): %w", key, o.State, err)
 	}
 	rec.State, rec.Result, rec.Error = o.State, o.Result, o.Error

@@ -187,7 +187,7 @@ func (r *Relay) open(ctx context.Context) (seam.Source[Row], error) {
 
 // closeSource closes src, giving up what it holds.
 func (r *Relay) closeSource(ctx context.Context, src seam.Source[Row]) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	cctx, cancel := seam.Detach(ctx)
 	defer cancel()
 	if err := src.Close(cctx); err != nil {
 		return fmt.Errorf("idem: relay: close the source: %w", err)
@@ -223,7 +223,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		b, err := src.Next(ctx, true)
 		if ctx.Err() != nil {
 			if b != nil {
-				_ = src.Settle(context.WithoutCancel(ctx), b, nil)
+				sctx, cancel := seam.Detach(ctx)
+				_ = src.Settle(sctx, b, nil)
+				cancel()
 			}
 			break
 		}
