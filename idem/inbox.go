@@ -394,7 +394,6 @@ func (in *Inbox[Tx]) Wrap(h Handler[Tx]) broker.Handler {
 func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[Tx]) (Result, error) {
 	in.logStart()
 	ctx, span := in.tel.startHandle(ctx, d)
-	h = in.versioned(h, true)
 	var r Result
 	var err error
 	if in.o.Batch > 1 {
@@ -429,8 +428,8 @@ func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[T
 			in.count(ResultDuplicate)
 			return ResultDuplicate, in.ack(ctx, d)
 		}
-		hctx, stalled := in.stallsFor(ctx)
-		out, err := in.run(hctx, tx, d, h, claims[0])
+		t := &txRun[Tx]{}
+		out, err := in.run(ctx, tx, d, h, claims[0], t)
 		if err != nil {
 			in.rollback(ctx, tx)
 			switch {
@@ -452,7 +451,7 @@ func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[T
 		in.stats.commits.Add(1)
 		in.count(out)
 		err = in.ack(ctx, d)
-		in.retryStalled(ctx, stalled)
+		in.retryStalled(ctx, t)
 		return out, err
 	}
 }
@@ -487,18 +486,39 @@ func (in *Inbox[Tx]) holds(d *broker.Delivery) bool {
 	return !in.o.NoHold && d.Message.Headers[HeaderAggregateID] != ""
 }
 
-// run runs h for d in tx, after d's claim c.
-func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], c seam.Claimed) (Result, error) {
+// run runs h for d in tx, after d's claim c, behind the version checks;
+// t is d's transaction's run.
+func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], c seam.Claimed, t *txRun[Tx]) (Result, error) {
 	r, ok, err := in.prepare(ctx, tx, d, c)
 	if err != nil || !ok {
 		return r, err
 	}
-	return call(ctx, tx, d, h)
+	return call(ctx, tx, d, in.versioned(h, true, t))
 }
 
-// call runs h, turning a panic into an error and SkipStale into
-// ResultStale.
-func call[Tx any](ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx]) (r Result, err error) {
+// step is the work of one delivery in its transaction: a handler, behind
+// the inbox's version checks where there are some. It returns what it did
+// (ResultApplied, ResultStale, ResultEarly, ResultParked) as a result,
+// and only failures as errors.
+type step[Tx any] func(ctx context.Context, tx Tx, d *broker.Delivery) (Result, error)
+
+// handlerStep is h as a step: ResultApplied, or ResultStale when h
+// returns SkipStale.
+func handlerStep[Tx any](h Handler[Tx]) step[Tx] {
+	return func(ctx context.Context, tx Tx, d *broker.Delivery) (Result, error) {
+		switch err := h(ctx, tx, d); {
+		case err == nil:
+			return ResultApplied, nil
+		case errors.Is(err, SkipStale):
+			return ResultStale, nil
+		default:
+			return 0, err
+		}
+	}
+}
+
+// call runs s in a "handler" span, turning a panic into an error.
+func call[Tx any](ctx context.Context, tx Tx, d *broker.Delivery, s step[Tx]) (r Result, err error) {
 	ctx, span := childSpan(ctx, "handler")
 	defer func() {
 		if p := recover(); p != nil {
@@ -506,16 +526,5 @@ func call[Tx any](ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx])
 		}
 		endChild(span, err)
 	}()
-	switch err := h(ctx, tx, d); {
-	case err == nil:
-		return ResultApplied, nil
-	case errors.Is(err, SkipStale):
-		return ResultStale, nil
-	case errors.Is(err, errEarly):
-		return ResultEarly, nil
-	case errors.Is(err, errEarlyParked):
-		return ResultParked, nil
-	default:
-		return 0, err
-	}
+	return s(ctx, tx, d)
 }
