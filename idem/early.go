@@ -135,9 +135,7 @@ func (in *Inbox[Tx]) heal(ctx context.Context, tx Tx, aggregate string, v int64,
 			return in.release(ctx, tx)
 		}
 		d := broker.NewDetachedDelivery(earlyMessage(e), 1)
-		_, herr := call(ctx, tx, d, func(ctx context.Context, tx Tx, d *broker.Delivery) (Result, error) {
-			return in.checkVersion(ctx, tx, d, table, h, false, false, t)
-		})
+		_, herr := in.call(ctx, tx, d, h, checks{table: table}, t)
 		if herr != nil && errors.Is(herr, errStore) {
 			return herr
 		}
@@ -238,9 +236,7 @@ func (in *Inbox[Tx]) retryStall(ctx context.Context, st stall[Tx]) []stall[Tx] {
 			return nil
 		}
 		if err == nil {
-			_, err = call(ctx, tx, broker.NewDetachedDelivery(earlyMessage(e), attempt), func(ctx context.Context, tx Tx, d *broker.Delivery) (Result, error) {
-				return in.checkVersion(ctx, tx, d, st.table, st.h, false, true, inner)
-			})
+			_, err = in.call(ctx, tx, broker.NewDetachedDelivery(earlyMessage(e), attempt), st.h, checks{table: st.table, heal: true}, inner)
 		}
 		if err == nil {
 			if err = in.commit(ctx, tx); err == nil {

@@ -493,32 +493,15 @@ func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handl
 	if err != nil || !ok {
 		return r, err
 	}
-	return call(ctx, tx, d, in.versioned(h, true, t))
+	return in.call(ctx, tx, d, h, in.checks(true), t)
 }
 
-// step is the work of one delivery in its transaction: a handler, behind
-// the inbox's version checks where there are some. It returns what it did
-// (ResultApplied, ResultStale, ResultEarly, ResultParked) as a result,
-// and only failures as errors.
-type step[Tx any] func(ctx context.Context, tx Tx, d *broker.Delivery) (Result, error)
-
-// handlerStep is h as a step: ResultApplied, or ResultStale when h
-// returns SkipStale.
-func handlerStep[Tx any](h Handler[Tx]) step[Tx] {
-	return func(ctx context.Context, tx Tx, d *broker.Delivery) (Result, error) {
-		switch err := h(ctx, tx, d); {
-		case err == nil:
-			return ResultApplied, nil
-		case errors.Is(err, SkipStale):
-			return ResultStale, nil
-		default:
-			return 0, err
-		}
-	}
-}
-
-// call runs s in a "handler" span, turning a panic into an error.
-func call[Tx any](ctx context.Context, tx Tx, d *broker.Delivery, s step[Tx]) (r Result, err error) {
+// call runs h for d in tx behind the version checks c, in a "handler"
+// span, turning a panic into an error. It returns what it did as a result
+// (ResultApplied; ResultStale when h returns SkipStale or the check finds
+// d stale; ResultEarly or ResultParked when the check holds d) and only
+// failures as errors. t is tx's run (nil: a replay's).
+func (in *Inbox[Tx]) call(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], c checks, t *txRun[Tx]) (r Result, err error) {
 	ctx, span := childSpan(ctx, "handler")
 	defer func() {
 		if p := recover(); p != nil {
@@ -526,5 +509,21 @@ func call[Tx any](ctx context.Context, tx Tx, d *broker.Delivery, s step[Tx]) (r
 		}
 		endChild(span, err)
 	}()
-	return s(ctx, tx, d)
+	if c.table == (VersionTable{}) {
+		return result(h(ctx, tx, d))
+	}
+	return in.checkVersion(ctx, tx, d, c, h, t)
+}
+
+// result is what a handler that returned err did: ResultApplied, or
+// ResultStale for SkipStale; or it failed.
+func result(err error) (Result, error) {
+	switch {
+	case err == nil:
+		return ResultApplied, nil
+	case errors.Is(err, SkipStale):
+		return ResultStale, nil
+	default:
+		return 0, err
+	}
 }

@@ -7,38 +7,42 @@ import (
 	"github.com/wary-go/wary/broker"
 )
 
-// versioned returns h behind the version checks of Options.Versions (h
-// itself where there are none), as the step that runs in d's transaction:
-// the check runs before h, and h runs only for an event to apply. With
-// hold, a gap is held as an early event when the inbox holds gaps
-// (Options.Gaps); Replay passes false, so that a gap still open stops it.
-// t is the transaction's run (nil: a replay's, which parks what stalls).
-func (in *Inbox[Tx]) versioned(h Handler[Tx], hold bool, t *txRun[Tx]) step[Tx] {
-	if !in.o.hasVersions() {
-		return handlerStep(h)
-	}
-	return func(ctx context.Context, tx Tx, d *broker.Delivery) (Result, error) {
-		return in.checkVersion(ctx, tx, d, in.o.Versions, h, hold, true, t)
-	}
+// checks says which version checks run before a handler: none (the zero
+// value), or those of table; with hold, a gap is held as an early event
+// where the inbox holds gaps (Options.Gaps), and with heal the early events
+// that follow an applied event are applied after it (heal).
+type checks struct {
+	table      VersionTable
+	hold, heal bool
 }
 
-// checkVersion runs the version check for d in tx, then h when it
-// passes, and then, with heal, where the inbox holds gaps, the early
+// checks are the inbox's version checks (Options.Versions; none without),
+// which apply the early events that follow; with hold, gaps are held.
+// Handle holds; Replay does not, so that a gap still open stops it.
+func (in *Inbox[Tx]) checks(hold bool) checks {
+	if !in.o.hasVersions() {
+		return checks{}
+	}
+	return checks{table: in.o.Versions, hold: hold, heal: true}
+}
+
+// checkVersion runs the version check c for d in tx, then h when it
+// passes, and then, with c.heal, where the inbox holds gaps, the early
 // events that follow d's (heal, which records in t those whose handler
 // fails). It returns what it did: ResultApplied (h ran), ResultStale (the
 // check, or h with SkipStale, found d stale), ResultEarly or ResultParked
 // (the check held d as an early event, see hold).
-func (in *Inbox[Tx]) checkVersion(ctx context.Context, tx Tx, d *broker.Delivery, table VersionTable, h Handler[Tx], hold, heal bool, t *txRun[Tx]) (Result, error) {
-	ev, r, err := in.version(ctx, tx, d, table, hold, heal, t)
+func (in *Inbox[Tx]) checkVersion(ctx context.Context, tx Tx, d *broker.Delivery, c checks, h Handler[Tx], t *txRun[Tx]) (Result, error) {
+	ev, r, err := in.version(ctx, tx, d, c.table, c.hold, c.heal, t)
 	if err != nil || r != 0 {
 		return r, err
 	}
-	if r, err := handlerStep(h)(ctx, tx, d); err != nil || r != ResultApplied {
+	if r, err := result(h(ctx, tx, d)); err != nil || r != ResultApplied {
 		return r, err
 	}
 	in.stats.applied.Add(1)
-	if in.early != nil && heal {
-		if err := in.heal(ctx, tx, ev.AggregateID, ev.Version, table, h, t); err != nil {
+	if in.early != nil && c.heal {
+		if err := in.heal(ctx, tx, ev.AggregateID, ev.Version, c.table, h, t); err != nil {
 			return 0, err
 		}
 	}

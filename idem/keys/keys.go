@@ -160,7 +160,10 @@ func (k *Caller[Tx]) Get(ctx context.Context, key string) (Record, bool, error) 
 //     returns ErrReconcile.
 //
 // An unknown outcome returns ErrOutcomeUnknown. A call in flight elsewhere
-// returns ErrInFlight.
+// returns ErrInFlight. The outcome of a call made is recorded although ctx
+// ends during the call, within 10 seconds: a store that does not answer
+// by then fails Call with context.DeadlineExceeded, and the key stays in
+// flight until its lease (CallTimeout) runs out.
 func (k *Caller[Tx]) Call(ctx context.Context, key string, call CallFunc) (Record, error) {
 	rec, ok, err := k.store.GetKey(ctx, k.c.Provider, key)
 	if err != nil {
