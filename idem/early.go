@@ -39,14 +39,6 @@ const (
 // by default (Options.EarlyLimit).
 const DefaultEarlyLimit = time.Hour
 
-// errEarly, from a version check, says that the event was held as an early
-// event (ResultEarly); errEarlyParked, that holding it parked its
-// aggregate (ResultParked).
-var (
-	errEarly       = errors.New("idem: early event held")
-	errEarlyParked = errors.New("idem: early event held past the limit: aggregate parked")
-)
-
 // gapsHeld decides, in NewInbox, whether gaps are held: it returns the
 // store's earlyStore part, or nil for broker retry.
 func gapsHeld[Tx any](st inboxStore[Tx], o *Options, caps capability.Subscription) (earlyStore[Tx], error) {
@@ -72,30 +64,31 @@ func gapsHeld[Tx any](st inboxStore[Tx], o *Options, caps capability.Subscriptio
 }
 
 // hold records d's event ev, found ahead of its aggregate's version cur
-// (0: no row), as an early event in tx. It returns errEarly, or
-// errEarlyParked when the aggregate's oldest early event is older than
-// Options.EarlyLimit (then all of them are parked).
-func (in *Inbox[Tx]) hold(ctx context.Context, tx Tx, d *broker.Delivery, ev Event, cur int64) error {
+// (0: no row), as an early event in tx. It returns ResultEarly, or
+// ResultParked when the aggregate's oldest early event is older than
+// Options.EarlyLimit (then all of them are parked), or ResultStale when
+// an early event of the same version is held already.
+func (in *Inbox[Tx]) hold(ctx context.Context, tx Tx, d *broker.Delivery, ev Event, cur int64) (Result, error) {
 	now := in.o.Now()
 	m := d.Message
 	held, oldest, err := in.early.HoldEarly(ctx, tx, &seam.EarlyEvent{Consumer: in.consumer, AggregateID: ev.AggregateID,
 		Version: ev.Version, Awaited: cur + 1, MessageID: m.ID, Key: m.Key, Headers: m.Headers, Body: m.Body, HeldAt: now})
 	if err != nil {
-		return storeErr("hold early event", err)
+		return 0, storeErr("hold early event", err)
 	}
 	if !held { // another message of this version waits already
-		return SkipStale
+		return ResultStale, nil
 	}
 	in.stats.early.Add(1)
 	if now.Sub(oldest) < in.o.EarlyLimit {
-		return errEarly
+		return ResultEarly, nil
 	}
 	reason := fmt.Sprintf("gap: aggregate %q at version %d, early events held since %s (Options.EarlyLimit %s)",
 		ev.AggregateID, cur, oldest.UTC().Format(time.RFC3339), in.o.EarlyLimit)
 	if err := in.parkEarly(ctx, tx, ev.AggregateID, reason); err != nil {
-		return err
+		return 0, err
 	}
-	return errEarlyParked
+	return ResultParked, nil
 }
 
 // parkEarly moves the early events of aggregate to the park, in tx, with
@@ -126,10 +119,10 @@ func earlyMessage(e *seam.EarlyEvent) *broker.Message {
 // aggregate, in version order, with h behind the version check: each
 // deleted as it is applied, under a savepoint. A successor whose handler
 // fails is left held (the savepoint undoes its work and its removal) and
-// tx goes on: where ctx carries a stall list (Handle's), it is recorded
-// there, to be tried again after the commit (retryStalled); elsewhere the
+// tx goes on: where tx has a run t (Handle's), it is recorded there, to be
+// tried again after the commit (retryStalled); elsewhere (a replay) the
 // aggregate's early events are parked, with the failure as the reason.
-func (in *Inbox[Tx]) heal(ctx context.Context, tx Tx, aggregate string, v int64, table VersionTable, h Handler[Tx]) error {
+func (in *Inbox[Tx]) heal(ctx context.Context, tx Tx, aggregate string, v int64, table VersionTable, h Handler[Tx], t *txRun[Tx]) error {
 	for {
 		if err := in.early.Savepoint(ctx, tx); err != nil {
 			return storeErr("savepoint", err)
@@ -142,9 +135,7 @@ func (in *Inbox[Tx]) heal(ctx context.Context, tx Tx, aggregate string, v int64,
 			return in.release(ctx, tx)
 		}
 		d := broker.NewDetachedDelivery(earlyMessage(e), 1)
-		_, herr := call(ctx, tx, d, func(ctx context.Context, tx Tx, d *broker.Delivery) error {
-			return in.checkVersion(ctx, tx, d, table, h, false, false)
-		})
+		_, herr := in.call(ctx, tx, d, h, checks{table: table}, t)
 		if herr != nil && errors.Is(herr, errStore) {
 			return herr
 		}
@@ -157,11 +148,8 @@ func (in *Inbox[Tx]) heal(ctx context.Context, tx Tx, aggregate string, v int64,
 			return err
 		}
 		if herr != nil {
-			if s, ok := ctx.Value(stallsKey{}).(*stalls[Tx]); ok {
-				s.list = append(s.list, stall[Tx]{aggregate: aggregate, version: v, err: herr,
-					h: func(ctx context.Context, tx Tx, d *broker.Delivery) error {
-						return in.checkVersion(ctx, tx, d, table, h, false, true)
-					}})
+			if t != nil {
+				t.stalled = append(t.stalled, stall[Tx]{aggregate: aggregate, version: v, err: herr, table: table, h: h})
 				return nil
 			}
 			reason := fmt.Sprintf("early event %q, version %d, failed when its predecessor was applied: %v", e.MessageID, e.Version, herr)
@@ -185,52 +173,54 @@ func (in *Inbox[Tx]) release(ctx context.Context, tx Tx) error {
 // early events are parked.
 const earlyAttempts = 3
 
-// stallsKey keys a *stalls in a context: the held successors whose
-// handler failed in a transaction, to be tried again after its commit.
-type stallsKey struct{}
+// txRun is what the deliveries of one transaction share while it runs,
+// handed down to their version checks with them (not through the
+// handler's context, which is the user's): the aggregates whose locks the
+// transaction took before its first handler ran (lockAggregates), which
+// the checks need not take again, and the held successors whose handler
+// failed in it (heal), to be tried again after its commit
+// (retryStalled). A nil *txRun (a replay's) has neither: a successor that
+// fails parks its aggregate.
+type txRun[Tx any] struct {
+	locked  map[string]bool
+	stalled []stall[Tx]
+}
 
-type stalls[Tx any] struct{ list []stall[Tx] }
+// lockedIn reports whether t's transaction took the lock of aggregate
+// already (lockAggregates).
+func (t *txRun[Tx]) lockedIn(aggregate string) bool {
+	return t != nil && t.locked[aggregate]
+}
 
-// stall is a held successor, of version+1, that failed with err; h runs
-// it behind the version check.
+// stall is a held successor, of version+1, that failed with err; it runs
+// again with h behind the version check of table.
 type stall[Tx any] struct {
 	aggregate string
 	version   int64
 	err       error
+	table     VersionTable
 	h         Handler[Tx]
 }
 
-// withStalls returns ctx carrying a new, empty stall list.
-func withStalls[Tx any](ctx context.Context) (context.Context, *stalls[Tx]) {
-	s := &stalls[Tx]{}
-	return context.WithValue(ctx, stallsKey{}, s), s
-}
-
-// stallsFor is withStalls where in holds gaps (only a held successor can
-// stall); elsewhere ctx as it is and nil, which retryStalled takes as none.
-func (in *Inbox[Tx]) stallsFor(ctx context.Context) (context.Context, *stalls[Tx]) {
-	if in.early == nil {
-		return ctx, nil
-	}
-	return withStalls[Tx](ctx)
-}
-
-// retryStalled tries again, after the transaction that recorded them
-// committed, the held successors of s: each in a transaction of its own,
-// up to earlyAttempts in all, and then parks its aggregate's early events.
+// retryStalled tries again, after t's transaction committed, the held
+// successors that stalled in it: each in a transaction of its own, up to
+// earlyAttempts in all, and then parks its aggregate's early events.
 // Successors that stall in these transactions are tried too.
-func (in *Inbox[Tx]) retryStalled(ctx context.Context, s *stalls[Tx]) {
-	for s != nil && len(s.list) > 0 {
-		st := s.list[0]
-		s.list = s.list[1:]
-		s.list = append(s.list, in.retryStall(ctx, st)...)
+func (in *Inbox[Tx]) retryStalled(ctx context.Context, t *txRun[Tx]) {
+	if t == nil {
+		return
+	}
+	list := t.stalled
+	for len(list) > 0 {
+		st := list[0]
+		list = append(list[1:], in.retryStall(ctx, st)...)
 	}
 }
 
 func (in *Inbox[Tx]) retryStall(ctx context.Context, st stall[Tx]) []stall[Tx] {
 	last := st.err
 	for attempt := 2; attempt <= earlyAttempts; attempt++ {
-		sctx, inner := withStalls[Tx](ctx)
+		inner := &txRun[Tx]{}
 		tx, err := in.store.Begin(ctx)
 		if err != nil {
 			last = err
@@ -246,12 +236,12 @@ func (in *Inbox[Tx]) retryStall(ctx context.Context, st stall[Tx]) []stall[Tx] {
 			return nil
 		}
 		if err == nil {
-			_, err = call(sctx, tx, broker.NewDetachedDelivery(earlyMessage(e), attempt), st.h)
+			_, err = in.call(ctx, tx, broker.NewDetachedDelivery(earlyMessage(e), attempt), st.h, checks{table: st.table, heal: true}, inner)
 		}
 		if err == nil {
 			if err = in.commit(ctx, tx); err == nil {
 				in.stats.earlyApplied.Add(1)
-				return inner.list
+				return inner.stalled
 			}
 		} else {
 			in.rollback(ctx, tx)

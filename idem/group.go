@@ -114,7 +114,7 @@ func (in *Inbox[Tx]) handleBatch(ctx context.Context, its []*item[Tx]) {
 		pending = append(pending, it)
 	}
 	for tried := 0; len(pending) > 0; {
-		outs, failed, stalled, err := in.tryBatch(ctx, pending)
+		outs, failed, t, err := in.tryBatch(ctx, pending)
 		switch {
 		case err != nil && in.retryConflict(ctx, err, tried):
 			// A deadlock's victim: all of pending again, none nacked.
@@ -129,7 +129,7 @@ func (in *Inbox[Tx]) handleBatch(ctx context.Context, its []*item[Tx]) {
 			for k, err := range in.ackAll(ctx, ds) {
 				pending[k].err = err
 			}
-			in.retryStalled(ctx, stalled)
+			in.retryStalled(ctx, t)
 			return
 		case errors.Is(err, errStore) && broker.IsPermanent(err):
 			// The store refused a value of one of the messages: handle
@@ -158,9 +158,9 @@ func (in *Inbox[Tx]) handleBatch(ctx context.Context, its []*item[Tx]) {
 // tryBatch runs one attempt at its. On a handler error it returns the
 // index of the failing item; on a store error, an error matching
 // errStore. The transaction is committed only when every handler
-// succeeded; it then returns the held successors that failed in it (see
-// heal).
-func (in *Inbox[Tx]) tryBatch(ctx context.Context, its []*item[Tx]) ([]Result, int, *stalls[Tx], error) {
+// succeeded; it then returns the transaction's run, with the held
+// successors that failed in it (see heal).
+func (in *Inbox[Tx]) tryBatch(ctx context.Context, its []*item[Tx]) ([]Result, int, *txRun[Tx], error) {
 	ds := make([]*broker.Delivery, len(its))
 	for i, it := range its {
 		ds[i] = it.d
@@ -181,19 +181,9 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, its []*item[Tx]) ([]Result, i
 		in.rollback(ctx, tx)
 		return nil, 0, nil, storeErr("lock aggregates", err)
 	}
-	var stalled *stalls[Tx] // nil where no handler can stall (retryStalled takes it as none)
-	if in.early != nil {
-		stalled = &stalls[Tx]{}
-	}
+	t := &txRun[Tx]{locked: locked}
 	for i, it := range its {
-		hctx := it.ctx
-		if stalled != nil {
-			hctx = context.WithValue(hctx, stallsKey{}, stalled)
-		}
-		if locked != nil {
-			hctx = context.WithValue(hctx, lockedKey{}, locked)
-		}
-		out, err := in.run(hctx, tx, it.d, it.h, claimed[i])
+		out, err := in.run(it.ctx, tx, it.d, it.h, claimed[i], t)
 		if err != nil {
 			in.rollback(ctx, tx)
 			return nil, i, nil, err
@@ -204,14 +194,8 @@ func (in *Inbox[Tx]) tryBatch(ctx context.Context, its []*item[Tx]) ([]Result, i
 		return nil, 0, nil, storeErr("commit", err)
 	}
 	in.stats.commits.Add(1)
-	return outs, 0, stalled, nil
+	return outs, 0, t, nil
 }
-
-// lockedKey keys, in the context of a shared transaction's handlers, the
-// set of aggregates whose locks the transaction took before its first
-// handler ran (lockAggregates), which the version checks need not take
-// again.
-type lockedKey struct{}
 
 // lockAggregates takes, in tx, before any handler runs, the locks of the
 // aggregates of ds whose claims c are new (those whose events the version
@@ -247,13 +231,6 @@ func (in *Inbox[Tx]) lockAggregates(ctx context.Context, tx Tx, ds []*broker.Del
 		return nil, err
 	}
 	return locked, nil
-}
-
-// lockedIn reports whether ctx says that its transaction took the lock of
-// aggregate already (lockAggregates).
-func lockedIn(ctx context.Context, aggregate string) bool {
-	locked, _ := ctx.Value(lockedKey{}).(map[string]bool)
-	return locked[aggregate]
 }
 
 // beginClaim begins the transaction of ds and claims them in it: their

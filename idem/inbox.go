@@ -15,6 +15,7 @@ import (
 	"github.com/wary-go/wary/broker/capability"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/internal/check"
+	"github.com/wary-go/wary/idem/internal/defaults"
 	"github.com/wary-go/wary/idem/internal/seam"
 )
 
@@ -242,9 +243,7 @@ func NewInbox[Tx any](s Store[Tx], consumer string, caps capability.Subscription
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
-	if o.MaxAttempts < 1 {
-		o.MaxAttempts = 5
-	}
+	defaults.InboxMaxAttempts(&o.MaxAttempts) // the guarantee assumes the same
 	if o.PurgeBatch < 1 {
 		o.PurgeBatch = 1000
 	}
@@ -395,7 +394,6 @@ func (in *Inbox[Tx]) Wrap(h Handler[Tx]) broker.Handler {
 func (in *Inbox[Tx]) Handle(ctx context.Context, d *broker.Delivery, h Handler[Tx]) (Result, error) {
 	in.logStart()
 	ctx, span := in.tel.startHandle(ctx, d)
-	h = in.versioned(h, true)
 	var r Result
 	var err error
 	if in.o.Batch > 1 {
@@ -430,8 +428,8 @@ func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[T
 			in.count(ResultDuplicate)
 			return ResultDuplicate, in.ack(ctx, d)
 		}
-		hctx, stalled := in.stallsFor(ctx)
-		out, err := in.run(hctx, tx, d, h, claims[0])
+		t := &txRun[Tx]{}
+		out, err := in.run(ctx, tx, d, h, claims[0], t)
 		if err != nil {
 			in.rollback(ctx, tx)
 			switch {
@@ -453,7 +451,7 @@ func (in *Inbox[Tx]) handle(ctx context.Context, d *broker.Delivery, h Handler[T
 		in.stats.commits.Add(1)
 		in.count(out)
 		err = in.ack(ctx, d)
-		in.retryStalled(ctx, stalled)
+		in.retryStalled(ctx, t)
 		return out, err
 	}
 }
@@ -488,18 +486,22 @@ func (in *Inbox[Tx]) holds(d *broker.Delivery) bool {
 	return !in.o.NoHold && d.Message.Headers[HeaderAggregateID] != ""
 }
 
-// run runs h for d in tx, after d's claim c.
-func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], c seam.Claimed) (Result, error) {
+// run runs h for d in tx, after d's claim c, behind the version checks;
+// t is d's transaction's run.
+func (in *Inbox[Tx]) run(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], c seam.Claimed, t *txRun[Tx]) (Result, error) {
 	r, ok, err := in.prepare(ctx, tx, d, c)
 	if err != nil || !ok {
 		return r, err
 	}
-	return call(ctx, tx, d, h)
+	return in.call(ctx, tx, d, h, in.checks(true), t)
 }
 
-// call runs h, turning a panic into an error and SkipStale into
-// ResultStale.
-func call[Tx any](ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx]) (r Result, err error) {
+// call runs h for d in tx behind the version checks c, in a "handler"
+// span, turning a panic into an error. It returns what it did as a result
+// (ResultApplied; ResultStale when h returns SkipStale or the check finds
+// d stale; ResultEarly or ResultParked when the check holds d) and only
+// failures as errors. t is tx's run (nil: a replay's).
+func (in *Inbox[Tx]) call(ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx], c checks, t *txRun[Tx]) (r Result, err error) {
 	ctx, span := childSpan(ctx, "handler")
 	defer func() {
 		if p := recover(); p != nil {
@@ -507,15 +509,20 @@ func call[Tx any](ctx context.Context, tx Tx, d *broker.Delivery, h Handler[Tx])
 		}
 		endChild(span, err)
 	}()
-	switch err := h(ctx, tx, d); {
+	if c.table == (VersionTable{}) {
+		return result(h(ctx, tx, d))
+	}
+	return in.checkVersion(ctx, tx, d, c, h, t)
+}
+
+// result is what a handler that returned err did: ResultApplied, or
+// ResultStale for SkipStale; or it failed.
+func result(err error) (Result, error) {
+	switch {
 	case err == nil:
 		return ResultApplied, nil
 	case errors.Is(err, SkipStale):
 		return ResultStale, nil
-	case errors.Is(err, errEarly):
-		return ResultEarly, nil
-	case errors.Is(err, errEarlyParked):
-		return ResultParked, nil
 	default:
 		return 0, err
 	}

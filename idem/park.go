@@ -118,7 +118,7 @@ func (in *Inbox[Tx]) replayOne(ctx context.Context, p *Parked, h Handler[Tx]) (b
 		return false, nil
 	}
 	m := &broker.Message{ID: p.MessageID, Key: p.Key, Headers: p.Headers, Body: p.Body}
-	if _, err := call(ctx, tx, broker.NewDetachedDelivery(m, p.Attempts+1), in.versioned(h, false)); err != nil {
+	if _, err := in.call(ctx, tx, broker.NewDetachedDelivery(m, p.Attempts+1), h, in.checks(false), nil); err != nil {
 		in.rollback(ctx, tx)
 		return false, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/check"
 	"github.com/wary-go/wary/idem/internal/names"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/outbox"
 )
@@ -100,10 +101,6 @@ func open[Tx any](p idem.Store[Tx], schema, prefix string) (backend, *sqlDB, err
 
 type storeDriver[Tx any] struct{ d storeOps[Tx] }
 
-// rollbackTimeout bounds unpark's rollback, which outlives the caller's
-// cancellation.
-const rollbackTimeout = 10 * time.Second
-
 func (s storeDriver[Tx]) parkedConsumers(ctx context.Context) (map[string]int, error) {
 	return s.d.ParkedConsumers(ctx)
 }
@@ -127,7 +124,7 @@ func (s storeDriver[Tx]) unpark(ctx context.Context, consumer string, ps []idem.
 	}
 	defer func() {
 		if err != nil { // also when ctx is canceled: bounded instead
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			rctx, cancel := seam.Detach(ctx)
 			defer cancel()
 			_ = s.d.Rollback(rctx, tx)
 		}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/capability"
+	"github.com/wary-go/wary/idem/internal/defaults"
 	"github.com/wary-go/wary/idem/keys"
 )
 
@@ -69,18 +70,21 @@ type Pipeline struct {
 }
 
 // Outbox is how a pipeline's relay retries a row it fails to publish
-// (outbox.RelayOptions); a zero field means the relay's default.
+// (outbox.RelayOptions); a zero field means the relay's default, as
+// outbox.RelayOptions states it (the relay and the statement apply the
+// same one).
 type Outbox struct {
-	// MaxAttempts failed publishes quarantine a row (default 10).
+	// MaxAttempts failed publishes quarantine a row.
 	MaxAttempts int
-	// Backoff spaces the attempts (default 1s, up to 5m).
+	// Backoff spaces the attempts.
 	Backoff broker.Backoff
-	// PublishTimeout bounds each attempt (default 30s).
+	// PublishTimeout bounds each attempt.
 	PublishTimeout time.Duration
 }
 
 // Inbox is how a pipeline's consumer uses its inbox (idem.Options, and
-// its handlers); a zero field means the inbox's default.
+// its handlers); a zero field means the inbox's default, as idem.Options
+// states it.
 type Inbox struct {
 	// Consumer names the inbox's consumer.
 	Consumer string
@@ -88,7 +92,7 @@ type Inbox struct {
 	// redelivery horizon).
 	Retention time.Duration
 	// MaxAttempts is how many times a gap is retried before the message
-	// is parked (default 5).
+	// is parked.
 	MaxAttempts int
 	// Versioned: the inbox checks aggregate versions (idem.Options.Versions,
 	// CheckVersion), so duplicates and stale events are told apart and
@@ -247,16 +251,7 @@ func (o *Outbox) withDefaults() Outbox {
 	if o != nil {
 		r = *o
 	}
-	o = &r
-	if o.MaxAttempts < 1 {
-		o.MaxAttempts = 10
-	}
-	if o.Backoff == (broker.Backoff{}) {
-		o.Backoff = broker.Backoff{Initial: time.Second, Max: 5 * time.Minute}
-	}
-	if o.PublishTimeout <= 0 {
-		o.PublishTimeout = 30 * time.Second
-	}
+	defaults.Relay(&r.MaxAttempts, &r.Backoff, &r.PublishTimeout)
 	return r
 }
 
@@ -507,9 +502,7 @@ func (e *explainer) consumption() {
 			"raise Options.Retention to the horizon (0 keeps it) and drop AllowShortRetention")
 	}
 	maxAttempts := o.MaxAttempts
-	if maxAttempts < 1 {
-		maxAttempts = 5
-	}
+	defaults.InboxMaxAttempts(&maxAttempts)
 	if o.Versioned && !o.HoldsGaps && known && c.DeliveryLimit > 0 && maxAttempts > c.DeliveryLimit && !c.Source.IsUnread(capability.SettingDeliveryLimit) {
 		// Each gap retry is a nack, so a broker delivery: the broker's
 		// limit comes first and the message leaves the queue unparked.

@@ -160,7 +160,10 @@ func (k *Caller[Tx]) Get(ctx context.Context, key string) (Record, bool, error) 
 //     returns ErrReconcile.
 //
 // An unknown outcome returns ErrOutcomeUnknown. A call in flight elsewhere
-// returns ErrInFlight.
+// returns ErrInFlight. The outcome of a call made is recorded although ctx
+// ends during the call, within 10 seconds: a store that does not answer
+// by then fails Call with context.DeadlineExceeded, and the key stays in
+// flight until its lease (CallTimeout) runs out.
 func (k *Caller[Tx]) Call(ctx context.Context, key string, call CallFunc) (Record, error) {
 	rec, ok, err := k.store.GetKey(ctx, k.c.Provider, key)
 	if err != nil {
@@ -220,7 +223,13 @@ func (k *Caller[Tx]) Call(ctx context.Context, key string, call CallFunc) (Recor
 		o = Outcome{State: Unknown, Error: cerr.Error()}
 	}
 	at := k.o.Now()
-	if _, err := k.store.FinishKeyCall(context.WithoutCancel(ctx), k.c.Provider, key, rec.Attempts, o, at); err != nil {
+	// Recorded although ctx ended (the call was made), within
+	// seam.DetachTimeout: a store that does not answer leaves the key in
+	// flight, for its lease to run out, rather than hold the caller.
+	fctx, cancel := seam.Detach(ctx)
+	_, err = k.store.FinishKeyCall(fctx, k.c.Provider, key, rec.Attempts, o, at)
+	cancel()
+	if err != nil {
 		return rec, fmt.Errorf("idem: record outcome of %q (%s): %w", key, o.State, err)
 	}
 	rec.State, rec.Result, rec.Error = o.State, o.Result, o.Error

@@ -13,6 +13,7 @@ import (
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/guarantee"
 	"github.com/wary-go/wary/idem/internal/check"
+	"github.com/wary-go/wary/idem/internal/defaults"
 	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/signal"
 )
@@ -149,7 +150,6 @@ func NewRelay[Tx any](s idem.Store[Tx], topic *broker.Topic, opts *RelayOptions)
 	}
 	def(&o.BatchSize, 500)
 	def(&o.Concurrency, 8)
-	def(&o.MaxAttempts, 10)
 	def(&o.PurgeBatch, 1000)
 	defd := func(p *time.Duration, v time.Duration) {
 		if *p == 0 {
@@ -157,12 +157,9 @@ func NewRelay[Tx any](s idem.Store[Tx], topic *broker.Topic, opts *RelayOptions)
 		}
 	}
 	defd(&o.PollInterval, time.Second)
-	defd(&o.PublishTimeout, 30*time.Second)
 	defd(&o.KeepSent, 7*24*time.Hour)
 	defd(&o.PurgeInterval, 10*time.Minute)
-	if o.Backoff == (broker.Backoff{}) {
-		o.Backoff = broker.Backoff{Initial: time.Second, Max: 5 * time.Minute}
-	}
+	defaults.Relay(&o.MaxAttempts, &o.Backoff, &o.PublishTimeout) // the guarantee assumes the same
 	o.Telemetry = o.Telemetry.WithDefaults()
 	r := &Relay{st: st, topic: topic, o: o}
 	r.rate.start = o.Now()
@@ -201,7 +198,7 @@ func (r *Relay) open(ctx context.Context) (seam.Source[Row], error) {
 
 // closeSource closes src, giving up what it holds.
 func (r *Relay) closeSource(ctx context.Context, src seam.Source[Row]) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	cctx, cancel := seam.Detach(ctx)
 	defer cancel()
 	if err := src.Close(cctx); err != nil {
 		return fmt.Errorf("idem: relay: close the source: %w", err)
@@ -237,7 +234,9 @@ func (r *Relay) Run(ctx context.Context) error {
 		b, err := src.Next(ctx, true)
 		if ctx.Err() != nil {
 			if b != nil {
-				_ = src.Settle(context.WithoutCancel(ctx), b, nil)
+				sctx, cancel := seam.Detach(ctx)
+				_ = src.Settle(sctx, b, nil)
+				cancel()
 			}
 			break
 		}

@@ -56,7 +56,7 @@ func (s *driver) ListenOutbox(ctx context.Context, notify func()) error {
 		return err
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		cctx, cancel := seam.Detach(ctx)
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()

@@ -381,7 +381,9 @@ func (s *driver) BeginClaim(ctx context.Context, r seam.ClaimRequest) (pgx.Tx, b
 	if err != nil {
 		// Releases the connection: closed already (ErrTxClosed) when the
 		// claim failed, since the Sync ended the implicit transaction.
-		_ = tx.Rollback(context.WithoutCancel(ctx))
+		rctx, cancel := seam.Detach(ctx)
+		_ = tx.Rollback(rctx)
+		cancel()
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
 			return nil, false, []seam.Claimed{{}}, nil
@@ -418,7 +420,9 @@ func (s *driver) beginClaimMany(ctx context.Context, r seam.ClaimRequest) (tx pg
 		err = errors.New("idem/postgres: the claim batch left no transaction open")
 	}
 	if err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx)) // releases the connection, as in BeginClaim
+		rctx, cancel := seam.Detach(ctx) // releases the connection, as in BeginClaim
+		_ = tx.Rollback(rctx)
+		cancel()
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
 			return nil, nil, true, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 )
 
@@ -166,14 +167,14 @@ func (s *driver) openStream(ctx context.Context, owner string) (logStream, error
 	if create {
 		if _, err := s.pool.Exec(ctx, `INSERT INTO `+slots+` (slot, drained) VALUES ($1, FALSE)
 			ON CONFLICT (slot) DO UPDATE SET drained = FALSE`, slot); err != nil {
-			_ = conn.Close(context.WithoutCancel(ctx))
+			closeConn(ctx, conn)
 			return nil, unavailable(err, "record the slot")
 		}
 	} else {
 		var drained bool
 		err := s.pool.QueryRow(ctx, `SELECT drained FROM `+slots+` WHERE slot = $1`, slot).Scan(&drained)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			_ = conn.Close(context.WithoutCancel(ctx))
+			closeConn(ctx, conn)
 			return nil, unavailable(err, "read the slot's record")
 		}
 		st.fresh = !drained // no record: a slot of an earlier version, drained once more
@@ -182,7 +183,7 @@ func (s *driver) openStream(ctx context.Context, owner string) (logStream, error
 		_, err := pglogrepl.CreateReplicationSlot(ctx, conn, slot, "pgoutput",
 			pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "NOEXPORT_SNAPSHOT"})
 		if err != nil {
-			_ = conn.Close(context.WithoutCancel(ctx))
+			closeConn(ctx, conn)
 			if pgCode(err) == "42710" { // another relay created it
 				return nil, ErrStreamHeld
 			}
@@ -193,7 +194,7 @@ func (s *driver) openStream(ctx context.Context, owner string) (logStream, error
 	err = pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
 		PluginArgs: []string{"proto_version '1'", "publication_names '" + slot + "'"}})
 	if err != nil {
-		_ = conn.Close(context.WithoutCancel(ctx))
+		closeConn(ctx, conn)
 		switch pgCode(err) {
 		case "55006": // object in use: another relay streams from the slot
 			return nil, ErrStreamHeld
@@ -206,6 +207,14 @@ func (s *driver) openStream(ctx context.Context, owner string) (logStream, error
 		return nil, unavailable(err, "start replication")
 	}
 	return st, nil
+}
+
+// closeConn closes the replication connection of a stream that failed to
+// open, although ctx ended, within seam.DetachTimeout.
+func closeConn(ctx context.Context, conn *pgconn.PgConn) {
+	cctx, cancel := seam.Detach(ctx)
+	defer cancel()
+	_ = conn.Close(cctx)
 }
 
 // unavailable is err, opening the stream (after what), as an error

@@ -146,6 +146,8 @@ var _ seam.Source[outbox.Row] = (*streamSource)(nil)
 // start starts the source's goroutine once.
 func (s *streamSource) start(ctx context.Context, drain bool) {
 	s.once.Do(func() {
+		// The goroutine outlives this Next: Close stops it (no
+		// deadline), and each of its calls has its own bound.
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		s.cancel = cancel
 		s.wg.Go(func() { s.run(ctx, drain) })
@@ -250,7 +252,9 @@ func (s *streamSource) claim(ctx context.Context, now time.Time) (*seam.Batch[ou
 		return nil, fmt.Errorf("claim: %w", err)
 	}
 	if len(b.Rows()) == 0 {
-		return nil, b.Release(context.WithoutCancel(ctx))
+		rctx, cancel := seam.Detach(ctx)
+		defer cancel()
+		return nil, b.Release(rctx)
 	}
 	return &seam.Batch[outbox.Row]{Rows: b.Rows(), Handle: &claimHandle{b: b, done: make(chan struct{})}}, nil
 }
@@ -266,7 +270,9 @@ func (s *streamSource) claimOut(ctx context.Context, now time.Time) (int, error)
 	select {
 	case s.ready <- b:
 	case <-ctx.Done():
-		return 0, errors.Join(ctx.Err(), h.b.Release(context.WithoutCancel(ctx)))
+		rctx, cancel := seam.Detach(ctx)
+		defer cancel()
+		return 0, errors.Join(ctx.Err(), h.b.Release(rctx))
 	}
 	select {
 	case <-h.done:
@@ -421,7 +427,9 @@ func (s *streamSource) pollTable(ctx context.Context, guard func(context.Context
 	p := s.d.Outbox.PollSource(s.c, sqlcore.PollOptions{PerAggregate: s.o.PerAggregate, Pipeline: s.o.Pipeline, Wake: w, Guard: guard})
 	s.poll.Store(p)
 	defer func() {
-		_ = p.Close(context.WithoutCancel(ctx)) // producers need not notify a streaming relay
+		cctx, cancel := seam.Detach(ctx)
+		defer cancel()
+		_ = p.Close(cctx) // producers need not notify a streaming relay
 	}()
 	for {
 		b, err := p.Next(ctx, true)
@@ -431,7 +439,9 @@ func (s *streamSource) pollTable(ctx context.Context, guard func(context.Context
 		select {
 		case s.ready <- &seam.Batch[outbox.Row]{Rows: b.Rows, Lost: b.Lost, Handle: &pollHandle{p: p, b: b}}:
 		case <-ctx.Done():
-			_ = p.Settle(context.WithoutCancel(ctx), b, nil)
+			sctx, cancel := seam.Detach(ctx)
+			_ = p.Settle(sctx, b, nil)
+			cancel()
 			return
 		}
 	}
@@ -445,7 +455,7 @@ func (s *streamSource) reopenDelay(failures int) time.Duration {
 }
 
 func (s *streamSource) closeStream(ctx context.Context, st logStream) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	cctx, cancel := seam.Detach(ctx)
 	defer cancel()
 	if err := st.Close(cctx); err != nil {
 		s.c.Logger.Warn("idem: relay: close the outbox stream", slog.String("owner", s.c.Owner), slog.String("error", err.Error()))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/failpoint"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
 )
 
@@ -336,7 +337,9 @@ func addOne[Tx any](ctx context.Context, e *OutboxEnv[Tx], m *outbox.Message) er
 		return err
 	}
 	if _, err := e.Outbox.Add(ctx, tx, m); err != nil {
-		_ = e.Driver.Rollback(context.WithoutCancel(ctx), tx)
+		rctx, cancel := seam.Detach(ctx)
+		defer cancel()
+		_ = e.Driver.Rollback(rctx, tx)
 		return err
 	}
 	return e.Driver.Commit(ctx, tx)

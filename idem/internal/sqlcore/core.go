@@ -182,7 +182,9 @@ func (c *Core[Tx]) inTx(ctx context.Context, f func(q Querier) error) error {
 		return err
 	}
 	if err := f(c.b.Q(tx)); err != nil {
-		_ = c.b.Rollback(context.WithoutCancel(ctx), tx)
+		rctx, cancel := seam.Detach(ctx)
+		defer cancel()
+		_ = c.b.Rollback(rctx, tx)
 		return err
 	}
 	return c.b.Commit(ctx, tx)
@@ -246,7 +248,9 @@ func (c *Core[Tx]) BeginClaim(ctx context.Context, r seam.ClaimRequest) (tx Tx, 
 		return tx, false, nil, err
 	}
 	if claims, err = c.Claim(ctx, tx, r); err != nil {
-		_ = c.Rollback(context.WithoutCancel(ctx), tx)
+		rctx, cancel := seam.Detach(ctx)
+		defer cancel()
+		_ = c.Rollback(rctx, tx)
 		var zero Tx
 		return zero, false, nil, err
 	}

@@ -3,6 +3,8 @@ package sqlcore
 import (
 	"context"
 	"errors"
+
+	"github.com/wary-go/wary/idem/internal/seam"
 )
 
 // Stmt is a statement with its arguments.
@@ -60,7 +62,9 @@ func (h *txHeld[Tx]) CommitWith(ctx context.Context, stmts []Stmt) error {
 	}
 	for _, s := range stmts {
 		if _, err := h.Exec(ctx, s.SQL, s.Args...); err != nil {
-			_ = h.Rollback(context.WithoutCancel(ctx))
+			rctx, cancel := seam.Detach(ctx)
+			defer cancel()
+			_ = h.Rollback(rctx)
 			return err
 		}
 	}

@@ -300,7 +300,9 @@ func (o *Outbox[Tx]) claimHeld(ctx context.Context, r Claim) (Batch, error) {
 	}
 	rows, err := o.claim(ctx, h, r)
 	if err != nil || len(rows) == 0 {
-		if rerr := h.Rollback(context.WithoutCancel(ctx)); err == nil {
+		rctx, cancel := seam.Detach(ctx)
+		defer cancel()
+		if rerr := h.Rollback(rctx); err == nil {
 			err = rerr
 		}
 		if err != nil {

@@ -124,6 +124,8 @@ func (s *PollSource[Tx]) Next(ctx context.Context, wait bool) (*seam.Batch[outbo
 		return b, err
 	}
 	s.once.Do(func() {
+		// The loops outlive this Next: Close stops them (no deadline),
+		// and each of their store calls has its own bound.
 		lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		s.cancel = cancel
 		if s.p.Wake != nil {
@@ -157,6 +159,14 @@ func (s *PollSource[Tx]) Settle(ctx context.Context, b *seam.Batch[outbox.Row], 
 	h.err = err
 	close(h.done)
 	return err
+}
+
+// release settles b recording nothing (its rows come again) once the
+// loop that claimed it stops, within seam.DetachTimeout.
+func (s *PollSource[Tx]) release(ctx context.Context, b *seam.Batch[outbox.Row]) {
+	rctx, cancel := seam.Detach(ctx)
+	defer cancel()
+	_ = s.Settle(rctx, b, nil)
 }
 
 // State implements seam.Source[outbox.Row].
@@ -193,7 +203,9 @@ func (s *PollSource[Tx]) claim(ctx context.Context, now time.Time) (*seam.Batch[
 	rows := b.Rows()
 	heads := s.noteHeads(rows, aggs)
 	if len(rows) == 0 {
-		return nil, 0, b.Release(context.WithoutCancel(ctx))
+		rctx, cancel := seam.Detach(ctx)
+		defer cancel()
+		return nil, 0, b.Release(rctx)
 	}
 	h := &pollHandle{b: b, land: s.takeOff(len(rows), heads), done: make(chan struct{})}
 	if s.p.Wake != nil && s.idled.Swap(false) {
@@ -222,7 +234,7 @@ func (s *PollSource[Tx]) loop(ctx context.Context) {
 		b, n, err := s.claim(ctx, s.c.Now())
 		if ctx.Err() != nil {
 			if b != nil {
-				_ = s.Settle(context.WithoutCancel(ctx), b, nil)
+				s.release(ctx, b)
 			}
 			return
 		}
@@ -235,7 +247,7 @@ func (s *PollSource[Tx]) loop(ctx context.Context) {
 			select {
 			case s.ready <- b:
 			case <-ctx.Done():
-				_ = s.Settle(context.WithoutCancel(ctx), b, nil)
+				s.release(ctx, b)
 				return
 			}
 			select {
