@@ -10,11 +10,12 @@
 // for transactions of type Tx, idem/postgres (Tx is pgx.Tx) or idem/sqlite
 // (Tx is *sql.Tx), and on *broker.Delivery values from any driver. A
 // handler writes through the Tx it is given, and calls the store's
-// CheckVersion and Transition in it. The runnable examples of the inbox's
-// flows (duplicates, shared transactions, version checks) and of
-// idempotency keys are in idem/sqlite, whose store they run on: go mod
-// tidy loads the tests of the packages a program imports, so that way a
-// user of idem alone does not download SQLite.
+// CheckVersion and Transition in it. The runnable examples that need a
+// store run on PostgreSQL (Inbox.Handle) and, for the inbox's other flows
+// (shared transactions, version checks) and idempotency keys, in
+// idem/sqlite, whose store they run on: go mod tidy loads the tests of the
+// packages a program imports, so that way a user of idem and idem/postgres
+// does not download SQLite.
 //
 // # The inbox, and what "exactly one effect" rests on
 //

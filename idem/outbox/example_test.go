@@ -16,6 +16,7 @@ import (
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
+	"github.com/wary-go/wary/internal/servicetest"
 )
 
 // setup opens a PostgreSQL store in a schema of its own on the server at
@@ -24,15 +25,7 @@ func setup(ctx context.Context) (*pgxpool.Pool, *postgres.Store, *broker.Topic, 
 	// The store's tables and the example's own in a schema of their own
 	// (New creates it), which the pool's connections search.
 	schema := fmt.Sprintf("shop_%d_%d", os.Getpid(), schemas.Add(1))
-	cfg, err := pgxpool.ParseConfig(os.Getenv("WARY_POSTGRES_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
+	pool, drop := servicetest.ExamplePool(ctx, schema)
 	st, err := postgres.New(ctx, pool, &postgres.Options{Schema: schema})
 	if err != nil {
 		log.Fatal(err)
@@ -46,8 +39,7 @@ func setup(ctx context.Context) (*pgxpool.Pool, *postgres.Store, *broker.Topic, 
 		sub.Close()
 		topic.Close()
 		b.Close()
-		_, _ = pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-		pool.Close()
+		drop()
 	}
 }
 
