@@ -3,9 +3,11 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"path/filepath"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/idemtest"
@@ -29,6 +31,28 @@ func (d testDB) Exec(ctx context.Context, tx *sql.Tx, q string, args ...any) err
 
 func (d testDB) QueryRow(ctx context.Context, tx *sql.Tx, q string, args ...any) interface{ Scan(...any) error } {
 	return tx.QueryRowContext(ctx, placeholder.ReplaceAllString(q, "?$1"), args...)
+}
+
+// ClaimAll implements idemtest.ClaimAllDB: one INSERT over the IDs as a
+// JSON array (json_each), as the store claims a shared transaction's IDs.
+// The WHERE keeps SQLite's parser from reading ON CONFLICT as a join's ON.
+func (d testDB) ClaimAll(ctx context.Context, tx *sql.Tx, table, consumer string, ids []string, at time.Time) (int, error) {
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return 0, err
+	}
+	rows, err := tx.QueryContext(ctx, `INSERT INTO `+table+` (consumer, message_id, processed_at)
+		SELECT ?1, value, ?3 FROM json_each(?2) WHERE true
+		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`, consumer, string(list), at)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	return n, rows.Err()
 }
 
 // WithSource implements idemtest.SourceDB.

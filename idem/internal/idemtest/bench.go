@@ -41,23 +41,42 @@ func BenchCounted[Tx any](b *testing.B, f Factory[Tx], statements func() int64) 
 	b.Run("interleaved", func(b *testing.B) { benchInterleaved(b, f, statements) })
 }
 
-// benchInterleaved measures bare, inbox, bare100, batch100 and article
-// (one consumer each) in turns of 100 messages, b.N messages for each, so
-// that they share whatever else the machine is doing, and reports their
-// msgs/s and ratios: inbox/bare-%, inbox/article-%, batch100/inbox-x and
-// batch100/bare100-%, and batch100's messages per commit. "article" is
-// the inbox a team writes by hand: in the bare transaction, before the
-// effect, INSERT INTO its own inbox table ... ON CONFLICT (consumer,
-// message_id) DO NOTHING RETURNING 1. With statements, each mode also
-// reports its statements per message (bare-stmts/msg, ...). Each mode also
-// reports the process's CPU per message during its turns
+// ClaimAllDB is a DB that can claim many message IDs in a hand-written
+// inbox table with one statement over the IDs bound as one parameter
+// (PostgreSQL: INSERT ... SELECT ... FROM unnest($2::text[]) ON CONFLICT
+// DO NOTHING RETURNING; SQLite the same over json_each): the interleaved
+// benchmark's ceiling100. ClaimAll inserts (consumer, id, at) into table
+// (with the article's columns and primary key) for each of ids, skipping
+// those already there, and returns how many it inserted.
+type ClaimAllDB[Tx any] interface {
+	ClaimAll(ctx context.Context, tx Tx, table, consumer string, ids []string, at time.Time) (int, error)
+}
+
+// benchInterleaved measures bare, inbox, bare100, batch100, article,
+// article100 and ceiling100 (one consumer each) in turns of 100
+// messages, b.N messages for each, so that they share whatever else the
+// machine is doing, and reports their msgs/s and ratios: inbox/bare-%,
+// inbox/article-%, batch100/inbox-x, batch100/bare100-%,
+// batch100/article100-%, batch100/ceiling100-% and ceiling100/bare100-%,
+// and batch100's messages per commit. "article" is the inbox a team
+// writes by hand: in the bare transaction, before the effect, INSERT INTO
+// its own inbox table ... ON CONFLICT (consumer, message_id) DO NOTHING
+// RETURNING 1. "article100" is bare100 with the article's claim before
+// each effect: 100 messages per transaction, one goroutine. "ceiling100"
+// is the most any inbox that writes a row per message can do with 100
+// messages per transaction: bare100 with one statement claiming the
+// transaction's 100 IDs first (ClaimAllDB; not run on a DB without it),
+// by one goroutine, no hand-offs. With statements, each mode also
+// reports its statements per message (bare-stmts/msg, ...). Each mode
+// also reports the process's CPU per message during its turns
 // (bare-cpu-µs/msg, ...): the modes run one at a time, so that is the
 // client's CPU for the mode, less sensitive to the machine's load than
 // the rates, and the goroutines started per message (bare-goroutines/msg,
 // ...): batch100's one per Handle call, and any a driver starts per
 // statement.
 func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int64) {
-	const turn, modes = 100, 5
+	const turn, modes = 100, 7
+	names := [modes]string{"bare", "inbox", "bare100", "batch100", "article", "article100", "ceiling100"}
 	e := Setup(b, f, "")
 	in := e.Inbox("bench", nil)
 	grouped := e.Inbox("bench-grouped", &idem.Options{Batch: turn})
@@ -78,9 +97,10 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 		}
 		return effect(ctx, tx, d)
 	}
+	claimAll, ceiling := e.DB.(ClaimAllDB[Tx])
 	ctx := b.Context()
 	sub := q.Subscription(nil)
-	var spent [modes]time.Duration // bare, inbox, bare100, batch100, article
+	var spent [modes]time.Duration // by mode, in the order of names
 	var sent [modes]int64          // statements, where counted
 	var cpu [modes]time.Duration   // the process's CPU
 	var started [modes]uint64      // goroutines
@@ -88,6 +108,9 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 	for done := 0; done < b.N; done += turn {
 		n := min(turn, b.N-done)
 		for mode := range modes {
+			if mode == 6 && !ceiling {
+				continue
+			}
 			var before int64
 			if statements != nil {
 				before = statements()
@@ -120,6 +143,16 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 				}
 			case 3:
 				err = handleConcurrently(ctx, grouped, sub, n, effect)
+			case 5:
+				var ds []*broker.Delivery
+				if ds, err = sub.Receive(ctx, n); err == nil {
+					err = bareTx(ctx, e, ds, article)
+				}
+			case 6:
+				var ds []*broker.Delivery
+				if ds, err = sub.Receive(ctx, n); err == nil {
+					err = claimAllTx(ctx, e, claimAll, ds, effect)
+				}
 			}
 			if err != nil {
 				b.Fatal(err)
@@ -145,7 +178,17 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 	b.ReportMetric(rate(3)/rate(1), "batch100/inbox-x")
 	b.ReportMetric(100*rate(3)/rate(2), "batch100/bare100-%")
 	b.ReportMetric(float64(b.N)/float64(grouped.Stats().Commits), "batch100-msgs/commit")
-	for mode, name := range []string{"bare", "inbox", "bare100", "batch100", "article"} {
+	b.ReportMetric(rate(5), "article100-msgs/s")
+	b.ReportMetric(100*rate(3)/rate(5), "batch100/article100-%")
+	ran := modes
+	if ceiling {
+		b.ReportMetric(rate(6), "ceiling100-msgs/s")
+		b.ReportMetric(100*rate(3)/rate(6), "batch100/ceiling100-%")
+		b.ReportMetric(100*rate(6)/rate(2), "ceiling100/bare100-%")
+	} else {
+		ran--
+	}
+	for mode, name := range names[:ran] {
 		b.ReportMetric(float64(cpu[mode].Nanoseconds())/1e3/float64(b.N), name+"-cpu-µs/msg")
 		b.ReportMetric(float64(started[mode])/float64(b.N), name+"-goroutines/msg")
 		if statements != nil {
@@ -153,8 +196,8 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 		}
 	}
 	b.ReportMetric(0, "ns/op")
-	if n := e.Int(`SELECT count(*) FROM effects`); n != int64(modes*b.N) {
-		b.Errorf("%d effects for %d messages", n, modes*b.N)
+	if n := e.Int(`SELECT count(*) FROM effects`); n != int64(ran*b.N) {
+		b.Errorf("%d effects for %d messages", n, ran*b.N)
 	}
 }
 
@@ -188,9 +231,21 @@ func handleConcurrently[Tx any](ctx context.Context, in *idem.Inbox[Tx], sub *br
 // bareTx applies ds's effects in one transaction without the inbox, then
 // acknowledges them.
 func bareTx[Tx any](ctx context.Context, e *Env[Tx], ds []*broker.Delivery, effect idem.Handler[Tx]) error {
+	return claimedTx(ctx, e, ds, nil, effect)
+}
+
+// claimedTx is bareTx with claim, where not nil, run in the transaction
+// before the effects.
+func claimedTx[Tx any](ctx context.Context, e *Env[Tx], ds []*broker.Delivery, claim func(context.Context, Tx) error, effect idem.Handler[Tx]) error {
 	tx, err := e.Driver.Begin(ctx)
 	if err != nil {
 		return err
+	}
+	if claim != nil {
+		if err := claim(ctx, tx); err != nil {
+			_ = e.Driver.Rollback(ctx, tx)
+			return err
+		}
 	}
 	for _, d := range ds {
 		if err := effect(ctx, tx, d); err != nil {
@@ -207,6 +262,25 @@ func bareTx[Tx any](ctx context.Context, e *Env[Tx], ds []*broker.Delivery, effe
 		}
 	}
 	return nil
+}
+
+// claimAllTx is bareTx with ds's IDs claimed first in article_inbox by
+// one statement (ClaimAllDB), as consumer "bench-ceiling".
+func claimAllTx[Tx any](ctx context.Context, e *Env[Tx], db ClaimAllDB[Tx], ds []*broker.Delivery, effect idem.Handler[Tx]) error {
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.Message.ID
+	}
+	return claimedTx(ctx, e, ds, func(ctx context.Context, tx Tx) error {
+		n, err := db.ClaimAll(ctx, tx, "article_inbox", "bench-ceiling", ids, time.Now())
+		if err != nil {
+			return fmt.Errorf("claim all: %w", err)
+		}
+		if n != len(ids) {
+			return fmt.Errorf("claim all: %d of %d IDs new, in a benchmark that sends no duplicate", n, len(ids))
+		}
+		return nil
+	}, effect)
 }
 
 // bench runs workers consumers. A bare consumer takes batch messages per
