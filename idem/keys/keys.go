@@ -160,7 +160,9 @@ func (k *Caller[Tx]) Get(ctx context.Context, key string) (Record, bool, error) 
 //     returns ErrReconcile.
 //
 // An unknown outcome returns ErrOutcomeUnknown. A call in flight elsewhere
-// returns ErrInFlight. The outcome of a call made is recorded although ctx
+// returns ErrInFlight, as does a call that outlived its lease
+// (CallTimeout) while another caller started the key again: its outcome is
+// not recorded, and the record returned is the other caller's. The outcome of a call made is recorded although ctx
 // ends during the call, within 10 seconds: a store that does not answer
 // by then fails Call with context.DeadlineExceeded, and the key stays in
 // flight until its lease (CallTimeout) runs out.
@@ -227,10 +229,20 @@ func (k *Caller[Tx]) Call(ctx context.Context, key string, call CallFunc) (Recor
 	// seam.DetachTimeout: a store that does not answer leaves the key in
 	// flight, for its lease to run out, rather than hold the caller.
 	fctx, cancel := seam.Detach(ctx)
-	_, err = k.store.FinishKeyCall(fctx, k.c.Provider, key, rec.Attempts, o, at)
+	recorded, err := k.store.FinishKeyCall(fctx, k.c.Provider, key, rec.Attempts, o, at)
 	cancel()
 	if err != nil {
 		return rec, fmt.Errorf("idem: record outcome of %q (%s): %w", key, o.State, err)
+	}
+	if !recorded {
+		// The lease ran out during the call and another caller started the
+		// key again: its attempt owns the record, and this outcome is not
+		// the key's. Report the key as that caller left it.
+		if cur, ok, gerr := k.store.GetKey(ctx, k.c.Provider, key); gerr == nil && ok {
+			rec = cur
+		}
+		return rec, fmt.Errorf("%w: provider %q, key %q: the outcome of attempt %d (%s) was not recorded: the lease (CallTimeout) ran out during the call and another caller started it again",
+			ErrInFlight, k.c.Provider, key, rec.Attempts, o.State)
 	}
 	rec.State, rec.Result, rec.Error = o.State, o.Result, o.Error
 	switch o.State {

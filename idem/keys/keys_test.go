@@ -604,3 +604,52 @@ func TestStateString(t *testing.T) {
 		}
 	}
 }
+
+// A call that outlives its lease while another caller starts the key
+// again does not record its outcome over the other attempt's: Call
+// returns ErrInFlight and the key as the other caller left it.
+func TestCallOutlivesLease(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	k := w.caller(Contract{Provider: "payments", Replays: true, Retention: 24 * time.Hour}, &Options{CallTimeout: time.Minute})
+	w.stage(k, "pay:1", "charge")
+	inside, release := make(chan struct{}), make(chan struct{})
+	var first sync.Once
+	w.p.set(func(context.Context, string) ([]byte, error) {
+		held := false
+		first.Do(func() { held = true })
+		if held {
+			close(inside)
+			<-release
+			return []byte("first"), nil
+		}
+		return []byte("second"), nil
+	})
+	type result struct {
+		rec Record
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rec, err := k.Call(ctx, "pay:1", w.p.call)
+		done <- result{rec, err}
+	}()
+	<-inside
+	w.clock.Advance(2 * time.Minute) // the first call's lease runs out
+	rec, err := k.Call(ctx, "pay:1", w.p.call)
+	if err != nil || rec.State != Succeeded || string(rec.Result) != "second" || rec.Attempts != 2 {
+		t.Fatalf("second caller: %+v, %v; want succeeded with its own result, attempt 2", rec, err)
+	}
+	close(release)
+	r := <-done
+	if !errors.Is(r.err, ErrInFlight) || !strings.Contains(r.err.Error(), "not recorded") {
+		t.Errorf("first caller: %v, want ErrInFlight saying its outcome was not recorded", r.err)
+	}
+	if r.rec.State != Succeeded || string(r.rec.Result) != "second" {
+		t.Errorf("first caller's record: %+v, want the second caller's", r.rec)
+	}
+	got, _, _ := k.Get(ctx, "pay:1")
+	if string(got.Result) != "second" || got.Attempts != 2 {
+		t.Errorf("stored: %+v, want the second attempt's outcome", got)
+	}
+}

@@ -30,10 +30,10 @@ type outboxStore[Tx any] interface {
 // lease, the database's log); the relay only takes batches, publishes them
 // and settles them.
 type relayStore interface {
-	// OutboxSource opens the source a relay publishes from. It fails with
-	// an error matching ErrOtherSource when the outbox is served by a
-	// source of another kind (a relay streams from the log, and this one
-	// would poll the table).
+	// OutboxSource opens the source a relay publishes from. A source that
+	// finds the outbox served by a source of another kind (a relay streams
+	// from the log, and this one would poll the table) reports it from
+	// Next, as an error matching ErrOtherSource.
 	OutboxSource(ctx context.Context, c seam.SourceConfig) (seam.Source[Row], error)
 	// OutboxHealth reports the backlog as of now.
 	OutboxHealth(ctx context.Context, now time.Time) (Health, error)
@@ -56,11 +56,12 @@ type streamStatuser interface {
 	OutboxStreamStatus(ctx context.Context) (StreamStatus, error)
 }
 
-// ErrOtherSource is returned by a store's OutboxSource, and by a polling
-// source's Next, when the outbox is served by a source of another kind: a
+// ErrOtherSource is returned by a polling source's Next when the outbox
+// is served by a source of another kind: a
 // relay streams it from the database's log (or its slot exists, and a
 // streaming relay will resume from it), so a polling relay would publish
-// rows twice. A relay's Run stands by; RunOnce and Drain return it.
+// rows twice. A relay's Run stands by while Next reports it (an error
+// opening the source ends Run); RunOnce and Drain return it.
 var ErrOtherSource = errors.New("idem: the outbox is served by a source of another kind")
 
 // ErrLeaseLost is returned by the Settle of a source that claims by lease
