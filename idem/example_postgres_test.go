@@ -12,7 +12,7 @@ import (
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/internal/servicetest"
+	"github.com/wary-go/wary/internal/pgexample"
 )
 
 // A consumer's effect and the claim of its message commit together: a
@@ -22,7 +22,7 @@ import (
 func ExampleInbox_Handle() {
 	ctx := context.Background()
 	schema := fmt.Sprintf("billing_%d", os.Getpid())
-	pool, drop := servicetest.ExamplePool(ctx, schema) // searches schema
+	pool, drop := pgexample.Pool(ctx, schema) // searches schema
 	defer drop()
 	st, err := postgres.New(ctx, pool, &postgres.Options{Schema: schema})
 	if err != nil {

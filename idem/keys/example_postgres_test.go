@@ -11,7 +11,7 @@ import (
 
 	"github.com/wary-go/wary/idem/keys"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/internal/servicetest"
+	"github.com/wary-go/wary/internal/pgexample"
 )
 
 // A payment is staged in the transaction that decides it and called
@@ -22,7 +22,7 @@ import (
 func ExampleCaller_Call() {
 	ctx := context.Background()
 	schema := fmt.Sprintf("payments_%d", os.Getpid())
-	pool, drop := servicetest.ExamplePool(ctx, schema)
+	pool, drop := pgexample.Pool(ctx, schema)
 	defer drop()
 	st, err := postgres.New(ctx, pool, &postgres.Options{Schema: schema})
 	if err != nil {

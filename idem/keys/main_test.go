@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/wary-go/wary/internal/servicetest"
+	"github.com/wary-go/wary/internal/pgexample"
 )
 
 // TestMain readies the examples that need a store, which run on the
@@ -14,6 +14,6 @@ import (
 // which a PostgreSQL user's go mod tidy loads, load no other store.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	servicetest.PostgresExamples()
+	pgexample.Ready()
 	os.Exit(m.Run())
 }

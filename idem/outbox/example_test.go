@@ -16,7 +16,7 @@ import (
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
-	"github.com/wary-go/wary/internal/servicetest"
+	"github.com/wary-go/wary/internal/pgexample"
 )
 
 // setup opens a PostgreSQL store in a schema of its own on the server at
@@ -25,7 +25,7 @@ func setup(ctx context.Context) (*pgxpool.Pool, *postgres.Store, *broker.Topic, 
 	// The store's tables and the example's own in a schema of their own
 	// (New creates it), which the pool's connections search.
 	schema := fmt.Sprintf("shop_%d_%d", os.Getpid(), schemas.Add(1))
-	pool, drop := servicetest.ExamplePool(ctx, schema)
+	pool, drop := pgexample.Pool(ctx, schema)
 	st, err := postgres.New(ctx, pool, &postgres.Options{Schema: schema})
 	if err != nil {
 		log.Fatal(err)

@@ -6,13 +6,9 @@ package servicetest
 import (
 	"context"
 	"flag"
-	"log"
 	"os"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // URL returns the URL in the environment variable env, or def when env is
@@ -60,41 +56,4 @@ func Examples(env, def string, reach func(ctx context.Context, url string) error
 		}
 	}
 	_ = flag.Set("test.skip", skip)
-}
-
-// PostgresURL is the local server tests and examples use when
-// WARY_POSTGRES_URL is unset.
-const PostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-// PostgresExamples is Examples for the PostgreSQL server at
-// WARY_POSTGRES_URL (PostgresURL when unset).
-func PostgresExamples() {
-	Examples("WARY_POSTGRES_URL", PostgresURL, func(ctx context.Context, url string) error {
-		conn, err := pgx.Connect(ctx, url)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		return conn.Ping(ctx)
-	})
-}
-
-// ExamplePool returns a pool on the server at WARY_POSTGRES_URL whose
-// connections search the schema name (which the example's store creates),
-// and a function that drops the schema and closes the pool. It exits the
-// program if the URL is invalid, as an example's setup does.
-func ExamplePool(ctx context.Context, name string) (*pgxpool.Pool, func()) {
-	cfg, err := pgxpool.ParseConfig(os.Getenv("WARY_POSTGRES_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = name
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
-	return pool, func() {
-		_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE")
-		pool.Close()
-	}
 }
