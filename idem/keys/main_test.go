@@ -1,19 +1,11 @@
 package keys_test
 
 import (
-	"flag"
-	"os"
 	"testing"
 
 	"github.com/wary-go/wary/internal/pgexample"
 )
 
-// TestMain readies the examples that need a store, which run on the
-// PostgreSQL server at WARY_POSTGRES_URL (skipped when it cannot be
-// reached, unless WARY_REQUIRE_SERVICES=1): the tests of this package,
-// which a PostgreSQL user's go mod tidy loads, load no other store.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	pgexample.Ready()
-	os.Exit(m.Run())
-}
+// TestMain runs the examples that need a store on PostgreSQL, skipped
+// when the server cannot be reached (pgexample.Main).
+func TestMain(m *testing.M) { pgexample.Main(m) }

@@ -8,8 +8,10 @@ package pgexample
 
 import (
 	"context"
+	"flag"
 	"log"
 	"os"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,6 +22,16 @@ import (
 // URL is the local server the examples use when WARY_POSTGRES_URL is
 // unset.
 const URL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+// Main is the TestMain of a package whose examples run on PostgreSQL:
+// it readies them (Ready) and runs the package's tests and examples. The
+// package's other tests load no other store, since a PostgreSQL user's go
+// mod tidy loads them.
+func Main(m *testing.M) {
+	flag.Parse()
+	Ready()
+	os.Exit(m.Run())
+}
 
 // Ready is servicetest.Examples for the PostgreSQL server at
 // WARY_POSTGRES_URL (URL when unset), from TestMain after flag.Parse.
