@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // rotateWait bounds how long a rotation of the inbox or the outbox waits
@@ -124,17 +125,22 @@ func (s *driver) Expire(ctx context.Context, consumer string, now time.Time, ret
 
 // rotate drops the previous table, renames the current one previous and
 // creates a new current table marked now, if the current table's mark is
-// InboxSlice older than now; it returns the records dropped. It runs in
-// one transaction that locks both tables (ACCESS EXCLUSIVE, current first),
-// waiting at most rotateWait for the transactions that claimed in them: a
-// claim after it resolves the tables' names anew, and under READ
-// COMMITTED reads them with a snapshot taken after the lock, so it sees
-// every record the previous table holds. Consecutive rotations are at
-// least InboxSlice apart, so a record, in the current table from its
-// claim to the next rotation and in the previous one until the one after,
-// is kept at least InboxSlice.
+// InboxSlice older than now; it returns the records dropped, as
+// rowsOf counts them. It runs in one transaction that locks both tables
+// (ACCESS EXCLUSIVE, current first), waiting at most rotateWait for the
+// transactions that claimed in them: a claim after it resolves the
+// tables' names anew, and under READ COMMITTED reads them with a snapshot
+// taken after the lock, so it sees every record the previous table holds.
+// Consecutive rotations are at least InboxSlice apart, so a record, in the
+// current table from its claim to the next rotation and in the previous
+// one until the one after, is kept at least InboxSlice.
+//
+// The lock is held for renames and a CREATE only: the previous table is
+// renamed inbox_old inside it and dropped after the commit (its files
+// unlinked while no claim waits), and one a crash left behind is dropped
+// before the next rotation's lock.
 func (s *driver) rotate(ctx context.Context, now time.Time) (int, error) {
-	cur, prev := s.Name("inbox"), s.Name("inbox_prev")
+	cur, prev, old := s.Name("inbox"), s.Name("inbox_prev"), s.Name("inbox_old")
 	due := func(q interface {
 		QueryRow(context.Context, string, ...any) pgx.Row
 	}) (bool, error) {
@@ -148,12 +154,15 @@ func (s *driver) rotate(ctx context.Context, now time.Time) (int, error) {
 	if ok, err := due(s.pool); err != nil || !ok {
 		return 0, err
 	}
-	var dropped int64 // the previous table is read-only: counted before the lock
-	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM "+prev+" WHERE consumer <> ''").Scan(&dropped); err != nil {
+	if _, err := s.pool.Exec(ctx, "DROP TABLE IF EXISTS "+old); err != nil {
+		return 0, fmt.Errorf("idem/postgres: inbox rotation: %w", err)
+	}
+	dropped, err := rowsOf(ctx, s.pool, prev, "consumer <> ''") // read-only: counted before the lock
+	if err != nil {
 		return 0, fmt.Errorf("idem/postgres: inbox rotation: %w", err)
 	}
 	rotated := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = "+strconv.FormatInt(rotateWait.Milliseconds(), 10)); err != nil {
 			return err
 		}
@@ -164,7 +173,7 @@ func (s *driver) rotate(ctx context.Context, now time.Time) (int, error) {
 			return err
 		}
 		for _, q := range []string{
-			"DROP TABLE " + prev,
+			"ALTER TABLE " + prev + " RENAME TO " + pgx.Identifier{s.inbox + "_old"}.Sanitize(),
 			"ALTER TABLE " + cur + " RENAME TO " + pgx.Identifier{s.inbox + "_prev"}.Sanitize(),
 			"CREATE TABLE " + cur + ` (consumer TEXT NOT NULL, message_id TEXT NOT NULL, processed_at TIMESTAMPTZ NOT NULL,
 				v SMALLINT CONSTRAINT ` + slicedCheck + ` CHECK (v IS NOT NULL), PRIMARY KEY (consumer, message_id))`,
@@ -185,7 +194,33 @@ func (s *driver) rotate(ctx context.Context, now time.Time) (int, error) {
 	if !rotated {
 		return 0, nil
 	}
+	if _, err := s.pool.Exec(ctx, "DROP TABLE IF EXISTS "+old); err != nil {
+		return int(dropped), fmt.Errorf("idem/postgres: inbox rotation: dropping the previous table: %w", err)
+	}
 	return int(dropped), nil
+}
+
+// rowsOf returns how many rows of table, which nothing writes to any
+// more, match where: the planner's estimate where ANALYZE (or
+// autovacuum) has measured the table (pg_class.reltuples scaled to the
+// table's size now, as the planner scales it, times the fraction where
+// selects: an exact count of a large table would be a scan of it
+// beside the claims), else an exact count (a table never analysed is
+// small, or new).
+func rowsOf(ctx context.Context, pool *pgxpool.Pool, table, where string) (int64, error) {
+	var est float64
+	err := pool.QueryRow(ctx, `SELECT CASE WHEN c.reltuples >= 0 AND c.relpages > 0
+			THEN c.reltuples / c.relpages * (pg_relation_size(c.oid) / current_setting('block_size')::bigint) ELSE -1 END
+		FROM pg_class c WHERE c.oid = $1::regclass`, table).Scan(&est)
+	if err != nil {
+		return 0, err
+	}
+	if est >= 0 {
+		return int64(est), nil
+	}
+	var n int64
+	err = pool.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE "+where).Scan(&n)
+	return n, err
 }
 
 // Unclaim implements the operator's part: the record goes from the current table

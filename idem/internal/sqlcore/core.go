@@ -104,7 +104,7 @@ var Tables = []string{"inbox", "parked", "failures", "migrations", "inbox_proces
 	"outbox", "outbox_aggregates", "relay_lease", "outbox_wake", "outbox_pending_idx", "outbox_unsent_idx", "outbox_sent_idx",
 	"idempotency_keys", "keys_state_idx", "outbox_wake_notify", "inbox_slices", "inbox_slices_idx", "inbox_claim", "early", "early_held_idx",
 	"outbox_slices", "outbox_slice_seq", "outbox_slice_add", "outbox_stream", "outbox_left_idx", "inbox_prev",
-	"outbox_prev", "outbox_rotated"}
+	"inbox_old", "outbox_prev", "outbox_rotated"}
 
 // New validates schema and prefix and builds Core.
 func New[Tx any](b Backend[Tx], d Dialect, schema, prefix string) (*Core[Tx], error) {
