@@ -293,6 +293,12 @@ func (l *streamLoop) receive(ev streamEvent) {
 		l.confirm(ev.Pos) // nothing waits: an idle outbox retains no log
 		return
 	}
+	if ev.Left {
+		// A row the table may hold back (the purge moved it, from this
+		// process or another): its window, and those after it, are
+		// checked until a sweep finds the table clear again.
+		l.unclean()
+	}
 	c := &commit{pos: ev.Pos, at: ev.Time, left: len(ev.Rows)}
 	l.commits = append(l.commits, c)
 	for _, row := range ev.Rows {
