@@ -47,7 +47,9 @@ const sweepLag = time.Second
 // meanwhile is not seen until then: a row another relay claims (a relay
 // polling the same outbox) is published again by the stream, and a row
 // discarded from another process before the stream reached it is
-// published all the same.
+// published all the same. A row a rotation moved (in any process) is seen
+// without the table: its insert streams with claims_only set
+// (streamEvent.Left), and the loop loses clean from that commit on.
 
 // commit is a streamed commit whose rows are not all settled yet.
 type commit struct {
