@@ -33,14 +33,15 @@ type decodeRaw struct {
 }
 
 // newDecodeRaw creates the contender's slot on publication (dropped at
-// cleanup) and its confirm channel, publishing to exchange.
-func newDecodeRaw(b *testing.B, pool *pgxpool.Pool, publication, exchange string) *decodeRaw {
+// cleanup) and its confirm channel (dialled with amqpCfg), publishing to
+// exchange.
+func newDecodeRaw(b *testing.B, pool *pgxpool.Pool, publication, exchange string, amqpCfg *amqp.Config) *decodeRaw {
 	ctx := context.Background()
 	cfg := pool.Config().ConnConfig.Config.Copy()
 	cfg.RuntimeParams["replication"] = "database"
 	cfg.RuntimeParams["application_name"] = "wary bench decode+raw"
 	d := &decodeRaw{cfg: cfg, slot: fmt.Sprintf("wary_bench_decoderaw_%d", time.Now().UnixNano()),
-		publication: publication, ch: confirmChannel(b), exchange: exchange}
+		publication: publication, ch: confirmChannel(b, amqpCfg), exchange: exchange}
 	d.confirms = d.ch.NotifyPublish(make(chan amqp.Confirmation, 256))
 	conn := d.connect(b)
 	if _, err := pglogrepl.CreateReplicationSlot(ctx, conn, d.slot, "pgoutput",

@@ -613,8 +613,10 @@ func TestClaimsDuringOutboxRotation(t *testing.T) {
 // pending and quarantined rows into the new current table; the move
 // reaches the stream as inserts (the rotation adds the new table to the
 // publication), and Publishable leaves those rows, and their first
-// inserts, to the claims: none is published twice. A row added to the
-// new current table streams as before.
+// inserts, to the claims: none is published twice. The stream marks the
+// moved rows' commit (Left: the windows from it on are checked, also when
+// the table was clear), and not the others. A row added to the new current
+// table streams as before.
 func TestStreamLeavesMovedRows(t *testing.T) {
 	pool := newPrivatePool(t)
 	ctx := t.Context()
@@ -641,7 +643,7 @@ func TestStreamLeavesMovedRows(t *testing.T) {
 			time.Sleep(10 * time.Millisecond) // the walsender is exiting
 		}
 	})
-	next := func() []outbox.Row {
+	next := func(left bool) []outbox.Row {
 		t.Helper()
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -651,6 +653,9 @@ func TestStreamLeavesMovedRows(t *testing.T) {
 				t.Fatalf("stream: %v", err)
 			}
 			if len(ev.Rows) > 0 {
+				if ev.Left != left {
+					t.Errorf("a commit of %d rows streamed with Left %v, want %v", len(ev.Rows), ev.Left, left)
+				}
 				return ev.Rows
 			}
 		}
@@ -658,7 +663,7 @@ func TestStreamLeavesMovedRows(t *testing.T) {
 	// a: a quarantined head and a row behind it; b: a row still pending
 	// (the stream passed over it), which nothing else holds back.
 	ids := addRows(t, st, t0, "a", "a", "b")
-	first := next()
+	first := next(false)
 	if len(first) != 3 || first[0].RowID != ids[0] || first[2].RowID != ids[2] || first[2].AggregateID != "b" {
 		t.Fatalf("streamed %+v, want rows %v", first, ids)
 	}
@@ -666,7 +671,7 @@ func TestStreamLeavesMovedRows(t *testing.T) {
 	if n := rotate(t, st, t0, t0.Add(-time.Hour)); n != 0 {
 		t.Errorf("the rotation dropped %d rows, want 0", n)
 	}
-	moved := next()
+	moved := next(true)
 	if len(moved) != 3 || moved[0].RowID != ids[0] || moved[2].RowID != ids[2] {
 		t.Fatalf("streamed after the move %+v, want rows %v again", moved, ids)
 	}
@@ -677,7 +682,7 @@ func TestStreamLeavesMovedRows(t *testing.T) {
 		}
 	}
 	c := addRows(t, st, t0, "c")
-	fresh := next()
+	fresh := next(false)
 	if len(fresh) != 1 || fresh[0].RowID != c[0] {
 		t.Fatalf("streamed after the rotation %+v, want row %d", fresh, c[0])
 	}

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,10 +34,14 @@ func rabbitURL() string {
 // queue (single active consumer) behind a fanout exchange of the same
 // name, deleted at cleanup. It skips t (fails with WARY_REQUIRE_SERVICES=1)
 // when RabbitMQ is unreachable.
-func rabbitQueue(t testing.TB) (*rabbit.Conn, string) {
+func rabbitQueue(t testing.TB) (*rabbit.Conn, string) { return rabbitQueueOn(t, nil) }
+
+// rabbitQueueOn is rabbitQueue on a connection dialled with cfg (nil:
+// the driver's defaults).
+func rabbitQueueOn(t testing.TB, cfg *amqp.Config) (*rabbit.Conn, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := rabbitConn(ctx, t)
+	c := rabbitConn(ctx, t, cfg)
 	name := fmt.Sprintf("wary-bench.relay.%d", time.Now().UnixNano())
 	top := rabbit.Topology{Exchange: name, Queue: name}
 	if err := rabbit.Declare(ctx, c, top); err != nil {
@@ -50,10 +56,11 @@ func rabbitQueue(t testing.TB) (*rabbit.Conn, string) {
 	return c, name
 }
 
-// rabbitConn connects to the local RabbitMQ, or skips t (fails it with
-// WARY_REQUIRE_SERVICES=1) when it is unreachable. The caller closes it.
-func rabbitConn(ctx context.Context, t testing.TB) *rabbit.Conn {
-	c, err := rabbit.Dial(ctx, rabbitURL(), nil)
+// rabbitConn connects to the local RabbitMQ (dialled with cfg, if not
+// nil), or skips t (fails it with WARY_REQUIRE_SERVICES=1) when it is
+// unreachable. The caller closes it.
+func rabbitConn(ctx context.Context, t testing.TB, cfg *amqp.Config) *rabbit.Conn {
+	c, err := rabbit.Dial(ctx, rabbitURL(), &rabbit.ConnOptions{Config: cfg})
 	if err != nil {
 		if os.Getenv("WARY_RABBIT_URL") == "" && os.Getenv("WARY_REQUIRE_SERVICES") != "1" {
 			t.Skipf("RabbitMQ unreachable (set WARY_RABBIT_URL, or WARY_REQUIRE_SERVICES=1 to fail): %v", err)
@@ -64,8 +71,11 @@ func rabbitConn(ctx context.Context, t testing.TB) *rabbit.Conn {
 }
 
 // rabbitBroker is a topic and subscription on a fresh rabbitQueue.
-func rabbitBroker(t testing.TB) idemtest.OutboxBroker {
-	c, name := rabbitQueue(t)
+func rabbitBroker(t testing.TB) idemtest.OutboxBroker { return rabbitBrokerOn(t, nil) }
+
+// rabbitBrokerOn is rabbitBroker on a connection dialled with cfg.
+func rabbitBrokerOn(t testing.TB, cfg *amqp.Config) idemtest.OutboxBroker {
+	c, name := rabbitQueueOn(t, cfg)
 	topic, err := rabbit.OpenTopic(t.Context(), c, rabbit.Topology{Exchange: name}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -114,10 +124,13 @@ func BenchmarkRelayRabbit(b *testing.B) {
 
 func benchRelayRabbit(b *testing.B, aggs int) {
 	round := cmp.Or(envInt("WARY_BENCH_ROUND"), 5000)
-	ob := rabbitBroker(b)
+	// The bytes each publisher's connection writes: the relays' (one
+	// topic: their phases do not overlap), raw's, decode+raw's.
+	var relayWire, rawWire, drWire wireCount
+	ob := rabbitBrokerOn(b, relayWire.config())
 	_, exchange := rabbitQueue(b)
 	e := idemtest.SetupOutbox(b, newDB)
-	ch := confirmChannel(b)
+	ch := confirmChannel(b, rawWire.config())
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 256))
 	body := []byte("payload")
 	seq := 0
@@ -127,12 +140,15 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 	pgcpu, mqcpu, senderCPU := pgCPU(b, pool), brokerCPU(b), walSenderCPU(b, pool)
 	// Time and CPU (PostgreSQL's processes, RabbitMQ's, and this
 	// process's) per phase.
-	type phase struct{ wall, pg, mq, self, sender time.Duration }
+	type phase struct {
+		wall, pg, mq, self, sender time.Duration
+		wire                       int64 // bytes its publisher wrote
+	}
 	var polling, streaming, decoding, decraw, raw phase
 	var dr *decodeRaw // the decode + raw contender, on the stream's publication
 	if slot != "" {
 		_, drExchange := rabbitQueue(b)
-		dr = newDecodeRaw(b, pool, slot, drExchange)
+		dr = newDecodeRaw(b, pool, slot, drExchange, drWire.config())
 	}
 	measure := func(p *phase, f func()) {
 		var pg0, mq0 time.Duration
@@ -142,9 +158,11 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 		if mqcpu != nil {
 			mq0 = mqcpu()
 		}
+		wire0 := relayWire.n.Load() + rawWire.n.Load() + drWire.n.Load()
 		self0, start := selfCPU(b), time.Now()
 		f()
 		p.wall += time.Since(start)
+		p.wire += relayWire.n.Load() + rawWire.n.Load() + drWire.n.Load() - wire0
 		p.self += selfCPU(b) - self0
 		if pgcpu != nil {
 			p.pg += pgcpu() - pg0
@@ -238,6 +256,9 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 	b.ReportMetric(w, "wary-msgs/s")
 	b.ReportMetric(r, "raw256-msgs/s")
 	b.ReportMetric(100*w/r, "wary/raw256-%")
+	bytes := func(n int64) float64 { return float64(n) / float64(b.N) }
+	b.ReportMetric(bytes(polling.wire), "wary-wire-B/msg")
+	b.ReportMetric(bytes(raw.wire), "raw256-wire-B/msg")
 	b.ReportMetric(per(polling.self), "wary-cpu-µs/msg")
 	b.ReportMetric(per(raw.self), "raw256-cpu-µs/msg")
 	if pgcpu != nil {
@@ -253,6 +274,8 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 		b.ReportMetric(s, "stream-msgs/s")
 		b.ReportMetric(100*s/r, "stream/raw256-%")
 		b.ReportMetric(per(streaming.self), "stream-cpu-µs/msg")
+		b.ReportMetric(bytes(streaming.wire), "stream-wire-B/msg")
+		b.ReportMetric(bytes(decraw.wire), "decode+raw-wire-B/msg")
 		if pgcpu != nil {
 			b.ReportMetric(per(streaming.pg), "stream-pgcpu-µs/msg")
 		}
@@ -407,9 +430,9 @@ func envInt(name string) int {
 }
 
 // confirmChannel is a raw amqp091-go channel in confirm mode on its own
-// connection, closed at cleanup.
-func confirmChannel(b testing.TB) *amqp.Channel {
-	ch := amqpChannel(b)
+// connection (dialled with cfg, if not nil), closed at cleanup.
+func confirmChannel(b testing.TB, cfg *amqp.Config) *amqp.Channel {
+	ch := amqpChannelOn(b, cfg)
 	if err := ch.Confirm(false); err != nil {
 		b.Fatal(err)
 	}
@@ -418,8 +441,15 @@ func confirmChannel(b testing.TB) *amqp.Channel {
 
 // amqpChannel is a raw amqp091-go channel on its own connection, closed
 // at cleanup.
-func amqpChannel(t testing.TB) *amqp.Channel {
+func amqpChannel(t testing.TB) *amqp.Channel { return amqpChannelOn(t, nil) }
+
+// amqpChannelOn is amqpChannel on a connection dialled with cfg (nil:
+// amqp.Dial's defaults).
+func amqpChannelOn(t testing.TB, cfg *amqp.Config) *amqp.Channel {
 	conn, err := amqp.Dial(rabbitURL())
+	if cfg != nil {
+		conn, err = amqp.DialConfig(rabbitURL(), *cfg)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,4 +459,33 @@ func amqpChannel(t testing.TB) *amqp.Channel {
 		t.Fatal(err)
 	}
 	return ch
+}
+
+// wireCount counts the bytes the connections dialled with its config
+// write: the AMQP frames of a publisher (its publishes, and the little
+// else a publishing connection sends: heartbeats, a channel's opening).
+type wireCount struct{ n atomic.Int64 }
+
+// config is an amqp091-go config whose connections count their writes.
+func (w *wireCount) config() *amqp.Config {
+	dial := amqp.DefaultDial(10 * time.Second)
+	return &amqp.Config{Heartbeat: 10 * time.Second, Locale: "en_US", Dial: func(network, addr string) (net.Conn, error) {
+		c, err := dial(network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countedConn{Conn: c, n: &w.n}, nil
+	}}
+}
+
+// countedConn is a connection counting its writes into n.
+type countedConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.n.Add(int64(n))
+	return n, err
 }

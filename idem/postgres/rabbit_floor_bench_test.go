@@ -77,7 +77,7 @@ func confirmRun(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], n int, ids string) 
 			}
 		})
 	}
-	ch := confirmChannel(b)
+	ch := confirmChannel(b, nil)
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, n+1))
 	sent := make([]time.Time, n)
 	lat := make([]float64, 0, n)

@@ -21,7 +21,7 @@ import (
 func TestRunGroupedVersionsRabbit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := rabbitConn(ctx, t)
+	c := rabbitConn(ctx, t, nil)
 	t.Cleanup(func() { c.Close() })
 	name := sharedQueue(t, fmt.Sprintf("wary-test.grouped.%d", time.Now().UnixNano()))
 	topic, err := rabbit.OpenTopic(ctx, c, rabbit.Topology{Exchange: name}, nil)

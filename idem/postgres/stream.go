@@ -257,18 +257,25 @@ func pgCode(err error) string {
 // or makes an existing one publish it (migration 015 and the rotations of
 // a sliced outbox keep it there).
 func (s *driver) ensurePublication(ctx context.Context, slot string) error {
+	// From PostgreSQL 15 on, the publication carries only the columns a
+	// relay reads (streamColumns): the others hold their defaults at
+	// insert, and each column streamed costs the server's sender its
+	// output function. A publication of fewer columns (before claims_only
+	// was streamed) is set again.
+	var version int
+	if err := s.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
+		return err
+	}
+	columns := "TRUE"
+	if version >= 150000 {
+		columns = `(r.prattrs IS NULL OR (SELECT attnum FROM pg_attribute
+			WHERE attrelid = r.prrelid AND attname = 'claims_only') = ANY (r.prattrs))`
+	}
 	var exists, ok bool
 	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1),
 		EXISTS (SELECT 1 FROM pg_publication p JOIN pg_publication_rel r ON r.prpubid = p.oid
-			WHERE p.pubname = $1 AND p.pubviaroot AND r.prrelid = $2::regclass)`, slot, s.Core.Name("outbox")).Scan(&exists, &ok)
+			WHERE p.pubname = $1 AND p.pubviaroot AND r.prrelid = $2::regclass AND `+columns+`)`, slot, s.Core.Name("outbox")).Scan(&exists, &ok)
 	if err != nil || ok {
-		return err
-	}
-	// From PostgreSQL 15 on, the publication carries only the columns a
-	// relay publishes: the others hold their defaults at insert, and each
-	// column streamed costs the server's sender its output function.
-	var version int
-	if err := s.pool.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&version); err != nil {
 		return err
 	}
 	table := s.Core.Name("outbox")
@@ -293,8 +300,9 @@ func (s *driver) ensurePublication(ctx context.Context, slot string) error {
 
 // streamColumns are the outbox columns the publication streams (on
 // PostgreSQL 15 and later; before, all of them). A row inserted has state
-// pending, no attempts, no error and no sent time.
-const streamColumns = "id, message_id, aggregate_id, version, sequence, type, headers, payload, created_at"
+// pending, no attempts, no error and no sent time; claims_only is set on
+// the rows a rotation moves (decodeRow's left).
+const streamColumns = "id, message_id, aggregate_id, version, sequence, type, headers, payload, created_at, claims_only"
 
 // OutboxStreamStatus implements outbox's streamStatuser.
 func (s *driver) OutboxStreamStatus(ctx context.Context) (outbox.StreamStatus, error) {
@@ -380,6 +388,7 @@ type stream struct {
 	lastSent  time.Time
 	lastPing  time.Time    // ping's last request
 	rows      []outbox.Row // the current transaction's rows
+	left      bool         // one of them may be held back by the table (decodeRow)
 
 	rctx, rparent context.Context // Recv's timeout, and the context it was made from
 	rcancel       context.CancelFunc
@@ -516,20 +525,21 @@ func (st *stream) copyData(ctx context.Context, data []byte) (ev streamEvent, ok
 		case *pglogrepl.RelationMessage:
 			st.rel[m.RelationID] = m
 		case *pglogrepl.BeginMessage:
-			st.rows = nil
+			st.rows, st.left = nil, false
 		case *pglogrepl.InsertMessage:
 			rel := st.rel[m.RelationID]
 			if rel == nil {
 				return ev, false, fmt.Errorf("insert into unknown relation %d", m.RelationID)
 			}
-			row, err := decodeRow(rel, m.Tuple)
+			row, left, err := decodeRow(rel, m.Tuple)
 			if err != nil {
 				return ev, false, err
 			}
 			st.rows = append(st.rows, row)
+			st.left = st.left || left
 		case *pglogrepl.CommitMessage:
-			ev := streamEvent{Pos: uint64(m.TransactionEndLSN), Rows: st.rows, Time: m.CommitTime}
-			st.rows = nil
+			ev := streamEvent{Pos: uint64(m.TransactionEndLSN), Rows: st.rows, Time: m.CommitTime, Left: st.left}
+			st.rows, st.left = nil, false
 			return ev, true, nil
 		}
 	}

@@ -37,11 +37,12 @@ func parseTime(v string) (time.Time, error) {
 // Only a row whose ID cannot be read fails (the tuple does not match its
 // relation: nothing a writer puts in the columns does that); a row whose
 // other columns do not decode, or that check.OutboxMessage refuses, is
-// returned with Invalid set, to be quarantined.
-func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (outbox.Row, error) {
-	var r outbox.Row
+// returned with Invalid set, to be quarantined. left reports a row
+// inserted for the claims only (claims_only: one the purge moved to
+// another slice, streamed again): the table holds it back.
+func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (r outbox.Row, left bool, err error) {
 	if t == nil || len(t.Columns) != len(rel.Columns) {
-		return r, errors.New("outbox insert: the tuple does not match its relation")
+		return r, false, errors.New("outbox insert: the tuple does not match its relation")
 	}
 	var headers string
 	var errs []error
@@ -87,6 +88,8 @@ func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (outbox.R
 			r.NextAttempt, err = parseTime(v)
 		case "last_error":
 			r.LastError = v
+		case "claims_only":
+			left = left || v != "f"
 		case "sent_at":
 			r.SentAt, err = parseTime(v)
 		}
@@ -95,8 +98,8 @@ func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (outbox.R
 		}
 	}
 	if r.RowID == 0 {
-		return r, fmt.Errorf("outbox insert: a row without its ID: %w", errors.Join(errs...))
+		return r, false, fmt.Errorf("outbox insert: a row without its ID: %w", errors.Join(errs...))
 	}
 	sqlcore.DecodeRow(&r, headers, errors.Join(errs...))
-	return r, nil
+	return r, left, nil
 }

@@ -47,7 +47,9 @@ const sweepLag = time.Second
 // meanwhile is not seen until then: a row another relay claims (a relay
 // polling the same outbox) is published again by the stream, and a row
 // discarded from another process before the stream reached it is
-// published all the same.
+// published all the same. A row a rotation moved (in any process) is seen
+// without the table: its insert streams with claims_only set
+// (streamEvent.Left), and the loop loses clean from that commit on.
 
 // commit is a streamed commit whose rows are not all settled yet.
 type commit struct {
@@ -120,6 +122,7 @@ type streamLoop struct {
 	lanes     []lane
 	finished  chan *window
 	sent      chan *window // windows whose Publish returned
+	deletes   *deleter     // the DELETEs of windows published whole
 	commits   []*commit    // not all settled, in commit order
 	pending   int          // rows received, not yet in a window
 	aloft     int          // windows in flight that have not finished
@@ -187,6 +190,10 @@ func (s *streamSource) stream(ctx context.Context, st logStream, polled bool) (p
 	pipeline := s.o.Pipeline
 	l := &streamLoop{s: s, st: st, lanes: make([]lane, pipeline),
 		finished: make(chan *window, 4*pipeline), sent: make(chan *window, 4*pipeline), swept: s.c.Now(), dirty: true}
+	l.deletes = newDeleter(l)
+	var dwg sync.WaitGroup
+	dwg.Go(func() { l.deletes.run(ctx) })
+	defer func() { l.deletes.stop(); dwg.Wait() }()
 	l.unclean()
 	if !polled {
 		// Nothing this source claimed can be ahead in the stream.
@@ -287,6 +294,12 @@ func (l *streamLoop) receive(ev streamEvent) {
 		}
 		l.confirm(ev.Pos) // nothing waits: an idle outbox retains no log
 		return
+	}
+	if ev.Left {
+		// A row the table may hold back (the purge moved it, from this
+		// process or another): its window, and those after it, are
+		// checked until a sweep finds the table clear again.
+		l.unclean()
 	}
 	c := &commit{pos: ev.Pos, at: ev.Time, left: len(ev.Rows)}
 	l.commits = append(l.commits, c)
@@ -430,6 +443,12 @@ func (l *streamLoop) settle(ctx context.Context, w *window, out *seam.Outcome) e
 		}
 	}
 	w.left = len(passed)
+	if len(out.Failed) == 0 && len(passed) == 0 && l.deletes != nil {
+		// Every row went: its DELETE goes with those of the other windows
+		// settled meanwhile (see deleter), and the window lands once done.
+		l.deletes.add(w, out.Sent)
+		return nil
+	}
 	err := l.st.Settle(ctx, out.Sent, out.Failed, passed, out.At)
 	if err != nil {
 		w.err = fmt.Errorf("idem: relay: settle %d rows (they will be published again): %w", len(out.Sent), err)
@@ -437,6 +456,101 @@ func (l *streamLoop) settle(ctx context.Context, w *window, out *seam.Outcome) e
 	l.finished <- w
 	return err
 }
+
+// maxDelete is the most rows one of the deleter's DELETEs takes.
+const maxDelete = 8192
+
+// deleter deletes the rows of the windows whose every row was published,
+// off the relay's path: one DELETE for the windows settled while the one
+// before it ran (at most maxDelete rows), rather than one per window. A
+// window lands (and its commits may be confirmed) only once its DELETE
+// committed: a row the slot has passed is never left pending in the table
+// (a sweep or a fallback would publish it again). A DELETE that fails
+// fails its windows: the stream stops, and their rows are streamed again.
+type deleter struct {
+	l       *streamLoop
+	mu      sync.Mutex
+	queue   []*window
+	counts  []int // counts[i] is how many of ids are queue[i]'s
+	ids     []int64
+	wake    chan struct{} // a window was queued
+	stopped chan struct{} // closed by stop
+}
+
+func newDeleter(l *streamLoop) *deleter {
+	return &deleter{l: l, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+}
+
+// add queues w, whose published rows are sent.
+func (d *deleter) add(w *window, sent []int64) {
+	d.mu.Lock()
+	d.queue, d.counts = append(d.queue, w), append(d.counts, len(sent))
+	d.ids = append(d.ids, sent...)
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take takes queued windows (every one, or as many as fill maxDelete
+// rows, at least one) and their rows.
+func (d *deleter) take() ([]*window, []int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, rows := 0, 0
+	for n < len(d.queue) && (n == 0 || rows+d.counts[n] <= maxDelete) {
+		rows += d.counts[n]
+		n++
+	}
+	ws, ids := d.queue[:n:n], d.ids[:rows:rows]
+	d.queue, d.counts, d.ids = d.queue[n:], d.counts[n:], d.ids[rows:]
+	if len(d.queue) == 0 {
+		d.queue, d.counts, d.ids = nil, nil, nil
+	} else {
+		select { // the rest next
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}
+	return ws, ids
+}
+
+// run deletes what is queued until stop, and then what is left. Its
+// statements outlive ctx (a stream stopping lets its windows' DELETEs
+// finish, or their rows would be published again), each bounded by
+// settleTimeout.
+func (d *deleter) run(ctx context.Context) {
+	for {
+		select {
+		case <-d.wake:
+		case <-d.stopped:
+			select {
+			case <-d.wake:
+			default:
+				return
+			}
+		}
+		for {
+			ws, ids := d.take()
+			if len(ws) == 0 {
+				break
+			}
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+			err := d.l.st.Settle(sctx, ids, nil, nil, time.Time{})
+			cancel()
+			for _, w := range ws {
+				if err != nil {
+					w.err = fmt.Errorf("idem: relay: settle %d rows (they will be published again): %w", len(ids), err)
+				}
+				d.l.finished <- w
+			}
+		}
+	}
+}
+
+// stop ends run once nothing is queued.
+func (d *deleter) stop() { close(d.stopped) }
 
 // land notes a window that ended, and confirms the position of the
 // commits settled, in commit order, up to the first with a row not

@@ -73,6 +73,10 @@ type streamEvent struct {
 	Rows []outbox.Row
 	// Time is the commit's time (zero for a keepalive).
 	Time time.Time
+	// Left reports a row of Rows that was not inserted as a fresh pending
+	// row (one the purge moved, for the claims only): the table may hold
+	// it back, and the windows are checked from it on.
+	Left bool
 }
 
 // The stream source's modes.

@@ -130,7 +130,14 @@ func (st *stream) Settle(ctx context.Context, sent []int64, failed []seam.Outbox
 		})
 	}
 	missing := func(ids, found []int64) []int64 {
-		return slices.DeleteFunc(ids, func(id int64) bool { return slices.Contains(found, id) })
+		if len(found) == len(ids) { // each ID once: every one found
+			return ids[:0]
+		}
+		in := make(map[int64]struct{}, len(found))
+		for _, id := range found {
+			in[id] = struct{}{}
+		}
+		return slices.DeleteFunc(ids, func(id int64) bool { _, ok := in[id]; return ok })
 	}
 	sent, passed = missing(sent, gone), missing(passed, marked)
 	for wait := time.Millisecond; err == nil && len(sent)+len(passed) > 0 && wait <= 64*time.Millisecond; wait *= 2 {
