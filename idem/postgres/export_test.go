@@ -32,7 +32,7 @@ func NoWake(s *Store) {
 // earlier versions (the counters with the wake lock, then the rows with
 // the wake-up), for the tests and benchmarks.
 func TwoStatementAdd(s *Store) {
-	d := outboxDialect(s.d.pool)
+	d := outboxDialect(querier{s.d.pool})
 	d.OneStatementAdd, d.WakeNotify = false, ""
 	s.d.Outbox = sqlcore.NewOutbox(s.d.Core, d)
 }
