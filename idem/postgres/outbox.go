@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 
-
 	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/internal/sqlcore"
 	"github.com/wary-go/wary/idem/outbox"
