@@ -135,9 +135,9 @@
 // then *sql.Tx. The inbox claims each delivery in a *sql.Tx and hands it to
 // the handler, which writes there, with the ORM's session on that *sql.Tx
 // (GORM: a Session whose Statement.ConnPool is the *sql.Tx; see
-// examples/gorm); outbox.Add takes the program's own *sql.Tx. SQLStore is
-// the same schema, migrations and SQL as Store, and passes the same store
-// suite; the two may share a database's tables. Through database/sql a
+// examples/gorm); Outbox.Add (idem/outbox) takes the program's own
+// *sql.Tx. SQLStore is the same schema, migrations and SQL as Store, and
+// passes the same store suite; the two may share a database's tables. Through database/sql a
 // claim costs a round trip of its own: BEGIN (database/sql sends it alone),
 // the claim, the handler's statements, COMMIT; four round trips for a
 // handler of one statement, where Store sends the claim with BEGIN and
