@@ -181,3 +181,17 @@ func (s *shared) OutboxStreamStatus(ctx context.Context) (outbox.StreamStatus, e
 	}
 	return st, nil
 }
+
+// sharedPart is what both drivers take from shared: asserted here, since an
+// embedded type of the drivers declaring one of these methods too would
+// drop it from their method sets without a compile error.
+type sharedPart interface {
+	wakeStore
+	OutboxStreamStatus(ctx context.Context) (outbox.StreamStatus, error)
+	Conflict(err error) bool
+}
+
+var (
+	_ sharedPart = (*driver)(nil)
+	_ sharedPart = (*sqlDriver)(nil)
+)
