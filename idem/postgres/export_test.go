@@ -145,3 +145,6 @@ func OpenStream(ctx context.Context, s *Store, owner string) (LogStream, error) 
 func OpenDriverStream(ctx context.Context, d any, owner string) (LogStream, error) {
 	return d.(*driver).openStream(ctx, owner)
 }
+
+// ListenConfig is the configuration s's relays LISTEN with.
+func ListenConfig(s *SQLStore) *pgx.ConnConfig { return s.d.config() }

@@ -127,6 +127,9 @@ func connConfig(ctx context.Context, db *sql.DB) (*pgx.ConnConfig, error) {
 			return fmt.Errorf("%w: the *sql.DB's driver connection is a %T, not pgx's (github.com/jackc/pgx/v5/stdlib)", ErrNeedsPgx, dc)
 		}
 		cfg = pc.Conn().Config().Copy()
+		// pgx set that connection's own notification buffer here: a
+		// connection made with cfg must buffer its own.
+		cfg.OnNotification = nil
 		return nil
 	})
 	return cfg, err

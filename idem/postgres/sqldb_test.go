@@ -122,3 +122,26 @@ type otherConn struct{}
 func (otherConn) Prepare(string) (driver.Stmt, error) { return nil, errors.New("other driver") }
 func (otherConn) Close() error                        { return nil }
 func (otherConn) Begin() (driver.Tx, error)           { return nil, errors.New("other driver") }
+
+// The relays' LISTEN connections get the *sql.DB's connection
+// configuration without the notification buffer of the connection it was
+// read from: with it, every LISTEN connection buffered its notifications
+// in that pooled connection (growing for ever, and racing, as -race found
+// in TestSQLStoreOutbox/ThreeRelays).
+func TestOpenDBListenConfig(t *testing.T) {
+	db := newSQLDB(t, nil)
+	st, err := postgres.OpenDB(context.Background(), db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := postgres.ListenConfig(st), postgres.ListenConfig(st)
+	if a == b {
+		t.Error("two LISTEN connections share one configuration")
+	}
+	if a.OnNotification != nil {
+		t.Error("the LISTEN configuration buffers notifications in another connection")
+	}
+	if a.Host == "" || a.Database == "" || a.RuntimeParams["search_path"] == "" {
+		t.Errorf("LISTEN configuration lost the *sql.DB's: host %q, database %q, search_path %q", a.Host, a.Database, a.RuntimeParams["search_path"])
+	}
+}
