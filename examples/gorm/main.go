@@ -73,54 +73,82 @@ func inTx(ctx context.Context, db *gorm.DB, tx *sql.Tx) *gorm.DB {
 	return s
 }
 
+// app is the example's database: a *sql.DB of pgx's driver whose
+// search_path is schema, GORM on it, and the store on it.
+type app struct {
+	sqlDB  *sql.DB
+	db     *gorm.DB
+	store  *postgres.SQLStore
+	schema string
+}
+
+// open creates schema in the database at url, and opens GORM (with the
+// orders table) and the store on it.
+func open(ctx context.Context, url, schema string) (*app, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["search_path"] = schema
+	a := &app{sqlDB: stdlib.OpenDB(*cfg), schema: schema} // or sql.Open("pgx", url); GORM's own *sql.DB (db.DB()) is pgx's too
+	if _, err := a.sqlDB.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return nil, errors.Join(err, a.sqlDB.Close())
+	}
+	if a.db, err = gorm.Open(gormpg.New(gormpg.Config{Conn: a.sqlDB}), &gorm.Config{Logger: logger.Discard}); err == nil {
+		err = a.db.WithContext(ctx).AutoMigrate(&Order{})
+	}
+	if err == nil {
+		// The store on the same *sql.DB: its transactions are *sql.Tx.
+		a.store, err = postgres.OpenDB(ctx, a.sqlDB, nil)
+	}
+	if err != nil {
+		return nil, errors.Join(err, a.close(ctx))
+	}
+	return a, nil
+}
+
+// close drops the schema and closes the database.
+func (a *app) close(ctx context.Context) error {
+	_, err := a.sqlDB.ExecContext(context.WithoutCancel(ctx), "DROP SCHEMA "+pgx.Identifier{a.schema}.Sanitize()+" CASCADE")
+	return errors.Join(err, a.sqlDB.Close())
+}
+
+// queue creates and opens the memory broker's topic "orders" and its
+// subscription "billing".
+func queue(b *memory.Broker) (*broker.Topic, *broker.Subscription, error) {
+	if err := errors.Join(b.CreateTopic("orders", nil), b.CreateSubscription("orders", "billing")); err != nil {
+		return nil, nil, err
+	}
+	topic, err := b.OpenTopic("orders", nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	sub, err := b.OpenSubscription("orders", "billing", nil)
+	if err != nil {
+		return nil, nil, errors.Join(err, topic.Close())
+	}
+	return topic, sub, nil
+}
+
 // run consumes the demo's events with the tables in schema (created, and
 // dropped at the end) of the database at url.
 func run(ctx context.Context, w io.Writer, url, schema string) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-
-	cfg, err := pgx.ParseConfig(url)
+	a, err := open(ctx, url, schema)
 	if err != nil {
 		return err
 	}
-	cfg.RuntimeParams["search_path"] = schema
-	sqlDB := stdlib.OpenDB(*cfg) // or sql.Open("pgx", url); GORM's own *sql.DB (db.DB()) is pgx's too
-	defer sqlDB.Close()
-	if _, err := sqlDB.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		return err
-	}
-	defer func() {
-		if _, derr := sqlDB.ExecContext(context.WithoutCancel(ctx), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); derr != nil {
-			err = errors.Join(err, derr)
-		}
-	}()
-	db, err := gorm.Open(gormpg.New(gormpg.Config{Conn: sqlDB}), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		return err
-	}
-	if err := db.WithContext(ctx).AutoMigrate(&Order{}); err != nil {
-		return err
-	}
-	// The store on the same *sql.DB: its transactions are *sql.Tx.
-	store, err := postgres.OpenDB(ctx, sqlDB, nil)
-	if err != nil {
-		return err
-	}
+	defer func() { err = errors.Join(err, a.close(ctx)) }()
+	db, store := a.db, a.store
 
 	b := memory.New(nil)
 	defer b.Close()
-	if err := errors.Join(b.CreateTopic("orders", nil), b.CreateSubscription("orders", "billing")); err != nil {
-		return err
-	}
-	topic, err := b.OpenTopic("orders", nil)
+	topic, sub, err := queue(b)
 	if err != nil {
 		return err
 	}
 	defer topic.Close()
-	sub, err := b.OpenSubscription("orders", "billing", nil)
-	if err != nil {
-		return err
-	}
 	defer sub.Close()
 	inbox, err := idem.NewInbox(store, "billing", sub.Capabilities(), &idem.Options{
 		Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)},

@@ -13,15 +13,10 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	gormpg "gorm.io/driver/postgres"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/memory"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/internal/servicetest"
 )
 
@@ -68,46 +63,23 @@ stats    processed 2, duplicates 1, failed 1
 // the row and the claim, and the redelivery applies once.
 func TestGORMInClaimedTx(t *testing.T) {
 	ctx := t.Context()
-	cfg, err := pgx.ParseConfig(postgresURL(t))
+	a, err := open(ctx, postgresURL(t), schemaName(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema := schemaName(t)
-	cfg.RuntimeParams["search_path"] = schema
-	sqlDB := stdlib.OpenDB(*cfg)
 	t.Cleanup(func() {
-		_, _ = sqlDB.ExecContext(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-		_ = sqlDB.Close()
+		if err := a.close(context.Background()); err != nil {
+			t.Error(err)
+		}
 	})
-	if _, err := sqlDB.ExecContext(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	db, err := gorm.Open(gormpg.New(gormpg.Config{Conn: sqlDB}), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.WithContext(ctx).AutoMigrate(&Order{}); err != nil {
-		t.Fatal(err)
-	}
-	store, err := postgres.OpenDB(ctx, sqlDB, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sqlDB, db, store := a.sqlDB, a.db, a.store
 	b := memory.New(nil)
 	t.Cleanup(func() { _ = b.Close() })
-	if err := errors.Join(b.CreateTopic("orders", nil), b.CreateSubscription("orders", "billing")); err != nil {
-		t.Fatal(err)
-	}
-	topic, err := b.OpenTopic("orders", nil)
+	topic, sub, err := queue(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = topic.Close() })
-	sub, err := b.OpenSubscription("orders", "billing", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Close() })
+	t.Cleanup(func() { _ = topic.Close(); _ = sub.Close() })
 	inbox, err := idem.NewInbox(store, "billing", sub.Capabilities(), &idem.Options{Telemetry: broker.Telemetry{Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)

@@ -75,9 +75,9 @@ func OpenDB(ctx context.Context, db *sql.DB, opts *Options) (*SQLStore, error) {
 	if db == nil {
 		return nil, errors.New("idem/postgres: nil db")
 	}
-	var o Options
-	if opts != nil {
-		o = *opts
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	switch {
 	case o.InboxSlice > 0:
@@ -86,12 +86,6 @@ func OpenDB(ctx context.Context, db *sql.DB, opts *Options) (*SQLStore, error) {
 		return nil, fmt.Errorf("%w: Options.OutboxSlice", ErrNeedsPgx)
 	case o.Source.Stream:
 		return nil, fmt.Errorf("%w: SourceOptions.Stream", ErrNeedsPgx)
-	}
-	if o.Prefix == "" && !o.NoPrefix {
-		o.Prefix = DefaultPrefix
-	}
-	if err := o.Source.check(); err != nil {
-		return nil, err
 	}
 	cfg, err := connConfig(ctx, db)
 	if err != nil {

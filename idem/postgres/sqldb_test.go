@@ -37,9 +37,7 @@ func (sqlTestDB) QueryRow(ctx context.Context, tx *sql.Tx, q string, args ...any
 
 // ClaimAll implements idemtest.ClaimAllDB, as testDB does.
 func (sqlTestDB) ClaimAll(ctx context.Context, tx *sql.Tx, table, consumer string, ids []string, at time.Time) (int, error) {
-	rows, err := tx.QueryContext(ctx, `INSERT INTO `+pgx.Identifier{table}.Sanitize()+` (consumer, message_id, processed_at)
-		SELECT $1, id, $3 FROM unnest($2::text[]) AS ids(id)
-		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`, consumer, ids, at)
+	rows, err := tx.QueryContext(ctx, claimAllSQL(table), consumer, ids, at)
 	if err != nil {
 		return 0, err
 	}

@@ -143,6 +143,19 @@ func (o *SourceOptions) check() error {
 	return nil
 }
 
+// withDefaults returns a copy of o (nil: the zero Options) with its
+// defaults, or an error if it is invalid.
+func (o *Options) withDefaults() (Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.Prefix == "" && !c.NoPrefix {
+		c.Prefix = DefaultPrefix
+	}
+	return c, c.Source.check()
+}
+
 // DefaultPrefix is the default table prefix.
 const DefaultPrefix = "wary_"
 
@@ -196,14 +209,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if pool == nil {
 		return nil, errors.New("idem/postgres: nil pool")
 	}
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.Prefix == "" && !o.NoPrefix {
-		o.Prefix = DefaultPrefix
-	}
-	if err := o.Source.check(); err != nil {
+	o, err := opts.withDefaults()
+	if err != nil {
 		return nil, err
 	}
 	d := dialect
