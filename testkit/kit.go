@@ -97,7 +97,8 @@ const (
 var start = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // New returns a Kit for t on st, a store of idem/sqlite or idem/postgres
-// (SQLite and Postgres make a fresh one for a test), with a fresh broker
+// (on a pool or through database/sql; SQLite and Postgres make a fresh one
+// for a test), with a fresh broker
 // and inbox, closed when t ends. The kit reads st's database for
 // AssertRows, CountRows and the early events of the Report. New fails t
 // (FailNow) if the broker or the inbox cannot be set up, or if st is of

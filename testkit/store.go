@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
@@ -103,11 +104,33 @@ type queryFunc func(ctx context.Context, q string, args ...any) ([][]string, err
 func queryOf(st any) (queryFunc, error) {
 	switch st := st.(type) {
 	case interface{ DB() *sql.DB }:
+		if _, ok := st.DB().Driver().(*stdlib.Driver); ok { // *postgres.SQLStore
+			return pgSQLQuery(st.DB()), nil
+		}
 		return sqlQuery(st.DB()), nil
 	case interface{ Pool() *pgxpool.Pool }:
 		return pgQuery(st.Pool()), nil
 	}
-	return nil, fmt.Errorf("a store of type %T: the kit reads the database of an *sqlite.Store or a *postgres.Store", st)
+	return nil, fmt.Errorf("a store of type %T: the kit reads the database of an *sqlite.Store, a *postgres.Store or a *postgres.SQLStore", st)
+}
+
+// pgSQLQuery is pgQuery on a connection of db, a *sql.DB of pgx's stdlib
+// driver, so that the kit shows PostgreSQL's values alike through either
+// handle.
+func pgSQLQuery(db *sql.DB) queryFunc {
+	return func(ctx context.Context, q string, args ...any) ([][]string, error) {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		var out [][]string
+		err = c.Raw(func(dc any) error {
+			out, err = pgQuery(dc.(*stdlib.Conn).Conn())(ctx, q, args...)
+			return err
+		})
+		return out, err
+	}
 }
 
 func sqlQuery(db *sql.DB) queryFunc {
@@ -153,9 +176,11 @@ func sqlQuery(db *sql.DB) queryFunc {
 
 // pgQuery reads every column in PostgreSQL's text format, as psql shows
 // it.
-func pgQuery(pool *pgxpool.Pool) queryFunc {
+func pgQuery(on interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}) queryFunc {
 	return func(ctx context.Context, q string, args ...any) ([][]string, error) {
-		rows, err := pool.Query(ctx, q, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}}, args...)...)
+		rows, err := on.Query(ctx, q, append([]any{pgx.QueryResultFormats{pgx.TextFormatCode}}, args...)...)
 		if err != nil {
 			return nil, err
 		}

@@ -33,8 +33,8 @@ const defaultPrefix = "wary_"
 // never migrated).
 var ErrNoStore = errors.New("idem/admin: no wary store")
 
-// New returns an Admin on the store st, a *postgres.Store or a
-// *sqlite.Store, opened by the caller (with SkipMigrate, for a tool that
+// New returns an Admin on the store st, a *postgres.Store, a
+// *postgres.SQLStore or a *sqlite.Store, opened by the caller (with SkipMigrate, for a tool that
 // must not change the application's schema). It checks that the store's
 // tables exist where opts says, and fails with an error matching
 // ErrNoStore if they do not.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/broker/driver"
@@ -45,8 +46,13 @@ func sqliteWorld(t *testing.T) world[*sql.Tx] {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return sqlWorld(st, st.DB())
+}
+
+// sqlWorld is the world of a store on db, a *sql.DB.
+func sqlWorld(st idem.Store[*sql.Tx], db *sql.DB) world[*sql.Tx] {
 	return world[*sql.Tx]{st: st, inTx: func(ctx context.Context, f func(*sql.Tx) error) error {
-		tx, err := st.DB().BeginTx(ctx, nil)
+		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
@@ -55,13 +61,38 @@ func sqliteWorld(t *testing.T) world[*sql.Tx] {
 			return err
 		}
 		return tx.Commit()
-	}, exec: func(q string) error { _, err := st.DB().Exec(q); return err }}
+	}, exec: func(q string) error { _, err := db.Exec(q); return err }}
+}
+
+// pgSQLWorld is pgWorld's database through database/sql: a
+// *postgres.SQLStore on a *sql.DB of pgx's stdlib driver.
+func pgSQLWorld(t *testing.T) world[*sql.Tx] {
+	db := stdlib.OpenDBFromPool(pgPool(t))
+	t.Cleanup(func() { _ = db.Close() })
+	st, err := postgres.OpenDB(t.Context(), db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sqlWorld(st, db)
 }
 
 // pgWorld is a PostgreSQL store in a fresh schema, dropped when t ends;
 // it skips t (fails it, with WARY_REQUIRE_SERVICES=1 or WARY_POSTGRES_URL
 // set) when the server cannot be reached.
 func pgWorld(t *testing.T) world[pgx.Tx] {
+	pool := pgPool(t)
+	st, err := postgres.New(t.Context(), pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return world[pgx.Tx]{st: st, inTx: func(ctx context.Context, f func(pgx.Tx) error) error {
+		return pgx.BeginFunc(ctx, pool, f)
+	}, exec: func(q string) error { _, err := pool.Exec(context.Background(), q); return err }}
+}
+
+// pgPool is a pool whose search_path is a fresh schema, dropped when t
+// ends (see pgWorld).
+func pgPool(t *testing.T) *pgxpool.Pool {
 	url := servicetest.URL(t, "WARY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", func(ctx context.Context, url string) error {
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
@@ -88,13 +119,7 @@ func pgWorld(t *testing.T) world[pgx.Tx] {
 	if _, err := pool.Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	st, err := postgres.New(t.Context(), pool, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return world[pgx.Tx]{st: st, inTx: func(ctx context.Context, f func(pgx.Tx) error) error {
-		return pgx.BeginFunc(ctx, pool, f)
-	}, exec: func(q string) error { _, err := pool.Exec(context.Background(), q); return err }}
+	return pool
 }
 
 var usedNames sync.Map
@@ -143,8 +168,9 @@ func newAdmin[Tx any](t *testing.T, w world[Tx]) *Admin {
 	return a
 }
 
-func TestSQLiteReplayParked(t *testing.T)   { testReplayParked(t, sqliteWorld(t)) }
-func TestPostgresReplayParked(t *testing.T) { testReplayParked(t, pgWorld(t)) }
+func TestSQLiteReplayParked(t *testing.T)      { testReplayParked(t, sqliteWorld(t)) }
+func TestPostgresReplayParked(t *testing.T)    { testReplayParked(t, pgWorld(t)) }
+func TestPostgresSQLReplayParked(t *testing.T) { testReplayParked(t, pgSQLWorld(t)) }
 
 // testReplayParked: messages parked by an inbox are listed, replayed to
 // the topic (in order, with their IDs, bodies and a wary-replayed-by
@@ -250,8 +276,9 @@ func testReplayParked[Tx any](t *testing.T, w world[Tx]) {
 	}
 }
 
-func TestSQLiteAudit(t *testing.T)   { testAudit(t, sqliteWorld(t)) }
-func TestPostgresAudit(t *testing.T) { testAudit(t, pgWorld(t)) }
+func TestSQLiteAudit(t *testing.T)      { testAudit(t, sqliteWorld(t)) }
+func TestPostgresAudit(t *testing.T)    { testAudit(t, pgWorld(t)) }
+func TestPostgresSQLAudit(t *testing.T) { testAudit(t, pgSQLWorld(t)) }
 
 // testAudit: Record refuses until CreateAudit made the table, which then
 // keeps each entry, listed newest first.
@@ -288,8 +315,9 @@ func testAudit[Tx any](t *testing.T, w world[Tx]) {
 	}
 }
 
-func TestSQLiteNoStore(t *testing.T)   { testNoStore(t, sqliteWorld(t)) }
-func TestPostgresNoStore(t *testing.T) { testNoStore(t, pgWorld(t)) }
+func TestSQLiteNoStore(t *testing.T)      { testNoStore(t, sqliteWorld(t)) }
+func TestPostgresNoStore(t *testing.T)    { testNoStore(t, pgWorld(t)) }
+func TestPostgresSQLNoStore(t *testing.T) { testNoStore(t, pgSQLWorld(t)) }
 
 // testNoStore: New names the table it did not find for a wrong prefix.
 func testNoStore[Tx any](t *testing.T, w world[Tx]) {
@@ -311,8 +339,9 @@ func contains(s, sub string) bool {
 	return false
 }
 
-func TestSQLiteOutbox(t *testing.T)   { testOutbox(t, sqliteWorld(t)) }
-func TestPostgresOutbox(t *testing.T) { testOutbox(t, pgWorld(t)) }
+func TestSQLiteOutbox(t *testing.T)      { testOutbox(t, sqliteWorld(t)) }
+func TestPostgresOutbox(t *testing.T)    { testOutbox(t, pgWorld(t)) }
+func TestPostgresSQLOutbox(t *testing.T) { testOutbox(t, pgSQLWorld(t)) }
 
 // testOutbox: rows a relay quarantined are listed, requeued (then
 // pending) or discarded, and the status counts them.
@@ -363,8 +392,9 @@ func testOutbox[Tx any](t *testing.T, w world[Tx]) {
 	}
 }
 
-func TestSQLiteKeys(t *testing.T)   { testKeys(t, sqliteWorld(t)) }
-func TestPostgresKeys(t *testing.T) { testKeys(t, pgWorld(t)) }
+func TestSQLiteKeys(t *testing.T)      { testKeys(t, sqliteWorld(t)) }
+func TestPostgresKeys(t *testing.T)    { testKeys(t, pgWorld(t)) }
+func TestPostgresSQLKeys(t *testing.T) { testKeys(t, pgSQLWorld(t)) }
 
 // testKeys: a call whose outcome is unknown is listed as unresolved; a
 // succeeded one by its state.
@@ -403,8 +433,9 @@ func testKeys[Tx any](t *testing.T, w world[Tx]) {
 	}
 }
 
-func TestSQLiteEarly(t *testing.T)   { testEarly(t, sqliteWorld(t)) }
-func TestPostgresEarly(t *testing.T) { testEarly(t, pgWorld(t)) }
+func TestSQLiteEarly(t *testing.T)      { testEarly(t, sqliteWorld(t)) }
+func TestPostgresEarly(t *testing.T)    { testEarly(t, pgWorld(t)) }
+func TestPostgresSQLEarly(t *testing.T) { testEarly(t, pgSQLWorld(t)) }
 
 // testEarly: an event ahead of its aggregate, which an inbox holds in the
 // store, is listed with the version it awaits, until that one comes.

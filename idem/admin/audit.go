@@ -69,25 +69,50 @@ func (a *Admin) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
 }
 
 // sqlDB is the store's database, for what is not the store's: the check
-// that its tables exist and the audit table. One of pg and lite is set.
+// that its tables exist and the audit table. One of pg, pgsql and lite
+// is set.
 type sqlDB struct {
-	pg             *pgxpool.Pool
+	pg *pgxpool.Pool
+	// pgsql is PostgreSQL through database/sql (pgx's stdlib driver).
+	pgsql          *sql.DB
 	lite           *sql.DB
 	schema, prefix string
+}
+
+// postgres reports whether the database is PostgreSQL.
+func (db *sqlDB) postgres() bool { return db.pg != nil || db.pgsql != nil }
+
+// pgRow runs a query of one row on PostgreSQL.
+func (db *sqlDB) pgRow(ctx context.Context, q string, args ...any) interface{ Scan(...any) error } {
+	if db.pg != nil {
+		return db.pg.QueryRow(ctx, q, args...)
+	}
+	return db.pgsql.QueryRowContext(ctx, q, args...)
+}
+
+// pgExec runs a statement on PostgreSQL.
+func (db *sqlDB) pgExec(ctx context.Context, q string, args ...any) error {
+	var err error
+	if db.pg != nil {
+		_, err = db.pg.Exec(ctx, q, args...)
+	} else {
+		_, err = db.pgsql.ExecContext(ctx, q, args...)
+	}
+	return err
 }
 
 // table returns the qualified name of the table prefix+name, and the
 // schema it is in (PostgreSQL: the search_path's first when none is set).
 func (db *sqlDB) table(ctx context.Context, name string) (string, string, error) {
 	schema := db.schema
-	if db.pg == nil {
+	if !db.postgres() {
 		if schema == "" {
 			return pgx.Identifier{db.prefix + name}.Sanitize(), "main", nil
 		}
 		return pgx.Identifier{schema, db.prefix + name}.Sanitize(), schema, nil
 	}
 	if schema == "" {
-		if err := db.pg.QueryRow(ctx, "SELECT coalesce(current_schema(), '')").Scan(&schema); err != nil {
+		if err := db.pgRow(ctx, "SELECT coalesce(current_schema(), '')").Scan(&schema); err != nil {
 			return "", "", fmt.Errorf("idem/admin: read the current schema: %w", err)
 		}
 	}
@@ -101,8 +126,8 @@ func (db *sqlDB) exists(ctx context.Context, name string) (bool, string, string,
 		return false, "", "", err
 	}
 	var found bool
-	if db.pg != nil {
-		err = db.pg.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&found)
+	if db.postgres() {
+		err = db.pgRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&found)
 	} else {
 		master := "sqlite_master"
 		if db.schema != "" {
@@ -132,9 +157,9 @@ func (db *sqlDB) checkStore(ctx context.Context) error {
 	}
 	where := fmt.Sprintf("schema %q", schema)
 	switch {
-	case db.pg != nil && db.schema == "":
+	case db.postgres() && db.schema == "":
 		where += " (the search_path's first)"
-	case db.pg == nil && db.schema == "":
+	case !db.postgres() && db.schema == "":
 		where = "the main database"
 	}
 	return noStoreError{fmt.Sprintf("no wary store in %s with prefix %q: table %s does not exist", where, db.prefix, table)}
@@ -145,8 +170,8 @@ func (db *sqlDB) createAudit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if db.pg != nil {
-		_, err = db.pg.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
+	if db.postgres() {
+		err = db.pgExec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
 	id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	at     timestamptz NOT NULL DEFAULT now(),
 	who    text NOT NULL,
@@ -181,8 +206,8 @@ func (db *sqlDB) record(ctx context.Context, e AuditEntry) error {
 	if !found {
 		return fmt.Errorf("%w %s", ErrNoAudit, table)
 	}
-	if db.pg != nil {
-		_, err = db.pg.Exec(ctx, `INSERT INTO `+table+` (who, action, what, count, detail) VALUES ($1, $2, $3, $4, $5)`,
+	if db.postgres() {
+		err = db.pgExec(ctx, `INSERT INTO `+table+` (who, action, what, count, detail) VALUES ($1, $2, $3, $4, $5)`,
 			e.Who, e.Action, e.What, e.Count, e.Detail)
 	} else {
 		_, err = db.lite.ExecContext(ctx, `INSERT INTO `+table+` (at, who, action, what, count, detail) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -218,7 +243,11 @@ func (db *sqlDB) audit(ctx context.Context, limit int) ([]AuditEntry, error) {
 		}
 		return out, nil
 	}
-	rows, err := db.lite.QueryContext(ctx, `SELECT `+cols+` FROM `+table+` ORDER BY id DESC LIMIT ?`, limit)
+	on, q := db.lite, `SELECT `+cols+` FROM `+table+` ORDER BY id DESC LIMIT ?`
+	if db.pgsql != nil {
+		on, q = db.pgsql, `SELECT `+cols+` FROM `+table+` ORDER BY id DESC LIMIT $1`
+	}
+	rows, err := on.QueryContext(ctx, q, limit)
 	if err != nil {
 		return nil, fmt.Errorf("idem/admin: audit log: %w", err)
 	}
@@ -226,11 +255,17 @@ func (db *sqlDB) audit(ctx context.Context, limit int) ([]AuditEntry, error) {
 	out := []AuditEntry{}
 	for rows.Next() {
 		var e AuditEntry
-		var at int64
-		if err := rows.Scan(&e.ID, &at, &e.Who, &e.Action, &e.What, &e.Count, &e.Detail); err != nil {
+		var at int64 // SQLite: Unix microseconds
+		when := any(&at)
+		if db.pgsql != nil {
+			when = &e.At
+		}
+		if err := rows.Scan(&e.ID, when, &e.Who, &e.Action, &e.What, &e.Count, &e.Detail); err != nil {
 			return nil, fmt.Errorf("idem/admin: audit log: %w", err)
 		}
-		e.At = time.UnixMicro(at)
+		if db.lite != nil {
+			e.At = time.UnixMicro(at)
+		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {

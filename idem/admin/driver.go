@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/check"
@@ -72,7 +73,7 @@ type backend interface {
 }
 
 // open returns the backend of p and, when p hands out its database
-// (*postgres.Store's Pool, *sqlite.Store's DB), the database the audit
+// (*postgres.Store's Pool, *postgres.SQLStore's or *sqlite.Store's DB), the database the audit
 // table and the store's check go to (nil otherwise).
 func open[Tx any](p idem.Store[Tx], schema, prefix string) (backend, *sqlDB, error) {
 	if schema != "" {
@@ -92,7 +93,11 @@ func open[Tx any](p idem.Store[Tx], schema, prefix string) (backend, *sqlDB, err
 	case interface{ Pool() *pgxpool.Pool }:
 		db.pg = s.Pool()
 	case interface{ DB() *sql.DB }:
-		db.lite = s.DB()
+		if _, ok := s.DB().Driver().(*stdlib.Driver); ok { // *postgres.SQLStore
+			db.pgsql = s.DB()
+		} else {
+			db.lite = s.DB()
+		}
 	default:
 		db = nil
 	}

@@ -1,5 +1,6 @@
 // Package postgres is the PostgreSQL store of package idem, on pgx/v5 and
-// pgxpool. Its Store is what a program hands idem's constructors
+// pgxpool, or on a database/sql *sql.DB of pgx's driver (SQLStore, see
+// "Through database/sql" below). Its Store is what a program hands idem's constructors
 // (idem.NewInbox and the others, which take an idem.Store[pgx.Tx]); what
 // they call of it stays behind Store.Driver, internal to idem. Inbox handlers
 // receive the pgx.Tx in which the delivery was claimed and must make every
@@ -124,4 +125,26 @@
 //
 // Times are stored as timestamptz; the parked messages' headers as JSON
 // text and bodies as bytea.
+//
+// # Through database/sql
+//
+// A program that writes through database/sql (GORM, ent, bun, sqlx,
+// sqlc's database/sql mode) opens the store on its *sql.DB with OpenDB
+// instead of New: the *sql.DB must be pgx's (github.com/jackc/pgx/v5/stdlib,
+// which GORM's PostgreSQL driver uses), and the store's transactions are
+// then *sql.Tx. The inbox claims each delivery in a *sql.Tx and hands it to
+// the handler, which writes there, with the ORM's session on that *sql.Tx
+// (GORM: a Session whose Statement.ConnPool is the *sql.Tx; see
+// examples/gorm); Outbox.Add (idem/outbox) takes the program's own
+// *sql.Tx. SQLStore is the same schema, migrations and SQL as Store, and
+// passes the same store suite; the two may share a database's tables. Through database/sql a
+// claim costs a round trip of its own: BEGIN (database/sql sends it alone),
+// the claim, the handler's statements, COMMIT; four round trips for a
+// handler of one statement, where Store sends the claim with BEGIN and
+// needs three. The relay claims and marks in statements of their own, and
+// LISTENs on a pgx connection of its own made with the configuration of
+// the *sql.DB's connections. Options.InboxSlice, Options.OutboxSlice and
+// SourceOptions.Stream need pgx's protocol and are refused with
+// ErrNeedsPgx: run them on a Store from New on the same tables (a
+// streaming relay in its own process, say) beside the SQLStore.
 package postgres

@@ -32,7 +32,7 @@ func NoWake(s *Store) {
 // earlier versions (the counters with the wake lock, then the rows with
 // the wake-up), for the tests and benchmarks.
 func TwoStatementAdd(s *Store) {
-	d := outboxDialect(s.d.pool)
+	d := outboxDialect(querier{s.d.pool})
 	d.OneStatementAdd, d.WakeNotify = false, ""
 	s.d.Outbox = sqlcore.NewOutbox(s.d.Core, d)
 }
@@ -145,3 +145,6 @@ func OpenStream(ctx context.Context, s *Store, owner string) (LogStream, error) 
 func OpenDriverStream(ctx context.Context, d any, owner string) (LogStream, error) {
 	return d.(*driver).openStream(ctx, owner)
 }
+
+// ListenConfig is the configuration s's relays LISTEN with.
+func ListenConfig(s *SQLStore) *pgx.ConnConfig { return s.d.config() }

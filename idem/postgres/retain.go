@@ -64,13 +64,15 @@ const (
 	noPurge = `DELETE FROM {{inbox}} WHERE false AND consumer = $1 AND processed_at < $2 AND $3::bigint > 0`
 )
 
+// slicedQuery tells whether the inbox $1 is sliced (has the check $2).
+const slicedQuery = `SELECT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = $1::regclass AND conname = $2)`
+
 // checkLayout makes the inbox sliced (the check, the mark) if
 // Options.InboxSlice is set, and refuses a sliced inbox if it is not.
 func (s *driver) checkLayout(ctx context.Context) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var sliced bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = $1::regclass AND conname = $2)`,
-			s.Name("inbox"), slicedCheck).Scan(&sliced); err != nil {
+		if err := tx.QueryRow(ctx, slicedQuery, s.Name("inbox"), slicedCheck).Scan(&sliced); err != nil {
 			return fmt.Errorf("idem/postgres: inbox layout: %w", err)
 		}
 		switch {

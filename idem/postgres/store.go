@@ -6,7 +6,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -144,6 +143,19 @@ func (o *SourceOptions) check() error {
 	return nil
 }
 
+// withDefaults returns a copy of o (nil: the zero Options) with its
+// defaults, or an error if it is invalid.
+func (o *Options) withDefaults() (Options, error) {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.Prefix == "" && !c.NoPrefix {
+		c.Prefix = DefaultPrefix
+	}
+	return c, c.Source.check()
+}
+
 // DefaultPrefix is the default table prefix.
 const DefaultPrefix = "wary_"
 
@@ -162,6 +174,8 @@ type Store struct {
 type driver struct {
 	*sqlcore.Core[pgx.Tx]
 	*sqlcore.Outbox[pgx.Tx]
+	// shared holds the stream's slot name, LISTEN and Conflict.
+	*shared
 	pool *pgxpool.Pool
 	// slice is Options.InboxSlice; inbox the inbox table's unqualified
 	// name and schema its schema ("": the first of the search_path).
@@ -171,8 +185,6 @@ type driver struct {
 	// table's unqualified name.
 	outboxSlice time.Duration
 	outboxTable string
-	// slot is the outbox stream's slot name, once known (slotName).
-	slot atomic.Pointer[string]
 	// claimSQL is BeginClaim's claim (without ON CONFLICT: a duplicate
 	// makes it insert nothing; a concurrent claimer's commit fails it, so
 	// that BEGIN does not run); claimManySQL the same for several IDs,
@@ -197,14 +209,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if pool == nil {
 		return nil, errors.New("idem/postgres: nil pool")
 	}
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
-	if o.Prefix == "" && !o.NoPrefix {
-		o.Prefix = DefaultPrefix
-	}
-	if err := o.Source.check(); err != nil {
+	o, err := opts.withDefaults()
+	if err != nil {
 		return nil, err
 	}
 	d := dialect
@@ -220,11 +226,13 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 		claim, many = slicedClaim, slicedStrictClaimMany
 	}
 	name := strings.NewReplacer("{{inbox}}", core.Name("inbox"), "{{inbox_prev}}", core.Name("inbox_prev"))
-	od := outboxDialect(pool)
+	od := outboxDialect(querier{pool})
 	if o.OutboxSlice > 0 {
 		od.ListFrom = sliceLister
 	}
-	s := &Store{d: &driver{Core: core, Outbox: sqlcore.NewOutbox(core, od), pool: pool,
+	box := sqlcore.NewOutbox(core, od)
+	config := func() *pgx.ConnConfig { return pool.Config().ConnConfig.Copy() }
+	s := &Store{d: &driver{Core: core, Outbox: box, shared: newShared(querier{pool}, box, core, config), pool: pool,
 		claimSQL: name.Replace(claim), claimManySQL: name.Replace(many), slice: o.InboxSlice, inbox: o.Prefix + "inbox", schema: o.Schema,
 		outboxSlice: o.OutboxSlice, outboxTable: o.Prefix + "outbox", src: o.Source,
 		simple: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol}}
@@ -243,7 +251,7 @@ func (s *Store) WithSource(o SourceOptions) (*Store, error) {
 		return nil, err
 	}
 	d := s.d
-	return &Store{d: &driver{Core: d.Core, Outbox: d.Outbox, pool: d.pool, slice: d.slice, inbox: d.inbox, schema: d.schema,
+	return &Store{d: &driver{Core: d.Core, Outbox: d.Outbox, shared: d.shared, pool: d.pool, slice: d.slice, inbox: d.inbox, schema: d.schema,
 		outboxSlice: d.outboxSlice, outboxTable: d.outboxTable, claimSQL: d.claimSQL, claimManySQL: d.claimManySQL, simple: d.simple, src: o}}, nil
 }
 
@@ -292,7 +300,7 @@ var dialect = sqlcore.Dialect{
 		}
 		return pgx.Identifier{schema, name}.Sanitize()
 	},
-	IsNoRows: func(err error) bool { return errors.Is(err, pgx.ErrNoRows) },
+	IsNoRows: isNoRows,
 	Lock:     "SELECT pg_advisory_xact_lock($1)",
 	// A function scan of unnest returns the elements in array order, and
 	// the locks are taken row by row as it goes.
@@ -525,14 +533,6 @@ func classify(err error) error {
 		return stale
 	}
 	return err
-}
-
-// Conflict implements idem's conflicts: err is (or wraps) a deadlock's
-// victim (40P01) or a serialization failure (40001), whether from the
-// store's statements or from a handler's in the same transaction.
-func (s *driver) Conflict(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
 // CheckVersion is the conditional update of a version check, in tx (see

@@ -112,9 +112,7 @@ func (testDB) QueryRow(ctx context.Context, tx pgx.Tx, q string, args ...any) in
 // ClaimAll implements idemtest.ClaimAllDB: one INSERT over the IDs as a
 // text array, the cheapest form of a claim that answers per ID.
 func (testDB) ClaimAll(ctx context.Context, tx pgx.Tx, table, consumer string, ids []string, at time.Time) (int, error) {
-	rows, err := tx.Query(ctx, `INSERT INTO `+pgx.Identifier{table}.Sanitize()+` (consumer, message_id, processed_at)
-		SELECT $1, id, $3 FROM unnest($2::text[]) AS ids(id)
-		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`, consumer, ids, at)
+	rows, err := tx.Query(ctx, claimAllSQL(table), consumer, ids, at)
 	if err != nil {
 		return 0, err
 	}
@@ -123,6 +121,14 @@ func (testDB) ClaimAll(ctx context.Context, tx pgx.Tx, table, consumer string, i
 		n++
 	}
 	return n, rows.Err()
+}
+
+// claimAllSQL is ClaimAll's statement on table: $1 the consumer, $2 the
+// IDs, $3 the time.
+func claimAllSQL(table string) string {
+	return `INSERT INTO ` + pgx.Identifier{table}.Sanitize() + ` (consumer, message_id, processed_at)
+		SELECT $1, id, $3 FROM unnest($2::text[]) AS ids(id)
+		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`
 }
 
 // WithSource implements idemtest.SourceDB.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net"
 	"strings"
@@ -59,23 +58,6 @@ const (
 // database's and the outbox table's qualified names (slot names are
 // unique across the server's databases).
 func (s *Store) StreamSlot(ctx context.Context) (string, error) { return s.d.slotName(ctx) }
-
-func (s *driver) slotName(ctx context.Context) (string, error) {
-	if n := s.slot.Load(); n != nil {
-		return *n, nil
-	}
-	var db, schema, table string
-	err := s.pool.QueryRow(ctx, `SELECT current_database(), n.nspname, c.relname FROM pg_class c
-		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1::regclass`, s.Core.Name("outbox")).Scan(&db, &schema, &table)
-	if err != nil {
-		return "", fmt.Errorf("the outbox table: %w", err)
-	}
-	h := fnv.New64a()
-	h.Write([]byte(db + "\x00" + schema + "\x00" + table))
-	n := fmt.Sprintf("wary_outbox_%016x", h.Sum64())
-	s.slot.Store(&n)
-	return n, nil
-}
 
 // CheckStream reports what the server lacks for the outbox stream
 // (wal_level, a free replication slot, the REPLICATION attribute), one
@@ -303,47 +285,6 @@ func (s *driver) ensurePublication(ctx context.Context, slot string) error {
 // pending, no attempts, no error and no sent time; claims_only is set on
 // the rows a rotation moves (decodeRow's left).
 const streamColumns = "id, message_id, aggregate_id, version, sequence, type, headers, payload, created_at, claims_only"
-
-// OutboxStreamStatus implements outbox's streamStatuser.
-func (s *driver) OutboxStreamStatus(ctx context.Context) (outbox.StreamStatus, error) {
-	slot, err := s.slotName(ctx)
-	if err != nil {
-		return outbox.StreamStatus{}, err
-	}
-	st := outbox.StreamStatus{Slot: slot, Publication: slot}
-	var lagSec float64
-	var walStatus *string
-	err = s.pool.QueryRow(ctx, `SELECT s.active, s.wal_status,
-			COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn), 0)::bigint,
-			COALESCE(EXTRACT(EPOCH FROM r.flush_lag), 0)::float8
-		FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
-		WHERE s.slot_name = $1`, slot).Scan(&st.Active, &walStatus, &st.LagBytes, &lagSec)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
-		return st, err
-	default:
-		st.Exists = true
-		if walStatus != nil {
-			st.WALStatus = *walStatus
-		}
-		st.LagAge = time.Duration(lagSec * float64(time.Second))
-	}
-	var at *time.Time
-	var lag *int64
-	err = s.pool.QueryRow(ctx, `SELECT released, released_at, released_lag FROM `+s.Core.Name("outbox_stream")+` WHERE slot = $1`, slot).
-		Scan(&st.Released, &at, &lag)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return st, err
-	}
-	if at != nil {
-		st.ReleasedAt = *at
-	}
-	if lag != nil {
-		st.ReleasedLag = *lag
-	}
-	return st, nil
-}
 
 // defaultWALBudget is SourceOptions.WALBudget's default.
 const defaultWALBudget = 1 << 30

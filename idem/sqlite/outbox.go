@@ -14,29 +14,6 @@ import (
 // in the same process can call Relay.Wake after committing.
 func outboxDialect(db *sql.DB) sqlcore.OutboxDialect {
 	return sqlcore.OutboxDialect{
-		Read: func(ctx context.Context, f func(q sqlcore.Querier) error) error { return f(dbQuerier{db}) },
+		Read: func(ctx context.Context, f func(q sqlcore.Querier) error) error { return f(sqlcore.StdQuerier{On: db}) },
 	}
-}
-
-// dbQuerier runs statements on the database outside a transaction.
-type dbQuerier struct{ db *sql.DB }
-
-func (q dbQuerier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := q.db.ExecContext(ctx, query, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
-}
-
-func (q dbQuerier) QueryRow(ctx context.Context, query string, args ...any) sqlcore.Row {
-	return q.db.QueryRowContext(ctx, query, args...)
-}
-
-func (q dbQuerier) Query(ctx context.Context, query string, args ...any) (sqlcore.Rows, error) {
-	rows, err := q.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	return rowsAdapter{rows}, nil
 }

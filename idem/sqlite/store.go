@@ -185,7 +185,7 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	stmts := &prepared{}
-	core, err := sqlcore.New[*sql.Tx](backend{db, stmts}, dialect, o.Schema, o.Prefix)
+	core, err := sqlcore.New[*sql.Tx](backend{sqlcore.StdBackend{DB: db}, stmts}, dialect, o.Schema, o.Prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -322,26 +322,13 @@ func jsonArray(ids []string) (any, bool) {
 	return string(b), err == nil
 }
 
+// backend is sqlcore's database/sql backend with the claim's prepared
+// statements in Q.
 type backend struct {
-	db    *sql.DB
+	sqlcore.StdBackend
 	stmts *prepared
 }
 
-// Begin begins a transaction that ends only by Commit or Rollback:
-// database/sql would roll it back when the context given to BeginTx ends,
-// and a handler that succeeded must keep its effect although the caller's
-// context ended before the commit (the inbox bounds the commit itself).
-// The statements of the transaction still honour their own contexts.
-func (b backend) Begin(ctx context.Context) (*sql.Tx, error) {
-	return b.db.BeginTx(context.WithoutCancel(ctx), nil)
-}
-func (backend) Commit(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
-func (backend) Rollback(_ context.Context, tx *sql.Tx) error {
-	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-		return err
-	}
-	return nil
-}
 func (b backend) Q(tx *sql.Tx) sqlcore.Querier { return querier{tx, b.stmts} }
 
 type querier struct {
@@ -378,7 +365,7 @@ func (q querier) Query(ctx context.Context, query string, args ...any) (sqlcore.
 	if err != nil {
 		return nil, classify(err)
 	}
-	return rowsAdapter{rows}, nil
+	return sqlcore.StdRows{Rows: rows}, nil
 }
 
 type row struct{ *sql.Row }
@@ -395,7 +382,3 @@ func classify(err error) error {
 	}
 	return err
 }
-
-type rowsAdapter struct{ *sql.Rows }
-
-func (r rowsAdapter) Close() { _ = r.Rows.Close() }
