@@ -168,11 +168,11 @@ func (t *tel) startProcess(ctx context.Context, d *Delivery) (context.Context, t
 
 // setEventAttrs sets wary.aggregate.id and wary.aggregate.version from the
 // event-identity headers, where present.
-func setEventAttrs(span trace.Span, h map[string]string) {
-	if id := h[HeaderAggregateID]; id != "" {
+func setEventAttrs(span trace.Span, h Headers) {
+	if id := h.Get(HeaderAggregateID); id != "" {
 		span.SetAttributes(wotel.AggregateID.String(id))
 	}
-	if v, err := strconv.ParseInt(h[HeaderAggregateVersion], 10, 64); err == nil {
+	if v, err := strconv.ParseInt(h.Get(HeaderAggregateVersion), 10, 64); err == nil {
 		span.SetAttributes(wotel.AggregateVersion.Int64(v))
 	}
 }

@@ -1,0 +1,121 @@
+package driver
+
+import (
+	"cmp"
+	"iter"
+	"slices"
+)
+
+// Headers are a message's application headers: name and value pairs, each
+// name at most once (broker.Topic.Publish refuses a repeated name,
+// ValidateHeaders), in the order they were set or received. A literal
+// reads like a map's: broker.Headers{{"tenant", "t1"}, {"trace", "x"}};
+// nil is empty.
+//
+// It is a slice, not a map, so that a driver hands over a received
+// message's headers without building a map for each: it appends every
+// message's pairs of a batch into one backing array. A lookup is a scan,
+// which for the few headers a message carries is faster than a map's hash.
+type Headers [][2]string
+
+// Get returns the value of the header name ("" if there is none).
+func (h Headers) Get(name string) string {
+	for i := range h {
+		if h[i][0] == name {
+			return h[i][1]
+		}
+	}
+	return ""
+}
+
+// Lookup returns the value of the header name and whether h has it.
+func (h Headers) Lookup(name string) (string, bool) {
+	for i := range h {
+		if h[i][0] == name {
+			return h[i][1], true
+		}
+	}
+	return "", false
+}
+
+// Set sets the header name to value: in place if h has it, else appended.
+func (h *Headers) Set(name, value string) {
+	for i := range *h {
+		if (*h)[i][0] == name {
+			(*h)[i][1] = value
+			return
+		}
+	}
+	*h = append(*h, [2]string{name, value})
+}
+
+// Del removes the header name, keeping the others' order. The backing
+// array is written in place: a copy shared with another message (Clone
+// it first) sees the change.
+func (h *Headers) Del(name string) {
+	*h = slices.DeleteFunc(*h, func(p [2]string) bool { return p[0] == name })
+}
+
+// Len returns the number of headers.
+func (h Headers) Len() int { return len(h) }
+
+// All returns an iterator over the headers' names and values, in order.
+func (h Headers) All() iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for _, p := range h {
+			if !yield(p[0], p[1]) {
+				return
+			}
+		}
+	}
+}
+
+// Clone returns a copy of h that shares no backing array with it (nil
+// for nil).
+func (h Headers) Clone() Headers { return slices.Clip(slices.Clone(h)) }
+
+// Map returns the headers as a new map (nil if h is empty), for code that
+// wants one; a repeated name keeps its first value.
+func (h Headers) Map() map[string]string {
+	if len(h) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(h))
+	for i := len(h) - 1; i >= 0; i-- {
+		m[h[i][0]] = h[i][1]
+	}
+	return m
+}
+
+// HeadersOf returns m's entries as Headers, sorted by name (nil if m is
+// empty): a map, such as a store's or an SDK's, made Headers.
+func HeadersOf(m map[string]string) Headers {
+	if len(m) == 0 {
+		return nil
+	}
+	h := make(Headers, 0, len(m))
+	for k, v := range m {
+		h = append(h, [2]string{k, v})
+	}
+	slices.SortFunc(h, func(a, b [2]string) int { return cmp.Compare(a[0], b[0]) })
+	return h
+}
+
+// Equal reports whether h and o hold the same names with the same values,
+// in any order.
+func (h Headers) Equal(o Headers) bool {
+	if len(h) != len(o) {
+		return false
+	}
+	for _, p := range h {
+		if v, ok := o.Lookup(p[0]); !ok || v != p[1] {
+			return false
+		}
+	}
+	for _, p := range o {
+		if v, ok := h.Lookup(p[0]); !ok || v != p[1] {
+			return false
+		}
+	}
+	return true
+}
