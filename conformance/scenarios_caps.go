@@ -106,9 +106,9 @@ func batchSplit(t T, e *env) {
 			case !bytes.Equal(d.Message.Body, w.Body) || d.Message.Key != w.Key:
 				t.Fatalf("%s arrived changed: key %q body %q, want key %q body %q", w.ID, d.Message.Key, d.Message.Body, w.Key, w.Body)
 			}
-			for k, v := range w.Headers {
-				if d.Message.Headers[k] != v {
-					t.Fatalf("%s: header %q = %q, want %q", w.ID, k, d.Message.Headers[k], v)
+			for k, v := range w.Headers.All() {
+				if d.Message.Headers.Get(k) != v {
+					t.Fatalf("%s: header %q = %q, want %q", w.ID, k, d.Message.Headers.Get(k), v)
 				}
 			}
 			got[w.ID] = true

@@ -1,7 +1,10 @@
 package driver
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
+	"fmt"
 	"iter"
 	"slices"
 )
@@ -118,4 +121,62 @@ func (h Headers) Equal(o Headers) bool {
 		}
 	}
 	return true
+}
+
+// MarshalJSON writes h as a JSON object, names in h's order, as a map of
+// the same headers would read.
+func (h Headers) MarshalJSON() ([]byte, error) {
+	if h == nil {
+		return []byte("null"), nil
+	}
+	b := []byte{'{'}
+	for i, p := range h {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, err := json.Marshal(p[0])
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(p[1])
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads a JSON object of strings (or null) in its order; a
+// name the object repeats keeps its last value, as in a map.
+func (h *Headers) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		*h = nil
+		return nil
+	}
+	if d, ok := t.(json.Delim); !ok || d != '{' {
+		return fmt.Errorf("driver: headers are a JSON object of strings, not %v", t)
+	}
+	out := Headers{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var v string
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("driver: header %q: %w", t, err)
+		}
+		out.Set(t.(string), v)
+	}
+	if _, err := dec.Token(); err != nil {
+		return err
+	}
+	*h = out
+	return nil
 }

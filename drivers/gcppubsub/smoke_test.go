@@ -64,7 +64,7 @@ func TestRoundTrip(t *testing.T) {
 				if len(d.Message.Headers) != len(m.Headers) {
 					t.Errorf("%q: headers %v, want %v", m.ID, d.Message.Headers, m.Headers)
 				}
-				for k, v := range m.Headers {
+				for k, v := range m.Headers.All() {
 					if d.Message.Headers[k] != v {
 						t.Errorf("%q: header %q = %q, want %q", m.ID, k, d.Message.Headers[k], v)
 					}

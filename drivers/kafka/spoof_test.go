@@ -126,7 +126,7 @@ func TestForeignDeadLetterHeadersDropped(t *testing.T) {
 	defer sub.Close()
 	d := receiveOne(ctx, t, "receive", sub)
 	m := d.Message
-	for k := range m.Headers {
+	for k := range m.Headers.All() {
 		if driver.ReservedHeader(k) {
 			t.Errorf("the reserved header %q reached the consumer", k)
 		}

@@ -111,7 +111,7 @@ func TestBadInput(t *testing.T) {
 		if g.Key != m.Key || string(g.Body) != string(m.Body) || len(g.Headers) != len(m.Headers) {
 			t.Errorf("%s: got key %q body %q headers %v", m.ID, g.Key, g.Body, g.Headers)
 		}
-		for k, v := range m.Headers {
+		for k, v := range m.Headers.All() {
 			if g.Headers[k] != v {
 				t.Errorf("%s: header %s = %q, want %q", m.ID, k, g.Headers[k], v)
 			}

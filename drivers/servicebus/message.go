@@ -58,7 +58,7 @@ func checkMessage(m *driver.Message, sessions bool) error {
 	}
 	// The SDK reports a property that is not valid UTF-8 as a lost
 	// connection: refuse it here (the portable layer checks it too).
-	for k, v := range m.Headers {
+	for k, v := range m.Headers.All() {
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
 			return invalidf("message %q: header names and values must be valid UTF-8", m.ID)
 		}
@@ -72,7 +72,7 @@ func toSB(m *driver.Message, sessions bool) *azservicebus.Message {
 	out := &azservicebus.Message{MessageID: &id, Body: m.Body}
 	if len(m.Headers) > 0 || (!sessions && m.Key != "") {
 		out.ApplicationProperties = make(map[string]any, len(m.Headers)+1)
-		for k, v := range m.Headers {
+		for k, v := range m.Headers.All() {
 			out.ApplicationProperties[k] = v
 		}
 	}

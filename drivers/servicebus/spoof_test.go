@@ -57,7 +57,7 @@ func TestForeignReservedPropertiesNotTrusted(t *testing.T) {
 		if d.Attempt != attempt || d.Message.ID != id {
 			t.Errorf("delivery %d: attempt %d, ID %q; want attempt %d, ID %q", attempt, d.Attempt, d.Message.ID, attempt, id)
 		}
-		for k := range d.Message.Headers {
+		for k := range d.Message.Headers.All() {
 			if driver.ReservedHeader(k) {
 				t.Errorf("delivery %d: the reserved header %q reached the consumer", attempt, k)
 			}

@@ -244,7 +244,7 @@ func decode(raw types.Message, deadLetters bool) (*driver.Message, error) {
 			}
 		}
 	}
-	for k := range m.Headers {
+	for k := range m.Headers.All() {
 		if driver.ReservedHeader(k) {
 			delete(m.Headers, k)
 		}

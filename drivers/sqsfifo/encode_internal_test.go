@@ -100,7 +100,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		if len(got.Headers) != len(m.Headers) {
 			t.Fatalf("%q: headers %v, want %v", m.ID, got.Headers, m.Headers)
 		}
-		for k, v := range m.Headers {
+		for k, v := range m.Headers.All() {
 			if got.Headers[k] != v {
 				t.Fatalf("%q: header %q = %q, want %q", m.ID, k, got.Headers[k], v)
 			}

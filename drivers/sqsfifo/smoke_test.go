@@ -65,7 +65,7 @@ func TestRoundTrip(t *testing.T) {
 		if d.Message.Key != m.Key || !bytes.Equal(d.Message.Body, m.Body) || d.Attempt != 1 {
 			t.Errorf("%q: got key %q body %q attempt %d", m.ID, d.Message.Key, d.Message.Body, d.Attempt)
 		}
-		for k, v := range m.Headers {
+		for k, v := range m.Headers.All() {
 			if d.Message.Headers[k] != v {
 				t.Errorf("%q: header %q = %q, want %q", m.ID, k, d.Message.Headers[k], v)
 			}
