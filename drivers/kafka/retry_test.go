@@ -75,7 +75,7 @@ func TestRetryTopic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ds[0].Message.ID != "r1" || ds[0].Message.Headers[driver.HeaderDeadLetterReason] == "" {
+	if ds[0].Message.ID != "r1" || ds[0].Message.Headers.Get(driver.HeaderDeadLetterReason) == "" {
 		t.Fatalf("dead letter: %+v", ds[0].Message)
 	}
 }

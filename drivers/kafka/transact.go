@@ -192,7 +192,10 @@ func OpenTransactSession(ctx context.Context, sess *kgo.GroupTransactSession, to
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 500
 	}
-	s.logger = broker.Telemetry{Logger: o.Logger}.WithDefaults().Logger
+	s.logger = o.Logger
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
 	cl := sess.Client()
 	if err := bindGroup(cl, "OpenTransactSession", "TransactOpts", group, func(h *hooks) { h.tx = s }); err != nil {
 		return nil, err

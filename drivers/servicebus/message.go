@@ -118,22 +118,19 @@ func fromSB(rm *azservicebus.ReceivedMessage, deadLetters bool) *driver.Message 
 			continue // not the driver's: no producer may speak for wary
 		}
 		if m.Headers == nil {
-			m.Headers = make(map[string]string, len(rm.ApplicationProperties))
+			m.Headers = make(driver.Headers, 0, len(rm.ApplicationProperties))
 		}
-		if s, ok := v.(string); ok {
-			m.Headers[k] = s
-		} else {
-			m.Headers[k] = fmt.Sprint(v)
+		s, ok := v.(string)
+		if !ok {
+			s = fmt.Sprint(v)
 		}
+		m.Headers = append(m.Headers, [2]string{k, s}) // a map's keys: each once
 	}
 	if rm.SessionID != nil {
 		m.Key = *rm.SessionID
 	}
 	if deadLetters && rm.DeadLetterReason != nil {
-		if m.Headers == nil {
-			m.Headers = map[string]string{}
-		}
-		m.Headers[driver.HeaderDeadLetterReason] = *rm.DeadLetterReason
+		m.Headers.Set(driver.HeaderDeadLetterReason, *rm.DeadLetterReason)
 	}
 	m.Attempt = prior + int(rm.DeliveryCount)
 	if m.Attempt < 1 {

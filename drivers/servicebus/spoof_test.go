@@ -62,7 +62,7 @@ func TestForeignReservedPropertiesNotTrusted(t *testing.T) {
 				t.Errorf("delivery %d: the reserved header %q reached the consumer", attempt, k)
 			}
 		}
-		if d.Message.Headers["app"] != "kept" || d.Message.Headers[broker.HeaderAggregateID] != "order-1" {
+		if d.Message.Headers.Get("app") != "kept" || d.Message.Headers.Get(broker.HeaderAggregateID) != "order-1" {
 			t.Errorf("delivery %d: the producer's own headers were lost: %v", attempt, d.Message.Headers)
 		}
 		if attempt == 1 {
