@@ -64,7 +64,7 @@ type Tracer struct {
 // is nil. A no-op provider (go.opentelemetry.io/otel/trace/noop) turns
 // tracing off.
 func NewTracer(tp trace.TracerProvider) Tracer {
-	if tp == nil || tp == initialTP { // nil, or the global one as broker.Telemetry.WithDefaults gives it
+	if tp == nil || tp == initialTP { // nil, or the global one as Defaults gives it
 		return Tracer{tracer: otel.GetTracerProvider().Tracer(Scope), global: true}
 	}
 	if _, ok := tp.(noop.TracerProvider); ok {
