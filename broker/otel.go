@@ -83,7 +83,7 @@ func (t *tel) settledN(ctx context.Context, kind settleKind, n int) {
 // startSend starts the producer span of a Publish call and writes its
 // context, as W3C traceparent, into the headers of the driver messages
 // that carry none (a message from the outbox carries its creation
-// context, which the span links to instead). The users' header maps are
+// context, which the span links to instead). The users' headers are
 // not modified.
 func (t *tel) startSend(ctx context.Context, dms []*driver.Message) (context.Context, trace.Span) {
 	if !t.tracer.On(ctx) {
