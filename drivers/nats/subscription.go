@@ -399,7 +399,7 @@ type receipt struct {
 	start time.Time // before the pull request of the messages it decodes
 	seen  int       // messages taken (decoded or dead-lettered)
 	out   []*driver.Message
-	slab  []delivery // where the next messages are decoded
+	slab  []delivery     // where the next messages are decoded
 	hslab driver.Headers // where their headers are appended
 	rest  []jetstream.Msg
 	err   error // decode's
