@@ -17,8 +17,13 @@ import (
 //
 // It is a slice, not a map, so that a driver hands over a received
 // message's headers without building a map for each: it appends every
-// message's pairs of a batch into one backing array. A lookup is a scan,
-// which for the few headers a message carries is faster than a map's hash.
+// message's pairs of a batch into one backing array (each message's a
+// window of it whose capacity ends with them). A lookup is a scan, which
+// for the few headers a message carries is faster than a map's hash.
+//
+// Like a map, it is a reference: copies of a Message share their
+// headers, and Set or Del on one copy may change what another reads.
+// Clone before changing a copy's.
 type Headers [][2]string
 
 // Get returns the value of the header name ("" if there is none).
