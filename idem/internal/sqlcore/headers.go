@@ -55,7 +55,7 @@ func decodeHeaders(s string) (broker.Headers, error) {
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, err
 		}
-		h.Set(string(k), string(v))
+		h = append(h, [2]string{string(k), string(v)}) // encodeHeaders wrote each name once
 	}
 	return h, nil
 }
