@@ -101,8 +101,8 @@ func TestValidation(t *testing.T) {
 		want error
 	}{
 		"no key":       {&Message{ID: "a"}, ErrInvalid},
-		"bad header":   {&Message{ID: "a", Key: "k", Headers: map[string]string{"h": "\xff"}}, ErrInvalid},
-		"empty header": {&Message{ID: "a", Key: "k", Headers: map[string]string{"": "v"}}, ErrInvalid},
+		"bad header":   {&Message{ID: "a", Key: "k", Headers: Headers{{"h", "\xff"}}}, ErrInvalid},
+		"empty header": {&Message{ID: "a", Key: "k", Headers: Headers{{"", "v"}}}, ErrInvalid},
 		"too large":    {&Message{ID: "a", Key: "k", Body: make([]byte, 9)}, ErrTooLarge},
 		"nil":          {nil, ErrInvalid},
 	} {
@@ -221,17 +221,17 @@ func TestPublishRejectsReservedHeadersAndBadIDs(t *testing.T) {
 	defer top.Close()
 	ctx := context.Background()
 	for name, m := range map[string]*Message{
-		"reserved key header":    {ID: "a", Headers: map[string]string{"wary-key": "spoof"}},
-		"reserved in upper case": {ID: "a", Headers: map[string]string{"WARY-Prior-Attempts": "99"}},
-		"dead-letter reason":     {ID: "a", Headers: map[string]string{driver.HeaderDeadLetterReason: "x"}},
+		"reserved key header":    {ID: "a", Headers: Headers{{"wary-key", "spoof"}}},
+		"reserved in upper case": {ID: "a", Headers: Headers{{"WARY-Prior-Attempts", "99"}}},
+		"dead-letter reason":     {ID: "a", Headers: Headers{{driver.HeaderDeadLetterReason, "x"}}},
 		"ID with NUL":            {ID: "a\x00b"},
 		"ID with newline":        {ID: "a\nb"},
 		"ID not UTF-8":           {ID: "a\xffb"},
 		"ID over the limit":      {ID: strings.Repeat("i", driver.MaxIDLen+1)},
 		"ID of one space":        {ID: " "},
 		"ID of white space":      {ID: "\u00a0\t\u3000"},
-		"empty header name":      {ID: "a", Headers: map[string]string{"": "v"}},
-		"header value not UTF-8": {ID: "a", Headers: map[string]string{"h": "\xff"}},
+		"empty header name":      {ID: "a", Headers: Headers{{"", "v"}}},
+		"header value not UTF-8": {ID: "a", Headers: Headers{{"h", "\xff"}}},
 		"key not UTF-8":          {ID: "a", Key: "\xff"},
 	} {
 		err := top.Publish(ctx, m)
@@ -239,8 +239,8 @@ func TestPublishRejectsReservedHeadersAndBadIDs(t *testing.T) {
 			t.Errorf("%s: Publish = %v, want ErrInvalid and ErrNotSent", name, err)
 		}
 	}
-	ok := &Message{ID: strings.Repeat("i", driver.MaxIDLen), Headers: map[string]string{
-		HeaderAggregateID: "order-1", HeaderAggregateVersion: "2", HeaderSequence: "2", HeaderType: "order.paid", "traceparent": "00-x", "wary": "not the prefix",
+	ok := &Message{ID: strings.Repeat("i", driver.MaxIDLen), Headers: Headers{
+		{HeaderAggregateID, "order-1"}, {HeaderAggregateVersion, "2"}, {HeaderSequence, "2"}, {HeaderType, "order.paid"}, {"traceparent", "00-x"}, {"wary", "not the prefix"},
 	}}
 	if err := top.Publish(ctx, ok); err != nil {
 		t.Fatalf("event-identity headers and a driver.MaxIDLen ID: %v", err)
@@ -250,7 +250,7 @@ func TestPublishRejectsReservedHeadersAndBadIDs(t *testing.T) {
 			t.Errorf("driver.ValidateID(%q) = %v; white space beside other characters is an ID", id, err)
 		}
 	}
-	if err := driver.ValidateHeaders(map[string]string{"wary-x": "v"}); !errors.Is(err, ErrInvalid) {
+	if err := driver.ValidateHeaders(Headers{{"wary-x", "v"}}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("driver.ValidateHeaders(a reserved name) = %v, want ErrInvalid", err)
 	}
 }
@@ -259,11 +259,11 @@ func TestPublishRejectsHeadersOverTheirLimit(t *testing.T) {
 	st := &stubTopic{caps: capability.Topic{MaxHeaderSize: 100}}
 	top := NewTopic(st, nil)
 	defer top.Close()
-	err := top.Publish(context.Background(), &Message{ID: "a", Headers: map[string]string{"h": strings.Repeat("v", 100)}})
+	err := top.Publish(context.Background(), &Message{ID: "a", Headers: Headers{{"h", strings.Repeat("v", 100)}}})
 	if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrNotSent) || len(st.batches) != 0 {
 		t.Fatalf("Publish = %v (batches %d), want ErrTooLarge and ErrNotSent before sending", err, len(st.batches))
 	}
-	if err := top.Publish(context.Background(), &Message{ID: "b", Headers: map[string]string{"h": strings.Repeat("v", 99)}}); err != nil {
+	if err := top.Publish(context.Background(), &Message{ID: "b", Headers: Headers{{"h", strings.Repeat("v", 99)}}}); err != nil {
 		t.Fatalf("headers at the limit: %v", err)
 	}
 }

@@ -47,7 +47,7 @@ func NewMessage[T any](c Codec, id, key string, v T) (*Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wary: encode message %q as %s: %w", id, c.ContentType(), err)
 	}
-	return &Message{ID: id, Key: key, Headers: map[string]string{HeaderContentType: c.ContentType()}, Body: body}, nil
+	return &Message{ID: id, Key: key, Headers: Headers{{HeaderContentType, c.ContentType()}}, Body: body}, nil
 }
 
 // Decode decodes d's body with c (nil: JSON) into a T. A body that does not
@@ -59,7 +59,7 @@ func Decode[T any](c Codec, d *Delivery) (T, error) {
 	if c == nil {
 		c = JSON
 	}
-	if ct, ok := d.Message.Headers[HeaderContentType]; ok && ct != c.ContentType() {
+	if ct, ok := d.Message.Headers.Lookup(HeaderContentType); ok && ct != c.ContentType() {
 		return v, Permanent(fmt.Errorf("%w: message %s is %s, not %s", ErrUndecodable, text.Shown(d.Message.ID), text.Shown(ct), c.ContentType()))
 	}
 	if err := c.Unmarshal(d.Message.Body, &v); err != nil {

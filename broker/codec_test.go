@@ -51,12 +51,12 @@ func TestTypedDeadLettersUndecodable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Headers[broker.HeaderContentType] != "application/json" {
+	if first.Headers.Get(broker.HeaderContentType) != "application/json" {
 		t.Fatalf("NewMessage headers %v", first.Headers)
 	}
 	last, _ := broker.NewMessage(broker.JSON, "o-2", "k", order{ID: "o-2", Total: 7})
 	notJSON := &broker.Message{ID: "bad-json", Key: "k", Body: []byte("{not json")}
-	otherType := &broker.Message{ID: "bad-type", Key: "k", Headers: map[string]string{broker.HeaderContentType: "application/x-protobuf"}, Body: []byte(`{"id":"x"}`)}
+	otherType := &broker.Message{ID: "bad-type", Key: "k", Headers: driver.Headers{{broker.HeaderContentType, "application/x-protobuf"}}, Body: []byte(`{"id":"x"}`)}
 	if err := topic.Publish(ctx, first, notJSON, otherType, last); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestTypedDeadLettersUndecodable(t *testing.T) {
 			t.Fatalf("dead letters: %v (have %v)", err, reasons)
 		}
 		for _, d := range ds {
-			reasons[d.Message.ID] = d.Message.Headers[driver.HeaderDeadLetterReason]
+			reasons[d.Message.ID] = d.Message.Headers.Get(driver.HeaderDeadLetterReason)
 		}
 	}
 	if r := reasons["bad-json"]; !strings.Contains(r, "undecodable") || !strings.Contains(r, "bad-json") {
@@ -124,7 +124,7 @@ func TestUndecodableReasonsBounded(t *testing.T) {
 	longType := "application/x-" + strings.Repeat("a", 100<<10) + "\nX-Injected: yes" + strings.Repeat("b", 100<<10)
 	bigNumber := []byte(`{"id":"x","total":1` + strings.Repeat("0", 1_000_000) + `}`)
 	msgs := []*broker.Message{
-		{ID: "long-type", Key: "k", Headers: map[string]string{broker.HeaderContentType: longType}, Body: []byte(`{}`)},
+		{ID: "long-type", Key: "k", Headers: driver.Headers{{broker.HeaderContentType, longType}}, Body: []byte(`{}`)},
 		{ID: "big-number", Key: "k", Body: bigNumber},
 	}
 	if err := topic.Publish(ctx, msgs...); err != nil {
@@ -168,7 +168,7 @@ func TestUndecodableReasonsBounded(t *testing.T) {
 			t.Fatalf("dead letters: %v (have %d)", err, len(reasons))
 		}
 		for _, d := range ds {
-			reasons[d.Message.ID] = d.Message.Headers[driver.HeaderDeadLetterReason]
+			reasons[d.Message.ID] = d.Message.Headers.Get(driver.HeaderDeadLetterReason)
 			if err := d.Ack(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -182,7 +182,7 @@ func ExampleOpenDeadLetters() {
 		return
 	}
 	d := ds[0]
-	fmt.Printf("%s: %s\n", d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason])
+	fmt.Printf("%s: %s\n", d.Message.ID, d.Message.Headers.Get(driver.HeaderDeadLetterReason))
 	if err := d.Ack(ctx); err != nil {
 		fmt.Println("ack:", err)
 	}

@@ -25,7 +25,7 @@ func FuzzPublishValidation(f *testing.F) {
 		st := &stubTopic{caps: caps}
 		top := NewTopic(st, nil)
 		defer top.Close()
-		m := &Message{ID: id, Key: key, Headers: map[string]string{hname: hval}, Body: body}
+		m := &Message{ID: id, Key: key, Headers: Headers{{hname, hval}}, Body: body}
 		err := top.Publish(context.Background(), m)
 
 		size := len(id) + len(key) + len(hname) + len(hval) + len(body)
@@ -50,7 +50,7 @@ func FuzzPublishValidation(f *testing.F) {
 			t.Fatalf("accepted an invalid message %q %q %q=%q", id, key, hname, hval)
 		}
 		got := st.batches[0][0]
-		if (id != "" && got.ID != id) || got.Key != key || got.Headers[hname] != hval || !bytes.Equal(got.Body, body) {
+		if (id != "" && got.ID != id) || got.Key != key || got.Headers.Get(hname) != hval || !bytes.Equal(got.Body, body) {
 			t.Fatalf("the driver got %+v", got)
 		}
 	})

@@ -22,10 +22,10 @@ type Message struct {
 	ID string
 	// Key is the ordering key (Kafka record key, SQS MessageGroupId, ...).
 	Key string
-	// Headers are application headers, valid UTF-8. Names starting with
-	// "wary-" are reserved (driver.ReservedHeader), except the Header
-	// constants of this package.
-	Headers map[string]string
+	// Headers are application headers, valid UTF-8, each name once. Names
+	// starting with "wary-" are reserved (driver.ReservedHeader), except
+	// the Header constants of this package.
+	Headers Headers
 	// Body is the payload: any bytes.
 	Body []byte
 
@@ -40,6 +40,10 @@ func (m *Message) As(i any) bool {
 	}
 	return m.as.As(i)
 }
+
+// Headers are a message's application headers, name and value pairs:
+// Headers{{"tenant", "t1"}}; methods Get, Lookup, Set, Del, All, Len, Clone.
+type Headers = driver.Headers
 
 // Event-identity headers: the reserved "wary-" names a producer may set.
 // Package idem's outbox writes them and its version checks read them.
@@ -60,8 +64,14 @@ const (
 // capability.Topic.MaxMessageSize: body, ID, key, and header names and values.
 func (m *Message) size() int {
 	n := len(m.Body) + len(m.ID) + len(m.Key)
-	for k, v := range m.Headers {
-		n += len(k) + len(v)
+	return n + headersSize(m.Headers)
+}
+
+// headersSize is the headers' names and values, in bytes.
+func headersSize(h Headers) int {
+	n := 0
+	for _, p := range h {
+		n += len(p[0]) + len(p[1])
 	}
 	return n
 }
@@ -92,11 +102,7 @@ func validate(caps capability.Topic, m *Message) error {
 		return invalidf("publish", "message %q: %v", m.ID, errors.Unwrap(err))
 	}
 	if caps.MaxHeaderSize > 0 {
-		n := 0
-		for k, v := range m.Headers {
-			n += len(k) + len(v)
-		}
-		if n > caps.MaxHeaderSize {
+		if n := headersSize(m.Headers); n > caps.MaxHeaderSize {
 			return newError("publish", driver.TooLarge, false, fmt.Errorf("message %q: headers take %d bytes, over the broker's header limit of %d", m.ID, n, caps.MaxHeaderSize))
 		}
 	}

@@ -83,7 +83,7 @@ func (t *tel) settledN(ctx context.Context, kind settleKind, n int) {
 // startSend starts the producer span of a Publish call and writes its
 // context, as W3C traceparent, into the headers of the driver messages
 // that carry none (a message from the outbox carries its creation
-// context, which the span links to instead). The users' header maps are
+// context, which the span links to instead). The users' headers are
 // not modified.
 func (t *tel) startSend(ctx context.Context, dms []*driver.Message) (context.Context, trace.Span) {
 	if !t.tracer.On(ctx) {
@@ -168,11 +168,11 @@ func (t *tel) startProcess(ctx context.Context, d *Delivery) (context.Context, t
 
 // setEventAttrs sets wary.aggregate.id and wary.aggregate.version from the
 // event-identity headers, where present.
-func setEventAttrs(span trace.Span, h map[string]string) {
-	if id := h[HeaderAggregateID]; id != "" {
+func setEventAttrs(span trace.Span, h Headers) {
+	if id := h.Get(HeaderAggregateID); id != "" {
 		span.SetAttributes(wotel.AggregateID.String(id))
 	}
-	if v, err := strconv.ParseInt(h[HeaderAggregateVersion], 10, 64); err == nil {
+	if v, err := strconv.ParseInt(h.Get(HeaderAggregateVersion), 10, 64); err == nil {
 		span.SetAttributes(wotel.AggregateVersion.Int64(v))
 	}
 }

@@ -173,7 +173,7 @@ func TestPublishRefusedBeforeSendingSaysWhich(t *testing.T) {
 	d := &stubTopic{caps: capability.Topic{MaxMessageSize: 64}}
 	msgs := []*Message{
 		{ID: "a"},
-		{ID: "b", Headers: map[string]string{"wary-x": "1"}},
+		{ID: "b", Headers: Headers{{"wary-x", "1"}}},
 		{ID: "c"},
 		{ID: "d", Body: make([]byte, 100)},
 	}

@@ -36,7 +36,7 @@ func TestReceiveAllocatesPerBatch(t *testing.T) {
 	const n = 100
 	d := &repeatSub{}
 	for i := range n {
-		d.batch = append(d.batch, &driver.Message{ID: "m", Headers: map[string]string{}, AckID: i, Attempt: 1, As: &native{id: "n"}})
+		d.batch = append(d.batch, &driver.Message{ID: "m", Headers: Headers{}, AckID: i, Attempt: 1, As: &native{id: "n"}})
 	}
 	sub := NewSubscription(d, nil)
 	defer sub.Close()

@@ -59,7 +59,7 @@ func NewSubscription(d driver.Subscription, opts *SubscriptionOptions) *Subscrip
 	if opts == nil {
 		opts = &SubscriptionOptions{}
 	}
-	tel := opts.Telemetry.WithDefaults()
+	tel := opts.Telemetry.withDefaults()
 	s := &Subscription{d: d, caps: d.Capabilities(), logger: tel.Logger, settleTimeout: opts.SettleTimeout}
 	if s.settleTimeout <= 0 {
 		s.settleTimeout = defaultSettleTimeout

@@ -4,16 +4,19 @@ import (
 	"log/slog"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/wary-go/wary/internal/wotel"
 )
 
 // Telemetry is where a component sends its logs, spans and metrics, and
 // the clock it reads: embedded by value in TopicOptions,
 // SubscriptionOptions and package idem's options, so that one value
-// configures them all. Its zero fields mean the defaults WithDefaults
-// sets. Test failpoints are not options (package idem/failpoint).
+// configures them all. A zero field means its default: slog.Default(),
+// the global OpenTelemetry providers (which do nothing until an
+// application installs an SDK), time.Now. Test failpoints are not options
+// (package idem/failpoint).
 type Telemetry struct {
 	// Logger receives the component's events (retries, failures, parking).
 	Logger *slog.Logger
@@ -26,22 +29,8 @@ type Telemetry struct {
 	Now func() time.Time
 }
 
-// WithDefaults returns t with its zero fields set to the defaults:
-// slog.Default(), the global OpenTelemetry providers (which do nothing
-// until an application installs an SDK), time.Now. Every component that
-// takes a Telemetry applies it.
-func (t Telemetry) WithDefaults() Telemetry {
-	if t.Logger == nil {
-		t.Logger = slog.Default()
-	}
-	if t.TracerProvider == nil {
-		t.TracerProvider = otel.GetTracerProvider()
-	}
-	if t.MeterProvider == nil {
-		t.MeterProvider = otel.GetMeterProvider()
-	}
-	if t.Now == nil {
-		t.Now = time.Now
-	}
+// withDefaults returns t with its zero fields set to the defaults.
+func (t Telemetry) withDefaults() Telemetry {
+	wotel.Defaults(&t.Logger, &t.TracerProvider, &t.MeterProvider, &t.Now)
 	return t
 }

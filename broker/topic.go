@@ -49,7 +49,7 @@ func NewTopic(d driver.Topic, opts *TopicOptions) *Topic {
 	if opts == nil {
 		opts = &TopicOptions{}
 	}
-	tel := opts.Telemetry.WithDefaults()
+	tel := opts.Telemetry.withDefaults()
 	t := &Topic{d: d, caps: d.Capabilities(), retry: defaultPublishRetry, logger: tel.Logger, closing: make(chan struct{})}
 	t.tel = newTel(d, tel.TracerProvider, tel.MeterProvider, true)
 	if opts.Retry != nil {

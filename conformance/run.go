@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wary-go/wary/broker/driver"
 	"reflect"
 	"strconv"
 	"sync/atomic"
@@ -236,7 +237,7 @@ func (e *env) msg(t T, key string) *broker.Message {
 	if key == "" && e.caps.KeyRequired {
 		key = "k"
 	}
-	return &broker.Message{ID: id, Key: key, Body: []byte("body of " + id), Headers: map[string]string{"n": strconv.FormatInt(n, 10)}}
+	return &broker.Message{ID: id, Key: key, Body: []byte("body of " + id), Headers: driver.Headers{{"n", strconv.FormatInt(n, 10)}}}
 }
 
 func sanitize(s string) string {

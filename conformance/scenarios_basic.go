@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wary-go/wary/broker/driver"
 	"strings"
 	"time"
 
@@ -46,7 +47,7 @@ func roundTripFidelity(t T, e *env) {
 	}
 	m1 := e.msg(t, "key-α")
 	m1.Body = body
-	m1.Headers = map[string]string{"content-type": "application/octet-stream", "unicode": "grüße ☃", "empty": ""}
+	m1.Headers = driver.Headers{{"content-type", "application/octet-stream"}, {"unicode", "grüße ☃"}, {"empty", ""}}
 	m2 := e.msg(t, "key-β")
 	m2.Body = []byte{}
 	m2.Headers = nil
@@ -72,13 +73,13 @@ func roundTripFidelity(t T, e *env) {
 		if d.Message.Key != w.Key {
 			t.Errorf("%s: key %q, want %q", w.ID, d.Message.Key, w.Key)
 		}
-		for k, v := range w.Headers {
-			if got, ok := d.Message.Headers[k]; !ok || got != v {
+		for k, v := range w.Headers.All() {
+			if got, ok := d.Message.Headers.Lookup(k); !ok || got != v {
 				t.Errorf("%s: header %q = %q (present %t), want %q", w.ID, k, got, ok, v)
 			}
 		}
-		for k := range d.Message.Headers {
-			if _, ok := w.Headers[k]; !ok && !strings.HasPrefix(k, "wary-") {
+		for k := range d.Message.Headers.All() {
+			if _, ok := w.Headers.Lookup(k); !ok && !strings.HasPrefix(k, "wary-") {
 				t.Errorf("%s: unexpected header %q", w.ID, k)
 			}
 		}
@@ -242,7 +243,7 @@ func invalidHeader(t T, e *env) {
 	s := e.sub(ctx, t, f)
 	good := e.msg(t, "")
 	bad := e.msg(t, "")
-	bad.Headers["bad"] = string([]byte{0xff, 0xfe})
+	bad.Headers.Set("bad", string([]byte{0xff, 0xfe}))
 	mustIs(t, f.Topic.Publish(ctx, good, bad), broker.ErrInvalid, broker.ErrNotSent)
 	e.expectNone(ctx, t, s, "no message of a batch with an invalid one may be sent")
 	next := e.msg(t, "")

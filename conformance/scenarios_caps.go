@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"maps"
+	"github.com/wary-go/wary/broker/driver"
 	"strconv"
 	"time"
 
@@ -77,10 +77,10 @@ func batchSplit(t T, e *env) {
 	msgs := make([]*broker.Message, n)
 	for i := range msgs {
 		m := e.msg(t, fmt.Sprintf("batch-%d", i%keys))
-		m.Headers["seq"] = strconv.Itoa(i)
+		m.Headers.Set("seq", strconv.Itoa(i))
 		m.Body = append(m.Body, byte(i), 0, 0xff)
 		msgs[i] = m
-		want[m.ID] = &broker.Message{ID: m.ID, Key: m.Key, Headers: maps.Clone(m.Headers), Body: bytes.Clone(m.Body)}
+		want[m.ID] = &broker.Message{ID: m.ID, Key: m.Key, Headers: m.Headers.Clone(), Body: bytes.Clone(m.Body)}
 	}
 	if err := f.Topic.Publish(ctx, msgs...); err != nil {
 		t.Fatalf("publish of %d messages in one call (MaxBatchSize %d): %v", n, e.caps.MaxBatchSize, err)
@@ -102,13 +102,13 @@ func batchSplit(t T, e *env) {
 			case !ok:
 				t.Fatalf("unexpected message %q", d.Message.ID)
 			case got[w.ID]:
-				t.Fatalf("%s (seq %s) delivered twice: the split sent a batch twice", w.ID, w.Headers["seq"])
+				t.Fatalf("%s (seq %s) delivered twice: the split sent a batch twice", w.ID, w.Headers.Get("seq"))
 			case !bytes.Equal(d.Message.Body, w.Body) || d.Message.Key != w.Key:
 				t.Fatalf("%s arrived changed: key %q body %q, want key %q body %q", w.ID, d.Message.Key, d.Message.Body, w.Key, w.Body)
 			}
-			for k, v := range w.Headers {
-				if d.Message.Headers[k] != v {
-					t.Fatalf("%s: header %q = %q, want %q", w.ID, k, d.Message.Headers[k], v)
+			for k, v := range w.Headers.All() {
+				if d.Message.Headers.Get(k) != v {
+					t.Fatalf("%s: header %q = %q, want %q", w.ID, k, d.Message.Headers.Get(k), v)
 				}
 			}
 			got[w.ID] = true
@@ -148,9 +148,9 @@ func dedupScope(t T, e *env) {
 	s := e.sub(ctx, t, f)
 	a := e.msg(t, "dedup-group-a")
 	b := *a
-	b.Key, b.Headers = "dedup-group-b", map[string]string{"copy": "b"}
+	b.Key, b.Headers = "dedup-group-b", driver.Headers{{"copy", "b"}}
 	again := *a
-	again.Headers = map[string]string{"copy": "a-again"}
+	again.Headers = driver.Headers{{"copy", "a-again"}}
 	// One publish each, so that the copies are not one batch.
 	publish(ctx, t, f, a)
 	publish(ctx, t, f, &b)
@@ -167,13 +167,13 @@ func dedupScope(t T, e *env) {
 		if d.Message.ID != a.ID {
 			t.Fatalf("unexpected message %s", d.Message.ID)
 		}
-		copies = append(copies, fmt.Sprintf("key %s copy %q", d.Message.Key, d.Message.Headers["copy"]))
+		copies = append(copies, fmt.Sprintf("key %s copy %q", d.Message.Key, d.Message.Headers.Get("copy")))
 		groups[d.Message.Key] = true
 		ackAll(ctx, t, d)
 	}
 	ds := recvWithin(ctx, t, s, 1, e.h.Quiet)
 	if len(ds) > 0 {
-		copies = append(copies, fmt.Sprintf("key %s copy %q", ds[0].Message.Key, ds[0].Message.Headers["copy"]))
+		copies = append(copies, fmt.Sprintf("key %s copy %q", ds[0].Message.Key, ds[0].Message.Headers.Get("copy")))
 		t.Fatalf("dedup window %s, scope %s: one ID published in group a, group b, group a again must arrive %d times, but arrived as %v",
 			c.DedupWindow, c.DedupScope, want, copies)
 	}

@@ -238,7 +238,7 @@ func deliveryLimit(t T, e *env) {
 	}
 	dl := e.dlq(ctx, t, f)
 	d, _ := e.recvID(ctx, t, dl, m.ID)
-	if d.Message.Headers[driver.HeaderDeadLetterReason] == "" {
+	if d.Message.Headers.Get(driver.HeaderDeadLetterReason) == "" {
 		t.Fatalf("dead-lettered message has no %s header: %v", driver.HeaderDeadLetterReason, d.Message.Headers)
 	}
 	if string(d.Message.Body) != string(m.Body) {
@@ -261,7 +261,7 @@ func deadLetter(t T, e *env) {
 	}
 	dl := e.dlq(ctx, t, f)
 	dd, _ := e.recvID(ctx, t, dl, m.ID)
-	if got := dd.Message.Headers[driver.HeaderDeadLetterReason]; !strings.Contains(got, reason) {
+	if got := dd.Message.Headers.Get(driver.HeaderDeadLetterReason); !strings.Contains(got, reason) {
 		t.Fatalf("dead-letter reason %q, want it to contain %q", got, reason)
 	}
 	if string(dd.Message.Body) != string(m.Body) || dd.Message.Key != m.Key {

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"github.com/wary-go/wary/broker/driver"
 	"strconv"
 	"sync"
 	"time"
@@ -44,7 +45,7 @@ const (
 )
 
 func seqOf(d *broker.Delivery) int {
-	n, _ := strconv.Atoi(d.Message.Headers["seq"])
+	n, _ := strconv.Atoi(d.Message.Headers.Get("seq"))
 	return n
 }
 
@@ -63,7 +64,7 @@ func orderWithinScope(t T, e *env) {
 		key := fmt.Sprintf("order-%02d", k)
 		for i := 0; i < orderPerKey; i++ {
 			m := e.msg(t, key)
-			m.Headers["seq"] = strconv.Itoa(i)
+			m.Headers.Set("seq", strconv.Itoa(i))
 			all = append(all, m)
 		}
 	}
@@ -209,7 +210,7 @@ func perKeySerial(t T, e *env) {
 	for i := 0; i < per; i++ {
 		for k := 0; k < keys; k++ {
 			m := e.msg(t, fmt.Sprintf("serial-%d", k))
-			m.Headers["seq"] = strconv.Itoa(i)
+			m.Headers.Set("seq", strconv.Itoa(i))
 			msgs = append(msgs, m)
 		}
 	}
@@ -267,7 +268,7 @@ func dedupWithin(t T, e *env) {
 	m := e.msg(t, "dedup")
 	publish(ctx, t, f, m)
 	copyOf := *m
-	copyOf.Headers = map[string]string{"copy": "yes"}
+	copyOf.Headers = driver.Headers{{"copy", "yes"}}
 	publish(ctx, t, f, &copyOf)
 	d, _ := e.recvID(ctx, t, s, m.ID)
 	ackAll(ctx, t, d)

@@ -50,11 +50,11 @@ func ParseEvent(m *broker.Message) (Event, error) {
 	if m == nil {
 		return ev, fmt.Errorf("%w: nil message", ErrNoEvent)
 	}
-	ev.AggregateID = m.Headers[HeaderAggregateID]
+	ev.AggregateID = m.Headers.Get(HeaderAggregateID)
 	if ev.AggregateID == "" {
 		return ev, fmt.Errorf("%w: message %q has no %s header", ErrNoEvent, m.ID, HeaderAggregateID)
 	}
-	ev.Type = m.Headers[HeaderType]
+	ev.Type = m.Headers.Get(HeaderType)
 	var err error
 	if ev.Version, err = intHeader(m, HeaderAggregateVersion); err != nil {
 		return ev, err
@@ -66,7 +66,7 @@ func ParseEvent(m *broker.Message) (Event, error) {
 }
 
 func intHeader(m *broker.Message, name string) (int64, error) {
-	s, ok := m.Headers[name]
+	s, ok := m.Headers.Lookup(name)
 	if !ok {
 		return 0, nil
 	}
@@ -79,16 +79,17 @@ func intHeader(m *broker.Message, name string) (int64, error) {
 
 // Headers returns the headers that carry ev, for a producer to merge into a
 // message.
-func (ev Event) Headers() map[string]string {
-	h := map[string]string{HeaderAggregateID: ev.AggregateID}
+func (ev Event) Headers() broker.Headers {
+	h := make(broker.Headers, 1, 4)
+	h[0] = [2]string{HeaderAggregateID, ev.AggregateID}
 	if ev.Version != 0 {
-		h[HeaderAggregateVersion] = strconv.FormatInt(ev.Version, 10)
+		h = append(h, [2]string{HeaderAggregateVersion, strconv.FormatInt(ev.Version, 10)})
 	}
 	if ev.Sequence != 0 {
-		h[HeaderSequence] = strconv.FormatInt(ev.Sequence, 10)
+		h = append(h, [2]string{HeaderSequence, strconv.FormatInt(ev.Sequence, 10)})
 	}
 	if ev.Type != "" {
-		h[HeaderType] = ev.Type
+		h = append(h, [2]string{HeaderType, ev.Type})
 	}
 	return h
 }

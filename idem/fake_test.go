@@ -490,7 +490,7 @@ func (s fakeInbox) Park(ctx context.Context, tx *fakeTx, p *Parked) error {
 	tx.st.nextID++
 	q := *p
 	q.ID = tx.st.nextID
-	q.Headers = maps.Clone(p.Headers)
+	q.Headers = p.Headers.Clone()
 	q.Body = slices.Clone(p.Body)
 	tx.st.parked = append(tx.st.parked, q)
 	return nil
@@ -627,7 +627,7 @@ func (s fakeEarly) HoldEarly(ctx context.Context, tx *fakeTx, e *seam.EarlyEvent
 	_, dup := tx.st.early[k]
 	if !dup {
 		c := *e
-		c.Headers, c.Body = maps.Clone(e.Headers), slices.Clone(e.Body)
+		c.Headers, c.Body = e.Headers.Clone(), slices.Clone(e.Body)
 		tx.st.early[k] = c
 	}
 	var oldest time.Time

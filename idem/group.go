@@ -217,7 +217,7 @@ func (in *Inbox[Tx]) lockAggregates(ctx context.Context, tx Tx, ds []*broker.Del
 	locked := make(map[string]bool, len(ds))
 	aggs := make([]string, 0, len(ds))
 	for i, d := range ds {
-		agg := d.Message.Headers[HeaderAggregateID]
+		agg := d.Message.Headers.Get(HeaderAggregateID)
 		if agg == "" || !c[i].New || c[i].Held || locked[agg] {
 			continue
 		}
@@ -243,7 +243,7 @@ func (in *Inbox[Tx]) beginClaim(ctx context.Context, ds []*broker.Delivery) (tx 
 		d := ds[0]
 		r := seam.ClaimRequest{Consumer: in.consumer, IDs: []string{d.Message.ID}, At: in.o.Now()}
 		if in.holds(d) {
-			r.Aggregates = []string{d.Message.Headers[HeaderAggregateID]}
+			r.Aggregates = []string{d.Message.Headers.Get(HeaderAggregateID)}
 		}
 		return in.storeBeginClaim(ctx, r)
 	}
@@ -265,7 +265,7 @@ func (in *Inbox[Tx]) beginClaim(ctx context.Context, ds []*broker.Delivery) (tx 
 		r.IDs = append(r.IDs, d.Message.ID)
 		agg := ""
 		if in.holds(d) {
-			agg, held = d.Message.Headers[HeaderAggregateID], true
+			agg, held = d.Message.Headers.Get(HeaderAggregateID), true
 		}
 		aggs = append(aggs, agg)
 	}
@@ -322,7 +322,7 @@ func (in *Inbox[Tx]) prepare(ctx context.Context, tx Tx, d *broker.Delivery, c s
 	}
 	if c.Held {
 		now := in.o.Now()
-		p := parkedFrom(in.consumer, d, "held behind a parked message of aggregate "+d.Message.Headers[HeaderAggregateID], 0, now, now)
+		p := parkedFrom(in.consumer, d, "held behind a parked message of aggregate "+d.Message.Headers.Get(HeaderAggregateID), 0, now, now)
 		if err := in.store.Park(ctx, tx, p); err != nil {
 			return 0, false, storeErr("park", err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wary-go/wary/internal/wotel"
 	"log/slog"
 	"runtime/debug"
 	"strings"
@@ -256,7 +257,8 @@ func NewInbox[Tx any](s Store[Tx], consumer string, caps capability.Subscription
 	if o.CommitTimeout <= 0 {
 		o.CommitTimeout = 30 * time.Second
 	}
-	o.Telemetry = o.Telemetry.WithDefaults()
+	t := &o.Telemetry
+	wotel.Defaults(&t.Logger, &t.TracerProvider, &t.MeterProvider, &t.Now)
 	early, err := gapsHeld(st, &o, caps)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %q: %w", consumer, err)
@@ -483,7 +485,7 @@ func storeErr(op string, err error) error { return fmt.Errorf("%w: %s: %w", errS
 // holds reports whether d is subject to holding: it has an aggregate and
 // holding is on.
 func (in *Inbox[Tx]) holds(d *broker.Delivery) bool {
-	return !in.o.NoHold && d.Message.Headers[HeaderAggregateID] != ""
+	return !in.o.NoHold && d.Message.Headers.Get(HeaderAggregateID) != ""
 }
 
 // run runs h for d in tx, after d's claim c, behind the version checks;

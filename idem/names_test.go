@@ -29,12 +29,12 @@ func TestParseEvent(t *testing.T) {
 	if err != nil || got != ev {
 		t.Errorf("round trip: %+v, %v", got, err)
 	}
-	for _, h := range []map[string]string{
+	for _, h := range []broker.Headers{
 		nil,
-		{idem.HeaderAggregateVersion: "1"},
-		{idem.HeaderAggregateID: "a", idem.HeaderAggregateVersion: "x"},
-		{idem.HeaderAggregateID: "a", idem.HeaderAggregateVersion: "-1"},
-		{idem.HeaderAggregateID: "a", idem.HeaderSequence: "1.5"},
+		{{idem.HeaderAggregateVersion, "1"}},
+		{{idem.HeaderAggregateID, "a"}, {idem.HeaderAggregateVersion, "x"}},
+		{{idem.HeaderAggregateID, "a"}, {idem.HeaderAggregateVersion, "-1"}},
+		{{idem.HeaderAggregateID, "a"}, {idem.HeaderSequence, "1.5"}},
 	} {
 		if _, err := idem.ParseEvent(&broker.Message{ID: "m", Headers: h}); !errors.Is(err, idem.ErrNoEvent) {
 			t.Errorf("ParseEvent(%v): %v, want ErrNoEvent", h, err)

@@ -138,8 +138,8 @@ func (t *inboxTel) startHandle(ctx context.Context, d *broker.Delivery) (context
 	if span.IsRecording() {
 		span.SetAttributes(t.consumer, wotel.MessageID.String(d.Message.ID))
 		h := d.Message.Headers
-		if id := h[HeaderAggregateID]; id != "" {
-			v, _ := strconv.ParseInt(h[HeaderAggregateVersion], 10, 64)
+		if id := h.Get(HeaderAggregateID); id != "" {
+			v, _ := strconv.ParseInt(h.Get(HeaderAggregateVersion), 10, 64)
 			span.SetAttributes(wotel.EventAttrs(id, v)...)
 		}
 	}

@@ -114,7 +114,7 @@ func (in *Inbox[Tx]) parkOrRetry(ctx context.Context, d *broker.Delivery, pe *Pa
 	}
 	in.stats.parked.Add(1)
 	in.o.Logger.Warn("idem: message parked", slog.String("consumer", in.consumer), slog.String("message_id", d.Message.ID),
-		slog.String("aggregate_id", d.Message.Headers[HeaderAggregateID]), slog.Int("attempts", attempts), slog.String("reason", pe.Reason))
+		slog.String("aggregate_id", d.Message.Headers.Get(HeaderAggregateID)), slog.Int("attempts", attempts), slog.String("reason", pe.Reason))
 	return ResultParked, in.ack(ctx, d)
 }
 
@@ -136,7 +136,7 @@ func parkedFrom(consumer string, d *broker.Delivery, reason string, attempts int
 	m := d.Message
 	ev, _ := ParseEvent(m)
 	if ev.AggregateID == "" {
-		ev.AggregateID = m.Headers[HeaderAggregateID]
+		ev.AggregateID = m.Headers.Get(HeaderAggregateID)
 	}
 	return &Parked{
 		Consumer: consumer, MessageID: m.ID, AggregateID: ev.AggregateID, Version: ev.Version, Sequence: ev.Sequence,

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"fmt"
+	"github.com/wary-go/wary/broker"
 	"time"
 
 	"github.com/wary-go/wary/idem/internal/names"
@@ -24,7 +25,7 @@ type Parked struct {
 	// keep Headers and Body byte for byte, also names and values that are
 	// not UTF-8 (the SQL stores write such headers base64-encoded).
 	Key     string
-	Headers map[string]string
+	Headers broker.Headers
 	Body    []byte
 	// Reason says why the message was parked (or, after a failed replay,
 	// why the replay stopped).

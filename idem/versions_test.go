@@ -96,7 +96,7 @@ func TestVersionsReplayGapOpen(t *testing.T) {
 func TestVersionsNoEvent(t *testing.T) {
 	for _, dlq := range []bool{true, false} {
 		for _, m := range []*broker.Message{msg("plain", "", 0), msg("unversioned", "a", 0),
-			{ID: "bad-version", Headers: map[string]string{HeaderAggregateID: "a", HeaderAggregateVersion: "x"}}} {
+			{ID: "bad-version", Headers: broker.Headers{{HeaderAggregateID, "a"}, {HeaderAggregateVersion, "x"}}}} {
 			t.Run(fmt.Sprintf("%s/dlq=%v", m.ID, dlq), func(t *testing.T) {
 				caps := testCaps
 				caps.DeadLetter = dlq

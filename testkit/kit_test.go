@@ -324,7 +324,7 @@ func staleOverNewer[Tx any](t *testing.T, s *db[Tx]) {
 	}
 	status := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
 		return s.exec(ctx, tx, `INSERT INTO orders (id, status) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET status = excluded.status`,
-			d.Message.Headers[idem.HeaderAggregateID], d.Message.Headers[idem.HeaderType])
+			d.Message.Headers.Get(idem.HeaderAggregateID), d.Message.Headers.Get(idem.HeaderType))
 	}
 	for _, noReorder := range []bool{false, true} {
 		t.Run(fmt.Sprintf("NoReorder=%v", noReorder), func(t *testing.T) {

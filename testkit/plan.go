@@ -2,7 +2,6 @@ package testkit
 
 import (
 	"fmt"
-	"maps"
 	"math/rand/v2"
 
 	"github.com/wary-go/wary/broker"
@@ -30,23 +29,22 @@ type Event struct {
 	// message).
 	Key string
 	// Headers are extra headers.
-	Headers map[string]string
+	Headers broker.Headers
 	// Body is the message body.
 	Body []byte
 }
 
 // message returns ev as a broker message.
 func (ev Event) message() (*broker.Message, error) {
-	m := &broker.Message{ID: ev.ID, Key: ev.Key, Headers: maps.Clone(ev.Headers), Body: ev.Body}
-	if m.Headers == nil {
-		m.Headers = map[string]string{}
-	}
+	m := &broker.Message{ID: ev.ID, Key: ev.Key, Headers: ev.Headers.Clone(), Body: ev.Body}
 	switch {
 	case ev.AggregateID != "":
 		if ev.Version < 0 {
 			return nil, fmt.Errorf("version %d of aggregate %q is negative", ev.Version, ev.AggregateID)
 		}
-		maps.Copy(m.Headers, idem.Event{AggregateID: ev.AggregateID, Version: ev.Version, Type: ev.Type}.Headers())
+		for k, v := range (idem.Event{AggregateID: ev.AggregateID, Version: ev.Version, Type: ev.Type}).Headers().All() {
+			m.Headers.Set(k, v)
+		}
 		if m.ID == "" && ev.Version > 0 {
 			m.ID = fmt.Sprintf("%s/%d", ev.AggregateID, ev.Version)
 		}
@@ -56,7 +54,7 @@ func (ev Event) message() (*broker.Message, error) {
 	case ev.Version != 0:
 		return nil, fmt.Errorf("version %d without an AggregateID", ev.Version)
 	case ev.Type != "":
-		m.Headers[idem.HeaderType] = ev.Type
+		m.Headers.Set(idem.HeaderType, ev.Type)
 	}
 	if m.ID == "" {
 		return nil, fmt.Errorf("no ID: set Event.ID (or AggregateID and Version)")
@@ -119,7 +117,7 @@ func shuffle(rnd *rand.Rand, items []item) []item {
 	pos := map[string][]int{}
 	var aggs []string
 	for p, it := range out {
-		if a := it.m.Headers[idem.HeaderAggregateID]; a != "" {
+		if a := it.m.Headers.Get(idem.HeaderAggregateID); a != "" {
 			if pos[a] == nil {
 				aggs = append(aggs, a)
 			}

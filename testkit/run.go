@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 
 	"github.com/wary-go/wary/broker"
@@ -50,7 +49,7 @@ func (k *Kit[Tx]) Run(h idem.Handler[Tx], events ...Event) *Report {
 	k.rep = rep
 	for _, it := range order {
 		m := *it.m
-		m.Headers = maps.Clone(m.Headers)
+		m.Headers = m.Headers.Clone()
 		if err := k.topic.Publish(ctx, &m); err != nil {
 			k.tb.Fatalf("testkit: publish %q: %v", m.ID, err)
 		}
@@ -169,7 +168,7 @@ func (k *Kit[Tx]) collect(ctx, poll context.Context) {
 			break
 		}
 		for _, d := range ds {
-			dead := DeadLetter{MessageID: d.Message.ID, Reason: d.Message.Headers[driver.HeaderDeadLetterReason]}
+			dead := DeadLetter{MessageID: d.Message.ID, Reason: d.Message.Headers.Get(driver.HeaderDeadLetterReason)}
 			k.rep.DeadLetters = append(k.rep.DeadLetters, dead)
 			if t := k.messages[dead.MessageID]; t != nil {
 				t.dead = dead.Reason

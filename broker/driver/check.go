@@ -2,6 +2,7 @@ package driver
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -47,12 +48,26 @@ func ValidateID(id string) error {
 
 // ValidateHeaders checks application headers against the rules broker.Topic.Publish
 // enforces: names not empty, names and values valid UTF-8, and no name
-// reserved for wary (ReservedHeader). The outbox checks a message's
-// headers with it before it writes a row (package idem/outbox). The error
-// matches ErrInvalid.
-func ValidateHeaders(h map[string]string) error {
-	for k, v := range h {
+// reserved for wary (ReservedHeader), no name twice. The outbox checks a
+// message's headers with it before it writes a row (package idem/outbox).
+// The error matches ErrInvalid.
+func ValidateHeaders(h Headers) error {
+	var seen map[string]struct{} // past a few headers, instead of a scan
+	if len(h) > 16 {
+		seen = make(map[string]struct{}, len(h))
+	}
+	for i, p := range h {
+		k, v := p[0], p[1]
+		twice := false
+		if seen != nil {
+			_, twice = seen[k]
+			seen[k] = struct{}{}
+		} else {
+			twice = slices.ContainsFunc(h[:i], func(q [2]string) bool { return q[0] == k })
+		}
 		switch {
+		case twice:
+			return invalidf("headers", "header %q is set twice", k)
 		case k == "" || !utf8.ValidString(k):
 			return invalidf("headers", "header name %q is empty or not valid UTF-8", k)
 		case ReservedHeader(k):

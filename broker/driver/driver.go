@@ -40,7 +40,7 @@ type Message struct {
 	// routing key). Empty means no key.
 	Key string
 	// Headers are application headers. Keys and values round-trip unchanged.
-	Headers map[string]string
+	Headers Headers
 	// Body is the payload; any bytes, round-tripped unchanged.
 	Body []byte
 

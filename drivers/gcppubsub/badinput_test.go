@@ -22,19 +22,19 @@ func TestBadInput(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	top, _ := e.open(t, c)
-	many := map[string]string{}
+	many := broker.Headers{}
 	for i := range gcppubsub.MaxAttributes {
-		many[fmt.Sprintf("h%d", i)] = "v"
+		many = append(many, [2]string{fmt.Sprintf("h%d", i), "v"})
 	}
 	for _, tc := range []struct {
 		name string
 		m    *broker.Message
 		want error
 	}{
-		{"attribute value over 1024 bytes", &broker.Message{Headers: map[string]string{"big": strings.Repeat("v", gcppubsub.MaxAttributeValue+1)}}, broker.ErrTooLarge},
-		{"attribute name over 256 bytes", &broker.Message{Headers: map[string]string{strings.Repeat("k", gcppubsub.MaxAttributeKey+1): "v"}}, broker.ErrTooLarge},
+		{"attribute value over 1024 bytes", &broker.Message{Headers: broker.Headers{{"big", strings.Repeat("v", gcppubsub.MaxAttributeValue+1)}}}, broker.ErrTooLarge},
+		{"attribute name over 256 bytes", &broker.Message{Headers: broker.Headers{{strings.Repeat("k", gcppubsub.MaxAttributeKey+1), "v"}}}, broker.ErrTooLarge},
 		{"over 100 attributes", &broker.Message{Headers: many}, broker.ErrTooLarge},
-		{"name reserved by Google", &broker.Message{Headers: map[string]string{"googthing": "v"}}, broker.ErrInvalid},
+		{"name reserved by Google", &broker.Message{Headers: broker.Headers{{"googthing", "v"}}}, broker.ErrInvalid},
 		{"ordering key over 1024 bytes", &broker.Message{Key: strings.Repeat("k", gcppubsub.MaxOrderingKey+1)}, broker.ErrTooLarge},
 		{"over 10 MB", &broker.Message{Body: make([]byte, gcppubsub.MaxPublishBytes)}, broker.ErrTooLarge},
 	} {

@@ -48,7 +48,7 @@ func benchBodyBytes() []byte {
 func benchMessages(body []byte, n int) []*broker.Message {
 	msgs := make([]*broker.Message, n)
 	for i := range msgs {
-		msgs[i] = &broker.Message{ID: benchID(), Key: "k" + strconv.Itoa(i%benchKeys), Body: body, Headers: map[string]string{"h": "v"}}
+		msgs[i] = &broker.Message{ID: benchID(), Key: "k" + strconv.Itoa(i%benchKeys), Body: body, Headers: broker.Headers{{"h", "v"}}}
 	}
 	return msgs
 }

@@ -27,7 +27,7 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("topic sends ordering keys: %t, want %t", got, ordering)
 			}
 			msgs := []*broker.Message{
-				{ID: "plain-1", Key: "g1", Body: []byte("hello"), Headers: map[string]string{"a": "b", "empty": ""}},
+				{ID: "plain-1", Key: "g1", Body: []byte("hello"), Headers: broker.Headers{{"a", "b"}, {"empty", ""}}},
 				{ID: "binary", Key: "key with space ☃", Body: []byte{0, 1, 2, 0xff, 0xfe}},
 				{ID: "empty-body", Key: "g1", Body: []byte{}},
 				{ID: "no-key", Body: []byte("x")},
@@ -64,9 +64,9 @@ func TestRoundTrip(t *testing.T) {
 				if len(d.Message.Headers) != len(m.Headers) {
 					t.Errorf("%q: headers %v, want %v", m.ID, d.Message.Headers, m.Headers)
 				}
-				for k, v := range m.Headers {
-					if d.Message.Headers[k] != v {
-						t.Errorf("%q: header %q = %q, want %q", m.ID, k, d.Message.Headers[k], v)
+				for k, v := range m.Headers.All() {
+					if d.Message.Headers.Get(k) != v {
+						t.Errorf("%q: header %q = %q, want %q", m.ID, k, d.Message.Headers.Get(k), v)
 					}
 				}
 			}

@@ -423,8 +423,12 @@ func (s *subscription) decodeAll(raws []*pubsubpb.ReceivedMessage) []*driver.Mes
 // attributes.
 func (s *subscription) decode(r *pubsubpb.ReceivedMessage) *driver.Message {
 	pm := r.GetMessage()
-	m := &driver.Message{ID: pm.GetMessageId(), Key: pm.GetOrderingKey(), Body: pm.GetData(), Headers: map[string]string{}, Attempt: 1}
-	for k, v := range pm.GetAttributes() {
+	m := &driver.Message{ID: pm.GetMessageId(), Key: pm.GetOrderingKey(), Body: pm.GetData(), Attempt: 1}
+	attrs := pm.GetAttributes()
+	for k, v := range attrs { // a map's keys: each once
+		if m.Headers == nil {
+			m.Headers = make(driver.Headers, 0, len(attrs))
+		}
 		switch {
 		case k == AttrID:
 			m.ID = v
@@ -434,15 +438,15 @@ func (s *subscription) decode(r *pubsubpb.ReceivedMessage) *driver.Message {
 			}
 		case k == AttrDeadLetterReason:
 			if s.defaultReason != "" {
-				m.Headers[k] = v
+				m.Headers = append(m.Headers, [2]string{k, v})
 			}
 		case driver.ReservedHeader(k), strings.HasPrefix(k, "googclient_"):
 		default:
-			m.Headers[k] = v
+			m.Headers = append(m.Headers, [2]string{k, v})
 		}
 	}
-	if s.defaultReason != "" && m.Headers[AttrDeadLetterReason] == "" {
-		m.Headers[AttrDeadLetterReason] = s.defaultReason
+	if s.defaultReason != "" && m.Headers.Get(AttrDeadLetterReason) == "" {
+		m.Headers.Set(AttrDeadLetterReason, s.defaultReason)
 	}
 	if n := int(r.GetDeliveryAttempt()); n > 0 {
 		m.Attempt = n

@@ -169,7 +169,7 @@ func orderedSubscriptions(ctx context.Context, client *pubsub.Client, topic stri
 // Pub/Sub reserves) before anything is sent.
 func check(m *driver.Message, ordering bool) (int, error) {
 	size := len(m.Body) + len(m.ID) + len(m.Key)
-	for k, v := range m.Headers {
+	for k, v := range m.Headers.All() {
 		switch {
 		case len(k) >= 4 && strings.EqualFold(k[:4], "goog"):
 			return 0, invalidErr(fmt.Errorf("message %q: header %q: Pub/Sub reserves attribute names starting with \"goog\"", m.ID, k))
@@ -214,7 +214,7 @@ func encode(pm *pubsubpb.PubsubMessage, m *driver.Message, ordering bool) {
 	if attrs == nil || len(m.Headers)+2 > pooledAttrs {
 		attrs = make(map[string]string, len(m.Headers)+2)
 	}
-	for k, v := range m.Headers {
+	for k, v := range m.Headers.All() {
 		attrs[k] = v
 	}
 	attrs[AttrID] = m.ID

@@ -62,7 +62,7 @@ func TestURL(t *testing.T) {
 		if len(ds) == 0 {
 			continue
 		}
-		if ds[0].Message.ID != "u1" || ds[0].Message.Headers[driver.HeaderDeadLetterReason] != "bad order" {
+		if ds[0].Message.ID != "u1" || ds[0].Message.Headers.Get(driver.HeaderDeadLetterReason) != "bad order" {
 			t.Fatalf("dead letter %q, headers %v", ds[0].Message.ID, ds[0].Message.Headers)
 		}
 		_ = ds[0].Ack(ctx)

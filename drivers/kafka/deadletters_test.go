@@ -72,8 +72,8 @@ func TestOpenDeadLettersURL(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, d := range ds {
-			got[d.Message.ID] = d.Message.Headers[driver.HeaderDeadLetterReason]
-			if d.Message.Headers[kafka.HeaderDeadLetterSource] == "" {
+			got[d.Message.ID] = d.Message.Headers.Get(driver.HeaderDeadLetterReason)
+			if d.Message.Headers.Get(kafka.HeaderDeadLetterSource) == "" {
 				t.Errorf("%s: no %s", d.Message.ID, kafka.HeaderDeadLetterSource)
 			}
 			if err := d.Ack(ctx); err != nil {
@@ -138,7 +138,7 @@ func TestOpenDeadLetters(t *testing.T) {
 	}
 
 	// takeDead takes the one dead letter from s, acks it, and closes s.
-	takeDead := func(what string, s *broker.Subscription) map[string]string {
+	takeDead := func(what string, s *broker.Subscription) broker.Headers {
 		t.Helper()
 		defer s.Close()
 		d := receiveOne(ctx, t, what, s)
@@ -157,7 +157,7 @@ func TestOpenDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := takeDead("OpenDeadLetters", dl)
-	if h[driver.HeaderDeadLetterReason] != "cannot parse" || !strings.HasPrefix(h[kafka.HeaderDeadLetterSource], topic+"/0@") {
+	if h.Get(driver.HeaderDeadLetterReason) != "cannot parse" || !strings.HasPrefix(h.Get(kafka.HeaderDeadLetterSource), topic+"/0@") {
 		t.Errorf("OpenDeadLetters: headers %v, want the reason and source", h)
 	}
 	offs, err := e.admin.FetchOffsets(ctx, group)
@@ -172,7 +172,7 @@ func TestOpenDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := takeDead("OpenSubscription", plain); h[driver.HeaderDeadLetterReason] != "" || h[kafka.HeaderDeadLetterSource] != "" {
+	if h := takeDead("OpenSubscription", plain); h.Get(driver.HeaderDeadLetterReason) != "" || h.Get(kafka.HeaderDeadLetterSource) != "" {
 		t.Errorf("OpenSubscription on the dead-letter topic: headers %v, want no dead-letter headers", h)
 	}
 
@@ -180,7 +180,7 @@ func TestOpenDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := takeDead("dead_letters=true", byURL); h[driver.HeaderDeadLetterReason] != "cannot parse" {
+	if h := takeDead("dead_letters=true", byURL); h.Get(driver.HeaderDeadLetterReason) != "cannot parse" {
 		t.Errorf("dead_letters=true: headers %v, want the reason", h)
 	}
 

@@ -76,7 +76,7 @@ func FuzzRecordToMessage(f *testing.F) {
 			t.Fatalf("message %q %q %q %v, want %q %q %q %v", m.ID, m.Key, m.Body, m.Headers, id, key, value, wantHeaders)
 		}
 		for k, v := range wantHeaders {
-			if got, ok := m.Headers[k]; !ok || got != v {
+			if got, ok := m.Headers.Lookup(k); !ok || got != v {
 				t.Fatalf("header %q = %q, want %q", k, got, v)
 			}
 		}

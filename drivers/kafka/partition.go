@@ -241,9 +241,8 @@ type handout struct {
 // Allocations are per batch, not per record: one slab of handouts, one
 // buffer for the bodies (each body a capacity-capped window of it, so an
 // append by the user reallocates rather than overwriting a neighbour) and
-// one string for the IDs and keys. What stays per record is a header
-// map, for records with headers other than the
-// driver's. Reserved headers (wary-...) that the driver does not read are
+// one string for the IDs and keys, and one backing array for the headers
+// (each message's a capacity-capped window of it too). Reserved headers (wary-...) that the driver does not read are
 // dropped: another producer could have set them. With deadLetters (the
 // records are dead letters this driver wrote), the dead-letter reason and
 // source are kept.
@@ -251,11 +250,12 @@ func materialize(es []handed, deadLetters bool) []*driver.Message {
 	if len(es) == 0 {
 		return nil
 	}
-	nb, ns := 0, 0
+	nb, ns, nh := 0, 0, 0
 	for _, x := range es {
 		r := x.e.rec
 		nb += len(r.Value)
 		ns += len(r.Key)
+		nh += len(r.Headers)
 		for _, h := range r.Headers {
 			if h.Key == HeaderID {
 				ns += len(h.Value)
@@ -267,6 +267,8 @@ func materialize(es []handed, deadLetters bool) []*driver.Message {
 	out := make([]*driver.Message, len(es))
 	bodies := make([]byte, 0, nb)
 	sb := make([]byte, 0, ns)
+	var hb driver.Headers // allocated when the first header is kept
+
 	type span struct{ id0, id1, k0, k1 int }
 	spans := make([]span, len(es))
 	for i, x := range es {
@@ -292,6 +294,7 @@ func materialize(es []handed, deadLetters bool) []*driver.Message {
 		sp.k1 = len(sb)
 		sp.id0, sp.id1 = sp.k1, sp.k1
 		hasID := false // the first ID header counts, as in the sizing above
+		h0 := len(hb)
 		for _, hd := range r.Headers {
 			switch hd.Key {
 			case HeaderID:
@@ -303,20 +306,23 @@ func materialize(es []handed, deadLetters bool) []*driver.Message {
 			case HeaderAttempt, HeaderNotBefore:
 			case driver.HeaderDeadLetterReason, HeaderDeadLetterSource:
 				if deadLetters {
-					if m.Headers == nil {
-						m.Headers = make(map[string]string, len(r.Headers))
+					if hb == nil {
+						hb = make(driver.Headers, 0, nh)
 					}
-					m.Headers[hd.Key] = string(hd.Value)
+					hb = append(hb, [2]string{hd.Key, string(hd.Value)})
 				}
 			default:
 				if driver.ReservedHeader(hd.Key) {
 					continue
 				}
-				if m.Headers == nil {
-					m.Headers = make(map[string]string, len(r.Headers))
+				if hb == nil {
+					hb = make(driver.Headers, 0, nh)
 				}
-				m.Headers[hd.Key] = string(hd.Value)
+				hb = append(hb, [2]string{hd.Key, string(hd.Value)})
 			}
+		}
+		if h1 := len(hb); h1 > h0 {
+			m.Headers = lastOfEach(hb[h0:h1:h1])
 		}
 		out[i] = m
 	}
@@ -391,4 +397,42 @@ func (p *partition) position() (kgo.EpochOffset, bool) {
 		return kgo.EpochOffset{Epoch: p.lastEpoch, Offset: p.next}, true
 	}
 	return kgo.EpochOffset{}, false
+}
+
+// lastOfEach returns h with each name once, at its last value (as a map
+// of a record's headers kept them): Kafka lets a record repeat a header
+// name. h is rewritten in place.
+func lastOfEach(h driver.Headers) driver.Headers {
+	if len(h) < 2 {
+		return h
+	}
+	var seen map[string]int // past a few headers, instead of a scan
+	if len(h) > 16 {
+		seen = make(map[string]int, len(h))
+	}
+	out := h[:0]
+	for _, p := range h {
+		j := -1
+		if seen != nil {
+			if k, ok := seen[p[0]]; ok {
+				j = k
+			} else {
+				seen[p[0]] = len(out)
+			}
+		} else {
+			for k := range out {
+				if out[k][0] == p[0] {
+					j = k
+					break
+				}
+			}
+		}
+		if j >= 0 {
+			out[j][1] = p[1]
+			continue
+		}
+		out = append(out, p)
+	}
+	clear(h[len(out):])
+	return out
 }

@@ -47,7 +47,7 @@ func TestRetryTopic(t *testing.T) {
 		if want == 2 && time.Since(at) < 300*time.Millisecond {
 			t.Fatalf("retry copy came back after %s, before the delay", time.Since(at))
 		}
-		for k := range d.Message.Headers {
+		for k := range d.Message.Headers.All() {
 			if k == kafka.HeaderAttempt || k == kafka.HeaderNotBefore {
 				t.Fatalf("internal header %s leaked", k)
 			}
@@ -75,7 +75,7 @@ func TestRetryTopic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ds[0].Message.ID != "r1" || ds[0].Message.Headers[driver.HeaderDeadLetterReason] == "" {
+	if ds[0].Message.ID != "r1" || ds[0].Message.Headers.Get(driver.HeaderDeadLetterReason) == "" {
 		t.Fatalf("dead letter: %+v", ds[0].Message)
 	}
 }

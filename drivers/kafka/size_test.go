@@ -45,9 +45,9 @@ func TestRecordFraming(t *testing.T) {
 		t.Fatalf("MaxMessageSize %d", limit)
 	}
 
-	many := &broker.Message{ID: "many", Headers: map[string]string{}}
+	many := &broker.Message{ID: "many", Headers: broker.Headers{}}
 	for i := range 600 {
-		many.Headers[fmt.Sprintf("h%03d", i)] = ""
+		many.Headers.Set(fmt.Sprintf("h%03d", i), "")
 	}
 	if n := 600*4 + len(many.ID); n > limit {
 		t.Fatalf("the test's message (%d bytes) must fit MaxMessageSize (%d) as the portable layer counts", n, limit)
@@ -103,7 +103,7 @@ func TestRecordFraming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := ds[0].Message.Headers[driver.HeaderDeadLetterReason]; len(r) > 512 || !strings.HasPrefix(r, reason[:100]) || !strings.HasSuffix(r, "…") {
+	if r := ds[0].Message.Headers.Get(driver.HeaderDeadLetterReason); len(r) > 512 || !strings.HasPrefix(r, reason[:100]) || !strings.HasSuffix(r, "…") {
 		t.Fatalf("reason %d bytes: %q", len(r), r)
 	}
 }

@@ -25,7 +25,7 @@ func TestPublishReceiveAck(t *testing.T) {
 	defer pub.Close()
 	var msgs []*broker.Message
 	for i := range 50 {
-		msgs = append(msgs, &broker.Message{ID: fmt.Sprint(i), Key: fmt.Sprint(i % 7), Headers: map[string]string{"h": "v"}, Body: []byte("body")})
+		msgs = append(msgs, &broker.Message{ID: fmt.Sprint(i), Key: fmt.Sprint(i % 7), Headers: broker.Headers{{"h", "v"}}, Body: []byte("body")})
 	}
 	if err := pub.Publish(ctx, msgs...); err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func TestPublishReceiveAck(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, d := range ds {
-			if d.Message.Headers["h"] != "v" || string(d.Message.Body) != "body" {
+			if d.Message.Headers.Get("h") != "v" || string(d.Message.Body) != "body" {
 				t.Fatalf("bad message %+v", d.Message)
 			}
 			var r *kgo.Record

@@ -63,7 +63,7 @@ func TestSpoofedRetryHeaders(t *testing.T) {
 			if a, ok := want[id]; !ok || d.Attempt != a {
 				t.Errorf("%s: attempt %d, want %d", id, d.Attempt, a)
 			}
-			if _, ok := d.Message.Headers[kafka.HeaderAttempt]; ok {
+			if _, ok := d.Message.Headers.Lookup(kafka.HeaderAttempt); ok {
 				t.Errorf("%s: the retry header reached the message", id)
 			}
 			if id == "main" && time.Since(start) > maxDelay/2 && len(want) == 4 {
@@ -126,12 +126,12 @@ func TestForeignDeadLetterHeadersDropped(t *testing.T) {
 	defer sub.Close()
 	d := receiveOne(ctx, t, "receive", sub)
 	m := d.Message
-	for k := range m.Headers {
+	for k := range m.Headers.All() {
 		if driver.ReservedHeader(k) {
 			t.Errorf("the reserved header %q reached the consumer", k)
 		}
 	}
-	if m.ID != "foreign-1" || m.Headers["app"] != "kept" || m.Headers[broker.HeaderAggregateID] != "order-1" {
+	if m.ID != "foreign-1" || m.Headers.Get("app") != "kept" || m.Headers.Get(broker.HeaderAggregateID) != "order-1" {
 		t.Errorf("message %q %v: the producer's own ID and headers were lost", m.ID, m.Headers)
 	}
 	if err := d.DeadLetter(ctx, "poison"); err != nil {
@@ -143,10 +143,10 @@ func TestForeignDeadLetterHeadersDropped(t *testing.T) {
 	}
 	defer dl.Close()
 	h := receiveOne(ctx, t, "receive the dead letter", dl).Message.Headers
-	if h[driver.HeaderDeadLetterReason] != "poison" || !strings.HasPrefix(h[kafka.HeaderDeadLetterSource], topic+"/0@") {
+	if h.Get(driver.HeaderDeadLetterReason) != "poison" || !strings.HasPrefix(h.Get(kafka.HeaderDeadLetterSource), topic+"/0@") {
 		t.Errorf("dead letter headers %v: want the reason and source the driver wrote", h)
 	}
-	if h["app"] != "kept" || h["wary-anything"] != "" {
+	if h.Get("app") != "kept" || h.Get("wary-anything") != "" {
 		t.Errorf("dead letter headers %v: want the producer's own, and no other reserved one", h)
 	}
 }

@@ -248,7 +248,10 @@ func newSubscription(ctx context.Context, cl *kgo.Client, topic, group string, o
 	if o.RevokeTimeout <= 0 {
 		o.RevokeTimeout = 10 * time.Second
 	}
-	s.logger = o.Telemetry.WithDefaults().Logger
+	s.logger = o.Telemetry.Logger
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
 	topics := []string{topic}
 	if o.RetryTopic != "" {
 		topics = append(topics, o.RetryTopic)

@@ -263,7 +263,7 @@ func toRecord(topic string, m *driver.Message) *kgo.Record {
 	}
 	r.Headers = make([]kgo.RecordHeader, 0, len(m.Headers)+1)
 	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderID, Value: []byte(m.ID)})
-	for k, v := range m.Headers {
+	for k, v := range m.Headers.All() {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}
 	if r.Value == nil {

@@ -99,7 +99,7 @@ func (tx *Tx) Publish(topic string, msgs ...*broker.Message) error {
 		if !utf8.ValidString(m.Key) {
 			return driver.Invalidf("kafka: Tx.Publish: message %q: the key must be valid UTF-8", m.ID)
 		}
-		for k, v := range m.Headers {
+		for k, v := range m.Headers.All() {
 			if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) {
 				return driver.Invalidf("kafka: Tx.Publish: message %q: header %q: names and values must be non-empty, valid UTF-8", m.ID, k)
 			}
@@ -192,7 +192,10 @@ func OpenTransactSession(ctx context.Context, sess *kgo.GroupTransactSession, to
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = 500
 	}
-	s.logger = broker.Telemetry{Logger: o.Logger}.WithDefaults().Logger
+	s.logger = o.Logger
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
 	cl := sess.Client()
 	if err := bindGroup(cl, "OpenTransactSession", "TransactOpts", group, func(h *hooks) { h.tx = s }); err != nil {
 		return nil, err

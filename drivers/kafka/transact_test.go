@@ -208,8 +208,8 @@ func TestTransactSession(t *testing.T) {
 		topic string
 		m     *broker.Message
 	}{
-		"non-UTF-8 header":    {out, &broker.Message{Headers: map[string]string{"h": "\xff"}}},
-		"reserved header":     {out, &broker.Message{Headers: map[string]string{kafka.HeaderAttempt: "7"}}},
+		"non-UTF-8 header":    {out, &broker.Message{Headers: broker.Headers{{"h", "\xff"}}}},
+		"reserved header":     {out, &broker.Message{Headers: broker.Headers{{kafka.HeaderAttempt, "7"}}}},
 		"ID with a NUL":       {out, &broker.Message{ID: "a\x00b"}},
 		"topic name with a /": {"a/b", &broker.Message{ID: "x"}},
 	} {

@@ -39,21 +39,21 @@ func TestDedupWindowBoundary(t *testing.T) {
 func TestCopying(t *testing.T) {
 	f := newFixture(t, memory.TopicConfig{})
 	s := f.sub()
-	m := &broker.Message{ID: "a", Headers: map[string]string{"h": "1"}, Body: []byte("abc")}
+	m := &broker.Message{ID: "a", Headers: broker.Headers{{"h", "1"}}, Body: []byte("abc")}
 	f.publish(m)
-	m.Headers["h"] = "changed"
+	m.Headers.Set("h", "changed")
 	m.Body[0] = 'X'
 	d := pollOne(t, s, "a")
-	if d.Message.Headers["h"] != "1" || string(d.Message.Body) != "abc" {
+	if d.Message.Headers.Get("h") != "1" || string(d.Message.Body) != "abc" {
 		t.Fatalf("the driver kept the caller's message: %+v", d.Message)
 	}
-	d.Message.Headers["h"] = "mutated"
+	d.Message.Headers.Set("h", "mutated")
 	d.Message.Body[0] = 'Y'
 	if err := d.Nack(bg, 0); err != nil {
 		t.Fatal(err)
 	}
 	d = pollOne(t, s, "a")
-	if d.Message.Headers["h"] != "1" || string(d.Message.Body) != "abc" {
+	if d.Message.Headers.Get("h") != "1" || string(d.Message.Body) != "abc" {
 		t.Fatalf("a receiver changed the stored message: %+v", d.Message)
 	}
 }

@@ -67,7 +67,7 @@ func TestOpenDeadLettersURL(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, d := range ds {
-			got[d.Message.ID] = d.Message.Headers[driver.HeaderDeadLetterReason]
+			got[d.Message.ID] = d.Message.Headers.Get(driver.HeaderDeadLetterReason)
 			if err := d.Ack(bg); err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +117,7 @@ func TestOpenDeadLettersDefaultMux(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ds[0].Message.ID != "x" || ds[0].Message.Headers[driver.HeaderDeadLetterReason] != "no" {
+	if ds[0].Message.ID != "x" || ds[0].Message.Headers.Get(driver.HeaderDeadLetterReason) != "no" {
 		t.Fatalf("dead letter %v", ds[0].Message)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"hash/fnv"
-	"maps"
 	"slices"
 	"time"
 
@@ -40,7 +39,7 @@ type dedupEntry struct {
 // callers.
 type message struct {
 	id, key   string
-	headers   map[string]string
+	headers   driver.Headers
 	body      []byte
 	published time.Time
 }
@@ -147,13 +146,13 @@ func newQueue(b *Broker, name string, cfg TopicConfig, dead bool) *queue {
 }
 
 func copyMessage(m *driver.Message, now time.Time) *message {
-	return &message{id: m.ID, key: m.Key, headers: maps.Clone(m.Headers), body: bytes.Clone(m.Body), published: now}
+	return &message{id: m.ID, key: m.Key, headers: m.Headers.Clone(), body: bytes.Clone(m.Body), published: now}
 }
 
 func messageSize(m *driver.Message) int {
 	n := len(m.ID) + len(m.Key) + len(m.Body)
-	for k, v := range m.Headers {
-		n += len(k) + len(v)
+	for _, h := range m.Headers {
+		n += len(h[0]) + len(h[1])
 	}
 	return n
 }
@@ -429,7 +428,7 @@ func (q *queue) take(h *handle, limit int, now time.Time) []*driver.Message {
 		out[i] = &driver.Message{
 			ID:          e.m.id,
 			Key:         e.m.key,
-			Headers:     maps.Clone(e.m.headers),
+			Headers:     e.m.headers.Clone(),
 			Body:        bytes.Clone(e.m.body),
 			AckID:       ackID{q: q, e: e, token: e.token},
 			Attempt:     e.attempt,
@@ -477,11 +476,8 @@ func (q *queue) release(e *entry, delay time.Duration, now time.Time) {
 // deadLetter moves e to the dead-letter queue with reason.
 func (q *queue) deadLetter(e *entry, reason string) {
 	m := *e.m
-	m.headers = maps.Clone(m.headers)
-	if m.headers == nil {
-		m.headers = map[string]string{}
-	}
-	m.headers[driver.HeaderDeadLetterReason] = reason
+	m.headers = m.headers.Clone()
+	m.headers.Set(driver.HeaderDeadLetterReason, reason)
 	q.dlq.push(&m, 0)
 	q.settle(e, stGone)
 }

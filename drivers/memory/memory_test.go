@@ -189,7 +189,7 @@ func TestNackDelay(t *testing.T) {
 func TestDeliveryLimit(t *testing.T) {
 	f := newFixture(t, memory.TopicConfig{DeliveryLimit: 2, LockTimeout: time.Second})
 	s, dlq := f.sub(), f.dlq()
-	f.publish(&broker.Message{ID: "a", Key: "k", Headers: map[string]string{"h": "v"}, Body: []byte{0xff, 0}})
+	f.publish(&broker.Message{ID: "a", Key: "k", Headers: broker.Headers{{"h", "v"}}, Body: []byte{0xff, 0}})
 	if err := pollOne(t, s, "a").Nack(bg, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -200,10 +200,10 @@ func TestDeliveryLimit(t *testing.T) {
 	}
 	d := pollOne(t, dlq, "a")
 	m := d.Message
-	if m.Key != "k" || m.Headers["h"] != "v" || string(m.Body) != "\xff\x00" || d.Attempt != 1 {
+	if m.Key != "k" || m.Headers.Get("h") != "v" || string(m.Body) != "\xff\x00" || d.Attempt != 1 {
 		t.Fatalf("dead letter changed: %+v attempt %d", m, d.Attempt)
 	}
-	if got := m.Headers[driver.HeaderDeadLetterReason]; got != "delivery limit exceeded (2)" {
+	if got := m.Headers.Get(driver.HeaderDeadLetterReason); got != "delivery limit exceeded (2)" {
 		t.Fatalf("reason %q", got)
 	}
 	if err := d.Ack(bg); err != nil {
@@ -219,7 +219,7 @@ func TestDeadLetter(t *testing.T) {
 	if err := d.DeadLetter(bg, "poison"); err != nil {
 		t.Fatal(err)
 	}
-	if got := pollOne(t, dlq, "a").Message.Headers[driver.HeaderDeadLetterReason]; got != "poison" {
+	if got := pollOne(t, dlq, "a").Message.Headers.Get(driver.HeaderDeadLetterReason); got != "poison" {
 		t.Fatalf("reason %q", got)
 	}
 	if ds := poll(t, s, 10); len(ds) != 0 {

@@ -54,7 +54,7 @@ func benchMessages(n int) []*broker.Message {
 	body := benchBodyBytes()
 	msgs := make([]*broker.Message, n)
 	for i := range msgs {
-		msgs[i] = &broker.Message{ID: benchID(), Key: "k" + strconv.Itoa(i%benchKeys), Body: body, Headers: map[string]string{"h": "v"}}
+		msgs[i] = &broker.Message{ID: benchID(), Key: "k" + strconv.Itoa(i%benchKeys), Body: body, Headers: broker.Headers{{"h", "v"}}}
 	}
 	return msgs
 }

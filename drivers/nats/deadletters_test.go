@@ -62,7 +62,7 @@ func TestLastDeliveryDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := ds[0].Message
-	if m.ID != "stuck" || m.Key != "k" || string(m.Body) != "b" || !strings.Contains(m.Headers[driver.HeaderDeadLetterReason], "lock expired") {
+	if m.ID != "stuck" || m.Key != "k" || string(m.Body) != "b" || !strings.Contains(m.Headers.Get(driver.HeaderDeadLetterReason), "lock expired") {
 		t.Fatalf("dead letter: %+v", m)
 	}
 }

@@ -31,9 +31,9 @@ func TestBadInput(t *testing.T) {
 	limit := top.Capabilities().MaxMessageSize
 	// Within the portable count (names and values), over the server's
 	// limit once each header's ": " and CRLF are counted.
-	many := map[string]string{}
+	many := broker.Headers{}
 	for i := 0; len(many) < 600; i++ {
-		many[fmt.Sprintf("h%04d", i)] = "v"
+		many = append(many, [2]string{fmt.Sprintf("h%04d", i), "v"})
 	}
 	manyBody := limit - len("id-many") - 600*6
 	cases := map[string]struct {
@@ -42,11 +42,11 @@ func TestBadInput(t *testing.T) {
 	}{
 		"over max_payload framed":  {&broker.Message{ID: "id-many", Headers: many, Body: make([]byte, manyBody)}, broker.ErrTooLarge},
 		"over MaxMessageSize":      {&broker.Message{ID: "id-big", Body: make([]byte, limit+1)}, broker.ErrTooLarge},
-		"header name colon":        {&broker.Message{ID: "h1", Headers: map[string]string{"a:b": "v"}}, broker.ErrInvalid},
-		"header name space":        {&broker.Message{ID: "h2", Headers: map[string]string{"a b": "v"}}, broker.ErrInvalid},
-		"header Nats-":             {&broker.Message{ID: "h3", Headers: map[string]string{"Nats-Expected-Stream": "other"}}, broker.ErrInvalid},
-		"header value CRLF":        {&broker.Message{ID: "h4", Headers: map[string]string{"a": "x\r\nNats-Msg-Id: y"}}, broker.ErrInvalid},
-		"header value outer space": {&broker.Message{ID: "h5", Headers: map[string]string{"a": " x"}}, broker.ErrInvalid},
+		"header name colon":        {&broker.Message{ID: "h1", Headers: broker.Headers{{"a:b", "v"}}}, broker.ErrInvalid},
+		"header name space":        {&broker.Message{ID: "h2", Headers: broker.Headers{{"a b", "v"}}}, broker.ErrInvalid},
+		"header Nats-":             {&broker.Message{ID: "h3", Headers: broker.Headers{{"Nats-Expected-Stream", "other"}}}, broker.ErrInvalid},
+		"header value CRLF":        {&broker.Message{ID: "h4", Headers: broker.Headers{{"a", "x\r\nNats-Msg-Id: y"}}}, broker.ErrInvalid},
+		"header value outer space": {&broker.Message{ID: "h5", Headers: broker.Headers{{"a", " x"}}}, broker.ErrInvalid},
 		"key empty token":          {&broker.Message{ID: "k1", Key: "a..b"}, broker.ErrInvalid},
 		"key wildcard *":           {&broker.Message{ID: "k2", Key: "a.*"}, broker.ErrInvalid},
 		"key wildcard >":           {&broker.Message{ID: "k3", Key: ">"}, broker.ErrInvalid},
@@ -79,7 +79,7 @@ func TestBadInput(t *testing.T) {
 	// Nothing lost after: dotted keys, unicode, empty values go through.
 	next := []*broker.Message{
 		{ID: "n1", Key: "region.eu.order-1", Body: []byte("1")},
-		{ID: "n2", Key: "grüße", Headers: map[string]string{"empty": "", "unicode": "☃"}, Body: []byte("2")},
+		{ID: "n2", Key: "grüße", Headers: broker.Headers{{"empty", ""}, {"unicode", "☃"}}, Body: []byte("2")},
 		{ID: "n3", Body: []byte{}},
 	}
 	if err := top.Publish(ctx, next...); err != nil {
@@ -111,9 +111,9 @@ func TestBadInput(t *testing.T) {
 		if g.Key != m.Key || string(g.Body) != string(m.Body) || len(g.Headers) != len(m.Headers) {
 			t.Errorf("%s: got key %q body %q headers %v", m.ID, g.Key, g.Body, g.Headers)
 		}
-		for k, v := range m.Headers {
-			if g.Headers[k] != v {
-				t.Errorf("%s: header %s = %q, want %q", m.ID, k, g.Headers[k], v)
+		for k, v := range m.Headers.All() {
+			if g.Headers.Get(k) != v {
+				t.Errorf("%s: header %s = %q, want %q", m.ID, k, g.Headers.Get(k), v)
 			}
 		}
 	}

@@ -42,7 +42,7 @@ func TestKeyScopedOrder(t *testing.T) {
 	var msgs []*broker.Message
 	for i := 0; i < per; i++ {
 		for _, k := range keys {
-			msgs = append(msgs, &broker.Message{ID: fmt.Sprintf("%s-%d", k, i), Key: k, Headers: map[string]string{"seq": strconv.Itoa(i)}})
+			msgs = append(msgs, &broker.Message{ID: fmt.Sprintf("%s-%d", k, i), Key: k, Headers: broker.Headers{{"seq", strconv.Itoa(i)}}})
 		}
 	}
 	if err := top.Publish(ctx, msgs...); err != nil {
@@ -84,7 +84,7 @@ func TestKeyScopedOrder(t *testing.T) {
 						parallel <- false
 					}
 				})
-				seq, _ := strconv.Atoi(d.Message.Headers["seq"])
+				seq, _ := strconv.Atoi(d.Message.Headers.Get("seq"))
 				mu.Lock()
 				defer mu.Unlock()
 				if seq%5 == 2 && !failed[d.Message.ID] {

@@ -29,7 +29,7 @@ func TestSmoke(t *testing.T) {
 	defer sub.Close()
 	t.Logf("topic: %s", top.Capabilities())
 	t.Logf("subscription: %s", sub.Capabilities())
-	if err := top.Publish(ctx, &broker.Message{ID: "a", Key: "k.1", Headers: map[string]string{"h": "v"}, Body: []byte("x")}, &broker.Message{ID: "b", Body: []byte("y")}); err != nil {
+	if err := top.Publish(ctx, &broker.Message{ID: "a", Key: "k.1", Headers: broker.Headers{{"h", "v"}}, Body: []byte("x")}, &broker.Message{ID: "b", Body: []byte("y")}); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := sub.Receive(ctx, 10)
@@ -47,7 +47,7 @@ func TestSmoke(t *testing.T) {
 	for _, d := range ds {
 		got[d.Message.ID] = d
 	}
-	if a := got["a"]; a == nil || a.Message.Key != "k.1" || a.Message.Headers["h"] != "v" || string(a.Message.Body) != "x" || a.Attempt != 1 {
+	if a := got["a"]; a == nil || a.Message.Key != "k.1" || a.Message.Headers.Get("h") != "v" || string(a.Message.Body) != "x" || a.Attempt != 1 {
 		t.Fatalf("a: %+v", a)
 	}
 	if err := got["a"].Nack(ctx, 0); err != nil {
@@ -78,7 +78,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := dd[0].Message; m.ID != "b" || m.Headers[driver.HeaderDeadLetterReason] != "bad b" || string(m.Body) != "y" {
+	if m := dd[0].Message; m.ID != "b" || m.Headers.Get(driver.HeaderDeadLetterReason) != "bad b" || string(m.Body) != "y" {
 		t.Fatalf("dead letter: %+v", m)
 	}
 	t.Logf("dead letters: %s", dl.Capabilities())

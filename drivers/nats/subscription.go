@@ -399,7 +399,8 @@ type receipt struct {
 	start time.Time // before the pull request of the messages it decodes
 	seen  int       // messages taken (decoded or dead-lettered)
 	out   []*driver.Message
-	slab  []delivery // where the next messages are decoded
+	slab  []delivery     // where the next messages are decoded
+	hslab driver.Headers // where their headers are appended
 	rest  []jetstream.Msg
 	err   error // decode's
 }
@@ -419,7 +420,7 @@ func (r *receipt) add(m jetstream.Msg) bool {
 		// Deliveries are allocated in slabs, not one by one.
 		r.slab = make([]delivery, min(slabLen, r.max-r.seen+1))
 	}
-	dm, err := r.s.decode(r.ctx, m, r.start, &r.slab[0])
+	dm, err := r.s.decode(r.ctx, m, r.start, &r.slab[0], &r.hslab, r.max-r.seen+1)
 	r.slab = r.slab[1:]
 	if err != nil {
 		r.err = err
@@ -433,6 +434,10 @@ func (r *receipt) add(m jetstream.Msg) bool {
 
 // slabLen is the most deliveries a receive allocates at once.
 const slabLen = 32
+
+// hslabLen is the most headers (name and value pairs) a receive allocates
+// at once, unless a message has more.
+const hslabLen = 128
 
 // fromPrefetch takes p's messages, and puts back those beyond r.max
 // (putBack: no other prefetch starts meanwhile, which the put back would
@@ -560,9 +565,11 @@ func isStripped(k string) bool {
 	return false
 }
 
-// decode maps a JetStream message to the driver's, in into, or
-// dead-letters it (nil) when it is over the delivery limit.
-func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.Time, into *delivery) (*driver.Message, error) {
+// decode maps a JetStream message to the driver's, in into, its headers
+// appended to *hslab (a new one, sized for this message and up to left-1
+// more like it, when it has no room), or dead-letters it (nil) when it is
+// over the delivery limit.
+func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.Time, into *delivery, hslab *driver.Headers, left int) (*driver.Message, error) {
 	md, ok := parseAckSubject(m.Reply())
 	if !ok {
 		// Not the form parseAckSubject reads: nats.go's own parser
@@ -584,27 +591,35 @@ func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.T
 	if len(subj) > len(s.subject)+1 && subj[len(s.subject)] == '.' && subj[:len(s.subject)] == s.subject {
 		a.key = subj[len(s.subject)+1:]
 	}
-	var headers map[string]string
+	// The batch's messages share one backing array of headers: a
+	// message's are a slice of it whose capacity ends with them, so that
+	// an append to them (Headers.Set) copies instead of writing over the
+	// next message's.
+	if cap(*hslab)-len(*hslab) < len(h) {
+		*hslab = make(driver.Headers, 0, max(len(h), min(hslabLen, len(h)*left)))
+	}
+	from := len(*hslab)
 	for k, v := range h {
 		if len(v) == 0 || len(k) >= 5 && strings.EqualFold(k[:5], "nats-") || !s.deadLetters && isStripped(k) {
 			continue
 		}
-		if headers == nil {
-			headers = make(map[string]string, len(h))
-		}
-		headers[k] = v[0]
+		*hslab = append(*hslab, [2]string{k, v[0]})
+	}
+	var headers driver.Headers
+	if to := len(*hslab); to > from {
+		headers = (*hslab)[from:to:to]
 	}
 	// headers stays nil on a message without any (as the other drivers
-	// leave it), which reads as empty: no allocation for it.
+	// leave it), which reads as empty.
 	if s.deadLetters {
-		if id := headers[HeaderID]; id != "" {
+		if id := headers.Get(HeaderID); id != "" {
 			a.id = id
 		}
-		a.key = headers[HeaderKey]
-		delete(headers, HeaderID)
-		delete(headers, HeaderKey)
-		delete(headers, HeaderConsumer)
-		delete(headers, HeaderSeq)
+		a.key = headers.Get(HeaderKey)
+		headers.Del(HeaderID)
+		headers.Del(HeaderKey)
+		headers.Del(HeaderConsumer)
+		headers.Del(HeaderSeq)
 	}
 	if s.dlq != nil && s.maxDeliver >= 2 && a.attempt >= s.maxDeliver {
 		reason := fmt.Sprintf("delivery limit: delivered %d times (consumer %s's max_deliver %d), the lock expired on the last", a.attempt-1, s.consumer, s.maxDeliver)

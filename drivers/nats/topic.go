@@ -164,7 +164,7 @@ func (t *topic) encode(m *driver.Message) (*natsgo.Msg, error) {
 	}
 	h := make(natsgo.Header, len(m.Headers)+1)
 	size := int64(len(hdrLine) + 2 + len(natsgo.MsgIdHdr) + len(m.ID) + 4 + len(m.Body))
-	for k, v := range m.Headers {
+	for k, v := range m.Headers.All() {
 		if err := validHeaderName(k); err != nil {
 			return nil, invalidErr(fmt.Errorf("message %q: header %q: %w", m.ID, k, err))
 		}

@@ -66,7 +66,7 @@ func (r *shareRun) publish(ctx context.Context, topic *broker.Topic) map[int][]s
 		ids := make([]string, len(keys))
 		for i, k := range keys {
 			ids[i] = fmt.Sprintf("%s#%d", k, seq)
-			msgs[i] = &broker.Message{ID: ids[i], Key: k, Headers: map[string]string{"seq": strconv.Itoa(seq)}, Body: []byte("x")}
+			msgs[i] = &broker.Message{ID: ids[i], Key: k, Headers: broker.Headers{{"seq", strconv.Itoa(seq)}}, Body: []byte("x")}
 		}
 		if err := topic.Publish(ctx, msgs...); err != nil {
 			r.t.Fatalf("publish round %d: %v", seq, err)
@@ -81,7 +81,7 @@ func (r *shareRun) publish(ctx context.Context, topic *broker.Topic) map[int][]s
 func (r *shareRun) handler(name string, share []int, got *sync.Map, extra func()) broker.Handler {
 	return func(ctx context.Context, d *broker.Delivery) error {
 		key := d.Message.Key
-		seq, err := strconv.Atoi(d.Message.Headers["seq"])
+		seq, err := strconv.Atoi(d.Message.Headers.Get("seq"))
 		if err != nil {
 			r.t.Errorf("%s: %s has no seq header", name, d.Message.ID)
 			return nil

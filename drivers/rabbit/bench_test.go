@@ -38,7 +38,7 @@ func benchMessages(n int) []*broker.Message {
 	body := make([]byte, benchBody)
 	msgs := make([]*broker.Message, n)
 	for i := range msgs {
-		msgs[i] = &broker.Message{ID: "m-" + strconv.Itoa(i), Body: body, Headers: map[string]string{"h": "v"}}
+		msgs[i] = &broker.Message{ID: "m-" + strconv.Itoa(i), Body: body, Headers: broker.Headers{{"h", "v"}}}
 	}
 	return msgs
 }

@@ -87,7 +87,9 @@ func Dial(ctx context.Context, rawURL string, opts *ConnOptions) (*Conn, error) 
 	}
 	c := &Conn{url: rawURL, safe: redactURL(rawURL), opts: o, logger: o.Logger, ready: make(chan struct{})}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.logger = broker.Telemetry{Logger: o.Logger}.WithDefaults().Logger
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
 	if o.Config != nil {
 		c.cfg = *o.Config
 		if c.cfg.Recovery != nil {

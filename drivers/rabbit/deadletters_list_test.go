@@ -100,8 +100,8 @@ func listOnce(ctx context.Context, t *testing.T, mux *broker.URLMux, subURL stri
 		}
 		for _, d := range ds {
 			got[d.Message.ID] = d.Attempt
-			if d.Message.Headers[driver.HeaderDeadLetterReason] != "cannot parse" {
-				t.Errorf("%s: reason %q", d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason])
+			if d.Message.Headers.Get(driver.HeaderDeadLetterReason) != "cannot parse" {
+				t.Errorf("%s: reason %q", d.Message.ID, d.Message.Headers.Get(driver.HeaderDeadLetterReason))
 			}
 		}
 		held = append(held, ds...)

@@ -46,7 +46,7 @@ func TestOpenDeadLettersURL(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, d := range ds {
-			got[d.Message.ID] = d.Message.Headers[driver.HeaderDeadLetterReason]
+			got[d.Message.ID] = d.Message.Headers.Get(driver.HeaderDeadLetterReason)
 			// Put back: the next readers see them too.
 			if err := d.Nack(ctx, 0); err != nil {
 				t.Fatal(err)
@@ -79,8 +79,8 @@ func TestOpenDeadLettersURL(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, d := range ds {
-				if d.Message.Headers[driver.HeaderDeadLetterReason] != got[d.Message.ID] {
-					t.Errorf("%s: %s has reason %q, want %q", redact.String(u), d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason], got[d.Message.ID])
+				if d.Message.Headers.Get(driver.HeaderDeadLetterReason) != got[d.Message.ID] {
+					t.Errorf("%s: %s has reason %q, want %q", redact.String(u), d.Message.ID, d.Message.Headers.Get(driver.HeaderDeadLetterReason), got[d.Message.ID])
 				}
 				seen[d.Message.ID] = true
 				if i == 2 {

@@ -76,14 +76,14 @@ func TestFromDelivery(t *testing.T) {
 	if m.Key != "customer-1" || prior != 2 || m.Attempt != 4 {
 		t.Fatalf("key %q prior %d attempt %d", m.Key, prior, m.Attempt)
 	}
-	want := map[string]string{"a": "b", "n": "7", hdrReason: "delivery_limit"}
-	if fmt.Sprint(m.Headers) != fmt.Sprint(want) {
+	want := driver.Headers{{"a", "b"}, {"n", "7"}, {hdrReason, "delivery_limit"}}
+	if !m.Headers.Equal(want) {
 		t.Fatalf("headers %v, want %v", m.Headers, want)
 	}
 	// Back from a delay queue: not a dead letter.
 	d.Headers["x-death"] = []any{amqp.Table{"reason": "expired", "queue": "q.0.delay.100ms"}}
-	if m, _ := fromDelivery(d, dlq); m.Headers[hdrReason] != "" {
-		t.Fatalf("a message back from a delay queue reports reason %q", m.Headers[hdrReason])
+	if m, _ := fromDelivery(d, dlq); m.Headers.Get(hdrReason) != "" {
+		t.Fatalf("a message back from a delay queue reports reason %q", m.Headers.Get(hdrReason))
 	}
 	// Back from its own delay queue through the default exchange: the
 	// prior attempts count; the same headers through another exchange do not.

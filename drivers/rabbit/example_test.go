@@ -94,7 +94,7 @@ func ExampleOpenDeadLetters() {
 		log.Fatal(err)
 	}
 	for _, d := range ds {
-		fmt.Println(d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason])
+		fmt.Println(d.Message.ID, d.Message.Headers.Get(driver.HeaderDeadLetterReason))
 		_ = d.Ack(ctx)
 	}
 }

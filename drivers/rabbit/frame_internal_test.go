@@ -39,7 +39,7 @@ func TestFrameBoundaryMatchesServer(t *testing.T) {
 	}
 	// A message on a partitioned topic: ID, one header, the key in wary-key.
 	at := func(extra int) amqp.Publishing {
-		m := &driver.Message{ID: "edge", Key: "key", Headers: map[string]string{"h": ""}, Body: []byte("b")}
+		m := &driver.Message{ID: "edge", Key: "key", Headers: driver.Headers{{"h", ""}}, Body: []byte("b")}
 		p := toPublishing(m, true)
 		n, ok := contentHeaderSize(&p)
 		if !ok {

@@ -99,10 +99,10 @@ func FuzzMessageFromDelivery(f *testing.F) {
 		if redelivered && !ladder && !viaDLX && m.Attempt > maxCount+1 {
 			t.Fatalf("a redelivery has attempt %d", m.Attempt)
 		}
-		for k := range m.Headers {
+		for k := range m.Headers.All() {
 			if k == hdrReason {
 				if !viaDLX {
-					t.Fatalf("reason %q reported on a message that did not come through the dead-letter exchange", m.Headers[k])
+					t.Fatalf("reason %q reported on a message that did not come through the dead-letter exchange", m.Headers.Get(k))
 				}
 				continue
 			}
@@ -122,7 +122,7 @@ func FuzzMessageFromDelivery(f *testing.F) {
 			hname == "" || isBrokerHeader(hname) || hname == hdrReason {
 			return
 		}
-		in := &driver.Message{ID: id, Key: key, Headers: map[string]string{hname: hval}, Body: []byte(reason)}
+		in := &driver.Message{ID: id, Key: key, Headers: broker.Headers{{hname, hval}}, Body: []byte(reason)}
 		if checkMessage(in, key) != nil {
 			return
 		}
@@ -137,7 +137,7 @@ func FuzzMessageFromDelivery(f *testing.F) {
 				org = origin{queue: q, partitions: n, partition: partition(in, n)}
 			}
 			got, _ := fromDelivery(&amqp.Delivery{MessageId: pub.MessageId, Exchange: "t", RoutingKey: route, Headers: pub.Headers, Body: pub.Body}, org)
-			if got.ID != in.ID || got.Key != in.Key || len(got.Headers) != 1 || got.Headers[hname] != hval || string(got.Body) != reason || got.Attempt != 1 {
+			if got.ID != in.ID || got.Key != in.Key || len(got.Headers) != 1 || got.Headers.Get(hname) != hval || string(got.Body) != reason || got.Attempt != 1 {
 				t.Fatalf("partitions %d: round trip %+v, want %+v", n, got, in)
 			}
 			if _, ok := contentHeaderSize(&pub); !ok {

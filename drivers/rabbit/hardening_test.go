@@ -51,15 +51,15 @@ func TestHeaderFrameTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	many := map[string]string{}
+	var many broker.Headers
 	for i := range 5000 {
-		many[fmt.Sprintf("h%04d", i)] = strings.Repeat("v", 16) // 21 bytes of name and value, 27 encoded
+		many = append(many, [2]string{fmt.Sprintf("h%04d", i), strings.Repeat("v", 16)}) // 21 bytes of name and value, 27 encoded
 	}
 	for _, tc := range []struct {
 		name string
 		m    *broker.Message
 	}{
-		{"200 KiB header value", &broker.Message{ID: "big-value", Key: "k", Headers: map[string]string{"h": strings.Repeat("v", 200<<10)}}},
+		{"200 KiB header value", &broker.Message{ID: "big-value", Key: "k", Headers: broker.Headers{{"h", strings.Repeat("v", 200<<10)}}}},
 		{"5,000 headers", &broker.Message{ID: "many-headers", Key: "k", Headers: many}},
 		{"1 MiB key", &broker.Message{ID: "big-key", Key: strings.Repeat("k", 1<<20)}},
 	} {
@@ -209,7 +209,7 @@ func TestForeignHeadersNotTrusted(t *testing.T) {
 	if d.Attempt != 1 {
 		t.Fatalf("forged counts: attempt %d, want 1", d.Attempt)
 	}
-	if len(d.Message.Headers) != 1 || d.Message.Headers["user"] != "kept" {
+	if len(d.Message.Headers) != 1 || d.Message.Headers.Get("user") != "kept" {
 		t.Fatalf("headers %v: want only the user's", d.Message.Headers)
 	}
 	if err := d.Nack(ctx, 30*time.Millisecond); err != nil {
@@ -217,7 +217,7 @@ func TestForeignHeadersNotTrusted(t *testing.T) {
 	}
 	// Back from the delay queue: the driver's own count, attempt 2.
 	d = receive("forged")
-	if d.Attempt != 2 || d.Message.Key != good || d.Message.Headers[driver.HeaderDeadLetterReason] != "" {
+	if d.Attempt != 2 || d.Message.Key != good || d.Message.Headers.Get(driver.HeaderDeadLetterReason) != "" {
 		t.Fatalf("after a delayed nack: attempt %d key %q headers %v", d.Attempt, d.Message.Key, d.Message.Headers)
 	}
 	if err := d.Ack(ctx); err != nil {
@@ -256,7 +256,7 @@ func TestForeignHeadersNotTrusted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ds[0].Message.Headers[driver.HeaderDeadLetterReason]; ds[0].Message.ID != "to-dlq" || got != "handler gave up" || ds[0].Attempt != 2 {
+	if got := ds[0].Message.Headers.Get(driver.HeaderDeadLetterReason); ds[0].Message.ID != "to-dlq" || got != "handler gave up" || ds[0].Attempt != 2 {
 		t.Fatalf("dead letter %s: reason %q attempt %d", ds[0].Message.ID, got, ds[0].Attempt)
 	}
 	if err := ds[0].Ack(ctx); err != nil {

@@ -41,9 +41,9 @@ func checkMessage(m *driver.Message, routingKey string) error {
 	case len(routingKey) > maxShortStr:
 		return &invalidError{fmt.Sprintf("routing key (the message key) is %d bytes; AMQP allows %d", len(routingKey), maxShortStr)}
 	}
-	for k := range m.Headers {
-		if len(k) > maxShortStr {
-			return &invalidError{fmt.Sprintf("header name is %d bytes; AMQP allows %d", len(k), maxShortStr)}
+	for _, h := range m.Headers {
+		if len(h[0]) > maxShortStr {
+			return &invalidError{fmt.Sprintf("header name is %d bytes; AMQP allows %d", len(h[0]), maxShortStr)}
 		}
 	}
 	return nil
@@ -54,8 +54,8 @@ func toPublishing(m *driver.Message, keyHeader bool) amqp.Publishing {
 	var h amqp.Table
 	if len(m.Headers) > 0 || keyHeader {
 		h = make(amqp.Table, len(m.Headers)+1)
-		for k, v := range m.Headers {
-			h[k] = v
+		for _, p := range m.Headers {
+			h[p[0]] = p[1]
 		}
 		if keyHeader {
 			h[hdrKey] = m.Key
@@ -151,9 +151,9 @@ func fromDelivery(d *amqp.Delivery, o origin) (m *driver.Message, prior int) {
 			continue
 		}
 		if m.Headers == nil {
-			m.Headers = make(map[string]string, len(d.Headers))
+			m.Headers = make(driver.Headers, 0, len(d.Headers))
 		}
-		m.Headers[k] = headerString(v)
+		m.Headers = append(m.Headers, [2]string{k, headerString(v)})
 	}
 	m.Attempt = prior + int(count) + 1
 	if viaDLX {
@@ -162,10 +162,7 @@ func fromDelivery(d *amqp.Delivery, o origin) (m *driver.Message, prior int) {
 			r = deathReason(d.Headers)
 		}
 		if r != "" {
-			if m.Headers == nil {
-				m.Headers = map[string]string{}
-			}
-			m.Headers[hdrReason] = r
+			m.Headers.Set(hdrReason, r)
 		}
 	}
 	return m, prior

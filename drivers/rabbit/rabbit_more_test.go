@@ -100,7 +100,7 @@ func TestDelayedNacksKeepCountAndLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	m := &broker.Message{ID: "delayed-1", Key: "k-1", Body: []byte("b"), Headers: map[string]string{"h": "v"}}
+	m := &broker.Message{ID: "delayed-1", Key: "k-1", Body: []byte("b"), Headers: broker.Headers{{"h", "v"}}}
 	if err := topic.Publish(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestDelayedNacksKeepCountAndLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := ds[0]
-		if d.Message.ID != m.ID || d.Attempt != want || d.Message.Key != m.Key || d.Message.Headers["h"] != "v" || len(d.Message.Headers) != 1 {
+		if d.Message.ID != m.ID || d.Attempt != want || d.Message.Key != m.Key || d.Message.Headers.Get("h") != "v" || len(d.Message.Headers) != 1 {
 			t.Fatalf("delivery %d: id %s attempt %d key %q headers %v", want, d.Message.ID, d.Attempt, d.Message.Key, d.Message.Headers)
 		}
 		if err := d.Nack(ctx, 30*time.Millisecond); err != nil {
@@ -131,7 +131,7 @@ func TestDelayedNacksKeepCountAndLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ds[0].Message.Headers[driver.HeaderDeadLetterReason]; got != "delivery_limit" || ds[0].Message.Key != m.Key {
+	if got := ds[0].Message.Headers.Get(driver.HeaderDeadLetterReason); got != "delivery_limit" || ds[0].Message.Key != m.Key {
 		t.Fatalf("dead letter: reason %q key %q", got, ds[0].Message.Key)
 	}
 	_ = ds[0].Ack(ctx)
@@ -177,7 +177,7 @@ func TestNativeLimitOnCrashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ds[0].Message.Headers[driver.HeaderDeadLetterReason]; got != "delivery_limit" {
+	if got := ds[0].Message.Headers.Get(driver.HeaderDeadLetterReason); got != "delivery_limit" {
 		t.Fatalf("reason %q", got)
 	}
 	_ = ds[0].Ack(ctx)

@@ -75,7 +75,7 @@ func TestOpenDeadLettersURL(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, d := range ds {
-				got[d.Message.ID] = d.Message.Headers[driver.HeaderDeadLetterReason]
+				got[d.Message.ID] = d.Message.Headers.Get(driver.HeaderDeadLetterReason)
 				if err := d.Ack(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -167,7 +167,7 @@ func TestOpenDeadLetters(t *testing.T) {
 			t.Errorf("%s: dead letters' capabilities %+v, want no dead-lettering and no limit", c.entity, caps)
 		}
 		d := receive(c.entity+" dead letters", dl)
-		if m := d.Message; m.ID != "poison" || m.Headers[driver.HeaderDeadLetterReason] != "cannot parse" {
+		if m := d.Message; m.ID != "poison" || m.Headers.Get(driver.HeaderDeadLetterReason) != "cannot parse" {
 			t.Errorf("%s: dead letter %q %v, want poison with its reason", c.entity, m.ID, m.Headers)
 		}
 		if err := d.Ack(ctx); err != nil {

@@ -58,7 +58,7 @@ func checkMessage(m *driver.Message, sessions bool) error {
 	}
 	// The SDK reports a property that is not valid UTF-8 as a lost
 	// connection: refuse it here (the portable layer checks it too).
-	for k, v := range m.Headers {
+	for k, v := range m.Headers.All() {
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
 			return invalidf("message %q: header names and values must be valid UTF-8", m.ID)
 		}
@@ -72,7 +72,7 @@ func toSB(m *driver.Message, sessions bool) *azservicebus.Message {
 	out := &azservicebus.Message{MessageID: &id, Body: m.Body}
 	if len(m.Headers) > 0 || (!sessions && m.Key != "") {
 		out.ApplicationProperties = make(map[string]any, len(m.Headers)+1)
-		for k, v := range m.Headers {
+		for k, v := range m.Headers.All() {
 			out.ApplicationProperties[k] = v
 		}
 	}
@@ -118,22 +118,19 @@ func fromSB(rm *azservicebus.ReceivedMessage, deadLetters bool) *driver.Message 
 			continue // not the driver's: no producer may speak for wary
 		}
 		if m.Headers == nil {
-			m.Headers = make(map[string]string, len(rm.ApplicationProperties))
+			m.Headers = make(driver.Headers, 0, len(rm.ApplicationProperties))
 		}
-		if s, ok := v.(string); ok {
-			m.Headers[k] = s
-		} else {
-			m.Headers[k] = fmt.Sprint(v)
+		s, ok := v.(string)
+		if !ok {
+			s = fmt.Sprint(v)
 		}
+		m.Headers = append(m.Headers, [2]string{k, s}) // a map's keys: each once
 	}
 	if rm.SessionID != nil {
 		m.Key = *rm.SessionID
 	}
 	if deadLetters && rm.DeadLetterReason != nil {
-		if m.Headers == nil {
-			m.Headers = map[string]string{}
-		}
-		m.Headers[driver.HeaderDeadLetterReason] = *rm.DeadLetterReason
+		m.Headers.Set(driver.HeaderDeadLetterReason, *rm.DeadLetterReason)
 	}
 	m.Attempt = prior + int(rm.DeliveryCount)
 	if m.Attempt < 1 {

@@ -25,14 +25,14 @@ func TestPublishPartlySent(t *testing.T) {
 	defer cancel()
 	// Many small headers: the AMQP encoding adds a few bytes to each,
 	// more than the headroom the driver keeps.
-	big := &broker.Message{ID: "big", Body: []byte("x"), Headers: map[string]string{}}
+	big := &broker.Message{ID: "big", Body: []byte("x"), Headers: broker.Headers{}}
 	size := len(big.ID) + len(big.Body)
 	for i := 0; ; i++ {
 		k := fmt.Sprintf("h%d", i)
 		if size+2*len(k) > top.Capabilities().MaxMessageSize {
 			break
 		}
-		big.Headers[k] = k
+		big.Headers.Set(k, k)
 		size += 2 * len(k)
 	}
 	err := top.Publish(ctx, &broker.Message{ID: "ok", Body: []byte("fine")}, big)

@@ -67,7 +67,7 @@ func TestPeekDeadLetters(t *testing.T) {
 			}
 			for _, p := range ps {
 				got[p.Message.ID] = p.Attempt
-				if r := p.Message.Headers[driver.HeaderDeadLetterReason]; r != "cannot parse" {
+				if r := p.Message.Headers.Get(driver.HeaderDeadLetterReason); r != "cannot parse" {
 					t.Errorf("look %d: %s has reason %q", look+1, p.Message.ID, r)
 				}
 			}

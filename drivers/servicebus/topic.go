@@ -181,7 +181,7 @@ func (t *topic) SendBatch(ctx context.Context, msgs []*driver.Message) error {
 // properties and annotations sections).
 func encodedBound(m *driver.Message) uint64 {
 	n := len(m.Body) + len(m.ID) + len(m.Key) + 512
-	for k, v := range m.Headers {
+	for k, v := range m.Headers.All() {
 		n += len(k) + len(v) + 16
 	}
 	return uint64(n)

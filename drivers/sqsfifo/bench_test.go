@@ -45,7 +45,7 @@ func benchMessages(n int) []*broker.Message {
 	}
 	msgs := make([]*broker.Message, n)
 	for i := range msgs {
-		msgs[i] = &broker.Message{ID: benchID(), Key: "g" + strconv.Itoa(i%benchGroups), Body: body, Headers: map[string]string{"h": "v"}}
+		msgs[i] = &broker.Message{ID: benchID(), Key: "g" + strconv.Itoa(i%benchGroups), Body: body, Headers: broker.Headers{{"h", "v"}}}
 	}
 	return msgs
 }

@@ -58,7 +58,7 @@ func TestOpenDeadLettersURL(t *testing.T) {
 	}
 	defer dead.Close()
 	d := receiveOne(ctx, t, dead)
-	if d.Message.ID != "poison" || d.Message.Key != "g" || d.Message.Headers[driver.HeaderDeadLetterReason] != "cannot parse" {
+	if d.Message.ID != "poison" || d.Message.Key != "g" || d.Message.Headers.Get(driver.HeaderDeadLetterReason) != "cannot parse" {
 		t.Fatalf("dead letter %+v", d.Message)
 	}
 	if err := d.Ack(ctx); err != nil {

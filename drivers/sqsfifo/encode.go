@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -214,7 +215,7 @@ func decode(raw types.Message, deadLetters bool) (*driver.Message, error) {
 	m := &driver.Message{
 		ID:      raw.Attributes[string(types.MessageSystemAttributeNameMessageDeduplicationId)],
 		Key:     raw.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)],
-		Headers: map[string]string{},
+		Headers: driver.Headers{},
 	}
 	var enc, reason string
 	for k, a := range raw.MessageAttributes {
@@ -224,8 +225,12 @@ func decode(raw types.Message, deadLetters bool) (*driver.Message, error) {
 		}
 		switch k {
 		case AttrHeaders:
-			if err := json.Unmarshal([]byte(v), &m.Headers); err != nil {
+			var js driver.Headers
+			if err := json.Unmarshal([]byte(v), &js); err != nil {
 				return nil, fmt.Errorf("sqsfifo: attribute %s is not a JSON object of strings: %w", AttrHeaders, err)
+			}
+			for k, v := range js.All() { // over any attribute of the same name
+				m.Headers.Set(k, v)
 			}
 		case AttrID:
 			m.ID = v
@@ -238,19 +243,15 @@ func decode(raw types.Message, deadLetters bool) (*driver.Message, error) {
 		default:
 			dt := aws.ToString(a.DataType)
 			if a.StringValue != nil && (strings.HasPrefix(dt, "String") || strings.HasPrefix(dt, "Number")) {
-				if _, set := m.Headers[k]; !set {
-					m.Headers[k] = v
+				if _, set := m.Headers.Lookup(k); !set {
+					m.Headers.Set(k, v)
 				}
 			}
 		}
 	}
-	for k := range m.Headers {
-		if driver.ReservedHeader(k) {
-			delete(m.Headers, k)
-		}
-	}
+	m.Headers = slices.DeleteFunc(m.Headers, func(h [2]string) bool { return driver.ReservedHeader(h[0]) })
 	if deadLetters && reason != "" {
-		m.Headers[AttrDeadLetterReason] = reason
+		m.Headers.Set(AttrDeadLetterReason, reason)
 	}
 	if m.ID == "" {
 		m.ID = aws.ToString(raw.MessageId)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"maps"
 	"net"
 	"reflect"
 	"strings"
@@ -60,14 +59,14 @@ func TestMapID(t *testing.T) {
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	cases := []*driver.Message{
-		{ID: "a", Key: "g", Body: []byte("plain text\twith\nlines"), Headers: map[string]string{"x": "1", "empty": "", "uni": "grüße ☃"}},
+		{ID: "a", Key: "g", Body: []byte("plain text\twith\nlines"), Headers: broker.Headers{{"x", "1"}, {"empty", ""}, {"uni", "grüße ☃"}}},
 		{ID: "binary", Key: "g", Body: []byte{0, 1, 2, 0xff, 0xfe, 0x80}},
 		{ID: "empty", Key: "g", Body: []byte{}},
 		{ID: "nil", Key: "g"},
 		{ID: "emoji 😀 id", Key: "key ☃ with spaces", Body: []byte("smile 😀")},
 		{ID: "nonchar", Key: "g", Body: []byte("\uFFFE")},
 		{ID: "ctl", Key: "g", Body: []byte("bell\x07")},
-		{ID: "hdr", Key: "g", Body: []byte("x"), Headers: map[string]string{"v": "\uFFFF emoji 😀"}},
+		{ID: "hdr", Key: "g", Body: []byte("x"), Headers: broker.Headers{{"v", "\uFFFF emoji 😀"}}},
 	}
 	for _, m := range cases {
 		o, err := encode(m)
@@ -100,9 +99,9 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		if len(got.Headers) != len(m.Headers) {
 			t.Fatalf("%q: headers %v, want %v", m.ID, got.Headers, m.Headers)
 		}
-		for k, v := range m.Headers {
-			if got.Headers[k] != v {
-				t.Fatalf("%q: header %q = %q, want %q", m.ID, k, got.Headers[k], v)
+		for k, v := range m.Headers.All() {
+			if got.Headers.Get(k) != v {
+				t.Fatalf("%q: header %q = %q, want %q", m.ID, k, got.Headers.Get(k), v)
 			}
 		}
 		if got.PublishTime.UnixMilli() != 1700000000000 {
@@ -146,7 +145,7 @@ func TestDecodeForeignMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.ID != "m-1" || m.Headers["trace"] != "abc" || m.Headers["n"] != "7" || len(m.Headers) != 2 || m.Attempt != 1 {
+	if m.ID != "m-1" || m.Headers.Get("trace") != "abc" || m.Headers.Get("n") != "7" || len(m.Headers) != 2 || m.Attempt != 1 {
 		t.Fatalf("decoded %+v", m)
 	}
 }
@@ -290,11 +289,11 @@ func TestDecodeDropsForeignReservedHeaders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]string{"app": "kept", broker.HeaderAggregateID: "order-1", broker.HeaderAggregateVersion: "3"}
+		want := broker.Headers{{"app", "kept"}, {broker.HeaderAggregateID, "order-1"}, {broker.HeaderAggregateVersion, "3"}}
 		if deadLetters {
-			want[AttrDeadLetterReason] = "forged"
+			want.Set(AttrDeadLetterReason, "forged")
 		}
-		if !maps.Equal(m.Headers, want) {
+		if !m.Headers.Equal(want) {
 			t.Errorf("dead letters %t: headers %v, want %v", deadLetters, m.Headers, want)
 		}
 	}

@@ -84,7 +84,7 @@ func ExampleOpenDeadLetters() {
 		log.Fatal(err)
 	}
 	for _, d := range ds {
-		log.Printf("%s: %s", d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason])
+		log.Printf("%s: %s", d.Message.ID, d.Message.Headers.Get(driver.HeaderDeadLetterReason))
 	}
 }
 

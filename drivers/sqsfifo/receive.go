@@ -77,10 +77,10 @@ func (s *subscription) decodeAll(raws []types.Message) []*driver.Message {
 			// so that the handler can dead-letter it.
 			m = &driver.Message{ID: aws.ToString(raw.MessageId), Body: []byte(aws.ToString(raw.Body)),
 				Key: raw.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)], Attempt: 1,
-				Headers: map[string]string{"wary-decode-error": err.Error()}}
+				Headers: driver.Headers{{"wary-decode-error", err.Error()}}}
 		}
-		if s.defaultReason != "" && m.Headers[AttrDeadLetterReason] == "" {
-			m.Headers[AttrDeadLetterReason] = s.defaultReason
+		if s.defaultReason != "" && m.Headers.Get(AttrDeadLetterReason) == "" {
+			m.Headers.Set(AttrDeadLetterReason, s.defaultReason)
 		}
 		a := &ackID{handle: aws.ToString(raw.ReceiptHandle), raw: raw}
 		m.AckID, m.As = a, a

@@ -32,7 +32,7 @@ func TestDeadLetterCrashBetweenCopyAndDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	m := &broker.Message{ID: "poison", Key: "g", Body: []byte("poison body"), Headers: map[string]string{"h": "v"}}
+	m := &broker.Message{ID: "poison", Key: "g", Body: []byte("poison body"), Headers: broker.Headers{{"h", "v"}}}
 	if err := top.Publish(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +67,8 @@ func TestDeadLetterCrashBetweenCopyAndDelete(t *testing.T) {
 	}
 	defer dead.Close()
 	dd := receiveOne(ctx, t, dead)
-	if dd.Message.ID != m.ID || string(dd.Message.Body) != "poison body" || dd.Message.Headers["h"] != "v" ||
-		dd.Message.Headers[driver.HeaderDeadLetterReason] != "bad input" || dd.Message.Key != "g" {
+	if dd.Message.ID != m.ID || string(dd.Message.Body) != "poison body" || dd.Message.Headers.Get("h") != "v" ||
+		dd.Message.Headers.Get(driver.HeaderDeadLetterReason) != "bad input" || dd.Message.Key != "g" {
 		t.Fatalf("dead letter %+v", dd.Message)
 	}
 	if err := dd.Ack(ctx); err != nil {

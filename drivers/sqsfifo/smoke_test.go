@@ -32,7 +32,7 @@ func TestRoundTrip(t *testing.T) {
 	defer sub.Close()
 	t.Logf("caps: %s", top.Capabilities())
 	msgs := []*broker.Message{
-		{ID: "plain-1", Key: "g1", Body: []byte("hello"), Headers: map[string]string{"a": "b", "empty": ""}},
+		{ID: "plain-1", Key: "g1", Body: []byte("hello"), Headers: broker.Headers{{"a", "b"}, {"empty", ""}}},
 		{ID: "id with spaces é", Key: "key with space ☃", Body: []byte{0, 1, 2, 0xff, 0xfe}},
 		{ID: "empty-body", Key: "g1", Body: []byte{}},
 		{ID: "emoji", Key: "g2", Body: []byte("smile 😀")},
@@ -65,9 +65,9 @@ func TestRoundTrip(t *testing.T) {
 		if d.Message.Key != m.Key || !bytes.Equal(d.Message.Body, m.Body) || d.Attempt != 1 {
 			t.Errorf("%q: got key %q body %q attempt %d", m.ID, d.Message.Key, d.Message.Body, d.Attempt)
 		}
-		for k, v := range m.Headers {
-			if d.Message.Headers[k] != v {
-				t.Errorf("%q: header %q = %q, want %q", m.ID, k, d.Message.Headers[k], v)
+		for k, v := range m.Headers.All() {
+			if d.Message.Headers.Get(k) != v {
+				t.Errorf("%q: header %q = %q, want %q", m.ID, k, d.Message.Headers.Get(k), v)
 			}
 		}
 	}

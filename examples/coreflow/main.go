@@ -111,7 +111,7 @@ func run(ctx context.Context, out io.Writer) error {
 			return err
 		}
 		r, err := inbox.Handle(ctx, ds[0], bill)
-		fmt.Fprintln(out, ds[0].Message.ID, "version", ds[0].Message.Headers[idem.HeaderAggregateVersion], r, err)
+		fmt.Fprintln(out, ds[0].Message.ID, "version", ds[0].Message.Headers.Get(idem.HeaderAggregateVersion), r, err)
 		if i == 0 {
 			if err := topic.Publish(ctx, ds[0].Message); err != nil {
 				return err

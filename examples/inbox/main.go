@@ -146,7 +146,7 @@ func run(ctx context.Context, w io.Writer) error {
 			if !ok {
 				return fmt.Errorf("%s: unexpected outcome %v: %v", d.Message.ID, r, herr)
 			}
-			fmt.Fprintf(w, "%-10s %s v%s attempt %d: %s: %s\n", d.Message.ID, d.Message.Key, d.Message.Headers[idem.HeaderAggregateVersion], d.Attempt, r, what)
+			fmt.Fprintf(w, "%-10s %s v%s attempt %d: %s: %s\n", d.Message.ID, d.Message.Key, d.Message.Headers.Get(idem.HeaderAggregateVersion), d.Attempt, r, what)
 			if r != idem.ResultGapRetried {
 				return nil
 			}

@@ -155,8 +155,8 @@ func openSub(t *testing.T, url string) *broker.Subscription {
 }
 
 func event(id, agg string, version int64) *broker.Message {
-	return &broker.Message{ID: id, Key: agg, Body: []byte("body of " + id), Headers: map[string]string{
-		broker.HeaderAggregateID: agg, broker.HeaderAggregateVersion: strconv.FormatInt(version, 10), "traceparent": "00-" + id}}
+	return &broker.Message{ID: id, Key: agg, Body: []byte("body of " + id), Headers: broker.Headers{
+		{broker.HeaderAggregateID, agg}, {broker.HeaderAggregateVersion, strconv.FormatInt(version, 10)}, {"traceparent", "00-" + id}}}
 }
 
 func newAdmin[Tx any](t *testing.T, w world[Tx]) *Admin {
@@ -244,10 +244,10 @@ func testReplayParked[Tx any](t *testing.T, w world[Tx]) {
 	}
 	for i, d := range ds {
 		m := d.Message
-		if want := msgs[[]int{0, 1, 3}[i]]; m.ID != want.ID || string(m.Body) != string(want.Body) || m.Headers["traceparent"] != want.Headers["traceparent"] {
+		if want := msgs[[]int{0, 1, 3}[i]]; m.ID != want.ID || string(m.Body) != string(want.Body) || m.Headers.Get("traceparent") != want.Headers.Get("traceparent") {
 			t.Errorf("replayed %d: %s %q, want %s in order, as parked", i, m.ID, m.Body, want.ID)
 		}
-		if by := m.Headers[driver.HeaderReplayedBy]; i == 0 && by != "tester: gap" || len(by) < 6 || by[:6] != "tester" {
+		if by := m.Headers.Get(driver.HeaderReplayedBy); i == 0 && by != "tester: gap" || len(by) < 6 || by[:6] != "tester" {
 			t.Errorf("replayed %s: %s %q", m.ID, driver.HeaderReplayedBy, by)
 		}
 		if r, err := in.Handle(ctx, d, h); r != idem.ResultApplied {

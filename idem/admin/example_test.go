@@ -41,7 +41,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	paid := &broker.Message{ID: "order-1/paid", Key: "order-1", Headers: map[string]string{broker.HeaderAggregateID: "order-1"}, Body: []byte(`{"paid":42}`)}
+	paid := &broker.Message{ID: "order-1/paid", Key: "order-1", Headers: broker.Headers{{broker.HeaderAggregateID, "order-1"}}, Body: []byte(`{"paid":42}`)}
 	r, _ := in.Handle(ctx, broker.NewDetachedDelivery(paid, 1), func(context.Context, *sql.Tx, *broker.Delivery) error {
 		return &idem.ParkError{Reason: "order-1 unknown", Now: true}
 	})
@@ -64,7 +64,7 @@ func Example() {
 
 	// The consumer gets it again, and applies it this time.
 	ds, _ := sub.Receive(ctx, 1)
-	fmt.Println("replayed by:", ds[0].Message.Headers["wary-replayed-by"])
+	fmt.Println("replayed by:", ds[0].Message.Headers.Get("wary-replayed-by"))
 	r, _ = in.Handle(ctx, ds[0], func(context.Context, *sql.Tx, *broker.Delivery) error { return nil })
 	fmt.Println("handled:", r)
 	n, _ := a.CountParked(ctx, "", idem.ParkedFilter{})

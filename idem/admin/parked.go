@@ -194,16 +194,16 @@ func (a *Admin) ReplayParked(ctx context.Context, t *broker.Topic, consumer stri
 // the event-identity ones (a dead-letter reason, say), and
 // driver.HeaderReplayedBy with by and, if not empty, why the message had
 // been set aside ("alice@host 2026-12-01T03:12:00Z: gap").
-func ReplayHeaders(h map[string]string, by, reason string) map[string]string {
-	out := make(map[string]string, len(h)+1)
-	for k, v := range h {
-		if !driver.ReservedHeader(k) {
-			out[k] = v
+func ReplayHeaders(h broker.Headers, by, reason string) broker.Headers {
+	out := make(broker.Headers, 0, len(h)+1)
+	for _, p := range h {
+		if !driver.ReservedHeader(p[0]) {
+			out = append(out, p)
 		}
 	}
 	if reason != "" {
 		by += ": " + reason
 	}
-	out[driver.HeaderReplayedBy] = by
+	out.Set(driver.HeaderReplayedBy, by)
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wary-go/wary/internal/wotel"
 	"log/slog"
 	"runtime/debug"
 	"time"
@@ -117,7 +118,8 @@ func New[Tx any](s seam.Provider[Tx], c Contract, opts *Options) (*Caller[Tx], e
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = time.Minute
 	}
-	o.Telemetry = o.Telemetry.WithDefaults()
+	t := &o.Telemetry
+	wotel.Defaults(&t.Logger, &t.TracerProvider, &t.MeterProvider, &t.Now)
 	return &Caller[Tx]{store: st, c: c, o: o}, nil
 }
 

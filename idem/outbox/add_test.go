@@ -78,9 +78,9 @@ func TestAddRefusesInvalidMessages(t *testing.T) {
 		"aggregate UTF-8":      {ID: "m", AggregateID: "a\xff"},
 		"type UTF-8":           {ID: "m", AggregateID: "a", Type: "t\xff"},
 		"negative version":     {ID: "m", AggregateID: "a", Version: -1},
-		"relay's header":       {ID: "m", AggregateID: "a", Headers: map[string]string{broker.HeaderSequence: "7"}},
-		"relay's header, case": {ID: "m", AggregateID: "a", Headers: map[string]string{strings.ToUpper(broker.HeaderAggregateID): "x"}},
-		"empty header name":    {ID: "m", AggregateID: "a", Headers: map[string]string{"": "x"}},
+		"relay's header":       {ID: "m", AggregateID: "a", Headers: broker.Headers{{broker.HeaderSequence, "7"}}},
+		"relay's header, case": {ID: "m", AggregateID: "a", Headers: broker.Headers{{strings.ToUpper(broker.HeaderAggregateID), "x"}}},
+		"empty header name":    {ID: "m", AggregateID: "a", Headers: broker.Headers{{"", "x"}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := newFakeStore(t)
@@ -159,7 +159,7 @@ func TestNewMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	if m.AggregateID != "order-1" || m.Version != 3 || m.Type != "order.placed" || string(m.Payload) != `{"total":42}` ||
-		m.Headers[broker.HeaderContentType] != broker.JSON.ContentType() {
+		m.Headers.Get(broker.HeaderContentType) != broker.JSON.ContentType() {
 		t.Errorf("NewMessage: %+v", m)
 	}
 	g := newRig(t)
@@ -168,7 +168,7 @@ func TestNewMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := g.receive(1)[0]
-	if got.ID != m.ID || got.Headers[broker.HeaderContentType] != broker.JSON.ContentType() {
+	if got.ID != m.ID || got.Headers.Get(broker.HeaderContentType) != broker.JSON.ContentType() {
 		t.Errorf("published %+v", got)
 	}
 	if _, err := NewMessage(nil, "", "a", 0, "", func() {}); err == nil {

@@ -90,7 +90,7 @@ func ExampleOutbox_Add() {
 		log.Fatal(err)
 	}
 	m := ds[0].Message
-	fmt.Println(m.ID, m.Key, m.Headers[idem.HeaderType], "version", m.Headers[idem.HeaderAggregateVersion], "sequence", m.Headers[idem.HeaderSequence])
+	fmt.Println(m.ID, m.Key, m.Headers.Get(idem.HeaderType), "version", m.Headers.Get(idem.HeaderAggregateVersion), "sequence", m.Headers.Get(idem.HeaderSequence))
 	_ = ds[0].Ack(ctx)
 
 	h, _ := relay.Health(ctx)
@@ -195,7 +195,7 @@ func ExampleNewMessage() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(ds[0].Message.Headers[broker.HeaderContentType])
+	fmt.Println(ds[0].Message.Headers.Get(broker.HeaderContentType))
 	placed, err := broker.Decode[OrderPlaced](nil, ds[0])
 	fmt.Printf("%+v %v\n", placed, err)
 	_, err = broker.Decode[OrderPlaced](protobuf{}, ds[0])

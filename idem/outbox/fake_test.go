@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -212,7 +211,7 @@ func (s *fakeStore) AddOutbox(_ context.Context, tx *fakeTx, msgs []Message, at 
 				seq = max(seq, r.Sequence)
 			}
 		}
-		m.Headers = maps.Clone(m.Headers)
+		m.Headers = m.Headers.Clone()
 		m.Payload = slices.Clone(m.Payload)
 		seqs[i] = seq + 1
 		tx.rows = append(tx.rows, Row{Message: m, Sequence: seq + 1, State: Pending, CreatedAt: at})
@@ -775,9 +774,9 @@ func inOrder(t *testing.T, ms []*broker.Message) {
 	t.Helper()
 	last := map[string]int64{}
 	for _, m := range ms {
-		seq, err := strconv.ParseInt(m.Headers[broker.HeaderSequence], 10, 64)
+		seq, err := strconv.ParseInt(m.Headers.Get(broker.HeaderSequence), 10, 64)
 		if err != nil {
-			t.Fatalf("message %s: sequence header %q", m.ID, m.Headers[broker.HeaderSequence])
+			t.Fatalf("message %s: sequence header %q", m.ID, m.Headers.Get(broker.HeaderSequence))
 		}
 		if seq != last[m.Key]+1 {
 			t.Errorf("aggregate %s: sequence %d after %d (order %v)", m.Key, seq, last[m.Key], ids(ms))

@@ -177,7 +177,7 @@ func TestTraceContextTravelsWithTheRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	headers := map[string]string{"tenant": "t1"}
+	headers := broker.Headers{{"tenant", "t1"}}
 	tx := g.s.begin()
 	if _, err := box.Add(ctx, tx, &Message{ID: "m", AggregateID: "a", Headers: headers}); err != nil {
 		t.Fatal(err)
@@ -187,13 +187,13 @@ func TestTraceContextTravelsWithTheRow(t *testing.T) {
 		t.Errorf("Add changed the caller's headers: %v", headers)
 	}
 	row := g.s.all()[0]
-	if tp := row.Headers["traceparent"]; !strings.Contains(tp, traceID.String()) || row.Headers["tenant"] != "t1" {
+	if tp := row.Headers.Get("traceparent"); !strings.Contains(tp, traceID.String()) || row.Headers.Get("tenant") != "t1" {
 		t.Fatalf("row headers %v, want the caller's trace context beside its own", row.Headers)
 	}
 	if _, err := g.relay(nil).Drain(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if m := g.receive(1)[0]; !strings.Contains(m.Headers["traceparent"], traceID.String()) {
+	if m := g.receive(1)[0]; !strings.Contains(m.Headers.Get("traceparent"), traceID.String()) {
 		t.Errorf("published headers %v, want the producer's trace", m.Headers)
 	}
 

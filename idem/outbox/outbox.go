@@ -47,7 +47,8 @@ func New[Tx any](s idem.Store[Tx], opts *Options) (*Outbox[Tx], error) {
 	if opts != nil {
 		o = *opts
 	}
-	o.Telemetry = o.Telemetry.WithDefaults()
+	t := &o.Telemetry
+	wotel.Defaults(&t.Logger, &t.TracerProvider, &t.MeterProvider, &t.Now)
 	return &Outbox[Tx]{store: st, o: o, tracer: wotel.NewTracer(o.TracerProvider)}, nil
 }
 

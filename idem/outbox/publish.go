@@ -213,19 +213,17 @@ func (r *Relay) failure(row *Row, err error) seam.OutboxFailure {
 // broker.HeaderSequence, broker.HeaderType when set) merged over r's headers, and the
 // payload as body.
 func rowMessage(r *Row) *broker.Message {
-	h := make(map[string]string, len(r.Headers)+4)
-	for k, v := range r.Headers {
-		h[k] = v
-	}
-	h[broker.HeaderAggregateID] = r.AggregateID
+	h := make(broker.Headers, 0, len(r.Headers)+4)
+	h = append(h, r.Headers...)
+	h.Set(broker.HeaderAggregateID, r.AggregateID)
 	if r.Version != 0 {
-		h[broker.HeaderAggregateVersion] = strconv.FormatInt(r.Version, 10)
+		h.Set(broker.HeaderAggregateVersion, strconv.FormatInt(r.Version, 10))
 	}
 	if r.Sequence != 0 {
-		h[broker.HeaderSequence] = strconv.FormatInt(r.Sequence, 10)
+		h.Set(broker.HeaderSequence, strconv.FormatInt(r.Sequence, 10))
 	}
 	if r.Type != "" {
-		h[broker.HeaderType] = r.Type
+		h.Set(broker.HeaderType, r.Type)
 	}
 	return &broker.Message{ID: r.ID, Key: r.AggregateID, Headers: h, Body: r.Payload}
 }

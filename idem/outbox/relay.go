@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/wary-go/wary/internal/wotel"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -160,7 +161,8 @@ func NewRelay[Tx any](s idem.Store[Tx], topic *broker.Topic, opts *RelayOptions)
 	defd(&o.KeepSent, 7*24*time.Hour)
 	defd(&o.PurgeInterval, 10*time.Minute)
 	defaults.Relay(&o.MaxAttempts, &o.Backoff, &o.PublishTimeout) // the guarantee assumes the same
-	o.Telemetry = o.Telemetry.WithDefaults()
+	t := &o.Telemetry
+	wotel.Defaults(&t.Logger, &t.TracerProvider, &t.MeterProvider, &t.Now)
 	r := &Relay{st: st, topic: topic, o: o}
 	r.rate.start = o.Now()
 	newRelayTel(r)

@@ -30,7 +30,7 @@ func TestDrainPublishesEachAggregateInOrder(t *testing.T) {
 			msgs = append(msgs, msg(a, v))
 		}
 	}
-	msgs[0].Headers = map[string]string{"traceparent": "00-x", "tenant": "t1"}
+	msgs[0].Headers = broker.Headers{{"traceparent", "00-x"}, {"tenant", "t1"}}
 	msgs[1].Version, msgs[1].Type = 0, ""
 	g.add(msgs...)
 	r := g.relay(&RelayOptions{BatchSize: 4})
@@ -46,12 +46,12 @@ func TestDrainPublishesEachAggregateInOrder(t *testing.T) {
 		byID[m.ID] = m
 	}
 	first := byID["a/1"]
-	want := map[string]string{"traceparent": "00-x", "tenant": "t1", broker.HeaderAggregateID: "a",
-		broker.HeaderAggregateVersion: "1", broker.HeaderSequence: "1", broker.HeaderType: "thing.happened"}
+	want := broker.Headers{{"traceparent", "00-x"}, {"tenant", "t1"}, {broker.HeaderAggregateID, "a"},
+		{broker.HeaderAggregateVersion, "1"}, {broker.HeaderSequence, "1"}, {broker.HeaderType, "thing.happened"}}
 	if first == nil || first.Key != "a" || string(first.Body) != `{"v":1}` || !sameHeaders(first.Headers, want) {
 		t.Errorf("a/1 published as %+v, want key a, headers %v", first, want)
 	}
-	if m := byID["b/1"]; m == nil || m.Headers[broker.HeaderAggregateVersion] != "" || m.Headers[broker.HeaderType] != "" {
+	if m := byID["b/1"]; m == nil || m.Headers.Get(broker.HeaderAggregateVersion) != "" || m.Headers.Get(broker.HeaderType) != "" {
 		t.Errorf("b/1 (version 0, no type) published with headers %v", m.Headers)
 	}
 	for _, row := range g.s.all() {
@@ -71,17 +71,7 @@ func TestDrainPublishesEachAggregateInOrder(t *testing.T) {
 }
 
 // sameHeaders reports whether got holds exactly want.
-func sameHeaders(got, want map[string]string) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	for k, v := range want {
-		if g, ok := got[k]; !ok || g != v {
-			return false
-		}
-	}
-	return true
-}
+func sameHeaders(got, want broker.Headers) bool { return got.Equal(want) }
 
 // RunOnce takes one batch from one source it keeps open across calls;
 // with nothing due it returns 0; Drain then closes that source.
@@ -361,7 +351,7 @@ func TestInvalidRowQuarantined(t *testing.T) {
 	// A row another writer put in the table, not flagged by the store,
 	// that the broker refuses (a header with an empty name): quarantined
 	// at its first failure, the other aggregate's row goes.
-	g.s.put(Row{Message: Message{ID: "h/1", AggregateID: "h", Headers: map[string]string{"": "x"}}, CreatedAt: at},
+	g.s.put(Row{Message: Message{ID: "h/1", AggregateID: "h", Headers: broker.Headers{{"", "x"}}}, CreatedAt: at},
 		Row{Message: *msg("w", 1), CreatedAt: at})
 	if n, err := r.Drain(context.Background()); n != 1 || err != nil {
 		t.Fatalf("Drain: %d, %v; want w/1", n, err)

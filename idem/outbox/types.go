@@ -30,7 +30,7 @@ type Message struct {
 	// driver.ValidateHeaders's rules (names not empty, names and values
 	// valid UTF-8, no name reserved for wary); the four event headers of
 	// this package are written by the relay and may not be set here.
-	Headers map[string]string
+	Headers broker.Headers
 	// Payload is the message body.
 	Payload []byte
 }

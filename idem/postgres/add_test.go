@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"github.com/wary-go/wary/broker/driver"
 	"os"
 	"slices"
 	"sync"
@@ -142,7 +143,7 @@ func TestAddOneAndTwoStatements(t *testing.T) {
 		msgs := make([]*outbox.Message, n)
 		for i := range msgs {
 			msgs[i] = &outbox.Message{AggregateID: fmt.Sprint("agg-", (i*7)%(1+round*300)), Type: "x",
-				Headers: map[string]string{"h": fmt.Sprint(i)}, Payload: []byte(fmt.Sprint(i))}
+				Headers: driver.Headers{{"h", fmt.Sprint(i)}}, Payload: []byte(fmt.Sprint(i))}
 		}
 		msgs[0].Payload = nil
 		tx, err := idemtest.D(st).Begin(ctx)

@@ -50,7 +50,7 @@ func TestUnstorableAggregateID(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := idemtest.NewQueue(idemtest.Caps)
-	q.Push(&broker.Message{ID: "m1", Headers: map[string]string{idem.HeaderAggregateID: "a\x00b"}})
+	q.Push(&broker.Message{ID: "m1", Headers: broker.Headers{{idem.HeaderAggregateID, "a\x00b"}}})
 	d, err := q.Receive(ctx, q.Subscription(nil))
 	if err != nil {
 		t.Fatal(err)

@@ -218,7 +218,7 @@ func (c *consumer) deliver(m *broker.Message) {
 	}
 	c.seen[m.ID] = true
 	c.n++
-	seq, _ := strconv.ParseInt(m.Headers[broker.HeaderSequence], 10, 64)
+	seq, _ := strconv.ParseInt(m.Headers.Get(broker.HeaderSequence), 10, 64)
 	c.order[m.Key] = append(c.order[m.Key], seq)
 }
 

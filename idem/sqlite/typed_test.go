@@ -105,7 +105,7 @@ func TestTypedInbox(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	ds, err := dlq.Receive(wctx, 1)
 	cancel()
-	if err != nil || len(ds) != 1 || !strings.Contains(ds[0].Message.Headers[driver.HeaderDeadLetterReason], "undecodable") {
+	if err != nil || len(ds) != 1 || !strings.Contains(ds[0].Message.Headers.Get(driver.HeaderDeadLetterReason), "undecodable") {
 		t.Fatalf("dead letters %v, %v; want p-2 with an undecodable reason", ds, err)
 	}
 	var n int
@@ -139,7 +139,7 @@ func TestInboxBoundsReasons(t *testing.T) {
 	st := tempStore(t)
 	longType := "application/x-" + strings.Repeat("a", 100<<10) + "\nX-Injected: yes" + strings.Repeat("b", 100<<10)
 	msgs := []*broker.Message{
-		{ID: "long-type", Key: "k", Headers: map[string]string{broker.HeaderContentType: longType}, Body: []byte(`{}`)},
+		{ID: "long-type", Key: "k", Headers: broker.Headers{{broker.HeaderContentType, longType}}, Body: []byte(`{}`)},
 		{ID: "big-number", Key: "k", Body: []byte(`{"order":"o","amount":1` + strings.Repeat("0", 1_000_000) + `}`)},
 		{ID: "long-park", Key: "k", Body: []byte(`{"order":"park","amount":1}`)},
 	}
@@ -162,7 +162,7 @@ func TestInboxBoundsReasons(t *testing.T) {
 	dlq, _ := b.OpenDeadLetters("payments", "ledger", nil)
 	defer dlq.Close()
 	receiveN(t, dlq, 2, func(d *broker.Delivery) {
-		check("dead letter", d.Message.ID, d.Message.Headers[driver.HeaderDeadLetterReason])
+		check("dead letter", d.Message.ID, d.Message.Headers.Get(driver.HeaderDeadLetterReason))
 	})
 
 	// A broker without dead letters: all three are parked.
@@ -262,7 +262,7 @@ func TestTypedOutbox(t *testing.T) {
 	results := map[string]idem.Result{}
 	receiveN(t, sub, 2, func(d *broker.Delivery) {
 		want := map[string]string{"p-1": "application/json", "p-2": "application/vnd.example+json"}[d.Message.ID]
-		if ct := d.Message.Headers[broker.HeaderContentType]; ct != want || d.Message.Headers[broker.HeaderType] != "payment.made" {
+		if ct := d.Message.Headers.Get(broker.HeaderContentType); ct != want || d.Message.Headers.Get(broker.HeaderType) != "payment.made" {
 			t.Errorf("%s published with headers %v, want content type %q", d.Message.ID, d.Message.Headers, want)
 		}
 		results[d.Message.ID], _ = in.Handle(ctx, d, pay)
@@ -273,7 +273,7 @@ func TestTypedOutbox(t *testing.T) {
 	dlq, _ := b.OpenDeadLetters("payments", "ledger", nil)
 	defer dlq.Close()
 	receiveN(t, dlq, 1, func(d *broker.Delivery) {
-		if r := d.Message.Headers[driver.HeaderDeadLetterReason]; d.Message.ID != "p-2" || !strings.Contains(r, "application/vnd.example+json") {
+		if r := d.Message.Headers.Get(driver.HeaderDeadLetterReason); d.Message.ID != "p-2" || !strings.Contains(r, "application/vnd.example+json") {
 			t.Errorf("dead letter %s with reason %q, want p-2 refused for its content type", d.Message.ID, r)
 		}
 	})

@@ -7,6 +7,8 @@ package wotel
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -62,7 +64,7 @@ type Tracer struct {
 // is nil. A no-op provider (go.opentelemetry.io/otel/trace/noop) turns
 // tracing off.
 func NewTracer(tp trace.TracerProvider) Tracer {
-	if tp == nil || tp == initialTP { // nil, or the global one as broker.Telemetry.WithDefaults gives it
+	if tp == nil || tp == initialTP { // nil, or the global one as Defaults gives it
 		return Tracer{tracer: otel.GetTracerProvider().Tracer(Scope), global: true}
 	}
 	if _, ok := tp.(noop.TracerProvider); ok {
@@ -113,36 +115,35 @@ func Meter(mp metric.MeterProvider) metric.Meter {
 	return mp.Meter(Scope)
 }
 
-// Inject returns h with the span context of ctx written into it as
-// traceparent (and tracestate). h itself is not modified: the result is a
-// copy. If ctx holds no valid span context, h is returned as it is.
-func Inject(ctx context.Context, h map[string]string) map[string]string {
+// Inject returns h (name and value pairs, as broker.Headers) with the span
+// context of ctx written into it as traceparent (and tracestate). h itself
+// is not modified: the result is a copy. If ctx holds no valid span
+// context, h is returned as it is.
+func Inject(ctx context.Context, h [][2]string) [][2]string {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return h
 	}
-	out := make(map[string]string, len(h)+2)
-	for k, v := range h {
-		out[k] = v
-	}
-	prop.Inject(ctx, propagation.MapCarrier(out))
-	return out
+	c := pairs{p: make([][2]string, len(h), len(h)+2)}
+	copy(c.p, h)
+	prop.Inject(ctx, &c)
+	return c.p
 }
 
 // Extract returns the remote span context carried by h (the zero,
 // invalid, value if there is none or it is malformed).
-func Extract(h map[string]string) trace.SpanContext {
-	if h[HeaderTraceparent] == "" {
+func Extract(h [][2]string) trace.SpanContext {
+	if !HasContext(h) {
 		return trace.SpanContext{}
 	}
-	return trace.SpanContextFromContext(prop.Extract(context.Background(), propagation.MapCarrier(h)))
+	return trace.SpanContextFromContext(prop.Extract(context.Background(), &pairs{p: h}))
 }
 
 // HasContext reports whether h carries a traceparent header.
-func HasContext(h map[string]string) bool { return h[HeaderTraceparent] != "" }
+func HasContext(h [][2]string) bool { return (&pairs{p: h}).Get(HeaderTraceparent) != "" }
 
 // Parent returns ctx with the span context carried by h as its remote
 // parent, unless ctx already has a valid span (then ctx is returned).
-func Parent(ctx context.Context, h map[string]string) context.Context {
+func Parent(ctx context.Context, h [][2]string) context.Context {
 	if trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx
 	}
@@ -150,6 +151,53 @@ func Parent(ctx context.Context, h map[string]string) context.Context {
 		return trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
 	return ctx
+}
+
+// pairs is a propagation.TextMapCarrier on name and value pairs.
+type pairs struct{ p [][2]string }
+
+func (c *pairs) Get(key string) string {
+	for _, kv := range c.p {
+		if kv[0] == key {
+			return kv[1]
+		}
+	}
+	return ""
+}
+
+func (c *pairs) Set(key, value string) {
+	for i := range c.p {
+		if c.p[i][0] == key {
+			c.p[i][1] = value
+			return
+		}
+	}
+	c.p = append(c.p, [2]string{key, value})
+}
+
+func (c *pairs) Keys() []string {
+	ks := make([]string, len(c.p))
+	for i, kv := range c.p {
+		ks[i] = kv[0]
+	}
+	return ks
+}
+
+// Defaults sets each of a broker.Telemetry's fields that is zero to its
+// default: slog.Default(), the global OpenTelemetry providers, time.Now.
+func Defaults(l **slog.Logger, tp *trace.TracerProvider, mp *metric.MeterProvider, now *func() time.Time) {
+	if *l == nil {
+		*l = slog.Default()
+	}
+	if *tp == nil {
+		*tp = otel.GetTracerProvider()
+	}
+	if *mp == nil {
+		*mp = otel.GetMeterProvider()
+	}
+	if *now == nil {
+		*now = time.Now
+	}
 }
 
 // Error records err on span (status Error, and error.type if errType is

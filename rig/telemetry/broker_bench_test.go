@@ -73,7 +73,7 @@ func runArms(b *testing.B, arms []*telArm) {
 }
 
 func telMessage(i int) *broker.Message {
-	return &broker.Message{ID: fmt.Sprint("m", i), Headers: map[string]string{"k": "v"}}
+	return &broker.Message{ID: fmt.Sprint("m", i), Headers: broker.Headers{{"k", "v"}}}
 }
 
 // BenchmarkTelemetry measures what instrumentation costs per message on

@@ -71,7 +71,7 @@ func attrValue(attrs []attribute.KeyValue, key attribute.Key) attribute.Value {
 func TestRunTelemetry(t *testing.T) {
 	topic, sub, rec, reader, tracer := telBroker(t)
 	ctx, caller := tracer.Start(t.Context(), "caller")
-	headers := map[string]string{"a": "b"}
+	headers := broker.Headers{{"a", "b"}}
 	if err := topic.Publish(ctx, &broker.Message{ID: "m1", Headers: headers}); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestRunTelemetry(t *testing.T) {
 	// links to it.
 	_, other := tracer.Start(t.Context(), "other")
 	other.End()
-	carried := map[string]string{"traceparent": "00-" + other.SpanContext().TraceID().String() + "-" + other.SpanContext().SpanID().String() + "-01"}
+	carried := broker.Headers{{"traceparent", "00-" + other.SpanContext().TraceID().String() + "-" + other.SpanContext().SpanID().String() + "-01"}}
 	if err := topic.Publish(t.Context(), &broker.Message{ID: "m2", Headers: carried}); err != nil {
 		t.Fatal(err)
 	}

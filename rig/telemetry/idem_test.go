@@ -153,7 +153,7 @@ func TestTraceThroughRun(t *testing.T) {
 	if err := p.st.DB().QueryRowContext(ctx, `SELECT message_id, aggregate_id, headers FROM wary_outbox`).Scan(&id, &key, &headers); err != nil {
 		t.Fatalf("outbox row: %v", err)
 	}
-	var hs map[string]string
+	var hs broker.Headers
 	if err := json.Unmarshal([]byte(headers), &hs); err != nil {
 		t.Fatalf("outbox row's headers %q: %v", headers, err)
 	}

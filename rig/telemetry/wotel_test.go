@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"github.com/wary-go/wary/broker/driver"
 	"testing"
 
 	"go.opentelemetry.io/otel"
@@ -42,15 +43,15 @@ func TestTracerOn(t *testing.T) {
 		t.Error("global provider after an SDK was installed: On must be true")
 	}
 
-	h := map[string]string{"a": "b"}
+	h := driver.Headers{{"a", "b"}}
 	out := wotel.Inject(sctx, h)
-	if len(h) != 1 || out[wotel.HeaderTraceparent] == "" {
+	if len(h) != 1 || driver.Headers(out).Get(wotel.HeaderTraceparent) == "" {
 		t.Fatalf("Inject: caller's map %v, result %v", h, out)
 	}
 	if got := wotel.Extract(out); !got.Equal(trace.SpanContextFromContext(sctx).WithRemote(true)) {
 		t.Errorf("Extract = %v, want %v", got, trace.SpanContextFromContext(sctx))
 	}
-	if wotel.Extract(map[string]string{wotel.HeaderTraceparent: "garbage"}).IsValid() {
+	if wotel.Extract(driver.Headers{{wotel.HeaderTraceparent, "garbage"}}).IsValid() {
 		t.Error("a malformed traceparent must give no context")
 	}
 	if got := wotel.Inject(ctx, h); len(got) != 1 {

@@ -62,7 +62,7 @@ func TestPart(t *testing.T) {
 }
 
 func TestOutboxMessage(t *testing.T) {
-	if err := OutboxMessage("m-1", "order-1", 0, "order.placed", map[string]string{"tenant": "eu"}); err != nil {
+	if err := OutboxMessage("m-1", "order-1", 0, "order.placed", broker.Headers{{"tenant", "eu"}}); err != nil {
 		t.Fatalf("valid message: %v", err)
 	}
 	for name, err := range map[string]error{
@@ -70,8 +70,8 @@ func TestOutboxMessage(t *testing.T) {
 		"no aggregate": OutboxMessage("m", " \t", 1, "t", nil),
 		"bad UTF-8":    OutboxMessage("m", "order-\xff", 1, "t", nil),
 		"negative":     OutboxMessage("m", "order-1", -1, "t", nil),
-		"relay header": OutboxMessage("m", "order-1", 1, "t", map[string]string{strings.ToUpper(broker.HeaderSequence): "1"}),
-		"bad header":   OutboxMessage("m", "order-1", 1, "t", map[string]string{"": "x"}),
+		"relay header": OutboxMessage("m", "order-1", 1, "t", broker.Headers{{strings.ToUpper(broker.HeaderSequence), "1"}}),
+		"bad header":   OutboxMessage("m", "order-1", 1, "t", broker.Headers{{"", "x"}}),
 	} {
 		if !errors.Is(err, ErrOutboxMessage) {
 			t.Errorf("%s: %v, want ErrOutboxMessage", name, err)

@@ -29,7 +29,7 @@ var eventHeaders = []string{broker.HeaderAggregateID, broker.HeaderAggregateVers
 // them one of the event headers the relay writes (broker.HeaderContentType,
 // which outbox.NewMessage sets, is the row's own). The error matches
 // ErrOutboxMessage and, when the broker's rules refuse it, broker.ErrInvalid.
-func OutboxMessage(id, aggregateID string, version int64, typ string, headers map[string]string) error {
+func OutboxMessage(id, aggregateID string, version int64, typ string, headers driver.Headers) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: message %q: %s", ErrOutboxMessage, id, fmt.Sprintf(format, args...))
 	}
@@ -44,7 +44,7 @@ func OutboxMessage(id, aggregateID string, version int64, typ string, headers ma
 	case version < 0:
 		return bad("negative version %d", version)
 	}
-	for k := range headers {
+	for k := range headers.All() {
 		for _, r := range eventHeaders {
 			if strings.EqualFold(k, r) {
 				return bad("header %s is written by the relay", r)

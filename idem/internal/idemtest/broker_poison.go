@@ -87,7 +87,7 @@ func testBrokerPoison[Tx any](t *testing.T, f Factory[Tx], b Broker) {
 		t.Errorf("%d dead letters, want %d", len(ds), len(PoisonIDs))
 	}
 	for _, d := range ds {
-		reason := d.Message.Headers[driver.HeaderDeadLetterReason]
+		reason := d.Message.Headers.Get(driver.HeaderDeadLetterReason)
 		if string(d.Message.Body) != "poison" || !strings.Contains(reason, "invalid message ID") {
 			t.Errorf("dead letter %q (%q): reason %q", d.Message.ID, d.Message.Body, reason)
 		}

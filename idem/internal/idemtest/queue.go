@@ -243,10 +243,10 @@ func (queueSub) Close() error            { return nil }
 func Msg(id, body, aggregate string, version int64) *broker.Message {
 	m := &broker.Message{ID: id, Body: []byte(body), Key: aggregate}
 	if aggregate != "" {
-		m.Headers = map[string]string{
-			"wary-aggregate-id":      aggregate,
-			"wary-aggregate-version": fmt.Sprint(version),
-			"wary-sequence":          fmt.Sprint(version),
+		m.Headers = broker.Headers{
+			{"wary-aggregate-id", aggregate},
+			{"wary-aggregate-version", fmt.Sprint(version)},
+			{"wary-sequence", fmt.Sprint(version)},
 		}
 	}
 	return m

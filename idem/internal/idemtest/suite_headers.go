@@ -2,7 +2,6 @@ package idemtest
 
 import (
 	"context"
-	"maps"
 	"testing"
 
 	"github.com/wary-go/wary/broker"
@@ -19,18 +18,18 @@ func testParkedHeaders[Tx any](t *testing.T, f Factory[Tx]) {
 	for i := range all {
 		all[i] = byte(i)
 	}
-	want := map[string]string{
-		"plain":        "value",
-		"latin1":       "caf\xe9",
-		"bad\xffname":  "\xc3\x28",
-		"nul":          "a\x00b",
-		"bytes":        string(all),
-		"empty":        "",
-		"json-looking": `{"a":1}`,
-		"utf8":         "日本\u2028",
+	want := broker.Headers{
+		{"plain", "value"},
+		{"latin1", "caf\xe9"},
+		{"bad\xffname", "\xc3\x28"},
+		{"nul", "a\x00b"},
+		{"bytes", string(all)},
+		{"empty", ""},
+		{"json-looking", `{"a":1}`},
+		{"utf8", "日本\u2028"},
 	}
 	q := NewQueue(Caps)
-	q.Push(&broker.Message{ID: "h1", Headers: maps.Clone(want), Body: []byte("x")})
+	q.Push(&broker.Message{ID: "h1", Headers: want.Clone(), Body: []byte("x")})
 	d := receive(t, q, q.Subscription(nil))
 	r, err := in.Handle(e.Ctx, d, func(context.Context, Tx, *broker.Delivery) error {
 		return &idem.ParkError{Reason: "park it", Now: true}
@@ -42,22 +41,22 @@ func testParkedHeaders[Tx any](t *testing.T, f Factory[Tx]) {
 	if err != nil || len(parked) != 1 {
 		t.Fatalf("parked: %d, %v", len(parked), err)
 	}
-	if got := parked[0].Headers; !maps.Equal(got, want) {
-		for k, v := range want {
-			if got[k] != v {
-				t.Errorf("header %q: got %q, want %q", k, got[k], v)
+	if got := parked[0].Headers; !got.Equal(want) {
+		for k, v := range want.All() {
+			if got.Get(k) != v {
+				t.Errorf("header %q: got %q, want %q", k, got.Get(k), v)
 			}
 		}
 		t.Errorf("parked headers: %d, want %d, byte for byte", len(got), len(want))
 	}
-	var replayed map[string]string
+	var replayed broker.Headers
 	if _, err := in.Replay(e.Ctx, "", func(_ context.Context, _ Tx, d *broker.Delivery) error {
 		replayed = d.Message.Headers
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if !maps.Equal(replayed, want) {
+	if !replayed.Equal(want) {
 		t.Errorf("replayed headers differ from the delivered ones")
 	}
 }

@@ -44,10 +44,10 @@ func WriteHostile[Tx any](e *OutboxEnv[Tx]) *Hostile {
 		"ID of U+00A0":                  {ID: "\u00a0", AggregateID: "a"},
 		"empty aggregate ID":            {ID: "m", AggregateID: ""},
 		"aggregate ID of white space":   {ID: "m", AggregateID: " \u00a0"},
-		"reserved header":               {ID: "m", AggregateID: "a", Headers: map[string]string{"wary-key": "x"}},
-		"empty header name":             {ID: "m", AggregateID: "a", Headers: map[string]string{"": "x"}},
-		"header the relay writes":       {ID: "m", AggregateID: "a", Headers: map[string]string{broker.HeaderSequence: "7"}},
-		"header value that is not UTF8": {ID: "m", AggregateID: "a", Headers: map[string]string{"h": "\xff"}},
+		"reserved header":               {ID: "m", AggregateID: "a", Headers: broker.Headers{{"wary-key", "x"}}},
+		"empty header name":             {ID: "m", AggregateID: "a", Headers: broker.Headers{{"", "x"}}},
+		"header the relay writes":       {ID: "m", AggregateID: "a", Headers: broker.Headers{{broker.HeaderSequence, "7"}}},
+		"header value that is not UTF8": {ID: "m", AggregateID: "a", Headers: broker.Headers{{"h", "\xff"}}},
 	} {
 		tx, err := e.Driver.Begin(e.Ctx)
 		if err != nil {

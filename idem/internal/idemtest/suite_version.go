@@ -158,7 +158,7 @@ func testVersioned[Tx any](t *testing.T, f Factory[Tx]) {
 		t.Errorf("parked order: %s %s %s, want e3 e4 e5", parked[0].MessageID, parked[1].MessageID, parked[2].MessageID)
 	}
 	p4 := parked[1]
-	if p4.Attempts != 3 || p4.AggregateID != "A" || p4.Version != 4 || string(p4.Body) != "d" || p4.Headers[idem.HeaderAggregateID] != "A" ||
+	if p4.Attempts != 3 || p4.AggregateID != "A" || p4.Version != 4 || string(p4.Body) != "d" || p4.Headers.Get(idem.HeaderAggregateID) != "A" ||
 		p4.Reason == "" || !p4.LastSeen.After(p4.FirstSeen) || p4.Key != "A" {
 		t.Errorf("parked e4: %+v", p4)
 	}
@@ -177,7 +177,7 @@ func testVersioned[Tx any](t *testing.T, f Factory[Tx]) {
 	}
 	// A version 2 event for an aggregate that does not exist: missing,
 	// retried, parked; a message without a version is rejected.
-	q.Push(Msg("b2", "x", "B", 2), &broker.Message{ID: "bad", Headers: map[string]string{idem.HeaderAggregateID: "B"}})
+	q.Push(Msg("b2", "x", "B", 2), &broker.Message{ID: "bad", Headers: broker.Headers{{idem.HeaderAggregateID, "B"}}})
 	wantResults(t, handleAll(t, in, v, q, sub), "b2 gap retried", "bad dead-lettered", "b2 gap retried", "b2 parked")
 	if q.DeadLetters("bad") != 1 {
 		t.Errorf("event without version: dead letters %d", q.DeadLetters("bad"))

@@ -74,7 +74,7 @@ type EarlyEvent struct {
 	Awaited   int64
 	MessageID string
 	Key       string
-	Headers   map[string]string
+	Headers   broker.Headers
 	Body      []byte
 	HeldAt    time.Time
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/wary-go/wary/broker"
 	"slices"
 	"time"
 
@@ -182,7 +183,7 @@ func (o *Outbox[Tx]) addSingleRow(ctx context.Context, q Querier, m outbox.Messa
 }
 
 // headerText is a row's headers column: JSON, "{}" if there are none.
-func headerText(h map[string]string) (string, error) {
+func headerText(h broker.Headers) (string, error) {
 	if len(h) == 0 {
 		return "{}", nil
 	}

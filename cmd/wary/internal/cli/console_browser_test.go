@@ -211,7 +211,7 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	var published []string
 	for _, d := range receive(t, sub, 2) {
-		published = append(published, d.Message.Headers[broker.HeaderAggregateID])
+		published = append(published, d.Message.Headers.Get(broker.HeaderAggregateID))
 		if err := d.Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +232,7 @@ func TestConsoleBrowser(t *testing.T) {
 	browse(t, bctx, "replay dead letter", chromedp.Click(chromedp.CSS(`tr.dead[data-id="`+deadID+`"] input[name=id]`)),
 		chromedp.Click(chromedp.CSS("button.replay-dead")), chromedp.WaitVisible(chromedp.CSS("section.source")))
 	back := receive(t, sub, 1)[0]
-	if back.Message.ID != deadID || !strings.Contains(back.Message.Headers[driver.HeaderReplayedBy], "poison: cannot parse") {
+	if back.Message.ID != deadID || !strings.Contains(back.Message.Headers.Get(driver.HeaderReplayedBy), "poison: cannot parse") {
 		t.Errorf("replayed dead letter: %+v", back.Message)
 	}
 	if err := back.Ack(ctx); err != nil {

@@ -30,8 +30,8 @@ func parkMany(t *testing.T, st *postgres.Store, consumer string, n, big, size in
 		}
 		body := []byte("body of " + id + " ")
 		body = append(body, strings.Repeat("x", size-len(body))...)
-		msgs[i] = &broker.Message{ID: id, Key: agg, Body: body, Headers: map[string]string{
-			broker.HeaderAggregateID: agg, broker.HeaderAggregateVersion: strconv.Itoa(i + 1)}}
+		msgs[i] = &broker.Message{ID: id, Key: agg, Body: body, Headers: broker.Headers{
+			{broker.HeaderAggregateID, agg}, {broker.HeaderAggregateVersion, strconv.Itoa(i + 1)}}}
 	}
 	park(t, pgShop(st), consumer, "gap", msgs...)
 }

@@ -89,7 +89,7 @@ func toDeadJSON(d *broker.Delivery, body bool) deadJSON {
 
 // deadOf is m, delivered attempt times, as printed.
 func deadOf(m *broker.Message, attempt int, body bool) deadJSON {
-	j := deadJSON{MessageID: m.ID, Key: m.Key, Reason: m.Headers[driver.HeaderDeadLetterReason], Attempt: attempt, Headers: m.Headers}
+	j := deadJSON{MessageID: m.ID, Key: m.Key, Reason: m.Headers.Get(driver.HeaderDeadLetterReason), Attempt: attempt, Headers: m.Headers.Map()}
 	if body {
 		j.Body, j.Encoding = bodyText(m.Body)
 	}

@@ -149,7 +149,7 @@ func moveDead(ctx context.Context, s *broker.Subscription, t *broker.Topic, f *d
 	for i, d := range chosen {
 		if t != nil {
 			m := d.Message
-			err := t.Publish(ctx, &broker.Message{ID: m.ID, Key: m.Key, Headers: admin.ReplayHeaders(m.Headers, by, m.Headers[driver.HeaderDeadLetterReason]), Body: m.Body})
+			err := t.Publish(ctx, &broker.Message{ID: m.ID, Key: m.Key, Headers: admin.ReplayHeaders(m.Headers, by, m.Headers.Get(driver.HeaderDeadLetterReason)), Body: m.Body})
 			if err != nil {
 				release(chosen[i:])
 				return done, nil, fmt.Errorf("replay %s (left in the dead-letter queue): %w", m.ID, err)

@@ -289,7 +289,7 @@ func toParkedJSON(consumer string, p idem.Parked, full bool) parkedJSON {
 	j := parkedJSON{ID: p.ID, Consumer: consumer, MessageID: p.MessageID, AggregateID: p.AggregateID, Version: p.Version,
 		Sequence: p.Sequence, Key: p.Key, Reason: p.Reason, Attempts: p.Attempts, FirstSeen: p.FirstSeen, LastSeen: p.LastSeen}
 	if full {
-		j.Headers = p.Headers
+		j.Headers = p.Headers.Map()
 		j.Body, j.BodyEncoding = bodyText(p.Body)
 	}
 	return j

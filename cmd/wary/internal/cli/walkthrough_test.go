@@ -62,8 +62,8 @@ type pipe[Tx any] struct {
 func (p *pipe[Tx]) args(a ...string) []string { return append(a, p.storeArgs...) }
 
 func event(id, agg string, version int64) *broker.Message {
-	return &broker.Message{ID: id, Key: agg, Body: []byte("body of " + id), Headers: map[string]string{
-		broker.HeaderAggregateID: agg, broker.HeaderAggregateVersion: strconv.FormatInt(version, 10), "traceparent": "00-" + id}}
+	return &broker.Message{ID: id, Key: agg, Body: []byte("body of " + id), Headers: broker.Headers{
+		{broker.HeaderAggregateID, agg}, {broker.HeaderAggregateVersion, strconv.FormatInt(version, 10)}, {"traceparent", "00-" + id}}}
 }
 
 // receive receives n deliveries.
@@ -168,15 +168,15 @@ func parkedWalkthrough[Tx any](t *testing.T, w *wary, p *pipe[Tx]) {
 	ds := receive(t, p.sub, 2)
 	why := map[string]string{"order-1/placed": "gap: order-1 at version 0", "order-1/paid": "held behind a parked message"}
 	for _, d := range ds {
-		if by := d.Message.Headers[driver.HeaderReplayedBy]; !strings.Contains(by, "@") || !strings.Contains(by, why[d.Message.ID]) {
+		if by := d.Message.Headers.Get(driver.HeaderReplayedBy); !strings.Contains(by, "@") || !strings.Contains(by, why[d.Message.ID]) {
 			t.Errorf("%s: %s = %q, want who replayed it and why it was parked", d.Message.ID, driver.HeaderReplayedBy, by)
 		}
-		if d.Message.Headers["traceparent"] != "00-"+d.Message.ID || string(d.Message.Body) != "body of "+d.Message.ID {
+		if d.Message.Headers.Get("traceparent") != "00-"+d.Message.ID || string(d.Message.Body) != "body of "+d.Message.ID {
 			t.Errorf("%s came back changed: %v %q", d.Message.ID, d.Message.Headers, d.Message.Body)
 		}
 	}
 	slices.SortFunc(ds, func(a, b *broker.Delivery) int {
-		return strings.Compare(a.Message.Headers[broker.HeaderAggregateVersion], b.Message.Headers[broker.HeaderAggregateVersion])
+		return strings.Compare(a.Message.Headers.Get(broker.HeaderAggregateVersion), b.Message.Headers.Get(broker.HeaderAggregateVersion))
 	})
 	if rs := handle(ds); rs[0] != idem.ResultApplied || rs[1] != idem.ResultApplied {
 		t.Fatalf("replayed events: %v, want both applied", rs)
@@ -270,10 +270,10 @@ func dlqWalkthrough(t *testing.T, w *wary, top *broker.Topic, topicURL string, s
 	w.want(cli.ExitOK, "dlq", "replay", subURL, "--id", id, "--to", topicURL, "--yes", "--wait", wait).has(t, "replay: 1 dead letter(s)")
 	back := receive(t, sub, 1)[0]
 	m := back.Message
-	if m.ID != id || string(m.Body) != "body of "+id || m.Headers["traceparent"] != "00-"+id || m.Key != "order-9" {
+	if m.ID != id || string(m.Body) != "body of "+id || m.Headers.Get("traceparent") != "00-"+id || m.Key != "order-9" {
 		t.Errorf("replayed message changed: %+v", m)
 	}
-	if by := m.Headers[driver.HeaderReplayedBy]; !strings.Contains(by, "poison: cannot parse") {
+	if by := m.Headers.Get(driver.HeaderReplayedBy); !strings.Contains(by, "poison: cannot parse") {
 		t.Errorf("%s = %q, want who and why", driver.HeaderReplayedBy, by)
 	}
 	if err := back.DeadLetter(ctx, "still poison"); err != nil {
