@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -18,19 +17,80 @@ import (
 // for the columns decodeRow parses.
 var streamParams = map[string]string{"DateStyle": "ISO", "TimeZone": "UTC", "bytea_output": "hex", "extra_float_digits": "3"}
 
-func parseInt(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) }
+// parseInt parses an integer column; the conversion does not allocate
+// (strconv keeps no reference to its argument).
+func parseInt(v []byte) (int64, error) { return strconv.ParseInt(string(v), 10, 64) }
 
-func parseBytea(v string) ([]byte, error) {
-	if !strings.HasPrefix(v, `\x`) {
+// parseBytea decodes a bytea in hex format (\x...) straight from the
+// column's bytes.
+func parseBytea(v []byte) ([]byte, error) {
+	if len(v) < 2 || v[0] != '\\' || v[1] != 'x' {
 		return nil, errors.New("bytea not in hex format")
 	}
-	return hex.DecodeString(v[2:])
+	b := make([]byte, hex.DecodedLen(len(v)-2))
+	n, err := hex.Decode(b, v[2:])
+	return b[:n], err
 }
 
 // parseTime parses a timestamptz in the ISO DateStyle with TimeZone UTC
-// (streamParams).
-func parseTime(v string) (time.Time, error) {
-	return time.Parse("2006-01-02 15:04:05.999999999-07", v)
+// (streamParams): YYYY-MM-DD HH:MM:SS[.ffffff]+00 is read by hand, into
+// the same time.Time time.Parse returns for it; anything else (another
+// offset, a year past 9999, infinity) goes to time.Parse.
+func parseTime(v []byte) (time.Time, error) {
+	if t, ok := parseISOUTC(v); ok {
+		return t, nil
+	}
+	return time.Parse("2006-01-02 15:04:05.999999999-07", string(v))
+}
+
+func parseISOUTC(v []byte) (time.Time, bool) {
+	n := len(v)
+	if n < 22 || v[4] != '-' || v[7] != '-' || v[10] != ' ' || v[13] != ':' || v[16] != ':' || string(v[n-3:]) != "+00" {
+		return time.Time{}, false
+	}
+	digits := func(b []byte) (int, bool) {
+		x := 0
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			x = x*10 + int(c-'0')
+		}
+		return x, true
+	}
+	year, ok1 := digits(v[0:4])
+	month, ok2 := digits(v[5:7])
+	day, ok3 := digits(v[8:10])
+	hour, ok4 := digits(v[11:13])
+	minute, ok5 := digits(v[14:16])
+	sec, ok6 := digits(v[17:19])
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	nsec := 0
+	if frac := v[19 : n-3]; len(frac) > 0 {
+		if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
+			return time.Time{}, false
+		}
+		f, ok := digits(frac[1:])
+		if !ok {
+			return time.Time{}, false
+		}
+		for range 10 - len(frac) {
+			f *= 10
+		}
+		nsec = f
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	if t.Day() != day { // 31 April: time.Parse refuses it
+		return time.Time{}, false
+	}
+	// time.Parse places a +00 time in the local zone when that zone's
+	// offset is 0 then, otherwise in an unnamed fixed zone of offset 0.
+	if _, off := t.In(time.Local).Zone(); off == 0 {
+		return t.In(time.Local), true
+	}
+	return t.In(time.FixedZone("", 0)), true
 }
 
 // decodeRow decodes an inserted outbox row from pgoutput's text format.
@@ -55,23 +115,25 @@ func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (r outbox
 			errs = append(errs, fmt.Errorf("column %s: data type %q", name, c.DataType))
 			continue
 		}
-		v := string(c.Data)
+		v := c.Data
 		var err error
 		switch name {
 		case "id":
 			r.RowID, err = parseInt(v)
 		case "message_id":
-			r.ID = v
+			r.ID = string(v)
 		case "aggregate_id":
-			r.AggregateID = v
+			r.AggregateID = string(v)
 		case "version":
 			r.Version, err = parseInt(v)
 		case "sequence":
 			r.Sequence, err = parseInt(v)
 		case "type":
-			r.Type = v
+			r.Type = string(v)
 		case "headers":
-			headers = v
+			if string(v) != "{}" {
+				headers = string(v)
+			}
 		case "payload":
 			r.Payload, err = parseBytea(v)
 		case "state", "attempts":
@@ -87,9 +149,9 @@ func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (r outbox
 		case "next_attempt":
 			r.NextAttempt, err = parseTime(v)
 		case "last_error":
-			r.LastError = v
+			r.LastError = string(v)
 		case "claims_only":
-			left = left || v != "f"
+			left = left || string(v) != "f"
 		case "sent_at":
 			r.SentAt, err = parseTime(v)
 		}
