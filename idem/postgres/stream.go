@@ -388,6 +388,7 @@ type stream struct {
 	lastSent  time.Time
 	lastPing  time.Time    // ping's last request
 	rows      []outbox.Row // the current transaction's rows
+	lastRows  int          // how many rows the last transaction had (rows' first capacity)
 	left      bool         // one of them may be held back by the table (decodeRow)
 
 	rctx, rparent context.Context // Recv's timeout, and the context it was made from
@@ -435,6 +436,10 @@ func (st *stream) sendStatus(ctx context.Context, reply bool) error {
 	}
 	return nil
 }
+
+// maxRowsHint bounds the capacity a transaction's rows start with, so
+// that one large transaction does not size every later one.
+const maxRowsHint = 1024
 
 func (st *stream) Recv(ctx context.Context) (streamEvent, error) {
 	for {
@@ -535,10 +540,16 @@ func (st *stream) copyData(ctx context.Context, data []byte) (ev streamEvent, ok
 			if err != nil {
 				return ev, false, err
 			}
+			if st.rows == nil {
+				// Sized as the last transaction was (producers tend to
+				// write alike), rather than grown by doubling.
+				st.rows = make([]outbox.Row, 0, min(max(st.lastRows, 1), maxRowsHint))
+			}
 			st.rows = append(st.rows, row)
 			st.left = st.left || left
 		case *pglogrepl.CommitMessage:
 			ev := streamEvent{Pos: uint64(m.TransactionEndLSN), Rows: st.rows, Time: m.CommitTime, Left: st.left}
+			st.lastRows = len(st.rows)
 			st.rows, st.left = nil, false
 			return ev, true, nil
 		}
