@@ -102,7 +102,7 @@ type window struct {
 	err     error        // the stream must stop: what was not settled is streamed again
 
 	after     *window             // the lane's window before it, in flight
-	aloft     []outbox.Row        // the rows of the lane's windows in flight before it
+	aloft     []outbox.Row        // the rows of the lane's windows in flight before it (if check)
 	published chan struct{}       // closed once the window was settled by the relay (or it gave up)
 	stopped   map[string]struct{} // aggregates with rows not sent (set before published closes)
 	pubErr    error               // set before published closes: the lane's next window stops
@@ -331,8 +331,10 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 	}
 	if k := len(ln.flight); k > 0 {
 		w.after = ln.flight[k-1]
-		for _, f := range ln.flight {
-			w.aloft = append(w.aloft, f.rows...)
+		if w.check { // only a checked window reads them
+			for _, f := range ln.flight {
+				w.aloft = append(w.aloft, f.rows...)
+			}
 		}
 	}
 	clear(ln.pend[:n])
