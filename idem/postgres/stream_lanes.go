@@ -424,25 +424,27 @@ func (l *streamLoop) settle(ctx context.Context, w *window, out *seam.Outcome) e
 		l.finished <- w
 		return nil
 	}
-	sent := make(map[int64]struct{}, len(out.Sent))
-	for _, id := range out.Sent {
-		sent[id] = struct{}{}
-	}
-	for _, row := range w.out {
-		if _, ok := sent[row.RowID]; !ok {
-			w.stopped[row.AggregateID] = struct{}{}
+	var passed []int64
+	if !sentAll(w, out.Sent) {
+		sent := make(map[int64]struct{}, len(out.Sent))
+		for _, id := range out.Sent {
+			sent[id] = struct{}{}
+		}
+		for _, row := range w.out {
+			if _, ok := sent[row.RowID]; !ok {
+				w.stopped[row.AggregateID] = struct{}{}
+			}
+		}
+		for _, row := range w.rows {
+			if _, ok := sent[row.RowID]; !ok {
+				passed = append(passed, row.RowID)
+			}
 		}
 	}
 	close(w.published)
 	select {
 	case l.sent <- w:
 	default: // the loop has wake-ups waiting already
-	}
-	var passed []int64
-	for _, row := range w.rows {
-		if _, ok := sent[row.RowID]; !ok {
-			passed = append(passed, row.RowID)
-		}
 	}
 	w.left = len(passed)
 	if len(out.Failed) == 0 && len(passed) == 0 && l.deletes != nil {
@@ -457,6 +459,22 @@ func (l *streamLoop) settle(ctx context.Context, w *window, out *seam.Outcome) e
 	}
 	l.finished <- w
 	return err
+}
+
+// sentAll reports, without a set, the common case of a window published
+// whole: every row of w handed out and sent, in the window's order (as
+// the relay reports a batch it published at once). Otherwise settle
+// finds what was not sent through a set of what was.
+func sentAll(w *window, sent []int64) bool {
+	if len(sent) != len(w.rows) || len(w.out) != len(w.rows) {
+		return false
+	}
+	for i := range w.rows {
+		if w.rows[i].RowID != sent[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // maxDelete is the most rows one of the deleter's DELETEs takes.
