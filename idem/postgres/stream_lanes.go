@@ -338,9 +338,13 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 		}
 	}
 	clear(ln.pend[:n])
-	ln.pend = ln.pend[n:]
-	if len(ln.pend) == 0 {
-		ln.pend = nil
+	switch {
+	case n < len(ln.pend):
+		ln.pend = ln.pend[n:]
+	case cap(ln.pend) <= 4*l.s.c.BatchSize:
+		ln.pend = ln.pend[:0] // its array takes the next rows
+	default:
+		ln.pend = nil // not held after a large transaction
 	}
 	l.pending -= n
 	ln.flight = append(ln.flight, w)
