@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -93,6 +94,52 @@ func parseISOUTC(v []byte) (time.Time, bool) {
 	return t.In(time.FixedZone("", 0)), true
 }
 
+// tupleCol is a column of a streamed tuple: its kind ('n' null, 'u'
+// unchanged TOAST, 't' text, 'b' binary) and its bytes, which point into
+// the message received (valid until the next one is).
+type tupleCol struct {
+	kind byte
+	data []byte
+}
+
+// parseInsert reads a pgoutput insert (protocol 1: 'I', the relation's
+// ID, 'N', the tuple) into cols (reused, returned), the columns' bytes
+// left in src: pglogrepl.Parse allocates the message, the tuple and each
+// column, and copies each column's bytes, per row.
+func parseInsert(src []byte, cols []tupleCol) (uint32, []tupleCol, error) {
+	if len(src) < 8 || src[0] != 'I' || src[5] != 'N' {
+		return 0, cols, errors.New("outbox insert: not an insert of a new tuple")
+	}
+	rel := binary.BigEndian.Uint32(src[1:5])
+	n := int(binary.BigEndian.Uint16(src[6:8]))
+	p := src[8:]
+	cols = cols[:0]
+	for i := range n {
+		if len(p) == 0 {
+			return 0, cols, fmt.Errorf("outbox insert: column %d of %d: the message ends", i+1, n)
+		}
+		c := tupleCol{kind: p[0]}
+		p = p[1:]
+		switch c.kind {
+		case 't', 'b':
+			if len(p) < 4 {
+				return 0, cols, fmt.Errorf("outbox insert: column %d of %d: the message ends", i+1, n)
+			}
+			l := binary.BigEndian.Uint32(p)
+			p = p[4:]
+			if uint64(l) > uint64(len(p)) {
+				return 0, cols, fmt.Errorf("outbox insert: column %d of %d: %d bytes, %d left", i+1, n, l, len(p))
+			}
+			c.data, p = p[:l:l], p[l:]
+		case 'n', 'u':
+		default:
+			return 0, cols, fmt.Errorf("outbox insert: column %d of %d: kind %q", i+1, n, c.kind)
+		}
+		cols = append(cols, c)
+	}
+	return rel, cols, nil
+}
+
 // decodeRow decodes an inserted outbox row from pgoutput's text format.
 // Only a row whose ID cannot be read fails (the tuple does not match its
 // relation: nothing a writer puts in the columns does that); a row whose
@@ -100,22 +147,22 @@ func parseISOUTC(v []byte) (time.Time, bool) {
 // returned with Invalid set, to be quarantined. left reports a row
 // inserted for the claims only (claims_only: one the purge moved to
 // another slice, streamed again): the table holds it back.
-func decodeRow(rel *pglogrepl.RelationMessage, t *pglogrepl.TupleData) (r outbox.Row, left bool, err error) {
-	if t == nil || len(t.Columns) != len(rel.Columns) {
+func decodeRow(rel *pglogrepl.RelationMessage, cols []tupleCol) (r outbox.Row, left bool, err error) {
+	if len(cols) != len(rel.Columns) {
 		return r, false, errors.New("outbox insert: the tuple does not match its relation")
 	}
 	var headers string
 	var errs []error
-	for i, c := range t.Columns {
+	for i, c := range cols {
 		name := rel.Columns[i].Name
-		if c.DataType == 'n' {
+		if c.kind == 'n' {
 			continue
 		}
-		if c.DataType != 't' {
-			errs = append(errs, fmt.Errorf("column %s: data type %q", name, c.DataType))
+		if c.kind != 't' {
+			errs = append(errs, fmt.Errorf("column %s: data type %q", name, c.kind))
 			continue
 		}
-		v := c.Data
+		v := c.data
 		var err error
 		switch name {
 		case "id":

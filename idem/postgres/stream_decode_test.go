@@ -1,7 +1,10 @@
 package postgres
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,23 +14,33 @@ import (
 )
 
 // streamedRow is a row as pgoutput sends it in text format, its
-// relation's columns in the publication's order.
-func streamedRow(cols map[string]string, null ...string) (*pglogrepl.RelationMessage, *pglogrepl.TupleData) {
+// relation's columns in the publication's order, read by parseInsert.
+func streamedRow(cols map[string]string, null ...string) (*pglogrepl.RelationMessage, []tupleCol) {
+	rel, msg := insertMessage(cols, null...)
+	id, tup, err := parseInsert(msg, nil)
+	if err != nil || id != rel.RelationID {
+		panic(fmt.Sprintf("parseInsert: relation %d, %v", id, err))
+	}
+	return rel, tup
+}
+
+// insertMessage is the insert message of streamedRow's row.
+func insertMessage(cols map[string]string, null ...string) (*pglogrepl.RelationMessage, []byte) {
 	names := []string{"id", "message_id", "aggregate_id", "version", "sequence", "type", "headers", "payload",
 		"state", "attempts", "created_at", "next_attempt", "last_error", "claims_only", "sent_at"}
-	rel := &pglogrepl.RelationMessage{}
-	t := &pglogrepl.TupleData{}
+	rel := &pglogrepl.RelationMessage{RelationID: 16385}
+	msg := binary.BigEndian.AppendUint32([]byte{'I'}, rel.RelationID)
+	msg = binary.BigEndian.AppendUint16(append(msg, 'N'), uint16(len(names)))
 	for _, n := range names {
 		rel.Columns = append(rel.Columns, &pglogrepl.RelationMessageColumn{Name: n})
-		c := &pglogrepl.TupleDataColumn{DataType: 't', Data: []byte(cols[n])}
-		for _, z := range null {
-			if z == n {
-				c = &pglogrepl.TupleDataColumn{DataType: 'n'}
-			}
+		if slices.Contains(null, n) {
+			msg = append(msg, 'n')
+			continue
 		}
-		t.Columns = append(t.Columns, c)
+		msg = binary.BigEndian.AppendUint32(append(msg, 't'), uint32(len(cols[n])))
+		msg = append(msg, cols[n]...)
 	}
-	return rel, t
+	return rel, msg
 }
 
 func goodColumns() map[string]string {
@@ -54,10 +67,10 @@ func TestDecodeRow(t *testing.T) {
 		!r.CreatedAt.Equal(want.CreatedAt) || !r.NextAttempt.Equal(want.NextAttempt) || r.State != 0 {
 		t.Fatalf("decodeRow = %+v", r)
 	}
-	// The row keeps nothing of the tuple's buffers, which pglogrepl
-	// reuses for nothing but the caller may.
-	for _, c := range tup.Columns {
-		clear(c.Data)
+	// The row keeps nothing of the message's bytes, which the
+	// connection reuses for the next one.
+	for _, c := range tup {
+		clear(c.data)
 	}
 	if r.ID != "m-1" || r.AggregateID != "agg-7" || r.Type != "order.placed" || string(r.Payload) != "payload" {
 		t.Fatalf("the row shares the tuple's bytes: %+v", r)
@@ -83,15 +96,76 @@ func TestDecodeRow(t *testing.T) {
 	}
 }
 
-// BenchmarkDecodeRow is the stream's decoding of one outbox row,
-// pglogrepl's parsing left out.
+// TestParseInsert holds parseInsert to pglogrepl's reading of the same
+// message, and refuses a message cut short anywhere.
+func TestParseInsert(t *testing.T) {
+	rel, msg := insertMessage(goodColumns(), "sent_at", "last_error")
+	id, cols, err := parseInsert(msg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := pglogrepl.Parse(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := m.(*pglogrepl.InsertMessage)
+	if id != ins.RelationID || id != rel.RelationID || len(cols) != len(ins.Tuple.Columns) {
+		t.Fatalf("relation %d, %d columns; pglogrepl: %d, %d", id, len(cols), ins.RelationID, len(ins.Tuple.Columns))
+	}
+	for i, c := range ins.Tuple.Columns {
+		if cols[i].kind != c.DataType || string(cols[i].data) != string(c.Data) {
+			t.Errorf("column %d: %q %q; pglogrepl: %q %q", i, cols[i].kind, cols[i].data, c.DataType, c.Data)
+		}
+	}
+	for n := range len(msg) {
+		if _, _, err := parseInsert(msg[:n], cols); err == nil {
+			t.Errorf("the message cut at %d of %d bytes was read", n, len(msg))
+		}
+	}
+	bad := slices.Clone(msg)
+	bad[8] = 'x' // the first column's kind
+	if _, _, err := parseInsert(bad, cols); err == nil {
+		t.Error("a column of unknown kind was read")
+	}
+}
+
+// BenchmarkDecodeRow is the stream's reading of one inserted outbox row,
+// from the insert message to the row.
 func BenchmarkDecodeRow(b *testing.B) {
 	cols := goodColumns()
 	cols["headers"], cols["version"] = "{}", "0" // as BenchmarkRelayRabbit's rows
-	rel, tup := streamedRow(cols, "sent_at")
+	rel, msg := insertMessage(cols, "sent_at")
+	var tup []tupleCol
 	b.ReportAllocs()
 	for b.Loop() {
+		var err error
+		if _, tup, err = parseInsert(msg, tup); err != nil {
+			b.Fatal(err)
+		}
 		if _, _, err := decodeRow(rel, tup); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeRowPglogrepl is BenchmarkDecodeRow with the message read
+// by pglogrepl.Parse, as the stream did before parseInsert.
+func BenchmarkDecodeRowPglogrepl(b *testing.B) {
+	cols := goodColumns()
+	cols["headers"], cols["version"] = "{}", "0"
+	rel, msg := insertMessage(cols, "sent_at")
+	b.ReportAllocs()
+	for b.Loop() {
+		m, err := pglogrepl.Parse(msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tup := m.(*pglogrepl.InsertMessage).Tuple
+		own := make([]tupleCol, len(tup.Columns))
+		for i, c := range tup.Columns {
+			own[i] = tupleCol{kind: c.DataType, data: c.Data}
+		}
+		if _, _, err := decodeRow(rel, own); err != nil {
 			b.Fatal(err)
 		}
 	}
