@@ -143,9 +143,9 @@ type relaySpan struct {
 }
 
 // startPublish starts the publish span of row, a child of the creation
-// context stored with it.
-func (t *relayTel) startPublish(ctx context.Context, row *Row) (context.Context, relaySpan) {
-	start := time.Now()
+// context stored with it; start is when its publish starts (one reading
+// of the clock for a batch published at once).
+func (t *relayTel) startPublish(ctx context.Context, row *Row, start time.Time) (context.Context, relaySpan) {
 	if t.tracer.Off() {
 		return ctx, relaySpan{start: start}
 	}
@@ -164,17 +164,18 @@ func (t *relayTel) startPublish(ctx context.Context, row *Row) (context.Context,
 	return ctx, relaySpan{span: span, start: start}
 }
 
-// endPublish ends the span and records the latencies.
-func (t *relayTel) endPublish(ctx context.Context, s relaySpan, row *Row, now time.Time, err error) {
+// endPublish ends the span and records the latencies; end is when the
+// publish ended, now the relay's clock then.
+func (t *relayTel) endPublish(ctx context.Context, s relaySpan, row *Row, end, now time.Time, err error) {
 	if err != nil {
-		t.publishDur.Record(ctx, time.Since(s.start).Seconds(), t.failOpt...)
+		t.publishDur.Record(ctx, end.Sub(s.start).Seconds(), t.failOpt...)
 		if s.span != nil {
 			wotel.Error(s.span, err, "")
 			s.span.End()
 		}
 		return
 	}
-	t.publishDur.Record(ctx, time.Since(s.start).Seconds(), t.okOpt...)
+	t.publishDur.Record(ctx, end.Sub(s.start).Seconds(), t.okOpt...)
 	if !row.CreatedAt.IsZero() {
 		t.commitToPub.Record(ctx, max(now.Sub(row.CreatedAt), 0).Seconds(), t.okOpt...)
 	}

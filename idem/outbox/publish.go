@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/internal/failpoint"
@@ -45,15 +46,16 @@ func (r *Relay) publishBatch(ctx context.Context, rows []Row) pubResult {
 			msgs[i] = rowMessage(&rows[i])
 		}
 		spans := make([]relaySpan, len(rows))
+		start := time.Now()
 		for i := range rows {
-			_, spans[i] = r.tel.startPublish(ctx, &rows[i])
+			_, spans[i] = r.tel.startPublish(ctx, &rows[i], start)
 		}
 		pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
 		err := r.topic.Publish(pctx, msgs...)
 		cancel()
-		now := r.o.Now()
+		end, now := time.Now(), r.o.Now()
 		for i := range rows {
-			r.tel.endPublish(ctx, spans[i], &rows[i], now, err)
+			r.tel.endPublish(ctx, spans[i], &rows[i], end, now, err)
 		}
 		switch {
 		case err == nil:
@@ -155,9 +157,9 @@ func (r *Relay) publishGroup(ctx context.Context, rows []Row, stop *atomic.Bool,
 		}
 		m := rowMessage(row)
 		pctx, cancel := context.WithTimeout(ctx, r.o.PublishTimeout)
-		pctx, ps := r.tel.startPublish(pctx, row)
+		pctx, ps := r.tel.startPublish(pctx, row, time.Now())
 		err := r.topic.Publish(pctx, m)
-		r.tel.endPublish(pctx, ps, row, r.o.Now(), err)
+		r.tel.endPublish(pctx, ps, row, time.Now(), r.o.Now(), err)
 		cancel()
 		if after := failpoint.AfterPublish(ctx); err == nil && after != nil {
 			if herr := after(m); herr != nil {

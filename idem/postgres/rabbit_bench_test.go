@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -150,7 +151,10 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 		_, drExchange := rabbitQueue(b)
 		dr = newDecodeRaw(b, pool, slot, drExchange, drWire.config())
 	}
-	measure := func(p *phase, f func()) {
+	// measure runs f under the pprof label phase=name (inherited by the
+	// goroutines f starts), so that a -cpuprofile of the benchmark splits
+	// by contender: go tool pprof -tagfocus phase=stream.
+	measure := func(name string, p *phase, f func()) {
 		var pg0, mq0 time.Duration
 		if pgcpu != nil {
 			pg0 = pgcpu()
@@ -160,7 +164,7 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 		}
 		wire0 := relayWire.n.Load() + rawWire.n.Load() + drWire.n.Load()
 		self0, start := selfCPU(b), time.Now()
-		f()
+		pprof.Do(context.Background(), pprof.Labels("phase", name), func(context.Context) { f() })
 		p.wall += time.Since(start)
 		p.wire += relayWire.n.Load() + rawWire.n.Load() + drWire.n.Load() - wire0
 		p.self += selfCPU(b) - self0
@@ -189,7 +193,7 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 				e.Add(msgs...)
 			}
 		}
-		drain := func(stream bool, p *phase) {
+		drain := func(name string, stream bool, p *phase) {
 			b.StopTimer()
 			checkpoint(b, pool)
 			e := e
@@ -205,16 +209,16 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 			if stream {
 				// The WAL's decoding alone: the stream read to its end
 				// and closed unconfirmed, before the relay streams it.
-				measure(&decoding, func() { decoding.sender += decodeAll(b, e.Driver, n, senderCPU) })
+				measure("decode", &decoding, func() { decoding.sender += decodeAll(b, e.Driver, n, senderCPU) })
 				slotLetGo(b, pool, slot) // or the relay would stand by
 				// The same rows from the contender's own slot, published raw.
-				measure(&decraw, func() { decraw.sender += dr.run(b, n, senderCPU) })
+				measure("decode+raw", &decraw, func() { decraw.sender += dr.run(b, n, senderCPU) })
 			}
 			r := e.SourceRelay(ob.Topic, idemtest.Source{Pipeline: benchPipeline, Stream: stream}, &outbox.RelayOptions{Owner: "bench", BatchSize: benchBatch})
 			ctx, cancel := context.WithCancel(context.Background())
 			stopped := make(chan struct{})
 			b.StartTimer()
-			measure(p, func() {
+			measure(name, p, func() {
 				go func() { defer close(stopped); _ = r.Run(ctx) }()
 				for r.Stats().Published < int64(n) {
 					time.Sleep(time.Millisecond)
@@ -223,11 +227,11 @@ func benchRelayRabbit(b *testing.B, aggs int) {
 			cancel()
 			<-stopped
 		}
-		drain(false, &polling)
+		drain("polling", false, &polling)
 		if slot != "" {
-			drain(true, &streaming)
+			drain("stream", true, &streaming)
 		}
-		measure(&raw, func() {
+		measure("raw", &raw, func() {
 			out := 0
 			for i := range n {
 				if out == 256 {

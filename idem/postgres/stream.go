@@ -329,6 +329,8 @@ type stream struct {
 	lastSent  time.Time
 	lastPing  time.Time    // ping's last request
 	rows      []outbox.Row // the current transaction's rows
+	cols      []tupleCol   // parseInsert's columns, reused
+	lastRows  int          // how many rows the last transaction had (rows' first capacity)
 	left      bool         // one of them may be held back by the table (decodeRow)
 
 	rctx, rparent context.Context // Recv's timeout, and the context it was made from
@@ -376,6 +378,10 @@ func (st *stream) sendStatus(ctx context.Context, reply bool) error {
 	}
 	return nil
 }
+
+// maxRowsHint bounds the capacity a transaction's rows start with, so
+// that one large transaction does not size every later one.
+const maxRowsHint = 1024
 
 func (st *stream) Recv(ctx context.Context) (streamEvent, error) {
 	for {
@@ -458,6 +464,11 @@ func (st *stream) copyData(ctx context.Context, data []byte) (ev streamEvent, ok
 		if err != nil {
 			return ev, false, err
 		}
+		if len(x.WALData) > 0 && x.WALData[0] == 'I' {
+			// Inserts, one per row, are read without pglogrepl's
+			// allocations (parseInsert).
+			return ev, false, st.insert(x.WALData)
+		}
 		m, err := pglogrepl.Parse(x.WALData)
 		if err != nil {
 			return ev, false, err
@@ -467,24 +478,41 @@ func (st *stream) copyData(ctx context.Context, data []byte) (ev streamEvent, ok
 			st.rel[m.RelationID] = m
 		case *pglogrepl.BeginMessage:
 			st.rows, st.left = nil, false
-		case *pglogrepl.InsertMessage:
-			rel := st.rel[m.RelationID]
-			if rel == nil {
-				return ev, false, fmt.Errorf("insert into unknown relation %d", m.RelationID)
-			}
-			row, left, err := decodeRow(rel, m.Tuple)
-			if err != nil {
-				return ev, false, err
-			}
-			st.rows = append(st.rows, row)
-			st.left = st.left || left
 		case *pglogrepl.CommitMessage:
 			ev := streamEvent{Pos: uint64(m.TransactionEndLSN), Rows: st.rows, Time: m.CommitTime, Left: st.left}
+			st.lastRows = len(st.rows)
 			st.rows, st.left = nil, false
 			return ev, true, nil
 		}
 	}
 	return ev, false, nil
+}
+
+// insert takes a streamed insert (WAL data starting with 'I') into the
+// transaction's rows.
+func (st *stream) insert(data []byte) error {
+	id, cols, err := parseInsert(data, st.cols)
+	st.cols = cols
+	if err != nil {
+		return err
+	}
+	rel := st.rel[id]
+	if rel == nil {
+		return fmt.Errorf("insert into unknown relation %d", id)
+	}
+	row, left, err := decodeRow(rel, cols)
+	clear(st.cols) // nothing of the message is kept past it
+	if err != nil {
+		return err
+	}
+	if st.rows == nil {
+		// Sized as the last transaction was (producers tend to write
+		// alike), rather than grown by doubling.
+		st.rows = make([]outbox.Row, 0, min(max(st.lastRows, 1), maxRowsHint))
+	}
+	st.rows = append(st.rows, row)
+	st.left = st.left || left
+	return nil
 }
 
 // Close reports the position last confirmed (so that the next stream

@@ -102,7 +102,7 @@ type window struct {
 	err     error        // the stream must stop: what was not settled is streamed again
 
 	after     *window             // the lane's window before it, in flight
-	aloft     []outbox.Row        // the rows of the lane's windows in flight before it
+	aloft     []outbox.Row        // the rows of the lane's windows in flight before it (if check)
 	published chan struct{}       // closed once the window was settled by the relay (or it gave up)
 	stopped   map[string]struct{} // aggregates with rows not sent (set before published closes)
 	pubErr    error               // set before published closes: the lane's next window stops
@@ -331,14 +331,20 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 	}
 	if k := len(ln.flight); k > 0 {
 		w.after = ln.flight[k-1]
-		for _, f := range ln.flight {
-			w.aloft = append(w.aloft, f.rows...)
+		if w.check { // only a checked window reads them
+			for _, f := range ln.flight {
+				w.aloft = append(w.aloft, f.rows...)
+			}
 		}
 	}
 	clear(ln.pend[:n])
-	ln.pend = ln.pend[n:]
-	if len(ln.pend) == 0 {
-		ln.pend = nil
+	switch {
+	case n < len(ln.pend):
+		ln.pend = ln.pend[n:]
+	case cap(ln.pend) <= 4*l.s.c.BatchSize:
+		ln.pend = ln.pend[:0] // its array takes the next rows
+	default:
+		ln.pend = nil // not held after a large transaction
 	}
 	l.pending -= n
 	ln.flight = append(ln.flight, w)
@@ -422,25 +428,27 @@ func (l *streamLoop) settle(ctx context.Context, w *window, out *seam.Outcome) e
 		l.finished <- w
 		return nil
 	}
-	sent := make(map[int64]struct{}, len(out.Sent))
-	for _, id := range out.Sent {
-		sent[id] = struct{}{}
-	}
-	for _, row := range w.out {
-		if _, ok := sent[row.RowID]; !ok {
-			w.stopped[row.AggregateID] = struct{}{}
+	var passed []int64
+	if !sentAll(w, out.Sent) {
+		sent := make(map[int64]struct{}, len(out.Sent))
+		for _, id := range out.Sent {
+			sent[id] = struct{}{}
+		}
+		for _, row := range w.out {
+			if _, ok := sent[row.RowID]; !ok {
+				w.stopped[row.AggregateID] = struct{}{}
+			}
+		}
+		for _, row := range w.rows {
+			if _, ok := sent[row.RowID]; !ok {
+				passed = append(passed, row.RowID)
+			}
 		}
 	}
 	close(w.published)
 	select {
 	case l.sent <- w:
 	default: // the loop has wake-ups waiting already
-	}
-	var passed []int64
-	for _, row := range w.rows {
-		if _, ok := sent[row.RowID]; !ok {
-			passed = append(passed, row.RowID)
-		}
 	}
 	w.left = len(passed)
 	if len(out.Failed) == 0 && len(passed) == 0 && l.deletes != nil {
@@ -455,6 +463,22 @@ func (l *streamLoop) settle(ctx context.Context, w *window, out *seam.Outcome) e
 	}
 	l.finished <- w
 	return err
+}
+
+// sentAll reports, without a set, the common case of a window published
+// whole: every row of w handed out and sent, in the window's order (as
+// the relay reports a batch it published at once). Otherwise settle
+// finds what was not sent through a set of what was.
+func sentAll(w *window, sent []int64) bool {
+	if len(sent) != len(w.rows) || len(w.out) != len(w.rows) {
+		return false
+	}
+	for i := range w.rows {
+		if w.rows[i].RowID != sent[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // maxDelete is the most rows one of the deleter's DELETEs takes.
