@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -188,6 +189,9 @@ func (q querier) QueryRow(ctx context.Context, query string, a ...any) sqlcore.R
 }
 
 func (q querier) Query(ctx context.Context, query string, a ...any) (sqlcore.Rows, error) {
+	if strings.HasPrefix(query, claimMark) {
+		return q.claim(ctx, query[len(claimMark):], a)
+	}
 	b := bindCached(query)
 	rs, err := q.on().QueryContext(ctx, b.text, args(b, a)...)
 	if err != nil {
@@ -195,6 +199,68 @@ func (q querier) Query(ctx context.Context, query string, a ...any) (sqlcore.Row
 	}
 	return rows{rs}, nil
 }
+
+// claim runs the three statements of a claim (see claimQuery): the
+// first finds the heads' IDs, the second locks those it can, the third
+// returns the rows.
+func (q querier) claim(ctx context.Context, query string, a []any) (sqlcore.Rows, error) {
+	stmts := strings.SplitN(query, claimSplit, 3)
+	var ids []int64
+	for i, s := range stmts {
+		s, sa := withIDs(s, ids, a)
+		if s == "" {
+			return noRows{}, nil
+		}
+		if i == len(stmts)-1 {
+			return q.Query(ctx, s, sa...)
+		}
+		b := bindCached(s)
+		rs, err := q.on().QueryContext(ctx, b.text, args(b, sa)...)
+		if err != nil {
+			return nil, classify(err)
+		}
+		ids = ids[:0]
+		for rs.Next() {
+			var id int64
+			if err := rs.Scan(&id); err != nil {
+				rs.Close()
+				return nil, classify(err)
+			}
+			ids = append(ids, id)
+		}
+		rs.Close()
+		if err := rs.Err(); err != nil {
+			return nil, classify(err)
+		}
+	}
+	return noRows{}, nil
+}
+
+// withIDs puts ids in s's place for them (claimIDs), as arguments after
+// a; "" if s has the place and ids is empty.
+func withIDs(s string, ids []int64, a []any) (string, []any) {
+	if !strings.Contains(s, claimIDs) {
+		return s, a
+	}
+	if len(ids) == 0 {
+		return "", nil
+	}
+	out := append([]any(nil), a...)
+	ph := make([]string, len(ids))
+	for i, id := range ids {
+		out = append(out, id)
+		ph[i] = "$" + strconv.Itoa(len(out))
+	}
+	return strings.Replace(s, claimIDs, strings.Join(ph, ", "), 1), out
+}
+
+// noRows is an empty result.
+type noRows struct{}
+
+func (noRows) Next() bool        { return false }
+func (noRows) Scan(...any) error { return sql.ErrNoRows }
+func (noRows) Err() error        { return nil }
+func (noRows) Close()            {}
 
 type row struct{ *sql.Row }
 

@@ -120,24 +120,38 @@ func bind(q string) bound {
 	return b
 }
 
+// claimMark starts the claim statement that claimQuery returns: three
+// statements, split at claimSplit, which the querier runs one after the
+// other (see querier.claim); claimIDs is where the second and third take
+// the IDs of the heads the one before found.
+const (
+	claimMark  = "/* wary:claim */"
+	claimSplit = ";;"
+	claimIDs   = "@heads@"
+)
+
 // claimQuery is the relay's claim (see sqlcore.OutboxDialect.ClaimQuery
-// for its parameters and columns). The derived table h takes the heads:
-// in aggregate order from $1 (after it, or from it for the first claim
-// and the wrap-around; up to $5 for the latter), each aggregate's lowest
-// unsent row (pending or quarantined) if it is pending and due at $3, at
-// most $4, locked with FOR UPDATE SKIP LOCKED, so that a head another
-// relay holds is passed over. InnoDB evaluates a locking read's
-// conditions on the latest committed version of the row it locks, so a
-// head sent and committed since the statement began is passed over too;
-// the lowest unsent row is read from the statement's snapshot, in which
-// a head that another relay holds is still unsent, so the rows behind it
-// are not heads. The claim's transaction is READ COMMITTED (the store's
-// transactions are): no gap locks, which would hold producers' inserts
-// behind a relay that publishes. The outer query adds each head's next
-// pending rows, up to the per-aggregate parameter, unlocked: a claimed
-// head owns its aggregate. The rows wanted ($6, or $7) are not divided
-// among the heads here: sqlcore's claim keeps that many, heads first.
-// ($2, how many aggregates to visit, is for PostgreSQL's skip scan.)
+// for its parameters and columns), in three statements, because MariaDB
+// locks every row a locking statement reads, its subqueries' and joins'
+// included: one statement that both looked for the heads and locked them
+// would lock the rows behind heads it passed over, which the relay
+// holding such a head must mark (TestClaimLocksOnlyHeads). So the first
+// statement only reads: in aggregate
+// order from $1 (after it, or from it for the first claim and the
+// wrap-around; up to $5 for the latter), each aggregate's lowest unsent
+// row (pending or quarantined) if it is pending and due at $3, at most
+// $4. The second locks those heads by their IDs with FOR UPDATE SKIP
+// LOCKED, through the primary key, so that it reads (and locks) no other
+// row, and so that a head another relay holds is passed over; InnoDB reads
+// a locked row's latest committed version, so a head sent since the first
+// statement fails state = 0 and is passed over too. The third, a plain
+// read again, returns each locked head's next pending rows, up to the
+// per-aggregate parameter: a claimed head owns its aggregate. The rows wanted ($6, or $7) are not divided among the heads
+// here: sqlcore's claim keeps that many, heads first. The claim's
+// transaction is READ COMMITTED (the store's transactions are): no gap
+// locks, which would hold producers' inserts behind a relay that
+// publishes. ($2, how many aggregates to visit, is for PostgreSQL's skip
+// scan.)
 func claimQuery(below, first bool) string {
 	bound, per := "", "$5"
 	if below {
@@ -152,11 +166,13 @@ func claimQuery(below, first bool) string {
 	for i, c := range cols {
 		cols[i] = "r." + c
 	}
-	return `SELECT ` + strings.Join(cols, ", ") + `, h.seq, DENSE_RANK() OVER (ORDER BY h.agg) AS n
-	FROM (SELECT o.aggregate_id AS agg, o.sequence AS seq FROM {{outbox}} o
+	return claimMark + `SELECT o.id FROM {{outbox}} o
 		WHERE o.state = 0 AND o.aggregate_id` + from + bound + ` AND o.next_attempt <= $3
 			AND o.sequence = (SELECT MIN(x.sequence) FROM {{outbox}} x WHERE x.aggregate_id = o.aggregate_id AND x.state IN (0, 2))
-		ORDER BY o.aggregate_id LIMIT $4 FOR UPDATE SKIP LOCKED) h
+		ORDER BY o.aggregate_id LIMIT $4` + claimSplit + `
+	SELECT id FROM {{outbox}} FORCE INDEX (PRIMARY) WHERE id IN (` + claimIDs + `) AND state = 0 FOR UPDATE SKIP LOCKED` + claimSplit + `
+	SELECT ` + strings.Join(cols, ", ") + `, h.seq, DENSE_RANK() OVER (ORDER BY h.agg) AS n
+	FROM (SELECT aggregate_id AS agg, sequence AS seq FROM {{outbox}} WHERE id IN (` + claimIDs + `)) h
 	JOIN {{outbox}} r ON r.aggregate_id = h.agg AND r.sequence >= h.seq AND r.sequence < h.seq + ` + per + ` AND r.state = 0
 	ORDER BY h.agg, r.sequence`
 }

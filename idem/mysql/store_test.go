@@ -50,7 +50,11 @@ func newDatabase(t testing.TB, params map[string]string) string {
 		admin.Close()
 		t.Fatal(err)
 	}
+	admin.SetMaxOpenConns(1) // the session's lock_wait_timeout below
 	t.Cleanup(func() {
+		// A failed test may leave a transaction open (a relay's held
+		// claim): the DROP waits for its metadata lock at most 10 s.
+		_, _ = admin.Exec("SET SESSION lock_wait_timeout = 10")
 		_, _ = admin.Exec("DROP DATABASE " + name)
 		admin.Close()
 	})
