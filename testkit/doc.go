@@ -4,7 +4,8 @@
 // A Kit is a consumer set up as wary runs one, on the store the test hands
 // New: SQLite returns a fresh SQLite store in t.TempDir() (the
 // zero-configuration default), Postgres one in a fresh schema of a test
-// database; any *sqlite.Store or *postgres.Store will do, and the kit is
+// database, MySQL one in a fresh database of a MySQL or MariaDB server;
+// any *sqlite.Store, *mysql.Store or *postgres.Store will do, and the kit is
 // typed by its transactions (Kit[*sql.Tx], Kit[pgx.Tx]). The kit adds a
 // topic and a subscription of the memory broker on a fake clock, and an
 // inbox for the consumer (Inbox), with version checks if Options.Versions

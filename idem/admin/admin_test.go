@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -22,6 +24,7 @@ import (
 	_ "github.com/wary-go/wary/drivers/memory" // mem:// URLs
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/keys"
+	"github.com/wary-go/wary/idem/mysql"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
@@ -97,6 +100,59 @@ func pgWorld(t *testing.T) world[pgx.Tx] {
 	}, exec: func(q string) error { _, err := pool.Exec(context.Background(), q); return err }}
 }
 
+// mysqlWorld is a MySQL store in a fresh database, dropped when t ends;
+// it skips t (fails it, with WARY_REQUIRE_SERVICES=1 or WARY_MYSQL_URL
+// set) when the server cannot be reached. Its exec gives a TEXT key the
+// length MySQL needs.
+func mysqlWorld(t *testing.T) world[*sql.Tx] {
+	dsn := servicetest.URL(t, "WARY_MYSQL_URL", "root@tcp(127.0.0.1:3306)/test", func(ctx context.Context, dsn string) error {
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.PingContext(ctx)
+	})
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "admintest_" + hex.EncodeToString(b[:])
+	admin, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec("DROP DATABASE " + name)
+		admin.Close()
+	})
+	cfg.DBName = name
+	st, err := mysql.Open(t.Context(), cfg.FormatDSN(), &mysql.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return world[*sql.Tx]{st: st, inTx: func(ctx context.Context, f func(*sql.Tx) error) error {
+		tx, err := st.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return err
+		}
+		if err := f(tx); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	}, exec: func(q string) error {
+		_, err := st.DB().Exec(strings.ReplaceAll(q, "TEXT PRIMARY KEY", "VARCHAR(255) PRIMARY KEY"))
+		return err
+	}}
+}
+
 var usedNames sync.Map
 
 // unique returns a name no other test of this process uses.
@@ -145,6 +201,7 @@ func newAdmin[Tx any](t *testing.T, w world[Tx]) *Admin {
 
 func TestSQLiteReplayParked(t *testing.T)   { testReplayParked(t, sqliteWorld(t)) }
 func TestPostgresReplayParked(t *testing.T) { testReplayParked(t, pgWorld(t)) }
+func TestMySQLReplayParked(t *testing.T)    { testReplayParked(t, mysqlWorld(t)) }
 
 // testReplayParked: messages parked by an inbox are listed, replayed to
 // the topic (in order, with their IDs, bodies and a wary-replayed-by
@@ -252,6 +309,7 @@ func testReplayParked[Tx any](t *testing.T, w world[Tx]) {
 
 func TestSQLiteAudit(t *testing.T)   { testAudit(t, sqliteWorld(t)) }
 func TestPostgresAudit(t *testing.T) { testAudit(t, pgWorld(t)) }
+func TestMySQLAudit(t *testing.T)    { testAudit(t, mysqlWorld(t)) }
 
 // testAudit: Record refuses until CreateAudit made the table, which then
 // keeps each entry, listed newest first.
@@ -290,6 +348,7 @@ func testAudit[Tx any](t *testing.T, w world[Tx]) {
 
 func TestSQLiteNoStore(t *testing.T)   { testNoStore(t, sqliteWorld(t)) }
 func TestPostgresNoStore(t *testing.T) { testNoStore(t, pgWorld(t)) }
+func TestMySQLNoStore(t *testing.T)    { testNoStore(t, mysqlWorld(t)) }
 
 // testNoStore: New names the table it did not find for a wrong prefix.
 func testNoStore[Tx any](t *testing.T, w world[Tx]) {
@@ -313,6 +372,7 @@ func contains(s, sub string) bool {
 
 func TestSQLiteOutbox(t *testing.T)   { testOutbox(t, sqliteWorld(t)) }
 func TestPostgresOutbox(t *testing.T) { testOutbox(t, pgWorld(t)) }
+func TestMySQLOutbox(t *testing.T)    { testOutbox(t, mysqlWorld(t)) }
 
 // testOutbox: rows a relay quarantined are listed, requeued (then
 // pending) or discarded, and the status counts them.
@@ -365,6 +425,7 @@ func testOutbox[Tx any](t *testing.T, w world[Tx]) {
 
 func TestSQLiteKeys(t *testing.T)   { testKeys(t, sqliteWorld(t)) }
 func TestPostgresKeys(t *testing.T) { testKeys(t, pgWorld(t)) }
+func TestMySQLKeys(t *testing.T)    { testKeys(t, mysqlWorld(t)) }
 
 // testKeys: a call whose outcome is unknown is listed as unresolved; a
 // succeeded one by its state.
@@ -405,6 +466,7 @@ func testKeys[Tx any](t *testing.T, w world[Tx]) {
 
 func TestSQLiteEarly(t *testing.T)   { testEarly(t, sqliteWorld(t)) }
 func TestPostgresEarly(t *testing.T) { testEarly(t, pgWorld(t)) }
+func TestMySQLEarly(t *testing.T)    { testEarly(t, mysqlWorld(t)) }
 
 // testEarly: an event ahead of its aggregate, which an inbox holds in the
 // store, is listed with the version it awaits, until that one comes.

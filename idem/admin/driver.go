@@ -93,6 +93,8 @@ func open[Tx any](p idem.Store[Tx], schema, prefix string) (backend, *sqlDB, err
 		db.pg = s.Pool()
 	case interface{ DB() *sql.DB }:
 		db.lite = s.DB()
+		d, ok := p.Driver().Impl().(interface{ SQLDialect() string })
+		db.my = ok && d.SQLDialect() == "mysql"
 	default:
 		db = nil
 	}

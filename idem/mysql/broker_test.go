@@ -33,5 +33,5 @@ func TestStoreWithMemoryBroker(t *testing.T) {
 }
 
 func TestOutbox(t *testing.T) {
-	idemtest.RunOutbox(t, newDB, outboxBroker, idemtest.OutboxCaps{ConcurrentWriters: true})
+	idemtest.RunOutbox(t, newDB, outboxBroker, idemtest.OutboxCaps{ConcurrentWriters: true, Polls: true})
 }

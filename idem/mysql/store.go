@@ -139,6 +139,10 @@ func (o sourced) AddOutbox(ctx context.Context, tx *sql.Tx, msgs []outbox.Messag
 // statements or from a handler's in the same transaction.
 func (*driver) Conflict(err error) bool { return errors.Is(err, ErrConflict) || conflict(err) }
 
+// SQLDialect names the store's SQL for idem/admin, which keeps its audit
+// table in the store's database.
+func (*driver) SQLDialect() string { return "mysql" }
+
 // Driver makes s an idem.Store: it returns the store's handle, for idem's
 // constructors. Applications do not call it.
 func (s *Store) Driver() seam.Driver[*sql.Tx] { return seam.NewDriver[*sql.Tx](s.d) }

@@ -96,7 +96,7 @@ var (
 	placeholder = regexp.MustCompile(`\$(\d+)`)
 	// The suite's domain tables: a TEXT key needs a length in MySQL, and
 	// IDs compare byte for byte.
-	textKey = strings.NewReplacer("TEXT PRIMARY KEY", "VARCHAR(255) COLLATE utf8mb4_bin PRIMARY KEY", "TIMESTAMPTZ", "DATETIME(6)")
+	textKey = strings.NewReplacer("TEXT PRIMARY KEY", "VARCHAR(255) COLLATE utf8mb4_bin PRIMARY KEY", "TIMESTAMPTZ", "DATETIME(6)", " AS TEXT)", " AS BINARY)")
 )
 
 // positional rewrites the suite's $N placeholders to ?, with the
