@@ -112,17 +112,41 @@ func (*backend) Rollback(_ context.Context, tx *sql.Tx) error {
 
 func (*backend) Q(tx *sql.Tx) sqlcore.Querier { return querier{tx: tx} }
 
-// fits fails with ErrTooLarge if a message's row cannot be sent: its
-// payload, headers and IDs over the server's max_allowed_packet, less a
-// margin for the statement around them.
-func (b *backend) fits(msgs []outbox.Message) error {
-	const margin = 16 << 10
-	for _, m := range msgs {
-		n := int64(len(m.Payload) + len(m.ID) + len(m.AggregateID) + len(m.Type))
-		for k, v := range m.Headers {
-			n += int64(len(k) + len(v) + 8)
+// rowMargin is what a row's statement adds to its values, at most: the
+// statement's text, quoting and escapes are counted as twice the values
+// (interpolated, binary payloads are escaped) plus this.
+const rowMargin = 16 << 10
+
+// rowSize is the bytes a message's row takes in an INSERT statement, at
+// most.
+func rowSize(m outbox.Message) int64 {
+	n := int64(len(m.Payload) + len(m.ID) + len(m.AggregateID) + len(m.Type))
+	for k, v := range m.Headers {
+		n += int64(len(k)+len(v)) + 8
+	}
+	return 2*n + 256
+}
+
+// group returns how many of msgs (at least one) one AddOutbox sends in
+// statements that fit in max_allowed_packet.
+func (b *backend) group(msgs []outbox.Message) int {
+	var total int64
+	for i, m := range msgs {
+		total += rowSize(m)
+		if i > 0 && total+rowMargin > b.packet {
+			return i
 		}
-		if n+margin > b.packet {
+	}
+	return len(msgs)
+}
+
+// fits fails with ErrTooLarge if a message's row cannot be sent: its
+// payload, headers and IDs (escaped) over the server's
+// max_allowed_packet, less a margin for the statement around them.
+func (b *backend) fits(msgs []outbox.Message) error {
+	for _, m := range msgs {
+		n := rowSize(m)
+		if n+rowMargin > b.packet {
 			return fmt.Errorf("%w: message %q of aggregate %q: about %d bytes, the server's max_allowed_packet is %d; nothing was added",
 				ErrTooLarge, m.ID, m.AggregateID, n, b.packet)
 		}

@@ -125,13 +125,25 @@ func (o sourced) OutboxSource(_ context.Context, c seam.SourceConfig) (seam.Sour
 	return o.PollSource(c, sqlcore.PollOptions{PerAggregate: o.src.PerAggregate, Pipeline: o.src.Pipeline}), nil
 }
 
-// AddOutbox implements the outbox's part: rows larger than the server's
-// max_allowed_packet fail with ErrTooLarge before anything is sent.
+// AddOutbox implements the outbox's part: a row larger than the server's
+// max_allowed_packet fails with ErrTooLarge before anything is sent, and
+// the rows are added in groups whose statements fit in it (sqlcore's
+// inserts take up to 100 rows each, which would not).
 func (o sourced) AddOutbox(ctx context.Context, tx *sql.Tx, msgs []outbox.Message, at time.Time) ([]int64, error) {
 	if err := o.be.fits(msgs); err != nil {
 		return nil, err
 	}
-	return o.Outbox.AddOutbox(ctx, tx, msgs, at)
+	var seqs []int64
+	for len(msgs) > 0 {
+		n := o.be.group(msgs)
+		s, err := o.Outbox.AddOutbox(ctx, tx, msgs[:n], at)
+		if err != nil {
+			return nil, err
+		}
+		seqs = append(seqs, s...)
+		msgs = msgs[n:]
+	}
+	return seqs, nil
 }
 
 // Conflict implements idem's conflicts: err is (or wraps) a deadlock's

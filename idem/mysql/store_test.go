@@ -23,14 +23,7 @@ const defaultURL = "root@tcp(127.0.0.1:3306)/test"
 // when the server cannot be reached (fails it with WARY_REQUIRE_SERVICES=1).
 func serverDSN(t testing.TB) string {
 	t.Helper()
-	return servicetest.URL(t, "WARY_MYSQL_URL", defaultURL, func(ctx context.Context, dsn string) error {
-		db, err := sql.Open("mysql", dsn)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		return db.PingContext(ctx)
-	})
+	return servicetest.URL(t, "WARY_MYSQL_URL", defaultURL, reach)
 }
 
 // newDatabase creates a fresh database for t, dropped when t ends, and

@@ -1,0 +1,169 @@
+package mysql_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/wary-go/wary/broker"
+	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/mysql"
+	"github.com/wary-go/wary/idem/outbox"
+)
+
+// maxPacket reads the server's max_allowed_packet.
+func maxPacket(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRowContext(t.Context(), "SELECT @@max_allowed_packet").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// An outbox message whose row exceeds max_allowed_packet fails Add with
+// ErrTooLarge before anything is sent; the adding transaction goes on, its
+// other rows (one group of rows that together exceed the packet, each of
+// which fits) are added and relayed, nothing lost.
+func TestAddTooLarge(t *testing.T) {
+	db := openDB(t, nil)
+	e := idemtest.SetupOutbox(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db} })
+	packet := maxPacket(t, db)
+	big := bytes.Repeat([]byte("x"), packet)
+	fits := bytes.Repeat([]byte("y"), packet/8) // eight of them exceed the packet together
+	var many []*outbox.Message
+	for i := range 12 {
+		many = append(many, &outbox.Message{ID: fmt.Sprintf("m-%d", i), AggregateID: "a", Version: int64(i + 1), Type: "t", Payload: fits})
+	}
+	e.InTx(func(tx *sql.Tx) error {
+		_, err := e.Outbox.Add(e.Ctx, tx, &outbox.Message{ID: "big", AggregateID: "b", Version: 1, Type: "t", Payload: big})
+		if !errors.Is(err, mysql.ErrTooLarge) {
+			t.Errorf("Add of a row over max_allowed_packet (%d bytes): %v, want ErrTooLarge", packet, err)
+		}
+		seqs, err := e.Outbox.Add(e.Ctx, tx, many...)
+		if err != nil {
+			return err
+		}
+		if len(seqs) != len(many) || seqs[0] != 1 || seqs[len(seqs)-1] != int64(len(many)) {
+			t.Errorf("sequences %v, want 1 to %d", seqs, len(many))
+		}
+		return nil
+	})
+	rows := e.Rows(outbox.Filter{NoPayload: true})
+	if len(rows) != len(many) {
+		t.Fatalf("%d rows in the outbox, want %d", len(rows), len(many))
+	}
+	for i, r := range rows {
+		if r.ID != many[i].ID || r.Sequence != int64(i+1) {
+			t.Errorf("row %d: %s:%d, want %s:%d", i, r.ID, r.Sequence, many[i].ID, i+1)
+		}
+	}
+}
+
+// A handler whose statement waits for a lock past innodb_lock_wait_timeout
+// (error 1205) fails with an error the store calls a conflict; the inbox
+// tries the delivery again at once instead of nacking it, and the second
+// attempt applies it. ErrConflict matches the store's own statements'
+// lock errors.
+func TestLockWaitRetried(t *testing.T) {
+	db := openDB(t, map[string]string{"innodb_lock_wait_timeout": "1"})
+	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db} }, "")
+	in := e.Inbox("locks", nil)
+	q := idemtest.NewQueue(idemtest.Caps)
+	sub := q.Subscription(nil)
+	q.Push(idemtest.Msg("m1", "x", "", 0))
+
+	// Another transaction holds the counter's row until the first
+	// attempt has failed.
+	blocker, err := db.BeginTx(e.Ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback()
+	if _, err := blocker.ExecContext(e.Ctx, "UPDATE counter SET n = n + 100 WHERE id = 'c'"); err != nil {
+		t.Fatal(err)
+	}
+	var attempts atomic.Int32
+	var first error
+	h := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+		_, err := tx.ExecContext(ctx, "UPDATE counter SET n = n + 1 WHERE id = 'c'")
+		if attempts.Add(1) == 1 {
+			first = err
+			_ = blocker.Rollback()
+		}
+		return err
+	}
+	d, err := q.Receive(e.Ctx, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := in.Handle(e.Ctx, d, h)
+	if r != idem.ResultApplied || err != nil {
+		t.Fatalf("Handle: %v, %v; want applied", r, err)
+	}
+	if attempts.Load() != 2 || first == nil {
+		t.Errorf("%d attempts, the first failing with %v; want 2, the first a lock wait timeout", attempts.Load(), first)
+	}
+	if n := e.Int("SELECT n FROM counter WHERE id = 'c'"); n != 1 {
+		t.Errorf("counter %d, want 1", n)
+	}
+	if q.Nacks("m1") != 0 {
+		t.Errorf("the delivery was nacked %d times", q.Nacks("m1"))
+	}
+
+	// The store's own statement: a claim of a message another transaction
+	// is claiming waits for it and times out.
+	holder, err := db.BeginTx(e.Ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.ExecContext(e.Ctx, "INSERT INTO wary_inbox (consumer, message_id, processed_at) VALUES ('locks', 'm2', 0)"); err != nil {
+		t.Fatal(err)
+	}
+	q.Push(idemtest.Msg("m2", "x", "", 0))
+	d, err = q.Receive(e.Ctx, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = in.Handle(e.Ctx, d, h)
+	if !errors.Is(err, mysql.ErrConflict) {
+		t.Errorf("a claim that waited for another transaction's: %v, want ErrConflict", err)
+	}
+}
+
+// The store's transactions are READ COMMITTED whatever the connections'
+// level: REPEATABLE READ (MariaDB's default) set per transaction, or the
+// DSN's READ COMMITTED as it is.
+func TestReadCommitted(t *testing.T) {
+	for name, params := range map[string]map[string]string{
+		"default":        nil,
+		"read committed": {"tx_isolation": "'READ-COMMITTED'"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			db := openDB(t, params)
+			e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db} }, "")
+			in := e.Inbox("iso", nil)
+			q := idemtest.NewQueue(idemtest.Caps)
+			sub := q.Subscription(nil)
+			q.Push(idemtest.Msg("m1", "x", "", 0))
+			d, err := q.Receive(e.Ctx, sub)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var level string
+			_, err = in.Handle(e.Ctx, d, func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+				return tx.QueryRowContext(ctx, `SELECT trx_isolation_level FROM information_schema.innodb_trx
+					WHERE trx_mysql_thread_id = CONNECTION_ID()`).Scan(&level)
+			})
+			if err != nil || level != "READ COMMITTED" {
+				t.Errorf("the handler's transaction: %q (%v), want READ COMMITTED", level, err)
+			}
+		})
+	}
+}
