@@ -20,6 +20,17 @@ func newDialect(schema, prefix string) sqlcore.Dialect {
 		Time:     func(t time.Time) any { return t.UnixMicro() },
 		Quote:    quote,
 		IsNoRows: isNoRows,
+		// A shared transaction's claim (idem.Options.Batch) is one
+		// statement over the IDs as a JSON array, in their order, which
+		// returns the rows it inserted. IGNORE skips the duplicates; it
+		// would also turn a value its column cannot hold into a warning,
+		// which cannot happen here: the IDs are valid (at most 1024 bytes,
+		// the column's size) before they are claimed, and an ID that JSON
+		// cannot carry is claimed one by one.
+		ClaimMany: `INSERT IGNORE INTO {{inbox}} (consumer, message_id, processed_at)
+			SELECT $1, j.id, $3 FROM JSON_TABLE($2, '$[*]' COLUMNS (i FOR ORDINALITY, id VARCHAR(1024) PATH '$')) j
+			ORDER BY j.i RETURNING message_id`,
+		Array: sqlcore.JSONArray,
 		// The database is created by Migrate, before its own tables.
 		CreateSchema: "CREATE DATABASE IF NOT EXISTS %s",
 		// A lock key's top 10 bits name its row: keys locked in ascending
