@@ -157,27 +157,39 @@ const (
 // a locked row's latest committed version, so a head sent since the first
 // statement fails state = 0 and is passed over too. The third, a plain
 // read again, returns each locked head's next pending rows, up to the
-// per-aggregate parameter: a claimed head owns its aggregate. The rows wanted ($6, or $7) are not divided among the heads
-// here: sqlcore's claim keeps that many, heads first. The claim's
-// transaction is READ COMMITTED (the store's transactions are): no gap
-// locks, which would hold producers' inserts behind a relay that
-// publishes. ($2, how many aggregates to visit, is for PostgreSQL's skip
-// scan.)
-func claimQuery(below, first bool) string {
-	bound, per := "", "$5"
-	if below {
-		bound, per = " AND o.aggregate_id <= $5", "$6"
+// per-aggregate parameter: a claimed head owns its aggregate. The rows
+// wanted ($6, or $7) are not divided among the heads here: sqlcore's
+// claim keeps that many, heads first. The claim's transaction is READ
+// COMMITTED (the store's transactions are): no gap locks, which would hold
+// producers' inserts behind a relay that publishes. ($2, how many
+// aggregates to visit, is for PostgreSQL's skip scan.) readLimit, if
+// positive, stands for max_allowed_packet as the largest row a claim
+// reads (for tests).
+func claimQuery(readLimit int64) func(below, first bool) string {
+	limit := "@@max_allowed_packet"
+	if readLimit > 0 {
+		limit = strconv.FormatInt(readLimit, 10)
 	}
-	from := " > $1"
-	if first || below {
-		from = " >= $1"
-	}
-	cols := []string{"id", "message_id", "aggregate_id", "version", "sequence", "type", "headers", "payload", "state", "attempts",
-		"created_at", "next_attempt", "last_error", "sent_at"}
-	for i, c := range cols {
-		cols[i] = "r." + c
-	}
-	return claimMark + `SELECT o.id FROM {{outbox}} o
+	return func(below, first bool) string {
+		bound, per := "", "$5"
+		if below {
+			bound, per = " AND o.aggregate_id <= $5", "$6"
+		}
+		from := " > $1"
+		if first || below {
+			from = " >= $1"
+		}
+		// A row the server cannot send (over max_allowed_packet, with a
+		// margin for the rest of the result) comes without its payload,
+		// its headers column saying why (sqlcore.Unreadable): the relay
+		// quarantines it, and its aggregate waits behind it, nothing lost.
+		size := "(LENGTH(r.payload) + LENGTH(r.headers) + LENGTH(r.type) + LENGTH(r.message_id) + LENGTH(r.aggregate_id) + LENGTH(r.last_error))"
+		big := size + " + 65536 > " + limit
+		cols := []string{"r.id", "r.message_id", "r.aggregate_id", "r.version", "r.sequence", "r.type",
+			"IF(" + big + ", CONCAT(x'00', '" + sqlcore.Unreadable[1:] + "a row of ', " + size + ", ' bytes, larger than the server sends (max_allowed_packet ', " + limit + ", '): raise it and requeue the row'), r.headers)",
+			"IF(" + big + ", '', r.payload)", "r.state", "r.attempts", "r.created_at", "r.next_attempt",
+			"IF(" + big + ", '', r.last_error)", "r.sent_at"}
+		return claimMark + `SELECT o.id FROM {{outbox}} o
 		WHERE o.state = 0 AND o.aggregate_id` + from + bound + ` AND o.next_attempt <= $3
 			AND o.sequence = (SELECT MIN(x.sequence) FROM {{outbox}} x WHERE x.aggregate_id = o.aggregate_id AND x.state IN (0, 2))
 		ORDER BY o.aggregate_id LIMIT $4` + claimSplit + `
@@ -186,4 +198,5 @@ func claimQuery(below, first bool) string {
 	FROM (SELECT aggregate_id AS agg, sequence AS seq FROM {{outbox}} WHERE id IN (` + claimIDs + `)) h
 	JOIN {{outbox}} r ON r.aggregate_id = h.agg AND r.sequence >= h.seq AND r.sequence < h.seq + ` + per + ` AND r.state = 0
 	ORDER BY h.agg, r.sequence`
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -165,5 +166,68 @@ func TestReadCommitted(t *testing.T) {
 				t.Errorf("the handler's transaction: %q (%v), want READ COMMITTED", level, err)
 			}
 		})
+	}
+}
+
+// An outbox row larger than the server sends (max_allowed_packet; here a
+// smaller limit stands for it) is not read: the claim hands the relay the
+// row without its payload and with the reason, the relay quarantines it
+// and holds its aggregate behind it, and publishes every other aggregate's
+// rows. The row stays in the table, payload and all.
+func TestUnreadableRowQuarantined(t *testing.T) {
+	db := openDB(t, nil)
+	const limit = 256 << 10
+	o := &mysql.Options{Logger: quiet}
+	mysql.SetReadLimit(o, limit)
+	st, err := mysql.New(t.Context(), db, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := outbox.New(st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("x"), limit)
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ob.Add(t.Context(), tx,
+		&outbox.Message{ID: "big", AggregateID: "a", Version: 1, Type: "t", Payload: big},
+		&outbox.Message{ID: "after-big", AggregateID: "a", Version: 2, Type: "t", Payload: []byte("1")},
+		&outbox.Message{ID: "other", AggregateID: "b", Version: 1, Type: "t", Payload: []byte("2")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b := outboxBroker(t)
+	sub := b.Subscribe(t)
+	r, err := outbox.NewRelay(st, b.Topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Drain(t.Context()); err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	got := idemtest.Drain(t, sub)
+	if len(got) != 1 || got[0].ID != "other" {
+		t.Errorf("published %d messages (%v), want only aggregate b's", len(got), got)
+	}
+	rows, err := idemtest.D[*sql.Tx](st).ListOutbox(t.Context(), outbox.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		switch row.ID {
+		case "big":
+			if row.State != outbox.Quarantined || !strings.Contains(row.LastError, "max_allowed_packet") || len(row.Payload) != limit {
+				t.Errorf("the big row: %s, %q, %d bytes; want quarantined with the reason, its payload kept", row.State, row.LastError, len(row.Payload))
+			}
+		case "after-big":
+			if row.State != outbox.Pending {
+				t.Errorf("the row behind the big one: %s, want pending", row.State)
+			}
+		}
 	}
 }

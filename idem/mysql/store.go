@@ -44,6 +44,10 @@ type Options struct {
 	// Logger receives the start-up notes (the isolation level found);
 	// nil: slog.Default().
 	Logger *slog.Logger
+
+	// readLimit replaces max_allowed_packet as the largest outbox row a
+	// claim reads (tests: export_test.go).
+	readLimit int64
 }
 
 // SourceOptions set up the source of the store's relays: each relay
@@ -233,7 +237,7 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
 	}
 	od := sqlcore.OutboxDialect{
 		SkipLocked: true,
-		ClaimQuery: claimQuery,
+		ClaimQuery: claimQuery(o.readLimit),
 		Read:       func(ctx context.Context, f func(q sqlcore.Querier) error) error { return f(querier{db: db}) },
 	}
 	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, od), db: db, be: be}
