@@ -18,10 +18,11 @@ type Admin struct {
 // Options configures an Admin. Nil means defaults.
 type Options struct {
 	// Schema and Prefix are the store's (postgres.Options,
-	// mysql.Options or sqlite.Options): New checks that the store's tables are there, and
-	// the audit table goes beside them. Prefix "" means the stores'
-	// default, "wary_"; Schema "" the search_path's first schema
-	// (PostgreSQL) or the main database (SQLite).
+	// mysql.Options or sqlite.Options): New checks that the store's
+	// tables are there, and the audit table goes beside them. Prefix ""
+	// means the stores' default, "wary_"; Schema "" the search_path's
+	// first schema (PostgreSQL), the connection's database (MySQL) or the
+	// main database (SQLite).
 	Schema, Prefix string
 }
 
