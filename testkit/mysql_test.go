@@ -8,7 +8,7 @@ import (
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
-	"github.com/wary-go/wary/internal/servicetest"
+	"github.com/wary-go/wary/internal/mysqltest"
 	"github.com/wary-go/wary/testkit"
 )
 
@@ -32,15 +32,7 @@ func depositMySQL(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
 }
 
 func TestDepositMySQL(t *testing.T) {
-	dsn := servicetest.URL(t, "WARY_MYSQL_URL", "root@tcp(127.0.0.1:3306)/test", func(ctx context.Context, dsn string) error {
-		db, err := sql.Open("mysql", dsn)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		return db.PingContext(ctx)
-	})
-	store := testkit.MySQL(t, dsn) // a fresh database, dropped when the test ends
+	store := testkit.MySQL(t, mysqltest.Server(t)) // a fresh database, dropped when the test ends
 	for _, q := range []string{
 		`CREATE TABLE accounts (id VARCHAR(64) PRIMARY KEY, version BIGINT NOT NULL, balance BIGINT NOT NULL)`,
 		`CREATE TABLE deposits (message_id VARCHAR(255) NOT NULL)`,

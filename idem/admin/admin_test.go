@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -24,11 +23,12 @@ import (
 	_ "github.com/wary-go/wary/drivers/memory" // mem:// URLs
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/keys"
-	"github.com/wary-go/wary/idem/mysql"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
+	"github.com/wary-go/wary/internal/mysqltest"
 	"github.com/wary-go/wary/internal/servicetest"
+	"github.com/wary-go/wary/testkit"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -100,43 +100,12 @@ func pgWorld(t *testing.T) world[pgx.Tx] {
 	}, exec: func(q string) error { _, err := pool.Exec(context.Background(), q); return err }}
 }
 
-// mysqlWorld is a MySQL store in a fresh database, dropped when t ends;
-// it skips t (fails it, with WARY_REQUIRE_SERVICES=1 or WARY_MYSQL_URL
-// set) when the server cannot be reached. Its exec gives a TEXT key the
-// length MySQL needs.
+// mysqlWorld is a MySQL store in a fresh database (testkit.MySQL),
+// dropped when t ends; it skips t (fails it, with WARY_REQUIRE_SERVICES=1
+// or WARY_MYSQL_URL set) when the server cannot be reached. Its exec gives
+// a TEXT key the length MySQL needs.
 func mysqlWorld(t *testing.T) world[*sql.Tx] {
-	dsn := servicetest.URL(t, "WARY_MYSQL_URL", "root@tcp(127.0.0.1:3306)/test", func(ctx context.Context, dsn string) error {
-		db, err := sql.Open("mysql", dsn)
-		if err != nil {
-			return err
-		}
-		defer db.Close()
-		return db.PingContext(ctx)
-	})
-	cfg, err := gomysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "admintest_" + hex.EncodeToString(b[:])
-	admin, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec("DROP DATABASE " + name)
-		admin.Close()
-	})
-	cfg.DBName = name
-	st, err := mysql.Open(t.Context(), cfg.FormatDSN(), &mysql.Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := testkit.MySQL(t, mysqltest.Server(t))
 	return world[*sql.Tx]{st: st, inTx: func(ctx context.Context, f func(*sql.Tx) error) error {
 		tx, err := st.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {

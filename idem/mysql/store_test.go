@@ -14,24 +14,15 @@ import (
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/mysql"
-	"github.com/wary-go/wary/internal/servicetest"
+	"github.com/wary-go/wary/internal/mysqltest"
 )
-
-const defaultURL = "root@tcp(127.0.0.1:3306)/test"
-
-// serverDSN returns the MariaDB or MySQL DSN (WARY_MYSQL_URL), or skips t
-// when the server cannot be reached (fails it with WARY_REQUIRE_SERVICES=1).
-func serverDSN(t testing.TB) string {
-	t.Helper()
-	return servicetest.URL(t, "WARY_MYSQL_URL", defaultURL, reach)
-}
 
 // newDatabase creates a fresh database for t, dropped when t ends, and
 // returns a DSN on it with interpolateParams (as Open sets it) and the
 // test's session settings: PIPES_AS_CONCAT for the suite's "||".
 func newDatabase(t testing.TB, params map[string]string) string {
 	t.Helper()
-	dsn := serverDSN(t)
+	dsn := mysqltest.Server(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "idemtest_" + hex.EncodeToString(b[:])
