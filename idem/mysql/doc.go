@@ -58,7 +58,16 @@
 // committing; nothing a producer does waits for a relay. A row larger
 // than max_allowed_packet (its values escaped, about half the packet)
 // fails Add with ErrTooLarge before anything is sent, and an add of many
-// rows is split into statements that fit.
+// rows is split into statements that fit. A row already in the table that
+// the server cannot send (written by another program, or before the
+// packet was lowered) is claimed without its payload and quarantined with
+// the reason, its aggregate waiting behind it; it stays whole in the
+// table, to be requeued once max_allowed_packet is raised.
+//
+// Group commit (idem.Options.Batch): a shared transaction's claim is one
+// statement over the IDs as a JSON array (INSERT IGNORE ... SELECT ...
+// FROM JSON_TABLE ... RETURNING, MariaDB 10.6 and later), the IDs having
+// been validated first, so IGNORE has nothing but duplicates to skip.
 //
 // Retention is row by row, as on SQLite: the inbox purges records older
 // than its retention (idem.Options.Retention, at least the broker's
@@ -76,6 +85,6 @@
 // broker suites of idem). MySQL 8 was not available: the store uses
 // INSERT ... RETURNING and DELETE ... RETURNING (MariaDB 10.5 and later),
 // which MySQL does not have, in recording failures, the outbox's
-// sequence counters and taking early events; until those have MySQL
-// forms it needs MariaDB 10.6 or later.
+// sequence counters, taking early events and a shared transaction's
+// claim; until those have MySQL forms it needs MariaDB 10.6 or later.
 package mysql
