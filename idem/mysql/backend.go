@@ -79,19 +79,6 @@ func (b *backend) checkFoundRows(ctx context.Context, migrations string) error {
 	return nil
 }
 
-// inTx runs f in a transaction of b's.
-func (b *backend) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
-	tx, err := b.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	if err := f(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
-}
-
 // Begin begins a transaction that ends only by Commit or Rollback:
 // database/sql would roll it back when the context given to BeginTx ends,
 // and a handler that succeeded must keep its effect although the caller's
