@@ -48,8 +48,13 @@ func sqliteWorld(t *testing.T) world[*sql.Tx] {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return world[*sql.Tx]{st: st, inTx: func(ctx context.Context, f func(*sql.Tx) error) error {
-		tx, err := st.DB().BeginTx(ctx, nil)
+	return world[*sql.Tx]{st: st, inTx: sqlInTx(st.DB(), nil), exec: func(q string) error { _, err := st.DB().Exec(q); return err }}
+}
+
+// sqlInTx runs f in a transaction of db with o, committed if f succeeds.
+func sqlInTx(db *sql.DB, o *sql.TxOptions) func(ctx context.Context, f func(*sql.Tx) error) error {
+	return func(ctx context.Context, f func(*sql.Tx) error) error {
+		tx, err := db.BeginTx(ctx, o)
 		if err != nil {
 			return err
 		}
@@ -58,7 +63,7 @@ func sqliteWorld(t *testing.T) world[*sql.Tx] {
 			return err
 		}
 		return tx.Commit()
-	}, exec: func(q string) error { _, err := st.DB().Exec(q); return err }}
+	}
 }
 
 // pgWorld is a PostgreSQL store in a fresh schema, dropped when t ends;
@@ -106,17 +111,7 @@ func pgWorld(t *testing.T) world[pgx.Tx] {
 // a TEXT key the length MySQL needs.
 func mysqlWorld(t *testing.T) world[*sql.Tx] {
 	st := testkit.MySQL(t, mysqltest.Server(t))
-	return world[*sql.Tx]{st: st, inTx: func(ctx context.Context, f func(*sql.Tx) error) error {
-		tx, err := st.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-		if err != nil {
-			return err
-		}
-		if err := f(tx); err != nil {
-			_ = tx.Rollback()
-			return err
-		}
-		return tx.Commit()
-	}, exec: func(q string) error {
+	return world[*sql.Tx]{st: st, inTx: sqlInTx(st.DB(), &sql.TxOptions{Isolation: sql.LevelReadCommitted}), exec: func(q string) error {
 		_, err := st.DB().Exec(strings.ReplaceAll(q, "TEXT PRIMARY KEY", "VARCHAR(255) PRIMARY KEY"))
 		return err
 	}}
