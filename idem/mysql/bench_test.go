@@ -20,3 +20,7 @@ func BenchmarkInboxReadCommitted(b *testing.B) {
 		return testDB{openDB(t, map[string]string{"tx_isolation": "'READ-COMMITTED'"})}
 	})
 }
+
+// BenchmarkRelay: rows/s published through the relay to the memory
+// broker, from a backlog committed first.
+func BenchmarkRelay(b *testing.B) { idemtest.BenchRelay(b, newDB, outboxBroker) }
