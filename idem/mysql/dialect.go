@@ -146,25 +146,25 @@ const (
 // locks every row a locking statement reads, its subqueries' and joins'
 // included: one statement that both looked for the heads and locked them
 // would lock the rows behind heads it passed over, which the relay
-// holding such a head must mark (TestClaimLocksOnlyHeads). So the first
-// statement only reads: in aggregate
-// order from $1 (after it, or from it for the first claim and the
-// wrap-around; up to $5 for the latter), each aggregate's lowest unsent
-// row (pending or quarantined) if it is pending and due at $3, at most
-// $4. The second locks those heads by their IDs with FOR UPDATE SKIP
-// LOCKED, through the primary key, so that it reads (and locks) no other
-// row, and so that a head another relay holds is passed over; InnoDB reads
-// a locked row's latest committed version, so a head sent since the first
-// statement fails state = 0 and is passed over too. The third, a plain
-// read again, returns each locked head's next pending rows, up to the
-// per-aggregate parameter: a claimed head owns its aggregate. The rows
-// wanted ($6, or $7) are not divided among the heads here: sqlcore's
-// claim keeps that many, heads first. The claim's transaction is READ
-// COMMITTED (the store's transactions are): no gap locks, which would hold
-// producers' inserts behind a relay that publishes. ($2, how many
-// aggregates to visit, is for PostgreSQL's skip scan.) readLimit, if
-// positive, stands for max_allowed_packet as the largest row a claim
-// reads (for tests).
+// holding such a head must mark (the source contract suite's lock wait
+// timeouts, idemtest.SourceContract). So the first statement only reads:
+// the aggregates with a pending row in aggregate order from $1 (after it,
+// or from it for the first claim and the wrap-around; up to $5 for the
+// latter), at most $2 of them, one index entry each (a loose index scan of
+// outbox_unsent_idx), and of each its lowest unsent row (pending or
+// quarantined) if it is pending and due at $3, at most $4. The second
+// locks those heads by their IDs with FOR UPDATE SKIP LOCKED, through the
+// primary key, so that it reads (and locks) no other row, and so that a
+// head another relay holds is passed over; InnoDB reads a locked row's
+// latest committed version, so a head sent since the first statement
+// fails state = 0 and is passed over too. The third, a plain read again,
+// returns each locked head's next pending rows, up to the per-aggregate
+// parameter: a claimed head owns its aggregate. The rows wanted ($6, or
+// $7) are not divided among the heads here: sqlcore's claim keeps that
+// many, heads first. The claim's transaction is READ COMMITTED (the
+// store's transactions are): no gap locks, which would hold producers'
+// inserts behind a relay that publishes. readLimit, if positive, stands
+// for max_allowed_packet as the largest row a claim reads (for tests).
 func claimQuery(readLimit int64) func(below, first bool) string {
 	limit := "@@max_allowed_packet"
 	if readLimit > 0 {
@@ -173,7 +173,7 @@ func claimQuery(readLimit int64) func(below, first bool) string {
 	return func(below, first bool) string {
 		bound, per := "", "$5"
 		if below {
-			bound, per = " AND o.aggregate_id <= $5", "$6"
+			bound, per = " AND p.aggregate_id <= $5", "$6"
 		}
 		from := " > $1"
 		if first || below {
@@ -189,9 +189,19 @@ func claimQuery(readLimit int64) func(below, first bool) string {
 			"IF(" + big + ", CONCAT(x'00', '" + sqlcore.Unreadable[1:] + "a row of ', " + size + ", ' bytes, larger than the server sends (max_allowed_packet ', " + limit + ", '): raise it and requeue the row'), r.headers)",
 			"IF(" + big + ", '', r.payload)", "r.state", "r.attempts", "r.created_at", "r.next_attempt",
 			"IF(" + big + ", '', r.last_error)", "r.sent_at"}
-		return claimMark + `SELECT o.id FROM {{outbox}} o
-		WHERE o.state = 0 AND o.aggregate_id` + from + bound + ` AND o.next_attempt <= $3
-			AND o.sequence = (SELECT MIN(x.sequence) FROM {{outbox}} x WHERE x.aggregate_id = o.aggregate_id AND x.state IN (0, 2))
+		// The lowest unsent row of an aggregate: the lower of its lowest
+		// pending and its lowest quarantined, each one probe of
+		// outbox_pending_idx (a MIN over state IN (0, 2) read every row
+		// of the aggregate).
+		lowest := func(state string) string {
+			return "COALESCE((SELECT x.sequence FROM {{outbox}} x WHERE x.state = " + state +
+				" AND x.aggregate_id = a.agg ORDER BY x.sequence LIMIT 1), 9223372036854775807)"
+		}
+		return claimMark + `SELECT o.id FROM (SELECT p.aggregate_id AS agg FROM {{outbox}} p
+			WHERE p.state = 0 AND p.aggregate_id` + from + bound + `
+			GROUP BY p.aggregate_id ORDER BY p.aggregate_id LIMIT $2) a
+		JOIN {{outbox}} o ON o.aggregate_id = a.agg AND o.sequence = LEAST(` + lowest("0") + `, ` + lowest("2") + `)
+		WHERE o.state = 0 AND o.next_attempt <= $3
 		ORDER BY o.aggregate_id LIMIT $4` + claimSplit + `
 	SELECT id FROM {{outbox}} FORCE INDEX (PRIMARY) WHERE id IN (` + claimIDs + `) AND state = 0 FOR UPDATE SKIP LOCKED` + claimSplit + `
 	SELECT ` + strings.Join(cols, ", ") + `, h.seq, DENSE_RANK() OVER (ORDER BY h.agg) AS n
