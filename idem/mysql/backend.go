@@ -190,6 +190,9 @@ func args(b bound, in []any) []any {
 }
 
 func (q querier) Exec(ctx context.Context, query string, a ...any) (int64, error) {
+	if strings.HasPrefix(query, purgeMark) {
+		return q.purge(ctx, query[len(purgeMark):], a)
+	}
 	b := bindCached(query)
 	res, err := q.on().ExecContext(ctx, b.text, args(b, a)...)
 	if err != nil {
@@ -267,6 +270,58 @@ func withIDs(s string, ids []int64, a []any) (string, []any) {
 		ph[i] = "$" + strconv.Itoa(len(out))
 	}
 	return strings.Replace(s, claimIDs, strings.Join(ph, ", "), 1), out
+}
+
+// purge runs the two statements of a purge (see translate): a plain
+// read of the keys of the rows to delete (it waits for no lock), then a
+// DELETE of those keys, which locks only them.
+func (q querier) purge(ctx context.Context, query string, a []any) (int64, error) {
+	find, del, _ := strings.Cut(query, claimSplit)
+	b := bindCached(find)
+	rs, err := q.on().QueryContext(ctx, b.text, args(b, a)...)
+	if err != nil {
+		return 0, classify(err)
+	}
+	cols, err := rs.Columns()
+	if err != nil {
+		rs.Close()
+		return 0, classify(err)
+	}
+	var keys []any
+	var tuples []string
+	for rs.Next() {
+		row := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range row {
+			ptrs[i] = &row[i]
+		}
+		if err := rs.Scan(ptrs...); err != nil {
+			rs.Close()
+			return 0, classify(err)
+		}
+		ph := make([]string, len(cols))
+		for i := range row {
+			keys = append(keys, row[i])
+			ph[i] = "?"
+		}
+		tuples = append(tuples, "("+strings.Join(ph, ", ")+")")
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return 0, classify(err)
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	list := strings.Join(tuples, ", ")
+	if len(cols) == 1 {
+		list = strings.Repeat("?, ", len(keys)-1) + "?"
+	}
+	res, err := q.on().ExecContext(ctx, strings.Replace(del, purgeKeys, list, 1), keys...)
+	if err != nil {
+		return 0, classify(err)
+	}
+	return res.RowsAffected()
 }
 
 // noRows is an empty result.

@@ -64,10 +64,10 @@ var (
 	insertAlias = regexp.MustCompile(`INSERT INTO (\S+) AS (\w+) \(`)
 	doUpdate    = regexp.MustCompile(`ON CONFLICT \([^)]*\) DO UPDATE\s+SET`)
 	excluded    = regexp.MustCompile(`\bexcluded\.(\w+)`)
-	// DELETE FROM t WHERE (cols) IN (SELECT cols FROM t WHERE w LIMIT n):
-	// MySQL neither takes LIMIT in an IN subquery nor reads the table a
-	// DELETE deletes from; a DELETE takes LIMIT itself.
-	deleteIn = regexp.MustCompile(`(?s)^DELETE FROM (\S+) WHERE (?:\([^)]*\)|\w+) IN \(\s*SELECT [\w, ]+ FROM \S+ WHERE (.*) LIMIT (\$\d+)\)$`)
+	// DELETE FROM t WHERE (cols) IN (SELECT cols FROM t WHERE w LIMIT n),
+	// the purges: MySQL neither takes LIMIT in an IN subquery nor reads
+	// the table a DELETE deletes from.
+	deleteIn = regexp.MustCompile(`(?s)^DELETE FROM (\S+) WHERE (\([^)]*\)|\w+) IN \(\s*SELECT ([\w, ]+) FROM (\S+) WHERE (.*) LIMIT (\$\d+)\)$`)
 )
 
 // translate rewrites the few constructs of sqlcore's statements that
@@ -84,8 +84,20 @@ func translate(q string) string {
 		q = excluded.ReplaceAllString(q, "VALUES($1)")
 		q = regexp.MustCompile(`\b`+regexp.QuoteMeta(m[2])+`\.(\w+)`).ReplaceAllString(q, "$1")
 	}
-	return deleteIn.ReplaceAllString(q, "DELETE FROM $1 WHERE $2 LIMIT $3")
+	// A purge is two statements (see querier.purge): a plain read of the
+	// keys, then a DELETE of those keys. A DELETE ... WHERE w LIMIT n
+	// would lock the rows it scans, and wait for an uncommitted claim
+	// (a new row the scan meets, even beyond w's range) for as long as
+	// innodb_lock_wait_timeout, holding the inbox's deliveries behind it.
+	return deleteIn.ReplaceAllString(q, purgeMark+"SELECT $3 FROM $4 WHERE $5 LIMIT $6"+claimSplit+"DELETE FROM $1 WHERE $2 IN ("+purgeKeys+")")
 }
+
+// purgeMark starts a purge that translate made two statements, split at
+// claimSplit; purgeKeys is where the second takes the keys the first read.
+const (
+	purgeMark = "/* wary:purge */"
+	purgeKeys = "@keys@"
+)
 
 // placeholder is a $N placeholder.
 var placeholder = regexp.MustCompile(`\$(\d+)`)

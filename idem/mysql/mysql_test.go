@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
@@ -229,5 +231,90 @@ func TestUnreadableRowQuarantined(t *testing.T) {
 				t.Errorf("the row behind the big one: %s, want pending", row.State)
 			}
 		}
+	}
+}
+
+// Two deliveries whose handlers lock the same two rows in opposite orders
+// deadlock; InnoDB rolls one transaction back (error 1213), which the
+// store calls a conflict: the inbox tries that delivery again at once,
+// and both are applied, neither nacked. (It also found the inbox's purge,
+// which ran at the first delivery, waiting for the first claim's
+// uncommitted row for innodb_lock_wait_timeout and holding the second
+// delivery behind it: the purge no longer waits; see translate.)
+func TestDeadlockRetried(t *testing.T) {
+	db := openDB(t, nil)
+	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db} }, "")
+	e.Exec(`INSERT INTO counter (id, n) VALUES ('d', 0)`)
+	in := e.Inbox("deadlock", nil)
+	q := idemtest.NewQueue(idemtest.Caps)
+	sub := q.Subscription(nil)
+	q.Push(idemtest.Msg("m1", "c,d", "", 0), idemtest.Msg("m2", "d,c", "", 0))
+	var attempts atomic.Int32
+	var firstLocked sync.WaitGroup // both first attempts hold their first row
+	firstLocked.Add(2)
+	h := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+		first, second, _ := strings.Cut(string(d.Message.Body), ",")
+		n := attempts.Add(1)
+		if _, err := tx.ExecContext(ctx, "UPDATE counter SET n = n + 1 WHERE id = ?", first); err != nil {
+			return err
+		}
+		if n <= 2 {
+			firstLocked.Done()
+			firstLocked.Wait()
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE counter SET n = n + 1 WHERE id = ?", second)
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	results := make([]idem.Result, 2)
+	for i := range 2 {
+		d, err := q.Receive(e.Ctx, sub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { results[i], errs[i] = in.Handle(e.Ctx, d, h) })
+	}
+	wg.Wait()
+	for i := range 2 {
+		if results[i] != idem.ResultApplied || errs[i] != nil {
+			t.Errorf("delivery %d: %v, %v; want applied", i, results[i], errs[i])
+		}
+	}
+	if got := attempts.Load(); got != 3 {
+		t.Errorf("%d attempts, want 3: the deadlock's victim tried once more", got)
+	}
+	if n := e.Int("SELECT SUM(n) FROM counter WHERE id IN ('c', 'd')"); n != 4 {
+		t.Errorf("counters sum to %d, want 4", n)
+	}
+	if q.Nacks("m1")+q.Nacks("m2") != 0 {
+		t.Errorf("nacked: m1 %d, m2 %d", q.Nacks("m1"), q.Nacks("m2"))
+	}
+	if s := in.Stats(); s.Conflicts < 1 {
+		t.Errorf("Stats.Conflicts %d, want at least 1", s.Conflicts)
+	}
+}
+
+// The inbox's purge does not wait for a claim not yet committed: it reads
+// the expired records' keys without locking and deletes those, so a
+// transaction that holds a new claim (of the same consumer, after the
+// expired ones in the index) does not hold the purge, nor the deliveries
+// behind it, for innodb_lock_wait_timeout (here 1 s: a wait fails it).
+func TestPurgeSkipsUncommittedClaims(t *testing.T) {
+	db := openDB(t, map[string]string{"innodb_lock_wait_timeout": "1"})
+	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db} }, "")
+	old := time.Now().Add(-48 * time.Hour)
+	e.Exec(`INSERT INTO wary_inbox (consumer, message_id, processed_at) VALUES ('p', 'old-1', $1), ('p', 'old-2', $1)`, old.UnixMicro())
+	holder, err := db.BeginTx(e.Ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.ExecContext(e.Ctx, "INSERT INTO wary_inbox (consumer, message_id, processed_at) VALUES ('p', 'new', ?)", time.Now().UnixMicro()); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.Driver.Purge(e.Ctx, "p", time.Now().Add(-24*time.Hour), 100)
+	if err != nil || n != 2 {
+		t.Fatalf("Purge beside an uncommitted claim: %d, %v; want the 2 expired records", n, err)
 	}
 }
