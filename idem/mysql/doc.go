@@ -71,7 +71,9 @@
 //
 // Retention is row by row, as on SQLite: the inbox purges records older
 // than its retention (idem.Options.Retention, at least the broker's
-// redelivery horizon) in bounded DELETEs, and the relay purges sent rows
+// redelivery horizon) in bounded batches (a plain read of the expired
+// keys, then a DELETE of those keys, which waits for no claim in
+// progress), and the relay purges sent rows
 // after outbox.RelayOptions.KeepSent; there is no whole-table retention.
 //
 // The tables (prefix "wary_" by default) are created from the embedded
