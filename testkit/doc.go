@@ -4,8 +4,10 @@
 // A Kit is a consumer set up as wary runs one, on the store the test hands
 // New: SQLite returns a fresh SQLite store in t.TempDir() (the
 // zero-configuration default), Postgres one in a fresh schema of a test
-// database; any *sqlite.Store, *postgres.Store or *postgres.SQLStore will
-// do, and the kit is typed by its transactions (Kit[*sql.Tx], Kit[pgx.Tx]). The kit adds a
+// database, MySQL one in a fresh database of a MySQL or MariaDB server;
+// any *sqlite.Store, *mysql.Store, *postgres.Store or *postgres.SQLStore
+// will do, and the kit is typed by its transactions (Kit[*sql.Tx],
+// Kit[pgx.Tx]). The kit adds a
 // topic and a subscription of the memory broker on a fake clock, and an
 // inbox for the consumer (Inbox), with version checks if Options.Versions
 // names the state table (idem.Options.Versions). Run publishes the test's

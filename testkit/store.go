@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/wary-go/wary/idem/mysql"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
 )
@@ -95,12 +97,55 @@ func Postgres(t testing.TB, url string) *postgres.Store {
 	return st
 }
 
+// MySQL returns a MySQL or MariaDB store for t in a fresh database on the
+// server of dsn (go-sql-driver/mysql's format: "root@tcp(127.0.0.1:3306)/test";
+// its database is left alone), with the store's tables; the store's DB
+// is on that database, so the test's own tables, created through it, go
+// there too. The database is dropped and the store closed when t ends.
+// MySQL fails t (FailNow) if the server cannot be reached or set up: a
+// test that skips when it has no server checks first.
+func MySQL(t testing.TB, dsn string) *mysql.Store {
+	t.Helper()
+	ctx := t.Context()
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("testkit: %v", err)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "testkit_" + hex.EncodeToString(b[:])
+	cfg.DBName = ""
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatalf("testkit: %v", err)
+	}
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close()
+		t.Fatalf("testkit: create a database: %v", err)
+	}
+	t.Cleanup(func() {
+		defer admin.Close()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, "DROP DATABASE "+name); err != nil {
+			t.Errorf("testkit: drop the test's database %s: %v", name, err)
+		}
+	})
+	cfg.DBName = name
+	st, err := mysql.Open(ctx, cfg.FormatDSN(), nil)
+	if err != nil {
+		t.Fatalf("testkit: migrate the database: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 // queryFunc runs a query on the kit's database and returns its rows, each
 // column as text ("NULL" for a null).
 type queryFunc func(ctx context.Context, q string, args ...any) ([][]string, error)
 
 // queryOf returns the query function of st's database: the *sql.DB of an
-// SQLite store, the pool of a PostgreSQL store.
+// SQLite or MySQL store, the pool of a PostgreSQL store.
 func queryOf(st any) (queryFunc, error) {
 	switch st := st.(type) {
 	case interface{ DB() *sql.DB }:
@@ -111,7 +156,7 @@ func queryOf(st any) (queryFunc, error) {
 	case interface{ Pool() *pgxpool.Pool }:
 		return pgQuery(st.Pool()), nil
 	}
-	return nil, fmt.Errorf("a store of type %T: the kit reads the database of an *sqlite.Store, a *postgres.Store or a *postgres.SQLStore", st)
+	return nil, fmt.Errorf("a store of type %T: the kit reads the database of an *sqlite.Store, a *mysql.Store, a *postgres.Store or a *postgres.SQLStore", st)
 }
 
 // pgSQLQuery is pgQuery on a connection of db, a *sql.DB of pgx's stdlib

@@ -17,11 +17,12 @@ type Admin struct {
 
 // Options configures an Admin. Nil means defaults.
 type Options struct {
-	// Schema and Prefix are the store's (postgres.Options or
-	// sqlite.Options): New checks that the store's tables are there, and
-	// the audit table goes beside them. Prefix "" means the stores'
-	// default, "wary_"; Schema "" the search_path's first schema
-	// (PostgreSQL) or the main database (SQLite).
+	// Schema and Prefix are the store's (postgres.Options,
+	// mysql.Options or sqlite.Options): New checks that the store's
+	// tables are there, and the audit table goes beside them. Prefix ""
+	// means the stores' default, "wary_"; Schema "" the search_path's
+	// first schema (PostgreSQL), the connection's database (MySQL) or the
+	// main database (SQLite).
 	Schema, Prefix string
 }
 
@@ -34,7 +35,7 @@ const defaultPrefix = "wary_"
 var ErrNoStore = errors.New("idem/admin: no wary store")
 
 // New returns an Admin on the store st, a *postgres.Store, a
-// *postgres.SQLStore or a *sqlite.Store, opened by the caller (with SkipMigrate, for a tool that
+// *postgres.SQLStore, a *mysql.Store or a *sqlite.Store, opened by the caller (with SkipMigrate, for a tool that
 // must not change the application's schema). It checks that the store's
 // tables exist where opts says, and fails with an error matching
 // ErrNoStore if they do not.

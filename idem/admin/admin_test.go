@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,7 +27,9 @@ import (
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
+	"github.com/wary-go/wary/internal/mysqltest"
 	"github.com/wary-go/wary/internal/servicetest"
+	"github.com/wary-go/wary/testkit"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -51,8 +54,13 @@ func sqliteWorld(t *testing.T) world[*sql.Tx] {
 
 // sqlWorld is the world of a store on db, a *sql.DB.
 func sqlWorld(st idem.Store[*sql.Tx], db *sql.DB) world[*sql.Tx] {
-	return world[*sql.Tx]{st: st, inTx: func(ctx context.Context, f func(*sql.Tx) error) error {
-		tx, err := db.BeginTx(ctx, nil)
+	return world[*sql.Tx]{st: st, inTx: sqlInTx(db, nil), exec: func(q string) error { _, err := db.Exec(q); return err }}
+}
+
+// sqlInTx runs f in a transaction of db with o, committed if f succeeds.
+func sqlInTx(db *sql.DB, o *sql.TxOptions) func(ctx context.Context, f func(*sql.Tx) error) error {
+	return func(ctx context.Context, f func(*sql.Tx) error) error {
+		tx, err := db.BeginTx(ctx, o)
 		if err != nil {
 			return err
 		}
@@ -61,7 +69,7 @@ func sqlWorld(st idem.Store[*sql.Tx], db *sql.DB) world[*sql.Tx] {
 			return err
 		}
 		return tx.Commit()
-	}, exec: func(q string) error { _, err := db.Exec(q); return err }}
+	}
 }
 
 // pgSQLWorld is pgWorld's database through database/sql: a
@@ -122,6 +130,18 @@ func pgPool(t *testing.T) *pgxpool.Pool {
 	return pool
 }
 
+// mysqlWorld is a MySQL store in a fresh database (testkit.MySQL),
+// dropped when t ends; it skips t (fails it, with WARY_REQUIRE_SERVICES=1
+// or WARY_MYSQL_URL set) when the server cannot be reached. Its exec gives
+// a TEXT key the length MySQL needs.
+func mysqlWorld(t *testing.T) world[*sql.Tx] {
+	st := testkit.MySQL(t, mysqltest.Server(t))
+	return world[*sql.Tx]{st: st, inTx: sqlInTx(st.DB(), &sql.TxOptions{Isolation: sql.LevelReadCommitted}), exec: func(q string) error {
+		_, err := st.DB().Exec(strings.ReplaceAll(q, "TEXT PRIMARY KEY", "VARCHAR(255) PRIMARY KEY"))
+		return err
+	}}
+}
+
 var usedNames sync.Map
 
 // unique returns a name no other test of this process uses.
@@ -171,6 +191,7 @@ func newAdmin[Tx any](t *testing.T, w world[Tx]) *Admin {
 func TestSQLiteReplayParked(t *testing.T)      { testReplayParked(t, sqliteWorld(t)) }
 func TestPostgresReplayParked(t *testing.T)    { testReplayParked(t, pgWorld(t)) }
 func TestPostgresSQLReplayParked(t *testing.T) { testReplayParked(t, pgSQLWorld(t)) }
+func TestMySQLReplayParked(t *testing.T)       { testReplayParked(t, mysqlWorld(t)) }
 
 // testReplayParked: messages parked by an inbox are listed, replayed to
 // the topic (in order, with their IDs, bodies and a wary-replayed-by
@@ -279,6 +300,7 @@ func testReplayParked[Tx any](t *testing.T, w world[Tx]) {
 func TestSQLiteAudit(t *testing.T)      { testAudit(t, sqliteWorld(t)) }
 func TestPostgresAudit(t *testing.T)    { testAudit(t, pgWorld(t)) }
 func TestPostgresSQLAudit(t *testing.T) { testAudit(t, pgSQLWorld(t)) }
+func TestMySQLAudit(t *testing.T)       { testAudit(t, mysqlWorld(t)) }
 
 // testAudit: Record refuses until CreateAudit made the table, which then
 // keeps each entry, listed newest first.
@@ -318,6 +340,7 @@ func testAudit[Tx any](t *testing.T, w world[Tx]) {
 func TestSQLiteNoStore(t *testing.T)      { testNoStore(t, sqliteWorld(t)) }
 func TestPostgresNoStore(t *testing.T)    { testNoStore(t, pgWorld(t)) }
 func TestPostgresSQLNoStore(t *testing.T) { testNoStore(t, pgSQLWorld(t)) }
+func TestMySQLNoStore(t *testing.T)       { testNoStore(t, mysqlWorld(t)) }
 
 // testNoStore: New names the table it did not find for a wrong prefix.
 func testNoStore[Tx any](t *testing.T, w world[Tx]) {
@@ -342,6 +365,7 @@ func contains(s, sub string) bool {
 func TestSQLiteOutbox(t *testing.T)      { testOutbox(t, sqliteWorld(t)) }
 func TestPostgresOutbox(t *testing.T)    { testOutbox(t, pgWorld(t)) }
 func TestPostgresSQLOutbox(t *testing.T) { testOutbox(t, pgSQLWorld(t)) }
+func TestMySQLOutbox(t *testing.T)       { testOutbox(t, mysqlWorld(t)) }
 
 // testOutbox: rows a relay quarantined are listed, requeued (then
 // pending) or discarded, and the status counts them.
@@ -395,6 +419,7 @@ func testOutbox[Tx any](t *testing.T, w world[Tx]) {
 func TestSQLiteKeys(t *testing.T)      { testKeys(t, sqliteWorld(t)) }
 func TestPostgresKeys(t *testing.T)    { testKeys(t, pgWorld(t)) }
 func TestPostgresSQLKeys(t *testing.T) { testKeys(t, pgSQLWorld(t)) }
+func TestMySQLKeys(t *testing.T)       { testKeys(t, mysqlWorld(t)) }
 
 // testKeys: a call whose outcome is unknown is listed as unresolved; a
 // succeeded one by its state.
@@ -436,6 +461,7 @@ func testKeys[Tx any](t *testing.T, w world[Tx]) {
 func TestSQLiteEarly(t *testing.T)      { testEarly(t, sqliteWorld(t)) }
 func TestPostgresEarly(t *testing.T)    { testEarly(t, pgWorld(t)) }
 func TestPostgresSQLEarly(t *testing.T) { testEarly(t, pgSQLWorld(t)) }
+func TestMySQLEarly(t *testing.T)       { testEarly(t, mysqlWorld(t)) }
 
 // testEarly: an event ahead of its aggregate, which an inbox holds in the
 // store, is listed with the version it awaits, until that one comes.

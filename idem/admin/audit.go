@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,12 +71,14 @@ func (a *Admin) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
 
 // sqlDB is the store's database, for what is not the store's: the check
 // that its tables exist and the audit table. One of pg, pgsql and lite
-// is set.
+// is set; my: lite is a MySQL or MariaDB database (idem/mysql), not
+// SQLite.
 type sqlDB struct {
 	pg *pgxpool.Pool
 	// pgsql is PostgreSQL through database/sql (pgx's stdlib driver).
 	pgsql          *sql.DB
 	lite           *sql.DB
+	my             bool
 	schema, prefix string
 }
 
@@ -101,10 +104,27 @@ func (db *sqlDB) pgExec(ctx context.Context, q string, args ...any) error {
 	return err
 }
 
+// myName quotes a MySQL name, qualified by schema (a database) if set.
+func myName(schema, name string) string {
+	q := "`" + strings.ReplaceAll(name, "`", "``") + "`"
+	if schema == "" {
+		return q
+	}
+	return "`" + strings.ReplaceAll(schema, "`", "``") + "`." + q
+}
+
 // table returns the qualified name of the table prefix+name, and the
 // schema it is in (PostgreSQL: the search_path's first when none is set).
 func (db *sqlDB) table(ctx context.Context, name string) (string, string, error) {
 	schema := db.schema
+	if db.my {
+		if schema == "" {
+			if err := db.lite.QueryRowContext(ctx, "SELECT COALESCE(DATABASE(), '')").Scan(&schema); err != nil {
+				return "", "", fmt.Errorf("idem/admin: read the current database: %w", err)
+			}
+		}
+		return myName(schema, db.prefix+name), schema, nil
+	}
 	if !db.postgres() {
 		if schema == "" {
 			return pgx.Identifier{db.prefix + name}.Sanitize(), "main", nil
@@ -126,9 +146,13 @@ func (db *sqlDB) exists(ctx context.Context, name string) (bool, string, string,
 		return false, "", "", err
 	}
 	var found bool
-	if db.postgres() {
+	switch {
+	case db.postgres():
 		err = db.pgRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&found)
-	} else {
+	case db.my:
+		err = db.lite.QueryRowContext(ctx, "SELECT count(*) > 0 FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
+			schema, db.prefix+name).Scan(&found)
+	default:
 		master := "sqlite_master"
 		if db.schema != "" {
 			master = pgx.Identifier{db.schema}.Sanitize() + ".sqlite_master"
@@ -155,6 +179,9 @@ func (db *sqlDB) checkStore(ctx context.Context) error {
 	if err != nil || found {
 		return err
 	}
+	if db.my {
+		return noStoreError{fmt.Sprintf("no wary store in database %q with prefix %q: table %q does not exist", schema, db.prefix, db.prefix+"migrations")}
+	}
 	where := fmt.Sprintf("schema %q", schema)
 	switch {
 	case db.postgres() && db.schema == "":
@@ -170,7 +197,19 @@ func (db *sqlDB) createAudit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if db.postgres() {
+	switch {
+	case db.my:
+		// at: Unix microseconds, as the store's times.
+		_, err = db.lite.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
+	id     BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+	at     BIGINT NOT NULL,
+	who    TEXT NOT NULL,
+	action TEXT NOT NULL,
+	what   TEXT NOT NULL,
+	count  INT NOT NULL,
+	detail TEXT NOT NULL DEFAULT ('')
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`)
+	case db.postgres():
 		err = db.pgExec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
 	id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 	at     timestamptz NOT NULL DEFAULT now(),
@@ -180,7 +219,7 @@ func (db *sqlDB) createAudit(ctx context.Context) error {
 	count  integer NOT NULL,
 	detail text NOT NULL DEFAULT ''
 )`)
-	} else {
+	default:
 		// at: Unix microseconds.
 		_, err = db.lite.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (
 	id     INTEGER PRIMARY KEY AUTOINCREMENT,

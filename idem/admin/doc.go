@@ -1,5 +1,5 @@
-// Package admin is the operator's view of an idem store (idem/postgres or
-// idem/sqlite): what the inbox parked and holds early, what the outbox has
+// Package admin is the operator's view of an idem store (idem/postgres,
+// idem/mysql or idem/sqlite): what the inbox parked and holds early, what the outbox has
 // not sent, the idempotency keys, and a record of what operators did. It
 // is what cmd/wary's commands and its console use, and what a program of
 // one's own can use to show or repair a store.

@@ -95,9 +95,11 @@ func open[Tx any](p idem.Store[Tx], schema, prefix string) (backend, *sqlDB, err
 	case interface{ DB() *sql.DB }:
 		if _, ok := s.DB().Driver().(*stdlib.Driver); ok { // *postgres.SQLStore
 			db.pgsql = s.DB()
-		} else {
-			db.lite = s.DB()
+			break
 		}
+		db.lite = s.DB()
+		d, ok := p.Driver().Impl().(interface{ SQLDialect() string })
+		db.my = ok && d.SQLDialect() == "mysql"
 	default:
 		db = nil
 	}

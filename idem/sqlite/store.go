@@ -4,15 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"encoding/json"
 	"errors"
 	"net/url"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
@@ -307,19 +304,7 @@ var dialect = sqlcore.Dialect{
 	ClaimMany: `INSERT INTO {{inbox}} (consumer, message_id, processed_at)
 		SELECT $1, value, $3 FROM json_each($2) WHERE true ORDER BY value
 		ON CONFLICT (consumer, message_id) DO NOTHING RETURNING message_id`,
-	Array: jsonArray,
-}
-
-// jsonArray is ids as a JSON array for ClaimMany; false where JSON would
-// not carry one of them exactly (invalid UTF-8, which it replaces).
-func jsonArray(ids []string) (any, bool) {
-	for _, id := range ids {
-		if !utf8.ValidString(id) || strings.ContainsRune(id, 0) {
-			return nil, false
-		}
-	}
-	b, err := json.Marshal(ids)
-	return string(b), err == nil
+	Array: sqlcore.JSONArray,
 }
 
 // backend is sqlcore's database/sql backend with the claim's prepared

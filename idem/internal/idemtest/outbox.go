@@ -38,6 +38,10 @@ type OutboxCaps struct {
 	// at once (PostgreSQL). Without it (SQLite), writers are serialised and
 	// relays take turns under a lease.
 	ConcurrentWriters bool
+	// Polls: with ConcurrentWriters, the relay has no wake-up from the
+	// database (MySQL: no NOTIFY) and polls; the scenarios do not wait for
+	// it to listen.
+	Polls bool
 }
 
 // RunOutbox runs the outbox and relay scenarios on a store (its outbox's

@@ -89,7 +89,7 @@ func testWakeup[Tx any](t *testing.T, f Factory[Tx], b OutboxBroker, caps Outbox
 	// Wait until Run is listening (where the store can) and has gone to
 	// sleep for an hour: from then on only a notification or Wake finds
 	// the row.
-	listens := caps.ConcurrentWriters // PostgreSQL: NOTIFY
+	listens := caps.ConcurrentWriters && !caps.Polls // PostgreSQL: NOTIFY
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		s := r.Stats()
 		if s.Idle > 0 && (s.Listening || !listens) {

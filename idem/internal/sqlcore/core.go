@@ -84,6 +84,11 @@ type Dialect struct {
 	// LockMany, if not empty, takes Lock's lock on each of the keys in its
 	// one argument, an int64 array, in the array's order.
 	LockMany string
+	// AggregateLock, if not empty, replaces Lock for the aggregate locks
+	// of idem's earlyStore: a store whose migrations cannot run in one
+	// transaction (MySQL commits each DDL statement) serialises migrators
+	// otherwise and leaves Lock empty.
+	AggregateLock string
 }
 
 // Core implements the inbox's part (idem's inboxStore).
@@ -104,7 +109,7 @@ var Tables = []string{"inbox", "parked", "failures", "migrations", "inbox_proces
 	"outbox", "outbox_aggregates", "relay_lease", "outbox_wake", "outbox_pending_idx", "outbox_unsent_idx", "outbox_sent_idx",
 	"idempotency_keys", "keys_state_idx", "outbox_wake_notify", "inbox_slices", "inbox_slices_idx", "inbox_claim", "early", "early_held_idx",
 	"outbox_slices", "outbox_slice_seq", "outbox_slice_add", "outbox_stream", "outbox_left_idx", "inbox_prev",
-	"inbox_old", "outbox_prev", "outbox_rotated"}
+	"inbox_old", "outbox_prev", "outbox_rotated", "aggregate_locks"}
 
 // New validates schema and prefix and builds Core.
 func New[Tx any](b Backend[Tx], d Dialect, schema, prefix string) (*Core[Tx], error) {

@@ -1,6 +1,7 @@
 package sqlcore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -31,10 +32,10 @@ const (
 // LockAggregate implements the early events' part (idem's earlyStore) with the dialect's Lock (none for
 // a store whose transactions are serialised).
 func (c *Core[Tx]) LockAggregate(ctx context.Context, tx Tx, consumer, aggregateID string) error {
-	if c.d.Lock == "" {
+	if c.aggregateLock() == "" {
 		return nil
 	}
-	_, err := c.b.Q(tx).Exec(ctx, c.d.Lock, c.aggregateKey(consumer, aggregateID))
+	_, err := c.b.Q(tx).Exec(ctx, c.aggregateLock(), c.aggregateKey(consumer, aggregateID))
 	return err
 }
 
@@ -42,7 +43,7 @@ func (c *Core[Tx]) LockAggregate(ctx context.Context, tx Tx, consumer, aggregate
 // ascending order (each once), with the dialect's LockMany in one
 // statement where it has one.
 func (c *Core[Tx]) LockAggregates(ctx context.Context, tx Tx, consumer string, aggregateIDs []string) error {
-	if c.d.Lock == "" || len(aggregateIDs) == 0 {
+	if c.aggregateLock() == "" || len(aggregateIDs) == 0 {
 		return nil
 	}
 	keys := make([]int64, len(aggregateIDs))
@@ -56,12 +57,16 @@ func (c *Core[Tx]) LockAggregates(ctx context.Context, tx Tx, consumer string, a
 		return err
 	}
 	for _, k := range keys {
-		if _, err := c.b.Q(tx).Exec(ctx, c.d.Lock, k); err != nil {
+		if _, err := c.b.Q(tx).Exec(ctx, c.aggregateLock(), k); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// aggregateLock is the statement of the aggregate locks: the dialect's
+// AggregateLock, or its Lock.
+func (c *Core[Tx]) aggregateLock() string { return cmp.Or(c.d.AggregateLock, c.d.Lock) }
 
 // aggregateKey is the key of the lock on (consumer, aggregateID).
 func (c *Core[Tx]) aggregateKey(consumer, aggregateID string) int64 {

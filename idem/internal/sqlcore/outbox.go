@@ -63,6 +63,11 @@ type OutboxDialect struct {
 	// marked with an IN list per 500 (a statement of its own text for each
 	// count).
 	MarkSent string
+	// ClaimQuery, if not nil, builds the claim statements instead of
+	// claimQuery (with SkipLocked): the same parameters and result
+	// columns, for a database without LATERAL (MySQL, MariaDB), which
+	// locks its heads with FOR UPDATE SKIP LOCKED in a derived table.
+	ClaimQuery func(below, first bool) string
 }
 
 // Outbox implements the outbox's part (outbox's outboxStore) on a Core.
@@ -98,7 +103,11 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 	k.Write([]byte("wary-outbox-wake:" + c.names["outbox"]))
 	o.wakeKey = int64(k.Sum64())
 	r := c.render
-	claim, claimFirst, claimBelow := r(claimQuery(d.SkipLocked, false, false)), r(claimQuery(d.SkipLocked, false, true)), r(claimQuery(d.SkipLocked, true, true))
+	cq := func(below, first bool) string { return claimQuery(d.SkipLocked, below, first) }
+	if d.ClaimQuery != nil {
+		cq = d.ClaimQuery
+	}
+	claim, claimFirst, claimBelow := r(cq(false, false)), r(cq(false, true)), r(cq(true, true))
 	o.q = outboxQueries{
 		// Rows are locked in the order of the VALUES list: aggregate order.
 		counter: c.render(`INSERT INTO {{outbox_aggregates}} AS a (aggregate_id, last_sequence) VALUES %s

@@ -83,7 +83,7 @@ type explainFlags struct {
 func (a *app) explainCmd() *cobra.Command {
 	var f explainFlags
 	c := &cobra.Command{
-		Use:   "explain --broker URL --subscription URL [--postgres URL | --sqlite FILE] [--consumer NAME] [--config FILE]",
+		Use:   "explain --broker URL --subscription URL [--postgres URL | --mysql DSN | --sqlite FILE] [--consumer NAME] [--config FILE]",
 		Short: "State a pipeline's end-to-end guarantee and flag its misconfigurations",
 		Long: `explain states what one pipeline guarantees, as five lines with a verdict
 each (publication, transport, order, consumption, external effects), and

@@ -31,8 +31,12 @@ func sqlitePipeQuery(t *testing.T, query string) *pipe[*sql.Tx] {
 		topic: mustOpenTopic(t, name+query), sub: mustOpenSub(t, name+"/billing"+query)}
 }
 
-// sqliteShop is st as the walkthroughs use a store.
-func sqliteShop(st *sqlite.Store) shopStore[*sql.Tx] {
+// sqliteShop is st as the walkthroughs use a store: a store on a
+// *sql.DB (idem/sqlite, idem/mysql).
+func sqliteShop(st interface {
+	idem.Store[*sql.Tx]
+	DB() *sql.DB
+}) shopStore[*sql.Tx] {
 	return shopStore[*sql.Tx]{store: st,
 		newInbox: func(consumer string, caps capability.Subscription, o *idem.Options) (*idem.Inbox[*sql.Tx], error) {
 			return idem.NewInbox(st, consumer, caps, o)

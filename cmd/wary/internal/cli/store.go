@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 
+	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/wary-go/wary/idem/admin"
+	"github.com/wary-go/wary/idem/mysql"
 	"github.com/wary-go/wary/idem/postgres"
 	"github.com/wary-go/wary/idem/sqlite"
 	"github.com/wary-go/wary/redact"
@@ -17,19 +20,20 @@ import (
 
 // storeFlags select the database of the store.
 type storeFlags struct {
-	postgres, sqlite, schema, prefix string
+	postgres, sqlite, mysql, schema, prefix string
 }
 
 func (f *storeFlags) add(c *cobra.Command) {
 	c.Flags().StringVar(&f.postgres, "postgres", "", "PostgreSQL URL of the store (default $"+EnvPostgres+")")
 	c.Flags().StringVar(&f.sqlite, "sqlite", "", "SQLite file of the store (instead of --postgres)")
+	c.Flags().StringVar(&f.mysql, "mysql", "", "MySQL or MariaDB DSN of the store, as go-sql-driver/mysql reads it: user:password@tcp(host:3306)/db (instead of --postgres)")
 	c.Flags().StringVar(&f.schema, "schema", "", "schema of the store's tables (default: the search_path's first)")
 	c.Flags().StringVar(&f.prefix, "prefix", "", "table prefix of the store (default wary_)")
 }
 
 // given reports whether a store was named.
 func (a *app) storeGiven(f *storeFlags) bool {
-	return f.sqlite != "" || a.envDefault(f.postgres, EnvPostgres) != ""
+	return f.sqlite != "" || f.mysql != "" || a.envDefault(f.postgres, EnvPostgres) != ""
 }
 
 // db is an opened store: the operator's view of it (idem/admin), and
@@ -44,8 +48,19 @@ func (a *app) openStore(ctx context.Context, f *storeFlags) (*db, error) {
 	pgURL := a.envDefault(f.postgres, EnvPostgres)
 	opts := &admin.Options{Schema: f.schema, Prefix: f.prefix}
 	switch {
-	case f.sqlite != "" && f.postgres != "":
-		return nil, errors.New("give --postgres or --sqlite, not both")
+	case (f.sqlite != "") && (f.postgres != "" || f.mysql != "") || f.mysql != "" && f.postgres != "":
+		return nil, errors.New("give one of --postgres, --mysql and --sqlite")
+	case f.mysql != "":
+		s, err := mysql.Open(ctx, f.mysql, &mysql.Options{Schema: f.schema, Prefix: f.prefix, SkipMigrate: true, Logger: slog.New(slog.DiscardHandler)}) // the isolation note is for programs
+		if err != nil {
+			return nil, fmt.Errorf("MySQL %s: %s", redactDSN(f.mysql), redactErr(err))
+		}
+		ad, err := admin.New(ctx, s, opts)
+		if err != nil {
+			s.Close()
+			return nil, noStore(err, "mysql.Options", "mysql.Open")
+		}
+		return &db{Admin: ad, close: func() { s.Close() }}, nil
 	case f.sqlite != "":
 		if _, err := os.Stat(f.sqlite); err != nil {
 			return nil, fmt.Errorf("--sqlite: %w", err)
@@ -81,7 +96,19 @@ func (a *app) openStore(ctx context.Context, f *storeFlags) (*db, error) {
 		}
 		return &db{Admin: ad, close: pool.Close}, nil
 	}
-	return nil, fmt.Errorf("name the store: --postgres URL (or $%s) or --sqlite FILE", EnvPostgres)
+	return nil, fmt.Errorf("name the store: --postgres URL (or $%s), --mysql DSN or --sqlite FILE", EnvPostgres)
+}
+
+// redactDSN is a go-sql-driver/mysql DSN without its password.
+func redactDSN(dsn string) string {
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		return "(a DSN that does not parse)"
+	}
+	if cfg.Passwd != "" {
+		cfg.Passwd = "xxxxx"
+	}
+	return cfg.FormatDSN()
 }
 
 // noStore says how to fix a store that is not where the flags say: a
