@@ -100,13 +100,7 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 		rs := relay.Stats()
 		res.Relay = fmt.Sprintf("published %d (counted once deleted), %d windows or claims, %d idle", rs.Published, rs.Claims, rs.Idle)
 	} else {
-		// The consumer may have every message before the relay settled
-		// the last batch: wait for it, so that every batch is counted.
-		rs := relay.Stats()
-		for deadline := time.Now().Add(10 * time.Second); rs.Published < int64(n) && time.Now().Before(deadline); rs = relay.Stats() {
-			time.Sleep(time.Millisecond)
-		}
-		res.Relay = timingOf(rs).String()
+		res.Relay = settled(relay, n).String()
 	}
 	return res, nil
 }
@@ -175,36 +169,11 @@ func (s *Sitting) runWatermill(ctx context.Context, pool *pgxpool.Pool, exchange
 	if err := sub.SubscribeInitialize(outboxTopic); err != nil {
 		return Result{}, fmt.Errorf("watermill-sql schema: %w", err)
 	}
-	pub, err := wamqp.NewPublisher(wamqp.Config{
-		Connection: wamqp.ConnectionConfig{AmqpURI: s.cfg.RabbitURL},
-		Marshaler:  wamqp.DefaultMarshaler{},
-		Exchange:   wamqp.ExchangeConfig{GenerateName: wamqp.GenerateExchangeNameTopicName, Type: "fanout", Durable: true},
-		Publish: wamqp.PublishConfig{
-			GenerateRoutingKey: func(string) string { return "" },
-			ConfirmDelivery:    true,
-			ChannelPoolSize:    1,
-		},
-		TopologyBuilder: &wamqp.DefaultTopologyBuilder{},
-	}, logger)
+	stopFwd, err := s.forward(ctx, sub, outboxTopic)
 	if err != nil {
 		return Result{}, err
 	}
-	defer pub.Close()
-	fwd, err := forwarder.NewForwarder(sub, pub, logger, forwarder.Config{ForwarderTopic: outboxTopic})
-	if err != nil {
-		return Result{}, err
-	}
-	fctx, stopFwd := context.WithCancel(ctx)
-	fwdErr := make(chan error, 1)
-	go func() { fwdErr <- fwd.Run(fctx) }()
-	defer func() { stopFwd(); _ = fwd.Close(); <-fwdErr }()
-	select {
-	case <-fwd.Running():
-	case err := <-fwdErr:
-		return Result{}, fmt.Errorf("forwarder stopped: %w", err)
-	case <-ctx.Done():
-		return Result{}, ctx.Err()
-	}
+	defer stopFwd()
 	m := s.begin()
 	err = s.produce(ctx, pool, n, sc.PerTx, func(ctx context.Context, tx pgx.Tx, first, last int) error {
 		if err := addOrders(ctx, tx, 0, first, last, sc.Aggs); err != nil {
@@ -267,4 +236,46 @@ func (s *Sitting) runCeiling(ctx context.Context, pool *pgxpool.Pool, exchange s
 		return Result{}, err
 	}
 	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU()}, nil
+}
+
+// forward starts a forwarder.Forwarder reading outboxTopic with sub and
+// publishing to the queue's exchange with a watermill-amqp Publisher that
+// waits for publisher confirms, waits until it runs, and returns a
+// function that stops it.
+func (s *Sitting) forward(ctx context.Context, sub message.Subscriber, outboxTopic string) (func(), error) {
+	logger := watermill.NopLogger{}
+	pub, err := wamqp.NewPublisher(wamqp.Config{
+		Connection: wamqp.ConnectionConfig{AmqpURI: s.cfg.RabbitURL},
+		Marshaler:  wamqp.DefaultMarshaler{},
+		Exchange:   wamqp.ExchangeConfig{GenerateName: wamqp.GenerateExchangeNameTopicName, Type: "fanout", Durable: true},
+		Publish: wamqp.PublishConfig{
+			GenerateRoutingKey: func(string) string { return "" },
+			ConfirmDelivery:    true,
+			ChannelPoolSize:    1,
+		},
+		TopologyBuilder: &wamqp.DefaultTopologyBuilder{},
+	}, logger)
+	if err != nil {
+		return nil, err
+	}
+	fwd, err := forwarder.NewForwarder(sub, pub, logger, forwarder.Config{ForwarderTopic: outboxTopic})
+	if err != nil {
+		_ = pub.Close()
+		return nil, err
+	}
+	fctx, stopFwd := context.WithCancel(ctx)
+	fwdErr := make(chan error, 1)
+	go func() { fwdErr <- fwd.Run(fctx) }()
+	stop := func() { stopFwd(); _ = fwd.Close(); <-fwdErr; _ = pub.Close() }
+	select {
+	case <-fwd.Running():
+		return stop, nil
+	case err := <-fwdErr:
+		fwdErr <- err
+		stop()
+		return nil, fmt.Errorf("forwarder stopped: %w", err)
+	case <-ctx.Done():
+		stop()
+		return nil, ctx.Err()
+	}
 }

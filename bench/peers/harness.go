@@ -20,6 +20,9 @@ import (
 type Config struct {
 	PostgresURL string
 	RabbitURL   string
+	// MySQLDSN is the MySQL or MariaDB server of the drain sitting
+	// (-store mysql), in go-sql-driver/mysql's DSN form.
+	MySQLDSN string
 	// Events is how many events each wary and raw run carries, and
 	// WatermillEvents each Watermill run (0: Events).
 	Events          int
@@ -226,33 +229,23 @@ func (s *Sitting) Run(ctx context.Context, sc Scenario) (Result, error) {
 		res.OldestXact = oldest()
 		return res, err
 	}
-	name := fmt.Sprintf("peers.%s.%d.%d", sc.Contender, time.Now().UnixNano(), s.seq)
-	top := rabbit.Topology{Exchange: name, Queue: name}
-	if err := rabbit.Declare(ctx, s.wconn, top); err != nil {
-		return Result{}, fmt.Errorf("declare: %w", err)
-	}
-	defer func() {
-		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer dcancel()
-		_ = top.Delete(dctx, s.wconn)
-	}()
 	n := s.cfg.Events
 	if sc.Contender == "watermill" {
 		n = s.cfg.WatermillEvents
 	}
-	cons, err := s.consume(ctx, name, n)
-	if err != nil {
-		return Result{}, err
-	}
-	defer cons.stop()
-	if sc.Contender == "raw" {
-		return s.runRaw(ctx, name, n, cons)
-	}
-	pool, drop, err := s.freshPool(ctx)
+	name, cons, drop, err := s.queue(ctx, sc.Contender, n)
 	if err != nil {
 		return Result{}, err
 	}
 	defer drop()
+	if sc.Contender == "raw" {
+		return s.runRaw(ctx, name, n, cons)
+	}
+	pool, dropSchema, err := s.freshPool(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer dropSchema()
 	oldest := s.watchXacts(ctx)
 	var res Result
 	switch sc.Contender {
@@ -267,6 +260,28 @@ func (s *Sitting) Run(ctx context.Context, sc Scenario) (Result, error) {
 	}
 	res.OldestXact = oldest()
 	return res, err
+}
+
+// queue declares a fresh quorum queue (and its exchange, of the same
+// name) for one run of contender and starts the consumer of its n events;
+// drop stops the consumer and deletes both.
+func (s *Sitting) queue(ctx context.Context, contender string, n int) (name string, cons *consumer, drop func(), err error) {
+	name = fmt.Sprintf("peers.%s.%d.%d", contender, time.Now().UnixNano(), s.seq)
+	top := rabbit.Topology{Exchange: name, Queue: name}
+	if err := rabbit.Declare(ctx, s.wconn, top); err != nil {
+		return "", nil, nil, fmt.Errorf("declare: %w", err)
+	}
+	del := func() {
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer dcancel()
+		_ = top.Delete(dctx, s.wconn)
+	}
+	cons, err = s.consume(ctx, name, n)
+	if err != nil {
+		del()
+		return "", nil, nil, err
+	}
+	return name, cons, func() { cons.stop(); del() }, nil
 }
 
 // watchXacts samples the age of the oldest open transaction on the server

@@ -37,6 +37,8 @@ func main() {
 	flag.DurationVar(&cfg.Timeout, "timeout", 5*time.Minute, "limit for one run")
 	flag.StringVar(&cfg.PostgresURL, "pg", env("WARY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"), "PostgreSQL URL")
 	flag.StringVar(&cfg.RabbitURL, "amqp", env("WARY_RABBIT_URL", "amqp://guest:guest@127.0.0.1:5672/"), "RabbitMQ URL")
+	flag.StringVar(&cfg.MySQLDSN, "mysql", env("WARY_MYSQL_URL", "root@tcp(127.0.0.1:3306)/test"), "MySQL or MariaDB DSN (-store mysql)")
+	store := flag.String("store", "postgres", "postgres: producers and relays on PostgreSQL; mysql: a backlog drained from MySQL/MariaDB")
 	only := flag.String("only", "", "run only the scenarios whose name contains this")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the sitting to this file")
 	flag.Parse()
@@ -51,7 +53,16 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := sitting(context.Background(), os.Stdout, cfg, *rounds, *only); err != nil {
+	run := sitting
+	switch *store {
+	case "postgres":
+	case "mysql":
+		run = mysqlSitting
+	default:
+		fmt.Fprintf(os.Stderr, "peers: -store %q: want postgres or mysql\n", *store)
+		os.Exit(2)
+	}
+	if err := run(context.Background(), os.Stdout, cfg, *rounds, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -23,6 +25,7 @@ func testSitting(t testing.TB, events int) *Sitting {
 	cfg := Config{
 		PostgresURL: env("WARY_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
 		RabbitURL:   env("WARY_RABBIT_URL", "amqp://guest:guest@127.0.0.1:5672/"),
+		MySQLDSN:    env("WARY_MYSQL_URL", "root@tcp(127.0.0.1:3306)/test"),
 		Events:      events,
 		Producers:   8,
 		Timeout:     2 * time.Minute,
@@ -131,6 +134,60 @@ func TestParseStat(t *testing.T) {
 	}
 	if _, err := parseStat("5042 (x) S 1 2"); err == nil {
 		t.Error("a short line parsed")
+	}
+}
+
+// TestMySQLDrain drains a small backlog with each MySQL contender: every
+// event reaches the consumer, wary's relay counts them all published, and
+// the sitting prints a table row for each with the ratios.
+func TestMySQLDrain(t *testing.T) {
+	s := testSitting(t, 250)
+	skipNoMySQL(t, s.cfg.MySQLDSN)
+	for _, c := range drainContenders {
+		res, err := s.RunDrain(t.Context(), c)
+		if err != nil {
+			t.Fatalf("%s: %v", drainName(c), err)
+		}
+		if res.Events != 250 || res.Rate() <= 0 {
+			t.Errorf("%s: %+v", drainName(c), res)
+		}
+		if c == "wary" {
+			var batches int
+			var rows float64
+			if _, err := fmt.Sscanf(res.Relay, "%d batches of %f rows", &batches, &rows); err != nil || int(float64(batches)*rows+0.5) != 250 {
+				t.Errorf("wary relay timing %q: want 250 rows published", res.Relay)
+			}
+		}
+	}
+	var out bytes.Buffer
+	cfg := s.cfg
+	cfg.Events = 100
+	if err := mysqlSitting(t.Context(), &out, cfg, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range drainContenders {
+		if !strings.Contains(out.String(), "| "+drainName(c)+" |") {
+			t.Errorf("no row for %s in\n%s", drainName(c), out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "× | ") {
+		t.Errorf("no ratio to Watermill in\n%s", out.String())
+	}
+}
+
+// skipNoMySQL skips t when the MySQL server at dsn is unreachable
+// (failing it with WARY_REQUIRE_SERVICES=1).
+func skipNoMySQL(t *testing.T, dsn string) {
+	db, err := sql.Open("mysql", dsn)
+	if err == nil {
+		err = db.PingContext(t.Context())
+		_ = db.Close()
+	}
+	if err != nil {
+		if os.Getenv("WARY_REQUIRE_SERVICES") == "1" {
+			t.Fatal(err)
+		}
+		t.Skipf("MySQL unreachable: %v", err)
 	}
 }
 

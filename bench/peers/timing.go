@@ -28,3 +28,14 @@ func (t relayTiming) String() string {
 	return fmt.Sprintf("%d batches of %.0f rows: publish %.1f ms, mark %.1f ms",
 		t.Batches, float64(t.Rows)/float64(t.Batches), per(t.Publish), per(t.Mark))
 }
+
+// settled is relay's timing once it counts n rows published: the consumer
+// may have every message before the relay settled the last batch, so it
+// waits (up to 10 s) for every batch to be counted.
+func settled(relay *outbox.Relay, n int) relayTiming {
+	rs := relay.Stats()
+	for deadline := time.Now().Add(10 * time.Second); rs.Published < int64(n) && time.Now().Before(deadline); rs = relay.Stats() {
+		time.Sleep(time.Millisecond)
+	}
+	return timingOf(rs)
+}
