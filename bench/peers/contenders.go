@@ -154,22 +154,12 @@ const watermillPoll = 10 * time.Millisecond
 // watermill-sql Subscriber, publishes each message to the queue's exchange
 // with a watermill-amqp Publisher waiting for publisher confirms.
 func (s *Sitting) runWatermill(ctx context.Context, pool *pgxpool.Pool, exchange string, sc Scenario, n int, cons *consumer) (Result, error) {
-	logger := watermill.NopLogger{}
 	schema := wsql.DefaultPostgreSQLSchema{}
-	const outboxTopic = "outbox"
-	sub, err := wsql.NewSubscriber(wsql.BeginnerFromPgx(pool), wsql.SubscriberConfig{
-		SchemaAdapter:    schema,
-		OffsetsAdapter:   wsql.DefaultPostgreSQLOffsetsAdapter{},
-		InitializeSchema: true,
-		PollInterval:     watermillPoll,
-	}, logger)
+	sub, err := watermillOutbox(wsql.BeginnerFromPgx(pool), schema, wsql.DefaultPostgreSQLOffsetsAdapter{})
 	if err != nil {
 		return Result{}, err
 	}
-	if err := sub.SubscribeInitialize(outboxTopic); err != nil {
-		return Result{}, fmt.Errorf("watermill-sql schema: %w", err)
-	}
-	stopFwd, err := s.forward(ctx, sub, outboxTopic)
+	stopFwd, err := s.forward(ctx, sub)
 	if err != nil {
 		return Result{}, err
 	}
@@ -179,19 +169,7 @@ func (s *Sitting) runWatermill(ctx context.Context, pool *pgxpool.Pool, exchange
 		if err := addOrders(ctx, tx, 0, first, last, sc.Aggs); err != nil {
 			return err
 		}
-		sp, err := wsql.NewPublisher(wsql.TxFromPgx(tx), wsql.PublisherConfig{SchemaAdapter: schema}, logger)
-		if err != nil {
-			return err
-		}
-		msgs := make([]*message.Message, 0, last-first)
-		for i := first; i < last; i++ {
-			agg := aggregate(0, i, sc.Aggs)
-			m := message.NewMessage(fmt.Sprintf("m%09d", i), payload(i, agg))
-			m.Metadata.Set("aggregate_id", agg)
-			m.SetContext(ctx)
-			msgs = append(msgs, m)
-		}
-		return forwarder.NewPublisher(sp, forwarder.PublisherConfig{ForwarderTopic: outboxTopic}).Publish(exchange, msgs...)
+		return watermillPublish(ctx, wsql.TxFromPgx(tx), schema, exchange, first, last, sc.Aggs)
 	}, nil)
 	if err != nil {
 		return Result{}, err
@@ -238,11 +216,51 @@ func (s *Sitting) runCeiling(ctx context.Context, pool *pgxpool.Pool, exchange s
 	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU()}, nil
 }
 
-// forward starts a forwarder.Forwarder reading outboxTopic with sub and
+// watermillTopic is the forwarder's outbox topic in the database.
+const watermillTopic = "outbox"
+
+// watermillOutbox returns a watermill-sql Subscriber on db for the
+// forwarder's outbox topic, its tables created.
+func watermillOutbox(db wsql.Beginner, schema wsql.SchemaAdapter, offsets wsql.OffsetsAdapter) (*wsql.Subscriber, error) {
+	sub, err := wsql.NewSubscriber(db, wsql.SubscriberConfig{
+		SchemaAdapter:    schema,
+		OffsetsAdapter:   offsets,
+		InitializeSchema: true,
+		PollInterval:     watermillPoll,
+	}, watermill.NopLogger{})
+	if err != nil {
+		return nil, err
+	}
+	if err := sub.SubscribeInitialize(watermillTopic); err != nil {
+		return nil, fmt.Errorf("watermill-sql schema: %w", err)
+	}
+	return sub, nil
+}
+
+// watermillPublish writes events first to last-1 (over aggs aggregates)
+// in tx to the forwarder's outbox topic, addressed to exchange, through
+// forwarder.Publisher around a watermill-sql Publisher bound to tx.
+func watermillPublish(ctx context.Context, tx wsql.ContextExecutor, schema wsql.SchemaAdapter, exchange string, first, last, aggs int) error {
+	sp, err := wsql.NewPublisher(tx, wsql.PublisherConfig{SchemaAdapter: schema}, watermill.NopLogger{})
+	if err != nil {
+		return err
+	}
+	msgs := make([]*message.Message, 0, last-first)
+	for i := first; i < last; i++ {
+		agg := aggregate(0, i, aggs)
+		m := message.NewMessage(fmt.Sprintf("m%09d", i), payload(i, agg))
+		m.Metadata.Set("aggregate_id", agg)
+		m.SetContext(ctx)
+		msgs = append(msgs, m)
+	}
+	return forwarder.NewPublisher(sp, forwarder.PublisherConfig{ForwarderTopic: watermillTopic}).Publish(exchange, msgs...)
+}
+
+// forward starts a forwarder.Forwarder reading the outbox topic with sub and
 // publishing to the queue's exchange with a watermill-amqp Publisher that
 // waits for publisher confirms, waits until it runs, and returns a
 // function that stops it.
-func (s *Sitting) forward(ctx context.Context, sub message.Subscriber, outboxTopic string) (func(), error) {
+func (s *Sitting) forward(ctx context.Context, sub message.Subscriber) (func(), error) {
 	logger := watermill.NopLogger{}
 	pub, err := wamqp.NewPublisher(wamqp.Config{
 		Connection: wamqp.ConnectionConfig{AmqpURI: s.cfg.RabbitURL},
@@ -258,7 +276,7 @@ func (s *Sitting) forward(ctx context.Context, sub message.Subscriber, outboxTop
 	if err != nil {
 		return nil, err
 	}
-	fwd, err := forwarder.NewForwarder(sub, pub, logger, forwarder.Config{ForwarderTopic: outboxTopic})
+	fwd, err := forwarder.NewForwarder(sub, pub, logger, forwarder.Config{ForwarderTopic: watermillTopic})
 	if err != nil {
 		_ = pub.Close()
 		return nil, err

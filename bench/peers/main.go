@@ -9,8 +9,10 @@
 // transactions with each one's events published raw once it committed
 // (no outbox, no relay). Runs are interleaved round by round; it prints every
 // run (with PostgreSQL's CPU per event when the server is on this
-// machine), each round's ratios, and then a Markdown table of medians. See
-// README.md.
+// machine), each round's ratios, and then a Markdown table of medians.
+// With -store mysql it instead drains a backlog committed to a MySQL or
+// MariaDB outbox: wary's relay on idem/mysql, Watermill's forwarder on a
+// watermill-sql MySQL topic, and raw. See README.md.
 package main
 
 import (

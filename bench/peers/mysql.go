@@ -12,10 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
-	"github.com/ThreeDotsLabs/watermill/components/forwarder"
-	"github.com/ThreeDotsLabs/watermill/message"
 	mysqldrv "github.com/go-sql-driver/mysql"
 
 	"github.com/wary-go/wary/broker"
@@ -253,41 +250,19 @@ func (s *Sitting) drainWatermill(ctx context.Context, dsn, exchange string, n in
 		return Result{}, err
 	}
 	defer db.Close()
-	logger := watermill.NopLogger{}
 	schema := wsql.DefaultMySQLSchema{}
-	const outboxTopic = "outbox"
-	sub, err := wsql.NewSubscriber(wsql.BeginnerFromStdSQL(db), wsql.SubscriberConfig{
-		SchemaAdapter:    schema,
-		OffsetsAdapter:   wsql.DefaultMySQLOffsetsAdapter{},
-		InitializeSchema: true,
-		PollInterval:     watermillPoll,
-	}, logger)
+	sub, err := watermillOutbox(wsql.BeginnerFromStdSQL(db), schema, wsql.DefaultMySQLOffsetsAdapter{})
 	if err != nil {
 		return Result{}, err
 	}
-	if err := sub.SubscribeInitialize(outboxTopic); err != nil {
-		return Result{}, fmt.Errorf("watermill-sql schema: %w", err)
-	}
 	err = fill(ctx, db, n, func(tx *sql.Tx, first, last int) error {
-		sp, err := wsql.NewPublisher(wsql.TxFromStdSQL(tx), wsql.PublisherConfig{SchemaAdapter: schema}, logger)
-		if err != nil {
-			return err
-		}
-		msgs := make([]*message.Message, 0, last-first)
-		for i := first; i < last; i++ {
-			agg := aggregate(0, i, drainAggs)
-			m := message.NewMessage(fmt.Sprintf("m%09d", i), payload(i, agg))
-			m.Metadata.Set("aggregate_id", agg)
-			m.SetContext(ctx)
-			msgs = append(msgs, m)
-		}
-		return forwarder.NewPublisher(sp, forwarder.PublisherConfig{ForwarderTopic: outboxTopic}).Publish(exchange, msgs...)
+		return watermillPublish(ctx, wsql.TxFromStdSQL(tx), schema, exchange, first, last, drainAggs)
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("fill: %w", err)
 	}
 	start := time.Now()
-	stopFwd, err := s.forward(ctx, sub, outboxTopic)
+	stopFwd, err := s.forward(ctx, sub)
 	if err != nil {
 		return Result{}, err
 	}
