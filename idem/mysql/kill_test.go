@@ -15,6 +15,7 @@ import (
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/idem"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 	"github.com/wary-go/wary/idem/mysql"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/internal/servicetest"
@@ -102,17 +103,10 @@ func (e *killEnv) kill9(cmd *exec.Cmd) {
 	_ = cmd.Wait()
 }
 
-// waitFor polls cond (the database or the consumer, which have no signal
-// to wait on) until it holds, failing the test after a minute.
+// waitFor polls cond until it holds, or fails the test after a minute.
 func (e *killEnv) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	idemtest.WaitFor(e.t, what, cond)
 }
 
 // count runs a COUNT query.
