@@ -166,17 +166,10 @@ func (e *streamEnv) add(h *conformance.History, msgs ...*outbox.Message) {
 	}
 }
 
-// waitFor polls cond (a database state has no signal) until it holds, or
-// fails the test after a minute.
+// waitFor polls cond until it holds, or fails the test after a minute.
 func (e *streamEnv) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	idemtest.WaitFor(e.t, what, cond)
 }
 
 func (e *streamEnv) count(q string, args ...any) int64 {

@@ -317,3 +317,16 @@ func (e *Env[Tx]) skipTableExpiry() {
 		e.T.Skip("the store expires inbox records by whole tables: its own tests count them")
 	}
 }
+
+// WaitFor polls cond (a database's or another process's state, which
+// gives no signal) until it holds, or fails t after a minute.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
