@@ -45,6 +45,21 @@ func TestRedactStringEveryForm(t *testing.T) {
 		"postgres keyword/value, sslpassword": {
 			in: "host=db sslpassword=k3y", secret: []string{"k3y"}, keep: []string{"host=db"},
 		},
+		"mysql DSN": {
+			in: "app:s3cr3t@tcp(db.example:3306)/shop?parseTime=true", secret: []string{"s3cr3t"},
+			keep: []string{"app", "db.example:3306", "/shop", "parseTime=true"},
+		},
+		"mysql DSN, @ and : in the password, unix socket": {
+			in: "app:s3:cr@3t@unix(/run/mysqld/mysqld.sock)/shop", secret: []string{"s3", "cr", "3t"},
+			keep: []string{"app", "/run/mysqld/mysqld.sock", "/shop"},
+		},
+		"mysql DSN, default address": {
+			in: "root:s3cr3t@/test", secret: []string{"s3cr3t"}, keep: []string{"root", "/test"},
+		},
+		"mysql DSN in an error": {
+			in: `open "root:s3cr3t@tcp(127.0.0.1:3306)/test": connection refused`, secret: []string{"s3cr3t"},
+			keep: []string{"root", "127.0.0.1:3306", "connection refused"},
+		},
 		"amqp URL": {
 			in: "amqp://guest:s3cr3t@127.0.0.1:5672/vhost", secret: []string{"s3cr3t"}, keep: []string{"guest", "127.0.0.1:5672"},
 		},

@@ -57,13 +57,19 @@ func URL(u *url.URL) string {
 //     PostgreSQL's "host=h user=u password='p w'" (quoted values and
 //     backslash escapes as libpq reads them), Service Bus's
 //     "Endpoint=sb://ns/;SharedAccessKeyName=n;SharedAccessKey=k";
+//   - a go-sql-driver/mysql DSN, "user:password@tcp(host:3306)/db"
+//     (any network, or none: "user:password@/db"): everything from the
+//     first ":" of its word to the "@" before the network is hidden;
 //   - any text quoting those, such as an error message.
 //
 // A keyword or query parameter is secret when its name suggests one
 // (password, pass, pwd, secret, token, auth, credential, key except
 // *KeyName, sig, sas, signature and the like).
 func String(s string) string {
-	if oneURL.MatchString(s) {
+	if spans := dsnSpans(s); spans != nil {
+		s = redactSpans(s, spans)
+	}
+	if oneURL.MatchString(s) && (strings.Contains(s, "://") || !dsnAddress.MatchString(s)) {
 		if u, err := url.Parse(s); err == nil {
 			return URL(u)
 		}
@@ -133,6 +139,33 @@ func authoritySpan(s string) [][2]int {
 		return nil // a user name alone, as URL shows it
 	}
 	return [][2]int{{from + len(user) + 1, at}}
+}
+
+// dsnAddress matches the "@" that ends the user and password of a
+// go-sql-driver/mysql DSN ("user:password@tcp(host:3306)/db",
+// "user:password@unix(/run/mysqld.sock)/db", "user:password@/db"): its
+// network and address, or the "/" of the database name.
+var dsnAddress = regexp.MustCompile(`@(?:[A-Za-z][A-Za-z0-9]*\([^()\s]*\))?/`)
+
+// dsnSpans returns where the password is of each MySQL DSN in s: from the
+// first ":" of the word that holds the DSN (a word runs from the start of
+// s, white space, a quote or an opening bracket) up to the "@" before its
+// network, as go-sql-driver/mysql reads it (the password may hold "@" and
+// ":"). A word that holds "://" is a URL, which String reads as one.
+func dsnSpans(s string) [][2]int {
+	var spans [][2]int
+	for _, m := range dsnAddress.FindAllStringIndex(s, -1) {
+		at := m[0]
+		start := strings.LastIndexAny(s[:at], " \t\n\r\v\f'\"`([{<") + 1
+		word := s[start:at]
+		if strings.Contains(word, "://") {
+			continue
+		}
+		if colon := strings.IndexByte(word, ':'); colon >= 0 {
+			spans = append(spans, [2]int{start + colon + 1, at})
+		}
+	}
+	return spans
 }
 
 // authorityStart matches where a URL's userinfo may start; its group
