@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 
-	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -53,7 +52,7 @@ func (a *app) openStore(ctx context.Context, f *storeFlags) (*db, error) {
 	case f.mysql != "":
 		s, err := mysql.Open(ctx, f.mysql, &mysql.Options{Schema: f.schema, Prefix: f.prefix, SkipMigrate: true, Logger: slog.New(slog.DiscardHandler)}) // the isolation note is for programs
 		if err != nil {
-			return nil, fmt.Errorf("MySQL %s: %s", redactDSN(f.mysql), redactErr(err))
+			return nil, fmt.Errorf("MySQL %s: %s", redact.String(f.mysql), redactErr(err))
 		}
 		ad, err := admin.New(ctx, s, opts)
 		if err != nil {
@@ -97,18 +96,6 @@ func (a *app) openStore(ctx context.Context, f *storeFlags) (*db, error) {
 		return &db{Admin: ad, close: pool.Close}, nil
 	}
 	return nil, fmt.Errorf("name the store: --postgres URL (or $%s), --mysql DSN or --sqlite FILE", EnvPostgres)
-}
-
-// redactDSN is a go-sql-driver/mysql DSN without its password.
-func redactDSN(dsn string) string {
-	cfg, err := gomysql.ParseDSN(dsn)
-	if err != nil {
-		return "(a DSN that does not parse)"
-	}
-	if cfg.Passwd != "" {
-		cfg.Passwd = "xxxxx"
-	}
-	return cfg.FormatDSN()
 }
 
 // noStore says how to fix a store that is not where the flags say: a
