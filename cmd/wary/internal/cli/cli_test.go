@@ -120,6 +120,7 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 	w := newWary(t)
 	for _, args := range [][]string{
 		{"outbox", "status", "--postgres", "postgres://admin:s3cr3tpw@127.0.0.1:1/db?connect_timeout=1"},
+		{"parked", "list", "--mysql", "root:s3cr3tpw@tcp(127.0.0.1:1)/test?timeout=1s"},
 		{"explain", "--broker", "amqp://guest:s3cr3tpw@127.0.0.1:1/?exchange=x", "--subscription", "amqp://guest:s3cr3tpw@127.0.0.1:1/?queue=x", "--inbox=false"},
 	} {
 		r := w.want(cli.ExitError, args...)
