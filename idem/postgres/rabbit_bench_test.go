@@ -450,10 +450,10 @@ func amqpChannel(t testing.TB) *amqp.Channel { return amqpChannelOn(t, nil) }
 // amqpChannelOn is amqpChannel on a connection dialled with cfg (nil:
 // amqp.Dial's defaults).
 func amqpChannelOn(t testing.TB, cfg *amqp.Config) *amqp.Channel {
-	conn, err := amqp.Dial(rabbitURL())
-	if cfg != nil {
-		conn, err = amqp.DialConfig(rabbitURL(), *cfg)
+	if cfg == nil {
+		cfg = &amqp.Config{Heartbeat: 10 * time.Second, Locale: "en_US"} // amqp.Dial's
 	}
+	conn, err := amqp.DialConfig(rabbitURL(), *cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
