@@ -52,6 +52,7 @@ type Conn struct {
 
 	mu     sync.Mutex
 	conn   *amqp.Connection // nil while reconnecting
+	cork   *corkConn        // conn's network connection
 	ready  chan struct{}    // closed while conn != nil
 	gen    uint64           // successful dials
 	ver    string           // the server's version property, "" if none
@@ -120,12 +121,12 @@ func Dial(ctx context.Context, rawURL string, opts *ConnOptions) (*Conn, error) 
 		c.cancel()
 		return nil, driver.OpenError(driver.Invalid, fmt.Errorf("rabbit: dial %s: %w", c.safe, c.scrub(err)))
 	}
-	conn, err := c.dial(ctx)
+	conn, cork, err := c.dial(ctx)
 	if err != nil {
 		c.cancel()
 		return nil, err
 	}
-	c.up(conn)
+	c.up(conn, cork)
 	return c, nil
 }
 
@@ -136,7 +137,7 @@ func (c *Conn) String() string { return "rabbit.Conn(" + c.safe + ")" }
 // URL holds the password).
 func (c *Conn) GoString() string { return "&" + c.String() }
 
-func (c *Conn) dial(ctx context.Context) (*amqp.Connection, error) {
+func (c *Conn) dial(ctx context.Context) (*amqp.Connection, *corkConn, error) {
 	cfg := c.cfg
 	// DialConfig calls cfg.Dial on this goroutine: no lock needed.
 	var stop func() bool
@@ -154,6 +155,17 @@ func (c *Conn) dial(ctx context.Context) (*amqp.Connection, error) {
 			return conn, nil
 		}
 	}
+	// Publishes gather their writes under amqp091-go's (corkConn).
+	var cork *corkConn
+	dial := cfg.Dial
+	cfg.Dial = func(network, addr string) (net.Conn, error) {
+		conn, err := dial(network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cork = &corkConn{Conn: conn}
+		return cork, nil
+	}
 	if cfg.Properties == nil {
 		cfg.Properties = amqp.NewConnectionProperties()
 		cfg.Properties.SetClientConnectionName("wary")
@@ -163,20 +175,20 @@ func (c *Conn) dial(ctx context.Context) (*amqp.Connection, error) {
 		// ctx ended as the handshake finished: the deadline may hit the
 		// open connection. Do not use it.
 		_ = conn.Close()
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	if err != nil {
 		// amqp091-go's URI errors do not echo the URL; net errors carry
 		// only host and port. Say which server, without the password.
 		// Classified as through OpenTopic: a refused login is
 		// ErrPermission, an unreachable server ErrRetryable.
-		return nil, driver.OpenError(code(err), fmt.Errorf("rabbit: dial %s: %w", c.safe, c.scrub(err)))
+		return nil, nil, driver.OpenError(code(err), fmt.Errorf("rabbit: dial %s: %w", c.safe, c.scrub(err)))
 	}
-	return conn, nil
+	return conn, cork, nil
 }
 
 // up installs conn as the current connection and watches it.
-func (c *Conn) up(conn *amqp.Connection) {
+func (c *Conn) up(conn *amqp.Connection, cork *corkConn) {
 	notify := conn.NotifyClose(make(chan *amqp.Error, 1))
 	ver := ""
 	switch v := conn.Properties["version"].(type) {
@@ -187,6 +199,7 @@ func (c *Conn) up(conn *amqp.Connection) {
 	}
 	c.mu.Lock()
 	c.conn = conn
+	c.cork = cork
 	c.ver = ver
 	c.frame = max(conn.Config.FrameSize, 0)
 	c.gen++
@@ -211,7 +224,7 @@ func (c *Conn) watch(conn *amqp.Connection, notify chan *amqp.Error) {
 		c.mu.Unlock()
 		return
 	}
-	c.conn = nil
+	c.conn, c.cork = nil, nil
 	c.ready = make(chan struct{})
 	c.mu.Unlock()
 	c.logger.Warn("wary/rabbit: connection lost, reconnecting", slog.String("server", c.safe), slog.Any("reason", reason))
@@ -223,7 +236,7 @@ func (c *Conn) watch(conn *amqp.Connection, notify chan *amqp.Error) {
 			return
 		case <-t.C:
 		}
-		next, err := c.dial(c.ctx)
+		next, cork, err := c.dial(c.ctx)
 		if err != nil {
 			c.logger.Warn("wary/rabbit: reconnect failed", slog.Int("attempt", attempt), slog.String("error", err.Error()))
 			continue
@@ -236,7 +249,7 @@ func (c *Conn) watch(conn *amqp.Connection, notify chan *amqp.Error) {
 		}
 		c.mu.Unlock()
 		c.logger.Info("wary/rabbit: reconnected", slog.String("server", c.safe), slog.Int("attempts", attempt))
-		c.up(next)
+		c.up(next, cork)
 		return
 	}
 }
@@ -291,15 +304,28 @@ func (c *Conn) channel(ctx context.Context) (*amqp.Channel, error) {
 // channelFrame opens a channel on the current connection and returns the
 // connection's negotiated frame_max (0: unlimited).
 func (c *Conn) channelFrame(ctx context.Context) (*amqp.Channel, int, error) {
+	ch, frame, _, err := c.channelCork(ctx)
+	return ch, frame, err
+}
+
+// channelCork is channelFrame, and the connection's corkConn (nil if the
+// connection changed meanwhile: its publishes are then not gathered).
+func (c *Conn) channelCork(ctx context.Context) (*amqp.Channel, int, *corkConn, error) {
 	conn, _, err := c.current(ctx)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	ch, err := conn.Channel()
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
-	return ch, max(conn.Config.FrameSize, 0), nil
+	var cork *corkConn
+	c.mu.Lock()
+	if c.conn == conn {
+		cork = c.cork
+	}
+	c.mu.Unlock()
+	return ch, max(conn.Config.FrameSize, 0), cork, nil
 }
 
 // FrameMax returns the frame_max negotiated with the server on the current

@@ -39,7 +39,7 @@ func (p *publisher) get(ctx context.Context) (*confirmChannel, error) {
 	if p.cur != nil && !p.cur.dead() {
 		return p.cur, nil
 	}
-	ch, frameMax, err := p.conn.channelFrame(ctx)
+	ch, frameMax, cork, err := p.conn.channelCork(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -50,6 +50,7 @@ func (p *publisher) get(ctx context.Context) (*confirmChannel, error) {
 	cc := &confirmChannel{
 		ch:       ch,
 		frameMax: frameMax,
+		cork:     cork,
 		pending:  map[uint64]*pendingPub{},
 		done:     make(chan struct{}),
 	}
@@ -99,7 +100,8 @@ func (p *publisher) close() error {
 // confirm on it.
 type confirmChannel struct {
 	ch       *amqp.Channel
-	frameMax int // the connection's frame_max (0: unlimited)
+	frameMax int       // the connection's frame_max (0: unlimited)
+	cork     *corkConn // the connection's, gathering a batch's writes (nil: none)
 
 	pubMu sync.Mutex // serializes sequence number + publish
 
@@ -174,7 +176,24 @@ func (cc *confirmChannel) publish(ctx context.Context, msgs []outgoing) error {
 		}
 	}
 	b := newBatchWait(len(msgs))
+	if err := cc.send(ctx, b, msgs); err != nil {
+		return err
+	}
+	select {
+	case <-b.done:
+		return b.result(nil)
+	case <-ctx.Done():
+		return b.result(maybeSent(ctx.Err()))
+	}
+}
+
+// send hands msgs to the broker, their writes gathered into as few as the
+// connection's corkConn allows. A non-nil error is the batch's result.
+func (cc *confirmChannel) send(ctx context.Context, b *batchWait, msgs []outgoing) error {
 	cc.pubMu.Lock()
+	defer cc.pubMu.Unlock()
+	cc.cork.hold()
+	defer cc.cork.release()
 	for i := range msgs {
 		m := &msgs[i]
 		cc.mu.Lock()
@@ -192,7 +211,6 @@ func (cc *confirmChannel) publish(ctx context.Context, msgs []outgoing) error {
 			cc.mu.Lock()
 			delete(cc.pending, seq)
 			cc.mu.Unlock()
-			cc.pubMu.Unlock()
 			if errors.Is(err, amqp.ErrClosed) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				// Nothing of this message was written.
 				return failRest(b, i, err)
@@ -202,13 +220,7 @@ func (cc *confirmChannel) publish(ctx context.Context, msgs []outgoing) error {
 			return failRest(b, i+1, err)
 		}
 	}
-	cc.pubMu.Unlock()
-	select {
-	case <-b.done:
-		return b.result(nil)
-	case <-ctx.Done():
-		return b.result(maybeSent(ctx.Err()))
-	}
+	return nil
 }
 
 // failRest reports the failure, with err, of a batch whose first n
