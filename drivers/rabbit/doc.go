@@ -72,7 +72,10 @@
 // queue takes is returned by the broker and fails with ErrNotFound and
 // ErrNotSent. If the channel or connection drops before the confirm, the
 // error matches ErrMaybeSent and ErrRetryable. RabbitMQ has no broker-side
-// dedup: DedupWindow is 0, consumers need an inbox (package idem).
+// dedup: DedupWindow is 0, consumers need an inbox (package idem). A
+// batch's messages go out in as few writes as fit 64 KiB each, not one
+// per message; other channels' frames on the same connection (acks of a
+// subscription sharing the Conn) wait behind the batch meanwhile.
 //
 // Header budget: AMQP 0-9-1 sends a message's properties and headers in
 // one frame, bounded by the connection's negotiated frame_max (Conn.FrameMax,
