@@ -177,9 +177,9 @@ func (d *decodeRaw) atNow(b *testing.B, pool *pgxpool.Pool) { slotAtNow(b, pool,
 // idemtest.RelayLatency) to its publish's confirm arriving (the stream's
 // publish returns then too). Timing starts once the slot's WAL sender
 // reached the log's end (caughtUp), as for the stream. It returns the
-// latencies in milliseconds, sorted. The caller moves the slot to the
-// log's end first (atNow).
-func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *pgxpool.Pool, n int, ids string) []float64 {
+// latencies in milliseconds, sorted, and each row's stages. The caller
+// moves the slot to the log's end first (atNow).
+func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *pgxpool.Pool, n int, ids string) ([]float64, stages) {
 	c, exchange := rabbitQueue(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -206,7 +206,8 @@ func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *p
 		mu        sync.Mutex
 		committed = make(map[string]time.Time, n)
 		confirmed = make(map[string]time.Time, n)
-		tags      = make(map[uint64]string, 256) // in flight: delivery tag → message ID
+		received  = make(map[string]time.Time, n) // the row came from the WAL sender
+		tags      = make(map[uint64]string, 256)  // in flight: delivery tag → message ID
 		inflight  = make(chan struct{}, 256)
 		all       = make(chan struct{})
 	)
@@ -274,6 +275,7 @@ func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *p
 					}
 				}
 			case *pglogrepl.InsertMessage:
+				now := time.Now()
 				if rel[m.RelationID] == nil {
 					b.Errorf("insert into unknown relation %d", m.RelationID)
 					return
@@ -290,6 +292,7 @@ func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *p
 				}
 				id := string(m.Tuple.Columns[idCol].Data)
 				mu.Lock()
+				received[id] = now
 				tags[d.ch.GetNextPublishSeqNo()] = id
 				mu.Unlock()
 				if err := d.ch.PublishWithContext(ctx, exchange, "", false, false, amqp.Publishing{
@@ -351,5 +354,5 @@ func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *p
 		b.Errorf("%d of %d rows confirmed", len(lat), n)
 	}
 	slices.Sort(lat)
-	return lat
+	return lat, stagesOf(committed, received, confirmed)
 }

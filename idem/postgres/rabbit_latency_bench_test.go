@@ -48,7 +48,11 @@ import (
 // ("stream-p99-over-floor-ms"; the same for poll), and the median of
 // each round's stream p50 and p99 over decode+raw's ("stream-p50/decode+raw-x",
 // "stream-p99/decode+raw-x"; issue 47's target is 1.2). Run with
-// -benchtime=5000x (three rounds of 4 × 5 s).
+// -benchtime=5000x (three rounds of 4 × 5 s). It logs each decode+raw
+// run's stages (commit → row received from the WAL sender → confirm),
+// and with WARY_BENCH_STAGES=1 the stream's (commit → its window's
+// publish call → the call returned; the stream then publishes through
+// stageTopic, a few µs more).
 func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 	rounds := cmp.Or(envInt("WARY_BENCH_ROUNDS"), 3)
 	es := idemtest.SetupOutbox(b, newDB)
@@ -71,22 +75,34 @@ func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 	}
 	dr := newDecodeRaw(b, pool, pub, "", nil) // each run publishes to a fresh queue
 	cpu := pgCPU(b, pool)
+	staged := os.Getenv("WARY_BENCH_STAGES") == "1"
 	type run struct {
 		name string
-		do   func(ids string) []float64 // one run's sorted latencies, ms
+		do   func(ids string) ([]float64, *stages) // one run's sorted latencies, ms, and its stages if timed
 	}
 	runs := []run{
-		{"poll", func(ids string) []float64 {
-			return idemtest.RelayLatency(b, ep, rabbitBroker(b), b.N, ids, idemtest.LatencyOptions{}).Publish
+		{"poll", func(ids string) ([]float64, *stages) {
+			return idemtest.RelayLatency(b, ep, rabbitBroker(b), b.N, ids, idemtest.LatencyOptions{}).Publish, nil
 		}},
-		{"stream", func(ids string) []float64 {
+		{"stream", func(ids string) ([]float64, *stages) {
+			ob := rabbitBroker(b)
+			var g *stageTopic
+			if staged {
+				g, ob.Topic = newStageTopic(ob.Topic)
+			}
 			slotAtNow(b, pool, slot) // after the checkpoint: see there
-			return idemtest.RelayLatency(b, es, rabbitBroker(b), b.N, ids, idemtest.LatencyOptions{Stream: true, CaughtUp: caughtUp(b, pool, slot)}).Publish
+			l := idemtest.RelayLatency(b, es, ob, b.N, ids, idemtest.LatencyOptions{Stream: true, CaughtUp: caughtUp(b, pool, slot)})
+			if g == nil {
+				return l.Publish, nil
+			}
+			st := g.stages(l)
+			return l.Publish, &st
 		}},
-		{"floor", func(ids string) []float64 { return confirmRun(b, ef, b.N, ids) }},
-		{"decode+raw", func(ids string) []float64 {
+		{"floor", func(ids string) ([]float64, *stages) { return confirmRun(b, ef, b.N, ids), nil }},
+		{"decode+raw", func(ids string) ([]float64, *stages) {
 			dr.atNow(b, pool)
-			return dr.latency(b, ed, pool, b.N, ids)
+			lat, st := dr.latency(b, ed, pool, b.N, ids)
+			return lat, &st
 		}},
 	}
 	type result struct{ p50, p99, max, cpu float64 }
@@ -98,7 +114,7 @@ func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 			if cpu != nil {
 				before = cpu()
 			}
-			lat := x.do(fmt.Sprintf("r%d-", r))
+			lat, st := x.do(fmt.Sprintf("r%d-", r))
 			cpuRow := -1.0
 			if cpu != nil {
 				cpuRow = float64(cpu()-before) / float64(time.Microsecond) / float64(b.N)
@@ -106,6 +122,14 @@ func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 			p := result{idemtest.Percentile(lat, 0.5), idemtest.Percentile(lat, 0.99), idemtest.Percentile(lat, 1), cpuRow}
 			res[x.name] = append(res[x.name], p)
 			b.Logf("round %d %-10s p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms  pg cpu %5.0f µs/row", r+1, x.name, p.p50, p.p99, p.max, p.cpu)
+			if st != nil {
+				// decode+raw: commit → received from the WAL sender → confirmed;
+				// stream: commit → its window's publish call → the call returned.
+				pc := idemtest.Percentile
+				b.Logf("  stages: commit → %s p50 %6.1f p99 %6.1f ms; → confirm p50 %6.1f p99 %6.1f ms; rows/call %.1f",
+					map[bool]string{true: "publish call", false: "received"}[x.name == "stream"],
+					pc(st.before, 0.5), pc(st.before, 0.99), pc(st.after, 0.5), pc(st.after, 0.99), st.batch)
+			}
 		}
 	}
 	med := func(xs []float64) float64 {
