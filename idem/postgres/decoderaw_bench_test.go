@@ -354,5 +354,5 @@ func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *p
 		b.Errorf("%d of %d rows confirmed", len(lat), n)
 	}
 	slices.Sort(lat)
-	return lat, stagesOf(committed, received, confirmed)
+	return lat, stagesOf(committed, []string{"received", "confirmed"}, received, confirmed)
 }
