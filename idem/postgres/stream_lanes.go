@@ -180,8 +180,10 @@ func (s *streamSource) stream(ctx context.Context, st logStream, polled bool) (p
 				failed <- err
 				return
 			}
-			if f := s.d.streamed.Load(); f != nil {
-				(*f)(ev.Rows)
+			if s.d != nil && s.d.shared != nil {
+				if f := s.d.streamed.Load(); f != nil {
+					(*f)(ev.Rows)
+				}
 			}
 			select {
 			case events <- ev:
