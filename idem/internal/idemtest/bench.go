@@ -101,7 +101,9 @@ type ClaimAllDB[Tx any] interface {
 // client's CPU for the mode, less sensitive to the machine's load than
 // the rates, and the goroutines started per message (bare-goroutines/msg,
 // ...): batch100's one per Handle call, and any a driver starts per
-// statement.
+// statement. With Meters.OneMore it runs "bare+1" too (see Meters), with
+// Meters.ServerCPU it reports each mode's server CPU per message, and
+// with Meters.Trace it logs the statements of each mode's first turn.
 func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], m Meters) {
 	const turn, modes = 100, 8
 	names := [modes]string{"bare", "inbox", "bare100", "batch100", "article", "article100", "ceiling100", "bare+1"}
