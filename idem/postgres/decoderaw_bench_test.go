@@ -181,6 +181,12 @@ func (d *decodeRaw) atNow(b *testing.B, pool *pgxpool.Pool) { slotAtNow(b, pool,
 // moves the slot to the log's end first (atNow).
 func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *pgxpool.Pool, n int, ids string) ([]float64, stages) {
 	c, exchange := rabbitQueue(b)
+	conn := d.connect(b)
+	defer conn.Close(context.Background()) // after the goroutines that read it ended
+	if err := pglogrepl.StartReplication(context.Background(), conn, d.slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + d.publication + "'"}}); err != nil {
+		b.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -231,12 +237,6 @@ func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *p
 		}
 		close(all)
 	})
-	conn := d.connect(b)
-	defer conn.Close(context.Background())
-	if err := pglogrepl.StartReplication(ctx, conn, d.slot, 0, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + d.publication + "'"}}); err != nil {
-		b.Fatal(err)
-	}
 	ended := make(chan pglogrepl.LSN, 1) // the end of the last row's transaction
 	wg.Go(func() {
 		rel := map[uint32]*pglogrepl.RelationMessage{}
@@ -335,7 +335,7 @@ func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *p
 	}
 	b.StopTimer()
 	select {
-	case end := <-ended:
+	case end := <-ended: // the reader is done with conn
 		if err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: end}); err != nil {
 			b.Fatal(err)
 		}
