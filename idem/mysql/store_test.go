@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
@@ -111,6 +113,24 @@ func (d testDB) Exec(ctx context.Context, tx *sql.Tx, q string, args ...any) err
 func (d testDB) QueryRow(ctx context.Context, tx *sql.Tx, q string, args ...any) interface{ Scan(...any) error } {
 	q, args = positional(q, args)
 	return tx.QueryRowContext(ctx, q, args...)
+}
+
+// ClaimAll implements idemtest.ClaimAllDB (the interleaved benchmark's
+// ceiling100): one INSERT IGNORE over the IDs as a JSON array
+// (JSON_TABLE), the statement the store claims a shared transaction's
+// IDs with.
+func (d testDB) ClaimAll(ctx context.Context, tx *sql.Tx, table, consumer string, ids []string, at time.Time) (int, error) {
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, `INSERT IGNORE INTO `+table+` (consumer, message_id, processed_at)
+		SELECT ?, j.id, ? FROM JSON_TABLE(?, '$[*]' COLUMNS (id VARCHAR(1024) PATH '$')) j`, consumer, at, string(list))
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }
 
 // WithSource implements idemtest.SourceDB.

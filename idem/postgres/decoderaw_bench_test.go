@@ -4,15 +4,21 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/wary-go/wary/drivers/rabbit"
+	"github.com/wary-go/wary/idem/internal/idemtest"
 )
 
 // decodeRaw is the "decode + raw" contender of BenchmarkRelayRabbit: the
@@ -160,3 +166,193 @@ func (d *decodeRaw) run(b *testing.B, n int, sender func() time.Duration) time.D
 // atNow moves the contender's slot to the log's current position before a
 // round's rows are committed, as slotAtNow does the relay's.
 func (d *decodeRaw) atNow(b *testing.B, pool *pgxpool.Pool) { slotAtNow(b, pool, d.slot) }
+
+// latency is one run of BenchmarkRelayLatencyRabbitStream's decode+raw
+// contender: the same producers (idemtest.ProduceAtLatencyRate) commit n
+// rows to e, whose outbox's publication the contender reads, while it
+// streams them from its slot and publishes each raw (256 confirms in
+// flight) to a fresh quorum queue, which a wary subscription drains as in
+// the other contenders' runs. A row's latency runs from its Commit
+// returning (the time the producer's committed callback takes, as in
+// idemtest.RelayLatency) to its publish's confirm arriving (the stream's
+// publish returns then too). Timing starts once the slot's WAL sender
+// reached the log's end (caughtUp), as for the stream. It returns the
+// latencies in milliseconds, sorted, and each row's stages. The caller
+// moves the slot to the log's end first (atNow).
+func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *pgxpool.Pool, n int, ids string) ([]float64, stages) {
+	c, exchange := rabbitQueue(b)
+	conn := d.connect(b)
+	defer conn.Close(context.Background()) // after the goroutines that read it ended
+	if err := pglogrepl.StartReplication(context.Background(), conn, d.slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + d.publication + "'"}}); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // before wg.Wait
+	sub, err := rabbit.OpenSubscription(ctx, c, rabbit.Topology{Queue: exchange}, &rabbit.SubscriptionOptions{Prefetch: 200})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sub.Close() })
+	wg.Go(func() { // the other contenders' consumer
+		for {
+			ds, err := sub.Receive(ctx, 10)
+			if err != nil {
+				return
+			}
+			for _, d := range ds {
+				_ = d.Ack(ctx)
+			}
+		}
+	})
+	var (
+		mu        sync.Mutex
+		committed = make(map[string]time.Time, n)
+		confirmed = make(map[string]time.Time, n)
+		received  = make(map[string]time.Time, n) // the row came from the WAL sender
+		tags      = make(map[uint64]string, 256)  // in flight: delivery tag → message ID
+		inflight  = make(chan struct{}, 256)
+		all       = make(chan struct{})
+	)
+	wg.Go(func() { // confirms, in delivery tag order
+		for got := 0; got < n; got++ {
+			var c amqp.Confirmation
+			select {
+			case c = <-d.confirms:
+			case <-ctx.Done():
+				return
+			}
+			now := time.Now()
+			if !c.Ack {
+				b.Error("nack")
+			}
+			mu.Lock()
+			confirmed[tags[c.DeliveryTag]] = now
+			delete(tags, c.DeliveryTag)
+			mu.Unlock()
+			<-inflight
+		}
+		close(all)
+	})
+	ended := make(chan pglogrepl.LSN, 1) // the end of the last row's transaction
+	wg.Go(func() {
+		rel := map[uint32]*pglogrepl.RelationMessage{}
+		var idCol, payloadCol int
+		for sent := 0; ; {
+			msg, err := conn.ReceiveMessage(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					b.Error(err)
+				}
+				return
+			}
+			cd, ok := msg.(*pgproto3.CopyData)
+			if !ok || len(cd.Data) == 0 || cd.Data[0] != pglogrepl.XLogDataByteID {
+				continue
+			}
+			x, err := pglogrepl.ParseXLogData(cd.Data[1:])
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			m, err := pglogrepl.Parse(x.WALData)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			switch m := m.(type) {
+			case *pglogrepl.RelationMessage:
+				rel[m.RelationID] = m
+				for i, c := range m.Columns {
+					switch c.Name {
+					case "message_id":
+						idCol = i
+					case "payload":
+						payloadCol = i
+					}
+				}
+			case *pglogrepl.InsertMessage:
+				now := time.Now()
+				if rel[m.RelationID] == nil {
+					b.Errorf("insert into unknown relation %d", m.RelationID)
+					return
+				}
+				payload, err := hex.DecodeString(strings.TrimPrefix(string(m.Tuple.Columns[payloadCol].Data), `\x`))
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				select {
+				case inflight <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				id := string(m.Tuple.Columns[idCol].Data)
+				mu.Lock()
+				received[id] = now
+				tags[d.ch.GetNextPublishSeqNo()] = id
+				mu.Unlock()
+				if err := d.ch.PublishWithContext(ctx, exchange, "", false, false, amqp.Publishing{
+					MessageId: id, Body: payload, DeliveryMode: amqp.Persistent}); err != nil {
+					b.Error(err)
+					return
+				}
+				sent++
+			case *pglogrepl.CommitMessage:
+				if sent == n {
+					ended <- m.TransactionEndLSN
+					return
+				}
+			}
+		}
+	})
+	caught := caughtUp(b, pool, d.slot)
+	for deadline := time.Now().Add(time.Minute); !caught(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("decode+raw's WAL sender does not reach the log's end")
+		}
+	}
+	b.StartTimer()
+	err = idemtest.ProduceAtLatencyRate(ctx, e, time.Now(), n, ids, func(id string) {
+		now := time.Now()
+		mu.Lock()
+		committed[id] = now
+		mu.Unlock()
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case <-all:
+	case <-time.After(time.Minute):
+		mu.Lock()
+		got := len(confirmed)
+		mu.Unlock()
+		b.Fatalf("after a minute, %d of %d rows confirmed", got, n)
+	}
+	b.StopTimer()
+	select {
+	case end := <-ended: // the reader is done with conn
+		if err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: end}); err != nil {
+			b.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		b.Error("decode+raw did not see its last row's commit")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	lat := make([]float64, 0, n)
+	for id, at := range committed {
+		if t, ok := confirmed[id]; ok {
+			lat = append(lat, float64(t.Sub(at))/float64(time.Millisecond))
+		}
+	}
+	if len(lat) != n {
+		b.Errorf("%d of %d rows confirmed", len(lat), n)
+	}
+	slices.Sort(lat)
+	return lat, stagesOf(committed, []string{"received", "confirmed"}, received, confirmed)
+}

@@ -148,3 +148,14 @@ func OpenDriverStream(ctx context.Context, d any, owner string) (LogStream, erro
 
 // ListenConfig is the configuration s's relays LISTEN with.
 func ListenConfig(s *SQLStore) *pgx.ConnConfig { return s.d.config() }
+
+// ObserveStream makes f see each commit's rows as the streaming sources
+// of s (and of the stores WithSource makes of it) receive them, before
+// their lanes: for the latency benchmark's stages. Nil stops it.
+func ObserveStream(s *Store, f func([]outbox.Row)) {
+	if f == nil {
+		s.d.streamed.Store(nil)
+		return
+	}
+	s.d.streamed.Store(&f)
+}

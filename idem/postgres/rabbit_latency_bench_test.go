@@ -14,12 +14,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/postgres"
 )
 
 // BenchmarkRelayLatencyRabbitStream: commit → publish latency at
 // LatencyRate rows/s from 8 producers to a RabbitMQ quorum queue with
 // confirms, in interleaved rounds (WARY_BENCH_ROUNDS, default 3; the order
-// rotated each round) of three runs of b.N rows each:
+// rotated each round) of four runs of b.N rows each:
 //   - poll: BenchmarkRelayLatencyRabbit's relay (woken by NOTIFY);
 //   - stream: the same with postgres.SourceOptions.Stream, on an outbox whose slot
 //     exists before the first round and is moved to the log's end before
@@ -31,7 +32,13 @@ import (
 // Each run starts after a CHECKPOINT (see checkpoint).
 //   - floor: BenchmarkRabbitConfirmLatencyLoaded's run, the broker's
 //     confirm latency while producers commit outbox rows at the same rate
-//     that no relay reads.
+//     that no relay reads;
+//   - decode+raw: BenchmarkRelayRabbit's decode+raw contender (a minimal
+//     pglogrepl reader publishing each row raw, 256 confirms in flight) on
+//     an outbox and publication of its own, its slot moved to the log's end
+//     before each run as the stream's is, the same producers and consumer,
+//     each row's latency from its commit to its confirm (decodeRaw.latency):
+//     the least any relay reading the log can add.
 //
 // Each contender has an outbox of its own for all rounds (each round's
 // message IDs its own), and each run a fresh queue. It logs each run's
@@ -39,8 +46,14 @@ import (
 // it runs on this machine; the floor's is the producers' share, the rest
 // of poll's and stream's their relay's), and reports their medians over
 // the rounds, and the median of each round's stream p99 minus floor p99
-// ("stream-p99-over-floor-ms"; the same for poll). Run with
-// -benchtime=5000x (three rounds of 3 × 5 s).
+// ("stream-p99-over-floor-ms"; the same for poll), and the median of
+// each round's stream p50 and p99 over decode+raw's ("stream-p50/decode+raw-x",
+// "stream-p99/decode+raw-x"; issue 47's target is 1.2). Run with
+// -benchtime=5000x (three rounds of 4 × 5 s). It logs each decode+raw
+// run's stages (commit → row received from the WAL sender → confirm),
+// and with WARY_BENCH_STAGES=1 the stream's (commit → received by its
+// source, postgres.ObserveStream → its window's publish call → the call
+// returned; the stream then publishes through stageTopic, a few µs more).
 func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 	rounds := cmp.Or(envInt("WARY_BENCH_ROUNDS"), 3)
 	es := idemtest.SetupOutbox(b, newDB)
@@ -53,20 +66,47 @@ func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 	}
 	ep, ef := idemtest.SetupOutbox(b, newDB), idemtest.SetupOutbox(b, newDB) // poll's and the floor's
 	pool := newPool(b)
+	// decode+raw's outbox: a publication of its own (its rows would
+	// otherwise wait in the stream's table), read on the contender's slot;
+	// the wary stream's slot that came with it is dropped (nothing reads it).
+	ed := idemtest.SetupOutbox(b, newDB)
+	pub := streamSlot(b, ed.Driver)
+	if _, err := pool.Exec(context.Background(), `SELECT pg_drop_replication_slot($1)`, pub); err != nil {
+		b.Fatal(err)
+	}
+	dr := newDecodeRaw(b, pool, pub, "", nil) // each run publishes to a fresh queue
 	cpu := pgCPU(b, pool)
+	staged := os.Getenv("WARY_BENCH_STAGES") == "1"
 	type run struct {
 		name string
-		do   func(ids string) []float64 // one run's sorted latencies, ms
+		do   func(ids string) ([]float64, *stages) // one run's sorted latencies, ms, and its stages if timed
 	}
 	runs := []run{
-		{"poll", func(ids string) []float64 {
-			return idemtest.RelayLatency(b, ep, rabbitBroker(b), b.N, ids, idemtest.LatencyOptions{}).Publish
+		{"poll", func(ids string) ([]float64, *stages) {
+			return idemtest.RelayLatency(b, ep, rabbitBroker(b), b.N, ids, idemtest.LatencyOptions{}).Publish, nil
 		}},
-		{"stream", func(ids string) []float64 {
+		{"stream", func(ids string) ([]float64, *stages) {
+			ob := rabbitBroker(b)
+			var g *stageTopic
+			var recv func() map[string]time.Time
+			if staged {
+				g, ob.Topic = newStageTopic(ob.Topic)
+				recv = streamRecv(es.Store.(*postgres.Store))
+			}
 			slotAtNow(b, pool, slot) // after the checkpoint: see there
-			return idemtest.RelayLatency(b, es, rabbitBroker(b), b.N, ids, idemtest.LatencyOptions{Stream: true, CaughtUp: caughtUp(b, pool, slot)}).Publish
+			l := idemtest.RelayLatency(b, es, ob, b.N, ids, idemtest.LatencyOptions{Stream: true, CaughtUp: caughtUp(b, pool, slot)})
+			if g == nil {
+				return l.Publish, nil
+			}
+			st := g.stages(l, recv())
+			return l.Publish, &st
 		}},
-		{"floor", func(ids string) []float64 { return confirmRun(b, ef, b.N, ids) }},
+		{"floor", func(ids string) ([]float64, *stages) { return confirmRun(b, ef, b.N, ids), nil }},
+		{"decode+raw", func(ids string) ([]float64, *stages) {
+			dr.atNow(b, pool)
+			lat, st := dr.latency(b, ed, pool, b.N, ids)
+			return lat, &st
+		}},
 	}
 	type result struct{ p50, p99, max, cpu float64 }
 	res := map[string][]result{}
@@ -77,14 +117,17 @@ func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 			if cpu != nil {
 				before = cpu()
 			}
-			lat := x.do(fmt.Sprintf("r%d-", r))
+			lat, st := x.do(fmt.Sprintf("r%d-", r))
 			cpuRow := -1.0
 			if cpu != nil {
 				cpuRow = float64(cpu()-before) / float64(time.Microsecond) / float64(b.N)
 			}
 			p := result{idemtest.Percentile(lat, 0.5), idemtest.Percentile(lat, 0.99), idemtest.Percentile(lat, 1), cpuRow}
 			res[x.name] = append(res[x.name], p)
-			b.Logf("round %d %-6s p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms  pg cpu %5.0f µs/row", r+1, x.name, p.p50, p.p99, p.max, p.cpu)
+			b.Logf("round %d %-10s p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms  pg cpu %5.0f µs/row", r+1, x.name, p.p50, p.p99, p.max, p.cpu)
+			if st != nil {
+				b.Logf("  stages: %v", st)
+			}
 		}
 	}
 	med := func(xs []float64) float64 {
@@ -112,6 +155,18 @@ func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 			xs = append(xs, p.p99-res["floor"][i].p99)
 		}
 		b.ReportMetric(med(xs), name+"-p99-over-floor-ms")
+	}
+	// Issue 47's target: the stream's p50 and p99 within 1.2× of
+	// decode+raw's, the median of the rounds' ratios.
+	for _, q := range []struct {
+		name string
+		f    func(result) float64
+	}{{"p50", func(p result) float64 { return p.p50 }}, {"p99", func(p result) float64 { return p.p99 }}} {
+		var xs []float64
+		for i, p := range res["stream"] {
+			xs = append(xs, q.f(p)/q.f(res["decode+raw"][i]))
+		}
+		b.ReportMetric(med(xs), "stream-"+q.name+"/decode+raw-x")
 	}
 	b.ReportMetric(0, "ns/op")
 }

@@ -32,6 +32,10 @@ type shared struct {
 	config func() *pgx.ConnConfig
 	// slot is the outbox stream's slot name, once known (slotName).
 	slot atomic.Pointer[string]
+	// streamed, for the benchmarks (export_test.go's ObserveStream), is
+	// called with each commit's rows as a streaming source receives them,
+	// before its lanes.
+	streamed atomic.Pointer[func([]outbox.Row)]
 }
 
 func newShared[Tx any](auto sqlcore.Querier, o *sqlcore.Outbox[Tx], c *sqlcore.Core[Tx], config func() *pgx.ConnConfig) *shared {

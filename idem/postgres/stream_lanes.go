@@ -180,6 +180,11 @@ func (s *streamSource) stream(ctx context.Context, st logStream, polled bool) (p
 				failed <- err
 				return
 			}
+			if s.d != nil && s.d.shared != nil {
+				if f := s.d.streamed.Load(); f != nil {
+					(*f)(ev.Rows)
+				}
+			}
 			select {
 			case events <- ev:
 			case <-ctx.Done():

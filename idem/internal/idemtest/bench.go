@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"runtime/metrics"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,6 +33,32 @@ func Bench[Tx any](b *testing.B, f Factory[Tx]) { BenchCounted(b, f, nil) }
 // it is sent (each a round trip): statements returns the count so far, and
 // each variant also reports statements per message ("stmts/msg").
 func BenchCounted[Tx any](b *testing.B, f Factory[Tx], statements func() int64) {
+	BenchMetered(b, f, Meters{Statements: statements})
+}
+
+// Meters are what a store's benchmark measures beyond time (each may be
+// nil). The interleaved benchmark reports them per mode.
+type Meters struct {
+	// Statements returns the statements (round trips) sent so far:
+	// "stmts/msg".
+	Statements func() int64
+	// ServerCPU returns the CPU the database server has used so far,
+	// whoever its clients: "servercpu-µs/msg".
+	ServerCPU func() time.Duration
+	// Trace, with true, starts recording the statements sent; with
+	// false, stops and returns them. The interleaved benchmark logs
+	// those of each mode's first turn, counted by text.
+	Trace func(on bool) []string
+	// OneMore adds the interleaved mode "bare+1": bare with one more
+	// trivial statement (SELECT 1) in its transaction, a round trip that
+	// does no work, the ceiling of an inbox that adds one round trip to
+	// the bare transaction (inbox/bare+1-%).
+	OneMore bool
+}
+
+// BenchMetered is Bench with meters.
+func BenchMetered[Tx any](b *testing.B, f Factory[Tx], m Meters) {
+	statements := m.Statements
 	b.Run("bare", func(b *testing.B) { bench(b, f, statements, 1, 1, false) })
 	b.Run("inbox", func(b *testing.B) { bench(b, f, statements, 1, 1, true) })
 	b.Run("bare100", func(b *testing.B) { bench(b, f, statements, 1, 100, false) })
@@ -38,7 +66,7 @@ func BenchCounted[Tx any](b *testing.B, f Factory[Tx], statements func() int64) 
 	b.Run("bare-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 1, false) })
 	b.Run("inbox-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 1, true) })
 	b.Run("batch100-parallel8", func(b *testing.B) { bench(b, f, statements, 8, 100, true) })
-	b.Run("interleaved", func(b *testing.B) { benchInterleaved(b, f, statements) })
+	b.Run("interleaved", func(b *testing.B) { benchInterleaved(b, f, m) })
 }
 
 // ClaimAllDB is a DB that can claim many message IDs in a hand-written
@@ -73,10 +101,13 @@ type ClaimAllDB[Tx any] interface {
 // client's CPU for the mode, less sensitive to the machine's load than
 // the rates, and the goroutines started per message (bare-goroutines/msg,
 // ...): batch100's one per Handle call, and any a driver starts per
-// statement.
-func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int64) {
-	const turn, modes = 100, 7
-	names := [modes]string{"bare", "inbox", "bare100", "batch100", "article", "article100", "ceiling100"}
+// statement. With Meters.OneMore it runs "bare+1" too (see Meters), with
+// Meters.ServerCPU it reports each mode's server CPU per message, and
+// with Meters.Trace it logs the statements of each mode's first turn.
+func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], m Meters) {
+	const turn, modes = 100, 8
+	names := [modes]string{"bare", "inbox", "bare100", "batch100", "article", "article100", "ceiling100", "bare+1"}
+	statements := m.Statements
 	e := Setup(b, f, "")
 	in := e.Inbox("bench", nil)
 	grouped := e.Inbox("bench-grouped", &idem.Options{Batch: turn})
@@ -97,28 +128,44 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 		}
 		return effect(ctx, tx, d)
 	}
+	oneMore := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
+		var one int
+		if err := e.DB.QueryRow(ctx, tx, `SELECT 1`).Scan(&one); err != nil {
+			return err
+		}
+		return effect(ctx, tx, d)
+	}
 	claimAll, ceiling := e.DB.(ClaimAllDB[Tx])
+	skip := func(mode int) bool { return mode == 6 && !ceiling || mode == 7 && !m.OneMore }
 	ctx := b.Context()
 	sub := q.Subscription(nil)
-	var spent [modes]time.Duration // by mode, in the order of names
-	var sent [modes]int64          // statements, where counted
-	var cpu [modes]time.Duration   // the process's CPU
-	var started [modes]uint64      // goroutines
+	var spent [modes]time.Duration  // by mode, in the order of names
+	var sent [modes]int64           // statements, where counted
+	var cpu [modes]time.Duration    // the process's CPU
+	var server [modes]time.Duration // the server's, where measured
+	var started [modes]uint64       // goroutines
 	b.ResetTimer()
 	for done := 0; done < b.N; done += turn {
 		n := min(turn, b.N-done)
 		for mode := range modes {
-			if mode == 6 && !ceiling {
+			if skip(mode) {
 				continue
 			}
 			var before int64
 			if statements != nil {
 				before = statements()
 			}
+			var server0 time.Duration
+			if m.ServerCPU != nil {
+				server0 = m.ServerCPU()
+			}
+			if m.Trace != nil && done == 0 {
+				m.Trace(true)
+			}
 			start, cpu0, g0 := time.Now(), benchpair.CPUTime(), goroutinesCreated()
 			var err error
 			switch mode {
-			case 0, 1, 4:
+			case 0, 1, 4, 7:
 				for range n {
 					ds, rerr := sub.Receive(ctx, 1)
 					if err = rerr; err != nil {
@@ -129,6 +176,8 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 						err = bareTx(ctx, e, ds, effect)
 					case 1:
 						_, err = in.Handle(ctx, ds[0], effect)
+					case 7:
+						err = bareTx(ctx, e, ds, oneMore)
 					default:
 						err = bareTx(ctx, e, ds, article)
 					}
@@ -163,6 +212,12 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 			if statements != nil {
 				sent[mode] += statements() - before
 			}
+			if m.ServerCPU != nil {
+				server[mode] += m.ServerCPU() - server0
+			}
+			if m.Trace != nil && done == 0 {
+				logTrace(b, names[mode], n, m.Trace(false))
+			}
 		}
 	}
 	b.StopTimer()
@@ -180,15 +235,25 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 	b.ReportMetric(float64(b.N)/float64(grouped.Stats().Commits), "batch100-msgs/commit")
 	b.ReportMetric(rate(5), "article100-msgs/s")
 	b.ReportMetric(100*rate(3)/rate(5), "batch100/article100-%")
-	ran := modes
+	ran := 0
 	if ceiling {
 		b.ReportMetric(rate(6), "ceiling100-msgs/s")
 		b.ReportMetric(100*rate(3)/rate(6), "batch100/ceiling100-%")
 		b.ReportMetric(100*rate(6)/rate(2), "ceiling100/bare100-%")
-	} else {
-		ran--
 	}
-	for mode, name := range names[:ran] {
+	if m.OneMore {
+		b.ReportMetric(rate(7), "bare+1-msgs/s")
+		b.ReportMetric(100*rate(1)/rate(7), "inbox/bare+1-%")
+		b.ReportMetric(100*rate(7)/rate(0), "bare+1/bare-%")
+	}
+	for mode, name := range names {
+		if skip(mode) {
+			continue
+		}
+		ran++
+		if m.ServerCPU != nil {
+			b.ReportMetric(float64(server[mode].Nanoseconds())/1e3/float64(b.N), name+"-servercpu-µs/msg")
+		}
 		b.ReportMetric(float64(cpu[mode].Nanoseconds())/1e3/float64(b.N), name+"-cpu-µs/msg")
 		b.ReportMetric(float64(started[mode])/float64(b.N), name+"-goroutines/msg")
 		if statements != nil {
@@ -199,6 +264,32 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], statements func() int
 	if n := e.Int(`SELECT count(*) FROM effects`); n != int64(ran*b.N) {
 		b.Errorf("%d effects for %d messages", n, ran*b.N)
 	}
+}
+
+// literal is a quoted string or a number in a statement's text.
+var literal = regexp.MustCompile(`'(?:[^'\\]|\\.)*'|\b[0-9]+\b`)
+
+// logTrace logs the statements a mode sent for n messages, counted by
+// their text (its first 100 bytes, literals as ?).
+func logTrace(b *testing.B, mode string, n int, stmts []string) {
+	counts := map[string]int{}
+	var order []string
+	for _, s := range stmts {
+		s = literal.ReplaceAllString(strings.Join(strings.Fields(s), " "), "?")
+		if len(s) > 100 {
+			s = s[:100] + "…"
+		}
+		if counts[s] == 0 {
+			order = append(order, s)
+		}
+		counts[s]++
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "%s: %d statements for %d messages", mode, len(stmts), n)
+	for _, s := range order {
+		fmt.Fprintf(&out, "\n  %6.2f/msg  %s", float64(counts[s])/float64(n), s)
+	}
+	b.Log(out.String())
 }
 
 // goroutinesCreated is how many goroutines the process has started, 0

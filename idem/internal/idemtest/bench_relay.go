@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -142,6 +143,9 @@ type Latency struct {
 	// had every row; Claims counts the relay's claims (with rows) in it.
 	Elapsed time.Duration
 	Claims  int64
+	// Committed is each row's commit time, by message ID (for a caller
+	// that times stages in between).
+	Committed map[string]time.Time
 }
 
 // Percentile returns the p-quantile (0 to 1) of sorted (0 if empty).
@@ -282,7 +286,8 @@ func RelayLatency[Tx any](b *testing.B, e *OutboxEnv[Tx], ob OutboxBroker, n int
 		slices.Sort(out)
 		return out
 	}
-	l := Latency{Publish: lat(published), Receive: lat(received), Elapsed: elapsed, Claims: r.Stats().Claims - stats.Claims}
+	l := Latency{Publish: lat(published), Receive: lat(received), Elapsed: elapsed, Claims: r.Stats().Claims - stats.Claims,
+		Committed: maps.Clone(committed)}
 	if len(l.Publish) != n || len(l.Receive) != n {
 		b.Errorf("%d published and %d received of %d", len(l.Publish), len(l.Receive), n)
 	}
