@@ -192,7 +192,7 @@ func (r *runner) loop() error {
 		}
 		failures = 0
 		for _, d := range ds {
-			d.backoff = r.opts.Backoff
+			d.backoff = &r.opts.Backoff
 		}
 		for _, d := range ds {
 			r.dispatch(d)
