@@ -680,33 +680,37 @@ type ackMeta struct {
 // else, and for a number that does not parse: nats.go's Metadata then
 // decides.
 func parseAckSubject(subj string) (md ackMeta, ok bool) {
-	rest, found := strings.CutPrefix(subj, "$JS.ACK.")
-	if !found {
+	const prefix = "$JS.ACK."
+	if len(subj) <= len(prefix) || subj[:len(prefix)] != prefix {
 		return md, false
 	}
-	var tok [12]string
-	n := 2 // $JS and ACK
-	for n < len(tok) {
-		t, r, more := strings.Cut(rest, ".")
-		tok[n], rest, n = t, r, n+1
-		if !more {
-			break
+	// dot holds the positions of the first dots after the prefix: one
+	// pass, no token strings (this runs once a message).
+	var dot [9]int
+	nd := 0
+	for i := len(prefix); i < len(subj) && nd < len(dot); i++ {
+		if subj[i] == '.' {
+			dot[nd], nd = i, nd+1
 		}
 	}
-	// v1 has no domain and account hash: shift it to v2's positions.
-	const delivered, sseq, ts = 6, 7, 9
+	// The tokens after the prefix: v1 has 7 (6 dots); v2 has 9 (8 dots,
+	// the scan reached the end) or more (it stopped at 9 dots).
+	var delivered, sseq, ts int
 	switch {
-	case n == 9 && rest == "":
-		copy(tok[4:], tok[2:9])
-	case n >= 11:
+	case nd == 6:
+		delivered, sseq, ts = 2, 3, 5
+	case nd >= 8:
+		delivered, sseq, ts = 4, 5, 7
 	default:
 		return md, false
 	}
+	// Token k (from 0, after the prefix) ends at dot[k]: every token
+	// read has a dot after it.
 	var ok1, ok2, ok3 bool
-	md.delivered, ok1 = parseNum(tok[delivered])
-	md.streamSeq, ok2 = parseNum(tok[sseq])
+	md.delivered, ok1 = parseNum(subj[dot[delivered-1]+1 : dot[delivered]])
+	md.streamSeq, ok2 = parseNum(subj[dot[sseq-1]+1 : dot[sseq]])
 	var t uint64
-	t, ok3 = parseNum(tok[ts])
+	t, ok3 = parseNum(subj[dot[ts-1]+1 : dot[ts]])
 	md.timestamp = int64(t)
 	return md, ok1 && ok2 && ok3
 }
