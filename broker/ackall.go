@@ -19,18 +19,24 @@ func AckAll(ctx context.Context, ds []*Delivery) []error {
 		}
 		return nil
 	}
-	errs := make([]error, len(ds))
 	if s := oneSub(ds); s != nil {
-		// The common case, every delivery of one subscription: no map.
-		at := make([]int, len(ds))
-		for i := range at {
-			at[i] = i
+		// The common case, every delivery of one subscription: no map,
+		// and no slice but the driver's IDs, unless an ack fails.
+		var buf [ackAllStack]int
+		at := buf[:0]
+		if len(ds) > len(buf) {
+			at = make([]int, 0, len(ds))
 		}
-		if s.ackAll(ctx, ds, at, errs) {
+		for i := range ds {
+			at = append(at, i)
+		}
+		var errs []error
+		if s.ackAll(ctx, ds, at, &errs) {
 			return errs
 		}
 		return nil
 	}
+	errs := make([]error, len(ds))
 	failed := false
 	bySub := map[*Subscription][]int{}
 	var subs []*Subscription
@@ -46,7 +52,7 @@ func AckAll(ctx context.Context, ds []*Delivery) []error {
 		bySub[d.sub] = append(bySub[d.sub], i)
 	}
 	for _, s := range subs {
-		if s.ackAll(ctx, ds, bySub[s], errs) {
+		if s.ackAll(ctx, ds, bySub[s], &errs) {
 			failed = true
 		}
 	}
@@ -54,6 +60,19 @@ func AckAll(ctx context.Context, ds []*Delivery) []error {
 		return nil
 	}
 	return errs
+}
+
+// ackAllStack is how many deliveries AckAll tracks in arrays on its
+// stack, allocating nothing.
+const ackAllStack = 128
+
+// setErr sets (*errs)[i] to err (not nil), allocating *errs, one entry per
+// delivery of an AckAll of n, at the first error.
+func setErr(errs *[]error, n, i int, err error) {
+	if *errs == nil {
+		*errs = make([]error, n)
+	}
+	(*errs)[i] = err
 }
 
 // oneSub returns the subscription of every delivery of ds, or nil when
@@ -71,34 +90,38 @@ func oneSub(ds []*Delivery) *Subscription {
 	return s
 }
 
-// ackAll acks ds[at...], all of s, with one SendAcks, setting their
-// errors in errs. It reports whether one failed.
-func (s *Subscription) ackAll(ctx context.Context, ds []*Delivery, at []int, errs []error) bool {
+// ackAll acks ds[at...] (at increasing), all of s, with one SendAcks,
+// setting their errors in *errs (setErr). It reports whether one failed.
+func (s *Subscription) ackAll(ctx context.Context, ds []*Delivery, at []int, errs *[]error) bool {
 	// One AckAll at a time per subscription holds several deliveries'
 	// locks, so that two of them cannot wait for each other. Everything
 	// else holds at most one, and takes it before s.mu as this does.
 	s.ackMu.Lock()
 	defer s.ackMu.Unlock()
 	// d.ackAllAt (guarded by s.ackMu) marks the deliveries this call
-	// holds: 1 + the index of the first copy of each in ds.
-	locked := make([]*Delivery, 0, len(at))
-	live := make([]int, 0, len(at)) // indexes into ds, unsettled, each delivery once
+	// holds (locked): 1 + the index of the first copy of each in ds.
+	var buf [ackAllStack]int
+	live := buf[:0] // indexes into ds, unsettled, each delivery once
+	if len(at) > len(buf) {
+		live = make([]int, 0, len(at))
+	}
 	for _, i := range at {
 		d := ds[i]
 		if d.ackAllAt != 0 {
 			continue // a copy of a delivery seen before: its outcome below
 		}
-		d.ackAllAt = i + 1
+		d.ackAllAt = int32(i + 1)
 		d.mu.Lock()
-		locked = append(locked, d)
 		if !d.settled {
 			live = append(live, i)
 		}
 	}
 	defer func() {
-		for _, d := range locked {
-			d.ackAllAt = 0
-			d.mu.Unlock()
+		for _, i := range at { // the first copy of each unlocks it
+			if d := ds[i]; int(d.ackAllAt) == i+1 {
+				d.ackAllAt = 0
+				d.mu.Unlock()
+			}
 		}
 	}()
 	if len(live) > 0 {
@@ -106,18 +129,22 @@ func (s *Subscription) ackAll(ctx context.Context, ds []*Delivery, at []int, err
 		s.sendAcks(ctx, ds, live, errs)
 		cancel()
 	}
+	if *errs == nil {
+		return false
+	}
 	failed := false
 	for _, i := range at { // copies share the outcome of their first
-		if j := ds[i].ackAllAt - 1; j != i {
-			errs[i] = errs[j]
+		if j := int(ds[i].ackAllAt) - 1; j != i {
+			(*errs)[i] = (*errs)[j]
 		}
-		failed = failed || errs[i] != nil
+		failed = failed || (*errs)[i] != nil
 	}
 	return failed
 }
 
-// sendAcks acks ds[live...] (locked, unsettled) with one driver call.
-func (s *Subscription) sendAcks(ctx context.Context, ds []*Delivery, live []int, errs []error) {
+// sendAcks acks ds[live...] (locked, unsettled) with one driver call,
+// setting the errors in *errs (setErr).
+func (s *Subscription) sendAcks(ctx context.Context, ds []*Delivery, live []int, errs *[]error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var all error
@@ -132,12 +159,11 @@ func (s *Subscription) sendAcks(ctx context.Context, ds []*Delivery, live []int,
 		for k, i := range live {
 			ids[k] = ds[i].ackID[0]
 		}
-		derr := s.d.SendAcks(ctx, ids)
-		var be *driver.BatchError
-		if errors.As(derr, &be) && len(be.Errs) == len(ids) {
-			each = be.Errs
-		} else {
-			all = derr
+		all = s.d.SendAcks(ctx, ids)
+		if all != nil {
+			if be := (*driver.BatchError)(nil); errors.As(all, &be) && len(be.Errs) == len(ids) {
+				all, each = nil, be.Errs
+			}
 		}
 	}
 	acked := 0
@@ -148,13 +174,13 @@ func (s *Subscription) sendAcks(ctx context.Context, ds []*Delivery, live []int,
 		}
 		if err = wrapErr("ack", s.d.Classify, err); err != nil {
 			d.ackFailed = true
+			setErr(errs, len(ds), i, err)
 		} else {
 			acked++
 		}
 		if err == nil || errors.Is(err, ErrLockLost) {
 			d.settled = true
 		}
-		errs[i] = err
 	}
 	s.tel.settledN(ctx, settleAck, acked)
 }

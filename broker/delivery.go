@@ -26,9 +26,9 @@ type Delivery struct {
 	PublishTime time.Time
 
 	sub *Subscription
-	// backoff is RunOptions.Backoff for a delivery Run handed out, else
-	// the zero value (the default policy).
-	backoff Backoff
+	// backoff is the RunOptions.Backoff of the Run that handed the
+	// delivery out, else nil (the default policy).
+	backoff *Backoff
 	// ackID holds the delivery's driver.AckID; settling passes ackID[:]
 	// (under mu), so a settle allocates no slice.
 	ackID [1]driver.AckID
@@ -37,8 +37,9 @@ type Delivery struct {
 	settled   bool
 	ackFailed bool // an Ack was sent and failed: the handler meant to ack
 
-	// ackAllAt is AckAll's mark, under sub.ackMu (ackall.go).
-	ackAllAt int
+	// ackAllAt is AckAll's mark, under sub.ackMu (ackall.go). (int32,
+	// beside the flags: a Delivery and its Message fit 192 bytes.)
+	ackAllAt int32
 }
 
 // NewDetachedDelivery returns a delivery of m that belongs to no
@@ -97,7 +98,11 @@ func (d *Delivery) Retry(ctx context.Context, attempt int) error {
 	if attempt < 1 {
 		attempt = d.Attempt
 	}
-	delay := d.backoff.Delay(max(attempt, 1))
+	var b Backoff
+	if d.backoff != nil {
+		b = *d.backoff
+	}
+	delay := b.Delay(max(attempt, 1))
 	if !d.sub.caps.NackDelay {
 		if lt := d.sub.caps.LockTimeout; lt > 0 && delay > lt/2 {
 			delay = lt / 2

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"testing"
+	"unsafe"
 
 	"github.com/wary-go/wary/broker/driver"
 )
@@ -64,4 +65,13 @@ func TestReceiveAllocatesPerBatch(t *testing.T) {
 		t.Errorf("Receive of %d deliveries allocates %.0f objects, want at most 10", n, allocs)
 	}
 	t.Logf("Receive of %d deliveries: %.0f allocations", n, allocs)
+}
+
+// TestDeliverySize: a Delivery and its Message, Receive's slab element,
+// stay within 192 bytes (on 64-bit platforms), so that a slab of slabLen
+// is a size class of the allocator, not rounded up.
+func TestDeliverySize(t *testing.T) {
+	if size := unsafe.Sizeof(deliveryAndMessage{}); size > 192 {
+		t.Errorf("a Delivery and its Message take %d bytes, want at most 192", size)
+	}
 }

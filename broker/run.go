@@ -92,6 +92,7 @@ func (s *Subscription) Run(ctx context.Context, h Handler, opts *RunOptions) err
 		sub:         s,
 		h:           h,
 		opts:        o,
+		backoff:     new(o.Backoff),
 		ctx:         ctx,
 		hctx:        hctx,
 		outstanding: make(chan struct{}, o.MaxOutstanding),
@@ -135,6 +136,7 @@ type runner struct {
 	sub         *Subscription
 	h           Handler
 	opts        RunOptions
+	backoff     *Backoff        // opts.Backoff, apart: a delivery holds it, not the runner
 	ctx         context.Context // Run's: receiving stops when it ends
 	hctx        context.Context // the handlers': live until the drain ends
 	outstanding chan struct{}   // one token per unsettled delivery held
@@ -192,7 +194,7 @@ func (r *runner) loop() error {
 		}
 		failures = 0
 		for _, d := range ds {
-			d.backoff = r.opts.Backoff
+			d.backoff = r.backoff
 		}
 		for _, d := range ds {
 			r.dispatch(d)

@@ -211,7 +211,7 @@ func openSubscription(ctx context.Context, js jetstream.JetStream, stream, consu
 	s := &subscription{
 		js: js, nc: js.Conn(), cons: cons, stream: stream, consumer: consumer, subject: subject,
 		caps: caps, ackWait: ccfg.AckWait, maxDeliver: ccfg.MaxDeliver, maxAckPending: ccfg.MaxAckPending, dlq: dlq, wait: o.WaitTime,
-		holds: map[*ackID]time.Time{}, prefetch: !o.NoPrefetch && ccfg.MaxAckPending != 1,
+		holds: map[*ackID]time.Time{}, prefetch: !o.NoPrefetch && ccfg.MaxAckPending != 1, epoch: time.Now(),
 	}
 	s.bg, s.stopBG = context.WithCancel(context.Background())
 	return s, nil
@@ -238,6 +238,8 @@ type subscription struct {
 	bg     context.Context
 	stopBG context.CancelFunc
 	wg     sync.WaitGroup
+	// epoch is the origin of clock, the deliveries' deadlines' clock.
+	epoch time.Time
 
 	// holds are the deliveries whose lock ExtendLocks was asked to hold
 	// longer than AckWait, with until when; the holder renews them.
@@ -314,6 +316,10 @@ func (s *subscription) startPrefetch() {
 	}
 }
 
+// clock reads t (which must carry a monotonic reading, as time.Now's do)
+// as nanoseconds since the subscription opened, on the monotonic clock.
+func (s *subscription) clock(t time.Time) int64 { return int64(t.Sub(s.epoch)) }
+
 // SetPrefetch implements driver.Prefetcher: Subscription.Run calls it
 // with RunOptions.MaxOutstanding, the most deliveries it holds, and a
 // prefetch asks for that many (at most max_ack_pending) instead of the
@@ -326,16 +332,20 @@ func (s *subscription) SetPrefetch(n int) error {
 	return nil
 }
 
-// ackID is one delivery.
+// ackID is one delivery: its driver.Message (whose ID, Key and Attempt
+// it reads), and what settling it needs, in one allocation.
 type ackID struct {
-	msg     jetstream.Msg
-	seq     uint64
-	attempt int
-	id, key string
-
-	mu       sync.Mutex
-	settled  bool
-	deadline time.Time // when the server redelivers it, at the earliest
+	msg jetstream.Msg
+	seq uint64
+	// settled is set (CompareAndSwap) by the settle that sends an ack, a
+	// nack or a term, so that no second one starts, and cleared when it
+	// fails; a lock extension reads it. Atomics, not a mutex: an ack is
+	// on the hot path.
+	settled atomic.Bool
+	// deadline is when the server redelivers it at the earliest, in
+	// nanoseconds of the subscription's monotonic clock (s.clock).
+	deadline atomic.Int64
+	dm       driver.Message
 }
 
 // ReceiveBatch asks the consumer for what it has now (a pull request
@@ -399,11 +409,18 @@ type receipt struct {
 	start time.Time // before the pull request of the messages it decodes
 	seen  int       // messages taken (decoded or dead-lettered)
 	out   []*driver.Message
-	slab  []delivery     // where the next messages are decoded
+	slab  []ackID        // where the next messages are decoded
 	hslab driver.Headers // where their headers are appended
 	rest  []jetstream.Msg
 	err   error // decode's
+	// buf is where collect puts a pull's messages, before they are
+	// decoded (or kept in rest, copied).
+	buf [receiptBuf]jetstream.Msg
 }
+
+// receiptBuf is how many messages of a pull a receipt holds without
+// allocating.
+const receiptBuf = 128
 
 // add decodes m, or keeps it for the next receive when r has its max;
 // false (r.err set) stops the batch.
@@ -418,7 +435,7 @@ func (r *receipt) add(m jetstream.Msg) bool {
 	}
 	if len(r.slab) == 0 {
 		// Deliveries are allocated in slabs, not one by one.
-		r.slab = make([]delivery, min(slabLen, r.max-r.seen+1))
+		r.slab = make([]ackID, min(slabLen, r.max-r.seen+1))
 	}
 	dm, err := r.s.decode(r.ctx, m, r.start, &r.slab[0], &r.hslab, r.max-r.seen+1)
 	r.slab = r.slab[1:]
@@ -455,8 +472,12 @@ func (r *receipt) fromPrefetch(p *prefetched) error {
 	}
 	msgs := p.msgs
 	if p.b != nil {
-		more, _ := r.s.collect(r.ctx, p.b, max(p.n-len(msgs), 0))
-		msgs = append(msgs, more...)
+		more, _ := r.s.collect(r.ctx, p.b, r.buf[:0])
+		if len(msgs) == 0 {
+			msgs = more
+		} else {
+			msgs = append(msgs, more...)
+		}
 	}
 	for _, m := range msgs {
 		if !each(m) {
@@ -505,7 +526,7 @@ func (s *subscription) fetch(ctx context.Context, n int, wait bool, r *receipt) 
 		}
 		return err
 	}
-	msgs, err := s.collect(ctx, b, n)
+	msgs, err := s.collect(ctx, b, r.buf[:0])
 	for _, m := range msgs {
 		if !r.add(m) {
 			return r.err
@@ -514,13 +535,13 @@ func (s *subscription) fetch(ctx context.Context, n int, wait bool, r *receipt) 
 	return err
 }
 
-// collect reads a pull request's messages (up to n of them expected),
-// then returns them: decoded one by one as they arrive, the receiving
+// collect reads a pull request's messages, appended to out (the
+// receipt's buffer: no slice is allocated for a batch that fits it), then
+// returns them: decoded one by one as they arrive, the receiving
 // goroutine waits (and is woken) for each, which cost more CPU a message
 // in the benchmark. It fails when the request brought none, and not
 // because the consumer had none.
-func (s *subscription) collect(ctx context.Context, b jetstream.MessageBatch, n int) ([]jetstream.Msg, error) {
-	out := make([]jetstream.Msg, 0, n)
+func (s *subscription) collect(ctx context.Context, b jetstream.MessageBatch, out []jetstream.Msg) ([]jetstream.Msg, error) {
 	for m := range b.Messages() {
 		out = append(out, m)
 	}
@@ -539,13 +560,6 @@ func (s *subscription) collect(ctx context.Context, b jetstream.MessageBatch, n 
 		return nil, err
 	}
 	return out, nil
-}
-
-// delivery holds one message's ackID and driver.Message, allocated
-// together.
-type delivery struct {
-	a  ackID
-	dm driver.Message
 }
 
 // stripped are the headers decode drops from a message that is not a
@@ -569,7 +583,7 @@ func isStripped(k string) bool {
 // appended to *hslab (a new one, sized for this message and up to left-1
 // more like it, when it has no room), or dead-letters it (nil) when it is
 // over the delivery limit.
-func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.Time, into *delivery, hslab *driver.Headers, left int) (*driver.Message, error) {
+func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.Time, a *ackID, hslab *driver.Headers, left int) (*driver.Message, error) {
 	md, ok := parseAckSubject(m.Reply())
 	if !ok {
 		// Not the form parseAckSubject reads: nats.go's own parser
@@ -580,16 +594,18 @@ func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.T
 		}
 		md = ackMeta{streamSeq: meta.Sequence.Stream, delivered: meta.NumDelivered, timestamp: meta.Timestamp.UnixNano()}
 	}
-	a := &into.a
-	a.msg, a.seq, a.attempt, a.deadline = m, md.streamSeq, int(md.delivered), start.Add(s.ackWait)
+	a.msg, a.seq = m, md.streamSeq
+	a.deadline.Store(s.clock(start) + int64(s.ackWait))
+	dm := &a.dm
+	dm.Attempt = int(md.delivered)
 	h := m.Headers()
-	a.id = h.Get(natsgo.MsgIdHdr)
-	if a.id == "" {
-		a.id = s.stream + ":" + strconv.FormatUint(a.seq, 10)
+	dm.ID = h.Get(natsgo.MsgIdHdr)
+	if dm.ID == "" {
+		dm.ID = s.stream + ":" + strconv.FormatUint(a.seq, 10)
 	}
 	subj := m.Subject()
 	if len(subj) > len(s.subject)+1 && subj[len(s.subject)] == '.' && subj[:len(s.subject)] == s.subject {
-		a.key = subj[len(s.subject)+1:]
+		dm.Key = subj[len(s.subject)+1:]
 	}
 	// The batch's messages share one backing array of headers: a
 	// message's are a slice of it whose capacity ends with them, so that
@@ -613,16 +629,16 @@ func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.T
 	// leave it), which reads as empty.
 	if s.deadLetters {
 		if id := headers.Get(HeaderID); id != "" {
-			a.id = id
+			dm.ID = id
 		}
-		a.key = headers.Get(HeaderKey)
+		dm.Key = headers.Get(HeaderKey)
 		headers.Del(HeaderID)
 		headers.Del(HeaderKey)
 		headers.Del(HeaderConsumer)
 		headers.Del(HeaderSeq)
 	}
-	if s.dlq != nil && s.maxDeliver >= 2 && a.attempt >= s.maxDeliver {
-		reason := fmt.Sprintf("delivery limit: delivered %d times (consumer %s's max_deliver %d), the lock expired on the last", a.attempt-1, s.consumer, s.maxDeliver)
+	if s.dlq != nil && s.maxDeliver >= 2 && dm.Attempt >= s.maxDeliver {
+		reason := fmt.Sprintf("delivery limit: delivered %d times (consumer %s's max_deliver %d), the lock expired on the last", dm.Attempt-1, s.consumer, s.maxDeliver)
 		if err := s.deadLetter(ctx, a, reason); err != nil {
 			return nil, err
 		}
@@ -632,12 +648,9 @@ func (s *subscription) decode(ctx context.Context, m jetstream.Msg, start time.T
 	if body == nil {
 		body = []byte{}
 	}
-	into.dm = driver.Message{
-		ID: a.id, Key: a.key, Headers: headers, Body: body,
-		AckID: a, Attempt: a.attempt, Redelivered: a.attempt > 1, PublishTime: time.Unix(0, md.timestamp),
-		As: a,
-	}
-	return &into.dm, nil
+	dm.Headers, dm.Body, dm.AckID, dm.As = headers, body, a, a
+	dm.Redelivered, dm.PublishTime = dm.Attempt > 1, time.Unix(0, md.timestamp)
+	return dm, nil
 }
 
 // As is a received message's driver.Message.As: *jetstream.Msg and
@@ -667,33 +680,37 @@ type ackMeta struct {
 // else, and for a number that does not parse: nats.go's Metadata then
 // decides.
 func parseAckSubject(subj string) (md ackMeta, ok bool) {
-	rest, found := strings.CutPrefix(subj, "$JS.ACK.")
-	if !found {
+	const prefix = "$JS.ACK."
+	if len(subj) <= len(prefix) || subj[:len(prefix)] != prefix {
 		return md, false
 	}
-	var tok [12]string
-	n := 2 // $JS and ACK
-	for n < len(tok) {
-		t, r, more := strings.Cut(rest, ".")
-		tok[n], rest, n = t, r, n+1
-		if !more {
-			break
+	// dot holds the positions of the first dots after the prefix: one
+	// pass, no token strings (this runs once a message).
+	var dot [9]int
+	nd := 0
+	for i := len(prefix); i < len(subj) && nd < len(dot); i++ {
+		if subj[i] == '.' {
+			dot[nd], nd = i, nd+1
 		}
 	}
-	// v1 has no domain and account hash: shift it to v2's positions.
-	const delivered, sseq, ts = 6, 7, 9
+	// The tokens after the prefix: v1 has 7 (6 dots); v2 has 9 (8 dots,
+	// the scan reached the end) or more (it stopped at 9 dots).
+	var delivered, sseq, ts int
 	switch {
-	case n == 9 && rest == "":
-		copy(tok[4:], tok[2:9])
-	case n >= 11:
+	case nd == 6:
+		delivered, sseq, ts = 2, 3, 5
+	case nd >= 8:
+		delivered, sseq, ts = 4, 5, 7
 	default:
 		return md, false
 	}
+	// Token k (from 0, after the prefix) ends at dot[k]: every token
+	// read has a dot after it.
 	var ok1, ok2, ok3 bool
-	md.delivered, ok1 = parseNum(tok[delivered])
-	md.streamSeq, ok2 = parseNum(tok[sseq])
+	md.delivered, ok1 = parseNum(subj[dot[delivered-1]+1 : dot[delivered]])
+	md.streamSeq, ok2 = parseNum(subj[dot[sseq-1]+1 : dot[sseq]])
 	var t uint64
-	t, ok3 = parseNum(tok[ts])
+	t, ok3 = parseNum(subj[dot[ts-1]+1 : dot[ts]])
 	md.timestamp = int64(t)
 	return md, ok1 && ok2 && ok3
 }
@@ -739,47 +756,56 @@ func (s *subscription) settleThen(ctx context.Context, ids []driver.AckID, body 
 		// answers it without reading them first.
 		s.startPrefetch()
 	}
-	errs := make([]error, len(ids))
-	sent := make([]*ackID, len(ids))
+	// errs is allocated at the first failure: a delivery whose entry is
+	// nil was published.
+	var errs []error
+	fail := func(i int, err error) {
+		if errs == nil {
+			errs = make([]error, len(ids))
+		}
+		errs[i] = err
+	}
 	start := time.Now()
+	now := s.clock(start)
 	anySent := false
 	for i, id := range ids {
 		a, ok := id.(*ackID)
 		if !ok {
-			errs[i] = invalidErr(fmt.Errorf("foreign AckID %T", id))
+			fail(i, invalidErr(fmt.Errorf("foreign AckID %T", id)))
 			continue
 		}
-		a.mu.Lock()
-		if a.settled || start.After(a.deadline) {
-			a.mu.Unlock()
-			errs[i] = errLockLost
+		// No second settle starts while this one runs: the mark is
+		// taken before the publish, and given back if it fails.
+		if now > a.deadline.Load() || progress && a.settled.Load() || !progress && !a.settled.CompareAndSwap(false, true) {
+			fail(i, errLockLost)
 			continue
 		}
-		if !progress {
-			a.settled = true // no second settle starts while this one runs
-		}
-		a.mu.Unlock()
 		if err := s.nc.Publish(a.msg.Reply(), body(a)); err != nil {
-			errs[i] = err
+			fail(i, err)
 			s.unsettle(a, progress)
 			continue
 		}
-		sent[i], anySent = a, true
+		anySent = true
 	}
 	if anySent {
 		err := s.flush(ctx)
-		for i, a := range sent {
-			switch {
-			case a == nil:
-			case err != nil:
-				errs[i] = err
-				s.unsettle(a, progress)
-			case progress:
-				a.mu.Lock()
-				a.deadline = start.Add(s.ackWait)
-				a.mu.Unlock()
+		if err != nil || progress {
+			for i, id := range ids {
+				if errs != nil && errs[i] != nil {
+					continue // not sent
+				}
+				a := id.(*ackID)
+				if err != nil {
+					fail(i, err)
+					s.unsettle(a, progress)
+				} else {
+					a.deadline.Store(now + int64(s.ackWait))
+				}
 			}
 		}
+	}
+	if errs == nil {
+		return nil
 	}
 	return driver.BatchErrors(errs)
 }
@@ -788,9 +814,7 @@ func (s *subscription) settleThen(ctx context.Context, ids []driver.AckID, body 
 // settled again.
 func (s *subscription) unsettle(a *ackID, progress bool) {
 	if !progress {
-		a.mu.Lock()
-		a.settled = false
-		a.mu.Unlock()
+		a.settled.Store(false)
 	}
 }
 
@@ -821,7 +845,7 @@ func (s *subscription) SendNacks(ctx context.Context, ids []driver.AckID, delay 
 		var last, rest []driver.AckID
 		var lastAt, restAt []int
 		for i, id := range ids {
-			if a, ok := id.(*ackID); ok && a.attempt >= limit {
+			if a, ok := id.(*ackID); ok && a.dm.Attempt >= limit {
 				last, lastAt = append(last, id), append(lastAt, i)
 			} else {
 				rest, restAt = append(rest, id), append(restAt, i)
@@ -897,10 +921,7 @@ func (s *subscription) hold() {
 		var renew []driver.AckID
 		s.mu.Lock()
 		for a, until := range s.holds {
-			a.mu.Lock()
-			settled := a.settled
-			a.mu.Unlock()
-			if settled || !now.Before(until) {
+			if a.settled.Load() || !now.Before(until) {
 				delete(s.holds, a)
 				continue
 			}
@@ -941,10 +962,7 @@ func (s *subscription) SendDeadLetters(ctx context.Context, ids []driver.AckID, 
 }
 
 func (s *subscription) deadLetter(ctx context.Context, a *ackID, reason string) error {
-	a.mu.Lock()
-	lost := a.settled || time.Now().After(a.deadline)
-	a.mu.Unlock()
-	if lost {
+	if a.settled.Load() || s.clock(time.Now()) > a.deadline.Load() {
 		return errLockLost
 	}
 	reason = strings.Map(func(r rune) rune {
@@ -963,9 +981,9 @@ func (s *subscription) deadLetter(ctx context.Context, a *ackID, reason string) 
 		}
 		h[k] = v
 	}
-	h[HeaderID] = []string{a.id}
-	if a.key != "" {
-		h[HeaderKey] = []string{a.key}
+	h[HeaderID] = []string{a.dm.ID}
+	if a.dm.Key != "" {
+		h[HeaderKey] = []string{a.dm.Key}
 	}
 	h[HeaderConsumer] = []string{s.consumer}
 	h[HeaderSeq] = []string{strconv.FormatUint(a.seq, 10)}
