@@ -27,6 +27,9 @@ type backend struct {
 	setLevel bool
 	// packet is the server's max_allowed_packet.
 	packet int64
+	// returning: the server runs the store's statements with RETURNING
+	// (MariaDB 10.6 and later); otherwise they take their portable forms.
+	returning bool
 }
 
 // inspect reads the connections' isolation level, max_allowed_packet and
@@ -41,6 +44,14 @@ type backend struct {
 // locks, which would hold other transactions' inserts (claims, outbox
 // rows) behind a transaction that only read near them.
 func (b *backend) inspect(ctx context.Context, log *slog.Logger) error {
+	var version string
+	if err := b.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return fmt.Errorf("idem/mysql: read the server's version: %w", err)
+	}
+	if b.returning = hasReturning(version); !b.returning {
+		log.DebugContext(ctx, "idem/mysql: the server has no RETURNING: the statements that read what they wrote take their portable forms, one more statement each",
+			slog.String("version", version))
+	}
 	var level string
 	err := b.db.QueryRowContext(ctx, "SELECT @@SESSION.transaction_isolation").Scan(&level)
 	if err != nil { // MariaDB before 11.1 and MySQL 5.7 call it tx_isolation

@@ -17,7 +17,7 @@ func BenchmarkInbox(b *testing.B) { idemtest.Bench(b, newDB) }
 // recommends: no SET TRANSACTION before each transaction.
 func BenchmarkInboxReadCommitted(b *testing.B) {
 	idemtest.Bench(b, func(t testing.TB) idemtest.DB[*sql.Tx] {
-		return testDB{openDB(t, map[string]string{"tx_isolation": "'READ-COMMITTED'"})}
+		return testDB{db: openDB(t, map[string]string{"tx_isolation": "'READ-COMMITTED'"})}
 	})
 }
 
