@@ -49,7 +49,8 @@ type Options struct {
 	// claim reads (tests: export_test.go).
 	readLimit int64
 	// portable forces the statements' portable forms, which MySQL runs,
-	// on a server that has RETURNING (tests: export_test.go).
+	// on a server that has RETURNING, and refuses any statement with
+	// RETURNING, as MySQL would (tests: export_test.go).
 	portable bool
 }
 
@@ -238,6 +239,7 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	returning := be.returning && !o.portable
+	be.refuseReturning = o.portable
 	core, err := sqlcore.New[*sql.Tx](be, newDialect(o.Schema, o.Prefix, returning), o.Schema, o.Prefix)
 	if err != nil {
 		return nil, err
@@ -245,7 +247,9 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
 	od := sqlcore.OutboxDialect{
 		SkipLocked: true,
 		ClaimQuery: claimQuery(o.readLimit),
-		Read:       func(ctx context.Context, f func(q sqlcore.Querier) error) error { return f(querier{db: db}) },
+		Read: func(ctx context.Context, f func(q sqlcore.Querier) error) error {
+			return f(querier{db: db, refuse: be.refuseReturning})
+		},
 	}
 	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, od), db: db, be: be, returning: returning}
 	s.d = &driver{Core: core, sourced: sourced{s.outbox, o.Source, be}}
