@@ -75,3 +75,8 @@ func TestPortableChosen(t *testing.T) {
 		t.Errorf("forced: RETURNING forms")
 	}
 }
+
+// BenchmarkInboxPortable is BenchmarkInbox with the portable forms forced:
+// its batch100 is the group claim behind a savepoint (two statements, no
+// RETURNING) where BenchmarkInbox's is one statement with RETURNING.
+func BenchmarkInboxPortable(b *testing.B) { idemtest.Bench(b, newPortableDB) }
