@@ -27,6 +27,12 @@ type backend struct {
 	setLevel bool
 	// packet is the server's max_allowed_packet.
 	packet int64
+	// returning: the server runs the store's statements with RETURNING
+	// (MariaDB 10.6 and later); otherwise they take their portable forms.
+	returning bool
+	// refuseReturning makes the querier refuse a statement with
+	// RETURNING, as MySQL does (the portable forms forced, in tests).
+	refuseReturning bool
 }
 
 // inspect reads the connections' isolation level, max_allowed_packet and
@@ -41,6 +47,14 @@ type backend struct {
 // locks, which would hold other transactions' inserts (claims, outbox
 // rows) behind a transaction that only read near them.
 func (b *backend) inspect(ctx context.Context, log *slog.Logger) error {
+	var version string
+	if err := b.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return fmt.Errorf("idem/mysql: read the server's version: %w", err)
+	}
+	if b.returning = hasReturning(version); !b.returning {
+		log.DebugContext(ctx, "idem/mysql: the server has no RETURNING: the statements that read what they wrote take their portable forms, one more statement each",
+			slog.String("version", version))
+	}
 	var level string
 	err := b.db.QueryRowContext(ctx, "SELECT @@SESSION.transaction_isolation").Scan(&level)
 	if err != nil { // MariaDB before 11.1 and MySQL 5.7 call it tx_isolation
@@ -101,7 +115,7 @@ func (*backend) Rollback(_ context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-func (*backend) Q(tx *sql.Tx) sqlcore.Querier { return querier{tx: tx} }
+func (b *backend) Q(tx *sql.Tx) sqlcore.Querier { return querier{tx: tx, refuse: b.refuseReturning} }
 
 // rowMargin is what a row's statement adds to its values, at most: the
 // statement's text, quoting and escapes are counted as twice the values
@@ -170,6 +184,17 @@ type execer interface {
 type querier struct {
 	tx *sql.Tx
 	db *sql.DB
+	// refuse: a statement with RETURNING fails (backend.refuseReturning).
+	refuse bool
+}
+
+// refused is the error of a statement with RETURNING where the querier
+// refuses them, as MySQL would.
+func (q querier) refused(query string) error {
+	if q.refuse && strings.Contains(query, "RETURNING") {
+		return fmt.Errorf("idem/mysql: a statement with RETURNING, which MySQL does not have, with the portable forms forced: %.200s", query)
+	}
+	return nil
 }
 
 func (q querier) on() execer {
@@ -190,6 +215,9 @@ func args(b bound, in []any) []any {
 }
 
 func (q querier) Exec(ctx context.Context, query string, a ...any) (int64, error) {
+	if err := q.refused(query); err != nil {
+		return 0, err
+	}
 	if strings.HasPrefix(query, purgeMark) {
 		return q.purge(ctx, query[len(purgeMark):], a)
 	}
@@ -202,11 +230,17 @@ func (q querier) Exec(ctx context.Context, query string, a ...any) (int64, error
 }
 
 func (q querier) QueryRow(ctx context.Context, query string, a ...any) sqlcore.Row {
+	if err := q.refused(query); err != nil {
+		return errRow{err}
+	}
 	b := bindCached(query)
 	return row{q.on().QueryRowContext(ctx, b.text, args(b, a)...)}
 }
 
 func (q querier) Query(ctx context.Context, query string, a ...any) (sqlcore.Rows, error) {
+	if err := q.refused(query); err != nil {
+		return nil, err
+	}
 	if strings.HasPrefix(query, claimMark) {
 		return q.claim(ctx, query[len(claimMark):], a)
 	}
@@ -331,6 +365,11 @@ func (noRows) Next() bool        { return false }
 func (noRows) Scan(...any) error { return sql.ErrNoRows }
 func (noRows) Err() error        { return nil }
 func (noRows) Close()            {}
+
+// errRow is a row that fails with its error.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
 
 type row struct{ *sql.Row }
 

@@ -38,7 +38,7 @@ func benchInbox(b *testing.B, params map[string]string) {
 		}
 		db.SetMaxOpenConns(32)
 		t.Cleanup(func() { db.Close() })
-		return testDB{db}
+		return testDB{db: db}
 	}, idemtest.Meters{Statements: w.cmds.Load, ServerCPU: mariadbCPU(b), OneMore: true, Trace: func(on bool) []string {
 		w.record.Store(on)
 		return w.take()

@@ -12,25 +12,36 @@ import (
 // newDialect is MySQL's: backquoted names, times as Unix microseconds,
 // the statements sqlcore writes in PostgreSQL's syntax translated (see
 // translate), and the aggregate locks of early events on the rows of
-// <prefix>aggregate_locks.
-func newDialect(schema, prefix string) sqlcore.Dialect {
+// <prefix>aggregate_locks. Without returning (MySQL, MariaDB before 10.6,
+// or forced: Options.portable), the statements that return what they
+// wrote take sqlcore's portable forms (sqlcore.Dialect.NoReturning).
+func newDialect(schema, prefix string, returning bool) sqlcore.Dialect {
 	locks := quote(schema, prefix+"aggregate_locks")
-	return sqlcore.Dialect{
-		Rebind:   translate,
-		Time:     func(t time.Time) any { return t.UnixMicro() },
-		Quote:    quote,
-		IsNoRows: isNoRows,
-		// A shared transaction's claim (idem.Options.Batch) is one
-		// statement over the IDs as a JSON array, in their order, which
-		// returns the rows it inserted. IGNORE skips the duplicates; it
-		// would also turn a value its column cannot hold into a warning,
-		// which cannot happen here: the IDs are valid (at most 1024 bytes,
-		// the column's size) before they are claimed, and an ID that JSON
-		// cannot carry is claimed one by one.
-		ClaimMany: `INSERT IGNORE INTO {{inbox}} (consumer, message_id, processed_at)
+	// A shared transaction's claim (idem.Options.Batch) is one statement
+	// over the IDs as a JSON array, in their order, which returns the rows
+	// it inserted (MariaDB). IGNORE skips the duplicates; it would also
+	// turn a value its column cannot hold into a warning, which cannot
+	// happen here: the IDs are valid (at most 1024 bytes, the column's
+	// size) before they are claimed, and an ID that JSON cannot carry is
+	// claimed one by one.
+	claimMany := `INSERT IGNORE INTO {{inbox}} (consumer, message_id, processed_at)
 			SELECT $1, j.id, $3 FROM JSON_TABLE($2, '$[*]' COLUMNS (i FOR ORDINALITY, id VARCHAR(1024) PATH '$')) j
-			ORDER BY j.i RETURNING message_id`,
-		Array: sqlcore.JSONArray,
+			ORDER BY j.i`
+	if returning {
+		// Without it, the claim runs behind a savepoint, and one by one
+		// when it inserted fewer rows than it has IDs
+		// (sqlcore.Core.claimManyPortable).
+		claimMany += " RETURNING message_id"
+	}
+	return sqlcore.Dialect{
+		Rebind:      translate,
+		Time:        func(t time.Time) any { return t.UnixMicro() },
+		Quote:       quote,
+		IsNoRows:    isNoRows,
+		ClaimMany:   claimMany,
+		NoReturning: !returning,
+		Conflict:    ErrConflict,
+		Array:       sqlcore.JSONArray,
 		// The database is created by Migrate, before its own tables.
 		CreateSchema: "CREATE DATABASE IF NOT EXISTS %s",
 		// A lock key's top 10 bits name its row: keys locked in ascending
@@ -41,6 +52,27 @@ func newDialect(schema, prefix string) sqlcore.Dialect {
 		// transaction ends.
 		AggregateLock: "UPDATE " + locks + " SET k = k WHERE k = $1 DIV 18014398509481984 + 512",
 	}
+}
+
+// hasReturning reports whether the server of version (SELECT VERSION())
+// runs the store's statements with RETURNING: MariaDB 10.6 and later (10.5
+// has INSERT ... RETURNING, but the store needs 10.6's SKIP LOCKED
+// anyway). MySQL has no RETURNING; neither has a version not understood.
+func hasReturning(version string) bool {
+	v := strings.TrimPrefix(version, "5.5.5-") // the replication prefix some proxies keep
+	if !strings.Contains(strings.ToLower(v), "mariadb") {
+		return false
+	}
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(strings.TrimFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return major > 10 || major == 10 && minor >= 6
 }
 
 // quote quotes a name with backquotes, qualified by schema (a database)

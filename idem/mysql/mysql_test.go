@@ -35,7 +35,7 @@ func maxPacket(t *testing.T, db *sql.DB) int {
 // which fits) are added and relayed, nothing lost.
 func TestAddTooLarge(t *testing.T) {
 	db := openDB(t, nil)
-	e := idemtest.SetupOutbox(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db} })
+	e := idemtest.SetupOutbox(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db: db} })
 	packet := maxPacket(t, db)
 	big := bytes.Repeat([]byte("x"), packet)
 	fits := bytes.Repeat([]byte("y"), packet/8) // eight of them exceed the packet together
@@ -75,7 +75,7 @@ func TestAddTooLarge(t *testing.T) {
 // lock errors.
 func TestLockWaitRetried(t *testing.T) {
 	db := openDB(t, map[string]string{"innodb_lock_wait_timeout": "1"})
-	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db} }, "")
+	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db: db} }, "")
 	in := e.Inbox("locks", nil)
 	q := idemtest.NewQueue(idemtest.Caps)
 	sub := q.Subscription(nil)
@@ -152,7 +152,7 @@ func TestReadCommitted(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			db := openDB(t, params)
-			e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db} }, "")
+			e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db: db} }, "")
 			in := e.Inbox("iso", nil)
 			q := idemtest.NewQueue(idemtest.Caps)
 			sub := q.Subscription(nil)
@@ -250,7 +250,7 @@ func TestUnreadableRowQuarantined(t *testing.T) {
 // delivery behind it: the purge no longer waits; see translate.)
 func TestDeadlockRetried(t *testing.T) {
 	db := openDB(t, nil)
-	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db} }, "")
+	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db: db} }, "")
 	e.Exec(`INSERT INTO counter (id, n) VALUES ('d', 0)`)
 	in := e.Inbox("deadlock", nil)
 	q := idemtest.NewQueue(idemtest.Caps)
@@ -309,7 +309,7 @@ func TestDeadlockRetried(t *testing.T) {
 // behind it, for innodb_lock_wait_timeout (here 1 s: a wait fails it).
 func TestPurgeSkipsUncommittedClaims(t *testing.T) {
 	db := openDB(t, map[string]string{"innodb_lock_wait_timeout": "1"})
-	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db} }, "")
+	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db: db} }, "")
 	old := time.Now().Add(-48 * time.Hour)
 	e.Exec(`INSERT INTO wary_inbox (consumer, message_id, processed_at) VALUES ('p', 'old-1', $1), ('p', 'old-2', $1)`, old.UnixMicro())
 	holder, err := db.BeginTx(e.Ctx, nil)

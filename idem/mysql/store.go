@@ -48,6 +48,10 @@ type Options struct {
 	// readLimit replaces max_allowed_packet as the largest outbox row a
 	// claim reads (tests: export_test.go).
 	readLimit int64
+	// portable forces the statements' portable forms, which MySQL runs,
+	// on a server that has RETURNING, and refuses any statement with
+	// RETURNING, as MySQL would (tests: export_test.go).
+	portable bool
 }
 
 // SourceOptions set up the source of the store's relays: each relay
@@ -106,6 +110,8 @@ type Store struct {
 	db     *sql.DB
 	be     *backend
 	owned  bool
+	// returning: the statements use RETURNING (see newDialect).
+	returning bool
 }
 
 // driver is the store's implementation of what idem's packages call, with
@@ -205,8 +211,9 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
-// New returns a store on db, checks the server (the isolation level, the
-// driver's found-rows setting, max_allowed_packet) and, unless
+// New returns a store on db, checks the server (its version, the
+// isolation level, the driver's found-rows setting, max_allowed_packet)
+// and, unless
 // opts.SkipMigrate, creates or migrates its tables. Open db with
 // interpolateParams=true in the DSN: without it every statement with
 // arguments is prepared and closed on the server, two more round trips.
@@ -231,16 +238,20 @@ func New(ctx context.Context, db *sql.DB, opts *Options) (*Store, error) {
 	if err := be.inspect(ctx, o.Logger); err != nil {
 		return nil, err
 	}
-	core, err := sqlcore.New[*sql.Tx](be, newDialect(o.Schema, o.Prefix), o.Schema, o.Prefix)
+	returning := be.returning && !o.portable
+	be.refuseReturning = o.portable
+	core, err := sqlcore.New[*sql.Tx](be, newDialect(o.Schema, o.Prefix, returning), o.Schema, o.Prefix)
 	if err != nil {
 		return nil, err
 	}
 	od := sqlcore.OutboxDialect{
 		SkipLocked: true,
 		ClaimQuery: claimQuery(o.readLimit),
-		Read:       func(ctx context.Context, f func(q sqlcore.Querier) error) error { return f(querier{db: db}) },
+		Read: func(ctx context.Context, f func(q sqlcore.Querier) error) error {
+			return f(querier{db: db, refuse: be.refuseReturning})
+		},
 	}
-	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, od), db: db, be: be}
+	s := &Store{core: core, outbox: sqlcore.NewOutbox(core, od), db: db, be: be, returning: returning}
 	s.d = &driver{Core: core, sourced: sourced{s.outbox, o.Source, be}}
 	if !o.SkipMigrate {
 		if err := s.Migrate(ctx); err != nil {
@@ -260,7 +271,7 @@ func (s *Store) WithSource(o SourceOptions) (*Store, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	return &Store{core: s.core, outbox: s.outbox, db: s.db, be: s.be,
+	return &Store{core: s.core, outbox: s.outbox, db: s.db, be: s.be, returning: s.returning,
 		d: &driver{Core: s.core, sourced: sourced{s.outbox, o, s.be}}}, nil
 }
 

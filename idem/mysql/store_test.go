@@ -72,10 +72,19 @@ func openDB(t testing.TB, params map[string]string) *sql.DB {
 	return db
 }
 
-type testDB struct{ db *sql.DB }
+// testDB is a test's database; portable forces the statements' portable
+// forms (MySQL's) on the stores it opens.
+type testDB struct {
+	db       *sql.DB
+	portable bool
+}
 
 func (d testDB) Open(ctx context.Context, prefix string) (idem.Store[*sql.Tx], error) {
-	return mysql.New(ctx, d.db, &mysql.Options{Prefix: prefix, Logger: quiet})
+	o := &mysql.Options{Prefix: prefix, Logger: quiet}
+	if d.portable {
+		mysql.ForcePortable(o)
+	}
+	return mysql.New(ctx, d.db, o)
 }
 
 var (
@@ -139,7 +148,7 @@ func (testDB) WithSource(p idem.Store[*sql.Tx], s idemtest.Source) (idem.Store[*
 }
 
 // newDB opens a fresh database for t.
-func newDB(t testing.TB) idemtest.DB[*sql.Tx] { return testDB{openDB(t, nil)} }
+func newDB(t testing.TB) idemtest.DB[*sql.Tx] { return testDB{db: openDB(t, nil)} }
 
 func TestStore(t *testing.T) {
 	idemtest.Run(t, newDB)

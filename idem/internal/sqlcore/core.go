@@ -89,6 +89,18 @@ type Dialect struct {
 	// transaction (MySQL commits each DDL statement) serialises migrators
 	// otherwise and leaves Lock empty.
 	AggregateLock string
+	// NoReturning: the database has no INSERT ... RETURNING or DELETE ...
+	// RETURNING (MySQL; MariaDB before 10.5). The statements that return
+	// what they wrote take their portable forms (see returning.go): an
+	// upsert followed by a read of the rows it locked, a locking read
+	// followed by the DELETE, and ClaimMany, which then returns nothing,
+	// behind a savepoint.
+	NoReturning bool
+	// Conflict, with NoReturning, is what the portable forms wrap when
+	// their check finds that a concurrent transaction wrote between their
+	// two statements: an error the store's Conflict matches, so that the
+	// inbox tries the transaction again.
+	Conflict error
 }
 
 // Core implements the inbox's part (idem's inboxStore).
@@ -132,7 +144,10 @@ func New[Tx any](b Backend[Tx], d Dialect, schema, prefix string) (*Core[Tx], er
 			c.names[t] = d.Quote(schema, prefix+t)
 		}
 	}
-	c.q = buildQueries(c.render)
+	if d.NoReturning && d.Conflict == nil {
+		return nil, fmt.Errorf("sqlcore: a dialect without RETURNING needs Conflict")
+	}
+	c.q = buildQueries(c.render, !d.NoReturning)
 	if d.ClaimMany != "" {
 		c.q.claimMany = c.render(d.ClaimMany)
 	}
@@ -218,7 +233,7 @@ func (c *Core[Tx]) Claim(ctx context.Context, tx Tx, r seam.ClaimRequest) ([]sea
 		out[0] = seam.Claimed{New: claimed, Held: claimed && held}
 		return out, err
 	case ids != nil:
-		got, err := c.claimMany(ctx, tx, r.Consumer, ids, at)
+		got, err := c.claimMany(ctx, tx, r.Consumer, r.IDs, ids, at)
 		if err != nil {
 			return nil, err
 		}
@@ -274,9 +289,12 @@ func (c *Core[Tx]) array(ids []string) any {
 	return nil
 }
 
-// claimMany claims ids (as array gives them) in tx with the dialect's
-// ClaimMany statement and returns the set of those it claimed.
-func (c *Core[Tx]) claimMany(ctx context.Context, tx Tx, consumer string, ids any, at any) (map[string]bool, error) {
+// claimMany claims list (ids, as array gives them) in tx with the
+// dialect's ClaimMany statement and returns the set of those it claimed.
+func (c *Core[Tx]) claimMany(ctx context.Context, tx Tx, consumer string, list []string, ids any, at any) (map[string]bool, error) {
+	if c.d.NoReturning {
+		return c.claimManyPortable(ctx, tx, consumer, list, ids, at)
+	}
 	got := make(map[string]bool)
 	rows, err := c.b.Q(tx).Query(ctx, c.q.claimMany, consumer, ids, at)
 	if err != nil {
@@ -315,6 +333,14 @@ func (c *Core[Tx]) RecordFailure(ctx context.Context, consumer, messageID, reaso
 	var attempts int
 	var first time.Time
 	err := c.inTx(ctx, func(q Querier) error {
+		if c.d.NoReturning {
+			// The upsert locks the row until the transaction ends: the
+			// read that follows sees what it wrote.
+			if _, err := q.Exec(ctx, c.q.recordFailure, consumer, messageID, c.d.Time(at), reason); err != nil {
+				return err
+			}
+			return q.QueryRow(ctx, c.q.failureRead, consumer, messageID).Scan(&attempts, timeDest{&first})
+		}
 		return q.QueryRow(ctx, c.q.recordFailure, consumer, messageID, c.d.Time(at), reason).Scan(&attempts, timeDest{&first})
 	})
 	return attempts, first, err

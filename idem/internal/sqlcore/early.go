@@ -19,8 +19,8 @@ const (
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (consumer, aggregate_id, version) DO NOTHING`
 	earlyOldest = `SELECT min(held_at) FROM {{early}} WHERE consumer = $1 AND aggregate_id = $2`
 	earlyCols   = `aggregate_id, version, message_id, msg_key, headers, body, held_at`
-	earlyTake   = `DELETE FROM {{early}} WHERE consumer = $1 AND aggregate_id = $2 AND version = $3 RETURNING ` + earlyCols
-	earlyAll    = `DELETE FROM {{early}} WHERE consumer = $1 AND aggregate_id = $2 RETURNING ` + earlyCols
+	earlyOne    = ` WHERE consumer = $1 AND aggregate_id = $2 AND version = $3`
+	earlyEvery  = ` WHERE consumer = $1 AND aggregate_id = $2`
 	earlyOld    = `SELECT DISTINCT aggregate_id FROM {{early}} WHERE consumer = $1 AND held_at < $2 LIMIT $3`
 	earlyCount  = `SELECT count(*) FROM {{early}} WHERE consumer = $1`
 	// earlyList: the aggregates holding early events, oldest hold first
@@ -97,7 +97,7 @@ func (c *Core[Tx]) HoldEarly(ctx context.Context, tx Tx, e *seam.EarlyEvent) (bo
 
 // TakeEarly implements the early events' part (idem's earlyStore).
 func (c *Core[Tx]) TakeEarly(ctx context.Context, tx Tx, consumer, aggregateID string, version int64) (*seam.EarlyEvent, error) {
-	es, err := c.takeEarly(ctx, tx, c.render(earlyTake), consumer, aggregateID, version)
+	es, err := c.takeEarly(ctx, tx, earlyOne, consumer, aggregateID, version)
 	if err != nil || len(es) == 0 {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (c *Core[Tx]) TakeEarly(ctx context.Context, tx Tx, consumer, aggregateID s
 
 // TakeAllEarly implements the early events' part (idem's earlyStore).
 func (c *Core[Tx]) TakeAllEarly(ctx context.Context, tx Tx, consumer, aggregateID string) ([]seam.EarlyEvent, error) {
-	es, err := c.takeEarly(ctx, tx, c.render(earlyAll), consumer, aggregateID)
+	es, err := c.takeEarly(ctx, tx, earlyEvery, consumer, aggregateID)
 	for i := 1; i < len(es); i++ { // by version: RETURNING has no order
 		for j := i; j > 0 && es[j].Version < es[j-1].Version; j-- {
 			es[j], es[j-1] = es[j-1], es[j]
@@ -115,8 +115,22 @@ func (c *Core[Tx]) TakeAllEarly(ctx context.Context, tx Tx, consumer, aggregateI
 	return es, err
 }
 
-func (c *Core[Tx]) takeEarly(ctx context.Context, tx Tx, q, consumer string, args ...any) ([]seam.EarlyEvent, error) {
-	rows, err := c.b.Q(tx).Query(ctx, q, append([]any{consumer}, args...)...)
+// takeEarly deletes the early events that where selects and returns
+// them: DELETE ... RETURNING or, without it (Dialect.NoReturning), a
+// locking read of them, then the DELETE, which must delete as many (see
+// takeEarlyPortable).
+func (c *Core[Tx]) takeEarly(ctx context.Context, tx Tx, where, consumer string, args ...any) ([]seam.EarlyEvent, error) {
+	args = append([]any{consumer}, args...)
+	if c.d.NoReturning {
+		return c.takeEarlyPortable(ctx, tx, where, args)
+	}
+	return c.readEarly(ctx, tx, c.render(`DELETE FROM {{early}}`+where+` RETURNING `+earlyCols), args)
+}
+
+// readEarly runs q, which returns early events' earlyCols, in tx.
+func (c *Core[Tx]) readEarly(ctx context.Context, tx Tx, q string, args []any) ([]seam.EarlyEvent, error) {
+	consumer := args[0].(string)
+	rows, err := c.b.Q(tx).Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

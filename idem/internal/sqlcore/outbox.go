@@ -85,7 +85,7 @@ type Outbox[Tx any] struct {
 }
 
 type outboxQueries struct {
-	counter, insert, notify, addOne, addSingle, wakeNotify, claim, claimFirst, claimBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, renewIdle, setBusy, sent, failed, health, list, requeue, discard, purge string
+	counter, counterRead, insert, notify, addOne, addSingle, wakeNotify, claim, claimFirst, claimBelow, lease, peek, release, renew, wakeShared, wakeTry, setIdle, renewIdle, setBusy, sent, failed, health, list, requeue, discard, purge string
 
 	// listNoPayload is list without the payloads (OutboxFilter.NoPayload).
 	listNoPayload string
@@ -108,11 +108,17 @@ func NewOutbox[Tx any](c *Core[Tx], d OutboxDialect) *Outbox[Tx] {
 		cq = d.ClaimQuery
 	}
 	claim, claimFirst, claimBelow := r(cq(false, false)), r(cq(false, true)), r(cq(true, true))
+	returning := "\n\t\t\tRETURNING aggregate_id, last_sequence"
+	if c.d.NoReturning {
+		returning = ""
+	}
 	o.q = outboxQueries{
 		// Rows are locked in the order of the VALUES list: aggregate order.
 		counter: c.render(`INSERT INTO {{outbox_aggregates}} AS a (aggregate_id, last_sequence) VALUES %s
-			ON CONFLICT (aggregate_id) DO UPDATE SET last_sequence = a.last_sequence + excluded.last_sequence
-			RETURNING aggregate_id, last_sequence`),
+			ON CONFLICT (aggregate_id) DO UPDATE SET last_sequence = a.last_sequence + excluded.last_sequence` + returning),
+		// Without RETURNING, the counters the upsert locked are read by
+		// their keys, in the same transaction (see returning.go).
+		counterRead: c.render(`SELECT aggregate_id, last_sequence FROM {{outbox_aggregates}} WHERE aggregate_id IN (%s)`),
 		insert: c.render(`INSERT INTO {{outbox}} (message_id, aggregate_id, version, sequence, type, headers, payload,
 			created_at, next_attempt) VALUES `),
 		notify:     r(d.Notify),
@@ -218,7 +224,13 @@ func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []outbox.Message
 				stmt + ", (SELECT 1 FROM wake)"
 			lock = []any{new(int)}
 		}
-		rs, err := q.Query(ctx, o.c.d.Rebind(stmt), args...)
+		var rs Rows
+		var err error
+		if o.c.d.NoReturning {
+			rs, err = o.counters(ctx, q, stmt, args)
+		} else {
+			rs, err = q.Query(ctx, o.c.d.Rebind(stmt), args...)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("sequences: %w", err)
 		}
@@ -270,6 +282,22 @@ func (o *Outbox[Tx]) AddOutbox(ctx context.Context, tx Tx, msgs []outbox.Message
 		}
 	}
 	return seqs, nil
+}
+
+// counters runs stmt, the counters' upsert without RETURNING, with args
+// (aggregate, count, aggregate, count...), then reads the counters it
+// locked (see returning.go).
+func (o *Outbox[Tx]) counters(ctx context.Context, q Querier, stmt string, args []any) (Rows, error) {
+	if _, err := q.Exec(ctx, o.c.d.Rebind(stmt), args...); err != nil {
+		return nil, err
+	}
+	keys := make([]any, 0, len(args)/2)
+	ph := make([]string, 0, len(args)/2)
+	for i := 0; i < len(args); i += 2 {
+		keys = append(keys, args[i])
+		ph = append(ph, "$"+strconv.Itoa(len(keys)))
+	}
+	return q.Query(ctx, o.c.d.Rebind(fmt.Sprintf(o.q.counterRead, strings.Join(ph, ", "))), keys...)
 }
 
 // ClaimOutbox claims up to r.Limit rows for r.Owner: the lowest unsent

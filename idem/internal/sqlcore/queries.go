@@ -20,9 +20,19 @@ type queries struct {
 	hasParked, park, listParked, deleteParked, updateParked  string
 	listParkedNoBody                                         string
 	claimMany, claimCheck                                    string
+	// failureRead: the portable form's read (see Dialect.NoReturning).
+	failureRead string
 }
 
-func buildQueries(r func(string) string) queries {
+// buildQueries renders the inbox's statements; without returning, those
+// that would return what they wrote leave it out (Dialect.NoReturning).
+func buildQueries(r func(string) string, returning bool) queries {
+	ret := func(cols string) string {
+		if !returning {
+			return ""
+		}
+		return "\n\t\t\tRETURNING " + cols
+	}
 	return queries{
 		claim: r(`INSERT INTO {{inbox}} (consumer, message_id, processed_at) VALUES ($1, $2, $3)
 			ON CONFLICT (consumer, message_id) DO NOTHING`),
@@ -33,8 +43,8 @@ func buildQueries(r func(string) string) queries {
 		recordFailure: r(`INSERT INTO {{failures}} AS f (consumer, message_id, attempts, first_seen, last_seen, reason)
 			VALUES ($1, $2, 1, $3, $3, $4)
 			ON CONFLICT (consumer, message_id) DO UPDATE
-			SET attempts = f.attempts + 1, last_seen = excluded.last_seen, reason = excluded.reason
-			RETURNING attempts, first_seen`),
+			SET attempts = f.attempts + 1, last_seen = excluded.last_seen, reason = excluded.reason` + ret("attempts, first_seen")),
+		failureRead:  r(`SELECT attempts, first_seen FROM {{failures}} WHERE consumer = $1 AND message_id = $2`),
 		clearFailure: r(`DELETE FROM {{failures}} WHERE consumer = $1 AND message_id = $2`),
 		hasParked:    r(`SELECT 1 FROM {{parked}} WHERE consumer = $1 AND aggregate_id = $2 LIMIT 1`),
 		park: r(`INSERT INTO {{parked}} (consumer, message_id, aggregate_id, version, sequence, msg_key, headers, body,

@@ -121,6 +121,8 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 	for _, args := range [][]string{
 		{"outbox", "status", "--postgres", "postgres://admin:s3cr3tpw@127.0.0.1:1/db?connect_timeout=1"},
 		{"parked", "list", "--mysql", "root:s3cr3tpw@tcp(127.0.0.1:1)/test?timeout=1s"},
+		{"console", "--broker", "mem://orders", "--subscription", "mem://orders/billing", "--consumer", "billing", "--addr", "127.0.0.1:0",
+			"--mysql", "root:s3cr3tpw@tcp(127.0.0.1:1)/test?timeout=1s"},
 		{"explain", "--broker", "amqp://guest:s3cr3tpw@127.0.0.1:1/?exchange=x", "--subscription", "amqp://guest:s3cr3tpw@127.0.0.1:1/?queue=x", "--inbox=false"},
 	} {
 		r := w.want(cli.ExitError, args...)

@@ -42,7 +42,7 @@ type consoleFlags struct {
 func (a *app) consoleCmd() *cobra.Command {
 	var f consoleFlags
 	c := &cobra.Command{
-		Use:   "console --broker URL --subscription URL --postgres URL --consumer NAME [--addr HOST:PORT]",
+		Use:   "console --broker URL --subscription URL (--postgres URL | --mysql DSN) --consumer NAME [--addr HOST:PORT]",
 		Short: "Serve the operator's web page: the guarantee, what is stuck, and the actions that put it back",
 		Long: `console serves one web application, from this binary, over the same
 operations as the other commands: a dashboard (the guarantee statement of
@@ -56,7 +56,8 @@ it parks them (read-only), quarantined outbox rows, dead letters
 grouped by reason with replay, the conformance probe, and an audit log of
 every action, kept in the store's database (PREFIXoperator_audit, which the
 console creates, and where the parked and outbox commands then record
-theirs too). Everything it shows is also JSON under /api/.
+theirs too): a store on PostgreSQL (--postgres) or on MySQL or MariaDB
+(--mysql), not SQLite. Everything it shows is also JSON under /api/.
 
 Access: it binds 127.0.0.1:7070 by default. Any other address needs
 --token (or $WARY_CONSOLE_TOKEN, at least 16 characters), which a browser
@@ -66,7 +67,8 @@ yours to put in front. Every state-changing request carries the page's
 CSRF token. --read-only serves the pages without any action. No password,
 key or token appears in a page or an API answer.`,
 		Example: `  wary console --broker rabbit://orders --subscription 'rabbit://orders.billing?dead_letter_exchange=orders.billing.dlx' --postgres "$WARY_POSTGRES_URL" --consumer billing
-  WARY_CONSOLE_TOKEN=$(openssl rand -hex 16) wary console --addr 0.0.0.0:7070 --read-only --broker rabbit://orders --subscription 'rabbit://orders.billing?dead_letter_exchange=orders.billing.dlx' --postgres "$WARY_POSTGRES_URL" --consumer billing`,
+  WARY_CONSOLE_TOKEN=$(openssl rand -hex 16) wary console --addr 0.0.0.0:7070 --read-only --broker rabbit://orders --subscription 'rabbit://orders.billing?dead_letter_exchange=orders.billing.dlx' --postgres "$WARY_POSTGRES_URL" --consumer billing
+  wary console --broker rabbit://orders --subscription 'rabbit://orders.billing?dead_letter_exchange=orders.billing.dlx' --mysql "$WARY_MYSQL_URL" --consumer billing`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx := c.Context()
@@ -74,8 +76,8 @@ key or token appears in a page or an API answer.`,
 			if err := checkBind(f.addr, token); err != nil {
 				return err
 			}
-			if f.pipe.store.sqlite != "" || a.envDefault(f.pipe.store.postgres, EnvPostgres) == "" {
-				return fmt.Errorf("the console keeps its audit log in PostgreSQL: give --postgres URL (or $%s)", EnvPostgres)
+			if f.pipe.store.sqlite != "" || f.pipe.store.mysql == "" && a.envDefault(f.pipe.store.postgres, EnvPostgres) == "" {
+				return fmt.Errorf("the console keeps its audit log in the store's database, PostgreSQL or MySQL: give --postgres URL (or $%s) or --mysql DSN", EnvPostgres)
 			}
 			p, err := a.pipeline(c, &f.pipe)
 			if err != nil {

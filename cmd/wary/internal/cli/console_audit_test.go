@@ -26,14 +26,25 @@ func csrfOf(t *testing.T, base string) string {
 // discarding the one aggregate "a, b" is not recorded as discarding "a"
 // and "b", and a newline or a terminal escape in a name is written
 // escaped (a replay from the command line, which takes any name).
+// On PostgreSQL and on MariaDB (--mysql).
 func TestAuditQuotesNames(t *testing.T) {
-	st, storeArgs := pgStore(t)
+	t.Run("postgres", func(t *testing.T) {
+		st, storeArgs := pgStore(t)
+		auditQuotesNames(t, pgShop(st), storeArgs)
+	})
+	t.Run("mysql", func(t *testing.T) {
+		_, shop, storeArgs := mysqlStore(t)
+		auditQuotesNames(t, shop, storeArgs)
+	})
+}
+
+func auditQuotesNames[Tx any](t *testing.T, shop shopStore[Tx], storeArgs []string) {
 	const consumer = "billing"
 	var msgs []*broker.Message
 	for i, agg := range []string{"a, b", "a", "b", "x\ny", "\x1b[2Jevil"} {
 		msgs = append(msgs, event("m"+strconv.Itoa(i), agg, 1))
 	}
-	park(t, pgShop(st), consumer, "gap", msgs...)
+	park(t, shop, consumer, "gap", msgs...)
 	con := startConsole(t, append([]string{"--broker", "mem://orders", "--subscription", "mem://orders/billing", "--consumer", consumer}, storeArgs...)...)
 	h := map[string]string{"X-CSRF-Token": csrfOf(t, con.base)}
 	for _, aggs := range [][]string{{"a, b"}, {"a", "b"}} {

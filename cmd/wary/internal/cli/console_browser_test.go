@@ -389,8 +389,19 @@ var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([0-9a-f]+)"
 
 // TestConsoleTokenAndReadOnly: with a token, nothing is served without
 // it, and no page or API answer shows it; read-only refuses every action.
+// On PostgreSQL and on MariaDB (--mysql).
 func TestConsoleTokenAndReadOnly(t *testing.T) {
-	_, storeArgs := pgStore(t)
+	t.Run("postgres", func(t *testing.T) {
+		_, storeArgs := pgStore(t)
+		consoleTokenAndReadOnly(t, storeArgs)
+	})
+	t.Run("mysql", func(t *testing.T) {
+		_, _, storeArgs := mysqlStore(t)
+		consoleTokenAndReadOnly(t, storeArgs)
+	})
+}
+
+func consoleTokenAndReadOnly(t *testing.T, storeArgs []string) {
 	// Without the audit table (no console ran yet), a command records
 	// nothing and says nothing of it.
 	w := newWary(t)

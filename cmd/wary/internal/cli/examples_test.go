@@ -21,6 +21,7 @@ import (
 	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/sqlite"
+	"github.com/wary-go/wary/internal/mysqltest"
 	"github.com/wary-go/wary/nodeproc"
 )
 
@@ -106,6 +107,8 @@ var examples = map[string]example{
 		code: cli.ExitOK, why: "it serves until stopped"},
 	`WARY_CONSOLE_TOKEN=$(openssl rand -hex 16) wary console --addr 0.0.0.0:7070 --read-only --broker rabbit://orders --subscription 'rabbit://orders.billing?dead_letter_exchange=orders.billing.dlx' --postgres "$WARY_POSTGRES_URL" --consumer billing`: {
 		code: cli.ExitOK, why: "it serves, with a token, until stopped"},
+	`wary console --broker rabbit://orders --subscription 'rabbit://orders.billing?dead_letter_exchange=orders.billing.dlx' --mysql "$WARY_MYSQL_URL" --consumer billing`: {
+		code: cli.ExitOK, why: "it serves until stopped, its audit log in the MySQL store's database"},
 	// version
 	`wary version`:        {code: cli.ExitOK, why: "it prints the version"},
 	`wary version --json`: {code: cli.ExitOK, why: "it prints the version"},
@@ -123,7 +126,9 @@ var examples = map[string]example{
 //     pipeline.json, the orders example's pipeline.json;
 //   - "$WARY_POSTGRES_URL": the test's PostgreSQL database, with a fresh
 //     schema (migrated) first in its search_path;
-//   - the same content in either store: parked messages 1 to 7 of consumer
+//   - "$WARY_MYSQL_URL": a MySQL store in a fresh database of the test's
+//     server (testkit.MySQL);
+//   - the same content in each store: parked messages 1 to 7 of consumer
 //     billing (7 is order-3's), and outbox rows 1 to 43, 42 and 43
 //     quarantined (42 is order-3's), so that the destructive examples
 //     (show, replay, discard, requeue) act on what they name;
@@ -211,6 +216,11 @@ func runExample(t *testing.T, line string, ex example) {
 		st, flags := pgStore(t)
 		fillStore(t, pgShop(st))
 		env[cli.EnvPostgres] = flags[1] + "&search_path=" + flags[3]
+	}
+	if has(`"$WARY_MYSQL_URL"`) {
+		_, shop, flags := mysqlStore(t)
+		fillStore(t, shop)
+		env[mysqltest.Env] = flags[1]
 	}
 	if has("rabbit://") || has("amqp://") {
 		rabbitWorld(t, name, env)
