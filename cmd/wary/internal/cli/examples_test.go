@@ -215,7 +215,11 @@ func runExample(t *testing.T, line string, ex example) {
 	if has(`"$WARY_POSTGRES_URL"`) {
 		st, flags := pgStore(t)
 		fillStore(t, pgShop(st))
-		env[cli.EnvPostgres] = flags[1] + "&search_path=" + flags[3]
+		sep := "?"
+		if strings.Contains(flags[1], "?") {
+			sep = "&"
+		}
+		env[cli.EnvPostgres] = flags[1] + sep + "search_path=" + flags[3]
 	}
 	if has(`"$WARY_MYSQL_URL"`) {
 		_, shop, flags := mysqlStore(t)
