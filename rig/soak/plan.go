@@ -19,7 +19,7 @@ const (
 	Rebalance     Kind = "rebalance"
 	ConsumerKill  Kind = "consumer-kill"
 	RelayKill     Kind = "relay-kill"
-	PostgresReset Kind = "postgres-reset"
+	DatabaseReset Kind = "database-reset"
 	BrokerReset   Kind = "broker-reset"
 	BrokerRestart Kind = "broker-restart"
 	LockExpiry    Kind = "lock-expiry"
