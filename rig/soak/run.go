@@ -179,6 +179,7 @@ func (r *runner) setup(ctx context.Context) error {
 	if r.db, err = openDatabase(ctx, r.cfg); err != nil {
 		return err
 	}
+	r.rep.Store = r.db.describe(ctx)
 	if r.dbProxy, err = NewProxy(r.db.kind(), r.db.upstream()); err != nil {
 		return err
 	}

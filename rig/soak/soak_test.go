@@ -209,16 +209,46 @@ func TestSoakMemory(t *testing.T) {
 	soakRun(t, memoryTarget(t))
 }
 
-// selfTestConfig is a short memory run for the tests of the soak itself.
+// TestSoakMemoryMariaDB is TestSoakMemory with the store on MariaDB: the
+// memory target's lock timeout adds lock-expiry (a handler holding its
+// claim in the inbox's *sql.Tx past the lock) to the faults that
+// TestSoakRabbitMariaDB injects.
+func TestSoakMemoryMariaDB(t *testing.T) {
+	t.Parallel()
+	store := mariaDB(t)
+	soakRunOn(t, store, memoryTarget(t))
+}
+
+// selfTestConfig is a short memory run for the tests of the soak itself,
+// on PostgreSQL.
 func selfTestConfig(t *testing.T) soak.Config {
-	return soak.Config{Messages: 500, Seed: 7, Postgres: postgresURL(t), Dir: t.TempDir(), Timeout: 5 * time.Minute, Logf: t.Logf}
+	return selfTestConfigOn(t, soak.Config{Postgres: postgresURL(t)})
+}
+
+// selfTestConfigOn is selfTestConfig on the store that store names.
+func selfTestConfigOn(t *testing.T, store soak.Config) soak.Config {
+	cfg := store
+	cfg.Messages, cfg.Seed, cfg.Dir, cfg.Timeout, cfg.Logf = 500, 7, t.TempDir(), 5*time.Minute, t.Logf
+	return cfg
 }
 
 // A consumer without the inbox and the version check applies redelivered
-// messages again: the run must fail on duplicated effects.
+// messages again: the run must fail on duplicated effects, on either
+// store.
 func TestSoakFailsOnDuplicateEffects(t *testing.T) {
 	t.Parallel()
-	rep, err := soak.Run(t.Context(), soak.Unsafe(selfTestConfig(t)), memoryTarget(t))
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		failsOnDuplicateEffects(t, selfTestConfig(t))
+	})
+	t.Run("mariadb", func(t *testing.T) {
+		t.Parallel()
+		failsOnDuplicateEffects(t, selfTestConfigOn(t, mariaDB(t)))
+	})
+}
+
+func failsOnDuplicateEffects(t *testing.T, cfg soak.Config) {
+	rep, err := soak.Run(t.Context(), soak.Unsafe(cfg), memoryTarget(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,9 +290,7 @@ func TestSoakRabbit(t *testing.T) {
 func TestSoakRabbitMariaDB(t *testing.T) {
 	t.Parallel()
 	store := mariaDB(t)
-	target := rabbitTarget(t)
-	target.Name += " on MariaDB"
-	soakRunOn(t, store, target)
+	soakRunOn(t, store, rabbitTarget(t))
 }
 
 // rabbitTarget declares a quorum queue and its dead-letter queue on the

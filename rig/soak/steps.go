@@ -47,7 +47,7 @@ func (r *runner) run(ctx context.Context) error {
 	for _, s := range plan {
 		r.rep.Plan = append(r.rep.Plan, s.String())
 	}
-	r.cfg.Logf("soak %s: seed %d, %d messages, plan %s", r.t.Name, r.cfg.Seed, r.cfg.Messages, strings.Join(r.rep.Plan, ", "))
+	r.cfg.Logf("soak %s: seed %d, %d messages, store %s, plan %s", r.t.Name, r.cfg.Seed, r.cfg.Messages, r.rep.Store, strings.Join(r.rep.Plan, ", "))
 	var err error
 	if r.relay, err = r.start(roleRelay); err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -40,6 +41,8 @@ type database interface {
 	workerDSN(addr string) string
 	// schema names the run's schema (PostgreSQL) or database (MySQL).
 	schema() string
+	// describe names the server, its version and the store's package.
+	describe(ctx context.Context) string
 	// add commits msgs to the outbox in one transaction.
 	add(ctx context.Context, msgs []*outbox.Message) error
 	// count runs a query of one integer.
@@ -112,6 +115,14 @@ func openPostgresDatabase(ctx context.Context, raw string) (_ *pgDatabase, err e
 func (*pgDatabase) kind() string       { return storePostgres }
 func (d *pgDatabase) upstream() string { return d.u.Host }
 func (d *pgDatabase) schema() string   { return d.name }
+
+func (d *pgDatabase) describe(ctx context.Context) string {
+	var v string
+	if err := d.st.Pool().QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
+		v = "(version unknown: " + err.Error() + ")"
+	}
+	return "PostgreSQL " + v + " (idem/postgres)"
+}
 
 func (d *pgDatabase) workerDSN(addr string) string {
 	wu := *d.u
@@ -233,6 +244,17 @@ func openMySQLDatabase(ctx context.Context, dsn string) (_ *myDatabase, err erro
 func (*myDatabase) kind() string       { return storeMySQL }
 func (d *myDatabase) upstream() string { return d.cfg.Addr }
 func (d *myDatabase) schema() string   { return d.cfg.DBName }
+
+func (d *myDatabase) describe(ctx context.Context) string {
+	var v string
+	if err := d.st.DB().QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
+		return "MySQL (version unknown: " + err.Error() + ") (idem/mysql)"
+	}
+	if strings.Contains(v, "MariaDB") {
+		return "MariaDB " + v + " (idem/mysql)"
+	}
+	return "MySQL " + v + " (idem/mysql)"
+}
 
 func (d *myDatabase) workerDSN(addr string) string {
 	c := d.cfg.Clone()
