@@ -1,9 +1,22 @@
 // Package soak runs wary end to end under faults and checks the history:
 // a producer writes versioned events through the transactional outbox
-// (outbox.Outbox on PostgreSQL), relays publish them to a broker
-// (outbox.Relay), and consumers apply them through the inbox with version
-// checks (idem.Options.Versions), while a fault schedule derived from a
-// seed kills and disturbs them.
+// (outbox.Outbox), relays publish them to a broker (outbox.Relay), and
+// consumers apply them through the inbox with version checks
+// (idem.Options.Versions), while a fault schedule derived from a seed kills
+// and disturbs them.
+//
+// # Stores
+//
+// The inbox, the outbox and the soak's own tables (the consumers' version
+// table and the effects table) live in one store: PostgreSQL through
+// idem/postgres (Config.Postgres, the default; a fresh schema per run), or
+// MySQL or MariaDB through idem/mysql (Config.MySQL, a DSN over
+// tcp(HOST:PORT); a fresh database per run). The consumers' handler
+// writes its rows in the inbox's transaction, a pgx.Tx or a *sql.Tx, with
+// the same statements but for the placeholders, and the run checks both
+// the same way. The workers reach the database through a TCP proxy (the
+// URL's host or the DSN's address replaced by the proxy's), which
+// database-reset cuts; the parent reaches it directly.
 //
 // # Faults
 //
@@ -16,9 +29,10 @@
 //     killed with SIGKILL (twice), and a new one started.
 //   - relay-kill: the relay process is killed with SIGKILL while it
 //     publishes, and a new one started.
-//   - postgres-reset: every connection to PostgreSQL is cut (the workers
-//     reach PostgreSQL through an in-process toxiproxy, stopped and
-//     started again).
+//   - database-reset: every worker connection to the store's database is
+//     cut (the workers reach PostgreSQL or MySQL through an in-process
+//     toxiproxy, stopped and started again). It was called postgres-reset
+//     while PostgreSQL was the only store.
 //   - broker-reset: every connection to the broker is cut (a toxiproxy in
 //     front of it, or a Target-specific function such as a kfake control
 //     that closes the connections of the next requests).

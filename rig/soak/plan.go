@@ -19,7 +19,7 @@ const (
 	Rebalance     Kind = "rebalance"
 	ConsumerKill  Kind = "consumer-kill"
 	RelayKill     Kind = "relay-kill"
-	PostgresReset Kind = "postgres-reset"
+	DatabaseReset Kind = "database-reset"
 	BrokerReset   Kind = "broker-reset"
 	BrokerRestart Kind = "broker-restart"
 	LockExpiry    Kind = "lock-expiry"
@@ -68,7 +68,11 @@ func schedule(seed uint64, kinds []Kind) []step {
 
 // Report is the outcome of a run.
 type Report struct {
-	Name     string
+	Name string
+	// Store names the store's server, its version and package
+	// ("PostgreSQL 16.4 (idem/postgres)", "MariaDB 10.11.6-MariaDB
+	// (idem/mysql)").
+	Store    string
 	Seed     uint64
 	Messages int
 	Duration time.Duration
@@ -120,6 +124,7 @@ func (r *Report) OK() bool {
 func (r *Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak %s: seed %d, %d messages in %s\n", r.Name, r.Seed, r.Messages, r.Duration.Round(time.Millisecond))
+	fmt.Fprintf(&b, "  store: %s\n", r.Store)
 	fmt.Fprintf(&b, "  plan: %s\n", strings.Join(r.Plan, ", "))
 	kinds := make([]string, 0, len(r.Fired))
 	for k, n := range r.Fired {

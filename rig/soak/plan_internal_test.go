@@ -6,7 +6,7 @@ import (
 )
 
 func TestSchedule(t *testing.T) {
-	kinds := []Kind{Rebalance, ConsumerKill, RelayKill, PostgresReset, BrokerReset, LockExpiry}
+	kinds := []Kind{Rebalance, ConsumerKill, RelayKill, DatabaseReset, BrokerReset, LockExpiry}
 	a, b := schedule(1, kinds), schedule(1, kinds)
 	if !slices.Equal(a, b) {
 		t.Fatalf("same seed, different plans: %v, %v", a, b)
@@ -29,7 +29,7 @@ func TestSchedule(t *testing.T) {
 			t.Fatalf("plan %v: points not increasing inside (0, 1)", a)
 		}
 	}
-	want := map[Kind]int{Rebalance: 2, ConsumerKill: 2, RelayKill: 1, PostgresReset: 1, BrokerReset: 1, LockExpiry: 1}
+	want := map[Kind]int{Rebalance: 2, ConsumerKill: 2, RelayKill: 1, DatabaseReset: 1, BrokerReset: 1, LockExpiry: 1}
 	for k, n := range want {
 		if count[k] != n {
 			t.Errorf("plan %v: %d of %s, want %d", a, count[k], k, n)

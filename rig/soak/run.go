@@ -6,18 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem/outbox"
-	"github.com/wary-go/wary/idem/postgres"
 )
 
 // Target is the broker a run soaks.
@@ -73,9 +69,15 @@ type Config struct {
 	Messages, Aggregates int
 	// Seed derives the fault schedule.
 	Seed uint64
-	// Postgres is the PostgreSQL URL; the run works in a fresh schema,
-	// dropped at the end.
+	// Postgres is the PostgreSQL URL of the store (the inbox, the outbox
+	// and the soak's tables, on package idem/postgres); the run works in a
+	// fresh schema, dropped at the end.
 	Postgres string
+	// MySQL, set instead of Postgres, is the DSN of a MySQL or MariaDB
+	// server (go-sql-driver/mysql's format, over tcp(HOST:PORT)) for the
+	// store, on package idem/mysql; the run works in a fresh database,
+	// dropped at the end.
+	MySQL string
 	// Dir receives the workers' logs.
 	Dir string
 	// Timeout bounds the run (default 10 minutes).
@@ -140,12 +142,10 @@ type runner struct {
 	t   Target
 	rep *Report
 
-	schema    string
-	admin     *pgx.Conn
-	st        *postgres.Store
-	pgProxy   *Proxy
+	db        database
+	dbProxy   *Proxy
 	brProxy   *Proxy
-	workerPG  string
+	workerDSN string // the store's DSN through dbProxy
 	topicURL  string
 	subURL    string
 	exe       string
@@ -176,34 +176,14 @@ func (r *runner) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	u, err := url.Parse(r.cfg.Postgres)
-	if err != nil || u.Host == "" {
-		return errors.New("soak: the PostgreSQL URL must be postgres://HOST:PORT/DB")
-	}
-	if r.admin, err = pgx.Connect(ctx, r.cfg.Postgres); err != nil {
+	if r.db, err = openDatabase(ctx, r.cfg); err != nil {
 		return err
 	}
-	r.schema = "wary_soak_" + newSuffix()
-	if _, err := r.admin.Exec(ctx, "CREATE SCHEMA "+r.schema); err != nil {
+	r.rep.Store = r.db.describe(ctx)
+	if r.dbProxy, err = NewProxy(r.db.kind(), r.db.upstream()); err != nil {
 		return err
 	}
-	if r.st, err = openStore(ctx, r.cfg.Postgres, r.schema, 8); err != nil {
-		return err
-	}
-	for _, q := range []string{
-		"CREATE TABLE " + stateTable + " (id text PRIMARY KEY, version bigint NOT NULL)",
-		"CREATE TABLE " + effectsTable + " (seq bigserial PRIMARY KEY, msg_id text NOT NULL, agg text NOT NULL, version bigint NOT NULL)",
-	} {
-		if _, err := r.st.Pool().Exec(ctx, q); err != nil {
-			return err
-		}
-	}
-	if r.pgProxy, err = NewProxy("postgres", u.Host); err != nil {
-		return err
-	}
-	wu := *u
-	wu.Host = r.pgProxy.Addr()
-	r.workerPG = wu.String()
+	r.workerDSN = r.db.workerDSN(r.dbProxy.Addr())
 	r.topicURL, r.subURL = r.t.TopicURL, r.t.SubscriptionURL
 	if r.t.BrokerAddr != "" {
 		if r.brProxy, err = NewProxy("broker", r.t.BrokerAddr); err != nil {
@@ -223,7 +203,7 @@ func (r *runner) setup(ctx context.Context) error {
 }
 
 // cleanup kills every worker still running (their process groups), then
-// removes the schema and the proxies.
+// removes the schema (or database) and the proxies.
 func (r *runner) cleanup() {
 	for _, w := range r.all {
 		if !w.exited() {
@@ -239,17 +219,11 @@ func (r *runner) cleanup() {
 			w.stdin.Close()
 		}
 	}
-	if r.st != nil {
-		r.st.Pool().Close()
+	if r.db != nil {
+		r.db.close()
 	}
-	if r.admin != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = r.admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+r.schema+" CASCADE")
-		r.admin.Close(ctx)
-	}
-	if r.pgProxy != nil {
-		r.pgProxy.Close()
+	if r.dbProxy != nil {
+		r.dbProxy.Close()
 	}
 	if r.brProxy != nil {
 		r.brProxy.Close()
@@ -260,7 +234,7 @@ func (r *runner) cleanup() {
 func (r *runner) start(role string) (*worker, error) {
 	r.seq++
 	name := fmt.Sprintf("%s%d", role, r.seq)
-	spec := workerSpec{Role: role, Name: name, Postgres: r.workerPG, Schema: r.schema,
+	spec := workerSpec{Role: role, Name: name, Store: r.db.kind(), DSN: r.workerDSN, Schema: r.db.schema(),
 		Log: filepath.Join(r.cfg.Dir, name+".log"), Concurrency: r.t.Concurrency, Unsafe: r.cfg.unsafe}
 	if role == roleRelay {
 		spec.URL, spec.Concurrency = r.topicURL, 8
@@ -281,10 +255,6 @@ func (r *runner) start(role string) (*worker, error) {
 // produce writes the events through the outbox, 100 per transaction, but
 // never beyond r.target, which the schedule raises as it goes.
 func (r *runner) produce(ctx context.Context) error {
-	ob, err := outbox.New(r.st, nil)
-	if err != nil {
-		return err
-	}
 	n, aggs := r.cfg.Messages, r.cfg.Aggregates
 	run := newSuffix()
 	tick := time.NewTicker(10 * time.Millisecond)
@@ -305,11 +275,7 @@ func (r *runner) produce(ctx context.Context) error {
 				AggregateID: fmt.Sprintf("agg-%04d", j%aggs), Version: int64(j/aggs + 1), Type: "soak.event",
 				Payload: fmt.Appendf(nil, `{"n":%d}`, j)})
 		}
-		err := pgx.BeginFunc(ctx, r.st.Pool(), func(tx pgx.Tx) error {
-			_, err := ob.Add(ctx, tx, msgs...)
-			return err
-		})
-		if err != nil {
+		if err := r.db.add(ctx, msgs); err != nil {
 			return fmt.Errorf("soak: outbox: %w", err)
 		}
 		for _, m := range msgs {
@@ -323,9 +289,7 @@ func (r *runner) produce(ctx context.Context) error {
 
 // applied counts the distinct messages whose effect committed.
 func (r *runner) applied(ctx context.Context) (int, error) {
-	var n int
-	err := r.st.Pool().QueryRow(ctx, "SELECT count(DISTINCT msg_id) FROM "+effectsTable).Scan(&n)
-	return n, err
+	return r.db.count(ctx, "SELECT count(DISTINCT msg_id) FROM "+effectsTable)
 }
 
 // until polls cond every 50ms until it holds, restarting workers that
@@ -341,8 +305,7 @@ func (r *runner) until(ctx context.Context, d time.Duration, what string, trickl
 		if time.Now().After(nextLog) {
 			nextLog = time.Now().Add(10 * time.Second)
 			got, _ := r.applied(ctx)
-			var unsent int64 // the outbox's backlog: its pending rows (state 0)
-			_ = r.st.Pool().QueryRow(ctx, "SELECT count(*) FROM wary_outbox WHERE state = 0").Scan(&unsent)
+			unsent, _ := r.db.count(ctx, "SELECT count(*) FROM wary_outbox WHERE state = 0") // the outbox's backlog: its pending rows
 			r.cfg.Logf("soak %s: waiting for %s: %d written, %d unsent, %d applied", r.t.Name, what, r.written.Load(), unsent, got)
 		}
 		if err := r.restartEnded(); err != nil {

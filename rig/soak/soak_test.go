@@ -35,6 +35,7 @@ import (
 	"github.com/wary-go/wary/drivers/servicebus"
 	"github.com/wary-go/wary/drivers/servicebus/sbemu"
 	"github.com/wary-go/wary/drivers/sqsfifo/sqsemu"
+	"github.com/wary-go/wary/internal/mysqltest"
 	"github.com/wary-go/wary/internal/servicetest"
 	"github.com/wary-go/wary/rig/soak"
 )
@@ -89,9 +90,24 @@ func soakDir(t *testing.T) string {
 	return dir
 }
 
-// soakRun runs target and fails t unless the report is OK.
+// soakRun runs target on PostgreSQL and fails t unless the report is OK.
 func soakRun(t *testing.T, target soak.Target) {
-	cfg := soak.Config{Messages: *messages, Seed: *seed, Postgres: postgresURL(t), Dir: soakDir(t), Timeout: 5*time.Minute + time.Duration(*messages)*25*time.Millisecond, Logf: t.Logf}
+	soakRunOn(t, soak.Config{Postgres: postgresURL(t)}, target)
+}
+
+// mariaDB is the store configuration of a soak on the MySQL or MariaDB
+// server of WARY_MYSQL_URL (skipped when it cannot be reached, failed
+// when WARY_MYSQL_URL is set or WARY_REQUIRE_SERVICES=1).
+func mariaDB(t *testing.T) soak.Config {
+	return soak.Config{MySQL: mysqltest.Server(t)}
+}
+
+// soakRunOn runs target on the store that store names (its Postgres or
+// MySQL) and fails t unless the report is OK.
+func soakRunOn(t *testing.T, store soak.Config, target soak.Target) {
+	cfg := store
+	cfg.Messages, cfg.Seed, cfg.Dir, cfg.Logf = *messages, *seed, soakDir(t), t.Logf
+	cfg.Timeout = 5*time.Minute + time.Duration(*messages)*25*time.Millisecond
 	if cfg.Seed == 0 {
 		cfg.Seed = uint64(time.Now().UnixNano())
 	}
@@ -193,16 +209,46 @@ func TestSoakMemory(t *testing.T) {
 	soakRun(t, memoryTarget(t))
 }
 
-// selfTestConfig is a short memory run for the tests of the soak itself.
+// TestSoakMemoryMariaDB is TestSoakMemory with the store on MariaDB: the
+// memory target's lock timeout adds lock-expiry (a handler holding its
+// claim in the inbox's *sql.Tx past the lock) to the faults that
+// TestSoakRabbitMariaDB injects.
+func TestSoakMemoryMariaDB(t *testing.T) {
+	t.Parallel()
+	store := mariaDB(t)
+	soakRunOn(t, store, memoryTarget(t))
+}
+
+// selfTestConfig is a short memory run for the tests of the soak itself,
+// on PostgreSQL.
 func selfTestConfig(t *testing.T) soak.Config {
-	return soak.Config{Messages: 500, Seed: 7, Postgres: postgresURL(t), Dir: t.TempDir(), Timeout: 5 * time.Minute, Logf: t.Logf}
+	return selfTestConfigOn(t, soak.Config{Postgres: postgresURL(t)})
+}
+
+// selfTestConfigOn is selfTestConfig on the store that store names.
+func selfTestConfigOn(t *testing.T, store soak.Config) soak.Config {
+	cfg := store
+	cfg.Messages, cfg.Seed, cfg.Dir, cfg.Timeout, cfg.Logf = 500, 7, t.TempDir(), 5*time.Minute, t.Logf
+	return cfg
 }
 
 // A consumer without the inbox and the version check applies redelivered
-// messages again: the run must fail on duplicated effects.
+// messages again: the run must fail on duplicated effects, on either
+// store.
 func TestSoakFailsOnDuplicateEffects(t *testing.T) {
 	t.Parallel()
-	rep, err := soak.Run(t.Context(), soak.Unsafe(selfTestConfig(t)), memoryTarget(t))
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		failsOnDuplicateEffects(t, selfTestConfig(t))
+	})
+	t.Run("mariadb", func(t *testing.T) {
+		t.Parallel()
+		failsOnDuplicateEffects(t, selfTestConfigOn(t, mariaDB(t)))
+	})
+}
+
+func failsOnDuplicateEffects(t *testing.T, cfg soak.Config) {
+	rep, err := soak.Run(t.Context(), soak.Unsafe(cfg), memoryTarget(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,6 +280,22 @@ func TestSoakFailsOnUnfiredFault(t *testing.T) {
 
 func TestSoakRabbit(t *testing.T) {
 	t.Parallel()
+	soakRun(t, rabbitTarget(t))
+}
+
+// TestSoakRabbitMariaDB is TestSoakRabbit with the store on MariaDB
+// (idem/mysql): the inbox, the outbox and the effects in one database of
+// the server of WARY_MYSQL_URL, whose connections the database-reset
+// fault cuts.
+func TestSoakRabbitMariaDB(t *testing.T) {
+	t.Parallel()
+	store := mariaDB(t)
+	soakRunOn(t, store, rabbitTarget(t))
+}
+
+// rabbitTarget declares a quorum queue and its dead-letter queue on the
+// server of WARY_RABBIT_URL, deleted when t ends.
+func rabbitTarget(t *testing.T) soak.Target {
 	raw := servicetest.URL(t, rabbit.ServerURLEnv, "amqp://guest:guest@127.0.0.1:5672/", func(ctx context.Context, u string) error {
 		c, err := rabbit.Dial(ctx, u, nil)
 		if err != nil {
@@ -249,7 +311,7 @@ func TestSoakRabbit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	name := fmt.Sprintf("wary-soak-%d", time.Now().UnixNano())
 	// RabbitMQ 4's default limit for a quorum queue (x-delivery-limit 20),
 	// dead-lettered to a queue the run counts at the end.
@@ -258,14 +320,14 @@ func TestSoakRabbit(t *testing.T) {
 	if err := rabbit.Declare(t.Context(), conn, topo); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = topo.Delete(context.WithoutCancel(t.Context()), conn) }()
+	t.Cleanup(func() { _ = topo.Delete(context.WithoutCancel(t.Context()), conn) })
 	proxied := *u
 	proxied.Host = "{broker}"
 	q := url.Values{"exchange": {topo.Exchange}}
 	proxied.RawQuery = q.Encode()
 	topicURL := proxied.String()
 	proxied.RawQuery = url.Values{"queue": {topo.Queue}, "delivery_limit": {strconv.Itoa(limit)}, "dead_letter_exchange": {topo.DeadLetterExchange()}}.Encode()
-	soakRun(t, soak.Target{
+	return soak.Target{
 		Name: "rabbit", TopicURL: unescapeBroker(topicURL), SubscriptionURL: unescapeBroker(proxied.String()), BrokerAddr: u.Host,
 		SingleActive:  true,
 		DeliveryLimit: fmt.Sprintf("%d deliveries (quorum queue x-delivery-limit %d, RabbitMQ 4's default), then dead-lettered to %s", limit, limit-1, topo.DeadLetterQueue()),
@@ -274,7 +336,7 @@ func TestSoakRabbit(t *testing.T) {
 			soak.BrokerRestart: "the RabbitMQ server is shared with other tests on this machine, so rabbitmqctl stop_app is not safe; broker-reset cuts every connection instead",
 			soak.LockExpiry:    "RabbitMQ has no per-delivery lock timeout (consumer_timeout is a server setting in minutes)",
 		},
-	})
+	}
 }
 
 // unescapeBroker undoes url's escaping of the "{broker}" placeholder.

@@ -20,7 +20,7 @@ import (
 // not applicable.
 func (r *runner) kinds() []Kind {
 	var out []Kind
-	for _, k := range []Kind{Rebalance, ConsumerKill, RelayKill, PostgresReset, BrokerReset, BrokerRestart, LockExpiry} {
+	for _, k := range []Kind{Rebalance, ConsumerKill, RelayKill, DatabaseReset, BrokerReset, BrokerRestart, LockExpiry} {
 		why, na := r.t.NotApplicable[k]
 		switch {
 		case na:
@@ -47,7 +47,7 @@ func (r *runner) run(ctx context.Context) error {
 	for _, s := range plan {
 		r.rep.Plan = append(r.rep.Plan, s.String())
 	}
-	r.cfg.Logf("soak %s: seed %d, %d messages, plan %s", r.t.Name, r.cfg.Seed, r.cfg.Messages, strings.Join(r.rep.Plan, ", "))
+	r.cfg.Logf("soak %s: seed %d, %d messages, store %s, plan %s", r.t.Name, r.cfg.Seed, r.cfg.Messages, r.rep.Store, strings.Join(r.rep.Plan, ", "))
 	var err error
 	if r.relay, err = r.start(roleRelay); err != nil {
 		return err
@@ -137,8 +137,8 @@ func (r *runner) fire(ctx context.Context, s step, trickle int64) (bool, string)
 			r.relay = nw
 		}
 		return ok, why
-	case PostgresReset:
-		return r.reset(r.pgProxy, wait)
+	case DatabaseReset:
+		return r.reset(r.dbProxy, wait)
 	case BrokerReset:
 		if r.brProxy != nil {
 			return r.reset(r.brProxy, wait)
@@ -392,25 +392,14 @@ func (r *runner) check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rows, err := r.st.Pool().Query(ctx, "SELECT msg_id, agg, version FROM "+effectsTable+" ORDER BY seq")
-	if err != nil {
-		return err
-	}
 	order := conformance.NewOrderLog()
 	aggs := map[string]bool{}
-	for rows.Next() {
-		var id, agg string
-		var v int
-		if err := rows.Scan(&id, &agg, &v); err != nil {
-			rows.Close()
-			return err
-		}
+	err = r.db.effects(ctx, func(id, agg string, v int) {
 		h.Applied(id)
 		order.Start(agg, v-1)()
 		aggs[agg] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	for _, w := range r.all {

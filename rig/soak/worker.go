@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wary-go/wary/broker"
@@ -31,7 +29,6 @@ import (
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/failpoint"
 	"github.com/wary-go/wary/idem/outbox"
-	"github.com/wary-go/wary/idem/postgres"
 )
 
 // ChildEnv is the environment variable that makes ChildMain run a worker:
@@ -57,8 +54,9 @@ const (
 type workerSpec struct {
 	Role        string
 	Name        string
-	Postgres    string // through the PostgreSQL proxy
-	Schema      string
+	Store       string // storePostgres or storeMySQL
+	DSN         string // the store's URL or DSN, through the database proxy
+	Schema      string // PostgreSQL: the run's schema (MySQL: the DSN's database)
 	URL         string // the topic (relay) or subscription (consumer) URL
 	Log         string
 	Arm         string        // the lock-expiry trigger file
@@ -156,26 +154,6 @@ const (
 	effectsTable = "soak_effects"
 )
 
-// openStore opens a pool on the run's schema and the idem store on it.
-func openStore(ctx context.Context, rawURL, schema string, maxConns int32) (*postgres.Store, error) {
-	cfg, err := pgxpool.ParseConfig(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("postgres URL: %w", err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	cfg.MaxConns = maxConns
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	st, err := postgres.New(ctx, pool, nil)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return st, nil
-}
-
 // runWorker runs spec's role until ctx is done. opened, if set, receives
 // the subscription or topic once open (the in-process "kill" closes it).
 func runWorker(ctx context.Context, spec workerSpec, mux *broker.URLMux, opened func(io.Closer)) error {
@@ -184,19 +162,34 @@ func runWorker(ctx context.Context, spec workerSpec, mux *broker.URLMux, opened 
 		return err
 	}
 	defer lg.Close()
-	st, err := openStore(ctx, spec.Postgres, spec.Schema, int32(spec.Concurrency)+4)
-	if err != nil {
-		return err
-	}
-	defer st.Pool().Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	if spec.Role == roleRelay {
-		return runRelay(ctx, spec, mux, st, lg, logger, opened)
+	switch spec.Store {
+	case storeMySQL:
+		db, err := mysqlWorkerDB(ctx, spec, logger)
+		if err != nil {
+			return err
+		}
+		defer db.close()
+		return runRole(ctx, spec, mux, db, lg, logger, opened)
+	case storePostgres:
+		db, err := postgresWorkerDB(ctx, spec)
+		if err != nil {
+			return err
+		}
+		defer db.close()
+		return runRole(ctx, spec, mux, db, lg, logger, opened)
 	}
-	return runConsumer(ctx, spec, mux, st, lg, logger, opened)
+	return fmt.Errorf("soak: unknown store %q", spec.Store)
 }
 
-func runRelay(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *postgres.Store, lg *eventLog, logger *slog.Logger, opened func(io.Closer)) error {
+func runRole[Tx any](ctx context.Context, spec workerSpec, mux *broker.URLMux, db *workerDB[Tx], lg *eventLog, logger *slog.Logger, opened func(io.Closer)) error {
+	if spec.Role == roleRelay {
+		return runRelay(ctx, spec, mux, db.st, lg, logger, opened)
+	}
+	return runConsumer(ctx, spec, mux, db, lg, logger, opened)
+}
+
+func runRelay[Tx any](ctx context.Context, spec workerSpec, mux *broker.URLMux, st idem.Store[Tx], lg *eventLog, logger *slog.Logger, opened func(io.Closer)) error {
 	topic, err := mux.OpenTopic(ctx, spec.URL)
 	if err != nil {
 		return err
@@ -221,7 +214,7 @@ func runRelay(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *post
 	return err
 }
 
-func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *postgres.Store, lg *eventLog, logger *slog.Logger, opened func(io.Closer)) error {
+func runConsumer[Tx any](ctx context.Context, spec workerSpec, mux *broker.URLMux, db *workerDB[Tx], lg *eventLog, logger *slog.Logger, opened func(io.Closer)) error {
 	sub, err := mux.OpenSubscription(ctx, spec.URL)
 	if err != nil {
 		return err
@@ -230,7 +223,7 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 	if opened != nil {
 		opened(sub)
 	}
-	in, err := idem.NewInbox(st, "soak", sub.Capabilities(), &idem.Options{
+	in, err := idem.NewInbox(db.st, "soak", sub.Capabilities(), &idem.Options{
 		Versions:  idem.VersionTable{Table: stateTable, IDColumn: "id", VersionColumn: "version"},
 		Retention: 24 * time.Hour, AllowShortRetention: true, PurgeInterval: -1,
 		MaxAttempts: math.MaxInt32, CommitTimeout: 10 * time.Second, Telemetry: broker.Telemetry{Logger: logger},
@@ -238,18 +231,20 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 	if err != nil {
 		return err
 	}
-	// apply runs behind the inbox's version checks (Options.Versions).
-	apply := func(ctx context.Context, tx pgx.Tx, d *broker.Delivery) error {
+	// apply runs behind the inbox's version checks (Options.Versions), and
+	// writes its rows in tx, the inbox's transaction (a pgx.Tx on
+	// PostgreSQL, a *sql.Tx on MySQL).
+	apply := func(ctx context.Context, tx Tx, d *broker.Delivery) error {
 		ev, err := idem.ParseEvent(d.Message)
 		if err != nil {
 			return err
 		}
 		if ev.Version == 1 {
-			if _, err := tx.Exec(ctx, "INSERT INTO "+stateTable+" (id, version) VALUES ($1, 1)", ev.AggregateID); err != nil {
+			if err := db.exec(ctx, tx, db.insertState, ev.AggregateID); err != nil {
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO "+effectsTable+" (msg_id, agg, version) VALUES ($1, $2, $3)", d.Message.ID, ev.AggregateID, ev.Version); err != nil {
+		if err := db.exec(ctx, tx, db.insertEffect, d.Message.ID, ev.AggregateID, ev.Version); err != nil {
 			return err
 		}
 		if ctx.Value(deliveringKey{}) != d.Message.ID {
@@ -262,8 +257,8 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 		return slowIfArmed(ctx, spec, lg, d.Message.ID)
 	}
 	// GapsAuto's rule: the inbox holds gaps in the store where the
-	// subscription keeps no order per aggregate (the store is PostgreSQL,
-	// which can).
+	// subscription keeps no order per aggregate (the stores, PostgreSQL and
+	// MySQL, can).
 	o := sub.Capabilities().Ordering
 	gs := &gapStats{lg: lg, holds: o == capability.OrderNone || o == capability.OrderQueue}
 	wrapped := func(ctx context.Context, d *broker.Delivery) error {
@@ -280,8 +275,7 @@ func runConsumer(ctx context.Context, spec workerSpec, mux *broker.URLMux, st *p
 			// The effect commits first and the slow pause comes between
 			// commit and ack: the copy the broker delivers meanwhile
 			// applies it again, whatever stops this process afterwards.
-			_, err = st.Pool().Exec(ctx, "INSERT INTO "+effectsTable+" (msg_id, agg, version) VALUES ($1, $2, $3)", d.Message.ID, ev.AggregateID, ev.Version)
-			if err != nil {
+			if err := db.execNoTx(ctx, db.insertEffect, d.Message.ID, ev.AggregateID, ev.Version); err != nil {
 				return err
 			}
 			if err := slowIfArmed(ctx, spec, lg, d.Message.ID); err != nil {
