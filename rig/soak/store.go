@@ -149,15 +149,7 @@ func (d *pgDatabase) effects(ctx context.Context, f func(id, agg string, version
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var id, agg string
-		var v int
-		if err := rows.Scan(&id, &agg, &v); err != nil {
-			return err
-		}
-		f(id, agg, v)
-	}
-	return rows.Err()
+	return scanEffects(rows, f)
 }
 
 func (d *pgDatabase) close() {
@@ -299,15 +291,7 @@ func (d *myDatabase) effects(ctx context.Context, f func(id, agg string, version
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var id, agg string
-		var v int
-		if err := rows.Scan(&id, &agg, &v); err != nil {
-			return err
-		}
-		f(id, agg, v)
-	}
-	return rows.Err()
+	return scanEffects(rows, f)
 }
 
 func (d *myDatabase) close() {
@@ -395,4 +379,24 @@ func mysqlWorkerDB(ctx context.Context, spec workerSpec, logger *slog.Logger) (*
 		insertEffect: "INSERT INTO " + effectsTable + " (msg_id, agg, version) VALUES (?, ?, ?)",
 		close:        func() { _ = st.Close() },
 	}, nil
+}
+
+// effectRows is what scanEffects reads of pgx.Rows and *sql.Rows.
+type effectRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// scanEffects calls f with each effect row of rows (msg_id, agg, version).
+func scanEffects(rows effectRows, f func(id, agg string, version int)) error {
+	for rows.Next() {
+		var id, agg string
+		var v int
+		if err := rows.Scan(&id, &agg, &v); err != nil {
+			return err
+		}
+		f(id, agg, v)
+	}
+	return rows.Err()
 }
