@@ -25,12 +25,14 @@ const sweepBatches = 16
 const sweepLag = time.Second
 
 // The stream's rows are published in Pipeline lanes: an aggregate's rows
-// always go to the same lane (by a hash of its ID), and a lane publishes
-// its windows one after the other, so each aggregate's rows reach the
-// broker in sequence, while the lanes publish at once, never waiting for
-// each other. A lane checks its next window (Publishable) while the one
-// before it publishes. The slot is confirmed up to the end of the oldest
-// commit with a row not settled, whichever lanes its rows went to.
+// always go to the same lane (by a hash of its ID), and a lane's window is
+// handed out only once its windows before it that hold one of its
+// aggregates were settled, so each aggregate's rows reach the broker in
+// sequence, while windows of distinct aggregates and the lanes publish at
+// once, never waiting for each other. A window is checked (Publishable)
+// while those before it publish. The slot is confirmed up to the end of
+// the oldest commit with a row not settled, whichever lanes its rows went
+// to.
 //
 // Windows are checked against the table only while it may hold what a
 // check would find (the loop's clean): a row the stream passed before (for
