@@ -93,7 +93,7 @@
 // With postgres.SourceOptions.Stream (PostgreSQL logical replication,
 // docs/outbox-wal.md), the store's source reads committed rows from the
 // database's log instead: the same guarantees, rows published in windows
-// in commit order (each aggregate's in sequence), published rows deleted
+// (each aggregate's in sequence, no order across aggregates), published rows deleted
 // in bulk rather than marked sent, one relay per store streaming while
 // others stand by, and the table polled while the server cannot stream.
 // Rows the stream leaves in the table (a failure and its aggregate's later

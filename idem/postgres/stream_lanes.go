@@ -25,12 +25,14 @@ const sweepBatches = 16
 const sweepLag = time.Second
 
 // The stream's rows are published in Pipeline lanes: an aggregate's rows
-// always go to the same lane (by a hash of its ID), and a lane publishes
-// its windows one after the other, so each aggregate's rows reach the
-// broker in sequence, while the lanes publish at once, never waiting for
-// each other. A lane checks its next window (Publishable) while the one
-// before it publishes. The slot is confirmed up to the end of the oldest
-// commit with a row not settled, whichever lanes its rows went to.
+// always go to the same lane (by a hash of its ID), and a lane's window is
+// handed out only once its windows before it that hold one of its
+// aggregates were settled, so each aggregate's rows reach the broker in
+// sequence, while windows of distinct aggregates and the lanes publish at
+// once, never waiting for each other. A window is checked (Publishable)
+// while those before it publish. The slot is confirmed up to the end of
+// the oldest commit with a row not settled, whichever lanes its rows went
+// to.
 //
 // Windows are checked against the table only while it may hold what a
 // check would find (the loop's clean): a row the stream passed before (for
@@ -72,11 +74,33 @@ type lane struct {
 }
 
 // laneRows is how many BatchSizes of rows a lane's windows not finished
-// hold at most: at most two windows are publishing (one checked while
-// the one before it is with the broker); the others delete their rows,
-// which may take a while (Settle waits for a commit to become visible),
-// and do not hold the lane back meanwhile.
+// hold at most: windows deleting their rows, which may take a while
+// (Settle waits for a commit to become visible), do not hold the lane
+// back meanwhile.
 const laneRows = 4
+
+// laneWindows is how many of a lane's windows may be publishing at once.
+// A window waits only for those before it that share one of its
+// aggregates: the broker gets each aggregate's rows in order, and rows of
+// distinct aggregates do not wait for each other's confirms.
+const laneWindows = 8
+
+// busy returns the aggregates of the lane's windows whose Publish has not
+// returned.
+func (ln *lane) busy() map[string]struct{} {
+	b := map[string]struct{}{}
+	for _, w := range ln.flight {
+		select {
+		case <-w.published:
+			continue
+		default:
+		}
+		for a := range w.aggs {
+			b[a] = struct{}{}
+		}
+	}
+	return b
+}
 
 // unpublished counts the lane's windows whose Publish has not returned.
 func (ln *lane) unpublished() int {
@@ -101,7 +125,8 @@ type window struct {
 	check   bool         // checked against the table (Publishable) before publishing
 	err     error        // the stream must stop: what was not settled is streamed again
 
-	after     *window             // the lane's window before it, in flight
+	aggs      map[string]struct{} // the aggregates of its rows
+	after     []*window           // the lane's windows before it, in flight, with one of its aggregates
 	aloft     []outbox.Row        // the rows of the lane's windows in flight before it (if check)
 	published chan struct{}       // closed once the window was settled by the relay (or it gave up)
 	stopped   map[string]struct{} // aggregates with rows not sent (set before published closes)
@@ -316,37 +341,66 @@ func (l *streamLoop) receive(ev streamEvent) {
 }
 
 // dispatch starts publishing ln's next window, if rows wait: at once when
-// none of the lane's windows is with the broker (a trickle is published
-// as it comes; rows that came while the window before it was with the
-// broker go together), and once BatchSize rows wait when one is (behind,
-// the lane checks its next full window while the one before it
-// publishes). A window deleting its published rows does not hold its
-// lane back.
+// none of the lane's windows with the broker has one of their aggregates
+// (a trickle is published as it comes, whatever other aggregates wait
+// for their confirms), and once BatchSize rows wait when one has (those
+// rows would wait for it: rows that came meanwhile go together, and the
+// lane checks its next full window while the one before it publishes).
+// A window deleting its published rows does not hold its lane back.
 func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup) {
 	if len(ln.pend) == 0 || ln.rows >= laneRows*l.s.c.BatchSize {
 		return
 	}
-	if u := ln.unpublished(); u >= 2 || u == 1 && len(ln.pend) < l.s.c.BatchSize {
+	u := ln.unpublished()
+	if u >= laneWindows {
 		return
 	}
-	n := min(len(ln.pend), l.s.c.BatchSize)
-	w := &window{l: l, rows: make([]outbox.Row, n), commits: make([]*commit, n), published: make(chan struct{}), check: !l.clean}
-	for i, e := range ln.pend[:n] {
-		w.rows[i], w.commits[i] = e.row, e.c
-	}
-	if k := len(ln.flight); k > 0 {
-		w.after = ln.flight[k-1]
-		if w.check { // only a checked window reads them
-			for _, f := range ln.flight {
-				w.aloft = append(w.aloft, f.rows...)
+	take := ln.pend[:min(len(ln.pend), l.s.c.BatchSize)]
+	var keep []entry // rows left waiting, in order (a trickle's)
+	if u > 0 && len(take) < l.s.c.BatchSize {
+		// A trickle while windows are with the broker: the rows of their
+		// aggregates (and so every later row of those) wait, the others go.
+		busy := ln.busy()
+		var free []entry
+		for _, e := range take {
+			if _, ok := busy[e.row.AggregateID]; ok {
+				keep = append(keep, e)
+			} else {
+				free = append(free, e)
 			}
 		}
+		if len(free) == 0 {
+			return
+		}
+		take = free
 	}
-	clear(ln.pend[:n])
+	n := len(take)
+	w := &window{l: l, rows: make([]outbox.Row, n), commits: make([]*commit, n), published: make(chan struct{}),
+		check: !l.clean, aggs: make(map[string]struct{}, n)}
+	for i, e := range take {
+		w.rows[i], w.commits[i] = e.row, e.c
+		w.aggs[e.row.AggregateID] = struct{}{}
+	}
+	for _, f := range ln.flight {
+		for a := range w.aggs {
+			if _, ok := f.aggs[a]; ok {
+				w.after = append(w.after, f)
+				break
+			}
+		}
+		if w.check { // only a checked window reads them
+			w.aloft = append(w.aloft, f.rows...)
+		}
+	}
 	switch {
+	case keep != nil:
+		clear(ln.pend[len(keep):])
+		ln.pend = append(ln.pend[:0], keep...)
 	case n < len(ln.pend):
+		clear(ln.pend[:n])
 		ln.pend = ln.pend[n:]
 	case cap(ln.pend) <= 4*l.s.c.BatchSize:
+		clear(ln.pend)
 		ln.pend = ln.pend[:0] // its array takes the next rows
 	default:
 		ln.pend = nil // not held after a large transaction
@@ -359,11 +413,11 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 }
 
 // prepare makes a window ready and hands it to the relay: it is checked
-// while the lane's window before it is live (whose rows count as being
-// published), and handed out once that one was settled: the broker gets
-// each aggregate's rows in order, and rows of an aggregate the window
-// before stopped at (a failure) stay in the table. A window left with
-// nothing to publish is settled at once.
+// while the lane's windows before it are live (whose rows count as being
+// published), and handed out once those with one of its aggregates were
+// settled: the broker gets each aggregate's rows in order, and rows of an
+// aggregate a window before stopped at (a failure) stay in the table. A
+// window left with nothing to publish is settled at once.
 func (l *streamLoop) prepare(ctx context.Context, w *window) {
 	fail := func(err error) {
 		w.err, w.pubErr = err, err
@@ -380,7 +434,7 @@ func (l *streamLoop) prepare(ctx context.Context, w *window) {
 		}
 	}
 	w.stopped = map[string]struct{}{}
-	if p := w.after; p != nil {
+	for _, p := range w.after {
 		select {
 		case <-p.published:
 		case <-ctx.Done():
