@@ -45,7 +45,6 @@ func (c *Core[Tx]) takeEarlyPortable(ctx context.Context, tx Tx, where string, a
 		return nil, err
 	}
 	if n != int64(len(es)) {
-		println("DEBUGCONFLICT early", n, len(es))
 		return nil, fmt.Errorf("%w: take early events: %d deleted, %d read", c.d.Conflict, n, len(es))
 	}
 	return es, nil
