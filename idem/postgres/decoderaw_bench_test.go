@@ -309,12 +309,7 @@ func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *p
 			}
 		}
 	})
-	caught := caughtUp(b, pool, d.slot)
-	for deadline := time.Now().Add(time.Minute); !caught(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatal("decode+raw's WAL sender does not reach the log's end")
-		}
-	}
+	idemtest.WaitFor(b, "decode+raw's WAL sender at the log's end", caughtUp(b, pool, d.slot))
 	b.StartTimer()
 	err = idemtest.ProduceAtLatencyRate(ctx, e, time.Now(), n, ids, func(id string) {
 		now := time.Now()
