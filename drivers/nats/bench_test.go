@@ -24,9 +24,11 @@ import (
 // the raw consumer's are nats.go's Ack, sent without waiting (AckSync
 // would wait for each in turn); by default wary sends the next pull
 // before a full receive returns (prefetch), BenchmarkConsumeNoPrefetch
-// opens its subscription with NoPrefetch. The two alternate in rounds
-// inside one benchmark, so that both see the same load on the machine;
-// b.N counts messages per side.
+// opens its subscription with NoPrefetch. The consume benchmarks have a
+// third contender, the bound (bound-msgs/s, wary/bound-%): raw nats.go
+// with AckAll's guarantee, a flush after each batch's acks. The
+// contenders alternate in rounds inside one benchmark, so that all see
+// the same load on the machine; b.N counts messages per side.
 //
 //	go -C drivers/nats test -run '^$' -bench . -benchtime 20000x -count 5 .
 
@@ -130,7 +132,17 @@ func benchConsume(b *testing.B, noPrefetch bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchpair.Run(b, 1000, func(n int) {
+	// The bound: raw nats.go with AckAll's guarantee, a flush after each
+	// batch's acks (it returns once the server has read them), on a
+	// third stream.
+	_, fjs := connect(b, url)
+	fs := benchSpec(b, fjs)
+	rawPublish(b, fjs, fs.Subject, b.N)
+	fcons, err := fjs.Consumer(ctx, fs.Stream, fs.Consumer)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchpair.RunBound(b, 1000, func(n int) {
 		for got := 0; got < n; {
 			ds, err := sub.Receive(ctx, min(benchBatch, n-got))
 			if err != nil {
@@ -141,24 +153,33 @@ func benchConsume(b *testing.B, noPrefetch bool) {
 			}
 			got += len(ds)
 		}
-	}, func(n int) {
-		for got := 0; got < n; {
-			batch, err := cons.Fetch(min(benchBatch, n-got), jetstream.FetchMaxWait(time.Second))
-			if err != nil {
+	}, func(n int) { rawConsume(b, cons, n, nil) }, func(n int) { rawConsume(b, fcons, n, fjs.Conn()) })
+}
+
+// rawConsume fetches and acks n messages with nats.go, as the benchmarks'
+// raw side; with nc, it flushes nc after each batch's acks.
+func rawConsume(b *testing.B, cons jetstream.Consumer, n int, nc *natsgo.Conn) {
+	for got := 0; got < n; {
+		batch, err := cons.Fetch(min(benchBatch, n-got), jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			if _, err := m.Metadata(); err != nil {
 				b.Fatal(err)
 			}
-			for m := range batch.Messages() {
-				if _, err := m.Metadata(); err != nil {
-					b.Fatal(err)
-				}
-				if err := m.Ack(); err != nil {
-					b.Fatal(err)
-				}
-				got++
+			if err := m.Ack(); err != nil {
+				b.Fatal(err)
 			}
-			if err := batch.Error(); err != nil {
+			got++
+		}
+		if err := batch.Error(); err != nil {
+			b.Fatal(err)
+		}
+		if nc != nil {
+			if err := nc.Flush(); err != nil {
 				b.Fatal(err)
 			}
 		}
-	})
+	}
 }
