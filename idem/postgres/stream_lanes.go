@@ -231,7 +231,7 @@ func (s *streamSource) stream(ctx context.Context, st logStream, polled bool) (p
 		if clear, err := st.Clear(ctx); err != nil {
 			s.c.Note("stream", err)
 		} else {
-			l.clean = clear
+			l.clean, l.dirty = clear, !clear // a clear table holds nothing left for a sweep
 		}
 	}
 	err = l.run(ctx, events, failed, &wg)
@@ -256,7 +256,7 @@ func (l *streamLoop) run(ctx context.Context, events <-chan streamEvent, failed 
 		} else {
 			s.settled.Store(0)
 		}
-		if l.sweeping() {
+		if l.sweeping() && !l.quietSweep(ctx) {
 			if l.aloft == 0 {
 				l.sweep(ctx)
 				continue
