@@ -684,8 +684,9 @@ func (l *streamLoop) confirm(pos uint64) {
 // left there (a failure, an aggregate blocked behind one) are claimed
 // from it every PollInterval while there may be some, at a Wake (a
 // requeue or discard), and every sweepEvery PollIntervals anyway (an
-// operator's requeue in another process, a failed row's backoff); and,
-// after PollInterval, once the windows may go unchecked again (verify).
+// operator's requeue in another process, a failed row's backoff: on a
+// clear table only Clear is asked, quietSweep); and, after PollInterval,
+// once the windows may go unchecked again (verify).
 func (l *streamLoop) sweeping() bool {
 	since := l.s.c.Now().Sub(l.swept)
 	verify := l.verifyDue && (l.recheckAt || l.confirmed >= l.recheck)
