@@ -34,6 +34,8 @@ func (l *streamLoop) quietSweep(ctx context.Context) bool {
 	}
 	clear, err := l.st.Clear(ctx)
 	switch {
+	case ctx.Err() != nil:
+		return false // the stream ends
 	case err != nil:
 		l.s.c.Note("sweep", err)
 		l.sweepDue = true // the sweep goes, without asking again
