@@ -74,7 +74,7 @@ func serverCPU(tb testing.TB, pool *pgxpool.Pool, walSenders bool) func() time.D
 				continue
 			}
 			if walSenders {
-				if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || !strings.HasPrefix(string(cmd), "postgres: walsender") {
+				if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || !isWALSender(string(cmd)) {
 					continue
 				}
 			}
@@ -84,6 +84,21 @@ func serverCPU(tb testing.TB, pool *pgxpool.Pool, walSenders bool) func() time.D
 		}
 		return time.Duration(ticks) * time.Second / 100 // USER_HZ
 	}
+}
+
+// isWALSender reports whether a server process's title (its
+// /proc/<pid>/cmdline) is a WAL sender's: "postgres: walsender ...", or
+// "postgres: <cluster_name>: walsender ..." when cluster_name is set (as
+// Debian's clusters set it: "15/main").
+func isWALSender(title string) bool {
+	rest, ok := strings.CutPrefix(title, "postgres: ")
+	if !ok {
+		return false
+	}
+	if _, after, ok := strings.Cut(rest, ": "); ok && !strings.HasPrefix(rest, "walsender") {
+		rest = after
+	}
+	return strings.HasPrefix(rest, "walsender ")
 }
 
 // procTicks reads /proc/<pid>/stat: the parent's PID, and utime + stime +
@@ -105,6 +120,21 @@ func procTicks(pid int) (ppid int, ticks int64, err error) {
 		err = errors.Join(err, perr)
 	}
 	return ppid, ticks, err
+}
+
+// TestIsWALSender: WAL senders' titles with and without a cluster name.
+func TestIsWALSender(t *testing.T) {
+	for title, want := range map[string]bool{
+		"postgres: walsender postgres 127.0.0.1(50152) START_REPLICATION":          true,
+		"postgres: 15/main: walsender postgres 127.0.0.1(50152) START_REPLICATION": true,
+		"postgres: 15/main: postgres test 127.0.0.1(51954) idle":                   false,
+		"postgres: postgres test 127.0.0.1(51954) SELECT walsender ":               false,
+		"postgres: 15/main: checkpointer ":                                         false,
+	} {
+		if got := isWALSender(title); got != want {
+			t.Errorf("isWALSender(%q) = %v, want %v", title, got, want)
+		}
+	}
 }
 
 // TestPgCPU: a query that keeps a backend busy shows in the server's CPU.

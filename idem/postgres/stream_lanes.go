@@ -231,7 +231,7 @@ func (s *streamSource) stream(ctx context.Context, st logStream, polled bool) (p
 		if clear, err := st.Clear(ctx); err != nil {
 			s.c.Note("stream", err)
 		} else {
-			l.clean = clear
+			l.clean, l.dirty = clear, !clear // a clear table holds nothing left for a sweep
 		}
 	}
 	err = l.run(ctx, events, failed, &wg)
@@ -256,7 +256,7 @@ func (l *streamLoop) run(ctx context.Context, events <-chan streamEvent, failed 
 		} else {
 			s.settled.Store(0)
 		}
-		if l.sweeping() {
+		if l.sweeping() && !l.quietSweep(ctx) {
 			if l.aloft == 0 {
 				l.sweep(ctx)
 				continue
@@ -684,8 +684,9 @@ func (l *streamLoop) confirm(pos uint64) {
 // left there (a failure, an aggregate blocked behind one) are claimed
 // from it every PollInterval while there may be some, at a Wake (a
 // requeue or discard), and every sweepEvery PollIntervals anyway (an
-// operator's requeue in another process, a failed row's backoff); and,
-// after PollInterval, once the windows may go unchecked again (verify).
+// operator's requeue in another process, a failed row's backoff: on a
+// clear table only Clear is asked, quietSweep); and, after PollInterval,
+// once the windows may go unchecked again (verify).
 func (l *streamLoop) sweeping() bool {
 	since := l.s.c.Now().Sub(l.swept)
 	verify := l.verifyDue && (l.recheckAt || l.confirmed >= l.recheck)

@@ -1,0 +1,117 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/wary-go/wary/conformance"
+	"github.com/wary-go/wary/idem/failpoint"
+	"github.com/wary-go/wary/idem/outbox"
+	"github.com/wary-go/wary/idem/postgres"
+)
+
+// TestStreamCleanSweepDoesNotStopLanes: on a clear table the sweep that
+// comes every 30 PollIntervals does not stop the lanes. While a window of
+// aggregate "b" is held after its publish (its confirm not reported), rows
+// of other aggregates, added one by one, are each published over several
+// sweep periods, and b's later row waits for b's window. Before, the first
+// sweep due waited for every window in flight to land, b's included, and
+// nothing was dispatched meanwhile.
+func TestStreamCleanSweepDoesNotStopLanes(t *testing.T) {
+	e := setupStream(t, newPool(t))
+	h := conformance.NewHistory()
+	topic, c := e.consuming(h)
+	const poll = 2 * time.Millisecond // a sweep due every 60ms
+	r := e.relay(topic, &outbox.RelayOptions{PollInterval: poll}, postgres.SourceOptions{Pipeline: 1})
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	g := &gate{entered: make(chan string, 1), release: make(chan struct{}), ctx: ctx}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(failpoint.WithAfterPublish(ctx, g.after)) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
+	e.add(h, &outbox.Message{ID: "b-1", AggregateID: "b", Type: "x", Payload: []byte("{}")})
+	select {
+	case <-g.entered: // b's window is with the broker, held
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	e.add(h, &outbox.Message{ID: "b-2", AggregateID: "b", Type: "x", Payload: []byte("{}")})
+	held := time.Now()
+	n := 0
+	// Rows go one by one until several sweeps have fallen due.
+	for ; n < 3 || time.Since(held) < 4*30*poll; n++ {
+		id := fmt.Sprintf("c-%d", n)
+		e.add(h, &outbox.Message{ID: id, AggregateID: fmt.Sprintf("c%d", n), Type: "x", Payload: []byte("{}")})
+		e.waitFor(id+" published while b's window is held", func() bool { return c.count(id) > 0 })
+	}
+	if k := c.count("b-2"); k != 0 {
+		t.Errorf("b-2 arrived %d times while b-1's window was held", k)
+	}
+	close(g.release)
+	e.waitFor("every row", func() bool { return c.distinct() == n+2 })
+	c.check(t, nil)
+	if rep := h.Check(); !rep.Valid() {
+		t.Errorf("history: %s", rep)
+	}
+	e.waitFor("the published rows deleted", func() bool { return e.rows(0, 2) == 0 })
+}
+
+// TestStreamStartsCleanWithoutSweep: a stream that starts on a clear
+// table has nothing left to sweep, so its first sweep does not come after
+// one PollInterval and stop the lanes. The relay starts again on a row of
+// aggregate "b" committed while it was down, whose window is held after its
+// publish; rows of other aggregates added meanwhile are published. Before,
+// every stream started dirty: its sweep came after one PollInterval and
+// waited for b's window, and nothing was dispatched meanwhile.
+func TestStreamStartsCleanWithoutSweep(t *testing.T) {
+	e := setupStream(t, newPool(t))
+	h := conformance.NewHistory()
+	topic, c := e.consuming(h)
+	const poll = 100 * time.Millisecond // the periodic sweep 3s away
+	first := e.relay(topic, &outbox.RelayOptions{PollInterval: poll}, postgres.SourceOptions{Pipeline: 1})
+	stop := e.run(first)
+	e.waitFor("the first relay to stream", func() bool { return first.Stats().Streaming })
+	stop() // the slot stays, drained
+	e.add(h, &outbox.Message{ID: "b-1", AggregateID: "b", Type: "x", Payload: []byte("{}")})
+
+	r := e.relay(topic, &outbox.RelayOptions{PollInterval: poll}, postgres.SourceOptions{Pipeline: 1})
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	g := &gate{entered: make(chan string, 1), release: make(chan struct{}), ctx: ctx}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(failpoint.WithAfterPublish(ctx, g.after)) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	select {
+	case <-g.entered: // b's window, streamed from the slot, is with the broker, held
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	held := time.Now()
+	n := 0
+	for ; n < 3 || time.Since(held) < 2*poll; n++ { // past the first sweep's time
+		id := fmt.Sprintf("c-%d", n)
+		e.add(h, &outbox.Message{ID: id, AggregateID: fmt.Sprintf("c%d", n), Type: "x", Payload: []byte("{}")})
+		e.waitFor(id+" published while b's window is held", func() bool { return c.count(id) > 0 })
+	}
+	close(g.release)
+	e.waitFor("every row", func() bool { return c.distinct() == n+1 })
+	c.check(t, nil)
+	if rep := h.Check(); !rep.Valid() {
+		t.Errorf("history: %s", rep)
+	}
+	e.waitFor("the published rows deleted", func() bool { return e.rows(0, 2) == 0 })
+}
