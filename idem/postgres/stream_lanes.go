@@ -90,7 +90,7 @@ const laneRows = 4
 // (rows arriving faster than confirms return), a lane that reached its
 // share holds its next rows back until a window returns, and they then
 // wait a whole confirm more than they would have on the wire
-// (BENCHMARKS.md, "The lanes' windows in flight"). Full windows are
+// (BENCHMARKS.md, "Where the stream's p50 excess goes"). Full windows are
 // bounded by laneRows first.
 const streamWindows = 256
 
