@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/idem/internal/idemtest"
 )
@@ -179,7 +180,15 @@ func (d *decodeRaw) atNow(b *testing.B, pool *pgxpool.Pool) { slotAtNow(b, pool,
 // reached the log's end (caughtUp), as for the stream. It returns the
 // latencies in milliseconds, sorted, and each row's stages. The caller
 // moves the slot to the log's end first (atNow).
-func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *pgxpool.Pool, n int, ids string) ([]float64, stages) {
+//
+// With viaWary (the decode+wary contender, WARY_BENCH_DECODE_WARY=1), each
+// row goes instead through a wary RabbitMQ topic (drivers/rabbit, on the
+// consumer's connection, as the relay's topic is in rabbitBroker): one
+// Publish call per row, on a goroutine of its own, with the relay's
+// event headers, its latency to the call's return. The same reader and
+// the same 256 rows in flight: what the driver's publish path adds to
+// decode+raw's, without the relay's lanes and windows.
+func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *pgxpool.Pool, n int, ids string, viaWary bool) ([]float64, stages) {
 	c, exchange := rabbitQueue(b)
 	conn := d.connect(b)
 	defer conn.Close(context.Background()) // after the goroutines that read it ended
@@ -217,26 +226,35 @@ func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *p
 		inflight  = make(chan struct{}, 256)
 		all       = make(chan struct{})
 	)
-	wg.Go(func() { // confirms, in delivery tag order
-		for got := 0; got < n; got++ {
-			var c amqp.Confirmation
-			select {
-			case c = <-d.confirms:
-			case <-ctx.Done():
-				return
-			}
-			now := time.Now()
-			if !c.Ack {
-				b.Error("nack")
-			}
-			mu.Lock()
-			confirmed[tags[c.DeliveryTag]] = now
-			delete(tags, c.DeliveryTag)
-			mu.Unlock()
-			<-inflight
+	var topic *broker.Topic
+	if viaWary {
+		topic, err = rabbit.OpenTopic(ctx, c, rabbit.Topology{Exchange: exchange}, nil)
+		if err != nil {
+			b.Fatal(err)
 		}
-		close(all)
-	})
+		b.Cleanup(func() { topic.Close() })
+	} else {
+		wg.Go(func() { // confirms, in delivery tag order
+			for got := 0; got < n; got++ {
+				var c amqp.Confirmation
+				select {
+				case c = <-d.confirms:
+				case <-ctx.Done():
+					return
+				}
+				now := time.Now()
+				if !c.Ack {
+					b.Error("nack")
+				}
+				mu.Lock()
+				confirmed[tags[c.DeliveryTag]] = now
+				delete(tags, c.DeliveryTag)
+				mu.Unlock()
+				<-inflight
+			}
+			close(all)
+		})
+	}
 	ended := make(chan pglogrepl.LSN, 1) // the end of the last row's transaction
 	wg.Go(func() {
 		rel := map[uint32]*pglogrepl.RelationMessage{}
@@ -291,6 +309,31 @@ func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *p
 					return
 				}
 				id := string(m.Tuple.Columns[idCol].Data)
+				if topic != nil {
+					mu.Lock()
+					received[id] = now
+					mu.Unlock()
+					sent++
+					wg.Go(func() {
+						err := topic.Publish(ctx, &broker.Message{ID: id, Key: "agg-000", Body: payload, Headers: broker.Headers{
+							{broker.HeaderAggregateID, "agg-000"}, {broker.HeaderSequence, "1"}}})
+						now := time.Now()
+						if err != nil {
+							if ctx.Err() == nil {
+								b.Error(err)
+							}
+							return
+						}
+						mu.Lock()
+						confirmed[id] = now
+						if len(confirmed) == n {
+							close(all)
+						}
+						mu.Unlock()
+						<-inflight
+					})
+					continue
+				}
 				mu.Lock()
 				received[id] = now
 				tags[d.ch.GetNextPublishSeqNo()] = id

@@ -20,7 +20,7 @@ import (
 // BenchmarkRelayLatencyRabbitStream: commit → publish latency at
 // LatencyRate rows/s from 8 producers to a RabbitMQ quorum queue with
 // confirms, in interleaved rounds (WARY_BENCH_ROUNDS, default 3; the order
-// rotated each round) of four runs of b.N rows each:
+// rotated each round) of four runs (five with decode+wary) of b.N rows each:
 //   - poll: BenchmarkRelayLatencyRabbit's relay (woken by NOTIFY);
 //   - stream: the same with postgres.SourceOptions.Stream, on an outbox whose slot
 //     exists before the first round and is moved to the log's end before
@@ -38,10 +38,16 @@ import (
 //     an outbox and publication of its own, its slot moved to the log's end
 //     before each run as the stream's is, the same producers and consumer,
 //     each row's latency from its commit to its confirm (decodeRaw.latency):
-//     the least any relay reading the log can add.
+//     the least any relay reading the log can add;
+//   - decode+wary, with WARY_BENCH_DECODE_WARY=1: decode+raw's reader
+//     publishing each row through a wary RabbitMQ topic instead (one
+//     Publish call per row, the relay's event headers, the consumer's
+//     connection as the stream's topic has), on the same outbox: what the
+//     driver's publish path adds, without the relay's lanes and windows.
 //
-// Each contender has an outbox of its own for all rounds (each round's
-// message IDs its own), and each run a fresh queue. It logs each run's
+// Each contender has an outbox of its own for all rounds (decode+wary
+// shares decode+raw's, its message IDs prefixed "w"; each round's message
+// IDs its own), and each run a fresh queue. It logs each run's
 // p50/p99/max and the PostgreSQL server's CPU per row over the run (when
 // it runs on this machine; the floor's is the producers' share, the rest
 // of poll's and stream's their relay's), and reports their medians over
@@ -104,9 +110,16 @@ func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 		{"floor", func(ids string) ([]float64, *stages) { return confirmRun(b, ef, b.N, ids), nil }},
 		{"decode+raw", func(ids string) ([]float64, *stages) {
 			dr.atNow(b, pool)
-			lat, st := dr.latency(b, ed, pool, b.N, ids)
+			lat, st := dr.latency(b, ed, pool, b.N, ids, false)
 			return lat, &st
 		}},
+	}
+	if os.Getenv("WARY_BENCH_DECODE_WARY") == "1" {
+		runs = append(runs, run{"decode+wary", func(ids string) ([]float64, *stages) {
+			dr.atNow(b, pool)
+			lat, st := dr.latency(b, ed, pool, b.N, "w"+ids, true)
+			return lat, &st
+		}})
 	}
 	type result struct{ p50, p99, max, cpu float64 }
 	res := map[string][]result{}

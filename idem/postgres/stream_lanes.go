@@ -79,11 +79,26 @@ type lane struct {
 // back meanwhile.
 const laneRows = 4
 
-// laneWindows is how many of a lane's windows may be publishing at once.
+// streamWindows is how many windows the lanes together may have
+// publishing at once (each lane an equal share, at least minLaneWindows).
 // A window waits only for those before it that share one of its
 // aggregates: the broker gets each aggregate's rows in order, and rows of
-// distinct aggregates do not wait for each other's confirms.
-const laneWindows = 8
+// distinct aggregates do not wait for each other's confirms. Under a
+// trickle a window holds a row or two, so this is about how many rows
+// are with the broker at once, as a reader of the log publishing each row
+// keeps 256 confirms in flight: while the broker is slow to confirm
+// (rows arriving faster than confirms return), a lane that reached its
+// share holds its next rows back until a window returns, and they then
+// wait a whole confirm more than they would have on the wire
+// (BENCHMARKS.md, "Where the stream's p50 excess goes"). Full windows are
+// bounded by laneRows first.
+const streamWindows = 256
+
+// minLaneWindows is the least share of streamWindows a lane has.
+const minLaneWindows = 8
+
+// laneWindows is how many of a lane's windows may be publishing at once.
+func (l *streamLoop) laneWindows() int { return max(minLaneWindows, streamWindows/len(l.lanes)) }
 
 // busy returns the aggregates of the lane's windows whose Publish has not
 // returned.
@@ -352,7 +367,7 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 		return
 	}
 	u := ln.unpublished()
-	if u >= laneWindows {
+	if u >= l.laneWindows() {
 		return
 	}
 	take := ln.pend[:min(len(ln.pend), l.s.c.BatchSize)]
