@@ -31,8 +31,8 @@ func (s *brokenStream) Publishable(_ context.Context, rows, _ []outbox.Row) ([]o
 	return rows, 0, nil
 }
 func (s *brokenStream) Horizon(context.Context) (time.Time, uint64, error) { return time.Now(), 1, nil }
-func (s *brokenStream) Settle(context.Context, []int64, []seam.OutboxFailure, []int64, time.Time) error {
-	return nil
+func (s *brokenStream) Settle(context.Context, []int64, []seam.OutboxFailure, []int64, time.Time) (int, error) {
+	return 0, nil
 }
 func (s *brokenStream) Confirm(uint64)              { s.once.Do(func() { close(s.confirmed) }) }
 func (s *brokenStream) Close(context.Context) error { return nil }

@@ -137,6 +137,7 @@ type window struct {
 	out     []outbox.Row // the rows handed out (those of rows the check and the window before left)
 	commits []*commit    // commits[i] is rows[i]'s
 	left    int          // rows not published: left in the table (failed, held back, or settled otherwise)
+	unseen  bool         // Settle did not find some of its rows (see stream.Settle): a sweep looks for them
 	check   bool         // checked against the table (Publishable) before publishing
 	err     error        // the stream must stop: what was not settled is streamed again
 
@@ -531,7 +532,8 @@ func (l *streamLoop) settle(ctx context.Context, w *window, out *seam.Outcome) e
 		l.deletes.add(w, out.Sent)
 		return nil
 	}
-	err := l.st.Settle(ctx, out.Sent, out.Failed, passed, out.At)
+	unseen, err := l.st.Settle(ctx, out.Sent, out.Failed, passed, out.At)
+	w.unseen = unseen > 0
 	if err != nil {
 		w.err = fmt.Errorf("idem: relay: settle %d rows (they will be published again): %w", len(out.Sent), err)
 	}
@@ -635,9 +637,10 @@ func (d *deleter) run(ctx context.Context) {
 				break
 			}
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-			err := d.l.st.Settle(sctx, ids, nil, nil, time.Time{})
+			unseen, err := d.l.st.Settle(sctx, ids, nil, nil, time.Time{})
 			cancel()
 			for _, w := range ws {
+				w.unseen = unseen > 0
 				if err != nil {
 					w.err = fmt.Errorf("idem: relay: settle %d rows (they will be published again): %w", len(ids), err)
 				}
@@ -656,14 +659,14 @@ func (d *deleter) stop() { close(d.stopped) }
 // streamed again once the stream is opened again.
 func (l *streamLoop) land(w *window) error {
 	l.aloft--
-	l.dirty = l.dirty || w.left > 0
+	l.dirty = l.dirty || w.left > 0 || w.unseen
 	ln := l.laneOf(w.rows[0].AggregateID)
 	ln.flight = slices.DeleteFunc(ln.flight, func(f *window) bool { return f == w })
 	ln.rows -= len(w.rows)
 	if w.err != nil {
 		return w.err
 	}
-	if w.left > 0 {
+	if w.left > 0 || w.unseen {
 		// Its rows left in the table are for the claims only (Clear sees
 		// them until they are claimed), or were settled otherwise.
 		l.clean, l.verifyDue = false, true

@@ -56,7 +56,11 @@ type logStream interface {
 	Horizon(ctx context.Context) (at time.Time, pos uint64, err error)
 	// Settle deletes the published rows sent, records failed, and marks
 	// passed (the window's rows not published) for the claims only.
-	Settle(ctx context.Context, sent []int64, failed []seam.OutboxFailure, passed []int64, at time.Time) error
+	// unseen counts the rows of sent and passed it did not find, after
+	// waiting a while for them to become visible: deleted already (a
+	// window streamed again), or a row still to become visible, which a
+	// sweep's claim then finds.
+	Settle(ctx context.Context, sent []int64, failed []seam.OutboxFailure, passed []int64, at time.Time) (unseen int, err error)
 	// Confirm tells the server that every commit up to pos is settled.
 	// It returns at once; the position goes with the next status report.
 	Confirm(pos uint64)

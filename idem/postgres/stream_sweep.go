@@ -17,12 +17,12 @@ import "context"
 // with a short PollInterval stopped every few hundred rows, each stop a
 // claim query that walked the backlog's aggregates). Not clear (a row
 // another process failed, requeued or moved), the windows are checked from
-// then on and the sweep goes as before. One row a periodic claim used to
-// find on a clear table is no longer looked for there: a streamed row that
-// Settle's DELETE did not find within its waits (taken for one deleted
-// already, a window streamed again after a crash) but that became visible
-// later; it was published, and stays pending until a sweep of a loop that
-// is not clean, or a polling fallback, publishes it again.
+// then on and the sweep goes as before. A streamed row that Settle's
+// DELETE did not find within its waits (one deleted already, in a window
+// streamed again after a crash; or one whose commit is in the log but not
+// yet visible, as under synchronous replication waiting for a slow
+// standby) makes the loop dirty: the next sweep claims, and publishes it
+// again if it became visible since.
 
 // quietSweep reports whether the sweep due now is only the periodic one
 // of a clean stream and the table is still clear: it is then done

@@ -103,11 +103,13 @@ func (st *stream) Horizon(ctx context.Context) (time.Time, uint64, error) {
 // Settle implements logStream. A streamed commit is in the log a
 // moment before its rows are visible to other transactions: rows the
 // DELETE (or the UPDATE marking passed rows) did not find are looked for
-// again, after 1, 2, 4, ... 64ms; those still not found were gone already
-// (a window streamed again after a crash).
-func (st *stream) Settle(ctx context.Context, sent []int64, failed []seam.OutboxFailure, passed []int64, at time.Time) error {
+// again, after 1, 2, 4, ... 64ms; those still not found (unseen) were gone
+// already (a window streamed again after a crash), or are still to become
+// visible (a commit waiting for a synchronous standby): the loop sweeps
+// for them.
+func (st *stream) Settle(ctx context.Context, sent []int64, failed []seam.OutboxFailure, passed []int64, at time.Time) (int, error) {
 	if len(sent) == 0 && len(failed) == 0 && len(passed) == 0 {
-		return nil
+		return 0, nil
 	}
 	q := st.d.streamSQL()
 	var gone, marked []int64
@@ -145,7 +147,7 @@ func (st *stream) Settle(ctx context.Context, sent []int64, failed []seam.Outbox
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return 0, ctx.Err()
 		case <-t.C:
 		}
 		if gone, err = queryIDs(ctx, st.d.pool, q.settle, sent); err == nil {
@@ -154,7 +156,10 @@ func (st *stream) Settle(ctx context.Context, sent []int64, failed []seam.Outbox
 			passed = missing(passed, marked)
 		}
 	}
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return len(sent) + len(passed), nil
 }
 
 // queryIDs runs a statement returning row IDs, with ids its one argument
