@@ -94,12 +94,6 @@ func (r *Relay) publishBatch(ctx context.Context, rows []Row) pubResult {
 		next atomic.Int64
 		wg   sync.WaitGroup
 	)
-	if len(groups) == 1 {
-		// One aggregate (a streamed trickle's window of one row): on this
-		// goroutine, not a hand-off to another and back.
-		r.publishGroup(ctx, groups[0], &stop, &mu, &res)
-		return res
-	}
 	for range min(r.o.Concurrency, len(groups)) {
 		wg.Go(func() {
 			for {

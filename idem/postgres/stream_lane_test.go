@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/conformance"
 	"github.com/wary-go/wary/idem/failpoint"
 	"github.com/wary-go/wary/idem/outbox"
@@ -60,58 +59,6 @@ func TestStreamLaneDoesNotWaitForOtherAggregates(t *testing.T) {
 	}
 	close(g.release)
 	e.waitFor("every row", func() bool { return c.distinct() == 7 })
-	c.check(t, nil)
-	if rep := h.Check(); !rep.Valid() {
-		t.Errorf("history: %s", rep)
-	}
-}
-
-// TestStreamLaneKeepsWindowsWithTheBroker: on one lane, while every
-// window is held with the broker (its publish returned, not settled),
-// rows of other aggregates keep going out, each in a window of its own,
-// well past 8 windows at once: a reader of the log publishing each row
-// keeps up to 256 confirms in flight, and a lane that stopped at 8 made
-// the rows after them wait for a window to return, a whole confirm more.
-func TestStreamLaneKeepsWindowsWithTheBroker(t *testing.T) {
-	const rows = 20
-	e := setupStream(t, newPool(t))
-	h := conformance.NewHistory()
-	topic, c := e.consuming(h)
-	r := e.relay(topic, &outbox.RelayOptions{PollInterval: time.Minute}, postgres.SourceOptions{Pipeline: 1})
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	held := make(chan string, rows)
-	release := make(chan struct{})
-	hold := func(m *broker.Message) error {
-		held <- m.ID
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-		return nil
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(failpoint.WithAfterPublish(ctx, hold)) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-
-	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
-	for i := range rows {
-		id := fmt.Sprintf("a-%d", i)
-		e.add(h, &outbox.Message{ID: id, AggregateID: fmt.Sprintf("a%d", i), Type: "x", Payload: []byte("{}")})
-		// Each row is published (and held) before the next is added: a
-		// window of its own.
-		e.waitFor(id+" published while the windows before it are held", func() bool { return c.count(id) == 1 })
-	}
-	for range rows {
-		<-held
-	}
-	close(release)
-	e.waitFor("every row", func() bool { return c.distinct() == rows })
 	c.check(t, nil)
 	if rep := h.Check(); !rep.Valid() {
 		t.Errorf("history: %s", rep)

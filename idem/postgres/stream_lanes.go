@@ -79,26 +79,14 @@ type lane struct {
 // back meanwhile.
 const laneRows = 4
 
-// streamWindows is how many windows the lanes together may have
-// publishing at once (each lane an equal share, at least minLaneWindows).
+// laneWindows is how many of a lane's windows may be publishing at once.
 // A window waits only for those before it that share one of its
 // aggregates: the broker gets each aggregate's rows in order, and rows of
-// distinct aggregates do not wait for each other's confirms. Under a
-// trickle a window holds a row or two, so this is about how many rows
-// are with the broker at once, as a reader of the log publishing each row
-// keeps 256 confirms in flight: while the broker is slow to confirm
-// (rows arriving faster than confirms return), a lane that reached its
-// share holds its next rows back until a window returns, and they then
-// wait a whole confirm more than they would have on the wire
-// (BENCHMARKS.md, "Where the stream's p50 excess goes"). Full windows are
-// bounded by laneRows first.
-const streamWindows = 256
-
-// minLaneWindows is the least share of streamWindows a lane has.
-const minLaneWindows = 8
-
-// laneWindows is how many of a lane's windows may be publishing at once.
-func (l *streamLoop) laneWindows() int { return max(minLaneWindows, streamWindows/len(l.lanes)) }
+// distinct aggregates do not wait for each other's confirms. A share of
+// 256 windows over the lanes (as a reader of the log publishing each row
+// raw keeps 256 confirms in flight) measured no better on a quiet machine
+// (BENCHMARKS.md, "Where the stream's p50 excess goes").
+const laneWindows = 8
 
 // busy returns the aggregates of the lane's windows whose Publish has not
 // returned.
@@ -368,7 +356,7 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 		return
 	}
 	u := ln.unpublished()
-	if u >= l.laneWindows() {
+	if u >= laneWindows {
 		return
 	}
 	take := ln.pend[:min(len(ln.pend), l.s.c.BatchSize)]
