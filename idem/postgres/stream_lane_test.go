@@ -23,17 +23,8 @@ func TestStreamLaneDoesNotWaitForOtherAggregates(t *testing.T) {
 	// No sweep while the window is held (a sweep waits for the windows in
 	// flight, and nothing is dispatched meanwhile).
 	r := e.relay(topic, &outbox.RelayOptions{PollInterval: time.Minute}, postgres.SourceOptions{Pipeline: 1})
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	g := &gate{entered: make(chan string, 1), release: make(chan struct{}), ctx: ctx}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(failpoint.WithAfterPublish(ctx, g.after)) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	g := e.runGated(r)
+	ctx := g.ctx
 
 	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
 	e.add(h, &outbox.Message{ID: "b-1", AggregateID: "b", Type: "x", Payload: []byte("{}")})
@@ -63,4 +54,20 @@ func TestStreamLaneDoesNotWaitForOtherAggregates(t *testing.T) {
 	if rep := h.Check(); !rep.Valid() {
 		t.Errorf("history: %s", rep)
 	}
+}
+
+// runGated runs r until the test ends, each publish of aggregate "b" held
+// after it by the gate it returns (see gate), whose ctx ends with the run.
+func (e *streamEnv) runGated(r *outbox.Relay) *gate {
+	ctx, cancel := context.WithCancel(e.ctx)
+	g := &gate{entered: make(chan string, 1), release: make(chan struct{}), ctx: ctx}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(failpoint.WithAfterPublish(ctx, g.after)) }()
+	e.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			e.t.Errorf("Run: %v", err)
+		}
+	})
+	return g
 }

@@ -1,13 +1,11 @@
 package postgres_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/wary-go/wary/conformance"
-	"github.com/wary-go/wary/idem/failpoint"
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
 )
@@ -25,17 +23,8 @@ func TestStreamCleanSweepDoesNotStopLanes(t *testing.T) {
 	topic, c := e.consuming(h)
 	const poll = 2 * time.Millisecond // a sweep due every 60ms
 	r := e.relay(topic, &outbox.RelayOptions{PollInterval: poll}, postgres.SourceOptions{Pipeline: 1})
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	g := &gate{entered: make(chan string, 1), release: make(chan struct{}), ctx: ctx}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(failpoint.WithAfterPublish(ctx, g.after)) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	g := e.runGated(r)
+	ctx := g.ctx
 
 	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
 	e.add(h, &outbox.Message{ID: "b-1", AggregateID: "b", Type: "x", Payload: []byte("{}")})
@@ -84,17 +73,8 @@ func TestStreamStartsCleanWithoutSweep(t *testing.T) {
 	e.add(h, &outbox.Message{ID: "b-1", AggregateID: "b", Type: "x", Payload: []byte("{}")})
 
 	r := e.relay(topic, &outbox.RelayOptions{PollInterval: poll}, postgres.SourceOptions{Pipeline: 1})
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	g := &gate{entered: make(chan string, 1), release: make(chan struct{}), ctx: ctx}
-	done := make(chan error, 1)
-	go func() { done <- r.Run(failpoint.WithAfterPublish(ctx, g.after)) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	g := e.runGated(r)
+	ctx := g.ctx
 	select {
 	case <-g.entered: // b's window, streamed from the slot, is with the broker, held
 	case <-ctx.Done():
