@@ -159,3 +159,17 @@ func ObserveStream(s *Store, f func([]outbox.Row)) {
 	}
 	s.d.streamed.Store(&f)
 }
+
+// TableStream is an outbox stream of s with no connection to the server's
+// log: its work on the table only (Settle, Publishable, Clear).
+func TableStream(s *Store) LogStream { return &stream{d: s.d} }
+
+// BeforeSettleRetry makes f run before each time a stream's Settle looks
+// again for rows it did not find. Nil stops it.
+func BeforeSettleRetry(s *Store, f func()) {
+	if f == nil {
+		s.d.settleRetry.Store(nil)
+		return
+	}
+	s.d.settleRetry.Store(&f)
+}

@@ -36,6 +36,10 @@ type shared struct {
 	// called with each commit's rows as a streaming source receives them,
 	// before its lanes.
 	streamed atomic.Pointer[func([]outbox.Row)]
+	// settleRetry, for the tests (export_test.go's BeforeSettleRetry), is
+	// called before each of the stream's Settle looks again for rows it
+	// did not find.
+	settleRetry atomic.Pointer[func()]
 }
 
 func newShared[Tx any](auto sqlcore.Querier, o *sqlcore.Outbox[Tx], c *sqlcore.Core[Tx], config func() *pgx.ConnConfig) *shared {

@@ -656,7 +656,9 @@ func (l *streamLoop) land(w *window) error {
 	}
 	if w.left > 0 || w.unseen {
 		// Its rows left in the table are for the claims only (Clear sees
-		// them until they are claimed), or were settled otherwise.
+		// them until they are claimed), or were settled otherwise; rows
+		// Settle did not find (unseen) may be pending still, or become
+		// visible later: a sweep claims them.
 		l.clean, l.verifyDue = false, true
 	}
 	for _, c := range w.commits {

@@ -35,23 +35,12 @@ func TestStreamCleanSweepDoesNotStopLanes(t *testing.T) {
 	}
 	e.add(h, &outbox.Message{ID: "b-2", AggregateID: "b", Type: "x", Payload: []byte("{}")})
 	held := time.Now()
-	n := 0
 	// Rows go one by one until several sweeps have fallen due.
-	for ; n < 3 || time.Since(held) < 4*30*poll; n++ {
-		id := fmt.Sprintf("c-%d", n)
-		e.add(h, &outbox.Message{ID: id, AggregateID: fmt.Sprintf("c%d", n), Type: "x", Payload: []byte("{}")})
-		e.waitFor(id+" published while b's window is held", func() bool { return c.count(id) > 0 })
-	}
+	n := e.addOthersWhileHeld(h, c, func() bool { return time.Since(held) < 4*30*poll })
 	if k := c.count("b-2"); k != 0 {
 		t.Errorf("b-2 arrived %d times while b-1's window was held", k)
 	}
-	close(g.release)
-	e.waitFor("every row", func() bool { return c.distinct() == n+2 })
-	c.check(t, nil)
-	if rep := h.Check(); !rep.Valid() {
-		t.Errorf("history: %s", rep)
-	}
-	e.waitFor("the published rows deleted", func() bool { return e.rows(0, 2) == 0 })
+	e.releaseAndCheck(g, h, c, n+2)
 }
 
 // TestStreamStartsCleanWithoutSweep: a stream that starts on a clear
@@ -81,17 +70,35 @@ func TestStreamStartsCleanWithoutSweep(t *testing.T) {
 		t.Fatal(ctx.Err())
 	}
 	held := time.Now()
+	// Rows go one by one until past the first sweep's time.
+	n := e.addOthersWhileHeld(h, c, func() bool { return time.Since(held) < 2*poll })
+	e.releaseAndCheck(g, h, c, n+1)
+}
+
+// addOthersWhileHeld adds rows of other aggregates than b (c-0 of c0,
+// c-1 of c1, ...), one transaction each, each waited for until it is
+// published: at least three, and then while more holds. It returns how
+// many.
+func (e *streamEnv) addOthersWhileHeld(h *conformance.History, c *consumer, more func() bool) int {
 	n := 0
-	for ; n < 3 || time.Since(held) < 2*poll; n++ { // past the first sweep's time
+	for ; n < 3 || more(); n++ {
 		id := fmt.Sprintf("c-%d", n)
 		e.add(h, &outbox.Message{ID: id, AggregateID: fmt.Sprintf("c%d", n), Type: "x", Payload: []byte("{}")})
 		e.waitFor(id+" published while b's window is held", func() bool { return c.count(id) > 0 })
 	}
+	return n
+}
+
+// releaseAndCheck releases b's held window and waits for all rows
+// published, each aggregate in order, the history valid and the table
+// left with no pending or quarantined row.
+func (e *streamEnv) releaseAndCheck(g *gate, h *conformance.History, c *consumer, all int) {
+	e.t.Helper()
 	close(g.release)
-	e.waitFor("every row", func() bool { return c.distinct() == n+1 })
-	c.check(t, nil)
+	e.waitFor("every row", func() bool { return c.distinct() == all })
+	c.check(e.t, nil)
 	if rep := h.Check(); !rep.Valid() {
-		t.Errorf("history: %s", rep)
+		e.t.Errorf("history: %s", rep)
 	}
 	e.waitFor("the published rows deleted", func() bool { return e.rows(0, 2) == 0 })
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/outbox"
@@ -102,11 +103,13 @@ func (st *stream) Horizon(ctx context.Context) (time.Time, uint64, error) {
 
 // Settle implements logStream. A streamed commit is in the log a
 // moment before its rows are visible to other transactions: rows the
-// DELETE (or the UPDATE marking passed rows) did not find are looked for
-// again, after 1, 2, 4, ... 64ms; those still not found (unseen) were gone
-// already (a window streamed again after a crash), or are still to become
-// visible (a commit waiting for a synchronous standby): the loop sweeps
-// for them.
+// DELETE, the UPDATE recording a failure or the one marking passed rows
+// did not find are looked for again, after 1, 2, 4, ... 64ms; those still
+// not found (unseen) were gone already (a window streamed again after a
+// crash), or are still to become visible (a commit waiting for a
+// synchronous standby): the loop sweeps for them. A failure recorded on
+// nothing would leave its row pending as if never tried: a claim would
+// publish (or quarantine) it a second time.
 func (st *stream) Settle(ctx context.Context, sent []int64, failed []seam.OutboxFailure, passed []int64, at time.Time) (int, error) {
 	if len(sent) == 0 && len(failed) == 0 && len(passed) == 0 {
 		return 0, nil
@@ -122,10 +125,8 @@ func (st *stream) Settle(ctx context.Context, sent []int64, failed []seam.Outbox
 			if gone, err = queryIDs(ctx, tx, q.settle, sent); err != nil {
 				return err
 			}
-			for _, stmt := range st.d.Outbox.FailStmts(failed, at) {
-				if _, err := tx.Exec(ctx, stmt.SQL, stmt.Args...); err != nil {
-					return err
-				}
+			if failed, err = st.fail(ctx, tx, failed, at); err != nil {
+				return err
 			}
 			marked, err = queryIDs(ctx, tx, q.pass, passed)
 			return err
@@ -142,7 +143,10 @@ func (st *stream) Settle(ctx context.Context, sent []int64, failed []seam.Outbox
 		return slices.DeleteFunc(ids, func(id int64) bool { _, ok := in[id]; return ok })
 	}
 	sent, passed = missing(sent, gone), missing(passed, marked)
-	for wait := time.Millisecond; err == nil && len(sent)+len(passed) > 0 && wait <= 64*time.Millisecond; wait *= 2 {
+	for wait := time.Millisecond; err == nil && len(sent)+len(failed)+len(passed) > 0 && wait <= 64*time.Millisecond; wait *= 2 {
+		if f := st.d.settleRetry.Load(); f != nil {
+			(*f)()
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -152,14 +156,36 @@ func (st *stream) Settle(ctx context.Context, sent []int64, failed []seam.Outbox
 		}
 		if gone, err = queryIDs(ctx, st.d.pool, q.settle, sent); err == nil {
 			sent = missing(sent, gone)
-			marked, err = queryIDs(ctx, st.d.pool, q.pass, passed)
-			passed = missing(passed, marked)
+			if failed, err = st.fail(ctx, st.d.pool, failed, at); err == nil {
+				marked, err = queryIDs(ctx, st.d.pool, q.pass, passed)
+				passed = missing(passed, marked)
+			}
 		}
 	}
 	if err != nil {
 		return 0, err
 	}
-	return len(sent) + len(passed), nil
+	return len(sent) + len(failed) + len(passed), nil
+}
+
+// fail records failed, and returns the failures whose row it did not
+// find (not visible yet, or not pending).
+func (st *stream) fail(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, failed []seam.OutboxFailure, at time.Time) ([]seam.OutboxFailure, error) {
+	var missed []seam.OutboxFailure
+	for _, f := range failed {
+		for _, stmt := range st.d.Outbox.FailStmts([]seam.OutboxFailure{f}, at) {
+			tag, err := db.Exec(ctx, stmt.SQL, stmt.Args...)
+			if err != nil {
+				return nil, err
+			}
+			if tag.RowsAffected() == 0 {
+				missed = append(missed, f)
+			}
+		}
+	}
+	return missed, nil
 }
 
 // queryIDs runs a statement returning row IDs, with ids its one argument
