@@ -95,7 +95,7 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 	if err != nil {
 		return Result{}, fmt.Errorf("%w (relay: %+v)", err, relay.Stats())
 	}
-	res := Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU()}
+	res := Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}
 	if stream {
 		rs := relay.Stats()
 		res.Relay = fmt.Sprintf("published %d (counted once deleted), %d windows or claims, %d idle", rs.Published, rs.Claims, rs.Idle)
@@ -141,7 +141,7 @@ func (s *Sitting) runFloor(ctx context.Context, pool *pgxpool.Pool, sc Scenario,
 		return Result{}, err
 	}
 	produced := time.Since(m.start)
-	return Result{Events: n, Total: produced, Produce: produced, PgCPU: m.pgCPU()}, nil
+	return Result{Events: n, Total: produced, Produce: produced, PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}, nil
 }
 
 // watermillPoll is the SQL subscriber's poll interval when it finds no
@@ -179,7 +179,7 @@ func (s *Sitting) runWatermill(ctx context.Context, pool *pgxpool.Pool, exchange
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU()}, nil
+	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}, nil
 }
 
 // runCeiling: the producers commit the floor's transactions, and each
@@ -213,7 +213,7 @@ func (s *Sitting) runCeiling(ctx context.Context, pool *pgxpool.Pool, exchange s
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU()}, nil
+	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}, nil
 }
 
 // watermillTopic is the forwarder's outbox topic in the database.

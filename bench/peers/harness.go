@@ -101,6 +101,8 @@ type Result struct {
 	// until the end of Total, all its processes counted (-1: unknown, the
 	// server is not on this machine).
 	PgCPU time.Duration
+	// PgSplit is PgCPU by kind of process (pgCPU.usedBy; nil: unknown).
+	PgSplit map[string]time.Duration
 	// Relay is how wary's relay spent its claims (polling), or its
 	// counters (streaming).
 	Relay string
@@ -148,7 +150,7 @@ type Sitting struct {
 type meter struct {
 	start time.Time
 	cpu   *pgCPU
-	cpu0  time.Duration
+	cpu0  map[string]time.Duration
 }
 
 // begin starts a run's clock.
@@ -156,7 +158,7 @@ func (s *Sitting) begin() meter {
 	m := meter{cpu: s.cpu}
 	if m.cpu != nil {
 		var err error
-		if m.cpu0, err = m.cpu.used(); err != nil {
+		if m.cpu0, err = m.cpu.usedBy(); err != nil {
 			m.cpu = nil
 		}
 	}
@@ -166,14 +168,31 @@ func (s *Sitting) begin() meter {
 
 // pgCPU is the server's CPU time since begin (-1: unknown).
 func (m meter) pgCPU() time.Duration {
+	by := m.pgSplit()
+	if by == nil {
+		return -1
+	}
+	var t time.Duration
+	for _, d := range by {
+		t += d
+	}
+	return t
+}
+
+// pgSplit is the server's CPU time since begin by kind of process (nil:
+// unknown).
+func (m meter) pgSplit() map[string]time.Duration {
 	if m.cpu == nil {
-		return -1
+		return nil
 	}
-	t, err := m.cpu.used()
+	by, err := m.cpu.usedBy()
 	if err != nil {
-		return -1
+		return nil
 	}
-	return t - m.cpu0
+	for k := range by {
+		by[k] -= m.cpu0[k]
+	}
+	return by
 }
 
 // Open connects to both servers.
@@ -450,7 +469,7 @@ func (s *Sitting) runRaw(ctx context.Context, exchange string, n int, cons *cons
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Events: n, Total: at.Sub(m.start), PgCPU: m.pgCPU()}, nil
+	return Result{Events: n, Total: at.Sub(m.start), PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}, nil
 }
 
 // confirmChannel opens a channel in confirm mode on the raw connection.

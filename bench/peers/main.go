@@ -110,6 +110,9 @@ func sitting(ctx context.Context, w io.Writer, cfg Config, rounds int, only stri
 			results[sc] = append(results[sc], res)
 			fmt.Fprintf(w, "# round %d  %-45s %7.0f msgs/s  commits %7.0f ev/s  tail %6.0f ms  pg cpu %s µs/ev  oldest xact %5.1f s  load %s\n",
 				r+1, sc.Name(), res.Rate(), res.CommitRate(), ms(res.Tail()), cpuText(res.CPUPerEvent()), res.OldestXact.Seconds(), loadavg())
+			if res.PgSplit != nil {
+				fmt.Fprintf(w, "#          pg cpu by process: %s\n", splitText(res))
+			}
 			if res.Relay != "" {
 				fmt.Fprintf(w, "#          relay: %s\n", res.Relay)
 			}
@@ -251,4 +254,13 @@ func loadavg() string {
 	}
 	out, _ := exec.Command("uptime").Output()
 	return strings.TrimSpace(string(out))
+}
+
+// splitText is a run's PostgreSQL CPU per event by kind of process.
+func splitText(r Result) string {
+	var parts []string
+	for _, k := range []string{"client", "walsender", "autovacuum", "other"} {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, float64(r.PgSplit[k])/float64(time.Microsecond)/float64(r.Events)))
+	}
+	return strings.Join(parts, ", ") + " µs/ev"
 }
