@@ -75,17 +75,7 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 	run := s.seq
 	m := s.begin()
 	err = s.produce(ctx, pool, n, sc.PerTx, func(ctx context.Context, tx pgx.Tx, first, last int) error {
-		if err := addOrders(ctx, tx, run, first, last, sc.Aggs); err != nil {
-			return err
-		}
-		msgs := make([]*outbox.Message, 0, last-first)
-		for i := first; i < last; i++ {
-			agg := aggregate(run, i, sc.Aggs)
-			msgs = append(msgs, &outbox.Message{ID: fmt.Sprintf("w%09d", i), AggregateID: agg,
-				Type: "order.placed", Payload: payload(i, agg)})
-		}
-		_, err := ob.Add(ctx, tx, msgs...)
-		return err
+		return addWary(ctx, tx, ob, run, first, last, sc.Aggs)
 	}, nil)
 	if err != nil {
 		return Result{}, err
@@ -103,6 +93,22 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 		res.Relay = settled(relay, n).String()
 	}
 	return res, nil
+}
+
+// addWary writes the wary contenders' transaction of events first to
+// last-1: their domain rows, and their events added to ob.
+func addWary(ctx context.Context, tx pgx.Tx, ob *outbox.Outbox[pgx.Tx], run, first, last, aggs int) error {
+	if err := addOrders(ctx, tx, run, first, last, aggs); err != nil {
+		return err
+	}
+	msgs := make([]*outbox.Message, 0, last-first)
+	for i := first; i < last; i++ {
+		agg := aggregate(run, i, aggs)
+		msgs = append(msgs, &outbox.Message{ID: fmt.Sprintf("w%09d", i), AggregateID: agg,
+			Type: "order.placed", Payload: payload(i, agg)})
+	}
+	_, err := ob.Add(ctx, tx, msgs...)
+	return err
 }
 
 // dropStream drops the outbox stream's replication slot and publication

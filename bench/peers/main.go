@@ -118,7 +118,7 @@ func sitting(ctx context.Context, w io.Writer, cfg Config, rounds int, only stri
 			}
 		}
 		for _, sc := range scs {
-			if c := sc.Contender; c == "wary" || c == "stream" || c == "ceiling" {
+			if c := sc.Contender; c == "wary" || c == "stream" || c == "decode" || c == "ceiling" {
 				fmt.Fprintf(w, "# round %d  %-45s %s\n", r+1, sc.Name(), ratios(sc, results, r))
 			}
 		}
@@ -141,6 +141,16 @@ func ratios(sc Scenario, results map[Scenario][]Result, r int) string {
 	}
 	if raw := results[Scenario{Contender: "raw"}]; len(raw) > r {
 		out = append(out, fmt.Sprintf("%.0f%% of raw", 100*rate/raw[r].Rate()))
+	}
+	if sc.Contender != "ceiling" {
+		if c := results[Scenario{"ceiling", sc.PerTx, 0}]; len(c) > r {
+			out = append(out, fmt.Sprintf("%.0f%% of the ceiling", 100*rate/c[r].Rate()))
+		}
+	}
+	if sc.Contender == "stream" {
+		if d := results[Scenario{"decode", sc.PerTx, sc.Aggs}]; len(d) > r {
+			out = append(out, fmt.Sprintf("%.0f%% of decode + raw", 100*rate/d[r].Rate()))
+		}
 	}
 	return strings.Join(out, ", ")
 }
@@ -178,7 +188,7 @@ func table(w io.Writer, scs []Scenario, results map[Scenario][]Result) {
 			cpu = cpuText(median(known, Result.CPUPerEvent))
 		}
 		vsF, vsW, vsR := "–", "–", "–"
-		if c := sc.Contender; c == "wary" || c == "stream" || c == "ceiling" {
+		if c := sc.Contender; c == "wary" || c == "stream" || c == "decode" || c == "ceiling" {
 			if f := results[Scenario{"floor", sc.PerTx, 0}]; len(f) > 0 {
 				vsF = fmt.Sprintf("%.0f%%", 100*ratio(rs, f, Result.CommitRate))
 			}
