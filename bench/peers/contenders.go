@@ -72,15 +72,10 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 		case <-time.After(time.Millisecond):
 		}
 	}
-	run := s.seq
-	m := s.begin()
-	err = s.produce(ctx, pool, n, sc.PerTx, func(ctx context.Context, tx pgx.Tx, first, last int) error {
-		return addWary(ctx, tx, ob, run, first, last, sc.Aggs)
-	}, nil)
+	m, produced, err := s.produceWary(ctx, pool, ob, sc, n)
 	if err != nil {
 		return Result{}, err
 	}
-	produced := time.Since(m.start)
 	at, err := cons.wait(ctx, n)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w (relay: %+v)", err, relay.Stats())
@@ -93,6 +88,17 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 		res.Relay = settled(relay, n).String()
 	}
 	return res, nil
+}
+
+// produceWary runs the wary contenders' producers (addWary) from the
+// start of a run, and returns its meter and how long they took.
+func (s *Sitting) produceWary(ctx context.Context, pool *pgxpool.Pool, ob *outbox.Outbox[pgx.Tx], sc Scenario, n int) (meter, time.Duration, error) {
+	run := s.seq
+	m := s.begin()
+	err := s.produce(ctx, pool, n, sc.PerTx, func(ctx context.Context, tx pgx.Tx, first, last int) error {
+		return addWary(ctx, tx, ob, run, first, last, sc.Aggs)
+	}, nil)
+	return m, time.Since(m.start), err
 }
 
 // addWary writes the wary contenders' transaction of events first to
@@ -181,11 +187,7 @@ func (s *Sitting) runWatermill(ctx context.Context, pool *pgxpool.Pool, exchange
 		return Result{}, err
 	}
 	produced := time.Since(m.start)
-	at, err := cons.wait(ctx, n)
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}, nil
+	return m.received(ctx, cons, n, produced)
 }
 
 // runCeiling: the producers commit the floor's transactions, and each
@@ -215,11 +217,7 @@ func (s *Sitting) runCeiling(ctx context.Context, pool *pgxpool.Pool, exchange s
 	if err := <-published; err != nil {
 		return Result{}, err
 	}
-	at, err := cons.wait(ctx, n)
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}, nil
+	return m.received(ctx, cons, n, produced)
 }
 
 // watermillTopic is the forwarder's outbox topic in the database.

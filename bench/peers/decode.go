@@ -2,26 +2,22 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/idem/outbox"
 	"github.com/wary-go/wary/idem/postgres"
+	"github.com/wary-go/wary/internal/walraw"
 )
 
 // runDecode is the "decode + raw" contender end to end: the wary
 // contenders' producers, the same transactions (domain rows and wary's
-// outbox rows, outbox.Add), while a minimal pglogrepl reader of a
+// outbox rows, outbox.Add), while internal/walraw's reader of a
 // publication of the outbox table, on a temporary slot of its own,
 // publishes each inserted row's message ID and payload raw with
 // amqp091-go (one channel, 256 confirms in flight). No table work: rows
@@ -69,103 +65,21 @@ func (s *Sitting) runDecode(ctx context.Context, pool *pgxpool.Pool, exchange st
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	relayed := make(chan error, 1)
-	go func() { relayed <- decodeRaw(rctx, conn, ch, exchange, n) }()
+	raw := walraw.NewPublisher(ch, ch.NotifyPublish(make(chan amqp.Confirmation, walraw.InFlight)), exchange)
+	go func() {
+		end, err := raw.Relay(rctx, conn, n)
+		if err == nil {
+			err = pglogrepl.SendStandbyStatusUpdate(rctx, conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: end})
+		}
+		relayed <- err
+	}()
 
-	run := s.seq
-	m := s.begin()
-	err = s.produce(ctx, pool, n, sc.PerTx, func(ctx context.Context, tx pgx.Tx, first, last int) error {
-		return addWary(ctx, tx, ob, run, first, last, sc.Aggs)
-	}, nil)
+	m, produced, err := s.produceWary(ctx, pool, ob, sc, n)
 	if err != nil {
 		return Result{}, err
 	}
-	produced := time.Since(m.start)
 	if err := <-relayed; err != nil {
 		return Result{}, fmt.Errorf("decode+raw: %w", err)
 	}
-	at, err := cons.wait(ctx, n)
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}, nil
-}
-
-// decodeRaw reads conn's replication stream until n inserted rows were
-// published on ch and confirmed, and confirms the position of the commit
-// of the last.
-func decodeRaw(ctx context.Context, conn *pgconn.PgConn, ch *amqp.Channel, exchange string, n int) error {
-	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 256))
-	confirm := func() error {
-		select {
-		case c, ok := <-confirms:
-			if !ok || !c.Ack {
-				return errors.New("publish not confirmed")
-			}
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	idCol, payloadCol := -1, -1
-	var end pglogrepl.LSN
-	out, sent := 0, 0
-	for sent < n || end == 0 {
-		msg, err := conn.ReceiveMessage(ctx)
-		if err != nil {
-			return err
-		}
-		cd, ok := msg.(*pgproto3.CopyData)
-		if !ok || len(cd.Data) == 0 || cd.Data[0] != pglogrepl.XLogDataByteID {
-			continue
-		}
-		x, err := pglogrepl.ParseXLogData(cd.Data[1:])
-		if err != nil {
-			return err
-		}
-		m, err := pglogrepl.Parse(x.WALData)
-		if err != nil {
-			return err
-		}
-		switch m := m.(type) {
-		case *pglogrepl.RelationMessage:
-			for i, c := range m.Columns {
-				switch c.Name {
-				case "message_id":
-					idCol = i
-				case "payload":
-					payloadCol = i
-				}
-			}
-		case *pglogrepl.InsertMessage:
-			if idCol < 0 || payloadCol < 0 {
-				return fmt.Errorf("insert into relation %d before its columns", m.RelationID)
-			}
-			body, err := hex.DecodeString(strings.TrimPrefix(string(m.Tuple.Columns[payloadCol].Data), `\x`))
-			if err != nil {
-				return err
-			}
-			if out == 256 {
-				if err := confirm(); err != nil {
-					return err
-				}
-				out--
-			}
-			if err := ch.PublishWithContext(ctx, exchange, "", false, false, amqp.Publishing{
-				MessageId: string(m.Tuple.Columns[idCol].Data), Body: body, DeliveryMode: amqp.Persistent}); err != nil {
-				return err
-			}
-			out++
-			sent++
-		case *pglogrepl.CommitMessage:
-			if sent == n {
-				end = m.TransactionEndLSN
-			}
-		}
-	}
-	for ; out > 0; out-- {
-		if err := confirm(); err != nil {
-			return err
-		}
-	}
-	return pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: end})
+	return m.received(ctx, cons, n, produced)
 }

@@ -183,6 +183,17 @@ func (m meter) pgCPU() time.Duration {
 	return t
 }
 
+// received ends a run whose producers committed everything produced
+// after its start: it waits for the consumer to have all n events, and
+// measures the run.
+func (m meter) received(ctx context.Context, cons *consumer, n int, produced time.Duration) (Result, error) {
+	at, err := cons.wait(ctx, n)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}, nil
+}
+
 // pgSplit is the server's CPU time since begin by kind of process (nil:
 // unknown).
 func (m meter) pgSplit() map[string]time.Duration {
