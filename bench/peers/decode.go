@@ -17,7 +17,7 @@ import (
 
 // runDecode is the "decode + raw" contender end to end: the wary
 // contenders' producers, the same transactions (domain rows and wary's
-// outbox rows, outbox.Add), while internal/walraw's reader of a
+// outbox rows, Outbox.Add), while internal/walraw's reader of a
 // publication of the outbox table, on a temporary slot of its own,
 // publishes each inserted row's message ID and payload raw with
 // amqp091-go (one channel, 256 confirms in flight). No table work: rows
