@@ -72,30 +72,15 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 		case <-time.After(time.Millisecond):
 		}
 	}
-	run := s.seq
-	m := s.begin()
-	err = s.produce(ctx, pool, n, sc.PerTx, func(ctx context.Context, tx pgx.Tx, first, last int) error {
-		if err := addOrders(ctx, tx, run, first, last, sc.Aggs); err != nil {
-			return err
-		}
-		msgs := make([]*outbox.Message, 0, last-first)
-		for i := first; i < last; i++ {
-			agg := aggregate(run, i, sc.Aggs)
-			msgs = append(msgs, &outbox.Message{ID: fmt.Sprintf("w%09d", i), AggregateID: agg,
-				Type: "order.placed", Payload: payload(i, agg)})
-		}
-		_, err := ob.Add(ctx, tx, msgs...)
-		return err
-	}, nil)
+	m, produced, err := s.produceWary(ctx, pool, ob, sc, n)
 	if err != nil {
 		return Result{}, err
 	}
-	produced := time.Since(m.start)
 	at, err := cons.wait(ctx, n)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w (relay: %+v)", err, relay.Stats())
 	}
-	res := Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU()}
+	res := Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}
 	if stream {
 		rs := relay.Stats()
 		res.Relay = fmt.Sprintf("published %d (counted once deleted), %d windows or claims, %d idle", rs.Published, rs.Claims, rs.Idle)
@@ -103,6 +88,33 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 		res.Relay = settled(relay, n).String()
 	}
 	return res, nil
+}
+
+// produceWary runs the wary contenders' producers (addWary) from the
+// start of a run, and returns its meter and how long they took.
+func (s *Sitting) produceWary(ctx context.Context, pool *pgxpool.Pool, ob *outbox.Outbox[pgx.Tx], sc Scenario, n int) (meter, time.Duration, error) {
+	run := s.seq
+	m := s.begin()
+	err := s.produce(ctx, pool, n, sc.PerTx, func(ctx context.Context, tx pgx.Tx, first, last int) error {
+		return addWary(ctx, tx, ob, run, first, last, sc.Aggs)
+	}, nil)
+	return m, time.Since(m.start), err
+}
+
+// addWary writes the wary contenders' transaction of events first to
+// last-1: their domain rows, and their events added to ob.
+func addWary(ctx context.Context, tx pgx.Tx, ob *outbox.Outbox[pgx.Tx], run, first, last, aggs int) error {
+	if err := addOrders(ctx, tx, run, first, last, aggs); err != nil {
+		return err
+	}
+	msgs := make([]*outbox.Message, 0, last-first)
+	for i := first; i < last; i++ {
+		agg := aggregate(run, i, aggs)
+		msgs = append(msgs, &outbox.Message{ID: fmt.Sprintf("w%09d", i), AggregateID: agg,
+			Type: "order.placed", Payload: payload(i, agg)})
+	}
+	_, err := ob.Add(ctx, tx, msgs...)
+	return err
 }
 
 // dropStream drops the outbox stream's replication slot and publication
@@ -141,7 +153,7 @@ func (s *Sitting) runFloor(ctx context.Context, pool *pgxpool.Pool, sc Scenario,
 		return Result{}, err
 	}
 	produced := time.Since(m.start)
-	return Result{Events: n, Total: produced, Produce: produced, PgCPU: m.pgCPU()}, nil
+	return Result{Events: n, Total: produced, Produce: produced, PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}, nil
 }
 
 // watermillPoll is the SQL subscriber's poll interval when it finds no
@@ -175,11 +187,7 @@ func (s *Sitting) runWatermill(ctx context.Context, pool *pgxpool.Pool, exchange
 		return Result{}, err
 	}
 	produced := time.Since(m.start)
-	at, err := cons.wait(ctx, n)
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU()}, nil
+	return m.received(ctx, cons, n, produced)
 }
 
 // runCeiling: the producers commit the floor's transactions, and each
@@ -209,11 +217,7 @@ func (s *Sitting) runCeiling(ctx context.Context, pool *pgxpool.Pool, exchange s
 	if err := <-published; err != nil {
 		return Result{}, err
 	}
-	at, err := cons.wait(ctx, n)
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU()}, nil
+	return m.received(ctx, cons, n, produced)
 }
 
 // watermillTopic is the forwarder's outbox topic in the database.

@@ -38,7 +38,7 @@ type Config struct {
 
 // Scenario is one contender at one shape of load.
 type Scenario struct {
-	Contender string // "wary", "stream", "watermill", "floor", "ceiling" or "raw"
+	Contender string // "wary", "stream", "decode", "watermill", "floor", "ceiling" or "raw"
 	PerTx     int    // events per producer transaction (0 for raw)
 	Aggs      int    // aggregates the events spread over; 0: every event its own
 }
@@ -61,6 +61,8 @@ func (s Scenario) Name() string {
 		return fmt.Sprintf("ceiling: domain rows, then raw publish, %d/tx", s.PerTx)
 	case "stream":
 		return fmt.Sprintf("wary stream, %d/tx, %s", s.PerTx, agg)
+	case "decode":
+		return fmt.Sprintf("decode + raw, wary's rows, %d/tx, %s", s.PerTx, agg)
 	}
 	return fmt.Sprintf("wary relay, %d/tx, %s", s.PerTx, agg)
 }
@@ -78,11 +80,13 @@ func (s Scenario) outbox() bool {
 // floor's transactions, each one's events then published with raw
 // amqp091-go: what no outbox relay can beat on the machine, which must
 // both commit the producers' transactions and carry every event through
-// the broker).
+// the broker). Decode + raw (runDecode) is the most a relay reading wary's
+// outbox rows from the log can do: the wary contenders' transactions, the
+// rows published raw from the log with no table work.
 func Scenarios() []Scenario {
 	return []Scenario{
-		{"wary", 1, 100}, {"wary", 1, 0}, {"stream", 1, 100}, {"stream", 1, 0}, {"watermill", 1, 100}, {"floor", 1, 0}, {"ceiling", 1, 0},
-		{"wary", 100, 100}, {"wary", 100, 0}, {"stream", 100, 100}, {"stream", 100, 0}, {"watermill", 100, 100}, {"floor", 100, 0}, {"ceiling", 100, 0},
+		{"wary", 1, 100}, {"wary", 1, 0}, {"stream", 1, 100}, {"stream", 1, 0}, {"decode", 1, 100}, {"decode", 1, 0}, {"watermill", 1, 100}, {"floor", 1, 0}, {"ceiling", 1, 0},
+		{"wary", 100, 100}, {"wary", 100, 0}, {"stream", 100, 100}, {"stream", 100, 0}, {"decode", 100, 100}, {"decode", 100, 0}, {"watermill", 100, 100}, {"floor", 100, 0}, {"ceiling", 100, 0},
 		{"raw", 0, 0},
 	}
 }
@@ -101,6 +105,8 @@ type Result struct {
 	// until the end of Total, all its processes counted (-1: unknown, the
 	// server is not on this machine).
 	PgCPU time.Duration
+	// PgSplit is PgCPU by kind of process (pgCPU.usedBy; nil: unknown).
+	PgSplit map[string]time.Duration
 	// Relay is how wary's relay spent its claims (polling), or its
 	// counters (streaming).
 	Relay string
@@ -148,7 +154,7 @@ type Sitting struct {
 type meter struct {
 	start time.Time
 	cpu   *pgCPU
-	cpu0  time.Duration
+	cpu0  map[string]time.Duration
 }
 
 // begin starts a run's clock.
@@ -156,7 +162,7 @@ func (s *Sitting) begin() meter {
 	m := meter{cpu: s.cpu}
 	if m.cpu != nil {
 		var err error
-		if m.cpu0, err = m.cpu.used(); err != nil {
+		if m.cpu0, err = m.cpu.usedBy(); err != nil {
 			m.cpu = nil
 		}
 	}
@@ -166,14 +172,42 @@ func (s *Sitting) begin() meter {
 
 // pgCPU is the server's CPU time since begin (-1: unknown).
 func (m meter) pgCPU() time.Duration {
-	if m.cpu == nil {
+	by := m.pgSplit()
+	if by == nil {
 		return -1
 	}
-	t, err := m.cpu.used()
+	var t time.Duration
+	for _, d := range by {
+		t += d
+	}
+	return t
+}
+
+// received ends a run whose producers committed everything produced
+// after its start: it waits for the consumer to have all n events, and
+// measures the run.
+func (m meter) received(ctx context.Context, cons *consumer, n int, produced time.Duration) (Result, error) {
+	at, err := cons.wait(ctx, n)
 	if err != nil {
-		return -1
+		return Result{}, err
 	}
-	return t - m.cpu0
+	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}, nil
+}
+
+// pgSplit is the server's CPU time since begin by kind of process (nil:
+// unknown).
+func (m meter) pgSplit() map[string]time.Duration {
+	if m.cpu == nil {
+		return nil
+	}
+	by, err := m.cpu.usedBy()
+	if err != nil {
+		return nil
+	}
+	for k := range by {
+		by[k] -= m.cpu0[k]
+	}
+	return by
 }
 
 // Open connects to both servers.
@@ -255,6 +289,8 @@ func (s *Sitting) Run(ctx context.Context, sc Scenario) (Result, error) {
 		res, err = s.runWatermill(ctx, pool, name, sc, n, cons)
 	case "ceiling":
 		res, err = s.runCeiling(ctx, pool, name, sc, n, cons)
+	case "decode":
+		res, err = s.runDecode(ctx, pool, name, sc, n, cons)
 	default:
 		err = fmt.Errorf("unknown contender %q", sc.Contender)
 	}
@@ -450,7 +486,7 @@ func (s *Sitting) runRaw(ctx context.Context, exchange string, n int, cons *cons
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Events: n, Total: at.Sub(m.start), PgCPU: m.pgCPU()}, nil
+	return Result{Events: n, Total: at.Sub(m.start), PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}, nil
 }
 
 // confirmChannel opens a channel in confirm mode on the raw connection.

@@ -110,12 +110,15 @@ func sitting(ctx context.Context, w io.Writer, cfg Config, rounds int, only stri
 			results[sc] = append(results[sc], res)
 			fmt.Fprintf(w, "# round %d  %-45s %7.0f msgs/s  commits %7.0f ev/s  tail %6.0f ms  pg cpu %s µs/ev  oldest xact %5.1f s  load %s\n",
 				r+1, sc.Name(), res.Rate(), res.CommitRate(), ms(res.Tail()), cpuText(res.CPUPerEvent()), res.OldestXact.Seconds(), loadavg())
+			if res.PgSplit != nil {
+				fmt.Fprintf(w, "#          pg cpu by process: %s\n", splitText(res))
+			}
 			if res.Relay != "" {
 				fmt.Fprintf(w, "#          relay: %s\n", res.Relay)
 			}
 		}
 		for _, sc := range scs {
-			if c := sc.Contender; c == "wary" || c == "stream" || c == "ceiling" {
+			if c := sc.Contender; c == "wary" || c == "stream" || c == "decode" || c == "ceiling" {
 				fmt.Fprintf(w, "# round %d  %-45s %s\n", r+1, sc.Name(), ratios(sc, results, r))
 			}
 		}
@@ -138,6 +141,16 @@ func ratios(sc Scenario, results map[Scenario][]Result, r int) string {
 	}
 	if raw := results[Scenario{Contender: "raw"}]; len(raw) > r {
 		out = append(out, fmt.Sprintf("%.0f%% of raw", 100*rate/raw[r].Rate()))
+	}
+	if sc.Contender != "ceiling" {
+		if c := results[Scenario{"ceiling", sc.PerTx, 0}]; len(c) > r {
+			out = append(out, fmt.Sprintf("%.0f%% of the ceiling", 100*rate/c[r].Rate()))
+		}
+	}
+	if sc.Contender == "stream" {
+		if d := results[Scenario{"decode", sc.PerTx, sc.Aggs}]; len(d) > r {
+			out = append(out, fmt.Sprintf("%.0f%% of decode + raw", 100*rate/d[r].Rate()))
+		}
 	}
 	return strings.Join(out, ", ")
 }
@@ -175,7 +188,7 @@ func table(w io.Writer, scs []Scenario, results map[Scenario][]Result) {
 			cpu = cpuText(median(known, Result.CPUPerEvent))
 		}
 		vsF, vsW, vsR := "–", "–", "–"
-		if c := sc.Contender; c == "wary" || c == "stream" || c == "ceiling" {
+		if c := sc.Contender; c == "wary" || c == "stream" || c == "decode" || c == "ceiling" {
 			if f := results[Scenario{"floor", sc.PerTx, 0}]; len(f) > 0 {
 				vsF = fmt.Sprintf("%.0f%%", 100*ratio(rs, f, Result.CommitRate))
 			}
@@ -251,4 +264,13 @@ func loadavg() string {
 	}
 	out, _ := exec.Command("uptime").Output()
 	return strings.TrimSpace(string(out))
+}
+
+// splitText is a run's PostgreSQL CPU per event by kind of process.
+func splitText(r Result) string {
+	var parts []string
+	for _, k := range []string{"client", "walsender", "autovacuum", "other"} {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, float64(r.PgSplit[k])/float64(time.Microsecond)/float64(r.Events)))
+	}
+	return strings.Join(parts, ", ") + " µs/ev"
 }

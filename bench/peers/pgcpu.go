@@ -54,14 +54,28 @@ func localPostgres(ctx context.Context, conn *pgx.Conn) (*pgCPU, error) {
 
 // used returns the CPU time (user and system) the server has used so far.
 func (p *pgCPU) used() (time.Duration, error) {
+	by, err := p.usedBy()
+	var t time.Duration
+	for _, d := range by {
+		t += d
+	}
+	return t, err
+}
+
+// usedBy returns the CPU time the server has used so far by kind of
+// process, read from its process title: "walsender" (the streaming
+// relay's logical decoding), "client" (backends of client connections:
+// producers, relays, consumers), "autovacuum", and "other" (the
+// postmaster, the writers and checkpointer, and processes that exited).
+func (p *pgCPU) usedBy() (map[string]time.Duration, error) {
 	pm, err := procStat(p.pid)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	ticks := pm.utime + pm.stime + pm.cutime + pm.cstime
+	by := map[string]int64{"other": pm.utime + pm.stime + pm.cutime + pm.cstime}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -69,10 +83,29 @@ func (p *pgCPU) used() (time.Duration, error) {
 			continue
 		}
 		if st, err := procStat(pid); err == nil && st.ppid == p.pid {
-			ticks += st.utime + st.stime
+			by[processKind(pid)] += st.utime + st.stime
 		}
 	}
-	return time.Duration(ticks) * time.Second / clockTicks, nil
+	out := make(map[string]time.Duration, len(by))
+	for k, ticks := range by {
+		out[k] = time.Duration(ticks) * time.Second / clockTicks
+	}
+	return out, nil
+}
+
+// processKind tells a server process's kind by its title (see usedBy).
+func processKind(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	title := strings.TrimRight(string(b), "\x00")
+	switch {
+	case strings.Contains(title, "walsender"):
+		return "walsender"
+	case strings.Contains(title, "autovacuum"):
+		return "autovacuum"
+	case strings.Contains(title, "(") || strings.Contains(title, "[local]"):
+		return "client"
+	}
+	return "other"
 }
 
 // stat is what pgCPU reads of /proc/<pid>/stat.

@@ -2,10 +2,8 @@ package postgres_test
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,18 +11,18 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/drivers/rabbit"
 	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/internal/walraw"
 )
 
 // decodeRaw is the "decode + raw" contender of BenchmarkRelayRabbit: the
 // most any relay that reads the outbox from the log can do on this
-// machine. A minimal pglogrepl reader of the streaming outbox's
+// machine. internal/walraw's reader of the streaming outbox's
 // publication, on a slot of its own, publishes each inserted row's
 // message ID and payload raw with amqp091-go, 256 confirms in flight on
 // one channel, and confirms the slot's position when every message was
@@ -91,68 +89,9 @@ func (d *decodeRaw) run(b *testing.B, n int, sender func() time.Duration) time.D
 		PluginArgs: []string{"proto_version '1'", "publication_names '" + d.publication + "'"}}); err != nil {
 		b.Fatal(err)
 	}
-	rel := map[uint32]*pglogrepl.RelationMessage{}
-	var idCol, payloadCol int
-	var end pglogrepl.LSN
-	out, sent := 0, 0
-	for sent < n || end == 0 {
-		msg, err := conn.ReceiveMessage(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		cd, ok := msg.(*pgproto3.CopyData)
-		if !ok || len(cd.Data) == 0 || cd.Data[0] != pglogrepl.XLogDataByteID {
-			continue
-		}
-		x, err := pglogrepl.ParseXLogData(cd.Data[1:])
-		if err != nil {
-			b.Fatal(err)
-		}
-		m, err := pglogrepl.Parse(x.WALData)
-		if err != nil {
-			b.Fatal(err)
-		}
-		switch m := m.(type) {
-		case *pglogrepl.RelationMessage:
-			rel[m.RelationID] = m
-			for i, c := range m.Columns {
-				switch c.Name {
-				case "message_id":
-					idCol = i
-				case "payload":
-					payloadCol = i
-				}
-			}
-		case *pglogrepl.InsertMessage:
-			if rel[m.RelationID] == nil {
-				b.Fatalf("insert into unknown relation %d", m.RelationID)
-			}
-			payload, err := hex.DecodeString(strings.TrimPrefix(string(m.Tuple.Columns[payloadCol].Data), `\x`))
-			if err != nil {
-				b.Fatal(err)
-			}
-			if out == 256 {
-				if c := <-d.confirms; !c.Ack {
-					b.Fatal("nack")
-				}
-				out--
-			}
-			if err := d.ch.PublishWithContext(ctx, d.exchange, "", false, false, amqp.Publishing{
-				MessageId: string(m.Tuple.Columns[idCol].Data), Body: payload, DeliveryMode: amqp.Persistent}); err != nil {
-				b.Fatal(err)
-			}
-			out++
-			sent++
-		case *pglogrepl.CommitMessage:
-			if sent == n {
-				end = m.TransactionEndLSN
-			}
-		}
-	}
-	for ; out > 0; out-- {
-		if c := <-d.confirms; !c.Ack {
-			b.Fatal("nack")
-		}
+	end, err := walraw.NewPublisher(d.ch, d.confirms, d.exchange).Relay(ctx, conn, n)
+	if err != nil {
+		b.Fatal(err)
 	}
 	var used time.Duration
 	if sender != nil {
@@ -257,99 +196,65 @@ func (d *decodeRaw) latency(b *testing.B, e *idemtest.OutboxEnv[pgx.Tx], pool *p
 	}
 	ended := make(chan pglogrepl.LSN, 1) // the end of the last row's transaction
 	wg.Go(func() {
-		rel := map[uint32]*pglogrepl.RelationMessage{}
-		var idCol, payloadCol int
+		r := walraw.NewReader(conn)
 		for sent := 0; ; {
-			msg, err := conn.ReceiveMessage(ctx)
+			ev, err := r.Next(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
 					b.Error(err)
 				}
 				return
 			}
-			cd, ok := msg.(*pgproto3.CopyData)
-			if !ok || len(cd.Data) == 0 || cd.Data[0] != pglogrepl.XLogDataByteID {
+			if ev.Commit {
+				if sent == n {
+					ended <- ev.End
+					return
+				}
 				continue
 			}
-			x, err := pglogrepl.ParseXLogData(cd.Data[1:])
-			if err != nil {
-				b.Error(err)
+			now := time.Now()
+			payload := ev.Payload
+			select {
+			case inflight <- struct{}{}:
+			case <-ctx.Done():
 				return
 			}
-			m, err := pglogrepl.Parse(x.WALData)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			switch m := m.(type) {
-			case *pglogrepl.RelationMessage:
-				rel[m.RelationID] = m
-				for i, c := range m.Columns {
-					switch c.Name {
-					case "message_id":
-						idCol = i
-					case "payload":
-						payloadCol = i
-					}
-				}
-			case *pglogrepl.InsertMessage:
-				now := time.Now()
-				if rel[m.RelationID] == nil {
-					b.Errorf("insert into unknown relation %d", m.RelationID)
-					return
-				}
-				payload, err := hex.DecodeString(strings.TrimPrefix(string(m.Tuple.Columns[payloadCol].Data), `\x`))
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				select {
-				case inflight <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-				id := string(m.Tuple.Columns[idCol].Data)
-				if topic != nil {
-					mu.Lock()
-					received[id] = now
-					mu.Unlock()
-					sent++
-					wg.Go(func() {
-						err := topic.Publish(ctx, &broker.Message{ID: id, Key: "agg-000", Body: payload, Headers: broker.Headers{
-							{broker.HeaderAggregateID, "agg-000"}, {broker.HeaderSequence, "1"}}})
-						now := time.Now()
-						if err != nil {
-							if ctx.Err() == nil {
-								b.Error(err)
-							}
-							return
-						}
-						mu.Lock()
-						confirmed[id] = now
-						if len(confirmed) == n {
-							close(all)
-						}
-						mu.Unlock()
-						<-inflight
-					})
-					continue
-				}
+			id := ev.ID
+			if topic != nil {
 				mu.Lock()
 				received[id] = now
-				tags[d.ch.GetNextPublishSeqNo()] = id
 				mu.Unlock()
-				if err := d.ch.PublishWithContext(ctx, exchange, "", false, false, amqp.Publishing{
-					MessageId: id, Body: payload, DeliveryMode: amqp.Persistent}); err != nil {
-					b.Error(err)
-					return
-				}
 				sent++
-			case *pglogrepl.CommitMessage:
-				if sent == n {
-					ended <- m.TransactionEndLSN
-					return
-				}
+				wg.Go(func() {
+					err := topic.Publish(ctx, &broker.Message{ID: id, Key: "agg-000", Body: payload, Headers: broker.Headers{
+						{broker.HeaderAggregateID, "agg-000"}, {broker.HeaderSequence, "1"}}})
+					now := time.Now()
+					if err != nil {
+						if ctx.Err() == nil {
+							b.Error(err)
+						}
+						return
+					}
+					mu.Lock()
+					confirmed[id] = now
+					if len(confirmed) == n {
+						close(all)
+					}
+					mu.Unlock()
+					<-inflight
+				})
+				continue
 			}
+			mu.Lock()
+			received[id] = now
+			tags[d.ch.GetNextPublishSeqNo()] = id
+			mu.Unlock()
+			if err := d.ch.PublishWithContext(ctx, exchange, "", false, false, amqp.Publishing{
+				MessageId: id, Body: payload, DeliveryMode: amqp.Persistent}); err != nil {
+				b.Error(err)
+				return
+			}
+			sent++
 		}
 	})
 	idemtest.WaitFor(b, "decode+raw's WAL sender at the log's end", caughtUp(b, pool, d.slot))
