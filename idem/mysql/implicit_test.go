@@ -37,6 +37,18 @@ func openImplicit(t *testing.T, dsn string) (*mysql.Store, idemtest.Driver[*sql.
 	return st, idemtest.D[*sql.Tx](st), db
 }
 
+// inboxOn returns an inbox of consumer on st and the queue it takes
+// deliveries from.
+func inboxOn(t *testing.T, st *mysql.Store, consumer string) (*idem.Inbox[*sql.Tx], *idemtest.Queue, *broker.Subscription) {
+	t.Helper()
+	in, err := idem.NewInbox[*sql.Tx](st, consumer, idemtest.Caps, idemtest.Quiet(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := idemtest.NewQueue(idemtest.Caps)
+	return in, q, q.Subscription(nil)
+}
+
 // openDSN opens dsn for t.
 func openDSN(t testing.TB, dsn string) *sql.DB {
 	t.Helper()
@@ -199,12 +211,7 @@ func TestImplicitFailures(t *testing.T) {
 func testImplicitFailure(t *testing.T, how string) {
 	st, sd, db := openImplicit(t, newDatabase(t, map[string]string{"innodb_lock_wait_timeout": "20"}))
 	ctx := t.Context()
-	in, err := idem.NewInbox[*sql.Tx](st, "fail", idemtest.Caps, idemtest.Quiet(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := idemtest.NewQueue(idemtest.Caps)
-	sub := q.Subscription(nil)
+	in, q, sub := inboxOn(t, st, "fail")
 	q.Push(idemtest.Msg("m1", "x", "", 0))
 	d, err := q.Receive(ctx, sub)
 	if err != nil {
@@ -321,12 +328,7 @@ func TestImplicitStatements(t *testing.T) {
 	dsn := w.dsn(t, newDatabase(t, nil))
 	st, _, _ := openImplicit(t, dsn)
 	ctx := t.Context()
-	in, err := idem.NewInbox[*sql.Tx](st, "wire", idemtest.Caps, idemtest.Quiet(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := idemtest.NewQueue(idemtest.Caps)
-	sub := q.Subscription(nil)
+	in, q, sub := inboxOn(t, st, "wire")
 	h := func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
 		_, err := tx.ExecContext(ctx, "INSERT INTO effects (message_id) VALUES (?)", d.Message.ID)
 		return err
