@@ -172,7 +172,8 @@ func TestImplicitReuse(t *testing.T) {
 }
 
 // The transaction pool refuses what its sessions cannot give: another
-// isolation level than READ COMMITTED, read only.
+// isolation level than READ COMMITTED, read only; New, which has no
+// transaction pool, refuses TxConns.
 func TestImplicitRefusesOptions(t *testing.T) {
 	st, _, _ := openImplicit(t, newDatabase(t, nil))
 	pool := mysql.TxPool(st)
@@ -185,6 +186,9 @@ func TestImplicitRefusesOptions(t *testing.T) {
 			tx.Rollback()
 			t.Errorf("BeginTx(%+v) succeeded, want refused", *o)
 		}
+	}
+	if _, err := mysql.New(t.Context(), openDB(t, nil), &mysql.Options{Logger: quiet, TxConns: 4}); err == nil {
+		t.Errorf("New with TxConns succeeded, want refused: it has no transaction pool")
 	}
 	for _, o := range []*sql.TxOptions{nil, {Isolation: sql.LevelReadCommitted}} {
 		tx, err := pool.BeginTx(t.Context(), o)

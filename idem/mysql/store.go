@@ -44,12 +44,12 @@ type Options struct {
 	// Logger receives the start-up notes (the isolation level found);
 	// nil: slog.Default().
 	Logger *slog.Logger
-	// TxConns, for Open only, is the most connections the store's
-	// transaction pool has open at once (the inbox's transactions, the
-	// relays' held claims, the keys'), all kept open when idle; 0: no
-	// limit, and up to 32 kept open when idle. An idle connection is
-	// closed after 5 minutes. The database's own pool (DB) has
-	// database/sql's defaults: set its limits on DB.
+	// TxConns, for Open only (New refuses it), is the most connections
+	// the store's transaction pool has open at once (the inbox's
+	// transactions, the relays' held claims, the keys'), all kept open
+	// when idle; 0: no limit, and up to 32 kept open when idle. An idle
+	// connection is closed after 5 minutes. The database's own pool (DB)
+	// has database/sql's defaults: set its limits on DB.
 	TxConns int
 
 	// readLimit replaces max_allowed_packet as the largest outbox row a
@@ -256,6 +256,9 @@ func newStore(ctx context.Context, db *sql.DB, cfg *gomysql.Config, opts *Option
 	}
 	c := check.Options{What: "mysql options"}
 	c.Count("TxConns", o.TxConns)
+	if cfg == nil && o.TxConns != 0 {
+		c.Bad("TxConns", "sizes Open's transaction pool; New has none")
+	}
 	if err := c.Err(); err != nil {
 		return nil, err
 	}
