@@ -195,7 +195,7 @@ func (s *Store) Transition(ctx context.Context, tx *sql.Tx, t idem.StateTable, i
 // Open opens the database at dsn (go-sql-driver/mysql's DSN format, for
 // example "user:password@tcp(127.0.0.1:3306)/app") with interpolateParams
 // set unless the DSN says otherwise, and returns a store on it; Close
-// closes the database. It opens two pools on dsn: the database (DB), for
+// closes it. It opens two pools on dsn: the database (DB), for
 // the program and the store's reads, and the store's own transaction
 // pool, whose connections have autocommit off and READ COMMITTED set
 // once, when each connects, so that beginning a transaction sends
