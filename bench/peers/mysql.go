@@ -188,8 +188,9 @@ func (s *Sitting) drainWary(ctx context.Context, dsn, exchange string, n int, co
 	if err != nil {
 		return Result{}, err
 	}
-	// READ COMMITTED from the DSN, as the store's documentation advises
-	// (MariaDB before 11.1 names it tx_isolation).
+	// READ COMMITTED from the DSN for the database's own pool (MariaDB
+	// before 11.1 names it tx_isolation); Open's transaction pool, where
+	// the relay's claims run, is READ COMMITTED whatever the DSN says.
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}

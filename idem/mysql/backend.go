@@ -17,14 +17,22 @@ import (
 	"github.com/wary-go/wary/idem/outbox"
 )
 
-// backend gives sqlcore the store's transactions: READ COMMITTED, set
-// for each transaction when the connections' own level is another
-// (MariaDB's and MySQL's default is REPEATABLE READ).
+// backend gives sqlcore the store's transactions, READ COMMITTED: on the
+// transaction pool (tx, see implicit.go) when Open opened one, without a
+// statement to begin them; otherwise on db, with START TRANSACTION, after
+// SET TRANSACTION ISOLATION LEVEL READ COMMITTED when the connections'
+// own level is another (MariaDB's and MySQL's default is REPEATABLE
+// READ).
 type backend struct {
 	db *sql.DB
-	// setLevel: BeginTx asks for READ COMMITTED (one more round trip, SET
-	// TRANSACTION ISOLATION LEVEL, before START TRANSACTION).
+	// tx is the transaction pool, nil on a store of New.
+	tx *sql.DB
+	// setLevel: db.BeginTx asks for READ COMMITTED (one more round trip,
+	// SET TRANSACTION ISOLATION LEVEL, before START TRANSACTION).
 	setLevel bool
+	// levelVar is the isolation level's variable the server answered to:
+	// transaction_isolation, or tx_isolation (MariaDB before 11.1).
+	levelVar string
 	// packet is the server's max_allowed_packet.
 	packet int64
 	// returning: the server runs the store's statements with RETURNING
@@ -46,7 +54,10 @@ type backend struct {
 // statement reads the latest committed rows, and InnoDB takes no gap
 // locks, which would hold other transactions' inserts (claims, outbox
 // rows) behind a transaction that only read near them.
-func (b *backend) inspect(ctx context.Context, log *slog.Logger) error {
+//
+// pooled: the store has a transaction pool, whose sessions are READ
+// COMMITTED whatever the level read.
+func (b *backend) inspect(ctx context.Context, log *slog.Logger, pooled bool) error {
 	var version string
 	if err := b.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
 		return fmt.Errorf("idem/mysql: read the server's version: %w", err)
@@ -56,15 +67,17 @@ func (b *backend) inspect(ctx context.Context, log *slog.Logger) error {
 			slog.String("version", version))
 	}
 	var level string
+	b.levelVar = "transaction_isolation"
 	err := b.db.QueryRowContext(ctx, "SELECT @@SESSION.transaction_isolation").Scan(&level)
 	if err != nil { // MariaDB before 11.1 and MySQL 5.7 call it tx_isolation
+		b.levelVar = "tx_isolation"
 		if err2 := b.db.QueryRowContext(ctx, "SELECT @@SESSION.tx_isolation").Scan(&level); err2 != nil {
 			return fmt.Errorf("idem/mysql: read the isolation level: %w", errors.Join(err, err2))
 		}
 	}
-	if level != "READ-COMMITTED" {
-		b.setLevel = true
-		log.InfoContext(ctx, "idem/mysql: the connections' isolation level is not READ COMMITTED: the store's transactions set it, one more round trip each; set transaction_isolation (MariaDB before 11.1: tx_isolation) to 'READ-COMMITTED' in the DSN to save it",
+	b.setLevel = level != "READ-COMMITTED"
+	if b.setLevel && !pooled {
+		log.InfoContext(ctx, "idem/mysql: the connections' isolation level is not READ COMMITTED: the store's transactions set it, one more round trip each; set transaction_isolation (MariaDB before 11.1: tx_isolation) to 'READ-COMMITTED' in the DSN to save it, or open the store with Open, whose transactions need no statement to begin",
 			slog.String("level", level))
 	}
 	if err := b.db.QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&b.packet); err != nil {
@@ -97,7 +110,12 @@ func (b *backend) checkFoundRows(ctx context.Context, migrations string) error {
 // database/sql would roll it back when the context given to BeginTx ends,
 // and a handler that succeeded must keep its effect although the caller's
 // context ended before the commit (the inbox bounds the commit itself).
+// On the transaction pool it sends nothing.
 func (b *backend) Begin(ctx context.Context) (*sql.Tx, error) {
+	if b.tx != nil {
+		tx, err := b.tx.BeginTx(context.WithoutCancel(ctx), nil)
+		return tx, classify(err)
+	}
 	var o *sql.TxOptions
 	if b.setLevel {
 		o = &sql.TxOptions{Isolation: sql.LevelReadCommitted}

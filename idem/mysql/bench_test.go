@@ -32,13 +32,7 @@ func BenchmarkInboxReadCommitted(b *testing.B) {
 func benchInbox(b *testing.B, params map[string]string) {
 	var w wireCount
 	idemtest.BenchMetered(b, func(t testing.TB) idemtest.DB[*sql.Tx] {
-		db, err := sql.Open("mysql", w.dsn(t, newDatabase(t, params)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		db.SetMaxOpenConns(32)
-		t.Cleanup(func() { db.Close() })
-		return testDB{db: db}
+		return newTestDB(t, w.dsn(t, newDatabase(t, params)))
 	}, idemtest.Meters{Statements: w.cmds.Load, ServerCPU: mariadbCPU(b), OneMore: true, Trace: func(on bool) []string {
 		w.record.Store(on)
 		return w.take()

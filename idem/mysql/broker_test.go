@@ -35,3 +35,9 @@ func TestStoreWithMemoryBroker(t *testing.T) {
 func TestOutbox(t *testing.T) {
 	idemtest.RunOutbox(t, newDB, outboxBroker, idemtest.OutboxCaps{ConcurrentWriters: true, Polls: true})
 }
+
+// TestOutboxOfNew is the outbox's suite on stores of New: the relays'
+// claims in transactions begun on the program's database.
+func TestOutboxOfNew(t *testing.T) {
+	idemtest.RunOutbox(t, newDBOfNew, outboxBroker, idemtest.OutboxCaps{ConcurrentWriters: true, Polls: true})
+}

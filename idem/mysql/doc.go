@@ -10,8 +10,18 @@
 //
 // Open opens a DSN with interpolateParams=true (one round trip per
 // statement; without it database/sql prepares and closes each statement
-// with arguments on the server). New takes a *sql.DB of your own; it
-// refuses one whose DSN sets clientFoundRows=true (see below).
+// with arguments on the server), and two pools on it: the database
+// (Store.DB), for the program and the store's reads, and the store's own
+// transaction pool, whose connections have autocommit off and READ
+// COMMITTED set when they connect, so that beginning a transaction sends
+// nothing: the inbox's transaction is its claim, the handler's statements
+// and COMMIT. Options.TxConns bounds it. No one else uses it (a statement
+// outside the store's transactions would begin one nobody commits); a
+// connection whose COMMIT or ROLLBACK failed, or whose statement was
+// canceled, is discarded. New takes a *sql.DB of your own, whose DSN the
+// store cannot read: it begins its transactions on it with START
+// TRANSACTION, one round trip more (two, see Isolation). Both refuse a
+// database whose DSN sets clientFoundRows=true (see below).
 //
 // Guarantees. The claim is INSERT ... ON DUPLICATE KEY UPDATE that changes
 // nothing, on the (consumer, message ID) primary key: MySQL reports 1 row
@@ -33,11 +43,12 @@
 // the transaction's snapshot, which may be older than the row the UPDATE
 // saw (an applied transition reported invalid, a stale event a gap);
 // READ COMMITTED also takes no gap locks, which would hold producers'
-// inserts behind a transaction that merely read near them. New reads the
-// connections' level (transaction_isolation, or tx_isolation on MariaDB
-// before 11.1): under any other level the store begins its transactions
-// with SET TRANSACTION ISOLATION LEVEL READ COMMITTED, one more round trip
-// each, and logs once that the DSN can set it instead
+// inserts behind a transaction that merely read near them. The store
+// reads the connections' level (transaction_isolation, or tx_isolation on
+// MariaDB before 11.1). Open's transaction pool sets READ COMMITTED on
+// each connection. Under New, with any other level, the store begins its
+// transactions with SET TRANSACTION ISOLATION LEVEL READ COMMITTED, one
+// more round trip each, and logs once that the DSN can set it instead
 // (transaction_isolation='READ-COMMITTED'; MariaDB before 11.1:
 // tx_isolation).
 //
@@ -101,6 +112,7 @@
 // Unix microseconds.
 //
 // Tested on MariaDB 10.11 only (the whole store, outbox, relay, keys and
-// broker suites of idem, once with RETURNING and once with the portable
-// forms forced).
+// broker suites of idem on stores of Open, once with RETURNING and once
+// with the portable forms forced; the store and outbox suites again on
+// stores of New).
 package mysql

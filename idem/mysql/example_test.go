@@ -31,11 +31,9 @@ func ExampleOpen() {
 	}
 	defer server.Exec("DROP DATABASE wary_example")
 	cfg.DBName = "wary_example"
-	// For READ COMMITTED without a round trip per transaction, add
-	// cfg.Params = map[string]string{"transaction_isolation": "'READ-COMMITTED'"}
-	// (MariaDB before 11.1: "tx_isolation").
-
 	// Open creates the inbox and park tables (prefix "shop_") on first use.
+	// Its transactions run on a pool of its own, READ COMMITTED with
+	// autocommit off: beginning one sends nothing.
 	st, err := mysql.Open(ctx, cfg.FormatDSN(), &mysql.Options{Prefix: "shop_"})
 	if err != nil {
 		log.Fatal(err)

@@ -34,8 +34,9 @@ func maxPacket(t *testing.T, db *sql.DB) int {
 // other rows (one group of rows that together exceed the packet, each of
 // which fits) are added and relayed, nothing lost.
 func TestAddTooLarge(t *testing.T) {
-	db := openDB(t, nil)
-	e := idemtest.SetupOutbox(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db: db} })
+	tdb := newTestDB(t, newDatabase(t, nil))
+	db := tdb.db
+	e := idemtest.SetupOutbox(t, func(testing.TB) idemtest.DB[*sql.Tx] { return tdb })
 	packet := maxPacket(t, db)
 	big := bytes.Repeat([]byte("x"), packet)
 	fits := bytes.Repeat([]byte("y"), packet/8) // eight of them exceed the packet together
@@ -74,8 +75,9 @@ func TestAddTooLarge(t *testing.T) {
 // attempt applies it. ErrConflict matches the store's own statements'
 // lock errors.
 func TestLockWaitRetried(t *testing.T) {
-	db := openDB(t, map[string]string{"innodb_lock_wait_timeout": "1"})
-	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db: db} }, "")
+	tdb := newTestDB(t, newDatabase(t, map[string]string{"innodb_lock_wait_timeout": "1"}))
+	db := tdb.db
+	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return tdb }, "")
 	in := e.Inbox("locks", nil)
 	q := idemtest.NewQueue(idemtest.Caps)
 	sub := q.Subscription(nil)
@@ -141,40 +143,49 @@ func TestLockWaitRetried(t *testing.T) {
 }
 
 // The store's transactions are READ COMMITTED whatever the connections'
-// level: REPEATABLE READ (MariaDB's default) set per transaction, or the
-// DSN's READ COMMITTED as it is. The handler reads a row, another
-// transaction changes it and commits, and the handler reads it again: it
-// sees the change (REPEATABLE READ would show the first read's snapshot).
+// level: REPEATABLE READ (MariaDB's default) set per transaction (New) or
+// once per connection of the transaction pool (Open), or the DSN's READ
+// COMMITTED as it is. The handler reads a row, another transaction
+// changes it and commits, and the handler reads it again: it sees the
+// change (REPEATABLE READ would show the first read's snapshot).
 func TestReadCommitted(t *testing.T) {
 	for name, params := range map[string]map[string]string{
 		"default":        nil,
 		"read committed": {"tx_isolation": "'READ-COMMITTED'"},
 	} {
-		t.Run(name, func(t *testing.T) {
-			db := openDB(t, params)
-			e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db: db} }, "")
-			in := e.Inbox("iso", nil)
-			q := idemtest.NewQueue(idemtest.Caps)
-			sub := q.Subscription(nil)
-			q.Push(idemtest.Msg("m1", "x", "", 0))
-			d, err := q.Receive(e.Ctx, sub)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var before, after int64
-			_, err = in.Handle(e.Ctx, d, func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
-				if err := tx.QueryRowContext(ctx, "SELECT n FROM counter WHERE id = 'c'").Scan(&before); err != nil {
-					return err
-				}
-				if _, err := db.ExecContext(ctx, "UPDATE counter SET n = n + 10 WHERE id = 'c'"); err != nil {
-					return err
-				}
-				return tx.QueryRowContext(ctx, "SELECT n FROM counter WHERE id = 'c'").Scan(&after)
-			})
-			if err != nil || after != before+10 {
-				t.Errorf("the handler read %d, then %d after another transaction added 10 (%v): want READ COMMITTED", before, after, err)
-			}
-		})
+		for _, open := range []string{"Open", "New"} {
+			t.Run(name+"/"+open, func(t *testing.T) { testReadCommitted(t, params, open == "New") })
+		}
+	}
+}
+
+func testReadCommitted(t *testing.T, params map[string]string, ofNew bool) {
+	tdb := newTestDB(t, newDatabase(t, params))
+	if ofNew {
+		tdb.dsn = ""
+	}
+	db := tdb.db
+	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return tdb }, "")
+	in := e.Inbox("iso", nil)
+	q := idemtest.NewQueue(idemtest.Caps)
+	sub := q.Subscription(nil)
+	q.Push(idemtest.Msg("m1", "x", "", 0))
+	d, err := q.Receive(e.Ctx, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after int64
+	_, err = in.Handle(e.Ctx, d, func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
+		if err := tx.QueryRowContext(ctx, "SELECT n FROM counter WHERE id = 'c'").Scan(&before); err != nil {
+			return err
+		}
+		if _, err := db.ExecContext(ctx, "UPDATE counter SET n = n + 10 WHERE id = 'c'"); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, "SELECT n FROM counter WHERE id = 'c'").Scan(&after)
+	})
+	if err != nil || after != before+10 {
+		t.Errorf("the handler read %d, then %d after another transaction added 10 (%v): want READ COMMITTED", before, after, err)
 	}
 }
 
@@ -249,8 +260,8 @@ func TestUnreadableRowQuarantined(t *testing.T) {
 // uncommitted row for innodb_lock_wait_timeout and holding the second
 // delivery behind it: the purge no longer waits; see translate.)
 func TestDeadlockRetried(t *testing.T) {
-	db := openDB(t, nil)
-	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db: db} }, "")
+	tdb := newTestDB(t, newDatabase(t, nil))
+	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return tdb }, "")
 	e.Exec(`INSERT INTO counter (id, n) VALUES ('d', 0)`)
 	in := e.Inbox("deadlock", nil)
 	q := idemtest.NewQueue(idemtest.Caps)
@@ -308,8 +319,9 @@ func TestDeadlockRetried(t *testing.T) {
 // expired ones in the index) does not hold the purge, nor the deliveries
 // behind it, for innodb_lock_wait_timeout (here 1 s: a wait fails it).
 func TestPurgeSkipsUncommittedClaims(t *testing.T) {
-	db := openDB(t, map[string]string{"innodb_lock_wait_timeout": "1"})
-	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return testDB{db: db} }, "")
+	tdb := newTestDB(t, newDatabase(t, map[string]string{"innodb_lock_wait_timeout": "1"}))
+	db := tdb.db
+	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return tdb }, "")
 	old := time.Now().Add(-48 * time.Hour)
 	e.Exec(`INSERT INTO wary_inbox (consumer, message_id, processed_at) VALUES ('p', 'old-1', $1), ('p', 'old-2', $1)`, old.UnixMicro())
 	holder, err := db.BeginTx(e.Ctx, nil)

@@ -16,7 +16,9 @@ import (
 // newPortableDB opens a fresh database for t whose stores use the
 // portable forms.
 func newPortableDB(t testing.TB) idemtest.DB[*sql.Tx] {
-	return testDB{db: openDB(t, nil), portable: true}
+	d := newTestDB(t, newDatabase(t, nil))
+	d.portable = true
+	return d
 }
 
 func TestPortableStore(t *testing.T) {

@@ -72,11 +72,42 @@ func openDB(t testing.TB, params map[string]string) *sql.DB {
 	return db
 }
 
-// testDB is a test's database; portable forces the statements' portable
-// forms (MySQL's) on the stores it opens.
+// testDB is a test's database (db). Its stores are opened with Open on
+// dsn, with their transaction pools, or, where dsn is empty, with New on
+// db; portable forces the statements' portable forms (MySQL's). bare is
+// the options the benchmarks' bare transactions begin with on db.
 type testDB struct {
+	t        testing.TB
 	db       *sql.DB
+	dsn      string
 	portable bool
+	bare     *sql.TxOptions
+}
+
+// newTestDB opens dsn for t, its stores opened with Open on dsn.
+func newTestDB(t testing.TB, dsn string) testDB {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(32)
+	t.Cleanup(func() { db.Close() })
+	return testDB{t: t, db: db, dsn: dsn, bare: bareOptions(t, db)}
+}
+
+// bareOptions are the options of a bare transaction on db at READ
+// COMMITTED, as a program on database/sql writes it: none if db's
+// connections are READ COMMITTED already (MariaDB's variable).
+func bareOptions(t testing.TB, db *sql.DB) *sql.TxOptions {
+	var level string
+	if err := db.QueryRow("SELECT @@SESSION.tx_isolation").Scan(&level); err != nil {
+		t.Fatal(err)
+	}
+	if level == "READ-COMMITTED" {
+		return nil
+	}
+	return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 }
 
 func (d testDB) Open(ctx context.Context, prefix string) (idem.Store[*sql.Tx], error) {
@@ -84,7 +115,22 @@ func (d testDB) Open(ctx context.Context, prefix string) (idem.Store[*sql.Tx], e
 	if d.portable {
 		mysql.ForcePortable(o)
 	}
-	return mysql.New(ctx, d.db, o)
+	if d.dsn == "" {
+		return mysql.New(ctx, d.db, o)
+	}
+	s, err := mysql.Open(ctx, d.dsn, o)
+	if err != nil {
+		return nil, err
+	}
+	d.t.Cleanup(func() { s.Close() })
+	return s, nil
+}
+
+// BeginBare implements idemtest.BareDB: the benchmarks' bare
+// transactions begin on db, as a program on database/sql begins its own,
+// not on a store's transaction pool.
+func (d testDB) BeginBare(ctx context.Context) (*sql.Tx, error) {
+	return d.db.BeginTx(ctx, d.bare)
 }
 
 var (
@@ -147,9 +193,19 @@ func (testDB) WithSource(p idem.Store[*sql.Tx], s idemtest.Source) (idem.Store[*
 	return p.(*mysql.Store).WithSource(mysql.SourceOptions{PerAggregate: s.PerAggregate})
 }
 
-// newDB opens a fresh database for t.
-func newDB(t testing.TB) idemtest.DB[*sql.Tx] { return testDB{db: openDB(t, nil)} }
+// newDB opens a fresh database for t, its stores opened with Open.
+func newDB(t testing.TB) idemtest.DB[*sql.Tx] { return newTestDB(t, newDatabase(t, nil)) }
+
+// newDBOfNew opens a fresh database for t, its stores opened with New
+// on the test's *sql.DB (no transaction pool).
+func newDBOfNew(t testing.TB) idemtest.DB[*sql.Tx] { return testDB{t: t, db: openDB(t, nil)} }
 
 func TestStore(t *testing.T) {
 	idemtest.Run(t, newDB)
+}
+
+// TestStoreOfNew is the suite on stores of New, which begin their
+// transactions on the program's database.
+func TestStoreOfNew(t *testing.T) {
+	idemtest.Run(t, newDBOfNew)
 }

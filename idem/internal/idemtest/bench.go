@@ -19,8 +19,8 @@ import (
 // Bench measures messages per second through the inbox against the bare
 // transaction: each message is received from a Queue, its effect (one row
 // inserted) is written in a transaction, and it is acknowledged. "bare"
-// does exactly that without the inbox (Store.Begin, the insert, Commit: the
-// floor); "inbox" adds the claim (Handle); "bare100" is bare with 100
+// does exactly that without the inbox (Store.Begin, or the DB's BeginBare
+// where it has one, the insert, Commit: the floor); "inbox" adds the claim (Handle); "bare100" is bare with 100
 // messages per transaction; "batch100" is the inbox with Options.Batch 100
 // and 100 concurrent callers of Handle (a Run with Concurrency 100), so
 // that up to 100 messages share a transaction, each with its own insert;
@@ -325,10 +325,23 @@ func bareTx[Tx any](ctx context.Context, e *Env[Tx], ds []*broker.Delivery, effe
 	return claimedTx(ctx, e, ds, nil, effect)
 }
 
+// BareDB is a DB whose benchmarks' transactions without the inbox (bare,
+// bare+1, bare100, article, article100, ceiling100) begin as a program
+// on the database's client writes its own (BeginBare), rather than
+// through the store (Driver.Begin): for a store whose transactions begin
+// on connections of its own. The store's Commit and Rollback end them.
+type BareDB[Tx any] interface {
+	BeginBare(ctx context.Context) (Tx, error)
+}
+
 // claimedTx is bareTx with claim, where not nil, run in the transaction
 // before the effects.
 func claimedTx[Tx any](ctx context.Context, e *Env[Tx], ds []*broker.Delivery, claim func(context.Context, Tx) error, effect idem.Handler[Tx]) error {
-	tx, err := e.Driver.Begin(ctx)
+	begin := e.Driver.Begin
+	if b, ok := e.DB.(BareDB[Tx]); ok {
+		begin = b.BeginBare
+	}
+	tx, err := begin(ctx)
 	if err != nil {
 		return err
 	}
