@@ -127,7 +127,7 @@ func (t implicitTx) Commit() error   { return t.end("COMMIT") }
 func (t implicitTx) Rollback() error { return t.end("ROLLBACK") }
 
 // end sends q; if it fails, the transaction's outcome on the connection
-// is unknown, and driver.ErrBadConn makes database/sql discard it (the
+// is unknown, and sqldriver.ErrBadConn makes database/sql discard it (the
 // server rolls back what a closed connection left open).
 func (t implicitTx) end(q string) error {
 	if _, err := t.c.ExecContext(context.Background(), q, nil); err != nil {
