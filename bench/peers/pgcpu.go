@@ -52,16 +52,6 @@ func localPostgres(ctx context.Context, conn *pgx.Conn) (*pgCPU, error) {
 	return &pgCPU{pid: pid}, nil
 }
 
-// used returns the CPU time (user and system) the server has used so far.
-func (p *pgCPU) used() (time.Duration, error) {
-	by, err := p.usedBy()
-	var t time.Duration
-	for _, d := range by {
-		t += d
-	}
-	return t, err
-}
-
 // usedBy returns the CPU time the server has used so far by kind of
 // process, read from its process title: "walsender" (the streaming
 // relay's logical decoding), "client" (backends of client connections:
