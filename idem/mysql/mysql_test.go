@@ -12,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
+
 	"github.com/wary-go/wary/broker"
 	"github.com/wary-go/wary/idem"
 	"github.com/wary-go/wary/idem/internal/idemtest"
+	"github.com/wary-go/wary/idem/internal/seam"
 	"github.com/wary-go/wary/idem/mysql"
 	"github.com/wary-go/wary/idem/outbox"
 )
@@ -336,4 +339,93 @@ func TestPurgeSkipsUncommittedClaims(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("Purge beside an uncommitted claim: %d, %v; want the 2 expired records", n, err)
 	}
+}
+
+// A shared transaction's claim (idem.Options.Batch) inserts its IDs in
+// the order given (message-ID order), so that concurrent shared
+// transactions cannot deadlock on each other's claims; the statement
+// states no ORDER BY, which would sort the IDs in a temporary table, and
+// relies on JSON_TABLE yielding them in the array's order and on the
+// INSERT ... SELECT inserting each row as it reads it. Here the claim
+// of m1, m2, m3 waits for another transaction's uncommitted claim of m2:
+// it holds m1 (a third transaction's claim of m1 times out) and has not
+// reached m3 (the third's claim of m3 goes through at once). When m2's
+// holder rolls back, the claim goes on: m1 and m2 are its, m3 the third's.
+func TestClaimManyInOrder(t *testing.T) {
+	tdb := newTestDB(t, newDatabase(t, map[string]string{"innodb_lock_wait_timeout": "1"}))
+	db := tdb.db
+	e := idemtest.Setup(t, func(testing.TB) idemtest.DB[*sql.Tx] { return tdb }, "")
+	claim := func(tx *sql.Tx, ids ...string) ([]seam.Claimed, error) {
+		return e.Driver.Claim(e.Ctx, tx, seam.ClaimRequest{Consumer: "order", IDs: ids, At: time.Now()})
+	}
+	holder, err := db.BeginTx(e.Ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	// A plain INSERT: a record lock on m2 only (the store's claim of one
+	// message, an upsert, would lock the gap before it too).
+	if _, err := holder.ExecContext(e.Ctx, "INSERT INTO wary_inbox (consumer, message_id, processed_at) VALUES ('order', 'm2', 0)"); err != nil {
+		t.Fatal(err)
+	}
+	many, err := e.Driver.Begin(e.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Driver.Rollback(e.Ctx, many)
+	type outcome struct {
+		got []seam.Claimed
+		err error
+	}
+	// The third transaction's waits time out after 1 s (the DSN's); the
+	// claim of many must outlast them.
+	if _, err := many.ExecContext(e.Ctx, "SET SESSION innodb_lock_wait_timeout = 60"); err != nil {
+		t.Fatal(err)
+	}
+	var conn int64
+	if err := many.QueryRowContext(e.Ctx, "SELECT CONNECTION_ID()").Scan(&conn); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		got, err := claim(many, "m1", "m2", "m3")
+		done <- outcome{got, err}
+	}()
+	// The claim of many is waiting for m2's lock once InnoDB lists its
+	// connection's lock wait (or it failed, which done says).
+	waiting := fmt.Sprintf("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id = %d", conn)
+	for e.Int(waiting) == 0 {
+		select {
+		case o := <-done:
+			t.Fatalf("the claim of m1, m2, m3 did not wait for m2's holder: %v, %v", o.got, o.err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	third, err := db.BeginTx(e.Ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Rollback()
+	if _, err := claim(third, "m1"); !errors.Is(err, mysql.ErrConflict) && !isLockWait(err) {
+		t.Errorf("claim of m1 beside the waiting claim: %v; want a lock wait timeout (m1 inserted before m2)", err)
+	}
+	if got, err := claim(third, "m3"); err != nil || !got[0].New {
+		t.Errorf("claim of m3 beside the waiting claim: %v, %v; want it new at once (m3 not reached)", got, err)
+	}
+	if err := third.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	o := <-done
+	if o.err != nil || len(o.got) != 3 || !o.got[0].New || !o.got[1].New || o.got[2].New {
+		t.Errorf("the claim of m1, m2, m3 after m2's holder rolled back: %v, %v; want m1 and m2 new, m3 the third's", o.got, o.err)
+	}
+}
+
+// isLockWait reports whether err is InnoDB's lock wait timeout (1205).
+func isLockWait(err error) bool {
+	var me *gomysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1205
 }
