@@ -21,7 +21,8 @@ import (
 	"github.com/wary-go/wary/internal/servicetest"
 )
 
-// killChildEnv tells TestKillChild what to be: "relay" or "inbox", how
+// killChildEnv tells TestKillChild what to be: "relay", "inbox" or
+// "inbox+hold" (see killHeld), how
 // to build its store (one of killStores), the RabbitMQ exchange and
 // queue's name, and the database's DSN, separated by spaces.
 const killChildEnv = "WARY_MYSQL_KILL_CHILD"
@@ -34,6 +35,13 @@ const killChildEnv = "WARY_MYSQL_KILL_CHILD"
 // began); "new" is mysql.New on a *sql.DB, whose transactions begin with
 // START TRANSACTION.
 var killStores = []string{"open", "new"}
+
+// killHeld is the ID (and key) of the message whose handler, in the
+// consumer TestKill9Inbox kills ("inbox+hold"), writes its effect in the
+// inbox transaction, records in the table held (outside it) that it did,
+// and never returns: the kill then finds that transaction open, its claim
+// and effect written and not committed, which the server must roll back.
+const killHeld = "held"
 
 // openKillStore builds a store on dsn with mysql.Open or mysql.New, as
 // how ("open" or "new") says, and returns it with the database it reads
@@ -181,7 +189,7 @@ func TestKillChild(t *testing.T) {
 	how, rest, _ := strings.Cut(rest, " ")
 	name, dsn, _ := strings.Cut(rest, " ")
 	ctx := context.Background()
-	st, _, closeStore, err := openKillStore(ctx, how, dsn, &mysql.Options{Logger: quiet, SkipMigrate: true})
+	st, db, closeStore, err := openKillStore(ctx, how, dsn, &mysql.Options{Logger: quiet, SkipMigrate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +214,7 @@ func TestKillChild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case "inbox":
+	case "inbox", "inbox+hold":
 		sub, err := rabbit.OpenSubscription(ctx, conn, rabbit.Topology{Queue: name}, &rabbit.SubscriptionOptions{Prefetch: 32})
 		if err != nil {
 			t.Fatal(err)
@@ -218,7 +226,13 @@ func TestKillChild(t *testing.T) {
 		}
 		h := in.Wrap(func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO effects (id) VALUES (?)`, d.Message.ID)
-			return err
+			if err != nil || role != "inbox+hold" || d.Message.ID != killHeld {
+				return err
+			}
+			if _, err := db.ExecContext(ctx, `INSERT INTO held (id) VALUES (?)`, d.Message.ID); err != nil {
+				return err
+			}
+			select {} // until killed, the transaction open
 		})
 		err = sub.Run(ctx, h, &broker.RunOptions{Concurrency: 8}) // until killed
 		if err != nil {
@@ -356,6 +370,9 @@ func testKill9Inbox(t *testing.T, how string) {
 	if _, err := e.db.ExecContext(e.ctx, `CREATE TABLE effects (id VARBINARY(255) NOT NULL)`); err != nil { // no key: a second effect would be a second row
 		t.Fatal(err)
 	}
+	if _, err := e.db.ExecContext(e.ctx, `CREATE TABLE held (id VARBINARY(255) NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
 	topic, err := rabbit.OpenTopic(e.ctx, e.conn, rabbit.Topology{Exchange: e.name}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -366,17 +383,30 @@ func testKill9Inbox(t *testing.T, how string) {
 		msgs := make([]*broker.Message, 100)
 		for j := range msgs {
 			msgs[j] = &broker.Message{ID: fmt.Sprintf("m%d", i+j), Key: fmt.Sprintf("k%d", (i+j)%20), Body: []byte("x")}
+			if i+j == n/10 { // a key of its own: no other message waits behind it
+				msgs[j].ID, msgs[j].Key = killHeld, killHeld
+			}
 		}
 		if err := topic.Publish(e.ctx, msgs...); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	first := e.start("inbox")
-	e.waitFor("a part of the backlog", func() bool { return e.count(`SELECT COUNT(*) FROM effects`) >= n/5 })
+	first := e.start("inbox+hold")
+	e.waitFor("a part of the backlog, and the held message's effect written", func() bool {
+		return e.count(`SELECT COUNT(*) FROM effects`) >= n/5 && e.count(`SELECT COUNT(*) FROM held`) == 1
+	})
 	inFlight := e.openTxs()
 	e.kill9(first)
 	t.Logf("%d transactions open in the database just before the kill", inFlight)
+	// The held transaction wrote its claim and effect before the held
+	// row was committed, and never committed: neither is to be seen.
+	if got := e.count(`SELECT COUNT(*) FROM effects WHERE id = '` + killHeld + `'`); got != 0 {
+		t.Errorf("the held message's effect, written by the killed process's open transaction, is committed (%d)", got)
+	}
+	if got := e.count(`SELECT COUNT(*) FROM wary_inbox WHERE consumer = 'kill9' AND message_id = '` + killHeld + `'`); got != 0 {
+		t.Errorf("the held message's claim, written by the killed process's open transaction, is committed (%d)", got)
+	}
 	if k := e.count(`SELECT COUNT(*) FROM effects`); k == n {
 		t.Errorf("the first consumer applied every message before it was killed")
 	} else {
@@ -401,5 +431,8 @@ func testKill9Inbox(t *testing.T, how string) {
 	}
 	if got := e.count(`SELECT COUNT(*) FROM wary_inbox WHERE consumer = 'kill9'`); got != n {
 		t.Errorf("%d inbox records for %d messages", got, n)
+	}
+	if got := e.count(`SELECT COUNT(*) FROM effects WHERE id = '` + killHeld + `'`); got != 1 {
+		t.Errorf("the held message's effect %d times, want once (its killed transaction rolled back, then applied again)", got)
 	}
 }
