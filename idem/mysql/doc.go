@@ -114,5 +114,6 @@
 // Tested on MariaDB 10.11 only (the whole store, outbox, relay, keys and
 // broker suites of idem on stores of Open, once with RETURNING and once
 // with the portable forms forced; the store and outbox suites again on
-// stores of New).
+// stores of New; a relay and a consumer process killed with SIGKILL
+// mid-work, on stores of both).
 package mysql

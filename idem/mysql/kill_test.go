@@ -21,10 +21,54 @@ import (
 	"github.com/wary-go/wary/internal/servicetest"
 )
 
-// killChildEnv tells TestKillChild what to be: "relay" or "inbox", the
-// RabbitMQ exchange and queue's name, and the database's DSN, separated
-// by spaces.
+// killChildEnv tells TestKillChild what to be: "relay", "inbox" or
+// "inbox+hold" (see killHeld), how
+// to build its store (one of killStores), the RabbitMQ exchange and
+// queue's name, and the database's DSN, separated by spaces.
 const killChildEnv = "WARY_MYSQL_KILL_CHILD"
+
+// killStores are the constructors TestKill9Relay and TestKill9Inbox run
+// the store with, each a subtest, in the test and in the processes it
+// kills: "open" is mysql.Open, the default, whose transactions run on its
+// own pool with autocommit off (a connection killed mid-transaction
+// leaves the server to roll back what the transaction's first statement
+// began); "new" is mysql.New on a *sql.DB, whose transactions begin with
+// START TRANSACTION.
+var killStores = []string{"open", "new"}
+
+// killHeld is the ID (and key) of the message whose handler, in the
+// consumer TestKill9Inbox kills ("inbox+hold"), writes its effect in the
+// inbox transaction, records in the table held (outside it) that it did,
+// and never returns: the kill then finds that transaction open, its claim
+// and effect written and not committed, which the server must roll back.
+const killHeld = "held"
+
+// openKillStore builds a store on dsn with mysql.Open or mysql.New, as
+// how ("open" or "new") says, and returns it with the database it reads
+// and writes outside the store's transactions and a function that closes
+// both.
+func openKillStore(ctx context.Context, how, dsn string, opts *mysql.Options) (*mysql.Store, *sql.DB, func(), error) {
+	switch how {
+	case "open":
+		st, err := mysql.Open(ctx, dsn, opts)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return st, st.DB(), func() { st.Close() }, nil
+	case "new":
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		st, err := mysql.New(ctx, db, opts)
+		if err != nil {
+			db.Close()
+			return nil, nil, nil, err
+		}
+		return st, db, func() { st.Close(); db.Close() }, nil
+	}
+	return nil, nil, nil, fmt.Errorf("unknown constructor %q", how)
+}
 
 // rabbitURL returns the local RabbitMQ's URL, or skips t when it cannot
 // be reached (fails it when WARY_RABBIT_URL is set or
@@ -42,10 +86,12 @@ func rabbitURL(t testing.TB) string {
 
 // killEnv is a fresh database and a fresh RabbitMQ queue behind an
 // exchange of the same name, for a child process that TestKill9Relay or
-// TestKill9Inbox kills.
+// TestKill9Inbox kills, and a store on the database built as how says
+// (one of killStores), as the child builds its own.
 type killEnv struct {
 	t    *testing.T
 	ctx  context.Context
+	how  string
 	dsn  string
 	db   *sql.DB
 	st   *mysql.Store
@@ -53,18 +99,18 @@ type killEnv struct {
 	name string
 }
 
-func setupKill(t *testing.T) *killEnv {
+func setupKill(t *testing.T, how string) *killEnv {
 	t.Helper()
-	e := &killEnv{t: t, ctx: t.Context(), dsn: newDatabase(t, nil)}
+	e := &killEnv{t: t, ctx: t.Context(), how: how, dsn: newDatabase(t, nil)}
 	u := rabbitURL(t)
-	var err error
-	if e.db, err = sql.Open("mysql", e.dsn); err != nil {
+	var (
+		closeStore func()
+		err        error
+	)
+	if e.st, e.db, closeStore, err = openKillStore(e.ctx, how, e.dsn, &mysql.Options{Logger: quiet}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.db.Close() })
-	if e.st, err = mysql.New(e.ctx, e.db, &mysql.Options{Logger: quiet}); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(closeStore)
 	if e.conn, err = rabbit.Dial(e.ctx, u, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -82,11 +128,12 @@ func setupKill(t *testing.T) *killEnv {
 	return e
 }
 
-// start runs TestKillChild as role in a process of its own.
+// start runs TestKillChild as role in a process of its own, its store
+// built as e's.
 func (e *killEnv) start(role string) *exec.Cmd {
 	e.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKillChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), killChildEnv+"="+role+" "+e.name+" "+e.dsn)
+	cmd.Env = append(os.Environ(), killChildEnv+"="+role+" "+e.how+" "+e.name+" "+e.dsn)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
@@ -119,6 +166,16 @@ func (e *killEnv) count(q string) int {
 	return n
 }
 
+// openTxs counts the transactions InnoDB has open on connections to e's
+// database: the child's (the test's own run none), what a kill leaves the
+// server to roll back. It is a sample, for the log: they come and go.
+func (e *killEnv) openTxs() int {
+	e.t.Helper()
+	return e.count(`SELECT COUNT(*) FROM information_schema.INNODB_TRX t
+		JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+		WHERE p.DB = DATABASE()`)
+}
+
 // TestKillChild is the process TestKill9Relay and TestKill9Inbox start
 // and kill (it skips otherwise): a relay publishing the database's outbox
 // to the exchange, or a consumer of the queue applying each message
@@ -129,17 +186,14 @@ func TestKillChild(t *testing.T) {
 		t.Skip("the process of TestKill9Relay and TestKill9Inbox")
 	}
 	role, rest, _ := strings.Cut(arg, " ")
+	how, rest, _ := strings.Cut(rest, " ")
 	name, dsn, _ := strings.Cut(rest, " ")
 	ctx := context.Background()
-	db, err := sql.Open("mysql", dsn)
+	st, db, closeStore, err := openKillStore(ctx, how, dsn, &mysql.Options{Logger: quiet, SkipMigrate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	st, err := mysql.New(ctx, db, &mysql.Options{Logger: quiet, SkipMigrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	defer closeStore()
 	conn, err := rabbit.Dial(ctx, rabbitURL(t), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +214,7 @@ func TestKillChild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case "inbox":
+	case "inbox", "inbox+hold":
 		sub, err := rabbit.OpenSubscription(ctx, conn, rabbit.Topology{Queue: name}, &rabbit.SubscriptionOptions{Prefetch: 32})
 		if err != nil {
 			t.Fatal(err)
@@ -172,7 +226,13 @@ func TestKillChild(t *testing.T) {
 		}
 		h := in.Wrap(func(ctx context.Context, tx *sql.Tx, d *broker.Delivery) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO effects (id) VALUES (?)`, d.Message.ID)
-			return err
+			if err != nil || role != "inbox+hold" || d.Message.ID != killHeld {
+				return err
+			}
+			if _, err := db.ExecContext(ctx, `INSERT INTO held (id) VALUES (?)`, d.Message.ID); err != nil {
+				return err
+			}
+			select {} // until killed, the transaction open
 		})
 		err = sub.Run(ctx, h, &broker.RunOptions{Concurrency: 8}) // until killed
 		if err != nil {
@@ -186,9 +246,15 @@ func TestKillChild(t *testing.T) {
 // TestKill9Relay: the relay process is killed (SIGKILL) while it publishes
 // a backlog, and a new one is started. Every row is published at least
 // once, each aggregate's rows first arrive in sequence order, and every
-// row is marked sent.
+// row is marked sent. It runs with each of killStores.
 func TestKill9Relay(t *testing.T) {
-	e := setupKill(t)
+	for _, how := range killStores {
+		t.Run(how, func(t *testing.T) { testKill9Relay(t, how) })
+	}
+}
+
+func testKill9Relay(t *testing.T, how string) {
+	e := setupKill(t, how)
 	ob, err := outbox.New(e.st, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +317,9 @@ func TestKill9Relay(t *testing.T) {
 
 	first := e.start("relay")
 	e.waitFor("a part of the backlog", func() bool { return distinct() >= n/5 })
+	inFlight := e.openTxs()
 	e.kill9(first)
+	t.Logf("%d transactions open in the database just before the kill", inFlight)
 	if k := distinct(); k == n {
 		t.Errorf("the first relay published every row before it was killed")
 	} else {
@@ -287,10 +355,22 @@ func TestKill9Relay(t *testing.T) {
 // TestKill9Inbox: the consuming process is killed (SIGKILL) while it
 // applies a backlog through the inbox, its transactions and unacked
 // deliveries in flight, and a new one is started. Every message's effect
-// is applied once: none lost, none twice.
+// is applied once: none lost, none twice. It runs with each of
+// killStores: on "open" a killed transaction's claim and effect were
+// begun by the claim's statement alone (autocommit off), and the server
+// rolls back both.
 func TestKill9Inbox(t *testing.T) {
-	e := setupKill(t)
+	for _, how := range killStores {
+		t.Run(how, func(t *testing.T) { testKill9Inbox(t, how) })
+	}
+}
+
+func testKill9Inbox(t *testing.T, how string) {
+	e := setupKill(t, how)
 	if _, err := e.db.ExecContext(e.ctx, `CREATE TABLE effects (id VARBINARY(255) NOT NULL)`); err != nil { // no key: a second effect would be a second row
+		t.Fatal(err)
+	}
+	if _, err := e.db.ExecContext(e.ctx, `CREATE TABLE held (id VARBINARY(255) NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
 	topic, err := rabbit.OpenTopic(e.ctx, e.conn, rabbit.Topology{Exchange: e.name}, nil)
@@ -303,15 +383,30 @@ func TestKill9Inbox(t *testing.T) {
 		msgs := make([]*broker.Message, 100)
 		for j := range msgs {
 			msgs[j] = &broker.Message{ID: fmt.Sprintf("m%d", i+j), Key: fmt.Sprintf("k%d", (i+j)%20), Body: []byte("x")}
+			if i+j == n/10 { // a key of its own: no other message waits behind it
+				msgs[j].ID, msgs[j].Key = killHeld, killHeld
+			}
 		}
 		if err := topic.Publish(e.ctx, msgs...); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	first := e.start("inbox")
-	e.waitFor("a part of the backlog", func() bool { return e.count(`SELECT COUNT(*) FROM effects`) >= n/5 })
+	first := e.start("inbox+hold")
+	e.waitFor("a part of the backlog, and the held message's effect written", func() bool {
+		return e.count(`SELECT COUNT(*) FROM effects`) >= n/5 && e.count(`SELECT COUNT(*) FROM held`) == 1
+	})
+	inFlight := e.openTxs()
 	e.kill9(first)
+	t.Logf("%d transactions open in the database just before the kill", inFlight)
+	// The held transaction wrote its claim and effect before the held
+	// row was committed, and never committed: neither is to be seen.
+	if got := e.count(`SELECT COUNT(*) FROM effects WHERE id = '` + killHeld + `'`); got != 0 {
+		t.Errorf("the held message's effect, written by the killed process's open transaction, is committed (%d)", got)
+	}
+	if got := e.count(`SELECT COUNT(*) FROM wary_inbox WHERE consumer = 'kill9' AND message_id = '` + killHeld + `'`); got != 0 {
+		t.Errorf("the held message's claim, written by the killed process's open transaction, is committed (%d)", got)
+	}
 	if k := e.count(`SELECT COUNT(*) FROM effects`); k == n {
 		t.Errorf("the first consumer applied every message before it was killed")
 	} else {
@@ -336,5 +431,8 @@ func TestKill9Inbox(t *testing.T) {
 	}
 	if got := e.count(`SELECT COUNT(*) FROM wary_inbox WHERE consumer = 'kill9'`); got != n {
 		t.Errorf("%d inbox records for %d messages", got, n)
+	}
+	if got := e.count(`SELECT COUNT(*) FROM effects WHERE id = '` + killHeld + `'`); got != 1 {
+		t.Errorf("the held message's effect %d times, want once (its killed transaction rolled back, then applied again)", got)
 	}
 }
