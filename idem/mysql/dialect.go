@@ -24,13 +24,13 @@ func newDialect(schema, prefix string, returning bool) sqlcore.Dialect {
 	// other's claims) with no ORDER BY: JSON_TABLE yields the elements in
 	// their order and a one-table INSERT ... SELECT inserts each row as it
 	// reads it, where an ORDER BY would sort them first (a filesort of
-	// rows of up to 1024 characters: the claim took twice as long, and the
-	// shared transaction a quarter more; BENCHMARKS.md, issue 49).
-	// TestClaimManyInOrder checks the order with row locks. IGNORE skips
-	// the duplicates; it would also turn a value its column cannot hold
-	// into a warning, which cannot happen here: the IDs are valid (at most 1024 bytes, the column's
-	// size) before they are claimed, and an ID that JSON cannot carry is
-	// claimed one by one.
+	// rows of up to 1024 characters: the claim took twice as long;
+	// BENCHMARKS.md, issue 49). TestClaimManyInOrder checks the order
+	// with row locks. IGNORE skips the duplicates; it would also turn a
+	// value its column cannot hold into a warning, which cannot happen
+	// here: the IDs are valid (at most 1024 bytes, the column's size)
+	// before they are claimed, and an ID that JSON cannot carry is claimed
+	// one by one.
 	claimMany := `INSERT IGNORE INTO {{inbox}} (consumer, message_id, processed_at)
 			SELECT $1, j.id, $3 FROM JSON_TABLE($2, '$[*]' COLUMNS (id VARCHAR(1024) PATH '$')) j`
 	if returning {
