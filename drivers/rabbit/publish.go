@@ -200,7 +200,6 @@ func (cc *confirmChannel) send(ctx context.Context, b *batchWait, msgs []outgoin
 		if cc.err != nil {
 			err := cc.err
 			cc.mu.Unlock()
-			cc.pubMu.Unlock()
 			return failRest(b, i, err)
 		}
 		seq := cc.ch.GetNextPublishSeqNo()
