@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -285,21 +284,7 @@ func (c cancelOnWrite) Write(p []byte) (int, error) {
 func TestAbandonedPublishes(t *testing.T) {
 	ctx := ctxT(t)
 	var cancel atomic.Pointer[context.CancelFunc]
-	dialer := amqp.DefaultDial(10 * time.Second)
-	cfg := &amqp.Config{Heartbeat: 10 * time.Second, Locale: "en_US", Dial: func(network, addr string) (net.Conn, error) {
-		c, err := dialer(network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return cancelOnWrite{Conn: c, cancel: &cancel}, nil
-	}}
-	plain := dial(t) // to skip or fail as every test does when the server is down
-	_ = plain.Close()
-	c, err := rabbit.Dial(ctx, serverURL(), &rabbit.ConnOptions{Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := dialWrapped(t, func(c net.Conn) net.Conn { return cancelOnWrite{Conn: c, cancel: &cancel} })
 	name := uniqueName("abandoned")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name})
 	topic, err := rabbit.OpenTopic(ctx, c, top, noRetry)

@@ -25,27 +25,35 @@ func (c countWrites) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// TestPublishGathersWrites: a batch of 200 messages reaches the server in
-// a few writes, not one per message (amqp091-go flushes after each
-// publish), and every message arrives, in order, with its headers.
-func TestPublishGathersWrites(t *testing.T) {
-	ctx := ctxT(t)
-	var writes atomic.Int64
+// dialWrapped connects as dial does, each socket of the connection
+// wrapped by wrap, and closes the connection when t ends.
+func dialWrapped(t *testing.T, wrap func(net.Conn) net.Conn) *rabbit.Conn {
+	t.Helper()
+	plain := dial(t) // to skip or fail as every test does when the server is down
+	_ = plain.Close()
 	dialer := amqp.DefaultDial(10 * time.Second)
 	cfg := &amqp.Config{Heartbeat: 10 * time.Second, Locale: "en_US", Dial: func(network, addr string) (net.Conn, error) {
 		c, err := dialer(network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return countWrites{Conn: c, n: &writes}, nil
+		return wrap(c), nil
 	}}
-	plain := dial(t) // to skip or fail as every test does when the server is down
-	_ = plain.Close()
-	c, err := rabbit.Dial(ctx, serverURL(), &rabbit.ConnOptions{Config: cfg})
+	c, err := rabbit.Dial(ctxT(t), serverURL(), &rabbit.ConnOptions{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestPublishGathersWrites: a batch of 200 messages reaches the server in
+// a few writes, not one per message (amqp091-go flushes after each
+// publish), and every message arrives, in order, with its headers.
+func TestPublishGathersWrites(t *testing.T) {
+	ctx := ctxT(t)
+	var writes atomic.Int64
+	c := dialWrapped(t, func(c net.Conn) net.Conn { return countWrites{Conn: c, n: &writes} })
 	name := uniqueName("cork")
 	top, _ := declare(t, c, rabbit.Topology{Exchange: name, Queue: name})
 	topic, err := rabbit.OpenTopic(ctx, c, top, nil)
