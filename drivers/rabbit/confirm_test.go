@@ -72,19 +72,8 @@ func queueIDs(t *testing.T, c *rabbit.Conn, q string) map[string]int {
 // batch: each message's outcome is its own routing key's, and an
 // unroutable one's return carries that key.
 func TestUnroutableAmongRoutableConcurrently(t *testing.T) {
-	c := dial(t)
-	t.Cleanup(func() { _ = c.Close() })
 	ctx := ctxT(t)
-	// Partitions 0..3 bound; the topic thinks there are 8, so some keys
-	// route nowhere.
-	top, _ := declare(t, c, rabbit.Topology{Exchange: uniqueName("mixed"), Queue: uniqueName("mixed"), Partitions: 4})
-	eight := top
-	eight.Partitions = 8
-	topic, err := rabbit.OpenTopic(ctx, c, eight, noRetry)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer topic.Close()
+	topic := unroutableTopic(t, "mixed", noRetry)
 
 	// Learn, one at a time, which keys route nowhere, and their routing key.
 	keys := make([]string, 16)
@@ -150,7 +139,7 @@ func TestUnroutableAmongRoutableConcurrently(t *testing.T) {
 }
 
 // The exchange is deleted under 8 publishers: RabbitMQ closes the
-// channel, and amqp091-go fails the confirmations awaited on it. Every
+// channel, and the publishes awaiting its confirms fail. Every
 // message reported sent is in the queue, none reported not sent is, and
 // those in flight at the close are maybe sent.
 func TestChannelClosedWithPublishesInFlight(t *testing.T) {
@@ -181,10 +170,6 @@ func TestChannelClosedWithPublishesInFlight(t *testing.T) {
 			defer wg.Done()
 			failedAfter := false
 			for r := 0; r < 5000 && !failedAfter; r++ {
-				select {
-				case <-deleted:
-				default:
-				}
 				n := 1 + (g+r)%10
 				msgs := make([]*broker.Message, n)
 				for i := range msgs {

@@ -22,22 +22,29 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// An unroutable message (no queue bound) fails with ErrNotFound, not sent;
-// the topic keeps working.
-func TestUnroutable(t *testing.T) {
+// unroutableTopic is a topic on a partitioned exchange of which only
+// partitions 0..3 are bound while the topic thinks there are 8, so that
+// some keys route nowhere; closed when t ends.
+func unroutableTopic(t *testing.T, name string, opts *rabbit.TopicOptions) *broker.Topic {
+	t.Helper()
 	c := dial(t)
 	t.Cleanup(func() { _ = c.Close() })
-	ctx := ctxT(t)
-	// Partitioned exchange with only partitions 0..3 bound: a topic that
-	// thinks there are 8 partitions routes some keys nowhere.
-	top, _ := declare(t, c, rabbit.Topology{Exchange: uniqueName("unroutable"), Queue: uniqueName("unroutable"), Partitions: 4})
+	top, _ := declare(t, c, rabbit.Topology{Exchange: uniqueName(name), Queue: uniqueName(name), Partitions: 4})
 	eight := top
 	eight.Partitions = 8
-	topic, err := rabbit.OpenTopic(ctx, c, eight, nil)
+	topic, err := rabbit.OpenTopic(ctxT(t), c, eight, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer topic.Close()
+	t.Cleanup(func() { topic.Close() })
+	return topic
+}
+
+// An unroutable message (no queue bound) fails with ErrNotFound, not sent;
+// the topic keeps working.
+func TestUnroutable(t *testing.T) {
+	ctx := ctxT(t)
+	topic := unroutableTopic(t, "unroutable", nil)
 	var routed, unroutable int
 	for i := 0; i < 16; i++ {
 		err := topic.Publish(ctx, &broker.Message{Key: string(rune('a' + i)), Body: []byte("x")})
@@ -63,7 +70,7 @@ func TestUnroutable(t *testing.T) {
 	for i := range msgs {
 		msgs[i] = &broker.Message{Key: string(rune('a' + i)), Body: []byte("x")}
 	}
-	err = topic.Publish(ctx, msgs...)
+	err := topic.Publish(ctx, msgs...)
 	var be *broker.Error
 	if !errors.As(err, &be) || len(be.Messages) != 16 || !errors.Is(err, broker.ErrMaybeSent) || !errors.Is(err, broker.ErrNotFound) {
 		t.Fatalf("batch: %v, want maybe sent, not found, with 16 Messages", err)

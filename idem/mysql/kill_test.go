@@ -22,9 +22,9 @@ import (
 )
 
 // killChildEnv tells TestKillChild what to be: "relay", "inbox" or
-// "inbox+hold" (see killHeld), how
-// to build its store (one of killStores), the RabbitMQ exchange and
-// queue's name, and the database's DSN, separated by spaces.
+// "inbox+hold" (see killHeld), how to build its store (one of
+// killStores), the RabbitMQ exchange and queue's name, and the
+// database's DSN, separated by spaces.
 const killChildEnv = "WARY_MYSQL_KILL_CHILD"
 
 // killStores are the constructors TestKill9Relay and TestKill9Inbox run
