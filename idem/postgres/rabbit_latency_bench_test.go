@@ -48,9 +48,11 @@ import (
 // Each contender has an outbox of its own for all rounds (decode+wary
 // shares decode+raw's, its message IDs prefixed "w"; each round's message
 // IDs its own), and each run a fresh queue. It logs each run's
-// p50/p99/max and the PostgreSQL server's CPU per row over the run (when
-// it runs on this machine; the floor's is the producers' share, the rest
-// of poll's and stream's their relay's), and reports their medians over
+// p50/p99/max and the CPU per row over the run of the PostgreSQL server
+// and of RabbitMQ (when they run on this machine) and of this process
+// (the producers, the consumer and the contender's relay or reader; the
+// floor's is the producers' and its raw publisher's share, the rest of
+// the others' their relay's or reader's), and reports their medians over
 // the rounds, and the median of each round's stream p99 minus floor p99
 // ("stream-p99-over-floor-ms"; the same for poll), and the median of
 // each round's stream p50 and p99 over decode+raw's ("stream-p50/decode+raw-x",
@@ -81,7 +83,7 @@ func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 		b.Fatal(err)
 	}
 	dr := newDecodeRaw(b, pool, pub, "", nil) // each run publishes to a fresh queue
-	cpu := pgCPU(b, pool)
+	cpu, mq := pgCPU(b, pool), brokerCPU(b)
 	staged := os.Getenv("WARY_BENCH_STAGES") == "1"
 	type run struct {
 		name string
@@ -121,23 +123,31 @@ func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 			return lat, &st
 		}})
 	}
-	type result struct{ p50, p99, max, cpu float64 }
+	type result struct{ p50, p99, max, cpu, self, mq float64 }
 	res := map[string][]result{}
 	for r := range rounds {
 		for _, x := range append(slices.Clone(runs[r%len(runs):]), runs[:r%len(runs)]...) {
 			checkpoint(b, pool)
-			var before time.Duration
+			var before, mq0 time.Duration
 			if cpu != nil {
 				before = cpu()
 			}
-			lat, st := x.do(fmt.Sprintf("r%d-", r))
-			cpuRow := -1.0
-			if cpu != nil {
-				cpuRow = float64(cpu()-before) / float64(time.Microsecond) / float64(b.N)
+			if mq != nil {
+				mq0 = mq()
 			}
-			p := result{idemtest.Percentile(lat, 0.5), idemtest.Percentile(lat, 0.99), idemtest.Percentile(lat, 1), cpuRow}
+			self0 := selfCPU(b)
+			lat, st := x.do(fmt.Sprintf("r%d-", r))
+			perRow := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(b.N) }
+			cpuRow, mqRow := -1.0, -1.0
+			if cpu != nil {
+				cpuRow = perRow(cpu() - before)
+			}
+			if mq != nil {
+				mqRow = perRow(mq() - mq0)
+			}
+			p := result{idemtest.Percentile(lat, 0.5), idemtest.Percentile(lat, 0.99), idemtest.Percentile(lat, 1), cpuRow, perRow(selfCPU(b) - self0), mqRow}
 			res[x.name] = append(res[x.name], p)
-			b.Logf("round %d %-10s p50 %6.1f ms  p99 %6.1f ms  max %6.1f ms  pg cpu %5.0f µs/row", r+1, x.name, p.p50, p.p99, p.max, p.cpu)
+			b.Logf("round %d %-11s p50 %6.2f ms  p99 %6.2f ms  max %6.1f ms  cpu µs/row: pg %4.0f  go %4.0f  rabbitmq %4.0f", r+1, x.name, p.p50, p.p99, p.max, p.cpu, p.self, p.mq)
 			if st != nil {
 				b.Logf("  stages: %v", st)
 			}
@@ -160,6 +170,10 @@ func BenchmarkRelayLatencyRabbitStream(b *testing.B) {
 		b.ReportMetric(of(x.name, func(p result) float64 { return p.max }), x.name+"-max-ms")
 		if cpu != nil {
 			b.ReportMetric(of(x.name, func(p result) float64 { return p.cpu }), x.name+"-pgcpu-us/row")
+		}
+		b.ReportMetric(of(x.name, func(p result) float64 { return p.self }), x.name+"-gocpu-us/row")
+		if mq != nil {
+			b.ReportMetric(of(x.name, func(p result) float64 { return p.mq }), x.name+"-mqcpu-us/row")
 		}
 	}
 	for _, name := range []string{"stream", "poll"} {
