@@ -54,6 +54,15 @@ type Meters struct {
 	// does no work, the ceiling of an inbox that adds one round trip to
 	// the bare transaction (inbox/bare+1-%).
 	OneMore bool
+	// ClaimFirst adds the interleaved mode "ceiling1": a transaction the
+	// store begins (Driver.Begin) whose first statement is a plain INSERT
+	// of the message's ID into the hand-written inbox table (the
+	// article's, its primary key only), then the effect: the least an
+	// inbox that writes a row per message can send and have the server
+	// do, for a store whose Begin sends nothing (its first statement
+	// begins the transaction), reported as inbox/ceiling1-% and
+	// ceiling1/bare-%.
+	ClaimFirst bool
 }
 
 // BenchMetered is Bench with meters.
@@ -101,12 +110,13 @@ type ClaimAllDB[Tx any] interface {
 // client's CPU for the mode, less sensitive to the machine's load than
 // the rates, and the goroutines started per message (bare-goroutines/msg,
 // ...): batch100's one per Handle call, and any a driver starts per
-// statement. With Meters.OneMore it runs "bare+1" too (see Meters), with
+// statement. With Meters.OneMore it runs "bare+1" too, with
+// Meters.ClaimFirst "ceiling1" (see Meters), with
 // Meters.ServerCPU it reports each mode's server CPU per message, and
 // with Meters.Trace it logs the statements of each mode's first turn.
 func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], m Meters) {
-	const turn, modes = 100, 8
-	names := [modes]string{"bare", "inbox", "bare100", "batch100", "article", "article100", "ceiling100", "bare+1"}
+	const turn, modes = 100, 9
+	names := [modes]string{"bare", "inbox", "bare100", "batch100", "article", "article100", "ceiling100", "bare+1", "ceiling1"}
 	statements := m.Statements
 	e := Setup(b, f, "")
 	in := e.Inbox("bench", nil)
@@ -135,8 +145,26 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], m Meters) {
 		}
 		return effect(ctx, tx, d)
 	}
+	claimFirst := func(ctx context.Context, d *broker.Delivery) error {
+		tx, err := e.Driver.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if err := e.DB.Exec(ctx, tx, `INSERT INTO article_inbox (consumer, message_id, processed_at) VALUES ($1, $2, $3)`,
+			"bench-ceiling1", d.Message.ID, time.Now()); err != nil {
+			_ = e.Driver.Rollback(ctx, tx)
+			return fmt.Errorf("ceiling1's claim: %w", err)
+		}
+		if err := effect(ctx, tx, d); err != nil {
+			_ = e.Driver.Rollback(ctx, tx)
+			return err
+		}
+		return e.Driver.Commit(ctx, tx)
+	}
 	claimAll, ceiling := e.DB.(ClaimAllDB[Tx])
-	skip := func(mode int) bool { return mode == 6 && !ceiling || mode == 7 && !m.OneMore }
+	skip := func(mode int) bool {
+		return mode == 6 && !ceiling || mode == 7 && !m.OneMore || mode == 8 && !m.ClaimFirst
+	}
 	ctx := b.Context()
 	sub := q.Subscription(nil)
 	var spent [modes]time.Duration  // by mode, in the order of names
@@ -165,7 +193,7 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], m Meters) {
 			start, cpu0, g0 := time.Now(), benchpair.CPUTime(), goroutinesCreated()
 			var err error
 			switch mode {
-			case 0, 1, 4, 7:
+			case 0, 1, 4, 7, 8:
 				for range n {
 					ds, rerr := sub.Receive(ctx, 1)
 					if err = rerr; err != nil {
@@ -178,6 +206,8 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], m Meters) {
 						_, err = in.Handle(ctx, ds[0], effect)
 					case 7:
 						err = bareTx(ctx, e, ds, oneMore)
+					case 8:
+						err = claimFirst(ctx, ds[0])
 					default:
 						err = bareTx(ctx, e, ds, article)
 					}
@@ -245,6 +275,11 @@ func benchInterleaved[Tx any](b *testing.B, f Factory[Tx], m Meters) {
 		b.ReportMetric(rate(7), "bare+1-msgs/s")
 		b.ReportMetric(100*rate(1)/rate(7), "inbox/bare+1-%")
 		b.ReportMetric(100*rate(7)/rate(0), "bare+1/bare-%")
+	}
+	if m.ClaimFirst {
+		b.ReportMetric(rate(8), "ceiling1-msgs/s")
+		b.ReportMetric(100*rate(1)/rate(8), "inbox/ceiling1-%")
+		b.ReportMetric(100*rate(8)/rate(0), "ceiling1/bare-%")
 	}
 	for mode, name := range names {
 		if skip(mode) {
