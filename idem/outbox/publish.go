@@ -94,18 +94,23 @@ func (r *Relay) publishBatch(ctx context.Context, rows []Row) pubResult {
 		next atomic.Int64
 		wg   sync.WaitGroup
 	)
-	for range min(r.o.Concurrency, len(groups)) {
-		wg.Go(func() {
-			for {
-				g := int(next.Add(1) - 1)
-				if g >= len(groups) {
-					return
-				}
-				r.publishGroup(ctx, groups[g], &stop, &mu, &res)
+	work := func() {
+		for {
+			g := int(next.Add(1) - 1)
+			if g >= len(groups) {
+				return
 			}
-		})
+			r.publishGroup(ctx, groups[g], &stop, &mu, &res)
+		}
 	}
-	wg.Wait()
+	if n := min(r.o.Concurrency, len(groups)); n > 1 {
+		for range n {
+			wg.Go(work)
+		}
+		wg.Wait()
+	} else {
+		work() // one aggregate (a trickle's one-row window): no goroutine to start and wait for
+	}
 	return res
 }
 

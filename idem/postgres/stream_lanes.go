@@ -469,7 +469,7 @@ func (l *streamLoop) prepare(ctx context.Context, w *window) {
 		return
 	}
 	select {
-	case l.s.ready <- &seam.Batch[outbox.Row]{Rows: rows, Lost: ctx.Done(), Handle: w}:
+	case l.s.ready <- &seam.Batch[outbox.Row]{Rows: rows, Lost: ctx, Handle: w}:
 	case <-ctx.Done():
 		fail(ctx.Err())
 	}
@@ -548,9 +548,19 @@ func sentAll(w *window, sent []int64) bool {
 // maxDelete is the most rows one of the deleter's DELETEs takes.
 const maxDelete = 8192
 
+// deleteLinger is how long the deleter, woken with fewer than lingerRows
+// rows queued, waits for more before it deletes them: under a trickle of
+// one-row windows a DELETE each would cost the relay and the server a
+// statement and a commit a row (BENCHMARKS.md, issue 47).
+const (
+	deleteLinger = 10 * time.Millisecond
+	lingerRows   = 256
+)
+
 // deleter deletes the rows of the windows whose every row was published,
 // off the relay's path: one DELETE for the windows settled while the one
-// before it ran (at most maxDelete rows), rather than one per window. A
+// before it ran (at most maxDelete rows), or within deleteLinger of the
+// first under a trickle, rather than one per window. A
 // window lands (and its commits may be confirmed) only once its DELETE
 // committed: a row the slot has passed is never left pending in the table
 // (a sweep or a fallback would publish it again). A DELETE that fails
@@ -581,6 +591,13 @@ func (d *deleter) add(w *window, sent []int64) {
 	}
 }
 
+// queued is how many rows are queued.
+func (d *deleter) queued() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.ids)
+}
+
 // take takes queued windows (every one, or as many as fill maxDelete
 // rows, at least one) and their rows.
 func (d *deleter) take() ([]*window, []int64) {
@@ -609,9 +626,19 @@ func (d *deleter) take() ([]*window, []int64) {
 // finish, or their rows would be published again), each bounded by
 // settleTimeout.
 func (d *deleter) run(ctx context.Context) {
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for {
 		select {
 		case <-d.wake:
+			if d.queued() < lingerRows {
+				linger.Reset(deleteLinger)
+				select {
+				case <-linger.C:
+				case <-d.stopped:
+					linger.Stop()
+				}
+			}
 		case <-d.stopped:
 			select {
 			case <-d.wake:
