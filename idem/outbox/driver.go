@@ -66,6 +66,6 @@ var ErrOtherSource = errors.New("idem: the outbox is served by a source of anoth
 
 // ErrLeaseLost is returned by the Settle of a source that claims by lease
 // when the lease ran out or another relay took it, and by a relay
-// whose batch's Lost channel closed (a lease, a stream gone): nothing was
+// whose batch's Lost context ended (a lease, a stream gone): nothing was
 // marked, and the rows will be published again.
 var ErrLeaseLost = errors.New("idem: the batch's claim was lost; nothing marked")

@@ -365,8 +365,8 @@ type fakeSource struct {
 type fakeBatch struct {
 	rows    []int64
 	aggs    []string
-	lost    chan struct{}
-	lose    func()
+	lost    context.Context
+	lose    context.CancelFunc
 	settled bool
 }
 
@@ -416,9 +416,8 @@ func (src *fakeSource) Next(ctx context.Context, wait bool) (*seam.Batch[Row], e
 // claim takes the due heads and what follows them; s.mu is held.
 func (src *fakeSource) claim(now time.Time) *seam.Batch[Row] {
 	s := src.s
-	h := &fakeBatch{lost: make(chan struct{})}
-	var once sync.Once
-	h.lose = func() { once.Do(func() { close(h.lost) }) }
+	h := &fakeBatch{}
+	h.lost, h.lose = context.WithCancel(context.Background())
 	var rows []Row
 	seen := map[string]bool{}
 	for _, r := range s.rows {
@@ -485,10 +484,8 @@ func (src *fakeSource) Settle(_ context.Context, b *seam.Batch[Row], out *seam.O
 	if out == nil {
 		return nil
 	}
-	select {
-	case <-h.lost:
+	if h.lost.Err() != nil {
 		return ErrLeaseLost
-	default:
 	}
 	if s.f.settle != nil {
 		return s.f.settle

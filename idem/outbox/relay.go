@@ -232,6 +232,27 @@ func (r *Relay) Run(ctx context.Context) error {
 	if r.o.PurgeInterval > 0 {
 		wg.Go(func() { r.purgeEvery(ctx) })
 	}
+	// Each batch is handled on a worker of its own; a worker that finished
+	// waits for the next batch rather than exit, so that its stack, grown
+	// by the publish path, is not grown again for each batch.
+	idle := make(chan *seam.Batch[Row])
+	work := func(b *seam.Batch[Row]) {
+		for {
+			_, err := r.handle(ctx, src, b)
+			switch {
+			case errors.Is(err, broker.ErrClosed):
+				fatal.CompareAndSwap(nil, &err)
+				cancel()
+			case err != nil && ctx.Err() == nil:
+				r.noteErr("run", err)
+			}
+			select {
+			case b = <-idle:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 	for ctx.Err() == nil {
 		b, err := src.Next(ctx, true)
 		if ctx.Err() != nil {
@@ -247,16 +268,11 @@ func (r *Relay) Run(ctx context.Context) error {
 			signal.Sleep(ctx, r.o.PollInterval)
 			continue
 		}
-		wg.Go(func() {
-			_, err := r.handle(ctx, src, b)
-			switch {
-			case errors.Is(err, broker.ErrClosed):
-				fatal.CompareAndSwap(nil, &err)
-				cancel()
-			case err != nil && ctx.Err() == nil:
-				r.noteErr("run", err)
-			}
-		})
+		select {
+		case idle <- b: // a worker that finished its batch takes it
+		default:
+			wg.Go(func() { work(b) })
+		}
 	}
 	wg.Wait()
 	if err := r.closeSource(ctx, src); err != nil {
@@ -292,21 +308,13 @@ func (r *Relay) handle(ctx context.Context, src seam.Source[Row], b *seam.Batch[
 		var cancel context.CancelFunc
 		pctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		go func() {
-			select {
-			case <-b.Lost:
-				cancel()
-			case <-pctx.Done():
-			}
-		}()
+		defer context.AfterFunc(b.Lost, cancel)()
 	}
 	res := r.publishBatch(pctx, b.Rows)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.PublishTimeout)
 	defer cancel()
-	select {
-	case <-b.Lost:
+	if b.Lost != nil && b.Lost.Err() != nil {
 		return 0, errors.Join(fmt.Errorf("idem: relay: %w", ErrLeaseLost), src.Settle(fctx, b, nil))
-	default:
 	}
 	if res.crashed != nil {
 		return 0, errors.Join(fmt.Errorf("idem: relay: after publish: %w", res.crashed), src.Settle(fctx, b, nil))

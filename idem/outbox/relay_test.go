@@ -433,7 +433,7 @@ func TestSettleFailure(t *testing.T) {
 	}
 }
 
-// A batch whose claim is lost (its Lost channel closed) is released, not
+// A batch whose claim is lost (its Lost context done) is released, not
 // marked: RunOnce returns ErrLeaseLost, and the rows stay pending.
 func TestLostBatch(t *testing.T) {
 	g := newRig(t)

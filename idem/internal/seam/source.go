@@ -38,8 +38,8 @@ type SourceConfig struct {
 //   - each aggregate's rows come in sequence order, in one batch and
 //     across batches;
 //   - no aggregate is in two live batches (handed out and not settled);
-//   - a batch whose claim is lost (a lease run out, a stream gone) closes
-//     its Lost channel, and its Settle then fails with outbox.ErrLeaseLost or
+//   - a batch whose claim is lost (a lease run out, a stream gone) ends
+//     its Lost context, and its Settle then fails with outbox.ErrLeaseLost or
 //     records nothing: its rows come again.
 type Source[R any] interface {
 	// Next returns the next batch. With wait, it waits until rows are due
@@ -63,9 +63,10 @@ type Source[R any] interface {
 type Batch[R any] struct {
 	// Rows are the batch's rows, each aggregate's in sequence order.
 	Rows []R
-	// Lost, if not nil, is closed when the batch's claim is lost: the
-	// relay stops publishing it.
-	Lost <-chan struct{}
+	// Lost, if not nil, is done once the batch's claim is lost: the relay
+	// stops publishing it. A context rather than a channel, so that the
+	// relay can tie its publish to it without a goroutine of its own.
+	Lost context.Context
 	// Handle is the source's own.
 	Handle any
 }

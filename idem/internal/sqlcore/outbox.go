@@ -379,7 +379,7 @@ type batch[Tx any] struct {
 
 func (b *batch[Tx]) Rows() []outbox.Row { return b.rows }
 
-func (b *batch[Tx]) Lost() <-chan struct{} {
+func (b *batch[Tx]) Lost() context.Context {
 	if b.keeper == nil {
 		return nil
 	}

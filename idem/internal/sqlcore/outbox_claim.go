@@ -35,9 +35,9 @@ type Batch interface {
 	Complete(ctx context.Context, sent []int64, failed []seam.OutboxFailure, at time.Time) error
 	// Release releases the claim and records nothing.
 	Release(ctx context.Context) error
-	// Lost is closed when a lease renewal found the lease gone (nil for a
+	// Lost is done once a lease renewal found the lease gone (nil for a
 	// claim that holds no lease).
-	Lost() <-chan struct{}
+	Lost() context.Context
 }
 
 // claimQuery claims in one statement. Its CTE h finds claimable heads

@@ -61,13 +61,14 @@ func (o *Outbox[Tx]) claimLeased(ctx context.Context, r Claim) (Batch, error) {
 		return &batch[Tx]{o: o, rows: rows}, err
 	}
 	k := &leaseKeeper[Tx]{o: o, owner: r.Owner, length: r.Lease, base: r.Now, start: time.Now(),
-		lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{})}
+	k.lost, k.markLost = context.WithCancel(context.Background())
 	go k.run()
 	return &batch[Tx]{o: o, rows: rows, keeper: k}, nil
 }
 
 // leaseKeeper renews the relay lease while its batch is held, every third
-// of the lease's length, and closes lost when the lease is gone (it ran
+// of the lease's length, and ends lost when the lease is gone (it ran
 // out, and another relay took it). The lease's clock is the claim's, moved
 // on by the time since.
 type leaseKeeper[Tx any] struct {
@@ -77,8 +78,10 @@ type leaseKeeper[Tx any] struct {
 	base   time.Time // the claim's Now
 	start  time.Time // when the claim was made, on the wall clock
 
-	lost, stop, done chan struct{}
-	once             sync.Once
+	lost       context.Context // done once the lease is gone
+	markLost   context.CancelFunc
+	stop, done chan struct{}
+	once       sync.Once
 }
 
 func (k *leaseKeeper[Tx]) now() time.Time { return k.base.Add(time.Since(k.start)) }
@@ -102,7 +105,7 @@ func (k *leaseKeeper[Tx]) run() {
 		})
 		cancel()
 		if err == nil && !ok {
-			close(k.lost)
+			k.markLost()
 			return
 		}
 		// A failed renewal (the database busy) is tried again at the next
