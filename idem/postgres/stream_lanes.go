@@ -573,10 +573,11 @@ type deleter struct {
 	ids     []int64
 	wake    chan struct{} // a window was queued
 	stopped chan struct{} // closed by stop
+	linger  time.Duration // deleteLinger
 }
 
 func newDeleter(l *streamLoop) *deleter {
-	return &deleter{l: l, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	return &deleter{l: l, wake: make(chan struct{}, 1), stopped: make(chan struct{}), linger: deleteLinger}
 }
 
 // add queues w, whose published rows are sent.
@@ -632,7 +633,7 @@ func (d *deleter) run(ctx context.Context) {
 		select {
 		case <-d.wake:
 			if d.queued() < lingerRows {
-				linger.Reset(deleteLinger)
+				linger.Reset(d.linger)
 				select {
 				case <-linger.C:
 				case <-d.stopped:
