@@ -80,7 +80,7 @@ func (s *Sitting) runWary(ctx context.Context, pool *pgxpool.Pool, exchange stri
 	if err != nil {
 		return Result{}, fmt.Errorf("%w (relay: %+v)", err, relay.Stats())
 	}
-	res := Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}
+	res := m.result(Result{Events: n, Total: at.Sub(m.start), Produce: produced})
 	if stream {
 		rs := relay.Stats()
 		res.Relay = fmt.Sprintf("published %d (counted once deleted), %d windows or claims, %d idle", rs.Published, rs.Claims, rs.Idle)
@@ -153,7 +153,7 @@ func (s *Sitting) runFloor(ctx context.Context, pool *pgxpool.Pool, sc Scenario,
 		return Result{}, err
 	}
 	produced := time.Since(m.start)
-	return Result{Events: n, Total: produced, Produce: produced, PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}, nil
+	return m.result(Result{Events: n, Total: produced, Produce: produced}), nil
 }
 
 // watermillPoll is the SQL subscriber's poll interval when it finds no

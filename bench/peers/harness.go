@@ -107,6 +107,13 @@ type Result struct {
 	PgCPU time.Duration
 	// PgSplit is PgCPU by kind of process (pgCPU.usedBy; nil: unknown).
 	PgSplit map[string]time.Duration
+	// GoCPU is the CPU time this process used over the same span: the
+	// producers, the relay or forwarder (or the raw publisher) and the
+	// consumer.
+	GoCPU time.Duration
+	// BrokerCPU is the local RabbitMQ's (beam.smp) over the same span
+	// (-1: unknown, the broker is not on this machine).
+	BrokerCPU time.Duration
 	// Relay is how wary's relay spent its claims (polling), or its
 	// counters (streaming).
 	Relay string
@@ -132,11 +139,21 @@ func (r Result) CommitRate() float64 {
 func (r Result) Tail() time.Duration { return r.Total - r.Produce }
 
 // CPUPerEvent is PostgreSQL's CPU per event in microseconds (-1: unknown).
-func (r Result) CPUPerEvent() float64 {
-	if r.PgCPU < 0 || r.Events == 0 {
+func (r Result) CPUPerEvent() float64 { return r.perEvent(r.PgCPU) }
+
+// GoCPUPerEvent is this process's CPU per event in microseconds.
+func (r Result) GoCPUPerEvent() float64 { return r.perEvent(r.GoCPU) }
+
+// BrokerCPUPerEvent is RabbitMQ's CPU per event in microseconds (-1:
+// unknown).
+func (r Result) BrokerCPUPerEvent() float64 { return r.perEvent(r.BrokerCPU) }
+
+// perEvent is d per event in microseconds (-1 when d is, or no event).
+func (r Result) perEvent(d time.Duration) float64 {
+	if d < 0 || r.Events == 0 {
 		return -1
 	}
-	return float64(r.PgCPU) / float64(time.Microsecond) / float64(r.Events)
+	return float64(d) / float64(time.Microsecond) / float64(r.Events)
 }
 
 // Sitting holds the connections shared by the runs.
@@ -150,11 +167,13 @@ type Sitting struct {
 	seq   int
 }
 
-// meter is a run's clock: its start, and the server's CPU at the start.
+// meter is a run's clock: its start, and the servers' and this process's
+// CPU at the start.
 type meter struct {
 	start time.Time
 	cpu   *pgCPU
 	cpu0  map[string]time.Duration
+	proc0 procCPU
 }
 
 // begin starts a run's clock.
@@ -166,8 +185,15 @@ func (s *Sitting) begin() meter {
 			m.cpu = nil
 		}
 	}
+	m.proc0 = readProcCPU()
 	m.start = time.Now()
 	return m
+}
+
+// result is r with the CPU used since the run began.
+func (m meter) result(r Result) Result {
+	r.PgCPU, r.PgSplit = m.pgCPU(), m.pgSplit()
+	return m.proc0.since(r)
 }
 
 // pgCPU is the server's CPU time since begin (-1: unknown).
@@ -191,7 +217,7 @@ func (m meter) received(ctx context.Context, cons *consumer, n int, produced tim
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Events: n, Total: at.Sub(m.start), Produce: produced, PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}, nil
+	return m.result(Result{Events: n, Total: at.Sub(m.start), Produce: produced}), nil
 }
 
 // pgSplit is the server's CPU time since begin by kind of process (nil:
@@ -486,7 +512,7 @@ func (s *Sitting) runRaw(ctx context.Context, exchange string, n int, cons *cons
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Events: n, Total: at.Sub(m.start), PgCPU: m.pgCPU(), PgSplit: m.pgSplit()}, nil
+	return m.result(Result{Events: n, Total: at.Sub(m.start)}), nil
 }
 
 // confirmChannel opens a channel in confirm mode on the raw connection.

@@ -108,8 +108,9 @@ func sitting(ctx context.Context, w io.Writer, cfg Config, rounds int, only stri
 				return fmt.Errorf("round %d, %s: %w", r+1, sc.Name(), err)
 			}
 			results[sc] = append(results[sc], res)
-			fmt.Fprintf(w, "# round %d  %-45s %7.0f msgs/s  commits %7.0f ev/s  tail %6.0f ms  pg cpu %s µs/ev  oldest xact %5.1f s  load %s\n",
-				r+1, sc.Name(), res.Rate(), res.CommitRate(), ms(res.Tail()), cpuText(res.CPUPerEvent()), res.OldestXact.Seconds(), loadavg())
+			fmt.Fprintf(w, "# round %d  %-45s %7.0f msgs/s  commits %7.0f ev/s  tail %6.0f ms  cpu µs/ev: pg %s go %s rabbitmq %s  oldest xact %5.1f s  load %s\n",
+				r+1, sc.Name(), res.Rate(), res.CommitRate(), ms(res.Tail()), cpuText(res.CPUPerEvent()), cpuText(res.GoCPUPerEvent()),
+				cpuText(res.BrokerCPUPerEvent()), res.OldestXact.Seconds(), loadavg())
 			if res.PgSplit != nil {
 				fmt.Fprintf(w, "#          pg cpu by process: %s\n", splitText(res))
 			}
@@ -155,6 +156,16 @@ func ratios(sc Scenario, results map[Scenario][]Result, r int) string {
 	return strings.Join(out, ", ")
 }
 
+// medianCPU is the median of per over the results where it is known, as
+// cpuText formats it.
+func medianCPU(rs []Result, per func(Result) float64) string {
+	known := slices.DeleteFunc(slices.Clone(rs), func(r Result) bool { return per(r) < 0 })
+	if len(known) == 0 {
+		return "n/a"
+	}
+	return cpuText(median(known, per))
+}
+
 // cpuText formats µs of CPU per event ("n/a" when unknown).
 func cpuText(us float64) string {
 	if us < 0 {
@@ -164,12 +175,13 @@ func cpuText(us float64) string {
 }
 
 // table writes the Markdown table: median msgs/s (range), the producers'
-// commit rate, the tail after the last commit, PostgreSQL's CPU per event,
+// commit rate, the tail after the last commit, the CPU per event of
+// PostgreSQL, of this process and of RabbitMQ,
 // and per-round ratios of each wary row to the floor's commit rate and
 // Watermill at the same transaction size and to raw.
 func table(w io.Writer, scs []Scenario, results map[Scenario][]Result) {
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| scenario | msgs/s, median (min–max) | producers' commits, events/s | last commit → all received, ms | PostgreSQL CPU, µs/event | vs floor | vs Watermill | vs raw |")
+	fmt.Fprintln(w, "| scenario | msgs/s, median (min–max) | producers' commits, events/s | last commit → all received, ms | CPU µs/event: PostgreSQL / Go process / RabbitMQ | vs floor | vs Watermill | vs raw |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	raw := results[Scenario{Contender: "raw"}]
 	for _, sc := range scs {
@@ -183,10 +195,7 @@ func table(w io.Writer, scs []Scenario, results map[Scenario][]Result) {
 		if sc.outbox() {
 			tail = fmt.Sprintf("%.0f", median(rs, func(r Result) float64 { return ms(r.Tail()) }))
 		}
-		cpu := "n/a"
-		if known := slices.DeleteFunc(slices.Clone(rs), func(r Result) bool { return r.PgCPU < 0 }); len(known) > 0 {
-			cpu = cpuText(median(known, Result.CPUPerEvent))
-		}
+		cpu := medianCPU(rs, Result.CPUPerEvent) + " / " + medianCPU(rs, Result.GoCPUPerEvent) + " / " + medianCPU(rs, Result.BrokerCPUPerEvent)
 		vsF, vsW, vsR := "–", "–", "–"
 		if c := sc.Contender; c == "wary" || c == "stream" || c == "decode" || c == "ceiling" {
 			if f := results[Scenario{"floor", sc.PerTx, 0}]; len(f) > 0 {

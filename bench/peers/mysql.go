@@ -76,16 +76,16 @@ func mysqlSitting(ctx context.Context, w io.Writer, cfg Config, rounds int, only
 				return fmt.Errorf("round %d, %s: %w", r+1, drainName(c), err)
 			}
 			results[c] = append(results[c], res)
-			fmt.Fprintf(w, "# round %d  %-55s %7.0f msgs/s  (%d events in %.0f ms)  load %s\n",
-				r+1, drainName(c), res.Rate(), res.Events, ms(res.Total), loadavg())
+			fmt.Fprintf(w, "# round %d  %-55s %7.0f msgs/s  (%d events in %.0f ms)  cpu µs/ev: go %s rabbitmq %s  load %s\n",
+				r+1, drainName(c), res.Rate(), res.Events, ms(res.Total), cpuText(res.GoCPUPerEvent()), cpuText(res.BrokerCPUPerEvent()), loadavg())
 			if res.Relay != "" {
 				fmt.Fprintf(w, "#          relay: %s\n", res.Relay)
 			}
 		}
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| scenario | msgs/s, median (min–max) | vs Watermill | vs raw |")
-	fmt.Fprintln(w, "|---|---|---|---|")
+	fmt.Fprintln(w, "| scenario | msgs/s, median (min–max) | CPU µs/event: Go process / RabbitMQ | vs Watermill | vs raw |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
 	for _, c := range cs {
 		rs := results[c]
 		lo, hi := minmax(rs, Result.Rate)
@@ -98,7 +98,8 @@ func mysqlSitting(ctx context.Context, w io.Writer, cfg Config, rounds int, only
 				vsR = fmt.Sprintf("%.0f%%", 100*ratio(rs, raw, Result.Rate))
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s (%s–%s) | %s | %s |\n", drainName(c), num(median(rs, Result.Rate)), num(lo), num(hi), vsW, vsR)
+		cpu := medianCPU(rs, Result.GoCPUPerEvent) + " / " + medianCPU(rs, Result.BrokerCPUPerEvent)
+		fmt.Fprintf(w, "| %s | %s (%s–%s) | %s | %s | %s |\n", drainName(c), num(median(rs, Result.Rate)), num(lo), num(hi), cpu, vsW, vsR)
 	}
 	return nil
 }
@@ -229,14 +230,14 @@ func (s *Sitting) drainWary(ctx context.Context, dsn, exchange string, n int, co
 	}
 	rctx, stopRelay := context.WithCancel(ctx)
 	relayErr := make(chan error, 1)
-	start := time.Now()
+	p0, start := readProcCPU(), time.Now()
 	go func() { relayErr <- relay.Run(rctx) }()
 	defer func() { stopRelay(); <-relayErr }()
 	at, err := cons.wait(ctx, n)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w (relay: %+v)", err, relay.Stats())
 	}
-	return Result{Events: n, Total: at.Sub(start), PgCPU: -1, Relay: settled(relay, n).String()}, nil
+	return p0.since(Result{Events: n, Total: at.Sub(start), PgCPU: -1, Relay: settled(relay, n).String()}), nil
 }
 
 // drainWatermill fills a watermill-sql MySQL topic (the forwarder's
@@ -262,7 +263,7 @@ func (s *Sitting) drainWatermill(ctx context.Context, dsn, exchange string, n in
 	if err != nil {
 		return Result{}, fmt.Errorf("fill: %w", err)
 	}
-	start := time.Now()
+	p0, start := readProcCPU(), time.Now()
 	stopFwd, err := s.forward(ctx, sub)
 	if err != nil {
 		return Result{}, err
@@ -272,5 +273,5 @@ func (s *Sitting) drainWatermill(ctx context.Context, dsn, exchange string, n in
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Events: n, Total: at.Sub(start), PgCPU: -1}, nil
+	return p0.since(Result{Events: n, Total: at.Sub(start), PgCPU: -1}), nil
 }

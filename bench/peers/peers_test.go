@@ -64,6 +64,12 @@ func TestSmoke(t *testing.T) {
 		if (res.PgCPU >= 0) != (s.cpu != nil) {
 			t.Errorf("%s: PostgreSQL CPU %v, server local: %v", sc.Name(), res.PgCPU, s.cpu != nil)
 		}
+		if res.GoCPU <= 0 {
+			t.Errorf("%s: this process's CPU %v over a run", sc.Name(), res.GoCPU)
+		}
+		if (res.BrokerCPU >= 0) != (readProcCPU().broker >= 0) {
+			t.Errorf("%s: RabbitMQ CPU %v, broker local: %v", sc.Name(), res.BrokerCPU, readProcCPU().broker >= 0)
+		}
 		results[sc] = append(results[sc], res)
 		t.Logf("%s: %.0f msgs/s, pg cpu %s µs/event (%s)", sc.Name(), res.Rate(), cpuText(res.CPUPerEvent()), res.Relay)
 	}
@@ -148,7 +154,7 @@ func TestMySQLDrain(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", drainName(c), err)
 		}
-		if res.Events != 250 || res.Rate() <= 0 {
+		if res.Events != 250 || res.Rate() <= 0 || res.GoCPU <= 0 {
 			t.Errorf("%s: %+v", drainName(c), res)
 		}
 		if c == "wary" {
