@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
@@ -249,6 +248,8 @@ func (s *streamSource) stream(ctx context.Context, st logStream, polled bool) (p
 
 func (l *streamLoop) run(ctx context.Context, events <-chan streamEvent, failed <-chan error, wg *sync.WaitGroup) error {
 	s := l.s
+	t := time.NewTimer(s.c.PollInterval) // one timer, reset each turn
+	defer t.Stop()
 	for {
 		// Wake and the producers' notifications are for the polling
 		// relay: the stream sees their rows. A Requeue, Discard or Purge
@@ -274,17 +275,14 @@ func (l *streamLoop) run(ctx context.Context, events <-chan streamEvent, failed 
 		if l.pending >= 2*s.c.BatchSize*len(l.lanes) {
 			in = nil // enough rows wait: read on once windows land
 		}
-		t := time.NewTimer(s.c.PollInterval)
+		t.Reset(s.c.PollInterval)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return nil
 		case err := <-failed:
-			t.Stop()
 			return fmt.Errorf("idem: relay: stream: %w", err)
 		case w := <-l.finished:
 			if err := l.land(w); err != nil {
-				t.Stop()
 				return err
 			}
 		case <-l.sent: // its lane may take its next window
@@ -303,7 +301,6 @@ func (l *streamLoop) run(ctx context.Context, events <-chan streamEvent, failed 
 			l.unclean()
 		case <-t.C:
 		}
-		t.Stop()
 	}
 }
 
@@ -312,9 +309,13 @@ func (l *streamLoop) laneOf(aggregate string) *lane {
 	if len(l.lanes) == 1 {
 		return &l.lanes[0]
 	}
-	h := fnv.New32a()
-	h.Write([]byte(aggregate))
-	return &l.lanes[h.Sum32()%uint32(len(l.lanes))]
+	// FNV-1a, 32 bits (hash/fnv's New32a), without its allocation.
+	h := uint32(2166136261)
+	for i := range len(aggregate) {
+		h ^= uint32(aggregate[i])
+		h *= 16777619
+	}
+	return &l.lanes[h%uint32(len(l.lanes))]
 }
 
 // receive takes a streamed event.
@@ -413,6 +414,17 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 	ln.flight = append(ln.flight, w)
 	ln.rows += n
 	l.aloft++
+	if !w.check && len(w.after) == 0 {
+		// Nothing to check or wait for (a trickle on a clear table): if
+		// the relay is waiting for a batch, it takes this one now, with no
+		// goroutine to start and hand it over.
+		w.stopped, w.out = map[string]struct{}{}, w.rows
+		select {
+		case l.s.ready <- &seam.Batch[outbox.Row]{Rows: w.rows, Lost: ctx, Handle: w}:
+			return
+		default:
+		}
+	}
 	wg.Go(func() { l.prepare(ctx, w) })
 }
 

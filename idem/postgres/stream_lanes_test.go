@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	"hash/fnv"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -87,5 +89,18 @@ func TestDeleterNoLingerForMany(t *testing.T) {
 	}
 	if len(st.calls) != 1 || len(st.calls[0]) != lingerRows {
 		t.Errorf("DELETEs of %d rows each, want one of %d", len(st.calls), lingerRows)
+	}
+}
+
+// TestLaneOfIsFNV: laneOf deals aggregates to lanes by hash/fnv's 32-bit
+// FNV-1a of their IDs.
+func TestLaneOfIsFNV(t *testing.T) {
+	l := &streamLoop{lanes: make([]lane, 7)}
+	for _, a := range []string{"", "a", "agg-001", "order-42", "é/ü", strings.Repeat("x", 300)} {
+		h := fnv.New32a()
+		h.Write([]byte(a))
+		if l.laneOf(a) != &l.lanes[h.Sum32()%7] {
+			t.Errorf("laneOf(%q) is not lane %d", a, h.Sum32()%7)
+		}
 	}
 }
