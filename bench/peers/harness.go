@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -38,7 +39,7 @@ type Config struct {
 
 // Scenario is one contender at one shape of load.
 type Scenario struct {
-	Contender string // "wary", "stream", "decode", "watermill", "floor", "ceiling" or "raw"
+	Contender string // "wary", "stream", "decode", "least", "watermill", "floor", "ceiling" or "raw"
 	PerTx     int    // events per producer transaction (0 for raw)
 	Aggs      int    // aggregates the events spread over; 0: every event its own
 }
@@ -63,6 +64,8 @@ func (s Scenario) Name() string {
 		return fmt.Sprintf("wary stream, %d/tx, %s", s.PerTx, agg)
 	case "decode":
 		return fmt.Sprintf("decode + raw, wary's rows, %d/tx, %s", s.PerTx, agg)
+	case "least":
+		return fmt.Sprintf("least row + decode + raw, %d/tx", s.PerTx)
 	}
 	return fmt.Sprintf("wary relay, %d/tx, %s", s.PerTx, agg)
 }
@@ -85,8 +88,8 @@ func (s Scenario) outbox() bool {
 // rows published raw from the log with no table work.
 func Scenarios() []Scenario {
 	return []Scenario{
-		{"wary", 1, 100}, {"wary", 1, 0}, {"stream", 1, 100}, {"stream", 1, 0}, {"decode", 1, 100}, {"decode", 1, 0}, {"watermill", 1, 100}, {"floor", 1, 0}, {"ceiling", 1, 0},
-		{"wary", 100, 100}, {"wary", 100, 0}, {"stream", 100, 100}, {"stream", 100, 0}, {"decode", 100, 100}, {"decode", 100, 0}, {"watermill", 100, 100}, {"floor", 100, 0}, {"ceiling", 100, 0},
+		{"wary", 1, 100}, {"wary", 1, 0}, {"stream", 1, 100}, {"stream", 1, 0}, {"decode", 1, 100}, {"decode", 1, 0}, {"least", 1, 0}, {"watermill", 1, 100}, {"floor", 1, 0}, {"ceiling", 1, 0},
+		{"wary", 100, 100}, {"wary", 100, 0}, {"stream", 100, 100}, {"stream", 100, 0}, {"decode", 100, 100}, {"decode", 100, 0}, {"least", 100, 0}, {"watermill", 100, 100}, {"floor", 100, 0}, {"ceiling", 100, 0},
 		{"raw", 0, 0},
 	}
 }
@@ -317,6 +320,8 @@ func (s *Sitting) Run(ctx context.Context, sc Scenario) (Result, error) {
 		res, err = s.runCeiling(ctx, pool, name, sc, n, cons)
 	case "decode":
 		res, err = s.runDecode(ctx, pool, name, sc, n, cons)
+	case "least":
+		res, err = s.runLeast(ctx, pool, name, sc, n, cons)
 	default:
 		err = fmt.Errorf("unknown contender %q", sc.Contender)
 	}
@@ -598,10 +603,16 @@ func (s *Sitting) produce(ctx context.Context, pool *pgxpool.Pool, n, perTx int,
 	return errors.Join(errs...)
 }
 
+// execer is what addOrders writes with: a pgx.Tx, or a connection in a
+// transaction block of its own (runLeast's).
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
 // addOrders writes the domain rows of events first to last-1 in tx, one
 // statement: the producers' own work, which every outbox contender's and
 // the floor's transactions do.
-func addOrders(ctx context.Context, tx pgx.Tx, run, first, last, aggs int) error {
+func addOrders(ctx context.Context, tx execer, run, first, last, aggs int) error {
 	ids := make([]string, 0, last-first)
 	bodies := make([]string, 0, last-first)
 	for i := first; i < last; i++ {

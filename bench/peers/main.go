@@ -119,7 +119,7 @@ func sitting(ctx context.Context, w io.Writer, cfg Config, rounds int, only stri
 			}
 		}
 		for _, sc := range scs {
-			if c := sc.Contender; c == "wary" || c == "stream" || c == "decode" || c == "ceiling" {
+			if c := sc.Contender; c == "wary" || c == "stream" || c == "decode" || c == "least" || c == "ceiling" {
 				fmt.Fprintf(w, "# round %d  %-45s %s\n", r+1, sc.Name(), ratios(sc, results, r))
 			}
 		}
@@ -151,6 +151,11 @@ func ratios(sc Scenario, results map[Scenario][]Result, r int) string {
 	if sc.Contender == "stream" {
 		if d := results[Scenario{"decode", sc.PerTx, sc.Aggs}]; len(d) > r {
 			out = append(out, fmt.Sprintf("%.0f%% of decode + raw", 100*rate/d[r].Rate()))
+		}
+	}
+	if c := sc.Contender; c == "stream" || c == "decode" {
+		if l := results[Scenario{"least", sc.PerTx, 0}]; len(l) > r {
+			out = append(out, fmt.Sprintf("%.0f%% of least row + decode + raw", 100*rate/l[r].Rate()))
 		}
 	}
 	return strings.Join(out, ", ")
@@ -197,7 +202,7 @@ func table(w io.Writer, scs []Scenario, results map[Scenario][]Result) {
 		}
 		cpu := medianCPU(rs, Result.CPUPerEvent) + " / " + medianCPU(rs, Result.GoCPUPerEvent) + " / " + medianCPU(rs, Result.BrokerCPUPerEvent)
 		vsF, vsW, vsR := "–", "–", "–"
-		if c := sc.Contender; c == "wary" || c == "stream" || c == "decode" || c == "ceiling" {
+		if c := sc.Contender; c == "wary" || c == "stream" || c == "decode" || c == "least" || c == "ceiling" {
 			if f := results[Scenario{"floor", sc.PerTx, 0}]; len(f) > 0 {
 				vsF = fmt.Sprintf("%.0f%%", 100*ratio(rs, f, Result.CommitRate))
 			}

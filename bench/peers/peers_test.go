@@ -75,13 +75,46 @@ func TestSmoke(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	table(&buf, Scenarios(), results)
-	for _, row := range []string{"| wary relay, 100/tx, distinct aggregates |", "| wary stream, 1/tx, 100 aggregates |", "| floor: domain rows only, 100/tx |"} {
+	for _, row := range []string{"| wary relay, 100/tx, distinct aggregates |", "| wary stream, 1/tx, 100 aggregates |", "| floor: domain rows only, 100/tx |",
+		"| least row + decode + raw, 1/tx |"} {
 		if !strings.Contains(buf.String(), row) {
 			t.Errorf("no row %q in the table:\n%s", row, buf.String())
 		}
 	}
-	if r := ratios(Scenario{"stream", 1, 100}, results, 0); !strings.Contains(r, "of the floor") {
+	if r := ratios(Scenario{"stream", 1, 100}, results, 0); !strings.Contains(r, "of the floor") || !strings.Contains(r, "of least row + decode + raw") {
 		t.Errorf("stream ratios: %q", r)
+	}
+}
+
+// TestLeastRow: the least row's producers commit one domain row and one
+// outbox row per event in the same transactions, and its reader publishes
+// every row from the log.
+func TestLeastRow(t *testing.T) {
+	s := testSitting(t, 250)
+	name, cons, dropQueue, err := s.queue(t.Context(), "least", 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dropQueue()
+	pool, drop, err := s.freshPool(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop()
+	res, err := s.runLeast(t.Context(), pool, name, Scenario{"least", 100, 0}, 250, cons)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Events != 250 {
+		t.Errorf("%d events received, want 250", res.Events)
+	}
+	var orders, rows, joined int
+	if err := pool.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM `+leastTable+`),
+		(SELECT count(*) FROM orders o JOIN `+leastTable+` l ON substr(l.message_id, 2) = substr(o.id, 2))`).Scan(&orders, &rows, &joined); err != nil {
+		t.Fatal(err)
+	}
+	if orders != 250 || rows != 250 || joined != 250 {
+		t.Errorf("%d domain rows, %d outbox rows, %d of them paired, want 250 each", orders, rows, joined)
 	}
 }
 
