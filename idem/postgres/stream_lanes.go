@@ -70,6 +70,10 @@ type lane struct {
 	pend   []entry   // received rows of the lane's aggregates, in commit order, not yet in a window
 	flight []*window // the lane's windows not finished, in order
 	rows   int       // their rows (at most laneRows BatchSizes)
+	// held is how many of pend's first rows dispatch found of aggregates
+	// with a window being published, so that it looks only at the rows
+	// after them until a window's Publish returns (which resets it).
+	held int
 }
 
 // laneRows is how many BatchSizes of rows a lane's windows not finished
@@ -87,21 +91,27 @@ const laneRows = 4
 // (BENCHMARKS.md, "Where the stream's p50 excess goes").
 const laneWindows = 8
 
-// busy returns the aggregates of the lane's windows whose Publish has not
+// publishing appends to ws the lane's windows whose Publish has not
 // returned.
-func (ln *lane) busy() map[string]struct{} {
-	b := map[string]struct{}{}
+func (ln *lane) publishing(ws []*window) []*window {
 	for _, w := range ln.flight {
 		select {
 		case <-w.published:
-			continue
 		default:
-		}
-		for a := range w.aggs {
-			b[a] = struct{}{}
+			ws = append(ws, w)
 		}
 	}
-	return b
+	return ws
+}
+
+// busy reports whether one of ws has aggregate a.
+func busy(ws []*window, a string) bool {
+	for _, w := range ws {
+		if _, ok := w.aggs[a]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // unpublished counts the lane's windows whose Publish has not returned.
@@ -282,10 +292,12 @@ func (l *streamLoop) run(ctx context.Context, events <-chan streamEvent, failed 
 		case err := <-failed:
 			return fmt.Errorf("idem: relay: stream: %w", err)
 		case w := <-l.finished:
+			l.release()
 			if err := l.land(w); err != nil {
 				return err
 			}
-		case <-l.sent: // its lane may take its next window
+		case <-l.sent: // its lane may take its next window, and held rows may go
+			l.release()
 		case ev := <-in:
 			l.receive(ev)
 			for more := true; more && l.pending < s.c.BatchSize*len(l.lanes); { // take what is there
@@ -301,6 +313,14 @@ func (l *streamLoop) run(ctx context.Context, events <-chan streamEvent, failed 
 			l.unclean()
 		case <-t.C:
 		}
+	}
+}
+
+// release has dispatch look at every lane's held rows again: a window's
+// Publish returned (or it failed), so its aggregates' rows may go.
+func (l *streamLoop) release() {
+	for i := range l.lanes {
+		l.lanes[i].held = 0
 	}
 }
 
@@ -361,23 +381,37 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 		return
 	}
 	take := ln.pend[:min(len(ln.pend), l.s.c.BatchSize)]
-	var keep []entry // rows left waiting, in order (a trickle's)
+	kept := 0 // rows left waiting at the front of pend, in order (a trickle's)
 	if u > 0 && len(take) < l.s.c.BatchSize {
 		// A trickle while windows are with the broker: the rows of their
 		// aggregates (and so every later row of those) wait, the others go.
-		busy := ln.busy()
-		var free []entry
-		for _, e := range take {
-			if _, ok := busy[e.row.AggregateID]; ok {
-				keep = append(keep, e)
-			} else {
-				free = append(free, e)
+		// The rows held at the last look are still held (no window's
+		// Publish returned since): only those after them are looked at.
+		var buf [laneWindows]*window
+		ws := ln.publishing(buf[:0])
+		from, free := min(ln.held, len(take)), 0
+		for _, e := range take[from:] {
+			if !busy(ws, e.row.AggregateID) {
+				free++
 			}
 		}
-		if len(free) == 0 {
+		if free == 0 {
+			ln.held = len(take)
 			return
 		}
-		take = free
+		// The held rows move to the front of pend, in order, the others
+		// into the window.
+		going := make([]entry, 0, free)
+		kept = from
+		for _, e := range take[from:] {
+			if busy(ws, e.row.AggregateID) {
+				ln.pend[kept] = e
+				kept++
+			} else {
+				going = append(going, e)
+			}
+		}
+		take = going
 	}
 	n := len(take)
 	w := &window{l: l, rows: make([]outbox.Row, n), commits: make([]*commit, n), published: make(chan struct{}),
@@ -397,10 +431,11 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 			w.aloft = append(w.aloft, f.rows...)
 		}
 	}
+	ln.held = kept
 	switch {
-	case keep != nil:
-		clear(ln.pend[len(keep):])
-		ln.pend = append(ln.pend[:0], keep...)
+	case kept > 0:
+		clear(ln.pend[kept:])
+		ln.pend = ln.pend[:kept]
 	case n < len(ln.pend):
 		clear(ln.pend[:n])
 		ln.pend = ln.pend[n:]

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"runtime"
 	"slices"
@@ -102,5 +103,64 @@ func TestLaneOfIsFNV(t *testing.T) {
 		if l.laneOf(a) != &l.lanes[h.Sum32()%7] {
 			t.Errorf("laneOf(%q) is not lane %d", a, h.Sum32()%7)
 		}
+	}
+}
+
+// TestDispatchHeldRows: under a trickle, the rows of an aggregate whose
+// window is being published wait in order while the others go, rows
+// that come meanwhile are looked at (and go) without the held ones, and
+// once that window's Publish returned the held rows go, in order.
+func TestDispatchHeldRows(t *testing.T) {
+	s := &streamSource{c: seam.SourceConfig{BatchSize: 10}, ready: make(chan *seam.Batch[outbox.Row], 8)}
+	l := &streamLoop{s: s, lanes: make([]lane, 1), clean: true,
+		finished: make(chan *window, 8), sent: make(chan *window, 8)}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ln := &l.lanes[0]
+	next := func() []string { // the next batch handed out, by message ID
+		t.Helper()
+		select {
+		case b := <-s.ready:
+			var ids []string
+			for _, r := range b.Rows {
+				ids = append(ids, r.ID)
+			}
+			return ids
+		case <-time.After(30 * time.Second):
+			t.Fatal("no batch handed out within 30 s")
+			return nil
+		}
+	}
+	row := func(id int64, agg string) outbox.Row {
+		return outbox.Row{RowID: id, Message: outbox.Message{ID: fmt.Sprintf("%s-%d", agg, id), AggregateID: agg}}
+	}
+	l.receive(streamEvent{Pos: 1, Rows: []outbox.Row{row(1, "a")}})
+	l.dispatch(t.Context(), ln, &wg)
+	if got := next(); !slices.Equal(got, []string{"a-1"}) {
+		t.Fatalf("first window %v, want [a-1]", got)
+	}
+	aWindow := ln.flight[0]
+	l.receive(streamEvent{Pos: 2, Rows: []outbox.Row{row(2, "a"), row(3, "b"), row(4, "a")}})
+	l.dispatch(t.Context(), ln, &wg)
+	if got := next(); !slices.Equal(got, []string{"b-3"}) {
+		t.Fatalf("second window %v, want [b-3] (a's rows wait for a-1's publish)", got)
+	}
+	l.dispatch(t.Context(), ln, &wg) // nothing free: a's rows held
+	l.receive(streamEvent{Pos: 3, Rows: []outbox.Row{row(5, "c")}})
+	l.dispatch(t.Context(), ln, &wg)
+	if got := next(); !slices.Equal(got, []string{"c-5"}) {
+		t.Fatalf("third window %v, want [c-5]", got)
+	}
+	if len(ln.pend) != 2 || ln.pend[0].row.RowID != 2 || ln.pend[1].row.RowID != 4 {
+		t.Fatalf("pending rows %v, want a-2 and a-4 in order", ln.pend)
+	}
+	close(aWindow.published) // a-1's Publish returned
+	l.release()
+	l.dispatch(t.Context(), ln, &wg)
+	if got := next(); !slices.Equal(got, []string{"a-2", "a-4"}) {
+		t.Fatalf("fourth window %v, want [a-2 a-4]", got)
+	}
+	if len(ln.pend) != 0 || ln.held != 0 {
+		t.Errorf("%d rows pending, %d held after every row went", len(ln.pend), ln.held)
 	}
 }
