@@ -71,9 +71,11 @@ type lane struct {
 	flight []*window // the lane's windows not finished, in order
 	rows   int       // their rows (at most laneRows BatchSizes)
 	// held is how many of pend's first rows dispatch found of aggregates
-	// with a window being published, so that it looks only at the rows
-	// after them until a window's Publish returns (which resets it).
-	held int
+	// of heldBy, the windows being published then: while none of those
+	// has returned from Publish, the rows stay held and dispatch looks
+	// only at the rows after them.
+	held   int
+	heldBy []*window
 }
 
 // laneRows is how many BatchSizes of rows a lane's windows not finished
@@ -102,6 +104,20 @@ func (ln *lane) publishing(ws []*window) []*window {
 		}
 	}
 	return ws
+}
+
+// stillHeld reports whether the lane's held rows are still held: every
+// window that held them is still being published (a window started since
+// only holds more).
+func (ln *lane) stillHeld() bool {
+	for _, w := range ln.heldBy {
+		select {
+		case <-w.published:
+			return false
+		default:
+		}
+	}
+	return true
 }
 
 // busy reports whether one of ws has aggregate a.
@@ -292,12 +308,10 @@ func (l *streamLoop) run(ctx context.Context, events <-chan streamEvent, failed 
 		case err := <-failed:
 			return fmt.Errorf("idem: relay: stream: %w", err)
 		case w := <-l.finished:
-			l.release()
 			if err := l.land(w); err != nil {
 				return err
 			}
 		case <-l.sent: // its lane may take its next window, and held rows may go
-			l.release()
 		case ev := <-in:
 			l.receive(ev)
 			for more := true; more && l.pending < s.c.BatchSize*len(l.lanes); { // take what is there
@@ -313,14 +327,6 @@ func (l *streamLoop) run(ctx context.Context, events <-chan streamEvent, failed 
 			l.unclean()
 		case <-t.C:
 		}
-	}
-}
-
-// release has dispatch look at every lane's held rows again: a window's
-// Publish returned (or it failed), so its aggregates' rows may go.
-func (l *streamLoop) release() {
-	for i := range l.lanes {
-		l.lanes[i].held = 0
 	}
 }
 
@@ -385,18 +391,22 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 	if u > 0 && len(take) < l.s.c.BatchSize {
 		// A trickle while windows are with the broker: the rows of their
 		// aggregates (and so every later row of those) wait, the others go.
-		// The rows held at the last look are still held (no window's
-		// Publish returned since): only those after them are looked at.
+		// While the windows that held rows at the last look are all still
+		// being published, those rows are still held: only the rows after
+		// them are looked at.
 		var buf [laneWindows]*window
 		ws := ln.publishing(buf[:0])
-		from, free := min(ln.held, len(take)), 0
+		from, free := 0, 0
+		if ln.stillHeld() {
+			from = min(ln.held, len(take))
+		}
 		for _, e := range take[from:] {
 			if !busy(ws, e.row.AggregateID) {
 				free++
 			}
 		}
 		if free == 0 {
-			ln.held = len(take)
+			ln.held, ln.heldBy = len(take), append(ln.heldBy[:0], ws...)
 			return
 		}
 		// The held rows move to the front of pend, in order, the others
@@ -410,6 +420,9 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 			} else {
 				going = append(going, e)
 			}
+		}
+		if kept > 0 {
+			ln.heldBy = append(ln.heldBy[:0], ws...)
 		}
 		take = going
 	}
@@ -432,6 +445,10 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 		}
 	}
 	ln.held = kept
+	if kept == 0 {
+		clear(ln.heldBy)
+		ln.heldBy = ln.heldBy[:0]
+	}
 	switch {
 	case kept > 0:
 		clear(ln.pend[kept:])
