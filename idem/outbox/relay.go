@@ -449,7 +449,15 @@ func (s *sources) state() seam.SourceState {
 func (r *Relay) Purge(ctx context.Context) (int, error) {
 	before := r.o.Now().Add(-r.o.KeepSent)
 	total := 0
-	defer r.changed.Fire() // a purge may move rows (a sliced outbox)
+	defer func() {
+		// A purge that deleted rows may have moved others (a sliced
+		// outbox): a streaming source looks at the table again. One that
+		// deleted nothing left it as it was, and asks for nothing (the
+		// purge Run starts with would stop the stream's lanes for a sweep).
+		if total > 0 {
+			r.changed.Fire()
+		}
+	}()
 	for {
 		n, err := r.st.PurgeOutbox(ctx, before, r.o.PurgeBatch)
 		total += n

@@ -41,7 +41,7 @@ const sweepLag = time.Second
 // publishing unchecked costs the table nothing but its DELETE. The loop
 // starts clean if the table is Clear (and the relay claimed nothing since
 // its last stream), loses it when a window leaves rows in the table, a
-// sweep claims rows, the relay purges, or a Requeue or Discard of this
+// sweep claims rows, the relay purges rows, or a Requeue or Discard of this
 // relay's comes, and finds it again at a sweep once the table is Clear and
 // the stream has passed the log's position of that moment (what was
 // claimed or discarded then is behind it). What another process does

@@ -102,3 +102,33 @@ func (e *streamEnv) releaseAndCheck(g *gate, h *conformance.History, c *consumer
 	}
 	e.waitFor("the published rows deleted", func() bool { return e.rows(0, 2) == 0 })
 }
+
+// TestStreamPurgeOfNothingDoesNotStopLanes: a purge that deleted nothing
+// (as the one a relay's Run makes as it starts, on a young outbox) leaves
+// the table as it was, so it does not make the stream sweep. While a
+// window of aggregate "b" is held after its publish, rows of other
+// aggregates added after such a purge are published. Before, every purge
+// asked the stream for a sweep, which waited for b's window, and nothing
+// was dispatched meanwhile: the purge Run starts with, when it ended after
+// the stream had opened, stopped the lanes of the tests above.
+func TestStreamPurgeOfNothingDoesNotStopLanes(t *testing.T) {
+	e := setupStream(t, newPool(t))
+	h := conformance.NewHistory()
+	topic, c := e.consuming(h)
+	r := e.relay(topic, &outbox.RelayOptions{PollInterval: time.Minute}, postgres.SourceOptions{Pipeline: 1})
+	g := e.runGated(r)
+	ctx := g.ctx
+
+	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
+	e.add(h, &outbox.Message{ID: "b-1", AggregateID: "b", Type: "x", Payload: []byte("{}")})
+	select {
+	case <-g.entered: // b's window is with the broker, held
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	if n, err := r.Purge(ctx); err != nil || n != 0 {
+		t.Fatalf("Purge = %d, %v; want nothing purged", n, err)
+	}
+	n := e.addOthersWhileHeld(h, c, func() bool { return false })
+	e.releaseAndCheck(g, h, c, n+1)
+}
