@@ -130,19 +130,6 @@ func busy(ws []*window, a string) bool {
 	return false
 }
 
-// unpublished counts the lane's windows whose Publish has not returned.
-func (ln *lane) unpublished() int {
-	n := 0
-	for _, w := range ln.flight {
-		select {
-		case <-w.published:
-		default:
-			n++
-		}
-	}
-	return n
-}
-
 // window is a run of one lane's streamed rows published together.
 type window struct {
 	l       *streamLoop
@@ -382,20 +369,19 @@ func (l *streamLoop) dispatch(ctx context.Context, ln *lane, wg *sync.WaitGroup)
 	if len(ln.pend) == 0 || ln.rows >= laneRows*l.s.c.BatchSize {
 		return
 	}
-	u := ln.unpublished()
-	if u >= laneWindows {
+	var buf [laneWindows]*window
+	ws := ln.publishing(buf[:0])
+	if len(ws) >= laneWindows {
 		return
 	}
 	take := ln.pend[:min(len(ln.pend), l.s.c.BatchSize)]
 	kept := 0 // rows left waiting at the front of pend, in order (a trickle's)
-	if u > 0 && len(take) < l.s.c.BatchSize {
+	if len(ws) > 0 && len(take) < l.s.c.BatchSize {
 		// A trickle while windows are with the broker: the rows of their
 		// aggregates (and so every later row of those) wait, the others go.
 		// While the windows that held rows at the last look are all still
 		// being published, those rows are still held: only the rows after
 		// them are looked at.
-		var buf [laneWindows]*window
-		ws := ln.publishing(buf[:0])
 		from, free := 0, 0
 		if ln.stillHeld() {
 			from = min(ln.held, len(take))
