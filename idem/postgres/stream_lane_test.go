@@ -18,21 +18,9 @@ import (
 // later rows wait for it: each aggregate arrives in sequence order.
 func TestStreamLaneDoesNotWaitForOtherAggregates(t *testing.T) {
 	e := setupStream(t, newPool(t))
-	h := conformance.NewHistory()
-	topic, c := e.consuming(h)
 	// No sweep while the window is held (a sweep waits for the windows in
 	// flight, and nothing is dispatched meanwhile).
-	r := e.relay(topic, &outbox.RelayOptions{PollInterval: time.Minute}, postgres.SourceOptions{Pipeline: 1})
-	g := e.runGated(r)
-	ctx := g.ctx
-
-	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
-	e.add(h, &outbox.Message{ID: "b-1", AggregateID: "b", Type: "x", Payload: []byte("{}")})
-	select {
-	case <-g.entered: // b's window is with the broker, held
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
-	}
+	_, g, h, c := e.holdB(time.Minute)
 	e.add(h, &outbox.Message{ID: "b-2", AggregateID: "b", Type: "x", Payload: []byte("{}")})
 	for i := range 5 {
 		e.add(h, &outbox.Message{ID: fmt.Sprintf("c-%d", i), AggregateID: fmt.Sprintf("c%d", i), Type: "x", Payload: []byte("{}")})
@@ -54,6 +42,26 @@ func TestStreamLaneDoesNotWaitForOtherAggregates(t *testing.T) {
 	if rep := h.Check(); !rep.Valid() {
 		t.Errorf("history: %s", rep)
 	}
+}
+
+// holdB runs a gated relay streaming on one lane (PollInterval poll), adds
+// row b-1 of aggregate "b", and returns once b-1's window is with the
+// broker, held (see runGated), with the relay, the gate, the history and
+// the consumer.
+func (e *streamEnv) holdB(poll time.Duration) (*outbox.Relay, *gate, *conformance.History, *consumer) {
+	e.t.Helper()
+	h := conformance.NewHistory()
+	topic, c := e.consuming(h)
+	r := e.relay(topic, &outbox.RelayOptions{PollInterval: poll}, postgres.SourceOptions{Pipeline: 1})
+	g := e.runGated(r)
+	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
+	e.add(h, &outbox.Message{ID: "b-1", AggregateID: "b", Type: "x", Payload: []byte("{}")})
+	select {
+	case <-g.entered: // b's window is with the broker, held
+	case <-g.ctx.Done():
+		e.t.Fatal(g.ctx.Err())
+	}
+	return r, g, h, c
 }
 
 // runGated runs r until the test ends, each publish of aggregate "b" held

@@ -19,20 +19,8 @@ import (
 // nothing was dispatched meanwhile.
 func TestStreamCleanSweepDoesNotStopLanes(t *testing.T) {
 	e := setupStream(t, newPool(t))
-	h := conformance.NewHistory()
-	topic, c := e.consuming(h)
 	const poll = 2 * time.Millisecond // a sweep due every 60ms
-	r := e.relay(topic, &outbox.RelayOptions{PollInterval: poll}, postgres.SourceOptions{Pipeline: 1})
-	g := e.runGated(r)
-	ctx := g.ctx
-
-	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
-	e.add(h, &outbox.Message{ID: "b-1", AggregateID: "b", Type: "x", Payload: []byte("{}")})
-	select {
-	case <-g.entered: // b's window is with the broker, held
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
-	}
+	_, g, h, c := e.holdB(poll)
 	e.add(h, &outbox.Message{ID: "b-2", AggregateID: "b", Type: "x", Payload: []byte("{}")})
 	held := time.Now()
 	// Rows go one by one until several sweeps have fallen due.
@@ -113,20 +101,8 @@ func (e *streamEnv) releaseAndCheck(g *gate, h *conformance.History, c *consumer
 // the stream had opened, stopped the lanes of the tests above.
 func TestStreamPurgeOfNothingDoesNotStopLanes(t *testing.T) {
 	e := setupStream(t, newPool(t))
-	h := conformance.NewHistory()
-	topic, c := e.consuming(h)
-	r := e.relay(topic, &outbox.RelayOptions{PollInterval: time.Minute}, postgres.SourceOptions{Pipeline: 1})
-	g := e.runGated(r)
-	ctx := g.ctx
-
-	e.waitFor("the relay to stream", func() bool { return r.Stats().Streaming })
-	e.add(h, &outbox.Message{ID: "b-1", AggregateID: "b", Type: "x", Payload: []byte("{}")})
-	select {
-	case <-g.entered: // b's window is with the broker, held
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
-	}
-	if n, err := r.Purge(ctx); err != nil || n != 0 {
+	r, g, h, c := e.holdB(time.Minute)
+	if n, err := r.Purge(g.ctx); err != nil || n != 0 {
 		t.Fatalf("Purge = %d, %v; want nothing purged", n, err)
 	}
 	n := e.addOthersWhileHeld(h, c, func() bool { return false })
