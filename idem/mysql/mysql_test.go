@@ -392,13 +392,17 @@ func TestClaimManyInOrder(t *testing.T) {
 		done <- outcome{got, err}
 	}()
 	// The claim of many is waiting for m2's lock once InnoDB lists its
-	// connection's lock wait (or it failed, which done says).
+	// connection's lock wait (or it failed, which done says). InnoDB
+	// refreshes what INNODB_TRX shows only when it was not read for 0.1 s
+	// (MySQL's manual, "Persistence and Consistency of InnoDB Transaction
+	// and Locking Information"): asked more often, it showed the snapshot
+	// from before the wait until the claim timed out.
 	waiting := fmt.Sprintf("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT' AND trx_mysql_thread_id = %d", conn)
 	for e.Int(waiting) == 0 {
 		select {
 		case o := <-done:
 			t.Fatalf("the claim of m1, m2, m3 did not wait for m2's holder: %v, %v", o.got, o.err)
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(150 * time.Millisecond):
 		}
 	}
 	third, err := db.BeginTx(e.Ctx, nil)
