@@ -427,8 +427,11 @@ func (s *PollSource[Tx]) listen(ctx context.Context) {
 	backoff := 10 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := s.p.Wake.Listen(ctx, func() {
-			s.woke.Fire()
+			// Listening before the loops wake: a loop that saw the
+			// source not listening would wait PollInterval without
+			// asking the wake-up to have producers notify it.
 			s.listening.Store(true)
+			s.woke.Fire()
 		})
 		s.listening.Store(false)
 		if ctx.Err() != nil {
